@@ -1,0 +1,1 @@
+//! The test drivers: bandwidth and latency loops, warm-up, iteration and duration modes.

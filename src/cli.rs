@@ -1,0 +1,1 @@
+//! perftest-compatible command-line flags (clap derive) turned into validated options.

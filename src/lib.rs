@@ -1,0 +1,14 @@
+//! roceperf: a RoCE performance benchmark suite, the equivalent of linux-rdma's perftest.
+//!
+//! The layers (see DESIGN.md): `wire` knows packet formats and nothing of state; `transport::soft::rc`
+//! is a sans-IO Reliable Connection engine that knows nothing of sockets or clocks; transports know
+//! nothing of reports; reports know nothing of transports.
+
+pub mod bench;
+pub mod cli;
+pub mod oob;
+pub mod params;
+pub mod report;
+pub mod stats;
+pub mod transport;
+pub mod wire;

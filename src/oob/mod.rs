@@ -1,0 +1,1 @@
+//! Out-of-band setup over TCP: handshake, parameter check, barriers, result exchange.

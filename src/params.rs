@@ -1,0 +1,198 @@
+//! Vocabulary shared by every layer above the wire: which test, which transport, which RoCE version.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The RDMA verb a test exercises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verb {
+    /// Two-sided SEND / RECV.
+    Send,
+    /// One-sided RDMA WRITE.
+    Write,
+    /// One-sided RDMA READ.
+    Read,
+}
+
+/// Whether a test measures bandwidth or latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Streaming with many operations in flight: Gb/s, MiB/s, Mpps.
+    Bandwidth,
+    /// Ping-pong (SEND, WRITE) or request/response (READ): a latency histogram.
+    Latency,
+}
+
+/// One of the six tests, e.g. `write_bw`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TestKind {
+    /// The verb.
+    pub verb: Verb,
+    /// Bandwidth or latency.
+    pub metric: Metric,
+}
+
+impl TestKind {
+    /// All six tests in the order the binaries are usually listed.
+    pub const ALL: [TestKind; 6] = [
+        TestKind::new(Verb::Send, Metric::Bandwidth),
+        TestKind::new(Verb::Write, Metric::Bandwidth),
+        TestKind::new(Verb::Read, Metric::Bandwidth),
+        TestKind::new(Verb::Send, Metric::Latency),
+        TestKind::new(Verb::Write, Metric::Latency),
+        TestKind::new(Verb::Read, Metric::Latency),
+    ];
+
+    /// Builds a test kind.
+    pub const fn new(verb: Verb, metric: Metric) -> Self {
+        TestKind { verb, metric }
+    }
+
+    /// The short name used in file names and JSON: `write_bw`, `send_lat`, ...
+    pub fn name(&self) -> &'static str {
+        match (self.verb, self.metric) {
+            (Verb::Send, Metric::Bandwidth) => "send_bw",
+            (Verb::Write, Metric::Bandwidth) => "write_bw",
+            (Verb::Read, Metric::Bandwidth) => "read_bw",
+            (Verb::Send, Metric::Latency) => "send_lat",
+            (Verb::Write, Metric::Latency) => "write_lat",
+            (Verb::Read, Metric::Latency) => "read_lat",
+        }
+    }
+
+    /// Parses a short name such as `write_bw`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        TestKind::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The title perftest prints in its header block, e.g. `RDMA_Write BW Test`.
+    pub fn perftest_title(&self) -> &'static str {
+        match (self.verb, self.metric) {
+            (Verb::Send, Metric::Bandwidth) => "Send BW Test",
+            (Verb::Write, Metric::Bandwidth) => "RDMA_Write BW Test",
+            (Verb::Read, Metric::Bandwidth) => "RDMA_Read BW Test",
+            (Verb::Send, Metric::Latency) => "Send Latency Test",
+            (Verb::Write, Metric::Latency) => "RDMA_Write Latency Test",
+            (Verb::Read, Metric::Latency) => "RDMA_Read Latency Test",
+        }
+    }
+
+    /// Latency samples are round trips; SEND and WRITE report half of one, READ a whole one (as perftest).
+    pub fn rtt_factor(&self) -> u32 {
+        match self.verb {
+            Verb::Send | Verb::Write => 2,
+            Verb::Read => 1,
+        }
+    }
+
+    /// perftest's default message size: 65536 for bandwidth tests, 2 for latency tests.
+    pub fn default_size(&self) -> u64 {
+        match self.metric {
+            Metric::Bandwidth => 65536,
+            Metric::Latency => 2,
+        }
+    }
+
+    /// perftest's default iteration count: 5000 for write_bw, 1000 otherwise.
+    pub fn default_iters(&self) -> u64 {
+        match (self.verb, self.metric) {
+            (Verb::Write, Metric::Bandwidth) => 5000,
+            _ => 1000,
+        }
+    }
+}
+
+impl fmt::Display for TestKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What moves the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKind {
+    /// An RDMA NIC through libibverbs.
+    Verbs,
+    /// roceperf's own userspace RoCE stack over UDP sockets or AF_PACKET.
+    Soft,
+    /// The kernel TCP stack: the baseline.
+    Tcp,
+}
+
+impl TransportKind {
+    /// The name used on the command line and in reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TransportKind::Verbs => "verbs",
+            TransportKind::Soft => "soft",
+            TransportKind::Tcp => "tcp",
+        }
+    }
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// RoCE encapsulation: v1 (Ethertype 0x8915 + GRH) or v2 (IP + UDP 4791).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoceVersion {
+    /// RoCE v1: Ethernet + GRH, link-local only.
+    V1,
+    /// RoCE v2: routable, IPv4 or IPv6 + UDP port 4791.
+    V2,
+}
+
+impl RoceVersion {
+    /// `v1` or `v2`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RoceVersion::V1 => "v1",
+            RoceVersion::V2 => "v2",
+        }
+    }
+}
+
+impl fmt::Display for RoceVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which end of the test this process is: perftest's rule is that the side with a host argument is the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Listens for the out-of-band connection.
+    Server,
+    /// Connects to the server named on the command line.
+    Client,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for t in TestKind::ALL {
+            assert_eq!(TestKind::from_name(t.name()), Some(t));
+        }
+        assert_eq!(TestKind::from_name("atomic_bw"), None);
+    }
+
+    #[test]
+    fn perftest_defaults() {
+        let wbw = TestKind::new(Verb::Write, Metric::Bandwidth);
+        assert_eq!((wbw.default_size(), wbw.default_iters()), (65536, 5000));
+        let slat = TestKind::new(Verb::Send, Metric::Latency);
+        assert_eq!((slat.default_size(), slat.default_iters()), (2, 1000));
+        assert_eq!(TestKind::new(Verb::Read, Metric::Latency).rtt_factor(), 1);
+    }
+}

@@ -1,0 +1,1 @@
+//! Reports: console in perftest layout, CSV, JSON.

@@ -1,0 +1,1 @@
+//! HDR-histogram summaries (min, max, median, mean, stdev, percentiles), bandwidth and message rate.

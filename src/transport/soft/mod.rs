@@ -1,0 +1,3 @@
+//! The userspace RoCE stack: a sans-IO RC engine, I/O backends, and a simulated link for tests.
+pub mod rc;
+pub mod sim;

@@ -1,0 +1,1 @@
+//! Sans-IO Reliable Connection engine: requester, responder, completer, PSNs, memory regions.

@@ -1,0 +1,1 @@
+//! An in-memory link with seeded loss, duplication, reordering, delay and corruption, for tests.
