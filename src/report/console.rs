@@ -297,15 +297,15 @@ pub fn extras(info: &RunInfo, r: &SizeResult) -> String {
                 " {key:<16}: latency[usec] min {:.3}  median {:.3}",
                 stats.min_us, stats.median_us
             );
-            let wanted: &[f64] = if info.percentiles.is_empty() {
-                &[]
-            } else {
-                &info.percentiles
-            };
-            for p in &stats.percentiles {
-                if wanted.is_empty() || wanted.contains(&p.pct) {
-                    let _ = write!(s, "  {} {:.3}", p.label(), p.us);
-                }
+            // The requested percentiles (all computed ones when the run named none); p50 is the
+            // median, already printed.
+            let wanted = |pct: f64| info.percentiles.is_empty() || info.percentiles.contains(&pct);
+            for p in stats
+                .percentiles
+                .iter()
+                .filter(|p| p.pct != 50.0 && wanted(p.pct))
+            {
+                let _ = write!(s, "  {} {:.3}", p.label(), p.us);
             }
             let _ = write!(
                 s,

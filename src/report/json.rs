@@ -265,6 +265,12 @@ mod tests {
                 .contains("10^9")
         );
         assert!(results[1].get("latency").is_none());
+        // The schema comes first, so `head -c 60 file.json` tells what the file is.
+        let compact = serde_json::to_string(&doc).unwrap();
+        assert!(
+            compact.starts_with(r#"{"schema":"roceperf.result","schema_version":1,"tool":"#),
+            "{compact}"
+        );
         // Valid JSON text, and it parses back.
         let text = serde_json::to_string_pretty(&doc).unwrap();
         let again: Value = serde_json::from_str(&text).unwrap();
