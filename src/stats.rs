@@ -74,7 +74,15 @@ impl LatencyStats {
     /// so a reported max is never below the real one. Percentiles outside 0..=100 are clamped; NaN ones
     /// are dropped.
     pub fn from_histogram(h: &Histogram<u64>, percentiles: &[f64]) -> LatencyStats {
-        let wanted = percentiles.iter().copied().filter(|p| !p.is_nan());
+        // NaN has no meaning and a repeated percentile would repeat a JSON key: drop both.
+        let mut seen: Vec<f64> = Vec::with_capacity(percentiles.len());
+        let wanted = percentiles.iter().copied().filter(move |p| {
+            let fresh = !p.is_nan() && !seen.contains(p);
+            if fresh {
+                seen.push(*p);
+            }
+            fresh
+        });
         if h.is_empty() {
             return LatencyStats {
                 samples: 0,
@@ -182,6 +190,24 @@ impl BandwidthStats {
             peak_gbps: best.map(|b| msg_size as f64 * 8.0 / b),
             peak_mibps: best.map(|b| msg_size as f64 * 1e9 / b / MIB),
             msg_rate_mpps,
+        }
+    }
+}
+
+impl BandwidthStats {
+    /// Both directions of a bidirectional run as perftest prints them: the sum of the two sides' rates
+    /// (average, peak when both have one, message rate), their messages added, the longer elapsed time.
+    pub fn combined(&self, other: &BandwidthStats) -> BandwidthStats {
+        let both = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a + b);
+        BandwidthStats {
+            msg_size: self.msg_size,
+            messages: self.messages + other.messages,
+            elapsed_ns: self.elapsed_ns.max(other.elapsed_ns),
+            avg_gbps: self.avg_gbps + other.avg_gbps,
+            avg_mibps: self.avg_mibps + other.avg_mibps,
+            peak_gbps: both(self.peak_gbps, other.peak_gbps),
+            peak_mibps: both(self.peak_mibps, other.peak_mibps),
+            msg_rate_mpps: self.msg_rate_mpps + other.msg_rate_mpps,
         }
     }
 }
@@ -424,6 +450,37 @@ mod tests {
         let b = BandwidthStats::compute(1000, 1_000_000, 1_000_000_000, None);
         assert_eq!((b.avg_gbps, b.msg_rate_mpps), (8.0, 1.0));
         assert_eq!((b.peak_gbps, b.peak_mibps), (None, None));
+    }
+
+    #[test]
+    fn bidirectional_sums_rates() {
+        let a = BandwidthStats::compute(4096, 1000, 1_000_000, Some(800.0));
+        let b = BandwidthStats::compute(4096, 500, 2_000_000, None);
+        let c = a.combined(&b);
+        assert_eq!(
+            (c.messages, c.elapsed_ns, c.msg_size),
+            (1500, 2_000_000, 4096)
+        );
+        assert!(close(c.avg_gbps, a.avg_gbps + b.avg_gbps, 1e-12));
+        assert!(close(c.avg_mibps, a.avg_mibps + b.avg_mibps, 1e-12));
+        assert!(close(c.msg_rate_mpps, 1.0 + 0.25, 1e-12));
+        assert_eq!(
+            c.peak_gbps, None,
+            "a one-sided peak is not a bidirectional one"
+        );
+        let d = a.combined(&a);
+        assert!(close(
+            d.peak_gbps.unwrap(),
+            2.0 * a.peak_gbps.unwrap(),
+            1e-12
+        ));
+    }
+
+    #[test]
+    fn repeated_percentiles_are_reported_once() {
+        let s = LatencyStats::from_histogram(&hist_of([1000, 2000]), &[99.0, 90.0, 99.0]);
+        let pcts: Vec<f64> = s.percentiles.iter().map(|p| p.pct).collect();
+        assert_eq!(pcts, [99.0, 90.0]);
     }
 
     #[test]

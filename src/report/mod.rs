@@ -105,6 +105,7 @@ pub struct RunInfo {
 
 /// What one message size measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Measured {
     /// A bandwidth test's figures.
     Bandwidth(BandwidthStats),
@@ -211,6 +212,15 @@ pub fn results_paths(dir: &Path, info: &RunInfo) -> (PathBuf, PathBuf) {
         dir.join(format!("{stem}.csv")),
         dir.join(format!("{stem}.json")),
     )
+}
+
+/// Creates the `--results` directory (and its parents) if needed; the error names it and what to do.
+pub fn create_results_dir(dir: &Path) -> Result<(), ReportError> {
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::Io {
+        action: "create the results directory",
+        path: dir.to_owned(),
+        source,
+    })
 }
 
 /// `client` or `server`.
@@ -432,6 +442,23 @@ mod tests {
             "20261129-102425-write_bw-soft-v2-client.csv".len()
         );
         assert!(name[..8].chars().all(|c| c.is_ascii_digit()) && &name[8..9] == "-");
+    }
+
+    #[test]
+    fn results_dir_is_created_or_named_in_the_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b");
+        create_results_dir(&dir).unwrap();
+        assert!(dir.is_dir());
+        create_results_dir(&dir).unwrap();
+        let file = tmp.path().join("plain-file");
+        std::fs::write(&file, "x").unwrap();
+        let err = create_results_dir(&file.join("sub")).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("plain-file/sub") && msg.contains("results directory"),
+            "{msg}"
+        );
     }
 
     #[test]
