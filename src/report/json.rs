@@ -329,6 +329,7 @@ mod tests {
                 }
                 other => panic!("variant changed: {other:?}"),
             }
+            assert_eq!(back, r, "whole result, histogram included");
             // Measured on its own (derived serde) round-trips too.
             let m: Measured =
                 serde_json::from_str(&serde_json::to_string(&r.measured).unwrap()).unwrap();
