@@ -341,6 +341,17 @@ mod tests {
     }
 
     #[test]
+    fn non_finite_numbers_still_give_valid_json() {
+        let mut r = bw_result();
+        r.cpu_util = Some(f64::NAN);
+        let text = serde_json::to_string(&to_json(&bw_info(), std::slice::from_ref(&r))).unwrap();
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        assert!(doc["results"][0].get("cpu_util_pct").is_none_or(Value::is_null));
+        let back: SizeResult = serde_json::from_value(doc["results"][0].clone()).unwrap();
+        assert_eq!(back.cpu_util, None);
+    }
+
+    #[test]
     fn malformed_results_are_named() {
         let err = serde_json::from_str::<SizeResult>(r#"{"size_bytes": 8, "iterations": 1}"#)
             .unwrap_err();
