@@ -346,7 +346,11 @@ mod tests {
         r.cpu_util = Some(f64::NAN);
         let text = serde_json::to_string(&to_json(&bw_info(), std::slice::from_ref(&r))).unwrap();
         let doc: Value = serde_json::from_str(&text).unwrap();
-        assert!(doc["results"][0].get("cpu_util_pct").is_none_or(Value::is_null));
+        assert!(
+            doc["results"][0]
+                .get("cpu_util_pct")
+                .is_none_or(Value::is_null)
+        );
         let back: SizeResult = serde_json::from_value(doc["results"][0].clone()).unwrap();
         assert_eq!(back.cpu_util, None);
     }
