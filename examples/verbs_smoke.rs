@@ -90,6 +90,22 @@ struct Run {
     /// Inline size (0: no inline).
     #[arg(short = 'I', default_value_t = 64)]
     inline: u32,
+    /// Send-queue depth per QP.
+    #[arg(short = 't', default_value_t = 16)]
+    tx_depth: u32,
+    /// CQ moderation of the streaming phase: one signaled WRITE in Q.
+    #[arg(short = 'Q', default_value_t = 4)]
+    cq_mod: u32,
+    /// WRITEs per QP in the streaming phase.
+    #[arg(short = 'n', default_value_t = 200)]
+    iters: u32,
+    /// Bidirectional streaming: the server streams WRITEs to the client too.
+    #[arg(short = 'b')]
+    bidir: bool,
+    /// `checks` (default) or `retry`: the server leaves right after connecting and the client's SEND
+    /// must end in the retry-exceeded error, named.
+    #[arg(long, default_value = "checks")]
+    scenario: String,
 }
 
 fn parse_roce(s: &str) -> Result<RoceVersion, String> {
@@ -114,7 +130,12 @@ fn config(c: &Common, run: Option<&Run>) -> VerbsConfig {
         cfg.qps = r.qps;
         cfg.buf_size = 4 * r.size as usize;
         cfg.inline_size = r.inline;
-        cfg.tx_depth = 16;
+        cfg.tx_depth = r.tx_depth;
+        if r.scenario == "retry" {
+            // rxe retries forever with retry_cnt 7 (perftest's value); 2 retries of ~16 ms end it.
+            cfg.retry_cnt = 2;
+            cfg.timeout = 12;
+        }
         cfg.rx_depth = 16;
     }
     cfg
@@ -296,14 +317,22 @@ fn session(c: &Common, run: &Run, server: Option<String>) -> anyhow::Result<()> 
         ep.setup().path_mtu.unwrap_or(0),
         std::net::Ipv6Addr::from(peer.gid)
     );
-    if server.is_some() {
-        client(&mut ep, &mut oob, &peer, run)
-    } else {
-        serve(&mut ep, &mut oob, run)
+    match (run.scenario.as_str(), server.is_some()) {
+        ("retry", false) => {
+            oob.send("bye")?;
+            println!(
+                "server: leaving without answering, so the client's SEND must exhaust its retries"
+            );
+            Ok(())
+        }
+        ("retry", true) => retry_client(&mut ep, &mut oob, run),
+        ("checks", true) => client(&mut ep, &mut oob, &peer, run),
+        ("checks", false) => serve(&mut ep, &mut oob, &peer, run),
+        (other, _) => bail!("--scenario {other}: expected checks or retry"),
     }
 }
 
-fn serve(ep: &mut VerbsEndpoint, oob: &mut Oob, run: &Run) -> anyhow::Result<()> {
+fn serve(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> anyhow::Result<()> {
     let s = run.size as usize;
     let q = ep.qp_count();
     // SEND: two receives per QP.
@@ -370,6 +399,7 @@ fn serve(ep: &mut VerbsEndpoint, oob: &mut Oob, run: &Run) -> anyhow::Result<()>
     }
     oob.send("read-ready")?;
     oob.expect("read-done")?;
+    stream(ep, oob, peer, run, run.bidir, true)?;
     oob.expect("bad-rkey-done")?;
     println!("server: all checks passed");
     Ok(())
@@ -481,6 +511,7 @@ fn client(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> 
         check(ep, qp, 0, &pattern(5, qp, s), "RDMA READ")?;
     }
     oob.send("read-done")?;
+    stream(ep, oob, peer, run, true, run.bidir)?;
     // A READ with a wrong rkey must come back as a remote access error, named.
     let r = &peer.qps[0];
     ep.post_send(
@@ -510,6 +541,142 @@ fn client(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> 
         ep.failure_detail().unwrap_or("?")
     );
     oob.send("bad-rkey-done")?;
+    println!("client: all checks passed");
+    Ok(())
+}
+
+/// Streams `-n` WRITEs per QP to the peer with at most `-t` in flight and one signaled in `-Q` (the
+/// shape of a write_bw run), the last one a WRITE with immediate; when the peer streams too, waits
+/// for its immediates and checks the last block it wrote.
+fn stream(
+    ep: &mut VerbsEndpoint,
+    oob: &mut Oob,
+    peer: &ConnInfo,
+    run: &Run,
+    active: bool,
+    peer_active: bool,
+) -> anyhow::Result<()> {
+    let s = run.size as usize;
+    let q = ep.qp_count();
+    let total = u64::from(run.iters.max(1));
+    let cq_mod = u64::from(run.cq_mod.max(1));
+    let depth = u64::from(run.tx_depth);
+    for qp in 0..q {
+        ep.buffer_mut(qp)[2 * s..3 * s].copy_from_slice(&pattern(3, qp, s));
+        ep.buffer_mut(qp)[3 * s..4 * s].copy_from_slice(&pattern(6, qp, s));
+        if peer_active {
+            ep.post_recv(
+                qp,
+                &RecvRequest {
+                    wr_id: 200 + qp as u64,
+                    offset: 0,
+                    len: 0,
+                },
+            )?;
+        }
+    }
+    oob.send("stream-ready")?;
+    oob.expect("stream-ready")?;
+    let (mut posted, mut done) = (vec![0u64; q], vec![0u64; q]);
+    let mut imms = 0;
+    let want_imms = if peer_active { q } else { 0 };
+    let mut buf = [Completion::EMPTY; 16];
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while (active && done.iter().any(|&d| d < total)) || imms < want_imms {
+        for qp in 0..q {
+            while active && posted[qp] < total && posted[qp] - done[qp] < depth {
+                let i = posted[qp];
+                let last = i + 1 == total;
+                let off = if last { 3 * s } else { 2 * s } as u64;
+                let wr = SendRequest {
+                    wr_id: i,
+                    op: if last {
+                        SendOp::WriteWithImm(0xee00_0000 + qp as u32)
+                    } else {
+                        SendOp::Write
+                    },
+                    offset: off,
+                    len: run.size,
+                    remote: Some(RemoteAddr {
+                        addr: peer.qps[qp].vaddr + off,
+                        rkey: peer.qps[qp].rkey,
+                    }),
+                    signaled: last || (i + 1) % cq_mod == 0,
+                    inline: false,
+                };
+                match ep.post_send(qp, &wr) {
+                    Ok(()) => posted[qp] += 1,
+                    Err(roceperf::transport::Error::QueueFull) => break,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let n = ep.poll_cq(&mut buf)?;
+        for c in &buf[..n] {
+            if c.status != CompletionStatus::Success {
+                bail!("{}", ep.failure_detail().unwrap_or("completion failed"));
+            }
+            match c.op {
+                // RC completes in order: a signaled request covers every earlier one on its QP.
+                CompletionOp::Write => done[c.qp as usize] = c.wr_id + 1,
+                CompletionOp::RecvWithImm if c.imm == Some(0xee00_0000 + c.qp) => imms += 1,
+                _ => bail!("stream: unexpected completion {c:?}"),
+            }
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "stream timed out: {done:?} of {total} per QP done, {imms} of {want_imms} immediates"
+            );
+        }
+    }
+    if active {
+        println!(
+            "  ok: streamed {total} WRITEs of {} bytes on each of {q} QPs (-t {depth}, one signaled in {cq_mod})",
+            run.size
+        );
+    }
+    for qp in 0..q {
+        if peer_active {
+            check(
+                ep,
+                qp,
+                3 * s,
+                &pattern(6, qp, s),
+                "streamed WRITE with immediate (last block)",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The peer is gone: a SEND must come back as IBV_WC_RETRY_EXC_ERR, with the hint.
+fn retry_client(ep: &mut VerbsEndpoint, oob: &mut Oob, run: &Run) -> anyhow::Result<()> {
+    oob.expect("bye")?;
+    // Wait until the server process has closed the exchange, i.e. its QPs are destroyed.
+    let _ = oob.recv();
+    ep.post_send(
+        0,
+        &SendRequest {
+            wr_id: 9,
+            op: SendOp::Send,
+            offset: 0,
+            len: run.size,
+            remote: None,
+            signaled: true,
+            inline: false,
+        },
+    )?;
+    let c = wait(ep, 1, true)?;
+    if c[0].status != CompletionStatus::RetryExceeded {
+        bail!(
+            "SEND to a vanished peer: expected retry exceeded, got {:?}",
+            c[0]
+        );
+    }
+    println!(
+        "  ok: SEND to a vanished peer failed as expected: {}",
+        ep.failure_detail().unwrap_or("?")
+    );
     println!("client: all checks passed");
     Ok(())
 }

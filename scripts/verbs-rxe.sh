@@ -9,8 +9,10 @@
 # rxe1 and its client on rxe0, so RoCE v2 frames really cross the veth. Under TCG: function, not speed.
 #
 # MODE=smoke (default): the verbs_smoke example (SEND, SEND+imm, WRITE, WRITE+imm, READ with byte checks
-#   and a wrong-rkey READ that must fail by name), in several shapes (-q, -s, inline, -m).
+#   a write_bw-shaped stream (-t window, -Q moderation, -b both ways), a wrong-rkey READ that must fail by
+#   name, and a SEND to a vanished peer that must end in retry-exceeded), in several shapes (-q, -s, -I, -m).
 # MODE=six: the six test binaries with --transport verbs (once they are wired to the verbs transport).
+# ONLY=REGEX runs only the lines whose names match (e.g. ONLY=retry_exceeded_named).
 # Exit: 0 when every line passed, 1 otherwise, 2 when the lab is missing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,6 +29,8 @@ SMOKE_TESTS=(
     "smoke_q1_4k|$SMOKE server -d $S --tcp-port 18515 -q 1 -s 4096|$SMOKE client -d $C --tcp-port 18515 -q 1 -s 4096 $SIP"
     "smoke_q4_64k|$SMOKE server -d $S --tcp-port 18515 -q 4 -s 65536|$SMOKE client -d $C --tcp-port 18515 -q 4 -s 65536 $SIP"
     "smoke_inline_64|$SMOKE server -d $S --tcp-port 18515 -q 2 -s 64 -I 64|$SMOKE client -d $C --tcp-port 18515 -q 2 -s 64 -I 64 $SIP"
+    "smoke_bidir_q2_t8_Q2|$SMOKE server -d $S --tcp-port 18515 -q 2 -s 8192 -t 8 -Q 2 -n 500 -b|$SMOKE client -d $C --tcp-port 18515 -q 2 -s 8192 -t 8 -Q 2 -n 500 -b $SIP"
+    "retry_exceeded_named|$SMOKE server -d $S --tcp-port 18515 -q 1 -s 64 --scenario retry|$SMOKE client -d $C --tcp-port 18515 -q 1 -s 64 --scenario retry $SIP"
     "smoke_mtu256_x1|$SMOKE server -d $S -x 1 -m 256 --tcp-port 18515 -q 1 -s 3000|$SMOKE client -d $C -x 1 -m 256 --tcp-port 18515 -q 1 -s 3000 $SIP"
 )
 SIX=(send_bw write_bw read_bw send_lat write_lat read_lat)
@@ -71,8 +75,9 @@ for f in "$OUT"/verbs_smoke "$OUT"/roce_*; do
 done
 # 20-run-vm.sh copies lib.sh only from beside the job script; ours lives in scripts/.
 cp "$LABDIR/jobs/lib.sh" "$OUT/lib.sh"
-for t in "${TESTS[@]}"; do printf '%s\n' "$t" | tr '|' '\t'; done > "$OUT/tests.txt"
-for e in "${ERRORS[@]}"; do printf '%s\n' "$e" | tr '|' '\t'; done > "$OUT/errors.txt"
+# ONLY=REGEX keeps the tests and error cases whose names match.
+for t in "${TESTS[@]}"; do printf '%s\n' "$t" | tr '|' '\t'; done | grep -E "^(${ONLY:-.*})"$'\t' > "$OUT/tests.txt" || true
+for e in "${ERRORS[@]}"; do printf '%s\n' "$e" | tr '|' '\t'; done | grep -E "^(${ONLY:-.*})"$'\t' > "$OUT/errors.txt" || true
 
 # ---------------------------------------------------------------- run and judge
 bash "$LABDIR/20-run-vm.sh" "$ROOT/scripts/verbs-rxe-job.sh" "$OUT" "${TIMEOUT:-900}" || true

@@ -370,7 +370,7 @@ impl VerbsEndpoint {
         rts.setup_state(QueuePairState::ReadyToSend)
             .setup_sq_psn(q.psn)
             .setup_timeout(self.cfg.timeout)
-            .setup_retry_cnt(7)
+            .setup_retry_cnt(self.cfg.retry_cnt)
             .setup_rnr_retry(7)
             .setup_max_read_atomic(peer.max_rd_atomic.clamp(1, self.setup.out_reads.max(1)) as u8);
         q.qp.modify(&rts)

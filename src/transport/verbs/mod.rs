@@ -56,6 +56,9 @@ pub struct VerbsConfig {
     pub out_reads: Option<u32>,
     /// `-u`: local ACK timeout exponent (4.096 µs × 2^n).
     pub timeout: u8,
+    /// `--retry_count`: transport retries before IBV_WC_RETRY_EXC_ERR (perftest: 7). Soft-RoCE (rxe)
+    /// treats 7 as "retry forever", so against a vanished rxe peer only a smaller value ends in an error.
+    pub retry_cnt: u8,
     /// `-S`: service level.
     pub sl: u8,
     /// `--tclass`: traffic class in the GRH.
@@ -80,6 +83,7 @@ impl Default for VerbsConfig {
             access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
             out_reads: None,
             timeout: 14,
+            retry_cnt: 7,
             sl: 0,
             traffic_class: 0,
         }
@@ -111,6 +115,12 @@ impl VerbsConfig {
             return Err(VerbsError::Config(format!(
                 "buffer of {} bytes per QP: must be between 1 byte and 4 GiB",
                 self.buf_size
+            )));
+        }
+        if self.retry_cnt > 7 || self.timeout > 31 {
+            return Err(VerbsError::Config(format!(
+                "--retry_count {} / -u {}: the retry count is 0..=7 and the timeout exponent 0..=31",
+                self.retry_cnt, self.timeout
             )));
         }
         if let Some(m) = self.mtu
