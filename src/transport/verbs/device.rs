@@ -59,28 +59,22 @@ pub(crate) fn open(name: Option<&str>, sys: &Sysfs) -> Result<OpenDevice, VerbsE
     };
     let dev_name = names[idx].clone();
     let device = list.get(idx).expect("index from the same list");
-    let ctx = device.open().map_err(|e| VerbsError::Call {
-        call: "ibv_open_device",
-        device: dev_name.clone(),
-        source: std::io::Error::other(format!("{e}: {}", std::io::Error::last_os_error())),
-    })?;
+    let ctx = device
+        .open()
+        .map_err(|e| VerbsError::call("ibv_open_device", &dev_name, &e))?;
     let info = describe(&ctx, &dev_name, sys)?;
     Ok(OpenDevice { ctx, info })
 }
 
 fn describe(ctx: &Arc<DeviceContext>, name: &str, sys: &Sysfs) -> Result<DeviceInfo, VerbsError> {
-    let attr = ctx.query_device().map_err(|e| VerbsError::Call {
-        call: "ibv_query_device",
-        device: name.to_string(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
+    let attr = ctx
+        .query_device()
+        .map_err(|e| VerbsError::call("ibv_query_device", name, &e))?;
     let mut ports = Vec::new();
     for port in 1..=attr.phys_port_cnt() {
-        let p = ctx.query_port(port).map_err(|e| VerbsError::Call {
-            call: "ibv_query_port",
-            device: name.to_string(),
-            source: std::io::Error::other(e.to_string()),
-        })?;
+        let p = ctx
+            .query_port(port)
+            .map_err(|e| VerbsError::call("ibv_query_port", name, &e))?;
         ports.push(PortInfo {
             port,
             state: port_state_name(p.port_state()).to_string(),
@@ -109,11 +103,9 @@ pub(crate) fn discover(sys: &Sysfs) -> Result<Vec<DeviceInfo>, VerbsError> {
     let mut out = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let Some(dev) = list.get(i) else { continue };
-        let ctx = dev.open().map_err(|e| VerbsError::Call {
-            call: "ibv_open_device",
-            device: name.clone(),
-            source: std::io::Error::other(e.to_string()),
-        })?;
+        let ctx = dev
+            .open()
+            .map_err(|e| VerbsError::call("ibv_open_device", name, &e))?;
         out.push(describe(&ctx, name, sys)?);
     }
     Ok(out)

@@ -94,17 +94,8 @@ pub struct VerbsEndpoint {
     failure: Option<String>,
 }
 
-fn call_err(call: &'static str, device: &str, e: impl std::fmt::Display) -> VerbsError {
-    let last = io::Error::last_os_error();
-    let source = match last.raw_os_error() {
-        Some(code) if code != 0 => io::Error::from_raw_os_error(code),
-        _ => io::Error::other(e.to_string()),
-    };
-    VerbsError::Call {
-        call,
-        device: device.to_string(),
-        source,
-    }
+fn call_err(call: &'static str, device: &str, e: impl std::error::Error + 'static) -> VerbsError {
+    VerbsError::call(call, device, &e)
 }
 
 fn access_flags(a: Access) -> AccessFlags {
@@ -391,6 +382,11 @@ impl VerbsEndpoint {
         Ok(q)
     }
 }
+
+// SAFETY: libibverbs objects may be used from any thread (rdma-core serialises inside the provider);
+// the raw QP pointers and buffers are owned by this value alone, so moving it to the benchmark's
+// pinned thread is sound. It is not Sync: posting from two threads at once is not supported here.
+unsafe impl Send for VerbsEndpoint {}
 
 fn post_error(call: &str, ret: i32) -> Error {
     if ret == libc::ENOMEM {

@@ -135,6 +135,39 @@ pub enum VerbsError {
 }
 
 impl VerbsError {
+    /// A failed libibverbs call: the errno is taken from `err`'s source chain (sideway wraps it),
+    /// else from `errno`, else the error's own text.
+    pub fn call(
+        call: &'static str,
+        device: &str,
+        err: &(dyn std::error::Error + 'static),
+    ) -> VerbsError {
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+        let mut code = None;
+        while let Some(e) = cur {
+            if let Some(io) = e.downcast_ref::<io::Error>()
+                && let Some(c) = io.raw_os_error()
+            {
+                code = Some(c);
+                break;
+            }
+            cur = e.source();
+        }
+        let code = code.or_else(|| {
+            io::Error::last_os_error()
+                .raw_os_error()
+                .filter(|&c| c != 0)
+        });
+        VerbsError::Call {
+            call,
+            device: device.to_string(),
+            source: match code {
+                Some(c) => io::Error::from_raw_os_error(c),
+                None => io::Error::other(err.to_string()),
+            },
+        }
+    }
+
     /// The process exit code for this error: every verbs error is a usage or setup error (2).
     pub fn exit_code(&self) -> i32 {
         2
@@ -242,6 +275,26 @@ mod tests {
         );
         assert!(m.contains("its RDMA device is rxe0 (-d rxe0); or use --transport soft -d veth0"));
         assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn call_errors_take_the_errno_from_the_source_chain() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("failed to register memory region")]
+        struct Wrapped(#[source] io::Error);
+        let e = VerbsError::call(
+            "ibv_reg_mr",
+            "rxe0",
+            &Wrapped(io::Error::from_raw_os_error(libc::ENOMEM)),
+        );
+        match &e {
+            VerbsError::Call { source, .. } => {
+                assert_eq!(source.raw_os_error(), Some(libc::ENOMEM))
+            }
+            other => panic!("{other}"),
+        }
+        assert!(e.to_string().starts_with("ibv_reg_mr on rxe0 failed: "));
+        assert!(e.to_string().contains("ulimit -l"));
     }
 
     #[test]
