@@ -249,33 +249,38 @@ pub fn select(table: &[GidEntry], policy: &GidPolicy) -> Result<GidChoice, GidEr
         });
     };
     let entry = (*best).clone();
-    let wanted_family = if policy.ipv6 { "IPv6" } else { "IPv4-mapped" };
+    let preferred = if policy.ipv6 { "IPv6" } else { "IPv4-mapped" };
+    let family = if entry.family() == preferred {
+        format!("{} +100", entry.family())
+    } else {
+        format!("{} +0 (no {preferred} entry)", entry.family())
+    };
+    let scope = if entry.is_link_local() {
+        "link-local +0"
+    } else {
+        "not link-local +10"
+    };
+    let kind = match entry.kind {
+        GidType::RoceV2 => "RoCE v2 +2",
+        GidType::RoceV1 => "RoCE v1 +1",
+    };
     let mut why = format!(
-        "auto-selected: {} {}{}",
-        entry.kind,
-        entry.family(),
-        if entry.is_link_local() {
-            ", link-local"
-        } else {
-            ", not link-local"
-        }
-    );
-    why.push_str(&format!(
-        " (score {} of {} candidate{}; preferred: {wanted_family}{}, not link-local, v2 over v1",
-        entry.score(policy.ipv6),
+        "auto-selected, best of {} entr{}: score {} = {family}, {scope}, {kind}",
         used.len(),
-        if used.len() == 1 { "" } else { "s" },
-        if policy.ipv6 { " (--ipv6)" } else { "" },
-    ));
-    if let Some(v) = policy.roce {
-        why.push_str(&format!("; restricted to RoCE {} by --roce", roce_flag(v)));
+        if used.len() == 1 { "y" } else { "ies" },
+        entry.score(policy.ipv6),
+    );
+    if policy.ipv6 {
+        why.push_str("; IPv6 preferred by --ipv6");
     }
-    why.push_str("; -x N overrides)");
-    if entry.family() != wanted_family {
+    if let Some(v) = policy.roce {
         why.push_str(&format!(
-            "; no {wanted_family} GID matched, so this one was the best left"
+            "; only RoCE {} entries by --roce {}",
+            roce_flag(v),
+            roce_flag(v)
         ));
     }
+    why.push_str("; -x N overrides");
     Ok(GidChoice { entry, why })
 }
 
@@ -381,10 +386,9 @@ mod tests {
         assert_eq!(c.entry.index, 3);
         assert_eq!(c.entry.kind, GidType::RoceV2);
         assert_eq!(c.entry.address(), "::ffff:192.168.10.11");
-        assert!(
-            c.why.contains("RoCE v2 IPv4-mapped, not link-local"),
-            "{}",
-            c.why
+        assert_eq!(
+            c.why,
+            "auto-selected, best of 6 entries: score 112 = IPv4-mapped +100, not link-local +10, RoCE v2 +2; -x N overrides"
         );
     }
 
@@ -395,7 +399,12 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(pick(&connectx(), p), 2);
-        assert!(select(&connectx(), &p).unwrap().why.contains("--roce"));
+        assert!(
+            select(&connectx(), &p)
+                .unwrap()
+                .why
+                .contains("only RoCE v1 entries by --roce v1")
+        );
     }
 
     #[test]
@@ -454,7 +463,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.entry.index, 0);
-        assert!(c.why.contains("link-local"), "{}", c.why);
+        assert!(
+            c.why
+                .contains("= IPv6 +100, link-local +0, RoCE v2 +2; IPv6 preferred by --ipv6"),
+            "{}",
+            c.why
+        );
     }
 
     #[test]
