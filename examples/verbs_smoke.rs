@@ -49,6 +49,10 @@ struct Common {
     /// Path MTU in bytes.
     #[arg(short = 'm')]
     mtu: Option<u32>,
+    /// Local ACK timeout exponent (4.096 µs × 2^u); raise it under emulation, where 14 (67 ms) is
+    /// shorter than a window of large messages takes and spurious retransmissions follow.
+    #[arg(short = 'u', default_value_t = 14)]
+    timeout: u8,
 }
 
 #[derive(Subcommand, Debug)]
@@ -124,6 +128,7 @@ fn config(c: &Common, run: Option<&Run>) -> VerbsConfig {
         roce: c.roce,
         ipv6: c.ipv6,
         mtu: c.mtu,
+        timeout: c.timeout,
         ..VerbsConfig::default()
     };
     if let Some(r) = run {
