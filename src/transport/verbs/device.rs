@@ -2,6 +2,7 @@
 
 use super::error::VerbsError;
 use super::loader;
+use super::qp_attrs::mtu_bytes;
 use super::sysfs::Sysfs;
 use super::{DeviceInfo, PortInfo};
 use sideway::ibverbs::device::{DeviceInfo as _, DeviceList};
@@ -119,34 +120,5 @@ fn port_state_name(s: PortState) -> &'static str {
         PortState::Armed => "ARMED",
         PortState::ActiveDefer => "ACTIVE_DEFER",
         PortState::Nop => "NOP",
-    }
-}
-
-/// `enum ibv_mtu` (1 = 256 ... 5 = 4096) to bytes.
-pub(crate) fn mtu_bytes(code: u32) -> u32 {
-    match code {
-        1..=5 => 128 << code,
-        _ => 0,
-    }
-}
-
-/// Bytes to `enum ibv_mtu`: the largest code not above `bytes` (256 at least).
-pub(crate) fn mtu_code(bytes: u32) -> u32 {
-    (1..=5).rev().find(|&c| (128u32 << c) <= bytes).unwrap_or(1)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mtu_codes_round_trip() {
-        for (code, bytes) in [(1, 256), (2, 512), (3, 1024), (4, 2048), (5, 4096)] {
-            assert_eq!(mtu_bytes(code), bytes);
-            assert_eq!(mtu_code(bytes), code);
-        }
-        assert_eq!(mtu_code(1500), 3);
-        assert_eq!(mtu_code(9000), 5);
-        assert_eq!(mtu_code(100), 1);
     }
 }

@@ -6,9 +6,10 @@
 //! the `-u` timeout; each side's responder depth is its own `out_reads` and its initiator depth the
 //! peer's.
 
-use super::device::{self, mtu_bytes, mtu_code};
+use super::device;
 use super::error::VerbsError;
 use super::gid;
+use super::qp_attrs::{self, LocalSide, Rtr, Rts};
 use super::sysfs::Sysfs;
 use super::wc;
 use super::{VerbsConfig, VerbsSetup};
@@ -289,83 +290,59 @@ impl VerbsEndpoint {
         self.failure.as_deref()
     }
 
-    fn check_peer(&self, peer: &ConnInfo) -> std::result::Result<u32, VerbsError> {
-        if peer.transport != TransportKind::Verbs {
-            return Err(VerbsError::Peer(format!(
-                "the peer runs --transport {}, this side --transport verbs; give both sides the same --transport",
-                peer.transport
-            )));
+    fn local_side(&self) -> LocalSide {
+        LocalSide {
+            gid: self.setup.gid.entry.gid,
+            gid_index: self.setup.gid.entry.index,
+            mtu: self.setup.mtu,
+            out_reads: self.setup.out_reads,
+            psns: self.qps.iter().map(|q| q.psn).collect(),
+            port: self.setup.port,
+            sl: self.cfg.sl,
+            traffic_class: self.cfg.traffic_class,
+            timeout: self.cfg.timeout,
+            retry_cnt: self.cfg.retry_cnt,
         }
-        if peer.qps.len() != self.qps.len() {
-            return Err(VerbsError::Peer(format!(
-                "the peer has {} QPs (-q), this side {}; give both sides the same -q",
-                peer.qps.len(),
-                self.qps.len()
-            )));
-        }
-        let ours = &self.setup.gid.entry;
-        if ours.is_ipv4_mapped() != gid::is_ipv4_mapped(&peer.gid) {
-            return Err(VerbsError::Peer(format!(
-                "this side's GID {} is {} but the peer's {} is not; pick GIDs of the same family on both sides (-x, --ipv6)",
-                ours.address(),
-                if ours.is_ipv4_mapped() {
-                    "IPv4-mapped"
-                } else {
-                    "IPv6"
-                },
-                Ipv6Addr::from(peer.gid)
-            )));
-        }
-        let m = self.setup.mtu.min(peer.mtu);
-        if m < 256 {
-            return Err(VerbsError::Peer(format!(
-                "the peer offers an MTU of {} bytes; RoCE needs at least 256",
-                peer.mtu
-            )));
-        }
-        Ok(mtu_code(m))
     }
 
     fn connect_qp(
         &mut self,
         i: usize,
-        peer: &QpInfo,
-        peer_gid: [u8; 16],
-        mtu: u32,
+        rtr: &Rtr,
+        rts: &Rts,
     ) -> std::result::Result<(), VerbsError> {
-        let dev = self.setup.device.clone();
-        let sgid = self.setup.gid.entry.index as u8;
+        let dev = &self.setup.device;
         let mut ah = AddressHandleAttribute::new();
-        ah.setup_port(self.setup.port)
-            .setup_service_level(self.cfg.sl)
+        ah.setup_port(rtr.port)
+            .setup_service_level(rtr.sl)
             .setup_dest_lid(0)
             .setup_grh(
-                &Gid::from(Ipv6Addr::from(peer_gid)),
+                &Gid::from(Ipv6Addr::from(rtr.dgid)),
                 0,
-                sgid,
-                0xff,
-                self.cfg.traffic_class,
+                rtr.sgid_index,
+                rtr.hop_limit,
+                rtr.traffic_class,
             );
-        let mut rtr = QueuePairAttribute::new();
-        rtr.setup_state(QueuePairState::ReadyToReceive)
-            .setup_path_mtu(Mtu::from(mtu))
-            .setup_dest_qp_num(peer.qpn)
-            .setup_rq_psn(peer.psn & 0x00ff_ffff)
-            .setup_max_dest_read_atomic(self.setup.out_reads as u8)
-            .setup_min_rnr_timer(12)
+        let mut a = QueuePairAttribute::new();
+        a.setup_state(QueuePairState::ReadyToReceive)
+            .setup_path_mtu(Mtu::from(rtr.path_mtu))
+            .setup_dest_qp_num(rtr.dest_qp_num)
+            .setup_rq_psn(rtr.rq_psn)
+            .setup_max_dest_read_atomic(rtr.max_dest_rd_atomic)
+            .setup_min_rnr_timer(rtr.min_rnr_timer)
             .setup_address_vector(&ah);
         let q = &mut self.qps[i];
-        q.qp.modify(&rtr)
-            .map_err(|e| call_err("ibv_modify_qp(RTR)", &dev, e))?;
-        let mut rts = QueuePairAttribute::new();
-        rts.setup_state(QueuePairState::ReadyToSend)
-            .setup_sq_psn(q.psn)
-            .setup_timeout(self.cfg.timeout)
-            .setup_retry_cnt(self.cfg.retry_cnt)
-            .setup_rnr_retry(7)
-            .setup_max_read_atomic(peer.max_rd_atomic.clamp(1, self.setup.out_reads.max(1)) as u8);
-        q.qp.modify(&rts)
-            .map_err(|e| call_err("ibv_modify_qp(RTS)", &dev, e))?;
+        q.qp.modify(&a)
+            .map_err(|e| call_err("ibv_modify_qp(RTR)", dev, e))?;
+        let mut b = QueuePairAttribute::new();
+        b.setup_state(QueuePairState::ReadyToSend)
+            .setup_sq_psn(rts.sq_psn)
+            .setup_timeout(rts.timeout)
+            .setup_retry_cnt(rts.retry_cnt)
+            .setup_rnr_retry(rts.rnr_retry)
+            .setup_max_read_atomic(rts.max_rd_atomic);
+        q.qp.modify(&b)
+            .map_err(|e| call_err("ibv_modify_qp(RTS)", dev, e))?;
         Ok(())
     }
 
@@ -429,11 +406,11 @@ impl Endpoint for VerbsEndpoint {
                 "this endpoint is already connected".into(),
             ));
         }
-        let mtu = self.check_peer(peer)?;
-        for (i, p) in peer.qps.iter().enumerate() {
-            self.connect_qp(i, p, peer.gid, mtu)?;
+        let plan = qp_attrs::plan(&self.local_side(), peer)?;
+        for (i, (rtr, rts)) in plan.qps.iter().enumerate() {
+            self.connect_qp(i, rtr, rts)?;
         }
-        self.setup.path_mtu = Some(mtu_bytes(mtu));
+        self.setup.path_mtu = Some(plan.path_mtu);
         self.connected = true;
         Ok(())
     }

@@ -11,6 +11,7 @@
 pub mod error;
 pub mod gid;
 pub mod loader;
+pub mod qp_attrs;
 pub mod sysfs;
 pub mod wc;
 
