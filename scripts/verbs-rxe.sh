@@ -12,6 +12,7 @@
 #   a write_bw-shaped stream (-t window, -Q moderation, -b both ways), a wrong-rkey READ that must fail by
 #   name, and a SEND to a vanished peer that must end in retry-exceeded), in several shapes (-q, -s, -I, -m).
 # MODE=six: the six test binaries with --transport verbs (once they are wired to the verbs transport).
+# NETMTU=9000 gives the veths jumbo frames, so rxe's active MTU (and the path MTU) becomes 4096.
 # ONLY=REGEX runs only the lines whose names match (e.g. ONLY=retry_exceeded_named).
 # Exit: 0 when every line passed, 1 otherwise, 2 when the lab is missing.
 set -euo pipefail
@@ -84,7 +85,7 @@ for t in "${TESTS[@]}"; do printf '%s\n' "$t" | tr '|' '\t'; done | grep -E "^($
 for e in "${ERRORS[@]}"; do printf '%s\n' "$e" | tr '|' '\t'; done | grep -E "^(${ONLY:-.*})"$'\t' > "$OUT/errors.txt" || true
 
 # ---------------------------------------------------------------- run and judge
-bash "$LABDIR/20-run-vm.sh" "$ROOT/scripts/verbs-rxe-job.sh" "$OUT" "${TIMEOUT:-900}" || true
+JOB_ENV="MTU=${NETMTU:-1500}" bash "$LABDIR/20-run-vm.sh" "$ROOT/scripts/verbs-rxe-job.sh" "$OUT" "${TIMEOUT:-900}" || true
 [ -f "$OUT/job.log" ] || { echo "verbs-rxe: the guest wrote no job.log; see $OUT/console.log" >&2; exit 1; }
 grep -E '^(PASS|FAIL) |^verbs-rxe: ' "$OUT/job.log"
 grep -q '^verbs-rxe: [0-9]* passed, 0 failed' "$OUT/job.log"
