@@ -8,6 +8,7 @@
 
 pub mod soft;
 pub mod tcp;
+pub mod verbs;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,91 @@
+#!/bin/bash
+# roceperf --transport verbs over kernel Soft-RoCE (rdma_rxe) in the lab VM: build, stage, boot, judge.
+#
+#   scripts/verbs-rxe.sh [OUTDIR]        (default OUTDIR: $LAB/out/verbs-rxe)
+#
+# Needs the lab of /work/shared/lab/rxe (or LABDIR): once, `bash $LABDIR/rxelab.sh deps` (qemu, rdma-core,
+# perftest; root, Debian 12) and `bash $LABDIR/rxelab.sh build` (guest kernel + initramfs in $LAB).
+# Inside one guest: rxe0 on veth0 (10.0.0.1) and rxe1 on veth1 (10.0.0.2); every test runs its server on
+# rxe1 and its client on rxe0, so RoCE v2 frames really cross the veth. Under TCG: function, not speed.
+#
+# MODE=smoke (default): the verbs_smoke example (SEND, SEND+imm, WRITE, WRITE+imm, READ with byte checks
+#   a write_bw-shaped stream (-t window, -Q moderation, -b both ways), a wrong-rkey READ that must fail by
+#   name, and a SEND to a vanished peer that must end in retry-exceeded), in several shapes (-q, -s, -I, -m).
+# MODE=six: the six test binaries with --transport verbs (once they are wired to the verbs transport).
+# NETMTU=9000 gives the veths jumbo frames, so rxe's active MTU (and the path MTU) becomes 4096.
+# ONLY=REGEX runs only the lines whose names match (e.g. ONLY=retry_exceeded_named).
+# Exit: 0 when every line passed, 1 otherwise, 2 when the lab is missing.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LABDIR=${LABDIR:-/work/shared/lab/rxe}
+export LAB=${LAB:-/var/tmp/roceperf-rxelab}
+OUT=${1:-$LAB/out/verbs-rxe}
+MODE=${MODE:-smoke}
+PROFILE=${PROFILE:-debug}     # debug builds faster here; timing is meaningless under TCG anyway
+
+# ---------------------------------------------------------------- the tests (edit here)
+S=rxe1; C=rxe0; SIP=10.0.0.2
+SMOKE="/mnt/verbs_smoke"
+# -u 18 (1.07 s ACK timeout) for the data tests: under TCG a window of 64 KiB WRITEs takes longer than
+# perftest's 67 ms, and the resulting retransmissions of multi-packet messages have been seen to end in
+# IBV_WC_REM_INV_REQ_ERR from the 6.1 kernel's rxe responder (not a roceperf check failing).
+U="-u 18"
+SMOKE_TESTS=(
+    "smoke_q1_4k|$SMOKE server $U -d $S --tcp-port 18515 -q 1 -s 4096|$SMOKE client $U -d $C --tcp-port 18515 -q 1 -s 4096 $SIP"
+    "smoke_q4_64k|$SMOKE server $U -d $S --tcp-port 18515 -q 4 -s 65536|$SMOKE client $U -d $C --tcp-port 18515 -q 4 -s 65536 $SIP"
+    "smoke_inline_64|$SMOKE server $U -d $S --tcp-port 18515 -q 2 -s 64 -I 64|$SMOKE client $U -d $C --tcp-port 18515 -q 2 -s 64 -I 64 $SIP"
+    "smoke_bidir_q2_t8_Q2|$SMOKE server $U -d $S --tcp-port 18515 -q 2 -s 8192 -t 8 -Q 2 -n 500 -b|$SMOKE client $U -d $C --tcp-port 18515 -q 2 -s 8192 -t 8 -Q 2 -n 500 -b $SIP"
+    "retry_exceeded_named|$SMOKE server -d $S --tcp-port 18515 -q 1 -s 64 --scenario retry|$SMOKE client -d $C --tcp-port 18515 -q 1 -s 64 --scenario retry $SIP"
+    "smoke_mtu256_x1|$SMOKE server $U -d $S -x 1 -m 256 --tcp-port 18515 -q 1 -s 3000|$SMOKE client $U -d $C -x 1 -m 256 --tcp-port 18515 -q 1 -s 3000 $SIP"
+)
+SIX=(send_bw write_bw read_bw send_lat write_lat read_lat)
+six_tests() {   # the six binaries, perftest-style arguments
+    for t in "${SIX[@]}"; do
+        echo "$t|/mnt/roce_$t --transport verbs -d $S|/mnt/roce_$t --transport verbs -d $C $SIP"
+    done
+    echo "write_bw_q4_bidir|/mnt/roce_write_bw --transport verbs -d $S -q 4 -b|/mnt/roce_write_bw --transport verbs -d $C -q 4 -b $SIP"
+}
+# Error cases: NAME|EXPECTED_EXIT|TEXT THE MESSAGE MUST CONTAIN|COMMAND
+ERRORS=(
+    "unknown_device|2|RDMA devices here: rxe0, rxe1|$SMOKE devices -d mlx5_9"
+    "interface_as_device|2|its RDMA device is rxe0 (-d rxe0)|$SMOKE devices -d veth0"
+    "roce_v1_on_rxe|2|Soft-RoCE (rxe) implements v2 only|$SMOKE devices -d rxe0 --roce v1"
+    "empty_gid_index|2|GID index 5 is empty|$SMOKE devices -d rxe0 -x 5"
+    "auto_gid_is_ipv4_v2|0|GID index 1 ::ffff:10.0.0.1 RoCE v2 on veth0 (auto-selected|$SMOKE devices -d rxe0"
+    "ipv6_gid|0|GID index 0 fe80:|$SMOKE devices -d rxe0 --ipv6"
+)
+
+# ---------------------------------------------------------------- build and stage
+if [ ! -f "$LAB/guest/initramfs.cpio.gz" ]; then
+    echo "verbs-rxe: no lab guest in $LAB/guest; run: bash $LABDIR/rxelab.sh deps && bash $LABDIR/rxelab.sh build" >&2
+    exit 2
+fi
+mkdir -p "$OUT"
+rm -f "$OUT"/verbs_smoke "$OUT"/roce_* "$OUT/tests.txt" "$OUT/errors.txt"
+cargo_flags=(); [ "$PROFILE" = release ] && cargo_flags=(--release)
+( cd "$ROOT" && cargo build "${cargo_flags[@]}" --example verbs_smoke )
+cp "$ROOT/target/$PROFILE/examples/verbs_smoke" "$OUT/"
+if [ "$MODE" = six ]; then
+    ( cd "$ROOT" && cargo build "${cargo_flags[@]}" --bins )
+    for t in "${SIX[@]}"; do cp "$ROOT/target/$PROFILE/roce_$t" "$OUT/"; done
+    mapfile -t TESTS < <(six_tests)
+else
+    TESTS=("${SMOKE_TESTS[@]}")
+fi
+# The guest image carries only what perftest needs; our binaries also want libgcc_s (unwinding).
+mkdir -p "$OUT/lib"
+for f in "$OUT"/verbs_smoke "$OUT"/roce_*; do
+    [ -f "$f" ] || continue
+    ldd "$f" | awk '/=> \//{print $3}' | grep -E 'libgcc_s|libstdc' | xargs -r cp -L -t "$OUT/lib/"
+done
+# 20-run-vm.sh copies lib.sh only from beside the job script; ours lives in scripts/.
+cp "$LABDIR/jobs/lib.sh" "$OUT/lib.sh"
+# ONLY=REGEX keeps the tests and error cases whose names match.
+for t in "${TESTS[@]}"; do printf '%s\n' "$t" | tr '|' '\t'; done | grep -E "^(${ONLY:-.*})"$'\t' > "$OUT/tests.txt" || true
+for e in "${ERRORS[@]}"; do printf '%s\n' "$e" | tr '|' '\t'; done | grep -E "^(${ONLY:-.*})"$'\t' > "$OUT/errors.txt" || true
+
+# ---------------------------------------------------------------- run and judge
+JOB_ENV="MTU=${NETMTU:-1500}" bash "$LABDIR/20-run-vm.sh" "$ROOT/scripts/verbs-rxe-job.sh" "$OUT" "${TIMEOUT:-900}" || true
+[ -f "$OUT/job.log" ] || { echo "verbs-rxe: the guest wrote no job.log; see $OUT/console.log" >&2; exit 1; }
+grep -E '^(PASS|FAIL) |^verbs-rxe: ' "$OUT/job.log"
+grep -q '^verbs-rxe: [0-9]* passed, 0 failed' "$OUT/job.log"

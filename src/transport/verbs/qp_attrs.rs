@@ -1,0 +1,305 @@
+//! The attributes that take each RC queue pair to RTR and RTS, computed from both sides' descriptions.
+//!
+//! Pure, so that what a perftest peer expects (reference §3.3) is checked by tests rather than by a
+//! failed connection: RTR carries the negotiated path MTU, the peer's QPN and PSN, this side's
+//! responder depth (`max_dest_rd_atomic` = local out_reads), `min_rnr_timer` 12 and a GRH with hop
+//! limit 255 and our source GID index; RTS carries our PSN, the `-u` timeout, `retry_cnt` (7 by
+//! default), `rnr_retry` 7 and the initiator depth (`max_rd_atomic` = the peer's out_reads).
+
+use super::error::VerbsError;
+use super::gid::is_ipv4_mapped;
+use crate::params::TransportKind;
+use crate::transport::ConnInfo;
+use std::net::Ipv6Addr;
+
+/// What this side brings to the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalSide {
+    /// Source GID.
+    pub gid: [u8; 16],
+    /// Its index in the port's table.
+    pub gid_index: u32,
+    /// Largest MTU this side offers, in bytes.
+    pub mtu: u32,
+    /// Outstanding READs this side accepts as responder.
+    pub out_reads: u32,
+    /// Starting PSN of each local QP.
+    pub psns: Vec<u32>,
+    /// Port number.
+    pub port: u8,
+    /// Service level (`-S`).
+    pub sl: u8,
+    /// GRH traffic class (`--tclass`).
+    pub traffic_class: u8,
+    /// ACK timeout exponent (`-u`).
+    pub timeout: u8,
+    /// Transport retries (`--retry_count`).
+    pub retry_cnt: u8,
+}
+
+/// Attributes of the INIT → RTR transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rtr {
+    /// `enum ibv_mtu` code of the path MTU.
+    pub path_mtu: u32,
+    /// The peer QP's number.
+    pub dest_qp_num: u32,
+    /// The peer QP's starting PSN.
+    pub rq_psn: u32,
+    /// READs we accept in flight as responder.
+    pub max_dest_rd_atomic: u8,
+    /// RNR NAK timer code (12 = 0.64 ms, as perftest).
+    pub min_rnr_timer: u8,
+    /// The peer's GID.
+    pub dgid: [u8; 16],
+    /// Our source GID index.
+    pub sgid_index: u8,
+    /// GRH hop limit (255, as perftest).
+    pub hop_limit: u8,
+    /// GRH traffic class.
+    pub traffic_class: u8,
+    /// Service level.
+    pub sl: u8,
+    /// Port number.
+    pub port: u8,
+}
+
+/// Attributes of the RTR → RTS transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rts {
+    /// Our starting PSN.
+    pub sq_psn: u32,
+    /// ACK timeout exponent.
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries (7 = forever, as perftest).
+    pub rnr_retry: u8,
+    /// READs we keep in flight as requester: the peer's responder depth.
+    pub max_rd_atomic: u8,
+}
+
+/// The whole connection: the agreed MTU and one (RTR, RTS) pair per QP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Path MTU in bytes.
+    pub path_mtu: u32,
+    /// Per QP, in index order.
+    pub qps: Vec<(Rtr, Rts)>,
+}
+
+/// `enum ibv_mtu` (1 = 256 ... 5 = 4096) to bytes.
+pub fn mtu_bytes(code: u32) -> u32 {
+    match code {
+        1..=5 => 128 << code,
+        _ => 0,
+    }
+}
+
+/// Bytes to `enum ibv_mtu`: the largest code not above `bytes` (256 at least).
+pub fn mtu_code(bytes: u32) -> u32 {
+    (1..=5).rev().find(|&c| (128u32 << c) <= bytes).unwrap_or(1)
+}
+
+/// Checks the peer's description against ours and computes every transition, or names the mismatch.
+pub fn plan(local: &LocalSide, peer: &ConnInfo) -> Result<Plan, VerbsError> {
+    if peer.transport != TransportKind::Verbs {
+        return Err(VerbsError::Peer(format!(
+            "the peer runs --transport {}, this side --transport verbs; give both sides the same --transport",
+            peer.transport
+        )));
+    }
+    if peer.qps.len() != local.psns.len() {
+        return Err(VerbsError::Peer(format!(
+            "the peer has {} QPs (-q), this side {}; give both sides the same -q",
+            peer.qps.len(),
+            local.psns.len()
+        )));
+    }
+    // perftest refuses the same mix: one IPv4-mapped GID and one native IPv6 GID cannot reach each other.
+    if is_ipv4_mapped(&local.gid) != is_ipv4_mapped(&peer.gid) {
+        let fam = |g: &[u8; 16]| {
+            if is_ipv4_mapped(g) {
+                "IPv4-mapped"
+            } else {
+                "IPv6"
+            }
+        };
+        return Err(VerbsError::Peer(format!(
+            "this side's GID {} is {} but the peer's GID {} is {}; choose GIDs of the same family on both sides (-x, --ipv6)",
+            Ipv6Addr::from(local.gid),
+            fam(&local.gid),
+            Ipv6Addr::from(peer.gid),
+            fam(&peer.gid)
+        )));
+    }
+    let mtu = local.mtu.min(peer.mtu);
+    if mtu < 256 {
+        return Err(VerbsError::Peer(format!(
+            "the peer offers an MTU of {} bytes; RoCE needs at least 256",
+            peer.mtu
+        )));
+    }
+    let code = mtu_code(mtu);
+    let depth = |n: u32| n.clamp(1, 255) as u8;
+    let qps = peer
+        .qps
+        .iter()
+        .zip(&local.psns)
+        .map(|(p, &psn)| {
+            let rtr = Rtr {
+                path_mtu: code,
+                dest_qp_num: p.qpn & 0x00ff_ffff,
+                rq_psn: p.psn & 0x00ff_ffff,
+                max_dest_rd_atomic: depth(local.out_reads),
+                min_rnr_timer: 12,
+                dgid: peer.gid,
+                sgid_index: local.gid_index as u8,
+                hop_limit: 0xff,
+                traffic_class: local.traffic_class,
+                sl: local.sl,
+                port: local.port,
+            };
+            let rts = Rts {
+                sq_psn: psn & 0x00ff_ffff,
+                timeout: local.timeout,
+                retry_cnt: local.retry_cnt,
+                rnr_retry: 7,
+                max_rd_atomic: depth(p.max_rd_atomic),
+            };
+            (rtr, rts)
+        })
+        .collect();
+    Ok(Plan {
+        path_mtu: mtu_bytes(code),
+        qps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::QpInfo;
+
+    fn mapped(last: u8) -> [u8; 16] {
+        let mut g = [0u8; 16];
+        g[10] = 0xff;
+        g[11] = 0xff;
+        g[12..].copy_from_slice(&[10, 0, 0, last]);
+        g
+    }
+
+    fn local() -> LocalSide {
+        LocalSide {
+            gid: mapped(1),
+            gid_index: 3,
+            mtu: 4096,
+            out_reads: 16,
+            psns: vec![0x12_3456, 0xab_cdef],
+            port: 1,
+            sl: 0,
+            traffic_class: 106,
+            timeout: 14,
+            retry_cnt: 7,
+        }
+    }
+
+    fn peer(n: usize, mtu: u32) -> ConnInfo {
+        ConnInfo {
+            transport: TransportKind::Verbs,
+            gid: mapped(2),
+            gid_index: Some(1),
+            mac: None,
+            addr: None,
+            mtu,
+            qps: (0..n)
+                .map(|i| QpInfo {
+                    qpn: 0x11 + i as u32,
+                    psn: 0x77_0000 + i as u32,
+                    rkey: 0x1000,
+                    vaddr: 0x7f00_0000_0000,
+                    len: 65536,
+                    max_rd_atomic: 128,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn attributes_follow_perftest() {
+        let p = plan(&local(), &peer(2, 1024)).unwrap();
+        assert_eq!(p.path_mtu, 1024);
+        let (rtr, rts) = p.qps[1];
+        assert_eq!(
+            rtr,
+            Rtr {
+                path_mtu: 3,
+                dest_qp_num: 0x12,
+                rq_psn: 0x77_0001,
+                max_dest_rd_atomic: 16,
+                min_rnr_timer: 12,
+                dgid: mapped(2),
+                sgid_index: 3,
+                hop_limit: 0xff,
+                traffic_class: 106,
+                sl: 0,
+                port: 1,
+            }
+        );
+        assert_eq!(
+            rts,
+            Rts {
+                sq_psn: 0xab_cdef,
+                timeout: 14,
+                retry_cnt: 7,
+                rnr_retry: 7,
+                max_rd_atomic: 128,
+            }
+        );
+    }
+
+    #[test]
+    fn mismatches_are_named() {
+        let e = plan(&local(), &peer(1, 4096)).unwrap_err().to_string();
+        assert!(e.contains("the peer has 1 QPs (-q), this side 2"), "{e}");
+        let mut v6 = peer(2, 4096);
+        v6.gid = "2001:db8::2".parse::<Ipv6Addr>().unwrap().octets();
+        let e = plan(&local(), &v6).unwrap_err().to_string();
+        assert!(
+            e.contains("::ffff:10.0.0.1 is IPv4-mapped but the peer's GID 2001:db8::2 is IPv6"),
+            "{e}"
+        );
+        let mut soft = peer(2, 4096);
+        soft.transport = TransportKind::Soft;
+        assert!(
+            plan(&local(), &soft)
+                .unwrap_err()
+                .to_string()
+                .contains("--transport soft")
+        );
+        assert!(
+            plan(&local(), &peer(2, 100))
+                .unwrap_err()
+                .to_string()
+                .contains("at least 256")
+        );
+    }
+
+    #[test]
+    fn the_smaller_mtu_wins_and_rounds_down_to_a_verbs_mtu() {
+        let mut l = local();
+        l.mtu = 2048;
+        assert_eq!(plan(&l, &peer(2, 4096)).unwrap().path_mtu, 2048);
+        assert_eq!(plan(&local(), &peer(2, 1500)).unwrap().path_mtu, 1024);
+    }
+
+    #[test]
+    fn mtu_codes_round_trip() {
+        for (code, bytes) in [(1, 256), (2, 512), (3, 1024), (4, 2048), (5, 4096)] {
+            assert_eq!(mtu_bytes(code), bytes);
+            assert_eq!(mtu_code(bytes), code);
+        }
+        assert_eq!(mtu_code(9000), 5);
+        assert_eq!(mtu_code(100), 1);
+    }
+}

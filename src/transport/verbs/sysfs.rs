@@ -1,0 +1,192 @@
+//! What the kernel says through sysfs: RDMA support, RDMA devices, GID tables, network interfaces.
+//!
+//! The root is a parameter so tests run on recorded trees. The GID table is read here rather than
+//! through `ibv_query_gid_table` because sysfs carries the type and netdev of every slot on every
+//! rdma-core version (perftest's fallback reads the same files).
+
+use super::gid::{GidEntry, GidType};
+use std::fs;
+use std::net::Ipv6Addr;
+use std::path::{Path, PathBuf};
+
+/// A sysfs tree (`/sys` on a real host).
+#[derive(Debug, Clone)]
+pub struct Sysfs {
+    root: PathBuf,
+}
+
+impl Default for Sysfs {
+    /// `/sys`, or `$SYSFS_PATH` when set: libibverbs honours that variable too, so both read one tree.
+    fn default() -> Self {
+        match std::env::var_os("SYSFS_PATH") {
+            Some(p) if !p.is_empty() => Sysfs::at(p),
+            _ => Sysfs::at("/sys"),
+        }
+    }
+}
+
+impl Sysfs {
+    /// A tree rooted at `root` (for tests: a recorded copy).
+    pub fn at(root: impl Into<PathBuf>) -> Sysfs {
+        Sysfs { root: root.into() }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// True when the kernel has the RDMA userspace interface (ib_uverbs): `class/infiniband_verbs`.
+    pub fn has_uverbs(&self) -> bool {
+        self.path("class/infiniband_verbs").is_dir()
+    }
+
+    /// RDMA device names under `class/infiniband`, sorted.
+    pub fn rdma_devices(&self) -> Vec<String> {
+        list_dir(&self.path("class/infiniband"))
+    }
+
+    /// Network interfaces under `class/net`, sorted, loopback last (it is rarely what a user wants
+    /// but it is what works on any machine).
+    pub fn net_interfaces(&self) -> Vec<String> {
+        let mut v = list_dir(&self.path("class/net"));
+        v.sort_by_key(|n| (n == "lo", n.clone()));
+        v
+    }
+
+    /// The GID table of `dev` port `port`; unreadable or unknown-type slots are skipped.
+    pub fn gid_table(&self, dev: &str, port: u8) -> Vec<GidEntry> {
+        let base = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
+        let mut out = Vec::new();
+        for name in list_dir(&base.join("gids")) {
+            let Ok(index) = name.parse::<u32>() else {
+                continue;
+            };
+            let Some(gid) = read(&base.join("gids").join(&name)).and_then(|t| parse_gid(&t)) else {
+                continue;
+            };
+            // The kernel refuses to read the type of an unused slot (EINVAL); such slots are zero.
+            let kind = read(&base.join("gid_attrs/types").join(&name))
+                .and_then(|t| GidType::from_sysfs(&t));
+            let entry = GidEntry {
+                index,
+                gid,
+                kind: kind.unwrap_or(GidType::RoceV1),
+                netdev: read(&base.join("gid_attrs/ndevs").join(&name))
+                    .map(|s| s.trim().to_string()),
+            };
+            if kind.is_some() || entry.is_zero() {
+                out.push(entry);
+            }
+        }
+        out.sort_by_key(|e| e.index);
+        out
+    }
+
+    /// The network interfaces a device's GIDs belong to (what `-d` would name for `--transport soft`).
+    pub fn netdevs_of(&self, dev: &str, port: u8) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .gid_table(dev, port)
+            .into_iter()
+            .filter_map(|e| e.netdev)
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+fn read(p: &Path) -> Option<String> {
+    fs::read_to_string(p).ok()
+}
+
+fn list_dir(p: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(p)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Parses sysfs's `fe80:0000:0000:0000:c8d1:02ff:fe3a:9b01` (or any IPv6 text) into bytes.
+pub fn parse_gid(text: &str) -> Option<[u8; 16]> {
+    text.trim().parse::<Ipv6Addr>().ok().map(|a| a.octets())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    /// A recorded rxe0 tree: the lab's `show_gids` output written back as files.
+    fn rxe_tree() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let p = "class/infiniband/rxe0/ports/1";
+        put(
+            r,
+            &format!("{p}/gids/0"),
+            "fe80:0000:0000:0000:c8d1:02ff:fe3a:9b01\n",
+        );
+        put(r, &format!("{p}/gid_attrs/types/0"), "RoCE v2\n");
+        put(r, &format!("{p}/gid_attrs/ndevs/0"), "veth0\n");
+        put(
+            r,
+            &format!("{p}/gids/1"),
+            "0000:0000:0000:0000:0000:ffff:0a00:0001\n",
+        );
+        put(r, &format!("{p}/gid_attrs/types/1"), "RoCE v2\n");
+        put(r, &format!("{p}/gid_attrs/ndevs/1"), "veth0\n");
+        put(
+            r,
+            &format!("{p}/gids/2"),
+            "0000:0000:0000:0000:0000:0000:0000:0000\n",
+        );
+        put(r, "class/infiniband_verbs/abi_version", "6\n");
+        for n in ["lo", "veth0", "eth0"] {
+            put(r, &format!("class/net/{n}/mtu"), "1500\n");
+        }
+        d
+    }
+
+    #[test]
+    fn reads_a_recorded_gid_table() {
+        let d = rxe_tree();
+        let s = Sysfs::at(d.path());
+        let t = s.gid_table("rxe0", 1);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[1].address(), "::ffff:10.0.0.1");
+        assert_eq!(t[1].kind, GidType::RoceV2);
+        assert_eq!(t[1].netdev.as_deref(), Some("veth0"));
+        assert!(t[2].is_zero());
+        assert_eq!(s.netdevs_of("rxe0", 1), vec!["veth0"]);
+        assert_eq!(s.rdma_devices(), vec!["rxe0"]);
+        assert!(s.has_uverbs());
+    }
+
+    #[test]
+    fn lists_interfaces_loopback_last() {
+        let d = rxe_tree();
+        assert_eq!(
+            Sysfs::at(d.path()).net_interfaces(),
+            vec!["eth0", "veth0", "lo"]
+        );
+    }
+
+    #[test]
+    fn missing_tree_means_no_rdma() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Sysfs::at(d.path());
+        assert!(!s.has_uverbs());
+        assert!(s.rdma_devices().is_empty());
+        assert!(s.gid_table("mlx5_0", 1).is_empty());
+    }
+}
