@@ -7,6 +7,7 @@
 
 pub mod console;
 pub mod csv;
+pub mod histogram_text;
 pub mod json;
 pub mod progress;
 
