@@ -273,7 +273,16 @@ fn threshold_checks(
         let message = if ok {
             String::new()
         } else {
-            format!("{} {what} {measured} misses {flag} {limit}", row.subject())
+            // "{>= 90Gb/s}" -> "is below --min-bw 90Gb/s".
+            let (relation, text) = match limit.split_once(' ') {
+                Some((">=", text)) => ("is below", text),
+                Some((_, text)) => ("is above", text),
+                None => ("misses", limit.as_str()),
+            };
+            format!(
+                "{} {what} {measured} {relation} {flag} {text}",
+                row.subject()
+            )
         };
         out.push(CheckResult {
             subject: row.subject(),
