@@ -260,8 +260,11 @@ pub fn write_compare_files(dir: &Path, set: &CompareSet) -> Result<CompareFiles,
     })
 }
 
-/// The first latency test at its smallest size: (title, [(label, histogram)]) per transport.
-fn latency_plot(set: &CompareSet) -> Option<(String, Vec<(String, hdrhistogram::Histogram<u64>)>)> {
+/// A latency plot: its title and one (label, histogram) per transport.
+type LatencyPlot<'a> = (String, Vec<(&'a str, &'a hdrhistogram::Histogram<u64>)>);
+
+/// The first latency test at its smallest size, one series per transport.
+fn latency_plot(set: &CompareSet) -> Option<LatencyPlot<'_>> {
     let test = set
         .tests()
         .into_iter()
@@ -271,11 +274,11 @@ fn latency_plot(set: &CompareSet) -> Option<(String, Vec<(String, hdrhistogram::
         .iter()
         .flat_map(|r| r.results.iter().map(|x| x.size))
         .min()?;
-    let series: Vec<(String, hdrhistogram::Histogram<u64>)> = runs
+    let series: Vec<(&str, &hdrhistogram::Histogram<u64>)> = runs
         .iter()
         .filter_map(|run| match &run.at(size)?.measured {
             Measured::Latency { histogram, .. } if !histogram.is_empty() => {
-                Some((run.label.clone(), histogram.clone()))
+                Some((run.label.as_str(), histogram))
             }
             _ => None,
         })

@@ -33,11 +33,21 @@ pub fn interval_log(
     let tag = tag_of(tag);
     let mut out = Vec::new();
     let mut serializer = V2DeflateSerializer::new();
-    let mut writer = IntervalLogWriterBuilder::new()
+    // Headers first, as HdrHistogram's Java writer lays them out: format version, comments, times.
+    IntervalLogWriterBuilder::new()
+        .add_comment("[Histogram log format version 1.3]")
         .add_comment(comment)
         .add_comment("values are one-way latencies in nanoseconds; Interval_Max is in microseconds")
         .with_start_time(start)
         .with_base_time(start)
+        .begin_log_with(&mut out, &mut serializer)
+        .map_err(|e| e.to_string())?;
+    // The column legend line that HdrHistogram tools expect before the intervals (the crate's writer
+    // has no call for it; its reader, like Java's, skips it).
+    out.extend_from_slice(
+        b"\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n",
+    );
+    let mut writer = IntervalLogWriterBuilder::new()
         // Interval_Max is for human readers only; µs is the unit the reports use.
         .with_max_value_divisor(1000.0)
         .begin_log_with(&mut out, &mut serializer)
@@ -89,7 +99,14 @@ mod tests {
         )
         .unwrap();
         let text = String::from_utf8(bytes.clone()).unwrap();
-        assert!(text.starts_with("#roceperf write_lat 2 B\n"), "{text}");
+        assert!(
+            text.starts_with("#[Histogram log format version 1.3]\n#roceperf write_lat 2 B\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n\"StartTimestamp\",\"Interval_Length\""),
+            "{text}"
+        );
         assert!(text.contains("#[StartTime: 1795947865.000"), "{text}");
         let mut intervals = 0;
         let mut saw_start = false;

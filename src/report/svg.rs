@@ -50,6 +50,28 @@ fn milli(x: f64) -> i32 {
     (x * MILLI).round() as i32
 }
 
+/// 1-2-5 values between `lo` and `hi` (0.1, 0.2, 0.5, 1, 2, 5, 10, ...): round labels for a log axis.
+fn ticks_1_2_5(lo: f64, hi: f64) -> Vec<f64> {
+    let mut decade = 10f64.powi(lo.log10().floor() as i32);
+    let mut out = Vec::new();
+    while decade <= hi {
+        for m in [1.0, 2.0, 5.0] {
+            let v = m * decade;
+            if v >= lo && v <= hi {
+                out.push(v);
+            }
+        }
+        decade *= 10.0;
+    }
+    out
+}
+
+/// `0.5`, `2`, `150`: an axis value without float noise.
+fn fmt_axis(v: f64) -> String {
+    let text = format!("{v:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 /// `50%`, `99.9%`: the percentile at x = log10(1 / (1 - p)).
 pub fn percentile_tick(x: f64) -> String {
     if x.abs() < 1e-9 {
@@ -87,13 +109,11 @@ pub fn latency_svg(title: &str, series: &[LatencySeries]) -> Result<String, Stri
                 .collect()
         })
         .collect();
-    let y_max = curves
-        .iter()
-        .flatten()
-        .map(|p| p.1)
-        .fold(0.0, f64::max)
-        .max(0.001)
-        * 1.08;
+    // Latency on a log axis too: transports that differ by a factor of three stay apart at the median,
+    // and a tail 100x the median still fits.
+    let y_values = || curves.iter().flatten().map(|p| p.1.max(0.001));
+    let y_max = y_values().fold(0.0, f64::max) * 1.25;
+    let y_min = y_values().fold(f64::INFINITY, f64::min) * 0.8;
     let mut ticks = vec![0, milli(2f64.log10())];
     ticks.extend((1..=x_max as i32).map(|d| d * 1000));
 
@@ -104,16 +124,24 @@ pub fn latency_svg(title: &str, series: &[LatencySeries]) -> Result<String, Stri
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 22))
             .margin(20)
+            .margin_right(50)
             .x_label_area_size(50)
             .y_label_area_size(70)
-            .build_cartesian_2d((0..milli(x_max)).with_key_points(ticks), 0.0..y_max)
+            .build_cartesian_2d(
+                (0..milli(x_max)).with_key_points(ticks),
+                (y_min..y_max)
+                    .log_scale()
+                    .with_key_points(ticks_1_2_5(y_min, y_max)),
+            )
             .map_err(|e| e.to_string())?;
         chart
             .configure_mesh()
             .x_desc("percentile (log scale of 1/(1-p))")
-            .y_desc("one-way latency (µs)")
+            .y_desc("one-way latency (µs, log scale)")
             .x_label_formatter(&|x| percentile_tick(f64::from(*x) / MILLI))
-            .y_label_formatter(&|y| format!("{y}"))
+            .y_label_formatter(&|y| fmt_axis(*y))
+            .max_light_lines(1)
+            .light_line_style(RGBColor(235, 235, 235))
             .label_style(("sans-serif", 15))
             .axis_desc_style(("sans-serif", 16))
             .draw()
@@ -174,6 +202,7 @@ pub fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<String, 
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 22))
             .margin(20)
+            .margin_right(50)
             .x_label_area_size(50)
             .y_label_area_size(70)
             .build_cartesian_2d(
@@ -185,6 +214,8 @@ pub fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<String, 
             .configure_mesh()
             .x_desc("message size (bytes, log2 scale)")
             .y_desc("bandwidth (Gb/s)")
+            .max_light_lines(1)
+            .light_line_style(RGBColor(235, 235, 235))
             .x_label_formatter(&|x| {
                 crate::compare::fmt_size(2f64.powf((f64::from(*x) / MILLI).round()) as u64)
             })
@@ -241,6 +272,12 @@ mod tests {
             .filter(|n| n.has_tag_name("text"))
             .filter_map(|n| n.text().map(|t| t.trim().to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn log_axis_ticks_are_round() {
+        assert_eq!(ticks_1_2_5(1.5, 60.0), vec![2.0, 5.0, 10.0, 20.0, 50.0]);
+        assert_eq!(fmt_axis(ticks_1_2_5(0.15, 0.3)[0]), "0.2");
     }
 
     #[test]
