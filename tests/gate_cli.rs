@@ -500,3 +500,70 @@ fn junit_and_github_annotations_describe_each_check() {
     let o = gate(&["--min-bw", "90Gb/s", "--github"], &[&run]);
     assert!(stdout(&o).contains("::error file="));
 }
+
+/// A comparison written by `report::compare`: RoCE v2 (soft) and TCP, write_bw and write_lat.
+fn comparison(dir: &Path) -> (PathBuf, PathBuf) {
+    use roceperf::compare::{CompareRun, CompareSet, default_label};
+    let mut runs = Vec::new();
+    for (t, r, gbps, lat_ns) in [
+        (TransportKind::Soft, Some(RoceVersion::V2), 92.0, 2_000),
+        (TransportKind::Tcp, None, 45.0, 6_000),
+    ] {
+        runs.push(CompareRun {
+            label: default_label(t, r),
+            transport: t,
+            roce: r,
+            test: write_bw(),
+            results: vec![bw(gbps)],
+            notes: vec![],
+        });
+        runs.push(CompareRun {
+            label: default_label(t, r),
+            transport: t,
+            roce: r,
+            test: write_lat(),
+            results: vec![lat(lat_ns, lat_ns * 10)],
+            notes: vec![],
+        });
+    }
+    let set = CompareSet {
+        started_at: "2026-11-29T10:24:25Z".into(),
+        version: "0.1.0".into(),
+        runs,
+        skipped: vec![],
+    };
+    let files = report::compare::write_compare_files(dir, &set).unwrap();
+    (files.json, files.csv)
+}
+
+#[test]
+fn comparison_json_and_csv_give_the_same_verdicts() {
+    let f = Files::new();
+    let (json, csv) = comparison(f.dir.path());
+    for input in [&json, &csv] {
+        let o = gate(&["--min-bw", "90Gb/s", "--max-p50", "3us"], &[input]);
+        assert_exit(&o, 1);
+        let out = stdout(&o);
+        assert!(out.contains("4 checks: 2 passed, 2 failed"), "{out}");
+        assert!(
+            out.contains("write_bw tcp 65536 B bandwidth 45.00 Gb/s is below"),
+            "{out}"
+        );
+        let o = gate(
+            &[
+                "--transport",
+                "soft",
+                "--min-bw",
+                "90Gb/s",
+                "--max-p50",
+                "3us",
+            ],
+            &[input],
+        );
+        assert_exit(&o, 0);
+        // The comparison is its own baseline: nothing regressed.
+        let o = gate(&["--baseline", json.to_str().unwrap()], &[input]);
+        assert_exit(&o, 0);
+        assert!(stdout(&o).contains("6 checks: 6 passed"), "{}", stdout(&o));
+    }
+}
