@@ -213,17 +213,20 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         runs: assemble(loaded),
         skipped: Vec::new(),
     };
-    print!("{}", table::render(&set));
+    emit(&table::render(&set));
     if !cli.no_files {
         let dir = report::compare::compare_dir(&cli.results, &set.started_at);
         let files = report::compare::write_compare_files(&dir, &set)?;
-        println!("\nFiles in {}:", dir.display());
+        emit(&format!("\nFiles in {}:\n", dir.display()));
         let mut names = vec![files.csv, files.json];
         names.extend(files.hdr_logs);
         names.extend(files.latency_svg);
         names.extend(files.bandwidth_svg);
         for n in names {
-            println!("  {}", n.file_name().unwrap_or_default().to_string_lossy());
+            emit(&format!(
+                "  {}\n",
+                n.file_name().unwrap_or_default().to_string_lossy()
+            ));
         }
     }
     if !cli.gate.is_active() {
@@ -248,16 +251,23 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    println!();
-    print!("{}", report.table());
+    emit("\n");
+    emit(&report.table());
     if cli.gate_output.github_enabled() {
-        print!("{}", report.github_annotations());
+        emit(&report.github_annotations());
     }
     if let Some(path) = &cli.gate_output.junit {
         std::fs::write(path, report.junit_xml())
             .with_context(|| format!("cannot write the JUnit report {}", path.display()))?;
     }
     Ok(ExitCode::from(report.exit_code() as u8))
+}
+
+/// Writes to stdout, ignoring a closed pipe (`| head`): the verdict is in the exit status and the files,
+/// and a reader that has seen enough is no reason to panic.
+fn emit(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 fn main() -> ExitCode {

@@ -68,6 +68,13 @@ fn bad_input(messages: impl IntoIterator<Item = String>) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Writes to stdout, ignoring a closed pipe (`| head`): the verdict is in the exit status and the files,
+/// and a reader that has seen enough is no reason to panic.
+fn emit(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if !cli.gate.is_active() {
@@ -99,9 +106,9 @@ fn main() -> ExitCode {
             return bad_input(errors.iter().map(|e| format!("baseline: {e}")));
         }
     };
-    print!("{}", report.table());
+    emit(&report.table());
     if cli.output.github_enabled() {
-        print!("{}", report.github_annotations());
+        emit(&report.github_annotations());
     }
     if let Some(path) = &cli.output.junit
         && let Err(e) = std::fs::write(path, report.junit_xml())

@@ -194,6 +194,7 @@ pub fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<String, 
         .map(|e| e as i32 * 1000)
         .collect();
     let y_max = all.iter().map(|p| p.1).fold(0.0, f64::max).max(0.001) * 1.15;
+    let single_size = all.iter().all(|p| p.0 == all[0].0);
 
     let mut svg = String::new();
     {
@@ -239,14 +240,24 @@ pub fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<String, 
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
                 });
-            // Markers: a single-size run is a point, not an invisible zero-length line.
+            // Markers: a single-size run is a point, not an invisible zero-length line; with one size
+            // the points also carry their value, as there is no curve to read against the axis.
+            let radius = if single_size { 6 } else { 4 };
             chart
                 .draw_series(
                     points
-                        .into_iter()
-                        .map(|p| Circle::new(p, 4, color.filled())),
+                        .iter()
+                        .map(|&p| Circle::new(p, radius, color.filled())),
                 )
                 .map_err(|e| e.to_string())?;
+            if single_size {
+                chart
+                    .draw_series(points.iter().map(|&(x, y)| {
+                        EmptyElement::at((x, y))
+                            + Text::new(format!("{y:.2} Gb/s"), (12, -8), ("sans-serif", 15))
+                    }))
+                    .map_err(|e| e.to_string())?;
+            }
         }
         chart
             .configure_series_labels()
@@ -374,5 +385,29 @@ mod tests {
             4
         );
         assert!(bandwidth_svg("x", &[]).is_err());
+        // Several sizes: curves, no value labels.
+        assert!(!t.iter().any(|x| x.ends_with(" Gb/s")), "{t:?}");
+    }
+
+    #[test]
+    fn single_size_bandwidth_points_carry_their_value() {
+        let svg = bandwidth_svg(
+            "write_bw",
+            &[
+                BandwidthSeries {
+                    label: "RoCE v2 (soft)",
+                    points: vec![(65536, 38.791)],
+                },
+                BandwidthSeries {
+                    label: "TCP",
+                    points: vec![(65536, 21.3)],
+                },
+            ],
+        )
+        .unwrap();
+        let t = texts(&svg);
+        for want in ["38.79 Gb/s", "21.30 Gb/s", "64 KiB"] {
+            assert!(t.iter().any(|x| x == want), "{want:?} missing from {t:?}");
+        }
     }
 }
