@@ -413,6 +413,9 @@ fn bad_usage_exits_2_with_advice() {
     let o = gate(&[], &[&run]);
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("nothing to check"), "{}", stderr(&o));
+    let o = gate(&["--min-bw", "1Gb/s", "--max-regression", "3%"], &[&run]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("--baseline"), "{}", stderr(&o));
     let o = gate(&["--min-bw", "1Gb/s", "--test", "read_lat"], &[&run]);
     assert_exit(&o, 2);
     assert!(
@@ -459,15 +462,27 @@ fn junit_and_github_annotations_describe_each_check() {
         &[lat(2_000, 40_000)],
     );
     let junit = f.path("gate.xml");
+    let summary = f.text("summary.md", "# earlier step\n");
     let o = Command::new(env!("CARGO_BIN_EXE_roce_gate"))
         .args(["--min-bw", "90Gb/s", "--max-p99", "5us", "--junit"])
         .arg(&junit)
         .arg(&run)
         .arg(&lat_run)
         .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
         .output()
         .unwrap();
     assert_exit(&o, 1);
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        md.starts_with("# earlier step\n### roce_gate: FAIL"),
+        "{md}"
+    );
+    assert_eq!(
+        md.lines().filter(|l| l.starts_with("| write_")).count(),
+        2,
+        "{md}"
+    );
     let xml = std::fs::read_to_string(&junit).unwrap();
     let doc = roxmltree::Document::parse(&xml).unwrap();
     let cases: Vec<_> = doc

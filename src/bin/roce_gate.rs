@@ -109,6 +109,20 @@ fn main() -> ExitCode {
     emit(&report.table());
     if cli.output.github_enabled() {
         emit(&report.github_annotations());
+        // The job summary page shows the whole table; failing to write it must not change the verdict.
+        if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY") {
+            let written = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&path)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, report.markdown().as_bytes()));
+            if let Err(e) = written {
+                eprintln!(
+                    "roce_gate: warning: cannot append the summary to GITHUB_STEP_SUMMARY ({}): {e}",
+                    PathBuf::from(path).display()
+                );
+            }
+        }
     }
     if let Some(path) = &cli.output.junit
         && let Err(e) = std::fs::write(path, report.junit_xml())

@@ -44,7 +44,7 @@ pub struct GateArgs {
     #[arg(long, value_name = "FILE")]
     pub baseline: Vec<PathBuf>,
     /// How much worse than the baseline a result may be: lower bandwidth, higher median or p99 latency.
-    #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = threshold::parse_percent)]
+    #[arg(long, value_name = "PERCENT", default_value = "5%", requires = "baseline", value_parser = threshold::parse_percent)]
     pub max_regression: Percent,
 }
 
@@ -166,6 +166,17 @@ impl GateReport {
     pub fn exit_code(&self) -> i32 {
         if self.passed() { 0 } else { 1 }
     }
+}
+
+/// Checks what a binary just measured: [`check`] over [`ResultRow::from_run`] (`source` is the run's JSON
+/// path, or any name to show in the report).
+pub fn check_run(
+    info: &crate::report::RunInfo,
+    results: &[crate::report::SizeResult],
+    source: &std::path::Path,
+    args: &GateArgs,
+) -> Result<GateReport, Vec<InputError>> {
+    check(&ResultRow::from_run(info, results, source), args)
 }
 
 /// Checks `rows` against the thresholds of `args` and, when `args.baseline` names files, against them.

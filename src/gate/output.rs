@@ -175,6 +175,31 @@ impl GateReport {
     }
 }
 
+impl GateReport {
+    /// A Markdown summary (a heading and a table) for GitHub's job summary page (`$GITHUB_STEP_SUMMARY`).
+    pub fn markdown(&self) -> String {
+        let cell = |s: &str| s.replace('|', "\\|");
+        let mut out = format!("### {}\n\n", self.summary());
+        out.push_str("| result | check | limit | measured | verdict |\n|---|---|---|---|---|\n");
+        for c in &self.checks {
+            let verdict = match c.verdict {
+                Verdict::Pass => "pass",
+                Verdict::Fail => "**FAIL**",
+                Verdict::Skip => "skip",
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {verdict} |",
+                cell(&c.subject),
+                cell(&c.what),
+                cell(&c.limit),
+                cell(&c.measured)
+            );
+        }
+        out
+    }
+}
+
 /// Escapes text for an XML attribute or element.
 pub fn xml_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -271,6 +296,25 @@ mod tests {
         assert_eq!(
             text,
             "::error file=res/a%2Cb%3Ac.json,line=3,title=roce_gate --min-bw::50%25 lower%0Asecond line\n"
+        );
+    }
+
+    #[test]
+    fn markdown_summary_has_a_row_per_check() {
+        let mut failed = check(Verdict::Fail, "too slow");
+        failed.what = "a|b".into();
+        let report = GateReport {
+            checks: vec![check(Verdict::Pass, ""), failed],
+        };
+        let md = report.markdown();
+        assert!(md.starts_with("### roce_gate: FAIL, 2 checks: 1 passed, 1 failed\n\n| result |"));
+        assert_eq!(
+            md.lines().filter(|l| l.starts_with("| write_bw")).count(),
+            2
+        );
+        assert!(
+            md.contains("| a\\|b |") && md.contains("| **FAIL** |"),
+            "{md}"
         );
     }
 

@@ -107,10 +107,11 @@ pub fn parse_bandwidth(text: &str) -> Result<Bandwidth, String> {
     };
     let scale = match prefix {
         "" => 1.0,
+        // Lower-case prefixes are accepted: nobody means milli-bits by "mb/s".
         "k" | "K" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
+        "m" | "M" => 1e6,
+        "g" | "G" => 1e9,
+        "t" | "T" => 1e12,
         "Ki" => 1024.0,
         "Mi" => 1_048_576.0,
         "Gi" => 1_073_741_824.0,
@@ -203,6 +204,8 @@ mod tests {
             ("1GiB/s", 8.589934592),
             ("1Tb/s", 1000.0),
             ("8000Kb/s", 0.008),
+            ("90gbps", 90.0),
+            ("400mb/s", 0.4),
         ] {
             let b = parse_bandwidth(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert!(close(b.gbps, gbps), "{text}: {} != {gbps}", b.gbps);

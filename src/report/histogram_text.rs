@@ -94,9 +94,22 @@ fn fmt_edge_us(ns: f64) -> String {
     text.to_owned()
 }
 
+/// Joins each run of consecutive empty buckets into one, so a sparse tail takes a line, not a screen.
+fn merge_empty(bs: Vec<Bucket>) -> Vec<Bucket> {
+    let mut out: Vec<Bucket> = Vec::with_capacity(bs.len());
+    for b in bs {
+        match out.last_mut() {
+            Some(last) if last.count == 0 && b.count == 0 => last.hi_ns = b.hi_ns,
+            _ => out.push(b),
+        }
+    }
+    out
+}
+
 /// Draws `h` in at most `width` columns: `  1.25 -    1.6 µs |██████▌      |  45.21%    4521`.
+/// Consecutive empty buckets share one line.
 pub fn render(h: &Histogram<u64>, width: usize) -> String {
-    let bs = buckets(h);
+    let bs = merge_empty(buckets(h));
     if bs.is_empty() {
         return "  (no samples)\n".into();
     }
