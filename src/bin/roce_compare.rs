@@ -21,7 +21,7 @@ Examples:
                         results/*-write_lat-soft-v2-client.json \\
                         results/*-write_lat-tcp-client.json
 
-  Re-render an earlier comparison, and fail if RoCE v2's bandwidth is under 10 Gb/s:
+  Re-render an earlier comparison, and fail if a soft RoCE run's bandwidth is under 10 Gb/s:
     roce_compare --from results/20261129-102425/compare.json --gate-transport soft --min-bw 10Gb/s
 
 Runs of one test, transport and RoCE version at different sizes are merged into one curve. The files
@@ -45,13 +45,19 @@ struct Cli {
     #[arg(
         long,
         value_name = "NAME",
+        value_parser = parse_transport_arg,
         help_heading = "Gates (exit 1 when a result misses one)"
     )]
-    gate_transport: Option<String>,
+    gate_transport: Option<TransportKind>,
     #[command(flatten)]
     gate: GateArgs,
     #[command(flatten)]
     gate_output: GateOutputArgs,
+}
+
+fn parse_transport_arg(s: &str) -> Result<TransportKind, String> {
+    gate::input::parse_transport(s)
+        .ok_or_else(|| format!("{s:?} is not a transport; use verbs, soft or tcp"))
 }
 
 /// A run with where it came from, to merge sizes and tell duplicates apart.
@@ -232,12 +238,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     if !cli.gate.is_active() {
         return Ok(ExitCode::SUCCESS);
     }
-    let only = match cli.gate_transport.as_deref() {
-        None => None,
-        Some(name) => Some(gate::input::parse_transport(name).ok_or_else(|| {
-            anyhow::anyhow!("--gate-transport {name:?} is not a transport; use verbs, soft or tcp")
-        })?),
-    };
+    let only = cli.gate_transport;
     let rows: Vec<ResultRow> = ResultRow::from_compare(&set, Path::new("compare.json"))
         .into_iter()
         .filter(|r| only.is_none_or(|t| r.transport == t))
