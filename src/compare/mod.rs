@@ -3,14 +3,15 @@
 //!
 //! How the runs are made is not this module's business: a [`CompareSet`] is filled either by an
 //! orchestrator that runs each transport in turn, or from result files made elsewhere
-//! ([`CompareRun::from_result_json`]). The files under `results/<timestamp>/` are written by
+//! ([`CompareRun::from_run`], `roce_compare --from`). The files under `results/<timestamp>/` are written by
 //! `report::compare`.
 
 pub mod table;
 
 use crate::params::{Metric, RoceVersion, TestKind, TransportKind};
 use crate::report::{Measured, RunInfo, SizeResult};
-use crate::stats::value_at_percentile;
+use crate::stats::{LatencyStats, value_at_percentile};
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -82,22 +83,6 @@ impl CompareRun {
         }
     }
 
-    /// A run from a `roceperf.result` JSON document; the error says what is wrong with it.
-    pub fn from_result_json(doc: &Value) -> Result<CompareRun, String> {
-        if doc.get("schema").and_then(Value::as_str) != Some(crate::report::json::SCHEMA) {
-            return Err(format!(
-                "not a {:?} document (its \"schema\" is {})",
-                crate::report::json::SCHEMA,
-                doc.get("schema").unwrap_or(&Value::Null)
-            ));
-        }
-        let info: RunInfo =
-            serde_json::from_value(doc["test"].clone()).map_err(|e| format!("\"test\": {e}"))?;
-        let results: Vec<SizeResult> = serde_json::from_value(doc["results"].clone())
-            .map_err(|e| format!("\"results\": {e}"))?;
-        Ok(CompareRun::from_run(&info, results))
-    }
-
     /// The result at `size`, if measured.
     pub fn at(&self, size: u64) -> Option<&SizeResult> {
         self.results.iter().find(|r| r.size == size)
@@ -130,22 +115,28 @@ pub struct BandwidthFigures {
 /// The latency figures of a latency result; None for a bandwidth result.
 pub fn latency_figures(r: &SizeResult) -> Option<LatencyFigures> {
     match &r.measured {
-        Measured::Latency { stats, histogram } => {
-            let pct = |p: f64| {
-                if histogram.is_empty() {
-                    stats.get(p).unwrap_or(0.0)
-                } else {
-                    value_at_percentile(histogram, p) as f64 / 1000.0
-                }
-            };
-            Some(LatencyFigures {
-                median_us: stats.median_us,
-                p99_us: pct(99.0),
-                p999_us: pct(99.9),
-                max_us: stats.max_us,
-            })
-        }
+        Measured::Latency { stats, histogram } => Some(LatencyFigures::of(stats, histogram)),
         Measured::Bandwidth(_) => None,
+    }
+}
+
+impl LatencyFigures {
+    /// The figures of a latency summary and its histogram (percentiles from the histogram when it has
+    /// samples, else from the summary).
+    pub fn of(stats: &LatencyStats, histogram: &Histogram<u64>) -> LatencyFigures {
+        let pct = |p: f64| {
+            if histogram.is_empty() {
+                stats.get(p).unwrap_or(0.0)
+            } else {
+                value_at_percentile(histogram, p) as f64 / 1000.0
+            }
+        };
+        LatencyFigures {
+            median_us: stats.median_us,
+            p99_us: pct(99.0),
+            p999_us: pct(99.9),
+            max_us: stats.max_us,
+        }
     }
 }
 

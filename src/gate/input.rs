@@ -8,7 +8,6 @@
 use crate::compare::{self, CompareSet};
 use crate::params::{RoceVersion, Role, TestKind, TransportKind};
 use crate::report::{Measured, RunInfo, SizeResult, json};
-use crate::stats::value_at_percentile;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -117,7 +116,7 @@ impl ResultRow {
     }
 }
 
-/// The gate figures of one size result; latency percentiles come from the histogram when it has samples.
+/// The gate figures of one size result (latency percentiles from the histogram, as in the comparison).
 pub fn figures_of(r: &SizeResult) -> Figures {
     match &r.measured {
         Measured::Bandwidth(b) => Figures::Bandwidth {
@@ -125,18 +124,12 @@ pub fn figures_of(r: &SizeResult) -> Figures {
             mpps: b.msg_rate_mpps,
         },
         Measured::Latency { stats, histogram } => {
-            let pct = |p: f64| {
-                if histogram.is_empty() {
-                    stats.get(p).unwrap_or(0.0)
-                } else {
-                    value_at_percentile(histogram, p) as f64 / 1000.0
-                }
-            };
+            let l = compare::LatencyFigures::of(stats, histogram);
             Figures::Latency {
-                median_us: stats.median_us,
-                p99_us: pct(99.0),
-                p999_us: pct(99.9),
-                max_us: stats.max_us,
+                median_us: l.median_us,
+                p99_us: l.p99_us,
+                p999_us: l.p999_us,
+                max_us: l.max_us,
             }
         }
     }
