@@ -186,6 +186,14 @@ pub fn load(path: &Path) -> Result<Vec<ResultRow>, InputError> {
         path: path.to_owned(),
         source,
     })?;
+    parse(path, &bytes)
+}
+
+/// Parses the contents of a result file; `path` picks the format by extension and names the file in
+/// errors. Never panics, whatever the bytes.
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, InputError> {
+    // A spreadsheet that saved the CSV may have put a UTF-8 byte-order mark in front.
+    let bytes = bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes);
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
@@ -195,10 +203,10 @@ pub fn load(path: &Path) -> Result<Vec<ResultRow>, InputError> {
         .find(|b| !b.is_ascii_whitespace())
         .is_some_and(|&b| b == b'{' || b == b'[');
     let rows = match ext.as_deref() {
-        Some("json") => load_json(path, &bytes)?,
-        Some("csv") => load_csv(path, &bytes)?,
-        _ if looks_json => load_json(path, &bytes)?,
-        _ => load_csv(path, &bytes)?,
+        Some("json") => load_json(path, bytes)?,
+        Some("csv") => load_csv(path, bytes)?,
+        _ if looks_json => load_json(path, bytes)?,
+        _ => load_csv(path, bytes)?,
     };
     if rows.is_empty() {
         return Err(InputError::Empty {
@@ -453,4 +461,95 @@ pub fn parse_transport(name: &str) -> Option<TransportKind> {
     ]
     .into_iter()
     .find(|t| t.name() == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::testdata;
+    use proptest::prelude::*;
+
+    /// Built once: the proptests below damage copies of these hundreds of times.
+    static FILES: std::sync::LazyLock<(Vec<u8>, Vec<u8>)> = std::sync::LazyLock::new(|| {
+        let set = testdata::set();
+        (
+            serde_json::to_vec(&set.to_json()).unwrap(),
+            crate::report::compare::compare_csv(&set)
+                .unwrap()
+                .into_bytes(),
+        )
+    });
+
+    fn compare_json() -> Vec<u8> {
+        FILES.0.clone()
+    }
+
+    fn compare_csv() -> Vec<u8> {
+        FILES.1.clone()
+    }
+
+    #[test]
+    fn comparison_files_give_one_row_per_transport_and_size() {
+        for (name, bytes) in [("c.json", compare_json()), ("c.csv", compare_csv())] {
+            let rows = parse(Path::new(name), &bytes).unwrap();
+            assert_eq!(rows.len(), 12, "{name}");
+            let tcp_lat = rows
+                .iter()
+                .find(|r| r.transport == TransportKind::Tcp && r.size == 2)
+                .unwrap();
+            let Figures::Latency {
+                median_us, p999_us, ..
+            } = tcp_lat.figures
+            else {
+                panic!("{name}: {tcp_lat:?}");
+            };
+            assert!(
+                p999_us > median_us && median_us > 6.0,
+                "{name}: {tcp_lat:?}"
+            );
+        }
+        // JSON and CSV agree to the CSV's 3 decimals.
+        let (j, c) = (
+            parse(Path::new("c.json"), &compare_json()).unwrap(),
+            parse(Path::new("c.csv"), &compare_csv()).unwrap(),
+        );
+        for (a, b) in j.iter().zip(&c) {
+            assert_eq!(a.key(), b.key());
+            match (&a.figures, &b.figures) {
+                (Figures::Bandwidth { gbps: x, .. }, Figures::Bandwidth { gbps: y, .. }) => {
+                    assert!((x - y).abs() < 1e-5)
+                }
+                (Figures::Latency { p99_us: x, .. }, Figures::Latency { p99_us: y, .. }) => {
+                    assert!((x - y).abs() < 1e-3)
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_ignored() {
+        let mut bytes = "\u{feff}".as_bytes().to_vec();
+        bytes.extend(compare_csv());
+        assert_eq!(parse(Path::new("excel.csv"), &bytes).unwrap().len(), 12);
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            for name in ["x.json", "x.csv", "x"] {
+                let _ = parse(Path::new(name), &bytes);
+            }
+        }
+
+        #[test]
+        fn damaged_files_give_errors_not_panics(cut in 0usize..4000, flip in 0usize..4000, byte in any::<u8>()) {
+            for (name, mut bytes) in [("c.json", compare_json()), ("c.csv", compare_csv())] {
+                let n = bytes.len();
+                bytes[flip % n] = byte;
+                bytes.truncate(cut % (n + 1));
+                let _ = parse(Path::new(name), &bytes);
+            }
+        }
+    }
 }
