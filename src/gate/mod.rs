@@ -191,49 +191,55 @@ pub fn check(rows: &[ResultRow], args: &GateArgs) -> Result<GateReport, Vec<Inpu
 /// baseline file was named). Pure: no I/O.
 pub fn evaluate(rows: &[ResultRow], baseline: &[ResultRow], args: &GateArgs) -> GateReport {
     let mut report = GateReport::default();
-    let mut applied = [false; 6];
     for row in rows {
-        threshold_checks(row, args, &mut applied, &mut report.checks);
+        threshold_checks(row, args, &mut report.checks);
     }
-    let unapplied = [
+    let limits = [
         (
-            args.min_bw.as_ref().map(|t| t.text.as_str()),
+            args.min_bw.as_ref().map(|t| &t.text),
             "--min-bw",
             "bandwidth",
         ),
         (
-            args.min_msg_rate.as_ref().map(|t| t.text.as_str()),
+            args.min_msg_rate.as_ref().map(|t| &t.text),
             "--min-msg-rate",
             "bandwidth",
         ),
         (
-            args.max_p50.as_ref().map(|t| t.text.as_str()),
+            args.max_p50.as_ref().map(|t| &t.text),
             "--max-p50",
             "latency",
         ),
         (
-            args.max_p99.as_ref().map(|t| t.text.as_str()),
+            args.max_p99.as_ref().map(|t| &t.text),
             "--max-p99",
             "latency",
         ),
         (
-            args.max_p999.as_ref().map(|t| t.text.as_str()),
+            args.max_p999.as_ref().map(|t| &t.text),
             "--max-p999",
             "latency",
         ),
         (
-            args.max_max.as_ref().map(|t| t.text.as_str()),
+            args.max_max.as_ref().map(|t| &t.text),
             "--max-max",
             "latency",
         ),
     ];
-    for ((limit, flag, kind), done) in unapplied.into_iter().zip(applied) {
-        if let (Some(limit), false) = (limit, done) {
+    let has_bw = rows
+        .iter()
+        .any(|r| matches!(r.figures, Figures::Bandwidth { .. }));
+    let has_lat = rows
+        .iter()
+        .any(|r| matches!(r.figures, Figures::Latency { .. }));
+    for (limit, flag, kind) in limits {
+        let applies = if kind == "bandwidth" { has_bw } else { has_lat };
+        if let (Some(limit), false) = (limit, applies) {
             report.checks.push(CheckResult {
                 subject: format!("(no {kind} result)"),
                 what: kind.to_owned(),
                 flag,
-                limit: limit.to_owned(),
+                limit: limit.clone(),
                 measured: "-".into(),
                 verdict: Verdict::Fail,
                 message: format!(
@@ -273,12 +279,7 @@ pub fn fmt_mpps(v: f64) -> String {
     format!("{v:.3} Mpps")
 }
 
-fn threshold_checks(
-    row: &ResultRow,
-    args: &GateArgs,
-    applied: &mut [bool; 6],
-    out: &mut Vec<CheckResult>,
-) {
+fn threshold_checks(row: &ResultRow, args: &GateArgs, out: &mut Vec<CheckResult>) {
     let mut push = |what: &str, flag: &'static str, limit: String, measured: String, ok: bool| {
         let verdict = if ok { Verdict::Pass } else { Verdict::Fail };
         let message = if ok {
@@ -310,7 +311,6 @@ fn threshold_checks(
     match row.figures {
         Figures::Bandwidth { gbps, mpps } => {
             if let Some(t) = &args.min_bw {
-                applied[0] = true;
                 push(
                     "bandwidth",
                     "--min-bw",
@@ -320,7 +320,6 @@ fn threshold_checks(
                 );
             }
             if let Some(t) = &args.min_msg_rate {
-                applied[1] = true;
                 push(
                     "message rate",
                     "--min-msg-rate",
@@ -342,9 +341,8 @@ fn threshold_checks(
                 (&args.max_p999, "p99.9 latency", "--max-p999", p999_us),
                 (&args.max_max, "max latency", "--max-max", max_us),
             ];
-            for (i, (limit, what, flag, v)) in lat.into_iter().enumerate() {
+            for (limit, what, flag, v) in lat {
                 if let Some(t) = limit {
-                    applied[2 + i] = true;
                     push(what, flag, format!("<= {}", t.text), fmt_us(v), v <= t.us);
                 }
             }
