@@ -6,6 +6,8 @@
 
 pub mod bench;
 pub mod cli;
+pub mod compare;
+pub mod gate;
 pub mod oob;
 pub mod params;
 pub mod report;

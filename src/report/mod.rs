@@ -5,10 +5,14 @@
 //! Both types also travel from client to server over the out-of-band channel (serde_json), so that both
 //! sides print the same results.
 
+pub mod compare;
 pub mod console;
 pub mod csv;
+pub mod hdrlog;
+pub mod histogram_text;
 pub mod json;
 pub mod progress;
+pub mod svg;
 
 pub use console::{
     address_block, extras, header_block, single_value, table_footer, table_header, table_row,
@@ -232,7 +236,7 @@ pub fn role_name(role: Role) -> &'static str {
 }
 
 /// `2026-11-29T10:24:25Z` -> `20261129-102425`; None when the text has no full date and time.
-fn compact_timestamp(rfc3339: &str) -> Option<String> {
+pub(crate) fn compact_timestamp(rfc3339: &str) -> Option<String> {
     let digits: String = rfc3339
         .chars()
         .take(19)

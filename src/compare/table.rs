@@ -1,0 +1,220 @@
+//! The comparison in the terminal: one side-by-side table of every transport, test and size, then a
+//! log-bucket histogram per latency run. Everything fits in 100 columns.
+
+use super::{CompareSet, bandwidth_figures, fmt_size, latency_figures};
+use crate::report::histogram_text;
+use std::fmt::Write;
+
+/// Widest output line.
+pub const WIDTH: usize = 100;
+/// Longest transport label shown in full; longer ones are cut with `…`.
+const LABEL_MAX: usize = 20;
+
+const HEADERS: [&str; 10] = [
+    "test",
+    "transport",
+    "size",
+    "median µs",
+    "p99 µs",
+    "p99.9 µs",
+    "max µs",
+    "Gb/s",
+    "Mpps",
+    "vs TCP",
+];
+
+/// `12.35`: about four significant digits, as in the latency columns.
+fn num(v: f64) -> String {
+    let decimals = if v < 10.0 {
+        3
+    } else if v < 100.0 {
+        2
+    } else if v < 10_000.0 {
+        1
+    } else {
+        0
+    };
+    format!("{v:.decimals$}")
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(max - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// The side-by-side table: one row per (test, transport, size), `-` where a figure does not apply.
+pub fn side_by_side(set: &CompareSet) -> String {
+    let mut rows: Vec<[String; 10]> = Vec::new();
+    for test in set.tests() {
+        let runs: Vec<_> = set.runs.iter().filter(|r| r.test == test).collect();
+        let mut sizes: Vec<u64> = runs
+            .iter()
+            .flat_map(|r| r.results.iter().map(|x| x.size))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for size in sizes {
+            for run in &runs {
+                let Some(r) = run.at(size) else { continue };
+                let dash = || "-".to_string();
+                let (lat, bw) = (latency_figures(r), bandwidth_figures(r));
+                rows.push([
+                    test.name().to_owned(),
+                    cut(&run.label, LABEL_MAX),
+                    fmt_size(size),
+                    lat.map_or_else(dash, |l| num(l.median_us)),
+                    lat.map_or_else(dash, |l| num(l.p99_us)),
+                    lat.map_or_else(dash, |l| num(l.p999_us)),
+                    lat.map_or_else(dash, |l| num(l.max_us)),
+                    bw.map_or_else(dash, |b| num(b.gbps)),
+                    bw.map_or_else(dash, |b| format!("{:.3}", b.mpps)),
+                    set.ratio_to_tcp(run, size)
+                        .map_or_else(dash, |x| format!("{x:.2}x")),
+                ]);
+            }
+        }
+    }
+    let mut widths = HEADERS.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &[&str]| {
+        let mut text = String::new();
+        for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
+            let pad = " ".repeat(w - c.chars().count());
+            // Names left-aligned, numbers right-aligned so that digits line up.
+            if i < 2 {
+                let _ = write!(text, "{c}{pad}  ");
+            } else {
+                let _ = write!(text, "{pad}{c}  ");
+            }
+        }
+        let _ = writeln!(out, "{}", text.trim_end());
+    };
+    line(&mut out, &HEADERS);
+    let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+    let _ = writeln!(out, "{}", "-".repeat(total.min(WIDTH)));
+    let mut last_test = None;
+    for row in &rows {
+        if last_test.is_some() && last_test != Some(&row[0]) {
+            out.push('\n');
+        }
+        last_test = Some(&row[0]);
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        line(&mut out, &cells);
+    }
+    out.push_str(
+        "latency one-way (half the round trip; READ: the whole); Gb/s = 10^9 bit/s of payload;\n\
+         vs TCP = times better than TCP (bandwidth / TCP's, TCP's median / median)\n",
+    );
+    for s in &set.skipped {
+        let _ = writeln!(out, "skipped {}: {}", s.label, s.reason);
+    }
+    out
+}
+
+/// A log-bucket histogram per latency run and size, each under a title line.
+pub fn histograms(set: &CompareSet) -> String {
+    let mut out = String::new();
+    for run in &set.runs {
+        for r in &run.results {
+            if let crate::report::Measured::Latency { histogram, stats } = &r.measured {
+                let _ = writeln!(
+                    out,
+                    "\n{} {}, {}: {} samples, median {} µs, max {} µs",
+                    run.test,
+                    cut(&run.label, LABEL_MAX),
+                    fmt_size(r.size),
+                    stats.samples,
+                    num(stats.median_us),
+                    num(stats.max_us)
+                );
+                out.push_str(&histogram_text::render(histogram, WIDTH));
+            }
+        }
+    }
+    out
+}
+
+/// The whole terminal report: the table, then the histograms.
+pub fn render(set: &CompareSet) -> String {
+    let mut out = side_by_side(set);
+    out.push_str(&histograms(set));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testdata::set;
+    use super::*;
+
+    #[test]
+    fn table_has_a_row_per_transport_and_size_within_100_columns() {
+        let set = set();
+        let text = side_by_side(&set);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= WIDTH,
+                "{} > {WIDTH}: {line}",
+                line.chars().count()
+            );
+        }
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("write_")).collect();
+        // 3 transports x (1 latency size + 3 bandwidth sizes).
+        assert_eq!(rows.len(), 12, "{text}");
+        let tcp_lat = rows
+            .iter()
+            .find(|l| l.starts_with("write_lat") && l.contains("TCP"))
+            .unwrap();
+        assert!(tcp_lat.ends_with("1.00x"), "{tcp_lat}");
+        let v2_bw = rows
+            .iter()
+            .find(|l| l.contains("RoCE v2 (soft)") && l.contains("64 KiB"))
+            .unwrap();
+        assert!(v2_bw.ends_with("1.80x"), "{v2_bw}");
+        assert!(v2_bw.contains("45.00"), "{v2_bw}");
+        let header = text.lines().next().unwrap();
+        for h in HEADERS {
+            assert!(header.contains(h), "{header}");
+        }
+    }
+
+    #[test]
+    fn long_labels_are_cut_and_skips_are_explained() {
+        let mut set = set();
+        set.runs[0].label = "RoCE v1 (soft, veth pair in a namespace)".into();
+        set.skipped.push(super::super::Skipped {
+            label: "RoCE v1 (verbs)".into(),
+            reason: "no RDMA device".into(),
+        });
+        let text = render(&set);
+        assert!(text.contains("RoCE v1 (soft, veth…"), "{text}");
+        assert!(text.contains("skipped RoCE v1 (verbs): no RDMA device"));
+        for line in text.lines() {
+            assert!(line.chars().count() <= WIDTH, "{line}");
+        }
+    }
+
+    #[test]
+    fn one_histogram_per_latency_run() {
+        let text = histograms(&set());
+        let titles: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("write_lat"))
+            .collect();
+        assert_eq!(titles.len(), 3, "{text}");
+        assert!(
+            titles[2].contains("TCP, 2 B: 10000 samples"),
+            "{}",
+            titles[2]
+        );
+    }
+}
