@@ -1,1 +1,583 @@
 //! HDR-histogram summaries (min, max, median, mean, stdev, percentiles), bandwidth and message rate.
+//!
+//! Everything here is a pure function of recorded numbers: no clock, no I/O. Latency values are recorded
+//! in ONE-WAY nanoseconds and reported in microseconds; bandwidth is reported both in Gb/s (10^9 bit/s)
+//! and MiB/s (2^20 byte/s) so that nobody has to guess which "MB" a number means.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Lowest latency the histogram tracks, in nanoseconds.
+pub const LATENCY_LOWEST_NS: u64 = 1;
+/// Highest latency the histogram tracks (100 s), in nanoseconds; record with `saturating_record`.
+pub const LATENCY_HIGHEST_NS: u64 = 100_000_000_000;
+/// Significant decimal digits the histogram keeps (relative error below 0.1 %).
+pub const LATENCY_SIGFIG: u8 = 3;
+/// perftest disables the BW peak above this many messages (its computation is quadratic there).
+pub const PEAK_MAX_MESSAGES: usize = 20_000;
+
+/// New latency histogram: 1 ns .. 100 s, 3 significant digits. Values are ONE-WAY nanoseconds
+/// (the driver already divided the round trip by `TestKind::rtt_factor()`).
+pub fn new_latency_histogram() -> Histogram<u64> {
+    // The bounds are constants that hdrhistogram accepts, so this cannot fail at run time.
+    Histogram::new_with_bounds(LATENCY_LOWEST_NS, LATENCY_HIGHEST_NS, LATENCY_SIGFIG)
+        .expect("constant latency histogram bounds are valid")
+}
+
+/// One latency percentile: `pct` in percent (99.9), value in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Percentile {
+    /// The percentile in percent, e.g. 99.9.
+    pub pct: f64,
+    /// The latency at that percentile, in microseconds.
+    pub us: f64,
+}
+
+impl Percentile {
+    /// The label used in reports and JSON keys: `p90`, `p99`, `p99.9`, `p99.99`.
+    pub fn label(&self) -> String {
+        percentile_label(self.pct)
+    }
+}
+
+/// `p90`, `p99.9`: the shortest decimal form of the percentile, prefixed with `p`.
+pub fn percentile_label(pct: f64) -> String {
+    format!("p{pct}")
+}
+
+/// Latency summary in microseconds. max is the TRUE max (perftest hides the largest two samples).
+/// stdev is a real standard deviation (perftest truncates to int). median = perftest's t_typical.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    /// Number of samples in the histogram.
+    pub samples: u64,
+    /// Smallest sample, µs.
+    pub min_us: f64,
+    /// Largest sample (the true max, not perftest's second largest), µs.
+    pub max_us: f64,
+    /// Median (perftest's t_typical), µs.
+    pub median_us: f64,
+    /// Arithmetic mean (perftest's t_avg), µs.
+    pub mean_us: f64,
+    /// Population standard deviation, µs.
+    pub stdev_us: f64,
+    /// The requested percentiles, in the order asked for.
+    #[serde(with = "percentile_map")]
+    pub percentiles: Vec<Percentile>,
+}
+
+impl LatencyStats {
+    /// `percentiles` e.g. [90.0, 99.0, 99.9, 99.99]. Panics never; empty histogram -> all zeros, samples 0.
+    ///
+    /// Every figure carries the histogram's precision (3 significant digits): min is the lowest value
+    /// equivalent to the smallest sample, max and the percentiles the highest value equivalent to theirs,
+    /// so a reported max is never below the real one. Percentiles outside 0..=100 are clamped; NaN ones
+    /// are dropped.
+    pub fn from_histogram(h: &Histogram<u64>, percentiles: &[f64]) -> LatencyStats {
+        // NaN has no meaning and a repeated percentile would repeat a JSON key: drop both.
+        let mut seen: Vec<f64> = Vec::with_capacity(percentiles.len());
+        let wanted = percentiles.iter().copied().filter(move |p| {
+            let fresh = !p.is_nan() && !seen.contains(p);
+            if fresh {
+                seen.push(*p);
+            }
+            fresh
+        });
+        if h.is_empty() {
+            return LatencyStats {
+                samples: 0,
+                min_us: 0.0,
+                max_us: 0.0,
+                median_us: 0.0,
+                mean_us: 0.0,
+                stdev_us: 0.0,
+                percentiles: wanted.map(|pct| Percentile { pct, us: 0.0 }).collect(),
+            };
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        LatencyStats {
+            samples: h.len(),
+            min_us: us(h.min()),
+            max_us: us(h.max()),
+            median_us: us(value_at_percentile(h, 50.0)),
+            mean_us: h.mean() / 1000.0,
+            stdev_us: h.stdev() / 1000.0,
+            percentiles: wanted
+                .map(|pct| Percentile {
+                    pct,
+                    us: us(value_at_percentile(h, pct)),
+                })
+                .collect(),
+        }
+    }
+
+    /// The value of percentile `pct` if it was computed, e.g. `get(99.9)`.
+    pub fn get(&self, pct: f64) -> Option<f64> {
+        self.percentiles.iter().find(|p| p.pct == pct).map(|p| p.us)
+    }
+}
+
+/// The recorded value at percentile `pct` (clamped to 0..=100), immune to floating-point noise in the rank.
+///
+/// hdrhistogram takes the sample of rank `ceil(q * n)`; with `q = 99.9 / 100` and `n = 1000` that product is
+/// 999.0000000000001, so it would return the 1000th sample instead of the 999th. A rank within 1e-6 of a
+/// whole number is taken as that number.
+pub fn value_at_percentile(h: &Histogram<u64>, pct: f64) -> u64 {
+    let n = h.len() as f64;
+    let mut q = (pct / 100.0).clamp(0.0, 1.0);
+    let rank = q * n;
+    let whole = rank.round();
+    if whole >= 1.0 && (rank - whole).abs() < 1e-6 {
+        // Half a sample below the whole rank: ceil() lands exactly on it.
+        q = (whole - 0.5) / n;
+    }
+    h.value_at_quantile(q)
+}
+
+/// Bandwidth summary. Gb/s = 10^9 bits/s, MiB/s = 2^20 bytes/s, Mpps = 10^6 messages/s.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BandwidthStats {
+    /// Payload bytes per message.
+    pub msg_size: u64,
+    /// Messages completed in the measured interval.
+    pub messages: u64,
+    /// First post to last completion, ns.
+    pub elapsed_ns: u64,
+    /// Average bandwidth, 10^9 bit/s.
+    pub avg_gbps: f64,
+    /// Average bandwidth, 2^20 byte/s.
+    pub avg_mibps: f64,
+    /// perftest's peak bandwidth, 10^9 bit/s; None when not measured.
+    pub peak_gbps: Option<f64>,
+    /// perftest's peak bandwidth, 2^20 byte/s; None when not measured.
+    pub peak_mibps: Option<f64>,
+    /// Average message rate, 10^6 messages/s.
+    pub msg_rate_mpps: f64,
+}
+
+const MIB: f64 = 1_048_576.0;
+
+impl BandwidthStats {
+    /// `best_ns_per_msg` is the peak as perftest defines it (see perftest_peak), None when not measured.
+    ///
+    /// Only payload bytes count, as in perftest. A zero `elapsed_ns` gives zero rates rather than infinity,
+    /// and a non-positive or non-finite `best_ns_per_msg` gives no peak.
+    pub fn compute(
+        msg_size: u64,
+        messages: u64,
+        elapsed_ns: u64,
+        best_ns_per_msg: Option<f64>,
+    ) -> BandwidthStats {
+        let bytes = msg_size as f64 * messages as f64;
+        let (avg_gbps, avg_mibps, msg_rate_mpps) = if elapsed_ns == 0 {
+            (0.0, 0.0, 0.0)
+        } else {
+            let ns = elapsed_ns as f64;
+            // bits per ns = Gb/s; bytes per ns * 1e9 = bytes/s; messages per ns * 1e3 = Mpps.
+            (
+                bytes * 8.0 / ns,
+                bytes * 1e9 / ns / MIB,
+                messages as f64 * 1e3 / ns,
+            )
+        };
+        let best = best_ns_per_msg.filter(|b| b.is_finite() && *b > 0.0);
+        BandwidthStats {
+            msg_size,
+            messages,
+            elapsed_ns,
+            avg_gbps,
+            avg_mibps,
+            peak_gbps: best.map(|b| msg_size as f64 * 8.0 / b),
+            peak_mibps: best.map(|b| msg_size as f64 * 1e9 / b / MIB),
+            msg_rate_mpps,
+        }
+    }
+}
+
+impl BandwidthStats {
+    /// Both directions of a bidirectional run as perftest prints them: the sum of the two sides' rates
+    /// (average, peak when both have one, message rate), their messages added, the longer elapsed time.
+    pub fn combined(&self, other: &BandwidthStats) -> BandwidthStats {
+        let both = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a + b);
+        BandwidthStats {
+            msg_size: self.msg_size,
+            messages: self.messages + other.messages,
+            elapsed_ns: self.elapsed_ns.max(other.elapsed_ns),
+            avg_gbps: self.avg_gbps + other.avg_gbps,
+            avg_mibps: self.avg_mibps + other.avg_mibps,
+            peak_gbps: both(self.peak_gbps, other.peak_gbps),
+            peak_mibps: both(self.peak_mibps, other.peak_mibps),
+            msg_rate_mpps: self.msg_rate_mpps + other.msg_rate_mpps,
+        }
+    }
+}
+
+/// perftest's BW peak: min over i <= j (j on cq_mod boundaries) of (tcompleted[j] - tposted[i]) / (j - i + 1)
+/// in ns per message, where tposted[k] is the post time of message k and tcompleted[c] the time of the c-th
+/// signaled completion (each stands for cq_mod messages). Returns None when there are too few samples or
+/// messages > 20000 (perftest's cut-off). Must run in O(n) or O(n log n), not O(n^2).
+///
+/// Completion `c` closes message `j = min((c + 1) * cq_mod, n) - 1` (the last one may cover a partial
+/// batch, as in perftest); completions beyond message `n - 1` are ignored, and `cq_mod == 0` counts as 1.
+/// Unlike perftest the division is not truncated to whole clock ticks.
+///
+/// How: put post `i` at the point `A_i = (i, tposted[i])` and completion `c` at `B_c = (j + 1,
+/// tcompleted[c])`; the quantity is the slope of segment `A_i -> B_c`. For a fixed `B_c` the smallest slope
+/// comes from a point on the upper convex hull of `A_0..=A_j` (every other `A_i` lies below the line of
+/// the best one), and because `B_c` lies right of all of them the slopes along the hull fall and then rise,
+/// so a binary search finds it. The hull grows by a monotone chain (amortised O(1) per post), so the whole
+/// computation is O(n log n) with exact integer geometry.
+pub fn perftest_peak(tposted_ns: &[u64], tcompleted_ns: &[u64], cq_mod: u64) -> Option<f64> {
+    let n = tposted_ns.len();
+    if n == 0 || tcompleted_ns.is_empty() || n > PEAK_MAX_MESSAGES {
+        return None;
+    }
+    let cq_mod = cq_mod.max(1) as usize;
+    let mut hull: Vec<(i128, i128)> = Vec::with_capacity(n);
+    let mut next_post = 0usize;
+    let mut best: Option<f64> = None;
+    for (c, &done) in tcompleted_ns.iter().enumerate() {
+        let first_msg = c.saturating_mul(cq_mod);
+        if first_msg >= n {
+            break;
+        }
+        let j = first_msg.saturating_add(cq_mod).min(n) - 1;
+        while next_post <= j {
+            push_upper_hull(
+                &mut hull,
+                (next_post as i128, tposted_ns[next_post] as i128),
+            );
+            next_post += 1;
+        }
+        let b = ((j + 1) as i128, done as i128);
+        let a = hull[tangent_index(&hull, b)];
+        let per_msg = (b.1 - a.1) as f64 / (b.0 - a.0) as f64;
+        best = Some(best.map_or(per_msg, |x: f64| x.min(per_msg)));
+    }
+    best
+}
+
+/// z-component of (a - o) x (b - o): positive when o -> a -> b turns left (counter-clockwise).
+fn cross(o: (i128, i128), a: (i128, i128), b: (i128, i128)) -> i128 {
+    (a.0 - o.0) * (b.1 - o.1) - (a.1 - o.1) * (b.0 - o.0)
+}
+
+/// Appends `p` (x larger than every hull point) to an upper hull, dropping points no longer on it.
+fn push_upper_hull(hull: &mut Vec<(i128, i128)>, p: (i128, i128)) {
+    while hull.len() >= 2 && cross(hull[hull.len() - 2], hull[hull.len() - 1], p) >= 0 {
+        hull.pop();
+    }
+    hull.push(p);
+}
+
+/// Index of the hull point with the smallest slope towards `b` (which lies right of the whole hull):
+/// the first `k` for which `b` is not strictly below the line through hull points `k` and `k + 1`.
+fn tangent_index(hull: &[(i128, i128)], b: (i128, i128)) -> usize {
+    let (mut lo, mut hi) = (0usize, hull.len() - 1);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if cross(hull[mid], hull[mid + 1], b) < 0 {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Serde form of the percentile list: a JSON object `{"p90": 1.05, "p99.9": 3.1}` in the order asked for.
+mod percentile_map {
+    use super::{Percentile, percentile_label};
+    use serde::de::{Error, MapAccess, Visitor};
+    use serde::ser::SerializeMap;
+    use serde::{Deserializer, Serializer};
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(v: &[Percentile], s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(v.len()))?;
+        for p in v {
+            map.serialize_entry(&percentile_label(p.pct), &p.us)?;
+        }
+        map.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Percentile>, D::Error> {
+        struct PctVisitor;
+        impl<'de> Visitor<'de> for PctVisitor {
+            type Value = Vec<Percentile>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object such as {\"p99\": 1.5} (percentile label to microseconds)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some((key, us)) = map.next_entry::<String, f64>()? {
+                    let pct = key
+                        .strip_prefix('p')
+                        .and_then(|n| n.parse::<f64>().ok())
+                        .ok_or_else(|| {
+                            A::Error::custom(format!(
+                                "percentile key {key:?} is not like \"p99.9\""
+                            ))
+                        })?;
+                    out.push(Percentile { pct, us });
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(PctVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn hist_of(values_ns: impl IntoIterator<Item = u64>) -> Histogram<u64> {
+        let mut h = new_latency_histogram();
+        for v in values_ns {
+            h.record(v).unwrap();
+        }
+        h
+    }
+
+    fn close(a: f64, b: f64, rel: f64) -> bool {
+        (a - b).abs() <= rel * b.abs().max(1e-12)
+    }
+
+    #[test]
+    fn uniform_1_to_1000_us() {
+        let h = hist_of((1..=1000u64).map(|us| us * 1000));
+        let s = LatencyStats::from_histogram(&h, &[90.0, 99.0, 99.9, 99.99]);
+        assert_eq!(s.samples, 1000);
+        assert!(close(s.min_us, 1.0, 1e-3), "min {}", s.min_us);
+        assert!(close(s.max_us, 1000.0, 1e-3), "max {}", s.max_us);
+        assert!(close(s.median_us, 500.0, 1e-3), "median {}", s.median_us);
+        assert!(close(s.mean_us, 500.5, 1e-3), "mean {}", s.mean_us);
+        // Population stdev of 1..=1000 is sqrt((1000^2 - 1) / 12) = 288.675...
+        assert!(close(s.stdev_us, 288.675, 2e-3), "stdev {}", s.stdev_us);
+        let labels: Vec<String> = s.percentiles.iter().map(Percentile::label).collect();
+        assert_eq!(labels, ["p90", "p99", "p99.9", "p99.99"]);
+        assert!(close(s.get(90.0).unwrap(), 900.0, 1e-3));
+        assert!(close(s.get(99.0).unwrap(), 990.0, 1e-3));
+        assert!(
+            close(s.get(99.9).unwrap(), 999.0, 1e-3),
+            "p99.9 {:?}",
+            s.get(99.9)
+        );
+        assert!(close(s.get(99.99).unwrap(), 1000.0, 1e-3));
+        assert_eq!(s.get(50.0), None);
+    }
+
+    #[test]
+    fn constant_samples_have_zero_stdev() {
+        let h = hist_of(std::iter::repeat_n(1234, 500));
+        let s = LatencyStats::from_histogram(&h, &[99.0]);
+        assert_eq!(s.samples, 500);
+        assert_eq!(s.stdev_us, 0.0);
+        assert!(close(s.min_us, 1.234, 1e-3) && close(s.max_us, 1.234, 1e-3));
+        assert_eq!(s.median_us, s.max_us);
+    }
+
+    #[test]
+    fn true_max_is_kept() {
+        // perftest would hide the two largest samples; we must not.
+        let mut values: Vec<u64> = vec![1000; 998];
+        values.extend([50_000, 90_000]);
+        let s = LatencyStats::from_histogram(&hist_of(values), &[]);
+        assert!(close(s.max_us, 90.0, 1e-3), "max {}", s.max_us);
+        // A real stdev: one 89 µs outlier in 1000 samples is far from zero.
+        assert!(s.stdev_us > 2.0, "stdev {}", s.stdev_us);
+    }
+
+    #[test]
+    fn empty_histogram_is_all_zero() {
+        let s = LatencyStats::from_histogram(&new_latency_histogram(), &[99.0, f64::NAN, 150.0]);
+        assert_eq!(s.samples, 0);
+        assert_eq!(
+            (s.min_us, s.max_us, s.mean_us, s.stdev_us),
+            (0.0, 0.0, 0.0, 0.0)
+        );
+        assert_eq!(s.percentiles.len(), 2);
+        assert!(s.percentiles.iter().all(|p| p.us == 0.0));
+    }
+
+    #[test]
+    fn out_of_range_percentiles_are_clamped() {
+        let s = LatencyStats::from_histogram(&hist_of([1000, 2000]), &[-5.0, 250.0]);
+        assert!(close(s.percentiles[0].us, 1.0, 1e-3));
+        assert!(close(s.percentiles[1].us, 2.0, 1e-3));
+    }
+
+    #[test]
+    fn latency_stats_json_uses_percentile_keys() {
+        let s = LatencyStats::from_histogram(&hist_of([1000, 2000, 3000]), &[90.0, 99.9]);
+        let v = serde_json::to_value(&s).unwrap();
+        assert!(v["percentiles"]["p90"].is_f64());
+        assert!(v["percentiles"]["p99.9"].is_f64());
+        let back: LatencyStats = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
+        let bad = serde_json::json!({"samples": 1, "min_us": 1.0, "max_us": 1.0, "median_us": 1.0,
+            "mean_us": 1.0, "stdev_us": 0.0, "percentiles": {"q99": 1.0}});
+        let err = serde_json::from_value::<LatencyStats>(bad).unwrap_err();
+        assert!(err.to_string().contains("q99"), "{err}");
+    }
+
+    #[test]
+    fn bandwidth_units() {
+        // 5000 x 65536 B in 29.7 ms: the ib_write_bw reference row is 11028.45 MiB/s, 0.176455 Mpps.
+        let elapsed = (5000.0 * 65536.0 / (11028.45 * MIB) * 1e9) as u64;
+        let b =
+            BandwidthStats::compute(65536, 5000, elapsed, Some(65536.0 * 1e9 / (11030.12 * MIB)));
+        assert!(close(b.avg_mibps, 11028.45, 1e-6), "{}", b.avg_mibps);
+        assert!(
+            close(b.avg_gbps, 11028.45 * MIB * 8.0 / 1e9, 1e-6),
+            "{}",
+            b.avg_gbps
+        );
+        assert!(
+            close(b.msg_rate_mpps, 0.176455, 1e-5),
+            "{}",
+            b.msg_rate_mpps
+        );
+        assert!(close(b.peak_mibps.unwrap(), 11030.12, 1e-9));
+        assert!(close(
+            b.peak_gbps.unwrap(),
+            11030.12 * MIB * 8.0 / 1e9,
+            1e-9
+        ));
+        // 1 GB in one second is exactly 8 Gb/s and 1 Mpps for 1000-byte messages.
+        let b = BandwidthStats::compute(1000, 1_000_000, 1_000_000_000, None);
+        assert_eq!((b.avg_gbps, b.msg_rate_mpps), (8.0, 1.0));
+        assert_eq!((b.peak_gbps, b.peak_mibps), (None, None));
+    }
+
+    #[test]
+    fn bidirectional_sums_rates() {
+        let a = BandwidthStats::compute(4096, 1000, 1_000_000, Some(800.0));
+        let b = BandwidthStats::compute(4096, 500, 2_000_000, None);
+        let c = a.combined(&b);
+        assert_eq!(
+            (c.messages, c.elapsed_ns, c.msg_size),
+            (1500, 2_000_000, 4096)
+        );
+        assert!(close(c.avg_gbps, a.avg_gbps + b.avg_gbps, 1e-12));
+        assert!(close(c.avg_mibps, a.avg_mibps + b.avg_mibps, 1e-12));
+        assert!(close(c.msg_rate_mpps, 1.0 + 0.25, 1e-12));
+        assert_eq!(
+            c.peak_gbps, None,
+            "a one-sided peak is not a bidirectional one"
+        );
+        let d = a.combined(&a);
+        assert!(close(
+            d.peak_gbps.unwrap(),
+            2.0 * a.peak_gbps.unwrap(),
+            1e-12
+        ));
+    }
+
+    #[test]
+    fn repeated_percentiles_are_reported_once() {
+        let s = LatencyStats::from_histogram(&hist_of([1000, 2000]), &[99.0, 90.0, 99.0]);
+        let pcts: Vec<f64> = s.percentiles.iter().map(|p| p.pct).collect();
+        assert_eq!(pcts, [99.0, 90.0]);
+    }
+
+    #[test]
+    fn bandwidth_degenerate_inputs() {
+        let b = BandwidthStats::compute(65536, 10, 0, Some(0.0));
+        assert_eq!((b.avg_gbps, b.avg_mibps, b.msg_rate_mpps), (0.0, 0.0, 0.0));
+        assert_eq!(b.peak_gbps, None);
+        assert_eq!(
+            BandwidthStats::compute(8, 1, 10, Some(f64::NAN)).peak_mibps,
+            None
+        );
+    }
+
+    /// The definition, quadratically.
+    fn brute_peak(tposted: &[u64], tcompleted: &[u64], cq_mod: u64) -> Option<f64> {
+        let n = tposted.len();
+        let m = cq_mod.max(1) as usize;
+        let mut best: Option<f64> = None;
+        for (c, &done) in tcompleted.iter().enumerate() {
+            if c * m >= n {
+                break;
+            }
+            let j = ((c + 1) * m).min(n) - 1;
+            for (i, &post) in tposted.iter().enumerate().take(j + 1) {
+                let t = (done as f64 - post as f64) / (j - i + 1) as f64;
+                best = Some(best.map_or(t, |b: f64| b.min(t)));
+            }
+        }
+        best
+    }
+
+    #[test]
+    fn peak_small_cases() {
+        // Steady 10 ns per message except one fast burst of 3 messages in 12 ns.
+        let posted = [0, 10, 20, 30, 31, 32, 50];
+        let completed = [15, 25, 35, 40, 43, 44, 60];
+        let p = perftest_peak(&posted, &completed, 1).unwrap();
+        assert_eq!(Some(p), brute_peak(&posted, &completed, 1));
+        assert!((p - 14.0 / 3.0).abs() < 1e-9, "{p}");
+        assert_eq!(perftest_peak(&[], &[], 1), None);
+        assert_eq!(perftest_peak(&[1, 2], &[], 1), None);
+        let big = vec![0u64; PEAK_MAX_MESSAGES + 1];
+        assert_eq!(perftest_peak(&big, &[1], 1), None);
+    }
+
+    #[test]
+    fn peak_with_cq_moderation_and_partial_last_batch() {
+        // 10 messages, cq_mod 4: completions close messages 3, 7 and 9 (partial batch).
+        let posted: Vec<u64> = (0..10).map(|k| k * 100).collect();
+        let completed = [450, 800, 950, 99_999];
+        let p = perftest_peak(&posted, &completed, 4).unwrap();
+        assert_eq!(Some(p), brute_peak(&posted, &completed, 4));
+        // Every full batch runs at 100 ns per message or slower; the partial batch holds the best
+        // window, message 9 alone: 950 - 900.
+        assert!((p - 50.0).abs() < 1e-9, "{p}");
+        assert_eq!(
+            perftest_peak(&posted, &completed, 0),
+            brute_peak(&posted, &completed, 1)
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn peak_matches_brute_force(
+            gaps in prop::collection::vec(0u64..1000, 1..300),
+            lat in prop::collection::vec(0u64..5000, 1..300),
+            cq_mod in 1u64..8,
+        ) {
+            // Realistic shape: monotone post times, completions after their posts.
+            let mut posted = Vec::with_capacity(gaps.len());
+            let mut t = 1_000_000u64;
+            for g in &gaps { t += g; posted.push(t); }
+            let batches = posted.len().div_ceil(cq_mod as usize);
+            let mut completed = Vec::with_capacity(batches);
+            let mut last = 0u64;
+            for c in 0..batches {
+                let j = ((c + 1) * cq_mod as usize).min(posted.len()) - 1;
+                last = last.max(posted[j] + lat[c % lat.len()]);
+                completed.push(last);
+            }
+            let fast = perftest_peak(&posted, &completed, cq_mod).unwrap();
+            let slow = brute_peak(&posted, &completed, cq_mod).unwrap();
+            prop_assert!((fast - slow).abs() <= 1e-9 * slow.abs().max(1.0), "{} vs {}", fast, slow);
+        }
+
+        #[test]
+        fn peak_matches_brute_force_on_arbitrary_times(
+            posted in prop::collection::vec(0u64..1_000_000, 1..200),
+            completed in prop::collection::vec(0u64..1_000_000, 1..200),
+            cq_mod in 0u64..5,
+        ) {
+            let fast = perftest_peak(&posted, &completed, cq_mod);
+            let slow = brute_peak(&posted, &completed, cq_mod);
+            match (fast, slow) {
+                (Some(a), Some(b)) => prop_assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{} vs {}", a, b),
+                (a, b) => prop_assert_eq!(a, b),
+            }
+        }
+    }
+}

@@ -1,0 +1,654 @@
+//! The console report in perftest's layout, byte for byte where perftest defines it, so that scripts which
+//! parse `ib_write_bw` / `ib_send_lat` output keep working; our own figures come after perftest's.
+//!
+//! Every function returns whole lines, each ending in `\n`: print them with `print!`, not `println!`.
+//! Order, as perftest prints it: [`header_block`], [`address_block`], [`table_header`], one
+//! [`table_row`] per size, [`table_footer`], then [`extras`] per size (below the table, so that a script
+//! reading rows up to the dashes sees only perftest's rows).
+//!
+//! Departures from perftest, each on purpose:
+//! * extra header lines (tool, transport, RoCE version, core, "why" notes) come after perftest's last
+//!   standard line, in its ` Key : value` style, like the `NUMA node` line newer perftest adds there;
+//! * `t_max` is the true maximum (perftest prints the second largest), `t_stdev` a real standard deviation
+//!   (perftest truncates deviations to whole µs), and the latency columns come from the HDR histogram
+//!   (3 significant digits) in duration mode too, where perftest prints only an average;
+//! * `CQE Poll Batch` (newer perftest only) is not printed, and CPU utilisation appears in [`extras`]
+//!   rather than as a trailing column, because the column header is printed before it is known.
+
+use super::{Measured, OutputSelect, RunInfo, SizeResult};
+use crate::params::{Metric, Role, TransportKind, Verb};
+use crate::stats::{self, BandwidthStats, LatencyStats, percentile_label};
+use std::fmt::Write;
+
+/// perftest's RESULT_LINE: 87 dashes and a newline.
+pub const RESULT_LINE: &str =
+    "---------------------------------------------------------------------------------------\n";
+
+const BW_HEADER_MIB: &str =
+    " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]";
+const BW_HEADER_GBIT: &str =
+    " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
+const LAT_HEADER: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
+
+/// Appends one ` Key             : value` line (perftest pads keys to 16 characters).
+fn kv(out: &mut String, key: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(out, " {key:<16}: {value}");
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b { "ON" } else { "OFF" }
+}
+
+/// perftest's name for a verb in titles: `Send`, `RDMA_Write`, `RDMA_Read`.
+fn verb_title(v: Verb) -> &'static str {
+    match v {
+        Verb::Send => "Send",
+        Verb::Write => "RDMA_Write",
+        Verb::Read => "RDMA_Read",
+    }
+}
+
+/// The title perftest prints: `RDMA_Write BW Test`, `Send Bidirectional BW Test`, `Send Latency Test`.
+pub fn title(info: &RunInfo) -> String {
+    let kind = match info.test.metric {
+        Metric::Bandwidth if info.bidirectional => "Bidirectional BW",
+        Metric::Bandwidth => "BW",
+        Metric::Latency => "Latency",
+    };
+    format!("{} {kind} Test", verb_title(info.test.verb))
+}
+
+/// The header block: dashes, title, perftest's parameter lines, then ours, then dashes.
+pub fn header_block(info: &RunInfo) -> String {
+    let mut s = String::with_capacity(1024);
+    s.push_str(RESULT_LINE);
+    let _ = writeln!(s, "                    {}", title(info));
+    let transport_type = match info.transport {
+        // perftest prints "IB" for RoCE too: it is the verbs transport type, not the link.
+        TransportKind::Verbs | TransportKind::Soft => "IB",
+        TransportKind::Tcp => "TCP",
+    };
+    let _ = writeln!(
+        s,
+        " Dual-port       : OFF\t\tDevice         : {}",
+        info.device
+    );
+    let _ = writeln!(
+        s,
+        " Number of qps   : {}\t\tTransport type : {transport_type}",
+        info.qps
+    );
+    s.push_str(" Connection type : RC\t\tUsing SRQ      : OFF\n");
+    s.push_str(" PCIe relax order: OFF\t\tLock-free      : OFF\n");
+    s.push_str(" ibv_wr* API     : OFF\t\tUsing Enhanced Reorder      : OFF\n");
+    if info.role == Role::Client || info.bidirectional {
+        kv(&mut s, "TX depth", info.tx_depth);
+    }
+    if let Some(rx) = info.rx_depth
+        && info.test.verb == Verb::Send
+        && (info.role == Role::Server || info.bidirectional)
+    {
+        kv(&mut s, "RX depth", rx);
+    }
+    if info.test.metric == Metric::Bandwidth {
+        kv(&mut s, "CQ Moderation", info.cq_mod);
+    }
+    kv(&mut s, "Mtu", format_args!("{}[B]", info.mtu));
+    kv(&mut s, "Link type", &info.link_type);
+    if let Some(gid) = info.gid_index {
+        kv(&mut s, "GID index", gid);
+    }
+    if info.test.verb == Verb::Read {
+        kv(&mut s, "Outstand reads", info.out_reads.unwrap_or(0));
+    } else {
+        kv(
+            &mut s,
+            "Max inline data",
+            format_args!("{}[B]", info.inline_size),
+        );
+    }
+    s.push_str(" rdma_cm QPs\t : OFF\n");
+    kv(&mut s, "Data ex. method", "Ethernet");
+
+    // Ours, after perftest's last standard line.
+    kv(&mut s, "Tool", format_args!("roceperf {}", info.version));
+    kv(&mut s, "Transport", info.transport);
+    if let Some(roce) = info.roce {
+        kv(&mut s, "RoCE version", roce);
+    }
+    if let Some(peer) = &info.peer {
+        kv(&mut s, "Peer", peer);
+    }
+    match info.cpu {
+        Some(core) => kv(&mut s, "Pinned core", core),
+        None => kv(&mut s, "Pinned core", "none"),
+    }
+    match info.duration_s {
+        Some(d) => kv(
+            &mut s,
+            "Duration",
+            format_args!("{d}[s], margin {}[s]", info.margin_s.unwrap_or(0)),
+        ),
+        None => kv(&mut s, "Iterations", info.iterations),
+    }
+    kv(&mut s, "Warm-up iters", info.warmup);
+    if info.test.metric == Metric::Latency {
+        let labels: Vec<String> = info
+            .percentiles
+            .iter()
+            .map(|p| percentile_label(*p))
+            .collect();
+        kv(&mut s, "Percentiles", labels.join(" "));
+    }
+    kv(&mut s, "Bidirectional", on_off(info.bidirectional));
+    for note in &info.notes {
+        kv(&mut s, "Why", note);
+    }
+    s.push_str(RESULT_LINE);
+    s
+}
+
+/// C's `%#0Nx`: `0x` plus zero-padded hex filling N characters, but all zeros (no `0x`) for the value 0.
+fn c_alt_hex(v: u64, width: usize) -> String {
+    if v == 0 {
+        "0".repeat(width)
+    } else {
+        format!("{v:#0width$x}")
+    }
+}
+
+/// perftest's GID line body: every byte in decimal, two digits at least (`...:255:255:10:00:00:05`).
+pub fn gid_decimal(gid: &[u8; 16]) -> String {
+    let parts: Vec<String> = gid.iter().map(|b| format!("{b:02}")).collect();
+    parts.join(":")
+}
+
+fn address_line(out: &mut String, side: &str, verb: Verb, a: &super::AddressLine) {
+    let _ = write!(
+        out,
+        " {side} address: LID {} QPN {} PSN {}",
+        c_alt_hex(a.lid.into(), 4),
+        c_alt_hex(a.qpn.into(), 6),
+        c_alt_hex(a.psn.into(), 6)
+    );
+    if verb == Verb::Read {
+        let _ = write!(
+            out,
+            " OUT {}",
+            c_alt_hex(a.out_reads.unwrap_or(0).into(), 4)
+        );
+    }
+    if matches!(verb, Verb::Read | Verb::Write) {
+        let _ = write!(
+            out,
+            " RKey {} VAddr {}",
+            c_alt_hex(a.rkey.unwrap_or(0).into(), 8),
+            c_alt_hex(a.vaddr.unwrap_or(0), 16)
+        );
+    }
+    out.push('\n');
+    if let Some(gid) = &a.gid {
+        let _ = writeln!(out, " GID: {}", gid_decimal(gid));
+    }
+}
+
+/// Local then remote address lines (+ GID lines), then dashes; empty when there are none (TCP).
+pub fn address_block(info: &RunInfo) -> String {
+    if info.local.is_empty() && info.remote.is_empty() {
+        return String::new();
+    }
+    let mut s = String::new();
+    for a in &info.local {
+        address_line(&mut s, "local", info.test.verb, a);
+    }
+    for a in &info.remote {
+        address_line(&mut s, "remote", info.test.verb, a);
+    }
+    s.push_str(RESULT_LINE);
+    s
+}
+
+/// The BW or LAT column header line (BW units per --report_gbits).
+pub fn table_header(info: &RunInfo) -> String {
+    let line = match info.test.metric {
+        Metric::Bandwidth if info.report_gbits => BW_HEADER_GBIT,
+        Metric::Bandwidth => BW_HEADER_MIB,
+        Metric::Latency => LAT_HEADER,
+    };
+    format!("{line}\n")
+}
+
+/// One result row in perftest's format (BW peak prints 0.00 when not measured, as in perftest).
+pub fn table_row(info: &RunInfo, r: &SizeResult) -> String {
+    match &r.measured {
+        Measured::Bandwidth(b) => bw_row(info.report_gbits, r.size, r.iterations, b),
+        Measured::Latency {
+            stats: summary,
+            histogram,
+        } => {
+            let pct = |p: f64| {
+                summary
+                    .get(p)
+                    .unwrap_or_else(|| stats::value_at_percentile(histogram, p) as f64 / 1000.0)
+            };
+            lat_row(r.size, r.iterations, summary, pct(99.0), pct(99.9))
+        }
+    }
+}
+
+fn bw_row(gbits: bool, size: u64, iters: u64, b: &BandwidthStats) -> String {
+    let (peak, avg) = if gbits {
+        (b.peak_gbps, b.avg_gbps)
+    } else {
+        (b.peak_mibps, b.avg_mibps)
+    };
+    let peak = peak.unwrap_or(0.0);
+    let rate = b.msg_rate_mpps;
+    if gbits && avg < 0.1 {
+        // perftest's REPORT_FMT_EXT: six decimals so that slow links do not print 0.00.
+        format!(
+            " {size:<7}    {iters}           {peak:<7.6}            {avg:<7.6}            {rate:<7.6}\n"
+        )
+    } else {
+        format!(
+            " {size:<7}    {iters:<10}       {peak:<7.2}            {avg:<7.2}\t\t     {rate:<7.6}\n"
+        )
+    }
+}
+
+fn lat_row(size: u64, iters: u64, s: &LatencyStats, p99: f64, p999: f64) -> String {
+    format!(
+        " {size:<7} {iters}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{p99:<7.2} \t\t{p999:<7.2}\n",
+        s.min_us, s.max_us, s.median_us, s.mean_us, s.stdev_us
+    )
+}
+
+/// The dashes line that closes the table.
+pub fn table_footer() -> String {
+    RESULT_LINE.to_owned()
+}
+
+/// The richer figures for one size, printed BELOW the table. One line per size, starting with a word so
+/// that scripts matching result rows (a number after the leading space) do not pick it up:
+/// bandwidth in both Gb/s and MiB/s, the average and peak, message rate and elapsed time; latency as
+/// min, median, the requested percentiles, true max, mean and real stdev, in µs with ns resolution.
+pub fn extras(info: &RunInfo, r: &SizeResult) -> String {
+    let mut s = String::new();
+    let key = format!("Size {}[B]", r.size);
+    match &r.measured {
+        Measured::Bandwidth(b) => {
+            let peak = match (b.peak_gbps, b.peak_mibps) {
+                (Some(g), Some(m)) => format!("{g:.3} Gb/s = {m:.2} MiB/s"),
+                _ => "not measured".to_owned(),
+            };
+            let _ = write!(
+                s,
+                " {key:<16}: BW average {:.3} Gb/s = {:.2} MiB/s, peak {peak}, {:.6} Mpps, {} msgs in {:.3} ms",
+                b.avg_gbps,
+                b.avg_mibps,
+                b.msg_rate_mpps,
+                b.messages,
+                b.elapsed_ns as f64 / 1e6
+            );
+        }
+        Measured::Latency { stats, .. } => {
+            let _ = write!(
+                s,
+                " {key:<16}: latency[usec] min {:.3}  median {:.3}",
+                stats.min_us, stats.median_us
+            );
+            // The requested percentiles (all computed ones when the run named none); p50 is the
+            // median, already printed.
+            let wanted = |pct: f64| info.percentiles.is_empty() || info.percentiles.contains(&pct);
+            for p in stats
+                .percentiles
+                .iter()
+                .filter(|p| p.pct != 50.0 && wanted(p.pct))
+            {
+                let _ = write!(s, "  {} {:.3}", p.label(), p.us);
+            }
+            let _ = write!(
+                s,
+                "  max {:.3}  avg {:.3}  stdev {:.3}  ({} samples, one-way)",
+                stats.max_us, stats.mean_us, stats.stdev_us, stats.samples
+            );
+        }
+    }
+    if let Some(cpu) = r.cpu_util {
+        let _ = write!(s, ", CPU {cpu:.2}%");
+    }
+    s.push('\n');
+    s
+}
+
+/// perftest --output=...: one number with six decimals and a newline. Bandwidth is the average in MiB/s
+/// (perftest's default unit: use [`single_value_in`] to honour --report_gbits), latency the mean in µs,
+/// message rate in Mpps. A selection that does not fit the result gets the nearest figure: the mean
+/// latency for a latency result, the mean time per message (µs) for `Latency` on a bandwidth result.
+pub fn single_value(sel: OutputSelect, r: &SizeResult) -> String {
+    single_value_in(sel, r, false)
+}
+
+/// [`single_value`] with bandwidth in Gb/s when `gbits` (perftest's --report_gbits).
+pub fn single_value_in(sel: OutputSelect, r: &SizeResult, gbits: bool) -> String {
+    let v = match (&r.measured, sel) {
+        (Measured::Bandwidth(b), OutputSelect::Bandwidth) if gbits => b.avg_gbps,
+        (Measured::Bandwidth(b), OutputSelect::Bandwidth) => b.avg_mibps,
+        (Measured::Bandwidth(b), OutputSelect::MessageRate) => b.msg_rate_mpps,
+        (Measured::Bandwidth(b), OutputSelect::Latency) => {
+            if b.msg_rate_mpps > 0.0 {
+                1.0 / b.msg_rate_mpps
+            } else {
+                0.0
+            }
+        }
+        (Measured::Latency { stats, .. }, _) => stats.mean_us,
+    };
+    format!("{v:.6}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testdata::*;
+    use super::super::{AddressLine, OutputSelect};
+    use super::*;
+    use crate::params::{Metric, RoceVersion, TestKind};
+    use crate::stats::{Percentile, new_latency_histogram};
+
+    #[test]
+    fn result_line_is_87_dashes() {
+        assert_eq!(RESULT_LINE.len(), 88);
+        assert!(RESULT_LINE[..87].bytes().all(|b| b == b'-'));
+        assert_eq!(table_footer(), RESULT_LINE);
+    }
+
+    #[test]
+    fn bw_row_matches_ib_write_bw() {
+        let row = table_row(&bw_info(), &bw_result());
+        assert_eq!(
+            row,
+            " 65536      5000             11030.12            11028.45\t\t     0.176455\n"
+        );
+    }
+
+    #[test]
+    fn bw_row_in_gbits_and_the_slow_link_variant() {
+        let mut info = bw_info();
+        info.report_gbits = true;
+        let row = table_row(&info, &bw_result());
+        // 11028.45 MiB/s = 92.51 Gb/s, 11030.12 MiB/s = 92.53 Gb/s.
+        assert_eq!(
+            row,
+            " 65536      5000             92.53              92.51  \t\t     0.176455\n"
+        );
+        assert_eq!(table_header(&info), format!("{BW_HEADER_GBIT}\n"));
+        assert!(table_header(&info).contains("BW average[Gb/sec]"));
+        // 64 bytes x 10 messages in 1 s: 5.12e-6 Gb/s, below 0.1 -> six decimals, no peak -> 0.
+        let slow = SizeResult {
+            size: 64,
+            iterations: 10,
+            measured: Measured::Bandwidth(BandwidthStats::compute(64, 10, 1_000_000_000, None)),
+            cpu_util: None,
+        };
+        assert_eq!(
+            table_row(&info, &slow),
+            " 64         10           0.000000            0.000005            0.000010\n"
+        );
+        info.report_gbits = false;
+        assert_eq!(
+            table_row(&info, &slow),
+            " 64         10               0.00               0.00   \t\t     0.000010\n"
+        );
+    }
+
+    #[test]
+    fn lat_row_matches_ib_send_lat() {
+        // The reference row: 2 bytes, 1000 iterations, 0.95 3.12 1.00 1.01 0.03 1.10 3.12.
+        let stats = LatencyStats {
+            samples: 999,
+            min_us: 0.95,
+            max_us: 3.12,
+            median_us: 1.0,
+            mean_us: 1.01,
+            stdev_us: 0.03,
+            percentiles: vec![
+                Percentile {
+                    pct: 99.0,
+                    us: 1.10,
+                },
+                Percentile {
+                    pct: 99.9,
+                    us: 3.12,
+                },
+            ],
+        };
+        let r = SizeResult {
+            size: 2,
+            iterations: 1000,
+            measured: Measured::Latency {
+                stats,
+                histogram: new_latency_histogram(),
+            },
+            cpu_util: None,
+        };
+        assert_eq!(
+            table_row(&lat_info(), &r),
+            " 2       1000          0.95           3.12         1.00     \t       1.01        \t0.03   \t\t1.10    \t\t3.12   \n"
+        );
+        // Wide values overflow the columns exactly as printf does; 300.125 rounds half to even.
+        let wide = SizeResult {
+            size: 1048576,
+            iterations: 100000,
+            measured: Measured::Latency {
+                stats: LatencyStats {
+                    samples: 99999,
+                    min_us: 123.456,
+                    max_us: 12345.678,
+                    median_us: 150.0,
+                    mean_us: 160.25,
+                    stdev_us: 1234.5,
+                    percentiles: vec![
+                        Percentile {
+                            pct: 99.0,
+                            us: 300.125,
+                        },
+                        Percentile {
+                            pct: 99.9,
+                            us: 9999.999,
+                        },
+                    ],
+                },
+                histogram: new_latency_histogram(),
+            },
+            cpu_util: None,
+        };
+        assert_eq!(
+            table_row(&lat_info(), &wide),
+            " 1048576 100000          123.46         12345.68      150.00   \t       160.25      \t1234.50\t\t300.12  \t\t10000.00\n"
+        );
+        assert_eq!(table_header(&lat_info()), format!("{LAT_HEADER}\n"));
+        assert!(LAT_HEADER.ends_with("99.9% percentile[usec] "));
+    }
+
+    #[test]
+    fn lat_row_falls_back_to_the_histogram_for_missing_percentiles() {
+        let mut r = lat_result();
+        let Measured::Latency { stats, histogram } = &mut r.measured else {
+            unreachable!()
+        };
+        *stats = LatencyStats::from_histogram(histogram, &[]);
+        let p99 = crate::stats::value_at_percentile(histogram, 99.0) as f64 / 1000.0;
+        let row = table_row(&lat_info(), &r);
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols.len(), 9, "{row:?}");
+        assert_eq!(cols[7], format!("{p99:.2}"));
+    }
+
+    #[test]
+    fn header_block_keeps_perftest_lines_then_ours() {
+        let h = header_block(&bw_info());
+        let lines: Vec<&str> = h.lines().collect();
+        assert_eq!(lines[0], &RESULT_LINE[..87]);
+        assert_eq!(lines[1], "                    RDMA_Write BW Test");
+        assert_eq!(lines[2], " Dual-port       : OFF\t\tDevice         : lo");
+        assert_eq!(lines[3], " Number of qps   : 1\t\tTransport type : IB");
+        assert_eq!(lines[4], " Connection type : RC\t\tUsing SRQ      : OFF");
+        assert_eq!(lines[7], " TX depth        : 128");
+        assert_eq!(lines[8], " CQ Moderation   : 100");
+        assert_eq!(lines[9], " Mtu             : 4096[B]");
+        assert_eq!(lines[10], " Link type       : Ethernet");
+        assert_eq!(lines[11], " GID index       : 3");
+        assert_eq!(lines[12], " Max inline data : 0[B]");
+        assert_eq!(lines[13], " rdma_cm QPs\t : OFF");
+        assert_eq!(lines[14], " Data ex. method : Ethernet");
+        assert_eq!(lines[15], " Tool            : roceperf 0.1.0");
+        assert_eq!(lines[16], " Transport       : soft");
+        assert_eq!(lines[17], " RoCE version    : v2");
+        assert_eq!(lines[18], " Peer            : 127.0.0.1");
+        assert_eq!(lines[19], " Pinned core     : 1");
+        assert_eq!(lines[20], " Iterations      : 5000");
+        assert!(lines.contains(
+            &" Why             : transport soft: -d lo is a network interface, not an RDMA device"
+        ));
+        assert_eq!(*lines.last().unwrap(), &RESULT_LINE[..87]);
+        assert!(h.ends_with('\n'));
+        // Every line between the dashes is in " Key : value" form.
+        for l in &lines[2..lines.len() - 1] {
+            assert!(
+                l.starts_with(' ') && l.contains(" : ") || l.contains("\t : "),
+                "{l:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn header_block_variants() {
+        // A SEND latency server: RX depth, no TX depth, no CQ moderation, percentiles listed.
+        let h = header_block(&lat_info());
+        assert!(h.contains("                    Send Latency Test\n"));
+        assert!(h.contains(" RX depth        : 512\n"));
+        assert!(
+            !h.contains("TX depth") && !h.contains("CQ Moderation") && !h.contains("GID index")
+        );
+        assert!(h.contains("Transport type : TCP\n") && !h.contains("RoCE version"));
+        assert!(h.contains(" Percentiles     : p90 p99 p99.9 p99.99\n"));
+        // READ prints outstanding reads instead of inline data; bidirectional shows in the title.
+        let mut info = bw_info();
+        info.test = TestKind::new(Verb::Read, Metric::Bandwidth);
+        info.out_reads = Some(16);
+        info.bidirectional = true;
+        info.duration_s = Some(10);
+        info.margin_s = Some(2);
+        info.roce = Some(RoceVersion::V1);
+        let h = header_block(&info);
+        assert!(h.contains("RDMA_Read Bidirectional BW Test\n"));
+        assert!(h.contains(" Outstand reads  : 16\n") && !h.contains("Max inline"));
+        assert!(h.contains(" Duration        : 10[s], margin 2[s]\n"));
+        assert!(h.contains(" RoCE version    : v1\n"));
+    }
+
+    #[test]
+    fn address_lines_match_perftest() {
+        let a = address_block(&bw_info());
+        assert_eq!(
+            a,
+            " local address: LID 0000 QPN 0x0108 PSN 0x63ad7d RKey 0x17eedf VAddr 0x007f760c947000\n \
+             GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:05\n \
+             remote address: LID 0000 QPN 0x0076 PSN 0xf3810c RKey 0x201600 VAddr 0x007fbb4c981000\n \
+             GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:04\n"
+                .to_owned()
+                + RESULT_LINE
+        );
+        // SEND has no RKey/VAddr; READ adds OUT; zero prints as all zeros (C's %#x).
+        let mut info = lat_info();
+        info.local = vec![AddressLine {
+            lid: 0,
+            qpn: 0x11,
+            psn: 0,
+            out_reads: Some(16),
+            rkey: Some(1),
+            vaddr: Some(0),
+            gid: None,
+        }];
+        assert_eq!(
+            address_block(&info),
+            format!(" local address: LID 0000 QPN 0x0011 PSN 000000\n{RESULT_LINE}")
+        );
+        info.test = TestKind::new(Verb::Read, Metric::Latency);
+        assert_eq!(
+            address_block(&info),
+            format!(
+                " local address: LID 0000 QPN 0x0011 PSN 000000 OUT 0x10 RKey 0x000001 VAddr 0000000000000000\n{RESULT_LINE}"
+            )
+        );
+        info.test = TestKind::new(Verb::Send, Metric::Latency);
+        info.local = vec![];
+        info.remote = vec![AddressLine {
+            lid: 0x1234,
+            qpn: 0xffffff,
+            psn: 1,
+            out_reads: None,
+            rkey: None,
+            vaddr: None,
+            gid: None,
+        }];
+        assert_eq!(
+            address_block(&info),
+            format!(" remote address: LID 0x1234 QPN 0xffffff PSN 0x0001\n{RESULT_LINE}")
+        );
+        assert_eq!(address_block(&lat_info()), "");
+    }
+
+    #[test]
+    fn extras_give_both_units_and_the_tail() {
+        let e = extras(&bw_info(), &bw_result());
+        assert!(e.starts_with(" Size 65536[B]   : BW average 92.513 Gb/s = 11028.45 MiB/s, peak 92.527 Gb/s = 11030.12 MiB/s, 0.176455 Mpps, 5000 msgs in 28.336 ms"), "{e}");
+        assert!(e.ends_with(" ms\n") && e.lines().count() == 1);
+        let e = extras(&lat_info(), &lat_result());
+        for word in [
+            " min ",
+            " median ",
+            " p90 ",
+            " p99 ",
+            " p99.9 ",
+            " p99.99 ",
+            " max ",
+            " avg ",
+            " stdev ",
+            "CPU 12.50%",
+        ] {
+            assert!(e.contains(word), "{word:?} missing from {e}");
+        }
+        // Never looks like a result row.
+        assert!(!e.trim_start().starts_with(|c: char| c.is_ascii_digit()));
+        // Only the requested percentiles.
+        let mut info = lat_info();
+        info.percentiles = vec![99.0];
+        let e = extras(&info, &lat_result());
+        assert!(
+            e.contains(" p99 ") && !e.contains(" p90 ") && !e.contains(" p99.9 "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn single_values_use_perftest_format() {
+        let bw = bw_result();
+        // The test data's elapsed time is rounded to whole ns, hence ...450084 rather than ...450000.
+        assert_eq!(single_value(OutputSelect::Bandwidth, &bw), "11028.450084\n");
+        assert_eq!(single_value(OutputSelect::MessageRate, &bw), "0.176455\n");
+        assert_eq!(
+            single_value_in(OutputSelect::Bandwidth, &bw, true),
+            "92.513345\n"
+        );
+        assert_eq!(single_value(OutputSelect::Latency, &bw), "5.667161\n");
+        let lat = lat_result();
+        let Measured::Latency { stats, .. } = &lat.measured else {
+            unreachable!()
+        };
+        assert_eq!(
+            single_value(OutputSelect::Latency, &lat),
+            format!("{:.6}\n", stats.mean_us)
+        );
+    }
+}

@@ -1,0 +1,297 @@
+//! CSV results: one row per (run, message size), appended across runs under a single header.
+//!
+//! The columns are stable and carry their units in their names. Bandwidth and latency rows share one
+//! column set (cells that do not apply are empty), so a file that mixes tests still imports as one table.
+//! Latency percentile columns are fixed (p90, p99, p99.9, p99.99) whatever `--percentiles` asked for,
+//! computed from the histogram, so that rows from different runs line up.
+
+use super::{Measured, ReportError, RunInfo, SizeResult, role_name};
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::Path;
+
+/// The column names, in order. Changing this list is a breaking change for users' spreadsheets.
+pub const COLUMNS: &[&str] = &[
+    "timestamp",
+    "tool_version",
+    "test",
+    "transport",
+    "roce",
+    "role",
+    "device",
+    "peer",
+    "bidirectional",
+    "qps",
+    "mtu_bytes",
+    "tx_depth",
+    "cq_mod",
+    "inline_bytes",
+    "cpu_core",
+    "warmup_iterations",
+    "duration_s",
+    "size_bytes",
+    "iterations",
+    "bw_elapsed_ns",
+    "bw_avg_gbps",
+    "bw_avg_mibps",
+    "bw_peak_gbps",
+    "bw_peak_mibps",
+    "msg_rate_mpps",
+    "lat_samples",
+    "lat_min_us",
+    "lat_median_us",
+    "lat_mean_us",
+    "lat_stdev_us",
+    "lat_p90_us",
+    "lat_p99_us",
+    "lat_p99_9_us",
+    "lat_p99_99_us",
+    "lat_max_us",
+    "cpu_util_pct",
+];
+
+/// The percentiles behind `lat_p90_us` .. `lat_p99_99_us`.
+const PERCENTILE_COLUMNS: [f64; 4] = [90.0, 99.0, 99.9, 99.99];
+
+/// The header line as it appears in the file (without the line ending).
+pub fn header_line() -> String {
+    COLUMNS.join(",")
+}
+
+/// The cells of one row, in [`COLUMNS`] order.
+pub fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
+    fn opt<T: ToString>(v: Option<T>) -> String {
+        v.map(|v| v.to_string()).unwrap_or_default()
+    }
+    let f = |v: f64, decimals: usize| format!("{v:.decimals$}");
+    let mut cells = vec![
+        info.started_at.clone(),
+        info.version.clone(),
+        info.test.name().to_owned(),
+        info.transport.name().to_owned(),
+        opt(info.roce.map(|r| r.name())),
+        role_name(info.role).to_owned(),
+        info.device.clone(),
+        opt(info.peer.as_deref()),
+        info.bidirectional.to_string(),
+        info.qps.to_string(),
+        info.mtu.to_string(),
+        info.tx_depth.to_string(),
+        info.cq_mod.to_string(),
+        info.inline_size.to_string(),
+        opt(info.cpu),
+        info.warmup.to_string(),
+        opt(info.duration_s),
+        r.size.to_string(),
+        r.iterations.to_string(),
+    ];
+    match &r.measured {
+        Measured::Bandwidth(b) => {
+            cells.extend([
+                b.elapsed_ns.to_string(),
+                f(b.avg_gbps, 6),
+                f(b.avg_mibps, 3),
+                opt(b.peak_gbps.map(|v| f(v, 6))),
+                opt(b.peak_mibps.map(|v| f(v, 3))),
+                f(b.msg_rate_mpps, 6),
+            ]);
+            cells.extend(std::iter::repeat_n(String::new(), 10));
+        }
+        Measured::Latency { stats, histogram } => {
+            cells.extend(std::iter::repeat_n(String::new(), 6));
+            // Three decimals of a microsecond is the histogram's 1 ns resolution.
+            let us = |v: f64| f(v, 3);
+            let pct = |p: f64| {
+                stats.get(p).unwrap_or_else(|| {
+                    if histogram.is_empty() {
+                        0.0
+                    } else {
+                        crate::stats::value_at_percentile(histogram, p) as f64 / 1000.0
+                    }
+                })
+            };
+            cells.push(stats.samples.to_string());
+            cells.extend([stats.min_us, stats.median_us, stats.mean_us, stats.stdev_us].map(us));
+            cells.extend(PERCENTILE_COLUMNS.map(|p| us(pct(p))));
+            cells.push(us(stats.max_us));
+        }
+    }
+    cells.push(opt(r.cpu_util.map(|v| f(v, 2))));
+    debug_assert_eq!(cells.len(), COLUMNS.len());
+    cells
+}
+
+/// Appends one row per result to `path`, writing the header first when the file is new or empty.
+///
+/// An existing file must start with exactly our header; otherwise nothing is written and the error names
+/// the file and both headers, so rows never end up under the wrong columns.
+pub fn append_csv(path: &Path, info: &RunInfo, results: &[SizeResult]) -> Result<(), ReportError> {
+    let io = |action: &'static str| {
+        move |source| ReportError::Io {
+            action,
+            path: path.to_owned(),
+            source,
+        }
+    };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(io("open"))?;
+    let expected = header_line();
+    let len = file.metadata().map_err(io("read"))?.len();
+    let mut out = Vec::new();
+    if len == 0 {
+        out.extend_from_slice(expected.as_bytes());
+        out.push(b'\n');
+    } else {
+        file.seek(SeekFrom::Start(0)).map_err(io("read"))?;
+        let mut first = String::new();
+        BufReader::new(&file)
+            .read_line(&mut first)
+            .map_err(io("read"))?;
+        let found = first.trim_end_matches(['\r', '\n']);
+        if found != expected {
+            return Err(ReportError::CsvHeaderMismatch {
+                path: path.to_owned(),
+                expected,
+                found: found.to_owned(),
+            });
+        }
+        // A file cut short mid-line (a crash) must not glue our first row onto its last one.
+        file.seek(SeekFrom::End(-1)).map_err(io("read"))?;
+        let mut last = [0u8; 1];
+        std::io::Read::read_exact(&mut file, &mut last).map_err(io("read"))?;
+        if last[0] != b'\n' {
+            out.push(b'\n');
+        }
+    }
+    {
+        let mut w = ::csv::WriterBuilder::new()
+            .has_headers(false)
+            .terminator(::csv::Terminator::Any(b'\n'))
+            .from_writer(&mut out);
+        for r in results {
+            w.write_record(row(info, r))
+                .map_err(|source| ReportError::Csv {
+                    path: path.to_owned(),
+                    source,
+                })?;
+        }
+        w.flush().map_err(io("write"))?;
+    }
+    // One write of whole lines: two processes appending to one file interleave rows, never cells.
+    file.write_all(&out).map_err(io("write"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testdata::*;
+    use super::*;
+    use std::collections::HashMap;
+
+    fn read_rows(path: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
+        let mut rdr = ::csv::Reader::from_path(path).unwrap();
+        let headers: Vec<String> = rdr.headers().unwrap().iter().map(str::to_owned).collect();
+        let rows = rdr
+            .records()
+            .map(|rec| {
+                let rec = rec.unwrap();
+                headers
+                    .iter()
+                    .cloned()
+                    .zip(rec.iter().map(str::to_owned))
+                    .collect()
+            })
+            .collect();
+        (headers, rows)
+    }
+
+    #[test]
+    fn columns_are_unique_and_rows_fit_them() {
+        let mut seen = std::collections::HashSet::new();
+        assert!(COLUMNS.iter().all(|c| seen.insert(*c)));
+        assert_eq!(row(&bw_info(), &bw_result()).len(), COLUMNS.len());
+        assert_eq!(row(&lat_info(), &lat_result()).len(), COLUMNS.len());
+    }
+
+    #[test]
+    fn appending_twice_keeps_one_header_and_mixes_bw_and_lat() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.csv");
+        append_csv(&path, &bw_info(), &[bw_result(), bw_result()]).unwrap();
+        append_csv(&path, &lat_info(), &[lat_result()]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.matches("timestamp,").count(), 1, "{text}");
+        assert_eq!(text.lines().count(), 4);
+        let (headers, rows) = read_rows(&path);
+        assert_eq!(headers, COLUMNS);
+        assert_eq!(rows.len(), 3);
+        let bw = &rows[0];
+        assert_eq!(bw["test"], "write_bw");
+        assert_eq!(bw["transport"], "soft");
+        assert_eq!(bw["roce"], "v2");
+        assert_eq!(bw["role"], "client");
+        assert_eq!(bw["size_bytes"], "65536");
+        assert_eq!(bw["iterations"], "5000");
+        assert_eq!(bw["timestamp"], "2026-11-29T10:24:25Z");
+        assert!((bw["bw_avg_mibps"].parse::<f64>().unwrap() - 11028.45).abs() < 1e-3);
+        assert!((bw["bw_peak_mibps"].parse::<f64>().unwrap() - 11030.12).abs() < 1e-3);
+        assert!((bw["bw_avg_gbps"].parse::<f64>().unwrap() - 92.514).abs() < 1e-3);
+        assert_eq!(bw["lat_p99_us"], "");
+        let lat = &rows[2];
+        assert_eq!(lat["test"], "send_lat");
+        assert_eq!(lat["roce"], "");
+        assert_eq!(lat["bw_avg_gbps"], "");
+        assert_eq!(lat["lat_samples"], "1000");
+        assert_eq!(lat["cpu_util_pct"], "12.50");
+        let p99: f64 = lat["lat_p99_us"].parse().unwrap();
+        let p90: f64 = lat["lat_p90_us"].parse().unwrap();
+        let max: f64 = lat["lat_max_us"].parse().unwrap();
+        assert!(p90 <= p99 && p99 <= max && max > 3.0, "{p90} {p99} {max}");
+    }
+
+    #[test]
+    fn fields_with_commas_are_quoted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.csv");
+        let mut info = bw_info();
+        info.device = "weird,dev\"ice".into();
+        append_csv(&path, &info, &[bw_result()]).unwrap();
+        let (_, rows) = read_rows(&path);
+        assert_eq!(rows[0]["device"], "weird,dev\"ice");
+    }
+
+    #[test]
+    fn foreign_header_is_refused_with_the_file_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("other.csv");
+        std::fs::write(&path, "a,b,c\n1,2,3\n").unwrap();
+        let err = append_csv(&path, &bw_info(), &[bw_result()]).unwrap_err();
+        assert!(matches!(err, ReportError::CsvHeaderMismatch { .. }));
+        let msg = err.to_string();
+        assert!(
+            msg.contains("other.csv") && msg.contains("a,b,c") && msg.contains("--csv"),
+            "{msg}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a,b,c\n1,2,3\n");
+    }
+
+    #[test]
+    fn a_truncated_last_line_is_not_glued_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.csv");
+        std::fs::write(&path, header_line()).unwrap();
+        append_csv(&path, &bw_info(), &[bw_result()]).unwrap();
+        let (_, rows) = read_rows(&path);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0]["size_bytes"], "65536");
+    }
+
+    #[test]
+    fn unwritable_path_names_the_file() {
+        let err = append_csv(Path::new("/nonexistent-dir/x.csv"), &bw_info(), &[]).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent-dir/x.csv"), "{err}");
+    }
+}

@@ -1,0 +1,102 @@
+//! A progress bar for `-a` sweeps that hides itself when stdout is not a terminal, so that piped or
+//! redirected output (what scripts parse) carries only the report.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+
+/// Progress over the message sizes of a sweep; printing through it keeps rows and bar apart.
+pub struct SweepProgress {
+    bar: ProgressBar,
+}
+
+impl SweepProgress {
+    /// A bar over `sizes` steps, drawn on stderr only when both stdout and stderr are terminals.
+    pub fn new(sizes: u64) -> SweepProgress {
+        let visible = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        Self::with_visibility(sizes, visible)
+    }
+
+    /// A bar that never draws (tests, or when the binary knows better).
+    pub fn hidden(sizes: u64) -> SweepProgress {
+        Self::with_visibility(sizes, false)
+    }
+
+    fn with_visibility(sizes: u64, visible: bool) -> SweepProgress {
+        let target = if visible {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let bar = ProgressBar::with_draw_target(Some(sizes), target);
+        // The template is a constant; fall back to the default style rather than fail a benchmark.
+        if let Ok(style) = ProgressStyle::with_template(
+            " {spinner} [{bar:30}] {pos}/{len} sizes  {msg}  ({elapsed})",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        SweepProgress { bar }
+    }
+
+    /// Whether the bar draws anything.
+    pub fn is_hidden(&self) -> bool {
+        self.bar.is_hidden()
+    }
+
+    /// Announces the size being measured now.
+    pub fn start_size(&self, size: u64) {
+        self.bar.set_message(format!("measuring {size} B"));
+    }
+
+    /// Counts one size as done.
+    pub fn finish_size(&self) {
+        self.bar.inc(1);
+    }
+
+    /// Sizes done so far.
+    pub fn done(&self) -> u64 {
+        self.bar.position()
+    }
+
+    /// Prints `text` (whole lines, as the console functions return them) to stdout without tearing the bar.
+    pub fn print(&self, text: &str) {
+        self.bar.suspend(|| print!("{text}"));
+    }
+
+    /// Removes the bar from the screen.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for SweepProgress {
+    fn drop(&mut self) {
+        if !self.bar.is_finished() {
+            self.bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_bar_counts_sizes() {
+        let p = SweepProgress::hidden(3);
+        assert!(p.is_hidden());
+        for size in [2, 4, 8] {
+            p.start_size(size);
+            p.finish_size();
+        }
+        assert_eq!(p.done(), 3);
+        p.finish();
+    }
+
+    #[test]
+    fn bar_is_hidden_when_stdout_is_not_a_terminal() {
+        // Under `cargo test` stdout is captured or piped, never a terminal.
+        if !std::io::stdout().is_terminal() {
+            assert!(SweepProgress::new(5).is_hidden());
+        }
+    }
+}
