@@ -658,7 +658,7 @@ mod tests {
     fn clap_err(args: &[&str]) -> clap::Error {
         let mut v = vec!["roce_test"];
         v.extend_from_slice(args);
-        Options::try_parse_from(WBW, v).err().expect("clap rejects")
+        Options::try_parse_from(WBW, v).expect_err("clap rejects")
     }
 
     #[test]

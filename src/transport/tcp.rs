@@ -190,6 +190,8 @@ struct Qp {
 pub struct TcpEndpoint {
     cfg: TcpConfig,
     listener: Option<TcpListener>,
+    /// Where the server listens (kept after the listener is closed, for `local_info`).
+    listen_addr: Option<SocketAddr>,
     qps: Vec<Qp>,
     cq: VecDeque<Completion>,
 }
@@ -242,9 +244,11 @@ impl TcpEndpoint {
             })
             .collect();
         let cq = VecDeque::with_capacity(cfg.qps * (cfg.sq_depth + cfg.rq_depth) + 16);
+        let listen_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         Ok(TcpEndpoint {
             cfg,
             listener,
+            listen_addr,
             qps,
             cq,
         })
@@ -698,11 +702,7 @@ impl Endpoint for TcpEndpoint {
             gid: [0; 16],
             gid_index: None,
             mac: None,
-            addr: self
-                .listener
-                .as_ref()
-                .and_then(|l| l.local_addr().ok())
-                .map(|a| a.to_string()),
+            addr: self.listen_addr.map(|a| a.to_string()),
             mtu: 65536,
             qps: self
                 .qps
