@@ -59,8 +59,17 @@ pub enum Error {
 
 impl Error {
     /// True for setup errors (exit code 2) rather than test failures (exit code 1).
+    /// A peer that went away (its connection dropped) is a setup failure too, not a measured failure.
     pub fn is_setup(&self) -> bool {
-        matches!(self, Error::NoSuchCore { .. } | Error::Pin(_))
+        matches!(
+            self,
+            Error::NoSuchCore { .. }
+                | Error::Pin(_)
+                | Error::Transport {
+                    source: transport::Error::Connection(_),
+                    ..
+                }
+        )
     }
 }
 

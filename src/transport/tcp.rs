@@ -383,10 +383,18 @@ fn closed(qp: usize) -> Error {
     ))
 }
 
+/// The last OS error on data connection `qp`; a reset or broken pipe means the peer went away.
 fn sys_err(qp: usize, what: &str) -> Error {
+    let source = io::Error::last_os_error();
+    if matches!(
+        source.raw_os_error(),
+        Some(libc::EPIPE) | Some(libc::ECONNRESET) | Some(libc::ECONNABORTED)
+    ) {
+        return closed(qp);
+    }
     Error::Io {
         context: format!("{what} on data connection {qp}"),
-        source: io::Error::last_os_error(),
+        source,
     }
 }
 
@@ -427,10 +435,6 @@ impl Qp {
             if n < 0 {
                 if would_block() {
                     return Ok(());
-                }
-                let e = io::Error::last_os_error();
-                if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) {
-                    return Err(closed(idx));
                 }
                 return Err(sys_err(idx, "writing"));
             }
