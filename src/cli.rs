@@ -1,1 +1,803 @@
 //! perftest-compatible command-line flags (clap derive) turned into validated options.
+//!
+//! Flags that mean the same thing as in perftest keep perftest's spelling (`-s 64K`, `-a`, `-n`, `-D`,
+//! `--report_gbits`, ...). A flag that does not apply to the chosen test or transport is an error that
+//! says so, never silently ignored.
+
+use crate::params::{Metric, RoceVersion, Role, TestKind, TransportKind};
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The transports this build can run; the others are a clear "not built yet" usage error.
+pub const BUILT_TRANSPORTS: &[TransportKind] = &[TransportKind::Tcp];
+
+/// The sizes `-a` sweeps: 2 B .. 8 MiB in powers of two, as perftest.
+pub fn all_sizes() -> Vec<u64> {
+    (1..=23).map(|e| 1u64 << e).collect()
+}
+
+/// Default percentiles reported below the table.
+pub const DEFAULT_PERCENTILES: [f64; 4] = [90.0, 99.0, 99.9, 99.99];
+
+/// The raw command line, as clap parses it. Validation into [`Options`] happens in [`Options::from_args`].
+#[derive(Debug, Clone, Parser)]
+#[command(
+    version,
+    about = "roceperf: RoCE and TCP performance test (perftest-compatible flags)",
+    long_about = "roceperf: RoCE and TCP performance test.\n\nStarted without a host argument the program is the server; with one it is the client and connects to that server, exactly like perftest. Give both sides the same options.",
+    after_help = "Example:\n  server$ roce_write_bw --transport tcp\n  client$ roce_write_bw --transport tcp 127.0.0.1"
+)]
+pub struct Args {
+    /// Server host name or address; given, this process is the client.
+    pub host: Option<String>,
+
+    /// RDMA device (mlx5_0, rxe0) or network interface (eth0) [verbs, soft].
+    #[arg(short = 'd', long = "ib-dev")]
+    pub device: Option<String>,
+
+    /// HCA port number, from 1 [verbs].
+    #[arg(short = 'i', long = "ib-port", value_parser = clap::value_parser!(u8).range(1..))]
+    pub ib_port: Option<u8>,
+
+    /// TCP port of the out-of-band channel (SYMMETRIC).
+    #[arg(short = 'p', long = "port", default_value_t = 18515)]
+    pub port: u16,
+
+    /// GID index 0..64 [verbs, soft].
+    #[arg(short = 'x', long = "gid-index", value_parser = clap::value_parser!(u8).range(0..=64))]
+    pub gid_index: Option<u8>,
+
+    /// Message size in bytes, with an optional K or M suffix (SYMMETRIC) [default: 65536 BW, 2 LAT].
+    #[arg(short = 's', long = "size", value_parser = parse_size)]
+    pub size: Option<u64>,
+
+    /// Run every size from 2 B to 8 MiB (SYMMETRIC).
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+
+    /// Iterations per size, at least 5 (SYMMETRIC) [default: 5000 write_bw, 1000 others].
+    #[arg(short = 'n', long = "iters", value_parser = parse_iters)]
+    pub iters: Option<u64>,
+
+    /// Run for this many seconds instead of -n iterations (SYMMETRIC).
+    #[arg(short = 'D', long = "duration", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub duration: Option<u64>,
+
+    /// Seconds excluded at the start and end of a -D run [default: duration/4].
+    #[arg(short = 'f', long = "margin")]
+    pub margin: Option<u64>,
+
+    /// Queue pairs (TCP: connections), 1..16384 (SYMMETRIC) [bandwidth tests].
+    #[arg(short = 'q', long = "qp", value_parser = clap::value_parser!(u32).range(1..=16384))]
+    pub qps: Option<u32>,
+
+    /// Operations in flight per queue pair, 1..15000 [bandwidth tests] [default: 128].
+    #[arg(short = 't', long = "tx-depth", value_parser = clap::value_parser!(u32).range(1..=15000))]
+    pub tx_depth: Option<u32>,
+
+    /// One signaled completion every N operations, 1..1024 [bandwidth tests] [default: 100, 1 above 8 KiB].
+    #[arg(short = 'Q', long = "cq-mod", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub cq_mod: Option<u32>,
+
+    /// Path MTU 256..4096 [verbs, soft].
+    #[arg(short = 'm', long = "mtu", value_parser = parse_mtu)]
+    pub mtu: Option<u32>,
+
+    /// Maximum inline size 0..1024 [verbs, soft].
+    #[arg(short = 'I', long = "inline_size", value_parser = clap::value_parser!(u32).range(0..=1024))]
+    pub inline_size: Option<u32>,
+
+    /// Accepted for perftest compatibility: roceperf never reads the CPU frequency, so there is no warning to silence.
+    #[arg(short = 'F', long = "CPU-freq")]
+    pub cpu_freq: bool,
+
+    /// Both sides send; each measures what it sends (SYMMETRIC) [bandwidth tests].
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
+
+    /// Report bandwidth in Gb/s (10^9 bits) instead of MiB/s (SYMMETRIC).
+    #[arg(long = "report_gbits")]
+    pub report_gbits: bool,
+
+    /// Print only one number: average bandwidth, message rate, or average latency.
+    #[arg(long = "output", value_enum)]
+    pub output: Option<OutputArg>,
+
+    /// Add a CPU_Util[%] column (duration mode only, as in perftest).
+    #[arg(long = "cpu_util")]
+    pub cpu_util: bool,
+
+    /// What moves the bytes: auto picks verbs for an RDMA device and soft for a network interface.
+    #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
+    pub transport: TransportArg,
+
+    /// RoCE version [verbs, soft].
+    #[arg(long, value_enum)]
+    pub roce: Option<RoceArg>,
+
+    /// Core the datapath thread is pinned to [default: the last core].
+    #[arg(long)]
+    pub cpu: Option<usize>,
+
+    /// Iterations run before measuring and excluded from the results (SYMMETRIC) [default: 100].
+    #[arg(long)]
+    pub warmup: Option<u64>,
+
+    /// Latency percentiles reported below the table, comma-separated [default: 90,99,99.9,99.99].
+    #[arg(long, value_delimiter = ',', value_parser = parse_percentile)]
+    pub percentiles: Option<Vec<f64>>,
+
+    /// Append one CSV row per message size to FILE (header written once).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+
+    /// Write the parameters, per-size results and histograms as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write both CSV and JSON into DIR with timestamped names.
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
+
+    /// Seconds a client keeps retrying a server that is not up yet.
+    #[arg(long = "connect-timeout", value_name = "SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub connect_timeout: u64,
+
+    /// More detail about each setup step (repeat for more).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// `--transport` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// verbs for an RDMA device, soft for a network interface.
+    Auto,
+    /// An RDMA NIC through libibverbs.
+    Verbs,
+    /// roceperf's userspace RoCE stack.
+    Soft,
+    /// The kernel TCP stack (the baseline).
+    Tcp,
+}
+
+/// `--roce` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoceArg {
+    /// RoCE v1 (Ethertype 0x8915).
+    V1,
+    /// RoCE v2 (UDP 4791).
+    V2,
+}
+
+/// `--output` values (perftest's spelling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputArg {
+    /// Average bandwidth only.
+    Bandwidth,
+    /// Average latency only.
+    Latency,
+    /// Message rate only.
+    #[value(name = "message_rate")]
+    MessageRate,
+}
+
+/// Whether a run is counted in iterations or in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunMode {
+    /// `-n`: this many measured iterations per size.
+    Iterations(u64),
+    /// `-D`: run this long; measure only between `margin` and `secs - margin`.
+    Duration {
+        /// Total seconds.
+        secs: u64,
+        /// Seconds excluded at each end.
+        margin: u64,
+    },
+}
+
+/// Validation errors; the message names the flag and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A flag that does not apply to this test or transport was given.
+    #[error("{flag} does not apply to {what}: {why}; drop it")]
+    NotApplicable {
+        /// The flag as typed.
+        flag: &'static str,
+        /// The test or transport it does not apply to.
+        what: String,
+        /// Why.
+        why: &'static str,
+    },
+    /// Two flags that cannot be combined.
+    #[error("{a} and {b} cannot be used together: {why}")]
+    Conflict {
+        /// First flag.
+        a: &'static str,
+        /// Second flag.
+        b: &'static str,
+        /// Why, and what to do.
+        why: &'static str,
+    },
+    /// A value out of range or inconsistent with another.
+    #[error("invalid value for {flag}: {why}")]
+    Invalid {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong and what is allowed.
+        why: String,
+    },
+    /// The chosen transport exists in the design but not in this build yet.
+    #[error(
+        "--transport {transport} is not built yet in this roceperf{reason}; run the TCP baseline with --transport tcp"
+    )]
+    NotBuilt {
+        /// The transport chosen.
+        transport: TransportKind,
+        /// Why auto chose it, when it did.
+        reason: String,
+    },
+}
+
+/// Validated options: everything the run needs, with defaults filled in.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The test this binary runs.
+    pub test: TestKind,
+    /// Server (no host) or client.
+    pub role: Role,
+    /// The server's host, on the client.
+    pub host: Option<String>,
+    /// Out-of-band TCP port.
+    pub port: u16,
+    /// The transport.
+    pub transport: TransportKind,
+    /// Why this transport (printed with the results).
+    pub transport_reason: String,
+    /// `-d`.
+    pub device: Option<String>,
+    /// `--roce`.
+    pub roce: Option<RoceVersion>,
+    /// `-m`.
+    pub mtu: Option<u32>,
+    /// Message sizes to run, in order.
+    pub sizes: Vec<u64>,
+    /// `-a` was given.
+    pub all_sizes: bool,
+    /// Iterations or duration.
+    pub mode: RunMode,
+    /// Queue pairs.
+    pub qps: u32,
+    /// Operations in flight per queue pair (1 for latency tests).
+    pub tx_depth: u32,
+    /// `-Q` when given; otherwise chosen per size by [`Options::cq_mod_for`].
+    pub cq_mod: Option<u32>,
+    /// `-b`.
+    pub bidirectional: bool,
+    /// `--report_gbits`.
+    pub report_gbits: bool,
+    /// `--output`.
+    pub output: Option<OutputArg>,
+    /// `--cpu_util`.
+    pub cpu_util: bool,
+    /// `--cpu`.
+    pub cpu: Option<usize>,
+    /// Warm-up iterations.
+    pub warmup: u64,
+    /// Percentiles to report.
+    pub percentiles: Vec<f64>,
+    /// `--csv`.
+    pub csv: Option<PathBuf>,
+    /// `--json`.
+    pub json: Option<PathBuf>,
+    /// `--results`.
+    pub results: Option<PathBuf>,
+    /// `--connect-timeout`.
+    pub connect_timeout: Duration,
+    /// `-v` count.
+    pub verbose: u8,
+}
+
+/// Parses `-s` values: decimal or 0x hex, with an optional K or M suffix (×1024, ×1024²).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('K') | Some('k') => (&t[..t.len() - 1], 1024u64),
+        Some('M') | Some('m') => (&t[..t.len() - 1], 1024 * 1024),
+        _ => (t, 1),
+    };
+    let v = parse_int(num).ok_or_else(|| {
+        format!("'{s}' is not a size; use bytes, optionally with K or M, e.g. 65536, 64K, 1M")
+    })?;
+    let v = v
+        .checked_mul(mult)
+        .filter(|v| (1..=u64::from(u32::MAX / 2)).contains(v))
+        .ok_or_else(|| {
+            format!(
+                "'{s}' is out of range; sizes are 1 .. {} bytes",
+                u32::MAX / 2
+            )
+        })?;
+    Ok(v)
+}
+
+fn parse_int(s: &str) -> Option<u64> {
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+fn parse_iters(s: &str) -> Result<u64, String> {
+    match parse_int(s.trim()) {
+        Some(v) if (5..=1u64 << 32).contains(&v) => Ok(v),
+        Some(_) => Err(format!(
+            "'{s}' is out of range; iterations are 5 .. 4294967296"
+        )),
+        None => Err(format!("'{s}' is not a number of iterations")),
+    }
+}
+
+fn parse_mtu(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(v) if [256, 512, 1024, 2048, 4096].contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not an MTU; use 256, 512, 1024, 2048 or 4096"
+        )),
+    }
+}
+
+fn parse_percentile(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a percentile; use numbers in (0, 100], e.g. 50,99,99.9"
+        )),
+    }
+}
+
+/// Reason why auto mode picks a transport for a device, or the transport itself when explicit.
+fn resolve_transport(args: &Args) -> (TransportKind, String) {
+    match args.transport {
+        TransportArg::Tcp => (TransportKind::Tcp, "chosen with --transport tcp".into()),
+        TransportArg::Verbs => (TransportKind::Verbs, "chosen with --transport verbs".into()),
+        TransportArg::Soft => (TransportKind::Soft, "chosen with --transport soft".into()),
+        TransportArg::Auto => match &args.device {
+            Some(d)
+                if std::path::Path::new("/sys/class/infiniband")
+                    .join(d)
+                    .exists() =>
+            {
+                (
+                    TransportKind::Verbs,
+                    format!("--transport auto chose verbs because -d {d} is an RDMA device"),
+                )
+            }
+            Some(d) => (
+                TransportKind::Soft,
+                format!("--transport auto chose soft because -d {d} is not an RDMA device"),
+            ),
+            None => (
+                TransportKind::Soft,
+                "--transport auto chose soft because no -d was given".into(),
+            ),
+        },
+    }
+}
+
+impl Options {
+    /// Parses the process command line for `test`; clap errors (and --help/--version) exit as clap does (2/0).
+    pub fn parse(test: TestKind) -> Result<Options, Error> {
+        Options::from_args(test, Args::parse())
+    }
+
+    /// Parses an explicit argument list (the first item is the program name).
+    pub fn try_parse_from<I, T>(
+        test: TestKind,
+        args: I,
+    ) -> Result<Result<Options, Error>, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        Ok(Options::from_args(test, Args::try_parse_from(args)?))
+    }
+
+    /// Checks the combination of flags and fills in defaults.
+    pub fn from_args(test: TestKind, a: Args) -> Result<Options, Error> {
+        let (transport, transport_reason) = resolve_transport(&a);
+        let bw = test.metric == Metric::Bandwidth;
+        let na = |flag: &'static str, what: String, why: &'static str| {
+            Err(Error::NotApplicable { flag, what, why })
+        };
+        if !BUILT_TRANSPORTS.contains(&transport) {
+            let reason = if a.transport == TransportArg::Auto {
+                format!(" ({transport_reason})")
+            } else {
+                String::new()
+            };
+            return Err(Error::NotBuilt { transport, reason });
+        }
+        if transport == TransportKind::Tcp {
+            let tcp = || "--transport tcp".to_string();
+            if a.device.is_some() {
+                return na(
+                    "-d",
+                    tcp(),
+                    "the TCP baseline uses the kernel's routing to the host, not a device",
+                );
+            }
+            if a.ib_port.is_some() {
+                return na("-i", tcp(), "the TCP baseline has no HCA port");
+            }
+            if a.gid_index.is_some() {
+                return na("-x", tcp(), "the TCP baseline has no GID table");
+            }
+            if a.roce.is_some() {
+                return na("--roce", tcp(), "the TCP baseline carries no RoCE packets");
+            }
+            if a.mtu.is_some() {
+                return na("-m", tcp(), "TCP chooses its own segment size");
+            }
+            if a.inline_size.is_some() {
+                return na("-I", tcp(), "TCP has no inline sends");
+            }
+        }
+        if !bw {
+            let lat = || format!("{test} (a latency test)");
+            if a.tx_depth.is_some() {
+                return na("-t", lat(), "latency tests keep one operation in flight");
+            }
+            if a.cq_mod.is_some() {
+                return na("-Q", lat(), "latency tests signal every operation");
+            }
+            if a.bidirectional {
+                return na("-b", lat(), "a ping-pong is already both ways");
+            }
+            if a.qps.is_some_and(|q| q != 1) {
+                return na(
+                    "-q",
+                    lat(),
+                    "latency tests use one queue pair, as in perftest",
+                );
+            }
+            if a.report_gbits {
+                return na("--report_gbits", lat(), "latency tests report microseconds");
+            }
+        }
+        match a.output {
+            Some(OutputArg::Latency) if bw => {
+                return na(
+                    "--output=latency",
+                    format!("{test} (a bandwidth test)"),
+                    "it reports no latency",
+                );
+            }
+            Some(OutputArg::Bandwidth | OutputArg::MessageRate) if !bw => {
+                return na(
+                    "--output=bandwidth/message_rate",
+                    format!("{test} (a latency test)"),
+                    "it reports latency",
+                );
+            }
+            _ => {}
+        }
+        if a.bidirectional
+            && test.verb != crate::params::Verb::Write
+            && test.verb != crate::params::Verb::Send
+        {
+            return na(
+                "-b",
+                test.to_string(),
+                "bidirectional READ is not a perftest mode either",
+            );
+        }
+        if a.all && a.size.is_some() {
+            return Err(Error::Conflict {
+                a: "-a",
+                b: "-s",
+                why: "both set the message size; -a runs every size from 2 B to 8 MiB, -s one size",
+            });
+        }
+        if a.duration.is_some() && a.iters.is_some() {
+            return Err(Error::Conflict {
+                a: "-D",
+                b: "-n",
+                why: "a run is counted either in seconds or in iterations; choose one",
+            });
+        }
+        if a.duration.is_some() && a.all {
+            return Err(Error::Conflict {
+                a: "-D",
+                b: "-a",
+                why: "a timed run measures one size; use -s, or -a with -n",
+            });
+        }
+        if a.margin.is_some() && a.duration.is_none() {
+            return Err(Error::Invalid {
+                flag: "-f",
+                why: "the margin only applies to a -D run; give -D too".into(),
+            });
+        }
+        if a.cpu_util && a.duration.is_none() {
+            return Err(Error::Invalid {
+                flag: "--cpu_util",
+                why: "CPU utilisation is measured in duration mode only (as in perftest); give -D too".into(),
+            });
+        }
+        let mode = match a.duration {
+            Some(secs) => {
+                let margin = a.margin.unwrap_or(secs / 4);
+                if secs <= 2 * margin {
+                    return Err(Error::Invalid {
+                        flag: "-D",
+                        why: format!(
+                            "the duration ({secs} s) must be greater than twice the margin ({margin} s, -f); lengthen -D or shorten -f"
+                        ),
+                    });
+                }
+                RunMode::Duration { secs, margin }
+            }
+            None => RunMode::Iterations(a.iters.unwrap_or_else(|| test.default_iters())),
+        };
+        let sizes = if a.all {
+            all_sizes()
+        } else {
+            vec![a.size.unwrap_or_else(|| test.default_size())]
+        };
+        let tx_depth = if bw {
+            let t = a.tx_depth.unwrap_or(128);
+            // perftest caps the depth at the iteration count.
+            match mode {
+                RunMode::Iterations(n) => t.min(n.min(u64::from(u32::MAX)) as u32),
+                RunMode::Duration { .. } => t,
+            }
+        } else {
+            1
+        };
+        if let Some(q) = a.cq_mod
+            && q > tx_depth
+        {
+            return Err(Error::Invalid {
+                flag: "-Q",
+                why: format!(
+                    "one completion every {q} operations needs at least {q} in flight (-t is {tx_depth})"
+                ),
+            });
+        }
+        let mut percentiles = a
+            .percentiles
+            .unwrap_or_else(|| DEFAULT_PERCENTILES.to_vec());
+        percentiles.sort_by(|x, y| x.total_cmp(y));
+        percentiles.dedup();
+        if let Some(dir) = &a.results
+            && dir.exists()
+            && !dir.is_dir()
+        {
+            return Err(Error::Invalid {
+                flag: "--results",
+                why: format!("{} exists and is not a directory", dir.display()),
+            });
+        }
+        Ok(Options {
+            test,
+            role: if a.host.is_some() {
+                Role::Client
+            } else {
+                Role::Server
+            },
+            host: a.host,
+            port: a.port,
+            transport,
+            transport_reason,
+            device: a.device,
+            roce: a.roce.map(|r| match r {
+                RoceArg::V1 => RoceVersion::V1,
+                RoceArg::V2 => RoceVersion::V2,
+            }),
+            mtu: a.mtu,
+            sizes,
+            all_sizes: a.all,
+            mode,
+            qps: a.qps.unwrap_or(1),
+            tx_depth,
+            cq_mod: a.cq_mod,
+            bidirectional: a.bidirectional,
+            report_gbits: a.report_gbits,
+            output: a.output,
+            cpu_util: a.cpu_util,
+            cpu: a.cpu,
+            warmup: a.warmup.unwrap_or(100),
+            percentiles,
+            csv: a.csv,
+            json: a.json,
+            results: a.results,
+            connect_timeout: Duration::from_secs(a.connect_timeout),
+            verbose: a.verbose,
+        })
+    }
+
+    /// Completions are signaled every this many operations at `size`: -Q, or perftest's rule
+    /// (100, but 1 above 8 KiB), never more than the operations in flight.
+    pub fn cq_mod_for(&self, size: u64) -> u32 {
+        let q = self.cq_mod.unwrap_or(if size > 8192 { 1 } else { 100 });
+        q.min(self.tx_depth).max(1)
+    }
+
+    /// Iterations per size in iteration mode, 0 in duration mode (as reports expect).
+    pub fn iterations(&self) -> u64 {
+        match self.mode {
+            RunMode::Iterations(n) => n,
+            RunMode::Duration { .. } => 0,
+        }
+    }
+
+    /// The largest message size of the run.
+    pub fn max_size(&self) -> u64 {
+        self.sizes.iter().copied().max().unwrap_or(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::Verb;
+
+    const WBW: TestKind = TestKind::new(Verb::Write, Metric::Bandwidth);
+    const SLAT: TestKind = TestKind::new(Verb::Send, Metric::Latency);
+
+    fn parse(test: TestKind, args: &[&str]) -> Result<Options, Error> {
+        let mut v = vec!["roce_test", "--transport", "tcp"];
+        v.extend_from_slice(args);
+        Options::try_parse_from(test, v).expect("clap accepts the syntax")
+    }
+
+    fn clap_err(args: &[&str]) -> clap::Error {
+        let mut v = vec!["roce_test"];
+        v.extend_from_slice(args);
+        Options::try_parse_from(WBW, v).expect_err("clap rejects")
+    }
+
+    #[test]
+    fn sizes_take_k_and_m_suffixes_and_hex() {
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("8M"), Ok(8 << 20));
+        assert_eq!(parse_size("0x100"), Ok(256));
+        assert_eq!(parse_size("2"), Ok(2));
+        assert!(parse_size("0").unwrap_err().contains("out of range"));
+        assert!(parse_size("4096M").unwrap_err().contains("out of range"));
+        assert!(parse_size("big").unwrap_err().contains("not a size"));
+    }
+
+    #[test]
+    fn defaults_follow_perftest() {
+        let o = parse(WBW, &[]).unwrap();
+        assert_eq!(
+            (o.role, o.port, o.sizes.clone(), o.mode),
+            (Role::Server, 18515, vec![65536], RunMode::Iterations(5000))
+        );
+        assert_eq!(
+            (o.tx_depth, o.cq_mod_for(65536), o.cq_mod_for(64)),
+            (128, 1, 100)
+        );
+        let l = parse(SLAT, &["10.0.0.1"]).unwrap();
+        assert_eq!(
+            (l.role, l.sizes.clone(), l.tx_depth, l.host.as_deref()),
+            (Role::Client, vec![2], 1, Some("10.0.0.1"))
+        );
+        assert_eq!(l.percentiles, DEFAULT_PERCENTILES.to_vec());
+    }
+
+    #[test]
+    fn all_sweeps_two_bytes_to_eight_mib() {
+        let o = parse(WBW, &["-a", "-n", "5"]).unwrap();
+        assert_eq!(o.sizes.first(), Some(&2));
+        assert_eq!(o.sizes.last(), Some(&(8 << 20)));
+        assert_eq!(o.sizes.len(), 23);
+        assert_eq!(o.tx_depth, 5, "depth capped at iterations");
+    }
+
+    #[test]
+    fn duration_applies_the_margin_rule() {
+        assert_eq!(
+            parse(WBW, &["-D", "5"]).unwrap().mode,
+            RunMode::Duration { secs: 5, margin: 1 }
+        );
+        assert_eq!(
+            parse(WBW, &["-D", "1"]).unwrap().mode,
+            RunMode::Duration { secs: 1, margin: 0 }
+        );
+        let e = parse(WBW, &["-D", "4", "-f", "2"]).unwrap_err();
+        assert!(
+            e.to_string().contains("greater than twice the margin"),
+            "{e}"
+        );
+        assert!(matches!(
+            parse(WBW, &["-D", "4", "-n", "10"]),
+            Err(Error::Conflict {
+                a: "-D",
+                b: "-n",
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse(WBW, &["-f", "1"]),
+            Err(Error::Invalid { flag: "-f", .. })
+        ));
+    }
+
+    #[test]
+    fn flags_that_do_not_apply_are_errors_naming_them() {
+        for (flag, args) in [
+            ("-x", vec!["-x", "3"]),
+            ("-d", vec!["-d", "eth0"]),
+            ("--roce", vec!["--roce", "v2"]),
+            ("-m", vec!["-m", "1024"]),
+            ("-I", vec!["-I", "64"]),
+            ("-i", vec!["-i", "1"]),
+        ] {
+            let e = parse(WBW, &args).unwrap_err();
+            assert!(
+                matches!(e, Error::NotApplicable { flag: f, .. } if f == flag),
+                "{flag}: {e}"
+            );
+            assert!(e.to_string().contains("--transport tcp"), "{e}");
+        }
+        let e = parse(SLAT, &["-t", "16"]).unwrap_err();
+        assert!(
+            e.to_string().starts_with("-t does not apply to send_lat"),
+            "{e}"
+        );
+        assert!(parse(SLAT, &["--output", "bandwidth"]).is_err());
+        assert!(parse(WBW, &["--output", "latency"]).is_err());
+        assert!(parse(WBW, &["--cpu_util"]).is_err());
+    }
+
+    #[test]
+    fn unbuilt_transports_are_a_usage_error_naming_tcp() {
+        let e = Options::try_parse_from(WBW, ["roce_write_bw", "--transport", "soft"])
+            .unwrap()
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::NotBuilt {
+                transport: TransportKind::Soft,
+                ..
+            }
+        ));
+        assert!(e.to_string().contains("--transport tcp"), "{e}");
+        let e = Options::try_parse_from(WBW, ["roce_write_bw", "-d", "eth0"])
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("auto chose soft because -d eth0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn clap_rejects_bad_values_and_repeats() {
+        for args in [
+            vec!["-s", "0"],
+            vec!["-n", "4"],
+            vec!["-p", "70000"],
+            vec!["-t", "0"],
+            vec!["-s", "1", "-s", "2"],
+            vec!["--transport", "carrier-pigeon"],
+            vec!["--percentiles", "99,101"],
+            vec!["a", "b"],
+        ] {
+            let e = clap_err(&args);
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn percentiles_are_sorted_and_deduplicated() {
+        let o = parse(SLAT, &["--percentiles", "99.9,50,99,50"]).unwrap();
+        assert_eq!(o.percentiles, vec![50.0, 99.0, 99.9]);
+    }
+}

@@ -4,6 +4,7 @@
 //! is a sans-IO Reliable Connection engine that knows nothing of sockets or clocks; transports know
 //! nothing of reports; reports know nothing of transports.
 
+pub mod app;
 pub mod bench;
 pub mod cli;
 pub mod compare;

@@ -1,1 +1,193 @@
-//! The test drivers: bandwidth and latency loops, warm-up, iteration and duration modes.
+//! The test drivers: bandwidth and latency loops, warm-up, iteration and duration modes, clock.
+//!
+//! The drivers are generic over [`Endpoint`](crate::transport::Endpoint), so the hot loops have no
+//! dynamic dispatch and run unchanged on every transport. They run on the calling thread, which
+//! [`affinity::pin`] has pinned to one core, and busy-poll. They know nothing of reports: they return raw
+//! measurements (message counts, times, an HDR histogram) that the caller turns into statistics.
+//!
+//! Every queue pair's buffer is split in two halves of [`Layout::half`] bytes: the first half is the
+//! local source (what this side sends, or what the peer READs), the second the target (where the peer's
+//! WRITEs and SENDs land, and where READ responses go), so a side never mistakes its own data for the peer's.
+
+pub mod affinity;
+pub mod bw;
+pub mod cpu;
+pub mod lat;
+
+use crate::cli::RunMode;
+use crate::transport::{self, CompletionStatus, ConnInfo, RemoteAddr};
+use std::time::Instant;
+
+/// Errors while a test runs (exit code 1), or while choosing the core (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The transport failed while the test ran.
+    #[error("{during}: {source}")]
+    Transport {
+        /// What the driver was doing.
+        during: &'static str,
+        /// The transport's error.
+        #[source]
+        source: transport::Error,
+    },
+    /// A work request completed with an error.
+    #[error("queue pair {qp}: work request {wr_id} failed: {}", status.describe())]
+    Completion {
+        /// Queue pair index.
+        qp: u32,
+        /// Work request id.
+        wr_id: u64,
+        /// The error status.
+        status: CompletionStatus,
+    },
+    /// The requested core is not available.
+    #[error(
+        "--cpu {requested}: no such core available to this process (available: {available}); choose one of them"
+    )]
+    NoSuchCore {
+        /// --cpu.
+        requested: usize,
+        /// The cores this process may run on.
+        available: String,
+    },
+    /// Pinning failed.
+    #[error(
+        "could not pin the datapath thread to core {0}; check the process's CPU affinity (taskset, cgroups)"
+    )]
+    Pin(usize),
+}
+
+impl Error {
+    /// True for setup errors (exit code 2) rather than test failures (exit code 1).
+    /// A peer that went away (its connection dropped) is a setup failure too, not a measured failure.
+    pub fn is_setup(&self) -> bool {
+        matches!(
+            self,
+            Error::NoSuchCore { .. }
+                | Error::Pin(_)
+                | Error::Transport {
+                    source: transport::Error::Connection(_),
+                    ..
+                }
+        )
+    }
+}
+
+/// Result type of the drivers.
+pub type Result<T> = std::result::Result<T, Error>;
+
+fn tr(during: &'static str) -> impl FnOnce(transport::Error) -> Error {
+    move |source| Error::Transport { during, source }
+}
+
+/// How every queue pair's buffer is split between source and target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Bytes of each half; the target half starts here.
+    pub half: u64,
+}
+
+impl Layout {
+    /// Halves large enough for `max_size`, rounded up to a cache line and at least a page (as perftest).
+    pub fn for_size(max_size: u64) -> Layout {
+        Layout {
+            half: max_size.max(4096).div_ceil(64) * 64,
+        }
+    }
+
+    /// Bytes each queue pair's buffer needs.
+    pub fn buffer_len(&self) -> usize {
+        (2 * self.half) as usize
+    }
+
+    /// Where this side's requests address the peer: the target half of each of its buffers.
+    pub fn remotes(&self, peer: &ConnInfo) -> Vec<RemoteAddr> {
+        peer.qps
+            .iter()
+            .map(|q| RemoteAddr {
+                addr: q.vaddr + self.half,
+                rkey: q.rkey,
+            })
+            .collect()
+    }
+}
+
+/// The measurement window of a run: iterations, or a time span minus the margins.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Window {
+    start: Instant,
+    mode: RunMode,
+}
+
+impl Window {
+    pub(crate) fn new(mode: RunMode) -> Window {
+        Window {
+            start: Instant::now(),
+            mode,
+        }
+    }
+
+    /// Duration mode: whether `now` is inside [margin, secs - margin].
+    fn in_sample(&self, now: Instant) -> bool {
+        match self.mode {
+            RunMode::Iterations(_) => true,
+            RunMode::Duration { secs, margin } => {
+                let t = now.duration_since(self.start).as_secs_f64();
+                t >= margin as f64 && t < (secs - margin) as f64
+            }
+        }
+    }
+
+    /// Duration mode: whether the run's time is up.
+    fn over(&self, now: Instant) -> bool {
+        match self.mode {
+            RunMode::Iterations(_) => false,
+            RunMode::Duration { secs, .. } => now.duration_since(self.start).as_secs() >= secs,
+        }
+    }
+}
+
+/// Checks a completion's status.
+fn check(c: &transport::Completion) -> Result<()> {
+    if c.status == CompletionStatus::Success {
+        Ok(())
+    } else {
+        Err(Error::Completion {
+            qp: c.qp,
+            wr_id: c.wr_id,
+            status: c.status,
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A connected pair of TCP endpoints for driver tests.
+    use crate::params::Role;
+    use crate::transport::Endpoint;
+    use crate::transport::tcp::{TcpConfig, TcpEndpoint};
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::time::Duration;
+
+    pub fn pair(qps: usize, buf_len: usize, depth: usize) -> (TcpEndpoint, TcpEndpoint) {
+        let cfg = |role| TcpConfig {
+            role,
+            qps,
+            buf_len,
+            sq_depth: depth,
+            rq_depth: depth,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            connect_timeout: Duration::from_secs(5),
+            socket_buffer: None,
+        };
+        let mut s = TcpEndpoint::new(cfg(Role::Server)).unwrap();
+        let mut c = TcpEndpoint::new(cfg(Role::Client)).unwrap();
+        let (si, ci) = (s.local_info(), c.local_info());
+        let t = std::thread::spawn(move || {
+            s.connect(&ci).unwrap();
+            s
+        });
+        c.connect(&si).unwrap();
+        (t.join().unwrap(), c)
+    }
+}

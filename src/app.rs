@@ -1,0 +1,472 @@
+//! What every `roce_*` binary does: parse, pin, set up out of band, run each size, report, exit.
+//!
+//! The six binaries are one line each: `roceperf::app::main(TestKind::new(verb, metric))`.
+//! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error.
+
+use crate::bench::{self, Layout, bw, lat};
+use crate::cli::{Options, OutputArg, RunMode};
+use crate::oob::{self, Channel, TestParams};
+use crate::params::{Metric, Role, TestKind, TransportKind, Verb};
+use crate::report::{
+    self, AddressLine, Measured, OutputSelect, RunInfo, SizeResult, progress::SweepProgress,
+};
+use crate::stats::{BandwidthStats, LatencyStats};
+use crate::transport::tcp::{TcpConfig, TcpEndpoint};
+use crate::transport::{self, ConnInfo, Endpoint};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Everything that can stop a run, with the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Out-of-band setup, parameter check or result exchange (exit 2).
+    #[error("{0}")]
+    Oob(#[from] oob::Error),
+    /// The test itself (exit 1), or choosing the core (exit 2).
+    #[error("{0}")]
+    Bench(#[from] bench::Error),
+    /// Creating or connecting the transport (exit 2).
+    #[error("setting up the {transport} transport: {source}")]
+    Setup {
+        /// Which transport.
+        transport: TransportKind,
+        /// Its error.
+        #[source]
+        source: transport::Error,
+    },
+    /// Writing --csv / --json / --results (exit 2).
+    #[error("{0}")]
+    Report(#[from] report::ReportError),
+}
+
+impl Error {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Bench(e) if !e.is_setup() => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// Entry point of the six binaries.
+pub fn main(test: TestKind) -> ExitCode {
+    let opts = match Options::parse(test) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}\n\nFor more information, try '--help'.");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// How long a blocking out-of-band read waits for the peer.
+fn io_timeout(opts: &Options) -> Duration {
+    let run = match opts.mode {
+        RunMode::Duration { secs, .. } => Duration::from_secs(secs),
+        RunMode::Iterations(_) => Duration::ZERO,
+    };
+    oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run
+}
+
+fn verbose(opts: &Options, msg: impl FnOnce() -> String) {
+    if opts.verbose > 0 {
+        eprintln!("roceperf: {}", msg());
+    }
+}
+
+/// Runs one test as the options say, printing the report; the error says what failed.
+pub fn run(opts: &Options) -> Result<(), Error> {
+    let pinned = bench::affinity::pin(opts.cpu)?;
+    verbose(opts, || format!("datapath pinned to {}", pinned.reason));
+    let mut chan = match (&opts.role, &opts.host) {
+        (Role::Client, Some(host)) => Channel::connect(
+            host,
+            opts.port,
+            opts.connect_timeout,
+            io_timeout(opts),
+            |t| {
+                eprintln!(
+                    "roceperf: no server at {t} yet; retrying for up to {} s (--connect-timeout)",
+                    opts.connect_timeout.as_secs()
+                )
+            },
+        )?,
+        _ => Channel::accept(opts.port, io_timeout(opts), || {
+            if opts.output.is_none() {
+                print!(
+                    "\n************************************\n* Waiting for client to connect... *\n************************************\n"
+                );
+            }
+        })?,
+    };
+    verbose(opts, || {
+        format!("out-of-band channel up with {}", chan.peer())
+    });
+    match run_connected(opts, &mut chan, &pinned) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            // Tell the peer why, unless the channel itself is what failed.
+            if !matches!(e, Error::Oob(_)) {
+                chan.abort(&e.to_string());
+            }
+            Err(e)
+        }
+    }
+}
+
+fn test_params(opts: &Options) -> TestParams {
+    TestParams {
+        test: opts.test,
+        transport: opts.transport,
+        roce: opts.roce,
+        all_sizes: opts.all_sizes,
+        size: opts.max_size(),
+        iterations: opts.iterations(),
+        duration: match opts.mode {
+            RunMode::Duration { secs, .. } => Some(secs),
+            RunMode::Iterations(_) => None,
+        },
+        margin: match opts.mode {
+            RunMode::Duration { margin, .. } => Some(margin),
+            RunMode::Iterations(_) => None,
+        },
+        qps: opts.qps,
+        mtu: opts.mtu,
+        bidirectional: opts.bidirectional,
+        warmup: opts.warmup,
+        report_gbits: opts.report_gbits,
+    }
+}
+
+/// Receives kept posted per queue pair by SEND tests (perftest's rx_depth 512, capped at the iterations).
+fn rx_depth(opts: &Options) -> u32 {
+    match (opts.test.verb, opts.test.metric) {
+        (Verb::Send, Metric::Bandwidth) => {
+            let n = match opts.mode {
+                RunMode::Iterations(n) => n,
+                RunMode::Duration { .. } => 512,
+            };
+            512.min(n.max(u64::from(opts.tx_depth))) as u32
+        }
+        (Verb::Send, Metric::Latency) => 1,
+        _ => 1,
+    }
+}
+
+fn run_connected(
+    opts: &Options,
+    chan: &mut Channel,
+    pinned: &bench::affinity::Pinned,
+) -> Result<(), Error> {
+    chan.check_params(&test_params(opts))?;
+    verbose(opts, || "parameters agree with the peer".into());
+    let layout = Layout::for_size(opts.max_size());
+    let setup = |source| Error::Setup {
+        transport: opts.transport,
+        source,
+    };
+    let mut ep = TcpEndpoint::new(TcpConfig {
+        role: opts.role,
+        qps: opts.qps as usize,
+        buf_len: layout.buffer_len(),
+        sq_depth: opts.tx_depth as usize,
+        rq_depth: rx_depth(opts) as usize,
+        bind: chan.local_ip(),
+        connect_timeout: opts.connect_timeout,
+        socket_buffer: None,
+    })
+    .map_err(setup)?;
+    let peer_info: ConnInfo = chan.exchange("conn", &ep.local_info())?;
+    ep.connect(&peer_info).map_err(setup)?;
+    verbose(opts, || {
+        format!("data connections up ({:?})", peer_info.addr)
+    });
+    let info = run_info(opts, chan, pinned, &ep.local_info(), &peer_info);
+    let quiet = opts.output.is_some();
+    if !quiet {
+        print!("{}", report::header_block(&info));
+        print!("{}", report::address_block(&info));
+        print!("{}", report::table_header(&info));
+    }
+    let remotes = layout.remotes(&peer_info);
+    let progress = if opts.sizes.len() > 1 {
+        SweepProgress::new(opts.sizes.len() as u64)
+    } else {
+        SweepProgress::hidden(1)
+    };
+    let mut recvs = bw::RecvState::default();
+    let mut results = Vec::with_capacity(opts.sizes.len());
+    for (step, &size) in opts.sizes.iter().enumerate() {
+        progress.start_size(size);
+        chan.barrier(step as u64)?;
+        let mine = measure(opts, &mut ep, chan, layout, &remotes, &mut recvs, size)?;
+        let theirs = finish(opts.role, chan, &mut ep, &mine)?;
+        let shown = match (mine, theirs) {
+            (Some(m), Some(t)) if opts.bidirectional => Some(combine(m, &t)),
+            (Some(m), _) => Some(m),
+            (None, t) => t,
+        };
+        let Some(r) = shown else {
+            return Err(Error::Oob(oob::Error::Garbage {
+                peer: chan.peer().to_string(),
+                detail: format!("it sent no results for size {size}"),
+            }));
+        };
+        progress.finish_size();
+        if quiet {
+            let sel = match opts.output {
+                Some(OutputArg::Bandwidth) => OutputSelect::Bandwidth,
+                Some(OutputArg::MessageRate) => OutputSelect::MessageRate,
+                _ => OutputSelect::Latency,
+            };
+            progress.print(&report::console::single_value_in(
+                sel,
+                &r,
+                opts.report_gbits,
+            ));
+        } else {
+            progress.print(&report::table_row(&info, &r));
+        }
+        results.push(r);
+    }
+    progress.finish();
+    // Neither side closes its data connections before the other has its results.
+    chan.barrier(u64::MAX)?;
+    if !quiet {
+        let mut tail = report::table_footer();
+        for r in &results {
+            tail.push_str(&report::extras(&info, r));
+        }
+        print!("{tail}");
+    }
+    write_files(opts, &info, &results)
+}
+
+/// Measures one size on this side; `None` where this side only serves (the peer measures).
+fn measure<E: Endpoint>(
+    opts: &Options,
+    ep: &mut E,
+    chan: &Channel,
+    layout: Layout,
+    remotes: &[transport::RemoteAddr],
+    recvs: &mut bw::RecvState,
+    size: u64,
+) -> Result<Option<SizeResult>, Error> {
+    let mut stop = || chan.peer_has_data().unwrap_or(true);
+    let client = opts.role == Role::Client;
+    let test = opts.test;
+    match test.metric {
+        Metric::Bandwidth => {
+            let spec = bw::BwSpec {
+                verb: test.verb,
+                size,
+                mode: opts.mode,
+                tx_depth: opts.tx_depth,
+                cq_mod: opts.cq_mod_for(size),
+                warmup: opts.warmup,
+                rx_depth: rx_depth(opts),
+                // With TCP a completion means the kernel took the bytes, so the first socket buffer's
+                // worth completes at memory speed and perftest's peak would be meaningless.
+                peak: opts.transport != TransportKind::Tcp,
+                cpu_util: opts.cpu_util,
+                layout,
+            };
+            let m = if client || opts.bidirectional {
+                bw::active(ep, &spec, remotes)?
+            } else if test.verb == Verb::Send {
+                bw::receiver(ep, &spec, recvs, &mut stop)?
+            } else {
+                bw::passive(ep, &mut stop)?;
+                return Ok(None);
+            };
+            let iterations = match opts.mode {
+                RunMode::Iterations(n) => n,
+                RunMode::Duration { .. } => m.messages,
+            };
+            Ok(Some(SizeResult {
+                size,
+                iterations,
+                measured: Measured::Bandwidth(BandwidthStats::compute(
+                    size,
+                    m.messages,
+                    m.elapsed_ns,
+                    m.best_ns_per_msg,
+                )),
+                cpu_util: m.cpu_util,
+            }))
+        }
+        Metric::Latency => {
+            if test.verb == Verb::Read && !client {
+                bw::passive(ep, &mut stop)?;
+                return Ok(None);
+            }
+            let spec = lat::LatSpec {
+                verb: test.verb,
+                size,
+                mode: opts.mode,
+                warmup: opts.warmup,
+                rtt_factor: test.rtt_factor(),
+                cpu_util: opts.cpu_util,
+                layout,
+            };
+            let m = lat::run(ep, &spec, opts.role, remotes[0], recvs, &mut stop)?;
+            let stats = LatencyStats::from_histogram(&m.histogram, &opts.percentiles);
+            Ok(Some(SizeResult {
+                size,
+                iterations: stats.samples,
+                measured: Measured::Latency {
+                    stats,
+                    histogram: m.histogram,
+                },
+                cpu_util: m.cpu_util,
+            }))
+        }
+    }
+}
+
+/// Swaps per-size results. The client sends first and keeps the datapath running until the server
+/// answers; the server keeps it running until the client's results arrive (a passive side must keep
+/// serving the peer's WRITEs and READs until then).
+fn finish<E: Endpoint>(
+    role: Role,
+    chan: &mut Channel,
+    ep: &mut E,
+    mine: &Option<SizeResult>,
+) -> Result<Option<SizeResult>, Error> {
+    if role == Role::Client {
+        chan.send("results", mine)?;
+    }
+    bw::passive(ep, &mut || chan.peer_has_data().unwrap_or(true))?;
+    let theirs: Option<SizeResult> = chan.recv("results")?;
+    if role == Role::Server {
+        chan.send("results", mine)?;
+    }
+    Ok(theirs)
+}
+
+/// Bidirectional: the sum of what each side sent, as perftest prints it.
+fn combine(mine: SizeResult, theirs: &SizeResult) -> SizeResult {
+    match (&mine.measured, &theirs.measured) {
+        (Measured::Bandwidth(a), Measured::Bandwidth(b)) => SizeResult {
+            measured: Measured::Bandwidth(a.combined(b)),
+            ..mine
+        },
+        _ => mine,
+    }
+}
+
+fn address_lines(opts: &Options, info: &ConnInfo) -> Vec<AddressLine> {
+    let read = opts.test.verb == Verb::Read;
+    let one_sided = opts.test.verb != Verb::Send;
+    info.qps
+        .iter()
+        .map(|q| AddressLine {
+            lid: 0,
+            qpn: q.qpn,
+            psn: q.psn,
+            out_reads: read.then_some(q.max_rd_atomic),
+            rkey: one_sided.then_some(q.rkey),
+            vaddr: one_sided.then_some(q.vaddr),
+            gid: None,
+        })
+        .collect()
+}
+
+fn run_info(
+    opts: &Options,
+    chan: &Channel,
+    pinned: &bench::affinity::Pinned,
+    local: &ConnInfo,
+    peer: &ConnInfo,
+) -> RunInfo {
+    let mut notes = vec![
+        format!("transport {}: {}", opts.transport, opts.transport_reason),
+        format!("datapath on {}", pinned.reason),
+    ];
+    if opts.transport == TransportKind::Tcp {
+        notes.push(format!(
+            "TCP baseline: one connection per queue pair to {}, TCP_NODELAY, non-blocking sockets busy-polled",
+            local.addr.as_deref().or(peer.addr.as_deref()).unwrap_or("?")
+        ));
+        if opts.test.metric == Metric::Bandwidth {
+            notes.push(
+                "BW peak not measured over TCP: a completion only means the kernel took the bytes"
+                    .into(),
+            );
+        }
+    }
+    RunInfo {
+        test: opts.test,
+        role: opts.role,
+        transport: opts.transport,
+        roce: opts.roce,
+        device: opts
+            .device
+            .clone()
+            .unwrap_or_else(|| chan.local_ip().to_string()),
+        peer: opts.host.clone(),
+        qps: opts.qps,
+        tx_depth: opts.tx_depth,
+        rx_depth: (opts.test.verb == Verb::Send).then(|| rx_depth(opts)),
+        cq_mod: opts.cq_mod_for(opts.max_size()),
+        mtu: local.mtu.min(peer.mtu),
+        link_type: match opts.transport {
+            TransportKind::Tcp => "TCP".into(),
+            _ => "Ethernet".into(),
+        },
+        gid_index: local.gid_index,
+        inline_size: 0,
+        out_reads: (opts.test.verb == Verb::Read)
+            .then(|| local.qps.first().map_or(1, |q| q.max_rd_atomic)),
+        cpu: Some(pinned.core),
+        local: address_lines(opts, local),
+        remote: address_lines(opts, peer),
+        report_gbits: opts.report_gbits,
+        percentiles: opts.percentiles.clone(),
+        iterations: opts.iterations(),
+        duration_s: match opts.mode {
+            RunMode::Duration { secs, .. } => Some(secs),
+            RunMode::Iterations(_) => None,
+        },
+        margin_s: match opts.mode {
+            RunMode::Duration { margin, .. } => Some(margin),
+            RunMode::Iterations(_) => None,
+        },
+        warmup: opts.warmup,
+        bidirectional: opts.bidirectional,
+        started_at: report::now_rfc3339(),
+        notes,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    }
+}
+
+fn write_files(opts: &Options, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
+    if let Some(p) = &opts.csv {
+        report::append_csv(p, info, results)?;
+    }
+    if let Some(p) = &opts.json {
+        report::write_json(p, info, results)?;
+    }
+    if let Some(dir) = &opts.results {
+        report::create_results_dir(dir)?;
+        let (csv, json) = report::results_paths(dir, info);
+        report::append_csv(&csv, info, results)?;
+        report::write_json(&json, info, results)?;
+        if opts.output.is_none() {
+            println!(
+                " Results written to {} and {}",
+                csv.display(),
+                json.display()
+            );
+        }
+    }
+    Ok(())
+}

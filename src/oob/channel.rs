@@ -1,0 +1,523 @@
+//! The out-of-band TCP connection: connect with retries, accept, hello, framed messages, barriers.
+
+use super::{Error, Mismatch, Result, TestParams};
+use crate::params::Role;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+/// First bytes of the hello each side sends.
+pub const MAGIC: &[u8; 8] = b"roceperf";
+
+/// Version of this out-of-band protocol; both sides must speak the same.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Bytes of the hello: magic, version (u16 big-endian), two reserved bytes.
+pub const HELLO_LEN: usize = 12;
+
+/// How long a blocking read waits for the peer before giving up, unless the caller sets another.
+pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Largest message accepted; anything longer is garbage (a results message with histograms is far smaller).
+const MAX_MESSAGE: u32 = 64 << 20;
+
+/// One framed message: its kind and a JSON body.
+#[derive(Serialize, Deserialize)]
+struct Envelope<T> {
+    kind: String,
+    body: T,
+}
+
+/// The out-of-band connection to the peer.
+pub struct Channel {
+    stream: TcpStream,
+    peer: SocketAddr,
+    role: Role,
+    timeout: Duration,
+}
+
+fn hello() -> [u8; HELLO_LEN] {
+    let mut h = [0u8; HELLO_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..10].copy_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+    h
+}
+
+impl Channel {
+    /// Server: listens on `port` (all IPv4 addresses), waits for one client and checks its hello.
+    /// `on_listen` runs once the port is open (the binary prints perftest's "Waiting for client" banner).
+    pub fn accept(port: u16, io_timeout: Duration, on_listen: impl FnOnce()) -> Result<Channel> {
+        let listener = TcpListener::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))
+            .map_err(|source| Error::Listen { port, source })?;
+        on_listen();
+        let (stream, peer) = listener
+            .accept()
+            .map_err(|source| Error::Listen { port, source })?;
+        let mut ch = Channel::new(stream, peer, Role::Server, io_timeout)?;
+        ch.read_hello()?;
+        ch.write_all(&hello(), "the hello")?;
+        Ok(ch)
+    }
+
+    /// Client: connects to `host:port`, retrying a server that is not up yet until `connect_timeout`.
+    /// `on_retry` runs once, at the first refused attempt (the binary says it is waiting).
+    pub fn connect(
+        host: &str,
+        port: u16,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+        on_retry: impl FnOnce(&str),
+    ) -> Result<Channel> {
+        let target = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let addrs: Vec<SocketAddr> = target
+            .to_socket_addrs()
+            .map_err(|e| Error::Resolve {
+                addr: target.clone(),
+                reason: e.to_string(),
+            })?
+            .collect();
+        let deadline = Instant::now() + connect_timeout;
+        let mut on_retry = Some(on_retry);
+        let mut last = String::from("no address");
+        loop {
+            for a in &addrs {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match TcpStream::connect_timeout(a, left.max(Duration::from_millis(10))) {
+                    Ok(stream) => {
+                        let mut ch = Channel::new(stream, *a, Role::Client, io_timeout)?;
+                        ch.write_all(&hello(), "the hello")?;
+                        ch.read_hello()?;
+                        return Ok(ch);
+                    }
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            if Instant::now() + Duration::from_millis(100) > deadline {
+                return Err(Error::Unreachable {
+                    addr: target,
+                    secs: connect_timeout.as_secs(),
+                    reason: last,
+                });
+            }
+            if let Some(f) = on_retry.take() {
+                f(&target);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn new(stream: TcpStream, peer: SocketAddr, role: Role, timeout: Duration) -> Result<Channel> {
+        let ch = Channel {
+            stream,
+            peer,
+            role,
+            timeout,
+        };
+        ch.stream
+            .set_nodelay(true)
+            .and_then(|_| ch.stream.set_read_timeout(Some(timeout)))
+            .and_then(|_| ch.stream.set_write_timeout(Some(timeout)))
+            .map_err(|source| ch.io_error("setup", source))?;
+        Ok(ch)
+    }
+
+    /// The peer's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// This side's address on the channel; the data connections use the same interface.
+    pub fn local_ip(&self) -> IpAddr {
+        self.stream
+            .local_addr()
+            .map(|a| a.ip())
+            .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+
+    /// Which end of the channel this is.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// How long blocking reads wait for the peer (e.g. longer while it runs a timed test).
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<()> {
+        self.timeout = timeout;
+        self.stream
+            .set_read_timeout(Some(timeout))
+            .map_err(|source| self.io_error("setup", source))
+    }
+
+    fn io_error(&self, during: &str, source: io::Error) -> Error {
+        match source.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::Timeout {
+                peer: self.peer.to_string(),
+                during: during.to_string(),
+                timeout: self.timeout,
+            },
+            io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted => Error::Closed {
+                peer: self.peer.to_string(),
+                during: during.to_string(),
+            },
+            _ => Error::Io {
+                peer: self.peer.to_string(),
+                during: during.to_string(),
+                source,
+            },
+        }
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8], during: &str) -> Result<()> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.stream.read(&mut buf[got..]) {
+                Ok(0) => {
+                    return Err(if got == 0 {
+                        self.io_error(during, io::ErrorKind::UnexpectedEof.into())
+                    } else {
+                        Error::Closed {
+                            peer: self.peer.to_string(),
+                            during: format!("{during} (after {got} of {} bytes)", buf.len()),
+                        }
+                    });
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.io_error(during, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn write_all(&mut self, buf: &[u8], during: &str) -> Result<()> {
+        self.stream
+            .write_all(buf)
+            .map_err(|e| self.io_error(during, e))
+    }
+
+    fn read_hello(&mut self) -> Result<()> {
+        let mut h = [0u8; HELLO_LEN];
+        let peer = self.peer.to_string();
+        match self.read_exact(&mut h, "the hello") {
+            Ok(()) => {}
+            Err(Error::Closed { during, .. }) if during.contains("after") => {
+                return Err(Error::Garbage {
+                    peer,
+                    detail: format!("it sent a short hello and closed the connection ({during})"),
+                });
+            }
+            Err(e) => return Err(e),
+        }
+        if &h[..8] != MAGIC {
+            return Err(Error::Garbage {
+                peer,
+                detail: format!(
+                    "expected the hello {:?}, got bytes {}",
+                    String::from_utf8_lossy(MAGIC),
+                    hex(&h)
+                ),
+            });
+        }
+        let theirs = u16::from_be_bytes([h[8], h[9]]);
+        if theirs != PROTOCOL_VERSION {
+            return Err(Error::Version {
+                peer,
+                theirs,
+                ours: PROTOCOL_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    /// Sends one message of `kind`.
+    pub fn send<T: Serialize>(&mut self, kind: &str, body: &T) -> Result<()> {
+        let json = serde_json::to_vec(&Envelope {
+            kind: kind.to_string(),
+            body,
+        })
+        .expect("our messages always serialise");
+        let mut frame = Vec::with_capacity(4 + json.len());
+        frame.extend_from_slice(&(json.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&json);
+        self.write_all(&frame, kind)
+    }
+
+    /// Receives one message that must be of `kind`; an `abort` from the peer becomes [`Error::PeerAborted`].
+    pub fn recv<T: DeserializeOwned>(&mut self, kind: &str) -> Result<T> {
+        let mut len = [0u8; 4];
+        self.read_exact(&mut len, kind)?;
+        let len = u32::from_be_bytes(len);
+        if len == 0 || len > MAX_MESSAGE {
+            return Err(Error::Garbage {
+                peer: self.peer.to_string(),
+                detail: format!("a {len}-byte message announced while waiting for {kind}"),
+            });
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.read_exact(&mut buf, kind)?;
+        let env: Envelope<serde_json::Value> =
+            serde_json::from_slice(&buf).map_err(|e| Error::Garbage {
+                peer: self.peer.to_string(),
+                detail: format!("an unreadable message while waiting for {kind}: {e}"),
+            })?;
+        if env.kind == "abort" {
+            return Err(Error::PeerAborted {
+                peer: self.peer.to_string(),
+                reason: env.body.as_str().unwrap_or("no reason given").to_string(),
+            });
+        }
+        if env.kind != kind {
+            return Err(Error::Garbage {
+                peer: self.peer.to_string(),
+                detail: format!("it sent {:?} while this side waited for {kind:?}", env.kind),
+            });
+        }
+        serde_json::from_value(env.body).map_err(|e| Error::Garbage {
+            peer: self.peer.to_string(),
+            detail: format!("a malformed {kind} message: {e}"),
+        })
+    }
+
+    /// Lock-step exchange: the client writes then reads, the server reads then writes.
+    pub fn exchange<T: Serialize + DeserializeOwned>(&mut self, kind: &str, mine: &T) -> Result<T> {
+        match self.role {
+            Role::Client => {
+                self.send(kind, mine)?;
+                self.recv(kind)
+            }
+            Role::Server => {
+                let theirs = self.recv(kind)?;
+                self.send(kind, mine)?;
+                Ok(theirs)
+            }
+        }
+    }
+
+    /// Swaps parameter sets and fails, on both sides, naming the first parameter that differs.
+    pub fn check_params(&mut self, mine: &TestParams) -> Result<TestParams> {
+        let theirs: TestParams = self.exchange("params", mine)?;
+        match mine.first_mismatch(&theirs) {
+            Some(m) => Err(Error::Mismatch(m)),
+            None => Ok(theirs),
+        }
+    }
+
+    /// Both sides reach the same point; `step` (e.g. the size index) must match, or the sides are out of step.
+    pub fn barrier(&mut self, step: u64) -> Result<()> {
+        let theirs: u64 = self.exchange("barrier", &step)?;
+        if theirs != step {
+            return Err(Error::Mismatch(Mismatch {
+                name: "barrier step",
+                ours: step.to_string(),
+                theirs: theirs.to_string(),
+                hint: "the two sides are out of step; run the same roceperf version with the same flags",
+            }));
+        }
+        Ok(())
+    }
+
+    /// Tells the peer this side is stopping and why (best effort: the peer may already be gone).
+    pub fn abort(&mut self, reason: &str) {
+        let _ = self.stream.set_write_timeout(Some(Duration::from_secs(1)));
+        let _ = self.send("abort", &reason);
+    }
+
+    /// True when the peer has sent something (or closed): a passive side polls this to know the test is over.
+    pub fn peer_has_data(&self) -> Result<bool> {
+        let mut b = [0u8; 1];
+        // SAFETY: a non-blocking peek of one byte into a local buffer.
+        let n = unsafe {
+            libc::recv(
+                std::os::fd::AsRawFd::as_raw_fd(&self.stream),
+                b.as_mut_ptr().cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(false),
+            _ => Err(self.io_error("the test", e)),
+        }
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::thread;
+
+    fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    fn spawn_server(port: u16) -> thread::JoinHandle<Result<Channel>> {
+        let (tx, rx) = mpsc::channel();
+        let h = thread::spawn(move || {
+            Channel::accept(port, Duration::from_secs(5), || tx.send(()).unwrap())
+        });
+        rx.recv().unwrap();
+        h
+    }
+
+    fn client(port: u16) -> Result<Channel> {
+        Channel::connect(
+            "127.0.0.1",
+            port,
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+            |_| {},
+        )
+    }
+
+    #[test]
+    fn exchange_barrier_and_messages_in_lock_step() {
+        let port = free_port();
+        let server = spawn_server(port);
+        let mut c = client(port).unwrap();
+        let s = thread::spawn(move || {
+            let mut s = server.join().unwrap().unwrap();
+            let got: String = s.exchange("conn", &"from server".to_string()).unwrap();
+            s.barrier(3).unwrap();
+            let r: Vec<u64> = s.recv("results").unwrap();
+            (got, r)
+        });
+        let got: String = c.exchange("conn", &"from client".to_string()).unwrap();
+        c.barrier(3).unwrap();
+        c.send("results", &vec![1u64, 2, 3]).unwrap();
+        assert_eq!(got, "from server");
+        assert_eq!(
+            s.join().unwrap(),
+            ("from client".to_string(), vec![1, 2, 3])
+        );
+    }
+
+    #[test]
+    fn client_retries_until_the_server_is_up() {
+        let port = free_port();
+        let h = thread::spawn(move || client(port));
+        thread::sleep(Duration::from_millis(400));
+        let server = spawn_server(port);
+        assert!(h.join().unwrap().is_ok());
+        assert!(server.join().unwrap().is_ok());
+    }
+
+    #[test]
+    fn client_gives_up_naming_the_address() {
+        let port = free_port();
+        let err = Channel::connect(
+            "127.0.0.1",
+            port,
+            Duration::from_millis(300),
+            Duration::from_secs(1),
+            |_| {},
+        )
+        .err()
+        .unwrap();
+        assert!(matches!(err, Error::Unreachable { .. }));
+        assert!(
+            err.to_string().contains(&format!("127.0.0.1:{port}")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn garbage_hello_is_named() {
+        let port = free_port();
+        let server = spawn_server(port);
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"\x16\x03\x01garbage bytes here").unwrap();
+        let err = server.join().unwrap().err().unwrap();
+        assert!(matches!(err, Error::Garbage { .. }), "{err}");
+        assert!(err.to_string().contains("16 03 01"), "{err}");
+    }
+
+    #[test]
+    fn short_hello_then_close_is_garbage_not_a_hang() {
+        let port = free_port();
+        let server = spawn_server(port);
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"rocep").unwrap();
+        drop(s);
+        let err = server.join().unwrap().err().unwrap();
+        assert!(matches!(err, Error::Garbage { .. }), "{err}");
+    }
+
+    #[test]
+    fn wrong_version_is_named() {
+        let port = free_port();
+        let server = spawn_server(port);
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut h = hello();
+        h[9] = 99;
+        s.write_all(&h).unwrap();
+        let err = server.join().unwrap().err().unwrap();
+        assert!(matches!(err, Error::Version { theirs: 99, .. }), "{err}");
+    }
+
+    #[test]
+    fn oversized_or_unexpected_messages_are_garbage() {
+        let port = free_port();
+        let server = spawn_server(port);
+        let mut c = client(port).unwrap();
+        let mut s = server.join().unwrap().unwrap();
+        c.stream.write_all(&u32::MAX.to_be_bytes()).unwrap();
+        assert!(matches!(
+            s.recv::<u64>("barrier"),
+            Err(Error::Garbage { .. })
+        ));
+        c.send("results", &1u64).unwrap();
+        let err = s.recv::<u64>("barrier").err().unwrap();
+        assert!(err.to_string().contains("\"results\""), "{err}");
+    }
+
+    #[test]
+    fn abort_reaches_the_peer_with_its_reason() {
+        let port = free_port();
+        let server = spawn_server(port);
+        let mut c = client(port).unwrap();
+        let mut s = server.join().unwrap().unwrap();
+        c.abort("no RDMA device");
+        match s.recv::<u64>("barrier") {
+            Err(Error::PeerAborted { reason, .. }) => assert_eq!(reason, "no RDMA device"),
+            other => panic!("{:?}", other.err()),
+        }
+    }
+
+    #[test]
+    fn peer_has_data_sees_a_message_or_a_close() {
+        let port = free_port();
+        let server = spawn_server(port);
+        let mut c = client(port).unwrap();
+        let s = server.join().unwrap().unwrap();
+        assert!(!s.peer_has_data().unwrap());
+        c.send("results", &1u64).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !s.peer_has_data().unwrap() {
+            assert!(Instant::now() < deadline);
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! What can go wrong on the out-of-band channel; every message names the peer and what to do.
+
+use std::time::Duration;
+
+/// Out-of-band errors. All of them are setup errors (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The client gave up connecting to the server.
+    #[error(
+        "could not reach the server at {addr} within {secs} s ({reason}); start the server first (the same command without a host argument), or check the host, -p and --connect-timeout"
+    )]
+    Unreachable {
+        /// Host and port tried.
+        addr: String,
+        /// --connect-timeout.
+        secs: u64,
+        /// The last error seen.
+        reason: String,
+    },
+    /// The host name did not resolve.
+    #[error("cannot resolve the server address {addr}: {reason}; check the host argument")]
+    Resolve {
+        /// What was given.
+        addr: String,
+        /// Resolver message.
+        reason: String,
+    },
+    /// The server could not listen on its port.
+    #[error(
+        "cannot listen on port {port}: {source}; is another test running on it? choose another with -p"
+    )]
+    Listen {
+        /// -p.
+        port: u16,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A read or write on the channel failed.
+    #[error("out-of-band connection with {peer} failed during {during}: {source}")]
+    Io {
+        /// The peer's address.
+        peer: String,
+        /// Which step.
+        during: String,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The peer closed the connection.
+    #[error(
+        "{peer} closed the out-of-band connection during {during}; the peer stopped or failed, see its output"
+    )]
+    Closed {
+        /// The peer's address.
+        peer: String,
+        /// Which step.
+        during: String,
+    },
+    /// The peer sent nothing for too long.
+    #[error(
+        "{peer} sent nothing for {timeout:?} during {during}; is the peer stuck or not a roceperf peer?"
+    )]
+    Timeout {
+        /// The peer's address.
+        peer: String,
+        /// Which step.
+        during: String,
+        /// How long we waited.
+        timeout: Duration,
+    },
+    /// The peer does not speak our protocol.
+    #[error(
+        "{peer} is not a roceperf peer: {detail}; run a roceperf binary on the other side (perftest's own protocol is not supported yet)"
+    )]
+    Garbage {
+        /// The peer's address.
+        peer: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The peer speaks another version of our protocol.
+    #[error(
+        "{peer} speaks roceperf out-of-band protocol version {theirs}, this side {ours}; run the same roceperf version on both sides"
+    )]
+    Version {
+        /// The peer's address.
+        peer: String,
+        /// Its version.
+        theirs: u16,
+        /// Ours.
+        ours: u16,
+    },
+    /// The two sides were started with different test parameters.
+    #[error("parameter mismatch: {0}")]
+    Mismatch(super::Mismatch),
+    /// The peer stopped the setup and said why.
+    #[error("the peer {peer} stopped: {reason}")]
+    PeerAborted {
+        /// The peer's address.
+        peer: String,
+        /// Its error message.
+        reason: String,
+    },
+}

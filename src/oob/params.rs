@@ -1,0 +1,185 @@
+//! The parameters both sides must agree on, and the check that names the first one that differs.
+
+use crate::params::{RoceVersion, TestKind, TransportKind};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Everything that must be the same on the two sides of a test (perftest's SYMMETRIC options).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestParams {
+    /// Which of the six tests (the binary's name).
+    pub test: TestKind,
+    /// The transport.
+    pub transport: TransportKind,
+    /// RoCE version (soft and verbs only).
+    pub roce: Option<RoceVersion>,
+    /// `-a`: sweep every size.
+    pub all_sizes: bool,
+    /// `-s`: the message size (the largest of the sweep with `-a`).
+    pub size: u64,
+    /// `-n`: iterations per size (0 in duration mode).
+    pub iterations: u64,
+    /// `-D`: seconds, in duration mode.
+    pub duration: Option<u64>,
+    /// `-f`: margin seconds, in duration mode.
+    pub margin: Option<u64>,
+    /// `-q`: queue pairs.
+    pub qps: u32,
+    /// `-m`: MTU (soft and verbs only).
+    pub mtu: Option<u32>,
+    /// `-b`: bidirectional.
+    pub bidirectional: bool,
+    /// `--warmup`: iterations run before measuring (both sides of a ping-pong must run the same number).
+    pub warmup: u64,
+    /// `--report_gbits`: units, so both sides print the same table.
+    pub report_gbits: bool,
+}
+
+/// The first parameter that differs between this side and the peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    /// Parameter name, e.g. `size`.
+    pub name: &'static str,
+    /// This side's value.
+    pub ours: String,
+    /// The peer's value.
+    pub theirs: String,
+    /// What to do, e.g. `give both sides the same -s`.
+    pub hint: &'static str,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: this side {}, peer {} — {}",
+            self.name, self.ours, self.theirs, self.hint
+        )
+    }
+}
+
+fn opt<T: fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref()
+        .map_or_else(|| "none".to_string(), |v| v.to_string())
+}
+
+impl TestParams {
+    /// The parameters in the order they are checked: name, value as shown, what to do.
+    fn fields(&self) -> [(&'static str, String, &'static str); 13] {
+        [
+            (
+                "test",
+                self.test.to_string(),
+                "run the same roce_* binary on both sides",
+            ),
+            (
+                "transport",
+                self.transport.to_string(),
+                "give both sides the same --transport",
+            ),
+            ("roce", opt(&self.roce), "give both sides the same --roce"),
+            (
+                "all sizes",
+                self.all_sizes.to_string(),
+                "give -a to both sides or to neither",
+            ),
+            ("size", self.size.to_string(), "give both sides the same -s"),
+            (
+                "iterations",
+                self.iterations.to_string(),
+                "give both sides the same -n",
+            ),
+            (
+                "duration",
+                opt(&self.duration),
+                "give both sides the same -D",
+            ),
+            ("margin", opt(&self.margin), "give both sides the same -f"),
+            ("qps", self.qps.to_string(), "give both sides the same -q"),
+            ("mtu", opt(&self.mtu), "give both sides the same -m"),
+            (
+                "bidirectional",
+                self.bidirectional.to_string(),
+                "give -b to both sides or to neither",
+            ),
+            (
+                "warmup",
+                self.warmup.to_string(),
+                "give both sides the same --warmup",
+            ),
+            (
+                "report_gbits",
+                self.report_gbits.to_string(),
+                "give --report_gbits to both sides or to neither",
+            ),
+        ]
+    }
+
+    /// The first parameter that differs from the peer's, in a fixed order (test first, then transport, ...).
+    pub fn first_mismatch(&self, peer: &TestParams) -> Option<Mismatch> {
+        self.fields()
+            .into_iter()
+            .zip(peer.fields())
+            .find(|(a, b)| a.1 != b.1)
+            .map(|((name, ours, hint), (_, theirs, _))| Mismatch {
+                name,
+                ours,
+                theirs,
+                hint,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::{Metric, Verb};
+
+    fn base() -> TestParams {
+        TestParams {
+            test: TestKind::new(Verb::Write, Metric::Bandwidth),
+            transport: TransportKind::Tcp,
+            roce: None,
+            all_sizes: false,
+            size: 65536,
+            iterations: 5000,
+            duration: None,
+            margin: None,
+            qps: 1,
+            mtu: None,
+            bidirectional: false,
+            warmup: 0,
+            report_gbits: false,
+        }
+    }
+
+    #[test]
+    fn equal_parameters_agree() {
+        assert_eq!(base().first_mismatch(&base()), None);
+    }
+
+    #[test]
+    fn names_the_first_difference_with_both_values() {
+        let mut peer = base();
+        peer.size = 1024;
+        peer.iterations = 10;
+        let m = base().first_mismatch(&peer).unwrap();
+        assert_eq!(
+            (m.name, m.ours.as_str(), m.theirs.as_str()),
+            ("size", "65536", "1024")
+        );
+        assert_eq!(
+            m.to_string(),
+            "size: this side 65536, peer 1024 — give both sides the same -s"
+        );
+    }
+
+    #[test]
+    fn test_kind_is_checked_before_anything_else() {
+        let mut peer = base();
+        peer.test = TestKind::new(Verb::Read, Metric::Bandwidth);
+        peer.size = 2;
+        let m = base().first_mismatch(&peer).unwrap();
+        assert_eq!((m.name, m.theirs.as_str()), ("test", "read_bw"));
+    }
+}
