@@ -8,6 +8,7 @@
 //! Both move packets in batches (one syscall per batch, not per packet) through preallocated
 //! [`slots::Slots`], so the busy-polling datapath never allocates.
 
+pub mod batch;
 pub mod packet;
 pub mod slots;
 pub mod sockaddr;

@@ -11,10 +11,10 @@
 //! Packets move in batches: [`RxBatch`] for `recvmmsg`, [`TxBatch`] for `sendmmsg`, each with its
 //! headers, iovecs, addresses and packet slots allocated once.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::slots::Slots;
+use super::batch::{CtrlBuf, RxBatch, TxBatch};
 use super::{IoError, ROCE_V2_PORT, getsockopt_int, grow_buffer, setsockopt_int, sockaddr};
 use crate::transport::soft::netdev::NetDev;
 
@@ -191,77 +191,19 @@ impl UdpSocket {
 
     /// Receives up to a batch of datagrams without blocking; returns how many (0 when none wait).
     pub fn recv_batch(&self, rx: &mut RxBatch) -> Result<usize, IoError> {
-        rx.filled = 0;
-        let n = rx.slots.count();
-        for i in 0..n {
-            // The kernel overwrites these lengths; restore the capacities before every call.
-            rx.hdrs[i].msg_hdr.msg_namelen =
-                std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            rx.hdrs[i].msg_hdr.msg_controllen = std::mem::size_of::<CtrlBuf>() as _;
-            rx.hdrs[i].msg_hdr.msg_flags = 0;
-        }
-        // SAFETY: every header points into rx's own live arrays (see RxBatch::new).
-        let got = unsafe {
-            libc::recvmmsg(
-                self.fd.as_raw_fd(),
-                rx.hdrs.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
-        };
-        if got < 0 {
-            let err = std::io::Error::last_os_error();
-            return match err.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
-                _ => Err(IoError::Os {
-                    context: format!("recvmmsg on UDP {}", self.local),
-                    source: err,
-                }),
-            };
-        }
-        rx.filled = got as usize;
-        Ok(rx.filled)
+        rx.recv(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
+            context: format!("recvmmsg on UDP {}", self.local),
+            source,
+        })
     }
 
     /// Sends the queued datagrams of `tx` with as few `sendmmsg` calls as the kernel allows without
     /// blocking; what the kernel did not take stays queued. Returns how many were sent now.
     pub fn send_batch(&self, tx: &mut TxBatch) -> Result<usize, IoError> {
-        let mut sent_now = 0;
-        while tx.sent < tx.queued {
-            let pending = tx.queued - tx.sent;
-            // SAFETY: headers sent..queued point into tx's own arrays and were filled by push.
-            let rc = unsafe {
-                libc::sendmmsg(
-                    self.fd.as_raw_fd(),
-                    tx.hdrs.as_mut_ptr().add(tx.sent),
-                    pending as libc::c_uint,
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if rc < 0 {
-                let err = std::io::Error::last_os_error();
-                match err.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => break,
-                    // An ICMP error from an earlier datagram (peer gone); the kernel reports it on
-                    // this call without sending. The peer's silence is handled by retransmission.
-                    Some(libc::ECONNREFUSED) => continue,
-                    _ => {
-                        return Err(IoError::Os {
-                            context: format!("sendmmsg from UDP {}", self.local),
-                            source: err,
-                        });
-                    }
-                }
-            }
-            tx.sent += rc as usize;
-            sent_now += rc as usize;
-        }
-        if tx.sent == tx.queued {
-            tx.sent = 0;
-            tx.queued = 0;
-        }
-        Ok(sent_now)
+        tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
+            context: format!("sendmmsg from UDP {}", self.local),
+            source,
+        })
     }
 
     /// Sends `data` as datagrams of `segment` bytes (the last may be shorter) to `dst` in one
@@ -317,204 +259,6 @@ impl AsRawFd for UdpSocket {
     }
 }
 
-/// Control-message space: room for IPV6_PKTINFO (or IP_PKTINFO) and a UDP_GRO size, 8-aligned.
-#[derive(Clone, Copy)]
-#[repr(C, align(8))]
-struct CtrlBuf([u8; 128]);
-
-/// One received datagram, borrowed from an [`RxBatch`].
-#[derive(Debug, Clone, Copy)]
-pub struct RxDatagram<'a> {
-    /// The UDP payload (BTH ... ICRC for RoCE v2).
-    pub data: &'a [u8],
-    /// Sender's address and port.
-    pub src: Option<SocketAddr>,
-    /// Our address the datagram was sent to (from IP_PKTINFO / IPV6_PKTINFO).
-    pub dst: Option<IpAddr>,
-    /// The datagram was longer than the slot and got cut (MSG_TRUNC): drop it as malformed.
-    pub truncated: bool,
-}
-
-/// Preallocated state for one `recvmmsg`: `batch` slots, headers, iovecs, addresses, control space.
-pub struct RxBatch {
-    slots: Slots,
-    hdrs: Box<[libc::mmsghdr]>,
-    iovs: Box<[libc::iovec]>,
-    names: Box<[libc::sockaddr_storage]>,
-    ctrl: Box<[CtrlBuf]>,
-    filled: usize,
-}
-
-// SAFETY: the raw pointers inside the headers point only into this struct's own heap arrays, which
-// move with it; nothing is shared with another thread.
-unsafe impl Send for RxBatch {}
-
-impl RxBatch {
-    /// Room for `batch` datagrams of up to `slot_len` bytes.
-    pub fn new(batch: usize, slot_len: usize) -> RxBatch {
-        let mut slots = Slots::new(batch, slot_len);
-        let slot_len = slots.slot_len();
-        // SAFETY: these kernel structs are plain data; all-zero is valid.
-        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
-        let zero_name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut iovs: Box<[libc::iovec]> = (0..batch)
-            .map(|i| libc::iovec {
-                iov_base: slots.slot_ptr(i) as *mut libc::c_void,
-                iov_len: slot_len,
-            })
-            .collect();
-        let mut names = vec![zero_name; batch].into_boxed_slice();
-        let mut ctrl = vec![CtrlBuf([0; 128]); batch].into_boxed_slice();
-        let mut hdrs = vec![zero_hdr; batch].into_boxed_slice();
-        for (i, h) in hdrs.iter_mut().enumerate() {
-            h.msg_hdr.msg_iov = &mut iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-            h.msg_hdr.msg_control = ctrl[i].0.as_mut_ptr() as *mut libc::c_void;
-        }
-        RxBatch {
-            slots,
-            hdrs,
-            iovs,
-            names,
-            ctrl,
-            filled: 0,
-        }
-    }
-
-    /// Datagrams received by the last `recv_batch`.
-    pub fn len(&self) -> usize {
-        self.filled
-    }
-
-    /// True when the last `recv_batch` got nothing.
-    pub fn is_empty(&self) -> bool {
-        self.filled == 0
-    }
-
-    /// Datagram `i` of the last `recv_batch`.
-    pub fn get(&self, i: usize) -> RxDatagram<'_> {
-        assert!(
-            i < self.filled,
-            "datagram {i} of a batch of {}",
-            self.filled
-        );
-        let h = &self.hdrs[i];
-        let len = (h.msg_len as usize).min(self.iovs[i].iov_len);
-        RxDatagram {
-            data: &self.slots.slot(i)[..len],
-            src: sockaddr::decode(&self.names[i]),
-            dst: self.pktinfo_dst(i),
-            truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
-        }
-    }
-
-    /// The destination address from the packet-info control message of datagram `i`.
-    fn pktinfo_dst(&self, i: usize) -> Option<IpAddr> {
-        let msg = &self.hdrs[i].msg_hdr;
-        let _ = &self.ctrl; // the control bytes live in self.ctrl; msg points at them
-        // SAFETY: msg_control/msg_controllen describe the control bytes the kernel wrote into ctrl[i].
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(msg);
-            while !c.is_null() {
-                match ((*c).cmsg_level, (*c).cmsg_type) {
-                    (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
-                        let pi =
-                            std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::in_pktinfo);
-                        return Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))));
-                    }
-                    (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
-                        let pi = std::ptr::read_unaligned(
-                            libc::CMSG_DATA(c) as *const libc::in6_pktinfo
-                        );
-                        return Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)));
-                    }
-                    _ => {}
-                }
-                c = libc::CMSG_NXTHDR(msg, c);
-            }
-        }
-        None
-    }
-}
-
-/// Preallocated state for `sendmmsg`: datagrams are written straight into slots, then sent at once.
-pub struct TxBatch {
-    slots: Slots,
-    hdrs: Box<[libc::mmsghdr]>,
-    iovs: Box<[libc::iovec]>,
-    names: Box<[libc::sockaddr_storage]>,
-    queued: usize,
-    sent: usize,
-}
-
-// SAFETY: as for RxBatch, the header pointers only point into this struct's own heap arrays.
-unsafe impl Send for TxBatch {}
-
-impl TxBatch {
-    /// Room for `batch` datagrams of up to `slot_len` bytes.
-    pub fn new(batch: usize, slot_len: usize) -> TxBatch {
-        let mut slots = Slots::new(batch, slot_len);
-        // SAFETY: plain data; all-zero is valid.
-        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
-        let zero_name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut iovs: Box<[libc::iovec]> = (0..batch)
-            .map(|i| libc::iovec {
-                iov_base: slots.slot_ptr(i) as *mut libc::c_void,
-                iov_len: 0,
-            })
-            .collect();
-        let mut names = vec![zero_name; batch].into_boxed_slice();
-        let mut hdrs = vec![zero_hdr; batch].into_boxed_slice();
-        for (i, h) in hdrs.iter_mut().enumerate() {
-            h.msg_hdr.msg_iov = &mut iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-        }
-        TxBatch {
-            slots,
-            hdrs,
-            iovs,
-            names,
-            queued: 0,
-            sent: 0,
-        }
-    }
-
-    /// Datagrams queued and not yet sent.
-    pub fn pending(&self) -> usize {
-        self.queued - self.sent
-    }
-
-    /// True when no slot is free: send before pushing more.
-    pub fn is_full(&self) -> bool {
-        self.queued == self.slots.count()
-    }
-
-    /// Bytes one slot holds.
-    pub fn slot_len(&self) -> usize {
-        self.slots.slot_len()
-    }
-
-    /// Queues one datagram to `dst`: `fill` writes it into the slot it is given and returns its
-    /// length. Returns false (and does not call `fill`) when the batch is full.
-    pub fn push(&mut self, dst: SocketAddr, fill: impl FnOnce(&mut [u8]) -> usize) -> bool {
-        if self.is_full() {
-            return false;
-        }
-        let i = self.queued;
-        let len = fill(self.slots.slot_mut(i));
-        assert!(
-            len <= self.slots.slot_len(),
-            "datagram of {len} bytes overflows its slot"
-        );
-        self.iovs[i].iov_len = len;
-        self.hdrs[i].msg_hdr.msg_namelen = sockaddr::encode(dst, &mut self.names[i]);
-        self.queued += 1;
-        true
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,7 +305,7 @@ mod tests {
         for _ in 0..1000 {
             b.recv_batch(&mut rx).unwrap();
             for i in 0..rx.len() {
-                let d = rx.get(i);
+                let d = rx.datagram(i);
                 assert_eq!(d.src, Some(a.local_addr()));
                 assert_eq!(d.dst, Some(b_ip));
                 assert!(!d.truncated);
@@ -607,8 +351,8 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         assert_eq!(rx.len(), 1);
-        assert_eq!(rx.get(0).data, b"roce");
-        assert_eq!(rx.get(0).dst, Some(ip));
+        assert_eq!(rx.datagram(0).data, b"roce");
+        assert_eq!(rx.datagram(0).dst, Some(ip));
     }
 
     #[test]
@@ -625,8 +369,8 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        assert!(rx.get(0).truncated);
-        assert_eq!(rx.get(0).data.len(), 64);
+        assert!(rx.datagram(0).truncated);
+        assert_eq!(rx.datagram(0).data.len(), 64);
     }
 
     #[test]
