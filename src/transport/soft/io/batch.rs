@@ -11,6 +11,9 @@ use std::os::fd::RawFd;
 use super::slots::Slots;
 use super::sockaddr;
 
+/// `UDP_GRO` (include/uapi/linux/udp.h), not in every libc version.
+pub(crate) const UDP_GRO: libc::c_int = 104;
+
 /// Control-message space: room for IPV6_PKTINFO (or IP_PKTINFO) and a UDP_GRO size, 8-aligned.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
@@ -27,6 +30,9 @@ pub struct RxDatagram<'a> {
     pub dst: Option<IpAddr>,
     /// The datagram was longer than the slot and got cut (MSG_TRUNC): drop it as malformed.
     pub truncated: bool,
+    /// With UDP_GRO on: the kernel merged datagrams of this size into `data` (the last may be
+    /// shorter); split before use. `None`: `data` is one datagram.
+    pub gro_segment: Option<u16>,
 }
 
 /// One received link-layer frame (AF_PACKET), borrowed from an [`RxBatch`].
@@ -151,11 +157,13 @@ impl RxBatch {
     /// Datagram `i` of the last receive on a UDP socket.
     pub fn datagram(&self, i: usize) -> RxDatagram<'_> {
         let (data, truncated) = self.data(i);
+        let (dst, gro_segment) = self.udp_cmsgs(i);
         RxDatagram {
             data,
             src: sockaddr::decode(&self.names[i]),
-            dst: self.pktinfo_dst(i),
+            dst,
             truncated,
+            gro_segment,
         }
     }
 
@@ -174,31 +182,36 @@ impl RxBatch {
         }
     }
 
-    /// The destination address from the packet-info control message of datagram `i`.
-    fn pktinfo_dst(&self, i: usize) -> Option<IpAddr> {
+    /// The destination address (IP_PKTINFO / IPV6_PKTINFO) and the GRO segment size (UDP_GRO)
+    /// from the control messages of datagram `i`.
+    fn udp_cmsgs(&self, i: usize) -> (Option<IpAddr>, Option<u16>) {
         let msg = &self.hdrs[i].msg_hdr;
-        // SAFETY: msg_control/msg_controllen describe the control bytes the kernel wrote for packet i.
+        let (mut dst, mut gro) = (None, None);
+        // SAFETY: msg_control/msg_controllen describe the control bytes the kernel wrote for packet
+        // i; each payload is read unaligned with the type the kernel documents for it.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(msg);
             while !c.is_null() {
+                let data = libc::CMSG_DATA(c);
                 match ((*c).cmsg_level, (*c).cmsg_type) {
                     (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
-                        let pi =
-                            std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::in_pktinfo);
-                        return Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))));
+                        let pi = std::ptr::read_unaligned(data as *const libc::in_pktinfo);
+                        dst = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))));
                     }
                     (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
-                        let pi = std::ptr::read_unaligned(
-                            libc::CMSG_DATA(c) as *const libc::in6_pktinfo
-                        );
-                        return Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)));
+                        let pi = std::ptr::read_unaligned(data as *const libc::in6_pktinfo);
+                        dst = Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)));
+                    }
+                    (libc::SOL_UDP, UDP_GRO) => {
+                        let size = std::ptr::read_unaligned(data as *const libc::c_int);
+                        gro = u16::try_from(size).ok();
                     }
                     _ => {}
                 }
                 c = libc::CMSG_NXTHDR(msg, c);
             }
         }
-        None
+        (dst, gro)
     }
 }
 

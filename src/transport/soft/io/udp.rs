@@ -33,6 +33,12 @@ pub struct UdpConfig {
     pub slot_len: usize,
     /// Requested SO_RCVBUF and SO_SNDBUF.
     pub socket_buffer: usize,
+    /// Let the kernel merge received datagrams (UDP_GRO); slots must then hold 64 KiB and the
+    /// caller splits by [`super::batch::RxDatagram::gro_segment`].
+    pub gro: bool,
+    /// Send UDP checksum 0, as rxe does (the ICRC masks it, so any value is valid RoCE). The kernel
+    /// refuses UDP_SEGMENT sends (EINVAL) on a socket without checksums, so GSO needs this off.
+    pub zero_checksum: bool,
 }
 
 impl Default for UdpConfig {
@@ -42,6 +48,8 @@ impl Default for UdpConfig {
             batch: 64,
             slot_len: MAX_ROCE_UDP_PAYLOAD,
             socket_buffer: 8 << 20,
+            gro: false,
+            zero_checksum: true,
         }
     }
 }
@@ -107,7 +115,9 @@ impl UdpSocket {
                     libc::IP_PMTUDISC_DO,
                     "IP_MTU_DISCOVER",
                 )?;
-                setsockopt_int(s, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1, "SO_NO_CHECK")?;
+                if cfg.zero_checksum {
+                    setsockopt_int(s, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1, "SO_NO_CHECK")?;
+                }
                 setsockopt_int(s, libc::IPPROTO_IP, libc::IP_PKTINFO, 1, "IP_PKTINFO")?;
             }
             IpAddr::V6(_) => {
@@ -119,13 +129,15 @@ impl UdpSocket {
                     libc::IPV6_PMTUDISC_DO,
                     "IPV6_MTU_DISCOVER",
                 )?;
-                setsockopt_int(
-                    s,
-                    libc::IPPROTO_UDP,
-                    UDP_NO_CHECK6_TX,
-                    1,
-                    "UDP_NO_CHECK6_TX",
-                )?;
+                if cfg.zero_checksum {
+                    setsockopt_int(
+                        s,
+                        libc::IPPROTO_UDP,
+                        UDP_NO_CHECK6_TX,
+                        1,
+                        "UDP_NO_CHECK6_TX",
+                    )?;
+                }
                 setsockopt_int(
                     s,
                     libc::IPPROTO_UDP,
@@ -141,6 +153,9 @@ impl UdpSocket {
                     "IPV6_RECVPKTINFO",
                 )?;
             }
+        }
+        if cfg.gro {
+            setsockopt_int(s, libc::SOL_UDP, super::batch::UDP_GRO, 1, "UDP_GRO")?;
         }
         grow_buffer(s, true, cfg.socket_buffer)?;
         grow_buffer(s, false, cfg.socket_buffer)?;
