@@ -295,6 +295,66 @@ impl TxBatch {
         true
     }
 
+    /// The bytes of the most recently queued, unsent packet (for deliberate corruption).
+    pub fn last_mut(&mut self) -> Option<&mut [u8]> {
+        let i = self.queued.checked_sub(1).filter(|&i| i >= self.sent)?;
+        let iov = self.iovs[i];
+        // SAFETY: iov describes `iov_len` initialised bytes of one of our slots (after a swap, maybe
+        // not slot i), borrowed mutably through &mut self.
+        Some(unsafe { std::slice::from_raw_parts_mut(iov.iov_base as *mut u8, iov.iov_len) })
+    }
+
+    /// Removes the most recently queued, unsent packet (a deliberate loss). False if there is none.
+    pub fn drop_last(&mut self) -> bool {
+        if self.queued > self.sent {
+            self.queued -= 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Queues a second copy of the most recently queued packet, to the same address (a deliberate
+    /// duplicate). False when there is none or the batch is full.
+    pub fn duplicate_last(&mut self) -> bool {
+        if self.queued <= self.sent || self.is_full() {
+            return false;
+        }
+        let (src, dst) = (self.queued - 1, self.queued);
+        let len = self.iovs[src].iov_len;
+        let to = self.slots.slot_ptr(dst);
+        // SAFETY: swaps only permute slots among queued packets, so slot `dst` (not yet queued) is
+        // distinct from the one iovs[src] points at; both hold at least `len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(self.iovs[src].iov_base as *const u8, to, len) };
+        self.iovs[dst] = libc::iovec {
+            iov_base: to as *mut libc::c_void,
+            iov_len: len,
+        };
+        self.names[dst] = self.names[src];
+        self.hdrs[dst].msg_hdr.msg_namelen = self.hdrs[src].msg_hdr.msg_namelen;
+        self.queued += 1;
+        true
+    }
+
+    /// Swaps the two most recently queued, unsent packets (a deliberate reordering) without copying
+    /// packet bytes: the iovecs and addresses trade places. False when fewer than two are queued.
+    pub fn swap_last_two(&mut self) -> bool {
+        if self.queued < self.sent + 2 {
+            return false;
+        }
+        let (i, j) = (self.queued - 2, self.queued - 1);
+        // The headers keep pointing at iovs[i] and iovs[j]; swapping their contents swaps the data.
+        self.iovs.swap(i, j);
+        self.names.swap(i, j);
+        let (ni, nj) = (
+            self.hdrs[i].msg_hdr.msg_namelen,
+            self.hdrs[j].msg_hdr.msg_namelen,
+        );
+        self.hdrs[i].msg_hdr.msg_namelen = nj;
+        self.hdrs[j].msg_hdr.msg_namelen = ni;
+        true
+    }
+
     fn fill_next(&mut self, fill: impl FnOnce(&mut [u8]) -> usize) -> Option<usize> {
         if self.is_full() {
             return None;
