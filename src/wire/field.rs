@@ -105,3 +105,23 @@ macro_rules! header_view {
         }
     };
 }
+
+/// Reads the IPv6/GRH first word: (version, traffic class, flow label).
+#[inline]
+pub(crate) fn get_ver_tc_flow(b: &[u8]) -> (u8, u8, u32) {
+    let w = get_u32(b, 0);
+    ((w >> 28) as u8, (w >> 20) as u8, w & 0x000f_ffff)
+}
+
+/// Writes the IPv6/GRH first word (flow label truncated to 20 bits).
+#[inline]
+pub(crate) fn set_ver_tc_flow(b: &mut [u8], version: u8, tclass: u8, flow: u32) {
+    let w = (u32::from(version & 0xf) << 28) | (u32::from(tclass) << 20) | (flow & 0x000f_ffff);
+    set_u32(b, 0, w);
+}
+
+/// Converts a length the caller computed into a 16-bit length field; a longer packet is a caller bug.
+#[inline]
+pub(crate) fn len16(what: &'static str, len: usize) -> u16 {
+    u16::try_from(len).unwrap_or_else(|_| panic!("{what} of {len} bytes does not fit 16 bits"))
+}
