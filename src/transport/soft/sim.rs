@@ -126,6 +126,9 @@ struct InFlight {
     bytes: Vec<u8>,
 }
 
+/// Decides to drop a packet on purpose: gets the packet's 1-based index on the link and its bytes.
+pub type DropRule = Box<dyn FnMut(u64, &[u8]) -> bool>;
+
 /// A one-way link.
 pub struct Link {
     cfg: LinkConfig,
@@ -134,18 +137,34 @@ pub struct Link {
     seq: u64,
     /// What happened so far.
     pub stats: LinkStats,
+    /// Drops the packets it returns true for (before any random decision), for targeted tests.
+    pub drop_rule: Option<DropRule>,
+    /// When `Some`, every offered packet is copied here (before loss), for tests that inspect headers.
+    pub log: Option<Vec<Vec<u8>>>,
 }
 
 impl Link {
     /// A link with its own seed.
     pub fn new(cfg: LinkConfig, seed: u64) -> Link {
-        Link { cfg, rng: SimRng::new(seed), queue: BinaryHeap::new(), seq: 0, stats: LinkStats::default() }
+        Link {
+            cfg,
+            rng: SimRng::new(seed),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            stats: LinkStats::default(),
+            drop_rule: None,
+            log: None,
+        }
     }
 
     /// Offers a packet at `now`.
     pub fn send(&mut self, now: u64, packet: &[u8]) {
         self.stats.sent += 1;
-        if self.rng.chance(self.cfg.loss) {
+        if let Some(log) = &mut self.log {
+            log.push(packet.to_vec());
+        }
+        let index = self.stats.sent;
+        if self.drop_rule.as_mut().is_some_and(|rule| rule(index, packet)) || self.rng.chance(self.cfg.loss) {
             self.stats.lost += 1;
             return;
         }

@@ -110,7 +110,7 @@ impl Requester {
                 if let Some(e) = self.acknowledge_before(now, psn, ctx) {
                     return Some(e);
                 }
-                let Some(w) = self.sq.front() else { return None };
+                let w = self.sq.front()?;
                 if w.first_psn != psn || !w.started || !matches!(w.wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. }) {
                     ctx.counters.drops.stale_response += 1;
                     return None;
