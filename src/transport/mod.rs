@@ -296,7 +296,11 @@ pub trait Endpoint {
     /// write_lat polls the last byte of the message with this.
     fn peek(&self, qp: usize, offset: usize) -> u8 {
         let buf = self.buffer(qp);
-        assert!(offset < buf.len(), "peek offset {offset} beyond buffer of {}", buf.len());
+        assert!(
+            offset < buf.len(),
+            "peek offset {offset} beyond buffer of {}",
+            buf.len()
+        );
         // SAFETY: in bounds (checked above); volatile because hardware may write the buffer behind our back.
         unsafe { std::ptr::read_volatile(buf.as_ptr().add(offset)) }
     }

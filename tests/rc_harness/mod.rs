@@ -4,7 +4,8 @@
 use roceperf::transport::soft::rc::{MemoryTable, MrKeys, Qp, QpConfig};
 use roceperf::transport::soft::sim::{LinkConfig, SimPair};
 use roceperf::transport::{
-    Access, Completion, CompletionOp, CompletionStatus, RecvRequest, RemoteAddr, SendOp, SendRequest,
+    Access, Completion, CompletionOp, CompletionStatus, RecvRequest, RemoteAddr, SendOp,
+    SendRequest,
 };
 use roceperf::wire::{IbRepr, Opcode};
 
@@ -47,7 +48,11 @@ impl Setup {
     pub fn build(&self) -> (SimPair, MrKeys, MrKeys) {
         let (qa, ka) = self.qp(QPN_A, QPN_B, self.psn_a, self.psn_b, 0xa);
         let (qb, kb) = self.qp(QPN_B, QPN_A, self.psn_b, self.psn_a, 0xb);
-        (SimPair::new(qa, qb, self.ab.clone(), self.ba.clone(), self.seed), ka, kb)
+        (
+            SimPair::new(qa, qb, self.ab.clone(), self.ba.clone(), self.seed),
+            ka,
+            kb,
+        )
     }
 
     fn qp(&self, qpn: u32, peer: u32, send_psn: u32, recv_psn: u32, salt: u32) -> (Qp, MrKeys) {
@@ -61,8 +66,22 @@ impl Setup {
 }
 
 /// A signaled work request.
-pub fn wr(wr_id: u64, op: SendOp, offset: u64, len: u32, remote: Option<RemoteAddr>) -> SendRequest {
-    SendRequest { wr_id, op, offset, len, remote, signaled: true, inline: false }
+pub fn wr(
+    wr_id: u64,
+    op: SendOp,
+    offset: u64,
+    len: u32,
+    remote: Option<RemoteAddr>,
+) -> SendRequest {
+    SendRequest {
+        wr_id,
+        op,
+        offset,
+        len,
+        remote,
+        signaled: true,
+        inline: false,
+    }
 }
 
 /// A receive.
@@ -72,7 +91,10 @@ pub fn recv(wr_id: u64, offset: u64, len: u32) -> RecvRequest {
 
 /// A remote address in the peer's buffer.
 pub fn at(keys: &MrKeys, offset: u64) -> Option<RemoteAddr> {
-    Some(RemoteAddr { addr: keys.va + offset, rkey: keys.rkey })
+    Some(RemoteAddr {
+        addr: keys.va + offset,
+        rkey: keys.rkey,
+    })
 }
 
 /// Deterministic test bytes.
@@ -91,7 +113,8 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 /// Fills `len` bytes at `offset` of a QP's buffer with `pattern(seed)`.
 pub fn fill(qp: &mut Qp, offset: usize, len: usize, seed: u64) {
     let lkey = qp.config().local_lkey;
-    qp.memory_mut().region_bytes_mut(lkey).unwrap()[offset..offset + len].copy_from_slice(&pattern(seed, len));
+    qp.memory_mut().region_bytes_mut(lkey).unwrap()[offset..offset + len]
+        .copy_from_slice(&pattern(seed, len));
 }
 
 /// `len` bytes at `offset` of a QP's buffer.
@@ -102,7 +125,9 @@ pub fn bytes(qp: &Qp, offset: usize, len: usize) -> Vec<u8> {
 
 /// Runs until `a` has `na` completions and `b` has `nb`, or panics naming what is missing.
 pub fn run_to(p: &mut SimPair, na: usize, nb: usize) {
-    let ok = p.run_until(600_000_000_000, |p| p.a_done.len() >= na && p.b_done.len() >= nb);
+    let ok = p.run_until(600_000_000_000, |p| {
+        p.a_done.len() >= na && p.b_done.len() >= nb
+    });
     assert!(
         ok,
         "stuck at t={}ns: A has {}/{na} completions {:?}, B has {}/{nb} {:?}; A {:?} B {:?}",

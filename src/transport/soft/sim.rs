@@ -131,7 +131,8 @@ pub type DropRule = Box<dyn FnMut(u64, &[u8]) -> bool>;
 
 /// A one-way link.
 pub struct Link {
-    cfg: LinkConfig,
+    /// How it misbehaves; may be changed between packets (e.g. to heal a dead link).
+    pub cfg: LinkConfig,
     rng: SimRng,
     queue: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
@@ -164,7 +165,12 @@ impl Link {
             log.push(packet.to_vec());
         }
         let index = self.stats.sent;
-        if self.drop_rule.as_mut().is_some_and(|rule| rule(index, packet)) || self.rng.chance(self.cfg.loss) {
+        if self
+            .drop_rule
+            .as_mut()
+            .is_some_and(|rule| rule(index, packet))
+            || self.rng.chance(self.cfg.loss)
+        {
             self.stats.lost += 1;
             return;
         }
@@ -188,7 +194,12 @@ impl Link {
                 at += self.cfg.reorder_delay_ns;
             }
             self.seq += 1;
-            self.queue.push(Reverse(InFlight { at, seq: self.seq, crc, bytes }));
+            self.queue.push(Reverse(InFlight {
+                at,
+                seq: self.seq,
+                crc,
+                bytes,
+            }));
         }
     }
 
@@ -301,10 +312,15 @@ impl SimPair {
 
     /// The time of the next arrival or timer, if any.
     pub fn next_event(&self) -> Option<u64> {
-        [self.ab.next_arrival(), self.ba.next_arrival(), self.a.poll_timeout(), self.b.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.ab.next_arrival(),
+            self.ba.next_arrival(),
+            self.a.poll_timeout(),
+            self.b.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Pumps and advances time until `done` holds (true) or nothing is left to happen or the
@@ -345,7 +361,10 @@ mod tests {
         let mut b = SimRng::new(42);
         assert_eq!(a.next_u64(), b.next_u64());
         let hits = (0..100_000).filter(|_| a.chance(0.05)).count();
-        assert!((4_000..6_000).contains(&hits), "5% of 100k draws gave {hits}");
+        assert!(
+            (4_000..6_000).contains(&hits),
+            "5% of 100k draws gave {hits}"
+        );
     }
 
     #[test]
@@ -362,7 +381,10 @@ mod tests {
 
     #[test]
     fn lossy_link_loses_duplicates_reorders_and_catches_corruption() {
-        let cfg = LinkConfig { corrupt: 0.1, ..LinkConfig::lossy(0.1) };
+        let cfg = LinkConfig {
+            corrupt: 0.1,
+            ..LinkConfig::lossy(0.1)
+        };
         let mut l = Link::new(cfg, 7);
         for i in 0..10_000u32 {
             l.send(u64::from(i) * 100, &i.to_be_bytes());
@@ -373,16 +395,32 @@ mod tests {
         }
         let s = l.stats;
         assert!(s.lost > 800 && s.lost < 1200, "{s:?}");
-        assert!(s.duplicated > 0 && s.reordered > 0 && s.corrupted > 0, "{s:?}");
-        assert_eq!(s.corrupt_dropped, s.corrupted, "every flipped bit is caught: {s:?}");
+        assert!(
+            s.duplicated > 0 && s.reordered > 0 && s.corrupted > 0,
+            "{s:?}"
+        );
+        assert_eq!(
+            s.corrupt_dropped, s.corrupted,
+            "every flipped bit is caught: {s:?}"
+        );
         assert_eq!(got.len() as u64, s.delivered);
-        assert!(got.windows(2).any(|w| w[0] > w[1]), "some packets arrive out of order");
-        assert!(got.windows(2).any(|w| w[0] == w[1]), "some packets arrive twice");
+        assert!(
+            got.windows(2).any(|w| w[0] > w[1]),
+            "some packets arrive out of order"
+        );
+        assert!(
+            got.windows(2).any(|w| w[0] == w[1]),
+            "some packets arrive twice"
+        );
     }
 
     #[test]
     fn corrupted_packets_reach_the_receiver_when_not_checked() {
-        let cfg = LinkConfig { corrupt: 1.0, drop_corrupted: false, ..LinkConfig::perfect() };
+        let cfg = LinkConfig {
+            corrupt: 1.0,
+            drop_corrupted: false,
+            ..LinkConfig::perfect()
+        };
         let mut l = Link::new(cfg, 3);
         l.send(0, &[0u8; 16]);
         let p = l.recv(u64::MAX).unwrap();

@@ -111,7 +111,10 @@ impl Requester {
                     return Some(e);
                 }
                 let w = self.sq.front()?;
-                if w.first_psn != psn || !w.started || !matches!(w.wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. }) {
+                if w.first_psn != psn
+                    || !w.started
+                    || !matches!(w.wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. })
+                {
                     ctx.counters.drops.stale_response += 1;
                     return None;
                 }
@@ -139,7 +142,10 @@ impl Requester {
         payload: &[u8],
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
-        if repr.aeth.is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. })) {
+        if repr
+            .aeth
+            .is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. }))
+        {
             ctx.counters.drops.bad_response += 1;
             return None;
         }

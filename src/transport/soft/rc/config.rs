@@ -44,7 +44,13 @@ pub struct QpConfig {
 impl QpConfig {
     /// rxe/perftest defaults for a QP pair: PMTU 1024, timeout 14 (≈67 ms), retry 7 (finite here),
     /// rnr_retry 7, min_rnr_timer 12, 16 outstanding READs, 128-PSN window, AckReq every 64.
-    pub fn new(qpn: u32, remote_qpn: u32, send_psn: u32, recv_psn: u32, local_lkey: u32) -> QpConfig {
+    pub fn new(
+        qpn: u32,
+        remote_qpn: u32,
+        send_psn: u32,
+        recv_psn: u32,
+        local_lkey: u32,
+    ) -> QpConfig {
         QpConfig {
             qpn,
             remote_qpn,
@@ -78,17 +84,24 @@ impl QpConfig {
         if self.remote_qpn == 0 || self.remote_qpn > 0x00ff_ffff {
             return Err(ConfigError::Qpn(self.remote_qpn));
         }
-        if self.retry_cnt > 7 || self.rnr_retry > 7 || self.timeout > 31 || self.min_rnr_timer > 31 {
-            return Err(ConfigError::Field("retry_cnt, rnr_retry (0..=7), timeout or min_rnr_timer (0..=31)"));
+        if self.retry_cnt > 7 || self.rnr_retry > 7 || self.timeout > 31 || self.min_rnr_timer > 31
+        {
+            return Err(ConfigError::Field(
+                "retry_cnt, rnr_retry (0..=7), timeout or min_rnr_timer (0..=31)",
+            ));
         }
         if self.sq_depth == 0 || self.rq_depth == 0 {
-            return Err(ConfigError::Field("sq_depth and rq_depth must be at least 1"));
+            return Err(ConfigError::Field(
+                "sq_depth and rq_depth must be at least 1",
+            ));
         }
         if self.max_unacked_psns == 0 || self.max_unacked_psns >= 1 << 22 {
             return Err(ConfigError::Field("max_unacked_psns must be in 1..2^22"));
         }
         if self.max_rd_atomic > 1 << 16 || self.max_dest_rd_atomic > 1 << 16 {
-            return Err(ConfigError::Field("max_rd_atomic and max_dest_rd_atomic must be at most 65536"));
+            return Err(ConfigError::Field(
+                "max_rd_atomic and max_dest_rd_atomic must be at most 65536",
+            ));
         }
         Ok(())
     }

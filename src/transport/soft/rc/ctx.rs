@@ -23,6 +23,9 @@ impl Ctx<'_> {
     /// Queues a completion. Room was reserved when the work request was posted.
     pub fn complete(&mut self, c: Completion) {
         let pushed = self.cq.push_back(c);
-        debug_assert!(pushed.is_ok(), "completion queue overflow: posting must reserve room");
+        debug_assert!(
+            pushed.is_ok(),
+            "completion queue overflow: posting must reserve room"
+        );
     }
 }

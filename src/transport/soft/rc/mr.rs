@@ -111,14 +111,22 @@ pub struct MemoryTable {
 impl MemoryTable {
     /// An empty table. `key_salt` varies the low key byte so keys from another table rarely match.
     pub fn new(key_salt: u32) -> MemoryTable {
-        MemoryTable { buffers: Vec::new(), regions: Vec::new(), next_va: VA_BASE, key_salt }
+        MemoryTable {
+            buffers: Vec::new(),
+            regions: Vec::new(),
+            next_va: VA_BASE,
+            key_salt,
+        }
     }
 
     /// Adds a zeroed buffer of `len` bytes and returns its id.
     pub fn add_buffer(&mut self, len: usize) -> BufferId {
         let va = self.next_va;
         self.next_va = (va + len as u64 + VA_GAP + 4095) & !4095;
-        self.buffers.push(Buffer { bytes: vec![0u8; len].into_boxed_slice(), va });
+        self.buffers.push(Buffer {
+            bytes: vec![0u8; len].into_boxed_slice(),
+            va,
+        });
         BufferId(self.buffers.len() - 1)
     }
 
@@ -130,8 +138,14 @@ impl MemoryTable {
         len: usize,
         access: Access,
     ) -> Result<MrKeys, MrError> {
-        let buf = self.buffers.get(buffer.0).ok_or(MrError::NoBuffer(buffer.0))?;
-        if offset.checked_add(len).is_none_or(|end| end > buf.bytes.len()) {
+        let buf = self
+            .buffers
+            .get(buffer.0)
+            .ok_or(MrError::NoBuffer(buffer.0))?;
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > buf.bytes.len())
+        {
             return Err(MrError::OutOfBuffer {
                 buffer: buffer.0,
                 offset,
@@ -144,17 +158,33 @@ impl MemoryTable {
             return Err(MrError::TooMany);
         }
         // rxe's layout: index in the upper 24 bits, a varying byte below, and lkey == rkey.
-        let tag = (self.key_salt.wrapping_mul(0x9e37_79b9).wrapping_add(index.wrapping_mul(0x45)) >> 24) & 0xff;
+        let tag = (self
+            .key_salt
+            .wrapping_mul(0x9e37_79b9)
+            .wrapping_add(index.wrapping_mul(0x45))
+            >> 24)
+            & 0xff;
         let key = ((index + 1) << 8) | tag;
-        let keys = MrKeys { lkey: key, rkey: key, va: buf.va + offset as u64, len: len as u64 };
-        self.regions.push(MemoryRegion { buffer, offset, keys, access });
+        let keys = MrKeys {
+            lkey: key,
+            rkey: key,
+            va: buf.va + offset as u64,
+            len: len as u64,
+        };
+        self.regions.push(MemoryRegion {
+            buffer,
+            offset,
+            keys,
+            access,
+        });
         Ok(keys)
     }
 
     /// Adds a buffer and registers all of it: the common case of one buffer per QP.
     pub fn add_registered(&mut self, len: usize, access: Access) -> MrKeys {
         let b = self.add_buffer(len);
-        self.register(b, 0, len, access).expect("a fresh buffer holds its own full range")
+        self.register(b, 0, len, access)
+            .expect("a fresh buffer holds its own full range")
     }
 
     /// The region a key (lkey or rkey) names.
@@ -186,22 +216,46 @@ impl MemoryTable {
     }
 
     /// Checks a peer's access of `len` bytes at `va` under `rkey` needing `need`.
-    pub fn resolve_remote(&self, rkey: u32, va: u64, len: u64, need: Access) -> Result<Span, AccessViolation> {
+    pub fn resolve_remote(
+        &self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<Span, AccessViolation> {
         let r = self.region(rkey).ok_or(AccessViolation::UnknownKey(rkey))?;
-        let start = va.checked_sub(r.keys.va).ok_or(AccessViolation::OutOfBounds { va, len })?;
+        let start = va
+            .checked_sub(r.keys.va)
+            .ok_or(AccessViolation::OutOfBounds { va, len })?;
         if start.checked_add(len).is_none_or(|end| end > r.keys.len) {
             return Err(AccessViolation::OutOfBounds { va, len });
         }
         if !r.access.contains(need) {
             return Err(AccessViolation::AccessDenied(need));
         }
-        Ok(Span { buffer: r.buffer.0, offset: r.offset + start as usize, len: len as usize })
+        Ok(Span {
+            buffer: r.buffer.0,
+            offset: r.offset + start as usize,
+            len: len as usize,
+        })
     }
 
     /// Checks a local access of `len` bytes at `offset` into the region `lkey`, needing `need`.
-    pub fn resolve_local(&self, lkey: u32, offset: u64, len: u64, need: Access) -> Result<Span, AccessViolation> {
-        let va = self.region(lkey).ok_or(AccessViolation::UnknownKey(lkey))?.keys.va;
-        let va = va.checked_add(offset).ok_or(AccessViolation::OutOfBounds { va, len })?;
+    pub fn resolve_local(
+        &self,
+        lkey: u32,
+        offset: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<Span, AccessViolation> {
+        let va = self
+            .region(lkey)
+            .ok_or(AccessViolation::UnknownKey(lkey))?
+            .keys
+            .va;
+        let va = va
+            .checked_add(offset)
+            .ok_or(AccessViolation::OutOfBounds { va, len })?;
         self.resolve_remote(lkey, va, len, need)
     }
 
@@ -223,16 +277,32 @@ mod tests {
     fn table() -> (MemoryTable, BufferId, MrKeys) {
         let mut t = MemoryTable::new(7);
         let b = t.add_buffer(1024);
-        let k = t.register(b, 100, 200, Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+        let k = t
+            .register(b, 100, 200, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
         (t, b, k)
     }
 
     #[test]
     fn remote_access_is_checked_for_key_bounds_and_rights() {
         let (t, _, k) = table();
-        let s = t.resolve_remote(k.rkey, k.va + 10, 20, Access::REMOTE_WRITE).unwrap();
-        assert_eq!(s, Span { buffer: 0, offset: 110, len: 20 });
-        assert_eq!(t.resolve_remote(k.rkey, k.va, 200, Access::REMOTE_WRITE).unwrap().len, 200);
+        let s = t
+            .resolve_remote(k.rkey, k.va + 10, 20, Access::REMOTE_WRITE)
+            .unwrap();
+        assert_eq!(
+            s,
+            Span {
+                buffer: 0,
+                offset: 110,
+                len: 20
+            }
+        );
+        assert_eq!(
+            t.resolve_remote(k.rkey, k.va, 200, Access::REMOTE_WRITE)
+                .unwrap()
+                .len,
+            200
+        );
         assert_eq!(
             t.resolve_remote(k.rkey ^ 0x100, k.va, 1, Access::REMOTE_WRITE),
             Err(AccessViolation::UnknownKey(k.rkey ^ 0x100))
@@ -268,9 +338,18 @@ mod tests {
     #[test]
     fn registration_must_fit_the_buffer() {
         let (mut t, b, _) = table();
-        assert!(matches!(t.register(b, 1000, 25, Access::LOCAL_WRITE), Err(MrError::OutOfBuffer { .. })));
-        assert!(matches!(t.register(b, usize::MAX, 2, Access::LOCAL_WRITE), Err(MrError::OutOfBuffer { .. })));
-        assert!(matches!(t.register(BufferId(9), 0, 1, Access::LOCAL_WRITE), Err(MrError::NoBuffer(9))));
+        assert!(matches!(
+            t.register(b, 1000, 25, Access::LOCAL_WRITE),
+            Err(MrError::OutOfBuffer { .. })
+        ));
+        assert!(matches!(
+            t.register(b, usize::MAX, 2, Access::LOCAL_WRITE),
+            Err(MrError::OutOfBuffer { .. })
+        ));
+        assert!(matches!(
+            t.register(BufferId(9), 0, 1, Access::LOCAL_WRITE),
+            Err(MrError::NoBuffer(9))
+        ));
     }
 
     #[test]
@@ -279,7 +358,10 @@ mod tests {
         let a = t.add_registered(5000, Access::REMOTE_WRITE);
         let b = t.add_registered(10, Access::REMOTE_WRITE);
         assert!(b.va >= a.va + a.len + VA_GAP);
-        assert!(t.resolve_remote(a.rkey, b.va, 1, Access::REMOTE_WRITE).is_err());
+        assert!(
+            t.resolve_remote(a.rkey, b.va, 1, Access::REMOTE_WRITE)
+                .is_err()
+        );
     }
 
     #[test]
@@ -287,6 +369,9 @@ mod tests {
         let (t, _, k) = table();
         let s = t.resolve_local(k.lkey, 5, 10, Access::LOCAL_WRITE).unwrap();
         assert_eq!(s.offset, 105);
-        assert!(t.resolve_local(k.lkey, 195, 10, Access::LOCAL_WRITE).is_err());
+        assert!(
+            t.resolve_local(k.lkey, 195, 10, Access::LOCAL_WRITE)
+                .is_err()
+        );
     }
 }

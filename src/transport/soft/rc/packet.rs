@@ -137,12 +137,18 @@ pub fn classify(op: Opcode) -> Option<Kind> {
         Opcode::RC_SEND_ONLY | Opcode::RC_SEND_ONLY_WITH_IMMEDIATE => Q(Request::Send(Seg::Only)),
         Opcode::RC_RDMA_WRITE_FIRST => Q(Request::Write(Seg::First)),
         Opcode::RC_RDMA_WRITE_MIDDLE => Q(Request::Write(Seg::Middle)),
-        Opcode::RC_RDMA_WRITE_LAST | Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE => Q(Request::Write(Seg::Last)),
-        Opcode::RC_RDMA_WRITE_ONLY | Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE => Q(Request::Write(Seg::Only)),
+        Opcode::RC_RDMA_WRITE_LAST | Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE => {
+            Q(Request::Write(Seg::Last))
+        }
+        Opcode::RC_RDMA_WRITE_ONLY | Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE => {
+            Q(Request::Write(Seg::Only))
+        }
         Opcode::RC_RDMA_READ_REQUEST => Q(Request::Read),
         Opcode::RC_COMPARE_SWAP => Q(Request::CompareSwap),
         Opcode::RC_FETCH_ADD => Q(Request::FetchAdd),
-        Opcode::RC_SEND_LAST_WITH_INVALIDATE | Opcode::RC_SEND_ONLY_WITH_INVALIDATE => Q(Request::Unsupported),
+        Opcode::RC_SEND_LAST_WITH_INVALIDATE | Opcode::RC_SEND_ONLY_WITH_INVALIDATE => {
+            Q(Request::Unsupported)
+        }
         Opcode(0x1c) | Opcode(0x1d) => Q(Request::Unsupported),
         Opcode::RC_RDMA_READ_RESPONSE_FIRST => R(Response::ReadResponse(Seg::First)),
         Opcode::RC_RDMA_READ_RESPONSE_MIDDLE => R(Response::ReadResponse(Seg::Middle)),
@@ -192,7 +198,11 @@ pub fn emit(buf: &mut [u8], repr: &IbRepr, payload: &[u8]) -> usize {
     let hl = repr.header_len();
     let pad = crate::wire::pad_len(payload.len());
     let total = hl + payload.len() + pad;
-    assert!(buf.len() >= total, "transmit buffer of {} bytes is shorter than the {total}-byte packet", buf.len());
+    assert!(
+        buf.len() >= total,
+        "transmit buffer of {} bytes is shorter than the {total}-byte packet",
+        buf.len()
+    );
     repr.emit(&mut buf[..hl]);
     buf[hl..hl + payload.len()].copy_from_slice(payload);
     buf[hl + payload.len()..total].fill(0);

@@ -5,7 +5,9 @@
 //! completions, and asks when to call back. Nothing inside reads a clock, a socket or allocates
 //! per packet: every queue is a ring sized at creation.
 
-use crate::transport::{Access, Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest};
+use crate::transport::{
+    Access, Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
+};
 use crate::wire::IbRepr;
 
 use super::config::{ConfigError, QpConfig};
@@ -50,7 +52,12 @@ impl Qp {
         Ok(Qp {
             cq: Ring::with_capacity(cfg.sq_depth + cfg.rq_depth),
             counters: Counters::default(),
-            req: Requester::new(Psn::new(cfg.send_psn), cfg.sq_depth, cfg.retry_cnt, cfg.rnr_retry),
+            req: Requester::new(
+                Psn::new(cfg.send_psn),
+                cfg.sq_depth,
+                cfg.retry_cnt,
+                cfg.rnr_retry,
+            ),
             resp: Responder::new(Psn::new(cfg.recv_psn), cfg.rq_depth, cfg.max_dest_rd_atomic),
             state: QpState::Ready,
             responder_turn: false,
@@ -134,7 +141,12 @@ impl Qp {
         }
         let local = self
             .mem
-            .resolve_local(self.cfg.local_lkey, wr.offset, wr.len.into(), requester::local_access(wr.op))
+            .resolve_local(
+                self.cfg.local_lkey,
+                wr.offset,
+                wr.len.into(),
+                requester::local_access(wr.op),
+            )
             .map_err(|e| {
                 Error::InvalidRequest(format!(
                     "work request {}: local range {}+{} refused: {e}",
@@ -158,7 +170,12 @@ impl Qp {
         }
         let span = self
             .mem
-            .resolve_local(self.cfg.local_lkey, wr.offset, wr.len.into(), Access::LOCAL_WRITE)
+            .resolve_local(
+                self.cfg.local_lkey,
+                wr.offset,
+                wr.len.into(),
+                Access::LOCAL_WRITE,
+            )
             .map_err(|e| {
                 Error::InvalidRequest(format!(
                     "receive {}: local range {}+{} refused: {e}; the buffer needs LOCAL_WRITE",
@@ -167,7 +184,11 @@ impl Qp {
             })?;
         if let QpState::Error(_) = self.state {
             self.cq
-                .push_back(flushed(wr.wr_id, crate::transport::CompletionOp::Recv, self.cfg.cq_tag))
+                .push_back(flushed(
+                    wr.wr_id,
+                    crate::transport::CompletionOp::Recv,
+                    self.cfg.cq_tag,
+                ))
                 .map_err(|_| Error::QueueFull)?;
             return Ok(());
         }
@@ -204,7 +225,12 @@ impl Qp {
             self.counters.drops.qp_error += 1;
             return;
         }
-        let mut ctx = Ctx { cfg: &self.cfg, mem: &mut self.mem, cq: &mut self.cq, counters: &mut self.counters };
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            mem: &mut self.mem,
+            cq: &mut self.cq,
+            counters: &mut self.counters,
+        };
         match kind {
             Kind::Request(r) => {
                 if self.resp.handle_request(r, repr, payload, &mut ctx) {
@@ -222,14 +248,23 @@ impl Qp {
     /// Writes the next packet to send into `buf` (at least `max_packet_len()` bytes) and returns its
     /// length, or `None` when nothing is ready. Call until `None` after every other call.
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<usize> {
-        let mut ctx = Ctx { cfg: &self.cfg, mem: &mut self.mem, cq: &mut self.cq, counters: &mut self.counters };
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            mem: &mut self.mem,
+            cq: &mut self.cq,
+            counters: &mut self.counters,
+        };
         let n = if let QpState::Error(_) = self.state {
             // Only a queued fatal NAK still goes out.
             self.resp.poll_transmit(buf, &mut ctx)
         } else if self.responder_turn {
-            self.resp.poll_transmit(buf, &mut ctx).or_else(|| self.req.poll_transmit(now, buf, &mut ctx))
+            self.resp
+                .poll_transmit(buf, &mut ctx)
+                .or_else(|| self.req.poll_transmit(now, buf, &mut ctx))
         } else {
-            self.req.poll_transmit(now, buf, &mut ctx).or_else(|| self.resp.poll_transmit(buf, &mut ctx))
+            self.req
+                .poll_transmit(now, buf, &mut ctx)
+                .or_else(|| self.resp.poll_transmit(buf, &mut ctx))
         }?;
         self.responder_turn = !self.responder_turn;
         self.counters.tx_packets += 1;
@@ -262,8 +297,12 @@ impl Qp {
             self.req.retx_deadline = None;
             if self.req.outstanding() {
                 self.counters.timeouts += 1;
-                let mut ctx =
-                    Ctx { cfg: &self.cfg, mem: &mut self.mem, cq: &mut self.cq, counters: &mut self.counters };
+                let mut ctx = Ctx {
+                    cfg: &self.cfg,
+                    mem: &mut self.mem,
+                    cq: &mut self.cq,
+                    counters: &mut self.counters,
+                };
                 if let Some(status) = self.req.retry(RetryCause::Timeout, &mut ctx) {
                     self.enter_error(status, false);
                 }
@@ -273,7 +312,12 @@ impl Qp {
 
     /// Moves to ERROR: the oldest send fails with `status`, everything else is flushed.
     fn enter_error(&mut self, status: CompletionStatus, keep_answers: bool) {
-        let mut ctx = Ctx { cfg: &self.cfg, mem: &mut self.mem, cq: &mut self.cq, counters: &mut self.counters };
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            mem: &mut self.mem,
+            cq: &mut self.cq,
+            counters: &mut self.counters,
+        };
         self.req.fail_all(status, &mut ctx);
         self.resp.fail_all(keep_answers, &mut ctx);
         self.state = QpState::Error(status);
@@ -292,5 +336,12 @@ fn requester_op(op: SendOp) -> crate::transport::CompletionOp {
 }
 
 fn flushed(wr_id: u64, op: crate::transport::CompletionOp, qp: u32) -> Completion {
-    Completion { wr_id, qp, status: CompletionStatus::WrFlushError, op, byte_len: 0, imm: None }
+    Completion {
+        wr_id,
+        qp,
+        status: CompletionStatus::WrFlushError,
+        op,
+        byte_len: 0,
+        imm: None,
+    }
 }

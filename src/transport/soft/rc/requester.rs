@@ -30,7 +30,10 @@ pub struct Wqe {
 impl Wqe {
     /// READ and atomics are answered with data; they wait for responses, not ACKs.
     pub fn is_read_or_atomic(&self) -> bool {
-        matches!(self.wr.op, SendOp::Read | SendOp::FetchAdd(_) | SendOp::CompareSwap { .. })
+        matches!(
+            self.wr.op,
+            SendOp::Read | SendOp::FetchAdd(_) | SendOp::CompareSwap { .. }
+        )
     }
 
     /// PSN of its last packet.
@@ -120,7 +123,14 @@ impl Requester {
             SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => 1,
             _ => packet::packets_for(u64::from(wr.len), pmtu),
         };
-        let wqe = Wqe { wr, local, first_psn: self.next_psn, npkts, received: 0, started: false };
+        let wqe = Wqe {
+            wr,
+            local,
+            first_psn: self.next_psn,
+            npkts,
+            received: 0,
+            started: false,
+        };
         self.next_psn = self.next_psn.add(npkts);
         let pushed = self.sq.push_back(wqe);
         debug_assert!(pushed.is_ok(), "post_send checks room first");
@@ -198,7 +208,9 @@ impl Requester {
         let dest = ctx.cfg.remote_qpn;
         let psn = self.req_psn;
         let k = self.cursor_pkt;
-        let remote = w.wr.remote.unwrap_or(crate::transport::RemoteAddr { addr: 0, rkey: 0 });
+        let remote =
+            w.wr.remote
+                .unwrap_or(crate::transport::RemoteAddr { addr: 0, rkey: 0 });
         let (len, consumed, payload_bytes, asked) = match w.wr.op {
             SendOp::Read => {
                 // A (re)issued READ asks for everything from packet k on, in one request.
@@ -213,12 +225,22 @@ impl Requester {
             }
             SendOp::FetchAdd(add) => {
                 let mut r = packet::repr(Opcode::RC_FETCH_ADD, dest, psn, true, 0);
-                r.atomic_eth = Some(AtomicEthRepr { va: remote.addr, rkey: remote.rkey, swap_add: add, compare: 0 });
+                r.atomic_eth = Some(AtomicEthRepr {
+                    va: remote.addr,
+                    rkey: remote.rkey,
+                    swap_add: add,
+                    compare: 0,
+                });
                 (packet::emit(buf, &r, &[]), 1, 0, true)
             }
             SendOp::CompareSwap { compare, swap } => {
                 let mut r = packet::repr(Opcode::RC_COMPARE_SWAP, dest, psn, true, 0);
-                r.atomic_eth = Some(AtomicEthRepr { va: remote.addr, rkey: remote.rkey, swap_add: swap, compare });
+                r.atomic_eth = Some(AtomicEthRepr {
+                    va: remote.addr,
+                    rkey: remote.rkey,
+                    swap_add: swap,
+                    compare,
+                });
                 (packet::emit(buf, &r, &[]), 1, 0, true)
             }
             SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write | SendOp::WriteWithImm(_) => {
@@ -238,7 +260,11 @@ impl Requester {
                     r.imm = imm;
                 }
                 if seg.starts() && matches!(w.wr.op, SendOp::Write | SendOp::WriteWithImm(_)) {
-                    r.reth = Some(RethRepr { va: remote.addr, rkey: remote.rkey, dma_len: w.wr.len });
+                    r.reth = Some(RethRepr {
+                        va: remote.addr,
+                        rkey: remote.rkey,
+                        dma_len: w.wr.len,
+                    });
                 }
                 let src = &ctx.mem.span(w.local)[start..start + n];
                 (packet::emit(buf, &r, src), 1, n, ack_req)
@@ -263,7 +289,8 @@ impl Requester {
             self.sent_high = next;
         }
         if self.retx_deadline.is_none() {
-            self.retx_deadline = timer::ack_timeout_ns(ctx.cfg.timeout).map(|t| now.saturating_add(t));
+            self.retx_deadline =
+                timer::ack_timeout_ns(ctx.cfg.timeout).map(|t| now.saturating_add(t));
         }
         ctx.counters.tx_payload_bytes += payload_bytes as u64;
         Some(len)
@@ -282,7 +309,11 @@ impl Requester {
                 qp: ctx.cfg.cq_tag,
                 status,
                 op: w.completion_op(),
-                byte_len: if status == CompletionStatus::Success { w.wr.len } else { 0 },
+                byte_len: if status == CompletionStatus::Success {
+                    w.wr.len
+                } else {
+                    0
+                },
                 imm: None,
             });
         }

@@ -30,23 +30,55 @@ pub struct RecvWqe {
 #[derive(Clone, Copy, Debug)]
 enum InMsg {
     Idle,
-    Send { recv: RecvWqe, written: usize },
-    Write { span: Option<Span>, len: usize, written: usize },
+    Send {
+        recv: RecvWqe,
+        written: usize,
+    },
+    Write {
+        span: Option<Span>,
+        len: usize,
+        written: usize,
+    },
 }
 
 /// What a responder remembers about an executed READ or atomic, to replay it for a duplicate.
 #[derive(Clone, Copy, Debug)]
 enum Resource {
-    Read { first: Psn, npkts: u32, rkey: u32, va: u64, len: u32, span: Option<Span> },
-    Atomic { psn: Psn, orig: u64 },
+    Read {
+        first: Psn,
+        npkts: u32,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        span: Option<Span>,
+    },
+    Atomic {
+        psn: Psn,
+        orig: u64,
+    },
 }
 
 /// One answer waiting to be transmitted.
 #[derive(Clone, Copy, Debug)]
 enum Job {
-    Ack { psn: Psn, syndrome: u8, msn: u32 },
-    AtomicAck { psn: Psn, orig: u64, msn: u32 },
-    Read { first: Psn, next: u32, npkts: u32, len: u32, span: Option<Span>, msn: u32 },
+    Ack {
+        psn: Psn,
+        syndrome: u8,
+        msn: u32,
+    },
+    AtomicAck {
+        psn: Psn,
+        orig: u64,
+        msn: u32,
+    },
+    Read {
+        first: Psn,
+        next: u32,
+        npkts: u32,
+        len: u32,
+        span: Option<Span>,
+        msn: u32,
+    },
 }
 
 /// Why a request in sequence was not executed.
@@ -96,12 +128,21 @@ impl Responder {
 
     /// Posts a checked receive; the caller made sure there is room.
     pub fn push_recv(&mut self, wr: &RecvRequest, span: Span) {
-        let pushed = self.rq.push_back(RecvWqe { wr_id: wr.wr_id, span });
+        let pushed = self.rq.push_back(RecvWqe {
+            wr_id: wr.wr_id,
+            span,
+        });
         debug_assert!(pushed.is_ok(), "post_recv checks room first");
     }
 
     /// Handles one request packet. `true` means the QP must enter ERROR (a fatal NAK is queued).
-    pub fn handle_request(&mut self, req: Request, repr: &IbRepr, payload: &[u8], ctx: &mut Ctx<'_>) -> bool {
+    pub fn handle_request(
+        &mut self,
+        req: Request,
+        repr: &IbRepr,
+        payload: &[u8],
+        ctx: &mut Ctx<'_>,
+    ) -> bool {
         if self.jobs.is_full() {
             // Leave it unexecuted; the requester retransmits it.
             ctx.counters.drops.response_queue_full += 1;
@@ -133,7 +174,11 @@ impl Responder {
             Err(Refusal::Rnr) => {
                 ctx.counters.naks_sent.rnr += 1;
                 let syndrome = AethRepr::rnr_nak(ctx.cfg.min_rnr_timer, 0).syndrome;
-                self.push(Job::Ack { psn, syndrome, msn: self.msn });
+                self.push(Job::Ack {
+                    psn,
+                    syndrome,
+                    msn: self.msn,
+                });
                 false
             }
             Err(Refusal::Nak(code)) => {
@@ -144,7 +189,11 @@ impl Responder {
                 }
                 self.jobs.clear();
                 let syndrome = AethRepr::nak(code, 0).syndrome;
-                self.push(Job::Ack { psn, syndrome, msn: self.msn });
+                self.push(Job::Ack {
+                    psn,
+                    syndrome,
+                    msn: self.msn,
+                });
                 true
             }
         }
@@ -190,7 +239,13 @@ impl Responder {
                 let (recv, at) = (*recv, *written);
                 if at + payload.len() > recv.span.len {
                     self.msg = InMsg::Idle;
-                    ctx.complete(recv_completion(recv.wr_id, CompletionStatus::LocalLengthError, 0, None, ctx));
+                    ctx.complete(recv_completion(
+                        recv.wr_id,
+                        CompletionStatus::LocalLengthError,
+                        0,
+                        None,
+                        ctx,
+                    ));
                     return Err(INVALID);
                 }
                 if !payload.is_empty() {
@@ -201,7 +256,13 @@ impl Responder {
                 if seg.ends() {
                     self.msg = InMsg::Idle;
                     self.msn = (self.msn + 1) & 0x00ff_ffff;
-                    let c = recv_completion(recv.wr_id, CompletionStatus::Success, written as u32, imm, ctx);
+                    let c = recv_completion(
+                        recv.wr_id,
+                        CompletionStatus::Success,
+                        written as u32,
+                        imm,
+                        ctx,
+                    );
                     ctx.complete(c);
                 }
             }
@@ -215,8 +276,18 @@ impl Responder {
                     if reth.dma_len > MAX_DMA_LEN {
                         return Err(INVALID);
                     }
-                    let span = self.remote(reth.rkey, reth.va, reth.dma_len.into(), Access::REMOTE_WRITE, ctx)?;
-                    self.msg = InMsg::Write { span, len: reth.dma_len as usize, written: 0 };
+                    let span = self.remote(
+                        reth.rkey,
+                        reth.va,
+                        reth.dma_len.into(),
+                        Access::REMOTE_WRITE,
+                        ctx,
+                    )?;
+                    self.msg = InMsg::Write {
+                        span,
+                        len: reth.dma_len as usize,
+                        written: 0,
+                    };
                 }
                 let InMsg::Write { span, len, written } = self.msg else {
                     return Err(INVALID);
@@ -230,14 +301,27 @@ impl Responder {
                 {
                     ctx.mem.span_mut(span)[written..end].copy_from_slice(payload);
                 }
-                self.msg = InMsg::Write { span, len, written: end };
+                self.msg = InMsg::Write {
+                    span,
+                    len,
+                    written: end,
+                };
                 if seg.ends() {
                     self.msg = InMsg::Idle;
                     self.msn = (self.msn + 1) & 0x00ff_ffff;
                     if needs_recv {
                         let recv = self.rq.pop_front().ok_or(Refusal::Rnr)?;
-                        let c = recv_completion(recv.wr_id, CompletionStatus::Success, len as u32, imm, ctx);
-                        ctx.complete(Completion { op: CompletionOp::RecvWithImm, ..c });
+                        let c = recv_completion(
+                            recv.wr_id,
+                            CompletionStatus::Success,
+                            len as u32,
+                            imm,
+                            ctx,
+                        );
+                        ctx.complete(Completion {
+                            op: CompletionOp::RecvWithImm,
+                            ..c
+                        });
                     }
                 }
             }
@@ -249,7 +333,13 @@ impl Responder {
                 if reth.dma_len > MAX_DMA_LEN {
                     return Err(INVALID);
                 }
-                let span = self.remote(reth.rkey, reth.va, reth.dma_len.into(), Access::REMOTE_READ, ctx)?;
+                let span = self.remote(
+                    reth.rkey,
+                    reth.va,
+                    reth.dma_len.into(),
+                    Access::REMOTE_READ,
+                    ctx,
+                )?;
                 let npkts = packet::packets_for(reth.dma_len.into(), ctx.cfg.pmtu);
                 self.remember(Resource::Read {
                     first: psn,
@@ -260,7 +350,14 @@ impl Responder {
                     span,
                 });
                 self.msn = (self.msn + 1) & 0x00ff_ffff;
-                self.push(Job::Read { first: psn, next: 0, npkts, len: reth.dma_len, span, msn: self.msn });
+                self.push(Job::Read {
+                    first: psn,
+                    next: 0,
+                    npkts,
+                    len: reth.dma_len,
+                    span,
+                    msn: self.msn,
+                });
                 self.epsn = psn.add(npkts);
                 return Ok(());
             }
@@ -285,7 +382,11 @@ impl Responder {
                 word[..8].copy_from_slice(&new.to_ne_bytes());
                 self.remember(Resource::Atomic { psn, orig });
                 self.msn = (self.msn + 1) & 0x00ff_ffff;
-                self.push(Job::AtomicAck { psn, orig, msn: self.msn });
+                self.push(Job::AtomicAck {
+                    psn,
+                    orig,
+                    msn: self.msn,
+                });
                 self.epsn = psn.add(1);
                 return Ok(());
             }
@@ -299,7 +400,14 @@ impl Responder {
     }
 
     /// Checks a remote access; a zero-length access needs no valid rkey (rxe).
-    fn remote(&self, rkey: u32, va: u64, len: u64, need: Access, ctx: &mut Ctx<'_>) -> Result<Option<Span>, Refusal> {
+    fn remote(
+        &self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: Access,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<Option<Span>, Refusal> {
         if len == 0 {
             return Ok(None);
         }
@@ -322,11 +430,17 @@ impl Responder {
                     return;
                 };
                 let found = self.resources.iter().find_map(|r| match *r {
-                    Resource::Read { first, npkts, rkey, va, len, span }
-                        if psn.in_window(first, npkts)
-                            && rkey == reth.rkey
-                            && reth.va >= va
-                            && reth.va - va + u64::from(reth.dma_len) <= u64::from(len) =>
+                    Resource::Read {
+                        first,
+                        npkts,
+                        rkey,
+                        va,
+                        len,
+                        span,
+                    } if psn.in_window(first, npkts)
+                        && rkey == reth.rkey
+                        && reth.va >= va
+                        && reth.va - va + u64::from(reth.dma_len) <= u64::from(len) =>
                     {
                         Some(Job::Read {
                             first,
@@ -350,7 +464,11 @@ impl Responder {
                     _ => None,
                 });
                 match found {
-                    Some(orig) => self.push(Job::AtomicAck { psn, orig, msn: self.msn }),
+                    Some(orig) => self.push(Job::AtomicAck {
+                        psn,
+                        orig,
+                        msn: self.msn,
+                    }),
                     None => ctx.counters.drops.duplicate_unmatched += 1,
                 }
             }
@@ -377,14 +495,22 @@ impl Responder {
     /// Queues an ACK, merging it into a queued ACK: ACKs are cumulative.
     fn push_ack(&mut self, psn: Psn) {
         let ack = AethRepr::ack(0).syndrome;
-        if let Some(Job::Ack { psn: p, syndrome, msn }) = self.jobs.back_mut()
+        if let Some(Job::Ack {
+            psn: p,
+            syndrome,
+            msn,
+        }) = self.jobs.back_mut()
             && *syndrome == ack
         {
             *p = psn;
             *msn = self.msn;
             return;
         }
-        self.push(Job::Ack { psn, syndrome: ack, msn: self.msn });
+        self.push(Job::Ack {
+            psn,
+            syndrome: ack,
+            msn: self.msn,
+        });
     }
 
     /// Writes the next answer into `buf`; `None` when there is none.
@@ -394,7 +520,10 @@ impl Responder {
         let job = self.jobs.front_mut()?;
         let len = match job {
             Job::Ack { psn, syndrome, msn } => {
-                let aeth = AethRepr { syndrome: *syndrome, msn: *msn };
+                let aeth = AethRepr {
+                    syndrome: *syndrome,
+                    msn: *msn,
+                };
                 if matches!(aeth.kind(), AethKind::Ack { .. }) {
                     ctx.counters.acks_sent += 1;
                 }
@@ -411,10 +540,23 @@ impl Responder {
                 self.jobs.pop_front();
                 n
             }
-            Job::Read { first, next, npkts, len, span, msn } => {
+            Job::Read {
+                first,
+                next,
+                npkts,
+                len,
+                span,
+                msn,
+            } => {
                 let seg = Seg::of(*next, *npkts);
                 let n = packet::payload_len(u64::from(*len), pmtu, *next);
-                let mut r = packet::repr(packet::read_response_opcode(seg), dest, first.add(*next), false, n);
+                let mut r = packet::repr(
+                    packet::read_response_opcode(seg),
+                    dest,
+                    first.add(*next),
+                    false,
+                    n,
+                );
                 if seg != Seg::Middle {
                     r.aeth = Some(AethRepr::ack(*msn));
                 }
@@ -438,11 +580,23 @@ impl Responder {
     /// Flushes every posted receive (the QP entered ERROR). `keep_answers` keeps a queued fatal NAK.
     pub fn fail_all(&mut self, keep_answers: bool, ctx: &mut Ctx<'_>) {
         if let InMsg::Send { recv, .. } = self.msg {
-            ctx.complete(recv_completion(recv.wr_id, CompletionStatus::WrFlushError, 0, None, ctx));
+            ctx.complete(recv_completion(
+                recv.wr_id,
+                CompletionStatus::WrFlushError,
+                0,
+                None,
+                ctx,
+            ));
         }
         self.msg = InMsg::Idle;
         while let Some(r) = self.rq.pop_front() {
-            ctx.complete(recv_completion(r.wr_id, CompletionStatus::WrFlushError, 0, None, ctx));
+            ctx.complete(recv_completion(
+                r.wr_id,
+                CompletionStatus::WrFlushError,
+                0,
+                None,
+                ctx,
+            ));
         }
         if !keep_answers {
             self.jobs.clear();
@@ -450,6 +604,19 @@ impl Responder {
     }
 }
 
-fn recv_completion(wr_id: u64, status: CompletionStatus, byte_len: u32, imm: Option<u32>, ctx: &Ctx<'_>) -> Completion {
-    Completion { wr_id, qp: ctx.cfg.cq_tag, status, op: CompletionOp::Recv, byte_len, imm }
+fn recv_completion(
+    wr_id: u64,
+    status: CompletionStatus,
+    byte_len: u32,
+    imm: Option<u32>,
+    ctx: &Ctx<'_>,
+) -> Completion {
+    Completion {
+        wr_id,
+        qp: ctx.cfg.cq_tag,
+        status,
+        op: CompletionOp::Recv,
+        byte_len,
+        imm,
+    }
 }

@@ -12,7 +12,10 @@ pub struct Ring<T> {
 impl<T> Ring<T> {
     /// An empty ring with room for `capacity` items, allocated now.
     pub fn with_capacity(capacity: usize) -> Ring<T> {
-        Ring { items: VecDeque::with_capacity(capacity), capacity }
+        Ring {
+            items: VecDeque::with_capacity(capacity),
+            capacity,
+        }
     }
 
     /// Maximum number of items.
