@@ -277,6 +277,16 @@ impl TxBatch {
     /// Queues one UDP datagram to `dst`: `fill` writes it into the slot it is given and returns its
     /// length. Returns false (and does not call `fill`) when the batch is full.
     pub fn push(&mut self, dst: SocketAddr, fill: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        self.try_push(dst, |b| Some(fill(b)))
+    }
+
+    /// Like [`push`](Self::push), but `fill` may decline by returning `None` (nothing to send), in
+    /// which case nothing is queued. Returns true when a datagram was queued.
+    pub fn try_push(
+        &mut self,
+        dst: SocketAddr,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
         let Some(i) = self.fill_next(fill) else {
             return false;
         };
@@ -287,6 +297,11 @@ impl TxBatch {
     /// Queues one whole link-layer frame for an AF_PACKET socket, which sends it on the interface it
     /// is bound to. Returns false when the batch is full.
     pub fn push_frame(&mut self, fill: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        self.try_push_frame(|b| Some(fill(b)))
+    }
+
+    /// Like [`push_frame`](Self::push_frame), but `fill` may decline by returning `None`.
+    pub fn try_push_frame(&mut self, fill: impl FnOnce(&mut [u8]) -> Option<usize>) -> bool {
         let Some(i) = self.fill_next(fill) else {
             return false;
         };
@@ -322,14 +337,16 @@ impl TxBatch {
         }
         let (src, dst) = (self.queued - 1, self.queued);
         let len = self.iovs[src].iov_len;
-        let to = self.slots.slot_ptr(dst);
-        // SAFETY: swaps only permute slots among queued packets, so slot `dst` (not yet queued) is
-        // distinct from the one iovs[src] points at; both hold at least `len` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(self.iovs[src].iov_base as *const u8, to, len) };
-        self.iovs[dst] = libc::iovec {
-            iov_base: to as *mut libc::c_void,
-            iov_len: len,
+        // SAFETY: iovs[src] and iovs[dst] point at two distinct slots (see fill_next), each at least
+        // `len` bytes long.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.iovs[src].iov_base as *const u8,
+                self.iovs[dst].iov_base as *mut u8,
+                len,
+            )
         };
+        self.iovs[dst].iov_len = len;
         self.names[dst] = self.names[src];
         self.hdrs[dst].msg_hdr.msg_namelen = self.hdrs[src].msg_hdr.msg_namelen;
         self.queued += 1;
@@ -343,7 +360,8 @@ impl TxBatch {
             return false;
         }
         let (i, j) = (self.queued - 2, self.queued - 1);
-        // The headers keep pointing at iovs[i] and iovs[j]; swapping their contents swaps the data.
+        // The headers keep pointing at iovs[i] and iovs[j]; swapping their contents swaps the data
+        // (and keeps the iovecs a permutation of the slots, which fill_next relies on).
         self.iovs.swap(i, j);
         self.names.swap(i, j);
         let (ni, nj) = (
@@ -355,16 +373,20 @@ impl TxBatch {
         true
     }
 
-    fn fill_next(&mut self, fill: impl FnOnce(&mut [u8]) -> usize) -> Option<usize> {
+    fn fill_next(&mut self, fill: impl FnOnce(&mut [u8]) -> Option<usize>) -> Option<usize> {
         if self.is_full() {
             return None;
         }
         let i = self.queued;
-        let len = fill(self.slots.slot_mut(i));
-        assert!(
-            len <= self.slots.slot_len(),
-            "packet of {len} bytes overflows its slot"
-        );
+        // Write into the slot iovs[i] points at: swaps permute the iovecs, so the slots they point at
+        // are always all distinct, and the one at a free index is never a queued packet's.
+        let slot_len = self.slots.slot_len();
+        // SAFETY: iov_base is the start of one of our slots, slot_len bytes long, and no other live
+        // reference to that slot exists while &mut self is held.
+        let slot =
+            unsafe { std::slice::from_raw_parts_mut(self.iovs[i].iov_base as *mut u8, slot_len) };
+        let len = fill(slot)?;
+        assert!(len <= slot_len, "packet of {len} bytes overflows its slot");
         self.iovs[i].iov_len = len;
         self.queued += 1;
         Some(i)
@@ -403,5 +425,44 @@ impl TxBatch {
             self.queued = 0;
         }
         Ok(sent_now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued_bytes(tx: &TxBatch) -> Vec<Vec<u8>> {
+        (tx.sent..tx.queued)
+            .map(|i| {
+                let iov = tx.iovs[i];
+                // SAFETY: a queued iovec describes iov_len initialised bytes of one of our slots.
+                unsafe { std::slice::from_raw_parts(iov.iov_base as *const u8, iov.iov_len) }
+                    .to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn swap_drop_and_duplicate_never_overwrite_a_queued_packet() {
+        let dst: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut tx = TxBatch::new(4, 64);
+        let put = |tx: &mut TxBatch, b: u8| {
+            assert!(tx.push(dst, |s| {
+                s[..3].fill(b);
+                3
+            }))
+        };
+        put(&mut tx, 1);
+        put(&mut tx, 2);
+        assert!(tx.swap_last_two());
+        assert_eq!(queued_bytes(&tx), vec![vec![2; 3], vec![1; 3]]);
+        assert!(tx.drop_last());
+        put(&mut tx, 3); // must not land in the slot that still holds packet 2
+        assert!(tx.duplicate_last());
+        assert_eq!(queued_bytes(&tx), vec![vec![2; 3], vec![3; 3], vec![3; 3]]);
+        tx.last_mut().unwrap()[0] = 9;
+        assert_eq!(queued_bytes(&tx)[2], vec![9, 3, 3]);
+        assert_eq!(queued_bytes(&tx)[1], vec![3; 3]);
     }
 }

@@ -1,0 +1,389 @@
+//! SoftEndpoint end to end: two endpoints in one process exchange real RoCE packets over lo (UDP
+//! backend, IPv4 and IPv6) and across a veth pair (AF_PACKET, RoCE v1 and v2), with the payload of
+//! every message checked; deliberate loss, duplication, reordering and corruption; junk on the port;
+//! a peer that disappears.
+
+mod soft_support;
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use roceperf::params::RoceVersion;
+use roceperf::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
+use roceperf::transport::soft::io::impair::ImpairConfig;
+use roceperf::transport::{
+    Completion, CompletionOp, CompletionStatus, Endpoint, RecvRequest, RemoteAddr, SendOp,
+    SendRequest,
+};
+use soft_support::{NetnsPair, is_root};
+
+fn udp_cfg(bind: &str, port: u16) -> SoftConfig {
+    let mut c = SoftConfig::new("lo", RoceVersion::V2);
+    c.bind = Some(bind.parse().unwrap());
+    c.udp_port = port;
+    c.buffer_len = 1 << 20;
+    c.impair = Some(ImpairConfig::default());
+    c
+}
+
+fn free_port(ip: &str) -> u16 {
+    let ip: IpAddr = ip.parse().unwrap();
+    std::net::UdpSocket::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn connect(a: &mut SoftEndpoint, b: &mut SoftEndpoint) {
+    let (ia, ib) = (a.local_info(), b.local_info());
+    a.connect(&ib).unwrap();
+    b.connect(&ia).unwrap();
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(31).wrapping_add(seed as u32) as u8)
+        .collect()
+}
+
+/// Polls both endpoints until `a` has `want_a` and `b` has `want_b` completions (10 s at most).
+fn drive(
+    a: &mut SoftEndpoint,
+    b: &mut SoftEndpoint,
+    want_a: usize,
+    want_b: usize,
+) -> (Vec<Completion>, Vec<Completion>) {
+    let (mut ca, mut cb) = (Vec::new(), Vec::new());
+    let mut buf = [Completion::EMPTY; 16];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (ca.len() < want_a || cb.len() < want_b) && Instant::now() < deadline {
+        let n = a.poll_cq(&mut buf).unwrap();
+        ca.extend_from_slice(&buf[..n]);
+        let n = b.poll_cq(&mut buf).unwrap();
+        cb.extend_from_slice(&buf[..n]);
+    }
+    // A few more rounds so the last ACKs are delivered and counted.
+    for _ in 0..50 {
+        let n = a.poll_cq(&mut buf).unwrap();
+        ca.extend_from_slice(&buf[..n]);
+        let n = b.poll_cq(&mut buf).unwrap();
+        cb.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(
+        (ca.len(), cb.len()),
+        (want_a, want_b),
+        "completions a={ca:?} b={cb:?}; counters a={:?} b={:?}",
+        a.counters(),
+        b.counters()
+    );
+    (ca, cb)
+}
+
+fn remote(peer: &SoftEndpoint, qp: usize, offset: u64) -> RemoteAddr {
+    let q = &peer.local_info().qps[qp];
+    RemoteAddr {
+        addr: q.vaddr + offset,
+        rkey: q.rkey,
+    }
+}
+
+fn wr(wr_id: u64, op: SendOp, offset: u64, len: u32, remote: Option<RemoteAddr>) -> SendRequest {
+    SendRequest {
+        wr_id,
+        op,
+        offset,
+        len,
+        remote,
+        signaled: true,
+        inline: false,
+    }
+}
+
+/// WRITE 200 KiB, SEND 10000 B with immediate, READ 30000 B, and checks every byte at the other end.
+fn exchange(a: &mut SoftEndpoint, b: &mut SoftEndpoint) {
+    let qps = a.qp_count();
+    for qp in 0..qps {
+        let seed = 7 + qp as u8;
+        a.buffer_mut(qp)[..200_000].copy_from_slice(&pattern(seed, 200_000));
+        b.buffer_mut(qp)[600_000..630_000].copy_from_slice(&pattern(seed ^ 0x55, 30_000));
+        b.post_recv(
+            qp,
+            &RecvRequest {
+                wr_id: 900,
+                offset: 300_000,
+                len: 16_384,
+            },
+        )
+        .unwrap();
+        let rw = remote(b, qp, 0);
+        a.post_send(qp, &wr(1, SendOp::Write, 0, 200_000, Some(rw)))
+            .unwrap();
+        a.post_send(qp, &wr(2, SendOp::SendWithImm(0xabcd), 0, 10_000, None))
+            .unwrap();
+        let rr = remote(b, qp, 600_000);
+        a.post_send(qp, &wr(3, SendOp::Read, 400_000, 30_000, Some(rr)))
+            .unwrap();
+    }
+    let (ca, cb) = drive(a, b, 3 * qps, qps);
+    for c in &ca {
+        assert_eq!(c.status, CompletionStatus::Success, "{c:?}");
+    }
+    for c in &cb {
+        assert_eq!(
+            (c.status, c.op, c.byte_len, c.imm),
+            (
+                CompletionStatus::Success,
+                CompletionOp::Recv,
+                10_000,
+                Some(0xabcd)
+            )
+        );
+    }
+    for qp in 0..qps {
+        let seed = 7 + qp as u8;
+        assert!(
+            b.buffer(qp)[..200_000] == pattern(seed, 200_000)[..],
+            "WRITE payload on qp {qp}"
+        );
+        assert!(
+            b.buffer(qp)[300_000..310_000] == pattern(seed, 10_000)[..],
+            "SEND payload on qp {qp}"
+        );
+        assert!(
+            a.buffer(qp)[400_000..430_000] == pattern(seed ^ 0x55, 30_000)[..],
+            "READ payload on qp {qp}"
+        );
+    }
+}
+
+#[test]
+fn udp_v4_on_loopback_moves_every_byte_of_write_send_and_read() {
+    let port = free_port("127.0.3.1");
+    let mut a = SoftEndpoint::open(SoftConfig {
+        qps: 2,
+        ..udp_cfg("127.0.3.1", port)
+    })
+    .unwrap();
+    let mut b = SoftEndpoint::open(SoftConfig {
+        qps: 2,
+        ..udp_cfg("127.0.3.2", port)
+    })
+    .unwrap();
+    assert_eq!(a.mtu(), 4096, "lo's 64 KiB MTU allows the largest RoCE MTU");
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    let (ca, cb) = (a.counters(), b.counters());
+    assert_eq!(
+        ca.drops.bad_icrc + cb.drops.bad_icrc,
+        0,
+        "every ICRC verifies"
+    );
+    assert_eq!(ca.retransmitted_packets, 0);
+    // Per QP: 49 WRITE packets (200000 B at MTU 4096), 3 SEND packets, 1 READ request.
+    assert!(ca.tx_packets >= 2 * (49 + 3 + 1), "{ca:?}");
+    assert!(
+        ca.tx_batches < ca.tx_packets,
+        "packets go out in batches: {ca:?}"
+    );
+    assert!(
+        a.describe()
+            .contains("RoCE v2/IPv4 over UDP socket 127.0.3.1"),
+        "{}",
+        a.describe()
+    );
+}
+
+#[test]
+fn udp_v6_on_loopback() {
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("skipped: no IPv6 on lo");
+        return;
+    }
+    let mut a = SoftEndpoint::open(udp_cfg("::1", free_port("::1"))).unwrap();
+    let mut b = SoftEndpoint::open(udp_cfg("::1", free_port("::1"))).unwrap();
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    assert_eq!(b.counters().drops.bad_icrc, 0);
+}
+
+#[test]
+fn loss_duplication_and_reordering_are_repaired() {
+    let port = free_port("127.0.4.1");
+    let impair = ImpairConfig {
+        loss: 0.03,
+        duplicate: 0.02,
+        reorder: 0.05,
+        seed: 11,
+        ..ImpairConfig::default()
+    };
+    let mut ca = udp_cfg("127.0.4.1", port);
+    ca.impair = Some(impair);
+    ca.timeout = 8; // ≈1 ms: keep the test quick
+    let mut cb = udp_cfg("127.0.4.2", port);
+    cb.impair = Some(ImpairConfig { seed: 12, ..impair });
+    cb.timeout = 8;
+    let mut a = SoftEndpoint::open(ca).unwrap();
+    let mut b = SoftEndpoint::open(cb).unwrap();
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    let c = a.counters();
+    assert!(
+        c.impair.dropped > 0 && c.impair.duplicated > 0 && c.impair.reordered > 0,
+        "{c:?}"
+    );
+    assert!(
+        c.retransmitted_packets > 0,
+        "losses are repaired by retransmission: {c:?}"
+    );
+}
+
+#[test]
+fn corrupted_packets_fail_the_icrc_and_are_retransmitted() {
+    let port = free_port("127.0.5.1");
+    let mut ca = udp_cfg("127.0.5.1", port);
+    ca.impair = Some(ImpairConfig {
+        corrupt: 0.05,
+        seed: 5,
+        ..ImpairConfig::default()
+    });
+    ca.timeout = 8;
+    let mut cb = udp_cfg("127.0.5.2", port);
+    cb.timeout = 8;
+    let mut a = SoftEndpoint::open(ca).unwrap();
+    let mut b = SoftEndpoint::open(cb).unwrap();
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    let corrupted = a.counters().impair.corrupted;
+    assert!(corrupted > 0);
+    assert_eq!(
+        b.counters().drops.bad_icrc,
+        corrupted,
+        "every corrupted packet is caught"
+    );
+}
+
+#[test]
+fn junk_on_the_port_is_dropped_and_counted() {
+    use roceperf::wire::{Icrc, Ipv4Repr, UdpRepr};
+    let port = free_port("127.0.6.1");
+    let mut a = SoftEndpoint::open(udp_cfg("127.0.6.1", port)).unwrap();
+    let mut b = SoftEndpoint::open(udp_cfg("127.0.6.2", port)).unwrap();
+    connect(&mut a, &mut b);
+    let junk = std::net::UdpSocket::bind("127.0.6.3:0").unwrap();
+    let jport = junk.local_addr().unwrap().port();
+    let to = ("127.0.6.2", port);
+    // A well-formed RC SEND_ONLY to a QPN nobody has, with a correct ICRC.
+    let mut pkt = vec![
+        0x04, 0x00, 0xff, 0xff, 0, 0xee, 0xee, 0xee, 0x80, 0, 0, 1, b'h', b'i', b'!', b'!',
+    ];
+    let ip = Ipv4Repr {
+        src: "127.0.6.3".parse().unwrap(),
+        dst: "127.0.6.2".parse().unwrap(),
+        tos: 0,
+        ident: 0,
+        dont_frag: true,
+        ttl: 64,
+    };
+    let udp = UdpRepr {
+        src_port: jport,
+        dst_port: port,
+        checksum: 0,
+    };
+    let icrc = Icrc::v2_ipv4(&ip, &udp, pkt.len()).finish_ib(&pkt);
+    pkt.extend_from_slice(&icrc.to_le_bytes());
+    junk.send_to(&pkt, to).unwrap();
+    // The same with one payload bit flipped: bad ICRC.
+    let mut bad = pkt.clone();
+    bad[12] ^= 1;
+    junk.send_to(&bad, to).unwrap();
+    // Not RoCE at all, and a datagram larger than any RoCE packet (cut by the receive slot).
+    junk.send_to(b"GET / HTTP/1.0\r\n", to).unwrap();
+    junk.send_to(b"hi", to).unwrap();
+    junk.send_to(&vec![0u8; 9000], to).unwrap();
+    let mut buf = [Completion::EMPTY; 4];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while b.counters().rx_packets < 5 && Instant::now() < deadline {
+        b.poll_cq(&mut buf).unwrap();
+    }
+    let d = b.counters().drops;
+    assert_eq!(d.unknown_qpn, 1, "{d:?}");
+    // The HTTP line is 16 bytes, long enough to look like BTH+ICRC: its ICRC fails.
+    assert_eq!(d.bad_icrc, 2, "{d:?}");
+    assert_eq!(d.malformed, 2, "short and truncated: {d:?}");
+    // And the endpoint still works.
+    exchange(&mut a, &mut b);
+}
+
+#[test]
+fn a_vanished_peer_ends_in_retry_exceeded() {
+    let port = free_port("127.0.7.1");
+    let mut ca = udp_cfg("127.0.7.1", port);
+    ca.timeout = 6; // ≈262 µs per try
+    let mut a = SoftEndpoint::open(ca).unwrap();
+    let mut b = SoftEndpoint::open(udp_cfg("127.0.7.2", port)).unwrap();
+    connect(&mut a, &mut b);
+    let rw = remote(&b, 0, 0);
+    drop(b);
+    a.post_send(0, &wr(1, SendOp::Write, 0, 4096, Some(rw)))
+        .unwrap();
+    let mut buf = [Completion::EMPTY; 4];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = None;
+    while got.is_none() && Instant::now() < deadline {
+        if a.poll_cq(&mut buf).unwrap() > 0 {
+            got = Some(buf[0]);
+        }
+    }
+    let c = got.expect("a completion after the retries run out");
+    assert_eq!(c.status, CompletionStatus::RetryExceeded, "{c:?}");
+    assert!(c.status.describe().contains("still running"));
+    assert!(a.counters().timeouts >= 7, "{:?}", a.counters());
+}
+
+fn packet_pair(version: RoceVersion, family_v6: bool) {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+        return;
+    }
+    let pair = NetnsPair::up(&["--mtu", "9000"]);
+    let open = move |bind: &'static str| {
+        move || {
+            let mut c = SoftConfig::new("veth0", version);
+            c.io = IoKind::Packet;
+            c.buffer_len = 1 << 20;
+            c.impair = Some(ImpairConfig::default());
+            if version == RoceVersion::V2 {
+                c.bind = Some(bind.parse().unwrap());
+            }
+            SoftEndpoint::open(c).unwrap()
+        }
+    };
+    let (ba, bb) = if family_v6 {
+        ("fd77::1", "fd77::2")
+    } else {
+        ("10.77.0.1", "10.77.0.2")
+    };
+    let mut a = pair.in_ns('a', open(ba));
+    let mut b = pair.in_ns('b', open(bb));
+    assert_eq!(a.mtu(), 4096);
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    assert_eq!(b.counters().drops.bad_icrc, 0);
+    assert_eq!(a.counters().drops.bad_icrc, 0);
+}
+
+#[test]
+fn packet_v1_across_veth() {
+    packet_pair(RoceVersion::V1, false);
+}
+
+#[test]
+fn packet_v2_ipv4_across_veth() {
+    packet_pair(RoceVersion::V2, false);
+}
+
+#[test]
+fn packet_v2_ipv6_across_veth() {
+    packet_pair(RoceVersion::V2, true);
+}
