@@ -1,6 +1,8 @@
 //! Helpers for the soft-transport integration tests: network namespaces and waiting for packets.
 #![allow(dead_code)]
 
+pub mod endpoints;
+
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
