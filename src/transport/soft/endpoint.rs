@@ -85,6 +85,9 @@ pub struct SoftConfig {
     pub retry_cnt: u8,
     /// Outstanding READs per QP, both directions.
     pub max_rd_atomic: u32,
+    /// Unacknowledged PSNs a requester lets out before it waits. rxe uses 128; a userspace peer
+    /// whose thread may be descheduled for milliseconds needs a deeper window to keep the link busy.
+    pub max_unacked_psns: u32,
 }
 
 impl SoftConfig {
@@ -110,6 +113,7 @@ impl SoftConfig {
             timeout: 14,
             retry_cnt: 7,
             max_rd_atomic: 16,
+            max_unacked_psns: 1024,
         }
     }
 }
@@ -923,6 +927,7 @@ impl Endpoint for SoftEndpoint {
             qcfg.retry_cnt = self.cfg.retry_cnt;
             qcfg.max_rd_atomic = self.cfg.max_rd_atomic.min(remote.max_rd_atomic.max(1));
             qcfg.max_dest_rd_atomic = self.cfg.max_rd_atomic;
+            qcfg.max_unacked_psns = self.cfg.max_unacked_psns;
             qcfg.sq_depth = self.cfg.sq_depth;
             qcfg.rq_depth = self.cfg.rq_depth;
             qcfg.cq_tag = i as u32;
