@@ -63,6 +63,13 @@ pub struct SoftConfig {
     pub bind: Option<IpAddr>,
     /// Address family for RoCE v2 when `bind` is not given.
     pub family: AddrFamily,
+    /// GID table index (`-x`): picks the GID, and for RoCE v2 the address, from
+    /// [`NetDev::gids_for`]. Overrides `family`; must agree with `bind` when both are given.
+    pub gid_index: Option<u32>,
+    /// Verify the ICRC of RoCE v2/IPv4 datagrams received on the UDP socket. A UDP socket hides the
+    /// sender's IPv4 ID, which the ICRC covers; roceperf peers send ID 0 (so this works), rxe sends a
+    /// hashed ID (so turn this off, or use `--io packet`, which sees the real header).
+    pub verify_udp_ipv4_icrc: bool,
     /// Requested path MTU (`-m`); the interface's active MTU caps it.
     pub mtu: Option<u32>,
     /// Queue pairs (`-q`).
@@ -102,6 +109,8 @@ impl SoftConfig {
             },
             bind: None,
             family: AddrFamily::Ipv4,
+            gid_index: None,
+            verify_udp_ipv4_icrc: true,
             mtu: None,
             qps: 1,
             buffer_len: 65536,
@@ -219,6 +228,50 @@ pub struct SoftCounters {
     pub impair: ImpairStats,
 }
 
+impl std::fmt::Display for SoftCounters {
+    /// The `-v` block: one line per family of counters.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = |k: &NakSummary| {
+            format!(
+                "psn-sequence {} rnr {} invalid-request {} remote-access {} remote-operational {}",
+                k.psn_sequence, k.rnr, k.invalid_request, k.remote_access, k.remote_operational
+            )
+        };
+        let d = &self.drops;
+        writeln!(
+            f,
+            " packets: sent {} in {} batches, received {} in {} batches",
+            self.tx_packets, self.tx_batches, self.rx_packets, self.rx_batches
+        )?;
+        writeln!(
+            f,
+            " retransmitted packets {}, timeouts {}, duplicate requests {}",
+            self.retransmitted_packets, self.timeouts, self.duplicate_requests
+        )?;
+        writeln!(f, " NAKs sent: {}", n(&self.naks_sent))?;
+        writeln!(f, " NAKs received: {}", n(&self.naks_received))?;
+        writeln!(
+            f,
+            " drops: bad-icrc {} unknown-qpn {} malformed {} not-for-us {} protocol {} out-of-bounds-access {}",
+            d.bad_icrc,
+            d.unknown_qpn,
+            d.malformed,
+            d.not_for_us,
+            d.protocol,
+            self.remote_access_violations
+        )?;
+        let i = &self.impair;
+        if *i != ImpairStats::default() {
+            writeln!(
+                f,
+                " deliberate impairment: dropped {} duplicated {} reordered {} corrupted {}",
+                i.dropped, i.duplicated, i.reordered, i.corrupted
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// The I/O backend in use.
 enum Backend {
     Udp(UdpSocket),
@@ -315,6 +368,41 @@ impl SoftEndpoint {
             None => ImpairConfig::from_env()?,
         }
         .filter(|i| !i.is_none());
+        let mut cfg = cfg;
+        if let Some(x) = cfg.gid_index {
+            let table = dev.gids_for(cfg.version);
+            let Some(entry) = table.get(x as usize) else {
+                let list: Vec<String> = table
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| format!("{i}: {e}"))
+                    .collect();
+                return Err(SoftError::Usage(format!(
+                    "-x {x}: interface {} has {} RoCE {} GIDs ({}); pick one of them",
+                    dev.name,
+                    table.len(),
+                    cfg.version,
+                    if list.is_empty() {
+                        "none".into()
+                    } else {
+                        list.join("; ")
+                    }
+                )));
+            };
+            match (cfg.version, entry.ip, cfg.bind) {
+                (_, Some(ip), Some(b)) if ip != b => {
+                    return Err(SoftError::Usage(format!(
+                        "-x {x} selects GID {} of address {ip}, but the address {b} was also asked for; give one of them",
+                        Ipv6Addr::from(entry.gid)
+                    )));
+                }
+                (RoceVersion::V2, ip, _) => cfg.bind = ip,
+                (RoceVersion::V1, _, _) => {}
+            }
+        }
+        let v1_gid = cfg
+            .gid_index
+            .and_then(|x| dev.gids_for(RoceVersion::V1).get(x as usize).map(|e| e.gid));
         let (encap, local_ip, gid) = match cfg.version {
             RoceVersion::V2 => {
                 let ip = match cfg.bind {
@@ -330,10 +418,11 @@ impl SoftEndpoint {
             }
             RoceVersion::V1 => {
                 // The default GID (EUI-64 from the MAC) unless an address was asked for.
-                let gid = match (cfg.bind, dev.mac) {
-                    (Some(ip), _) => gid_of_ip(ip),
-                    (None, Some(mac)) => eui64_link_local(mac),
-                    (None, None) => gid_of_ip(dev.address(cfg.family)?),
+                let gid = match (v1_gid, cfg.bind, dev.mac) {
+                    (Some(g), _, _) => g,
+                    (None, Some(ip), _) => gid_of_ip(ip),
+                    (None, None, Some(mac)) => eui64_link_local(mac),
+                    (None, None, None) => gid_of_ip(dev.address(cfg.family)?),
                 };
                 (Encap::V1, None, gid)
             }
@@ -631,7 +720,8 @@ impl SoftEndpoint {
             let ib = match &self.backend {
                 Backend::Udp(sock) => {
                     let d = self.rx.datagram(i);
-                    match check_udp(&d, sock.local_addr(), &mut self.counters.drops) {
+                    let verify_v4 = self.cfg.verify_udp_ipv4_icrc;
+                    match check_udp(&d, sock.local_addr(), verify_v4, &mut self.counters.drops) {
                         Some(ib) => ib,
                         None => continue,
                     }
@@ -790,6 +880,7 @@ fn flush(backend: &Backend, tx: &mut TxBatch, counters: &mut SoftCounters) -> Re
 fn check_udp<'a>(
     d: &super::io::batch::RxDatagram<'a>,
     local: SocketAddr,
+    verify_v4: bool,
     drops: &mut DropSummary,
 ) -> Option<&'a [u8]> {
     const MIN: usize = 12 + ICRC_LEN;
@@ -806,6 +897,7 @@ fn check_udp<'a>(
     // The sender's IPv4 ID is invisible to a UDP socket; a roceperf peer sends 0 with DF (see
     // ipv4_repr), which is what we verify against. IPv6 has no such field: fully verified.
     let expected = match (src.ip(), d.dst.unwrap_or(local.ip())) {
+        (IpAddr::V4(_), IpAddr::V4(_)) if !verify_v4 => return Some(ib),
         (IpAddr::V4(s), IpAddr::V4(l)) => Icrc::v2_ipv4(&ipv4_repr(s, l), &udp, ib.len()),
         (IpAddr::V6(s), IpAddr::V6(l)) => Icrc::v2_ipv6(&ipv6_repr(s, l), &udp, ib.len()),
         _ => {
@@ -1030,6 +1122,50 @@ mod tests {
         // roce-wire.md §8.1: QPNs 0x11/0x12 -> flow label 0x132 -> sport 0xC132, symmetric.
         assert_eq!(rxe_udp_sport(0x11, 0x12), 0xc132);
         assert_eq!(rxe_udp_sport(0x12, 0x11), 0xc132);
+    }
+
+    #[test]
+    fn gid_index_picks_the_address_and_names_the_table_when_out_of_range() {
+        let lo = NetDev::by_name("lo").unwrap();
+        let table = lo.gids_for(RoceVersion::V2);
+        let Some(x) = table
+            .iter()
+            .position(|e| e.ip == Some("127.0.0.1".parse().unwrap()))
+        else {
+            return; // lo without 127.0.0.1: nothing to pick
+        };
+        let mut cfg = SoftConfig::new("lo", RoceVersion::V2);
+        cfg.gid_index = Some(x as u32);
+        cfg.udp_port = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let ep = SoftEndpoint::open(cfg.clone()).unwrap();
+        assert_eq!(ep.gid(), gid_of_ip("127.0.0.1".parse().unwrap()));
+        assert_eq!(ep.local_info().gid_index, Some(x as u32));
+        drop(ep);
+        cfg.gid_index = Some(99);
+        let e = SoftEndpoint::open(cfg).err().unwrap().to_string();
+        assert!(e.contains("-x 99") && e.contains("127.0.0.1"), "{e}");
+    }
+
+    #[test]
+    fn counters_print_every_drop_reason() {
+        let mut c = SoftCounters::default();
+        c.drops.bad_icrc = 3;
+        c.naks_received.psn_sequence = 2;
+        let text = c.to_string();
+        for needle in [
+            "bad-icrc 3",
+            "unknown-qpn 0",
+            "malformed 0",
+            "out-of-bounds-access 0",
+            "psn-sequence 2",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+        assert!(!text.contains("impairment"));
     }
 
     #[test]
