@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use roceperf::wire::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, EthernetRepr, GrhRepr, ICRC_LEN,
     IbRepr, Ipv4Repr, Ipv6Repr, NetRepr, Opcode, RethRepr, RoceFrame, RoceFrameRepr, UdpRepr,
-    icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6,
+    icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6, split_icrc,
 };
 
 fn known_opcodes() -> Vec<Opcode> {
@@ -194,6 +194,10 @@ proptest! {
             NetRepr::V2v6(ip, udp) => icrc_v2_ipv6(ip, udp, ib),
         };
         prop_assert_eq!(icrc, view.icrc());
+        prop_assert_eq!(repr.net.icrc(ib), icrc);
+        // What a UDP socket would deliver: BTH through ICRC.
+        let (split_ib, carried) = split_icrc(&buf[len - ib.len() - 4..]).unwrap();
+        prop_assert_eq!((split_ib, carried), (ib, icrc));
         prop_assert_eq!(&buf[len - 4..], &icrc.to_le_bytes()[..]);
     }
 
