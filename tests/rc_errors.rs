@@ -139,7 +139,8 @@ fn untouched(p: &SimPair) {
 
 #[test]
 fn bad_rkey_bounds_or_rights_are_nak_remote_access_and_write_nothing() {
-    let cases: Vec<(&str, SendOp, Box<dyn Fn(&Guarded) -> (u64, u32)>, u32)> = vec![
+    type Target = Box<dyn Fn(&Guarded) -> (u64, u32)>;
+    let cases: Vec<(&str, SendOp, Target, u32)> = vec![
         (
             "wrong rkey",
             SendOp::Write,
@@ -508,7 +509,7 @@ fn retry_exhaustion_on_a_dead_link_ends_in_an_error_completion() {
         "first try plus three retries each timed out"
     );
     assert_eq!(p.ab.stats.sent, 8, "two packets per attempt");
-    assert_eq!(p.now, 4 * 4096 << 10, "four timeouts of 4.096 µs × 2^10");
+    assert_eq!(p.now, 4 * (4096 << 10), "four timeouts of 4.096 µs × 2^10");
 }
 
 #[test]

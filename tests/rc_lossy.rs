@@ -38,8 +38,6 @@ struct Op {
 /// Requests one side issues, planned before the run.
 struct Plan {
     ops: Vec<Op>,
-    /// Size of the requester's buffer area the plan uses.
-    local_end: u64,
 }
 
 const COUNTER: u64 = 0; // offset of the shared fetch-add counter in each responder buffer
@@ -83,13 +81,7 @@ fn plan(rng: &mut SimRng, pmtu: u32, n: usize, buf: u64) -> (Plan, u64) {
         remote += a.max(8);
     }
     assert!(local <= buf && remote <= buf);
-    (
-        Plan {
-            ops,
-            local_end: local,
-        },
-        remote,
-    )
+    (Plan { ops }, remote)
 }
 
 fn request(id: u64, op: &Op, peer_va: u64, peer_rkey: u32, base: u64) -> SendRequest {
@@ -154,13 +146,7 @@ fn run(seed: u64, loss: f64) {
     let (plan_b, _) = if both_ways {
         plan(&mut rng, pmtu, n / 2, HALF)
     } else {
-        (
-            Plan {
-                ops: vec![],
-                local_end: 0,
-            },
-            0,
-        )
+        (Plan { ops: vec![] }, 0)
     };
     let psn_a = if rng.chance(0.3) {
         0xff_ffff - rng.below(200) as u32
@@ -195,11 +181,9 @@ fn run(seed: u64, loss: f64) {
     // Each side: requester data at [0, HALF), responder data at [HALF, 2*HALF).
     for (qp, fill_seed) in [(&mut p.a, seed), (&mut p.b, !seed)] {
         fill(qp, 0, 2 * HALF as usize, fill_seed);
-        for off in [HALF + COUNTER] {
-            let lkey = qp.config().local_lkey;
-            qp.memory_mut().region_bytes_mut(lkey).unwrap()[off as usize..off as usize + 8]
-                .copy_from_slice(&COUNTER_START.to_ne_bytes());
-        }
+        let (lkey, off) = (qp.config().local_lkey, (HALF + COUNTER) as usize);
+        qp.memory_mut().region_bytes_mut(lkey).unwrap()[off..off + 8]
+            .copy_from_slice(&COUNTER_START.to_ne_bytes());
     }
     // Compare-and-swap words start equal to their compare value (the offset), so each swap succeeds once.
     for (plan, qp) in [(&plan_a, &mut p.b), (&plan_b, &mut p.a)] {
@@ -245,7 +229,6 @@ fn run(seed: u64, loss: f64) {
         "{ctx}: did not settle by t={} ns",
         p.now
     );
-    let _ = plan_a.local_end + plan_b.local_end;
 
     for (plan, req_done, resp_done, req_qp, resp_qp, req_before, resp_before, id0, side) in [
         (
