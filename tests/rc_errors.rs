@@ -139,7 +139,8 @@ fn untouched(p: &SimPair) {
 
 #[test]
 fn bad_rkey_bounds_or_rights_are_nak_remote_access_and_write_nothing() {
-    let cases: Vec<(&str, SendOp, Box<dyn Fn(&Guarded) -> (u64, u32)>, u32)> = vec![
+    type Target = Box<dyn Fn(&Guarded) -> (u64, u32)>;
+    let cases: Vec<(&str, SendOp, Target, u32)> = vec![
         (
             "wrong rkey",
             SendOp::Write,
@@ -508,7 +509,7 @@ fn retry_exhaustion_on_a_dead_link_ends_in_an_error_completion() {
         "first try plus three retries each timed out"
     );
     assert_eq!(p.ab.stats.sent, 8, "two packets per attempt");
-    assert_eq!(p.now, 4 * 4096 << 10, "four timeouts of 4.096 µs × 2^10");
+    assert_eq!(p.now, 4 * (4096 << 10), "four timeouts of 4.096 µs × 2^10");
 }
 
 #[test]
@@ -694,4 +695,156 @@ fn garbage_and_misaddressed_packets_are_counted_and_dropped() {
     assert_eq!((d.malformed, d.unknown_qpn), (3, 1));
     assert_eq!(p.b.state(), QpState::Ready);
     assert!(!p.pump(), "nothing to answer");
+}
+
+/// Sends one hand-built request to B and returns B's answers.
+fn poke(p: &mut SimPair, r: &IbRepr, payload: &[u8]) -> Vec<IbRepr> {
+    let mut buf = vec![0u8; r.header_len() + payload.len() + 3];
+    let n = r.header_len();
+    r.emit(&mut buf[..n]);
+    buf[n..n + payload.len()].copy_from_slice(payload);
+    let total = n + payload.len() + roceperf::wire::pad_len(payload.len());
+    p.b.handle_packet(0, &buf[..total]);
+    let mut out = vec![0u8; p.b.max_packet_len()];
+    let mut answers = Vec::new();
+    while let Some(n) = p.b.poll_transmit(0, &mut out) {
+        answers.push(IbRepr::parse(&out[..n]).unwrap().0);
+    }
+    answers
+}
+
+fn request(op: Opcode, psn: u32, payload_len: usize) -> IbRepr {
+    let mut bth = BthRepr::new(op, QPN_B, psn);
+    bth.pad_count = roceperf::wire::pad_len(payload_len) as u8;
+    bth.ack_req = true;
+    IbRepr::new(bth)
+}
+
+#[test]
+fn opcode_sequence_length_and_unsupported_requests_are_nak_invalid_request() {
+    let cases: Vec<(&str, Opcode, usize)> = vec![
+        ("SEND_MIDDLE without FIRST", Opcode::RC_SEND_MIDDLE, 1024),
+        ("SEND_LAST without FIRST", Opcode::RC_SEND_LAST, 10),
+        (
+            "WRITE_MIDDLE without FIRST",
+            Opcode::RC_RDMA_WRITE_MIDDLE,
+            1024,
+        ),
+        (
+            "SEND_FIRST shorter than the PMTU",
+            Opcode::RC_SEND_FIRST,
+            1000,
+        ),
+        ("SEND_ONLY longer than the PMTU", Opcode::RC_SEND_ONLY, 1028),
+        (
+            "SEND_ONLY_WITH_INVALIDATE (unsupported)",
+            Opcode::RC_SEND_ONLY_WITH_INVALIDATE,
+            4,
+        ),
+    ];
+    for (name, op, len) in cases {
+        let (mut p, _, _) = Setup::new(1024, 8192).build();
+        p.b.post_recv(&recv(1, 0, 4096)).unwrap();
+        let mut r = request(op, 100, len);
+        if op == Opcode::RC_SEND_ONLY_WITH_INVALIDATE {
+            r.ieth = Some(0x1234);
+        }
+        let answers = poke(&mut p, &r, &vec![7u8; len]);
+        assert_eq!(answers.len(), 1, "{name}");
+        assert_eq!(answers[0].bth.opcode, Opcode::RC_ACKNOWLEDGE, "{name}");
+        assert_eq!(answers[0].aeth.unwrap().syndrome, 0x61, "{name}");
+        assert_eq!(answers[0].bth.psn, 100, "{name}");
+        assert!(matches!(p.b.state(), QpState::Error(_)), "{name}");
+        assert_eq!(p.b.counters().naks_sent.invalid_request, 1, "{name}");
+        assert_eq!(
+            p.b.poll_completion().map(|c| c.status),
+            Some(CompletionStatus::WrFlushError),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn psn_gap_is_answered_once_and_duplicates_are_re_acked() {
+    let (mut p, _, _) = Setup::new(1024, 8192).build();
+    for i in 0..3 {
+        p.b.post_recv(&recv(i, 0, 64)).unwrap();
+    }
+    // Expected PSN is 100. 102 and 103 arrive first: one NAK naming 100, then silence.
+    let a = poke(&mut p, &request(Opcode::RC_SEND_ONLY, 102, 4), &[1; 4]);
+    assert_eq!(
+        (a.len(), a[0].aeth.unwrap().syndrome, a[0].bth.psn),
+        (1, 0x60, 100)
+    );
+    assert!(poke(&mut p, &request(Opcode::RC_SEND_ONLY, 103, 4), &[1; 4]).is_empty());
+    let a = poke(&mut p, &request(Opcode::RC_SEND_ONLY, 100, 4), &[1; 4]);
+    assert_eq!(
+        (
+            a[0].aeth.unwrap().syndrome,
+            a[0].bth.psn,
+            a[0].aeth.unwrap().msn
+        ),
+        (0x1f, 100, 1)
+    );
+    // A duplicate of 100 is not executed again; the ACK names the last PSN acknowledged.
+    let a = poke(&mut p, &request(Opcode::RC_SEND_ONLY, 100, 4), &[1; 4]);
+    assert_eq!(
+        (
+            a[0].aeth.unwrap().syndrome,
+            a[0].bth.psn,
+            a[0].aeth.unwrap().msn
+        ),
+        (0x1f, 100, 1)
+    );
+    assert_eq!(p.b.counters().duplicate_requests, 1);
+    assert_eq!(p.b.poll_completion().map(|c| c.wr_id), Some(0));
+    assert_eq!(p.b.poll_completion(), None, "executed once");
+    assert_eq!(p.b.expected_psn(), 101);
+}
+
+#[test]
+fn rnr_on_the_last_packet_of_a_write_with_imm_keeps_the_earlier_data() {
+    let mut s = Setup::new(256, 1 << 16);
+    s.tweak = |c| c.min_rnr_timer = 1;
+    let (mut p, _, kb) = s.build();
+    fill(&mut p.a, 0, 1000, 21);
+    p.a.post_send(&wr(1, SendOp::WriteWithImm(77), 0, 1000, at(&kb, 512)))
+        .unwrap();
+    assert!(p.run_until(LIMIT, |p| p.a.counters().naks_received.rnr >= 2));
+    assert_eq!(
+        p.b.expected_psn(),
+        103,
+        "FIRST and two MIDDLEs executed, LAST refused"
+    );
+    p.b.post_recv(&recv(4, 0, 0)).unwrap();
+    run_to(&mut p, 1, 1);
+    ok(&p.a_done[0], 1, CompletionOp::Write, 1000);
+    ok(&p.b_done[0], 4, CompletionOp::RecvWithImm, 1000);
+    assert_eq!(p.b_done[0].imm, Some(77));
+    assert_eq!(bytes(&p.b, 512, 1000), pattern(21, 1000));
+}
+
+#[test]
+fn duplicate_atomic_is_answered_from_the_saved_result() {
+    let (mut p, _, kb) = Setup::new(1024, 8192).build();
+    let mut r = request(Opcode::RC_FETCH_ADD, 100, 0);
+    r.atomic_eth = Some(roceperf::wire::AtomicEthRepr {
+        va: kb.va + 64,
+        rkey: kb.rkey,
+        swap_add: 5,
+        compare: 0,
+    });
+    let first = poke(&mut p, &r, &[]);
+    let again = poke(&mut p, &r, &[]);
+    assert_eq!(first[0].bth.opcode, Opcode::RC_ATOMIC_ACKNOWLEDGE);
+    assert_eq!(first[0].atomic_ack_eth.unwrap().orig, 0);
+    assert_eq!(
+        again[0].atomic_ack_eth.unwrap().orig,
+        0,
+        "replayed, not re-executed"
+    );
+    assert_eq!(
+        u64::from_ne_bytes(bytes(&p.b, 64, 8).try_into().unwrap()),
+        5
+    );
 }

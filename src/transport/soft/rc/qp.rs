@@ -50,7 +50,8 @@ impl Qp {
             return Err(ConfigError::LocalKey(cfg.local_lkey));
         }
         Ok(Qp {
-            cq: Ring::with_capacity(cfg.sq_depth + cfg.rq_depth),
+            // +1: the receive a SEND is filling is out of the RQ but still owes a completion.
+            cq: Ring::with_capacity(cfg.sq_depth + cfg.rq_depth + 1),
             counters: Counters::default(),
             req: Requester::new(
                 Psn::new(cfg.send_psn),
@@ -112,7 +113,8 @@ impl Qp {
     }
 
     fn reserve(&self) -> bool {
-        self.cq.len() + self.req.sq.len() + self.resp.rq.len() < self.cq.capacity()
+        // Every queued work request must find room for its completion, even if nobody polls.
+        self.cq.len() + self.req.sq.len() + self.resp.receives_held() < self.cq.capacity()
     }
 
     /// Posts a SEND, WRITE, READ or atomic. The local range is checked now; the remote one by the peer.

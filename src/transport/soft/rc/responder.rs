@@ -121,9 +121,9 @@ impl Responder {
         self.epsn
     }
 
-    /// True when an answer waits to be sent.
-    pub fn has_jobs(&self) -> bool {
-        !self.jobs.is_empty()
+    /// Receives that will still produce a completion: posted ones plus the one a SEND is filling.
+    pub fn receives_held(&self) -> usize {
+        self.rq.len() + usize::from(matches!(self.msg, InMsg::Send { .. }))
     }
 
     /// Posts a checked receive; the caller made sure there is room.
