@@ -282,11 +282,7 @@ enum Backend {
 #[derive(Clone, Copy)]
 enum Path {
     /// UDP socket: the kernel writes Ethernet/IP/UDP; we need the reprs for the ICRC only.
-    Udp {
-        dst: SocketAddr,
-        v4: Option<(Ipv4Repr, UdpRepr)>,
-        v6: Option<(Ipv6Repr, UdpRepr)>,
-    },
+    Udp { dst: SocketAddr, net: NetRepr },
     /// AF_PACKET: every header ours.
     Frame { eth: EthernetRepr, net: NetRepr },
 }
@@ -637,13 +633,11 @@ impl SoftEndpoint {
                 match (local.ip(), peer_ip) {
                     (IpAddr::V4(src), IpAddr::V4(dst4)) => Ok(Path::Udp {
                         dst,
-                        v4: Some((ipv4_repr(src, dst4), udp)),
-                        v6: None,
+                        net: NetRepr::V2v4(ipv4_repr(src, dst4), udp),
                     }),
                     (IpAddr::V6(src), IpAddr::V6(dst6)) => Ok(Path::Udp {
                         dst,
-                        v4: None,
-                        v6: Some((ipv6_repr(src, dst6), udp)),
+                        net: NetRepr::V2v6(ipv6_repr(src, dst6), udp),
                     }),
                     (l, p) => Err(SoftError::Peer(format!(
                         "this side uses {l} and the peer {p}: both must be IPv4 or both IPv6"
@@ -777,14 +771,10 @@ impl SoftEndpoint {
                     }
                 }
                 let pushed = match path {
-                    Path::Udp { dst, v4, v6 } => self.tx.try_push(dst, |buf| {
+                    Path::Udp { dst, net } => self.tx.try_push(dst, |buf| {
+                        // The kernel writes Ethernet/IP/UDP; the ICRC still covers them (as reprs).
                         let len = qp.poll_transmit(now, buf)?;
-                        let icrc = match (&v4, &v6) {
-                            (Some((ip, udp)), _) => Icrc::v2_ipv4(ip, udp, len),
-                            (_, Some((ip, udp))) => Icrc::v2_ipv6(ip, udp, len),
-                            _ => unreachable!("a UDP path has one family"),
-                        }
-                        .finish_ib(&buf[..len]);
+                        let icrc = net.icrc(&buf[..len]);
                         buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
                         Some(len + ICRC_LEN)
                     }),
@@ -896,16 +886,16 @@ fn check_udp<'a>(
     };
     // The sender's IPv4 ID is invisible to a UDP socket; a roceperf peer sends 0 with DF (see
     // ipv4_repr), which is what we verify against. IPv6 has no such field: fully verified.
-    let expected = match (src.ip(), d.dst.unwrap_or(local.ip())) {
+    let net = match (src.ip(), d.dst.unwrap_or(local.ip())) {
         (IpAddr::V4(_), IpAddr::V4(_)) if !verify_v4 => return Some(ib),
-        (IpAddr::V4(s), IpAddr::V4(l)) => Icrc::v2_ipv4(&ipv4_repr(s, l), &udp, ib.len()),
-        (IpAddr::V6(s), IpAddr::V6(l)) => Icrc::v2_ipv6(&ipv6_repr(s, l), &udp, ib.len()),
+        (IpAddr::V4(s), IpAddr::V4(l)) => NetRepr::V2v4(ipv4_repr(s, l), udp),
+        (IpAddr::V6(s), IpAddr::V6(l)) => NetRepr::V2v6(ipv6_repr(s, l), udp),
         _ => {
             drops.malformed += 1;
             return None;
         }
-    }
-    .finish_ib(ib);
+    };
+    let expected = net.icrc(ib);
     if expected.to_le_bytes() != icrc {
         drops.bad_icrc += 1;
         return None;
