@@ -4,7 +4,8 @@
 //!
 //! Two endpoints, each driven by its own thread pinned to its own core, as two roceperf processes
 //! would be: RDMA WRITE of 64 KiB with 128 in flight (write_bw), and a 2-byte SEND ping-pong
-//! (send_lat, half the round trip). ROCEPERF_BENCH_SECS sets the duration (default 2).
+//! (send_lat, half the round trip). ROCEPERF_BENCH_SECS sets the duration (default 2);
+//! ROCEPERF_BENCH_GSO=1 turns on UDP GSO/GRO (`SoftConfig::gso`).
 
 mod soft_support;
 
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use roceperf::transport::soft::endpoint::SoftEndpoint;
+use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use roceperf::transport::{Completion, CompletionStatus, Endpoint, RecvRequest, SendOp};
 use soft_support::endpoints::{connect, remote, udp_cfg, wr};
 
@@ -33,10 +34,19 @@ fn pin(core: usize) {
 }
 
 fn pair(tag: u8) -> (SoftEndpoint, SoftEndpoint) {
+    let gso = std::env::var("ROCEPERF_BENCH_GSO").is_ok_and(|v| v == "1");
     let a_ip = format!("127.0.{tag}.1");
     let b_ip = format!("127.0.{tag}.2");
-    let mut a = SoftEndpoint::open(udp_cfg(&a_ip, 4791)).unwrap();
-    let mut b = SoftEndpoint::open(udp_cfg(&b_ip, 4791)).unwrap();
+    let mut a = SoftEndpoint::open(SoftConfig {
+        gso,
+        ..udp_cfg(&a_ip, 4791)
+    })
+    .unwrap();
+    let mut b = SoftEndpoint::open(SoftConfig {
+        gso,
+        ..udp_cfg(&b_ip, 4791)
+    })
+    .unwrap();
     connect(&mut a, &mut b);
     (a, b)
 }
@@ -150,6 +160,13 @@ fn send_lat_2b_over_lo() {
         'wait: loop {
             let n = a.poll_cq(&mut buf).unwrap();
             for c in &buf[..n] {
+                // A failed QP flushes at once: never let that pass for a fast round trip.
+                assert_eq!(
+                    c.status,
+                    CompletionStatus::Success,
+                    "{c:?} {:?}",
+                    a.counters()
+                );
                 if c.op == roceperf::transport::CompletionOp::Recv {
                     break 'wait;
                 }

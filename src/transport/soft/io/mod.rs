@@ -9,6 +9,7 @@
 //! [`slots::Slots`], so the busy-polling datapath never allocates.
 
 pub mod batch;
+pub mod gso;
 pub mod impair;
 pub mod packet;
 pub mod slots;

@@ -221,6 +221,15 @@ impl UdpSocket {
         })
     }
 
+    /// Sends the queued super-datagrams of `tx` (UDP_SEGMENT); what the kernel did not take stays
+    /// queued. Returns how many super-datagrams went out. The socket needs `zero_checksum: false`.
+    pub fn send_gso_batch(&self, tx: &mut super::gso::GsoTxBatch) -> Result<usize, IoError> {
+        tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
+            context: format!("sendmmsg(UDP_SEGMENT) from UDP {}", self.local),
+            source,
+        })
+    }
+
     /// Sends `data` as datagrams of `segment` bytes (the last may be shorter) to `dst` in one
     /// `sendmsg` with UDP generic segmentation offload (`UDP_SEGMENT`). Returns the bytes sent.
     ///
