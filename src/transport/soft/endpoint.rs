@@ -7,6 +7,12 @@
 //! timers, lets every engine fill the transmit batch (framing each packet and computing its ICRC),
 //! sends the batch with one syscall, and hands out completions. Work posted between two calls is
 //! transmitted first, before the receive. Nothing on that path allocates.
+//!
+//! Two endpoints on one host: RoCE v2 lives on UDP port 4791, so each side needs its own address.
+//! On `lo` that is automatic: a second endpoint finds 127.0.0.1:4791 taken and moves to the next
+//! free 127.0.0.x (the peer learns the address from [`ConnInfo::addr`]); an explicit `bind` is
+//! never moved. Otherwise use two network namespaces (`scripts/netns.sh up`), which is also what
+//! AF_PACKET and RoCE v1 need, since frames must cross a real (virtual) link.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::time::Instant;
@@ -314,7 +320,8 @@ pub struct SoftEndpoint {
     local_ip: Option<IpAddr>,
     gid: [u8; 16],
     mtu: RoceMtu,
-    mtu_note: Option<String>,
+    /// Setup decisions worth telling the user (MTU capped, address moved).
+    notes: Vec<String>,
     backend: Backend,
     rx: RxBatch,
     tx: TxBatch,
@@ -409,7 +416,7 @@ impl SoftEndpoint {
         let v1_gid = cfg
             .gid_index
             .and_then(|x| dev.gids_for(RoceVersion::V1).get(x as usize).map(|e| e.gid));
-        let (encap, local_ip, gid) = match cfg.version {
+        let (encap, mut local_ip, mut gid) = match cfg.version {
             RoceVersion::V2 => {
                 let ip = match cfg.bind {
                     Some(ip) => ip,
@@ -449,18 +456,19 @@ impl SoftEndpoint {
             .into());
         }
         let active = dev.active_mtu(encap)?;
-        let (mtu, mtu_note) = match cfg.mtu {
-            None => (active, None),
+        let mut notes = Vec::new();
+        let mtu = match cfg.mtu {
+            None => active,
             Some(m) => {
                 let want = RoceMtu::from_bytes(m).ok_or(ConfigError::Pmtu(m))?;
                 if want > active {
-                    let note = format!(
+                    notes.push(format!(
                         "-m {m} exceeds the active MTU {active} of {} (link MTU {}); using {active}",
                         dev.name, dev.link_mtu
-                    );
-                    (active, Some(note))
+                    ));
+                    active
                 } else {
-                    (want, None)
+                    want
                 }
             }
         };
@@ -489,7 +497,35 @@ impl SoftEndpoint {
                     ..UdpConfig::default()
                 };
                 let ip = local_ip.expect("v2 has a local address");
-                Backend::Udp(UdpSocket::bind(&dev, ip, &ucfg)?)
+                match UdpSocket::bind(&dev, ip, &ucfg) {
+                    Ok(sock) => Backend::Udp(sock),
+                    // Two roceperfs on one host's lo: the second takes the next free 127.0.0.x
+                    // by itself (the peer learns it from ConnInfo), unless an address was asked for.
+                    Err(IoError::PortInUse { .. })
+                        if cfg.bind.is_none()
+                            && cfg.gid_index.is_none()
+                            && dev.loopback
+                            && ip.is_ipv4() =>
+                    {
+                        let (sock, alt) = (2..=254u8)
+                            .map(|x| IpAddr::V4(Ipv4Addr::new(127, 0, 0, x)))
+                            .find_map(|alt| {
+                                UdpSocket::bind(&dev, alt, &ucfg).ok().map(|s| (s, alt))
+                            })
+                            .ok_or(IoError::PortInUse {
+                                addr: ip,
+                                port: cfg.udp_port,
+                            })?;
+                        notes.push(format!(
+                            "{ip}:{} is taken (another roceperf on this host?); using {alt} instead",
+                            cfg.udp_port
+                        ));
+                        local_ip = Some(alt);
+                        gid = gid_of_ip(alt);
+                        Backend::Udp(sock)
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
             IoKind::Packet => {
                 if !dev.loopback {
@@ -539,7 +575,7 @@ impl SoftEndpoint {
             local_ip,
             gid,
             mtu,
-            mtu_note,
+            notes,
             backend,
             slots,
             epoch: Instant::now(),
@@ -609,7 +645,7 @@ impl SoftEndpoint {
             self.encap.overhead(),
             self.encap,
         );
-        if let Some(n) = &self.mtu_note {
+        for n in &self.notes {
             s.push_str(&format!("\n  note: {n}"));
         }
         if let Some(i) = &self
@@ -1216,6 +1252,33 @@ mod tests {
             assert!(text.contains(needle), "{needle}: {text}");
         }
         assert!(!text.contains("impairment"));
+    }
+
+    #[test]
+    fn a_second_endpoint_on_lo_moves_to_the_next_free_address() {
+        let port = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut cfg = SoftConfig::new("lo", RoceVersion::V2);
+        cfg.udp_port = port;
+        let Ok(first) = SoftEndpoint::open(cfg.clone()) else {
+            return; // 127.0.0.1 is not on lo here
+        };
+        let second = SoftEndpoint::open(cfg.clone()).unwrap();
+        assert_eq!(first.local_info().addr, Some(format!("127.0.0.1:{port}")));
+        let moved = second.local_info().addr.unwrap();
+        assert_ne!(moved, format!("127.0.0.1:{port}"));
+        assert!(
+            second.describe().contains("is taken"),
+            "{}",
+            second.describe()
+        );
+        // An explicit address is never moved: the user gets the error that explains why.
+        cfg.bind = Some("127.0.0.1".parse().unwrap());
+        let e = SoftEndpoint::open(cfg).err().unwrap().to_string();
+        assert!(e.contains("is taken") && e.contains("netns.sh"), "{e}");
     }
 
     #[test]
