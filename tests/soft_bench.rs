@@ -33,6 +33,18 @@ fn pin(core: usize) {
     }
 }
 
+/// Lets the calling thread run on every core again.
+fn unpin() {
+    // SAFETY: a cpu_set_t filled by CPU_SET for every possible core, applied to this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in 0..libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 fn pair(tag: u8) -> (SoftEndpoint, SoftEndpoint) {
     let gso = std::env::var("ROCEPERF_BENCH_GSO").is_ok_and(|v| v == "1");
     let a_ip = format!("127.0.{tag}.1");
@@ -106,7 +118,41 @@ fn write_bw_64k_over_lo() {
 #[test]
 #[ignore = "measurement; run with --ignored --nocapture"]
 fn send_lat_2b_over_lo() {
-    let (mut a, mut b) = pair(21);
+    let (a, b) = pair(21);
+    send_lat("soft v2 udp lo", a, b);
+}
+
+#[test]
+#[ignore = "measurement; run with --ignored --nocapture"]
+fn send_lat_2b_packet_v1_over_veth_ring_and_recvmmsg() {
+    use roceperf::params::RoceVersion;
+    use roceperf::transport::soft::endpoint::IoKind;
+    if !soft_support::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    for ring in [0usize, 512, 0] {
+        let pair = soft_support::NetnsPair::up(&["--mtu", "9000"]);
+        // The helper threads that open the endpoints inherit this thread's affinity; opened from a
+        // thread pinned to core 0 (as after the first round), later rounds measured milliseconds.
+        unpin();
+        let open = move || {
+            let mut c = SoftConfig::new("veth0", RoceVersion::V1);
+            c.io = IoKind::Packet;
+            c.packet_rx_ring = ring;
+            c.buffer_len = 1 << 20;
+            c.impair = Some(Default::default());
+            SoftEndpoint::open(c).unwrap()
+        };
+        let mut a = pair.in_ns('a', open);
+        let mut b = pair.in_ns('b', open);
+        connect(&mut a, &mut b);
+        send_lat(&format!("soft v1 packet veth (rx ring {ring})"), a, b);
+    }
+}
+
+/// A 2-byte SEND ping-pong between `a` (this thread, core 0) and `b` (a thread on core 1).
+fn send_lat(what: &str, mut a: SoftEndpoint, mut b: SoftEndpoint) {
     let stop = Arc::new(AtomicBool::new(false));
     let stop_b = stop.clone();
     // b: answer every 2-byte SEND with a 2-byte SEND.
@@ -139,6 +185,7 @@ fn send_lat_2b_over_lo() {
                 }
             }
         }
+        b.counters()
     });
     pin(0);
     let mut buf = [Completion::EMPTY; 16];
@@ -184,11 +231,12 @@ fn send_lat_2b_over_lo() {
         .unwrap();
     }
     stop.store(true, Ordering::Relaxed);
-    server.join().unwrap();
+    let b_counters = server.join().unwrap();
+    eprintln!("  a: {:?}\n  b: {b_counters:?}", a.counters());
     samples.sort_unstable();
     let q = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize] as f64 / 2.0 / 1000.0;
     println!(
-        "soft v2 udp lo send_lat 2 B (half RTT): median {:.2} us, p99 {:.2} us, min {:.2} us ({} samples)",
+        "{what} send_lat 2 B (half RTT): median {:.2} us, p99 {:.2} us, min {:.2} us ({} samples)",
         q(0.5),
         q(0.99),
         q(0.0),

@@ -198,7 +198,7 @@ fn a_vanished_peer_ends_in_retry_exceeded() {
     assert!(a.counters().timeouts >= 7, "{:?}", a.counters());
 }
 
-fn packet_pair(version: RoceVersion, family_v6: bool) {
+fn packet_pair(version: RoceVersion, family_v6: bool, ring: usize) {
     if !is_root() {
         eprintln!("skipped: needs root for network namespaces and AF_PACKET");
         return;
@@ -208,6 +208,7 @@ fn packet_pair(version: RoceVersion, family_v6: bool) {
         move || {
             let mut c = SoftConfig::new("veth0", version);
             c.io = IoKind::Packet;
+            c.packet_rx_ring = ring;
             c.buffer_len = 1 << 20;
             c.impair = Some(ImpairConfig::default());
             if version == RoceVersion::V2 {
@@ -232,17 +233,22 @@ fn packet_pair(version: RoceVersion, family_v6: bool) {
 
 #[test]
 fn packet_v1_across_veth() {
-    packet_pair(RoceVersion::V1, false);
+    packet_pair(RoceVersion::V1, false, 512);
+}
+
+#[test]
+fn packet_v1_across_veth_without_the_mmap_ring() {
+    packet_pair(RoceVersion::V1, false, 0);
 }
 
 #[test]
 fn packet_v2_ipv4_across_veth() {
-    packet_pair(RoceVersion::V2, false);
+    packet_pair(RoceVersion::V2, false, 512);
 }
 
 #[test]
 fn packet_v2_ipv6_across_veth() {
-    packet_pair(RoceVersion::V2, true);
+    packet_pair(RoceVersion::V2, true, 512);
 }
 
 #[test]

@@ -12,6 +12,7 @@ pub mod batch;
 pub mod gso;
 pub mod impair;
 pub mod packet;
+pub mod ring;
 pub mod slots;
 pub mod sockaddr;
 pub mod udp;

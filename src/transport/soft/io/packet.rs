@@ -12,6 +12,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::batch::{RxBatch, TxBatch};
+use super::ring::RxRing;
 use super::{IoError, ROCE_V2_PORT, grow_buffer, setsockopt_int};
 use crate::transport::soft::netdev::NetDev;
 
@@ -36,6 +37,9 @@ pub struct PacketConfig {
     /// Hand frames straight to the driver, skipping the qdisc (PACKET_QDISC_BYPASS). Off when tc
     /// netem must see our frames.
     pub qdisc_bypass: bool,
+    /// Receive through a PACKET_MMAP ring of this many frame slots instead of `recvmmsg`
+    /// (0: no ring). Polling an idle ring costs a memory load, not a syscall.
+    pub rx_ring_frames: usize,
 }
 
 impl Default for PacketConfig {
@@ -46,6 +50,7 @@ impl Default for PacketConfig {
             slot_len: 14 + 4 + 40 + 8 + super::udp::MAX_ROCE_UDP_PAYLOAD,
             socket_buffer: 8 << 20,
             qdisc_bypass: false,
+            rx_ring_frames: 0,
         }
     }
 }
@@ -123,6 +128,8 @@ pub fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
 
 /// An AF_PACKET socket bound to one interface, passing only RoCE frames.
 pub struct PacketSocket {
+    // Declared before `fd` so the ring is unmapped before the socket closes.
+    ring: Option<RxRing>,
     fd: OwnedFd,
     ifindex: u32,
     dev: String,
@@ -195,6 +202,19 @@ impl PacketSocket {
         }
         grow_buffer(s, true, cfg.socket_buffer)?;
         grow_buffer(s, false, cfg.socket_buffer)?;
+        let ring = match cfg.rx_ring_frames {
+            0 => None,
+            n => {
+                // Slots hold the kernel's header (32 + 20 bytes, aligned) plus the largest frame.
+                let frame_size = (cfg.slot_len + 128).next_power_of_two();
+                Some(
+                    RxRing::attach(s, n, frame_size).map_err(|source| IoError::Os {
+                        context: format!("PACKET_RX_RING of {n} frames on {}", dev.name),
+                        source,
+                    })?,
+                )
+            }
+        };
         // SAFETY: all-zero is a valid sockaddr_ll.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -215,6 +235,7 @@ impl PacketSocket {
             )));
         }
         Ok(PacketSocket {
+            ring,
             fd,
             ifindex: dev.index,
             dev: dev.name.clone(),
@@ -224,6 +245,12 @@ impl PacketSocket {
     /// The interface index the socket is bound to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
+    }
+
+    /// The receive ring, when the socket was opened with one; frames then arrive there and
+    /// [`recv_batch`](Self::recv_batch) finds nothing.
+    pub fn rx_ring(&mut self) -> Option<&mut RxRing> {
+        self.ring.as_mut()
     }
 
     /// Receives up to a batch of RoCE frames without blocking; returns how many (0 when none wait).
