@@ -6,7 +6,10 @@
 //!   ICRC can be verified over the real IPv4 header. Needs CAP_NET_RAW.
 //!
 //! Both move packets in batches (one syscall per batch, not per packet) through preallocated
-//! [`slots::Slots`], so the busy-polling datapath never allocates.
+//! [`slots::Slots`], so the busy-polling datapath never allocates: [`batch`] (`recvmmsg` /
+//! `sendmmsg`), [`gso`] (UDP segmentation offload, opt-in), [`ring`] (PACKET_MMAP receive ring for
+//! AF_PACKET). [`impair`] drops, duplicates, reorders or corrupts packets on purpose where the kernel
+//! has no netem; [`sockaddr`] converts addresses without allocating.
 
 pub mod batch;
 pub mod gso;
