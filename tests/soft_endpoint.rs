@@ -354,3 +354,25 @@ fn packet_v1_and_v2_on_loopback() {
         );
     }
 }
+
+/// With the IPv4 ICRC check off (for rxe peers, whose IP IDs a UDP socket cannot see), a datagram
+/// with a wrong ICRC is not dropped as such: it goes on to the QPN check.
+#[test]
+fn ipv4_icrc_check_can_be_turned_off_for_the_udp_backend() {
+    let port = free_port("127.0.15.1");
+    let mut cfg = udp_cfg("127.0.15.1", port);
+    cfg.verify_udp_ipv4_icrc = false;
+    let mut b = SoftEndpoint::open(cfg).unwrap();
+    let junk = std::net::UdpSocket::bind("127.0.15.3:0").unwrap();
+    let pkt = [
+        4u8, 0, 0xff, 0xff, 0, 0xee, 0xee, 0xee, 0x80, 0, 0, 1, 1, 2, 3, 4, 0xde, 0xad, 0xbe, 0xef,
+    ];
+    junk.send_to(&pkt, ("127.0.15.1", port)).unwrap();
+    let mut buf = [Completion::EMPTY; 4];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while b.counters().rx_packets < 1 && Instant::now() < deadline {
+        b.poll_cq(&mut buf).unwrap();
+    }
+    let d = b.counters().drops;
+    assert_eq!((d.bad_icrc, d.unknown_qpn), (0, 1), "{d:?}");
+}
