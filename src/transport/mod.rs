@@ -97,6 +97,17 @@ pub enum SendOp {
     WriteWithImm(u32),
     /// One-sided RDMA READ into the local range.
     Read,
+    /// 64-bit atomic fetch-and-add of the value at the (8-byte aligned) remote address; the original
+    /// value lands in the 8 local bytes (`len` must be 8).
+    FetchAdd(u64),
+    /// 64-bit atomic compare-and-swap: if the remote value equals `compare` it becomes `swap`; the
+    /// original value lands in the 8 local bytes (`len` must be 8).
+    CompareSwap {
+        /// Value the remote word must hold for the swap to happen.
+        compare: u64,
+        /// Value written when it does.
+        swap: u64,
+    },
 }
 
 /// A send-queue work request. The local data is `len` bytes at `offset` in the QP's own buffer.
@@ -201,6 +212,10 @@ pub enum CompletionOp {
     Recv,
     /// A receive consumed an incoming WRITE with immediate.
     RecvWithImm,
+    /// An atomic fetch-and-add completed: the original value is in the local buffer.
+    FetchAdd,
+    /// An atomic compare-and-swap completed: the original value is in the local buffer.
+    CompareSwap,
 }
 
 /// One work completion.

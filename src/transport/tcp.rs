@@ -794,6 +794,11 @@ impl Endpoint for TcpEndpoint {
             )));
         }
         let remote_offset = match wr.op {
+            SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => {
+                return Err(Error::InvalidRequest(
+                    "atomics have no TCP equivalent; use --transport soft or verbs".into(),
+                ));
+            }
             SendOp::Send | SendOp::SendWithImm(_) => 0,
             SendOp::Write | SendOp::WriteWithImm(_) | SendOp::Read => {
                 let r = wr.remote.ok_or_else(|| {
@@ -815,6 +820,7 @@ impl Endpoint for TcpEndpoint {
             SendOp::Write => (FrameOp::Write, 0, CompletionOp::Write),
             SendOp::WriteWithImm(i) => (FrameOp::WriteImm, i, CompletionOp::Write),
             SendOp::Read => (FrameOp::ReadReq, 0, CompletionOp::Read),
+            SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => unreachable!("refused above"),
         };
         let hdr = Header {
             op,

@@ -1,1 +1,429 @@
 //! An in-memory link with seeded loss, duplication, reordering, delay and corruption, for tests.
+//!
+//! Everything runs at virtual time: [`Link`] holds packets until their arrival time, and
+//! [`SimPair`] drives two queue pairs over two links, jumping the clock straight to the next
+//! arrival or timer. A seed fixes every random choice, so a failing run can be replayed exactly.
+//! This is test and benchmark infrastructure: it allocates per packet, the engine does not.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::transport::Completion;
+
+use super::rc::Qp;
+
+/// A small seeded generator (SplitMix64): fast, reproducible, good enough for loss decisions.
+#[derive(Clone, Debug)]
+pub struct SimRng(u64);
+
+impl SimRng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> SimRng {
+        SimRng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform float in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.unit() < p
+    }
+
+    /// A uniform integer in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next_u64() % n }
+    }
+}
+
+/// How a simulated link misbehaves. Probabilities are per packet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkConfig {
+    /// Fixed one-way delay, ns.
+    pub delay_ns: u64,
+    /// Extra uniform random delay in `0..jitter_ns` (reorders packets closer than that).
+    pub jitter_ns: u64,
+    /// Probability a packet is lost.
+    pub loss: f64,
+    /// Probability a packet arrives twice.
+    pub duplicate: f64,
+    /// Probability a packet is held back by `reorder_delay_ns`, letting later ones overtake it.
+    pub reorder: f64,
+    /// How long a reordered packet is held back, ns.
+    pub reorder_delay_ns: u64,
+    /// Probability one bit of a packet is flipped.
+    pub corrupt: f64,
+    /// Drop corrupted packets at the receiver, as the I/O backends do when the ICRC fails.
+    /// Off, corrupted packets reach the engine (robustness tests).
+    pub drop_corrupted: bool,
+}
+
+impl LinkConfig {
+    /// A perfect link with a 1 µs delay.
+    pub fn perfect() -> LinkConfig {
+        LinkConfig {
+            delay_ns: 1_000,
+            jitter_ns: 0,
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay_ns: 0,
+            corrupt: 0.0,
+            drop_corrupted: true,
+        }
+    }
+
+    /// A link that loses `loss` of its packets and also duplicates, reorders and corrupts some.
+    pub fn lossy(loss: f64) -> LinkConfig {
+        LinkConfig {
+            delay_ns: 2_000,
+            jitter_ns: 500,
+            loss,
+            duplicate: loss / 2.0,
+            reorder: loss,
+            reorder_delay_ns: 10_000,
+            corrupt: loss / 4.0,
+            drop_corrupted: true,
+        }
+    }
+}
+
+/// What a link did to its packets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Packets offered.
+    pub sent: u64,
+    /// Packets handed to the receiver.
+    pub delivered: u64,
+    /// Packets lost on purpose.
+    pub lost: u64,
+    /// Extra copies made.
+    pub duplicated: u64,
+    /// Packets held back.
+    pub reordered: u64,
+    /// Packets with a flipped bit.
+    pub corrupted: u64,
+    /// Corrupted packets dropped at the receiver (the ICRC stand-in caught them).
+    pub corrupt_dropped: u64,
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct InFlight {
+    at: u64,
+    seq: u64,
+    crc: u32,
+    bytes: Vec<u8>,
+}
+
+/// Decides to drop a packet on purpose: gets the packet's 1-based index on the link and its bytes.
+pub type DropRule = Box<dyn FnMut(u64, &[u8]) -> bool>;
+
+/// A one-way link.
+pub struct Link {
+    /// How it misbehaves; may be changed between packets (e.g. to heal a dead link).
+    pub cfg: LinkConfig,
+    rng: SimRng,
+    queue: BinaryHeap<Reverse<InFlight>>,
+    seq: u64,
+    /// What happened so far.
+    pub stats: LinkStats,
+    /// Drops the packets it returns true for (before any random decision), for targeted tests.
+    pub drop_rule: Option<DropRule>,
+    /// When `Some`, every offered packet is copied here (before loss), for tests that inspect headers.
+    pub log: Option<Vec<Vec<u8>>>,
+}
+
+impl Link {
+    /// A link with its own seed.
+    pub fn new(cfg: LinkConfig, seed: u64) -> Link {
+        Link {
+            cfg,
+            rng: SimRng::new(seed),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            stats: LinkStats::default(),
+            drop_rule: None,
+            log: None,
+        }
+    }
+
+    /// Offers a packet at `now`.
+    pub fn send(&mut self, now: u64, packet: &[u8]) {
+        self.stats.sent += 1;
+        if let Some(log) = &mut self.log {
+            log.push(packet.to_vec());
+        }
+        let index = self.stats.sent;
+        if self
+            .drop_rule
+            .as_mut()
+            .is_some_and(|rule| rule(index, packet))
+            || self.rng.chance(self.cfg.loss)
+        {
+            self.stats.lost += 1;
+            return;
+        }
+        let copies = if self.rng.chance(self.cfg.duplicate) {
+            self.stats.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let crc = crc32fast::hash(packet);
+            let mut bytes = packet.to_vec();
+            if !bytes.is_empty() && self.rng.chance(self.cfg.corrupt) {
+                self.stats.corrupted += 1;
+                let i = self.rng.below(bytes.len() as u64) as usize;
+                bytes[i] ^= 1 << self.rng.below(8);
+            }
+            let mut at = now + self.cfg.delay_ns + self.rng.below(self.cfg.jitter_ns);
+            if self.rng.chance(self.cfg.reorder) {
+                self.stats.reordered += 1;
+                at += self.cfg.reorder_delay_ns;
+            }
+            self.seq += 1;
+            self.queue.push(Reverse(InFlight {
+                at,
+                seq: self.seq,
+                crc,
+                bytes,
+            }));
+        }
+    }
+
+    /// Arrival time of the next packet, if any is in flight.
+    pub fn next_arrival(&self) -> Option<u64> {
+        self.queue.peek().map(|p| p.0.at)
+    }
+
+    /// Packets in flight.
+    pub fn in_flight(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The next packet that has arrived by `now`.
+    pub fn recv(&mut self, now: u64) -> Option<Vec<u8>> {
+        loop {
+            if self.queue.peek()?.0.at > now {
+                return None;
+            }
+            let p = self.queue.pop()?.0;
+            if self.cfg.drop_corrupted && crc32fast::hash(&p.bytes) != p.crc {
+                self.stats.corrupt_dropped += 1;
+                continue;
+            }
+            self.stats.delivered += 1;
+            return Some(p.bytes);
+        }
+    }
+}
+
+/// Two queue pairs joined by two links, run at virtual time.
+pub struct SimPair {
+    /// The first queue pair.
+    pub a: Qp,
+    /// The second queue pair.
+    pub b: Qp,
+    /// Link from `a` to `b`.
+    pub ab: Link,
+    /// Link from `b` to `a`.
+    pub ba: Link,
+    /// Virtual time, ns.
+    pub now: u64,
+    /// Completions `a` produced, in order.
+    pub a_done: Vec<Completion>,
+    /// Completions `b` produced, in order.
+    pub b_done: Vec<Completion>,
+    buf: Vec<u8>,
+}
+
+impl SimPair {
+    /// Joins `a` and `b` with links `ab` and `ba`; the links get seeds derived from `seed`.
+    pub fn new(a: Qp, b: Qp, ab: LinkConfig, ba: LinkConfig, seed: u64) -> SimPair {
+        let mut rng = SimRng::new(seed);
+        let buf = vec![0u8; a.max_packet_len().max(b.max_packet_len())];
+        SimPair {
+            a,
+            b,
+            ab: Link::new(ab, rng.next_u64()),
+            ba: Link::new(ba, rng.next_u64()),
+            now: 0,
+            a_done: Vec::new(),
+            b_done: Vec::new(),
+            buf,
+        }
+    }
+
+    /// Runs everything due at the current time until quiet; true if anything happened.
+    pub fn pump(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            let mut moved = false;
+            while let Some(n) = self.a.poll_transmit(self.now, &mut self.buf) {
+                self.ab.send(self.now, &self.buf[..n]);
+                moved = true;
+            }
+            while let Some(n) = self.b.poll_transmit(self.now, &mut self.buf) {
+                self.ba.send(self.now, &self.buf[..n]);
+                moved = true;
+            }
+            while let Some(p) = self.ab.recv(self.now) {
+                self.b.handle_packet(self.now, &p);
+                moved = true;
+            }
+            while let Some(p) = self.ba.recv(self.now) {
+                self.a.handle_packet(self.now, &p);
+                moved = true;
+            }
+            if self.a.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.a.handle_timeout(self.now);
+                moved = true;
+            }
+            if self.b.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.b.handle_timeout(self.now);
+                moved = true;
+            }
+            while let Some(c) = self.a.poll_completion() {
+                self.a_done.push(c);
+                moved = true;
+            }
+            while let Some(c) = self.b.poll_completion() {
+                self.b_done.push(c);
+                moved = true;
+            }
+            if !moved {
+                return any;
+            }
+            any = true;
+        }
+    }
+
+    /// The time of the next arrival or timer, if any.
+    pub fn next_event(&self) -> Option<u64> {
+        [
+            self.ab.next_arrival(),
+            self.ba.next_arrival(),
+            self.a.poll_timeout(),
+            self.b.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Pumps and advances time until `done` holds (true) or nothing is left to happen or the
+    /// virtual time passes `limit_ns` (false).
+    pub fn run_until(&mut self, limit_ns: u64, mut done: impl FnMut(&SimPair) -> bool) -> bool {
+        loop {
+            self.pump();
+            if done(self) {
+                return true;
+            }
+            match self.next_event() {
+                Some(t) if t <= limit_ns => self.now = self.now.max(t),
+                _ => return false,
+            }
+        }
+    }
+
+    /// Runs until both sides are idle: nothing in flight, nothing to send, no timers.
+    pub fn run_idle(&mut self, limit_ns: u64) -> bool {
+        loop {
+            self.pump();
+            match self.next_event() {
+                None => return true,
+                Some(t) if t <= limit_ns => self.now = self.now.max(t),
+                Some(_) => return false,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rng_is_reproducible_and_roughly_uniform() {
+        let mut a = SimRng::new(42);
+        let mut b = SimRng::new(42);
+        assert_eq!(a.next_u64(), b.next_u64());
+        let hits = (0..100_000).filter(|_| a.chance(0.05)).count();
+        assert!(
+            (4_000..6_000).contains(&hits),
+            "5% of 100k draws gave {hits}"
+        );
+    }
+
+    #[test]
+    fn perfect_link_delivers_in_order_after_the_delay() {
+        let mut l = Link::new(LinkConfig::perfect(), 1);
+        l.send(0, b"one");
+        l.send(10, b"two");
+        assert_eq!(l.recv(999), None);
+        assert_eq!(l.next_arrival(), Some(1_000));
+        assert_eq!(l.recv(1_000).as_deref(), Some(&b"one"[..]));
+        assert_eq!(l.recv(1_010).as_deref(), Some(&b"two"[..]));
+        assert_eq!(l.stats.delivered, 2);
+    }
+
+    #[test]
+    fn lossy_link_loses_duplicates_reorders_and_catches_corruption() {
+        let cfg = LinkConfig {
+            corrupt: 0.1,
+            ..LinkConfig::lossy(0.1)
+        };
+        let mut l = Link::new(cfg, 7);
+        for i in 0..10_000u32 {
+            l.send(u64::from(i) * 100, &i.to_be_bytes());
+        }
+        let mut got = Vec::new();
+        while let Some(p) = l.recv(u64::MAX) {
+            got.push(u32::from_be_bytes(p[..].try_into().unwrap()));
+        }
+        let s = l.stats;
+        assert!(s.lost > 800 && s.lost < 1200, "{s:?}");
+        assert!(
+            s.duplicated > 0 && s.reordered > 0 && s.corrupted > 0,
+            "{s:?}"
+        );
+        assert_eq!(
+            s.corrupt_dropped, s.corrupted,
+            "every flipped bit is caught: {s:?}"
+        );
+        assert_eq!(got.len() as u64, s.delivered);
+        assert!(
+            got.windows(2).any(|w| w[0] > w[1]),
+            "some packets arrive out of order"
+        );
+        assert!(
+            got.windows(2).any(|w| w[0] == w[1]),
+            "some packets arrive twice"
+        );
+    }
+
+    #[test]
+    fn corrupted_packets_reach_the_receiver_when_not_checked() {
+        let cfg = LinkConfig {
+            corrupt: 1.0,
+            drop_corrupted: false,
+            ..LinkConfig::perfect()
+        };
+        let mut l = Link::new(cfg, 3);
+        l.send(0, &[0u8; 16]);
+        let p = l.recv(u64::MAX).unwrap();
+        assert_eq!(p.iter().map(|b| b.count_ones()).sum::<u32>(), 1);
+    }
+}

@@ -497,6 +497,26 @@ impl Endpoint for VerbsEndpoint {
                 };
                 sys::ibv_wr_opcode::IBV_WR_RDMA_READ
             }
+            SendOp::FetchAdd(add) => {
+                let r = remote()?;
+                swr.wr.atomic = sys::atomic_t {
+                    remote_addr: r.addr,
+                    compare_add: add,
+                    swap: 0,
+                    rkey: r.rkey,
+                };
+                sys::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD
+            }
+            SendOp::CompareSwap { compare, swap } => {
+                let r = remote()?;
+                swr.wr.atomic = sys::atomic_t {
+                    remote_addr: r.addr,
+                    compare_add: compare,
+                    swap,
+                    rkey: r.rkey,
+                };
+                sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP
+            }
         };
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
         // SAFETY: `q.raw` is a live QP; `swr` and `sge` outlive the call, which copies them (and the
@@ -560,6 +580,8 @@ impl Endpoint for VerbsEndpoint {
                     sys::ibv_wc_opcode::IBV_WC_RDMA_READ => CompletionOp::Read,
                     sys::ibv_wc_opcode::IBV_WC_RECV => CompletionOp::Recv,
                     sys::ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM => CompletionOp::RecvWithImm,
+                    sys::ibv_wc_opcode::IBV_WC_FETCH_ADD => CompletionOp::FetchAdd,
+                    sys::ibv_wc_opcode::IBV_WC_COMP_SWAP => CompletionOp::CompareSwap,
                     _ => CompletionOp::Send,
                 },
                 byte_len: w.byte_len,

@@ -1,1 +1,48 @@
 //! Sans-IO Reliable Connection engine: requester, responder, completer, PSNs, memory regions.
+//!
+//! [`Qp`] is the state machine. It consumes and produces InfiniBand transport bytes (BTH to pad;
+//! the I/O backends add Ethernet/IP/UDP or GRH and the ICRC with `crate::wire`), takes `now` as
+//! an argument, and never touches a socket, a clock or the allocator on the packet path.
+//!
+//! Driving it (an I/O backend does the same with sockets and a monotonic clock):
+//!
+//! ```
+//! use roceperf::transport::soft::rc::{MemoryTable, Qp, QpConfig};
+//! use roceperf::transport::{Access, CompletionStatus, RecvRequest, SendOp, SendRequest};
+//!
+//! let qp = |qpn, peer, psn, peer_psn| {
+//!     let mut mem = MemoryTable::new(qpn);
+//!     let keys = mem.add_registered(4096, Access::LOCAL_WRITE);
+//!     Qp::new(QpConfig::new(qpn, peer, psn, peer_psn, keys.lkey), mem).unwrap()
+//! };
+//! let (mut a, mut b) = (qp(0x11, 0x12, 1, 2), qp(0x12, 0x11, 2, 1));
+//! b.post_recv(&RecvRequest { wr_id: 7, offset: 0, len: 64 }).unwrap();
+//! let send = SendRequest { wr_id: 1, op: SendOp::Send, offset: 0, len: 5, remote: None, signaled: true, inline: false };
+//! a.post_send(&send).unwrap();
+//! let mut buf = vec![0u8; a.max_packet_len()];
+//! let now = 0;
+//! while let Some(n) = a.poll_transmit(now, &mut buf) { b.handle_packet(now, &buf[..n]); }
+//! while let Some(n) = b.poll_transmit(now, &mut buf) { a.handle_packet(now, &buf[..n]); }
+//! assert_eq!(b.poll_completion().unwrap().byte_len, 5);
+//! assert_eq!(a.poll_completion().unwrap().status, CompletionStatus::Success);
+//! assert_eq!(a.poll_timeout(), None, "everything acknowledged: no timer left");
+//! ```
+
+mod completer;
+pub mod config;
+pub mod counters;
+mod ctx;
+pub mod mr;
+pub mod packet;
+pub mod psn;
+pub mod qp;
+mod requester;
+mod responder;
+pub mod ring;
+pub mod timer;
+
+pub use config::{ConfigError, QpConfig};
+pub use counters::{Counters, DropCounts, NakCounts};
+pub use mr::{AccessViolation, BufferId, MemoryRegion, MemoryTable, MrError, MrKeys};
+pub use psn::Psn;
+pub use qp::{Qp, QpState};

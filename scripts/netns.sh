@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Two "hosts" on one machine: network namespaces <prefix>a and <prefix>b joined by a veth pair.
+#
+#   netns.sh up [--loss P] [--delay D] [--duplicate P] [--reorder P] [--corrupt P] [--mtu M]
+#   netns.sh netem [--loss P] [--delay D] [--duplicate P] [--reorder P] [--corrupt P]   (change impairments)
+#   netns.sh exec a|b CMD...       run CMD inside namespace a or b
+#   netns.sh status                show the namespaces, addresses and qdiscs
+#   netns.sh down                  delete both namespaces (and with them the veth pair)
+#
+# Inside each namespace the veth end is called veth0 (so `-d veth0` works on both sides):
+#   a: 10.77.0.1/24  fd77::1/64        b: 10.77.0.2/24  fd77::2/64   (IPv6 without DAD: usable at once)
+# Impairments are tc netem on both veth ends, so they hit both directions: P as in netem ("1%"),
+# D a delay ("100us", "1ms"). --reorder needs a delay to reorder anything; without --delay it adds 1ms.
+#
+# Names come from $ROCEPERF_NETNS_PREFIX (default "rp"): namespaces rpa and rpb. Tests pick a unique
+# prefix each so that parallel runs do not clash. Every command is idempotent: `up` on an existing
+# pair rebuilds it, `down` on a missing one does nothing. Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN).
+set -euo pipefail
+
+prefix="${ROCEPERF_NETNS_PREFIX:-rp}"
+ns_a="${prefix}a"
+ns_b="${prefix}b"
+dev=veth0
+ip4_a=10.77.0.1 ip4_b=10.77.0.2 ip6_a=fd77::1 ip6_b=fd77::2
+
+die() { echo "netns.sh: $*" >&2; exit 2; }
+
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+
+need_root() {
+  [[ $(id -u) -eq 0 ]] || die "needs root to create network namespaces and veth pairs (CAP_SYS_ADMIN, CAP_NET_ADMIN): run it with sudo"
+  command -v ip >/dev/null || die "the 'ip' command is missing: apt-get install -y iproute2"
+}
+
+[[ ${#prefix} -le 12 && $prefix =~ ^[A-Za-z0-9_-]+$ ]] ||
+  die "ROCEPERF_NETNS_PREFIX='$prefix' must be 1-12 characters of [A-Za-z0-9_-]"
+
+ns_exists() { ip netns list | awk '{print $1}' | grep -qx "$1"; }
+
+ns_of() {
+  case "$1" in
+    a) echo "$ns_a" ;;
+    b) echo "$ns_b" ;;
+    *) die "unknown side '$1': use a or b" ;;
+  esac
+}
+
+# Parses impairment flags into the netem argument list in $netem_args.
+parse_netem() {
+  local loss="" delay="" dup="" reorder="" corrupt=""
+  mtu=""
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --loss) loss="${2:?--loss needs a value such as 1%}"; shift 2 ;;
+      --delay) delay="${2:?--delay needs a value such as 100us}"; shift 2 ;;
+      --duplicate) dup="${2:?--duplicate needs a value such as 1%}"; shift 2 ;;
+      --reorder) reorder="${2:?--reorder needs a value such as 25%}"; shift 2 ;;
+      --corrupt) corrupt="${2:?--corrupt needs a value such as 0.1%}"; shift 2 ;;
+      --mtu) mtu="${2:?--mtu needs a number of bytes}"; shift 2 ;;
+      -h|--help) usage ;;
+      *) die "unknown option '$1' (see netns.sh --help)" ;;
+    esac
+  done
+  if [[ -n $reorder && -z $delay ]]; then delay=1ms; fi
+  netem_args=()
+  [[ -n $delay ]] && netem_args+=(delay "$delay")
+  [[ -n $loss ]] && netem_args+=(loss "$loss")
+  [[ -n $dup ]] && netem_args+=(duplicate "$dup")
+  [[ -n $reorder ]] && netem_args+=(reorder "$reorder")
+  [[ -n $corrupt ]] && netem_args+=(corrupt "$corrupt")
+  return 0
+}
+
+apply_netem() {
+  local ns
+  for ns in "$ns_a" "$ns_b"; do
+    ip -n "$ns" link show "$dev" >/dev/null 2>&1 || die "namespace $ns has no $dev; run 'netns.sh up' first"
+    tc -n "$ns" qdisc del dev "$dev" root 2>/dev/null || true
+    if [[ ${#netem_args[@]} -gt 0 ]]; then
+      local err
+      if ! err=$(tc -n "$ns" qdisc add dev "$dev" root netem "${netem_args[@]}" 2>&1); then
+        if [[ $err == *"qdisc kind is unknown"* ]]; then
+          die "this kernel ($(uname -r)) has no netem qdisc (CONFIG_NET_SCH_NETEM / module sch_netem), so --loss/--delay/--duplicate/--reorder/--corrupt cannot be applied; the namespaces stay up without impairment ('netns.sh down' removes them)"
+        fi
+        die "tc qdisc add dev $dev root netem ${netem_args[*]} in $ns failed: $err"
+      fi
+    fi
+  done
+}
+
+cmd_down() {
+  need_root
+  local ns
+  for ns in "$ns_a" "$ns_b"; do
+    if ns_exists "$ns"; then ip netns del "$ns"; fi
+  done
+}
+
+cmd_up() {
+  need_root
+  parse_netem "$@"
+  cmd_down
+  ip netns add "$ns_a"
+  ip netns add "$ns_b"
+  # Create both ends directly inside their namespaces, so nothing ever appears in the host's.
+  ip link add "$dev" netns "$ns_a" type veth peer name "$dev" netns "$ns_b"
+  local ns ip4 ip6
+  for side in a b; do
+    ns=$(ns_of $side)
+    if [[ $side == a ]]; then ip4=$ip4_a ip6=$ip6_a; else ip4=$ip4_b ip6=$ip6_b; fi
+    ip -n "$ns" link set lo up
+    [[ -n $mtu ]] && ip -n "$ns" link set "$dev" mtu "$mtu"
+    ip -n "$ns" addr add "$ip4/24" dev "$dev"
+    ip -n "$ns" addr add "$ip6/64" dev "$dev" nodad
+    ip -n "$ns" link set "$dev" up
+  done
+  apply_netem
+  cat <<EOT
+namespaces $ns_a ($ip4_a, $ip6_a) and $ns_b ($ip4_b, $ip6_b) joined by $dev${mtu:+ (MTU $mtu)}${netem_args:+; netem: ${netem_args[*]}}
+run a command in each:
+  $0 exec a roce_write_bw -d $dev --transport soft
+  $0 exec b roce_write_bw -d $dev --transport soft $ip4_a
+(or: ip netns exec $ns_a CMD)   tear down: $0 down
+EOT
+}
+
+cmd_netem() {
+  need_root
+  parse_netem "$@"
+  [[ -z $mtu ]] || die "--mtu only applies to 'up'"
+  apply_netem
+  echo "netem on $ns_a/$dev and $ns_b/$dev: ${netem_args[*]:-none}"
+}
+
+cmd_exec() {
+  need_root
+  [[ $# -ge 2 ]] || die "usage: netns.sh exec a|b CMD..."
+  local ns
+  ns=$(ns_of "$1")
+  shift
+  ns_exists "$ns" || die "namespace $ns does not exist; run 'netns.sh up' first"
+  exec ip netns exec "$ns" "$@"
+}
+
+cmd_status() {
+  local ns
+  for ns in "$ns_a" "$ns_b"; do
+    if ns_exists "$ns"; then
+      echo "== $ns"
+      ip -n "$ns" -br addr show dev "$dev"
+      tc -n "$ns" qdisc show dev "$dev"
+    else
+      echo "== $ns: absent"
+    fi
+  done
+}
+
+[[ $# -ge 1 ]] || usage
+cmd="$1"
+shift
+case "$cmd" in
+  up) cmd_up "$@" ;;
+  down) cmd_down ;;
+  netem) cmd_netem "$@" ;;
+  exec) cmd_exec "$@" ;;
+  status) cmd_status ;;
+  -h|--help|help) usage ;;
+  *) die "unknown command '$cmd': use up, down, netem, exec or status" ;;
+esac

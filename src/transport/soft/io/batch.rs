@@ -1,0 +1,468 @@
+//! Batches of packets for `recvmmsg` / `sendmmsg`, shared by the UDP and AF_PACKET backends.
+//!
+//! Everything a batch syscall touches (headers, iovecs, addresses, control space, packet slots) is
+//! allocated once, when the batch is made; each call then moves up to a whole batch with one
+//! syscall and no allocation.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::RawFd;
+
+use super::slots::Slots;
+use super::sockaddr;
+
+/// `UDP_GRO` (include/uapi/linux/udp.h), not in every libc version.
+pub(crate) const UDP_GRO: libc::c_int = 104;
+
+/// Control-message space: room for IPV6_PKTINFO (or IP_PKTINFO) and a UDP_GRO size, 8-aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+pub(crate) struct CtrlBuf(pub(crate) [u8; 128]);
+
+/// One received UDP datagram, borrowed from an [`RxBatch`].
+#[derive(Debug, Clone, Copy)]
+pub struct RxDatagram<'a> {
+    /// The UDP payload (BTH ... ICRC for RoCE v2).
+    pub data: &'a [u8],
+    /// Sender's address and port.
+    pub src: Option<SocketAddr>,
+    /// Our address the datagram was sent to (from IP_PKTINFO / IPV6_PKTINFO).
+    pub dst: Option<IpAddr>,
+    /// The datagram was longer than the slot and got cut (MSG_TRUNC): drop it as malformed.
+    pub truncated: bool,
+    /// With UDP_GRO on: the kernel merged datagrams of this size into `data` (the last may be
+    /// shorter); split before use. `None`: `data` is one datagram.
+    pub gro_segment: Option<u16>,
+}
+
+/// One received link-layer frame (AF_PACKET), borrowed from an [`RxBatch`].
+#[derive(Debug, Clone, Copy)]
+pub struct RxFrame<'a> {
+    /// The frame from the destination MAC on (no FCS).
+    pub data: &'a [u8],
+    /// `PACKET_HOST`, `PACKET_BROADCAST`, `PACKET_OTHERHOST`, `PACKET_OUTGOING`, ...
+    pub pkttype: u8,
+    /// Interface the frame arrived on.
+    pub ifindex: i32,
+    /// The frame was longer than the slot and got cut: drop it as malformed.
+    pub truncated: bool,
+}
+
+/// Preallocated state for one `recvmmsg`: `batch` slots, headers, iovecs, addresses, control space.
+pub struct RxBatch {
+    slots: Slots,
+    hdrs: Box<[libc::mmsghdr]>,
+    iovs: Box<[libc::iovec]>,
+    names: Box<[libc::sockaddr_storage]>,
+    // Kept alive for the kernel: the headers point into it.
+    _ctrl: Box<[CtrlBuf]>,
+    filled: usize,
+}
+
+// SAFETY: the raw pointers inside the headers point only into this struct's own heap arrays, which
+// move with it; nothing is shared with another thread.
+unsafe impl Send for RxBatch {}
+
+impl RxBatch {
+    /// Room for `batch` packets of up to `slot_len` bytes.
+    pub fn new(batch: usize, slot_len: usize) -> RxBatch {
+        let mut slots = Slots::new(batch, slot_len);
+        let slot_len = slots.slot_len();
+        // SAFETY: these kernel structs are plain data; all-zero is valid.
+        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let zero_name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut iovs: Box<[libc::iovec]> = (0..batch)
+            .map(|i| libc::iovec {
+                iov_base: slots.slot_ptr(i) as *mut libc::c_void,
+                iov_len: slot_len,
+            })
+            .collect();
+        let mut names = vec![zero_name; batch].into_boxed_slice();
+        let mut ctrl = vec![CtrlBuf([0; 128]); batch].into_boxed_slice();
+        let mut hdrs = vec![zero_hdr; batch].into_boxed_slice();
+        for (i, h) in hdrs.iter_mut().enumerate() {
+            h.msg_hdr.msg_iov = &mut iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
+            h.msg_hdr.msg_control = ctrl[i].0.as_mut_ptr() as *mut libc::c_void;
+        }
+        RxBatch {
+            slots,
+            hdrs,
+            iovs,
+            names,
+            _ctrl: ctrl,
+            filled: 0,
+        }
+    }
+
+    /// Packets received by the last receive.
+    pub fn len(&self) -> usize {
+        self.filled
+    }
+
+    /// True when the last receive got nothing.
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+
+    /// Capacity in packets.
+    pub fn capacity(&self) -> usize {
+        self.slots.count()
+    }
+
+    /// One non-blocking `recvmmsg` on `fd` into this batch; 0 when nothing waits.
+    pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        self.filled = 0;
+        let n = self.slots.count();
+        for h in self.hdrs.iter_mut() {
+            // The kernel overwrites these lengths; restore the capacities before every call.
+            h.msg_hdr.msg_namelen =
+                std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_hdr.msg_controllen = std::mem::size_of::<CtrlBuf>() as _;
+            h.msg_hdr.msg_flags = 0;
+        }
+        // SAFETY: every header points into this batch's own live arrays (see new).
+        let got = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if got < 0 {
+            let err = io::Error::last_os_error();
+            return match err.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+                _ => Err(err),
+            };
+        }
+        self.filled = got as usize;
+        Ok(self.filled)
+    }
+
+    fn data(&self, i: usize) -> (&[u8], bool) {
+        assert!(i < self.filled, "packet {i} of a batch of {}", self.filled);
+        let h = &self.hdrs[i];
+        let len = (h.msg_len as usize).min(self.iovs[i].iov_len);
+        (
+            &self.slots.slot(i)[..len],
+            h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+        )
+    }
+
+    /// Datagram `i` of the last receive on a UDP socket.
+    pub fn datagram(&self, i: usize) -> RxDatagram<'_> {
+        let (data, truncated) = self.data(i);
+        let (dst, gro_segment) = self.udp_cmsgs(i);
+        RxDatagram {
+            data,
+            src: sockaddr::decode(&self.names[i]),
+            dst,
+            truncated,
+            gro_segment,
+        }
+    }
+
+    /// Frame `i` of the last receive on an AF_PACKET socket.
+    pub fn frame(&self, i: usize) -> RxFrame<'_> {
+        let (data, truncated) = self.data(i);
+        // SAFETY: an AF_PACKET socket writes a sockaddr_ll, which fits in sockaddr_storage.
+        let sll = unsafe {
+            &*(&self.names[i] as *const libc::sockaddr_storage as *const libc::sockaddr_ll)
+        };
+        RxFrame {
+            data,
+            pkttype: sll.sll_pkttype,
+            ifindex: sll.sll_ifindex,
+            truncated,
+        }
+    }
+
+    /// The destination address (IP_PKTINFO / IPV6_PKTINFO) and the GRO segment size (UDP_GRO)
+    /// from the control messages of datagram `i`.
+    fn udp_cmsgs(&self, i: usize) -> (Option<IpAddr>, Option<u16>) {
+        let msg = &self.hdrs[i].msg_hdr;
+        let (mut dst, mut gro) = (None, None);
+        // SAFETY: msg_control/msg_controllen describe the control bytes the kernel wrote for packet
+        // i; each payload is read unaligned with the type the kernel documents for it.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(msg);
+            while !c.is_null() {
+                let data = libc::CMSG_DATA(c);
+                match ((*c).cmsg_level, (*c).cmsg_type) {
+                    (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                        let pi = std::ptr::read_unaligned(data as *const libc::in_pktinfo);
+                        dst = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))));
+                    }
+                    (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                        let pi = std::ptr::read_unaligned(data as *const libc::in6_pktinfo);
+                        dst = Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)));
+                    }
+                    (libc::SOL_UDP, UDP_GRO) => {
+                        let size = std::ptr::read_unaligned(data as *const libc::c_int);
+                        gro = u16::try_from(size).ok();
+                    }
+                    _ => {}
+                }
+                c = libc::CMSG_NXTHDR(msg, c);
+            }
+        }
+        (dst, gro)
+    }
+}
+
+/// Preallocated state for `sendmmsg`: packets are written straight into slots, then sent at once.
+pub struct TxBatch {
+    slots: Slots,
+    hdrs: Box<[libc::mmsghdr]>,
+    iovs: Box<[libc::iovec]>,
+    names: Box<[libc::sockaddr_storage]>,
+    queued: usize,
+    sent: usize,
+}
+
+// SAFETY: as for RxBatch, the header pointers only point into this struct's own heap arrays.
+unsafe impl Send for TxBatch {}
+
+impl TxBatch {
+    /// Room for `batch` packets of up to `slot_len` bytes.
+    pub fn new(batch: usize, slot_len: usize) -> TxBatch {
+        let mut slots = Slots::new(batch, slot_len);
+        // SAFETY: plain data; all-zero is valid.
+        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let zero_name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut iovs: Box<[libc::iovec]> = (0..batch)
+            .map(|i| libc::iovec {
+                iov_base: slots.slot_ptr(i) as *mut libc::c_void,
+                iov_len: 0,
+            })
+            .collect();
+        let mut names = vec![zero_name; batch].into_boxed_slice();
+        let mut hdrs = vec![zero_hdr; batch].into_boxed_slice();
+        for (i, h) in hdrs.iter_mut().enumerate() {
+            h.msg_hdr.msg_iov = &mut iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
+        }
+        TxBatch {
+            slots,
+            hdrs,
+            iovs,
+            names,
+            queued: 0,
+            sent: 0,
+        }
+    }
+
+    /// Packets queued and not yet sent.
+    pub fn pending(&self) -> usize {
+        self.queued - self.sent
+    }
+
+    /// True when no slot is free: send before pushing more.
+    pub fn is_full(&self) -> bool {
+        self.queued == self.slots.count()
+    }
+
+    /// Bytes one slot holds.
+    pub fn slot_len(&self) -> usize {
+        self.slots.slot_len()
+    }
+
+    /// Queues one UDP datagram to `dst`: `fill` writes it into the slot it is given and returns its
+    /// length. Returns false (and does not call `fill`) when the batch is full.
+    pub fn push(&mut self, dst: SocketAddr, fill: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        self.try_push(dst, |b| Some(fill(b)))
+    }
+
+    /// Like [`push`](Self::push), but `fill` may decline by returning `None` (nothing to send), in
+    /// which case nothing is queued. Returns true when a datagram was queued.
+    pub fn try_push(
+        &mut self,
+        dst: SocketAddr,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
+        let Some(i) = self.fill_next(fill) else {
+            return false;
+        };
+        self.hdrs[i].msg_hdr.msg_namelen = sockaddr::encode(dst, &mut self.names[i]);
+        true
+    }
+
+    /// Queues one whole link-layer frame for an AF_PACKET socket, which sends it on the interface it
+    /// is bound to. Returns false when the batch is full.
+    pub fn push_frame(&mut self, fill: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        self.try_push_frame(|b| Some(fill(b)))
+    }
+
+    /// Like [`push_frame`](Self::push_frame), but `fill` may decline by returning `None`.
+    pub fn try_push_frame(&mut self, fill: impl FnOnce(&mut [u8]) -> Option<usize>) -> bool {
+        let Some(i) = self.fill_next(fill) else {
+            return false;
+        };
+        // No address: the kernel sends on the bound interface with the bound protocol.
+        self.hdrs[i].msg_hdr.msg_namelen = 0;
+        true
+    }
+
+    /// The bytes of the most recently queued, unsent packet (for deliberate corruption).
+    pub fn last_mut(&mut self) -> Option<&mut [u8]> {
+        let i = self.queued.checked_sub(1).filter(|&i| i >= self.sent)?;
+        let iov = self.iovs[i];
+        // SAFETY: iov describes `iov_len` initialised bytes of one of our slots (after a swap, maybe
+        // not slot i), borrowed mutably through &mut self.
+        Some(unsafe { std::slice::from_raw_parts_mut(iov.iov_base as *mut u8, iov.iov_len) })
+    }
+
+    /// Removes the most recently queued, unsent packet (a deliberate loss). False if there is none.
+    pub fn drop_last(&mut self) -> bool {
+        if self.queued > self.sent {
+            self.queued -= 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Queues a second copy of the most recently queued packet, to the same address (a deliberate
+    /// duplicate). False when there is none or the batch is full.
+    pub fn duplicate_last(&mut self) -> bool {
+        if self.queued <= self.sent || self.is_full() {
+            return false;
+        }
+        let (src, dst) = (self.queued - 1, self.queued);
+        let len = self.iovs[src].iov_len;
+        // SAFETY: iovs[src] and iovs[dst] point at two distinct slots (see fill_next), each at least
+        // `len` bytes long.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.iovs[src].iov_base as *const u8,
+                self.iovs[dst].iov_base as *mut u8,
+                len,
+            )
+        };
+        self.iovs[dst].iov_len = len;
+        self.names[dst] = self.names[src];
+        self.hdrs[dst].msg_hdr.msg_namelen = self.hdrs[src].msg_hdr.msg_namelen;
+        self.queued += 1;
+        true
+    }
+
+    /// Swaps the two most recently queued, unsent packets (a deliberate reordering) without copying
+    /// packet bytes: the iovecs and addresses trade places. False when fewer than two are queued.
+    pub fn swap_last_two(&mut self) -> bool {
+        if self.queued < self.sent + 2 {
+            return false;
+        }
+        let (i, j) = (self.queued - 2, self.queued - 1);
+        // The headers keep pointing at iovs[i] and iovs[j]; swapping their contents swaps the data
+        // (and keeps the iovecs a permutation of the slots, which fill_next relies on).
+        self.iovs.swap(i, j);
+        self.names.swap(i, j);
+        let (ni, nj) = (
+            self.hdrs[i].msg_hdr.msg_namelen,
+            self.hdrs[j].msg_hdr.msg_namelen,
+        );
+        self.hdrs[i].msg_hdr.msg_namelen = nj;
+        self.hdrs[j].msg_hdr.msg_namelen = ni;
+        true
+    }
+
+    fn fill_next(&mut self, fill: impl FnOnce(&mut [u8]) -> Option<usize>) -> Option<usize> {
+        if self.is_full() {
+            return None;
+        }
+        let i = self.queued;
+        // Write into the slot iovs[i] points at: swaps permute the iovecs, so the slots they point at
+        // are always all distinct, and the one at a free index is never a queued packet's.
+        let slot_len = self.slots.slot_len();
+        // SAFETY: iov_base is the start of one of our slots, slot_len bytes long, and no other live
+        // reference to that slot exists while &mut self is held.
+        let slot =
+            unsafe { std::slice::from_raw_parts_mut(self.iovs[i].iov_base as *mut u8, slot_len) };
+        let len = fill(slot)?;
+        assert!(len <= slot_len, "packet of {len} bytes overflows its slot");
+        self.iovs[i].iov_len = len;
+        self.queued += 1;
+        Some(i)
+    }
+
+    /// Sends what is queued with as few non-blocking `sendmmsg` calls as the kernel allows; what it
+    /// did not take stays queued for the next call. Returns how many went out now.
+    pub(crate) fn send(&mut self, fd: RawFd) -> io::Result<usize> {
+        let mut sent_now = 0;
+        while self.sent < self.queued {
+            let pending = self.queued - self.sent;
+            // SAFETY: headers sent..queued point into this batch's arrays and were filled by push.
+            let rc = unsafe {
+                libc::sendmmsg(
+                    fd,
+                    self.hdrs.as_mut_ptr().add(self.sent),
+                    pending as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if rc < 0 {
+                let err = io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => break,
+                    // An ICMP error for an earlier datagram (the peer's port closed) is reported on
+                    // this call instead of sending; the next call sends. Retransmission handles loss.
+                    Some(libc::ECONNREFUSED) => continue,
+                    _ => return Err(err),
+                }
+            }
+            self.sent += rc as usize;
+            sent_now += rc as usize;
+        }
+        if self.sent == self.queued {
+            self.sent = 0;
+            self.queued = 0;
+        }
+        Ok(sent_now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued_bytes(tx: &TxBatch) -> Vec<Vec<u8>> {
+        (tx.sent..tx.queued)
+            .map(|i| {
+                let iov = tx.iovs[i];
+                // SAFETY: a queued iovec describes iov_len initialised bytes of one of our slots.
+                unsafe { std::slice::from_raw_parts(iov.iov_base as *const u8, iov.iov_len) }
+                    .to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn swap_drop_and_duplicate_never_overwrite_a_queued_packet() {
+        let dst: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut tx = TxBatch::new(4, 64);
+        let put = |tx: &mut TxBatch, b: u8| {
+            assert!(tx.push(dst, |s| {
+                s[..3].fill(b);
+                3
+            }))
+        };
+        put(&mut tx, 1);
+        put(&mut tx, 2);
+        assert!(tx.swap_last_two());
+        assert_eq!(queued_bytes(&tx), vec![vec![2; 3], vec![1; 3]]);
+        assert!(tx.drop_last());
+        put(&mut tx, 3); // must not land in the slot that still holds packet 2
+        assert!(tx.duplicate_last());
+        assert_eq!(queued_bytes(&tx), vec![vec![2; 3], vec![3; 3], vec![3; 3]]);
+        tx.last_mut().unwrap()[0] = 9;
+        assert_eq!(queued_bytes(&tx)[2], vec![9, 3, 3]);
+        assert_eq!(queued_bytes(&tx)[1], vec![3; 3]);
+    }
+}

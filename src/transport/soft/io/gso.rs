@@ -1,0 +1,294 @@
+//! Transmit batches with UDP generic segmentation offload: many RoCE packets per datagram send.
+//!
+//! A [`GsoTxBatch`] holds up to `entries` super-datagrams. Consecutive packets to the same peer with
+//! the same length are appended to one entry, which `sendmmsg` hands to the kernel with a
+//! `UDP_SEGMENT` control message; the kernel (or the NIC) cuts it back into the individual
+//! datagrams. A 64 KiB RDMA WRITE at MTU 4096 thus costs two sends (FIRST, then MIDDLE…LAST) instead
+//! of sixteen. Only the last segment of an entry may be shorter, so a shorter packet closes its entry.
+//!
+//! Caveats that keep GSO opt-in (see `SoftConfig::gso`): the kernel refuses UDP_SEGMENT on sockets
+//! without checksums, so datagrams carry a UDP checksum (masked by the ICRC, so still valid RoCE);
+//! captures taken on the sending host (lo, veth, or a NIC that segments in hardware) show the
+//! super-datagram, not the packets; and on a real wire IPv4 segments get IP IDs 0, 1, 2…, which the
+//! ICRC covers, while we compute every ICRC for ID 0 (what a roceperf UDP receiver assumes, since it
+//! cannot see the ID). IPv6 has no such field.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+
+use super::batch::CtrlBuf;
+use super::slots::Slots;
+use super::sockaddr;
+
+/// `UDP_SEGMENT` (include/uapi/linux/udp.h).
+const UDP_SEGMENT: libc::c_int = 103;
+/// Segments per super-datagram the kernel accepts (UDP_MAX_SEGMENTS in older kernels).
+const MAX_SEGMENTS: u16 = 64;
+/// Bytes of UDP payload per super-datagram: below the 65507 an IPv4 datagram can carry.
+const MAX_ENTRY_BYTES: usize = 65_000;
+
+/// Preallocated super-datagrams for `sendmmsg` with `UDP_SEGMENT`.
+pub struct GsoTxBatch {
+    mem: Slots,
+    hdrs: Box<[libc::mmsghdr]>,
+    iovs: Box<[libc::iovec]>,
+    names: Box<[libc::sockaddr_storage]>,
+    ctrl: Box<[CtrlBuf]>,
+    dst: Box<[Option<SocketAddr>]>,
+    seg: Box<[usize]>,
+    segs: Box<[u16]>,
+    /// Only the last queued entry can still grow; this says whether it may.
+    last_open: bool,
+    max_packet: usize,
+    queued: usize,
+    sent: usize,
+    packets: usize,
+}
+
+// SAFETY: the header pointers point only into this struct's own heap arrays, which move with it.
+unsafe impl Send for GsoTxBatch {}
+
+impl GsoTxBatch {
+    /// Room for `entries` super-datagrams; `max_packet` is the largest single packet `fill` writes.
+    pub fn new(entries: usize, max_packet: usize) -> GsoTxBatch {
+        assert!(max_packet <= MAX_ENTRY_BYTES);
+        let mut mem = Slots::new(entries, MAX_ENTRY_BYTES);
+        // SAFETY: plain data; all-zero is valid.
+        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let zero_name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut iovs: Box<[libc::iovec]> = (0..entries)
+            .map(|i| libc::iovec {
+                iov_base: mem.slot_ptr(i) as *mut libc::c_void,
+                iov_len: 0,
+            })
+            .collect();
+        let mut names = vec![zero_name; entries].into_boxed_slice();
+        let mut ctrl = vec![CtrlBuf([0; 128]); entries].into_boxed_slice();
+        let mut hdrs = vec![zero_hdr; entries].into_boxed_slice();
+        for (i, h) in hdrs.iter_mut().enumerate() {
+            h.msg_hdr.msg_iov = &mut iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
+            h.msg_hdr.msg_control = ctrl[i].0.as_mut_ptr() as *mut libc::c_void;
+        }
+        GsoTxBatch {
+            mem,
+            hdrs,
+            iovs,
+            names,
+            ctrl,
+            dst: vec![None; entries].into_boxed_slice(),
+            seg: vec![0; entries].into_boxed_slice(),
+            segs: vec![0; entries].into_boxed_slice(),
+            last_open: false,
+            max_packet,
+            queued: 0,
+            sent: 0,
+            packets: 0,
+        }
+    }
+
+    /// True when no packet can be queued before a send: every entry is in use.
+    pub fn is_full(&self) -> bool {
+        self.queued == self.dst.len()
+    }
+
+    /// Super-datagrams queued and not yet sent.
+    pub fn pending(&self) -> usize {
+        self.queued - self.sent
+    }
+
+    /// Packets queued since the last complete send.
+    pub fn packets(&self) -> usize {
+        self.packets
+    }
+
+    fn entry_mut(&mut self, e: usize) -> &mut [u8] {
+        self.mem.slot_mut(e)
+    }
+
+    /// Queues one packet to `dst`: `fill` writes it (at most `max_packet` bytes) into the buffer it
+    /// is given and returns its length, or declines with `None`. Returns true when a packet was queued.
+    pub fn try_push(
+        &mut self,
+        dst: SocketAddr,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        let max = self.max_packet;
+        // Append to the last entry when it is open, for this peer, and has room; a spare entry is
+        // guaranteed (not full), in case the packet turns out longer than the entry's segments.
+        let last = self.queued.wrapping_sub(1);
+        let append = self.queued > self.sent
+            && self.last_open
+            && self.dst[last] == Some(dst)
+            && self.segs[last] < MAX_SEGMENTS
+            && self.iovs[last].iov_len + max <= MAX_ENTRY_BYTES;
+        if append {
+            let at = self.iovs[last].iov_len;
+            let Some(len) = fill(&mut self.entry_mut(last)[at..at + max]) else {
+                return false;
+            };
+            assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
+            let seg = self.seg[last];
+            if len <= seg {
+                self.iovs[last].iov_len += len;
+                self.segs[last] += 1;
+                // A shorter segment must be the last one.
+                self.last_open = len == seg;
+                self.packets += 1;
+                return true;
+            }
+            // Longer than the entry's segments: move it to a fresh entry (the spare one).
+            let e = self.queued;
+            let (src_ptr, dst_ptr) = (self.mem.slot_ptr(last), self.mem.slot_ptr(e));
+            // SAFETY: two distinct slots of our pool; `at + len` stays within slot `last`.
+            unsafe { std::ptr::copy_nonoverlapping(src_ptr.add(at), dst_ptr, len) };
+            self.open_entry(e, dst, len);
+            return true;
+        }
+        let e = self.queued;
+        let Some(len) = fill(&mut self.entry_mut(e)[..max]) else {
+            return false;
+        };
+        assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
+        self.open_entry(e, dst, len);
+        true
+    }
+
+    fn open_entry(&mut self, e: usize, dst: SocketAddr, len: usize) {
+        self.iovs[e].iov_len = len;
+        self.seg[e] = len;
+        self.segs[e] = 1;
+        self.dst[e] = Some(dst);
+        self.hdrs[e].msg_hdr.msg_namelen = sockaddr::encode(dst, &mut self.names[e]);
+        self.queued += 1;
+        self.last_open = true;
+        self.packets += 1;
+    }
+
+    /// Sends the queued super-datagrams with as few `sendmmsg` calls as the kernel allows; what it
+    /// does not take stays queued. Returns how many super-datagrams went out.
+    pub(crate) fn send(&mut self, fd: RawFd) -> io::Result<usize> {
+        // Nothing more may join the entries now being handed over.
+        self.last_open = false;
+        for e in self.sent..self.queued {
+            let msg = &mut self.hdrs[e].msg_hdr;
+            if self.segs[e] > 1 {
+                msg.msg_control = self.ctrl[e].0.as_mut_ptr() as *mut libc::c_void;
+                // SAFETY: CMSG_SPACE/LEN are size computations; the control buffer of entry e holds
+                // one cmsg with a u16, and msg describes it.
+                unsafe {
+                    msg.msg_controllen = libc::CMSG_SPACE(2) as _;
+                    let c = libc::CMSG_FIRSTHDR(msg);
+                    (*c).cmsg_level = libc::SOL_UDP;
+                    (*c).cmsg_type = UDP_SEGMENT;
+                    (*c).cmsg_len = libc::CMSG_LEN(2) as _;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, self.seg[e] as u16);
+                }
+            } else {
+                msg.msg_control = std::ptr::null_mut();
+                msg.msg_controllen = 0;
+            }
+        }
+        let mut sent_now = 0;
+        while self.sent < self.queued {
+            let pending = self.queued - self.sent;
+            // SAFETY: headers sent..queued point into this batch's arrays and were filled above.
+            let rc = unsafe {
+                libc::sendmmsg(
+                    fd,
+                    self.hdrs.as_mut_ptr().add(self.sent),
+                    pending as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if rc < 0 {
+                let err = io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => break,
+                    Some(libc::ECONNREFUSED) => continue,
+                    _ => return Err(err),
+                }
+            }
+            self.sent += rc as usize;
+            sent_now += rc as usize;
+        }
+        if self.sent == self.queued {
+            self.sent = 0;
+            self.queued = 0;
+            self.packets = 0;
+        }
+        Ok(sent_now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::batch::RxBatch;
+    use super::super::udp::{UdpConfig, UdpSocket};
+    use super::*;
+    use std::net::IpAddr;
+
+    #[test]
+    fn runs_of_equal_packets_share_an_entry_and_arrive_one_by_one() {
+        let ip: IpAddr = "127.0.0.13".parse().unwrap();
+        let port = std::net::UdpSocket::bind((ip, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let rx_cfg = UdpConfig {
+            port,
+            ..UdpConfig::default()
+        };
+        let rx = UdpSocket::bind_scoped(ip, 0, &rx_cfg).unwrap();
+        let tx_cfg = UdpConfig {
+            port,
+            zero_checksum: false,
+            ..UdpConfig::default()
+        };
+        let tx = UdpSocket::bind_scoped("127.0.0.14".parse().unwrap(), 0, &tx_cfg).unwrap();
+        let mut b = GsoTxBatch::new(4, 300);
+        // FIRST-like 120, then 100 x3, a short 40 (closes), then 100 again (new entry).
+        let lens = [120usize, 100, 100, 100, 40, 100];
+        for (k, &len) in lens.iter().enumerate() {
+            assert!(b.try_push(rx.local_addr(), |buf| {
+                buf[..len].fill(k as u8);
+                Some(len)
+            }));
+        }
+        assert!(
+            !b.try_push(rx.local_addr(), |_| None),
+            "declined fill queues nothing"
+        );
+        // Entries: [120, 100] (a shorter segment ends its entry), [100, 100, 40], [100].
+        assert_eq!(b.packets(), 6);
+        assert_eq!(b.pending(), 3);
+        assert_eq!(tx.send_gso_batch(&mut b).unwrap(), 3);
+        assert_eq!(b.pending(), 0);
+        let mut rb = RxBatch::new(16, 512);
+        let mut got = Vec::new();
+        for _ in 0..1000 {
+            rx.recv_batch(&mut rb).unwrap();
+            for i in 0..rb.len() {
+                let d = rb.datagram(i).data;
+                assert!(d.iter().all(|&x| x == d[0]));
+                got.push((d[0] as usize, d.len()));
+            }
+            if got.len() >= 6 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let want: Vec<(usize, usize)> = lens.iter().copied().enumerate().collect();
+        assert_eq!(
+            got, want,
+            "every packet arrives as its own datagram, in order"
+        );
+    }
+}

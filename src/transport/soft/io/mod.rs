@@ -1,0 +1,147 @@
+//! I/O backends of the soft transport: how RoCE packets reach the wire.
+//!
+//! - [`udp`]: RoCE v2 over an ordinary UDP socket bound to port 4791. Unprivileged; the kernel writes
+//!   the Ethernet, IP and UDP headers, we write BTH..ICRC.
+//! - [`packet`]: AF_PACKET raw frames: RoCE v1 (Ethertype 0x8915) and v2, every header ours, so the
+//!   ICRC can be verified over the real IPv4 header. Needs CAP_NET_RAW.
+//!
+//! Both move packets in batches (one syscall per batch, not per packet) through preallocated
+//! [`slots::Slots`], so the busy-polling datapath never allocates: [`batch`] (`recvmmsg` /
+//! `sendmmsg`), [`gso`] (UDP segmentation offload, opt-in), [`ring`] (PACKET_MMAP receive ring for
+//! AF_PACKET). [`impair`] drops, duplicates, reorders or corrupts packets on purpose where the kernel
+//! has no netem; [`sockaddr`] converts addresses without allocating.
+
+pub mod batch;
+pub mod gso;
+pub mod impair;
+pub mod packet;
+pub mod ring;
+pub mod slots;
+pub mod sockaddr;
+pub mod udp;
+
+use std::net::IpAddr;
+
+/// The UDP port RoCE v2 is sent to (`ROCE_V2_UDP_DPORT`).
+pub const ROCE_V2_PORT: u16 = 4791;
+
+/// Errors of the I/O backends; each message says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    /// Someone already owns the UDP port on that address.
+    #[error(
+        "UDP port {port} on {addr} is taken: another roceperf or the kernel's rdma_rxe owns it; use distinct addresses for the two sides (e.g. 127.0.0.1 and 127.0.0.2 on lo, chosen with --bind), a network namespace per side (scripts/netns.sh up), or unload rdma_rxe"
+    )]
+    PortInUse {
+        /// The address we tried to bind.
+        addr: IpAddr,
+        /// The port.
+        port: u16,
+    },
+    /// The address to bind is not configured on the chosen interface.
+    #[error(
+        "address {addr} is not configured on interface '{dev}' (its addresses: {}); pick one of them, or add it with `ip addr add {addr} dev {dev}`",
+        if available.is_empty() { "none".to_string() } else { available.join(", ") }
+    )]
+    AddrNotOnInterface {
+        /// The address asked for.
+        addr: IpAddr,
+        /// The interface.
+        dev: String,
+        /// The addresses the interface has.
+        available: Vec<String>,
+    },
+    /// AF_PACKET needs CAP_NET_RAW.
+    #[error(
+        "--io packet needs the CAP_NET_RAW capability to open an AF_PACKET socket on '{dev}': run as root, or grant it once with `sudo setcap cap_net_raw+ep <path to the binary>`; or use `--io udp` (RoCE v2 only, no privileges)"
+    )]
+    NeedCapNetRaw {
+        /// The interface.
+        dev: String,
+    },
+    /// A system call failed.
+    #[error("{context}: {source}")]
+    Os {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl IoError {
+    /// An `Os` error from `errno`.
+    pub(crate) fn last_os(context: impl Into<String>) -> IoError {
+        IoError::Os {
+            context: context.into(),
+            source: std::io::Error::last_os_error(),
+        }
+    }
+}
+
+/// Sets an integer socket option, naming it in the error.
+pub(crate) fn setsockopt_int(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+    what: &str,
+) -> Result<(), IoError> {
+    // SAFETY: value is a live c_int and its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &value as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        Err(IoError::last_os(format!("setsockopt({what}={value})")))
+    } else {
+        Ok(())
+    }
+}
+
+/// Reads an integer socket option.
+pub(crate) fn getsockopt_int(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    what: &str,
+) -> Result<libc::c_int, IoError> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: value and len are live and sized.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            &mut value as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        Err(IoError::last_os(format!("getsockopt({what})")))
+    } else {
+        Ok(value)
+    }
+}
+
+/// Grows a socket buffer to `bytes`: SO_*BUFFORCE when privileged (ignores rmem_max), else the
+/// ordinary option, which the kernel caps at net.core.{r,w}mem_max.
+pub(crate) fn grow_buffer(fd: std::os::fd::RawFd, rx: bool, bytes: usize) -> Result<(), IoError> {
+    let bytes = bytes.min(i32::MAX as usize) as libc::c_int;
+    let (force, plain, what) = if rx {
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, "SO_RCVBUF")
+    } else {
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, "SO_SNDBUF")
+    };
+    if setsockopt_int(fd, libc::SOL_SOCKET, force, bytes, what).is_ok() {
+        return Ok(());
+    }
+    setsockopt_int(fd, libc::SOL_SOCKET, plain, bytes, what)
+}

@@ -1,0 +1,376 @@
+//! RoCE v1 and v2 over AF_PACKET: whole Ethernet frames, every header ours.
+//!
+//! Why raw frames: RoCE v1 has no kernel stack at all (Ethertype 0x8915), and only a raw frame shows
+//! the sender's real IPv4 header (ID, flags), which the ICRC covers and a UDP socket hides. The cost
+//! is CAP_NET_RAW.
+//!
+//! The socket is created with protocol 0 (it receives nothing), gets a classic BPF filter that passes
+//! only RoCE frames ([`roce_filter`]), and only then is bound to the interface with ETH_P_ALL, so no
+//! unrelated frame is ever queued to us. Our own transmitted frames are not looped back to us
+//! (PACKET_IGNORE_OUTGOING). Frames move in `recvmmsg`/`sendmmsg` batches over preallocated slots.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use super::batch::{RxBatch, TxBatch};
+use super::ring::RxRing;
+use super::{IoError, ROCE_V2_PORT, grow_buffer, setsockopt_int};
+use crate::transport::soft::netdev::NetDev;
+
+/// Ethertype of RoCE v1 (`ETH_P_IBOE`).
+pub const ETH_P_IBOE: u16 = 0x8915;
+
+// Kernel constants that not every libc version exports (include/uapi/linux/if_packet.h).
+const PACKET_QDISC_BYPASS: libc::c_int = 20;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+
+/// Options of the AF_PACKET backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketConfig {
+    /// UDP destination port the filter passes for RoCE v2 (4791 except in tests).
+    pub udp_port: u16,
+    /// Frames per `recvmmsg`/`sendmmsg`.
+    pub batch: usize,
+    /// Bytes per frame slot (a 4096-MTU RoCE v2/IPv6 frame is 14 + 40 + 8 + 4132 bytes).
+    pub slot_len: usize,
+    /// Requested SO_RCVBUF and SO_SNDBUF.
+    pub socket_buffer: usize,
+    /// Hand frames straight to the driver, skipping the qdisc (PACKET_QDISC_BYPASS). Off when tc
+    /// netem must see our frames.
+    pub qdisc_bypass: bool,
+    /// Receive through a PACKET_MMAP ring of this many frame slots instead of `recvmmsg`
+    /// (0: no ring). Polling an idle ring costs a memory load, not a syscall.
+    pub rx_ring_frames: usize,
+}
+
+impl Default for PacketConfig {
+    fn default() -> Self {
+        PacketConfig {
+            udp_port: ROCE_V2_PORT,
+            batch: 64,
+            slot_len: 14 + 4 + 40 + 8 + super::udp::MAX_ROCE_UDP_PAYLOAD,
+            socket_buffer: 8 << 20,
+            qdisc_bypass: false,
+            rx_ring_frames: 0,
+        }
+    }
+}
+
+/// The classic BPF program that passes RoCE frames only, written out by hand. Jump offsets count
+/// from the next instruction.
+///
+/// ```text
+///  0: ldh [12]                 ; Ethertype
+///  1: jeq #0x8915, 15, 2       ; RoCE v1 -> ACCEPT
+///  2: jeq #0x0800, 4, 3        ; IPv4
+///  3: jeq #0x86dd, 11, 16      ; IPv6, else DROP
+///  4: ldb [23]                 ; IPv4 protocol
+///  5: jeq #17, 6, 16           ; UDP, else DROP
+///  6: ldh [20]                 ; flags + fragment offset
+///  7: jset #0x1fff, 16, 8      ; a non-first fragment has no UDP header: DROP
+///  8: ldxb 4*([14]&0xf)        ; X = IPv4 header length
+///  9: ldh [x+16]               ; UDP destination port at 14 + IHL + 2
+/// 10: jeq #port, 15, 16
+/// 11: ldb [20]                 ; IPv6 next header (RoCE never sends extension headers)
+/// 12: jeq #17, 13, 16
+/// 13: ldh [56]                 ; UDP destination port at 14 + 40 + 2
+/// 14: jeq #port, 15, 16
+/// 15: ret #262144              ; ACCEPT the whole frame
+/// 16: ret #0                   ; DROP
+/// ```
+///
+/// VLAN tags never reach the filter at offset 12: the kernel moves them into packet metadata on
+/// receive, for AF_PACKET as for everyone else.
+pub fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
+    const LD_H_ABS: u16 = 0x28; // BPF_LD | BPF_H | BPF_ABS
+    const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
+    const LD_H_IND: u16 = 0x48; // BPF_LD | BPF_H | BPF_IND
+    const LDX_MSH: u16 = 0xb1; // BPF_LDX | BPF_B | BPF_MSH
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const ACCEPT: usize = 15;
+    const DROP: usize = 16;
+    // Jumps are written with absolute targets and converted to the relative offsets BPF wants.
+    let at = |idx: usize, target: usize| (target - idx - 1) as u8;
+    let op = |code: u16, k: u32| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jmp = |idx: usize, code: u16, k: u32, t: usize, f: usize| libc::sock_filter {
+        code,
+        jt: at(idx, t),
+        jf: at(idx, f),
+        k,
+    };
+    let port = udp_port as u32;
+    vec![
+        op(LD_H_ABS, 12),
+        jmp(1, JEQ_K, ETH_P_IBOE as u32, ACCEPT, 2),
+        jmp(2, JEQ_K, 0x0800, 4, 3),
+        jmp(3, JEQ_K, 0x86dd, 11, DROP),
+        op(LD_B_ABS, 23),
+        jmp(5, JEQ_K, 17, 6, DROP),
+        op(LD_H_ABS, 20),
+        jmp(7, JSET_K, 0x1fff, DROP, 8),
+        op(LDX_MSH, 14),
+        op(LD_H_IND, 16),
+        jmp(10, JEQ_K, port, ACCEPT, DROP),
+        op(LD_B_ABS, 20),
+        jmp(12, JEQ_K, 17, 13, DROP),
+        op(LD_H_ABS, 56),
+        jmp(14, JEQ_K, port, ACCEPT, DROP),
+        op(RET_K, 262_144),
+        op(RET_K, 0),
+    ]
+}
+
+/// An AF_PACKET socket bound to one interface, passing only RoCE frames.
+pub struct PacketSocket {
+    // Declared before `fd` so the ring is unmapped before the socket closes.
+    ring: Option<RxRing>,
+    fd: OwnedFd,
+    ifindex: u32,
+    dev: String,
+}
+
+impl PacketSocket {
+    /// Opens the socket on `dev`. Fails with [`IoError::NeedCapNetRaw`] without CAP_NET_RAW.
+    pub fn open(dev: &NetDev, cfg: &PacketConfig) -> Result<PacketSocket, IoError> {
+        // Protocol 0: nothing is queued to the socket until bind, after the filter is in place.
+        // SAFETY: plain socket creation; ownership goes to OwnedFd.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        if raw < 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(match err.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => IoError::NeedCapNetRaw {
+                    dev: dev.name.clone(),
+                },
+                _ => IoError::Os {
+                    context: format!("socket(AF_PACKET) for {}", dev.name),
+                    source: err,
+                },
+            });
+        }
+        // SAFETY: raw is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let s = fd.as_raw_fd();
+        let prog = roce_filter(cfg.udp_port);
+        let fprog = libc::sock_fprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: fprog points at prog, which outlives the call; the kernel copies the program.
+        let rc = unsafe {
+            libc::setsockopt(
+                s,
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                &fprog as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(IoError::last_os(format!(
+                "SO_ATTACH_FILTER (RoCE filter) on {}",
+                dev.name
+            )));
+        }
+        // Our own frames would otherwise come back to us as PACKET_OUTGOING copies.
+        setsockopt_int(
+            s,
+            libc::SOL_PACKET,
+            PACKET_IGNORE_OUTGOING,
+            1,
+            "PACKET_IGNORE_OUTGOING",
+        )?;
+        if cfg.qdisc_bypass {
+            setsockopt_int(
+                s,
+                libc::SOL_PACKET,
+                PACKET_QDISC_BYPASS,
+                1,
+                "PACKET_QDISC_BYPASS",
+            )?;
+        }
+        grow_buffer(s, true, cfg.socket_buffer)?;
+        grow_buffer(s, false, cfg.socket_buffer)?;
+        let ring = match cfg.rx_ring_frames {
+            0 => None,
+            n => {
+                // Slots hold the kernel's header (32 + 20 bytes, aligned) plus the largest frame.
+                let frame_size = (cfg.slot_len + 128).next_power_of_two();
+                Some(
+                    RxRing::attach(s, n, frame_size).map_err(|source| IoError::Os {
+                        context: format!("PACKET_RX_RING of {n} frames on {}", dev.name),
+                        source,
+                    })?,
+                )
+            }
+        };
+        // SAFETY: all-zero is a valid sockaddr_ll.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_ifindex = dev.index as i32;
+        // SAFETY: sll is a valid sockaddr_ll of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                s,
+                &sll as *const _ as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(IoError::last_os(format!(
+                "bind AF_PACKET to {} (index {})",
+                dev.name, dev.index
+            )));
+        }
+        Ok(PacketSocket {
+            ring,
+            fd,
+            ifindex: dev.index,
+            dev: dev.name.clone(),
+        })
+    }
+
+    /// The interface index the socket is bound to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The receive ring, when the socket was opened with one; frames then arrive there and
+    /// [`recv_batch`](Self::recv_batch) finds nothing.
+    pub fn rx_ring(&mut self) -> Option<&mut RxRing> {
+        self.ring.as_mut()
+    }
+
+    /// Receives up to a batch of RoCE frames without blocking; returns how many (0 when none wait).
+    pub fn recv_batch(&self, rx: &mut RxBatch) -> Result<usize, IoError> {
+        rx.recv(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
+            context: format!("recvmmsg on AF_PACKET {}", self.dev),
+            source,
+        })
+    }
+
+    /// Sends the queued frames; what the kernel did not take stays queued. Returns how many went out.
+    pub fn send_batch(&self, tx: &mut TxBatch) -> Result<usize, IoError> {
+        tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
+            context: format!("sendmmsg on AF_PACKET {}", self.dev),
+            source,
+        })
+    }
+}
+
+impl AsRawFd for PacketSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the subset of classic BPF that `roce_filter` uses, as the kernel would.
+    fn run(prog: &[libc::sock_filter], pkt: &[u8]) -> u32 {
+        let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
+        let byte = |o: usize| pkt.get(o).copied();
+        let half = |o: usize| Some(u16::from_be_bytes([byte(o)?, byte(o + 1)?]) as u32);
+        loop {
+            let i = prog[pc];
+            pc += 1;
+            match i.code {
+                0x28 => match half(i.k as usize) {
+                    Some(v) => a = v,
+                    None => return 0, // out-of-bounds load ends the program with 0
+                },
+                0x30 => match byte(i.k as usize) {
+                    Some(v) => a = v as u32,
+                    None => return 0,
+                },
+                0x48 => match half(x as usize + i.k as usize) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                0xb1 => match byte(i.k as usize) {
+                    Some(v) => x = 4 * (v as u32 & 0xf),
+                    None => return 0,
+                },
+                0x15 => pc += if a == i.k { i.jt } else { i.jf } as usize,
+                0x45 => pc += if a & i.k != 0 { i.jt } else { i.jf } as usize,
+                0x06 => return i.k,
+                c => panic!("opcode {c:#x} not in the interpreter"),
+            }
+        }
+    }
+
+    fn eth(ethertype: u16, rest: &[u8]) -> Vec<u8> {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(rest);
+        f
+    }
+
+    fn ipv4_udp(ihl_words: u8, frag: u16, proto: u8, dport: u16) -> Vec<u8> {
+        let mut ip = vec![0u8; ihl_words as usize * 4];
+        ip[0] = 0x40 | ihl_words;
+        ip[6..8].copy_from_slice(&frag.to_be_bytes());
+        ip[9] = proto;
+        let mut udp = vec![0xc0, 0x00, 0, 0, 0, 20, 0, 0];
+        udp[2..4].copy_from_slice(&dport.to_be_bytes());
+        ip.extend_from_slice(&udp);
+        ip.extend_from_slice(&[0u8; 16]);
+        eth(0x0800, &ip)
+    }
+
+    fn ipv6_udp(nh: u8, dport: u16) -> Vec<u8> {
+        let mut ip = vec![0u8; 40];
+        ip[0] = 0x60;
+        ip[6] = nh;
+        let mut udp = vec![0xc0, 0x00, 0, 0, 0, 20, 0, 0];
+        udp[2..4].copy_from_slice(&dport.to_be_bytes());
+        ip.extend_from_slice(&udp);
+        ip.extend_from_slice(&[0u8; 16]);
+        eth(0x86dd, &ip)
+    }
+
+    #[test]
+    fn filter_passes_roce_and_nothing_else() {
+        let prog = roce_filter(4791);
+        assert_eq!(prog.len(), 17);
+        let pass = |f: &[u8]| run(&prog, f) != 0;
+        assert!(pass(&eth(0x8915, &[0x60; 60])), "RoCE v1");
+        assert!(
+            pass(&ipv4_udp(5, 0x4000, 17, 4791)),
+            "RoCE v2 / IPv4 with DF"
+        );
+        assert!(
+            pass(&ipv4_udp(6, 0, 17, 4791)),
+            "IPv4 with options: port found after IHL"
+        );
+        assert!(pass(&ipv6_udp(17, 4791)), "RoCE v2 / IPv6");
+        assert!(!pass(&ipv4_udp(5, 0x4000, 17, 4792)), "other UDP port");
+        assert!(!pass(&ipv4_udp(5, 0, 6, 4791)), "TCP to 4791");
+        assert!(
+            !pass(&ipv4_udp(5, 0x2000 | 0x10, 17, 4791)),
+            "non-first fragment"
+        );
+        assert!(!pass(&ipv6_udp(6, 4791)), "IPv6 TCP");
+        assert!(!pass(&ipv6_udp(17, 53)), "IPv6 other port");
+        assert!(!pass(&eth(0x0806, &[0; 28])), "ARP");
+        assert!(!pass(&eth(0x0800, &[0x45])), "truncated IPv4");
+        assert!(!pass(&[0u8; 10]), "runt frame");
+        // The port is a parameter: tests use a free port instead of 4791.
+        assert!(run(&roce_filter(1234), &ipv4_udp(5, 0, 17, 1234)) != 0);
+        assert!(!pass(&ipv4_udp(5, 0, 17, 1234)));
+    }
+}

@@ -1,0 +1,428 @@
+//! RoCE v2 over an ordinary UDP socket: unprivileged, IPv4 and IPv6.
+//!
+//! The socket is bound to the interface's exact address on port 4791 and never connected. With
+//! `IP_PMTUDISC_DO` every IPv4 datagram carries DF and, because the socket is unconnected, IP ID 0
+//! (`ip_select_ident_segs`): the one unmasked IPv4 field we do not write ourselves is therefore
+//! known, and the ICRC we compute over `45 00 len 0000 4000 ff 11 ffff src dst` is the one a
+//! capture of the wire verifies (roce-wire.md §9). UDP checksums are 0 as rxe sends them
+//! (`SO_NO_CHECK`, `UDP_NO_CHECK6_TX`), and IPv6 zero-checksum datagrams are accepted
+//! (`UDP_NO_CHECK6_RX`), which rxe and ConnectX send.
+//!
+//! Packets move in batches: [`RxBatch`] for `recvmmsg`, [`TxBatch`] for `sendmmsg`, each with its
+//! headers, iovecs, addresses and packet slots allocated once.
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use super::batch::{CtrlBuf, RxBatch, TxBatch};
+use super::{IoError, ROCE_V2_PORT, getsockopt_int, grow_buffer, setsockopt_int, sockaddr};
+use crate::transport::soft::netdev::NetDev;
+
+/// Largest UDP payload of a RoCE packet at MTU 4096: BTH 12 + RETH 16 + ImmDt 4 + 4096 + ICRC 4,
+/// rounded up with room to spare.
+pub const MAX_ROCE_UDP_PAYLOAD: usize = 4096 + 128;
+
+/// Socket and batch sizes of the UDP backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpConfig {
+    /// Local and peer UDP port; 4791 except in tests that must not collide.
+    pub port: u16,
+    /// Packets per `recvmmsg`/`sendmmsg`.
+    pub batch: usize,
+    /// Bytes per packet slot.
+    pub slot_len: usize,
+    /// Requested SO_RCVBUF and SO_SNDBUF.
+    pub socket_buffer: usize,
+    /// Let the kernel merge received datagrams (UDP_GRO); slots must then hold 64 KiB and the
+    /// caller splits by [`super::batch::RxDatagram::gro_segment`].
+    pub gro: bool,
+    /// Send UDP checksum 0, as rxe does (the ICRC masks it, so any value is valid RoCE). The kernel
+    /// refuses UDP_SEGMENT sends (EINVAL) on a socket without checksums, so GSO needs this off.
+    pub zero_checksum: bool,
+}
+
+impl Default for UdpConfig {
+    fn default() -> Self {
+        UdpConfig {
+            port: ROCE_V2_PORT,
+            batch: 64,
+            slot_len: MAX_ROCE_UDP_PAYLOAD,
+            socket_buffer: 8 << 20,
+            gro: false,
+            zero_checksum: true,
+        }
+    }
+}
+
+/// A UDP socket bound to one address on port 4791 (or the configured port), non-blocking.
+pub struct UdpSocket {
+    fd: OwnedFd,
+    local: SocketAddr,
+}
+
+// Kernel constants that not every libc version exports.
+const UDP_NO_CHECK6_TX: libc::c_int = 101;
+const UDP_NO_CHECK6_RX: libc::c_int = 102;
+const UDP_SEGMENT: libc::c_int = 103;
+
+impl UdpSocket {
+    /// Binds `addr` (which must be configured on `dev`; any 127/8 address on `lo`).
+    pub fn bind(dev: &NetDev, addr: IpAddr, cfg: &UdpConfig) -> Result<UdpSocket, IoError> {
+        if !dev.has_address(addr) {
+            let mut available: Vec<String> = dev.ipv4.iter().map(|a| a.to_string()).collect();
+            available.extend(dev.ipv6.iter().map(|a| a.to_string()));
+            return Err(IoError::AddrNotOnInterface {
+                addr,
+                dev: dev.name.clone(),
+                available,
+            });
+        }
+        // Link-local IPv6 needs the interface as scope.
+        let scope = match addr {
+            IpAddr::V6(v6) if v6.is_unicast_link_local() => dev.index,
+            _ => 0,
+        };
+        UdpSocket::bind_scoped(addr, scope, cfg)
+    }
+
+    /// Binds `addr` without checking it against an interface (`scope` is the IPv6 scope id).
+    pub fn bind_scoped(addr: IpAddr, scope: u32, cfg: &UdpConfig) -> Result<UdpSocket, IoError> {
+        let family = if addr.is_ipv4() {
+            libc::AF_INET
+        } else {
+            libc::AF_INET6
+        };
+        // SAFETY: plain socket creation; ownership goes to OwnedFd.
+        let raw = unsafe {
+            libc::socket(
+                family,
+                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        if raw < 0 {
+            return Err(IoError::last_os("socket(SOCK_DGRAM) for RoCE v2"));
+        }
+        // SAFETY: raw is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let s = fd.as_raw_fd();
+        match addr {
+            IpAddr::V4(_) => {
+                setsockopt_int(
+                    s,
+                    libc::IPPROTO_IP,
+                    libc::IP_MTU_DISCOVER,
+                    libc::IP_PMTUDISC_DO,
+                    "IP_MTU_DISCOVER",
+                )?;
+                if cfg.zero_checksum {
+                    setsockopt_int(s, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1, "SO_NO_CHECK")?;
+                }
+                setsockopt_int(s, libc::IPPROTO_IP, libc::IP_PKTINFO, 1, "IP_PKTINFO")?;
+            }
+            IpAddr::V6(_) => {
+                setsockopt_int(s, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1, "IPV6_V6ONLY")?;
+                setsockopt_int(
+                    s,
+                    libc::IPPROTO_IPV6,
+                    libc::IPV6_MTU_DISCOVER,
+                    libc::IPV6_PMTUDISC_DO,
+                    "IPV6_MTU_DISCOVER",
+                )?;
+                if cfg.zero_checksum {
+                    setsockopt_int(
+                        s,
+                        libc::IPPROTO_UDP,
+                        UDP_NO_CHECK6_TX,
+                        1,
+                        "UDP_NO_CHECK6_TX",
+                    )?;
+                }
+                setsockopt_int(
+                    s,
+                    libc::IPPROTO_UDP,
+                    UDP_NO_CHECK6_RX,
+                    1,
+                    "UDP_NO_CHECK6_RX",
+                )?;
+                setsockopt_int(
+                    s,
+                    libc::IPPROTO_IPV6,
+                    libc::IPV6_RECVPKTINFO,
+                    1,
+                    "IPV6_RECVPKTINFO",
+                )?;
+            }
+        }
+        if cfg.gro {
+            setsockopt_int(s, libc::SOL_UDP, super::batch::UDP_GRO, 1, "UDP_GRO")?;
+        }
+        grow_buffer(s, true, cfg.socket_buffer)?;
+        grow_buffer(s, false, cfg.socket_buffer)?;
+        let local = match addr {
+            IpAddr::V4(v4) => SocketAddr::new(IpAddr::V4(v4), cfg.port),
+            IpAddr::V6(v6) => SocketAddr::V6(std::net::SocketAddrV6::new(v6, cfg.port, 0, scope)),
+        };
+        // SAFETY: all-zero is a valid sockaddr_storage.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let len = sockaddr::encode(local, &mut ss);
+        // SAFETY: ss holds a valid address of length len.
+        if unsafe { libc::bind(s, &ss as *const _ as *const libc::sockaddr, len) } < 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(match err.raw_os_error() {
+                Some(libc::EADDRINUSE) => IoError::PortInUse {
+                    addr,
+                    port: cfg.port,
+                },
+                Some(libc::EADDRNOTAVAIL) => IoError::AddrNotOnInterface {
+                    addr,
+                    dev: "any interface of this network namespace".into(),
+                    available: Vec::new(),
+                },
+                _ => IoError::Os {
+                    context: format!("bind UDP {local}"),
+                    source: err,
+                },
+            });
+        }
+        Ok(UdpSocket { fd, local })
+    }
+
+    /// The bound address and port.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The receive buffer the kernel actually granted (it reports twice the requested value).
+    pub fn recv_buffer(&self) -> Result<usize, IoError> {
+        getsockopt_int(
+            self.fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            "SO_RCVBUF",
+        )
+        .map(|v| v as usize)
+    }
+
+    /// Receives up to a batch of datagrams without blocking; returns how many (0 when none wait).
+    pub fn recv_batch(&self, rx: &mut RxBatch) -> Result<usize, IoError> {
+        rx.recv(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
+            context: format!("recvmmsg on UDP {}", self.local),
+            source,
+        })
+    }
+
+    /// Sends the queued datagrams of `tx` with as few `sendmmsg` calls as the kernel allows without
+    /// blocking; what the kernel did not take stays queued. Returns how many were sent now.
+    pub fn send_batch(&self, tx: &mut TxBatch) -> Result<usize, IoError> {
+        tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
+            context: format!("sendmmsg from UDP {}", self.local),
+            source,
+        })
+    }
+
+    /// Sends the queued super-datagrams of `tx` (UDP_SEGMENT); what the kernel did not take stays
+    /// queued. Returns how many super-datagrams went out. The socket needs `zero_checksum: false`.
+    pub fn send_gso_batch(&self, tx: &mut super::gso::GsoTxBatch) -> Result<usize, IoError> {
+        tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
+            context: format!("sendmmsg(UDP_SEGMENT) from UDP {}", self.local),
+            source,
+        })
+    }
+
+    /// Sends `data` as datagrams of `segment` bytes (the last may be shorter) to `dst` in one
+    /// `sendmsg` with UDP generic segmentation offload (`UDP_SEGMENT`). Returns the bytes sent.
+    ///
+    /// On a device that segments in software, segment k of an IPv4 send carries IP ID k rather than 0,
+    /// so a caller that wants capturable ICRCs must compute segment k's ICRC with ID k.
+    pub fn send_gso(&self, dst: SocketAddr, data: &[u8], segment: u16) -> Result<usize, IoError> {
+        // SAFETY: all-zero is a valid sockaddr_storage.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let namelen = sockaddr::encode(dst, &mut ss);
+        let mut iov = libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        let mut ctrl = CtrlBuf([0; 128]);
+        // SAFETY: msghdr is plain data; we fill every field the kernel reads.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = &mut ss as *mut _ as *mut libc::c_void;
+        msg.msg_namelen = namelen;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = ctrl.0.as_mut_ptr() as *mut libc::c_void;
+        // SAFETY: CMSG_SPACE is a pure size computation.
+        msg.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as _;
+        // SAFETY: the control buffer is large enough for one cmsg carrying a u16.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_UDP;
+            (*c).cmsg_type = UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(2) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, segment);
+        }
+        // SAFETY: msg points at live locals.
+        let rc = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
+        if rc < 0 {
+            let err = std::io::Error::last_os_error();
+            return match err.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(0),
+                _ => Err(IoError::Os {
+                    context: format!("sendmsg(UDP_SEGMENT={segment}) to {dst}"),
+                    source: err,
+                }),
+            };
+        }
+        Ok(rc as usize)
+    }
+}
+
+impl AsRawFd for UdpSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(port: u16) -> UdpConfig {
+        UdpConfig {
+            port,
+            batch: 8,
+            ..UdpConfig::default()
+        }
+    }
+
+    /// A free high port for a test, so parallel tests and a real roceperf on 4791 never collide.
+    fn free_port(ip: IpAddr) -> u16 {
+        std::net::UdpSocket::bind((ip, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    #[test]
+    fn batch_round_trip_over_loopback_v4() {
+        let a_ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let b_ip: IpAddr = "127.0.0.3".parse().unwrap();
+        let port = free_port(b_ip);
+        let a = UdpSocket::bind_scoped(a_ip, 0, &cfg(port)).unwrap();
+        let b = UdpSocket::bind_scoped(b_ip, 0, &cfg(port)).unwrap();
+        let mut tx = TxBatch::new(8, 256);
+        for k in 0..8u8 {
+            assert!(tx.push(b.local_addr(), |buf| {
+                buf[..3].copy_from_slice(&[k, k, k]);
+                3 + k as usize
+            }));
+        }
+        assert!(tx.is_full());
+        assert!(!tx.push(b.local_addr(), |_| unreachable!(
+            "full batch must not call fill"
+        )));
+        assert_eq!(a.send_batch(&mut tx).unwrap(), 8);
+        assert_eq!(tx.pending(), 0);
+        let mut rx = RxBatch::new(8, 256);
+        let mut got = Vec::new();
+        for _ in 0..1000 {
+            b.recv_batch(&mut rx).unwrap();
+            for i in 0..rx.len() {
+                let d = rx.datagram(i);
+                assert_eq!(d.src, Some(a.local_addr()));
+                assert_eq!(d.dst, Some(b_ip));
+                assert!(!d.truncated);
+                got.push((d.data[0], d.data.len()));
+            }
+            if got.len() == 8 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(
+            got,
+            (0..8u8).map(|k| (k, 3 + k as usize)).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn ipv6_loopback_with_zero_checksum_rx() {
+        let ip: IpAddr = "::1".parse().unwrap();
+        let Ok(probe) = std::net::UdpSocket::bind((ip, 0)) else {
+            return; // no IPv6 on this host's lo: nothing to test
+        };
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let b = UdpSocket::bind_scoped(ip, 0, &cfg(port)).unwrap();
+        // The sender sets UDP_NO_CHECK6_TX, so the datagram really carries checksum 0; the receiver
+        // only gets it because of UDP_NO_CHECK6_RX.
+        let a = std::net::UdpSocket::bind((ip, 0)).unwrap();
+        setsockopt_int(
+            a.as_raw_fd(),
+            libc::IPPROTO_UDP,
+            UDP_NO_CHECK6_TX,
+            1,
+            "UDP_NO_CHECK6_TX",
+        )
+        .unwrap();
+        a.send_to(b"roce", b.local_addr()).unwrap();
+        let mut rx = RxBatch::new(4, 64);
+        for _ in 0..1000 {
+            if b.recv_batch(&mut rx).unwrap() > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(rx.len(), 1);
+        assert_eq!(rx.datagram(0).data, b"roce");
+        assert_eq!(rx.datagram(0).dst, Some(ip));
+    }
+
+    #[test]
+    fn truncation_is_flagged() {
+        let ip: IpAddr = "127.0.0.4".parse().unwrap();
+        let port = free_port(ip);
+        let b = UdpSocket::bind_scoped(ip, 0, &cfg(port)).unwrap();
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.send_to(&[0x55; 300], b.local_addr()).unwrap();
+        let mut rx = RxBatch::new(2, 64);
+        for _ in 0..1000 {
+            if b.recv_batch(&mut rx).unwrap() > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(rx.datagram(0).truncated);
+        assert_eq!(rx.datagram(0).data.len(), 64);
+    }
+
+    #[test]
+    fn port_in_use_names_the_remedies() {
+        let ip: IpAddr = "127.0.0.5".parse().unwrap();
+        let port = free_port(ip);
+        let _first = UdpSocket::bind_scoped(ip, 0, &cfg(port)).unwrap();
+        let msg = UdpSocket::bind_scoped(ip, 0, &cfg(port))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            msg.contains("127.0.0.5") && msg.contains("rdma_rxe"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("127.0.0.2") && msg.contains("netns.sh"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn address_not_on_the_interface_is_refused() {
+        let lo = NetDev::by_name("lo").unwrap();
+        let err = UdpSocket::bind(&lo, "192.0.2.99".parse().unwrap(), &cfg(4791))
+            .err()
+            .unwrap();
+        assert!(matches!(err, IoError::AddrNotOnInterface { .. }), "{err}");
+        assert!(err.to_string().contains("'lo'"), "{err}");
+    }
+}

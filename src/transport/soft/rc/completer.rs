@@ -1,0 +1,244 @@
+//! The completer: the requester's side of ACKs, NAKs, READ responses and atomic ACKs.
+//!
+//! ACKs are cumulative. A NAK or a READ response also acknowledges everything before its PSN. An ACK
+//! that passes a READ/atomic still waiting for its data means those responses were lost (an
+//! implied NAK) and starts a retry at once, as rxe does.
+
+use crate::transport::{CompletionStatus, SendOp};
+use crate::wire::{AethKind, IbRepr, NakCode};
+
+use super::ctx::Ctx;
+use super::packet::{self, Response, Seg};
+use super::psn::Psn;
+use super::requester::{Requester, RetryCause};
+use super::timer;
+
+/// What a response did to the QP.
+pub type Outcome = Option<CompletionStatus>;
+
+impl Requester {
+    /// Handles one response packet. `Some(status)` means the QP must enter ERROR with `status` for the
+    /// oldest work request.
+    pub fn handle_response(
+        &mut self,
+        now: u64,
+        kind: Response,
+        repr: &IbRepr,
+        payload: &[u8],
+        ctx: &mut Ctx<'_>,
+    ) -> Outcome {
+        let psn = Psn::new(repr.bth.psn);
+        // Only PSNs in [comp_psn - 1, sent_high) can answer anything still outstanding; an ACK
+        // for comp_psn - 1 is a plain duplicate.
+        if !psn.before(self.sent_high) || psn.before(self.comp_psn) {
+            ctx.counters.drops.stale_response += 1;
+            return None;
+        }
+        match kind {
+            Response::Acknowledge => {
+                let Some(aeth) = repr.aeth else {
+                    ctx.counters.drops.bad_response += 1;
+                    return None;
+                };
+                match aeth.kind() {
+                    AethKind::Ack { .. } => {
+                        ctx.counters.acks_received += 1;
+                        self.acknowledge_before(now, psn.add(1), ctx)
+                    }
+                    AethKind::Nak(NakCode::PsnSequenceError) => {
+                        ctx.counters.naks_received.psn_seq += 1;
+                        if let Some(e) = self.acknowledge_before(now, psn, ctx) {
+                            return Some(e);
+                        }
+                        self.retry(RetryCause::NakSequence, ctx)
+                    }
+                    AethKind::RnrNak { timer: code } => {
+                        ctx.counters.naks_received.rnr += 1;
+                        if let Some(e) = self.acknowledge_before(now, psn, ctx) {
+                            return Some(e);
+                        }
+                        if !self.outstanding() {
+                            return None;
+                        }
+                        if ctx.cfg.rnr_retry != 7 {
+                            if self.rnr_left == 0 {
+                                return Some(CompletionStatus::RnrRetryExceeded);
+                            }
+                            self.rnr_left -= 1;
+                        }
+                        // Wait the peer's RNR time, then go back to the refused packet.
+                        self.retx_deadline = None;
+                        self.rnr_deadline = Some(now.saturating_add(timer::rnr_timer_ns(code)));
+                        self.seek(self.comp_psn);
+                        None
+                    }
+                    AethKind::Nak(code) => {
+                        let status = match code {
+                            NakCode::InvalidRequest => {
+                                ctx.counters.naks_received.invalid_request += 1;
+                                CompletionStatus::RemoteInvalidRequestError
+                            }
+                            NakCode::RemoteAccessError => {
+                                ctx.counters.naks_received.remote_access += 1;
+                                CompletionStatus::RemoteAccessError
+                            }
+                            _ => {
+                                ctx.counters.naks_received.remote_operational += 1;
+                                CompletionStatus::RemoteOperationalError
+                            }
+                        };
+                        if let Some(e) = self.acknowledge_before(now, psn, ctx) {
+                            return Some(e);
+                        }
+                        Some(status)
+                    }
+                    AethKind::Reserved(_) => {
+                        ctx.counters.drops.bad_response += 1;
+                        None
+                    }
+                }
+            }
+            Response::AtomicAcknowledge => {
+                let (Some(aeth), Some(ack)) = (repr.aeth, repr.atomic_ack_eth) else {
+                    ctx.counters.drops.bad_response += 1;
+                    return None;
+                };
+                if !matches!(aeth.kind(), AethKind::Ack { .. }) {
+                    ctx.counters.drops.bad_response += 1;
+                    return None;
+                }
+                if let Some(e) = self.acknowledge_before(now, psn, ctx) {
+                    return Some(e);
+                }
+                let w = self.sq.front()?;
+                if w.first_psn != psn
+                    || !w.started
+                    || !matches!(w.wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. })
+                {
+                    ctx.counters.drops.stale_response += 1;
+                    return None;
+                }
+                let local = w.local;
+                ctx.counters.acks_received += 1;
+                ctx.mem.span_mut(local)[..8].copy_from_slice(&ack.orig.to_ne_bytes());
+                self.comp_psn = psn.add(1);
+                self.complete_head(CompletionStatus::Success, ctx);
+                if self.req_psn.before(self.comp_psn) {
+                    self.seek(self.comp_psn);
+                }
+                self.progress(now, ctx);
+                None
+            }
+            Response::ReadResponse(seg) => self.read_response(now, psn, seg, repr, payload, ctx),
+        }
+    }
+
+    fn read_response(
+        &mut self,
+        now: u64,
+        psn: Psn,
+        seg: Seg,
+        repr: &IbRepr,
+        payload: &[u8],
+        ctx: &mut Ctx<'_>,
+    ) -> Outcome {
+        if repr
+            .aeth
+            .is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. }))
+        {
+            ctx.counters.drops.bad_response += 1;
+            return None;
+        }
+        if let Some(e) = self.acknowledge_before(now, psn, ctx) {
+            return Some(e);
+        }
+        let pmtu = ctx.cfg.pmtu;
+        let Some(w) = self.sq.front_mut() else {
+            ctx.counters.drops.stale_response += 1;
+            return None;
+        };
+        if !matches!(w.wr.op, SendOp::Read) || !w.started {
+            ctx.counters.drops.stale_response += 1;
+            return None;
+        }
+        // In order only: a later response means an earlier one was lost; the timer recovers.
+        if psn != w.first_psn.add(w.received) {
+            ctx.counters.drops.stale_response += 1;
+            return None;
+        }
+        let k = w.received;
+        let last = k + 1 == w.npkts;
+        // A resumed READ may be answered MIDDLE/LAST (rxe) or FIRST/ONLY (a fresh response to the
+        // reissued request); accept both, as long as the packet's end matches the message's end.
+        let fits = match seg {
+            Seg::First => !last,
+            Seg::Middle => !last && k > 0,
+            Seg::Last => last && k > 0,
+            Seg::Only => last,
+        };
+        let want = packet::payload_len(u64::from(w.wr.len), pmtu, k);
+        if !fits || payload.len() != want {
+            ctx.counters.drops.bad_response += 1;
+            return None;
+        }
+        let start = k as usize * pmtu as usize;
+        let local = w.local;
+        w.received += 1;
+        ctx.mem.span_mut(local)[start..start + want].copy_from_slice(payload);
+        self.comp_psn = psn.add(1);
+        if last {
+            self.complete_head(CompletionStatus::Success, ctx);
+        }
+        if self.req_psn.before(self.comp_psn) {
+            self.seek(self.comp_psn);
+        }
+        self.progress(now, ctx);
+        None
+    }
+
+    /// Everything before `limit` was received by the responder: completes the SEND/WRITE work
+    /// requests that end before it. A READ/atomic that ends before it without its data means its
+    /// responses were lost: go back N (implied NAK).
+    fn acknowledge_before(&mut self, now: u64, limit: Psn, ctx: &mut Ctx<'_>) -> Outcome {
+        let before = self.comp_psn;
+        while let Some(w) = self.sq.front() {
+            if !w.started || !w.first_psn.before(limit) {
+                break;
+            }
+            if w.is_read_or_atomic() {
+                if w.last_psn().before(limit) {
+                    self.comp_psn = w.first_psn.add(w.received);
+                    if self.comp_psn != before {
+                        self.progress(now, ctx);
+                    }
+                    return self.retry(RetryCause::ImpliedNak, ctx);
+                }
+                break;
+            }
+            if !w.last_psn().before(limit) {
+                // Part of a long SEND/WRITE is acknowledged.
+                if limit.after(self.comp_psn) {
+                    self.comp_psn = limit;
+                }
+                break;
+            }
+            self.comp_psn = w.last_psn().add(1);
+            self.complete_head(CompletionStatus::Success, ctx);
+        }
+        if self.comp_psn != before {
+            if self.req_psn.before(self.comp_psn) {
+                self.seek(self.comp_psn);
+            }
+            self.progress(now, ctx);
+        }
+        None
+    }
+
+    /// Forward progress: fresh retry budgets and a fresh timer.
+    fn progress(&mut self, now: u64, ctx: &mut Ctx<'_>) {
+        self.retry_left = ctx.cfg.retry_cnt;
+        self.rnr_left = ctx.cfg.rnr_retry;
+        self.started_retry = false;
+        self.rearm(now, ctx.cfg.timeout);
+    }
+}

@@ -1,0 +1,68 @@
+//! Per-QP counters: plain fields, read by reports and tests.
+
+/// NAKs by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NakCounts {
+    /// PSN sequence error (0x60).
+    pub psn_seq: u64,
+    /// RNR NAK (0x20 | timer).
+    pub rnr: u64,
+    /// Invalid request (0x61).
+    pub invalid_request: u64,
+    /// Remote access error (0x62).
+    pub remote_access: u64,
+    /// Remote operational error (0x63) and unknown NAK codes.
+    pub remote_operational: u64,
+}
+
+/// Packets dropped on receive, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DropCounts {
+    /// BTH.DestQP is not this QP.
+    pub unknown_qpn: u64,
+    /// Truncated or inconsistent headers, bad TVer or P_Key, a non-RC or unknown opcode.
+    pub malformed: u64,
+    /// A request beyond the expected PSN after the one PSN-sequence NAK was sent.
+    pub out_of_sequence: u64,
+    /// A duplicate request with nothing to replay, or one that does not match its saved READ.
+    pub duplicate_unmatched: u64,
+    /// A response or ACK for PSNs this QP is not waiting for (stale, duplicated or out of order).
+    pub stale_response: u64,
+    /// A response whose opcode, length or AETH does not fit the request it answers.
+    pub bad_response: u64,
+    /// The response queue was full; the request is left for the peer to retransmit.
+    pub response_queue_full: u64,
+    /// The QP is in the error state.
+    pub qp_error: u64,
+}
+
+/// Everything one queue pair counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Packets handed out by `poll_transmit`.
+    pub tx_packets: u64,
+    /// Payload bytes in them.
+    pub tx_payload_bytes: u64,
+    /// Packets given to `handle_packet`.
+    pub rx_packets: u64,
+    /// Request packets sent again by go-back-N.
+    pub retransmitted_packets: u64,
+    /// Go-back-N restarts, for any reason.
+    pub retries: u64,
+    /// Retransmission timer expiries.
+    pub timeouts: u64,
+    /// Duplicate requests received (re-ACKed or replayed).
+    pub duplicate_requests: u64,
+    /// ACK packets sent (including atomic ACKs).
+    pub acks_sent: u64,
+    /// ACK packets received (including atomic ACKs).
+    pub acks_received: u64,
+    /// NAKs this QP sent, by kind.
+    pub naks_sent: NakCounts,
+    /// NAKs this QP received, by kind.
+    pub naks_received: NakCounts,
+    /// Remote WRITE/READ/atomic refused for a bad rkey, bounds or rights (each also a NAK 0x62).
+    pub remote_access_violations: u64,
+    /// Receive drops by reason.
+    pub drops: DropCounts,
+}

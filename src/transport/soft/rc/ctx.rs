@@ -1,0 +1,31 @@
+//! The parts of a queue pair that the requester, completer and responder all touch.
+
+use crate::transport::Completion;
+
+use super::config::QpConfig;
+use super::counters::Counters;
+use super::mr::MemoryTable;
+use super::ring::Ring;
+
+/// Borrowed shared state handed to each half of the engine for one call.
+pub struct Ctx<'a> {
+    /// The QP's attributes.
+    pub cfg: &'a QpConfig,
+    /// Registered memory.
+    pub mem: &'a mut MemoryTable,
+    /// The completion queue; posting reserves room, so pushes cannot fail.
+    pub cq: &'a mut Ring<Completion>,
+    /// Counters.
+    pub counters: &'a mut Counters,
+}
+
+impl Ctx<'_> {
+    /// Queues a completion. Room was reserved when the work request was posted.
+    pub fn complete(&mut self, c: Completion) {
+        let pushed = self.cq.push_back(c);
+        debug_assert!(
+            pushed.is_ok(),
+            "completion queue overflow: posting must reserve room"
+        );
+    }
+}

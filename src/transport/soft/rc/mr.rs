@@ -1,0 +1,377 @@
+//! Memory regions: buffers the engine owns, registered ranges with access rights and lkey/rkey.
+//!
+//! As with verbs, a buffer is plain memory and a memory region (MR) is a registered window into
+//! it. Every buffer gets a synthetic virtual address, so a region's `va` is what a peer puts in a
+//! RETH. Remote WRITE/READ/atomics resolve through [`MemoryTable::resolve_remote`], which checks the
+//! rkey, the bounds and the access rights before any byte is touched.
+
+use crate::transport::Access;
+
+/// Where synthetic virtual addresses start; far from 0 so a zeroed RETH never hits a region.
+const VA_BASE: u64 = 0x0000_1000_0000_0000;
+/// Virtual-address gap left between buffers, so an overrun of one never aliases the next.
+const VA_GAP: u64 = 1 << 20;
+
+/// Identifies a buffer of a [`MemoryTable`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub struct BufferId(pub usize);
+
+/// The keys and address of a registered region, what a peer needs (`rkey`, `va`, `len`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MrKeys {
+    /// Local key: names the region in local work requests.
+    pub lkey: u32,
+    /// Remote key: names the region in a peer's RETH or AtomicETH.
+    pub rkey: u32,
+    /// Virtual address of the region's first byte.
+    pub va: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// A registered window of a buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct MemoryRegion {
+    /// The buffer it lies in.
+    pub buffer: BufferId,
+    /// Offset of its first byte in the buffer.
+    pub offset: usize,
+    /// Keys, address and length.
+    pub keys: MrKeys,
+    /// Rights granted.
+    pub access: Access,
+}
+
+/// Why a memory access was refused; each is counted by the engine.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum AccessViolation {
+    /// No region has this key.
+    #[error("no memory region has key {0:#x}")]
+    UnknownKey(u32),
+    /// The range leaves the region.
+    #[error("range {va:#x}+{len} lies outside the region")]
+    OutOfBounds {
+        /// Start of the requested range.
+        va: u64,
+        /// Length of the requested range.
+        len: u64,
+    },
+    /// The region does not grant the right.
+    #[error("the region does not grant access {0:?}")]
+    AccessDenied(Access),
+}
+
+/// Registration errors.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum MrError {
+    /// The buffer does not exist.
+    #[error("no buffer {0}")]
+    NoBuffer(usize),
+    /// The window does not fit the buffer.
+    #[error("region {offset}+{len} does not fit in buffer {buffer} of {buffer_len} bytes")]
+    OutOfBuffer {
+        /// Buffer index.
+        buffer: usize,
+        /// Requested offset.
+        offset: usize,
+        /// Requested length.
+        len: usize,
+        /// The buffer's length.
+        buffer_len: usize,
+    },
+    /// More than 2^24 − 1 regions.
+    #[error("too many memory regions")]
+    TooMany,
+}
+
+/// A resolved, checked byte range: `len` bytes at `offset` of buffer `buffer`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Span {
+    /// Buffer index.
+    pub buffer: usize,
+    /// First byte in the buffer.
+    pub offset: usize,
+    /// Length.
+    pub len: usize,
+}
+
+struct Buffer {
+    bytes: Box<[u8]>,
+    va: u64,
+}
+
+/// The buffers and regions of one queue pair (or one protection domain).
+pub struct MemoryTable {
+    buffers: Vec<Buffer>,
+    regions: Vec<MemoryRegion>,
+    next_va: u64,
+    key_salt: u32,
+}
+
+impl MemoryTable {
+    /// An empty table. `key_salt` varies the low key byte so keys from another table rarely match.
+    pub fn new(key_salt: u32) -> MemoryTable {
+        MemoryTable {
+            buffers: Vec::new(),
+            regions: Vec::new(),
+            next_va: VA_BASE,
+            key_salt,
+        }
+    }
+
+    /// Adds a zeroed buffer of `len` bytes and returns its id.
+    pub fn add_buffer(&mut self, len: usize) -> BufferId {
+        let va = self.next_va;
+        self.next_va = (va + len as u64 + VA_GAP + 4095) & !4095;
+        self.buffers.push(Buffer {
+            bytes: vec![0u8; len].into_boxed_slice(),
+            va,
+        });
+        BufferId(self.buffers.len() - 1)
+    }
+
+    /// Registers `len` bytes at `offset` of `buffer` with `access`; returns its keys.
+    pub fn register(
+        &mut self,
+        buffer: BufferId,
+        offset: usize,
+        len: usize,
+        access: Access,
+    ) -> Result<MrKeys, MrError> {
+        let buf = self
+            .buffers
+            .get(buffer.0)
+            .ok_or(MrError::NoBuffer(buffer.0))?;
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > buf.bytes.len())
+        {
+            return Err(MrError::OutOfBuffer {
+                buffer: buffer.0,
+                offset,
+                len,
+                buffer_len: buf.bytes.len(),
+            });
+        }
+        let index = self.regions.len() as u32;
+        if index >= 0x00ff_ffff {
+            return Err(MrError::TooMany);
+        }
+        // rxe's layout: index in the upper 24 bits, a varying byte below, and lkey == rkey.
+        let tag = (self
+            .key_salt
+            .wrapping_mul(0x9e37_79b9)
+            .wrapping_add(index.wrapping_mul(0x45))
+            >> 24)
+            & 0xff;
+        let key = ((index + 1) << 8) | tag;
+        let keys = MrKeys {
+            lkey: key,
+            rkey: key,
+            va: buf.va + offset as u64,
+            len: len as u64,
+        };
+        self.regions.push(MemoryRegion {
+            buffer,
+            offset,
+            keys,
+            access,
+        });
+        Ok(keys)
+    }
+
+    /// Adds a buffer and registers all of it: the common case of one buffer per QP.
+    pub fn add_registered(&mut self, len: usize, access: Access) -> MrKeys {
+        let b = self.add_buffer(len);
+        self.register(b, 0, len, access)
+            .expect("a fresh buffer holds its own full range")
+    }
+
+    /// The region a key (lkey or rkey) names.
+    pub fn region(&self, key: u32) -> Option<&MemoryRegion> {
+        let index = (key >> 8).checked_sub(1)? as usize;
+        self.regions.get(index).filter(|r| r.keys.lkey == key)
+    }
+
+    /// A buffer's bytes.
+    pub fn buffer(&self, id: BufferId) -> &[u8] {
+        &self.buffers[id.0].bytes
+    }
+
+    /// A buffer's bytes, for filling.
+    pub fn buffer_mut(&mut self, id: BufferId) -> &mut [u8] {
+        &mut self.buffers[id.0].bytes
+    }
+
+    /// A region's bytes, by key.
+    pub fn region_bytes(&self, key: u32) -> Option<&[u8]> {
+        let r = *self.region(key)?;
+        Some(&self.buffers[r.buffer.0].bytes[r.offset..r.offset + r.keys.len as usize])
+    }
+
+    /// A region's bytes, by key, for filling.
+    pub fn region_bytes_mut(&mut self, key: u32) -> Option<&mut [u8]> {
+        let r = *self.region(key)?;
+        Some(&mut self.buffers[r.buffer.0].bytes[r.offset..r.offset + r.keys.len as usize])
+    }
+
+    /// Checks a peer's access of `len` bytes at `va` under `rkey` needing `need`.
+    pub fn resolve_remote(
+        &self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<Span, AccessViolation> {
+        let r = self.region(rkey).ok_or(AccessViolation::UnknownKey(rkey))?;
+        let start = va
+            .checked_sub(r.keys.va)
+            .ok_or(AccessViolation::OutOfBounds { va, len })?;
+        if start.checked_add(len).is_none_or(|end| end > r.keys.len) {
+            return Err(AccessViolation::OutOfBounds { va, len });
+        }
+        if !r.access.contains(need) {
+            return Err(AccessViolation::AccessDenied(need));
+        }
+        Ok(Span {
+            buffer: r.buffer.0,
+            offset: r.offset + start as usize,
+            len: len as usize,
+        })
+    }
+
+    /// Checks a local access of `len` bytes at `offset` into the region `lkey`, needing `need`.
+    pub fn resolve_local(
+        &self,
+        lkey: u32,
+        offset: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<Span, AccessViolation> {
+        let va = self
+            .region(lkey)
+            .ok_or(AccessViolation::UnknownKey(lkey))?
+            .keys
+            .va;
+        let va = va
+            .checked_add(offset)
+            .ok_or(AccessViolation::OutOfBounds { va, len })?;
+        self.resolve_remote(lkey, va, len, need)
+    }
+
+    /// The bytes of a checked span.
+    pub fn span(&self, s: Span) -> &[u8] {
+        &self.buffers[s.buffer].bytes[s.offset..s.offset + s.len]
+    }
+
+    /// The bytes of a checked span, mutably.
+    pub fn span_mut(&mut self, s: Span) -> &mut [u8] {
+        &mut self.buffers[s.buffer].bytes[s.offset..s.offset + s.len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> (MemoryTable, BufferId, MrKeys) {
+        let mut t = MemoryTable::new(7);
+        let b = t.add_buffer(1024);
+        let k = t
+            .register(b, 100, 200, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .unwrap();
+        (t, b, k)
+    }
+
+    #[test]
+    fn remote_access_is_checked_for_key_bounds_and_rights() {
+        let (t, _, k) = table();
+        let s = t
+            .resolve_remote(k.rkey, k.va + 10, 20, Access::REMOTE_WRITE)
+            .unwrap();
+        assert_eq!(
+            s,
+            Span {
+                buffer: 0,
+                offset: 110,
+                len: 20
+            }
+        );
+        assert_eq!(
+            t.resolve_remote(k.rkey, k.va, 200, Access::REMOTE_WRITE)
+                .unwrap()
+                .len,
+            200
+        );
+        assert_eq!(
+            t.resolve_remote(k.rkey ^ 0x100, k.va, 1, Access::REMOTE_WRITE),
+            Err(AccessViolation::UnknownKey(k.rkey ^ 0x100))
+        );
+        assert!(matches!(
+            t.resolve_remote(k.rkey, k.va + 1, 200, Access::REMOTE_WRITE),
+            Err(AccessViolation::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            t.resolve_remote(k.rkey, k.va - 1, 2, Access::REMOTE_WRITE),
+            Err(AccessViolation::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            t.resolve_remote(k.rkey, u64::MAX, 2, Access::REMOTE_WRITE),
+            Err(AccessViolation::OutOfBounds { .. })
+        ));
+        assert_eq!(
+            t.resolve_remote(k.rkey, k.va, 8, Access::REMOTE_READ),
+            Err(AccessViolation::AccessDenied(Access::REMOTE_READ))
+        );
+    }
+
+    #[test]
+    fn keys_differ_between_regions_and_tables() {
+        let (mut t, b, k) = table();
+        let k2 = t.register(b, 0, 10, Access::REMOTE_READ).unwrap();
+        assert_ne!(k.rkey, k2.rkey);
+        assert_eq!(t.region(k2.lkey).unwrap().offset, 0);
+        assert!(t.region(0).is_none());
+        assert!(t.region(0xffff_ff00).is_none());
+    }
+
+    #[test]
+    fn registration_must_fit_the_buffer() {
+        let (mut t, b, _) = table();
+        assert!(matches!(
+            t.register(b, 1000, 25, Access::LOCAL_WRITE),
+            Err(MrError::OutOfBuffer { .. })
+        ));
+        assert!(matches!(
+            t.register(b, usize::MAX, 2, Access::LOCAL_WRITE),
+            Err(MrError::OutOfBuffer { .. })
+        ));
+        assert!(matches!(
+            t.register(BufferId(9), 0, 1, Access::LOCAL_WRITE),
+            Err(MrError::NoBuffer(9))
+        ));
+    }
+
+    #[test]
+    fn buffers_get_disjoint_addresses() {
+        let mut t = MemoryTable::new(1);
+        let a = t.add_registered(5000, Access::REMOTE_WRITE);
+        let b = t.add_registered(10, Access::REMOTE_WRITE);
+        assert!(b.va >= a.va + a.len + VA_GAP);
+        assert!(
+            t.resolve_remote(a.rkey, b.va, 1, Access::REMOTE_WRITE)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn local_offsets_are_relative_to_the_region() {
+        let (t, _, k) = table();
+        let s = t.resolve_local(k.lkey, 5, 10, Access::LOCAL_WRITE).unwrap();
+        assert_eq!(s.offset, 105);
+        assert!(
+            t.resolve_local(k.lkey, 195, 10, Access::LOCAL_WRITE)
+                .is_err()
+        );
+    }
+}

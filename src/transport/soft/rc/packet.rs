@@ -1,0 +1,241 @@
+//! Building RC packets with `crate::wire` and classifying received opcodes.
+
+use crate::wire::{AethRepr, BthRepr, IbRepr, Opcode};
+
+use super::psn::Psn;
+
+/// P_Key every RC packet carries (rxe: IB_DEFAULT_PKEY_FULL).
+pub const PKEY: u16 = 0xffff;
+
+/// Longest header stack the engine emits or accepts: BTH + AtomicETH (40 bytes).
+pub const MAX_HEADER_LEN: usize = 40;
+
+/// Position of a packet within its message.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Seg {
+    /// First of several.
+    First,
+    /// Neither first nor last.
+    Middle,
+    /// Last of several.
+    Last,
+    /// The whole message.
+    Only,
+}
+
+impl Seg {
+    /// Position of packet `index` in a message of `npkts` packets.
+    pub fn of(index: u32, npkts: u32) -> Seg {
+        match (index == 0, index + 1 >= npkts) {
+            (true, true) => Seg::Only,
+            (true, false) => Seg::First,
+            (false, false) => Seg::Middle,
+            (false, true) => Seg::Last,
+        }
+    }
+
+    /// True for Last and Only: the packet ends the message.
+    pub fn ends(self) -> bool {
+        matches!(self, Seg::Last | Seg::Only)
+    }
+
+    /// True for First and Only: the packet starts the message.
+    pub fn starts(self) -> bool {
+        matches!(self, Seg::First | Seg::Only)
+    }
+}
+
+/// Packets a message of `len` bytes needs at `pmtu` (a zero-length message still needs one).
+pub fn packets_for(len: u64, pmtu: u32) -> u32 {
+    len.div_ceil(u64::from(pmtu)).max(1) as u32
+}
+
+/// Payload bytes of packet `index` of a `len`-byte message.
+pub fn payload_len(len: u64, pmtu: u32, index: u32) -> usize {
+    let start = u64::from(index) * u64::from(pmtu);
+    len.saturating_sub(start).min(u64::from(pmtu)) as usize
+}
+
+/// The SEND opcode for a segment, with or without immediate.
+pub fn send_opcode(seg: Seg, imm: bool) -> Opcode {
+    match (seg, imm) {
+        (Seg::First, _) => Opcode::RC_SEND_FIRST,
+        (Seg::Middle, _) => Opcode::RC_SEND_MIDDLE,
+        (Seg::Last, false) => Opcode::RC_SEND_LAST,
+        (Seg::Last, true) => Opcode::RC_SEND_LAST_WITH_IMMEDIATE,
+        (Seg::Only, false) => Opcode::RC_SEND_ONLY,
+        (Seg::Only, true) => Opcode::RC_SEND_ONLY_WITH_IMMEDIATE,
+    }
+}
+
+/// The RDMA WRITE opcode for a segment, with or without immediate.
+pub fn write_opcode(seg: Seg, imm: bool) -> Opcode {
+    match (seg, imm) {
+        (Seg::First, _) => Opcode::RC_RDMA_WRITE_FIRST,
+        (Seg::Middle, _) => Opcode::RC_RDMA_WRITE_MIDDLE,
+        (Seg::Last, false) => Opcode::RC_RDMA_WRITE_LAST,
+        (Seg::Last, true) => Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
+        (Seg::Only, false) => Opcode::RC_RDMA_WRITE_ONLY,
+        (Seg::Only, true) => Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+    }
+}
+
+/// The READ response opcode for a segment.
+pub fn read_response_opcode(seg: Seg) -> Opcode {
+    match seg {
+        Seg::First => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+        Seg::Middle => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+        Seg::Last => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+        Seg::Only => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+    }
+}
+
+/// What a request packet asks of a responder.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Request {
+    /// A SEND packet.
+    Send(Seg),
+    /// An RDMA WRITE packet.
+    Write(Seg),
+    /// An RDMA READ request.
+    Read,
+    /// An atomic compare-and-swap.
+    CompareSwap,
+    /// An atomic fetch-and-add.
+    FetchAdd,
+    /// A valid RC request this engine does not implement (SEND with invalidate, FLUSH, ATOMIC_WRITE).
+    Unsupported,
+}
+
+/// What a response packet tells a requester.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Response {
+    /// ACK or NAK.
+    Acknowledge,
+    /// ATOMIC ACKNOWLEDGE.
+    AtomicAcknowledge,
+    /// A READ response packet.
+    ReadResponse(Seg),
+}
+
+/// A received RC opcode, sorted by who handles it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// Handled by the responder.
+    Request(Request),
+    /// Handled by the completer.
+    Response(Response),
+}
+
+/// Classifies an opcode; `None` for anything that is not an RC opcode of the IB spec.
+pub fn classify(op: Opcode) -> Option<Kind> {
+    use Kind::{Request as Q, Response as R};
+    Some(match op {
+        Opcode::RC_SEND_FIRST => Q(Request::Send(Seg::First)),
+        Opcode::RC_SEND_MIDDLE => Q(Request::Send(Seg::Middle)),
+        Opcode::RC_SEND_LAST | Opcode::RC_SEND_LAST_WITH_IMMEDIATE => Q(Request::Send(Seg::Last)),
+        Opcode::RC_SEND_ONLY | Opcode::RC_SEND_ONLY_WITH_IMMEDIATE => Q(Request::Send(Seg::Only)),
+        Opcode::RC_RDMA_WRITE_FIRST => Q(Request::Write(Seg::First)),
+        Opcode::RC_RDMA_WRITE_MIDDLE => Q(Request::Write(Seg::Middle)),
+        Opcode::RC_RDMA_WRITE_LAST | Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE => {
+            Q(Request::Write(Seg::Last))
+        }
+        Opcode::RC_RDMA_WRITE_ONLY | Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE => {
+            Q(Request::Write(Seg::Only))
+        }
+        Opcode::RC_RDMA_READ_REQUEST => Q(Request::Read),
+        Opcode::RC_COMPARE_SWAP => Q(Request::CompareSwap),
+        Opcode::RC_FETCH_ADD => Q(Request::FetchAdd),
+        Opcode::RC_SEND_LAST_WITH_INVALIDATE | Opcode::RC_SEND_ONLY_WITH_INVALIDATE => {
+            Q(Request::Unsupported)
+        }
+        Opcode(0x1c) | Opcode(0x1d) => Q(Request::Unsupported),
+        Opcode::RC_RDMA_READ_RESPONSE_FIRST => R(Response::ReadResponse(Seg::First)),
+        Opcode::RC_RDMA_READ_RESPONSE_MIDDLE => R(Response::ReadResponse(Seg::Middle)),
+        Opcode::RC_RDMA_READ_RESPONSE_LAST => R(Response::ReadResponse(Seg::Last)),
+        Opcode::RC_RDMA_READ_RESPONSE_ONLY => R(Response::ReadResponse(Seg::Only)),
+        Opcode::RC_ACKNOWLEDGE => R(Response::Acknowledge),
+        Opcode::RC_ATOMIC_ACKNOWLEDGE => R(Response::AtomicAcknowledge),
+        _ => return None,
+    })
+}
+
+/// A header stack with only a BTH filled in; the caller adds extension headers.
+pub fn repr(opcode: Opcode, dest_qp: u32, psn: Psn, ack_req: bool, payload_len: usize) -> IbRepr {
+    IbRepr {
+        bth: BthRepr {
+            opcode,
+            solicited: false,
+            migreq: false,
+            pad_count: crate::wire::pad_len(payload_len) as u8,
+            tver: 0,
+            pkey: PKEY,
+            fecn: false,
+            becn: false,
+            dest_qp,
+            ack_req,
+            psn: psn.value(),
+        },
+        reth: None,
+        atomic_eth: None,
+        aeth: None,
+        atomic_ack_eth: None,
+        imm: None,
+        ieth: None,
+        deth: None,
+    }
+}
+
+/// An ACKNOWLEDGE (ACK, NAK or RNR NAK) header stack.
+pub fn acknowledge(dest_qp: u32, psn: Psn, aeth: AethRepr) -> IbRepr {
+    let mut r = repr(Opcode::RC_ACKNOWLEDGE, dest_qp, psn, false, 0);
+    r.aeth = Some(aeth);
+    r
+}
+
+/// Writes headers, payload and zero pad into `buf`; returns the packet length.
+pub fn emit(buf: &mut [u8], repr: &IbRepr, payload: &[u8]) -> usize {
+    let hl = repr.header_len();
+    let pad = crate::wire::pad_len(payload.len());
+    let total = hl + payload.len() + pad;
+    assert!(
+        buf.len() >= total,
+        "transmit buffer of {} bytes is shorter than the {total}-byte packet",
+        buf.len()
+    );
+    repr.emit(&mut buf[..hl]);
+    buf[hl..hl + payload.len()].copy_from_slice(payload);
+    buf[hl + payload.len()..total].fill(0);
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_cover_boundaries() {
+        assert_eq!(packets_for(0, 256), 1);
+        assert_eq!(packets_for(1, 256), 1);
+        assert_eq!(packets_for(256, 256), 1);
+        assert_eq!(packets_for(257, 256), 2);
+        assert_eq!(packets_for(8 << 20, 4096), 2048);
+        assert_eq!(Seg::of(0, 1), Seg::Only);
+        assert_eq!(Seg::of(0, 2), Seg::First);
+        assert_eq!(Seg::of(1, 3), Seg::Middle);
+        assert_eq!(Seg::of(2, 3), Seg::Last);
+        assert_eq!(payload_len(257, 256, 0), 256);
+        assert_eq!(payload_len(257, 256, 1), 1);
+        assert_eq!(payload_len(0, 256, 0), 0);
+    }
+
+    #[test]
+    fn every_rc_opcode_is_classified() {
+        for v in 0u8..=0x14 {
+            assert!(classify(Opcode(v)).is_some(), "opcode {v:#x}");
+        }
+        assert_eq!(classify(Opcode(0x15)), None);
+        assert_eq!(classify(Opcode(0x24)), None, "UC SEND_ONLY is not RC");
+        assert_eq!(classify(Opcode(0x81)), None, "CNP");
+    }
+}

@@ -1,0 +1,349 @@
+//! The queue pair: one sans-IO RC state machine that joins requester, completer and responder.
+//!
+//! Shaped like quinn-proto's `Connection`: the caller feeds packets and work requests with an
+//! explicit `now` (nanoseconds, any epoch), pulls packets to send into its own buffers, pulls
+//! completions, and asks when to call back. Nothing inside reads a clock, a socket or allocates
+//! per packet: every queue is a ring sized at creation.
+
+use crate::transport::{
+    Access, Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
+};
+use crate::wire::IbRepr;
+
+use super::config::{ConfigError, QpConfig};
+use super::counters::Counters;
+use super::ctx::Ctx;
+use super::mr::MemoryTable;
+use super::packet::{self, Kind, MAX_HEADER_LEN};
+use super::psn::Psn;
+use super::requester::{self, Requester, RetryCause};
+use super::responder::Responder;
+use super::ring::Ring;
+
+/// Life-cycle state of a queue pair.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum QpState {
+    /// Ready to send and receive (RTS).
+    Ready,
+    /// Failed; every work request is flushed. The status says what failed first.
+    Error(CompletionStatus),
+}
+
+/// One Reliable Connection queue pair.
+pub struct Qp {
+    cfg: QpConfig,
+    mem: MemoryTable,
+    cq: Ring<Completion>,
+    counters: Counters,
+    req: Requester,
+    resp: Responder,
+    state: QpState,
+    /// Alternates requester and responder when both have packets ready, so neither starves.
+    responder_turn: bool,
+}
+
+impl Qp {
+    /// A connected queue pair in RTS, owning `mem`; `cfg.local_lkey` must name a region of it.
+    pub fn new(cfg: QpConfig, mem: MemoryTable) -> std::result::Result<Qp, ConfigError> {
+        cfg.validate()?;
+        if mem.region(cfg.local_lkey).is_none() {
+            return Err(ConfigError::LocalKey(cfg.local_lkey));
+        }
+        Ok(Qp {
+            // +1: the receive a SEND is filling is out of the RQ but still owes a completion.
+            cq: Ring::with_capacity(cfg.sq_depth + cfg.rq_depth + 1),
+            counters: Counters::default(),
+            req: Requester::new(
+                Psn::new(cfg.send_psn),
+                cfg.sq_depth,
+                cfg.retry_cnt,
+                cfg.rnr_retry,
+            ),
+            resp: Responder::new(Psn::new(cfg.recv_psn), cfg.rq_depth, cfg.max_dest_rd_atomic),
+            state: QpState::Ready,
+            responder_turn: false,
+            mem,
+            cfg,
+        })
+    }
+
+    /// This QP's number: packets whose BTH.DestQP equals it belong here.
+    pub fn qpn(&self) -> u32 {
+        self.cfg.qpn
+    }
+
+    /// The attributes it was created with.
+    pub fn config(&self) -> &QpConfig {
+        &self.cfg
+    }
+
+    /// Its state.
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+
+    /// Its counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Its registered memory.
+    pub fn memory(&self) -> &MemoryTable {
+        &self.mem
+    }
+
+    /// Its registered memory, to fill buffers before sending.
+    pub fn memory_mut(&mut self) -> &mut MemoryTable {
+        &mut self.mem
+    }
+
+    /// Size of the buffer `poll_transmit` needs: the largest packet at this path MTU.
+    pub fn max_packet_len(&self) -> usize {
+        MAX_HEADER_LEN + self.cfg.pmtu as usize + 3
+    }
+
+    /// Next PSN the responder expects (for tests and diagnostics).
+    pub fn expected_psn(&self) -> u32 {
+        self.resp.expected_psn().value()
+    }
+
+    /// Work requests posted and not yet completed, send and receive.
+    pub fn outstanding(&self) -> (usize, usize) {
+        (self.req.sq.len(), self.resp.rq.len())
+    }
+
+    fn reserve(&self) -> bool {
+        // Every queued work request must find room for its completion, even if nobody polls.
+        self.cq.len() + self.req.sq.len() + self.resp.receives_held() < self.cq.capacity()
+    }
+
+    /// Posts a SEND, WRITE, READ or atomic. The local range is checked now; the remote one by the peer.
+    pub fn post_send(&mut self, wr: &SendRequest) -> Result<()> {
+        if self.req.sq.is_full() || !self.reserve() {
+            return Err(Error::QueueFull);
+        }
+        let atomic = matches!(wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. });
+        if atomic && wr.len != 8 {
+            return Err(Error::InvalidRequest(format!(
+                "atomic work request {} has length {}; atomics move exactly 8 bytes",
+                wr.wr_id, wr.len
+            )));
+        }
+        if wr.len > 1 << 31 {
+            return Err(Error::InvalidRequest(format!(
+                "work request {} of {} bytes exceeds the 2 GiB RC message limit",
+                wr.wr_id, wr.len
+            )));
+        }
+        if !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) && wr.remote.is_none() {
+            return Err(Error::InvalidRequest(format!(
+                "work request {} ({:?}) needs a remote address and rkey",
+                wr.wr_id, wr.op
+            )));
+        }
+        let local = self
+            .mem
+            .resolve_local(
+                self.cfg.local_lkey,
+                wr.offset,
+                wr.len.into(),
+                requester::local_access(wr.op),
+            )
+            .map_err(|e| {
+                Error::InvalidRequest(format!(
+                    "work request {}: local range {}+{} refused: {e}",
+                    wr.wr_id, wr.offset, wr.len
+                ))
+            })?;
+        if let QpState::Error(_) = self.state {
+            self.cq
+                .push_back(flushed(wr.wr_id, requester_op(wr.op), self.cfg.cq_tag))
+                .map_err(|_| Error::QueueFull)?;
+            return Ok(());
+        }
+        self.req.push(*wr, local, self.cfg.pmtu);
+        Ok(())
+    }
+
+    /// Posts a receive buffer for the next incoming SEND or WRITE-with-immediate.
+    pub fn post_recv(&mut self, wr: &RecvRequest) -> Result<()> {
+        if self.resp.rq.is_full() || !self.reserve() {
+            return Err(Error::QueueFull);
+        }
+        let span = self
+            .mem
+            .resolve_local(
+                self.cfg.local_lkey,
+                wr.offset,
+                wr.len.into(),
+                Access::LOCAL_WRITE,
+            )
+            .map_err(|e| {
+                Error::InvalidRequest(format!(
+                    "receive {}: local range {}+{} refused: {e}; the buffer needs LOCAL_WRITE",
+                    wr.wr_id, wr.offset, wr.len
+                ))
+            })?;
+        if let QpState::Error(_) = self.state {
+            self.cq
+                .push_back(flushed(
+                    wr.wr_id,
+                    crate::transport::CompletionOp::Recv,
+                    self.cfg.cq_tag,
+                ))
+                .map_err(|_| Error::QueueFull)?;
+            return Ok(());
+        }
+        self.resp.push_recv(wr, span);
+        Ok(())
+    }
+
+    /// Feeds one received packet: the bytes from the BTH to the end of the pad (no ICRC).
+    pub fn handle_packet(&mut self, now: u64, ib: &[u8]) {
+        self.counters.rx_packets += 1;
+        let Ok((repr, payload)) = IbRepr::parse(ib) else {
+            self.counters.drops.malformed += 1;
+            return;
+        };
+        self.handle_parsed(now, &repr, payload);
+    }
+
+    /// Feeds one packet the caller already parsed (an endpoint demultiplexing by QPN does).
+    pub fn handle_parsed(&mut self, now: u64, repr: &IbRepr, payload: &[u8]) {
+        let bth = &repr.bth;
+        if bth.tver != 0 || bth.pkey & 0x7fff != 0x7fff {
+            self.counters.drops.malformed += 1;
+            return;
+        }
+        if bth.dest_qp != self.cfg.qpn {
+            self.counters.drops.unknown_qpn += 1;
+            return;
+        }
+        let Some(kind) = packet::classify(bth.opcode) else {
+            self.counters.drops.malformed += 1;
+            return;
+        };
+        if let QpState::Error(_) = self.state {
+            self.counters.drops.qp_error += 1;
+            return;
+        }
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            mem: &mut self.mem,
+            cq: &mut self.cq,
+            counters: &mut self.counters,
+        };
+        match kind {
+            Kind::Request(r) => {
+                if self.resp.handle_request(r, repr, payload, &mut ctx) {
+                    self.enter_error(CompletionStatus::WrFlushError, true);
+                }
+            }
+            Kind::Response(r) => {
+                if let Some(status) = self.req.handle_response(now, r, repr, payload, &mut ctx) {
+                    self.enter_error(status, false);
+                }
+            }
+        }
+    }
+
+    /// Writes the next packet to send into `buf` (at least `max_packet_len()` bytes) and returns its
+    /// length, or `None` when nothing is ready. Call until `None` after every other call.
+    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<usize> {
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            mem: &mut self.mem,
+            cq: &mut self.cq,
+            counters: &mut self.counters,
+        };
+        let n = if let QpState::Error(_) = self.state {
+            // Only a queued fatal NAK still goes out.
+            self.resp.poll_transmit(buf, &mut ctx)
+        } else if self.responder_turn {
+            self.resp
+                .poll_transmit(buf, &mut ctx)
+                .or_else(|| self.req.poll_transmit(now, buf, &mut ctx))
+        } else {
+            self.req
+                .poll_transmit(now, buf, &mut ctx)
+                .or_else(|| self.resp.poll_transmit(buf, &mut ctx))
+        }?;
+        self.responder_turn = !self.responder_turn;
+        self.counters.tx_packets += 1;
+        Some(n)
+    }
+
+    /// The next completion, oldest first.
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.cq.pop_front()
+    }
+
+    /// When `handle_timeout` must be called next (ns, same clock as `now`), if ever.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match (self.req.retx_deadline, self.req.rnr_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Fires the timers that are due at `now`.
+    pub fn handle_timeout(&mut self, now: u64) {
+        if let QpState::Error(_) = self.state {
+            return;
+        }
+        if self.req.rnr_deadline.is_some_and(|d| d <= now) {
+            self.req.rnr_deadline = None;
+            self.req.seek(self.req.comp_psn);
+        }
+        if self.req.retx_deadline.is_some_and(|d| d <= now) {
+            self.req.retx_deadline = None;
+            if self.req.outstanding() {
+                self.counters.timeouts += 1;
+                let mut ctx = Ctx {
+                    cfg: &self.cfg,
+                    mem: &mut self.mem,
+                    cq: &mut self.cq,
+                    counters: &mut self.counters,
+                };
+                if let Some(status) = self.req.retry(RetryCause::Timeout, &mut ctx) {
+                    self.enter_error(status, false);
+                }
+            }
+        }
+    }
+
+    /// Moves to ERROR: the oldest send fails with `status`, everything else is flushed.
+    fn enter_error(&mut self, status: CompletionStatus, keep_answers: bool) {
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            mem: &mut self.mem,
+            cq: &mut self.cq,
+            counters: &mut self.counters,
+        };
+        self.req.fail_all(status, &mut ctx);
+        self.resp.fail_all(keep_answers, &mut ctx);
+        self.state = QpState::Error(status);
+    }
+}
+
+fn requester_op(op: SendOp) -> crate::transport::CompletionOp {
+    use crate::transport::CompletionOp as C;
+    match op {
+        SendOp::Send | SendOp::SendWithImm(_) => C::Send,
+        SendOp::Write | SendOp::WriteWithImm(_) => C::Write,
+        SendOp::Read => C::Read,
+        SendOp::FetchAdd(_) => C::FetchAdd,
+        SendOp::CompareSwap { .. } => C::CompareSwap,
+    }
+}
+
+fn flushed(wr_id: u64, op: crate::transport::CompletionOp, qp: u32) -> Completion {
+    Completion {
+        wr_id,
+        qp,
+        status: CompletionStatus::WrFlushError,
+        op,
+        byte_len: 0,
+        imm: None,
+    }
+}

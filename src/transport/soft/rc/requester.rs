@@ -1,0 +1,343 @@
+//! The requester: turns send work requests into request packets, in PSN order, and goes back N.
+
+use crate::transport::{Access, Completion, CompletionOp, CompletionStatus, SendOp, SendRequest};
+use crate::wire::{AtomicEthRepr, Opcode, RethRepr};
+
+use super::ctx::Ctx;
+use super::mr::Span;
+use super::packet::{self, Seg};
+use super::psn::Psn;
+use super::ring::Ring;
+use super::timer;
+
+/// One posted send work request and its transmission progress.
+#[derive(Clone, Copy, Debug)]
+pub struct Wqe {
+    /// The request as posted.
+    pub wr: SendRequest,
+    /// Local bytes: the source of SEND/WRITE, the destination of READ and atomics.
+    pub local: Span,
+    /// PSN of its first packet.
+    pub first_psn: Psn,
+    /// PSNs it occupies (a READ occupies one per response packet).
+    pub npkts: u32,
+    /// READ response packets received so far.
+    pub received: u32,
+    /// Transmitted at least once (counts against `max_rd_atomic` for READ/atomics).
+    pub started: bool,
+}
+
+impl Wqe {
+    /// READ and atomics are answered with data; they wait for responses, not ACKs.
+    pub fn is_read_or_atomic(&self) -> bool {
+        matches!(
+            self.wr.op,
+            SendOp::Read | SendOp::FetchAdd(_) | SendOp::CompareSwap { .. }
+        )
+    }
+
+    /// PSN of its last packet.
+    pub fn last_psn(&self) -> Psn {
+        self.first_psn.add(self.npkts - 1)
+    }
+
+    /// The completion opcode it reports.
+    pub fn completion_op(&self) -> CompletionOp {
+        match self.wr.op {
+            SendOp::Send | SendOp::SendWithImm(_) => CompletionOp::Send,
+            SendOp::Write | SendOp::WriteWithImm(_) => CompletionOp::Write,
+            SendOp::Read => CompletionOp::Read,
+            SendOp::FetchAdd(_) => CompletionOp::FetchAdd,
+            SendOp::CompareSwap { .. } => CompletionOp::CompareSwap,
+        }
+    }
+}
+
+/// Why the send queue goes back to its oldest unacknowledged PSN.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RetryCause {
+    /// The retransmission timer expired.
+    Timeout,
+    /// The responder sent NAK PSN sequence error.
+    NakSequence,
+    /// An ACK passed a READ/atomic whose responses never came.
+    ImpliedNak,
+}
+
+/// Send-queue state: what was posted, what was sent, what was acknowledged.
+pub struct Requester {
+    /// Posted, not yet completed work requests, oldest first.
+    pub sq: Ring<Wqe>,
+    /// PSN the next posted work request starts at.
+    pub next_psn: Psn,
+    /// Index in `sq` of the work request being transmitted (== `sq.len()` when all are sent).
+    pub cursor: usize,
+    /// Next packet of that work request.
+    pub cursor_pkt: u32,
+    /// PSN of the next packet to transmit (goes back on retry).
+    pub req_psn: Psn,
+    /// One past the highest PSN ever transmitted.
+    pub sent_high: Psn,
+    /// Oldest PSN not yet acknowledged.
+    pub comp_psn: Psn,
+    /// READ/atomic work requests started and not completed.
+    pub rd_atomic_inflight: u32,
+    /// Packets sent since the last one with AckReq.
+    pub noack_pkts: u32,
+    /// Retries left before RETRY_EXC_ERR.
+    pub retry_left: u8,
+    /// RNR retries left before RNR_RETRY_EXC_ERR.
+    pub rnr_left: u8,
+    /// A retry was started and no progress has been seen since (rxe's `started_retry`).
+    pub started_retry: bool,
+    /// When the retransmission timer fires.
+    pub retx_deadline: Option<u64>,
+    /// When the RNR wait ends; nothing is sent before.
+    pub rnr_deadline: Option<u64>,
+}
+
+impl Requester {
+    /// An idle requester starting at `psn` with room for `depth` work requests.
+    pub fn new(psn: Psn, depth: usize, retry_cnt: u8, rnr_retry: u8) -> Requester {
+        Requester {
+            sq: Ring::with_capacity(depth),
+            next_psn: psn,
+            cursor: 0,
+            cursor_pkt: 0,
+            req_psn: psn,
+            sent_high: psn,
+            comp_psn: psn,
+            rd_atomic_inflight: 0,
+            noack_pkts: 0,
+            retry_left: retry_cnt,
+            rnr_left: rnr_retry,
+            started_retry: false,
+            retx_deadline: None,
+            rnr_deadline: None,
+        }
+    }
+
+    /// Queues a checked work request; the caller made sure there is room.
+    pub fn push(&mut self, wr: SendRequest, local: Span, pmtu: u32) {
+        let npkts = match wr.op {
+            SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => 1,
+            _ => packet::packets_for(u64::from(wr.len), pmtu),
+        };
+        let wqe = Wqe {
+            wr,
+            local,
+            first_psn: self.next_psn,
+            npkts,
+            received: 0,
+            started: false,
+        };
+        self.next_psn = self.next_psn.add(npkts);
+        let pushed = self.sq.push_back(wqe);
+        debug_assert!(pushed.is_ok(), "post_send checks room first");
+    }
+
+    /// True while a transmitted work request waits for its ACK or response.
+    pub fn outstanding(&self) -> bool {
+        self.sq.front().is_some_and(|w| w.started)
+    }
+
+    /// Points transmission at `psn`: the work request holding it, or the end of the queue.
+    pub fn seek(&mut self, psn: Psn) {
+        self.req_psn = psn;
+        for (i, w) in self.sq.iter().enumerate() {
+            if psn.in_window(w.first_psn, w.npkts) {
+                self.cursor = i;
+                self.cursor_pkt = psn.diff(w.first_psn) as u32;
+                return;
+            }
+        }
+        self.cursor = self.sq.len();
+        self.cursor_pkt = 0;
+    }
+
+    /// Arms (or clears) the retransmission timer after progress.
+    pub fn rearm(&mut self, now: u64, timeout_code: u8) {
+        self.retx_deadline = if self.outstanding() {
+            timer::ack_timeout_ns(timeout_code).map(|t| now.saturating_add(t))
+        } else {
+            None
+        };
+    }
+
+    /// Goes back N to the oldest unacknowledged PSN. Returns the error that ends the QP when the
+    /// retry budget is spent.
+    pub fn retry(&mut self, cause: RetryCause, ctx: &mut Ctx<'_>) -> Option<CompletionStatus> {
+        if !self.outstanding() {
+            return None;
+        }
+        // rxe: while a retry is under way, only a timeout may start another one, so a burst of
+        // duplicate ACKs or NAKs caused by the retry itself does not burn the whole budget.
+        if self.started_retry && cause != RetryCause::Timeout {
+            return None;
+        }
+        if !ctx.cfg.retry_infinite() {
+            if self.retry_left == 0 {
+                return Some(CompletionStatus::RetryExceeded);
+            }
+            self.retry_left -= 1;
+        }
+        ctx.counters.retries += 1;
+        self.started_retry = true;
+        self.noack_pkts = 0;
+        self.retx_deadline = None;
+        self.seek(self.comp_psn);
+        None
+    }
+
+    /// Writes the next request packet into `buf`; `None` when nothing may be sent now.
+    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8], ctx: &mut Ctx<'_>) -> Option<usize> {
+        if self.rnr_deadline.is_some() {
+            return None;
+        }
+        let w = *self.sq.get(self.cursor)?;
+        if self.req_psn.diff(self.comp_psn) >= ctx.cfg.max_unacked_psns as i32 {
+            return None;
+        }
+        if w.is_read_or_atomic() && !w.started {
+            if self.rd_atomic_inflight >= ctx.cfg.max_rd_atomic {
+                return None;
+            }
+            self.rd_atomic_inflight += 1;
+        }
+        let pmtu = ctx.cfg.pmtu;
+        let dest = ctx.cfg.remote_qpn;
+        let psn = self.req_psn;
+        let k = self.cursor_pkt;
+        let remote =
+            w.wr.remote
+                .unwrap_or(crate::transport::RemoteAddr { addr: 0, rkey: 0 });
+        let (len, consumed, payload_bytes, asked) = match w.wr.op {
+            SendOp::Read => {
+                // A (re)issued READ asks for everything from packet k on, in one request.
+                let skip = u64::from(k) * u64::from(pmtu);
+                let mut r = packet::repr(Opcode::RC_RDMA_READ_REQUEST, dest, psn, true, 0);
+                r.reth = Some(RethRepr {
+                    va: remote.addr.wrapping_add(skip),
+                    rkey: remote.rkey,
+                    dma_len: (u64::from(w.wr.len) - skip.min(u64::from(w.wr.len))) as u32,
+                });
+                (packet::emit(buf, &r, &[]), w.npkts - k, 0, true)
+            }
+            SendOp::FetchAdd(add) => {
+                let mut r = packet::repr(Opcode::RC_FETCH_ADD, dest, psn, true, 0);
+                r.atomic_eth = Some(AtomicEthRepr {
+                    va: remote.addr,
+                    rkey: remote.rkey,
+                    swap_add: add,
+                    compare: 0,
+                });
+                (packet::emit(buf, &r, &[]), 1, 0, true)
+            }
+            SendOp::CompareSwap { compare, swap } => {
+                let mut r = packet::repr(Opcode::RC_COMPARE_SWAP, dest, psn, true, 0);
+                r.atomic_eth = Some(AtomicEthRepr {
+                    va: remote.addr,
+                    rkey: remote.rkey,
+                    swap_add: swap,
+                    compare,
+                });
+                (packet::emit(buf, &r, &[]), 1, 0, true)
+            }
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write | SendOp::WriteWithImm(_) => {
+                let seg = Seg::of(k, w.npkts);
+                let n = packet::payload_len(u64::from(w.wr.len), pmtu, k);
+                let start = k as usize * pmtu as usize;
+                let ack_req = seg.ends() || self.noack_pkts >= ctx.cfg.ack_req_every;
+                let (opcode, imm) = match w.wr.op {
+                    SendOp::Send => (packet::send_opcode(seg, false), None),
+                    SendOp::SendWithImm(i) => (packet::send_opcode(seg, true), Some(i)),
+                    SendOp::Write => (packet::write_opcode(seg, false), None),
+                    SendOp::WriteWithImm(i) => (packet::write_opcode(seg, true), Some(i)),
+                    _ => unreachable!("matched above"),
+                };
+                let mut r = packet::repr(opcode, dest, psn, ack_req, n);
+                if seg.ends() {
+                    r.imm = imm;
+                }
+                if seg.starts() && matches!(w.wr.op, SendOp::Write | SendOp::WriteWithImm(_)) {
+                    r.reth = Some(RethRepr {
+                        va: remote.addr,
+                        rkey: remote.rkey,
+                        dma_len: w.wr.len,
+                    });
+                }
+                let src = &ctx.mem.span(w.local)[start..start + n];
+                (packet::emit(buf, &r, src), 1, n, ack_req)
+            }
+        };
+        // AckReq bookkeeping: rxe asks again after `ack_req_every` packets without asking.
+        self.noack_pkts = if asked { 0 } else { self.noack_pkts + 1 };
+
+        let wqe = self.sq.get_mut(self.cursor).expect("cursor checked above");
+        wqe.started = true;
+        let next = psn.add(consumed);
+        self.req_psn = next;
+        self.cursor_pkt += consumed;
+        if self.cursor_pkt >= wqe.npkts {
+            self.cursor += 1;
+            self.cursor_pkt = 0;
+        }
+        if psn.before(self.sent_high) {
+            ctx.counters.retransmitted_packets += 1;
+        }
+        if next.after(self.sent_high) {
+            self.sent_high = next;
+        }
+        if self.retx_deadline.is_none() {
+            self.retx_deadline =
+                timer::ack_timeout_ns(ctx.cfg.timeout).map(|t| now.saturating_add(t));
+        }
+        ctx.counters.tx_payload_bytes += payload_bytes as u64;
+        Some(len)
+    }
+
+    /// Completes the oldest work request with `status` and removes it.
+    pub fn complete_head(&mut self, status: CompletionStatus, ctx: &mut Ctx<'_>) {
+        let Some(w) = self.sq.pop_front() else { return };
+        if w.is_read_or_atomic() && w.started {
+            self.rd_atomic_inflight = self.rd_atomic_inflight.saturating_sub(1);
+        }
+        self.cursor = self.cursor.saturating_sub(1);
+        if status != CompletionStatus::Success || w.wr.signaled {
+            ctx.complete(Completion {
+                wr_id: w.wr.wr_id,
+                qp: ctx.cfg.cq_tag,
+                status,
+                op: w.completion_op(),
+                byte_len: if status == CompletionStatus::Success {
+                    w.wr.len
+                } else {
+                    0
+                },
+                imm: None,
+            });
+        }
+    }
+
+    /// Fails the oldest work request with `status` and flushes the rest (the QP enters ERROR).
+    pub fn fail_all(&mut self, status: CompletionStatus, ctx: &mut Ctx<'_>) {
+        if !self.sq.is_empty() {
+            self.complete_head(status, ctx);
+        }
+        while !self.sq.is_empty() {
+            self.complete_head(CompletionStatus::WrFlushError, ctx);
+        }
+        self.cursor = 0;
+        self.cursor_pkt = 0;
+        self.retx_deadline = None;
+        self.rnr_deadline = None;
+    }
+}
+
+/// Local rights a work request needs on its own buffer.
+pub fn local_access(op: SendOp) -> Access {
+    match op {
+        SendOp::Read | SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => Access::LOCAL_WRITE,
+        _ => Access(0),
+    }
+}

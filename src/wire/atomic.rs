@@ -1,0 +1,178 @@
+//! AtomicETH (28 bytes) and AtomicAckETH (8 bytes): compare-and-swap / fetch-and-add and their reply.
+
+use super::field::{get_u32, get_u64, set_u32, set_u64};
+
+header_view!(
+    /// A view of an AtomicETH at the start of a buffer.
+    AtomicEthPacket,
+    28,
+    "AtomicETH"
+);
+
+impl<T: AsRef<[u8]>> AtomicEthPacket<T> {
+    /// Remote virtual address (must be 8-byte aligned).
+    #[inline]
+    pub fn va(&self) -> u64 {
+        get_u64(self.buffer.as_ref(), 0)
+    }
+    /// R_Key.
+    #[inline]
+    pub fn rkey(&self) -> u32 {
+        get_u32(self.buffer.as_ref(), 8)
+    }
+    /// Swap value (compare-and-swap) or addend (fetch-and-add).
+    #[inline]
+    pub fn swap_add(&self) -> u64 {
+        get_u64(self.buffer.as_ref(), 12)
+    }
+    /// Compare value (compare-and-swap only).
+    #[inline]
+    pub fn compare(&self) -> u64 {
+        get_u64(self.buffer.as_ref(), 20)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicEthPacket<T> {
+    /// Sets the remote virtual address.
+    #[inline]
+    pub fn set_va(&mut self, v: u64) {
+        set_u64(self.buffer.as_mut(), 0, v);
+    }
+    /// Sets the R_Key.
+    #[inline]
+    pub fn set_rkey(&mut self, v: u32) {
+        set_u32(self.buffer.as_mut(), 8, v);
+    }
+    /// Sets the swap value / addend.
+    #[inline]
+    pub fn set_swap_add(&mut self, v: u64) {
+        set_u64(self.buffer.as_mut(), 12, v);
+    }
+    /// Sets the compare value.
+    #[inline]
+    pub fn set_compare(&mut self, v: u64) {
+        set_u64(self.buffer.as_mut(), 20, v);
+    }
+}
+
+/// The fields of an AtomicETH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AtomicEthRepr {
+    /// Remote virtual address.
+    pub va: u64,
+    /// R_Key.
+    pub rkey: u32,
+    /// Swap value or addend.
+    pub swap_add: u64,
+    /// Compare value.
+    pub compare: u64,
+}
+
+impl AtomicEthRepr {
+    /// Reads an AtomicETH view.
+    #[inline]
+    pub fn parse<T: AsRef<[u8]>>(p: &AtomicEthPacket<T>) -> Self {
+        AtomicEthRepr {
+            va: p.va(),
+            rkey: p.rkey(),
+            swap_add: p.swap_add(),
+            compare: p.compare(),
+        }
+    }
+    /// Writes all 28 bytes.
+    #[inline]
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut AtomicEthPacket<T>) {
+        p.set_va(self.va);
+        p.set_rkey(self.rkey);
+        p.set_swap_add(self.swap_add);
+        p.set_compare(self.compare);
+    }
+}
+
+header_view!(
+    /// A view of an AtomicAckETH at the start of a buffer.
+    AtomicAckEthPacket,
+    8,
+    "AtomicAckETH"
+);
+
+impl<T: AsRef<[u8]>> AtomicAckEthPacket<T> {
+    /// The remote data before the atomic operation.
+    #[inline]
+    pub fn orig(&self) -> u64 {
+        get_u64(self.buffer.as_ref(), 0)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicAckEthPacket<T> {
+    /// Sets the original remote data.
+    #[inline]
+    pub fn set_orig(&mut self, v: u64) {
+        set_u64(self.buffer.as_mut(), 0, v);
+    }
+}
+
+/// The fields of an AtomicAckETH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AtomicAckEthRepr {
+    /// Original remote data.
+    pub orig: u64,
+}
+
+impl AtomicAckEthRepr {
+    /// Reads an AtomicAckETH view.
+    #[inline]
+    pub fn parse<T: AsRef<[u8]>>(p: &AtomicAckEthPacket<T>) -> Self {
+        AtomicAckEthRepr { orig: p.orig() }
+    }
+    /// Writes all 8 bytes.
+    #[inline]
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut AtomicAckEthPacket<T>) {
+        p.set_orig(self.orig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_eth_is_packed_big_endian() {
+        let r = AtomicEthRepr {
+            va: 0x0102030405060708,
+            rkey: 0x090a0b0c,
+            swap_add: 0x1112131415161718,
+            compare: 0x2122232425262728,
+        };
+        let mut buf = [0xa5u8; 28];
+        r.emit(&mut AtomicEthPacket::new_unchecked(&mut buf[..]));
+        assert_eq!(&buf[..12], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(
+            &buf[12..20],
+            &[0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18]
+        );
+        assert_eq!(
+            &buf[20..],
+            &[0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28]
+        );
+        assert_eq!(
+            AtomicEthRepr::parse(&AtomicEthPacket::new_checked(&buf[..]).unwrap()),
+            r
+        );
+        assert!(AtomicEthPacket::new_checked(&buf[..27]).is_err());
+    }
+
+    #[test]
+    fn atomic_ack_eth() {
+        let r = AtomicAckEthRepr {
+            orig: 0xdead_beef_0000_0001,
+        };
+        let mut buf = [0xa5u8; 8];
+        r.emit(&mut AtomicAckEthPacket::new_unchecked(&mut buf[..]));
+        assert_eq!(buf, [0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1]);
+        assert_eq!(
+            AtomicAckEthRepr::parse(&AtomicAckEthPacket::new_checked(&buf[..]).unwrap()),
+            r
+        );
+    }
+}

@@ -1,0 +1,88 @@
+//! Datagram Extended Transport Header (8 bytes): Q_Key and source QP of a UD packet.
+
+use super::field::{get_u24, get_u32, set_u24, set_u32};
+
+header_view!(
+    /// A view of a DETH at the start of a buffer.
+    DethPacket,
+    8,
+    "DETH"
+);
+
+impl<T: AsRef<[u8]>> DethPacket<T> {
+    /// Q_Key.
+    #[inline]
+    pub fn qkey(&self) -> u32 {
+        get_u32(self.buffer.as_ref(), 0)
+    }
+    /// Source QP (24 bits).
+    #[inline]
+    pub fn src_qp(&self) -> u32 {
+        get_u24(self.buffer.as_ref(), 5)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> DethPacket<T> {
+    /// Sets the Q_Key.
+    #[inline]
+    pub fn set_qkey(&mut self, v: u32) {
+        set_u32(self.buffer.as_mut(), 0, v);
+    }
+    /// Sets the source QP (low 24 bits) and clears the reserved byte before it.
+    #[inline]
+    pub fn set_src_qp(&mut self, v: u32) {
+        let b = self.buffer.as_mut();
+        b[4] = 0;
+        set_u24(b, 5, v);
+    }
+}
+
+/// The fields of a DETH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DethRepr {
+    /// Q_Key (GSI: 0x80010000).
+    pub qkey: u32,
+    /// Source QP (24 bits).
+    pub src_qp: u32,
+}
+
+impl DethRepr {
+    /// Q_Key of QP1 (GSI), used by CM MADs.
+    pub const GSI_QKEY: u32 = 0x8001_0000;
+
+    /// Reads a DETH view.
+    #[inline]
+    pub fn parse<T: AsRef<[u8]>>(p: &DethPacket<T>) -> Self {
+        DethRepr {
+            qkey: p.qkey(),
+            src_qp: p.src_qp(),
+        }
+    }
+    /// Writes all 8 bytes, the reserved byte as zero.
+    #[inline]
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut DethPacket<T>) {
+        p.set_qkey(self.qkey);
+        p.set_src_qp(self.src_qp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gsi_deth() {
+        let r = DethRepr {
+            qkey: DethRepr::GSI_QKEY,
+            src_qp: 1,
+        };
+        let mut buf = [0xa5u8; 8];
+        r.emit(&mut DethPacket::new_unchecked(&mut buf[..]));
+        assert_eq!(buf, [0x80, 0x01, 0, 0, 0, 0, 0, 1]);
+        assert_eq!(
+            DethRepr::parse(&DethPacket::new_checked(&buf[..]).unwrap()),
+            r
+        );
+        assert!(DethPacket::new_checked(&buf[..7]).is_err());
+    }
+}

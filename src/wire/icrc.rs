@@ -1,0 +1,268 @@
+//! The RoCE invariant CRC (roce-wire.md §5): CRC-32 over eight 0xFF bytes (a pseudo-LRH), the network
+//! header with its variant fields set to ones, the BTH with byte 4 set to ones, then everything up to
+//! the ICRC. The result goes on the wire least-significant byte first.
+//!
+//! Only the network header and the BTH are copied (to a small stack buffer, to mask them); the rest is
+//! fed straight from the caller's buffers, so computing an ICRC never allocates, and the headers and the
+//! payload may live in different buffers.
+
+use crc32fast::Hasher;
+
+use super::field::need;
+use super::{
+    BthPacket, GrhPacket, GrhRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, Result, UdpPacket,
+    UdpRepr,
+};
+
+/// Length of the ICRC trailer.
+pub const ICRC_LEN: usize = 4;
+
+/// CRC-32 of the 8-byte pseudo-LRH of all ones; every ICRC starts from here.
+const PSEUDO_LRH_CRC: u32 = 0x2144_df1c;
+
+const GRH_LEN: usize = GrhPacket::<&[u8]>::LEN;
+const IPV4_LEN: usize = Ipv4Packet::<&[u8]>::LEN;
+const IPV6_LEN: usize = Ipv6Packet::<&[u8]>::LEN;
+const UDP_LEN: usize = UdpPacket::<&[u8]>::LEN;
+const BTH_LEN: usize = BthPacket::<&[u8]>::LEN;
+
+/// Sets TClass / traffic class, FlowLabel and HopLmt of an IPv6-shaped header (GRH or IPv6) to ones.
+#[inline]
+fn mask_ipv6_shaped(h: &mut [u8]) {
+    h[0] |= 0x0f;
+    h[1] = 0xff;
+    h[2] = 0xff;
+    h[3] = 0xff;
+    h[7] = 0xff;
+}
+
+/// Sets TOS, TTL and the header checksum of an IPv4 header to ones.
+#[inline]
+fn mask_ipv4(h: &mut [u8]) {
+    h[1] = 0xff;
+    h[8] = 0xff;
+    h[10] = 0xff;
+    h[11] = 0xff;
+}
+
+/// An ICRC being computed: start from the network header, feed the BTH, then the rest, then finish.
+#[derive(Clone)]
+pub struct Icrc {
+    hasher: Hasher,
+}
+
+impl Icrc {
+    #[inline]
+    fn start(masked_header: &[u8]) -> Self {
+        let mut hasher = Hasher::new_with_initial(PSEUDO_LRH_CRC);
+        hasher.update(masked_header);
+        Icrc { hasher }
+    }
+
+    /// Starts a RoCE v1 ICRC from the 40-byte GRH as it is on the wire. Panics if `grh` is shorter.
+    #[inline]
+    pub fn v1_header(grh: &[u8]) -> Self {
+        let mut h = [0u8; GRH_LEN];
+        h.copy_from_slice(&grh[..GRH_LEN]);
+        mask_ipv6_shaped(&mut h);
+        Self::start(&h)
+    }
+
+    /// Starts a RoCE v2 ICRC from the 20-byte IPv4 and 8-byte UDP headers as they are on the wire.
+    /// Panics if either is shorter.
+    #[inline]
+    pub fn v2_ipv4_header(ip: &[u8], udp: &[u8]) -> Self {
+        let mut h = [0u8; IPV4_LEN + UDP_LEN];
+        h[..IPV4_LEN].copy_from_slice(&ip[..IPV4_LEN]);
+        h[IPV4_LEN..].copy_from_slice(&udp[..UDP_LEN]);
+        mask_ipv4(&mut h);
+        h[IPV4_LEN + 6] = 0xff;
+        h[IPV4_LEN + 7] = 0xff;
+        Self::start(&h)
+    }
+
+    /// Starts a RoCE v2 ICRC from the 40-byte IPv6 and 8-byte UDP headers as they are on the wire.
+    /// Panics if either is shorter.
+    #[inline]
+    pub fn v2_ipv6_header(ip: &[u8], udp: &[u8]) -> Self {
+        let mut h = [0u8; IPV6_LEN + UDP_LEN];
+        h[..IPV6_LEN].copy_from_slice(&ip[..IPV6_LEN]);
+        h[IPV6_LEN..].copy_from_slice(&udp[..UDP_LEN]);
+        mask_ipv6_shaped(&mut h);
+        h[IPV6_LEN + 6] = 0xff;
+        h[IPV6_LEN + 7] = 0xff;
+        Self::start(&h)
+    }
+
+    /// Starts a RoCE v1 ICRC from a GRH repr, for `ib_len` bytes of BTH through pad.
+    #[inline]
+    pub fn v1(grh: &GrhRepr, ib_len: usize) -> Self {
+        let mut h = [0u8; GRH_LEN];
+        grh.emit(&mut h, ib_len + ICRC_LEN);
+        Self::v1_header(&h)
+    }
+
+    /// Starts a RoCE v2/IPv4 ICRC from reprs, for `ib_len` bytes of BTH through pad, without the IP
+    /// header bytes in a buffer (for a UDP socket, where the kernel writes them). The IPv4
+    /// Identification and DF flag are covered, so they must be what the kernel will send.
+    #[inline]
+    pub fn v2_ipv4(ip: &Ipv4Repr, udp: &UdpRepr, ib_len: usize) -> Self {
+        let mut h = [0u8; IPV4_LEN + UDP_LEN];
+        let udp_len = UDP_LEN + ib_len + ICRC_LEN;
+        ip.emit(&mut h[..IPV4_LEN], udp_len);
+        udp.emit(&mut h[IPV4_LEN..], ib_len + ICRC_LEN);
+        Self::v2_ipv4_header(&h[..IPV4_LEN], &h[IPV4_LEN..])
+    }
+
+    /// Starts a RoCE v2/IPv6 ICRC from reprs, for `ib_len` bytes of BTH through pad.
+    #[inline]
+    pub fn v2_ipv6(ip: &Ipv6Repr, udp: &UdpRepr, ib_len: usize) -> Self {
+        let mut h = [0u8; IPV6_LEN + UDP_LEN];
+        let udp_len = UDP_LEN + ib_len + ICRC_LEN;
+        ip.emit(&mut h[..IPV6_LEN], udp_len);
+        udp.emit(&mut h[IPV6_LEN..], ib_len + ICRC_LEN);
+        Self::v2_ipv6_header(&h[..IPV6_LEN], &h[IPV6_LEN..])
+    }
+
+    /// Feeds the 12-byte BTH, masking FECN, BECN and resv6a (byte 4). Panics if `bth` is shorter.
+    #[inline]
+    pub fn update_bth(&mut self, bth: &[u8]) {
+        let mut b = [0u8; BTH_LEN];
+        b.copy_from_slice(&bth[..BTH_LEN]);
+        b[4] = 0xff;
+        self.hasher.update(&b);
+    }
+
+    /// Feeds bytes after the BTH (extension headers, payload, pad), unmasked.
+    #[inline]
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.hasher.update(bytes);
+    }
+
+    /// Feeds `ib` (BTH through pad) and returns the ICRC. Panics if `ib` is shorter than a BTH.
+    #[inline]
+    pub fn finish_ib(mut self, ib: &[u8]) -> u32 {
+        self.update_bth(&ib[..BTH_LEN]);
+        self.update(&ib[BTH_LEN..]);
+        self.finish()
+    }
+
+    /// The ICRC value; write it with `to_le_bytes()`.
+    #[inline]
+    pub fn finish(self) -> u32 {
+        self.hasher.finalize()
+    }
+}
+
+/// RoCE v1 ICRC of `ib` (BTH through pad) under `grh`.
+pub fn icrc_v1(grh: &GrhRepr, ib: &[u8]) -> u32 {
+    Icrc::v1(grh, ib.len()).finish_ib(ib)
+}
+
+/// RoCE v2/IPv4 ICRC of `ib_and_payload_and_pad` (BTH through pad) under `ip` and `udp`, computed
+/// without the IP header bytes (for a UDP socket, where the kernel writes them).
+pub fn icrc_v2_ipv4(ip: &Ipv4Repr, udp: &UdpRepr, ib_and_payload_and_pad: &[u8]) -> u32 {
+    Icrc::v2_ipv4(ip, udp, ib_and_payload_and_pad.len()).finish_ib(ib_and_payload_and_pad)
+}
+
+/// RoCE v2/IPv6 ICRC of `ib_and_payload_and_pad` (BTH through pad) under `ip` and `udp`.
+pub fn icrc_v2_ipv6(ip: &Ipv6Repr, udp: &UdpRepr, ib_and_payload_and_pad: &[u8]) -> u32 {
+    Icrc::v2_ipv6(ip, udp, ib_and_payload_and_pad.len()).finish_ib(ib_and_payload_and_pad)
+}
+
+/// Splits what a UDP socket delivers for RoCE v2 (BTH through ICRC) into the IB part (BTH through pad,
+/// for [`IbRepr::parse`](super::IbRepr::parse)) and the ICRC it carries. Fails if it cannot hold a BTH
+/// and an ICRC.
+pub fn split_icrc(bth_through_icrc: &[u8]) -> Result<(&[u8], u32)> {
+    need("BTH and ICRC", BTH_LEN + ICRC_LEN, bth_through_icrc.len())?;
+    let (ib, icrc) = bth_through_icrc.split_at(bth_through_icrc.len() - ICRC_LEN);
+    Ok((ib, u32::from_le_bytes([icrc[0], icrc[1], icrc[2], icrc[3]])))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The straightforward reading of roce-wire.md §5.2: copy everything, mask, hash once.
+    fn reference(net_through_pad: &[u8], masks: &[(usize, u8)]) -> u32 {
+        let mut b = vec![0xffu8; 8];
+        b.extend_from_slice(net_through_pad);
+        for &(at, m) in masks {
+            b[8 + at] |= m;
+        }
+        crc32fast::hash(&b)
+    }
+
+    #[test]
+    fn split_icrc_reads_the_trailer_little_endian() {
+        let mut b = [0u8; 20];
+        b[16..].copy_from_slice(&[0x82, 0xfd, 0x00, 0x2a]);
+        let (ib, icrc) = split_icrc(&b).unwrap();
+        assert_eq!((ib.len(), icrc), (16, 0x2a00_fd82));
+        assert!(matches!(
+            split_icrc(&b[..15]),
+            Err(super::super::Error::Truncated {
+                need: 16,
+                have: 15,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn pseudo_lrh_constant_is_crc_of_eight_ones() {
+        assert_eq!(crc32fast::hash(&[0xff; 8]), PSEUDO_LRH_CRC);
+        // rxe's raw register value (roce-wire.md §5.1).
+        assert_eq!(PSEUDO_LRH_CRC ^ 0xffff_ffff, 0xdebb_20e3);
+    }
+
+    #[test]
+    fn incremental_equals_whole_copy_for_ipv4() {
+        let bytes: Vec<u8> = (0..200u32).map(|i| (i * 37 + 11) as u8).collect();
+        let masks = [
+            (1, 0xff),
+            (8, 0xff),
+            (10, 0xff),
+            (11, 0xff),
+            (26, 0xff),
+            (27, 0xff),
+            (32, 0xff),
+        ];
+        let mut c = Icrc::v2_ipv4_header(&bytes[..20], &bytes[20..28]);
+        c.update_bth(&bytes[28..40]);
+        c.update(&bytes[40..100]);
+        c.update(&bytes[100..]);
+        assert_eq!(c.finish(), reference(&bytes, &masks));
+    }
+
+    #[test]
+    fn incremental_equals_whole_copy_for_ipv6_and_grh() {
+        let bytes: Vec<u8> = (0..300u32).map(|i| (i * 91 + 5) as u8).collect();
+        let v6 = [
+            (0, 0x0f),
+            (1, 0xff),
+            (2, 0xff),
+            (3, 0xff),
+            (7, 0xff),
+            (46, 0xff),
+            (47, 0xff),
+            (52, 0xff),
+        ];
+        let mut c = Icrc::v2_ipv6_header(&bytes[..40], &bytes[40..48]);
+        c.update_bth(&bytes[48..60]);
+        c.update(&bytes[60..]);
+        assert_eq!(c.finish(), reference(&bytes, &v6));
+        let v1 = [
+            (0, 0x0f),
+            (1, 0xff),
+            (2, 0xff),
+            (3, 0xff),
+            (7, 0xff),
+            (44, 0xff),
+        ];
+        assert_eq!(
+            Icrc::v1_header(&bytes[..40]).finish_ib(&bytes[40..]),
+            reference(&bytes, &v1)
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! IPv4 header of RoCE v2 (20 bytes, no options; roce-wire.md §2.3).
+
+use core::net::Ipv4Addr;
+
+use super::field::{get_u16, len16, need, set_u16};
+use super::{Error, Result};
+
+/// IP protocol number of UDP.
+pub const PROTO_UDP: u8 = 17;
+
+header_view!(
+    /// A view of an IPv4 header at the start of a buffer. `check_len` also checks that the IHL and
+    /// Total Length fit the buffer, so `payload()` never panics on a checked view.
+    Ipv4Packet,
+    20,
+    "IPv4 header"
+);
+
+impl<T: AsRef<[u8]>> Ipv4Packet<T> {
+    #[inline]
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+    /// Checks the IHL and Total Length against the buffer (beyond the fixed 20 bytes).
+    pub fn check_lengths(&self) -> Result<()> {
+        self.check_len()?;
+        let hl = self.header_len();
+        if hl < Self::LEN {
+            return Err(Error::Malformed("IPv4 IHL is below 5"));
+        }
+        let total = usize::from(self.total_len());
+        if total < hl {
+            return Err(Error::Malformed(
+                "IPv4 Total Length is shorter than its header",
+            ));
+        }
+        need("IPv4 packet (Total Length)", total, self.b().len())
+    }
+    /// Version (4).
+    #[inline]
+    pub fn version(&self) -> u8 {
+        self.b()[0] >> 4
+    }
+    /// Header length in bytes (IHL × 4).
+    #[inline]
+    pub fn header_len(&self) -> usize {
+        usize::from(self.b()[0] & 0x0f) * 4
+    }
+    /// TOS byte (DSCP + ECN); masked in the ICRC.
+    #[inline]
+    pub fn tos(&self) -> u8 {
+        self.b()[1]
+    }
+    /// Total Length.
+    #[inline]
+    pub fn total_len(&self) -> u16 {
+        get_u16(self.b(), 2)
+    }
+    /// Identification; covered by the ICRC.
+    #[inline]
+    pub fn ident(&self) -> u16 {
+        get_u16(self.b(), 4)
+    }
+    /// Flags and fragment offset, raw.
+    #[inline]
+    pub fn flags_frag(&self) -> u16 {
+        get_u16(self.b(), 6)
+    }
+    /// DF, don't fragment.
+    #[inline]
+    pub fn dont_frag(&self) -> bool {
+        self.flags_frag() & 0x4000 != 0
+    }
+    /// TTL; masked in the ICRC.
+    #[inline]
+    pub fn ttl(&self) -> u8 {
+        self.b()[8]
+    }
+    /// Protocol (17 for RoCE v2).
+    #[inline]
+    pub fn protocol(&self) -> u8 {
+        self.b()[9]
+    }
+    /// Header checksum; masked in the ICRC.
+    #[inline]
+    pub fn checksum(&self) -> u16 {
+        get_u16(self.b(), 10)
+    }
+    /// Source address.
+    #[inline]
+    pub fn src(&self) -> Ipv4Addr {
+        Ipv4Addr::new(self.b()[12], self.b()[13], self.b()[14], self.b()[15])
+    }
+    /// Destination address.
+    #[inline]
+    pub fn dst(&self) -> Ipv4Addr {
+        Ipv4Addr::new(self.b()[16], self.b()[17], self.b()[18], self.b()[19])
+    }
+    /// True when the header checksum is right.
+    pub fn verify_checksum(&self) -> bool {
+        checksum(&self.b()[..self.header_len()]) == 0
+    }
+    /// The bytes after the header, up to Total Length (Ethernet padding excluded). Needs `check_lengths`.
+    #[inline]
+    pub fn payload(&self) -> &[u8] {
+        &self.b()[self.header_len()..usize::from(self.total_len())]
+    }
+}
+
+/// The Internet checksum (RFC 1071) of `data`: 0 when `data` holds a correct checksum.
+fn checksum(data: &[u8]) -> u16 {
+    let mut sum = 0u32;
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    if let [last] = chunks.remainder() {
+        sum += u32::from(*last) << 8;
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// The fields of a RoCE v2 IPv4 header (protocol UDP, no options, never fragmented). Total Length and
+/// the checksum are not kept: emit derives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv4Repr {
+    /// Source address.
+    pub src: Ipv4Addr,
+    /// Destination address.
+    pub dst: Ipv4Addr,
+    /// TOS byte (DSCP + ECN).
+    pub tos: u8,
+    /// Identification (covered by the ICRC: a receiver needs the sender's value).
+    pub ident: u16,
+    /// DF flag (rxe always sets it).
+    pub dont_frag: bool,
+    /// TTL.
+    pub ttl: u8,
+}
+
+impl Ipv4Repr {
+    /// Reads a view that passed `check_lengths`, rejecting what RoCE v2 cannot be.
+    pub fn parse<T: AsRef<[u8]>>(p: &Ipv4Packet<T>) -> Result<Self> {
+        p.check_lengths()?;
+        if p.version() != 4 {
+            return Err(Error::Malformed("IPv4 version field is not 4"));
+        }
+        if p.header_len() != Ipv4Packet::<&[u8]>::LEN {
+            return Err(Error::Malformed(
+                "IPv4 header has options (IHL != 5); RoCE v2 never sends them",
+            ));
+        }
+        if p.flags_frag() & !0x4000 != 0 {
+            return Err(Error::Malformed(
+                "IPv4 packet is a fragment or has the reserved flag set",
+            ));
+        }
+        if p.protocol() != PROTO_UDP {
+            return Err(Error::NotUdp(p.protocol()));
+        }
+        Ok(Ipv4Repr {
+            src: p.src(),
+            dst: p.dst(),
+            tos: p.tos(),
+            ident: p.ident(),
+            dont_frag: p.dont_frag(),
+            ttl: p.ttl(),
+        })
+    }
+
+    /// Writes the 20-byte header for `payload_len` bytes of UDP, checksum included.
+    /// Panics if `buf` is shorter than 20 bytes or the packet exceeds 65535 bytes.
+    pub fn emit(&self, buf: &mut [u8], payload_len: usize) {
+        let b = &mut buf[..Ipv4Packet::<&[u8]>::LEN];
+        b[0] = 0x45;
+        b[1] = self.tos;
+        set_u16(
+            b,
+            2,
+            len16("IPv4 packet", Ipv4Packet::<&[u8]>::LEN + payload_len),
+        );
+        set_u16(b, 4, self.ident);
+        set_u16(b, 6, if self.dont_frag { 0x4000 } else { 0 });
+        b[8] = self.ttl;
+        b[9] = PROTO_UDP;
+        set_u16(b, 10, 0);
+        b[12..16].copy_from_slice(&self.src.octets());
+        b[16..20].copy_from_slice(&self.dst.octets());
+        let c = checksum(b);
+        set_u16(b, 10, c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // IPv4 header of shared/vectors/v2_write_only.hex.
+    const HDR: [u8; 20] = [
+        0x45, 0x00, 0x00, 0x44, 0x12, 0x35, 0x40, 0x00, 0x40, 0x11, 0x14, 0x72, 10, 0, 0, 1, 10, 0,
+        0, 2,
+    ];
+
+    #[test]
+    fn parses_and_re_emits_vector_header() {
+        let mut pkt = HDR.to_vec();
+        pkt.resize(0x44, 0);
+        let p = Ipv4Packet::new_checked(&pkt[..]).unwrap();
+        assert!(p.verify_checksum());
+        let r = Ipv4Repr::parse(&p).unwrap();
+        assert_eq!(r.src, Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(r.dst, Ipv4Addr::new(10, 0, 0, 2));
+        assert_eq!((r.ident, r.dont_frag, r.ttl, r.tos), (0x1235, true, 64, 0));
+        assert_eq!(p.payload().len(), 0x44 - 20);
+        let mut out = [0xa5u8; 20];
+        r.emit(&mut out, 0x44 - 20);
+        assert_eq!(out, HDR);
+    }
+
+    #[test]
+    fn rejects_bad_lengths_and_non_roce_headers() {
+        let mut pkt = HDR.to_vec();
+        pkt.resize(0x44, 0);
+        // Total Length beyond the buffer.
+        assert!(matches!(
+            Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&pkt[..0x43])),
+            Err(Error::Truncated { .. })
+        ));
+        let mut bad = pkt.clone();
+        bad[0] = 0x46; // options
+        assert!(matches!(
+            Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&bad[..])),
+            Err(Error::Malformed(_))
+        ));
+        let mut bad = pkt.clone();
+        bad[0] = 0x44; // IHL 4
+        assert!(matches!(
+            Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&bad[..])),
+            Err(Error::Malformed(_))
+        ));
+        let mut bad = pkt.clone();
+        bad[9] = 6; // TCP
+        assert_eq!(
+            Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&bad[..])),
+            Err(Error::NotUdp(6))
+        );
+        let mut bad = pkt.clone();
+        bad[7] = 1; // fragment offset
+        assert!(matches!(
+            Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&bad[..])),
+            Err(Error::Malformed(_))
+        ));
+        let mut bad = pkt.clone();
+        bad[2..4].copy_from_slice(&[0, 10]); // Total Length < header
+        assert!(matches!(
+            Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&bad[..])),
+            Err(Error::Malformed(_))
+        ));
+        assert!(Ipv4Packet::new_checked(&pkt[..19]).is_err());
+    }
+}

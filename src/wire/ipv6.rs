@@ -1,0 +1,161 @@
+//! IPv6 header of RoCE v2 (40 bytes; roce-wire.md §2.4).
+
+use core::net::Ipv6Addr;
+
+use super::field::{get_u16, get_ver_tc_flow, len16, need, set_u16, set_ver_tc_flow};
+use super::ipv4::PROTO_UDP;
+use super::{Error, Result};
+
+header_view!(
+    /// A view of an IPv6 header at the start of a buffer.
+    Ipv6Packet,
+    40,
+    "IPv6 header"
+);
+
+impl<T: AsRef<[u8]>> Ipv6Packet<T> {
+    #[inline]
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+    /// Checks that Payload Length fits the buffer.
+    pub fn check_lengths(&self) -> Result<()> {
+        self.check_len()?;
+        need(
+            "IPv6 packet (Payload Length)",
+            Self::LEN + usize::from(self.payload_len()),
+            self.b().len(),
+        )
+    }
+    /// Version (6).
+    #[inline]
+    pub fn version(&self) -> u8 {
+        get_ver_tc_flow(self.b()).0
+    }
+    /// Traffic class; masked in the ICRC.
+    #[inline]
+    pub fn traffic_class(&self) -> u8 {
+        get_ver_tc_flow(self.b()).1
+    }
+    /// Flow label (20 bits); masked in the ICRC.
+    #[inline]
+    pub fn flow_label(&self) -> u32 {
+        get_ver_tc_flow(self.b()).2
+    }
+    /// Payload Length.
+    #[inline]
+    pub fn payload_len(&self) -> u16 {
+        get_u16(self.b(), 4)
+    }
+    /// Next Header (17 for RoCE v2).
+    #[inline]
+    pub fn next_header(&self) -> u8 {
+        self.b()[6]
+    }
+    /// Hop limit; masked in the ICRC.
+    #[inline]
+    pub fn hop_limit(&self) -> u8 {
+        self.b()[7]
+    }
+    /// Source address.
+    #[inline]
+    pub fn src(&self) -> Ipv6Addr {
+        Ipv6Addr::from(<[u8; 16]>::try_from(&self.b()[8..24]).unwrap())
+    }
+    /// Destination address.
+    #[inline]
+    pub fn dst(&self) -> Ipv6Addr {
+        Ipv6Addr::from(<[u8; 16]>::try_from(&self.b()[24..40]).unwrap())
+    }
+    /// The bytes after the header, up to Payload Length. Needs `check_lengths`.
+    #[inline]
+    pub fn payload(&self) -> &[u8] {
+        &self.b()[Self::LEN..Self::LEN + usize::from(self.payload_len())]
+    }
+}
+
+/// The fields of a RoCE v2 IPv6 header (next header UDP, no extension headers). Payload Length is
+/// derived on emit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv6Repr {
+    /// Source address.
+    pub src: Ipv6Addr,
+    /// Destination address.
+    pub dst: Ipv6Addr,
+    /// Traffic class.
+    pub traffic_class: u8,
+    /// Flow label (20 bits; rxe sends 0).
+    pub flow_label: u32,
+    /// Hop limit.
+    pub hop_limit: u8,
+}
+
+impl Ipv6Repr {
+    /// Reads a view, rejecting what RoCE v2 cannot be.
+    pub fn parse<T: AsRef<[u8]>>(p: &Ipv6Packet<T>) -> Result<Self> {
+        p.check_lengths()?;
+        if p.version() != 6 {
+            return Err(Error::Malformed("IPv6 version field is not 6"));
+        }
+        if p.next_header() != PROTO_UDP {
+            return Err(Error::NotUdp(p.next_header()));
+        }
+        Ok(Ipv6Repr {
+            src: p.src(),
+            dst: p.dst(),
+            traffic_class: p.traffic_class(),
+            flow_label: p.flow_label(),
+            hop_limit: p.hop_limit(),
+        })
+    }
+
+    /// Writes the 40-byte header for `payload_len` bytes of UDP. Panics if `buf` is too short or the
+    /// payload exceeds 65535 bytes.
+    pub fn emit(&self, buf: &mut [u8], payload_len: usize) {
+        let b = &mut buf[..Ipv6Packet::<&[u8]>::LEN];
+        set_ver_tc_flow(b, 6, self.traffic_class, self.flow_label);
+        set_u16(b, 4, len16("IPv6 payload", payload_len));
+        b[6] = PROTO_UDP;
+        b[7] = self.hop_limit;
+        b[8..24].copy_from_slice(&self.src.octets());
+        b[24..40].copy_from_slice(&self.dst.octets());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_field_positions() {
+        let r = Ipv6Repr {
+            src: "fd00::1".parse().unwrap(),
+            dst: "fd00::2".parse().unwrap(),
+            traffic_class: 0xab,
+            flow_label: 0xcdef1,
+            hop_limit: 7,
+        };
+        let mut buf = vec![0xa5u8; 40 + 36];
+        r.emit(&mut buf, 36);
+        assert_eq!(&buf[..8], &[0x6a, 0xbc, 0xde, 0xf1, 0x00, 36, 17, 7]);
+        buf[40..].fill(0);
+        let p = Ipv6Packet::new_checked(&buf[..]).unwrap();
+        assert_eq!(Ipv6Repr::parse(&p).unwrap(), r);
+        assert_eq!(p.payload().len(), 36);
+        assert!(matches!(
+            Ipv6Repr::parse(&Ipv6Packet::new_unchecked(&buf[..75])),
+            Err(Error::Truncated { .. })
+        ));
+        buf[6] = 58;
+        assert_eq!(
+            Ipv6Repr::parse(&Ipv6Packet::new_unchecked(&buf[..])),
+            Err(Error::NotUdp(58))
+        );
+        buf[6] = 17;
+        buf[0] = 0x4a;
+        assert!(matches!(
+            Ipv6Repr::parse(&Ipv6Packet::new_unchecked(&buf[..])),
+            Err(Error::Malformed(_))
+        ));
+    }
+}

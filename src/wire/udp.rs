@@ -1,0 +1,131 @@
+//! UDP header of RoCE v2 (8 bytes; roce-wire.md §2.5).
+
+use super::field::{get_u16, len16, need, set_u16};
+use super::{Error, Result};
+
+/// UDP destination port of RoCE v2 (`ROCE_V2_UDP_DPORT`).
+pub const ROCE_V2_PORT: u16 = 4791;
+
+header_view!(
+    /// A view of a UDP header at the start of a buffer.
+    UdpPacket,
+    8,
+    "UDP header"
+);
+
+impl<T: AsRef<[u8]>> UdpPacket<T> {
+    #[inline]
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+    /// Checks the Length field against the header size and the buffer.
+    pub fn check_lengths(&self) -> Result<()> {
+        self.check_len()?;
+        let len = usize::from(self.len());
+        if len < Self::LEN {
+            return Err(Error::Malformed("UDP Length is shorter than its header"));
+        }
+        need("UDP datagram (Length)", len, self.b().len())
+    }
+    /// Source port (flow entropy on RoCE v2).
+    #[inline]
+    pub fn src_port(&self) -> u16 {
+        get_u16(self.b(), 0)
+    }
+    /// Destination port (4791).
+    #[inline]
+    pub fn dst_port(&self) -> u16 {
+        get_u16(self.b(), 2)
+    }
+    /// Length, header included.
+    #[inline]
+    pub fn len(&self) -> u16 {
+        get_u16(self.b(), 4)
+    }
+    /// True when the Length field is 0 (never valid).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Checksum (rxe sends 0; masked in the ICRC).
+    #[inline]
+    pub fn checksum(&self) -> u16 {
+        get_u16(self.b(), 6)
+    }
+    /// The bytes after the header, up to Length. Needs `check_lengths`.
+    #[inline]
+    pub fn payload(&self) -> &[u8] {
+        &self.b()[Self::LEN..usize::from(self.len())]
+    }
+}
+
+/// The fields of a UDP header. Length is derived on emit; the checksum is kept as it was (RoCE masks it
+/// in the ICRC and rxe sends 0), so that a parsed packet re-emits byte for byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdpRepr {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Checksum as sent (0 = none).
+    pub checksum: u16,
+}
+
+impl UdpRepr {
+    /// A RoCE v2 header to port 4791 from `src_port`, with no checksum, as rxe sends it.
+    pub fn roce(src_port: u16) -> Self {
+        UdpRepr {
+            src_port,
+            dst_port: ROCE_V2_PORT,
+            checksum: 0,
+        }
+    }
+
+    /// Reads a view after checking its lengths.
+    pub fn parse<T: AsRef<[u8]>>(p: &UdpPacket<T>) -> Result<Self> {
+        p.check_lengths()?;
+        Ok(UdpRepr {
+            src_port: p.src_port(),
+            dst_port: p.dst_port(),
+            checksum: p.checksum(),
+        })
+    }
+
+    /// Writes the 8-byte header for `payload_len` bytes after it. Panics if `buf` is too short or the
+    /// datagram exceeds 65535 bytes.
+    pub fn emit(&self, buf: &mut [u8], payload_len: usize) {
+        set_u16(buf, 0, self.src_port);
+        set_u16(buf, 2, self.dst_port);
+        set_u16(
+            buf,
+            4,
+            len16("UDP datagram", UdpPacket::<&[u8]>::LEN + payload_len),
+        );
+        set_u16(buf, 6, self.checksum);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_length_checks() {
+        let r = UdpRepr::roce(0xc123);
+        let mut buf = [0xa5u8; 8 + 40];
+        r.emit(&mut buf, 40);
+        assert_eq!(&buf[..8], &[0xc1, 0x23, 0x12, 0xb7, 0, 48, 0, 0]);
+        let p = UdpPacket::new_checked(&buf[..]).unwrap();
+        assert_eq!(UdpRepr::parse(&p).unwrap(), r);
+        assert_eq!(p.payload().len(), 40);
+        assert!(matches!(
+            UdpRepr::parse(&UdpPacket::new_unchecked(&buf[..47])),
+            Err(Error::Truncated { .. })
+        ));
+        buf[4..6].copy_from_slice(&[0, 7]);
+        assert!(matches!(
+            UdpRepr::parse(&UdpPacket::new_unchecked(&buf[..])),
+            Err(Error::Malformed(_))
+        ));
+    }
+}

@@ -1,0 +1,378 @@
+//! SoftEndpoint end to end: two endpoints in one process exchange real RoCE packets over lo (UDP
+//! backend, IPv4 and IPv6) and across a veth pair (AF_PACKET, RoCE v1 and v2), with the payload of
+//! every message checked; deliberate loss, duplication, reordering and corruption; junk on the port;
+//! a peer that disappears.
+
+mod soft_support;
+
+use std::time::{Duration, Instant};
+
+use roceperf::params::RoceVersion;
+use roceperf::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
+use roceperf::transport::soft::io::impair::ImpairConfig;
+use roceperf::transport::{Completion, CompletionStatus, Endpoint, SendOp};
+use soft_support::endpoints::{connect, exchange, free_port, remote, udp_cfg, wr};
+use soft_support::{NetnsPair, is_root};
+
+#[test]
+fn udp_v4_on_loopback_moves_every_byte_of_write_send_and_read() {
+    let port = free_port("127.0.3.1");
+    let mut a = SoftEndpoint::open(SoftConfig {
+        qps: 2,
+        ..udp_cfg("127.0.3.1", port)
+    })
+    .unwrap();
+    let mut b = SoftEndpoint::open(SoftConfig {
+        qps: 2,
+        ..udp_cfg("127.0.3.2", port)
+    })
+    .unwrap();
+    assert_eq!(a.mtu(), 4096, "lo's 64 KiB MTU allows the largest RoCE MTU");
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    let (ca, cb) = (a.counters(), b.counters());
+    assert_eq!(
+        ca.drops.bad_icrc + cb.drops.bad_icrc,
+        0,
+        "every ICRC verifies"
+    );
+    assert_eq!(ca.retransmitted_packets, 0);
+    // Per QP: 49 WRITE packets (200000 B at MTU 4096), 3 SEND packets, 1 READ request.
+    assert!(ca.tx_packets >= 2 * (49 + 3 + 1), "{ca:?}");
+    assert!(
+        ca.tx_batches < ca.tx_packets,
+        "packets go out in batches: {ca:?}"
+    );
+    assert!(
+        a.describe()
+            .contains("RoCE v2/IPv4 over UDP socket 127.0.3.1"),
+        "{}",
+        a.describe()
+    );
+}
+
+#[test]
+fn udp_v6_on_loopback() {
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("skipped: no IPv6 on lo");
+        return;
+    }
+    let mut a = SoftEndpoint::open(udp_cfg("::1", free_port("::1"))).unwrap();
+    let mut b = SoftEndpoint::open(udp_cfg("::1", free_port("::1"))).unwrap();
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    assert_eq!(b.counters().drops.bad_icrc, 0);
+}
+
+#[test]
+fn loss_duplication_and_reordering_are_repaired() {
+    let port = free_port("127.0.4.1");
+    let impair = ImpairConfig {
+        loss: 0.03,
+        duplicate: 0.02,
+        reorder: 0.05,
+        seed: 11,
+        ..ImpairConfig::default()
+    };
+    let mut ca = udp_cfg("127.0.4.1", port);
+    ca.impair = Some(impair);
+    ca.timeout = 8; // ≈1 ms: keep the test quick
+    let mut cb = udp_cfg("127.0.4.2", port);
+    cb.impair = Some(ImpairConfig { seed: 12, ..impair });
+    cb.timeout = 8;
+    let mut a = SoftEndpoint::open(ca).unwrap();
+    let mut b = SoftEndpoint::open(cb).unwrap();
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    let c = a.counters();
+    assert!(
+        c.impair.dropped > 0 && c.impair.duplicated > 0 && c.impair.reordered > 0,
+        "{c:?}"
+    );
+    assert!(
+        c.retransmitted_packets > 0,
+        "losses are repaired by retransmission: {c:?}"
+    );
+}
+
+#[test]
+fn corrupted_packets_fail_the_icrc_and_are_retransmitted() {
+    let port = free_port("127.0.5.1");
+    let mut ca = udp_cfg("127.0.5.1", port);
+    ca.impair = Some(ImpairConfig {
+        corrupt: 0.05,
+        seed: 5,
+        ..ImpairConfig::default()
+    });
+    ca.timeout = 8;
+    let mut cb = udp_cfg("127.0.5.2", port);
+    cb.timeout = 8;
+    let mut a = SoftEndpoint::open(ca).unwrap();
+    let mut b = SoftEndpoint::open(cb).unwrap();
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    let corrupted = a.counters().impair.corrupted;
+    assert!(corrupted > 0);
+    assert_eq!(
+        b.counters().drops.bad_icrc,
+        corrupted,
+        "every corrupted packet is caught"
+    );
+}
+
+#[test]
+fn junk_on_the_port_is_dropped_and_counted() {
+    use roceperf::wire::{Icrc, Ipv4Repr, UdpRepr};
+    let port = free_port("127.0.6.1");
+    let mut a = SoftEndpoint::open(udp_cfg("127.0.6.1", port)).unwrap();
+    let mut b = SoftEndpoint::open(udp_cfg("127.0.6.2", port)).unwrap();
+    connect(&mut a, &mut b);
+    let junk = std::net::UdpSocket::bind("127.0.6.3:0").unwrap();
+    let jport = junk.local_addr().unwrap().port();
+    let to = ("127.0.6.2", port);
+    // A well-formed RC SEND_ONLY to a QPN nobody has, with a correct ICRC.
+    let mut pkt = vec![
+        0x04, 0x00, 0xff, 0xff, 0, 0xee, 0xee, 0xee, 0x80, 0, 0, 1, b'h', b'i', b'!', b'!',
+    ];
+    let ip = Ipv4Repr {
+        src: "127.0.6.3".parse().unwrap(),
+        dst: "127.0.6.2".parse().unwrap(),
+        tos: 0,
+        ident: 0,
+        dont_frag: true,
+        ttl: 64,
+    };
+    let udp = UdpRepr {
+        src_port: jport,
+        dst_port: port,
+        checksum: 0,
+    };
+    let icrc = Icrc::v2_ipv4(&ip, &udp, pkt.len()).finish_ib(&pkt);
+    pkt.extend_from_slice(&icrc.to_le_bytes());
+    junk.send_to(&pkt, to).unwrap();
+    // The same with one payload bit flipped: bad ICRC.
+    let mut bad = pkt.clone();
+    bad[12] ^= 1;
+    junk.send_to(&bad, to).unwrap();
+    // Not RoCE at all, and a datagram larger than any RoCE packet (cut by the receive slot).
+    junk.send_to(b"GET / HTTP/1.0\r\n", to).unwrap();
+    junk.send_to(b"hi", to).unwrap();
+    junk.send_to(&vec![0u8; 9000], to).unwrap();
+    let mut buf = [Completion::EMPTY; 4];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while b.counters().rx_packets < 5 && Instant::now() < deadline {
+        b.poll_cq(&mut buf).unwrap();
+    }
+    let d = b.counters().drops;
+    assert_eq!(d.unknown_qpn, 1, "{d:?}");
+    // The HTTP line is 16 bytes, long enough to look like BTH+ICRC: its ICRC fails.
+    assert_eq!(d.bad_icrc, 2, "{d:?}");
+    assert_eq!(d.malformed, 2, "short and truncated: {d:?}");
+    // And the endpoint still works.
+    exchange(&mut a, &mut b);
+}
+
+#[test]
+fn a_vanished_peer_ends_in_retry_exceeded() {
+    let port = free_port("127.0.7.1");
+    let mut ca = udp_cfg("127.0.7.1", port);
+    ca.timeout = 6; // ≈262 µs per try
+    let mut a = SoftEndpoint::open(ca).unwrap();
+    let mut b = SoftEndpoint::open(udp_cfg("127.0.7.2", port)).unwrap();
+    connect(&mut a, &mut b);
+    let rw = remote(&b, 0, 0);
+    drop(b);
+    a.post_send(0, &wr(1, SendOp::Write, 0, 4096, Some(rw)))
+        .unwrap();
+    let mut buf = [Completion::EMPTY; 4];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = None;
+    while got.is_none() && Instant::now() < deadline {
+        if a.poll_cq(&mut buf).unwrap() > 0 {
+            got = Some(buf[0]);
+        }
+    }
+    let c = got.expect("a completion after the retries run out");
+    assert_eq!(c.status, CompletionStatus::RetryExceeded, "{c:?}");
+    assert!(c.status.describe().contains("still running"));
+    assert!(a.counters().timeouts >= 7, "{:?}", a.counters());
+}
+
+fn packet_pair(version: RoceVersion, family_v6: bool, ring: usize) {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+        return;
+    }
+    let pair = NetnsPair::up(&["--mtu", "9000"]);
+    let open = move |bind: &'static str| {
+        move || {
+            let mut c = SoftConfig::new("veth0", version);
+            c.io = IoKind::Packet;
+            c.packet_rx_ring = ring;
+            c.buffer_len = 1 << 20;
+            c.impair = Some(ImpairConfig::default());
+            if version == RoceVersion::V2 {
+                c.bind = Some(bind.parse().unwrap());
+            }
+            SoftEndpoint::open(c).unwrap()
+        }
+    };
+    let (ba, bb) = if family_v6 {
+        ("fd77::1", "fd77::2")
+    } else {
+        ("10.77.0.1", "10.77.0.2")
+    };
+    let mut a = pair.in_ns('a', open(ba));
+    let mut b = pair.in_ns('b', open(bb));
+    assert_eq!(a.mtu(), 4096);
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    assert_eq!(b.counters().drops.bad_icrc, 0);
+    assert_eq!(a.counters().drops.bad_icrc, 0);
+}
+
+#[test]
+fn packet_v1_across_veth() {
+    packet_pair(RoceVersion::V1, false, 512);
+}
+
+#[test]
+fn packet_v1_across_veth_without_the_mmap_ring() {
+    packet_pair(RoceVersion::V1, false, 0);
+}
+
+#[test]
+fn packet_v2_ipv4_across_veth() {
+    packet_pair(RoceVersion::V2, false, 512);
+}
+
+#[test]
+fn packet_v2_ipv6_across_veth() {
+    packet_pair(RoceVersion::V2, true, 512);
+}
+
+#[test]
+fn gso_and_gro_on_loopback_deliver_the_same_bytes() {
+    let port = free_port("127.0.12.1");
+    let gso = |bind: &str| SoftConfig {
+        gso: true,
+        ..udp_cfg(bind, port)
+    };
+    // Both sides with GSO/GRO, then a GSO sender against a plain receiver (the kernel segments).
+    for (ca, cb) in [
+        (gso("127.0.12.1"), gso("127.0.12.2")),
+        (gso("127.0.12.3"), udp_cfg("127.0.12.4", port)),
+    ] {
+        let mut a = SoftEndpoint::open(ca).unwrap();
+        let mut b = SoftEndpoint::open(cb).unwrap();
+        connect(&mut a, &mut b);
+        exchange(&mut a, &mut b);
+        let (ka, kb) = (a.counters(), b.counters());
+        assert_eq!(ka.drops.bad_icrc + kb.drops.bad_icrc, 0, "{ka:?} {kb:?}");
+        // 49 WRITE packets of one message leave in a handful of sends, not 49.
+        assert!(ka.tx_batches * 4 < ka.tx_packets, "{ka:?}");
+        assert_eq!(
+            kb.rx_packets, ka.tx_packets,
+            "every segment counted once at the receiver"
+        );
+    }
+    let mut bad = SoftConfig {
+        gso: true,
+        ..udp_cfg("127.0.12.5", port)
+    };
+    bad.impair = Some(ImpairConfig {
+        loss: 0.01,
+        ..ImpairConfig::default()
+    });
+    let e = SoftEndpoint::open(bad).err().unwrap().to_string();
+    assert!(e.contains("GSO") && e.contains("impairment"), "{e}");
+}
+
+/// The UDP backend's packets (kernel-written IPv4/IPv6 headers) verify on the AF_PACKET backend,
+/// which checks the ICRC over the real headers, and the other way round: the two backends speak
+/// the same wire format, and the kernel really sends what our ICRC assumed (IPv4 ID 0, DF).
+#[test]
+fn udp_and_packet_backends_interoperate_across_veth() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+        return;
+    }
+    let pair = NetnsPair::up(&["--mtu", "9000"]);
+    for (ba, bb) in [("10.77.0.1", "10.77.0.2"), ("fd77::1", "fd77::2")] {
+        let mut a = pair.in_ns('a', move || {
+            let mut c = udp_cfg(ba, 4791);
+            c.device = "veth0".into();
+            SoftEndpoint::open(c).unwrap()
+        });
+        let mut b = pair.in_ns('b', move || {
+            let mut c = udp_cfg(bb, 4791);
+            c.device = "veth0".into();
+            c.io = IoKind::Packet;
+            SoftEndpoint::open(c).unwrap()
+        });
+        connect(&mut a, &mut b);
+        exchange(&mut a, &mut b);
+        let (ka, kb) = (a.counters(), b.counters());
+        assert_eq!(
+            kb.drops.bad_icrc, 0,
+            "UDP-socket packets verify over their real headers: {kb:?}"
+        );
+        assert_eq!(ka.drops.bad_icrc, 0, "{ka:?}");
+        assert!(
+            kb.rx_packets >= 53, // 49 WRITE + 3 SEND + 1 READ request
+            "WRITE, SEND and READ request all arrived: {kb:?}"
+        );
+    }
+}
+
+/// AF_PACKET on lo (no MAC, every frame seen by every packet socket): v1 and v2 still work, each
+/// endpoint keeping only the frames addressed to its own GID or address.
+#[test]
+fn packet_v1_and_v2_on_loopback() {
+    if !is_root() {
+        eprintln!("skipped: needs root for AF_PACKET");
+        return;
+    }
+    for (version, ba, bb) in [
+        (RoceVersion::V1, "127.0.14.1", "127.0.14.2"),
+        (RoceVersion::V2, "127.0.14.3", "127.0.14.4"),
+    ] {
+        let open = |bind: &str| {
+            let mut c = udp_cfg(bind, 4791);
+            c.version = version;
+            c.io = IoKind::Packet;
+            SoftEndpoint::open(c).unwrap()
+        };
+        let (mut a, mut b) = (open(ba), open(bb));
+        connect(&mut a, &mut b);
+        exchange(&mut a, &mut b);
+        let (ka, kb) = (a.counters(), b.counters());
+        assert_eq!(ka.drops.bad_icrc + kb.drops.bad_icrc, 0);
+        assert!(
+            kb.drops.not_for_us > 0,
+            "b also saw a's frames to itself and its own: {kb:?}"
+        );
+    }
+}
+
+/// With the IPv4 ICRC check off (for rxe peers, whose IP IDs a UDP socket cannot see), a datagram
+/// with a wrong ICRC is not dropped as such: it goes on to the QPN check.
+#[test]
+fn ipv4_icrc_check_can_be_turned_off_for_the_udp_backend() {
+    let port = free_port("127.0.15.1");
+    let mut cfg = udp_cfg("127.0.15.1", port);
+    cfg.verify_udp_ipv4_icrc = false;
+    let mut b = SoftEndpoint::open(cfg).unwrap();
+    let junk = std::net::UdpSocket::bind("127.0.15.3:0").unwrap();
+    let pkt = [
+        4u8, 0, 0xff, 0xff, 0, 0xee, 0xee, 0xee, 0x80, 0, 0, 1, 1, 2, 3, 4, 0xde, 0xad, 0xbe, 0xef,
+    ];
+    junk.send_to(&pkt, ("127.0.15.1", port)).unwrap();
+    let mut buf = [Completion::EMPTY; 4];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while b.counters().rx_packets < 1 && Instant::now() < deadline {
+        b.poll_cq(&mut buf).unwrap();
+    }
+    let d = b.counters().drops;
+    assert_eq!((d.bad_icrc, d.unknown_qpn), (0, 1), "{d:?}");
+}

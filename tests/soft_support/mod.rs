@@ -1,0 +1,101 @@
+//! Helpers for the soft-transport integration tests: network namespaces and waiting for packets.
+#![allow(dead_code)]
+
+pub mod endpoints;
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// True when running as root (namespaces and AF_PACKET need it); tests that need it say so and return.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/netns.sh")
+}
+
+/// Two namespaces `<prefix>a` / `<prefix>b` joined by veth0, made by scripts/netns.sh and removed
+/// on drop, even when the test panics. Each instance gets a unique prefix, so tests run in parallel.
+pub struct NetnsPair {
+    /// The ROCEPERF_NETNS_PREFIX used.
+    pub prefix: String,
+}
+
+impl NetnsPair {
+    /// Creates the pair with the extra `netns.sh up` arguments.
+    pub fn up(args: &[&str]) -> NetnsPair {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let prefix = format!(
+            "rt{}x{}",
+            std::process::id() % 100_000,
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let pair = NetnsPair { prefix };
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("up")
+            .args(args)
+            .env("ROCEPERF_NETNS_PREFIX", &pair.prefix)
+            .output()
+            .expect("run scripts/netns.sh");
+        assert!(
+            out.status.success(),
+            "netns.sh up failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        pair
+    }
+
+    /// The namespace name of side `a` or `b`.
+    pub fn ns(&self, side: char) -> String {
+        format!("{}{side}", self.prefix)
+    }
+
+    /// Runs `f` on a thread that has entered side `side`'s network namespace; sockets it opens stay
+    /// in that namespace after it returns them.
+    pub fn in_ns<T: Send + 'static>(
+        &self,
+        side: char,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        let path = format!("/run/netns/{}", self.ns(side));
+        std::thread::spawn(move || {
+            let ns = File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
+            // SAFETY: setns on this thread only, with a namespace fd we hold open.
+            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns({path}): {}", std::io::Error::last_os_error());
+            f()
+        })
+        .join()
+        .expect("namespace thread panicked")
+    }
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script())
+            .arg("down")
+            .env("ROCEPERF_NETNS_PREFIX", &self.prefix)
+            .output();
+    }
+}
+
+/// Polls `f` until it returns true or two seconds pass; returns the final result.
+pub fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    f()
+}
