@@ -41,6 +41,15 @@ impl NetRepr {
         }
     }
 
+    /// The ICRC of `ib` (BTH through pad) under this network header.
+    pub fn icrc(&self, ib: &[u8]) -> u32 {
+        match self {
+            NetRepr::V1(grh) => super::icrc_v1(grh, ib),
+            NetRepr::V2v4(ip, udp) => super::icrc_v2_ipv4(ip, udp, ib),
+            NetRepr::V2v6(ip, udp) => super::icrc_v2_ipv6(ip, udp, ib),
+        }
+    }
+
     /// Writes the network header for `ib_len` bytes of BTH through pad (the ICRC is added to the
     /// lengths here). Panics if `buf` is shorter than `header_len()`.
     pub fn emit(&self, buf: &mut [u8], ib_len: usize) {

@@ -8,8 +8,10 @@
 
 use crc32fast::Hasher;
 
+use super::field::need;
 use super::{
-    BthPacket, GrhPacket, GrhRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, UdpPacket, UdpRepr,
+    BthPacket, GrhPacket, GrhRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, Result, UdpPacket,
+    UdpRepr,
 };
 
 /// Length of the ICRC trailer.
@@ -168,6 +170,15 @@ pub fn icrc_v2_ipv6(ip: &Ipv6Repr, udp: &UdpRepr, ib_and_payload_and_pad: &[u8])
     Icrc::v2_ipv6(ip, udp, ib_and_payload_and_pad.len()).finish_ib(ib_and_payload_and_pad)
 }
 
+/// Splits what a UDP socket delivers for RoCE v2 (BTH through ICRC) into the IB part (BTH through pad,
+/// for [`IbRepr::parse`](super::IbRepr::parse)) and the ICRC it carries. Fails if it cannot hold a BTH
+/// and an ICRC.
+pub fn split_icrc(bth_through_icrc: &[u8]) -> Result<(&[u8], u32)> {
+    need("BTH and ICRC", BTH_LEN + ICRC_LEN, bth_through_icrc.len())?;
+    let (ib, icrc) = bth_through_icrc.split_at(bth_through_icrc.len() - ICRC_LEN);
+    Ok((ib, u32::from_le_bytes([icrc[0], icrc[1], icrc[2], icrc[3]])))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +191,22 @@ mod tests {
             b[8 + at] |= m;
         }
         crc32fast::hash(&b)
+    }
+
+    #[test]
+    fn split_icrc_reads_the_trailer_little_endian() {
+        let mut b = [0u8; 20];
+        b[16..].copy_from_slice(&[0x82, 0xfd, 0x00, 0x2a]);
+        let (ib, icrc) = split_icrc(&b).unwrap();
+        assert_eq!((ib.len(), icrc), (16, 0x2a00_fd82));
+        assert!(matches!(
+            split_icrc(&b[..15]),
+            Err(super::super::Error::Truncated {
+                need: 16,
+                have: 15,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub use ethernet::{EthernetFrame, EthernetRepr, MacAddr, VlanTag};
 pub use frame::{Encapsulation, NetRepr, RoceFrame, RoceFrameRepr};
 pub use grh::{Gid, GrhPacket, GrhRepr, NXTHDR_IBA};
 pub use ib::{CNP_RESERVED_LEN, IbRepr, pad_len};
-pub use icrc::{ICRC_LEN, Icrc, icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6};
+pub use icrc::{ICRC_LEN, Icrc, icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6, split_icrc};
 pub use ipv4::{Ipv4Packet, Ipv4Repr, PROTO_UDP};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
 pub use opcode::Opcode;

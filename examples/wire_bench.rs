@@ -1,0 +1,118 @@
+//! Micro-benchmark of the wire layer on one 4096-byte-payload RoCE v2/IPv4 RDMA WRITE packet:
+//! parse + ICRC verify, emit + ICRC (with and without copying the payload), and the ICRC alone.
+//!
+//! Run: `cargo run --release --example wire_bench [seconds-per-case]`. Prints ns/packet and GB/s
+//! (10^9 bytes of whole frame per second). Timing is reported here, never asserted in tests.
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use roceperf::wire::{
+    BthRepr, EthernetRepr, IbRepr, Ipv4Repr, NetRepr, Opcode, RethRepr, RoceFrame, RoceFrameRepr,
+    UdpRepr,
+};
+
+const PAYLOAD: usize = 4096;
+
+/// Runs `f` repeatedly for about `budget` and returns the mean time per call.
+fn measure(budget: Duration, mut f: impl FnMut()) -> Duration {
+    for _ in 0..1000 {
+        f();
+    }
+    let mut iters = 1000u64;
+    loop {
+        let start = Instant::now();
+        for _ in 0..iters {
+            f();
+        }
+        let took = start.elapsed();
+        if took >= budget {
+            return took / iters as u32;
+        }
+        iters = iters.saturating_mul(2);
+    }
+}
+
+fn report(name: &str, per_packet: Duration, frame_len: usize) {
+    let ns = per_packet.as_secs_f64() * 1e9;
+    let gbs = frame_len as f64 / ns;
+    println!(
+        "{name:<34} {ns:>9.1} ns/packet {gbs:>7.2} GB/s {:>7.2} Mpps",
+        1e3 / ns
+    );
+}
+
+fn main() {
+    let secs: f64 = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().expect("seconds per case must be a number"))
+        .unwrap_or(1.0);
+    let budget = Duration::from_secs_f64(secs);
+
+    let mut bth = BthRepr::new(Opcode::RC_RDMA_WRITE_ONLY, 0x11, 0x100);
+    bth.ack_req = true;
+    let mut ib = IbRepr::new(bth);
+    ib.reth = Some(RethRepr {
+        va: 0x7f00_0000_1000,
+        rkey: 0x1234,
+        dma_len: PAYLOAD as u32,
+    });
+    let repr = RoceFrameRepr {
+        eth: EthernetRepr {
+            dst: [2, 0, 0, 0, 0, 2],
+            src: [2, 0, 0, 0, 0, 1],
+            vlan: None,
+            ethertype: 0x0800,
+        },
+        net: NetRepr::V2v4(
+            Ipv4Repr {
+                src: Ipv4Addr::new(10, 0, 0, 1),
+                dst: Ipv4Addr::new(10, 0, 0, 2),
+                tos: 0,
+                ident: 0x1234,
+                dont_frag: true,
+                ttl: 64,
+            },
+            UdpRepr::roce(0xc123),
+        ),
+        ib,
+    };
+    let payload: Vec<u8> = (0..PAYLOAD).map(|i| i as u8).collect();
+    let len = repr.frame_len(PAYLOAD);
+    let mut frame = vec![0u8; len];
+    repr.emit(&mut frame, &payload);
+    println!(
+        "frame: RoCE v2/IPv4 RC_RDMA_WRITE_ONLY, {PAYLOAD} B payload, {len} B frame; crc32fast; {secs} s per case"
+    );
+
+    let t = measure(budget, || {
+        let (r, p) = RoceFrameRepr::parse(black_box(&frame)).unwrap();
+        black_box((r, p.len()));
+    });
+    report("parse + ICRC verify", t, len);
+
+    let mut out = vec![0u8; len];
+    let t = measure(budget, || {
+        black_box(repr.emit(black_box(&mut out), black_box(&payload)));
+    });
+    report("emit + ICRC (payload copied)", t, len);
+
+    let t = measure(budget, || {
+        black_box(repr.emit_in_place(black_box(&mut out), PAYLOAD));
+    });
+    report("emit + ICRC (payload in place)", t, len);
+
+    let view = RoceFrame::new_checked(&frame).unwrap();
+    let t = measure(budget, || {
+        black_box(black_box(&view).compute_icrc());
+    });
+    report("ICRC alone", t, len);
+
+    let t = measure(budget, || {
+        let (r, p) = RoceFrameRepr::parse_unverified(black_box(&frame)).unwrap();
+        black_box((r, p.len()));
+    });
+    report("parse without ICRC", t, len);
+    assert_eq!(out, frame, "emit_in_place wrote a different frame");
+}
