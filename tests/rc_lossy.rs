@@ -2,7 +2,7 @@
 //! delivered exactly once, in order, byte-identical, and completions match work requests one to one.
 //!
 //! Each run is fixed by its seed; failures print it. Replay one with `RC_SEED=<seed>`, soak with
-//! `RC_SOAK_SEEDS=<n>` (default 12 per loss rate).
+//! `RC_SOAK_SEEDS=<n>` (default 8 per loss rate).
 
 mod rc_harness;
 
@@ -362,7 +362,7 @@ fn seeds(base: u64) -> Vec<u64> {
     let n: u64 = std::env::var("RC_SOAK_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(12);
+        .unwrap_or(8);
     (0..n).map(|i| base + i).collect()
 }
 
