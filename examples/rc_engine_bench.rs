@@ -4,7 +4,7 @@
 //! per second on one core for (1) a stream of 4096-byte RDMA WRITEs at PMTU 4096 and (2) a 2-byte
 //! SEND ping-pong, counting every packet either engine emits and the other consumes (data and ACKs).
 //!
-//! `cargo run --release --example rc_engine_bench -- [seconds per test, default 3]`
+//! `cargo run --release --example rc_engine_bench -- [seconds per test, default 3] [write|pingpong|all]`
 
 use std::time::{Duration, Instant};
 
@@ -138,20 +138,25 @@ fn main() {
     if let Some(core) = core_affinity::get_core_ids().and_then(|c| c.into_iter().next()) {
         core_affinity::set_for_current(core);
     }
-    let (packets, writes, t) = write_stream(secs);
-    let s = t.as_secs_f64();
-    println!(
-        "WRITE 4096 B, PMTU 4096: {:.2} Mpkt/s through both engines ({:.2} M WRITEs/s, {:.1} Gb/s of payload); {packets} packets in {s:.2} s",
-        packets as f64 / s / 1e6,
-        writes as f64 / s / 1e6,
-        writes as f64 * 4096.0 * 8.0 / s / 1e9,
-    );
-    let (packets, trips, t) = ping_pong(secs);
-    let s = t.as_secs_f64();
-    println!(
-        "SEND ping-pong 2 B: {:.2} Mpkt/s through both engines ({:.2} M round trips/s, {:.0} ns per round trip); {packets} packets in {s:.2} s",
-        packets as f64 / s / 1e6,
-        trips as f64 / s / 1e6,
-        s * 1e9 / trips as f64,
-    );
+    let which = std::env::args().nth(2).unwrap_or_else(|| "all".into());
+    if which == "all" || which == "write" {
+        let (packets, writes, t) = write_stream(secs);
+        let s = t.as_secs_f64();
+        println!(
+            "WRITE 4096 B, PMTU 4096: {:.2} Mpkt/s through both engines ({:.2} M WRITEs/s, {:.1} Gb/s of payload); {packets} packets in {s:.2} s",
+            packets as f64 / s / 1e6,
+            writes as f64 / s / 1e6,
+            writes as f64 * 4096.0 * 8.0 / s / 1e9,
+        );
+    }
+    if which == "all" || which == "pingpong" {
+        let (packets, trips, t) = ping_pong(secs);
+        let s = t.as_secs_f64();
+        println!(
+            "SEND ping-pong 2 B: {:.2} Mpkt/s through both engines ({:.2} M round trips/s, {:.0} ns per round trip); {packets} packets in {s:.2} s",
+            packets as f64 / s / 1e6,
+            trips as f64 / s / 1e6,
+            s * 1e9 / trips as f64,
+        );
+    }
 }
