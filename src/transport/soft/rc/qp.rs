@@ -357,3 +357,14 @@ fn flushed(wr_id: u64, op: crate::transport::CompletionOp, qp: u32) -> Completio
         imm: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_pair_can_move_to_the_datapath_thread() {
+        fn send<T: Send>() {}
+        send::<Qp>();
+    }
+}
