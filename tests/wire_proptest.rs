@@ -220,6 +220,18 @@ proptest! {
     }
 
     #[test]
+    fn oversized_transport_is_an_error_not_a_panic(net in net_repr()) {
+        let max = net.max_transport_len();
+        let big = vec![0u8; max + 1];
+        let e = net.parse_transport(&big).unwrap_err();
+        prop_assert!(matches!(e, Error::Malformed(_)));
+        // The longest one that fits is checked (and here fails) on its ICRC.
+        let e = net.parse_transport(&big[..max]).unwrap_err();
+        let bad_icrc = matches!(e, Error::BadIcrc { .. });
+        prop_assert!(bad_icrc, "{:?}", e);
+    }
+
+    #[test]
     fn emit_in_place_matches_emit(repr in frame_repr(), payload in payload()) {
         let len = repr.frame_len(payload.len());
         let mut a = vec![0xa5u8; len];

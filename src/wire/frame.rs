@@ -56,6 +56,17 @@ impl NetRepr {
         ib.header_len() + payload_len + usize::from(ib.bth.pad_count & 3) + ICRC_LEN
     }
 
+    /// The longest BTH-through-ICRC this header's 16-bit length field can describe.
+    #[inline]
+    pub fn max_transport_len(&self) -> usize {
+        let max = usize::from(u16::MAX);
+        match self {
+            NetRepr::V1(_) => max,
+            NetRepr::V2v4(..) => max - Ipv4Packet::<&[u8]>::LEN - UdpPacket::<&[u8]>::LEN,
+            NetRepr::V2v6(..) => max - UdpPacket::<&[u8]>::LEN,
+        }
+    }
+
     /// Writes what follows this network header, BTH through ICRC: what a RoCE v2 UDP socket sends
     /// while the kernel writes the IP and UDP headers. The pad is `ib.bth.pad_count` zero bytes; the
     /// ICRC is computed under this header (for IPv4, `ident` and DF must be what the kernel sends).
@@ -75,9 +86,14 @@ impl NetRepr {
 
     /// Parses BTH through ICRC as received on a RoCE v2 UDP socket, verifying the ICRC under this
     /// network header (rebuilt from the socket's addresses; for IPv4 the sender's `ident` is needed).
-    /// Returns the IB headers and the payload.
+    /// Returns the IB headers and the payload. Fails, never panics, on any input.
     pub fn parse_transport<'a>(&self, bth_through_icrc: &'a [u8]) -> Result<(IbRepr, &'a [u8])> {
         let (ib, found) = super::split_icrc(bth_through_icrc)?;
+        if bth_through_icrc.len() > self.max_transport_len() {
+            return Err(Error::Malformed(
+                "RoCE packet longer than its 16-bit length fields allow",
+            ));
+        }
         let expected = self.icrc(ib);
         if expected != found {
             return Err(Error::BadIcrc { expected, found });
