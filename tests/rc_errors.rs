@@ -848,3 +848,58 @@ fn duplicate_atomic_is_answered_from_the_saved_result() {
         5
     );
 }
+
+#[test]
+fn duplicate_read_must_stay_inside_the_saved_one() {
+    let (mut p, _, kb) = Setup::new(256, 8192).build();
+    fill(&mut p.b, 0, 1024, 3);
+    let read = |va: u64, len: u32| {
+        let mut r = request(Opcode::RC_RDMA_READ_REQUEST, 100, 0);
+        r.reth = Some(roceperf::wire::RethRepr {
+            va,
+            rkey: kb.rkey,
+            dma_len: len,
+        });
+        r
+    };
+    // A zero-length READ names an address nobody checks; its duplicates must not overflow.
+    assert_eq!(poke(&mut p, &read(0, 0), &[]).len(), 1);
+    let mut r = read(u64::MAX, 1 << 31);
+    assert!(
+        poke(&mut p, &r, &[]).is_empty(),
+        "outside the saved READ: dropped"
+    );
+    r.reth = Some(roceperf::wire::RethRepr {
+        va: 0,
+        rkey: kb.rkey,
+        dma_len: 0,
+    });
+    assert_eq!(
+        poke(&mut p, &r, &[]).len(),
+        1,
+        "the same READ again: replayed"
+    );
+    let mut next = read(kb.va, 1024);
+    next.bth.psn = 101;
+    let answers = poke(&mut p, &next, &[]);
+    assert_eq!(answers.len(), 4, "1024 bytes in four responses");
+    // A resumed duplicate from the third PSN gets the last two responses again.
+    let mut again = read(kb.va + 512, 512);
+    again.bth.psn = 103;
+    let replay = poke(&mut p, &again, &[]);
+    let ops: Vec<_> = replay.iter().map(|r| (r.bth.opcode, r.bth.psn)).collect();
+    assert_eq!(
+        ops,
+        vec![
+            (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 103),
+            (Opcode::RC_RDMA_READ_RESPONSE_LAST, 104)
+        ]
+    );
+    let mut wider = read(kb.va + 512, 1024);
+    wider.bth.psn = 103;
+    assert!(
+        poke(&mut p, &wider, &[]).is_empty(),
+        "a duplicate asking for more than the original is dropped"
+    );
+    assert_eq!(p.b.counters().drops.duplicate_unmatched, 2);
+}

@@ -2,7 +2,7 @@
 //! delivered exactly once, in order, byte-identical, and completions match work requests one to one.
 //!
 //! Each run is fixed by its seed; failures print it. Replay one with `RC_SEED=<seed>`, soak with
-//! `RC_SOAK_SEEDS=<n>` (default 12 per loss rate).
+//! `RC_SOAK_SEEDS=<n>` (default 8 per loss rate).
 
 mod rc_harness;
 
@@ -362,7 +362,7 @@ fn seeds(base: u64) -> Vec<u64> {
     let n: u64 = std::env::var("RC_SOAK_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(12);
+        .unwrap_or(8);
     (0..n).map(|i| base + i).collect()
 }
 
@@ -384,5 +384,70 @@ fn exactly_once_in_order_over_five_percent_loss() {
 fn exactly_once_in_order_over_a_perfect_link() {
     for seed in seeds(9_000).into_iter().take(4) {
         run(seed, 0.0);
+    }
+}
+
+/// 8 MiB SEND, WRITE and READ at PMTU 4096 over a link that loses `loss` both ways.
+fn big_messages(loss: f64, seed: u64) {
+    const LEN: usize = 8 << 20;
+    let mut s = Setup::new(4096, 2 * LEN);
+    s.ab = LinkConfig::lossy(loss);
+    s.ba = LinkConfig::lossy(loss);
+    s.seed = seed;
+    let (mut p, _, kb) = s.build();
+    fill(&mut p.a, 0, LEN, seed);
+    fill(&mut p.b, LEN, LEN, !seed);
+    p.b.post_recv(&recv(1, 0, LEN as u32)).unwrap();
+    p.a.post_send(&wr(1, SendOp::Send, 0, LEN as u32, None))
+        .unwrap();
+    p.a.post_send(&wr(2, SendOp::Write, 0, LEN as u32, at(&kb, LEN as u64)))
+        .unwrap();
+    p.a.post_send(&wr(
+        3,
+        SendOp::Read,
+        LEN as u64,
+        LEN as u32,
+        at(&kb, LEN as u64),
+    ))
+    .unwrap();
+    assert!(p.run_idle(3_600_000_000_000), "seed {seed}: did not settle");
+    let ids: Vec<_> = p
+        .a_done
+        .iter()
+        .map(|c| (c.wr_id, c.status, c.byte_len))
+        .collect();
+    let want: Vec<_> = (1..=3)
+        .map(|i| (i, CompletionStatus::Success, LEN as u32))
+        .collect();
+    assert_eq!(ids, want, "seed {seed}");
+    assert_eq!(p.b_done.len(), 1, "seed {seed}");
+    let sent = crc32fast::hash(&pattern(seed, LEN));
+    assert_eq!(
+        crc32fast::hash(&bytes(&p.b, 0, LEN)),
+        sent,
+        "seed {seed}: SEND"
+    );
+    assert_eq!(
+        crc32fast::hash(&bytes(&p.a, LEN, LEN)),
+        sent,
+        "seed {seed}: WRITE then READ back"
+    );
+    assert!(
+        p.ab.stats.lost + p.ba.stats.lost > 0,
+        "seed {seed}: nothing was lost"
+    );
+}
+
+#[test]
+#[ignore = "soak: ~1 min in a debug build; run with --ignored"]
+fn eight_mib_messages_over_one_percent_loss() {
+    big_messages(0.01, 77);
+}
+
+#[test]
+#[ignore = "soak: 8 MiB messages over 5% loss (run with --ignored)"]
+fn eight_mib_messages_over_five_percent_loss() {
+    for seed in seeds(300) {
+        big_messages(0.05, seed);
     }
 }

@@ -306,3 +306,29 @@ fn unsignaled_requests_complete_silently_and_in_order() {
     assert_eq!(ids, vec![2, 5, 8]);
     assert_eq!(p.a.outstanding(), (0, 0));
 }
+
+#[test]
+fn bad_work_requests_are_refused_with_a_reason() {
+    let (mut p, _, kb) = Setup::new(256, 4096).build();
+    let e =
+        p.a.post_send(&wr(1, SendOp::Send, 4000, 200, None))
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("local range 4000+200"), "{e}");
+    let e =
+        p.a.post_send(&wr(2, SendOp::FetchAdd(1), 0, 4, at(&kb, 0)))
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("exactly 8 bytes"), "{e}");
+    let e =
+        p.a.post_send(&wr(3, SendOp::Write, 0, 8, None))
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("remote address"), "{e}");
+    let e =
+        p.a.post_send(&wr(4, SendOp::Read, 0, 1 << 31, at(&kb, 0)))
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("larger MTU"), "{e}");
+    assert_eq!(p.a.outstanding(), (0, 0));
+}

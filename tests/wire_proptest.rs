@@ -5,9 +5,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 use roceperf::wire::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, EthernetRepr, GrhRepr, ICRC_LEN,
-    IbRepr, Ipv4Repr, Ipv6Repr, NetRepr, Opcode, RethRepr, RoceFrame, RoceFrameRepr, UdpRepr,
-    icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6, split_icrc,
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Error, EthernetRepr, GrhRepr,
+    ICRC_LEN, IbRepr, Ipv4Repr, Ipv6Repr, NetRepr, Opcode, RethRepr, RoceFrame, RoceFrameRepr,
+    UdpRepr, icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6, split_icrc,
 };
 
 fn known_opcodes() -> Vec<Opcode> {
@@ -199,6 +199,36 @@ proptest! {
         let (split_ib, carried) = split_icrc(&buf[len - ib.len() - 4..]).unwrap();
         prop_assert_eq!((split_ib, carried), (ib, icrc));
         prop_assert_eq!(&buf[len - 4..], &icrc.to_le_bytes()[..]);
+    }
+
+    #[test]
+    fn udp_socket_view_matches_the_frame(repr in frame_repr(), payload in payload()) {
+        let len = repr.frame_len(payload.len());
+        let mut frame = vec![0xa5u8; len];
+        repr.emit(&mut frame, &payload);
+        let tlen = NetRepr::transport_len(&repr.ib, payload.len());
+        let mut t = vec![0x5au8; tlen + 3];
+        prop_assert_eq!(repr.net.emit_transport(&repr.ib, &payload, &mut t), tlen);
+        prop_assert_eq!(&t[..tlen], &frame[len - tlen..]);
+        prop_assert_eq!(&t[tlen..], &[0x5a; 3]);
+        let (ib, p) = repr.net.parse_transport(&t[..tlen]).unwrap();
+        prop_assert_eq!(ib, repr.ib);
+        prop_assert_eq!(p, &payload[..]);
+        t[tlen / 2] ^= 0x10;
+        let caught = matches!(repr.net.parse_transport(&t[..tlen]), Err(Error::BadIcrc { .. }));
+        prop_assert!(caught);
+    }
+
+    #[test]
+    fn oversized_transport_is_an_error_not_a_panic(net in net_repr()) {
+        let max = net.max_transport_len();
+        let big = vec![0u8; max + 1];
+        let e = net.parse_transport(&big).unwrap_err();
+        prop_assert!(matches!(e, Error::Malformed(_)));
+        // The longest one that fits is checked (and here fails) on its ICRC.
+        let e = net.parse_transport(&big[..max]).unwrap_err();
+        let bad_icrc = matches!(e, Error::BadIcrc { .. });
+        prop_assert!(bad_icrc, "{:?}", e);
     }
 
     #[test]

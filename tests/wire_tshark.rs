@@ -8,6 +8,7 @@
 mod vectors;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::Path;
 use std::process::Command;
 
 use roceperf::wire::{
@@ -154,6 +155,85 @@ const FIELDS: &[&str] = &[
     "_ws.col.Info",
 ];
 
+/// Runs tshark on `pcap` and returns one line per frame with `fields` separated by `|`. Fails (does
+/// not skip) when tshark is missing.
+fn tshark_fields(pcap: &Path, fields: &[&str]) -> String {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r")
+        .arg(pcap)
+        .args(["--disable-heuristic", "rpcrdma_infiniband", "-T", "fields"])
+        .args(["-E", "separator=|", "-E", "occurrence=f"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = match cmd.output() {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+            "tshark is not installed; run `apt-get install -y tshark` (scripts/test.sh does) and re-run"
+        ),
+        Err(e) => panic!("cannot run tshark: {e}"),
+    };
+    assert!(
+        out.status.success(),
+        "tshark failed on {}: {}",
+        pcap.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn tshark_agrees_on_the_reference_vectors_and_rxe_captures() {
+    let shared = common::shared_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let vectors = dir.path().join("vectors.pcap");
+    let names = common::vector_names();
+    let frames: Vec<Vec<u8>> = names.iter().map(|n| common::vector(n)).collect();
+    common::write_pcap(&vectors, &frames);
+    let mut captures = vec![(vectors, frames)];
+    for f in [
+        "rc_write_bw_3000B_x5",
+        "rc_read_bw_3000B_x5",
+        "rc_send_bw_3000B_x5",
+    ] {
+        let path = shared.join(format!("vectors/rxe/{f}.pcap"));
+        let frames = common::read_pcap(&path);
+        captures.push((path, frames));
+    }
+    let fields = [
+        "infiniband.bth.opcode",
+        "infiniband.bth.destqp",
+        "infiniband.bth.psn",
+        "infiniband.bth.padcnt",
+        "infiniband.invariant.crc",
+    ];
+    let mut roce = 0;
+    for (pcap, frames) in captures {
+        let text = tshark_fields(&pcap, &fields);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), frames.len(), "{}", pcap.display());
+        for (frame, line) in frames.iter().zip(lines) {
+            let Ok((r, _)) = RoceFrameRepr::parse(frame) else {
+                assert_eq!(line, "||||", "tshark saw IB where we saw none: {line}");
+                continue;
+            };
+            roce += 1;
+            let icrc = u32::from_le_bytes(frame[frame.len() - 4..].try_into().unwrap());
+            let want = format!(
+                "{}|{:#08x}|{}|{}|{:#010x}",
+                r.ib.bth.opcode.0,
+                r.ib.bth.dest_qp,
+                r.ib.bth.psn,
+                r.ib.bth.pad_count,
+                // tshark reads the ICRC's wire bytes big-endian (roce-wire.md §5.3).
+                icrc.swap_bytes()
+            );
+            assert_eq!(line, want, "{}", pcap.display());
+        }
+    }
+    assert_eq!(roce, names.len() + 3 * 20);
+}
+
 #[test]
 fn tshark_decodes_every_opcode_family() {
     let known: Vec<Opcode> = (0..=255u8).map(Opcode).filter(|o| o.is_known()).collect();
@@ -183,27 +263,7 @@ fn tshark_decodes_every_opcode_family() {
     let pcap = dir.path().join("every_opcode.pcap");
     vectors::write_pcap(&pcap, &frames);
 
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-r")
-        .arg(&pcap)
-        .args(["--disable-heuristic", "rpcrdma_infiniband", "-T", "fields"])
-        .args(["-E", "separator=|", "-E", "occurrence=f"]);
-    for f in FIELDS {
-        cmd.args(["-e", f]);
-    }
-    let out = match cmd.output() {
-        Ok(o) => o,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
-            "tshark is not installed; run `apt-get install -y tshark` (scripts/test.sh does) and re-run"
-        ),
-        Err(e) => panic!("cannot run tshark: {e}"),
-    };
-    assert!(
-        out.status.success(),
-        "tshark failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = tshark_fields(&pcap, FIELDS);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), expected.len(), "tshark output:\n{text}");
     for (line, (proto, ib)) in lines.iter().zip(&expected) {

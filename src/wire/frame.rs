@@ -50,6 +50,57 @@ impl NetRepr {
         }
     }
 
+    /// Bytes of BTH through ICRC (the UDP or GRH payload) for `ib` and `payload_len` bytes of payload.
+    #[inline]
+    pub fn transport_len(ib: &IbRepr, payload_len: usize) -> usize {
+        ib.header_len() + payload_len + usize::from(ib.bth.pad_count & 3) + ICRC_LEN
+    }
+
+    /// The longest BTH-through-ICRC this header's 16-bit length field can describe.
+    #[inline]
+    pub fn max_transport_len(&self) -> usize {
+        let max = usize::from(u16::MAX);
+        match self {
+            NetRepr::V1(_) => max,
+            NetRepr::V2v4(..) => max - Ipv4Packet::<&[u8]>::LEN - UdpPacket::<&[u8]>::LEN,
+            NetRepr::V2v6(..) => max - UdpPacket::<&[u8]>::LEN,
+        }
+    }
+
+    /// Writes what follows this network header, BTH through ICRC: what a RoCE v2 UDP socket sends
+    /// while the kernel writes the IP and UDP headers. The pad is `ib.bth.pad_count` zero bytes; the
+    /// ICRC is computed under this header (for IPv4, `ident` and DF must be what the kernel sends).
+    /// Returns the length. Panics if `buf` is shorter than [`transport_len`](Self::transport_len).
+    pub fn emit_transport(&self, ib: &IbRepr, payload: &[u8], buf: &mut [u8]) -> usize {
+        let len = Self::transport_len(ib, payload.len());
+        let buf = &mut buf[..len];
+        let hl = ib.header_len();
+        ib.emit(buf);
+        buf[hl..hl + payload.len()].copy_from_slice(payload);
+        let icrc_at = len - ICRC_LEN;
+        buf[hl + payload.len()..icrc_at].fill(0);
+        let icrc = self.icrc(&buf[..icrc_at]);
+        buf[icrc_at..].copy_from_slice(&icrc.to_le_bytes());
+        len
+    }
+
+    /// Parses BTH through ICRC as received on a RoCE v2 UDP socket, verifying the ICRC under this
+    /// network header (rebuilt from the socket's addresses; for IPv4 the sender's `ident` is needed).
+    /// Returns the IB headers and the payload. Fails, never panics, on any input.
+    pub fn parse_transport<'a>(&self, bth_through_icrc: &'a [u8]) -> Result<(IbRepr, &'a [u8])> {
+        let (ib, found) = super::split_icrc(bth_through_icrc)?;
+        if bth_through_icrc.len() > self.max_transport_len() {
+            return Err(Error::Malformed(
+                "RoCE packet longer than its 16-bit length fields allow",
+            ));
+        }
+        let expected = self.icrc(ib);
+        if expected != found {
+            return Err(Error::BadIcrc { expected, found });
+        }
+        IbRepr::parse(ib)
+    }
+
     /// Writes the network header for `ib_len` bytes of BTH through pad (the ICRC is added to the
     /// lengths here). Panics if `buf` is shorter than `header_len()`.
     pub fn emit(&self, buf: &mut [u8], ib_len: usize) {

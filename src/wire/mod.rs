@@ -10,6 +10,42 @@
 //! - [`Icrc`] and [`icrc_v1`] / [`icrc_v2_ipv4`] / [`icrc_v2_ipv6`].
 //! - A whole frame: [`RoceFrame`] (checked view) and [`RoceFrameRepr`] (parse verifies the ICRC, emit
 //!   computes it).
+//!
+//! ```
+//! use std::net::Ipv4Addr;
+//! use roceperf::wire::*;
+//!
+//! // An RC RDMA WRITE ONLY of 5 bytes over RoCE v2/IPv4, as rxe would send it.
+//! let payload = b"hello";
+//! let mut bth = BthRepr::new(Opcode::RC_RDMA_WRITE_ONLY, 0x11, 0x100);
+//! bth.pad_count = pad_len(payload.len()) as u8;
+//! bth.ack_req = true;
+//! let mut ib = IbRepr::new(bth);
+//! ib.reth = Some(RethRepr { va: 0x7f00_0000_1000, rkey: 0x1234, dma_len: 5 });
+//! let ip = Ipv4Repr {
+//!     src: Ipv4Addr::new(10, 0, 0, 1),
+//!     dst: Ipv4Addr::new(10, 0, 0, 2),
+//!     tos: 0,
+//!     ident: 0,
+//!     dont_frag: true,
+//!     ttl: 64,
+//! };
+//! let eth = EthernetRepr { dst: [2, 0, 0, 0, 0, 2], src: [2, 0, 0, 0, 0, 1], vlan: None, ethertype: 0 };
+//! let frame = RoceFrameRepr { eth, net: NetRepr::V2v4(ip, UdpRepr::roce(0xc123)), ib };
+//!
+//! let mut buf = [0u8; 128];
+//! let len = frame.emit(&mut buf, payload);
+//! assert_eq!(len, 14 + 20 + 8 + 28 + 5 + 3 + 4);
+//!
+//! // Parsing verifies the ICRC and gives back the same repr and payload.
+//! let (back, data) = RoceFrameRepr::parse(&buf[..len]).unwrap();
+//! assert_eq!(back.ib, ib);
+//! assert_eq!(data, payload);
+//!
+//! // A UDP socket carries BTH through ICRC; the kernel writes the IP and UDP headers.
+//! let (ib_back, data) = frame.net.parse_transport(&buf[42..len]).unwrap();
+//! assert_eq!((ib_back, data), (ib, &payload[..]));
+//! ```
 #![warn(missing_docs)]
 
 #[macro_use]

@@ -116,48 +116,75 @@ opcodes! {
     CNP = 0x81, CNP_RESV;
 }
 
+/// Bit in [`INFO`] marking an opcode this crate knows.
+const KNOWN: u16 = 1 << 8;
+
+/// For each of the 256 opcodes: the header set (bits 0-7), [`KNOWN`] (bit 8) and the header length
+/// (bits 9-15), so the per-packet questions are one table load.
+static INFO: [u16; 256] = {
+    let mut t = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        if let Some((_, f)) = lookup(i as u8) {
+            t[i] = KNOWN | f as u16 | ((stack_len(f) as u16) << 9);
+        }
+        i += 1;
+    }
+    t
+};
+
+/// Header bytes from the BTH to the payload for a header set.
+const fn stack_len(f: u8) -> usize {
+    let mut len = super::BthPacket::<&[u8]>::LEN;
+    if f & DETH != 0 {
+        len += super::DethPacket::<&[u8]>::LEN;
+    }
+    if f & RETH != 0 {
+        len += super::RethPacket::<&[u8]>::LEN;
+    }
+    if f & ATOMIC != 0 {
+        len += super::AtomicEthPacket::<&[u8]>::LEN;
+    }
+    if f & AETH != 0 {
+        len += super::AethPacket::<&[u8]>::LEN;
+    }
+    if f & ATOMIC_ACK != 0 {
+        len += super::AtomicAckEthPacket::<&[u8]>::LEN;
+    }
+    if f & IMM != 0 {
+        len += 4;
+    }
+    if f & IETH != 0 {
+        len += 4;
+    }
+    if f & CNP_RESV != 0 {
+        len += super::CNP_RESERVED_LEN;
+    }
+    len
+}
+
 impl Opcode {
     /// The header set, or None for an opcode this crate does not know.
     #[inline]
     fn flags(self) -> Option<u8> {
-        lookup(self.0).map(|(_, f)| f)
+        let v = INFO[usize::from(self.0)];
+        if v & KNOWN != 0 { Some(v as u8) } else { None }
     }
 
     #[inline]
     fn has(self, bit: u8) -> bool {
-        self.flags().is_some_and(|f| f & bit != 0)
+        INFO[usize::from(self.0)] & u16::from(bit) != 0
     }
 
     /// Bytes from the start of the BTH to the start of the payload; None if the opcode is unknown.
     #[inline]
     pub fn header_len(self) -> Option<usize> {
-        let f = self.flags()?;
-        let mut len = super::BthPacket::<&[u8]>::LEN;
-        if f & DETH != 0 {
-            len += super::DethPacket::<&[u8]>::LEN;
+        let v = INFO[usize::from(self.0)];
+        if v & KNOWN != 0 {
+            Some(usize::from(v >> 9))
+        } else {
+            None
         }
-        if f & RETH != 0 {
-            len += super::RethPacket::<&[u8]>::LEN;
-        }
-        if f & ATOMIC != 0 {
-            len += super::AtomicEthPacket::<&[u8]>::LEN;
-        }
-        if f & AETH != 0 {
-            len += super::AethPacket::<&[u8]>::LEN;
-        }
-        if f & ATOMIC_ACK != 0 {
-            len += super::AtomicAckEthPacket::<&[u8]>::LEN;
-        }
-        if f & IMM != 0 {
-            len += 4;
-        }
-        if f & IETH != 0 {
-            len += 4;
-        }
-        if f & CNP_RESV != 0 {
-            len += super::CNP_RESERVED_LEN;
-        }
-        Some(len)
     }
 
     /// True when a RETH follows the BTH (and DETH).

@@ -160,6 +160,12 @@ pub fn classify(op: Opcode) -> Option<Kind> {
     })
 }
 
+/// BTH.DestQP of a packet without parsing the rest: what an endpoint demultiplexes on.
+pub fn peek_dest_qp(ib: &[u8]) -> Option<u32> {
+    let b = ib.get(5..8)?;
+    Some(u32::from_be_bytes([0, b[0], b[1], b[2]]))
+}
+
 /// A header stack with only a BTH filled in; the caller adds extension headers.
 pub fn repr(opcode: Opcode, dest_qp: u32, psn: Psn, ack_req: bool, payload_len: usize) -> IbRepr {
     IbRepr {
@@ -227,6 +233,14 @@ mod tests {
         assert_eq!(payload_len(257, 256, 0), 256);
         assert_eq!(payload_len(257, 256, 1), 1);
         assert_eq!(payload_len(0, 256, 0), 0);
+    }
+
+    #[test]
+    fn dest_qp_is_read_from_the_bth() {
+        let mut buf = [0u8; 12];
+        repr(Opcode::RC_SEND_ONLY, 0x00ab_cdef, Psn::new(1), true, 0).emit(&mut buf);
+        assert_eq!(peek_dest_qp(&buf), Some(0x00ab_cdef));
+        assert_eq!(peek_dest_qp(&buf[..7]), None);
     }
 
     #[test]

@@ -82,6 +82,19 @@ mod tests {
         assert_eq!(Psn::new(0x7f_ffff).diff(Psn::new(0)), 0x7f_ffff);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn add_sub_and_diff_agree(a in 0u32..=PSN_MASK, n in 0u32..(1 << 23)) {
+            let p = Psn::new(a);
+            proptest::prop_assert_eq!(p.add(n).diff(p), n as i32);
+            proptest::prop_assert_eq!(p.add(n).sub(n), p);
+            proptest::prop_assert_eq!(p.diff(p.add(n)), -(n as i32));
+            proptest::prop_assert_eq!(p.add(n).after(p), n > 0);
+            proptest::prop_assert!(p.add(n).in_window(p, n + 1));
+            proptest::prop_assert!(!p.add(n).in_window(p, n));
+        }
+    }
+
     #[test]
     fn window_membership_wraps() {
         let first = Psn::new(PSN_MASK - 1);

@@ -20,6 +20,9 @@ use super::requester::{self, Requester, RetryCause};
 use super::responder::Responder;
 use super::ring::Ring;
 
+/// Most packets one message may take: a quarter of the 24-bit PSN space.
+pub const MAX_MESSAGE_PACKETS: u32 = 1 << 22;
+
 /// Life-cycle state of a queue pair.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum QpState {
@@ -133,6 +136,13 @@ impl Qp {
             return Err(Error::InvalidRequest(format!(
                 "work request {} of {} bytes exceeds the 2 GiB RC message limit",
                 wr.wr_id, wr.len
+            )));
+        }
+        // PSN comparisons are signed 24-bit: one message must stay far below 2^23 PSNs.
+        if packet::packets_for(wr.len.into(), self.cfg.pmtu) > MAX_MESSAGE_PACKETS {
+            return Err(Error::InvalidRequest(format!(
+                "work request {} of {} bytes needs more than {MAX_MESSAGE_PACKETS} packets at path MTU {}; use a larger MTU (-m) or a smaller size (-s)",
+                wr.wr_id, wr.len, self.cfg.pmtu
             )));
         }
         if !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) && wr.remote.is_none() {
@@ -345,5 +355,16 @@ fn flushed(wr_id: u64, op: crate::transport::CompletionOp, qp: u32) -> Completio
         op,
         byte_len: 0,
         imm: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_pair_can_move_to_the_datapath_thread() {
+        fn send<T: Send>() {}
+        send::<Qp>();
     }
 }

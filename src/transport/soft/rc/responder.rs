@@ -439,8 +439,11 @@ impl Responder {
                         span,
                     } if psn.in_window(first, npkts)
                         && rkey == reth.rkey
-                        && reth.va >= va
-                        && reth.va - va + u64::from(reth.dma_len) <= u64::from(len) =>
+                        && reth
+                            .va
+                            .checked_sub(va)
+                            .and_then(|skip| skip.checked_add(u64::from(reth.dma_len)))
+                            .is_some_and(|end| end <= u64::from(len)) =>
                     {
                         Some(Job::Read {
                             first,
