@@ -1,1 +1,3 @@
 //! Out-of-band setup over TCP: handshake, parameter check, barriers, result exchange.
+
+pub mod perftest;
