@@ -11,6 +11,16 @@ REPO=$(cd "$HERE/.." && pwd)
 LABDIR=${LABDIR:-$(cd "$REPO/../shared/lab/rxe" 2>/dev/null && pwd || echo /work/shared/lab/rxe)}
 OUT=${1:-/tmp/roceperf-perftest-trace}
 DATA=$REPO/tests/data/perftest_oob
+mkdir -p "$DATA"
+# one line per TCP segment with payload, retransmissions dropped (same direction and sequence number
+# seen before: under TCG the guest does retransmit now and then)
+extract() {
+    tshark -r "$1" -Y 'tcp.len>0' -T fields -e tcp.srcport -e tcp.dstport -e tcp.seq_raw -e tcp.payload 2>/dev/null |
+        awk '!seen[$1 " " $3]++ {print ($2 == 18515 ? "c2s" : "s2c"), $4}'
+}
+if [ "${EXTRACT_ONLY:-}" ]; then   # EXTRACT_ONLY=1 scripts/perftest-trace.sh PCAP NAME: one pcap
+    extract "$1" > "$DATA/$2.trace"; echo "$2: $(wc -l < "$DATA/$2.trace") messages"; exit 0
+fi
 mkdir -p "$OUT/job" "$DATA"
 cp "$LABDIR/jobs/lib.sh" "$OUT/job/lib.sh"
 cat > "$OUT/job/trace.sh" <<'JOB'
@@ -56,7 +66,6 @@ bash "$LABDIR/20-run-vm.sh" "$OUT/job/trace.sh" "$OUT/run" "${TIMEOUT_S:-900}"
 grep -E 'perftest version|rc=|CAPTURE INCOMPLETE|TIME' "$OUT/run/job.log" || true
 for p in "$OUT"/run/pcap/*.pcap; do
     name=$(basename "$p" .pcap)
-    tshark -r "$p" -Y 'tcp.len>0' -T fields -e tcp.dstport -e tcp.payload 2>/dev/null |
-        awk '{print ($1 == 18515 ? "c2s" : "s2c"), $2}' > "$DATA/$name.trace"
+    extract "$p" > "$DATA/$name.trace"
     echo "$name: $(wc -l < "$DATA/$name.trace") messages"
 done

@@ -411,3 +411,105 @@ fn script_step_names_cover_the_trace() {
         }
     }
 }
+
+/// Traces recorded in the lab VM by scripts/perftest-trace.sh (perftest 6.06 over rxe), with the options
+/// they were recorded with.
+fn lab_traces() -> Vec<(&'static str, &'static str, ScriptOptions, u64)> {
+    let all = ScriptOptions {
+        all_sizes: true,
+        ..opts(2)
+    };
+    let bidir = ScriptOptions {
+        bidirectional: true,
+        ..opts(64)
+    };
+    let two_qps = ScriptOptions {
+        num_qps: 2,
+        ..opts(64)
+    };
+    vec![
+        ("send_lat_64B_x5", "send_lat", opts(64), 5),
+        ("write_lat_64B_x5", "write_lat", opts(64), 5),
+        ("read_lat_64B_x5", "read_lat", opts(64), 5),
+        ("send_lat_all_x5", "send_lat", all, 5),
+        ("write_lat_all_x5", "write_lat", all, 5),
+        ("read_lat_all_x5", "read_lat", all, 5),
+        ("write_bw_all_x5", "write_bw", all, 5),
+        ("read_bw_all_x5", "read_bw", all, 5),
+        ("send_bw_all_x5", "send_bw", all, 5),
+        ("write_bw_bidir_64B_x5", "write_bw", bidir, 5),
+        ("read_bw_bidir_64B_x5", "read_bw", bidir, 5),
+        ("send_bw_bidir_64B_x5", "send_bw", bidir, 5),
+        ("write_bw_2qp_64B_x5", "write_bw", two_qps, 5),
+    ]
+}
+
+#[test]
+fn lab_traces_match_the_table() {
+    for (name, kind, o, _) in lab_traces() {
+        let trace = load(name);
+        for role in [Role::Client, Role::Server] {
+            let steps = roceperf::oob::perftest::script(test(kind), role, &o).unwrap();
+            let sizes = roceperf::oob::perftest::script::message_sizes(&steps, o.num_qps);
+            let dir: Vec<usize> = trace
+                .iter()
+                .filter(|m| m.from_client == (role == Role::Client))
+                .map(|m| m.bytes.len())
+                .collect();
+            assert_eq!(sizes, dir, "{name} {role:?}");
+        }
+    }
+}
+
+#[test]
+fn lab_traces_pair_in_both_roles() {
+    for (name, kind, o, iters) in lab_traces() {
+        for role in [Role::Client, Role::Server] {
+            let out = pairs(name, kind, role, o, iters);
+            let expect_runs = match (kind, role) {
+                ("write_bw" | "read_bw", Role::Server) if !o.bidirectional => vec![],
+                ("read_lat", Role::Server) => vec![],
+                _ => o.sizes(),
+            };
+            assert_eq!(runs(&out), expect_runs, "{name} {role:?}");
+            let meaningful_report = kind.ends_with("_bw")
+                && (o.bidirectional || (role == Role::Server && kind != "send_bw"));
+            match out.peer_report {
+                Some(r) => {
+                    assert!(meaningful_report, "{name} {role:?}: unexpected report");
+                    assert_eq!(r.size, o.max_size(), "{name} {role:?}");
+                    assert_eq!(r.iters, iters * o.num_qps as u64, "{name} {role:?}");
+                }
+                None => assert!(!meaningful_report, "{name} {role:?}: report missing"),
+            }
+        }
+    }
+}
+
+#[test]
+fn sweep_against_single_size_peer_fails_clearly() {
+    // Our write_bw -a server against a real client that ran -s 3000: the report names the difference.
+    let trace = load("write_bw_3000B_x5");
+    let all = ScriptOptions {
+        all_sizes: true,
+        ..opts(2)
+    };
+    let out = run(&trace, test("write_bw"), Role::Server, all, 5, true);
+    assert!(
+        matches!(
+            out.result,
+            Err(PerftestError::ParameterMismatch {
+                field: "-a/-s",
+                ours: 8388608,
+                theirs: 3000
+            })
+        ),
+        "{:?}",
+        out.result.err()
+    );
+    // Our send_lat -a client against a single-size send_lat server: it closes after one run.
+    let trace = load("send_lat_64B_x5");
+    let out = run(&trace, test("send_lat"), Role::Client, all, 5, true);
+    let e = out.result.expect_err("must fail").to_string();
+    assert!(e.contains("barrier"), "{e}");
+}

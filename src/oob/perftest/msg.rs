@@ -11,6 +11,7 @@ pub const OUR_VERSION: &str = "6.27";
 /// perftest refuses peers below this version, and so do we.
 pub const MIN_PEER_VERSION: f64 = 5.70;
 /// From this version on perftest negotiates parameters, but only with a peer that announces it too.
+#[allow(clippy::approx_constant)] // a version number, not 2π
 pub const NEGOTIATION_VERSION: f64 = 6.28;
 /// Size of each system-data block (a big-endian `int`).
 pub const SYSDATA_LEN: usize = 4;

@@ -251,13 +251,16 @@ impl<S: OobStream> Session<S> {
                     let ours = msg::mtu_bytes(msg::mtu_enum(self.local_mtu));
                     self.mtu = Some(ours.min(theirs));
                 }
+                Step::Keys | Step::KeysAgain | Step::Barrier { .. }
+                    if self.local_keys.is_none() =>
+                {
+                    let page = self.sys.unwrap_or(self.local_sys).page_size;
+                    return Ok(Action::NeedLocalKeys {
+                        buffer_len: self.opts.max_size().max(u64::from(page)),
+                    });
+                }
                 Step::Keys | Step::KeysAgain => {
-                    let Some(mine) = self.local_keys.clone() else {
-                        let page = self.sys.unwrap_or(self.local_sys).page_size;
-                        return Ok(Action::NeedLocalKeys {
-                            buffer_len: self.opts.max_size().max(u64::from(page)),
-                        });
-                    };
+                    let mine = self.local_keys.clone().unwrap_or_default();
                     let mut theirs = Vec::with_capacity(mine.len());
                     for k in &mine {
                         let mut b = [0u8; KEY_LEN_GID];
