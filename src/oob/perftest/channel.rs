@@ -17,6 +17,8 @@ pub trait OobStream: Read + Write {
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> std::io::Result<()>;
     /// Switches non-blocking mode (used to poll for a barrier while the data path runs).
     fn set_nonblocking(&mut self, nonblocking: bool) -> std::io::Result<()>;
+    /// Closes our sending direction (FIN), telling the peer we are done without closing its side.
+    fn shutdown_write(&mut self) -> std::io::Result<()>;
 }
 
 impl OobStream for TcpStream {
@@ -26,6 +28,9 @@ impl OobStream for TcpStream {
     fn set_nonblocking(&mut self, nonblocking: bool) -> std::io::Result<()> {
         TcpStream::set_nonblocking(self, nonblocking)
     }
+    fn shutdown_write(&mut self) -> std::io::Result<()> {
+        TcpStream::shutdown(self, std::net::Shutdown::Write)
+    }
 }
 
 impl OobStream for UnixStream {
@@ -34,6 +39,9 @@ impl OobStream for UnixStream {
     }
     fn set_nonblocking(&mut self, nonblocking: bool) -> std::io::Result<()> {
         UnixStream::set_nonblocking(self, nonblocking)
+    }
+    fn shutdown_write(&mut self) -> std::io::Result<()> {
+        UnixStream::shutdown(self, std::net::Shutdown::Write)
     }
 }
 
@@ -269,6 +277,19 @@ impl<S: OobStream> PerftestChannel<S> {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => return,
             }
+        }
+    }
+
+    /// Half-closes the connection: the peer reads EOF, we can still read what it sends.
+    pub fn shutdown_write(&mut self, step: &str) -> Result<()> {
+        match self.stream.shutdown_write() {
+            Ok(()) => Ok(()),
+            // Already closed by the peer: nothing left to tell it.
+            Err(e) if e.kind() == ErrorKind::NotConnected => Ok(()),
+            Err(source) => Err(PerftestError::Io {
+                step: step.to_string(),
+                source,
+            }),
         }
     }
 

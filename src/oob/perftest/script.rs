@@ -80,8 +80,8 @@ pub enum Step {
     },
     /// Write `"done\0"`; the peer writes its own and neither side reads (we drain it politely).
     Done,
-    /// No close handshake (write_lat): wait for the peer to close the connection, keeping the data path
-    /// alive, because its last operation may still need our acknowledgement.
+    /// No close handshake (write_lat): half-close, then wait for the peer to close the connection, keeping
+    /// the data path alive, because its last operation may still need our acknowledgement.
     AwaitClose,
 }
 

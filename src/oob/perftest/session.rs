@@ -320,11 +320,16 @@ impl<S: OobStream> Session<S> {
                 Step::Done => {
                     // perftest writes "done" and closes without reading; a peer that closed first
                     // is fine here.
+                    // Half-closing after it lets a roceperf peer's drain end at once.
                     let _ = self.chan.send(name, msg::DONE);
+                    let _ = self.chan.shutdown_write(name);
                     self.chan.drain(Duration::from_secs(1));
                 }
                 Step::AwaitClose => {
                     if self.awaiting.is_none() {
+                        // perftest simply exits after its run; we half-close so that a peer waiting
+                        // here too (another roceperf) sees EOF as well instead of both waiting forever.
+                        self.chan.shutdown_write(name)?;
                         self.awaiting = Some(Awaiting::Close);
                         self.ready = false;
                         return Ok(Action::AwaitPeer);
