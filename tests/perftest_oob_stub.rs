@@ -46,16 +46,29 @@ fn fake_key(test: TestKind, ip: Ipv4Addr, role: Role) -> KeyRecord {
     }
 }
 
-fn drive(
-    stream: TcpStream,
+/// One stub run's parameters.
+#[derive(Debug, Clone, Copy)]
+struct Stub {
     test: TestKind,
     role: Role,
     opts: ScriptOptions,
     iters: u64,
+    /// Our IPv4 address, for the GID.
     ip: Ipv4Addr,
     run_timeout: Duration,
     verbose: bool,
-) -> StubOutcome {
+}
+
+fn drive(stream: TcpStream, p: Stub) -> StubOutcome {
+    let Stub {
+        test,
+        role,
+        opts,
+        iters,
+        ip,
+        run_timeout,
+        verbose,
+    } = p;
     stream.set_nodelay(true).unwrap();
     let chan = PerftestChannel::new(
         stream,
@@ -117,10 +130,8 @@ fn drive(
             }
         }
     }
-    if verbose {
-        if let Some(r) = session.peer_report() {
-            println!("STUB {test} {role:?}: peer report {r:?}");
-        }
+    if let Some(r) = session.peer_report().filter(|_| verbose) {
+        println!("STUB {test} {role:?}: peer report {r:?}");
     }
     out
 }
@@ -156,25 +167,29 @@ fn our_sessions_pair_with_each_other() {
             let (s, _) = listener.accept().unwrap();
             drive(
                 s,
-                test,
-                Role::Server,
-                opts,
-                100,
-                ip,
-                Duration::from_secs(5),
-                false,
+                Stub {
+                    test,
+                    role: Role::Server,
+                    opts,
+                    iters: 100,
+                    ip,
+                    run_timeout: Duration::from_secs(5),
+                    verbose: false,
+                },
             )
         });
         let c = TcpStream::connect(addr).unwrap();
         let client = drive(
             c,
-            test,
-            Role::Client,
-            opts,
-            100,
-            ip,
-            Duration::from_secs(5),
-            false,
+            Stub {
+                test,
+                role: Role::Client,
+                opts,
+                iters: 100,
+                ip,
+                run_timeout: Duration::from_secs(5),
+                verbose: false,
+            },
         );
         let server = server.join().unwrap();
         for (role, o) in [("client", &client), ("server", &server)] {
@@ -231,13 +246,15 @@ fn lab_stub() {
     };
     let out = drive(
         stream,
-        test,
-        role,
-        ScriptOptions::single(size),
-        iters,
-        ip,
-        run_timeout,
-        true,
+        Stub {
+            test,
+            role,
+            opts: ScriptOptions::single(size),
+            iters,
+            ip,
+            run_timeout,
+            verbose: true,
+        },
     );
     let reached_run = out
         .actions
