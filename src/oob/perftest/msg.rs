@@ -21,7 +21,8 @@ pub const MTU_LEN: usize = 2;
 pub const REPORT_FIELD_LEN: usize = 8;
 /// Number of report fields: size, iterations, peak, average, message rate.
 pub const REPORT_FIELDS: usize = 5;
-/// The closing block every side writes after the close barrier (`"done"` with its NUL); nobody reads it.
+/// The closing block perftest up to 6.16 writes after the close barrier (`"done"` with its NUL); nobody
+/// reads it. perftest 6.17+ writes nothing there.
 pub const DONE: &[u8; 5] = b"done\0";
 
 /// Our version block: `"6.27"` and NULs.

@@ -318,9 +318,11 @@ impl<S: OobStream> Session<S> {
                     self.check_report(BwReport::decode(&got))?;
                 }
                 Step::Done => {
-                    // perftest writes "done" and closes without reading; a peer that closed first
-                    // is fine here.
-                    // Half-closing after it lets a roceperf peer's drain end at once.
+                    // perftest up to 6.16 writes "done" and closes without reading; 6.17+ (commit
+                    // dbf395e) just closes. We write ours (a peer that closed already is fine), then
+                    // only half-close and read until the peer's EOF: fully closing first would make
+                    // our kernel reset the connection, and a 6.06 peer whose own "done" write then
+                    // fails exits with an error. The half-close lets a roceperf peer's drain end at once.
                     let _ = self.chan.send(name, msg::DONE);
                     let _ = self.chan.shutdown_write(name);
                     self.chan.drain(Duration::from_secs(1));
