@@ -513,3 +513,36 @@ fn sweep_against_single_size_peer_fails_clearly() {
     let e = out.result.expect_err("must fail").to_string();
     assert!(e.contains("barrier"), "{e}");
 }
+
+#[test]
+fn peers_from_6_17_close_without_done() {
+    // perftest 6.17+ (commit dbf395e) closes after the close barrier without writing "done": the same
+    // traces without the peer's "done" must still finish cleanly, in both roles.
+    for (name, kind) in [
+        ("write_bw_3000B_x5", "write_bw"),
+        ("send_bw_3000B_x5", "send_bw"),
+        ("read_lat_64B_x5", "read_lat"),
+    ] {
+        let full = load(name);
+        for role in [Role::Client, Role::Server] {
+            let peer_is_client = role == Role::Server;
+            let trace: Vec<Msg> = full
+                .iter()
+                .filter(|m| !(m.from_client == peer_is_client && m.bytes == msg::DONE))
+                .cloned()
+                .collect();
+            let size = if kind.ends_with("_lat") { 64 } else { 3000 };
+            let out = run(&trace, test(kind), role, opts(size), 5, true);
+            assert!(
+                out.result.is_ok(),
+                "{name} {role:?}: {:?}",
+                out.result.err()
+            );
+            assert_eq!(out.actions.last(), Some(&Action::Finished));
+            assert_eq!(
+                out.written.last().map(|b| b.as_slice()),
+                Some(&msg::DONE[..])
+            );
+        }
+    }
+}
