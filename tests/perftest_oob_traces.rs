@@ -546,3 +546,22 @@ fn peers_from_6_17_close_without_done() {
         }
     }
 }
+
+#[test]
+fn real_perftest_servers_that_paired_with_our_stub_replay() {
+    // Captured on the lab bridge by scripts/perftest-oob-lab.sh: our stub client against real perftest
+    // 6.06 servers that need no data path from us, so the exchange ran to the end (perftest rc=0).
+    for (name, kind) in [
+        ("stub_client_vs_ib_write_bw_server", "write_bw"),
+        ("stub_client_vs_ib_read_bw_server", "read_bw"),
+        ("stub_client_vs_ib_read_lat_server", "read_lat"),
+    ] {
+        let out = pairs(name, kind, Role::Client, opts(64), 5);
+        assert_eq!(
+            out.peer_keys[0].gid[12..],
+            [10, 9, 0, 2],
+            "{name}: the guest's GID"
+        );
+        assert_eq!(runs(&out), vec![64]);
+    }
+}
