@@ -15,6 +15,7 @@ OUT=$(mkdir -p "${1:-/tmp/roceperf-perftest-oob-lab}" && cd "${1:-/tmp/roceperf-
 NS=rxelab-oob
 TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat"}
 SIZE=${SIZE:-64}; ITERS=${ITERS:-5}
+PT_TIMEOUT=${PT_TIMEOUT:-30}   # perftest waits for RDMA traffic from our fake QP forever: cut it off
 
 # the stub: an ignored test in its own test binary
 BIN=$(cd "$REPO" && cargo test --test perftest_oob_stub --no-run --message-format=json 2>/dev/null |
@@ -59,11 +60,11 @@ ib_write_bw --version
 for t in ${TESTS//,/ }; do
     args="-d rxe0 -x 1 -F -s $SIZE -n $ITERS"
     log "== perftest server: ib_$t $args"
-    timeout 60 ib_$t $args > /tmp/srv.out 2>&1; rc=$?
+    timeout $PT_TIMEOUT ib_$t $args > /tmp/srv.out 2>&1; rc=$?
     cat /tmp/srv.out; log "PERFTEST RESULT $t server rc=$rc"
     log "== perftest client: ib_$t $args 10.9.0.1"
     for try in $(seq 1 300); do
-        timeout 60 ib_$t $args 10.9.0.1 > /tmp/cli.out 2>&1; rc=$?
+        timeout $PT_TIMEOUT ib_$t $args 10.9.0.1 > /tmp/cli.out 2>&1; rc=$?
         grep -q "Couldn't connect\|Unable to open file descriptor\|Unable to init the socket" /tmp/cli.out || break
         sleep 0.3
     done
@@ -72,7 +73,7 @@ done
 log end
 JOB
 
-JOB_ENV="TESTS=${TESTS// /,} SIZE=$SIZE ITERS=$ITERS" SMP=1 \
+JOB_ENV="TESTS=${TESTS// /,} SIZE=$SIZE ITERS=$ITERS PT_TIMEOUT=$PT_TIMEOUT" SMP=1 \
 QEMU_EXTRA="-netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:00:09:02" \
     ip netns exec $NS bash "$LABDIR/20-run-vm.sh" "$OUT/job/oob.sh" "$OUT/guest" 1200 > "$OUT/guest.run.log" 2>&1 &
 VMPID=$!

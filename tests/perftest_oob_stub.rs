@@ -16,7 +16,7 @@ use roceperf::oob::perftest::script::ScriptOptions;
 use roceperf::oob::perftest::session::{Action, Session, SessionConfig};
 use roceperf::params::{Metric, Role, TestKind, Verb};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What one stub run did.
 #[derive(Debug)]
@@ -225,24 +225,11 @@ fn lab_stub() {
     let run_timeout = Duration::from_secs(env("STUB_RUN_TIMEOUT_S", "20").parse().unwrap());
     let stream = match role {
         Role::Server => {
-            let l = TcpListener::bind(&addr).unwrap();
             println!("STUB {test} server: listening on {addr}");
-            l.accept().unwrap().0
+            roceperf::oob::perftest::accept(&addr).unwrap()
         }
-        Role::Client => {
-            // perftest's server may not listen yet: retry for a minute.
-            let start = Instant::now();
-            loop {
-                match TcpStream::connect(&addr) {
-                    Ok(s) => break s,
-                    Err(e) if start.elapsed() < Duration::from_secs(120) => {
-                        let _ = e;
-                        std::thread::sleep(Duration::from_millis(200));
-                    }
-                    Err(e) => panic!("connect {addr}: {e}"),
-                }
-            }
-        }
+        // perftest's server may not listen yet: retry for two minutes.
+        Role::Client => roceperf::oob::perftest::connect(&addr, Duration::from_secs(120)).unwrap(),
     };
     let out = drive(
         stream,

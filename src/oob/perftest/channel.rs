@@ -45,6 +45,53 @@ impl OobStream for UnixStream {
     }
 }
 
+/// Connects to a perftest server (the client side), retrying a refused connection for up to `wait`
+/// (perftest itself does not retry, so start order matters less with us). Sets TCP_NODELAY so that each
+/// message leaves at once in its own segment.
+pub fn connect(addr: &str, wait: Duration) -> Result<TcpStream> {
+    let step = format!("connecting to the perftest server at {addr}");
+    let start = Instant::now();
+    loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => {
+                s.set_nodelay(true).map_err(|source| PerftestError::Io {
+                    step: step.clone(),
+                    source,
+                })?;
+                return Ok(s);
+            }
+            Err(e)
+                if matches!(e.kind(), ErrorKind::ConnectionRefused | ErrorKind::TimedOut)
+                    && start.elapsed() < wait =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(source) => {
+                return Err(PerftestError::Io {
+                    step: format!(
+                        "{step} (is the ib_* server running and listening on that port? -p must match)"
+                    ),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Accepts one perftest client on `bind` (e.g. `0.0.0.0:18515`), as perftest's server does (a single
+/// accept, then the listener is closed). Sets TCP_NODELAY.
+pub fn accept(bind: &str) -> Result<TcpStream> {
+    let step = format!("waiting for a perftest client on {bind}");
+    let io = |source| PerftestError::Io {
+        step: step.clone(),
+        source,
+    };
+    let listener = std::net::TcpListener::bind(bind).map_err(io)?;
+    let (s, _) = listener.accept().map_err(io)?;
+    s.set_nodelay(true).map_err(io)?;
+    Ok(s)
+}
+
 /// How long the channel waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
@@ -389,6 +436,28 @@ mod tests {
             msg.contains("post-RTR barrier") && msg.contains("same test"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn tcp_connect_retries_until_the_server_listens() {
+        // Find a free port, then start listening on it only after the client began connecting.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let a2 = addr.clone();
+        let server = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            accept(&a2).unwrap()
+        });
+        let c = connect(&addr, Duration::from_secs(5)).unwrap();
+        assert!(c.nodelay().unwrap());
+        let s = server.join().unwrap();
+        assert!(s.nodelay().unwrap());
+        let e = connect("127.0.0.1:1", Duration::from_millis(200)).unwrap_err();
+        assert!(e.to_string().contains("-p must match"), "{e}");
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub mod msg;
 pub mod script;
 pub mod session;
 
-pub use channel::{OobStream, PerftestChannel, Timeouts};
+pub use channel::{OobStream, PerftestChannel, Timeouts, accept, connect};
 pub use key::KeyRecord;
 pub use msg::{BwReport, PeerVersion, SysData};
 pub use script::{Barrier, ScriptOptions, Step, script};
