@@ -311,7 +311,26 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
             s.extend([barrier(Barrier::Close, true), Step::Done]);
         }
     }
+    mark_waits_after_runs(&mut s);
     Ok(s)
+}
+
+/// Any exchange that directly follows a run (posting receives aside) waits for the peer's run too (e.g.
+/// send_lat -a: the next size's barrier comes right after this size's ping-pong), and the peer's last
+/// operation may still need our acknowledgement meanwhile.
+fn mark_waits_after_runs(steps: &mut [Step]) {
+    let mut after_run = false;
+    for step in steps.iter_mut() {
+        match step {
+            Step::Run { .. } => after_run = true,
+            Step::PostReceives { .. } => {}
+            Step::Barrier { waits_for_run, .. } | Step::Report { waits_for_run } => {
+                *waits_for_run |= after_run;
+                after_run = false;
+            }
+            _ => after_run = false,
+        }
+    }
 }
 
 /// The one-way message sizes of a whole script, in order (what a trace of either direction shows).
@@ -392,6 +411,61 @@ mod tests {
             ..ScriptOptions::single(2)
         };
         assert!(script(t("read_lat"), Role::Client, &opt).is_err());
+    }
+
+    #[test]
+    fn every_exchange_right_after_a_run_waits_for_the_peer() {
+        for test in TestKind::ALL {
+            for role in [Role::Client, Role::Server] {
+                let opt = ScriptOptions {
+                    all_sizes: true,
+                    ..ScriptOptions::single(2)
+                };
+                let s = script(test, role, &opt).unwrap();
+                for w in s.windows(2) {
+                    if let [Step::Run { .. }, next] = w {
+                        assert!(
+                            matches!(
+                                next,
+                                Step::Run { .. }
+                                    | Step::PostReceives { .. }
+                                    | Step::AwaitClose
+                                    | Step::Barrier {
+                                        waits_for_run: true,
+                                        ..
+                                    }
+                                    | Step::Report {
+                                        waits_for_run: true
+                                    }
+                            ),
+                            "{test} {role:?}: {next:?} after a run"
+                        );
+                    }
+                }
+            }
+        }
+        // send_lat -a: the barrier before the second size waits (the peer is finishing the first).
+        let s = script(
+            TestKind::from_name("send_lat").unwrap(),
+            Role::Client,
+            &ScriptOptions {
+                all_sizes: true,
+                ..ScriptOptions::single(2)
+            },
+        )
+        .unwrap();
+        let befores: Vec<bool> = s
+            .iter()
+            .filter_map(|x| match x {
+                Step::Barrier {
+                    which: Barrier::BeforeRun,
+                    waits_for_run,
+                } => Some(*waits_for_run),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(befores.len(), 23);
+        assert!(!befores[0] && befores[1..].iter().all(|&w| w));
     }
 
     #[test]
