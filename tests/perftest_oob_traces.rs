@@ -13,7 +13,8 @@ use roceperf::oob::perftest::msg::{BwReport, SysData};
 use roceperf::oob::perftest::script::{ScriptOptions, Step};
 use roceperf::oob::perftest::session::{Action, Session, SessionConfig};
 use roceperf::oob::perftest::{PerftestError, msg};
-use roceperf::params::{Role, TestKind};
+use roceperf::params::{Role, TestKind, TransportKind};
+use roceperf::transport::ConnInfo;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -81,6 +82,7 @@ struct Outcome {
     peer_report: Option<BwReport>,
     actions: Vec<Action>,
     peer_keys: Vec<KeyRecord>,
+    peer_conn: Option<ConnInfo>,
 }
 
 /// Runs our session in `role` against the recorded other side of `trace`.
@@ -139,6 +141,7 @@ fn run(
     let mut actions = Vec::new();
     let mut report_idx = 0;
     let mut peer_keys = Vec::new();
+    let mut peer_conn = None;
     let result = (|| -> Result<(), PerftestError> {
         loop {
             let a = s.next()?;
@@ -151,7 +154,11 @@ fn run(
                     ks.resize(opts.num_qps, k);
                     s.set_local_keys(ks)?;
                 }
-                Action::Connect => peer_keys = s.peer().unwrap().keys.clone(),
+                Action::Connect => {
+                    let p = s.peer().unwrap();
+                    peer_keys = p.keys.clone();
+                    peer_conn = Some(p.conn_info(opts.max_size(), TransportKind::Soft));
+                }
                 Action::Run { .. } => {
                     // The report this side sent after its last run, where the trace has one.
                     if report_fields.len() >= report_idx + 5 {
@@ -192,6 +199,7 @@ fn run(
         peer_report,
         actions,
         peer_keys,
+        peer_conn,
     }
 }
 
@@ -247,6 +255,23 @@ fn pairs(name: &str, kind: &str, role: Role, opts: ScriptOptions, iters: u64) ->
             out.peer_keys[0],
             KeyRecord::parse("recorded", &peer_key.bytes).unwrap()
         );
+        // What our transport is given: the peer's QPs at the address its GID names, its buffer
+        // length as perftest exposes it, the agreed MTU.
+        let conn = out.peer_conn.as_ref().expect("connected");
+        assert_eq!(conn.qps.len(), opts.num_qps);
+        for (q, k) in conn.qps.iter().zip(&out.peer_keys) {
+            assert_eq!(
+                (q.qpn, q.psn, q.rkey, q.vaddr),
+                (k.qpn, k.psn, k.rkey, k.vaddr)
+            );
+            assert_eq!(q.len, opts.max_size().max(4096));
+        }
+        let g = out.peer_keys[0].gid;
+        assert_eq!(
+            conn.addr.as_deref(),
+            Some(format!("{}.{}.{}.{}:4791", g[12], g[13], g[14], g[15]).as_str())
+        );
+        assert_eq!((conn.mtu, conn.transport), (1024, TransportKind::Soft));
         if !poll {
             return out;
         }

@@ -168,11 +168,18 @@ impl KeyRecord {
 
     /// The peer as our transports want it. `buf_len` is what the peer exposes at each vaddr (perftest:
     /// `max(size, page size)`), `mtu` the agreed path MTU in bytes. The address is RoCE v2's UDP endpoint
-    /// derived from the GID; the transport is `verbs` because a perftest peer is a libibverbs program.
-    pub fn to_conn_info(keys: &[KeyRecord], buf_len: u64, mtu: u32) -> ConnInfo {
+    /// derived from the GID. `transport` is the *local* transport: a perftest peer speaks RoCE v2 on the
+    /// wire, which `verbs` and `soft` both connect to, and our endpoints refuse a peer description of
+    /// another kind.
+    pub fn to_conn_info(
+        keys: &[KeyRecord],
+        buf_len: u64,
+        mtu: u32,
+        transport: TransportKind,
+    ) -> ConnInfo {
         let gid = keys.first().map(|k| k.gid).unwrap_or([0; 16]);
         ConnInfo {
-            transport: TransportKind::Verbs,
+            transport,
             gid,
             gid_index: None,
             mac: None,
@@ -364,8 +371,8 @@ mod tests {
         assert_eq!(keys[0].qpn, 0x11, "QPN is 24 bits on the wire");
         assert_eq!(keys[0].out_reads, 1);
         assert_eq!(keys[0].gid, info.gid);
-        let back = KeyRecord::to_conn_info(&keys, 65536, 1024);
-        assert_eq!(back.transport, TransportKind::Verbs);
+        let back = KeyRecord::to_conn_info(&keys, 65536, 1024, TransportKind::Soft);
+        assert_eq!(back.transport, TransportKind::Soft);
         assert_eq!(back.addr.as_deref(), Some("10.9.0.1:4791"));
         assert_eq!(back.qps[0].rkey, 0x1234);
         assert_eq!(back.qps[0].vaddr, 0x7f00_0000_1000);

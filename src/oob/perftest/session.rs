@@ -5,7 +5,7 @@
 //! loop {
 //!     match session.next()? {
 //!         Action::NeedLocalKeys { buffer_len } => { create the endpoint; session.set_local_keys(..) }
-//!         Action::Connect => endpoint.connect(&session.peer().unwrap().conn_info(..))?,
+//!         Action::Connect => endpoint.connect(&session.peer().unwrap().conn_info(max_size, kind))?,
 //!         Action::PostReceives { size } => post receives for `size`,
 //!         Action::Run { size } => { run; session.set_report(report) for BW tests }
 //!         Action::AwaitPeer => while !session.poll_peer()? { endpoint.poll_cq(..)?; },
@@ -22,7 +22,7 @@ use super::key::{KEY_LEN_GID, KeyRecord, check_gid_families};
 use super::msg::{self, BwReport, PeerVersion, REPORT_FIELD_LEN, REPORT_FIELDS, SysData};
 use super::script::{ScriptOptions, Step, script};
 use super::{PerftestError, Result};
-use crate::params::{Role, TestKind};
+use crate::params::{Role, TestKind, TransportKind};
 use crate::transport::ConnInfo;
 use std::time::Duration;
 
@@ -67,12 +67,13 @@ pub struct PeerSetup {
 }
 
 impl PeerSetup {
-    /// The peer as our transports take it; `max_size` is the largest message of the test.
-    pub fn conn_info(&self, max_size: u64) -> ConnInfo {
+    /// The peer as our `transport` takes it; `max_size` is the largest message of the test.
+    pub fn conn_info(&self, max_size: u64, transport: TransportKind) -> ConnInfo {
         KeyRecord::to_conn_info(
             &self.keys,
             max_size.max(u64::from(self.sys.page_size)),
             self.mtu,
+            transport,
         )
     }
 }
