@@ -45,7 +45,7 @@ impl OobStream for UnixStream {
     }
 }
 
-/// Connects to a perftest server (the client side), retrying a refused connection for up to `wait`
+/// Connects to a perftest server (the client side), retrying a refused or unreachable peer for up to `wait`
 /// (perftest itself does not retry, so start order matters less with us). Sets TCP_NODELAY so that each
 /// message leaves at once in its own segment.
 pub fn connect(addr: &str, wait: Duration) -> Result<TcpStream> {
@@ -61,8 +61,14 @@ pub fn connect(addr: &str, wait: Duration) -> Result<TcpStream> {
                 return Ok(s);
             }
             Err(e)
-                if matches!(e.kind(), ErrorKind::ConnectionRefused | ErrorKind::TimedOut)
-                    && start.elapsed() < wait =>
+                // refused: not listening yet; unreachable: the peer's address is not up yet
+                if matches!(
+                    e.kind(),
+                    ErrorKind::ConnectionRefused
+                        | ErrorKind::TimedOut
+                        | ErrorKind::HostUnreachable
+                        | ErrorKind::NetworkUnreachable
+                ) && start.elapsed() < wait =>
             {
                 std::thread::sleep(Duration::from_millis(100));
             }
