@@ -23,7 +23,15 @@
 //! including one announcing 6.28 or later. We accept peers from 5.70 on (perftest's own minimum).
 //! Known to pair: perftest 6.06 (Debian bookworm `perftest 4.5+0.17`; recorded traces) and, from its
 //! source, every release up to 6.29 (upstream 26.04.17): their sequences for the six RC tests are the
-//! same as 6.06's when the peer announces a version below 6.28.
+//! same as 6.06's when the peer announces a version below 6.28. perftest up to 6.16 ends with
+//! `"done\0"` and 6.17+ without; both are handled.
+//!
+//! **Not covered**, each refused with a message rather than a hang: `-R`/`-z` (rdma_cm channel,
+//! binary keys), InfiniBand without `-x` (59-byte keys), `--data_validation` (76/125-byte keys),
+//! `--report-per-port` (four more report doubles), `--write_with_imm`, `--run_infinitely`, UC/UD/XRC/DC,
+//! peers below 5.70. perftest 6.06 never sends its `-s` except in the BW report, so a size mismatch is
+//! caught only where that report is meaningful (we are the server of write/read_bw, or `-b`); elsewhere
+//! it shows on the data path (remote access or length errors) or not at all (a smaller read).
 
 pub mod channel;
 pub mod key;
