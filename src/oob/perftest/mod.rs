@@ -5,14 +5,14 @@
 //! The blocks are a 16-byte version string, page size and cache line (4-byte big-endian ints), a 2-byte
 //! ASCII MTU enum, 108-byte ASCII key records (one per queue pair, and the same record again as a
 //! barrier), a 40-byte bandwidth report and a final `"done\0"`. Which of them come in which order depends
-//! on the test, the role and the options; [`script`] holds that order as a table, derived from perftest's
+//! on the test, the role and the options; [`mod@script`] holds that order as a table, derived from perftest's
 //! `send_bw.c`, `write_bw.c`, `read_bw.c`, `send_lat.c`, `write_lat.c` and `read_lat.c` and checked
 //! against traces recorded between two real perftest 6.06 processes (`tests/data/perftest_oob/`).
 //!
 //! Layers, smallest first:
 //! - [`msg`]: the fixed-size blocks (version, system data, MTU, report, done), parse and emit;
 //! - [`key`]: the ASCII key record and its mapping to and from [`crate::transport::ConnInfo`];
-//! - [`script`]: the per-test, per-role sequence of steps (the table);
+//! - [`mod@script`]: the per-test, per-role sequence of steps (the table);
 //! - [`channel`]: exact, timed reads and single writes over any [`OobStream`], errors named by step;
 //! - [`session`]: walks the script over a channel and stops at each point where the data path must act.
 //!
