@@ -9,7 +9,7 @@
 #   B. roceperf vs real perftest (--oob perftest): for each test, both host roles:
 #        guest: ib_<test> -d rxe0 -x 1 -F                               (Debian perftest 6.06)
 #        host:  roce_<test> --oob perftest --transport soft --roce v2 $HOST_SOFT_ARGS
-#      and the two sides' figures are compared (the BW report perftest prints is ours, and vice versa).
+#      and the two sides' figures are compared (BW average / t_typical within FIG_TOL %).
 #   C. the capture of br0 (RoCE v2 + TCP 18515) is checked frame by frame for ICRC
 #      (../shared/lab/rxe/30-verify-icrc.py) and decoded with tshark (summary + verbose) into OUTDIR.
 # Pass/fail per run lands in OUTDIR/results.txt ("PASS|FAIL phase test host-role detail").
@@ -126,6 +126,29 @@ sleep 0.5; kill -INT "$TDPID"; wait "$TDPID" || true; TDPID=
 grep 'GUEST RESULT' "$OUT/guest/job.log" | sed 's/.*GUEST RESULT //' | while read -r phase t role rc; do
     echo "$( [ "$rc" = rc=0 ] && echo PASS || echo FAIL ) $phase $t guest-$role $rc"
 done | tee -a "$OUT/results.txt"
+
+# B: the figures on both sides agree. Both print perftest's result table: the row starting with the size;
+# BW tests compare "BW average" (column 4), latency tests "t_typical" (column 5). TCG guests are noisy,
+# so the tolerance is wide (FIG_TOL, default 25 %); a missing row is a failure.
+figure() {   # figure FILE TEST: the figure from the first result row for $SIZE
+    local col=4; case $2 in *_lat) col=5 ;; esac
+    awk -v s="$SIZE" -v c=$col '$1 == s && NF >= c && $2 ~ /^[0-9]+$/ {print $c; exit}' "$1"
+}
+if [[ " $PHASES " == *" B "* ]]; then
+    for t in $TESTS; do
+        for role in client server; do
+            grole=server; [ $role = server ] && grole=client
+            awk -v a="== B $t guest $grole:" -v b="GUEST RESULT B $t $grole" \
+                'index($0, a) {on=1} on {print} index($0, b) {on=0}' "$OUT/guest/job.log" > "$OUT/guest_B_${t}_${grole}.log"
+            ours=$(figure "$OUT/host_B_${t}_${role}.log" "$t"); theirs=$(figure "$OUT/guest_B_${t}_${grole}.log" "$t")
+            verdict=$(awk -v a="${ours:-x}" -v b="${theirs:-y}" -v tol="${FIG_TOL:-25}" 'BEGIN{
+                if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/) {print "FAIL"; exit}
+                m = (a > b ? a : b); d = (a > b ? a - b : b - a)
+                print ((m == 0 || 100 * d / m <= tol) ? "PASS" : "FAIL") }')
+            echo "$verdict B-figures $t host-$role roceperf=${ours:-none} perftest=${theirs:-none}" | tee -a "$OUT/results.txt"
+        done
+    done
+fi
 
 # C: every RoCE frame on the bridge must carry a correct ICRC; decodes for the record
 python3 "$LABDIR/30-verify-icrc.py" "$OUT/interop.pcap" | tee "$OUT/icrc-check.txt" && icrc=PASS || icrc=FAIL
