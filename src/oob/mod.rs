@@ -11,6 +11,7 @@
 mod channel;
 mod error;
 mod params;
+pub mod perftest;
 
 pub use channel::{Channel, DEFAULT_IO_TIMEOUT, HELLO_LEN, MAGIC, PROTOCOL_VERSION};
 pub use error::Error;
