@@ -182,6 +182,7 @@ fn run_connected(
         bind: chan.local_ip(),
         connect_timeout: opts.connect_timeout,
         socket_buffer: None,
+        spin_polls: crate::transport::tcp::DEFAULT_SPIN_POLLS,
     })
     .map_err(setup)?;
     let peer_info: ConnInfo = chan.exchange("conn", &ep.local_info())?;
