@@ -329,6 +329,7 @@ mod tests {
                 }
                 other => panic!("variant changed: {other:?}"),
             }
+            assert_eq!(back, r, "whole result, histogram included");
             // Measured on its own (derived serde) round-trips too.
             let m: Measured =
                 serde_json::from_str(&serde_json::to_string(&r.measured).unwrap()).unwrap();
@@ -337,6 +338,21 @@ mod tests {
                 std::mem::discriminant(&r.measured)
             );
         }
+    }
+
+    #[test]
+    fn non_finite_numbers_still_give_valid_json() {
+        let mut r = bw_result();
+        r.cpu_util = Some(f64::NAN);
+        let text = serde_json::to_string(&to_json(&bw_info(), std::slice::from_ref(&r))).unwrap();
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        assert!(
+            doc["results"][0]
+                .get("cpu_util_pct")
+                .is_none_or(Value::is_null)
+        );
+        let back: SizeResult = serde_json::from_value(doc["results"][0].clone()).unwrap();
+        assert_eq!(back.cpu_util, None);
     }
 
     #[test]

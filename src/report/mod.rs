@@ -104,7 +104,7 @@ pub struct RunInfo {
 }
 
 /// What one message size measured.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Measured {
     /// A bandwidth test's figures.
@@ -120,7 +120,7 @@ pub enum Measured {
 }
 
 /// The result for one message size (one row of the table).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(into = "json::SizeResultRepr", try_from = "json::SizeResultRepr")]
 pub struct SizeResult {
     /// Message size in bytes.
