@@ -209,9 +209,13 @@ fn run_connected(
         progress.start_size(size);
         chan.barrier(step as u64)?;
         let mine = measure(opts, &mut ep, chan, layout, &remotes, &mut recvs, size)?;
-        let theirs = finish(opts.role, chan, &mut ep, &mine)?;
+        let theirs = finish(opts.role, chan, &mut ep, &mine, &mut recvs, layout)?;
         let shown = match (mine, theirs) {
-            (Some(m), Some(t)) if opts.bidirectional => Some(combine(m, &t)),
+            (Some(m), Some(t)) if opts.bidirectional => Some(combine(
+                m,
+                &t,
+                matches!(opts.mode, RunMode::Duration { .. }),
+            )),
             (Some(m), _) => Some(m),
             (None, t) => t,
         };
@@ -280,12 +284,15 @@ fn measure<E: Endpoint>(
                 cpu_util: opts.cpu_util,
                 layout,
             };
-            let m = if client || opts.bidirectional {
-                bw::active(ep, &spec, remotes)?
+            let m = if opts.bidirectional {
+                let duplex = (test.verb == Verb::Send).then_some(recvs);
+                bw::active(ep, &spec, remotes, duplex)?
+            } else if client {
+                bw::active(ep, &spec, remotes, None)?
             } else if test.verb == Verb::Send {
                 bw::receiver(ep, &spec, recvs, &mut stop)?
             } else {
-                bw::passive(ep, &mut stop)?;
+                bw::passive(ep, &mut stop, None)?;
                 return Ok(None);
             };
             let iterations = match opts.mode {
@@ -306,7 +313,7 @@ fn measure<E: Endpoint>(
         }
         Metric::Latency => {
             if test.verb == Verb::Read && !client {
-                bw::passive(ep, &mut stop)?;
+                bw::passive(ep, &mut stop, None)?;
                 return Ok(None);
             }
             let spec = lat::LatSpec {
@@ -341,11 +348,18 @@ fn finish<E: Endpoint>(
     chan: &mut Channel,
     ep: &mut E,
     mine: &Option<SizeResult>,
+    recvs: &mut bw::RecvState,
+    layout: Layout,
 ) -> Result<Option<SizeResult>, Error> {
     if role == Role::Client {
         chan.send("results", mine)?;
     }
-    bw::passive(ep, &mut || chan.peer_has_data().unwrap_or(true))?;
+    // SENDs still in flight need receives (TCP would otherwise hold them, and their sender with them).
+    bw::passive(
+        ep,
+        &mut || chan.peer_has_data().unwrap_or(true),
+        Some((recvs, layout)),
+    )?;
     let theirs: Option<SizeResult> = chan.recv("results")?;
     if role == Role::Server {
         chan.send("results", mine)?;
@@ -354,9 +368,15 @@ fn finish<E: Endpoint>(
 }
 
 /// Bidirectional: the sum of what each side sent, as perftest prints it.
-fn combine(mine: SizeResult, theirs: &SizeResult) -> SizeResult {
+fn combine(mine: SizeResult, theirs: &SizeResult, duration: bool) -> SizeResult {
     match (&mine.measured, &theirs.measured) {
         (Measured::Bandwidth(a), Measured::Bandwidth(b)) => SizeResult {
+            // Duration mode counts messages: the two directions together, like the rates.
+            iterations: if duration {
+                a.messages + b.messages
+            } else {
+                mine.iterations
+            },
             measured: Measured::Bandwidth(a.combined(b)),
             ..mine
         },

@@ -60,13 +60,26 @@ struct PeakRecorder {
 }
 
 /// Streams operations at the peer and measures. The active side of every bandwidth test.
+/// `duplex`: both sides SEND (bidirectional send_bw), so this side also reposts the receives the
+/// peer's SENDs consume.
 pub fn active<E: Endpoint>(
     ep: &mut E,
     spec: &BwSpec,
     remotes: &[RemoteAddr],
+    mut duplex: Option<&mut RecvState>,
 ) -> Result<BwMeasurement> {
+    if let Some(r) = duplex.as_deref_mut() {
+        r.fill(ep, &spec.layout, spec.rx_depth)?;
+    }
     if spec.warmup > 0 {
-        stream(ep, spec, remotes, RunMode::Iterations(spec.warmup), None)?;
+        stream(
+            ep,
+            spec,
+            remotes,
+            RunMode::Iterations(spec.warmup),
+            None,
+            duplex.as_deref_mut(),
+        )?;
     }
     let peak = match spec.mode {
         RunMode::Iterations(n) if spec.peak && ep.qp_count() == 1 && n <= PEAK_MAX_MESSAGES => {
@@ -78,7 +91,7 @@ pub fn active<E: Endpoint>(
         }
         _ => None,
     };
-    stream(ep, spec, remotes, spec.mode, peak)
+    stream(ep, spec, remotes, spec.mode, peak, duplex)
 }
 
 fn stream<E: Endpoint>(
@@ -87,6 +100,7 @@ fn stream<E: Endpoint>(
     remotes: &[RemoteAddr],
     mode: RunMode,
     mut peak: Option<PeakRecorder>,
+    mut duplex: Option<&mut RecvState>,
 ) -> Result<BwMeasurement> {
     let qps = ep.qp_count();
     let cq_mod = u64::from(spec.cq_mod.max(1));
@@ -167,6 +181,12 @@ fn stream<E: Endpoint>(
             for c in &comps[..n] {
                 check(c)?;
                 let q = c.qp as usize;
+                if matches!(c.op, CompletionOp::Recv | CompletionOp::RecvWithImm) {
+                    if let Some(r) = duplex.as_deref_mut() {
+                        r.replace(ep, &spec.layout, q)?;
+                    }
+                    continue;
+                }
                 let newly = c.wr_id + 1 - done[q];
                 done[q] = c.wr_id + 1;
                 if sample_start.is_some() && sample_end.is_none() {
@@ -241,7 +261,10 @@ impl RecvState {
 
     /// A receive of queue pair `q` was consumed; post another in its place.
     pub fn replace<E: Endpoint>(&mut self, ep: &mut E, layout: &Layout, q: usize) -> Result<()> {
-        self.posted[q] -= 1;
+        if self.posted.len() <= q {
+            self.posted.resize(q + 1, 0);
+        }
+        self.posted[q] = self.posted[q].saturating_sub(1);
         self.post(ep, layout, q)
     }
 }
@@ -328,8 +351,12 @@ pub fn receiver<E: Endpoint>(
 }
 
 /// The passive side of WRITE and READ tests: keep the transport running (it applies WRITEs and answers
-/// READs) until `stop` says the peer is done.
-pub fn passive<E: Endpoint>(ep: &mut E, stop: &mut dyn FnMut() -> bool) -> Result<()> {
+/// READs) until `stop` says the peer is done. With `recvs`, SENDs that still arrive get fresh receives.
+pub fn passive<E: Endpoint>(
+    ep: &mut E,
+    stop: &mut dyn FnMut() -> bool,
+    mut recvs: Option<(&mut RecvState, Layout)>,
+) -> Result<()> {
     let mut comps = [Completion::EMPTY; 64];
     let mut sc = StopCheck::new();
     loop {
@@ -341,6 +368,11 @@ pub fn passive<E: Endpoint>(ep: &mut E, stop: &mut dyn FnMut() -> bool) -> Resul
         };
         for c in &comps[..n] {
             check(c)?;
+            if let Some((r, layout)) = recvs.as_mut()
+                && matches!(c.op, CompletionOp::Recv | CompletionOp::RecvWithImm)
+            {
+                r.replace(ep, layout, c.qp as usize)?;
+            }
         }
         if sc.check(stop) {
             return Ok(());
@@ -377,10 +409,10 @@ mod tests {
         let done = Arc::new(AtomicBool::new(false));
         let d2 = done.clone();
         let t = std::thread::spawn(move || {
-            passive(&mut server, &mut || d2.load(Ordering::Acquire)).unwrap();
+            passive(&mut server, &mut || d2.load(Ordering::Acquire), None).unwrap();
             server
         });
-        let m = active(&mut client, &s, &remotes).unwrap();
+        let m = active(&mut client, &s, &remotes, None).unwrap();
         // Let the server apply what is still in the socket before it stops.
         std::thread::sleep(std::time::Duration::from_millis(50));
         done.store(true, Ordering::Release);
@@ -396,10 +428,10 @@ mod tests {
         let done = Arc::new(AtomicBool::new(false));
         let d2 = done.clone();
         let t = std::thread::spawn(move || {
-            passive(&mut server, &mut || d2.load(Ordering::Acquire)).unwrap();
+            passive(&mut server, &mut || d2.load(Ordering::Acquire), None).unwrap();
             server
         });
-        let m = active(&mut client, &s, &remotes).unwrap();
+        let m = active(&mut client, &s, &remotes, None).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
         done.store(true, Ordering::Release);
         let server = t.join().unwrap();
@@ -442,7 +474,7 @@ mod tests {
             let mut st = RecvState::default();
             receiver(&mut server, &s, &mut st, &mut || false).unwrap()
         });
-        let m = active(&mut client, &s, &remotes).unwrap();
+        let m = active(&mut client, &s, &remotes, None).unwrap();
         let r = t.join().unwrap();
         assert_eq!(
             (m.messages, r.messages, r.size),

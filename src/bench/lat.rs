@@ -375,9 +375,11 @@ mod tests {
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let d2 = done.clone();
         let t = std::thread::spawn(move || {
-            crate::bench::bw::passive(&mut server, &mut || {
-                d2.load(std::sync::atomic::Ordering::Acquire)
-            })
+            crate::bench::bw::passive(
+                &mut server,
+                &mut || d2.load(std::sync::atomic::Ordering::Acquire),
+                None,
+            )
             .unwrap()
         });
         let mut r = RecvState::default();
