@@ -1173,6 +1173,31 @@ mod tests {
     }
 
     #[test]
+    fn write_with_immediate_places_data_and_consumes_a_receive() {
+        let (mut server, mut client) = pair(8192);
+        server
+            .post_recv(
+                0,
+                &RecvRequest {
+                    wr_id: 77,
+                    offset: 0,
+                    len: 0,
+                },
+            )
+            .unwrap();
+        client.buffer_mut(0)[..3].copy_from_slice(b"imm");
+        let mut wr = write_req(&client, &server, 1, 0, 3, SendOp::WriteWithImm(0xabcd));
+        wr.remote.as_mut().unwrap().addr += 4096;
+        client.post_send(0, &wr).unwrap();
+        let c = drive(&mut server, &mut client, 1);
+        assert_eq!(
+            (c[0].wr_id, c[0].op, c[0].byte_len, c[0].imm),
+            (77, CompletionOp::RecvWithImm, 3, Some(0xabcd))
+        );
+        assert_eq!(&server.buffer(0)[4096..4099], b"imm");
+    }
+
+    #[test]
     fn send_waits_for_a_receive_to_be_posted() {
         let (mut server, mut client) = pair(4096);
         let wr = SendRequest {
