@@ -32,7 +32,7 @@ const DATA_MAGIC: &[u8; 8] = b"rpdata01";
 const PREAMBLE_LEN: usize = 16;
 
 /// Frames gathered into one `writev` (two iovecs each).
-const TX_BATCH: usize = 32;
+const TX_BATCH: usize = 128;
 
 /// Receive staging area: small frames are read many at a time into it, then copied out.
 const STAGE_LEN: usize = 256 * 1024;
@@ -466,7 +466,8 @@ fn would_block() -> bool {
 
 impl Qp {
     /// Writes as much of the send queue as the socket takes; records completions of finished frames.
-    fn flush(&mut self, idx: usize, cq: &mut VecDeque<Completion>) -> Result<()> {
+    fn flush(&mut self, idx: usize, cq: &mut VecDeque<Completion>) -> Result<bool> {
+        let mut wrote = false;
         while self.writable && !self.tx.is_empty() {
             let mut iov = [libc::iovec {
                 iov_base: std::ptr::null_mut(),
@@ -496,10 +497,11 @@ impl Qp {
             if n < 0 {
                 if would_block() {
                     self.writable = false;
-                    return Ok(());
+                    return Ok(wrote);
                 }
                 return Err(sys_err(idx, "writing"));
             }
+            wrote = true;
             let mut n = n as usize;
             while n > 0 {
                 let f = self
@@ -530,7 +532,7 @@ impl Qp {
                 }
             }
         }
-        Ok(())
+        Ok(wrote)
     }
 
     /// Reads what the socket has and applies whole and partial frames; stops when the socket is empty,
@@ -540,7 +542,7 @@ impl Qp {
         idx: usize,
         cq: &mut VecDeque<Completion>,
         mut budget: usize,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         // An end of stream right after data is reported on the next call, so the data is seen first.
         let mut progressed = false;
         loop {
@@ -558,7 +560,7 @@ impl Qp {
                 if fr.done < fr.hdr.len as usize {
                     if budget == 0 || !self.readable {
                         self.rx = Some(fr);
-                        return Ok(());
+                        return Ok(progressed);
                     }
                     // The staging area is empty here: read the rest of the payload plus a little of what follows.
                     self.stage_start = 0;
@@ -581,12 +583,16 @@ impl Qp {
                         self.rx = Some(fr);
                         if would_block() {
                             self.readable = false;
-                            return Ok(());
+                            return Ok(progressed);
                         }
                         return Err(sys_err(idx, "reading"));
                     }
                     if n == 0 {
-                        return if progressed { Ok(()) } else { Err(closed(idx)) };
+                        return if progressed {
+                            Ok(true)
+                        } else {
+                            Err(closed(idx))
+                        };
                     }
                     progressed = true;
                     let n = n as usize;
@@ -613,7 +619,7 @@ impl Qp {
                 };
                 let Some(dest) = self.place(idx, &hdr)? else {
                     // A SEND with no receive posted: leave it in the socket until one is (TCP flow control).
-                    return Ok(());
+                    return Ok(progressed);
                 };
                 self.stage_start += HEADER_LEN;
                 let fr = RxFrame { hdr, dest, done: 0 };
@@ -626,7 +632,7 @@ impl Qp {
                 continue;
             }
             if budget == 0 || !self.readable {
-                return Ok(());
+                return Ok(progressed);
             }
             // Need more bytes for a header: compact the staging area and fill it.
             if self.stage_start > 0 {
@@ -640,12 +646,16 @@ impl Qp {
             if n < 0 {
                 if would_block() {
                     self.readable = false;
-                    return Ok(());
+                    return Ok(progressed);
                 }
                 return Err(sys_err(idx, "reading"));
             }
             if n == 0 {
-                return if progressed { Ok(()) } else { Err(closed(idx)) };
+                return if progressed {
+                    Ok(true)
+                } else {
+                    Err(closed(idx))
+                };
             }
             progressed = true;
             self.stage_end += n as usize;
@@ -893,7 +903,6 @@ impl Endpoint for TcpEndpoint {
             imm,
         }
         .emit();
-        let was_idle = q.tx.is_empty();
         if op == FrameOp::ReadReq {
             if q.reads.len() >= q.peer_max_reads.max(1) {
                 return Err(Error::QueueFull);
@@ -923,11 +932,7 @@ impl Endpoint for TcpEndpoint {
             });
         }
         q.outstanding += 1;
-        // Write at once when the socket was idle (latency); when frames are queued the socket is full
-        // and poll_cq will write them in batches.
-        if was_idle {
-            q.flush(qp, &mut self.cq)?;
-        }
+        // No system call here: poll_cq writes everything posted since its last call in one writev.
         Ok(())
     }
 
@@ -956,7 +961,16 @@ impl Endpoint for TcpEndpoint {
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize> {
         if self.cq.len() < out.len() {
-            // SAFETY: `events` is our own buffer of `events.len()` entries; timeout 0 never sleeps.
+            // Transmit what was posted since the last call first: a ping-pong's request leaves at once,
+            // and a burst of small posts goes out in one writev.
+            let mut progress = false;
+            for (i, q) in self.qps.iter_mut().enumerate() {
+                if q.stream.is_some() && q.writable && !q.tx.is_empty() {
+                    progress |= q.flush(i, &mut self.cq)?;
+                }
+            }
+            // SAFETY: `events` is our own buffer of `events.len()` entries; the timeout is 0 or
+            // IDLE_SLEEP_MS.
             let n = unsafe {
                 libc::epoll_wait(
                     self.epoll.as_raw_fd(),
@@ -969,12 +983,6 @@ impl Endpoint for TcpEndpoint {
                     },
                 )
             };
-            let busy = n > 0
-                || self
-                    .qps
-                    .iter()
-                    .any(|q| q.readable || (q.writable && !q.tx.is_empty()));
-            self.idle = if busy { 0 } else { self.idle + 1 };
             if n < 0 && !would_block() {
                 return Err(io_err("polling the data connections")(
                     io::Error::last_os_error(),
@@ -996,12 +1004,13 @@ impl Endpoint for TcpEndpoint {
                     continue;
                 }
                 if q.readable {
-                    q.receive(i, &mut self.cq, 4 * 1024 * 1024)?;
+                    progress |= q.receive(i, &mut self.cq, 4 * 1024 * 1024)?;
                 }
                 if q.writable && !q.tx.is_empty() {
-                    q.flush(i, &mut self.cq)?;
+                    progress |= q.flush(i, &mut self.cq)?;
                 }
             }
+            self.idle = if progress || n > 0 { 0 } else { self.idle + 1 };
         }
         let n = out.len().min(self.cq.len());
         for (slot, c) in out.iter_mut().zip(self.cq.drain(..n)) {
