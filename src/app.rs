@@ -169,22 +169,48 @@ fn run_connected(
     chan.check_params(&test_params(opts))?;
     verbose(opts, || "parameters agree with the peer".into());
     let layout = Layout::for_size(opts.max_size());
-    let setup = |source| Error::Setup {
+    // One arm per transport; everything after the endpoint is created is generic over Endpoint.
+    match opts.transport {
+        TransportKind::Tcp => {
+            let ep = TcpEndpoint::new(TcpConfig {
+                role: opts.role,
+                qps: opts.qps as usize,
+                buf_len: layout.buffer_len(),
+                sq_depth: opts.tx_depth as usize,
+                rq_depth: rx_depth(opts) as usize,
+                bind: chan.local_ip(),
+                connect_timeout: opts.connect_timeout,
+                socket_buffer: None,
+                spin_polls: crate::transport::tcp::DEFAULT_SPIN_POLLS,
+            })
+            .map_err(|source| setup_error(opts, source))?;
+            run_sizes(opts, chan, pinned, layout, ep)
+        }
+        other => Err(setup_error(
+            opts,
+            transport::Error::Unavailable(format!(
+                "the {other} transport is not built yet; use --transport tcp"
+            )),
+        )),
+    }
+}
+
+fn setup_error(opts: &Options, source: transport::Error) -> Error {
+    Error::Setup {
         transport: opts.transport,
         source,
-    };
-    let mut ep = TcpEndpoint::new(TcpConfig {
-        role: opts.role,
-        qps: opts.qps as usize,
-        buf_len: layout.buffer_len(),
-        sq_depth: opts.tx_depth as usize,
-        rq_depth: rx_depth(opts) as usize,
-        bind: chan.local_ip(),
-        connect_timeout: opts.connect_timeout,
-        socket_buffer: None,
-        spin_polls: crate::transport::tcp::DEFAULT_SPIN_POLLS,
-    })
-    .map_err(setup)?;
+    }
+}
+
+/// Connects the endpoint to the peer, prints the header and runs every size.
+fn run_sizes<E: Endpoint>(
+    opts: &Options,
+    chan: &mut Channel,
+    pinned: &bench::affinity::Pinned,
+    layout: Layout,
+    mut ep: E,
+) -> Result<(), Error> {
+    let setup = |source| setup_error(opts, source);
     let peer_info: ConnInfo = chan.exchange("conn", &ep.local_info())?;
     ep.connect(&peer_info).map_err(setup)?;
     verbose(opts, || {
