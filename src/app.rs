@@ -84,7 +84,7 @@ fn verbose(opts: &Options, msg: impl FnOnce() -> String) {
 
 /// Runs one test as the options say, printing the report; the error says what failed.
 pub fn run(opts: &Options) -> Result<(), Error> {
-    let pinned = bench::affinity::pin(opts.cpu)?;
+    let pinned = bench::affinity::pin(opts.cpu, opts.role)?;
     verbose(opts, || format!("datapath pinned to {}", pinned.reason));
     let mut chan = match (&opts.role, &opts.host) {
         (Role::Client, Some(host)) => Channel::connect(
