@@ -10,6 +10,13 @@
 //! message. Payloads move straight between the registered buffer and the socket (`writev` of many
 //! header+payload pairs in one call; `readv` of the rest of a payload plus the next headers), so a large
 //! message costs about one system call on each side, and a small one shares its call with its neighbours.
+//! `post_send` only queues; `poll_cq` transmits, reads, and reports completions.
+//!
+//! Readiness comes from an edge-triggered epoll set polled with a zero timeout, not from reads and
+//! writes that fail with EAGAIN: those take the socket lock that the kernel's loopback TCP processing
+//! needs. After [`DEFAULT_SPIN_POLLS`] idle polls `poll_cq` sleeps in epoll (at most [`IDLE_SLEEP_MS`])
+//! until a socket is ready, so a spinning side never starves the kernel work it is waiting for on a
+//! busy machine; a ping-pong's reply arrives well within the spinning phase.
 
 use super::{
     Completion, CompletionOp, CompletionStatus, ConnInfo, Endpoint, Error, QpInfo, RecvRequest,
