@@ -84,7 +84,7 @@ fn verbose(opts: &Options, msg: impl FnOnce() -> String) {
 
 /// Runs one test as the options say, printing the report; the error says what failed.
 pub fn run(opts: &Options) -> Result<(), Error> {
-    let pinned = bench::affinity::pin(opts.cpu)?;
+    let pinned = bench::affinity::pin(opts.cpu, opts.role)?;
     verbose(opts, || format!("datapath pinned to {}", pinned.reason));
     let mut chan = match (&opts.role, &opts.host) {
         (Role::Client, Some(host)) => Channel::connect(
@@ -169,21 +169,48 @@ fn run_connected(
     chan.check_params(&test_params(opts))?;
     verbose(opts, || "parameters agree with the peer".into());
     let layout = Layout::for_size(opts.max_size());
-    let setup = |source| Error::Setup {
+    // One arm per transport; everything after the endpoint is created is generic over Endpoint.
+    match opts.transport {
+        TransportKind::Tcp => {
+            let ep = TcpEndpoint::new(TcpConfig {
+                role: opts.role,
+                qps: opts.qps as usize,
+                buf_len: layout.buffer_len(),
+                sq_depth: opts.tx_depth as usize,
+                rq_depth: rx_depth(opts) as usize,
+                bind: chan.local_ip(),
+                connect_timeout: opts.connect_timeout,
+                socket_buffer: None,
+                spin_polls: crate::transport::tcp::DEFAULT_SPIN_POLLS,
+            })
+            .map_err(|source| setup_error(opts, source))?;
+            run_sizes(opts, chan, pinned, layout, ep)
+        }
+        other => Err(setup_error(
+            opts,
+            transport::Error::Unavailable(format!(
+                "the {other} transport is not built yet; use --transport tcp"
+            )),
+        )),
+    }
+}
+
+fn setup_error(opts: &Options, source: transport::Error) -> Error {
+    Error::Setup {
         transport: opts.transport,
         source,
-    };
-    let mut ep = TcpEndpoint::new(TcpConfig {
-        role: opts.role,
-        qps: opts.qps as usize,
-        buf_len: layout.buffer_len(),
-        sq_depth: opts.tx_depth as usize,
-        rq_depth: rx_depth(opts) as usize,
-        bind: chan.local_ip(),
-        connect_timeout: opts.connect_timeout,
-        socket_buffer: None,
-    })
-    .map_err(setup)?;
+    }
+}
+
+/// Connects the endpoint to the peer, prints the header and runs every size.
+fn run_sizes<E: Endpoint>(
+    opts: &Options,
+    chan: &mut Channel,
+    pinned: &bench::affinity::Pinned,
+    layout: Layout,
+    mut ep: E,
+) -> Result<(), Error> {
+    let setup = |source| setup_error(opts, source);
     let peer_info: ConnInfo = chan.exchange("conn", &ep.local_info())?;
     ep.connect(&peer_info).map_err(setup)?;
     verbose(opts, || {
@@ -208,9 +235,13 @@ fn run_connected(
         progress.start_size(size);
         chan.barrier(step as u64)?;
         let mine = measure(opts, &mut ep, chan, layout, &remotes, &mut recvs, size)?;
-        let theirs = finish(opts.role, chan, &mut ep, &mine)?;
+        let theirs = finish(opts.role, chan, &mut ep, &mine, &mut recvs, layout)?;
         let shown = match (mine, theirs) {
-            (Some(m), Some(t)) if opts.bidirectional => Some(combine(m, &t)),
+            (Some(m), Some(t)) if opts.bidirectional => Some(combine(
+                m,
+                &t,
+                matches!(opts.mode, RunMode::Duration { .. }),
+            )),
             (Some(m), _) => Some(m),
             (None, t) => t,
         };
@@ -279,12 +310,15 @@ fn measure<E: Endpoint>(
                 cpu_util: opts.cpu_util,
                 layout,
             };
-            let m = if client || opts.bidirectional {
-                bw::active(ep, &spec, remotes)?
+            let m = if opts.bidirectional {
+                let duplex = (test.verb == Verb::Send).then_some(recvs);
+                bw::active(ep, &spec, remotes, duplex)?
+            } else if client {
+                bw::active(ep, &spec, remotes, None)?
             } else if test.verb == Verb::Send {
                 bw::receiver(ep, &spec, recvs, &mut stop)?
             } else {
-                bw::passive(ep, &mut stop)?;
+                bw::passive(ep, &mut stop, None)?;
                 return Ok(None);
             };
             let iterations = match opts.mode {
@@ -305,7 +339,7 @@ fn measure<E: Endpoint>(
         }
         Metric::Latency => {
             if test.verb == Verb::Read && !client {
-                bw::passive(ep, &mut stop)?;
+                bw::passive(ep, &mut stop, None)?;
                 return Ok(None);
             }
             let spec = lat::LatSpec {
@@ -340,11 +374,18 @@ fn finish<E: Endpoint>(
     chan: &mut Channel,
     ep: &mut E,
     mine: &Option<SizeResult>,
+    recvs: &mut bw::RecvState,
+    layout: Layout,
 ) -> Result<Option<SizeResult>, Error> {
     if role == Role::Client {
         chan.send("results", mine)?;
     }
-    bw::passive(ep, &mut || chan.peer_has_data().unwrap_or(true))?;
+    // SENDs still in flight need receives (TCP would otherwise hold them, and their sender with them).
+    bw::passive(
+        ep,
+        &mut || chan.peer_has_data().unwrap_or(true),
+        Some((recvs, layout)),
+    )?;
     let theirs: Option<SizeResult> = chan.recv("results")?;
     if role == Role::Server {
         chan.send("results", mine)?;
@@ -353,9 +394,15 @@ fn finish<E: Endpoint>(
 }
 
 /// Bidirectional: the sum of what each side sent, as perftest prints it.
-fn combine(mine: SizeResult, theirs: &SizeResult) -> SizeResult {
+fn combine(mine: SizeResult, theirs: &SizeResult, duration: bool) -> SizeResult {
     match (&mine.measured, &theirs.measured) {
         (Measured::Bandwidth(a), Measured::Bandwidth(b)) => SizeResult {
+            // Duration mode counts messages: the two directions together, like the rates.
+            iterations: if duration {
+                a.messages + b.messages
+            } else {
+                mine.iterations
+            },
             measured: Measured::Bandwidth(a.combined(b)),
             ..mine
         },

@@ -32,11 +32,11 @@ pub struct Args {
     /// Server host name or address; given, this process is the client.
     pub host: Option<String>,
 
-    /// RDMA device (mlx5_0, rxe0) or network interface (eth0) [verbs, soft].
+    /// RDMA device (mlx5_0, rxe0) or network interface (eth0) (verbs, soft only).
     #[arg(short = 'd', long = "ib-dev")]
     pub device: Option<String>,
 
-    /// HCA port number, from 1 [verbs].
+    /// HCA port number, from 1 (verbs only).
     #[arg(short = 'i', long = "ib-port", value_parser = clap::value_parser!(u8).range(1..))]
     pub ib_port: Option<u8>,
 
@@ -44,7 +44,7 @@ pub struct Args {
     #[arg(short = 'p', long = "port", default_value_t = 18515)]
     pub port: u16,
 
-    /// GID index 0..64 [verbs, soft].
+    /// GID index 0..64 (verbs, soft only).
     #[arg(short = 'x', long = "gid-index", value_parser = clap::value_parser!(u8).range(0..=64))]
     pub gid_index: Option<u8>,
 
@@ -68,23 +68,23 @@ pub struct Args {
     #[arg(short = 'f', long = "margin")]
     pub margin: Option<u64>,
 
-    /// Queue pairs (TCP: connections), 1..16384 (SYMMETRIC) [bandwidth tests].
+    /// Queue pairs (TCP: connections), 1..16384 (SYMMETRIC) (bandwidth tests only).
     #[arg(short = 'q', long = "qp", value_parser = clap::value_parser!(u32).range(1..=16384))]
     pub qps: Option<u32>,
 
-    /// Operations in flight per queue pair, 1..15000 [bandwidth tests] [default: 128].
+    /// Operations in flight per queue pair, 1..15000 (bandwidth tests only) [default: 128].
     #[arg(short = 't', long = "tx-depth", value_parser = clap::value_parser!(u32).range(1..=15000))]
     pub tx_depth: Option<u32>,
 
-    /// One signaled completion every N operations, 1..1024 [bandwidth tests] [default: 100, 1 above 8 KiB].
+    /// One signaled completion every N operations, 1..1024 (bandwidth tests only) [default: 100, 1 above 8 KiB].
     #[arg(short = 'Q', long = "cq-mod", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub cq_mod: Option<u32>,
 
-    /// Path MTU 256..4096 [verbs, soft].
+    /// Path MTU 256..4096 (verbs, soft only).
     #[arg(short = 'm', long = "mtu", value_parser = parse_mtu)]
     pub mtu: Option<u32>,
 
-    /// Maximum inline size 0..1024 [verbs, soft].
+    /// Maximum inline size 0..1024 (verbs, soft only).
     #[arg(short = 'I', long = "inline_size", value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub inline_size: Option<u32>,
 
@@ -92,7 +92,7 @@ pub struct Args {
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
 
-    /// Both sides send; each measures what it sends (SYMMETRIC) [bandwidth tests].
+    /// Both sides send; each measures what it sends (SYMMETRIC) (bandwidth tests only).
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
 
@@ -112,7 +112,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
     pub transport: TransportArg,
 
-    /// RoCE version [verbs, soft].
+    /// RoCE version (verbs, soft only).
     #[arg(long, value_enum)]
     pub roce: Option<RoceArg>,
 

@@ -116,6 +116,24 @@ fn bidirectional_write_bw_sums_both_directions() {
 }
 
 #[test]
+fn bidirectional_send_bw_receives_while_sending() {
+    let (s, c) = pair("send_bw", &["-b", "-n", "300", "-s", "32K"]);
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    for out in [&c.stdout, &s.stdout] {
+        assert!(out.contains("Send Bidirectional BW Test"), "{out}");
+        let r = rows(out);
+        assert_eq!((r.len(), r[0][0]), (1, 32768.0), "{out}");
+    }
+}
+
+#[test]
+fn bidirectional_duration_write_bw() {
+    let (s, c) = pair("write_bw", &["-b", "-D", "2", "-s", "4K"]);
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    assert!(rows(&c.stdout)[0][1] > 0.0, "{}", c.stdout);
+}
+
+#[test]
 fn several_queue_pairs() {
     let (s, c) = pair("read_bw", &["-q", "3", "-n", "40", "-s", "8K"]);
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);

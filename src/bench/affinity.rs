@@ -1,6 +1,16 @@
 //! Pinning the datapath thread to one core.
 
 use super::{Error, Result};
+use crate::params::Role;
+use core_affinity::CoreId;
+
+/// The default core for `role` among the `ids` this process may use.
+fn default_core(ids: &[CoreId], role: Role) -> Option<CoreId> {
+    match role {
+        Role::Client if ids.len() >= 2 => Some(ids[ids.len() - 2]),
+        _ => ids.last().copied(),
+    }
+}
 
 /// The core the datapath runs on and why that one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,8 +22,9 @@ pub struct Pinned {
 }
 
 /// Pins the calling thread to `requested`, or by default to the last core this process may use
-/// (core 0 usually takes most interrupts and housekeeping).
-pub fn pin(requested: Option<usize>) -> Result<Pinned> {
+/// (core 0 usually takes most interrupts and housekeeping) for a server and the one before it for a
+/// client, so that a test over loopback does not put both busy-polling sides on one core.
+pub fn pin(requested: Option<usize>, role: Role) -> Result<Pinned> {
     let ids = core_affinity::get_core_ids().unwrap_or_default();
     let available = || {
         ids.iter()
@@ -31,11 +42,11 @@ pub fn pin(requested: Option<usize>) -> Result<Pinned> {
                 });
             }
         },
-        None => match ids.last() {
+        None => match default_core(&ids, role) {
             Some(c) => (
-                *c,
+                c,
                 format!(
-                    "core {} by default: the last core this process may use, away from core 0 where most interrupts land; choose another with --cpu",
+                    "core {} by default: servers take the last core this process may use and clients the one before it, so both sides of a loopback test get a core of their own, as far from core 0 (where most interrupts land) as possible; choose another with --cpu",
                     c.id
                 ),
             ),
@@ -61,10 +72,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn server_and_client_default_to_different_cores() {
+        let ids: Vec<CoreId> = [0, 1, 2, 3].map(|id| CoreId { id }).to_vec();
+        assert_eq!(default_core(&ids, Role::Server), Some(CoreId { id: 3 }));
+        assert_eq!(default_core(&ids, Role::Client), Some(CoreId { id: 2 }));
+        let one = [CoreId { id: 5 }];
+        assert_eq!(default_core(&one, Role::Client), Some(CoreId { id: 5 }));
+    }
+
+    #[test]
     fn pins_to_an_available_core_and_rejects_a_missing_one() {
         // Run in a thread so the test harness's own thread keeps its affinity.
         std::thread::spawn(|| {
-            let p = pin(None).unwrap();
+            let p = pin(None, Role::Server).unwrap();
             let ids = core_affinity::get_core_ids().unwrap();
             assert_eq!(
                 ids,
@@ -72,7 +92,7 @@ mod tests {
                 "now pinned to exactly one core"
             );
             assert!(matches!(
-                pin(Some(100_000)),
+                pin(Some(100_000), Role::Client),
                 Err(Error::NoSuchCore {
                     requested: 100_000,
                     ..

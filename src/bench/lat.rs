@@ -9,7 +9,7 @@
 //! [`TestKind::rtt_factor`]: crate::params::TestKind::rtt_factor
 
 use super::bw::RecvState;
-use super::{Layout, Result, Window, check, cpu::CpuSample, tr};
+use super::{Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr};
 use crate::cli::RunMode;
 use crate::params::{Role, Verb};
 use crate::transport::{Completion, CompletionOp, Endpoint, RemoteAddr, SendOp, SendRequest};
@@ -51,7 +51,7 @@ struct Waiter {
     comps: [Completion; 16],
     recvs: u64,
     sends: u64,
-    spins: u32,
+    stop_check: StopCheck,
 }
 
 impl Waiter {
@@ -69,10 +69,9 @@ impl Waiter {
         Ok(())
     }
 
-    /// True when `stop` says the peer is done (checked every 1024 spins: it may be a system call).
+    /// True when `stop` says the peer is done.
     fn stopped(&mut self, stop: &mut dyn FnMut() -> bool) -> bool {
-        self.spins = self.spins.wrapping_add(1);
-        self.spins.is_multiple_of(1024) && stop()
+        self.stop_check.check(stop)
     }
 }
 
@@ -164,7 +163,7 @@ pub fn run<E: Endpoint>(
         comps: [Completion::EMPTY; 16],
         recvs: 0,
         sends: 0,
-        spins: 0,
+        stop_check: StopCheck::new(),
     };
     let (op, remote, offset) = match spec.verb {
         Verb::Send => (SendOp::Send, None, 0),
@@ -376,9 +375,11 @@ mod tests {
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let d2 = done.clone();
         let t = std::thread::spawn(move || {
-            crate::bench::bw::passive(&mut server, &mut || {
-                d2.load(std::sync::atomic::Ordering::Acquire)
-            })
+            crate::bench::bw::passive(
+                &mut server,
+                &mut || d2.load(std::sync::atomic::Ordering::Acquire),
+                None,
+            )
             .unwrap()
         });
         let mut r = RecvState::default();

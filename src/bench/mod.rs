@@ -147,6 +147,32 @@ impl Window {
     }
 }
 
+/// How often a waiting loop asks whether the peer is done (the question may be a system call).
+const STOP_CHECK_EVERY: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// Rate-limits a `stop` callback to one call per [`STOP_CHECK_EVERY`], whatever the loop's speed.
+pub(crate) struct StopCheck {
+    last: Instant,
+}
+
+impl StopCheck {
+    pub(crate) fn new() -> StopCheck {
+        StopCheck {
+            last: Instant::now(),
+        }
+    }
+
+    /// Calls `stop` when it is due; false otherwise.
+    pub(crate) fn check(&mut self, stop: &mut dyn FnMut() -> bool) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.last) < STOP_CHECK_EVERY {
+            return false;
+        }
+        self.last = now;
+        stop()
+    }
+}
+
 /// Checks a completion's status.
 fn check(c: &transport::Completion) -> Result<()> {
     if c.status == CompletionStatus::Success {
@@ -179,6 +205,7 @@ pub(crate) mod testing {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             connect_timeout: Duration::from_secs(5),
             socket_buffer: None,
+            spin_polls: crate::transport::tcp::DEFAULT_SPIN_POLLS,
         };
         let mut s = TcpEndpoint::new(cfg(Role::Server)).unwrap();
         let mut c = TcpEndpoint::new(cfg(Role::Client)).unwrap();

@@ -10,6 +10,13 @@
 //! message. Payloads move straight between the registered buffer and the socket (`writev` of many
 //! header+payload pairs in one call; `readv` of the rest of a payload plus the next headers), so a large
 //! message costs about one system call on each side, and a small one shares its call with its neighbours.
+//! `post_send` only queues; `poll_cq` transmits, reads, and reports completions.
+//!
+//! Readiness comes from an edge-triggered epoll set polled with a zero timeout, not from reads and
+//! writes that fail with EAGAIN: those take the socket lock that the kernel's loopback TCP processing
+//! needs. After [`DEFAULT_SPIN_POLLS`] idle polls `poll_cq` sleeps in epoll (at most [`IDLE_SLEEP_MS`])
+//! until a socket is ready, so a spinning side never starves the kernel work it is waiting for on a
+//! busy machine; a ping-pong's reply arrives well within the spinning phase.
 
 use super::{
     Completion, CompletionOp, CompletionStatus, ConnInfo, Endpoint, Error, QpInfo, RecvRequest,
@@ -19,7 +26,7 @@ use crate::params::{Role, TransportKind};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 /// Size of the frame header that precedes every payload on a data connection.
@@ -32,7 +39,7 @@ const DATA_MAGIC: &[u8; 8] = b"rpdata01";
 const PREAMBLE_LEN: usize = 16;
 
 /// Frames gathered into one `writev` (two iovecs each).
-const TX_BATCH: usize = 32;
+const TX_BATCH: usize = 128;
 
 /// Receive staging area: small frames are read many at a time into it, then copied out.
 const STAGE_LEN: usize = 256 * 1024;
@@ -125,7 +132,19 @@ pub struct TcpConfig {
     pub connect_timeout: Duration,
     /// SO_SNDBUF / SO_RCVBUF to ask for; `None` leaves the kernel's autotuning alone.
     pub socket_buffer: Option<usize>,
+    /// Idle `poll_cq` calls before it sleeps until a socket is ready ([`DEFAULT_SPIN_POLLS`]; `u64::MAX`
+    /// spins forever). Over loopback the kernel moves TCP data in the *sender's* and the receiver's
+    /// system calls and softirqs, on the same cores as the datapath threads: a thread that spins on an
+    /// empty socket takes that time away from the kernel work it is waiting for. Spinning first keeps
+    /// the latency of a ping-pong; sleeping after a while lets a bandwidth stream run at full speed.
+    pub spin_polls: u64,
 }
+
+/// Idle polls before `poll_cq` sleeps (a few hundred microseconds of spinning).
+pub const DEFAULT_SPIN_POLLS: u64 = 256;
+
+/// Longest sleep of an idle `poll_cq`, so callers still get control back to check for the end of a test.
+pub const IDLE_SLEEP_MS: i32 = 1;
 
 /// One outgoing frame in the send queue: header, payload range in the local buffer, progress.
 #[derive(Debug, Clone, Copy)]
@@ -170,6 +189,10 @@ struct Qp {
     buf: Box<[u8]>,
     stream: Option<TcpStream>,
     fd: RawFd,
+    /// The socket may have bytes to read: set by an epoll edge, cleared when a read would block.
+    readable: bool,
+    /// The socket may take bytes: set by an epoll edge, cleared when a write would block.
+    writable: bool,
     /// The peer's buffer as it described it: vaddr and length, for bounds checks and offsets.
     peer_vaddr: u64,
     peer_len: u64,
@@ -194,6 +217,15 @@ pub struct TcpEndpoint {
     listen_addr: Option<SocketAddr>,
     qps: Vec<Qp>,
     cq: VecDeque<Completion>,
+    /// Edge-triggered readiness of every data socket. Polling it (timeout 0) costs no socket lock,
+    /// unlike a read or write that would block, which contends with the peer's packet processing.
+    epoll: OwnedFd,
+    events: Box<[libc::epoll_event]>,
+    /// poll_cq calls in a row that found nothing to do.
+    idle: u64,
+    /// After this many idle calls, poll_cq sleeps in epoll_wait (at most [`IDLE_SLEEP_MS`]) until a
+    /// socket is ready, instead of spinning.
+    block_after: u64,
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
@@ -229,6 +261,8 @@ impl TcpEndpoint {
                 buf: vec![0u8; cfg.buf_len].into_boxed_slice(),
                 stream: None,
                 fd: -1,
+                readable: true,
+                writable: true,
                 peer_vaddr: 0,
                 peer_len: 0,
                 peer_max_reads: 0,
@@ -245,12 +279,28 @@ impl TcpEndpoint {
             .collect();
         let cq = VecDeque::with_capacity(cfg.qps * (cfg.sq_depth + cfg.rq_depth) + 16);
         let listen_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
+        // SAFETY: epoll_create1 returns a new descriptor (or -1, checked) that we then own.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if epfd < 0 {
+            return Err(io_err("creating an epoll instance")(
+                io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: epfd is a fresh, valid descriptor owned by nobody else.
+        let epoll = unsafe { OwnedFd::from_raw_fd(epfd) };
+        let spin_polls = cfg.spin_polls;
+        let events =
+            vec![libc::epoll_event { events: 0, u64: 0 }; cfg.qps.min(1024)].into_boxed_slice();
         Ok(TcpEndpoint {
             cfg,
             listener,
             listen_addr,
             qps,
             cq,
+            epoll,
+            events,
+            idle: 0,
+            block_after: spin_polls,
         })
     }
 
@@ -358,6 +408,24 @@ impl TcpEndpoint {
             .map_err(io_err("configuring a data connection"))?;
         s.set_nonblocking(true)
             .map_err(io_err("making a data connection non-blocking"))?;
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+            u64: i as u64,
+        };
+        // SAFETY: registering a socket we own with our epoll instance; `ev` outlives the call.
+        let rc = unsafe {
+            libc::epoll_ctl(
+                self.epoll.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                s.as_raw_fd(),
+                &mut ev,
+            )
+        };
+        if rc != 0 {
+            return Err(io_err("registering a data connection with epoll")(
+                io::Error::last_os_error(),
+            ));
+        }
         self.qps[i].fd = s.as_raw_fd();
         self.qps[i].stream = Some(s);
         Ok(())
@@ -405,8 +473,9 @@ fn would_block() -> bool {
 
 impl Qp {
     /// Writes as much of the send queue as the socket takes; records completions of finished frames.
-    fn flush(&mut self, idx: usize, cq: &mut VecDeque<Completion>) -> Result<()> {
-        while !self.tx.is_empty() {
+    fn flush(&mut self, idx: usize, cq: &mut VecDeque<Completion>) -> Result<bool> {
+        let mut wrote = false;
+        while self.writable && !self.tx.is_empty() {
             let mut iov = [libc::iovec {
                 iov_base: std::ptr::null_mut(),
                 iov_len: 0,
@@ -434,10 +503,12 @@ impl Qp {
             let n = unsafe { libc::writev(self.fd, iov.as_ptr(), n_iov as libc::c_int) };
             if n < 0 {
                 if would_block() {
-                    return Ok(());
+                    self.writable = false;
+                    return Ok(wrote);
                 }
                 return Err(sys_err(idx, "writing"));
             }
+            wrote = true;
             let mut n = n as usize;
             while n > 0 {
                 let f = self
@@ -468,7 +539,7 @@ impl Qp {
                 }
             }
         }
-        Ok(())
+        Ok(wrote)
     }
 
     /// Reads what the socket has and applies whole and partial frames; stops when the socket is empty,
@@ -478,7 +549,9 @@ impl Qp {
         idx: usize,
         cq: &mut VecDeque<Completion>,
         mut budget: usize,
-    ) -> Result<()> {
+    ) -> Result<bool> {
+        // An end of stream right after data is reported on the next call, so the data is seen first.
+        let mut progressed = false;
         loop {
             if let Some(mut fr) = self.rx {
                 // Payload of the current frame: first from the staging area, then straight from the socket.
@@ -492,9 +565,9 @@ impl Qp {
                     fr.done += have;
                 }
                 if fr.done < fr.hdr.len as usize {
-                    if budget == 0 {
+                    if budget == 0 || !self.readable {
                         self.rx = Some(fr);
-                        return Ok(());
+                        return Ok(progressed);
                     }
                     // The staging area is empty here: read the rest of the payload plus a little of what follows.
                     self.stage_start = 0;
@@ -516,13 +589,19 @@ impl Qp {
                     if n < 0 {
                         self.rx = Some(fr);
                         if would_block() {
-                            return Ok(());
+                            self.readable = false;
+                            return Ok(progressed);
                         }
                         return Err(sys_err(idx, "reading"));
                     }
                     if n == 0 {
-                        return Err(closed(idx));
+                        return if progressed {
+                            Ok(true)
+                        } else {
+                            Err(closed(idx))
+                        };
                     }
+                    progressed = true;
                     let n = n as usize;
                     budget = budget.saturating_sub(n);
                     let into_payload = n.min(rem);
@@ -535,6 +614,7 @@ impl Qp {
                 }
                 self.rx = None;
                 self.finish_frame(idx, fr, cq)?;
+                progressed = true;
                 continue;
             }
             if self.stage_end - self.stage_start >= HEADER_LEN {
@@ -546,7 +626,7 @@ impl Qp {
                 };
                 let Some(dest) = self.place(idx, &hdr)? else {
                     // A SEND with no receive posted: leave it in the socket until one is (TCP flow control).
-                    return Ok(());
+                    return Ok(progressed);
                 };
                 self.stage_start += HEADER_LEN;
                 let fr = RxFrame { hdr, dest, done: 0 };
@@ -554,11 +634,12 @@ impl Qp {
                     self.rx = Some(fr);
                 } else {
                     self.finish_frame(idx, fr, cq)?;
+                    progressed = true;
                 }
                 continue;
             }
-            if budget == 0 {
-                return Ok(());
+            if budget == 0 || !self.readable {
+                return Ok(progressed);
             }
             // Need more bytes for a header: compact the staging area and fill it.
             if self.stage_start > 0 {
@@ -571,13 +652,19 @@ impl Qp {
             let n = unsafe { libc::recv(self.fd, room.as_mut_ptr().cast(), room.len(), 0) };
             if n < 0 {
                 if would_block() {
-                    return Ok(());
+                    self.readable = false;
+                    return Ok(progressed);
                 }
                 return Err(sys_err(idx, "reading"));
             }
             if n == 0 {
-                return Err(closed(idx));
+                return if progressed {
+                    Ok(true)
+                } else {
+                    Err(closed(idx))
+                };
             }
+            progressed = true;
             self.stage_end += n as usize;
             budget = budget.saturating_sub(n as usize);
         }
@@ -829,7 +916,6 @@ impl Endpoint for TcpEndpoint {
             imm,
         }
         .emit();
-        let was_idle = q.tx.is_empty();
         if op == FrameOp::ReadReq {
             if q.reads.len() >= q.peer_max_reads.max(1) {
                 return Err(Error::QueueFull);
@@ -859,11 +945,7 @@ impl Endpoint for TcpEndpoint {
             });
         }
         q.outstanding += 1;
-        // Write at once when the socket was idle (latency); when frames are queued the socket is full
-        // and poll_cq will write them in batches.
-        if was_idle {
-            q.flush(qp, &mut self.cq)?;
-        }
+        // No system call here: poll_cq writes everything posted since its last call in one writev.
         Ok(())
     }
 
@@ -892,13 +974,56 @@ impl Endpoint for TcpEndpoint {
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize> {
         if self.cq.len() < out.len() {
+            // Transmit what was posted since the last call first: a ping-pong's request leaves at once,
+            // and a burst of small posts goes out in one writev.
+            let mut progress = false;
+            for (i, q) in self.qps.iter_mut().enumerate() {
+                if q.stream.is_some() && q.writable && !q.tx.is_empty() {
+                    progress |= q.flush(i, &mut self.cq)?;
+                }
+            }
+            // SAFETY: `events` is our own buffer of `events.len()` entries; the timeout is 0 or
+            // IDLE_SLEEP_MS.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    self.events.as_mut_ptr(),
+                    self.events.len() as libc::c_int,
+                    if self.idle > self.block_after {
+                        IDLE_SLEEP_MS
+                    } else {
+                        0
+                    },
+                )
+            };
+            if n < 0 && !would_block() {
+                return Err(io_err("polling the data connections")(
+                    io::Error::last_os_error(),
+                ));
+            }
+            for ev in &self.events[..n.max(0) as usize] {
+                let q = &mut self.qps[ev.u64 as usize];
+                let bits = ev.events as libc::c_int;
+                let broken = libc::EPOLLERR | libc::EPOLLHUP | libc::EPOLLRDHUP;
+                if bits & (libc::EPOLLIN | broken) != 0 {
+                    q.readable = true;
+                }
+                if bits & (libc::EPOLLOUT | broken) != 0 {
+                    q.writable = true;
+                }
+            }
             for (i, q) in self.qps.iter_mut().enumerate() {
                 if q.stream.is_none() {
                     continue;
                 }
-                q.receive(i, &mut self.cq, 4 * 1024 * 1024)?;
-                q.flush(i, &mut self.cq)?;
+                if q.readable {
+                    progress |= q.receive(i, &mut self.cq, 4 * 1024 * 1024)?;
+                }
+                if q.writable && !q.tx.is_empty() {
+                    progress |= q.flush(i, &mut self.cq)?;
+                }
             }
+            self.idle = if progress || n > 0 { 0 } else { self.idle + 1 };
         }
         let n = out.len().min(self.cq.len());
         for (slot, c) in out.iter_mut().zip(self.cq.drain(..n)) {
@@ -924,6 +1049,7 @@ mod tests {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             connect_timeout: Duration::from_secs(5),
             socket_buffer: None,
+            spin_polls: DEFAULT_SPIN_POLLS,
         }
     }
 
@@ -1066,6 +1192,31 @@ mod tests {
         assert_eq!((rc[1].wr_id, rc[1].imm), (2, Some(42)));
         assert_eq!(&server.buffer(0)[..10], b"0123456789");
         assert_eq!(&server.buffer(0)[200..210], b"0123456789");
+    }
+
+    #[test]
+    fn write_with_immediate_places_data_and_consumes_a_receive() {
+        let (mut server, mut client) = pair(8192);
+        server
+            .post_recv(
+                0,
+                &RecvRequest {
+                    wr_id: 77,
+                    offset: 0,
+                    len: 0,
+                },
+            )
+            .unwrap();
+        client.buffer_mut(0)[..3].copy_from_slice(b"imm");
+        let mut wr = write_req(&client, &server, 1, 0, 3, SendOp::WriteWithImm(0xabcd));
+        wr.remote.as_mut().unwrap().addr += 4096;
+        client.post_send(0, &wr).unwrap();
+        let c = drive(&mut server, &mut client, 1);
+        assert_eq!(
+            (c[0].wr_id, c[0].op, c[0].byte_len, c[0].imm),
+            (77, CompletionOp::RecvWithImm, 3, Some(0xabcd))
+        );
+        assert_eq!(&server.buffer(0)[4096..4099], b"imm");
     }
 
     #[test]
