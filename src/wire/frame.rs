@@ -5,7 +5,7 @@
 use super::ethernet::ethertype;
 use super::field::need;
 use super::{
-    BthPacket, Error, EthernetFrame, EthernetRepr, GrhPacket, GrhRepr, ICRC_LEN, IbRepr, Icrc,
+    BthPacket, Error, EthernetFrame, EthernetRepr, GrhPacket, GrhRepr, ICRC_LEN, IbRepr,
     Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, ROCE_V2_PORT, Result, UdpPacket, UdpRepr,
 };
 
@@ -144,6 +144,7 @@ pub struct RoceFrame<'a> {
 }
 
 /// What one walk over the headers finds: the view and the reprs it validated on the way.
+#[inline(always)]
 fn walk(frame: &[u8]) -> Result<(RoceFrame<'_>, EthernetRepr, NetRepr)> {
     let eth_view = EthernetFrame::new_checked(frame)?;
     let eth = EthernetRepr::parse(&eth_view)?;
@@ -258,19 +259,7 @@ impl<'a> RoceFrame<'a> {
 
     /// The ICRC computed over the frame's bytes.
     pub fn compute_icrc(&self) -> u32 {
-        let net = self.net_header();
-        let icrc = match self.encap {
-            Encapsulation::V1 => Icrc::v1_header(net),
-            Encapsulation::V2v4 => {
-                let (ip, udp) = net.split_at(Ipv4Packet::<&[u8]>::LEN);
-                Icrc::v2_ipv4_header(ip, udp)
-            }
-            Encapsulation::V2v6 => {
-                let (ip, udp) = net.split_at(Ipv6Packet::<&[u8]>::LEN);
-                Icrc::v2_ipv6_header(ip, udp)
-            }
-        };
-        icrc.finish_ib(self.ib())
+        super::icrc::icrc_contiguous(self.encap, self.net_header(), self.ib())
     }
 
     /// Fails with `BadIcrc` unless the carried ICRC matches the computed one.

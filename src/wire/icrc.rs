@@ -8,6 +8,7 @@
 
 use crc32fast::Hasher;
 
+use super::Encapsulation;
 use super::field::need;
 use super::{
     BthPacket, GrhPacket, GrhRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, Result, UdpPacket,
@@ -43,6 +44,41 @@ fn mask_ipv4(h: &mut [u8]) {
     h[8] = 0xff;
     h[10] = 0xff;
     h[11] = 0xff;
+}
+
+/// The ICRC of a contiguous packet: `net` (GRH, or IP and UDP headers, as on the wire, of the
+/// encapsulation's length) followed by `ib` (BTH through pad). The network header and the BTH are masked
+/// in one stack copy and hashed in one call; the rest is hashed straight from `ib`. Panics if `net` does
+/// not have the encapsulation's header length or `ib` is shorter than a BTH.
+#[inline]
+pub(crate) fn icrc_contiguous(encap: Encapsulation, net: &[u8], ib: &[u8]) -> u32 {
+    let mut h = [0u8; IPV6_LEN + UDP_LEN + BTH_LEN];
+    let n = net.len();
+    h[..n].copy_from_slice(net);
+    h[n..n + BTH_LEN].copy_from_slice(&ib[..BTH_LEN]);
+    match encap {
+        Encapsulation::V1 => {
+            assert_eq!(n, GRH_LEN);
+            mask_ipv6_shaped(&mut h);
+        }
+        Encapsulation::V2v4 => {
+            assert_eq!(n, IPV4_LEN + UDP_LEN);
+            mask_ipv4(&mut h);
+            h[n - 2] = 0xff;
+            h[n - 1] = 0xff;
+        }
+        Encapsulation::V2v6 => {
+            assert_eq!(n, IPV6_LEN + UDP_LEN);
+            mask_ipv6_shaped(&mut h);
+            h[n - 2] = 0xff;
+            h[n - 1] = 0xff;
+        }
+    }
+    h[n + 4] = 0xff;
+    let mut hasher = Hasher::new_with_initial(PSEUDO_LRH_CRC);
+    hasher.update(&h[..n + BTH_LEN]);
+    hasher.update(&ib[BTH_LEN..]);
+    hasher.finalize()
 }
 
 /// An ICRC being computed: start from the network header, feed the BTH, then the rest, then finish.
@@ -233,6 +269,26 @@ mod tests {
         c.update(&bytes[40..100]);
         c.update(&bytes[100..]);
         assert_eq!(c.finish(), reference(&bytes, &masks));
+    }
+
+    #[test]
+    fn contiguous_equals_incremental() {
+        let bytes: Vec<u8> = (0..300u32).map(|i| (i * 53 + 7) as u8).collect();
+        let v4 = Icrc::v2_ipv4_header(&bytes[..20], &bytes[20..28]).finish_ib(&bytes[28..]);
+        assert_eq!(
+            icrc_contiguous(Encapsulation::V2v4, &bytes[..28], &bytes[28..]),
+            v4
+        );
+        let v6 = Icrc::v2_ipv6_header(&bytes[..40], &bytes[40..48]).finish_ib(&bytes[48..]);
+        assert_eq!(
+            icrc_contiguous(Encapsulation::V2v6, &bytes[..48], &bytes[48..]),
+            v6
+        );
+        let v1 = Icrc::v1_header(&bytes[..40]).finish_ib(&bytes[40..]);
+        assert_eq!(
+            icrc_contiguous(Encapsulation::V1, &bytes[..40], &bytes[40..]),
+            v1
+        );
     }
 
     #[test]
