@@ -116,7 +116,48 @@ pub fn side_by_side(set: &CompareSet) -> String {
          vs TCP = times better than TCP (bandwidth / TCP's, TCP's median / median)\n",
     );
     for s in &set.skipped {
-        let _ = writeln!(out, "skipped {}: {}", s.label, s.reason);
+        let what = if s.failed { "failed" } else { "skipped" };
+        out.push_str(&wrap(&format!("{what} {}: {}", s.label, s.reason), WIDTH));
+    }
+    out
+}
+
+/// Breaks `text` at spaces into lines of at most `width` columns, continuation lines indented by
+/// two; a word longer than a line (a path) is cut.
+fn wrap(text: &str, width: usize) -> String {
+    const INDENT: &str = "  ";
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    let room = |lines: &Vec<String>| width - if lines.is_empty() { 0 } else { INDENT.len() };
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        loop {
+            let used = line.chars().count();
+            let sep = usize::from(used > 0);
+            if used + sep + word.len() <= room(&lines) {
+                if sep == 1 {
+                    line.push(' ');
+                }
+                line.extend(word.iter());
+                break;
+            }
+            if used == 0 {
+                let cut = room(&lines);
+                line.extend(word.drain(..cut));
+            }
+            lines.push(std::mem::take(&mut line));
+        }
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    let mut out = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        if i > 0 {
+            out.push_str(INDENT);
+        }
+        out.push_str(l);
+        out.push('\n');
     }
     out
 }
@@ -194,6 +235,7 @@ mod tests {
         set.skipped.push(super::super::Skipped {
             label: "RoCE v1 (verbs)".into(),
             reason: "no RDMA device".into(),
+            failed: false,
         });
         let text = render(&set);
         assert!(text.contains("RoCE v1 (soft, veth…"), "{text}");
@@ -201,6 +243,23 @@ mod tests {
         for line in text.lines() {
             assert!(line.chars().count() <= WIDTH, "{line}");
         }
+    }
+
+    #[test]
+    fn notes_wrap_within_100_columns() {
+        let text = format!(
+            "failed TCP, write_bw: {} /{}",
+            "word ".repeat(40),
+            "p".repeat(150)
+        );
+        let out = wrap(&text, WIDTH);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines.len() >= 4, "{out}");
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{out}");
+        assert!(lines[1..].iter().all(|l| l.starts_with("  ")), "{out}");
+        let rejoined: String = out.split_whitespace().collect();
+        assert_eq!(rejoined, text.split_whitespace().collect::<String>());
+        assert_eq!(wrap("short", WIDTH), "short\n");
     }
 
     #[test]

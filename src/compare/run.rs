@@ -1,0 +1,434 @@
+//! Runs a comparison live: for each test and each transport leg in turn, a `roce_<test>` server and
+//! client, bounded by a timeout, then their result JSON into a [`CompareSet`].
+//!
+//! Where the server runs is behind [`ServerSide`]: a child process on this machine ([`LocalServer`], for
+//! `--local`) or a `roce_compare --server` on another host (`compare::remote`). A leg that cannot run
+//! or fails becomes a [`Skipped`] note with the reason and the tail of the failing side's stderr, never
+//! a silent gap in the table.
+
+use super::leg::{LegSpec, TestSpec, binary_name, side_args};
+use super::{CompareRun, CompareSet, Skipped};
+use crate::report::progress::SweepProgress;
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a side gets to exit by itself after its peer is done or gone, before it is killed.
+const GRACE: Duration = Duration::from_secs(10);
+/// Lines of stderr quoted in a failure note.
+const TAIL_LINES: usize = 3;
+
+/// One transport as this comparison runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leg {
+    /// Transport, RoCE version and device, the same on both sides.
+    pub spec: LegSpec,
+    /// How the leg is named in notes before its run says which transport it got.
+    pub label: String,
+    /// Network namespace the server runs in (RoCE v1 across a veth pair).
+    pub server_netns: Option<String>,
+    /// Network namespace the client runs in.
+    pub client_netns: Option<String>,
+    /// The address the client connects to.
+    pub host: String,
+}
+
+/// The legs to run, and those that cannot run here (with why).
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Tests, each run over every leg.
+    pub tests: Vec<TestSpec>,
+    /// Transports that can be tried.
+    pub legs: Vec<Leg>,
+    /// Transports skipped before anything ran.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Where the server side of a run lives.
+pub trait ServerSide {
+    /// Starts the `roce_<test>` server of `leg`; returns the out-of-band port the client must use.
+    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16, String>;
+    /// Waits until `deadline` for the server to exit (kills it at once when `kill`); Err says how it
+    /// failed, with its stderr tail.
+    fn finish(&mut self, kill: bool, deadline: Instant) -> Result<(), String>;
+}
+
+/// A started binary whose stdout and stderr go to files (so a chatty child never blocks on a pipe).
+pub struct Proc {
+    child: Child,
+    what: String,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Proc {
+    /// Starts `program args` (inside `netns` when given), logging to `<dir>/<name>.out|.err`.
+    pub fn spawn(
+        program: &Path,
+        args: &[String],
+        netns: Option<&str>,
+        dir: &Path,
+        name: &str,
+    ) -> Result<Proc, String> {
+        let stdout = dir.join(format!("{name}.out"));
+        let stderr = dir.join(format!("{name}.err"));
+        let file = |p: &Path| {
+            File::create(p).map_err(|e| format!("cannot create the log {}: {e}", p.display()))
+        };
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        let child = cmd
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(file(&stdout)?)
+            .stderr(file(&stderr)?)
+            .spawn()
+            .map_err(|e| {
+                if netns.is_some() && e.kind() == std::io::ErrorKind::NotFound {
+                    "cannot run `ip netns exec`: the ip command is missing; install iproute2 (bash scripts/deps.sh demo)".to_string()
+                } else {
+                    format!(
+                        "cannot start {}: {e}; build the six test binaries next to roce_compare (cargo build --release --bins)",
+                        program.display()
+                    )
+                }
+            })?;
+        let base = program.file_name().map_or_else(
+            || program.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        Ok(Proc {
+            child,
+            what: base,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Waits until `deadline`; None if it is still running then.
+    pub fn wait_until(&mut self, deadline: Instant) -> Option<ExitStatus> {
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() >= deadline => return None,
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                // The child is ours; try_wait only fails if it was reaped elsewhere.
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Kills the process and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits until `deadline`, kills the process if it is still running; Err names what went wrong.
+    pub fn finish(&mut self, deadline: Instant) -> Result<(), String> {
+        match self.wait_until(deadline) {
+            Some(s) if s.success() => Ok(()),
+            Some(s) => Err(format!("{} {}{}", self.what, exit_text(s), self.tail())),
+            None => {
+                self.kill();
+                Err(format!(
+                    "{} did not finish and was killed{}",
+                    self.what,
+                    self.tail()
+                ))
+            }
+        }
+    }
+
+    /// `: <last stderr lines>`, or of stdout when stderr is empty; empty when both are.
+    pub fn tail(&self) -> String {
+        for path in [&self.stderr, &self.stdout] {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let lines: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                // perftest's banner and clap's "try --help" say nothing about what went wrong.
+                .filter(|l| {
+                    !l.is_empty() && !l.starts_with('*') && !l.starts_with("For more information")
+                })
+                .collect();
+            if !lines.is_empty() {
+                let from = lines.len().saturating_sub(TAIL_LINES);
+                return format!(": {}", lines[from..].join(" / "));
+            }
+        }
+        String::new()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.kill();
+        }
+    }
+}
+
+/// `exited with status 2`, or `was killed by signal 9`.
+pub fn exit_text(s: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(sig)) => format!("was killed by signal {sig}"),
+        _ => "ended".into(),
+    }
+}
+
+/// A TCP port nobody listens on right now on this host.
+pub fn free_port() -> Result<u16, String> {
+    TcpListener::bind(("0.0.0.0", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("cannot find a free TCP port: {e}"))
+}
+
+/// The directory of the running binary, where the six test binaries sit too.
+pub fn exe_dir() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find where roce_compare runs from: {e}"))?;
+    exe.parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| format!("{} has no directory", exe.display()))
+}
+
+/// The server of a run as a child process on this machine (or in one of its network namespaces).
+pub struct LocalServer {
+    /// Where the `roce_<test>` binaries are.
+    pub bin_dir: PathBuf,
+    /// Where logs and result files go.
+    pub work: PathBuf,
+    /// Core of the server's datapath.
+    pub cpu: Option<usize>,
+    running: Option<Proc>,
+    runs: usize,
+}
+
+impl LocalServer {
+    /// A server side that starts binaries from `bin_dir` with logs in `work`.
+    pub fn new(bin_dir: PathBuf, work: PathBuf, cpu: Option<usize>) -> LocalServer {
+        LocalServer {
+            bin_dir,
+            work,
+            cpu,
+            running: None,
+            runs: 0,
+        }
+    }
+}
+
+impl ServerSide for LocalServer {
+    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16, String> {
+        self.runs += 1;
+        let port = free_port()?;
+        let name = format!("{}-server-{}", test.test, self.runs);
+        let json = self.work.join(format!("{name}.json"));
+        let args = side_args(test, &leg.spec, port, self.cpu, &json, None);
+        let bin = self.bin_dir.join(binary_name(test.test));
+        self.running = Some(Proc::spawn(
+            &bin,
+            &args,
+            leg.server_netns.as_deref(),
+            &self.work,
+            &name,
+        )?);
+        Ok(port)
+    }
+
+    fn finish(&mut self, kill: bool, deadline: Instant) -> Result<(), String> {
+        let Some(mut p) = self.running.take() else {
+            return Ok(());
+        };
+        if kill {
+            p.kill();
+            return Ok(());
+        }
+        p.finish(deadline).map_err(|e| format!("server: {e}"))
+    }
+}
+
+/// How the client side runs.
+#[derive(Debug, Clone)]
+pub struct ClientSide {
+    /// Where the `roce_<test>` binaries are.
+    pub bin_dir: PathBuf,
+    /// Where logs and result files go.
+    pub work: PathBuf,
+    /// Core of the client's datapath.
+    pub cpu: Option<usize>,
+    /// Per-run timeout; None: [`TestSpec::timeout`].
+    pub timeout: Option<Duration>,
+}
+
+/// Runs every test over every leg of `plan` in turn; progress goes to `progress` (one step per run).
+pub fn run_plan(
+    plan: &Plan,
+    server: &mut dyn ServerSide,
+    client: &ClientSide,
+    progress: &SweepProgress,
+) -> CompareSet {
+    let mut set = CompareSet {
+        started_at: crate::report::now_rfc3339(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        runs: Vec::new(),
+        skipped: plan.skipped.clone(),
+    };
+    let mut n = 0usize;
+    for test in &plan.tests {
+        for leg in &plan.legs {
+            n += 1;
+            progress.start_step(format!("{} over {}", test.test, leg.label));
+            match run_one(test, leg, server, client, n) {
+                Ok(run) => set.runs.push(run),
+                Err(reason) => set.skipped.push(Skipped {
+                    label: format!("{}, {}", leg.label, test.test),
+                    reason,
+                    failed: true,
+                }),
+            }
+            progress.finish_size();
+        }
+    }
+    progress.finish();
+    let tests: Vec<_> = plan.tests.iter().map(|t| t.test).collect();
+    set.runs.sort_by_key(|r| {
+        (
+            tests.iter().position(|t| *t == r.test),
+            super::transport_rank(r.transport, r.roce),
+        )
+    });
+    set
+}
+
+/// One run: server, client, the client's results. Err is the note the table shows.
+fn run_one(
+    test: &TestSpec,
+    leg: &Leg,
+    server: &mut dyn ServerSide,
+    client: &ClientSide,
+    n: usize,
+) -> Result<CompareRun, String> {
+    let timeout = client.timeout.unwrap_or_else(|| test.timeout());
+    let port = server.start(test, leg)?;
+    let name = format!("{}-client-{n}", test.test);
+    let json = client.work.join(format!("{name}.json"));
+    let args = side_args(test, &leg.spec, port, client.cpu, &json, Some(&leg.host));
+    let bin = client.bin_dir.join(binary_name(test.test));
+    let deadline = Instant::now() + timeout;
+    let mut proc = match Proc::spawn(
+        &bin,
+        &args,
+        leg.client_netns.as_deref(),
+        &client.work,
+        &name,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = server.finish(true, Instant::now());
+            return Err(e);
+        }
+    };
+    match proc.wait_until(deadline) {
+        None => {
+            proc.kill();
+            let server_tail = server.finish(true, Instant::now()).err();
+            Err(format!(
+                "timed out after {} s (--timeout) and was killed; client{}{}",
+                timeout.as_secs(),
+                proc.tail(),
+                server_tail.map(|s| format!("; {s}")).unwrap_or_default()
+            ))
+        }
+        Some(status) if !status.success() => {
+            // The server usually stops by itself once its client gave up; its reason may be the real one.
+            let server_err = server.finish(false, Instant::now() + GRACE).err();
+            let tail = proc.tail();
+            // Both sides usually print the same verdict; say it once.
+            let server_part = server_err
+                .filter(|s| tail.is_empty() || !s.ends_with(&tail))
+                .map(|s| format!("; {s}"))
+                .unwrap_or_default();
+            Err(format!("client {}{tail}{server_part}", exit_text(status)))
+        }
+        Some(_) => {
+            let server_err = server.finish(false, Instant::now() + GRACE).err();
+            let mut run = load_client_json(&json)?;
+            if let Some(e) = server_err {
+                run.notes.push(e);
+            }
+            Ok(run)
+        }
+    }
+}
+
+/// The run a client wrote with `--json`.
+fn load_client_json(path: &Path) -> Result<CompareRun, String> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        format!(
+            "the client succeeded but its results {} cannot be read: {e}",
+            path.display()
+        )
+    })?;
+    let doc: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{} is not valid JSON: {e}", path.display()))?;
+    super::run_from_result_json(doc)
+        .map(|(run, _)| run)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_child_is_reported_with_its_stderr_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let args: Vec<String> = [
+            "-c",
+            "echo one >&2; echo '' >&2; echo 'error: --transport soft is not built yet' >&2; exit 2",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut p = Proc::spawn(Path::new("/bin/sh"), &args, None, dir.path(), "x").unwrap();
+        let err = p
+            .finish(Instant::now() + Duration::from_secs(10))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "sh exited with status 2: one / error: --transport soft is not built yet"
+        );
+    }
+
+    #[test]
+    fn a_hanging_child_is_killed_at_the_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = vec!["30".to_string()];
+        let mut p = Proc::spawn(Path::new("/bin/sleep"), &args, None, dir.path(), "s").unwrap();
+        let err = p
+            .finish(Instant::now() + Duration::from_millis(100))
+            .unwrap_err();
+        assert_eq!(err, "sleep did not finish and was killed");
+        assert!(p.child.try_wait().unwrap().is_some());
+    }
+
+    #[test]
+    fn a_missing_binary_says_how_to_build_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Proc::spawn(&dir.path().join("roce_nope"), &[], None, dir.path(), "n")
+            .err()
+            .unwrap();
+        assert!(err.contains("cargo build --release --bins"), "{err}");
+    }
+}
