@@ -4,15 +4,18 @@
 //! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error.
 
 use crate::bench::{self, Layout, bw, lat};
-use crate::cli::{Options, OutputArg, RunMode};
+use crate::cli::{IoArg, Options, OutputArg, RunMode};
 use crate::oob::{self, Channel, TestParams};
-use crate::params::{Metric, Role, TestKind, TransportKind, Verb};
+use crate::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
 use crate::report::{
     self, AddressLine, Measured, OutputSelect, RunInfo, SizeResult, progress::SweepProgress,
 };
 use crate::stats::{BandwidthStats, LatencyStats};
+use crate::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
+use crate::transport::soft::netdev::AddrFamily;
 use crate::transport::tcp::{TcpConfig, TcpEndpoint};
-use crate::transport::{self, ConnInfo, Endpoint};
+use crate::transport::verbs::{VerbsConfig, VerbsEndpoint};
+use crate::transport::{self, Access, ConnInfo, Endpoint};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -83,10 +86,55 @@ fn verbose(opts: &Options, msg: impl FnOnce() -> String) {
 }
 
 /// Runs one test as the options say, printing the report; the error says what failed.
+///
+/// RoCE endpoints (soft, verbs) are opened before the out-of-band channel, so a missing device or library
+/// is reported at once rather than after a peer has connected; the TCP baseline binds its data sockets to
+/// the channel's local address, so it is created after.
 pub fn run(opts: &Options) -> Result<(), Error> {
     let pinned = bench::affinity::pin(opts.cpu, opts.role)?;
     verbose(opts, || format!("datapath pinned to {}", pinned.reason));
-    let mut chan = match (&opts.role, &opts.host) {
+    let layout = Layout::for_size(opts.max_size());
+    match opts.transport {
+        TransportKind::Soft => {
+            let ep = open_soft(opts, layout)?;
+            verbose(opts, || ep.describe());
+            let mut chan = open_channel(opts)?;
+            guarded(opts, &mut chan, |chan| {
+                serve(opts, chan, &pinned, layout, ep)
+            })
+        }
+        TransportKind::Verbs => {
+            let ep = open_verbs(opts, layout)?;
+            let mut chan = open_channel(opts)?;
+            guarded(opts, &mut chan, |chan| {
+                serve(opts, chan, &pinned, layout, ep)
+            })
+        }
+        TransportKind::Tcp => {
+            let mut chan = open_channel(opts)?;
+            guarded(opts, &mut chan, |chan| {
+                chan.check_params(&test_params(opts))?;
+                let ep = TcpEndpoint::new(TcpConfig {
+                    role: opts.role,
+                    qps: opts.qps as usize,
+                    buf_len: layout.buffer_len(),
+                    sq_depth: opts.tx_depth as usize,
+                    rq_depth: rx_depth(opts) as usize,
+                    bind: chan.local_ip(),
+                    connect_timeout: opts.connect_timeout,
+                    socket_buffer: None,
+                    spin_polls: crate::transport::tcp::DEFAULT_SPIN_POLLS,
+                })
+                .map_err(|source| setup_error(opts, source))?;
+                run_sizes(opts, chan, &pinned, layout, ep)
+            })
+        }
+    }
+}
+
+/// Connects (client) or accepts (server) the out-of-band channel.
+fn open_channel(opts: &Options) -> Result<Channel, Error> {
+    let chan = match (&opts.role, &opts.host) {
         (Role::Client, Some(host)) => Channel::connect(
             host,
             opts.port,
@@ -110,15 +158,140 @@ pub fn run(opts: &Options) -> Result<(), Error> {
     verbose(opts, || {
         format!("out-of-band channel up with {}", chan.peer())
     });
-    match run_connected(opts, &mut chan, &pinned) {
+    Ok(chan)
+}
+
+/// Runs `body`; on an error other than the channel's own, tells the peer why before returning it.
+fn guarded(
+    _opts: &Options,
+    chan: &mut Channel,
+    body: impl FnOnce(&mut Channel) -> Result<(), Error>,
+) -> Result<(), Error> {
+    match body(chan) {
         Ok(()) => Ok(()),
         Err(e) => {
-            // Tell the peer why, unless the channel itself is what failed.
             if !matches!(e, Error::Oob(_)) {
                 chan.abort(&e.to_string());
             }
             Err(e)
         }
+    }
+}
+
+/// Checks parameters with the peer, then runs every size on an opened RoCE endpoint.
+fn serve<E: Described>(
+    opts: &Options,
+    chan: &mut Channel,
+    pinned: &bench::affinity::Pinned,
+    layout: Layout,
+    ep: E,
+) -> Result<(), Error> {
+    chan.check_params(&test_params(opts))?;
+    verbose(opts, || "parameters agree with the peer".into());
+    run_sizes(opts, chan, pinned, layout, ep)
+}
+
+/// The soft endpoint the options describe.
+fn open_soft(opts: &Options, layout: Layout) -> Result<SoftEndpoint, Error> {
+    let device = opts.device.as_deref().unwrap_or("lo");
+    let version = opts.roce.unwrap_or(RoceVersion::V2);
+    let mut cfg = SoftConfig::new(device, version);
+    cfg.io = match opts.io {
+        Some(IoArg::Packet) => IoKind::Packet,
+        Some(IoArg::Udp) => IoKind::Udp,
+        None => cfg.io,
+    };
+    cfg.bind = opts.bind;
+    cfg.family = if opts.ipv6 || opts.bind.is_some_and(|b| b.is_ipv6()) {
+        AddrFamily::Ipv6
+    } else {
+        AddrFamily::Ipv4
+    };
+    cfg.gid_index = opts.gid_index.map(u32::from);
+    cfg.mtu = opts.mtu;
+    cfg.qps = opts.qps as usize;
+    cfg.buffer_len = layout.buffer_len();
+    // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
+    // defaults as a floor so a sweep's finishing phase never finds a full queue.
+    cfg.sq_depth = cfg.sq_depth.max(opts.tx_depth as usize);
+    cfg.rq_depth = cfg.rq_depth.max(rx_depth(opts) as usize);
+    SoftEndpoint::open(cfg).map_err(|e| setup_error(opts, e.into()))
+}
+
+/// The verbs endpoint the options describe, with the access rights perftest gives each test.
+fn open_verbs(opts: &Options, layout: Layout) -> Result<VerbsEndpoint, Error> {
+    let access = match opts.test.verb {
+        Verb::Send => Access::LOCAL_WRITE,
+        Verb::Write => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        Verb::Read => Access::LOCAL_WRITE | Access::REMOTE_READ,
+    };
+    let cfg = VerbsConfig {
+        device: opts.device.clone(),
+        ib_port: opts.ib_port.unwrap_or(1),
+        gid_index: opts.gid_index.map(u32::from),
+        roce: opts.roce,
+        ipv6: opts.ipv6,
+        qps: opts.qps as usize,
+        buf_size: layout.buffer_len(),
+        tx_depth: opts.tx_depth.max(1),
+        rx_depth: rx_depth(opts).max(1),
+        inline_size: opts.inline_size.unwrap_or(0),
+        mtu: opts.mtu,
+        access,
+        ..VerbsConfig::default()
+    };
+    VerbsEndpoint::open(&cfg).map_err(|e| setup_error(opts, e.into()))
+}
+
+/// What the report needs from a transport beyond [`Endpoint`]: setup notes, counters, error detail.
+trait Described: Endpoint {
+    /// Lines for the header's notes (what was chosen and why).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Counters for `-v` (text) and the JSON (value), when the transport keeps any.
+    fn counters(&self) -> Option<(String, serde_json::Value)> {
+        None
+    }
+    /// The first failed completion in words, when the transport knows more than the status.
+    fn failure_detail(&self) -> Option<String> {
+        None
+    }
+}
+
+impl Described for TcpEndpoint {}
+
+impl Described for SoftEndpoint {
+    fn notes(&self) -> Vec<String> {
+        // The interface's whole GID table (indented deeper) is for -v; the header keeps what was chosen.
+        self.describe()
+            .lines()
+            .filter(|l| !l.starts_with("    ") && !l.trim().is_empty())
+            .map(|l| l.trim().to_string())
+            .collect()
+    }
+    fn counters(&self) -> Option<(String, serde_json::Value)> {
+        let c = SoftEndpoint::counters(self);
+        Some((c.to_string(), serde_json::to_value(c).ok()?))
+    }
+}
+
+impl Described for VerbsEndpoint {
+    fn notes(&self) -> Vec<String> {
+        let s = self.setup();
+        let mut v = vec![
+            format!("verbs device {} port {}", s.device, s.port),
+            s.gid_line(),
+            format!(
+                "active MTU {} bytes, path MTU offered {} bytes",
+                s.active_mtu, s.mtu
+            ),
+        ];
+        v.extend(s.notes.iter().cloned());
+        v
+    }
+    fn failure_detail(&self) -> Option<String> {
+        VerbsEndpoint::failure_detail(self).map(str::to_string)
     }
 }
 
@@ -161,40 +334,6 @@ fn rx_depth(opts: &Options) -> u32 {
     }
 }
 
-fn run_connected(
-    opts: &Options,
-    chan: &mut Channel,
-    pinned: &bench::affinity::Pinned,
-) -> Result<(), Error> {
-    chan.check_params(&test_params(opts))?;
-    verbose(opts, || "parameters agree with the peer".into());
-    let layout = Layout::for_size(opts.max_size());
-    // One arm per transport; everything after the endpoint is created is generic over Endpoint.
-    match opts.transport {
-        TransportKind::Tcp => {
-            let ep = TcpEndpoint::new(TcpConfig {
-                role: opts.role,
-                qps: opts.qps as usize,
-                buf_len: layout.buffer_len(),
-                sq_depth: opts.tx_depth as usize,
-                rq_depth: rx_depth(opts) as usize,
-                bind: chan.local_ip(),
-                connect_timeout: opts.connect_timeout,
-                socket_buffer: None,
-                spin_polls: crate::transport::tcp::DEFAULT_SPIN_POLLS,
-            })
-            .map_err(|source| setup_error(opts, source))?;
-            run_sizes(opts, chan, pinned, layout, ep)
-        }
-        other => Err(setup_error(
-            opts,
-            transport::Error::Unavailable(format!(
-                "the {other} transport is not built yet; use --transport tcp"
-            )),
-        )),
-    }
-}
-
 fn setup_error(opts: &Options, source: transport::Error) -> Error {
     Error::Setup {
         transport: opts.transport,
@@ -203,12 +342,33 @@ fn setup_error(opts: &Options, source: transport::Error) -> Error {
 }
 
 /// Connects the endpoint to the peer, prints the header and runs every size.
-fn run_sizes<E: Endpoint>(
+fn run_sizes<E: Described>(
     opts: &Options,
     chan: &mut Channel,
     pinned: &bench::affinity::Pinned,
     layout: Layout,
     mut ep: E,
+) -> Result<(), Error> {
+    let outcome = run_sizes_on(opts, chan, pinned, layout, &mut ep);
+    if let Err(Error::Bench(_)) = &outcome
+        && let Some(d) = ep.failure_detail()
+    {
+        eprintln!("roceperf: {d}");
+    }
+    if opts.verbose > 0
+        && let Some((text, _)) = ep.counters()
+    {
+        eprint!("roceperf: {} transport counters:\n{text}", opts.transport);
+    }
+    outcome
+}
+
+fn run_sizes_on<E: Described>(
+    opts: &Options,
+    chan: &mut Channel,
+    pinned: &bench::affinity::Pinned,
+    layout: Layout,
+    ep: &mut E,
 ) -> Result<(), Error> {
     let setup = |source| setup_error(opts, source);
     let peer_info: ConnInfo = chan.exchange("conn", &ep.local_info())?;
@@ -216,7 +376,8 @@ fn run_sizes<E: Endpoint>(
     verbose(opts, || {
         format!("data connections up ({:?})", peer_info.addr)
     });
-    let info = run_info(opts, chan, pinned, &ep.local_info(), &peer_info);
+    let mut info = run_info(opts, chan, pinned, &ep.local_info(), &peer_info);
+    info.notes.extend(ep.notes());
     let quiet = opts.output.is_some();
     if !quiet {
         print!("{}", report::header_block(&info));
@@ -234,8 +395,8 @@ fn run_sizes<E: Endpoint>(
     for (step, &size) in opts.sizes.iter().enumerate() {
         progress.start_size(size);
         chan.barrier(step as u64)?;
-        let mine = measure(opts, &mut ep, chan, layout, &remotes, &mut recvs, size)?;
-        let theirs = finish(opts.role, chan, &mut ep, &mine, &mut recvs, layout)?;
+        let mine = measure(opts, ep, chan, layout, &remotes, &mut recvs, size)?;
+        let theirs = finish(opts.role, chan, ep, &mine, &mut recvs, layout)?;
         let shown = match (mine, theirs) {
             (Some(m), Some(t)) if opts.bidirectional => Some(combine(
                 m,
@@ -271,6 +432,7 @@ fn run_sizes<E: Endpoint>(
     progress.finish();
     // Neither side closes its data connections before the other has its results.
     chan.barrier(u64::MAX)?;
+    info.counters = ep.counters().map(|(_, v)| v);
     if !quiet {
         let mut tail = report::table_footer();
         for r in &results {
@@ -422,7 +584,7 @@ fn address_lines(opts: &Options, info: &ConnInfo) -> Vec<AddressLine> {
             out_reads: read.then_some(q.max_rd_atomic),
             rkey: one_sided.then_some(q.rkey),
             vaddr: one_sided.then_some(q.vaddr),
-            gid: None,
+            gid: (opts.transport != TransportKind::Tcp).then_some(info.gid),
         })
         .collect()
 }
@@ -438,6 +600,11 @@ fn run_info(
         format!("transport {}: {}", opts.transport, opts.transport_reason),
         format!("datapath on {}", pinned.reason),
     ];
+    if opts.transport == TransportKind::Soft && opts.inline_size.is_some() {
+        notes.push(
+            "-I accepted and ignored: the soft transport copies every payload into its packets, so inline sends would change nothing".into(),
+        );
+    }
     if opts.transport == TransportKind::Tcp {
         notes.push(format!(
             "TCP baseline: one connection per queue pair to {}, TCP_NODELAY, non-blocking sockets busy-polled",
@@ -470,7 +637,10 @@ fn run_info(
             _ => "Ethernet".into(),
         },
         gid_index: local.gid_index,
-        inline_size: 0,
+        inline_size: match opts.transport {
+            TransportKind::Verbs => opts.inline_size.unwrap_or(0),
+            _ => 0,
+        },
         out_reads: (opts.test.verb == Verb::Read)
             .then(|| local.qps.first().map_or(1, |q| q.max_rd_atomic)),
         cpu: Some(pinned.core),
@@ -492,6 +662,7 @@ fn run_info(
         started_at: report::now_rfc3339(),
         notes,
         version: env!("CARGO_PKG_VERSION").to_string(),
+        counters: None,
     }
 }
 
