@@ -25,7 +25,7 @@ impl SweepProgress {
     /// a ticking clock so that one long step still shows life.
     pub fn steps(steps: u64, unit: &str) -> SweepProgress {
         let visible = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
-        let p = Self::styled(steps, visible, unit);
+        let p = Self::styled(steps, visible, unit, 20);
         if visible {
             p.bar
                 .enable_steady_tick(std::time::Duration::from_millis(250));
@@ -34,19 +34,20 @@ impl SweepProgress {
     }
 
     fn with_visibility(sizes: u64, visible: bool) -> SweepProgress {
-        Self::styled(sizes, visible, "sizes")
+        Self::styled(sizes, visible, "sizes", 30)
     }
 
-    fn styled(sizes: u64, visible: bool, unit: &str) -> SweepProgress {
+    fn styled(sizes: u64, visible: bool, unit: &str, bar_width: u16) -> SweepProgress {
         let target = if visible {
             ProgressDrawTarget::stderr()
         } else {
             ProgressDrawTarget::hidden()
         };
         let bar = ProgressBar::with_draw_target(Some(sizes), target);
-        // The template is a constant; fall back to the default style rather than fail a benchmark.
-        let template =
-            format!(" {{spinner}} [{{bar:30}}] {{pos}}/{{len}} {unit}  {{msg}}  ({{elapsed}})");
+        // The template is well-formed by construction; fall back to the default style rather than fail.
+        let template = format!(
+            " {{spinner}} [{{bar:{bar_width}}}] {{pos}}/{{len}} {unit}  {{msg}}  ({{elapsed}})"
+        );
         if let Ok(style) = ProgressStyle::with_template(&template) {
             bar.set_style(style.progress_chars("=> "));
         }
