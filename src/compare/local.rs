@@ -23,6 +23,8 @@ const V1_CAPS: [(u32, &str, &str); 3] = [
 /// Server side address of the veth pair (namespace a); the client is .2 in namespace b.
 pub const VETH_SERVER_IP: &str = "10.77.0.1";
 const VETH_CLIENT_IP: &str = "10.77.0.2";
+/// Link MTU of the veth pair.
+const VETH_MTU: &str = "9000";
 /// The veth end's name in both namespaces.
 pub const VETH_DEV: &str = "veth0";
 
@@ -81,7 +83,8 @@ fn ip(args: &[&str]) -> Result<(), String> {
 }
 
 impl NetnsPair {
-    /// Creates `<prefix>a` and `<prefix>b` with `veth0` in each (10.77.0.1/24 and 10.77.0.2/24).
+    /// Creates `<prefix>a` and `<prefix>b` with `veth0` in each (10.77.0.1/24 and 10.77.0.2/24, MTU
+    /// 9000).
     pub fn up(prefix: &str) -> Result<NetnsPair, String> {
         let pair = NetnsPair {
             server: format!("{prefix}a"),
@@ -109,6 +112,8 @@ impl NetnsPair {
             (&pair.client, VETH_CLIENT_IP),
         ] {
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            // Room for a 4096-byte RoCE MTU, as RoCE v2 gets on lo: compare encapsulations, not MTUs.
+            ip(&["-n", ns, "link", "set", VETH_DEV, "mtu", VETH_MTU])?;
             ip(&[
                 "-n",
                 ns,

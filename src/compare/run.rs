@@ -373,7 +373,9 @@ fn run_one(
     }
 }
 
-/// The run a client wrote with `--json`.
+/// The run a client wrote with `--json`. The client's file is enough in every test: a client always
+/// posts, so it always measures, and where the server measures too (send_bw's receiver) the client's
+/// sending rate is the figure perftest's client reports.
 fn load_client_json(path: &Path) -> Result<CompareRun, String> {
     let bytes = std::fs::read(path).map_err(|e| {
         format!(

@@ -185,9 +185,31 @@ pub fn histograms(set: &CompareSet) -> String {
     out
 }
 
-/// The whole terminal report: the table, then the histograms.
+/// How each transport ran (device, addresses, GID, MTU, core and why), from the notes of its first
+/// run; empty when no run has notes.
+pub fn setups(set: &CompareSet) -> String {
+    let mut out = String::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for run in &set.runs {
+        if run.notes.is_empty() || seen.contains(&run.label.as_str()) {
+            continue;
+        }
+        seen.push(&run.label);
+        if out.is_empty() {
+            out.push_str("\nHow each transport ran (client side):\n");
+        }
+        out.push_str(&wrap(
+            &format!("{}: {}", run.label, run.notes.join("; ")),
+            WIDTH,
+        ));
+    }
+    out
+}
+
+/// The whole terminal report: the table, how each transport ran, then the histograms.
 pub fn render(set: &CompareSet) -> String {
     let mut out = side_by_side(set);
+    out.push_str(&setups(set));
     out.push_str(&histograms(set));
     out
 }
@@ -243,6 +265,20 @@ mod tests {
         for line in text.lines() {
             assert!(line.chars().count() <= WIDTH, "{line}");
         }
+    }
+
+    #[test]
+    fn each_transport_says_once_how_it_ran() {
+        let mut set = set();
+        assert_eq!(setups(&set), "");
+        set.runs[1].notes = vec!["udp socket 127.0.0.2:4791".into(), "core 0".into()];
+        set.runs[4].notes = vec!["not shown: the label was seen".into()];
+        let text = setups(&set);
+        assert_eq!(
+            text,
+            "\nHow each transport ran (client side):\nRoCE v2 (soft): udp socket 127.0.0.2:4791; core 0\n"
+        );
+        assert!(render(&set).contains(&text));
     }
 
     #[test]
