@@ -378,3 +378,33 @@ fn the_progress_bar_shows_on_a_terminal() {
         "and the table: {stdout:?}"
     );
 }
+
+#[test]
+fn sigterm_stops_the_comparison_and_reports_what_ran() {
+    let child = Command::new(BIN)
+        .args(["--local", "write_lat", "write_bw", "-D", "4", "--no-files"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill has no memory preconditions; pid is our own child, not yet reaped.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("TCP, write_bw: not run: interrupted"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    if is_root() {
+        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        assert!(
+            !String::from_utf8_lossy(&list.stdout).contains(&format!("rpc{pid}")),
+            "namespaces left behind"
+        );
+    }
+}

@@ -260,6 +260,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         .tempdir()
         .context("cannot create a temporary directory for the runs' logs")?;
     let timeout = cli.timeout.map(Duration::from_secs);
+    live::catch_interrupts();
     let set = if cli.local {
         if cli.device.is_some() {
             return usage("-d is for two-host runs; --local uses lo, and a veth pair for RoCE v1");
@@ -296,6 +297,10 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     };
     let nothing_ran = set.runs.is_empty();
     let code = report_and_gate(cli, &set)?;
+    if live::interrupted() {
+        eprintln!("roce_compare: interrupted; the report above holds the runs that finished");
+        return Ok(ExitCode::from(130));
+    }
     if nothing_ran {
         eprintln!("roce_compare: error: no transport could run; see the notes above");
         return Ok(ExitCode::from(2));

@@ -13,6 +13,7 @@ use std::fs::File;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a side gets to exit by itself after its peer is done or gone, before it is killed.
@@ -53,6 +54,30 @@ pub trait ServerSide {
     /// Waits until `deadline` for the server to exit (kills it at once when `kill`); Err says how it
     /// failed, with its stderr tail.
     fn finish(&mut self, kill: bool, deadline: Instant) -> Result<(), String>;
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Makes SIGINT (Ctrl-C) and SIGTERM stop the comparison instead of the process: the running server
+/// and client are killed, the runs left are noted, and the caller still reports what ran and removes
+/// what it set up (network namespaces).
+pub fn catch_interrupts() {
+    let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, handler);
+        }
+    }
+}
+
+/// Whether SIGINT or SIGTERM arrived since [`catch_interrupts`].
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
 }
 
 /// A started binary whose stdout and stderr go to files (so a chatty child never blocks on a pipe).
@@ -118,7 +143,7 @@ impl Proc {
         loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => return Some(status),
-                Ok(None) if Instant::now() >= deadline => return None,
+                Ok(None) if Instant::now() >= deadline || interrupted() => return None,
                 Ok(None) => std::thread::sleep(Duration::from_millis(20)),
                 // The child is ours; try_wait only fails if it was reaped elsewhere.
                 Err(_) => return None,
@@ -289,9 +314,22 @@ pub fn run_plan(
     for test in &plan.tests {
         for leg in &plan.legs {
             n += 1;
+            if interrupted() {
+                set.skipped.push(Skipped {
+                    label: format!("{}, {}", leg.label, test.test),
+                    reason: "not run: interrupted".into(),
+                    failed: false,
+                });
+                continue;
+            }
             progress.start_step(format!("{} over {}", test.test, leg.label));
             match run_one(test, leg, server, client, n) {
                 Ok(run) => set.runs.push(run),
+                Err(_) if interrupted() => set.skipped.push(Skipped {
+                    label: format!("{}, {}", leg.label, test.test),
+                    reason: "interrupted while running; server and client were killed".into(),
+                    failed: true,
+                }),
                 Err(reason) => set.skipped.push(Skipped {
                     label: format!("{}, {}", leg.label, test.test),
                     reason,
