@@ -1,10 +1,11 @@
 //! Side-by-side comparison of transports (RoCE v1, RoCE v2, TCP) running the same tests: the data model,
 //! its JSON form (`compare.json`, schema `roceperf.compare`) and the terminal rendering.
 //!
-//! How the runs are made is not this module's business: a [`CompareSet`] is filled either by an
-//! orchestrator that runs each transport in turn, or from result files made elsewhere
-//! ([`CompareRun::from_run`], `roce_compare --from`). The files under `results/<timestamp>/` are written by
-//! `report::compare`.
+//! The data model knows nothing of how runs are made. A [`CompareSet`] is filled either live, by the
+//! orchestrator in [`run`] that starts each transport's `roce_<test>` server and client in turn (on this
+//! machine: [`local`]; between two hosts: [`remote`]; their command lines: [`leg`]), or from result
+//! files made elsewhere ([`run_from_result_json`], `roce_compare --from`). The files under
+//! `results/<timestamp>/` are written by `report::compare`.
 
 pub mod leg;
 pub mod local;

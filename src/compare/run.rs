@@ -173,25 +173,38 @@ impl Proc {
         }
     }
 
-    /// `: <last stderr lines>`, or of stdout when stderr is empty; empty when both are.
+    /// `: <what went wrong>`: the `error:` lines of stderr when there are some (a retry notice before
+    /// them says nothing), else its last lines, else those of stdout; empty when both are empty.
     pub fn tail(&self) -> String {
         for path in [&self.stderr, &self.stdout] {
             let text = std::fs::read_to_string(path).unwrap_or_default();
-            let lines: Vec<&str> = text
-                .lines()
-                .map(str::trim)
-                // perftest's banner and clap's "try --help" say nothing about what went wrong.
-                .filter(|l| {
-                    !l.is_empty() && !l.starts_with('*') && !l.starts_with("For more information")
-                })
-                .collect();
-            if !lines.is_empty() {
-                let from = lines.len().saturating_sub(TAIL_LINES);
-                return format!(": {}", lines[from..].join(" / "));
+            if let Some(t) = tail_of(&text) {
+                return format!(": {t}");
             }
         }
         String::new()
     }
+}
+
+/// The lines of a log that say what went wrong, joined with ` / `.
+fn tail_of(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        // perftest's banner and clap's "try --help" say nothing about what went wrong.
+        .filter(|l| !l.is_empty() && !l.starts_with('*') && !l.starts_with("For more information"))
+        .collect();
+    let errors: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("error"))
+        .collect();
+    let pick = if errors.is_empty() { lines } else { errors };
+    let from = pick
+        .len()
+        .checked_sub(1)
+        .map(|last| last.saturating_sub(TAIL_LINES - 1))?;
+    Some(pick[from..].join(" / "))
 }
 
 impl Drop for Proc {
@@ -393,9 +406,13 @@ fn run_one(
             // The server usually stops by itself once its client gave up; its reason may be the real one.
             let server_err = server.finish(false, Instant::now() + GRACE).err();
             let tail = proc.tail();
-            // Both sides usually print the same verdict; say it once.
+            // Both sides usually print the same verdict (the server quotes the client's); say it once.
+            let verdict = tail.rsplit(" / ").next().unwrap_or_default();
+            let verdict = verdict
+                .trim_start_matches(": ")
+                .trim_start_matches("error: ");
             let server_part = server_err
-                .filter(|s| tail.is_empty() || !s.ends_with(&tail))
+                .filter(|s| verdict.is_empty() || !s.contains(verdict))
                 .map(|s| format!("; {s}"))
                 .unwrap_or_default();
             Err(format!("client {}{tail}{server_part}", exit_text(status)))
@@ -447,8 +464,18 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err,
-            "sh exited with status 2: one / error: --transport soft is not built yet"
+            "sh exited with status 2: error: --transport soft is not built yet"
         );
+    }
+
+    #[test]
+    fn error_lines_are_preferred_over_progress_notices() {
+        let log =
+            "roceperf: no server at 10.77.0.1:1 yet; retrying\n\nerror: queue pair 0 failed\n";
+        assert_eq!(tail_of(log).unwrap(), "error: queue pair 0 failed");
+        let log = "a\nb\nc\nd\nFor more information, try '--help'.\n";
+        assert_eq!(tail_of(log).unwrap(), "b / c / d");
+        assert_eq!(tail_of("\n ** banner **\n"), None);
     }
 
     #[test]

@@ -162,23 +162,33 @@ fn wrap(text: &str, width: usize) -> String {
     out
 }
 
-/// A log-bucket histogram per latency run and size, each under a title line.
+/// A log-bucket histogram per latency run, each under a title line: at its smallest size only when it
+/// swept several (the other sizes' histograms are in the .hlog files), so a sweep stays readable.
 pub fn histograms(set: &CompareSet) -> String {
     let mut out = String::new();
     for run in &set.runs {
-        for r in &run.results {
-            if let crate::report::Measured::Latency { histogram, stats } = &r.measured {
+        let sizes = run.results.len();
+        if let Some(r) = run.results.first()
+            && let crate::report::Measured::Latency { histogram, stats } = &r.measured
+        {
+            let _ = writeln!(
+                out,
+                "\n{} {}, {}: {} samples, median {} µs, max {} µs",
+                run.test,
+                cut(&run.label, LABEL_MAX),
+                fmt_size(r.size),
+                stats.samples,
+                num(stats.median_us),
+                num(stats.max_us)
+            );
+            out.push_str(&histogram_text::render(histogram, WIDTH));
+            if sizes > 1 {
                 let _ = writeln!(
                     out,
-                    "\n{} {}, {}: {} samples, median {} µs, max {} µs",
-                    run.test,
-                    cut(&run.label, LABEL_MAX),
-                    fmt_size(r.size),
-                    stats.samples,
-                    num(stats.median_us),
-                    num(stats.max_us)
+                    "  ({} more sizes up to {}: see the .hlog files)",
+                    sizes - 1,
+                    fmt_size(run.results[sizes - 1].size)
                 );
-                out.push_str(&histogram_text::render(histogram, WIDTH));
             }
         }
     }
@@ -296,6 +306,25 @@ mod tests {
         let rejoined: String = out.split_whitespace().collect();
         assert_eq!(rejoined, text.split_whitespace().collect::<String>());
         assert_eq!(wrap("short", WIDTH), "short\n");
+    }
+
+    #[test]
+    fn a_sweep_shows_the_histogram_of_its_smallest_size() {
+        let mut set = set();
+        set.runs.truncate(1);
+        let more = super::super::testdata::lat(4096, 9000, 500);
+        set.runs[0].results.push(more);
+        let text = histograms(&set);
+        let titles: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("write_lat"))
+            .collect();
+        assert_eq!(titles.len(), 1, "{text}");
+        assert!(titles[0].contains(", 2 B:"), "{text}");
+        assert!(
+            text.contains("(1 more sizes up to 4 KiB: see the .hlog files)"),
+            "{text}"
+        );
     }
 
     #[test]
