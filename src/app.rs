@@ -3,7 +3,7 @@
 //! The six binaries are one line each: `roceperf::app::main(TestKind::new(verb, metric))`.
 //! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error.
 
-use crate::bench::{self, Layout, bw, lat};
+use crate::bench::{self, Layout, bw, lat, validate};
 use crate::cli::{IoArg, Options, OutputArg, RunMode};
 use crate::oob::{self, Channel, TestParams};
 use crate::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
@@ -316,6 +316,7 @@ fn test_params(opts: &Options) -> TestParams {
         bidirectional: opts.bidirectional,
         warmup: opts.warmup,
         report_gbits: opts.report_gbits,
+        validate: opts.validate,
     }
 }
 
@@ -394,9 +395,18 @@ fn run_sizes_on<E: Described>(
     let mut results = Vec::with_capacity(opts.sizes.len());
     for (step, &size) in opts.sizes.iter().enumerate() {
         progress.start_size(size);
+        if opts.validate {
+            prepare_validation(opts, ep, layout, size);
+        }
         chan.barrier(step as u64)?;
         let mine = measure(opts, ep, chan, layout, &remotes, &mut recvs, size)?;
         let theirs = finish(opts.role, chan, ep, &mine, &mut recvs, layout)?;
+        if opts.validate
+            && opts.test == TestKind::new(Verb::Write, Metric::Bandwidth)
+            && (opts.role == Role::Server || opts.bidirectional)
+        {
+            check_write_target(ep, layout, size)?;
+        }
         let shown = match (mine, theirs) {
             (Some(m), Some(t)) if opts.bidirectional => Some(combine(
                 m,
@@ -443,6 +453,56 @@ fn run_sizes_on<E: Described>(
     write_files(opts, &info, &results)
 }
 
+/// `--validate`, before a size starts: the source holds the size's pattern (bandwidth tests send it as is;
+/// latency tests refill it per iteration), the target is cleared so that missing data cannot pass, and a
+/// READ responder's target holds the pattern its peer reads.
+fn prepare_validation<E: Endpoint>(opts: &Options, ep: &mut E, layout: Layout, size: u64) {
+    let (n, half) = (size as usize, layout.half as usize);
+    let seed = validate::seed(size, None);
+    let read_responder = opts.test.verb == Verb::Read && opts.role == Role::Server;
+    for q in 0..ep.qp_count() {
+        let buf = ep.buffer_mut(q);
+        validate::fill(&mut buf[..n], seed);
+        if read_responder {
+            validate::fill(&mut buf[half..half + n], seed);
+        } else {
+            buf[half..half + n].fill(0);
+        }
+    }
+}
+
+/// `--validate`, WRITE bandwidth: after the writer's last completion every target region holds the size's
+/// pattern. Keeps the datapath polled for a moment, because over TCP a completed WRITE may still be in
+/// the kernel's buffers.
+fn check_write_target<E: Endpoint>(ep: &mut E, layout: Layout, size: u64) -> Result<(), Error> {
+    let (n, half) = (size as usize, layout.half as usize);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut comps = [transport::Completion::EMPTY; 16];
+    loop {
+        let bad = (0..ep.qp_count()).find_map(|q| {
+            validate::check(
+                &ep.buffer(q)[half..half + n],
+                size,
+                None,
+                None,
+                "WRITE target",
+            )
+            .err()
+        });
+        match bad {
+            None => return Ok(()),
+            Some(e) if std::time::Instant::now() > deadline => return Err(e.into()),
+            Some(_) => {
+                ep.poll_cq(&mut comps)
+                    .map_err(|source| bench::Error::Transport {
+                        during: "waiting for the last WRITEs to land",
+                        source,
+                    })?;
+            }
+        }
+    }
+}
+
 /// Measures one size on this side; `None` where this side only serves (the peer measures).
 fn measure<E: Endpoint>(
     opts: &Options,
@@ -471,6 +531,7 @@ fn measure<E: Endpoint>(
                 peak: opts.transport != TransportKind::Tcp,
                 cpu_util: opts.cpu_util,
                 layout,
+                validate: opts.validate,
             };
             let m = if opts.bidirectional {
                 let duplex = (test.verb == Verb::Send).then_some(recvs);
@@ -512,6 +573,7 @@ fn measure<E: Endpoint>(
                 rtt_factor: test.rtt_factor(),
                 cpu_util: opts.cpu_util,
                 layout,
+                validate: opts.validate,
             };
             let m = lat::run(ep, &spec, opts.role, remotes[0], recvs, &mut stop)?;
             let stats = LatencyStats::from_histogram(&m.histogram, &opts.percentiles);
@@ -600,6 +662,11 @@ fn run_info(
         format!("transport {}: {}", opts.transport, opts.transport_reason),
         format!("datapath on {}", pinned.reason),
     ];
+    if opts.validate {
+        notes.push(
+            "--validate: every message's payload is checked against the sender's pattern; the pattern work is inside the measurement, so figures are lower than without it".into(),
+        );
+    }
     if opts.transport == TransportKind::Soft && opts.inline_size.is_some() {
         notes.push(
             "-I accepted and ignored: the soft transport copies every payload into its packets, so inline sends would change nothing".into(),
