@@ -40,6 +40,15 @@ pub enum Error {
     /// Writing --csv / --json / --results (exit 2).
     #[error("{0}")]
     Report(#[from] report::ReportError),
+    /// A gate threshold or baseline comparison failed (exit 1); the table above says which.
+    #[error("{failed} gate check(s) failed (see the table above)")]
+    GateFailed {
+        /// Number of failed checks.
+        failed: usize,
+    },
+    /// A gate could not be evaluated: unreadable baseline, unwritable JUnit file (exit 2).
+    #[error("gate: {0}")]
+    GateInput(String),
 }
 
 impl Error {
@@ -47,6 +56,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Bench(e) if !e.is_setup() => 1,
+            Error::GateFailed { .. } => 1,
             _ => 2,
         }
     }
@@ -450,7 +460,44 @@ fn run_sizes_on<E: Described>(
         }
         print!("{tail}");
     }
-    write_files(opts, &info, &results)
+    write_files(opts, &info, &results)?;
+    gate(opts, &info, &results)
+}
+
+/// Checks the gate thresholds given on the command line against this run (nothing when none was given).
+fn gate(opts: &Options, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
+    if !opts.gate.is_active() {
+        return Ok(());
+    }
+    let source = opts
+        .json
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from(format!("{} run", info.test)));
+    let report = crate::gate::check_run(info, results, &source, &opts.gate).map_err(|errors| {
+        Error::GateInput(
+            errors
+                .iter()
+                .map(|e| format!("baseline: {e}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })?;
+    print!("{}", report.table());
+    if opts.gate_output.github_enabled() {
+        print!("{}", report.github_annotations());
+    }
+    if let Some(path) = &opts.gate_output.junit {
+        std::fs::write(path, report.junit_xml()).map_err(|e| {
+            Error::GateInput(format!(
+                "cannot write the JUnit report {}: {e}; check that its directory exists and is writable",
+                path.display()
+            ))
+        })?;
+    }
+    match report.count(crate::gate::Verdict::Fail) {
+        0 => Ok(()),
+        failed => Err(Error::GateFailed { failed }),
+    }
 }
 
 /// `--validate`, before a size starts: the source holds the size's pattern (bandwidth tests send it as is;
