@@ -219,6 +219,8 @@ fn open_soft(opts: &Options, layout: Layout) -> Result<SoftEndpoint, Error> {
     };
     cfg.gid_index = opts.gid_index.map(u32::from);
     cfg.mtu = opts.mtu;
+    cfg.timeout = opts.qp_timeout.unwrap_or(cfg.timeout);
+    cfg.retry_cnt = opts.retry_count.unwrap_or(cfg.retry_cnt);
     cfg.qps = opts.qps as usize;
     cfg.buffer_len = layout.buffer_len();
     // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
@@ -235,6 +237,7 @@ fn open_verbs(opts: &Options, layout: Layout) -> Result<VerbsEndpoint, Error> {
         Verb::Write => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         Verb::Read => Access::LOCAL_WRITE | Access::REMOTE_READ,
     };
+    let defaults = VerbsConfig::default();
     let cfg = VerbsConfig {
         device: opts.device.clone(),
         ib_port: opts.ib_port.unwrap_or(1),
@@ -248,7 +251,9 @@ fn open_verbs(opts: &Options, layout: Layout) -> Result<VerbsEndpoint, Error> {
         inline_size: opts.inline_size.unwrap_or(0),
         mtu: opts.mtu,
         access,
-        ..VerbsConfig::default()
+        timeout: opts.qp_timeout.unwrap_or(defaults.timeout),
+        retry_cnt: opts.retry_count.unwrap_or(defaults.retry_cnt),
+        ..defaults
     };
     VerbsEndpoint::open(&cfg).map_err(|e| setup_error(opts, e.into()))
 }

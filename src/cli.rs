@@ -187,6 +187,14 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<IpAddr>,
 
+    /// Local ACK timeout exponent: 4.096 µs × 2^N before a retransmission [default: 14, 67 ms] (verbs, soft only).
+    #[arg(short = 'u', long = "qp-timeout", value_parser = clap::value_parser!(u8).range(1..=31))]
+    pub qp_timeout: Option<u8>,
+
+    /// Retransmissions without progress before a request fails with "retry counter exceeded" [default: 7] (verbs, soft only).
+    #[arg(long = "retry_count", value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub retry_count: Option<u8>,
+
     /// Check every byte received against the sender's pattern; a mismatch fails the test (SYMMETRIC).
     #[arg(long)]
     pub validate: bool,
@@ -371,6 +379,10 @@ pub struct Options {
     pub bind: Option<IpAddr>,
     /// `--validate`.
     pub validate: bool,
+    /// `-u`.
+    pub qp_timeout: Option<u8>,
+    /// `--retry_count`.
+    pub retry_count: Option<u8>,
     /// Gate thresholds.
     pub gate: GateArgs,
     /// Gate reports.
@@ -535,6 +547,12 @@ impl Options {
             }
             if a.inline_size.is_some() {
                 return na("-I", tcp(), "TCP has no inline sends");
+            }
+            if a.qp_timeout.is_some() {
+                return na("-u", tcp(), "TCP retransmits on its own timers");
+            }
+            if a.retry_count.is_some() {
+                return na("--retry_count", tcp(), "TCP retransmits on its own timers");
             }
             if a.ipv6 {
                 return na(
@@ -778,6 +796,8 @@ impl Options {
             ipv6: a.ipv6,
             bind: a.bind,
             validate: a.validate,
+            qp_timeout: a.qp_timeout,
+            retry_count: a.retry_count,
             gate: a.gate,
             gate_output: a.gate_output,
         })
