@@ -4,7 +4,7 @@
 //! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error.
 
 use crate::bench::{self, Layout, bw, lat, validate};
-use crate::cli::{IoArg, Options, OutputArg, RunMode};
+use crate::cli::{IoArg, OobArg, Options, OutputArg, RunMode};
 use crate::oob::{self, Channel, TestParams};
 use crate::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
 use crate::report::{
@@ -46,6 +46,9 @@ pub enum Error {
         /// Number of failed checks.
         failed: usize,
     },
+    /// perftest's out-of-band dialect failed (exit 2).
+    #[error("--oob perftest: {0}")]
+    Perftest(#[from] crate::oob::perftest::PerftestError),
     /// A gate could not be evaluated: unreadable baseline, unwritable JUnit file (exit 2).
     #[error("gate: {0}")]
     GateInput(String),
@@ -81,7 +84,7 @@ pub fn main(test: TestKind) -> ExitCode {
 }
 
 /// How long a blocking out-of-band read waits for the peer.
-fn io_timeout(opts: &Options) -> Duration {
+pub(crate) fn io_timeout(opts: &Options) -> Duration {
     let run = match opts.mode {
         RunMode::Duration { secs, .. } => Duration::from_secs(secs),
         RunMode::Iterations(_) => Duration::ZERO,
@@ -89,7 +92,7 @@ fn io_timeout(opts: &Options) -> Duration {
     oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run
 }
 
-fn verbose(opts: &Options, msg: impl FnOnce() -> String) {
+pub(crate) fn verbose(opts: &Options, msg: impl FnOnce() -> String) {
     if opts.verbose > 0 {
         eprintln!("roceperf: {}", msg());
     }
@@ -108,6 +111,9 @@ pub fn run(opts: &Options) -> Result<(), Error> {
         TransportKind::Soft => {
             let ep = open_soft(opts, layout)?;
             verbose(opts, || ep.describe());
+            if opts.oob == OobArg::Perftest {
+                return perftest_oob::run(opts, &pinned, layout, ep);
+            }
             let mut chan = open_channel(opts)?;
             guarded(opts, &mut chan, |chan| {
                 serve(opts, chan, &pinned, layout, ep)
@@ -115,6 +121,9 @@ pub fn run(opts: &Options) -> Result<(), Error> {
         }
         TransportKind::Verbs => {
             let ep = open_verbs(opts, layout)?;
+            if opts.oob == OobArg::Perftest {
+                return perftest_oob::run(opts, &pinned, layout, ep);
+            }
             let mut chan = open_channel(opts)?;
             guarded(opts, &mut chan, |chan| {
                 serve(opts, chan, &pinned, layout, ep)
@@ -220,6 +229,8 @@ fn open_soft(opts: &Options, layout: Layout) -> Result<SoftEndpoint, Error> {
     cfg.gid_index = opts.gid_index.map(u32::from);
     cfg.mtu = opts.mtu;
     cfg.timeout = opts.qp_timeout.unwrap_or(cfg.timeout);
+    // rxe (a likely perftest peer) hashes the IPv4 ID, which a UDP socket hides from the ICRC check.
+    cfg.verify_udp_ipv4_icrc = opts.oob != OobArg::Perftest;
     cfg.retry_cnt = opts.retry_count.unwrap_or(cfg.retry_cnt);
     cfg.qps = opts.qps as usize;
     cfg.buffer_len = layout.buffer_len();
@@ -258,8 +269,10 @@ fn open_verbs(opts: &Options, layout: Layout) -> Result<VerbsEndpoint, Error> {
     VerbsEndpoint::open(&cfg).map_err(|e| setup_error(opts, e.into()))
 }
 
+mod perftest_oob;
+
 /// What the report needs from a transport beyond [`Endpoint`]: setup notes, counters, error detail.
-trait Described: Endpoint {
+pub(crate) trait Described: Endpoint {
     /// Lines for the header's notes (what was chosen and why).
     fn notes(&self) -> Vec<String> {
         Vec::new()
@@ -336,7 +349,7 @@ fn test_params(opts: &Options) -> TestParams {
 }
 
 /// Receives kept posted per queue pair by SEND tests (perftest's rx_depth 512, capped at the iterations).
-fn rx_depth(opts: &Options) -> u32 {
+pub(crate) fn rx_depth(opts: &Options) -> u32 {
     match (opts.test.verb, opts.test.metric) {
         (Verb::Send, Metric::Bandwidth) => {
             let n = match opts.mode {
@@ -350,7 +363,7 @@ fn rx_depth(opts: &Options) -> u32 {
     }
 }
 
-fn setup_error(opts: &Options, source: transport::Error) -> Error {
+pub(crate) fn setup_error(opts: &Options, source: transport::Error) -> Error {
     Error::Setup {
         transport: opts.transport,
         source,
@@ -392,7 +405,13 @@ fn run_sizes_on<E: Described>(
     verbose(opts, || {
         format!("data connections up ({:?})", peer_info.addr)
     });
-    let mut info = run_info(opts, chan, pinned, &ep.local_info(), &peer_info);
+    let mut info = run_info(
+        opts,
+        chan.local_ip().to_string(),
+        pinned,
+        &ep.local_info(),
+        &peer_info,
+    );
     info.notes.extend(ep.notes());
     let quiet = opts.output.is_some();
     if !quiet {
@@ -414,7 +433,16 @@ fn run_sizes_on<E: Described>(
             prepare_validation(opts, ep, layout, size);
         }
         chan.barrier(step as u64)?;
-        let mine = measure(opts, ep, chan, layout, &remotes, &mut recvs, size)?;
+        let mine = measure(
+            opts,
+            ep,
+            &mut || chan.peer_has_data().unwrap_or(true),
+            layout,
+            &remotes,
+            &mut recvs,
+            size,
+            opts.warmup,
+        )?;
         let theirs = finish(opts.role, chan, ep, &mine, &mut recvs, layout)?;
         if opts.validate
             && opts.test == TestKind::new(Verb::Write, Metric::Bandwidth)
@@ -470,7 +498,7 @@ fn run_sizes_on<E: Described>(
 }
 
 /// Checks the gate thresholds given on the command line against this run (nothing when none was given).
-fn gate(opts: &Options, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
+pub(crate) fn gate(opts: &Options, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
     if !opts.gate.is_active() {
         return Ok(());
     }
@@ -556,16 +584,18 @@ fn check_write_target<E: Endpoint>(ep: &mut E, layout: Layout, size: u64) -> Res
 }
 
 /// Measures one size on this side; `None` where this side only serves (the peer measures).
-fn measure<E: Endpoint>(
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn measure<E: Endpoint>(
     opts: &Options,
     ep: &mut E,
-    chan: &Channel,
+    stop: &mut dyn FnMut() -> bool,
     layout: Layout,
     remotes: &[transport::RemoteAddr],
     recvs: &mut bw::RecvState,
     size: u64,
+    warmup: u64,
 ) -> Result<Option<SizeResult>, Error> {
-    let mut stop = || chan.peer_has_data().unwrap_or(true);
+    let mut stop = stop;
     let client = opts.role == Role::Client;
     let test = opts.test;
     match test.metric {
@@ -576,7 +606,7 @@ fn measure<E: Endpoint>(
                 mode: opts.mode,
                 tx_depth: opts.tx_depth,
                 cq_mod: opts.cq_mod_for(size),
-                warmup: opts.warmup,
+                warmup,
                 rx_depth: rx_depth(opts),
                 // With TCP a completion means the kernel took the bytes, so the first socket buffer's
                 // worth completes at memory speed and perftest's peak would be meaningless.
@@ -621,7 +651,7 @@ fn measure<E: Endpoint>(
                 verb: test.verb,
                 size,
                 mode: opts.mode,
-                warmup: opts.warmup,
+                warmup,
                 rtt_factor: test.rtt_factor(),
                 cpu_util: opts.cpu_util,
                 layout,
@@ -670,7 +700,7 @@ fn finish<E: Endpoint>(
 }
 
 /// Bidirectional: the sum of what each side sent, as perftest prints it.
-fn combine(mine: SizeResult, theirs: &SizeResult, duration: bool) -> SizeResult {
+pub(crate) fn combine(mine: SizeResult, theirs: &SizeResult, duration: bool) -> SizeResult {
     match (&mine.measured, &theirs.measured) {
         (Measured::Bandwidth(a), Measured::Bandwidth(b)) => SizeResult {
             // Duration mode counts messages: the two directions together, like the rates.
@@ -703,9 +733,9 @@ fn address_lines(opts: &Options, info: &ConnInfo) -> Vec<AddressLine> {
         .collect()
 }
 
-fn run_info(
+pub(crate) fn run_info(
     opts: &Options,
-    chan: &Channel,
+    fallback_device: String,
     pinned: &bench::affinity::Pinned,
     local: &ConnInfo,
     peer: &ConnInfo,
@@ -741,10 +771,7 @@ fn run_info(
         role: opts.role,
         transport: opts.transport,
         roce: opts.roce,
-        device: opts
-            .device
-            .clone()
-            .unwrap_or_else(|| chan.local_ip().to_string()),
+        device: opts.device.clone().unwrap_or(fallback_device),
         peer: opts.host.clone(),
         qps: opts.qps,
         tx_depth: opts.tx_depth,
@@ -785,7 +812,11 @@ fn run_info(
     }
 }
 
-fn write_files(opts: &Options, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
+pub(crate) fn write_files(
+    opts: &Options,
+    info: &RunInfo,
+    results: &[SizeResult],
+) -> Result<(), Error> {
     if let Some(p) = &opts.csv {
         report::append_csv(p, info, results)?;
     }
