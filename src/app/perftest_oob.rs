@@ -113,11 +113,10 @@ fn drive<E: Described>(
         if matches!(action, Action::Run { .. } | Action::Finished)
             && let Some((size, mine)) = pending.take()
             && let Some(i) = &info
+            && let Some(r) = settle(opts, size, mine, session.peer_report())
         {
-            if let Some(r) = settle(opts, size, mine, session.peer_report()) {
-                print_row(opts, i, &r, quiet);
-                results.push(r);
-            }
+            print_row(opts, i, &r, quiet);
+            results.push(r);
         }
         match action {
             Action::NeedLocalKeys { .. } => {

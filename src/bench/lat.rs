@@ -501,7 +501,7 @@ mod tests {
         };
         let mut r = RecvState::default();
         let done = std::sync::atomic::AtomicBool::new(false);
-        let _ = std::thread::scope(|sc| {
+        std::thread::scope(|sc| {
             sc.spawn(|| {
                 run(
                     &mut client,
