@@ -3,8 +3,8 @@
 //! The six binaries are one line each: `roceperf::app::main(TestKind::new(verb, metric))`.
 //! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error.
 
-use crate::bench::{self, Layout, bw, lat};
-use crate::cli::{IoArg, Options, OutputArg, RunMode};
+use crate::bench::{self, Layout, bw, lat, validate};
+use crate::cli::{IoArg, OobArg, Options, OutputArg, RunMode};
 use crate::oob::{self, Channel, TestParams};
 use crate::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
 use crate::report::{
@@ -40,6 +40,18 @@ pub enum Error {
     /// Writing --csv / --json / --results (exit 2).
     #[error("{0}")]
     Report(#[from] report::ReportError),
+    /// A gate threshold or baseline comparison failed (exit 1); the table above says which.
+    #[error("{failed} gate check(s) failed (see the table above)")]
+    GateFailed {
+        /// Number of failed checks.
+        failed: usize,
+    },
+    /// perftest's out-of-band dialect failed (exit 2).
+    #[error("--oob perftest: {0}")]
+    Perftest(#[from] crate::oob::perftest::PerftestError),
+    /// A gate could not be evaluated: unreadable baseline, unwritable JUnit file (exit 2).
+    #[error("gate: {0}")]
+    GateInput(String),
 }
 
 impl Error {
@@ -47,6 +59,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Bench(e) if !e.is_setup() => 1,
+            Error::GateFailed { .. } => 1,
             _ => 2,
         }
     }
@@ -71,7 +84,7 @@ pub fn main(test: TestKind) -> ExitCode {
 }
 
 /// How long a blocking out-of-band read waits for the peer.
-fn io_timeout(opts: &Options) -> Duration {
+pub(crate) fn io_timeout(opts: &Options) -> Duration {
     let run = match opts.mode {
         RunMode::Duration { secs, .. } => Duration::from_secs(secs),
         RunMode::Iterations(_) => Duration::ZERO,
@@ -79,7 +92,7 @@ fn io_timeout(opts: &Options) -> Duration {
     oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run
 }
 
-fn verbose(opts: &Options, msg: impl FnOnce() -> String) {
+pub(crate) fn verbose(opts: &Options, msg: impl FnOnce() -> String) {
     if opts.verbose > 0 {
         eprintln!("roceperf: {}", msg());
     }
@@ -98,6 +111,9 @@ pub fn run(opts: &Options) -> Result<(), Error> {
         TransportKind::Soft => {
             let ep = open_soft(opts, layout)?;
             verbose(opts, || ep.describe());
+            if opts.oob == OobArg::Perftest {
+                return perftest_oob::run(opts, &pinned, layout, ep);
+            }
             let mut chan = open_channel(opts)?;
             guarded(opts, &mut chan, |chan| {
                 serve(opts, chan, &pinned, layout, ep)
@@ -105,6 +121,9 @@ pub fn run(opts: &Options) -> Result<(), Error> {
         }
         TransportKind::Verbs => {
             let ep = open_verbs(opts, layout)?;
+            if opts.oob == OobArg::Perftest {
+                return perftest_oob::run(opts, &pinned, layout, ep);
+            }
             let mut chan = open_channel(opts)?;
             guarded(opts, &mut chan, |chan| {
                 serve(opts, chan, &pinned, layout, ep)
@@ -209,6 +228,10 @@ fn open_soft(opts: &Options, layout: Layout) -> Result<SoftEndpoint, Error> {
     };
     cfg.gid_index = opts.gid_index.map(u32::from);
     cfg.mtu = opts.mtu;
+    cfg.timeout = opts.qp_timeout.unwrap_or(cfg.timeout);
+    // rxe (a likely perftest peer) hashes the IPv4 ID, which a UDP socket hides from the ICRC check.
+    cfg.verify_udp_ipv4_icrc = opts.oob != OobArg::Perftest;
+    cfg.retry_cnt = opts.retry_count.unwrap_or(cfg.retry_cnt);
     cfg.qps = opts.qps as usize;
     cfg.buffer_len = layout.buffer_len();
     // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
@@ -225,6 +248,7 @@ fn open_verbs(opts: &Options, layout: Layout) -> Result<VerbsEndpoint, Error> {
         Verb::Write => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         Verb::Read => Access::LOCAL_WRITE | Access::REMOTE_READ,
     };
+    let defaults = VerbsConfig::default();
     let cfg = VerbsConfig {
         device: opts.device.clone(),
         ib_port: opts.ib_port.unwrap_or(1),
@@ -238,13 +262,17 @@ fn open_verbs(opts: &Options, layout: Layout) -> Result<VerbsEndpoint, Error> {
         inline_size: opts.inline_size.unwrap_or(0),
         mtu: opts.mtu,
         access,
-        ..VerbsConfig::default()
+        timeout: opts.qp_timeout.unwrap_or(defaults.timeout),
+        retry_cnt: opts.retry_count.unwrap_or(defaults.retry_cnt),
+        ..defaults
     };
     VerbsEndpoint::open(&cfg).map_err(|e| setup_error(opts, e.into()))
 }
 
+mod perftest_oob;
+
 /// What the report needs from a transport beyond [`Endpoint`]: setup notes, counters, error detail.
-trait Described: Endpoint {
+pub(crate) trait Described: Endpoint {
     /// Lines for the header's notes (what was chosen and why).
     fn notes(&self) -> Vec<String> {
         Vec::new()
@@ -316,11 +344,12 @@ fn test_params(opts: &Options) -> TestParams {
         bidirectional: opts.bidirectional,
         warmup: opts.warmup,
         report_gbits: opts.report_gbits,
+        validate: opts.validate,
     }
 }
 
 /// Receives kept posted per queue pair by SEND tests (perftest's rx_depth 512, capped at the iterations).
-fn rx_depth(opts: &Options) -> u32 {
+pub(crate) fn rx_depth(opts: &Options) -> u32 {
     match (opts.test.verb, opts.test.metric) {
         (Verb::Send, Metric::Bandwidth) => {
             let n = match opts.mode {
@@ -334,7 +363,7 @@ fn rx_depth(opts: &Options) -> u32 {
     }
 }
 
-fn setup_error(opts: &Options, source: transport::Error) -> Error {
+pub(crate) fn setup_error(opts: &Options, source: transport::Error) -> Error {
     Error::Setup {
         transport: opts.transport,
         source,
@@ -376,7 +405,13 @@ fn run_sizes_on<E: Described>(
     verbose(opts, || {
         format!("data connections up ({:?})", peer_info.addr)
     });
-    let mut info = run_info(opts, chan, pinned, &ep.local_info(), &peer_info);
+    let mut info = run_info(
+        opts,
+        chan.local_ip().to_string(),
+        pinned,
+        &ep.local_info(),
+        &peer_info,
+    );
     info.notes.extend(ep.notes());
     let quiet = opts.output.is_some();
     if !quiet {
@@ -394,9 +429,27 @@ fn run_sizes_on<E: Described>(
     let mut results = Vec::with_capacity(opts.sizes.len());
     for (step, &size) in opts.sizes.iter().enumerate() {
         progress.start_size(size);
+        if opts.validate {
+            prepare_validation(opts, ep, layout, size);
+        }
         chan.barrier(step as u64)?;
-        let mine = measure(opts, ep, chan, layout, &remotes, &mut recvs, size)?;
+        let mine = measure(
+            opts,
+            ep,
+            &mut || chan.peer_has_data().unwrap_or(true),
+            layout,
+            &remotes,
+            &mut recvs,
+            size,
+            opts.warmup,
+        )?;
         let theirs = finish(opts.role, chan, ep, &mine, &mut recvs, layout)?;
+        if opts.validate
+            && opts.test == TestKind::new(Verb::Write, Metric::Bandwidth)
+            && (opts.role == Role::Server || opts.bidirectional)
+        {
+            check_write_target(ep, layout, size)?;
+        }
         let shown = match (mine, theirs) {
             (Some(m), Some(t)) if opts.bidirectional => Some(combine(
                 m,
@@ -440,20 +493,109 @@ fn run_sizes_on<E: Described>(
         }
         print!("{tail}");
     }
-    write_files(opts, &info, &results)
+    write_files(opts, &info, &results)?;
+    gate(opts, &info, &results)
+}
+
+/// Checks the gate thresholds given on the command line against this run (nothing when none was given).
+pub(crate) fn gate(opts: &Options, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
+    if !opts.gate.is_active() {
+        return Ok(());
+    }
+    let source = opts
+        .json
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from(format!("{} run", info.test)));
+    let report = crate::gate::check_run(info, results, &source, &opts.gate).map_err(|errors| {
+        Error::GateInput(
+            errors
+                .iter()
+                .map(|e| format!("baseline: {e}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })?;
+    print!("{}", report.table());
+    if opts.gate_output.github_enabled() {
+        print!("{}", report.github_annotations());
+    }
+    if let Some(path) = &opts.gate_output.junit {
+        std::fs::write(path, report.junit_xml()).map_err(|e| {
+            Error::GateInput(format!(
+                "cannot write the JUnit report {}: {e}; check that its directory exists and is writable",
+                path.display()
+            ))
+        })?;
+    }
+    match report.count(crate::gate::Verdict::Fail) {
+        0 => Ok(()),
+        failed => Err(Error::GateFailed { failed }),
+    }
+}
+
+/// `--validate`, before a size starts: the source holds the size's pattern (bandwidth tests send it as is;
+/// latency tests refill it per iteration), the target is cleared so that missing data cannot pass, and a
+/// READ responder's target holds the pattern its peer reads.
+fn prepare_validation<E: Endpoint>(opts: &Options, ep: &mut E, layout: Layout, size: u64) {
+    let (n, half) = (size as usize, layout.half as usize);
+    let seed = validate::seed(size, None);
+    let read_responder = opts.test.verb == Verb::Read && opts.role == Role::Server;
+    for q in 0..ep.qp_count() {
+        let buf = ep.buffer_mut(q);
+        validate::fill(&mut buf[..n], seed);
+        if read_responder {
+            validate::fill(&mut buf[half..half + n], seed);
+        } else {
+            buf[half..half + n].fill(0);
+        }
+    }
+}
+
+/// `--validate`, WRITE bandwidth: after the writer's last completion every target region holds the size's
+/// pattern. Keeps the datapath polled for a moment, because over TCP a completed WRITE may still be in
+/// the kernel's buffers.
+fn check_write_target<E: Endpoint>(ep: &mut E, layout: Layout, size: u64) -> Result<(), Error> {
+    let (n, half) = (size as usize, layout.half as usize);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut comps = [transport::Completion::EMPTY; 16];
+    loop {
+        let bad = (0..ep.qp_count()).find_map(|q| {
+            validate::check(
+                &ep.buffer(q)[half..half + n],
+                size,
+                None,
+                None,
+                "WRITE target",
+            )
+            .err()
+        });
+        match bad {
+            None => return Ok(()),
+            Some(e) if std::time::Instant::now() > deadline => return Err(e.into()),
+            Some(_) => {
+                ep.poll_cq(&mut comps)
+                    .map_err(|source| bench::Error::Transport {
+                        during: "waiting for the last WRITEs to land",
+                        source,
+                    })?;
+            }
+        }
+    }
 }
 
 /// Measures one size on this side; `None` where this side only serves (the peer measures).
-fn measure<E: Endpoint>(
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn measure<E: Endpoint>(
     opts: &Options,
     ep: &mut E,
-    chan: &Channel,
+    stop: &mut dyn FnMut() -> bool,
     layout: Layout,
     remotes: &[transport::RemoteAddr],
     recvs: &mut bw::RecvState,
     size: u64,
+    warmup: u64,
 ) -> Result<Option<SizeResult>, Error> {
-    let mut stop = || chan.peer_has_data().unwrap_or(true);
+    let mut stop = stop;
     let client = opts.role == Role::Client;
     let test = opts.test;
     match test.metric {
@@ -464,13 +606,14 @@ fn measure<E: Endpoint>(
                 mode: opts.mode,
                 tx_depth: opts.tx_depth,
                 cq_mod: opts.cq_mod_for(size),
-                warmup: opts.warmup,
+                warmup,
                 rx_depth: rx_depth(opts),
                 // With TCP a completion means the kernel took the bytes, so the first socket buffer's
                 // worth completes at memory speed and perftest's peak would be meaningless.
                 peak: opts.transport != TransportKind::Tcp,
                 cpu_util: opts.cpu_util,
                 layout,
+                validate: opts.validate,
             };
             let m = if opts.bidirectional {
                 let duplex = (test.verb == Verb::Send).then_some(recvs);
@@ -508,10 +651,11 @@ fn measure<E: Endpoint>(
                 verb: test.verb,
                 size,
                 mode: opts.mode,
-                warmup: opts.warmup,
+                warmup,
                 rtt_factor: test.rtt_factor(),
                 cpu_util: opts.cpu_util,
                 layout,
+                validate: opts.validate,
             };
             let m = lat::run(ep, &spec, opts.role, remotes[0], recvs, &mut stop)?;
             let stats = LatencyStats::from_histogram(&m.histogram, &opts.percentiles);
@@ -556,7 +700,7 @@ fn finish<E: Endpoint>(
 }
 
 /// Bidirectional: the sum of what each side sent, as perftest prints it.
-fn combine(mine: SizeResult, theirs: &SizeResult, duration: bool) -> SizeResult {
+pub(crate) fn combine(mine: SizeResult, theirs: &SizeResult, duration: bool) -> SizeResult {
     match (&mine.measured, &theirs.measured) {
         (Measured::Bandwidth(a), Measured::Bandwidth(b)) => SizeResult {
             // Duration mode counts messages: the two directions together, like the rates.
@@ -589,9 +733,9 @@ fn address_lines(opts: &Options, info: &ConnInfo) -> Vec<AddressLine> {
         .collect()
 }
 
-fn run_info(
+pub(crate) fn run_info(
     opts: &Options,
-    chan: &Channel,
+    fallback_device: String,
     pinned: &bench::affinity::Pinned,
     local: &ConnInfo,
     peer: &ConnInfo,
@@ -600,6 +744,11 @@ fn run_info(
         format!("transport {}: {}", opts.transport, opts.transport_reason),
         format!("datapath on {}", pinned.reason),
     ];
+    if opts.validate {
+        notes.push(
+            "--validate: every message's payload is checked against the sender's pattern; the pattern work is inside the measurement, so figures are lower than without it".into(),
+        );
+    }
     if opts.transport == TransportKind::Soft && opts.inline_size.is_some() {
         notes.push(
             "-I accepted and ignored: the soft transport copies every payload into its packets, so inline sends would change nothing".into(),
@@ -622,10 +771,7 @@ fn run_info(
         role: opts.role,
         transport: opts.transport,
         roce: opts.roce,
-        device: opts
-            .device
-            .clone()
-            .unwrap_or_else(|| chan.local_ip().to_string()),
+        device: opts.device.clone().unwrap_or(fallback_device),
         peer: opts.host.clone(),
         qps: opts.qps,
         tx_depth: opts.tx_depth,
@@ -666,7 +812,11 @@ fn run_info(
     }
 }
 
-fn write_files(opts: &Options, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
+pub(crate) fn write_files(
+    opts: &Options,
+    info: &RunInfo,
+    results: &[SizeResult],
+) -> Result<(), Error> {
     if let Some(p) = &opts.csv {
         report::append_csv(p, info, results)?;
     }

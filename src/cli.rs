@@ -187,9 +187,21 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<IpAddr>,
 
+    /// Local ACK timeout exponent: 4.096 µs × 2^N before a retransmission [default: 14, 67 ms] (verbs, soft only).
+    #[arg(short = 'u', long = "qp-timeout", value_parser = clap::value_parser!(u8).range(1..=31))]
+    pub qp_timeout: Option<u8>,
+
+    /// Retransmissions without progress before a request fails with "retry counter exceeded" [default: 7] (verbs, soft only).
+    #[arg(long = "retry_count", value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub retry_count: Option<u8>,
+
     /// Check every byte received against the sender's pattern; a mismatch fails the test (SYMMETRIC).
     #[arg(long)]
     pub validate: bool,
+
+    /// Out-of-band dialect: roceperf's own, or perftest's (to pair with a real ib_* peer).
+    #[arg(long, value_enum, default_value_t = OobArg::Roceperf, help = oob_help())]
+    pub oob: OobArg,
 
     /// Thresholds checked after the run.
     #[command(flatten)]
@@ -198,6 +210,22 @@ pub struct Args {
     /// Where gate verdicts go.
     #[command(flatten)]
     pub gate_output: GateOutputArgs,
+}
+
+fn oob_help() -> String {
+    format!(
+        "Out-of-band dialect: roceperf's own (parameter check, results exchange), or perftest's, to pair with a real ib_* peer (soft, verbs only); --oob perftest {}",
+        crate::oob::perftest::HELP_VERSIONS
+    )
+}
+
+/// `--oob` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OobArg {
+    /// roceperf's JSON-lines dialect: both sides check every parameter and swap results.
+    Roceperf,
+    /// perftest's binary dialect, so a real ib_* server or client is the peer.
+    Perftest,
 }
 
 /// `--io` values.
@@ -371,6 +399,12 @@ pub struct Options {
     pub bind: Option<IpAddr>,
     /// `--validate`.
     pub validate: bool,
+    /// `--oob`.
+    pub oob: OobArg,
+    /// `-u`.
+    pub qp_timeout: Option<u8>,
+    /// `--retry_count`.
+    pub retry_count: Option<u8>,
     /// Gate thresholds.
     pub gate: GateArgs,
     /// Gate reports.
@@ -536,6 +570,12 @@ impl Options {
             if a.inline_size.is_some() {
                 return na("-I", tcp(), "TCP has no inline sends");
             }
+            if a.qp_timeout.is_some() {
+                return na("-u", tcp(), "TCP retransmits on its own timers");
+            }
+            if a.retry_count.is_some() {
+                return na("--retry_count", tcp(), "TCP retransmits on its own timers");
+            }
             if a.ipv6 {
                 return na(
                     "--ipv6",
@@ -555,6 +595,29 @@ impl Options {
                     what(),
                     "it picks the soft transport's local address",
                 );
+            }
+        }
+        if a.oob == OobArg::Perftest {
+            if transport == TransportKind::Tcp {
+                return na(
+                    "--oob perftest",
+                    "--transport tcp".into(),
+                    "perftest has no TCP baseline to pair with",
+                );
+            }
+            if a.duration.is_some() {
+                return Err(Error::Conflict {
+                    a: "--oob perftest",
+                    b: "-D",
+                    why: "duration mode is not spoken in perftest's dialect by roceperf yet; use -n",
+                });
+            }
+            if a.validate {
+                return Err(Error::Conflict {
+                    a: "--oob perftest",
+                    b: "--validate",
+                    why: "a perftest peer neither writes nor checks roceperf's pattern (perftest's own --data_validation is not spoken either)",
+                });
             }
         }
         let roce = a.roce.map(|r| match r {
@@ -778,6 +841,9 @@ impl Options {
             ipv6: a.ipv6,
             bind: a.bind,
             validate: a.validate,
+            oob: a.oob,
+            qp_timeout: a.qp_timeout,
+            retry_count: a.retry_count,
             gate: a.gate,
             gate_output: a.gate_output,
         })

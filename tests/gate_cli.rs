@@ -545,7 +545,6 @@ fn comparison(dir: &Path) -> (PathBuf, PathBuf) {
     let set = CompareSet {
         started_at: "2026-11-29T10:24:25Z".into(),
         version: "0.1.0".into(),
-        counters: None,
         runs,
         skipped: vec![],
     };

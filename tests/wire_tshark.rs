@@ -184,12 +184,12 @@ fn tshark_fields(pcap: &Path, fields: &[&str]) -> String {
 
 #[test]
 fn tshark_agrees_on_the_reference_vectors_and_rxe_captures() {
-    let shared = common::shared_dir();
+    let shared = vectors::shared_dir();
     let dir = tempfile::tempdir().unwrap();
     let vectors = dir.path().join("vectors.pcap");
-    let names = common::vector_names();
-    let frames: Vec<Vec<u8>> = names.iter().map(|n| common::vector(n)).collect();
-    common::write_pcap(&vectors, &frames);
+    let names = vectors::vector_names();
+    let frames: Vec<Vec<u8>> = names.iter().map(|n| vectors::vector(n)).collect();
+    vectors::write_pcap(&vectors, &frames);
     let mut captures = vec![(vectors, frames)];
     for f in [
         "rc_write_bw_3000B_x5",
@@ -197,7 +197,7 @@ fn tshark_agrees_on_the_reference_vectors_and_rxe_captures() {
         "rc_send_bw_3000B_x5",
     ] {
         let path = shared.join(format!("vectors/rxe/{f}.pcap"));
-        let frames = common::read_pcap(&path);
+        let frames = vectors::read_pcap(&path);
         captures.push((path, frames));
     }
     let fields = [

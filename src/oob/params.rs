@@ -33,6 +33,9 @@ pub struct TestParams {
     pub warmup: u64,
     /// `--report_gbits`: units, so both sides print the same table.
     pub report_gbits: bool,
+    /// `--validate`: the sender writes the pattern the receiver checks (a READ responder fills it too).
+    #[serde(default)]
+    pub validate: bool,
 }
 
 /// The first parameter that differs between this side and the peer.
@@ -65,7 +68,7 @@ fn opt<T: fmt::Display>(v: &Option<T>) -> String {
 
 impl TestParams {
     /// The parameters in the order they are checked: name, value as shown, what to do.
-    fn fields(&self) -> [(&'static str, String, &'static str); 13] {
+    fn fields(&self) -> [(&'static str, String, &'static str); 14] {
         [
             (
                 "test",
@@ -112,6 +115,11 @@ impl TestParams {
                 self.report_gbits.to_string(),
                 "give --report_gbits to both sides or to neither",
             ),
+            (
+                "validate",
+                self.validate.to_string(),
+                "give --validate to both sides or to neither",
+            ),
         ]
     }
 
@@ -150,6 +158,7 @@ mod tests {
             bidirectional: false,
             warmup: 0,
             report_gbits: false,
+            validate: false,
         }
     }
 
