@@ -408,3 +408,31 @@ fn sigterm_stops_the_comparison_and_reports_what_ran() {
         );
     }
 }
+
+#[test]
+fn a_gate_missed_by_a_live_run_exits_1() {
+    let out = compare(
+        &[
+            "--local",
+            "write_lat",
+            "-n",
+            "100",
+            "--no-files",
+            "--gate-transport",
+            "tcp",
+            "--max-p50",
+            "1ns",
+        ],
+        240,
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("FAIL: write_lat tcp 2 B median latency"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("write_lat soft"),
+        "only TCP is gated: {stdout}"
+    );
+}

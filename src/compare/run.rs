@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 /// How long a side gets to exit by itself after its peer is done or gone, before it is killed.
 const GRACE: Duration = Duration::from_secs(10);
+/// How often a running client's progress is looked at.
+const TICK: Duration = Duration::from_millis(250);
 /// Lines of stderr quoted in a failure note.
 const TAIL_LINES: usize = 3;
 
@@ -186,6 +188,25 @@ impl Proc {
     }
 }
 
+impl Proc {
+    /// Message sizes this run has finished so far: the result rows of its perftest-style table
+    /// (rows start with the size and the iteration count).
+    pub fn sizes_done(&self) -> usize {
+        let text = std::fs::read_to_string(&self.stdout).unwrap_or_default();
+        count_result_rows(&text)
+    }
+}
+
+fn count_result_rows(text: &str) -> usize {
+    text.lines()
+        .filter(|l| {
+            let mut words = l.split_whitespace();
+            let is_num = |w: Option<&str>| w.is_some_and(|w| w.parse::<u64>().is_ok());
+            is_num(words.next()) && is_num(words.next())
+        })
+        .count()
+}
+
 /// The lines of a log that say what went wrong, joined with ` / `.
 fn tail_of(text: &str) -> Option<String> {
     let lines: Vec<&str> = text
@@ -335,8 +356,16 @@ pub fn run_plan(
                 });
                 continue;
             }
-            progress.start_step(format!("{} over {}", test.test, leg.label));
-            match run_one(test, leg, server, client, n) {
+            let what = format!("{} over {}", test.test, leg.label);
+            progress.start_step(what.clone());
+            let sizes = test.size_list().len();
+            // A sweep's bar also counts the sizes its client has printed, so a long run shows progress.
+            let mut on_tick = |p: &Proc| {
+                if sizes > 1 && !progress.is_hidden() {
+                    progress.start_step(format!("{what}: {}/{sizes} sizes", p.sizes_done()));
+                }
+            };
+            match run_one(test, leg, server, client, n, &mut on_tick) {
                 Ok(run) => set.runs.push(run),
                 Err(_) if interrupted() => set.skipped.push(Skipped {
                     label: format!("{}, {}", leg.label, test.test),
@@ -370,6 +399,7 @@ fn run_one(
     server: &mut dyn ServerSide,
     client: &ClientSide,
     n: usize,
+    on_tick: &mut dyn FnMut(&Proc),
 ) -> Result<CompareRun, String> {
     let timeout = client.timeout.unwrap_or_else(|| test.timeout());
     let port = server.start(test, leg)?;
@@ -391,7 +421,15 @@ fn run_one(
             return Err(e);
         }
     };
-    match proc.wait_until(deadline) {
+    let exit = loop {
+        let step = deadline.min(Instant::now() + TICK);
+        match proc.wait_until(step) {
+            Some(status) => break Some(status),
+            None if Instant::now() >= deadline || interrupted() => break None,
+            None => on_tick(&proc),
+        }
+    };
+    match exit {
         None => {
             proc.kill();
             let server_tail = server.finish(true, Instant::now()).err();
@@ -476,6 +514,13 @@ mod tests {
         let log = "a\nb\nc\nd\nFor more information, try '--help'.\n";
         assert_eq!(tail_of(log).unwrap(), "b / c / d");
         assert_eq!(tail_of("\n ** banner **\n"), None);
+    }
+
+    #[test]
+    fn result_rows_are_counted_and_headers_are_not() {
+        let out = " #bytes #iterations    BW peak[Gb/sec]\n 2       1000  0.10\n 4       1000  0.2\n\
+                   ---------------\n Size 4[B] : latency 1 2\n";
+        assert_eq!(count_result_rows(out), 2);
     }
 
     #[test]
