@@ -301,7 +301,7 @@ fn no_server_at_the_host_is_a_clear_setup_error() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "no roce_compare --server answers at 127.0.0.1:{port}"
+            "127.0.0.1:{port}: no roce_compare --server answers there"
         )),
         "{stderr}"
     );

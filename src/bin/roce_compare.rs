@@ -254,7 +254,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         });
     }
     let specs = test_specs(cli, &tests);
-    let bin_dir = live::exe_dir().map_err(anyhow::Error::msg)?;
+    let bin_dir = live::exe_dir()?;
     let work = tempfile::Builder::new()
         .prefix("roce_compare-")
         .tempdir()
@@ -266,7 +266,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             return usage("-d is for two-host runs; --local uses lo, and a veth pair for RoCE v1");
         }
         let netns = local::v1_netns();
-        let plan = local::plan(specs, netns.as_ref().map_err(Clone::clone));
+        let plan = local::plan(specs, netns.as_ref());
         let (server_cpu, client_cpu) = local::cores();
         let mut server = LocalServer::new(bin_dir.clone(), work.path().to_owned(), server_cpu);
         let client = ClientSide {
@@ -372,7 +372,7 @@ fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
             .unwrap_or_default()
     );
     let cfg = remote::ServeConfig {
-        bin_dir: live::exe_dir().map_err(anyhow::Error::msg)?,
+        bin_dir: live::exe_dir()?,
         device: cli.device.clone(),
         cpu: None,
         once: cli.once,

@@ -136,7 +136,7 @@ impl LegSpec {
 
     /// Checks what a peer sent before it reaches a command line: a device is an interface or RDMA
     /// device name, nothing else.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), super::error::Error> {
         if let Some(d) = &self.device {
             let ok = !d.is_empty()
                 && d.len() <= 64
@@ -144,7 +144,7 @@ impl LegSpec {
                 && d.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "_.:@-".contains(c));
             if !ok {
-                return Err(format!("{d:?} is not a device or interface name"));
+                return Err(super::error::Error::BadDevice(d.clone()));
             }
         }
         Ok(())

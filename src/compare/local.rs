@@ -4,6 +4,7 @@
 //! names the missing capability and how to get it.
 
 use super::Skipped;
+use super::error::{Error, Result};
 use super::leg::{LegSpec, TestSpec, TransportChoice};
 use super::run::{Leg, Plan};
 use crate::params::RoceVersion;
@@ -39,20 +40,15 @@ fn parse_cap_eff(status: &str) -> Option<u64> {
     u64::from_str_radix(line["CapEff:".len()..].trim(), 16).ok()
 }
 
-/// Why RoCE v1 cannot run here, or None when the capabilities are there.
+/// The capabilities (of `caps`) RoCE v1 across namespaces needs but lacks, with what each is for;
+/// None when nothing is missing.
 pub fn missing_v1_privileges(caps: u64) -> Option<String> {
     let missing: Vec<String> = V1_CAPS
         .iter()
         .filter(|(bit, _, _)| caps & (1 << bit) == 0)
         .map(|(_, name, why)| format!("{name} (to {why})"))
         .collect();
-    (!missing.is_empty()).then(|| {
-        format!(
-            "needs {}, which this process lacks; run roce_compare --local as root (sudo), or give it \
-             those capabilities (setcap cap_sys_admin,cap_net_admin,cap_net_raw+ep)",
-            missing.join(", ")
-        )
-    })
+    (!missing.is_empty()).then(|| missing.join(", "))
 }
 
 /// Two network namespaces joined by a veth pair (as scripts/netns.sh makes them), deleted on drop.
@@ -63,29 +59,31 @@ pub struct NetnsPair {
     pub client: String,
 }
 
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            "the ip command is missing; install iproute2 (bash scripts/deps.sh demo)".to_string()
+fn ip(args: &[&str]) -> Result<()> {
+    let out = Command::new("ip").args(args).output().map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            Error::IpMissing
         } else {
-            format!("cannot run ip: {e}")
+            Error::Io {
+                action: "cannot run ip",
+                source,
+            }
         }
     })?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(Error::Ip {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
     }
 }
 
 impl NetnsPair {
     /// Creates `<prefix>a` and `<prefix>b` with `veth0` in each (10.77.0.1/24 and 10.77.0.2/24, MTU
     /// 9000).
-    pub fn up(prefix: &str) -> Result<NetnsPair, String> {
+    pub fn up(prefix: &str) -> Result<NetnsPair> {
         let pair = NetnsPair {
             server: format!("{prefix}a"),
             client: format!("{prefix}b"),
@@ -146,7 +144,7 @@ impl Drop for NetnsPair {
 
 /// The `--local` plan: RoCE v2 (soft) on lo, RoCE v1 (soft) across `netns` when it could be made
 /// (else skipped with `v1_problem`), and TCP on 127.0.0.1.
-pub fn plan(tests: Vec<TestSpec>, netns: Result<&NetnsPair, String>) -> Plan {
+pub fn plan(tests: Vec<TestSpec>, netns: std::result::Result<&NetnsPair, &Error>) -> Plan {
     let mut legs = vec![Leg {
         spec: LegSpec::roce(TransportChoice::Soft, RoceVersion::V2, "lo"),
         label: "RoCE v2 (soft)".into(),
@@ -187,10 +185,10 @@ pub fn plan(tests: Vec<TestSpec>, netns: Result<&NetnsPair, String>) -> Plan {
 }
 
 /// Sets up the veth pair RoCE v1 needs, or says why it cannot be (missing capability, missing `ip`).
-pub fn v1_netns() -> Result<NetnsPair, String> {
+pub fn v1_netns() -> Result<NetnsPair> {
     let caps = effective_caps().unwrap_or(0);
-    if let Some(why) = missing_v1_privileges(caps) {
-        return Err(why);
+    if let Some(missing) = missing_v1_privileges(caps) {
+        return Err(Error::Privileges { missing });
     }
     // Unique per process, so that two comparisons (or a test run) never tear down each other's pair.
     let prefix = format!("rpc{}", std::process::id());
@@ -216,27 +214,32 @@ mod tests {
         let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t0000000000003000\n";
         let caps = parse_cap_eff(status).unwrap();
         assert_eq!(caps, 0x3000);
-        let why = missing_v1_privileges(caps).unwrap();
-        assert!(
-            why.starts_with("needs CAP_SYS_ADMIN (to create network namespaces)"),
-            "{why}"
-        );
-        assert!(
-            !why.contains("CAP_NET_RAW") && why.contains("sudo"),
-            "{why}"
-        );
+        let missing = missing_v1_privileges(caps).unwrap();
+        assert_eq!(missing, "CAP_SYS_ADMIN (to create network namespaces)");
+        let why = Error::Privileges { missing }.to_string();
+        assert!(why.starts_with("needs CAP_SYS_ADMIN (to create"), "{why}");
+        assert!(why.contains("sudo"), "{why}");
         assert_eq!(missing_v1_privileges(0x1ff_ffff_ffff), None);
         assert!(missing_v1_privileges(0).unwrap().contains("CAP_NET_RAW"));
     }
 
     #[test]
     fn without_namespaces_v1_is_skipped_with_the_reason() {
-        let p = plan(vec![], Err("needs CAP_NET_RAW".into()));
+        let err = Error::Privileges {
+            missing: "CAP_NET_RAW".into(),
+        };
+        let p = plan(vec![], Err(&err));
         let labels: Vec<&str> = p.legs.iter().map(|l| l.label.as_str()).collect();
         assert_eq!(labels, ["RoCE v2 (soft)", "TCP"]);
         assert_eq!(p.skipped.len(), 1);
         assert_eq!(p.skipped[0].label, "RoCE v1 (soft)");
-        assert!(p.skipped[0].reason.ends_with("needs CAP_NET_RAW"));
+        assert!(
+            p.skipped[0]
+                .reason
+                .contains("namespaces: needs CAP_NET_RAW, which this process lacks"),
+            "{}",
+            p.skipped[0].reason
+        );
         let pair = NetnsPair {
             server: "xa".into(),
             client: "xb".into(),

@@ -7,6 +7,7 @@
 //! files made elsewhere ([`run_from_result_json`], `roce_compare --from`). The files under
 //! `results/<timestamp>/` are written by `report::compare`.
 
+pub mod error;
 pub mod leg;
 pub mod local;
 pub mod remote;

@@ -7,6 +7,7 @@
 //! make it run anything else. A dropped control connection kills whatever it started.
 
 use super::Skipped;
+use super::error::{Error, Result};
 use super::leg::{LegSpec, TestSpec, TransportChoice};
 use super::run::{Leg, LocalServer, Plan, ServerSide};
 use crate::params::RoceVersion;
@@ -129,7 +130,7 @@ fn session(stream: TcpStream, cfg: &ServeConfig) -> std::io::Result<()> {
             )),
             Ok(_) if !greeted => Reply::err("say hello first".into()),
             Ok(Request::Start { test, mut leg }) => match leg.validate() {
-                Err(e) => Reply::err(e),
+                Err(e) => Reply::err(e.to_string()),
                 Ok(()) => {
                     if leg.device.is_some() && cfg.device.is_some() {
                         leg.device.clone_from(&cfg.device);
@@ -144,14 +145,14 @@ fn session(stream: TcpStream, cfg: &ServeConfig) -> std::io::Result<()> {
                     };
                     match server.start(&test, &local) {
                         Ok(port) => Reply::ok(Some(port)),
-                        Err(e) => Reply::err(e),
+                        Err(e) => Reply::err(e.to_string()),
                     }
                 }
             },
             Ok(Request::Finish { kill, wait_ms }) => {
                 match server.finish(kill, Instant::now() + Duration::from_millis(wait_ms)) {
                     Ok(()) => Reply::ok(None),
-                    Err(e) => Reply::err(e),
+                    Err(e) => Reply::err(e.to_string()),
                 }
             }
         };
@@ -170,13 +171,17 @@ pub struct RemoteServer {
 
 impl RemoteServer {
     /// Connects to `roce_compare --server` at `host:port`, retrying for up to `wait`.
-    pub fn connect(host: &str, port: u16, wait: Duration) -> Result<RemoteServer, String> {
+    pub fn connect(host: &str, port: u16, wait: Duration) -> Result<RemoteServer> {
         let peer = format!("{host}:{port}");
+        let control = |detail: String| Error::Control {
+            peer: peer.clone(),
+            detail,
+        };
         let give_up = Instant::now() + wait;
         let stream = loop {
             let addrs: Vec<_> = (host, port)
                 .to_socket_addrs()
-                .map_err(|e| format!("cannot resolve {host}: {e}"))?
+                .map_err(|e| control(format!("cannot resolve {host}: {e}")))?
                 .collect();
             let attempt = addrs
                 .iter()
@@ -184,23 +189,19 @@ impl RemoteServer {
             match attempt {
                 Some(s) => break s,
                 None if Instant::now() >= give_up => {
-                    return Err(format!(
-                        "no roce_compare --server answers at {peer}; start it there (roce_compare --server) or check --control-port"
+                    return Err(control(
+                        "no roce_compare --server answers there; start it on that host (roce_compare --server) or check --control-port".into(),
                     ));
                 }
                 None => std::thread::sleep(Duration::from_millis(200)),
             }
         };
         let _ = stream.set_nodelay(true);
-        let reader = BufReader::new(
-            stream
-                .try_clone()
-                .map_err(|e| format!("control connection to {peer}: {e}"))?,
-        );
+        let reader = BufReader::new(stream.try_clone().map_err(|e| control(e.to_string()))?);
         let mut me = RemoteServer {
             reader,
             writer: stream,
-            peer,
+            peer: peer.clone(),
         };
         me.ask(
             &Request::Hello {
@@ -211,46 +212,50 @@ impl RemoteServer {
         Ok(me)
     }
 
-    fn ask(&mut self, req: &Request, wait: Duration) -> Result<Reply, String> {
-        let peer = self.peer.clone();
-        let io = |e: std::io::Error| format!("control connection to {peer}: {e}");
-        let mut text = serde_json::to_string(req).map_err(|e| e.to_string())?;
+    fn control(&self, detail: String) -> Error {
+        Error::Control {
+            peer: self.peer.clone(),
+            detail,
+        }
+    }
+
+    fn ask(&mut self, req: &Request, wait: Duration) -> Result<Reply> {
+        let mut text = serde_json::to_string(req).map_err(|e| self.control(e.to_string()))?;
         text.push('\n');
-        self.writer.write_all(text.as_bytes()).map_err(io)?;
-        self.reader
-            .get_ref()
-            .set_read_timeout(Some(wait))
-            .map_err(io)?;
         let mut line = String::new();
-        if self.reader.read_line(&mut line).map_err(io)? == 0 {
-            return Err(format!("{} closed the control connection", self.peer));
+        let io = self
+            .writer
+            .write_all(text.as_bytes())
+            .and_then(|()| self.reader.get_ref().set_read_timeout(Some(wait)))
+            .and_then(|()| self.reader.read_line(&mut line));
+        match io {
+            Err(e) => return Err(self.control(format!("control connection: {e}"))),
+            Ok(0) => return Err(self.control("closed the control connection".into())),
+            Ok(_) => {}
         }
         let reply: Reply = serde_json::from_str(&line)
-            .map_err(|e| format!("{} sent a reply that is not roce_compare's: {e}", self.peer))?;
+            .map_err(|e| self.control(format!("sent a reply that is not roce_compare's: {e}")))?;
         if reply.ok {
             Ok(reply)
         } else {
-            Err(format!(
-                "{}: {}",
-                self.peer,
-                reply.error.unwrap_or_else(|| "failed".into())
-            ))
+            Err(self.control(reply.error.unwrap_or_else(|| "failed".into())))
         }
     }
 }
 
 impl ServerSide for RemoteServer {
-    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16, String> {
+    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16> {
         let req = Request::Start {
             test: *test,
             leg: leg.spec.clone(),
         };
-        self.ask(&req, Duration::from_secs(30))?
+        let reply = self.ask(&req, Duration::from_secs(30))?;
+        reply
             .port
-            .ok_or_else(|| format!("{} started a server but sent no port", self.peer))
+            .ok_or_else(|| self.control("started a server but sent no port".into()))
     }
 
-    fn finish(&mut self, kill: bool, deadline: Instant) -> Result<(), String> {
+    fn finish(&mut self, kill: bool, deadline: Instant) -> Result<()> {
         let wait = deadline.saturating_duration_since(Instant::now());
         let req = Request::Finish {
             kill,

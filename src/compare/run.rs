@@ -6,6 +6,7 @@
 //! or fails becomes a [`Skipped`] note with the reason and the tail of the failing side's stderr, never
 //! a silent gap in the table.
 
+use super::error::{Error, Result};
 use super::leg::{LegSpec, TestSpec, binary_name, side_args};
 use super::{CompareRun, CompareSet, Skipped};
 use crate::report::progress::SweepProgress;
@@ -52,10 +53,10 @@ pub struct Plan {
 /// Where the server side of a run lives.
 pub trait ServerSide {
     /// Starts the `roce_<test>` server of `leg`; returns the out-of-band port the client must use.
-    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16, String>;
+    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16>;
     /// Waits until `deadline` for the server to exit (kills it at once when `kill`); Err says how it
     /// failed, with its stderr tail.
-    fn finish(&mut self, kill: bool, deadline: Instant) -> Result<(), String>;
+    fn finish(&mut self, kill: bool, deadline: Instant) -> Result<()>;
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -98,11 +99,15 @@ impl Proc {
         netns: Option<&str>,
         dir: &Path,
         name: &str,
-    ) -> Result<Proc, String> {
+        role: &str,
+    ) -> Result<Proc> {
         let stdout = dir.join(format!("{name}.out"));
         let stderr = dir.join(format!("{name}.err"));
-        let file = |p: &Path| {
-            File::create(p).map_err(|e| format!("cannot create the log {}: {e}", p.display()))
+        let file = |path: &Path| {
+            File::create(path).map_err(|source| Error::Log {
+                path: path.to_owned(),
+                source,
+            })
         };
         let mut cmd = match netns {
             Some(ns) => {
@@ -118,23 +123,28 @@ impl Proc {
             .stdout(file(&stdout)?)
             .stderr(file(&stderr)?)
             .spawn()
-            .map_err(|e| {
-                if netns.is_some() && e.kind() == std::io::ErrorKind::NotFound {
-                    "cannot run `ip netns exec`: the ip command is missing; install iproute2 (bash scripts/deps.sh demo)".to_string()
+            .map_err(|source| {
+                if netns.is_some() && source.kind() == std::io::ErrorKind::NotFound {
+                    Error::IpMissing
                 } else {
-                    format!(
-                        "cannot start {}: {e}; build the six test binaries next to roce_compare (cargo build --release --bins)",
-                        program.display()
-                    )
+                    Error::Spawn {
+                        program: program.to_owned(),
+                        source,
+                    }
                 }
             })?;
         let base = program.file_name().map_or_else(
             || program.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
+        let what = if role.is_empty() {
+            base
+        } else {
+            format!("{role} {base}")
+        };
         Ok(Proc {
             child,
-            what: base,
+            what,
             stdout,
             stderr,
         })
@@ -160,17 +170,20 @@ impl Proc {
     }
 
     /// Waits until `deadline`, kills the process if it is still running; Err names what went wrong.
-    pub fn finish(&mut self, deadline: Instant) -> Result<(), String> {
+    pub fn finish(&mut self, deadline: Instant) -> Result<()> {
         match self.wait_until(deadline) {
             Some(s) if s.success() => Ok(()),
-            Some(s) => Err(format!("{} {}{}", self.what, exit_text(s), self.tail())),
+            Some(s) => Err(Error::Exited {
+                what: self.what.clone(),
+                status: exit_text(s),
+                tail: self.tail(),
+            }),
             None => {
                 self.kill();
-                Err(format!(
-                    "{} did not finish and was killed{}",
-                    self.what,
-                    self.tail()
-                ))
+                Err(Error::Killed {
+                    what: self.what.clone(),
+                    tail: self.tail(),
+                })
             }
         }
     }
@@ -247,20 +260,25 @@ pub fn exit_text(s: ExitStatus) -> String {
 }
 
 /// A TCP port nobody listens on right now on this host.
-pub fn free_port() -> Result<u16, String> {
+pub fn free_port() -> Result<u16> {
     TcpListener::bind(("0.0.0.0", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| format!("cannot find a free TCP port: {e}"))
+        .map_err(|source| Error::Io {
+            action: "cannot find a free TCP port",
+            source,
+        })
 }
 
 /// The directory of the running binary, where the six test binaries sit too.
-pub fn exe_dir() -> Result<PathBuf, String> {
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot find where roce_compare runs from: {e}"))?;
-    exe.parent()
-        .map(Path::to_path_buf)
-        .ok_or_else(|| format!("{} has no directory", exe.display()))
+pub fn exe_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe().map_err(|source| Error::Io {
+        action: "cannot find where roce_compare runs from",
+        source,
+    })?;
+    Ok(exe
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf))
 }
 
 /// The server of a run as a child process on this machine (or in one of its network namespaces).
@@ -289,7 +307,7 @@ impl LocalServer {
 }
 
 impl ServerSide for LocalServer {
-    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16, String> {
+    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16> {
         self.runs += 1;
         let port = free_port()?;
         let name = format!("{}-server-{}", test.test, self.runs);
@@ -302,11 +320,12 @@ impl ServerSide for LocalServer {
             leg.server_netns.as_deref(),
             &self.work,
             &name,
+            "server",
         )?);
         Ok(port)
     }
 
-    fn finish(&mut self, kill: bool, deadline: Instant) -> Result<(), String> {
+    fn finish(&mut self, kill: bool, deadline: Instant) -> Result<()> {
         let Some(mut p) = self.running.take() else {
             return Ok(());
         };
@@ -314,7 +333,7 @@ impl ServerSide for LocalServer {
             p.kill();
             return Ok(());
         }
-        p.finish(deadline).map_err(|e| format!("server: {e}"))
+        p.finish(deadline)
     }
 }
 
@@ -392,7 +411,8 @@ pub fn run_plan(
     set
 }
 
-/// One run: server, client, the client's results. Err is the note the table shows.
+/// One run: server, client, the client's results. Err is the note the table shows (the failures of
+/// both sides, composed).
 fn run_one(
     test: &TestSpec,
     leg: &Leg,
@@ -400,9 +420,9 @@ fn run_one(
     client: &ClientSide,
     n: usize,
     on_tick: &mut dyn FnMut(&Proc),
-) -> Result<CompareRun, String> {
+) -> std::result::Result<CompareRun, String> {
     let timeout = client.timeout.unwrap_or_else(|| test.timeout());
-    let port = server.start(test, leg)?;
+    let port = server.start(test, leg).map_err(|e| e.to_string())?;
     let name = format!("{}-client-{n}", test.test);
     let json = client.work.join(format!("{name}.json"));
     let args = side_args(test, &leg.spec, port, client.cpu, &json, Some(&leg.host));
@@ -414,11 +434,12 @@ fn run_one(
         leg.client_netns.as_deref(),
         &client.work,
         &name,
+        "client",
     ) {
         Ok(p) => p,
         Err(e) => {
             let _ = server.finish(true, Instant::now());
-            return Err(e);
+            return Err(e.to_string());
         }
     };
     let exit = loop {
@@ -432,12 +453,12 @@ fn run_one(
     match exit {
         None => {
             proc.kill();
-            let server_tail = server.finish(true, Instant::now()).err();
+            let server_err = server.finish(true, Instant::now()).err();
             Err(format!(
                 "timed out after {} s (--timeout) and was killed; client{}{}",
                 timeout.as_secs(),
                 proc.tail(),
-                server_tail.map(|s| format!("; {s}")).unwrap_or_default()
+                server_err.map(|s| format!("; {s}")).unwrap_or_default()
             ))
         }
         Some(status) if !status.success() => {
@@ -450,6 +471,7 @@ fn run_one(
                 .trim_start_matches(": ")
                 .trim_start_matches("error: ");
             let server_part = server_err
+                .map(|e| e.to_string())
                 .filter(|s| verdict.is_empty() || !s.contains(verdict))
                 .map(|s| format!("; {s}"))
                 .unwrap_or_default();
@@ -457,9 +479,9 @@ fn run_one(
         }
         Some(_) => {
             let server_err = server.finish(false, Instant::now() + GRACE).err();
-            let mut run = load_client_json(&json)?;
+            let mut run = load_client_json(&json).map_err(|e| e.to_string())?;
             if let Some(e) = server_err {
-                run.notes.push(e);
+                run.notes.push(e.to_string());
             }
             Ok(run)
         }
@@ -469,18 +491,17 @@ fn run_one(
 /// The run a client wrote with `--json`. The client's file is enough in every test: a client always
 /// posts, so it always measures, and where the server measures too (send_bw's receiver) the client's
 /// sending rate is the figure perftest's client reports.
-fn load_client_json(path: &Path) -> Result<CompareRun, String> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        format!(
-            "the client succeeded but its results {} cannot be read: {e}",
-            path.display()
-        )
-    })?;
-    let doc: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("{} is not valid JSON: {e}", path.display()))?;
+fn load_client_json(path: &Path) -> Result<CompareRun> {
+    let bad = |detail: String| Error::Results {
+        path: path.to_owned(),
+        detail,
+    };
+    let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let doc: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not valid JSON: {e}")))?;
     super::run_from_result_json(doc)
         .map(|(run, _)| run)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(bad)
 }
 
 #[cfg(test)]
@@ -496,13 +517,15 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let mut p = Proc::spawn(Path::new("/bin/sh"), &args, None, dir.path(), "x").unwrap();
+        let mut p =
+            Proc::spawn(Path::new("/bin/sh"), &args, None, dir.path(), "x", "client").unwrap();
         let err = p
             .finish(Instant::now() + Duration::from_secs(10))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
-            "sh exited with status 2: error: --transport soft is not built yet"
+            "client sh exited with status 2: error: --transport soft is not built yet"
         );
     }
 
@@ -527,20 +550,32 @@ mod tests {
     fn a_hanging_child_is_killed_at_the_deadline() {
         let dir = tempfile::tempdir().unwrap();
         let args = vec!["30".to_string()];
-        let mut p = Proc::spawn(Path::new("/bin/sleep"), &args, None, dir.path(), "s").unwrap();
+        let mut p = Proc::spawn(Path::new("/bin/sleep"), &args, None, dir.path(), "s", "").unwrap();
         let err = p
             .finish(Instant::now() + Duration::from_millis(100))
             .unwrap_err();
-        assert_eq!(err, "sleep did not finish and was killed");
+        assert!(matches!(err, Error::Killed { .. }), "{err:?}");
+        assert_eq!(err.to_string(), "sleep did not finish and was killed");
         assert!(p.child.try_wait().unwrap().is_some());
     }
 
     #[test]
     fn a_missing_binary_says_how_to_build_it() {
         let dir = tempfile::tempdir().unwrap();
-        let err = Proc::spawn(&dir.path().join("roce_nope"), &[], None, dir.path(), "n")
-            .err()
-            .unwrap();
-        assert!(err.contains("cargo build --release --bins"), "{err}");
+        let err = Proc::spawn(
+            &dir.path().join("roce_nope"),
+            &[],
+            None,
+            dir.path(),
+            "n",
+            "",
+        )
+        .err()
+        .unwrap();
+        assert!(matches!(err, Error::Spawn { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains("cargo build --release --bins"),
+            "{err}"
+        );
     }
 }
