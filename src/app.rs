@@ -285,11 +285,24 @@ pub(crate) trait Described: Endpoint {
     fn failure_detail(&self) -> Option<String> {
         None
     }
+    /// Adjusts to a peer on the other RoCE transport (soft against verbs); returns notes for the header.
+    fn adapt_to_peer(&mut self, _peer: &ConnInfo) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl Described for TcpEndpoint {}
 
 impl Described for SoftEndpoint {
+    fn adapt_to_peer(&mut self, peer: &ConnInfo) -> Vec<String> {
+        if peer.transport == TransportKind::Verbs && self.verifies_udp_ipv4_icrc() {
+            self.set_verify_udp_ipv4_icrc(false);
+            return vec![
+                "peer runs --transport verbs: the ICRC of its RoCE v2/IPv4 datagrams is not verified on the UDP socket (a kernel peer such as rxe hashes the IPv4 ID, which the socket hides; --io packet sees it)".into(),
+            ];
+        }
+        Vec::new()
+    }
     fn notes(&self) -> Vec<String> {
         // The interface's whole GID table (indented deeper) is for -v; the header keeps what was chosen.
         self.describe()
@@ -400,7 +413,12 @@ fn run_sizes_on<E: Described>(
     ep: &mut E,
 ) -> Result<(), Error> {
     let setup = |source| setup_error(opts, source);
-    let peer_info: ConnInfo = chan.exchange("conn", &ep.local_info())?;
+    let mut peer_info: ConnInfo = chan.exchange("conn", &ep.local_info())?;
+    let adapted = ep.adapt_to_peer(&peer_info);
+    if peer_info.transport != opts.transport && opts.transport != TransportKind::Tcp {
+        // soft and verbs put the same packets on the wire; the label only says who made the description.
+        peer_info.transport = opts.transport;
+    }
     ep.connect(&peer_info).map_err(setup)?;
     verbose(opts, || {
         format!("data connections up ({:?})", peer_info.addr)
@@ -413,6 +431,7 @@ fn run_sizes_on<E: Described>(
         &peer_info,
     );
     info.notes.extend(ep.notes());
+    info.notes.extend(adapted);
     let quiet = opts.output.is_some();
     if !quiet {
         print!("{}", report::header_block(&info));
