@@ -238,7 +238,31 @@ fn open_soft(opts: &Options, layout: Layout) -> Result<SoftEndpoint, Error> {
     // defaults as a floor so a sweep's finishing phase never finds a full queue.
     cfg.sq_depth = cfg.sq_depth.max(opts.tx_depth as usize);
     cfg.rq_depth = cfg.rq_depth.max(rx_depth(opts) as usize);
-    SoftEndpoint::open(cfg).map_err(|e| setup_error(opts, e.into()))
+    SoftEndpoint::open(cfg).map_err(|e| {
+        let mut source: transport::Error = e.into();
+        if opts.transport_reason.starts_with("--transport auto")
+            && let transport::Error::Unavailable(m) = &mut source
+        {
+            // The name may have been meant as an RDMA device: say why soft was tried, and what exists.
+            let rdma: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            m.push_str(&format!(
+                " ({}; RDMA devices here: {})",
+                opts.transport_reason,
+                if rdma.is_empty() {
+                    "none".to_string()
+                } else {
+                    rdma.join(", ")
+                }
+            ));
+        }
+        setup_error(opts, source)
+    })
 }
 
 /// The verbs endpoint the options describe, with the access rights perftest gives each test.
