@@ -72,6 +72,9 @@ if [ "$MODE" = six ]; then
     ( cd "$ROOT" && cargo build "${cargo_flags[@]}" --bins )
     for t in "${SIX[@]}"; do cp "$ROOT/target/$PROFILE/roce_$t" "$OUT/"; done
     mapfile -t TESTS < <(six_tests)
+    # The binaries name an unknown device and list the real ones, before waiting for any peer.
+    ERRORS+=("roce_unknown_device|2|RDMA devices here: rxe0, rxe1|/mnt/roce_write_bw --transport verbs -d mlx5_9")
+    ERRORS+=("roce_auto_unknown_name_is_soft|2|auto chose soft|/mnt/roce_write_bw -d mlx5_9")
 else
     TESTS=("${SMOKE_TESTS[@]}")
 fi

@@ -238,7 +238,31 @@ fn open_soft(opts: &Options, layout: Layout) -> Result<SoftEndpoint, Error> {
     // defaults as a floor so a sweep's finishing phase never finds a full queue.
     cfg.sq_depth = cfg.sq_depth.max(opts.tx_depth as usize);
     cfg.rq_depth = cfg.rq_depth.max(rx_depth(opts) as usize);
-    SoftEndpoint::open(cfg).map_err(|e| setup_error(opts, e.into()))
+    SoftEndpoint::open(cfg).map_err(|e| {
+        let mut source: transport::Error = e.into();
+        if opts.transport_reason.starts_with("--transport auto")
+            && let transport::Error::Unavailable(m) = &mut source
+        {
+            // The name may have been meant as an RDMA device: say why soft was tried, and what exists.
+            let rdma: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            m.push_str(&format!(
+                " ({}; RDMA devices here: {})",
+                opts.transport_reason,
+                if rdma.is_empty() {
+                    "none".to_string()
+                } else {
+                    rdma.join(", ")
+                }
+            ));
+        }
+        setup_error(opts, source)
+    })
 }
 
 /// The verbs endpoint the options describe, with the access rights perftest gives each test.
@@ -285,11 +309,24 @@ pub(crate) trait Described: Endpoint {
     fn failure_detail(&self) -> Option<String> {
         None
     }
+    /// Adjusts to a peer on the other RoCE transport (soft against verbs); returns notes for the header.
+    fn adapt_to_peer(&mut self, _peer: &ConnInfo) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl Described for TcpEndpoint {}
 
 impl Described for SoftEndpoint {
+    fn adapt_to_peer(&mut self, peer: &ConnInfo) -> Vec<String> {
+        if peer.transport == TransportKind::Verbs && self.verifies_udp_ipv4_icrc() {
+            self.set_verify_udp_ipv4_icrc(false);
+            return vec![
+                "peer runs --transport verbs: the ICRC of its RoCE v2/IPv4 datagrams is not verified on the UDP socket (a kernel peer such as rxe hashes the IPv4 ID, which the socket hides; --io packet sees it)".into(),
+            ];
+        }
+        Vec::new()
+    }
     fn notes(&self) -> Vec<String> {
         // The interface's whole GID table (indented deeper) is for -v; the header keeps what was chosen.
         self.describe()
@@ -400,7 +437,12 @@ fn run_sizes_on<E: Described>(
     ep: &mut E,
 ) -> Result<(), Error> {
     let setup = |source| setup_error(opts, source);
-    let peer_info: ConnInfo = chan.exchange("conn", &ep.local_info())?;
+    let mut peer_info: ConnInfo = chan.exchange("conn", &ep.local_info())?;
+    let adapted = ep.adapt_to_peer(&peer_info);
+    if peer_info.transport != opts.transport && opts.transport != TransportKind::Tcp {
+        // soft and verbs put the same packets on the wire; the label only says who made the description.
+        peer_info.transport = opts.transport;
+    }
     ep.connect(&peer_info).map_err(setup)?;
     verbose(opts, || {
         format!("data connections up ({:?})", peer_info.addr)
@@ -413,6 +455,7 @@ fn run_sizes_on<E: Described>(
         &peer_info,
     );
     info.notes.extend(ep.notes());
+    info.notes.extend(adapted);
     let quiet = opts.output.is_some();
     if !quiet {
         print!("{}", report::header_block(&info));

@@ -126,6 +126,11 @@ fn an_unknown_interface_is_a_setup_error_naming_it() {
     .wait(20, "unknown interface");
     assert_eq!(d.code(), 2, "{}", d.stderr);
     assert!(d.stderr.contains("nosuchif0"), "{}", d.stderr);
+    assert!(
+        d.stderr.contains("auto chose soft") && d.stderr.contains("RDMA devices here:"),
+        "says why soft was tried and which RDMA devices exist: {}",
+        d.stderr
+    );
 }
 
 #[test]

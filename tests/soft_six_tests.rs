@@ -321,3 +321,37 @@ fn junk_sent_to_port_4791_mid_run_is_dropped_counted_and_the_run_completes() {
     assert!(d["bad_icrc"].as_u64().unwrap() >= 3, "{d}");
     assert!(d["malformed"].as_u64().unwrap() >= 6, "{d}");
 }
+
+#[test]
+fn packet_io_without_cap_net_raw_says_what_to_do() {
+    if !is_root() {
+        eprintln!("skipped: needs root to drop to another user");
+        return;
+    }
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(common::bin("write_bw"))
+        .args([
+            "-d",
+            "lo",
+            "--roce",
+            "v1",
+            "-p",
+            &common::free_port().to_string(),
+        ])
+        .output();
+    let Ok(out) = out else {
+        eprintln!("skipped: setpriv (util-linux) is missing");
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.starts_with("setpriv:") {
+        eprintln!("skipped: user nobody cannot run the binary here: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("CAP_NET_RAW") && err.contains("--io udp"),
+        "{err}"
+    );
+}

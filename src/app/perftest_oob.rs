@@ -108,6 +108,16 @@ fn drive<E: Described>(
     // The last run's size and this side's own measurement, until the peer's report (if any) is in.
     let mut pending: Option<(u64, Option<SizeResult>)> = None;
     let mut comps = [Completion::EMPTY; 32];
+    // perftest's latency loops post exactly -n times per side and time the gaps between posts; our
+    // driver posts once more to close the last round trip, so it is given one iteration fewer (n posts,
+    // n - 1 samples), or a perftest peer would wait for a message that never comes.
+    let run_opts = match (opts.test.metric, opts.mode) {
+        (Metric::Latency, RunMode::Iterations(n)) => Options {
+            mode: RunMode::Iterations(n.saturating_sub(1).max(1)),
+            ..opts.clone()
+        },
+        _ => opts.clone(),
+    };
     loop {
         let action = session.next()?;
         if matches!(action, Action::Run { .. } | Action::Finished)
@@ -172,7 +182,7 @@ fn drive<E: Described>(
                     None
                 } else {
                     measure(
-                        opts,
+                        &run_opts,
                         ep,
                         &mut || false,
                         layout,

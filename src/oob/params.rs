@@ -124,11 +124,22 @@ impl TestParams {
     }
 
     /// The first parameter that differs from the peer's, in a fixed order (test first, then transport, ...).
+    ///
+    /// `soft` and `verbs` put the same RoCE packets on the wire, so they pair with each other (a host
+    /// without an RDMA NIC against one with); a RoCE version left to the device (`None`, verbs without
+    /// `--roce`) pairs with either.
     pub fn first_mismatch(&self, peer: &TestParams) -> Option<Mismatch> {
+        let roce_pair =
+            |a: TransportKind, b: TransportKind| a != TransportKind::Tcp && b != TransportKind::Tcp;
+        let lenient = |name: &str| match name {
+            "transport" => roce_pair(self.transport, peer.transport),
+            "roce" => self.roce.is_none() || peer.roce.is_none(),
+            _ => false,
+        };
         self.fields()
             .into_iter()
             .zip(peer.fields())
-            .find(|(a, b)| a.1 != b.1)
+            .find(|(a, b)| a.1 != b.1 && !lenient(a.0))
             .map(|((name, ours, hint), (_, theirs, _))| Mismatch {
                 name,
                 ours,
@@ -142,6 +153,30 @@ impl TestParams {
 mod tests {
     use super::*;
     use crate::params::{Metric, Verb};
+
+    #[test]
+    fn soft_pairs_with_verbs_but_not_with_tcp() {
+        let soft = TestParams {
+            transport: TransportKind::Soft,
+            roce: Some(RoceVersion::V2),
+            ..base()
+        };
+        let verbs = TestParams {
+            transport: TransportKind::Verbs,
+            roce: None,
+            ..base()
+        };
+        assert_eq!(soft.first_mismatch(&verbs), None);
+        let v1 = TestParams {
+            roce: Some(RoceVersion::V1),
+            ..verbs.clone()
+        };
+        assert_eq!(soft.first_mismatch(&v1).map(|m| m.name), Some("roce"));
+        assert_eq!(
+            soft.first_mismatch(&base()).map(|m| m.name),
+            Some("transport")
+        );
+    }
 
     fn base() -> TestParams {
         TestParams {
