@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs, only when missing, the system packages roceperf needs for a purpose:
 #   build  cargo's C side: cmake and libclang-dev (the `verbs` feature builds rdma-mummy-sys with them)
+#   demo   build + iproute2 (roce_compare --local runs RoCE v1 across a veth pair between namespaces)
 #   test   the test suite: build + tshark (independent RoCE decoder), iproute2 (network namespaces), tcpdump
 #   bench  the benchmarks: test + iperf3, sockperf (the baselines we report ratios against)
-# Usage: scripts/deps.sh build|test|bench
+# Usage: scripts/deps.sh build|demo|test|bench
 set -euo pipefail
 
 purpose=${1:-test}
@@ -17,6 +18,13 @@ want cc gcc
 want cmake cmake
 # bindgen needs libclang; Debian ships it versioned, so look for any libclang.so.
 if ! ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; then need+=(libclang-dev); fi
+case $purpose in
+    build|demo|test|bench) ;;
+    *) echo "deps: unknown purpose '$purpose'; use build, demo, test or bench" >&2; exit 2 ;;
+esac
+if [[ $purpose == demo ]]; then
+    want ip iproute2
+fi
 if [[ $purpose == test || $purpose == bench ]]; then
     want tshark tshark
     want ip iproute2

@@ -41,9 +41,12 @@ SMOKE_TESTS=(
 SIX=(send_bw write_bw read_bw send_lat write_lat read_lat)
 six_tests() {   # the six binaries, perftest-style arguments
     for t in "${SIX[@]}"; do
-        echo "$t|/mnt/roce_$t --transport verbs -d $S|/mnt/roce_$t --transport verbs -d $C $SIP"
+        echo "$t|/mnt/roce_$t --transport verbs $U -d $S -n 500 --validate|/mnt/roce_$t --transport verbs $U -d $C -n 500 --validate $SIP"
     done
-    echo "write_bw_q4_bidir|/mnt/roce_write_bw --transport verbs -d $S -q 4 -b|/mnt/roce_write_bw --transport verbs -d $C -q 4 -b $SIP"
+    echo "write_bw_q4_bidir|/mnt/roce_write_bw --transport verbs $U -d $S -q 4 -b -n 300|/mnt/roce_write_bw --transport verbs $U -d $C -q 4 -b -n 300 $SIP"
+    echo "send_bw_inline_t16_Q4|/mnt/roce_send_bw --transport verbs $U -d $S -s 64 -I 64 -t 16 -Q 4 -n 500|/mnt/roce_send_bw --transport verbs $U -d $C -s 64 -I 64 -t 16 -Q 4 -n 500 $SIP"
+    echo "read_bw_m1024_q2|/mnt/roce_read_bw --transport verbs $U -d $S -m 1024 -q 2 -n 300 --validate|/mnt/roce_read_bw --transport verbs $U -d $C -m 1024 -q 2 -n 300 --validate $SIP"
+    echo "write_lat_auto|/mnt/roce_write_lat $U -d $S -n 300|/mnt/roce_write_lat $U -d $C -n 300 $SIP"
 }
 # Error cases: NAME|EXPECTED_EXIT|TEXT THE MESSAGE MUST CONTAIN|COMMAND
 ERRORS=(
@@ -69,6 +72,9 @@ if [ "$MODE" = six ]; then
     ( cd "$ROOT" && cargo build "${cargo_flags[@]}" --bins )
     for t in "${SIX[@]}"; do cp "$ROOT/target/$PROFILE/roce_$t" "$OUT/"; done
     mapfile -t TESTS < <(six_tests)
+    # The binaries name an unknown device and list the real ones, before waiting for any peer.
+    ERRORS+=("roce_unknown_device|2|RDMA devices here: rxe0, rxe1|/mnt/roce_write_bw --transport verbs -d mlx5_9")
+    ERRORS+=("roce_auto_unknown_name_is_soft|2|auto chose soft|/mnt/roce_write_bw -d mlx5_9")
 else
     TESTS=("${SMOKE_TESTS[@]}")
 fi

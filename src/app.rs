@@ -3,16 +3,19 @@
 //! The six binaries are one line each: `roceperf::app::main(TestKind::new(verb, metric))`.
 //! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error.
 
-use crate::bench::{self, Layout, bw, lat};
-use crate::cli::{Options, OutputArg, RunMode};
+use crate::bench::{self, Layout, bw, lat, validate};
+use crate::cli::{IoArg, OobArg, Options, OutputArg, RunMode};
 use crate::oob::{self, Channel, TestParams};
-use crate::params::{Metric, Role, TestKind, TransportKind, Verb};
+use crate::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
 use crate::report::{
     self, AddressLine, Measured, OutputSelect, RunInfo, SizeResult, progress::SweepProgress,
 };
 use crate::stats::{BandwidthStats, LatencyStats};
+use crate::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
+use crate::transport::soft::netdev::AddrFamily;
 use crate::transport::tcp::{TcpConfig, TcpEndpoint};
-use crate::transport::{self, ConnInfo, Endpoint};
+use crate::transport::verbs::{VerbsConfig, VerbsEndpoint};
+use crate::transport::{self, Access, ConnInfo, Endpoint};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -37,6 +40,18 @@ pub enum Error {
     /// Writing --csv / --json / --results (exit 2).
     #[error("{0}")]
     Report(#[from] report::ReportError),
+    /// A gate threshold or baseline comparison failed (exit 1); the table above says which.
+    #[error("{failed} gate check(s) failed (see the table above)")]
+    GateFailed {
+        /// Number of failed checks.
+        failed: usize,
+    },
+    /// perftest's out-of-band dialect failed (exit 2).
+    #[error("--oob perftest: {0}")]
+    Perftest(#[from] crate::oob::perftest::PerftestError),
+    /// A gate could not be evaluated: unreadable baseline, unwritable JUnit file (exit 2).
+    #[error("gate: {0}")]
+    GateInput(String),
 }
 
 impl Error {
@@ -44,6 +59,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Bench(e) if !e.is_setup() => 1,
+            Error::GateFailed { .. } => 1,
             _ => 2,
         }
     }
@@ -68,7 +84,7 @@ pub fn main(test: TestKind) -> ExitCode {
 }
 
 /// How long a blocking out-of-band read waits for the peer.
-fn io_timeout(opts: &Options) -> Duration {
+pub(crate) fn io_timeout(opts: &Options) -> Duration {
     let run = match opts.mode {
         RunMode::Duration { secs, .. } => Duration::from_secs(secs),
         RunMode::Iterations(_) => Duration::ZERO,
@@ -76,17 +92,68 @@ fn io_timeout(opts: &Options) -> Duration {
     oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run
 }
 
-fn verbose(opts: &Options, msg: impl FnOnce() -> String) {
+pub(crate) fn verbose(opts: &Options, msg: impl FnOnce() -> String) {
     if opts.verbose > 0 {
         eprintln!("roceperf: {}", msg());
     }
 }
 
 /// Runs one test as the options say, printing the report; the error says what failed.
+///
+/// RoCE endpoints (soft, verbs) are opened before the out-of-band channel, so a missing device or library
+/// is reported at once rather than after a peer has connected; the TCP baseline binds its data sockets to
+/// the channel's local address, so it is created after.
 pub fn run(opts: &Options) -> Result<(), Error> {
     let pinned = bench::affinity::pin(opts.cpu, opts.role)?;
     verbose(opts, || format!("datapath pinned to {}", pinned.reason));
-    let mut chan = match (&opts.role, &opts.host) {
+    let layout = Layout::for_size(opts.max_size());
+    match opts.transport {
+        TransportKind::Soft => {
+            let ep = open_soft(opts, layout)?;
+            verbose(opts, || ep.describe());
+            if opts.oob == OobArg::Perftest {
+                return perftest_oob::run(opts, &pinned, layout, ep);
+            }
+            let mut chan = open_channel(opts)?;
+            guarded(opts, &mut chan, |chan| {
+                serve(opts, chan, &pinned, layout, ep)
+            })
+        }
+        TransportKind::Verbs => {
+            let ep = open_verbs(opts, layout)?;
+            if opts.oob == OobArg::Perftest {
+                return perftest_oob::run(opts, &pinned, layout, ep);
+            }
+            let mut chan = open_channel(opts)?;
+            guarded(opts, &mut chan, |chan| {
+                serve(opts, chan, &pinned, layout, ep)
+            })
+        }
+        TransportKind::Tcp => {
+            let mut chan = open_channel(opts)?;
+            guarded(opts, &mut chan, |chan| {
+                chan.check_params(&test_params(opts))?;
+                let ep = TcpEndpoint::new(TcpConfig {
+                    role: opts.role,
+                    qps: opts.qps as usize,
+                    buf_len: layout.buffer_len(),
+                    sq_depth: opts.tx_depth as usize,
+                    rq_depth: rx_depth(opts) as usize,
+                    bind: chan.local_ip(),
+                    connect_timeout: opts.connect_timeout,
+                    socket_buffer: None,
+                    spin_polls: crate::transport::tcp::DEFAULT_SPIN_POLLS,
+                })
+                .map_err(|source| setup_error(opts, source))?;
+                run_sizes(opts, chan, &pinned, layout, ep)
+            })
+        }
+    }
+}
+
+/// Connects (client) or accepts (server) the out-of-band channel.
+fn open_channel(opts: &Options) -> Result<Channel, Error> {
+    let chan = match (&opts.role, &opts.host) {
         (Role::Client, Some(host)) => Channel::connect(
             host,
             opts.port,
@@ -110,15 +177,186 @@ pub fn run(opts: &Options) -> Result<(), Error> {
     verbose(opts, || {
         format!("out-of-band channel up with {}", chan.peer())
     });
-    match run_connected(opts, &mut chan, &pinned) {
+    Ok(chan)
+}
+
+/// Runs `body`; on an error other than the channel's own, tells the peer why before returning it.
+fn guarded(
+    _opts: &Options,
+    chan: &mut Channel,
+    body: impl FnOnce(&mut Channel) -> Result<(), Error>,
+) -> Result<(), Error> {
+    match body(chan) {
         Ok(()) => Ok(()),
         Err(e) => {
-            // Tell the peer why, unless the channel itself is what failed.
             if !matches!(e, Error::Oob(_)) {
                 chan.abort(&e.to_string());
             }
             Err(e)
         }
+    }
+}
+
+/// Checks parameters with the peer, then runs every size on an opened RoCE endpoint.
+fn serve<E: Described>(
+    opts: &Options,
+    chan: &mut Channel,
+    pinned: &bench::affinity::Pinned,
+    layout: Layout,
+    ep: E,
+) -> Result<(), Error> {
+    chan.check_params(&test_params(opts))?;
+    verbose(opts, || "parameters agree with the peer".into());
+    run_sizes(opts, chan, pinned, layout, ep)
+}
+
+/// The soft endpoint the options describe.
+fn open_soft(opts: &Options, layout: Layout) -> Result<SoftEndpoint, Error> {
+    let device = opts.device.as_deref().unwrap_or("lo");
+    let version = opts.roce.unwrap_or(RoceVersion::V2);
+    let mut cfg = SoftConfig::new(device, version);
+    cfg.io = match opts.io {
+        Some(IoArg::Packet) => IoKind::Packet,
+        Some(IoArg::Udp) => IoKind::Udp,
+        None => cfg.io,
+    };
+    cfg.bind = opts.bind;
+    cfg.family = if opts.ipv6 || opts.bind.is_some_and(|b| b.is_ipv6()) {
+        AddrFamily::Ipv6
+    } else {
+        AddrFamily::Ipv4
+    };
+    cfg.gid_index = opts.gid_index.map(u32::from);
+    cfg.mtu = opts.mtu;
+    cfg.timeout = opts.qp_timeout.unwrap_or(cfg.timeout);
+    // rxe (a likely perftest peer) hashes the IPv4 ID, which a UDP socket hides from the ICRC check.
+    cfg.verify_udp_ipv4_icrc = opts.oob != OobArg::Perftest;
+    cfg.retry_cnt = opts.retry_count.unwrap_or(cfg.retry_cnt);
+    cfg.qps = opts.qps as usize;
+    cfg.buffer_len = layout.buffer_len();
+    // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
+    // defaults as a floor so a sweep's finishing phase never finds a full queue.
+    cfg.sq_depth = cfg.sq_depth.max(opts.tx_depth as usize);
+    cfg.rq_depth = cfg.rq_depth.max(rx_depth(opts) as usize);
+    SoftEndpoint::open(cfg).map_err(|e| {
+        let mut source: transport::Error = e.into();
+        if opts.transport_reason.starts_with("--transport auto")
+            && let transport::Error::Unavailable(m) = &mut source
+        {
+            // The name may have been meant as an RDMA device: say why soft was tried, and what exists.
+            let rdma: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            m.push_str(&format!(
+                " ({}; RDMA devices here: {})",
+                opts.transport_reason,
+                if rdma.is_empty() {
+                    "none".to_string()
+                } else {
+                    rdma.join(", ")
+                }
+            ));
+        }
+        setup_error(opts, source)
+    })
+}
+
+/// The verbs endpoint the options describe, with the access rights perftest gives each test.
+fn open_verbs(opts: &Options, layout: Layout) -> Result<VerbsEndpoint, Error> {
+    let access = match opts.test.verb {
+        Verb::Send => Access::LOCAL_WRITE,
+        Verb::Write => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        Verb::Read => Access::LOCAL_WRITE | Access::REMOTE_READ,
+    };
+    let defaults = VerbsConfig::default();
+    let cfg = VerbsConfig {
+        device: opts.device.clone(),
+        ib_port: opts.ib_port.unwrap_or(1),
+        gid_index: opts.gid_index.map(u32::from),
+        roce: opts.roce,
+        ipv6: opts.ipv6,
+        qps: opts.qps as usize,
+        buf_size: layout.buffer_len(),
+        tx_depth: opts.tx_depth.max(1),
+        rx_depth: rx_depth(opts).max(1),
+        inline_size: opts.inline_size.unwrap_or(0),
+        mtu: opts.mtu,
+        access,
+        timeout: opts.qp_timeout.unwrap_or(defaults.timeout),
+        retry_cnt: opts.retry_count.unwrap_or(defaults.retry_cnt),
+        ..defaults
+    };
+    VerbsEndpoint::open(&cfg).map_err(|e| setup_error(opts, e.into()))
+}
+
+mod perftest_oob;
+
+/// What the report needs from a transport beyond [`Endpoint`]: setup notes, counters, error detail.
+pub(crate) trait Described: Endpoint {
+    /// Lines for the header's notes (what was chosen and why).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Counters for `-v` (text) and the JSON (value), when the transport keeps any.
+    fn counters(&self) -> Option<(String, serde_json::Value)> {
+        None
+    }
+    /// The first failed completion in words, when the transport knows more than the status.
+    fn failure_detail(&self) -> Option<String> {
+        None
+    }
+    /// Adjusts to a peer on the other RoCE transport (soft against verbs); returns notes for the header.
+    fn adapt_to_peer(&mut self, _peer: &ConnInfo) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl Described for TcpEndpoint {}
+
+impl Described for SoftEndpoint {
+    fn adapt_to_peer(&mut self, peer: &ConnInfo) -> Vec<String> {
+        if peer.transport == TransportKind::Verbs && self.verifies_udp_ipv4_icrc() {
+            self.set_verify_udp_ipv4_icrc(false);
+            return vec![
+                "peer runs --transport verbs: the ICRC of its RoCE v2/IPv4 datagrams is not verified on the UDP socket (a kernel peer such as rxe hashes the IPv4 ID, which the socket hides; --io packet sees it)".into(),
+            ];
+        }
+        Vec::new()
+    }
+    fn notes(&self) -> Vec<String> {
+        // The interface's whole GID table (indented deeper) is for -v; the header keeps what was chosen.
+        self.describe()
+            .lines()
+            .filter(|l| !l.starts_with("    ") && !l.trim().is_empty())
+            .map(|l| l.trim().to_string())
+            .collect()
+    }
+    fn counters(&self) -> Option<(String, serde_json::Value)> {
+        let c = SoftEndpoint::counters(self);
+        Some((c.to_string(), serde_json::to_value(c).ok()?))
+    }
+}
+
+impl Described for VerbsEndpoint {
+    fn notes(&self) -> Vec<String> {
+        let s = self.setup();
+        let mut v = vec![
+            format!("verbs device {} port {}", s.device, s.port),
+            s.gid_line(),
+            format!(
+                "active MTU {} bytes, path MTU offered {} bytes",
+                s.active_mtu, s.mtu
+            ),
+        ];
+        v.extend(s.notes.iter().cloned());
+        v
+    }
+    fn failure_detail(&self) -> Option<String> {
+        VerbsEndpoint::failure_detail(self).map(str::to_string)
     }
 }
 
@@ -143,11 +381,12 @@ fn test_params(opts: &Options) -> TestParams {
         bidirectional: opts.bidirectional,
         warmup: opts.warmup,
         report_gbits: opts.report_gbits,
+        validate: opts.validate,
     }
 }
 
 /// Receives kept posted per queue pair by SEND tests (perftest's rx_depth 512, capped at the iterations).
-fn rx_depth(opts: &Options) -> u32 {
+pub(crate) fn rx_depth(opts: &Options) -> u32 {
     match (opts.test.verb, opts.test.metric) {
         (Verb::Send, Metric::Bandwidth) => {
             let n = match opts.mode {
@@ -161,41 +400,7 @@ fn rx_depth(opts: &Options) -> u32 {
     }
 }
 
-fn run_connected(
-    opts: &Options,
-    chan: &mut Channel,
-    pinned: &bench::affinity::Pinned,
-) -> Result<(), Error> {
-    chan.check_params(&test_params(opts))?;
-    verbose(opts, || "parameters agree with the peer".into());
-    let layout = Layout::for_size(opts.max_size());
-    // One arm per transport; everything after the endpoint is created is generic over Endpoint.
-    match opts.transport {
-        TransportKind::Tcp => {
-            let ep = TcpEndpoint::new(TcpConfig {
-                role: opts.role,
-                qps: opts.qps as usize,
-                buf_len: layout.buffer_len(),
-                sq_depth: opts.tx_depth as usize,
-                rq_depth: rx_depth(opts) as usize,
-                bind: chan.local_ip(),
-                connect_timeout: opts.connect_timeout,
-                socket_buffer: None,
-                spin_polls: crate::transport::tcp::DEFAULT_SPIN_POLLS,
-            })
-            .map_err(|source| setup_error(opts, source))?;
-            run_sizes(opts, chan, pinned, layout, ep)
-        }
-        other => Err(setup_error(
-            opts,
-            transport::Error::Unavailable(format!(
-                "the {other} transport is not built yet; use --transport tcp"
-            )),
-        )),
-    }
-}
-
-fn setup_error(opts: &Options, source: transport::Error) -> Error {
+pub(crate) fn setup_error(opts: &Options, source: transport::Error) -> Error {
     Error::Setup {
         transport: opts.transport,
         source,
@@ -203,20 +408,54 @@ fn setup_error(opts: &Options, source: transport::Error) -> Error {
 }
 
 /// Connects the endpoint to the peer, prints the header and runs every size.
-fn run_sizes<E: Endpoint>(
+fn run_sizes<E: Described>(
     opts: &Options,
     chan: &mut Channel,
     pinned: &bench::affinity::Pinned,
     layout: Layout,
     mut ep: E,
 ) -> Result<(), Error> {
+    let outcome = run_sizes_on(opts, chan, pinned, layout, &mut ep);
+    if let Err(Error::Bench(_)) = &outcome
+        && let Some(d) = ep.failure_detail()
+    {
+        eprintln!("roceperf: {d}");
+    }
+    if opts.verbose > 0
+        && let Some((text, _)) = ep.counters()
+    {
+        eprint!("roceperf: {} transport counters:\n{text}", opts.transport);
+    }
+    outcome
+}
+
+fn run_sizes_on<E: Described>(
+    opts: &Options,
+    chan: &mut Channel,
+    pinned: &bench::affinity::Pinned,
+    layout: Layout,
+    ep: &mut E,
+) -> Result<(), Error> {
     let setup = |source| setup_error(opts, source);
-    let peer_info: ConnInfo = chan.exchange("conn", &ep.local_info())?;
+    let mut peer_info: ConnInfo = chan.exchange("conn", &ep.local_info())?;
+    let adapted = ep.adapt_to_peer(&peer_info);
+    if peer_info.transport != opts.transport && opts.transport != TransportKind::Tcp {
+        // soft and verbs put the same packets on the wire; the label only says who made the description.
+        peer_info.transport = opts.transport;
+    }
     ep.connect(&peer_info).map_err(setup)?;
     verbose(opts, || {
         format!("data connections up ({:?})", peer_info.addr)
     });
-    let info = run_info(opts, chan, pinned, &ep.local_info(), &peer_info);
+    let mut info = run_info(
+        opts,
+        chan.local_ip().to_string(),
+        pinned,
+        &ep.local_info(),
+        &peer_info,
+    );
+    info.notes.extend(ep.notes());
+    info.notes.extend(adapted);
     let quiet = opts.output.is_some();
     if !quiet {
         print!("{}", report::header_block(&info));
@@ -233,9 +472,27 @@ fn run_sizes<E: Endpoint>(
     let mut results = Vec::with_capacity(opts.sizes.len());
     for (step, &size) in opts.sizes.iter().enumerate() {
         progress.start_size(size);
+        if opts.validate {
+            prepare_validation(opts, ep, layout, size);
+        }
         chan.barrier(step as u64)?;
-        let mine = measure(opts, &mut ep, chan, layout, &remotes, &mut recvs, size)?;
-        let theirs = finish(opts.role, chan, &mut ep, &mine, &mut recvs, layout)?;
+        let mine = measure(
+            opts,
+            ep,
+            &mut || chan.peer_has_data().unwrap_or(true),
+            layout,
+            &remotes,
+            &mut recvs,
+            size,
+            opts.warmup,
+        )?;
+        let theirs = finish(opts.role, chan, ep, &mine, &mut recvs, layout)?;
+        if opts.validate
+            && opts.test == TestKind::new(Verb::Write, Metric::Bandwidth)
+            && (opts.role == Role::Server || opts.bidirectional)
+        {
+            check_write_target(ep, layout, size)?;
+        }
         let shown = match (mine, theirs) {
             (Some(m), Some(t)) if opts.bidirectional => Some(combine(
                 m,
@@ -271,6 +528,7 @@ fn run_sizes<E: Endpoint>(
     progress.finish();
     // Neither side closes its data connections before the other has its results.
     chan.barrier(u64::MAX)?;
+    info.counters = ep.counters().map(|(_, v)| v);
     if !quiet {
         let mut tail = report::table_footer();
         for r in &results {
@@ -278,20 +536,109 @@ fn run_sizes<E: Endpoint>(
         }
         print!("{tail}");
     }
-    write_files(opts, &info, &results)
+    write_files(opts, &info, &results)?;
+    gate(opts, &info, &results)
+}
+
+/// Checks the gate thresholds given on the command line against this run (nothing when none was given).
+pub(crate) fn gate(opts: &Options, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
+    if !opts.gate.is_active() {
+        return Ok(());
+    }
+    let source = opts
+        .json
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from(format!("{} run", info.test)));
+    let report = crate::gate::check_run(info, results, &source, &opts.gate).map_err(|errors| {
+        Error::GateInput(
+            errors
+                .iter()
+                .map(|e| format!("baseline: {e}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })?;
+    print!("{}", report.table());
+    if opts.gate_output.github_enabled() {
+        print!("{}", report.github_annotations());
+    }
+    if let Some(path) = &opts.gate_output.junit {
+        std::fs::write(path, report.junit_xml()).map_err(|e| {
+            Error::GateInput(format!(
+                "cannot write the JUnit report {}: {e}; check that its directory exists and is writable",
+                path.display()
+            ))
+        })?;
+    }
+    match report.count(crate::gate::Verdict::Fail) {
+        0 => Ok(()),
+        failed => Err(Error::GateFailed { failed }),
+    }
+}
+
+/// `--validate`, before a size starts: the source holds the size's pattern (bandwidth tests send it as is;
+/// latency tests refill it per iteration), the target is cleared so that missing data cannot pass, and a
+/// READ responder's target holds the pattern its peer reads.
+fn prepare_validation<E: Endpoint>(opts: &Options, ep: &mut E, layout: Layout, size: u64) {
+    let (n, half) = (size as usize, layout.half as usize);
+    let seed = validate::seed(size, None);
+    let read_responder = opts.test.verb == Verb::Read && opts.role == Role::Server;
+    for q in 0..ep.qp_count() {
+        let buf = ep.buffer_mut(q);
+        validate::fill(&mut buf[..n], seed);
+        if read_responder {
+            validate::fill(&mut buf[half..half + n], seed);
+        } else {
+            buf[half..half + n].fill(0);
+        }
+    }
+}
+
+/// `--validate`, WRITE bandwidth: after the writer's last completion every target region holds the size's
+/// pattern. Keeps the datapath polled for a moment, because over TCP a completed WRITE may still be in
+/// the kernel's buffers.
+fn check_write_target<E: Endpoint>(ep: &mut E, layout: Layout, size: u64) -> Result<(), Error> {
+    let (n, half) = (size as usize, layout.half as usize);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut comps = [transport::Completion::EMPTY; 16];
+    loop {
+        let bad = (0..ep.qp_count()).find_map(|q| {
+            validate::check(
+                &ep.buffer(q)[half..half + n],
+                size,
+                None,
+                None,
+                "WRITE target",
+            )
+            .err()
+        });
+        match bad {
+            None => return Ok(()),
+            Some(e) if std::time::Instant::now() > deadline => return Err(e.into()),
+            Some(_) => {
+                ep.poll_cq(&mut comps)
+                    .map_err(|source| bench::Error::Transport {
+                        during: "waiting for the last WRITEs to land",
+                        source,
+                    })?;
+            }
+        }
+    }
 }
 
 /// Measures one size on this side; `None` where this side only serves (the peer measures).
-fn measure<E: Endpoint>(
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn measure<E: Endpoint>(
     opts: &Options,
     ep: &mut E,
-    chan: &Channel,
+    stop: &mut dyn FnMut() -> bool,
     layout: Layout,
     remotes: &[transport::RemoteAddr],
     recvs: &mut bw::RecvState,
     size: u64,
+    warmup: u64,
 ) -> Result<Option<SizeResult>, Error> {
-    let mut stop = || chan.peer_has_data().unwrap_or(true);
+    let mut stop = stop;
     let client = opts.role == Role::Client;
     let test = opts.test;
     match test.metric {
@@ -302,13 +649,14 @@ fn measure<E: Endpoint>(
                 mode: opts.mode,
                 tx_depth: opts.tx_depth,
                 cq_mod: opts.cq_mod_for(size),
-                warmup: opts.warmup,
+                warmup,
                 rx_depth: rx_depth(opts),
                 // With TCP a completion means the kernel took the bytes, so the first socket buffer's
                 // worth completes at memory speed and perftest's peak would be meaningless.
                 peak: opts.transport != TransportKind::Tcp,
                 cpu_util: opts.cpu_util,
                 layout,
+                validate: opts.validate,
             };
             let m = if opts.bidirectional {
                 let duplex = (test.verb == Verb::Send).then_some(recvs);
@@ -346,10 +694,11 @@ fn measure<E: Endpoint>(
                 verb: test.verb,
                 size,
                 mode: opts.mode,
-                warmup: opts.warmup,
+                warmup,
                 rtt_factor: test.rtt_factor(),
                 cpu_util: opts.cpu_util,
                 layout,
+                validate: opts.validate,
             };
             let m = lat::run(ep, &spec, opts.role, remotes[0], recvs, &mut stop)?;
             let stats = LatencyStats::from_histogram(&m.histogram, &opts.percentiles);
@@ -394,7 +743,7 @@ fn finish<E: Endpoint>(
 }
 
 /// Bidirectional: the sum of what each side sent, as perftest prints it.
-fn combine(mine: SizeResult, theirs: &SizeResult, duration: bool) -> SizeResult {
+pub(crate) fn combine(mine: SizeResult, theirs: &SizeResult, duration: bool) -> SizeResult {
     match (&mine.measured, &theirs.measured) {
         (Measured::Bandwidth(a), Measured::Bandwidth(b)) => SizeResult {
             // Duration mode counts messages: the two directions together, like the rates.
@@ -422,14 +771,14 @@ fn address_lines(opts: &Options, info: &ConnInfo) -> Vec<AddressLine> {
             out_reads: read.then_some(q.max_rd_atomic),
             rkey: one_sided.then_some(q.rkey),
             vaddr: one_sided.then_some(q.vaddr),
-            gid: None,
+            gid: (opts.transport != TransportKind::Tcp).then_some(info.gid),
         })
         .collect()
 }
 
-fn run_info(
+pub(crate) fn run_info(
     opts: &Options,
-    chan: &Channel,
+    fallback_device: String,
     pinned: &bench::affinity::Pinned,
     local: &ConnInfo,
     peer: &ConnInfo,
@@ -438,6 +787,16 @@ fn run_info(
         format!("transport {}: {}", opts.transport, opts.transport_reason),
         format!("datapath on {}", pinned.reason),
     ];
+    if opts.validate {
+        notes.push(
+            "--validate: every message's payload is checked against the sender's pattern; the pattern work is inside the measurement, so figures are lower than without it".into(),
+        );
+    }
+    if opts.transport == TransportKind::Soft && opts.inline_size.is_some() {
+        notes.push(
+            "-I accepted and ignored: the soft transport copies every payload into its packets, so inline sends would change nothing".into(),
+        );
+    }
     if opts.transport == TransportKind::Tcp {
         notes.push(format!(
             "TCP baseline: one connection per queue pair to {}, TCP_NODELAY, non-blocking sockets busy-polled",
@@ -455,10 +814,7 @@ fn run_info(
         role: opts.role,
         transport: opts.transport,
         roce: opts.roce,
-        device: opts
-            .device
-            .clone()
-            .unwrap_or_else(|| chan.local_ip().to_string()),
+        device: opts.device.clone().unwrap_or(fallback_device),
         peer: opts.host.clone(),
         qps: opts.qps,
         tx_depth: opts.tx_depth,
@@ -470,7 +826,10 @@ fn run_info(
             _ => "Ethernet".into(),
         },
         gid_index: local.gid_index,
-        inline_size: 0,
+        inline_size: match opts.transport {
+            TransportKind::Verbs => opts.inline_size.unwrap_or(0),
+            _ => 0,
+        },
         out_reads: (opts.test.verb == Verb::Read)
             .then(|| local.qps.first().map_or(1, |q| q.max_rd_atomic)),
         cpu: Some(pinned.core),
@@ -492,10 +851,15 @@ fn run_info(
         started_at: report::now_rfc3339(),
         notes,
         version: env!("CARGO_PKG_VERSION").to_string(),
+        counters: None,
     }
 }
 
-fn write_files(opts: &Options, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
+pub(crate) fn write_files(
+    opts: &Options,
+    info: &RunInfo,
+    results: &[SizeResult],
+) -> Result<(), Error> {
     if let Some(p) = &opts.csv {
         report::append_csv(p, info, results)?;
     }

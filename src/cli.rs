@@ -4,13 +4,19 @@
 //! `--report_gbits`, ...). A flag that does not apply to the chosen test or transport is an error that
 //! says so, never silently ignored.
 
+use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::{Metric, RoceVersion, Role, TestKind, TransportKind};
 use clap::{Parser, ValueEnum};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// The transports this build can run; the others are a clear "not built yet" usage error.
-pub const BUILT_TRANSPORTS: &[TransportKind] = &[TransportKind::Tcp];
+pub const BUILT_TRANSPORTS: &[TransportKind] = &[
+    TransportKind::Verbs,
+    TransportKind::Soft,
+    TransportKind::Tcp,
+];
 
 /// The sizes `-a` sweeps: 2 B .. 8 MiB in powers of two, as perftest.
 pub fn all_sizes() -> Vec<u64> {
@@ -20,13 +26,33 @@ pub fn all_sizes() -> Vec<u64> {
 /// Default percentiles reported below the table.
 pub const DEFAULT_PERCENTILES: [f64; 4] = [90.0, 99.0, 99.9, 99.99];
 
+const AFTER_HELP: &str = "\
+Examples:
+  Soft RoCE v2 between two processes on this host (the second one moves to 127.0.0.2 by itself):
+    server$ roce_write_bw -d lo
+    client$ roce_write_bw -d lo 127.0.0.1
+  An RDMA NIC:
+    server$ roce_write_bw -d mlx5_0
+    client$ roce_write_bw -d mlx5_0 192.0.2.10
+  The TCP baseline:
+    server$ roce_write_bw --transport tcp
+    client$ roce_write_bw --transport tcp 127.0.0.1
+
+Soft transport: -d names a network interface (lo, eth0, a veth). RoCE v2 over a UDP socket on port 4791
+(--io udp, no privileges) or AF_PACKET (--io packet, RoCE v1 and v2, needs CAP_NET_RAW); two endpoints on
+one host need distinct addresses: 127.0.0.x on lo is automatic, otherwise use two network namespaces
+(scripts/netns.sh up). ROCEPERF_IMPAIR=loss=1%,duplicate=1%,reorder=5% impairs what soft sends.
+
+Exit status: 0 ok, 1 the test failed (error completion, --validate mismatch, a gate missed), 2 usage or
+setup error.";
+
 /// The raw command line, as clap parses it. Validation into [`Options`] happens in [`Options::from_args`].
 #[derive(Debug, Clone, Parser)]
 #[command(
     version,
     about = "roceperf: RoCE and TCP performance test (perftest-compatible flags)",
     long_about = "roceperf: RoCE and TCP performance test.\n\nStarted without a host argument the program is the server; with one it is the client and connects to that server, exactly like perftest. Give both sides the same options.",
-    after_help = "Example:\n  server$ roce_write_bw --transport tcp\n  client$ roce_write_bw --transport tcp 127.0.0.1"
+    after_help = AFTER_HELP
 )]
 pub struct Args {
     /// Server host name or address; given, this process is the client.
@@ -145,9 +171,70 @@ pub struct Args {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub connect_timeout: u64,
 
-    /// More detail about each setup step (repeat for more).
+    /// More detail about each setup step, and the soft transport's counters at the end (repeat for more).
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
+
+    /// I/O backend of the soft transport [default: udp for RoCE v2, packet for v1] (soft only).
+    #[arg(long, value_enum)]
+    pub io: Option<IoArg>,
+
+    /// Use IPv6 addresses and GIDs for RoCE v2 (soft, verbs only).
+    #[arg(long)]
+    pub ipv6: bool,
+
+    /// Local address of the soft endpoint [default: the interface's first address; on lo the next free 127.0.0.x] (soft only).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<IpAddr>,
+
+    /// Local ACK timeout exponent: 4.096 µs × 2^N before a retransmission [default: 14, 67 ms] (verbs, soft only).
+    #[arg(short = 'u', long = "qp-timeout", value_parser = clap::value_parser!(u8).range(1..=31))]
+    pub qp_timeout: Option<u8>,
+
+    /// Retransmissions without progress before a request fails with "retry counter exceeded" [default: 7] (verbs, soft only).
+    #[arg(long = "retry_count", value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub retry_count: Option<u8>,
+
+    /// Check every byte received against the sender's pattern; a mismatch fails the test (SYMMETRIC).
+    #[arg(long)]
+    pub validate: bool,
+
+    /// Out-of-band dialect: roceperf's own, or perftest's (to pair with a real ib_* peer).
+    #[arg(long, value_enum, default_value_t = OobArg::Roceperf, help = oob_help())]
+    pub oob: OobArg,
+
+    /// Thresholds checked after the run.
+    #[command(flatten)]
+    pub gate: GateArgs,
+
+    /// Where gate verdicts go.
+    #[command(flatten)]
+    pub gate_output: GateOutputArgs,
+}
+
+fn oob_help() -> String {
+    format!(
+        "Out-of-band dialect: roceperf's own (parameter check, results exchange), or perftest's, to pair with a real ib_* peer (soft, verbs only); --oob perftest {}",
+        crate::oob::perftest::HELP_VERSIONS
+    )
+}
+
+/// `--oob` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OobArg {
+    /// roceperf's JSON-lines dialect: both sides check every parameter and swap results.
+    Roceperf,
+    /// perftest's binary dialect, so a real ib_* server or client is the peer.
+    Perftest,
+}
+
+/// `--io` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IoArg {
+    /// A UDP socket on port 4791 (RoCE v2 only, unprivileged).
+    Udp,
+    /// AF_PACKET raw frames (RoCE v1 and v2, needs CAP_NET_RAW).
+    Packet,
 }
 
 /// `--transport` values.
@@ -298,6 +385,30 @@ pub struct Options {
     pub connect_timeout: Duration,
     /// `-v` count.
     pub verbose: u8,
+    /// `-i`.
+    pub ib_port: Option<u8>,
+    /// `-x`.
+    pub gid_index: Option<u8>,
+    /// `-I`.
+    pub inline_size: Option<u32>,
+    /// `--io` (soft), with its default filled in for the soft transport.
+    pub io: Option<IoArg>,
+    /// `--ipv6`.
+    pub ipv6: bool,
+    /// `--bind`.
+    pub bind: Option<IpAddr>,
+    /// `--validate`.
+    pub validate: bool,
+    /// `--oob`.
+    pub oob: OobArg,
+    /// `-u`.
+    pub qp_timeout: Option<u8>,
+    /// `--retry_count`.
+    pub retry_count: Option<u8>,
+    /// Gate thresholds.
+    pub gate: GateArgs,
+    /// Gate reports.
+    pub gate_output: GateOutputArgs,
 }
 
 /// Parses `-s` values: decimal or 0x hex, with an optional K or M suffix (×1024, ×1024²).
@@ -356,6 +467,20 @@ fn parse_percentile(s: &str) -> Result<f64, String> {
         _ => Err(format!(
             "'{s}' is not a percentile; use numbers in (0, 100], e.g. 50,99,99.9"
         )),
+    }
+}
+
+/// `; interfaces here: lo, eth0` for error messages (empty when they cannot be listed).
+fn interface_list() -> String {
+    match crate::transport::soft::netdev::NetDev::list() {
+        Ok(l) if !l.is_empty() => format!(
+            "; interfaces here: {}",
+            l.iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => String::new(),
     }
 }
 
@@ -445,7 +570,98 @@ impl Options {
             if a.inline_size.is_some() {
                 return na("-I", tcp(), "TCP has no inline sends");
             }
+            if a.qp_timeout.is_some() {
+                return na("-u", tcp(), "TCP retransmits on its own timers");
+            }
+            if a.retry_count.is_some() {
+                return na("--retry_count", tcp(), "TCP retransmits on its own timers");
+            }
+            if a.ipv6 {
+                return na(
+                    "--ipv6",
+                    tcp(),
+                    "the TCP baseline follows the host address given",
+                );
+            }
         }
+        if transport != TransportKind::Soft {
+            let what = || format!("--transport {transport}");
+            if a.io.is_some() {
+                return na("--io", what(), "it picks the soft transport's I/O backend");
+            }
+            if a.bind.is_some() {
+                return na(
+                    "--bind",
+                    what(),
+                    "it picks the soft transport's local address",
+                );
+            }
+        }
+        if a.oob == OobArg::Perftest {
+            if transport == TransportKind::Tcp {
+                return na(
+                    "--oob perftest",
+                    "--transport tcp".into(),
+                    "perftest has no TCP baseline to pair with",
+                );
+            }
+            if a.duration.is_some() {
+                return Err(Error::Conflict {
+                    a: "--oob perftest",
+                    b: "-D",
+                    why: "duration mode is not spoken in perftest's dialect by roceperf yet; use -n",
+                });
+            }
+            if a.validate {
+                return Err(Error::Conflict {
+                    a: "--oob perftest",
+                    b: "--validate",
+                    why: "a perftest peer neither writes nor checks roceperf's pattern (perftest's own --data_validation is not spoken either)",
+                });
+            }
+        }
+        let roce = a.roce.map(|r| match r {
+            RoceArg::V1 => RoceVersion::V1,
+            RoceArg::V2 => RoceVersion::V2,
+        });
+        let io = if transport == TransportKind::Soft {
+            if a.ib_port.is_some() {
+                return na(
+                    "-i",
+                    "--transport soft".into(),
+                    "a network interface has no HCA port",
+                );
+            }
+            if a.device.is_none() {
+                return Err(Error::Invalid {
+                    flag: "-d",
+                    why: format!(
+                        "the soft transport needs a network interface: -d lo for two processes on this host, -d eth0 (or a veth) across hosts{}",
+                        interface_list()
+                    ),
+                });
+            }
+            if roce == Some(RoceVersion::V1) && a.io == Some(IoArg::Udp) {
+                return Err(Error::Conflict {
+                    a: "--roce v1",
+                    b: "--io udp",
+                    why: "RoCE v1 (Ethertype 0x8915) cannot travel over a UDP socket; use --io packet (needs CAP_NET_RAW) or --roce v2",
+                });
+            }
+            if roce == Some(RoceVersion::V1) && a.ipv6 {
+                return Err(Error::Conflict {
+                    a: "--roce v1",
+                    b: "--ipv6",
+                    why: "RoCE v1 carries no IP header; drop --ipv6 or use --roce v2",
+                });
+            }
+            Some(a.io.unwrap_or(match roce {
+                Some(RoceVersion::V1) => IoArg::Packet,
+                _ => IoArg::Udp,
+            }))
+        } else {
+            None
+        };
         if !bw {
             let lat = || format!("{test} (a latency test)");
             if a.tx_depth.is_some() {
@@ -594,10 +810,11 @@ impl Options {
             transport,
             transport_reason,
             device: a.device,
-            roce: a.roce.map(|r| match r {
-                RoceArg::V1 => RoceVersion::V1,
-                RoceArg::V2 => RoceVersion::V2,
-            }),
+            roce: match transport {
+                // Soft always runs some RoCE version; saying which lets the peers compare it.
+                TransportKind::Soft => Some(roce.unwrap_or(RoceVersion::V2)),
+                _ => roce,
+            },
             mtu: a.mtu,
             sizes,
             all_sizes: a.all,
@@ -617,6 +834,18 @@ impl Options {
             results: a.results,
             connect_timeout: Duration::from_secs(a.connect_timeout),
             verbose: a.verbose,
+            ib_port: a.ib_port,
+            gid_index: a.gid_index,
+            inline_size: a.inline_size,
+            io,
+            ipv6: a.ipv6,
+            bind: a.bind,
+            validate: a.validate,
+            oob: a.oob,
+            qp_timeout: a.qp_timeout,
+            retry_count: a.retry_count,
+            gate: a.gate,
+            gate_output: a.gate_output,
         })
     }
 
@@ -756,26 +985,66 @@ mod tests {
         assert!(parse(WBW, &["--cpu_util"]).is_err());
     }
 
+    fn parse_raw(test: TestKind, args: &[&str]) -> Result<Options, Error> {
+        let mut v = vec!["roce_test"];
+        v.extend_from_slice(args);
+        Options::try_parse_from(test, v).expect("clap accepts the syntax")
+    }
+
     #[test]
-    fn unbuilt_transports_are_a_usage_error_naming_tcp() {
-        let e = Options::try_parse_from(WBW, ["roce_write_bw", "--transport", "soft"])
-            .unwrap()
-            .unwrap_err();
-        assert!(matches!(
-            e,
-            Error::NotBuilt {
-                transport: TransportKind::Soft,
-                ..
-            }
-        ));
-        assert!(e.to_string().contains("--transport tcp"), "{e}");
-        let e = Options::try_parse_from(WBW, ["roce_write_bw", "-d", "eth0"])
-            .unwrap()
-            .unwrap_err();
+    fn soft_defaults_to_v2_over_udp_and_v1_over_packet() {
+        let o = parse_raw(WBW, &["-d", "lo"]).unwrap();
+        assert_eq!(o.transport, TransportKind::Soft);
+        assert_eq!((o.roce, o.io), (Some(RoceVersion::V2), Some(IoArg::Udp)));
+        assert!(o.transport_reason.contains("-d lo is not an RDMA device"));
+        let o = parse_raw(WBW, &["-d", "lo", "--roce", "v1"]).unwrap();
+        assert_eq!((o.roce, o.io), (Some(RoceVersion::V1), Some(IoArg::Packet)));
+        let o = parse_raw(SLAT, &["--transport", "soft", "-d", "lo", "-I", "64"]).unwrap();
+        assert_eq!(o.inline_size, Some(64), "-I is accepted on soft (a no-op)");
+    }
+
+    #[test]
+    fn soft_flag_combinations_that_cannot_work_are_named() {
+        let e = parse_raw(WBW, &["-d", "lo", "--roce", "v1", "--io", "udp"]).unwrap_err();
+        assert!(e.to_string().contains("--io packet"), "{e}");
+        let e = parse_raw(WBW, &["--transport", "soft"]).unwrap_err();
         assert!(
-            e.to_string().contains("auto chose soft because -d eth0"),
+            matches!(e, Error::Invalid { flag: "-d", .. }) && e.to_string().contains("-d lo"),
             "{e}"
         );
+        let e = parse_raw(WBW, &["-d", "lo", "-i", "1"]).unwrap_err();
+        assert!(matches!(e, Error::NotApplicable { flag: "-i", .. }), "{e}");
+        let e = parse(WBW, &["--io", "udp"]).unwrap_err();
+        assert!(
+            matches!(e, Error::NotApplicable { flag: "--io", .. }),
+            "{e}"
+        );
+        let e = parse(WBW, &["--bind", "127.0.0.1"]).unwrap_err();
+        assert!(
+            matches!(e, Error::NotApplicable { flag: "--bind", .. }),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn verbs_is_chosen_explicitly_and_keeps_verbs_flags() {
+        let o = parse_raw(
+            WBW,
+            &[
+                "--transport",
+                "verbs",
+                "-d",
+                "mlx5_0",
+                "-I",
+                "128",
+                "-x",
+                "3",
+            ],
+        )
+        .unwrap();
+        assert_eq!(o.transport, TransportKind::Verbs);
+        assert_eq!((o.inline_size, o.gid_index), (Some(128), Some(3)));
+        assert_eq!(o.io, None);
     }
 
     #[test]

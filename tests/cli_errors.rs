@@ -1,7 +1,7 @@
 //! Invalid flags and values are usage errors (exit 2) that name the flag; none of them starts a test.
 
 mod common;
-use common::spawn;
+use common::{free_port, spawn};
 
 fn usage_error(test: &str, args: &[&str], expect: &str) {
     let d = spawn(test, args).wait(20, &format!("{test} {args:?}"));
@@ -103,18 +103,34 @@ fn flags_that_do_not_apply_say_so() {
 }
 
 #[test]
-fn transports_not_built_yet_are_a_clear_usage_error() {
+fn soft_without_an_interface_is_a_usage_error_naming_d() {
     usage_error(
         "write_bw",
         &["--transport", "soft"],
-        "--transport soft is not built yet",
+        "the soft transport needs a network interface: -d lo",
     );
+    usage_error("send_bw", &[], "-d lo");
     usage_error(
-        "read_lat",
-        &["--transport", "verbs"],
-        "--transport verbs is not built yet",
+        "write_bw",
+        &["-d", "lo", "--roce", "v1", "--io", "udp"],
+        "cannot travel over a UDP socket",
     );
-    usage_error("send_bw", &[], "--transport tcp");
+}
+
+#[test]
+fn an_unknown_interface_is_a_setup_error_naming_it() {
+    let d = spawn(
+        "write_bw",
+        &["-d", "nosuchif0", "-p", &free_port().to_string()],
+    )
+    .wait(20, "unknown interface");
+    assert_eq!(d.code(), 2, "{}", d.stderr);
+    assert!(d.stderr.contains("nosuchif0"), "{}", d.stderr);
+    assert!(
+        d.stderr.contains("auto chose soft") && d.stderr.contains("RDMA devices here:"),
+        "says why soft was tried and which RDMA devices exist: {}",
+        d.stderr
+    );
 }
 
 #[test]

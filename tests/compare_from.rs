@@ -41,6 +41,7 @@ fn info(
         started_at: "2026-11-29T10:24:25Z".into(),
         notes: vec![],
         version: "0.1.0".into(),
+        counters: None,
     }
 }
 

@@ -54,6 +54,7 @@ fn info(test: TestKind) -> RunInfo {
         started_at: report::now_rfc3339(),
         notes: vec!["core 0 chosen: first allowed core".into()],
         version: env!("CARGO_PKG_VERSION").into(),
+        counters: None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Bandwidth: stream `-s`-byte operations with `-t` in flight per queue pair, one completion every
 //! `cq_mod`; bandwidth = bytes × messages ÷ (last completion − first post), as perftest computes it.
 
-use super::{Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr};
+use super::{Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr, validate};
 use crate::cli::RunMode;
 use crate::params::Verb;
 use crate::transport::{
@@ -50,6 +50,33 @@ pub struct BwSpec {
     pub cpu_util: bool,
     /// Buffer layout.
     pub layout: Layout,
+    /// `--validate`: check every received SEND and every READ's data against the size's pattern.
+    pub validate: bool,
+}
+
+/// `--validate`: checks the target region of queue pair `q` (where SENDs and READ data land).
+fn check_target<E: Endpoint>(
+    ep: &E,
+    spec: &BwSpec,
+    q: usize,
+    len: u64,
+    what: &'static str,
+) -> Result<()> {
+    if len != spec.size {
+        return Err(super::Error::ValidationLength {
+            what,
+            size: spec.size,
+            len,
+        });
+    }
+    let half = spec.layout.half as usize;
+    validate::check(
+        &ep.buffer(q)[half..half + spec.size as usize],
+        spec.size,
+        None,
+        None,
+        what,
+    )
 }
 
 /// Post and completion times for the peak, allocated before the run.
@@ -184,10 +211,16 @@ fn stream<E: Endpoint>(
                 check(c)?;
                 let q = c.qp as usize;
                 if matches!(c.op, CompletionOp::Recv | CompletionOp::RecvWithImm) {
+                    if spec.validate {
+                        check_target(ep, spec, q, u64::from(c.byte_len), "SEND received")?;
+                    }
                     if let Some(r) = duplex.as_deref_mut() {
                         r.replace(ep, &spec.layout, q)?;
                     }
                     continue;
+                }
+                if spec.validate && spec.verb == Verb::Read {
+                    check_target(ep, spec, q, spec.size, "READ data")?;
                 }
                 let newly = c.wr_id + 1 - done[q];
                 done[q] = c.wr_id + 1;
@@ -289,6 +322,15 @@ pub fn receiver<E: Endpoint>(
         for c in &comps[..n] {
             check(c)?;
             if c.op == CompletionOp::Recv {
+                if spec.validate {
+                    check_target(
+                        ep,
+                        spec,
+                        c.qp as usize,
+                        u64::from(c.byte_len),
+                        "SEND received",
+                    )?;
+                }
                 got[c.qp as usize] += 1;
                 recvs.replace(ep, &spec.layout, c.qp as usize)?;
             }
@@ -401,6 +443,7 @@ mod tests {
             peak: true,
             cpu_util: false,
             layout: Layout::for_size(size),
+            validate: false,
         }
     }
 
@@ -493,5 +536,66 @@ mod tests {
         st.fill(&mut server, &layout, 8).unwrap();
         st.fill(&mut server, &layout, 8).unwrap(); // a second size: nothing more to post
         assert_eq!(st.posted, vec![8]);
+    }
+
+    #[test]
+    fn validate_accepts_the_pattern_and_names_a_corrupted_byte() {
+        let mut s = spec(Verb::Send, 300, RunMode::Iterations(20));
+        s.validate = true;
+        for corrupt in [false, true] {
+            let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
+            validate::fill(&mut client.buffer_mut(0)[..300], validate::seed(300, None));
+            if corrupt {
+                client.buffer_mut(0)[123] ^= 0xff;
+            }
+            let remotes = s.layout.remotes(&server.local_info());
+            let t = std::thread::spawn(move || {
+                let mut st = RecvState::default();
+                receiver(&mut server, &s, &mut st, &mut || false)
+            });
+            active(&mut client, &s, &remotes, None).unwrap();
+            match (corrupt, t.join().unwrap()) {
+                (false, r) => assert_eq!(r.unwrap().messages, 20),
+                (true, Err(e)) => {
+                    let text = e.to_string();
+                    assert!(
+                        matches!(
+                            e,
+                            super::super::Error::Validation {
+                                offset: 123,
+                                size: 300,
+                                ..
+                            }
+                        ),
+                        "{text}"
+                    );
+                    assert!(text.contains("SEND received"), "{text}");
+                }
+                (true, Ok(_)) => panic!("a corrupted payload passed --validate"),
+            }
+        }
+    }
+
+    #[test]
+    fn validate_checks_read_data_against_the_responder_pattern() {
+        let mut s = spec(Verb::Read, 700, RunMode::Iterations(10));
+        s.validate = true;
+        let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
+        let half = s.layout.half as usize;
+        // The responder's region holds another size's pattern: every READ brings back wrong bytes.
+        validate::fill(
+            &mut server.buffer_mut(0)[half..half + 700],
+            validate::seed(701, None),
+        );
+        let remotes = s.layout.remotes(&server.local_info());
+        let done = Arc::new(AtomicBool::new(false));
+        let d2 = done.clone();
+        let t = std::thread::spawn(move || {
+            let _ = passive(&mut server, &mut || d2.load(Ordering::Acquire), None);
+        });
+        let e = active(&mut client, &s, &remotes, None).unwrap_err();
+        done.store(true, Ordering::Release);
+        t.join().unwrap();
+        assert!(e.to_string().contains("READ data of size 700"), "{e}");
     }
 }

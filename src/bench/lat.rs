@@ -9,7 +9,7 @@
 //! [`TestKind::rtt_factor`]: crate::params::TestKind::rtt_factor
 
 use super::bw::RecvState;
-use super::{Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr};
+use super::{Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr, validate};
 use crate::cli::RunMode;
 use crate::params::{Role, Verb};
 use crate::transport::{Completion, CompletionOp, Endpoint, RemoteAddr, SendOp, SendRequest};
@@ -44,6 +44,9 @@ pub struct LatSpec {
     pub cpu_util: bool,
     /// Buffer layout.
     pub layout: Layout,
+    /// `--validate`: a fresh pattern per iteration for SEND and WRITE, checked by the receiver; READ
+    /// data checked against the responder's pattern (see [`super::validate`]).
+    pub validate: bool,
 }
 
 /// Counts completions while waiting; fails on an error completion.
@@ -193,6 +196,15 @@ pub fn run<E: Endpoint>(
                             return Ok(rec.finish(spec.size));
                         }
                     }
+                    if spec.validate {
+                        validate::check(
+                            &ep.buffer(0)[half..tail],
+                            spec.size,
+                            Some($i),
+                            Some($i),
+                            "WRITE target",
+                        )?;
+                    }
                 }
                 Verb::Send => {
                     while w.recvs == 0 {
@@ -202,6 +214,15 @@ pub fn run<E: Endpoint>(
                         }
                     }
                     w.recvs -= 1;
+                    if spec.validate {
+                        validate::check(
+                            &ep.buffer(0)[half..half + size],
+                            spec.size,
+                            Some($i),
+                            Some($i),
+                            "SEND received",
+                        )?;
+                    }
                     recvs.replace(ep, &spec.layout, 0)?;
                 }
                 Verb::Read => {}
@@ -224,6 +245,16 @@ pub fn run<E: Endpoint>(
             break;
         }
         rec.stamp(i);
+        if spec.validate {
+            match spec.verb {
+                // A READ that completed without placing data must not pass on the previous one's bytes.
+                Verb::Read => ep.buffer_mut(0)[half..half + size].fill(0),
+                _ => validate::fill(
+                    &mut ep.buffer_mut(0)[..size],
+                    validate::seed(spec.size, Some(i)),
+                ),
+            }
+        }
         if spec.verb == Verb::Write {
             ep.buffer_mut(0)[size - 1] = marker(i);
         }
@@ -242,6 +273,15 @@ pub fn run<E: Endpoint>(
             Verb::Read => {
                 while w.sends < posted {
                     w.poll(ep)?;
+                }
+                if spec.validate {
+                    validate::check(
+                        &ep.buffer(0)[half..half + size],
+                        spec.size,
+                        Some(i),
+                        None,
+                        "READ data",
+                    )?;
                 }
             }
             _ if initiator => wait_for_peer!(i),
@@ -274,6 +314,7 @@ mod tests {
             rtt_factor: if verb == Verb::Read { 1 } else { 2 },
             cpu_util: false,
             layout: Layout::for_size(size),
+            validate: false,
         }
     }
 
@@ -431,5 +472,53 @@ mod tests {
         done.store(true, std::sync::atomic::Ordering::Release);
         let sm = t.join().unwrap();
         assert!(m.histogram.len() > 10 && sm.histogram.len() > 10);
+    }
+
+    #[test]
+    fn validate_checks_every_iteration_and_catches_a_sender_without_the_pattern() {
+        let mut s = spec(Verb::Write, 100, 20);
+        s.validate = true;
+        let (c, sm, _) = both_sides(s);
+        assert_eq!((c.histogram.len(), sm.histogram.len()), (20, 20));
+        // A server that validates against a client that does not fill the pattern fails at iteration 0.
+        let (mut server, mut client) = pair(1, s.layout.buffer_len(), 4);
+        let to_server = s.layout.remotes(&server.local_info())[0];
+        let to_client = s.layout.remotes(&client.local_info())[0];
+        let t = std::thread::spawn(move || {
+            let mut r = RecvState::default();
+            run(
+                &mut server,
+                &s,
+                Role::Server,
+                to_client,
+                &mut r,
+                &mut || false,
+            )
+        });
+        let plain = LatSpec {
+            validate: false,
+            ..s
+        };
+        let mut r = RecvState::default();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                run(
+                    &mut client,
+                    &plain,
+                    Role::Client,
+                    to_server,
+                    &mut r,
+                    &mut || done.load(std::sync::atomic::Ordering::Acquire),
+                )
+            });
+            let e = t.join().unwrap().unwrap_err();
+            done.store(true, std::sync::atomic::Ordering::Release);
+            assert!(
+                e.to_string()
+                    .contains("WRITE target of size 100, iteration 0"),
+                "{e}"
+            );
+        });
     }
 }

@@ -13,6 +13,7 @@ pub mod affinity;
 pub mod bw;
 pub mod cpu;
 pub mod lat;
+pub mod validate;
 
 use crate::cli::RunMode;
 use crate::transport::{self, CompletionStatus, ConnInfo, RemoteAddr};
@@ -49,6 +50,35 @@ pub enum Error {
         requested: usize,
         /// The cores this process may run on.
         available: String,
+    },
+    /// `--validate` found a byte that is not the sender's pattern.
+    #[error(
+        "--validate: {what} of size {size}{}: byte at offset {offset} is {found:#04x}, the sender's pattern has {expected:#04x}",
+        iteration.map(|i| format!(", iteration {i}")).unwrap_or_default()
+    )]
+    Validation {
+        /// Which data was checked (SEND received, WRITE target, READ data).
+        what: &'static str,
+        /// Message size.
+        size: u64,
+        /// Iteration (warm-up included), where known.
+        iteration: Option<u64>,
+        /// Offset in the message.
+        offset: u64,
+        /// The pattern's byte.
+        expected: u8,
+        /// The byte found.
+        found: u8,
+    },
+    /// `--validate` found a message of the wrong length.
+    #[error("--validate: {what}: a message of {len} bytes arrived where {size} were sent")]
+    ValidationLength {
+        /// Which data was checked.
+        what: &'static str,
+        /// Message size sent.
+        size: u64,
+        /// Bytes received.
+        len: u64,
     },
     /// Pinning failed.
     #[error(

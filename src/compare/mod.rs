@@ -1,14 +1,20 @@
 //! Side-by-side comparison of transports (RoCE v1, RoCE v2, TCP) running the same tests: the data model,
 //! its JSON form (`compare.json`, schema `roceperf.compare`) and the terminal rendering.
 //!
-//! How the runs are made is not this module's business: a [`CompareSet`] is filled either by an
-//! orchestrator that runs each transport in turn, or from result files made elsewhere
-//! ([`CompareRun::from_run`], `roce_compare --from`). The files under `results/<timestamp>/` are written by
-//! `report::compare`.
+//! The data model knows nothing of how runs are made. A [`CompareSet`] is filled either live, by the
+//! orchestrator in [`run`] that starts each transport's `roce_<test>` server and client in turn (on this
+//! machine: [`local`]; between two hosts: [`remote`]; their command lines: [`leg`]), or from result
+//! files made elsewhere ([`run_from_result_json`], `roce_compare --from`). The files under
+//! `results/<timestamp>/` are written by `report::compare`.
 
+pub mod error;
+pub mod leg;
+pub mod local;
+pub mod remote;
+pub mod run;
 pub mod table;
 
-use crate::params::{Metric, RoceVersion, TestKind, TransportKind};
+use crate::params::{Metric, RoceVersion, Role, TestKind, TransportKind};
 use crate::report::{Measured, RunInfo, SizeResult};
 use crate::stats::{LatencyStats, value_at_percentile};
 use hdrhistogram::Histogram;
@@ -43,8 +49,11 @@ pub struct CompareRun {
 pub struct Skipped {
     /// The transport's label.
     pub label: String,
-    /// What was missing and how to get it.
+    /// What was missing and how to get it, or how the run failed.
     pub reason: String,
+    /// The transport was tried and its run failed (rather than not being tried at all).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
 }
 
 /// Everything a comparison report shows.
@@ -87,6 +96,46 @@ impl CompareRun {
     pub fn at(&self, size: u64) -> Option<&SizeResult> {
         self.results.iter().find(|r| r.size == size)
     }
+}
+
+/// Order in the table: RoCE v1, then v2 (verbs before soft), TCP last as the reference.
+pub fn transport_rank(t: TransportKind, r: Option<RoceVersion>) -> u8 {
+    match (t, r) {
+        (TransportKind::Tcp, _) => 9,
+        (TransportKind::Verbs, Some(RoceVersion::V1)) => 0,
+        (TransportKind::Soft, Some(RoceVersion::V1)) => 1,
+        (TransportKind::Verbs, _) => 2,
+        (TransportKind::Soft, _) => 3,
+    }
+}
+
+/// A run from a `roceperf.result` document (what a binary writes with `--json`), and the side that
+/// wrote it; the error says what is wrong with the document.
+pub fn run_from_result_json(doc: Value) -> Result<(CompareRun, Role), String> {
+    use crate::report::json::{SCHEMA as RESULT_SCHEMA, SCHEMA_VERSION as RESULT_VERSION};
+    match doc.get("schema").and_then(Value::as_str) {
+        Some(RESULT_SCHEMA) => {}
+        other => {
+            return Err(format!(
+                "not a roceperf result (schema {}); give the JSON a run wrote with --json or --results",
+                other.map_or("missing".to_string(), |s| format!("{s:?}"))
+            ));
+        }
+    }
+    let version = doc.get("schema_version").and_then(Value::as_u64);
+    if version != Some(u64::from(RESULT_VERSION)) {
+        return Err(format!(
+            "schema_version {version:?} is not {RESULT_VERSION}; use the roceperf version that wrote it"
+        ));
+    }
+    let info: RunInfo = serde_json::from_value(doc["test"].clone())
+        .map_err(|e| format!("\"test\" is not a roceperf run description: {e}"))?;
+    let results: Vec<SizeResult> = serde_json::from_value(doc["results"].clone())
+        .map_err(|e| format!("\"results\" cannot be read: {e}"))?;
+    if results.is_empty() {
+        return Err("it holds no results".into());
+    }
+    Ok((CompareRun::from_run(&info, results), info.role))
 }
 
 /// Latency figures the comparison shows, in µs (from the histogram, so every transport gets the same

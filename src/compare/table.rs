@@ -116,37 +116,110 @@ pub fn side_by_side(set: &CompareSet) -> String {
          vs TCP = times better than TCP (bandwidth / TCP's, TCP's median / median)\n",
     );
     for s in &set.skipped {
-        let _ = writeln!(out, "skipped {}: {}", s.label, s.reason);
+        let what = if s.failed { "failed" } else { "skipped" };
+        out.push_str(&wrap(&format!("{what} {}: {}", s.label, s.reason), WIDTH));
     }
     out
 }
 
-/// A log-bucket histogram per latency run and size, each under a title line.
+/// Breaks `text` at spaces into lines of at most `width` columns, continuation lines indented by
+/// two; a word longer than a line (a path) is cut.
+fn wrap(text: &str, width: usize) -> String {
+    const INDENT: &str = "  ";
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    let room = |lines: &Vec<String>| width - if lines.is_empty() { 0 } else { INDENT.len() };
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        loop {
+            let used = line.chars().count();
+            let sep = usize::from(used > 0);
+            if used + sep + word.len() <= room(&lines) {
+                if sep == 1 {
+                    line.push(' ');
+                }
+                line.extend(word.iter());
+                break;
+            }
+            if used == 0 {
+                let cut = room(&lines);
+                line.extend(word.drain(..cut));
+            }
+            lines.push(std::mem::take(&mut line));
+        }
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    let mut out = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        if i > 0 {
+            out.push_str(INDENT);
+        }
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}
+
+/// A log-bucket histogram per latency run, each under a title line: at its smallest size only when it
+/// swept several (the other sizes' histograms are in the .hlog files), so a sweep stays readable.
 pub fn histograms(set: &CompareSet) -> String {
     let mut out = String::new();
     for run in &set.runs {
-        for r in &run.results {
-            if let crate::report::Measured::Latency { histogram, stats } = &r.measured {
+        let sizes = run.results.len();
+        if let Some(r) = run.results.first()
+            && let crate::report::Measured::Latency { histogram, stats } = &r.measured
+        {
+            let _ = writeln!(
+                out,
+                "\n{} {}, {}: {} samples, median {} µs, max {} µs",
+                run.test,
+                cut(&run.label, LABEL_MAX),
+                fmt_size(r.size),
+                stats.samples,
+                num(stats.median_us),
+                num(stats.max_us)
+            );
+            out.push_str(&histogram_text::render(histogram, WIDTH));
+            if sizes > 1 {
                 let _ = writeln!(
                     out,
-                    "\n{} {}, {}: {} samples, median {} µs, max {} µs",
-                    run.test,
-                    cut(&run.label, LABEL_MAX),
-                    fmt_size(r.size),
-                    stats.samples,
-                    num(stats.median_us),
-                    num(stats.max_us)
+                    "  ({} more sizes up to {}: see the .hlog files)",
+                    sizes - 1,
+                    fmt_size(run.results[sizes - 1].size)
                 );
-                out.push_str(&histogram_text::render(histogram, WIDTH));
             }
         }
     }
     out
 }
 
-/// The whole terminal report: the table, then the histograms.
+/// How each transport ran (device, addresses, GID, MTU, core and why), from the notes of its first
+/// run; empty when no run has notes.
+pub fn setups(set: &CompareSet) -> String {
+    let mut out = String::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for run in &set.runs {
+        if run.notes.is_empty() || seen.contains(&run.label.as_str()) {
+            continue;
+        }
+        seen.push(&run.label);
+        if out.is_empty() {
+            out.push_str("\nHow each transport ran (client side):\n");
+        }
+        out.push_str(&wrap(
+            &format!("{}: {}", run.label, run.notes.join("; ")),
+            WIDTH,
+        ));
+    }
+    out
+}
+
+/// The whole terminal report: the table, how each transport ran, then the histograms.
 pub fn render(set: &CompareSet) -> String {
     let mut out = side_by_side(set);
+    out.push_str(&setups(set));
     out.push_str(&histograms(set));
     out
 }
@@ -194,6 +267,7 @@ mod tests {
         set.skipped.push(super::super::Skipped {
             label: "RoCE v1 (verbs)".into(),
             reason: "no RDMA device".into(),
+            failed: false,
         });
         let text = render(&set);
         assert!(text.contains("RoCE v1 (soft, veth…"), "{text}");
@@ -201,6 +275,56 @@ mod tests {
         for line in text.lines() {
             assert!(line.chars().count() <= WIDTH, "{line}");
         }
+    }
+
+    #[test]
+    fn each_transport_says_once_how_it_ran() {
+        let mut set = set();
+        assert_eq!(setups(&set), "");
+        set.runs[1].notes = vec!["udp socket 127.0.0.2:4791".into(), "core 0".into()];
+        set.runs[4].notes = vec!["not shown: the label was seen".into()];
+        let text = setups(&set);
+        assert_eq!(
+            text,
+            "\nHow each transport ran (client side):\nRoCE v2 (soft): udp socket 127.0.0.2:4791; core 0\n"
+        );
+        assert!(render(&set).contains(&text));
+    }
+
+    #[test]
+    fn notes_wrap_within_100_columns() {
+        let text = format!(
+            "failed TCP, write_bw: {} /{}",
+            "word ".repeat(40),
+            "p".repeat(150)
+        );
+        let out = wrap(&text, WIDTH);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines.len() >= 4, "{out}");
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{out}");
+        assert!(lines[1..].iter().all(|l| l.starts_with("  ")), "{out}");
+        let rejoined: String = out.split_whitespace().collect();
+        assert_eq!(rejoined, text.split_whitespace().collect::<String>());
+        assert_eq!(wrap("short", WIDTH), "short\n");
+    }
+
+    #[test]
+    fn a_sweep_shows_the_histogram_of_its_smallest_size() {
+        let mut set = set();
+        set.runs.truncate(1);
+        let more = super::super::testdata::lat(4096, 9000, 500);
+        set.runs[0].results.push(more);
+        let text = histograms(&set);
+        let titles: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("write_lat"))
+            .collect();
+        assert_eq!(titles.len(), 1, "{text}");
+        assert!(titles[0].contains(", 2 B:"), "{text}");
+        assert!(
+            text.contains("(1 more sizes up to 4 KiB: see the .hlog files)"),
+            "{text}"
+        );
     }
 
     #[test]

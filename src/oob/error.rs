@@ -71,7 +71,7 @@ pub enum Error {
     },
     /// The peer does not speak our protocol.
     #[error(
-        "{peer} is not a roceperf peer: {detail}; run a roceperf binary on the other side (perftest's own protocol is not supported yet)"
+        "{peer} is not a roceperf peer: {detail}; run a roceperf binary on the other side, or, if the peer is a perftest ib_* tool (it starts with a version string such as \"6.06\"), give this side --oob perftest"
     )]
     Garbage {
         /// The peer's address.

@@ -33,6 +33,9 @@ pub struct TestParams {
     pub warmup: u64,
     /// `--report_gbits`: units, so both sides print the same table.
     pub report_gbits: bool,
+    /// `--validate`: the sender writes the pattern the receiver checks (a READ responder fills it too).
+    #[serde(default)]
+    pub validate: bool,
 }
 
 /// The first parameter that differs between this side and the peer.
@@ -65,7 +68,7 @@ fn opt<T: fmt::Display>(v: &Option<T>) -> String {
 
 impl TestParams {
     /// The parameters in the order they are checked: name, value as shown, what to do.
-    fn fields(&self) -> [(&'static str, String, &'static str); 13] {
+    fn fields(&self) -> [(&'static str, String, &'static str); 14] {
         [
             (
                 "test",
@@ -112,15 +115,31 @@ impl TestParams {
                 self.report_gbits.to_string(),
                 "give --report_gbits to both sides or to neither",
             ),
+            (
+                "validate",
+                self.validate.to_string(),
+                "give --validate to both sides or to neither",
+            ),
         ]
     }
 
     /// The first parameter that differs from the peer's, in a fixed order (test first, then transport, ...).
+    ///
+    /// `soft` and `verbs` put the same RoCE packets on the wire, so they pair with each other (a host
+    /// without an RDMA NIC against one with); a RoCE version left to the device (`None`, verbs without
+    /// `--roce`) pairs with either.
     pub fn first_mismatch(&self, peer: &TestParams) -> Option<Mismatch> {
+        let roce_pair =
+            |a: TransportKind, b: TransportKind| a != TransportKind::Tcp && b != TransportKind::Tcp;
+        let lenient = |name: &str| match name {
+            "transport" => roce_pair(self.transport, peer.transport),
+            "roce" => self.roce.is_none() || peer.roce.is_none(),
+            _ => false,
+        };
         self.fields()
             .into_iter()
             .zip(peer.fields())
-            .find(|(a, b)| a.1 != b.1)
+            .find(|(a, b)| a.1 != b.1 && !lenient(a.0))
             .map(|((name, ours, hint), (_, theirs, _))| Mismatch {
                 name,
                 ours,
@@ -134,6 +153,30 @@ impl TestParams {
 mod tests {
     use super::*;
     use crate::params::{Metric, Verb};
+
+    #[test]
+    fn soft_pairs_with_verbs_but_not_with_tcp() {
+        let soft = TestParams {
+            transport: TransportKind::Soft,
+            roce: Some(RoceVersion::V2),
+            ..base()
+        };
+        let verbs = TestParams {
+            transport: TransportKind::Verbs,
+            roce: None,
+            ..base()
+        };
+        assert_eq!(soft.first_mismatch(&verbs), None);
+        let v1 = TestParams {
+            roce: Some(RoceVersion::V1),
+            ..verbs.clone()
+        };
+        assert_eq!(soft.first_mismatch(&v1).map(|m| m.name), Some("roce"));
+        assert_eq!(
+            soft.first_mismatch(&base()).map(|m| m.name),
+            Some("transport")
+        );
+    }
 
     fn base() -> TestParams {
         TestParams {
@@ -150,6 +193,7 @@ mod tests {
             bidirectional: false,
             warmup: 0,
             report_gbits: false,
+            validate: false,
         }
     }
 

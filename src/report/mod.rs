@@ -105,6 +105,10 @@ pub struct RunInfo {
     pub notes: Vec<String>,
     /// env!("CARGO_PKG_VERSION").
     pub version: String,
+    /// Transport counters at the end of the run (soft: packets, retransmissions, NAKs, drops), when the
+    /// transport keeps any; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<serde_json::Value>,
 }
 
 /// What one message size measured.
@@ -352,6 +356,7 @@ pub(crate) mod testdata {
             started_at: "2026-11-29T10:24:25Z".into(),
             notes: vec!["transport soft: -d lo is a network interface, not an RDMA device".into()],
             version: "0.1.0".into(),
+            counters: None,
         }
     }
 

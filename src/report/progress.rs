@@ -21,17 +21,34 @@ impl SweepProgress {
         Self::with_visibility(sizes, false)
     }
 
+    /// A bar over `steps` steps named `unit` ("runs"), drawn as [`SweepProgress::new`] decides, with
+    /// a ticking clock so that one long step still shows life.
+    pub fn steps(steps: u64, unit: &str) -> SweepProgress {
+        let visible = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        let p = Self::styled(steps, visible, unit, 20);
+        if visible {
+            p.bar
+                .enable_steady_tick(std::time::Duration::from_millis(250));
+        }
+        p
+    }
+
     fn with_visibility(sizes: u64, visible: bool) -> SweepProgress {
+        Self::styled(sizes, visible, "sizes", 30)
+    }
+
+    fn styled(sizes: u64, visible: bool, unit: &str, bar_width: u16) -> SweepProgress {
         let target = if visible {
             ProgressDrawTarget::stderr()
         } else {
             ProgressDrawTarget::hidden()
         };
         let bar = ProgressBar::with_draw_target(Some(sizes), target);
-        // The template is a constant; fall back to the default style rather than fail a benchmark.
-        if let Ok(style) = ProgressStyle::with_template(
-            " {spinner} [{bar:30}] {pos}/{len} sizes  {msg}  ({elapsed})",
-        ) {
+        // The template is well-formed by construction; fall back to the default style rather than fail.
+        let template = format!(
+            " {{spinner}} [{{bar:{bar_width}}}] {{pos}}/{{len}} {unit}  {{msg}}  ({{elapsed}})"
+        );
+        if let Ok(style) = ProgressStyle::with_template(&template) {
             bar.set_style(style.progress_chars("=> "));
         }
         SweepProgress { bar }
@@ -45,6 +62,11 @@ impl SweepProgress {
     /// Announces the size being measured now.
     pub fn start_size(&self, size: u64) {
         self.bar.set_message(format!("measuring {size} B"));
+    }
+
+    /// Announces the step being run now.
+    pub fn start_step(&self, msg: String) {
+        self.bar.set_message(msg);
     }
 
     /// Counts one size as done.

@@ -54,11 +54,34 @@ impl Done {
 
 /// Starts `roce_<test>` with `args`.
 pub fn spawn(test: &str, args: &[&str]) -> Proc {
+    spawn_in(None, test, args)
+}
+
+/// Starts `roce_<test>` with `args` and extra environment variables.
+pub fn spawn_env(test: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
+    spawn_with(None, test, args, env)
+}
+
+/// Starts `roce_<test>` with `args`, inside network namespace `ns` when given (`ip netns exec`).
+pub fn spawn_in(ns: Option<&str>, test: &str, args: &[&str]) -> Proc {
+    spawn_with(ns, test, args, &[])
+}
+
+fn spawn_with(ns: Option<&str>, test: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("stdout");
     let err = dir.path().join("stderr");
-    let child = Command::new(bin(test))
+    let mut cmd = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, bin(test)]);
+            c
+        }
+        None => Command::new(bin(test)),
+    };
+    let child = cmd
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(File::create(&out).unwrap())
         .stderr(File::create(&err).unwrap())
@@ -150,6 +173,33 @@ pub fn pair_with(test: &str, server_args: &[&str], client_args: &[&str]) -> (Don
     c.push("127.0.0.1");
     let client = spawn(test, &c).wait(120, &format!("{test} client"));
     let server = server.wait(30, &format!("{test} server"));
+    (server, client)
+}
+
+/// Where and how one side of [`pair_on`] runs.
+pub struct Side<'a> {
+    /// Network namespace, or the current one.
+    pub ns: Option<&'a str>,
+    /// Arguments (the port and core are added).
+    pub args: Vec<&'a str>,
+}
+
+/// Runs a server and a client of `test` on a fresh out-of-band port; the client connects to `host`.
+/// Returns (server, client) once both have exited.
+pub fn pair_on(test: &str, server: Side, client: Side, host: &str) -> (Done, Done) {
+    let port = free_port().to_string();
+    let mut s: Vec<&str> = vec!["-p", &port, "--cpu", "0"];
+    s.extend_from_slice(&server.args);
+    let sp = spawn_in(server.ns, test, &s);
+    assert!(
+        sp.wait_stdout("Waiting for client", 20),
+        "server did not start listening"
+    );
+    let mut c: Vec<&str> = vec!["-p", &port, "--cpu", "1"];
+    c.extend_from_slice(&client.args);
+    c.push(host);
+    let client = spawn_in(client.ns, test, &c).wait(120, &format!("{test} client"));
+    let server = sp.wait(30, &format!("{test} server"));
     (server, client)
 }
 

@@ -630,6 +630,17 @@ impl SoftEndpoint {
         c
     }
 
+    /// Turns the ICRC check of RoCE v2/IPv4 datagrams on the UDP socket on or off (see
+    /// [`SoftConfig::verify_udp_ipv4_icrc`]): off for a kernel peer (rxe) whose hashed IPv4 ID the socket hides.
+    pub fn set_verify_udp_ipv4_icrc(&mut self, on: bool) {
+        self.cfg.verify_udp_ipv4_icrc = on;
+    }
+
+    /// Whether the UDP backend verifies the ICRC of RoCE v2/IPv4 datagrams.
+    pub fn verifies_udp_ipv4_icrc(&self) -> bool {
+        self.cfg.verify_udp_ipv4_icrc
+    }
+
     /// What this endpoint is and why, for the run header: interface, backend, GID, MTU, impairment.
     pub fn describe(&self) -> String {
         let backend = match &self.backend {

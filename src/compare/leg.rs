@@ -1,0 +1,277 @@
+//! What a live comparison runs: the test ([`TestSpec`]), the transport ([`LegSpec`]), and the command
+//! line of the `roce_<test>` server and client that run them.
+//!
+//! Both the local orchestrator and the two-host control server build their command lines here, so the
+//! two sides of a run can never disagree on a flag.
+
+use crate::params::{RoceVersion, TestKind, TransportKind};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+/// Which message sizes a test runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sizes {
+    /// The test's own default (2 B for latency, 64 KiB for bandwidth).
+    Default,
+    /// One size (`-s`).
+    One(u64),
+    /// Every size from 2 B to 8 MiB (`-a`).
+    All,
+}
+
+/// One test as every transport runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestSpec {
+    /// Which test.
+    pub test: TestKind,
+    /// Message sizes.
+    pub sizes: Sizes,
+    /// `-n`; None: the binary's default.
+    pub iters: Option<u64>,
+    /// `-D` seconds; None: count iterations.
+    pub duration: Option<u64>,
+}
+
+/// Bytes per second below which even the soft transport on a loaded machine is considered hung.
+const SLOWEST_BYTES_PER_SEC: f64 = 20e6;
+
+impl TestSpec {
+    /// The sizes this spec runs, in order.
+    pub fn size_list(&self) -> Vec<u64> {
+        match self.sizes {
+            Sizes::Default => vec![self.test.default_size()],
+            Sizes::One(s) => vec![s],
+            Sizes::All => crate::cli::all_sizes(),
+        }
+    }
+
+    /// How long one run (server and client) may take before both are killed: generous, since a
+    /// timeout only exists to turn a hang into a clear failure.
+    pub fn timeout(&self) -> Duration {
+        let sizes = self.size_list();
+        let per_size = match self.duration {
+            Some(secs) => sizes.iter().map(|_| secs as f64 + 5.0).sum::<f64>(),
+            None => {
+                let iters = self.iters.unwrap_or_else(|| self.test.default_iters()) as f64;
+                sizes
+                    .iter()
+                    .map(|&s| 2.0 + iters * s as f64 / SLOWEST_BYTES_PER_SEC)
+                    .sum()
+            }
+        };
+        Duration::from_secs_f64(30.0 + per_size)
+    }
+
+    /// The flags every side of this test gets: sizes, iterations or duration.
+    fn args(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        match self.sizes {
+            Sizes::Default => {}
+            Sizes::One(s) => a.extend(["-s".into(), s.to_string()]),
+            Sizes::All => a.push("-a".into()),
+        }
+        if let Some(n) = self.iters {
+            a.extend(["-n".into(), n.to_string()]);
+        }
+        if let Some(d) = self.duration {
+            a.extend(["-D".into(), d.to_string()]);
+        }
+        a
+    }
+}
+
+/// `--transport` as the binaries spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportChoice {
+    /// verbs for an RDMA device, soft for a network interface.
+    Auto,
+    /// The userspace RoCE stack.
+    Soft,
+    /// The kernel TCP stack.
+    Tcp,
+}
+
+/// A transport leg: what moves the bytes and over which device. The same on both sides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LegSpec {
+    /// `--transport`.
+    pub transport: TransportChoice,
+    /// `--roce`; None for TCP.
+    pub roce: Option<RoceVersion>,
+    /// `-d`; None for TCP.
+    pub device: Option<String>,
+}
+
+impl LegSpec {
+    /// RoCE `version` over `device`, with `transport` (soft, or auto to let the binary pick verbs).
+    pub fn roce(transport: TransportChoice, version: RoceVersion, device: &str) -> LegSpec {
+        LegSpec {
+            transport,
+            roce: Some(version),
+            device: Some(device.to_owned()),
+        }
+    }
+
+    /// The TCP baseline.
+    pub fn tcp() -> LegSpec {
+        LegSpec {
+            transport: TransportChoice::Tcp,
+            roce: None,
+            device: None,
+        }
+    }
+
+    /// The label shown before the run says which transport it got: `RoCE v2 (soft)`, `RoCE v1`, `TCP`.
+    pub fn label(&self) -> String {
+        match (self.transport, self.roce) {
+            (TransportChoice::Tcp, _) => "TCP".into(),
+            (TransportChoice::Soft, r) => super::default_label(TransportKind::Soft, r),
+            (TransportChoice::Auto, Some(r)) => format!("RoCE {r}"),
+            (TransportChoice::Auto, None) => "RoCE".into(),
+        }
+    }
+
+    /// Checks what a peer sent before it reaches a command line: a device is an interface or RDMA
+    /// device name, nothing else.
+    pub fn validate(&self) -> Result<(), super::error::Error> {
+        if let Some(d) = &self.device {
+            let ok = !d.is_empty()
+                && d.len() <= 64
+                && !d.starts_with('-')
+                && d.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_.:@-".contains(c));
+            if !ok {
+                return Err(super::error::Error::BadDevice(d.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    fn args(&self) -> Vec<String> {
+        let mut a = vec![
+            "--transport".to_owned(),
+            match self.transport {
+                TransportChoice::Auto => "auto",
+                TransportChoice::Soft => "soft",
+                TransportChoice::Tcp => "tcp",
+            }
+            .to_owned(),
+        ];
+        if let Some(r) = self.roce {
+            a.extend(["--roce".into(), r.name().to_owned()]);
+        }
+        if let Some(d) = &self.device {
+            a.extend(["-d".into(), d.clone()]);
+        }
+        a
+    }
+}
+
+/// The file name of a test's binary: `roce_write_lat`.
+pub fn binary_name(test: TestKind) -> String {
+    format!("roce_{}", test.name())
+}
+
+/// The arguments of one side of a run (after the binary's name). `host` is None on the server.
+pub fn side_args(
+    spec: &TestSpec,
+    leg: &LegSpec,
+    port: u16,
+    cpu: Option<usize>,
+    json: &Path,
+    host: Option<&str>,
+) -> Vec<String> {
+    let mut a = vec!["-p".to_owned(), port.to_string()];
+    a.extend(leg.args());
+    a.extend(spec.args());
+    if let Some(c) = cpu {
+        a.extend(["--cpu".into(), c.to_string()]);
+    }
+    a.extend(["--json".into(), json.display().to_string()]);
+    if let Some(h) = host {
+        a.push(h.to_owned());
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::{Metric, Verb};
+
+    fn wlat() -> TestSpec {
+        TestSpec {
+            test: TestKind::new(Verb::Write, Metric::Latency),
+            sizes: Sizes::Default,
+            iters: Some(200),
+            duration: None,
+        }
+    }
+
+    #[test]
+    fn both_sides_get_the_same_flags_and_only_the_client_a_host() {
+        let leg = LegSpec::roce(TransportChoice::Soft, RoceVersion::V2, "lo");
+        let s = side_args(&wlat(), &leg, 18600, Some(1), Path::new("/t/s.json"), None);
+        let c = side_args(
+            &wlat(),
+            &leg,
+            18600,
+            Some(0),
+            Path::new("/t/c.json"),
+            Some("127.0.0.1"),
+        );
+        assert_eq!(
+            s.join(" "),
+            "-p 18600 --transport soft --roce v2 -d lo -n 200 --cpu 1 --json /t/s.json"
+        );
+        assert_eq!(c.last().map(String::as_str), Some("127.0.0.1"));
+        assert_eq!(c.len(), s.len() + 1);
+        let all = TestSpec {
+            sizes: Sizes::All,
+            iters: None,
+            duration: Some(2),
+            ..wlat()
+        };
+        let a = side_args(&all, &LegSpec::tcp(), 1, None, Path::new("j"), None);
+        assert_eq!(a.join(" "), "-p 1 --transport tcp -a -D 2 --json j");
+        assert_eq!(binary_name(all.test), "roce_write_lat");
+    }
+
+    #[test]
+    fn timeouts_grow_with_the_work() {
+        let one = wlat().timeout();
+        let all = TestSpec {
+            sizes: Sizes::All,
+            ..wlat()
+        }
+        .timeout();
+        let dur = TestSpec {
+            duration: Some(10),
+            ..wlat()
+        }
+        .timeout();
+        assert!(one >= Duration::from_secs(30) && all > one && dur > one);
+    }
+
+    #[test]
+    fn labels_and_device_names() {
+        assert_eq!(
+            LegSpec::roce(TransportChoice::Soft, RoceVersion::V1, "veth0").label(),
+            "RoCE v1 (soft)"
+        );
+        assert_eq!(
+            LegSpec::roce(TransportChoice::Auto, RoceVersion::V2, "eth0").label(),
+            "RoCE v2"
+        );
+        assert_eq!(LegSpec::tcp().label(), "TCP");
+        for bad in ["", "-x", "eth0 --cpu 3", "a/b", "$(id)"] {
+            let leg = LegSpec::roce(TransportChoice::Auto, RoceVersion::V2, bad);
+            assert!(leg.validate().is_err(), "{bad}");
+        }
+        let ok = LegSpec::roce(TransportChoice::Auto, RoceVersion::V2, "mlx5_0");
+        assert!(ok.validate().is_ok());
+    }
+}

@@ -1,0 +1,438 @@
+//! roce_compare live: `--local` runs RoCE v2 (soft, loopback), RoCE v1 (soft, veth pair between two
+//! network namespaces; skipped with a note when not root) and TCP, prints the side-by-side table and
+//! writes its files; two-host mode runs against a `roce_compare --server` on loopback; the progress bar
+//! shows on a terminal only; timeouts, usage errors and "nothing could run" have their exit codes.
+
+use base64::Engine;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_roce_compare");
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs roce_compare with `args`, killing it (and failing the test) after `secs`.
+fn compare(args: &[&str], secs: u64) -> Output {
+    compare_pid(args, secs).0
+}
+
+/// [`compare`], and the process id it ran as.
+fn compare_pid(args: &[&str], secs: u64) -> (Output, u32) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "roce_compare {args:?} hung for {secs} s; stdout: {} stderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = child.id();
+    (child.wait_with_output().unwrap(), pid)
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Table rows of `test` (lines starting with the test name and a transport label).
+fn rows<'a>(stdout: &'a str, test: &str) -> Vec<&'a str> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with(&format!("{test} ")) && !l.contains("samples"))
+        .collect()
+}
+
+fn the_only_dir(results: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(results)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+#[test]
+fn local_compare_prints_every_transport_and_writes_the_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let (out, pid) = compare_pid(
+        &[
+            "--local",
+            "-n",
+            "100",
+            "--results",
+            results.to_str().unwrap(),
+        ],
+        240,
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+
+    // The table: v1 (or its skip note), v2 and TCP, for write_lat at 2 B and write_bw at 64 KiB.
+    let lat = rows(&stdout, "write_lat");
+    let bw = rows(&stdout, "write_bw");
+    let v1_expected = is_root();
+    for (rows, size) in [(&lat, "2 B"), (&bw, "64 KiB")] {
+        let has = |label: &str| rows.iter().any(|r| r.contains(label) && r.contains(size));
+        assert!(has("RoCE v2 (soft)"), "{stdout}");
+        assert!(has("TCP"), "{stdout}");
+        assert_eq!(has("RoCE v1 (soft)"), v1_expected, "{stdout}");
+    }
+    let tcp_lat = lat.iter().find(|r| r.contains("TCP")).unwrap();
+    assert!(tcp_lat.ends_with("1.00x"), "{tcp_lat}");
+    if !v1_expected {
+        assert!(
+            stdout.contains("skipped RoCE v1 (soft)") && stdout.contains("CAP_NET_RAW"),
+            "{stdout}"
+        );
+    }
+    assert!(!stdout.contains("failed "), "no run failed: {stdout}");
+    // One histogram per latency run, and everything within 100 columns.
+    let titles = stdout
+        .lines()
+        .filter(|l| l.starts_with("write_lat ") && l.contains("100 samples"))
+        .count();
+    assert_eq!(titles, if v1_expected { 3 } else { 2 }, "{stdout}");
+    for line in stdout.lines() {
+        assert!(line.chars().count() <= 100, "{line}");
+    }
+    // Piped output carries the report only: no progress bar, no terminal control characters.
+    assert!(
+        !stdout.contains('\r') && !stdout.contains('\x1b'),
+        "{stdout:?}"
+    );
+    assert!(
+        !stderr.contains('\r') && !stderr.contains('\x1b'),
+        "{stderr:?}"
+    );
+
+    // The files.
+    let dir = the_only_dir(&results);
+    assert!(
+        stdout.contains(&format!("Files in {}", dir.display())),
+        "{stdout}"
+    );
+    let mut rdr = csv::Reader::from_path(dir.join("compare.csv")).unwrap();
+    let headers: Vec<String> = rdr.headers().unwrap().iter().map(str::to_owned).collect();
+    let csv_rows: Vec<HashMap<String, String>> = rdr
+        .records()
+        .map(|r| {
+            headers
+                .iter()
+                .cloned()
+                .zip(r.unwrap().iter().map(str::to_owned))
+                .collect()
+        })
+        .collect();
+    let runs_per_test = if v1_expected { 3 } else { 2 };
+    assert_eq!(csv_rows.len(), 2 * runs_per_test, "{csv_rows:?}");
+    for r in &csv_rows {
+        match r["test"].as_str() {
+            "write_lat" => {
+                assert_eq!(r["size_bytes"], "2");
+                assert_eq!(r["lat_samples"], "100");
+                let median: f64 = r["lat_median_us"].parse().unwrap();
+                assert!(median > 0.0, "{r:?}");
+            }
+            "write_bw" => {
+                assert_eq!(r["size_bytes"], "65536");
+                let gbps: f64 = r["bw_avg_gbps"].parse().unwrap();
+                assert!(gbps > 0.0, "{r:?}");
+            }
+            other => panic!("unexpected test {other}"),
+        }
+        let expected_roce = match r["transport"].as_str() {
+            "tcp" => "",
+            "soft" => r["label"].split(' ').nth(1).unwrap(),
+            other => panic!("unexpected transport {other}"),
+        };
+        assert_eq!(r["roce"], expected_roce, "{r:?}");
+    }
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("compare.json")).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "roceperf.compare");
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2 * runs_per_test);
+    let labels: Vec<&str> = runs.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    let expected: Vec<&str> = if v1_expected {
+        vec!["RoCE v1 (soft)", "RoCE v2 (soft)", "TCP"]
+    } else {
+        vec!["RoCE v2 (soft)", "TCP"]
+    };
+    assert_eq!(labels[..runs_per_test], expected[..]);
+    assert_eq!(labels[runs_per_test..], expected[..]);
+    assert_eq!(
+        doc["skipped"].as_array().unwrap().len(),
+        usize::from(!v1_expected)
+    );
+
+    // One HdrHistogram log per latency run, each with one interval that decodes to 100 samples.
+    let hlogs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "hlog"))
+        .collect();
+    assert_eq!(hlogs.len(), runs_per_test, "{hlogs:?}");
+    for path in &hlogs {
+        let bytes = std::fs::read(path).unwrap();
+        let mut intervals = 0;
+        for entry in IntervalLogIterator::new(&bytes) {
+            if let LogEntry::Interval(i) = entry.unwrap() {
+                intervals += 1;
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(i.encoded_histogram())
+                    .unwrap();
+                let h: Histogram<u64> = Deserializer::new()
+                    .deserialize(&mut raw.as_slice())
+                    .unwrap();
+                assert_eq!(h.len(), 100, "{}", path.display());
+            }
+        }
+        assert_eq!(intervals, 1, "{}", path.display());
+    }
+    for svg in ["latency.svg", "bandwidth.svg"] {
+        let text = std::fs::read_to_string(dir.join(svg)).unwrap();
+        let doc = roxmltree::Document::parse(&text).unwrap();
+        assert_eq!(doc.root_element().tag_name().name(), "svg");
+        assert!(
+            text.contains("RoCE v2 (soft)") && text.contains("TCP"),
+            "{svg}"
+        );
+    }
+    // No namespace of ours is left behind.
+    if is_root() {
+        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        assert!(
+            !String::from_utf8_lossy(&list.stdout).contains(&format!("rpc{pid}")),
+            "namespaces left behind"
+        );
+    }
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn two_host_mode_runs_against_a_compare_server_on_loopback() {
+    let port = free_port().to_string();
+    let _server = Server(
+        Command::new(BIN)
+            .args(["--server", "--once", "-d", "lo", "--control-port", &port])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let out = compare(
+        &[
+            "127.0.0.1",
+            "-d",
+            "lo",
+            "--control-port",
+            &port,
+            "roce_write_lat",
+            "-n",
+            "100",
+            "--no-files",
+        ],
+        240,
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let lat = rows(&stdout, "write_lat");
+    assert!(lat.iter().any(|r| r.contains("RoCE v2 (soft)")), "{stdout}");
+    assert!(lat.iter().any(|r| r.contains("TCP")), "{stdout}");
+    assert!(
+        rows(&stdout, "write_bw").is_empty(),
+        "only the test asked for: {stdout}"
+    );
+    // RoCE v1 on lo either runs or is reported, never silently dropped.
+    assert!(
+        lat.iter().any(|r| r.contains("RoCE v1")) || stdout.contains("failed RoCE v1, write_lat:"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("Files in"), "--no-files: {stdout}");
+}
+
+#[test]
+fn no_server_at_the_host_is_a_clear_setup_error() {
+    let port = free_port().to_string();
+    let out = compare(&["127.0.0.1", "--control-port", &port, "-n", "5"], 60);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "127.0.0.1:{port}: no roce_compare --server answers there"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn runs_that_outlive_the_timeout_are_killed_and_nothing_ran_is_exit_2() {
+    let out = compare(
+        &[
+            "--local",
+            "write_lat",
+            "-D",
+            "5",
+            "--timeout",
+            "1",
+            "--no-files",
+        ],
+        120,
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("failed RoCE v2 (soft), write_lat: timed out after 1 s (--timeout)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("failed TCP, write_lat: timed out"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("no transport could run"), "{stderr}");
+}
+
+#[test]
+fn usage_errors_exit_2_and_say_what_to_do() {
+    for (args, says) in [
+        (&[][..], "say what to compare: --local"),
+        (&["--local", "somehost"][..], "--local takes no host"),
+        (&["hosta", "hostb"][..], "one server host only"),
+        (&["--local", "-d", "eth0"][..], "-d is for two-host runs"),
+        (&["--server", "write_lat"][..], "--server takes its tests"),
+    ] {
+        let out = compare(args, 30);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stdout}{stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn the_progress_bar_shows_on_a_terminal() {
+    // `script` gives roce_compare a pseudo-terminal for stdout and stderr.
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: needs script (util-linux) for a pseudo-terminal");
+        return;
+    }
+    let cmd = format!("{BIN} --local write_lat -n 100 --no-files");
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains('\x1b') && stdout.contains("runs"),
+        "a bar counting runs: {stdout:?}"
+    );
+    assert!(
+        stdout.contains("write_lat over "),
+        "names the run: {stdout:?}"
+    );
+    assert!(
+        stdout.contains("write_lat  TCP"),
+        "and the table: {stdout:?}"
+    );
+}
+
+#[test]
+fn sigterm_stops_the_comparison_and_reports_what_ran() {
+    let child = Command::new(BIN)
+        .args(["--local", "write_lat", "write_bw", "-D", "4", "--no-files"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill has no memory preconditions; pid is our own child, not yet reaped.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("TCP, write_bw: not run: interrupted"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    if is_root() {
+        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        assert!(
+            !String::from_utf8_lossy(&list.stdout).contains(&format!("rpc{pid}")),
+            "namespaces left behind"
+        );
+    }
+}
+
+#[test]
+fn a_gate_missed_by_a_live_run_exits_1() {
+    let out = compare(
+        &[
+            "--local",
+            "write_lat",
+            "-n",
+            "100",
+            "--no-files",
+            "--gate-transport",
+            "tcp",
+            "--max-p50",
+            "1ns",
+        ],
+        240,
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("FAIL: write_lat tcp 2 B median latency"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("write_lat soft"),
+        "only TCP is gated: {stdout}"
+    );
+}
