@@ -217,6 +217,8 @@ struct Qp {
     unacked: VecDeque<(u64, CompletionOp, u32)>,
     /// Frames received that asked for an acknowledgement not sent yet.
     acks_owed: u64,
+    /// The peer closed its end while nothing was pending; new work is refused.
+    peer_closed: bool,
     recvs: VecDeque<RecvRequest>,
     stage: Box<[u8]>,
     stage_start: usize,
@@ -287,6 +289,7 @@ impl TcpEndpoint {
                 reads: VecDeque::with_capacity(cfg.sq_depth),
                 unacked: VecDeque::with_capacity(cfg.sq_depth),
                 acks_owed: 0,
+                peer_closed: false,
                 recvs: VecDeque::with_capacity(cfg.rq_depth),
                 stage: vec![0u8; STAGE_LEN].into_boxed_slice(),
                 stage_start: 0,
@@ -458,6 +461,7 @@ impl TcpEndpoint {
             Some(q) if q.stream.is_none() => Err(Error::InvalidRequest(format!(
                 "queue pair {qp} is not connected yet; call connect first"
             ))),
+            Some(q) if q.peer_closed => Err(closed(qp)),
             Some(_) => Ok(()),
         }
     }
@@ -607,11 +611,7 @@ impl Qp {
                         return Err(sys_err(idx, "reading"));
                     }
                     if n == 0 {
-                        return if progressed {
-                            Ok(true)
-                        } else {
-                            Err(closed(idx))
-                        };
+                        return self.end_of_stream(idx, progressed);
                     }
                     progressed = true;
                     let n = n as usize;
@@ -670,16 +670,31 @@ impl Qp {
                 return Err(sys_err(idx, "reading"));
             }
             if n == 0 {
-                return if progressed {
-                    Ok(true)
-                } else {
-                    Err(closed(idx))
-                };
+                return self.end_of_stream(idx, progressed);
             }
             progressed = true;
             self.stage_end += n as usize;
             budget = budget.saturating_sub(n as usize);
         }
+    }
+
+    /// The peer closed its end. Reported on a later call when this call moved data (so the data is
+    /// seen first), and an error only while this side still waits for the peer (as a verbs QP errs
+    /// only for work that cannot complete); otherwise the queue pair just goes quiet.
+    fn end_of_stream(&mut self, idx: usize, progressed: bool) -> Result<bool> {
+        if progressed {
+            return Ok(true);
+        }
+        if self.outstanding > 0
+            || !self.unacked.is_empty()
+            || !self.reads.is_empty()
+            || self.rx.is_some()
+        {
+            return Err(closed(idx));
+        }
+        self.peer_closed = true;
+        self.readable = false;
+        Ok(false)
     }
 
     /// Decides where an incoming frame's payload goes and checks it fits; `None` = wait for a receive.
@@ -1394,8 +1409,11 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_peer_is_a_connection_error() {
+    fn a_closed_peer_fails_pending_work_and_refuses_new_work() {
+        // Pending: a WRITE waits for an acknowledgement that will never come.
         let (server, mut client) = pair(4096);
+        let wr = write_req(&client, &server, 1, 0, 64, SendOp::Write);
+        client.post_send(0, &wr).unwrap();
         drop(server);
         let mut out = [Completion::EMPTY; 4];
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -1409,6 +1427,18 @@ mod tests {
                 Ok(_) => assert!(Instant::now() < deadline, "no error after the peer closed"),
             }
         }
+        // Idle: the close is quiet until new work is posted.
+        let (server, mut client) = pair(4096);
+        let wr = write_req(&client, &server, 2, 0, 64, SendOp::Write);
+        drop(server);
+        let deadline = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < deadline {
+            assert_eq!(client.poll_cq(&mut out).unwrap(), 0);
+        }
+        assert!(matches!(
+            client.post_send(0, &wr),
+            Err(Error::Connection(_))
+        ));
     }
 
     #[test]
