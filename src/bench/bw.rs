@@ -515,11 +515,22 @@ mod tests {
         let s = spec(Verb::Send, 300, RunMode::Iterations(50));
         let (mut server, mut client) = pair(2, s.layout.buffer_len(), 64);
         let remotes = s.layout.remotes(&server.local_info());
+        let done = Arc::new(AtomicBool::new(false));
+        let d2 = done.clone();
         let t = std::thread::spawn(move || {
             let mut st = RecvState::default();
-            receiver(&mut server, &s, &mut st, &mut || false).unwrap()
+            let r = receiver(&mut server, &s, &mut st, &mut || false).unwrap();
+            // Keep serving until the sender is done: its last SENDs complete on our acknowledgement.
+            passive(
+                &mut server,
+                &mut || d2.load(Ordering::Acquire),
+                Some((&mut st, s.layout)),
+            )
+            .unwrap();
+            r
         });
         let m = active(&mut client, &s, &remotes, None).unwrap();
+        done.store(true, Ordering::Release);
         let r = t.join().unwrap();
         assert_eq!(
             (m.messages, r.messages, r.size),

@@ -185,15 +185,16 @@ pub fn run<E: Endpoint>(
     let mut i = 0u64;
     let mut posted = 0u64;
     // The responder's (server's) wait for iteration i's message, or the client's wait for the reply.
+    // On `stop` it leaves the loop labelled `$run`.
     macro_rules! wait_for_peer {
-        ($i:expr) => {
+        ($i:expr, $run:lifetime) => {
             match spec.verb {
                 Verb::Write => {
                     let m = marker($i);
                     while ep.peek(0, tail) != m {
                         w.poll(ep)?;
                         if w.stopped(stop) {
-                            return Ok(rec.finish(spec.size));
+                            break $run;
                         }
                     }
                     if spec.validate {
@@ -210,7 +211,7 @@ pub fn run<E: Endpoint>(
                     while w.recvs == 0 {
                         w.poll(ep)?;
                         if w.stopped(stop) {
-                            return Ok(rec.finish(spec.size));
+                            break $run;
                         }
                     }
                     w.recvs -= 1;
@@ -229,15 +230,15 @@ pub fn run<E: Endpoint>(
             }
         };
     }
-    while i < total {
+    'run: while i < total {
         if !initiator {
-            wait_for_peer!(i);
+            wait_for_peer!(i, 'run);
         }
         // The previous post must be complete before the next (one operation in flight, as perftest).
         while w.sends < posted {
             w.poll(ep)?;
             if w.stopped(stop) {
-                return Ok(rec.finish(spec.size));
+                break 'run;
             }
         }
         if initiator && rec.win.over(Instant::now()) {
@@ -284,18 +285,20 @@ pub fn run<E: Endpoint>(
                     )?;
                 }
             }
-            _ if initiator => wait_for_peer!(i),
+            _ if initiator => wait_for_peer!(i, 'run),
             _ => {}
         }
         i += 1;
     }
-    // Reap the last send completion so the next size starts clean.
+    // Reap the last send completion so that none is left to be counted in the next size. The peer
+    // keeps polling until this side's results arrive, so the completion comes (or the connection
+    // fails); `stop` does not end this wait.
     while w.sends < posted {
         w.poll(ep)?;
-        if w.stopped(stop) {
-            break;
-        }
     }
+    // One more poll hands the transport the chance to acknowledge the peer's last message now rather
+    // than whenever this side polls next.
+    w.poll(ep)?;
     Ok(rec.finish(spec.size))
 }
 
@@ -378,9 +381,14 @@ mod tests {
         let (mut server, mut client) = pair(1, layout.buffer_len(), 4);
         let to_server = layout.remotes(&server.local_info())[0];
         let to_client = layout.remotes(&client.local_info())[0];
+        // The per-size barrier the out-of-band channel provides in the binaries: a size starts on both
+        // sides only when both have finished the one before.
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let b2 = barrier.clone();
         let t = std::thread::spawn(move || {
             let mut r = RecvState::default();
             for s in [s1, s2] {
+                b2.wait();
                 run(
                     &mut server,
                     &s,
@@ -394,6 +402,7 @@ mod tests {
         });
         let mut r = RecvState::default();
         for s in [s1, s2] {
+            barrier.wait();
             let m = run(
                 &mut client,
                 &s,

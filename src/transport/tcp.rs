@@ -3,8 +3,10 @@
 //! Every operation travels as a frame: a fixed [`HEADER_LEN`]-byte header (op, length, remote offset,
 //! immediate) followed by the payload. WRITE lands in the peer's buffer at the offset when the peer's
 //! `poll_cq` applies it; READ is a request answered by the peer's `poll_cq` with a response frame; SEND
-//! consumes the oldest posted receive. A requester's SEND or WRITE completes when its last byte has been
-//! handed to the kernel, a READ when its response has been placed.
+//! consumes the oldest posted receive. As on an RC queue pair, a signaled SEND or WRITE completes when
+//! the peer has applied it (the frame asks for an acknowledgement, which the peer sends with its next
+//! transmission), and a READ when its response has been placed: a completion never just means that the
+//! kernel took the bytes, so bandwidth is what reached the peer's memory.
 //!
 //! The sockets are non-blocking and busy-polled from `poll_cq`: no thread, no lock, no allocation per
 //! message. Payloads move straight between the registered buffer and the socket (`writev` of many
@@ -57,6 +59,8 @@ enum FrameOp {
     WriteImm = 4,
     ReadReq = 5,
     ReadResp = 6,
+    /// Acknowledges `offset` frames that asked for it (header only).
+    Ack = 7,
 }
 
 impl FrameOp {
@@ -68,6 +72,7 @@ impl FrameOp {
             4 => FrameOp::WriteImm,
             5 => FrameOp::ReadReq,
             6 => FrameOp::ReadResp,
+            7 => FrameOp::Ack,
             _ => return None,
         })
     }
@@ -77,16 +82,22 @@ impl FrameOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Header {
     op: FrameOp,
+    /// [`FLAG_ACK_REQ`] or 0.
+    flags: u8,
     len: u32,
     offset: u64,
     imm: u32,
 }
 
+/// Header flag: the sender completes this SEND or WRITE only when the peer acknowledges having applied it.
+const FLAG_ACK_REQ: u8 = 1;
+
 impl Header {
-    /// Writes the 24-byte little-endian form: op, 3 reserved, len, offset, imm, 4 reserved.
+    /// Writes the 24-byte little-endian form: op, flags, 2 reserved, len, offset, imm, 4 reserved.
     fn emit(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0] = self.op as u8;
+        b[1] = self.flags;
         b[4..8].copy_from_slice(&self.len.to_le_bytes());
         b[8..16].copy_from_slice(&self.offset.to_le_bytes());
         b[16..20].copy_from_slice(&self.imm.to_le_bytes());
@@ -96,11 +107,12 @@ impl Header {
     /// Parses a header; `None` when the opcode or reserved bytes are not ours (a corrupt stream).
     fn parse(b: &[u8]) -> Option<Header> {
         let op = FrameOp::from_u8(b[0])?;
-        if b[1..4] != [0, 0, 0] || b[20..24] != [0, 0, 0, 0] {
+        if b[1] & !FLAG_ACK_REQ != 0 || b[2..4] != [0, 0] || b[20..24] != [0, 0, 0, 0] {
             return None;
         }
         Some(Header {
             op,
+            flags: b[1],
             len: u32::from_le_bytes(b[4..8].try_into().ok()?),
             offset: u64::from_le_bytes(b[8..16].try_into().ok()?),
             imm: u32::from_le_bytes(b[16..20].try_into().ok()?),
@@ -109,7 +121,7 @@ impl Header {
 
     /// Whether a payload follows the header on the wire.
     fn has_payload(&self) -> bool {
-        !matches!(self.op, FrameOp::ReadReq)
+        !matches!(self.op, FrameOp::ReadReq | FrameOp::Ack)
     }
 }
 
@@ -201,6 +213,12 @@ struct Qp {
     /// Requests posted and not yet retired (SEND/WRITE until written, READ until answered).
     outstanding: usize,
     reads: VecDeque<PendingRead>,
+    /// Signaled SENDs and WRITEs written to the socket, waiting for the peer's acknowledgement.
+    unacked: VecDeque<(u64, CompletionOp, u32)>,
+    /// Frames received that asked for an acknowledgement not sent yet.
+    acks_owed: u64,
+    /// The peer closed its end while nothing was pending; new work is refused.
+    peer_closed: bool,
     recvs: VecDeque<RecvRequest>,
     stage: Box<[u8]>,
     stage_start: usize,
@@ -269,6 +287,9 @@ impl TcpEndpoint {
                 tx: VecDeque::with_capacity(cfg.sq_depth + 16),
                 outstanding: 0,
                 reads: VecDeque::with_capacity(cfg.sq_depth),
+                unacked: VecDeque::with_capacity(cfg.sq_depth),
+                acks_owed: 0,
+                peer_closed: false,
                 recvs: VecDeque::with_capacity(cfg.rq_depth),
                 stage: vec![0u8; STAGE_LEN].into_boxed_slice(),
                 stage_start: 0,
@@ -440,6 +461,7 @@ impl TcpEndpoint {
             Some(q) if q.stream.is_none() => Err(Error::InvalidRequest(format!(
                 "queue pair {qp} is not connected yet; call connect first"
             ))),
+            Some(q) if q.peer_closed => Err(closed(qp)),
             Some(_) => Ok(()),
         }
     }
@@ -472,8 +494,8 @@ fn would_block() -> bool {
 }
 
 impl Qp {
-    /// Writes as much of the send queue as the socket takes; records completions of finished frames.
-    fn flush(&mut self, idx: usize, cq: &mut VecDeque<Completion>) -> Result<bool> {
+    /// Writes as much of the send queue as the socket takes; signaled frames then wait for their ack.
+    fn flush(&mut self, idx: usize) -> Result<bool> {
         let mut wrote = false;
         while self.writable && !self.tx.is_empty() {
             let mut iov = [libc::iovec {
@@ -521,17 +543,11 @@ impl Qp {
                 if f.sent == f.total() {
                     let f = self.tx.pop_front().expect("front exists");
                     if let Some(op) = f.complete_as {
-                        self.outstanding -= 1;
-                        cq.push_back(Completion {
-                            wr_id: f.wr_id,
-                            qp: idx as u32,
-                            status: CompletionStatus::Success,
-                            op,
-                            byte_len: f.len as u32,
-                            imm: None,
-                        });
+                        // Completes when the peer says it has applied it, as on an RC queue pair.
+                        self.unacked.push_back((f.wr_id, op, f.len as u32));
                     } else if f.hdr[0] != FrameOp::ReadReq as u8
                         && f.hdr[0] != FrameOp::ReadResp as u8
+                        && f.hdr[0] != FrameOp::Ack as u8
                     {
                         // An unsignaled SEND/WRITE retires silently, as on a real send queue.
                         self.outstanding -= 1;
@@ -595,11 +611,7 @@ impl Qp {
                         return Err(sys_err(idx, "reading"));
                     }
                     if n == 0 {
-                        return if progressed {
-                            Ok(true)
-                        } else {
-                            Err(closed(idx))
-                        };
+                        return self.end_of_stream(idx, progressed);
                     }
                     progressed = true;
                     let n = n as usize;
@@ -658,16 +670,31 @@ impl Qp {
                 return Err(sys_err(idx, "reading"));
             }
             if n == 0 {
-                return if progressed {
-                    Ok(true)
-                } else {
-                    Err(closed(idx))
-                };
+                return self.end_of_stream(idx, progressed);
             }
             progressed = true;
             self.stage_end += n as usize;
             budget = budget.saturating_sub(n as usize);
         }
+    }
+
+    /// The peer closed its end. Reported on a later call when this call moved data (so the data is
+    /// seen first), and an error only while this side still waits for the peer (as a verbs QP errs
+    /// only for work that cannot complete); otherwise the queue pair just goes quiet.
+    fn end_of_stream(&mut self, idx: usize, progressed: bool) -> Result<bool> {
+        if progressed {
+            return Ok(true);
+        }
+        if self.outstanding > 0
+            || !self.unacked.is_empty()
+            || !self.reads.is_empty()
+            || self.rx.is_some()
+        {
+            return Err(closed(idx));
+        }
+        self.peer_closed = true;
+        self.readable = false;
+        Ok(false)
     }
 
     /// Decides where an incoming frame's payload goes and checks it fits; `None` = wait for a receive.
@@ -707,6 +734,7 @@ impl Qp {
                 }
                 Ok(Some(h.offset as usize))
             }
+            FrameOp::Ack => Ok(Some(0)),
             FrameOp::ReadResp => match self.reads.front() {
                 Some(r) if r.len == len => Ok(Some(r.offset)),
                 _ => Err(Error::Connection(format!(
@@ -724,6 +752,9 @@ impl Qp {
         cq: &mut VecDeque<Completion>,
     ) -> Result<()> {
         let h = fr.hdr;
+        if h.flags & FLAG_ACK_REQ != 0 {
+            self.acks_owed += 1;
+        }
         let recv_done = |qp: &mut Qp, cq: &mut VecDeque<Completion>, op, imm| {
             let r = qp
                 .recvs
@@ -752,6 +783,7 @@ impl Qp {
                 self.tx.push_back(TxFrame {
                     hdr: Header {
                         op: FrameOp::ReadResp,
+                        flags: 0,
                         len: h.len,
                         offset: 0,
                         imm: 0,
@@ -763,6 +795,24 @@ impl Qp {
                     wr_id: 0,
                     complete_as: None,
                 });
+            }
+            FrameOp::Ack => {
+                for _ in 0..h.offset {
+                    let Some((wr_id, op, byte_len)) = self.unacked.pop_front() else {
+                        return Err(Error::Connection(format!(
+                            "data connection {idx}: the peer acknowledged more than this side sent"
+                        )));
+                    };
+                    self.outstanding -= 1;
+                    cq.push_back(Completion {
+                        wr_id,
+                        qp: idx as u32,
+                        status: CompletionStatus::Success,
+                        op,
+                        byte_len,
+                        imm: None,
+                    });
+                }
             }
             FrameOp::ReadResp => {
                 let r = self
@@ -909,8 +959,10 @@ impl Endpoint for TcpEndpoint {
             SendOp::Read => (FrameOp::ReadReq, 0, CompletionOp::Read),
             SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => unreachable!("refused above"),
         };
+        let ack = wr.signaled && op != FrameOp::ReadReq;
         let hdr = Header {
             op,
+            flags: if ack { FLAG_ACK_REQ } else { 0 },
             len: wr.len,
             offset: remote_offset,
             imm,
@@ -978,8 +1030,31 @@ impl Endpoint for TcpEndpoint {
             // and a burst of small posts goes out in one writev.
             let mut progress = false;
             for (i, q) in self.qps.iter_mut().enumerate() {
+                if q.acks_owed > 0 {
+                    // Acknowledgements go out with whatever the caller posted since (a ping-pong's
+                    // reply), in the same writev.
+                    if q.tx.len() >= q.tx.capacity() {
+                        q.tx.reserve(q.tx.capacity());
+                    }
+                    q.tx.push_back(TxFrame {
+                        hdr: Header {
+                            op: FrameOp::Ack,
+                            flags: 0,
+                            len: 0,
+                            offset: q.acks_owed,
+                            imm: 0,
+                        }
+                        .emit(),
+                        offset: 0,
+                        len: 0,
+                        sent: 0,
+                        wr_id: 0,
+                        complete_as: None,
+                    });
+                    q.acks_owed = 0;
+                }
                 if q.stream.is_some() && q.writable && !q.tx.is_empty() {
-                    progress |= q.flush(i, &mut self.cq)?;
+                    progress |= q.flush(i)?;
                 }
             }
             // SAFETY: `events` is our own buffer of `events.len()` entries; the timeout is 0 or
@@ -1020,7 +1095,7 @@ impl Endpoint for TcpEndpoint {
                     progress |= q.receive(i, &mut self.cq, 4 * 1024 * 1024)?;
                 }
                 if q.writable && !q.tx.is_empty() {
-                    progress |= q.flush(i, &mut self.cq)?;
+                    progress |= q.flush(i)?;
                 }
             }
             self.idle = if progress || n > 0 { 0 } else { self.idle + 1 };
@@ -1109,6 +1184,7 @@ mod tests {
     fn header_round_trips_and_rejects_garbage() {
         let h = Header {
             op: FrameOp::WriteImm,
+            flags: FLAG_ACK_REQ,
             len: 70000,
             offset: 0x1234_5678_9abc,
             imm: 0xdead_beef,
@@ -1116,6 +1192,9 @@ mod tests {
         assert_eq!(Header::parse(&h.emit()), Some(h));
         let mut bad = h.emit();
         bad[0] = 9;
+        assert_eq!(Header::parse(&bad), None);
+        let mut bad = h.emit();
+        bad[1] = 2;
         assert_eq!(Header::parse(&bad), None);
         let mut bad = h.emit();
         bad[2] = 1;
@@ -1232,10 +1311,11 @@ mod tests {
             inline: false,
         };
         client.post_send(0, &wr).unwrap();
-        drive(&mut client, &mut server, 1);
         let mut out = [Completion::EMPTY; 4];
         for _ in 0..100 {
+            // Neither side completes: the SEND waits in the socket for a receive, unacknowledged.
             assert_eq!(server.poll_cq(&mut out).unwrap(), 0);
+            assert_eq!(client.poll_cq(&mut out).unwrap(), 0);
         }
         server
             .post_recv(
@@ -1249,6 +1329,31 @@ mod tests {
             .unwrap();
         let c = drive(&mut server, &mut client, 1);
         assert_eq!((c[0].wr_id, c[0].byte_len), (9, 64));
+        let c = drive(&mut client, &mut server, 1);
+        assert_eq!(
+            (c[0].wr_id, c[0].op),
+            (5, CompletionOp::Send),
+            "acknowledged once received"
+        );
+    }
+
+    #[test]
+    fn a_write_completes_only_once_the_peer_has_applied_it() {
+        let (mut server, mut client) = pair(1 << 16);
+        client.buffer_mut(0)[..100].fill(7);
+        let wr = write_req(&client, &server, 1, 0, 100, SendOp::Write);
+        client.post_send(0, &wr).unwrap();
+        let mut out = [Completion::EMPTY; 4];
+        for _ in 0..50 {
+            assert_eq!(
+                client.poll_cq(&mut out).unwrap(),
+                0,
+                "no ack while the peer does not poll"
+            );
+        }
+        let c = drive(&mut client, &mut server, 1);
+        assert_eq!((c[0].wr_id, c[0].op), (1, CompletionOp::Write));
+        assert!(server.buffer(0)[..100].iter().all(|&b| b == 7));
     }
 
     #[test]
@@ -1310,8 +1415,11 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_peer_is_a_connection_error() {
+    fn a_closed_peer_fails_pending_work_and_refuses_new_work() {
+        // Pending: a WRITE waits for an acknowledgement that will never come.
         let (server, mut client) = pair(4096);
+        let wr = write_req(&client, &server, 1, 0, 64, SendOp::Write);
+        client.post_send(0, &wr).unwrap();
         drop(server);
         let mut out = [Completion::EMPTY; 4];
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -1325,6 +1433,18 @@ mod tests {
                 Ok(_) => assert!(Instant::now() < deadline, "no error after the peer closed"),
             }
         }
+        // Idle: the close is quiet until new work is posted.
+        let (server, mut client) = pair(4096);
+        let wr = write_req(&client, &server, 2, 0, 64, SendOp::Write);
+        drop(server);
+        let deadline = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < deadline {
+            assert_eq!(client.poll_cq(&mut out).unwrap(), 0);
+        }
+        assert!(matches!(
+            client.post_send(0, &wr),
+            Err(Error::Connection(_))
+        ));
     }
 
     #[test]
