@@ -560,11 +560,26 @@ mod tests {
                 client.buffer_mut(0)[123] ^= 0xff;
             }
             let remotes = s.layout.remotes(&server.local_info());
+            // Over TCP a signaled SEND completes only once the peer has applied it, so the receiver
+            // keeps polling until the sender is done.
+            let done = Arc::new(AtomicBool::new(false));
+            let sender_done = done.clone();
             let t = std::thread::spawn(move || {
                 let mut st = RecvState::default();
-                receiver(&mut server, &s, &mut st, &mut || false)
+                let r = receiver(&mut server, &s, &mut st, &mut || false);
+                if r.is_ok() {
+                    passive(
+                        &mut server,
+                        &mut || sender_done.load(Ordering::Acquire),
+                        Some((&mut st, s.layout)),
+                    )
+                    .unwrap();
+                }
+                r
             });
-            active(&mut client, &s, &remotes, None).unwrap();
+            let sent = active(&mut client, &s, &remotes, None);
+            assert_eq!(sent.is_ok(), !corrupt, "{:?}", sent.err());
+            done.store(true, Ordering::Release);
             match (corrupt, t.join().unwrap()) {
                 (false, r) => assert_eq!(r.unwrap().messages, 20),
                 (true, Err(e)) => {
