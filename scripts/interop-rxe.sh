@@ -110,7 +110,8 @@ host_run() {   # host_run PHASE TEST ROLE: our soft binary in the namespace
     [ "$phase" = B ] && args="$args --oob perftest"
     log="$OUT/host_${phase}_${t}_${role}.log"
     if [ "$role" = client ]; then
-        # the guest's server may not listen yet: retry while the connection is refused
+        # the guest boots under TCG: wait for its server long enough, then retry a refused connection
+        args="$args --connect-timeout 180"
         for _ in $(seq 1 300); do
             set +e; timeout 120 ip netns exec $NS "$bin" $args 10.9.0.2 > "$log" 2>&1; rc=$?; set -e
             grep -qi "connection refused" "$log" || break
