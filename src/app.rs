@@ -470,6 +470,9 @@ fn run_sizes_on<E: Described>(
         if opts.validate {
             prepare_validation(opts, ep, layout, size);
         }
+        if opts.test == TestKind::new(Verb::Write, Metric::Latency) {
+            lat::clear_marker(ep, &layout, size);
+        }
         chan.barrier(step as u64)?;
         let mine = measure(
             opts,

@@ -12,13 +12,13 @@ use super::{
     Described, Error, combine, io_timeout, measure, run_info, rx_depth, setup_error, verbose,
     write_files,
 };
-use crate::bench::{self, Layout, bw};
+use crate::bench::{self, Layout, bw, lat};
 use crate::cli::{Options, OutputArg, RunMode};
 use crate::oob::perftest::{
     self, Action, BwReport, KeyRecord, PerftestChannel, ScriptOptions, Session, SessionConfig,
     SysData, Timeouts,
 };
-use crate::params::{Metric, Role, Verb};
+use crate::params::{Metric, Role, TestKind, Verb};
 use crate::report::{self, Measured, OutputSelect, RunInfo, SizeResult};
 use crate::stats::BandwidthStats;
 use crate::transport::{Completion, CompletionOp, CompletionStatus, RemoteAddr};
@@ -139,6 +139,12 @@ fn drive<E: Described>(
                 let version = peer.version.text.clone();
                 let peer_info = peer.conn_info(opts.max_size(), opts.transport);
                 ep.connect(&peer_info).map_err(|e| setup_error(opts, e))?;
+                if opts.test == TestKind::new(Verb::Write, Metric::Latency) {
+                    // Before any barrier: sizes only grow, so one clear per size up front suffices.
+                    for &size in &opts.sizes {
+                        lat::clear_marker(ep, &layout, size);
+                    }
+                }
                 remotes = peer_info
                     .qps
                     .iter()
