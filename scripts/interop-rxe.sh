@@ -36,6 +36,11 @@ for t in $TESTS; do
     [ -x "$b" ] || { echo "interop-rxe: $b missing: the roce_* binaries are not built yet" >&2; exit 2; }
     cp "$b" "$OUT/guest/"          # the guest shares the host's glibc; it runs /mnt/roce_<test>
 done
+# The guest image carries only what perftest needs; our binaries also want libgcc_s (unwinding).
+mkdir -p "$OUT/guest/lib"
+for f in "$OUT"/guest/roce_*; do
+    ldd "$f" | awk '/=> \//{print $3}' | grep -E 'libgcc_s|libstdc' | xargs -r cp -L -t "$OUT/guest/lib/"
+done
 
 cleanup() {
     [ -n "${TDPID:-}" ] && kill -INT "$TDPID" 2>/dev/null && wait "$TDPID" 2>/dev/null
@@ -62,6 +67,7 @@ cp "$LABDIR/jobs/lib.sh" "$OUT/job/lib.sh"
 cat > "$OUT/job/interop.sh" <<'JOB'
 # guest: per phase, per test: first the guest serves (host is client), then the guest is client.
 . /mnt/lib.sh
+export LD_LIBRARY_PATH=/mnt/lib   # libgcc_s staged by interop-rxe.sh
 log start
 modprobe rdma_rxe
 ip addr add 10.9.0.2/24 dev eth0
@@ -104,7 +110,8 @@ host_run() {   # host_run PHASE TEST ROLE: our soft binary in the namespace
     [ "$phase" = B ] && args="$args --oob perftest"
     log="$OUT/host_${phase}_${t}_${role}.log"
     if [ "$role" = client ]; then
-        # the guest's server may not listen yet: retry while the connection is refused
+        # the guest boots under TCG: wait for its server long enough, then retry a refused connection
+        args="$args --connect-timeout 180"
         for _ in $(seq 1 300); do
             set +e; timeout 120 ip netns exec $NS "$bin" $args 10.9.0.2 > "$log" 2>&1; rc=$?; set -e
             grep -qi "connection refused" "$log" || break

@@ -46,6 +46,7 @@ six_tests() {   # the six binaries, perftest-style arguments
     echo "write_bw_q4_bidir|/mnt/roce_write_bw --transport verbs $U -d $S -q 4 -b -n 300|/mnt/roce_write_bw --transport verbs $U -d $C -q 4 -b -n 300 $SIP"
     echo "send_bw_inline_t16_Q4|/mnt/roce_send_bw --transport verbs $U -d $S -s 64 -I 64 -t 16 -Q 4 -n 500|/mnt/roce_send_bw --transport verbs $U -d $C -s 64 -I 64 -t 16 -Q 4 -n 500 $SIP"
     echo "read_bw_m1024_q2|/mnt/roce_read_bw --transport verbs $U -d $S -m 1024 -q 2 -n 300 --validate|/mnt/roce_read_bw --transport verbs $U -d $C -m 1024 -q 2 -n 300 --validate $SIP"
+    echo "write_lat_4k_mtu1024|/mnt/roce_write_lat --transport verbs $U -d $S -s 4096 -n 300 --validate|/mnt/roce_write_lat --transport verbs $U -d $C -s 4096 -n 300 --validate $SIP"
     echo "write_lat_auto|/mnt/roce_write_lat $U -d $S -n 300|/mnt/roce_write_lat $U -d $C -n 300 $SIP"
 }
 # Error cases: NAME|EXPECTED_EXIT|TEXT THE MESSAGE MUST CONTAIN|COMMAND

@@ -115,9 +115,7 @@ pub fn run(opts: &Options) -> Result<(), Error> {
                 return perftest_oob::run(opts, &pinned, layout, ep);
             }
             let mut chan = open_channel(opts)?;
-            guarded(opts, &mut chan, |chan| {
-                serve(opts, chan, &pinned, layout, ep)
-            })
+            guarded(&mut chan, |chan| serve(opts, chan, &pinned, layout, ep))
         }
         TransportKind::Verbs => {
             let ep = open_verbs(opts, layout)?;
@@ -125,13 +123,11 @@ pub fn run(opts: &Options) -> Result<(), Error> {
                 return perftest_oob::run(opts, &pinned, layout, ep);
             }
             let mut chan = open_channel(opts)?;
-            guarded(opts, &mut chan, |chan| {
-                serve(opts, chan, &pinned, layout, ep)
-            })
+            guarded(&mut chan, |chan| serve(opts, chan, &pinned, layout, ep))
         }
         TransportKind::Tcp => {
             let mut chan = open_channel(opts)?;
-            guarded(opts, &mut chan, |chan| {
+            guarded(&mut chan, |chan| {
                 chan.check_params(&test_params(opts))?;
                 let ep = TcpEndpoint::new(TcpConfig {
                     role: opts.role,
@@ -182,7 +178,6 @@ fn open_channel(opts: &Options) -> Result<Channel, Error> {
 
 /// Runs `body`; on an error other than the channel's own, tells the peer why before returning it.
 fn guarded(
-    _opts: &Options,
     chan: &mut Channel,
     body: impl FnOnce(&mut Channel) -> Result<(), Error>,
 ) -> Result<(), Error> {
@@ -474,6 +469,9 @@ fn run_sizes_on<E: Described>(
         progress.start_size(size);
         if opts.validate {
             prepare_validation(opts, ep, layout, size);
+        }
+        if opts.test == TestKind::new(Verb::Write, Metric::Latency) {
+            lat::clear_marker(ep, &layout, size);
         }
         chan.barrier(step as u64)?;
         let mine = measure(

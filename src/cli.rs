@@ -38,12 +38,12 @@ Examples:
     server$ roce_write_bw --transport tcp
     client$ roce_write_bw --transport tcp 127.0.0.1
 
-Soft transport: -d names a network interface (lo, eth0, a veth). RoCE v2 over a UDP socket on port 4791
-(--io udp, no privileges) or AF_PACKET (--io packet, RoCE v1 and v2, needs CAP_NET_RAW); two endpoints on
-one host need distinct addresses: 127.0.0.x on lo is automatic, otherwise use two network namespaces
+Soft transport: -d names a network interface (lo, eth0, a veth). RoCE v2 over a UDP socket on port 4791 \
+(--io udp, no privileges) or AF_PACKET (--io packet, RoCE v1 and v2, needs CAP_NET_RAW). Two endpoints on \
+one host need distinct addresses: 127.0.0.x on lo is automatic, otherwise use two network namespaces \
 (scripts/netns.sh up). ROCEPERF_IMPAIR=loss=1%,duplicate=1%,reorder=5% impairs what soft sends.
 
-Exit status: 0 ok, 1 the test failed (error completion, --validate mismatch, a gate missed), 2 usage or
+Exit status: 0 ok, 1 the test failed (error completion, --validate mismatch, a gate missed), 2 usage or \
 setup error.";
 
 /// The raw command line, as clap parses it. Validation into [`Options`] happens in [`Options::from_args`].
@@ -110,7 +110,7 @@ pub struct Args {
     #[arg(short = 'm', long = "mtu", value_parser = parse_mtu)]
     pub mtu: Option<u32>,
 
-    /// Maximum inline size 0..1024 (verbs, soft only).
+    /// Maximum inline size 0..1024 (verbs; soft accepts it as a no-op and says so).
     #[arg(short = 'I', long = "inline_size", value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub inline_size: Option<u32>,
 

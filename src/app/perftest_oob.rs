@@ -12,13 +12,13 @@ use super::{
     Described, Error, combine, io_timeout, measure, run_info, rx_depth, setup_error, verbose,
     write_files,
 };
-use crate::bench::{self, Layout, bw};
+use crate::bench::{self, Layout, bw, lat};
 use crate::cli::{Options, OutputArg, RunMode};
 use crate::oob::perftest::{
     self, Action, BwReport, KeyRecord, PerftestChannel, ScriptOptions, Session, SessionConfig,
     SysData, Timeouts,
 };
-use crate::params::{Metric, Role, Verb};
+use crate::params::{Metric, Role, TestKind, Verb};
 use crate::report::{self, Measured, OutputSelect, RunInfo, SizeResult};
 use crate::stats::BandwidthStats;
 use crate::transport::{Completion, CompletionOp, CompletionStatus, RemoteAddr};
@@ -111,13 +111,21 @@ fn drive<E: Described>(
     // perftest's latency loops post exactly -n times per side and time the gaps between posts; our
     // driver posts once more to close the last round trip, so it is given one iteration fewer (n posts,
     // n - 1 samples), or a perftest peer would wait for a message that never comes.
-    let run_opts = match (opts.test.metric, opts.mode) {
+    let mut run_opts = match (opts.test.metric, opts.mode) {
         (Metric::Latency, RunMode::Iterations(n)) => Options {
             mode: RunMode::Iterations(n.saturating_sub(1).max(1)),
             ..opts.clone()
         },
         _ => opts.clone(),
     };
+    if opts.test == TestKind::new(Verb::Write, Metric::Latency) {
+        // In ib_write_lat the server makes the first WRITE and the client waits for it (send_lat is the
+        // other way round, as ours); a client that wrote first would meet a server that does not look.
+        run_opts.role = match opts.role {
+            Role::Client => Role::Server,
+            Role::Server => Role::Client,
+        };
+    }
     loop {
         let action = session.next()?;
         if matches!(action, Action::Run { .. } | Action::Finished)
@@ -139,6 +147,12 @@ fn drive<E: Described>(
                 let version = peer.version.text.clone();
                 let peer_info = peer.conn_info(opts.max_size(), opts.transport);
                 ep.connect(&peer_info).map_err(|e| setup_error(opts, e))?;
+                if opts.test == TestKind::new(Verb::Write, Metric::Latency) {
+                    // Before any barrier: sizes only grow, so one clear per size up front suffices.
+                    for &size in &opts.sizes {
+                        lat::clear_marker(ep, &layout, size);
+                    }
+                }
                 remotes = peer_info
                     .qps
                     .iter()

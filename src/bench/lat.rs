@@ -134,6 +134,13 @@ fn marker(i: u64) -> u8 {
     (i % 255 + 1) as u8
 }
 
+/// WRITE latency: clears the byte where the peer's WRITE of `size` bytes leaves its marker, so a stale
+/// value is never mistaken for the first WRITE. Call it before the out-of-band barrier that starts the size.
+pub fn clear_marker<E: Endpoint>(ep: &mut E, layout: &Layout, size: u64) {
+    let tail = (layout.half + size - 1) as usize;
+    ep.buffer_mut(0)[tail] = 0;
+}
+
 /// Runs one size of a latency test. `remote` addresses the peer's target half on queue pair 0. The client
 /// stops after its iterations or duration; a server (and any side in duration mode) also stops when `stop`
 /// says the peer is done. A READ server only serves: use [`super::bw::passive`] for it.
@@ -176,11 +183,9 @@ pub fn run<E: Endpoint>(
     if spec.verb == Verb::Send {
         recvs.fill(ep, &spec.layout, 1)?;
     }
+    // The marker byte is cleared by the caller with [`clear_marker`] before the two sides synchronise:
+    // clearing it here could wipe the peer's first WRITE when it arrives before this side gets here.
     let tail = half + size - 1;
-    if spec.verb == Verb::Write {
-        // A stale marker from an earlier size must not be mistaken for this size's first WRITE.
-        ep.buffer_mut(0)[tail] = 0;
-    }
     let initiator = role == Role::Client;
     let mut i = 0u64;
     let mut posted = 0u64;
