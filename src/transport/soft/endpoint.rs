@@ -213,8 +213,20 @@ pub struct DropSummary {
     pub malformed: u64,
     /// Addressed to another host or GID, or of the other RoCE version.
     pub not_for_us: u64,
-    /// Dropped by an engine: stale or duplicate responses, out-of-sequence requests, QP in error.
+    /// Dropped by an engine, all reasons below together.
     pub protocol: u64,
+    /// Requests beyond the expected PSN after the one PSN-sequence NAK was sent.
+    pub out_of_sequence: u64,
+    /// Duplicate requests with nothing to replay.
+    pub duplicate_unmatched: u64,
+    /// ACKs and responses for PSNs no work request waits for (stale, duplicated, out of order).
+    pub stale_response: u64,
+    /// Responses whose opcode, length or AETH do not fit the request they answer.
+    pub bad_response: u64,
+    /// Requests left for the peer to retransmit because the answer queue was full.
+    pub response_queue_full: u64,
+    /// Packets for a queue pair in the error state.
+    pub qp_error: u64,
 }
 
 /// The counters `-v` prints and the JSON report carries.
@@ -234,6 +246,10 @@ pub struct SoftCounters {
     pub timeouts: u64,
     /// Duplicate requests received.
     pub duplicate_requests: u64,
+    /// ACKs (and atomic ACKs) the responders sent, re-ACKs of duplicates included.
+    pub acks_sent: u64,
+    /// ACKs (and atomic ACKs) the requesters accepted.
+    pub acks_received: u64,
     /// NAKs sent, by kind.
     pub naks_sent: NakSummary,
     /// NAKs received, by kind.
@@ -263,8 +279,12 @@ impl std::fmt::Display for SoftCounters {
         )?;
         writeln!(
             f,
-            " retransmitted packets {}, timeouts {}, duplicate requests {}",
-            self.retransmitted_packets, self.timeouts, self.duplicate_requests
+            " retransmitted packets {}, timeouts {}, duplicate requests {}, ACKs sent {} received {}",
+            self.retransmitted_packets,
+            self.timeouts,
+            self.duplicate_requests,
+            self.acks_sent,
+            self.acks_received
         )?;
         writeln!(f, " NAKs sent: {}", n(&self.naks_sent))?;
         writeln!(f, " NAKs received: {}", n(&self.naks_received))?;
@@ -277,6 +297,16 @@ impl std::fmt::Display for SoftCounters {
             d.not_for_us,
             d.protocol,
             self.remote_access_violations
+        )?;
+        writeln!(
+            f,
+            " protocol drops: out-of-sequence {} duplicate-unmatched {} stale-response {} bad-response {} response-queue-full {} qp-error {}",
+            d.out_of_sequence,
+            d.duplicate_unmatched,
+            d.stale_response,
+            d.bad_response,
+            d.response_queue_full,
+            d.qp_error
         )?;
         let i = &self.impair;
         if *i != ImpairStats::default() {
@@ -612,10 +642,13 @@ impl SoftEndpoint {
             c.retransmitted_packets += k.retransmitted_packets;
             c.timeouts += k.timeouts;
             c.duplicate_requests += k.duplicate_requests;
+            c.acks_sent += k.acks_sent;
+            c.acks_received += k.acks_received;
             c.naks_sent.add(&k.naks_sent);
             c.naks_received.add(&k.naks_received);
             c.remote_access_violations += k.remote_access_violations;
             let d = k.drops;
+            c.drops.unknown_qpn += d.unknown_qpn;
             c.drops.malformed += d.malformed;
             c.drops.protocol += d.out_of_sequence
                 + d.duplicate_unmatched
@@ -623,6 +656,12 @@ impl SoftEndpoint {
                 + d.bad_response
                 + d.response_queue_full
                 + d.qp_error;
+            c.drops.out_of_sequence += d.out_of_sequence;
+            c.drops.duplicate_unmatched += d.duplicate_unmatched;
+            c.drops.stale_response += d.stale_response;
+            c.drops.bad_response += d.bad_response;
+            c.drops.response_queue_full += d.response_queue_full;
+            c.drops.qp_error += d.qp_error;
         }
         if let Some(i) = &self.impairer {
             c.impair = i.stats;
@@ -1281,10 +1320,21 @@ mod tests {
     fn counters_print_every_drop_reason() {
         let mut c = SoftCounters::default();
         c.drops.bad_icrc = 3;
+        c.drops.stale_response = 4;
+        c.drops.qp_error = 5;
+        c.acks_sent = 6;
         c.naks_received.psn_sequence = 2;
         let text = c.to_string();
         for needle in [
             "bad-icrc 3",
+            "stale-response 4",
+            "qp-error 5",
+            "out-of-sequence 0",
+            "duplicate-unmatched 0",
+            "bad-response 0",
+            "response-queue-full 0",
+            "ACKs sent 6",
+            "duplicate requests 0",
             "unknown-qpn 0",
             "malformed 0",
             "out-of-bounds-access 0",
