@@ -513,6 +513,32 @@ fn retry_exhaustion_on_a_dead_link_ends_in_an_error_completion() {
 }
 
 #[test]
+fn retry_backoff_doubles_the_timeout_per_spent_retry_up_to_its_cap() {
+    let mut s = Setup::new(1024, 4096);
+    s.ab = LinkConfig {
+        loss: 1.0,
+        ..LinkConfig::perfect()
+    };
+    s.tweak = |c| {
+        c.retry_cnt = 5;
+        c.timeout = 10; // 4.2 ms
+        c.retry_backoff_max_shift = 2;
+    };
+    let (mut p, _, kb) = s.build();
+    p.a.post_send(&wr(1, SendOp::Write, 0, 100, at(&kb, 0)))
+        .unwrap();
+    run_to(&mut p, 1, 0);
+    assert_eq!(p.a_done[0].status, CompletionStatus::RetryExceeded);
+    assert_eq!(p.a.counters().timeouts, 6, "first try plus five retries");
+    assert_eq!(
+        p.ab.stats.sent, 6,
+        "the first send and each retransmission went out"
+    );
+    // Waits of 1, 2, 4, 4, 4, 4 timeouts: doubled per spent retry, capped at 2^2.
+    assert_eq!(p.now, 19 * (4096 << 10));
+}
+
+#[test]
 fn retry_cnt_7_is_infinite_only_when_configured() {
     for infinite in [false, true] {
         let mut s = Setup::new(1024, 4096);

@@ -1180,6 +1180,11 @@ impl Endpoint for SoftEndpoint {
             qcfg.pmtu = mtu.bytes();
             qcfg.timeout = self.cfg.timeout;
             qcfg.retry_cnt = self.cfg.retry_cnt;
+            // Both ends of a soft test are busy-polling processes that the scheduler can stall for
+            // hundreds of milliseconds on a loaded machine; rxe's fixed 67 ms × 7 budget would call
+            // such a peer dead. Back off up to 8× per retry: a lost packet is still resent after one
+            // timeout, while a dead peer is declared after about 47 timeouts (3.2 s at -u 14).
+            qcfg.retry_backoff_max_shift = 3;
             qcfg.max_rd_atomic = self.cfg.max_rd_atomic.min(remote.max_rd_atomic.max(1));
             qcfg.max_dest_rd_atomic = self.cfg.max_rd_atomic;
             qcfg.max_unacked_psns = self.cfg.max_unacked_psns;

@@ -19,6 +19,10 @@ pub struct QpConfig {
     pub retry_cnt: u8,
     /// rxe treats `retry_cnt == 7` as infinite; the IB spec does not. Off gives a dead peer an error.
     pub retry_cnt_7_is_infinite: bool,
+    /// Doubles the ACK timeout after each retry without progress, up to 2^this (0: fixed, as rxe).
+    /// A userspace peer can be descheduled for longer than one timeout; backing off lets the retry
+    /// budget outlast such a stall while the first retransmission after a loss stays fast.
+    pub retry_backoff_max_shift: u8,
     /// RNR retries allowed (3 bits); 7 means infinite.
     pub rnr_retry: u8,
     /// RNR timer code this QP sends in its RNR NAKs (`min_rnr_timer`).
@@ -60,6 +64,7 @@ impl QpConfig {
             timeout: 14,
             retry_cnt: 7,
             retry_cnt_7_is_infinite: false,
+            retry_backoff_max_shift: 0,
             rnr_retry: 7,
             min_rnr_timer: 12,
             max_rd_atomic: 16,

@@ -164,6 +164,14 @@ impl Requester {
         };
     }
 
+    /// The ACK timeout for the next arming: the configured one, doubled per retry already spent
+    /// without progress when the QP backs off (`retry_backoff_max_shift`).
+    fn retx_timeout_ns(&self, ctx: &Ctx<'_>) -> Option<u64> {
+        let spent = ctx.cfg.retry_cnt.saturating_sub(self.retry_left);
+        let shift = spent.min(ctx.cfg.retry_backoff_max_shift);
+        timer::ack_timeout_ns(ctx.cfg.timeout).map(|t| t << shift)
+    }
+
     /// Goes back N to the oldest unacknowledged PSN. Returns the error that ends the QP when the
     /// retry budget is spent.
     pub fn retry(&mut self, cause: RetryCause, ctx: &mut Ctx<'_>) -> Option<CompletionStatus> {
@@ -289,8 +297,7 @@ impl Requester {
             self.sent_high = next;
         }
         if self.retx_deadline.is_none() {
-            self.retx_deadline =
-                timer::ack_timeout_ns(ctx.cfg.timeout).map(|t| now.saturating_add(t));
+            self.retx_deadline = self.retx_timeout_ns(ctx).map(|t| now.saturating_add(t));
         }
         ctx.counters.tx_payload_bytes += payload_bytes as u64;
         Some(len)
