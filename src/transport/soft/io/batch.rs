@@ -395,37 +395,50 @@ impl TxBatch {
     /// Sends what is queued with as few non-blocking `sendmmsg` calls as the kernel allows; what it
     /// did not take stays queued for the next call. Returns how many went out now.
     pub(crate) fn send(&mut self, fd: RawFd) -> io::Result<usize> {
-        let mut sent_now = 0;
-        while self.sent < self.queued {
-            let pending = self.queued - self.sent;
-            // SAFETY: headers sent..queued point into this batch's arrays and were filled by push.
-            let rc = unsafe {
-                libc::sendmmsg(
-                    fd,
-                    self.hdrs.as_mut_ptr().add(self.sent),
-                    pending as libc::c_uint,
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if rc < 0 {
-                let err = io::Error::last_os_error();
-                match err.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => break,
-                    // An ICMP error for an earlier datagram (the peer's port closed) is reported on
-                    // this call instead of sending; the next call sends. Retransmission handles loss.
-                    Some(libc::ECONNREFUSED) => continue,
-                    _ => return Err(err),
-                }
-            }
-            self.sent += rc as usize;
-            sent_now += rc as usize;
-        }
+        let sent_now = send_queued(fd, &mut self.hdrs, &mut self.sent, self.queued)?;
         if self.sent == self.queued {
             self.sent = 0;
             self.queued = 0;
         }
         Ok(sent_now)
     }
+}
+
+/// Sends headers `sent..queued` with as few non-blocking `sendmmsg` calls as the kernel allows,
+/// advancing `sent`; what the kernel did not take stays for the next call. Returns how many went out.
+pub(crate) fn send_queued(
+    fd: RawFd,
+    hdrs: &mut [libc::mmsghdr],
+    sent: &mut usize,
+    queued: usize,
+) -> io::Result<usize> {
+    debug_assert!(queued <= hdrs.len());
+    let mut sent_now = 0;
+    while *sent < queued {
+        let pending = queued - *sent;
+        // SAFETY: headers sent..queued lie within `hdrs` and were filled by the caller.
+        let rc = unsafe {
+            libc::sendmmsg(
+                fd,
+                hdrs.as_mut_ptr().add(*sent),
+                pending as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => break,
+                // An ICMP error for an earlier datagram (the peer's port closed) is reported on
+                // this call instead of sending; the next call sends. Retransmission handles loss.
+                Some(libc::ECONNREFUSED) => continue,
+                _ => return Err(err),
+            }
+        }
+        *sent += rc as usize;
+        sent_now += rc as usize;
+    }
+    Ok(sent_now)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
-use super::batch::CtrlBuf;
+use super::batch::{CtrlBuf, send_queued};
 use super::slots::Slots;
 use super::sockaddr;
 
@@ -195,29 +195,7 @@ impl GsoTxBatch {
                 msg.msg_controllen = 0;
             }
         }
-        let mut sent_now = 0;
-        while self.sent < self.queued {
-            let pending = self.queued - self.sent;
-            // SAFETY: headers sent..queued point into this batch's arrays and were filled above.
-            let rc = unsafe {
-                libc::sendmmsg(
-                    fd,
-                    self.hdrs.as_mut_ptr().add(self.sent),
-                    pending as libc::c_uint,
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if rc < 0 {
-                let err = io::Error::last_os_error();
-                match err.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => break,
-                    Some(libc::ECONNREFUSED) => continue,
-                    _ => return Err(err),
-                }
-            }
-            self.sent += rc as usize;
-            sent_now += rc as usize;
-        }
+        let sent_now = send_queued(fd, &mut self.hdrs, &mut self.sent, self.queued)?;
         if self.sent == self.queued {
             self.sent = 0;
             self.queued = 0;
