@@ -326,33 +326,26 @@ mod tests {
         }
     }
 
+    /// One side's run with a fresh receive state, as the binaries start each test.
+    fn side(
+        ep: &mut TcpEndpoint,
+        s: &LatSpec,
+        role: Role,
+        to: RemoteAddr,
+        stop: &mut dyn FnMut() -> bool,
+    ) -> Result<LatMeasurement> {
+        run(ep, s, role, to, &mut RecvState::default(), stop)
+    }
+
     fn both_sides(s: LatSpec) -> (LatMeasurement, LatMeasurement, TcpEndpoint) {
         let (mut server, mut client) = pair(1, s.layout.buffer_len(), 4);
         let to_server = s.layout.remotes(&server.local_info())[0];
         let to_client = s.layout.remotes(&client.local_info())[0];
         let t = std::thread::spawn(move || {
-            let mut r = RecvState::default();
-            let m = run(
-                &mut server,
-                &s,
-                Role::Server,
-                to_client,
-                &mut r,
-                &mut || false,
-            )
-            .unwrap();
+            let m = side(&mut server, &s, Role::Server, to_client, &mut || false).unwrap();
             (m, server)
         });
-        let mut r = RecvState::default();
-        let c = run(
-            &mut client,
-            &s,
-            Role::Client,
-            to_server,
-            &mut r,
-            &mut || false,
-        )
-        .unwrap();
+        let c = side(&mut client, &s, Role::Client, to_server, &mut || false).unwrap();
         let (sm, server) = t.join().unwrap();
         (c, sm, server)
     }
@@ -437,16 +430,7 @@ mod tests {
             )
             .unwrap()
         });
-        let mut r = RecvState::default();
-        let m = run(
-            &mut client,
-            &s,
-            Role::Client,
-            to_server,
-            &mut r,
-            &mut || false,
-        )
-        .unwrap();
+        let m = side(&mut client, &s, Role::Client, to_server, &mut || false).unwrap();
         done.store(true, std::sync::atomic::Ordering::Release);
         t.join().unwrap();
         assert_eq!(m.histogram.len(), 100);
@@ -462,27 +446,12 @@ mod tests {
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let d2 = done.clone();
         let t = std::thread::spawn(move || {
-            let mut r = RecvState::default();
-            run(
-                &mut server,
-                &s,
-                Role::Server,
-                to_client,
-                &mut r,
-                &mut || d2.load(std::sync::atomic::Ordering::Acquire),
-            )
+            side(&mut server, &s, Role::Server, to_client, &mut || {
+                d2.load(std::sync::atomic::Ordering::Acquire)
+            })
             .unwrap()
         });
-        let mut r = RecvState::default();
-        let m = run(
-            &mut client,
-            &s,
-            Role::Client,
-            to_server,
-            &mut r,
-            &mut || false,
-        )
-        .unwrap();
+        let m = side(&mut client, &s, Role::Client, to_server, &mut || false).unwrap();
         done.store(true, std::sync::atomic::Ordering::Release);
         let sm = t.join().unwrap();
         assert!(m.histogram.len() > 10 && sm.histogram.len() > 10);
@@ -499,15 +468,7 @@ mod tests {
         let to_server = s.layout.remotes(&server.local_info())[0];
         let to_client = s.layout.remotes(&client.local_info())[0];
         let t = std::thread::spawn(move || {
-            let mut r = RecvState::default();
-            run(
-                &mut server,
-                &s,
-                Role::Server,
-                to_client,
-                &mut r,
-                &mut || false,
-            )
+            side(&mut server, &s, Role::Server, to_client, &mut || false)
         });
         let plain = LatSpec {
             validate: false,
