@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two "hosts" on one machine: network namespaces <prefix>a and <prefix>b joined by a veth pair.
 #
-#   netns.sh up [--loss P] [--delay D] [--duplicate P] [--reorder P] [--corrupt P] [--mtu M]
+#   netns.sh up [--loss P] [--delay D] [--duplicate P] [--reorder P] [--corrupt P] [--mtu M] [--wire-segments]
 #   netns.sh netem [--loss P] [--delay D] [--duplicate P] [--reorder P] [--corrupt P]   (change impairments)
 #   netns.sh exec a|b CMD...       run CMD inside namespace a or b
 #   netns.sh status                show the namespaces, addresses and qdiscs
@@ -11,6 +11,8 @@
 #   a: 10.77.0.1/24  fd77::1/64        b: 10.77.0.2/24  fd77::2/64   (IPv6 without DAD: usable at once)
 # Impairments are tc netem on both veth ends, so they hit both directions: P as in netem ("1%"),
 # D a delay ("100us", "1ms"). --reorder needs a delay to reorder anything; without --delay it adds 1ms.
+# --wire-segments: the veth ends take no GSO super-datagrams (gso_max_segs 1), so the kernel cuts them
+# into the packets a NIC without segmentation offload would send, and captures show each one.
 #
 # Names come from $ROCEPERF_NETNS_PREFIX (default "rp"): namespaces rpa and rpb. Tests pick a unique
 # prefix each so that parallel runs do not clash. Every command is idempotent: `up` on an existing
@@ -48,7 +50,7 @@ ns_of() {
 # Parses impairment flags into the netem argument list in $netem_args.
 parse_netem() {
   local loss="" delay="" dup="" reorder="" corrupt=""
-  mtu=""
+  mtu="" wire_segments=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --loss) loss="${2:?--loss needs a value such as 1%}"; shift 2 ;;
@@ -57,6 +59,7 @@ parse_netem() {
       --reorder) reorder="${2:?--reorder needs a value such as 25%}"; shift 2 ;;
       --corrupt) corrupt="${2:?--corrupt needs a value such as 0.1%}"; shift 2 ;;
       --mtu) mtu="${2:?--mtu needs a number of bytes}"; shift 2 ;;
+      --wire-segments) wire_segments=1; shift ;;
       -h|--help) usage ;;
       *) die "unknown option '$1' (see netns.sh --help)" ;;
     esac
@@ -110,13 +113,14 @@ cmd_up() {
     if [[ $side == a ]]; then ip4=$ip4_a ip6=$ip6_a; else ip4=$ip4_b ip6=$ip6_b; fi
     ip -n "$ns" link set lo up
     [[ -n $mtu ]] && ip -n "$ns" link set "$dev" mtu "$mtu"
+    [[ -n $wire_segments ]] && ip -n "$ns" link set "$dev" gso_max_segs 1
     ip -n "$ns" addr add "$ip4/24" dev "$dev"
     ip -n "$ns" addr add "$ip6/64" dev "$dev" nodad
     ip -n "$ns" link set "$dev" up
   done
   apply_netem
   cat <<EOT
-namespaces $ns_a ($ip4_a, $ip6_a) and $ns_b ($ip4_b, $ip6_b) joined by $dev${mtu:+ (MTU $mtu)}${netem_args:+; netem: ${netem_args[*]}}
+namespaces $ns_a ($ip4_a, $ip6_a) and $ns_b ($ip4_b, $ip6_b) joined by $dev${mtu:+ (MTU $mtu)}${wire_segments:+ (no GSO: wire-sized packets)}${netem_args:+; netem: ${netem_args[*]}}
 run a command in each:
   $0 exec a roce_write_bw -d $dev --transport soft
   $0 exec b roce_write_bw -d $dev --transport soft $ip4_a
@@ -128,6 +132,7 @@ cmd_netem() {
   need_root
   parse_netem "$@"
   [[ -z $mtu ]] || die "--mtu only applies to 'up'"
+  [[ -z $wire_segments ]] || die "--wire-segments only applies to 'up'"
   apply_netem
   echo "netem on $ns_a/$dev and $ns_b/$dev: ${netem_args[*]:-none}"
 }

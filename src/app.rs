@@ -224,8 +224,7 @@ fn open_soft(opts: &Options, layout: Layout) -> Result<SoftEndpoint, Error> {
     cfg.gid_index = opts.gid_index.map(u32::from);
     cfg.mtu = opts.mtu;
     cfg.timeout = opts.qp_timeout.unwrap_or(cfg.timeout);
-    // rxe (a likely perftest peer) hashes the IPv4 ID, which a UDP socket hides from the ICRC check.
-    cfg.verify_udp_ipv4_icrc = opts.oob != OobArg::Perftest;
+    cfg.gso = !opts.no_gso;
     cfg.retry_cnt = opts.retry_count.unwrap_or(cfg.retry_cnt);
     cfg.qps = opts.qps as usize;
     cfg.buffer_len = layout.buffer_len();
@@ -313,15 +312,6 @@ pub(crate) trait Described: Endpoint {
 impl Described for TcpEndpoint {}
 
 impl Described for SoftEndpoint {
-    fn adapt_to_peer(&mut self, peer: &ConnInfo) -> Vec<String> {
-        if peer.transport == TransportKind::Verbs && self.verifies_udp_ipv4_icrc() {
-            self.set_verify_udp_ipv4_icrc(false);
-            return vec![
-                "peer runs --transport verbs: the ICRC of its RoCE v2/IPv4 datagrams is not verified on the UDP socket (a kernel peer such as rxe hashes the IPv4 ID, which the socket hides; --io packet sees it)".into(),
-            ];
-        }
-        Vec::new()
-    }
     fn notes(&self) -> Vec<String> {
         // The interface's whole GID table (indented deeper) is for -v; the header keeps what was chosen.
         self.describe()

@@ -183,6 +183,12 @@ pub struct Args {
     #[arg(long)]
     pub ipv6: bool,
 
+    /// Send one UDP datagram per RoCE packet and receive without UDP_GRO, instead of UDP GSO
+    /// super-datagrams (soft --io udp only). Slower; the packets on the wire are the same, but a
+    /// capture taken on this host (lo, veth) then shows each packet rather than 64 KiB batches.
+    #[arg(long = "no-gso")]
+    pub no_gso: bool,
+
     /// Local address of the soft endpoint [default: the interface's first address; on lo the next free 127.0.0.x] (soft only).
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<IpAddr>,
@@ -395,6 +401,8 @@ pub struct Options {
     pub io: Option<IoArg>,
     /// `--ipv6`.
     pub ipv6: bool,
+    /// `--no-gso`.
+    pub no_gso: bool,
     /// `--bind`.
     pub bind: Option<IpAddr>,
     /// `--validate`.
@@ -596,6 +604,13 @@ impl Options {
                     "it picks the soft transport's local address",
                 );
             }
+            if a.no_gso {
+                return na(
+                    "--no-gso",
+                    what(),
+                    "it tunes the soft transport's UDP socket",
+                );
+            }
         }
         if a.oob == OobArg::Perftest {
             if transport == TransportKind::Tcp {
@@ -655,10 +670,18 @@ impl Options {
                     why: "RoCE v1 carries no IP header; drop --ipv6 or use --roce v2",
                 });
             }
-            Some(a.io.unwrap_or(match roce {
+            let io = a.io.unwrap_or(match roce {
                 Some(RoceVersion::V1) => IoArg::Packet,
                 _ => IoArg::Udp,
-            }))
+            });
+            if a.no_gso && io == IoArg::Packet {
+                return na(
+                    "--no-gso",
+                    "--io packet".into(),
+                    "AF_PACKET always sends and receives single frames",
+                );
+            }
+            Some(io)
         } else {
             None
         };
@@ -839,6 +862,7 @@ impl Options {
             inline_size: a.inline_size,
             io,
             ipv6: a.ipv6,
+            no_gso: a.no_gso,
             bind: a.bind,
             validate: a.validate,
             oob: a.oob,
@@ -1024,6 +1048,21 @@ mod tests {
             matches!(e, Error::NotApplicable { flag: "--bind", .. }),
             "{e}"
         );
+        let e = parse(WBW, &["--no-gso"]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::NotApplicable {
+                    flag: "--no-gso",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = parse_raw(WBW, &["-d", "lo", "--roce", "v1", "--no-gso"]).unwrap_err();
+        assert!(e.to_string().contains("AF_PACKET"), "{e}");
+        let o = parse_raw(WBW, &["-d", "lo", "--no-gso"]).unwrap();
+        assert!(o.no_gso && o.io == Some(IoArg::Udp));
     }
 
     #[test]

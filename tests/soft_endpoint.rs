@@ -276,16 +276,17 @@ fn gso_and_gro_on_loopback_deliver_the_same_bytes() {
             "every segment counted once at the receiver"
         );
     }
-    let mut bad = SoftConfig {
+    // Impairment works on single datagrams, so it turns GSO off, and says so.
+    let mut lossy = SoftConfig {
         gso: true,
         ..udp_cfg("127.0.12.5", port)
     };
-    bad.impair = Some(ImpairConfig {
+    lossy.impair = Some(ImpairConfig {
         loss: 0.01,
         ..ImpairConfig::default()
     });
-    let e = SoftEndpoint::open(bad).err().unwrap().to_string();
-    assert!(e.contains("GSO") && e.contains("impairment"), "{e}");
+    let ep = SoftEndpoint::open(lossy).unwrap();
+    assert!(ep.describe().contains("GSO/GRO off"), "{}", ep.describe());
 }
 
 /// The UDP backend's packets (kernel-written IPv4/IPv6 headers) verify on the AF_PACKET backend,
@@ -355,24 +356,44 @@ fn packet_v1_and_v2_on_loopback() {
     }
 }
 
-/// With the IPv4 ICRC check off (for rxe peers, whose IP IDs a UDP socket cannot see), a datagram
-/// with a wrong ICRC is not dropped as such: it goes on to the QPN check.
+/// A UDP socket cannot see the sender's IPv4 ID, which the ICRC covers. A packet whose ICRC was
+/// computed for a hashed ID (as rxe sends) still passes the ICRC check and goes on to the QPN check;
+/// the same packet with one payload bit flipped is dropped as a bad ICRC.
 #[test]
-fn ipv4_icrc_check_can_be_turned_off_for_the_udp_backend() {
+fn ipv4_icrc_is_checked_whatever_the_senders_ip_id() {
+    use roceperf::wire::{Ipv4Repr, UdpRepr, icrc_v2_ipv4};
     let port = free_port("127.0.15.1");
-    let mut cfg = udp_cfg("127.0.15.1", port);
-    cfg.verify_udp_ipv4_icrc = false;
-    let mut b = SoftEndpoint::open(cfg).unwrap();
+    let mut b = SoftEndpoint::open(udp_cfg("127.0.15.1", port)).unwrap();
     let junk = std::net::UdpSocket::bind("127.0.15.3:0").unwrap();
-    let pkt = [
-        4u8, 0, 0xff, 0xff, 0, 0xee, 0xee, 0xee, 0x80, 0, 0, 1, 1, 2, 3, 4, 0xde, 0xad, 0xbe, 0xef,
+    // SEND ONLY to QPN 0xeeeeee (nobody), 4 payload bytes, then the ICRC.
+    let ib = [
+        4u8, 0, 0xff, 0xff, 0, 0xee, 0xee, 0xee, 0x80, 0, 0, 1, 1, 2, 3, 4,
     ];
-    junk.send_to(&pkt, ("127.0.15.1", port)).unwrap();
+    let ip = Ipv4Repr {
+        src: "127.0.15.3".parse().unwrap(),
+        dst: "127.0.15.1".parse().unwrap(),
+        tos: 0,
+        ident: 0x9d3b,
+        dont_frag: true,
+        ttl: 64,
+    };
+    let udp = UdpRepr {
+        src_port: junk.local_addr().unwrap().port(),
+        dst_port: port,
+        checksum: 0,
+    };
+    let icrc = icrc_v2_ipv4(&ip, &udp, &ib);
+    let mut good = ib.to_vec();
+    good.extend_from_slice(&icrc.to_le_bytes());
+    let mut bad = good.clone();
+    bad[13] ^= 0x40;
+    junk.send_to(&good, ("127.0.15.1", port)).unwrap();
+    junk.send_to(&bad, ("127.0.15.1", port)).unwrap();
     let mut buf = [Completion::EMPTY; 4];
     let deadline = Instant::now() + Duration::from_secs(5);
-    while b.counters().rx_packets < 1 && Instant::now() < deadline {
+    while b.counters().rx_packets < 2 && Instant::now() < deadline {
         b.poll_cq(&mut buf).unwrap();
     }
     let d = b.counters().drops;
-    assert_eq!((d.bad_icrc, d.unknown_qpn), (0, 1), "{d:?}");
+    assert_eq!((d.bad_icrc, d.unknown_qpn), (1, 1), "{d:?}");
 }

@@ -73,6 +73,10 @@ pub struct ConnInfo {
     pub mtu: u32,
     /// One entry per queue pair.
     pub qps: Vec<QpInfo>,
+    /// Soft transport: this side receives through AF_PACKET, which sees a UDP GSO super-datagram
+    /// from a peer on the same host (lo, veth) whole, so the peer must send each packet on its own.
+    #[serde(default)]
+    pub needs_single_datagrams: bool,
 }
 
 /// A remote buffer location for WRITE and READ.

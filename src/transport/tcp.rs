@@ -839,6 +839,7 @@ impl Qp {
 impl Endpoint for TcpEndpoint {
     fn local_info(&self) -> ConnInfo {
         ConnInfo {
+            needs_single_datagrams: false,
             transport: TransportKind::Tcp,
             gid: [0; 16],
             gid_index: None,

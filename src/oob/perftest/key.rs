@@ -179,6 +179,7 @@ impl KeyRecord {
     ) -> ConnInfo {
         let gid = keys.first().map(|k| k.gid).unwrap_or([0; 16]);
         ConnInfo {
+            needs_single_datagrams: false,
             transport,
             gid,
             gid_index: None,
@@ -351,6 +352,7 @@ mod tests {
     #[test]
     fn conn_info_mapping() {
         let info = ConnInfo {
+            needs_single_datagrams: false,
             transport: TransportKind::Soft,
             gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 9, 0, 1],
             gid_index: None,

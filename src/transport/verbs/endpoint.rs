@@ -379,6 +379,7 @@ fn post_error(call: &str, ret: i32) -> Error {
 impl Endpoint for VerbsEndpoint {
     fn local_info(&self) -> ConnInfo {
         ConnInfo {
+            needs_single_datagrams: false,
             transport: TransportKind::Verbs,
             gid: self.setup.gid.entry.gid,
             gid_index: Some(self.setup.gid.entry.index),

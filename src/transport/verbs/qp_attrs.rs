@@ -206,6 +206,7 @@ mod tests {
 
     fn peer(n: usize, mtu: u32) -> ConnInfo {
         ConnInfo {
+            needs_single_datagrams: false,
             transport: TransportKind::Verbs,
             gid: mapped(2),
             gid_index: Some(1),

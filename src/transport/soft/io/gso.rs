@@ -6,12 +6,13 @@
 //! datagrams. A 64 KiB RDMA WRITE at MTU 4096 thus costs two sends (FIRST, then MIDDLE…LAST) instead
 //! of sixteen. Only the last segment of an entry may be shorter, so a shorter packet closes its entry.
 //!
-//! Caveats that keep GSO opt-in (see `SoftConfig::gso`): the kernel refuses UDP_SEGMENT on sockets
+//! What it changes on the wire (see `SoftConfig::gso`): the kernel refuses UDP_SEGMENT on sockets
 //! without checksums, so datagrams carry a UDP checksum (masked by the ICRC, so still valid RoCE);
-//! captures taken on the sending host (lo, veth, or a NIC that segments in hardware) show the
-//! super-datagram, not the packets; and on a real wire IPv4 segments get IP IDs 0, 1, 2…, which the
-//! ICRC covers, while we compute every ICRC for ID 0 (what a roceperf UDP receiver assumes, since it
-//! cannot see the ID). IPv6 has no such field.
+//! where the super-datagram is cut up (in software before a device without UDP segmentation, or by a
+//! NIC), IPv4 segment k gets IP ID k (the first keeps the 0 of an unconnected DF socket), which the
+//! ICRC covers: [`GsoTxBatch::try_push`] says which segment a packet became, so its ICRC can be
+//! computed for that ID. Captures taken on the sending host (lo, veth) show the super-datagram, not
+//! the packets. IPv6 has no ID.
 
 use std::io;
 use std::net::SocketAddr;
@@ -40,6 +41,8 @@ pub struct GsoTxBatch {
     segs: Box<[u16]>,
     /// Only the last queued entry can still grow; this says whether it may.
     last_open: bool,
+    /// Where the last queued packet is: (entry, offset, length).
+    last_packet: (usize, usize, usize),
     max_packet: usize,
     queued: usize,
     sent: usize,
@@ -83,6 +86,7 @@ impl GsoTxBatch {
             seg: vec![0; entries].into_boxed_slice(),
             segs: vec![0; entries].into_boxed_slice(),
             last_open: false,
+            last_packet: (0, 0, 0),
             max_packet,
             queued: 0,
             sent: 0,
@@ -110,14 +114,15 @@ impl GsoTxBatch {
     }
 
     /// Queues one packet to `dst`: `fill` writes it (at most `max_packet` bytes) into the buffer it
-    /// is given and returns its length, or declines with `None`. Returns true when a packet was queued.
+    /// is given and returns its length, or declines with `None`. Returns the packet's segment index
+    /// in its super-datagram (0 for the first), or `None` when nothing was queued.
     pub fn try_push(
         &mut self,
         dst: SocketAddr,
         fill: impl FnOnce(&mut [u8]) -> Option<usize>,
-    ) -> bool {
+    ) -> Option<u16> {
         if self.is_full() {
-            return false;
+            return None;
         }
         let max = self.max_packet;
         // Append to the last entry when it is open, for this peer, and has room; a spare entry is
@@ -130,18 +135,18 @@ impl GsoTxBatch {
             && self.iovs[last].iov_len + max <= MAX_ENTRY_BYTES;
         if append {
             let at = self.iovs[last].iov_len;
-            let Some(len) = fill(&mut self.entry_mut(last)[at..at + max]) else {
-                return false;
-            };
+            let len = fill(&mut self.entry_mut(last)[at..at + max])?;
             assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
             let seg = self.seg[last];
             if len <= seg {
+                let index = self.segs[last];
                 self.iovs[last].iov_len += len;
                 self.segs[last] += 1;
                 // A shorter segment must be the last one.
                 self.last_open = len == seg;
                 self.packets += 1;
-                return true;
+                self.last_packet = (last, at, len);
+                return Some(index);
             }
             // Longer than the entry's segments: move it to a fresh entry (the spare one).
             let e = self.queued;
@@ -149,15 +154,19 @@ impl GsoTxBatch {
             // SAFETY: two distinct slots of our pool; `at + len` stays within slot `last`.
             unsafe { std::ptr::copy_nonoverlapping(src_ptr.add(at), dst_ptr, len) };
             self.open_entry(e, dst, len);
-            return true;
+            return Some(0);
         }
         let e = self.queued;
-        let Some(len) = fill(&mut self.entry_mut(e)[..max]) else {
-            return false;
-        };
+        let len = fill(&mut self.entry_mut(e)[..max])?;
         assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
         self.open_entry(e, dst, len);
-        true
+        Some(0)
+    }
+
+    /// The packet the last successful [`try_push`](Self::try_push) queued, to finish in place.
+    pub fn last_packet_mut(&mut self) -> &mut [u8] {
+        let (e, at, len) = self.last_packet;
+        &mut self.mem.slot_mut(e)[at..at + len]
     }
 
     fn open_entry(&mut self, e: usize, dst: SocketAddr, len: usize) {
@@ -169,6 +178,7 @@ impl GsoTxBatch {
         self.queued += 1;
         self.last_open = true;
         self.packets += 1;
+        self.last_packet = (e, 0, len);
     }
 
     /// Sends the queued super-datagrams with as few `sendmmsg` calls as the kernel allows; what it
@@ -234,17 +244,22 @@ mod tests {
         let mut b = GsoTxBatch::new(4, 300);
         // FIRST-like 120, then 100 x3, a short 40 (closes), then 100 again (new entry).
         let lens = [120usize, 100, 100, 100, 40, 100];
+        let mut index = Vec::new();
         for (k, &len) in lens.iter().enumerate() {
-            assert!(b.try_push(rx.local_addr(), |buf| {
+            index.push(b.try_push(rx.local_addr(), |buf| {
                 buf[..len].fill(k as u8);
                 Some(len)
             }));
+            assert_eq!(b.last_packet_mut(), &vec![k as u8; len][..]);
         }
-        assert!(
-            !b.try_push(rx.local_addr(), |_| None),
+        assert_eq!(
+            b.try_push(rx.local_addr(), |_| None),
+            None,
             "declined fill queues nothing"
         );
         // Entries: [120, 100] (a shorter segment ends its entry), [100, 100, 40], [100].
+        let want_index = [0u16, 1, 0, 1, 2, 0];
+        assert_eq!(index, want_index.map(Some));
         assert_eq!(b.packets(), 6);
         assert_eq!(b.pending(), 3);
         assert_eq!(tx.send_gso_batch(&mut b).unwrap(), 3);
