@@ -19,7 +19,8 @@ pub struct BwMeasurement {
     pub size: u64,
     /// Messages counted (all of them, or those completed inside the duration window).
     pub messages: u64,
-    /// Nanoseconds from the first post to the last completion (or the window length).
+    /// Nanoseconds from the first post (a SEND receiver: its first receive) to the last completion (or
+    /// the window length).
     pub elapsed_ns: u64,
     /// perftest's peak, in ns per message, when measured.
     pub best_ns_per_msg: Option<f64>,
@@ -304,8 +305,9 @@ impl RecvState {
     }
 }
 
-/// The receiving side of send_bw: counts incoming SENDs and measures its own bandwidth.
-/// In duration mode it runs until `stop` says the sender is done.
+/// The receiving side of send_bw: counts incoming SENDs and measures its own bandwidth, from its first
+/// receive to its last (iteration mode; see the clock comment inside). In duration mode it runs until
+/// `stop` says the sender is done.
 pub fn receiver<E: Endpoint>(
     ep: &mut E,
     spec: &BwSpec,
@@ -350,15 +352,21 @@ pub fn receiver<E: Endpoint>(
     match spec.mode {
         RunMode::Iterations(n) => {
             let target = spec.warmup + n;
+            // A receiver cannot see when the sender began, so its clock starts at an arrival: the last
+            // warm-up message's (≈ win.start), or without warm-up the first measured one, as ib_send_bw's
+            // server does (tposted[0] on its first receive completion). Starting when this side began to
+            // wait would add the peer's start-up delay, which a perftest peer does not count.
+            let mut first = (spec.warmup > 0).then_some(win.start);
             while !got.iter().all(|&g| g >= target) {
                 if poll(ep, &mut got, recvs)? > 0 {
                     last = Instant::now();
+                    first.get_or_insert(last);
                 }
             }
             Ok(BwMeasurement {
                 size: spec.size,
                 messages: n * qps as u64,
-                elapsed_ns: last.duration_since(win.start).as_nanos() as u64,
+                elapsed_ns: last.duration_since(first.unwrap_or(last)).as_nanos() as u64,
                 best_ns_per_msg: None,
                 cpu_util: None,
             })
@@ -536,6 +544,40 @@ mod tests {
             (m.messages, r.messages, r.size),
             (100, 100, 300),
             "2 QPs × 50"
+        );
+    }
+
+    #[test]
+    fn send_bw_receiver_without_warmup_starts_its_clock_at_the_first_arrival() {
+        // perftest's receiver starts timing at its first receive completion, so the time it spends
+        // waiting for a sender that starts late must not count (the interop comparison depends on it).
+        let mut s = spec(Verb::Send, 300, RunMode::Iterations(20));
+        s.warmup = 0;
+        let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
+        let remotes = s.layout.remotes(&server.local_info());
+        let done = Arc::new(AtomicBool::new(false));
+        let d2 = done.clone();
+        let t = std::thread::spawn(move || {
+            let mut st = RecvState::default();
+            let r = receiver(&mut server, &s, &mut st, &mut || false).unwrap();
+            passive(
+                &mut server,
+                &mut || d2.load(Ordering::Acquire),
+                Some((&mut st, s.layout)),
+            )
+            .unwrap();
+            r
+        });
+        let late_start = std::time::Duration::from_secs(1);
+        std::thread::sleep(late_start);
+        let m = active(&mut client, &s, &remotes, None).unwrap();
+        done.store(true, Ordering::Release);
+        let r = t.join().unwrap();
+        assert_eq!((m.messages, r.messages), (20, 20));
+        assert!(
+            r.elapsed_ns < late_start.as_nanos() as u64,
+            "the receiver counted its wait for the sender: {} ns",
+            r.elapsed_ns
         );
     }
 
