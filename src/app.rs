@@ -463,6 +463,19 @@ fn run_sizes_on<E: Described>(
         if opts.test == TestKind::new(Verb::Write, Metric::Latency) {
             lat::clear_marker(ep, &layout, size);
         }
+        if opts.test.verb == Verb::Send {
+            // Receives go up before the barrier, as perftest does: a peer that starts sending the
+            // moment the barrier falls must find them (else an RNR NAK and a wasted timeout). The
+            // drivers' own fill then finds the queues full.
+            let depth = match opts.test.metric {
+                Metric::Bandwidth if opts.role == Role::Server || opts.bidirectional => {
+                    rx_depth(opts)
+                }
+                Metric::Bandwidth => 0,
+                Metric::Latency => 1,
+            };
+            recvs.fill(ep, &layout, depth).map_err(Error::Bench)?;
+        }
         chan.barrier(step as u64)?;
         let mine = measure(
             opts,

@@ -113,6 +113,38 @@ fn a_sweep_with_several_qps_validates_every_size_and_reports_counters() {
     assert!(k["naks_sent"].is_object(), "{k}");
 }
 
+/// A SEND receiver posts its receives before the per-size barrier, so a sender that starts the moment
+/// the barrier falls never meets an empty receive queue: no RNR NAK in a whole sweep, even without warm-up.
+#[test]
+fn send_sweeps_meet_posted_receives_from_the_first_message() {
+    let _one = serial();
+    for test in ["send_bw", "send_lat"] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("s.json");
+        let mut server = vec!["-d", "lo", "-a", "-n", "20", "--warmup", "0"];
+        let client = server.clone();
+        server.extend(["--json", json.to_str().unwrap()]);
+        let (s, c) = pair_on(
+            test,
+            Side {
+                ns: None,
+                args: server,
+            },
+            Side {
+                ns: None,
+                args: client,
+            },
+            "127.0.0.1",
+        );
+        assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let k = &doc["test"]["counters"];
+        assert_eq!(k["naks_sent"]["rnr"], 0, "{test}: {k}");
+        assert_eq!(k["retransmitted_packets"], 0, "{test}: {k}");
+    }
+}
+
 #[test]
 fn validate_holds_under_deliberate_loss_duplication_and_reordering() {
     let _one = serial();
