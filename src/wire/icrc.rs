@@ -145,7 +145,7 @@ impl Icrc {
     pub fn v2_ipv4(ip: &Ipv4Repr, udp: &UdpRepr, ib_len: usize) -> Self {
         let mut h = [0u8; IPV4_LEN + UDP_LEN];
         let udp_len = UDP_LEN + ib_len + ICRC_LEN;
-        ip.emit(&mut h[..IPV4_LEN], udp_len);
+        ip.emit_unchecksummed(&mut h[..IPV4_LEN], udp_len);
         udp.emit(&mut h[IPV4_LEN..], ib_len + ICRC_LEN);
         Self::v2_ipv4_header(&h[..IPV4_LEN], &h[IPV4_LEN..])
     }

@@ -174,6 +174,15 @@ impl Ipv4Repr {
     /// Writes the 20-byte header for `payload_len` bytes of UDP, checksum included.
     /// Panics if `buf` is shorter than 20 bytes or the packet exceeds 65535 bytes.
     pub fn emit(&self, buf: &mut [u8], payload_len: usize) {
+        self.emit_unchecksummed(buf, payload_len);
+        let b = &mut buf[..Ipv4Packet::<&[u8]>::LEN];
+        let c = checksum(b);
+        set_u16(b, 10, c);
+    }
+
+    /// Writes the header with checksum 0: for the ICRC, which masks the checksum anyway (computing it
+    /// for every packet a UDP socket sends showed up in profiles).
+    pub(crate) fn emit_unchecksummed(&self, buf: &mut [u8], payload_len: usize) {
         let b = &mut buf[..Ipv4Packet::<&[u8]>::LEN];
         b[0] = 0x45;
         b[1] = self.tos;
@@ -189,8 +198,6 @@ impl Ipv4Repr {
         set_u16(b, 10, 0);
         b[12..16].copy_from_slice(&self.src.octets());
         b[16..20].copy_from_slice(&self.dst.octets());
-        let c = checksum(b);
-        set_u16(b, 10, c);
     }
 }
 
