@@ -326,6 +326,44 @@ fn udp_and_packet_backends_interoperate_across_veth() {
     }
 }
 
+/// A verbs or perftest peer sends only its GID: the AF_PACKET backend finds the peer's MAC in the
+/// kernel's neighbour table (resolving it first), for IPv4 and IPv6, and the two sides talk.
+#[test]
+fn packet_backend_resolves_a_peer_that_sent_no_mac() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+        return;
+    }
+    let pair = NetnsPair::up(&["--mtu", "9000"]);
+    for (ba, bb) in [("10.77.0.1", "10.77.0.2"), ("fd77::1", "fd77::2")] {
+        let mut a = pair.in_ns('a', move || {
+            let mut c = udp_cfg(ba, 4791);
+            c.device = "veth0".into();
+            SoftEndpoint::open(c).unwrap()
+        });
+        let b = pair.in_ns('b', move || {
+            let mut c = udp_cfg(bb, 4791);
+            c.device = "veth0".into();
+            c.io = IoKind::Packet;
+            SoftEndpoint::open(c).unwrap()
+        });
+        let mut ia = a.local_info();
+        ia.mac = None; // as a verbs endpoint or perftest describes itself
+        let ib = b.local_info();
+        a.connect(&ib).unwrap();
+        // The neighbour table is per network namespace: connect where b lives.
+        let mut b = pair.in_ns('b', move || {
+            let mut b = b;
+            b.connect(&ia).unwrap();
+            b
+        });
+        exchange(&mut a, &mut b);
+        let kb = b.counters();
+        assert_eq!(kb.drops.bad_icrc, 0, "{kb:?}");
+        assert!(kb.rx_packets >= 53, "{ba}: {kb:?}");
+    }
+}
+
 /// AF_PACKET on lo (no MAC, every frame seen by every packet socket): v1 and v2 still work, each
 /// endpoint keeping only the frames addressed to its own GID or address.
 #[test]

@@ -754,14 +754,21 @@ impl SoftEndpoint {
                 }
             }
             (Backend::Packet(_), version) => {
-                let peer_mac = match peer.mac {
-                    Some(m) => m,
-                    None if self.dev.loopback => [0; 6],
-                    None => mac_of_eui64(peer_gid).ok_or_else(|| {
-                        SoftError::Peer(
-                            "the peer sent no MAC address and its GID is not a link-local EUI-64 one; run a roceperf of the same version on both sides".into(),
-                        )
-                    })?,
+                // A verbs or perftest peer sends only its GID: a link-local one holds the MAC, an
+                // IP-based (v2) one is looked up in the kernel's neighbour table.
+                let peer_mac = match (peer.mac, mac_of_eui64(peer_gid), self.local_ip) {
+                    (Some(m), _, _) => m,
+                    (None, _, _) if self.dev.loopback => [0; 6],
+                    (None, Some(m), _) => m,
+                    (None, None, Some(local)) if version == RoceVersion::V2 => {
+                        super::neighbour::resolve(&self.dev, local, ip_of_gid(peer_gid))
+                            .map_err(SoftError::Peer)?
+                    }
+                    (None, None, _) => {
+                        return Err(SoftError::Peer(
+                            "the peer sent no MAC address and its RoCE v1 GID is not a link-local EUI-64 one; run roceperf on both sides, or use RoCE v2".into(),
+                        ));
+                    }
                 };
                 let eth = EthernetRepr {
                     dst: peer_mac,
