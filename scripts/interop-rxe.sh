@@ -11,13 +11,19 @@
 #        host:  roce_<test> --oob perftest --transport soft --roce v2 $HOST_SOFT_ARGS
 #      and the two sides' figures are compared (BW average / t_typical within FIG_TOL %); see "B:" below
 #      for what each pair of figures means and why the guest's clock is set up as it is.
+#   M. mismatched sizes against real perftest: the guest runs ib_<test> -s SIZE, the host roce_<test>
+#      --oob perftest -s 2xSIZE, both roles. perftest's dialect never carries -s, so the mismatch must
+#      show as a clear error on our side (a remote access or length error, a named size, or the silence
+#      watchdog), never as a hang or a pass. One case cannot be seen by either side and is reported as
+#      KNOWN: our read_lat server only serves reads, and the perftest client reads SIZE bytes of our
+#      2xSIZE region without error (perftest's read_lat sends no report).
 #   C. the capture of br0 (RoCE v2 + TCP 18515) is checked frame by frame for ICRC
 #      (../shared/lab/rxe/30-verify-icrc.py) and decoded with tshark (summary + verbose) into OUTDIR.
-# Pass/fail per run lands in OUTDIR/results.txt ("PASS|FAIL phase test host-role detail").
+# Pass/fail per run lands in OUTDIR/results.txt ("PASS|FAIL|KNOWN phase test host-role detail").
 # Needs: the lab guest (bash ../shared/lab/rxe/rxelab.sh deps && bash ../shared/lab/rxe/rxelab.sh build),
 # root (netns, tap), and the six roce_* binaries (built here with cargo build --release --bins).
 # Knobs: TESTS, SIZE, ITERS, BW_ITERS (phase B's *_bw message count), HOST_SOFT_ARGS (how the soft
-# transport finds br0), PHASES ("A B"), FIG_TOL.
+# transport finds br0), PHASES ("A B M"), FIG_TOL.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -25,7 +31,7 @@ LABDIR=${LABDIR:-$(cd "$REPO/../shared/lab/rxe" 2>/dev/null && pwd || echo /work
 OUT=$(mkdir -p "${1:-/tmp/roceperf-interop-rxe}" && cd "${1:-/tmp/roceperf-interop-rxe}" && pwd)
 NS=rxelab-interop
 TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat"}
-PHASES=${PHASES:-"A B"}
+PHASES=${PHASES:-"A B M"}
 SIZE=${SIZE:-4096}; ITERS=${ITERS:-200}
 # Phase B's bandwidth runs are compared across the two ends, so they must be long enough that start-up is
 # a small share of them. At 200 x 4 KiB a run takes ~100 ms here, and the first tx-depth burst (128
@@ -109,6 +115,8 @@ for phase in ${PHASES//,/ }; do
       B) n=$ITERS; case $t in *_bw) n=$BW_ITERS ;; esac
          cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $n"
          case $t in *_lat) cmd="$cmd -C" ;; esac ;;
+      # perftest may keep waiting on its data path after our side has quit: bounded, and not judged
+      M) cmd="timeout 30 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $ITERS" ;;
     esac
     log "== $phase $t guest server: $cmd"
     timeout 120 $cmd; log "GUEST RESULT $phase $t server rc=$?"
@@ -147,6 +155,7 @@ host_run() {   # host_run PHASE TEST ROLE: our soft binary in the namespace
     args="$HOST_SOFT_ARGS -s $SIZE -n $n"
     [ "$phase" = A ] && args="$args --validate"
     [ "$phase" = B ] && args="$args --oob perftest"
+    [ "$phase" = M ] && args="$HOST_SOFT_ARGS -s $((2 * SIZE)) -n $n --oob perftest"
     log="$OUT/host_${phase}_${t}_${role}.log"
     if [ "$role" = client ]; then
         # the guest boots under TCG: wait for its server long enough, then retry a refused connection
@@ -159,6 +168,19 @@ host_run() {   # host_run PHASE TEST ROLE: our soft binary in the namespace
     else
         set +e; timeout 120 ip netns exec $NS "$bin" $args > "$log" 2>&1; rc=$?; set -e
     fi
+    if [ "$phase" = M ]; then
+        # A mismatch must end our side with a clear error: not a pass (undetected), not the timeout (hang).
+        local why verdict
+        why=$(grep -m1 '^error' "$log" | cut -c1-200 || true)
+        if [ $rc = 124 ]; then verdict=FAIL why="hang (killed by the 120 s timeout)"
+        elif [ $rc = 0 ] && [ "$t $role" = "read_lat server" ]; then verdict=KNOWN why="undetectable: perftest's read_lat client reads ${SIZE} B of our region and reports nothing"
+        elif [ $rc = 0 ]; then verdict=FAIL why="mismatch not detected"
+        elif [ -n "$why" ]; then verdict=PASS
+        else verdict=FAIL why="exit $rc without an error message"
+        fi
+        echo "$verdict M $t host-$role rc=$rc -s $((2 * SIZE)) vs perftest -s $SIZE: $why" | tee -a "$OUT/results.txt"
+        return
+    fi
     echo "$( [ $rc = 0 ] && echo PASS || echo FAIL ) $phase $t host-$role rc=$rc log=$log" | tee -a "$OUT/results.txt"
 }
 for phase in $PHASES; do
@@ -170,6 +192,8 @@ done
 wait $VMPID || true
 sleep 0.5; kill -INT "$TDPID"; wait "$TDPID" || true; TDPID=
 grep 'GUEST RESULT' "$OUT/guest/job.log" | sed 's/.*GUEST RESULT //' | while read -r phase t role rc; do
+    # In M the guest's perftest is expected to fail or time out once our side has refused the mismatch.
+    [ "$phase" = M ] && { echo "INFO $phase $t guest-$role $rc"; continue; }
     echo "$( [ "$rc" = rc=0 ] && echo PASS || echo FAIL ) $phase $t guest-$role $rc"
 done | tee -a "$OUT/results.txt"
 

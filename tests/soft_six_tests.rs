@@ -264,6 +264,48 @@ fn a_server_killed_mid_run_ends_the_client_with_a_retry_error() {
     );
 }
 
+/// The other way round: a send_bw receiver whose sender is killed mid-run gets no retry timer (it
+/// sends nothing), so its watchdog must end it, with exit 1 and a message naming the silence.
+#[test]
+fn a_sender_killed_mid_run_ends_the_send_bw_receiver_with_a_clear_error() {
+    let _one = serial();
+    let port = common::free_port().to_string();
+    let args = [
+        "-p",
+        port.as_str(),
+        "-d",
+        "lo",
+        "-n",
+        "100000000",
+        "-s",
+        "4096",
+    ];
+    let mut sargs = args.to_vec();
+    sargs.extend(["--cpu", "0"]);
+    let server = spawn("send_bw", &sargs);
+    assert!(server.wait_stdout("Waiting for client", 20));
+    let mut cargs = args.to_vec();
+    cargs.extend(["--cpu", "1", "127.0.0.1"]);
+    let client = spawn("send_bw", &cargs);
+    assert!(client.wait_stdout("#bytes", 30), "client never started");
+    std::thread::sleep(Duration::from_millis(500));
+    let killed_at = Instant::now();
+    client.kill();
+    let s = server.wait(30, "server after its client was killed");
+    assert_eq!(s.code(), 1, "{}", s.stderr);
+    assert!(
+        s.stderr.contains("nothing arrived from the peer")
+            && s.stderr.contains("finished or gone away"),
+        "a clear error naming the cause: {}",
+        s.stderr
+    );
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        killed_at.elapsed()
+    );
+}
+
 #[test]
 fn junk_sent_to_port_4791_mid_run_is_dropped_counted_and_the_run_completes() {
     use roceperf::wire::{Icrc, Ipv4Repr, UdpRepr};

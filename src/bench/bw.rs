@@ -1,7 +1,9 @@
 //! Bandwidth: stream `-s`-byte operations with `-t` in flight per queue pair, one completion every
 //! `cq_mod`; bandwidth = bytes × messages ÷ (last completion − first post), as perftest computes it.
 
-use super::{Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr, validate};
+use super::{
+    Error, Layout, Result, StopCheck, Watchdog, Window, check, cpu::CpuSample, tr, validate,
+};
 use crate::cli::RunMode;
 use crate::params::Verb;
 use crate::transport::{
@@ -319,11 +321,20 @@ pub fn receiver<E: Endpoint>(
     let mut got = vec![0u64; qps];
     let mut comps = [Completion::EMPTY; 64];
     let want = |n: u64| move |got: &[u64]| got.iter().all(|&g| g >= n);
+    // In iterations mode every SEND is of this size (in duration mode the last ones of the previous
+    // size may still arrive): a perftest peer never says its -s, so this is where a mismatch shows.
+    let exact_len = matches!(spec.mode, RunMode::Iterations(_));
     let mut poll = |ep: &mut E, got: &mut [u64], recvs: &mut RecvState| -> Result<usize> {
         let n = ep.poll_cq(&mut comps).map_err(tr("polling completions"))?;
         for c in &comps[..n] {
             check(c)?;
             if c.op == CompletionOp::Recv {
+                if exact_len && u64::from(c.byte_len) != spec.size {
+                    return Err(Error::PeerSize {
+                        size: spec.size,
+                        len: u64::from(c.byte_len),
+                    });
+                }
                 if spec.validate {
                     check_target(
                         ep,
@@ -340,15 +351,18 @@ pub fn receiver<E: Endpoint>(
         Ok(n)
     };
     // The sender finishing (its SENDs complete once the kernel has them) is no reason to stop while
-    // its messages are still in flight; a sender that died closes the connection and poll fails.
+    // its messages are still in flight; a sender that died or stalled trips the watchdog.
+    let mut dog = Watchdog::new("the peer's SENDs");
     let warm = want(spec.warmup);
     while !warm(&got) {
-        poll(ep, &mut got, recvs)?;
+        if poll(ep, &mut got, recvs)? > 0 {
+            dog.progress();
+        }
+        dog.check(stop)?;
     }
     let base: Vec<u64> = got.clone();
     let win = Window::new(spec.mode);
     let mut last = win.start;
-    let mut sc = StopCheck::new();
     match spec.mode {
         RunMode::Iterations(n) => {
             let target = spec.warmup + n;
@@ -361,7 +375,9 @@ pub fn receiver<E: Endpoint>(
                 if poll(ep, &mut got, recvs)? > 0 {
                     last = Instant::now();
                     first.get_or_insert(last);
+                    dog.progress();
                 }
+                dog.check(stop)?;
             }
             Ok(BwMeasurement {
                 size: spec.size,
@@ -375,7 +391,9 @@ pub fn receiver<E: Endpoint>(
             let mut start: Option<(Instant, u64, Option<CpuSample>)> = None;
             let mut end: Option<(Instant, u64, Option<CpuSample>)> = None;
             loop {
-                poll(ep, &mut got, recvs)?;
+                if poll(ep, &mut got, recvs)? > 0 {
+                    dog.progress();
+                }
                 let now = Instant::now();
                 let count = got.iter().sum::<u64>() - base.iter().sum::<u64>();
                 if start.is_none() && win.in_sample(now) {
@@ -383,7 +401,7 @@ pub fn receiver<E: Endpoint>(
                 } else if start.is_some() && end.is_none() && !win.in_sample(now) {
                     end = Some((now, count, spec.cpu_util.then(CpuSample::read).flatten()));
                 }
-                if sc.check(stop) {
+                if dog.check(stop)? {
                     break;
                 }
             }
@@ -545,6 +563,54 @@ mod tests {
             (100, 100, 300),
             "2 QPs × 50"
         );
+    }
+
+    #[test]
+    fn send_bw_receiver_names_a_sender_with_another_size() {
+        // What a perftest sender with another -s looks like: nothing in its dialect says the size.
+        let theirs = spec(Verb::Send, 200, RunMode::Iterations(20));
+        let ours = spec(Verb::Send, 300, RunMode::Iterations(20));
+        let (mut server, mut client) = pair(1, ours.layout.buffer_len(), 64);
+        let remotes = theirs.layout.remotes(&server.local_info());
+        let t = std::thread::spawn(move || {
+            let mut st = RecvState::default();
+            receiver(&mut server, &ours, &mut st, &mut || false)
+        });
+        // The sender's last SENDs may never complete once the receiver has given up; its result is moot.
+        let _ = std::thread::spawn(move || active(&mut client, &theirs, &remotes, None));
+        let err = t.join().unwrap().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::PeerSize {
+                    size: 300,
+                    len: 200
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("same -s"), "{err}");
+    }
+
+    #[test]
+    fn a_silent_sender_trips_the_receivers_watchdog_soon_after_the_peer_is_done() {
+        let s = spec(Verb::Send, 100, RunMode::Iterations(10));
+        let (mut server, _client) = pair(1, s.layout.buffer_len(), 64);
+        let t0 = std::time::Instant::now();
+        let mut st = RecvState::default();
+        // The out-of-band channel says the peer is done, yet nothing ever arrives.
+        let err = receiver(&mut server, &s, &mut st, &mut || true).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Stalled {
+                    peer_done: true,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]

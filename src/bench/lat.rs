@@ -9,7 +9,7 @@
 //! [`TestKind::rtt_factor`]: crate::params::TestKind::rtt_factor
 
 use super::bw::RecvState;
-use super::{Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr, validate};
+use super::{Error, Layout, Result, Watchdog, Window, check, cpu::CpuSample, tr, validate};
 use crate::cli::RunMode;
 use crate::params::{Role, Verb};
 use crate::transport::{Completion, CompletionOp, Endpoint, RemoteAddr, SendOp, SendRequest};
@@ -54,7 +54,9 @@ struct Waiter {
     comps: [Completion; 16],
     recvs: u64,
     sends: u64,
-    stop_check: StopCheck,
+    dog: Watchdog,
+    /// In iterations mode, the length every received SEND must have (a perftest peer never says its -s).
+    exact_len: Option<u64>,
 }
 
 impl Waiter {
@@ -62,19 +64,32 @@ impl Waiter {
         let n = ep
             .poll_cq(&mut self.comps)
             .map_err(tr("polling completions"))?;
+        if n > 0 {
+            self.dog.progress();
+        }
         for c in &self.comps[..n] {
             check(c)?;
             match c.op {
-                CompletionOp::Recv | CompletionOp::RecvWithImm => self.recvs += 1,
+                CompletionOp::Recv | CompletionOp::RecvWithImm => {
+                    if let Some(size) = self.exact_len
+                        && u64::from(c.byte_len) != size
+                    {
+                        return Err(Error::PeerSize {
+                            size,
+                            len: u64::from(c.byte_len),
+                        });
+                    }
+                    self.recvs += 1
+                }
                 _ => self.sends += 1,
             }
         }
         Ok(())
     }
 
-    /// True when `stop` says the peer is done.
-    fn stopped(&mut self, stop: &mut dyn FnMut() -> bool) -> bool {
-        self.stop_check.check(stop)
+    /// True when `stop` says the peer is done; an error when the peer has been silent too long.
+    fn stopped(&mut self, stop: &mut dyn FnMut() -> bool) -> Result<bool> {
+        self.dog.check(stop)
     }
 }
 
@@ -173,7 +188,12 @@ pub fn run<E: Endpoint>(
         comps: [Completion::EMPTY; 16],
         recvs: 0,
         sends: 0,
-        stop_check: StopCheck::new(),
+        dog: Watchdog::new(match spec.verb {
+            Verb::Send => "the peer's SEND or its completion",
+            Verb::Write => "the peer's WRITE or its completion",
+            Verb::Read => "a READ response",
+        }),
+        exact_len: matches!(spec.mode, RunMode::Iterations(_)).then_some(spec.size),
     };
     let (op, remote, offset) = match spec.verb {
         Verb::Send => (SendOp::Send, None, 0),
@@ -198,7 +218,7 @@ pub fn run<E: Endpoint>(
                     let m = marker($i);
                     while ep.peek(0, tail) != m {
                         w.poll(ep)?;
-                        if w.stopped(stop) {
+                        if w.stopped(stop)? {
                             break $run;
                         }
                     }
@@ -215,7 +235,7 @@ pub fn run<E: Endpoint>(
                 Verb::Send => {
                     while w.recvs == 0 {
                         w.poll(ep)?;
-                        if w.stopped(stop) {
+                        if w.stopped(stop)? {
                             break $run;
                         }
                     }
@@ -242,7 +262,7 @@ pub fn run<E: Endpoint>(
         // The previous post must be complete before the next (one operation in flight, as perftest).
         while w.sends < posted {
             w.poll(ep)?;
-            if w.stopped(stop) {
+            if w.stopped(stop)? {
                 break 'run;
             }
         }

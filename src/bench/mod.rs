@@ -85,6 +85,30 @@ pub enum Error {
         "could not pin the datapath thread to core {0}; check the process's CPU affinity (taskset, cgroups)"
     )]
     Pin(usize),
+    /// Nothing arrived from the peer for too long while this side waited for it.
+    #[error(
+        "nothing arrived from the peer for {} s while waiting for {waiting_for} ({}); check that it still runs, with the same test, -s and -n as this side",
+        secs,
+        if *peer_done { "it has finished or gone away" } else { "it neither sends nor closes the connection" }
+    )]
+    Stalled {
+        /// What this side was waiting for.
+        waiting_for: &'static str,
+        /// How long nothing came.
+        secs: u64,
+        /// Whether the out-of-band channel said the peer is done (or closed it).
+        peer_done: bool,
+    },
+    /// The peer's SENDs are not of this side's `-s`.
+    #[error(
+        "the peer sent a {len}-byte message where this side expects -s {size}; give both sides the same -s"
+    )]
+    PeerSize {
+        /// This side's message size.
+        size: u64,
+        /// Bytes the peer's SEND carried.
+        len: u64,
+    },
 }
 
 impl Error {
@@ -95,6 +119,7 @@ impl Error {
             self,
             Error::NoSuchCore { .. }
                 | Error::Pin(_)
+                | Error::PeerSize { .. }
                 | Error::Transport {
                     source: transport::Error::Connection(_),
                     ..
@@ -180,6 +205,82 @@ impl Window {
 /// How often a waiting loop asks whether the peer is done (the question may be a system call).
 const STOP_CHECK_EVERY: std::time::Duration = std::time::Duration::from_micros(500);
 
+/// How long a side waiting for the peer's messages tolerates silence. Generous: a live peer, even a
+/// TCG guest, sends within milliseconds; only a stuck one (or one running another -s or test, which
+/// perftest's dialect cannot tell us) stays silent this long.
+const STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Silence tolerated once the out-of-band channel said the peer is done or gone: its last messages
+/// are in flight for microseconds (milliseconds in a VM), never seconds.
+const PEER_DONE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Watches a side that waits for the peer's messages: asks `stop` at the [`StopCheck`] rate, and fails
+/// with [`Error::Stalled`] when nothing arrived for [`STALL_LIMIT`] ([`PEER_DONE_GRACE`] once `stop`
+/// said the peer is done). Counting progress costs an increment, not a clock read.
+pub(crate) struct Watchdog {
+    last_check: Instant,
+    events: u64,
+    seen: u64,
+    quiet_since: Instant,
+    peer_done: bool,
+    waiting_for: &'static str,
+    limit: std::time::Duration,
+}
+
+impl Watchdog {
+    pub(crate) fn new(waiting_for: &'static str) -> Watchdog {
+        Watchdog::with_limit(waiting_for, STALL_LIMIT)
+    }
+
+    fn with_limit(waiting_for: &'static str, limit: std::time::Duration) -> Watchdog {
+        let now = Instant::now();
+        Watchdog {
+            last_check: now,
+            events: 0,
+            seen: 0,
+            quiet_since: now,
+            peer_done: false,
+            waiting_for,
+            limit,
+        }
+    }
+
+    /// Something arrived from the peer.
+    #[inline]
+    pub(crate) fn progress(&mut self) {
+        self.events += 1;
+    }
+
+    /// When due, asks `stop` and checks the silence; returns what `stop` said (false when not due).
+    pub(crate) fn check(&mut self, stop: &mut dyn FnMut() -> bool) -> Result<bool> {
+        let now = Instant::now();
+        if now.duration_since(self.last_check) < STOP_CHECK_EVERY {
+            return Ok(false);
+        }
+        self.last_check = now;
+        if self.events != self.seen {
+            self.seen = self.events;
+            self.quiet_since = now;
+        }
+        let done = stop();
+        self.peer_done |= done;
+        let limit = if self.peer_done {
+            PEER_DONE_GRACE.min(self.limit)
+        } else {
+            self.limit
+        };
+        let quiet = now.duration_since(self.quiet_since);
+        if quiet > limit {
+            return Err(Error::Stalled {
+                waiting_for: self.waiting_for,
+                secs: quiet.as_secs(),
+                peer_done: self.peer_done,
+            });
+        }
+        Ok(done)
+    }
+}
+
 /// Rate-limits a `stop` callback to one call per [`STOP_CHECK_EVERY`], whatever the loop's speed.
 pub(crate) struct StopCheck {
     last: Instant,
@@ -213,6 +314,45 @@ fn check(c: &transport::Completion) -> Result<()> {
             wr_id: c.wr_id,
             status: c.status,
         })
+    }
+}
+
+#[cfg(test)]
+mod watchdog_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn silence_past_the_limit_is_an_error_and_progress_resets_it() {
+        let mut dog = Watchdog::with_limit("a test message", Duration::from_millis(200));
+        let t0 = Instant::now();
+        // Progress every few milliseconds keeps it quiet well past the limit.
+        while t0.elapsed() < Duration::from_millis(500) {
+            dog.progress();
+            assert!(!dog.check(&mut || false).unwrap());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let quiet = Instant::now();
+        let err = loop {
+            match dog.check(&mut || false) {
+                Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+                Err(e) => break e,
+            }
+        };
+        // The last progress was counted up to one sleep before `quiet`.
+        assert!(quiet.elapsed() >= Duration::from_millis(190));
+        assert!(
+            matches!(
+                err,
+                Error::Stalled {
+                    peer_done: false,
+                    waiting_for: "a test message",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("same test, -s and -n"), "{err}");
     }
 }
 

@@ -190,7 +190,7 @@ impl CompletionStatus {
                 "remote invalid request: the peer rejected the request (opcode, length or MTU mismatch); check -m and -s on both sides"
             }
             CompletionStatus::RemoteOperationalError => {
-                "remote operational error: the peer could not carry out the request"
+                "remote operational error: the peer could not carry out the request (rxe answers so a SEND longer than its posted receive); check that both sides run the same test and -s"
             }
             CompletionStatus::RetryExceeded => {
                 "transport retry counter exceeded: no acknowledgement from the peer; check that it is still running, the GIDs and RoCE version on both sides, PFC and MTU"

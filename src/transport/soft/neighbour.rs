@@ -47,8 +47,9 @@ pub fn resolve(dev: &NetDev, local: IpAddr, peer: IpAddr) -> Result<[u8; 6], Str
 fn lookup(dev: &NetDev, peer: IpAddr) -> Result<Option<[u8; 6]>, String> {
     match peer {
         IpAddr::V4(_) => {
-            let table = std::fs::read_to_string("/proc/thread-self/net/arp")
-                .map_err(|e| format!("cannot read /proc/thread-self/net/arp to find {peer}'s MAC: {e}"))?;
+            let table = std::fs::read_to_string("/proc/thread-self/net/arp").map_err(|e| {
+                format!("cannot read /proc/thread-self/net/arp to find {peer}'s MAC: {e}")
+            })?;
             Ok(parse_proc_arp(&table, peer, &dev.name))
         }
         IpAddr::V6(_) => {
