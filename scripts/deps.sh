@@ -3,7 +3,8 @@
 #   build  cargo's C side: cmake and libclang-dev (the `verbs` feature builds rdma-mummy-sys with them)
 #   demo   build + iproute2 (roce_compare --local runs RoCE v1 across a veth pair between namespaces)
 #   test   the test suite: build + tshark (independent RoCE decoder), iproute2 (network namespaces), tcpdump,
-#          libibverbs1 (the verbs tests check its error paths on this kernel)
+#          libibverbs1 (the verbs tests check its error paths on this kernel), iptables (impairment
+#          without netem)
 #   bench  the benchmarks: test + iperf3, sockperf (the baselines we report ratios against)
 # Usage: scripts/deps.sh build|demo|test|bench
 set -euo pipefail
@@ -30,6 +31,8 @@ if [[ $purpose == test || $purpose == bench ]]; then
     want tshark tshark
     want ip iproute2
     want tcpdump tcpdump
+    # netns.sh's loss/duplication fallback on kernels without netem (this one has none).
+    want iptables-legacy iptables
     # The verbs tests need libibverbs present (they then hide it, or meet this kernel's missing RDMA).
     [[ -e /usr/lib/x86_64-linux-gnu/libibverbs.so.1 || -e /usr/lib64/libibverbs.so.1 ]] || need+=(libibverbs1 ibverbs-providers)
 fi

@@ -11,6 +11,11 @@
 #   a: 10.77.0.1/24  fd77::1/64        b: 10.77.0.2/24  fd77::2/64   (IPv6 without DAD: usable at once)
 # Impairments are tc netem on both veth ends, so they hit both directions: P as in netem ("1%"),
 # D a delay ("100us", "1ms"). --reorder needs a delay to reorder anything; without --delay it adds 1ms.
+# On a kernel without netem, --loss and --duplicate fall back to iptables in each namespace (UDP port
+# 4791, so RoCE v2 through a UDP socket: random DROP on arrival, INPUT, so the sender sees no error, and
+# TEE of what leaves, OUTPUT, to the peer for a copy);
+# AF_PACKET frames (RoCE v1, --io packet) bypass iptables. --delay, --reorder and --corrupt have no
+# such fallback: use roceperf's own ROCEPERF_IMPAIR=loss=1%,duplicate=1%,reorder=5% instead.
 # --wire-segments: the veth ends take no GSO super-datagrams (gso_max_segs 1), so the kernel cuts them
 # into the packets a NIC without segmentation offload would send, and captures show each one.
 #
@@ -49,7 +54,7 @@ ns_of() {
 
 # Parses impairment flags into the netem argument list in $netem_args.
 parse_netem() {
-  local loss="" delay="" dup="" reorder="" corrupt=""
+  loss="" delay="" dup="" reorder="" corrupt=""
   mtu="" wire_segments=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -71,19 +76,60 @@ parse_netem() {
   [[ -n $dup ]] && netem_args+=(duplicate "$dup")
   [[ -n $reorder ]] && netem_args+=(reorder "$reorder")
   [[ -n $corrupt ]] && netem_args+=(corrupt "$corrupt")
+  loss_p="" dup_p=""
+  [[ -n $loss ]] && loss_p=$(probability "$loss")
+  [[ -n $dup ]] && dup_p=$(probability "$dup")
   return 0
 }
 
+# "1%" -> 0.01 for iptables' statistic match.
+probability() { awk -v p="${1%\%}" 'BEGIN { if (p !~ /^[0-9.]+$/ || p > 100) exit 1; printf "%.6f", p / 100 }' ||
+  die "'$1' is not a percentage such as 1%"; }
+
+# Loss and duplication of RoCE v2 over UDP with iptables, for kernels without netem.
+apply_iptables() {
+  local ipt ip6t ns peer4 peer6 rule
+  ipt=$(command -v iptables-legacy || command -v iptables) ||
+    die "this kernel has no netem qdisc and iptables is missing for the --loss/--duplicate fallback: apt-get install -y iptables"
+  ip6t=$(command -v ip6tables-legacy || command -v ip6tables)
+  for ns in "$ns_a" "$ns_b"; do
+    if [[ $ns == "$ns_a" ]]; then peer4=$ip4_b peer6=$ip6_b; else peer4=$ip4_a peer6=$ip6_a; fi
+    ip netns exec "$ns" "$ipt" -F OUTPUT
+    ip netns exec "$ns" "$ip6t" -F OUTPUT
+    ip netns exec "$ns" "$ipt" -F INPUT
+    ip netns exec "$ns" "$ip6t" -F INPUT
+    rule=(-p udp --dport 4791 -m statistic --mode random --probability)
+    if [[ -n $loss_p ]]; then
+      ip netns exec "$ns" "$ipt" -A INPUT "${rule[@]}" "$loss_p" -j DROP
+      ip netns exec "$ns" "$ip6t" -A INPUT "${rule[@]}" "$loss_p" -j DROP
+    fi
+    if [[ -n $dup_p ]]; then
+      ip netns exec "$ns" "$ipt" -A OUTPUT "${rule[@]}" "$dup_p" -j TEE --gateway "$peer4"
+      ip netns exec "$ns" "$ip6t" -A OUTPUT "${rule[@]}" "$dup_p" -j TEE --gateway "$peer6"
+    fi
+  done
+  fallback="iptables on UDP 4791 (no netem in this kernel):${loss_p:+ drop $loss_p}${dup_p:+ duplicate $dup_p}"
+}
+
 apply_netem() {
-  local ns
+  local ns t
+  fallback=""
   for ns in "$ns_a" "$ns_b"; do
     ip -n "$ns" link show "$dev" >/dev/null 2>&1 || die "namespace $ns has no $dev; run 'netns.sh up' first"
     tc -n "$ns" qdisc del dev "$dev" root 2>/dev/null || true
+    # Whatever an earlier iptables fallback added goes too.
+    for t in iptables-legacy ip6tables-legacy; do
+      command -v $t >/dev/null && { ip netns exec "$ns" $t -F OUTPUT; ip netns exec "$ns" $t -F INPUT; } 2>/dev/null || true
+    done
     if [[ ${#netem_args[@]} -gt 0 ]]; then
       local err
       if ! err=$(tc -n "$ns" qdisc add dev "$dev" root netem "${netem_args[@]}" 2>&1); then
         if [[ $err == *"qdisc kind is unknown"* ]]; then
-          die "this kernel ($(uname -r)) has no netem qdisc (CONFIG_NET_SCH_NETEM / module sch_netem), so --loss/--delay/--duplicate/--reorder/--corrupt cannot be applied; the namespaces stay up without impairment ('netns.sh down' removes them)"
+          if [[ -z $delay && -z $reorder && -z $corrupt ]]; then
+            apply_iptables
+            return 0
+          fi
+          die "this kernel ($(uname -r)) has no netem qdisc (CONFIG_NET_SCH_NETEM / module sch_netem), so --delay/--reorder/--corrupt cannot be applied (--loss and --duplicate alone fall back to iptables); use ROCEPERF_IMPAIR=loss=1%,duplicate=1%,reorder=5% in roceperf instead. The namespaces stay up without impairment ('netns.sh down' removes them)"
         fi
         die "tc qdisc add dev $dev root netem ${netem_args[*]} in $ns failed: $err"
       fi
@@ -119,8 +165,11 @@ cmd_up() {
     ip -n "$ns" link set "$dev" up
   done
   apply_netem
+  local impaired=""
+  if [[ -n $fallback ]]; then impaired="; $fallback"
+  elif [[ ${#netem_args[@]} -gt 0 ]]; then impaired="; netem: ${netem_args[*]}"; fi
   cat <<EOT
-namespaces $ns_a ($ip4_a, $ip6_a) and $ns_b ($ip4_b, $ip6_b) joined by $dev${mtu:+ (MTU $mtu)}${wire_segments:+ (no GSO: wire-sized packets)}${netem_args:+; netem: ${netem_args[*]}}
+namespaces $ns_a ($ip4_a, $ip6_a) and $ns_b ($ip4_b, $ip6_b) joined by $dev${mtu:+ (MTU $mtu)}${wire_segments:+ (no GSO: wire-sized packets)}$impaired
 run a command in each:
   $0 exec a roce_write_bw -d $dev --transport soft
   $0 exec b roce_write_bw -d $dev --transport soft $ip4_a
@@ -134,7 +183,7 @@ cmd_netem() {
   [[ -z $mtu ]] || die "--mtu only applies to 'up'"
   [[ -z $wire_segments ]] || die "--wire-segments only applies to 'up'"
   apply_netem
-  echo "netem on $ns_a/$dev and $ns_b/$dev: ${netem_args[*]:-none}"
+  echo "impairment on $ns_a/$dev and $ns_b/$dev: ${fallback:-netem ${netem_args[*]:-none}}"
 }
 
 cmd_exec() {

@@ -184,6 +184,60 @@ fn validate_holds_under_deliberate_loss_duplication_and_reordering() {
     }
 }
 
+/// Kernel-side impairment on the veth pair (netem where the kernel has it, else netns.sh's iptables
+/// fallback: random drop, and TEE copies): write, read and send complete with --validate, and the
+/// counters show the repair (retransmissions for loss, duplicate requests for duplication).
+#[test]
+fn kernel_loss_and_duplication_on_a_veth_pair_are_repaired_with_validate() {
+    if !is_root() {
+        eprintln!("skipped: network namespaces need root (CI runs as root)");
+        return;
+    }
+    let _one = serial();
+    for (impair, counter) in [
+        ("--loss", "retransmitted_packets"),
+        ("--duplicate", "duplicate_requests"),
+    ] {
+        let pair = NetnsPair::up(&[impair, "2%"]);
+        let (a, b) = (pair.ns('a'), pair.ns('b'));
+        let mut repaired = 0;
+        for test in ["write_bw", "read_bw", "send_bw"] {
+            let dir = tempfile::tempdir().unwrap();
+            let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
+            let args = vec!["-d", "veth0", "-s", "65536", "-n", "1000", "--validate"];
+            let mut sargs = args.clone();
+            sargs.extend(["--json", sj.to_str().unwrap()]);
+            let mut cargs = args;
+            cargs.extend(["--json", cj.to_str().unwrap()]);
+            let (s, c) = pair_on(
+                test,
+                Side {
+                    ns: Some(&a),
+                    args: sargs,
+                },
+                Side {
+                    ns: Some(&b),
+                    args: cargs,
+                },
+                "10.77.0.1",
+            );
+            assert_eq!(
+                (c.code(), s.code()),
+                (0, 0),
+                "{impair} {test}: {}\n{}",
+                c.stderr,
+                s.stderr
+            );
+            for j in [&sj, &cj] {
+                let doc: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(j).unwrap()).unwrap();
+                repaired += doc["test"]["counters"][counter].as_u64().unwrap();
+            }
+        }
+        assert!(repaired > 0, "{impair} 2%: no {counter} counted");
+    }
+}
+
 #[test]
 fn six_tests_over_soft_v1_and_v2_packet_across_a_veth_pair() {
     if !is_root() {

@@ -216,7 +216,7 @@ impl UdpSocket {
     /// blocking; what the kernel did not take stays queued. Returns how many were sent now.
     pub fn send_batch(&self, tx: &mut TxBatch) -> Result<usize, IoError> {
         tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
-            context: format!("sendmmsg from UDP {}", self.local),
+            context: format!("sendmmsg from UDP {}{}", self.local, refused_hint(&source)),
             source,
         })
     }
@@ -225,7 +225,11 @@ impl UdpSocket {
     /// queued. Returns how many super-datagrams went out. The socket needs `zero_checksum: false`.
     pub fn send_gso_batch(&self, tx: &mut super::gso::GsoTxBatch) -> Result<usize, IoError> {
         tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
-            context: format!("sendmmsg(UDP_SEGMENT) from UDP {}", self.local),
+            context: format!(
+                "sendmmsg(UDP_SEGMENT) from UDP {}{}",
+                self.local,
+                refused_hint(&source)
+            ),
             source,
         })
     }
@@ -274,6 +278,15 @@ impl UdpSocket {
             };
         }
         Ok(rc as usize)
+    }
+}
+
+/// What EPERM on a send means: netfilter dropped the datagram on its way out.
+fn refused_hint(e: &std::io::Error) -> &'static str {
+    if e.raw_os_error() == Some(libc::EPERM) {
+        " (refused by a netfilter/iptables rule on this host's output path: allow UDP port 4791)"
+    } else {
+        ""
     }
 }
 
