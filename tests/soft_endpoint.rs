@@ -289,6 +289,26 @@ fn gso_and_gro_on_loopback_deliver_the_same_bytes() {
     assert!(ep.describe().contains("GSO/GRO off"), "{}", ep.describe());
 }
 
+/// A UDP-backend endpoint bound to `ba` in namespace a and an AF_PACKET one bound to `bb` in b.
+fn udp_and_packet_on_veth(
+    pair: &NetnsPair,
+    ba: &'static str,
+    bb: &'static str,
+) -> (SoftEndpoint, SoftEndpoint) {
+    let a = pair.in_ns('a', move || {
+        let mut c = udp_cfg(ba, 4791);
+        c.device = "veth0".into();
+        SoftEndpoint::open(c).unwrap()
+    });
+    let b = pair.in_ns('b', move || {
+        let mut c = udp_cfg(bb, 4791);
+        c.device = "veth0".into();
+        c.io = IoKind::Packet;
+        SoftEndpoint::open(c).unwrap()
+    });
+    (a, b)
+}
+
 /// The UDP backend's packets (kernel-written IPv4/IPv6 headers) verify on the AF_PACKET backend,
 /// which checks the ICRC over the real headers, and the other way round: the two backends speak
 /// the same wire format, and the kernel really sends what our ICRC assumed (IPv4 ID 0, DF).
@@ -300,17 +320,7 @@ fn udp_and_packet_backends_interoperate_across_veth() {
     }
     let pair = NetnsPair::up(&["--mtu", "9000"]);
     for (ba, bb) in [("10.77.0.1", "10.77.0.2"), ("fd77::1", "fd77::2")] {
-        let mut a = pair.in_ns('a', move || {
-            let mut c = udp_cfg(ba, 4791);
-            c.device = "veth0".into();
-            SoftEndpoint::open(c).unwrap()
-        });
-        let mut b = pair.in_ns('b', move || {
-            let mut c = udp_cfg(bb, 4791);
-            c.device = "veth0".into();
-            c.io = IoKind::Packet;
-            SoftEndpoint::open(c).unwrap()
-        });
+        let (mut a, mut b) = udp_and_packet_on_veth(&pair, ba, bb);
         connect(&mut a, &mut b);
         exchange(&mut a, &mut b);
         let (ka, kb) = (a.counters(), b.counters());
@@ -336,17 +346,7 @@ fn packet_backend_resolves_a_peer_that_sent_no_mac() {
     }
     let pair = NetnsPair::up(&["--mtu", "9000"]);
     for (ba, bb) in [("10.77.0.1", "10.77.0.2"), ("fd77::1", "fd77::2")] {
-        let mut a = pair.in_ns('a', move || {
-            let mut c = udp_cfg(ba, 4791);
-            c.device = "veth0".into();
-            SoftEndpoint::open(c).unwrap()
-        });
-        let b = pair.in_ns('b', move || {
-            let mut c = udp_cfg(bb, 4791);
-            c.device = "veth0".into();
-            c.io = IoKind::Packet;
-            SoftEndpoint::open(c).unwrap()
-        });
+        let (mut a, b) = udp_and_packet_on_veth(&pair, ba, bb);
         let mut ia = a.local_info();
         ia.mac = None; // as a verbs endpoint or perftest describes itself
         let ib = b.local_info();

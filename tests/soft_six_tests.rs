@@ -50,6 +50,22 @@ fn assert_ran(test: &str, size: f64, s: &Done, c: &Done) {
     }
 }
 
+/// A server and a client of `test` on lo with their own arguments; returns (server, client).
+fn on_lo(test: &str, server: Vec<&str>, client: Vec<&str>) -> (Done, Done) {
+    pair_on(
+        test,
+        Side {
+            ns: None,
+            args: server,
+        },
+        Side {
+            ns: None,
+            args: client,
+        },
+        "127.0.0.1",
+    )
+}
+
 #[test]
 fn six_tests_over_soft_v2_udp_on_lo_with_validate() {
     let _one = serial();
@@ -87,18 +103,7 @@ fn a_sweep_with_several_qps_validates_every_size_and_reports_counters() {
     let server = vec!["-d", "lo", "-a", "-n", "5", "-q", "2", "--validate"];
     let mut client = server.clone();
     client.extend(["-v", "--json", json_arg]);
-    let (s, c) = pair_on(
-        "write_bw",
-        Side {
-            ns: None,
-            args: server,
-        },
-        Side {
-            ns: None,
-            args: client,
-        },
-        "127.0.0.1",
-    );
+    let (s, c) = on_lo("write_bw", server, client);
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
     assert_eq!(rows(&c.stdout).len(), 23, "{}", c.stdout);
     assert!(
@@ -124,18 +129,7 @@ fn send_sweeps_meet_posted_receives_from_the_first_message() {
         let mut server = vec!["-d", "lo", "-a", "-n", "20", "--warmup", "0"];
         let client = server.clone();
         server.extend(["--json", json.to_str().unwrap()]);
-        let (s, c) = pair_on(
-            test,
-            Side {
-                ns: None,
-                args: server,
-            },
-            Side {
-                ns: None,
-                args: client,
-            },
-            "127.0.0.1",
-        );
+        let (s, c) = on_lo(test, server, client);
         assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
         let doc: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -287,21 +281,37 @@ fn six_tests_over_soft_v1_and_v2_packet_across_a_veth_pair() {
     }
 }
 
-#[test]
-fn a_server_killed_mid_run_ends_the_client_with_a_retry_error() {
-    let _one = serial();
+/// Starts `test` on lo (server on core 0, client on core 1) with `run` (-D or -n) and -s 4096, and
+/// returns (server, client) once the client's data path has been up for half a second.
+fn running_pair(test: &str, run: [&str; 2]) -> (common::Proc, common::Proc) {
     let port = common::free_port().to_string();
-    let args = ["-p", port.as_str(), "-d", "lo", "-D", "60", "-s", "4096"];
+    let args = [
+        "-p",
+        port.as_str(),
+        "-d",
+        "lo",
+        run[0],
+        run[1],
+        "-s",
+        "4096",
+    ];
     let mut sargs = args.to_vec();
     sargs.extend(["--cpu", "0"]);
-    let server = spawn("write_bw", &sargs);
+    let server = spawn(test, &sargs);
     assert!(server.wait_stdout("Waiting for client", 20));
     let mut cargs = args.to_vec();
     cargs.extend(["--cpu", "1", "127.0.0.1"]);
-    let client = spawn("write_bw", &cargs);
+    let client = spawn(test, &cargs);
     // The client prints its header once the data path is connected.
     assert!(client.wait_stdout("#bytes", 30), "client never started");
     std::thread::sleep(Duration::from_millis(500));
+    (server, client)
+}
+
+#[test]
+fn a_server_killed_mid_run_ends_the_client_with_a_retry_error() {
+    let _one = serial();
+    let (server, client) = running_pair("write_bw", ["-D", "60"]);
     let killed_at = Instant::now();
     server.kill();
     let c = client.wait(30, "client after its server was killed");
@@ -323,26 +333,7 @@ fn a_server_killed_mid_run_ends_the_client_with_a_retry_error() {
 #[test]
 fn a_sender_killed_mid_run_ends_the_send_bw_receiver_with_a_clear_error() {
     let _one = serial();
-    let port = common::free_port().to_string();
-    let args = [
-        "-p",
-        port.as_str(),
-        "-d",
-        "lo",
-        "-n",
-        "100000000",
-        "-s",
-        "4096",
-    ];
-    let mut sargs = args.to_vec();
-    sargs.extend(["--cpu", "0"]);
-    let server = spawn("send_bw", &sargs);
-    assert!(server.wait_stdout("Waiting for client", 20));
-    let mut cargs = args.to_vec();
-    cargs.extend(["--cpu", "1", "127.0.0.1"]);
-    let client = spawn("send_bw", &cargs);
-    assert!(client.wait_stdout("#bytes", 30), "client never started");
-    std::thread::sleep(Duration::from_millis(500));
+    let (server, client) = running_pair("send_bw", ["-n", "100000000"]);
     let killed_at = Instant::now();
     client.kill();
     let s = server.wait(30, "server after its client was killed");

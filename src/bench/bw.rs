@@ -536,28 +536,40 @@ mod tests {
         );
     }
 
-    #[test]
-    fn send_bw_receiver_counts_what_the_sender_sent() {
-        let s = spec(Verb::Send, 300, RunMode::Iterations(50));
-        let (mut server, mut client) = pair(2, s.layout.buffer_len(), 64);
+    /// send_bw over `qps` TCP queue pairs, the sender starting `late` after the receiver; returns the
+    /// sender's and the receiver's measurements.
+    fn send_pair(
+        s: BwSpec,
+        qps: usize,
+        late: std::time::Duration,
+    ) -> (BwMeasurement, BwMeasurement) {
+        let (mut server, mut client) = pair(qps, s.layout.buffer_len(), 64);
         let remotes = s.layout.remotes(&server.local_info());
         let done = Arc::new(AtomicBool::new(false));
         let d2 = done.clone();
+        let rs = s;
         let t = std::thread::spawn(move || {
             let mut st = RecvState::default();
-            let r = receiver(&mut server, &s, &mut st, &mut || false).unwrap();
+            let r = receiver(&mut server, &rs, &mut st, &mut || false).unwrap();
             // Keep serving until the sender is done: its last SENDs complete on our acknowledgement.
             passive(
                 &mut server,
                 &mut || d2.load(Ordering::Acquire),
-                Some((&mut st, s.layout)),
+                Some((&mut st, rs.layout)),
             )
             .unwrap();
             r
         });
+        std::thread::sleep(late);
         let m = active(&mut client, &s, &remotes, None).unwrap();
         done.store(true, Ordering::Release);
-        let r = t.join().unwrap();
+        (m, t.join().unwrap())
+    }
+
+    #[test]
+    fn send_bw_receiver_counts_what_the_sender_sent() {
+        let s = spec(Verb::Send, 300, RunMode::Iterations(50));
+        let (m, r) = send_pair(s, 2, std::time::Duration::ZERO);
         assert_eq!(
             (m.messages, r.messages, r.size),
             (100, 100, 300),
@@ -619,26 +631,8 @@ mod tests {
         // waiting for a sender that starts late must not count (the interop comparison depends on it).
         let mut s = spec(Verb::Send, 300, RunMode::Iterations(20));
         s.warmup = 0;
-        let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
-        let remotes = s.layout.remotes(&server.local_info());
-        let done = Arc::new(AtomicBool::new(false));
-        let d2 = done.clone();
-        let t = std::thread::spawn(move || {
-            let mut st = RecvState::default();
-            let r = receiver(&mut server, &s, &mut st, &mut || false).unwrap();
-            passive(
-                &mut server,
-                &mut || d2.load(Ordering::Acquire),
-                Some((&mut st, s.layout)),
-            )
-            .unwrap();
-            r
-        });
         let late_start = std::time::Duration::from_secs(1);
-        std::thread::sleep(late_start);
-        let m = active(&mut client, &s, &remotes, None).unwrap();
-        done.store(true, Ordering::Release);
-        let r = t.join().unwrap();
+        let (m, r) = send_pair(s, 1, late_start);
         assert_eq!((m.messages, r.messages), (20, 20));
         assert!(
             r.elapsed_ns < late_start.as_nanos() as u64,
