@@ -60,6 +60,12 @@ impl Error {
         match self {
             Error::Bench(e) if !e.is_setup() => 1,
             Error::GateFailed { .. } => 1,
+            // The peer vanished after the test began (per-size barriers, results): the test failed.
+            Error::Oob(oob::Error::Closed { during, .. })
+                if during.starts_with("barrier") || during.starts_with("results") =>
+            {
+                1
+            }
             _ => 2,
         }
     }

@@ -112,18 +112,12 @@ pub enum Error {
 }
 
 impl Error {
-    /// True for setup errors (exit code 2) rather than test failures (exit code 1).
-    /// A peer that went away (its connection dropped) is a setup failure too, not a measured failure.
+    /// True for setup errors (exit code 2) rather than test failures (exit code 1). A peer that went
+    /// away while the test ran (its connection dropped) failed the test: exit 1, as a retry error.
     pub fn is_setup(&self) -> bool {
         matches!(
             self,
-            Error::NoSuchCore { .. }
-                | Error::Pin(_)
-                | Error::PeerSize { .. }
-                | Error::Transport {
-                    source: transport::Error::Connection(_),
-                    ..
-                }
+            Error::NoSuchCore { .. } | Error::Pin(_) | Error::PeerSize { .. }
         )
     }
 }
