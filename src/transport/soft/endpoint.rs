@@ -670,9 +670,14 @@ impl SoftEndpoint {
     pub fn describe(&self) -> String {
         let backend = match &self.backend {
             Backend::Udp(s) if self.cfg.gso => format!(
-                "UDP socket {}, GSO/GRO: {} packets per send",
+                "UDP socket {}, GSO/GRO: {} packets per send{}",
                 s.local_addr(),
-                if self.gso.is_some() { "up to 64" } else { "1" }
+                if self.gso.is_some() { "up to 64" } else { "1" },
+                if self.gso.is_some() {
+                    " (a capture on this host may show them merged; --no-gso shows each)"
+                } else {
+                    ""
+                }
             ),
             Backend::Udp(s) => format!("UDP socket {}", s.local_addr()),
             Backend::Packet(s) => format!("AF_PACKET on ifindex {}", s.ifindex()),
