@@ -670,9 +670,13 @@ impl SoftEndpoint {
     pub fn describe(&self) -> String {
         let backend = match &self.backend {
             Backend::Udp(s) if self.cfg.gso => format!(
-                "UDP socket {}, GSO/GRO: {} packets per send{}",
+                "UDP socket {}, GSO/GRO: {} per send{}",
                 s.local_addr(),
-                if self.gso.is_some() { "up to 64" } else { "1" },
+                if self.gso.is_some() {
+                    "up to 64 packets"
+                } else {
+                    "1 packet (the peer needs single datagrams)"
+                },
                 if self.gso.is_some() {
                     " (a capture on this host may show them merged; --no-gso shows each)"
                 } else {
