@@ -11,6 +11,8 @@
 #        host:  roce_<test> --oob perftest --transport soft --roce v2 $HOST_SOFT_ARGS
 #      and the two sides' figures are compared (BW average / t_typical within FIG_TOL %); see "B:" below
 #      for what each pair of figures means and why the guest's clock is set up as it is.
+#   D. duration mode against real perftest: ib_<test> -D DUR against roce_<test> --oob perftest -D DUR,
+#      both roles; each side stops on its own clock (perftest has no "done" message), both must exit 0.
 #   M. mismatched sizes against real perftest: the guest runs ib_<test> -s SIZE, the host roce_<test>
 #      --oob perftest -s 2xSIZE, both roles. perftest's dialect never carries -s, so the mismatch must
 #      show as a clear error on our side (a remote access or length error, a named size, or the silence
@@ -23,7 +25,7 @@
 # Needs: the lab guest (bash ../shared/lab/rxe/rxelab.sh deps && bash ../shared/lab/rxe/rxelab.sh build),
 # root (netns, tap), and the six roce_* binaries (built here with cargo build --release --bins).
 # Knobs: TESTS, SIZE, ITERS, BW_ITERS (phase B's *_bw message count), HOST_SOFT_ARGS (how the soft
-# transport finds br0), PHASES ("A B M"), FIG_TOL.
+# transport finds br0), PHASES ("A B D M"), DUR (phase D's -D, default 4), FIG_TOL.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -31,7 +33,8 @@ LABDIR=${LABDIR:-$(cd "$REPO/../shared/lab/rxe" 2>/dev/null && pwd || echo /work
 OUT=$(mkdir -p "${1:-/tmp/roceperf-interop-rxe}" && cd "${1:-/tmp/roceperf-interop-rxe}" && pwd)
 NS=rxelab-interop
 TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat"}
-PHASES=${PHASES:-"A B M"}
+PHASES=${PHASES:-"A B D M"}
+DUR=${DUR:-4}
 SIZE=${SIZE:-4096}; ITERS=${ITERS:-200}
 # Phase B's bandwidth runs are compared across the two ends, so they must be long enough that start-up is
 # a small share of them. At 200 x 4 KiB a run takes ~100 ms here, and the first tx-depth burst (128
@@ -116,6 +119,7 @@ for phase in ${PHASES//,/ }; do
          cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $n"
          case $t in *_lat) cmd="$cmd -C" ;; esac ;;
       # perftest may keep waiting on its data path after our side has quit: bounded, and not judged
+      D) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $SIZE -D $DUR" ;;
       M) cmd="timeout 30 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $ITERS" ;;
     esac
     log "== $phase $t guest server: $cmd"
@@ -143,7 +147,7 @@ JOB
 # the TSC as its clocksource, gettimeofday() becomes a vDSO TSC read and perftest's fit lands on the
 # kernel's own calibration. Latency tests also get -C (raw cycles; no fit at all), converted below with
 # the guest's "cpu MHz", the value perftest itself uses whenever its fit agrees within 2 %.
-JOB_ENV="TESTS=${TESTS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS" SMP=2 KAPPEND="tsc=reliable" \
+JOB_ENV="TESTS=${TESTS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS DUR=$DUR" SMP=2 KAPPEND="tsc=reliable" \
 QEMU_EXTRA="-netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:00:09:02" \
     ip netns exec $NS bash "$LABDIR/20-run-vm.sh" "$OUT/job/interop.sh" "$OUT/guest" 3600 > "$OUT/guest.run.log" 2>&1 &
 VMPID=$!
@@ -156,6 +160,7 @@ host_run() {   # host_run PHASE TEST ROLE: our soft binary in the namespace
     [ "$phase" = A ] && args="$args --validate"
     [ "$phase" = B ] && args="$args --oob perftest"
     [ "$phase" = M ] && args="$HOST_SOFT_ARGS -s $((2 * SIZE)) -n $n --oob perftest"
+    [ "$phase" = D ] && args="$HOST_SOFT_ARGS -s $SIZE -D $DUR --oob perftest"
     log="$OUT/host_${phase}_${t}_${role}.log"
     if [ "$role" = client ]; then
         # the guest boots under TCG: wait for its server long enough, then retry a refused connection

@@ -620,13 +620,6 @@ impl Options {
                     "perftest has no TCP baseline to pair with",
                 );
             }
-            if a.duration.is_some() {
-                return Err(Error::Conflict {
-                    a: "--oob perftest",
-                    b: "-D",
-                    why: "duration mode is not spoken in perftest's dialect by roceperf yet; use -n",
-                });
-            }
             if a.validate {
                 return Err(Error::Conflict {
                     a: "--oob perftest",

@@ -195,10 +195,19 @@ fn drive<E: Described>(
                 let mine = if passive {
                     None
                 } else {
+                    // perftest gives no "done" on its data path or out of band: in duration mode each
+                    // side stops on its own clock (its SIGALRM), so a side that waits for the peer (a
+                    // SEND receiver, a latency responder) stops when its -D is up.
+                    let deadline = match run_opts.mode {
+                        RunMode::Duration { secs, .. } => {
+                            Some(std::time::Instant::now() + Duration::from_secs(secs))
+                        }
+                        RunMode::Iterations(_) => None,
+                    };
                     measure(
                         &run_opts,
                         ep,
-                        &mut || false,
+                        &mut || deadline.is_some_and(|d| std::time::Instant::now() >= d),
                         layout,
                         &remotes,
                         &mut recvs,

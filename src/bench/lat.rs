@@ -144,9 +144,12 @@ impl Recorder {
     }
 }
 
-/// The value the last byte of a WRITE carries in iteration `i` (never 0, so a fresh buffer never matches).
+/// The value the last byte of a WRITE carries in iteration `i`: the count of WRITEs so far, modulo
+/// 256, as ib_write_lat writes it (`(char)++scnt`), so that runs past 255 iterations still pair with
+/// perftest. The first is 1, so a freshly cleared buffer never matches; the 0 of iteration 255 follows
+/// a byte that holds 255, so it cannot match early either.
 fn marker(i: u64) -> u8 {
-    (i % 255 + 1) as u8
+    (i + 1) as u8
 }
 
 /// WRITE latency: clears the byte where the peer's WRITE of `size` bytes leaves its marker, so a stale
@@ -381,6 +384,19 @@ mod tests {
             server.buffer(0)[half + 99],
             marker(5 + 300),
             "last WRITE's marker landed"
+        );
+    }
+
+    #[test]
+    fn write_markers_follow_perftest_past_255() {
+        // ib_write_lat: the sender writes (char)++scnt, the receiver waits for (char)rcnt after rcnt++.
+        let perftest: Vec<u8> = (1..=600u32).map(|n| n as u8).collect();
+        let ours: Vec<u8> = (0..600u64).map(marker).collect();
+        assert_eq!(ours, perftest);
+        assert_ne!(
+            marker(0),
+            0,
+            "a cleared buffer never matches the first WRITE"
         );
     }
 
