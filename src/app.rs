@@ -407,6 +407,16 @@ fn run_sizes<E: Described>(
     mut ep: E,
 ) -> Result<(), Error> {
     let outcome = run_sizes_on(opts, chan, pinned, layout, &mut ep);
+    explain_outcome(opts, &ep, outcome)
+}
+
+/// After a run in either dialect: the transport's account of a failed completion, and with -v its
+/// counters, on stderr; the outcome passes through.
+pub(crate) fn explain_outcome<E: Described>(
+    opts: &Options,
+    ep: &E,
+    outcome: Result<(), Error>,
+) -> Result<(), Error> {
     if let Err(Error::Bench(_)) = &outcome
         && let Some(d) = ep.failure_detail()
     {
@@ -418,6 +428,19 @@ fn run_sizes<E: Described>(
         eprint!("roceperf: {} transport counters:\n{text}", opts.transport);
     }
     outcome
+}
+
+/// Receives a SEND test posts per queue pair before a size starts, as perftest does: a peer that sends
+/// the moment the run begins must find them (else an RNR NAK and a wasted timeout). Bandwidth: the
+/// receiving side keeps rx_depth posted, a sender none; latency: one, on both sides.
+pub(crate) fn initial_receives(opts: &Options) -> u32 {
+    match (opts.test.verb, opts.test.metric) {
+        (Verb::Send, Metric::Bandwidth) if opts.role == Role::Server || opts.bidirectional => {
+            rx_depth(opts)
+        }
+        (Verb::Send, Metric::Latency) => 1,
+        _ => 0,
+    }
 }
 
 fn run_sizes_on<E: Described>(
@@ -469,19 +492,10 @@ fn run_sizes_on<E: Described>(
         if opts.test == TestKind::new(Verb::Write, Metric::Latency) {
             lat::clear_marker(ep, &layout, size);
         }
-        if opts.test.verb == Verb::Send {
-            // Receives go up before the barrier, as perftest does: a peer that starts sending the
-            // moment the barrier falls must find them (else an RNR NAK and a wasted timeout). The
-            // drivers' own fill then finds the queues full.
-            let depth = match opts.test.metric {
-                Metric::Bandwidth if opts.role == Role::Server || opts.bidirectional => {
-                    rx_depth(opts)
-                }
-                Metric::Bandwidth => 0,
-                Metric::Latency => 1,
-            };
-            recvs.fill(ep, &layout, depth).map_err(Error::Bench)?;
-        }
+        // Before the barrier, so the drivers' own fill then finds the queues full.
+        recvs
+            .fill(ep, &layout, initial_receives(opts))
+            .map_err(Error::Bench)?;
         chan.barrier(step as u64)?;
         let mine = measure(
             opts,

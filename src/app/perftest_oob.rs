@@ -9,8 +9,8 @@
 //! advertise the target half of each buffer, so the peer's WRITEs land where our drivers look.
 
 use super::{
-    Described, Error, combine, io_timeout, measure, run_info, rx_depth, setup_error, verbose,
-    write_files,
+    Described, Error, combine, explain_outcome, initial_receives, io_timeout, measure, run_info,
+    setup_error, verbose, write_files,
 };
 use crate::bench::{self, Layout, bw, lat};
 use crate::cli::{Options, OutputArg, RunMode};
@@ -32,17 +32,7 @@ pub(crate) fn run<E: Described>(
     mut ep: E,
 ) -> Result<(), Error> {
     let outcome = drive(opts, pinned, layout, &mut ep);
-    if let Err(Error::Bench(_)) = &outcome
-        && let Some(d) = ep.failure_detail()
-    {
-        eprintln!("roceperf: {d}");
-    }
-    if opts.verbose > 0
-        && let Some((text, _)) = ep.counters()
-    {
-        eprint!("roceperf: {} transport counters:\n{text}", opts.transport);
-    }
-    outcome
+    explain_outcome(opts, &ep, outcome)
 }
 
 fn drive<E: Described>(
@@ -181,16 +171,7 @@ fn drive<E: Described>(
                 }
                 info = Some(i);
             }
-            Action::PostReceives { .. } => {
-                if opts.test.verb == Verb::Send {
-                    let depth = if opts.test.metric == Metric::Bandwidth {
-                        rx_depth(opts)
-                    } else {
-                        1
-                    };
-                    recvs.fill(ep, &layout, depth)?;
-                }
-            }
+            Action::PostReceives { .. } => recvs.fill(ep, &layout, initial_receives(opts))?,
             Action::Run { size } => {
                 let mine = if passive {
                     None

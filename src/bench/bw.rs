@@ -2,7 +2,7 @@
 //! `cq_mod`; bandwidth = bytes × messages ÷ (last completion − first post), as perftest computes it.
 
 use super::{
-    Error, Layout, Result, StopCheck, Watchdog, Window, check, cpu::CpuSample, tr, validate,
+    Layout, Result, StopCheck, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate,
 };
 use crate::cli::RunMode;
 use crate::params::Verb;
@@ -321,20 +321,15 @@ pub fn receiver<E: Endpoint>(
     let mut got = vec![0u64; qps];
     let mut comps = [Completion::EMPTY; 64];
     let want = |n: u64| move |got: &[u64]| got.iter().all(|&g| g >= n);
-    // In iterations mode every SEND is of this size (in duration mode the last ones of the previous
-    // size may still arrive): a perftest peer never says its -s, so this is where a mismatch shows.
-    let exact_len = matches!(spec.mode, RunMode::Iterations(_));
+    // In iterations mode every SEND is of this size; in duration mode the last ones of the previous
+    // size may still arrive.
+    let exact_len = matches!(spec.mode, RunMode::Iterations(_)).then_some(spec.size);
     let mut poll = |ep: &mut E, got: &mut [u64], recvs: &mut RecvState| -> Result<usize> {
         let n = ep.poll_cq(&mut comps).map_err(tr("polling completions"))?;
         for c in &comps[..n] {
             check(c)?;
             if c.op == CompletionOp::Recv {
-                if exact_len && u64::from(c.byte_len) != spec.size {
-                    return Err(Error::PeerSize {
-                        size: spec.size,
-                        len: u64::from(c.byte_len),
-                    });
-                }
+                check_len(c, exact_len)?;
                 if spec.validate {
                     check_target(
                         ep,
@@ -453,6 +448,7 @@ pub fn passive<E: Endpoint>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::Error;
     use crate::bench::testing::pair;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};

@@ -9,7 +9,7 @@
 //! [`TestKind::rtt_factor`]: crate::params::TestKind::rtt_factor
 
 use super::bw::RecvState;
-use super::{Error, Layout, Result, Watchdog, Window, check, cpu::CpuSample, tr, validate};
+use super::{Layout, Result, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate};
 use crate::cli::RunMode;
 use crate::params::{Role, Verb};
 use crate::transport::{Completion, CompletionOp, Endpoint, RemoteAddr, SendOp, SendRequest};
@@ -71,14 +71,7 @@ impl Waiter {
             check(c)?;
             match c.op {
                 CompletionOp::Recv | CompletionOp::RecvWithImm => {
-                    if let Some(size) = self.exact_len
-                        && u64::from(c.byte_len) != size
-                    {
-                        return Err(Error::PeerSize {
-                            size,
-                            len: u64::from(c.byte_len),
-                        });
-                    }
+                    check_len(c, self.exact_len)?;
                     self.recvs += 1
                 }
                 _ => self.sends += 1,

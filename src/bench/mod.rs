@@ -212,7 +212,7 @@ const PEER_DONE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// with [`Error::Stalled`] when nothing arrived for [`STALL_LIMIT`] ([`PEER_DONE_GRACE`] once `stop`
 /// said the peer is done). Counting progress costs an increment, not a clock read.
 pub(crate) struct Watchdog {
-    last_check: Instant,
+    pace: StopCheck,
     events: u64,
     seen: u64,
     quiet_since: Instant,
@@ -229,7 +229,7 @@ impl Watchdog {
     fn with_limit(waiting_for: &'static str, limit: std::time::Duration) -> Watchdog {
         let now = Instant::now();
         Watchdog {
-            last_check: now,
+            pace: StopCheck { last: now },
             events: 0,
             seen: 0,
             quiet_since: now,
@@ -247,11 +247,9 @@ impl Watchdog {
 
     /// When due, asks `stop` and checks the silence; returns what `stop` said (false when not due).
     pub(crate) fn check(&mut self, stop: &mut dyn FnMut() -> bool) -> Result<bool> {
-        let now = Instant::now();
-        if now.duration_since(self.last_check) < STOP_CHECK_EVERY {
+        let Some(now) = self.pace.due() else {
             return Ok(false);
-        }
-        self.last_check = now;
+        };
         if self.events != self.seen {
             self.seen = self.events;
             self.quiet_since = now;
@@ -289,12 +287,29 @@ impl StopCheck {
 
     /// Calls `stop` when it is due; false otherwise.
     pub(crate) fn check(&mut self, stop: &mut dyn FnMut() -> bool) -> bool {
+        self.due().is_some_and(|_| stop())
+    }
+
+    /// The time, when a check is due (and counts as made); `None` otherwise.
+    fn due(&mut self) -> Option<Instant> {
         let now = Instant::now();
         if now.duration_since(self.last) < STOP_CHECK_EVERY {
-            return false;
+            return None;
         }
         self.last = now;
-        stop()
+        Some(now)
+    }
+}
+
+/// Checks that a received SEND is of this side's size, when `size` says one is expected (iterations
+/// mode): a perftest peer never says its -s, so this is where a mismatch shows.
+fn check_len(c: &transport::Completion, size: Option<u64>) -> Result<()> {
+    match size {
+        Some(size) if u64::from(c.byte_len) != size => Err(Error::PeerSize {
+            size,
+            len: u64::from(c.byte_len),
+        }),
+        _ => Ok(()),
     }
 }
 

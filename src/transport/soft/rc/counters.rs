@@ -1,9 +1,10 @@
 //! Per-QP counters: plain fields, read by reports and tests.
 
-/// NAKs by kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// NAKs by kind (also the soft endpoint's report, summed over its queue pairs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct NakCounts {
     /// PSN sequence error (0x60).
+    #[serde(rename = "psn_sequence")]
     pub psn_seq: u64,
     /// RNR NAK (0x20 | timer).
     pub rnr: u64,
@@ -13,6 +14,17 @@ pub struct NakCounts {
     pub remote_access: u64,
     /// Remote operational error (0x63) and unknown NAK codes.
     pub remote_operational: u64,
+}
+
+impl NakCounts {
+    /// Adds another queue pair's counts.
+    pub fn add(&mut self, n: &NakCounts) {
+        self.psn_seq += n.psn_seq;
+        self.rnr += n.rnr;
+        self.invalid_request += n.invalid_request;
+        self.remote_access += n.remote_access;
+        self.remote_operational += n.remote_operational;
+    }
 }
 
 /// Packets dropped on receive, by reason.
