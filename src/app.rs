@@ -549,16 +549,27 @@ fn run_sizes_on<E: Described>(
     progress.finish();
     // Neither side closes its data connections before the other has its results.
     chan.barrier(u64::MAX)?;
+    conclude(opts, ep, info, &results)
+}
+
+/// After the last size, in either dialect: the transport's counters into the run info, the table's
+/// footer and extras (unless a single value was asked for), the result files, then the gate.
+pub(crate) fn conclude<E: Described>(
+    opts: &Options,
+    ep: &E,
+    mut info: RunInfo,
+    results: &[SizeResult],
+) -> Result<(), Error> {
     info.counters = ep.counters().map(|(_, v)| v);
-    if !quiet {
+    if opts.output.is_none() {
         let mut tail = report::table_footer();
-        for r in &results {
+        for r in results {
             tail.push_str(&report::extras(&info, r));
         }
         print!("{tail}");
     }
-    write_files(opts, &info, &results)?;
-    gate(opts, &info, &results)
+    write_files(opts, &info, results)?;
+    gate(opts, &info, results)
 }
 
 /// Checks the gate thresholds given on the command line against this run (nothing when none was given).

@@ -9,8 +9,8 @@
 //! advertise the target half of each buffer, so the peer's WRITEs land where our drivers look.
 
 use super::{
-    Described, Error, combine, explain_outcome, initial_receives, io_timeout, measure, run_info,
-    setup_error, verbose, write_files,
+    Described, Error, combine, conclude, explain_outcome, initial_receives, io_timeout, measure,
+    run_info, setup_error, verbose,
 };
 use crate::bench::{self, Layout, bw, lat};
 use crate::cli::{Options, OutputArg, RunMode};
@@ -241,21 +241,12 @@ fn drive<E: Described>(
             }
         }
     }
-    let Some(mut info) = info else {
+    let Some(info) = info else {
         return Err(Error::Perftest(perftest::PerftestError::Misuse(
             "the session ended before connecting".into(),
         )));
     };
-    info.counters = ep.counters().map(|(_, v)| v);
-    if !quiet {
-        let mut tail = report::table_footer();
-        for r in &results {
-            tail.push_str(&report::extras(&info, r));
-        }
-        print!("{tail}");
-    }
-    write_files(opts, &info, &results)?;
-    super::gate(opts, &info, &results)
+    conclude(opts, ep, info, &results)
 }
 
 /// The row for one size: ours, the peer's report (a passive server), or both summed (`-b`).

@@ -329,9 +329,8 @@ pub struct SoftEndpoint {
     notes: Vec<String>,
     backend: Backend,
     rx: RxBatch,
-    tx: TxBatch,
-    /// With `gso`: the UDP transmit batch of super-datagrams (then `tx` stays unused).
-    gso: Option<GsoTxBatch>,
+    /// What `transmit` queues for the next send.
+    out: Outbox,
     /// How the IPv4 ID moves the ICRC, per packet length: UDP receive checks and GSO segment IDs.
     ipv4_ids: Ipv4IdCache,
     slots: Vec<QpSlot>,
@@ -570,10 +569,12 @@ impl SoftEndpoint {
             .collect();
         Ok(SoftEndpoint {
             rx: RxBatch::new(cfg.batch, rx_slot),
-            tx: TxBatch::new(cfg.batch, slot_len),
-            gso: cfg
-                .gso
-                .then(|| GsoTxBatch::new(cfg.batch.min(32), slot_len)),
+            out: Outbox {
+                plain: TxBatch::new(cfg.batch, slot_len),
+                gso: cfg
+                    .gso
+                    .then(|| GsoTxBatch::new(cfg.batch.min(32), slot_len)),
+            },
             impairer: impair.as_ref().map(Impairer::new),
             ipv4_ids: Ipv4IdCache::new(),
             cfg,
@@ -645,18 +646,13 @@ impl SoftEndpoint {
     pub fn describe(&self) -> String {
         let backend = match &self.backend {
             Backend::Udp(s) if self.cfg.gso => format!(
-                "UDP socket {}, GSO/GRO: {} per send{}",
+                "UDP socket {}, GSO/GRO: {}",
                 s.local_addr(),
-                if self.gso.is_some() {
-                    "up to 64 packets"
+                if self.out.gso.is_some() {
+                    "up to 64 packets per send (a capture on this host may show them merged; --no-gso shows each)"
                 } else {
-                    "1 packet (the peer needs single datagrams)"
+                    "1 packet per send (the peer needs single datagrams)"
                 },
-                if self.gso.is_some() {
-                    " (a capture on this host may show them merged; --no-gso shows each)"
-                } else {
-                    ""
-                }
             ),
             Backend::Udp(s) => format!("UDP socket {}", s.local_addr()),
             Backend::Packet(s) => format!("AF_PACKET on ifindex {}", s.ifindex()),
@@ -871,20 +867,14 @@ impl SoftEndpoint {
                 continue;
             };
             loop {
-                let full = self.gso.as_ref().map_or(self.tx.is_full(), |g| g.is_full());
-                if full {
-                    flush(
-                        &self.backend,
-                        &mut self.tx,
-                        self.gso.as_mut(),
-                        &mut self.counters,
-                    )?;
-                    if self.gso.as_ref().map_or(self.tx.is_full(), |g| g.is_full()) {
+                if self.out.is_full() {
+                    self.out.flush(&self.backend, &mut self.counters)?;
+                    if self.out.is_full() {
                         blocked = true; // the kernel takes no more now; engines keep their packets
                         break;
                     }
                 }
-                let pushed = match (path, self.gso.as_mut()) {
+                let pushed = match (path, self.out.gso.as_mut()) {
                     (Path::Udp { dst, net }, Some(g)) => {
                         match g.try_push(dst, |buf| udp_packet(qp, now, &net, buf)) {
                             // The kernel gives segment k of an IPv4 super-datagram ID k (the first
@@ -902,10 +892,11 @@ impl SoftEndpoint {
                             None => false,
                         }
                     }
-                    (Path::Udp { dst, net }, None) => {
-                        self.tx.try_push(dst, |buf| udp_packet(qp, now, &net, buf))
-                    }
-                    (Path::Frame { eth, net }, _) => self.tx.try_push_frame(|buf| {
+                    (Path::Udp { dst, net }, None) => self
+                        .out
+                        .plain
+                        .try_push(dst, |buf| udp_packet(qp, now, &net, buf)),
+                    (Path::Frame { eth, net }, _) => self.out.plain.try_push_frame(|buf| {
                         let at = eth.header_len() + net.header_len();
                         let len = qp.poll_transmit(now, &mut buf[at..])?;
                         Some(frame_around(buf, &eth, &net, len))
@@ -916,7 +907,7 @@ impl SoftEndpoint {
                 }
                 self.counters.tx_packets += 1;
                 if let Some(imp) = self.impairer.as_mut() {
-                    imp.after_push(&mut self.tx);
+                    imp.after_push(&mut self.out.plain);
                 }
             }
             if blocked {
@@ -924,14 +915,8 @@ impl SoftEndpoint {
             }
         }
         self.next_qp = (self.next_qp + 1) % n.max(1);
-        let pending = self.gso.as_ref().map_or(self.tx.pending(), |g| g.pending());
-        if pending > 0 {
-            flush(
-                &self.backend,
-                &mut self.tx,
-                self.gso.as_mut(),
-                &mut self.counters,
-            )?;
+        if self.out.pending() > 0 {
+            self.out.flush(&self.backend, &mut self.counters)?;
         }
         Ok(())
     }
@@ -1009,20 +994,38 @@ fn deliver(slots: &mut [QpSlot], drops: &mut DropSummary, now: u64, ib: &[u8]) {
     }
 }
 
-/// Sends the transmit batch (or the GSO batch), mapping a socket failure to the transport error.
-fn flush(
-    backend: &Backend,
-    tx: &mut TxBatch,
-    gso: Option<&mut GsoTxBatch>,
-    counters: &mut SoftCounters,
-) -> Result<()> {
-    let r = match (backend, gso) {
-        (Backend::Udp(s), Some(g)) => s.send_gso_batch(g),
-        (Backend::Udp(s), None) => s.send_batch(tx),
-        (Backend::Packet(s), _) => s.send_batch(tx),
-    };
-    counters.tx_batches += 1;
-    r.map(|_| ()).map_err(io_error)
+/// The transmit side: one packet per datagram or frame, or (UDP with GSO) runs of packets per
+/// super-datagram, in which case `plain` stays unused.
+struct Outbox {
+    plain: TxBatch,
+    gso: Option<GsoTxBatch>,
+}
+
+impl Outbox {
+    /// No packet can be queued before a send.
+    fn is_full(&self) -> bool {
+        self.gso
+            .as_ref()
+            .map_or(self.plain.is_full(), |g| g.is_full())
+    }
+
+    /// Datagrams (or super-datagrams) queued and not yet sent.
+    fn pending(&self) -> usize {
+        self.gso
+            .as_ref()
+            .map_or(self.plain.pending(), |g| g.pending())
+    }
+
+    /// Sends what is queued, mapping a socket failure to the transport error.
+    fn flush(&mut self, backend: &Backend, counters: &mut SoftCounters) -> Result<()> {
+        let r = match (backend, self.gso.as_mut()) {
+            (Backend::Udp(s), Some(g)) => s.send_gso_batch(g),
+            (Backend::Udp(s), None) => s.send_batch(&mut self.plain),
+            (Backend::Packet(s), _) => s.send_batch(&mut self.plain),
+        };
+        counters.tx_batches += 1;
+        r.map(|_| ()).map_err(io_error)
+    }
 }
 
 /// Checks a UDP datagram (BTH..ICRC) and returns its IB part (BTH..pad), or counts the drop.
@@ -1174,7 +1177,7 @@ impl Endpoint for SoftEndpoint {
             SoftError::Peer(format!("the peer's MTU {} is not a RoCE MTU", peer.mtu))
         })?;
         self.mtu = mtu;
-        if peer.needs_single_datagrams && self.gso.take().is_some() {
+        if peer.needs_single_datagrams && self.out.gso.take().is_some() {
             self.notes.push(
                 "UDP GSO off for sending: the peer receives with AF_PACKET (--io packet), which would see super-datagrams whole".into(),
             );

@@ -6,7 +6,7 @@
 //! rules. Answers wait in a small FIFO of jobs that `poll_transmit` drains in order.
 
 use crate::transport::{Access, Completion, CompletionOp, CompletionStatus, RecvRequest};
-use crate::wire::{AethKind, AethRepr, AtomicAckEthRepr, IbRepr, NakCode, Opcode};
+use crate::wire::{AethKind, AethRepr, AtomicAckEthRepr, IbRepr, NakCode, Opcode, RethRepr};
 
 use super::ctx::Ctx;
 use super::mr::Span;
@@ -272,17 +272,7 @@ impl Responder {
                     return Err(Refusal::Rnr);
                 }
                 if seg.starts() {
-                    let reth = repr.reth.ok_or(INVALID)?;
-                    if reth.dma_len > MAX_DMA_LEN {
-                        return Err(INVALID);
-                    }
-                    let span = self.remote(
-                        reth.rkey,
-                        reth.va,
-                        reth.dma_len.into(),
-                        Access::REMOTE_WRITE,
-                        ctx,
-                    )?;
+                    let (reth, span) = self.reth_span(repr, Access::REMOTE_WRITE, ctx)?;
                     self.msg = InMsg::Write {
                         span,
                         len: reth.dma_len as usize,
@@ -329,17 +319,7 @@ impl Responder {
                 if ctx.cfg.max_dest_rd_atomic == 0 {
                     return Err(INVALID);
                 }
-                let reth = repr.reth.ok_or(INVALID)?;
-                if reth.dma_len > MAX_DMA_LEN {
-                    return Err(INVALID);
-                }
-                let span = self.remote(
-                    reth.rkey,
-                    reth.va,
-                    reth.dma_len.into(),
-                    Access::REMOTE_READ,
-                    ctx,
-                )?;
+                let (reth, span) = self.reth_span(repr, Access::REMOTE_READ, ctx)?;
                 let npkts = packet::packets_for(reth.dma_len.into(), ctx.cfg.pmtu);
                 self.remember(Resource::Read {
                     first: psn,
@@ -400,6 +380,22 @@ impl Responder {
     }
 
     /// Checks a remote access; a zero-length access needs no valid rkey (rxe).
+    /// The RETH of a WRITE or READ request and the memory it names, checked for `need`: INVALID
+    /// without a RETH or beyond the largest DMA length, else as [`Self::remote`].
+    fn reth_span(
+        &self,
+        repr: &IbRepr,
+        need: Access,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(RethRepr, Option<Span>), Refusal> {
+        let reth = repr.reth.ok_or(Refusal::Nak(NakCode::InvalidRequest))?;
+        if reth.dma_len > MAX_DMA_LEN {
+            return Err(Refusal::Nak(NakCode::InvalidRequest));
+        }
+        let span = self.remote(reth.rkey, reth.va, reth.dma_len.into(), need, ctx)?;
+        Ok((reth, span))
+    }
+
     fn remote(
         &self,
         rkey: u32,
