@@ -173,6 +173,7 @@ impl BthRepr {
     pub const DEFAULT_PKEY: u16 = 0xffff;
 
     /// A BTH with rxe's defaults (P_Key 0xFFFF, every flag clear, no pad).
+    #[inline]
     pub fn new(opcode: Opcode, dest_qp: u32, psn: u32) -> Self {
         BthRepr {
             opcode,

@@ -42,6 +42,7 @@ pub struct IbRepr {
 
 impl IbRepr {
     /// A repr with only a BTH; set the extension headers the opcode needs before emitting.
+    #[inline]
     pub fn new(bth: BthRepr) -> Self {
         IbRepr {
             bth,

@@ -46,6 +46,19 @@ fn mask_ipv4(h: &mut [u8]) {
     h[11] = 0xff;
 }
 
+/// Sets the checksum of a UDP header to ones.
+#[inline]
+fn mask_udp(h: &mut [u8]) {
+    h[6] = 0xff;
+    h[7] = 0xff;
+}
+
+/// Sets byte 4 of a BTH (FECN, BECN, resv6a) to ones.
+#[inline]
+fn mask_bth(h: &mut [u8]) {
+    h[4] = 0xff;
+}
+
 /// The ICRC of a contiguous packet: `net` (GRH, or IP and UDP headers, as on the wire, of the
 /// encapsulation's length) followed by `ib` (BTH through pad). The network header and the BTH are masked
 /// in one stack copy and hashed in one call; the rest is hashed straight from `ib`. Panics if `net` does
@@ -64,17 +77,15 @@ pub(crate) fn icrc_contiguous(encap: Encapsulation, net: &[u8], ib: &[u8]) -> u3
         Encapsulation::V2v4 => {
             assert_eq!(n, IPV4_LEN + UDP_LEN);
             mask_ipv4(&mut h);
-            h[n - 2] = 0xff;
-            h[n - 1] = 0xff;
+            mask_udp(&mut h[IPV4_LEN..n]);
         }
         Encapsulation::V2v6 => {
             assert_eq!(n, IPV6_LEN + UDP_LEN);
             mask_ipv6_shaped(&mut h);
-            h[n - 2] = 0xff;
-            h[n - 1] = 0xff;
+            mask_udp(&mut h[IPV6_LEN..n]);
         }
     }
-    h[n + 4] = 0xff;
+    mask_bth(&mut h[n..n + BTH_LEN]);
     let mut hasher = Hasher::new_with_initial(PSEUDO_LRH_CRC);
     hasher.update(&h[..n + BTH_LEN]);
     hasher.update(&ib[BTH_LEN..]);
@@ -104,30 +115,31 @@ impl Icrc {
         Self::start(&h)
     }
 
+    /// Starts a RoCE v2 ICRC from an IP header of `N - UDP_LEN` bytes, masked by `mask_ip`, and the
+    /// UDP header. `N` is a parameter because the stack copy's length must be a constant.
+    #[inline]
+    fn v2_header<const N: usize>(ip: &[u8], udp: &[u8], mask_ip: impl Fn(&mut [u8])) -> Self {
+        let mut h = [0u8; N];
+        let (ip_h, udp_h) = h.split_at_mut(N - UDP_LEN);
+        ip_h.copy_from_slice(&ip[..N - UDP_LEN]);
+        udp_h.copy_from_slice(&udp[..UDP_LEN]);
+        mask_ip(ip_h);
+        mask_udp(udp_h);
+        Self::start(&h)
+    }
+
     /// Starts a RoCE v2 ICRC from the 20-byte IPv4 and 8-byte UDP headers as they are on the wire.
     /// Panics if either is shorter.
     #[inline]
     pub fn v2_ipv4_header(ip: &[u8], udp: &[u8]) -> Self {
-        let mut h = [0u8; IPV4_LEN + UDP_LEN];
-        h[..IPV4_LEN].copy_from_slice(&ip[..IPV4_LEN]);
-        h[IPV4_LEN..].copy_from_slice(&udp[..UDP_LEN]);
-        mask_ipv4(&mut h);
-        h[IPV4_LEN + 6] = 0xff;
-        h[IPV4_LEN + 7] = 0xff;
-        Self::start(&h)
+        Self::v2_header::<{ IPV4_LEN + UDP_LEN }>(ip, udp, mask_ipv4)
     }
 
     /// Starts a RoCE v2 ICRC from the 40-byte IPv6 and 8-byte UDP headers as they are on the wire.
     /// Panics if either is shorter.
     #[inline]
     pub fn v2_ipv6_header(ip: &[u8], udp: &[u8]) -> Self {
-        let mut h = [0u8; IPV6_LEN + UDP_LEN];
-        h[..IPV6_LEN].copy_from_slice(&ip[..IPV6_LEN]);
-        h[IPV6_LEN..].copy_from_slice(&udp[..UDP_LEN]);
-        mask_ipv6_shaped(&mut h);
-        h[IPV6_LEN + 6] = 0xff;
-        h[IPV6_LEN + 7] = 0xff;
-        Self::start(&h)
+        Self::v2_header::<{ IPV6_LEN + UDP_LEN }>(ip, udp, mask_ipv6_shaped)
     }
 
     /// Starts a RoCE v1 ICRC from a GRH repr, for `ib_len` bytes of BTH through pad.
@@ -165,7 +177,7 @@ impl Icrc {
     pub fn update_bth(&mut self, bth: &[u8]) {
         let mut b = [0u8; BTH_LEN];
         b.copy_from_slice(&bth[..BTH_LEN]);
-        b[4] = 0xff;
+        mask_bth(&mut b);
         self.hasher.update(&b);
     }
 

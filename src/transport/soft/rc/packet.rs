@@ -168,28 +168,12 @@ pub fn peek_dest_qp(ib: &[u8]) -> Option<u32> {
 
 /// A header stack with only a BTH filled in; the caller adds extension headers.
 pub fn repr(opcode: Opcode, dest_qp: u32, psn: Psn, ack_req: bool, payload_len: usize) -> IbRepr {
-    IbRepr {
-        bth: BthRepr {
-            opcode,
-            solicited: false,
-            migreq: false,
-            pad_count: crate::wire::pad_len(payload_len) as u8,
-            tver: 0,
-            pkey: PKEY,
-            fecn: false,
-            becn: false,
-            dest_qp,
-            ack_req,
-            psn: psn.value(),
-        },
-        reth: None,
-        atomic_eth: None,
-        aeth: None,
-        atomic_ack_eth: None,
-        imm: None,
-        ieth: None,
-        deth: None,
-    }
+    IbRepr::new(BthRepr {
+        pad_count: crate::wire::pad_len(payload_len) as u8,
+        pkey: PKEY,
+        ack_req,
+        ..BthRepr::new(opcode, dest_qp, psn.value())
+    })
 }
 
 /// An ACKNOWLEDGE (ACK, NAK or RNR NAK) header stack.
