@@ -170,13 +170,7 @@ pub fn plan(tests: Vec<TestSpec>, netns: std::result::Result<&NetnsPair, &Error>
             failed: false,
         }),
     }
-    legs.push(Leg {
-        spec: LegSpec::tcp(),
-        label: "TCP".into(),
-        server_netns: None,
-        client_netns: None,
-        host: "127.0.0.1".into(),
-    });
+    legs.push(Leg::tcp("127.0.0.1"));
     Plan {
         tests,
         legs,

@@ -289,13 +289,7 @@ pub fn plan(tests: Vec<TestSpec>, host: &str, device: Option<&str>) -> Plan {
             }),
         }
     }
-    legs.push(Leg {
-        spec: LegSpec::tcp(),
-        label: "TCP".into(),
-        server_netns: None,
-        client_netns: None,
-        host: host.into(),
-    });
+    legs.push(Leg::tcp(host));
     Plan {
         tests,
         legs,

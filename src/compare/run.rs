@@ -39,6 +39,19 @@ pub struct Leg {
     pub host: String,
 }
 
+impl Leg {
+    /// The TCP baseline leg, in this network namespace, the client connecting to `host`.
+    pub fn tcp(host: &str) -> Leg {
+        Leg {
+            spec: LegSpec::tcp(),
+            label: "TCP".into(),
+            server_netns: None,
+            client_netns: None,
+            host: host.into(),
+        }
+    }
+}
+
 /// The legs to run, and those that cannot run here (with why).
 #[derive(Debug, Clone, Default)]
 pub struct Plan {

@@ -121,12 +121,7 @@ pub fn latency_svg(title: &str, series: &[LatencySeries]) -> Result<String, Stri
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 22))
-            .margin(20)
-            .margin_right(50)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
+        let mut chart = styled(&root, title)
             .build_cartesian_2d(
                 (0..milli(x_max)).with_key_points(ticks),
                 (y_min..y_max)
@@ -200,12 +195,7 @@ pub fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<String, 
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 22))
-            .margin(20)
-            .margin_right(50)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
+        let mut chart = styled(&root, title)
             .build_cartesian_2d(
                 (milli(x_lo)..milli(x_hi)).with_key_points(ticks),
                 0.0..y_max,
@@ -270,6 +260,20 @@ pub fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<String, 
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
+}
+
+/// The frame both charts share: title, margins and room for the axis labels.
+fn styled<'a, 'b, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, plotters::coord::Shift>,
+    title: &'b str,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, ("sans-serif", 22))
+        .margin(20)
+        .margin_right(50)
+        .x_label_area_size(50)
+        .y_label_area_size(70);
+    b
 }
 
 #[cfg(test)]
