@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use roceperf::transport::soft::io::batch::{RxBatch, TxBatch};
+use roceperf::transport::soft::io::gso::GsoTxBatch;
 use roceperf::transport::soft::io::packet::{PacketConfig, PacketSocket};
 use roceperf::transport::soft::io::udp::{UdpConfig, UdpSocket};
 use roceperf::transport::soft::netdev::NetDev;
@@ -91,9 +92,8 @@ fn udp_run(size: usize, batch: usize, send: Send, gro: bool) -> Figures {
     let sender = std::thread::spawn(move || {
         pin(0);
         let mut tx = TxBatch::new(batch, size);
-        // A GSO send carries at most 64 segments and 64 KiB of UDP payload.
-        let gso_segments = batch.min(64).min(65_000 / size);
-        let gso_buf = vec![0x5au8; size * gso_segments];
+        // The datapath's own GSO batch: it fills each super-datagram up to 64 segments / 64 KiB.
+        let mut gso = GsoTxBatch::new(batch.min(32), size);
         while !stop_tx.load(Ordering::Relaxed) {
             match send {
                 Send::Mmsg => {
@@ -106,7 +106,12 @@ fn udp_run(size: usize, batch: usize, send: Send, gro: bool) -> Figures {
                     tx_sock.send_batch(&mut tx).unwrap();
                 }
                 Send::Gso => {
-                    tx_sock.send_gso(dst, &gso_buf, size as u16).unwrap();
+                    let fill = |b: &mut [u8]| {
+                        b[..size].fill(0x5a);
+                        Some(size)
+                    };
+                    while gso.try_push(dst, fill).is_some() {}
+                    tx_sock.send_gso_batch(&mut gso).unwrap();
                 }
             }
         }

@@ -14,7 +14,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::batch::{CtrlBuf, RxBatch, TxBatch};
+use super::batch::{RxBatch, TxBatch};
 use super::{IoError, ROCE_V2_PORT, getsockopt_int, grow_buffer, setsockopt_int, sockaddr};
 use crate::transport::soft::netdev::NetDev;
 
@@ -63,7 +63,6 @@ pub struct UdpSocket {
 // Kernel constants that not every libc version exports.
 const UDP_NO_CHECK6_TX: libc::c_int = 101;
 const UDP_NO_CHECK6_RX: libc::c_int = 102;
-const UDP_SEGMENT: libc::c_int = 103;
 
 impl UdpSocket {
     /// Binds `addr` (which must be configured on `dev`; any 127/8 address on `lo`).
@@ -232,52 +231,6 @@ impl UdpSocket {
             ),
             source,
         })
-    }
-
-    /// Sends `data` as datagrams of `segment` bytes (the last may be shorter) to `dst` in one
-    /// `sendmsg` with UDP generic segmentation offload (`UDP_SEGMENT`). Returns the bytes sent.
-    ///
-    /// On a device that segments in software, segment k of an IPv4 send carries IP ID k rather than 0,
-    /// so a caller that wants capturable ICRCs must compute segment k's ICRC with ID k.
-    pub fn send_gso(&self, dst: SocketAddr, data: &[u8], segment: u16) -> Result<usize, IoError> {
-        // SAFETY: all-zero is a valid sockaddr_storage.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let namelen = sockaddr::encode(dst, &mut ss);
-        let mut iov = libc::iovec {
-            iov_base: data.as_ptr() as *mut libc::c_void,
-            iov_len: data.len(),
-        };
-        let mut ctrl = CtrlBuf([0; 128]);
-        // SAFETY: msghdr is plain data; we fill every field the kernel reads.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_name = &mut ss as *mut _ as *mut libc::c_void;
-        msg.msg_namelen = namelen;
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = ctrl.0.as_mut_ptr() as *mut libc::c_void;
-        // SAFETY: CMSG_SPACE is a pure size computation.
-        msg.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as _;
-        // SAFETY: the control buffer is large enough for one cmsg carrying a u16.
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = libc::SOL_UDP;
-            (*c).cmsg_type = UDP_SEGMENT;
-            (*c).cmsg_len = libc::CMSG_LEN(2) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, segment);
-        }
-        // SAFETY: msg points at live locals.
-        let rc = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
-        if rc < 0 {
-            let err = std::io::Error::last_os_error();
-            return match err.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(0),
-                _ => Err(IoError::Os {
-                    context: format!("sendmsg(UDP_SEGMENT={segment}) to {dst}"),
-                    source: err,
-                }),
-            };
-        }
-        Ok(rc as usize)
     }
 }
 
