@@ -60,56 +60,19 @@ for f in "$OUT"/guest/roce_*; do
     ldd "$f" | awk '/=> \//{print $3}' | grep -E 'libgcc_s|libstdc' | xargs -r cp -L -t "$OUT/guest/lib/"
 done
 
-cleanup() {
-    [ -n "${TDPID:-}" ] && kill -INT "$TDPID" 2>/dev/null && wait "$TDPID" 2>/dev/null
-    ip netns del $NS 2>/dev/null || true
-}
-trap cleanup EXIT
-ip netns del $NS 2>/dev/null || true
-ip netns add $NS
-ip -n $NS link set lo up
-ip -n $NS link add br0 type bridge
-ip -n $NS addr add 10.9.0.1/24 dev br0
-ip -n $NS tuntap add tap0 mode tap
-ip -n $NS link set tap0 master br0
-ip -n $NS link set tap0 up
-ip -n $NS link set br0 up
-ip netns exec $NS ethtool -K br0 tx off >/dev/null 2>&1 || true   # final checksums in the capture
-# The host's soft endpoint sends UDP GSO super-datagrams; a NIC without segmentation offload cuts them
-# into wire packets (IPv4 segment k with IP ID k) before they leave. br0 does the same with no GSO
-# allowed, so the capture and the guest see exactly the packets such a wire would carry.
-ip -n $NS link set br0 gso_max_segs 1
-# -B: a 64 MiB capture buffer; with the default 2 MiB the bandwidth bursts (up to 512 frames at once)
-# lost ~17 % of the frames on this busy 2-core host ("packets dropped by kernel" in tcpdump.log), and
-# the ICRC check only covers what was captured.
-ip netns exec $NS tcpdump -Z root --immediate-mode -B 65536 -i br0 -s 0 -U -w "$OUT/interop.pcap" \
-    'udp port 4791 or tcp port 18515' > "$OUT/tcpdump.log" 2>&1 &
-TDPID=$!
-sleep 1
+. "$HERE/lib/lab-host.sh"
+lab_net_up $NS "$OUT/interop.pcap" 'udp port 4791 or tcp port 18515'
 
 mkdir -p "$OUT/job"
-cp "$LABDIR/jobs/lib.sh" "$OUT/job/lib.sh"
+cat "$LABDIR/jobs/lib.sh" "$HERE/lib/lab-guest.sh" > "$OUT/job/lib.sh"   # + rxe_up, connect_retry
 cat > "$OUT/job/interop.sh" <<'JOB'
 # guest: per phase, per test: first the guest serves (host is client), then the guest is client.
 . /mnt/lib.sh
 export LD_LIBRARY_PATH=/mnt/lib   # libgcc_s staged by interop-rxe.sh
 log start
-modprobe rdma_rxe
-ip addr add 10.9.0.2/24 dev eth0
-ethtool -K eth0 tx off >/dev/null 2>&1 || true
-ip link set eth0 up
-rdma link add rxe0 type rxe netdev eth0
-log "rxe up"; show_gids
+rxe_up
 log "clock: clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 echo "GUEST TSC_MHZ $(awk -F: '/^cpu MHz/ {gsub(/ /, "", $2); print $2; exit}' /proc/cpuinfo)"
-connect_retry() {   # run a client until its TCP connect succeeds (the host side may not listen yet)
-    for try in $(seq 1 300); do
-        timeout 120 "$@" > /tmp/cli.out 2>&1; rc=$?
-        grep -qi "couldn't connect\|connection refused\|unable to init the socket" /tmp/cli.out || break
-        sleep 0.3
-    done
-    cat /tmp/cli.out; return $rc
-}
 for phase in ${PHASES//,/ }; do
   for t in ${TESTS//,/ }; do
     case $phase in
@@ -125,7 +88,7 @@ for phase in ${PHASES//,/ }; do
     log "== $phase $t guest server: $cmd"
     timeout 120 $cmd; log "GUEST RESULT $phase $t server rc=$?"
     log "== $phase $t guest client: $cmd 10.9.0.1"
-    connect_retry $cmd 10.9.0.1; log "GUEST RESULT $phase $t client rc=$?"
+    connect_retry timeout 120 $cmd 10.9.0.1; log "GUEST RESULT $phase $t client rc=$?"
   done
 done
 log end
@@ -195,7 +158,7 @@ for phase in $PHASES; do
     done
 done
 wait $VMPID || true
-sleep 0.5; kill -INT "$TDPID"; wait "$TDPID" || true; TDPID=
+lab_capture_stop
 grep 'GUEST RESULT' "$OUT/guest/job.log" | sed 's/.*GUEST RESULT //' | while read -r phase t role rc; do
     # In M the guest's perftest is expected to fail or time out once our side has refused the mismatch.
     [ "$phase" = M ] && { echo "INFO $phase $t guest-$role $rc"; continue; }

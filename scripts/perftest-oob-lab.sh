@@ -22,40 +22,17 @@ BIN=$(cd "$REPO" && cargo test --test perftest_oob_stub --no-run --message-forma
       sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$BIN" ] || { echo "could not build the stub test binary" >&2; exit 2; }
 
-cleanup() {
-    [ -n "${TDPID:-}" ] && kill -INT "$TDPID" 2>/dev/null && wait "$TDPID" 2>/dev/null
-    ip netns del $NS 2>/dev/null || true
-}
-trap cleanup EXIT
-ip netns del $NS 2>/dev/null || true
-ip netns add $NS
-ip -n $NS link set lo up
-ip -n $NS link add br0 type bridge
-ip -n $NS addr add 10.9.0.1/24 dev br0
-ip -n $NS tuntap add tap0 mode tap
-ip -n $NS link set tap0 master br0
-ip -n $NS link set tap0 up
-ip -n $NS link set br0 up
-ip netns exec $NS ethtool -K br0 tx off >/dev/null 2>&1 || true
-ip netns exec $NS tcpdump -Z root --immediate-mode -i br0 -s 0 -U -w "$OUT/oob_lab.pcap" \
-    'tcp port 18515 or udp port 4791' > "$OUT/tcpdump.log" 2>&1 &
-TDPID=$!
-sleep 1
+. "$HERE/lib/lab-host.sh"
+lab_net_up $NS "$OUT/oob_lab.pcap" 'tcp port 18515 or udp port 4791'
 
 mkdir -p "$OUT/job"
-cp "$LABDIR/jobs/lib.sh" "$OUT/job/lib.sh"
+cat "$LABDIR/jobs/lib.sh" "$HERE/lib/lab-guest.sh" > "$OUT/job/lib.sh"   # + rxe_up, connect_retry
 cat > "$OUT/job/oob.sh" <<'JOB'
 # guest: real perftest on rxe0 (eth0 10.9.0.2); per test: server first (our stub is the client), then
 # client (our stub is the server on 10.9.0.1).
 . /mnt/lib.sh
 log start
-modprobe rdma_rxe
-ip addr add 10.9.0.2/24 dev eth0
-ethtool -K eth0 tx off >/dev/null 2>&1 || true
-ip link set eth0 up
-rdma link add rxe0 type rxe netdev eth0
-log "rxe up"
-show_gids
+rxe_up
 ib_write_bw --version
 for t in ${TESTS//,/ }; do
     args="-d rxe0 -x 1 -F -s $SIZE -n $ITERS"
@@ -63,12 +40,8 @@ for t in ${TESTS//,/ }; do
     timeout $PT_TIMEOUT ib_$t $args > /tmp/srv.out 2>&1; rc=$?
     cat /tmp/srv.out; log "PERFTEST RESULT $t server rc=$rc"
     log "== perftest client: ib_$t $args 10.9.0.1"
-    for try in $(seq 1 300); do
-        timeout $PT_TIMEOUT ib_$t $args 10.9.0.1 > /tmp/cli.out 2>&1; rc=$?
-        grep -q "Couldn't connect\|Unable to open file descriptor\|Unable to init the socket" /tmp/cli.out || break
-        sleep 0.3
-    done
-    cat /tmp/cli.out; log "PERFTEST RESULT $t client rc=$rc tries=$try"
+    connect_retry timeout $PT_TIMEOUT ib_$t $args 10.9.0.1; rc=$?
+    log "PERFTEST RESULT $t client rc=$rc"
 done
 log end
 JOB
@@ -89,6 +62,6 @@ for t in $TESTS; do
     done
 done
 wait $VMPID || true
-sleep 0.5; kill -INT "$TDPID"; wait "$TDPID" || true; TDPID=
+lab_capture_stop
 grep -E 'STUB RESULT' "$OUT/host.log" || true
 grep -E 'PERFTEST RESULT' "$OUT/guest/job.log" || true
