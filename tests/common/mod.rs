@@ -2,6 +2,8 @@
 //! timeouts so that a hang fails the test instead of blocking CI.
 #![allow(dead_code)]
 
+pub mod results;
+
 use std::fs::File;
 use std::net::TcpListener;
 use std::path::PathBuf;
