@@ -8,7 +8,6 @@ use roceperf::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
 use roceperf::transport::soft::io::impair::ImpairConfig;
 use roceperf::transport::{
     Completion, CompletionOp, CompletionStatus, Endpoint, RecvRequest, RemoteAddr, SendOp,
-    SendRequest,
 };
 
 #[path = "../common/work_request.rs"]
