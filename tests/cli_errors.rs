@@ -17,89 +17,60 @@ fn usage_error(test: &str, args: &[&str], expect: &str) {
     );
 }
 
+/// Each (binary, arguments after `--transport tcp`, text the error must hold) is a usage error.
+fn tcp_usage_errors(cases: &[(&str, &[&str], &str)]) {
+    for &(test, args, expect) in cases {
+        let mut full = vec!["--transport", "tcp"];
+        full.extend_from_slice(args);
+        usage_error(test, &full, expect);
+    }
+}
+
 #[test]
 fn out_of_range_values_name_the_flag() {
-    usage_error("write_bw", &["--transport", "tcp", "-s", "0"], "-s");
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "-s", "12Q"],
-        "not a size",
-    );
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "-n", "2"],
-        "iterations are 5",
-    );
-    usage_error("write_bw", &["--transport", "tcp", "-t", "0"], "--tx-depth");
-    usage_error("write_bw", &["--transport", "tcp", "-p", "99999"], "--port");
-    usage_error(
-        "send_lat",
-        &["--transport", "tcp", "--percentiles", "99,200"],
-        "percentile",
-    );
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "--output", "everything"],
-        "--output",
-    );
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "--cpu", "4096"],
-        "--cpu 4096",
-    );
+    tcp_usage_errors(&[
+        ("write_bw", &["-s", "0"], "-s"),
+        ("write_bw", &["-s", "12Q"], "not a size"),
+        ("write_bw", &["-n", "2"], "iterations are 5"),
+        ("write_bw", &["-t", "0"], "--tx-depth"),
+        ("write_bw", &["-p", "99999"], "--port"),
+        ("send_lat", &["--percentiles", "99,200"], "percentile"),
+        ("write_bw", &["--output", "everything"], "--output"),
+        ("write_bw", &["--cpu", "4096"], "--cpu 4096"),
+    ]);
 }
 
 #[test]
 fn repeated_and_unknown_flags_are_rejected() {
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "-s", "1", "-s", "2"],
-        "cannot be used multiple times",
-    );
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "--frobnicate"],
-        "--frobnicate",
-    );
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "host1", "host2"],
-        "host2",
-    );
+    tcp_usage_errors(&[
+        (
+            "write_bw",
+            &["-s", "1", "-s", "2"],
+            "cannot be used multiple times",
+        ),
+        ("write_bw", &["--frobnicate"], "--frobnicate"),
+        ("write_bw", &["host1", "host2"], "host2"),
+    ]);
 }
 
 #[test]
 fn flags_that_do_not_apply_say_so() {
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "-x", "3"],
-        "-x does not apply to --transport tcp",
-    );
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "--roce", "v2"],
-        "--roce does not apply",
-    );
-    usage_error(
-        "send_lat",
-        &["--transport", "tcp", "-t", "8"],
-        "-t does not apply to send_lat",
-    );
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "--cpu_util"],
-        "give -D too",
-    );
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "-D", "4", "-f", "2"],
-        "twice the margin",
-    );
-    usage_error(
-        "write_bw",
-        &["--transport", "tcp", "-a", "-s", "64"],
-        "-a and -s cannot be used together",
-    );
+    tcp_usage_errors(&[
+        (
+            "write_bw",
+            &["-x", "3"],
+            "-x does not apply to --transport tcp",
+        ),
+        ("write_bw", &["--roce", "v2"], "--roce does not apply"),
+        ("send_lat", &["-t", "8"], "-t does not apply to send_lat"),
+        ("write_bw", &["--cpu_util"], "give -D too"),
+        ("write_bw", &["-D", "4", "-f", "2"], "twice the margin"),
+        (
+            "write_bw",
+            &["-a", "-s", "64"],
+            "-a and -s cannot be used together",
+        ),
+    ]);
 }
 
 #[test]

@@ -1,60 +1,13 @@
 //! roce_compare --from: result files made elsewhere in, the side-by-side report and its files out.
 
+mod common;
+
+use common::results::{bw_result as bw, run_info as info};
 use roceperf::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
-use roceperf::report::{self, Measured, RunInfo, SizeResult};
-use roceperf::stats::{self, BandwidthStats, LatencyStats};
+use roceperf::report::{self, Measured, SizeResult};
+use roceperf::stats::{self, LatencyStats};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn info(
-    test: TestKind,
-    transport: TransportKind,
-    roce: Option<RoceVersion>,
-    role: Role,
-) -> RunInfo {
-    RunInfo {
-        test,
-        role,
-        transport,
-        roce,
-        device: "lo".into(),
-        peer: None,
-        qps: 1,
-        tx_depth: 128,
-        rx_depth: None,
-        cq_mod: 100,
-        mtu: 4096,
-        link_type: "Ethernet".into(),
-        gid_index: None,
-        inline_size: 0,
-        out_reads: None,
-        cpu: Some(0),
-        local: vec![],
-        remote: vec![],
-        report_gbits: true,
-        percentiles: vec![99.0],
-        iterations: 1000,
-        duration_s: None,
-        margin_s: None,
-        warmup: 0,
-        bidirectional: false,
-        started_at: "2026-11-29T10:24:25Z".into(),
-        notes: vec![],
-        version: "0.1.0".into(),
-        counters: None,
-    }
-}
-
-fn bw(size: u64, gbps: f64) -> SizeResult {
-    let messages = 5000u64;
-    let elapsed = (size as f64 * 8.0 * messages as f64 / gbps).round() as u64;
-    SizeResult {
-        size,
-        iterations: messages,
-        measured: Measured::Bandwidth(BandwidthStats::compute(size, messages, elapsed, None)),
-        cpu_util: None,
-    }
-}
 
 fn lat(base_ns: u64) -> SizeResult {
     let mut h = stats::new_latency_histogram();

@@ -1,42 +1,20 @@
 //! roce_gate end to end: crafted result files in, exit code, table, JUnit and annotations out.
 
+mod common;
+
+use common::results::{bw_result, run_info};
 use roceperf::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
 use roceperf::report::{self, Measured, RunInfo, SizeResult};
-use roceperf::stats::{self, BandwidthStats, LatencyStats};
+use roceperf::stats::{self, LatencyStats};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// A client's run that names its peer and ran on core 1.
 fn info(test: TestKind, transport: TransportKind, roce: Option<RoceVersion>) -> RunInfo {
     RunInfo {
-        test,
-        role: Role::Client,
-        transport,
-        roce,
-        device: "lo".into(),
         peer: Some("127.0.0.1".into()),
-        qps: 1,
-        tx_depth: 128,
-        rx_depth: None,
-        cq_mod: 100,
-        mtu: 4096,
-        link_type: "Ethernet".into(),
-        gid_index: None,
-        inline_size: 0,
-        out_reads: None,
         cpu: Some(1),
-        local: vec![],
-        remote: vec![],
-        report_gbits: true,
-        percentiles: vec![99.0],
-        iterations: 1000,
-        duration_s: None,
-        margin_s: None,
-        warmup: 0,
-        bidirectional: false,
-        started_at: "2026-11-29T10:24:25Z".into(),
-        notes: vec![],
-        version: "0.1.0".into(),
-        counters: None,
+        ..run_info(test, transport, roce, Role::Client)
     }
 }
 
@@ -50,14 +28,7 @@ fn write_lat() -> TestKind {
 
 /// A 64 KiB bandwidth result of `gbps`.
 fn bw(gbps: f64) -> SizeResult {
-    let (size, messages) = (65536u64, 5000u64);
-    let elapsed = (size as f64 * 8.0 * messages as f64 / gbps).round() as u64;
-    SizeResult {
-        size,
-        iterations: messages,
-        measured: Measured::Bandwidth(BandwidthStats::compute(size, messages, elapsed, None)),
-        cpu_util: None,
-    }
+    bw_result(65536, gbps)
 }
 
 /// A 2-byte latency result: 990 samples at `body_ns`, 10 at `tail_ns` (so p99 = body, p99.9 = tail).
@@ -96,6 +67,17 @@ impl Files {
         let p = self.path(name);
         report::write_json(&p, info, results).unwrap();
         p
+    }
+
+    /// A write_bw result file of one 64 KiB result at `gbps`.
+    fn bw_run(
+        &self,
+        name: &str,
+        transport: TransportKind,
+        roce: Option<RoceVersion>,
+        gbps: f64,
+    ) -> PathBuf {
+        self.json(name, &info(write_bw(), transport, roce), &[bw(gbps)])
     }
 
     fn csv(&self, name: &str, runs: &[(&RunInfo, &[SizeResult])]) -> PathBuf {
@@ -141,17 +123,30 @@ fn assert_exit(o: &Output, code: i32) {
     );
 }
 
+/// Runs the gate, checks its exit code and returns its stdout.
+#[track_caller]
+fn gate_stdout(args: &[&str], files: &[&Path], code: i32) -> String {
+    let o = gate(args, files);
+    assert_exit(&o, code);
+    stdout(&o)
+}
+
+/// Runs the gate on something it must refuse (exit 2) and checks that stderr holds `needle`;
+/// returns stderr.
+#[track_caller]
+fn bad_input(args: &[&str], files: &[&Path], needle: &str) -> String {
+    let o = gate(args, files);
+    assert_exit(&o, 2);
+    let err = stderr(&o);
+    assert!(err.contains(needle), "{err}");
+    err
+}
+
 #[test]
 fn bandwidth_above_the_floor_passes() {
     let f = Files::new();
-    let run = f.json(
-        "bw.json",
-        &info(write_bw(), TransportKind::Soft, Some(RoceVersion::V2)),
-        &[bw(92.0)],
-    );
-    let o = gate(&["--min-bw", "90Gb/s"], &[&run]);
-    assert_exit(&o, 0);
-    let out = stdout(&o);
+    let run = f.bw_run("bw.json", TransportKind::Soft, Some(RoceVersion::V2), 92.0);
+    let out = gate_stdout(&["--min-bw", "90Gb/s"], &[&run], 0);
     assert!(
         out.starts_with("roce_gate: PASS, 1 checks: 1 passed"),
         "{out}"
@@ -168,17 +163,12 @@ fn bandwidth_above_the_floor_passes() {
 #[test]
 fn bandwidth_below_the_floor_fails_and_says_why() {
     let f = Files::new();
-    let run = f.json(
-        "bw.json",
-        &info(write_bw(), TransportKind::Tcp, None),
-        &[bw(45.0)],
-    );
-    let o = gate(
+    let run = f.bw_run("bw.json", TransportKind::Tcp, None, 45.0);
+    let out = gate_stdout(
         &["--min-bw", "90Gb/s", "--min-msg-rate", "0.05Mpps"],
         &[&run],
+        1,
     );
-    assert_exit(&o, 1);
-    let out = stdout(&o);
     assert!(
         out.starts_with("roce_gate: FAIL, 2 checks: 1 passed, 1 failed"),
         "{out}"
@@ -194,7 +184,7 @@ fn latency_thresholds_read_csv_and_use_every_percentile() {
     let f = Files::new();
     let i = info(write_lat(), TransportKind::Soft, Some(RoceVersion::V1));
     let csv = f.csv("runs.csv", &[(&i, &[lat(2_000, 40_000)])]);
-    let o = gate(
+    let out = gate_stdout(
         &[
             "--max-p50",
             "2.5us",
@@ -204,13 +194,12 @@ fn latency_thresholds_read_csv_and_use_every_percentile() {
             "50us",
         ],
         &[&csv],
+        0,
     );
-    assert_exit(&o, 0);
-    assert!(stdout(&o).contains("3 checks: 3 passed"), "{}", stdout(&o));
+    assert!(out.contains("3 checks: 3 passed"), "{out}");
     // p99.9 is in the 40 µs tail.
-    let o = gate(&["--max-p99.9", "10us"], &[&csv]);
-    assert_exit(&o, 1);
-    assert!(stdout(&o).contains("p99.9 latency"), "{}", stdout(&o));
+    let out = gate_stdout(&["--max-p99.9", "10us"], &[&csv], 1);
+    assert!(out.contains("p99.9 latency"), "{out}");
     let o = gate(&["--max-median", "1800ns"], &[&csv]);
     assert_exit(&o, 1);
     // The same result as JSON gives the same verdicts.
@@ -222,17 +211,11 @@ fn latency_thresholds_read_csv_and_use_every_percentile() {
 #[test]
 fn a_threshold_with_nothing_to_check_fails_rather_than_passing_vacuously() {
     let f = Files::new();
-    let run = f.json(
-        "bw.json",
-        &info(write_bw(), TransportKind::Tcp, None),
-        &[bw(45.0)],
-    );
-    let o = gate(&["--min-bw", "1Gb/s", "--max-p99", "5us"], &[&run]);
-    assert_exit(&o, 1);
+    let run = f.bw_run("bw.json", TransportKind::Tcp, None, 45.0);
+    let out = gate_stdout(&["--min-bw", "1Gb/s", "--max-p99", "5us"], &[&run], 1);
     assert!(
-        stdout(&o).contains("--max-p99 5us applies to latency tests"),
-        "{}",
-        stdout(&o)
+        out.contains("--max-p99 5us applies to latency tests"),
+        "{out}"
     );
 }
 
@@ -242,9 +225,7 @@ fn baseline_regression_beyond_the_allowance_fails() {
     let i = info(write_bw(), TransportKind::Soft, Some(RoceVersion::V2));
     let base = f.json("base.json", &i, &[bw(100.0)]);
     let now = f.json("now.json", &i, &[bw(92.0)]);
-    let o = gate(&["--baseline", base.to_str().unwrap()], &[&now]);
-    assert_exit(&o, 1);
-    let out = stdout(&o);
+    let out = gate_stdout(&["--baseline", base.to_str().unwrap()], &[&now], 1);
     assert!(
         out.contains("bandwidth vs baseline") && out.contains("(-8.0%)"),
         "{out}"
@@ -272,27 +253,16 @@ fn baseline_regression_beyond_the_allowance_fails() {
         &gate(&["--baseline", lbase.to_str().unwrap()], &[&faster]),
         0,
     );
-    let o = gate(&["--baseline", lbase.to_str().unwrap()], &[&slower]);
-    assert_exit(&o, 1);
-    assert!(stdout(&o).contains("median vs baseline"), "{}", stdout(&o));
+    let out = gate_stdout(&["--baseline", lbase.to_str().unwrap()], &[&slower], 1);
+    assert!(out.contains("median vs baseline"), "{out}");
 }
 
 #[test]
 fn a_baseline_that_matches_nothing_fails_and_unmatched_rows_are_skipped() {
     let f = Files::new();
-    let base = f.json(
-        "base.json",
-        &info(write_bw(), TransportKind::Tcp, None),
-        &[bw(40.0)],
-    );
-    let now = f.json(
-        "now.json",
-        &info(write_bw(), TransportKind::Soft, Some(RoceVersion::V2)),
-        &[bw(92.0)],
-    );
-    let o = gate(&["--baseline", base.to_str().unwrap()], &[&now]);
-    assert_exit(&o, 1);
-    let out = stdout(&o);
+    let base = f.bw_run("base.json", TransportKind::Tcp, None, 40.0);
+    let now = f.bw_run("now.json", TransportKind::Soft, Some(RoceVersion::V2), 92.0);
+    let out = gate_stdout(&["--baseline", base.to_str().unwrap()], &[&now], 1);
     assert!(
         out.contains("skip") && out.contains("shares no (test, transport"),
         "{out}"
@@ -306,36 +276,26 @@ fn malformed_json_is_a_bad_input_naming_the_file() {
         "broken.json",
         "{\"schema\": \"roceperf.result\", \"results\": [",
     );
-    let o = gate(&["--min-bw", "1Gb/s"], &[&bad]);
-    assert_exit(&o, 2);
-    let err = stderr(&o);
-    assert!(err.contains("broken.json is not valid JSON"), "{err}");
+    let err = bad_input(
+        &["--min-bw", "1Gb/s"],
+        &[&bad],
+        "broken.json is not valid JSON",
+    );
     assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]
 fn a_missing_file_is_a_bad_input_naming_it() {
     let f = Files::new();
-    let good = f.json(
-        "bw.json",
-        &info(write_bw(), TransportKind::Tcp, None),
-        &[bw(45.0)],
-    );
+    let good = f.bw_run("bw.json", TransportKind::Tcp, None, 45.0);
     let missing = f.path("nope.json");
-    let o = gate(&["--min-bw", "1Gb/s"], &[&good, &missing]);
-    assert_exit(&o, 2);
-    assert!(
-        stderr(&o).contains("cannot read") && stderr(&o).contains("nope.json"),
-        "{}",
-        stderr(&o)
-    );
+    let err = bad_input(&["--min-bw", "1Gb/s"], &[&good, &missing], "cannot read");
+    assert!(err.contains("nope.json"), "{err}");
     // A missing baseline too.
-    let o = gate(&["--baseline", missing.to_str().unwrap()], &[&good]);
-    assert_exit(&o, 2);
-    assert!(
-        stderr(&o).contains("baseline: cannot read"),
-        "{}",
-        stderr(&o)
+    bad_input(
+        &["--baseline", missing.to_str().unwrap()],
+        &[&good],
+        "baseline: cannot read",
     );
 }
 
@@ -346,34 +306,26 @@ fn wrong_schema_or_version_is_a_bad_input() {
         "other.json",
         r#"{"schema": "someone.else", "schema_version": 1}"#,
     );
-    let o = gate(&["--min-bw", "1Gb/s"], &[&other]);
-    assert_exit(&o, 2);
-    assert!(
-        stderr(&o).contains("schema \"someone.else\" is unknown"),
-        "{}",
-        stderr(&o)
+    bad_input(
+        &["--min-bw", "1Gb/s"],
+        &[&other],
+        "schema \"someone.else\" is unknown",
     );
     let none = f.text("plain.json", r#"{"results": []}"#);
-    let o = gate(&["--min-bw", "1Gb/s"], &[&none]);
-    assert_exit(&o, 2);
-    assert!(stderr(&o).contains("no \"schema\" key"), "{}", stderr(&o));
+    bad_input(&["--min-bw", "1Gb/s"], &[&none], "no \"schema\" key");
     let i = info(write_bw(), TransportKind::Tcp, None);
     let mut doc = report::to_json(&i, &[bw(1.0)]);
     doc["schema_version"] = 99.into();
     let future = f.text("future.json", &doc.to_string());
-    let o = gate(&["--min-bw", "1Gb/s"], &[&future]);
-    assert_exit(&o, 2);
-    assert!(
-        stderr(&o).contains("schema_version 99 is not supported"),
-        "{}",
-        stderr(&o)
+    bad_input(
+        &["--min-bw", "1Gb/s"],
+        &[&future],
+        "schema_version 99 is not supported",
     );
     doc["schema_version"] = 1.into();
     doc["results"][0]["bandwidth"] = serde_json::Value::Null;
     let broken = f.text("broken-result.json", &doc.to_string());
-    let o = gate(&["--min-bw", "1Gb/s"], &[&broken]);
-    assert_exit(&o, 2);
-    assert!(stderr(&o).contains("results[0]"), "{}", stderr(&o));
+    bad_input(&["--min-bw", "1Gb/s"], &[&broken], "results[0]");
 }
 
 #[test]
@@ -383,62 +335,45 @@ fn malformed_csv_rows_are_named_by_line() {
         "bad.csv",
         "test,transport,roce,size_bytes,bw_avg_gbps\nwrite_bw,soft,v2,65536,91.5\nwrite_bw,carrier-pigeon,,8,1\n",
     );
-    let o = gate(&["--min-bw", "1Gb/s"], &[&csv]);
-    assert_exit(&o, 2);
-    assert!(
-        stderr(&o).contains("bad.csv line 3: transport \"carrier-pigeon\""),
-        "{}",
-        stderr(&o)
+    bad_input(
+        &["--min-bw", "1Gb/s"],
+        &[&csv],
+        "bad.csv line 3: transport \"carrier-pigeon\"",
     );
     let no_cols = f.text("x.csv", "a,b\n1,2\n");
-    let o = gate(&["--min-bw", "1Gb/s"], &[&no_cols]);
-    assert_exit(&o, 2);
-    assert!(stderr(&o).contains("no \"test\" column"), "{}", stderr(&o));
+    bad_input(&["--min-bw", "1Gb/s"], &[&no_cols], "no \"test\" column");
     let empty = f.text("empty.csv", &report::csv::header_line());
-    let o = gate(&["--min-bw", "1Gb/s"], &[&empty]);
-    assert_exit(&o, 2);
-    assert!(stderr(&o).contains("holds no results"), "{}", stderr(&o));
+    bad_input(&["--min-bw", "1Gb/s"], &[&empty], "holds no results");
 }
 
 #[test]
 fn bad_usage_exits_2_with_advice() {
     let f = Files::new();
-    let run = f.json(
-        "bw.json",
-        &info(write_bw(), TransportKind::Tcp, None),
-        &[bw(45.0)],
+    let run = f.bw_run("bw.json", TransportKind::Tcp, None, 45.0);
+    bad_input(&["--min-bw", "90"], &[&run], "90Gb/s");
+    bad_input(&[], &[&run], "nothing to check");
+    bad_input(
+        &["--min-bw", "1Gb/s", "--max-regression", "3%"],
+        &[&run],
+        "--baseline",
     );
-    let o = gate(&["--min-bw", "90"], &[&run]);
-    assert_exit(&o, 2);
-    assert!(stderr(&o).contains("90Gb/s"), "{}", stderr(&o));
-    let o = gate(&[], &[&run]);
-    assert_exit(&o, 2);
-    assert!(stderr(&o).contains("nothing to check"), "{}", stderr(&o));
-    let o = gate(&["--min-bw", "1Gb/s", "--max-regression", "3%"], &[&run]);
-    assert_exit(&o, 2);
-    assert!(stderr(&o).contains("--baseline"), "{}", stderr(&o));
-    let o = gate(&["--min-bw", "1Gb/s", "--test", "read_lat"], &[&run]);
-    assert_exit(&o, 2);
-    assert!(
-        stderr(&o).contains("no result in the inputs matches"),
-        "{}",
-        stderr(&o)
+    bad_input(
+        &["--min-bw", "1Gb/s", "--test", "read_lat"],
+        &[&run],
+        "no result in the inputs matches",
     );
 }
 
 #[test]
 fn selection_limits_which_results_are_held_to_a_threshold() {
     let f = Files::new();
-    let soft = f.json(
+    let soft = f.bw_run(
         "soft.json",
-        &info(write_bw(), TransportKind::Soft, Some(RoceVersion::V2)),
-        &[bw(92.0)],
+        TransportKind::Soft,
+        Some(RoceVersion::V2),
+        92.0,
     );
-    let tcp = f.json(
-        "tcp.json",
-        &info(write_bw(), TransportKind::Tcp, None),
-        &[bw(45.0)],
-    );
+    let tcp = f.bw_run("tcp.json", TransportKind::Tcp, None, 45.0);
     assert_exit(&gate(&["--min-bw", "90Gb/s"], &[&soft, &tcp]), 1);
     assert_exit(
         &gate(
@@ -452,11 +387,7 @@ fn selection_limits_which_results_are_held_to_a_threshold() {
 #[test]
 fn junit_and_github_annotations_describe_each_check() {
     let f = Files::new();
-    let run = f.json(
-        "bw.json",
-        &info(write_bw(), TransportKind::Tcp, None),
-        &[bw(45.0)],
-    );
+    let run = f.bw_run("bw.json", TransportKind::Tcp, None, 45.0);
     let lat_run = f.json(
         "lat.json",
         &info(write_lat(), TransportKind::Tcp, None),
@@ -525,22 +456,19 @@ fn comparison(dir: &Path) -> (PathBuf, PathBuf) {
         (TransportKind::Soft, Some(RoceVersion::V2), 92.0, 2_000),
         (TransportKind::Tcp, None, 45.0, 6_000),
     ] {
-        runs.push(CompareRun {
-            label: default_label(t, r),
-            transport: t,
-            roce: r,
-            test: write_bw(),
-            results: vec![bw(gbps)],
-            notes: vec![],
-        });
-        runs.push(CompareRun {
-            label: default_label(t, r),
-            transport: t,
-            roce: r,
-            test: write_lat(),
-            results: vec![lat(lat_ns, lat_ns * 10)],
-            notes: vec![],
-        });
+        for (test, result) in [
+            (write_bw(), bw(gbps)),
+            (write_lat(), lat(lat_ns, lat_ns * 10)),
+        ] {
+            runs.push(CompareRun {
+                label: default_label(t, r),
+                transport: t,
+                roce: r,
+                test,
+                results: vec![result],
+                notes: vec![],
+            });
+        }
     }
     let set = CompareSet {
         started_at: "2026-11-29T10:24:25Z".into(),
@@ -557,9 +485,7 @@ fn comparison_json_and_csv_give_the_same_verdicts() {
     let f = Files::new();
     let (json, csv) = comparison(f.dir.path());
     for input in [&json, &csv] {
-        let o = gate(&["--min-bw", "90Gb/s", "--max-p50", "3us"], &[input]);
-        assert_exit(&o, 1);
-        let out = stdout(&o);
+        let out = gate_stdout(&["--min-bw", "90Gb/s", "--max-p50", "3us"], &[input], 1);
         assert!(out.contains("4 checks: 2 passed, 2 failed"), "{out}");
         assert!(
             out.contains("write_bw tcp 65536 B bandwidth 45.00 Gb/s is below"),
@@ -578,8 +504,7 @@ fn comparison_json_and_csv_give_the_same_verdicts() {
         );
         assert_exit(&o, 0);
         // The comparison is its own baseline: nothing regressed.
-        let o = gate(&["--baseline", json.to_str().unwrap()], &[input]);
-        assert_exit(&o, 0);
-        assert!(stdout(&o).contains("6 checks: 6 passed"), "{}", stdout(&o));
+        let out = gate_stdout(&["--baseline", json.to_str().unwrap()], &[input], 0);
+        assert!(out.contains("6 checks: 6 passed"), "{out}");
     }
 }

@@ -1,7 +1,7 @@
 //! Setup failures end with a clear error and exit code 2, never a hang or a panic.
 
 mod common;
-use common::{free_port, pair_with, spawn};
+use common::{free_port, pair_with, spawn, tcp_server};
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
@@ -37,11 +37,7 @@ fn mismatched_size_stops_both_sides_naming_size() {
 #[test]
 fn different_tests_on_the_two_sides_name_test() {
     let port = free_port().to_string();
-    let server = spawn(
-        "write_bw",
-        &["--transport", "tcp", "-p", &port, "--cpu", "0"],
-    );
-    assert!(server.wait_stdout("Waiting for client", 20));
+    let server = tcp_server("write_bw", &port, &[]);
     let c = spawn(
         "read_bw",
         &["--transport", "tcp", "-p", &port, "--cpu", "1", "127.0.0.1"],
@@ -92,8 +88,7 @@ fn client_without_server_retries_then_gives_up_clearly() {
 fn random_bytes_on_the_port_stop_the_server_clearly() {
     let port = free_port();
     let ps = port.to_string();
-    let server = spawn("write_bw", &["--transport", "tcp", "-p", &ps, "--cpu", "0"]);
-    assert!(server.wait_stdout("Waiting for client", 20));
+    let server = tcp_server("write_bw", &ps, &[]);
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     // Fixed "random" bytes so a failure can be reproduced.
     let junk: Vec<u8> = (0u32..256)
@@ -111,8 +106,7 @@ fn random_bytes_on_the_port_stop_the_server_clearly() {
 fn a_peer_that_connects_and_says_nothing_then_leaves_is_an_error() {
     let port = free_port();
     let ps = port.to_string();
-    let server = spawn("send_lat", &["--transport", "tcp", "-p", &ps, "--cpu", "0"]);
-    assert!(server.wait_stdout("Waiting for client", 20));
+    let server = tcp_server("send_lat", &ps, &[]);
     drop(TcpStream::connect(("127.0.0.1", port)).unwrap());
     let d = server.wait(30, "server after an empty connection");
     assert_eq!(d.code(), 2, "{}", d.stderr);
@@ -126,11 +120,7 @@ fn a_peer_that_connects_and_says_nothing_then_leaves_is_an_error() {
 #[test]
 fn a_server_that_dies_mid_test_fails_the_client_with_exit_1() {
     let port = free_port().to_string();
-    let server = spawn(
-        "write_lat",
-        &["--transport", "tcp", "-p", &port, "--cpu", "0", "-D", "20"],
-    );
-    assert!(server.wait_stdout("Waiting for client", 20));
+    let server = tcp_server("write_lat", &port, &["-D", "20"]);
     let client = spawn(
         "write_lat",
         &[

@@ -414,6 +414,26 @@ fn test_type_mismatch_errors_instead_of_hanging() {
     }
 }
 
+/// In both roles, the script of `kind` with `o` exchanges exactly the message sizes that trace `name`
+/// shows in that role's direction; returns the two scripts (client's, then server's).
+fn assert_script_sizes_match_trace(name: &str, kind: &str, o: &ScriptOptions) -> Vec<Vec<Step>> {
+    let trace = load(name);
+    [Role::Client, Role::Server]
+        .into_iter()
+        .map(|role| {
+            let steps = roceperf::oob::perftest::script(test(kind), role, o).unwrap();
+            let sizes = roceperf::oob::perftest::script::message_sizes(&steps, o.num_qps);
+            let dir: Vec<usize> = trace
+                .iter()
+                .filter(|m| m.from_client == (role == Role::Client))
+                .map(|m| m.bytes.len())
+                .collect();
+            assert_eq!(sizes, dir, "{name} {role:?}");
+            steps
+        })
+        .collect()
+}
+
 #[test]
 fn script_step_names_cover_the_trace() {
     // Each trace direction is exactly the script's message sizes (no extra or missing exchange).
@@ -422,16 +442,7 @@ fn script_step_names_cover_the_trace() {
         ("read_bw_3000B_x5", "read_bw"),
         ("send_bw_3000B_x5", "send_bw"),
     ] {
-        let trace = load(name);
-        for role in [Role::Client, Role::Server] {
-            let steps = roceperf::oob::perftest::script(test(kind), role, &opts(3000)).unwrap();
-            let sizes = roceperf::oob::perftest::script::message_sizes(&steps, 1);
-            let dir: Vec<usize> = trace
-                .iter()
-                .filter(|m| m.from_client == (role == Role::Client))
-                .map(|m| m.bytes.len())
-                .collect();
-            assert_eq!(sizes, dir, "{name} {role:?}");
+        for steps in assert_script_sizes_match_trace(name, kind, &opts(3000)) {
             assert!(steps.contains(&Step::Connect));
         }
     }
@@ -472,17 +483,7 @@ fn lab_traces() -> Vec<(&'static str, &'static str, ScriptOptions, u64)> {
 #[test]
 fn lab_traces_match_the_table() {
     for (name, kind, o, _) in lab_traces() {
-        let trace = load(name);
-        for role in [Role::Client, Role::Server] {
-            let steps = roceperf::oob::perftest::script(test(kind), role, &o).unwrap();
-            let sizes = roceperf::oob::perftest::script::message_sizes(&steps, o.num_qps);
-            let dir: Vec<usize> = trace
-                .iter()
-                .filter(|m| m.from_client == (role == Role::Client))
-                .map(|m| m.bytes.len())
-                .collect();
-            assert_eq!(sizes, dir, "{name} {role:?}");
-        }
+        assert_script_sizes_match_trace(name, kind, &o);
     }
 }
 

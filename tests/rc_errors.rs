@@ -481,15 +481,10 @@ fn rnr_retry_exhaustion_ends_in_an_error_completion() {
 
 #[test]
 fn retry_exhaustion_on_a_dead_link_ends_in_an_error_completion() {
-    let mut s = Setup::new(1024, 4096);
-    s.ab = LinkConfig {
-        loss: 1.0,
-        ..LinkConfig::perfect()
-    };
-    s.tweak = |c| {
+    let s = Setup::dead_link(|c| {
         c.retry_cnt = 3;
         c.timeout = 10; // 4.2 ms
-    };
+    });
     let (mut p, _, kb) = s.build();
     p.a.post_send(&wr(1, SendOp::Write, 0, 100, at(&kb, 0)))
         .unwrap();
@@ -514,16 +509,11 @@ fn retry_exhaustion_on_a_dead_link_ends_in_an_error_completion() {
 
 #[test]
 fn retry_backoff_doubles_the_timeout_per_spent_retry_up_to_its_cap() {
-    let mut s = Setup::new(1024, 4096);
-    s.ab = LinkConfig {
-        loss: 1.0,
-        ..LinkConfig::perfect()
-    };
-    s.tweak = |c| {
+    let s = Setup::dead_link(|c| {
         c.retry_cnt = 5;
         c.timeout = 10; // 4.2 ms
         c.retry_backoff_max_shift = 2;
-    };
+    });
     let (mut p, _, kb) = s.build();
     p.a.post_send(&wr(1, SendOp::Write, 0, 100, at(&kb, 0)))
         .unwrap();
@@ -541,19 +531,14 @@ fn retry_backoff_doubles_the_timeout_per_spent_retry_up_to_its_cap() {
 #[test]
 fn retry_cnt_7_is_infinite_only_when_configured() {
     for infinite in [false, true] {
-        let mut s = Setup::new(1024, 4096);
-        s.ab = LinkConfig {
-            loss: 1.0,
-            ..LinkConfig::perfect()
-        };
-        s.tweak = if infinite {
+        let s = Setup::dead_link(if infinite {
             |c| {
                 c.timeout = 8;
                 c.retry_cnt_7_is_infinite = true
             }
         } else {
             |c| c.timeout = 8
-        };
+        });
         let (mut p, _, kb) = s.build();
         p.a.post_send(&wr(1, SendOp::Write, 0, 100, at(&kb, 0)))
             .unwrap();

@@ -14,23 +14,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
-use roceperf::transport::{Completion, CompletionStatus, Endpoint, RecvRequest, SendOp};
-use soft_support::endpoints::{connect, remote, udp_cfg, wr};
+use roceperf::transport::{
+    Completion, CompletionStatus, Endpoint, RecvRequest, RemoteAddr, SendOp,
+};
+use soft_support::endpoints::{connect, remote, udp_cfg, veth_packet_cfg, wr};
+use soft_support::pin;
 
 fn secs() -> Duration {
-    let s = std::env::var("ROCEPERF_BENCH_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2.0);
-    Duration::from_secs_f64(s)
-}
-
-fn pin(core: usize) {
-    if let Some(id) =
-        core_affinity::get_core_ids().and_then(|ids| ids.get(core % ids.len()).copied())
-    {
-        core_affinity::set_for_current(id);
-    }
+    soft_support::secs_from_env("ROCEPERF_BENCH_SECS", 2.0)
 }
 
 /// Lets the calling thread run on every core again.
@@ -75,15 +66,14 @@ fn passive(mut b: SoftEndpoint, stop: Arc<AtomicBool>) -> std::thread::JoinHandl
     })
 }
 
-#[test]
-#[ignore = "measurement; run with --ignored --nocapture"]
-fn write_bw_64k_over_lo() {
-    let (mut a, b) = pair(20);
-    let size = 65536u32;
-    let rw = remote(&b, 0, 0);
-    let stop = Arc::new(AtomicBool::new(false));
-    let server = passive(b, stop.clone());
-    pin(0);
+/// Keeps 128 WRITEs of `size` bytes to `rw` in flight from `a` for [`secs`]; `on_poll` sees each batch
+/// of `a`'s completions. Returns (WRITEs completed, seconds taken).
+fn write_for(
+    a: &mut SoftEndpoint,
+    rw: RemoteAddr,
+    size: u32,
+    mut on_poll: impl FnMut(&[Completion]),
+) -> (u64, f64) {
     let mut buf = [Completion::EMPTY; 64];
     let (mut in_flight, mut done, mut posted) = (0u32, 0u64, 0u64);
     let start = Instant::now();
@@ -96,13 +86,27 @@ fn write_bw_64k_over_lo() {
             in_flight += 1;
         }
         let n = a.poll_cq(&mut buf).unwrap();
-        for c in &buf[..n] {
-            assert_eq!(c.status, CompletionStatus::Success, "{c:?}");
-        }
+        on_poll(&buf[..n]);
         in_flight -= n as u32;
         done += n as u64;
     }
-    let elapsed = start.elapsed().as_secs_f64();
+    (done, start.elapsed().as_secs_f64())
+}
+
+#[test]
+#[ignore = "measurement; run with --ignored --nocapture"]
+fn write_bw_64k_over_lo() {
+    let (mut a, b) = pair(20);
+    let size = 65536u32;
+    let rw = remote(&b, 0, 0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = passive(b, stop.clone());
+    pin(0);
+    let (done, elapsed) = write_for(&mut a, rw, size, |cs| {
+        for c in cs {
+            assert_eq!(c.status, CompletionStatus::Success, "{c:?}");
+        }
+    });
     stop.store(true, Ordering::Relaxed);
     let b = server.join().unwrap();
     let gbps = done as f64 * f64::from(size) * 8.0 / elapsed / 1e9;
@@ -126,7 +130,6 @@ fn send_lat_2b_over_lo() {
 #[ignore = "measurement; run with --ignored --nocapture"]
 fn send_lat_2b_packet_v1_over_veth_ring_and_recvmmsg() {
     use roceperf::params::RoceVersion;
-    use roceperf::transport::soft::endpoint::IoKind;
     if !soft_support::is_root() {
         eprintln!("skipped: needs root");
         return;
@@ -137,11 +140,8 @@ fn send_lat_2b_packet_v1_over_veth_ring_and_recvmmsg() {
         // thread pinned to core 0 (as after the first round), later rounds measured milliseconds.
         unpin();
         let open = move || {
-            let mut c = SoftConfig::new("veth0", RoceVersion::V1);
-            c.io = IoKind::Packet;
+            let mut c = veth_packet_cfg(RoceVersion::V1);
             c.packet_rx_ring = ring;
-            c.buffer_len = 1 << 20;
-            c.impair = Some(Default::default());
             SoftEndpoint::open(c).unwrap()
         };
         let mut a = pair.in_ns('a', open);
@@ -151,20 +151,19 @@ fn send_lat_2b_packet_v1_over_veth_ring_and_recvmmsg() {
     }
 }
 
+/// Where each side of the ping-pong receives the other's 2-byte SEND.
+const PONG_RECV: RecvRequest = RecvRequest {
+    wr_id: 0,
+    offset: 4096,
+    len: 64,
+};
+
 /// A 2-byte SEND ping-pong between `a` (this thread, core 0) and `b` (a thread on core 1).
 fn send_lat(what: &str, mut a: SoftEndpoint, mut b: SoftEndpoint) {
     let stop = Arc::new(AtomicBool::new(false));
     let stop_b = stop.clone();
     // b: answer every 2-byte SEND with a 2-byte SEND.
-    b.post_recv(
-        0,
-        &RecvRequest {
-            wr_id: 0,
-            offset: 4096,
-            len: 64,
-        },
-    )
-    .unwrap();
+    b.post_recv(0, &PONG_RECV).unwrap();
     let server = std::thread::spawn(move || {
         pin(1);
         let mut buf = [Completion::EMPTY; 16];
@@ -172,15 +171,7 @@ fn send_lat(what: &str, mut a: SoftEndpoint, mut b: SoftEndpoint) {
             let n = b.poll_cq(&mut buf).unwrap();
             for c in &buf[..n] {
                 if c.op == roceperf::transport::CompletionOp::Recv {
-                    b.post_recv(
-                        0,
-                        &RecvRequest {
-                            wr_id: 0,
-                            offset: 4096,
-                            len: 64,
-                        },
-                    )
-                    .unwrap();
+                    b.post_recv(0, &PONG_RECV).unwrap();
                     b.post_send(0, &wr(1, SendOp::Send, 0, 2, None)).unwrap();
                 }
             }
@@ -192,15 +183,7 @@ fn send_lat(what: &str, mut a: SoftEndpoint, mut b: SoftEndpoint) {
     let mut samples = Vec::with_capacity(1 << 20);
     let start = Instant::now();
     let dur = secs();
-    a.post_recv(
-        0,
-        &RecvRequest {
-            wr_id: 0,
-            offset: 4096,
-            len: 64,
-        },
-    )
-    .unwrap();
+    a.post_recv(0, &PONG_RECV).unwrap();
     while start.elapsed() < dur {
         let t0 = Instant::now();
         a.post_send(0, &wr(1, SendOp::Send, 0, 2, None)).unwrap();
@@ -220,15 +203,7 @@ fn send_lat(what: &str, mut a: SoftEndpoint, mut b: SoftEndpoint) {
             }
         }
         samples.push(t0.elapsed().as_nanos() as u64);
-        a.post_recv(
-            0,
-            &RecvRequest {
-                wr_id: 0,
-                offset: 4096,
-                len: 64,
-            },
-        )
-        .unwrap();
+        a.post_recv(0, &PONG_RECV).unwrap();
     }
     stop.store(true, Ordering::Relaxed);
     let b_counters = server.join().unwrap();
@@ -252,23 +227,10 @@ fn write_bw_64k_one_thread() {
     let size = 65536u32;
     let rw = remote(&b, 0, 0);
     pin(0);
-    let mut buf = [Completion::EMPTY; 64];
-    let (mut in_flight, mut done, mut posted) = (0u32, 0u64, 0u64);
-    let start = Instant::now();
-    let dur = secs();
-    while start.elapsed() < dur {
-        while in_flight < 128 {
-            a.post_send(0, &wr(posted, SendOp::Write, 0, size, Some(rw)))
-                .unwrap();
-            posted += 1;
-            in_flight += 1;
-        }
-        let n = a.poll_cq(&mut buf).unwrap();
-        in_flight -= n as u32;
-        done += n as u64;
-        b.poll_cq(&mut buf).unwrap();
-    }
-    let elapsed = start.elapsed().as_secs_f64();
+    let mut b_buf = [Completion::EMPTY; 64];
+    let (done, elapsed) = write_for(&mut a, rw, size, |_| {
+        b.poll_cq(&mut b_buf).unwrap();
+    });
     println!(
         "soft v2 udp lo write_bw 64 KiB, one thread for both sides: {:.2} Gb/s ({done} messages)",
         done as f64 * f64::from(size) * 8.0 / elapsed / 1e9

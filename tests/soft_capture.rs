@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use roceperf::params::RoceVersion;
-use roceperf::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
+use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use roceperf::transport::soft::io::impair::ImpairConfig;
-use soft_support::endpoints::{connect, exchange, udp_cfg};
+use soft_support::endpoints::{connect, exchange, udp_cfg, veth_packet_cfg};
 use soft_support::{NetnsPair, is_root};
 
 fn have(tool: &str) -> bool {
@@ -271,10 +271,7 @@ fn packet_v1_and_v2_across_veth_decode_as_roce_and_rroce_with_valid_icrcs() {
     for version in [RoceVersion::V1, RoceVersion::V2] {
         let open = move |bind: &'static str| {
             move || {
-                let mut c = SoftConfig::new("veth0", version);
-                c.io = IoKind::Packet;
-                c.buffer_len = 1 << 20;
-                c.impair = Some(ImpairConfig::default());
+                let mut c = veth_packet_cfg(version);
                 c.bind = (version == RoceVersion::V2).then(|| bind.parse().unwrap());
                 SoftEndpoint::open(c).unwrap()
             }

@@ -11,7 +11,9 @@ use roceperf::params::RoceVersion;
 use roceperf::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
 use roceperf::transport::soft::io::impair::ImpairConfig;
 use roceperf::transport::{Completion, CompletionStatus, Endpoint, SendOp};
-use soft_support::endpoints::{connect, exchange, free_port, remote, udp_cfg, wr};
+use soft_support::endpoints::{
+    connect, exchange, free_port, remote, stray_send_only, udp_cfg, veth_packet_cfg, wr,
+};
 use soft_support::{NetnsPair, is_root};
 
 #[test]
@@ -122,7 +124,6 @@ fn corrupted_packets_fail_the_icrc_and_are_retransmitted() {
 
 #[test]
 fn junk_on_the_port_is_dropped_and_counted() {
-    use roceperf::wire::{Icrc, Ipv4Repr, UdpRepr};
     let port = free_port("127.0.6.1");
     let mut a = SoftEndpoint::open(udp_cfg("127.0.6.1", port)).unwrap();
     let mut b = SoftEndpoint::open(udp_cfg("127.0.6.2", port)).unwrap();
@@ -130,29 +131,10 @@ fn junk_on_the_port_is_dropped_and_counted() {
     let junk = std::net::UdpSocket::bind("127.0.6.3:0").unwrap();
     let jport = junk.local_addr().unwrap().port();
     let to = ("127.0.6.2", port);
-    // A well-formed RC SEND_ONLY to a QPN nobody has, with a correct ICRC.
-    let mut pkt = vec![
-        0x04, 0x00, 0xff, 0xff, 0, 0xee, 0xee, 0xee, 0x80, 0, 0, 1, b'h', b'i', b'!', b'!',
-    ];
-    let ip = Ipv4Repr {
-        src: "127.0.6.3".parse().unwrap(),
-        dst: "127.0.6.2".parse().unwrap(),
-        tos: 0,
-        ident: 0,
-        dont_frag: true,
-        ttl: 64,
-    };
-    let udp = UdpRepr {
-        src_port: jport,
-        dst_port: port,
-        checksum: 0,
-    };
-    let icrc = Icrc::v2_ipv4(&ip, &udp, pkt.len()).finish_ib(&pkt);
-    pkt.extend_from_slice(&icrc.to_le_bytes());
+    // A well-formed RC SEND_ONLY to a QPN nobody has, with a correct ICRC; then the same with one
+    // payload bit flipped: bad ICRC.
+    let (pkt, bad) = stray_send_only("127.0.6.3", jport, "127.0.6.2", port);
     junk.send_to(&pkt, to).unwrap();
-    // The same with one payload bit flipped: bad ICRC.
-    let mut bad = pkt.clone();
-    bad[12] ^= 1;
     junk.send_to(&bad, to).unwrap();
     // Not RoCE at all, and a datagram larger than any RoCE packet (cut by the receive slot).
     junk.send_to(b"GET / HTTP/1.0\r\n", to).unwrap();
@@ -206,11 +188,8 @@ fn packet_pair(version: RoceVersion, family_v6: bool, ring: usize) {
     let pair = NetnsPair::up(&["--mtu", "9000"]);
     let open = move |bind: &'static str| {
         move || {
-            let mut c = SoftConfig::new("veth0", version);
-            c.io = IoKind::Packet;
+            let mut c = veth_packet_cfg(version);
             c.packet_rx_ring = ring;
-            c.buffer_len = 1 << 20;
-            c.impair = Some(ImpairConfig::default());
             if version == RoceVersion::V2 {
                 c.bind = Some(bind.parse().unwrap());
             }

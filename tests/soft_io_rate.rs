@@ -19,22 +19,10 @@ use roceperf::transport::soft::io::gso::GsoTxBatch;
 use roceperf::transport::soft::io::packet::{PacketConfig, PacketSocket};
 use roceperf::transport::soft::io::udp::{UdpConfig, UdpSocket};
 use roceperf::transport::soft::netdev::NetDev;
-use soft_support::{NetnsPair, is_root};
+use soft_support::{NetnsPair, is_root, pin};
 
 fn secs() -> Duration {
-    let s = std::env::var("ROCEPERF_RATE_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1.0);
-    Duration::from_secs_f64(s)
-}
-
-fn pin(core: usize) {
-    if let Some(id) =
-        core_affinity::get_core_ids().and_then(|ids| ids.get(core % ids.len()).copied())
-    {
-        core_affinity::set_for_current(id);
-    }
+    soft_support::secs_from_env("ROCEPERF_RATE_SECS", 1.0)
 }
 
 #[derive(Clone, Copy, Debug)]

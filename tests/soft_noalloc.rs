@@ -11,7 +11,7 @@ use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use roceperf::transport::{
     Completion, CompletionStatus, Endpoint, RecvRequest, RemoteAddr, SendOp,
 };
-use soft_support::endpoints::{connect, free_port, remote, udp_cfg, wr};
+use soft_support::endpoints::{connect, free_port, remote, udp_cfg, veth_packet_cfg, wr};
 
 struct Counting;
 
@@ -118,20 +118,13 @@ fn steady_state_datapath_allocates_nothing() {
 #[test]
 fn steady_state_packet_datapath_allocates_nothing() {
     use roceperf::params::RoceVersion;
-    use roceperf::transport::soft::endpoint::IoKind;
     if !soft_support::is_root() {
         eprintln!("skipped: needs root for network namespaces and AF_PACKET");
         return;
     }
     let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let pair = soft_support::NetnsPair::up(&["--mtu", "9000"]);
-    let open = || {
-        let mut c = SoftConfig::new("veth0", RoceVersion::V1);
-        c.io = IoKind::Packet;
-        c.buffer_len = 1 << 20;
-        c.impair = Some(Default::default());
-        SoftEndpoint::open(c).unwrap()
-    };
+    let open = || SoftEndpoint::open(veth_packet_cfg(RoceVersion::V1)).unwrap();
     let mut a = pair.in_ns('a', open);
     let mut b = pair.in_ns('b', open);
     connect(&mut a, &mut b);

@@ -353,7 +353,6 @@ fn a_sender_killed_mid_run_ends_the_send_bw_receiver_with_a_clear_error() {
 
 #[test]
 fn junk_sent_to_port_4791_mid_run_is_dropped_counted_and_the_run_completes() {
-    use roceperf::wire::{Icrc, Ipv4Repr, UdpRepr};
     let _one = serial();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
@@ -403,27 +402,9 @@ fn junk_sent_to_port_4791_mid_run_is_dropped_counted_and_the_run_completes() {
     let junk = std::net::UdpSocket::bind((junk_ip, 0)).unwrap();
     let jport = junk.local_addr().unwrap().port();
     let to = (srv_ip, 4791);
-    // A well-formed RC SEND_ONLY to a QPN nobody has (0xeeeeee), with a correct ICRC.
-    let mut pkt = vec![
-        0x04, 0x00, 0xff, 0xff, 0, 0xee, 0xee, 0xee, 0x80, 0, 0, 1, b'h', b'i', b'!', b'!',
-    ];
-    let ip = Ipv4Repr {
-        src: junk_ip.parse().unwrap(),
-        dst: srv_ip.parse().unwrap(),
-        tos: 0,
-        ident: 0,
-        dont_frag: true,
-        ttl: 64,
-    };
-    let udp = UdpRepr {
-        src_port: jport,
-        dst_port: 4791,
-        checksum: 0,
-    };
-    let icrc = Icrc::v2_ipv4(&ip, &udp, pkt.len()).finish_ib(&pkt);
-    pkt.extend_from_slice(&icrc.to_le_bytes());
-    let mut bad = pkt.clone();
-    bad[12] ^= 1;
+    // A well-formed RC SEND_ONLY to a QPN nobody has (0xeeeeee), with a correct ICRC, and the same
+    // with a bad ICRC.
+    let (pkt, bad) = soft_support::endpoints::stray_send_only(junk_ip, jport, srv_ip, 4791);
     for _ in 0..3 {
         junk.send_to(&pkt, to).unwrap(); // unknown QPN
         junk.send_to(&bad, to).unwrap(); // bad ICRC

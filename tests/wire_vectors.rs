@@ -47,6 +47,34 @@ fn bth(repr: &RoceFrameRepr) -> BthRepr {
     repr.ib.bth
 }
 
+/// The RETH's (virtual address, rkey, DMA length).
+#[track_caller]
+fn assert_reth(repr: &RoceFrameRepr, va: u64, rkey: u32, dma_len: u32) {
+    let reth = repr.ib.reth.unwrap();
+    assert_eq!((reth.va, reth.rkey, reth.dma_len), (va, rkey, dma_len));
+}
+
+/// The AETH's syndrome byte, what it decodes to, and its MSN.
+#[track_caller]
+fn assert_aeth(repr: &RoceFrameRepr, syndrome: u8, kind: AethKind, msn: u32) {
+    let aeth = repr.ib.aeth.unwrap();
+    assert_eq!(aeth.syndrome, syndrome);
+    assert_eq!(aeth.kind(), kind);
+    assert_eq!(aeth.msn, msn);
+}
+
+/// The IB part that `v1_send_only` and `v2_send_only` share: SEND_ONLY of "hello" to QP 0x11, PSN 0x100.
+#[track_caller]
+fn assert_hello_send_only(repr: &RoceFrameRepr, payload: &[u8]) {
+    let b = bth(repr);
+    assert_eq!(b.opcode, Opcode::RC_SEND_ONLY);
+    assert_eq!(b.pad_count, 3);
+    assert_eq!(b.dest_qp, 0x11);
+    assert!(b.ack_req);
+    assert_eq!(b.psn, 0x100);
+    assert_eq!(payload, b"hello");
+}
+
 #[test]
 fn v1_hw_write_only_fields() {
     let (frame, r, payload) = parse("v1_hw_write_only");
@@ -63,11 +91,7 @@ fn v1_hw_write_only_fields() {
     assert_eq!(b.dest_qp, 0x00010a);
     assert!(b.ack_req);
     assert_eq!(b.psn, 0xa788bc);
-    let reth = r.ib.reth.unwrap();
-    assert_eq!(
-        (reth.va, reth.rkey, reth.dma_len),
-        (0x0000_55d4_c072_6000, 0x47b3, 5)
-    );
+    assert_reth(&r, 0x0000_55d4_c072_6000, 0x47b3, 5);
     assert_eq!(payload, [0, 0, 0, 0, 1]);
     // The 3 pad bytes sit between the payload and the ICRC.
     assert_eq!(frame.len(), 14 + 40 + 28 + 5 + 3 + 4);
@@ -82,10 +106,7 @@ fn v1_hw_ack_fields() {
     assert!(b.migreq);
     assert_eq!(b.dest_qp, 0x000109);
     assert_eq!(b.psn, 0xa788c0);
-    let aeth = r.ib.aeth.unwrap();
-    assert_eq!(aeth.syndrome, 0x00);
-    assert_eq!(aeth.kind(), AethKind::Ack { credits: 0 });
-    assert_eq!(aeth.msn, 5);
+    assert_aeth(&r, 0x00, AethKind::Ack { credits: 0 }, 5);
     assert!(payload.is_empty());
     assert_eq!(wire_icrc(&frame), [0x25, 0xf0, 0xc0, 0x38]);
 }
@@ -97,13 +118,7 @@ fn v1_send_only_fields() {
     assert_eq!(g.sgid, mapped([10, 0, 0, 1]));
     assert_eq!(g.dgid, mapped([10, 0, 0, 2]));
     assert_eq!(g.hop_limit, 64);
-    let b = bth(&r);
-    assert_eq!(b.opcode, Opcode::RC_SEND_ONLY);
-    assert_eq!(b.pad_count, 3);
-    assert_eq!(b.dest_qp, 0x11);
-    assert!(b.ack_req);
-    assert_eq!(b.psn, 0x100);
-    assert_eq!(payload, b"hello");
+    assert_hello_send_only(&r, &payload);
 }
 
 #[test]
@@ -118,13 +133,7 @@ fn v2_send_only_fields() {
     assert!(ip.dont_frag);
     assert_eq!(ip.ttl, 64);
     assert_eq!(udp.checksum, 0);
-    let b = bth(&r);
-    assert_eq!(b.opcode, Opcode::RC_SEND_ONLY);
-    assert_eq!(b.pad_count, 3);
-    assert_eq!(b.dest_qp, 0x11);
-    assert!(b.ack_req);
-    assert_eq!(b.psn, 0x100);
-    assert_eq!(payload, b"hello");
+    assert_hello_send_only(&r, &payload);
 }
 
 #[test]
@@ -137,10 +146,7 @@ fn v2_ack_fields() {
     let b = bth(&r);
     assert_eq!(b.opcode, Opcode::RC_ACKNOWLEDGE);
     assert_eq!((b.dest_qp, b.psn), (0x12, 0x100));
-    let aeth = r.ib.aeth.unwrap();
-    assert_eq!(aeth.syndrome, 0x1f);
-    assert_eq!(aeth.kind(), AethKind::Ack { credits: 0x1f });
-    assert_eq!(aeth.msn, 1);
+    assert_aeth(&r, 0x1f, AethKind::Ack { credits: 0x1f }, 1);
     assert!(payload.is_empty());
 }
 
@@ -150,11 +156,7 @@ fn v2_write_only_fields() {
     let b = bth(&r);
     assert_eq!(b.opcode, Opcode::RC_RDMA_WRITE_ONLY);
     assert_eq!(b.psn, 0x101);
-    let reth = r.ib.reth.unwrap();
-    assert_eq!(
-        (reth.va, reth.rkey, reth.dma_len),
-        (0x7f00_0000_1000, 0x1234, 8)
-    );
+    assert_reth(&r, 0x7f00_0000_1000, 0x1234, 8);
     assert_eq!(payload, b"ABCDEFGH");
     assert_eq!(b.pad_count, 0);
 }
@@ -165,11 +167,7 @@ fn v2_read_req_fields() {
     let b = bth(&r);
     assert_eq!(b.opcode, Opcode::RC_RDMA_READ_REQUEST);
     assert_eq!(b.psn, 0x102);
-    let reth = r.ib.reth.unwrap();
-    assert_eq!(
-        (reth.va, reth.rkey, reth.dma_len),
-        (0x7f00_0000_2000, 0x1234, 3000)
-    );
+    assert_reth(&r, 0x7f00_0000_2000, 0x1234, 3000);
     assert!(payload.is_empty());
 }
 
@@ -191,10 +189,7 @@ fn v2_nak_seq_fields() {
     let b = bth(&r);
     assert_eq!(b.opcode, Opcode::RC_ACKNOWLEDGE);
     assert_eq!(b.psn, 0x105);
-    let aeth = r.ib.aeth.unwrap();
-    assert_eq!(aeth.syndrome, 0x60);
-    assert_eq!(aeth.kind(), AethKind::Nak(NakCode::PsnSequenceError));
-    assert_eq!(aeth.msn, 3);
+    assert_aeth(&r, 0x60, AethKind::Nak(NakCode::PsnSequenceError), 3);
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! timeouts so that a hang fails the test instead of blocking CI.
 #![allow(dead_code)]
 
+pub mod results;
+
 use std::fs::File;
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -145,6 +147,19 @@ impl Proc {
         }
         false
     }
+}
+
+/// Starts a TCP-transport server of `test` on `port`, pinned to core 0, with `extra` arguments;
+/// returns it once it listens.
+pub fn tcp_server(test: &str, port: &str, extra: &[&str]) -> Proc {
+    let mut args = vec!["--transport", "tcp", "-p", port, "--cpu", "0"];
+    args.extend_from_slice(extra);
+    let server = spawn(test, &args);
+    assert!(
+        server.wait_stdout("Waiting for client", 20),
+        "{test} server did not start listening"
+    );
+    server
 }
 
 /// Runs a server (pinned to core 0) and a client (core 1) of `test` with the same `args` on a fresh

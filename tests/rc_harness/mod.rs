@@ -4,10 +4,13 @@
 use roceperf::transport::soft::rc::{MemoryTable, MrKeys, Qp, QpConfig};
 use roceperf::transport::soft::sim::{LinkConfig, SimPair};
 use roceperf::transport::{
-    Access, Completion, CompletionOp, CompletionStatus, RecvRequest, RemoteAddr, SendOp,
-    SendRequest,
+    Access, Completion, CompletionOp, CompletionStatus, RecvRequest, RemoteAddr,
 };
 use roceperf::wire::{IbRepr, Opcode};
+
+#[path = "../common/work_request.rs"]
+mod work_request;
+pub use work_request::wr;
 
 /// Every right a test buffer may need.
 pub const ALL: Access = Access(1 | 2 | 4 | 8);
@@ -44,6 +47,19 @@ impl Setup {
         }
     }
 
+    /// A pair with 1024-byte MTU and 4 KiB buffers whose A→B link loses every packet, with `tweak`
+    /// applied to both sides' configuration: the setup of the retry-exhaustion tests.
+    pub fn dead_link(tweak: fn(&mut QpConfig)) -> Setup {
+        Setup {
+            ab: LinkConfig {
+                loss: 1.0,
+                ..LinkConfig::perfect()
+            },
+            tweak,
+            ..Setup::new(1024, 4096)
+        }
+    }
+
     /// Builds the pair; each side has one buffer with every right, registered whole.
     pub fn build(&self) -> (SimPair, MrKeys, MrKeys) {
         let (qa, ka) = self.qp(QPN_A, QPN_B, self.psn_a, self.psn_b, 0xa);
@@ -62,25 +78,6 @@ impl Setup {
         cfg.pmtu = self.pmtu;
         (self.tweak)(&mut cfg);
         (Qp::new(cfg, mem).expect("valid test config"), keys)
-    }
-}
-
-/// A signaled work request.
-pub fn wr(
-    wr_id: u64,
-    op: SendOp,
-    offset: u64,
-    len: u32,
-    remote: Option<RemoteAddr>,
-) -> SendRequest {
-    SendRequest {
-        wr_id,
-        op,
-        offset,
-        len,
-        remote,
-        signaled: true,
-        inline: false,
     }
 }
 

@@ -4,12 +4,15 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use roceperf::params::RoceVersion;
-use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
+use roceperf::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
 use roceperf::transport::soft::io::impair::ImpairConfig;
 use roceperf::transport::{
     Completion, CompletionOp, CompletionStatus, Endpoint, RecvRequest, RemoteAddr, SendOp,
-    SendRequest,
 };
+
+#[path = "../common/work_request.rs"]
+mod work_request;
+pub use work_request::wr;
 
 pub fn udp_cfg(bind: &str, port: u16) -> SoftConfig {
     let mut c = SoftConfig::new("lo", RoceVersion::V2);
@@ -18,6 +21,44 @@ pub fn udp_cfg(bind: &str, port: u16) -> SoftConfig {
     c.buffer_len = 1 << 20;
     c.impair = Some(ImpairConfig::default());
     c
+}
+
+/// An endpoint on `veth0` (a [`crate::soft_support::NetnsPair`]'s link) over AF_PACKET, with a 1 MiB
+/// buffer and the impairment layer in place but idle.
+pub fn veth_packet_cfg(version: RoceVersion) -> SoftConfig {
+    let mut c = SoftConfig::new("veth0", version);
+    c.io = IoKind::Packet;
+    c.buffer_len = 1 << 20;
+    c.impair = Some(ImpairConfig::default());
+    c
+}
+
+/// A well-formed RoCE v2 RC SEND_ONLY of "hi!!" to QPN 0xeeeeee, which no endpoint has, from
+/// `src`:`src_port` to `dst`:`dst_port` (IPv4) with a correct ICRC; and the same with one payload bit
+/// flipped, whose ICRC is then wrong.
+pub fn stray_send_only(src: &str, src_port: u16, dst: &str, dst_port: u16) -> (Vec<u8>, Vec<u8>) {
+    use roceperf::wire::{Icrc, Ipv4Repr, UdpRepr};
+    let mut pkt = vec![
+        0x04, 0x00, 0xff, 0xff, 0, 0xee, 0xee, 0xee, 0x80, 0, 0, 1, b'h', b'i', b'!', b'!',
+    ];
+    let ip = Ipv4Repr {
+        src: src.parse().unwrap(),
+        dst: dst.parse().unwrap(),
+        tos: 0,
+        ident: 0,
+        dont_frag: true,
+        ttl: 64,
+    };
+    let udp = UdpRepr {
+        src_port,
+        dst_port,
+        checksum: 0,
+    };
+    let icrc = Icrc::v2_ipv4(&ip, &udp, pkt.len()).finish_ib(&pkt);
+    pkt.extend_from_slice(&icrc.to_le_bytes());
+    let mut bad = pkt.clone();
+    bad[12] ^= 1;
+    (pkt, bad)
 }
 
 pub fn free_port(ip: &str) -> u16 {
@@ -79,24 +120,6 @@ pub fn remote(peer: &SoftEndpoint, qp: usize, offset: u64) -> RemoteAddr {
     RemoteAddr {
         addr: q.vaddr + offset,
         rkey: q.rkey,
-    }
-}
-
-pub fn wr(
-    wr_id: u64,
-    op: SendOp,
-    offset: u64,
-    len: u32,
-    remote: Option<RemoteAddr>,
-) -> SendRequest {
-    SendRequest {
-        wr_id,
-        op,
-        offset,
-        len,
-        remote,
-        signaled: true,
-        inline: false,
     }
 }
 

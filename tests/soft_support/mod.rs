@@ -88,6 +88,25 @@ impl Drop for NetnsPair {
     }
 }
 
+/// Pins the calling thread to core `core` (modulo the cores there are), as a measurement's two sides
+/// would be in two roceperf processes.
+pub fn pin(core: usize) {
+    if let Some(id) =
+        core_affinity::get_core_ids().and_then(|ids| ids.get(core % ids.len()).copied())
+    {
+        core_affinity::set_for_current(id);
+    }
+}
+
+/// How long a measurement runs: the seconds in environment variable `var`, or `default_s`.
+pub fn secs_from_env(var: &str, default_s: f64) -> Duration {
+    let s = std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_s);
+    Duration::from_secs_f64(s)
+}
+
 /// Polls `f` until it returns true or two seconds pass; returns the final result.
 pub fn wait_until(mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(2);

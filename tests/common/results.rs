@@ -1,0 +1,60 @@
+//! Crafted result files' contents for the tests of the tools that read them (roce_compare --from,
+//! roce_gate): a run's description and a bandwidth result of a chosen rate.
+
+use roceperf::params::RoceVersion;
+use roceperf::params::{Role, TestKind, TransportKind};
+use roceperf::report::{Measured, RunInfo, SizeResult};
+use roceperf::stats::BandwidthStats;
+
+/// A run of `test` over `transport` on lo, from core 0 with no peer named: 1000 iterations, p99 asked
+/// for, a fixed start time and version so that files made from it compare equal.
+pub fn run_info(
+    test: TestKind,
+    transport: TransportKind,
+    roce: Option<RoceVersion>,
+    role: Role,
+) -> RunInfo {
+    RunInfo {
+        test,
+        role,
+        transport,
+        roce,
+        device: "lo".into(),
+        peer: None,
+        qps: 1,
+        tx_depth: 128,
+        rx_depth: None,
+        cq_mod: 100,
+        mtu: 4096,
+        link_type: "Ethernet".into(),
+        gid_index: None,
+        inline_size: 0,
+        out_reads: None,
+        cpu: Some(0),
+        local: vec![],
+        remote: vec![],
+        report_gbits: true,
+        percentiles: vec![99.0],
+        iterations: 1000,
+        duration_s: None,
+        margin_s: None,
+        warmup: 0,
+        bidirectional: false,
+        started_at: "2026-11-29T10:24:25Z".into(),
+        notes: vec![],
+        version: "0.1.0".into(),
+        counters: None,
+    }
+}
+
+/// A bandwidth result: 5000 messages of `size` bytes in the time that makes `gbps`.
+pub fn bw_result(size: u64, gbps: f64) -> SizeResult {
+    let messages = 5000u64;
+    let elapsed = (size as f64 * 8.0 * messages as f64 / gbps).round() as u64;
+    SizeResult {
+        size,
+        iterations: messages,
+        measured: Measured::Bandwidth(BandwidthStats::compute(size, messages, elapsed, None)),
+        cpu_util: None,
+    }
+}
