@@ -7,5 +7,6 @@ bash scripts/deps.sh test
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo test --all-targets --locked
+# --tests: the library's unit tests and the integration-test crate (the binaries have none: Cargo.toml).
+cargo test --tests --locked
 cargo test --doc --locked

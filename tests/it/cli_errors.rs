@@ -1,0 +1,119 @@
+//! Invalid flags and values are usage errors (exit 2) that name the flag; none of them starts a test.
+
+use crate::common;
+use common::{free_port, spawn};
+
+fn usage_error(test: &str, args: &[&str], expect: &str) {
+    let d = spawn(test, args).wait(20, &format!("{test} {args:?}"));
+    assert_eq!(d.code(), 2, "{args:?}: {}", d.stderr);
+    assert!(
+        d.stderr.contains(expect),
+        "{args:?}: expected {expect:?} in {}",
+        d.stderr
+    );
+    assert!(
+        !d.stdout.contains("Waiting for client"),
+        "{args:?} must not start a server"
+    );
+}
+
+/// Each (binary, arguments after `--transport tcp`, text the error must hold) is a usage error.
+fn tcp_usage_errors(cases: &[(&str, &[&str], &str)]) {
+    for &(test, args, expect) in cases {
+        let mut full = vec!["--transport", "tcp"];
+        full.extend_from_slice(args);
+        usage_error(test, &full, expect);
+    }
+}
+
+#[test]
+fn out_of_range_values_name_the_flag() {
+    tcp_usage_errors(&[
+        ("write_bw", &["-s", "0"], "-s"),
+        ("write_bw", &["-s", "12Q"], "not a size"),
+        ("write_bw", &["-n", "2"], "iterations are 5"),
+        ("write_bw", &["-t", "0"], "--tx-depth"),
+        ("write_bw", &["-p", "99999"], "--port"),
+        ("send_lat", &["--percentiles", "99,200"], "percentile"),
+        ("write_bw", &["--output", "everything"], "--output"),
+        ("write_bw", &["--cpu", "4096"], "--cpu 4096"),
+    ]);
+}
+
+#[test]
+fn repeated_and_unknown_flags_are_rejected() {
+    tcp_usage_errors(&[
+        (
+            "write_bw",
+            &["-s", "1", "-s", "2"],
+            "cannot be used multiple times",
+        ),
+        ("write_bw", &["--frobnicate"], "--frobnicate"),
+        ("write_bw", &["host1", "host2"], "host2"),
+    ]);
+}
+
+#[test]
+fn flags_that_do_not_apply_say_so() {
+    tcp_usage_errors(&[
+        (
+            "write_bw",
+            &["-x", "3"],
+            "-x does not apply to --transport tcp",
+        ),
+        ("write_bw", &["--roce", "v2"], "--roce does not apply"),
+        ("send_lat", &["-t", "8"], "-t does not apply to send_lat"),
+        ("write_bw", &["--cpu_util"], "give -D too"),
+        ("write_bw", &["-D", "4", "-f", "2"], "twice the margin"),
+        (
+            "write_bw",
+            &["-a", "-s", "64"],
+            "-a and -s cannot be used together",
+        ),
+    ]);
+}
+
+#[test]
+fn soft_without_an_interface_is_a_usage_error_naming_d() {
+    usage_error(
+        "write_bw",
+        &["--transport", "soft"],
+        "the soft transport needs a network interface: -d lo",
+    );
+    usage_error("send_bw", &[], "-d lo");
+    usage_error(
+        "write_bw",
+        &["-d", "lo", "--roce", "v1", "--io", "udp"],
+        "cannot travel over a UDP socket",
+    );
+}
+
+#[test]
+fn an_unknown_interface_is_a_setup_error_naming_it() {
+    let d = spawn(
+        "write_bw",
+        &["-d", "nosuchif0", "-p", &free_port().to_string()],
+    )
+    .wait(20, "unknown interface");
+    assert_eq!(d.code(), 2, "{}", d.stderr);
+    assert!(d.stderr.contains("nosuchif0"), "{}", d.stderr);
+    assert!(
+        d.stderr.contains("auto chose soft") && d.stderr.contains("RDMA devices here:"),
+        "says why soft was tried and which RDMA devices exist: {}",
+        d.stderr
+    );
+}
+
+#[test]
+fn help_and_version_exit_zero() {
+    let h = spawn("write_bw", &["--help"]).wait(20, "--help");
+    assert_eq!(h.code(), 0);
+    assert!(
+        h.stdout.contains("--report_gbits") && h.stdout.contains("--connect-timeout"),
+        "{}",
+        h.stdout
+    );
+    let v = spawn("write_bw", &["--version"]).wait(20, "--version");
+    assert_eq!(v.code(), 0);
+    assert!(v.stdout.contains(env!("CARGO_PKG_VERSION")));
+}

@@ -1,0 +1,239 @@
+//! Helpers for the integration tests: run the built binaries as server and client on 127.0.0.1, with
+//! timeouts so that a hang fails the test instead of blocking CI.
+#![allow(dead_code)]
+
+pub mod results;
+pub mod work_request;
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// Path of one of the six binaries.
+pub fn bin(test: &str) -> &'static str {
+    match test {
+        "send_bw" => env!("CARGO_BIN_EXE_roce_send_bw"),
+        "write_bw" => env!("CARGO_BIN_EXE_roce_write_bw"),
+        "read_bw" => env!("CARGO_BIN_EXE_roce_read_bw"),
+        "send_lat" => env!("CARGO_BIN_EXE_roce_send_lat"),
+        "write_lat" => env!("CARGO_BIN_EXE_roce_write_lat"),
+        "read_lat" => env!("CARGO_BIN_EXE_roce_read_lat"),
+        other => panic!("no binary for {other}"),
+    }
+}
+
+/// A TCP port nobody listens on right now (tests run in parallel, so each asks for its own).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running binary whose stdout and stderr go to files.
+pub struct Proc {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// What a finished binary left behind.
+#[derive(Debug)]
+pub struct Done {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Done {
+    pub fn code(&self) -> i32 {
+        self.status.code().unwrap_or(-1)
+    }
+}
+
+/// Starts `roce_<test>` with `args`.
+pub fn spawn(test: &str, args: &[&str]) -> Proc {
+    spawn_in(None, test, args)
+}
+
+/// Starts `roce_<test>` with `args` and extra environment variables.
+pub fn spawn_env(test: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
+    spawn_with(None, test, args, env)
+}
+
+/// Starts `roce_<test>` with `args`, inside network namespace `ns` when given (`ip netns exec`).
+pub fn spawn_in(ns: Option<&str>, test: &str, args: &[&str]) -> Proc {
+    spawn_with(ns, test, args, &[])
+}
+
+fn spawn_with(ns: Option<&str>, test: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("stdout");
+    let err = dir.path().join("stderr");
+    let mut cmd = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, bin(test)]);
+            c
+        }
+        None => Command::new(bin(test)),
+    };
+    let child = cmd
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(File::create(&out).unwrap())
+        .stderr(File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    Proc {
+        child,
+        out,
+        err,
+        _dir: dir,
+    }
+}
+
+impl Proc {
+    /// Waits at most `secs`; kills the process and panics (naming it) if it is still running.
+    pub fn wait(mut self, secs: u64, what: &str) -> Done {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Done {
+                    status,
+                    stdout: std::fs::read_to_string(&self.out).unwrap_or_default(),
+                    stderr: std::fs::read_to_string(&self.err).unwrap_or_default(),
+                };
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{what} still running after {secs} s (hang)\nstdout:\n{}\nstderr:\n{}",
+                    std::fs::read_to_string(&self.out).unwrap_or_default(),
+                    std::fs::read_to_string(&self.err).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the process (the test is done with it).
+    pub fn kill(mut self) -> Done {
+        let _ = self.child.kill();
+        let status = self.child.wait().unwrap();
+        Done {
+            status,
+            stdout: std::fs::read_to_string(&self.out).unwrap_or_default(),
+            stderr: std::fs::read_to_string(&self.err).unwrap_or_default(),
+        }
+    }
+
+    /// True once stdout contains `text` (polled up to `secs`).
+    pub fn wait_stdout(&self, text: &str, secs: u64) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if std::fs::read_to_string(&self.out)
+                .unwrap_or_default()
+                .contains(text)
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+/// Starts a TCP-transport server of `test` on `port`, pinned to core 0, with `extra` arguments;
+/// returns it once it listens.
+pub fn tcp_server(test: &str, port: &str, extra: &[&str]) -> Proc {
+    let mut args = vec!["--transport", "tcp", "-p", port, "--cpu", "0"];
+    args.extend_from_slice(extra);
+    let server = spawn(test, &args);
+    assert!(
+        server.wait_stdout("Waiting for client", 20),
+        "{test} server did not start listening"
+    );
+    server
+}
+
+/// Runs a server (pinned to core 0) and a client (core 1) of `test` with the same `args` on a fresh
+/// port; returns (server, client) once both have exited.
+pub fn pair(test: &str, args: &[&str]) -> (Done, Done) {
+    pair_with(test, args, args)
+}
+
+/// Like [`pair`], with different arguments for the two sides.
+pub fn pair_with(test: &str, server_args: &[&str], client_args: &[&str]) -> (Done, Done) {
+    let port = free_port().to_string();
+    let mut s: Vec<&str> = vec!["--transport", "tcp", "-p", &port, "--cpu", "0"];
+    s.extend_from_slice(server_args);
+    let server = spawn(test, &s);
+    if server_args.iter().any(|a| a.starts_with("--output")) {
+        // Quiet servers print no banner; the client retries until the server listens anyway.
+        std::thread::sleep(Duration::from_millis(200));
+    } else {
+        assert!(
+            server.wait_stdout("Waiting for client", 20),
+            "server did not start listening"
+        );
+    }
+    let mut c: Vec<&str> = vec!["--transport", "tcp", "-p", &port, "--cpu", "1"];
+    c.extend_from_slice(client_args);
+    c.push("127.0.0.1");
+    let client = spawn(test, &c).wait(120, &format!("{test} client"));
+    let server = server.wait(30, &format!("{test} server"));
+    (server, client)
+}
+
+/// Where and how one side of [`pair_on`] runs.
+pub struct Side<'a> {
+    /// Network namespace, or the current one.
+    pub ns: Option<&'a str>,
+    /// Arguments (the port and core are added).
+    pub args: Vec<&'a str>,
+}
+
+/// Runs a server and a client of `test` on a fresh out-of-band port; the client connects to `host`.
+/// Returns (server, client) once both have exited.
+pub fn pair_on(test: &str, server: Side, client: Side, host: &str) -> (Done, Done) {
+    let port = free_port().to_string();
+    let mut s: Vec<&str> = vec!["-p", &port, "--cpu", "0"];
+    s.extend_from_slice(&server.args);
+    let sp = spawn_in(server.ns, test, &s);
+    assert!(
+        sp.wait_stdout("Waiting for client", 20),
+        "server did not start listening"
+    );
+    let mut c: Vec<&str> = vec!["-p", &port, "--cpu", "1"];
+    c.extend_from_slice(&client.args);
+    c.push(host);
+    let client = spawn_in(client.ns, test, &c).wait(120, &format!("{test} client"));
+    let server = sp.wait(30, &format!("{test} server"));
+    (server, client)
+}
+
+/// The numeric rows of the result table: lines that start with a space and a number.
+pub fn rows(stdout: &str) -> Vec<Vec<f64>> {
+    stdout
+        .lines()
+        .filter(|l| {
+            l.starts_with(' ')
+                && l.trim_start()
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_digit())
+        })
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|f| f.parse().ok())
+                .collect()
+        })
+        .collect()
+}

@@ -1,0 +1,150 @@
+//! Setup failures end with a clear error and exit code 2, never a hang or a panic.
+
+use crate::common;
+use common::{free_port, pair_with, spawn, tcp_server};
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+#[test]
+fn mismatched_size_stops_both_sides_naming_size() {
+    let (s, c) = pair_with(
+        "write_bw",
+        &["-s", "65536", "-n", "10"],
+        &["-s", "1024", "-n", "10"],
+    );
+    for (side, d) in [("server", &s), ("client", &c)] {
+        assert_eq!(d.code(), 2, "{side}: {}", d.stderr);
+        assert!(
+            d.stderr.contains("parameter mismatch: size"),
+            "{side}: {}",
+            d.stderr
+        );
+        assert!(!d.stderr.contains("panicked"), "{side}: {}", d.stderr);
+    }
+    assert!(
+        s.stderr.contains("this side 65536, peer 1024"),
+        "{}",
+        s.stderr
+    );
+    assert!(
+        c.stderr.contains("this side 1024, peer 65536"),
+        "{}",
+        c.stderr
+    );
+}
+
+#[test]
+fn different_tests_on_the_two_sides_name_test() {
+    let port = free_port().to_string();
+    let server = tcp_server("write_bw", &port, &[]);
+    let c = spawn(
+        "read_bw",
+        &["--transport", "tcp", "-p", &port, "--cpu", "1", "127.0.0.1"],
+    )
+    .wait(30, "client");
+    let s = server.wait(30, "server");
+    assert_eq!((c.code(), s.code()), (2, 2));
+    assert!(
+        c.stderr
+            .contains("parameter mismatch: test: this side read_bw, peer write_bw"),
+        "{}",
+        c.stderr
+    );
+}
+
+#[test]
+fn client_without_server_retries_then_gives_up_clearly() {
+    let port = free_port().to_string();
+    let t0 = std::time::Instant::now();
+    let c = spawn(
+        "send_lat",
+        &[
+            "--transport",
+            "tcp",
+            "-p",
+            &port,
+            "--connect-timeout",
+            "2",
+            "127.0.0.1",
+        ],
+    )
+    .wait(30, "client without server");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(1500),
+        "it retried for the timeout"
+    );
+    assert_eq!(c.code(), 2, "{}", c.stderr);
+    assert!(c.stderr.contains("retrying"), "{}", c.stderr);
+    assert!(
+        c.stderr
+            .contains(&format!("could not reach the server at 127.0.0.1:{port}")),
+        "{}",
+        c.stderr
+    );
+}
+
+#[test]
+fn random_bytes_on_the_port_stop_the_server_clearly() {
+    let port = free_port();
+    let ps = port.to_string();
+    let server = tcp_server("write_bw", &ps, &[]);
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // Fixed "random" bytes so a failure can be reproduced.
+    let junk: Vec<u8> = (0u32..256)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    s.write_all(&junk).unwrap();
+    drop(s);
+    let d = server.wait(30, "server fed garbage");
+    assert_eq!(d.code(), 2, "{}", d.stderr);
+    assert!(d.stderr.contains("is not a roceperf peer"), "{}", d.stderr);
+    assert!(!d.stderr.contains("panicked"), "{}", d.stderr);
+}
+
+#[test]
+fn a_peer_that_connects_and_says_nothing_then_leaves_is_an_error() {
+    let port = free_port();
+    let ps = port.to_string();
+    let server = tcp_server("send_lat", &ps, &[]);
+    drop(TcpStream::connect(("127.0.0.1", port)).unwrap());
+    let d = server.wait(30, "server after an empty connection");
+    assert_eq!(d.code(), 2, "{}", d.stderr);
+    assert!(
+        d.stderr.contains("closed the out-of-band connection"),
+        "{}",
+        d.stderr
+    );
+}
+
+#[test]
+fn a_server_that_dies_mid_test_fails_the_client_with_exit_1() {
+    let port = free_port().to_string();
+    let server = tcp_server("write_lat", &port, &["-D", "20"]);
+    let client = spawn(
+        "write_lat",
+        &[
+            "--transport",
+            "tcp",
+            "-p",
+            &port,
+            "--cpu",
+            "1",
+            "-D",
+            "20",
+            "127.0.0.1",
+        ],
+    );
+    assert!(client.wait_stdout("#bytes", 20), "the test started");
+    std::thread::sleep(Duration::from_millis(300));
+    server.kill();
+    let c = client.wait(30, "client whose server died");
+    assert_eq!(
+        c.code(),
+        1,
+        "a peer that vanished mid-test fails the test: {}",
+        c.stderr
+    );
+    assert!(c.stderr.contains("closed"), "{}", c.stderr);
+    assert!(!c.stderr.contains("panicked"), "{}", c.stderr);
+}

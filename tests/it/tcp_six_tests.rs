@@ -1,0 +1,157 @@
+//! All six tests over `--transport tcp` on 127.0.0.1, as separate server and client processes.
+
+use crate::common;
+use common::{pair, pair_with, rows};
+
+/// Runs one test with a small -n and checks that both sides exit 0 and print a result row.
+fn both_sides_print(test: &str, size: f64) {
+    let (s, c) = pair(test, &["-n", "50"]);
+    assert_eq!(c.code(), 0, "client failed:\n{}\n{}", c.stdout, c.stderr);
+    assert_eq!(s.code(), 0, "server failed:\n{}\n{}", s.stdout, s.stderr);
+    for (side, out) in [("client", &c.stdout), ("server", &s.stdout)] {
+        let r = rows(out);
+        assert_eq!(r.len(), 1, "{side} of {test} prints one row:\n{out}");
+        assert_eq!(r[0][0], size, "{side}: #bytes");
+        // Every figure after the size and iteration count is a positive measurement (BW peak is 0.00
+        // on TCP, where it is not measured).
+        let figures: Vec<f64> = r[0][2..].iter().copied().filter(|v| *v != 0.0).collect();
+        assert!(
+            !figures.is_empty() && figures.iter().all(|v| *v > 0.0),
+            "{side}: {out}"
+        );
+        assert!(out.contains("Transport type : TCP"), "{side} header");
+    }
+}
+
+#[test]
+fn write_bw() {
+    both_sides_print("write_bw", 65536.0);
+}
+
+#[test]
+fn read_bw() {
+    both_sides_print("read_bw", 65536.0);
+}
+
+#[test]
+fn send_bw() {
+    both_sides_print("send_bw", 65536.0);
+}
+
+#[test]
+fn write_lat() {
+    both_sides_print("write_lat", 2.0);
+}
+
+#[test]
+fn send_lat() {
+    both_sides_print("send_lat", 2.0);
+}
+
+#[test]
+fn read_lat() {
+    both_sides_print("read_lat", 2.0);
+}
+
+#[test]
+fn latency_rows_have_perftest_columns_and_percentiles_below() {
+    let (_, c) = pair("send_lat", &["-n", "100", "-s", "64"]);
+    assert_eq!(c.code(), 0, "{}", c.stderr);
+    assert!(c.stdout.contains("t_typical[usec]"), "{}", c.stdout);
+    let r = rows(&c.stdout);
+    // #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
+    assert_eq!(r[0].len(), 9, "{:?}", r[0]);
+    assert_eq!((r[0][0], r[0][1]), (64.0, 100.0));
+    let (min, max, median) = (r[0][2], r[0][3], r[0][4]);
+    assert!(min <= median && median <= max, "{:?}", r[0]);
+    assert!(c.stdout.contains("p99.99"), "{}", c.stdout);
+}
+
+#[test]
+fn all_sizes_sweep_two_bytes_to_eight_mib() {
+    let (s, c) = pair("write_bw", &["-a", "-n", "5"]);
+    assert_eq!(c.code(), 0, "{}", c.stderr);
+    assert_eq!(s.code(), 0, "{}", s.stderr);
+    for out in [&c.stdout, &s.stdout] {
+        let sizes: Vec<f64> = rows(out).iter().map(|r| r[0]).collect();
+        let want: Vec<f64> = (1..=23).map(|e| (1u64 << e) as f64).collect();
+        assert_eq!(sizes, want, "{out}");
+    }
+}
+
+#[test]
+fn latency_sweep_runs_every_size() {
+    let (s, c) = pair("write_lat", &["-a", "-n", "5", "--warmup", "2"]);
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    assert_eq!(rows(&c.stdout).len(), 23);
+    assert_eq!(rows(&s.stdout).len(), 23);
+}
+
+#[test]
+fn duration_mode_counts_iterations() {
+    let (s, c) = pair("send_bw", &["-D", "2", "-s", "4K"]);
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    for out in [&c.stdout, &s.stdout] {
+        let r = rows(out);
+        assert_eq!(r.len(), 1, "{out}");
+        assert!(r[0][1] > 0.0, "iterations counted in the window: {out}");
+    }
+}
+
+#[test]
+fn duration_mode_latency() {
+    let (s, c) = pair("write_lat", &["-D", "2"]);
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    assert!(rows(&c.stdout)[0][1] > 0.0, "{}", c.stdout);
+    assert!(rows(&s.stdout)[0][1] > 0.0, "{}", s.stdout);
+}
+
+#[test]
+fn bidirectional_write_bw_sums_both_directions() {
+    let (s, c) = pair("write_bw", &["-b", "-n", "200", "-s", "16K"]);
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    assert!(c.stdout.contains("Bidirectional BW Test"), "{}", c.stdout);
+    assert_eq!(rows(&c.stdout).len(), 1);
+    assert_eq!(rows(&s.stdout).len(), 1);
+}
+
+#[test]
+fn bidirectional_send_bw_receives_while_sending() {
+    let (s, c) = pair("send_bw", &["-b", "-n", "300", "-s", "32K"]);
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    for out in [&c.stdout, &s.stdout] {
+        assert!(out.contains("Send Bidirectional BW Test"), "{out}");
+        let r = rows(out);
+        assert_eq!((r.len(), r[0][0]), (1, 32768.0), "{out}");
+    }
+}
+
+#[test]
+fn bidirectional_duration_write_bw() {
+    let (s, c) = pair("write_bw", &["-b", "-D", "2", "-s", "4K"]);
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    assert!(rows(&c.stdout)[0][1] > 0.0, "{}", c.stdout);
+}
+
+#[test]
+fn several_queue_pairs() {
+    let (s, c) = pair("read_bw", &["-q", "3", "-n", "40", "-s", "8K"]);
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    assert!(c.stdout.contains("Number of qps   : 3"), "{}", c.stdout);
+}
+
+#[test]
+fn output_selects_a_single_number() {
+    let (s, c) = pair_with(
+        "write_bw",
+        &["-n", "50", "--output=bandwidth", "--report_gbits"],
+        &["-n", "50", "--output=bandwidth", "--report_gbits"],
+    );
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    let v: f64 = c
+        .stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("one number: {:?}", c.stdout));
+    assert!(v > 0.0);
+}
