@@ -5,6 +5,7 @@
 //! two sides of a run can never disagree on a flag.
 
 use crate::params::{RoceVersion, TestKind, TransportKind};
+use crate::results::default_label;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -43,7 +44,7 @@ impl TestSpec {
         match self.sizes {
             Sizes::Default => vec![self.test.default_size()],
             Sizes::One(s) => vec![s],
-            Sizes::All => crate::cli::all_sizes(),
+            Sizes::All => crate::params::all_sizes(),
         }
     }
 
@@ -128,7 +129,7 @@ impl LegSpec {
     pub fn label(&self) -> String {
         match (self.transport, self.roce) {
             (TransportChoice::Tcp, _) => "TCP".into(),
-            (TransportChoice::Soft, r) => super::default_label(TransportKind::Soft, r),
+            (TransportChoice::Soft, r) => default_label(TransportKind::Soft, r),
             (TransportChoice::Auto, Some(r)) => format!("RoCE {r}"),
             (TransportChoice::Auto, None) => "RoCE".into(),
         }

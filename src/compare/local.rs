@@ -3,11 +3,11 @@
 //! cross a real (virtual) link. What needs privileges this process lacks is skipped with a note that
 //! names the missing capability and how to get it.
 
-use super::Skipped;
 use super::error::{Error, Result};
 use super::leg::{LegSpec, TestSpec, TransportChoice};
 use super::run::{Leg, Plan};
 use crate::params::RoceVersion;
+use crate::results::Skipped;
 use std::process::Command;
 
 /// Capabilities RoCE v1 across namespaces needs: bit number, name, and what for.

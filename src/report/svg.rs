@@ -208,7 +208,7 @@ pub fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<String, 
             .max_light_lines(1)
             .light_line_style(RGBColor(235, 235, 235))
             .x_label_formatter(&|x| {
-                crate::compare::fmt_size(2f64.powf((f64::from(*x) / MILLI).round()) as u64)
+                super::fmt_size(2f64.powf((f64::from(*x) / MILLI).round()) as u64)
             })
             .y_label_formatter(&|y| format!("{y}"))
             .label_style(("sans-serif", 15))
