@@ -1,4 +1,5 @@
-//! roce_gate: checks roceperf results against thresholds and a baseline, for CI.
+//! roce_gate: checks roceperf results against thresholds and a baseline, for CI (`roceperf::gate::cli`).
+//!
 //! Exit 0: every check passed; 1: a check failed; 2: bad input or usage.
 
 fn main() -> std::process::ExitCode {

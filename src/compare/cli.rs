@@ -1,9 +1,9 @@
-//! `roce_compare`: the command line of the side-by-side comparison and its main; the binary only calls
-//! [`main`].
+//! `roce_compare`'s command line and main: a comparison run live or read from files, then reported.
 //!
 //! Four modes: `--local` runs every transport on this machine; `--server` and `HOST` run them between
 //! two hosts (the client drives); `--from` compares result files made elsewhere. Exit 0 ok (even with
 //! notes about transports that could not run), 1 a gate failed, 2 usage error or nothing could run.
+//! The binary only calls [`main`].
 
 use super::leg::{Sizes, TestSpec};
 use super::run::{self, ClientSide, LocalServer, Plan, ServerSide};

@@ -1,9 +1,9 @@
-//! `roce_compare --from`: a comparison set from result files made elsewhere (runs' `--json` or
-//! `--results` files, earlier `compare.json`s), read by `crate::results` and said in roce_compare's
-//! words when a file cannot be used.
+//! `roce_compare --from`: a comparison set from result files made elsewhere.
 //!
-//! Runs of one test, transport, RoCE version and side at different sizes merge into one curve; runs
-//! that still share a label are told apart by side, else by file.
+//! The files (runs' `--json` or `--results` files, earlier `compare.json`s) are read by
+//! `crate::results`; what is wrong with one is said here in roce_compare's words. Runs of one test,
+//! transport, RoCE version and side at different sizes merge into one curve; runs that still share a
+//! label are told apart by side, else by file.
 
 use crate::params::Role;
 use crate::results::json::{COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION, SCHEMA_VERSION};

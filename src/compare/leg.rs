@@ -1,8 +1,8 @@
-//! What a live comparison runs: the test ([`TestSpec`]), the transport ([`LegSpec`]), and the command
-//! line of the `roce_<test>` server and client that run them.
+//! What a live comparison runs: the test, the transport leg, and both sides' command lines.
 //!
-//! Both the local orchestrator and the two-host control server build their command lines here, so the
-//! two sides of a run can never disagree on a flag.
+//! [`TestSpec`] is the test, [`LegSpec`] the transport; both the local orchestrator and the two-host
+//! control server build the `roce_<test>` command lines here, so the two sides of a run can never
+//! disagree on a flag.
 
 use crate::params::{RoceVersion, TestKind, TransportKind};
 use crate::results::default_label;

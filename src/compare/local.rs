@@ -1,7 +1,8 @@
-//! `roce_compare --local`: every transport on this machine. RoCE v2 (soft, UDP) and TCP on loopback;
-//! RoCE v1 (soft, AF_PACKET) across a veth pair between two network namespaces, since v1 frames must
-//! cross a real (virtual) link. What needs privileges this process lacks is skipped with a note that
-//! names the missing capability and how to get it.
+//! `roce_compare --local`: every transport on this machine.
+//!
+//! RoCE v2 (soft, UDP) and TCP on loopback; RoCE v1 (soft, AF_PACKET) across a veth pair between two
+//! network namespaces, since v1 frames must cross a real (virtual) link. What needs privileges this
+//! process lacks is skipped with a note that names the missing capability and how to get it.
 
 use super::error::{Error, Result};
 use super::leg::{LegSpec, TestSpec, TransportChoice};

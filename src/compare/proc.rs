@@ -1,6 +1,7 @@
-//! The child processes of a live comparison: a `roce_<test>` binary started with its output in log
-//! files, waited for until a deadline and killed past it, and what its logs say went wrong; plus the
-//! Ctrl-C handling that stops a comparison instead of the process.
+//! The child processes of a live comparison, and the Ctrl-C handling that stops a comparison.
+//!
+//! A `roce_<test>` binary is started with its output in log files, waited for until a deadline and
+//! killed past it; its logs say what went wrong.
 
 use super::error::{Error, Result};
 use std::fs::File;

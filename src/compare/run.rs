@@ -1,6 +1,6 @@
-//! Runs a comparison live: for each test and each transport leg in turn, a `roce_<test>` server and
-//! client, bounded by a timeout, then their result JSON into a [`CompareSet`].
+//! The live comparison loop: each test over each transport leg, one server and one client per run.
 //!
+//! Each run is bounded by a timeout, and the client's result JSON becomes a run of the [`CompareSet`].
 //! Where the server runs is behind [`ServerSide`]: a child process on this machine ([`LocalServer`], for
 //! `--local`) or a `roce_compare --server` on another host (`compare::remote`). A leg that cannot run
 //! or fails becomes a [`Skipped`] note with the reason and the tail of the failing side's stderr, never

@@ -1,5 +1,7 @@
-//! `roce_gate`: the command line of the CI gate over result files, and its main; the binary only calls
-//! [`main`]. Exit 0: every check passed; 1: a check failed; 2: bad input or usage.
+//! `roce_gate`'s command line and main: the CI gate over result files.
+//!
+//! Exit 0: every check passed; 1: a check failed; 2: bad input or usage. The binary only calls
+//! [`main`].
 
 use super::{GateArgs, GateOutputArgs, parse_transport_arg};
 use crate::params::{TestKind, TransportKind};

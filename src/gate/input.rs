@@ -1,7 +1,8 @@
-//! The results a gate checks, read by `crate::results` from any file roceperf writes (a run's
-//! `roceperf.result` JSON, a run's CSV or `compare.csv`, a comparison's `roceperf.compare` JSON), with
-//! what is wrong said for a CI log: an [`InputError`] names the file and what to do, so that `roce_gate`
-//! can exit 2 with a message its reader can act on.
+//! A gate's inputs: result rows read by `crate::results`, and unusable files said for a CI log.
+//!
+//! Any file roceperf writes can be gated: a run's `roceperf.result` JSON, a run's CSV or `compare.csv`,
+//! a comparison's `roceperf.compare` JSON. An [`InputError`] names the file and what to do, so that
+//! `roce_gate` can exit 2 with a message its reader can act on.
 
 use crate::results::ResultRow;
 use crate::results::read::{self, ReadError, SchemaError};

@@ -1,5 +1,7 @@
-//! Judging results: each result row against the thresholds, then against its baseline counterpart,
-//! one [`CheckResult`] per comparison made. Pure: no I/O.
+//! Judging result rows against the thresholds and the baseline; pure, no I/O.
+//!
+//! Each row is checked against the thresholds, then against its baseline counterpart: one
+//! [`CheckResult`] per comparison made.
 
 use super::{CheckResult, GateArgs, GateReport, Verdict};
 use crate::results::{BandwidthFigures, Figures, LatencyFigures, ResultRow};

@@ -1,6 +1,7 @@
-//! CI gates: check results against thresholds (`--min-bw 90Gb/s --max-p99 5us`) and against a baseline
-//! (`--baseline base.json --max-regression 5%`), and say pass or fail in a table, JUnit XML and GitHub
-//! Actions annotations.
+//! CI gates: results against thresholds and a baseline, with verdicts for terminals and CI systems.
+//!
+//! Thresholds (`--min-bw 90Gb/s --max-p99 5us`) and a baseline (`--baseline base.json
+//! --max-regression 5%`) give pass or fail in a table, JUnit XML and GitHub Actions annotations.
 //!
 //! The same [`GateArgs`] serve `roce_gate` (which reads result files) and the six test binaries (which
 //! `#[command(flatten)]` it and call [`check`] on what they just measured), so a threshold means the same

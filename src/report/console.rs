@@ -1,5 +1,7 @@
-//! The console report in perftest's layout, byte for byte where perftest defines it, so that scripts which
-//! parse `ib_write_bw` / `ib_send_lat` output keep working; our own figures come after perftest's.
+//! The console report in perftest's layout, byte for byte where perftest defines it.
+//!
+//! Scripts which parse `ib_write_bw` / `ib_send_lat` output keep working; our own figures come after
+//! perftest's.
 //!
 //! Every function returns whole lines, each ending in `\n`: print them with `print!`, not `println!`.
 //! Order, as perftest prints it: [`header_block`], [`address_block`], [`table_header`], one

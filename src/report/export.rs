@@ -1,8 +1,8 @@
-//! A comparison's files, in the style of hyperfine's `export` module: each format is an [`Exporter`]
-//! that turns a [`CompareSet`] into files, and the [`ExportManager`] writes what its exporters made
-//! into the comparison's directory (`results/<timestamp>/`), each file replaced as a whole.
+//! A comparison's files, written through hyperfine-style exporters and an export manager.
 //!
-//! The formats: `compare.csv` (one row per transport × test × size, units in the headers),
+//! Each format is an [`Exporter`] that turns a [`CompareSet`] into files; the [`ExportManager`] writes
+//! what its exporters made into the comparison's directory (`results/<timestamp>/`), each file replaced
+//! as a whole. The formats: `compare.csv` (one row per transport × test × size, units in the headers),
 //! `compare.json` (schema `roceperf.compare`), one HdrHistogram interval log per latency run and size,
 //! `latency.svg` and `bandwidth.svg`.
 

@@ -1,6 +1,6 @@
-//! HdrHistogram interval logs (`.hlog`): the standard text format that HdrHistogram's own tools
-//! (HistogramLogProcessor, HdrHistogramVisualizer, hdr-plot, the Go and Python readers) load.
+//! HdrHistogram interval logs (`.hlog`), in the text format HdrHistogram's own tools load.
 //!
+//! Those tools: HistogramLogProcessor, HdrHistogramVisualizer, hdr-plot, the Go and Python readers.
 //! A latency run is written as one interval holding its whole histogram, tagged with the transport, in
 //! HdrHistogram's compressed V2 encoding; values are one-way nanoseconds.
 

@@ -1,6 +1,7 @@
-//! Rendering results: the console report in perftest's layout, a comparison's table and histograms in
-//! the terminal, its files (HdrHistogram logs, SVG plots, through the [`export`] manager), and a sweep
-//! progress bar.
+//! Rendering results: the perftest console report, a comparison's table, plots and logs, a progress bar.
+//!
+//! The console report follows perftest's layout; a comparison gets a terminal table and histograms and
+//! its files (HdrHistogram logs, SVG plots, through the [`export`] manager).
 //!
 //! Reports know nothing of transports (DESIGN.md): everything they print comes from the results model
 //! (`crate::results`): a [`RunInfo`](crate::results::RunInfo), which the binary fills from its options

@@ -1,5 +1,7 @@
-//! SVG plots drawn with plotters' SVG backend (no font libraries needed: text stays `<text>` elements
-//! that the viewer lays out).
+//! SVG plots of latency percentiles and of bandwidth by message size.
+//!
+//! Drawn with plotters' SVG backend (no font libraries needed: text stays `<text>` elements that the
+//! viewer lays out).
 //!
 //! * [`latency_svg`]: percentile curves of several latency histograms overlaid, the x axis on the usual
 //!   HdrHistogram scale log10(1 / (1 - p)) so that 90 %, 99 %, 99.9 % ... are equally spaced and the tail

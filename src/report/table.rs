@@ -1,5 +1,6 @@
-//! The comparison in the terminal: one side-by-side table of every transport, test and size, then a
-//! log-bucket histogram per latency run. Everything fits in 100 columns.
+//! A comparison in the terminal: a side-by-side table, then a histogram per latency run.
+//!
+//! Everything fits in 100 columns.
 
 use super::{fmt_size, histogram_text};
 use crate::results::{CompareSet, Measured};

@@ -1,5 +1,7 @@
-//! The CSV writer: a run's rows (one per message size, appended across runs under a single header) and
-//! a comparison's `compare.csv` (one row per transport × test × size).
+//! The CSV writer: a run's rows, appended across runs, and a comparison's `compare.csv`.
+//!
+//! A run gets one row per message size, appended across runs under a single header; `compare.csv` has
+//! one row per transport × test × size.
 //!
 //! The columns are stable and carry their units in their names. Bandwidth and latency rows share one
 //! column set (cells that do not apply are empty), so a file that mixes tests still imports as one table.

@@ -1,5 +1,6 @@
-//! The CSV reader: a run's `--csv` rows or a comparison's `compare.csv` as [`ResultRow`]s, by column
-//! name, so that either file (and a spreadsheet's re-save of it) reads the same.
+//! The CSV reader: a run's `--csv` rows or a comparison's `compare.csv`, as [`ResultRow`]s.
+//!
+//! Columns are found by name, so that either file (and a spreadsheet's re-save of it) reads the same.
 
 use super::read::ReadError;
 use super::{BandwidthFigures, Figures, LatencyFigures, ResultRow};

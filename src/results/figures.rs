@@ -1,8 +1,8 @@
-//! The figures reports and gates compare, one family for every reader: average bandwidth and message
-//! rate for a bandwidth result; median, p99, p99.9 and true maximum for a latency result.
+//! The figures reports and gates compare: one family, bandwidth or latency, for every reader.
 //!
-//! Latency percentiles come from the histogram, so every transport gets the same percentiles whatever
-//! it was asked to report (a result without samples falls back to its summary).
+//! Average bandwidth and message rate for a bandwidth result; median, p99, p99.9 and true maximum for
+//! a latency result. Latency percentiles come from the histogram, so every transport gets the same
+//! percentiles whatever it was asked to report (a result without samples falls back to its summary).
 
 use super::{Measured, SizeResult};
 use crate::stats::{LatencyStats, value_at_percentile};

@@ -1,5 +1,7 @@
-//! Where result files go and how they are written: the names of a run's files in a `--results`
-//! directory, a comparison's directory, and whole-file writes a reader never sees half of.
+//! Where result files go and how they are written whole.
+//!
+//! The names of a run's files in a `--results` directory, a comparison's directory, and writes through
+//! a temporary file, so that a reader never sees half a file.
 
 use super::RunInfo;
 use super::run::role_name;

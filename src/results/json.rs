@@ -1,5 +1,7 @@
-//! The JSON writer: one valid document per run with a schema name and version, the test parameters, every
-//! message size, and each latency histogram in HdrHistogram's portable V2 format.
+//! The JSON writer: a run's `roceperf.result` document and a comparison's `roceperf.compare`.
+//!
+//! One valid document per run with a schema name and version, the test parameters, every message size,
+//! and each latency histogram in HdrHistogram's portable V2 format.
 //!
 //! Shape (schema_version 1):
 //! ```text

@@ -1,8 +1,9 @@
-//! The one reader of roceperf's result files: a run's `roceperf.result` JSON, a comparison's
-//! `roceperf.compare` JSON, and the CSVs (a run's `--csv`, a comparison's `compare.csv`).
+//! The one reader of roceperf's result files, JSON and CSV, with typed errors.
 //!
-//! What is wrong with a file comes back typed ([`ReadError`], [`SchemaError`]), so that each tool can
-//! say it in its own words (`roce_gate` for a CI log, `roce_compare` for its user) from one parse.
+//! It reads a run's `roceperf.result` JSON, a comparison's `roceperf.compare` JSON, and the CSVs (a
+//! run's `--csv`, a comparison's `compare.csv`). What is wrong with a file comes back typed
+//! ([`ReadError`], [`SchemaError`]), so that each tool can say it in its own words (`roce_gate` for a
+//! CI log, `roce_compare` for its user) from one parse.
 
 use super::json::{COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION};
 use super::{CompareRun, CompareSet, ResultRow, RunInfo, SizeResult, Skipped};

@@ -1,5 +1,6 @@
-//! Flat result rows: one per (run, message size) with just its figures and where it came from, which
-//! every result file (a run's JSON or CSV, a comparison's JSON or CSV) can give.
+//! Flat result rows: one per (run, message size), with its figures and where it came from.
+//!
+//! Every result file (a run's JSON or CSV, a comparison's JSON or CSV) can give them.
 
 use super::{CompareSet, Figures, RunInfo, SizeResult};
 use crate::params::{RoceVersion, Role, TestKind, TransportKind};

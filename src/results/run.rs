@@ -1,5 +1,6 @@
-//! The run description: which test, over what, with which parameters and queue pairs, as the header
-//! block and the files show it and as both sides exchange it over the out-of-band channel.
+//! The run description: which test, over what, with which parameters and queue pairs.
+//!
+//! The header block and the files show it, and both sides exchange it over the out-of-band channel.
 
 use crate::params::{RoceVersion, Role, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
@@ -77,7 +78,7 @@ pub struct RunInfo {
     pub warmup: u64,
     /// Both directions at once (-b).
     pub bidirectional: bool,
-    /// RFC 3339 UTC, e.g. "2026-11-29T10:24:25Z" (see [`now_rfc3339`]).
+    /// RFC 3339 UTC, e.g. "2026-11-29T10:24:25Z" (see [`now_rfc3339`](super::now_rfc3339)).
     pub started_at: String,
     /// "why" lines: transport chosen because..., core chosen because...
     pub notes: Vec<String>,

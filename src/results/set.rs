@@ -1,5 +1,4 @@
-//! A comparison set: transports (RoCE v1, RoCE v2, TCP) running the same tests, the ones that could
-//! not run and why, and how each compares with TCP.
+//! A comparison set: transports running the same tests, the ones that could not, and ratios to TCP.
 //!
 //! The set knows nothing of how its runs were made: live by `compare`, or read from result files.
 

@@ -1,5 +1,7 @@
-//! Per-size results: what one message size measured (bandwidth figures, or a latency summary with its
-//! histogram), and their serde form, shared by the result files and the out-of-band channel.
+//! Per-size results: what one message size measured, and their serde form.
+//!
+//! Bandwidth figures, or a latency summary with its histogram; the serde form is shared by the result
+//! files and the out-of-band channel.
 
 use crate::stats::{BandwidthStats, LatencyStats};
 use hdrhistogram::Histogram;

@@ -1,5 +1,6 @@
-//! Runs, results and comparisons shared by the unit tests of the results, report, compare and gate
-//! modules: a write_bw client and a send_lat server like the perftest reference runs, and a synthetic
+//! Runs, results and comparisons shared by the unit tests of results, report, compare and gate.
+//!
+//! A write_bw client and a send_lat server like the perftest reference runs, and a synthetic
 //! comparison of three transports (write_lat at 2 B, write_bw at 4 KiB .. 64 KiB).
 
 use super::*;

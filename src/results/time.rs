@@ -1,5 +1,6 @@
-//! Timestamps of runs and comparisons: RFC 3339 UTC text (`2026-11-29T10:24:25Z`) in the files, and
-//! its compact form (`20261129-102425`) in file and directory names.
+//! Timestamps of runs and comparisons: RFC 3339 UTC text and its compact form for file names.
+//!
+//! `2026-11-29T10:24:25Z` in the files, `20261129-102425` in file and directory names.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
