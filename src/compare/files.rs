@@ -49,7 +49,7 @@ fn not_a_result(schema: Option<&str>) -> String {
 
 /// The run of a `roceperf.result` document and the side that wrote it; the error says, in
 /// roce_compare's words, what is wrong with the document.
-pub fn run_of(doc: Result<Document, SchemaError>) -> Result<(CompareRun, Role), String> {
+pub(crate) fn run_of(doc: Result<Document, SchemaError>) -> Result<(CompareRun, Role), String> {
     match doc {
         Ok(Document::Run { info, results }) => {
             if results.is_empty() {
@@ -69,7 +69,7 @@ pub fn run_of(doc: Result<Document, SchemaError>) -> Result<(CompareRun, Role), 
 }
 
 /// A run with where it came from, to merge sizes and tell duplicates apart.
-pub struct Loaded {
+pub(crate) struct Loaded {
     run: CompareRun,
     role: Option<Role>,
     file: String,
@@ -77,7 +77,7 @@ pub struct Loaded {
 
 /// The runs of one file: a run's result JSON, or every run of a `compare.json`. The error names the
 /// file and what is wrong with it.
-pub fn load(path: &Path) -> Result<Vec<Loaded>, String> {
+pub(crate) fn load(path: &Path) -> Result<Vec<Loaded>, String> {
     let doc = match read::read_json(path) {
         Ok(doc) => Ok(doc),
         Err(ReadError::Schema { problem, .. }) => Err(problem),
@@ -126,7 +126,7 @@ pub fn load(path: &Path) -> Result<Vec<Loaded>, String> {
 }
 
 /// Reads every file; all their runs, or one message per file that cannot be used.
-pub fn load_all(paths: &[impl AsRef<Path>]) -> Result<Vec<Loaded>, Vec<String>> {
+pub(crate) fn load_all(paths: &[impl AsRef<Path>]) -> Result<Vec<Loaded>, Vec<String>> {
     let mut loaded = Vec::new();
     let mut errors = Vec::new();
     for path in paths {
@@ -144,7 +144,7 @@ pub fn load_all(paths: &[impl AsRef<Path>]) -> Result<Vec<Loaded>, Vec<String>> 
 
 /// Merges runs of the same test, transport, RoCE version and side (their sizes join one curve), and
 /// gives the rest distinct labels.
-pub fn assemble(loaded: Vec<Loaded>) -> Vec<CompareRun> {
+pub(crate) fn assemble(loaded: Vec<Loaded>) -> Vec<CompareRun> {
     let mut merged: Vec<Loaded> = Vec::new();
     for l in loaded {
         let same = merged.iter_mut().find(|m| {
@@ -192,7 +192,7 @@ pub fn assemble(loaded: Vec<Loaded>) -> Vec<CompareRun> {
 }
 
 /// The comparison set of `paths`, started now by this version.
-pub fn compare_files(paths: &[impl AsRef<Path>]) -> Result<CompareSet, Vec<String>> {
+pub(crate) fn compare_files(paths: &[impl AsRef<Path>]) -> Result<CompareSet, Vec<String>> {
     Ok(CompareSet {
         started_at: crate::results::now_rfc3339(),
         version: env!("CARGO_PKG_VERSION").into(),
