@@ -7,9 +7,8 @@ use crate::bench::{self, Layout, bw, lat, validate};
 use crate::cli::{IoArg, OobArg, Options, OutputArg, RunMode};
 use crate::oob::{self, Channel, TestParams};
 use crate::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
-use crate::report::{
-    self, AddressLine, Measured, OutputSelect, RunInfo, SizeResult, progress::SweepProgress,
-};
+use crate::report::{self, OutputSelect, progress::SweepProgress};
+use crate::results::{self, AddressLine, Measured, RunInfo, SizeResult};
 use crate::stats::{BandwidthStats, LatencyStats};
 use crate::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
 use crate::transport::soft::netdev::AddrFamily;
@@ -39,7 +38,7 @@ pub enum Error {
     },
     /// Writing --csv / --json / --results (exit 2).
     #[error("{0}")]
-    Report(#[from] report::ReportError),
+    Report(#[from] results::WriteError),
     /// A gate threshold or baseline comparison failed (exit 1); the table above says which.
     #[error("{failed} gate check(s) failed (see the table above)")]
     GateFailed {
@@ -880,7 +879,7 @@ pub(crate) fn run_info(
         },
         warmup: opts.warmup,
         bidirectional: opts.bidirectional,
-        started_at: report::now_rfc3339(),
+        started_at: results::now_rfc3339(),
         notes,
         version: env!("CARGO_PKG_VERSION").to_string(),
         counters: None,
@@ -893,16 +892,16 @@ pub(crate) fn write_files(
     results: &[SizeResult],
 ) -> Result<(), Error> {
     if let Some(p) = &opts.csv {
-        report::append_csv(p, info, results)?;
+        results::append_csv(p, info, results)?;
     }
     if let Some(p) = &opts.json {
-        report::write_json(p, info, results)?;
+        results::write_json(p, info, results)?;
     }
     if let Some(dir) = &opts.results {
-        report::create_results_dir(dir)?;
-        let (csv, json) = report::results_paths(dir, info);
-        report::append_csv(&csv, info, results)?;
-        report::write_json(&json, info, results)?;
+        results::create_results_dir(dir)?;
+        let (csv, json) = results::results_paths(dir, info);
+        results::append_csv(&csv, info, results)?;
+        results::write_json(&json, info, results)?;
         if opts.output.is_none() {
             println!(
                 " Results written to {} and {}",

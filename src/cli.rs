@@ -20,7 +20,7 @@ pub const BUILT_TRANSPORTS: &[TransportKind] = &[
 
 /// The sizes `-a` sweeps: 2 B .. 8 MiB in powers of two, as perftest.
 pub fn all_sizes() -> Vec<u64> {
-    (1..=23).map(|e| 1u64 << e).collect()
+    crate::params::all_sizes()
 }
 
 /// Default percentiles reported below the table.
@@ -421,33 +421,11 @@ pub struct Options {
 
 /// Parses `-s` values: decimal or 0x hex, with an optional K or M suffix (×1024, ×1024²).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('K') | Some('k') => (&t[..t.len() - 1], 1024u64),
-        Some('M') | Some('m') => (&t[..t.len() - 1], 1024 * 1024),
-        _ => (t, 1),
-    };
-    let v = parse_int(num).ok_or_else(|| {
-        format!("'{s}' is not a size; use bytes, optionally with K or M, e.g. 65536, 64K, 1M")
-    })?;
-    let v = v
-        .checked_mul(mult)
-        .filter(|v| (1..=u64::from(u32::MAX / 2)).contains(v))
-        .ok_or_else(|| {
-            format!(
-                "'{s}' is out of range; sizes are 1 .. {} bytes",
-                u32::MAX / 2
-            )
-        })?;
-    Ok(v)
+    crate::params::parse_size(s)
 }
 
 fn parse_int(s: &str) -> Option<u64> {
-    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16).ok()
-    } else {
-        s.parse().ok()
-    }
+    crate::params::parse_int(s)
 }
 
 fn parse_iters(s: &str) -> Result<u64, String> {

@@ -12,6 +12,7 @@ pub mod gate;
 pub mod oob;
 pub mod params;
 pub mod report;
+pub mod results;
 pub mod stats;
 pub mod transport;
 pub mod wire;

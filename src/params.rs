@@ -175,6 +175,44 @@ pub enum Role {
     Client,
 }
 
+/// The sizes `-a` sweeps: 2 B .. 8 MiB in powers of two, as perftest.
+pub fn all_sizes() -> Vec<u64> {
+    (1..=23).map(|e| 1u64 << e).collect()
+}
+
+/// Parses a message size: bytes, decimal or `0x` hex, optionally with a K or M suffix (`64K`, `1M`),
+/// 1 .. 2^31-1 bytes. The error says what to type.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('K') | Some('k') => (&t[..t.len() - 1], 1024u64),
+        Some('M') | Some('m') => (&t[..t.len() - 1], 1024 * 1024),
+        _ => (t, 1),
+    };
+    let v = parse_int(num).ok_or_else(|| {
+        format!("'{s}' is not a size; use bytes, optionally with K or M, e.g. 65536, 64K, 1M")
+    })?;
+    let v = v
+        .checked_mul(mult)
+        .filter(|v| (1..=u64::from(u32::MAX / 2)).contains(v))
+        .ok_or_else(|| {
+            format!(
+                "'{s}' is out of range; sizes are 1 .. {} bytes",
+                u32::MAX / 2
+            )
+        })?;
+    Ok(v)
+}
+
+/// A whole number in decimal or `0x` hex, as perftest's flags accept.
+pub fn parse_int(s: &str) -> Option<u64> {
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,8 @@ use crate::oob::perftest::{
     SysData, Timeouts,
 };
 use crate::params::{Metric, Role, TestKind, Verb};
-use crate::report::{self, Measured, OutputSelect, RunInfo, SizeResult};
+use crate::report::{self, OutputSelect};
+use crate::results::{Measured, RunInfo, SizeResult};
 use crate::stats::BandwidthStats;
 use crate::transport::{Completion, CompletionOp, CompletionStatus, RemoteAddr};
 use std::time::Duration;

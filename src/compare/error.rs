@@ -1,5 +1,6 @@
-//! What can go wrong while running a comparison live. Each message names the binary, file, command or
-//! peer and says what to do; a failed run's message becomes its note in the report.
+//! Errors of a live comparison, each naming the binary, file, command or peer and what to do.
+//!
+//! A failed run's message becomes its note in the report.
 
 use std::path::PathBuf;
 

@@ -1,10 +1,11 @@
-//! What a live comparison runs: the test ([`TestSpec`]), the transport ([`LegSpec`]), and the command
-//! line of the `roce_<test>` server and client that run them.
+//! What a live comparison runs: the test, the transport leg, and both sides' command lines.
 //!
-//! Both the local orchestrator and the two-host control server build their command lines here, so the
-//! two sides of a run can never disagree on a flag.
+//! [`TestSpec`] is the test, [`LegSpec`] the transport; both the local orchestrator and the two-host
+//! control server build the `roce_<test>` command lines here, so the two sides of a run can never
+//! disagree on a flag.
 
 use crate::params::{RoceVersion, TestKind, TransportKind};
+use crate::results::default_label;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -43,7 +44,7 @@ impl TestSpec {
         match self.sizes {
             Sizes::Default => vec![self.test.default_size()],
             Sizes::One(s) => vec![s],
-            Sizes::All => crate::cli::all_sizes(),
+            Sizes::All => crate::params::all_sizes(),
         }
     }
 
@@ -128,7 +129,7 @@ impl LegSpec {
     pub fn label(&self) -> String {
         match (self.transport, self.roce) {
             (TransportChoice::Tcp, _) => "TCP".into(),
-            (TransportChoice::Soft, r) => super::default_label(TransportKind::Soft, r),
+            (TransportChoice::Soft, r) => default_label(TransportKind::Soft, r),
             (TransportChoice::Auto, Some(r)) => format!("RoCE {r}"),
             (TransportChoice::Auto, None) => "RoCE".into(),
         }

@@ -1,13 +1,14 @@
-//! `roce_compare --local`: every transport on this machine. RoCE v2 (soft, UDP) and TCP on loopback;
-//! RoCE v1 (soft, AF_PACKET) across a veth pair between two network namespaces, since v1 frames must
-//! cross a real (virtual) link. What needs privileges this process lacks is skipped with a note that
-//! names the missing capability and how to get it.
+//! `roce_compare --local`: every transport on this machine.
+//!
+//! RoCE v2 (soft, UDP) and TCP on loopback; RoCE v1 (soft, AF_PACKET) across a veth pair between two
+//! network namespaces, since v1 frames must cross a real (virtual) link. What needs privileges this
+//! process lacks is skipped with a note that names the missing capability and how to get it.
 
-use super::Skipped;
 use super::error::{Error, Result};
 use super::leg::{LegSpec, TestSpec, TransportChoice};
 use super::run::{Leg, Plan};
 use crate::params::RoceVersion;
+use crate::results::Skipped;
 use std::process::Command;
 
 /// Capabilities RoCE v1 across namespaces needs: bit number, name, and what for.

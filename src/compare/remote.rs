@@ -6,11 +6,11 @@
 //! from a structured request (test, sizes, transport, RoCE version, device name), so a peer can never
 //! make it run anything else. A dropped control connection kills whatever it started.
 
-use super::Skipped;
 use super::error::{Error, Result};
 use super::leg::{LegSpec, TestSpec, TransportChoice};
 use super::run::{Leg, LocalServer, Plan, ServerSide};
 use crate::params::RoceVersion;
+use crate::results::Skipped;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};

@@ -1,14 +1,12 @@
-//! HdrHistogram interval logs (`.hlog`): the standard text format that HdrHistogram's own tools
-//! (HistogramLogProcessor, HdrHistogramVisualizer, hdr-plot, the Go and Python readers) load.
+//! HdrHistogram interval logs (`.hlog`), in the text format HdrHistogram's own tools load.
 //!
+//! Those tools: HistogramLogProcessor, HdrHistogramVisualizer, hdr-plot, the Go and Python readers.
 //! A latency run is written as one interval holding its whole histogram, tagged with the transport, in
 //! HdrHistogram's compressed V2 encoding; values are one-way nanoseconds.
 
-use super::ReportError;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 /// A tag HdrHistogram accepts: no spaces, commas or line breaks (`RoCE v2 (soft)` -> `RoCE_v2_(soft)`).
@@ -57,23 +55,6 @@ pub fn interval_log(
         .map_err(|e| format!("{e:?}"))?;
     drop(writer);
     Ok(out)
-}
-
-/// Writes [`interval_log`] to `path`; errors name the file.
-pub fn write_interval_log(
-    path: &Path,
-    h: &Histogram<u64>,
-    tag: &str,
-    comment: &str,
-    start: SystemTime,
-    duration: Duration,
-) -> Result<(), ReportError> {
-    let bytes = interval_log(h, tag, comment, start, duration).map_err(|e| ReportError::Io {
-        action: "encode the HdrHistogram log for",
-        path: path.to_owned(),
-        source: std::io::Error::other(e),
-    })?;
-    super::compare::write_atomic(path, &bytes)
 }
 
 #[cfg(test)]

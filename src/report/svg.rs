@@ -1,5 +1,7 @@
-//! SVG plots drawn with plotters' SVG backend (no font libraries needed: text stays `<text>` elements
-//! that the viewer lays out).
+//! SVG plots of latency percentiles and of bandwidth by message size.
+//!
+//! Drawn with plotters' SVG backend (no font libraries needed: text stays `<text>` elements that the
+//! viewer lays out).
 //!
 //! * [`latency_svg`]: percentile curves of several latency histograms overlaid, the x axis on the usual
 //!   HdrHistogram scale log10(1 / (1 - p)) so that 90 %, 99 %, 99.9 % ... are equally spaced and the tail
@@ -208,7 +210,7 @@ pub fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<String, 
             .max_light_lines(1)
             .light_line_style(RGBColor(235, 235, 235))
             .x_label_formatter(&|x| {
-                crate::compare::fmt_size(2f64.powf((f64::from(*x) / MILLI).round()) as u64)
+                super::fmt_size(2f64.powf((f64::from(*x) / MILLI).round()) as u64)
             })
             .y_label_formatter(&|y| format!("{y}"))
             .label_style(("sans-serif", 15))

@@ -4,7 +4,7 @@ use crate::common;
 
 use common::results::{bw_result as bw, run_info as info};
 use roceperf::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
-use roceperf::report::{self, Measured, SizeResult};
+use roceperf::results::{self, Measured, SizeResult};
 use roceperf::stats::{self, LatencyStats};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -50,11 +50,11 @@ fn runs(dir: &Path) -> Vec<PathBuf> {
     ];
     for (name, t, r, lat_ns, gbps) in transports {
         let p = dir.join(format!("lat-{name}.json"));
-        report::write_json(&p, &info(WLAT, t, r, Role::Client), &[lat(lat_ns)]).unwrap();
+        results::write_json(&p, &info(WLAT, t, r, Role::Client), &[lat(lat_ns)]).unwrap();
         paths.push(p);
         for (size, factor) in [(4096u64, 0.5), (65536, 1.0)] {
             let p = dir.join(format!("bw-{name}-{size}.json"));
-            report::write_json(
+            results::write_json(
                 &p,
                 &info(WBW, t, r, Role::Client),
                 &[bw(size, gbps * factor)],
@@ -157,8 +157,10 @@ fn client_and_server_files_of_one_run_are_told_apart() {
     let tmp = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
     for role in [Role::Client, Role::Server] {
-        let p = tmp.path().join(format!("{}.json", report::role_name(role)));
-        report::write_json(
+        let p = tmp
+            .path()
+            .join(format!("{}.json", results::role_name(role)));
+        results::write_json(
             &p,
             &info(WLAT, TransportKind::Tcp, None, role),
             &[lat(5_000)],

@@ -4,7 +4,8 @@ use crate::common;
 
 use common::results::{bw_result, run_info};
 use roceperf::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
-use roceperf::report::{self, Measured, RunInfo, SizeResult};
+use roceperf::report;
+use roceperf::results::{self, Measured, RunInfo, SizeResult};
 use roceperf::stats::{self, LatencyStats};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -65,7 +66,7 @@ impl Files {
 
     fn json(&self, name: &str, info: &RunInfo, results: &[SizeResult]) -> PathBuf {
         let p = self.path(name);
-        report::write_json(&p, info, results).unwrap();
+        results::write_json(&p, info, results).unwrap();
         p
     }
 
@@ -83,7 +84,7 @@ impl Files {
     fn csv(&self, name: &str, runs: &[(&RunInfo, &[SizeResult])]) -> PathBuf {
         let p = self.path(name);
         for (info, results) in runs {
-            report::append_csv(&p, info, results).unwrap();
+            results::append_csv(&p, info, results).unwrap();
         }
         p
     }
@@ -314,7 +315,7 @@ fn wrong_schema_or_version_is_a_bad_input() {
     let none = f.text("plain.json", r#"{"results": []}"#);
     bad_input(&["--min-bw", "1Gb/s"], &[&none], "no \"schema\" key");
     let i = info(write_bw(), TransportKind::Tcp, None);
-    let mut doc = report::to_json(&i, &[bw(1.0)]);
+    let mut doc = results::to_json(&i, &[bw(1.0)]);
     doc["schema_version"] = 99.into();
     let future = f.text("future.json", &doc.to_string());
     bad_input(
@@ -342,7 +343,7 @@ fn malformed_csv_rows_are_named_by_line() {
     );
     let no_cols = f.text("x.csv", "a,b\n1,2\n");
     bad_input(&["--min-bw", "1Gb/s"], &[&no_cols], "no \"test\" column");
-    let empty = f.text("empty.csv", &report::csv::header_line());
+    let empty = f.text("empty.csv", &results::csv::header_line());
     bad_input(&["--min-bw", "1Gb/s"], &[&empty], "holds no results");
 }
 
@@ -448,9 +449,9 @@ fn junit_and_github_annotations_describe_each_check() {
     assert!(stdout(&o).contains("::error file="));
 }
 
-/// A comparison written by `report::compare`: RoCE v2 (soft) and TCP, write_bw and write_lat.
+/// A comparison written by `report::export`: RoCE v2 (soft) and TCP, write_bw and write_lat.
 fn comparison(dir: &Path) -> (PathBuf, PathBuf) {
-    use roceperf::compare::{CompareRun, CompareSet, default_label};
+    use roceperf::results::{CompareRun, CompareSet, default_label};
     let mut runs = Vec::new();
     for (t, r, gbps, lat_ns) in [
         (TransportKind::Soft, Some(RoceVersion::V2), 92.0, 2_000),
@@ -476,7 +477,7 @@ fn comparison(dir: &Path) -> (PathBuf, PathBuf) {
         runs,
         skipped: vec![],
     };
-    let files = report::compare::write_compare_files(dir, &set).unwrap();
+    let files = report::export::write_compare_files(dir, &set).unwrap();
     (files.json, files.csv)
 }
 

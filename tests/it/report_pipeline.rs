@@ -3,9 +3,9 @@
 
 use roceperf::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
 use roceperf::report::{
-    self, AddressLine, Measured, RunInfo, SizeResult, address_block, extras, header_block,
-    results_paths, table_footer, table_header, table_row,
+    address_block, extras, header_block, table_footer, table_header, table_row,
 };
+use roceperf::results::{self, AddressLine, Measured, RunInfo, SizeResult, results_paths};
 use roceperf::stats::{self, BandwidthStats, LatencyStats};
 
 fn info(test: TestKind) -> RunInfo {
@@ -51,7 +51,7 @@ fn info(test: TestKind) -> RunInfo {
         margin_s: None,
         warmup: 100,
         bidirectional: false,
-        started_at: report::now_rfc3339(),
+        started_at: results::now_rfc3339(),
         notes: vec!["core 0 chosen: first allowed core".into()],
         version: env!("CARGO_PKG_VERSION").into(),
         counters: None,
@@ -196,8 +196,8 @@ fn results_dir_gets_a_csv_and_a_json_that_read_back() {
     let lat = info(TestKind::new(Verb::Write, Metric::Latency));
     let results = lat_sweep(&[2, 64]);
     let (csv_path, json_path) = results_paths(dir.path(), &lat);
-    report::append_csv(&csv_path, &lat, &results).unwrap();
-    report::write_json(&json_path, &lat, &results).unwrap();
+    results::append_csv(&csv_path, &lat, &results).unwrap();
+    results::write_json(&json_path, &lat, &results).unwrap();
 
     let doc: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();

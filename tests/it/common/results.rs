@@ -3,7 +3,7 @@
 
 use roceperf::params::RoceVersion;
 use roceperf::params::{Role, TestKind, TransportKind};
-use roceperf::report::{Measured, RunInfo, SizeResult};
+use roceperf::results::{Measured, RunInfo, SizeResult};
 use roceperf::stats::BandwidthStats;
 
 /// A run of `test` over `transport` on lo, from core 0 with no peer named: 1000 iterations, p99 asked

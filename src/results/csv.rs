@@ -1,11 +1,15 @@
-//! CSV results: one row per (run, message size), appended across runs under a single header.
+//! The CSV writer: a run's rows, appended across runs, and a comparison's `compare.csv`.
+//!
+//! A run gets one row per message size, appended across runs under a single header; `compare.csv` has
+//! one row per transport × test × size.
 //!
 //! The columns are stable and carry their units in their names. Bandwidth and latency rows share one
 //! column set (cells that do not apply are empty), so a file that mixes tests still imports as one table.
 //! Latency percentile columns are fixed (p90, p99, p99.9, p99.99) whatever `--percentiles` asked for,
 //! computed from the histogram, so that rows from different runs line up.
 
-use super::{Measured, ReportError, RunInfo, SizeResult, role_name};
+use super::files::WriteError;
+use super::{CompareRun, CompareSet, Figures, Measured, RunInfo, SizeResult, role_name};
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -125,9 +129,9 @@ pub fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
 ///
 /// An existing file must start with exactly our header; otherwise nothing is written and the error names
 /// the file and both headers, so rows never end up under the wrong columns.
-pub fn append_csv(path: &Path, info: &RunInfo, results: &[SizeResult]) -> Result<(), ReportError> {
+pub fn append_csv(path: &Path, info: &RunInfo, results: &[SizeResult]) -> Result<(), WriteError> {
     let io = |action: &'static str| {
-        move |source| ReportError::Io {
+        move |source| WriteError::Io {
             action,
             path: path.to_owned(),
             source,
@@ -153,7 +157,7 @@ pub fn append_csv(path: &Path, info: &RunInfo, results: &[SizeResult]) -> Result
             .map_err(io("read"))?;
         let found = first.trim_end_matches(['\r', '\n']);
         if found != expected {
-            return Err(ReportError::CsvHeaderMismatch {
+            return Err(WriteError::CsvHeaderMismatch {
                 path: path.to_owned(),
                 expected,
                 found: found.to_owned(),
@@ -174,7 +178,7 @@ pub fn append_csv(path: &Path, info: &RunInfo, results: &[SizeResult]) -> Result
             .from_writer(&mut out);
         for r in results {
             w.write_record(row(info, r))
-                .map_err(|source| ReportError::Csv {
+                .map_err(|source| WriteError::Csv {
                     path: path.to_owned(),
                     source,
                 })?;
@@ -185,10 +189,105 @@ pub fn append_csv(path: &Path, info: &RunInfo, results: &[SizeResult]) -> Result
     file.write_all(&out).map_err(io("write"))
 }
 
+/// compare.csv's columns, in order. Names carry their units; cells that do not apply are empty.
+pub const COMPARE_COLUMNS: &[&str] = &[
+    "started_at",
+    "label",
+    "test",
+    "transport",
+    "roce",
+    "size_bytes",
+    "iterations",
+    "lat_samples",
+    "lat_min_us",
+    "lat_median_us",
+    "lat_mean_us",
+    "lat_p99_us",
+    "lat_p99_9_us",
+    "lat_max_us",
+    "bw_avg_gbps",
+    "bw_avg_mibps",
+    "bw_peak_gbps",
+    "msg_rate_mpps",
+    "ratio_to_tcp",
+];
+
+/// The rows of compare.csv for one run.
+fn csv_rows(set: &CompareSet, run: &CompareRun) -> Vec<Vec<String>> {
+    let f3 = |v: f64| format!("{v:.3}");
+    let f6 = |v: f64| format!("{v:.6}");
+    run.results
+        .iter()
+        .map(|r| {
+            let mut row = vec![
+                set.started_at.clone(),
+                run.label.clone(),
+                run.test.name().to_owned(),
+                run.transport.name().to_owned(),
+                run.roce.map(|v| v.name().to_owned()).unwrap_or_default(),
+                r.size.to_string(),
+                r.iterations.to_string(),
+            ];
+            match (&r.measured, r.figures()) {
+                (Measured::Latency { stats, .. }, Figures::Latency(l)) => {
+                    row.push(stats.samples.to_string());
+                    row.extend(
+                        [
+                            stats.min_us,
+                            l.median_us,
+                            stats.mean_us,
+                            l.p99_us,
+                            l.p999_us,
+                            l.max_us,
+                        ]
+                        .map(f3),
+                    );
+                    row.extend(std::iter::repeat_n(String::new(), 4));
+                }
+                (Measured::Bandwidth(b), Figures::Bandwidth(bf)) => {
+                    row.extend(std::iter::repeat_n(String::new(), 7));
+                    row.extend([
+                        f6(bf.gbps),
+                        f3(b.avg_mibps),
+                        b.peak_gbps.map(f6).unwrap_or_default(),
+                        f6(bf.mpps),
+                    ]);
+                }
+                // Figures::of follows the measurement's kind, so the kinds always agree.
+                _ => row.extend(std::iter::repeat_n(String::new(), 11)),
+            }
+            row.push(
+                set.ratio_to_tcp(run, r.size)
+                    .map(|x| format!("{x:.4}"))
+                    .unwrap_or_default(),
+            );
+            debug_assert_eq!(row.len(), COMPARE_COLUMNS.len());
+            row
+        })
+        .collect()
+}
+
+/// compare.csv as text: the header, then every run's rows in order.
+pub fn compare_csv(set: &CompareSet) -> Result<String, ::csv::Error> {
+    let mut w = ::csv::WriterBuilder::new()
+        .terminator(::csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    w.write_record(COMPARE_COLUMNS)?;
+    for run in &set.runs {
+        for row in csv_rows(set, run) {
+            w.write_record(&row)?;
+        }
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| ::csv::Error::from(e.into_error()))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::testdata::*;
     use super::*;
+    use crate::results::testdata::*;
     use std::collections::HashMap;
 
     fn read_rows(path: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
@@ -269,7 +368,7 @@ mod tests {
         let path = dir.path().join("other.csv");
         std::fs::write(&path, "a,b,c\n1,2,3\n").unwrap();
         let err = append_csv(&path, &bw_info(), &[bw_result()]).unwrap_err();
-        assert!(matches!(err, ReportError::CsvHeaderMismatch { .. }));
+        assert!(matches!(err, WriteError::CsvHeaderMismatch { .. }));
         let msg = err.to_string();
         assert!(
             msg.contains("other.csv") && msg.contains("a,b,c") && msg.contains("--csv"),
@@ -293,5 +392,44 @@ mod tests {
     fn unwritable_path_names_the_file() {
         let err = append_csv(Path::new("/nonexistent-dir/x.csv"), &bw_info(), &[]).unwrap_err();
         assert!(err.to_string().contains("/nonexistent-dir/x.csv"), "{err}");
+    }
+
+    #[test]
+    fn csv_has_a_row_per_transport_and_size_with_units_in_headers() {
+        let set = set();
+        let text = compare_csv(&set).unwrap();
+        let mut rdr = ::csv::Reader::from_reader(text.as_bytes());
+        let headers: Vec<String> = rdr.headers().unwrap().iter().map(str::to_owned).collect();
+        assert_eq!(headers, COMPARE_COLUMNS);
+        let rows: Vec<HashMap<String, String>> = rdr
+            .records()
+            .map(|r| {
+                headers
+                    .iter()
+                    .cloned()
+                    .zip(r.unwrap().iter().map(str::to_owned))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(rows.len(), 3 + 9);
+        let v2_64k = rows
+            .iter()
+            .find(|r| r["label"] == "RoCE v2 (soft)" && r["size_bytes"] == "65536")
+            .unwrap();
+        assert_eq!(v2_64k["test"], "write_bw");
+        assert_eq!(v2_64k["roce"], "v2");
+        assert!((v2_64k["bw_avg_gbps"].parse::<f64>().unwrap() - 45.0).abs() < 1e-3);
+        assert_eq!(v2_64k["ratio_to_tcp"], "1.8000");
+        assert_eq!(v2_64k["lat_median_us"], "");
+        let tcp_lat = rows
+            .iter()
+            .find(|r| r["transport"] == "tcp" && r["test"] == "write_lat")
+            .unwrap();
+        assert_eq!(tcp_lat["roce"], "");
+        assert_eq!(tcp_lat["lat_samples"], "10000");
+        assert!(
+            tcp_lat["lat_p99_9_us"].parse::<f64>().unwrap()
+                > tcp_lat["lat_median_us"].parse().unwrap()
+        );
     }
 }

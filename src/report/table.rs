@@ -1,8 +1,9 @@
-//! The comparison in the terminal: one side-by-side table of every transport, test and size, then a
-//! log-bucket histogram per latency run. Everything fits in 100 columns.
+//! A comparison in the terminal: a side-by-side table, then a histogram per latency run.
+//!
+//! Everything fits in 100 columns.
 
-use super::{CompareSet, bandwidth_figures, fmt_size, latency_figures};
-use crate::report::histogram_text;
+use super::{fmt_size, histogram_text};
+use crate::results::{CompareSet, Measured};
 use std::fmt::Write;
 
 /// Widest output line.
@@ -62,7 +63,8 @@ pub fn side_by_side(set: &CompareSet) -> String {
             for run in &runs {
                 let Some(r) = run.at(size) else { continue };
                 let dash = || "-".to_string();
-                let (lat, bw) = (latency_figures(r), bandwidth_figures(r));
+                let figures = r.figures();
+                let (lat, bw) = (figures.latency(), figures.bandwidth());
                 rows.push([
                     test.name().to_owned(),
                     cut(&run.label, LABEL_MAX),
@@ -169,7 +171,7 @@ pub fn histograms(set: &CompareSet) -> String {
     for run in &set.runs {
         let sizes = run.results.len();
         if let Some(r) = run.results.first()
-            && let crate::report::Measured::Latency { histogram, stats } = &r.measured
+            && let Measured::Latency { histogram, stats } = &r.measured
         {
             let _ = writeln!(
                 out,
@@ -226,8 +228,8 @@ pub fn render(set: &CompareSet) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testdata::set;
     use super::*;
+    use crate::results::testdata::set;
 
     #[test]
     fn table_has_a_row_per_transport_and_size_within_100_columns() {
@@ -264,7 +266,7 @@ mod tests {
     fn long_labels_are_cut_and_skips_are_explained() {
         let mut set = set();
         set.runs[0].label = "RoCE v1 (soft, veth pair in a namespace)".into();
-        set.skipped.push(super::super::Skipped {
+        set.skipped.push(crate::results::Skipped {
             label: "RoCE v1 (verbs)".into(),
             reason: "no RDMA device".into(),
             failed: false,
@@ -312,7 +314,7 @@ mod tests {
     fn a_sweep_shows_the_histogram_of_its_smallest_size() {
         let mut set = set();
         set.runs.truncate(1);
-        let more = super::super::testdata::lat(4096, 9000, 500);
+        let more = crate::results::testdata::lat(4096, 9000, 500);
         set.runs[0].results.push(more);
         let text = histograms(&set);
         let titles: Vec<&str> = text

@@ -1,0 +1,341 @@
+//! `roce_compare`'s command line and main: a comparison run live or read from files, then reported.
+//!
+//! Four modes: `--local` runs every transport on this machine; `--server` and `HOST` run them between
+//! two hosts (the client drives); `--from` compares result files made elsewhere. Exit 0 ok (even with
+//! notes about transports that could not run), 1 a gate failed, 2 usage error or nothing could run.
+//! The binary only calls [`main`].
+
+use super::leg::{Sizes, TestSpec};
+use super::run::{self, ClientSide, LocalServer, Plan, ServerSide};
+use super::{files, local, proc, remote};
+use crate::gate::{self, GateArgs, GateOutputArgs, parse_transport_arg};
+use crate::params::{Metric, TestKind, TransportKind, Verb};
+use crate::report::export::ExportManager;
+use crate::report::{emit, progress::SweepProgress, table};
+use crate::results::{CompareSet, ResultRow, compare_dir};
+use anyhow::Context;
+use clap::Parser;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+const EXAMPLES: &str = "\
+Examples:
+  Everything on this machine: write_lat at 2 B and write_bw at 64 KiB over RoCE v2 (soft, loopback),
+  RoCE v1 (soft, a veth pair between two network namespaces; needs root) and TCP:
+    roce_compare --local
+
+  Two hosts (verbs where -d is an RDMA device, soft where it is an interface):
+    server$ roce_compare --server -d eth0
+    client$ roce_compare -d eth0 192.0.2.10 send_lat read_bw -a
+
+  Compare runs made with --results, and re-render an earlier comparison with a gate:
+    roce_compare --from results/*-write_lat-*-client.json
+    roce_compare --from results/20261129-102425/compare.json --gate-transport soft --min-bw 10Gb/s
+
+Runs of one test, transport and RoCE version at different sizes are merged into one curve. The files
+go to <results>/<timestamp>/: compare.csv, compare.json, one .hlog per latency run, latency.svg and
+bandwidth.svg. \"vs TCP\" needs a TCP run of the same test and size.";
+
+/// Compare RoCE v1, RoCE v2 and TCP side by side: table, histograms, CSV, JSON, HdrHistogram logs and
+/// SVG plots.
+#[derive(Debug, Parser)]
+#[command(name = "roce_compare", version, after_help = EXAMPLES)]
+struct Cli {
+    /// Tests to run (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat) [default: write_lat
+    /// at 2 B and write_bw at 64 KiB]; in two-host mode also the server's HOST.
+    #[arg(value_name = "TEST|HOST")]
+    args: Vec<String>,
+    /// Run every transport on this machine (RoCE v1 across a veth pair needs root).
+    #[arg(long, conflicts_with_all = ["server", "from"])]
+    local: bool,
+    /// Serve two-host comparisons: start each run's server when a `roce_compare HOST` asks.
+    #[arg(long, conflicts_with = "from")]
+    server: bool,
+    /// With --server: serve one comparison, then exit.
+    #[arg(long, requires = "server")]
+    once: bool,
+    /// Result JSON files (a run's --results output, or an earlier compare.json) to compare.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    from: Vec<PathBuf>,
+    /// Message size for every test, with an optional K or M suffix.
+    #[arg(short = 's', long = "size", value_parser = crate::params::parse_size)]
+    size: Option<u64>,
+    /// Every size from 2 B to 8 MiB, for every test.
+    #[arg(short = 'a', long = "all", conflicts_with = "size")]
+    all: bool,
+    /// Iterations per size [default: each test's own].
+    #[arg(short = 'n', long = "iters", value_parser = clap::value_parser!(u64).range(5..=1u64 << 32))]
+    iters: Option<u64>,
+    /// Seconds per size instead of -n iterations.
+    #[arg(short = 'D', long = "duration", conflicts_with = "iters",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    duration: Option<u64>,
+    /// Two-host mode: the RDMA device (verbs) or network interface (soft) RoCE runs over.
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]
+    device: Option<String>,
+    /// TCP port of the two-host control connection.
+    #[arg(long, value_name = "PORT", default_value_t = remote::DEFAULT_CONTROL_PORT)]
+    control_port: u16,
+    /// Seconds one run may take before its server and client are killed [default: from the work].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: Option<u64>,
+    /// Directory under which the comparison's <timestamp>/ directory is created.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    results: PathBuf,
+    /// Print the report only; write no files.
+    #[arg(long)]
+    no_files: bool,
+    /// Hold only the runs of this transport (verbs, soft, tcp) to the gates below.
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_parser = parse_transport_arg,
+        help_heading = "Gates (exit 1 when a result misses one)"
+    )]
+    gate_transport: Option<TransportKind>,
+    #[command(flatten)]
+    gate: GateArgs,
+    #[command(flatten)]
+    gate_output: GateOutputArgs,
+}
+
+/// A usage error: printed as clap prints its own, exit 2.
+fn usage(msg: &str) -> anyhow::Result<ExitCode> {
+    eprintln!("roce_compare: error: {msg}\n\nFor more information, try '--help'.");
+    Ok(ExitCode::from(2))
+}
+
+fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
+    let live_flags = cli.size.is_some()
+        || cli.all
+        || cli.iters.is_some()
+        || cli.duration.is_some()
+        || cli.timeout.is_some();
+    if !cli.from.is_empty() {
+        if !cli.args.is_empty() || live_flags || cli.device.is_some() {
+            return usage(
+                "--from compares files; tests, a host, -s, -a, -n, -D, -d and --timeout are for live runs",
+            );
+        }
+        return from_files(cli);
+    }
+    if cli.server {
+        if !cli.args.is_empty() || live_flags {
+            return usage(
+                "--server takes its tests and sizes from the client; give them to `roce_compare HOST`",
+            );
+        }
+        return serve(cli);
+    }
+    let (tests, hosts) = split_args(&cli.args);
+    if cli.local && !hosts.is_empty() {
+        return usage(&format!(
+            "{:?} is not a test (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat); --local takes no host",
+            hosts[0]
+        ));
+    }
+    if !cli.local && hosts.len() != 1 {
+        return usage(&match hosts.len() {
+            0 => "say what to compare: --local (this machine), HOST (with a roce_compare --server there), or --from FILES".to_string(),
+            _ => format!(
+                "one server host only, got {}; tests are send_bw, write_bw, read_bw, send_lat, write_lat, read_lat",
+                hosts.join(", ")
+            ),
+        });
+    }
+    let specs = test_specs(cli, &tests);
+    let bin_dir = proc::exe_dir()?;
+    let work = tempfile::Builder::new()
+        .prefix("roce_compare-")
+        .tempdir()
+        .context("cannot create a temporary directory for the runs' logs")?;
+    let timeout = cli.timeout.map(Duration::from_secs);
+    proc::catch_interrupts();
+    let set = if cli.local {
+        if cli.device.is_some() {
+            return usage("-d is for two-host runs; --local uses lo, and a veth pair for RoCE v1");
+        }
+        let netns = local::v1_netns();
+        let plan = local::plan(specs, netns.as_ref());
+        let (server_cpu, client_cpu) = local::cores();
+        let mut server = LocalServer::new(bin_dir.clone(), work.path().to_owned(), server_cpu);
+        let client = ClientSide {
+            bin_dir,
+            work: work.path().to_owned(),
+            cpu: client_cpu,
+            timeout,
+        };
+        run_live(&plan, &mut server, &client)
+    } else {
+        let host = hosts[0];
+        let plan = remote::plan(specs, host, cli.device.as_deref());
+        let mut server =
+            match remote::RemoteServer::connect(host, cli.control_port, Duration::from_secs(10)) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("roce_compare: error: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+        let client = ClientSide {
+            bin_dir,
+            work: work.path().to_owned(),
+            cpu: None,
+            timeout,
+        };
+        run_live(&plan, &mut server, &client)
+    };
+    let nothing_ran = set.runs.is_empty();
+    let code = report_and_gate(cli, &set)?;
+    if proc::interrupted() {
+        eprintln!("roce_compare: interrupted; the report above holds the runs that finished");
+        return Ok(ExitCode::from(130));
+    }
+    if nothing_ran {
+        eprintln!("roce_compare: error: no transport could run; see the notes above");
+        return Ok(ExitCode::from(2));
+    }
+    Ok(code)
+}
+
+/// Every run of the plan, with a progress bar on the terminal (none when stdout is piped).
+fn run_live(plan: &Plan, server: &mut dyn ServerSide, client: &ClientSide) -> CompareSet {
+    let steps = (plan.tests.len() * plan.legs.len()) as u64;
+    let progress = SweepProgress::steps(steps, "runs");
+    run::run_plan(plan, server, client, &progress)
+}
+
+/// Splits positional arguments into tests (`write_lat`, `roce_write_lat`) and anything else (hosts).
+fn split_args(args: &[String]) -> (Vec<TestKind>, Vec<&str>) {
+    let mut tests = Vec::new();
+    let mut hosts = Vec::new();
+    for a in args {
+        match TestKind::from_name(a.strip_prefix("roce_").unwrap_or(a)) {
+            Some(t) if !tests.contains(&t) => tests.push(t),
+            Some(_) => {}
+            None => hosts.push(a.as_str()),
+        }
+    }
+    (tests, hosts)
+}
+
+/// The tests with the sizes and run length the flags ask for.
+fn test_specs(cli: &Cli, tests: &[TestKind]) -> Vec<TestSpec> {
+    let tests = if tests.is_empty() {
+        vec![
+            TestKind::new(Verb::Write, Metric::Latency),
+            TestKind::new(Verb::Write, Metric::Bandwidth),
+        ]
+    } else {
+        tests.to_vec()
+    };
+    let sizes = match (cli.all, cli.size) {
+        (true, _) => Sizes::All,
+        (false, Some(s)) => Sizes::One(s),
+        (false, None) => Sizes::Default,
+    };
+    tests
+        .into_iter()
+        .map(|test| TestSpec {
+            test,
+            sizes,
+            iters: cli.iters,
+            duration: cli.duration,
+        })
+        .collect()
+}
+
+/// `roce_compare --server`: serve comparisons on the control port.
+fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
+    let listener = std::net::TcpListener::bind(("0.0.0.0", cli.control_port)).with_context(|| {
+        format!(
+            "cannot listen on TCP port {} (--control-port); is another roce_compare --server running?",
+            cli.control_port
+        )
+    })?;
+    eprintln!(
+        "roce_compare: serving comparisons on TCP port {}; on the other host run: roce_compare{} <this host>",
+        cli.control_port,
+        cli.device
+            .as_deref()
+            .map(|d| format!(" -d {d}"))
+            .unwrap_or_default()
+    );
+    let cfg = remote::ServeConfig {
+        bin_dir: proc::exe_dir()?,
+        device: cli.device.clone(),
+        cpu: None,
+        once: cli.once,
+    };
+    remote::serve(&listener, &cfg).context("serving comparisons")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn from_files(cli: &Cli) -> anyhow::Result<ExitCode> {
+    match files::compare_files(&cli.from) {
+        Ok(set) => report_and_gate(cli, &set),
+        Err(errors) => {
+            for e in errors {
+                eprintln!("roce_compare: error: {e}");
+            }
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+/// Prints the table and histograms, writes the files, and applies the gates.
+fn report_and_gate(cli: &Cli, set: &CompareSet) -> anyhow::Result<ExitCode> {
+    emit(&table::render(set));
+    if !cli.no_files {
+        let dir = compare_dir(&cli.results, &set.started_at);
+        let files = ExportManager::comparison().write(&dir, set)?;
+        emit(&format!("\nFiles in {}:\n", dir.display()));
+        for n in files.paths() {
+            emit(&format!(
+                "  {}\n",
+                n.file_name().unwrap_or_default().to_string_lossy()
+            ));
+        }
+    }
+    if !cli.gate.is_active() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let only = cli.gate_transport;
+    let rows: Vec<ResultRow> = ResultRow::from_compare(set, Path::new("compare.json"))
+        .into_iter()
+        .filter(|r| only.is_none_or(|t| r.transport == t))
+        .collect();
+    let report = match gate::check(&rows, &cli.gate) {
+        Ok(r) => r,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("roce_compare: error: baseline: {e}");
+            }
+            return Ok(ExitCode::from(2));
+        }
+    };
+    emit("\n");
+    emit(&report.table());
+    if cli.gate_output.github_enabled() {
+        emit(&report.github_annotations());
+    }
+    if let Some(path) = &cli.gate_output.junit {
+        std::fs::write(path, report.junit_xml())
+            .with_context(|| format!("cannot write the JUnit report {}", path.display()))?;
+    }
+    Ok(ExitCode::from(report.exit_code() as u8))
+}
+
+/// roce_compare: parses the command line, runs or reads the comparison, reports it and applies the
+/// gates; returns the exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("roce_compare: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! `roce_gate`'s command line and main: the CI gate over result files.
+//!
+//! Exit 0: every check passed; 1: a check failed; 2: bad input or usage. The binary only calls
+//! [`main`].
+
+use super::{GateArgs, GateOutputArgs, parse_transport_arg};
+use crate::params::{TestKind, TransportKind};
+use crate::report::emit;
+use crate::results::ResultRow;
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const EXAMPLES: &str = "\
+Examples:
+  Fail the build when write_bw drops under 90 Gb/s or write_lat's p99 goes over 5 µs:
+    roce_gate --min-bw 90Gb/s --max-p99 5us results/*/*.json
+
+  Compare with a stored baseline; allow 5 % (default) worse bandwidth, median or p99:
+    roce_gate --baseline ci/baseline.json results/latest/compare.json
+
+  Only hold the RoCE runs of a comparison to a bandwidth floor, and write JUnit for the CI server:
+    roce_gate --transport soft --min-bw 11000MiB/s --junit gate.xml results/latest/compare.csv
+
+Inputs: a run's JSON (--results), its CSV (--csv), or roce_compare's compare.json / compare.csv.
+Units: bandwidth Gb/s, Mb/s, GB/s, MiB/s, GiB/s (b = bit, B = byte); time ns, us (µs), ms, s;
+message rate pps, Kpps, Mpps; regression N% (5% when not given).
+Limits are inclusive: --min-bw 90Gb/s passes at exactly 90 Gb/s.
+Under GitHub Actions (GITHUB_ACTIONS=true) failures are also printed as ::error annotations.
+Exit status: 0 all checks passed, 1 a check failed, 2 unreadable or malformed input, or bad usage.";
+
+/// Check roceperf results against thresholds and a baseline: pass/fail table, JUnit, CI annotations.
+#[derive(Debug, Parser)]
+#[command(name = "roce_gate", version, after_help = EXAMPLES)]
+struct Cli {
+    /// Result files: roceperf JSON or CSV (one run or a comparison).
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
+
+    /// Only check results of this test (send_bw, write_lat, ...). Repeatable.
+    #[arg(long = "test", value_name = "TEST", value_parser = parse_test, help_heading = "Selection")]
+    tests: Vec<TestKind>,
+    /// Only check results over this transport (verbs, soft, tcp). Repeatable.
+    #[arg(long = "transport", value_name = "NAME", value_parser = parse_transport_arg, help_heading = "Selection")]
+    transports: Vec<TransportKind>,
+    /// Only check results at this message size in bytes. Repeatable.
+    #[arg(long = "size", value_name = "BYTES", help_heading = "Selection")]
+    sizes: Vec<u64>,
+
+    #[command(flatten)]
+    gate: GateArgs,
+    #[command(flatten)]
+    output: GateOutputArgs,
+}
+
+fn parse_test(s: &str) -> Result<TestKind, String> {
+    TestKind::from_name(s).ok_or_else(|| {
+        format!(
+            "{s:?} is not a test; use send_bw, write_bw, read_bw, send_lat, write_lat or read_lat"
+        )
+    })
+}
+
+fn bad_input(messages: impl IntoIterator<Item = String>) -> ExitCode {
+    for m in messages {
+        eprintln!("roce_gate: error: {m}");
+    }
+    ExitCode::from(2)
+}
+
+/// roce_gate: parses the command line, reads the inputs, checks them, prints and writes the verdicts;
+/// returns the exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if !cli.gate.is_active() {
+        return bad_input([
+            "nothing to check: give a threshold (--min-bw, --min-msg-rate, --max-p50, --max-p99, \
+             --max-p999, --max-max) or --baseline FILE; see roce_gate --help"
+                .to_string(),
+        ]);
+    }
+    let rows = match super::load_all(&cli.files) {
+        Ok(rows) => rows,
+        Err(errors) => return bad_input(errors.iter().map(ToString::to_string)),
+    };
+    let selected: Vec<ResultRow> = rows
+        .into_iter()
+        .filter(|r| cli.tests.is_empty() || cli.tests.contains(&r.test))
+        .filter(|r| cli.transports.is_empty() || cli.transports.contains(&r.transport))
+        .filter(|r| cli.sizes.is_empty() || cli.sizes.contains(&r.size))
+        .collect();
+    if selected.is_empty() {
+        return bad_input([
+            "no result in the inputs matches --test/--transport/--size; check the selection"
+                .to_string(),
+        ]);
+    }
+    let report = match super::check(&selected, &cli.gate) {
+        Ok(report) => report,
+        Err(errors) => {
+            return bad_input(errors.iter().map(|e| format!("baseline: {e}")));
+        }
+    };
+    emit(&report.table());
+    if cli.output.github_enabled() {
+        emit(&report.github_annotations());
+        // The job summary page shows the whole table; failing to write it must not change the verdict.
+        if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY") {
+            let written = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&path)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, report.markdown().as_bytes()));
+            if let Err(e) = written {
+                eprintln!(
+                    "roce_gate: warning: cannot append the summary to GITHUB_STEP_SUMMARY ({}): {e}",
+                    PathBuf::from(path).display()
+                );
+            }
+        }
+    }
+    if let Some(path) = &cli.output.junit
+        && let Err(e) = std::fs::write(path, report.junit_xml())
+    {
+        return bad_input([format!(
+            "cannot write the JUnit report {}: {e}; check that its directory exists and is writable",
+            path.display()
+        )]);
+    }
+    ExitCode::from(report.exit_code() as u8)
+}

@@ -1,0 +1,298 @@
+//! Judging result rows against the thresholds and the baseline; pure, no I/O.
+//!
+//! Each row is checked against the thresholds, then against its baseline counterpart: one
+//! [`CheckResult`] per comparison made.
+
+use super::{CheckResult, GateArgs, GateReport, Verdict};
+use crate::results::{BandwidthFigures, Figures, LatencyFigures, ResultRow};
+
+/// Checks `rows` against the thresholds of `args` and against `baseline` (ignored when empty and no
+/// baseline file was named). Pure: no I/O.
+pub fn evaluate(rows: &[ResultRow], baseline: &[ResultRow], args: &GateArgs) -> GateReport {
+    let mut report = GateReport::default();
+    for row in rows {
+        threshold_checks(row, args, &mut report.checks);
+    }
+    let limits = [
+        (
+            args.min_bw.as_ref().map(|t| &t.text),
+            "--min-bw",
+            "bandwidth",
+        ),
+        (
+            args.min_msg_rate.as_ref().map(|t| &t.text),
+            "--min-msg-rate",
+            "bandwidth",
+        ),
+        (
+            args.max_p50.as_ref().map(|t| &t.text),
+            "--max-p50",
+            "latency",
+        ),
+        (
+            args.max_p99.as_ref().map(|t| &t.text),
+            "--max-p99",
+            "latency",
+        ),
+        (
+            args.max_p999.as_ref().map(|t| &t.text),
+            "--max-p999",
+            "latency",
+        ),
+        (
+            args.max_max.as_ref().map(|t| &t.text),
+            "--max-max",
+            "latency",
+        ),
+    ];
+    let has_bw = rows
+        .iter()
+        .any(|r| matches!(r.figures, Figures::Bandwidth(_)));
+    let has_lat = rows
+        .iter()
+        .any(|r| matches!(r.figures, Figures::Latency(_)));
+    for (limit, flag, kind) in limits {
+        let applies = if kind == "bandwidth" { has_bw } else { has_lat };
+        if let (Some(limit), false) = (limit, applies) {
+            report.checks.push(CheckResult {
+                subject: format!("(no {kind} result)"),
+                what: kind.to_owned(),
+                flag,
+                limit: limit.clone(),
+                measured: "-".into(),
+                verdict: Verdict::Fail,
+                message: format!(
+                    "{flag} {limit} applies to {kind} tests, and no input holds one; \
+                     add the {kind} run's result file or drop {flag}"
+                ),
+                source: None,
+                line: None,
+            });
+        }
+    }
+    if !args.baseline.is_empty() || !baseline.is_empty() {
+        baseline_checks(rows, baseline, args, &mut report.checks);
+    }
+    report
+}
+
+/// `92.41 Gb/s`.
+pub fn fmt_gbps(v: f64) -> String {
+    format!("{v:.2} Gb/s")
+}
+
+/// `1.234 µs`, `12.35 µs`, `123.5 µs`: about four significant digits.
+pub fn fmt_us(v: f64) -> String {
+    let decimals = if v < 10.0 {
+        3
+    } else if v < 100.0 {
+        2
+    } else {
+        1
+    };
+    format!("{v:.decimals$} µs")
+}
+
+/// `1.234 Mpps`.
+pub fn fmt_mpps(v: f64) -> String {
+    format!("{v:.3} Mpps")
+}
+
+fn threshold_checks(row: &ResultRow, args: &GateArgs, out: &mut Vec<CheckResult>) {
+    let mut push = |what: &str, flag: &'static str, limit: String, measured: String, ok: bool| {
+        let verdict = if ok { Verdict::Pass } else { Verdict::Fail };
+        let message = if ok {
+            String::new()
+        } else {
+            // "{>= 90Gb/s}" -> "is below --min-bw 90Gb/s".
+            let (relation, text) = match limit.split_once(' ') {
+                Some((">=", text)) => ("is below", text),
+                Some((_, text)) => ("is above", text),
+                None => ("misses", limit.as_str()),
+            };
+            format!(
+                "{} {what} {measured} {relation} {flag} {text}",
+                row.subject()
+            )
+        };
+        out.push(CheckResult {
+            subject: row.subject(),
+            what: what.to_owned(),
+            flag,
+            limit,
+            measured,
+            verdict,
+            message,
+            source: Some(row.source.clone()),
+            line: row.line,
+        });
+    };
+    match row.figures {
+        Figures::Bandwidth(BandwidthFigures { gbps, mpps }) => {
+            if let Some(t) = &args.min_bw {
+                push(
+                    "bandwidth",
+                    "--min-bw",
+                    format!(">= {}", t.text),
+                    fmt_gbps(gbps),
+                    gbps >= t.gbps,
+                );
+            }
+            if let Some(t) = &args.min_msg_rate {
+                push(
+                    "message rate",
+                    "--min-msg-rate",
+                    format!(">= {}", t.text),
+                    fmt_mpps(mpps),
+                    mpps >= t.mpps,
+                );
+            }
+        }
+        Figures::Latency(LatencyFigures {
+            median_us,
+            p99_us,
+            p999_us,
+            max_us,
+        }) => {
+            let lat = [
+                (&args.max_p50, "median latency", "--max-p50", median_us),
+                (&args.max_p99, "p99 latency", "--max-p99", p99_us),
+                (&args.max_p999, "p99.9 latency", "--max-p999", p999_us),
+                (&args.max_max, "max latency", "--max-max", max_us),
+            ];
+            for (limit, what, flag, v) in lat {
+                if let Some(t) = limit {
+                    push(what, flag, format!("<= {}", t.text), fmt_us(v), v <= t.us);
+                }
+            }
+        }
+    }
+}
+
+/// (what, current value, baseline value, higher is better, formatter) for one baseline comparison.
+type Comparison = (&'static str, f64, f64, bool, fn(f64) -> String);
+
+fn baseline_checks(
+    rows: &[ResultRow],
+    baseline: &[ResultRow],
+    args: &GateArgs,
+    out: &mut Vec<CheckResult>,
+) {
+    let allowed = args.max_regression.0;
+    let mut matched_any = false;
+    for row in rows {
+        // Prefer a baseline row from the same side (client/server) when a file holds both.
+        let base = baseline
+            .iter()
+            .filter(|b| b.key() == row.key())
+            .min_by_key(|b| b.role != row.role);
+        let Some(base) = base else {
+            out.push(CheckResult {
+                subject: row.subject(),
+                what: "vs baseline".into(),
+                flag: "--baseline",
+                limit: "-".into(),
+                measured: "-".into(),
+                verdict: Verdict::Skip,
+                message: format!(
+                    "{}: no baseline result for this test, transport and size",
+                    row.subject()
+                ),
+                source: Some(row.source.clone()),
+                line: row.line,
+            });
+            continue;
+        };
+        matched_any = true;
+        let pairs: Vec<Comparison> = match (&row.figures, &base.figures) {
+            (Figures::Bandwidth(cur), Figures::Bandwidth(base)) => {
+                vec![("bandwidth vs baseline", cur.gbps, base.gbps, true, fmt_gbps)]
+            }
+            (Figures::Latency(cur), Figures::Latency(base)) => vec![
+                (
+                    "median vs baseline",
+                    cur.median_us,
+                    base.median_us,
+                    false,
+                    fmt_us,
+                ),
+                ("p99 vs baseline", cur.p99_us, base.p99_us, false, fmt_us),
+            ],
+            // The key includes the test, so bandwidth never meets latency here.
+            _ => vec![],
+        };
+        for (what, cur, base_v, higher_better, fmt) in pairs {
+            let (verdict, measured, message) = if base_v <= 0.0 || !base_v.is_finite() {
+                (
+                    Verdict::Skip,
+                    fmt(cur),
+                    format!(
+                        "{}: the baseline value is {base_v}, nothing to compare with",
+                        row.subject()
+                    ),
+                )
+            } else {
+                let change = (cur - base_v) / base_v * 100.0;
+                let worse = if higher_better { -change } else { change };
+                // Inclusive, and immune to float noise: 2.1 µs against 2.0 µs is 5.000000000000004 %.
+                let ok = worse <= allowed + 1e-9;
+                let measured = format!("{} ({change:+.1}%)", fmt(cur));
+                let message = if ok {
+                    String::new()
+                } else {
+                    format!(
+                        "{} {what}: {} against {} is {worse:.1}% worse, more than --max-regression {}",
+                        row.subject(),
+                        fmt(cur),
+                        fmt(base_v),
+                        args.max_regression
+                    )
+                };
+                (
+                    if ok { Verdict::Pass } else { Verdict::Fail },
+                    measured,
+                    message,
+                )
+            };
+            let sign = if higher_better { ">=" } else { "<=" };
+            out.push(CheckResult {
+                subject: row.subject(),
+                what: what.to_owned(),
+                flag: "--max-regression",
+                limit: format!(
+                    "{sign} {} {}{}",
+                    fmt(base_v),
+                    if higher_better { "-" } else { "+" },
+                    args.max_regression
+                ),
+                measured,
+                verdict,
+                message,
+                source: Some(row.source.clone()),
+                line: row.line,
+            });
+        }
+    }
+    if !matched_any {
+        let names: Vec<String> = args
+            .baseline
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        out.push(CheckResult {
+            subject: "(baseline)".into(),
+            what: "vs baseline".into(),
+            flag: "--baseline",
+            limit: "-".into(),
+            measured: "-".into(),
+            verdict: Verdict::Fail,
+            message: format!(
+                "the baseline {} shares no (test, transport, RoCE version, size) with the results; \
+                 compare runs of the same test and sizes",
+                names.join(", ")
+            ),
+            source: args.baseline.first().cloned(),
+            line: None,
+        });
+    }
+}

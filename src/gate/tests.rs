@@ -1,0 +1,123 @@
+//! The gate's flags as a binary flattens them, and its verdicts on thresholds and baselines.
+
+use super::*;
+use crate::params::{Metric, RoceVersion, TestKind, TransportKind, Verb};
+use crate::results::{BandwidthFigures, Figures, LatencyFigures};
+use clap::{CommandFactory, Parser};
+
+/// A binary's options with the gate flattened in, as the six test binaries do.
+#[derive(Debug, Parser)]
+struct Bin {
+    #[arg(short = 's', long)]
+    size: Option<u64>,
+    #[command(flatten)]
+    gate: GateArgs,
+    #[command(flatten)]
+    out: GateOutputArgs,
+}
+
+fn row(test: TestKind, size: u64, figures: Figures) -> ResultRow {
+    ResultRow {
+        source: "r.json".into(),
+        line: None,
+        label: None,
+        test,
+        transport: TransportKind::Soft,
+        roce: Some(RoceVersion::V2),
+        role: None,
+        size,
+        figures,
+    }
+}
+
+fn wbw(gbps: f64) -> ResultRow {
+    row(
+        TestKind::new(Verb::Write, Metric::Bandwidth),
+        65536,
+        Figures::Bandwidth(BandwidthFigures {
+            gbps,
+            mpps: gbps / 0.524,
+        }),
+    )
+}
+
+fn wlat(median_us: f64) -> ResultRow {
+    row(
+        TestKind::new(Verb::Write, Metric::Latency),
+        2,
+        Figures::Latency(LatencyFigures {
+            median_us,
+            p99_us: median_us * 2.0,
+            p999_us: median_us * 3.0,
+            max_us: median_us * 10.0,
+        }),
+    )
+}
+
+#[test]
+fn flattens_into_a_binary() {
+    Bin::command().debug_assert();
+    let b = Bin::try_parse_from([
+        "roce_write_bw",
+        "-s",
+        "65536",
+        "--min-bw",
+        "90Gb/s",
+        "--max-p99.9",
+        "7us",
+        "--junit",
+        "g.xml",
+    ])
+    .unwrap();
+    assert!(b.gate.is_active());
+    assert_eq!(b.gate.min_bw.unwrap().gbps, 90.0);
+    assert_eq!(b.gate.max_p999.unwrap().us, 7.0);
+    assert_eq!(b.gate.max_regression, Percent(DEFAULT_MAX_REGRESSION));
+    assert_eq!(b.out.junit, Some("g.xml".into()));
+    let idle = Bin::try_parse_from(["roce_write_bw"]).unwrap();
+    assert!(!idle.gate.is_active());
+    let err = Bin::try_parse_from(["x", "--max-p99", "5"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no unit"), "{err}");
+}
+
+#[test]
+fn limits_are_inclusive_and_kinds_apply_to_their_tests() {
+    let args = GateArgs {
+        min_bw: Some(threshold::parse_bandwidth("90Gb/s").unwrap()),
+        max_p50: Some(threshold::parse_latency("2us").unwrap()),
+        ..GateArgs::default()
+    };
+    let r = evaluate(&[wbw(90.0), wlat(2.0)], &[], &args);
+    assert_eq!((r.checks.len(), r.exit_code()), (2, 0), "{r:?}");
+    let r = evaluate(&[wbw(89.99), wlat(2.001)], &[], &args);
+    assert_eq!(r.count(Verdict::Fail), 2);
+    assert_eq!(r.exit_code(), 1);
+}
+
+#[test]
+fn baseline_regressions_in_both_directions() {
+    let args = GateArgs {
+        baseline: vec!["base.json".into()],
+        max_regression: Percent(5.0),
+        ..GateArgs::default()
+    };
+    let base = [wbw(100.0), wlat(2.0)];
+    // Faster is never a regression, however large.
+    let r = evaluate(&[wbw(150.0), wlat(1.0)], &base, &args);
+    assert!(r.passed(), "{}", r.table());
+    assert_eq!(r.checks.len(), 3, "bandwidth, median and p99");
+    // Exactly 5 % worse passes; more fails.
+    assert!(evaluate(&[wbw(95.0)], &base, &args).passed());
+    assert!(!evaluate(&[wbw(94.9)], &base, &args).passed());
+    assert!(evaluate(&[wlat(2.1)], &base, &args).passed());
+    let r = evaluate(&[wlat(2.2)], &base, &args);
+    assert_eq!(r.count(Verdict::Fail), 2, "{}", r.table());
+    // A size the baseline lacks is skipped, not failed, when something else matched.
+    let mut other = wbw(10.0);
+    other.size = 4096;
+    let r = evaluate(&[wbw(100.0), other], &base, &args);
+    assert!(r.passed());
+    assert_eq!(r.count(Verdict::Skip), 1);
+}

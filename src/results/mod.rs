@@ -1,0 +1,36 @@
+//! The results model and the one reader and writer of roceperf's JSON and CSV schemas.
+//!
+//! What a run was ([`RunInfo`]), what each message size measured ([`SizeResult`]), the figures reports
+//! and gates compare ([`Figures`]), a comparison of transports ([`CompareSet`]), flat rows for gates
+//! ([`ResultRow`]), and their files.
+//!
+//! Everything above reads results through here: `report` renders them, `compare` produces comparison
+//! sets, `gate` judges them. This module knows nothing of transports, command lines or terminals; it
+//! uses only `params` (the vocabulary) and `stats` (the summaries).
+
+pub mod csv;
+mod csv_read;
+pub mod figures;
+pub mod files;
+pub mod json;
+pub mod read;
+pub mod row;
+pub mod run;
+pub mod set;
+pub mod size;
+pub mod time;
+
+#[cfg(test)]
+pub(crate) mod testdata;
+
+pub use csv::append_csv;
+pub use csv_read::parse_transport;
+pub use figures::{BandwidthFigures, Figures, LatencyFigures};
+pub use files::{WriteError, compare_dir, create_results_dir, results_paths, write_atomic};
+pub use json::{to_json, write_json};
+pub use read::{Document, ReadError, SchemaError};
+pub use row::{ResultRow, RowKey};
+pub use run::{AddressLine, RunInfo, role_name};
+pub use set::{CompareRun, CompareSet, Skipped, default_label, transport_rank};
+pub use size::{Measured, SizeResult};
+pub use time::{now_rfc3339, rfc3339};

@@ -1,0 +1,335 @@
+//! The one reader of roceperf's result files, JSON and CSV, with typed errors.
+//!
+//! It reads a run's `roceperf.result` JSON, a comparison's `roceperf.compare` JSON, and the CSVs (a
+//! run's `--csv`, a comparison's `compare.csv`). What is wrong with a file comes back typed
+//! ([`ReadError`], [`SchemaError`]), so that each tool can say it in its own words (`roce_gate` for a
+//! CI log, `roce_compare` for its user) from one parse.
+
+use super::json::{COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION};
+use super::{CompareRun, CompareSet, ResultRow, RunInfo, SizeResult, Skipped};
+use serde::Deserialize;
+use serde_json::Value;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A document roceperf wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Document {
+    /// A run's `roceperf.result`: its description and one result per message size.
+    Run {
+        /// The run description (`"test"`), boxed: it is most of the document's size.
+        info: Box<RunInfo>,
+        /// The results (`"results"`); may be empty.
+        results: Vec<SizeResult>,
+    },
+    /// A comparison's `roceperf.compare`.
+    Compare(CompareSet),
+}
+
+/// Which kind of document a schema name announces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocKind {
+    /// `roceperf.result`.
+    Run,
+    /// `roceperf.compare`.
+    Compare,
+}
+
+impl DocKind {
+    /// `result` or `comparison`.
+    pub fn noun(self) -> &'static str {
+        match self {
+            DocKind::Run => "result",
+            DocKind::Compare => "comparison",
+        }
+    }
+
+    /// The schema version this build reads and writes.
+    pub fn version(self) -> u32 {
+        match self {
+            DocKind::Run => SCHEMA_VERSION,
+            DocKind::Compare => COMPARE_SCHEMA_VERSION,
+        }
+    }
+}
+
+/// What is wrong with a JSON document, in the order the reader checks.
+#[derive(Debug)]
+pub enum SchemaError {
+    /// The document is not a JSON object.
+    NotAnObject,
+    /// `"schema"` is there but is not a string.
+    SchemaNotAString(Value),
+    /// There is no `"schema"` key.
+    NoSchema,
+    /// The schema is not one of roceperf's.
+    UnknownSchema(String),
+    /// `"schema_version"` is missing, not a whole number, or not the one this build reads.
+    Version {
+        /// The document's kind.
+        kind: DocKind,
+        /// The version found, when it is a whole number.
+        found: Option<u64>,
+    },
+    /// A result document's `"test"` is missing or is not a run description.
+    Test {
+        /// Whether the key is there at all.
+        present: bool,
+        /// What serde said about reading it (as null when it is missing).
+        source: serde_json::Error,
+    },
+    /// A result document's `"results"` is not an array, or one of its results cannot be read.
+    Results {
+        /// The result at fault; None when `"results"` is missing or not an array.
+        index: Option<usize>,
+        /// What serde said (about reading the whole list, when `index` is None).
+        source: serde_json::Error,
+    },
+    /// A comparison document's body cannot be read.
+    Comparison(serde_json::Error),
+}
+
+impl fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SchemaError::NotAnObject => {
+                f.write_str("the document is not a JSON object with a \"schema\" key")
+            }
+            SchemaError::SchemaNotAString(v) => write!(f, "\"schema\" is {v}, not a string"),
+            SchemaError::NoSchema => write!(
+                f,
+                "it has no \"schema\" key (expected {SCHEMA:?} or {COMPARE_SCHEMA:?})"
+            ),
+            SchemaError::UnknownSchema(s) => write!(
+                f,
+                "schema {s:?} is unknown (expected {SCHEMA:?} or {COMPARE_SCHEMA:?})"
+            ),
+            SchemaError::Version { kind, found: None } => write!(
+                f,
+                "{} \"schema_version\" is missing or not a number",
+                kind.noun()
+            ),
+            SchemaError::Version {
+                kind,
+                found: Some(v),
+            } => write!(
+                f,
+                "{} schema_version {v} is not supported (this build reads version {})",
+                kind.noun(),
+                kind.version()
+            ),
+            SchemaError::Test { present: false, .. } => f.write_str("it has no \"test\" object"),
+            SchemaError::Test { source, .. } => write!(f, "\"test\": {source}"),
+            SchemaError::Results { index: None, .. } => f.write_str("it has no \"results\" array"),
+            SchemaError::Results {
+                index: Some(i),
+                source,
+            } => write!(f, "results[{i}]: {source}"),
+            SchemaError::Comparison(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for SchemaError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SchemaError::Test { source, .. } | SchemaError::Results { source, .. } => Some(source),
+            SchemaError::Comparison(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why a result file cannot be read. Each variant names the file; [`SchemaError`] and CSV problems say
+/// what is wrong inside it.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file cannot be opened or read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is not valid JSON.
+    #[error("{} is not valid JSON: {source}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// serde_json's error, with line and column.
+        source: serde_json::Error,
+    },
+    /// The file is JSON but not a roceperf document this build understands.
+    #[error("{}: {problem}", path.display())]
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: SchemaError,
+    },
+    /// The CSV file cannot be parsed or lacks our columns.
+    #[error("{}{}: {what}", path.display(), line.map(|l| format!(" line {l}")).unwrap_or_default())]
+    Csv {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line, when one line is at fault.
+        line: Option<usize>,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+/// Reads a JSON document roceperf wrote: its schema and version, then the run or the comparison.
+pub fn parse_json(doc: Value) -> Result<Document, SchemaError> {
+    let Value::Object(obj) = &doc else {
+        return Err(SchemaError::NotAnObject);
+    };
+    let kind = match obj.get("schema") {
+        Some(Value::String(s)) if s == SCHEMA => DocKind::Run,
+        Some(Value::String(s)) if s == COMPARE_SCHEMA => DocKind::Compare,
+        Some(Value::String(s)) => return Err(SchemaError::UnknownSchema(s.clone())),
+        Some(other) => return Err(SchemaError::SchemaNotAString(other.clone())),
+        None => return Err(SchemaError::NoSchema),
+    };
+    let found = obj.get("schema_version").and_then(Value::as_u64);
+    if found != Some(u64::from(kind.version())) {
+        return Err(SchemaError::Version { kind, found });
+    }
+    match kind {
+        DocKind::Run => parse_run(obj),
+        DocKind::Compare => parse_compare(doc).map(Document::Compare),
+    }
+}
+
+fn parse_run(obj: &serde_json::Map<String, Value>) -> Result<Document, SchemaError> {
+    let test = obj.get("test");
+    let info: RunInfo =
+        serde_json::from_value(test.cloned().unwrap_or(Value::Null)).map_err(|source| {
+            SchemaError::Test {
+                present: test.is_some(),
+                source,
+            }
+        })?;
+    let results = match obj.get("results") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                serde_json::from_value::<SizeResult>(v.clone()).map_err(|source| {
+                    SchemaError::Results {
+                        index: Some(i),
+                        source,
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        other => {
+            // Read as a list anyway, so that the error says what is there instead.
+            let v = other.cloned().unwrap_or(Value::Null);
+            serde_json::from_value::<Vec<SizeResult>>(v).map_err(|source| SchemaError::Results {
+                index: None,
+                source,
+            })?
+        }
+    };
+    Ok(Document::Run {
+        info: Box::new(info),
+        results,
+    })
+}
+
+fn parse_compare(doc: Value) -> Result<CompareSet, SchemaError> {
+    #[derive(Deserialize)]
+    struct Doc {
+        started_at: String,
+        tool: Tool,
+        runs: Vec<CompareRun>,
+        #[serde(default)]
+        skipped: Vec<Skipped>,
+    }
+    #[derive(Deserialize)]
+    struct Tool {
+        version: String,
+    }
+    let d: Doc = serde_json::from_value(doc).map_err(SchemaError::Comparison)?;
+    Ok(CompareSet {
+        started_at: d.started_at,
+        version: d.tool.version,
+        runs: d.runs,
+        skipped: d.skipped,
+    })
+}
+
+/// The bytes of a file without a UTF-8 byte-order mark, which a spreadsheet may put in front.
+fn strip_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes)
+}
+
+fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
+    std::fs::read(path).map_err(|source| ReadError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Parses the contents of a JSON result file; `path` names it in errors.
+pub fn parse_json_bytes(path: &Path, bytes: &[u8]) -> Result<Document, ReadError> {
+    let doc: Value =
+        serde_json::from_slice(strip_bom(bytes)).map_err(|source| ReadError::Json {
+            path: path.to_owned(),
+            source,
+        })?;
+    parse_json(doc).map_err(|problem| ReadError::Schema {
+        path: path.to_owned(),
+        problem,
+    })
+}
+
+/// Reads a JSON result file: a run's or a comparison's.
+pub fn read_json(path: &Path) -> Result<Document, ReadError> {
+    parse_json_bytes(path, &read_bytes(path)?)
+}
+
+impl Document {
+    /// The document as flat rows, each naming `source` as its file.
+    pub fn rows(&self, source: &Path) -> Vec<ResultRow> {
+        match self {
+            Document::Run { info, results } => ResultRow::from_run(info, results, source),
+            Document::Compare(set) => ResultRow::from_compare(set, source),
+        }
+    }
+}
+
+/// Reads `path` as rows: a result JSON, a comparison JSON or a results CSV (by extension, else by
+/// content). The rows may be empty.
+pub fn read_rows(path: &Path) -> Result<Vec<ResultRow>, ReadError> {
+    parse_rows(path, &read_bytes(path)?)
+}
+
+/// Parses the contents of a result file as rows; `path` picks the format by extension and names the
+/// file in errors. Never panics, whatever the bytes.
+pub fn parse_rows(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, ReadError> {
+    let bytes = strip_bom(bytes);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let looks_json = bytes
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'{' || b == b'[');
+    let json = match ext.as_deref() {
+        Some("json") => true,
+        Some("csv") => false,
+        _ => looks_json,
+    };
+    if json {
+        Ok(parse_json_bytes(path, bytes)?.rows(path))
+    } else {
+        super::csv_read::parse_csv(path, bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests;

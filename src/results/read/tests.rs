@@ -1,0 +1,169 @@
+//! Tests of the one reader: comparison and run files in JSON and CSV, damaged and arbitrary bytes.
+
+use super::*;
+use crate::params::TransportKind;
+use crate::results::Figures;
+use crate::results::testdata;
+use proptest::prelude::*;
+use serde_json::json;
+
+/// Built once: the proptests below damage copies of these hundreds of times.
+static FILES: std::sync::LazyLock<(Vec<u8>, Vec<u8>)> = std::sync::LazyLock::new(|| {
+    let set = testdata::set();
+    (
+        serde_json::to_vec(&set.to_json()).unwrap(),
+        crate::results::csv::compare_csv(&set).unwrap().into_bytes(),
+    )
+});
+
+fn compare_json() -> Vec<u8> {
+    FILES.0.clone()
+}
+
+fn compare_csv() -> Vec<u8> {
+    FILES.1.clone()
+}
+
+#[test]
+fn comparison_files_give_one_row_per_transport_and_size() {
+    for (name, bytes) in [("c.json", compare_json()), ("c.csv", compare_csv())] {
+        let rows = parse_rows(Path::new(name), &bytes).unwrap();
+        assert_eq!(rows.len(), 12, "{name}");
+        let tcp_lat = rows
+            .iter()
+            .find(|r| r.transport == TransportKind::Tcp && r.size == 2)
+            .unwrap();
+        let Figures::Latency(l) = tcp_lat.figures else {
+            panic!("{name}: {tcp_lat:?}");
+        };
+        assert!(
+            l.p999_us > l.median_us && l.median_us > 6.0,
+            "{name}: {tcp_lat:?}"
+        );
+    }
+    // JSON and CSV agree to the CSV's 3 decimals.
+    let (j, c) = (
+        parse_rows(Path::new("c.json"), &compare_json()).unwrap(),
+        parse_rows(Path::new("c.csv"), &compare_csv()).unwrap(),
+    );
+    for (a, b) in j.iter().zip(&c) {
+        assert_eq!(a.key(), b.key());
+        match (&a.figures, &b.figures) {
+            (Figures::Bandwidth(x), Figures::Bandwidth(y)) => {
+                assert!((x.gbps - y.gbps).abs() < 1e-5)
+            }
+            (Figures::Latency(x), Figures::Latency(y)) => {
+                assert!((x.p99_us - y.p99_us).abs() < 1e-3)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_byte_order_mark_is_ignored() {
+    let mut bytes = "\u{feff}".as_bytes().to_vec();
+    bytes.extend(compare_csv());
+    assert_eq!(
+        parse_rows(Path::new("excel.csv"), &bytes).unwrap().len(),
+        12
+    );
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        for name in ["x.json", "x.csv", "x"] {
+            let _ = parse_rows(Path::new(name), &bytes);
+        }
+    }
+
+    #[test]
+    fn damaged_files_give_errors_not_panics(cut in 0usize..4000, flip in 0usize..4000, byte in any::<u8>()) {
+        for (name, mut bytes) in [("c.json", compare_json()), ("c.csv", compare_csv())] {
+            let n = bytes.len();
+            bytes[flip % n] = byte;
+            bytes.truncate(cut % (n + 1));
+            let _ = parse_rows(Path::new(name), &bytes);
+        }
+    }
+}
+
+/// A result document of the write_bw client, as a run writes it.
+fn run_doc() -> Value {
+    crate::results::to_json(&testdata::bw_info(), &[testdata::bw_result()])
+}
+
+#[test]
+fn run_documents_read_back() {
+    let Document::Run { info, results } = parse_json(run_doc()).unwrap() else {
+        panic!("not read as a run");
+    };
+    assert_eq!(*info, testdata::bw_info());
+    assert_eq!(results, [testdata::bw_result()]);
+}
+
+#[test]
+fn schema_problems_are_told_apart() {
+    let cases: [(Value, &str); 10] = [
+        (json!([1]), "not a JSON object"),
+        (json!({"schema": 5}), "\"schema\" is 5, not a string"),
+        (json!({}), "no \"schema\" key"),
+        (json!({"schema": "x"}), "schema \"x\" is unknown"),
+        (
+            json!({"schema": SCHEMA}),
+            "result \"schema_version\" is missing",
+        ),
+        (
+            json!({"schema": SCHEMA, "schema_version": 2}),
+            "result schema_version 2 is not supported",
+        ),
+        (
+            json!({"schema": SCHEMA, "schema_version": 1}),
+            "it has no \"test\" object",
+        ),
+        (
+            {
+                let mut d = run_doc();
+                d["results"] = json!({});
+                d
+            },
+            "it has no \"results\" array",
+        ),
+        (
+            {
+                let mut d = run_doc();
+                d["results"][0]["histogram"] = json!({"encoding": "x"});
+                d["results"][0]["latency"] = d["results"][0]["bandwidth"].take();
+                d
+            },
+            "results[0]: ",
+        ),
+        (
+            json!({"schema": COMPARE_SCHEMA, "schema_version": 1}),
+            "missing field `started_at`",
+        ),
+    ];
+    for (doc, want) in cases {
+        let err = parse_json(doc.clone()).unwrap_err().to_string();
+        assert!(err.contains(want), "{doc}: {err}");
+    }
+    let mut d = run_doc();
+    d["results"] = json!([]);
+    assert!(matches!(parse_json(d), Ok(Document::Run { results, .. }) if results.is_empty()));
+}
+
+#[test]
+fn files_are_named_in_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing.json");
+    let err = read_json(&missing).unwrap_err();
+    assert!(matches!(err, ReadError::Read { .. }), "{err:?}");
+    let broken = tmp.path().join("broken.json");
+    std::fs::write(&broken, "{").unwrap();
+    let err = read_rows(&broken).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{} is not valid JSON", broken.display())),
+        "{err}"
+    );
+}

@@ -1,0 +1,89 @@
+//! Flat result rows: one per (run, message size), with its figures and where it came from.
+//!
+//! Every result file (a run's JSON or CSV, a comparison's JSON or CSV) can give them.
+
+use super::{CompareSet, Figures, RunInfo, SizeResult};
+use crate::params::{RoceVersion, Role, TestKind, TransportKind};
+use std::path::{Path, PathBuf};
+
+/// One (run, message size) result: what was measured, where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultRow {
+    /// The file the row was read from (or the run's own output path).
+    pub source: PathBuf,
+    /// 1-based line in a CSV file, for annotations.
+    pub line: Option<usize>,
+    /// A comparison's transport label such as "RoCE v2 (soft)".
+    pub label: Option<String>,
+    /// Which of the six tests.
+    pub test: TestKind,
+    /// What moved the bytes.
+    pub transport: TransportKind,
+    /// RoCE encapsulation; None for TCP.
+    pub roce: Option<RoceVersion>,
+    /// Client or server, when the file says.
+    pub role: Option<Role>,
+    /// Message size in bytes.
+    pub size: u64,
+    /// The measured figures.
+    pub figures: Figures,
+}
+
+/// The key a baseline is matched on.
+pub type RowKey = (TestKind, TransportKind, Option<RoceVersion>, u64);
+
+impl ResultRow {
+    /// `(test, transport, roce, size)`: what a baseline row must share to be compared with this one.
+    pub fn key(&self) -> RowKey {
+        (self.test, self.transport, self.roce, self.size)
+    }
+
+    /// `write_bw soft v2 65536 B`: the row as a report names it.
+    pub fn subject(&self) -> String {
+        let mut s = format!("{} {}", self.test, self.transport);
+        if let Some(r) = self.roce {
+            s.push(' ');
+            s.push_str(r.name());
+        }
+        s.push_str(&format!(" {} B", self.size));
+        s
+    }
+
+    /// Rows for a run's results, as a binary holds them after measuring (`source` is its JSON path, if any).
+    pub fn from_run(info: &RunInfo, results: &[SizeResult], source: &Path) -> Vec<ResultRow> {
+        results
+            .iter()
+            .map(|r| ResultRow {
+                source: source.to_owned(),
+                line: None,
+                label: None,
+                test: info.test,
+                transport: info.transport,
+                roce: info.roce,
+                role: Some(info.role),
+                size: r.size,
+                figures: r.figures(),
+            })
+            .collect()
+    }
+
+    /// Rows for every run of a comparison.
+    pub fn from_compare(set: &CompareSet, source: &Path) -> Vec<ResultRow> {
+        set.runs
+            .iter()
+            .flat_map(|run| {
+                run.results.iter().map(|r| ResultRow {
+                    source: source.to_owned(),
+                    line: None,
+                    label: Some(run.label.clone()),
+                    test: run.test,
+                    transport: run.transport,
+                    roce: run.roce,
+                    role: None,
+                    size: r.size,
+                    figures: r.figures(),
+                })
+            })
+            .collect()
+    }
+}

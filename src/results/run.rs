@@ -1,0 +1,147 @@
+//! The run description: which test, over what, with which parameters and queue pairs.
+//!
+//! The header block and the files show it, and both sides exchange it over the out-of-band channel.
+
+use crate::params::{RoceVersion, Role, TestKind, TransportKind};
+use serde::{Deserialize, Serialize};
+
+/// One perftest "local address:" / "remote address:" line (+ GID line).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressLine {
+    /// Local identifier (0 on RoCE).
+    pub lid: u16,
+    /// Queue pair number (24 bits).
+    pub qpn: u32,
+    /// Initial packet sequence number (24 bits).
+    pub psn: u32,
+    /// Outstanding RDMA READs (READ tests).
+    pub out_reads: Option<u32>,
+    /// Remote key of the buffer (READ and WRITE tests).
+    pub rkey: Option<u32>,
+    /// Virtual address of the buffer (READ and WRITE tests).
+    pub vaddr: Option<u64>,
+    /// GID, printed in perftest's decimal-bytes format; IPv6 text in JSON.
+    #[serde(with = "gid_text", default)]
+    pub gid: Option<[u8; 16]>,
+}
+
+/// Everything the header block and the files need, built by the binary from its options and transport.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// Which of the six tests.
+    pub test: TestKind,
+    /// Client or server.
+    pub role: Role,
+    /// What moved the bytes.
+    pub transport: TransportKind,
+    /// RoCE encapsulation; None for TCP.
+    pub roce: Option<RoceVersion>,
+    /// "lo", "mlx5_0", "127.0.0.1" ...
+    pub device: String,
+    /// Server host as given to the client.
+    pub peer: Option<String>,
+    /// Number of queue pairs (-q).
+    pub qps: u32,
+    /// Send queue depth (-t).
+    pub tx_depth: u32,
+    /// Receive queue depth (-r), SEND tests.
+    pub rx_depth: Option<u32>,
+    /// Completions are signaled every cq_mod messages (-Q).
+    pub cq_mod: u32,
+    /// Path MTU in bytes.
+    pub mtu: u32,
+    /// "Ethernet" / "IB" / "TCP".
+    pub link_type: String,
+    /// GID table index used (-x).
+    pub gid_index: Option<u32>,
+    /// Max inline data in bytes (-I).
+    pub inline_size: u32,
+    /// Outstanding reads (-o), READ tests.
+    pub out_reads: Option<u32>,
+    /// Core the datapath thread is pinned to.
+    pub cpu: Option<usize>,
+    /// Our queue pairs.
+    pub local: Vec<AddressLine>,
+    /// The peer's queue pairs.
+    pub remote: Vec<AddressLine>,
+    /// Console bandwidth in Gb/s (--report_gbits) instead of MiB/s.
+    pub report_gbits: bool,
+    /// Latency percentiles to report, e.g. [90, 99, 99.9, 99.99].
+    pub percentiles: Vec<f64>,
+    /// -n (per size) or 0 in duration mode.
+    pub iterations: u64,
+    /// -D seconds, duration mode.
+    pub duration_s: Option<u64>,
+    /// Margin at both ends of a duration run, seconds.
+    pub margin_s: Option<u64>,
+    /// Warm-up iterations run before measuring (excluded from the statistics).
+    pub warmup: u64,
+    /// Both directions at once (-b).
+    pub bidirectional: bool,
+    /// RFC 3339 UTC, e.g. "2026-11-29T10:24:25Z" (see [`now_rfc3339`](super::now_rfc3339)).
+    pub started_at: String,
+    /// "why" lines: transport chosen because..., core chosen because...
+    pub notes: Vec<String>,
+    /// env!("CARGO_PKG_VERSION").
+    pub version: String,
+    /// Transport counters at the end of the run (soft: packets, retransmissions, NAKs, drops), when the
+    /// transport keeps any; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<serde_json::Value>,
+}
+
+/// `client` or `server`.
+pub fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Client => "client",
+        Role::Server => "server",
+    }
+}
+
+/// Serde form of a GID: IPv6 text (`::ffff:10.0.0.5`), readable in JSON files and exact on the wire.
+mod gid_text {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::net::Ipv6Addr;
+
+    pub fn serialize<S: Serializer>(gid: &Option<[u8; 16]>, s: S) -> Result<S::Ok, S::Error> {
+        gid.map(|g| Ipv6Addr::from(g).to_string()).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<[u8; 16]>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|text| {
+                text.parse::<Ipv6Addr>().map(|a| a.octets()).map_err(|_| {
+                    D::Error::custom(format!("GID {text:?} is not an IPv6-style address"))
+                })
+            })
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::testdata::*;
+
+    #[test]
+    fn run_info_round_trips_through_json() {
+        for info in [bw_info(), lat_info()] {
+            let text = serde_json::to_string(&info).unwrap();
+            let back: RunInfo = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, info);
+        }
+        let v = serde_json::to_value(bw_info()).unwrap();
+        assert_eq!(v["local"][0]["gid"], "::ffff:10.0.0.5");
+        assert_eq!(v["test"]["verb"], "write");
+        assert_eq!(v["role"], "client");
+    }
+
+    #[test]
+    fn bad_gid_text_is_named() {
+        let mut v = serde_json::to_value(bw_info()).unwrap();
+        v["local"][0]["gid"] = "not-a-gid".into();
+        let err = serde_json::from_value::<RunInfo>(v).unwrap_err();
+        assert!(err.to_string().contains("not-a-gid"), "{err}");
+    }
+}

@@ -1,0 +1,164 @@
+//! A comparison set: transports running the same tests, the ones that could not, and ratios to TCP.
+//!
+//! The set knows nothing of how its runs were made: live by `compare`, or read from result files.
+
+use super::{RunInfo, SizeResult};
+use crate::params::{Metric, RoceVersion, TestKind, TransportKind};
+use serde::{Deserialize, Serialize};
+
+/// One transport running one test over one or more message sizes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareRun {
+    /// How the transport is shown, e.g. "RoCE v2 (soft)", "TCP".
+    pub label: String,
+    /// What moved the bytes.
+    pub transport: TransportKind,
+    /// RoCE encapsulation; None for TCP.
+    pub roce: Option<RoceVersion>,
+    /// Which test.
+    pub test: TestKind,
+    /// One result per message size, ascending.
+    pub results: Vec<SizeResult>,
+    /// Why this transport was chosen or what limited it ("soft: no RDMA device").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// A transport that could not run, and why (e.g. RoCE v1 needs CAP_NET_RAW for a veth pair).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// The transport's label.
+    pub label: String,
+    /// What was missing and how to get it, or how the run failed.
+    pub reason: String,
+    /// The transport was tried and its run failed (rather than not being tried at all).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+}
+
+/// Everything a comparison report shows.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CompareSet {
+    /// RFC 3339 UTC time the comparison started.
+    pub started_at: String,
+    /// roceperf version that made it.
+    pub version: String,
+    /// The runs, in the order made (usually v1, v2, TCP per test).
+    pub runs: Vec<CompareRun>,
+    /// Transports that could not run.
+    #[serde(default)]
+    pub skipped: Vec<Skipped>,
+}
+
+/// The label a transport gets by default: `RoCE v2 (soft)`, `RoCE v1 (verbs)`, `TCP`.
+pub fn default_label(transport: TransportKind, roce: Option<RoceVersion>) -> String {
+    match (transport, roce) {
+        (TransportKind::Tcp, _) => "TCP".into(),
+        (t, Some(r)) => format!("RoCE {r} ({t})"),
+        (t, None) => format!("RoCE ({t})"),
+    }
+}
+
+/// Order in the table: RoCE v1, then v2 (verbs before soft), TCP last as the reference.
+pub fn transport_rank(t: TransportKind, r: Option<RoceVersion>) -> u8 {
+    match (t, r) {
+        (TransportKind::Tcp, _) => 9,
+        (TransportKind::Verbs, Some(RoceVersion::V1)) => 0,
+        (TransportKind::Soft, Some(RoceVersion::V1)) => 1,
+        (TransportKind::Verbs, _) => 2,
+        (TransportKind::Soft, _) => 3,
+    }
+}
+
+impl CompareRun {
+    /// A run from a result file's RunInfo and results, labelled by [`default_label`].
+    pub fn from_run(info: &RunInfo, results: Vec<SizeResult>) -> CompareRun {
+        CompareRun {
+            label: default_label(info.transport, info.roce),
+            transport: info.transport,
+            roce: info.roce,
+            test: info.test,
+            results,
+            notes: info.notes.clone(),
+        }
+    }
+
+    /// The result at `size`, if measured.
+    pub fn at(&self, size: u64) -> Option<&SizeResult> {
+        self.results.iter().find(|r| r.size == size)
+    }
+}
+
+impl CompareSet {
+    /// The TCP run of `test`, if there is one.
+    pub fn tcp_run(&self, test: TestKind) -> Option<&CompareRun> {
+        self.runs
+            .iter()
+            .find(|r| r.test == test && r.transport == TransportKind::Tcp)
+    }
+
+    /// How many times better than TCP `run` is at `size`: bandwidth ÷ TCP's bandwidth for bandwidth
+    /// tests, TCP's median ÷ the median for latency tests (so above 1 is better either way).
+    /// None without a TCP result at that size or when a figure is zero.
+    pub fn ratio_to_tcp(&self, run: &CompareRun, size: u64) -> Option<f64> {
+        let tcp = self.tcp_run(run.test)?.at(size)?.figures();
+        let this = run.at(size)?.figures();
+        let ratio = match run.test.metric {
+            Metric::Bandwidth => this.bandwidth()?.gbps / tcp.bandwidth()?.gbps,
+            Metric::Latency => tcp.latency()?.median_us / this.latency()?.median_us,
+        };
+        ratio.is_finite().then_some(ratio)
+    }
+
+    /// The tests present, in the order first seen.
+    pub fn tests(&self) -> Vec<TestKind> {
+        let mut out: Vec<TestKind> = Vec::new();
+        for r in &self.runs {
+            if !out.contains(&r.test) {
+                out.push(r.test);
+            }
+        }
+        out
+    }
+
+    /// Sorts the runs by test (in `tests` order) and then by [`transport_rank`]: RoCE v1, v2, TCP.
+    pub fn sort_runs(&mut self, tests: &[TestKind]) {
+        self.runs.sort_by_key(|r| {
+            (
+                tests.iter().position(|t| *t == r.test),
+                transport_rank(r.transport, r.roce),
+            )
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::testdata::*;
+
+    #[test]
+    fn default_labels() {
+        assert_eq!(
+            default_label(TransportKind::Soft, Some(RoceVersion::V2)),
+            "RoCE v2 (soft)"
+        );
+        assert_eq!(default_label(TransportKind::Tcp, None), "TCP");
+    }
+
+    #[test]
+    fn ratio_to_tcp_is_better_above_one() {
+        let set = set();
+        let v2_bw = &set.runs[4];
+        assert_eq!(v2_bw.label, "RoCE v2 (soft)");
+        let r = set.ratio_to_tcp(v2_bw, 65536).unwrap();
+        assert!((r - 1.8).abs() < 1e-3, "{r}");
+        let v1_lat = &set.runs[0];
+        let r = set.ratio_to_tcp(v1_lat, 2).unwrap();
+        // Both medians sit at the same point of the same spread: 6000 / 1800 ns base.
+        assert!((r - 6000.0 / 1800.0).abs() < 0.01, "{r}");
+        let tcp = &set.runs[2];
+        assert_eq!(set.ratio_to_tcp(tcp, 2), Some(1.0));
+        assert_eq!(set.ratio_to_tcp(v1_lat, 4096), None);
+    }
+}
