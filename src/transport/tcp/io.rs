@@ -5,7 +5,7 @@
 
 use super::IDLE_SLEEP_MS;
 use super::io_err;
-use super::qp::{QpState, RecvInto, Stop, TX_SLICES, closed};
+use super::qp::{QpState, RecvInto, Stop, TX_BATCH, closed};
 use crate::transport::{Completion, Error, Result};
 use rustix::event::{Timespec, epoll};
 use std::collections::VecDeque;
@@ -36,10 +36,14 @@ impl Link {
     pub fn flush(&mut self, qp: &mut QpState, idx: usize) -> Result<bool> {
         let mut wrote = false;
         while self.writable && qp.has_tx() {
-            let mut iov = [IoSlice::new(&[]); TX_SLICES];
-            let n_iov = qp.tx_slices(&mut iov);
-            // One writev for up to TX_SLICES headers and payloads, straight from the registered buffer.
-            match (&self.stream).write_vectored(&iov[..n_iov]) {
+            // A ping-pong writes a frame or two: filling 256 slices for them would cost more than
+            // the frames themselves.
+            let written = if qp.tx_frames() <= FEW_FRAMES {
+                self.write_frames::<{ 2 * FEW_FRAMES }>(qp)
+            } else {
+                self.write_frames::<{ 2 * TX_BATCH }>(qp)
+            };
+            match written {
                 Ok(n) => {
                     wrote = true;
                     qp.sent(n);
@@ -52,6 +56,13 @@ impl Link {
             }
         }
         Ok(wrote)
+    }
+
+    /// One writev of the first `SLICES / 2` queued frames, straight from the registered buffer.
+    fn write_frames<const SLICES: usize>(&self, qp: &QpState) -> io::Result<usize> {
+        let mut iov = [IoSlice::new(&[]); SLICES];
+        let n = qp.tx_slices(&mut iov);
+        (&self.stream).write_vectored(&iov[..n])
     }
 
     /// Reads what the socket has and applies whole and partial frames; stops when the socket is empty,
@@ -101,6 +112,9 @@ impl Link {
         }
     }
 }
+
+/// Queued frames up to which a write gathers them in a small slice array.
+const FEW_FRAMES: usize = 4;
 
 /// Edge-triggered readiness of every data socket. Polling it (timeout 0) costs no socket lock,
 /// unlike a read or write that would block, which contends with the peer's packet processing.

@@ -10,11 +10,8 @@ use crate::transport::{CompletionOp, Error, RecvRequest, Result, SendOp, SendReq
 use std::collections::VecDeque;
 use std::io::IoSlice;
 
-/// Frames gathered into one `writev`.
-const TX_BATCH: usize = 128;
-
-/// Slices [`QpState::tx_slices`] may fill: two per frame (header, payload).
-pub(super) const TX_SLICES: usize = 2 * TX_BATCH;
+/// Most frames gathered into one `writev`.
+pub(super) const TX_BATCH: usize = 128;
 
 /// Receive staging area: small frames are read many at a time into it, then copied out.
 const STAGE_LEN: usize = 256 * 1024;
@@ -296,11 +293,16 @@ impl QpState {
         !self.tx.is_empty()
     }
 
-    /// Fills `iov` with the unwritten bytes of the first frames (headers and payloads, in stream
-    /// order); returns how many slices it filled.
-    pub fn tx_slices<'a>(&'a self, iov: &mut [IoSlice<'a>; TX_SLICES]) -> usize {
+    /// Frames waiting to be written.
+    pub fn tx_frames(&self) -> usize {
+        self.tx.len()
+    }
+
+    /// Fills `iov` with the unwritten bytes of the first `iov.len() / 2` frames (header and payload
+    /// slices, in stream order); returns how many slices it filled.
+    pub fn tx_slices<'a>(&'a self, iov: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
-        for f in self.tx.iter().take(TX_BATCH) {
+        for f in self.tx.iter().take(iov.len() / 2) {
             if f.sent < HEADER_LEN {
                 iov[n] = IoSlice::new(&f.hdr[f.sent..]);
                 n += 1;

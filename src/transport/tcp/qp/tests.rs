@@ -34,7 +34,12 @@ fn recv(q: &mut QpState, wr_id: u64, offset: u64, len: u32) {
 
 /// One writev that the socket cut after `limit` bytes: the bytes it took, already reported as sent.
 fn transmit(q: &mut QpState, limit: usize) -> Vec<u8> {
-    let mut iov = [IoSlice::new(&[]); TX_SLICES];
+    transmit_from::<{ 2 * TX_BATCH }>(q, limit)
+}
+
+/// [`transmit`] with room for `SLICES / 2` frames.
+fn transmit_from<const SLICES: usize>(q: &mut QpState, limit: usize) -> Vec<u8> {
+    let mut iov = [IoSlice::new(&[]); SLICES];
     let n = q.tx_slices(&mut iov);
     let mut out = Vec::new();
     for s in &iov[..n] {
@@ -201,6 +206,23 @@ fn partial_writes_resume_where_the_socket_stopped() {
         assert_eq!(a.outstanding, 4);
         assert_eq!(a.reads.len(), 1);
     }
+}
+
+#[test]
+fn a_small_slice_array_writes_the_first_frames_and_the_rest_follows() {
+    let whole = drain(&mut mixed_sender(), usize::MAX);
+    let mut a = mixed_sender();
+    let first = transmit_from::<4>(&mut a, usize::MAX);
+    assert_eq!(
+        first.len(),
+        2 * HEADER_LEN + 100 + 10,
+        "two frames: WRITE and SEND"
+    );
+    let mut out = first;
+    while a.has_tx() {
+        out.extend(transmit_from::<2>(&mut a, usize::MAX));
+    }
+    assert_eq!(out, whole);
 }
 
 #[test]
