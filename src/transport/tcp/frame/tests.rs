@@ -1,3 +1,5 @@
+//! The frame header and greeting formats, byte by byte.
+
 use super::*;
 
 #[test]
