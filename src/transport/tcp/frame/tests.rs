@@ -1,0 +1,51 @@
+//! The frame header and greeting formats, byte by byte.
+
+use super::*;
+
+#[test]
+fn header_round_trips_and_rejects_garbage() {
+    let h = Header {
+        op: FrameOp::WriteImm,
+        flags: FLAG_ACK_REQ,
+        len: 70000,
+        offset: 0x1234_5678_9abc,
+        imm: 0xdead_beef,
+    };
+    assert_eq!(Header::parse(&h.emit()), Some(h));
+    let mut bad = h.emit();
+    bad[0] = 9;
+    assert_eq!(Header::parse(&bad), None);
+    let mut bad = h.emit();
+    bad[1] = 2;
+    assert_eq!(Header::parse(&bad), None);
+    let mut bad = h.emit();
+    bad[2] = 1;
+    assert_eq!(Header::parse(&bad), None);
+    let mut bad = h.emit();
+    bad[23] = 1;
+    assert_eq!(Header::parse(&bad), None);
+}
+
+#[test]
+fn only_data_frames_carry_a_payload() {
+    for (op, payload) in [
+        (FrameOp::Send, true),
+        (FrameOp::SendImm, true),
+        (FrameOp::Write, true),
+        (FrameOp::WriteImm, true),
+        (FrameOp::ReadResp, true),
+        (FrameOp::ReadReq, false),
+        (FrameOp::Ack, false),
+    ] {
+        assert_eq!(Header::bare(op, 8, 0).has_payload(), payload, "{op:?}");
+    }
+}
+
+#[test]
+fn greeting_round_trips_and_rejects_a_stranger() {
+    let g = greeting(3, 0x00ab_cdef);
+    assert_eq!(parse_greeting(&g), Some((3, 0x00ab_cdef)));
+    let mut stranger = [0u8; GREETING_LEN];
+    stranger.copy_from_slice(b"GET / HTTP/1.0\r\n");
+    assert_eq!(parse_greeting(&stranger), None);
+}

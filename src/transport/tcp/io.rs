@@ -1,0 +1,214 @@
+//! The system calls that move a queue pair's bytes: `writev`, `readv`/`recv`, and the epoll set.
+//!
+//! Everything about what the bytes mean lives in [`QpState`]; this file only asks it where to write
+//! from and read into, and tells it how many bytes moved.
+
+use super::IDLE_SLEEP_MS;
+use super::io_err;
+use super::qp::{QpState, RecvInto, Stop, TX_BATCH, closed};
+use crate::transport::{Completion, Error, Result};
+use rustix::event::{Timespec, epoll};
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::OwnedFd;
+
+/// A queue pair's data connection and what epoll last said about it.
+pub(super) struct Link {
+    stream: TcpStream,
+    /// The socket may have bytes to read: set by an epoll edge, cleared when a read would block.
+    pub readable: bool,
+    /// The socket may take bytes: set by an epoll edge, cleared when a write would block.
+    pub writable: bool,
+}
+
+impl Link {
+    /// A connected, non-blocking, registered socket; assumed ready until a call would block.
+    pub fn new(stream: TcpStream) -> Link {
+        Link {
+            stream,
+            readable: true,
+            writable: true,
+        }
+    }
+
+    /// Writes as much of the send queue as the socket takes; signaled frames then wait for their ack.
+    pub fn flush(&mut self, qp: &mut QpState, idx: usize) -> Result<bool> {
+        let mut wrote = false;
+        while self.writable && qp.has_tx() {
+            // A ping-pong writes a frame or two: filling 256 slices for them would cost more than
+            // the frames themselves.
+            let written = if qp.tx_frames() <= FEW_FRAMES {
+                self.write_frames::<{ 2 * FEW_FRAMES }>(qp)
+            } else {
+                self.write_frames::<{ 2 * TX_BATCH }>(qp)
+            };
+            match written {
+                Ok(n) => {
+                    wrote = true;
+                    qp.sent(n);
+                }
+                Err(e) if would_block(&e) => {
+                    self.writable = false;
+                    return Ok(wrote);
+                }
+                Err(e) => return Err(sys_err(idx, "writing", e)),
+            }
+        }
+        Ok(wrote)
+    }
+
+    /// One writev of the first `SLICES / 2` queued frames, straight from the registered buffer.
+    fn write_frames<const SLICES: usize>(&self, qp: &QpState) -> io::Result<usize> {
+        let mut iov = [IoSlice::new(&[]); SLICES];
+        let n = qp.tx_slices(&mut iov);
+        (&self.stream).write_vectored(&iov[..n])
+    }
+
+    /// Reads what the socket has and applies whole and partial frames; stops when the socket is empty,
+    /// when a SEND waits for a receive to be posted, or after `budget` bytes so the caller can transmit.
+    pub fn receive(
+        &mut self,
+        qp: &mut QpState,
+        idx: usize,
+        cq: &mut VecDeque<Completion>,
+        mut budget: usize,
+    ) -> Result<bool> {
+        let mut progressed = false;
+        loop {
+            if qp.process(cq, &mut progressed)? == Stop::Receive {
+                return Ok(progressed);
+            }
+            if budget == 0 || !self.readable {
+                return Ok(progressed);
+            }
+            let read = match qp.recv_into() {
+                // The rest of a payload plus a little of what follows, in one readv.
+                RecvInto::Payload { rest, tail } => (&self.stream)
+                    .read_vectored(&mut [IoSliceMut::new(rest), IoSliceMut::new(tail)]),
+                RecvInto::Stage(room) => (&self.stream).read(room),
+            };
+            let n = match read {
+                Ok(0) => {
+                    // An end of stream right after data is reported on the next call, so the data
+                    // is seen first.
+                    if progressed {
+                        return Ok(true);
+                    }
+                    qp.close_by_peer()?;
+                    self.readable = false;
+                    return Ok(false);
+                }
+                Ok(n) => n,
+                Err(e) if would_block(&e) => {
+                    self.readable = false;
+                    return Ok(progressed);
+                }
+                Err(e) => return Err(sys_err(idx, "reading", e)),
+            };
+            progressed = true;
+            budget = budget.saturating_sub(n);
+            qp.received(n);
+        }
+    }
+}
+
+/// Queued frames up to which a write gathers them in a small slice array.
+const FEW_FRAMES: usize = 4;
+
+/// Edge-triggered readiness of every data socket. Polling it (timeout 0) costs no socket lock,
+/// unlike a read or write that would block, which contends with the peer's packet processing.
+pub(super) struct Poller {
+    epoll: OwnedFd,
+    events: Box<[epoll::Event]>,
+}
+
+// SAFETY: `epoll::Event` is not `Send` only because its data union can hold a pointer. Ours only
+// ever holds the queue-pair index we registered (a u64), and the buffer is owned by this struct.
+unsafe impl Send for Poller {}
+
+/// A zero timeout: report what is ready now.
+const NO_WAIT: Timespec = Timespec {
+    tv_sec: 0,
+    tv_nsec: 0,
+};
+
+/// The longest sleep of an idle poll.
+const IDLE_SLEEP: Timespec = Timespec {
+    tv_sec: 0,
+    tv_nsec: IDLE_SLEEP_MS as i64 * 1_000_000,
+};
+
+impl Poller {
+    /// An empty epoll set that reports up to `slots` events per wait.
+    pub fn new(slots: usize) -> Result<Poller> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)
+            .map_err(|e| io_err("creating an epoll instance")(e.into()))?;
+        let empty = epoll::Event {
+            flags: epoll::EventFlags::empty(),
+            data: epoll::EventData::new_u64(0),
+        };
+        Ok(Poller {
+            epoll,
+            events: vec![empty; slots].into_boxed_slice(),
+        })
+    }
+
+    /// Watches `stream` (edge-triggered, both directions and hang-ups) as queue pair `idx`.
+    pub fn register(&self, stream: &TcpStream, idx: usize) -> Result<()> {
+        use epoll::EventFlags as F;
+        epoll::add(
+            &self.epoll,
+            stream,
+            epoll::EventData::new_u64(idx as u64),
+            F::IN | F::OUT | F::RDHUP | F::ET,
+        )
+        .map_err(|e| io_err("registering a data connection with epoll")(e.into()))
+    }
+
+    /// What became ready since the last call, waiting up to [`IDLE_SLEEP_MS`] for something when
+    /// `sleep`: (queue pair, readable, writable) per event. An interrupted wait reports nothing.
+    pub fn wait(
+        &mut self,
+        sleep: bool,
+    ) -> Result<impl ExactSizeIterator<Item = (usize, bool, bool)> + '_> {
+        let timeout = if sleep { &IDLE_SLEEP } else { &NO_WAIT };
+        let n = match epoll::wait(&self.epoll, &mut self.events[..], Some(timeout)) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => 0,
+            Err(e) => return Err(io_err("polling the data connections")(e.into())),
+        };
+        Ok(self.events[..n].iter().map(|ev| {
+            use epoll::EventFlags as F;
+            let broken = F::ERR | F::HUP | F::RDHUP;
+            let flags = ev.flags;
+            (
+                ev.data.u64() as usize,
+                flags.intersects(F::IN | broken),
+                flags.intersects(F::OUT | broken),
+            )
+        }))
+    }
+}
+
+/// A read or write found the socket empty or full (or was interrupted): wait for the next edge.
+fn would_block(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
+}
+
+/// An OS error on data connection `qp`; a reset or broken pipe means the peer went away.
+fn sys_err(qp: usize, what: &str, source: io::Error) -> Error {
+    if matches!(
+        source.raw_os_error(),
+        Some(libc::EPIPE) | Some(libc::ECONNRESET) | Some(libc::ECONNABORTED)
+    ) {
+        return closed(qp);
+    }
+    Error::Io {
+        context: format!("{what} on data connection {qp}"),
+        source,
+    }
+}
