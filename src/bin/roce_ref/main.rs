@@ -9,6 +9,7 @@ mod dgram;
 mod error;
 mod figures;
 mod mmsg;
+mod mode;
 mod packet;
 mod proto;
 mod sys;
