@@ -5,7 +5,7 @@
 #   test   the test suite: build + tshark (independent RoCE decoder), iproute2 (network namespaces), tcpdump,
 #          libibverbs1 (the verbs tests check its error paths on this kernel), iptables (impairment
 #          without netem)
-#   bench  the benchmarks: test + iperf3, sockperf (the baselines we report ratios against)
+#   bench  the benchmarks: test + iperf3, sockperf (the secondary baselines), jq (bench.sh reads the JSON results)
 # Usage: scripts/deps.sh build|demo|test|bench
 set -euo pipefail
 
@@ -40,6 +40,7 @@ if [[ $purpose == bench ]]; then
     want iperf3 iperf3
     want sockperf sockperf
     want taskset util-linux
+    want jq jq
 fi
 
 if ((${#need[@]})); then
