@@ -14,13 +14,14 @@ use super::sysfs::Sysfs;
 use super::wc;
 use super::{VerbsConfig, VerbsSetup};
 use crate::params::TransportKind;
+use crate::transport::rng;
 use crate::transport::{
     Access, Completion, CompletionOp, ConnInfo, Endpoint, Error, QpInfo, RecvRequest, Result,
     SendOp, SendRequest,
 };
 use rdma_mummy_sys as sys;
 use sideway::ibverbs::AccessFlags;
-use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
+use sideway::ibverbs::address::{AddressHandleAttribute, Gid as VerbsGid};
 use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionQueue as _};
 use sideway::ibverbs::device_context::{DeviceContext, Mtu};
 use sideway::ibverbs::memory_region::MemoryRegion;
@@ -115,19 +116,7 @@ fn access_flags(a: Access) -> AccessFlags {
 
 /// A 24-bit starting PSN per QP, different per run and per QP (perftest uses lrand48 the same way).
 fn initial_psn(qp: usize) -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let mut x =
-        t ^ (u64::from(std::process::id()) << 32) ^ (qp as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    // splitmix64 finaliser: spreads the low-entropy inputs over all bits.
-    x ^= x >> 30;
-    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x ^= x >> 27;
-    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^= x >> 31;
-    (x as u32) & 0x00ff_ffff
+    (rng::mix(rng::run_seed() ^ qp as u64) as u32) & 0x00ff_ffff
 }
 
 impl VerbsEndpoint {
@@ -317,7 +306,7 @@ impl VerbsEndpoint {
             .setup_service_level(rtr.sl)
             .setup_dest_lid(0)
             .setup_grh(
-                &Gid::from(Ipv6Addr::from(rtr.dgid)),
+                &VerbsGid::from(Ipv6Addr::from(rtr.dgid)),
                 0,
                 rtr.sgid_index,
                 rtr.hop_limit,
