@@ -21,6 +21,7 @@ pub mod sockaddr;
 pub mod udp;
 
 use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd};
 
 /// The UDP port RoCE v2 is sent to (`ROCE_V2_UDP_DPORT`).
 pub const ROCE_V2_PORT: u16 = 4791;
@@ -80,18 +81,29 @@ impl IoError {
     }
 }
 
-/// Sets an integer socket option, naming it in the error.
+impl IoError {
+    /// An `Os` error from a rustix call.
+    pub(crate) fn os(context: impl Into<String>, errno: rustix::io::Errno) -> IoError {
+        IoError::Os {
+            context: context.into(),
+            source: errno.into(),
+        }
+    }
+}
+
+/// Sets an integer socket option that rustix has no typed setter for, naming it in the error.
 pub(crate) fn setsockopt_int(
-    fd: std::os::fd::RawFd,
+    fd: impl AsFd,
     level: libc::c_int,
     name: libc::c_int,
     value: libc::c_int,
     what: &str,
 ) -> Result<(), IoError> {
-    // SAFETY: value is a live c_int and its size is passed.
+    // SAFETY: `fd` is an open descriptor (borrowed for the call); `value` is a live c_int and its
+    // size is passed, which is what every integer option reads.
     let rc = unsafe {
         libc::setsockopt(
-            fd,
+            fd.as_fd().as_raw_fd(),
             level,
             name,
             &value as *const libc::c_int as *const libc::c_void,
@@ -105,43 +117,29 @@ pub(crate) fn setsockopt_int(
     }
 }
 
-/// Reads an integer socket option.
-pub(crate) fn getsockopt_int(
-    fd: std::os::fd::RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    what: &str,
-) -> Result<libc::c_int, IoError> {
-    let mut value: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: value and len are live and sized.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            &mut value as *mut libc::c_int as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if rc < 0 {
-        Err(IoError::last_os(format!("getsockopt({what})")))
-    } else {
-        Ok(value)
-    }
-}
-
 /// Grows a socket buffer to `bytes`: SO_*BUFFORCE when privileged (ignores rmem_max), else the
 /// ordinary option, which the kernel caps at net.core.{r,w}mem_max.
-pub(crate) fn grow_buffer(fd: std::os::fd::RawFd, rx: bool, bytes: usize) -> Result<(), IoError> {
-    let bytes = bytes.min(i32::MAX as usize) as libc::c_int;
-    let (force, plain, what) = if rx {
-        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, "SO_RCVBUF")
+pub(crate) fn grow_buffer(fd: impl AsFd, rx: bool, bytes: usize) -> Result<(), IoError> {
+    use rustix::net::sockopt;
+    let bytes = bytes.min(i32::MAX as usize);
+    let forced = if rx {
+        sockopt::set_socket_recv_buffer_size_force(&fd, bytes)
     } else {
-        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, "SO_SNDBUF")
+        sockopt::set_socket_send_buffer_size_force(&fd, bytes)
     };
-    if setsockopt_int(fd, libc::SOL_SOCKET, force, bytes, what).is_ok() {
+    if forced.is_ok() {
         return Ok(());
     }
-    setsockopt_int(fd, libc::SOL_SOCKET, plain, bytes, what)
+    let (plain, what) = if rx {
+        (
+            sockopt::set_socket_recv_buffer_size(&fd, bytes),
+            "SO_RCVBUF",
+        )
+    } else {
+        (
+            sockopt::set_socket_send_buffer_size(&fd, bytes),
+            "SO_SNDBUF",
+        )
+    };
+    plain.map_err(|e| IoError::os(format!("setsockopt({what}={bytes})"), e))
 }
