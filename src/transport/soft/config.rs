@@ -240,3 +240,29 @@ pub enum PeerMismatch {
     #[error("{0}")]
     Neighbour(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_mismatches_name_the_flags_as_typed() {
+        let e = |m: PeerMismatch| Error::from(SoftError::from(m)).to_string();
+        assert_eq!(
+            e(PeerMismatch::Transport(TransportKind::Tcp)),
+            "connection to the peer failed: the peer runs --transport tcp, this side soft"
+        );
+        assert_eq!(
+            e(PeerMismatch::QpCount { peer: 2, ours: 1 }),
+            "connection to the peer failed: the peer has 2 queue pairs and this side 1; give both the same -q"
+        );
+        assert_eq!(
+            e(PeerMismatch::Mtu(1500)),
+            "connection to the peer failed: the peer's MTU 1500 is not a RoCE MTU"
+        );
+        assert_eq!(
+            Error::from(SoftError::V1OverUdp).to_string(),
+            "RoCE v1 (Ethertype 0x8915) cannot travel over a UDP socket; use --io packet (needs CAP_NET_RAW) or --roce v2"
+        );
+    }
+}

@@ -23,6 +23,8 @@ pub mod udp;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 
+use crate::transport::Param;
+
 /// The UDP port RoCE v2 is sent to (`ROCE_V2_UDP_DPORT`).
 pub const ROCE_V2_PORT: u16 = 4791;
 
@@ -31,7 +33,8 @@ pub const ROCE_V2_PORT: u16 = 4791;
 pub enum IoError {
     /// Someone already owns the UDP port on that address.
     #[error(
-        "UDP port {port} on {addr} is taken: another roceperf or the kernel's rdma_rxe owns it; use distinct addresses for the two sides (e.g. 127.0.0.1 and 127.0.0.2 on lo, chosen with --bind), a network namespace per side (scripts/netns.sh up), or unload rdma_rxe"
+        "UDP port {port} on {addr} is taken: another roceperf or the kernel's rdma_rxe owns it; use distinct addresses for the two sides (e.g. 127.0.0.1 and 127.0.0.2 on lo, chosen with {}), a network namespace per side (scripts/netns.sh up), or unload rdma_rxe",
+        Param::Bind
     )]
     PortInUse {
         /// The address we tried to bind.
@@ -54,7 +57,8 @@ pub enum IoError {
     },
     /// AF_PACKET needs CAP_NET_RAW.
     #[error(
-        "--io packet needs the CAP_NET_RAW capability to open an AF_PACKET socket on '{dev}': run as root, or grant it once with `sudo setcap cap_net_raw+ep <path to the binary>`; or use `--io udp` (RoCE v2 only, no privileges)"
+        "{io} packet needs the CAP_NET_RAW capability to open an AF_PACKET socket on '{dev}': run as root, or grant it once with `sudo setcap cap_net_raw+ep <path to the binary>`; or use `{io} udp` (RoCE v2 only, no privileges)",
+        io = Param::Io
     )]
     NeedCapNetRaw {
         /// The interface.
@@ -142,4 +146,28 @@ pub(crate) fn grow_buffer(fd: impl AsFd, rx: bool, bytes: usize) -> Result<(), I
         )
     };
     plain.map_err(|e| IoError::os(format!("setsockopt({what}={bytes})"), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_flags_as_typed() {
+        let busy = IoError::PortInUse {
+            addr: "127.0.0.1".parse().unwrap(),
+            port: 4791,
+        };
+        assert_eq!(
+            busy.to_string(),
+            "UDP port 4791 on 127.0.0.1 is taken: another roceperf or the kernel's rdma_rxe owns it; use distinct addresses for the two sides (e.g. 127.0.0.1 and 127.0.0.2 on lo, chosen with --bind), a network namespace per side (scripts/netns.sh up), or unload rdma_rxe"
+        );
+        let raw = IoError::NeedCapNetRaw {
+            dev: "veth0".into(),
+        };
+        assert_eq!(
+            raw.to_string(),
+            "--io packet needs the CAP_NET_RAW capability to open an AF_PACKET socket on 'veth0': run as root, or grant it once with `sudo setcap cap_net_raw+ep <path to the binary>`; or use `--io udp` (RoCE v2 only, no privileges)"
+        );
+    }
 }

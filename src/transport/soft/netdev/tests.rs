@@ -145,3 +145,31 @@ fn gid_table_of_an_ethernet_interface() {
             .contains("ip link set veth-test up")
     );
 }
+
+#[test]
+fn messages_name_the_flags_as_typed() {
+    let missing = NetdevError::NotFound {
+        name: "eth9".into(),
+        available: vec!["lo".into(), "veth0".into()],
+    };
+    assert_eq!(
+        missing.to_string(),
+        "no network interface named 'eth9' in this network namespace; interfaces here: lo, veth0; pass one of them with -d"
+    );
+    let no_v6 = NetdevError::NoAddress {
+        name: "veth0".into(),
+        family: AddrFamily::Ipv6,
+        example: "fd77::1/64",
+    };
+    assert_eq!(
+        no_v6.to_string(),
+        "interface 'veth0' has no IPv6 address; add one (e.g. `ip addr add fd77::1/64 dev veth0`) or pick another interface with -d"
+    );
+    let no_mac = NetdevError::NoMac {
+        name: "tun0".into(),
+    };
+    assert_eq!(
+        no_mac.to_string(),
+        "interface 'tun0' has no Ethernet address; RoCE v1 and --io packet need an Ethernet interface (veth, eth0)"
+    );
+}

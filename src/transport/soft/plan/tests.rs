@@ -225,3 +225,11 @@ fn queue_pairs_are_numbered_consecutively_with_24_bit_psns() {
         p.qps
     );
 }
+
+#[test]
+fn the_peer_note_names_the_flag_as_typed() {
+    assert_eq!(
+        SoftNote::GsoOffForPeer.to_string(),
+        "UDP GSO off for sending: the peer receives with AF_PACKET (--io packet), which would see super-datagrams whole"
+    );
+}

@@ -229,3 +229,35 @@ fn sysfs_type_strings_parse() {
     assert_eq!(GidType::from_sysfs("RoCE v2\n"), Some(GidType::RoceV2));
     assert_eq!(GidType::from_sysfs("bogus"), None);
 }
+
+#[test]
+fn index_errors_read_as_before() {
+    let t = rxe();
+    let given = |index: u32, roce: Option<RoceVersion>| {
+        select(
+            &t,
+            &GidPolicy {
+                index: Some(index),
+                roce,
+                ipv6: false,
+            },
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let table = "  gid[0] fe80::c8d1:2ff:fe3a:9b01 RoCE v2 (veth0)\n  gid[1] ::ffff:10.0.0.1 RoCE v2 (veth0)";
+    assert_eq!(
+        given(7, None),
+        format!("-x 7: no such GID index (the table has 3 entries); valid entries:\n{table}")
+    );
+    assert_eq!(
+        given(2, None),
+        format!("-x 2: GID index 2 is empty (all zero); valid entries:\n{table}")
+    );
+    assert_eq!(
+        given(1, Some(RoceVersion::V1)),
+        format!(
+            "-x 1 is a RoCE v2 GID but --roce v1 was given; drop one of the two, or pick a v1 entry:\n{table}"
+        )
+    );
+}
