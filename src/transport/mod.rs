@@ -5,6 +5,10 @@
 //! registered buffer. The test drivers are generic over `Endpoint`, so the hot loop has no dynamic
 //! dispatch. `poll_cq` is also what drives a software transport: it receives, runs protocol state
 //! machines, fires timers and transmits, so a passive side must keep calling it until the test is over.
+//!
+//! Next to the contract, the vocabulary the transports share without using each other: [`Gid`] and
+//! [`MacAddr`] (from [`wire`](crate::wire)), [`RoceMtu`], [`Param`] (a run parameter that displays as
+//! its flag, for messages) and [`rng::SplitMix64`].
 
 pub mod mtu;
 pub mod param;

@@ -4,8 +4,8 @@
 //! v2), one receive and one transmit batch, and per queue pair one sans-IO RC engine ([`Qp`]) with
 //! its registered buffer. There are no threads: [`Endpoint::poll_cq`] is the NIC. Each call
 //! receives a batch, verifies and demultiplexes it by BTH.DestQP into the engines
-//! ([`ingress`](super::ingress)), fires due timers, lets every engine fill the transmit batch
-//! ([`egress`](super::egress): framing each packet and computing its ICRC), sends the batch with
+//! (`ingress`), fires due timers, lets every engine fill the transmit batch
+//! (`egress`: framing each packet and computing its ICRC), sends the batch with
 //! one syscall, and hands out completions. Work posted between two calls is transmitted first,
 //! before the receive. Nothing on that path allocates.
 //!

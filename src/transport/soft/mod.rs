@@ -3,10 +3,10 @@
 //! - [`endpoint`]: [`SoftEndpoint`], the transport's [`Endpoint`](crate::transport::Endpoint), and
 //!   its datapath; [`config`] and [`counters`] are what it takes and what it counts.
 //! - [`plan`]: every setup decision as a pure function of the configuration and the interface;
-//!   [`backend`] then opens the socket it names; [`netdev`] tells what the interface is.
+//!   `backend` then opens the socket it names; [`netdev`] tells what the interface is.
 //! - [`path`]: how each queue pair frames packets to its peer, decided at connect ([`neighbour`]
 //!   finds the peer's MAC when it sent none).
-//! - [`ingress`] and [`egress`]: the receive checks and the transmit framing, per packet.
+//! - `ingress` and `egress`: the receive checks and the transmit framing, per packet.
 //! - [`rc`]: the RC engine; [`io`]: the sockets and batches; [`sim`]: a simulated link for tests.
 
 mod backend;

@@ -1,4 +1,4 @@
-//! The path to the peer: how each queue pair frames its packets ([`Path`]), decided once at
+//! The path to the peer: how each queue pair frames its packets (`Path`), decided once at
 //! connect from both sides' descriptions. Pure but for the neighbour lookup, which the caller
 //! passes in.
 

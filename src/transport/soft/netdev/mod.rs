@@ -1,9 +1,9 @@
 //! Network interface discovery for the soft transport: `-d lo`, `-d eth0`, `-d veth0`.
 //!
-//! Everything comes from the kernel of the current network namespace ([`sys`]): `getifaddrs(3)` for
+//! Everything comes from the kernel of the current network namespace (`sys`): `getifaddrs(3)` for
 //! the index, flags, MAC and addresses, and the `SIOCGIFMTU` ioctl for the link MTU (not
 //! `/sys/class/net`, which shows the namespace that mounted sysfs rather than ours). From that we
-//! derive what an RDMA device would show in its GID table ([`gids`]) and its active MTU.
+//! derive what an RDMA device would show in its GID table (`gids`) and its active MTU.
 
 mod gids;
 mod sys;

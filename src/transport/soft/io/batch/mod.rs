@@ -5,8 +5,8 @@
 //! syscall and no allocation.
 
 //!
-//! [`rx`]: [`RxBatch`] for `recvmmsg`, handing out [`RxDatagram`]s (UDP) or [`RxFrame`]s
-//! (AF_PACKET); [`tx`]: [`TxBatch`] for `sendmmsg`, which the impairment also edits in place.
+//! `rx`: [`RxBatch`] for `recvmmsg`, handing out [`RxDatagram`]s (UDP) or [`RxFrame`]s
+//! (AF_PACKET); `tx`: [`TxBatch`] for `sendmmsg`, which the impairment also edits in place.
 
 mod rx;
 mod tx;
