@@ -83,8 +83,8 @@ fn main() {
     });
     let repr = RoceFrameRepr {
         eth: EthernetRepr {
-            dst: [2, 0, 0, 0, 0, 2],
-            src: [2, 0, 0, 0, 0, 1],
+            dst: [2, 0, 0, 0, 0, 2].into(),
+            src: [2, 0, 0, 0, 0, 1].into(),
             vlan: None,
             ethertype: 0x0800,
         },

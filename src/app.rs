@@ -802,7 +802,7 @@ fn address_lines(opts: &Options, info: &ConnInfo) -> Vec<AddressLine> {
             out_reads: read.then_some(q.max_rd_atomic),
             rkey: one_sided.then_some(q.rkey),
             vaddr: one_sided.then_some(q.vaddr),
-            gid: (opts.transport != TransportKind::Tcp).then_some(info.gid),
+            gid: (opts.transport != TransportKind::Tcp).then_some(info.gid.octets()),
         })
         .collect()
 }

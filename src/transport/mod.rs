@@ -5,12 +5,23 @@
 //! registered buffer. The test drivers are generic over `Endpoint`, so the hot loop has no dynamic
 //! dispatch. `poll_cq` is also what drives a software transport: it receives, runs protocol state
 //! machines, fires timers and transmits, so a passive side must keep calling it until the test is over.
+//!
+//! Next to the contract, the vocabulary the transports share without using each other: [`Gid`] and
+//! [`MacAddr`] (from [`wire`](crate::wire)), [`RoceMtu`], [`Param`] (a run parameter that displays as
+//! its flag, for messages) and [`rng::SplitMix64`].
 
+pub mod mtu;
+pub mod param;
+pub mod rng;
 pub mod soft;
 pub mod tcp;
 pub mod verbs;
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::wire::{Gid, MacAddr};
+pub use mtu::RoceMtu;
+pub use param::Param;
 
 /// Access rights of a registered buffer, as in `ibv_access_flags`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -62,11 +73,11 @@ pub struct ConnInfo {
     /// Which transport produced this description.
     pub transport: crate::params::TransportKind,
     /// GID (RoCE v2: the IPv4-mapped or IPv6 address; v1: the GRH GID). All zero for TCP.
-    pub gid: [u8; 16],
+    pub gid: Gid,
     /// GID table index used (verbs), if any.
     pub gid_index: Option<u32>,
     /// Link-layer address (soft v1 and the packet backend need it; verbs resolves it itself).
-    pub mac: Option<[u8; 6]>,
+    pub mac: Option<MacAddr>,
     /// Transport-level address, e.g. `10.0.0.1:4791` for soft v2 or the data connection for TCP.
     pub addr: Option<String>,
     /// Largest path MTU this side supports; both sides use the smaller.

@@ -1,7 +1,7 @@
 //! Ethernet II header with an optional 802.1Q tag (roce-wire.md §2.1). The FCS is the NIC's business.
 
 use super::field::{get_u16, need, set_u16};
-use super::{Error, Result};
+use super::{Error, MacAddr, Result};
 
 /// EtherType values RoCE uses.
 pub mod ethertype {
@@ -14,9 +14,6 @@ pub mod ethertype {
     /// 802.1Q VLAN tag protocol identifier.
     pub const VLAN: u16 = 0x8100;
 }
-
-/// A 48-bit MAC address.
-pub type MacAddr = [u8; 6];
 
 /// A view of an Ethernet header (14 bytes, or 18 with an 802.1Q tag) at the start of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,8 +157,8 @@ impl EthernetRepr {
 
     /// Writes `header_len()` bytes at the start of `buf`. Panics if `buf` is too short.
     pub fn emit(&self, buf: &mut [u8]) {
-        buf[0..6].copy_from_slice(&self.dst);
-        buf[6..12].copy_from_slice(&self.src);
+        buf[0..6].copy_from_slice(self.dst.as_bytes());
+        buf[6..12].copy_from_slice(self.src.as_bytes());
         let at = match self.vlan {
             Some(tag) => {
                 set_u16(buf, 12, ethertype::VLAN);
@@ -189,8 +186,8 @@ mod tests {
     #[test]
     fn untagged_and_tagged_round_trip() {
         let mut r = EthernetRepr {
-            dst: [2, 0, 0, 0, 0, 2],
-            src: [2, 0, 0, 0, 0, 1],
+            dst: MacAddr([2, 0, 0, 0, 0, 2]),
+            src: MacAddr([2, 0, 0, 0, 0, 1]),
             vlan: None,
             ethertype: ethertype::ROCE_V1,
         };
@@ -229,8 +226,8 @@ mod tests {
     #[test]
     fn non_roce_ethertype_is_named() {
         let r = EthernetRepr {
-            dst: [0; 6],
-            src: [0; 6],
+            dst: MacAddr::ZERO,
+            src: MacAddr::ZERO,
             vlan: None,
             ethertype: 0x0806,
         };

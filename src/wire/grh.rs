@@ -1,13 +1,10 @@
 //! RoCE v1 Global Route Header (40 bytes, IPv6-shaped; roce-wire.md §2.2).
 
 use super::field::{get_u16, get_ver_tc_flow, len16, need, set_u16, set_ver_tc_flow};
-use super::{Error, Result};
+use super::{Error, Gid, Result};
 
 /// GRH Next Header value announcing an IBA transport header.
 pub const NXTHDR_IBA: u8 = 0x1b;
-
-/// A 128-bit GID.
-pub type Gid = [u8; 16];
 
 header_view!(
     /// A view of a GRH at the start of a buffer.
@@ -119,8 +116,8 @@ impl GrhRepr {
         set_u16(b, 4, len16("GRH PayLen", payload_len));
         b[6] = NXTHDR_IBA;
         b[7] = self.hop_limit;
-        b[8..24].copy_from_slice(&self.sgid);
-        b[24..40].copy_from_slice(&self.dgid);
+        b[8..24].copy_from_slice(self.sgid.as_bytes());
+        b[24..40].copy_from_slice(self.dgid.as_bytes());
     }
 }
 

@@ -30,7 +30,7 @@
 //!     dont_frag: true,
 //!     ttl: 64,
 //! };
-//! let eth = EthernetRepr { dst: [2, 0, 0, 0, 0, 2], src: [2, 0, 0, 0, 0, 1], vlan: None, ethertype: 0 };
+//! let eth = EthernetRepr { dst: MacAddr([2, 0, 0, 0, 0, 2]), src: MacAddr([2, 0, 0, 0, 0, 1]), vlan: None, ethertype: 0 };
 //! let frame = RoceFrameRepr { eth, net: NetRepr::V2v4(ip, UdpRepr::roce(0xc123)), ib };
 //!
 //! let mut buf = [0u8; 128];
@@ -51,10 +51,12 @@
 #[macro_use]
 mod field;
 
+mod addr;
 mod aeth;
 mod atomic;
 mod bth;
 mod deth;
+mod encap;
 mod error;
 pub mod ethernet;
 mod frame;
@@ -68,14 +70,15 @@ mod opcode;
 mod reth;
 mod udp;
 
+pub use addr::{Gid, MacAddr, MacAddrParseError};
 pub use aeth::{AethKind, AethPacket, AethRepr, NakCode};
 pub use atomic::{AtomicAckEthPacket, AtomicAckEthRepr, AtomicEthPacket, AtomicEthRepr};
 pub use bth::{BthPacket, BthRepr};
 pub use deth::{DethPacket, DethRepr};
 pub use error::{Error, Result};
-pub use ethernet::{EthernetFrame, EthernetRepr, MacAddr, VlanTag};
+pub use ethernet::{EthernetFrame, EthernetRepr, VlanTag};
 pub use frame::{Encapsulation, NetRepr, RoceFrame, RoceFrameRepr};
-pub use grh::{Gid, GrhPacket, GrhRepr, NXTHDR_IBA};
+pub use grh::{GrhPacket, GrhRepr, NXTHDR_IBA};
 pub use ib::{CNP_RESERVED_LEN, IbRepr, pad_len};
 pub use icrc::{ICRC_LEN, Icrc, icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6, split_icrc};
 pub use icrc_ipv4_id::{Ipv4IdCache, Ipv4IdInfluence};

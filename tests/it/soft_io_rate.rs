@@ -192,7 +192,7 @@ fn packet_veth_rates() {
             while !stop_tx.load(Ordering::Relaxed) {
                 while !tx.is_full() {
                     tx.push_frame(|b| {
-                        b[..6].copy_from_slice(&a_mac);
+                        b[..6].copy_from_slice(a_mac.as_bytes());
                         b[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
                         b[12..14].copy_from_slice(&0x8915u16.to_be_bytes());
                         b[14..frame_len].fill(0x5a);

@@ -4,13 +4,12 @@
 
 use crate::soft_support;
 
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::process::Command;
 
 use roceperf::params::RoceVersion;
-use roceperf::transport::soft::netdev::{
-    AddrFamily, Encap, GidKind, NetDev, NetdevError, eui64_link_local, gid_of_ip,
-};
+use roceperf::transport::soft::netdev::{AddrFamily, GidKind, NetDev, NetdevError};
+use roceperf::wire::{Encapsulation, Gid};
 use soft_support::{NetnsPair, is_root};
 
 #[test]
@@ -34,26 +33,30 @@ fn veth_in_a_namespace_is_described_completely() {
         "fd77::1".parse::<IpAddr>().unwrap()
     );
     // 2200 - 64 (v2/IPv4 headers) holds 2048 but not 4096.
-    assert_eq!(dev.active_mtu(Encap::V2Ipv4).unwrap().bytes(), 2048);
+    assert_eq!(dev.active_mtu(Encapsulation::V2v4).unwrap().bytes(), 2048);
     let v1 = dev.gids_for(RoceVersion::V1);
     assert_eq!(
         v1[0].gid,
-        eui64_link_local(mac),
+        Gid::link_local_eui64(mac),
         "the default GID comes first"
     );
     let v2 = dev.gids_for(RoceVersion::V2);
     assert!(v2.iter().all(|e| e.kind == GidKind::V2 && e.ip.is_some()));
     assert!(
         v2.iter()
-            .any(|e| e.gid == gid_of_ip("10.77.0.1".parse().unwrap()))
+            .any(|e| e.gid == Gid::from_ip("10.77.0.1".parse().unwrap()))
     );
     assert!(
         v2.iter()
-            .any(|e| e.gid == "fd77::1".parse::<Ipv6Addr>().unwrap().octets())
+            .any(|e| e.gid == "fd77::1".parse::<Gid>().unwrap())
     );
     // The kernel's own link-local address is the EUI-64 one (addr_gen_mode eui64 is the default).
-    if dev.ipv6.iter().any(|a| a.octets() == eui64_link_local(mac)) {
-        assert_eq!(v2[0].gid, eui64_link_local(mac));
+    if dev
+        .ipv6
+        .iter()
+        .any(|a| Gid::from(*a) == Gid::link_local_eui64(mac))
+    {
+        assert_eq!(v2[0].gid, Gid::link_local_eui64(mac));
     }
     let text = dev.describe();
     assert!(

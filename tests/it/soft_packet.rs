@@ -11,11 +11,12 @@ use roceperf::transport::soft::io::batch::{RxBatch, TxBatch};
 use roceperf::transport::soft::io::packet::{PacketConfig, PacketSocket};
 use roceperf::transport::soft::io::udp::{UdpConfig, UdpSocket};
 use roceperf::transport::soft::netdev::NetDev;
+use roceperf::wire::MacAddr;
 use soft_support::{NetnsPair, is_root, wait_until};
 
-fn frame(dst: [u8; 6], src: [u8; 6], ethertype: u16, body: &[u8]) -> Vec<u8> {
-    let mut f = dst.to_vec();
-    f.extend_from_slice(&src);
+fn frame(dst: MacAddr, src: MacAddr, ethertype: u16, body: &[u8]) -> Vec<u8> {
+    let mut f = dst.octets().to_vec();
+    f.extend_from_slice(src.as_bytes());
     f.extend_from_slice(&ethertype.to_be_bytes());
     f.extend_from_slice(body);
     f

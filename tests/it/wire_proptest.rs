@@ -5,9 +5,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 use roceperf::wire::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Error, EthernetRepr, GrhRepr,
-    ICRC_LEN, IbRepr, Ipv4Repr, Ipv6Repr, NetRepr, Opcode, RethRepr, RoceFrame, RoceFrameRepr,
-    UdpRepr, icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6, split_icrc,
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Error, EthernetRepr, Gid,
+    GrhRepr, ICRC_LEN, IbRepr, Ipv4Repr, Ipv6Repr, MacAddr, NetRepr, Opcode, RethRepr, RoceFrame,
+    RoceFrameRepr, UdpRepr, icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6, split_icrc,
 };
 
 fn known_opcodes() -> Vec<Opcode> {
@@ -106,8 +106,8 @@ fn net_repr() -> impl Strategy<Value = NetRepr> {
                 tclass,
                 flow_label,
                 hop_limit,
-                sgid,
-                dgid,
+                sgid: Gid(sgid),
+                dgid: Gid(dgid),
             })
         ),
         (any::<([u8; 4], [u8; 4], u8, u16, bool, u8)>(), udp()).prop_map(
@@ -144,8 +144,8 @@ fn eth_repr() -> impl Strategy<Value = EthernetRepr> {
         prop::option::of((0..8u8, any::<bool>(), 0..4096u16)),
     )
         .prop_map(|((dst, src), vlan)| EthernetRepr {
-            dst,
-            src,
+            dst: MacAddr(dst),
+            src: MacAddr(src),
             vlan: vlan.map(|(pcp, dei, vid)| roceperf::wire::VlanTag { pcp, dei, vid }),
             ethertype: 0,
         })

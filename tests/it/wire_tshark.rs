@@ -76,8 +76,8 @@ fn nets() -> [(NetRepr, Option<VlanTag>, &'static str); 4] {
                 tclass: 0,
                 flow_label: 0,
                 hop_limit: 64,
-                sgid: Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped().octets(),
-                dgid: Ipv4Addr::new(10, 0, 0, 2).to_ipv6_mapped().octets(),
+                sgid: Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped().into(),
+                dgid: Ipv4Addr::new(10, 0, 0, 2).to_ipv6_mapped().into(),
             }),
             None,
             "RoCE",
@@ -245,8 +245,8 @@ fn tshark_decodes_every_opcode_family() {
             let (ib, payload) = ib_for(op, i);
             let repr = RoceFrameRepr {
                 eth: EthernetRepr {
-                    dst: [0x02, 0, 0, 0, 0, 0x02],
-                    src: [0x02, 0, 0, 0, 0, 0x01],
+                    dst: [0x02, 0, 0, 0, 0, 0x02].into(),
+                    src: [0x02, 0, 0, 0, 0, 0x01].into(),
                     vlan,
                     ethertype: net.ethertype(),
                 },

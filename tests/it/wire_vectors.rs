@@ -6,7 +6,7 @@ use crate::vectors;
 use std::net::Ipv4Addr;
 
 use roceperf::wire::{
-    AethKind, BthRepr, Encapsulation, Error, IbRepr, NakCode, NetRepr, Opcode, RoceFrame,
+    AethKind, BthRepr, Encapsulation, Error, Gid, IbRepr, NakCode, NetRepr, Opcode, RoceFrame,
     RoceFrameRepr,
 };
 
@@ -31,12 +31,8 @@ fn grh(repr: &RoceFrameRepr) -> roceperf::wire::GrhRepr {
     }
 }
 
-fn mapped(a: [u8; 4]) -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g[10] = 0xff;
-    g[11] = 0xff;
-    g[12..].copy_from_slice(&a);
-    g
+fn mapped(a: [u8; 4]) -> Gid {
+    Gid::from(Ipv4Addr::from(a).to_ipv6_mapped())
 }
 
 fn wire_icrc(frame: &[u8]) -> [u8; 4] {

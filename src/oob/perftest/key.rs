@@ -160,7 +160,7 @@ impl KeyRecord {
                 psn: qp.psn & 0xff_ffff,
                 rkey: qp.rkey,
                 vaddr: qp.vaddr,
-                gid: info.gid,
+                gid: info.gid.octets(),
                 srqn: 0,
             })
             .collect()
@@ -181,7 +181,7 @@ impl KeyRecord {
         ConnInfo {
             needs_single_datagrams: false,
             transport,
-            gid,
+            gid: gid.into(),
             gid_index: None,
             mac: None,
             addr: Some(roce_v2_addr(&gid)),
@@ -354,7 +354,7 @@ mod tests {
         let info = ConnInfo {
             needs_single_datagrams: false,
             transport: TransportKind::Soft,
-            gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 9, 0, 1],
+            gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 9, 0, 1].into(),
             gid_index: None,
             mac: None,
             addr: Some("10.9.0.1:4791".into()),
@@ -372,7 +372,7 @@ mod tests {
         assert_eq!(keys.len(), 1);
         assert_eq!(keys[0].qpn, 0x11, "QPN is 24 bits on the wire");
         assert_eq!(keys[0].out_reads, 1);
-        assert_eq!(keys[0].gid, info.gid);
+        assert_eq!(keys[0].gid, info.gid.octets());
         let back = KeyRecord::to_conn_info(&keys, 65536, 1024, TransportKind::Soft);
         assert_eq!(back.transport, TransportKind::Soft);
         assert_eq!(back.addr.as_deref(), Some("10.9.0.1:4791"));

@@ -1,7 +1,29 @@
 //! The userspace RoCE stack: a sans-IO RC engine, I/O backends, and a simulated link for tests.
+//!
+//! - [`endpoint`]: [`SoftEndpoint`], the transport's [`Endpoint`](crate::transport::Endpoint), and
+//!   its datapath; [`config`] and [`counters`] are what it takes and what it counts.
+//! - [`plan`]: every setup decision as a pure function of the configuration and the interface;
+//!   `backend` then opens the socket it names; [`netdev`] tells what the interface is.
+//! - [`path`]: how each queue pair frames packets to its peer, decided at connect ([`neighbour`]
+//!   finds the peer's MAC when it sent none).
+//! - `ingress` and `egress`: the receive checks and the transmit framing, per packet.
+//! - [`rc`]: the RC engine; [`io`]: the sockets and batches; [`sim`]: a simulated link for tests.
+
+mod backend;
+pub mod config;
+pub mod counters;
+mod egress;
 pub mod endpoint;
+mod ingress;
 pub mod io;
 pub mod neighbour;
 pub mod netdev;
+pub mod path;
+pub mod plan;
 pub mod rc;
 pub mod sim;
+
+pub use config::{IoKind, PeerMismatch, SoftConfig, SoftError};
+pub use counters::{DropSummary, SoftCounters};
+pub use endpoint::SoftEndpoint;
+pub use plan::SoftNote;

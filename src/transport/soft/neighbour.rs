@@ -10,12 +10,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::netdev::NetDev;
+use crate::transport::Param;
+use crate::wire::MacAddr;
 
 /// How long to wait for the kernel to resolve the peer.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The MAC of `peer` on `dev`, from the kernel's neighbour table, resolving it first if needed.
-pub fn resolve(dev: &NetDev, local: IpAddr, peer: IpAddr) -> Result<[u8; 6], String> {
+pub fn resolve(dev: &NetDev, local: IpAddr, peer: IpAddr) -> Result<MacAddr, String> {
     if let Some(mac) = lookup(dev, peer)? {
         return Ok(mac);
     }
@@ -36,15 +38,16 @@ pub fn resolve(dev: &NetDev, local: IpAddr, peer: IpAddr) -> Result<[u8; 6], Str
         }
     }
     Err(format!(
-        "the peer sent no MAC address and the kernel could not resolve {peer} on '{}' within {} s (`ip neigh show dev {}` lists what it knows); check that the peer is reachable on that interface, or use --io udp",
+        "the peer sent no MAC address and the kernel could not resolve {peer} on '{}' within {} s (`ip neigh show dev {}` lists what it knows); check that the peer is reachable on that interface, or use {} udp",
         dev.name,
         RESOLVE_TIMEOUT.as_secs(),
-        dev.name
+        dev.name,
+        Param::Io
     ))
 }
 
 /// The complete neighbour entry for `peer` on `dev`, if the kernel has one.
-fn lookup(dev: &NetDev, peer: IpAddr) -> Result<Option<[u8; 6]>, String> {
+fn lookup(dev: &NetDev, peer: IpAddr) -> Result<Option<MacAddr>, String> {
     match peer {
         IpAddr::V4(_) => {
             let table = std::fs::read_to_string("/proc/thread-self/net/arp").map_err(|e| {
@@ -60,7 +63,8 @@ fn lookup(dev: &NetDev, peer: IpAddr) -> Result<Option<[u8; 6]>, String> {
                 .output()
                 .map_err(|e| {
                     format!(
-                        "cannot run `ip -6 neigh` to find {peer}'s MAC ({e}); install iproute2, or use --io udp"
+                        "cannot run `ip -6 neigh` to find {peer}'s MAC ({e}); install iproute2, or use {} udp",
+                        Param::Io
                     )
                 })?;
             Ok(parse_ip_neigh(&String::from_utf8_lossy(&out.stdout)))
@@ -68,18 +72,8 @@ fn lookup(dev: &NetDev, peer: IpAddr) -> Result<Option<[u8; 6]>, String> {
     }
 }
 
-/// Parses a MAC written `aa:bb:cc:dd:ee:ff`.
-fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut mac {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
-}
-
 /// The MAC of `ip` on `dev` in `/proc/net/arp`, if its entry is complete (flag ATF_COM, 0x2).
-fn parse_proc_arp(table: &str, ip: IpAddr, dev: &str) -> Option<[u8; 6]> {
+fn parse_proc_arp(table: &str, ip: IpAddr, dev: &str) -> Option<MacAddr> {
     table.lines().skip(1).find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
         let [addr, _hw_type, flags, mac, _mask, device] = f[..] else {
@@ -87,21 +81,21 @@ fn parse_proc_arp(table: &str, ip: IpAddr, dev: &str) -> Option<[u8; 6]> {
         };
         let complete = u32::from_str_radix(flags.trim_start_matches("0x"), 16).ok()? & 0x2 != 0;
         (complete && device == dev && addr.parse::<IpAddr>().ok()? == ip)
-            .then(|| parse_mac(mac))
+            .then(|| mac.parse::<MacAddr>().ok())
             .flatten()
-            .filter(|m| *m != [0; 6])
+            .filter(|m| !m.is_zero())
     })
 }
 
 /// The MAC in `ip neigh show to ADDR dev DEV` output, unless the entry is FAILED or INCOMPLETE.
-fn parse_ip_neigh(out: &str) -> Option<[u8; 6]> {
+fn parse_ip_neigh(out: &str) -> Option<MacAddr> {
     out.lines().find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.iter().any(|w| *w == "FAILED" || *w == "INCOMPLETE") {
             return None;
         }
         let at = f.iter().position(|w| *w == "lladdr")?;
-        parse_mac(f.get(at + 1)?)
+        f.get(at + 1)?.parse().ok()
     })
 }
 
@@ -121,7 +115,7 @@ mod tests {
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert_eq!(
             parse_proc_arp(ARP, ip("10.9.0.2"), "br0"),
-            Some([0x52, 0x54, 0, 0, 9, 2])
+            Some(MacAddr([0x52, 0x54, 0, 0, 9, 2]))
         );
         assert_eq!(
             parse_proc_arp(ARP, ip("10.9.0.3"), "br0"),
@@ -140,16 +134,16 @@ mod tests {
     fn ip_neigh_output_is_read() {
         assert_eq!(
             parse_ip_neigh("fd77::2 lladdr 2e:1f:00:aa:bb:cc REACHABLE\n"),
-            Some([0x2e, 0x1f, 0, 0xaa, 0xbb, 0xcc])
+            Some(MacAddr([0x2e, 0x1f, 0, 0xaa, 0xbb, 0xcc]))
         );
         assert_eq!(
             parse_ip_neigh("fd77::2 lladdr 2e:1f:00:aa:bb:cc STALE"),
-            Some([0x2e, 0x1f, 0, 0xaa, 0xbb, 0xcc])
+            Some(MacAddr([0x2e, 0x1f, 0, 0xaa, 0xbb, 0xcc]))
         );
         assert_eq!(parse_ip_neigh("fd77::2 FAILED\n"), None);
         assert_eq!(parse_ip_neigh("fd77::2 INCOMPLETE\n"), None);
         assert_eq!(parse_ip_neigh(""), None);
-        assert_eq!(parse_mac("1:2:3:4:5"), None);
-        assert_eq!(parse_mac("01:02:03:04:05:06:07"), None);
+        assert!("1:2:3:4:5".parse::<MacAddr>().is_err());
+        assert!("01:02:03:04:05:06:07".parse::<MacAddr>().is_err());
     }
 }

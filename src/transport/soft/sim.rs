@@ -12,40 +12,8 @@ use crate::transport::Completion;
 
 use super::rc::Qp;
 
-/// A small seeded generator (SplitMix64): fast, reproducible, good enough for loss decisions.
-#[derive(Clone, Debug)]
-pub struct SimRng(u64);
-
-impl SimRng {
-    /// A generator from a seed.
-    pub fn new(seed: u64) -> SimRng {
-        SimRng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform float in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// True with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && self.unit() < p
-    }
-
-    /// A uniform integer in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next_u64() % n }
-    }
-}
+/// The simulated link's seeded generator: the transports' SplitMix64, fast and reproducible.
+pub use crate::transport::rng::SplitMix64 as SimRng;
 
 /// How a simulated link misbehaves. Probabilities are per packet.
 #[derive(Clone, Debug, PartialEq)]

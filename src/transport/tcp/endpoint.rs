@@ -110,7 +110,7 @@ impl Endpoint for TcpEndpoint {
         ConnInfo {
             needs_single_datagrams: false,
             transport: TransportKind::Tcp,
-            gid: [0; 16],
+            gid: crate::transport::Gid::ZERO,
             gid_index: None,
             mac: None,
             addr: self.listen_addr.map(|a| a.to_string()),

@@ -2,9 +2,9 @@
 
 use super::error::VerbsError;
 use super::loader;
-use super::qp_attrs::mtu_bytes;
 use super::sysfs::Sysfs;
 use super::{DeviceInfo, PortInfo};
+use crate::transport::RoceMtu;
 use sideway::ibverbs::device::{DeviceInfo as _, DeviceList};
 use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, PortState};
 use std::sync::Arc;
@@ -121,4 +121,9 @@ fn port_state_name(s: PortState) -> &'static str {
         PortState::ActiveDefer => "ACTIVE_DEFER",
         PortState::Nop => "NOP",
     }
+}
+
+/// `enum ibv_mtu` to bytes; 0 for a code outside 1..=5.
+fn mtu_bytes(code: u32) -> u32 {
+    RoceMtu::from_ib_enum(code).map_or(0, RoceMtu::bytes)
 }

@@ -6,21 +6,24 @@
 //! the `-u` timeout; each side's responder depth is its own `out_reads` and its initiator depth the
 //! peer's.
 
+use super::buffer::PinnedBuf;
 use super::device;
 use super::error::VerbsError;
 use super::gid;
+use super::limits;
+use super::post;
 use super::qp_attrs::{self, LocalSide, Rtr, Rts};
 use super::sysfs::Sysfs;
 use super::wc;
 use super::{VerbsConfig, VerbsSetup};
 use crate::params::TransportKind;
+use crate::transport::rng;
 use crate::transport::{
-    Access, Completion, CompletionOp, ConnInfo, Endpoint, Error, QpInfo, RecvRequest, Result,
-    SendOp, SendRequest,
+    Access, Completion, ConnInfo, Endpoint, Error, QpInfo, RecvRequest, Result, SendRequest,
 };
 use rdma_mummy_sys as sys;
 use sideway::ibverbs::AccessFlags;
-use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
+use sideway::ibverbs::address::{AddressHandleAttribute, Gid as VerbsGid};
 use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionQueue as _};
 use sideway::ibverbs::device_context::{DeviceContext, Mtu};
 use sideway::ibverbs::memory_region::MemoryRegion;
@@ -28,48 +31,13 @@ use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{
     BasicQueuePair, QueuePair as _, QueuePairAttribute, QueuePairState,
 };
-use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::io;
 use std::net::Ipv6Addr;
-use std::ptr::{self, NonNull};
+use std::ptr;
 use std::sync::Arc;
 
 /// Completions fetched per `ibv_poll_cq` call at most.
 const POLL_BATCH: usize = 64;
-const PAGE: usize = 4096;
-
-/// A zeroed, page-aligned buffer that the NIC may read and write (hence raw, not a `Vec`).
-struct PinnedBuf {
-    ptr: NonNull<u8>,
-    layout: Layout,
-}
-
-impl PinnedBuf {
-    fn new(len: usize) -> PinnedBuf {
-        let len = len.div_ceil(PAGE).max(1) * PAGE;
-        let layout = Layout::from_size_align(len, PAGE).expect("page-aligned layout");
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        PinnedBuf { ptr, layout }
-    }
-
-    fn len(&self) -> usize {
-        self.layout.size()
-    }
-
-    fn addr(&self) -> u64 {
-        self.ptr.as_ptr() as u64
-    }
-}
-
-impl Drop for PinnedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout; the MR that pinned it is dropped first
-        // (field order in `Qp`).
-        unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
-    }
-}
 
 /// One queue pair with its buffer. Field order is drop order: QP, then MR, then the memory.
 struct Qp {
@@ -115,19 +83,7 @@ fn access_flags(a: Access) -> AccessFlags {
 
 /// A 24-bit starting PSN per QP, different per run and per QP (perftest uses lrand48 the same way).
 fn initial_psn(qp: usize) -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let mut x =
-        t ^ (u64::from(std::process::id()) << 32) ^ (qp as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    // splitmix64 finaliser: spreads the low-entropy inputs over all bits.
-    x ^= x >> 30;
-    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x ^= x >> 27;
-    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^= x >> 31;
-    (x as u32) & 0x00ff_ffff
+    (rng::mix(rng::run_seed() ^ qp as u64) as u32) & 0x00ff_ffff
 }
 
 impl VerbsEndpoint {
@@ -172,37 +128,7 @@ impl VerbsEndpoint {
                 source,
             })?;
 
-        let mut notes = Vec::new();
-        let mtu = match cfg.mtu {
-            Some(m) if m > port.active_mtu => {
-                notes.push(format!(
-                    "-m {m} is above the active MTU of {name} port {} ({}); using {}",
-                    port.port, port.active_mtu, port.active_mtu
-                ));
-                port.active_mtu
-            }
-            Some(m) => m,
-            None => port.active_mtu,
-        };
-        let max_rd = dev.info.max_qp_rd_atom.clamp(1, 255);
-        let out_reads = match cfg.out_reads {
-            Some(o) if o > max_rd => {
-                notes.push(format!(
-                    "-o {o} is above what {name} allows ({max_rd}); using {max_rd}"
-                ));
-                max_rd
-            }
-            Some(o) => o.max(1),
-            None => max_rd,
-        };
-        if dev.info.max_qp_wr > 0
-            && (cfg.tx_depth > dev.info.max_qp_wr || cfg.rx_depth > dev.info.max_qp_wr)
-        {
-            return Err(VerbsError::Config(format!(
-                "-t {} / -r {}: {name} allows at most {} work requests per queue",
-                cfg.tx_depth, cfg.rx_depth, dev.info.max_qp_wr
-            )));
-        }
+        let limits = limits::fit(cfg, &dev.info, port)?;
 
         let ctx = dev.ctx;
         let pd = ctx
@@ -260,11 +186,11 @@ impl VerbsEndpoint {
             port: port.port,
             gid: choice,
             active_mtu: port.active_mtu,
-            mtu,
+            mtu: limits.mtu,
             path_mtu: None,
-            out_reads,
+            out_reads: limits.out_reads,
             inline_size: cfg.inline_size,
-            notes,
+            notes: limits.notes,
         };
         Ok(VerbsEndpoint {
             qps,
@@ -317,7 +243,7 @@ impl VerbsEndpoint {
             .setup_service_level(rtr.sl)
             .setup_dest_lid(0)
             .setup_grh(
-                &Gid::from(Ipv6Addr::from(rtr.dgid)),
+                &VerbsGid::from(Ipv6Addr::from(rtr.dgid)),
                 0,
                 rtr.sgid_index,
                 rtr.hop_limit,
@@ -365,17 +291,6 @@ impl VerbsEndpoint {
 // pinned thread is sound. It is not Sync: posting from two threads at once is not supported here.
 unsafe impl Send for VerbsEndpoint {}
 
-fn post_error(call: &str, ret: i32) -> Error {
-    if ret == libc::ENOMEM {
-        Error::QueueFull
-    } else {
-        Error::Io {
-            context: call.to_string(),
-            source: io::Error::from_raw_os_error(ret),
-        }
-    }
-}
-
 impl Endpoint for VerbsEndpoint {
     fn local_info(&self) -> ConnInfo {
         ConnInfo {
@@ -421,15 +336,11 @@ impl Endpoint for VerbsEndpoint {
     }
 
     fn buffer(&self, qp: usize) -> &[u8] {
-        let b = &self.qps[qp].buf;
-        // SAFETY: the allocation is `len()` bytes and lives as long as `self`.
-        unsafe { std::slice::from_raw_parts(b.ptr.as_ptr(), b.len()) }
+        self.qps[qp].buf.as_slice()
     }
 
     fn buffer_mut(&mut self, qp: usize) -> &mut [u8] {
-        let b = &self.qps[qp].buf;
-        // SAFETY: as in `buffer`, and `&mut self` makes this the only Rust reference.
-        unsafe { std::slice::from_raw_parts_mut(b.ptr.as_ptr(), b.len()) }
+        self.qps[qp].buf.as_mut_slice()
     }
 
     fn post_send(&mut self, qp: usize, wr: &SendRequest) -> Result<()> {
@@ -440,91 +351,13 @@ impl Endpoint for VerbsEndpoint {
             length: wr.len,
             lkey: q.lkey,
         };
-        // SAFETY: ibv_send_wr is plain old data (integers, pointers, unions of them).
-        let mut swr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
-        swr.wr_id = wr.wr_id;
-        swr.sg_list = &mut sge;
-        swr.num_sge = 1;
-        let mut flags = 0;
-        if wr.signaled {
-            flags |= sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
-        }
-        if wr.inline {
-            if wr.len > inline_size {
-                return Err(Error::InvalidRequest(format!(
-                    "inline send of {} bytes but the QP was created with -I {inline_size}",
-                    wr.len
-                )));
-            }
-            flags |= sys::ibv_send_flags::IBV_SEND_INLINE.0;
-        }
-        swr.send_flags = flags;
-        let remote = || {
-            wr.remote.ok_or_else(|| {
-                Error::InvalidRequest("WRITE and READ need a remote address and rkey".into())
-            })
-        };
-        swr.opcode = match wr.op {
-            SendOp::Send => sys::ibv_wr_opcode::IBV_WR_SEND,
-            SendOp::SendWithImm(imm) => {
-                swr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-                sys::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM
-            }
-            SendOp::Write => {
-                let r = remote()?;
-                swr.wr.rdma = sys::rdma_t {
-                    remote_addr: r.addr,
-                    rkey: r.rkey,
-                };
-                sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE
-            }
-            SendOp::WriteWithImm(imm) => {
-                let r = remote()?;
-                swr.wr.rdma = sys::rdma_t {
-                    remote_addr: r.addr,
-                    rkey: r.rkey,
-                };
-                swr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-                sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM
-            }
-            SendOp::Read => {
-                if wr.inline {
-                    return Err(Error::InvalidRequest("a READ cannot be inline".into()));
-                }
-                let r = remote()?;
-                swr.wr.rdma = sys::rdma_t {
-                    remote_addr: r.addr,
-                    rkey: r.rkey,
-                };
-                sys::ibv_wr_opcode::IBV_WR_RDMA_READ
-            }
-            SendOp::FetchAdd(add) => {
-                let r = remote()?;
-                swr.wr.atomic = sys::atomic_t {
-                    remote_addr: r.addr,
-                    compare_add: add,
-                    swap: 0,
-                    rkey: r.rkey,
-                };
-                sys::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD
-            }
-            SendOp::CompareSwap { compare, swap } => {
-                let r = remote()?;
-                swr.wr.atomic = sys::atomic_t {
-                    remote_addr: r.addr,
-                    compare_add: compare,
-                    swap,
-                    rkey: r.rkey,
-                };
-                sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP
-            }
-        };
+        let mut swr = post::send_wr(wr, &mut sge, inline_size)?;
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
         // SAFETY: `q.raw` is a live QP; `swr` and `sge` outlive the call, which copies them (and the
         // inline data) into the send queue before returning.
         let ret = unsafe { sys::ibv_post_send(q.raw, &mut swr, &mut bad) };
         if ret != 0 {
-            return Err(post_error("ibv_post_send", ret));
+            return Err(post::post_error("ibv_post_send", ret));
         }
         Ok(())
     }
@@ -546,7 +379,7 @@ impl Endpoint for VerbsEndpoint {
         // SAFETY: as in post_send.
         let ret = unsafe { sys::ibv_post_recv(q.raw, &mut rwr, &mut bad) };
         if ret != 0 {
-            return Err(post_error("ibv_post_recv", ret));
+            return Err(post::post_error("ibv_post_recv", ret));
         }
         Ok(())
     }
@@ -567,29 +400,11 @@ impl Endpoint for VerbsEndpoint {
         }
         for (slot, w) in out.iter_mut().zip(&self.wcs[..got as usize]) {
             let qp = self.qpns.iter().position(|&n| n == w.qp_num).unwrap_or(0) as u32;
-            let with_imm = w.wc_flags & sys::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
             let status = wc::map_status(w.status);
             if w.status != 0 && self.failure.is_none() {
                 self.failure = Some(wc::describe(w.status, w.vendor_err, qp, w.wr_id));
             }
-            *slot = Completion {
-                wr_id: w.wr_id,
-                qp,
-                status,
-                op: match w.opcode {
-                    sys::ibv_wc_opcode::IBV_WC_RDMA_WRITE => CompletionOp::Write,
-                    sys::ibv_wc_opcode::IBV_WC_RDMA_READ => CompletionOp::Read,
-                    sys::ibv_wc_opcode::IBV_WC_RECV => CompletionOp::Recv,
-                    sys::ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM => CompletionOp::RecvWithImm,
-                    sys::ibv_wc_opcode::IBV_WC_FETCH_ADD => CompletionOp::FetchAdd,
-                    sys::ibv_wc_opcode::IBV_WC_COMP_SWAP => CompletionOp::CompareSwap,
-                    _ => CompletionOp::Send,
-                },
-                byte_len: w.byte_len,
-                // SAFETY: reading a u32 out of a union of u32s.
-                imm: with_imm
-                    .then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data })),
-            };
+            *slot = post::completion(w, qp, status);
         }
         Ok(got as usize)
     }

@@ -16,9 +16,15 @@ pub mod sysfs;
 pub mod wc;
 
 #[cfg(feature = "verbs")]
+mod buffer;
+#[cfg(feature = "verbs")]
 mod device;
 #[cfg(feature = "verbs")]
 mod endpoint;
+#[cfg(feature = "verbs")]
+mod limits;
+#[cfg(feature = "verbs")]
+mod post;
 
 pub use error::VerbsError;
 pub use gid::{GidChoice, GidEntry, GidPolicy, GidType};

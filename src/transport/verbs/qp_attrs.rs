@@ -7,16 +7,14 @@
 //! default), `rnr_retry` 7 and the initiator depth (`max_rd_atomic` = the peer's out_reads).
 
 use super::error::VerbsError;
-use super::gid::is_ipv4_mapped;
 use crate::params::TransportKind;
-use crate::transport::ConnInfo;
-use std::net::Ipv6Addr;
+use crate::transport::{ConnInfo, Gid, Param, RoceMtu};
 
 /// What this side brings to the connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalSide {
     /// Source GID.
-    pub gid: [u8; 16],
+    pub gid: Gid,
     /// Its index in the port's table.
     pub gid_index: u32,
     /// Largest MTU this side offers, in bytes.
@@ -51,7 +49,7 @@ pub struct Rtr {
     /// RNR NAK timer code (12 = 0.64 ms, as perftest).
     pub min_rnr_timer: u8,
     /// The peer's GID.
-    pub dgid: [u8; 16],
+    pub dgid: Gid,
     /// Our source GID index.
     pub sgid_index: u8,
     /// GRH hop limit (255, as perftest).
@@ -88,49 +86,40 @@ pub struct Plan {
     pub qps: Vec<(Rtr, Rts)>,
 }
 
-/// `enum ibv_mtu` (1 = 256 ... 5 = 4096) to bytes.
-pub fn mtu_bytes(code: u32) -> u32 {
-    match code {
-        1..=5 => 128 << code,
-        _ => 0,
-    }
-}
-
-/// Bytes to `enum ibv_mtu`: the largest code not above `bytes` (256 at least).
-pub fn mtu_code(bytes: u32) -> u32 {
-    (1..=5).rev().find(|&c| (128u32 << c) <= bytes).unwrap_or(1)
-}
-
 /// Checks the peer's description against ours and computes every transition, or names the mismatch.
 pub fn plan(local: &LocalSide, peer: &ConnInfo) -> Result<Plan, VerbsError> {
     if peer.transport != TransportKind::Verbs {
         return Err(VerbsError::Peer(format!(
-            "the peer runs --transport {}, this side --transport verbs; give both sides the same --transport",
-            peer.transport
+            "the peer runs {t} {}, this side {t} verbs; give both sides the same {t}",
+            peer.transport,
+            t = Param::Transport
         )));
     }
     if peer.qps.len() != local.psns.len() {
         return Err(VerbsError::Peer(format!(
-            "the peer has {} QPs (-q), this side {}; give both sides the same -q",
+            "the peer has {} QPs ({q}), this side {}; give both sides the same {q}",
             peer.qps.len(),
-            local.psns.len()
+            local.psns.len(),
+            q = Param::Qps
         )));
     }
     // perftest refuses the same mix: one IPv4-mapped GID and one native IPv6 GID cannot reach each other.
-    if is_ipv4_mapped(&local.gid) != is_ipv4_mapped(&peer.gid) {
-        let fam = |g: &[u8; 16]| {
-            if is_ipv4_mapped(g) {
+    if local.gid.is_ipv4_mapped() != peer.gid.is_ipv4_mapped() {
+        let fam = |g: Gid| {
+            if g.is_ipv4_mapped() {
                 "IPv4-mapped"
             } else {
                 "IPv6"
             }
         };
         return Err(VerbsError::Peer(format!(
-            "this side's GID {} is {} but the peer's GID {} is {}; choose GIDs of the same family on both sides (-x, --ipv6)",
-            Ipv6Addr::from(local.gid),
-            fam(&local.gid),
-            Ipv6Addr::from(peer.gid),
-            fam(&peer.gid)
+            "this side's GID {} is {} but the peer's GID {} is {}; choose GIDs of the same family on both sides ({}, {})",
+            local.gid,
+            fam(local.gid),
+            peer.gid,
+            fam(peer.gid),
+            Param::GidIndex,
+            Param::Ipv6
         )));
     }
     let mtu = local.mtu.min(peer.mtu);
@@ -140,7 +129,8 @@ pub fn plan(local: &LocalSide, peer: &ConnInfo) -> Result<Plan, VerbsError> {
             peer.mtu
         )));
     }
-    let code = mtu_code(mtu);
+    let path_mtu = RoceMtu::at_most(mtu);
+    let code = u32::from(path_mtu.ib_enum());
     let depth = |n: u32| n.clamp(1, 255) as u8;
     let qps = peer
         .qps
@@ -171,7 +161,7 @@ pub fn plan(local: &LocalSide, peer: &ConnInfo) -> Result<Plan, VerbsError> {
         })
         .collect();
     Ok(Plan {
-        path_mtu: mtu_bytes(code),
+        path_mtu: path_mtu.bytes(),
         qps,
     })
 }
@@ -181,12 +171,8 @@ mod tests {
     use super::*;
     use crate::transport::QpInfo;
 
-    fn mapped(last: u8) -> [u8; 16] {
-        let mut g = [0u8; 16];
-        g[10] = 0xff;
-        g[11] = 0xff;
-        g[12..].copy_from_slice(&[10, 0, 0, last]);
-        g
+    fn mapped(last: u8) -> Gid {
+        Gid::from_ip(std::net::Ipv4Addr::new(10, 0, 0, last).into())
     }
 
     fn local() -> LocalSide {
@@ -264,7 +250,7 @@ mod tests {
         let e = plan(&local(), &peer(1, 4096)).unwrap_err().to_string();
         assert!(e.contains("the peer has 1 QPs (-q), this side 2"), "{e}");
         let mut v6 = peer(2, 4096);
-        v6.gid = "2001:db8::2".parse::<Ipv6Addr>().unwrap().octets();
+        v6.gid = "2001:db8::2".parse().unwrap();
         let e = plan(&local(), &v6).unwrap_err().to_string();
         assert!(
             e.contains("::ffff:10.0.0.1 is IPv4-mapped but the peer's GID 2001:db8::2 is IPv6"),
@@ -292,15 +278,5 @@ mod tests {
         l.mtu = 2048;
         assert_eq!(plan(&l, &peer(2, 4096)).unwrap().path_mtu, 2048);
         assert_eq!(plan(&local(), &peer(2, 1500)).unwrap().path_mtu, 1024);
-    }
-
-    #[test]
-    fn mtu_codes_round_trip() {
-        for (code, bytes) in [(1, 256), (2, 512), (3, 1024), (4, 2048), (5, 4096)] {
-            assert_eq!(mtu_bytes(code), bytes);
-            assert_eq!(mtu_code(bytes), code);
-        }
-        assert_eq!(mtu_code(9000), 5);
-        assert_eq!(mtu_code(100), 1);
     }
 }

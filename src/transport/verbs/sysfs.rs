@@ -5,8 +5,8 @@
 //! rdma-core version (perftest's fallback reads the same files).
 
 use super::gid::{GidEntry, GidType};
+use crate::transport::Gid;
 use std::fs;
-use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 
 /// A sysfs tree (`/sys` on a real host).
@@ -112,8 +112,8 @@ fn list_dir(p: &Path) -> Vec<String> {
 }
 
 /// Parses sysfs's `fe80:0000:0000:0000:c8d1:02ff:fe3a:9b01` (or any IPv6 text) into bytes.
-pub fn parse_gid(text: &str) -> Option<[u8; 16]> {
-    text.trim().parse::<Ipv6Addr>().ok().map(|a| a.octets())
+pub fn parse_gid(text: &str) -> Option<Gid> {
+    text.trim().parse().ok()
 }
 
 #[cfg(test)]

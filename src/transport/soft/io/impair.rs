@@ -9,6 +9,7 @@
 use std::fmt;
 
 use super::batch::TxBatch;
+use crate::transport::rng::SplitMix64;
 
 /// The environment variable the soft transport reads its impairment from.
 pub const IMPAIR_ENV: &str = "ROCEPERF_IMPAIR";
@@ -121,7 +122,7 @@ pub struct Impairer {
     duplicate: u64,
     reorder: u64,
     corrupt: u64,
-    state: u64,
+    rng: SplitMix64,
     /// What was done so far.
     pub stats: ImpairStats,
 }
@@ -143,18 +144,15 @@ impl Impairer {
             duplicate: threshold(cfg.duplicate),
             reorder: threshold(cfg.reorder),
             corrupt: threshold(cfg.corrupt),
-            state: cfg.seed,
+            rng: SplitMix64::new(cfg.seed),
             stats: ImpairStats::default(),
         }
     }
 
-    /// splitmix64: tiny, fast, and good enough to pick which packets to hit.
+    /// The next random bits: SplitMix64 is tiny, fast, and good enough to pick which packets to hit.
+    #[inline]
     fn next(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.rng.next_u64()
     }
 
     fn hit(&mut self, threshold: u64) -> bool {

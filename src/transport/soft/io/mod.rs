@@ -21,6 +21,9 @@ pub mod sockaddr;
 pub mod udp;
 
 use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd};
+
+use crate::transport::Param;
 
 /// The UDP port RoCE v2 is sent to (`ROCE_V2_UDP_DPORT`).
 pub const ROCE_V2_PORT: u16 = 4791;
@@ -30,7 +33,8 @@ pub const ROCE_V2_PORT: u16 = 4791;
 pub enum IoError {
     /// Someone already owns the UDP port on that address.
     #[error(
-        "UDP port {port} on {addr} is taken: another roceperf or the kernel's rdma_rxe owns it; use distinct addresses for the two sides (e.g. 127.0.0.1 and 127.0.0.2 on lo, chosen with --bind), a network namespace per side (scripts/netns.sh up), or unload rdma_rxe"
+        "UDP port {port} on {addr} is taken: another roceperf or the kernel's rdma_rxe owns it; use distinct addresses for the two sides (e.g. 127.0.0.1 and 127.0.0.2 on lo, chosen with {}), a network namespace per side (scripts/netns.sh up), or unload rdma_rxe",
+        Param::Bind
     )]
     PortInUse {
         /// The address we tried to bind.
@@ -53,7 +57,8 @@ pub enum IoError {
     },
     /// AF_PACKET needs CAP_NET_RAW.
     #[error(
-        "--io packet needs the CAP_NET_RAW capability to open an AF_PACKET socket on '{dev}': run as root, or grant it once with `sudo setcap cap_net_raw+ep <path to the binary>`; or use `--io udp` (RoCE v2 only, no privileges)"
+        "{io} packet needs the CAP_NET_RAW capability to open an AF_PACKET socket on '{dev}': run as root, or grant it once with `sudo setcap cap_net_raw+ep <path to the binary>`; or use `{io} udp` (RoCE v2 only, no privileges)",
+        io = Param::Io
     )]
     NeedCapNetRaw {
         /// The interface.
@@ -80,18 +85,29 @@ impl IoError {
     }
 }
 
-/// Sets an integer socket option, naming it in the error.
+impl IoError {
+    /// An `Os` error from a rustix call.
+    pub(crate) fn os(context: impl Into<String>, errno: rustix::io::Errno) -> IoError {
+        IoError::Os {
+            context: context.into(),
+            source: errno.into(),
+        }
+    }
+}
+
+/// Sets an integer socket option that rustix has no typed setter for, naming it in the error.
 pub(crate) fn setsockopt_int(
-    fd: std::os::fd::RawFd,
+    fd: impl AsFd,
     level: libc::c_int,
     name: libc::c_int,
     value: libc::c_int,
     what: &str,
 ) -> Result<(), IoError> {
-    // SAFETY: value is a live c_int and its size is passed.
+    // SAFETY: `fd` is an open descriptor (borrowed for the call); `value` is a live c_int and its
+    // size is passed, which is what every integer option reads.
     let rc = unsafe {
         libc::setsockopt(
-            fd,
+            fd.as_fd().as_raw_fd(),
             level,
             name,
             &value as *const libc::c_int as *const libc::c_void,
@@ -105,43 +121,53 @@ pub(crate) fn setsockopt_int(
     }
 }
 
-/// Reads an integer socket option.
-pub(crate) fn getsockopt_int(
-    fd: std::os::fd::RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    what: &str,
-) -> Result<libc::c_int, IoError> {
-    let mut value: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: value and len are live and sized.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            &mut value as *mut libc::c_int as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if rc < 0 {
-        Err(IoError::last_os(format!("getsockopt({what})")))
-    } else {
-        Ok(value)
-    }
-}
-
 /// Grows a socket buffer to `bytes`: SO_*BUFFORCE when privileged (ignores rmem_max), else the
 /// ordinary option, which the kernel caps at net.core.{r,w}mem_max.
-pub(crate) fn grow_buffer(fd: std::os::fd::RawFd, rx: bool, bytes: usize) -> Result<(), IoError> {
-    let bytes = bytes.min(i32::MAX as usize) as libc::c_int;
-    let (force, plain, what) = if rx {
-        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, "SO_RCVBUF")
+pub(crate) fn grow_buffer(fd: impl AsFd, rx: bool, bytes: usize) -> Result<(), IoError> {
+    use rustix::net::sockopt;
+    let bytes = bytes.min(i32::MAX as usize);
+    let forced = if rx {
+        sockopt::set_socket_recv_buffer_size_force(&fd, bytes)
     } else {
-        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, "SO_SNDBUF")
+        sockopt::set_socket_send_buffer_size_force(&fd, bytes)
     };
-    if setsockopt_int(fd, libc::SOL_SOCKET, force, bytes, what).is_ok() {
+    if forced.is_ok() {
         return Ok(());
     }
-    setsockopt_int(fd, libc::SOL_SOCKET, plain, bytes, what)
+    let (plain, what) = if rx {
+        (
+            sockopt::set_socket_recv_buffer_size(&fd, bytes),
+            "SO_RCVBUF",
+        )
+    } else {
+        (
+            sockopt::set_socket_send_buffer_size(&fd, bytes),
+            "SO_SNDBUF",
+        )
+    };
+    plain.map_err(|e| IoError::os(format!("setsockopt({what}={bytes})"), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_flags_as_typed() {
+        let busy = IoError::PortInUse {
+            addr: "127.0.0.1".parse().unwrap(),
+            port: 4791,
+        };
+        assert_eq!(
+            busy.to_string(),
+            "UDP port 4791 on 127.0.0.1 is taken: another roceperf or the kernel's rdma_rxe owns it; use distinct addresses for the two sides (e.g. 127.0.0.1 and 127.0.0.2 on lo, chosen with --bind), a network namespace per side (scripts/netns.sh up), or unload rdma_rxe"
+        );
+        let raw = IoError::NeedCapNetRaw {
+            dev: "veth0".into(),
+        };
+        assert_eq!(
+            raw.to_string(),
+            "--io packet needs the CAP_NET_RAW capability to open an AF_PACKET socket on 'veth0': run as root, or grant it once with `sudo setcap cap_net_raw+ep <path to the binary>`; or use `--io udp` (RoCE v2 only, no privileges)"
+        );
+    }
 }

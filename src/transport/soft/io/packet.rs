@@ -9,7 +9,10 @@
 //! unrelated frame is ever queued to us. Our own transmitted frames are not looped back to us
 //! (PACKET_IGNORE_OUTGOING). Frames move in `recvmmsg`/`sendmmsg` batches over preallocated slots.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use rustix::io::Errno;
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::batch::{RxBatch, TxBatch};
 use super::ring::RxRing;
@@ -138,29 +141,19 @@ pub struct PacketSocket {
 impl PacketSocket {
     /// Opens the socket on `dev`. Fails with [`IoError::NeedCapNetRaw`] without CAP_NET_RAW.
     pub fn open(dev: &NetDev, cfg: &PacketConfig) -> Result<PacketSocket, IoError> {
-        // Protocol 0: nothing is queued to the socket until bind, after the filter is in place.
-        // SAFETY: plain socket creation; ownership goes to OwnedFd.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        };
-        if raw < 0 {
-            let err = std::io::Error::last_os_error();
-            return Err(match err.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => IoError::NeedCapNetRaw {
-                    dev: dev.name.clone(),
-                },
-                _ => IoError::Os {
-                    context: format!("socket(AF_PACKET) for {}", dev.name),
-                    source: err,
-                },
-            });
-        }
-        // SAFETY: raw is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // Protocol 0 (`None`): nothing is queued to the socket until bind, after the filter is in place.
+        let fd = rustix::net::socket_with(
+            AddressFamily::PACKET,
+            SocketType::RAW,
+            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|e| match e {
+            Errno::PERM | Errno::ACCESS => IoError::NeedCapNetRaw {
+                dev: dev.name.clone(),
+            },
+            _ => IoError::os(format!("socket(AF_PACKET) for {}", dev.name), e),
+        })?;
         let s = fd.as_raw_fd();
         let prog = roce_filter(cfg.udp_port);
         let fprog = libc::sock_fprog {
@@ -185,7 +178,7 @@ impl PacketSocket {
         }
         // Our own frames would otherwise come back to us as PACKET_OUTGOING copies.
         setsockopt_int(
-            s,
+            &fd,
             libc::SOL_PACKET,
             PACKET_IGNORE_OUTGOING,
             1,
@@ -193,15 +186,15 @@ impl PacketSocket {
         )?;
         if cfg.qdisc_bypass {
             setsockopt_int(
-                s,
+                &fd,
                 libc::SOL_PACKET,
                 PACKET_QDISC_BYPASS,
                 1,
                 "PACKET_QDISC_BYPASS",
             )?;
         }
-        grow_buffer(s, true, cfg.socket_buffer)?;
-        grow_buffer(s, false, cfg.socket_buffer)?;
+        grow_buffer(&fd, true, cfg.socket_buffer)?;
+        grow_buffer(&fd, false, cfg.socket_buffer)?;
         let ring = match cfg.rx_ring_frames {
             0 => None,
             n => {

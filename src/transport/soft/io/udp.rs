@@ -12,10 +12,14 @@
 //! headers, iovecs, addresses and packet slots allocated once.
 
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use rustix::io::Errno;
+use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery, Ipv6PathMtuDiscovery};
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::batch::{RxBatch, TxBatch};
-use super::{IoError, ROCE_V2_PORT, getsockopt_int, grow_buffer, setsockopt_int, sockaddr};
+use super::{IoError, ROCE_V2_PORT, grow_buffer, setsockopt_int};
 use crate::transport::soft::netdev::NetDev;
 
 /// Largest UDP payload of a RoCE packet at MTU 4096: BTH 12 + RETH 16 + ImmDt 4 + 4096 + ICRC 4,
@@ -87,50 +91,33 @@ impl UdpSocket {
     /// Binds `addr` without checking it against an interface (`scope` is the IPv6 scope id).
     pub fn bind_scoped(addr: IpAddr, scope: u32, cfg: &UdpConfig) -> Result<UdpSocket, IoError> {
         let family = if addr.is_ipv4() {
-            libc::AF_INET
+            AddressFamily::INET
         } else {
-            libc::AF_INET6
+            AddressFamily::INET6
         };
-        // SAFETY: plain socket creation; ownership goes to OwnedFd.
-        let raw = unsafe {
-            libc::socket(
-                family,
-                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        };
-        if raw < 0 {
-            return Err(IoError::last_os("socket(SOCK_DGRAM) for RoCE v2"));
-        }
-        // SAFETY: raw is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let s = fd.as_raw_fd();
+        let fd = rustix::net::socket_with(
+            family,
+            SocketType::DGRAM,
+            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|e| IoError::os("socket(SOCK_DGRAM) for RoCE v2", e))?;
         match addr {
             IpAddr::V4(_) => {
-                setsockopt_int(
-                    s,
-                    libc::IPPROTO_IP,
-                    libc::IP_MTU_DISCOVER,
-                    libc::IP_PMTUDISC_DO,
-                    "IP_MTU_DISCOVER",
-                )?;
+                sockopt::set_ip_mtu_discover(&fd, Ipv4PathMtuDiscovery::DO)
+                    .map_err(failed("IP_MTU_DISCOVER", libc::IP_PMTUDISC_DO))?;
                 if cfg.zero_checksum {
-                    setsockopt_int(s, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1, "SO_NO_CHECK")?;
+                    setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1, "SO_NO_CHECK")?;
                 }
-                setsockopt_int(s, libc::IPPROTO_IP, libc::IP_PKTINFO, 1, "IP_PKTINFO")?;
+                setsockopt_int(&fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1, "IP_PKTINFO")?;
             }
             IpAddr::V6(_) => {
-                setsockopt_int(s, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1, "IPV6_V6ONLY")?;
-                setsockopt_int(
-                    s,
-                    libc::IPPROTO_IPV6,
-                    libc::IPV6_MTU_DISCOVER,
-                    libc::IPV6_PMTUDISC_DO,
-                    "IPV6_MTU_DISCOVER",
-                )?;
+                sockopt::set_ipv6_v6only(&fd, true).map_err(failed("IPV6_V6ONLY", 1))?;
+                sockopt::set_ipv6_mtu_discover(&fd, Ipv6PathMtuDiscovery::DO)
+                    .map_err(failed("IPV6_MTU_DISCOVER", libc::IPV6_PMTUDISC_DO))?;
                 if cfg.zero_checksum {
                     setsockopt_int(
-                        s,
+                        &fd,
                         libc::IPPROTO_UDP,
                         UDP_NO_CHECK6_TX,
                         1,
@@ -138,14 +125,14 @@ impl UdpSocket {
                     )?;
                 }
                 setsockopt_int(
-                    s,
+                    &fd,
                     libc::IPPROTO_UDP,
                     UDP_NO_CHECK6_RX,
                     1,
                     "UDP_NO_CHECK6_RX",
                 )?;
                 setsockopt_int(
-                    s,
+                    &fd,
                     libc::IPPROTO_IPV6,
                     libc::IPV6_RECVPKTINFO,
                     1,
@@ -154,36 +141,26 @@ impl UdpSocket {
             }
         }
         if cfg.gro {
-            setsockopt_int(s, libc::SOL_UDP, super::batch::UDP_GRO, 1, "UDP_GRO")?;
+            setsockopt_int(&fd, libc::SOL_UDP, super::batch::UDP_GRO, 1, "UDP_GRO")?;
         }
-        grow_buffer(s, true, cfg.socket_buffer)?;
-        grow_buffer(s, false, cfg.socket_buffer)?;
+        grow_buffer(&fd, true, cfg.socket_buffer)?;
+        grow_buffer(&fd, false, cfg.socket_buffer)?;
         let local = match addr {
             IpAddr::V4(v4) => SocketAddr::new(IpAddr::V4(v4), cfg.port),
             IpAddr::V6(v6) => SocketAddr::V6(std::net::SocketAddrV6::new(v6, cfg.port, 0, scope)),
         };
-        // SAFETY: all-zero is a valid sockaddr_storage.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let len = sockaddr::encode(local, &mut ss);
-        // SAFETY: ss holds a valid address of length len.
-        if unsafe { libc::bind(s, &ss as *const _ as *const libc::sockaddr, len) } < 0 {
-            let err = std::io::Error::last_os_error();
-            return Err(match err.raw_os_error() {
-                Some(libc::EADDRINUSE) => IoError::PortInUse {
-                    addr,
-                    port: cfg.port,
-                },
-                Some(libc::EADDRNOTAVAIL) => IoError::AddrNotOnInterface {
-                    addr,
-                    dev: "any interface of this network namespace".into(),
-                    available: Vec::new(),
-                },
-                _ => IoError::Os {
-                    context: format!("bind UDP {local}"),
-                    source: err,
-                },
-            });
-        }
+        rustix::net::bind(&fd, &local).map_err(|e| match e {
+            Errno::ADDRINUSE => IoError::PortInUse {
+                addr,
+                port: cfg.port,
+            },
+            Errno::ADDRNOTAVAIL => IoError::AddrNotOnInterface {
+                addr,
+                dev: "any interface of this network namespace".into(),
+                available: Vec::new(),
+            },
+            _ => IoError::os(format!("bind UDP {local}"), e),
+        })?;
         Ok(UdpSocket { fd, local })
     }
 
@@ -194,13 +171,8 @@ impl UdpSocket {
 
     /// The receive buffer the kernel actually granted (it reports twice the requested value).
     pub fn recv_buffer(&self) -> Result<usize, IoError> {
-        getsockopt_int(
-            self.fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            "SO_RCVBUF",
-        )
-        .map(|v| v as usize)
+        sockopt::socket_recv_buffer_size(&self.fd)
+            .map_err(|e| IoError::os("getsockopt(SO_RCVBUF)", e))
     }
 
     /// Receives up to a batch of datagrams without blocking; returns how many (0 when none wait).
@@ -232,6 +204,11 @@ impl UdpSocket {
             source,
         })
     }
+}
+
+/// The error of a typed socket option setter, named as `setsockopt_int` names its own.
+fn failed(what: &'static str, value: libc::c_int) -> impl FnOnce(Errno) -> IoError {
+    move |e| IoError::os(format!("setsockopt({what}={value})"), e)
 }
 
 /// What EPERM on a send means: netfilter dropped the datagram on its way out.
@@ -325,7 +302,7 @@ mod tests {
         // only gets it because of UDP_NO_CHECK6_RX.
         let a = std::net::UdpSocket::bind((ip, 0)).unwrap();
         setsockopt_int(
-            a.as_raw_fd(),
+            &a,
             libc::IPPROTO_UDP,
             UDP_NO_CHECK6_TX,
             1,

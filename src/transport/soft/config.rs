@@ -1,0 +1,268 @@
+//! What configures a soft endpoint ([`SoftConfig`], [`IoKind`]) and what can go wrong setting one
+//! up ([`SoftError`]).
+
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use super::io::impair::{ImpairConfig, ImpairParseError};
+use super::io::{IoError, ROCE_V2_PORT};
+use super::netdev::{AddrFamily, NetdevError};
+use super::rc::ConfigError;
+use crate::params::{RoceVersion, TransportKind};
+use crate::transport::{Error, Gid, Param};
+
+/// Which I/O backend carries the packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoKind {
+    /// A UDP socket on port 4791: RoCE v2 only, unprivileged.
+    Udp,
+    /// AF_PACKET raw frames: RoCE v1 and v2, needs CAP_NET_RAW.
+    Packet,
+}
+
+impl IoKind {
+    /// `udp` or `packet`, as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoKind::Udp => "udp",
+            IoKind::Packet => "packet",
+        }
+    }
+}
+
+/// Everything that configures a soft endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SoftConfig {
+    /// Network interface (`-d`).
+    pub device: String,
+    /// RoCE version (`--roce`).
+    pub version: RoceVersion,
+    /// I/O backend.
+    pub io: IoKind,
+    /// Local address to use; default: the interface's first address of `family`.
+    pub bind: Option<IpAddr>,
+    /// Address family for RoCE v2 when `bind` is not given.
+    pub family: AddrFamily,
+    /// GID table index (`-x`): picks the GID, and for RoCE v2 the address, from
+    /// [`NetDev::gids_for`](super::netdev::NetDev::gids_for). Overrides `family`; must agree with
+    /// `bind` when both are given.
+    pub gid_index: Option<u32>,
+    /// Requested path MTU (`-m`); the interface's active MTU caps it.
+    pub mtu: Option<u32>,
+    /// Queue pairs (`-q`).
+    pub qps: usize,
+    /// Bytes of registered buffer per queue pair.
+    pub buffer_len: usize,
+    /// Send-queue depth per QP.
+    pub sq_depth: usize,
+    /// Receive-queue depth per QP.
+    pub rq_depth: usize,
+    /// UDP port of both sides (4791; tests on one host may use another with the UDP backend).
+    pub udp_port: u16,
+    /// Packets per receive and transmit batch.
+    pub batch: usize,
+    /// Deliberate transmit impairment; `None` reads `ROCEPERF_IMPAIR`.
+    pub impair: Option<ImpairConfig>,
+    /// Local ACK timeout code (4.096 µs × 2^t).
+    pub timeout: u8,
+    /// Retransmissions without progress before the QP fails (a dead peer becomes an error).
+    pub retry_cnt: u8,
+    /// Outstanding READs per QP, both directions.
+    pub max_rd_atomic: u32,
+    /// UDP backend only: send runs of equal packets as one UDP_SEGMENT super-datagram and receive
+    /// with UDP_GRO (on by default). Several times faster; segment k of an IPv4 send carries IP ID k,
+    /// and its ICRC is computed for it. Captures on the sending host (lo, veth) show super-datagrams:
+    /// turn it off to see every packet. Impairment turns it off by itself (it works on single packets).
+    pub gso: bool,
+    /// AF_PACKET backend only: receive through a PACKET_MMAP ring of this many frames instead of
+    /// `recvmmsg` (0: no ring). An idle poll then costs a memory load instead of a syscall.
+    pub packet_rx_ring: usize,
+    /// Unacknowledged PSNs a requester lets out before it waits. rxe uses 128; a userspace peer
+    /// whose thread may be descheduled for milliseconds needs a deeper window to keep the link busy.
+    pub max_unacked_psns: u32,
+}
+
+impl SoftConfig {
+    /// Defaults: UDP backend for v2 (AF_PACKET for v1), IPv4, one QP with a 64 KiB buffer.
+    pub fn new(device: &str, version: RoceVersion) -> SoftConfig {
+        SoftConfig {
+            device: device.to_string(),
+            version,
+            io: match version {
+                RoceVersion::V1 => IoKind::Packet,
+                RoceVersion::V2 => IoKind::Udp,
+            },
+            bind: None,
+            family: AddrFamily::Ipv4,
+            gid_index: None,
+            mtu: None,
+            qps: 1,
+            buffer_len: 65536,
+            sq_depth: 512,
+            rq_depth: 512,
+            udp_port: ROCE_V2_PORT,
+            batch: 64,
+            impair: None,
+            timeout: 14,
+            retry_cnt: 7,
+            max_rd_atomic: 16,
+            max_unacked_psns: 1024,
+            gso: true,
+            packet_rx_ring: 512,
+        }
+    }
+}
+
+/// Setup errors of the soft transport; each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum SoftError {
+    /// The interface could not be used.
+    #[error(transparent)]
+    Netdev(#[from] NetdevError),
+    /// The socket could not be opened.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// A queue-pair attribute is out of range.
+    #[error(transparent)]
+    Qp(#[from] ConfigError),
+    /// `ROCEPERF_IMPAIR` is malformed.
+    #[error(transparent)]
+    Impair(#[from] ImpairParseError),
+    /// RoCE v1 over the UDP backend.
+    #[error(
+        "RoCE v1 (Ethertype 0x8915) cannot travel over a UDP socket; use {} packet (needs CAP_NET_RAW) or {} v2",
+        Param::Io,
+        Param::Roce
+    )]
+    V1OverUdp,
+    /// Too few or too many queue pairs.
+    #[error(
+        "{} {qps}: the soft transport supports 1..65535 queue pairs",
+        Param::Qps
+    )]
+    QpCount {
+        /// The number asked for.
+        qps: usize,
+    },
+    /// `-x` beyond the interface's GID table.
+    #[error(
+        "{} {index}: interface {dev} has {} RoCE {version} GIDs ({}); pick one of them",
+        Param::GidIndex,
+        table.len(),
+        if table.is_empty() { "none".to_string() } else { table.join("; ") }
+    )]
+    NoSuchGid {
+        /// The index asked for.
+        index: u32,
+        /// The interface.
+        dev: String,
+        /// The RoCE version whose table was searched.
+        version: RoceVersion,
+        /// The table, one `i: entry` per GID.
+        table: Vec<String>,
+    },
+    /// `-x` and `--bind` name different addresses.
+    #[error(
+        "{} {index} selects GID {gid} of address {ip}, but the address {bind} was also asked for; give one of them",
+        Param::GidIndex
+    )]
+    GidVersusBind {
+        /// The GID index.
+        index: u32,
+        /// The GID it selects.
+        gid: Gid,
+        /// The address behind that GID.
+        ip: IpAddr,
+        /// The address given with `--bind`.
+        bind: IpAddr,
+    },
+    /// The peer's description does not fit ours.
+    #[error("peer mismatch: {0}")]
+    Peer(#[from] PeerMismatch),
+}
+
+impl From<SoftError> for Error {
+    fn from(e: SoftError) -> Error {
+        match e {
+            SoftError::Peer(m) => Error::Connection(m.to_string()),
+            other => Error::Unavailable(other.to_string()),
+        }
+    }
+}
+
+/// Why this side cannot talk to the peer it was given; each says what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PeerMismatch {
+    /// The peer runs another transport.
+    #[error("the peer runs {} {}, this side soft", Param::Transport, .0)]
+    Transport(TransportKind),
+    /// The two sides have different numbers of queue pairs.
+    #[error(
+        "the peer has {peer} queue pairs and this side {ours}; give both the same {}",
+        Param::Qps
+    )]
+    QpCount {
+        /// The peer's.
+        peer: usize,
+        /// Ours.
+        ours: usize,
+    },
+    /// The peer offered an MTU that is none of the five RoCE MTUs.
+    #[error("the peer's MTU {0} is not a RoCE MTU")]
+    Mtu(u32),
+    /// The peer's socket address does not parse.
+    #[error("peer address '{0}' is not IP:port")]
+    Address(String),
+    /// One side uses IPv4, the other IPv6 (UDP backend: both addresses known).
+    #[error("this side uses {local} and the peer {peer}: both must be IPv4 or both IPv6")]
+    Family {
+        /// Our address.
+        local: IpAddr,
+        /// The peer's.
+        peer: IpAddr,
+    },
+    /// One side uses IPv4, the other IPv6 (AF_PACKET backend).
+    #[error("this side uses {local:?} and the peer {peer}: both must be IPv4 or both IPv6")]
+    FramedFamily {
+        /// Our address, if any.
+        local: Option<IpAddr>,
+        /// The peer's.
+        peer: IpAddr,
+    },
+    /// A RoCE v1 peer gave no MAC and none can be derived from its GID.
+    #[error(
+        "the peer sent no MAC address and its RoCE v1 GID is not a link-local EUI-64 one; run roceperf on both sides, or use RoCE v2"
+    )]
+    NoMac,
+    /// The kernel's neighbour table could not give the peer's MAC (the text says why).
+    #[error("{0}")]
+    Neighbour(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_mismatches_name_the_flags_as_typed() {
+        let e = |m: PeerMismatch| Error::from(SoftError::from(m)).to_string();
+        assert_eq!(
+            e(PeerMismatch::Transport(TransportKind::Tcp)),
+            "connection to the peer failed: the peer runs --transport tcp, this side soft"
+        );
+        assert_eq!(
+            e(PeerMismatch::QpCount { peer: 2, ours: 1 }),
+            "connection to the peer failed: the peer has 2 queue pairs and this side 1; give both the same -q"
+        );
+        assert_eq!(
+            e(PeerMismatch::Mtu(1500)),
+            "connection to the peer failed: the peer's MTU 1500 is not a RoCE MTU"
+        );
+        assert_eq!(
+            Error::from(SoftError::V1OverUdp).to_string(),
+            "RoCE v1 (Ethertype 0x8915) cannot travel over a UDP socket; use --io packet (needs CAP_NET_RAW) or --roce v2"
+        );
+    }
+}

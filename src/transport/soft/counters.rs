@@ -1,0 +1,208 @@
+//! The soft endpoint's counters ([`SoftCounters`], [`DropSummary`]): what `-v` prints and the JSON
+//! report carries, summed over the endpoint's own receive path and every engine.
+
+use serde::Serialize;
+
+use super::io::impair::ImpairStats;
+use super::rc::{Counters, NakCounts};
+
+/// Received packets dropped, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DropSummary {
+    /// The ICRC did not match.
+    pub bad_icrc: u64,
+    /// No queue pair of this endpoint has the BTH.DestQP.
+    pub unknown_qpn: u64,
+    /// Too short, cut (truncated), inconsistent lengths, or a header RoCE never sends.
+    pub malformed: u64,
+    /// Addressed to another host or GID, or of the other RoCE version.
+    pub not_for_us: u64,
+    /// Dropped by an engine, all reasons below together.
+    pub protocol: u64,
+    /// Requests beyond the expected PSN after the one PSN-sequence NAK was sent.
+    pub out_of_sequence: u64,
+    /// Duplicate requests with nothing to replay.
+    pub duplicate_unmatched: u64,
+    /// ACKs and responses for PSNs no work request waits for (stale, duplicated, out of order).
+    pub stale_response: u64,
+    /// Responses whose opcode, length or AETH do not fit the request they answer.
+    pub bad_response: u64,
+    /// Requests left for the peer to retransmit because the answer queue was full.
+    pub response_queue_full: u64,
+    /// Packets for a queue pair in the error state.
+    pub qp_error: u64,
+}
+
+/// The counters `-v` prints and the JSON report carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SoftCounters {
+    /// Packets received from the backend.
+    pub rx_packets: u64,
+    /// Packets handed to the backend.
+    pub tx_packets: u64,
+    /// Receive syscalls that returned packets.
+    pub rx_batches: u64,
+    /// Transmit syscalls.
+    pub tx_batches: u64,
+    /// Request packets retransmitted (go-back-N).
+    pub retransmitted_packets: u64,
+    /// Retransmission timer expiries.
+    pub timeouts: u64,
+    /// Duplicate requests received.
+    pub duplicate_requests: u64,
+    /// ACKs (and atomic ACKs) the responders sent, re-ACKs of duplicates included.
+    pub acks_sent: u64,
+    /// ACKs (and atomic ACKs) the requesters accepted.
+    pub acks_received: u64,
+    /// NAKs sent, by kind.
+    pub naks_sent: NakCounts,
+    /// NAKs received, by kind.
+    pub naks_received: NakCounts,
+    /// Remote accesses refused for a bad rkey, bounds or rights (out-of-bounds access).
+    pub remote_access_violations: u64,
+    /// Receive drops, by reason.
+    pub drops: DropSummary,
+    /// What the deliberate impairment did.
+    pub impair: ImpairStats,
+}
+
+impl SoftCounters {
+    /// Adds one engine's counters (its drops also into the `protocol` total).
+    pub fn add_engine(&mut self, k: &Counters) {
+        self.retransmitted_packets += k.retransmitted_packets;
+        self.timeouts += k.timeouts;
+        self.duplicate_requests += k.duplicate_requests;
+        self.acks_sent += k.acks_sent;
+        self.acks_received += k.acks_received;
+        self.naks_sent.add(&k.naks_sent);
+        self.naks_received.add(&k.naks_received);
+        self.remote_access_violations += k.remote_access_violations;
+        let d = k.drops;
+        let c = &mut self.drops;
+        c.unknown_qpn += d.unknown_qpn;
+        c.malformed += d.malformed;
+        c.protocol += d.out_of_sequence
+            + d.duplicate_unmatched
+            + d.stale_response
+            + d.bad_response
+            + d.response_queue_full
+            + d.qp_error;
+        c.out_of_sequence += d.out_of_sequence;
+        c.duplicate_unmatched += d.duplicate_unmatched;
+        c.stale_response += d.stale_response;
+        c.bad_response += d.bad_response;
+        c.response_queue_full += d.response_queue_full;
+        c.qp_error += d.qp_error;
+    }
+}
+
+impl std::fmt::Display for SoftCounters {
+    /// The `-v` block: one line per family of counters.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = |k: &NakCounts| {
+            format!(
+                "psn-sequence {} rnr {} invalid-request {} remote-access {} remote-operational {}",
+                k.psn_seq, k.rnr, k.invalid_request, k.remote_access, k.remote_operational
+            )
+        };
+        let d = &self.drops;
+        writeln!(
+            f,
+            " packets: sent {} in {} batches, received {} in {} batches",
+            self.tx_packets, self.tx_batches, self.rx_packets, self.rx_batches
+        )?;
+        writeln!(
+            f,
+            " retransmitted packets {}, timeouts {}, duplicate requests {}, ACKs sent {} received {}",
+            self.retransmitted_packets,
+            self.timeouts,
+            self.duplicate_requests,
+            self.acks_sent,
+            self.acks_received
+        )?;
+        writeln!(f, " NAKs sent: {}", n(&self.naks_sent))?;
+        writeln!(f, " NAKs received: {}", n(&self.naks_received))?;
+        writeln!(
+            f,
+            " drops: bad-icrc {} unknown-qpn {} malformed {} not-for-us {} protocol {} out-of-bounds-access {}",
+            d.bad_icrc,
+            d.unknown_qpn,
+            d.malformed,
+            d.not_for_us,
+            d.protocol,
+            self.remote_access_violations
+        )?;
+        writeln!(
+            f,
+            " protocol drops: out-of-sequence {} duplicate-unmatched {} stale-response {} bad-response {} response-queue-full {} qp-error {}",
+            d.out_of_sequence,
+            d.duplicate_unmatched,
+            d.stale_response,
+            d.bad_response,
+            d.response_queue_full,
+            d.qp_error
+        )?;
+        let i = &self.impair;
+        if *i != ImpairStats::default() {
+            writeln!(
+                f,
+                " deliberate impairment: dropped {} duplicated {} reordered {} corrupted {}",
+                i.dropped, i.duplicated, i.reordered, i.corrupted
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_print_every_drop_reason() {
+        let mut c = SoftCounters::default();
+        c.drops.bad_icrc = 3;
+        c.drops.stale_response = 4;
+        c.drops.qp_error = 5;
+        c.acks_sent = 6;
+        c.naks_received.psn_seq = 2;
+        // The JSON report keeps its field names.
+        let json = serde_json::to_value(c).unwrap();
+        assert_eq!(json["naks_received"]["psn_sequence"], 2, "{json}");
+        let text = c.to_string();
+        for needle in [
+            "bad-icrc 3",
+            "stale-response 4",
+            "qp-error 5",
+            "out-of-sequence 0",
+            "duplicate-unmatched 0",
+            "bad-response 0",
+            "response-queue-full 0",
+            "ACKs sent 6",
+            "duplicate requests 0",
+            "unknown-qpn 0",
+            "malformed 0",
+            "out-of-bounds-access 0",
+            "psn-sequence 2",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+        assert!(!text.contains("impairment"));
+    }
+
+    #[test]
+    fn engine_drops_add_up_into_protocol() {
+        let mut k = Counters::default();
+        k.drops.stale_response = 2;
+        k.drops.qp_error = 1;
+        k.drops.unknown_qpn = 4;
+        k.acks_sent = 3;
+        let mut c = SoftCounters::default();
+        c.add_engine(&k);
+        c.add_engine(&k);
+        assert_eq!(c.drops.protocol, 6);
+        assert_eq!(c.drops.stale_response, 4);
+        assert_eq!(c.drops.unknown_qpn, 8);
+        assert_eq!(c.acks_sent, 6);
+    }
+}

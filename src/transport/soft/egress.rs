@@ -1,0 +1,218 @@
+//! The transmit side: an [`Outbox`] that the engines fill packet by packet, framing each (AF_PACKET)
+//! or leaving the headers to the kernel (UDP), appending the ICRC, and (UDP with GSO) moving the
+//! ICRC of segment k of an IPv4 super-datagram to the IP ID the kernel gives it.
+
+use super::backend::Backend;
+use super::counters::SoftCounters;
+use super::io::batch::TxBatch;
+use super::io::gso::GsoTxBatch;
+use super::io::impair::Impairer;
+use super::path::Path;
+use super::rc::Qp;
+use crate::transport::Result;
+use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
+
+/// The transmit side: one packet per datagram or frame, or (UDP with GSO) runs of packets per
+/// super-datagram, in which case `plain` stays unused.
+pub(crate) struct Outbox {
+    /// One packet per datagram (UDP) or frame (AF_PACKET).
+    pub plain: TxBatch,
+    /// UDP segmentation offload, when on.
+    pub gso: Option<GsoTxBatch>,
+}
+
+impl Outbox {
+    /// No packet can be queued before a send.
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.gso
+            .as_ref()
+            .map_or(self.plain.is_full(), |g| g.is_full())
+    }
+
+    /// Datagrams (or super-datagrams) queued and not yet sent.
+    #[inline]
+    pub fn pending(&self) -> usize {
+        self.gso
+            .as_ref()
+            .map_or(self.plain.pending(), |g| g.pending())
+    }
+
+    /// Lets `qp` write its next packet along `path`; false when it has none (or no room was left).
+    /// `ipv4_ids` moves GSO segments' ICRCs; `impairer`, if any, then works on the packet queued.
+    #[inline]
+    pub fn push(
+        &mut self,
+        qp: &mut Qp,
+        path: Path,
+        now: u64,
+        ipv4_ids: &mut Ipv4IdCache,
+        impairer: Option<&mut Impairer>,
+    ) -> bool {
+        let pushed = match (path, self.gso.as_mut()) {
+            (Path::Udp { dst, net }, Some(g)) => {
+                match g.try_push(dst, |buf| udp_packet(qp, now, &net, buf)) {
+                    // The kernel gives segment k of an IPv4 super-datagram ID k (the first keeps
+                    // the 0 every ICRC is computed for): move its ICRC there.
+                    Some(k @ 1..) if matches!(net, NetRepr::V2v4(..)) => {
+                        move_icrc_to_ipv4_id(g.last_packet_mut(), k, ipv4_ids);
+                        true
+                    }
+                    Some(_) => true,
+                    None => false,
+                }
+            }
+            (Path::Udp { dst, net }, None) => self
+                .plain
+                .try_push(dst, |buf| udp_packet(qp, now, &net, buf)),
+            (Path::Frame { eth, net }, _) => self.plain.try_push_frame(|buf| {
+                let at = eth.header_len() + net.header_len();
+                let len = qp.poll_transmit(now, &mut buf[at..])?;
+                Some(frame_around(buf, &eth, &net, len))
+            }),
+        };
+        if pushed && let Some(imp) = impairer {
+            imp.after_push(&mut self.plain);
+        }
+        pushed
+    }
+
+    /// Sends what is queued, mapping a socket failure to the transport error.
+    pub fn flush(&mut self, backend: &Backend, counters: &mut SoftCounters) -> Result<()> {
+        let r = match (backend, self.gso.as_mut()) {
+            (Backend::Udp(s), Some(g)) => s.send_gso_batch(g),
+            (Backend::Udp(s), None) => s.send_batch(&mut self.plain),
+            (Backend::Packet(s), _) => s.send_batch(&mut self.plain),
+        };
+        counters.tx_batches += 1;
+        r.map(|_| ()).map_err(super::backend::io_error)
+    }
+}
+
+/// Lets `qp` write its next packet into `buf` and appends the ICRC: the UDP payload of one RoCE v2
+/// packet. The kernel writes Ethernet/IP/UDP; the ICRC still covers them, through `net`'s reprs.
+#[inline]
+fn udp_packet(qp: &mut Qp, now: u64, net: &NetRepr, buf: &mut [u8]) -> Option<usize> {
+    let len = qp.poll_transmit(now, buf)?;
+    let icrc = net.icrc(&buf[..len]);
+    buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
+    Some(len + ICRC_LEN)
+}
+
+/// Rewrites the ICRC of a UDP payload (BTH..ICRC) computed under IPv4 ID 0 to the one under ID `id`.
+#[inline]
+pub(crate) fn move_icrc_to_ipv4_id(pkt: &mut [u8], id: u16, ipv4_ids: &mut Ipv4IdCache) {
+    let ib_len = pkt.len() - ICRC_LEN;
+    let delta = ipv4_ids.get(ib_len).delta(id);
+    let icrc = &mut pkt[ib_len..];
+    let v = u32::from_le_bytes([icrc[0], icrc[1], icrc[2], icrc[3]]);
+    icrc.copy_from_slice(&(v ^ delta).to_le_bytes());
+}
+
+/// Writes Ethernet and network headers in front of the `ib_len` bytes the engine wrote at
+/// `buf[header_len..]` and the ICRC after them; returns the frame length.
+#[inline]
+pub(crate) fn frame_around(
+    buf: &mut [u8],
+    eth: &EthernetRepr,
+    net: &NetRepr,
+    ib_len: usize,
+) -> usize {
+    let mut eth = *eth;
+    eth.ethertype = net.ethertype();
+    eth.emit(buf);
+    let net_at = eth.header_len();
+    let ib_at = net_at + net.header_len();
+    net.emit(&mut buf[net_at..ib_at], ib_len);
+    let (head, ib) = buf.split_at_mut(ib_at);
+    let hdr = &head[net_at..];
+    let icrc = match net {
+        NetRepr::V1(_) => Icrc::v1_header(hdr),
+        NetRepr::V2v4(..) => Icrc::v2_ipv4_header(&hdr[..20], &hdr[20..]),
+        NetRepr::V2v6(..) => Icrc::v2_ipv6_header(&hdr[..40], &hdr[40..]),
+    }
+    .finish_ib(&ib[..ib_len]);
+    ib[ib_len..ib_len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
+    ib_at + ib_len + ICRC_LEN
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+    use crate::transport::soft::path::{ipv4_repr, ipv6_repr};
+    use crate::wire::{BthRepr, Gid, GrhRepr, IbRepr, MacAddr, Opcode, RoceFrameRepr, UdpRepr};
+
+    /// A SEND ONLY of 4 bytes, BTH..pad, as an engine would write it.
+    fn ib() -> Vec<u8> {
+        let net = NetRepr::V2v4(
+            ipv4_repr(Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST),
+            UdpRepr::roce(1),
+        );
+        let mut buf = vec![0u8; 64];
+        let n = net.emit_transport(
+            &IbRepr::new(BthRepr::new(Opcode::RC_SEND_ONLY, 0x12, 9)),
+            &[1, 2, 3, 4],
+            &mut buf,
+        );
+        buf.truncate(n - ICRC_LEN);
+        buf
+    }
+
+    #[test]
+    fn framed_packets_parse_with_a_valid_icrc_in_every_encapsulation() {
+        let eth = EthernetRepr {
+            dst: MacAddr([2, 0, 0, 0, 0, 2]),
+            src: MacAddr([2, 0, 0, 0, 0, 1]),
+            vlan: None,
+            ethertype: 0,
+        };
+        let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let nets = [
+            NetRepr::V1(GrhRepr {
+                tclass: 0,
+                flow_label: 0,
+                hop_limit: 64,
+                sgid: Gid::from(a.to_ipv6_mapped()),
+                dgid: Gid::from(b.to_ipv6_mapped()),
+            }),
+            NetRepr::V2v4(ipv4_repr(a, b), UdpRepr::roce(0xc000)),
+            NetRepr::V2v6(
+                ipv6_repr("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap()),
+                UdpRepr::roce(0xc000),
+            ),
+        ];
+        let ib = ib();
+        for net in nets {
+            let mut buf = vec![0xa5u8; 256];
+            let at = eth.header_len() + net.header_len();
+            buf[at..at + ib.len()].copy_from_slice(&ib);
+            let len = frame_around(&mut buf, &eth, &net, ib.len());
+            let (repr, payload) = RoceFrameRepr::parse(&buf[..len]).expect("valid frame");
+            assert_eq!(repr.net, net);
+            assert_eq!(repr.eth.ethertype, net.ethertype());
+            assert_eq!(payload, [1, 2, 3, 4]);
+        }
+    }
+
+    #[test]
+    fn a_moved_icrc_is_the_icrc_under_that_ip_id() {
+        let ib = ib();
+        let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let mut ids = Ipv4IdCache::new();
+        for id in [1u16, 2, 63] {
+            let at_zero = NetRepr::V2v4(ipv4_repr(a, b), UdpRepr::roce(7));
+            let mut pkt = [&ib[..], &at_zero.icrc(&ib).to_le_bytes()].concat();
+            move_icrc_to_ipv4_id(&mut pkt, id, &mut ids);
+            let at_id = NetRepr::V2v4(
+                crate::wire::Ipv4Repr {
+                    ident: id,
+                    ..ipv4_repr(a, b)
+                },
+                UdpRepr::roce(7),
+            );
+            assert_eq!(pkt[ib.len()..], at_id.icrc(&ib).to_le_bytes(), "ID {id}");
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The receive batch: one `recvmmsg` fills up to a batch of preallocated slots, read back as
+//! datagrams (with their addresses and GRO size) or link-layer frames.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::RawFd;
+
+use super::{CtrlBuf, UDP_GRO};
+use crate::transport::soft::io::slots::Slots;
+use crate::transport::soft::io::sockaddr;
+
+/// One received UDP datagram, borrowed from an [`RxBatch`].
+#[derive(Debug, Clone, Copy)]
+pub struct RxDatagram<'a> {
+    /// The UDP payload (BTH ... ICRC for RoCE v2).
+    pub data: &'a [u8],
+    /// Sender's address and port.
+    pub src: Option<SocketAddr>,
+    /// Our address the datagram was sent to (from IP_PKTINFO / IPV6_PKTINFO).
+    pub dst: Option<IpAddr>,
+    /// The datagram was longer than the slot and got cut (MSG_TRUNC): drop it as malformed.
+    pub truncated: bool,
+    /// With UDP_GRO on: the kernel merged datagrams of this size into `data` (the last may be
+    /// shorter); split before use. `None`: `data` is one datagram.
+    pub gro_segment: Option<u16>,
+}
+
+/// One received link-layer frame (AF_PACKET), borrowed from an [`RxBatch`].
+#[derive(Debug, Clone, Copy)]
+pub struct RxFrame<'a> {
+    /// The frame from the destination MAC on (no FCS).
+    pub data: &'a [u8],
+    /// `PACKET_HOST`, `PACKET_BROADCAST`, `PACKET_OTHERHOST`, `PACKET_OUTGOING`, ...
+    pub pkttype: u8,
+    /// Interface the frame arrived on.
+    pub ifindex: i32,
+    /// The frame was longer than the slot and got cut: drop it as malformed.
+    pub truncated: bool,
+}
+
+/// Preallocated state for one `recvmmsg`: `batch` slots, headers, iovecs, addresses, control space.
+pub struct RxBatch {
+    slots: Slots,
+    hdrs: Box<[libc::mmsghdr]>,
+    iovs: Box<[libc::iovec]>,
+    names: Box<[libc::sockaddr_storage]>,
+    // Kept alive for the kernel: the headers point into it.
+    _ctrl: Box<[CtrlBuf]>,
+    filled: usize,
+}
+
+// SAFETY: the raw pointers inside the headers point only into this struct's own heap arrays, which
+// move with it; nothing is shared with another thread.
+unsafe impl Send for RxBatch {}
+
+impl RxBatch {
+    /// Room for `batch` packets of up to `slot_len` bytes.
+    pub fn new(batch: usize, slot_len: usize) -> RxBatch {
+        let mut slots = Slots::new(batch, slot_len);
+        let slot_len = slots.slot_len();
+        // SAFETY: these kernel structs are plain data; all-zero is valid.
+        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let zero_name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut iovs: Box<[libc::iovec]> = (0..batch)
+            .map(|i| libc::iovec {
+                iov_base: slots.slot_ptr(i) as *mut libc::c_void,
+                iov_len: slot_len,
+            })
+            .collect();
+        let mut names = vec![zero_name; batch].into_boxed_slice();
+        let mut ctrl = vec![CtrlBuf([0; 128]); batch].into_boxed_slice();
+        let mut hdrs = vec![zero_hdr; batch].into_boxed_slice();
+        for (i, h) in hdrs.iter_mut().enumerate() {
+            h.msg_hdr.msg_iov = &mut iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
+            h.msg_hdr.msg_control = ctrl[i].0.as_mut_ptr() as *mut libc::c_void;
+        }
+        RxBatch {
+            slots,
+            hdrs,
+            iovs,
+            names,
+            _ctrl: ctrl,
+            filled: 0,
+        }
+    }
+
+    /// Packets received by the last receive.
+    pub fn len(&self) -> usize {
+        self.filled
+    }
+
+    /// True when the last receive got nothing.
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+
+    /// Capacity in packets.
+    pub fn capacity(&self) -> usize {
+        self.slots.count()
+    }
+
+    /// One non-blocking `recvmmsg` on `fd` into this batch; 0 when nothing waits.
+    pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        self.filled = 0;
+        let n = self.slots.count();
+        for h in self.hdrs.iter_mut() {
+            // The kernel overwrites these lengths; restore the capacities before every call.
+            h.msg_hdr.msg_namelen =
+                std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_hdr.msg_controllen = std::mem::size_of::<CtrlBuf>() as _;
+            h.msg_hdr.msg_flags = 0;
+        }
+        // SAFETY: every header points into this batch's own live arrays (see new).
+        let got = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if got < 0 {
+            let err = io::Error::last_os_error();
+            return match err.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+                _ => Err(err),
+            };
+        }
+        self.filled = got as usize;
+        Ok(self.filled)
+    }
+
+    fn data(&self, i: usize) -> (&[u8], bool) {
+        assert!(i < self.filled, "packet {i} of a batch of {}", self.filled);
+        let h = &self.hdrs[i];
+        let len = (h.msg_len as usize).min(self.iovs[i].iov_len);
+        (
+            &self.slots.slot(i)[..len],
+            h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+        )
+    }
+
+    /// Datagram `i` of the last receive on a UDP socket.
+    pub fn datagram(&self, i: usize) -> RxDatagram<'_> {
+        let (data, truncated) = self.data(i);
+        let (dst, gro_segment) = self.udp_cmsgs(i);
+        RxDatagram {
+            data,
+            src: sockaddr::decode(&self.names[i]),
+            dst,
+            truncated,
+            gro_segment,
+        }
+    }
+
+    /// Frame `i` of the last receive on an AF_PACKET socket.
+    pub fn frame(&self, i: usize) -> RxFrame<'_> {
+        let (data, truncated) = self.data(i);
+        // SAFETY: an AF_PACKET socket writes a sockaddr_ll, which fits in sockaddr_storage.
+        let sll = unsafe {
+            &*(&self.names[i] as *const libc::sockaddr_storage as *const libc::sockaddr_ll)
+        };
+        RxFrame {
+            data,
+            pkttype: sll.sll_pkttype,
+            ifindex: sll.sll_ifindex,
+            truncated,
+        }
+    }
+
+    /// The destination address (IP_PKTINFO / IPV6_PKTINFO) and the GRO segment size (UDP_GRO)
+    /// from the control messages of datagram `i`.
+    fn udp_cmsgs(&self, i: usize) -> (Option<IpAddr>, Option<u16>) {
+        let msg = &self.hdrs[i].msg_hdr;
+        let (mut dst, mut gro) = (None, None);
+        // SAFETY: msg_control/msg_controllen describe the control bytes the kernel wrote for packet
+        // i; each payload is read unaligned with the type the kernel documents for it.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(msg);
+            while !c.is_null() {
+                let data = libc::CMSG_DATA(c);
+                match ((*c).cmsg_level, (*c).cmsg_type) {
+                    (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                        let pi = std::ptr::read_unaligned(data as *const libc::in_pktinfo);
+                        dst = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))));
+                    }
+                    (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                        let pi = std::ptr::read_unaligned(data as *const libc::in6_pktinfo);
+                        dst = Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)));
+                    }
+                    (libc::SOL_UDP, UDP_GRO) => {
+                        let size = std::ptr::read_unaligned(data as *const libc::c_int);
+                        gro = u16::try_from(size).ok();
+                    }
+                    _ => {}
+                }
+                c = libc::CMSG_NXTHDR(msg, c);
+            }
+        }
+        (dst, gro)
+    }
+}

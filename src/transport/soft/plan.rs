@@ -1,0 +1,327 @@
+//! The setup plan: every decision [`SoftEndpoint::open`](super::SoftEndpoint::open) makes before it
+//! opens a socket, as a pure function of the configuration and what the interface looks like
+//! (as [`qp_attrs::plan`](crate::transport::verbs::qp_attrs::plan) is for verbs): encapsulation,
+//! address and GID, MTU, batch slot sizes, GSO, the backend's settings, QPNs and PSNs, and the
+//! notes that tell the user what was adjusted.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+
+use super::config::{IoKind, SoftConfig, SoftError};
+use super::io::IoError;
+use super::io::impair::ImpairConfig;
+use super::io::packet::PacketConfig;
+use super::io::udp::UdpConfig;
+use super::netdev::NetDev;
+use super::rc::ConfigError;
+use crate::params::RoceVersion;
+use crate::transport::rng;
+use crate::transport::{Param, RoceMtu};
+use crate::wire::{Encapsulation, Gid, ICRC_LEN};
+
+/// A setup decision worth telling the user, printed as a `note:` line of the run header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SoftNote {
+    /// `-m` asked for more than the interface carries.
+    MtuCapped {
+        /// The MTU asked for.
+        asked: u32,
+        /// The active MTU used instead.
+        active: RoceMtu,
+        /// The interface.
+        dev: String,
+        /// Its link MTU.
+        link_mtu: u32,
+    },
+    /// The default address's port was taken on `lo`, so the next free 127.0.0.x is used.
+    AddressMoved {
+        /// The address that was taken.
+        taken: IpAddr,
+        /// The UDP port.
+        port: u16,
+        /// The address used instead.
+        using: IpAddr,
+    },
+    /// Deliberate impairment turned GSO/GRO off.
+    GsoOffForImpairment,
+    /// The peer receives with AF_PACKET, so GSO is off for sending.
+    GsoOffForPeer,
+}
+
+impl fmt::Display for SoftNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SoftNote::MtuCapped {
+                asked,
+                active,
+                dev,
+                link_mtu,
+            } => write!(
+                f,
+                "{} {asked} exceeds the active MTU {active} of {dev} (link MTU {link_mtu}); using {active}",
+                Param::Mtu
+            ),
+            SoftNote::AddressMoved { taken, port, using } => write!(
+                f,
+                "{taken}:{port} is taken (another roceperf on this host?); using {using} instead"
+            ),
+            SoftNote::GsoOffForImpairment => {
+                f.write_str("UDP GSO/GRO off: ROCEPERF_IMPAIR works on single datagrams")
+            }
+            SoftNote::GsoOffForPeer => write!(
+                f,
+                "UDP GSO off for sending: the peer receives with AF_PACKET ({} packet), which would see super-datagrams whole",
+                Param::Io
+            ),
+        }
+    }
+}
+
+/// How to open the I/O backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BackendPlan {
+    /// A UDP socket on `ip`.
+    Udp {
+        /// The socket's settings.
+        cfg: UdpConfig,
+        /// The address to bind.
+        ip: IpAddr,
+        /// On `lo` with the default address only: if the port is taken, the next free 127.0.0.x
+        /// may be used instead (an address the user asked for is never moved).
+        may_move: bool,
+    },
+    /// An AF_PACKET socket on the interface.
+    Packet(PacketConfig),
+}
+
+/// Number and first PSN of one queue pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QpIds {
+    /// Queue pair number (24 bits).
+    pub qpn: u32,
+    /// First PSN (24 bits).
+    pub psn: u32,
+}
+
+/// Everything decided before a socket is opened.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SetupPlan {
+    /// RoCE v1, v2/IPv4 or v2/IPv6.
+    pub encap: Encapsulation,
+    /// Our IP address (RoCE v2; `None` for v1).
+    pub local_ip: Option<IpAddr>,
+    /// Our GID.
+    pub gid: Gid,
+    /// The path MTU this side offers.
+    pub mtu: RoceMtu,
+    /// What was adjusted, for the header.
+    pub notes: Vec<SoftNote>,
+    /// UDP GSO/GRO on.
+    pub gso: bool,
+    /// Deliberate impairment in force.
+    pub impair: Option<ImpairConfig>,
+    /// Bytes of a transmit slot (and receive slot without GRO): a whole frame around the largest packet.
+    pub slot_len: usize,
+    /// Bytes of a receive slot.
+    pub rx_slot: usize,
+    /// The backend to open.
+    pub backend: BackendPlan,
+    /// One entry per queue pair.
+    pub qps: Vec<QpIds>,
+}
+
+impl SetupPlan {
+    /// After the backend moved to `using` (see [`BackendPlan::Udp::may_move`]): our address and GID
+    /// follow, and a note says why.
+    pub fn moved_to(&mut self, using: IpAddr, port: u16) {
+        if let Some(taken) = self.local_ip {
+            self.notes
+                .push(SoftNote::AddressMoved { taken, port, using });
+        }
+        self.local_ip = Some(using);
+        self.gid = Gid::from_ip(using);
+    }
+}
+
+/// The checks that need no interface; they come before the interface is looked up.
+pub(crate) fn check_config(cfg: &SoftConfig) -> Result<(), SoftError> {
+    if cfg.version == RoceVersion::V1 && cfg.io == IoKind::Udp {
+        return Err(SoftError::V1OverUdp);
+    }
+    if cfg.qps == 0 || cfg.qps > 0xffff {
+        return Err(SoftError::QpCount { qps: cfg.qps });
+    }
+    Ok(())
+}
+
+/// Plans the endpoint `cfg` describes on `dev`, with `impair` (the configured or environment's
+/// impairment) and `seed` (for QPNs and PSNs).
+pub(crate) fn plan(
+    cfg: &SoftConfig,
+    dev: &NetDev,
+    impair: Option<ImpairConfig>,
+    seed: u64,
+) -> Result<SetupPlan, SoftError> {
+    let impair = impair.filter(|i| !i.is_none());
+    let bind = gid_index_address(cfg, dev)?;
+    let (encap, local_ip, gid) = match cfg.version {
+        RoceVersion::V2 => {
+            let ip = match bind {
+                Some(ip) => ip,
+                None => dev.address(cfg.family)?,
+            };
+            let encap = if ip.is_ipv4() {
+                Encapsulation::V2v4
+            } else {
+                Encapsulation::V2v6
+            };
+            (encap, Some(ip), Gid::from_ip(ip))
+        }
+        RoceVersion::V1 => {
+            let v1_gid = cfg
+                .gid_index
+                .and_then(|x| dev.gids_for(RoceVersion::V1).get(x as usize).map(|e| e.gid));
+            // The default GID (EUI-64 from the MAC) unless an address was asked for.
+            let gid = match (v1_gid, bind, dev.mac) {
+                (Some(g), _, _) => g,
+                (None, Some(ip), _) => Gid::from_ip(ip),
+                (None, None, Some(mac)) => Gid::link_local_eui64(mac),
+                (None, None, None) => Gid::from_ip(dev.address(cfg.family)?),
+            };
+            (Encapsulation::V1, None, gid)
+        }
+    };
+    if let Some(ip) = bind.or(local_ip)
+        && !dev.has_address(ip)
+    {
+        return Err(IoError::AddrNotOnInterface {
+            addr: ip,
+            dev: dev.name.clone(),
+            available: dev.address_list(),
+        }
+        .into());
+    }
+    let active = dev.active_mtu(encap)?;
+    let mut notes = Vec::new();
+    let mtu = match cfg.mtu {
+        None => active,
+        Some(m) => {
+            let want = RoceMtu::from_bytes(m).ok_or(ConfigError::Pmtu(m))?;
+            if want > active {
+                notes.push(SoftNote::MtuCapped {
+                    asked: m,
+                    active,
+                    dev: dev.name.clone(),
+                    link_mtu: dev.link_mtu,
+                });
+                active
+            } else {
+                want
+            }
+        }
+    };
+    // Slots: a whole frame (Ethernet + VLAN room + network header) around the largest packet.
+    let slot_len = 18 + 48 + 40 + mtu.bytes() as usize + 3 + ICRC_LEN;
+    // GSO is a UDP-socket feature; impairment drops, duplicates and reorders single packets.
+    let mut gso = cfg.gso && cfg.io == IoKind::Udp;
+    if gso && impair.is_some() {
+        gso = false;
+        notes.push(SoftNote::GsoOffForImpairment);
+    }
+    // GRO hands over up to 64 KiB of merged datagrams at once.
+    let rx_slot = if gso { 65_536 } else { slot_len };
+    let backend = match cfg.io {
+        IoKind::Udp => BackendPlan::Udp {
+            cfg: UdpConfig {
+                port: cfg.udp_port,
+                batch: cfg.batch,
+                slot_len: rx_slot,
+                gro: gso,
+                zero_checksum: !gso,
+                ..UdpConfig::default()
+            },
+            ip: local_ip.expect("v2 has a local address"),
+            may_move: bind.is_none()
+                && cfg.gid_index.is_none()
+                && dev.loopback
+                && local_ip.is_some_and(|ip| ip.is_ipv4()),
+        },
+        IoKind::Packet => {
+            if !dev.loopback {
+                dev.require_mac()?;
+            }
+            BackendPlan::Packet(PacketConfig {
+                udp_port: cfg.udp_port,
+                batch: cfg.batch,
+                slot_len,
+                // netem (when present) must see our frames; bypassing the qdisc would skip it.
+                qdisc_bypass: false,
+                rx_ring_frames: cfg.packet_rx_ring,
+                ..PacketConfig::default()
+            })
+        }
+    };
+    Ok(SetupPlan {
+        encap,
+        local_ip,
+        gid,
+        mtu,
+        notes,
+        gso,
+        impair,
+        slot_len,
+        rx_slot,
+        backend,
+        qps: qp_ids(seed, cfg.qps),
+    })
+}
+
+/// The address `-x` selects (RoCE v2), or `--bind`'s; fails when `-x` is out of range or names
+/// another address than `--bind`.
+fn gid_index_address(cfg: &SoftConfig, dev: &NetDev) -> Result<Option<IpAddr>, SoftError> {
+    let Some(index) = cfg.gid_index else {
+        return Ok(cfg.bind);
+    };
+    let table = dev.gids_for(cfg.version);
+    let Some(entry) = table.get(index as usize) else {
+        return Err(SoftError::NoSuchGid {
+            index,
+            dev: dev.name.clone(),
+            version: cfg.version,
+            table: table
+                .iter()
+                .enumerate()
+                .map(|(i, e)| format!("{i}: {e}"))
+                .collect(),
+        });
+    };
+    match (cfg.version, entry.ip, cfg.bind) {
+        (_, Some(ip), Some(bind)) if ip != bind => Err(SoftError::GidVersusBind {
+            index,
+            gid: entry.gid,
+            ip,
+            bind,
+        }),
+        (RoceVersion::V2, ip, _) => Ok(ip),
+        (RoceVersion::V1, _, bind) => Ok(bind),
+    }
+}
+
+/// Consecutive QPNs from a random base (low byte 0x11, as rxe's first QPN) and random PSNs.
+fn qp_ids(seed: u64, n: usize) -> Vec<QpIds> {
+    let base = ((seed as u32) & 0x7f_ff00).max(0x100) | 0x11;
+    (0..n)
+        .map(|i| QpIds {
+            qpn: (base + i as u32) & 0xff_ffff,
+            psn: (rng::mix(seed ^ i as u64) & 0xff_ffff) as u32,
+        })
+        .collect()
+}
+
+/// The loopback addresses a second endpoint on `lo` tries, in order, when 127.0.0.1's port is taken.
+pub(crate) fn loopback_alternatives() -> impl Iterator<Item = IpAddr> {
+    (2..=254u8).map(|x| IpAddr::V4(Ipv4Addr::new(127, 0, 0, x)))
+}
+
+#[cfg(test)]
+mod tests;
