@@ -14,6 +14,7 @@ thread_local! {
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
 }
 
+// SAFETY: every call is forwarded unchanged to the system allocator, which upholds GlobalAlloc's contract.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if WATCHING.with(|w| w.get()) {
