@@ -4,7 +4,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use roceperf::transport::soft::rc::{MemoryTable, Qp, QpConfig};
+use roceperf::transport::soft::rc::{Instant, MemoryTable, Qp, QpConfig};
 use roceperf::transport::{Access, RecvRequest, RemoteAddr, SendOp, SendRequest};
 
 struct Counting;
@@ -33,6 +33,7 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn shuttle(from: &mut Qp, to: &mut Qp, now: u64, buf: &mut [u8]) -> usize {
+    let now = Instant::from_nanos(now);
     let mut n = 0;
     while let Some(len) = from.poll_transmit(now, buf) {
         to.handle_packet(now, &buf[..len]);
@@ -113,7 +114,7 @@ fn steady_state_traffic_allocates_nothing() {
             completions += 1;
         }
         while b.poll_completion().is_some() {}
-        a.handle_timeout(round);
+        a.handle_timeout(Instant::from_nanos(round));
     }
     WATCHING.with(|w| w.set(false));
     assert_eq!(completions, 200 * ops.len());

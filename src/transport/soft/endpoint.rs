@@ -29,7 +29,7 @@ use super::netdev::{
     AddrFamily, Encap, NetDev, NetdevError, RoceMtu, eui64_link_local, gid_of_ip, ip_of_gid,
     mac_of_eui64,
 };
-use super::rc::{ConfigError, MemoryTable, MrKeys, NakCounts, Qp, QpConfig};
+use super::rc::{self, ConfigError, MemoryTable, MrKeys, NakCounts, Qp, QpConfig};
 use crate::params::{RoceVersion, TransportKind};
 use crate::transport::{
     Access, Completion, ConnInfo, Endpoint, Error, QpInfo, RecvRequest, Result, SendRequest,
@@ -685,8 +685,8 @@ impl SoftEndpoint {
         s
     }
 
-    fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+    fn now(&self) -> rc::Instant {
+        rc::Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
     }
 
     /// The framing for one QP towards the peer.
@@ -795,7 +795,7 @@ impl SoftEndpoint {
     }
 
     /// Receives one batch and feeds every valid packet to its queue pair.
-    fn receive(&mut self, now: u64) -> Result<()> {
+    fn receive(&mut self, now: rc::Instant) -> Result<()> {
         if let Backend::Packet(sock) = &mut self.backend
             && let Some(ring) = sock.rx_ring()
         {
@@ -858,7 +858,7 @@ impl SoftEndpoint {
     }
 
     /// Lets every engine fill the transmit batch, framing each packet, and sends it.
-    fn transmit(&mut self, now: u64) -> Result<()> {
+    fn transmit(&mut self, now: rc::Instant) -> Result<()> {
         let n = self.slots.len();
         let mut blocked = false;
         for k in 0..n {
@@ -955,7 +955,7 @@ fn ipv6_repr(src: Ipv6Addr, dst: Ipv6Addr) -> Ipv6Repr {
 
 /// Lets `qp` write its next packet into `buf` and appends the ICRC: the UDP payload of one RoCE v2
 /// packet. The kernel writes Ethernet/IP/UDP; the ICRC still covers them, through `net`'s reprs.
-fn udp_packet(qp: &mut Qp, now: u64, net: &NetRepr, buf: &mut [u8]) -> Option<usize> {
+fn udp_packet(qp: &mut Qp, now: rc::Instant, net: &NetRepr, buf: &mut [u8]) -> Option<usize> {
     let len = qp.poll_transmit(now, buf)?;
     let icrc = net.icrc(&buf[..len]);
     buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
@@ -984,7 +984,7 @@ fn frame_around(buf: &mut [u8], eth: &EthernetRepr, net: &NetRepr, ib_len: usize
 }
 
 /// Hands one verified packet (BTH..pad) to the queue pair its BTH.DestQP names.
-fn deliver(slots: &mut [QpSlot], drops: &mut DropSummary, now: u64, ib: &[u8]) {
+fn deliver(slots: &mut [QpSlot], drops: &mut DropSummary, now: rc::Instant, ib: &[u8]) {
     let dest_qp = u32::from_be_bytes([0, ib[5], ib[6], ib[7]]);
     // QPNs are consecutive from the first slot's, so the index is a subtraction.
     let index = dest_qp.wrapping_sub(slots.first().map_or(0, |s| s.qpn)) as usize;
