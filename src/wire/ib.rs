@@ -1,5 +1,6 @@
-//! The whole IB transport header stack of one packet (BTH plus the extension headers its opcode
-//! prescribes), parsed from and emitted to the bytes between the end of the network header and the ICRC.
+//! The IB transport header stack of one packet: the BTH and the extension headers its opcode prescribes.
+//!
+//! Parsed from and emitted to the bytes between the end of the network header and the ICRC.
 
 use super::field::{get_u32, need, set_u32};
 use super::{

@@ -1,6 +1,8 @@
-//! The RoCE invariant CRC (roce-wire.md §5): CRC-32 over eight 0xFF bytes (a pseudo-LRH), the network
-//! header with its variant fields set to ones, the BTH with byte 4 set to ones, then everything up to
-//! the ICRC. The result goes on the wire least-significant byte first.
+//! The RoCE invariant CRC (roce-wire.md §5), computed over caller buffers without allocating.
+//!
+//! CRC-32 over eight 0xFF bytes (a pseudo-LRH), the network header with its variant fields set to
+//! ones, the BTH with byte 4 set to ones, then everything up to the ICRC. The result goes on the wire
+//! least-significant byte first.
 //!
 //! Only the network header and the BTH are copied (to a small stack buffer, to mask them); the rest is
 //! fed straight from the caller's buffers, so computing an ICRC never allocates, and the headers and the

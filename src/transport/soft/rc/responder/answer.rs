@@ -1,5 +1,7 @@
-//! The responder's answers: the queue of ACKs, NAKs, atomic ACKs and READ responses that
-//! `poll_transmit` drains in order, and the replays of duplicate requests from saved resources.
+//! The responder's answers: queued ACKs, NAKs, atomic ACKs and READ responses, and replays.
+//!
+//! `poll_transmit` drains the queue in order; duplicate READs and atomics are answered again from the
+//! resources saved when they first ran.
 
 use crate::wire::{AethKind, AethRepr, AtomicAckEthRepr, IbRepr, Opcode};
 

@@ -1,5 +1,4 @@
-//! The responder executing a request in sequence: SEND, WRITE, READ and atomics, checked against the
-//! rules and the registered memory.
+//! The responder running an in-sequence request (SEND, WRITE, READ, atomic) against rules and memory.
 
 use crate::transport::{Access, Completion, CompletionOp, CompletionStatus};
 use crate::wire::{IbRepr, NakCode, RethRepr};
