@@ -28,6 +28,8 @@
 //! assert_eq!(a.poll_timeout(), None, "everything acknowledged: no timer left");
 //! ```
 
+#![warn(missing_docs)]
+
 mod completer;
 pub mod config;
 pub mod counters;
