@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use roceperf::transport::soft::rc::{MemoryTable, MrKeys, Qp, QpConfig};
+use roceperf::transport::soft::rc::{self, MemoryTable, MrKeys, Qp, QpConfig};
 use roceperf::transport::{Access, RecvRequest, RemoteAddr, SendOp, SendRequest};
 
 const ALL: Access = Access(1 | 2 | 4 | 8);
@@ -27,8 +27,9 @@ fn pair(pmtu: u32) -> (Qp, Qp, MrKeys) {
     (a, b, kb)
 }
 
-/// Moves every ready packet from `from` to `to`; returns how many.
+/// Moves every ready packet from `from` to `to` at `now` ns of virtual time; returns how many.
 fn shuttle(from: &mut Qp, to: &mut Qp, now: u64, buf: &mut [u8]) -> u64 {
+    let now = rc::Instant::from_nanos(now);
     let mut n = 0;
     while let Some(len) = from.poll_transmit(now, buf) {
         to.handle_packet(now, &buf[..len]);

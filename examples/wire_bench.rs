@@ -5,6 +5,8 @@
 //! (10^9 bytes of whole frame per second), from the thread's CPU time in the best of 20 rounds. Timing is
 //! reported here, never asserted in tests.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};

@@ -4,6 +4,8 @@
 //! is a sans-IO Reliable Connection engine that knows nothing of sockets or clocks; transports know
 //! nothing of reports; reports know nothing of transports.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod app;
 pub mod bench;
 pub mod cli;

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roceperf::transport::soft::rc::{MemoryTable, Qp, QpConfig};
+use roceperf::transport::soft::rc::{Instant, MemoryTable, Qp, QpConfig};
 use roceperf::transport::{Access, RecvRequest, RemoteAddr, SendOp, SendRequest};
 
 const GUARD: usize = 64;
@@ -93,7 +93,7 @@ fuzz_target!(|data: &[u8]| {
         qp.post_send(&wr).unwrap();
     }
 
-    let mut now = 0u64;
+    let mut now = Instant::ZERO;
     let mut out = vec![0u8; qp.max_packet_len()];
     let mut pkt = Vec::with_capacity(512);
     let mut rest = data;
@@ -116,7 +116,7 @@ fuzz_target!(|data: &[u8]| {
             pkt[2..4].copy_from_slice(&[0xff, 0xff]);
             pkt[1] &= 0xf0;
         }
-        now += u64::from(ctl >> 1) * 10_000;
+        now = Instant::from_nanos(now.as_nanos() + u64::from(ctl >> 1) * 10_000);
         qp.handle_packet(now, &pkt);
         if qp.poll_timeout().is_some_and(|t| t <= now) {
             qp.handle_timeout(now);

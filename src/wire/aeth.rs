@@ -2,10 +2,20 @@
 
 use super::field::{get_u24, set_u24};
 
+/// Byte layout of the AETH.
+mod field {
+    use crate::wire::field::Field;
+
+    /// Syndrome.
+    pub const SYNDROME: usize = 0;
+    /// Message sequence number (24 bits).
+    pub const MSN: Field = 1..4;
+}
+
 header_view!(
     /// A view of an AETH at the start of a buffer.
     AethPacket,
-    4,
+    field::MSN.end,
     "AETH"
 );
 
@@ -13,12 +23,12 @@ impl<T: AsRef<[u8]>> AethPacket<T> {
     /// Syndrome byte (ACK / RNR NAK / NAK and its code).
     #[inline]
     pub fn syndrome(&self) -> u8 {
-        self.buffer.as_ref()[0]
+        self.buffer.as_ref()[field::SYNDROME]
     }
     /// Message sequence number (24 bits).
     #[inline]
     pub fn msn(&self) -> u32 {
-        get_u24(self.buffer.as_ref(), 1)
+        get_u24(self.buffer.as_ref(), field::MSN)
     }
 }
 
@@ -26,12 +36,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AethPacket<T> {
     /// Sets the syndrome.
     #[inline]
     pub fn set_syndrome(&mut self, s: u8) {
-        self.buffer.as_mut()[0] = s;
+        self.buffer.as_mut()[field::SYNDROME] = s;
     }
     /// Sets the MSN (low 24 bits are used).
     #[inline]
     pub fn set_msn(&mut self, msn: u32) {
-        set_u24(self.buffer.as_mut(), 1, msn);
+        set_u24(self.buffer.as_mut(), field::MSN, msn);
     }
 }
 
@@ -157,9 +167,10 @@ impl AethRepr {
         }
     }
 
-    /// Writes all 4 bytes.
+    /// Writes all 4 bytes at the start of `buf`. Panics if `buf` is shorter.
     #[inline]
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut AethPacket<T>) {
+    pub fn emit(&self, buf: &mut [u8]) {
+        let mut p = AethPacket::new_unchecked(&mut buf[..AethPacket::<&[u8]>::LEN]);
         p.set_syndrome(self.syndrome);
         p.set_msn(self.msn);
     }
@@ -228,7 +239,7 @@ mod tests {
     fn emit_and_parse() {
         let r = AethRepr::nak(NakCode::PsnSequenceError, 0x030201);
         let mut buf = [0xa5u8; 4];
-        r.emit(&mut AethPacket::new_unchecked(&mut buf[..]));
+        r.emit(&mut buf);
         assert_eq!(buf, [0x60, 0x03, 0x02, 0x01]);
         assert_eq!(
             AethRepr::parse(&AethPacket::new_checked(&buf[..]).unwrap()),

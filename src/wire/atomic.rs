@@ -2,10 +2,27 @@
 
 use super::field::{get_u32, get_u64, set_u32, set_u64};
 
+/// Byte layout of the AtomicETH and the AtomicAckETH.
+mod field {
+    use crate::wire::field::Field;
+
+    /// AtomicETH: remote virtual address.
+    pub const VA: Field = 0..8;
+    /// AtomicETH: R_Key.
+    pub const RKEY: Field = 8..12;
+    /// AtomicETH: swap value or addend.
+    pub const SWAP_ADD: Field = 12..20;
+    /// AtomicETH: compare value.
+    pub const COMPARE: Field = 20..28;
+
+    /// AtomicAckETH: the original remote data.
+    pub const ORIG: Field = 0..8;
+}
+
 header_view!(
     /// A view of an AtomicETH at the start of a buffer.
     AtomicEthPacket,
-    28,
+    field::COMPARE.end,
     "AtomicETH"
 );
 
@@ -13,22 +30,22 @@ impl<T: AsRef<[u8]>> AtomicEthPacket<T> {
     /// Remote virtual address (must be 8-byte aligned).
     #[inline]
     pub fn va(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), 0)
+        get_u64(self.buffer.as_ref(), field::VA)
     }
     /// R_Key.
     #[inline]
     pub fn rkey(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), 8)
+        get_u32(self.buffer.as_ref(), field::RKEY)
     }
     /// Swap value (compare-and-swap) or addend (fetch-and-add).
     #[inline]
     pub fn swap_add(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), 12)
+        get_u64(self.buffer.as_ref(), field::SWAP_ADD)
     }
     /// Compare value (compare-and-swap only).
     #[inline]
     pub fn compare(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), 20)
+        get_u64(self.buffer.as_ref(), field::COMPARE)
     }
 }
 
@@ -36,22 +53,22 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicEthPacket<T> {
     /// Sets the remote virtual address.
     #[inline]
     pub fn set_va(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), 0, v);
+        set_u64(self.buffer.as_mut(), field::VA, v);
     }
     /// Sets the R_Key.
     #[inline]
     pub fn set_rkey(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), 8, v);
+        set_u32(self.buffer.as_mut(), field::RKEY, v);
     }
     /// Sets the swap value / addend.
     #[inline]
     pub fn set_swap_add(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), 12, v);
+        set_u64(self.buffer.as_mut(), field::SWAP_ADD, v);
     }
     /// Sets the compare value.
     #[inline]
     pub fn set_compare(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), 20, v);
+        set_u64(self.buffer.as_mut(), field::COMPARE, v);
     }
 }
 
@@ -79,9 +96,10 @@ impl AtomicEthRepr {
             compare: p.compare(),
         }
     }
-    /// Writes all 28 bytes.
+    /// Writes all 28 bytes at the start of `buf`. Panics if `buf` is shorter.
     #[inline]
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut AtomicEthPacket<T>) {
+    pub fn emit(&self, buf: &mut [u8]) {
+        let mut p = AtomicEthPacket::new_unchecked(&mut buf[..AtomicEthPacket::<&[u8]>::LEN]);
         p.set_va(self.va);
         p.set_rkey(self.rkey);
         p.set_swap_add(self.swap_add);
@@ -92,7 +110,7 @@ impl AtomicEthRepr {
 header_view!(
     /// A view of an AtomicAckETH at the start of a buffer.
     AtomicAckEthPacket,
-    8,
+    field::ORIG.end,
     "AtomicAckETH"
 );
 
@@ -100,7 +118,7 @@ impl<T: AsRef<[u8]>> AtomicAckEthPacket<T> {
     /// The remote data before the atomic operation.
     #[inline]
     pub fn orig(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), 0)
+        get_u64(self.buffer.as_ref(), field::ORIG)
     }
 }
 
@@ -108,7 +126,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicAckEthPacket<T> {
     /// Sets the original remote data.
     #[inline]
     pub fn set_orig(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), 0, v);
+        set_u64(self.buffer.as_mut(), field::ORIG, v);
     }
 }
 
@@ -125,9 +143,10 @@ impl AtomicAckEthRepr {
     pub fn parse<T: AsRef<[u8]>>(p: &AtomicAckEthPacket<T>) -> Self {
         AtomicAckEthRepr { orig: p.orig() }
     }
-    /// Writes all 8 bytes.
+    /// Writes all 8 bytes at the start of `buf`. Panics if `buf` is shorter.
     #[inline]
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut AtomicAckEthPacket<T>) {
+    pub fn emit(&self, buf: &mut [u8]) {
+        let mut p = AtomicAckEthPacket::new_unchecked(&mut buf[..AtomicAckEthPacket::<&[u8]>::LEN]);
         p.set_orig(self.orig);
     }
 }
@@ -145,7 +164,7 @@ mod tests {
             compare: 0x2122232425262728,
         };
         let mut buf = [0xa5u8; 28];
-        r.emit(&mut AtomicEthPacket::new_unchecked(&mut buf[..]));
+        r.emit(&mut buf);
         assert_eq!(&buf[..12], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
         assert_eq!(
             &buf[12..20],
@@ -168,7 +187,7 @@ mod tests {
             orig: 0xdead_beef_0000_0001,
         };
         let mut buf = [0xa5u8; 8];
-        r.emit(&mut AtomicAckEthPacket::new_unchecked(&mut buf[..]));
+        r.emit(&mut buf);
         assert_eq!(buf, [0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1]);
         assert_eq!(
             AtomicAckEthRepr::parse(&AtomicAckEthPacket::new_checked(&buf[..]).unwrap()),

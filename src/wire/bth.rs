@@ -3,10 +3,49 @@
 use super::Opcode;
 use super::field::{get_u16, get_u24, set_u16, set_u24};
 
+/// Byte layout of the BTH, and the bits of its flag bytes.
+pub(crate) mod field {
+    use crate::wire::field::Field;
+
+    /// OpCode.
+    pub const OPCODE: usize = 0;
+    /// SE, M, PadCnt and TVer.
+    pub const FLAGS: usize = 1;
+    /// P_Key.
+    pub const PKEY: Field = 2..4;
+    /// FECN, BECN and resv6a: the byte the ICRC masks.
+    pub const ECN: usize = 4;
+    /// DestQP (24 bits).
+    pub const DEST_QP: Field = 5..8;
+    /// AckReq and resv7.
+    pub const ACK_REQ: usize = 8;
+    /// PSN (24 bits).
+    pub const PSN: Field = 9..12;
+
+    /// SE, solicited event, in `FLAGS`.
+    pub const FLG_SE: u8 = 0x80;
+    /// M, MigReq, in `FLAGS`.
+    pub const FLG_MIGREQ: u8 = 0x40;
+    /// PadCnt, in `FLAGS`.
+    pub const PAD_MASK: u8 = 0x30;
+    /// Position of PadCnt in `FLAGS`.
+    pub const PAD_SHIFT: u32 = 4;
+    /// TVer, in `FLAGS`.
+    pub const TVER_MASK: u8 = 0x0f;
+    /// FECN, in `ECN`.
+    pub const FLG_FECN: u8 = 0x80;
+    /// BECN, in `ECN`.
+    pub const FLG_BECN: u8 = 0x40;
+    /// AckReq, in `ACK_REQ`.
+    pub const FLG_ACK_REQ: u8 = 0x80;
+}
+
+use field::{FLG_ACK_REQ, FLG_BECN, FLG_FECN, FLG_MIGREQ, FLG_SE, PAD_MASK, PAD_SHIFT, TVER_MASK};
+
 header_view!(
     /// A view of a BTH at the start of a buffer.
     BthPacket,
-    12,
+    field::PSN.end,
     "BTH"
 );
 
@@ -18,57 +57,57 @@ impl<T: AsRef<[u8]>> BthPacket<T> {
     /// OpCode (byte 0).
     #[inline]
     pub fn opcode(&self) -> Opcode {
-        Opcode(self.b()[0])
+        Opcode(self.b()[field::OPCODE])
     }
     /// SE, solicited event.
     #[inline]
     pub fn solicited(&self) -> bool {
-        self.b()[1] & 0x80 != 0
+        self.b()[field::FLAGS] & FLG_SE != 0
     }
     /// M, MigReq (ConnectX sets it; receivers ignore it).
     #[inline]
     pub fn migreq(&self) -> bool {
-        self.b()[1] & 0x40 != 0
+        self.b()[field::FLAGS] & FLG_MIGREQ != 0
     }
     /// PadCnt, pad bytes after the payload (0-3).
     #[inline]
     pub fn pad_count(&self) -> u8 {
-        (self.b()[1] >> 4) & 0x3
+        (self.b()[field::FLAGS] & PAD_MASK) >> PAD_SHIFT
     }
     /// TVer, transport header version (must be 0).
     #[inline]
     pub fn tver(&self) -> u8 {
-        self.b()[1] & 0x0f
+        self.b()[field::FLAGS] & TVER_MASK
     }
     /// P_Key.
     #[inline]
     pub fn pkey(&self) -> u16 {
-        get_u16(self.b(), 2)
+        get_u16(self.b(), field::PKEY)
     }
     /// FECN, forward ECN (masked in the ICRC).
     #[inline]
     pub fn fecn(&self) -> bool {
-        self.b()[4] & 0x80 != 0
+        self.b()[field::ECN] & FLG_FECN != 0
     }
     /// BECN, backward ECN (set in CNPs; masked in the ICRC).
     #[inline]
     pub fn becn(&self) -> bool {
-        self.b()[4] & 0x40 != 0
+        self.b()[field::ECN] & FLG_BECN != 0
     }
     /// DestQP (24 bits).
     #[inline]
     pub fn dest_qp(&self) -> u32 {
-        get_u24(self.b(), 5)
+        get_u24(self.b(), field::DEST_QP)
     }
     /// AckReq.
     #[inline]
     pub fn ack_req(&self) -> bool {
-        self.b()[8] & 0x80 != 0
+        self.b()[field::ACK_REQ] & FLG_ACK_REQ != 0
     }
     /// PSN (24 bits).
     #[inline]
     pub fn psn(&self) -> u32 {
-        get_u24(self.b(), 9)
+        get_u24(self.b(), field::PSN)
     }
 }
 
@@ -85,59 +124,59 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> BthPacket<T> {
     /// Sets the OpCode.
     #[inline]
     pub fn set_opcode(&mut self, op: Opcode) {
-        self.bm()[0] = op.0;
+        self.bm()[field::OPCODE] = op.0;
     }
     /// Sets SE.
     #[inline]
     pub fn set_solicited(&mut self, on: bool) {
-        self.set_bit(1, 0x80, on);
+        self.set_bit(field::FLAGS, FLG_SE, on);
     }
     /// Sets M (MigReq).
     #[inline]
     pub fn set_migreq(&mut self, on: bool) {
-        self.set_bit(1, 0x40, on);
+        self.set_bit(field::FLAGS, FLG_MIGREQ, on);
     }
     /// Sets PadCnt (low 2 bits of `pad` are used).
     #[inline]
     pub fn set_pad_count(&mut self, pad: u8) {
-        let b = &mut self.bm()[1];
-        *b = (*b & !0x30) | ((pad & 0x3) << 4);
+        let b = &mut self.bm()[field::FLAGS];
+        *b = (*b & !PAD_MASK) | ((pad << PAD_SHIFT) & PAD_MASK);
     }
     /// Sets TVer (low 4 bits are used).
     #[inline]
     pub fn set_tver(&mut self, tver: u8) {
-        let b = &mut self.bm()[1];
-        *b = (*b & !0x0f) | (tver & 0x0f);
+        let b = &mut self.bm()[field::FLAGS];
+        *b = (*b & !TVER_MASK) | (tver & TVER_MASK);
     }
     /// Sets the P_Key.
     #[inline]
     pub fn set_pkey(&mut self, pkey: u16) {
-        set_u16(self.bm(), 2, pkey);
+        set_u16(self.bm(), field::PKEY, pkey);
     }
     /// Sets FECN.
     #[inline]
     pub fn set_fecn(&mut self, on: bool) {
-        self.set_bit(4, 0x80, on);
+        self.set_bit(field::ECN, FLG_FECN, on);
     }
     /// Sets BECN.
     #[inline]
     pub fn set_becn(&mut self, on: bool) {
-        self.set_bit(4, 0x40, on);
+        self.set_bit(field::ECN, FLG_BECN, on);
     }
     /// Sets DestQP (low 24 bits are used).
     #[inline]
     pub fn set_dest_qp(&mut self, qpn: u32) {
-        set_u24(self.bm(), 5, qpn);
+        set_u24(self.bm(), field::DEST_QP, qpn);
     }
     /// Sets AckReq.
     #[inline]
     pub fn set_ack_req(&mut self, on: bool) {
-        self.set_bit(8, 0x80, on);
+        self.set_bit(field::ACK_REQ, FLG_ACK_REQ, on);
     }
     /// Sets the PSN (low 24 bits are used).
     #[inline]
     pub fn set_psn(&mut self, psn: u32) {
-        set_u24(self.bm(), 9, psn);
+        set_u24(self.bm(), field::PSN, psn);
     }
 }
 
@@ -208,20 +247,22 @@ impl BthRepr {
         }
     }
 
-    /// Writes all 12 bytes of the BTH, reserved bits as zero.
+    /// Writes all 12 bytes of the BTH at the start of `buf`, reserved bits as zero. Panics if `buf` is
+    /// shorter.
     #[inline]
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut BthPacket<T>) {
-        let b = p.bm();
-        b[0] = self.opcode.0;
-        b[1] = (u8::from(self.solicited) << 7)
-            | (u8::from(self.migreq) << 6)
-            | ((self.pad_count & 0x3) << 4)
-            | (self.tver & 0x0f);
-        set_u16(b, 2, self.pkey);
-        b[4] = (u8::from(self.fecn) << 7) | (u8::from(self.becn) << 6);
-        set_u24(b, 5, self.dest_qp);
-        b[8] = u8::from(self.ack_req) << 7;
-        set_u24(b, 9, self.psn);
+    pub fn emit(&self, buf: &mut [u8]) {
+        let b = &mut buf[..BthPacket::<&[u8]>::LEN];
+        let bit = |on: bool, flag: u8| if on { flag } else { 0 };
+        b[field::OPCODE] = self.opcode.0;
+        b[field::FLAGS] = bit(self.solicited, FLG_SE)
+            | bit(self.migreq, FLG_MIGREQ)
+            | ((self.pad_count << PAD_SHIFT) & PAD_MASK)
+            | (self.tver & TVER_MASK);
+        set_u16(b, field::PKEY, self.pkey);
+        b[field::ECN] = bit(self.fecn, FLG_FECN) | bit(self.becn, FLG_BECN);
+        set_u24(b, field::DEST_QP, self.dest_qp);
+        b[field::ACK_REQ] = bit(self.ack_req, FLG_ACK_REQ);
+        set_u24(b, field::PSN, self.psn);
     }
 }
 
@@ -254,7 +295,7 @@ mod tests {
     fn emit_overwrites_every_byte() {
         let r = BthRepr::parse(&BthPacket::new_unchecked(&HW_BTH[..]));
         let mut buf = [0xa5u8; 12];
-        r.emit(&mut BthPacket::new_unchecked(&mut buf[..]));
+        r.emit(&mut buf);
         assert_eq!(buf, HW_BTH);
     }
 
@@ -265,7 +306,7 @@ mod tests {
         r.fecn = true;
         r.solicited = true;
         let mut buf = [0xa5u8; 12];
-        r.emit(&mut BthPacket::new_unchecked(&mut buf[..]));
+        r.emit(&mut buf);
         assert_eq!(
             buf,
             [
@@ -275,7 +316,7 @@ mod tests {
         // Out-of-range values are truncated to their field widths.
         let mut big = BthRepr::new(Opcode::RC_SEND_ONLY, 0x1234_5678, 0xff00_0001);
         big.pad_count = 7;
-        big.emit(&mut BthPacket::new_unchecked(&mut buf[..]));
+        big.emit(&mut buf);
         let back = BthRepr::parse(&BthPacket::new_unchecked(&buf[..]));
         assert_eq!((back.dest_qp, back.psn, back.pad_count), (0x345678, 1, 3));
     }

@@ -2,10 +2,22 @@
 
 use super::field::{get_u24, get_u32, set_u24, set_u32};
 
+/// Byte layout of the DETH.
+mod field {
+    use crate::wire::field::Field;
+
+    /// Q_Key.
+    pub const QKEY: Field = 0..4;
+    /// Reserved byte before the source QP.
+    pub const RESERVED: usize = 4;
+    /// Source QP (24 bits).
+    pub const SRC_QP: Field = 5..8;
+}
+
 header_view!(
     /// A view of a DETH at the start of a buffer.
     DethPacket,
-    8,
+    field::SRC_QP.end,
     "DETH"
 );
 
@@ -13,12 +25,12 @@ impl<T: AsRef<[u8]>> DethPacket<T> {
     /// Q_Key.
     #[inline]
     pub fn qkey(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), 0)
+        get_u32(self.buffer.as_ref(), field::QKEY)
     }
     /// Source QP (24 bits).
     #[inline]
     pub fn src_qp(&self) -> u32 {
-        get_u24(self.buffer.as_ref(), 5)
+        get_u24(self.buffer.as_ref(), field::SRC_QP)
     }
 }
 
@@ -26,14 +38,14 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> DethPacket<T> {
     /// Sets the Q_Key.
     #[inline]
     pub fn set_qkey(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), 0, v);
+        set_u32(self.buffer.as_mut(), field::QKEY, v);
     }
     /// Sets the source QP (low 24 bits) and clears the reserved byte before it.
     #[inline]
     pub fn set_src_qp(&mut self, v: u32) {
         let b = self.buffer.as_mut();
-        b[4] = 0;
-        set_u24(b, 5, v);
+        b[field::RESERVED] = 0;
+        set_u24(b, field::SRC_QP, v);
     }
 }
 
@@ -58,9 +70,11 @@ impl DethRepr {
             src_qp: p.src_qp(),
         }
     }
-    /// Writes all 8 bytes, the reserved byte as zero.
+    /// Writes all 8 bytes at the start of `buf`, the reserved byte as zero. Panics if `buf` is
+    /// shorter.
     #[inline]
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut DethPacket<T>) {
+    pub fn emit(&self, buf: &mut [u8]) {
+        let mut p = DethPacket::new_unchecked(&mut buf[..DethPacket::<&[u8]>::LEN]);
         p.set_qkey(self.qkey);
         p.set_src_qp(self.src_qp);
     }
@@ -77,7 +91,7 @@ mod tests {
             src_qp: 1,
         };
         let mut buf = [0xa5u8; 8];
-        r.emit(&mut DethPacket::new_unchecked(&mut buf[..]));
+        r.emit(&mut buf);
         assert_eq!(buf, [0x80, 0x01, 0, 0, 0, 0, 0, 1]);
         assert_eq!(
             DethRepr::parse(&DethPacket::new_checked(&buf[..]).unwrap()),

@@ -1,7 +1,23 @@
 //! Ethernet II header with an optional 802.1Q tag (roce-wire.md §2.1). The FCS is the NIC's business.
 
-use super::field::{get_u16, need, set_u16};
+use super::field::{get_array, get_u16, need, set_u16};
 use super::{Error, MacAddr, Result};
+
+/// Byte layout of the Ethernet header, with and without an 802.1Q tag.
+mod field {
+    use crate::wire::field::Field;
+
+    /// Destination MAC.
+    pub const DESTINATION: Field = 0..6;
+    /// Source MAC.
+    pub const SOURCE: Field = 6..12;
+    /// EtherType, or the 802.1Q TPID of a tagged frame.
+    pub const ETHERTYPE: Field = 12..14;
+    /// TCI of the 802.1Q tag (PCP, DEI, VID).
+    pub const VLAN_TCI: Field = 14..16;
+    /// EtherType of a tagged frame.
+    pub const VLAN_ETHERTYPE: Field = 16..18;
+}
 
 /// EtherType values RoCE uses.
 pub mod ethertype {
@@ -23,9 +39,9 @@ pub struct EthernetFrame<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Length of an untagged header.
-    pub const LEN: usize = 14;
+    pub const LEN: usize = field::ETHERTYPE.end;
     /// Length of an 802.1Q tag.
-    pub const VLAN_LEN: usize = 4;
+    pub const VLAN_LEN: usize = field::VLAN_ETHERTYPE.end - field::ETHERTYPE.end;
 
     /// Wraps a buffer without checking; accessors panic if it is too short.
     #[inline]
@@ -58,27 +74,33 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Destination MAC.
     #[inline]
     pub fn dst(&self) -> MacAddr {
-        self.buffer.as_ref()[0..6].try_into().unwrap()
+        MacAddr(get_array(self.buffer.as_ref(), field::DESTINATION))
     }
     /// Source MAC.
     #[inline]
     pub fn src(&self) -> MacAddr {
-        self.buffer.as_ref()[6..12].try_into().unwrap()
+        MacAddr(get_array(self.buffer.as_ref(), field::SOURCE))
     }
     /// True when an 802.1Q tag follows the source MAC.
     #[inline]
     pub fn has_vlan(&self) -> bool {
-        get_u16(self.buffer.as_ref(), 12) == ethertype::VLAN
+        get_u16(self.buffer.as_ref(), field::ETHERTYPE) == ethertype::VLAN
     }
     /// The 16-bit TCI of the 802.1Q tag (PCP, DEI, VID), if tagged.
     #[inline]
     pub fn vlan_tci(&self) -> Option<u16> {
-        self.has_vlan().then(|| get_u16(self.buffer.as_ref(), 14))
+        self.has_vlan()
+            .then(|| get_u16(self.buffer.as_ref(), field::VLAN_TCI))
     }
     /// EtherType of the payload (after the tag, if any).
     #[inline]
     pub fn ethertype(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), self.header_len() - 2)
+        let at = if self.has_vlan() {
+            field::VLAN_ETHERTYPE
+        } else {
+            field::ETHERTYPE
+        };
+        get_u16(self.buffer.as_ref(), at)
     }
     /// Header length: 14, or 18 with a tag.
     #[inline]
@@ -152,22 +174,26 @@ impl EthernetRepr {
     /// Header length this repr emits: 14, or 18 with a tag.
     #[inline]
     pub fn header_len(&self) -> usize {
-        EthernetFrame::<&[u8]>::LEN + if self.vlan.is_some() { 4 } else { 0 }
+        let tag = if self.vlan.is_some() {
+            EthernetFrame::<&[u8]>::VLAN_LEN
+        } else {
+            0
+        };
+        EthernetFrame::<&[u8]>::LEN + tag
     }
 
     /// Writes `header_len()` bytes at the start of `buf`. Panics if `buf` is too short.
     pub fn emit(&self, buf: &mut [u8]) {
-        buf[0..6].copy_from_slice(self.dst.as_bytes());
-        buf[6..12].copy_from_slice(self.src.as_bytes());
-        let at = match self.vlan {
+        buf[field::DESTINATION].copy_from_slice(self.dst.as_bytes());
+        buf[field::SOURCE].copy_from_slice(self.src.as_bytes());
+        match self.vlan {
             Some(tag) => {
-                set_u16(buf, 12, ethertype::VLAN);
-                set_u16(buf, 14, tag.tci());
-                16
+                set_u16(buf, field::ETHERTYPE, ethertype::VLAN);
+                set_u16(buf, field::VLAN_TCI, tag.tci());
+                set_u16(buf, field::VLAN_ETHERTYPE, self.ethertype);
             }
-            None => 12,
-        };
-        set_u16(buf, at, self.ethertype);
+            None => set_u16(buf, field::ETHERTYPE, self.ethertype),
+        }
     }
 
     /// The RoCE flavour the EtherType announces, or `UnknownEtherType`.

@@ -1,56 +1,75 @@
-//! Big-endian field accessors shared by the header views.
+//! Field ranges and big-endian accessors shared by the header views (smoltcp's `wire::field`).
 //!
-//! Callers have already checked the buffer length, so these index directly; an out-of-range index is a
-//! bug in a view, not a property of the packet.
+//! Each header module declares its layout as a private `mod field` of named [`Field`] ranges and byte
+//! offsets, and reads and writes them through these helpers. Callers have already checked the buffer
+//! length, so the helpers index directly; an out-of-range index is a bug in a view, not a property of
+//! the packet.
 
-/// Reads a big-endian u16 at `at`.
+/// The bytes of one multi-byte field: a range of offsets within its header.
+pub(crate) type Field = core::ops::Range<usize>;
+
+/// Reads the big-endian u16 in `f` (2 bytes).
 #[inline]
-pub(crate) fn get_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+pub(crate) fn get_u16(b: &[u8], f: Field) -> u16 {
+    debug_assert_eq!(f.len(), 2);
+    u16::from_be_bytes([b[f.start], b[f.start + 1]])
 }
 
-/// Reads a big-endian 24-bit value at `at`.
+/// Reads the big-endian 24-bit value in `f` (3 bytes).
 #[inline]
-pub(crate) fn get_u24(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
+pub(crate) fn get_u24(b: &[u8], f: Field) -> u32 {
+    debug_assert_eq!(f.len(), 3);
+    u32::from_be_bytes([0, b[f.start], b[f.start + 1], b[f.start + 2]])
 }
 
-/// Reads a big-endian u32 at `at`.
+/// Reads the big-endian u32 in `f` (4 bytes).
 #[inline]
-pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+pub(crate) fn get_u32(b: &[u8], f: Field) -> u32 {
+    debug_assert_eq!(f.len(), 4);
+    u32::from_be_bytes([b[f.start], b[f.start + 1], b[f.start + 2], b[f.start + 3]])
 }
 
-/// Reads a big-endian u64 at `at`.
+/// Reads the big-endian u64 in `f` (8 bytes).
 #[inline]
-pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {
+pub(crate) fn get_u64(b: &[u8], f: Field) -> u64 {
+    debug_assert_eq!(f.len(), 8);
     let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
+    a.copy_from_slice(&b[f]);
     u64::from_be_bytes(a)
 }
 
-/// Writes a big-endian u16 at `at`.
+/// Reads the bytes of `f` as an array (addresses, GIDs).
 #[inline]
-pub(crate) fn set_u16(b: &mut [u8], at: usize, v: u16) {
-    b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+pub(crate) fn get_array<const N: usize>(b: &[u8], f: Field) -> [u8; N] {
+    b[f].try_into().expect("field length matches the array")
 }
 
-/// Writes the low 24 bits of `v` big-endian at `at`.
+/// Writes `v` big-endian into `f` (2 bytes).
 #[inline]
-pub(crate) fn set_u24(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 3].copy_from_slice(&v.to_be_bytes()[1..]);
+pub(crate) fn set_u16(b: &mut [u8], f: Field, v: u16) {
+    debug_assert_eq!(f.len(), 2);
+    b[f].copy_from_slice(&v.to_be_bytes());
 }
 
-/// Writes a big-endian u32 at `at`.
+/// Writes the low 24 bits of `v` big-endian into `f` (3 bytes).
 #[inline]
-pub(crate) fn set_u32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+pub(crate) fn set_u24(b: &mut [u8], f: Field, v: u32) {
+    debug_assert_eq!(f.len(), 3);
+    b[f].copy_from_slice(&v.to_be_bytes()[1..]);
 }
 
-/// Writes a big-endian u64 at `at`.
+/// Writes `v` big-endian into `f` (4 bytes).
 #[inline]
-pub(crate) fn set_u64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_be_bytes());
+pub(crate) fn set_u32(b: &mut [u8], f: Field, v: u32) {
+    debug_assert_eq!(f.len(), 4);
+    b[f].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Writes `v` big-endian into `f` (8 bytes).
+#[inline]
+pub(crate) fn set_u64(b: &mut [u8], f: Field, v: u64) {
+    debug_assert_eq!(f.len(), 8);
+    b[f].copy_from_slice(&v.to_be_bytes());
 }
 
 /// Fails with [`Error::Truncated`](super::Error::Truncated) unless `have >= need`.
@@ -106,18 +125,18 @@ macro_rules! header_view {
     };
 }
 
-/// Reads the IPv6/GRH first word: (version, traffic class, flow label).
+/// Reads the IPv6/GRH first word, in `f`: (version, traffic class, flow label).
 #[inline]
-pub(crate) fn get_ver_tc_flow(b: &[u8]) -> (u8, u8, u32) {
-    let w = get_u32(b, 0);
+pub(crate) fn get_ver_tc_flow(b: &[u8], f: Field) -> (u8, u8, u32) {
+    let w = get_u32(b, f);
     ((w >> 28) as u8, (w >> 20) as u8, w & 0x000f_ffff)
 }
 
-/// Writes the IPv6/GRH first word (flow label truncated to 20 bits).
+/// Writes the IPv6/GRH first word into `f` (flow label truncated to 20 bits).
 #[inline]
-pub(crate) fn set_ver_tc_flow(b: &mut [u8], version: u8, tclass: u8, flow: u32) {
+pub(crate) fn set_ver_tc_flow(b: &mut [u8], f: Field, version: u8, tclass: u8, flow: u32) {
     let w = (u32::from(version & 0xf) << 28) | (u32::from(tclass) << 20) | (flow & 0x000f_ffff);
-    set_u32(b, 0, w);
+    set_u32(b, f, w);
 }
 
 /// Converts a length the caller computed into a 16-bit length field; a longer packet is a caller bug.

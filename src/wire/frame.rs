@@ -1,6 +1,8 @@
-//! A whole RoCE frame: Ethernet (optionally 802.1Q-tagged), then a GRH (v1) or IPv4/IPv6 + UDP (v2),
-//! then the IB transport headers, payload, pad and ICRC. The lengths are taken from the GRH PayLen or
-//! the IP/UDP length fields, never from the frame length (which may include Ethernet padding).
+//! A whole RoCE frame: Ethernet, the network header, the IB headers, payload, pad and ICRC.
+//!
+//! Ethernet may be 802.1Q-tagged; the network header is a GRH (v1) or IPv4/IPv6 + UDP (v2). The
+//! lengths are taken from the GRH PayLen or the IP/UDP length fields, never from the frame length
+//! (which may include Ethernet padding).
 
 use super::ethernet::ethertype;
 use super::field::need;

@@ -1,15 +1,33 @@
 //! RoCE v1 Global Route Header (40 bytes, IPv6-shaped; roce-wire.md §2.2).
 
-use super::field::{get_u16, get_ver_tc_flow, len16, need, set_u16, set_ver_tc_flow};
+use super::field::{get_array, get_u16, get_ver_tc_flow, len16, need, set_u16, set_ver_tc_flow};
 use super::{Error, Gid, Result};
 
 /// GRH Next Header value announcing an IBA transport header.
 pub const NXTHDR_IBA: u8 = 0x1b;
 
+/// Byte layout of the GRH: IPv6's, under IB names.
+pub(super) mod field {
+    use crate::wire::field::Field;
+
+    /// IPVer (4 bits), TClass (8 bits), FlowLabel (20 bits).
+    pub const VER_TCLASS_FLOW: Field = 0..4;
+    /// PayLen: BTH through ICRC.
+    pub const PAYLEN: Field = 4..6;
+    /// NxtHdr.
+    pub const NXTHDR: usize = 6;
+    /// HopLmt.
+    pub const HOPLMT: usize = 7;
+    /// Source GID.
+    pub const SGID: Field = 8..24;
+    /// Destination GID.
+    pub const DGID: Field = 24..40;
+}
+
 header_view!(
     /// A view of a GRH at the start of a buffer.
     GrhPacket,
-    40,
+    field::DGID.end,
     "GRH"
 );
 
@@ -30,42 +48,42 @@ impl<T: AsRef<[u8]>> GrhPacket<T> {
     /// IPVer (6).
     #[inline]
     pub fn ipver(&self) -> u8 {
-        get_ver_tc_flow(self.b()).0
+        get_ver_tc_flow(self.b(), field::VER_TCLASS_FLOW).0
     }
     /// TClass; masked in the ICRC.
     #[inline]
     pub fn tclass(&self) -> u8 {
-        get_ver_tc_flow(self.b()).1
+        get_ver_tc_flow(self.b(), field::VER_TCLASS_FLOW).1
     }
     /// FlowLabel (20 bits); masked in the ICRC.
     #[inline]
     pub fn flow_label(&self) -> u32 {
-        get_ver_tc_flow(self.b()).2
+        get_ver_tc_flow(self.b(), field::VER_TCLASS_FLOW).2
     }
     /// PayLen: BTH through ICRC.
     #[inline]
     pub fn payload_len(&self) -> u16 {
-        get_u16(self.b(), 4)
+        get_u16(self.b(), field::PAYLEN)
     }
     /// NxtHdr (0x1B).
     #[inline]
     pub fn next_header(&self) -> u8 {
-        self.b()[6]
+        self.b()[field::NXTHDR]
     }
     /// HopLmt; masked in the ICRC.
     #[inline]
     pub fn hop_limit(&self) -> u8 {
-        self.b()[7]
+        self.b()[field::HOPLMT]
     }
     /// Source GID.
     #[inline]
     pub fn sgid(&self) -> Gid {
-        self.b()[8..24].try_into().unwrap()
+        Gid(get_array(self.b(), field::SGID))
     }
     /// Destination GID.
     #[inline]
     pub fn dgid(&self) -> Gid {
-        self.b()[24..40].try_into().unwrap()
+        Gid(get_array(self.b(), field::DGID))
     }
     /// The bytes after the GRH, up to PayLen. Needs `check_lengths`.
     #[inline]
@@ -112,12 +130,12 @@ impl GrhRepr {
     /// too short or the payload exceeds 65535 bytes.
     pub fn emit(&self, buf: &mut [u8], payload_len: usize) {
         let b = &mut buf[..GrhPacket::<&[u8]>::LEN];
-        set_ver_tc_flow(b, 6, self.tclass, self.flow_label);
-        set_u16(b, 4, len16("GRH PayLen", payload_len));
-        b[6] = NXTHDR_IBA;
-        b[7] = self.hop_limit;
-        b[8..24].copy_from_slice(self.sgid.as_bytes());
-        b[24..40].copy_from_slice(self.dgid.as_bytes());
+        set_ver_tc_flow(b, field::VER_TCLASS_FLOW, 6, self.tclass, self.flow_label);
+        set_u16(b, field::PAYLEN, len16("GRH PayLen", payload_len));
+        b[field::NXTHDR] = NXTHDR_IBA;
+        b[field::HOPLMT] = self.hop_limit;
+        b[field::SGID].copy_from_slice(self.sgid.as_bytes());
+        b[field::DGID].copy_from_slice(self.dgid.as_bytes());
     }
 }
 

@@ -1,5 +1,6 @@
-//! The whole IB transport header stack of one packet (BTH plus the extension headers its opcode
-//! prescribes), parsed from and emitted to the bytes between the end of the network header and the ICRC.
+//! The IB transport header stack of one packet: the BTH and the extension headers its opcode prescribes.
+//!
+//! Parsed from and emitted to the bytes between the end of the network header and the ICRC.
 
 use super::field::{get_u32, need, set_u32};
 use super::{
@@ -9,6 +10,21 @@ use super::{
 
 /// Length of the reserved block that follows a CNP's BTH.
 pub const CNP_RESERVED_LEN: usize = 16;
+
+/// Byte layout of the two one-field extension headers, ImmDt and IETH.
+mod field {
+    use crate::wire::field::Field;
+
+    /// ImmDt: the immediate value.
+    pub const IMM_DATA: Field = 0..4;
+    /// IETH: the R_Key to invalidate.
+    pub const IETH_RKEY: Field = 0..4;
+}
+
+/// Length of the ImmDt header.
+pub(super) const IMMDT_LEN: usize = field::IMM_DATA.end;
+/// Length of the IETH header.
+pub(super) const IETH_LEN: usize = field::IETH_RKEY.end;
 
 /// Pad bytes after a payload of `payload_len` bytes: `(-len) & 3`.
 #[inline]
@@ -94,12 +110,12 @@ impl IbRepr {
             at += AtomicAckEthPacket::<&[u8]>::LEN;
         }
         if op.has_immdt() {
-            repr.imm = Some(get_u32(ib, at));
-            at += 4;
+            repr.imm = Some(get_u32(&ib[at..], field::IMM_DATA));
+            at += IMMDT_LEN;
         }
         if op.has_ieth() {
-            repr.ieth = Some(get_u32(ib, at));
-            at += 4;
+            repr.ieth = Some(get_u32(&ib[at..], field::IETH_RKEY));
+            at += IETH_LEN;
         }
         if op.is_cnp() {
             at += CNP_RESERVED_LEN;
@@ -150,7 +166,7 @@ impl IbRepr {
         );
         let len = self.header_len();
         let buf = &mut buf[..len];
-        self.bth.emit(&mut BthPacket::new_unchecked(&mut *buf));
+        self.bth.emit(buf);
         let op = self.bth.opcode;
         if !op.is_known() {
             return;
@@ -158,17 +174,17 @@ impl IbRepr {
         let mut at = BthPacket::<&[u8]>::LEN;
         if op.has_deth() {
             let d = self.deth.unwrap_or_default();
-            d.emit(&mut DethPacket::new_unchecked(&mut buf[at..]));
+            d.emit(&mut buf[at..]);
             at += DethPacket::<&[u8]>::LEN;
         }
         if op.has_reth() {
             let r = self.reth.unwrap_or_default();
-            r.emit(&mut RethPacket::new_unchecked(&mut buf[at..]));
+            r.emit(&mut buf[at..]);
             at += RethPacket::<&[u8]>::LEN;
         }
         if op.has_atomic_eth() {
             let a = self.atomic_eth.unwrap_or_default();
-            a.emit(&mut AtomicEthPacket::new_unchecked(&mut buf[at..]));
+            a.emit(&mut buf[at..]);
             at += AtomicEthPacket::<&[u8]>::LEN;
         }
         if op.has_aeth() {
@@ -176,21 +192,21 @@ impl IbRepr {
                 syndrome: 0,
                 msn: 0,
             });
-            a.emit(&mut AethPacket::new_unchecked(&mut buf[at..]));
+            a.emit(&mut buf[at..]);
             at += AethPacket::<&[u8]>::LEN;
         }
         if op.has_atomic_ack_eth() {
             let a = self.atomic_ack_eth.unwrap_or_default();
-            a.emit(&mut AtomicAckEthPacket::new_unchecked(&mut buf[at..]));
+            a.emit(&mut buf[at..]);
             at += AtomicAckEthPacket::<&[u8]>::LEN;
         }
         if op.has_immdt() {
-            set_u32(buf, at, self.imm.unwrap_or(0));
-            at += 4;
+            set_u32(&mut buf[at..], field::IMM_DATA, self.imm.unwrap_or(0));
+            at += IMMDT_LEN;
         }
         if op.has_ieth() {
-            set_u32(buf, at, self.ieth.unwrap_or(0));
-            at += 4;
+            set_u32(&mut buf[at..], field::IETH_RKEY, self.ieth.unwrap_or(0));
+            at += IETH_LEN;
         }
         if op.is_cnp() {
             buf[at..at + CNP_RESERVED_LEN].fill(0);
@@ -301,7 +317,7 @@ mod tests {
     #[test]
     fn unknown_opcode_keeps_bth_and_returns_rest() {
         let mut buf = [0u8; 20];
-        BthRepr::new(Opcode(0x1c), 1, 2).emit(&mut BthPacket::new_unchecked(&mut buf[..]));
+        BthRepr::new(Opcode(0x1c), 1, 2).emit(&mut buf);
         buf[12..].copy_from_slice(b"abcdefgh");
         let (r, payload) = IbRepr::parse(&buf).unwrap();
         assert_eq!(r.bth.opcode, Opcode(0x1c));

@@ -1,6 +1,8 @@
-//! The RoCE invariant CRC (roce-wire.md §5): CRC-32 over eight 0xFF bytes (a pseudo-LRH), the network
-//! header with its variant fields set to ones, the BTH with byte 4 set to ones, then everything up to
-//! the ICRC. The result goes on the wire least-significant byte first.
+//! The RoCE invariant CRC (roce-wire.md §5), computed over caller buffers without allocating.
+//!
+//! CRC-32 over eight 0xFF bytes (a pseudo-LRH), the network header with its variant fields set to
+//! ones, the BTH with byte 4 set to ones, then everything up to the ICRC. The result goes on the wire
+//! least-significant byte first.
 //!
 //! Only the network header and the BTH are copied (to a small stack buffer, to mask them); the rest is
 //! fed straight from the caller's buffers, so computing an ICRC never allocates, and the headers and the
@@ -27,36 +29,44 @@ const IPV6_LEN: usize = Ipv6Packet::<&[u8]>::LEN;
 const UDP_LEN: usize = UdpPacket::<&[u8]>::LEN;
 const BTH_LEN: usize = BthPacket::<&[u8]>::LEN;
 
+// The GRH is masked as the IPv6 header it is shaped like.
+const _: () = {
+    use super::{grh::field as grh, ipv6::field as ipv6};
+    assert!(grh::VER_TCLASS_FLOW.start == ipv6::VER_TC_FLOW.start);
+    assert!(grh::VER_TCLASS_FLOW.end == ipv6::VER_TC_FLOW.end);
+    assert!(grh::HOPLMT == ipv6::HOP_LIMIT);
+};
+
 /// Sets TClass / traffic class, FlowLabel and HopLmt of an IPv6-shaped header (GRH or IPv6) to ones.
 #[inline]
 fn mask_ipv6_shaped(h: &mut [u8]) {
-    h[0] |= 0x0f;
-    h[1] = 0xff;
-    h[2] = 0xff;
-    h[3] = 0xff;
-    h[7] = 0xff;
+    use super::ipv6::field;
+    // Everything but the 4-bit version.
+    let first = &mut h[field::VER_TC_FLOW];
+    first[0] |= 0x0f;
+    first[1..].fill(0xff);
+    h[field::HOP_LIMIT] = 0xff;
 }
 
 /// Sets TOS, TTL and the header checksum of an IPv4 header to ones.
 #[inline]
 fn mask_ipv4(h: &mut [u8]) {
-    h[1] = 0xff;
-    h[8] = 0xff;
-    h[10] = 0xff;
-    h[11] = 0xff;
+    use super::ipv4::field;
+    h[field::DSCP_ECN] = 0xff;
+    h[field::TTL] = 0xff;
+    h[field::CHECKSUM].fill(0xff);
 }
 
 /// Sets the checksum of a UDP header to ones.
 #[inline]
 fn mask_udp(h: &mut [u8]) {
-    h[6] = 0xff;
-    h[7] = 0xff;
+    h[super::udp::field::CHECKSUM].fill(0xff);
 }
 
-/// Sets byte 4 of a BTH (FECN, BECN, resv6a) to ones.
+/// Sets the BTH byte of FECN, BECN and resv6a to ones.
 #[inline]
 fn mask_bth(h: &mut [u8]) {
-    h[4] = 0xff;
+    h[super::bth::field::ECN] = 0xff;
 }
 
 /// The ICRC of a contiguous packet: `net` (GRH, or IP and UDP headers, as on the wire, of the

@@ -13,8 +13,11 @@
 
 use crc32fast::Hasher;
 
+use super::{Ipv4Packet, UdpPacket};
+
 /// Bytes of the pseudo-packet after the ID field: the rest of the IPv4 header (14) and the UDP header.
-const AFTER_ID_IN_HEADERS: usize = 14 + 8;
+const AFTER_ID_IN_HEADERS: usize =
+    Ipv4Packet::<&[u8]>::LEN - super::ipv4::field::IDENT.end + UdpPacket::<&[u8]>::LEN;
 
 /// A block of zeros to feed the CRC, so computing an influence never allocates.
 static ZEROS: [u8; 1024] = [0; 1024];

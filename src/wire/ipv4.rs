@@ -2,17 +2,50 @@
 
 use core::net::Ipv4Addr;
 
-use super::field::{get_u16, len16, need, set_u16};
+use super::field::{get_array, get_u16, len16, need, set_u16};
 use super::{Error, Result};
 
 /// IP protocol number of UDP.
 pub const PROTO_UDP: u8 = 17;
 
+/// Byte layout of the IPv4 header (no options), and the bits of its flag fields.
+pub(super) mod field {
+    use crate::wire::field::Field;
+
+    /// Version (high 4 bits) and IHL (low 4 bits, in 32-bit words).
+    pub const VER_IHL: usize = 0;
+    /// TOS: DSCP and ECN.
+    pub const DSCP_ECN: usize = 1;
+    /// Total Length.
+    pub const LENGTH: Field = 2..4;
+    /// Identification.
+    pub const IDENT: Field = 4..6;
+    /// Flags and fragment offset.
+    pub const FLG_OFF: Field = 6..8;
+    /// TTL.
+    pub const TTL: usize = 8;
+    /// Protocol.
+    pub const PROTOCOL: usize = 9;
+    /// Header checksum.
+    pub const CHECKSUM: Field = 10..12;
+    /// Source address.
+    pub const SRC_ADDR: Field = 12..16;
+    /// Destination address.
+    pub const DST_ADDR: Field = 16..20;
+
+    /// DF, don't fragment, in `FLG_OFF`.
+    pub const FLG_DF: u16 = 0x4000;
+    /// IHL, in `VER_IHL`.
+    pub const IHL_MASK: u8 = 0x0f;
+    /// `VER_IHL` of a RoCE v2 header: version 4, 5 words.
+    pub const VER4_IHL5: u8 = 0x45;
+}
+
 header_view!(
     /// A view of an IPv4 header at the start of a buffer. `check_len` also checks that the IHL and
     /// Total Length fit the buffer, so `payload()` never panics on a checked view.
     Ipv4Packet,
-    20,
+    field::DST_ADDR.end,
     "IPv4 header"
 );
 
@@ -39,62 +72,62 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Version (4).
     #[inline]
     pub fn version(&self) -> u8 {
-        self.b()[0] >> 4
+        self.b()[field::VER_IHL] >> 4
     }
     /// Header length in bytes (IHL × 4).
     #[inline]
     pub fn header_len(&self) -> usize {
-        usize::from(self.b()[0] & 0x0f) * 4
+        usize::from(self.b()[field::VER_IHL] & field::IHL_MASK) * 4
     }
     /// TOS byte (DSCP + ECN); masked in the ICRC.
     #[inline]
     pub fn tos(&self) -> u8 {
-        self.b()[1]
+        self.b()[field::DSCP_ECN]
     }
     /// Total Length.
     #[inline]
     pub fn total_len(&self) -> u16 {
-        get_u16(self.b(), 2)
+        get_u16(self.b(), field::LENGTH)
     }
     /// Identification; covered by the ICRC.
     #[inline]
     pub fn ident(&self) -> u16 {
-        get_u16(self.b(), 4)
+        get_u16(self.b(), field::IDENT)
     }
     /// Flags and fragment offset, raw.
     #[inline]
     pub fn flags_frag(&self) -> u16 {
-        get_u16(self.b(), 6)
+        get_u16(self.b(), field::FLG_OFF)
     }
     /// DF, don't fragment.
     #[inline]
     pub fn dont_frag(&self) -> bool {
-        self.flags_frag() & 0x4000 != 0
+        self.flags_frag() & field::FLG_DF != 0
     }
     /// TTL; masked in the ICRC.
     #[inline]
     pub fn ttl(&self) -> u8 {
-        self.b()[8]
+        self.b()[field::TTL]
     }
     /// Protocol (17 for RoCE v2).
     #[inline]
     pub fn protocol(&self) -> u8 {
-        self.b()[9]
+        self.b()[field::PROTOCOL]
     }
     /// Header checksum; masked in the ICRC.
     #[inline]
     pub fn checksum(&self) -> u16 {
-        get_u16(self.b(), 10)
+        get_u16(self.b(), field::CHECKSUM)
     }
     /// Source address.
     #[inline]
     pub fn src(&self) -> Ipv4Addr {
-        Ipv4Addr::new(self.b()[12], self.b()[13], self.b()[14], self.b()[15])
+        Ipv4Addr::from(get_array::<4>(self.b(), field::SRC_ADDR))
     }
     /// Destination address.
     #[inline]
     pub fn dst(&self) -> Ipv4Addr {
-        Ipv4Addr::new(self.b()[16], self.b()[17], self.b()[18], self.b()[19])
+        Ipv4Addr::from(get_array::<4>(self.b(), field::DST_ADDR))
     }
     /// True when the header checksum is right.
     pub fn verify_checksum(&self) -> bool {
@@ -153,7 +186,7 @@ impl Ipv4Repr {
                 "IPv4 header has options (IHL != 5); RoCE v2 never sends them",
             ));
         }
-        if p.flags_frag() & !0x4000 != 0 {
+        if p.flags_frag() & !field::FLG_DF != 0 {
             return Err(Error::Malformed(
                 "IPv4 packet is a fragment or has the reserved flag set",
             ));
@@ -177,27 +210,25 @@ impl Ipv4Repr {
         self.emit_unchecksummed(buf, payload_len);
         let b = &mut buf[..Ipv4Packet::<&[u8]>::LEN];
         let c = checksum(b);
-        set_u16(b, 10, c);
+        set_u16(b, field::CHECKSUM, c);
     }
 
     /// Writes the header with checksum 0: for the ICRC, which masks the checksum anyway (computing it
     /// for every packet a UDP socket sends showed up in profiles).
     pub(crate) fn emit_unchecksummed(&self, buf: &mut [u8], payload_len: usize) {
         let b = &mut buf[..Ipv4Packet::<&[u8]>::LEN];
-        b[0] = 0x45;
-        b[1] = self.tos;
-        set_u16(
-            b,
-            2,
-            len16("IPv4 packet", Ipv4Packet::<&[u8]>::LEN + payload_len),
-        );
-        set_u16(b, 4, self.ident);
-        set_u16(b, 6, if self.dont_frag { 0x4000 } else { 0 });
-        b[8] = self.ttl;
-        b[9] = PROTO_UDP;
-        set_u16(b, 10, 0);
-        b[12..16].copy_from_slice(&self.src.octets());
-        b[16..20].copy_from_slice(&self.dst.octets());
+        let len = len16("IPv4 packet", Ipv4Packet::<&[u8]>::LEN + payload_len);
+        b[field::VER_IHL] = field::VER4_IHL5;
+        b[field::DSCP_ECN] = self.tos;
+        set_u16(b, field::LENGTH, len);
+        set_u16(b, field::IDENT, self.ident);
+        let flags = if self.dont_frag { field::FLG_DF } else { 0 };
+        set_u16(b, field::FLG_OFF, flags);
+        b[field::TTL] = self.ttl;
+        b[field::PROTOCOL] = PROTO_UDP;
+        set_u16(b, field::CHECKSUM, 0);
+        b[field::SRC_ADDR].copy_from_slice(&self.src.octets());
+        b[field::DST_ADDR].copy_from_slice(&self.dst.octets());
     }
 }
 

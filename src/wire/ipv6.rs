@@ -2,14 +2,32 @@
 
 use core::net::Ipv6Addr;
 
-use super::field::{get_u16, get_ver_tc_flow, len16, need, set_u16, set_ver_tc_flow};
+use super::field::{get_array, get_u16, get_ver_tc_flow, len16, need, set_u16, set_ver_tc_flow};
 use super::ipv4::PROTO_UDP;
 use super::{Error, Result};
+
+/// Byte layout of the IPv6 header.
+pub(super) mod field {
+    use crate::wire::field::Field;
+
+    /// Version (4 bits), traffic class (8 bits), flow label (20 bits).
+    pub const VER_TC_FLOW: Field = 0..4;
+    /// Payload Length.
+    pub const LENGTH: Field = 4..6;
+    /// Next Header.
+    pub const NXT_HDR: usize = 6;
+    /// Hop limit.
+    pub const HOP_LIMIT: usize = 7;
+    /// Source address.
+    pub const SRC_ADDR: Field = 8..24;
+    /// Destination address.
+    pub const DST_ADDR: Field = 24..40;
+}
 
 header_view!(
     /// A view of an IPv6 header at the start of a buffer.
     Ipv6Packet,
-    40,
+    field::DST_ADDR.end,
     "IPv6 header"
 );
 
@@ -30,42 +48,42 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Version (6).
     #[inline]
     pub fn version(&self) -> u8 {
-        get_ver_tc_flow(self.b()).0
+        get_ver_tc_flow(self.b(), field::VER_TC_FLOW).0
     }
     /// Traffic class; masked in the ICRC.
     #[inline]
     pub fn traffic_class(&self) -> u8 {
-        get_ver_tc_flow(self.b()).1
+        get_ver_tc_flow(self.b(), field::VER_TC_FLOW).1
     }
     /// Flow label (20 bits); masked in the ICRC.
     #[inline]
     pub fn flow_label(&self) -> u32 {
-        get_ver_tc_flow(self.b()).2
+        get_ver_tc_flow(self.b(), field::VER_TC_FLOW).2
     }
     /// Payload Length.
     #[inline]
     pub fn payload_len(&self) -> u16 {
-        get_u16(self.b(), 4)
+        get_u16(self.b(), field::LENGTH)
     }
     /// Next Header (17 for RoCE v2).
     #[inline]
     pub fn next_header(&self) -> u8 {
-        self.b()[6]
+        self.b()[field::NXT_HDR]
     }
     /// Hop limit; masked in the ICRC.
     #[inline]
     pub fn hop_limit(&self) -> u8 {
-        self.b()[7]
+        self.b()[field::HOP_LIMIT]
     }
     /// Source address.
     #[inline]
     pub fn src(&self) -> Ipv6Addr {
-        Ipv6Addr::from(<[u8; 16]>::try_from(&self.b()[8..24]).unwrap())
+        Ipv6Addr::from(get_array::<16>(self.b(), field::SRC_ADDR))
     }
     /// Destination address.
     #[inline]
     pub fn dst(&self) -> Ipv6Addr {
-        Ipv6Addr::from(<[u8; 16]>::try_from(&self.b()[24..40]).unwrap())
+        Ipv6Addr::from(get_array::<16>(self.b(), field::DST_ADDR))
     }
     /// The bytes after the header, up to Payload Length. Needs `check_lengths`.
     #[inline]
@@ -113,12 +131,18 @@ impl Ipv6Repr {
     /// payload exceeds 65535 bytes.
     pub fn emit(&self, buf: &mut [u8], payload_len: usize) {
         let b = &mut buf[..Ipv6Packet::<&[u8]>::LEN];
-        set_ver_tc_flow(b, 6, self.traffic_class, self.flow_label);
-        set_u16(b, 4, len16("IPv6 payload", payload_len));
-        b[6] = PROTO_UDP;
-        b[7] = self.hop_limit;
-        b[8..24].copy_from_slice(&self.src.octets());
-        b[24..40].copy_from_slice(&self.dst.octets());
+        set_ver_tc_flow(
+            b,
+            field::VER_TC_FLOW,
+            6,
+            self.traffic_class,
+            self.flow_label,
+        );
+        set_u16(b, field::LENGTH, len16("IPv6 payload", payload_len));
+        b[field::NXT_HDR] = PROTO_UDP;
+        b[field::HOP_LIMIT] = self.hop_limit;
+        b[field::SRC_ADDR].copy_from_slice(&self.src.octets());
+        b[field::DST_ADDR].copy_from_slice(&self.dst.octets());
     }
 }
 

@@ -1,8 +1,13 @@
 //! RoCE packet formats: Ethernet, GRH, IPv4, IPv6, UDP, BTH and extension headers, ICRC.
 //!
 //! Built as in smoltcp: a zero-copy `*Packet<T: AsRef<[u8]>>` view per header with a checked
-//! constructor for untrusted bytes, and a plain `*Repr` with `parse` and `emit`. Unknown opcodes are
-//! kept, not rejected. Nothing here holds state or allocates. See `docs/roce-wire.md` for the layouts.
+//! constructor for untrusted bytes, and a plain `*Repr` with `parse` and `emit`. Each header module
+//! names its byte layout in a private `mod field` (ranges and offsets), and nothing else indexes a
+//! header by number. Every `emit` has one shape: `emit(&self, buf: &mut [u8], ..)` writes the header
+//! at the start of `buf` (panicking if `buf` is too short); a header with a length field also takes
+//! the length of what follows it, and the frame-level reprs take the payload and return the length.
+//! Unknown opcodes are kept, not rejected. Nothing here holds state or allocates. See
+//! `docs/roce-wire.md` for the layouts.
 //!
 //! - IB transport layer: [`Opcode`], [`BthRepr`], the extension headers and [`IbRepr`] (the whole
 //!   stack an opcode prescribes).
@@ -73,6 +78,8 @@ mod udp;
 pub use addr::{Gid, MacAddr, MacAddrParseError};
 pub use aeth::{AethKind, AethPacket, AethRepr, NakCode};
 pub use atomic::{AtomicAckEthPacket, AtomicAckEthRepr, AtomicEthPacket, AtomicEthRepr};
+/// Byte layout of the BTH, for code that peeks at a field without parsing the header.
+pub(crate) use bth::field as bth_field;
 pub use bth::{BthPacket, BthRepr};
 pub use deth::{DethPacket, DethRepr};
 pub use error::{Error, Result};

@@ -152,10 +152,10 @@ const fn stack_len(f: u8) -> usize {
         len += super::AtomicAckEthPacket::<&[u8]>::LEN;
     }
     if f & IMM != 0 {
-        len += 4;
+        len += super::ib::IMMDT_LEN;
     }
     if f & IETH != 0 {
-        len += 4;
+        len += super::ib::IETH_LEN;
     }
     if f & CNP_RESV != 0 {
         len += super::CNP_RESERVED_LEN;

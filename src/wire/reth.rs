@@ -2,10 +2,22 @@
 
 use super::field::{get_u32, get_u64, set_u32, set_u64};
 
+/// Byte layout of the RETH.
+mod field {
+    use crate::wire::field::Field;
+
+    /// Remote virtual address.
+    pub const VA: Field = 0..8;
+    /// R_Key.
+    pub const RKEY: Field = 8..12;
+    /// DMA length.
+    pub const DMA_LEN: Field = 12..16;
+}
+
 header_view!(
     /// A view of a RETH at the start of a buffer.
     RethPacket,
-    16,
+    field::DMA_LEN.end,
     "RETH"
 );
 
@@ -13,17 +25,17 @@ impl<T: AsRef<[u8]>> RethPacket<T> {
     /// Remote virtual address.
     #[inline]
     pub fn va(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), 0)
+        get_u64(self.buffer.as_ref(), field::VA)
     }
     /// R_Key of the remote region.
     #[inline]
     pub fn rkey(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), 8)
+        get_u32(self.buffer.as_ref(), field::RKEY)
     }
     /// DMA length: the whole remaining message, not this packet's payload.
     #[inline]
     pub fn dma_len(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), 12)
+        get_u32(self.buffer.as_ref(), field::DMA_LEN)
     }
 }
 
@@ -31,17 +43,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> RethPacket<T> {
     /// Sets the remote virtual address.
     #[inline]
     pub fn set_va(&mut self, va: u64) {
-        set_u64(self.buffer.as_mut(), 0, va);
+        set_u64(self.buffer.as_mut(), field::VA, va);
     }
     /// Sets the R_Key.
     #[inline]
     pub fn set_rkey(&mut self, rkey: u32) {
-        set_u32(self.buffer.as_mut(), 8, rkey);
+        set_u32(self.buffer.as_mut(), field::RKEY, rkey);
     }
     /// Sets the DMA length.
     #[inline]
     pub fn set_dma_len(&mut self, len: u32) {
-        set_u32(self.buffer.as_mut(), 12, len);
+        set_u32(self.buffer.as_mut(), field::DMA_LEN, len);
     }
 }
 
@@ -66,9 +78,10 @@ impl RethRepr {
             dma_len: p.dma_len(),
         }
     }
-    /// Writes all 16 bytes.
+    /// Writes all 16 bytes at the start of `buf`. Panics if `buf` is shorter.
     #[inline]
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut RethPacket<T>) {
+    pub fn emit(&self, buf: &mut [u8]) {
+        let mut p = RethPacket::new_unchecked(&mut buf[..RethPacket::<&[u8]>::LEN]);
         p.set_va(self.va);
         p.set_rkey(self.rkey);
         p.set_dma_len(self.dma_len);
@@ -95,7 +108,7 @@ mod tests {
             }
         );
         let mut out = [0xa5u8; 16];
-        r.emit(&mut RethPacket::new_unchecked(&mut out[..]));
+        r.emit(&mut out);
         assert_eq!(out, bytes);
         assert!(RethPacket::new_checked(&bytes[..15]).is_err());
     }

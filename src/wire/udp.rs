@@ -6,10 +6,24 @@ use super::{Error, Result};
 /// UDP destination port of RoCE v2 (`ROCE_V2_UDP_DPORT`).
 pub const ROCE_V2_PORT: u16 = 4791;
 
+/// Byte layout of the UDP header.
+pub(super) mod field {
+    use crate::wire::field::Field;
+
+    /// Source port.
+    pub const SRC_PORT: Field = 0..2;
+    /// Destination port.
+    pub const DST_PORT: Field = 2..4;
+    /// Length of header and payload.
+    pub const LENGTH: Field = 4..6;
+    /// Checksum (masked in the ICRC).
+    pub const CHECKSUM: Field = 6..8;
+}
+
 header_view!(
     /// A view of a UDP header at the start of a buffer.
     UdpPacket,
-    8,
+    field::CHECKSUM.end,
     "UDP header"
 );
 
@@ -30,17 +44,17 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Source port (flow entropy on RoCE v2).
     #[inline]
     pub fn src_port(&self) -> u16 {
-        get_u16(self.b(), 0)
+        get_u16(self.b(), field::SRC_PORT)
     }
     /// Destination port (4791).
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        get_u16(self.b(), 2)
+        get_u16(self.b(), field::DST_PORT)
     }
     /// Length, header included.
     #[inline]
     pub fn len(&self) -> u16 {
-        get_u16(self.b(), 4)
+        get_u16(self.b(), field::LENGTH)
     }
     /// True when the Length field is 0 (never valid).
     #[inline]
@@ -50,7 +64,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Checksum (rxe sends 0; masked in the ICRC).
     #[inline]
     pub fn checksum(&self) -> u16 {
-        get_u16(self.b(), 6)
+        get_u16(self.b(), field::CHECKSUM)
     }
     /// The bytes after the header, up to Length. Needs `check_lengths`.
     #[inline]
@@ -94,14 +108,12 @@ impl UdpRepr {
     /// Writes the 8-byte header for `payload_len` bytes after it. Panics if `buf` is too short or the
     /// datagram exceeds 65535 bytes.
     pub fn emit(&self, buf: &mut [u8], payload_len: usize) {
-        set_u16(buf, 0, self.src_port);
-        set_u16(buf, 2, self.dst_port);
-        set_u16(
-            buf,
-            4,
-            len16("UDP datagram", UdpPacket::<&[u8]>::LEN + payload_len),
-        );
-        set_u16(buf, 6, self.checksum);
+        let b = &mut buf[..UdpPacket::<&[u8]>::LEN];
+        set_u16(b, field::SRC_PORT, self.src_port);
+        set_u16(b, field::DST_PORT, self.dst_port);
+        let len = len16("UDP datagram", UdpPacket::<&[u8]>::LEN + payload_len);
+        set_u16(b, field::LENGTH, len);
+        set_u16(b, field::CHECKSUM, self.checksum);
     }
 }
 

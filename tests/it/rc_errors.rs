@@ -3,7 +3,7 @@
 use crate::rc_harness;
 
 use rc_harness::*;
-use roceperf::transport::soft::rc::{MemoryTable, MrKeys, Qp, QpConfig, QpState};
+use roceperf::transport::soft::rc::{Instant, MemoryTable, MrKeys, Qp, QpConfig, QpState};
 use roceperf::transport::soft::sim::{LinkConfig, SimPair};
 use roceperf::transport::{Access, CompletionOp, CompletionStatus, RemoteAddr, SendOp};
 use roceperf::wire::{AethRepr, BthRepr, IbRepr, NakCode, Opcode};
@@ -337,7 +337,7 @@ fn inject_nak(p: &mut SimPair, syndrome: u8, psn: u32) {
     r.aeth = Some(AethRepr { syndrome, msn: 0 });
     let mut buf = vec![0u8; r.header_len()];
     r.emit(&mut buf);
-    p.a.handle_packet(p.now, &buf);
+    p.a.handle_packet(Instant::from_nanos(p.now), &buf);
 }
 
 #[test]
@@ -689,19 +689,19 @@ fn duplicated_requests_execute_once() {
 #[test]
 fn garbage_and_misaddressed_packets_are_counted_and_dropped() {
     let (mut p, _, _) = Setup::new(1024, 4096).build();
-    p.b.handle_packet(0, &[1, 2, 3]);
+    p.b.handle_packet(Instant::ZERO, &[1, 2, 3]);
     let mut r = IbRepr::new(BthRepr::new(Opcode::RC_SEND_ONLY, 0x99, 5000));
     let mut buf = vec![0u8; r.header_len()];
     r.emit(&mut buf);
-    p.b.handle_packet(0, &buf);
+    p.b.handle_packet(Instant::ZERO, &buf);
     r.bth.dest_qp = QPN_B;
     r.bth.opcode = Opcode(0x24);
     r.emit(&mut buf);
-    p.b.handle_packet(0, &buf);
+    p.b.handle_packet(Instant::ZERO, &buf);
     r.bth.opcode = Opcode::RC_SEND_ONLY;
     r.bth.tver = 1;
     r.emit(&mut buf);
-    p.b.handle_packet(0, &buf);
+    p.b.handle_packet(Instant::ZERO, &buf);
     let d = p.b.counters().drops;
     assert_eq!((d.malformed, d.unknown_qpn), (3, 1));
     assert_eq!(p.b.state(), QpState::Ready);
@@ -715,10 +715,10 @@ fn poke(p: &mut SimPair, r: &IbRepr, payload: &[u8]) -> Vec<IbRepr> {
     r.emit(&mut buf[..n]);
     buf[n..n + payload.len()].copy_from_slice(payload);
     let total = n + payload.len() + roceperf::wire::pad_len(payload.len());
-    p.b.handle_packet(0, &buf[..total]);
+    p.b.handle_packet(Instant::ZERO, &buf[..total]);
     let mut out = vec![0u8; p.b.max_packet_len()];
     let mut answers = Vec::new();
-    while let Some(n) = p.b.poll_transmit(0, &mut out) {
+    while let Some(n) = p.b.poll_transmit(Instant::ZERO, &mut out) {
         answers.push(IbRepr::parse(&out[..n]).unwrap().0);
     }
     answers

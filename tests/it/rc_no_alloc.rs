@@ -2,10 +2,11 @@
 //! WRITEs, READs, SENDs and atomics through two queue pairs.
 
 use crate::alloc_counter;
-use roceperf::transport::soft::rc::{MemoryTable, Qp, QpConfig};
+use roceperf::transport::soft::rc::{Instant, MemoryTable, Qp, QpConfig};
 use roceperf::transport::{Access, RecvRequest, RemoteAddr, SendOp, SendRequest};
 
 fn shuttle(from: &mut Qp, to: &mut Qp, now: u64, buf: &mut [u8]) -> usize {
+    let now = Instant::from_nanos(now);
     let mut n = 0;
     while let Some(len) = from.poll_transmit(now, buf) {
         to.handle_packet(now, &buf[..len]);
@@ -86,7 +87,7 @@ fn steady_state_traffic_allocates_nothing() {
             completions += 1;
         }
         while b.poll_completion().is_some() {}
-        a.handle_timeout(round);
+        a.handle_timeout(Instant::from_nanos(round));
     }
     let allocations = alloc_counter::stop();
     assert_eq!(completions, 200 * ops.len());

@@ -3,7 +3,7 @@
 use crate::rc_harness;
 
 use rc_harness::*;
-use roceperf::transport::soft::rc::Psn;
+use roceperf::transport::soft::rc::{Instant, Psn};
 use roceperf::transport::{CompletionOp, SendOp};
 use roceperf::wire::Opcode;
 
@@ -270,7 +270,7 @@ fn window_limits_unacked_psns_and_outstanding_reads() {
         .unwrap();
     let mut buf = vec![0u8; p.a.max_packet_len()];
     let mut n = 0;
-    while p.a.poll_transmit(0, &mut buf).is_some() {
+    while p.a.poll_transmit(Instant::ZERO, &mut buf).is_some() {
         n += 1;
     }
     assert_eq!(n, 2, "two READs outstanding at most");
@@ -284,7 +284,7 @@ fn window_limits_unacked_psns_and_outstanding_reads() {
     p.a.post_send(&wr(9, SendOp::Write, 0, 256 * 40, at(&kb, 0)))
         .unwrap();
     let mut n = 0;
-    while p.a.poll_transmit(0, &mut buf).is_some() {
+    while p.a.poll_transmit(Instant::ZERO, &mut buf).is_some() {
         n += 1;
     }
     assert_eq!(

@@ -5,11 +5,11 @@
 use crate::rc_harness;
 
 use rc_harness::*;
-use roceperf::transport::soft::rc::Qp;
+use roceperf::transport::soft::rc::{Instant, Qp};
 use roceperf::transport::{CompletionOp, SendOp};
 
 /// Everything `qp` has to send now.
-fn drain(qp: &mut Qp, now: u64) -> Vec<Vec<u8>> {
+fn drain(qp: &mut Qp, now: Instant) -> Vec<Vec<u8>> {
     let mut buf = vec![0u8; qp.max_packet_len()];
     let mut out = Vec::new();
     while let Some(n) = qp.poll_transmit(now, &mut buf) {
@@ -25,7 +25,7 @@ fn is_ack(p: &[u8]) -> bool {
 #[test]
 fn a_lost_ack_during_a_write_ping_pong_is_recovered_by_a_re_ack() {
     let (mut p, ka, kb) = Setup::new(1024, 4096).build();
-    let mut now = 0;
+    let mut now = Instant::ZERO;
     for i in 0..20u64 {
         // A writes; B executes it and, like the latency server, answers with its own WRITE at once.
         p.a.post_send(&wr(2 * i, SendOp::Write, 0, 2, at(&kb, 2048)))

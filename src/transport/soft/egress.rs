@@ -8,7 +8,7 @@ use super::io::batch::TxBatch;
 use super::io::gso::GsoTxBatch;
 use super::io::impair::Impairer;
 use super::path::Path;
-use super::rc::Qp;
+use super::rc::{self, Qp};
 use crate::transport::Result;
 use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
 
@@ -45,7 +45,7 @@ impl Outbox {
         &mut self,
         qp: &mut Qp,
         path: Path,
-        now: u64,
+        now: rc::Instant,
         ipv4_ids: &mut Ipv4IdCache,
         impairer: Option<&mut Impairer>,
     ) -> bool {
@@ -92,7 +92,7 @@ impl Outbox {
 /// Lets `qp` write its next packet into `buf` and appends the ICRC: the UDP payload of one RoCE v2
 /// packet. The kernel writes Ethernet/IP/UDP; the ICRC still covers them, through `net`'s reprs.
 #[inline]
-fn udp_packet(qp: &mut Qp, now: u64, net: &NetRepr, buf: &mut [u8]) -> Option<usize> {
+fn udp_packet(qp: &mut Qp, now: rc::Instant, net: &NetRepr, buf: &mut [u8]) -> Option<usize> {
     let len = qp.poll_transmit(now, buf)?;
     let icrc = net.icrc(&buf[..len]);
     buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());

@@ -27,7 +27,7 @@ use super::io::impair::{ImpairConfig, Impairer};
 use super::netdev::NetDev;
 use super::path::{LocalEnd, Path, path_to};
 use super::plan::{self, SoftNote};
-use super::rc::{MemoryTable, MrKeys, Qp, QpConfig};
+use super::rc::{self, MemoryTable, MrKeys, Qp, QpConfig};
 use crate::params::TransportKind;
 use crate::transport::{
     Access, Completion, ConnInfo, Endpoint, Error, Gid, QpInfo, RecvRequest, Result, RoceMtu,
@@ -213,8 +213,8 @@ impl SoftEndpoint {
         s
     }
 
-    fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+    fn now(&self) -> rc::Instant {
+        rc::Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
     }
 
     /// What this side contributes to every path.

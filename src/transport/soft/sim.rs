@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 
 use crate::transport::Completion;
 
-use super::rc::Qp;
+use super::rc::{Instant, Qp};
 
 /// The simulated link's seeded generator: the transports' SplitMix64, fast and reproducible.
 pub use crate::transport::rng::SplitMix64 as SimRng;
@@ -237,30 +237,31 @@ impl SimPair {
     /// Runs everything due at the current time until quiet; true if anything happened.
     pub fn pump(&mut self) -> bool {
         let mut any = false;
+        let now = Instant::from_nanos(self.now);
         loop {
             let mut moved = false;
-            while let Some(n) = self.a.poll_transmit(self.now, &mut self.buf) {
+            while let Some(n) = self.a.poll_transmit(now, &mut self.buf) {
                 self.ab.send(self.now, &self.buf[..n]);
                 moved = true;
             }
-            while let Some(n) = self.b.poll_transmit(self.now, &mut self.buf) {
+            while let Some(n) = self.b.poll_transmit(now, &mut self.buf) {
                 self.ba.send(self.now, &self.buf[..n]);
                 moved = true;
             }
             while let Some(p) = self.ab.recv(self.now) {
-                self.b.handle_packet(self.now, &p);
+                self.b.handle_packet(now, &p);
                 moved = true;
             }
             while let Some(p) = self.ba.recv(self.now) {
-                self.a.handle_packet(self.now, &p);
+                self.a.handle_packet(now, &p);
                 moved = true;
             }
-            if self.a.poll_timeout().is_some_and(|t| t <= self.now) {
-                self.a.handle_timeout(self.now);
+            if self.a.poll_timeout().is_some_and(|t| t <= now) {
+                self.a.handle_timeout(now);
                 moved = true;
             }
-            if self.b.poll_timeout().is_some_and(|t| t <= self.now) {
-                self.b.handle_timeout(self.now);
+            if self.b.poll_timeout().is_some_and(|t| t <= now) {
+                self.b.handle_timeout(now);
                 moved = true;
             }
             while let Some(c) = self.a.poll_completion() {
@@ -283,8 +284,8 @@ impl SimPair {
         [
             self.ab.next_arrival(),
             self.ba.next_arrival(),
-            self.a.poll_timeout(),
-            self.b.poll_timeout(),
+            self.a.poll_timeout().map(Instant::as_nanos),
+            self.b.poll_timeout().map(Instant::as_nanos),
         ]
         .into_iter()
         .flatten()

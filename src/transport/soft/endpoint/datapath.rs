@@ -8,6 +8,7 @@ use crate::transport::Result;
 use crate::transport::soft::backend::{Backend, io_error};
 use crate::transport::soft::counters::SoftCounters;
 use crate::transport::soft::ingress::{FrameFilter, check_frame, check_udp, gro_packets, qp_index};
+use crate::transport::soft::rc;
 
 impl SoftEndpoint {
     /// One turn of the NIC: transmit, receive, fire due timers, transmit, hand out completions.
@@ -45,7 +46,7 @@ impl SoftEndpoint {
     }
 
     /// Receives one batch and feeds every valid packet to its queue pair.
-    fn receive(&mut self, now: u64) -> Result<()> {
+    fn receive(&mut self, now: rc::Instant) -> Result<()> {
         let me = FrameFilter {
             encap: self.encap,
             ip: self.local_ip,
@@ -104,7 +105,7 @@ impl SoftEndpoint {
     }
 
     /// Lets every engine fill the transmit batch, framing each packet, and sends it.
-    fn transmit(&mut self, now: u64) -> Result<()> {
+    fn transmit(&mut self, now: rc::Instant) -> Result<()> {
         let n = self.slots.len();
         let mut blocked = false;
         for k in 0..n {
@@ -142,7 +143,7 @@ impl SoftEndpoint {
 
 /// Hands one verified packet (BTH..pad) to the queue pair its BTH.DestQP names.
 #[inline]
-fn deliver(slots: &mut [QpSlot], c: &mut SoftCounters, now: u64, ib: &[u8]) {
+fn deliver(slots: &mut [QpSlot], c: &mut SoftCounters, now: rc::Instant, ib: &[u8]) {
     // QPNs are consecutive from the first slot's, so the index is a subtraction.
     let index = qp_index(ib, slots.first().map_or(0, |s| s.qpn));
     match slots.get_mut(index).and_then(|s| s.qp.as_mut()) {

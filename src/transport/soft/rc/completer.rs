@@ -11,7 +11,8 @@ use super::ctx::Ctx;
 use super::packet::{self, Response, Seg};
 use super::psn::Psn;
 use super::requester::{Requester, RetryCause};
-use super::timer;
+use super::time::Instant;
+use super::timer::{self, Timer};
 
 /// What a response did to the QP.
 pub type Outcome = Option<CompletionStatus>;
@@ -21,7 +22,7 @@ impl Requester {
     /// oldest work request.
     pub fn handle_response(
         &mut self,
-        now: u64,
+        now: Instant,
         kind: Response,
         repr: &IbRepr,
         payload: &[u8],
@@ -67,8 +68,9 @@ impl Requester {
                             self.rnr_left -= 1;
                         }
                         // Wait the peer's RNR time, then go back to the refused packet.
-                        self.retx_deadline = None;
-                        self.rnr_deadline = Some(now.saturating_add(timer::rnr_timer_ns(code)));
+                        self.timers.stop(Timer::Retransmit);
+                        let wait = timer::rnr_timer(code);
+                        self.timers.set(Timer::Rnr, now.saturating_add(wait));
                         self.seek(self.comp_psn);
                         None
                     }
@@ -135,7 +137,7 @@ impl Requester {
 
     fn read_response(
         &mut self,
-        now: u64,
+        now: Instant,
         psn: Psn,
         seg: Seg,
         repr: &IbRepr,
@@ -199,7 +201,7 @@ impl Requester {
     /// Everything before `limit` was received by the responder: completes the SEND/WRITE work
     /// requests that end before it. A READ/atomic that ends before it without its data means its
     /// responses were lost: go back N (implied NAK).
-    fn acknowledge_before(&mut self, now: u64, limit: Psn, ctx: &mut Ctx<'_>) -> Outcome {
+    fn acknowledge_before(&mut self, now: Instant, limit: Psn, ctx: &mut Ctx<'_>) -> Outcome {
         let before = self.comp_psn;
         while let Some(w) = self.sq.front() {
             if !w.started || !w.first_psn.before(limit) {
@@ -235,7 +237,7 @@ impl Requester {
     }
 
     /// Forward progress: fresh retry budgets and a fresh timer.
-    fn progress(&mut self, now: u64, ctx: &mut Ctx<'_>) {
+    fn progress(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
         self.retry_left = ctx.cfg.retry_cnt;
         self.rnr_left = ctx.cfg.rnr_retry;
         self.started_retry = false;

@@ -7,7 +7,7 @@
 //! Driving it (an I/O backend does the same with sockets and a monotonic clock):
 //!
 //! ```
-//! use roceperf::transport::soft::rc::{MemoryTable, Qp, QpConfig};
+//! use roceperf::transport::soft::rc::{Instant, MemoryTable, Qp, QpConfig};
 //! use roceperf::transport::{Access, CompletionStatus, RecvRequest, SendOp, SendRequest};
 //!
 //! let qp = |qpn, peer, psn, peer_psn| {
@@ -20,13 +20,15 @@
 //! let send = SendRequest { wr_id: 1, op: SendOp::Send, offset: 0, len: 5, remote: None, signaled: true, inline: false };
 //! a.post_send(&send).unwrap();
 //! let mut buf = vec![0u8; a.max_packet_len()];
-//! let now = 0;
+//! let now = Instant::ZERO;
 //! while let Some(n) = a.poll_transmit(now, &mut buf) { b.handle_packet(now, &buf[..n]); }
 //! while let Some(n) = b.poll_transmit(now, &mut buf) { a.handle_packet(now, &buf[..n]); }
 //! assert_eq!(b.poll_completion().unwrap().byte_len, 5);
 //! assert_eq!(a.poll_completion().unwrap().status, CompletionStatus::Success);
 //! assert_eq!(a.poll_timeout(), None, "everything acknowledged: no timer left");
 //! ```
+
+#![warn(missing_docs)]
 
 mod completer;
 pub mod config;
@@ -39,10 +41,12 @@ pub mod qp;
 mod requester;
 mod responder;
 pub mod ring;
-pub mod timer;
+mod time;
+mod timer;
 
 pub use config::{ConfigError, QpConfig};
 pub use counters::{Counters, DropCounts, NakCounts};
 pub use mr::{AccessViolation, BufferId, MemoryRegion, MemoryTable, MrError, MrKeys};
 pub use psn::Psn;
 pub use qp::{Qp, QpState};
+pub use time::Instant;

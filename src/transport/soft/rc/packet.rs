@@ -1,6 +1,6 @@
 //! Building RC packets with `crate::wire` and classifying received opcodes.
 
-use crate::wire::{AethRepr, BthRepr, IbRepr, Opcode};
+use crate::wire::{AethRepr, AtomicEthPacket, BthPacket, BthRepr, IbRepr, Opcode, bth_field};
 
 use super::psn::Psn;
 
@@ -8,7 +8,7 @@ use super::psn::Psn;
 pub const PKEY: u16 = 0xffff;
 
 /// Longest header stack the engine emits or accepts: BTH + AtomicETH (40 bytes).
-pub const MAX_HEADER_LEN: usize = 40;
+pub const MAX_HEADER_LEN: usize = BthPacket::<&[u8]>::LEN + AtomicEthPacket::<&[u8]>::LEN;
 
 /// Position of a packet within its message.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -162,7 +162,7 @@ pub fn classify(op: Opcode) -> Option<Kind> {
 
 /// BTH.DestQP of a packet without parsing the rest: what an endpoint demultiplexes on.
 pub fn peek_dest_qp(ib: &[u8]) -> Option<u32> {
-    let b = ib.get(5..8)?;
+    let b = ib.get(bth_field::DEST_QP)?;
     Some(u32::from_be_bytes([0, b[0], b[1], b[2]]))
 }
 

@@ -1,7 +1,7 @@
 //! The queue pair: one sans-IO RC state machine that joins requester, completer and responder.
 //!
 //! Shaped like quinn-proto's `Connection`: the caller feeds packets and work requests with an
-//! explicit `now` (nanoseconds, any epoch), pulls packets to send into its own buffers, pulls
+//! explicit `now` (an [`Instant`] on its own clock), pulls packets to send into its own buffers, pulls
 //! completions, and asks when to call back. Nothing inside reads a clock, a socket or allocates
 //! per packet: every queue is a ring sized at creation.
 
@@ -19,6 +19,8 @@ use super::psn::Psn;
 use super::requester::{self, Requester, RetryCause};
 use super::responder::Responder;
 use super::ring::Ring;
+use super::time::Instant;
+use super::timer::Timer;
 
 /// Most packets one message may take: a quarter of the 24-bit PSN space.
 pub const MAX_MESSAGE_PACKETS: u32 = 1 << 22;
@@ -209,7 +211,7 @@ impl Qp {
     }
 
     /// Feeds one received packet: the bytes from the BTH to the end of the pad (no ICRC).
-    pub fn handle_packet(&mut self, now: u64, ib: &[u8]) {
+    pub fn handle_packet(&mut self, now: Instant, ib: &[u8]) {
         self.counters.rx_packets += 1;
         let Ok((repr, payload)) = IbRepr::parse(ib) else {
             self.counters.drops.malformed += 1;
@@ -219,7 +221,7 @@ impl Qp {
     }
 
     /// Feeds one packet the caller already parsed (an endpoint demultiplexing by QPN does).
-    pub fn handle_parsed(&mut self, now: u64, repr: &IbRepr, payload: &[u8]) {
+    pub fn handle_parsed(&mut self, now: Instant, repr: &IbRepr, payload: &[u8]) {
         let bth = &repr.bth;
         if bth.tver != 0 || bth.pkey & 0x7fff != 0x7fff {
             self.counters.drops.malformed += 1;
@@ -259,7 +261,7 @@ impl Qp {
 
     /// Writes the next packet to send into `buf` (at least `max_packet_len()` bytes) and returns its
     /// length, or `None` when nothing is ready. Call until `None` after every other call.
-    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<usize> {
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         let mut ctx = Ctx {
             cfg: &self.cfg,
             mem: &mut self.mem,
@@ -288,35 +290,37 @@ impl Qp {
         self.cq.pop_front()
     }
 
-    /// When `handle_timeout` must be called next (ns, same clock as `now`), if ever.
-    pub fn poll_timeout(&self) -> Option<u64> {
-        match (self.req.retx_deadline, self.req.rnr_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+    /// When `handle_timeout` must be called next (on the clock of `now`), if ever.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.req.timers.next_timeout()
     }
 
     /// Fires the timers that are due at `now`.
-    pub fn handle_timeout(&mut self, now: u64) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         if let QpState::Error(_) = self.state {
             return;
         }
-        if self.req.rnr_deadline.is_some_and(|d| d <= now) {
-            self.req.rnr_deadline = None;
-            self.req.seek(self.req.comp_psn);
-        }
-        if self.req.retx_deadline.is_some_and(|d| d <= now) {
-            self.req.retx_deadline = None;
-            if self.req.outstanding() {
-                self.counters.timeouts += 1;
-                let mut ctx = Ctx {
-                    cfg: &self.cfg,
-                    mem: &mut self.mem,
-                    cq: &mut self.cq,
-                    counters: &mut self.counters,
-                };
-                if let Some(status) = self.req.retry(RetryCause::Timeout, &mut ctx) {
-                    self.enter_error(status, false);
+        for timer in Timer::VALUES {
+            if !self.req.timers.expire(timer, now) {
+                continue;
+            }
+            match timer {
+                // The RNR wait is over: send the refused packet again.
+                Timer::Rnr => self.req.seek(self.req.comp_psn),
+                Timer::Retransmit => {
+                    if !self.req.outstanding() {
+                        continue;
+                    }
+                    self.counters.timeouts += 1;
+                    let mut ctx = Ctx {
+                        cfg: &self.cfg,
+                        mem: &mut self.mem,
+                        cq: &mut self.cq,
+                        counters: &mut self.counters,
+                    };
+                    if let Some(status) = self.req.retry(RetryCause::Timeout, &mut ctx) {
+                        self.enter_error(status, false);
+                    }
                 }
             }
         }

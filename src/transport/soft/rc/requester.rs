@@ -1,5 +1,7 @@
 //! The requester: turns send work requests into request packets, in PSN order, and goes back N.
 
+use std::time::Duration;
+
 use crate::transport::{Access, Completion, CompletionOp, CompletionStatus, SendOp, SendRequest};
 use crate::wire::{AtomicEthRepr, Opcode, RethRepr};
 
@@ -8,7 +10,8 @@ use super::mr::Span;
 use super::packet::{self, Seg};
 use super::psn::Psn;
 use super::ring::Ring;
-use super::timer;
+use super::time::Instant;
+use super::timer::{self, Timer, TimerTable};
 
 /// One posted send work request and its transmission progress.
 #[derive(Clone, Copy, Debug)]
@@ -90,10 +93,8 @@ pub struct Requester {
     pub rnr_left: u8,
     /// A retry was started and no progress has been seen since (rxe's `started_retry`).
     pub started_retry: bool,
-    /// When the retransmission timer fires.
-    pub retx_deadline: Option<u64>,
-    /// When the RNR wait ends; nothing is sent before.
-    pub rnr_deadline: Option<u64>,
+    /// The retransmission timer and the RNR wait (nothing is sent while it runs).
+    pub(super) timers: TimerTable,
 }
 
 impl Requester {
@@ -112,8 +113,7 @@ impl Requester {
             retry_left: retry_cnt,
             rnr_left: rnr_retry,
             started_retry: false,
-            retx_deadline: None,
-            rnr_deadline: None,
+            timers: TimerTable::default(),
         }
     }
 
@@ -155,21 +155,22 @@ impl Requester {
         self.cursor_pkt = 0;
     }
 
-    /// Arms (or clears) the retransmission timer after progress.
-    pub fn rearm(&mut self, now: u64, timeout_code: u8) {
-        self.retx_deadline = if self.outstanding() {
-            timer::ack_timeout_ns(timeout_code).map(|t| now.saturating_add(t))
-        } else {
-            None
-        };
+    /// Arms (or stops) the retransmission timer after progress.
+    pub fn rearm(&mut self, now: Instant, timeout_code: u8) {
+        match timer::ack_timeout(timeout_code) {
+            Some(t) if self.outstanding() => {
+                self.timers.set(Timer::Retransmit, now.saturating_add(t))
+            }
+            _ => self.timers.stop(Timer::Retransmit),
+        }
     }
 
     /// The ACK timeout for the next arming: the configured one, doubled per retry already spent
     /// without progress when the QP backs off (`retry_backoff_max_shift`).
-    fn retx_timeout_ns(&self, ctx: &Ctx<'_>) -> Option<u64> {
+    fn retx_timeout(&self, ctx: &Ctx<'_>) -> Option<Duration> {
         let spent = ctx.cfg.retry_cnt.saturating_sub(self.retry_left);
         let shift = spent.min(ctx.cfg.retry_backoff_max_shift);
-        timer::ack_timeout_ns(ctx.cfg.timeout).map(|t| t << shift)
+        timer::ack_timeout(ctx.cfg.timeout).map(|t| t * (1 << shift))
     }
 
     /// Goes back N to the oldest unacknowledged PSN. Returns the error that ends the QP when the
@@ -192,14 +193,19 @@ impl Requester {
         ctx.counters.retries += 1;
         self.started_retry = true;
         self.noack_pkts = 0;
-        self.retx_deadline = None;
+        self.timers.stop(Timer::Retransmit);
         self.seek(self.comp_psn);
         None
     }
 
     /// Writes the next request packet into `buf`; `None` when nothing may be sent now.
-    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8], ctx: &mut Ctx<'_>) -> Option<usize> {
-        if self.rnr_deadline.is_some() {
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        ctx: &mut Ctx<'_>,
+    ) -> Option<usize> {
+        if self.timers.get(Timer::Rnr).is_some() {
             return None;
         }
         let w = *self.sq.get(self.cursor)?;
@@ -296,8 +302,10 @@ impl Requester {
         if next.after(self.sent_high) {
             self.sent_high = next;
         }
-        if self.retx_deadline.is_none() {
-            self.retx_deadline = self.retx_timeout_ns(ctx).map(|t| now.saturating_add(t));
+        if self.timers.get(Timer::Retransmit).is_none()
+            && let Some(t) = self.retx_timeout(ctx)
+        {
+            self.timers.set(Timer::Retransmit, now.saturating_add(t));
         }
         ctx.counters.tx_payload_bytes += payload_bytes as u64;
         Some(len)
@@ -336,8 +344,7 @@ impl Requester {
         }
         self.cursor = 0;
         self.cursor_pkt = 0;
-        self.retx_deadline = None;
-        self.rnr_deadline = None;
+        self.timers.stop_all();
     }
 }
 

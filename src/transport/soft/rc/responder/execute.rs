@@ -1,0 +1,234 @@
+//! The responder running an in-sequence request (SEND, WRITE, READ, atomic) against rules and memory.
+
+use crate::transport::{Access, Completion, CompletionOp, CompletionStatus};
+use crate::wire::{IbRepr, NakCode, RethRepr};
+
+use super::super::ctx::Ctx;
+use super::super::mr::Span;
+use super::super::packet::{self, Request, Seg};
+use super::super::psn::Psn;
+use super::answer::{Job, Resource};
+use super::{InMsg, Refusal, Responder, recv_completion};
+
+/// The largest RETH DMA length accepted (rxe: 2^31).
+const MAX_DMA_LEN: u32 = 1 << 31;
+
+impl Responder {
+    /// Executes the request at the expected PSN, or says why it was refused.
+    pub(super) fn execute(
+        &mut self,
+        req: Request,
+        psn: Psn,
+        repr: &IbRepr,
+        payload: &[u8],
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(), Refusal> {
+        const INVALID: Refusal = Refusal::Nak(NakCode::InvalidRequest);
+        let pmtu = ctx.cfg.pmtu as usize;
+        let in_order = match req {
+            Request::Send(Seg::Middle | Seg::Last) => matches!(self.msg, InMsg::Send { .. }),
+            Request::Write(Seg::Middle | Seg::Last) => matches!(self.msg, InMsg::Write { .. }),
+            Request::Unsupported => false,
+            _ => matches!(self.msg, InMsg::Idle),
+        };
+        let length_ok = match req {
+            Request::Send(seg) | Request::Write(seg) => match seg {
+                Seg::First | Seg::Middle => payload.len() == pmtu,
+                Seg::Last => (1..=pmtu).contains(&payload.len()),
+                Seg::Only => payload.len() <= pmtu,
+            },
+            _ => payload.is_empty(),
+        };
+        if !in_order || !length_ok {
+            return Err(INVALID);
+        }
+        let imm = repr.imm;
+        match req {
+            Request::Send(seg) => {
+                if seg.starts() {
+                    let recv = self.rq.pop_front().ok_or(Refusal::Rnr)?;
+                    self.msg = InMsg::Send { recv, written: 0 };
+                }
+                let InMsg::Send { recv, written } = &mut self.msg else {
+                    return Err(INVALID);
+                };
+                let (recv, at) = (*recv, *written);
+                if at + payload.len() > recv.span.len {
+                    self.msg = InMsg::Idle;
+                    ctx.complete(recv_completion(
+                        recv.wr_id,
+                        CompletionStatus::LocalLengthError,
+                        0,
+                        None,
+                        ctx,
+                    ));
+                    return Err(INVALID);
+                }
+                if !payload.is_empty() {
+                    ctx.mem.span_mut(recv.span)[at..at + payload.len()].copy_from_slice(payload);
+                }
+                let written = at + payload.len();
+                self.msg = InMsg::Send { recv, written };
+                if seg.ends() {
+                    self.msg = InMsg::Idle;
+                    self.msn = (self.msn + 1) & 0x00ff_ffff;
+                    let c = recv_completion(
+                        recv.wr_id,
+                        CompletionStatus::Success,
+                        written as u32,
+                        imm,
+                        ctx,
+                    );
+                    ctx.complete(c);
+                }
+            }
+            Request::Write(seg) => {
+                let needs_recv = seg.ends() && imm.is_some();
+                if needs_recv && self.rq.is_empty() {
+                    return Err(Refusal::Rnr);
+                }
+                if seg.starts() {
+                    let (reth, span) = self.reth_span(repr, Access::REMOTE_WRITE, ctx)?;
+                    self.msg = InMsg::Write {
+                        span,
+                        len: reth.dma_len as usize,
+                        written: 0,
+                    };
+                }
+                let InMsg::Write { span, len, written } = self.msg else {
+                    return Err(INVALID);
+                };
+                let end = written + payload.len();
+                if end > len || (seg.ends() && end != len) {
+                    return Err(INVALID);
+                }
+                if let Some(span) = span
+                    && !payload.is_empty()
+                {
+                    ctx.mem.span_mut(span)[written..end].copy_from_slice(payload);
+                }
+                self.msg = InMsg::Write {
+                    span,
+                    len,
+                    written: end,
+                };
+                if seg.ends() {
+                    self.msg = InMsg::Idle;
+                    self.msn = (self.msn + 1) & 0x00ff_ffff;
+                    if needs_recv {
+                        let recv = self.rq.pop_front().ok_or(Refusal::Rnr)?;
+                        let c = recv_completion(
+                            recv.wr_id,
+                            CompletionStatus::Success,
+                            len as u32,
+                            imm,
+                            ctx,
+                        );
+                        ctx.complete(Completion {
+                            op: CompletionOp::RecvWithImm,
+                            ..c
+                        });
+                    }
+                }
+            }
+            Request::Read => {
+                if ctx.cfg.max_dest_rd_atomic == 0 {
+                    return Err(INVALID);
+                }
+                let (reth, span) = self.reth_span(repr, Access::REMOTE_READ, ctx)?;
+                let npkts = packet::packets_for(reth.dma_len.into(), ctx.cfg.pmtu);
+                self.remember(Resource::Read {
+                    first: psn,
+                    npkts,
+                    rkey: reth.rkey,
+                    va: reth.va,
+                    len: reth.dma_len,
+                    span,
+                });
+                self.msn = (self.msn + 1) & 0x00ff_ffff;
+                self.push(Job::Read {
+                    first: psn,
+                    next: 0,
+                    npkts,
+                    len: reth.dma_len,
+                    span,
+                    msn: self.msn,
+                });
+                self.epsn = psn.add(npkts);
+                return Ok(());
+            }
+            Request::CompareSwap | Request::FetchAdd => {
+                if ctx.cfg.max_dest_rd_atomic == 0 {
+                    return Err(INVALID);
+                }
+                let a = repr.atomic_eth.ok_or(INVALID)?;
+                if a.va & 7 != 0 {
+                    return Err(INVALID);
+                }
+                let span = self
+                    .remote(a.rkey, a.va, 8, Access::REMOTE_ATOMIC, ctx)?
+                    .ok_or(Refusal::Nak(NakCode::RemoteAccessError))?;
+                let word: &mut [u8] = ctx.mem.span_mut(span);
+                let orig = u64::from_ne_bytes(word[..8].try_into().expect("8-byte span"));
+                let new = match req {
+                    Request::FetchAdd => orig.wrapping_add(a.swap_add),
+                    _ if orig == a.compare => a.swap_add,
+                    _ => orig,
+                };
+                word[..8].copy_from_slice(&new.to_ne_bytes());
+                self.remember(Resource::Atomic { psn, orig });
+                self.msn = (self.msn + 1) & 0x00ff_ffff;
+                self.push(Job::AtomicAck {
+                    psn,
+                    orig,
+                    msn: self.msn,
+                });
+                self.epsn = psn.add(1);
+                return Ok(());
+            }
+            Request::Unsupported => return Err(INVALID),
+        }
+        self.epsn = psn.add(1);
+        if repr.bth.ack_req {
+            self.push_ack(psn);
+        }
+        Ok(())
+    }
+
+    /// The RETH of a WRITE or READ request and the memory it names, checked for `need`: INVALID
+    /// without a RETH or beyond the largest DMA length, else as [`Self::remote`].
+    fn reth_span(
+        &self,
+        repr: &IbRepr,
+        need: Access,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(RethRepr, Option<Span>), Refusal> {
+        let reth = repr.reth.ok_or(Refusal::Nak(NakCode::InvalidRequest))?;
+        if reth.dma_len > MAX_DMA_LEN {
+            return Err(Refusal::Nak(NakCode::InvalidRequest));
+        }
+        let span = self.remote(reth.rkey, reth.va, reth.dma_len.into(), need, ctx)?;
+        Ok((reth, span))
+    }
+
+    /// Checks a remote access; a zero-length access needs no valid rkey (rxe).
+    fn remote(
+        &self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: Access,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<Option<Span>, Refusal> {
+        if len == 0 {
+            return Ok(None);
+        }
+        match ctx.mem.resolve_remote(rkey, va, len, need) {
+            Ok(s) => Ok(Some(s)),
+            Err(_) => {
+                ctx.counters.remote_access_violations += 1;
+                Err(Refusal::Nak(NakCode::RemoteAccessError))
+            }
+        }
+    }
+}
