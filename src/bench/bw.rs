@@ -4,7 +4,7 @@
 use super::{
     Layout, Result, StopCheck, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate,
 };
-use crate::cli::RunMode;
+use crate::params::RunMode;
 use crate::params::Verb;
 use crate::transport::{
     Completion, CompletionOp, Endpoint, RecvRequest, RemoteAddr, SendOp, SendRequest,
@@ -415,10 +415,15 @@ pub fn receiver<E: Endpoint>(
     }
 }
 
+/// What [`passive`] is doing, for its errors, when the caller has nothing more specific to say.
+pub const SERVING: &str = "serving the peer";
+
 /// The passive side of WRITE and READ tests: keep the transport running (it applies WRITEs and answers
 /// READs) until `stop` says the peer is done. With `recvs`, SENDs that still arrive get fresh receives.
+/// `during` names the wait in a transport error (e.g. [`SERVING`]).
 pub fn passive<E: Endpoint>(
     ep: &mut E,
+    during: &'static str,
     stop: &mut dyn FnMut() -> bool,
     mut recvs: Option<(&mut RecvState, Layout)>,
 ) -> Result<()> {
@@ -429,7 +434,7 @@ pub fn passive<E: Endpoint>(
             Ok(n) => n,
             // A peer that has finished (and said so out of band) may close its data connection first.
             Err(_) if stop() => return Ok(()),
-            Err(e) => return Err(tr("serving the peer")(e)),
+            Err(e) => return Err(tr(during)(e)),
         };
         for c in &comps[..n] {
             check(c)?;
@@ -476,7 +481,13 @@ mod tests {
         let done = Arc::new(AtomicBool::new(false));
         let d2 = done.clone();
         let t = std::thread::spawn(move || {
-            passive(&mut server, &mut || d2.load(Ordering::Acquire), None).unwrap();
+            passive(
+                &mut server,
+                SERVING,
+                &mut || d2.load(Ordering::Acquire),
+                None,
+            )
+            .unwrap();
             server
         });
         let m = active(&mut client, &s, &remotes, None).unwrap();
@@ -495,7 +506,13 @@ mod tests {
         let done = Arc::new(AtomicBool::new(false));
         let d2 = done.clone();
         let t = std::thread::spawn(move || {
-            passive(&mut server, &mut || d2.load(Ordering::Acquire), None).unwrap();
+            passive(
+                &mut server,
+                SERVING,
+                &mut || d2.load(Ordering::Acquire),
+                None,
+            )
+            .unwrap();
             server
         });
         let m = active(&mut client, &s, &remotes, None).unwrap();
@@ -550,6 +567,7 @@ mod tests {
             // Keep serving until the sender is done: its last SENDs complete on our acknowledgement.
             passive(
                 &mut server,
+                SERVING,
                 &mut || d2.load(Ordering::Acquire),
                 Some((&mut st, rs.layout)),
             )
@@ -668,6 +686,7 @@ mod tests {
                 if r.is_ok() {
                     passive(
                         &mut server,
+                        SERVING,
                         &mut || sender_done.load(Ordering::Acquire),
                         Some((&mut st, s.layout)),
                     )
@@ -715,7 +734,12 @@ mod tests {
         let done = Arc::new(AtomicBool::new(false));
         let d2 = done.clone();
         let t = std::thread::spawn(move || {
-            let _ = passive(&mut server, &mut || d2.load(Ordering::Acquire), None);
+            let _ = passive(
+                &mut server,
+                SERVING,
+                &mut || d2.load(Ordering::Acquire),
+                None,
+            );
         });
         let e = active(&mut client, &s, &remotes, None).unwrap_err();
         done.store(true, Ordering::Release);

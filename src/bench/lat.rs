@@ -10,7 +10,7 @@
 
 use super::bw::RecvState;
 use super::{Layout, Result, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate};
-use crate::cli::RunMode;
+use crate::params::RunMode;
 use crate::params::{Role, Verb};
 use crate::transport::{Completion, CompletionOp, Endpoint, RemoteAddr, SendOp, SendRequest};
 use hdrhistogram::Histogram;
@@ -454,6 +454,7 @@ mod tests {
         let t = std::thread::spawn(move || {
             crate::bench::bw::passive(
                 &mut server,
+                crate::bench::bw::SERVING,
                 &mut || d2.load(std::sync::atomic::Ordering::Acquire),
                 None,
             )

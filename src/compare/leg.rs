@@ -43,7 +43,7 @@ impl TestSpec {
         match self.sizes {
             Sizes::Default => vec![self.test.default_size()],
             Sizes::One(s) => vec![s],
-            Sizes::All => crate::cli::all_sizes(),
+            Sizes::All => crate::params::all_sizes(),
         }
     }
 

@@ -6,6 +6,7 @@
 //! dispatch. `poll_cq` is also what drives a software transport: it receives, runs protocol state
 //! machines, fires timers and transmits, so a passive side must keep calling it until the test is over.
 
+pub mod probe;
 pub mod soft;
 pub mod tcp;
 pub mod verbs;

@@ -474,6 +474,20 @@ impl NetDev {
 
     /// A multi-line description for the run header: name, index, flags, MAC, MTUs and GIDs.
     pub fn describe(&self) -> String {
+        let mut s = self.summary();
+        for encap in [Encap::V1, Encap::V2Ipv4, Encap::V2Ipv6] {
+            if let Ok(m) = self.active_mtu(encap) {
+                s.push_str(&format!("\n  active MTU {encap}: {m}"));
+            }
+        }
+        for (i, g) in self.gids().iter().enumerate() {
+            s.push_str(&format!("\n  GID[{i}] {g}"));
+        }
+        s
+    }
+
+    /// One line: name, index, state, link MTU and MAC (the first line of [`NetDev::describe`]).
+    pub fn summary(&self) -> String {
         let mut s = format!(
             "{} (index {}, {}{}{}, link MTU {}",
             self.name,
@@ -487,14 +501,6 @@ impl NetDev {
             s.push_str(&format!(", MAC {}", format_mac(m)));
         }
         s.push(')');
-        for encap in [Encap::V1, Encap::V2Ipv4, Encap::V2Ipv6] {
-            if let Ok(m) = self.active_mtu(encap) {
-                s.push_str(&format!("\n  active MTU {encap}: {m}"));
-            }
-        }
-        for (i, g) in self.gids().iter().enumerate() {
-            s.push_str(&format!("\n  GID[{i}] {g}"));
-        }
         s
     }
 }
