@@ -1,5 +1,7 @@
-//! What every `roce_*` binary does: parse the options, resolve them into a [`Plan`], pin, open the
-//! transport, run the session in the chosen out-of-band dialect, report, exit.
+//! What every `roce_*` binary does: options, plan, transport, session, report, exit code.
+//!
+//! The options are resolved once into a [`Plan`]; then the datapath is pinned, the transport opened,
+//! and the session run in the chosen out-of-band dialect.
 //!
 //! The six binaries are one line each: `roceperf::app::main(TestKind::new(verb, metric))`.
 //! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error ([`Error::exit_code`]).

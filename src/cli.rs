@@ -1,5 +1,7 @@
-//! perftest-compatible command-line flags turned into validated options: [`args`] is the clap
-//! definition (hyperfine's `cli.rs`), [`Options`] the checked result (its `options.rs`).
+//! perftest-compatible command-line flags turned into validated options.
+//!
+//! [`args`] is the clap definition (hyperfine's `cli.rs`), [`Options`] the checked result (its
+//! `options.rs`).
 //!
 //! Flags that mean the same thing as in perftest keep perftest's spelling (`-s 64K`, `-a`, `-n`, `-D`,
 //! `--report_gbits`, ...). A flag that does not apply to the chosen test or transport is an error that

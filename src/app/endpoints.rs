@@ -1,5 +1,6 @@
-//! Opening the transport the plan names, and what a run reports about it beyond the [`Endpoint`]
-//! contract: its setup notes, counters and the detail of a failed completion.
+//! Opening the transport the plan names, and what the report needs to know about it.
+//!
+//! Beyond the [`Endpoint`] contract: its setup notes, counters and the detail of a failed completion.
 
 use super::exit::Error;
 use super::notes::Note;

@@ -1,5 +1,6 @@
-//! Everything that can stop a run, and the exit status each variant maps to (0 ok, 1 the test failed,
-//! 2 usage or setup error).
+//! Everything that can stop a run, and the exit status each variant maps to.
+//!
+//! 0 ok, 1 the test failed, 2 usage or setup error.
 
 use crate::params::TransportKind;
 use crate::{bench, cli, oob, report, transport};

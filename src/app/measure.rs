@@ -1,5 +1,6 @@
-//! One size on the data path: ready the buffers, run this side's driver, check what landed, and turn
-//! the drivers' raw measurements into results.
+//! One size on the data path: ready the buffers, run this side's driver, check what landed.
+//!
+//! The drivers' raw measurements become [`SizeResult`]s here.
 
 use super::exit::Error;
 use super::plan::Plan;

@@ -1,5 +1,7 @@
-//! What a run says besides its figures: the notes of the report header (what was chosen and why) and
-//! the warnings on stderr, as typed values (hyperfine's `output/warnings.rs`), rendered in one place.
+//! What a run says besides its figures: typed header notes and stderr warnings.
+//!
+//! The notes say what was chosen and why; both are values (hyperfine's `output/warnings.rs`), rendered
+//! in one place.
 
 use crate::cli::TransportReason;
 use crate::params::TransportKind;

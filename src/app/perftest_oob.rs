@@ -1,12 +1,12 @@
-//! `--oob perftest`: perftest's out-of-band dialect ([`crate::oob::perftest`]) as a [`Dialect`], so the
-//! peer may be a real `ib_*` tool.
+//! `--oob perftest`: perftest's out-of-band dialect as a [`Dialect`], so the peer may be an `ib_*` tool.
 //!
-//! The session decides the order of exchanges; this adapter turns each of its actions into the session
-//! loop's. Differences from roceperf's own dialect, all because a perftest peer does them this way: no
-//! parameter check beyond what perftest exchanges (its report's size and iterations), no warm-up, no
-//! results exchange except perftest's bandwidth report (a passive WRITE/READ server prints the client's
-//! figures from it; a READ latency server prints none, as ib_read_lat's server), and the key records
-//! advertise the target half of each buffer, so the peer's WRITEs land where our drivers look.
+//! The exchanges are [`crate::oob::perftest`]'s: its session decides their order, and this adapter
+//! turns each of its actions into the session loop's. Differences from roceperf's own dialect, all
+//! because a perftest peer does them this way: no parameter check beyond what perftest exchanges (its
+//! report's size and iterations), no warm-up, no results exchange except perftest's bandwidth report (a
+//! passive WRITE/READ server prints the client's figures from it; a READ latency server prints none, as
+//! ib_read_lat's server), and the key records advertise the target half of each buffer, so the peer's
+//! WRITEs land where our drivers look.
 
 use super::endpoints::Described;
 use super::exit::Error;

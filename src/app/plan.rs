@@ -1,5 +1,6 @@
-//! The run plan: the validated options resolved once, at the top, into what each part of a run needs
-//! (per-size parameters, depths, buffer layout, validation, the out-of-band connection, the output), so
+//! The run plan: the validated options resolved once, at the top, into what each part needs.
+//!
+//! Per-size parameters, depths, buffer layout, validation, the out-of-band connection, the output: so
 //! nothing below the app ever looks at the options again.
 
 use crate::bench::Layout;

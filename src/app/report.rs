@@ -1,5 +1,4 @@
-//! What the run prints and writes: the run description, the header, one row per size, the footer,
-//! the result files and the gate's verdict.
+//! What the run prints and writes: description, header, rows, footer, result files, gate verdict.
 
 use super::endpoints::Described;
 use super::exit::Error;

@@ -1,5 +1,7 @@
-//! roceperf's own out-of-band dialect as a [`Dialect`]: the parameter check, the connection details,
-//! a barrier before every size, the results exchange after it, and a last barrier.
+//! roceperf's own out-of-band dialect as a [`Dialect`].
+//!
+//! The parameter check, the connection details, a barrier before every size, the results exchange
+//! after it, and a last barrier.
 
 use super::endpoints::Described;
 use super::exit::Error;

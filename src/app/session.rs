@@ -1,5 +1,7 @@
-//! The one session loop, whichever out-of-band dialect sets the order: connect, then for every size
-//! prepare, post receives, run, serve the peer until it arrives, print the row; then conclude.
+//! The one session loop both out-of-band dialects drive.
+//!
+//! Connect, then for every size prepare, post receives, run, serve the peer until it arrives, print
+//! the row; then conclude.
 //!
 //! A [`Dialect`] performs its exchanges with the peer and stops at each point where the data path must
 //! act, as an [`Action`]; this loop does what the action asks. roceperf's dialect

@@ -1,5 +1,7 @@
-//! The command line as clap parses it: every flag, its spelling (perftest's where perftest has it), its
-//! help, and the value types; nothing here decides whether a combination makes sense.
+//! The command line as clap parses it: every flag, its spelling, its help and its value type.
+//!
+//! Spellings are perftest's where perftest has the flag; nothing here decides whether a combination
+//! makes sense.
 
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};

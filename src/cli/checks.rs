@@ -1,5 +1,6 @@
-//! The checks [`Options::from_args`](super::Options::from_args) runs, one small function per concern:
-//! which transport, which flags it takes, the soft backend, the test's flags, the run's shape.
+//! The checks behind [`Options::from_args`](super::Options::from_args), one small function each.
+//!
+//! Which transport, which flags it takes, the soft backend, the test's flags, the run's shape.
 
 use super::args::{Args, IoArg, OobArg, OutputArg};
 use super::options::{DEFAULT_PERCENTILES, Error};

@@ -1,5 +1,6 @@
-//! Validated options: the command line checked flag by flag and combination by combination, with
-//! perftest's defaults filled in. A flag that does not apply is an error that names it.
+//! Validated options: the command line checked, with perftest's defaults filled in.
+//!
+//! A flag that does not apply is an error that names it.
 
 use super::args::{Args, IoArg, OobArg, OutputArg};
 use super::checks::{self, TransportReason};

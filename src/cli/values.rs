@@ -1,5 +1,6 @@
-//! Value parsers for the flags clap cannot check by type: sizes with K/M suffixes, iteration counts,
-//! MTUs and percentiles, each with a message that says what is allowed.
+//! Value parsers for the flags clap cannot check by type (sizes, iterations, MTUs, percentiles).
+//!
+//! Each error message says what is allowed.
 
 /// Parses `-s` values: decimal or 0x hex, with an optional K or M suffix (×1024, ×1024²).
 pub fn parse_size(s: &str) -> Result<u64, String> {

@@ -1,5 +1,7 @@
-//! Reaching a server that may not be up yet: the host and port as given, resolved once, and one retry
-//! loop for every client (roceperf's dialect, perftest's, and `roce_compare`'s control connection).
+//! Reaching a server that may not be up yet: one connect-retry loop for every client.
+//!
+//! The host and port as given, resolved once; used by roceperf's dialect, perftest's, and
+//! `roce_compare`'s control connection.
 
 use std::fmt;
 use std::io;

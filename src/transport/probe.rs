@@ -1,5 +1,6 @@
-//! What this host offers a run: its RDMA devices and network interfaces, to choose a transport and to
-//! name the alternatives when a device is not found.
+//! What this host offers a run: its RDMA devices and network interfaces.
+//!
+//! Used to choose a transport and to name the alternatives when a device is not found.
 
 use std::path::Path;
 
