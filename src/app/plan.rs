@@ -61,7 +61,7 @@ pub struct Depths {
     pub tx: u32,
     /// Receives kept posted per queue pair by SEND tests (perftest's rx_depth 512, capped at the iterations).
     pub rx: u32,
-    /// Receives posted per queue pair before a size starts (see [`Depths::new`]).
+    /// Receives posted per queue pair before a size starts: a SEND receiver keeps `rx`, a latency side one.
     pub initial_receives: u32,
     /// `-Q`, when given.
     cq_mod: Option<u32>,
