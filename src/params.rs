@@ -2,6 +2,38 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::str::FromStr;
+
+/// A name that is not one of a vocabulary's words; the message lists the words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{given:?} is not a {what}; use {choices}")]
+pub struct ParseError {
+    /// What was given.
+    pub given: String,
+    /// What it should have been, e.g. `transport`.
+    pub what: &'static str,
+    /// The accepted words, e.g. `verbs, soft or tcp`.
+    pub choices: &'static str,
+}
+
+/// The first of `words` whose name is `s`, or an error naming the choices.
+fn parse_word<T: Copy>(
+    s: &str,
+    words: &[T],
+    name: impl Fn(&T) -> &'static str,
+    what: &'static str,
+    choices: &'static str,
+) -> Result<T, ParseError> {
+    words
+        .iter()
+        .find(|w| name(w) == s)
+        .copied()
+        .ok_or_else(|| ParseError {
+            given: s.to_string(),
+            what,
+            choices,
+        })
+}
 
 /// The RDMA verb a test exercises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -110,6 +142,19 @@ impl fmt::Display for TestKind {
     }
 }
 
+impl FromStr for TestKind {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        parse_word(
+            s,
+            &TestKind::ALL,
+            TestKind::name,
+            "test",
+            "send_bw, write_bw, read_bw, send_lat, write_lat or read_lat",
+        )
+    }
+}
+
 /// What moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -123,6 +168,13 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
+    /// Every transport, in the order they are listed.
+    pub const ALL: [TransportKind; 3] = [
+        TransportKind::Verbs,
+        TransportKind::Soft,
+        TransportKind::Tcp,
+    ];
+
     /// The name used on the command line and in reports.
     pub fn name(&self) -> &'static str {
         match self {
@@ -139,6 +191,19 @@ impl fmt::Display for TransportKind {
     }
 }
 
+impl FromStr for TransportKind {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        parse_word(
+            s,
+            &TransportKind::ALL,
+            TransportKind::name,
+            "transport",
+            "verbs, soft or tcp",
+        )
+    }
+}
+
 /// RoCE encapsulation: v1 (Ethertype 0x8915 + GRH) or v2 (IP + UDP 4791).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -150,6 +215,9 @@ pub enum RoceVersion {
 }
 
 impl RoceVersion {
+    /// Both versions.
+    pub const ALL: [RoceVersion; 2] = [RoceVersion::V1, RoceVersion::V2];
+
     /// `v1` or `v2`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -165,6 +233,34 @@ impl fmt::Display for RoceVersion {
     }
 }
 
+impl FromStr for RoceVersion {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        parse_word(
+            s,
+            &RoceVersion::ALL,
+            RoceVersion::name,
+            "RoCE version",
+            "v1 or v2",
+        )
+    }
+}
+
+/// `--roce v1|v2`, with the one-line help each value shows in `--help`.
+impl clap::ValueEnum for RoceVersion {
+    fn value_variants<'a>() -> &'a [Self] {
+        &RoceVersion::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let help = match self {
+            RoceVersion::V1 => "RoCE v1 (Ethertype 0x8915)",
+            RoceVersion::V2 => "RoCE v2 (UDP 4791)",
+        };
+        Some(clap::builder::PossibleValue::new(self.name()).help(help))
+    }
+}
+
 /// Which end of the test this process is: perftest's rule is that the side with a host argument is the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -173,6 +269,51 @@ pub enum Role {
     Server,
     /// Connects to the server named on the command line.
     Client,
+}
+
+/// Whether a run is counted in iterations or in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunMode {
+    /// `-n`: this many measured iterations per size.
+    Iterations(u64),
+    /// `-D`: run this long; measure only between `margin` and `secs - margin`.
+    Duration {
+        /// Total seconds.
+        secs: u64,
+        /// Seconds excluded at each end.
+        margin: u64,
+    },
+}
+
+impl RunMode {
+    /// Iterations per size in iteration mode, 0 in duration mode (as reports expect).
+    pub fn iterations(&self) -> u64 {
+        match *self {
+            RunMode::Iterations(n) => n,
+            RunMode::Duration { .. } => 0,
+        }
+    }
+
+    /// `-D` seconds, in duration mode.
+    pub fn duration_secs(&self) -> Option<u64> {
+        match *self {
+            RunMode::Duration { secs, .. } => Some(secs),
+            RunMode::Iterations(_) => None,
+        }
+    }
+
+    /// `-f` margin seconds, in duration mode.
+    pub fn margin_secs(&self) -> Option<u64> {
+        match *self {
+            RunMode::Duration { margin, .. } => Some(margin),
+            RunMode::Iterations(_) => None,
+        }
+    }
+
+    /// True in duration mode.
+    pub fn is_duration(&self) -> bool {
+        matches!(self, RunMode::Duration { .. })
+    }
 }
 
 /// The sizes `-a` sweeps: 2 B .. 8 MiB in powers of two, as perftest.
@@ -216,6 +357,27 @@ pub fn parse_int(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn words_parse_and_name_the_choices() {
+        assert_eq!("tcp".parse(), Ok(TransportKind::Tcp));
+        assert_eq!("v1".parse(), Ok(RoceVersion::V1));
+        assert_eq!(
+            "read_lat".parse(),
+            Ok(TestKind::new(Verb::Read, Metric::Latency))
+        );
+        assert_eq!(
+            "carrier".parse::<TransportKind>().unwrap_err().to_string(),
+            "\"carrier\" is not a transport; use verbs, soft or tcp"
+        );
+        assert!("v3".parse::<RoceVersion>().is_err());
+    }
+
+    #[test]
+    fn all_sizes_sweeps_two_bytes_to_eight_mib() {
+        let s = all_sizes();
+        assert_eq!((s.len(), s[0], s[22]), (23, 2, 8 << 20));
+    }
 
     #[test]
     fn names_round_trip() {

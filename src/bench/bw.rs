@@ -1,10 +1,12 @@
-//! Bandwidth: stream `-s`-byte operations with `-t` in flight per queue pair, one completion every
-//! `cq_mod`; bandwidth = bytes × messages ÷ (last completion − first post), as perftest computes it.
+//! Bandwidth: stream `-s`-byte operations with `-t` in flight per queue pair.
+//!
+//! One completion every `cq_mod`; bandwidth = bytes × messages ÷ (last completion − first post), as
+//! perftest computes it.
 
 use super::{
     Layout, Result, StopCheck, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate,
 };
-use crate::cli::RunMode;
+use crate::params::RunMode;
 use crate::params::Verb;
 use crate::transport::{
     Completion, CompletionOp, Endpoint, RecvRequest, RemoteAddr, SendOp, SendRequest,
@@ -415,10 +417,15 @@ pub fn receiver<E: Endpoint>(
     }
 }
 
+/// What [`passive`] is doing, for its errors, when the caller has nothing more specific to say.
+pub const SERVING: &str = "serving the peer";
+
 /// The passive side of WRITE and READ tests: keep the transport running (it applies WRITEs and answers
 /// READs) until `stop` says the peer is done. With `recvs`, SENDs that still arrive get fresh receives.
+/// `during` names the wait in a transport error (e.g. [`SERVING`]).
 pub fn passive<E: Endpoint>(
     ep: &mut E,
+    during: &'static str,
     stop: &mut dyn FnMut() -> bool,
     mut recvs: Option<(&mut RecvState, Layout)>,
 ) -> Result<()> {
@@ -429,7 +436,7 @@ pub fn passive<E: Endpoint>(
             Ok(n) => n,
             // A peer that has finished (and said so out of band) may close its data connection first.
             Err(_) if stop() => return Ok(()),
-            Err(e) => return Err(tr("serving the peer")(e)),
+            Err(e) => return Err(tr(during)(e)),
         };
         for c in &comps[..n] {
             check(c)?;
@@ -446,280 +453,4 @@ pub fn passive<E: Endpoint>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::bench::Error;
-    use crate::bench::testing::pair;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    fn spec(verb: Verb, size: u64, mode: RunMode) -> BwSpec {
-        BwSpec {
-            verb,
-            size,
-            mode,
-            tx_depth: 16,
-            cq_mod: 4,
-            warmup: 3,
-            rx_depth: 32,
-            peak: true,
-            cpu_util: false,
-            layout: Layout::for_size(size),
-            validate: false,
-        }
-    }
-
-    /// Runs `active` on the client while the server is passive; returns the measurement and the server.
-    fn run_passive(s: BwSpec) -> (BwMeasurement, crate::transport::tcp::TcpEndpoint) {
-        let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
-        let remotes = s.layout.remotes(&server.local_info());
-        let done = Arc::new(AtomicBool::new(false));
-        let d2 = done.clone();
-        let t = std::thread::spawn(move || {
-            passive(&mut server, &mut || d2.load(Ordering::Acquire), None).unwrap();
-            server
-        });
-        let m = active(&mut client, &s, &remotes, None).unwrap();
-        // Let the server apply what is still in the socket before it stops.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        done.store(true, Ordering::Release);
-        (m, t.join().unwrap())
-    }
-
-    #[test]
-    fn write_bw_counts_every_message_and_delivers_the_bytes() {
-        let s = spec(Verb::Write, 1000, RunMode::Iterations(101));
-        let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
-        client.buffer_mut(0)[..1000].fill(0x3c);
-        let remotes = s.layout.remotes(&server.local_info());
-        let done = Arc::new(AtomicBool::new(false));
-        let d2 = done.clone();
-        let t = std::thread::spawn(move || {
-            passive(&mut server, &mut || d2.load(Ordering::Acquire), None).unwrap();
-            server
-        });
-        let m = active(&mut client, &s, &remotes, None).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        done.store(true, Ordering::Release);
-        let server = t.join().unwrap();
-        assert_eq!((m.size, m.messages), (1000, 101));
-        assert!(m.elapsed_ns > 0);
-        let half = s.layout.half as usize;
-        assert!(
-            server.buffer(0)[half..half + 1000]
-                .iter()
-                .all(|&b| b == 0x3c)
-        );
-        assert!(server.buffer(0)[half + 1000..].iter().all(|&b| b == 0));
-    }
-
-    #[test]
-    fn read_bw_reads_the_peer_source_half() {
-        let s = spec(Verb::Read, 5000, RunMode::Iterations(20));
-        let (m, _) = run_passive(s);
-        assert_eq!(m.messages, 20);
-    }
-
-    #[test]
-    fn duration_mode_counts_inside_the_window_and_drains() {
-        let s = spec(Verb::Write, 64, RunMode::Duration { secs: 1, margin: 0 });
-        let (m, _) = run_passive(s);
-        assert!(m.messages > 0);
-        assert!(
-            m.elapsed_ns >= 900_000_000,
-            "window ≈ 1 s, got {} ns",
-            m.elapsed_ns
-        );
-    }
-
-    /// send_bw over `qps` TCP queue pairs, the sender starting `late` after the receiver; returns the
-    /// sender's and the receiver's measurements.
-    fn send_pair(
-        s: BwSpec,
-        qps: usize,
-        late: std::time::Duration,
-    ) -> (BwMeasurement, BwMeasurement) {
-        let (mut server, mut client) = pair(qps, s.layout.buffer_len(), 64);
-        let remotes = s.layout.remotes(&server.local_info());
-        let done = Arc::new(AtomicBool::new(false));
-        let d2 = done.clone();
-        let rs = s;
-        let t = std::thread::spawn(move || {
-            let mut st = RecvState::default();
-            let r = receiver(&mut server, &rs, &mut st, &mut || false).unwrap();
-            // Keep serving until the sender is done: its last SENDs complete on our acknowledgement.
-            passive(
-                &mut server,
-                &mut || d2.load(Ordering::Acquire),
-                Some((&mut st, rs.layout)),
-            )
-            .unwrap();
-            r
-        });
-        std::thread::sleep(late);
-        let m = active(&mut client, &s, &remotes, None).unwrap();
-        done.store(true, Ordering::Release);
-        (m, t.join().unwrap())
-    }
-
-    #[test]
-    fn send_bw_receiver_counts_what_the_sender_sent() {
-        let s = spec(Verb::Send, 300, RunMode::Iterations(50));
-        let (m, r) = send_pair(s, 2, std::time::Duration::ZERO);
-        assert_eq!(
-            (m.messages, r.messages, r.size),
-            (100, 100, 300),
-            "2 QPs × 50"
-        );
-    }
-
-    #[test]
-    fn send_bw_receiver_names_a_sender_with_another_size() {
-        // What a perftest sender with another -s looks like: nothing in its dialect says the size.
-        let theirs = spec(Verb::Send, 200, RunMode::Iterations(20));
-        let ours = spec(Verb::Send, 300, RunMode::Iterations(20));
-        let (mut server, mut client) = pair(1, ours.layout.buffer_len(), 64);
-        let remotes = theirs.layout.remotes(&server.local_info());
-        let t = std::thread::spawn(move || {
-            let mut st = RecvState::default();
-            receiver(&mut server, &ours, &mut st, &mut || false)
-        });
-        // The sender's last SENDs may never complete once the receiver has given up; its result is moot.
-        let _ = std::thread::spawn(move || active(&mut client, &theirs, &remotes, None));
-        let err = t.join().unwrap().unwrap_err();
-        assert!(
-            matches!(
-                err,
-                Error::PeerSize {
-                    size: 300,
-                    len: 200
-                }
-            ),
-            "{err}"
-        );
-        assert!(err.to_string().contains("same -s"), "{err}");
-    }
-
-    #[test]
-    fn a_silent_sender_trips_the_receivers_watchdog_soon_after_the_peer_is_done() {
-        let s = spec(Verb::Send, 100, RunMode::Iterations(10));
-        let (mut server, _client) = pair(1, s.layout.buffer_len(), 64);
-        let t0 = std::time::Instant::now();
-        let mut st = RecvState::default();
-        // The out-of-band channel says the peer is done, yet nothing ever arrives.
-        let err = receiver(&mut server, &s, &mut st, &mut || true).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                Error::Stalled {
-                    peer_done: true,
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
-    }
-
-    #[test]
-    fn send_bw_receiver_without_warmup_starts_its_clock_at_the_first_arrival() {
-        // perftest's receiver starts timing at its first receive completion, so the time it spends
-        // waiting for a sender that starts late must not count (the interop comparison depends on it).
-        let mut s = spec(Verb::Send, 300, RunMode::Iterations(20));
-        s.warmup = 0;
-        let late_start = std::time::Duration::from_secs(1);
-        let (m, r) = send_pair(s, 1, late_start);
-        assert_eq!((m.messages, r.messages), (20, 20));
-        assert!(
-            r.elapsed_ns < late_start.as_nanos() as u64,
-            "the receiver counted its wait for the sender: {} ns",
-            r.elapsed_ns
-        );
-    }
-
-    #[test]
-    fn recv_state_never_posts_beyond_the_depth() {
-        let layout = Layout::for_size(64);
-        let (mut server, _client) = pair(1, layout.buffer_len(), 8);
-        let mut st = RecvState::default();
-        st.fill(&mut server, &layout, 8).unwrap();
-        st.fill(&mut server, &layout, 8).unwrap(); // a second size: nothing more to post
-        assert_eq!(st.posted, vec![8]);
-    }
-
-    #[test]
-    fn validate_accepts_the_pattern_and_names_a_corrupted_byte() {
-        let mut s = spec(Verb::Send, 300, RunMode::Iterations(20));
-        s.validate = true;
-        for corrupt in [false, true] {
-            let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
-            validate::fill(&mut client.buffer_mut(0)[..300], validate::seed(300, None));
-            if corrupt {
-                client.buffer_mut(0)[123] ^= 0xff;
-            }
-            let remotes = s.layout.remotes(&server.local_info());
-            // Over TCP a signaled SEND completes only once the peer has applied it, so the receiver
-            // keeps polling until the sender is done.
-            let done = Arc::new(AtomicBool::new(false));
-            let sender_done = done.clone();
-            let t = std::thread::spawn(move || {
-                let mut st = RecvState::default();
-                let r = receiver(&mut server, &s, &mut st, &mut || false);
-                if r.is_ok() {
-                    passive(
-                        &mut server,
-                        &mut || sender_done.load(Ordering::Acquire),
-                        Some((&mut st, s.layout)),
-                    )
-                    .unwrap();
-                }
-                r
-            });
-            let sent = active(&mut client, &s, &remotes, None);
-            assert_eq!(sent.is_ok(), !corrupt, "{:?}", sent.err());
-            done.store(true, Ordering::Release);
-            match (corrupt, t.join().unwrap()) {
-                (false, r) => assert_eq!(r.unwrap().messages, 20),
-                (true, Err(e)) => {
-                    let text = e.to_string();
-                    assert!(
-                        matches!(
-                            e,
-                            super::super::Error::Validation {
-                                offset: 123,
-                                size: 300,
-                                ..
-                            }
-                        ),
-                        "{text}"
-                    );
-                    assert!(text.contains("SEND received"), "{text}");
-                }
-                (true, Ok(_)) => panic!("a corrupted payload passed --validate"),
-            }
-        }
-    }
-
-    #[test]
-    fn validate_checks_read_data_against_the_responder_pattern() {
-        let mut s = spec(Verb::Read, 700, RunMode::Iterations(10));
-        s.validate = true;
-        let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
-        let half = s.layout.half as usize;
-        // The responder's region holds another size's pattern: every READ brings back wrong bytes.
-        validate::fill(
-            &mut server.buffer_mut(0)[half..half + 700],
-            validate::seed(701, None),
-        );
-        let remotes = s.layout.remotes(&server.local_info());
-        let done = Arc::new(AtomicBool::new(false));
-        let d2 = done.clone();
-        let t = std::thread::spawn(move || {
-            let _ = passive(&mut server, &mut || d2.load(Ordering::Acquire), None);
-        });
-        let e = active(&mut client, &s, &remotes, None).unwrap_err();
-        done.store(true, Ordering::Release);
-        t.join().unwrap();
-        assert!(e.to_string().contains("READ data of size 700"), "{e}");
-    }
-}
+mod tests;

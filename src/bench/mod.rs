@@ -15,7 +15,7 @@ pub mod cpu;
 pub mod lat;
 pub mod validate;
 
-use crate::cli::RunMode;
+use crate::params::RunMode;
 use crate::transport::{self, CompletionStatus, ConnInfo, RemoteAddr};
 use std::time::Instant;
 

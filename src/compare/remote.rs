@@ -13,7 +13,7 @@ use crate::params::RoceVersion;
 use crate::results::Skipped;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -172,30 +172,25 @@ pub struct RemoteServer {
 impl RemoteServer {
     /// Connects to `roce_compare --server` at `host:port`, retrying for up to `wait`.
     pub fn connect(host: &str, port: u16, wait: Duration) -> Result<RemoteServer> {
-        let peer = format!("{host}:{port}");
+        let server = crate::oob::HostPort::new(host, port);
+        let peer = server.to_string();
         let control = |detail: String| Error::Control {
             peer: peer.clone(),
             detail,
         };
-        let give_up = Instant::now() + wait;
-        let stream = loop {
-            let addrs: Vec<_> = (host, port)
-                .to_socket_addrs()
-                .map_err(|e| control(format!("cannot resolve {host}: {e}")))?
-                .collect();
-            let attempt = addrs
-                .iter()
-                .find_map(|a| TcpStream::connect_timeout(a, Duration::from_secs(2)).ok());
-            match attempt {
-                Some(s) => break s,
-                None if Instant::now() >= give_up => {
-                    return Err(control(
-                        "no roce_compare --server answers there; start it on that host (roce_compare --server) or check --control-port".into(),
-                    ));
-                }
-                None => std::thread::sleep(Duration::from_millis(200)),
-            }
+        let addrs = server
+            .resolve()
+            .map_err(|e| control(format!("cannot resolve {host}: {e}")))?;
+        let retry = crate::oob::dial::Retry {
+            wait,
+            pause: Duration::from_millis(200),
+            attempt: Some(Duration::from_secs(2)),
         };
+        let (stream, _) = crate::oob::dial::connect(&addrs, retry, |_| true, || {}).map_err(|_| {
+            control(
+                "no roce_compare --server answers there; start it on that host (roce_compare --server) or check --control-port".into(),
+            )
+        })?;
         let _ = stream.set_nodelay(true);
         let reader = BufReader::new(stream.try_clone().map_err(|e| control(e.to_string()))?);
         let mut me = RemoteServer {

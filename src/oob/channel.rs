@@ -1,18 +1,20 @@
 //! The out-of-band TCP connection: connect with retries, accept, hello, framed messages, barriers.
 
-use super::{Error, Mismatch, Result, TestParams};
+use super::dial::{self, DialError, HostPort, Retry};
+use super::{Error, Mismatch, Result, Step, TestParams};
 use crate::params::Role;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
 
 /// First bytes of the hello each side sends.
 pub const MAGIC: &[u8; 8] = b"roceperf";
 
-/// Version of this out-of-band protocol; both sides must speak the same.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version of this out-of-band protocol; both sides must speak the same. Version 2: the parameters
+/// no longer carry `report_gbits` (display options are each side's own).
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Bytes of the hello: magic, version (u16 big-endian), two reserved bytes.
 pub const HELLO_LEN: usize = 12;
@@ -57,7 +59,7 @@ impl Channel {
             .map_err(|source| Error::Listen { port, source })?;
         let mut ch = Channel::new(stream, peer, Role::Server, io_timeout)?;
         ch.read_hello()?;
-        ch.write_all(&hello(), "the hello")?;
+        ch.write_all(&hello(), Step::Hello)?;
         Ok(ch)
     }
 
@@ -70,45 +72,34 @@ impl Channel {
         io_timeout: Duration,
         on_retry: impl FnOnce(&str),
     ) -> Result<Channel> {
-        let target = if host.contains(':') && !host.starts_with('[') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
+        let server = HostPort::new(host, port);
+        let target = server.to_string();
+        let addrs = server.resolve().map_err(|e| Error::Resolve {
+            addr: target.clone(),
+            reason: e.to_string(),
+        })?;
+        let retry = Retry {
+            wait: connect_timeout,
+            pause: Duration::from_millis(100),
+            attempt: None,
         };
-        let addrs: Vec<SocketAddr> = target
-            .to_socket_addrs()
-            .map_err(|e| Error::Resolve {
-                addr: target.clone(),
+        match dial::connect(&addrs, retry, |_| true, || on_retry(&target)) {
+            Ok((stream, a)) => {
+                let mut ch = Channel::new(stream, a, Role::Client, io_timeout)?;
+                ch.write_all(&hello(), Step::Hello)?;
+                ch.read_hello()?;
+                Ok(ch)
+            }
+            Err(DialError::Fatal(e) | DialError::GaveUp(Some(e))) => Err(Error::Unreachable {
+                addr: target,
+                secs: connect_timeout.as_secs(),
                 reason: e.to_string(),
-            })?
-            .collect();
-        let deadline = Instant::now() + connect_timeout;
-        let mut on_retry = Some(on_retry);
-        let mut last = String::from("no address");
-        loop {
-            for a in &addrs {
-                let left = deadline.saturating_duration_since(Instant::now());
-                match TcpStream::connect_timeout(a, left.max(Duration::from_millis(10))) {
-                    Ok(stream) => {
-                        let mut ch = Channel::new(stream, *a, Role::Client, io_timeout)?;
-                        ch.write_all(&hello(), "the hello")?;
-                        ch.read_hello()?;
-                        return Ok(ch);
-                    }
-                    Err(e) => last = e.to_string(),
-                }
-            }
-            if Instant::now() + Duration::from_millis(100) > deadline {
-                return Err(Error::Unreachable {
-                    addr: target,
-                    secs: connect_timeout.as_secs(),
-                    reason: last,
-                });
-            }
-            if let Some(f) = on_retry.take() {
-                f(&target);
-            }
-            std::thread::sleep(Duration::from_millis(100));
+            }),
+            Err(DialError::GaveUp(None)) => Err(Error::Unreachable {
+                addr: target,
+                secs: connect_timeout.as_secs(),
+                reason: "no address".into(),
+            }),
         }
     }
 
@@ -123,7 +114,7 @@ impl Channel {
             .set_nodelay(true)
             .and_then(|_| ch.stream.set_read_timeout(Some(timeout)))
             .and_then(|_| ch.stream.set_write_timeout(Some(timeout)))
-            .map_err(|source| ch.io_error("setup", source))?;
+            .map_err(|source| ch.io_error(Step::Setup, source))?;
         Ok(ch)
     }
 
@@ -150,14 +141,14 @@ impl Channel {
         self.timeout = timeout;
         self.stream
             .set_read_timeout(Some(timeout))
-            .map_err(|source| self.io_error("setup", source))
+            .map_err(|source| self.io_error(Step::Setup, source))
     }
 
-    fn io_error(&self, during: &str, source: io::Error) -> Error {
+    fn io_error(&self, during: Step, source: io::Error) -> Error {
         match source.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::Timeout {
                 peer: self.peer.to_string(),
-                during: during.to_string(),
+                during,
                 timeout: self.timeout,
             },
             io::ErrorKind::UnexpectedEof
@@ -165,17 +156,18 @@ impl Channel {
             | io::ErrorKind::BrokenPipe
             | io::ErrorKind::ConnectionAborted => Error::Closed {
                 peer: self.peer.to_string(),
-                during: during.to_string(),
+                during,
+                partial: None,
             },
             _ => Error::Io {
                 peer: self.peer.to_string(),
-                during: during.to_string(),
+                during,
                 source,
             },
         }
     }
 
-    fn read_exact(&mut self, buf: &mut [u8], during: &str) -> Result<()> {
+    fn read_exact(&mut self, buf: &mut [u8], during: Step) -> Result<()> {
         let mut got = 0;
         while got < buf.len() {
             match self.stream.read(&mut buf[got..]) {
@@ -185,7 +177,8 @@ impl Channel {
                     } else {
                         Error::Closed {
                             peer: self.peer.to_string(),
-                            during: format!("{during} (after {got} of {} bytes)", buf.len()),
+                            during,
+                            partial: Some((got, buf.len())),
                         }
                     });
                 }
@@ -197,7 +190,7 @@ impl Channel {
         Ok(())
     }
 
-    fn write_all(&mut self, buf: &[u8], during: &str) -> Result<()> {
+    fn write_all(&mut self, buf: &[u8], during: Step) -> Result<()> {
         self.stream
             .write_all(buf)
             .map_err(|e| self.io_error(during, e))
@@ -206,12 +199,19 @@ impl Channel {
     fn read_hello(&mut self) -> Result<()> {
         let mut h = [0u8; HELLO_LEN];
         let peer = self.peer.to_string();
-        match self.read_exact(&mut h, "the hello") {
+        match self.read_exact(&mut h, Step::Hello) {
             Ok(()) => {}
-            Err(Error::Closed { during, .. }) if during.contains("after") => {
+            Err(Error::Closed {
+                during,
+                partial: partial @ Some(_),
+                ..
+            }) => {
                 return Err(Error::Garbage {
                     peer,
-                    detail: format!("it sent a short hello and closed the connection ({during})"),
+                    detail: format!(
+                        "it sent a short hello and closed the connection ({during}{})",
+                        super::error::cut_short(&partial)
+                    ),
                 });
             }
             Err(e) => return Err(e),
@@ -238,9 +238,9 @@ impl Channel {
     }
 
     /// Sends one message of `kind`.
-    pub fn send<T: Serialize>(&mut self, kind: &str, body: &T) -> Result<()> {
+    pub fn send<T: Serialize>(&mut self, kind: Step, body: &T) -> Result<()> {
         let json = serde_json::to_vec(&Envelope {
-            kind: kind.to_string(),
+            kind: kind.name().to_string(),
             body,
         })
         .expect("our messages always serialise");
@@ -251,7 +251,7 @@ impl Channel {
     }
 
     /// Receives one message that must be of `kind`; an `abort` from the peer becomes [`Error::PeerAborted`].
-    pub fn recv<T: DeserializeOwned>(&mut self, kind: &str) -> Result<T> {
+    pub fn recv<T: DeserializeOwned>(&mut self, kind: Step) -> Result<T> {
         let mut len = [0u8; 4];
         self.read_exact(&mut len, kind)?;
         let len = u32::from_be_bytes(len);
@@ -268,16 +268,20 @@ impl Channel {
                 peer: self.peer.to_string(),
                 detail: format!("an unreadable message while waiting for {kind}: {e}"),
             })?;
-        if env.kind == "abort" {
+        if env.kind == Step::Abort.name() {
             return Err(Error::PeerAborted {
                 peer: self.peer.to_string(),
                 reason: env.body.as_str().unwrap_or("no reason given").to_string(),
             });
         }
-        if env.kind != kind {
+        if env.kind != kind.name() {
             return Err(Error::Garbage {
                 peer: self.peer.to_string(),
-                detail: format!("it sent {:?} while this side waited for {kind:?}", env.kind),
+                detail: format!(
+                    "it sent {:?} while this side waited for {:?}",
+                    env.kind,
+                    kind.name()
+                ),
             });
         }
         serde_json::from_value(env.body).map_err(|e| Error::Garbage {
@@ -287,7 +291,7 @@ impl Channel {
     }
 
     /// Lock-step exchange: the client writes then reads, the server reads then writes.
-    pub fn exchange<T: Serialize + DeserializeOwned>(&mut self, kind: &str, mine: &T) -> Result<T> {
+    pub fn exchange<T: Serialize + DeserializeOwned>(&mut self, kind: Step, mine: &T) -> Result<T> {
         match self.role {
             Role::Client => {
                 self.send(kind, mine)?;
@@ -303,7 +307,7 @@ impl Channel {
 
     /// Swaps parameter sets and fails, on both sides, naming the first parameter that differs.
     pub fn check_params(&mut self, mine: &TestParams) -> Result<TestParams> {
-        let theirs: TestParams = self.exchange("params", mine)?;
+        let theirs: TestParams = self.exchange(Step::Params, mine)?;
         match mine.first_mismatch(&theirs) {
             Some(m) => Err(Error::Mismatch(m)),
             None => Ok(theirs),
@@ -312,7 +316,7 @@ impl Channel {
 
     /// Both sides reach the same point; `step` (e.g. the size index) must match, or the sides are out of step.
     pub fn barrier(&mut self, step: u64) -> Result<()> {
-        let theirs: u64 = self.exchange("barrier", &step)?;
+        let theirs: u64 = self.exchange(Step::Barrier, &step)?;
         if theirs != step {
             return Err(Error::Mismatch(Mismatch {
                 name: "barrier step",
@@ -327,7 +331,7 @@ impl Channel {
     /// Tells the peer this side is stopping and why (best effort: the peer may already be gone).
     pub fn abort(&mut self, reason: &str) {
         let _ = self.stream.set_write_timeout(Some(Duration::from_secs(1)));
-        let _ = self.send("abort", &reason);
+        let _ = self.send(Step::Abort, &reason);
     }
 
     /// True when the peer has sent something (or closed): a passive side polls this to know the test is over.
@@ -348,7 +352,7 @@ impl Channel {
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(false),
-            _ => Err(self.io_error("the test", e)),
+            _ => Err(self.io_error(Step::Test, e)),
         }
     }
 }
@@ -361,163 +365,4 @@ fn hex(b: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::mpsc;
-    use std::thread;
-
-    fn free_port() -> u16 {
-        TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-
-    fn spawn_server(port: u16) -> thread::JoinHandle<Result<Channel>> {
-        let (tx, rx) = mpsc::channel();
-        let h = thread::spawn(move || {
-            Channel::accept(port, Duration::from_secs(5), || tx.send(()).unwrap())
-        });
-        rx.recv().unwrap();
-        h
-    }
-
-    fn client(port: u16) -> Result<Channel> {
-        Channel::connect(
-            "127.0.0.1",
-            port,
-            Duration::from_secs(5),
-            Duration::from_secs(5),
-            |_| {},
-        )
-    }
-
-    #[test]
-    fn exchange_barrier_and_messages_in_lock_step() {
-        let port = free_port();
-        let server = spawn_server(port);
-        let mut c = client(port).unwrap();
-        let s = thread::spawn(move || {
-            let mut s = server.join().unwrap().unwrap();
-            let got: String = s.exchange("conn", &"from server".to_string()).unwrap();
-            s.barrier(3).unwrap();
-            let r: Vec<u64> = s.recv("results").unwrap();
-            (got, r)
-        });
-        let got: String = c.exchange("conn", &"from client".to_string()).unwrap();
-        c.barrier(3).unwrap();
-        c.send("results", &vec![1u64, 2, 3]).unwrap();
-        assert_eq!(got, "from server");
-        assert_eq!(
-            s.join().unwrap(),
-            ("from client".to_string(), vec![1, 2, 3])
-        );
-    }
-
-    #[test]
-    fn client_retries_until_the_server_is_up() {
-        let port = free_port();
-        let h = thread::spawn(move || client(port));
-        thread::sleep(Duration::from_millis(400));
-        let server = spawn_server(port);
-        assert!(h.join().unwrap().is_ok());
-        assert!(server.join().unwrap().is_ok());
-    }
-
-    #[test]
-    fn client_gives_up_naming_the_address() {
-        let port = free_port();
-        let err = Channel::connect(
-            "127.0.0.1",
-            port,
-            Duration::from_millis(300),
-            Duration::from_secs(1),
-            |_| {},
-        )
-        .err()
-        .unwrap();
-        assert!(matches!(err, Error::Unreachable { .. }));
-        assert!(
-            err.to_string().contains(&format!("127.0.0.1:{port}")),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn garbage_hello_is_named() {
-        let port = free_port();
-        let server = spawn_server(port);
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.write_all(b"\x16\x03\x01garbage bytes here").unwrap();
-        let err = server.join().unwrap().err().unwrap();
-        assert!(matches!(err, Error::Garbage { .. }), "{err}");
-        assert!(err.to_string().contains("16 03 01"), "{err}");
-    }
-
-    #[test]
-    fn short_hello_then_close_is_garbage_not_a_hang() {
-        let port = free_port();
-        let server = spawn_server(port);
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.write_all(b"rocep").unwrap();
-        drop(s);
-        let err = server.join().unwrap().err().unwrap();
-        assert!(matches!(err, Error::Garbage { .. }), "{err}");
-    }
-
-    #[test]
-    fn wrong_version_is_named() {
-        let port = free_port();
-        let server = spawn_server(port);
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let mut h = hello();
-        h[9] = 99;
-        s.write_all(&h).unwrap();
-        let err = server.join().unwrap().err().unwrap();
-        assert!(matches!(err, Error::Version { theirs: 99, .. }), "{err}");
-    }
-
-    #[test]
-    fn oversized_or_unexpected_messages_are_garbage() {
-        let port = free_port();
-        let server = spawn_server(port);
-        let mut c = client(port).unwrap();
-        let mut s = server.join().unwrap().unwrap();
-        c.stream.write_all(&u32::MAX.to_be_bytes()).unwrap();
-        assert!(matches!(
-            s.recv::<u64>("barrier"),
-            Err(Error::Garbage { .. })
-        ));
-        c.send("results", &1u64).unwrap();
-        let err = s.recv::<u64>("barrier").err().unwrap();
-        assert!(err.to_string().contains("\"results\""), "{err}");
-    }
-
-    #[test]
-    fn abort_reaches_the_peer_with_its_reason() {
-        let port = free_port();
-        let server = spawn_server(port);
-        let mut c = client(port).unwrap();
-        let mut s = server.join().unwrap().unwrap();
-        c.abort("no RDMA device");
-        match s.recv::<u64>("barrier") {
-            Err(Error::PeerAborted { reason, .. }) => assert_eq!(reason, "no RDMA device"),
-            other => panic!("{:?}", other.err()),
-        }
-    }
-
-    #[test]
-    fn peer_has_data_sees_a_message_or_a_close() {
-        let port = free_port();
-        let server = spawn_server(port);
-        let mut c = client(port).unwrap();
-        let s = server.join().unwrap().unwrap();
-        assert!(!s.peer_has_data().unwrap());
-        c.send("results", &1u64).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !s.peer_has_data().unwrap() {
-            assert!(Instant::now() < deadline);
-        }
-    }
-}
+mod tests;

@@ -1,8 +1,67 @@
-//! What can go wrong on the out-of-band channel; every message names the peer and what to do.
+//! What can go wrong on the out-of-band channel; every message names the peer, the step and what to do.
 
+use std::fmt;
 use std::time::Duration;
 
-/// Out-of-band errors. All of them are setup errors (exit code 2).
+/// The steps of roceperf's dialect. Each message's kind on the wire is its step's name, and errors
+/// name the step they happened in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Socket options right after connecting.
+    Setup,
+    /// The 12-byte hello each way.
+    Hello,
+    /// The parameter check.
+    Params,
+    /// The connection details of the data path.
+    Conn,
+    /// A barrier (before each size, and after the last).
+    Barrier,
+    /// One size's results.
+    Results,
+    /// This side stopping, and why.
+    Abort,
+    /// Waiting for the peer while the data path runs.
+    Test,
+}
+
+impl Step {
+    /// The name used on the wire (message kinds) and in error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::Setup => "setup",
+            Step::Hello => "the hello",
+            Step::Params => "params",
+            Step::Conn => "conn",
+            Step::Barrier => "barrier",
+            Step::Results => "results",
+            Step::Abort => "abort",
+            Step::Test => "the test",
+        }
+    }
+
+    /// True for the steps that come after the test began (per-size barriers, results): a peer lost
+    /// there failed the test rather than its setup.
+    pub fn is_during_test(self) -> bool {
+        matches!(self, Step::Barrier | Step::Results)
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// ` (after 3 of 12 bytes)` for a message cut short, empty otherwise.
+pub(crate) fn cut_short(partial: &Option<(usize, usize)>) -> String {
+    partial
+        .map(|(got, len)| format!(" (after {got} of {len} bytes)"))
+        .unwrap_or_default()
+}
+
+/// Out-of-band errors: setup errors (exit code 2), except a peer lost in a step of the running test
+/// ([`Step::is_during_test`]), which failed the test (exit code 1).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The client gave up connecting to the server.
@@ -42,20 +101,23 @@ pub enum Error {
         /// The peer's address.
         peer: String,
         /// Which step.
-        during: String,
+        during: Step,
         /// OS error.
         #[source]
         source: std::io::Error,
     },
     /// The peer closed the connection.
     #[error(
-        "{peer} closed the out-of-band connection during {during}; the peer stopped or failed, see its output"
+        "{peer} closed the out-of-band connection during {during}{}; the peer stopped or failed, see its output",
+        cut_short(.partial)
     )]
     Closed {
         /// The peer's address.
         peer: String,
         /// Which step.
-        during: String,
+        during: Step,
+        /// Bytes of the message received and expected, when it was cut short.
+        partial: Option<(usize, usize)>,
     },
     /// The peer sent nothing for too long.
     #[error(
@@ -65,7 +127,7 @@ pub enum Error {
         /// The peer's address.
         peer: String,
         /// Which step.
-        during: String,
+        during: Step,
         /// How long we waited.
         timeout: Duration,
     },

@@ -9,12 +9,14 @@
 //! framed as a 4-byte big-endian length and a JSON object `{"kind": ..., "body": ...}`.
 
 mod channel;
+pub mod dial;
 mod error;
 mod params;
 pub mod perftest;
 
 pub use channel::{Channel, DEFAULT_IO_TIMEOUT, HELLO_LEN, MAGIC, PROTOCOL_VERSION};
-pub use error::Error;
+pub use dial::HostPort;
+pub use error::{Error, Step};
 pub use params::{Mismatch, TestParams};
 
 /// Result type of the out-of-band layer.

@@ -1,10 +1,15 @@
 //! The parameters both sides must agree on, and the check that names the first one that differs.
+//!
+//! Only what changes the traffic is here: the test, transport, RoCE version, sizes, iterations or
+//! duration, queue pairs, MTU, direction, warm-up and validation. How each side shows or stores its
+//! figures (`--report_gbits`, `--output`, `--csv`, `--json`, `--results`, `--percentiles`, `-v`,
+//! `--cpu`, gate thresholds) is its own business and never travels.
 
 use crate::params::{RoceVersion, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Everything that must be the same on the two sides of a test (perftest's SYMMETRIC options).
+/// Everything that must be the same on the two sides of a test: what changes the traffic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TestParams {
     /// Which of the six tests (the binary's name).
@@ -31,8 +36,6 @@ pub struct TestParams {
     pub bidirectional: bool,
     /// `--warmup`: iterations run before measuring (both sides of a ping-pong must run the same number).
     pub warmup: u64,
-    /// `--report_gbits`: units, so both sides print the same table.
-    pub report_gbits: bool,
     /// `--validate`: the sender writes the pattern the receiver checks (a READ responder fills it too).
     #[serde(default)]
     pub validate: bool,
@@ -68,7 +71,7 @@ fn opt<T: fmt::Display>(v: &Option<T>) -> String {
 
 impl TestParams {
     /// The parameters in the order they are checked: name, value as shown, what to do.
-    fn fields(&self) -> [(&'static str, String, &'static str); 14] {
+    fn fields(&self) -> [(&'static str, String, &'static str); 13] {
         [
             (
                 "test",
@@ -109,11 +112,6 @@ impl TestParams {
                 "warmup",
                 self.warmup.to_string(),
                 "give both sides the same --warmup",
-            ),
-            (
-                "report_gbits",
-                self.report_gbits.to_string(),
-                "give --report_gbits to both sides or to neither",
             ),
             (
                 "validate",
@@ -192,7 +190,6 @@ mod tests {
             mtu: None,
             bidirectional: false,
             warmup: 0,
-            report_gbits: false,
             validate: false,
         }
     }

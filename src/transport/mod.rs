@@ -12,6 +12,7 @@
 
 pub mod mtu;
 pub mod param;
+pub mod probe;
 pub mod rng;
 pub mod soft;
 pub mod tcp;

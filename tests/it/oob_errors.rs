@@ -148,3 +148,54 @@ fn a_server_that_dies_mid_test_fails_the_client_with_exit_1() {
     assert!(c.stderr.contains("closed"), "{}", c.stderr);
     assert!(!c.stderr.contains("panicked"), "{}", c.stderr);
 }
+
+/// Only what changes the traffic must match across the peers: how each side shows or stores its figures
+/// (units, single value, percentiles, files, -v, its core) is its own business.
+#[test]
+fn display_and_output_options_are_local_to_each_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("client.json");
+    let (s, c) = pair_with(
+        "write_bw",
+        &["-D", "2"],
+        &[
+            "-D",
+            "2",
+            "--report_gbits",
+            "--percentiles",
+            "50,99",
+            "-v",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert_eq!((s.code(), c.code()), (0, 0), "{}\n{}", s.stderr, c.stderr);
+    assert!(c.stdout.contains("BW average[Gb/sec]"), "{}", c.stdout);
+    assert!(s.stdout.contains("BW average[MiB/sec]"), "{}", s.stdout);
+    assert!(json.exists(), "the client wrote its JSON");
+    let (s, c) = pair_with(
+        "send_lat",
+        &["-n", "100", "--output", "latency"],
+        &["-n", "100"],
+    );
+    assert_eq!((s.code(), c.code()), (0, 0), "{}\n{}", s.stderr, c.stderr);
+}
+
+/// ... while a parameter that changes the traffic still stops both sides, naming it.
+#[test]
+fn a_traffic_parameter_still_must_match_alongside_local_options() {
+    let (s, c) = pair_with(
+        "write_bw",
+        &["-D", "2", "-s", "4096"],
+        &["-D", "2", "-s", "1024", "--report_gbits"],
+    );
+    for (side, d) in [("server", &s), ("client", &c)] {
+        assert_eq!(d.code(), 2, "{side}: {}", d.stderr);
+        assert!(
+            d.stderr.contains("parameter mismatch: size"),
+            "{side}: {}",
+            d.stderr
+        );
+        assert!(!d.stderr.contains("report_gbits"), "{side}: {}", d.stderr);
+    }
+}

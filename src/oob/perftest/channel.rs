@@ -6,8 +6,10 @@
 //! then nothing for `stall` (the peer sent a message of another size: it is at another step).
 
 use super::{PerftestError, Result};
+use crate::oob::dial::{self, DialError, Retry};
+use std::fmt;
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
@@ -47,46 +49,52 @@ impl OobStream for UnixStream {
 
 /// Connects to a perftest server (the client side), retrying a refused or unreachable peer for up to `wait`
 /// (perftest itself does not retry, so start order matters less with us). Sets TCP_NODELAY so that each
-/// message leaves at once in its own segment.
-pub fn connect(addr: &str, wait: Duration) -> Result<TcpStream> {
+/// message leaves at once in its own segment. `addr` is e.g. `"10.0.0.2:18515"` or a [`HostPort`].
+///
+/// [`HostPort`]: crate::oob::HostPort
+pub fn connect<A: ToSocketAddrs + fmt::Display>(addr: A, wait: Duration) -> Result<TcpStream> {
     let step = format!("connecting to the perftest server at {addr}");
-    let start = Instant::now();
-    loop {
-        match TcpStream::connect(addr) {
-            Ok(s) => {
-                s.set_nodelay(true).map_err(|source| PerftestError::Io {
-                    step: step.clone(),
-                    source,
-                })?;
-                return Ok(s);
-            }
-            Err(e)
-                // refused: not listening yet; unreachable: the peer's address is not up yet
-                if matches!(
-                    e.kind(),
-                    ErrorKind::ConnectionRefused
-                        | ErrorKind::TimedOut
-                        | ErrorKind::HostUnreachable
-                        | ErrorKind::NetworkUnreachable
-                ) && start.elapsed() < wait =>
-            {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(source) => {
-                return Err(PerftestError::Io {
-                    step: format!(
-                        "{step} (is the ib_* server running and listening on that port? -p must match)"
-                    ),
-                    source,
-                });
-            }
+    let fail = |source| PerftestError::Io {
+        step: format!(
+            "{step} (is the ib_* server running and listening on that port? -p must match)"
+        ),
+        source,
+    };
+    let addrs: Vec<SocketAddr> = addr.to_socket_addrs().map_err(fail)?.collect();
+    let retry = Retry {
+        wait,
+        pause: Duration::from_millis(100),
+        attempt: None,
+    };
+    // refused: not listening yet; unreachable: the peer's address is not up yet
+    let retryable = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            ErrorKind::ConnectionRefused
+                | ErrorKind::TimedOut
+                | ErrorKind::HostUnreachable
+                | ErrorKind::NetworkUnreachable
+        )
+    };
+    match dial::connect(&addrs, retry, retryable, || {}) {
+        Ok((s, _)) => {
+            s.set_nodelay(true).map_err(|source| PerftestError::Io {
+                step: step.clone(),
+                source,
+            })?;
+            Ok(s)
         }
+        Err(DialError::Fatal(e) | DialError::GaveUp(Some(e))) => Err(fail(e)),
+        Err(DialError::GaveUp(None)) => Err(fail(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            "could not resolve to any addresses",
+        ))),
     }
 }
 
 /// Accepts one perftest client on `bind` (e.g. `0.0.0.0:18515`), as perftest's server does (a single
 /// accept, then the listener is closed). Sets TCP_NODELAY.
-pub fn accept(bind: &str) -> Result<TcpStream> {
+pub fn accept<A: ToSocketAddrs + fmt::Display>(bind: A) -> Result<TcpStream> {
     let step = format!("waiting for a perftest client on {bind}");
     let io = |source| PerftestError::Io {
         step: step.clone(),

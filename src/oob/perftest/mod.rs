@@ -45,11 +45,6 @@ pub use msg::{BwReport, PeerVersion, SysData};
 pub use script::{Barrier, ScriptOptions, Step, script};
 pub use session::{Action, PeerSetup, Session, SessionConfig};
 
-/// Text for `--help`: which perftest versions pair with `--oob perftest`.
-pub const HELP_VERSIONS: &str = "pairs with perftest 5.70 and later (tested against 6.06, Debian bookworm; \
-     6.28/6.29 skip their parameter negotiation because we announce 6.27); RC only, default TCP port 18515, \
-     no -R/-z, no --data_validation";
-
 /// Errors of the perftest dialect; each names the step and says what to check.
 #[derive(Debug, thiserror::Error)]
 pub enum PerftestError {

@@ -175,8 +175,19 @@ impl SoftEndpoint {
         c
     }
 
-    /// What this endpoint is and why, for the run header: interface, backend, GID, MTU, impairment.
+    /// What this endpoint is and why, for `-v`: interface (with its MTU and GID tables), backend, GID,
+    /// MTU, impairment.
     pub fn describe(&self) -> String {
+        self.setup_lines(true).join("\n  ")
+    }
+
+    /// What the run header keeps of [`describe`](Self::describe): one line each for the backend, the
+    /// interface (without its tables), the GID, the MTU, every note and the impairment.
+    pub fn setup_notes(&self) -> Vec<String> {
+        self.setup_lines(false)
+    }
+
+    fn setup_lines(&self, interface_tables: bool) -> Vec<String> {
         let backend = match &self.backend {
             Backend::Udp(s) if self.gso => format!(
                 "UDP socket {}, GSO/GRO: {}",
@@ -190,27 +201,38 @@ impl SoftEndpoint {
             Backend::Udp(s) => format!("UDP socket {}", s.local_addr()),
             Backend::Packet(s) => format!("AF_PACKET on ifindex {}", s.ifindex()),
         };
-        let mut s = format!(
-            "soft transport: {} over {backend} ({} I/O)\n  interface {}\n  GID {} ({})\n  active MTU {} (link MTU {}, {} bytes of {} headers)",
-            self.encap,
-            self.cfg.io.name(),
-            self.dev.describe().replace('\n', "\n  "),
-            self.gid,
-            self.local_ip
-                .map(|ip| format!("address {ip}"))
-                .unwrap_or_else(|| "RoCE v1 GRH GID".into()),
-            self.mtu,
-            self.dev.link_mtu,
-            self.encap.mtu_overhead(),
-            self.encap,
-        );
-        for n in &self.notes {
-            s.push_str(&format!("\n  note: {n}"));
-        }
+        let interface = if interface_tables {
+            self.dev.describe().replace('\n', "\n  ")
+        } else {
+            self.dev.summary()
+        };
+        let mut lines = vec![
+            format!(
+                "soft transport: {} over {backend} ({} I/O)",
+                self.encap,
+                self.cfg.io.name()
+            ),
+            format!("interface {interface}"),
+            format!(
+                "GID {} ({})",
+                self.gid,
+                self.local_ip
+                    .map(|ip| format!("address {ip}"))
+                    .unwrap_or_else(|| "RoCE v1 GRH GID".into()),
+            ),
+            format!(
+                "active MTU {} (link MTU {}, {} bytes of {} headers)",
+                self.mtu,
+                self.dev.link_mtu,
+                self.encap.mtu_overhead(),
+                self.encap,
+            ),
+        ];
+        lines.extend(self.notes.iter().map(|n| format!("note: {n}")));
         if let Some(i) = &self.impair {
-            s.push_str(&format!("\n  deliberate transmit impairment: {i}"));
+            lines.push(format!("deliberate transmit impairment: {i}"));
         }
-        s
+        lines
     }
 
     fn now(&self) -> rc::Instant {

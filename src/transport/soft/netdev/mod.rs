@@ -226,6 +226,20 @@ impl NetDev {
 
     /// A multi-line description for the run header: name, index, flags, MAC, MTUs and GIDs.
     pub fn describe(&self) -> String {
+        let mut s = self.summary();
+        for encap in Encapsulation::ALL {
+            if let Ok(m) = self.active_mtu(encap) {
+                s.push_str(&format!("\n  active MTU {encap}: {m}"));
+            }
+        }
+        for (i, g) in self.gids().iter().enumerate() {
+            s.push_str(&format!("\n  GID[{i}] {g}"));
+        }
+        s
+    }
+
+    /// One line: name, index, state, link MTU and MAC (the first line of [`NetDev::describe`]).
+    pub fn summary(&self) -> String {
         let mut s = format!(
             "{} (index {}, {}{}{}, link MTU {}",
             self.name,
@@ -239,14 +253,6 @@ impl NetDev {
             s.push_str(&format!(", MAC {m}"));
         }
         s.push(')');
-        for encap in Encapsulation::ALL {
-            if let Ok(m) = self.active_mtu(encap) {
-                s.push_str(&format!("\n  active MTU {encap}: {m}"));
-            }
-        }
-        for (i, g) in self.gids().iter().enumerate() {
-            s.push_str(&format!("\n  GID[{i}] {g}"));
-        }
         s
     }
 }

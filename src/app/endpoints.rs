@@ -1,0 +1,169 @@
+//! Opening the transport the plan names, and what the report needs to know about it.
+//!
+//! Beyond the [`Endpoint`] contract: its setup notes, counters and the detail of a failed completion.
+
+use super::exit::Error;
+use super::notes::Note;
+use super::plan::Plan;
+use crate::cli::IoArg;
+use crate::params::{RoceVersion, Verb};
+use crate::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
+use crate::transport::soft::netdev::AddrFamily;
+use crate::transport::tcp::{TcpConfig, TcpEndpoint};
+use crate::transport::verbs::{VerbsConfig, VerbsEndpoint};
+use crate::transport::{self, Access, ConnInfo, Endpoint, probe};
+use std::net::IpAddr;
+
+/// What the report needs from a transport beyond [`Endpoint`]: setup notes, counters, error detail.
+pub(crate) trait Described: Endpoint {
+    /// The header's notes about the transport (what was chosen and why).
+    fn notes(&self) -> Vec<Note> {
+        Vec::new()
+    }
+    /// Counters for `-v` (text) and the JSON (value), when the transport keeps any.
+    fn counters(&self) -> Option<(String, serde_json::Value)> {
+        None
+    }
+    /// The first failed completion in words, when the transport knows more than the status.
+    fn failure_detail(&self) -> Option<String> {
+        None
+    }
+    /// Adjusts to a peer on the other RoCE transport (soft against verbs); returns notes for the header.
+    fn adapt_to_peer(&mut self, _peer: &ConnInfo) -> Vec<Note> {
+        Vec::new()
+    }
+}
+
+impl Described for TcpEndpoint {}
+
+impl Described for SoftEndpoint {
+    fn notes(&self) -> Vec<Note> {
+        // The interface's MTU and GID tables are for -v; the header keeps what was chosen.
+        self.setup_notes().into_iter().map(Note::Setup).collect()
+    }
+    fn counters(&self) -> Option<(String, serde_json::Value)> {
+        let c = SoftEndpoint::counters(self);
+        Some((c.to_string(), serde_json::to_value(c).ok()?))
+    }
+}
+
+impl Described for VerbsEndpoint {
+    fn notes(&self) -> Vec<Note> {
+        let s = self.setup();
+        let mut v = vec![
+            format!("verbs device {} port {}", s.device, s.port),
+            s.gid_line(),
+            format!(
+                "active MTU {} bytes, path MTU offered {} bytes",
+                s.active_mtu, s.mtu
+            ),
+        ];
+        v.extend(s.notes.iter().cloned());
+        v.into_iter().map(Note::Setup).collect()
+    }
+    fn failure_detail(&self) -> Option<String> {
+        VerbsEndpoint::failure_detail(self).map(str::to_string)
+    }
+}
+
+/// The error of a transport that could not be set up.
+pub(crate) fn setup_error(plan: &Plan, source: transport::Error) -> Error {
+    Error::Setup {
+        transport: plan.transport,
+        source,
+    }
+}
+
+/// The soft endpoint the plan describes.
+pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
+    let d = &plan.device;
+    let device = d.device.as_deref().unwrap_or("lo");
+    let version = d.roce.unwrap_or(RoceVersion::V2);
+    let mut cfg = SoftConfig::new(device, version);
+    cfg.io = match d.io {
+        Some(IoArg::Packet) => IoKind::Packet,
+        Some(IoArg::Udp) => IoKind::Udp,
+        None => cfg.io,
+    };
+    cfg.bind = d.bind;
+    cfg.family = if d.ipv6 || d.bind.is_some_and(|b| b.is_ipv6()) {
+        AddrFamily::Ipv6
+    } else {
+        AddrFamily::Ipv4
+    };
+    cfg.gid_index = d.gid_index.map(u32::from);
+    cfg.mtu = d.mtu;
+    cfg.timeout = d.qp_timeout.unwrap_or(cfg.timeout);
+    cfg.gso = !d.no_gso;
+    cfg.retry_cnt = d.retry_count.unwrap_or(cfg.retry_cnt);
+    cfg.qps = plan.qps as usize;
+    cfg.buffer_len = plan.layout.buffer_len();
+    // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
+    // defaults as a floor so a sweep's finishing phase never finds a full queue.
+    cfg.sq_depth = cfg.sq_depth.max(plan.depths.tx as usize);
+    cfg.rq_depth = cfg.rq_depth.max(plan.depths.rx as usize);
+    SoftEndpoint::open(cfg).map_err(|e| {
+        let mut source: transport::Error = e.into();
+        if plan.transport_reason.is_auto()
+            && let transport::Error::Unavailable(m) = &mut source
+        {
+            // The name may have been meant as an RDMA device: say why soft was tried, and what exists.
+            let rdma = probe::rdma_devices();
+            m.push_str(&format!(
+                " ({}; RDMA devices here: {})",
+                plan.transport_reason,
+                if rdma.is_empty() {
+                    "none".to_string()
+                } else {
+                    rdma.join(", ")
+                }
+            ));
+        }
+        setup_error(plan, source)
+    })
+}
+
+/// The verbs endpoint the plan describes, with the access rights perftest gives each test.
+pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
+    let access = match plan.test.verb {
+        Verb::Send => Access::LOCAL_WRITE,
+        Verb::Write => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        Verb::Read => Access::LOCAL_WRITE | Access::REMOTE_READ,
+    };
+    let d = &plan.device;
+    let defaults = VerbsConfig::default();
+    let cfg = VerbsConfig {
+        device: d.device.clone(),
+        ib_port: d.ib_port.unwrap_or(1),
+        gid_index: d.gid_index.map(u32::from),
+        roce: d.roce,
+        ipv6: d.ipv6,
+        qps: plan.qps as usize,
+        buf_size: plan.layout.buffer_len(),
+        tx_depth: plan.depths.tx.max(1),
+        rx_depth: plan.depths.rx.max(1),
+        inline_size: d.inline_size.unwrap_or(0),
+        mtu: d.mtu,
+        access,
+        timeout: d.qp_timeout.unwrap_or(defaults.timeout),
+        retry_cnt: d.retry_count.unwrap_or(defaults.retry_cnt),
+        ..defaults
+    };
+    VerbsEndpoint::open(&cfg).map_err(|e| setup_error(plan, e.into()))
+}
+
+/// The TCP baseline's endpoint, its data sockets bound to `bind` (the out-of-band channel's address).
+pub(crate) fn open_tcp(plan: &Plan, bind: IpAddr) -> Result<TcpEndpoint, Error> {
+    TcpEndpoint::new(TcpConfig {
+        role: plan.role,
+        qps: plan.qps as usize,
+        buf_len: plan.layout.buffer_len(),
+        sq_depth: plan.depths.tx as usize,
+        rq_depth: plan.depths.rx as usize,
+        bind,
+        connect_timeout: plan.oob.connect_timeout,
+        socket_buffer: None,
+        spin_polls: transport::tcp::DEFAULT_SPIN_POLLS,
+    })
+    .map_err(|source| setup_error(plan, source))
+}

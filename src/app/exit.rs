@@ -1,0 +1,99 @@
+//! Everything that can stop a run, and the exit status each variant maps to.
+//!
+//! 0 ok, 1 the test failed, 2 usage or setup error.
+
+use crate::params::TransportKind;
+use crate::{bench, cli, oob, transport};
+
+/// The test ran and failed: an error completion, a `--validate` mismatch, a peer lost mid-test, a gate.
+pub const TEST_FAILED: u8 = 1;
+/// A usage or setup error: a bad flag, a parameter mismatch, no device, no server.
+pub const USAGE: u8 = 2;
+
+/// Everything that can stop a run, with the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The command line does not make a run (exit 2).
+    #[error("{0}\n\nFor more information, try '--help'.")]
+    Usage(#[from] cli::Error),
+    /// Out-of-band setup, parameter check or result exchange (exit 2), or the peer lost in a step of
+    /// the running test (exit 1).
+    #[error("{0}")]
+    Oob(#[from] oob::Error),
+    /// The test itself (exit 1), or choosing the core (exit 2).
+    #[error("{0}")]
+    Bench(#[from] bench::Error),
+    /// Creating or connecting the transport (exit 2).
+    #[error("setting up the {transport} transport: {source}")]
+    Setup {
+        /// Which transport.
+        transport: TransportKind,
+        /// Its error.
+        #[source]
+        source: transport::Error,
+    },
+    /// Writing --csv / --json / --results (exit 2).
+    #[error("{0}")]
+    Report(#[from] crate::results::WriteError),
+    /// A gate threshold or baseline comparison failed (exit 1); the table above says which.
+    #[error("{failed} gate check(s) failed (see the table above)")]
+    GateFailed {
+        /// Number of failed checks.
+        failed: usize,
+    },
+    /// perftest's out-of-band dialect failed (exit 2).
+    #[error("--oob perftest: {0}")]
+    Perftest(#[from] oob::perftest::PerftestError),
+    /// A gate could not be evaluated: unreadable baseline, unwritable JUnit file (exit 2).
+    #[error("gate: {0}")]
+    GateInput(String),
+}
+
+impl Error {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Bench(e) if !e.is_setup() => TEST_FAILED,
+            Error::GateFailed { .. } => TEST_FAILED,
+            // The peer vanished after the test began (per-size barriers, results): the test failed.
+            Error::Oob(oob::Error::Closed { during, .. }) if during.is_during_test() => TEST_FAILED,
+            _ => USAGE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oob::Step;
+
+    fn closed(during: Step) -> Error {
+        Error::Oob(oob::Error::Closed {
+            peer: "127.0.0.1:18515".into(),
+            during,
+            partial: None,
+        })
+    }
+
+    #[test]
+    fn a_peer_lost_mid_test_fails_the_test_and_one_lost_in_setup_is_a_setup_error() {
+        assert_eq!(closed(Step::Barrier).exit_code(), TEST_FAILED);
+        assert_eq!(closed(Step::Results).exit_code(), TEST_FAILED);
+        assert_eq!(closed(Step::Params).exit_code(), USAGE);
+        assert_eq!(closed(Step::Hello).exit_code(), USAGE);
+        assert_eq!(Error::GateFailed { failed: 1 }.exit_code(), TEST_FAILED);
+        assert_eq!(Error::Bench(bench::Error::Pin(3)).exit_code(), USAGE);
+        assert_eq!(
+            Error::Bench(bench::Error::Validation {
+                what: "SEND received",
+                size: 2,
+                iteration: None,
+                offset: 0,
+                expected: 1,
+                found: 0,
+            })
+            .exit_code(),
+            TEST_FAILED
+        );
+    }
+}

@@ -1,0 +1,201 @@
+//! One size on the data path: ready the buffers, run this side's driver, check what landed.
+//!
+//! The drivers' raw measurements become [`SizeResult`]s here.
+
+use super::exit::Error;
+use super::plan::Plan;
+use crate::bench::{self, Layout, bw, lat, validate};
+use crate::params::{Metric, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::results::{Measured, SizeResult};
+use crate::stats::{BandwidthStats, LatencyStats};
+use crate::transport::{self, Endpoint, RemoteAddr};
+use std::time::{Duration, Instant};
+
+/// One size as a dialect asks this side to run it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SizeRun {
+    /// Message size.
+    pub size: u64,
+    /// The part this side's drivers play (perftest's WRITE latency swaps who writes first).
+    pub role: Role,
+    /// Iterations or duration.
+    pub mode: RunMode,
+    /// Iterations run before measuring.
+    pub warmup: u64,
+}
+
+/// `--validate`, before a size starts: the source holds the size's pattern (bandwidth tests send it as is;
+/// latency tests refill it per iteration), the target is cleared so that missing data cannot pass, and a
+/// READ responder's target holds the pattern its peer reads.
+pub(crate) fn prepare_validation<E: Endpoint>(plan: &Plan, ep: &mut E, size: u64) {
+    let (n, half) = (size as usize, plan.layout.half as usize);
+    let seed = validate::seed(size, None);
+    let read_responder = plan.test.verb == Verb::Read && plan.role == Role::Server;
+    for q in 0..ep.qp_count() {
+        let buf = ep.buffer_mut(q);
+        validate::fill(&mut buf[..n], seed);
+        if read_responder {
+            validate::fill(&mut buf[half..half + n], seed);
+        } else {
+            buf[half..half + n].fill(0);
+        }
+    }
+}
+
+/// Readies the buffers before the barrier that starts `size`: the `--validate` pattern, and WRITE
+/// latency's marker byte.
+pub(crate) fn prepare<E: Endpoint>(plan: &Plan, ep: &mut E, size: u64) {
+    if plan.validate {
+        prepare_validation(plan, ep, size);
+    }
+    if plan.test == TestKind::new(Verb::Write, Metric::Latency) {
+        lat::clear_marker(ep, &plan.layout, size);
+    }
+}
+
+/// True where `--validate` checks the WRITE target at the end of each size: the side written to.
+pub(crate) fn checks_write_target(plan: &Plan) -> bool {
+    plan.validate
+        && plan.test == TestKind::new(Verb::Write, Metric::Bandwidth)
+        && (plan.role == Role::Server || plan.bidirectional)
+}
+
+/// `--validate`, WRITE bandwidth: after the writer's last completion every target region holds the size's
+/// pattern. Keeps the datapath polled for a moment, because over TCP a completed WRITE may still be in
+/// the kernel's buffers.
+pub(crate) fn check_write_target<E: Endpoint>(
+    ep: &mut E,
+    layout: Layout,
+    size: u64,
+) -> Result<(), Error> {
+    let (n, half) = (size as usize, layout.half as usize);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut comps = [transport::Completion::EMPTY; 16];
+    loop {
+        let bad = (0..ep.qp_count()).find_map(|q| {
+            validate::check(
+                &ep.buffer(q)[half..half + n],
+                size,
+                None,
+                None,
+                "WRITE target",
+            )
+            .err()
+        });
+        match bad {
+            None => return Ok(()),
+            Some(e) if Instant::now() > deadline => return Err(e.into()),
+            Some(_) => {
+                ep.poll_cq(&mut comps)
+                    .map_err(|source| bench::Error::Transport {
+                        during: "waiting for the last WRITEs to land",
+                        source,
+                    })?;
+            }
+        }
+    }
+}
+
+/// Measures one size on this side; `None` where this side only serves (the peer measures).
+pub(crate) fn measure<E: Endpoint>(
+    plan: &Plan,
+    ep: &mut E,
+    run: &SizeRun,
+    stop: &mut dyn FnMut() -> bool,
+    remotes: &[RemoteAddr],
+    recvs: &mut bw::RecvState,
+) -> Result<Option<SizeResult>, Error> {
+    let mut stop = stop;
+    let client = run.role == Role::Client;
+    let test = plan.test;
+    let size = run.size;
+    match test.metric {
+        Metric::Bandwidth => {
+            let spec = bw::BwSpec {
+                verb: test.verb,
+                size,
+                mode: run.mode,
+                tx_depth: plan.depths.tx,
+                cq_mod: plan.depths.cq_mod(size),
+                warmup: run.warmup,
+                rx_depth: plan.depths.rx,
+                // With TCP a completion means the kernel took the bytes, so the first socket buffer's
+                // worth completes at memory speed and perftest's peak would be meaningless.
+                peak: plan.transport != TransportKind::Tcp,
+                cpu_util: plan.cpu_util,
+                layout: plan.layout,
+                validate: plan.validate,
+            };
+            let m = if plan.bidirectional {
+                let duplex = (test.verb == Verb::Send).then_some(recvs);
+                bw::active(ep, &spec, remotes, duplex)?
+            } else if client {
+                bw::active(ep, &spec, remotes, None)?
+            } else if test.verb == Verb::Send {
+                bw::receiver(ep, &spec, recvs, &mut stop)?
+            } else {
+                bw::passive(ep, bw::SERVING, &mut stop, None)?;
+                return Ok(None);
+            };
+            let iterations = match run.mode {
+                RunMode::Iterations(n) => n,
+                RunMode::Duration { .. } => m.messages,
+            };
+            Ok(Some(SizeResult {
+                size,
+                iterations,
+                measured: Measured::Bandwidth(BandwidthStats::compute(
+                    size,
+                    m.messages,
+                    m.elapsed_ns,
+                    m.best_ns_per_msg,
+                )),
+                cpu_util: m.cpu_util,
+            }))
+        }
+        Metric::Latency => {
+            if test.verb == Verb::Read && !client {
+                bw::passive(ep, bw::SERVING, &mut stop, None)?;
+                return Ok(None);
+            }
+            let spec = lat::LatSpec {
+                verb: test.verb,
+                size,
+                mode: run.mode,
+                warmup: run.warmup,
+                rtt_factor: test.rtt_factor(),
+                cpu_util: plan.cpu_util,
+                layout: plan.layout,
+                validate: plan.validate,
+            };
+            let m = lat::run(ep, &spec, run.role, remotes[0], recvs, &mut stop)?;
+            let stats = LatencyStats::from_histogram(&m.histogram, &plan.output.percentiles);
+            Ok(Some(SizeResult {
+                size,
+                iterations: stats.samples,
+                measured: Measured::Latency {
+                    stats,
+                    histogram: m.histogram,
+                },
+                cpu_util: m.cpu_util,
+            }))
+        }
+    }
+}
+
+/// Bidirectional: the sum of what each side sent, as perftest prints it. `count_both`: the row's
+/// iterations are both directions' messages (roceperf's duration mode), else this side's.
+pub(crate) fn combine(mine: SizeResult, theirs: &SizeResult, count_both: bool) -> SizeResult {
+    match (&mine.measured, &theirs.measured) {
+        (Measured::Bandwidth(a), Measured::Bandwidth(b)) => SizeResult {
+            iterations: if count_both {
+                a.messages + b.messages
+            } else {
+                mine.iterations
+            },
+            measured: Measured::Bandwidth(a.combined(b)),
+            ..mine
+        },
+        _ => mine,
+    }
+}

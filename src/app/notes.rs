@@ -1,0 +1,155 @@
+//! What a run says besides its figures: typed header notes and stderr warnings.
+//!
+//! The notes say what was chosen and why; both are values (hyperfine's `output/warnings.rs`), rendered
+//! in one place.
+
+use crate::cli::TransportReason;
+use crate::params::TransportKind;
+use std::fmt;
+
+/// One line of the header's notes (and of the JSON's `notes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Note {
+    /// Which transport runs, and why that one.
+    Transport {
+        /// The transport.
+        kind: TransportKind,
+        /// Chosen explicitly, or what `--transport auto` saw.
+        reason: TransportReason,
+    },
+    /// Where the datapath thread is pinned, and why there.
+    Datapath {
+        /// The core and the reason, as the pinning reports it.
+        reason: String,
+    },
+    /// `--validate` costs time inside the measurement.
+    Validate,
+    /// `-I` on the soft transport changes nothing.
+    InlineIgnored,
+    /// How the TCP baseline moves the bytes, and to which address.
+    TcpBaseline {
+        /// The address of the data connections.
+        addr: String,
+    },
+    /// Over TCP there is no meaningful peak bandwidth.
+    TcpNoPeak,
+    /// A perftest peer: its version, and why there is no warm-up.
+    PerftestPeer {
+        /// The version the peer announced.
+        version: String,
+    },
+    /// A line of the transport's own account of its setup (device, GID, MTU, its notes).
+    Setup(String),
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Note::Transport { kind, reason } => write!(f, "transport {kind}: {reason}"),
+            Note::Datapath { reason } => write!(f, "datapath on {reason}"),
+            Note::Validate => f.write_str(
+                "--validate: every message's payload is checked against the sender's pattern; the pattern work is inside the measurement, so figures are lower than without it",
+            ),
+            Note::InlineIgnored => f.write_str(
+                "-I accepted and ignored: the soft transport copies every payload into its packets, so inline sends would change nothing",
+            ),
+            Note::TcpBaseline { addr } => write!(
+                f,
+                "TCP baseline: one connection per queue pair to {addr}, TCP_NODELAY, non-blocking sockets busy-polled"
+            ),
+            Note::TcpNoPeak => f.write_str(
+                "BW peak not measured over TCP: a completion only means the kernel took the bytes",
+            ),
+            Note::PerftestPeer { version } => write!(
+                f,
+                "out of band: perftest's dialect, peer announced version {version}; no warm-up, as perftest"
+            ),
+            Note::Setup(line) => f.write_str(line),
+        }
+    }
+}
+
+/// The notes as the report keeps them.
+pub(crate) fn lines(notes: &[Note]) -> Vec<String> {
+    notes.iter().map(Note::to_string).collect()
+}
+
+/// Something said on stderr while the run goes on or ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Warning {
+    /// The client found no server yet and keeps trying.
+    Retrying {
+        /// The server, as `host:port`.
+        server: String,
+        /// `--connect-timeout`.
+        secs: u64,
+    },
+    /// The transport's account of a failed completion.
+    FailureDetail(String),
+    /// `-v`: the transport's counters at the end (several lines, each ending in a newline).
+    Counters {
+        /// The transport.
+        transport: TransportKind,
+        /// The counters, as the transport renders them.
+        text: String,
+    },
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::Retrying { server, secs } => write!(
+                f,
+                "no server at {server} yet; retrying for up to {secs} s (--connect-timeout)"
+            ),
+            Warning::FailureDetail(d) => f.write_str(d),
+            Warning::Counters { transport, text } => {
+                write!(f, "{transport} transport counters:\n{text}")
+            }
+        }
+    }
+}
+
+impl Warning {
+    /// Prints the warning on stderr with the program's prefix.
+    pub(crate) fn emit(&self) {
+        match self {
+            // The counters end in their own newline.
+            Warning::Counters { .. } => eprint!("roceperf: {self}"),
+            _ => eprintln!("roceperf: {self}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_render_as_the_header_shows_them() {
+        let n = [
+            Note::Transport {
+                kind: TransportKind::Tcp,
+                reason: TransportReason::Chosen(TransportKind::Tcp),
+            },
+            Note::TcpBaseline {
+                addr: "127.0.0.1".into(),
+            },
+        ];
+        assert_eq!(
+            lines(&n),
+            [
+                "transport tcp: chosen with --transport tcp",
+                "TCP baseline: one connection per queue pair to 127.0.0.1, TCP_NODELAY, non-blocking sockets busy-polled"
+            ]
+        );
+        let w = Warning::Retrying {
+            server: "[::1]:18515".into(),
+            secs: 10,
+        };
+        assert_eq!(
+            w.to_string(),
+            "no server at [::1]:18515 yet; retrying for up to 10 s (--connect-timeout)"
+        );
+    }
+}

@@ -1,0 +1,352 @@
+//! The run plan: the validated options resolved once, at the top, into what each part needs.
+//!
+//! Per-size parameters, depths, buffer layout, validation, the out-of-band connection, the output: so
+//! nothing below the app ever looks at the options again.
+
+use crate::bench::Layout;
+use crate::cli::{IoArg, OobArg, Options, OutputArg, TransportReason};
+use crate::gate::{GateArgs, GateOutputArgs};
+use crate::oob::{self, TestParams};
+use crate::params::{Metric, RoceVersion, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::report::OutputSelect;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything one run does, resolved from the options.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The test this binary runs.
+    pub test: TestKind,
+    /// Server (no host) or client.
+    pub role: Role,
+    /// The transport.
+    pub transport: TransportKind,
+    /// Why this transport (printed with the results).
+    pub transport_reason: TransportReason,
+    /// Message sizes to run, in order.
+    pub sizes: Vec<u64>,
+    /// `-a` was given.
+    pub all_sizes: bool,
+    /// Iterations or duration.
+    pub mode: RunMode,
+    /// Queue pairs.
+    pub qps: u32,
+    /// Queue depths and completion moderation.
+    pub depths: Depths,
+    /// How each queue pair's buffer is split (sized for the largest message).
+    pub layout: Layout,
+    /// Warm-up iterations.
+    pub warmup: u64,
+    /// `-b`.
+    pub bidirectional: bool,
+    /// `--validate`.
+    pub validate: bool,
+    /// `--cpu`: the core of the datapath thread.
+    pub cpu: Option<usize>,
+    /// `--cpu_util`.
+    pub cpu_util: bool,
+    /// The out-of-band connection.
+    pub oob: OobPlan,
+    /// What the transport is opened with.
+    pub device: DevicePlan,
+    /// What is printed and written.
+    pub output: OutputPlan,
+}
+
+/// Queue depths of every size, and the completion moderation of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Depths {
+    /// Operations in flight per queue pair (1 for latency tests).
+    pub tx: u32,
+    /// Receives kept posted per queue pair by SEND tests (perftest's rx_depth 512, capped at the iterations).
+    pub rx: u32,
+    /// Receives posted per queue pair before a size starts: a SEND receiver keeps `rx`, a latency side one.
+    pub initial_receives: u32,
+    /// `-Q`, when given.
+    cq_mod: Option<u32>,
+}
+
+impl Depths {
+    /// The depths of `test` for this side. Before a size starts, a SEND test posts receives as perftest
+    /// does, so a peer that sends the moment the run begins finds them (else an RNR NAK and a wasted
+    /// timeout): in bandwidth tests the receiving side keeps rx posted and a sender none; in latency
+    /// tests one, on both sides.
+    fn new(opts: &Options) -> Depths {
+        let rx = match (opts.test.verb, opts.test.metric) {
+            (Verb::Send, Metric::Bandwidth) => {
+                let n = match opts.mode {
+                    RunMode::Iterations(n) => n,
+                    RunMode::Duration { .. } => 512,
+                };
+                512.min(n.max(u64::from(opts.tx_depth))) as u32
+            }
+            _ => 1,
+        };
+        let initial_receives = match (opts.test.verb, opts.test.metric) {
+            (Verb::Send, Metric::Bandwidth) if opts.role == Role::Server || opts.bidirectional => {
+                rx
+            }
+            (Verb::Send, Metric::Latency) => 1,
+            _ => 0,
+        };
+        Depths {
+            tx: opts.tx_depth,
+            rx,
+            initial_receives,
+            cq_mod: opts.cq_mod,
+        }
+    }
+
+    /// Completions are signaled every this many operations at `size`: -Q, or perftest's rule
+    /// (100, but 1 above 8 KiB), never more than the operations in flight.
+    pub fn cq_mod(&self, size: u64) -> u32 {
+        let q = self.cq_mod.unwrap_or(if size > 8192 { 1 } else { 100 });
+        q.min(self.tx).max(1)
+    }
+}
+
+/// The out-of-band connection: which dialect, to whom, how long to wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OobPlan {
+    /// roceperf's dialect or perftest's.
+    pub dialect: OobArg,
+    /// The server's host, on the client.
+    pub host: Option<String>,
+    /// The TCP port.
+    pub port: u16,
+    /// How long a client retries a server that is not up yet.
+    pub connect_timeout: Duration,
+    /// How long a blocking read waits for the peer: the default, plus the connect timeout (the peer
+    /// may still be retrying its own), plus a timed run's length.
+    pub io_timeout: Duration,
+}
+
+/// What the endpoint is opened with (each transport takes the part it understands).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DevicePlan {
+    /// `-d`.
+    pub device: Option<String>,
+    /// `--roce`.
+    pub roce: Option<RoceVersion>,
+    /// `-m`.
+    pub mtu: Option<u32>,
+    /// `-i`.
+    pub ib_port: Option<u8>,
+    /// `-x`.
+    pub gid_index: Option<u8>,
+    /// `-I`.
+    pub inline_size: Option<u32>,
+    /// `--io` (soft).
+    pub io: Option<IoArg>,
+    /// `--ipv6`.
+    pub ipv6: bool,
+    /// `--no-gso`.
+    pub no_gso: bool,
+    /// `--bind`.
+    pub bind: Option<IpAddr>,
+    /// `-u`.
+    pub qp_timeout: Option<u8>,
+    /// `--retry_count`.
+    pub retry_count: Option<u8>,
+}
+
+/// What is printed and written, all local to this side.
+#[derive(Debug, Clone)]
+pub struct OutputPlan {
+    /// `--output`: one number instead of the report.
+    pub single: Option<OutputSelect>,
+    /// `--report_gbits`.
+    pub report_gbits: bool,
+    /// Latency percentiles to report.
+    pub percentiles: Vec<f64>,
+    /// `--csv`.
+    pub csv: Option<PathBuf>,
+    /// `--json`.
+    pub json: Option<PathBuf>,
+    /// `--results`.
+    pub results: Option<PathBuf>,
+    /// `-v` count.
+    pub verbosity: u8,
+    /// Gate thresholds.
+    pub gate: GateArgs,
+    /// Gate reports.
+    pub gate_output: GateOutputArgs,
+}
+
+impl OutputPlan {
+    /// With -v, says `msg` on stderr.
+    pub(crate) fn verbose(&self, msg: impl FnOnce() -> String) {
+        if self.verbosity > 0 {
+            eprintln!("roceperf: {}", msg());
+        }
+    }
+
+    /// True when only one number is printed (no header, table or banner).
+    pub(crate) fn quiet(&self) -> bool {
+        self.single.is_some()
+    }
+}
+
+impl Plan {
+    /// Resolves the options.
+    pub fn new(opts: Options) -> Plan {
+        let depths = Depths::new(&opts);
+        let max_size = opts.sizes.iter().copied().max().unwrap_or(1);
+        let run = opts
+            .mode
+            .duration_secs()
+            .map_or(Duration::ZERO, Duration::from_secs);
+        Plan {
+            test: opts.test,
+            role: opts.role,
+            transport: opts.transport,
+            transport_reason: opts.transport_reason,
+            all_sizes: opts.all_sizes,
+            mode: opts.mode,
+            qps: opts.qps,
+            depths,
+            layout: Layout::for_size(max_size),
+            warmup: opts.warmup,
+            bidirectional: opts.bidirectional,
+            validate: opts.validate,
+            cpu: opts.cpu,
+            cpu_util: opts.cpu_util,
+            oob: OobPlan {
+                dialect: opts.oob,
+                host: opts.host,
+                port: opts.port,
+                connect_timeout: opts.connect_timeout,
+                io_timeout: oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run,
+            },
+            device: DevicePlan {
+                device: opts.device,
+                roce: opts.roce,
+                mtu: opts.mtu,
+                ib_port: opts.ib_port,
+                gid_index: opts.gid_index,
+                inline_size: opts.inline_size,
+                io: opts.io,
+                ipv6: opts.ipv6,
+                no_gso: opts.no_gso,
+                bind: opts.bind,
+                qp_timeout: opts.qp_timeout,
+                retry_count: opts.retry_count,
+            },
+            output: OutputPlan {
+                single: opts.output.map(|o| match o {
+                    OutputArg::Bandwidth => OutputSelect::Bandwidth,
+                    OutputArg::MessageRate => OutputSelect::MessageRate,
+                    OutputArg::Latency => OutputSelect::Latency,
+                }),
+                report_gbits: opts.report_gbits,
+                percentiles: opts.percentiles,
+                csv: opts.csv,
+                json: opts.json,
+                results: opts.results,
+                verbosity: opts.verbose,
+                gate: opts.gate,
+                gate_output: opts.gate_output,
+            },
+            sizes: opts.sizes,
+        }
+    }
+
+    /// The largest message size of the run.
+    pub fn max_size(&self) -> u64 {
+        self.sizes.iter().copied().max().unwrap_or(1)
+    }
+
+    /// The parameters the peer must share: only what changes the traffic (see [`TestParams`]).
+    pub fn test_params(&self) -> TestParams {
+        TestParams {
+            test: self.test,
+            transport: self.transport,
+            roce: self.device.roce,
+            all_sizes: self.all_sizes,
+            size: self.max_size(),
+            iterations: self.mode.iterations(),
+            duration: self.mode.duration_secs(),
+            margin: self.mode.margin_secs(),
+            qps: self.qps,
+            mtu: self.device.mtu,
+            bidirectional: self.bidirectional,
+            warmup: self.warmup,
+            validate: self.validate,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(test: &str, args: &[&str]) -> Plan {
+        let mut v = vec!["roce_test", "--transport", "tcp"];
+        v.extend_from_slice(args);
+        let test = test.parse().unwrap();
+        Plan::new(Options::try_parse_from(test, v).unwrap().unwrap())
+    }
+
+    #[test]
+    fn completion_moderation_follows_perftest() {
+        let p = plan("write_bw", &[]);
+        assert_eq!(
+            (p.depths.tx, p.depths.cq_mod(65536), p.depths.cq_mod(64)),
+            (128, 1, 100)
+        );
+        assert_eq!(plan("write_bw", &["-Q", "4"]).depths.cq_mod(64), 4);
+    }
+
+    #[test]
+    fn send_depths_cap_at_the_iterations_and_only_receivers_pre_post() {
+        let server = plan("send_bw", &["-n", "200"]);
+        assert_eq!(
+            (server.depths.rx, server.depths.initial_receives),
+            (200, 200)
+        );
+        let client = plan("send_bw", &["127.0.0.1"]);
+        assert_eq!((client.depths.rx, client.depths.initial_receives), (512, 0));
+        let lat = plan("send_lat", &[]);
+        assert_eq!((lat.depths.rx, lat.depths.initial_receives), (1, 1));
+        assert_eq!(plan("write_bw", &[]).depths.initial_receives, 0);
+    }
+
+    #[test]
+    fn display_options_stay_out_of_the_parameters_the_peer_checks() {
+        let a = plan("write_bw", &["-D", "2"]);
+        let b = plan(
+            "write_bw",
+            &[
+                "-D",
+                "2",
+                "--report_gbits",
+                "--output",
+                "bandwidth",
+                "--percentiles",
+                "50",
+                "-v",
+                "--cpu",
+                "0",
+                "--min-bw",
+                "1Gb/s",
+                "--json",
+                "/tmp/x.json",
+            ],
+        );
+        assert_eq!(a.test_params(), b.test_params());
+        assert_ne!(
+            a.test_params(),
+            plan("write_bw", &["-D", "2", "-s", "1024"]).test_params()
+        );
+    }
+
+    #[test]
+    fn io_timeout_covers_the_connect_timeout_and_the_run() {
+        let p = plan("write_bw", &["-D", "5", "--connect-timeout", "3"]);
+        assert_eq!(
+            p.oob.io_timeout,
+            oob::DEFAULT_IO_TIMEOUT + Duration::from_secs(8)
+        );
+    }
+}

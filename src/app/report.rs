@@ -1,0 +1,218 @@
+//! What the run prints and writes: description, header, rows, footer, result files, gate verdict.
+
+use super::endpoints::Described;
+use super::exit::Error;
+use super::notes::{self, Note};
+use super::plan::Plan;
+use crate::bench::affinity::Pinned;
+use crate::params::{Metric, TransportKind, Verb};
+use crate::report;
+use crate::results::{self, AddressLine, RunInfo, SizeResult};
+use crate::transport::ConnInfo;
+
+/// perftest's banner while a server waits for its client.
+const WAITING: &str = "\n************************************\n* Waiting for client to connect... *\n************************************\n";
+
+/// A server's banner while it waits for the client, unless only one number is printed.
+pub(crate) fn print_waiting(plan: &Plan) {
+    if !plan.output.quiet() {
+        print!("{WAITING}");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    }
+}
+
+fn address_lines(plan: &Plan, info: &ConnInfo) -> Vec<AddressLine> {
+    let read = plan.test.verb == Verb::Read;
+    let one_sided = plan.test.verb != Verb::Send;
+    info.qps
+        .iter()
+        .map(|q| AddressLine {
+            lid: 0,
+            qpn: q.qpn,
+            psn: q.psn,
+            out_reads: read.then_some(q.max_rd_atomic),
+            rkey: one_sided.then_some(q.rkey),
+            vaddr: one_sided.then_some(q.vaddr),
+            gid: (plan.transport != TransportKind::Tcp).then_some(info.gid.octets()),
+        })
+        .collect()
+}
+
+/// The header's notes that follow from the plan, the core and the addresses.
+fn run_notes(plan: &Plan, pinned: &Pinned, local: &ConnInfo, peer: &ConnInfo) -> Vec<Note> {
+    let mut notes = vec![
+        Note::Transport {
+            kind: plan.transport,
+            reason: plan.transport_reason.clone(),
+        },
+        Note::Datapath {
+            reason: pinned.reason.clone(),
+        },
+    ];
+    if plan.validate {
+        notes.push(Note::Validate);
+    }
+    if plan.transport == TransportKind::Soft && plan.device.inline_size.is_some() {
+        notes.push(Note::InlineIgnored);
+    }
+    if plan.transport == TransportKind::Tcp {
+        notes.push(Note::TcpBaseline {
+            addr: local
+                .addr
+                .as_deref()
+                .or(peer.addr.as_deref())
+                .unwrap_or("?")
+                .to_string(),
+        });
+        if plan.test.metric == Metric::Bandwidth {
+            notes.push(Note::TcpNoPeak);
+        }
+    }
+    notes
+}
+
+/// The run's description, once both sides' connection details are known.
+pub(crate) fn run_info(
+    plan: &Plan,
+    fallback_device: String,
+    pinned: &Pinned,
+    local: &ConnInfo,
+    peer: &ConnInfo,
+) -> RunInfo {
+    RunInfo {
+        test: plan.test,
+        role: plan.role,
+        transport: plan.transport,
+        roce: plan.device.roce,
+        device: plan.device.device.clone().unwrap_or(fallback_device),
+        peer: plan.oob.host.clone(),
+        qps: plan.qps,
+        tx_depth: plan.depths.tx,
+        rx_depth: (plan.test.verb == Verb::Send).then_some(plan.depths.rx),
+        cq_mod: plan.depths.cq_mod(plan.max_size()),
+        mtu: local.mtu.min(peer.mtu),
+        link_type: match plan.transport {
+            TransportKind::Tcp => "TCP".into(),
+            _ => "Ethernet".into(),
+        },
+        gid_index: local.gid_index,
+        inline_size: match plan.transport {
+            TransportKind::Verbs => plan.device.inline_size.unwrap_or(0),
+            _ => 0,
+        },
+        out_reads: (plan.test.verb == Verb::Read)
+            .then(|| local.qps.first().map_or(1, |q| q.max_rd_atomic)),
+        cpu: Some(pinned.core),
+        local: address_lines(plan, local),
+        remote: address_lines(plan, peer),
+        report_gbits: plan.output.report_gbits,
+        percentiles: plan.output.percentiles.clone(),
+        iterations: plan.mode.iterations(),
+        duration_s: plan.mode.duration_secs(),
+        margin_s: plan.mode.margin_secs(),
+        warmup: plan.warmup,
+        bidirectional: plan.bidirectional,
+        started_at: results::now_rfc3339(),
+        notes: notes::lines(&run_notes(plan, pinned, local, peer)),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        counters: None,
+    }
+}
+
+/// perftest's header block, the address block and the table's header.
+pub(crate) fn print_header(info: &RunInfo) {
+    print!("{}", report::header_block(info));
+    print!("{}", report::address_block(info));
+    print!("{}", report::table_header(info));
+}
+
+/// One size's row: the table's, or the single number `--output` asks for.
+pub(crate) fn row(plan: &Plan, info: &RunInfo, r: &SizeResult) -> String {
+    match plan.output.single {
+        Some(sel) => report::console::single_value_in(sel, r, plan.output.report_gbits),
+        None => report::table_row(info, r),
+    }
+}
+
+/// After the last size, in either dialect: the transport's counters into the run info, the table's
+/// footer and extras (unless a single value was asked for), the result files, then the gate.
+pub(crate) fn conclude<E: Described>(
+    plan: &Plan,
+    ep: &E,
+    mut info: RunInfo,
+    results: &[SizeResult],
+) -> Result<(), Error> {
+    info.counters = ep.counters().map(|(_, v)| v);
+    if !plan.output.quiet() {
+        let mut tail = report::table_footer();
+        for r in results {
+            tail.push_str(&report::extras(&info, r));
+        }
+        print!("{tail}");
+    }
+    write_files(plan, &info, results)?;
+    gate(plan, &info, results)
+}
+
+/// Checks the gate thresholds given on the command line against this run (nothing when none was given).
+fn gate(plan: &Plan, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
+    let out = &plan.output;
+    if !out.gate.is_active() {
+        return Ok(());
+    }
+    let source = out
+        .json
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from(format!("{} run", info.test)));
+    let report = crate::gate::check_run(info, results, &source, &out.gate).map_err(|errors| {
+        Error::GateInput(
+            errors
+                .iter()
+                .map(|e| format!("baseline: {e}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })?;
+    print!("{}", report.table());
+    if out.gate_output.github_enabled() {
+        print!("{}", report.github_annotations());
+    }
+    if let Some(path) = &out.gate_output.junit {
+        std::fs::write(path, report.junit_xml()).map_err(|e| {
+            Error::GateInput(format!(
+                "cannot write the JUnit report {}: {e}; check that its directory exists and is writable",
+                path.display()
+            ))
+        })?;
+    }
+    match report.count(crate::gate::Verdict::Fail) {
+        0 => Ok(()),
+        failed => Err(Error::GateFailed { failed }),
+    }
+}
+
+/// `--csv`, `--json` and `--results`.
+fn write_files(plan: &Plan, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
+    let out = &plan.output;
+    if let Some(p) = &out.csv {
+        results::append_csv(p, info, results)?;
+    }
+    if let Some(p) = &out.json {
+        results::write_json(p, info, results)?;
+    }
+    if let Some(dir) = &out.results {
+        results::create_results_dir(dir)?;
+        let (csv, json) = results::results_paths(dir, info);
+        results::append_csv(&csv, info, results)?;
+        results::write_json(&json, info, results)?;
+        if !out.quiet() {
+            println!(
+                " Results written to {} and {}",
+                csv.display(),
+                json.display()
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! roceperf's own out-of-band dialect as a [`Dialect`].
+//!
+//! The parameter check, the connection details, a barrier before every size, the results exchange
+//! after it, and a last barrier.
+
+use super::endpoints::Described;
+use super::exit::Error;
+use super::measure::{self, SizeRun, combine};
+use super::notes::Warning;
+use super::plan::Plan;
+use super::report::print_waiting;
+use super::session::{Action, Dialect, Link};
+use crate::oob::{self, Channel, Step};
+use crate::params::{Role, TransportKind};
+use crate::results::SizeResult;
+use std::net::IpAddr;
+
+/// Where the dialect is in the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Swapping connection details.
+    Connect,
+    /// Size `i`: ready the buffers.
+    Prepare(usize),
+    /// Size `i`: post receives.
+    Receives(usize),
+    /// Size `i`: the barrier, then run.
+    Barrier(usize),
+    /// Size `i`: send this side's results (the client first).
+    Results(usize),
+    /// Size `i`: the peer's results.
+    Collect(usize),
+    /// The last barrier: neither side closes its data connections before the other has its results.
+    Close,
+    /// Over.
+    Done,
+}
+
+/// roceperf's dialect over an open [`Channel`].
+pub(crate) struct Roceperf<'p> {
+    plan: &'p Plan,
+    chan: Channel,
+    phase: Phase,
+    mine: Option<SizeResult>,
+}
+
+impl<'p> Roceperf<'p> {
+    /// Connects (client) or accepts (server) the out-of-band channel.
+    pub(crate) fn open(plan: &'p Plan) -> Result<Roceperf<'p>, Error> {
+        let o = &plan.oob;
+        let chan = match (&plan.role, &o.host) {
+            (Role::Client, Some(host)) => {
+                Channel::connect(host, o.port, o.connect_timeout, o.io_timeout, |server| {
+                    Warning::Retrying {
+                        server: server.to_string(),
+                        secs: o.connect_timeout.as_secs(),
+                    }
+                    .emit()
+                })?
+            }
+            _ => Channel::accept(o.port, o.io_timeout, || print_waiting(plan))?,
+        };
+        plan.output
+            .verbose(|| format!("out-of-band channel up with {}", chan.peer()));
+        Ok(Roceperf {
+            plan,
+            chan,
+            phase: Phase::Connect,
+            mine: None,
+        })
+    }
+
+    /// Swaps parameter sets with the peer; fails on both sides naming the first that differs.
+    pub(crate) fn check_params(&mut self) -> Result<(), Error> {
+        self.chan.check_params(&self.plan.test_params())?;
+        Ok(())
+    }
+
+    /// This side's address on the channel (the TCP baseline binds its data sockets to it).
+    pub(crate) fn local_ip(&self) -> IpAddr {
+        self.chan.local_ip()
+    }
+
+    /// Runs `body`; on an error other than the channel's own, tells the peer why before returning it.
+    pub(crate) fn guarded(
+        &mut self,
+        body: impl FnOnce(&mut Self) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let outcome = body(self);
+        if let Err(e) = &outcome
+            && !matches!(e, Error::Oob(_))
+        {
+            self.chan.abort(&e.to_string());
+        }
+        outcome
+    }
+
+    /// The phase after size `i`.
+    fn after(&self, i: usize) -> Phase {
+        if i + 1 < self.plan.sizes.len() {
+            Phase::Prepare(i + 1)
+        } else {
+            Phase::Close
+        }
+    }
+
+    fn peer_done(&self) -> bool {
+        self.chan.peer_has_data().unwrap_or(true)
+    }
+}
+
+impl Dialect for Roceperf<'_> {
+    fn next<E: Described>(&mut self, ep: &mut E) -> Result<Action, Error> {
+        let plan = self.plan;
+        match self.phase {
+            Phase::Connect => {
+                let mut peer: crate::transport::ConnInfo =
+                    self.chan.exchange(Step::Conn, &ep.local_info())?;
+                let notes = ep.adapt_to_peer(&peer);
+                if peer.transport != plan.transport && plan.transport != TransportKind::Tcp {
+                    // soft and verbs put the same packets on the wire; the label only says who made
+                    // the description.
+                    peer.transport = plan.transport;
+                }
+                self.phase = if plan.sizes.is_empty() {
+                    Phase::Close
+                } else {
+                    Phase::Prepare(0)
+                };
+                Ok(Action::Connect(Box::new(Link {
+                    remotes: plan.layout.remotes(&peer),
+                    local: None,
+                    fallback_device: self.chan.local_ip().to_string(),
+                    warmup: plan.warmup,
+                    notes,
+                    connected: format!("data connections up ({:?})", peer.addr),
+                    peer,
+                })))
+            }
+            Phase::Prepare(i) => {
+                self.phase = Phase::Receives(i);
+                Ok(Action::Prepare {
+                    size: plan.sizes[i],
+                })
+            }
+            Phase::Receives(i) => {
+                // Before the barrier, so the drivers' own fill then finds the queues full.
+                self.phase = Phase::Barrier(i);
+                Ok(Action::PostReceives)
+            }
+            Phase::Barrier(i) => {
+                self.chan.barrier(i as u64)?;
+                self.phase = Phase::Results(i);
+                Ok(Action::Run(SizeRun {
+                    size: plan.sizes[i],
+                    role: plan.role,
+                    mode: plan.mode,
+                    warmup: plan.warmup,
+                }))
+            }
+            Phase::Results(i) => {
+                // The client sends first and keeps the data path running until the server answers; the
+                // server keeps it running until the client's results arrive (a passive side must keep
+                // serving the peer's WRITEs and READs until then).
+                if plan.role == Role::Client {
+                    self.chan.send(Step::Results, &self.mine)?;
+                }
+                self.phase = Phase::Collect(i);
+                Ok(Action::AwaitPeer)
+            }
+            Phase::Collect(i) => {
+                let size = plan.sizes[i];
+                let theirs: Option<SizeResult> = self.chan.recv(Step::Results)?;
+                if plan.role == Role::Server {
+                    self.chan.send(Step::Results, &self.mine)?;
+                }
+                if measure::checks_write_target(plan) {
+                    measure::check_write_target(ep, plan.layout, size)?;
+                }
+                let shown = match (self.mine.take(), theirs) {
+                    (Some(m), Some(t)) if plan.bidirectional => {
+                        // Duration mode counts messages: the two directions together, like the rates.
+                        Some(combine(m, &t, plan.mode.is_duration()))
+                    }
+                    (Some(m), _) => Some(m),
+                    (None, t) => t,
+                };
+                let Some(r) = shown else {
+                    return Err(Error::Oob(oob::Error::Garbage {
+                        peer: self.chan.peer().to_string(),
+                        detail: format!("it sent no results for size {size}"),
+                    }));
+                };
+                self.phase = self.after(i);
+                Ok(Action::Row(r))
+            }
+            Phase::Close => {
+                self.chan.barrier(u64::MAX)?;
+                self.phase = Phase::Done;
+                Ok(Action::Finished)
+            }
+            Phase::Done => Ok(Action::Finished),
+        }
+    }
+
+    fn measured(&mut self, _size: u64, mine: Option<SizeResult>) {
+        self.mine = mine;
+    }
+
+    fn run_over(&mut self) -> bool {
+        self.peer_done()
+    }
+
+    fn peer_arrived(&mut self) -> Result<bool, Error> {
+        Ok(self.peer_done())
+    }
+
+    fn shows_progress(&self) -> bool {
+        true
+    }
+
+    fn unconnected(&self) -> Error {
+        Error::Oob(oob::Error::Garbage {
+            peer: self.chan.peer().to_string(),
+            detail: "the session ended before connecting".into(),
+        })
+    }
+}

@@ -1,0 +1,203 @@
+//! The one session loop both out-of-band dialects drive.
+//!
+//! Connect, then for every size prepare, post receives, run, serve the peer until it arrives, print
+//! the row; then conclude.
+//!
+//! A [`Dialect`] performs its exchanges with the peer and stops at each point where the data path must
+//! act, as an [`Action`]; this loop does what the action asks. roceperf's dialect
+//! ([`super::roceperf_oob`]) and perftest's ([`super::perftest_oob`]) differ only in that order and in
+//! what they exchange.
+
+use super::endpoints::{Described, setup_error};
+use super::exit::Error;
+use super::measure::{self, SizeRun};
+use super::notes::{self, Note, Warning};
+use super::plan::Plan;
+use super::report;
+use crate::bench::{affinity::Pinned, bw};
+use crate::report::progress::SweepProgress;
+use crate::results::{RunInfo, SizeResult};
+use crate::transport::{ConnInfo, RemoteAddr};
+
+/// What the data path must do next.
+#[derive(Debug)]
+pub(crate) enum Action {
+    /// The peer is known: connect the endpoint to it and print the header.
+    Connect(Box<Link>),
+    /// Ready the buffers for `size` (validation pattern, WRITE latency's marker).
+    Prepare {
+        /// Message size.
+        size: u64,
+    },
+    /// Top the receives up to the plan's initial receives (SEND tests), before the peer may send.
+    PostReceives,
+    /// Run this side's part of one size; then tell the dialect what it measured.
+    Run(SizeRun),
+    /// The peer is still busy: keep serving it until the dialect says it has arrived.
+    AwaitPeer,
+    /// A size is settled: print its row.
+    Row(SizeResult),
+    /// The dialect is over.
+    Finished,
+}
+
+/// What a dialect learned about the peer's data path, and what the header says about it.
+#[derive(Debug)]
+pub(crate) struct Link {
+    /// The peer, as the endpoint connects to it.
+    pub peer: ConnInfo,
+    /// This side as the peer was told it (`None`: the endpoint's own description after connecting).
+    pub local: Option<ConnInfo>,
+    /// Where this side's requests address the peer, per queue pair.
+    pub remotes: Vec<RemoteAddr>,
+    /// The device named in the header when `-d` was not given.
+    pub fallback_device: String,
+    /// Warm-up iterations as run.
+    pub warmup: u64,
+    /// The dialect's notes for the header.
+    pub notes: Vec<Note>,
+    /// The `-v` line once the data path is connected.
+    pub connected: String,
+}
+
+/// An out-of-band dialect as the session loop sees it.
+pub(crate) trait Dialect {
+    /// Performs exchanges with the peer up to the next thing the data path must do.
+    fn next<E: Described>(&mut self, ep: &mut E) -> Result<Action, Error>;
+    /// This side's result of the size just run (`None`: this side only served).
+    fn measured(&mut self, size: u64, mine: Option<SizeResult>);
+    /// Asked while a size runs: true once this side should stop (the peer is done, or the clock is).
+    fn run_over(&mut self) -> bool;
+    /// Asked during [`Action::AwaitPeer`]: true once the peer has arrived.
+    fn peer_arrived(&mut self) -> Result<bool, Error>;
+    /// What the data path is doing during [`Action::AwaitPeer`], for its errors.
+    fn serving(&self) -> &'static str {
+        bw::SERVING
+    }
+    /// Whether a sweep shows a progress bar (on a terminal).
+    fn shows_progress(&self) -> bool;
+    /// The error when the dialect finished without ever connecting.
+    fn unconnected(&self) -> Error;
+}
+
+/// Runs the session on an open endpoint, then says on stderr what the transport knows of the outcome.
+pub(crate) fn run<D: Dialect, E: Described>(
+    plan: &Plan,
+    pinned: &Pinned,
+    dialect: &mut D,
+    mut ep: E,
+) -> Result<(), Error> {
+    let outcome = drive(plan, pinned, dialect, &mut ep);
+    explain_outcome(plan, &ep, outcome)
+}
+
+/// The loop: does what the dialect asks until it is finished, then concludes.
+pub(crate) fn drive<D: Dialect, E: Described>(
+    plan: &Plan,
+    pinned: &Pinned,
+    dialect: &mut D,
+    ep: &mut E,
+) -> Result<(), Error> {
+    let out = &plan.output;
+    let progress = if dialect.shows_progress() && plan.sizes.len() > 1 {
+        SweepProgress::new(plan.sizes.len() as u64)
+    } else {
+        SweepProgress::hidden(1)
+    };
+    let mut recvs = bw::RecvState::default();
+    let mut remotes: Vec<RemoteAddr> = Vec::new();
+    let mut info: Option<RunInfo> = None;
+    let mut results: Vec<SizeResult> = Vec::with_capacity(plan.sizes.len());
+    loop {
+        match dialect.next(ep)? {
+            Action::Connect(link) => {
+                let link = *link;
+                ep.connect(&link.peer).map_err(|e| setup_error(plan, e))?;
+                out.verbose(|| link.connected.clone());
+                let local = link.local.unwrap_or_else(|| ep.local_info());
+                let mut i =
+                    report::run_info(plan, link.fallback_device, pinned, &local, &link.peer);
+                i.warmup = link.warmup;
+                i.notes.extend(notes::lines(&ep.notes()));
+                i.notes.extend(notes::lines(&link.notes));
+                if !out.quiet() {
+                    report::print_header(&i);
+                }
+                remotes = link.remotes;
+                info = Some(i);
+            }
+            Action::Prepare { size } => {
+                progress.start_size(size);
+                measure::prepare(plan, ep, size);
+            }
+            Action::PostReceives => {
+                recvs.fill(ep, &plan.layout, plan.depths.initial_receives)?;
+            }
+            Action::Run(run) => {
+                let mine = measure::measure(
+                    plan,
+                    ep,
+                    &run,
+                    &mut || dialect.run_over(),
+                    &remotes,
+                    &mut recvs,
+                )?;
+                dialect.measured(run.size, mine);
+            }
+            Action::AwaitPeer => {
+                // SENDs still in flight need receives (TCP would otherwise hold them, and their sender
+                // with them), and a responder must keep answering the peer's WRITEs and READs.
+                let mut failed = None;
+                let serving = dialect.serving();
+                let mut arrived = || match dialect.peer_arrived() {
+                    Ok(a) => a,
+                    Err(e) => {
+                        failed = Some(e);
+                        true
+                    }
+                };
+                bw::passive(ep, serving, &mut arrived, Some((&mut recvs, plan.layout)))?;
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+            }
+            Action::Row(r) => {
+                progress.finish_size();
+                if let Some(i) = &info {
+                    progress.print(&report::row(plan, i, &r));
+                    results.push(r);
+                }
+            }
+            Action::Finished => break,
+        }
+    }
+    progress.finish();
+    let Some(info) = info else {
+        return Err(dialect.unconnected());
+    };
+    report::conclude(plan, ep, info, &results)
+}
+
+/// After a run in either dialect: the transport's account of a failed completion, and with -v its
+/// counters, on stderr; the outcome passes through.
+pub(crate) fn explain_outcome<E: Described>(
+    plan: &Plan,
+    ep: &E,
+    outcome: Result<(), Error>,
+) -> Result<(), Error> {
+    if let Err(Error::Bench(_)) = &outcome
+        && let Some(d) = ep.failure_detail()
+    {
+        Warning::FailureDetail(d).emit();
+    }
+    if plan.output.verbosity > 0
+        && let Some((text, _)) = ep.counters()
+    {
+        Warning::Counters {
+            transport: plan.transport,
+            text,
+        }
+        .emit();
+    }
+    outcome
+}

@@ -1,0 +1,231 @@
+//! Validated options: the command line checked, with perftest's defaults filled in.
+//!
+//! A flag that does not apply is an error that names it.
+
+use super::args::{Args, IoArg, OobArg, OutputArg};
+use super::checks::{self, TransportReason};
+use crate::gate::{GateArgs, GateOutputArgs};
+use crate::params::{RoceVersion, Role, RunMode, TestKind, TransportKind};
+use clap::Parser;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default percentiles reported below the table.
+pub const DEFAULT_PERCENTILES: [f64; 4] = [90.0, 99.0, 99.9, 99.99];
+
+/// Validation errors; the message names the flag and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A flag that does not apply to this test or transport was given.
+    #[error("{flag} does not apply to {what}: {why}; drop it")]
+    NotApplicable {
+        /// The flag as typed.
+        flag: &'static str,
+        /// The test or transport it does not apply to.
+        what: String,
+        /// Why.
+        why: &'static str,
+    },
+    /// Two flags that cannot be combined.
+    #[error("{a} and {b} cannot be used together: {why}")]
+    Conflict {
+        /// First flag.
+        a: &'static str,
+        /// Second flag.
+        b: &'static str,
+        /// Why, and what to do.
+        why: &'static str,
+    },
+    /// A value out of range or inconsistent with another.
+    #[error("invalid value for {flag}: {why}")]
+    Invalid {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong and what is allowed.
+        why: String,
+    },
+    /// The chosen transport exists in the design but not in this build yet.
+    #[error(
+        "--transport {transport} is not built yet in this roceperf{reason}; run the TCP baseline with --transport tcp"
+    )]
+    NotBuilt {
+        /// The transport chosen.
+        transport: TransportKind,
+        /// Why auto chose it, when it did.
+        reason: String,
+    },
+}
+
+/// Validated options: everything the run needs, with defaults filled in.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The test this binary runs.
+    pub test: TestKind,
+    /// Server (no host) or client.
+    pub role: Role,
+    /// The server's host, on the client.
+    pub host: Option<String>,
+    /// Out-of-band TCP port.
+    pub port: u16,
+    /// The transport.
+    pub transport: TransportKind,
+    /// Why this transport (printed with the results).
+    pub transport_reason: TransportReason,
+    /// `-d`.
+    pub device: Option<String>,
+    /// `--roce` (soft: always set, v2 unless given).
+    pub roce: Option<RoceVersion>,
+    /// `-m`.
+    pub mtu: Option<u32>,
+    /// Message sizes to run, in order.
+    pub sizes: Vec<u64>,
+    /// `-a` was given.
+    pub all_sizes: bool,
+    /// Iterations or duration.
+    pub mode: RunMode,
+    /// Queue pairs.
+    pub qps: u32,
+    /// Operations in flight per queue pair (1 for latency tests).
+    pub tx_depth: u32,
+    /// `-Q` when given; otherwise the run plan chooses per size (perftest's rule).
+    pub cq_mod: Option<u32>,
+    /// `-b`.
+    pub bidirectional: bool,
+    /// `--report_gbits`.
+    pub report_gbits: bool,
+    /// `--output`.
+    pub output: Option<OutputArg>,
+    /// `--cpu_util`.
+    pub cpu_util: bool,
+    /// `--cpu`.
+    pub cpu: Option<usize>,
+    /// Warm-up iterations.
+    pub warmup: u64,
+    /// Percentiles to report.
+    pub percentiles: Vec<f64>,
+    /// `--csv`.
+    pub csv: Option<PathBuf>,
+    /// `--json`.
+    pub json: Option<PathBuf>,
+    /// `--results`.
+    pub results: Option<PathBuf>,
+    /// `--connect-timeout`.
+    pub connect_timeout: Duration,
+    /// `-v` count.
+    pub verbose: u8,
+    /// `-i`.
+    pub ib_port: Option<u8>,
+    /// `-x`.
+    pub gid_index: Option<u8>,
+    /// `-I`.
+    pub inline_size: Option<u32>,
+    /// `--io` (soft), with its default filled in for the soft transport.
+    pub io: Option<IoArg>,
+    /// `--ipv6`.
+    pub ipv6: bool,
+    /// `--no-gso`.
+    pub no_gso: bool,
+    /// `--bind`.
+    pub bind: Option<IpAddr>,
+    /// `--validate`.
+    pub validate: bool,
+    /// `--oob`.
+    pub oob: OobArg,
+    /// `-u`.
+    pub qp_timeout: Option<u8>,
+    /// `--retry_count`.
+    pub retry_count: Option<u8>,
+    /// Gate thresholds.
+    pub gate: GateArgs,
+    /// Gate reports.
+    pub gate_output: GateOutputArgs,
+}
+
+impl Options {
+    /// Parses the process command line for `test`; clap errors (and --help/--version) exit as clap does (2/0).
+    pub fn parse(test: TestKind) -> Result<Options, Error> {
+        Options::from_args(test, Args::parse())
+    }
+
+    /// Parses an explicit argument list (the first item is the program name).
+    pub fn try_parse_from<I, T>(
+        test: TestKind,
+        args: I,
+    ) -> Result<Result<Options, Error>, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        Ok(Options::from_args(test, Args::try_parse_from(args)?))
+    }
+
+    /// Checks the combination of flags and fills in defaults. The checks run in a fixed order (transport
+    /// first, then the test, then the run's shape), so the first error reported is always the same.
+    pub fn from_args(test: TestKind, a: Args) -> Result<Options, Error> {
+        let choice = checks::resolve_transport(&a);
+        let transport = choice.kind;
+        checks::built(&choice)?;
+        checks::transport_flags(transport, &a)?;
+        checks::oob(transport, &a)?;
+        let io = checks::soft_io(transport, &a)?;
+        checks::test_flags(test, &a)?;
+        checks::run_shape(&a)?;
+        let mode = checks::run_mode(test, &a)?;
+        let sizes = checks::sizes(test, &a);
+        let tx_depth = checks::tx_depth(test, &a, mode);
+        checks::cq_mod(a.cq_mod, tx_depth)?;
+        let percentiles = checks::percentiles(a.percentiles.clone());
+        checks::results_dir(&a)?;
+        Ok(Options {
+            test,
+            role: if a.host.is_some() {
+                Role::Client
+            } else {
+                Role::Server
+            },
+            host: a.host,
+            port: a.port,
+            transport,
+            transport_reason: choice.reason,
+            device: a.device,
+            roce: match transport {
+                // Soft always runs some RoCE version; saying which lets the peers compare it.
+                TransportKind::Soft => Some(a.roce.unwrap_or(RoceVersion::V2)),
+                _ => a.roce,
+            },
+            mtu: a.mtu,
+            sizes,
+            all_sizes: a.all,
+            mode,
+            qps: a.qps.unwrap_or(1),
+            tx_depth,
+            cq_mod: a.cq_mod,
+            bidirectional: a.bidirectional,
+            report_gbits: a.report_gbits,
+            output: a.output,
+            cpu_util: a.cpu_util,
+            cpu: a.cpu,
+            warmup: a.warmup.unwrap_or(100),
+            percentiles,
+            csv: a.csv,
+            json: a.json,
+            results: a.results,
+            connect_timeout: Duration::from_secs(a.connect_timeout),
+            verbose: a.verbose,
+            ib_port: a.ib_port,
+            gid_index: a.gid_index,
+            inline_size: a.inline_size,
+            io,
+            ipv6: a.ipv6,
+            no_gso: a.no_gso,
+            bind: a.bind,
+            validate: a.validate,
+            oob: a.oob,
+            qp_timeout: a.qp_timeout,
+            retry_count: a.retry_count,
+            gate: a.gate,
+            gate_output: a.gate_output,
+        })
+    }
+}

@@ -1,0 +1,216 @@
+//! Unit tests of the command line: defaults, checks, and the messages that name flags.
+
+use super::values::parse_size;
+use super::*;
+use crate::params::{Metric, RoceVersion, Role, RunMode, TestKind, TransportKind, Verb};
+
+const WBW: TestKind = TestKind::new(Verb::Write, Metric::Bandwidth);
+const SLAT: TestKind = TestKind::new(Verb::Send, Metric::Latency);
+
+fn parse(test: TestKind, args: &[&str]) -> Result<Options, Error> {
+    let mut v = vec!["roce_test", "--transport", "tcp"];
+    v.extend_from_slice(args);
+    Options::try_parse_from(test, v).expect("clap accepts the syntax")
+}
+
+fn clap_err(args: &[&str]) -> clap::Error {
+    let mut v = vec!["roce_test"];
+    v.extend_from_slice(args);
+    Options::try_parse_from(WBW, v).expect_err("clap rejects")
+}
+
+#[test]
+fn sizes_take_k_and_m_suffixes_and_hex() {
+    assert_eq!(parse_size("64K"), Ok(65536));
+    assert_eq!(parse_size("8M"), Ok(8 << 20));
+    assert_eq!(parse_size("0x100"), Ok(256));
+    assert_eq!(parse_size("2"), Ok(2));
+    assert!(parse_size("0").unwrap_err().contains("out of range"));
+    assert!(parse_size("4096M").unwrap_err().contains("out of range"));
+    assert!(parse_size("big").unwrap_err().contains("not a size"));
+}
+
+#[test]
+fn defaults_follow_perftest() {
+    let o = parse(WBW, &[]).unwrap();
+    assert_eq!(
+        (o.role, o.port, o.sizes.clone(), o.mode),
+        (Role::Server, 18515, vec![65536], RunMode::Iterations(5000))
+    );
+    assert_eq!((o.tx_depth, o.cq_mod), (128, None));
+    let l = parse(SLAT, &["10.0.0.1"]).unwrap();
+    assert_eq!(
+        (l.role, l.sizes.clone(), l.tx_depth, l.host.as_deref()),
+        (Role::Client, vec![2], 1, Some("10.0.0.1"))
+    );
+    assert_eq!(l.percentiles, DEFAULT_PERCENTILES.to_vec());
+}
+
+#[test]
+fn all_sweeps_two_bytes_to_eight_mib() {
+    let o = parse(WBW, &["-a", "-n", "5"]).unwrap();
+    assert_eq!(o.sizes.first(), Some(&2));
+    assert_eq!(o.sizes.last(), Some(&(8 << 20)));
+    assert_eq!(o.sizes.len(), 23);
+    assert_eq!(o.tx_depth, 5, "depth capped at iterations");
+}
+
+#[test]
+fn duration_applies_the_margin_rule() {
+    assert_eq!(
+        parse(WBW, &["-D", "5"]).unwrap().mode,
+        RunMode::Duration { secs: 5, margin: 1 }
+    );
+    assert_eq!(
+        parse(WBW, &["-D", "1"]).unwrap().mode,
+        RunMode::Duration { secs: 1, margin: 0 }
+    );
+    let e = parse(WBW, &["-D", "4", "-f", "2"]).unwrap_err();
+    assert!(
+        e.to_string().contains("greater than twice the margin"),
+        "{e}"
+    );
+    assert!(matches!(
+        parse(WBW, &["-D", "4", "-n", "10"]),
+        Err(Error::Conflict {
+            a: "-D",
+            b: "-n",
+            ..
+        })
+    ));
+    assert!(matches!(
+        parse(WBW, &["-f", "1"]),
+        Err(Error::Invalid { flag: "-f", .. })
+    ));
+}
+
+#[test]
+fn flags_that_do_not_apply_are_errors_naming_them() {
+    for (flag, args) in [
+        ("-x", vec!["-x", "3"]),
+        ("-d", vec!["-d", "eth0"]),
+        ("--roce", vec!["--roce", "v2"]),
+        ("-m", vec!["-m", "1024"]),
+        ("-I", vec!["-I", "64"]),
+        ("-i", vec!["-i", "1"]),
+    ] {
+        let e = parse(WBW, &args).unwrap_err();
+        assert!(
+            matches!(e, Error::NotApplicable { flag: f, .. } if f == flag),
+            "{flag}: {e}"
+        );
+        assert!(e.to_string().contains("--transport tcp"), "{e}");
+    }
+    let e = parse(SLAT, &["-t", "16"]).unwrap_err();
+    assert!(
+        e.to_string().starts_with("-t does not apply to send_lat"),
+        "{e}"
+    );
+    assert!(parse(SLAT, &["--output", "bandwidth"]).is_err());
+    assert!(parse(WBW, &["--output", "latency"]).is_err());
+    assert!(parse(WBW, &["--cpu_util"]).is_err());
+}
+
+fn parse_raw(test: TestKind, args: &[&str]) -> Result<Options, Error> {
+    let mut v = vec!["roce_test"];
+    v.extend_from_slice(args);
+    Options::try_parse_from(test, v).expect("clap accepts the syntax")
+}
+
+#[test]
+fn soft_defaults_to_v2_over_udp_and_v1_over_packet() {
+    let o = parse_raw(WBW, &["-d", "lo"]).unwrap();
+    assert_eq!(o.transport, TransportKind::Soft);
+    assert_eq!((o.roce, o.io), (Some(RoceVersion::V2), Some(IoArg::Udp)));
+    assert!(
+        o.transport_reason
+            .to_string()
+            .contains("-d lo is not an RDMA device")
+    );
+    let o = parse_raw(WBW, &["-d", "lo", "--roce", "v1"]).unwrap();
+    assert_eq!((o.roce, o.io), (Some(RoceVersion::V1), Some(IoArg::Packet)));
+    let o = parse_raw(SLAT, &["--transport", "soft", "-d", "lo", "-I", "64"]).unwrap();
+    assert_eq!(o.inline_size, Some(64), "-I is accepted on soft (a no-op)");
+}
+
+#[test]
+fn soft_flag_combinations_that_cannot_work_are_named() {
+    let e = parse_raw(WBW, &["-d", "lo", "--roce", "v1", "--io", "udp"]).unwrap_err();
+    assert!(e.to_string().contains("--io packet"), "{e}");
+    let e = parse_raw(WBW, &["--transport", "soft"]).unwrap_err();
+    assert!(
+        matches!(e, Error::Invalid { flag: "-d", .. }) && e.to_string().contains("-d lo"),
+        "{e}"
+    );
+    let e = parse_raw(WBW, &["-d", "lo", "-i", "1"]).unwrap_err();
+    assert!(matches!(e, Error::NotApplicable { flag: "-i", .. }), "{e}");
+    let e = parse(WBW, &["--io", "udp"]).unwrap_err();
+    assert!(
+        matches!(e, Error::NotApplicable { flag: "--io", .. }),
+        "{e}"
+    );
+    let e = parse(WBW, &["--bind", "127.0.0.1"]).unwrap_err();
+    assert!(
+        matches!(e, Error::NotApplicable { flag: "--bind", .. }),
+        "{e}"
+    );
+    let e = parse(WBW, &["--no-gso"]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::NotApplicable {
+                flag: "--no-gso",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = parse_raw(WBW, &["-d", "lo", "--roce", "v1", "--no-gso"]).unwrap_err();
+    assert!(e.to_string().contains("AF_PACKET"), "{e}");
+    let o = parse_raw(WBW, &["-d", "lo", "--no-gso"]).unwrap();
+    assert!(o.no_gso && o.io == Some(IoArg::Udp));
+}
+
+#[test]
+fn verbs_is_chosen_explicitly_and_keeps_verbs_flags() {
+    let o = parse_raw(
+        WBW,
+        &[
+            "--transport",
+            "verbs",
+            "-d",
+            "mlx5_0",
+            "-I",
+            "128",
+            "-x",
+            "3",
+        ],
+    )
+    .unwrap();
+    assert_eq!(o.transport, TransportKind::Verbs);
+    assert_eq!((o.inline_size, o.gid_index), (Some(128), Some(3)));
+    assert_eq!(o.io, None);
+}
+
+#[test]
+fn clap_rejects_bad_values_and_repeats() {
+    for args in [
+        vec!["-s", "0"],
+        vec!["-n", "4"],
+        vec!["-p", "70000"],
+        vec!["-t", "0"],
+        vec!["-s", "1", "-s", "2"],
+        vec!["--transport", "carrier-pigeon"],
+        vec!["--percentiles", "99,101"],
+        vec!["a", "b"],
+    ] {
+        let e = clap_err(&args);
+        assert_eq!(e.exit_code(), 2, "{args:?}");
+    }
+}
+
+#[test]
+fn percentiles_are_sorted_and_deduplicated() {
+    let o = parse(SLAT, &["--percentiles", "99.9,50,99,50"]).unwrap();
+    assert_eq!(o.percentiles, vec![50.0, 99.0, 99.9]);
+}

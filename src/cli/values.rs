@@ -1,0 +1,35 @@
+//! Value parsers for the flags clap cannot check by type (iterations, MTUs, percentiles; sizes are
+//! parsed by `params::parse_size`, which `roce_compare` shares).
+//!
+//! Each error message says what is allowed.
+
+use crate::params::parse_int;
+pub use crate::params::parse_size;
+
+pub(crate) fn parse_iters(s: &str) -> Result<u64, String> {
+    match parse_int(s.trim()) {
+        Some(v) if (5..=1u64 << 32).contains(&v) => Ok(v),
+        Some(_) => Err(format!(
+            "'{s}' is out of range; iterations are 5 .. 4294967296"
+        )),
+        None => Err(format!("'{s}' is not a number of iterations")),
+    }
+}
+
+pub(crate) fn parse_mtu(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(v) if [256, 512, 1024, 2048, 4096].contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not an MTU; use 256, 512, 1024, 2048 or 4096"
+        )),
+    }
+}
+
+pub(crate) fn parse_percentile(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a percentile; use numbers in (0, 100], e.g. 50,99,99.9"
+        )),
+    }
+}
