@@ -7,7 +7,10 @@
 # Any roce_compare arguments pass through: scripts/demo.sh send_lat read_bw -a
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/env.sh
+roceperf_env   # sbin on PATH; a rustup cargo, also the invoking user's under sudo
 bash scripts/deps.sh demo
+roceperf_give_back target results
 cargo build --release --locked --bins >&2
 
 if [[ $(id -u) -ne 0 ]]; then

@@ -6,7 +6,7 @@
 #                         the invoking user's (sudo's secure_path drops it), with RUSTUP_HOME at that
 #                         user's toolchains so that rustup's proxies find them.
 #   roceperf_give_back P  under sudo, hands the paths P (target/, results/) back to the invoking user on
-#                         exit, so that their own cargo can write there again.
+#                         exit (roceperf_chown_back), so that their own cargo can write there again.
 #
 # DEPS_ROOT (for the tests of deps.sh only) is prepended to every file-system path looked at.
 
@@ -41,7 +41,12 @@ roceperf_env() {
 }
 
 roceperf_give_back() {
-    [[ $(id -u) == 0 && -n ${SUDO_UID:-} && ${SUDO_UID:-0} != 0 ]] || return 0
     ROCEPERF_GIVE_BACK=("$@")
-    trap 'chown -R "$SUDO_UID:${SUDO_GID:-$SUDO_UID}" "${ROCEPERF_GIVE_BACK[@]}" 2>/dev/null || true' EXIT
+    trap roceperf_chown_back EXIT
+}
+
+# The EXIT trap of roceperf_give_back; a script with its own EXIT trap calls it from there.
+roceperf_chown_back() {
+    [[ $(id -u) == 0 && -n ${SUDO_UID:-} && ${SUDO_UID:-0} != 0 && -n ${ROCEPERF_GIVE_BACK+x} ]] || return 0
+    chown -R "$SUDO_UID:${SUDO_GID:-$SUDO_UID}" "${ROCEPERF_GIVE_BACK[@]}" 2>/dev/null || true
 }

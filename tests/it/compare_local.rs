@@ -353,8 +353,10 @@ fn usage_errors_exit_2_and_say_what_to_do() {
 #[test]
 fn the_progress_bar_shows_on_a_terminal() {
     // `script` gives roce_compare a pseudo-terminal for stdout and stderr.
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: needs script (util-linux) for a pseudo-terminal");
+    if crate::common::skip_unless(
+        Command::new("script").arg("--version").output().is_ok(),
+        "needs script (util-linux) for a pseudo-terminal",
+    ) {
         return;
     }
     let cmd = format!("{BIN} --local write_lat -n 100 --no-files");

@@ -209,8 +209,7 @@ fn validate_holds_under_deliberate_loss_duplication_and_reordering() {
 /// counters show the repair (retransmissions for loss, duplicate requests for duplication).
 #[test]
 fn kernel_loss_and_duplication_on_a_veth_pair_are_repaired_with_validate() {
-    if !is_root() {
-        eprintln!("skipped: network namespaces need root (CI runs as root)");
+    if crate::common::skip_unless(is_root(), "network namespaces need root (CI runs as root)") {
         return;
     }
     let _one = serial();
@@ -260,8 +259,10 @@ fn kernel_loss_and_duplication_on_a_veth_pair_are_repaired_with_validate() {
 
 #[test]
 fn six_tests_over_soft_v1_and_v2_packet_across_a_veth_pair() {
-    if !is_root() {
-        eprintln!("skipped: AF_PACKET and network namespaces need root (CI runs as root)");
+    if crate::common::skip_unless(
+        is_root(),
+        "AF_PACKET and network namespaces need root (CI runs as root)",
+    ) {
         return;
     }
     let _one = serial();
@@ -450,8 +451,7 @@ fn junk_sent_to_port_4791_mid_run_is_dropped_counted_and_the_run_completes() {
 
 #[test]
 fn packet_io_without_cap_net_raw_says_what_to_do() {
-    if !is_root() {
-        eprintln!("skipped: needs root to drop to another user");
+    if crate::common::skip_unless(is_root(), "needs root to drop to another user") {
         return;
     }
     let out = std::process::Command::new("setpriv")
@@ -467,12 +467,14 @@ fn packet_io_without_cap_net_raw_says_what_to_do() {
         ])
         .output();
     let Ok(out) = out else {
-        eprintln!("skipped: setpriv (util-linux) is missing");
+        crate::common::skip("setpriv (util-linux) is missing");
         return;
     };
     let err = String::from_utf8_lossy(&out.stderr);
-    if err.starts_with("setpriv:") {
-        eprintln!("skipped: user nobody cannot run the binary here: {err}");
+    if crate::common::skip_unless(
+        !err.starts_with("setpriv:"),
+        &format!("user nobody cannot run the binary here: {err}"),
+    ) {
         return;
     }
     assert_eq!(out.status.code(), Some(2), "{err}");
