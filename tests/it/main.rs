@@ -23,6 +23,7 @@ mod rc_lossy;
 mod rc_no_alloc;
 mod rc_ops;
 mod rc_pingpong_loss;
+mod repo_paths;
 mod report_pipeline;
 mod soft_bench;
 mod soft_capture;
