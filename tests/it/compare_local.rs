@@ -172,8 +172,8 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
         };
         assert_eq!(r["roce"], expected_roce, "{r:?}");
     }
-    let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("compare.json")).unwrap()).unwrap();
+    crate::common::schema::assert_csv_header("compare", &dir.join("compare.csv"));
+    let doc = crate::common::schema::assert_valid_file("compare", &dir.join("compare.json"));
     assert_eq!(doc["schema"], "roceperf.compare");
     let runs = doc["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2 * runs_per_test);

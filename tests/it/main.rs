@@ -25,6 +25,7 @@ mod rc_ops;
 mod rc_pingpong_loss;
 mod repo_paths;
 mod report_pipeline;
+mod schemas;
 mod soft_bench;
 mod soft_capture;
 mod soft_endpoint;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod results;
+pub mod schema;
 pub mod skip;
 pub mod work_request;
 
