@@ -64,7 +64,7 @@ for p in $deps; do
     deb=$(ls "$STAGE/debs/${p}"_*.deb 2>/dev/null | sort -V | tail -1) || true
     [ -n "$deb" ] || { echo "no .deb downloaded for $p" >&2; exit 1; }
     dpkg-deb -x "$deb" "$SYSROOT"
-    dpkg-deb -f "$deb" Package Version | paste -sd' ' >> "$STAGE/packages.txt"
+    echo "$(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)" >> "$STAGE/packages.txt"
 done
 # Debian 12's packages still ship /bin, /lib ...; resolve both layouts below.
 sys_resolve() {   # sys_resolve FILE: FILE with its symlinks followed inside the sysroot (absolute links too)
