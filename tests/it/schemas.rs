@@ -57,7 +57,8 @@ fn run_pair(dir: &Path, name: &str, test: &str, args: &[&str]) {
 fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_header() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let runs: [(&str, &str, &[&str]); 5] = [
+    type Run = (&'static str, &'static str, &'static [&'static str]);
+    let runs: [Run; 5] = [
         ("tcp_bw", "write_bw", &["--transport", "tcp", "-n", "50"]),
         (
             "tcp_lat_sizes",
@@ -225,7 +226,8 @@ fn the_schemas_reject_unknown_and_missing_keys() {
             .unwrap();
     assert_valid("result", &doc, "the real document");
     let validator = jsonschema::validator_for(&schema("result")).unwrap();
-    let mutations: [(&str, fn(&mut Value)); 6] = [
+    type Mutation = (&'static str, fn(&mut Value));
+    let mutations: [Mutation; 6] = [
         ("an unknown top-level key", |d| d["surprise"] = 1.into()),
         ("an unknown key in test", |d| {
             d["test"]["surprise"] = 1.into()

@@ -9,6 +9,7 @@ use crate::soft_support;
 
 use common::{Done, Side, pair_on, rows, spawn};
 use soft_support::{NetnsPair, is_root};
+use std::os::unix::fs::PermissionsExt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -455,18 +456,31 @@ fn packet_io_without_cap_net_raw_says_what_to_do() {
     if crate::common::skip_unless(is_root(), "needs root to drop to another user") {
         return;
     }
-    let out = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(common::bin("write_bw"))
-        .args([
-            "-d",
-            "lo",
-            "--roce",
-            "v1",
-            "-p",
-            &common::free_port().to_string(),
-        ])
-        .output();
+    // A copy in a directory anyone may enter: the checkout (CI's, or under a 0700 home) may not be.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("roce_write_bw");
+    std::fs::copy(common::bin("write_bw"), &bin).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let port = common::free_port().to_string();
+    let run = || {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .args(["-d", "lo", "--roce", "v1", "-p", &port])
+            .output()
+    };
+    // A process forked by another test thread while the copy was open for writing keeps it busy until
+    // that child execs: retry that transient refusal.
+    let mut out = run();
+    for _ in 0..20 {
+        match &out {
+            Ok(o) if String::from_utf8_lossy(&o.stderr).contains("Text file busy") => {
+                std::thread::sleep(Duration::from_millis(50));
+                out = run();
+            }
+            _ => break,
+        }
+    }
     let Ok(out) = out else {
         crate::common::skip("setpriv (util-linux) is missing");
         return;
