@@ -3,7 +3,8 @@
 # toolchain (Debian and Ubuntu, x86_64 and arm64; as root, as a user with sudo, or under `sudo bash`):
 #   build  cargo's C side, for the `verbs` feature's rdma-mummy-sys: a C compiler and the C library's
 #          headers (gcc, libc6-dev), cmake with make, and a libclang that bindgen can load with clang's own
-#          headers (libclang-dev); a rustc new enough for edition 2024 (1.85)
+#          headers (libclang-dev); the CA certificates cargo's downloads need; a rustc new enough for
+#          edition 2024 (1.85)
 #   demo   build + iproute2 (roce_compare --local runs RoCE v1 across a veth pair between namespaces)
 #   test   the test suite: build + rustfmt and clippy, g++ (the fuzz targets link libFuzzer), tshark
 #          (independent RoCE decoder), iproute2 (network namespaces), tcpdump, libibverbs1 (the verbs
@@ -84,6 +85,8 @@ if ! [[ -e $root/usr/include/stdio.h ]] || ! exists "$root/usr/lib/$multiarch/cr
 fi
 want cmake cmake
 want make make   # cmake only recommends it
+# cargo fetches the crates over HTTPS and trusts the system's certificate store.
+[[ -e $root/etc/ssl/certs/ca-certificates.crt ]] || add ca-certificates
 libclang_ok || add libclang-dev
 if [[ $purpose == demo ]]; then
     want ip iproute2

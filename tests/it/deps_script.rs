@@ -94,6 +94,7 @@ impl Host {
         h.libclang_runtime(14, "x86_64-linux-gnu");
         h.clang_headers(14);
         h.files(&["root/usr/lib/llvm-14/lib/libclang.so"]); // libclang-14-dev's symlink
+        h.files(&["root/etc/ssl/certs/ca-certificates.crt"]);
         h.rust_in("bin", "1.95.0");
         h.components(&["rustfmt", "clippy"]);
         h
@@ -353,6 +354,7 @@ fn libclang_and_headers_of_different_llvm_versions_do_not_count() {
     host.libc("x86_64-linux-gnu");
     host.rust_in("bin", "1.95.0");
     host.libclang_runtime(14, "x86_64-linux-gnu");
+    host.files(&["root/etc/ssl/certs/ca-certificates.crt"]);
     host.clang_headers(16);
     let run = host.run("build");
     ok(&run);
@@ -382,7 +384,14 @@ fn a_bare_machine_gets_every_package_per_purpose() {
     host.dpkg_architecture("x86_64-linux-gnu");
     host.rust_in("bin", "1.95.0");
     host.components(&["rustfmt", "clippy"]);
-    let build = ["gcc", "libc6-dev", "cmake", "make", "libclang-dev"];
+    let build = [
+        "gcc",
+        "libc6-dev",
+        "cmake",
+        "make",
+        "libclang-dev",
+        "ca-certificates",
+    ];
     assert_eq!(host.run("build").installed(), set(&build));
     let mut demo = build.to_vec();
     demo.push("iproute2");
@@ -461,6 +470,7 @@ fn arm64_paths() {
     let host = Host::empty();
     host.tools(&["cc", "cmake", "make"]);
     host.libc("aarch64-linux-gnu");
+    host.files(&["root/etc/ssl/certs/ca-certificates.crt"]);
     host.libclang_runtime(14, "aarch64-linux-gnu");
     host.clang_headers(14);
     host.rust_in("bin", "1.95.0");
