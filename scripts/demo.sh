@@ -18,7 +18,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 status=0
 target/release/roce_compare --local --results results "$@" || status=$?
-latest=$(ls -1d results/*/ 2>/dev/null | sort | tail -n 1)
+latest=$(ls -1d results/[0-9]*/ 2>/dev/null | sort | tail -n 1)   # results/<timestamp>/, not results/schema/
 if [[ -n $latest && -f $latest/compare.json ]]; then
     echo
     echo "Open ${latest}latency.svg and ${latest}bandwidth.svg; compare.csv and compare.json are next to them."
