@@ -7,7 +7,10 @@
 # Any roce_compare arguments pass through: scripts/demo.sh send_lat read_bw -a
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/env.sh
+roceperf_env   # sbin on PATH; a rustup cargo, also the invoking user's under sudo
 bash scripts/deps.sh demo
+roceperf_give_back target results
 cargo build --release --locked --bins >&2
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -15,7 +18,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 status=0
 target/release/roce_compare --local --results results "$@" || status=$?
-latest=$(ls -1d results/*/ 2>/dev/null | sort | tail -n 1)
+latest=$(ls -1d results/[0-9]*/ 2>/dev/null | sort | tail -n 1)   # results/<timestamp>/, not results/schema/
 if [[ -n $latest && -f $latest/compare.json ]]; then
     echo
     echo "Open ${latest}latency.svg and ${latest}bandwidth.svg; compare.csv and compare.json are next to them."

@@ -1,22 +1,40 @@
 #!/usr/bin/env bash
 # Runs one cargo-fuzz target for N seconds: scripts/fuzz.sh [TARGET] [SECONDS] [extra libFuzzer args]
-# Targets: wire_frame (whole Ethernet frames), wire_ib (BTH and extension headers).
+#   scripts/fuzz.sh all [SECONDS]     each target in turn, SECONDS each (default 60)
+#   scripts/fuzz.sh build             only builds every target (what scripts/test.sh does on stable)
+# Targets: wire_frame (whole Ethernet frames), wire_ib (BTH and extension headers), responder (an RC
+# queue pair fed arbitrary packets, checking guarded memory).
 # Works on stable Rust: RUSTC_BOOTSTRAP=1 unlocks the nightly flags cargo-fuzz passes to rustc.
-# The corpus is seeded from shared/vectors (the .hex frames and the rxe pcaps).
+# The corpus (fuzz/corpus/TARGET, not in git) is seeded from the repository's own data: the wire targets
+# from tests/data/vectors (the .hex frames and the rxe pcaps), responder from fuzz/seeds/responder.
+# A crash leaves its input in fuzz/artifacts/TARGET/ and ends this script with libFuzzer's exit status.
 set -euo pipefail
 target=${1:-wire_frame}
 secs=${2:-60}
 shift $(( $# > 2 ? 2 : $# ))
 repo=$(cd "$(dirname "$0")/.." && pwd)
-shared=${ROCEPERF_SHARED:-}
-for cand in "$shared" "$repo/../shared" /work/shared; do
-    if [ -n "$cand" ] && [ -d "$cand/vectors" ]; then shared=$cand; break; fi
-done
+targets=(wire_frame wire_ib responder)
+
+if [[ $target == build ]]; then
+    # The fuzz workspace on stable, without cargo-fuzz and without sanitizers: every target compiles
+    # and links against libFuzzer. CI runs this so a change to the library cannot break the targets.
+    # Not --locked: fuzz/Cargo.lock follows the main crate's dependencies, which cargo adds to it here.
+    cargo build --manifest-path "$repo/fuzz/Cargo.toml" --target-dir "$repo/target/fuzz-check" --bins
+    exit 0
+fi
+if [[ $target == all ]]; then
+    for t in "${targets[@]}"; do bash "$0" "$t" "$secs" "$@"; done
+    exit 0
+fi
+[[ " ${targets[*]} " == *" $target "* ]] || { echo "fuzz: unknown target '$target'; use ${targets[*]}, all or build" >&2; exit 2; }
+
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 corpus="$repo/fuzz/corpus/$target"
 mkdir -p "$corpus"
-if [ -d "$shared/vectors" ]; then
-    python3 - "$shared/vectors" "$corpus" "$target" <<'PY'
+if [[ $target == responder ]]; then
+    cp -n "$repo"/fuzz/seeds/responder/* "$corpus/"
+else
+    python3 - "$repo/tests/data/vectors" "$corpus" "$target" <<'PY'
 import pathlib, struct, sys
 vec, out, target = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
 frames = [bytes.fromhex(p.read_text().strip()) for p in sorted(vec.glob("*.hex"))]
@@ -24,6 +42,8 @@ for p in sorted((vec / "rxe").glob("*.pcap")):
     d = p.read_bytes(); at = 24
     while at + 16 <= len(d):
         n = struct.unpack_from("<I", d, at + 8)[0]; frames.append(d[at + 16:at + 16 + n]); at += 16 + n
+if not frames:
+    sys.exit(f"fuzz: no seed frames in {vec}")
 def ib(f):  # BTH..pad: skip Ethernet and the network header, drop the ICRC
     et = f[12:14]
     off = {b"\x89\x15": 14 + 40, b"\x08\x00": 14 + 28, b"\x86\xdd": 14 + 48}.get(et)

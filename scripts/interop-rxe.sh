@@ -20,16 +20,17 @@
 #      KNOWN: our read_lat server only serves reads, and the perftest client reads SIZE bytes of our
 #      2xSIZE region without error (perftest's read_lat sends no report).
 #   C. the capture of br0 (RoCE v2 + TCP 18515) is checked frame by frame for ICRC
-#      (../shared/lab/rxe/30-verify-icrc.py) and decoded with tshark (summary + verbose) into OUTDIR.
+#      (scripts/lab/30-verify-icrc.py) and decoded with tshark (summary + verbose) into OUTDIR.
 # Pass/fail per run lands in OUTDIR/results.txt ("PASS|FAIL|KNOWN phase test host-role detail").
-# Needs: the lab guest (bash ../shared/lab/rxe/rxelab.sh deps && bash ../shared/lab/rxe/rxelab.sh build),
-# root (netns, tap), and the six roce_* binaries (built here with cargo build --release --bins).
+# Needs: root (netns, tap); the lab guest (scripts/lab/, built into $LAB on first use by
+# scripts/lab/rxelab.sh deps && build),
+# (netns, tap), and the six roce_* binaries (built here with cargo build --release --bins).
 # Knobs: TESTS, SIZE, ITERS, BW_ITERS (phase B's *_bw message count), HOST_SOFT_ARGS (how the soft
 # transport finds br0), PHASES ("A B D M"), DUR (phase D's -D, default 4), FIG_TOL.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
-LABDIR=${LABDIR:-$(cd "$REPO/../shared/lab/rxe" 2>/dev/null && pwd || echo /work/shared/lab/rxe)}
+LABDIR=$REPO/scripts/lab
 OUT=$(mkdir -p "${1:-/tmp/roceperf-interop-rxe}" && cd "${1:-/tmp/roceperf-interop-rxe}" && pwd)
 NS=rxelab-interop
 TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat"}
@@ -45,8 +46,8 @@ SIZE=${SIZE:-4096}; ITERS=${ITERS:-200}
 BW_ITERS=${BW_ITERS:-2000}
 HOST_SOFT_ARGS=${HOST_SOFT_ARGS:-"--transport soft --roce v2 -d br0"}
 
-[ -f "${LAB:-/var/tmp/roceperf-rxelab}/guest/initramfs.cpio.gz" ] || {
-    bash "$LABDIR/rxelab.sh" deps && bash "$LABDIR/rxelab.sh" build; }
+. "$LABDIR/host-net.sh"
+lab_guest_ready
 (cd "$REPO" && cargo build --release --bins)
 mkdir -p "$OUT/guest"
 for t in $TESTS; do
@@ -60,11 +61,10 @@ for f in "$OUT"/guest/roce_*; do
     ldd "$f" | awk '/=> \//{print $3}' | grep -E 'libgcc_s|libstdc' | xargs -r cp -L -t "$OUT/guest/lib/"
 done
 
-. "$HERE/lib/lab-host.sh"
 lab_net_up $NS "$OUT/interop.pcap" 'udp port 4791 or tcp port 18515'
 
 mkdir -p "$OUT/job"
-cat "$LABDIR/jobs/lib.sh" "$HERE/lib/lab-guest.sh" > "$OUT/job/lib.sh"   # + rxe_up, connect_retry
+cp "$LABDIR/jobs/lib.sh" "$OUT/job/lib.sh"   # rxe_up, connect_retry, log
 cat > "$OUT/job/interop.sh" <<'JOB'
 # guest: per phase, per test: first the guest serves (host is client), then the guest is client.
 . /mnt/lib.sh

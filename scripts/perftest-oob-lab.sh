@@ -1,5 +1,5 @@
 #!/bin/bash
-# Pair our perftest-dialect stub (tests/perftest_oob_stub.rs, `lab_stub`: out-of-band only, fake QP keys)
+# Pair our perftest-dialect stub (tests/it/perftest_oob_stub.rs, `lab_stub`: out-of-band only, fake QP keys)
 # on the host with REAL perftest in the rxe lab guest, over a bridge in a private network namespace, for
 # the six tests in both roles. Proves that our barrier tables pair with real perftest: the real peer
 # fails on the data path (nothing answers our fake QP), so the judgement is the OOB steps up to the run
@@ -10,23 +10,24 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
-LABDIR=${LABDIR:-$(cd "$REPO/../shared/lab/rxe" 2>/dev/null && pwd || echo /work/shared/lab/rxe)}
+LABDIR=$REPO/scripts/lab
 OUT=$(mkdir -p "${1:-/tmp/roceperf-perftest-oob-lab}" && cd "${1:-/tmp/roceperf-perftest-oob-lab}" && pwd)
 NS=rxelab-oob
 TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat"}
 SIZE=${SIZE:-64}; ITERS=${ITERS:-5}
 PT_TIMEOUT=${PT_TIMEOUT:-30}   # perftest waits for RDMA traffic from our fake QP forever: cut it off
 
-# the stub: an ignored test in its own test binary
-BIN=$(cd "$REPO" && cargo test --test perftest_oob_stub --no-run --message-format=json 2>/dev/null |
+. "$LABDIR/host-net.sh"
+lab_guest_ready
+# the stub: an ignored test (perftest_oob_stub::lab_stub) in the integration-test binary
+BIN=$(cd "$REPO" && cargo test --test it --no-run --message-format=json 2>/dev/null |
       sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$BIN" ] || { echo "could not build the stub test binary" >&2; exit 2; }
 
-. "$HERE/lib/lab-host.sh"
 lab_net_up $NS "$OUT/oob_lab.pcap" 'tcp port 18515 or udp port 4791'
 
 mkdir -p "$OUT/job"
-cat "$LABDIR/jobs/lib.sh" "$HERE/lib/lab-guest.sh" > "$OUT/job/lib.sh"   # + rxe_up, connect_retry
+cp "$LABDIR/jobs/lib.sh" "$OUT/job/lib.sh"   # rxe_up, connect_retry, log
 cat > "$OUT/job/oob.sh" <<'JOB'
 # guest: real perftest on rxe0 (eth0 10.9.0.2); per test: server first (our stub is the client), then
 # client (our stub is the server on 10.9.0.1).
@@ -58,7 +59,7 @@ for t in $TESTS; do
         echo "== stub $t $role ($addr)" >> "$OUT/host.log"
         STUB_ROLE=$role STUB_TEST=$t STUB_ADDR=$addr STUB_GID_IP=10.9.0.1 STUB_SIZE=$SIZE STUB_ITERS=$ITERS \
         STUB_RUN_TIMEOUT_S=${STUB_RUN_TIMEOUT_S:-20} \
-            timeout 200 ip netns exec $NS "$BIN" --ignored --exact lab_stub --nocapture >> "$OUT/host.log" 2>&1 || true
+            timeout 200 ip netns exec $NS "$BIN" --ignored --exact perftest_oob_stub::lab_stub --nocapture >> "$OUT/host.log" 2>&1 || true
     done
 done
 wait $VMPID || true

@@ -2,13 +2,13 @@
 # Record real perftest out-of-band (TCP 18515) exchanges over kernel Soft-RoCE in the lab VM and extract
 # them into tests/data/perftest_oob/*.trace, the byte traces the `--oob perftest` tests replay.
 #   scripts/perftest-trace.sh [OUTDIR]      (default OUTDIR: /tmp/roceperf-perftest-trace)
-# Needs the rxe lab guest (bash ../shared/lab/rxe/rxelab.sh deps && ... build) and tshark on the host.
+# Needs root and the rxe lab guest (scripts/lab/, built on first use), and tshark on the host.
 # Each trace line is `<dir> <hex payload of one TCP segment>`, dir = c2s (client to server) or s2c,
 # in capture order; perftest writes every message with one write(), so one segment is one message.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
-LABDIR=${LABDIR:-$(cd "$REPO/../shared/lab/rxe" 2>/dev/null && pwd || echo /work/shared/lab/rxe)}
+LABDIR=$REPO/scripts/lab
 OUT=${1:-/tmp/roceperf-perftest-trace}
 DATA=$REPO/tests/data/perftest_oob
 mkdir -p "$DATA"
@@ -21,6 +21,8 @@ extract() {
 if [ "${EXTRACT_ONLY:-}" ]; then   # EXTRACT_ONLY=1 scripts/perftest-trace.sh PCAP NAME: one pcap
     extract "$1" > "$DATA/$2.trace"; echo "$2: $(wc -l < "$DATA/$2.trace") messages"; exit 0
 fi
+. "$LABDIR/host-net.sh"
+lab_guest_ready
 mkdir -p "$OUT/job" "$DATA"
 cp "$LABDIR/jobs/lib.sh" "$OUT/job/lib.sh"
 cat > "$OUT/job/trace.sh" <<'JOB'
@@ -32,7 +34,7 @@ setup_veth_rxe
 log "rxe up"
 show_gids
 echo "perftest version: $(ib_write_bw --version 2>&1 | tr '\n' ' ')"
-dpkg-query -W perftest 2>/dev/null || true
+grep '^perftest ' /etc/lab-packages.txt || true   # the guest's package versions
 mkdir -p /mnt/pcap
 S="-d rxe1 -x 1"; C="-d rxe0 -x 1"
 capx() {  # capx NAME TOOL "ARGS"

@@ -1,12 +1,36 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: installs what it needs, then format, lint, build and every test.
+# The whole test suite, as CI runs it: installs what it needs, then format, lint, build (the fuzz targets
+# too) and every test. A test that cannot run on this machine (not root, a tool missing) records why in
+# target/test-skips/; the list is printed at the end. ROCEPERF_STRICT=1 (CI) makes any skip a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/env.sh
+roceperf_env
 bash scripts/deps.sh test
+roceperf_give_back target fuzz/Cargo.lock
+
+skips=${CARGO_TARGET_DIR:-target}/test-skips
+rm -rf "$skips"
+report_skips() {
+    local f n=0
+    shopt -s nullglob
+    for f in "$skips"/*.txt; do n=$((n + 1)); done
+    if ((n)); then
+        echo
+        echo "test: $n test(s) skipped on this machine (run as root with scripts/deps.sh test's packages to run them):"
+        for f in "$skips"/*.txt; do sed 's/^/  SKIPPED /' "$f"; done
+    else
+        echo "test: no test skipped"
+    fi
+}
+trap 'report_skips; roceperf_chown_back' EXIT
 
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+# The fuzz targets are their own workspace: built here (stable, no sanitizers) so that they keep compiling;
+# scripts/fuzz.sh runs them.
+bash scripts/fuzz.sh build
 # --tests: the library's unit tests and the integration-test crate (the binaries have none: Cargo.toml).
 cargo test --tests --locked
 cargo test --doc --locked

@@ -1,5 +1,5 @@
 # Guest job for scripts/verbs-rxe.sh: roceperf with --transport verbs over kernel Soft-RoCE (rxe).
-# Runs inside the lab VM (/work/shared/lab/rxe), with /mnt holding our binaries and:
+# Runs inside the lab VM (scripts/lab/), with /mnt holding our binaries and:
 #   /mnt/tests.txt   one test per line: NAME<TAB>SERVER_CMD<TAB>CLIENT_CMD   (server on rxe1 10.0.0.2,
 #                    client on rxe0 10.0.0.1; the server must listen on TCP 18515, as perftest does)
 #   /mnt/errors.txt  one case per line: NAME<TAB>EXPECTED_EXIT<TAB>EXPECTED_TEXT<TAB>CMD

@@ -3,8 +3,8 @@
 #
 #   scripts/verbs-rxe.sh [OUTDIR]        (default OUTDIR: $LAB/out/verbs-rxe)
 #
-# Needs the lab of /work/shared/lab/rxe (or LABDIR): once, `bash $LABDIR/rxelab.sh deps` (qemu, rdma-core,
-# perftest; root, Debian 12) and `bash $LABDIR/rxelab.sh build` (guest kernel + initramfs in $LAB).
+# Needs root and the lab guest (scripts/lab/): built into $LAB on first use (`scripts/lab/rxelab.sh deps`:
+# qemu and tools on the host; `scripts/lab/rxelab.sh build`: guest kernel + initramfs from Debian packages).
 # Inside one guest: rxe0 on veth0 (10.0.0.1) and rxe1 on veth1 (10.0.0.2); every test runs its server on
 # rxe1 and its client on rxe0, so RoCE v2 frames really cross the veth. Under TCG: function, not speed.
 #
@@ -14,10 +14,10 @@
 # MODE=six: the six test binaries with --transport verbs (once they are wired to the verbs transport).
 # NETMTU=9000 gives the veths jumbo frames, so rxe's active MTU (and the path MTU) becomes 4096.
 # ONLY=REGEX runs only the lines whose names match (e.g. ONLY=retry_exceeded_named).
-# Exit: 0 when every line passed, 1 otherwise, 2 when the lab is missing.
+# Exit: 0 when every line passed, 1 otherwise, 2 when the lab guest cannot be built.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-LABDIR=${LABDIR:-/work/shared/lab/rxe}
+LABDIR=$ROOT/scripts/lab
 export LAB=${LAB:-/var/tmp/roceperf-rxelab}
 OUT=${1:-$LAB/out/verbs-rxe}
 MODE=${MODE:-smoke}
@@ -60,10 +60,8 @@ ERRORS=(
 )
 
 # ---------------------------------------------------------------- build and stage
-if [ ! -f "$LAB/guest/initramfs.cpio.gz" ]; then
-    echo "verbs-rxe: no lab guest in $LAB/guest; run: bash $LABDIR/rxelab.sh deps && bash $LABDIR/rxelab.sh build" >&2
-    exit 2
-fi
+. "$LABDIR/host-net.sh"
+lab_guest_ready || { echo "verbs-rxe: could not build the lab guest in $LAB/guest" >&2; exit 2; }
 mkdir -p "$OUT"
 rm -f "$OUT"/verbs_smoke "$OUT"/roce_* "$OUT/tests.txt" "$OUT/errors.txt"
 cargo_flags=(); [ "$PROFILE" = release ] && cargo_flags=(--release)

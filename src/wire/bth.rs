@@ -270,7 +270,7 @@ impl BthRepr {
 mod tests {
     use super::*;
 
-    // BTH of the v1 hardware RDMA WRITE ONLY (shared/vectors/v1_hw_write_only.hex).
+    // BTH of the v1 hardware RDMA WRITE ONLY (tests/data/vectors/v1_hw_write_only.hex).
     const HW_BTH: [u8; 12] = [
         0x0a, 0x70, 0xff, 0xff, 0x00, 0x00, 0x01, 0x0a, 0x80, 0xa7, 0x88, 0xbc,
     ];

@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn parses_hardware_write_only() {
-        // BTH..pad of shared/vectors/v1_hw_write_only.hex.
+        // BTH..pad of tests/data/vectors/v1_hw_write_only.hex.
         let ib = hex("0a70ffff0000010a80a788bc000055d4c0726000000047b3000000050000000001000000");
         let (r, payload) = IbRepr::parse(&ib).unwrap();
         assert_eq!(r.bth.opcode, Opcode::RC_RDMA_WRITE_ONLY);

@@ -236,7 +236,7 @@ impl Ipv4Repr {
 mod tests {
     use super::*;
 
-    // IPv4 header of shared/vectors/v2_write_only.hex.
+    // IPv4 header of tests/data/vectors/v2_write_only.hex.
     const HDR: [u8; 20] = [
         0x45, 0x00, 0x00, 0x44, 0x12, 0x35, 0x40, 0x00, 0x40, 0x11, 0x14, 0x72, 10, 0, 0, 1, 10, 0,
         0, 2,

@@ -94,7 +94,7 @@ mod tests {
 
     #[test]
     fn round_trip_hardware_reth() {
-        // RETH of shared/vectors/v1_hw_write_only.hex.
+        // RETH of tests/data/vectors/v1_hw_write_only.hex.
         let bytes = [
             0x00, 0x00, 0x55, 0xd4, 0xc0, 0x72, 0x60, 0x00, 0x00, 0x00, 0x47, 0xb3, 0, 0, 0, 5,
         ];

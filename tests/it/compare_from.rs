@@ -141,6 +141,8 @@ fn from_files_prints_the_table_and_histograms_and_writes_every_file() {
     }
     let mut rdr = csv::Reader::from_path(dir.join("compare.csv")).unwrap();
     assert_eq!(rdr.records().count(), 9);
+    crate::common::schema::assert_csv_header("compare", &dir.join("compare.csv"));
+    crate::common::schema::assert_valid_file("compare", &dir.join("compare.json"));
     // The written comparison re-renders the same table.
     let again = compare(&["--no-files"], &[dir.join("compare.json")]);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));

@@ -172,8 +172,8 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
         };
         assert_eq!(r["roce"], expected_roce, "{r:?}");
     }
-    let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("compare.json")).unwrap()).unwrap();
+    crate::common::schema::assert_csv_header("compare", &dir.join("compare.csv"));
+    let doc = crate::common::schema::assert_valid_file("compare", &dir.join("compare.json"));
     assert_eq!(doc["schema"], "roceperf.compare");
     let runs = doc["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2 * runs_per_test);
@@ -353,8 +353,10 @@ fn usage_errors_exit_2_and_say_what_to_do() {
 #[test]
 fn the_progress_bar_shows_on_a_terminal() {
     // `script` gives roce_compare a pseudo-terminal for stdout and stderr.
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: needs script (util-linux) for a pseudo-terminal");
+    if crate::common::skip_unless(
+        Command::new("script").arg("--version").output().is_ok(),
+        "needs script (util-linux) for a pseudo-terminal",
+    ) {
         return;
     }
     let cmd = format!("{BIN} --local write_lat -n 100 --no-files");

@@ -117,5 +117,6 @@ fn a_roceperf_dialect_peer_is_named() {
     );
     assert_eq!(c.code(), 2, "{}", c.stderr);
     assert!(c.stderr.contains("--oob perftest"), "{}", c.stderr);
-    assert_ne!(s.code(), 0, "{}", s.stderr);
+    // Its peer spoke another dialect: a setup error (README, exit codes), not a run failure or a panic.
+    assert_eq!(s.code(), 2, "{}", s.stderr);
 }

@@ -130,8 +130,7 @@ fn send_lat_2b_over_lo() {
 #[ignore = "measurement; run with --ignored --nocapture"]
 fn send_lat_2b_packet_v1_over_veth_ring_and_recvmmsg() {
     use roceperf::params::RoceVersion;
-    if !soft_support::is_root() {
-        eprintln!("skipped: needs root");
+    if crate::common::skip_unless(soft_support::is_root(), "needs root") {
         return;
     }
     for ring in [0usize, 512, 0] {

@@ -23,12 +23,13 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Root, tcpdump and tshark; otherwise records the skip (see `common::skip`).
+#[track_caller]
 fn can_run() -> bool {
-    if !is_root() || !have("tcpdump") || !have("tshark") {
-        eprintln!("skipped: needs root, tcpdump and tshark (apt-get install -y tcpdump tshark)");
-        return false;
-    }
-    true
+    !crate::common::skip_unless(
+        is_root() && have("tcpdump") && have("tshark"),
+        "needs root, tcpdump and tshark (apt-get install -y tcpdump tshark)",
+    )
 }
 
 /// A running tcpdump writing to a temporary pcap.

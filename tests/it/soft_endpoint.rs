@@ -55,8 +55,10 @@ fn udp_v4_on_loopback_moves_every_byte_of_write_send_and_read() {
 
 #[test]
 fn udp_v6_on_loopback() {
-    if std::net::UdpSocket::bind("[::1]:0").is_err() {
-        eprintln!("skipped: no IPv6 on lo");
+    if crate::common::skip_unless(
+        std::net::UdpSocket::bind("[::1]:0").is_ok(),
+        "no IPv6 on lo",
+    ) {
         return;
     }
     let mut a = SoftEndpoint::open(udp_cfg("::1", free_port("::1"))).unwrap();
@@ -181,8 +183,7 @@ fn a_vanished_peer_ends_in_retry_exceeded() {
 }
 
 fn packet_pair(version: RoceVersion, family_v6: bool, ring: usize) {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+    if crate::common::skip_unless(is_root(), "needs root for network namespaces and AF_PACKET") {
         return;
     }
     let pair = NetnsPair::up(&["--mtu", "9000"]);
@@ -293,8 +294,7 @@ fn udp_and_packet_on_veth(
 /// the same wire format, and the kernel really sends what our ICRC assumed (IPv4 ID 0, DF).
 #[test]
 fn udp_and_packet_backends_interoperate_across_veth() {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+    if crate::common::skip_unless(is_root(), "needs root for network namespaces and AF_PACKET") {
         return;
     }
     let pair = NetnsPair::up(&["--mtu", "9000"]);
@@ -319,8 +319,7 @@ fn udp_and_packet_backends_interoperate_across_veth() {
 /// kernel's neighbour table (resolving it first), for IPv4 and IPv6, and the two sides talk.
 #[test]
 fn packet_backend_resolves_a_peer_that_sent_no_mac() {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+    if crate::common::skip_unless(is_root(), "needs root for network namespaces and AF_PACKET") {
         return;
     }
     let pair = NetnsPair::up(&["--mtu", "9000"]);
@@ -347,8 +346,7 @@ fn packet_backend_resolves_a_peer_that_sent_no_mac() {
 /// endpoint keeping only the frames addressed to its own GID or address.
 #[test]
 fn packet_v1_and_v2_on_loopback() {
-    if !is_root() {
-        eprintln!("skipped: needs root for AF_PACKET");
+    if crate::common::skip_unless(is_root(), "needs root for AF_PACKET") {
         return;
     }
     for (version, ba, bb) in [

@@ -160,8 +160,7 @@ fn udp_loopback_rates() {
 #[test]
 #[ignore = "measurement; run with --ignored --nocapture"]
 fn packet_veth_rates() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
+    if crate::common::skip_unless(is_root(), "needs root") {
         return;
     }
     // MTU 9000 so that a 4096-MTU RoCE frame fits, as on a jumbo-frame fabric.

@@ -14,8 +14,7 @@ use soft_support::{NetnsPair, is_root};
 
 #[test]
 fn veth_in_a_namespace_is_described_completely() {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces");
+    if crate::common::skip_unless(is_root(), "needs root for network namespaces") {
         return;
     }
     let pair = NetnsPair::up(&["--mtu", "2200"]);

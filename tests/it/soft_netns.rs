@@ -25,8 +25,10 @@ fn text(o: &Output) -> String {
 #[test]
 fn up_exec_status_down_are_idempotent_and_errors_are_clear() {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root for network namespaces");
+    if crate::common::skip_unless(
+        unsafe { libc::geteuid() } == 0,
+        "needs root for network namespaces",
+    ) {
         return;
     }
     let p = format!("rs{}", std::process::id() % 100_000);

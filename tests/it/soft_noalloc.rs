@@ -80,8 +80,10 @@ fn steady_state_datapath_allocates_nothing() {
 #[test]
 fn steady_state_packet_datapath_allocates_nothing() {
     use roceperf::params::RoceVersion;
-    if !soft_support::is_root() {
-        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+    if crate::common::skip_unless(
+        soft_support::is_root(),
+        "needs root for network namespaces and AF_PACKET",
+    ) {
         return;
     }
     let pair = soft_support::NetnsPair::up(&["--mtu", "9000"]);

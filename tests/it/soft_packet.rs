@@ -66,8 +66,7 @@ fn collect(sock: &PacketSocket, rx: &mut RxBatch, want: usize) -> Vec<(u16, u8, 
 
 #[test]
 fn filter_in_the_kernel_passes_only_roce_frames() {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+    if crate::common::skip_unless(is_root(), "needs root for network namespaces and AF_PACKET") {
         return;
     }
     let pair = NetnsPair::up(&[]);
@@ -124,8 +123,7 @@ fn filter_in_the_kernel_passes_only_roce_frames() {
 /// Captures what a UdpSocket puts on the wire: IPv4 ID 0 with DF, UDP checksum 0 (roce-wire.md §9).
 #[test]
 fn udp_backend_sends_ip_id_zero_with_df_and_zero_checksums_across_veth() {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+    if crate::common::skip_unless(is_root(), "needs root for network namespaces and AF_PACKET") {
         return;
     }
     let pair = NetnsPair::up(&[]);
@@ -197,8 +195,7 @@ fn udp_backend_sends_ip_id_zero_with_df_and_zero_checksums_across_veth() {
 
 #[test]
 fn udp_backend_on_loopback_sends_ip_id_zero() {
-    if !is_root() {
-        eprintln!("skipped: needs root for AF_PACKET");
+    if crate::common::skip_unless(is_root(), "needs root for AF_PACKET") {
         return;
     }
     let lo = NetDev::by_name("lo").unwrap();
@@ -292,8 +289,7 @@ fn missing_cap_net_raw_names_the_capability_and_the_alternatives() {
 
 #[test]
 fn packet_mmap_ring_receives_filtered_frames_byte_for_byte() {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+    if crate::common::skip_unless(is_root(), "needs root for network namespaces and AF_PACKET") {
         return;
     }
     let pair = NetnsPair::up(&[]);

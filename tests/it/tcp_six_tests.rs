@@ -106,13 +106,75 @@ fn duration_mode_latency() {
     assert!(rows(&s.stdout)[0][1] > 0.0, "{}", s.stdout);
 }
 
+/// The JSON result document (`--json`) a run wrote.
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
+}
+
 #[test]
 fn bidirectional_write_bw_sums_both_directions() {
-    let (s, c) = pair("write_bw", &["-b", "-n", "200", "-s", "16K"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
+    let args = ["-b", "-n", "200", "-s", "16K"];
+    let with = |p: &std::path::Path| {
+        let mut a = args.to_vec();
+        a.extend(["--json", p.to_str().unwrap()]);
+        a.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let (sa, ca) = (with(&sj), with(&cj));
+    let (s, c) = pair_with(
+        "write_bw",
+        &sa.iter().map(String::as_str).collect::<Vec<_>>(),
+        &ca.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
     assert!(c.stdout.contains("Bidirectional BW Test"), "{}", c.stdout);
     assert_eq!(rows(&c.stdout).len(), 1);
     assert_eq!(rows(&s.stdout).len(), 1);
+    // Each side measured its own direction and reports it plus the peer's: both documents carry the
+    // same total, made of both directions' 200 messages.
+    let (cd, sd) = (json(&cj), json(&sj));
+    assert_eq!(cd["test"]["bidirectional"], true);
+    let (cb, sb) = (
+        &cd["results"][0]["bandwidth"],
+        &sd["results"][0]["bandwidth"],
+    );
+    assert_eq!(cb["messages"], 400, "both directions' messages: {cb}");
+    for key in [
+        "messages",
+        "elapsed_ns",
+        "avg_gbps",
+        "avg_mibps",
+        "msg_rate_mpps",
+    ] {
+        assert_eq!(
+            cb[key], sb[key],
+            "{key}: the two sides report one total\n{cb}\n{sb}"
+        );
+    }
+    // The total is a sum of two rates, each over its own direction's time, and elapsed_ns is the longer
+    // of the two: so it is at least all bytes of both directions over that longer time, and at most
+    // twice the faster direction, i.e. the sum of the message rates agrees with the bytes.
+    let f = |k: &str| cb[k].as_f64().unwrap_or_else(|| panic!("{k} in {cb}"));
+    let bits_both = 8.0 * 16384.0 * 400.0;
+    let floor_gbps = bits_both / f("elapsed_ns");
+    assert!(
+        f("avg_gbps") >= floor_gbps * (1.0 - 1e-9),
+        "avg_gbps {} < both directions' bits over the longer time {floor_gbps}: not a sum\n{cb}",
+        f("avg_gbps")
+    );
+    let from_rate = f("msg_rate_mpps") * 16384.0 * 8.0 / 1e3;
+    assert!(
+        (from_rate - f("avg_gbps")).abs() <= 1e-6 * f("avg_gbps"),
+        "message rate {} and bandwidth {} are not sums of the same two directions",
+        f("msg_rate_mpps"),
+        f("avg_gbps")
+    );
+    let mib = f("avg_gbps") * 1e9 / 8.0 / 1_048_576.0;
+    assert!((mib - f("avg_mibps")).abs() <= 1e-6 * mib, "{cb}");
 }
 
 #[test]
@@ -135,9 +197,41 @@ fn bidirectional_duration_write_bw() {
 
 #[test]
 fn several_queue_pairs() {
-    let (s, c) = pair("read_bw", &["-q", "3", "-n", "40", "-s", "8K"]);
+    let dir = tempfile::tempdir().unwrap();
+    let cj = dir.path().join("c.json");
+    let (s, c) = pair_with(
+        "read_bw",
+        &["-q", "3", "-n", "40", "-s", "8K"],
+        &[
+            "-q",
+            "3",
+            "-n",
+            "40",
+            "-s",
+            "8K",
+            "--json",
+            cj.to_str().unwrap(),
+        ],
+    );
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
     assert!(c.stdout.contains("Number of qps   : 3"), "{}", c.stdout);
+    // Three queue pairs on each side, each with its own number.
+    let doc = json(&cj);
+    assert_eq!(doc["test"]["qps"], 3);
+    for side in ["local", "remote"] {
+        let lines = doc["test"][side].as_array().unwrap();
+        let qpns: std::collections::BTreeSet<String> =
+            lines.iter().map(|l| l["qpn"].to_string()).collect();
+        assert_eq!((lines.len(), qpns.len()), (3, 3), "{side}: {lines:?}");
+    }
+    // -n is per queue pair and no queue pair may post past it: 3 x 40 completed messages means every
+    // one of the three carried its 40 messages of 8 KiB.
+    let bw = &doc["results"][0]["bandwidth"];
+    assert_eq!(bw["messages"], 120, "{bw}");
+    assert_eq!(doc["results"][0]["iterations"], 40, "{}", doc["results"][0]);
+    let gbps = bw["avg_gbps"].as_f64().unwrap();
+    let expect = 8.0 * 8192.0 * 120.0 / bw["elapsed_ns"].as_f64().unwrap();
+    assert!((gbps - expect).abs() <= 1e-6 * expect, "{bw}");
 }
 
 #[test]

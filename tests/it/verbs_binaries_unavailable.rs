@@ -67,8 +67,8 @@ fn missing_libibverbs_is_named_by_the_binaries() {
                 .into_iter()
                 .find(|f| matches!(Command::new("unshare").args(f).arg("true").status(), Ok(s) if s.success()));
             let Some(flags) = flags else {
-                eprintln!(
-                    "skipped: libibverbs is installed and no mount namespace can be created to hide it"
+                common::skip(
+                    "libibverbs is installed and no mount namespace can be created to hide it",
                 );
                 return;
             };
@@ -83,21 +83,37 @@ fn missing_libibverbs_is_named_by_the_binaries() {
     assert!(!out.contains("Waiting for client"), "{out}");
 }
 
+/// A sysfs tree with the host's network interfaces and, when `with_verbs`, an empty
+/// `class/infiniband_verbs` (ib_uverbs loaded, no device): what the binaries see through `SYSFS_PATH`,
+/// which they and libibverbs honour, whatever the host's own /sys has.
+fn fake_sysfs(with_verbs: bool) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("class")).unwrap();
+    if with_verbs {
+        std::fs::create_dir_all(d.path().join("class/infiniband_verbs")).unwrap();
+        std::fs::write(d.path().join("class/infiniband_verbs/abi_version"), "6\n").unwrap();
+    }
+    std::os::unix::fs::symlink("/sys/class/net", d.path().join("class/net")).unwrap();
+    d
+}
+
 #[test]
 fn kernel_without_rdma_is_named_by_the_binaries() {
-    if host_has_rdma() || libibverbs_path().is_none() {
-        eprintln!("skipped: needs rdma-core installed on a kernel without RDMA");
+    if common::skip_unless(
+        libibverbs_path().is_some(),
+        "needs rdma-core (libibverbs1) installed",
+    ) {
         return;
     }
+    // A host with RDMA gets a sysfs without it; elsewhere the real one is the case itself.
+    let sysfs = host_has_rdma().then(|| fake_sysfs(false));
     for test in ["read_lat", "send_bw"] {
-        let (code, out, err) = run(Command::new(common::bin(test)).args([
-            "--transport",
-            "verbs",
-            "-d",
-            "mlx5_0",
-            "-p",
-            &port(),
-        ]));
+        let mut cmd = Command::new(common::bin(test));
+        cmd.args(["--transport", "verbs", "-d", "mlx5_0", "-p", &port()]);
+        if let Some(d) = &sysfs {
+            cmd.env("SYSFS_PATH", d.path());
+        }
+        let (code, out, err) = run(&mut cmd);
         assert_eq!(code, 2, "{err}");
         assert!(err.contains("this kernel has no RDMA support"), "{err}");
         assert!(err.contains("interfaces here: "), "{err}");
@@ -105,16 +121,16 @@ fn kernel_without_rdma_is_named_by_the_binaries() {
     }
 }
 
+/// The sysfs is faked, so this runs the same on hosts with RDMA devices.
 #[test]
 fn no_devices_lists_interfaces_for_soft_through_the_binaries() {
-    if libibverbs_path().is_none() || host_has_rdma() {
-        eprintln!("skipped: needs rdma-core installed on a kernel without RDMA devices");
+    if common::skip_unless(
+        libibverbs_path().is_some(),
+        "needs rdma-core (libibverbs1) installed",
+    ) {
         return;
     }
-    let d = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(d.path().join("class/infiniband_verbs")).unwrap();
-    std::fs::write(d.path().join("class/infiniband_verbs/abi_version"), "6\n").unwrap();
-    std::os::unix::fs::symlink("/sys/class/net", d.path().join("class/net")).unwrap();
+    let d = fake_sysfs(true);
     let (code, _, err) = run(Command::new(common::bin("write_lat"))
         .args(["--transport", "verbs", "-p", &port()])
         .env("SYSFS_PATH", d.path()));

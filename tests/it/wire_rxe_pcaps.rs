@@ -1,4 +1,4 @@
-//! Real kernel Soft-RoCE traffic (`shared/vectors/rxe/*.pcap`, perftest 5 × 3000 B at MTU 1024):
+//! Real kernel Soft-RoCE traffic (`tests/data/vectors/rxe/*.pcap`, perftest 5 × 3000 B at MTU 1024):
 //! every RoCE frame parses, its ICRC verifies and it re-emits byte for byte; the rest is rejected by
 //! name.
 
@@ -10,7 +10,7 @@ use roceperf::wire::{AethKind, Error, Opcode, RoceFrameRepr};
 
 /// Parses every frame of one capture; returns the RoCE frames' (repr, payload length).
 fn roce_frames(file: &str) -> Vec<(RoceFrameRepr, usize)> {
-    let path = vectors::shared_dir().join("vectors/rxe").join(file);
+    let path = vectors::rxe_pcap(file);
     let mut out = Vec::new();
     for (i, frame) in vectors::read_pcap(&path).iter().enumerate() {
         match RoceFrameRepr::parse(frame) {
@@ -171,7 +171,7 @@ fn rxe_icrcs_verify_without_seeing_the_ipv4_id() {
         "rc_send_bw_3000B_x5.pcap",
         "rc_read_bw_3000B_x5.pcap",
     ] {
-        let path = vectors::shared_dir().join("vectors/rxe").join(file);
+        let path = vectors::rxe_pcap(file);
         for frame in vectors::read_pcap(&path) {
             let Ok((repr, _)) = RoceFrameRepr::parse(&frame) else {
                 continue;

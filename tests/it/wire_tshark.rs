@@ -184,7 +184,6 @@ fn tshark_fields(pcap: &Path, fields: &[&str]) -> String {
 
 #[test]
 fn tshark_agrees_on_the_reference_vectors_and_rxe_captures() {
-    let shared = vectors::shared_dir();
     let dir = tempfile::tempdir().unwrap();
     let vectors = dir.path().join("vectors.pcap");
     let names = vectors::vector_names();
@@ -196,7 +195,7 @@ fn tshark_agrees_on_the_reference_vectors_and_rxe_captures() {
         "rc_read_bw_3000B_x5",
         "rc_send_bw_3000B_x5",
     ] {
-        let path = shared.join(format!("vectors/rxe/{f}.pcap"));
+        let path = vectors::rxe_pcap(&format!("{f}.pcap"));
         let frames = vectors::read_pcap(&path);
         captures.push((path, frames));
     }

@@ -1,4 +1,4 @@
-//! The reference frames of `shared/vectors/*.hex`: every field the README lists, the ICRC, byte-exact
+//! The reference frames of `tests/data/vectors/*.hex`: every field the README lists, the ICRC, byte-exact
 //! re-emission, and the ICRC coverage (every covered bit matters, every masked bit does not).
 
 use crate::vectors;

@@ -3,7 +3,11 @@
 #![allow(dead_code)]
 
 pub mod results;
+pub mod schema;
+pub mod skip;
 pub mod work_request;
+
+pub use skip::{skip, skip_unless};
 
 use std::fs::File;
 use std::net::TcpListener;

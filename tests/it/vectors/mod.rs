@@ -1,29 +1,18 @@
-//! Helpers shared by the wire integration tests: where `shared/` is, hex vectors, a tiny pcap
-//! reader and writer.
-#![allow(dead_code)] // each test binary uses a different subset
+//! Helpers shared by the wire integration tests: the repository's reference vectors
+//! (`tests/data/vectors/`), hex decoding, a tiny pcap reader and writer.
+#![allow(dead_code)] // each test module uses a different subset
 
 use std::path::{Path, PathBuf};
 
-/// The project's read-only `shared/` folder (docs, vectors, lab). Looked up, in order, at
-/// `$ROCEPERF_SHARED`, `$CARGO_MANIFEST_DIR/../shared` (CI: a sibling of the clone) and `/work/shared`.
-pub fn shared_dir() -> PathBuf {
-    let candidates = std::env::var_os("ROCEPERF_SHARED")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"),
-            PathBuf::from("/work/shared"),
-        ]);
-    let tried: Vec<PathBuf> = candidates.collect();
-    tried
-        .iter()
-        .find(|p| p.join("vectors").is_dir())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "shared/ with vectors/ not found; tried {tried:?}. Set ROCEPERF_SHARED to its path."
-            )
-        })
+/// `tests/data/vectors/`: the reference `.hex` frames and, under `rxe/`, the real Soft-RoCE captures
+/// (see its README for where each came from). Part of the repository, so a clean clone has it.
+pub fn vectors_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vectors")
+}
+
+/// `tests/data/vectors/rxe/<file>`: one of the real kernel Soft-RoCE captures.
+pub fn rxe_pcap(file: &str) -> PathBuf {
+    vectors_dir().join("rxe").join(file)
 }
 
 /// Decodes a hex string (whitespace ignored).
@@ -36,16 +25,16 @@ pub fn unhex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// Reads `shared/vectors/<name>.hex` as bytes.
+/// Reads `tests/data/vectors/<name>.hex` as bytes.
 pub fn vector(name: &str) -> Vec<u8> {
-    let path = shared_dir().join("vectors").join(format!("{name}.hex"));
+    let path = vectors_dir().join(format!("{name}.hex"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     unhex(&text)
 }
 
 /// Names (file stems) of every `.hex` vector.
 pub fn vector_names() -> Vec<String> {
-    let dir = shared_dir().join("vectors");
+    let dir = vectors_dir();
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .filter_map(|e| {

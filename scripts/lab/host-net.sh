@@ -1,9 +1,12 @@
-# Sourced by the scripts that pair this host with the rxe lab guest (interop-rxe.sh, perftest-oob-lab.sh):
+# Sourced by the scripts that run jobs in the rxe lab guest (interop-rxe.sh, perftest-oob-lab.sh,
+# verbs-rxe.sh, perftest-trace.sh):
 # the host side of the lab's network and its capture. Needs root.
 #
 #   lab_net_up NS PCAP FILTER   namespace NS with bridge br0 (10.9.0.1/24) and tap0 for the guest, and
 #                               tcpdump on br0 writing PCAP (log next to it); removed again on exit
 #   lab_capture_stop            ends the capture, so PCAP is complete before it is checked
+#   lab_guest_ready             builds the guest into $LAB (host packages, then kernel + initramfs from
+#                               Debian packages) unless it is there already
 
 lab_net_down() {
     lab_capture_stop
@@ -43,4 +46,13 @@ lab_net_up() {
         "$filter" > "$(dirname "$pcap")/tcpdump.log" 2>&1 &
     LAB_TDPID=$!
     sleep 1
+}
+
+lab_guest_ready() {
+    local here
+    here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    export LAB=${LAB:-/var/tmp/roceperf-rxelab}
+    [ -f "$LAB/guest/initramfs.cpio.gz" ] && [ -f "$LAB/guest/vmlinuz" ] && return 0
+    echo "lab: no guest in $LAB/guest yet; building it (host packages, then Debian's kernel and packages)" >&2
+    bash "$here/rxelab.sh" deps && bash "$here/rxelab.sh" build
 }

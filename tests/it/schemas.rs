@@ -1,0 +1,348 @@
+//! The files the binaries write match their documentation: every JSON document validates against its JSON
+//! Schema in `results/schema/` (real output of real runs: bandwidth and latency, client and server, TCP
+//! and soft with its counters, iterations and duration mode, bidirectional, a comparison), every CSV
+//! starts with the golden header of `tests/data/golden/`, and results/README.md lists exactly the keys
+//! the schemas define and the columns the golden headers have.
+
+use crate::common::schema::{
+    assert_csv_header, assert_valid, assert_valid_file, golden_csv_header, schema,
+};
+use crate::common::{Side, pair_on};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `test` as server and client with the same `args` on 127.0.0.1; each side writes `--json` and
+/// `--csv` into `dir` as `<name>-server.*` / `<name>-client.*`.
+fn run_pair(dir: &Path, name: &str, test: &str, args: &[&str]) {
+    let files = |role: &str| {
+        [
+            "--json".to_string(),
+            dir.join(format!("{name}-{role}.json"))
+                .display()
+                .to_string(),
+            "--csv".to_string(),
+            dir.join(format!("{name}-{role}.csv")).display().to_string(),
+        ]
+    };
+    let (sf, cf) = (files("server"), files("client"));
+    fn side<'a>(args: &[&'a str], f: &'a [String; 4]) -> Vec<&'a str> {
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend(f.iter().map(String::as_str));
+        a
+    }
+    let (s, c) = pair_on(
+        test,
+        Side {
+            ns: None,
+            args: side(args, &sf),
+        },
+        Side {
+            ns: None,
+            args: side(args, &cf),
+        },
+        "127.0.0.1",
+    );
+    assert_eq!(
+        (c.code(), s.code()),
+        (0, 0),
+        "{name}\nclient: {}\nserver: {}",
+        c.stderr,
+        s.stderr
+    );
+}
+
+#[test]
+fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    type Run = (&'static str, &'static str, &'static [&'static str]);
+    let runs: [Run; 5] = [
+        ("tcp_bw", "write_bw", &["--transport", "tcp", "-n", "50"]),
+        (
+            "tcp_lat_sizes",
+            "send_lat",
+            &[
+                "--transport",
+                "tcp",
+                "-n",
+                "50",
+                "-s",
+                "64",
+                "--percentiles",
+                "50,99.9",
+            ],
+        ),
+        (
+            "tcp_bidir",
+            "write_bw",
+            &["--transport", "tcp", "-b", "-n", "50", "-q", "2"],
+        ),
+        (
+            "soft_duration",
+            "send_bw",
+            &[
+                "--transport",
+                "soft",
+                "-d",
+                "lo",
+                "-D",
+                "1",
+                "-s",
+                "4096",
+                "--cpu_util",
+            ],
+        ),
+        (
+            "soft_read_lat",
+            "read_lat",
+            &["--transport", "soft", "-d", "lo", "-n", "100"],
+        ),
+    ];
+    let mut seen = BTreeSet::new();
+    for (name, test, args) in runs {
+        run_pair(d, name, test, args);
+        for role in ["client", "server"] {
+            let doc = assert_valid_file("result", &d.join(format!("{name}-{role}.json")));
+            assert_csv_header("result", &d.join(format!("{name}-{role}.csv")));
+            let t = &doc["test"];
+            seen.insert(format!("role {}", t["role"]));
+            seen.insert(format!("transport {}", t["transport"]));
+            seen.insert(format!("metric {}", t["test"]["metric"]));
+            for (key, what) in [
+                ("counters", "counters"),
+                ("duration_s", "duration"),
+                ("peer", "peer"),
+            ] {
+                if !t[key].is_null() {
+                    seen.insert(what.to_string());
+                }
+            }
+            if doc["results"][0].get("cpu_util_pct").is_some() {
+                seen.insert("cpu_util".into());
+            }
+        }
+    }
+    // The runs above reach every optional part of the schema.
+    for want in [
+        "role \"client\"",
+        "role \"server\"",
+        "transport \"tcp\"",
+        "transport \"soft\"",
+        "metric \"bandwidth\"",
+        "metric \"latency\"",
+        "counters",
+        "duration",
+        "peer",
+        "cpu_util",
+    ] {
+        assert!(seen.contains(want), "no run wrote {want}: {seen:?}");
+    }
+
+    // A comparison of those runs: compare.json and compare.csv.
+    let out = Command::new(env!("CARGO_BIN_EXE_roce_compare"))
+        .arg("--from")
+        .args(
+            ["tcp_bw", "tcp_lat_sizes", "soft_duration", "soft_read_lat"]
+                .map(|n| d.join(format!("{n}-client.json"))),
+        )
+        .arg("--results")
+        .arg(d.join("cmp"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cmp = std::fs::read_dir(d.join("cmp"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let doc = assert_valid_file("compare", &cmp.join("compare.json"));
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 4);
+    assert_csv_header("compare", &cmp.join("compare.csv"));
+}
+
+/// What `--results DIR` writes (the names the README gives) validates too.
+#[test]
+fn results_dir_files_match_the_schema_and_golden_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--transport",
+        "tcp",
+        "-n",
+        "30",
+        "--results",
+        dir.path().to_str().unwrap(),
+    ];
+    let (s, c) = pair_on(
+        "read_bw",
+        Side {
+            ns: None,
+            args: args.to_vec(),
+        },
+        Side {
+            ns: None,
+            args: args.to_vec(),
+        },
+        "127.0.0.1",
+    );
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 4, "{names:?}");
+    for n in &names {
+        let path = dir.path().join(n);
+        assert!(n.contains("-read_bw-tcp-"), "{n}");
+        if n.ends_with(".json") {
+            assert_valid_file("result", &path);
+        } else {
+            assert!(n.ends_with(".csv"), "{n}");
+            assert_csv_header("result", &path);
+        }
+    }
+}
+
+/// The schemas reject what they should: a validator that accepted anything would pass the tests above.
+#[test]
+fn the_schemas_reject_unknown_and_missing_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    run_pair(
+        dir.path(),
+        "neg",
+        "write_lat",
+        &["--transport", "tcp", "-n", "20"],
+    );
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("neg-client.json")).unwrap())
+            .unwrap();
+    assert_valid("result", &doc, "the real document");
+    let validator = jsonschema::validator_for(&schema("result")).unwrap();
+    type Mutation = (&'static str, fn(&mut Value));
+    let mutations: [Mutation; 6] = [
+        ("an unknown top-level key", |d| d["surprise"] = 1.into()),
+        ("an unknown key in test", |d| {
+            d["test"]["surprise"] = 1.into()
+        }),
+        ("a missing median", |d| {
+            d["results"][0]["latency"]
+                .as_object_mut()
+                .unwrap()
+                .remove("median_us");
+        }),
+        ("bandwidth beside latency", |d| {
+            d["results"][0]["bandwidth"] = serde_json::json!({});
+        }),
+        ("another schema_version", |d| d["schema_version"] = 2.into()),
+        ("a role that is neither", |d| {
+            d["test"]["role"] = "peer".into()
+        }),
+    ];
+    for (what, mutate) in mutations {
+        let mut bad = doc.clone();
+        mutate(&mut bad);
+        assert!(!validator.is_valid(&bad), "the schema accepts {what}");
+    }
+}
+
+/// `compare.json` repeats the parts it shares with a run's document: they must not drift apart.
+#[test]
+fn shared_definitions_are_identical_in_both_schemas() {
+    let (r, c) = (schema("result"), schema("compare"));
+    let mut shared = 0;
+    for (name, def) in c["$defs"].as_object().unwrap() {
+        if let Some(other) = r["$defs"].get(name) {
+            assert_eq!(
+                def, other,
+                "$defs/{name} differs between result.json and compare.json"
+            );
+            shared += 1;
+        }
+    }
+    assert!(shared >= 8, "{shared}");
+}
+
+/// The backquoted names in the first column of the table that follows `marker` in `text`.
+fn table_keys(text: &str, marker: &str) -> BTreeSet<String> {
+    let start = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("results/README.md has no {marker}"));
+    let mut keys = BTreeSet::new();
+    for line in text[start + marker.len()..].lines().skip(1) {
+        if !line.starts_with('|') {
+            break;
+        }
+        let first = line.split('|').nth(1).unwrap_or_default();
+        keys.extend(first.split('`').skip(1).step_by(2).map(str::to_owned));
+    }
+    assert!(!keys.is_empty(), "empty table after {marker}");
+    keys
+}
+
+/// The property names an object schema defines itself.
+fn property_names(s: &Value) -> Option<BTreeSet<String>> {
+    s.get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+}
+
+#[test]
+fn the_readme_documents_exactly_the_schema_keys_and_csv_columns() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/results/README.md")).unwrap();
+    let result = schema("result");
+    // What the schemas define: each document's own keys, and each object definition's.
+    let mut defined: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for name in ["result", "compare"] {
+        let s = schema(name);
+        defined.insert(name.to_string(), property_names(&s).unwrap());
+        for (def, body) in s["$defs"].as_object().unwrap() {
+            // compare.json's copies of result.json's definitions are documented once, under result.
+            if name == "compare" && result["$defs"].get(def) == Some(body) {
+                continue;
+            }
+            if let Some(keys) = property_names(body) {
+                defined.insert(format!("{name} {def}"), keys);
+            }
+        }
+    }
+    let documented: BTreeMap<String, BTreeSet<String>> = readme
+        .match_indices("<!-- schema: ")
+        .map(|(at, m)| {
+            let end = readme[at..].find(" -->").unwrap();
+            let key = readme[at + m.len()..at + end].to_string();
+            let keys = table_keys(&readme, &format!("<!-- schema: {key} -->"));
+            (key, keys)
+        })
+        .collect();
+    assert_eq!(
+        documented.keys().collect::<Vec<_>>(),
+        defined.keys().collect::<Vec<_>>(),
+        "results/README.md's field reference has a table per schema object"
+    );
+    for (object, keys) in &defined {
+        assert_eq!(
+            &documented[object], keys,
+            "results/README.md, table `{object}`: documented keys differ from the schema's"
+        );
+    }
+    for csv in ["result", "compare"] {
+        let columns: BTreeSet<String> = golden_csv_header(csv)
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(
+            table_keys(&readme, &format!("<!-- csv: {csv} -->")),
+            columns,
+            "results/README.md's {csv}.csv columns differ from tests/data/golden/{csv}.csv"
+        );
+    }
+}
