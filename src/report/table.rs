@@ -118,6 +118,17 @@ pub fn side_by_side(set: &CompareSet) -> String {
          vs TCP = times better than TCP (bandwidth / TCP's, TCP's median / median)\n",
     );
     out.push_str(&links(set));
+    if let Some(n) = set.runs.iter().map(|r| r.repetitions_run()).max()
+        && n > 0
+    {
+        out.push_str(&wrap(
+            &format!(
+                "each row: the median of up to {n} repetitions (by bandwidth or median latency); \
+                 compare.json holds every repetition's figures"
+            ),
+            WIDTH,
+        ));
+    }
     for s in &set.skipped {
         let what = if s.failed { "failed" } else { "skipped" };
         out.push_str(&wrap(&format!("{what} {}: {}", s.label, s.reason), WIDTH));
@@ -336,6 +347,13 @@ mod tests {
         assert!(
             text.contains(&format!("\nlink: every row crossed {veth}\n")),
             "{text}"
+        );
+        let reps = vec![set.runs[4].clone(), set.runs[4].clone()];
+        set.runs[4] = crate::results::CompareRun::from_repetitions(reps).unwrap();
+        assert!(
+            side_by_side(&set).contains("each row: the median of up to 2 repetitions"),
+            "{}",
+            side_by_side(&set)
         );
         set.runs[1].link = Some("lo".into());
         set.runs[4].link = Some("lo".into());

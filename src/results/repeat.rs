@@ -84,6 +84,15 @@ impl CompareRun {
         Some(out)
     }
 
+    /// The most repetitions any size of this run holds; 0 when it was not repeated.
+    pub fn repetitions_run(&self) -> usize {
+        self.repetitions
+            .iter()
+            .map(|r| r.bandwidth.len() + r.latency.len())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The figures of every repetition at `size`; empty when the run was not repeated.
     pub fn repeated_figures(&self, size: u64) -> Vec<Figures> {
         self.repetitions

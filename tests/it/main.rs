@@ -12,6 +12,7 @@ mod compare_from;
 mod compare_local;
 mod gate_cli;
 mod gate_in_binaries;
+mod gate_ratio;
 mod layering;
 mod oob_errors;
 mod perftest_oob_six;
