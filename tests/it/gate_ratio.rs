@@ -99,11 +99,11 @@ fn comparison(dir: &Path, name: &str, runs: Vec<CompareRun>) -> PathBuf {
     path
 }
 
-/// Soft v2 at `v2_gbps` and `v2_us`, TCP at 12 Gb/s and 9 µs; one run each.
-fn same_run(dir: &Path, v2_gbps: f64, v2_us: f64) -> PathBuf {
+/// `name`: soft v2 at `v2_gbps` and `v2_us`, TCP at 12 Gb/s and 9 µs; one run each.
+fn same_run(dir: &Path, name: &str, v2_gbps: f64, v2_us: f64) -> PathBuf {
     comparison(
         dir,
-        "compare.json",
+        name,
         vec![
             run(SOFT_V2, Metric::Bandwidth, &[v2_gbps]),
             run(TCP, Metric::Bandwidth, &[12.0]),
@@ -141,7 +141,7 @@ fn exits(args: &[&str], files: &[&Path], code: i32) -> (String, String) {
 #[test]
 fn ratios_within_one_comparison_pass_and_fail_with_exit_codes() {
     let dir = tempfile::tempdir().unwrap();
-    let json = same_run(dir.path(), 13.2, 10.8);
+    let json = same_run(dir.path(), "compare.json", 13.2, 10.8);
     let (out, _) = exits(&["--min-ratio", "soft-v2/tcp:bw=0.9"], &[&json], 0);
     assert!(
         out.starts_with("roce_gate: PASS, 1 checks: 1 passed\n"),
@@ -168,7 +168,7 @@ fn ratios_within_one_comparison_pass_and_fail_with_exit_codes() {
         "{out}"
     );
     // A 2x slowdown of soft's bandwidth trips a loose floor.
-    let slow = same_run(dir.path(), 6.0, 10.8);
+    let slow = same_run(dir.path(), "slow.json", 6.0, 10.8);
     let (out, _) = exits(&["--min-ratio", "soft-v2/tcp:bw=0.6"], &[&slow], 1);
     assert!(out.contains("is 0.500x tcp's"), "{out}");
     // --transport chooses what thresholds hold, not the denominator of a ratio.
@@ -221,7 +221,7 @@ fn a_ratio_missing_a_side_fails_rather_than_passing() {
 #[test]
 fn bad_ratios_and_levels_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let json = same_run(dir.path(), 13.2, 10.8);
+    let json = same_run(dir.path(), "compare.json", 13.2, 10.8);
     for (args, says) in [
         (&["--min-ratio", "soft-v2:bw=0.9"][..], "is not NUM/DEN"),
         (
