@@ -21,13 +21,13 @@ use std::time::Duration;
 
 const EXAMPLES: &str = "\
 Examples:
-  Everything on this machine: write_lat at 2 B and write_bw at 64 KiB over RoCE v2 (soft), RoCE v1
-  (soft) and TCP, all across one veth pair between two network namespaces (as root; otherwise RoCE v2
-  and TCP on lo, and RoCE v1 skipped):
+  Everything on this machine: write_lat at 2 B and write_bw at 64 KiB over RoCE v2 (soft), RoCE
+  v1 (soft) and TCP, all across one veth pair between two network namespaces (as root; otherwise
+  RoCE v2 and TCP on lo, and RoCE v1 skipped):
     roce_compare --local
 
-  Five repetitions of each, interleaved, to gate against a baseline beyond the run-to-run spread; and
-  a same-run gate that a slow machine does not trip (soft v2 median latency at most 2x TCP's):
+  Five interleaved repetitions of each, to gate against a baseline beyond the run-to-run spread;
+  and a same-run gate a slow machine does not trip (soft v2 median latency at most 2x TCP's):
     roce_compare --local --repeat 5
     roce_compare --local write_lat -D 2 --max-ratio soft-v2/tcp:p50=2
 

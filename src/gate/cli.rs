@@ -22,11 +22,11 @@ Examples:
   Only hold the RoCE runs of a comparison to a bandwidth floor, and write JUnit for the CI server:
     roce_gate --transport soft --min-bw 11000MiB/s --junit gate.xml results/latest/compare.csv
 
-  Ratios within one comparison, which a slow or busy machine does not move: soft RoCE v2's bandwidth
-  at least 0.9x TCP's, and its median latency at most 1.2x TCP's:
-    roce_gate --min-ratio soft-v2/tcp:bw=0.9 --max-ratio soft-v2/tcp:p50=1.2 results/latest/compare.json
+  Ratios within one comparison, which a slow or busy machine does not move: soft RoCE v2's
+  bandwidth at least 0.9x TCP's, and its median latency at most 1.2x TCP's:
+    roce_gate --min-ratio soft-v2/tcp:bw=0.9 --max-ratio soft-v2/tcp:p50=1.2 compare.json
 
-  Against a baseline, failing only beyond the run-to-run spread (both comparisons made with --repeat):
+  Against a baseline, failing only beyond the run-to-run spread (both made with --repeat):
     roce_compare --local --repeat 5 --results results
     roce_gate --baseline ci/baseline.json results/latest/compare.json
 
@@ -39,13 +39,13 @@ same file when it holds both); NUM and DEN are tcp, soft, soft-v1, soft-v2, verb
 verbs-v2, FIGURE is bw, msg-rate, p50 (median), p99, p999 or max, X a number (0.9 or 0.9x).
 --test and --size select the results ratios look at; --transport does not apply to them. A result
 of either side without a counterpart fails.
-Repetitions: when a result and its baseline both hold repetitions (roce_compare --repeat N), a change
-fails only when it is worse than --max-regression and beyond the spread: a one-sided Mann-Whitney U
-test gives p <= --alpha (0.01: at least 5 repetitions a side, see docs/ci-gate.md).
+Repetitions: when a result and its baseline both hold repetitions (roce_compare --repeat N), a
+change fails only when it is worse than --max-regression and beyond the spread: a one-sided
+Mann-Whitney U test gives p <= --alpha (0.01: at least 5 repetitions a side; docs/ci-gate.md).
 Under GitHub Actions (GITHUB_ACTIONS=true) failures are also printed as ::error annotations.
 Exit status: 0 all checks passed, 1 a check failed, 2 unreadable or malformed input, or bad usage.";
 
-/// Check roceperf results against thresholds and a baseline: pass/fail table, JUnit, CI annotations.
+/// Check roceperf results against thresholds, ratios and baselines: pass/fail, JUnit, CI annotations.
 #[derive(Debug, Parser)]
 #[command(name = "roce_gate", version, after_help = EXAMPLES)]
 struct Cli {
