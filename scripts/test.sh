@@ -34,3 +34,5 @@ bash scripts/fuzz.sh build
 # --tests: the library's unit tests and the integration-test crate (the binaries have none: Cargo.toml).
 cargo test --tests --locked
 cargo test --doc --locked
+# The same-run performance gate: a release build, then about 20 s of runs judged by ratios within them.
+bash scripts/ci-gate.sh

@@ -8,7 +8,7 @@
 use super::leg::{Sizes, TestSpec};
 use super::run::{self, ClientSide, LocalServer, Plan, ServerSide};
 use super::{files, local, proc, remote};
-use crate::gate::{self, GateArgs, GateOutputArgs, parse_transport_arg};
+use crate::gate::{self, GateArgs, GateOutputArgs, SetGateArgs, parse_transport_arg};
 use crate::params::{Metric, TestKind, TransportKind, Verb};
 use crate::report::export::ExportManager;
 use crate::report::{emit, progress::SweepProgress, table};
@@ -21,9 +21,15 @@ use std::time::Duration;
 
 const EXAMPLES: &str = "\
 Examples:
-  Everything on this machine: write_lat at 2 B and write_bw at 64 KiB over RoCE v2 (soft, loopback),
-  RoCE v1 (soft, a veth pair between two network namespaces; needs root) and TCP:
+  Everything on this machine: write_lat at 2 B and write_bw at 64 KiB over RoCE v2 (soft), RoCE
+  v1 (soft) and TCP, all across one veth pair between two network namespaces (as root; otherwise
+  RoCE v2 and TCP on lo, and RoCE v1 skipped):
     roce_compare --local
+
+  Five interleaved repetitions of each, to gate against a baseline beyond the run-to-run spread;
+  and a same-run gate a slow machine does not trip (soft v2 median latency at most 2x TCP's):
+    roce_compare --local --repeat 5
+    roce_compare --local write_lat -D 2 --max-ratio soft-v2/tcp:p50=2
 
   Two hosts (verbs where -d is an RDMA device, soft where it is an interface):
     server$ roce_compare --server -d eth0
@@ -35,7 +41,9 @@ Examples:
 
 Runs of one test, transport and RoCE version at different sizes are merged into one curve. The files
 go to <results>/<timestamp>/: compare.csv, compare.json, one .hlog per latency run, latency.svg and
-bandwidth.svg. \"vs TCP\" needs a TCP run of the same test and size.";
+bandwidth.svg. \"vs TCP\" needs a TCP run of the same test and size. The table, the files and the
+plots say which link each run crossed. With --repeat N the table shows each transport's median
+repetition and compare.json also holds every repetition's figures.";
 
 /// Compare RoCE v1, RoCE v2 and TCP side by side: table, histograms, CSV, JSON, HdrHistogram logs and
 /// SVG plots.
@@ -46,7 +54,8 @@ struct Cli {
     /// at 2 B and write_bw at 64 KiB]; in two-host mode also the server's HOST.
     #[arg(value_name = "TEST|HOST")]
     args: Vec<String>,
-    /// Run every transport on this machine (RoCE v1 across a veth pair needs root).
+    /// Run every transport on this machine, across one veth pair between two network namespaces when
+    /// this process may make one (root), else on lo (without RoCE v1).
     #[arg(long, conflicts_with_all = ["server", "from"])]
     local: bool,
     /// Serve two-host comparisons: start each run's server when a `roce_compare HOST` asks.
@@ -77,6 +86,11 @@ struct Cli {
     /// TCP port of the two-host control connection.
     #[arg(long, value_name = "PORT", default_value_t = remote::DEFAULT_CONTROL_PORT)]
     control_port: u16,
+    /// Run each test over each transport N times, interleaved (every transport once, then again), and
+    /// keep every repetition's figures; the report shows the median repetition.
+    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with_all = ["server", "from"],
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
     /// Seconds one run may take before its server and client are killed [default: from the work].
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
@@ -96,6 +110,8 @@ struct Cli {
     gate_transport: Option<TransportKind>,
     #[command(flatten)]
     gate: GateArgs,
+    #[command(flatten)]
+    set_gate: SetGateArgs,
     #[command(flatten)]
     gate_output: GateOutputArgs,
 }
@@ -154,10 +170,15 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     proc::catch_interrupts();
     let set = if cli.local {
         if cli.device.is_some() {
-            return usage("-d is for two-host runs; --local uses lo, and a veth pair for RoCE v1");
+            return usage(
+                "-d is for two-host runs; --local uses a veth pair between two namespaces (as root), else lo",
+            );
         }
-        let netns = local::v1_netns();
-        let plan = local::plan(specs, netns.as_ref());
+        let netns = local::netns_pair();
+        let plan = Plan {
+            repeat: cli.repeat as usize,
+            ..local::plan(specs, netns.as_ref())
+        };
         let (server_cpu, client_cpu) = local::cores();
         let mut server = LocalServer::new(bin_dir.clone(), work.path().to_owned(), server_cpu);
         let client = ClientSide {
@@ -169,7 +190,10 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         run_live(&plan, &mut server, &client)
     } else {
         let host = hosts[0];
-        let plan = remote::plan(specs, host, cli.device.as_deref());
+        let plan = Plan {
+            repeat: cli.repeat as usize,
+            ..remote::plan(specs, host, cli.device.as_deref())
+        };
         let mut server =
             match remote::RemoteServer::connect(host, cli.control_port, Duration::from_secs(10)) {
                 Ok(s) => s,
@@ -201,7 +225,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
 
 /// Every run of the plan, with a progress bar on the terminal (none when stdout is piped).
 fn run_live(plan: &Plan, server: &mut dyn ServerSide, client: &ClientSide) -> CompareSet {
-    let steps = (plan.tests.len() * plan.legs.len()) as u64;
+    let steps = (plan.tests.len() * plan.legs.len() * plan.repeat.max(1)) as u64;
     let progress = SweepProgress::steps(steps, "runs");
     run::run_plan(plan, server, client, &progress)
 }
@@ -298,15 +322,17 @@ fn report_and_gate(cli: &Cli, set: &CompareSet) -> anyhow::Result<ExitCode> {
             ));
         }
     }
-    if !cli.gate.is_active() {
+    if !cli.gate.is_active() && !cli.set_gate.is_active() {
         return Ok(ExitCode::SUCCESS);
     }
     let only = cli.gate_transport;
-    let rows: Vec<ResultRow> = ResultRow::from_compare(set, Path::new("compare.json"))
-        .into_iter()
+    let all = ResultRow::from_compare(set, Path::new("compare.json"));
+    let rows: Vec<ResultRow> = all
+        .iter()
         .filter(|r| only.is_none_or(|t| r.transport == t))
+        .cloned()
         .collect();
-    let report = match gate::check(&rows, &cli.gate) {
+    let report = match gate::check_set(&rows, &all, &cli.gate, &cli.set_gate) {
         Ok(r) => r,
         Err(errors) => {
             for e in errors {

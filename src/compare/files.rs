@@ -153,12 +153,15 @@ pub(crate) fn assemble(loaded: Vec<Loaded>) -> Vec<CompareRun> {
                 && m.run.roce == l.run.roce
                 && m.role == l.role
                 && m.run.label == l.run.label
+                && m.run.link == l.run.link
                 && l.run.results.iter().all(|r| m.run.at(r.size).is_none())
         });
         match same {
             Some(m) => {
                 m.run.results.extend(l.run.results);
                 m.run.results.sort_by_key(|r| r.size);
+                m.run.repetitions.extend(l.run.repetitions);
+                m.run.repetitions.sort_by_key(|r| r.size);
             }
             None => merged.push(l),
         }

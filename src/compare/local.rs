@@ -1,8 +1,10 @@
-//! `roce_compare --local`: every transport on this machine.
+//! `roce_compare --local`: every transport on this machine, across one link.
 //!
-//! RoCE v2 (soft, UDP) and TCP on loopback; RoCE v1 (soft, AF_PACKET) across a veth pair between two
-//! network namespaces, since v1 frames must cross a real (virtual) link. What needs privileges this
-//! process lacks is skipped with a note that names the missing capability and how to get it.
+//! With the privileges to make one, RoCE v2 (soft, UDP), RoCE v1 (soft, AF_PACKET) and TCP all cross
+//! the same veth pair between two network namespaces, so the rows compare transports and not links.
+//! Without them, RoCE v2 and TCP run on loopback and RoCE v1 (whose frames must cross a real, if
+//! virtual, link) is skipped with a note that names the missing capability and how to get it. Each
+//! run records the link it crossed.
 
 use super::error::{Error, Result};
 use super::leg::{LegSpec, TestSpec, TransportChoice};
@@ -127,6 +129,14 @@ impl NetnsPair {
         Ok(pair)
     }
 
+    /// How the runs across this pair name their link: `veth (netns rpc42a<->rpc42b, MTU 9000)`.
+    pub fn link(&self) -> String {
+        format!(
+            "veth (netns {}<->{}, MTU {VETH_MTU})",
+            self.server, self.client
+        )
+    }
+
     fn delete(&self) {
         for ns in [&self.server, &self.client] {
             let _ = Command::new("ip")
@@ -143,44 +153,76 @@ impl Drop for NetnsPair {
     }
 }
 
-/// The `--local` plan: RoCE v2 (soft) on lo, RoCE v1 (soft) across `netns` when it could be made
-/// (else skipped with `v1_problem`), and TCP on 127.0.0.1.
+/// What `--local` records as the link of runs on loopback.
+pub const LOOPBACK_LINK: &str = "lo";
+
+/// The `--local` plan. With `netns` (two namespaces joined by a veth pair): RoCE v2 (soft), RoCE v1
+/// (soft) and TCP all across that veth pair, so that every row measures the same link. Without it
+/// (the error says why): RoCE v2 and TCP on lo, RoCE v1 skipped with that reason.
 pub fn plan(tests: Vec<TestSpec>, netns: std::result::Result<&NetnsPair, &Error>) -> Plan {
-    let mut legs = vec![Leg {
-        spec: LegSpec::roce(TransportChoice::Soft, RoceVersion::V2, "lo"),
-        label: "RoCE v2 (soft)".into(),
-        server_netns: None,
-        client_netns: None,
-        host: "127.0.0.1".into(),
-    }];
-    let mut skipped = Vec::new();
     let v1_label = "RoCE v1 (soft)".to_string();
-    match netns {
-        Ok(pair) => legs.push(Leg {
-            spec: LegSpec::roce(TransportChoice::Soft, RoceVersion::V1, VETH_DEV),
-            label: v1_label,
-            server_netns: Some(pair.server.clone()),
-            client_netns: Some(pair.client.clone()),
-            host: VETH_SERVER_IP.into(),
-        }),
-        Err(reason) => skipped.push(Skipped {
-            label: v1_label,
-            reason: format!(
-                "RoCE v1 runs across a veth pair between two network namespaces: {reason}"
-            ),
-            failed: false,
-        }),
-    }
-    legs.push(Leg::tcp("127.0.0.1"));
+    let v2_label = "RoCE v2 (soft)".to_string();
+    let (legs, skipped) = match netns {
+        Ok(pair) => {
+            let link = Some(pair.link());
+            let across = |spec: LegSpec, label: String| Leg {
+                spec,
+                label,
+                server_netns: Some(pair.server.clone()),
+                client_netns: Some(pair.client.clone()),
+                host: VETH_SERVER_IP.into(),
+                link: link.clone(),
+            };
+            let legs = vec![
+                across(
+                    LegSpec::roce(TransportChoice::Soft, RoceVersion::V2, VETH_DEV),
+                    v2_label,
+                ),
+                across(
+                    LegSpec::roce(TransportChoice::Soft, RoceVersion::V1, VETH_DEV),
+                    v1_label,
+                ),
+                across(LegSpec::tcp(), "TCP".into()),
+            ];
+            (legs, Vec::new())
+        }
+        Err(reason) => {
+            let on_lo = |leg: Leg| Leg {
+                link: Some(LOOPBACK_LINK.into()),
+                ..leg
+            };
+            let legs = vec![
+                on_lo(Leg {
+                    spec: LegSpec::roce(TransportChoice::Soft, RoceVersion::V2, "lo"),
+                    label: v2_label,
+                    server_netns: None,
+                    client_netns: None,
+                    host: "127.0.0.1".into(),
+                    link: None,
+                }),
+                on_lo(Leg::tcp("127.0.0.1")),
+            ];
+            let skipped = vec![Skipped {
+                label: v1_label,
+                reason: format!(
+                    "RoCE v1 runs across a veth pair between two network namespaces: {reason}"
+                ),
+                failed: false,
+            }];
+            (legs, skipped)
+        }
+    };
     Plan {
         tests,
         legs,
         skipped,
+        repeat: 1,
     }
 }
 
-/// Sets up the veth pair RoCE v1 needs, or says why it cannot be (missing capability, missing `ip`).
-pub fn v1_netns() -> Result<NetnsPair> {
+/// Sets up the veth pair every transport crosses (RoCE v1 needs one), or says why it cannot be
+/// (missing capability, missing `ip`).
+pub fn netns_pair() -> Result<NetnsPair> {
     let caps = effective_caps().unwrap_or(0);
     if let Some(missing) = missing_v1_privileges(caps) {
         return Err(Error::Privileges { missing });
@@ -226,6 +268,8 @@ mod tests {
         let p = plan(vec![], Err(&err));
         let labels: Vec<&str> = p.legs.iter().map(|l| l.label.as_str()).collect();
         assert_eq!(labels, ["RoCE v2 (soft)", "TCP"]);
+        assert!(p.legs.iter().all(|l| l.link.as_deref() == Some("lo")));
+        assert!(p.legs.iter().all(|l| l.host == "127.0.0.1"));
         assert_eq!(p.skipped.len(), 1);
         assert_eq!(p.skipped[0].label, "RoCE v1 (soft)");
         assert!(
@@ -242,6 +286,18 @@ mod tests {
         let p = plan(vec![], Ok(&pair));
         assert_eq!(p.legs[1].server_netns.as_deref(), Some("xa"));
         assert_eq!(p.legs[1].host, VETH_SERVER_IP);
+        // Every transport crosses the same veth pair, and says so.
+        let labels: Vec<&str> = p.legs.iter().map(|l| l.label.as_str()).collect();
+        assert_eq!(labels, ["RoCE v2 (soft)", "RoCE v1 (soft)", "TCP"]);
+        for leg in &p.legs {
+            assert_eq!(leg.server_netns.as_deref(), Some("xa"));
+            assert_eq!(leg.client_netns.as_deref(), Some("xb"));
+            assert_eq!(leg.host, VETH_SERVER_IP);
+            assert_eq!(leg.link.as_deref(), Some("veth (netns xa<->xb, MTU 9000)"));
+        }
+        assert_eq!(p.legs[0].spec.device.as_deref(), Some(VETH_DEV));
+        assert_eq!(p.legs[2].spec, LegSpec::tcp());
+        assert!(p.skipped.is_empty());
         std::mem::forget(pair);
     }
 }

@@ -142,6 +142,7 @@ fn session(stream: TcpStream, cfg: &ServeConfig) -> std::io::Result<()> {
                         server_netns: None,
                         client_netns: None,
                         host: String::new(),
+                        link: None,
                     };
                     match server.start(&test, &local) {
                         Ok(port) => Reply::ok(Some(port)),
@@ -275,6 +276,7 @@ pub fn plan(tests: Vec<TestSpec>, host: &str, device: Option<&str>) -> Plan {
                     server_netns: None,
                     client_netns: None,
                     host: host.into(),
+                    link: None,
                 });
             }
             None => skipped.push(Skipped {
@@ -289,6 +291,7 @@ pub fn plan(tests: Vec<TestSpec>, host: &str, device: Option<&str>) -> Plan {
         tests,
         legs,
         skipped,
+        repeat: 1,
     }
 }
 

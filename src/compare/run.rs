@@ -34,6 +34,9 @@ pub struct Leg {
     pub client_netns: Option<String>,
     /// The address the client connects to.
     pub host: String,
+    /// The link the traffic crosses, recorded in the run (`lo`, `veth (netns ..., MTU 9000)`); None
+    /// when this side cannot know it.
+    pub link: Option<String>,
 }
 
 impl Leg {
@@ -45,6 +48,7 @@ impl Leg {
             server_netns: None,
             client_netns: None,
             host: host.into(),
+            link: None,
         }
     }
 }
@@ -58,6 +62,8 @@ pub struct Plan {
     pub legs: Vec<Leg>,
     /// Transports skipped before anything ran.
     pub skipped: Vec<Skipped>,
+    /// How many times each test runs over each leg (`--repeat`; 0 counts as 1).
+    pub repeat: usize,
 }
 
 /// Where the server side of a run lives.
@@ -138,7 +144,9 @@ pub struct ClientSide {
     pub timeout: Option<Duration>,
 }
 
-/// Runs every test over every leg of `plan` in turn; progress goes to `progress` (one step per run).
+/// Runs every test over every leg of `plan` in turn, `plan.repeat` times (each repetition runs every
+/// leg once, so that a slow spell of the machine falls on every transport alike); progress goes to
+/// `progress` (one step per run).
 pub fn run_plan(
     plan: &Plan,
     server: &mut dyn ServerSide,
@@ -151,47 +159,97 @@ pub fn run_plan(
         runs: Vec::new(),
         skipped: plan.skipped.clone(),
     };
+    let repeat = plan.repeat.max(1);
     let mut n = 0usize;
     for test in &plan.tests {
-        for leg in &plan.legs {
-            n += 1;
-            if interrupted() {
-                set.skipped.push(Skipped {
-                    label: format!("{}, {}", leg.label, test.test),
-                    reason: "not run: interrupted".into(),
-                    failed: false,
-                });
-                continue;
-            }
-            let what = format!("{} over {}", test.test, leg.label);
-            progress.start_step(what.clone());
-            let sizes = test.size_list().len();
-            // A sweep's bar also counts the sizes its client has printed, so a long run shows progress.
-            let mut on_tick = |p: &Proc| {
-                if sizes > 1 && !progress.is_hidden() {
-                    progress.start_step(format!("{what}: {}/{sizes} sizes", p.sizes_done()));
+        let mut outcomes: Vec<Vec<std::result::Result<CompareRun, Skipped>>> =
+            vec![Vec::new(); plan.legs.len()];
+        for rep in 1..=repeat {
+            for (leg, out) in plan.legs.iter().zip(&mut outcomes) {
+                n += 1;
+                let label = format!("{}, {}", leg.label, test.test);
+                if interrupted() {
+                    out.push(Err(Skipped {
+                        label,
+                        reason: "not run: interrupted".into(),
+                        failed: false,
+                    }));
+                    continue;
                 }
-            };
-            match run_one(test, leg, server, client, n, &mut on_tick) {
-                Ok(run) => set.runs.push(run),
-                Err(_) if interrupted() => set.skipped.push(Skipped {
-                    label: format!("{}, {}", leg.label, test.test),
-                    reason: "interrupted while running; server and client were killed".into(),
-                    failed: true,
-                }),
-                Err(reason) => set.skipped.push(Skipped {
-                    label: format!("{}, {}", leg.label, test.test),
-                    reason,
-                    failed: true,
-                }),
+                let mut what = format!("{} over {}", test.test, leg.label);
+                if repeat > 1 {
+                    what.push_str(&format!(" ({rep}/{repeat})"));
+                }
+                progress.start_step(what.clone());
+                let sizes = test.size_list().len();
+                // A sweep's bar also counts the sizes its client has printed, so a long run shows
+                // progress.
+                let mut on_tick = |p: &Proc| {
+                    if sizes > 1 && !progress.is_hidden() {
+                        progress.start_step(format!("{what}: {}/{sizes} sizes", p.sizes_done()));
+                    }
+                };
+                out.push(match run_one(test, leg, server, client, n, &mut on_tick) {
+                    Ok(run) => Ok(run),
+                    Err(_) if interrupted() => Err(Skipped {
+                        label,
+                        reason: "interrupted while running; server and client were killed".into(),
+                        failed: true,
+                    }),
+                    Err(reason) => Err(Skipped {
+                        label,
+                        reason,
+                        failed: true,
+                    }),
+                });
+                progress.finish_size();
             }
-            progress.finish_size();
+        }
+        for out in outcomes {
+            collect(&mut set, out, repeat);
         }
     }
     progress.finish();
     let tests: Vec<_> = plan.tests.iter().map(|t| t.test).collect();
     set.sort_runs(&tests);
     set
+}
+
+/// Adds one leg's outcomes of one test to `set`: its run (the repetitions merged when `repeat` > 1)
+/// and a note per repetition that failed or did not run (said once when none ran).
+fn collect(
+    set: &mut CompareSet,
+    outcomes: Vec<std::result::Result<CompareRun, Skipped>>,
+    repeat: usize,
+) {
+    if repeat == 1 {
+        for o in outcomes {
+            match o {
+                Ok(run) => set.runs.push(run),
+                Err(s) => set.skipped.push(s),
+            }
+        }
+        return;
+    }
+    let mut runs = Vec::new();
+    let mut not_run: Option<Skipped> = None;
+    for (i, o) in outcomes.into_iter().enumerate() {
+        match o {
+            Ok(run) => runs.push(run),
+            Err(s) if !s.failed => {
+                not_run.get_or_insert(Skipped {
+                    reason: format!("{} (repetitions {} to {repeat})", s.reason, i + 1),
+                    ..s
+                });
+            }
+            Err(s) => set.skipped.push(Skipped {
+                reason: format!("repetition {} of {repeat}: {}", i + 1, s.reason),
+                ..s
+            }),
+        }
+    }
+    set.skipped.extend(not_run);
+    set.runs.extend(CompareRun::from_repetitions(runs));
 }
 
 /// One run: server, client, the client's results. Err is the note the table shows (the failures of
@@ -266,6 +324,7 @@ fn run_one(
             if let Some(e) = server_err {
                 run.notes.push(e.to_string());
             }
+            run.link = leg.link.clone();
             Ok(run)
         }
     }

@@ -3,7 +3,7 @@
 //! Exit 0: every check passed; 1: a check failed; 2: bad input or usage. The binary only calls
 //! [`main`].
 
-use super::{GateArgs, GateOutputArgs, parse_transport_arg};
+use super::{GateArgs, GateOutputArgs, SetGateArgs, parse_transport_arg};
 use crate::params::{TestKind, TransportKind};
 use crate::report::emit;
 use crate::results::ResultRow;
@@ -22,14 +22,30 @@ Examples:
   Only hold the RoCE runs of a comparison to a bandwidth floor, and write JUnit for the CI server:
     roce_gate --transport soft --min-bw 11000MiB/s --junit gate.xml results/latest/compare.csv
 
+  Ratios within one comparison, which a slow or busy machine does not move: soft RoCE v2's
+  bandwidth at least 0.9x TCP's, and its median latency at most 1.2x TCP's:
+    roce_gate --min-ratio soft-v2/tcp:bw=0.9 --max-ratio soft-v2/tcp:p50=1.2 compare.json
+
+  Against a baseline, failing only beyond the run-to-run spread (both made with --repeat):
+    roce_compare --local --repeat 5 --results results
+    roce_gate --baseline ci/baseline.json results/latest/compare.json
+
 Inputs: a run's JSON (--results), its CSV (--csv), or roce_compare's compare.json / compare.csv.
 Units: bandwidth Gb/s, Mb/s, GB/s, MiB/s, GiB/s (b = bit, B = byte); time ns, us (µs), ms, s;
 message rate pps, Kpps, Mpps; regression N% (5% when not given).
 Limits are inclusive: --min-bw 90Gb/s passes at exactly 90 Gb/s.
+Ratios: NUM/DEN:FIGURE=X divides NUM's figure by DEN's at every test and size both have (from the
+same file when it holds both); NUM and DEN are tcp, soft, soft-v1, soft-v2, verbs, verbs-v1 or
+verbs-v2, FIGURE is bw, msg-rate, p50 (median), p99, p999 or max, X a number (0.9 or 0.9x).
+--test and --size select the results ratios look at; --transport does not apply to them. A result
+of either side without a counterpart fails.
+Repetitions: when a result and its baseline both hold repetitions (roce_compare --repeat N), a
+change fails only when it is worse than --max-regression and beyond the spread: a one-sided
+Mann-Whitney U test gives p <= --alpha (0.01: at least 5 repetitions a side; docs/ci-gate.md).
 Under GitHub Actions (GITHUB_ACTIONS=true) failures are also printed as ::error annotations.
 Exit status: 0 all checks passed, 1 a check failed, 2 unreadable or malformed input, or bad usage.";
 
-/// Check roceperf results against thresholds and a baseline: pass/fail table, JUnit, CI annotations.
+/// Check roceperf results against thresholds, ratios and baselines: pass/fail, JUnit, CI annotations.
 #[derive(Debug, Parser)]
 #[command(name = "roce_gate", version, after_help = EXAMPLES)]
 struct Cli {
@@ -49,6 +65,8 @@ struct Cli {
 
     #[command(flatten)]
     gate: GateArgs,
+    #[command(flatten)]
+    set: SetGateArgs,
     #[command(flatten)]
     output: GateOutputArgs,
 }
@@ -72,10 +90,11 @@ fn bad_input(messages: impl IntoIterator<Item = String>) -> ExitCode {
 /// returns the exit status.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !cli.gate.is_active() {
+    if !cli.gate.is_active() && !cli.set.is_active() {
         return bad_input([
             "nothing to check: give a threshold (--min-bw, --min-msg-rate, --max-p50, --max-p99, \
-             --max-p999, --max-max) or --baseline FILE; see roce_gate --help"
+             --max-p999, --max-max), a ratio (--min-ratio, --max-ratio) or --baseline FILE; see \
+             roce_gate --help"
                 .to_string(),
         ]);
     }
@@ -83,19 +102,25 @@ pub fn main() -> ExitCode {
         Ok(rows) => rows,
         Err(errors) => return bad_input(errors.iter().map(ToString::to_string)),
     };
-    let selected: Vec<ResultRow> = rows
+    // Ratios look at every transport of the tests and sizes chosen; the other gates at the
+    // transports chosen too.
+    let in_set: Vec<ResultRow> = rows
         .into_iter()
         .filter(|r| cli.tests.is_empty() || cli.tests.contains(&r.test))
-        .filter(|r| cli.transports.is_empty() || cli.transports.contains(&r.transport))
         .filter(|r| cli.sizes.is_empty() || cli.sizes.contains(&r.size))
         .collect();
-    if selected.is_empty() {
+    let selected: Vec<ResultRow> = in_set
+        .iter()
+        .filter(|r| cli.transports.is_empty() || cli.transports.contains(&r.transport))
+        .cloned()
+        .collect();
+    if in_set.is_empty() || (selected.is_empty() && cli.gate.is_active()) {
         return bad_input([
             "no result in the inputs matches --test/--transport/--size; check the selection"
                 .to_string(),
         ]);
     }
-    let report = match super::check(&selected, &cli.gate) {
+    let report = match super::check_set(&selected, &in_set, &cli.gate, &cli.set) {
         Ok(report) => report,
         Err(errors) => {
             return bad_input(errors.iter().map(|e| format!("baseline: {e}")));

@@ -3,12 +3,27 @@
 //! Each row is checked against the thresholds, then against its baseline counterpart: one
 //! [`CheckResult`] per comparison made.
 
-use super::{CheckResult, GateArgs, GateReport, Verdict};
+use super::ratio::{self, Bound};
+use super::spread::{self, Compared};
+use super::{CheckResult, GateArgs, GateReport, SetGateArgs, Verdict};
 use crate::results::{BandwidthFigures, Figures, LatencyFigures, ResultRow};
 
 /// Checks `rows` against the thresholds of `args` and against `baseline` (ignored when empty and no
 /// baseline file was named). Pure: no I/O.
 pub fn evaluate(rows: &[ResultRow], baseline: &[ResultRow], args: &GateArgs) -> GateReport {
+    evaluate_set(rows, rows, baseline, args, &SetGateArgs::default())
+}
+
+/// [`evaluate`], then the relative gates of `set` over `set_rows` (the result set the ratios look
+/// in, which a selection of `rows` by transport must not empty of the denominator), with the
+/// baseline's rank test at `set.alpha`. The checks come in that order: thresholds, ratios, baseline.
+pub fn evaluate_set(
+    rows: &[ResultRow],
+    set_rows: &[ResultRow],
+    baseline: &[ResultRow],
+    args: &GateArgs,
+    set: &SetGateArgs,
+) -> GateReport {
     let mut report = GateReport::default();
     for row in rows {
         threshold_checks(row, args, &mut report.checks);
@@ -70,8 +85,13 @@ pub fn evaluate(rows: &[ResultRow], baseline: &[ResultRow], args: &GateArgs) -> 
             });
         }
     }
+    for (ratios, bound) in [(&set.min_ratio, Bound::Min), (&set.max_ratio, Bound::Max)] {
+        for r in ratios {
+            ratio::checks(set_rows, r, bound, &mut report.checks);
+        }
+    }
     if !args.baseline.is_empty() || !baseline.is_empty() {
-        baseline_checks(rows, baseline, args, &mut report.checks);
+        baseline_checks(rows, baseline, args, set.alpha, &mut report.checks);
     }
     report
 }
@@ -169,13 +189,37 @@ fn threshold_checks(row: &ResultRow, args: &GateArgs, out: &mut Vec<CheckResult>
     }
 }
 
-/// (what, current value, baseline value, higher is better, formatter) for one baseline comparison.
-type Comparison = (&'static str, f64, f64, bool, fn(f64) -> String);
+/// The figures a baseline comparison looks at, for a bandwidth or a latency result.
+fn compared(f: &Figures) -> Vec<Compared> {
+    match f {
+        Figures::Bandwidth(_) => vec![Compared {
+            what: "bandwidth vs baseline",
+            value: |f| f.bandwidth().map(|b| b.gbps),
+            higher_better: true,
+            fmt: fmt_gbps,
+        }],
+        Figures::Latency(_) => vec![
+            Compared {
+                what: "median vs baseline",
+                value: |f| f.latency().map(|l| l.median_us),
+                higher_better: false,
+                fmt: fmt_us,
+            },
+            Compared {
+                what: "p99 vs baseline",
+                value: |f| f.latency().map(|l| l.p99_us),
+                higher_better: false,
+                fmt: fmt_us,
+            },
+        ],
+    }
+}
 
 fn baseline_checks(
     rows: &[ResultRow],
     baseline: &[ResultRow],
     args: &GateArgs,
+    alpha: f64,
     out: &mut Vec<CheckResult>,
 ) {
     let allowed = args.max_regression.0;
@@ -204,24 +248,20 @@ fn baseline_checks(
             continue;
         };
         matched_any = true;
-        let pairs: Vec<Comparison> = match (&row.figures, &base.figures) {
-            (Figures::Bandwidth(cur), Figures::Bandwidth(base)) => {
-                vec![("bandwidth vs baseline", cur.gbps, base.gbps, true, fmt_gbps)]
+        // The key includes the test, so bandwidth never meets latency here.
+        if std::mem::discriminant(&row.figures) != std::mem::discriminant(&base.figures) {
+            continue;
+        }
+        for c in compared(&row.figures) {
+            if spread::applies(row, base) {
+                out.push(spread::check(row, base, &c, args.max_regression, alpha));
+                continue;
             }
-            (Figures::Latency(cur), Figures::Latency(base)) => vec![
-                (
-                    "median vs baseline",
-                    cur.median_us,
-                    base.median_us,
-                    false,
-                    fmt_us,
-                ),
-                ("p99 vs baseline", cur.p99_us, base.p99_us, false, fmt_us),
-            ],
-            // The key includes the test, so bandwidth never meets latency here.
-            _ => vec![],
-        };
-        for (what, cur, base_v, higher_better, fmt) in pairs {
+            let (Some(cur), Some(base_v)) = ((c.value)(&row.figures), (c.value)(&base.figures))
+            else {
+                continue;
+            };
+            let (what, higher_better, fmt) = (c.what, c.higher_better, c.fmt);
             let (verdict, measured, message) = if base_v <= 0.0 || !base_v.is_finite() {
                 (
                     Verdict::Skip,

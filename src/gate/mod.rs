@@ -7,17 +7,27 @@
 //! `#[command(flatten)]` it and call [`check`] on what they just measured), so a threshold means the same
 //! thing wherever it is typed.
 //!
+//! Over a result set (`roce_gate`, `roce_compare`), [`SetGateArgs`] adds relative gates between
+//! transports of the same run (`--min-ratio soft-v2/tcp:bw=0.9`, [`ratio`]), and weighs a baseline
+//! comparison against the run-to-run spread when both sides hold repetitions ([`spread`], by the
+//! rank test of [`rank`]).
+//!
 //! A gate never passes vacuously: a threshold that no result can be held to (`--max-p99` over bandwidth
-//! runs only) and a baseline that shares no result with the inputs are failures, not passes.
+//! runs only), a ratio whose transports have no result, and a baseline that shares no result with the
+//! inputs are failures, not passes.
 
 pub mod cli;
 pub mod input;
 pub mod judge;
 pub mod output;
+pub mod rank;
+pub mod ratio;
+pub mod spread;
 pub mod threshold;
 
 pub use input::{InputError, load, load_all};
-pub use judge::{evaluate, fmt_gbps, fmt_mpps, fmt_us};
+pub use judge::{evaluate, evaluate_set, fmt_gbps, fmt_mpps, fmt_us};
+pub use ratio::Ratio;
 pub use threshold::{Bandwidth, Latency, MsgRate, Percent};
 
 use crate::params::TransportKind;
@@ -52,6 +62,60 @@ pub struct GateArgs {
     /// How much worse than the baseline a result may be: lower bandwidth, higher median or p99 latency.
     #[arg(long, value_name = "PERCENT", default_value = "5%", requires = "baseline", value_parser = threshold::parse_percent)]
     pub max_regression: Percent,
+}
+
+/// Gates over a result set: ratios between its transports, and the rank test's level against a
+/// baseline with repetitions. Flatten it next to [`GateArgs`] in a tool that reads a whole set.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Gates (exit 1 when a result misses one)")]
+pub struct SetGateArgs {
+    /// Lowest acceptable ratio of one transport's figure to another's at each test and size both ran:
+    /// NUM/DEN:FIGURE=X, e.g. soft-v2/tcp:bw=0.9 (soft RoCE v2's bandwidth at least 0.9x TCP's).
+    /// Transports: tcp, soft, soft-v1, soft-v2, verbs, verbs-v1, verbs-v2; figures: bw, msg-rate,
+    /// p50 (median), p99, p999, max. Repeatable.
+    #[arg(long, value_name = "NUM/DEN:FIG=X", value_parser = ratio::parse_ratio)]
+    pub min_ratio: Vec<Ratio>,
+    /// Highest acceptable ratio, e.g. soft-v2/tcp:p50=1.0 (soft RoCE v2's median latency at most
+    /// TCP's). Repeatable.
+    #[arg(long, value_name = "NUM/DEN:FIG=X", value_parser = ratio::parse_ratio)]
+    pub max_ratio: Vec<Ratio>,
+    /// With --baseline, when both sides hold repetitions (roce_compare --repeat N): a change fails
+    /// only when it is worse than --max-regression and a one-sided Mann-Whitney U test gives
+    /// p <= ALPHA (it exceeds the run-to-run spread).
+    #[arg(long, value_name = "P", default_value_t = DEFAULT_ALPHA, value_parser = parse_alpha)]
+    pub alpha: f64,
+}
+
+/// `--alpha` when not given.
+pub const DEFAULT_ALPHA: f64 = 0.01;
+
+impl Default for SetGateArgs {
+    /// No ratio, the default level.
+    fn default() -> Self {
+        SetGateArgs {
+            min_ratio: Vec::new(),
+            max_ratio: Vec::new(),
+            alpha: DEFAULT_ALPHA,
+        }
+    }
+}
+
+impl SetGateArgs {
+    /// Whether a ratio was given.
+    pub fn is_active(&self) -> bool {
+        !self.min_ratio.is_empty() || !self.max_ratio.is_empty()
+    }
+}
+
+/// `--alpha`: a probability above 0 and at most 0.5.
+fn parse_alpha(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|a| *a > 0.0 && *a <= 0.5)
+        .ok_or_else(|| {
+            format!("{s:?} is not a significance level; use a number such as 0.01 or 0.05")
+        })
 }
 
 /// Where a gate's verdicts go besides the terminal. Flatten it next to [`GateArgs`].
@@ -191,6 +255,17 @@ pub fn check_run(
 pub fn check(rows: &[ResultRow], args: &GateArgs) -> Result<GateReport, Vec<InputError>> {
     let baseline = load_all(&args.baseline)?;
     Ok(evaluate(rows, &baseline, args))
+}
+
+/// [`check`] with the gates of `set` over `set_rows`, the whole result set the ratios look in.
+pub fn check_set(
+    rows: &[ResultRow],
+    set_rows: &[ResultRow],
+    args: &GateArgs,
+    set: &SetGateArgs,
+) -> Result<GateReport, Vec<InputError>> {
+    let baseline = load_all(&args.baseline)?;
+    Ok(evaluate_set(rows, set_rows, &baseline, args, set))
 }
 
 /// `--transport` / `--gate-transport`: `verbs`, `soft` or `tcp`, the error says which are.

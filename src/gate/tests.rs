@@ -27,6 +27,7 @@ fn row(test: TestKind, size: u64, figures: Figures) -> ResultRow {
         role: None,
         size,
         figures,
+        repeats: Vec::new(),
     }
 }
 

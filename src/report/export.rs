@@ -243,7 +243,7 @@ impl Exporter for LatencySvgExporter {
         let refs: Vec<svg::LatencySeries> = series
             .iter()
             .map(|(label, h)| svg::LatencySeries {
-                label,
+                label: label.as_str(),
                 histogram: h,
             })
             .collect();
@@ -288,7 +288,15 @@ impl Exporter for BandwidthSvgExporter {
 }
 
 /// A latency plot: its title and one (label, histogram) per transport.
-type LatencyPlot<'a> = (String, Vec<(&'a str, &'a hdrhistogram::Histogram<u64>)>);
+type LatencyPlot<'a> = (String, Vec<(String, &'a hdrhistogram::Histogram<u64>)>);
+
+/// A plot's legend text for `run`: its label, and the link it crossed when recorded.
+fn legend(label: String, run: &CompareRun) -> String {
+    match &run.link {
+        Some(link) => format!("{label} over {link}"),
+        None => label,
+    }
+}
 
 /// The first latency test at its smallest size, one series per transport.
 fn latency_plot(set: &CompareSet) -> Option<LatencyPlot<'_>> {
@@ -301,11 +309,11 @@ fn latency_plot(set: &CompareSet) -> Option<LatencyPlot<'_>> {
         .iter()
         .flat_map(|r| r.results.iter().map(|x| x.size))
         .min()?;
-    let series: Vec<(&str, &hdrhistogram::Histogram<u64>)> = runs
+    let series: Vec<(String, &hdrhistogram::Histogram<u64>)> = runs
         .iter()
         .filter_map(|run| match &run.at(size)?.measured {
             Measured::Latency { histogram, .. } if !histogram.is_empty() => {
-                Some((run.label.as_str(), histogram))
+                Some((legend(run.label.clone(), run), histogram))
             }
             _ => None,
         })
@@ -335,6 +343,7 @@ fn bandwidth_plot(set: &CompareSet) -> Vec<(String, Vec<(u64, f64)>)> {
             } else {
                 run.label.clone()
             };
+            let label = legend(label, run);
             let points = run
                 .results
                 .iter()
@@ -393,5 +402,17 @@ mod tests {
         assert!(files.json.ends_with("compare.json"));
         assert_eq!(files.paths(), [files.json.as_path()], "{files:?}");
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn plot_legends_name_the_link_each_run_crossed() {
+        let mut set = set();
+        set.runs[1].link = Some("lo".into());
+        set.runs[4].link = Some("veth (netns a<->b, MTU 9000)".into());
+        let (_, lat) = latency_plot(&set).unwrap();
+        let labels: Vec<&str> = lat.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["RoCE v1 (soft)", "RoCE v2 (soft) over lo", "TCP"]);
+        let bw = bandwidth_plot(&set);
+        assert_eq!(bw[1].0, "RoCE v2 (soft) over veth (netns a<->b, MTU 9000)");
     }
 }

@@ -117,9 +117,48 @@ pub fn side_by_side(set: &CompareSet) -> String {
         "latency one-way (half the round trip; READ: the whole); Gb/s = 10^9 bit/s of payload;\n\
          vs TCP = times better than TCP (bandwidth / TCP's, TCP's median / median)\n",
     );
+    out.push_str(&links(set));
+    if let Some(n) = set.runs.iter().map(|r| r.repetitions_run()).max()
+        && n > 0
+    {
+        out.push_str(&wrap(
+            &format!(
+                "each row: the median of up to {n} repetitions (by bandwidth or median latency); \
+                 compare.json holds every repetition's figures"
+            ),
+            WIDTH,
+        ));
+    }
     for s in &set.skipped {
         let what = if s.failed { "failed" } else { "skipped" };
         out.push_str(&wrap(&format!("{what} {}: {}", s.label, s.reason), WIDTH));
+    }
+    out
+}
+
+/// Which link the rows crossed: one line when every run crossed the same one, else a line per link
+/// naming its runs; empty when no run records its link (a comparison of files that do not say).
+fn links(set: &CompareSet) -> String {
+    let links = set.links();
+    let mut out = String::new();
+    match links.as_slice() {
+        [] => {}
+        [(Some(link), _)] => out.push_str(&wrap(&format!("link: every row crossed {link}"), WIDTH)),
+        _ => {
+            out.push_str(
+                "links differ, so rows that crossed different links are not like for like:\n",
+            );
+            for (link, labels) in &links {
+                let labels = labels.join(", ");
+                out.push_str(&wrap(
+                    &match link {
+                        Some(link) => format!("{labels} crossed {link}"),
+                        None => format!("{labels}: link not recorded"),
+                    },
+                    WIDTH,
+                ));
+            }
+        }
     }
     out
 }
@@ -291,6 +330,42 @@ mod tests {
             "\nHow each transport ran (client side):\nRoCE v2 (soft): udp socket 127.0.0.2:4791; core 0\n"
         );
         assert!(render(&set).contains(&text));
+    }
+
+    #[test]
+    fn the_table_says_which_link_each_row_crossed() {
+        let mut set = set();
+        assert!(
+            !side_by_side(&set).contains("link"),
+            "no link recorded, no line"
+        );
+        let veth = "veth (netns rpc7a<->rpc7b, MTU 9000)";
+        for run in &mut set.runs {
+            run.link = Some(veth.into());
+        }
+        let text = side_by_side(&set);
+        assert!(
+            text.contains(&format!("\nlink: every row crossed {veth}\n")),
+            "{text}"
+        );
+        let reps = vec![set.runs[4].clone(), set.runs[4].clone()];
+        set.runs[4] = crate::results::CompareRun::from_repetitions(reps).unwrap();
+        assert!(
+            side_by_side(&set).contains("each row: the median of up to 2 repetitions"),
+            "{}",
+            side_by_side(&set)
+        );
+        set.runs[1].link = Some("lo".into());
+        set.runs[4].link = Some("lo".into());
+        set.runs[2].link = None;
+        let text = side_by_side(&set);
+        assert!(
+            text.contains(&format!(
+                "links differ, so rows that crossed different links are not like for like:\n\
+                 RoCE v1 (soft), TCP crossed {veth}\nRoCE v2 (soft) crossed lo\nTCP: link not recorded\n"
+            )),
+            "{text}"
+        );
     }
 
     #[test]

@@ -212,8 +212,12 @@ pub const COMPARE_COLUMNS: &[&str] = &[
     "ratio_to_tcp",
 ];
 
-/// The rows of compare.csv for one run.
-fn csv_rows(set: &CompareSet, run: &CompareRun) -> Vec<Vec<String>> {
+/// compare.csv's last column when a run of the comparison records the link it crossed (a comparison
+/// read from files that do not say has none, and keeps [`COMPARE_COLUMNS`] only).
+pub const COMPARE_LINK_COLUMN: &str = "link";
+
+/// The rows of compare.csv for one run; with `link`, the link column last.
+fn csv_rows(set: &CompareSet, run: &CompareRun, link: bool) -> Vec<Vec<String>> {
     let f3 = |v: f64| format!("{v:.3}");
     let f6 = |v: f64| format!("{v:.6}");
     run.results
@@ -262,6 +266,9 @@ fn csv_rows(set: &CompareSet, run: &CompareRun) -> Vec<Vec<String>> {
                     .unwrap_or_default(),
             );
             debug_assert_eq!(row.len(), COMPARE_COLUMNS.len());
+            if link {
+                row.push(run.link.clone().unwrap_or_default());
+            }
             row
         })
         .collect()
@@ -272,9 +279,14 @@ pub fn compare_csv(set: &CompareSet) -> Result<String, ::csv::Error> {
     let mut w = ::csv::WriterBuilder::new()
         .terminator(::csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
-    w.write_record(COMPARE_COLUMNS)?;
+    let link = set.runs.iter().any(|r| r.link.is_some());
+    let mut header = COMPARE_COLUMNS.to_vec();
+    if link {
+        header.push(COMPARE_LINK_COLUMN);
+    }
+    w.write_record(&header)?;
     for run in &set.runs {
-        for row in csv_rows(set, run) {
+        for row in csv_rows(set, run, link) {
             w.write_record(&row)?;
         }
     }
@@ -431,5 +443,28 @@ mod tests {
             tcp_lat["lat_p99_9_us"].parse::<f64>().unwrap()
                 > tcp_lat["lat_median_us"].parse().unwrap()
         );
+    }
+
+    #[test]
+    fn a_link_column_ends_the_rows_when_runs_record_their_link() {
+        let mut set = set();
+        let plain = compare_csv(&set).unwrap();
+        set.runs[0].link = Some("veth (netns a<->b, MTU 9000)".into());
+        set.runs[1].link = Some("lo".into());
+        let text = compare_csv(&set).unwrap();
+        let mut lines = text.lines();
+        let header = lines.next().unwrap();
+        assert_eq!(header, format!("{},link", COMPARE_COLUMNS.join(",")));
+        let first = lines.next().unwrap();
+        assert!(
+            first.ends_with(",\"veth (netns a<->b, MTU 9000)\""),
+            "{first}"
+        );
+        assert!(
+            lines.last().unwrap().ends_with(','),
+            "no link recorded: empty cell"
+        );
+        // Without links, the file is as before.
+        assert!(plain.starts_with(&format!("{}\n", COMPARE_COLUMNS.join(","))));
     }
 }

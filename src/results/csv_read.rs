@@ -136,6 +136,7 @@ pub(super) fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, Rea
             },
             size,
             figures,
+            repeats: Vec::new(),
         });
     }
     Ok(rows)

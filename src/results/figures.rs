@@ -7,24 +7,29 @@
 use super::{Measured, SizeResult};
 use crate::stats::{LatencyStats, value_at_percentile};
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
-/// Bandwidth figures.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Bandwidth figures. Their serde form (a repetition's figures in `compare.json`) uses the result
+/// files' key names.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BandwidthFigures {
     /// Average, Gb/s.
+    #[serde(rename = "avg_gbps")]
     pub gbps: f64,
     /// Average message rate, Mpps.
+    #[serde(rename = "msg_rate_mpps")]
     pub mpps: f64,
 }
 
 /// Latency figures, one-way µs.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencyFigures {
     /// Median.
     pub median_us: f64,
     /// 99th percentile.
     pub p99_us: f64,
     /// 99.9th percentile.
+    #[serde(rename = "p99_9_us")]
     pub p999_us: f64,
     /// True maximum.
     pub max_us: f64,

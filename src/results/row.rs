@@ -27,6 +27,9 @@ pub struct ResultRow {
     pub size: u64,
     /// The measured figures.
     pub figures: Figures,
+    /// Every repetition's figures when the result was repeated (`roce_compare --repeat N`; `figures`
+    /// is then the median repetition's); empty for a result measured once.
+    pub repeats: Vec<Figures>,
 }
 
 /// The key a baseline is matched on.
@@ -63,6 +66,7 @@ impl ResultRow {
                 role: Some(info.role),
                 size: r.size,
                 figures: r.figures(),
+                repeats: Vec::new(),
             })
             .collect()
     }
@@ -82,6 +86,7 @@ impl ResultRow {
                     role: None,
                     size: r.size,
                     figures: r.figures(),
+                    repeats: run.repeated_figures(r.size),
                 })
             })
             .collect()

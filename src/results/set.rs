@@ -2,7 +2,7 @@
 //!
 //! The set knows nothing of how its runs were made: live by `compare`, or read from result files.
 
-use super::{RunInfo, SizeResult};
+use super::{Repetitions, RunInfo, SizeResult};
 use crate::params::{Metric, RoceVersion, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +22,14 @@ pub struct CompareRun {
     /// Why this transport was chosen or what limited it ("soft: no RDMA device").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The link the run's traffic crossed, as the comparison that ran it names it: `lo`, or
+    /// `veth (netns rpc42a<->rpc42b, MTU 9000)`; None when not known (a run read from its own file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// Every repetition's figures per message size (`roce_compare --repeat N`); `results` then holds
+    /// the median repetition. Empty for a run made once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repetitions: Vec<Repetitions>,
 }
 
 /// A transport that could not run, and why (e.g. RoCE v1 needs CAP_NET_RAW for a veth pair).
@@ -80,6 +88,8 @@ impl CompareRun {
             test: info.test,
             results,
             notes: info.notes.clone(),
+            link: None,
+            repetitions: Vec::new(),
         }
     }
 
@@ -116,6 +126,24 @@ impl CompareSet {
         for r in &self.runs {
             if !out.contains(&r.test) {
                 out.push(r.test);
+            }
+        }
+        out
+    }
+
+    /// The links the runs crossed, each with the labels of the runs that crossed it (None: not
+    /// recorded), in the order first seen; empty when no run records its link.
+    pub fn links(&self) -> Vec<(Option<&str>, Vec<&str>)> {
+        if self.runs.iter().all(|r| r.link.is_none()) {
+            return Vec::new();
+        }
+        let mut out: Vec<(Option<&str>, Vec<&str>)> = Vec::new();
+        for r in &self.runs {
+            let link = r.link.as_deref();
+            match out.iter_mut().find(|(l, _)| *l == link) {
+                Some((_, labels)) if labels.contains(&r.label.as_str()) => {}
+                Some((_, labels)) => labels.push(&r.label),
+                None => out.push((link, vec![&r.label])),
             }
         }
         out

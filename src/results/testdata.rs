@@ -164,6 +164,8 @@ pub fn set() -> CompareSet {
             test: wlat,
             results: vec![lat(2, base, 10_000)],
             notes: vec![],
+            link: None,
+            repetitions: vec![],
         });
     }
     for (t, r, _, factor) in transports {
@@ -178,6 +180,8 @@ pub fn set() -> CompareSet {
                 .map(|(i, &s)| bw(s, factor * (20.0 + 15.0 * i as f64)))
                 .collect(),
             notes: vec![],
+            link: None,
+            repetitions: vec![],
         });
     }
     CompareSet {

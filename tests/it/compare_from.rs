@@ -214,3 +214,82 @@ fn bad_inputs_exit_2_and_gates_exit_1() {
     // TCP's 10 Gb/s at 4 KiB is not held to it; the soft runs are at 18 Gb/s and more.
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
 }
+
+#[test]
+fn a_comparison_read_back_keeps_its_links_and_repetitions_and_takes_ratio_gates() {
+    use roceperf::results::{BandwidthFigures, CompareRun, CompareSet, Repetitions};
+    let tmp = tempfile::tempdir().unwrap();
+    let veth = "veth (netns rpc9a<->rpc9b, MTU 9000)";
+    let run = |t: TransportKind, r: Option<RoceVersion>, gbps: &[f64]| CompareRun {
+        link: Some(veth.into()),
+        repetitions: vec![Repetitions {
+            size: 65536,
+            bandwidth: gbps
+                .iter()
+                .map(|&gbps| BandwidthFigures { gbps, mpps: 1.0 })
+                .collect(),
+            latency: vec![],
+        }],
+        ..CompareRun::from_run(&info(WBW, t, r, Role::Client), vec![bw(65536, gbps[0])])
+    };
+    let set = CompareSet {
+        started_at: "2026-11-29T10:24:25Z".into(),
+        version: "0.1.0".into(),
+        runs: vec![
+            run(
+                TransportKind::Soft,
+                Some(RoceVersion::V2),
+                &[13.0, 12.0, 14.0],
+            ),
+            run(TransportKind::Tcp, None, &[12.0, 11.0, 12.5]),
+        ],
+        skipped: vec![],
+    };
+    let json = tmp.path().join("compare.json");
+    results::json::write_document(&json, &set.to_json()).unwrap();
+    let results_dir = tmp.path().join("results");
+    let o = compare(
+        &[
+            "--results",
+            results_dir.to_str().unwrap(),
+            "--min-ratio",
+            "soft-v2/tcp:bw=0.9",
+        ],
+        std::slice::from_ref(&json),
+    );
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    assert!(
+        out.contains(&format!("\nlink: every row crossed {veth}\n")),
+        "{out}"
+    );
+    assert!(
+        out.contains("each row: the median of up to 3 repetitions"),
+        "{out}"
+    );
+    // The ratio of the medians of the repetitions: 13 / 12.
+    assert!(out.contains("1.083x (13.00 Gb/s / 12.00 Gb/s)"), "{out}");
+    let dir = std::fs::read_dir(&results_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("compare.json")).unwrap()).unwrap();
+    for r in doc["runs"].as_array().unwrap() {
+        assert_eq!(r["link"], veth, "{r}");
+        assert_eq!(
+            r["repetitions"][0]["bandwidth"].as_array().unwrap().len(),
+            3
+        );
+    }
+    let o = compare(
+        &["--no-files", "--max-ratio", "tcp/soft-v2:bw=0.5"],
+        std::slice::from_ref(&json),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    // --repeat is for live runs.
+    let o = compare(&["--repeat", "3"], std::slice::from_ref(&json));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+}

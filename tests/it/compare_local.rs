@@ -1,6 +1,7 @@
-//! roce_compare live: `--local` runs RoCE v2 (soft, loopback), RoCE v1 (soft, veth pair between two
-//! network namespaces; skipped with a note when not root) and TCP, prints the side-by-side table and
-//! writes its files; two-host mode runs against a `roce_compare --server` on loopback; the progress bar
+//! roce_compare live: `--local` runs RoCE v2 (soft), RoCE v1 (soft) and TCP across one veth pair
+//! between two network namespaces (as root; otherwise v2 and TCP on loopback and v1 skipped with a
+//! note), says which link every row crossed, prints the side-by-side table and writes its files;
+//! `--repeat` keeps every repetition; two-host mode runs against a `roce_compare --server` on loopback; the progress bar
 //! shows on a terminal only; timeouts, usage errors and "nothing could run" have their exit codes.
 
 use base64::Engine;
@@ -172,7 +173,7 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
         };
         assert_eq!(r["roce"], expected_roce, "{r:?}");
     }
-    crate::common::schema::assert_csv_header("compare", &dir.join("compare.csv"));
+    crate::common::schema::assert_csv_header("compare-linked", &dir.join("compare.csv"));
     let doc = crate::common::schema::assert_valid_file("compare", &dir.join("compare.json"));
     assert_eq!(doc["schema"], "roceperf.compare");
     let runs = doc["runs"].as_array().unwrap();
@@ -188,6 +189,23 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
     assert_eq!(
         doc["skipped"].as_array().unwrap().len(),
         usize::from(!v1_expected)
+    );
+    // Like for like: every row crossed one link, the veth pair between our namespaces as root, else
+    // lo; the table, compare.json, compare.csv and the plots say which.
+    let link = if v1_expected {
+        format!("veth (netns rpc{pid}a<->rpc{pid}b, MTU 9000)")
+    } else {
+        "lo".to_string()
+    };
+    for r in runs {
+        assert_eq!(r["link"], link.as_str(), "{r}");
+    }
+    for r in &csv_rows {
+        assert_eq!(r["link"], link, "{r:?}");
+    }
+    assert!(
+        stdout.contains(&format!("\nlink: every row crossed {link}\n")),
+        "{stdout}"
     );
 
     // One HdrHistogram log per latency run, each with one interval that decodes to 100 samples.
@@ -222,6 +240,12 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
             text.contains("RoCE v2 (soft)") && text.contains("TCP"),
             "{svg}"
         );
+        let legend = if v1_expected {
+            "TCP over veth (netns"
+        } else {
+            "TCP over lo"
+        };
+        assert!(text.contains(legend), "{svg}: {legend}");
     }
     // No namespace of ours is left behind.
     if is_root() {
@@ -436,5 +460,62 @@ fn a_gate_missed_by_a_live_run_exits_1() {
     assert!(
         !stdout.contains("write_lat soft"),
         "only TCP is gated: {stdout}"
+    );
+}
+
+#[test]
+fn repeated_runs_keep_every_repetition_for_the_gates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let out = compare(
+        &[
+            "--local",
+            "write_lat",
+            "-n",
+            "100",
+            "--repeat",
+            "2",
+            "--results",
+            results.to_str().unwrap(),
+            "--max-ratio",
+            "soft-v2/tcp:p50=1000",
+        ],
+        240,
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    // One row per transport, the median repetition's, and a line that says so.
+    let lat = rows(&stdout, "write_lat");
+    assert_eq!(lat.len(), if is_root() { 3 } else { 2 }, "{stdout}");
+    assert!(
+        stdout.contains("each row: the median of up to 2 repetitions"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("roce_gate: PASS, 1 checks: 1 passed"),
+        "{stdout}"
+    );
+    let json = the_only_dir(&results).join("compare.json");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for run in doc["runs"].as_array().unwrap() {
+        let reps = &run["repetitions"];
+        assert_eq!(reps.as_array().unwrap().len(), 1, "{run}");
+        assert_eq!(reps[0]["size_bytes"], 2);
+        let lat = reps[0]["latency"].as_array().unwrap();
+        assert_eq!(lat.len(), 2, "{run}");
+        assert!(lat.iter().all(|l| l["median_us"].as_f64().unwrap() > 0.0));
+    }
+    // roce_gate reads them back: a ratio no run can meet fails with exit 1.
+    let gate = Command::new(env!("CARGO_BIN_EXE_roce_gate"))
+        .args(["--max-ratio", "soft-v2/tcp:p50=0.001"])
+        .arg(&json)
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .unwrap();
+    let gate_out = String::from_utf8_lossy(&gate.stdout);
+    assert_eq!(gate.status.code(), Some(1), "{gate_out}");
+    assert!(
+        gate_out.contains("FAIL: write_lat soft v2 2 B median latency is"),
+        "{gate_out}"
     );
 }

@@ -468,6 +468,8 @@ fn comparison(dir: &Path) -> (PathBuf, PathBuf) {
                 test,
                 results: vec![result],
                 notes: vec![],
+                link: None,
+                repetitions: vec![],
             });
         }
     }

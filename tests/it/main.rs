@@ -13,6 +13,7 @@ mod compare_local;
 mod deps_script;
 mod gate_cli;
 mod gate_in_binaries;
+mod gate_ratio;
 mod layering;
 mod oob_errors;
 mod perftest_oob_six;

@@ -1,0 +1,324 @@
+//! roce_gate over one comparison: ratios between its transports (`--min-ratio`, `--max-ratio`), and
+//! a baseline weighed against the run-to-run spread when both comparisons hold repetitions. Fixture
+//! files in, exact exit codes out: 0 pass, 1 fail, 2 unreadable input or bad usage.
+
+use crate::common::results::bw_result;
+use roceperf::params::{Metric, RoceVersion, TestKind, TransportKind, Verb};
+use roceperf::results::json::write_document;
+use roceperf::results::{
+    BandwidthFigures, CompareRun, CompareSet, LatencyFigures, Measured, Repetitions, SizeResult,
+    default_label,
+};
+use roceperf::stats::{self, LatencyStats};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const SOFT_V2: (TransportKind, Option<RoceVersion>) = (TransportKind::Soft, Some(RoceVersion::V2));
+const TCP: (TransportKind, Option<RoceVersion>) = (TransportKind::Tcp, None);
+
+/// A 2-byte latency result whose every sample is `median_us`.
+fn lat_result(median_us: f64) -> SizeResult {
+    let mut h = stats::new_latency_histogram();
+    h.record_n((median_us * 1000.0) as u64, 1000).unwrap();
+    SizeResult {
+        size: 2,
+        iterations: 1000,
+        measured: Measured::Latency {
+            stats: LatencyStats::from_histogram(&h, &[99.0]),
+            histogram: h,
+        },
+        cpu_util: None,
+    }
+}
+
+/// A run of `metric` over `transport`: its repetitions' figures (bandwidth in Gb/s or median latency
+/// in µs) when there are several, the first shown.
+fn run(
+    transport: (TransportKind, Option<RoceVersion>),
+    metric: Metric,
+    reps: &[f64],
+) -> CompareRun {
+    let (result, repetitions) = match metric {
+        Metric::Bandwidth => (
+            bw_result(65536, reps[0]),
+            Repetitions {
+                size: 65536,
+                bandwidth: reps
+                    .iter()
+                    .map(|&gbps| BandwidthFigures {
+                        gbps,
+                        mpps: gbps / 0.5,
+                    })
+                    .collect(),
+                latency: vec![],
+            },
+        ),
+        Metric::Latency => (
+            lat_result(reps[0]),
+            Repetitions {
+                size: 2,
+                bandwidth: vec![],
+                latency: reps
+                    .iter()
+                    .map(|&m| LatencyFigures {
+                        median_us: m,
+                        p99_us: m,
+                        p999_us: m,
+                        max_us: m,
+                    })
+                    .collect(),
+            },
+        ),
+    };
+    CompareRun {
+        label: default_label(transport.0, transport.1),
+        transport: transport.0,
+        roce: transport.1,
+        test: TestKind::new(Verb::Write, metric),
+        results: vec![result],
+        notes: vec![],
+        link: Some("lo".into()),
+        repetitions: if reps.len() > 1 {
+            vec![repetitions]
+        } else {
+            vec![]
+        },
+    }
+}
+
+/// Writes a compare.json of `runs` into `dir` as `name`.
+fn comparison(dir: &Path, name: &str, runs: Vec<CompareRun>) -> PathBuf {
+    let set = CompareSet {
+        started_at: "2026-11-29T10:24:25Z".into(),
+        version: "0.1.0".into(),
+        runs,
+        skipped: vec![],
+    };
+    let path = dir.join(name);
+    write_document(&path, &set.to_json()).unwrap();
+    path
+}
+
+/// `name`: soft v2 at `v2_gbps` and `v2_us`, TCP at 12 Gb/s and 9 µs; one run each.
+fn same_run(dir: &Path, name: &str, v2_gbps: f64, v2_us: f64) -> PathBuf {
+    comparison(
+        dir,
+        name,
+        vec![
+            run(SOFT_V2, Metric::Bandwidth, &[v2_gbps]),
+            run(TCP, Metric::Bandwidth, &[12.0]),
+            run(SOFT_V2, Metric::Latency, &[v2_us]),
+            run(TCP, Metric::Latency, &[9.0]),
+        ],
+    )
+}
+
+fn gate(args: &[&str], files: &[&Path]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_roce_gate"))
+        .args(args)
+        .args(files)
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .unwrap()
+}
+
+/// Runs the gate, checks its exit code, and returns stdout and stderr.
+#[track_caller]
+fn exits(args: &[&str], files: &[&Path], code: i32) -> (String, String) {
+    let o = gate(args, files);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{args:?}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    (out, err)
+}
+
+#[test]
+fn ratios_within_one_comparison_pass_and_fail_with_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = same_run(dir.path(), "compare.json", 13.2, 10.8);
+    let (out, _) = exits(&["--min-ratio", "soft-v2/tcp:bw=0.9"], &[&json], 0);
+    assert!(
+        out.starts_with("roce_gate: PASS, 1 checks: 1 passed\n"),
+        "{out}"
+    );
+    assert!(out.contains(">= 0.900x tcp"), "{out}");
+    assert!(out.contains("1.100x (13.20 Gb/s / 12.00 Gb/s)"), "{out}");
+    let (out, _) = exits(
+        &[
+            "--min-ratio",
+            "soft-v2/tcp:bw=0.9",
+            "--max-ratio",
+            "soft-v2/tcp:p50=1.0",
+        ],
+        &[&json],
+        1,
+    );
+    assert!(out.contains("2 checks: 1 passed, 1 failed"), "{out}");
+    assert!(
+        out.contains(
+            "FAIL: write_lat soft v2 2 B median latency is 1.200x tcp's (10.81 µs against 9.007 µs), \
+             above --max-ratio soft-v2/tcp:p50=1.0"
+        ),
+        "{out}"
+    );
+    // A 2x slowdown of soft's bandwidth trips a loose floor.
+    let slow = same_run(dir.path(), "slow.json", 6.0, 10.8);
+    let (out, _) = exits(&["--min-ratio", "soft-v2/tcp:bw=0.6"], &[&slow], 1);
+    assert!(out.contains("is 0.500x tcp's"), "{out}");
+    // --transport chooses what thresholds hold, not the denominator of a ratio.
+    exits(
+        &[
+            "--transport",
+            "soft",
+            "--min-bw",
+            "10Gb/s",
+            "--min-ratio",
+            "soft-v2/tcp:bw=0.9",
+        ],
+        &[&json],
+        0,
+    );
+    // --test narrows the ratios too: no bandwidth result left is a failure, not a pass.
+    let (out, _) = exits(
+        &["--test", "write_lat", "--min-ratio", "soft-v2/tcp:bw=0.9"],
+        &[&json],
+        1,
+    );
+    assert!(
+        out.contains("found no bandwidth result of soft-v2 or tcp"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_ratio_missing_a_side_fails_rather_than_passing() {
+    let dir = tempfile::tempdir().unwrap();
+    // TCP's bandwidth run failed in this comparison: only soft v2 has a write_bw result.
+    let json = comparison(
+        dir.path(),
+        "no-tcp.json",
+        vec![
+            run(SOFT_V2, Metric::Bandwidth, &[13.2]),
+            run(SOFT_V2, Metric::Latency, &[10.8]),
+            run(TCP, Metric::Latency, &[9.0]),
+        ],
+    );
+    let (out, _) = exits(&["--min-ratio", "soft-v2/tcp:bw=0.5"], &[&json], 1);
+    assert!(
+        out.contains("FAIL: write_bw soft v2 65536 B: no tcp result at this test and size"),
+        "{out}"
+    );
+    let (out, _) = exits(&["--max-ratio", "tcp/soft-v2:p50=1.0"], &[&json], 0);
+    assert!(out.contains("0.833x (9.007 µs / 10.81 µs)"), "{out}");
+}
+
+#[test]
+fn bad_ratios_and_levels_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = same_run(dir.path(), "compare.json", 13.2, 10.8);
+    for (args, says) in [
+        (&["--min-ratio", "soft-v2:bw=0.9"][..], "is not NUM/DEN"),
+        (
+            &["--max-ratio", "soft-v2/tcp:speed=1"][..],
+            "is not a figure",
+        ),
+        (&["--min-ratio", "soft/soft-v2:bw=1"][..], "with itself"),
+        (
+            &["--min-ratio", "soft-v2/tcp:bw=1", "--alpha", "2"][..],
+            "is not a significance level",
+        ),
+        (&[][..], "a ratio (--min-ratio, --max-ratio)"),
+    ] {
+        let (_, err) = exits(args, &[&json], 2);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // Unreadable input is exit 2 whatever the gates.
+    let cut = dir.path().join("cut.json");
+    let text = std::fs::read_to_string(&json).unwrap();
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    let (_, err) = exits(&["--min-ratio", "soft-v2/tcp:bw=0.9"], &[&cut], 2);
+    assert!(err.contains("cut.json is not valid JSON"), "{err}");
+}
+
+/// A comparison of soft v2 and TCP write_bw, each with the repetitions given.
+fn repeated(dir: &Path, name: &str, v2: &[f64], tcp: &[f64]) -> PathBuf {
+    comparison(
+        dir,
+        name,
+        vec![
+            run(SOFT_V2, Metric::Bandwidth, v2),
+            run(TCP, Metric::Bandwidth, tcp),
+        ],
+    )
+}
+
+#[test]
+fn a_baseline_with_repetitions_fails_only_beyond_the_spread() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let tcp = [12.0, 12.4, 11.8, 12.1, 12.2];
+    let base = repeated(d, "base.json", &[20.3, 19.7, 20.9, 21.2, 19.9], &tcp);
+    let b = base.to_str().unwrap();
+    // Soft v2 halved in every repetition: beyond any spread.
+    let slow = repeated(d, "slow.json", &[10.1, 9.8, 10.4, 9.9, 10.0], &tcp);
+    let (out, _) = exits(&["--baseline", b], &[&slow], 1);
+    assert!(out.contains("2 checks: 1 passed, 1 failed"), "{out}");
+    assert!(
+        out.contains("beyond the run-to-run spread (Mann-Whitney p=0.0040 <= --alpha 0.01)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("10.00 Gb/s (-50.7%) p=0.004, 5:5 runs"),
+        "{out}"
+    );
+    // A 10 % lower median inside a wide spread: noise, not a regression...
+    let noisy = repeated(d, "noisy.json", &[18.0, 23.0, 16.5, 21.0, 18.3], &tcp);
+    let (out, _) = exits(&["--baseline", b], &[&noisy], 0);
+    assert!(out.contains("(-9.9%) p="), "{out}");
+    // ...which the plain percentage rule, without repetitions, would have failed.
+    let once = repeated(d, "once.json", &[18.3], &[12.0]);
+    let base_once = repeated(d, "base-once.json", &[20.3], &[12.0]);
+    exits(&["--baseline", base_once.to_str().unwrap()], &[&once], 1);
+    // A stricter level lets nothing through at five repetitions: the gate says how many it needs.
+    let (out, _) = exits(&["--baseline", b, "--alpha", "0.001"], &[&slow], 1);
+    assert!(
+        out.contains("5 and 5 repetitions can never show a change at --alpha 0.001"),
+        "{out}"
+    );
+    assert!(
+        out.contains("record at least 7 per side (roce_compare --repeat 7)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn latency_repetitions_regress_upwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lat = |name: &str, v2: &[f64]| {
+        comparison(
+            d,
+            name,
+            vec![
+                run(SOFT_V2, Metric::Latency, v2),
+                run(TCP, Metric::Latency, &[9.0, 9.1, 8.9, 9.0, 9.2]),
+            ],
+        )
+    };
+    let base = lat("base.json", &[10.0, 10.2, 9.9, 10.1, 10.3]);
+    let b = base.to_str().unwrap();
+    let worse = lat("worse.json", &[20.0, 20.4, 19.8, 20.2, 20.6]);
+    let (out, _) = exits(&["--baseline", b], &[&worse], 1);
+    assert!(
+        out.contains("FAIL: write_lat soft v2 2 B median vs baseline"),
+        "{out}"
+    );
+    let better = lat("better.json", &[5.0, 5.1, 4.9, 5.0, 5.2]);
+    exits(&["--baseline", b], &[&better], 0);
+}
