@@ -116,15 +116,6 @@ mod tests {
     use crate::results::read::{Document, parse_json};
     use crate::results::size::HISTOGRAM_ENCODING;
     use crate::results::testdata::*;
-    use hdrhistogram::Histogram;
-
-    fn same_histogram(a: &Histogram<u64>, b: &Histogram<u64>) -> bool {
-        a.len() == b.len()
-            && a.iter_recorded().zip(b.iter_recorded()).all(|(x, y)| {
-                x.value_iterated_to() == y.value_iterated_to()
-                    && x.count_at_value() == y.count_at_value()
-            })
-    }
 
     #[test]
     fn document_has_schema_units_and_every_size() {

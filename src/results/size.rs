@@ -176,14 +176,6 @@ mod tests {
     use super::*;
     use crate::results::testdata::*;
 
-    fn same_histogram(a: &Histogram<u64>, b: &Histogram<u64>) -> bool {
-        a.len() == b.len()
-            && a.iter_recorded().zip(b.iter_recorded()).all(|(x, y)| {
-                x.value_iterated_to() == y.value_iterated_to()
-                    && x.count_at_value() == y.count_at_value()
-            })
-    }
-
     #[test]
     fn size_results_round_trip_for_the_oob_channel() {
         for r in [bw_result(), lat_result()] {
