@@ -27,13 +27,13 @@ use serde_json::{Value, json};
 use std::path::Path;
 
 /// The `schema` value of every roceperf result file.
-pub const SCHEMA: &str = "roceperf.result";
+pub(crate) const SCHEMA: &str = "roceperf.result";
 /// Bumped whenever a key is renamed or removed or changes meaning (adding keys does not bump it).
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 /// The `schema` value of a comparison file.
-pub const COMPARE_SCHEMA: &str = "roceperf.compare";
+pub(crate) const COMPARE_SCHEMA: &str = "roceperf.compare";
 /// Bumped whenever a comparison key is renamed or removed or changes meaning.
-pub const COMPARE_SCHEMA_VERSION: u32 = 1;
+pub(crate) const COMPARE_SCHEMA_VERSION: u32 = 1;
 
 /// The whole result document for a run.
 pub fn to_json(info: &RunInfo, results: &[SizeResult]) -> Value {
@@ -67,7 +67,7 @@ pub fn write_document(path: &Path, doc: &Value) -> Result<(), WriteError> {
 }
 
 /// `doc` as the files hold it: pretty-printed with a final newline; errors name `path`, its file.
-pub fn pretty(path: &Path, doc: &Value) -> Result<Vec<u8>, WriteError> {
+pub(crate) fn pretty(path: &Path, doc: &Value) -> Result<Vec<u8>, WriteError> {
     let mut text = serde_json::to_vec_pretty(doc).map_err(|source| WriteError::Json {
         path: path.to_owned(),
         source,

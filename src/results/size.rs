@@ -8,7 +8,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// The `encoding` of serialized histograms.
-pub const HISTOGRAM_ENCODING: &str = "hdrhistogram-v2-deflate-base64";
+pub(crate) const HISTOGRAM_ENCODING: &str = "hdrhistogram-v2-deflate-base64";
 
 /// What one message size measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,7 +42,7 @@ pub struct SizeResult {
 
 /// Serde form of a [`SizeResult`]: flat, unit-carrying keys.
 #[derive(Serialize, Deserialize)]
-pub struct SizeResultRepr {
+pub(crate) struct SizeResultRepr {
     size_bytes: u64,
     iterations: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,7 +102,7 @@ impl TryFrom<SizeResultRepr> for SizeResult {
 
 /// A histogram as JSON: `{"encoding": "hdrhistogram-v2-deflate-base64", "unit": "ns", "data": "HISTFAAA..."}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistogramRepr {
+pub(crate) struct HistogramRepr {
     /// Always [`HISTOGRAM_ENCODING`].
     pub encoding: String,
     /// Unit of the recorded values: "ns".

@@ -4,7 +4,7 @@ use super::ipv6::{FixedHeader, Ipv6Packet};
 use super::{Error, Gid, Result};
 
 /// GRH Next Header value announcing an IBA transport header.
-pub const NXTHDR_IBA: u8 = 0x1b;
+pub(crate) const NXTHDR_IBA: u8 = 0x1b;
 
 header_view!(
     /// A view of a GRH at the start of a buffer.
