@@ -346,7 +346,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// A whole number in decimal or `0x` hex, as perftest's flags accept.
-pub fn parse_int(s: &str) -> Option<u64> {
+pub(crate) fn parse_int(s: &str) -> Option<u64> {
     if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         u64::from_str_radix(h, 16).ok()
     } else {

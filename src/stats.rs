@@ -8,13 +8,13 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// Lowest latency the histogram tracks, in nanoseconds.
-pub const LATENCY_LOWEST_NS: u64 = 1;
+pub(crate) const LATENCY_LOWEST_NS: u64 = 1;
 /// Highest latency the histogram tracks (100 s), in nanoseconds; record with `saturating_record`.
-pub const LATENCY_HIGHEST_NS: u64 = 100_000_000_000;
+pub(crate) const LATENCY_HIGHEST_NS: u64 = 100_000_000_000;
 /// Significant decimal digits the histogram keeps (relative error below 0.1 %).
-pub const LATENCY_SIGFIG: u8 = 3;
+pub(crate) const LATENCY_SIGFIG: u8 = 3;
 /// perftest disables the BW peak above this many messages (its computation is quadratic there).
-pub const PEAK_MAX_MESSAGES: usize = 20_000;
+pub(crate) const PEAK_MAX_MESSAGES: usize = 20_000;
 
 /// New latency histogram: 1 ns .. 100 s, 3 significant digits. Values are ONE-WAY nanoseconds
 /// (the driver already divided the round trip by `TestKind::rtt_factor()`).
@@ -41,7 +41,7 @@ impl Percentile {
 }
 
 /// `p90`, `p99.9`: the shortest decimal form of the percentile, prefixed with `p`.
-pub fn percentile_label(pct: f64) -> String {
+pub(crate) fn percentile_label(pct: f64) -> String {
     format!("p{pct}")
 }
 
@@ -122,7 +122,7 @@ impl LatencyStats {
 /// hdrhistogram takes the sample of rank `ceil(q * n)`; with `q = 99.9 / 100` and `n = 1000` that product is
 /// 999.0000000000001, so it would return the 1000th sample instead of the 999th. A rank within 1e-6 of a
 /// whole number is taken as that number.
-pub fn value_at_percentile(h: &Histogram<u64>, pct: f64) -> u64 {
+pub(crate) fn value_at_percentile(h: &Histogram<u64>, pct: f64) -> u64 {
     let n = h.len() as f64;
     let mut q = (pct / 100.0).clamp(0.0, 1.0);
     let rank = q * n;

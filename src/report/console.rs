@@ -24,7 +24,7 @@ use crate::stats::{self, BandwidthStats, LatencyStats, percentile_label};
 use std::fmt::Write;
 
 /// perftest's RESULT_LINE: 87 dashes and a newline.
-pub const RESULT_LINE: &str =
+pub(crate) const RESULT_LINE: &str =
     "---------------------------------------------------------------------------------------\n";
 
 const BW_HEADER_MIB: &str =
@@ -161,7 +161,7 @@ fn c_alt_hex(v: u64, width: usize) -> String {
 }
 
 /// perftest's GID line body: every byte in decimal, two digits at least (`...:255:255:10:00:00:05`).
-pub fn gid_decimal(gid: &[u8; 16]) -> String {
+pub(crate) fn gid_decimal(gid: &[u8; 16]) -> String {
     let parts: Vec<String> = gid.iter().map(|b| format!("{b:02}")).collect();
     parts.join(":")
 }
@@ -324,16 +324,11 @@ pub fn extras(info: &RunInfo, r: &SizeResult) -> String {
     s
 }
 
-/// perftest --output=...: one number with six decimals and a newline. Bandwidth is the average in MiB/s
-/// (perftest's default unit: use [`single_value_in`] to honour --report_gbits), latency the mean in µs,
-/// message rate in Mpps. A selection that does not fit the result gets the nearest figure: the mean
-/// latency for a latency result, the mean time per message (µs) for `Latency` on a bandwidth result.
-pub fn single_value(sel: OutputSelect, r: &SizeResult) -> String {
-    single_value_in(sel, r, false)
-}
-
-/// [`single_value`] with bandwidth in Gb/s when `gbits` (perftest's --report_gbits).
-pub fn single_value_in(sel: OutputSelect, r: &SizeResult, gbits: bool) -> String {
+/// perftest --output=...: one number with six decimals and a newline. Bandwidth is the average, in Gb/s
+/// when `gbits` (perftest's --report_gbits) and MiB/s otherwise, latency the mean in µs, message rate in
+/// Mpps. A selection that does not fit the result gets the nearest figure: the mean latency for a latency
+/// result, the mean time per message (µs) for `Latency` on a bandwidth result.
+pub(crate) fn single_value_in(sel: OutputSelect, r: &SizeResult, gbits: bool) -> String {
     let v = match (&r.measured, sel) {
         (Measured::Bandwidth(b), OutputSelect::Bandwidth) if gbits => b.avg_gbps,
         (Measured::Bandwidth(b), OutputSelect::Bandwidth) => b.avg_mibps,

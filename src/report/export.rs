@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 
 /// One file an exporter made: where it goes and what it holds.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ExportFile {
+pub(crate) struct ExportFile {
     /// Its path inside the comparison's directory.
     pub path: PathBuf,
     /// Its contents.
@@ -25,7 +25,7 @@ pub struct ExportFile {
 }
 
 /// One format of a comparison's files.
-pub trait Exporter {
+pub(crate) trait Exporter {
     /// The files of this format for `set`, placed in `dir` (none when the set has nothing for it);
     /// errors name the file.
     fn export(&self, set: &CompareSet, dir: &Path) -> Result<Vec<ExportFile>, WriteError>;
@@ -33,7 +33,7 @@ pub trait Exporter {
 
 /// The formats a comparison is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExportType {
+pub(crate) enum ExportType {
     /// `compare.csv`.
     Csv,
     /// `compare.json`.
@@ -96,7 +96,7 @@ impl CompareFiles {
 }
 
 /// Writes a comparison in several formats.
-pub struct ExportManager {
+pub(crate) struct ExportManager {
     exporters: Vec<(ExportType, Box<dyn Exporter>)>,
 }
 
@@ -139,7 +139,7 @@ pub fn write_compare_files(dir: &Path, set: &CompareSet) -> Result<CompareFiles,
 }
 
 /// `compare.csv`.
-pub struct CsvExporter;
+pub(crate) struct CsvExporter;
 
 impl Exporter for CsvExporter {
     fn export(&self, set: &CompareSet, dir: &Path) -> Result<Vec<ExportFile>, WriteError> {
@@ -156,7 +156,7 @@ impl Exporter for CsvExporter {
 }
 
 /// `compare.json`.
-pub struct JsonExporter;
+pub(crate) struct JsonExporter;
 
 impl Exporter for JsonExporter {
     fn export(&self, set: &CompareSet, dir: &Path) -> Result<Vec<ExportFile>, WriteError> {
@@ -167,10 +167,10 @@ impl Exporter for JsonExporter {
 }
 
 /// One HdrHistogram interval log per latency run and size.
-pub struct HdrLogExporter;
+pub(crate) struct HdrLogExporter;
 
 /// `write_lat-roce-v2-soft-2B.hlog`: a file name from a test, a label and a size.
-pub fn hlog_name(run: &CompareRun, size: u64) -> String {
+pub(crate) fn hlog_name(run: &CompareRun, size: u64) -> String {
     let mut slug = String::new();
     for c in run.label.chars().flat_map(char::to_lowercase) {
         if c.is_ascii_alphanumeric() {
@@ -232,7 +232,7 @@ fn draw_err(path: &Path, what: String) -> WriteError {
 }
 
 /// `latency.svg`: the first latency test at its smallest size, one curve per transport.
-pub struct LatencySvgExporter;
+pub(crate) struct LatencySvgExporter;
 
 impl Exporter for LatencySvgExporter {
     fn export(&self, set: &CompareSet, dir: &Path) -> Result<Vec<ExportFile>, WriteError> {
@@ -256,7 +256,7 @@ impl Exporter for LatencySvgExporter {
 }
 
 /// `bandwidth.svg`: every bandwidth run by message size.
-pub struct BandwidthSvgExporter;
+pub(crate) struct BandwidthSvgExporter;
 
 impl Exporter for BandwidthSvgExporter {
     fn export(&self, set: &CompareSet, dir: &Path) -> Result<Vec<ExportFile>, WriteError> {

@@ -10,7 +10,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use std::time::{Duration, SystemTime};
 
 /// A tag HdrHistogram accepts: no spaces, commas or line breaks (`RoCE v2 (soft)` -> `RoCE_v2_(soft)`).
-pub fn tag_of(label: &str) -> String {
+pub(crate) fn tag_of(label: &str) -> String {
     label
         .chars()
         .map(|c| match c {

@@ -16,11 +16,11 @@ const SERIES: [&[f64]; 4] = [
 ];
 
 /// Most buckets drawn; a wider range switches to a coarser series.
-pub const MAX_BUCKETS: usize = 24;
+pub(crate) const MAX_BUCKETS: usize = 24;
 
 /// One bucket: samples in `[lo_ns, hi_ns)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     /// Lower edge, ns (inclusive).
     pub lo_ns: f64,
     /// Upper edge, ns (exclusive).
@@ -30,7 +30,7 @@ pub struct Bucket {
 }
 
 /// The buckets covering min..=max of `h` (empty when `h` is).
-pub fn buckets(h: &Histogram<u64>) -> Vec<Bucket> {
+pub(crate) fn buckets(h: &Histogram<u64>) -> Vec<Bucket> {
     if h.is_empty() {
         return Vec::new();
     }

@@ -15,9 +15,7 @@ pub mod progress;
 pub mod svg;
 pub mod table;
 
-pub use console::{
-    address_block, extras, header_block, single_value, table_footer, table_header, table_row,
-};
+pub use console::{address_block, extras, header_block, table_footer, table_header, table_row};
 
 use serde::{Deserialize, Serialize};
 
@@ -34,7 +32,7 @@ pub enum OutputSelect {
 }
 
 /// `2 B`, `64 KiB`, `1 MiB`, `1000 B`: powers of two in binary units, anything else in bytes.
-pub fn fmt_size(bytes: u64) -> String {
+pub(crate) fn fmt_size(bytes: u64) -> String {
     for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
         if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);

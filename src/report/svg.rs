@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use plotters::prelude::*;
 
 /// Plot size in pixels.
-pub const SIZE: (u32, u32) = (960, 640);
+pub(crate) const SIZE: (u32, u32) = (960, 640);
 
 /// Line colours, in series order (colour-blind-safe Tableau 10).
 const COLORS: [RGBColor; 6] = [
@@ -26,7 +26,7 @@ const COLORS: [RGBColor; 6] = [
 ];
 
 /// One latency distribution to overlay.
-pub struct LatencySeries<'a> {
+pub(crate) struct LatencySeries<'a> {
     /// Legend text, e.g. "RoCE v2 (soft)".
     pub label: &'a str,
     /// One-way latencies in ns.
@@ -34,7 +34,7 @@ pub struct LatencySeries<'a> {
 }
 
 /// One bandwidth curve.
-pub struct BandwidthSeries<'a> {
+pub(crate) struct BandwidthSeries<'a> {
     /// Legend text.
     pub label: &'a str,
     /// (message size in bytes, Gb/s), any order.
@@ -75,7 +75,7 @@ fn fmt_axis(v: f64) -> String {
 }
 
 /// `50%`, `99.9%`: the percentile at x = log10(1 / (1 - p)).
-pub fn percentile_tick(x: f64) -> String {
+pub(crate) fn percentile_tick(x: f64) -> String {
     if x.abs() < 1e-9 {
         return "0%".into();
     }
@@ -85,7 +85,7 @@ pub fn percentile_tick(x: f64) -> String {
 }
 
 /// The percentile curves of `series` overlaid; `title` goes on top. Returns the SVG text.
-pub fn latency_svg(title: &str, series: &[LatencySeries]) -> Result<String, String> {
+pub(crate) fn latency_svg(title: &str, series: &[LatencySeries]) -> Result<String, String> {
     let drawn: Vec<&LatencySeries> = series.iter().filter(|s| !s.histogram.is_empty()).collect();
     if drawn.is_empty() {
         return Err("no latency samples to plot".into());
@@ -167,7 +167,7 @@ pub fn latency_svg(title: &str, series: &[LatencySeries]) -> Result<String, Stri
 }
 
 /// Bandwidth (Gb/s) against message size, one curve per series, the size axis in powers of two.
-pub fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<String, String> {
+pub(crate) fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<String, String> {
     let all: Vec<(u64, f64)> = series
         .iter()
         .flat_map(|s| s.points.iter().copied())

@@ -7,7 +7,7 @@ use crate::results::{CompareSet, Measured};
 use std::fmt::Write;
 
 /// Widest output line.
-pub const WIDTH: usize = 100;
+pub(crate) const WIDTH: usize = 100;
 /// Longest transport label shown in full; longer ones are cut with `…`.
 const LABEL_MAX: usize = 20;
 
@@ -49,7 +49,7 @@ fn cut(s: &str, max: usize) -> String {
 }
 
 /// The side-by-side table: one row per (test, transport, size), `-` where a figure does not apply.
-pub fn side_by_side(set: &CompareSet) -> String {
+pub(crate) fn side_by_side(set: &CompareSet) -> String {
     let mut rows: Vec<[String; 10]> = Vec::new();
     for test in set.tests() {
         let runs: Vec<_> = set.runs.iter().filter(|r| r.test == test).collect();
@@ -205,7 +205,7 @@ fn wrap(text: &str, width: usize) -> String {
 
 /// A log-bucket histogram per latency run, each under a title line: at its smallest size only when it
 /// swept several (the other sizes' histograms are in the .hlog files), so a sweep stays readable.
-pub fn histograms(set: &CompareSet) -> String {
+pub(crate) fn histograms(set: &CompareSet) -> String {
     let mut out = String::new();
     for run in &set.runs {
         let sizes = run.results.len();

@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// The column names, in order. Changing this list is a breaking change for users' spreadsheets.
-pub const COLUMNS: &[&str] = &[
+pub(crate) const COLUMNS: &[&str] = &[
     "timestamp",
     "tool_version",
     "test",
@@ -190,7 +190,7 @@ pub fn append_csv(path: &Path, info: &RunInfo, results: &[SizeResult]) -> Result
 }
 
 /// compare.csv's columns, in order. Names carry their units; cells that do not apply are empty.
-pub const COMPARE_COLUMNS: &[&str] = &[
+pub(crate) const COMPARE_COLUMNS: &[&str] = &[
     "started_at",
     "label",
     "test",
@@ -214,7 +214,7 @@ pub const COMPARE_COLUMNS: &[&str] = &[
 
 /// compare.csv's last column when a run of the comparison records the link it crossed (a comparison
 /// read from files that do not say has none, and keeps [`COMPARE_COLUMNS`] only).
-pub const COMPARE_LINK_COLUMN: &str = "link";
+pub(crate) const COMPARE_LINK_COLUMN: &str = "link";
 
 /// The rows of compare.csv for one run; with `link`, the link column last.
 fn csv_rows(set: &CompareSet, run: &CompareRun, link: bool) -> Vec<Vec<String>> {
@@ -275,7 +275,7 @@ fn csv_rows(set: &CompareSet, run: &CompareRun, link: bool) -> Vec<Vec<String>> 
 }
 
 /// compare.csv as text: the header, then every run's rows in order.
-pub fn compare_csv(set: &CompareSet) -> Result<String, ::csv::Error> {
+pub(crate) fn compare_csv(set: &CompareSet) -> Result<String, ::csv::Error> {
     let mut w = ::csv::WriterBuilder::new()
         .terminator(::csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());

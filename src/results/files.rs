@@ -79,7 +79,7 @@ pub fn results_paths(dir: &Path, info: &RunInfo) -> (PathBuf, PathBuf) {
 }
 
 /// Creates the `--results` directory (and its parents) if needed; the error names it and what to do.
-pub fn create_results_dir(dir: &Path) -> Result<(), WriteError> {
+pub(crate) fn create_results_dir(dir: &Path) -> Result<(), WriteError> {
     std::fs::create_dir_all(dir).map_err(|source| WriteError::Io {
         action: "create the results directory",
         path: dir.to_owned(),
@@ -88,7 +88,7 @@ pub fn create_results_dir(dir: &Path) -> Result<(), WriteError> {
 }
 
 /// Writes `bytes` to `path` through a temporary file, so that a reader never sees half a file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
     tmp_name.push(".partial");
     let tmp = path.with_file_name(tmp_name);
@@ -107,7 +107,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
 }
 
 /// `results/20261129-102425`: the directory of a comparison started at `started_at` (RFC 3339).
-pub fn compare_dir(results: &Path, started_at: &str) -> PathBuf {
+pub(crate) fn compare_dir(results: &Path, started_at: &str) -> PathBuf {
     let stamp = compact_timestamp(started_at)
         .or_else(|| compact_timestamp(&now_rfc3339()))
         .unwrap_or_default();

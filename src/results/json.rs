@@ -27,13 +27,13 @@ use serde_json::{Value, json};
 use std::path::Path;
 
 /// The `schema` value of every roceperf result file.
-pub const SCHEMA: &str = "roceperf.result";
+pub(crate) const SCHEMA: &str = "roceperf.result";
 /// Bumped whenever a key is renamed or removed or changes meaning (adding keys does not bump it).
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 /// The `schema` value of a comparison file.
-pub const COMPARE_SCHEMA: &str = "roceperf.compare";
+pub(crate) const COMPARE_SCHEMA: &str = "roceperf.compare";
 /// Bumped whenever a comparison key is renamed or removed or changes meaning.
-pub const COMPARE_SCHEMA_VERSION: u32 = 1;
+pub(crate) const COMPARE_SCHEMA_VERSION: u32 = 1;
 
 /// The whole result document for a run.
 pub fn to_json(info: &RunInfo, results: &[SizeResult]) -> Value {
@@ -67,7 +67,7 @@ pub fn write_document(path: &Path, doc: &Value) -> Result<(), WriteError> {
 }
 
 /// `doc` as the files hold it: pretty-printed with a final newline; errors name `path`, its file.
-pub fn pretty(path: &Path, doc: &Value) -> Result<Vec<u8>, WriteError> {
+pub(crate) fn pretty(path: &Path, doc: &Value) -> Result<Vec<u8>, WriteError> {
     let mut text = serde_json::to_vec_pretty(doc).map_err(|source| WriteError::Json {
         path: path.to_owned(),
         source,
@@ -116,15 +116,6 @@ mod tests {
     use crate::results::read::{Document, parse_json};
     use crate::results::size::HISTOGRAM_ENCODING;
     use crate::results::testdata::*;
-    use hdrhistogram::Histogram;
-
-    fn same_histogram(a: &Histogram<u64>, b: &Histogram<u64>) -> bool {
-        a.len() == b.len()
-            && a.iter_recorded().zip(b.iter_recorded()).all(|(x, y)| {
-                x.value_iterated_to() == y.value_iterated_to()
-                    && x.count_at_value() == y.count_at_value()
-            })
-    }
 
     #[test]
     fn document_has_schema_units_and_every_size() {

@@ -33,7 +33,7 @@ pub struct ResultRow {
 }
 
 /// The key a baseline is matched on.
-pub type RowKey = (TestKind, TransportKind, Option<RoceVersion>, u64);
+pub(crate) type RowKey = (TestKind, TransportKind, Option<RoceVersion>, u64);
 
 impl ResultRow {
     /// `(test, transport, roce, size)`: what a baseline row must share to be compared with this one.

@@ -68,7 +68,7 @@ pub fn default_label(transport: TransportKind, roce: Option<RoceVersion>) -> Str
 }
 
 /// Order in the table: RoCE v1, then v2 (verbs before soft), TCP last as the reference.
-pub fn transport_rank(t: TransportKind, r: Option<RoceVersion>) -> u8 {
+pub(crate) fn transport_rank(t: TransportKind, r: Option<RoceVersion>) -> u8 {
     match (t, r) {
         (TransportKind::Tcp, _) => 9,
         (TransportKind::Verbs, Some(RoceVersion::V1)) => 0,

@@ -8,7 +8,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// The `encoding` of serialized histograms.
-pub const HISTOGRAM_ENCODING: &str = "hdrhistogram-v2-deflate-base64";
+pub(crate) const HISTOGRAM_ENCODING: &str = "hdrhistogram-v2-deflate-base64";
 
 /// What one message size measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,7 +42,7 @@ pub struct SizeResult {
 
 /// Serde form of a [`SizeResult`]: flat, unit-carrying keys.
 #[derive(Serialize, Deserialize)]
-pub struct SizeResultRepr {
+pub(crate) struct SizeResultRepr {
     size_bytes: u64,
     iterations: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,7 +102,7 @@ impl TryFrom<SizeResultRepr> for SizeResult {
 
 /// A histogram as JSON: `{"encoding": "hdrhistogram-v2-deflate-base64", "unit": "ns", "data": "HISTFAAA..."}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistogramRepr {
+pub(crate) struct HistogramRepr {
     /// Always [`HISTOGRAM_ENCODING`].
     pub encoding: String,
     /// Unit of the recorded values: "ns".
@@ -175,14 +175,6 @@ pub mod histogram_serde {
 mod tests {
     use super::*;
     use crate::results::testdata::*;
-
-    fn same_histogram(a: &Histogram<u64>, b: &Histogram<u64>) -> bool {
-        a.len() == b.len()
-            && a.iter_recorded().zip(b.iter_recorded()).all(|(x, y)| {
-                x.value_iterated_to() == y.value_iterated_to()
-                    && x.count_at_value() == y.count_at_value()
-            })
-    }
 
     #[test]
     fn size_results_round_trip_for_the_oob_channel() {

@@ -191,3 +191,12 @@ pub fn set() -> CompareSet {
         skipped: vec![],
     }
 }
+
+/// True when two histograms hold the same counts at the same values.
+pub fn same_histogram(a: &hdrhistogram::Histogram<u64>, b: &hdrhistogram::Histogram<u64>) -> bool {
+    a.len() == b.len()
+        && a.iter_recorded().zip(b.iter_recorded()).all(|(x, y)| {
+            x.value_iterated_to() == y.value_iterated_to()
+                && x.count_at_value() == y.count_at_value()
+        })
+}

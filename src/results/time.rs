@@ -20,7 +20,7 @@ pub fn now_rfc3339() -> String {
 }
 
 /// `t` as RFC 3339 UTC with whole seconds; times before 1970 print as the epoch.
-pub fn rfc3339(t: SystemTime) -> String {
+pub(crate) fn rfc3339(t: SystemTime) -> String {
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
@@ -47,7 +47,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// `2026-11-29T10:24:25Z` -> that instant; None when the text is not RFC 3339 UTC with seconds.
-pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     let b = text.as_bytes();
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[19] != b'Z' {
         return None;

@@ -1,15 +1,13 @@
 //! AtomicETH (28 bytes) and AtomicAckETH (8 bytes): compare-and-swap / fetch-and-add and their reply.
 
-use super::field::{get_u32, get_u64, set_u32, set_u64};
+use super::RethPacket;
+use super::field::{get_u64, set_u64};
 
 /// Byte layout of the AtomicETH and the AtomicAckETH.
 mod field {
     use crate::wire::field::Field;
 
-    /// AtomicETH: remote virtual address.
-    pub const VA: Field = 0..8;
-    /// AtomicETH: R_Key.
-    pub const RKEY: Field = 8..12;
+    // AtomicETH: the remote virtual address and R_Key first, laid out as in the RETH.
     /// AtomicETH: swap value or addend.
     pub const SWAP_ADD: Field = 12..20;
     /// AtomicETH: compare value.
@@ -26,16 +24,17 @@ header_view!(
     "AtomicETH"
 );
 
+/// The AtomicETH opens with the RETH's VA and R_Key, read and written through a RETH view.
 impl<T: AsRef<[u8]>> AtomicEthPacket<T> {
     /// Remote virtual address (must be 8-byte aligned).
     #[inline]
     pub fn va(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), field::VA)
+        RethPacket::new_unchecked(self.buffer.as_ref()).va()
     }
     /// R_Key.
     #[inline]
     pub fn rkey(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::RKEY)
+        RethPacket::new_unchecked(self.buffer.as_ref()).rkey()
     }
     /// Swap value (compare-and-swap) or addend (fetch-and-add).
     #[inline]
@@ -53,12 +52,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicEthPacket<T> {
     /// Sets the remote virtual address.
     #[inline]
     pub fn set_va(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), field::VA, v);
+        RethPacket::new_unchecked(self.buffer.as_mut()).set_va(v);
     }
     /// Sets the R_Key.
     #[inline]
     pub fn set_rkey(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), field::RKEY, v);
+        RethPacket::new_unchecked(self.buffer.as_mut()).set_rkey(v);
     }
     /// Sets the swap value / addend.
     #[inline]

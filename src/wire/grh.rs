@@ -1,94 +1,73 @@
 //! RoCE v1 Global Route Header (40 bytes, IPv6-shaped; roce-wire.md §2.2).
 
-use super::field::{get_array, get_u16, get_ver_tc_flow, len16, need, set_u16, set_ver_tc_flow};
+use super::ipv6::{FixedHeader, Ipv6Packet};
 use super::{Error, Gid, Result};
 
 /// GRH Next Header value announcing an IBA transport header.
-pub const NXTHDR_IBA: u8 = 0x1b;
-
-/// Byte layout of the GRH: IPv6's, under IB names.
-pub(super) mod field {
-    use crate::wire::field::Field;
-
-    /// IPVer (4 bits), TClass (8 bits), FlowLabel (20 bits).
-    pub const VER_TCLASS_FLOW: Field = 0..4;
-    /// PayLen: BTH through ICRC.
-    pub const PAYLEN: Field = 4..6;
-    /// NxtHdr.
-    pub const NXTHDR: usize = 6;
-    /// HopLmt.
-    pub const HOPLMT: usize = 7;
-    /// Source GID.
-    pub const SGID: Field = 8..24;
-    /// Destination GID.
-    pub const DGID: Field = 24..40;
-}
+pub(crate) const NXTHDR_IBA: u8 = 0x1b;
 
 header_view!(
     /// A view of a GRH at the start of a buffer.
     GrhPacket,
-    field::DGID.end,
+    Ipv6Packet::<&[u8]>::LEN,
     "GRH"
 );
 
+/// The GRH has IPv6's byte layout, so its fields are read through an IPv6 view of the same bytes.
 impl<T: AsRef<[u8]>> GrhPacket<T> {
     #[inline]
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
+    fn ip6(&self) -> Ipv6Packet<&[u8]> {
+        Ipv6Packet::new_unchecked(self.buffer.as_ref())
     }
     /// Checks that PayLen fits the buffer.
     pub fn check_lengths(&self) -> Result<()> {
         self.check_len()?;
-        need(
-            "RoCE v1 packet (GRH PayLen)",
-            Self::LEN + usize::from(self.payload_len()),
-            self.b().len(),
-        )
+        self.ip6().check_payload_len("RoCE v1 packet (GRH PayLen)")
     }
     /// IPVer (6).
     #[inline]
     pub fn ipver(&self) -> u8 {
-        get_ver_tc_flow(self.b(), field::VER_TCLASS_FLOW).0
+        self.ip6().version()
     }
     /// TClass; masked in the ICRC.
     #[inline]
     pub fn tclass(&self) -> u8 {
-        get_ver_tc_flow(self.b(), field::VER_TCLASS_FLOW).1
+        self.ip6().traffic_class()
     }
     /// FlowLabel (20 bits); masked in the ICRC.
     #[inline]
     pub fn flow_label(&self) -> u32 {
-        get_ver_tc_flow(self.b(), field::VER_TCLASS_FLOW).2
+        self.ip6().flow_label()
     }
     /// PayLen: BTH through ICRC.
     #[inline]
     pub fn payload_len(&self) -> u16 {
-        get_u16(self.b(), field::PAYLEN)
+        self.ip6().payload_len()
     }
     /// NxtHdr (0x1B).
     #[inline]
     pub fn next_header(&self) -> u8 {
-        self.b()[field::NXTHDR]
+        self.ip6().next_header()
     }
     /// HopLmt; masked in the ICRC.
     #[inline]
     pub fn hop_limit(&self) -> u8 {
-        self.b()[field::HOPLMT]
+        self.ip6().hop_limit()
     }
     /// Source GID.
     #[inline]
     pub fn sgid(&self) -> Gid {
-        Gid(get_array(self.b(), field::SGID))
+        Gid(self.ip6().src().octets())
     }
     /// Destination GID.
     #[inline]
     pub fn dgid(&self) -> Gid {
-        Gid(get_array(self.b(), field::DGID))
+        Gid(self.ip6().dst().octets())
     }
     /// The bytes after the GRH, up to PayLen. Needs `check_lengths`.
     #[inline]
     pub fn payload(&self) -> &[u8] {
-        &self.b()[Self::LEN..Self::LEN + usize::from(self.payload_len())]
+        &self.buffer.as_ref()[Self::LEN..Self::LEN + usize::from(self.payload_len())]
     }
 }
 
@@ -129,13 +108,15 @@ impl GrhRepr {
     /// Writes the 40-byte GRH for `payload_len` bytes after it (BTH through ICRC). Panics if `buf` is
     /// too short or the payload exceeds 65535 bytes.
     pub fn emit(&self, buf: &mut [u8], payload_len: usize) {
-        let b = &mut buf[..GrhPacket::<&[u8]>::LEN];
-        set_ver_tc_flow(b, field::VER_TCLASS_FLOW, 6, self.tclass, self.flow_label);
-        set_u16(b, field::PAYLEN, len16("GRH PayLen", payload_len));
-        b[field::NXTHDR] = NXTHDR_IBA;
-        b[field::HOPLMT] = self.hop_limit;
-        b[field::SGID].copy_from_slice(self.sgid.as_bytes());
-        b[field::DGID].copy_from_slice(self.dgid.as_bytes());
+        FixedHeader {
+            traffic_class: self.tclass,
+            flow_label: self.flow_label,
+            next_header: NXTHDR_IBA,
+            hop_limit: self.hop_limit,
+            src: self.sgid.octets(),
+            dst: self.dgid.octets(),
+        }
+        .emit(buf, "GRH PayLen", payload_len);
     }
 }
 

@@ -9,7 +9,7 @@ use super::{
 };
 
 /// Length of the reserved block that follows a CNP's BTH.
-pub const CNP_RESERVED_LEN: usize = 16;
+pub(crate) const CNP_RESERVED_LEN: usize = 16;
 
 /// Byte layout of the two one-field extension headers, ImmDt and IETH.
 mod field {

@@ -29,14 +29,6 @@ const IPV6_LEN: usize = Ipv6Packet::<&[u8]>::LEN;
 const UDP_LEN: usize = UdpPacket::<&[u8]>::LEN;
 const BTH_LEN: usize = BthPacket::<&[u8]>::LEN;
 
-// The GRH is masked as the IPv6 header it is shaped like.
-const _: () = {
-    use super::{grh::field as grh, ipv6::field as ipv6};
-    assert!(grh::VER_TCLASS_FLOW.start == ipv6::VER_TC_FLOW.start);
-    assert!(grh::VER_TCLASS_FLOW.end == ipv6::VER_TC_FLOW.end);
-    assert!(grh::HOPLMT == ipv6::HOP_LIMIT);
-};
-
 /// Sets TClass / traffic class, FlowLabel and HopLmt of an IPv6-shaped header (GRH or IPv6) to ones.
 #[inline]
 fn mask_ipv6_shaped(h: &mut [u8]) {

@@ -6,7 +6,7 @@ use super::field::{get_array, get_u16, len16, need, set_u16};
 use super::{Error, Result};
 
 /// IP protocol number of UDP.
-pub const PROTO_UDP: u8 = 17;
+pub(crate) const PROTO_UDP: u8 = 17;
 
 /// Byte layout of the IPv4 header (no options), and the bits of its flag fields.
 pub(super) mod field {

@@ -1,4 +1,5 @@
-//! IPv6 header of RoCE v2 (40 bytes; roce-wire.md §2.4).
+//! IPv6 header of RoCE v2 (40 bytes; roce-wire.md §2.4), and the fixed-header code the RoCE v1 GRH
+//! shares (the GRH is IPv6's layout under IB names).
 
 use core::net::Ipv6Addr;
 
@@ -39,8 +40,13 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Checks that Payload Length fits the buffer.
     pub fn check_lengths(&self) -> Result<()> {
         self.check_len()?;
+        self.check_payload_len("IPv6 packet (Payload Length)")
+    }
+    /// Fails with `Truncated`, naming `what`, unless the buffer holds the payload Payload Length
+    /// announces. The header itself must already be checked.
+    pub(super) fn check_payload_len(&self, what: &'static str) -> Result<()> {
         need(
-            "IPv6 packet (Payload Length)",
+            what,
             Self::LEN + usize::from(self.payload_len()),
             self.b().len(),
         )
@@ -130,6 +136,34 @@ impl Ipv6Repr {
     /// Writes the 40-byte header for `payload_len` bytes of UDP. Panics if `buf` is too short or the
     /// payload exceeds 65535 bytes.
     pub fn emit(&self, buf: &mut [u8], payload_len: usize) {
+        FixedHeader {
+            traffic_class: self.traffic_class,
+            flow_label: self.flow_label,
+            next_header: PROTO_UDP,
+            hop_limit: self.hop_limit,
+            src: self.src.octets(),
+            dst: self.dst.octets(),
+        }
+        .emit(buf, "IPv6 payload", payload_len);
+    }
+}
+
+/// The fields of an IPv6-shaped header (IPv6 or GRH) but Version, which is 6, and Payload Length,
+/// which `emit` derives.
+pub(super) struct FixedHeader {
+    pub(super) traffic_class: u8,
+    pub(super) flow_label: u32,
+    pub(super) next_header: u8,
+    pub(super) hop_limit: u8,
+    pub(super) src: [u8; 16],
+    pub(super) dst: [u8; 16],
+}
+
+impl FixedHeader {
+    /// Writes the 40-byte header for `payload_len` bytes after it. Panics, naming the length `what`,
+    /// if `buf` is too short or the payload exceeds 65535 bytes.
+    #[inline]
+    pub(super) fn emit(&self, buf: &mut [u8], what: &'static str, payload_len: usize) {
         let b = &mut buf[..Ipv6Packet::<&[u8]>::LEN];
         set_ver_tc_flow(
             b,
@@ -138,11 +172,11 @@ impl Ipv6Repr {
             self.traffic_class,
             self.flow_label,
         );
-        set_u16(b, field::LENGTH, len16("IPv6 payload", payload_len));
-        b[field::NXT_HDR] = PROTO_UDP;
+        set_u16(b, field::LENGTH, len16(what, payload_len));
+        b[field::NXT_HDR] = self.next_header;
         b[field::HOP_LIMIT] = self.hop_limit;
-        b[field::SRC_ADDR].copy_from_slice(&self.src.octets());
-        b[field::DST_ADDR].copy_from_slice(&self.dst.octets());
+        b[field::SRC_ADDR].copy_from_slice(&self.src);
+        b[field::DST_ADDR].copy_from_slice(&self.dst);
     }
 }
 

@@ -4,7 +4,7 @@ use super::field::{get_u16, len16, need, set_u16};
 use super::{Error, Result};
 
 /// UDP destination port of RoCE v2 (`ROCE_V2_UDP_DPORT`).
-pub const ROCE_V2_PORT: u16 = 4791;
+pub(crate) const ROCE_V2_PORT: u16 = 4791;
 
 /// Byte layout of the UDP header.
 pub(super) mod field {

@@ -2,6 +2,7 @@
 
 use crate::common;
 
+use common::gate;
 use common::results::{bw_result, run_info};
 use roceperf::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
 use roceperf::report;
@@ -94,15 +95,6 @@ impl Files {
         std::fs::write(&p, text).unwrap();
         p
     }
-}
-
-fn gate(args: &[&str], files: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roce_gate"))
-        .args(args)
-        .args(files)
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .unwrap()
 }
 
 fn stdout(o: &Output) -> String {

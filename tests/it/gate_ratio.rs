@@ -2,6 +2,7 @@
 //! a baseline weighed against the run-to-run spread when both comparisons hold repetitions. Fixture
 //! files in, exact exit codes out: 0 pass, 1 fail, 2 unreadable input or bad usage.
 
+use crate::common::gate;
 use crate::common::results::bw_result;
 use roceperf::params::{Metric, RoceVersion, TestKind, TransportKind, Verb};
 use roceperf::results::json::write_document;
@@ -11,7 +12,6 @@ use roceperf::results::{
 };
 use roceperf::stats::{self, LatencyStats};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 const SOFT_V2: (TransportKind, Option<RoceVersion>) = (TransportKind::Soft, Some(RoceVersion::V2));
 const TCP: (TransportKind, Option<RoceVersion>) = (TransportKind::Tcp, None);
@@ -111,15 +111,6 @@ fn same_run(dir: &Path, name: &str, v2_gbps: f64, v2_us: f64) -> PathBuf {
             run(TCP, Metric::Latency, &[9.0]),
         ],
     )
-}
-
-fn gate(args: &[&str], files: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roce_gate"))
-        .args(args)
-        .args(files)
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .unwrap()
 }
 
 /// Runs the gate, checks its exit code, and returns stdout and stderr.

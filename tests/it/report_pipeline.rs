@@ -1,6 +1,7 @@
 //! The report layer as a binary uses it: a sweep rendered to the console, parsed back the way scripts parse
 //! perftest output, and written to a results directory as CSV and JSON that read back.
 
+use crate::common::results::run_info;
 use roceperf::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
 use roceperf::report::{
     address_block, extras, header_block, table_footer, table_header, table_row,
@@ -8,24 +9,13 @@ use roceperf::report::{
 use roceperf::results::{self, AddressLine, Measured, RunInfo, SizeResult, results_paths};
 use roceperf::stats::{self, BandwidthStats, LatencyStats};
 
+/// A soft RoCE v2 client on lo with one queue pair each side, a warm-up, and p50 among its percentiles.
 fn info(test: TestKind) -> RunInfo {
     RunInfo {
-        test,
-        role: Role::Client,
-        transport: TransportKind::Soft,
-        roce: Some(RoceVersion::V2),
-        device: "lo".into(),
         peer: Some("127.0.0.1".into()),
-        qps: 1,
-        tx_depth: 128,
-        rx_depth: None,
         cq_mod: 1,
         mtu: 1024,
-        link_type: "Ethernet".into(),
         gid_index: Some(1),
-        inline_size: 0,
-        out_reads: None,
-        cpu: Some(0),
         local: vec![AddressLine {
             lid: 0,
             qpn: 0x11,
@@ -44,17 +34,17 @@ fn info(test: TestKind) -> RunInfo {
             vaddr: Some(0x7777_0000_0000),
             gid: Some([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 127, 0, 0, 1]),
         }],
-        report_gbits: true,
         percentiles: vec![50.0, 90.0, 99.0, 99.9, 99.99],
-        iterations: 1000,
-        duration_s: None,
-        margin_s: None,
         warmup: 100,
-        bidirectional: false,
         started_at: results::now_rfc3339(),
         notes: vec!["core 0 chosen: first allowed core".into()],
         version: env!("CARGO_PKG_VERSION").into(),
-        counters: None,
+        ..run_info(
+            test,
+            TransportKind::Soft,
+            Some(RoceVersion::V2),
+            Role::Client,
+        )
     }
 }
 

@@ -13,6 +13,7 @@ use crate::proto::{
     self, DATA, END, HELLO, HELLO_ACK, Hello, Measured, PING, PONG, RESULT, decode_ack, encode_ack,
 };
 use crate::sys::{Patience, SILENCE};
+use crate::timing;
 
 /// How often a client repeats its hello or END while no answer comes.
 const RETRY: Duration = Duration::from_millis(50);
@@ -191,20 +192,13 @@ pub fn pingpong_client(link: &mut impl Datagram, cfg: &Config) -> Result<RoundTr
     client_hello(link, cfg)?;
     let mut ping = vec![0u8; cfg.size];
     ping[0] = PING;
-    let mut trips = RoundTrips::new();
-    let mut stop: Option<Instant> = None;
-    let mut i = 0u64;
-    loop {
-        if i == cfg.warmup {
-            stop = cfg.duration.map(|d| Instant::now() + d);
-        }
-        let t0 = Instant::now();
+    let trips = timing::round_trips(cfg, || {
         link.send(&ping)
             .map_err(|e| Error::io(format!("sending to {}", link.peer()), e))?;
         let mut patience = Patience::new(SILENCE);
         loop {
             match link.try_recv() {
-                Ok(Some(_)) if link.payload()[0] == PONG => break,
+                Ok(Some(_)) if link.payload()[0] == PONG => return Ok(()),
                 Ok(Some(_)) => {}
                 Ok(None) if patience.wait() => {}
                 Ok(None) => {
@@ -217,19 +211,7 @@ pub fn pingpong_client(link: &mut impl Datagram, cfg: &Config) -> Result<RoundTr
                 Err(e) => return Err(Error::io(format!("receiving from {}", link.peer()), e)),
             }
         }
-        let t1 = Instant::now();
-        if i >= cfg.warmup {
-            trips.record(t1.duration_since(t0).as_nanos() as u64);
-        }
-        i += 1;
-        let done = match stop {
-            Some(s) => t1 >= s,
-            None => i >= cfg.warmup + cfg.iters,
-        };
-        if done {
-            break;
-        }
-    }
+    })?;
     client_end(link)?;
     Ok(trips)
 }
@@ -293,22 +275,16 @@ pub fn stream_client(link: &mut impl Datagram, cfg: &Config) -> Result<(Measured
         MmsgTx::plain(link.header(), cfg.size, cfg.batch)
     };
     let fd = link.fd();
-    let run = Duration::from_millis(u64::from(cfg.warmup_ms)) + cfg.duration.unwrap_or_default();
-    let start = Instant::now();
-    let mut sent = 0u64;
-    let mut now = start;
-    while now.duration_since(start) < run {
-        sent += tx.send(fd).map_err(|e| {
+    let (sent, sent_ns) = timing::send_for_run(cfg, || {
+        tx.send(fd).map_err(|e| {
             let hint = if cfg.gso && link.header().is_empty() {
                 " (--no-gso sends without UDP GSO)"
             } else {
                 ""
             };
             Error::io(format!("sendmmsg to {}{hint}", link.peer()), e)
-        })?;
-        now = Instant::now();
-    }
-    let sent_ns = now.duration_since(start).as_nanos() as u64;
+        })
+    })?;
     let result = client_end(link)?.ok_or_else(|| {
         Error::Peer(format!(
             "the server {} never answered END with what it received",

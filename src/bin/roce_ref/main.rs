@@ -14,6 +14,7 @@ mod packet;
 mod proto;
 mod sys;
 mod tcp;
+mod timing;
 mod udp;
 
 use std::process::ExitCode;

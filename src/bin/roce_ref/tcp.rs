@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::figures::{Meter, RoundTrips};
 use crate::proto::{ACK_LEN, HELLO_LEN, Hello, Measured, RESULT_LEN, decode_ack, encode_ack};
 use crate::sys::{Patience, SILENCE, STREAM_SOCKET_BUFFER, grow_buffers};
+use crate::timing;
 
 /// A connected, checked TCP stream and its peer.
 pub struct Conn {
@@ -112,36 +113,57 @@ impl Conn {
         self.peer.to_string()
     }
 
+    /// Reads one non-blocking send or recv (`what`: "send to", "recv from"): `Some(n)` when it moved
+    /// n bytes (0: the peer closed), `None` when the socket would block and the peer still has time,
+    /// the `stalled` error when it has had SILENCE, an I/O error when the call failed.
+    #[inline]
+    fn progress(
+        &self,
+        r: io::Result<usize>,
+        patience: &mut Patience,
+        what: &str,
+        stalled: impl FnOnce() -> String,
+    ) -> Result<Option<usize>> {
+        match r {
+            Ok(n) => {
+                patience.reset();
+                Ok(Some(n))
+            }
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
+                if patience.wait() {
+                    Ok(None)
+                } else {
+                    Err(Error::Peer(stalled()))
+                }
+            }
+            Err(e) => Err(Error::io(format!("{what} {}", self.peer), e)),
+        }
+    }
+
+    /// The error of a peer that has not read what we sent for SILENCE.
+    fn not_reading(&self) -> String {
+        format!("{} has not read for {} s", self.peer, SILENCE.as_secs())
+    }
+
     /// Writes all of `buf`, spinning while the socket is full.
     #[inline]
     fn write_all(&mut self, buf: &[u8]) -> Result<()> {
         let mut off = 0;
         let mut patience = Patience::new(SILENCE);
         while off < buf.len() {
-            match self.s.write(&buf[off..]) {
-                Ok(0) => {
+            let r = self.s.write(&buf[off..]);
+            match self.progress(r, &mut patience, "send to", || self.not_reading())? {
+                Some(0) => {
                     return Err(Error::Peer(format!(
                         "the connection with {} closed",
                         self.peer
                     )));
                 }
-                Ok(n) => {
-                    off += n;
-                    patience.reset();
-                }
-                Err(e)
-                    if e.kind() == io::ErrorKind::WouldBlock
-                        || e.kind() == io::ErrorKind::Interrupted =>
-                {
-                    if !patience.wait() {
-                        return Err(Error::Peer(format!(
-                            "{} has not read for {} s",
-                            self.peer,
-                            SILENCE.as_secs()
-                        )));
-                    }
-                }
-                Err(e) => return Err(Error::io(format!("send to {}", self.peer), e)),
+                Some(n) => off += n,
+                None => {}
             }
         }
         Ok(())
@@ -153,31 +175,18 @@ impl Conn {
         let mut off = 0;
         let mut patience = Patience::new(SILENCE);
         while off < buf.len() {
-            match self.s.read(&mut buf[off..]) {
-                Ok(0) if off == 0 => return Ok(Filled::Closed),
-                Ok(0) => {
+            let r = self.s.read(&mut buf[off..]);
+            let stalled = || format!("{} went silent for {} s", self.peer, SILENCE.as_secs());
+            match self.progress(r, &mut patience, "recv from", stalled)? {
+                Some(0) if off == 0 => return Ok(Filled::Closed),
+                Some(0) => {
                     return Err(Error::Peer(format!(
                         "{} closed the connection mid-message",
                         self.peer
                     )));
                 }
-                Ok(n) => {
-                    off += n;
-                    patience.reset();
-                }
-                Err(e)
-                    if e.kind() == io::ErrorKind::WouldBlock
-                        || e.kind() == io::ErrorKind::Interrupted =>
-                {
-                    if !patience.wait() {
-                        return Err(Error::Peer(format!(
-                            "{} went silent for {} s",
-                            self.peer,
-                            SILENCE.as_secs()
-                        )));
-                    }
-                }
-                Err(e) => return Err(Error::io(format!("recv from {}", self.peer), e)),
+                Some(n) => off += n,
+                None => {}
             }
         }
         Ok(Filled::Full)
@@ -188,14 +197,7 @@ impl Conn {
 pub fn pingpong_client(c: &mut Conn, cfg: &Config) -> Result<RoundTrips> {
     let ping = vec![0u8; cfg.size];
     let mut pong = vec![0u8; cfg.reply_size];
-    let mut trips = RoundTrips::new();
-    let mut stop: Option<Instant> = None;
-    let mut i = 0u64;
-    loop {
-        if i == cfg.warmup {
-            stop = cfg.duration.map(|d| Instant::now() + d);
-        }
-        let t0 = Instant::now();
+    let trips = timing::round_trips(cfg, || {
         c.write_all(&ping)?;
         if c.fill(&mut pong)? == Filled::Closed {
             return Err(Error::Peer(format!(
@@ -203,19 +205,8 @@ pub fn pingpong_client(c: &mut Conn, cfg: &Config) -> Result<RoundTrips> {
                 c.peer
             )));
         }
-        let t1 = Instant::now();
-        if i >= cfg.warmup {
-            trips.record(t1.duration_since(t0).as_nanos() as u64);
-        }
-        i += 1;
-        let done = match stop {
-            Some(s) => t1 >= s,
-            None => i >= cfg.warmup + cfg.iters,
-        };
-        if done {
-            break;
-        }
-    }
+        Ok(())
+    })?;
     // Closing is the END: the server sees EOF at a message boundary.
     let _ = c.s.shutdown(Shutdown::Write);
     Ok(trips)
@@ -237,34 +228,12 @@ pub fn pingpong_server(c: &mut Conn, cfg: &Config) -> Result<u64> {
 /// reads what the server measured. Returns that and (bytes, ns) this side wrote.
 pub fn stream_client(c: &mut Conn, cfg: &Config) -> Result<(Measured, (u64, u64))> {
     let buf = vec![0u8; cfg.size];
-    let run = Duration::from_millis(u64::from(cfg.warmup_ms)) + cfg.duration.unwrap_or_default();
-    let start = Instant::now();
-    let mut now = start;
-    let mut sent = 0u64;
     let mut patience = Patience::new(SILENCE);
-    while now.duration_since(start) < run {
-        match c.s.write(&buf) {
-            Ok(n) => {
-                sent += n as u64;
-                patience.reset();
-            }
-            Err(e)
-                if e.kind() == io::ErrorKind::WouldBlock
-                    || e.kind() == io::ErrorKind::Interrupted =>
-            {
-                if !patience.wait() {
-                    return Err(Error::Peer(format!(
-                        "{} has not read for {} s",
-                        c.peer,
-                        SILENCE.as_secs()
-                    )));
-                }
-            }
-            Err(e) => return Err(Error::io(format!("send to {}", c.peer), e)),
-        }
-        now = Instant::now();
-    }
-    let sent_ns = now.duration_since(start).as_nanos() as u64;
+    let (sent, sent_ns) = timing::send_for_run(cfg, || {
+        let r = c.s.write(&buf);
+        Ok(c.progress(r, &mut patience, "send to", || c.not_reading())?
+            .unwrap_or(0) as u64)
+    })?;
     c.s.shutdown(Shutdown::Write)
         .map_err(|e| Error::io(format!("closing the stream to {}", c.peer), e))?;
     let mut result = [0u8; RESULT_LEN];
@@ -291,25 +260,18 @@ pub fn stream_server(c: &mut Conn, cfg: &Config) -> Result<Measured> {
     let mut meter = Meter::new(cfg.warmup_ms);
     let mut patience = Patience::new(SILENCE);
     loop {
-        match c.s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                patience.reset();
-                meter.observe(base.elapsed().as_nanos() as u64, n as u64, 1);
-            }
-            Err(e)
-                if e.kind() == io::ErrorKind::WouldBlock
-                    || e.kind() == io::ErrorKind::Interrupted =>
-            {
-                if !patience.wait() {
-                    return Err(Error::Peer(format!(
-                        "the client {} went silent for {} s",
-                        c.peer,
-                        SILENCE.as_secs()
-                    )));
-                }
-            }
-            Err(e) => return Err(Error::io(format!("recv from {}", c.peer), e)),
+        let r = c.s.read(&mut buf);
+        let stalled = || {
+            format!(
+                "the client {} went silent for {} s",
+                c.peer,
+                SILENCE.as_secs()
+            )
+        };
+        match c.progress(r, &mut patience, "recv from", stalled)? {
+            Some(0) => break,
+            Some(n) => meter.observe(base.elapsed().as_nanos() as u64, n as u64, 1),
+            None => {}
         }
     }
     let m = meter.measured();

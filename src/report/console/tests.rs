@@ -283,19 +283,28 @@ fn extras_give_both_units_and_the_tail() {
 fn single_values_use_perftest_format() {
     let bw = bw_result();
     // The test data's elapsed time is rounded to whole ns, hence ...450084 rather than ...450000.
-    assert_eq!(single_value(OutputSelect::Bandwidth, &bw), "11028.450084\n");
-    assert_eq!(single_value(OutputSelect::MessageRate, &bw), "0.176455\n");
+    assert_eq!(
+        single_value_in(OutputSelect::Bandwidth, &bw, false),
+        "11028.450084\n"
+    );
+    assert_eq!(
+        single_value_in(OutputSelect::MessageRate, &bw, false),
+        "0.176455\n"
+    );
     assert_eq!(
         single_value_in(OutputSelect::Bandwidth, &bw, true),
         "92.513345\n"
     );
-    assert_eq!(single_value(OutputSelect::Latency, &bw), "5.667161\n");
+    assert_eq!(
+        single_value_in(OutputSelect::Latency, &bw, false),
+        "5.667161\n"
+    );
     let lat = lat_result();
     let Measured::Latency { stats, .. } = &lat.measured else {
         unreachable!()
     };
     assert_eq!(
-        single_value(OutputSelect::Latency, &lat),
+        single_value_in(OutputSelect::Latency, &lat, false),
         format!("{:.6}\n", stats.mean_us)
     );
 }

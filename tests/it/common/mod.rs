@@ -28,6 +28,16 @@ pub fn bin(test: &str) -> &'static str {
     }
 }
 
+/// Runs roce_gate on `files` outside GitHub Actions (so without workflow annotations) and waits.
+pub fn gate(args: &[&str], files: &[&std::path::Path]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_roce_gate"))
+        .args(args)
+        .args(files)
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .unwrap()
+}
+
 /// A TCP port nobody listens on right now (tests run in parallel, so each asks for its own).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
