@@ -1,0 +1,629 @@
+//! roce_fabric's command line: its own options, the tests to run, and the test flags it passes through
+//! to the single-pair binaries unchanged.
+//!
+//! roce_fabric does not know every flag of the binaries (they are parsed where they always are, in the
+//! binaries): it only needs to tell a flag that takes a value from one that does not, so that `-s 1M`
+//! stays one flag and a test name is never mistaken for a value.
+
+use super::rules::Rules;
+use super::schedule::Pattern;
+use crate::params::TestKind;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default TCP port of the coordinator (rank 0).
+pub const DEFAULT_COORDINATOR_PORT: u16 = 18510;
+/// Default first out-of-band port of the pair tests: a pair's port is this plus its server's rank.
+pub const DEFAULT_BASE_PORT: u16 = 18515;
+/// Default time rank 0 waits for every rank to join.
+pub const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The binaries' flags that take no value (everything else starting with `-` takes one).
+const NO_VALUE: &[&str] = &[
+    "-a",
+    "--all",
+    "-F",
+    "--CPU-freq",
+    "-b",
+    "--bidirectional",
+    "--report_gbits",
+    "--cpu_util",
+    "-v",
+    "-vv",
+    "-vvv",
+    "--verbose",
+    "--ipv6",
+    "--no-gso",
+    "--validate",
+];
+
+/// Short flags of the binaries and their long names, so that `-s 1M` and `--size 1M` compare equal.
+const SHORT: &[(&str, &str)] = &[
+    ("-d", "--ib-dev"),
+    ("-i", "--ib-port"),
+    ("-x", "--gid-index"),
+    ("-s", "--size"),
+    ("-a", "--all"),
+    ("-n", "--iters"),
+    ("-D", "--duration"),
+    ("-f", "--margin"),
+    ("-q", "--qp"),
+    ("-t", "--tx-depth"),
+    ("-Q", "--cq-mod"),
+    ("-m", "--mtu"),
+    ("-I", "--inline_size"),
+    ("-F", "--CPU-freq"),
+    ("-b", "--bidirectional"),
+    ("-v", "--verbose"),
+    ("-u", "--qp-timeout"),
+];
+
+/// Flags that may differ from rank to rank (each host has its own device, GID index, cores): not part
+/// of the parameter check, and kept from the rank's own command line when it runs a test.
+const PER_RANK: &[&str] = &[
+    "--ib-dev",
+    "--ib-port",
+    "--gid-index",
+    "--cpu",
+    "--bind",
+    "--verbose",
+];
+
+/// Flags that do not apply to the TCP leg of `--compare` (the binaries refuse them with tcp).
+const NOT_TCP: &[&str] = &[
+    "--ib-dev",
+    "--ib-port",
+    "--gid-index",
+    "--mtu",
+    "--inline_size",
+    "--roce",
+    "--io",
+    "--ipv6",
+    "--no-gso",
+    "--bind",
+    "--qp-timeout",
+    "--retry_count",
+    "--oob",
+    "--transport",
+];
+
+/// Test flags roce_fabric refuses, and why.
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "--json",
+        "roce_fabric writes fabric.json under --results DIR",
+    ),
+    ("--csv", "roce_fabric writes fabric.csv under --results DIR"),
+    (
+        "--min-bw",
+        "judge the matrix afterwards: roce_gate fabric.json --min-bw ...",
+    ),
+    (
+        "--min-msg-rate",
+        "judge the matrix afterwards with roce_gate fabric.json",
+    ),
+    (
+        "--max-p50",
+        "judge the matrix afterwards with roce_gate fabric.json",
+    ),
+    (
+        "--max-median",
+        "judge the matrix afterwards with roce_gate fabric.json",
+    ),
+    (
+        "--max-p99",
+        "judge the matrix afterwards: roce_gate fabric.json --max-p99 ...",
+    ),
+    (
+        "--max-p999",
+        "judge the matrix afterwards with roce_gate fabric.json",
+    ),
+    (
+        "--max-p99.9",
+        "judge the matrix afterwards with roce_gate fabric.json",
+    ),
+    (
+        "--max-max",
+        "judge the matrix afterwards with roce_gate fabric.json",
+    ),
+    (
+        "--baseline",
+        "compare matrices with roce_gate fabric.json --baseline old/fabric.json",
+    ),
+    (
+        "--max-regression",
+        "compare matrices with roce_gate fabric.json --baseline ...",
+    ),
+    (
+        "--junit",
+        "roce_gate fabric.json --junit FILE writes JUnit for the matrix",
+    ),
+    (
+        "--github",
+        "roce_gate fabric.json --github annotates the matrix",
+    ),
+];
+
+/// One transport leg of a fabric run: the user's flags as given, or one leg of `--compare`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Leg {
+    /// The flags as the user gave them.
+    AsGiven,
+    /// `--roce v1` added.
+    RoceV1,
+    /// `--roce v2` added.
+    RoceV2,
+    /// `--transport tcp`, device flags removed.
+    Tcp,
+}
+
+impl Leg {
+    /// Short name for file names and JSON: `run`, `v1`, `v2`, `tcp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Leg::AsGiven => "run",
+            Leg::RoceV1 => "v1",
+            Leg::RoceV2 => "v2",
+            Leg::Tcp => "tcp",
+        }
+    }
+}
+
+/// Everything roce_fabric was asked to do.
+#[derive(Debug, Clone)]
+pub struct FabricOptions {
+    /// The tests, in the order given.
+    pub tests: Vec<TestKind>,
+    /// Test flags passed through to the binaries, as given (no port, host or output flags).
+    pub pass: Vec<String>,
+    /// `--coordinator HOST[:PORT]`.
+    pub coordinator: Option<String>,
+    /// `--rank N` (overrides the launcher's).
+    pub rank: Option<usize>,
+    /// `--world-size N` (needed with `JOB_COMPLETION_INDEX` or `PMIX_RANK` alone).
+    pub world_size: Option<usize>,
+    /// Which pairs to test.
+    pub pattern: Pattern,
+    /// `--serial`: one pair at a time instead of a whole round at once.
+    pub serial: bool,
+    /// `--compare`: RoCE v1, RoCE v2 and TCP matrices in one job.
+    pub compare: bool,
+    /// `--results DIR` (rank 0 writes there).
+    pub results: Option<PathBuf>,
+    /// Outlier rules.
+    pub rules: Rules,
+    /// Retest flagged pairs alone (`--no-retest` turns it off).
+    pub retest: bool,
+    /// How long rank 0 waits for every rank, and a rank for rank 0.
+    pub join_timeout: Duration,
+    /// Longest one pair test may take before it is killed; None: from the test flags.
+    pub pair_timeout: Option<Duration>,
+    /// `--advertise ADDR`: the address peers reach this rank at.
+    pub advertise: Option<String>,
+    /// `--bin-dir DIR`: where the roce_* binaries are (default: next to roce_fabric).
+    pub bin_dir: Option<PathBuf>,
+    /// First out-of-band port of the pair tests (`-p`).
+    pub base_port: u16,
+    /// `-h`/`--help`.
+    pub help: bool,
+    /// `-V`/`--version`.
+    pub version: bool,
+}
+
+/// A command line roce_fabric cannot run.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+fn usage(msg: impl Into<String>) -> UsageError {
+    UsageError(msg.into())
+}
+
+/// The long name of a flag token (`-s` → `--size`, `--size=1M` → `--size`).
+pub fn canonical(flag: &str) -> String {
+    let name = flag.split('=').next().unwrap_or(flag);
+    if let Some(rest) = name.strip_prefix('-').filter(|r| !r.starts_with('-')) {
+        // `-s1M` is `-s` with a value; `-vv` is verbose.
+        if rest.starts_with('v') && rest.chars().all(|c| c == 'v') {
+            return "--verbose".into();
+        }
+        let short = &name[..2.min(name.len())];
+        if let Some((_, long)) = SHORT.iter().find(|(s, _)| *s == short) {
+            return (*long).to_owned();
+        }
+        return short.to_owned();
+    }
+    name.to_owned()
+}
+
+fn takes_value(flag: &str) -> bool {
+    if flag.contains('=') {
+        return false;
+    }
+    if NO_VALUE.contains(&flag) {
+        return false;
+    }
+    // `-s1M`: a short flag with its value attached.
+    !(flag.len() > 2 && !flag.starts_with("--"))
+}
+
+fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, UsageError> {
+    v.parse()
+        .map_err(|_| usage(format!("{flag} {v:?}: not a number")))
+}
+
+fn parse_secs(flag: &str, v: &str) -> Result<Duration, UsageError> {
+    let s: f64 = parse_num(flag, v)?;
+    if !(s.is_finite() && s > 0.0) {
+        return Err(usage(format!(
+            "{flag} {v}: give a number of seconds above zero"
+        )));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// Parses a test name: `write_bw`, `roce_write_bw`; `all` is the six.
+pub fn parse_tests(word: &str) -> Option<Vec<TestKind>> {
+    if word == "all" {
+        return Some(TestKind::ALL.to_vec());
+    }
+    TestKind::from_name(word.strip_prefix("roce_").unwrap_or(word)).map(|t| vec![t])
+}
+
+/// Parses roce_fabric's arguments (without the program name).
+pub fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
+    let mut o = FabricOptions {
+        tests: Vec::new(),
+        pass: Vec::new(),
+        coordinator: None,
+        rank: None,
+        world_size: None,
+        pattern: Pattern::AllPairs,
+        serial: false,
+        compare: false,
+        results: None,
+        rules: Rules::default(),
+        retest: true,
+        join_timeout: DEFAULT_JOIN_TIMEOUT,
+        pair_timeout: None,
+        advertise: None,
+        bin_dir: None,
+        base_port: DEFAULT_BASE_PORT,
+        help: false,
+        version: false,
+    };
+    let mut pattern: Option<String> = None;
+    let mut pairs_file: Option<PathBuf> = None;
+    let mut i = 0;
+    while i < args.len() {
+        let tok = args[i].as_str();
+        i += 1;
+        if !tok.starts_with('-') || tok == "-" {
+            match parse_tests(tok) {
+                Some(t) => o.tests.extend(t),
+                None => {
+                    return Err(usage(format!(
+                        "unexpected argument {tok:?}: give test names (write_bw, send_lat, ... or all) and \
+                         test flags; roce_fabric picks every peer itself, so there is no host argument"
+                    )));
+                }
+            }
+            continue;
+        }
+        let (name, inline) = match tok.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_owned())),
+            _ => (tok, None),
+        };
+        // `-p18600`: the short port flag with its value attached.
+        let (name, inline) = if name.starts_with("-p") && name.len() > 2 && !name.starts_with("--")
+        {
+            ("-p", Some(name[2..].to_owned()))
+        } else {
+            (name, inline)
+        };
+        let value = |i: &mut usize| -> Result<String, UsageError> {
+            if let Some(v) = inline.clone() {
+                return Ok(v);
+            }
+            let v = args
+                .get(*i)
+                .ok_or_else(|| usage(format!("{name} needs a value")))?;
+            *i += 1;
+            Ok(v.clone())
+        };
+        match name {
+            "-h" | "--help" => o.help = true,
+            "-V" | "--version" => o.version = true,
+            "--coordinator" => o.coordinator = Some(value(&mut i)?),
+            "--rank" => o.rank = Some(parse_num(name, &value(&mut i)?)?),
+            "--world-size" => o.world_size = Some(parse_num(name, &value(&mut i)?)?),
+            "--pattern" => pattern = Some(value(&mut i)?),
+            "--pairs" => pairs_file = Some(PathBuf::from(value(&mut i)?)),
+            "--serial" => o.serial = true,
+            "--compare" => o.compare = true,
+            "--results" => o.results = Some(PathBuf::from(value(&mut i)?)),
+            "--lat-factor" => {
+                o.rules.lat_factor = Rules::parse_factor(&value(&mut i)?).map_err(usage)?
+            }
+            "--bw-fraction" => {
+                o.rules.bw_fraction = Rules::parse_fraction(&value(&mut i)?).map_err(usage)?
+            }
+            "--no-retest" => o.retest = false,
+            "--join-timeout" => o.join_timeout = parse_secs(name, &value(&mut i)?)?,
+            "--pair-timeout" => o.pair_timeout = Some(parse_secs(name, &value(&mut i)?)?),
+            "--advertise" => o.advertise = Some(value(&mut i)?),
+            "--bin-dir" => o.bin_dir = Some(PathBuf::from(value(&mut i)?)),
+            "-p" | "--port" => o.base_port = parse_num(name, &value(&mut i)?)?,
+            _ => {
+                let long = canonical(tok);
+                if let Some((_, why)) = REFUSED.iter().find(|(f, _)| *f == long) {
+                    return Err(usage(format!("{tok} is not a roce_fabric flag: {why}")));
+                }
+                if long == "--results" {
+                    unreachable!("--results is roce_fabric's own");
+                }
+                o.pass.push(tok.to_owned());
+                if takes_value(tok) {
+                    let v = args
+                        .get(i)
+                        .ok_or_else(|| usage(format!("{tok} needs a value")))?;
+                    o.pass.push(v.clone());
+                    i += 1;
+                }
+            }
+        }
+    }
+    o.pattern = match (pattern.as_deref(), pairs_file) {
+        (Some(_), Some(_)) => return Err(usage("give --pattern or --pairs, not both")),
+        (_, Some(f)) => Pattern::from_file(&f).map_err(usage)?,
+        (None | Some("all") | Some("all-pairs"), None) => Pattern::AllPairs,
+        (Some("ring"), None) => Pattern::Ring,
+        (Some("bisection"), None) => Pattern::Bisection,
+        (Some(p), None) => {
+            return Err(usage(format!(
+                "--pattern {p}: use all (every pair, both directions), ring or bisection, or --pairs FILE"
+            )));
+        }
+    };
+    if o.help || o.version {
+        return Ok(o);
+    }
+    if o.tests.is_empty() {
+        return Err(usage(
+            "no test given: name one or more of send_bw write_bw read_bw send_lat write_lat read_lat (or all)",
+        ));
+    }
+    let mut seen = Vec::new();
+    o.tests.retain(|t| {
+        let new = !seen.contains(t);
+        seen.push(*t);
+        new
+    });
+    if o.compare && flag_value(&o.pass, "--roce").is_some() {
+        return Err(usage(
+            "--compare runs RoCE v1, v2 and TCP itself: leave out --roce",
+        ));
+    }
+    if o.compare && flag_value(&o.pass, "--transport").as_deref() == Some("tcp") {
+        return Err(usage(
+            "--compare runs TCP itself: give the RoCE transport (auto, soft or verbs)",
+        ));
+    }
+    if matches!(o.rank, Some(r) if o.world_size.is_some_and(|n| r >= n)) {
+        return Err(usage("--rank must be below --world-size"));
+    }
+    Ok(o)
+}
+
+/// The value of a pass-through flag (`-d lo`, `--ib-dev=lo`), by its long name; the last one wins.
+pub fn flag_value(pass: &[String], long: &str) -> Option<String> {
+    let mut found = None;
+    let mut i = 0;
+    while i < pass.len() {
+        let tok = &pass[i];
+        let has_value = takes_value(tok);
+        if canonical(tok) == long {
+            found = Some(if let Some((_, v)) = tok.split_once('=') {
+                v.to_owned()
+            } else if has_value {
+                pass.get(i + 1).cloned().unwrap_or_default()
+            } else if tok.len() > 2 && !tok.starts_with("--") {
+                tok[2..].to_owned()
+            } else {
+                String::new()
+            });
+        }
+        i += if has_value { 2 } else { 1 };
+    }
+    found
+}
+
+/// The pass-through flags grouped as (long name → values), for the parameter check.
+fn grouped(pass: &[String]) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut i = 0;
+    while i < pass.len() {
+        let tok = &pass[i];
+        let has_value = takes_value(tok);
+        let long = canonical(tok);
+        let v = if let Some((_, v)) = tok.split_once('=') {
+            v.to_owned()
+        } else if has_value {
+            pass.get(i + 1).cloned().unwrap_or_default()
+        } else if tok.len() > 2 && !tok.starts_with("--") && !long.ends_with("verbose") {
+            tok[2..].to_owned()
+        } else {
+            "on".to_owned()
+        };
+        out.entry(long).or_default().push(v);
+        i += if has_value { 2 } else { 1 };
+    }
+    out
+}
+
+/// The pass-through flags without those named in `drop` (long names).
+fn without(pass: &[String], drop: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < pass.len() {
+        let n = if takes_value(&pass[i]) { 2 } else { 1 };
+        if !drop.contains(&canonical(&pass[i]).as_str()) {
+            out.extend(pass[i..(i + n).min(pass.len())].iter().cloned());
+        }
+        i += n;
+    }
+    out
+}
+
+impl FabricOptions {
+    /// The legs this run has: the flags as given, or RoCE v1, RoCE v2 and TCP with `--compare`.
+    pub fn legs(&self) -> Vec<Leg> {
+        if self.compare {
+            vec![Leg::RoceV1, Leg::RoceV2, Leg::Tcp]
+        } else {
+            vec![Leg::AsGiven]
+        }
+    }
+
+    /// The test flags of one leg, as this rank passes them to a binary.
+    pub fn leg_args(&self, leg: Leg) -> Vec<String> {
+        match leg {
+            Leg::AsGiven => self.pass.clone(),
+            Leg::RoceV1 | Leg::RoceV2 => {
+                let mut a = self.pass.clone();
+                let v = if leg == Leg::RoceV1 { "v1" } else { "v2" };
+                a.extend(["--roce".to_owned(), v.to_owned()]);
+                a
+            }
+            Leg::Tcp => {
+                let mut a = without(&self.pass, NOT_TCP);
+                a.extend(["--transport".to_owned(), "tcp".to_owned()]);
+                a
+            }
+        }
+    }
+
+    /// The device (`-d`) this rank tests with, if given.
+    pub fn device(&self) -> Option<String> {
+        flag_value(&self.pass, "--ib-dev")
+    }
+
+    /// Whether this rank runs the soft transport on the loopback interface, where every rank needs an
+    /// address of its own (UDP port 4791 is taken once per address).
+    pub fn soft_on_loopback(&self) -> bool {
+        let transport = flag_value(&self.pass, "--transport");
+        self.device().as_deref() == Some("lo")
+            && matches!(transport.as_deref(), None | Some("auto") | Some("soft"))
+            && flag_value(&self.pass, "--bind").is_none()
+    }
+
+    /// The parameters every rank must share, by name, for the check at the rendezvous.
+    pub fn shared_params(&self) -> BTreeMap<String, String> {
+        let mut m = BTreeMap::new();
+        m.insert(
+            "tests".into(),
+            self.tests
+                .iter()
+                .map(|t| t.name())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        m.insert("--pattern".into(), self.pattern.describe());
+        m.insert("--serial".into(), self.serial.to_string());
+        m.insert("--compare".into(), self.compare.to_string());
+        m.insert("--lat-factor".into(), self.rules.lat_factor.to_string());
+        m.insert("--bw-fraction".into(), self.rules.bw_fraction.to_string());
+        m.insert("--no-retest".into(), (!self.retest).to_string());
+        m.insert(
+            "--pair-timeout".into(),
+            self.pair_timeout
+                .map_or("default".into(), |d| format!("{}s", d.as_secs_f64())),
+        );
+        m.insert("--port".into(), self.base_port.to_string());
+        for (k, v) in grouped(&self.pass) {
+            if !PER_RANK.contains(&k.as_str()) {
+                m.insert(k, v.join(" "));
+            }
+        }
+        m
+    }
+
+    /// How long one side of one pair test may run: `--pair-timeout`, or generous for the test flags.
+    pub fn pair_timeout_for(&self, test: TestKind) -> Duration {
+        if let Some(t) = self.pair_timeout {
+            return t;
+        }
+        let g = grouped(&self.pass);
+        let sizes = if g.contains_key("--all") { 23.0 } else { 1.0 };
+        let per_size = match g
+            .get("--duration")
+            .and_then(|v| v.last()?.parse::<f64>().ok())
+        {
+            Some(d) => d + 5.0,
+            None => {
+                let iters = g
+                    .get("--iters")
+                    .and_then(|v| v.last()?.parse::<f64>().ok())
+                    .unwrap_or(test.default_iters() as f64);
+                // Up to 8 MiB messages at 20 MB/s, a loaded machine's soft transport at its slowest.
+                let size = if g.contains_key("--all") {
+                    8.0 * 1048576.0
+                } else {
+                    65536.0
+                };
+                2.0 + iters * size / 20e6
+            }
+        };
+        Duration::from_secs_f64((30.0 + sizes * per_size).min(3600.0))
+    }
+}
+
+/// roce_fabric --help.
+pub const HELP: &str = "\
+roce_fabric: the roceperf tests between every pair of N hosts, launched by srun, mpirun or a
+Kubernetes Indexed Job. Each rank runs the single-pair binaries (roce_write_bw, ...) against the peers
+rank 0 assigns; rank 0 gathers an n x n matrix per test and names the slow hosts and pairs.
+
+Usage: roce_fabric [FABRIC OPTIONS] TEST... [TEST FLAGS]
+
+  TEST           send_bw write_bw read_bw send_lat write_lat read_lat, or all
+  TEST FLAGS     any flag of the single-pair binaries (-d, -s, -n, -D, --transport, --roce, --validate,
+                 ...), passed to them unchanged; -d, -i, -x, --cpu and --bind may differ per rank
+
+Fabric options:
+  --coordinator HOST[:PORT]  where rank 0 listens [default: from the launcher; 127.0.0.1 on one host;
+                             port 18510]
+  --rank N, --world-size N   rank and size when no launcher gives them (--world-size with a Kubernetes
+                             Indexed Job's JOB_COMPLETION_INDEX)
+  --pattern all|ring|bisection  which pairs [default: all: n-1 rounds of n/2 pairs, both directions]
+  --pairs FILE               pairs to test, one 'CLIENT SERVER' rank pair per line
+  --serial                   one pair at a time instead of a whole round at once
+  --compare                  RoCE v1, RoCE v2 and TCP matrices in one job
+  --results DIR              where rank 0 writes fabric.json, fabric.csv and heatmaps
+                             [default: results/fabric-<timestamp>]
+  --lat-factor X             flag a pair whose median latency is over X times the lowest [default: 2.1]
+  --bw-fraction P            flag a pair whose bandwidth is under P of the highest [default: 93%]
+  --no-retest                do not retest flagged pairs alone
+  --join-timeout SECS        how long rank 0 waits for every rank [default: 60]
+  --pair-timeout SECS        longest one pair test may take [default: from -n/-D, at least 30]
+  --advertise ADDR           the address the other ranks reach this rank at [default: as rank 0 sees it;
+                             127.0.0.(10+rank) for soft on lo]
+  --bin-dir DIR              where the roce_* binaries are [default: next to roce_fabric]
+  -p, --port N               first out-of-band port of the pair tests; a pair uses N + its server's rank
+                             [default: 18515]
+  -h, --help, -V, --version
+
+Examples:
+  srun -N 16 --ntasks-per-node=1 roce_fabric write_bw -s 1M -d mlx5_0 --results /shared/fabric
+  mpirun -np 16 --map-by node roce_fabric write_lat --transport soft -d eth0
+  mpirun --oversubscribe -np 4 roce_fabric write_bw --transport soft -d lo -n 200   (one host)
+
+Rank and size come from SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/PMI_SIZE,
+PMIX_RANK or JOB_COMPLETION_INDEX. Check the matrix with roce_gate fabric.json --min-bw ... --no-flagged.
+
+Exit status: 0 every pair ran, 1 a pair failed or a rank was lost (the matrix is still written), 2 usage
+or setup error, or ranks that disagree on the version or a parameter.";
