@@ -4,7 +4,8 @@
 #   demo   build + iproute2 (roce_compare --local runs RoCE v1 across a veth pair between namespaces)
 #   test   the test suite: build + tshark (independent RoCE decoder), iproute2 (network namespaces), tcpdump,
 #          libibverbs1 (the verbs tests check its error paths on this kernel), iptables (impairment
-#          without netem)
+#          without netem), openmpi-bin (roce_fabric under mpirun), slurmctld, slurmd, slurm-client and
+#          munge (roce_fabric under srun, scripts/slurm.sh)
 #   bench  the benchmarks: test + iperf3, sockperf (the baselines we report ratios against)
 # Usage: scripts/deps.sh build|demo|test|bench
 set -euo pipefail
@@ -35,6 +36,12 @@ if [[ $purpose == test || $purpose == bench ]]; then
     want iptables-legacy iptables
     # The verbs tests need libibverbs present (they then hide it, or meet this kernel's missing RDMA).
     [[ -e /usr/lib/x86_64-linux-gnu/libibverbs.so.1 || -e /usr/lib64/libibverbs.so.1 ]] || need+=(libibverbs1 ibverbs-providers)
+    # roce_fabric's launchers: Open MPI's mpirun and a single-node Slurm.
+    want mpirun openmpi-bin
+    want slurmctld slurmctld
+    want slurmd slurmd
+    want srun slurm-client
+    want munged munge
 fi
 if [[ $purpose == bench ]]; then
     want iperf3 iperf3

@@ -16,6 +16,8 @@ use std::time::Duration;
 pub const DEFAULT_COORDINATOR_PORT: u16 = 18510;
 /// Default first out-of-band port of the pair tests: a pair's port is this plus its server's rank.
 pub const DEFAULT_BASE_PORT: u16 = 18515;
+/// First address of the ranks' soft endpoints on lo: rank r binds 127.0.0.(10 + r).
+pub const DEFAULT_LOOPBACK_BASE: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 10);
 /// Default time rank 0 waits for every rank to join.
 pub const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -152,6 +154,7 @@ const REFUSED: &[(&str, &str)] = &[
 #[serde(rename_all = "snake_case")]
 pub enum Leg {
     /// The flags as the user gave them.
+    #[serde(rename = "given")]
     AsGiven,
     /// `--roce v1` added.
     RoceV1,
@@ -162,10 +165,10 @@ pub enum Leg {
 }
 
 impl Leg {
-    /// Short name for file names and JSON: `run`, `v1`, `v2`, `tcp`.
+    /// Short name for file names and JSON: `given`, `v1`, `v2`, `tcp`.
     pub fn name(self) -> &'static str {
         match self {
-            Leg::AsGiven => "run",
+            Leg::AsGiven => "given",
             Leg::RoceV1 => "v1",
             Leg::RoceV2 => "v2",
             Leg::Tcp => "tcp",
@@ -206,6 +209,8 @@ pub struct FabricOptions {
     pub advertise: Option<String>,
     /// `--bin-dir DIR`: where the roce_* binaries are (default: next to roce_fabric).
     pub bin_dir: Option<PathBuf>,
+    /// `--loopback-base ADDR`: for soft on lo, rank r binds ADDR + r (default 127.0.0.10).
+    pub loopback_base: std::net::Ipv4Addr,
     /// First out-of-band port of the pair tests (`-p`).
     pub base_port: u16,
     /// `-h`/`--help`.
@@ -292,6 +297,7 @@ pub fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
         pair_timeout: None,
         advertise: None,
         bin_dir: None,
+        loopback_base: DEFAULT_LOOPBACK_BASE,
         base_port: DEFAULT_BASE_PORT,
         help: false,
         version: false,
@@ -357,6 +363,18 @@ pub fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
             "--pair-timeout" => o.pair_timeout = Some(parse_secs(name, &value(&mut i)?)?),
             "--advertise" => o.advertise = Some(value(&mut i)?),
             "--bin-dir" => o.bin_dir = Some(PathBuf::from(value(&mut i)?)),
+            "--loopback-base" => {
+                let v = value(&mut i)?;
+                o.loopback_base = v
+                    .parse()
+                    .ok()
+                    .filter(|a: &std::net::Ipv4Addr| a.is_loopback())
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "--loopback-base {v}: give an address in 127.0.0.0/8"
+                        ))
+                    })?;
+            }
             "-p" | "--port" => o.base_port = parse_num(name, &value(&mut i)?)?,
             _ => {
                 let long = canonical(tok);
@@ -613,6 +631,8 @@ Fabric options:
   --advertise ADDR           the address the other ranks reach this rank at [default: as rank 0 sees it;
                              127.0.0.(10+rank) for soft on lo]
   --bin-dir DIR              where the roce_* binaries are [default: next to roce_fabric]
+  --loopback-base ADDR       soft on lo: rank r binds ADDR + r, so that two jobs on one host do not
+                             meet [default: 127.0.0.10]
   -p, --port N               first out-of-band port of the pair tests; a pair uses N + its server's rank
                              [default: 18515]
   -h, --help, -V, --version

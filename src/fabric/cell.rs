@@ -4,6 +4,15 @@
 use crate::params::{Metric, TestKind};
 use serde_json::Value;
 
+/// Four significant digits (at most 6 decimals): `12.34`, `0.1812`, `0.0003456`.
+pub fn fmt_value(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let decimals = (3 - v.abs().log10().floor() as i32).clamp(0, 7) as usize;
+    format!("{v:.decimals$}")
+}
+
 /// How a pair test ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

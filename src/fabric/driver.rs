@@ -173,7 +173,9 @@ pub struct Phase {
     pub limit: Option<Limit>,
     /// Flagged pairs, (client, server).
     pub flagged: Vec<(usize, usize)>,
-    /// Bad hosts and bad pairs.
+    /// Flagged pairs that stayed bad when retested alone (all flagged pairs without retests).
+    pub confirmed: Vec<(usize, usize)>,
+    /// Bad hosts and bad pairs, among the confirmed pairs.
     pub diagnosis: Diagnosis,
 }
 
@@ -223,6 +225,7 @@ impl Driver {
                     grid: Grid::new(plan.n),
                     limit: None,
                     flagged: Vec::new(),
+                    confirmed: Vec::new(),
                     diagnosis: Diagnosis::default(),
                 });
             }
@@ -480,6 +483,21 @@ impl Driver {
     }
 
     fn next_phase(&mut self) {
+        let p = &mut self.phases[self.phase];
+        let metric = MatrixMetric::flagged(p.test);
+        // A retest that fails or stays over the limit confirms the flag; one that passes alone says the
+        // pair only suffers under the load of a whole round.
+        p.confirmed = p
+            .flagged
+            .iter()
+            .copied()
+            .filter(|k| match (p.grid.retests.get(k), p.limit) {
+                (None, _) => true,
+                (Some(r), Some(l)) => r.value(metric).is_none_or(|v| l.breached(v)),
+                (Some(_), None) => true,
+            })
+            .collect();
+        p.diagnosis = rules::diagnose(&p.grid, metric, &p.confirmed);
         self.phase += 1;
         self.stage = Stage::Main { step: 0, next: 0 };
     }
@@ -492,7 +510,9 @@ impl Driver {
             .limit
             .map(|l| rules::flagged(&p.grid, &l))
             .unwrap_or_default();
-        p.diagnosis = rules::diagnose(&p.grid, metric, &p.flagged);
+        // Until the retests say otherwise (or when there are none), every flag stands.
+        p.confirmed = p.flagged.clone();
+        p.diagnosis = rules::diagnose(&p.grid, metric, &p.confirmed);
     }
 
     fn impair_for(&self, pair: Pair, me: usize) -> Option<String> {

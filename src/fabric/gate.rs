@@ -2,6 +2,7 @@
 //! p99 latency, no flagged pairs, every scheduled pair run, and no pair worse than in a baseline matrix.
 //! Thresholds are typed as everywhere else (`--min-bw 90Gb/s --max-p99 5us`, gate::threshold).
 
+use super::cell::fmt_value;
 use super::files::SCHEMA;
 use crate::gate::threshold::{self, Bandwidth, Latency, Percent};
 use serde_json::Value;
@@ -22,7 +23,7 @@ pub struct FabricGate {
     /// Highest acceptable p99 latency of any pair, e.g. 5us.
     #[arg(long, value_name = "TIME", value_parser = threshold::parse_latency)]
     pub max_p99: Option<Latency>,
-    /// Fail when the matrix flagged any pair (ClusterKit's outlier rules, or the run's own).
+    /// Fail when the matrix flagged a pair (by the run's outlier rules) that its retest alone confirmed.
     #[arg(long)]
     pub no_flagged: bool,
     /// A fabric.json to compare with, pair by pair (matched by host names, or ranks).
@@ -159,8 +160,9 @@ pub fn judge(doc: &Value, baseline: Option<&Value>, g: &FabricGate) -> Result<Ve
                     (
                         bad == 0,
                         format!(
-                            "worst {} {v:.3} {unit}, limit {cmp} {text}; {bad} of {} pairs miss it",
+                            "worst {} {} {unit}, limit {cmp} {text}; {bad} of {} pairs miss it",
                             pair(c, s),
+                            fmt_value(v),
                             cs.len()
                         ),
                     )
@@ -198,10 +200,12 @@ pub fn judge(doc: &Value, baseline: Option<&Value>, g: &FabricGate) -> Result<Ve
         limit_check("max pair p99 latency", "lat_p99_us", l.us, &l.text, false);
     }
     if g.no_flagged {
-        let flagged = doc["summary"]["flagged"]
+        // A flag its retest alone did not confirm is load-dependent, not a bad pair: it does not fail.
+        let mut flagged = doc["summary"]["flagged"]
             .as_array()
             .cloned()
             .unwrap_or_default();
+        flagged.retain(|f| f["confirmed"] != false);
         let list: Vec<String> = flagged
             .iter()
             .map(|f| {
@@ -286,7 +290,11 @@ fn against_baseline(doc: &Value, base: &Value, pct: f64) -> Result<Vec<Check>, S
                 (v - o) / o * 100.0
             };
             if change > pct {
-                worse.push(format!("{k}: {o:.3} -> {v:.3} ({change:+.1}% worse)"));
+                worse.push(format!(
+                    "{k}: {} -> {} ({change:+.1}% worse)",
+                    fmt_value(o),
+                    fmt_value(v)
+                ));
             }
         }
         checks.push(Check {

@@ -2,7 +2,7 @@
 //! one square per (client, server), coloured from worst (red) to best (green), flagged pairs outlined,
 //! failed and not-run pairs grey with a mark.
 
-use super::cell::MatrixMetric;
+use super::cell::{MatrixMetric, fmt_value};
 use super::driver::Phase;
 use super::summary::cell_state;
 use plotters::prelude::*;
@@ -102,11 +102,7 @@ pub fn heatmap_svg(
                 }
                 match (value, cell_state(&p.grid, scheduled, row, col)) {
                     (Some(v), _) if c >= 36 => {
-                        let text = if v >= 100.0 {
-                            format!("{v:.0}")
-                        } else {
-                            format!("{v:.3}")
-                        };
+                        let text = fmt_value(v);
                         let _ = root.draw(&Text::new(text, (x + 3, y + c / 2 - 5), small.clone()));
                     }
                     (None, Some("failed")) => {
@@ -123,7 +119,9 @@ pub fn heatmap_svg(
             "no values".to_owned()
         } else {
             format!(
-                "lowest {lo:.3}, highest {hi:.3} {}; outlined: flagged; grey x: failed, grey -: not run",
+                "lowest {}, highest {} {}; outlined: flagged; grey x: failed, grey -: not run",
+                fmt_value(lo),
+                fmt_value(hi),
                 metric.unit()
             )
         };

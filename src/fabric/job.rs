@@ -32,10 +32,9 @@ pub fn default_bin_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// The loopback address a rank uses for soft on lo: 127.0.0.(10 + rank), 127.0.1.x past 245 ranks.
-pub fn loopback_addr(rank: usize) -> String {
-    let i = rank + 10;
-    format!("127.0.{}.{}", i / 256, i % 256)
+/// The loopback address a rank uses for soft on lo: `base` + rank (127.0.0.10, .11, ... by default).
+pub fn loopback_addr(base: std::net::Ipv4Addr, rank: usize) -> String {
+    std::net::Ipv4Addr::from(u32::from(base).wrapping_add(rank as u32)).to_string()
 }
 
 impl Runner {

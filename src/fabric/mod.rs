@@ -86,7 +86,9 @@ pub fn run(args: &[String]) -> u8 {
     };
     let rank = place.rank;
     let bin_dir = opts.bin_dir.clone().unwrap_or_else(job::default_bin_dir);
-    let bind = opts.soft_on_loopback().then(|| job::loopback_addr(rank));
+    let bind = opts
+        .soft_on_loopback()
+        .then(|| job::loopback_addr(opts.loopback_base, rank));
     let workdir = match tempfile::Builder::new().prefix("roce_fabric").tempdir() {
         Ok(d) => d,
         Err(e) => {
@@ -347,7 +349,7 @@ fn rank0(
             csv_path.display()
         ),
     }
-    let color = std::io::stdout().is_terminal();
+    let color = summary::use_color();
     let mut text = String::new();
     for p in &phases {
         for &m in MatrixMetric::of(p.test) {

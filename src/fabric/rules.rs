@@ -1,7 +1,7 @@
 //! Outliers: which pairs a matrix flags (ClusterKit's tolerance rules by default), and whether a flagged
 //! pair is explained by a bad host (slow with nearly every peer) or is a bad pair of its own.
 
-use super::cell::{Grid, MatrixMetric};
+use super::cell::{Grid, MatrixMetric, fmt_value};
 use std::collections::BTreeMap;
 
 /// ClusterKit's latency rule: a pair is an outlier above this many times the lowest latency.
@@ -105,22 +105,22 @@ impl Limit {
         let m = self.metric;
         if m.higher_is_better() {
             format!(
-                "{} < {:.0}% of the highest ({:.3} {}) = {:.3} {}",
+                "{} < {:.0}% of the highest ({} {}) = {} {}",
                 m.title(),
                 rules.bw_fraction * 100.0,
-                self.reference,
+                fmt_value(self.reference),
                 m.unit(),
-                self.value,
+                fmt_value(self.value),
                 m.unit()
             )
         } else {
             format!(
-                "{} > {}x the lowest ({:.3} {}) = {:.3} {}",
+                "{} > {}x the lowest ({} {}) = {} {}",
                 m.title(),
                 rules.lat_factor,
-                self.reference,
+                fmt_value(self.reference),
                 m.unit(),
-                self.value,
+                fmt_value(self.value),
                 m.unit()
             )
         }

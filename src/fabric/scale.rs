@@ -180,7 +180,10 @@ pub fn measure_rendezvous(n: usize) -> std::io::Result<Duration> {
         size: n,
         params: BTreeMap::from([("tests".to_owned(), String::new())]),
         host: "localhost".into(),
-        addr: Some(super::job::loopback_addr(rank)),
+        addr: Some(super::job::loopback_addr(
+            super::args::DEFAULT_LOOPBACK_BASE,
+            rank,
+        )),
         device: Some("lo".into()),
         pid: std::process::id(),
     };

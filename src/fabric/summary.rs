@@ -2,7 +2,7 @@
 //! bad hosts, the failed pairs and the lost ranks.
 
 use super::args::Leg;
-use super::cell::{Grid, MatrixMetric, Status};
+use super::cell::{Grid, MatrixMetric, Status, fmt_value};
 use super::driver::{Member, MemberState, Phase};
 use super::rules::Rules;
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,16 +41,13 @@ pub fn phase_title(p: &Phase, labels: &LegLabels) -> String {
     }
 }
 
-fn fmt_value(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{v:.0}")
-    } else if v >= 100.0 {
-        format!("{v:.1}")
-    } else if v >= 10.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
+/// Whether to colour the terminal output: a terminal that is not `dumb`, and no `NO_COLOR` (mpirun
+/// hands every rank a pseudo-terminal, so a terminal alone proves nothing).
+pub fn use_color() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none()
+        && std::env::var("TERM").is_ok_and(|t| !t.is_empty() && t != "dumb")
 }
 
 /// A matrix as text: numbers for up to 16 ranks, one shaded character per cell beyond.
@@ -206,13 +203,13 @@ pub fn summary_text(
             let again = match retest {
                 Some(r) => match r.value(limit.metric) {
                     Some(rv) => format!(
-                        "; alone: {} {} ({})",
+                        "; alone: {} {}{}",
                         fmt_value(rv),
                         limit.metric.unit(),
                         if limit.breached(rv) {
-                            "confirmed"
+                            " (confirmed)"
                         } else {
-                            "not confirmed: load-dependent"
+                            ""
                         }
                     ),
                     None => format!("; alone: {}", r.error.as_deref().unwrap_or("no result")),
@@ -221,8 +218,10 @@ pub fn summary_text(
             };
             let kind = if p.diagnosis.bad_pairs.contains(&(c, s)) {
                 "bad pair"
+            } else if !p.confirmed.contains(&(c, s)) {
+                "slow under load only"
             } else {
-                "flagged"
+                "flagged (bad host)"
             };
             let _ = writeln!(
                 out,
