@@ -53,6 +53,108 @@ fn fake_result(gbps: f64) -> serde_json::Value {
         {"size_bytes": 65536, "iterations": 5000, "bandwidth": {"avg_gbps": gbps, "peak_gbps": gbps, "msg_rate_mpps": gbps / 0.524}}]})
 }
 
+/// Bytes of one message as a JSON line.
+fn line_len<T: serde::Serialize>(msg: &T) -> u64 {
+    serde_json::to_vec(msg).map_or(0, |v| v.len() as u64 + 1)
+}
+
+/// A rank's hello as a job of `n` ranks would send it.
+fn sample_hello(n: usize) -> Hello {
+    let params = [("tests", "write_bw"), ("--pattern", "all"), ("--size", "1M"), ("--iters", "5000"), ("--port", "18515")];
+    Hello {
+        protocol: proto::PROTOCOL.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        rank: n - 1,
+        size: n,
+        params: params.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        host: format!("node{:04}", n - 1),
+        addr: None,
+        device: Some("mlx5_0".into()),
+        pid: 4_000_000,
+    }
+}
+
+/// (cells, everything) rank 0 holds for `n` ranks and `phases` (leg, test) matrices.
+fn memory(n: usize, phases: usize, members_bytes: u64, running: usize) -> (u64, u64) {
+    let cells = phases as u64 * (n * n) as u64 * std::mem::size_of::<Option<Cell>>() as u64;
+    let running = (running * 2 * std::mem::size_of::<SideOutcome>() * 2) as u64;
+    let total = cells + members_bytes + running + n as u64 * PER_CONNECTION + std::mem::size_of::<Grid>() as u64;
+    (cells, total)
+}
+
+/// The same figures from the schedule and the protocol alone, without running the scheduler: what
+/// [`simulate`] checks at a size a test can afford, for sizes it cannot (`retests` flagged pairs).
+pub fn estimate(n: usize, retests: u64, result_bytes: u64) -> ScaleReport {
+    let steps = Pattern::AllPairs.steps(n).expect("schedule");
+    let rounds = steps.iter().map(|s| s.round).collect::<BTreeSet<_>>().len();
+    let disjoint = steps.iter().all(|s| {
+        let mut seen = BTreeSet::new();
+        s.pairs.iter().all(|p| seen.insert(p.client) && seen.insert(p.server))
+    });
+    let max_concurrent = steps.iter().map(|s| s.pairs.len()).max().unwrap_or(0);
+    let pair_tests = steps.iter().map(|s| s.pairs.len() as u64).sum::<u64>() + retests;
+    let job = proto::Job {
+        id: 2 * pair_tests,
+        test: "write_bw".into(),
+        leg: Leg::AsGiven,
+        side: proto::Side::Client,
+        port: 18515 + n as u16,
+        peer: n - 1,
+        server_addr: Some("10.0.255.255".into()),
+        impair: None,
+        timeout_ms: 60_000,
+    };
+    let done = |client: bool| {
+        let outcome = SideOutcome { exit_code: Some(0), error: None, result: None, elapsed_ms: 1000 };
+        line_len(&ToCoordinator::Done { job: 2 * pair_tests, outcome }) + if client { result_bytes } else { 0 }
+    };
+    let members_bytes = n as u64 * (std::mem::size_of::<Member>() + 8 + 12 + 8) as u64;
+    let (cell_bytes, rank0_bytes) = memory(n, 1, members_bytes, n / 2);
+    let record = PairRecordSize::line(n) + result_bytes;
+    ScaleReport {
+        n,
+        rounds,
+        steps: steps.len(),
+        max_concurrent,
+        disjoint,
+        pair_tests,
+        messages_out: 2 * pair_tests + 2 * n as u64,
+        messages_in: 2 * pair_tests + n as u64,
+        bytes_out: 2 * pair_tests * line_len(&ToWorker::Job(job)),
+        bytes_in: n as u64 * line_len(&ToCoordinator::Hello(sample_hello(n))) + pair_tests * (done(true) + done(false)),
+        rank0_bytes,
+        cell_bytes,
+        spool_bytes: pair_tests * record,
+    }
+}
+
+/// The size of a pair record line without its result.
+struct PairRecordSize;
+
+impl PairRecordSize {
+    fn line(n: usize) -> u64 {
+        let rec = super::driver::PairRecord {
+            leg: Leg::AsGiven,
+            test: "write_bw",
+            round: n - 2,
+            attempt: 1,
+            alone: false,
+            client: n - 1,
+            server: n - 2,
+            client_host: format!("node{:04}", n - 1),
+            server_host: format!("node{:04}", n - 2),
+            port: 18515 + n as u16,
+            status: super::cell::Status::Ok,
+            error: None,
+            client_exit: Some(0),
+            server_exit: Some(0),
+            elapsed_ms: 1000,
+            result: None,
+        };
+        line_len(&rec)
+    }
+}
+
 /// Runs rank 0's scheduler for `n` ranks over `write_bw`, every job answered at once, rank `slow`'s
 /// pairs at 60 % of the others' bandwidth, `result_bytes` standing for one real result JSON.
 pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport {
@@ -92,7 +194,7 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
         .map(|m| (std::mem::size_of::<Member>() + m.host.len() + m.addr.len() + 8) as u64)
         .sum();
     let mut d = Driver::new(plan, members);
-    let hello_bytes = 400u64;
+    let hello_bytes = line_len(&ToCoordinator::Hello(sample_hello(n)));
     let (mut out_msgs, mut in_msgs, mut out_bytes, mut in_bytes) =
         (2 * n as u64, n as u64, 0u64, n as u64 * hello_bytes);
     let mut spool = 0u64;
@@ -114,7 +216,9 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
                 Output::Send(..) => out_msgs += 1,
                 Output::Record(rec) => {
                     pair_tests += 1;
-                    spool += serde_json::to_vec(&*rec).map_or(0, |v| v.len() as u64) + result_bytes;
+                    let mut rec = *rec;
+                    rec.result = None;
+                    spool += line_len(&rec) + result_bytes;
                 }
                 Output::Lost(..) => {}
             }
@@ -138,7 +242,9 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
                 }),
                 elapsed_ms: 1000,
             };
-            in_bytes += 120 + if client { result_bytes } else { 0 };
+            let mut bare = outcome.clone();
+            bare.result = None;
+            in_bytes += line_len(&ToCoordinator::Done { job: id, outcome: bare }) + if client { result_bytes } else { 0 };
             d.on_done(Duration::ZERO, rank, id, outcome);
         }
     }

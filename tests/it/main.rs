@@ -3,6 +3,7 @@
 
 mod alloc_counter;
 mod common;
+mod fabric_support;
 mod rc_harness;
 mod soft_support;
 mod vectors;
@@ -10,6 +11,10 @@ mod vectors;
 mod cli_errors;
 mod compare_from;
 mod compare_local;
+mod fabric_local;
+mod fabric_mpi;
+mod fabric_scale;
+mod fabric_slurm;
 mod gate_cli;
 mod gate_in_binaries;
 mod layering;
