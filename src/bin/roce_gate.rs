@@ -76,6 +76,10 @@ fn emit(text: &str) {
 }
 
 fn main() -> ExitCode {
+    // A roce_fabric matrix (fabric.json) is judged pair by pair in the fabric module.
+    if let Some(code) = roceperf::fabric::gate::main_if_fabric() {
+        return code;
+    }
     let cli = Cli::parse();
     if !cli.gate.is_active() {
         return bad_input([

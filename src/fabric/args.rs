@@ -1,10 +1,11 @@
 //! roce_fabric's command line: its own options, the tests to run, and the test flags it passes through
 //! to the single-pair binaries unchanged.
 //!
-//! roce_fabric does not know every flag of the binaries (they are parsed where they always are, in the
-//! binaries): it only needs to tell a flag that takes a value from one that does not, so that `-s 1M`
-//! stays one flag and a test name is never mistaken for a value.
+//! The test flags are the binaries' to parse; `flags` knows just enough of them to pass them on.
 
+use super::flags::{
+    NOT_TCP, PER_RANK, REFUSED, canonical, flag_value, grouped, takes_value, without,
+};
 use super::rules::Rules;
 use super::schedule::Pattern;
 use crate::params::TestKind;
@@ -20,132 +21,6 @@ pub const DEFAULT_BASE_PORT: u16 = 18515;
 pub const DEFAULT_LOOPBACK_BASE: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 10);
 /// Default time rank 0 waits for every rank to join.
 pub const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The binaries' flags that take no value (everything else starting with `-` takes one).
-const NO_VALUE: &[&str] = &[
-    "-a",
-    "--all",
-    "-F",
-    "--CPU-freq",
-    "-b",
-    "--bidirectional",
-    "--report_gbits",
-    "--cpu_util",
-    "-v",
-    "-vv",
-    "-vvv",
-    "--verbose",
-    "--ipv6",
-    "--no-gso",
-    "--validate",
-];
-
-/// Short flags of the binaries and their long names, so that `-s 1M` and `--size 1M` compare equal.
-const SHORT: &[(&str, &str)] = &[
-    ("-d", "--ib-dev"),
-    ("-i", "--ib-port"),
-    ("-x", "--gid-index"),
-    ("-s", "--size"),
-    ("-a", "--all"),
-    ("-n", "--iters"),
-    ("-D", "--duration"),
-    ("-f", "--margin"),
-    ("-q", "--qp"),
-    ("-t", "--tx-depth"),
-    ("-Q", "--cq-mod"),
-    ("-m", "--mtu"),
-    ("-I", "--inline_size"),
-    ("-F", "--CPU-freq"),
-    ("-b", "--bidirectional"),
-    ("-v", "--verbose"),
-    ("-u", "--qp-timeout"),
-];
-
-/// Flags that may differ from rank to rank (each host has its own device, GID index, cores): not part
-/// of the parameter check, and kept from the rank's own command line when it runs a test.
-const PER_RANK: &[&str] = &[
-    "--ib-dev",
-    "--ib-port",
-    "--gid-index",
-    "--cpu",
-    "--bind",
-    "--verbose",
-];
-
-/// Flags that do not apply to the TCP leg of `--compare` (the binaries refuse them with tcp).
-const NOT_TCP: &[&str] = &[
-    "--ib-dev",
-    "--ib-port",
-    "--gid-index",
-    "--mtu",
-    "--inline_size",
-    "--roce",
-    "--io",
-    "--ipv6",
-    "--no-gso",
-    "--bind",
-    "--qp-timeout",
-    "--retry_count",
-    "--oob",
-    "--transport",
-];
-
-/// Test flags roce_fabric refuses, and why.
-const REFUSED: &[(&str, &str)] = &[
-    (
-        "--json",
-        "roce_fabric writes fabric.json under --results DIR",
-    ),
-    ("--csv", "roce_fabric writes fabric.csv under --results DIR"),
-    (
-        "--min-bw",
-        "judge the matrix afterwards: roce_gate fabric.json --min-bw ...",
-    ),
-    (
-        "--min-msg-rate",
-        "judge the matrix afterwards with roce_gate fabric.json",
-    ),
-    (
-        "--max-p50",
-        "judge the matrix afterwards with roce_gate fabric.json",
-    ),
-    (
-        "--max-median",
-        "judge the matrix afterwards with roce_gate fabric.json",
-    ),
-    (
-        "--max-p99",
-        "judge the matrix afterwards: roce_gate fabric.json --max-p99 ...",
-    ),
-    (
-        "--max-p999",
-        "judge the matrix afterwards with roce_gate fabric.json",
-    ),
-    (
-        "--max-p99.9",
-        "judge the matrix afterwards with roce_gate fabric.json",
-    ),
-    (
-        "--max-max",
-        "judge the matrix afterwards with roce_gate fabric.json",
-    ),
-    (
-        "--baseline",
-        "compare matrices with roce_gate fabric.json --baseline old/fabric.json",
-    ),
-    (
-        "--max-regression",
-        "compare matrices with roce_gate fabric.json --baseline ...",
-    ),
-    (
-        "--junit",
-        "roce_gate fabric.json --junit FILE writes JUnit for the matrix",
-    ),
-    (
-        "--github",
-        "roce_gate fabric.json --github annotates the matrix",
-    ),
-];
 
 /// One transport leg of a fabric run: the user's flags as given, or one leg of `--compare`.
 #[derive(
@@ -226,34 +101,6 @@ pub struct UsageError(pub String);
 
 fn usage(msg: impl Into<String>) -> UsageError {
     UsageError(msg.into())
-}
-
-/// The long name of a flag token (`-s` → `--size`, `--size=1M` → `--size`).
-pub fn canonical(flag: &str) -> String {
-    let name = flag.split('=').next().unwrap_or(flag);
-    if let Some(rest) = name.strip_prefix('-').filter(|r| !r.starts_with('-')) {
-        // `-s1M` is `-s` with a value; `-vv` is verbose.
-        if rest.starts_with('v') && rest.chars().all(|c| c == 'v') {
-            return "--verbose".into();
-        }
-        let short = &name[..2.min(name.len())];
-        if let Some((_, long)) = SHORT.iter().find(|(s, _)| *s == short) {
-            return (*long).to_owned();
-        }
-        return short.to_owned();
-    }
-    name.to_owned()
-}
-
-fn takes_value(flag: &str) -> bool {
-    if flag.contains('=') {
-        return false;
-    }
-    if NO_VALUE.contains(&flag) {
-        return false;
-    }
-    // `-s1M`: a short flag with its value attached.
-    !(flag.len() > 2 && !flag.starts_with("--"))
 }
 
 fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, UsageError> {
@@ -437,66 +284,6 @@ pub fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
     Ok(o)
 }
 
-/// The value of a pass-through flag (`-d lo`, `--ib-dev=lo`), by its long name; the last one wins.
-pub fn flag_value(pass: &[String], long: &str) -> Option<String> {
-    let mut found = None;
-    let mut i = 0;
-    while i < pass.len() {
-        let tok = &pass[i];
-        let has_value = takes_value(tok);
-        if canonical(tok) == long {
-            found = Some(if let Some((_, v)) = tok.split_once('=') {
-                v.to_owned()
-            } else if has_value {
-                pass.get(i + 1).cloned().unwrap_or_default()
-            } else if tok.len() > 2 && !tok.starts_with("--") {
-                tok[2..].to_owned()
-            } else {
-                String::new()
-            });
-        }
-        i += if has_value { 2 } else { 1 };
-    }
-    found
-}
-
-/// The pass-through flags grouped as (long name → values), for the parameter check.
-fn grouped(pass: &[String]) -> BTreeMap<String, Vec<String>> {
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut i = 0;
-    while i < pass.len() {
-        let tok = &pass[i];
-        let has_value = takes_value(tok);
-        let long = canonical(tok);
-        let v = if let Some((_, v)) = tok.split_once('=') {
-            v.to_owned()
-        } else if has_value {
-            pass.get(i + 1).cloned().unwrap_or_default()
-        } else if tok.len() > 2 && !tok.starts_with("--") && !long.ends_with("verbose") {
-            tok[2..].to_owned()
-        } else {
-            "on".to_owned()
-        };
-        out.entry(long).or_default().push(v);
-        i += if has_value { 2 } else { 1 };
-    }
-    out
-}
-
-/// The pass-through flags without those named in `drop` (long names).
-fn without(pass: &[String], drop: &[&str]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < pass.len() {
-        let n = if takes_value(&pass[i]) { 2 } else { 1 };
-        if !drop.contains(&canonical(&pass[i]).as_str()) {
-            out.extend(pass[i..(i + n).min(pass.len())].iter().cloned());
-        }
-        i += n;
-    }
-    out
-}
-
 impl FabricOptions {
     /// The legs this run has: the flags as given, or RoCE v1, RoCE v2 and TCP with `--compare`.
     pub fn legs(&self) -> Vec<Leg> {
@@ -599,51 +386,3 @@ impl FabricOptions {
         Duration::from_secs_f64((30.0 + sizes * per_size).min(3600.0))
     }
 }
-
-/// roce_fabric --help.
-pub const HELP: &str = "\
-roce_fabric: the roceperf tests between every pair of N hosts, launched by srun, mpirun or a
-Kubernetes Indexed Job. Each rank runs the single-pair binaries (roce_write_bw, ...) against the peers
-rank 0 assigns; rank 0 gathers an n x n matrix per test and names the slow hosts and pairs.
-
-Usage: roce_fabric [FABRIC OPTIONS] TEST... [TEST FLAGS]
-
-  TEST           send_bw write_bw read_bw send_lat write_lat read_lat, or all
-  TEST FLAGS     any flag of the single-pair binaries (-d, -s, -n, -D, --transport, --roce, --validate,
-                 ...), passed to them unchanged; -d, -i, -x, --cpu and --bind may differ per rank
-
-Fabric options:
-  --coordinator HOST[:PORT]  where rank 0 listens [default: from the launcher; 127.0.0.1 on one host;
-                             port 18510]
-  --rank N, --world-size N   rank and size when no launcher gives them (--world-size with a Kubernetes
-                             Indexed Job's JOB_COMPLETION_INDEX)
-  --pattern all|ring|bisection  which pairs [default: all: n-1 rounds of n/2 pairs, both directions]
-  --pairs FILE               pairs to test, one 'CLIENT SERVER' rank pair per line
-  --serial                   one pair at a time instead of a whole round at once
-  --compare                  RoCE v1, RoCE v2 and TCP matrices in one job
-  --results DIR              where rank 0 writes fabric.json, fabric.csv and heatmaps
-                             [default: results/fabric-<timestamp>]
-  --lat-factor X             flag a pair whose median latency is over X times the lowest [default: 2.1]
-  --bw-fraction P            flag a pair whose bandwidth is under P of the highest [default: 93%]
-  --no-retest                do not retest flagged pairs alone
-  --join-timeout SECS        how long rank 0 waits for every rank [default: 60]
-  --pair-timeout SECS        longest one pair test may take [default: from -n/-D, at least 30]
-  --advertise ADDR           the address the other ranks reach this rank at [default: as rank 0 sees it;
-                             127.0.0.(10+rank) for soft on lo]
-  --bin-dir DIR              where the roce_* binaries are [default: next to roce_fabric]
-  --loopback-base ADDR       soft on lo: rank r binds ADDR + r, so that two jobs on one host do not
-                             meet [default: 127.0.0.10]
-  -p, --port N               first out-of-band port of the pair tests; a pair uses N + its server's rank
-                             [default: 18515]
-  -h, --help, -V, --version
-
-Examples:
-  srun -N 16 --ntasks-per-node=1 roce_fabric write_bw -s 1M -d mlx5_0 --results /shared/fabric
-  mpirun -np 16 --map-by node roce_fabric write_lat --transport soft -d eth0
-  mpirun --oversubscribe -np 4 roce_fabric write_bw --transport soft -d lo -n 200   (one host)
-
-Rank and size come from SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/PMI_SIZE,
-PMIX_RANK or JOB_COMPLETION_INDEX. Check the matrix with roce_gate fabric.json --min-bw ... --no-flagged.
-
-Exit status: 0 every pair ran, 1 a pair failed or a rank was lost (the matrix is still written), 2 usage
-or setup error, or ranks that disagree on the version or a parameter.";

@@ -2,7 +2,7 @@
 //! send what it asks, ping idle ranks, and stop cleanly on SIGTERM/SIGINT (a launcher giving up) with
 //! what has been measured so far.
 
-use super::driver::{Driver, Member, MemberState, Output, Plan};
+use super::driver::{Driver, Member, MemberState, Output, PairRecord, Plan};
 use super::proto::{self, Hello, PROTOCOL, ToCoordinator, ToWorker};
 use super::worker::PING_INTERVAL;
 use std::collections::BTreeMap;
@@ -50,10 +50,25 @@ pub struct Mismatch(pub String);
 pub struct Finished {
     /// Members and results.
     pub driver: Driver,
-    /// GIDs seen per (rank, leg name).
-    pub gids: BTreeMap<(usize, &'static str), String>,
     /// Whether SIGTERM/SIGINT cut the run short.
     pub interrupted: bool,
+}
+
+/// What the coordinator reports as the run goes.
+pub trait Observer {
+    /// A rank never joined or was lost (`driver` is the run so far, once it started).
+    fn lost(&mut self, text: &str, driver: Option<&Driver>);
+    /// A pair test ended or was skipped.
+    fn record(&mut self, rec: &PairRecord);
+    /// Progress: pair tests done of the total, what runs now.
+    fn progress(&mut self, done: u64, total: u64, label: &str);
+}
+
+/// Reports nothing (a rendezvous measurement).
+impl Observer for () {
+    fn lost(&mut self, _: &str, _: Option<&Driver>) {}
+    fn record(&mut self, _: &PairRecord) {}
+    fn progress(&mut self, _: u64, _: u64, _: &str) {}
 }
 
 /// Rank 0's side of the rendezvous and the run.
@@ -201,13 +216,7 @@ impl Coordinator {
     }
 
     /// Waits for the ranks and runs `plan` over them; Err(Mismatch) when ranks disagree (exit 2).
-    pub fn run(
-        self,
-        mut plan: Plan,
-        mut on_lost: impl FnMut(&str),
-        mut on_record: impl FnMut(&super::driver::PairRecord),
-        mut on_progress: impl FnMut(u64, u64, &str),
-    ) -> Result<Finished, Mismatch> {
+    pub fn run(self, mut plan: Plan, obs: &mut impl Observer) -> Result<Finished, Mismatch> {
         let (tx, rx) = mpsc::channel();
         let listener = self
             .listener
@@ -258,11 +267,14 @@ impl Coordinator {
                 Ok(Event::Closed(conn, why)) => {
                     if let Some(rank) = conns.remove(&conn).and_then(|c| c.rank) {
                         hellos.remove(&rank);
-                        on_lost(&format!("rank {rank} left before the run started: {why}"));
+                        obs.lost(
+                            &format!("rank {rank} left before the run started: {why}"),
+                            None,
+                        );
                     }
                 }
                 Ok(Event::Garbage(peer, why)) => {
-                    on_lost(&format!("ignored a connection from {peer}: {why}"))
+                    obs.lost(&format!("ignored a connection from {peer}: {why}"), None)
                 }
                 Ok(Event::Msg(..)) | Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -279,8 +291,8 @@ impl Coordinator {
             .filter_map(|(c, k)| k.rank.map(|r| (*c, r)))
             .collect();
         let mut writers: BTreeMap<usize, BufWriter<TcpStream>> = conns
-            .into_iter()
-            .filter_map(|(_, c)| c.rank.map(|r| (r, c.writer)))
+            .into_values()
+            .filter_map(|c| c.rank.map(|r| (r, c.writer)))
             .collect();
         // The address the other ranks reached rank 0 at is rank 0's address for them.
         let seen_as: Option<IpAddr> = hellos
@@ -319,7 +331,7 @@ impl Coordinator {
             .collect();
         for m in &members {
             if let MemberState::Missing(why) = &m.state {
-                on_lost(&format!("rank {} never joined: {why}", m.rank));
+                obs.lost(&format!("rank {} never joined: {why}", m.rank), None);
             }
         }
         for w in writers.values_mut() {
@@ -327,7 +339,6 @@ impl Coordinator {
         }
         plan.n = self.n;
         let mut driver = Driver::new(plan, members);
-        let mut gids = BTreeMap::new();
         driver.start(start.elapsed());
         let mut interrupted = false;
         loop {
@@ -344,24 +355,12 @@ impl Coordinator {
                             );
                         }
                     }
-                    Output::Record(rec) => {
-                        if let Some(result) = &rec.result {
-                            let (mine, theirs) = super::cell::gids(result);
-                            let leg = rec.leg.name();
-                            if let Some(g) = mine {
-                                gids.insert((rec.client, leg), g);
-                            }
-                            if let Some(g) = theirs {
-                                gids.insert((rec.server, leg), g);
-                            }
-                        }
-                        on_record(&rec);
-                    }
-                    Output::Lost(_, text) => on_lost(&text),
+                    Output::Record(rec) => obs.record(&rec),
+                    Output::Lost(_, text) => obs.lost(&text, Some(&driver)),
                 }
             }
             let (done, total, label) = driver.progress();
-            on_progress(done, total, &label);
+            obs.progress(done, total, &label);
             if driver.is_finished() {
                 break;
             }
@@ -413,7 +412,6 @@ impl Coordinator {
         }
         Ok(Finished {
             driver,
-            gids,
             interrupted,
         })
     }

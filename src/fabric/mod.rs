@@ -12,23 +12,26 @@ pub mod cell;
 pub mod coordinator;
 pub mod driver;
 pub mod files;
+pub mod flags;
 pub mod gate;
 pub mod heatmap;
+pub mod help;
 pub mod job;
 pub mod launch;
+pub mod plan;
 pub mod proto;
 pub mod rules;
 pub mod scale;
 pub mod schedule;
+pub mod sink;
 pub mod summary;
 pub mod worker;
 
 use args::FabricOptions;
-use cell::MatrixMetric;
 use driver::Plan;
 use proto::Hello;
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::{IsTerminal, Write};
+use std::collections::BTreeSet;
+use std::io::Write;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -46,10 +49,16 @@ pub fn main() -> ExitCode {
     ExitCode::from(run(&args))
 }
 
+/// Writes a line to stderr, ignoring a closed one: a launcher that gives up (mpirun aborting the job)
+/// closes the ranks' output first, and rank 0 must still write its files rather than panic.
+fn say(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
 fn fail(rank: Option<usize>, msg: impl std::fmt::Display, code: u8) -> u8 {
     match rank {
-        Some(r) => eprintln!("roce_fabric: rank {r}: error: {msg}"),
-        None => eprintln!("roce_fabric: error: {msg}"),
+        Some(r) => say(&format!("roce_fabric: rank {r}: error: {msg}")),
+        None => say(&format!("roce_fabric: error: {msg}")),
     }
     code
 }
@@ -67,7 +76,7 @@ pub fn run(args: &[String]) -> u8 {
         }
     };
     if opts.help {
-        println!("{}", args::HELP);
+        println!("{}", help::HELP);
         return 0;
     }
     if opts.version {
@@ -165,14 +174,6 @@ fn preflight(opts: &FabricOptions, bin_dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn label_of(result: &serde_json::Value) -> Option<String> {
-    let t = result["test"]["transport"].as_str()?;
-    Some(match result["test"]["roce"].as_str() {
-        Some(r) => format!("{t} {r}"),
-        None => t.to_owned(),
-    })
-}
-
 fn rank0(
     opts: &FabricOptions,
     place: &launch::Place,
@@ -211,20 +212,31 @@ fn rank0(
         let stamp: String = started_at.chars().filter(char::is_ascii_digit).collect();
         PathBuf::from("results").join(format!("fabric-{}-{}", &stamp[..8], &stamp[8..14]))
     });
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return fail(
-            Some(0),
-            format!("cannot create the results directory {}: {e}", dir.display()),
-            2,
-        );
-    }
-    let spool_path = dir.join(".pairs.jsonl");
-    let mut spool = match std::fs::File::create(&spool_path) {
-        Ok(f) => std::io::BufWriter::new(f),
+    let scheduled: BTreeSet<(usize, usize)> = steps
+        .iter()
+        .flat_map(|s| s.pairs.iter().map(|p| (p.client, p.server)))
+        .collect();
+    let info = files::RunInfo {
+        started_at,
+        finished_at: String::new(),
+        launcher: place.launcher.name().into(),
+        pattern: opts.pattern.describe(),
+        serial: opts.serial,
+        args: opts.pass.clone(),
+        rules: opts.rules,
+        retest: opts.retest,
+        interrupted: false,
+        validate: flags::flag_value(&opts.pass, "--validate").is_some(),
+    };
+    let mut sink = match sink::Sink::new(&dir, info, scheduled) {
+        Ok(s) => s,
         Err(e) => {
             return fail(
                 Some(0),
-                format!("cannot write in {}: {e}", dir.display()),
+                format!(
+                    "cannot write in the results directory {}: {e}",
+                    dir.display()
+                ),
                 2,
             );
         }
@@ -270,127 +282,20 @@ fn rank0(
         grace: GRACE,
         impair,
     };
-    let bar =
-        indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
-    if !std::io::stderr().is_terminal() {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} pair tests  {msg}",
-        )
-        .expect("template")
-        .progress_chars("=> "),
-    );
-    let mut labels = BTreeMap::new();
     let coord = coordinator::Coordinator::new(listener, n, own_hello, opts.join_timeout);
-    let finished = coord.run(
-        plan,
-        |text| bar.suspend(|| eprintln!("roce_fabric: {text}")),
-        |rec| {
-            if let Some(l) = rec.result.as_ref().and_then(label_of) {
-                labels.entry(rec.leg).or_insert(l);
-            }
-            if let Ok(line) = serde_json::to_string(rec) {
-                let _ = writeln!(spool, "{line}");
-            }
-        },
-        |done, total, label| {
-            bar.set_length(total);
-            bar.set_position(done);
-            bar.set_message(label.to_owned());
-        },
-    );
-    bar.finish_and_clear();
-    let _ = spool.flush();
-    drop(spool);
-    let finished = match finished {
+    let finished = match coord.run(plan, &mut sink) {
         Ok(f) => f,
         Err(m) => {
-            let _ = std::fs::remove_file(&spool_path);
+            sink.discard();
             return fail(Some(0), m, 2);
         }
     };
     let interrupted = finished.interrupted;
-    let gids = finished.gids;
     let (members, phases) = finished.driver.finish();
-    let scheduled: BTreeSet<(usize, usize)> = steps
-        .iter()
-        .flat_map(|s| s.pairs.iter().map(|p| (p.client, p.server)))
-        .collect();
-    let info = files::RunInfo {
-        started_at,
-        finished_at: crate::report::now_rfc3339(),
-        launcher: place.launcher.name().into(),
-        pattern: opts.pattern.describe(),
-        serial: opts.serial,
-        args: opts.pass.clone(),
-        rules: opts.rules,
-        retest: opts.retest,
-        interrupted,
-        validate: args::flag_value(&opts.pass, "--validate").is_some(),
-    };
-    let header = files::header(&info, &members, &phases, &labels, &gids, &scheduled);
-    let mut written = vec![];
-    let json_path = dir.join("fabric.json");
-    match files::write_json(&json_path, &header, &spool_path) {
-        Ok(()) => written.push(json_path),
-        Err(e) => eprintln!(
-            "roce_fabric: error: cannot write {}: {e}",
-            json_path.display()
-        ),
-    }
-    let _ = std::fs::remove_file(&spool_path);
-    let csv_path = dir.join("fabric.csv");
-    match files::write_csv(&csv_path, &members, &phases, &labels) {
-        Ok(()) => written.push(csv_path),
-        Err(e) => eprintln!(
-            "roce_fabric: error: cannot write {}: {e}",
-            csv_path.display()
-        ),
-    }
-    let color = summary::use_color();
-    let mut text = String::new();
-    for p in &phases {
-        for &m in MatrixMetric::of(p.test) {
-            text.push_str(&summary::heatmap_text(p, m, &scheduled, &labels, color));
-            text.push('\n');
-            let leg = if p.leg == args::Leg::AsGiven {
-                String::new()
-            } else {
-                format!("{}-", p.leg.name())
-            };
-            let svg_path = dir.join(format!("heatmap-{leg}{}-{}.svg", p.test.name(), m.name()));
-            let title = summary::phase_title(p, &labels);
-            match std::fs::write(&svg_path, heatmap::heatmap_svg(p, m, &title, &scheduled)) {
-                Ok(()) => written.push(svg_path),
-                Err(e) => eprintln!(
-                    "roce_fabric: error: cannot write {}: {e}",
-                    svg_path.display()
-                ),
-            }
-        }
-    }
-    text.push_str(&summary::summary_text(
-        &members,
-        &phases,
-        &opts.rules,
-        &labels,
-        &scheduled,
-    ));
-    if interrupted {
-        text.push_str(
-            "  interrupted: SIGTERM/SIGINT ended the run early; pairs not run are marked not_run\n",
-        );
-    }
-    text.push_str(&format!("Results: {}\n", dir.display()));
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
-    drop(out);
+    let code = sink.finish(&members, &phases, interrupted);
     // Rank 0's own worker has its Finish by now; a lost one must not hold the exit.
     if worker_thread.is_finished() {
         let _ = worker_thread.join();
     }
-    u8::from(interrupted || !summary::all_ok(&members, &phases))
+    code
 }

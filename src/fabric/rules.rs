@@ -63,14 +63,14 @@ impl Rules {
         let values = grid.iter().filter_map(|(_, c)| c.value(metric));
         if metric.higher_is_better() {
             let best = values.fold(f64::NAN, f64::max);
-            best.is_finite().then(|| Limit {
+            best.is_finite().then_some(Limit {
                 metric,
                 reference: best,
                 value: best * self.bw_fraction,
             })
         } else {
             let best = values.fold(f64::NAN, f64::min);
-            best.is_finite().then(|| Limit {
+            best.is_finite().then_some(Limit {
                 metric,
                 reference: best,
                 value: best * self.lat_factor,

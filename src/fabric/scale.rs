@@ -60,13 +60,22 @@ fn line_len<T: serde::Serialize>(msg: &T) -> u64 {
 
 /// A rank's hello as a job of `n` ranks would send it.
 fn sample_hello(n: usize) -> Hello {
-    let params = [("tests", "write_bw"), ("--pattern", "all"), ("--size", "1M"), ("--iters", "5000"), ("--port", "18515")];
+    let params = [
+        ("tests", "write_bw"),
+        ("--pattern", "all"),
+        ("--size", "1M"),
+        ("--iters", "5000"),
+        ("--port", "18515"),
+    ];
     Hello {
         protocol: proto::PROTOCOL.into(),
         version: env!("CARGO_PKG_VERSION").into(),
         rank: n - 1,
         size: n,
-        params: params.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        params: params
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
         host: format!("node{:04}", n - 1),
         addr: None,
         device: Some("mlx5_0".into()),
@@ -78,7 +87,11 @@ fn sample_hello(n: usize) -> Hello {
 fn memory(n: usize, phases: usize, members_bytes: u64, running: usize) -> (u64, u64) {
     let cells = phases as u64 * (n * n) as u64 * std::mem::size_of::<Option<Cell>>() as u64;
     let running = (running * 2 * std::mem::size_of::<SideOutcome>() * 2) as u64;
-    let total = cells + members_bytes + running + n as u64 * PER_CONNECTION + std::mem::size_of::<Grid>() as u64;
+    let total = cells
+        + members_bytes
+        + running
+        + n as u64 * PER_CONNECTION
+        + std::mem::size_of::<Grid>() as u64;
     (cells, total)
 }
 
@@ -89,7 +102,9 @@ pub fn estimate(n: usize, retests: u64, result_bytes: u64) -> ScaleReport {
     let rounds = steps.iter().map(|s| s.round).collect::<BTreeSet<_>>().len();
     let disjoint = steps.iter().all(|s| {
         let mut seen = BTreeSet::new();
-        s.pairs.iter().all(|p| seen.insert(p.client) && seen.insert(p.server))
+        s.pairs
+            .iter()
+            .all(|p| seen.insert(p.client) && seen.insert(p.server))
     });
     let max_concurrent = steps.iter().map(|s| s.pairs.len()).max().unwrap_or(0);
     let pair_tests = steps.iter().map(|s| s.pairs.len() as u64).sum::<u64>() + retests;
@@ -105,8 +120,16 @@ pub fn estimate(n: usize, retests: u64, result_bytes: u64) -> ScaleReport {
         timeout_ms: 60_000,
     };
     let done = |client: bool| {
-        let outcome = SideOutcome { exit_code: Some(0), error: None, result: None, elapsed_ms: 1000 };
-        line_len(&ToCoordinator::Done { job: 2 * pair_tests, outcome }) + if client { result_bytes } else { 0 }
+        let outcome = SideOutcome {
+            exit_code: Some(0),
+            error: None,
+            result: None,
+            elapsed_ms: 1000,
+        };
+        line_len(&ToCoordinator::Done {
+            job: 2 * pair_tests,
+            outcome,
+        }) + if client { result_bytes } else { 0 }
     };
     let members_bytes = n as u64 * (std::mem::size_of::<Member>() + 8 + 12 + 8) as u64;
     let (cell_bytes, rank0_bytes) = memory(n, 1, members_bytes, n / 2);
@@ -121,7 +144,8 @@ pub fn estimate(n: usize, retests: u64, result_bytes: u64) -> ScaleReport {
         messages_out: 2 * pair_tests + 2 * n as u64,
         messages_in: 2 * pair_tests + n as u64,
         bytes_out: 2 * pair_tests * line_len(&ToWorker::Job(job)),
-        bytes_in: n as u64 * line_len(&ToCoordinator::Hello(sample_hello(n))) + pair_tests * (done(true) + done(false)),
+        bytes_in: n as u64 * line_len(&ToCoordinator::Hello(sample_hello(n)))
+            + pair_tests * (done(true) + done(false)),
         rank0_bytes,
         cell_bytes,
         spool_bytes: pair_tests * record,
@@ -244,7 +268,10 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
             };
             let mut bare = outcome.clone();
             bare.result = None;
-            in_bytes += line_len(&ToCoordinator::Done { job: id, outcome: bare }) + if client { result_bytes } else { 0 };
+            in_bytes += line_len(&ToCoordinator::Done {
+                job: id,
+                outcome: bare,
+            }) + if client { result_bytes } else { 0 };
             d.on_done(Duration::ZERO, rank, id, outcome);
         }
     }
@@ -327,9 +354,7 @@ pub fn measure_rendezvous(n: usize) -> std::io::Result<Duration> {
         grace: Duration::from_secs(1),
         impair: vec![],
     };
-    let finished = coord
-        .run(plan, |_| {}, |_| {}, |_, _, _| {})
-        .map_err(std::io::Error::other)?;
+    let finished = coord.run(plan, &mut ()).map_err(std::io::Error::other)?;
     for t in ranks {
         t.join()
             .map_err(|_| std::io::Error::other("rank thread panicked"))??;

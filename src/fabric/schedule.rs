@@ -141,7 +141,7 @@ pub fn circle_rounds(n: usize) -> Vec<Vec<(usize, usize)>> {
     if n < 2 {
         return Vec::new();
     }
-    let m = if n % 2 == 0 { n } else { n + 1 };
+    let m = if n.is_multiple_of(2) { n } else { n + 1 };
     let fixed = m - 1;
     (0..m - 1)
         .map(|r| {

@@ -12,15 +12,41 @@ fn soft_v2_on_four_loopback_addresses_fills_and_validates_every_cell() {
     let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
     let results = dir.path().join("m");
     let out = run(
-        &mut mpirun(4, &[], &[
-            "write_bw", "--transport", "soft", "-d", "lo", "--roce", "v2", "-n", "100", "--warmup", "10",
-            "--validate", "--no-retest", "--loopback-base", "127.0.5.10", "--coordinator", &c, "-p", &b,
-            "--results", results.to_str().unwrap(),
-        ]),
+        &mut mpirun(
+            4,
+            &[],
+            &[
+                "write_bw",
+                "--transport",
+                "soft",
+                "-d",
+                "lo",
+                "--roce",
+                "v2",
+                "-n",
+                "100",
+                "--warmup",
+                "10",
+                "--validate",
+                "--no-retest",
+                "--loopback-base",
+                "127.0.5.10",
+                "--coordinator",
+                &c,
+                "-p",
+                &b,
+                "--results",
+                results.to_str().unwrap(),
+            ],
+        ),
         240,
     );
     let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     let doc = fabric_json(&results);
     assert_eq!(doc["schema"], "roceperf.fabric");
     assert_eq!(doc["launcher"], "openmpi");
@@ -49,16 +75,34 @@ fn soft_v2_on_four_loopback_addresses_fills_and_validates_every_cell() {
     let csv = std::fs::read_to_string(results.join("fabric.csv")).unwrap();
     assert_eq!(csv.lines().count(), 13, "{csv}");
     assert!(results.join("heatmap-write_bw-bw_avg_gbps.svg").exists());
-    assert!(stdout.contains("write_bw over soft v2") && stdout.contains("12 pairs ok"), "{stdout}");
+    assert!(
+        stdout.contains("write_bw over soft v2") && stdout.contains("12 pairs ok"),
+        "{stdout}"
+    );
 
     // roce_gate reads the matrix: a floor every pair clears passes, one no pair clears fails.
     let json = results.join("fabric.json");
-    let pass = run(std::process::Command::new(GATE).arg(&json).args(["--min-bw", "1Mb/s"]), 30);
+    let pass = run(
+        std::process::Command::new(GATE)
+            .arg(&json)
+            .args(["--min-bw", "1Mb/s"]),
+        30,
+    );
     assert_eq!(pass.status.code(), Some(0), "{:?}", text(&pass));
-    let fail = run(std::process::Command::new(GATE).arg(&json).args(["--min-bw", "10Tb/s"]), 30);
+    let fail = run(
+        std::process::Command::new(GATE)
+            .arg(&json)
+            .args(["--min-bw", "10Tb/s"]),
+        30,
+    );
     let (gate_out, _) = text(&fail);
     assert_eq!(fail.status.code(), Some(1), "{gate_out}");
-    assert!(gate_out.contains("FAIL") && gate_out.contains("min pair bandwidth") && gate_out.contains("12 of 12"), "{gate_out}");
+    assert!(
+        gate_out.contains("FAIL")
+            && gate_out.contains("min pair bandwidth")
+            && gate_out.contains("12 of 12"),
+        "{gate_out}"
+    );
 }
 
 #[test]
@@ -69,21 +113,63 @@ fn tcp_latency_and_bandwidth_matrices() {
     let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
     let results = dir.path().join("t");
     let out = run(
-        &mut mpirun(4, &[], &[
-            "write_lat", "send_bw", "--transport", "tcp", "-n", "100", "--warmup", "10", "--validate", "--no-retest",
-            "--coordinator", &c, "-p", &b, "--results", results.to_str().unwrap(),
-        ]),
+        &mut mpirun(
+            4,
+            &[],
+            &[
+                "write_lat",
+                "send_bw",
+                "--transport",
+                "tcp",
+                "-n",
+                "100",
+                "--warmup",
+                "10",
+                "--validate",
+                "--no-retest",
+                "--coordinator",
+                &c,
+                "-p",
+                &b,
+                "--results",
+                results.to_str().unwrap(),
+            ],
+        ),
         240,
     );
     let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     let doc = fabric_json(&results);
-    let metrics: Vec<String> =
-        doc["matrices"].as_array().unwrap().iter().map(|m| format!("{}/{}", m["test"], m["metric"]).replace('"', "")).collect();
-    assert_eq!(metrics, ["write_lat/lat_median_us", "write_lat/lat_p99_us", "send_bw/bw_avg_gbps", "send_bw/msg_rate_mpps"]);
+    let metrics: Vec<String> = doc["matrices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| format!("{}/{}", m["test"], m["metric"]).replace('"', ""))
+        .collect();
+    assert_eq!(
+        metrics,
+        [
+            "write_lat/lat_median_us",
+            "write_lat/lat_p99_us",
+            "send_bw/bw_avg_gbps",
+            "send_bw/msg_rate_mpps"
+        ]
+    );
     assert_eq!(first_pairs(&doc).iter().filter(|p| p.2 == "ok").count(), 24);
-    assert!(stdout.contains("write_lat over tcp") && stdout.contains("p99 latency"), "{stdout}");
-    let gate = run(std::process::Command::new(GATE).arg(results.join("fabric.json")).args(["--max-p99", "1s"]), 30);
+    assert!(
+        stdout.contains("write_lat over tcp") && stdout.contains("p99 latency"),
+        "{stdout}"
+    );
+    let gate = run(
+        std::process::Command::new(GATE)
+            .arg(results.join("fabric.json"))
+            .args(["--max-p99", "1s"]),
+        30,
+    );
     assert_eq!(gate.status.code(), Some(0), "{:?}", text(&gate));
 }
 
@@ -96,29 +182,79 @@ fn a_pair_slowed_on_purpose_is_flagged_and_named() {
     let results = dir.path().join("s");
     // Soft RoCE drops 2 % of what ranks 1 and 2 send each other: that pair crawls through retransmissions.
     let out = run(
-        &mut mpirun(4, &[("ROCEPERF_FABRIC_IMPAIR", "1-2:loss=2%")], &[
-            "write_bw", "--transport", "soft", "-d", "lo", "-n", "100", "--warmup", "10", "--serial",
-            "--bw-fraction", "30%", "--loopback-base", "127.0.6.10", "--coordinator", &c, "-p", &b,
-            "--results", results.to_str().unwrap(),
-        ]),
+        &mut mpirun(
+            4,
+            &[("ROCEPERF_FABRIC_IMPAIR", "1-2:loss=2%")],
+            &[
+                "write_bw",
+                "--transport",
+                "soft",
+                "-d",
+                "lo",
+                "-n",
+                "100",
+                "--warmup",
+                "10",
+                "--serial",
+                "--bw-fraction",
+                "30%",
+                "--loopback-base",
+                "127.0.6.10",
+                "--coordinator",
+                &c,
+                "-p",
+                &b,
+                "--results",
+                results.to_str().unwrap(),
+            ],
+        ),
         300,
     );
     let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("bad pair: 1 -> 2") && stdout.contains("bad pair: 2 -> 1"), "{stdout}");
-    assert!(!stdout.contains("bad host"), "one slow pair is not a bad host:\n{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("bad pair: 1 -> 2") && stdout.contains("bad pair: 2 -> 1"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("bad host"),
+        "one slow pair is not a bad host:\n{stdout}"
+    );
     let doc = fabric_json(&results);
     let flagged: Vec<(u64, u64, bool)> = doc["summary"]["flagged"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| (f["client"].as_u64().unwrap(), f["server"].as_u64().unwrap(), f["bad_pair"] == true))
+        .map(|f| {
+            (
+                f["client"].as_u64().unwrap(),
+                f["server"].as_u64().unwrap(),
+                f["bad_pair"] == true,
+            )
+        })
         .collect();
-    assert!(flagged.contains(&(1, 2, true)) && flagged.contains(&(2, 1, true)), "{flagged:?}");
+    assert!(
+        flagged.contains(&(1, 2, true)) && flagged.contains(&(2, 1, true)),
+        "{flagged:?}"
+    );
     // Retested alone, and both results kept.
-    let retests = doc["pairs"].as_array().unwrap().iter().filter(|p| p["attempt"] == 2 && p["client"] == 1 && p["server"] == 2).count();
+    let retests = doc["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["attempt"] == 2 && p["client"] == 1 && p["server"] == 2)
+        .count();
     assert_eq!(retests, 1);
-    let gate = run(std::process::Command::new(GATE).arg(results.join("fabric.json")).arg("--no-flagged"), 30);
+    let gate = run(
+        std::process::Command::new(GATE)
+            .arg(results.join("fabric.json"))
+            .arg("--no-flagged"),
+        30,
+    );
     let (gate_out, _) = text(&gate);
     assert_eq!(gate.status.code(), Some(1), "{gate_out}");
     assert!(gate_out.contains("1 -> 2"), "{gate_out}");

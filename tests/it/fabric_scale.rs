@@ -15,10 +15,23 @@ fn the_scheduler_matches_the_arithmetic_and_1024_ranks_fit() {
     let est = scale::estimate(64, 2 * 63, RESULT_BYTES);
     assert!(sim.disjoint && est.disjoint);
     assert_eq!((sim.rounds, sim.steps, sim.max_concurrent), (63, 126, 32));
-    assert_eq!((sim.rounds, sim.steps, sim.max_concurrent, sim.pair_tests), (est.rounds, est.steps, est.max_concurrent, est.pair_tests));
-    assert_eq!((sim.messages_out, sim.messages_in), (est.messages_out, est.messages_in));
-    for (what, s, e) in [("bytes out", sim.bytes_out, est.bytes_out), ("bytes in", sim.bytes_in, est.bytes_in), ("spool", sim.spool_bytes, est.spool_bytes)] {
-        assert!(s <= e && e - s < e / 20, "{what}: simulated {s}, estimated {e} (the estimate takes the widest fields)");
+    assert_eq!(
+        (sim.rounds, sim.steps, sim.max_concurrent, sim.pair_tests),
+        (est.rounds, est.steps, est.max_concurrent, est.pair_tests)
+    );
+    assert_eq!(
+        (sim.messages_out, sim.messages_in),
+        (est.messages_out, est.messages_in)
+    );
+    for (what, s, e) in [
+        ("bytes out", sim.bytes_out, est.bytes_out),
+        ("bytes in", sim.bytes_in, est.bytes_in),
+        ("spool", sim.spool_bytes, est.spool_bytes),
+    ] {
+        assert!(
+            s <= e && e - s < e / 20,
+            "{what}: simulated {s}, estimated {e} (the estimate takes the widest fields)"
+        );
     }
     assert_eq!(sim.cell_bytes, est.cell_bytes);
 
@@ -40,6 +53,9 @@ fn the_scheduler_matches_the_arithmetic_and_1024_ranks_fit() {
 fn rendezvous_time_up_to_64_local_ranks() {
     for n in [4, 16, 64] {
         let t = scale::measure_rendezvous(n).unwrap();
-        eprintln!("rendezvous of {n} ranks on loopback: {:.1} ms", t.as_secs_f64() * 1e3);
+        eprintln!(
+            "rendezvous of {n} ranks on loopback: {:.1} ms",
+            t.as_secs_f64() * 1e3
+        );
     }
 }

@@ -19,8 +19,27 @@ fn srun_four_ranks_fill_the_matrix() {
     let out = run(
         Command::new("bash")
             .arg(script)
-            .args(["--", "srun", "-n", "4", FABRIC, "send_lat", "--transport", "tcp", "-n", "100", "--warmup", "10"])
-            .args(["--coordinator", &format!("127.0.0.1:{coord}"), "-p", &base.to_string(), "--no-retest"])
+            .args([
+                "--",
+                "srun",
+                "-n",
+                "4",
+                FABRIC,
+                "send_lat",
+                "--transport",
+                "tcp",
+                "-n",
+                "100",
+                "--warmup",
+                "10",
+            ])
+            .args([
+                "--coordinator",
+                &format!("127.0.0.1:{coord}"),
+                "-p",
+                &base.to_string(),
+                "--no-retest",
+            ])
             .arg("--results")
             .arg(&results)
             .env("SLURM_PORT", slurm_port.to_string())
@@ -28,7 +47,11 @@ fn srun_four_ranks_fill_the_matrix() {
         300,
     );
     let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     assert!(stderr.contains("single-node Slurm up in"), "{stderr}");
     let doc = fabric_json(&results);
     assert_eq!(doc["launcher"], "slurm");

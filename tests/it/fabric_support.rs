@@ -21,26 +21,36 @@ pub fn exclusive() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A coordinator port and the first of `n` consecutive free pair ports.
+/// A coordinator port and the first of `n` consecutive free pair ports, below Linux's ephemeral range
+/// (32768 and up) so that no outgoing connection of a test running alongside takes one meanwhile.
 pub fn ports(n: u16) -> (u16, u16) {
-    let coordinator = TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
-    for _ in 0..100 {
-        let base = TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
-        if base > 65000 {
-            continue;
-        }
-        let all: Vec<_> = (0..n).map(|i| TcpListener::bind(("0.0.0.0", base + i))).collect();
-        if all.iter().all(Result::is_ok) && !(base..base + n).contains(&coordinator) {
-            return (coordinator, base);
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let seed = (std::process::id() as u16).wrapping_mul(97);
+    for _ in 0..200 {
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let start = 20000 + (seed.wrapping_add(k.wrapping_mul(n + 1)) % 12000);
+        let all: Vec<_> = (start..start + n + 1)
+            .map(|p| TcpListener::bind(("0.0.0.0", p)))
+            .collect();
+        if all.iter().all(Result::is_ok) {
+            return (start, start + 1);
         }
     }
-    panic!("no {n} consecutive free ports");
+    panic!(
+        "no {} consecutive free ports between 20000 and 32000",
+        n + 1
+    );
 }
 
 /// Runs `cmd` in its own process group, killing the group after `secs` (and failing the test).
 pub fn run(cmd: &mut Command, secs: u64) -> Output {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
     let pid = child.id() as i32;
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watchdog = {
@@ -72,16 +82,32 @@ pub fn run(cmd: &mut Command, secs: u64) -> Output {
 
 /// stdout and stderr as text.
 pub fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// `mpirun` for `np` ranks of roce_fabric with `args` (fails the test, with the fix, when Open MPI is
 /// missing: a missing launcher is never mistaken for a pass).
 pub fn mpirun(np: usize, env: &[(&str, &str)], args: &[&str]) -> Command {
-    let found = Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success());
-    assert!(found, "mpirun is not installed; run `apt-get install -y openmpi-bin` (scripts/deps.sh test does)");
+    let found = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "mpirun is not installed; run `apt-get install -y openmpi-bin` (scripts/deps.sh test does)"
+    );
     let mut c = Command::new("mpirun");
-    c.args(["--allow-run-as-root", "--oversubscribe", "-np", &np.to_string(), "-x", "NO_COLOR=1"]);
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        &np.to_string(),
+        "-x",
+        "NO_COLOR=1",
+    ]);
     for (k, v) in env {
         c.env(k, v).args(["-x", k]);
     }
@@ -92,7 +118,9 @@ pub fn mpirun(np: usize, env: &[(&str, &str)], args: &[&str]) -> Command {
 /// roce_fabric started for one rank by hand (`--rank`, `--world-size`), as a Kubernetes pod would be.
 pub fn rank(r: usize, n: usize, args: &[&str]) -> Command {
     let mut c = Command::new(FABRIC);
-    c.env("NO_COLOR", "1").args(["--rank", &r.to_string(), "--world-size", &n.to_string()]).args(args);
+    c.env("NO_COLOR", "1")
+        .args(["--rank", &r.to_string(), "--world-size", &n.to_string()])
+        .args(args);
     c
 }
 
@@ -110,7 +138,13 @@ pub fn first_pairs(doc: &Value) -> Vec<(u64, u64, String)> {
         .unwrap()
         .iter()
         .filter(|p| p["attempt"] == 1)
-        .map(|p| (p["client"].as_u64().unwrap(), p["server"].as_u64().unwrap(), p["status"].as_str().unwrap().to_owned()))
+        .map(|p| {
+            (
+                p["client"].as_u64().unwrap(),
+                p["server"].as_u64().unwrap(),
+                p["status"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect()
 }
 

@@ -1,5 +1,7 @@
 use super::*;
+use crate::fabric::rules::Rules;
 use crate::fabric::schedule::Pattern;
+use crate::params::TestKind;
 
 fn plan(n: usize, serial: bool) -> Plan {
     Plan {

@@ -3,7 +3,7 @@ use std::collections::BTreeSet;
 
 fn check_all_pairs(n: usize) {
     let steps = Pattern::AllPairs.steps(n).unwrap();
-    let rounds = if n % 2 == 0 { n - 1 } else { n };
+    let rounds = if n.is_multiple_of(2) { n - 1 } else { n };
     assert_eq!(steps.len(), 2 * rounds, "n = {n}");
     let mut seen = BTreeSet::new();
     for step in &steps {
