@@ -259,3 +259,68 @@ fn a_pair_slowed_on_purpose_is_flagged_and_named() {
     assert_eq!(gate.status.code(), Some(1), "{gate_out}");
     assert!(gate_out.contains("1 -> 2"), "{gate_out}");
 }
+
+#[test]
+fn a_rank_killed_under_mpirun_is_named_in_the_matrix_rank_0_leaves() {
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let (coord, base) = ports(4);
+    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
+    let results = dir.path().join("k");
+    // Rank 2 is killed (SIGKILL) once two pairs are done; mpirun then takes the whole job down within a
+    // second, so what rank 0 leaves is the snapshot it writes the moment it loses a rank.
+    let wrapper = dir.path().join("kill-rank-2.sh");
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 2 ]; then\n  \
+         ( while [ \"$(cat \"$SPOOL\" 2>/dev/null | wc -l)\" -lt 2 ]; do sleep 0.05; done; kill -9 $$ ) &\nfi\nexec \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let spool = results.join(".pairs.jsonl");
+    let mut cmd = mpirun_wrapped(
+        4,
+        &[("SPOOL", spool.to_str().unwrap())],
+        Some(&wrapper),
+        &[
+            "write_bw",
+            "write_lat",
+            "--transport",
+            "tcp",
+            "-n",
+            "2000",
+            "--warmup",
+            "10",
+            "--serial",
+            "--no-retest",
+            "--coordinator",
+            &c,
+            "-p",
+            &b,
+            "--results",
+            results.to_str().unwrap(),
+        ],
+    );
+    let out = run(&mut cmd, 240);
+    let (stdout, stderr) = text(&out);
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("rank 2 (") && stderr.contains("was lost"),
+        "{stderr}"
+    );
+    let doc = fabric_json(&results);
+    assert_eq!(doc["hosts"][2]["status"], "lost", "{doc:#}");
+    assert!(doc["summary"]["ok"].as_u64().unwrap() >= 2);
+    assert_eq!(doc["pairs"].as_array().unwrap().len() as u64, {
+        let s = &doc["summary"];
+        s["ok"].as_u64().unwrap() + s["failed"].as_u64().unwrap() + s["missing"].as_u64().unwrap()
+    });
+}

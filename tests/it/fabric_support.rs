@@ -91,6 +91,16 @@ pub fn text(o: &Output) -> (String, String) {
 /// `mpirun` for `np` ranks of roce_fabric with `args` (fails the test, with the fix, when Open MPI is
 /// missing: a missing launcher is never mistaken for a pass).
 pub fn mpirun(np: usize, env: &[(&str, &str)], args: &[&str]) -> Command {
+    mpirun_wrapped(np, env, None, args)
+}
+
+/// [`mpirun`] with each rank started through `wrapper` (`wrapper roce_fabric ARGS`).
+pub fn mpirun_wrapped(
+    np: usize,
+    env: &[(&str, &str)],
+    wrapper: Option<&Path>,
+    args: &[&str],
+) -> Command {
     let found = Command::new("mpirun")
         .arg("--version")
         .output()
@@ -111,7 +121,7 @@ pub fn mpirun(np: usize, env: &[(&str, &str)], args: &[&str]) -> Command {
     for (k, v) in env {
         c.env(k, v).args(["-x", k]);
     }
-    c.arg(FABRIC).args(args);
+    c.args(wrapper).arg(FABRIC).args(args);
     c
 }
 
