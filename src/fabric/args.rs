@@ -386,3 +386,6 @@ impl FabricOptions {
         Duration::from_secs_f64((30.0 + sizes * per_size).min(3600.0))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -382,3 +382,6 @@ pub fn main_if_fabric() -> Option<ExitCode> {
     }
     Some(ExitCode::from(u8::from(failed)))
 }
+
+#[cfg(test)]
+mod tests;

@@ -33,7 +33,8 @@ pub fn heatmap_svg(
     let cell = (MAX_CELL as usize).min((900 / n).max(2)) as u32;
     let margin = 70u32;
     let side = cell * n as u32;
-    let size = (side + margin + 30, side + margin + 60);
+    // Wide enough for the title and the legend lines however few ranks there are.
+    let size = ((side + margin + 30).max(480), side + margin + 80);
     let values: Vec<f64> = p.grid.iter().filter_map(|(_, c)| c.value(metric)).collect();
     let lo = values.iter().copied().fold(f64::MAX, f64::min);
     let hi = values.iter().copied().fold(f64::MIN, f64::max);
@@ -115,17 +116,20 @@ pub fn heatmap_svg(
                 }
             }
         }
-        let legend = if values.is_empty() {
+        let range = if values.is_empty() {
             "no values".to_owned()
         } else {
             format!(
-                "lowest {}, highest {} {}; outlined: flagged; grey x: failed, grey -: not run",
-                fmt_value(lo),
-                fmt_value(hi),
+                "red: worst {}, green: best {} {}",
+                fmt_value(if metric.higher_is_better() { lo } else { hi }),
+                fmt_value(if metric.higher_is_better() { hi } else { lo }),
                 metric.unit()
             )
         };
-        let _ = root.draw(&Text::new(legend, (10, (side + margin + 30) as i32), small));
+        let y = (side + margin + 30) as i32;
+        let _ = root.draw(&Text::new(range, (10, y), small.clone()));
+        let marks = "outlined: flagged; grey x: failed; grey -: not run (rank missing or lost)";
+        let _ = root.draw(&Text::new(marks, (10, y + 18), small));
         let _ = root.present();
     }
     svg

@@ -324,3 +324,75 @@ fn a_rank_killed_under_mpirun_is_named_in_the_matrix_rank_0_leaves() {
         s["ok"].as_u64().unwrap() + s["failed"].as_u64().unwrap() + s["missing"].as_u64().unwrap()
     });
 }
+
+#[test]
+fn compare_runs_roce_v1_v2_and_tcp_matrices_in_one_job() {
+    if !is_root() {
+        eprintln!("skipped: RoCE v1 over AF_PACKET needs CAP_NET_RAW");
+        return;
+    }
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let (coord, base) = ports(3);
+    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
+    let results = dir.path().join("c");
+    // Three ranks: an odd count, so each round has one rank out (a bye).
+    let out = run(
+        &mut mpirun(
+            3,
+            &[],
+            &[
+                "write_lat",
+                "--compare",
+                "--transport",
+                "soft",
+                "-d",
+                "lo",
+                "-n",
+                "100",
+                "--warmup",
+                "10",
+                "--no-retest",
+                "--loopback-base",
+                "127.0.7.10",
+                "--coordinator",
+                &c,
+                "-p",
+                &b,
+                "--results",
+                results.to_str().unwrap(),
+            ],
+        ),
+        240,
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let doc = fabric_json(&results);
+    let labels: Vec<&str> = doc["legs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["soft v1", "soft v2", "tcp"]);
+    assert_eq!(
+        first_pairs(&doc).iter().filter(|p| p.2 == "ok").count(),
+        18,
+        "3 legs x 6 pairs"
+    );
+    assert_eq!(doc["hosts"][1]["gids"]["v2"], "::ffff:127.0.7.11");
+    assert!(
+        results
+            .join("heatmap-v1-write_lat-lat_median_us.svg")
+            .exists()
+    );
+    assert!(
+        results
+            .join("heatmap-tcp-write_lat-lat_p99_us.svg")
+            .exists()
+    );
+}
