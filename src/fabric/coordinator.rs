@@ -77,6 +77,7 @@ pub struct Coordinator {
     n: usize,
     hello: Hello,
     join_timeout: Duration,
+    expected_hosts: Vec<Option<String>>,
 }
 
 fn accept_loop(listener: TcpListener, tx: Sender<Event>) {
@@ -167,7 +168,14 @@ impl Coordinator {
             n,
             hello,
             join_timeout,
+            expected_hosts: Vec::new(),
         }
+    }
+
+    /// Where the launcher placed each rank, to name one that never joins.
+    pub fn with_expected_hosts(mut self, hosts: Vec<Option<String>>) -> Coordinator {
+        self.expected_hosts = hosts;
+        self
     }
 
     /// Checks one hello against rank 0's: the first disagreement, in words.
@@ -306,7 +314,9 @@ impl Coordinator {
                     rank,
                     host: h.host.clone(),
                     addr: h.addr.clone().unwrap_or_else(|| {
-                        let ip = if rank == 0 {
+                        // A rank that reached rank 0 over loopback shares its host (rank 0's own worker
+                        // always does): the others reach it where they reach rank 0.
+                        let ip = if peer.ip().is_loopback() {
                             seen_as.unwrap_or(peer.ip())
                         } else {
                             peer.ip()
@@ -318,7 +328,12 @@ impl Coordinator {
                 },
                 None => Member {
                     rank,
-                    host: "?".into(),
+                    host: self
+                        .expected_hosts
+                        .get(rank)
+                        .cloned()
+                        .flatten()
+                        .unwrap_or_else(|| "?".into()),
                     addr: "?".into(),
                     device: None,
                     state: MemberState::Missing(if TERMINATED.load(Ordering::SeqCst) {
@@ -331,7 +346,7 @@ impl Coordinator {
             .collect();
         for m in &members {
             if let MemberState::Missing(why) = &m.state {
-                obs.lost(&format!("rank {} never joined: {why}", m.rank), None);
+                obs.lost(&format!("{} never joined: {why}", m.name()), None);
             }
         }
         for w in writers.values_mut() {

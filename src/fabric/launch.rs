@@ -192,6 +192,108 @@ pub fn slurm_first_host(list: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// Every host of a Slurm hostlist, in order: `cn[07-08,10],gpu1` → cn07, cn08, cn10, gpu1.
+pub fn slurm_hosts(list: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    for (i, c) in list
+        .char_indices()
+        .chain(std::iter::once((list.len(), ',')))
+    {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                let item = list[start..i].trim();
+                if !item.is_empty() {
+                    out.extend(expand(item)?);
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+/// One hostlist item with bracket ranges expanded (`a[1-2]b[3,5]` → a1b3, a1b5, a2b3, a2b5).
+fn expand(item: &str) -> Option<Vec<String>> {
+    let Some(open) = item.find('[') else {
+        return Some(vec![item.to_owned()]);
+    };
+    let close = item[open..].find(']')? + open;
+    let (head, inner, tail) = (&item[..open], &item[open + 1..close], &item[close + 1..]);
+    let tails = expand(tail)?;
+    let mut out = Vec::new();
+    for range in inner.split(',') {
+        let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+        let width = lo.len();
+        let (a, b): (u64, u64) = (lo.trim().parse().ok()?, hi.trim().parse().ok()?);
+        if b < a || b - a > 100_000 {
+            return None;
+        }
+        for k in a..=b {
+            for t in &tails {
+                out.push(format!("{head}{k:0width$}{t}"));
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The host each rank is placed on, where the launcher says: Slurm's step nodelist and tasks per node
+/// (`2(x3),1`) under its default block distribution, or this host when every rank is local. Used to
+/// name a rank that never joined.
+pub fn expected_hosts(
+    env: &dyn Fn(&str) -> Option<String>,
+    launcher: Launcher,
+    size: usize,
+) -> Vec<Option<String>> {
+    let local = |var: &str| env(var).and_then(|v| v.trim().parse::<usize>().ok()) == Some(size);
+    match launcher {
+        Launcher::Slurm => {
+            let nodes = ["SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"]
+                .iter()
+                .find_map(|v| env(v))
+                .and_then(|l| slurm_hosts(&l));
+            let tasks = ["SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"]
+                .iter()
+                .find_map(|v| env(v));
+            let cyclic = env("SLURM_DISTRIBUTION").is_some_and(|d| d.starts_with("cyclic"));
+            let (Some(nodes), Some(tasks), false) = (nodes, tasks, cyclic) else {
+                return vec![None; size];
+            };
+            let mut per_node = Vec::new();
+            for part in tasks.split(',') {
+                let (count, times) = match part.split_once("(x") {
+                    Some((c, t)) => (
+                        c.parse::<usize>().ok(),
+                        t.trim_end_matches(')').parse::<usize>().ok(),
+                    ),
+                    None => (part.parse().ok(), Some(1)),
+                };
+                let (Some(c), Some(t)) = (count, times) else {
+                    return vec![None; size];
+                };
+                per_node.extend(std::iter::repeat_n(c, t));
+            }
+            let mut hosts: Vec<Option<String>> = nodes
+                .iter()
+                .zip(per_node)
+                .flat_map(|(h, c)| std::iter::repeat_n(Some(h.clone()), c))
+                .collect();
+            hosts.resize(size, None);
+            hosts
+        }
+        Launcher::OpenMpi | Launcher::Pmix if local("OMPI_COMM_WORLD_LOCAL_SIZE") => {
+            vec![Some(hostname()); size]
+        }
+        Launcher::Pmi if local("MPI_LOCALNRANKS") => vec![Some(hostname()); size],
+        _ => vec![None; size],
+    }
+}
+
 /// The host of the first `tcp://` address in Open MPI's `OMPI_MCA_orte_hnp_uri`
 /// (`2052587520.0;tcp://192.0.2.2:46489;tcp6://[fd00::2]:45799` → `192.0.2.2`).
 fn ompi_hnp_host(uri: &str) -> Option<String> {

@@ -282,7 +282,9 @@ fn rank0(
         grace: GRACE,
         impair,
     };
-    let coord = coordinator::Coordinator::new(listener, n, own_hello, opts.join_timeout);
+    let env = |k: &str| std::env::var(k).ok();
+    let coord = coordinator::Coordinator::new(listener, n, own_hello, opts.join_timeout)
+        .with_expected_hosts(launch::expected_hosts(&env, place.launcher, n));
     let finished = match coord.run(plan, &mut sink) {
         Ok(f) => f,
         Err(m) => {

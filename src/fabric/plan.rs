@@ -43,6 +43,8 @@ impl Member {
     pub fn name(&self) -> String {
         if self.host == "?" {
             format!("rank {} (host unknown)", self.rank)
+        } else if self.addr == "?" {
+            format!("rank {} (expected on {})", self.rank, self.host)
         } else {
             format!("rank {} ({}, {})", self.rank, self.host, self.addr)
         }

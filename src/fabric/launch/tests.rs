@@ -132,3 +132,34 @@ fn coordinator_from_the_launcher() {
         ("fd00::1".into(), 1)
     );
 }
+
+#[test]
+fn where_slurm_places_each_rank() {
+    assert_eq!(
+        slurm_hosts("cn[07-08,10],gpu1").unwrap(),
+        ["cn07", "cn08", "cn10", "gpu1"]
+    );
+    assert_eq!(
+        slurm_hosts("a[1-2]b[3,5]").unwrap(),
+        ["a1b3", "a1b5", "a2b3", "a2b5"]
+    );
+    let e = env(&[
+        ("SLURM_STEP_NODELIST", "cn[1-3]"),
+        ("SLURM_STEP_TASKS_PER_NODE", "2(x2),1"),
+    ]);
+    let h = expected_hosts(&e, Launcher::Slurm, 5);
+    assert_eq!(
+        h,
+        ["cn1", "cn1", "cn2", "cn2", "cn3"].map(|s| Some(s.to_owned()))
+    );
+    let cyclic = env(&[
+        ("SLURM_STEP_NODELIST", "cn[1-3]"),
+        ("SLURM_STEP_TASKS_PER_NODE", "1(x3)"),
+        ("SLURM_DISTRIBUTION", "cyclic"),
+    ]);
+    assert_eq!(expected_hosts(&cyclic, Launcher::Slurm, 3), vec![None; 3]);
+    assert_eq!(
+        expected_hosts(&env(&[]), Launcher::Kubernetes, 2),
+        vec![None; 2]
+    );
+}
