@@ -4,7 +4,7 @@
 //! The test flags are the binaries' to parse; `flags` knows just enough of them to pass them on.
 
 use super::flags::{
-    NOT_TCP, PER_RANK, REFUSED, canonical, flag_value, grouped, takes_value, without,
+    NOT_TCP, PER_RANK, REFUSED, canonical, flag_value, grouped, value_follows, without,
 };
 use super::rules::Rules;
 use super::schedule::Pattern;
@@ -232,11 +232,8 @@ pub fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
                     unreachable!("--results is roce_fabric's own");
                 }
                 o.pass.push(tok.to_owned());
-                if takes_value(tok) {
-                    let v = args
-                        .get(i)
-                        .ok_or_else(|| usage(format!("{tok} needs a value")))?;
-                    o.pass.push(v.clone());
+                if value_follows(args, i - 1) {
+                    o.pass.push(args[i].clone());
                     i += 1;
                 }
             }

@@ -150,9 +150,14 @@ pub fn canonical(flag: &str) -> String {
     name.to_owned()
 }
 
-/// Whether a flag token is followed by its value (`-s 1M`), rather than carrying it (`-s1M`,
-/// `--size=1M`) or having none (`--validate`).
-pub fn takes_value(flag: &str) -> bool {
+/// Whether the token at `i` is a flag followed by its value (`-s 1M`), rather than one carrying it
+/// (`-s1M`, `--size=1M`), one with none (`--validate`), or an unknown flag followed by another flag
+/// (left for the binary to refuse by name).
+pub fn value_follows(args: &[String], i: usize) -> bool {
+    takes_value(&args[i]) && args.get(i + 1).is_some_and(|next| !next.starts_with('-'))
+}
+
+fn takes_value(flag: &str) -> bool {
     if flag.contains('=') {
         return false;
     }
@@ -169,7 +174,7 @@ pub fn flag_value(pass: &[String], long: &str) -> Option<String> {
     let mut i = 0;
     while i < pass.len() {
         let tok = &pass[i];
-        let has_value = takes_value(tok);
+        let has_value = value_follows(pass, i);
         if canonical(tok) == long {
             found = Some(if let Some((_, v)) = tok.split_once('=') {
                 v.to_owned()
@@ -192,7 +197,7 @@ pub fn grouped(pass: &[String]) -> BTreeMap<String, Vec<String>> {
     let mut i = 0;
     while i < pass.len() {
         let tok = &pass[i];
-        let has_value = takes_value(tok);
+        let has_value = value_follows(pass, i);
         let long = canonical(tok);
         let v = if let Some((_, v)) = tok.split_once('=') {
             v.to_owned()
@@ -214,7 +219,7 @@ pub fn without(pass: &[String], drop: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < pass.len() {
-        let n = if takes_value(&pass[i]) { 2 } else { 1 };
+        let n = if value_follows(pass, i) { 2 } else { 1 };
         if !drop.contains(&canonical(&pass[i]).as_str()) {
             out.extend(pass[i..(i + n).min(pass.len())].iter().cloned());
         }

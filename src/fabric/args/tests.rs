@@ -35,6 +35,10 @@ fn what_roce_fabric_refuses_says_why() {
     assert!(e("write_bw --pattern star").contains("ring or bisection"));
     assert!(e("write_bw --bw-fraction 120%").contains("between 0 and 100%"));
     assert!(e("write_bw --loopback-base 10.0.0.1").contains("127.0.0.0/8"));
+    // An unknown flag followed by a flag stays alone: the binary names it in the preflight.
+    let o = parse(&v("write_bw --bogus --join-timeout 1")).unwrap();
+    assert_eq!(o.pass, v("--bogus"));
+    assert_eq!(o.join_timeout, Duration::from_secs(1));
 }
 
 #[test]
