@@ -8,7 +8,9 @@
 #   demo   build + iproute2 (roce_compare --local runs RoCE v1 across a veth pair between namespaces)
 #   test   the test suite: build + rustfmt and clippy, g++ (the fuzz targets link libFuzzer), tshark
 #          (independent RoCE decoder), iproute2 (network namespaces), tcpdump, libibverbs1 (the verbs
-#          tests check its error paths on this kernel), iptables (impairment without netem), setpriv
+#          tests check its error paths on this kernel), iptables (impairment without netem), setpriv,
+#          openmpi-bin (roce_fabric under mpirun), slurmctld, slurmd, slurm-client and munge (roce_fabric
+#          under srun, scripts/slurm.sh)
 #   bench  the benchmarks: test + iperf3, sockperf (the secondary baselines), jq (bench.sh reads the JSON results)
 # Usage: scripts/deps.sh build|demo|test|bench
 # Exit: 0 ready; 2 something this script cannot install (no root or sudo, no Rust or too old a Rust:
@@ -104,6 +106,12 @@ if [[ $purpose == test || $purpose == bench ]]; then
     if ! command -v setpriv >/dev/null 2>&1; then
         if apt-cache show setpriv >/dev/null 2>&1; then add setpriv; else add util-linux; fi
     fi
+    # roce_fabric's launchers: Open MPI's mpirun and a single-node Slurm.
+    want mpirun openmpi-bin
+    want slurmctld slurmctld
+    want slurmd slurmd
+    want srun slurm-client
+    want munged munge
 fi
 if [[ $purpose == bench ]]; then
     want iperf3 iperf3

@@ -10,6 +10,7 @@ pub mod app;
 pub mod bench;
 pub mod cli;
 pub mod compare;
+pub mod fabric;
 pub mod gate;
 pub mod oob;
 pub mod params;

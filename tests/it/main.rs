@@ -3,6 +3,7 @@
 
 mod alloc_counter;
 mod common;
+mod fabric_support;
 mod rc_harness;
 mod soft_support;
 mod vectors;
@@ -11,6 +12,10 @@ mod cli_errors;
 mod compare_from;
 mod compare_local;
 mod deps_script;
+mod fabric_local;
+mod fabric_mpi;
+mod fabric_scale;
+mod fabric_slurm;
 mod gate_cli;
 mod gate_in_binaries;
 mod gate_ratio;

@@ -1,0 +1,303 @@
+//! Fabric mode (`roce_fabric`): the single-pair tests between every pair of N hosts, with rank and size
+//! from the launcher (srun, mpirun, a Kubernetes Indexed Job), a TCP rendezvous at rank 0, n × n
+//! matrices, outliers named by ClusterKit's rules, and a verdict `roce_gate` can read.
+//!
+//! Layout: `args` (command line), `launch` (rank, size, coordinator), `schedule` (which pairs when),
+//! `proto` (rendezvous messages), `worker` and `job` (a rank running the binaries), `driver` (rank 0's
+//! sans-IO scheduler) and `coordinator` (its I/O), `cell`, `rules` (outliers), `summary`, `files`,
+//! `heatmap` (outputs), `gate` (judging a fabric.json), `scale` (the arithmetic of big runs).
+
+pub mod args;
+pub mod cell;
+pub mod coordinator;
+pub mod driver;
+pub mod files;
+pub mod flags;
+pub mod gate;
+pub mod heatmap;
+pub mod help;
+pub mod job;
+pub mod launch;
+pub mod plan;
+pub mod proto;
+pub mod rules;
+pub mod scale;
+pub mod schedule;
+pub mod sink;
+pub mod summary;
+pub mod worker;
+
+use args::FabricOptions;
+use driver::Plan;
+use proto::Hello;
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Extra time past a job's own timeout before rank 0 counts its rank as lost.
+pub const GRACE: Duration = Duration::from_secs(15);
+
+/// `ROCEPERF_FABRIC_IMPAIR`: impair chosen pairs or ranks (read on rank 0) to rehearse the outlier rules.
+pub const IMPAIR_ENV: &str = "ROCEPERF_FABRIC_IMPAIR";
+
+/// The binary's entry point: parse, run, exit.
+pub fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    ExitCode::from(run(&args))
+}
+
+/// Writes a line to stderr, ignoring a closed one: a launcher that gives up (mpirun aborting the job)
+/// closes the ranks' output first, and rank 0 must still write its files rather than panic.
+fn say(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+fn fail(rank: Option<usize>, msg: impl std::fmt::Display, code: u8) -> u8 {
+    match rank {
+        Some(r) => say(&format!("roce_fabric: rank {r}: error: {msg}")),
+        None => say(&format!("roce_fabric: error: {msg}")),
+    }
+    code
+}
+
+/// Runs roce_fabric with `args` (without the program name); the exit code.
+pub fn run(args: &[String]) -> u8 {
+    let opts = match args::parse(args) {
+        Ok(o) => o,
+        Err(e) => {
+            return fail(
+                None,
+                format!("{e}\n\nFor more information, try '--help'."),
+                2,
+            );
+        }
+    };
+    if opts.help {
+        println!("{}", help::HELP);
+        return 0;
+    }
+    if opts.version {
+        println!("roce_fabric {}", env!("CARGO_PKG_VERSION"));
+        return 0;
+    }
+    let env = |k: &str| std::env::var(k).ok();
+    let place = match launch::place(
+        &env,
+        opts.rank,
+        opts.world_size,
+        opts.coordinator.as_deref(),
+    ) {
+        Ok(p) => p,
+        Err(e) => return fail(None, e, 2),
+    };
+    let rank = place.rank;
+    let bin_dir = opts.bin_dir.clone().unwrap_or_else(job::default_bin_dir);
+    let bind = opts
+        .soft_on_loopback()
+        .then(|| job::loopback_addr(opts.loopback_base, rank));
+    let workdir = match tempfile::Builder::new().prefix("roce_fabric").tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            return fail(
+                Some(rank),
+                format!("cannot create a scratch directory: {e}"),
+                2,
+            );
+        }
+    };
+    let hello = Hello {
+        protocol: proto::PROTOCOL.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        rank,
+        size: place.size,
+        params: opts.shared_params(),
+        host: launch::hostname(),
+        addr: opts.advertise.clone().or_else(|| bind.clone()),
+        device: opts.device(),
+        pid: std::process::id(),
+    };
+    let runner = job::Runner {
+        options: opts.clone(),
+        bin_dir: bin_dir.clone(),
+        bind,
+        workdir: workdir.path().to_path_buf(),
+    };
+    let (host, port) = place.coordinator.clone();
+    if rank != 0 {
+        let stream = match worker::connect(&host, port, opts.join_timeout) {
+            Ok(s) => s,
+            Err(e) => {
+                let hint = format!("{e} (coordinator from {})", place.coordinator_source);
+                return fail(Some(rank), hint, 1);
+            }
+        };
+        return match worker::serve(stream, hello, runner) {
+            Ok(code) => code,
+            Err(e) => fail(Some(rank), &e, e.exit_code()),
+        };
+    }
+    rank0(&opts, &place, hello, runner, &bin_dir)
+}
+
+fn preflight(opts: &FabricOptions, bin_dir: &Path) -> Result<(), String> {
+    for test in &opts.tests {
+        let bin = bin_dir.join(format!("roce_{}", test.name()));
+        for leg in opts.legs() {
+            let out = std::process::Command::new(&bin)
+                .args(opts.leg_args(leg))
+                .arg("--help")
+                .output()
+                .map_err(|e| {
+                    format!(
+                        "cannot run {}: {e} (--bin-dir DIR says where the roce_* binaries are)",
+                        bin.display()
+                    )
+                })?;
+            if !out.status.success() {
+                let err = String::from_utf8_lossy(&out.stderr);
+                let first = err
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .trim()
+                    .to_owned();
+                return Err(format!(
+                    "roce_{} refuses the test flags: {first}",
+                    test.name()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn rank0(
+    opts: &FabricOptions,
+    place: &launch::Place,
+    hello: Hello,
+    runner: job::Runner,
+    bin_dir: &Path,
+) -> u8 {
+    let n = place.size;
+    let steps = match opts.pattern.steps(n) {
+        Ok(s) => s,
+        Err(e) => return fail(Some(0), e, 2),
+    };
+    if usize::from(opts.base_port) + n > 65535 {
+        return fail(
+            Some(0),
+            format!(
+                "-p {}: the pair ports run up to {} + {n}, past 65535",
+                opts.base_port, opts.base_port
+            ),
+            2,
+        );
+    }
+    let impair = match std::env::var(IMPAIR_ENV)
+        .ok()
+        .map(|v| driver::parse_impair(&v))
+        .transpose()
+    {
+        Ok(i) => i.unwrap_or_default(),
+        Err(e) => return fail(Some(0), e, 2),
+    };
+    if let Err(e) = preflight(opts, bin_dir) {
+        return fail(Some(0), e, 2);
+    }
+    let started_at = crate::results::now_rfc3339();
+    let dir = opts.results.clone().unwrap_or_else(|| {
+        let stamp: String = started_at.chars().filter(char::is_ascii_digit).collect();
+        PathBuf::from("results").join(format!("fabric-{}-{}", &stamp[..8], &stamp[8..14]))
+    });
+    let scheduled: BTreeSet<(usize, usize)> = steps
+        .iter()
+        .flat_map(|s| s.pairs.iter().map(|p| (p.client, p.server)))
+        .collect();
+    let info = files::RunInfo {
+        started_at,
+        finished_at: String::new(),
+        launcher: place.launcher.name().into(),
+        pattern: opts.pattern.describe(),
+        serial: opts.serial,
+        args: opts.pass.clone(),
+        rules: opts.rules,
+        retest: opts.retest,
+        interrupted: false,
+        validate: flags::flag_value(&opts.pass, "--validate").is_some(),
+    };
+    let mut sink = match sink::Sink::new(&dir, info, scheduled) {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(
+                Some(0),
+                format!(
+                    "cannot write in the results directory {}: {e}",
+                    dir.display()
+                ),
+                2,
+            );
+        }
+    };
+    let listener = match TcpListener::bind((Ipv4Addr::UNSPECIFIED, place.coordinator.1)) {
+        Ok(l) => l,
+        Err(e) => {
+            return fail(
+                Some(0),
+                format!(
+                    "cannot listen on the coordinator port {}: {e}; pick another with --coordinator HOST:PORT",
+                    place.coordinator.1
+                ),
+                2,
+            );
+        }
+    };
+    coordinator::catch_termination();
+    let mut own_hello = hello.clone();
+    own_hello.addr = None;
+    let worker_thread = {
+        let port = place.coordinator.1;
+        let timeout = opts.join_timeout;
+        std::thread::spawn(move || match worker::connect("127.0.0.1", port, timeout) {
+            Ok(s) => worker::serve(s, hello, runner).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        })
+    };
+    let plan = Plan {
+        n,
+        legs: opts.legs(),
+        tests: opts.tests.clone(),
+        steps: steps.clone(),
+        serial: opts.serial,
+        retest: opts.retest,
+        rules: opts.rules,
+        base_port: opts.base_port,
+        timeouts: opts
+            .tests
+            .iter()
+            .map(|t| opts.pair_timeout_for(*t))
+            .collect(),
+        grace: GRACE,
+        impair,
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    let coord = coordinator::Coordinator::new(listener, n, own_hello, opts.join_timeout)
+        .with_expected_hosts(launch::expected_hosts(&env, place.launcher, n));
+    let finished = match coord.run(plan, &mut sink) {
+        Ok(f) => f,
+        Err(m) => {
+            sink.discard();
+            return fail(Some(0), m, 2);
+        }
+    };
+    let interrupted = finished.interrupted;
+    let (members, phases) = finished.driver.finish();
+    let code = sink.finish(&members, &phases, interrupted);
+    // Rank 0's own worker has its Finish by now; a lost one must not hold the exit.
+    if worker_thread.is_finished() {
+        let _ = worker_thread.join();
+    }
+    code
+}

@@ -1,0 +1,211 @@
+//! Rank 0's outputs while the run goes and at its end: the progress bar, the spool of pair records,
+//! a snapshot of fabric.json whenever a rank is lost (a launcher such as mpirun may kill rank 0 a
+//! second later), and at the end fabric.json, fabric.csv, the heatmaps and the printed summary.
+
+use super::args::Leg;
+use super::cell::MatrixMetric;
+use super::coordinator::Observer;
+use super::driver::{Driver, Member, PairRecord, Phase};
+use super::files::{self, RunInfo};
+use super::summary::{self, LegLabels};
+use super::{heatmap, say};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// Collects the run's outputs in a results directory.
+pub struct Sink {
+    dir: PathBuf,
+    spool_path: PathBuf,
+    spool: BufWriter<File>,
+    bar: indicatif::ProgressBar,
+    labels: LegLabels,
+    gids: BTreeMap<(usize, &'static str), String>,
+    info: RunInfo,
+    scheduled: BTreeSet<(usize, usize)>,
+}
+
+fn label_of(result: &serde_json::Value) -> Option<String> {
+    let t = result["test"]["transport"].as_str()?;
+    Some(match result["test"]["roce"].as_str() {
+        Some(r) => format!("{t} {r}"),
+        None => t.to_owned(),
+    })
+}
+
+impl Sink {
+    /// A sink writing into `dir` (created); `scheduled` are the (client, server) pairs of the plan.
+    pub fn new(
+        dir: &Path,
+        info: RunInfo,
+        scheduled: BTreeSet<(usize, usize)>,
+    ) -> std::io::Result<Sink> {
+        std::fs::create_dir_all(dir)?;
+        let spool_path = dir.join(".pairs.jsonl");
+        let spool = BufWriter::new(File::create(&spool_path)?);
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(0),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        if !std::io::stderr().is_terminal() {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} pair tests  {msg}",
+            )
+            .expect("template")
+            .progress_chars("=> "),
+        );
+        Ok(Sink {
+            dir: dir.to_path_buf(),
+            spool_path,
+            spool,
+            bar,
+            labels: BTreeMap::new(),
+            gids: BTreeMap::new(),
+            info,
+            scheduled,
+        })
+    }
+
+    /// Writes fabric.json and fabric.csv (through a temporary name, so a reader never sees half a file).
+    fn write_tables(
+        &mut self,
+        members: &[Member],
+        phases: &[Phase],
+        interrupted: bool,
+    ) -> Vec<PathBuf> {
+        let _ = self.spool.flush();
+        let mut info = self.info.clone();
+        info.finished_at = crate::results::now_rfc3339();
+        info.interrupted = interrupted;
+        let header = files::header(
+            &info,
+            members,
+            phases,
+            &self.labels,
+            &self.gids,
+            &self.scheduled,
+        );
+        let mut written = Vec::new();
+        let json = self.dir.join("fabric.json");
+        let tmp = self.dir.join(".fabric.json.tmp");
+        match files::write_json(&tmp, &header, &self.spool_path)
+            .and_then(|()| std::fs::rename(&tmp, &json))
+        {
+            Ok(()) => written.push(json),
+            Err(e) => say(&format!(
+                "roce_fabric: error: cannot write {}: {e}",
+                json.display()
+            )),
+        }
+        let csv = self.dir.join("fabric.csv");
+        match files::write_csv(&tmp, members, phases, &self.labels)
+            .and_then(|()| std::fs::rename(&tmp, &csv))
+        {
+            Ok(()) => written.push(csv),
+            Err(e) => say(&format!(
+                "roce_fabric: error: cannot write {}: {e}",
+                csv.display()
+            )),
+        }
+        written
+    }
+
+    /// Writes every file and prints the heatmaps and the summary; the exit code.
+    pub fn finish(mut self, members: &[Member], phases: &[Phase], interrupted: bool) -> u8 {
+        self.bar.finish_and_clear();
+        self.write_tables(members, phases, interrupted);
+        let _ = std::fs::remove_file(&self.spool_path);
+        let color = summary::use_color();
+        let mut text = String::new();
+        for p in phases {
+            for &m in MatrixMetric::of(p.test) {
+                text.push_str(&summary::heatmap_text(
+                    p,
+                    m,
+                    &self.scheduled,
+                    &self.labels,
+                    color,
+                ));
+                text.push('\n');
+                let leg = if p.leg == Leg::AsGiven {
+                    String::new()
+                } else {
+                    format!("{}-", p.leg.name())
+                };
+                let svg = self
+                    .dir
+                    .join(format!("heatmap-{leg}{}-{}.svg", p.test.name(), m.name()));
+                let title = summary::phase_title(p, &self.labels);
+                if let Err(e) =
+                    std::fs::write(&svg, heatmap::heatmap_svg(p, m, &title, &self.scheduled))
+                {
+                    say(&format!(
+                        "roce_fabric: error: cannot write {}: {e}",
+                        svg.display()
+                    ));
+                }
+            }
+        }
+        text.push_str(&summary::summary_text(
+            members,
+            phases,
+            &self.info.rules,
+            &self.labels,
+            &self.scheduled,
+        ));
+        if interrupted {
+            text.push_str("  interrupted: SIGTERM/SIGINT ended the run early; pairs not run are marked not_run\n");
+        }
+        text.push_str(&format!("Results: {}\n", self.dir.display()));
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+        u8::from(interrupted || !summary::all_ok(members, phases))
+    }
+
+    /// Drops the spool (a run that never started).
+    pub fn discard(self) {
+        self.bar.finish_and_clear();
+        let _ = std::fs::remove_file(&self.spool_path);
+    }
+}
+
+impl Observer for Sink {
+    fn lost(&mut self, text: &str, driver: Option<&Driver>) {
+        self.bar.suspend(|| say(&format!("roce_fabric: {text}")));
+        // The launcher may take rank 0 down within a second of a rank's death (mpirun does): leave a
+        // matrix that names the lost rank now; the final one replaces it if the run goes on.
+        if let Some(d) = driver {
+            self.write_tables(d.members(), d.phases(), true);
+        }
+    }
+
+    fn record(&mut self, rec: &PairRecord) {
+        if let Some(result) = &rec.result {
+            if let Some(l) = label_of(result) {
+                self.labels.entry(rec.leg).or_insert(l);
+            }
+            let (mine, theirs) = super::cell::gids(result);
+            let leg = rec.leg.name();
+            if let Some(g) = mine {
+                self.gids.insert((rec.client, leg), g);
+            }
+            if let Some(g) = theirs {
+                self.gids.insert((rec.server, leg), g);
+            }
+        }
+        if let Ok(line) = serde_json::to_string(rec) {
+            let _ = writeln!(self.spool, "{line}");
+        }
+    }
+
+    fn progress(&mut self, done: u64, total: u64, label: &str) {
+        self.bar.set_length(total);
+        self.bar.set_position(done);
+        self.bar.set_message(label.to_owned());
+    }
+}

@@ -1,0 +1,255 @@
+//! What rank 0 prints: a terminal heatmap per matrix and a summary that names the flagged pairs, the
+//! bad hosts, the failed pairs and the lost ranks.
+
+use super::args::Leg;
+use super::cell::{Grid, MatrixMetric, Status, fmt_value};
+use super::driver::{Member, MemberState, Phase};
+use super::rules::Rules;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+/// How a cell is shown when it has no value.
+pub fn cell_state(
+    grid: &Grid,
+    scheduled: &BTreeSet<(usize, usize)>,
+    c: usize,
+    s: usize,
+) -> Option<&'static str> {
+    match grid.get(c, s) {
+        Some(cell) => Some(cell.status.name()),
+        None if scheduled.contains(&(c, s)) => Some("not_run"),
+        None => None,
+    }
+}
+
+/// Whether every rank took part and every scheduled pair ran and succeeded.
+pub fn all_ok(members: &[Member], phases: &[Phase]) -> bool {
+    members.iter().all(|m| m.state == MemberState::Present)
+        && phases
+            .iter()
+            .all(|p| p.grid.iter().all(|(_, c)| c.status == Status::Ok))
+}
+
+/// Labels per leg: `soft v2`, `tcp`, as the results name them.
+pub type LegLabels = BTreeMap<Leg, String>;
+
+/// `write_bw over soft v2`.
+pub fn phase_title(p: &Phase, labels: &LegLabels) -> String {
+    match labels.get(&p.leg) {
+        Some(l) => format!("{} over {l}", p.test.name()),
+        None => p.test.name().to_owned(),
+    }
+}
+
+/// Whether to colour the terminal output: a terminal that is not `dumb`, and no `NO_COLOR` (mpirun
+/// hands every rank a pseudo-terminal, so a terminal alone proves nothing).
+pub fn use_color() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none()
+        && std::env::var("TERM").is_ok_and(|t| !t.is_empty() && t != "dumb")
+}
+
+/// A matrix as text: numbers for up to 16 ranks, one shaded character per cell beyond.
+pub fn heatmap_text(
+    p: &Phase,
+    metric: MatrixMetric,
+    scheduled: &BTreeSet<(usize, usize)>,
+    labels: &LegLabels,
+    color: bool,
+) -> String {
+    let n = p.grid.n;
+    let flagged: BTreeSet<(usize, usize)> = if metric == MatrixMetric::flagged(p.test) {
+        p.flagged.iter().copied().collect()
+    } else {
+        BTreeSet::new()
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} — {} [{}], row = client rank, column = server rank",
+        phase_title(p, labels),
+        metric.title(),
+        metric.unit()
+    );
+    let mark = |c: usize, s: usize, text: String| -> String {
+        if color && flagged.contains(&(c, s)) {
+            format!("\x1b[1;31m{text}\x1b[0m")
+        } else {
+            text
+        }
+    };
+    let (lo, hi) = p
+        .grid
+        .iter()
+        .filter_map(|(_, c)| c.value(metric))
+        .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    let wide = n <= 16;
+    if wide {
+        let _ = write!(out, "{:>6}", "");
+        for s in 0..n {
+            let _ = write!(out, " {s:>8}");
+        }
+        out.push('\n');
+    }
+    for c in 0..n {
+        let _ = write!(out, "{c:>6}{}", if wide { "" } else { " " });
+        for s in 0..n {
+            let value = p.grid.get(c, s).and_then(|cell| cell.value(metric));
+            let text = match (value, cell_state(&p.grid, scheduled, c, s)) {
+                (Some(v), _) if wide => {
+                    let star = if flagged.contains(&(c, s)) { "*" } else { " " };
+                    format!("{}{star}", fmt_value(v))
+                }
+                (Some(v), _) => {
+                    const SHADES: [char; 5] = ['░', '▒', '▓', '█', '█'];
+                    let mut t = if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
+                    if !metric.higher_is_better() {
+                        t = 1.0 - t;
+                    }
+                    if flagged.contains(&(c, s)) {
+                        "!".into()
+                    } else {
+                        SHADES[(t * 3.999) as usize].to_string()
+                    }
+                }
+                (None, Some("failed")) => "x".into(),
+                (None, Some("missing")) | (None, Some("not_run")) => "-".into(),
+                (None, _) => ".".into(),
+            };
+            if wide {
+                let _ = write!(out, " {}", mark(c, s, format!("{text:>8}")));
+            } else {
+                out.push_str(&mark(c, s, text));
+            }
+        }
+        out.push('\n');
+    }
+    let legend = if wide {
+        "* flagged"
+    } else {
+        "░▒▓█ worse to better, ! flagged"
+    };
+    let _ = writeln!(
+        out,
+        "{legend}, x failed, - not run (rank missing or lost), . no pair"
+    );
+    out
+}
+
+/// The summary: per matrix the rule and its outliers (bad hosts, bad pairs, with retests), then the
+/// failed pairs and the lost ranks.
+pub fn summary_text(
+    members: &[Member],
+    phases: &[Phase],
+    rules: &Rules,
+    labels: &LegLabels,
+    scheduled: &BTreeSet<(usize, usize)>,
+) -> String {
+    let mut out = String::new();
+    let present = members
+        .iter()
+        .filter(|m| m.state == MemberState::Present)
+        .count();
+    let _ = writeln!(
+        out,
+        "Summary: {present} of {} ranks took part",
+        members.len()
+    );
+    let name = |r: usize| members[r].name();
+    for p in phases {
+        let title = phase_title(p, labels);
+        let (mut ok, mut failed, mut missing) = (0, 0, 0);
+        for (_, c) in p.grid.iter() {
+            match c.status {
+                Status::Ok => ok += 1,
+                Status::Failed => failed += 1,
+                Status::Missing => missing += 1,
+            }
+        }
+        let not_run = scheduled
+            .iter()
+            .filter(|(c, s)| p.grid.get(*c, *s).is_none())
+            .count();
+        let _ = write!(out, "  {title}: {ok} pairs ok");
+        if failed > 0 {
+            let _ = write!(out, ", {failed} failed");
+        }
+        if missing + not_run > 0 {
+            let _ = write!(out, ", {} not run", missing + not_run);
+        }
+        out.push('\n');
+        let Some(limit) = p.limit else { continue };
+        let _ = writeln!(out, "    outlier rule: {}", limit.describe(rules));
+        if p.flagged.is_empty() {
+            let _ = writeln!(out, "    no outliers");
+        }
+        for h in &p.diagnosis.bad_hosts {
+            let _ = writeln!(
+                out,
+                "    bad host: {} is slow with {} of its {} peers",
+                name(h.rank),
+                h.flagged_peers,
+                h.measured_peers
+            );
+        }
+        for &(c, s) in &p.flagged {
+            let v = p
+                .grid
+                .get(c, s)
+                .and_then(|x| x.value(limit.metric))
+                .unwrap_or(f64::NAN);
+            let retest = p.grid.retests.get(&(c, s));
+            let again = match retest {
+                Some(r) => match r.value(limit.metric) {
+                    Some(rv) => format!(
+                        "; alone: {} {}{}",
+                        fmt_value(rv),
+                        limit.metric.unit(),
+                        if limit.breached(rv) {
+                            " (confirmed)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => format!("; alone: {}", r.error.as_deref().unwrap_or("no result")),
+                },
+                None => String::new(),
+            };
+            let kind = if p.diagnosis.bad_pairs.contains(&(c, s)) {
+                "bad pair"
+            } else if !p.confirmed.contains(&(c, s)) {
+                "slow under load only"
+            } else {
+                "flagged (bad host)"
+            };
+            let _ = writeln!(
+                out,
+                "    {kind}: {c} -> {s} ({} -> {}): {} {}{again}",
+                members[c].host,
+                members[s].host,
+                fmt_value(v),
+                limit.metric.unit()
+            );
+        }
+        for ((c, s), cell) in p.grid.iter().filter(|(_, c)| c.status == Status::Failed) {
+            let _ = writeln!(
+                out,
+                "    failed: {c} -> {s}: {}",
+                cell.error.as_deref().unwrap_or("?")
+            );
+        }
+    }
+    for m in members {
+        match &m.state {
+            MemberState::Present => {}
+            MemberState::Missing(why) => {
+                let _ = writeln!(out, "  missing: {} never joined: {why}", m.name());
+            }
+            MemberState::Lost(why) => {
+                let _ = writeln!(out, "  lost: {}: {why}", m.name());
+            }
+        }
+    }
+    out
+}

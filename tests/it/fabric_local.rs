@@ -1,0 +1,250 @@
+//! roce_fabric's failure handling, with ranks started by hand (`--rank`/`--world-size`, as in a
+//! Kubernetes Indexed Job): a rank killed mid-run and a rank that never arrives are named and the rest of
+//! the matrix is written (exit 1); ranks that disagree on a parameter or the version exit 2 naming the
+//! rank and the parameter.
+
+use crate::fabric_support::*;
+use roceperf::fabric::proto::{self, Hello, ToCoordinator, ToWorker};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn spawn(mut c: Command, log: &std::path::Path) -> Child {
+    let f = std::fs::File::create(log).unwrap();
+    c.stdin(Stdio::null())
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap()
+}
+
+fn wait(mut c: Child, secs: u64) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = c.kill();
+            let _ = c.wait();
+            panic!("a rank still runs after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_rank_killed_mid_run_is_named_and_the_rest_of_the_matrix_written() {
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let (coord, base) = ports(4);
+    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
+    let results = dir.path().join("k");
+    let args = [
+        "write_bw",
+        "write_lat",
+        "--transport",
+        "tcp",
+        "-n",
+        "200",
+        "--warmup",
+        "10",
+        "--no-retest",
+        "--serial",
+        "--coordinator",
+        &c,
+        "-p",
+        &b,
+        "--results",
+        results.to_str().unwrap(),
+    ];
+    let logs: Vec<_> = (0..4)
+        .map(|r| dir.path().join(format!("rank{r}.log")))
+        .collect();
+    let mut ranks: Vec<Option<Child>> = (0..4)
+        .map(|r| Some(spawn(rank(r, 4, &args), &logs[r])))
+        .collect();
+    // Kill rank 2 once the first pairs are done.
+    let spool = results.join(".pairs.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while std::fs::read_to_string(&spool).map_or(0, |s| s.lines().count()) < 3 {
+        assert!(Instant::now() < deadline, "no pair finished in 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut victim = ranks[2].take().unwrap();
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let codes: Vec<i32> = ranks.into_iter().flatten().map(|c| wait(c, 240)).collect();
+    let log0 = std::fs::read_to_string(&logs[0]).unwrap();
+    assert_eq!(codes, [1, 1, 1], "rank 0:\n{log0}");
+    assert!(
+        log0.contains("rank 2 (") && log0.contains("was lost"),
+        "{log0}"
+    );
+    let doc = fabric_json(&results);
+    assert_eq!(doc["hosts"][2]["status"], "lost");
+    assert!(
+        doc["hosts"][2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("connection closed")
+    );
+    let pairs = first_pairs(&doc);
+    assert_eq!(
+        pairs.len(),
+        24,
+        "every cell of both tests is written, ok or marked"
+    );
+    for (c, s, status) in &pairs {
+        if *c != 2 && *s != 2 {
+            assert_eq!(status, "ok", "{c} -> {s}");
+        }
+    }
+    let missing = pairs.iter().filter(|p| p.2 == "missing").count();
+    assert!(
+        missing >= 6,
+        "the pairs of rank 2 after its death are marked: {pairs:?}"
+    );
+    assert!(
+        log0.contains("lost: rank 2"),
+        "the summary names it:\n{log0}"
+    );
+}
+
+#[test]
+fn a_rank_that_never_arrives_is_named_within_the_join_timeout() {
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let (coord, base) = ports(3);
+    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
+    let results = dir.path().join("n");
+    let args = [
+        "send_lat",
+        "--transport",
+        "tcp",
+        "-n",
+        "50",
+        "--warmup",
+        "5",
+        "--join-timeout",
+        "3",
+        "--coordinator",
+        &c,
+        "-p",
+        &b,
+        "--results",
+        results.to_str().unwrap(),
+    ];
+    let logs: Vec<_> = (0..2)
+        .map(|r| dir.path().join(format!("rank{r}.log")))
+        .collect();
+    let started = Instant::now();
+    let ranks: Vec<Child> = (0..2).map(|r| spawn(rank(r, 3, &args), &logs[r])).collect();
+    let codes: Vec<i32> = ranks.into_iter().map(|c| wait(c, 120)).collect();
+    let log0 = std::fs::read_to_string(&logs[0]).unwrap();
+    assert_eq!(codes, [1, 1], "{log0}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(
+        log0.contains("rank 2 (host unknown) never joined: it did not join within 3 s"),
+        "{log0}"
+    );
+    let doc = fabric_json(&results);
+    assert_eq!(doc["hosts"][2]["status"], "missing");
+    let pairs = first_pairs(&doc);
+    assert_eq!(
+        pairs.iter().filter(|p| p.2 == "ok").count(),
+        2,
+        "0 <-> 1 ran: {pairs:?}"
+    );
+    assert_eq!(pairs.iter().filter(|p| p.2 == "missing").count(), 4);
+    let m = &doc["matrices"][0];
+    assert_eq!(m["status"][0][2], "missing");
+}
+
+#[test]
+fn ranks_with_different_parameters_exit_2_naming_the_rank_and_the_parameter() {
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let (coord, base) = ports(2);
+    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
+    let results = dir.path().join("p");
+    let common = [
+        "write_bw",
+        "--transport",
+        "tcp",
+        "--coordinator",
+        &c,
+        "-p",
+        &b,
+        "--results",
+        results.to_str().unwrap(),
+    ];
+    let mut a0 = common.to_vec();
+    a0.extend(["-s", "64K"]);
+    let mut a1 = common.to_vec();
+    a1.extend(["--size", "4096"]);
+    let logs: Vec<_> = (0..2)
+        .map(|r| dir.path().join(format!("rank{r}.log")))
+        .collect();
+    let r0 = spawn(rank(0, 2, &a0), &logs[0]);
+    let r1 = spawn(rank(1, 2, &a1), &logs[1]);
+    assert_eq!((wait(r0, 60), wait(r1, 60)), (2, 2));
+    for log in &logs {
+        let text = std::fs::read_to_string(log).unwrap();
+        assert!(
+            text.contains("rank 1 (host")
+                && text.contains("different --size: 4096 there, 64K on rank 0"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_rank_of_another_version_is_refused_with_exit_2() {
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let (coord, base) = ports(2);
+    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
+    let log = dir.path().join("rank0.log");
+    let args = [
+        "send_bw",
+        "--transport",
+        "tcp",
+        "--coordinator",
+        &c,
+        "-p",
+        &b,
+        "--results",
+        dir.path().to_str().unwrap(),
+    ];
+    let r0 = spawn(rank(0, 2, &args), &log);
+    // Rank 1 speaks the protocol but runs another roceperf.
+    let s = roceperf::fabric::worker::connect("127.0.0.1", coord, Duration::from_secs(30)).unwrap();
+    let hello = Hello {
+        protocol: proto::PROTOCOL.into(),
+        version: "9.9.9".into(),
+        rank: 1,
+        size: 2,
+        params: Default::default(),
+        host: "elsewhere".into(),
+        addr: None,
+        device: None,
+        pid: 1,
+    };
+    proto::send(
+        &mut std::io::BufWriter::new(s.try_clone().unwrap()),
+        &ToCoordinator::Hello(hello),
+    )
+    .unwrap();
+    let reply = proto::recv::<ToWorker, _>(&mut std::io::BufReader::new(s)).unwrap();
+    match reply {
+        Some(ToWorker::Abort { code: 2, reason }) => {
+            assert!(
+                reason.contains("rank 1 (host elsewhere) runs roceperf 9.9.9"),
+                "{reason}"
+            )
+        }
+        other => panic!("expected an abort, got {other:?}"),
+    }
+    assert_eq!(wait(r0, 60), 2);
+    assert!(std::fs::read_to_string(&log).unwrap().contains("9.9.9"));
+}

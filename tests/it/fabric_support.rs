@@ -1,0 +1,165 @@
+//! Helpers for the roce_fabric tests: the binaries, ports, a loopback range per test, commands run with
+//! a deadline (the whole process group is killed on a hang), and fabric.json.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub const FABRIC: &str = env!("CARGO_BIN_EXE_roce_fabric");
+pub const GATE: &str = env!("CARGO_BIN_EXE_roce_gate");
+
+/// The fabric tests busy-poll several binaries at once: one at a time keeps a 2-core CI machine sane.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Holds the fabric tests' lock.
+pub fn exclusive() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A coordinator port and the first of `n` consecutive free pair ports, below Linux's ephemeral range
+/// (32768 and up) so that no outgoing connection of a test running alongside takes one meanwhile.
+pub fn ports(n: u16) -> (u16, u16) {
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let seed = (std::process::id() as u16).wrapping_mul(97);
+    for _ in 0..200 {
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let start = 20000 + (seed.wrapping_add(k.wrapping_mul(n + 1)) % 12000);
+        let all: Vec<_> = (start..start + n + 1)
+            .map(|p| TcpListener::bind(("0.0.0.0", p)))
+            .collect();
+        if all.iter().all(Result::is_ok) {
+            return (start, start + 1);
+        }
+    }
+    panic!(
+        "no {} consecutive free ports between 20000 and 32000",
+        n + 1
+    );
+}
+
+/// Runs `cmd` in its own process group, killing the group after `secs` (and failing the test).
+pub fn run(cmd: &mut Command, secs: u64) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let pid = child.id() as i32;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(secs);
+            while Instant::now() < deadline {
+                if done.load(std::sync::atomic::Ordering::SeqCst) {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // SAFETY: kill has no memory preconditions; -pid is the group this test started.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            true
+        })
+    };
+    let out = child.wait_with_output().unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    if watchdog.join().unwrap() {
+        panic!(
+            "{cmd:?} still running after {secs} s (hang)\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
+}
+
+/// stdout and stderr as text.
+pub fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `mpirun` for `np` ranks of roce_fabric with `args` (fails the test, with the fix, when Open MPI is
+/// missing: a missing launcher is never mistaken for a pass).
+pub fn mpirun(np: usize, env: &[(&str, &str)], args: &[&str]) -> Command {
+    mpirun_wrapped(np, env, None, args)
+}
+
+/// [`mpirun`] with each rank started through `wrapper` (`wrapper roce_fabric ARGS`).
+pub fn mpirun_wrapped(
+    np: usize,
+    env: &[(&str, &str)],
+    wrapper: Option<&Path>,
+    args: &[&str],
+) -> Command {
+    let found = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "mpirun is not installed; run `apt-get install -y openmpi-bin` (scripts/deps.sh test does)"
+    );
+    let mut c = Command::new("mpirun");
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        &np.to_string(),
+        "-x",
+        "NO_COLOR=1",
+    ]);
+    for (k, v) in env {
+        c.env(k, v).args(["-x", k]);
+    }
+    c.args(wrapper).arg(FABRIC).args(args);
+    c
+}
+
+/// roce_fabric started for one rank by hand (`--rank`, `--world-size`), as a Kubernetes pod would be.
+pub fn rank(r: usize, n: usize, args: &[&str]) -> Command {
+    let mut c = Command::new(FABRIC);
+    c.env("NO_COLOR", "1")
+        .args(["--rank", &r.to_string(), "--world-size", &n.to_string()])
+        .args(args);
+    c
+}
+
+/// fabric.json of a results directory.
+pub fn fabric_json(dir: &Path) -> Value {
+    let p = dir.join("fabric.json");
+    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: not JSON: {e}", p.display()))
+}
+
+/// The pairs of attempt 1, as (client, server, status).
+pub fn first_pairs(doc: &Value) -> Vec<(u64, u64, String)> {
+    doc["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["attempt"] == 1)
+        .map(|p| {
+            (
+                p["client"].as_u64().unwrap(),
+                p["server"].as_u64().unwrap(),
+                p["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Whether this process is root (Slurm's daemons need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
