@@ -1,6 +1,7 @@
-//! CPU utilisation as perftest's `--cpu_util` computes it: user / (user + idle) from `/proc/stat`.
+//! CPU utilisation as perftest's `--cpu_util` computes it, user / (user + idle) from `/proc/stat`, with
+//! niced user time counted as user time (a benchmark started under `nice` is still busy).
 
-/// The first line of `/proc/stat`: cumulative user and idle jiffies of all cores.
+/// The first line of `/proc/stat`: cumulative user (niced included) and idle jiffies of all cores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CpuSample {
     user: u64,
@@ -22,7 +23,7 @@ impl CpuSample {
             .filter_map(|x| x.parse().ok())
             .collect();
         Some(CpuSample {
-            user: *f.first()?,
+            user: f.first()? + f.get(1)?,
             idle: *f.get(3)?,
         })
     }
@@ -44,6 +45,9 @@ mod tests {
         let a = CpuSample::parse("cpu  100 5 50 300 0 0 0 0 0 0\ncpu0 1 2 3 4\n").unwrap();
         let b = CpuSample::parse("cpu  160 5 50 340 0 0 0 0 0 0\n").unwrap();
         assert_eq!(a.util_until(&b), Some(60.0));
+        // Niced time is user time: a run under `nice` still reads as busy.
+        let c = CpuSample::parse("cpu  100 65 50 340 0 0 0 0 0 0\n").unwrap();
+        assert_eq!(a.util_until(&c), Some(60.0));
         assert_eq!(a.util_until(&a), None);
         assert_eq!(CpuSample::parse("intr 1 2 3"), None);
     }

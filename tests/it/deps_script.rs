@@ -103,7 +103,18 @@ impl Host {
     /// `debian12_build` plus what the tests need.
     fn debian12_test() -> Host {
         let h = Host::debian12_build();
-        h.tools(&["tshark", "ip", "tcpdump", "iptables-legacy", "setpriv"]);
+        h.tools(&[
+            "tshark",
+            "ip",
+            "tcpdump",
+            "iptables-legacy",
+            "setpriv",
+            "mpirun",
+            "slurmctld",
+            "slurmd",
+            "srun",
+            "munged",
+        ]);
         h.files(&["root/usr/lib/x86_64-linux-gnu/libibverbs.so.1"]);
         h
     }
@@ -405,13 +416,18 @@ fn a_bare_machine_gets_every_package_per_purpose() {
         "libibverbs1",
         "ibverbs-providers",
         "util-linux",
+        "openmpi-bin",
+        "slurmctld",
+        "slurmd",
+        "slurm-client",
+        "munge",
     ]);
     let run = host.run("test");
     ok(&run);
     assert_eq!(run.installed(), set(&test), "{run:#?}");
     assert!(run.called("apt-get update"), "{run:#?}");
     let mut bench = test.clone();
-    bench.extend(["iperf3", "sockperf"]);
+    bench.extend(["iperf3", "sockperf", "jq"]);
     assert_eq!(host.run("bench").installed(), set(&bench));
 }
 
