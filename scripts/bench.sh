@@ -36,7 +36,7 @@ CLIENT_CPU=${CLIENT_CPU:-1}
 PORT=${BASE_PORT:-18600}
 VETH=${VETH:-auto}
 export ROCEPERF_NETNS_PREFIX=${ROCEPERF_NETNS_PREFIX:-rpbench}
-BIN=target/release
+BIN=${BIN:-target/release}   # BIN=DIR: another build's binaries (e.g. a baseline), roce_ref taken from there too
 # A run that takes this long is stuck: it is killed and reported as failed.
 LIMIT=$((DURATION * 2 + 60))
 
