@@ -90,7 +90,7 @@ impl<'p> Roceperf<'p> {
         if let Err(e) = &outcome
             && !matches!(e, Error::Oob(_))
         {
-            self.chan.abort(&e.to_string());
+            self.chan.abort(&e.to_string(), e.failure());
         }
         outcome
     }

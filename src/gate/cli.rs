@@ -22,7 +22,8 @@ Examples:
   Only hold the RoCE runs of a comparison to a bandwidth floor, and write JUnit for the CI server:
     roce_gate --transport soft --min-bw 11000MiB/s --junit gate.xml results/latest/compare.csv
 
-Inputs: a run's JSON (--results), its CSV (--csv), or roce_compare's compare.json / compare.csv.
+Inputs: a run's JSON (--results), its CSV (--csv), or roce_compare's compare.json / compare.csv;
+- reads one of them from standard input (JSON or CSV by content).
 Units: bandwidth Gb/s, Mb/s, GB/s, MiB/s, GiB/s (b = bit, B = byte); time ns, us (µs), ms, s;
 message rate pps, Kpps, Mpps; regression N% (5% when not given).
 Limits are inclusive: --min-bw 90Gb/s passes at exactly 90 Gb/s.
@@ -33,7 +34,7 @@ Exit status: 0 all checks passed, 1 a check failed, 2 unreadable or malformed in
 #[derive(Debug, Parser)]
 #[command(name = "roce_gate", version, after_help = EXAMPLES)]
 struct Cli {
-    /// Result files: roceperf JSON or CSV (one run or a comparison).
+    /// Result files: roceperf JSON or CSV (one run or a comparison); - is standard input.
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
 

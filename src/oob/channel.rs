@@ -1,7 +1,7 @@
 //! The out-of-band TCP connection: connect with retries, accept, hello, framed messages, barriers.
 
 use super::dial::{self, DialError, HostPort, Retry};
-use super::{Error, Mismatch, Result, Step, TestParams};
+use super::{Error, Failure, Mismatch, Result, Step, TestParams};
 use crate::params::Role;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -13,8 +13,9 @@ use std::time::Duration;
 pub const MAGIC: &[u8; 8] = b"roceperf";
 
 /// Version of this out-of-band protocol; both sides must speak the same. Version 2: the parameters
-/// no longer carry `report_gbits` (display options are each side's own).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// no longer carry `report_gbits` (display options are each side's own). Version 3: an abort says
+/// whether the test failed or its setup did ([`Abort`]).
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// Bytes of the hello: magic, version (u16 big-endian), two reserved bytes.
 pub const HELLO_LEN: usize = 12;
@@ -30,6 +31,13 @@ const MAX_MESSAGE: u32 = 64 << 20;
 struct Envelope<T> {
     kind: String,
     body: T,
+}
+
+/// The body of an `abort` message: why this side stopped, and what kind of failure that was.
+#[derive(Serialize, Deserialize)]
+struct Abort {
+    reason: String,
+    failure: Failure,
 }
 
 /// The out-of-band connection to the peer.
@@ -269,9 +277,14 @@ impl Channel {
                 detail: format!("an unreadable message while waiting for {kind}: {e}"),
             })?;
         if env.kind == Step::Abort.name() {
+            let (reason, failure) = match serde_json::from_value::<Abort>(env.body) {
+                Ok(a) => (a.reason, a.failure),
+                Err(_) => ("no reason given".to_string(), Failure::Setup),
+            };
             return Err(Error::PeerAborted {
                 peer: self.peer.to_string(),
-                reason: env.body.as_str().unwrap_or("no reason given").to_string(),
+                reason,
+                failure,
             });
         }
         if env.kind != kind.name() {
@@ -328,10 +341,15 @@ impl Channel {
         Ok(())
     }
 
-    /// Tells the peer this side is stopping and why (best effort: the peer may already be gone).
-    pub fn abort(&mut self, reason: &str) {
+    /// Tells the peer this side is stopping, why, and whether the test or its setup failed (best
+    /// effort: the peer may already be gone).
+    pub fn abort(&mut self, reason: &str, failure: Failure) {
         let _ = self.stream.set_write_timeout(Some(Duration::from_secs(1)));
-        let _ = self.send(Step::Abort, &reason);
+        let body = Abort {
+            reason: reason.to_string(),
+            failure,
+        };
+        let _ = self.send(Step::Abort, &body);
     }
 
     /// True when the peer has sent something (or closed): a passive side polls this to know the test is over.

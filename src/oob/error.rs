@@ -53,6 +53,16 @@ impl fmt::Display for Step {
     }
 }
 
+/// What kind of failure stopped a side, as an abort tells the peer: both sides exit with the code it maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    /// A usage or setup error (exit code 2): no device, a parameter the transport refused.
+    Setup,
+    /// The test ran and failed (exit code 1): an error completion, a `--validate` mismatch.
+    Test,
+}
+
 /// ` (after 3 of 12 bytes)` for a message cut short, empty otherwise.
 pub(crate) fn cut_short(partial: &Option<(usize, usize)>) -> String {
     partial
@@ -156,12 +166,14 @@ pub enum Error {
     /// The two sides were started with different test parameters.
     #[error("parameter mismatch: {0}")]
     Mismatch(super::Mismatch),
-    /// The peer stopped the setup and said why.
+    /// The peer stopped and said why.
     #[error("the peer {peer} stopped: {reason}")]
     PeerAborted {
         /// The peer's address.
         peer: String,
         /// Its error message.
         reason: String,
+        /// What the peer's failure was, which decides this side's exit code too.
+        failure: Failure,
     },
 }

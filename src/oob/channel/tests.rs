@@ -139,9 +139,19 @@ fn abort_reaches_the_peer_with_its_reason() {
     let server = spawn_server(port);
     let mut c = client(port).unwrap();
     let mut s = server.join().unwrap().unwrap();
-    c.abort("no RDMA device");
+    c.abort("no RDMA device", Failure::Setup);
     match s.recv::<u64>(Step::Barrier) {
-        Err(Error::PeerAborted { reason, .. }) => assert_eq!(reason, "no RDMA device"),
+        Err(Error::PeerAborted {
+            reason, failure, ..
+        }) => {
+            assert_eq!(reason, "no RDMA device");
+            assert_eq!(failure, Failure::Setup);
+        }
+        other => panic!("{:?}", other.err()),
+    }
+    c.abort("retry exceeded", Failure::Test);
+    match s.recv::<u64>(Step::Results) {
+        Err(Error::PeerAborted { failure, .. }) => assert_eq!(failure, Failure::Test),
         other => panic!("{:?}", other.err()),
     }
 }
