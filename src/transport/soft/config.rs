@@ -148,7 +148,7 @@ pub enum SoftError {
     },
     /// `-x` beyond the interface's GID table.
     #[error(
-        "{} {index}: interface {dev} has {} RoCE {version} GIDs ({}); pick one of them",
+        "{} {index}: interface {dev} has {} GIDs ({}); pick a RoCE {version} one",
         Param::GidIndex,
         table.len(),
         if table.is_empty() { "none".to_string() } else { table.join("; ") }
@@ -158,10 +158,30 @@ pub enum SoftError {
         index: u32,
         /// The interface.
         dev: String,
-        /// The RoCE version whose table was searched.
+        /// The RoCE version of the run.
         version: RoceVersion,
-        /// The table, one `i: entry` per GID.
+        /// The whole table, one `i: entry` per GID.
         table: Vec<String>,
+    },
+    /// `-x` names an entry the run's RoCE version cannot use.
+    #[error(
+        "{} {index} is GID {entry}, which RoCE {version} cannot use; {}",
+        Param::GidIndex,
+        if usable.is_empty() {
+            format!("the interface has no RoCE {version} GID")
+        } else {
+            format!("pick a RoCE {version} entry: {}", usable.join("; "))
+        }
+    )]
+    GidOfOtherKind {
+        /// The index asked for.
+        index: u32,
+        /// The entry it names, printed.
+        entry: String,
+        /// The RoCE version of the run.
+        version: RoceVersion,
+        /// The entries it could use, one `i: entry` each.
+        usable: Vec<String>,
     },
     /// `-x` and `--bind` name different addresses.
     #[error(

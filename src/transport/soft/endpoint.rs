@@ -24,7 +24,7 @@ use super::egress::Outbox;
 use super::io::batch::{RxBatch, TxBatch};
 use super::io::gso::GsoTxBatch;
 use super::io::impair::{ImpairConfig, Impairer};
-use super::netdev::NetDev;
+use super::netdev::{GidKind, NetDev};
 use super::path::{LocalEnd, Path, path_to};
 use super::plan::{self, SoftNote};
 use super::rc::{self, MemoryTable, MrKeys, Qp, QpConfig};
@@ -277,11 +277,12 @@ impl Endpoint for SoftEndpoint {
             needs_single_datagrams: matches!(self.backend, Backend::Packet(_)),
             transport: TransportKind::Soft,
             gid: self.gid,
+            // The index in the whole table, as -v prints it and -x takes it.
             gid_index: self
                 .dev
-                .gids_for(self.cfg.version)
+                .gids()
                 .iter()
-                .position(|e| e.gid == self.gid)
+                .position(|e| e.gid == self.gid && e.kind == GidKind::of(self.cfg.version))
                 .map(|i| i as u32),
             mac: self.dev.mac,
             addr: match &self.backend {
