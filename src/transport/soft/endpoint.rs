@@ -51,6 +51,8 @@ struct QpSlot {
     qp: Option<Qp>,
     /// The per-QP framing (UDP source port differs per QP on AF_PACKET).
     path: Option<Path>,
+    /// Where the connected peer's packets come from; others are dropped (`wrong_source`).
+    peer: Gid,
 }
 
 /// The soft transport's endpoint. See the module documentation.
@@ -113,6 +115,7 @@ impl SoftEndpoint {
                     mem: Some(mem),
                     qp: None,
                     path: None,
+                    peer: Gid::ZERO,
                 }
             })
             .collect();
@@ -359,6 +362,7 @@ impl Endpoint for SoftEndpoint {
             };
             let qp = Qp::new(qcfg, mem).map_err(SoftError::from)?;
             slot.qp = Some(qp);
+            slot.peer = path.peer_source();
             slot.path = Some(path);
         }
         Ok(())
