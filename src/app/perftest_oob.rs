@@ -78,7 +78,8 @@ impl<'p> Perftest<'p> {
             run: Some(o.io_timeout + Duration::from_secs(60)),
             ..Timeouts::default()
         };
-        let chan = perftest::PerftestChannel::new(stream, client, timeouts);
+        let mut chan = perftest::PerftestChannel::new(stream, client, timeouts);
+        chan.limit_setup(o.handshake_timeout);
         let script = ScriptOptions {
             size: plan.max_size(),
             all_sizes: plan.all_sizes,

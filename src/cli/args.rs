@@ -153,7 +153,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
 
-    /// Seconds a client keeps retrying a server that is not up yet.
+    /// Seconds a client keeps retrying a server that is not up yet, and either side gives the whole
+    /// out-of-band handshake once connected.
     #[arg(long = "connect-timeout", value_name = "SECS", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub connect_timeout: u64,

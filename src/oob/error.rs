@@ -141,6 +141,22 @@ pub enum Error {
         /// How long we waited.
         timeout: Duration,
     },
+    /// The handshake (hello, parameters, connection details) was not over by its deadline.
+    #[error(
+        "{peer} did not complete the out-of-band handshake within {secs} s: during {during} it sent {got} of {want} bytes; is the peer stuck, or not a roceperf peer? (--connect-timeout sets this limit)"
+    )]
+    Handshake {
+        /// The peer's address.
+        peer: String,
+        /// Which step.
+        during: Step,
+        /// Bytes of the awaited message received.
+        got: usize,
+        /// Bytes of that message (its 4 length bytes while its length is not known yet).
+        want: usize,
+        /// The deadline, in seconds from the connection.
+        secs: u64,
+    },
     /// The peer does not speak our protocol.
     #[error(
         "{peer} is not a roceperf peer: {detail}; run a roceperf binary on the other side, or, if the peer is a perftest ib_* tool (it starts with a version string such as \"6.06\"), give this side --oob perftest"
