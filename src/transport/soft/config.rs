@@ -10,6 +10,7 @@ use super::io::{IoError, ROCE_V2_PORT};
 use super::netdev::{AddrFamily, NetdevError};
 use super::rc::ConfigError;
 use crate::params::{RoceVersion, TransportKind};
+use crate::transport::memory::OutOfMemory;
 use crate::transport::{Error, Gid, Param};
 
 /// Which I/O backend carries the packets.
@@ -201,12 +202,25 @@ pub enum SoftError {
     /// The peer's description does not fit ours.
     #[error("peer mismatch: {0}")]
     Peer(#[from] PeerMismatch),
+    /// A queue pair's buffer could not be allocated.
+    #[error("queue pair {qp}'s buffer: {source}")]
+    OutOfMemory {
+        /// The queue pair.
+        qp: usize,
+        /// The failed allocation.
+        #[source]
+        source: OutOfMemory,
+    },
 }
 
 impl From<SoftError> for Error {
     fn from(e: SoftError) -> Error {
         match e {
             SoftError::Peer(m) => Error::Connection(m.to_string()),
+            SoftError::OutOfMemory { qp, source } => Error::OutOfMemory {
+                what: format!("queue pair {qp}'s buffer"),
+                source,
+            },
             other => Error::Unavailable(other.to_string()),
         }
     }

@@ -105,10 +105,13 @@ impl SoftEndpoint {
         let slots = plan
             .qps
             .iter()
-            .map(|ids| {
+            .enumerate()
+            .map(|(qp, ids)| {
                 let mut mem = MemoryTable::new(ids.qpn & 0xff);
-                let keys = mem.add_registered(cfg.buffer_len, access);
-                QpSlot {
+                let keys = mem
+                    .try_add_registered(cfg.buffer_len, access)
+                    .map_err(|source| SoftError::OutOfMemory { qp, source })?;
+                Ok(QpSlot {
                     qpn: ids.qpn,
                     psn: ids.psn,
                     keys,
@@ -116,9 +119,9 @@ impl SoftEndpoint {
                     qp: None,
                     path: None,
                     peer: Gid::ZERO,
-                }
+                })
             })
-            .collect();
+            .collect::<std::result::Result<Vec<_>, SoftError>>()?;
         Ok(SoftEndpoint {
             rx: RxBatch::new(cfg.batch, plan.rx_slot),
             out: Outbox {
