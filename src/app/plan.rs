@@ -209,7 +209,17 @@ impl Plan {
             mode: opts.mode,
             qps: opts.qps,
             depths,
-            layout: Layout::for_size(max_size),
+            layout: {
+                let layout = Layout::for_size(max_size);
+                // --validate, READ bandwidth: the requester reads every READ into a slot of its own.
+                let reads = opts.test == TestKind::new(Verb::Read, Metric::Bandwidth)
+                    && opts.role == Role::Client;
+                if opts.validate && reads {
+                    layout.with_read_slots(depths.tx)
+                } else {
+                    layout
+                }
+            },
             warmup: opts.warmup,
             bidirectional: opts.bidirectional,
             validate: opts.validate,
