@@ -10,6 +10,7 @@ mod vectors;
 mod cli_errors;
 mod compare_from;
 mod compare_local;
+mod failures;
 mod gate_cli;
 mod gate_in_binaries;
 mod layering;
