@@ -9,7 +9,8 @@
 //! Rooms, in the order a run passes them: [`plan`] (options resolved once), `endpoints` (opening the
 //! transport), `roceperf_oob` / `perftest_oob` (the two dialects), `session` (the one loop both drive),
 //! `measure` (one size on the data path), `report` (what is printed and written), [`exit`] (errors and
-//! exit codes), `notes` (typed header notes and warnings).
+//! exit codes), `notes` (typed header notes and warnings), [`resources`] (the memory a run needs,
+//! checked up front).
 
 mod endpoints;
 pub mod exit;
@@ -18,6 +19,7 @@ mod notes;
 mod perftest_oob;
 pub mod plan;
 mod report;
+pub mod resources;
 mod roceperf_oob;
 mod session;
 
@@ -51,6 +53,7 @@ pub fn main(test: TestKind) -> ExitCode {
 /// is reported at once rather than after a peer has connected; the TCP baseline binds its data sockets to
 /// the channel's local address, so it is created after the parameter check.
 pub fn run(plan: &Plan) -> Result<(), Error> {
+    resources::check(plan)?;
     let pinned = bench::affinity::pin(plan.cpu, plan.role)?;
     plan.output
         .verbose(|| format!("datapath pinned to {}", pinned.reason));

@@ -25,12 +25,13 @@ pub(crate) struct SizeRun {
 }
 
 /// `--validate`, before a size starts: the source holds the size's pattern (bandwidth tests send it as is;
-/// latency tests refill it per iteration), the target is cleared so that missing data cannot pass, and a
-/// READ responder's target holds the pattern its peer reads.
+/// latency tests refill it per iteration), the target (and a READ requester's slots) is cleared so that
+/// missing data cannot pass, and a READ responder's target holds the pattern its peer reads.
 pub(crate) fn prepare_validation<E: Endpoint>(plan: &Plan, ep: &mut E, size: u64) {
     let (n, half) = (size as usize, plan.layout.half as usize);
     let seed = validate::seed(size, None);
     let read_responder = plan.test.verb == Verb::Read && plan.role == Role::Server;
+    let slots = 2 * half..2 * half + plan.layout.read_slots as usize;
     for q in 0..ep.qp_count() {
         let buf = ep.buffer_mut(q);
         validate::fill(&mut buf[..n], seed);
@@ -39,6 +40,7 @@ pub(crate) fn prepare_validation<E: Endpoint>(plan: &Plan, ep: &mut E, size: u64
         } else {
             buf[half..half + n].fill(0);
         }
+        buf[slots.clone()].fill(0);
     }
 }
 

@@ -22,8 +22,8 @@ pub(crate) enum Note {
         /// The core and the reason, as the pinning reports it.
         reason: String,
     },
-    /// `--validate` costs time inside the measurement.
-    Validate,
+    /// `--validate`: what this test checks, and at what cost.
+    Validate(crate::bench::validate::Checked),
     /// `-I` on the soft transport changes nothing.
     InlineIgnored,
     /// How the TCP baseline moves the bytes, and to which address.
@@ -47,9 +47,7 @@ impl fmt::Display for Note {
         match self {
             Note::Transport { kind, reason } => write!(f, "transport {kind}: {reason}"),
             Note::Datapath { reason } => write!(f, "datapath on {reason}"),
-            Note::Validate => f.write_str(
-                "--validate: every message's payload is checked against the sender's pattern; the pattern work is inside the measurement, so figures are lower than without it",
-            ),
+            Note::Validate(checked) => checked.fmt(f),
             Note::InlineIgnored => f.write_str(
                 "-I accepted and ignored: the soft transport copies every payload into its packets, so inline sends would change nothing",
             ),

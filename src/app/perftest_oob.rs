@@ -54,6 +54,8 @@ struct Perftest<'p> {
     /// The last run's size and this side's own measurement, until the peer's report (if any) is in.
     pending: Option<(u64, Option<SizeResult>)>,
     connected: bool,
+    /// The first size has started: from here a peer that closes or falls silent failed the test.
+    running: bool,
     /// Duration mode: when this side's run stops.
     deadline: Option<Instant>,
 }
@@ -76,7 +78,8 @@ impl<'p> Perftest<'p> {
             run: Some(o.io_timeout + Duration::from_secs(60)),
             ..Timeouts::default()
         };
-        let chan = perftest::PerftestChannel::new(stream, client, timeouts);
+        let mut chan = perftest::PerftestChannel::new(stream, client, timeouts);
+        chan.limit_setup(o.handshake_timeout);
         let script = ScriptOptions {
             size: plan.max_size(),
             all_sizes: plan.all_sizes,
@@ -135,6 +138,7 @@ impl<'p> Perftest<'p> {
             held: None,
             pending: None,
             connected: false,
+            running: false,
             deadline: None,
         })
     }
@@ -171,6 +175,23 @@ impl<'p> Perftest<'p> {
         })))
     }
 
+    /// A session error as the exit code sees it: a peer that closed or fell silent after the test
+    /// began failed the test (perftest tells its peer nothing when it fails; it just exits).
+    fn session_error(&self, e: PerftestError) -> Error {
+        let lost = matches!(
+            e,
+            PerftestError::PeerClosed { .. }
+                | PerftestError::Timeout { .. }
+                | PerftestError::ShortMessage { .. }
+                | PerftestError::Io { .. }
+        );
+        if self.running && lost {
+            Error::PerftestMidTest(e)
+        } else {
+            Error::Perftest(e)
+        }
+    }
+
     /// The row for one size: ours, the peer's report (a passive server), or both summed (`-b`).
     fn settle(&self, size: u64, mine: Option<SizeResult>) -> Option<SizeResult> {
         let plan = self.plan;
@@ -195,7 +216,7 @@ impl Dialect for Perftest<'_> {
         loop {
             let action = match self.held.take() {
                 Some(a) => a,
-                None => self.session.next()?,
+                None => self.session.next().map_err(|e| self.session_error(e))?,
             };
             if matches!(
                 action,
@@ -216,9 +237,11 @@ impl Dialect for Perftest<'_> {
                 perftest::Action::PostReceives { .. } => return Ok(Action::PostReceives),
                 perftest::Action::Run { size } if self.passive => {
                     // Nothing to run on this side (perftest's scripts give a passive side no run).
+                    self.running = true;
                     self.pending = Some((size, None));
                 }
                 perftest::Action::Run { size } => {
+                    self.running = true;
                     // perftest gives no "done" on its data path or out of band: in duration mode each
                     // side stops on its own clock (its SIGALRM), so a side that waits for the peer (a
                     // SEND receiver, a latency responder) stops when its -D is up.
@@ -233,7 +256,11 @@ impl Dialect for Perftest<'_> {
                         warmup: 0,
                     }));
                 }
-                perftest::Action::AwaitPeer => return Ok(Action::AwaitPeer),
+                perftest::Action::AwaitPeer => {
+                    // The session waits like this only for a peer that is running a size.
+                    self.running |= self.connected;
+                    return Ok(Action::AwaitPeer);
+                }
                 perftest::Action::Finished => {
                     // A passive WRITE/READ server has no run step: its row is the client's report.
                     if self.passive
@@ -264,7 +291,7 @@ impl Dialect for Perftest<'_> {
     }
 
     fn peer_arrived(&mut self) -> Result<bool, Error> {
-        Ok(self.session.poll_peer()?)
+        self.session.poll_peer().map_err(|e| self.session_error(e))
     }
 
     fn serving(&self) -> &'static str {

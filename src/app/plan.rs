@@ -120,6 +120,9 @@ pub struct OobPlan {
     /// How long a blocking read waits for the peer: the default, plus the connect timeout (the peer
     /// may still be retrying its own), plus a timed run's length.
     pub io_timeout: Duration,
+    /// How long the whole handshake may take once connected (hello to connection details in our
+    /// dialect, everything before the data path connects in perftest's): `--connect-timeout`.
+    pub handshake_timeout: Duration,
 }
 
 /// What the endpoint is opened with (each transport takes the part it understands).
@@ -206,7 +209,17 @@ impl Plan {
             mode: opts.mode,
             qps: opts.qps,
             depths,
-            layout: Layout::for_size(max_size),
+            layout: {
+                let layout = Layout::for_size(max_size);
+                // --validate, READ bandwidth: the requester reads every READ into a slot of its own.
+                let reads = opts.test == TestKind::new(Verb::Read, Metric::Bandwidth)
+                    && opts.role == Role::Client;
+                if opts.validate && reads {
+                    layout.with_read_slots(depths.tx)
+                } else {
+                    layout
+                }
+            },
             warmup: opts.warmup,
             bidirectional: opts.bidirectional,
             validate: opts.validate,
@@ -218,6 +231,7 @@ impl Plan {
                 port: opts.port,
                 connect_timeout: opts.connect_timeout,
                 io_timeout: oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run,
+                handshake_timeout: opts.connect_timeout,
             },
             device: DevicePlan {
                 device: opts.device,

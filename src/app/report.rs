@@ -51,7 +51,9 @@ fn run_notes(plan: &Plan, pinned: &Pinned, local: &ConnInfo, peer: &ConnInfo) ->
         },
     ];
     if plan.validate {
-        notes.push(Note::Validate);
+        notes.push(Note::Validate(crate::bench::validate::Checked::of(
+            plan.test,
+        )));
     }
     if plan.transport == TransportKind::Soft && plan.device.inline_size.is_some() {
         notes.push(Note::InlineIgnored);

@@ -49,16 +49,23 @@ impl<'p> Roceperf<'p> {
     pub(crate) fn open(plan: &'p Plan) -> Result<Roceperf<'p>, Error> {
         let o = &plan.oob;
         let chan = match (&plan.role, &o.host) {
-            (Role::Client, Some(host)) => {
-                Channel::connect(host, o.port, o.connect_timeout, o.io_timeout, |server| {
+            (Role::Client, Some(host)) => Channel::connect(
+                host,
+                o.port,
+                o.connect_timeout,
+                o.io_timeout,
+                o.handshake_timeout,
+                |server| {
                     Warning::Retrying {
                         server: server.to_string(),
                         secs: o.connect_timeout.as_secs(),
                     }
                     .emit()
-                })?
-            }
-            _ => Channel::accept(o.port, o.io_timeout, || print_waiting(plan))?,
+                },
+            )?,
+            _ => Channel::accept(o.port, o.io_timeout, o.handshake_timeout, || {
+                print_waiting(plan)
+            })?,
         };
         plan.output
             .verbose(|| format!("out-of-band channel up with {}", chan.peer()));
@@ -90,7 +97,7 @@ impl<'p> Roceperf<'p> {
         if let Err(e) = &outcome
             && !matches!(e, Error::Oob(_))
         {
-            self.chan.abort(&e.to_string());
+            self.chan.abort(&e.to_string(), e.failure());
         }
         outcome
     }
@@ -116,6 +123,7 @@ impl Dialect for Roceperf<'_> {
             Phase::Connect => {
                 let mut peer: crate::transport::ConnInfo =
                     self.chan.exchange(Step::Conn, &ep.local_info())?;
+                self.chan.end_handshake()?;
                 let notes = ep.adapt_to_peer(&peer);
                 if peer.transport != plan.transport && plan.transport != TransportKind::Tcp {
                     // soft and verbs put the same packets on the wire; the label only says who made

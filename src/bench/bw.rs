@@ -84,6 +84,22 @@ fn check_target<E: Endpoint>(
     )
 }
 
+/// `--validate`, READ: checks READ `k`'s slot on queue pair `q`, then clears it, so that a later READ
+/// which lands nothing there cannot pass on this one's bytes.
+fn check_read_slot<E: Endpoint>(
+    ep: &mut E,
+    spec: &BwSpec,
+    s: &validate::ReadSlots,
+    q: usize,
+    k: u64,
+) -> Result<()> {
+    let (off, n) = (s.offset(k) as usize, spec.size as usize);
+    let slot = &mut ep.buffer_mut(q)[off..off + n];
+    validate::check(slot, spec.size, Some(k), None, "READ data")?;
+    slot.fill(0);
+    Ok(())
+}
+
 /// Post and completion times for the peak, allocated before the run.
 struct PeakRecorder {
     origin: Instant,
@@ -136,7 +152,11 @@ fn stream<E: Endpoint>(
 ) -> Result<BwMeasurement> {
     let qps = ep.qp_count();
     let cq_mod = u64::from(spec.cq_mod.max(1));
-    let depth = u64::from(spec.tx_depth.max(1));
+    // --validate, READ: every READ lands in a slot of its own, and no more are in flight than slots.
+    let slots = (spec.validate && spec.verb == Verb::Read)
+        .then(|| validate::ReadSlots::new(&spec.layout, spec.size, spec.tx_depth))
+        .flatten();
+    let depth = u64::from(spec.tx_depth.max(1)).min(slots.map_or(u64::MAX, |s| s.count));
     let duration = matches!(mode, RunMode::Duration { .. });
     let mut total = vec![
         match mode {
@@ -188,7 +208,7 @@ fn stream<E: Endpoint>(
                 let wr = SendRequest {
                     wr_id: idx,
                     op,
-                    offset,
+                    offset: slots.map_or(offset, |s| s.offset(idx)),
                     len: spec.size as u32,
                     remote: remote_of.then(|| remotes[q]),
                     signaled: (idx + 1).is_multiple_of(cq_mod) || idx + 1 == total[q],
@@ -224,8 +244,17 @@ fn stream<E: Endpoint>(
                     }
                     continue;
                 }
-                if spec.validate && spec.verb == Verb::Read {
-                    check_target(ep, spec, q, spec.size, "READ data")?;
+                match slots {
+                    // Every READ completed up to this one, each in its slot, cleared once checked.
+                    Some(s) => {
+                        for k in done[q]..=c.wr_id {
+                            check_read_slot(ep, spec, &s, q, k)?;
+                        }
+                    }
+                    None if spec.validate && spec.verb == Verb::Read => {
+                        check_target(ep, spec, q, spec.size, "READ data")?;
+                    }
+                    None => {}
                 }
                 let newly = c.wr_id + 1 - done[q];
                 done[q] = c.wr_id + 1;

@@ -134,6 +134,9 @@ fn tr(during: &'static str) -> impl FnOnce(transport::Error) -> Error {
 pub struct Layout {
     /// Bytes of each half; the target half starts here.
     pub half: u64,
+    /// `--validate`, READ bandwidth requester: bytes after the two halves where each READ lands in
+    /// a slot of its own ([`validate::ReadSlots`]); 0 otherwise.
+    pub read_slots: u64,
 }
 
 impl Layout {
@@ -141,12 +144,23 @@ impl Layout {
     pub fn for_size(max_size: u64) -> Layout {
         Layout {
             half: max_size.max(4096).div_ceil(64) * 64,
+            read_slots: 0,
+        }
+    }
+
+    /// With room for `depth` READ slots of the largest message, at most
+    /// [`validate::READ_SLOTS_BUDGET`] bytes (but always one slot).
+    pub fn with_read_slots(self, depth: u32) -> Layout {
+        let want = u64::from(depth.max(1)).saturating_mul(self.half);
+        Layout {
+            read_slots: want.min(validate::READ_SLOTS_BUDGET.max(self.half)),
+            ..self
         }
     }
 
     /// Bytes each queue pair's buffer needs.
     pub fn buffer_len(&self) -> usize {
-        (2 * self.half) as usize
+        (2 * self.half + self.read_slots) as usize
     }
 
     /// Where this side's requests address the peer: the target half of each of its buffers.

@@ -1,18 +1,102 @@
 //! `--validate`: a deterministic payload pattern that the sender writes and the receiving side checks
 //! byte for byte.
 //!
-//! What each test can check, given that the drivers reuse one source and one target region per queue pair:
+//! What each test checks ([`Checked`] says it in the header):
 //! - latency tests keep one operation in flight, so the pattern changes every iteration (seed from size
 //!   and iteration): SEND and WRITE are checked on every message; READ reads a region the responder
-//!   filled before the size started, so its seed is the size alone and every read-back is checked;
-//! - bandwidth tests have many operations in flight over the same regions, so the seed is the size:
-//!   SEND checks every received message (length and bytes), READ every signaled completion's data, WRITE
-//!   the target region at the end of each size (after the writer's last completion).
+//!   filled before the size started, so its seed is the size alone, and every read-back is checked in a
+//!   target cleared before each READ;
+//! - bandwidth tests have many operations in flight, so the seed is the size. READ: every READ lands in a
+//!   slot of its own ([`ReadSlots`]) and is checked, then cleared, when its completion (or a later
+//!   signaled one) arrives. SEND: every receive completion's length and bytes are checked, in the one
+//!   target region all receives share (receives stay posted across the sizes of a sweep, so they cannot
+//!   have a slot per size); SENDs that land in the same poll are seen as the last of them left the
+//!   region. WRITE: an RDMA WRITE completes only at the writer, so the target side checks its target
+//!   region once the writer's last WRITE of the size has completed: what the WRITEs left there.
 //!
 //! Seeds always include the size, so the data of an earlier size in an `-a` sweep never passes for the
 //! current one; targets are cleared before each size, so a message that never arrived cannot pass either.
 
 use super::{Error, Result};
+
+/// Largest room for READ slots per queue pair: 64 MiB (or one slot of the largest message).
+pub const READ_SLOTS_BUDGET: u64 = 64 << 20;
+
+/// READ bandwidth under `--validate`: where READ `k` of a size lands, so that no READ overwrites
+/// another before it is checked. Slot `k % count`; while a READ is in flight or completed but not yet
+/// checked, at most `count` READs are outstanding, so the slot is not reused before its check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadSlots {
+    /// Offset of the first slot in the buffer.
+    pub start: u64,
+    /// Bytes from one slot to the next (the size, rounded up to a cache line).
+    pub stride: u64,
+    /// Slots: `-t`, or as many as fit the room (then also the READs in flight).
+    pub count: u64,
+}
+
+impl ReadSlots {
+    /// The slots for `size` in `layout` with `depth` READs wanted in flight; `None` without room.
+    pub fn new(layout: &super::Layout, size: u64, depth: u32) -> Option<ReadSlots> {
+        let stride = size.max(1).div_ceil(64) * 64;
+        let count = (layout.read_slots / stride).min(u64::from(depth.max(1)));
+        (count > 0).then_some(ReadSlots {
+            start: 2 * layout.half,
+            stride,
+            count,
+        })
+    }
+
+    /// The buffer offset READ `k` lands at.
+    pub fn offset(&self, k: u64) -> u64 {
+        self.start + (k % self.count) * self.stride
+    }
+}
+
+/// What `--validate` checks in a test, as the header says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// Latency tests: every message against its own pattern.
+    EveryMessage,
+    /// READ bandwidth: every READ in a slot of its own.
+    EveryRead,
+    /// SEND bandwidth: every receive, in one shared target region.
+    EveryReceive,
+    /// WRITE bandwidth: the target region after the size's last WRITE.
+    WriteTarget,
+}
+
+impl Checked {
+    /// What a test checks.
+    pub fn of(test: crate::params::TestKind) -> Checked {
+        use crate::params::{Metric, Verb};
+        match (test.metric, test.verb) {
+            (Metric::Latency, _) => Checked::EveryMessage,
+            (Metric::Bandwidth, Verb::Read) => Checked::EveryRead,
+            (Metric::Bandwidth, Verb::Send) => Checked::EveryReceive,
+            (Metric::Bandwidth, Verb::Write) => Checked::WriteTarget,
+        }
+    }
+}
+
+impl std::fmt::Display for Checked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Checked::EveryMessage => {
+                "--validate: every message's payload is checked against a pattern of its own (READ: the responder's, read into a target cleared before each READ); the checks are inside the measurement, so latencies are higher than without"
+            }
+            Checked::EveryRead => {
+                "--validate: every READ lands in a slot of its own and is checked byte for byte, then cleared, when its completion (or a later signaled one) arrives; up to -t slots and at most 64 MiB of them per queue pair, and fewer slots than -t also cap the READs in flight; the checks are inside the measurement, so figures are lower than without"
+            }
+            Checked::EveryReceive => {
+                "--validate: every received SEND's length and bytes are checked when its receive completes, in the one target region all receives share, so SENDs that land in the same poll are seen as the last of them left it; the checks are inside the measurement, so figures are lower than without"
+            }
+            Checked::WriteTarget => {
+                "--validate: RDMA WRITEs complete only at the writer, so once the size's last WRITE has completed the target side checks every byte its target region holds against the pattern: what the WRITEs left there, not each WRITE as it landed; nothing is checked inside the measurement"
+            }
+        })
+    }
+}
 
 /// Seed of the pattern for `size` at `iteration` (`None`: one pattern for the whole size).
 pub fn seed(size: u64, iteration: Option<u64>) -> u64 {

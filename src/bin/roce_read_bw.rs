@@ -2,6 +2,10 @@
 
 use roceperf::params::{Metric, TestKind, Verb};
 
+/// An allocation the host refuses ends the run with exit code 2 and a message, not an abort.
+#[global_allocator]
+static ALLOC: roceperf::app::exit::ExitOnOom = roceperf::app::exit::ExitOnOom;
+
 fn main() -> std::process::ExitCode {
     roceperf::app::main(TestKind::new(Verb::Read, Metric::Bandwidth))
 }

@@ -53,8 +53,8 @@ pub struct Args {
     #[arg(short = 'i', long = "ib-port", value_parser = clap::value_parser!(u8).range(1..))]
     pub ib_port: Option<u8>,
 
-    /// TCP port of the out-of-band channel (SYMMETRIC).
-    #[arg(short = 'p', long = "port", default_value_t = 18515)]
+    /// TCP port of the out-of-band channel, 1..65535 (SYMMETRIC).
+    #[arg(short = 'p', long = "port", default_value_t = 18515, value_parser = values::parse_port)]
     pub port: u16,
 
     /// GID index 0..64 (verbs, soft only).
@@ -153,7 +153,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
 
-    /// Seconds a client keeps retrying a server that is not up yet.
+    /// Seconds a client keeps retrying a server that is not up yet, and either side gives the whole
+    /// out-of-band handshake once connected.
     #[arg(long = "connect-timeout", value_name = "SECS", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub connect_timeout: u64,

@@ -16,6 +16,17 @@ pub(crate) fn parse_iters(s: &str) -> Result<u64, String> {
     }
 }
 
+pub(crate) fn parse_port(s: &str) -> Result<u16, String> {
+    match s.trim().parse::<u16>() {
+        // Port 0 would make the server listen on a port the system picks, which the client cannot know.
+        Ok(0) => Err(
+            "-p 0 would listen on a port the system picks, which the client cannot know; give both sides the same -p in 1..65535".into(),
+        ),
+        Ok(v) => Ok(v),
+        Err(_) => Err(format!("'{s}' is not a TCP port; -p takes 1..65535")),
+    }
+}
+
 pub(crate) fn parse_mtu(s: &str) -> Result<u32, String> {
     match s.trim().parse::<u32>() {
         Ok(v) if [256, 512, 1024, 2048, 4096].contains(&v) => Ok(v),

@@ -30,7 +30,8 @@ Examples:
     roce_compare --local --repeat 5 --results results
     roce_gate --baseline ci/baseline.json results/latest/compare.json
 
-Inputs: a run's JSON (--results), its CSV (--csv), or roce_compare's compare.json / compare.csv.
+Inputs: a run's JSON (--results), its CSV (--csv), or roce_compare's compare.json / compare.csv;
+- reads one of them from standard input (JSON or CSV by content).
 Units: bandwidth Gb/s, Mb/s, GB/s, MiB/s, GiB/s (b = bit, B = byte); time ns, us (µs), ms, s;
 message rate pps, Kpps, Mpps; regression N% (5% when not given).
 Limits are inclusive: --min-bw 90Gb/s passes at exactly 90 Gb/s.
@@ -49,7 +50,7 @@ Exit status: 0 all checks passed, 1 a check failed, 2 unreadable or malformed in
 #[derive(Debug, Parser)]
 #[command(name = "roce_gate", version, after_help = EXAMPLES)]
 struct Cli {
-    /// Result files: roceperf JSON or CSV (one run or a comparison).
+    /// Result files: roceperf JSON or CSV (one run or a comparison); - is standard input.
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
 

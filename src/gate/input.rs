@@ -87,8 +87,23 @@ impl From<ReadError> for InputError {
     }
 }
 
-/// Reads `path` as a result JSON, a comparison JSON or a results CSV (by extension, else by content).
+/// The name standard input goes by in messages and rows, when a file is given as `-`.
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// Reads `path` as a result JSON, a comparison JSON or a results CSV (by extension, else by content);
+/// `-` is standard input (JSON or CSV by content).
 pub fn load(path: &Path) -> Result<Vec<ResultRow>, InputError> {
+    if path == Path::new("-") {
+        let name = Path::new(STDIN_NAME);
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes).map_err(|source| {
+            InputError::Read {
+                path: name.to_owned(),
+                source,
+            }
+        })?;
+        return parse(name, &bytes);
+    }
     non_empty(path, read::read_rows(path)?)
 }
 

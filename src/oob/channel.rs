@@ -1,20 +1,21 @@
 //! The out-of-band TCP connection: connect with retries, accept, hello, framed messages, barriers.
 
 use super::dial::{self, DialError, HostPort, Retry};
-use super::{Error, Mismatch, Result, Step, TestParams};
+use super::{Error, Failure, Mismatch, Result, Step, TestParams};
 use crate::params::Role;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// First bytes of the hello each side sends.
 pub const MAGIC: &[u8; 8] = b"roceperf";
 
 /// Version of this out-of-band protocol; both sides must speak the same. Version 2: the parameters
-/// no longer carry `report_gbits` (display options are each side's own).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// no longer carry `report_gbits` (display options are each side's own). Version 3: an abort says
+/// whether the test failed or its setup did ([`Abort`]).
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// Bytes of the hello: magic, version (u16 big-endian), two reserved bytes.
 pub const HELLO_LEN: usize = 12;
@@ -32,12 +33,21 @@ struct Envelope<T> {
     body: T,
 }
 
+/// The body of an `abort` message: why this side stopped, and what kind of failure that was.
+#[derive(Serialize, Deserialize)]
+struct Abort {
+    reason: String,
+    failure: Failure,
+}
+
 /// The out-of-band connection to the peer.
 pub struct Channel {
     stream: TcpStream,
     peer: SocketAddr,
     role: Role,
     timeout: Duration,
+    /// Until [`Channel::end_handshake`]: when the whole handshake must be over, and how long it was given.
+    handshake: Option<(Instant, Duration)>,
 }
 
 fn hello() -> [u8; HELLO_LEN] {
@@ -50,26 +60,35 @@ fn hello() -> [u8; HELLO_LEN] {
 impl Channel {
     /// Server: listens on `port` (all IPv4 addresses), waits for one client and checks its hello.
     /// `on_listen` runs once the port is open (the binary prints perftest's "Waiting for client" banner).
-    pub fn accept(port: u16, io_timeout: Duration, on_listen: impl FnOnce()) -> Result<Channel> {
+    /// From the connection on, the whole handshake (hello to [`Channel::end_handshake`]) must be over
+    /// within `handshake`, however the peer paces its bytes.
+    pub fn accept(
+        port: u16,
+        io_timeout: Duration,
+        handshake: Duration,
+        on_listen: impl FnOnce(),
+    ) -> Result<Channel> {
         let listener = TcpListener::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))
             .map_err(|source| Error::Listen { port, source })?;
         on_listen();
         let (stream, peer) = listener
             .accept()
             .map_err(|source| Error::Listen { port, source })?;
-        let mut ch = Channel::new(stream, peer, Role::Server, io_timeout)?;
+        let mut ch = Channel::new(stream, peer, Role::Server, io_timeout, handshake)?;
         ch.read_hello()?;
         ch.write_all(&hello(), Step::Hello)?;
         Ok(ch)
     }
 
     /// Client: connects to `host:port`, retrying a server that is not up yet until `connect_timeout`.
-    /// `on_retry` runs once, at the first refused attempt (the binary says it is waiting).
+    /// `on_retry` runs once, at the first refused attempt (the binary says it is waiting). Connected,
+    /// the whole handshake must be over within `handshake`, as in [`Channel::accept`].
     pub fn connect(
         host: &str,
         port: u16,
         connect_timeout: Duration,
         io_timeout: Duration,
+        handshake: Duration,
         on_retry: impl FnOnce(&str),
     ) -> Result<Channel> {
         let server = HostPort::new(host, port);
@@ -85,7 +104,7 @@ impl Channel {
         };
         match dial::connect(&addrs, retry, |_| true, || on_retry(&target)) {
             Ok((stream, a)) => {
-                let mut ch = Channel::new(stream, a, Role::Client, io_timeout)?;
+                let mut ch = Channel::new(stream, a, Role::Client, io_timeout, handshake)?;
                 ch.write_all(&hello(), Step::Hello)?;
                 ch.read_hello()?;
                 Ok(ch)
@@ -103,12 +122,19 @@ impl Channel {
         }
     }
 
-    fn new(stream: TcpStream, peer: SocketAddr, role: Role, timeout: Duration) -> Result<Channel> {
+    fn new(
+        stream: TcpStream,
+        peer: SocketAddr,
+        role: Role,
+        timeout: Duration,
+        handshake: Duration,
+    ) -> Result<Channel> {
         let ch = Channel {
             stream,
             peer,
             role,
             timeout,
+            handshake: Some((Instant::now() + handshake, handshake)),
         };
         ch.stream
             .set_nodelay(true)
@@ -134,6 +160,13 @@ impl Channel {
     /// Which end of the channel this is.
     pub fn role(&self) -> Role {
         self.role
+    }
+
+    /// The handshake is over (the data path's connection details are swapped): from here each read
+    /// waits up to the I/O timeout again, without the handshake's overall deadline.
+    pub fn end_handshake(&mut self) -> Result<()> {
+        self.handshake = None;
+        self.set_timeout(self.timeout)
     }
 
     /// How long blocking reads wait for the peer (e.g. longer while it runs a timed test).
@@ -167,9 +200,36 @@ impl Channel {
         }
     }
 
+    /// The handshake's deadline has passed with `got` of the `want` bytes of a message in.
+    fn handshake_over(&self, during: Step, got: usize, want: usize) -> Error {
+        Error::Handshake {
+            peer: self.peer.to_string(),
+            during,
+            got,
+            want,
+            secs: self.handshake.map_or(0, |(_, d)| d.as_secs()),
+        }
+    }
+
+    /// During the handshake: the read timeout shortened to what is left of its deadline, or the
+    /// error once nothing is left.
+    fn within_handshake(&self, during: Step, got: usize, want: usize) -> Result<()> {
+        let Some((deadline, _)) = self.handshake else {
+            return Ok(());
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(self.handshake_over(during, got, want));
+        }
+        self.stream
+            .set_read_timeout(Some(left.min(self.timeout)))
+            .map_err(|source| self.io_error(Step::Setup, source))
+    }
+
     fn read_exact(&mut self, buf: &mut [u8], during: Step) -> Result<()> {
         let mut got = 0;
         while got < buf.len() {
+            self.within_handshake(during, got, buf.len())?;
             match self.stream.read(&mut buf[got..]) {
                 Ok(0) => {
                     return Err(if got == 0 {
@@ -184,6 +244,19 @@ impl Channel {
                 }
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if self.handshake.is_some()
+                        && matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) =>
+                {
+                    // The next turn says whether the deadline or only this read's timeout passed.
+                    if self.handshake.is_some_and(|(d, _)| Instant::now() >= d) {
+                        return Err(self.handshake_over(during, got, buf.len()));
+                    }
+                    return Err(self.io_error(during, e));
+                }
                 Err(e) => return Err(self.io_error(during, e)),
             }
         }
@@ -262,16 +335,37 @@ impl Channel {
             });
         }
         let mut buf = vec![0u8; len as usize];
-        self.read_exact(&mut buf, kind)?;
+        self.read_exact(&mut buf, kind).map_err(|e| match e {
+            // Say what came of the whole message, its 4 length bytes included.
+            Error::Handshake {
+                peer,
+                during,
+                got,
+                want,
+                secs,
+            } => Error::Handshake {
+                peer,
+                during,
+                got: got + 4,
+                want: want + 4,
+                secs,
+            },
+            e => e,
+        })?;
         let env: Envelope<serde_json::Value> =
             serde_json::from_slice(&buf).map_err(|e| Error::Garbage {
                 peer: self.peer.to_string(),
                 detail: format!("an unreadable message while waiting for {kind}: {e}"),
             })?;
         if env.kind == Step::Abort.name() {
+            let (reason, failure) = match serde_json::from_value::<Abort>(env.body) {
+                Ok(a) => (a.reason, a.failure),
+                Err(_) => ("no reason given".to_string(), Failure::Setup),
+            };
             return Err(Error::PeerAborted {
                 peer: self.peer.to_string(),
-                reason: env.body.as_str().unwrap_or("no reason given").to_string(),
+                reason,
+                failure,
             });
         }
         if env.kind != kind.name() {
@@ -328,10 +422,15 @@ impl Channel {
         Ok(())
     }
 
-    /// Tells the peer this side is stopping and why (best effort: the peer may already be gone).
-    pub fn abort(&mut self, reason: &str) {
+    /// Tells the peer this side is stopping, why, and whether the test or its setup failed (best
+    /// effort: the peer may already be gone).
+    pub fn abort(&mut self, reason: &str, failure: Failure) {
         let _ = self.stream.set_write_timeout(Some(Duration::from_secs(1)));
-        let _ = self.send(Step::Abort, &reason);
+        let body = Abort {
+            reason: reason.to_string(),
+            failure,
+        };
+        let _ = self.send(Step::Abort, &body);
     }
 
     /// True when the peer has sent something (or closed): a passive side polls this to know the test is over.

@@ -53,6 +53,16 @@ impl fmt::Display for Step {
     }
 }
 
+/// What kind of failure stopped a side, as an abort tells the peer: both sides exit with the code it maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    /// A usage or setup error (exit code 2): no device, a parameter the transport refused.
+    Setup,
+    /// The test ran and failed (exit code 1): an error completion, a `--validate` mismatch.
+    Test,
+}
+
 /// ` (after 3 of 12 bytes)` for a message cut short, empty otherwise.
 pub(crate) fn cut_short(partial: &Option<(usize, usize)>) -> String {
     partial
@@ -131,6 +141,22 @@ pub enum Error {
         /// How long we waited.
         timeout: Duration,
     },
+    /// The handshake (hello, parameters, connection details) was not over by its deadline.
+    #[error(
+        "{peer} did not complete the out-of-band handshake within {secs} s: during {during} it sent {got} of {want} bytes; is the peer stuck, or not a roceperf peer? (--connect-timeout sets this limit)"
+    )]
+    Handshake {
+        /// The peer's address.
+        peer: String,
+        /// Which step.
+        during: Step,
+        /// Bytes of the awaited message received.
+        got: usize,
+        /// Bytes of that message (its 4 length bytes while its length is not known yet).
+        want: usize,
+        /// The deadline, in seconds from the connection.
+        secs: u64,
+    },
     /// The peer does not speak our protocol.
     #[error(
         "{peer} is not a roceperf peer: {detail}; run a roceperf binary on the other side, or, if the peer is a perftest ib_* tool (it starts with a version string such as \"6.06\"), give this side --oob perftest"
@@ -156,12 +182,14 @@ pub enum Error {
     /// The two sides were started with different test parameters.
     #[error("parameter mismatch: {0}")]
     Mismatch(super::Mismatch),
-    /// The peer stopped the setup and said why.
+    /// The peer stopped and said why.
     #[error("the peer {peer} stopped: {reason}")]
     PeerAborted {
         /// The peer's address.
         peer: String,
         /// Its error message.
         reason: String,
+        /// What the peer's failure was, which decides this side's exit code too.
+        failure: Failure,
     },
 }

@@ -16,7 +16,7 @@ pub mod perftest;
 
 pub use channel::{Channel, DEFAULT_IO_TIMEOUT, HELLO_LEN, MAGIC, PROTOCOL_VERSION};
 pub use dial::HostPort;
-pub use error::{Error, Step};
+pub use error::{Error, Failure, Step};
 pub use params::{Mismatch, TestParams};
 
 /// Result type of the out-of-band layer.

@@ -88,13 +88,17 @@ pub(super) fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, Rea
         })?;
         let number = |i: usize| -> Result<Option<f64>, ReadError> {
             opt_cell(figure_cols[i])
-                .map(|s| {
-                    s.parse::<f64>()
-                        .ok()
-                        .filter(|v| v.is_finite())
-                        .ok_or_else(|| {
-                            err(line, format!("{} {s:?} is not a number", COLUMN_NAMES[i]))
-                        })
+                .map(|s| match s.parse::<f64>() {
+                    Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+                    // No figure roceperf writes (bandwidth, rate, latency) can be below zero.
+                    Ok(v) if v < 0.0 => Err(err(
+                        line,
+                        format!(
+                            "{} {s:?} is negative; bandwidths, rates and latencies are never below zero",
+                            COLUMN_NAMES[i]
+                        ),
+                    )),
+                    _ => Err(err(line, format!("{} {s:?} is not a number", COLUMN_NAMES[i]))),
                 })
                 .transpose()
         };

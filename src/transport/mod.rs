@@ -10,6 +10,7 @@
 //! [`MacAddr`] (from [`wire`](crate::wire)), [`RoceMtu`], [`Param`] (a run parameter that displays as
 //! its flag, for messages) and [`rng::SplitMix64`].
 
+pub mod memory;
 pub mod mtu;
 pub mod param;
 pub mod probe;
@@ -278,6 +279,19 @@ pub enum Error {
     /// The connection to the peer failed.
     #[error("connection to the peer failed: {0}")]
     Connection(String),
+    /// The host could not give a queue pair its buffer.
+    #[error(
+        "{what}: {source}; lower {} or the message size ({}), or raise the memory this process may use (ulimit -v)",
+        Param::Qps,
+        "-s/-a"
+    )]
+    OutOfMemory {
+        /// Whose buffer.
+        what: String,
+        /// The allocation that failed.
+        #[source]
+        source: memory::OutOfMemory,
+    },
     /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {

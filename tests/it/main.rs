@@ -16,6 +16,7 @@ mod fabric_local;
 mod fabric_mpi;
 mod fabric_scale;
 mod fabric_slurm;
+mod failures;
 mod gate_cli;
 mod gate_in_binaries;
 mod gate_ratio;

@@ -290,3 +290,53 @@ fn validate_checks_read_data_against_the_responder_pattern() {
     t.join().unwrap();
     assert!(e.to_string().contains("READ data of size 700"), "{e}");
 }
+
+/// Issue 18: with READ slots every READ is checked, the unsignaled ones too, each in its own slot.
+#[test]
+fn validate_checks_every_read_in_a_slot_of_its_own() {
+    let mut s = spec(Verb::Read, 700, RunMode::Iterations(40));
+    s.validate = true;
+    s.layout = s.layout.with_read_slots(s.tx_depth);
+    let slots = validate::ReadSlots::new(&s.layout, 700, s.tx_depth).unwrap();
+    assert_eq!((slots.start, slots.stride, slots.count), (8192, 704, 16));
+    assert_eq!(slots.offset(17), 8192 + 704);
+    for (good, seed) in [
+        (true, validate::seed(700, None)),
+        (false, validate::seed(701, None)),
+    ] {
+        let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
+        let half = s.layout.half as usize;
+        validate::fill(&mut server.buffer_mut(0)[half..half + 700], seed);
+        let remotes = s.layout.remotes(&server.local_info());
+        let done = Arc::new(AtomicBool::new(false));
+        let d2 = done.clone();
+        let t = std::thread::spawn(move || {
+            let _ = passive(
+                &mut server,
+                SERVING,
+                &mut || d2.load(Ordering::Acquire),
+                None,
+            );
+        });
+        let got = active(&mut client, &s, &remotes, None);
+        done.store(true, Ordering::Release);
+        t.join().unwrap();
+        if good {
+            got.unwrap();
+            // Every slot was checked and cleared.
+            let end = (slots.start + slots.count * slots.stride) as usize;
+            assert!(
+                client.buffer(0)[slots.start as usize..end]
+                    .iter()
+                    .all(|&b| b == 0)
+            );
+        } else {
+            // The first READ is unsignaled (one completion every 4): it is checked all the same.
+            let e = got.unwrap_err().to_string();
+            assert!(
+                e.contains("READ data of size 700") && e.contains("iteration 0"),
+                "{e}"
+            );
+        }
+    }
+}

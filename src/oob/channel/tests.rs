@@ -16,7 +16,9 @@ fn free_port() -> u16 {
 fn spawn_server(port: u16) -> thread::JoinHandle<Result<Channel>> {
     let (tx, rx) = mpsc::channel();
     let h = thread::spawn(move || {
-        Channel::accept(port, Duration::from_secs(5), || tx.send(()).unwrap())
+        Channel::accept(port, Duration::from_secs(5), Duration::from_secs(5), || {
+            tx.send(()).unwrap()
+        })
     });
     rx.recv().unwrap();
     h
@@ -26,6 +28,7 @@ fn client(port: u16) -> Result<Channel> {
     Channel::connect(
         "127.0.0.1",
         port,
+        Duration::from_secs(5),
         Duration::from_secs(5),
         Duration::from_secs(5),
         |_| {},
@@ -71,6 +74,7 @@ fn client_gives_up_naming_the_address() {
         "127.0.0.1",
         port,
         Duration::from_millis(300),
+        Duration::from_secs(1),
         Duration::from_secs(1),
         |_| {},
     )
@@ -139,9 +143,19 @@ fn abort_reaches_the_peer_with_its_reason() {
     let server = spawn_server(port);
     let mut c = client(port).unwrap();
     let mut s = server.join().unwrap().unwrap();
-    c.abort("no RDMA device");
+    c.abort("no RDMA device", Failure::Setup);
     match s.recv::<u64>(Step::Barrier) {
-        Err(Error::PeerAborted { reason, .. }) => assert_eq!(reason, "no RDMA device"),
+        Err(Error::PeerAborted {
+            reason, failure, ..
+        }) => {
+            assert_eq!(reason, "no RDMA device");
+            assert_eq!(failure, Failure::Setup);
+        }
+        other => panic!("{:?}", other.err()),
+    }
+    c.abort("retry exceeded", Failure::Test);
+    match s.recv::<u64>(Step::Results) {
+        Err(Error::PeerAborted { failure, .. }) => assert_eq!(failure, Failure::Test),
         other => panic!("{:?}", other.err()),
     }
 }
@@ -158,4 +172,66 @@ fn peer_has_data_sees_a_message_or_a_close() {
     while !s.peer_has_data().unwrap() {
         assert!(Instant::now() < deadline);
     }
+}
+
+#[test]
+fn a_dripping_peer_meets_one_handshake_deadline_naming_what_it_sent() {
+    let port = free_port();
+    let (tx, rx) = mpsc::channel();
+    let server = thread::spawn(move || {
+        Channel::accept(
+            port,
+            Duration::from_secs(5),
+            Duration::from_millis(700),
+            || tx.send(()).unwrap(),
+        )
+    });
+    rx.recv().unwrap();
+    let mut peer = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let t0 = Instant::now();
+    // One byte of the hello every 200 ms: each read gets something long before its own timeout.
+    for b in &MAGIC[..5] {
+        if peer.write_all(&[*b]).is_err() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+    let err = server.join().unwrap().err().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t0.elapsed()
+    );
+    match &err {
+        Error::Handshake { got, want, .. } => {
+            assert!((3..=4).contains(got), "{err}");
+            assert_eq!(*want, HELLO_LEN);
+        }
+        other => panic!("{other}"),
+    }
+    assert!(
+        err.to_string().contains("during the hello it sent"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_handshake_deadline_ends_with_the_handshake() {
+    let port = free_port();
+    let (tx, rx) = mpsc::channel();
+    let server = thread::spawn(move || {
+        Channel::accept(
+            port,
+            Duration::from_secs(5),
+            Duration::from_millis(300),
+            || tx.send(()).unwrap(),
+        )
+    });
+    rx.recv().unwrap();
+    let mut c = client(port).unwrap();
+    let mut s = server.join().unwrap().unwrap();
+    s.end_handshake().unwrap();
+    thread::sleep(Duration::from_millis(500));
+    c.send(Step::Barrier, &1u64).unwrap();
+    assert_eq!(s.recv::<u64>(Step::Barrier).unwrap(), 1);
 }

@@ -134,6 +134,8 @@ pub struct PerftestChannel<S: OobStream> {
     timeouts: Timeouts,
     /// Partial incoming message kept across non-blocking polls.
     pending: Vec<u8>,
+    /// Until [`PerftestChannel::end_setup`]: when the setup must be over, and how long it was given.
+    setup: Option<(Instant, Duration)>,
     /// Every message written and read, when recording (tests compare it with real traces).
     log: Option<Vec<(bool, Vec<u8>)>>,
 }
@@ -146,8 +148,35 @@ impl<S: OobStream> PerftestChannel<S> {
             client,
             timeouts,
             pending: Vec::new(),
+            setup: None,
             log: None,
         }
+    }
+
+    /// From now, every read until [`end_setup`](Self::end_setup) must be done within `within` in all,
+    /// however the peer paces its bytes (the idle and stall timeouts apply per read).
+    pub fn limit_setup(&mut self, within: Duration) {
+        self.setup = Some((Instant::now() + within, within));
+    }
+
+    /// The setup is over (the data path connects): reads wait by the idle, stall and run timeouts only.
+    pub fn end_setup(&mut self) {
+        self.setup = None;
+    }
+
+    fn setup_over(&self, step: &str, got: usize, want: usize) -> PerftestError {
+        PerftestError::SetupDeadline {
+            step: step.to_string(),
+            got,
+            want,
+            secs: self.setup.map_or(0, |(_, d)| d.as_secs()),
+        }
+    }
+
+    /// What is left of the setup's deadline (`None`: no deadline).
+    fn setup_left(&self) -> Option<Duration> {
+        self.setup
+            .map(|(d, _)| d.saturating_duration_since(Instant::now()))
     }
 
     /// Starts keeping a copy of every message (`true` = written by us), for tests and `--oob-trace`.
@@ -221,7 +250,13 @@ impl<S: OobStream> PerftestChannel<S> {
         let mut since = Instant::now();
         while got < want {
             let limit = if got == 0 { idle } else { self.timeouts.stall };
-            let left = limit.saturating_sub(since.elapsed());
+            let mut left = limit.saturating_sub(since.elapsed());
+            if let Some(rest) = self.setup_left() {
+                if rest.is_zero() {
+                    return Err(self.setup_over(step, got, want));
+                }
+                left = left.min(rest);
+            }
             if left.is_zero() {
                 return Err(self.silence(step, got, want, limit));
             }
@@ -239,6 +274,9 @@ impl<S: OobStream> PerftestChannel<S> {
                     since = Instant::now();
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if self.setup_left().is_some_and(|l| l.is_zero()) {
+                        return Err(self.setup_over(step, got, want));
+                    }
                     if since.elapsed() >= limit {
                         return Err(self.silence(step, got, want, limit));
                     }
@@ -472,6 +510,48 @@ mod tests {
         assert!(s.nodelay().unwrap());
         let e = connect("127.0.0.1:1", Duration::from_millis(200)).unwrap_err();
         assert!(e.to_string().contains("-p must match"), "{e}");
+    }
+
+    #[test]
+    fn a_dripping_peer_meets_the_setup_deadline_naming_what_it_sent() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let t = Timeouts {
+            idle: Duration::from_secs(5),
+            stall: Duration::from_secs(2),
+            run: None,
+        };
+        let mut s = PerftestChannel::new(a, false, t);
+        s.limit_setup(Duration::from_millis(600));
+        let drip = std::thread::spawn(move || {
+            for _ in 0..6 {
+                if b.write_all(b"6").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        let t0 = Instant::now();
+        let mut got = [0u8; 16];
+        let e = s.recv("version exchange", &mut got, t.idle).unwrap_err();
+        assert!(
+            t0.elapsed() < Duration::from_millis(1200),
+            "{:?}",
+            t0.elapsed()
+        );
+        match &e {
+            PerftestError::SetupDeadline { got, want, .. } => {
+                assert!((2..=4).contains(got), "{e}");
+                assert_eq!(*want, 16);
+            }
+            other => panic!("{other}"),
+        }
+        assert!(
+            e.to_string()
+                .contains("during the version exchange it sent"),
+            "{e}"
+        );
+        drip.join().unwrap();
+        s.end_setup();
     }
 
     #[test]

@@ -71,6 +71,20 @@ pub enum PerftestError {
         /// How long we waited.
         secs: u64,
     },
+    /// The setup (everything before the data path connects) was not over by its deadline.
+    #[error(
+        "perftest peer did not complete the setup within {secs} s: during the {step} it sent {got} of {want} bytes; is it an ib_* tool running the same test? (--connect-timeout sets this limit)"
+    )]
+    SetupDeadline {
+        /// The step we were in.
+        step: String,
+        /// Bytes of the awaited message received.
+        got: usize,
+        /// Size of that message.
+        want: usize,
+        /// The deadline, in seconds from the connection.
+        secs: u64,
+    },
     /// The peer sent part of a message and stopped: its message for this step has another size.
     #[error(
         "perftest peer sent {got} bytes where the {step} needs {want} and then stopped: it is at a different step, so it runs another test or other options (-a, -b, -q, -x, --report-per-port); run the same test with the same options on both sides"

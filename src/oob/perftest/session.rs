@@ -346,6 +346,8 @@ impl<S: OobStream> Session<S> {
                     if self.peer.is_none() {
                         return Err(PerftestError::Misuse("connect before the key round".into()));
                     }
+                    // The setup is over: its overall deadline, if any, no longer applies.
+                    self.chan.end_setup();
                     self.pos += 1;
                     return Ok(Action::Connect);
                 }

@@ -167,3 +167,33 @@ fn files_are_named_in_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn a_negative_figure_in_a_csv_is_refused_naming_line_and_column() {
+    let csv = String::from_utf8(compare_csv()).unwrap();
+    let mut lines: Vec<String> = csv.lines().map(str::to_string).collect();
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let col = header
+        .iter()
+        .position(|h| *h == "lat_p99_us")
+        .expect("a p99 column");
+    // The first latency row: its p99 cell is not empty.
+    let row = 1 + lines[1..]
+        .iter()
+        .position(|l| l.split(',').nth(col).is_some_and(|c| !c.is_empty()))
+        .expect("a latency row");
+    let mut cells: Vec<String> = lines[row].split(',').map(str::to_string).collect();
+    cells[col] = "-3.5".into();
+    lines[row] = cells.join(",");
+    let bytes = lines.join("\n").into_bytes();
+    let e = parse_rows(Path::new("neg.csv"), &bytes)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!(
+            "neg.csv line {}: lat_p99_us \"-3.5\" is negative",
+            row + 1
+        )),
+        "{e}"
+    );
+}

@@ -10,6 +10,7 @@ use super::io::{IoError, ROCE_V2_PORT};
 use super::netdev::{AddrFamily, NetdevError};
 use super::rc::ConfigError;
 use crate::params::{RoceVersion, TransportKind};
+use crate::transport::memory::OutOfMemory;
 use crate::transport::{Error, Gid, Param};
 
 /// Which I/O backend carries the packets.
@@ -148,7 +149,7 @@ pub enum SoftError {
     },
     /// `-x` beyond the interface's GID table.
     #[error(
-        "{} {index}: interface {dev} has {} RoCE {version} GIDs ({}); pick one of them",
+        "{} {index}: interface {dev} has {} GIDs ({}); pick a RoCE {version} one",
         Param::GidIndex,
         table.len(),
         if table.is_empty() { "none".to_string() } else { table.join("; ") }
@@ -158,10 +159,30 @@ pub enum SoftError {
         index: u32,
         /// The interface.
         dev: String,
-        /// The RoCE version whose table was searched.
+        /// The RoCE version of the run.
         version: RoceVersion,
-        /// The table, one `i: entry` per GID.
+        /// The whole table, one `i: entry` per GID.
         table: Vec<String>,
+    },
+    /// `-x` names an entry the run's RoCE version cannot use.
+    #[error(
+        "{} {index} is GID {entry}, which RoCE {version} cannot use; {}",
+        Param::GidIndex,
+        if usable.is_empty() {
+            format!("the interface has no RoCE {version} GID")
+        } else {
+            format!("pick a RoCE {version} entry: {}", usable.join("; "))
+        }
+    )]
+    GidOfOtherKind {
+        /// The index asked for.
+        index: u32,
+        /// The entry it names, printed.
+        entry: String,
+        /// The RoCE version of the run.
+        version: RoceVersion,
+        /// The entries it could use, one `i: entry` each.
+        usable: Vec<String>,
     },
     /// `-x` and `--bind` name different addresses.
     #[error(
@@ -181,12 +202,25 @@ pub enum SoftError {
     /// The peer's description does not fit ours.
     #[error("peer mismatch: {0}")]
     Peer(#[from] PeerMismatch),
+    /// A queue pair's buffer could not be allocated.
+    #[error("queue pair {qp}'s buffer: {source}")]
+    OutOfMemory {
+        /// The queue pair.
+        qp: usize,
+        /// The failed allocation.
+        #[source]
+        source: OutOfMemory,
+    },
 }
 
 impl From<SoftError> for Error {
     fn from(e: SoftError) -> Error {
         match e {
             SoftError::Peer(m) => Error::Connection(m.to_string()),
+            SoftError::OutOfMemory { qp, source } => Error::OutOfMemory {
+                what: format!("queue pair {qp}'s buffer"),
+                source,
+            },
             other => Error::Unavailable(other.to_string()),
         }
     }

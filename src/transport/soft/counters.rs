@@ -17,6 +17,11 @@ pub struct DropSummary {
     pub malformed: u64,
     /// Addressed to another host or GID, or of the other RoCE version.
     pub not_for_us: u64,
+    /// For one of our queue pairs, but from another address (RoCE v2) or GID (v1) than the peer it is
+    /// connected to (rxe's `check_addr`).
+    pub wrong_source: u64,
+    /// Zero-length UDP datagrams.
+    pub empty: u64,
     /// Dropped by an engine, all reasons below together.
     pub protocol: u64,
     /// Requests beyond the expected PSN after the one PSN-sequence NAK was sent.
@@ -124,11 +129,13 @@ impl std::fmt::Display for SoftCounters {
         writeln!(f, " NAKs received: {}", n(&self.naks_received))?;
         writeln!(
             f,
-            " drops: bad-icrc {} unknown-qpn {} malformed {} not-for-us {} protocol {} out-of-bounds-access {}",
+            " drops: bad-icrc {} unknown-qpn {} malformed {} not-for-us {} wrong-source {} empty {} protocol {} out-of-bounds-access {}",
             d.bad_icrc,
             d.unknown_qpn,
             d.malformed,
             d.not_for_us,
+            d.wrong_source,
+            d.empty,
             d.protocol,
             self.remote_access_violations
         )?;
@@ -182,6 +189,8 @@ mod tests {
             "duplicate requests 0",
             "unknown-qpn 0",
             "malformed 0",
+            "wrong-source 0",
+            "empty 0",
             "out-of-bounds-access 0",
             "psn-sequence 2",
         ] {

@@ -24,7 +24,7 @@ use super::egress::Outbox;
 use super::io::batch::{RxBatch, TxBatch};
 use super::io::gso::GsoTxBatch;
 use super::io::impair::{ImpairConfig, Impairer};
-use super::netdev::NetDev;
+use super::netdev::{GidKind, NetDev};
 use super::path::{LocalEnd, Path, path_to};
 use super::plan::{self, SoftNote};
 use super::rc::{self, MemoryTable, MrKeys, Qp, QpConfig};
@@ -51,6 +51,8 @@ struct QpSlot {
     qp: Option<Qp>,
     /// The per-QP framing (UDP source port differs per QP on AF_PACKET).
     path: Option<Path>,
+    /// Where the connected peer's packets come from; others are dropped (`wrong_source`).
+    peer: Gid,
 }
 
 /// The soft transport's endpoint. See the module documentation.
@@ -103,19 +105,23 @@ impl SoftEndpoint {
         let slots = plan
             .qps
             .iter()
-            .map(|ids| {
+            .enumerate()
+            .map(|(qp, ids)| {
                 let mut mem = MemoryTable::new(ids.qpn & 0xff);
-                let keys = mem.add_registered(cfg.buffer_len, access);
-                QpSlot {
+                let keys = mem
+                    .try_add_registered(cfg.buffer_len, access)
+                    .map_err(|source| SoftError::OutOfMemory { qp, source })?;
+                Ok(QpSlot {
                     qpn: ids.qpn,
                     psn: ids.psn,
                     keys,
                     mem: Some(mem),
                     qp: None,
                     path: None,
-                }
+                    peer: Gid::ZERO,
+                })
             })
-            .collect();
+            .collect::<std::result::Result<Vec<_>, SoftError>>()?;
         Ok(SoftEndpoint {
             rx: RxBatch::new(cfg.batch, plan.rx_slot),
             out: Outbox {
@@ -277,11 +283,12 @@ impl Endpoint for SoftEndpoint {
             needs_single_datagrams: matches!(self.backend, Backend::Packet(_)),
             transport: TransportKind::Soft,
             gid: self.gid,
+            // The index in the whole table, as -v prints it and -x takes it.
             gid_index: self
                 .dev
-                .gids_for(self.cfg.version)
+                .gids()
                 .iter()
-                .position(|e| e.gid == self.gid)
+                .position(|e| e.gid == self.gid && e.kind == GidKind::of(self.cfg.version))
                 .map(|i| i as u32),
             mac: self.dev.mac,
             addr: match &self.backend {
@@ -358,6 +365,7 @@ impl Endpoint for SoftEndpoint {
             };
             let qp = Qp::new(qcfg, mem).map_err(SoftError::from)?;
             slot.qp = Some(qp);
+            slot.peer = path.peer_source();
             slot.path = Some(path);
         }
         Ok(())

@@ -1,6 +1,6 @@
 //! The receive checks, as pure functions over received bytes: is this a whole RoCE packet, is its
-//! ICRC right, is it for us, and which queue pair does it go to. Whatever fails is counted as a
-//! drop by reason ([`DropSummary`]), never trusted.
+//! ICRC right, is it for us, which queue pair does it go to, and does it come from that queue pair's
+//! peer. Whatever fails is counted as a drop by reason ([`DropSummary`]), never trusted.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -25,28 +25,47 @@ pub(crate) struct FrameFilter {
 }
 
 /// The packets of one received datagram: with UDP_GRO, one datagram may hold several packets of
-/// `gro_segment` bytes each (the last may be shorter).
+/// `gro_segment` bytes each (the last may be shorter). A zero-length datagram is one empty packet,
+/// so that it is counted ([`check_udp`] drops it as `empty`).
 #[inline]
 pub(crate) fn gro_packets<'a>(d: RxDatagram<'a>) -> impl Iterator<Item = RxDatagram<'a>> {
     let seg = d.gro_segment.map(usize::from).filter(|&s| s > 0);
     let seg = seg.unwrap_or(d.data.len()).max(1);
+    let empty = d.data.is_empty().then_some(d.data);
     d.data
         .chunks(seg)
+        .chain(empty)
         .map(move |part| RxDatagram { data: part, ..d })
 }
 
+/// The source of a verified packet as the connected peer is known: its IP address as a GID (RoCE v2),
+/// or the GRH's source GID (RoCE v1). [`from_peer`] compares it with the queue pair's peer.
+pub(crate) type Source = Gid;
+
+/// True when a packet from `src` may be processed by a queue pair connected to `peer`: the address
+/// must be the peer's, as rxe's `check_addr` requires (the UDP port is not checked: RoCE senders pick
+/// it per queue pair; nor the source MAC, which is a router's when the peer is routed).
+#[inline]
+pub(crate) fn from_peer(src: Source, peer: Source) -> bool {
+    src == peer
+}
+
 /// Checks a UDP datagram (BTH..ICRC) sent to the socket at `local` and returns its IB part
-/// (BTH..pad), or counts the drop.
+/// (BTH..pad) and its source, or counts the drop.
 #[inline]
 pub(crate) fn check_udp<'a>(
     d: &RxDatagram<'a>,
     local: SocketAddr,
     ipv4_ids: &mut Ipv4IdCache,
     drops: &mut DropSummary,
-) -> Option<&'a [u8]> {
+) -> Option<(&'a [u8], Source)> {
     const MIN: usize = 12 + ICRC_LEN;
     // Longer than any RoCE packet: junk (a GRO receive slot holds 64 KiB, so nothing truncates it).
     const MAX: usize = MAX_ROCE_UDP_PAYLOAD;
+    if d.data.is_empty() && !d.truncated {
+        drops.empty += 1;
+        return None;
+    }
     let Some(src) = d
         .src
         .filter(|_| !d.truncated && (MIN..=MAX).contains(&d.data.len()))
@@ -80,17 +99,17 @@ pub(crate) fn check_udp<'a>(
         drops.bad_icrc += 1;
         return None;
     }
-    Some(ib)
+    Some((ib, Gid::from_ip(src.ip())))
 }
 
 /// Checks a whole received frame (from the ring or a batch): not cut, for this host, headers, ICRC
-/// (over the real IP header) and destination; returns BTH..pad, or counts the drop.
+/// (over the real IP header) and destination; returns BTH..pad and the source, or counts the drop.
 #[inline]
 pub(crate) fn check_frame<'a>(
     f: &RxFrame<'a>,
     me: &FrameFilter,
     drops: &mut DropSummary,
-) -> Option<&'a [u8]> {
+) -> Option<(&'a [u8], Source)> {
     if f.truncated {
         drops.malformed += 1;
         return None;
@@ -109,21 +128,29 @@ pub(crate) fn check_frame<'a>(
     }
     // The checked view holds the whole network header, so the unchecked views below are in bounds.
     let net = view.net_header();
-    let ours = match (me.encap, view.encapsulation()) {
-        (Encapsulation::V1, Encapsulation::V1) => GrhPacket::new_unchecked(net).dgid() == me.gid,
+    let (ours, src) = match (me.encap, view.encapsulation()) {
+        (Encapsulation::V1, Encapsulation::V1) => {
+            let grh = GrhPacket::new_unchecked(net);
+            (grh.dgid() == me.gid, grh.sgid())
+        }
         (Encapsulation::V2v4, Encapsulation::V2v4) => {
-            me.ip == Some(IpAddr::V4(Ipv4Packet::new_unchecked(net).dst()))
+            let ip = Ipv4Packet::new_unchecked(net);
+            (
+                me.ip == Some(IpAddr::V4(ip.dst())),
+                Gid::from_ip(IpAddr::V4(ip.src())),
+            )
         }
         (Encapsulation::V2v6, Encapsulation::V2v6) => {
-            me.ip == Some(IpAddr::V6(Ipv6Packet::new_unchecked(net).dst()))
+            let ip = Ipv6Packet::new_unchecked(net);
+            (me.ip == Some(IpAddr::V6(ip.dst())), Gid::from(ip.src()))
         }
-        _ => false,
+        _ => (false, Gid::ZERO),
     };
     if !ours {
         drops.not_for_us += 1;
         return None;
     }
-    Some(view.ib())
+    Some((view.ib(), src))
 }
 
 /// The index of the queue pair a verified packet (BTH..pad) goes to, when QPNs are consecutive
@@ -187,7 +214,8 @@ mod tests {
             let moved = icrc ^ ids.get(ib.len()).delta(id);
             let pkt = [&ib[..], &moved.to_le_bytes()].concat();
             let got = check_udp(&datagram(&pkt, src), local, &mut ids, &mut drops);
-            assert_eq!(got, Some(&ib[..]), "IP ID {id}");
+            let from = Gid::from_ip("10.0.0.1".parse().unwrap());
+            assert_eq!(got, Some((&ib[..], from)), "IP ID {id}");
         }
         assert_eq!(drops, DropSummary::default());
         let mut pkt = [&ib[..], &icrc.to_le_bytes()].concat();
@@ -202,6 +230,20 @@ mod tests {
         let from_v6 = datagram(&pkt, "[::1]:4791");
         assert_eq!(check_udp(&from_v6, local, &mut ids, &mut drops), None);
         assert_eq!(drops.malformed, 2);
+        // Issue 18: a zero-length datagram is one packet, counted as empty.
+        let nothing = datagram(&[], src);
+        let parts: Vec<RxDatagram> = gro_packets(nothing).collect();
+        assert_eq!(parts.len(), 1);
+        assert_eq!(check_udp(&parts[0], local, &mut ids, &mut drops), None);
+        assert_eq!((drops.empty, drops.malformed), (1, 2));
+    }
+
+    #[test]
+    fn only_the_connected_peers_address_passes() {
+        let peer = Gid::from_ip("10.0.0.1".parse().unwrap());
+        assert!(from_peer(peer, peer));
+        assert!(!from_peer(Gid::from_ip("10.0.0.9".parse().unwrap()), peer));
+        assert!(!from_peer(Gid::from_ip("::1".parse().unwrap()), peer));
     }
 
     #[test]
@@ -250,8 +292,9 @@ mod tests {
         };
         let mut drops = DropSummary::default();
         let good = frame(me);
-        let got = check_frame(&rx(&good), &filter, &mut drops).expect("ours");
+        let (got, src) = check_frame(&rx(&good), &filter, &mut drops).expect("ours");
         assert_eq!(qp_index(got, 0x10), 2);
+        assert_eq!(src, Gid::from_ip(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))));
         assert_eq!(check_frame(&rx(&frame(other)), &filter, &mut drops), None);
         assert_eq!(drops.not_for_us, 1);
         let v1 = FrameFilter {

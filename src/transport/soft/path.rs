@@ -28,6 +28,19 @@ pub(crate) enum Path {
     },
 }
 
+impl Path {
+    /// Where the peer's packets come from, as the receive checks compare it: its IP address as a GID
+    /// (RoCE v2), or its GID (v1).
+    pub(crate) fn peer_source(&self) -> Gid {
+        let (Path::Udp { net, .. } | Path::Frame { net, .. }) = self;
+        match net {
+            NetRepr::V1(grh) => grh.dgid,
+            NetRepr::V2v4(ip, _) => Gid::from_ip(IpAddr::V4(ip.dst)),
+            NetRepr::V2v6(ip, _) => Gid::from(ip.dst),
+        }
+    }
+}
+
 /// What this side contributes to a path.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LocalEnd {

@@ -12,7 +12,7 @@ use super::io::IoError;
 use super::io::impair::ImpairConfig;
 use super::io::packet::PacketConfig;
 use super::io::udp::UdpConfig;
-use super::netdev::NetDev;
+use super::netdev::{GidEntry, GidKind, NetDev};
 use super::rc::ConfigError;
 use crate::params::RoceVersion;
 use crate::transport::rng;
@@ -163,7 +163,11 @@ pub(crate) fn plan(
     seed: u64,
 ) -> Result<SetupPlan, SoftError> {
     let impair = impair.filter(|i| !i.is_none());
-    let bind = gid_index_address(cfg, dev)?;
+    let given = gid_index_entry(cfg, dev)?;
+    let bind = match (cfg.version, given) {
+        (RoceVersion::V2, Some(e)) => e.ip,
+        _ => cfg.bind,
+    };
     let (encap, local_ip, gid) = match cfg.version {
         RoceVersion::V2 => {
             let ip = match bind {
@@ -178,9 +182,7 @@ pub(crate) fn plan(
             (encap, Some(ip), Gid::from_ip(ip))
         }
         RoceVersion::V1 => {
-            let v1_gid = cfg
-                .gid_index
-                .and_then(|x| dev.gids_for(RoceVersion::V1).get(x as usize).map(|e| e.gid));
+            let v1_gid = given.map(|e| e.gid);
             // The default GID (EUI-64 from the MAC) unless an address was asked for.
             let gid = match (v1_gid, bind, dev.mac) {
                 (Some(g), _, _) => g,
@@ -276,34 +278,51 @@ pub(crate) fn plan(
     })
 }
 
-/// The address `-x` selects (RoCE v2), or `--bind`'s; fails when `-x` is out of range or names
-/// another address than `--bind`.
-fn gid_index_address(cfg: &SoftConfig, dev: &NetDev) -> Result<Option<IpAddr>, SoftError> {
+/// The entry `-x` selects: index N of the interface's whole GID table, as `-v` prints it (`GID[N]`)
+/// and perftest and `show_gids` number it. Fails when the index is out of range, names an entry of
+/// the other RoCE version (or, for v2, a GID with no address behind it), or an address other than
+/// `--bind`'s.
+fn gid_index_entry(cfg: &SoftConfig, dev: &NetDev) -> Result<Option<GidEntry>, SoftError> {
     let Some(index) = cfg.gid_index else {
-        return Ok(cfg.bind);
+        return Ok(None);
     };
-    let table = dev.gids_for(cfg.version);
-    let Some(entry) = table.get(index as usize) else {
+    let table = dev.gids();
+    let listed = |keep: &dyn Fn(&GidEntry) -> bool| -> Vec<String> {
+        table
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| keep(e))
+            .map(|(i, e)| format!("{i}: {e}"))
+            .collect()
+    };
+    let usable = |e: &GidEntry| match cfg.version {
+        RoceVersion::V1 => e.kind == GidKind::V1,
+        RoceVersion::V2 => e.kind == GidKind::V2 && e.ip.is_some(),
+    };
+    let Some(&entry) = table.get(index as usize) else {
         return Err(SoftError::NoSuchGid {
             index,
             dev: dev.name.clone(),
             version: cfg.version,
-            table: table
-                .iter()
-                .enumerate()
-                .map(|(i, e)| format!("{i}: {e}"))
-                .collect(),
+            table: listed(&|_| true),
         });
     };
-    match (cfg.version, entry.ip, cfg.bind) {
-        (_, Some(ip), Some(bind)) if ip != bind => Err(SoftError::GidVersusBind {
+    if !usable(&entry) {
+        return Err(SoftError::GidOfOtherKind {
+            index,
+            entry: entry.to_string(),
+            version: cfg.version,
+            usable: listed(&usable),
+        });
+    }
+    match (entry.ip, cfg.bind) {
+        (Some(ip), Some(bind)) if ip != bind => Err(SoftError::GidVersusBind {
             index,
             gid: entry.gid,
             ip,
             bind,
         }),
-        (RoceVersion::V2, ip, _) => Ok(ip),
-        (RoceVersion::V1, _, bind) => Ok(bind),
+        _ => Ok(Some(entry)),
     }
 }
 

@@ -51,12 +51,20 @@ impl TcpEndpoint {
             Role::Client => None,
         };
         let qps = (0..cfg.qps)
-            .map(|i| Qp {
-                state: QpState::new(i, cfg.buf_len, cfg.sq_depth, cfg.rq_depth),
-                link: None,
-                token: setup::token(i),
+            .map(|i| {
+                let state = QpState::try_new(i, cfg.buf_len, cfg.sq_depth, cfg.rq_depth).map_err(
+                    |source| Error::OutOfMemory {
+                        what: format!("queue pair {i}'s buffer"),
+                        source,
+                    },
+                )?;
+                Ok(Qp {
+                    state,
+                    link: None,
+                    token: setup::token(i),
+                })
             })
-            .collect();
+            .collect::<Result<Vec<_>>>()?;
         let cq = VecDeque::with_capacity(cfg.qps * (cfg.sq_depth + cfg.rq_depth) + 16);
         let listen_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let poller = Poller::new(cfg.qps.min(1024))?;

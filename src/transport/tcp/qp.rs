@@ -6,6 +6,7 @@
 //! No system call happens here, so every split of the byte stream can be tested without a socket.
 
 use super::frame::{FLAG_ACK_REQ, FrameOp, HEADER_LEN, Header};
+use crate::transport::memory::{self, OutOfMemory};
 use crate::transport::{CompletionOp, Error, RecvRequest, Result, SendOp, SendRequest};
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -113,10 +114,36 @@ pub(super) struct QpState {
 
 impl QpState {
     /// Queue pair `idx` with a zeroed `buf_len`-byte buffer and queues sized for the given depths.
+    #[cfg(test)]
     pub fn new(idx: usize, buf_len: usize, sq_depth: usize, rq_depth: usize) -> QpState {
+        Self::with_buffer(
+            idx,
+            vec![0u8; buf_len].into_boxed_slice(),
+            sq_depth,
+            rq_depth,
+        )
+    }
+
+    /// Queue pair `idx` with a zeroed `buf_len`-byte buffer and queues sized for the given depths, or
+    /// the error when the host cannot give the buffer.
+    pub fn try_new(
+        idx: usize,
+        buf_len: usize,
+        sq_depth: usize,
+        rq_depth: usize,
+    ) -> std::result::Result<QpState, OutOfMemory> {
+        Ok(Self::with_buffer(
+            idx,
+            memory::zeroed(buf_len)?,
+            sq_depth,
+            rq_depth,
+        ))
+    }
+
+    fn with_buffer(idx: usize, buf: Box<[u8]>, sq_depth: usize, rq_depth: usize) -> QpState {
         QpState {
             idx,
-            buf: vec![0u8; buf_len].into_boxed_slice(),
+            buf,
             sq_depth,
             rq_depth,
             peer_vaddr: 0,

@@ -1,6 +1,7 @@
 //! [`PinnedBuf`]: the page-aligned, zeroed memory a queue pair registers, which the NIC reads and
 //! writes behind Rust's back (hence raw, not a `Vec`).
 
+use crate::transport::memory::{self, OutOfMemory};
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ptr::NonNull;
 
@@ -14,14 +15,19 @@ pub(super) struct PinnedBuf {
 }
 
 impl PinnedBuf {
-    /// At least `len` zeroed bytes, rounded up to whole pages.
-    pub(super) fn new(len: usize) -> PinnedBuf {
-        let len = len.div_ceil(PAGE).max(1) * PAGE;
-        let layout = Layout::from_size_align(len, PAGE).expect("page-aligned layout");
+    /// At least `len` zeroed bytes, rounded up to whole pages, or the error when the host cannot
+    /// give them.
+    pub(super) fn new(len: usize) -> Result<PinnedBuf, OutOfMemory> {
+        let too_much = OutOfMemory { bytes: len };
+        let len = len
+            .checked_next_multiple_of(PAGE)
+            .ok_or(too_much)?
+            .max(PAGE);
+        let layout = Layout::from_size_align(len, PAGE).map_err(|_| too_much)?;
         // SAFETY: the layout has a non-zero size.
-        let p = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        PinnedBuf { ptr, layout }
+        let p = memory::handled(|| unsafe { alloc_zeroed(layout) });
+        let ptr = NonNull::new(p).ok_or(OutOfMemory { bytes: len })?;
+        Ok(PinnedBuf { ptr, layout })
     }
 
     /// Its length in bytes.

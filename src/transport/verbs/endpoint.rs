@@ -144,7 +144,8 @@ impl VerbsEndpoint {
 
         let mut qps = Vec::with_capacity(cfg.qps);
         for i in 0..cfg.qps {
-            let buf = PinnedBuf::new(cfg.buf_size);
+            let buf = PinnedBuf::new(cfg.buf_size)
+                .map_err(|source| VerbsError::OutOfMemory { qp: i, source })?;
             // SAFETY: `buf` lives in the same `Qp` as the MR and is freed only after it (field order).
             let mr = unsafe { pd.reg_mr(buf.addr() as usize, buf.len(), access_flags(cfg.access)) }
                 .map_err(|e| call_err("ibv_reg_mr", &name, e))?;

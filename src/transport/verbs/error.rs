@@ -132,6 +132,15 @@ pub enum VerbsError {
         #[source]
         source: io::Error,
     },
+    /// A queue pair's buffer could not be allocated.
+    #[error("queue pair {qp}'s buffer: {source}")]
+    OutOfMemory {
+        /// The queue pair.
+        qp: usize,
+        /// The failed allocation.
+        #[source]
+        source: crate::transport::memory::OutOfMemory,
+    },
 }
 
 impl VerbsError {
@@ -189,6 +198,10 @@ impl From<VerbsError> for crate::transport::Error {
     fn from(e: VerbsError) -> Self {
         match e {
             VerbsError::Peer(m) => crate::transport::Error::Connection(m),
+            VerbsError::OutOfMemory { qp, source } => crate::transport::Error::OutOfMemory {
+                what: format!("queue pair {qp}'s buffer"),
+                source,
+            },
             other => crate::transport::Error::Unavailable(other.to_string()),
         }
     }

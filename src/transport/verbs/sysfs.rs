@@ -172,6 +172,77 @@ mod tests {
         assert!(s.has_uverbs());
     }
 
+    /// Issue 18: `-x N` is the kernel's index N (`gids/N`, what `show_gids` and perftest's `-x` use), and
+    /// the table the messages print names each entry by that same index, across unused slots, a slot
+    /// whose type the kernel does not say, and indices past 9 (which sort before 2 as file names).
+    #[test]
+    fn gid_index_is_the_kernel_index_the_printed_table_shows() {
+        use crate::transport::verbs::gid::{GidPolicy, format_table, select};
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let p = "class/infiniband/mlx5_0/ports/1";
+        let slots: [(u32, &str, Option<&str>); 7] = [
+            (
+                0,
+                "fe80:0000:0000:0000:0ac0:ebff:fe10:0001",
+                Some("IB/RoCE v1"),
+            ),
+            (
+                1,
+                "fe80:0000:0000:0000:0ac0:ebff:fe10:0001",
+                Some("RoCE v2"),
+            ),
+            (2, "0000:0000:0000:0000:0000:0000:0000:0000", None),
+            (3, "0000:0000:0000:0000:0000:0000:0000:0000", None),
+            (4, "fd00:0000:0000:0000:0000:0000:0000:0004", Some("bogus")),
+            (
+                10,
+                "0000:0000:0000:0000:0000:ffff:c0a8:0a0b",
+                Some("IB/RoCE v1"),
+            ),
+            (
+                11,
+                "0000:0000:0000:0000:0000:ffff:c0a8:0a0b",
+                Some("RoCE v2"),
+            ),
+        ];
+        for (i, gid, kind) in slots {
+            put(r, &format!("{p}/gids/{i}"), &format!("{gid}\n"));
+            if let Some(k) = kind {
+                put(r, &format!("{p}/gid_attrs/types/{i}"), &format!("{k}\n"));
+            }
+        }
+        let table = Sysfs::at(r).gid_table("mlx5_0", 1);
+        let indices: Vec<u32> = table.iter().map(|e| e.index).collect();
+        assert_eq!(indices, [0, 1, 2, 3, 10, 11], "slot 4 has no known type");
+        let printed = format_table(&table);
+        for e in table.iter().filter(|e| !e.is_zero()) {
+            let policy = GidPolicy {
+                index: Some(e.index),
+                ..Default::default()
+            };
+            let chosen = select(&table, &policy).unwrap().entry;
+            assert_eq!(chosen, *e);
+            let line = format!("gid[{}] {} {}", e.index, e.address(), e.kind);
+            assert!(printed.contains(&line), "{line} in {printed}");
+        }
+        let x11 = GidPolicy {
+            index: Some(11),
+            ..Default::default()
+        };
+        assert_eq!(
+            select(&table, &x11).unwrap().entry.address(),
+            "::ffff:192.168.10.11"
+        );
+        for missing in [4, 5, 12] {
+            let policy = GidPolicy {
+                index: Some(missing),
+                ..Default::default()
+            };
+            assert!(select(&table, &policy).is_err(), "-x {missing}");
+        }
+    }
+
     #[test]
     fn lists_interfaces_loopback_last() {
         let d = rxe_tree();

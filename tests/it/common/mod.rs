@@ -113,6 +113,16 @@ fn spawn_with(ns: Option<&str>, test: &str, args: &[&str], env: &[(&str, &str)])
 }
 
 impl Proc {
+    /// The process id (to signal it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What the process has written to stdout so far.
+    pub fn stdout_now(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
     /// Waits at most `secs`; kills the process and panics (naming it) if it is still running.
     pub fn wait(mut self, secs: u64, what: &str) -> Done {
         let deadline = Instant::now() + Duration::from_secs(secs);

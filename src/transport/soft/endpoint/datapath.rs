@@ -7,7 +7,9 @@ use crate::transport::Completion;
 use crate::transport::Result;
 use crate::transport::soft::backend::{Backend, io_error};
 use crate::transport::soft::counters::SoftCounters;
-use crate::transport::soft::ingress::{FrameFilter, check_frame, check_udp, gro_packets, qp_index};
+use crate::transport::soft::ingress::{
+    FrameFilter, Source, check_frame, check_udp, from_peer, gro_packets, qp_index,
+};
 use crate::transport::soft::rc;
 
 impl SoftEndpoint {
@@ -60,8 +62,8 @@ impl SoftEndpoint {
             while got < self.cfg.batch {
                 let Some(f) = ring.peek() else { break };
                 got += 1;
-                if let Some(ib) = check_frame(&f, &me, &mut c.drops) {
-                    deliver(&mut self.slots, c, now, ib);
+                if let Some((ib, src)) = check_frame(&f, &me, &mut c.drops) {
+                    deliver(&mut self.slots, c, now, ib, src);
                 }
                 ring.release();
             }
@@ -86,17 +88,17 @@ impl SoftEndpoint {
                 Backend::Udp(sock) => {
                     for one in gro_packets(self.rx.datagram(i)) {
                         c.rx_packets += 1;
-                        if let Some(ib) =
+                        if let Some((ib, src)) =
                             check_udp(&one, sock.local_addr(), &mut self.ipv4_ids, &mut c.drops)
                         {
-                            deliver(&mut self.slots, c, now, ib);
+                            deliver(&mut self.slots, c, now, ib, src);
                         }
                     }
                 }
                 Backend::Packet(_) => {
                     c.rx_packets += 1;
-                    if let Some(ib) = check_frame(&self.rx.frame(i), &me, &mut c.drops) {
-                        deliver(&mut self.slots, c, now, ib);
+                    if let Some((ib, src)) = check_frame(&self.rx.frame(i), &me, &mut c.drops) {
+                        deliver(&mut self.slots, c, now, ib, src);
                     }
                 }
             }
@@ -141,13 +143,22 @@ impl SoftEndpoint {
     }
 }
 
-/// Hands one verified packet (BTH..pad) to the queue pair its BTH.DestQP names.
+/// Hands one verified packet (BTH..pad) from `src` to the queue pair its BTH.DestQP names, if it
+/// comes from that queue pair's peer.
 #[inline]
-fn deliver(slots: &mut [QpSlot], c: &mut SoftCounters, now: rc::Instant, ib: &[u8]) {
+fn deliver(slots: &mut [QpSlot], c: &mut SoftCounters, now: rc::Instant, ib: &[u8], src: Source) {
     // QPNs are consecutive from the first slot's, so the index is a subtraction.
     let index = qp_index(ib, slots.first().map_or(0, |s| s.qpn));
-    match slots.get_mut(index).and_then(|s| s.qp.as_mut()) {
-        Some(qp) => qp.handle_packet(now, ib),
-        None => c.drops.unknown_qpn += 1,
+    match slots.get_mut(index) {
+        Some(QpSlot {
+            qp: Some(qp), peer, ..
+        }) => {
+            if from_peer(src, *peer) {
+                qp.handle_packet(now, ib);
+            } else {
+                c.drops.wrong_source += 1;
+            }
+        }
+        _ => c.drops.unknown_qpn += 1,
     }
 }

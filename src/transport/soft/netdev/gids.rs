@@ -17,6 +17,16 @@ pub enum GidKind {
     V2,
 }
 
+impl GidKind {
+    /// The kind of entry a RoCE version uses.
+    pub fn of(version: RoceVersion) -> GidKind {
+        match version {
+            RoceVersion::V1 => GidKind::V1,
+            RoceVersion::V2 => GidKind::V2,
+        }
+    }
+}
+
 /// One entry of the derived GID table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GidEntry {

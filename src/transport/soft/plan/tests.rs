@@ -106,35 +106,71 @@ fn mtu_above_the_link_is_capped_with_a_note_and_a_non_roce_mtu_refused() {
 #[test]
 fn gid_index_selects_the_address_and_names_the_table_when_out_of_range() {
     let mut cfg = v2("veth0");
-    let table = veth().gids_for(RoceVersion::V2);
-    let x = table
+    // -x indexes the whole table, as -v prints it: fe80 v1/v2 at 0/1, 10.77.0.1 at 2/3, fd77::1 at 4/5.
+    let x = veth()
+        .gids()
         .iter()
-        .position(|e| e.ip == Some("fd77::1".parse().unwrap()))
+        .position(|e| e.ip == Some("fd77::1".parse().unwrap()) && e.kind == GidKind::V2)
         .unwrap();
+    assert_eq!(x, 5);
     cfg.gid_index = Some(x as u32);
     let p = plan(&cfg, &veth(), None, 0).unwrap();
     assert_eq!(p.local_ip, Some("fd77::1".parse().unwrap()));
     cfg.bind = Some("10.77.0.1".parse().unwrap());
     assert_eq!(
         err(&cfg, &veth()),
-        format!(
-            "-x {x} selects GID fd77::1 of address fd77::1, but the address 10.77.0.1 was also asked for; give one of them"
-        )
+        "-x 5 selects GID fd77::1 of address fd77::1, but the address 10.77.0.1 was also asked for; give one of them"
     );
     cfg.bind = None;
     cfg.gid_index = Some(99);
     let e = err(&cfg, &veth());
     assert!(
-        e.starts_with("-x 99: interface veth0 has 3 RoCE v2 GIDs (0: fe80::ff:fe00:7 (v2, fe80::ff:fe00:7); 1: ::ffff:10.77.0.1 (v2, 10.77.0.1)"),
+        e.starts_with("-x 99: interface veth0 has 6 GIDs (0: fe80::ff:fe00:7 (v1, fe80::ff:fe00:7); 1: fe80::ff:fe00:7 (v2, fe80::ff:fe00:7); 2: ::ffff:10.77.0.1 (v1, 10.77.0.1)"),
         "{e}"
     );
+    assert!(e.ends_with("; pick a RoCE v2 one"), "{e}");
     let empty = NetDev {
         mac: None,
         ipv4: vec![],
         ipv6: vec![],
         ..veth()
     };
-    assert!(err(&cfg, &empty).contains("has 0 RoCE v2 GIDs (none)"));
+    assert!(err(&cfg, &empty).contains("has 0 GIDs (none)"));
+}
+
+/// Issue 18: on lo, -v prints GID[0] 127.0.0.1 v1, GID[1] its v2, GID[2] ::1 v1, GID[3] its v2; -x N
+/// picks entry N of that list, and an entry of the other version is refused naming the usable ones.
+#[test]
+fn gid_index_is_the_index_v_prints() {
+    let printed: Vec<String> = lo().gids().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        printed,
+        [
+            "::ffff:127.0.0.1 (v1, 127.0.0.1)",
+            "::ffff:127.0.0.1 (v2, 127.0.0.1)",
+            "::1 (v1, ::1)",
+            "::1 (v2, ::1)"
+        ]
+    );
+    let mut cfg = v2("lo");
+    for (x, ip) in [(1, "127.0.0.1"), (3, "::1")] {
+        cfg.gid_index = Some(x);
+        let p = plan(&cfg, &lo(), None, 0).unwrap();
+        assert_eq!(p.local_ip, Some(ip.parse().unwrap()), "-x {x}");
+    }
+    cfg.gid_index = Some(2);
+    assert_eq!(
+        err(&cfg, &lo()),
+        "-x 2 is GID ::1 (v1, ::1), which RoCE v2 cannot use; pick a RoCE v2 entry: 1: ::ffff:127.0.0.1 (v2, 127.0.0.1); 3: ::1 (v2, ::1)"
+    );
+    let mut v1 = SoftConfig::new("lo", RoceVersion::V1);
+    v1.gid_index = Some(2);
+    assert_eq!(
+        plan(&v1, &lo(), None, 0).unwrap().gid,
+        Gid::from_ip("::1".parse().unwrap())
+    );
+    v1.gid_index = Some(1);
+    assert!(err(&v1, &lo()).contains("which RoCE v1 cannot use; pick a RoCE v1 entry: 0: "));
 }
 
 #[test]

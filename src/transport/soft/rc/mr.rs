@@ -6,6 +6,7 @@
 //! rkey, the bounds and the access rights before any byte is touched.
 
 use crate::transport::Access;
+use crate::transport::memory::{self, OutOfMemory};
 
 /// Where synthetic virtual addresses start; far from 0 so a zeroed RETH never hits a region.
 const VA_BASE: u64 = 0x0000_1000_0000_0000;
@@ -121,13 +122,16 @@ impl MemoryTable {
 
     /// Adds a zeroed buffer of `len` bytes and returns its id.
     pub fn add_buffer(&mut self, len: usize) -> BufferId {
+        self.try_add_buffer(len).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Adds a zeroed buffer of `len` bytes and returns its id, or says that the host cannot give it.
+    pub fn try_add_buffer(&mut self, len: usize) -> Result<BufferId, OutOfMemory> {
+        let bytes = memory::zeroed(len)?;
         let va = self.next_va;
         self.next_va = (va + len as u64 + VA_GAP + 4095) & !4095;
-        self.buffers.push(Buffer {
-            bytes: vec![0u8; len].into_boxed_slice(),
-            va,
-        });
-        BufferId(self.buffers.len() - 1)
+        self.buffers.push(Buffer { bytes, va });
+        Ok(BufferId(self.buffers.len() - 1))
     }
 
     /// Registers `len` bytes at `offset` of `buffer` with `access`; returns its keys.
@@ -182,9 +186,20 @@ impl MemoryTable {
 
     /// Adds a buffer and registers all of it: the common case of one buffer per QP.
     pub fn add_registered(&mut self, len: usize, access: Access) -> MrKeys {
-        let b = self.add_buffer(len);
-        self.register(b, 0, len, access)
-            .expect("a fresh buffer holds its own full range")
+        self.try_add_registered(len, access)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`add_registered`](Self::add_registered), or the error when the host cannot give the buffer.
+    pub fn try_add_registered(
+        &mut self,
+        len: usize,
+        access: Access,
+    ) -> Result<MrKeys, OutOfMemory> {
+        let b = self.try_add_buffer(len)?;
+        Ok(self
+            .register(b, 0, len, access)
+            .expect("a fresh buffer holds its own full range"))
     }
 
     /// The region a key (lkey or rkey) names.
