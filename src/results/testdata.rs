@@ -55,6 +55,8 @@ pub fn bw_info() -> RunInfo {
         notes: vec!["transport soft: -d lo is a network interface, not an RDMA device".into()],
         version: "0.1.0".into(),
         counters: None,
+        impair: None,
+        recovery: None,
     }
 }
 

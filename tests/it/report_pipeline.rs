@@ -55,6 +55,8 @@ fn info(test: TestKind) -> RunInfo {
         notes: vec!["core 0 chosen: first allowed core".into()],
         version: env!("CARGO_PKG_VERSION").into(),
         counters: None,
+        impair: None,
+        recovery: None,
     }
 }
 

@@ -62,8 +62,11 @@ pub struct SoftCounters {
     pub remote_access_violations: u64,
     /// Receive drops, by reason.
     pub drops: DropSummary,
-    /// What the deliberate impairment did.
+    /// What the deliberate impairment did to transmitted packets.
     pub impair: ImpairStats,
+    /// What it did to received packets (`rx:` keys); absent when nothing.
+    #[serde(skip_serializing_if = "ImpairStats::is_empty")]
+    pub impair_rx: ImpairStats,
 }
 
 impl SoftCounters {
@@ -142,13 +145,17 @@ impl std::fmt::Display for SoftCounters {
             d.response_queue_full,
             d.qp_error
         )?;
-        let i = &self.impair;
-        if *i != ImpairStats::default() {
-            writeln!(
-                f,
-                " deliberate impairment: dropped {} duplicated {} reordered {} corrupted {}",
-                i.dropped, i.duplicated, i.reordered, i.corrupted
-            )?;
+        for (i, what) in [
+            (&self.impair, ""),
+            (&self.impair_rx, " of received packets"),
+        ] {
+            if !i.is_empty() {
+                writeln!(
+                    f,
+                    " deliberate impairment{what}: dropped {} duplicated {} reordered {} corrupted {} delayed {}",
+                    i.dropped, i.duplicated, i.reordered, i.corrupted, i.delayed
+                )?;
+            }
         }
         Ok(())
     }

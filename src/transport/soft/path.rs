@@ -28,6 +28,17 @@ pub(crate) enum Path {
     },
 }
 
+impl Path {
+    /// Where the device sends the path's packets: the peer's UDP address, or nothing for a frame.
+    #[inline]
+    pub(crate) fn addr(&self) -> Option<SocketAddr> {
+        match self {
+            Path::Udp { dst, .. } => Some(*dst),
+            Path::Frame { .. } => None,
+        }
+    }
+}
+
 /// What this side contributes to a path.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LocalEnd {

@@ -1,5 +1,7 @@
 //! Queue-pair attributes: what `modify_qp` would set on a verbs QP.
 
+use crate::params::Recovery;
+
 /// Attributes of one RC queue pair; both ends must agree on `pmtu` and on each other's QPNs and PSNs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QpConfig {
@@ -43,6 +45,9 @@ pub struct QpConfig {
     pub local_lkey: u32,
     /// The value put in `Completion::qp` (the QP's index in its endpoint).
     pub cq_tag: u32,
+    /// How lost packets are repaired: go-back-N (the spec's) or selective repeat (both sides must
+    /// run it: its packets carry roceperf's own extension, docs/lossy-roce.md).
+    pub recovery: Recovery,
 }
 
 impl QpConfig {
@@ -75,6 +80,7 @@ impl QpConfig {
             ack_req_every: 64,
             local_lkey,
             cq_tag: 0,
+            recovery: Recovery::Gbn,
         }
     }
 
