@@ -44,8 +44,10 @@ pub struct SoftCounters {
     pub rx_batches: u64,
     /// Transmit syscalls.
     pub tx_batches: u64,
-    /// Request packets retransmitted (go-back-N).
+    /// Request packets retransmitted (go-back-N or selective repeat).
     pub retransmitted_packets: u64,
+    /// Payload bytes in them (what the loss cost on the wire beyond the data itself).
+    pub retransmitted_bytes: u64,
     /// Retransmission timer expiries.
     pub timeouts: u64,
     /// Duplicate requests received.
@@ -73,6 +75,7 @@ impl SoftCounters {
     /// Adds one engine's counters (its drops also into the `protocol` total).
     pub fn add_engine(&mut self, k: &Counters) {
         self.retransmitted_packets += k.retransmitted_packets;
+        self.retransmitted_bytes += k.retransmitted_bytes;
         self.timeouts += k.timeouts;
         self.duplicate_requests += k.duplicate_requests;
         self.acks_sent += k.acks_sent;

@@ -32,6 +32,9 @@ pub struct LinkConfig {
     pub delay_ns: u64,
     /// Extra uniform random delay in `0..jitter_ns` (reorders packets closer than that).
     pub jitter_ns: u64,
+    /// Link rate in Gb/s: packets leave one after another, each taking its length at this rate
+    /// (0: infinitely fast, every packet leaves at once).
+    pub rate_gbps: f64,
     /// Probability a packet is lost (the long-run rate when `burst` is set).
     pub loss: f64,
     /// Gilbert–Elliott: mean length of a run of lost packets; 0: independent losses.
@@ -55,6 +58,7 @@ impl LinkConfig {
         LinkConfig {
             delay_ns: 1_000,
             jitter_ns: 0,
+            rate_gbps: 0.0,
             loss: 0.0,
             burst: 0.0,
             duplicate: 0.0,
@@ -70,6 +74,7 @@ impl LinkConfig {
         LinkConfig {
             delay_ns: 2_000,
             jitter_ns: 500,
+            rate_gbps: 0.0,
             loss,
             burst: 0.0,
             duplicate: loss / 2.0,
@@ -138,6 +143,9 @@ struct InFlight {
 struct Wire {
     delay_ns: u64,
     jitter_ns: u64,
+    rate_gbps: f64,
+    /// When the last packet offered has left (a rate-limited link serialises them).
+    busy_until: u64,
     rng: SimRng,
     queue: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
@@ -170,9 +178,12 @@ impl Device for Wire {
             return false;
         };
         buf.truncate(n);
-        let at = now
-            .as_nanos()
-            .saturating_add(self.delay_ns + self.rng.below(self.jitter_ns));
+        let mut leaves = now.as_nanos();
+        if self.rate_gbps > 0.0 {
+            leaves = leaves.max(self.busy_until) + (n as f64 * 8.0 / self.rate_gbps) as u64;
+            self.busy_until = leaves;
+        }
+        let at = leaves.saturating_add(self.delay_ns + self.rng.below(self.jitter_ns));
         self.seq += 1;
         self.queue.push(Reverse(InFlight {
             at,
@@ -238,6 +249,8 @@ impl Link {
         let wire = Wire {
             delay_ns: cfg.delay_ns,
             jitter_ns: cfg.jitter_ns,
+            rate_gbps: cfg.rate_gbps,
+            busy_until: 0,
             rng: SimRng::new(rng.next_u64()),
             queue: BinaryHeap::new(),
             seq: 0,
@@ -262,6 +275,7 @@ impl Link {
             let w = self.dev.inner_mut();
             w.delay_ns = self.cfg.delay_ns;
             w.jitter_ns = self.cfg.jitter_ns;
+            w.rate_gbps = self.cfg.rate_gbps;
             self.applied = self.cfg.clone();
         }
     }

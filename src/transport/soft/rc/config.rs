@@ -48,6 +48,12 @@ pub struct QpConfig {
     /// How lost packets are repaired: go-back-N (the spec's) or selective repeat (both sides must
     /// run it: its packets carry roceperf's own extension, docs/lossy-roce.md).
     pub recovery: Recovery,
+    /// Selective repeat's retransmission timeout: the least it is, ns, above the measured round trip
+    /// plus four deviations (doubling per timeout without progress until it reaches the ACK timeout
+    /// of `timeout`; 0: none, only the ACK timeout).
+    pub sr_rto_ns: u64,
+    /// The same with at most three packets out (a ping-pong), ns: a lost tail packet costs this.
+    pub sr_rto_small_ns: u64,
 }
 
 impl QpConfig {
@@ -81,6 +87,8 @@ impl QpConfig {
             local_lkey,
             cq_tag: 0,
             recovery: Recovery::Gbn,
+            sr_rto_ns: 1_000_000,
+            sr_rto_small_ns: 250_000,
         }
     }
 

@@ -150,6 +150,7 @@ impl Responder {
                     first: psn,
                     next: 0,
                     npkts,
+                    end: npkts,
                     len: reth.dma_len,
                     span,
                     msn: self.msn,
@@ -212,7 +213,7 @@ impl Responder {
     }
 
     /// Checks a remote access; a zero-length access needs no valid rkey (rxe).
-    fn remote(
+    pub(super) fn remote(
         &self,
         rkey: u32,
         va: u64,
