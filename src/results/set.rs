@@ -2,7 +2,7 @@
 //!
 //! The set knows nothing of how its runs were made: live by `compare`, or read from result files.
 
-use super::{RunInfo, SizeResult};
+use super::{LossPoint, RunInfo, SizeResult};
 use crate::params::{Metric, RoceVersion, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +22,9 @@ pub struct CompareRun {
     /// Why this transport was chosen or what limited it ("soft: no RDMA device").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// In a loss sweep: the loss the run met and what repairing it cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<LossPoint>,
 }
 
 /// A transport that could not run, and why (e.g. RoCE v1 needs CAP_NET_RAW for a veth pair).
@@ -80,6 +83,7 @@ impl CompareRun {
             test: info.test,
             results,
             notes: info.notes.clone(),
+            loss: None,
         }
     }
 

@@ -166,6 +166,7 @@ pub fn set() -> CompareSet {
             test: wlat,
             results: vec![lat(2, base, 10_000)],
             notes: vec![],
+            loss: None,
         });
     }
     for (t, r, _, factor) in transports {
@@ -180,6 +181,7 @@ pub fn set() -> CompareSet {
                 .map(|(i, &s)| bw(s, factor * (20.0 + 15.0 * i as f64)))
                 .collect(),
             notes: vec![],
+            loss: None,
         });
     }
     CompareSet {

@@ -468,6 +468,7 @@ fn comparison(dir: &Path) -> (PathBuf, PathBuf) {
                 test,
                 results: vec![result],
                 notes: vec![],
+                loss: None,
             });
         }
     }

@@ -46,7 +46,8 @@ pub struct SoftCounters {
     pub tx_batches: u64,
     /// Request packets retransmitted (go-back-N or selective repeat).
     pub retransmitted_packets: u64,
-    /// Payload bytes in them (what the loss cost on the wire beyond the data itself).
+    /// Payload bytes sent again: request data resent and READ responses replayed (what the loss
+    /// cost on the wire beyond the data itself).
     pub retransmitted_bytes: u64,
     /// Retransmission timer expiries.
     pub timeouts: u64,

@@ -59,7 +59,7 @@ pub struct Counters {
     pub rx_packets: u64,
     /// Request packets sent again (go-back-N or selective repeat).
     pub retransmitted_packets: u64,
-    /// Payload bytes in them.
+    /// Payload bytes sent again: request data resent and READ responses replayed.
     pub retransmitted_bytes: u64,
     /// Go-back-N restarts, for any reason.
     pub retries: u64,

@@ -51,6 +51,8 @@ pub(super) enum Job {
         len: u32,
         span: Option<Span>,
         msn: u32,
+        /// Answers a duplicate request: its bytes count as sent again.
+        replay: bool,
     },
     /// Selective repeat's answer: a SACK NAK, or an ACK when nothing is held any more, built when
     /// it leaves.
@@ -102,6 +104,7 @@ impl Responder {
                             len,
                             span,
                             msn: self.msn,
+                            replay: true,
                         })
                     }
                     _ => None,
@@ -206,6 +209,7 @@ impl Responder {
                 len,
                 span,
                 msn,
+                replay,
             } => {
                 let seg = Seg::of(*next, *npkts);
                 let n = packet::payload_len(u64::from(*len), pmtu, *next);
@@ -226,6 +230,9 @@ impl Responder {
                 };
                 let out = packet::emit(buf, &r, data);
                 ctx.counters.tx_payload_bytes += n as u64;
+                if *replay {
+                    ctx.counters.retransmitted_bytes += n as u64;
+                }
                 *next += 1;
                 if *next >= *end {
                     self.jobs.pop_front();

@@ -154,6 +154,7 @@ impl Responder {
                     len: reth.dma_len,
                     span,
                     msn: self.msn,
+                    replay: false,
                 });
                 self.epsn = psn.add(npkts);
                 return Ok(());
