@@ -2,11 +2,12 @@
 //!
 //! The responder keeps what arrives out of order and answers a gap with a NAK (PSN sequence error)
 //! that names the first missing PSN and carries a SACK bitmap of what it holds beyond it. The
-//! requester records what is known to have arrived ([`Sack::got`]) and resends only the rest: a PSN is
-//! lost once something sent after it is known to have arrived (a later PSN SACKed or answered), and a
-//! resent PSN is lost again once something sent after the resend has arrived. A timeout (short while
-//! few packets are out) resends everything not known to have arrived. READ responses are placed as
-//! they come; a missing run is asked for again with a READ for just that run.
+//! requester records what is known to have arrived (`Sack::got`) and resends only the rest: a PSN is
+//! lost once something sent after it is known to have arrived (a later PSN SACKed or answered, beyond
+//! a little reordering), and a resent PSN is lost again once something sent after the resend has
+//! arrived. A timeout (the measured round trip, short while few packets are out) resends the oldest
+//! missing PSN as a probe; the answer's SACKs tell the rest. READ responses are placed as they come;
+//! a missing run is asked for again with a READ for just that run.
 //!
 //! On the wire (only between two sides that negotiated it): SEND packets carry 8 bytes before their
 //! data (the receive they fill, counted from 0, and their offset in it), WRITE MIDDLE/LAST a RETH of
@@ -781,7 +782,14 @@ impl Requester {
             self.sr().fast_spent += 1;
             self.noack_pkts = 0;
             self.timers.stop(Timer::Retransmit);
-            self.sr_resend_all();
+            // A probe, not the whole window: on a loaded host a fast timeout is as likely a peer
+            // that was not scheduled as a loss, and its answer (with the SACKs of whatever did
+            // arrive) shows what is really missing.
+            let comp = self.comp_psn;
+            let sr = self.sr();
+            sr.probe = None;
+            sr.queued.clear(comp);
+            sr.queue(comp);
             return None;
         }
         self.retry(RetryCause::Timeout, ctx)
