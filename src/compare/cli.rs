@@ -260,7 +260,14 @@ fn loss_sweep(cli: &Cli, tests: &[TestKind], hosts: &[&str]) -> anyhow::Result<E
     emit(&loss_report::table(&set));
     if !cli.no_files {
         let dir = compare_dir(&cli.results, &set.started_at);
-        loss_report::write_files(&dir, &set)?;
+        let files = loss_report::write_files(&dir, &set)?;
+        emit(&format!("\nLoss sweep files in {}:\n", dir.display()));
+        for f in files {
+            emit(&format!(
+                "  {}\n",
+                f.file_name().unwrap_or_default().to_string_lossy()
+            ));
+        }
     }
     if set.runs.is_empty() {
         eprintln!("roce_compare: error: no run of the loss sweep succeeded; see the notes above");

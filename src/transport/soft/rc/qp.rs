@@ -55,9 +55,16 @@ impl Qp {
         if mem.region(cfg.local_lkey).is_none() {
             return Err(ConfigError::LocalKey(cfg.local_lkey));
         }
-        // Selective repeat tracks every PSN of the window the requester may have out.
+        // Selective repeat tracks every PSN of the window the requester may have out. A loss costs
+        // it no resend of the window, so the window may be deeper than go-back-N's: four times,
+        // which keeps the link busy while a hole waits a round trip (or a scheduler stall) for
+        // its resend.
         let sr = cfg.recovery == Recovery::Sr;
-        let sr_window = cfg.max_unacked_psns.clamp(64, 1 << 15).next_power_of_two();
+        let sr_window = cfg
+            .max_unacked_psns
+            .saturating_mul(4)
+            .clamp(256, 1 << 15)
+            .next_power_of_two();
         Ok(Qp {
             // +1: the receive a SEND is filling is out of the RQ but still owes a completion.
             cq: Ring::with_capacity(cfg.sq_depth + cfg.rq_depth + 1),

@@ -301,11 +301,11 @@ impl Requester {
         Some(sent.len)
     }
 
-    /// Unacknowledged PSNs allowed out: the configured window (selective repeat: no more than its
-    /// bitmaps cover).
+    /// Unacknowledged PSNs allowed out: the configured window (selective repeat: the responder's
+    /// window of early requests, half what the requester's bitmaps cover).
     pub(super) fn window(&self, ctx: &Ctx<'_>) -> u32 {
         match &self.sr {
-            Some(sr) => ctx.cfg.max_unacked_psns.min(sr.window() / 2),
+            Some(sr) => sr.window() / 2,
             None => ctx.cfg.max_unacked_psns,
         }
     }

@@ -32,8 +32,9 @@ use super::timer::{self, Timer};
 pub const SEND_EXT_LEN: usize = 8;
 /// Bytes a WRITE MIDDLE/LAST packet carries before its data under selective repeat.
 pub const WRITE_EXT_LEN: usize = 16;
-/// PSNs after the first missing one that a SACK NAK reports at most (128 bytes of bitmap).
-pub const SACK_MAX_PSNS: u32 = 1024;
+/// PSNs after the first missing one that a SACK NAK reports at most (512 bytes of bitmap; no more
+/// than the path MTU's worth of bytes).
+pub const SACK_MAX_PSNS: u32 = 4096;
 /// Packets out at most for the short retransmission timeout.
 const FEW_IN_FLIGHT: i32 = 3;
 /// Later PSNs that must be known to have arrived before a missing one counts as lost, so that a

@@ -19,6 +19,8 @@ use super::{Refusal, Responder, recv_completion};
 const MAX_DMA_LEN: u32 = 1 << 31;
 /// Answers kept free in the job queue while early READs and atomics are run.
 const JOB_RESERVE: usize = 2;
+/// Early packets between two SACKs when nothing else calls for one (a new hole, AckReq).
+const SACK_EVERY: u32 = 16;
 
 /// How a placed packet ends its message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +59,8 @@ pub(super) struct Reorder {
     held: u32,
     /// One past the highest PSN held.
     high: Psn,
+    /// Early packets placed since the last SACK left.
+    since: u32,
 }
 
 impl Reorder {
@@ -67,6 +71,7 @@ impl Reorder {
             slots: vec![Pending::Empty; window as usize].into_boxed_slice(),
             held: 0,
             high: epsn,
+            since: 0,
         }
     }
 
@@ -88,10 +93,17 @@ impl Reorder {
         self.held
     }
 
-    /// The SACK bitmap after `epsn` into `out` (bit 7 of byte 0 is `epsn + 1`); returns its length,
-    /// a multiple of 4.
-    pub fn bitmap(&self, epsn: Psn, out: &mut [u8; SACK_MAX_PSNS as usize / 8]) -> usize {
-        let span = (self.high.diff(epsn).max(1) as u32 - 1).min(SACK_MAX_PSNS);
+    /// The SACK bitmap after `epsn` into `out` (bit 7 of byte 0 is `epsn + 1`), of at most `max_bits`
+    /// PSNs; returns its length, a multiple of 4.
+    pub fn bitmap(
+        &self,
+        epsn: Psn,
+        max_bits: u32,
+        out: &mut [u8; SACK_MAX_PSNS as usize / 8],
+    ) -> usize {
+        let span = (self.high.diff(epsn).max(1) as u32 - 1)
+            .min(SACK_MAX_PSNS)
+            .min(max_bits);
         out.fill(0);
         let mut last = 0;
         for i in 0..span {
@@ -139,9 +151,15 @@ impl Responder {
             self.want_sack();
             return false;
         }
+        let mut tell = repr.bth.ack_req;
         match self.place(req, repr, payload, d == 0, ctx) {
             Ok(p) => {
                 let ro = self.reorder.as_mut().expect("on");
+                // A new hole (or the first) is news at once; more of the same every few packets.
+                if d > 0 {
+                    ro.since += 1;
+                    tell |= ro.held == 0 || psn.after(ro.high) || ro.since >= SACK_EVERY;
+                }
                 *ro.slot(psn) = p;
                 ro.held += 1;
                 if psn.add(1).after(ro.high) {
@@ -199,7 +217,9 @@ impl Responder {
             }
         }
         if self.reorder.as_ref().is_some_and(|r| r.held > 0) {
-            self.want_sack();
+            if tell || ack {
+                self.want_sack();
+            }
         } else if ack {
             self.push_ack(self.epsn.sub(1));
         }
@@ -219,14 +239,16 @@ impl Responder {
     pub(super) fn emit_sack(&mut self, buf: &mut [u8], ctx: &mut Ctx<'_>) -> usize {
         self.sack_queued = false;
         let dest = ctx.cfg.remote_qpn;
-        let ro = self.reorder.as_ref().expect("selective repeat is on");
+        let ro = self.reorder.as_mut().expect("selective repeat is on");
+        ro.since = 0;
         if ro.held == 0 {
             ctx.counters.acks_sent += 1;
             let aeth = AethRepr::ack(self.msn);
             return packet::emit(buf, &packet::acknowledge(dest, self.epsn.sub(1), aeth), &[]);
         }
         let mut bitmap = [0u8; SACK_MAX_PSNS as usize / 8];
-        let n = ro.bitmap(self.epsn, &mut bitmap);
+        // The bitmap fits any answer buffer: no more bytes than the path MTU.
+        let n = ro.bitmap(self.epsn, ctx.cfg.pmtu * 8, &mut bitmap);
         ctx.counters.naks_sent.psn_seq += 1;
         let aeth = AethRepr::nak(NakCode::PsnSequenceError, self.msn);
         packet::emit(
