@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two "hosts" on one machine: network namespaces <prefix>a and <prefix>b joined by a veth pair.
 #
-#   netns.sh up [--loss P] [--delay D] [--duplicate P] [--reorder P] [--corrupt P] [--mtu M] [--wire-segments]
+#   netns.sh up [--loss P] [--delay D] [--duplicate P] [--reorder P] [--corrupt P] [--mtu M] [--wire-segments] [--tcp]
 #   netns.sh netem [--loss P] [--delay D] [--duplicate P] [--reorder P] [--corrupt P]   (change impairments)
 #   netns.sh exec a|b CMD...       run CMD inside namespace a or b
 #   netns.sh status                show the namespaces, addresses and qdiscs
@@ -12,10 +12,14 @@
 # Impairments are tc netem on both veth ends, so they hit both directions: P as in netem ("1%"),
 # D a delay ("100us", "1ms"). --reorder needs a delay to reorder anything; without --delay it adds 1ms.
 # On a kernel without netem, --loss and --duplicate fall back to iptables in each namespace (UDP port
-# 4791, so RoCE v2 through a UDP socket: random DROP on arrival, INPUT, so the sender sees no error, and
-# TEE of what leaves, OUTPUT, to the peer for a copy);
+# 4791, so RoCE v2 through a UDP socket, and with --tcp the TCP baseline too, so both meet the same
+# drop: random DROP on arrival, INPUT, so the sender sees no error, and TEE of what leaves, OUTPUT,
+# to the peer for a copy);
 # AF_PACKET frames (RoCE v1, --io packet) bypass iptables. --delay, --reorder and --corrupt have no
-# such fallback: use roceperf's own ROCEPERF_IMPAIR=loss=1%,duplicate=1%,reorder=5% instead.
+# such fallback: use roceperf's own --impair loss=1%,dup=1%,reorder=5% instead.
+# --tcp: the iptables loss also hits TCP (every port but --tcp-spare PORT, default 18515, the
+# out-of-band channel's), for a TCP baseline across the same lossy link. Super-packets (GSO/TSO) are
+# dropped as a whole by iptables: add --wire-segments so every loss decision is about one packet.
 # --wire-segments: the veth ends take no GSO super-datagrams (gso_max_segs 1), so the kernel cuts them
 # into the packets a NIC without segmentation offload would send, and captures show each one.
 #
@@ -32,7 +36,7 @@ ip4_a=10.77.0.1 ip4_b=10.77.0.2 ip6_a=fd77::1 ip6_b=fd77::2
 
 die() { echo "netns.sh: $*" >&2; exit 2; }
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 2; }
 
 need_root() {
   [[ $(id -u) -eq 0 ]] || die "needs root to create network namespaces and veth pairs (CAP_SYS_ADMIN, CAP_NET_ADMIN): run it with sudo"
@@ -55,7 +59,7 @@ ns_of() {
 # Parses impairment flags into the netem argument list in $netem_args.
 parse_netem() {
   loss="" delay="" dup="" reorder="" corrupt=""
-  mtu="" wire_segments=""
+  mtu="" wire_segments="" tcp="" tcp_spare=18515
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --loss) loss="${2:?--loss needs a value such as 1%}"; shift 2 ;;
@@ -65,6 +69,8 @@ parse_netem() {
       --corrupt) corrupt="${2:?--corrupt needs a value such as 0.1%}"; shift 2 ;;
       --mtu) mtu="${2:?--mtu needs a number of bytes}"; shift 2 ;;
       --wire-segments) wire_segments=1; shift ;;
+      --tcp) tcp=1; shift ;;
+      --tcp-spare) tcp_spare="${2:?--tcp-spare needs a port}"; shift 2 ;;
       -h|--help) usage ;;
       *) die "unknown option '$1' (see netns.sh --help)" ;;
     esac
@@ -102,13 +108,18 @@ apply_iptables() {
     if [[ -n $loss_p ]]; then
       ip netns exec "$ns" "$ipt" -A INPUT "${rule[@]}" "$loss_p" -j DROP
       ip netns exec "$ns" "$ip6t" -A INPUT "${rule[@]}" "$loss_p" -j DROP
+      if [[ -n $tcp ]]; then
+        local trule=(-p tcp ! --dport "$tcp_spare" ! --sport "$tcp_spare" -m statistic --mode random --probability "$loss_p" -j DROP)
+        ip netns exec "$ns" "$ipt" -A INPUT "${trule[@]}"
+        ip netns exec "$ns" "$ip6t" -A INPUT "${trule[@]}"
+      fi
     fi
     if [[ -n $dup_p ]]; then
       ip netns exec "$ns" "$ipt" -A OUTPUT "${rule[@]}" "$dup_p" -j TEE --gateway "$peer4"
       ip netns exec "$ns" "$ip6t" -A OUTPUT "${rule[@]}" "$dup_p" -j TEE --gateway "$peer6"
     fi
   done
-  fallback="iptables on UDP 4791 (no netem in this kernel):${loss_p:+ drop $loss_p}${dup_p:+ duplicate $dup_p}"
+  fallback="iptables on UDP 4791${tcp:+ and TCP but port $tcp_spare} (no netem in this kernel):${loss_p:+ drop $loss_p}${dup_p:+ duplicate $dup_p}"
 }
 
 apply_netem() {

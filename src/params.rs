@@ -261,6 +261,70 @@ impl clap::ValueEnum for RoceVersion {
     }
 }
 
+/// How a RoCE requester repairs lost packets: go-back-N (the IB spec's, what rxe and hardware speak)
+/// or selective repeat (IRN-like: only what is missing is resent; roceperf's soft transport only, when
+/// both sides negotiate it out of band).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Recovery {
+    /// Go-back-N: a NAK or a timeout resends everything from the first PSN missing.
+    #[default]
+    Gbn,
+    /// Selective repeat: the responder keeps what arrives out of order and the requester resends
+    /// only the PSNs it reports missing.
+    Sr,
+}
+
+impl Recovery {
+    /// Both recoveries.
+    pub const ALL: [Recovery; 2] = [Recovery::Gbn, Recovery::Sr];
+
+    /// `gbn` or `sr`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Recovery::Gbn => "gbn",
+            Recovery::Sr => "sr",
+        }
+    }
+
+    /// The recovery two sides agree on: selective repeat only when both ask for it.
+    pub fn agree(self, peer: Recovery) -> Recovery {
+        if self == Recovery::Sr && peer == Recovery::Sr {
+            Recovery::Sr
+        } else {
+            Recovery::Gbn
+        }
+    }
+}
+
+impl fmt::Display for Recovery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Recovery {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        parse_word(s, &Recovery::ALL, Recovery::name, "recovery", "gbn or sr")
+    }
+}
+
+/// `--recovery gbn|sr`, with the one-line help each value shows in `--help`.
+impl clap::ValueEnum for Recovery {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Recovery::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let help = match self {
+            Recovery::Gbn => "go-back-N, as rxe and RDMA NICs",
+            Recovery::Sr => "selective repeat (soft transport, both sides)",
+        };
+        Some(clap::builder::PossibleValue::new(self.name()).help(help))
+    }
+}
+
 /// Which end of the test this process is: perftest's rule is that the side with a host argument is the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -6,7 +6,7 @@ use super::exit::Error;
 use super::notes::Note;
 use super::plan::Plan;
 use crate::cli::IoArg;
-use crate::params::{RoceVersion, Verb};
+use crate::params::{Recovery, RoceVersion, Verb};
 use crate::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
 use crate::transport::soft::netdev::AddrFamily;
 use crate::transport::tcp::{TcpConfig, TcpEndpoint};
@@ -32,6 +32,14 @@ pub(crate) trait Described: Endpoint {
     fn adapt_to_peer(&mut self, _peer: &ConnInfo) -> Vec<Note> {
         Vec::new()
     }
+    /// Takes the loss recovery the peer asked for out of band (before connecting); a peer that never
+    /// says leaves go-back-N.
+    fn agree_recovery(&mut self, _peer: Recovery) {}
+    /// The deliberate impairment in force (its spec) and the loss recovery in use, for the results;
+    /// `None` where the transport has neither.
+    fn lossy(&self) -> (Option<String>, Option<Recovery>) {
+        (None, None)
+    }
 }
 
 impl Described for TcpEndpoint {}
@@ -44,6 +52,12 @@ impl Described for SoftEndpoint {
     fn counters(&self) -> Option<(String, serde_json::Value)> {
         let c = SoftEndpoint::counters(self);
         Some((c.to_string(), serde_json::to_value(c).ok()?))
+    }
+    fn agree_recovery(&mut self, peer: Recovery) {
+        SoftEndpoint::agree_recovery(self, peer);
+    }
+    fn lossy(&self) -> (Option<String>, Option<Recovery>) {
+        (self.impairment().map(|i| i.spec()), Some(self.recovery()))
     }
 }
 
@@ -96,6 +110,9 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.timeout = d.qp_timeout.unwrap_or(cfg.timeout);
     cfg.gso = !d.no_gso;
     cfg.retry_cnt = d.retry_count.unwrap_or(cfg.retry_cnt);
+    cfg.impair = d.impair;
+    cfg.impair_seed = d.impair_seed;
+    cfg.recovery = d.recovery;
     cfg.qps = plan.qps as usize;
     cfg.buffer_len = plan.layout.buffer_len();
     // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's

@@ -7,8 +7,9 @@ use crate::bench::Layout;
 use crate::cli::{IoArg, OobArg, Options, OutputArg, TransportReason};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::oob::{self, TestParams};
-use crate::params::{Metric, RoceVersion, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::params::{Metric, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind, Verb};
 use crate::report::OutputSelect;
+use crate::transport::ImpairConfig;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -126,7 +127,7 @@ pub struct OobPlan {
 }
 
 /// What the endpoint is opened with (each transport takes the part it understands).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DevicePlan {
     /// `-d`.
     pub device: Option<String>,
@@ -152,6 +153,12 @@ pub struct DevicePlan {
     pub qp_timeout: Option<u8>,
     /// `--retry_count`.
     pub retry_count: Option<u8>,
+    /// `--impair` (soft).
+    pub impair: Option<ImpairConfig>,
+    /// `--impair-seed` (soft).
+    pub impair_seed: Option<u64>,
+    /// `--recovery` (soft): what this side asks for.
+    pub recovery: Recovery,
 }
 
 /// What is printed and written, all local to this side.
@@ -246,6 +253,9 @@ impl Plan {
                 bind: opts.bind,
                 qp_timeout: opts.qp_timeout,
                 retry_count: opts.retry_count,
+                impair: opts.impair,
+                impair_seed: opts.impair_seed,
+                recovery: opts.recovery,
             },
             output: OutputPlan {
                 single: opts.output.map(|o| match o {
@@ -287,6 +297,7 @@ impl Plan {
             bidirectional: self.bidirectional,
             warmup: self.warmup,
             validate: self.validate,
+            recovery: self.device.recovery,
         }
     }
 }

@@ -119,6 +119,8 @@ pub(crate) fn run_info(
         notes: notes::lines(&run_notes(plan, pinned, local, peer)),
         version: env!("CARGO_PKG_VERSION").to_string(),
         counters: None,
+        impair: None,
+        recovery: None,
     }
 }
 

@@ -11,7 +11,7 @@ use super::plan::Plan;
 use super::report::print_waiting;
 use super::session::{Action, Dialect, Link};
 use crate::oob::{self, Channel, Step};
-use crate::params::{Role, TransportKind};
+use crate::params::{Recovery, Role, TransportKind};
 use crate::results::SizeResult;
 use std::net::IpAddr;
 
@@ -42,6 +42,8 @@ pub(crate) struct Roceperf<'p> {
     chan: Channel,
     phase: Phase,
     mine: Option<SizeResult>,
+    /// The loss recovery the peer asked for (go-back-N until its parameters say otherwise).
+    peer_recovery: Recovery,
 }
 
 impl<'p> Roceperf<'p> {
@@ -74,12 +76,14 @@ impl<'p> Roceperf<'p> {
             chan,
             phase: Phase::Connect,
             mine: None,
+            peer_recovery: Recovery::Gbn,
         })
     }
 
     /// Swaps parameter sets with the peer; fails on both sides naming the first that differs.
     pub(crate) fn check_params(&mut self) -> Result<(), Error> {
-        self.chan.check_params(&self.plan.test_params())?;
+        let theirs = self.chan.check_params(&self.plan.test_params())?;
+        self.peer_recovery = theirs.recovery;
         Ok(())
     }
 
@@ -124,6 +128,7 @@ impl Dialect for Roceperf<'_> {
                 let mut peer: crate::transport::ConnInfo =
                     self.chan.exchange(Step::Conn, &ep.local_info())?;
                 self.chan.end_handshake()?;
+                ep.agree_recovery(self.peer_recovery);
                 let notes = ep.adapt_to_peer(&peer);
                 if peer.transport != plan.transport && plan.transport != TransportKind::Tcp {
                     // soft and verbs put the same packets on the wire; the label only says who made

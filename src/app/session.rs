@@ -118,6 +118,7 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                 let mut i =
                     report::run_info(plan, link.fallback_device, pinned, &local, &link.peer);
                 i.warmup = link.warmup;
+                (i.impair, i.recovery) = ep.lossy();
                 i.notes.extend(notes::lines(&ep.notes()));
                 i.notes.extend(notes::lines(&link.notes));
                 if !out.quiet() {

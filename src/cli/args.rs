@@ -5,7 +5,8 @@
 
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
-use crate::params::{RoceVersion, TransportKind};
+use crate::params::{Recovery, RoceVersion, TransportKind};
+use crate::transport::ImpairConfig;
 use clap::{Parser, ValueEnum};
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -25,7 +26,8 @@ Examples:
 Soft transport: -d names a network interface (lo, eth0, a veth). RoCE v2 over a UDP socket on port 4791 \
 (--io udp, no privileges) or AF_PACKET (--io packet, RoCE v1 and v2, needs CAP_NET_RAW). Two endpoints on \
 one host need distinct addresses: 127.0.0.x on lo is automatic, otherwise use two network namespaces \
-(scripts/netns.sh up). ROCEPERF_IMPAIR=loss=1%,duplicate=1%,reorder=5% impairs what soft sends.
+(scripts/netns.sh up). --impair loss=1%,dup=1%,reorder=5% (or ROCEPERF_IMPAIR) impairs what soft sends, \
+--recovery sr repairs losses by selective repeat.
 
 Exit status: 0 ok, 1 the test failed (error completion, --validate mismatch, a gate missed), 2 usage or \
 setup error.";
@@ -192,6 +194,21 @@ pub struct Args {
     /// Check every byte received against the sender's pattern; a mismatch fails the test (SYMMETRIC).
     #[arg(long)]
     pub validate: bool,
+
+    /// Impair the soft transport's own packets, per RoCE packet and seeded, e.g.
+    /// loss=0.5%,burst=8,dup=0.1%,reorder=1%,delay=50us,corrupt=0.01% (rx: before a key impairs what
+    /// arrives instead of what leaves); ROCEPERF_IMPAIR is read when it is absent (soft only).
+    #[arg(long, value_name = "SPEC", value_parser = values::parse_impair)]
+    pub impair: Option<ImpairConfig>,
+
+    /// Seed of the impairment (overrides seed= of --impair or ROCEPERF_IMPAIR) (soft only).
+    #[arg(long = "impair-seed", value_name = "N")]
+    pub impair_seed: Option<u64>,
+
+    /// Loss recovery of the RC engine: gbn (go-back-N, what rxe and NICs speak) or sr (selective
+    /// repeat; used only when the peer asks for it too, else gbn) [default: gbn] (soft only).
+    #[arg(long, value_enum)]
+    pub recovery: Option<Recovery>,
 
     /// Out-of-band dialect: roceperf's own, or perftest's (to pair with a real ib_* peer).
     #[arg(long, value_enum, default_value_t = OobArg::Roceperf, help = oob_help())]

@@ -422,3 +422,32 @@ pub(crate) fn results_dir(a: &Args) -> Result<(), Error> {
         _ => Ok(()),
     }
 }
+
+/// `--impair`, `--impair-seed` and `--recovery` belong to the soft transport (issue 15): its own
+/// packets are impaired and its own RC engine repairs them.
+pub(crate) fn lossy_flags(transport: TransportKind, a: &Args) -> Result<(), Error> {
+    if transport == TransportKind::Soft {
+        return Ok(());
+    }
+    let flags: [(bool, &'static str, &'static str); 3] = [
+        (
+            a.impair.is_some(),
+            "--impair",
+            "it impairs the soft transport's own packets; impair any transport's link with scripts/netns.sh (iptables), or compare under loss with roce_compare --loss-sweep",
+        ),
+        (
+            a.impair_seed.is_some(),
+            "--impair-seed",
+            "it seeds the soft transport's impairment",
+        ),
+        (
+            a.recovery.is_some(),
+            "--recovery",
+            "only the soft transport's RC engine has a choice of loss recovery (RDMA NICs and rxe go back N)",
+        ),
+    ];
+    match flags.into_iter().find(|f| f.0) {
+        Some((_, flag, why)) => not_applicable(flag, format!("--transport {transport}"), why),
+        None => Ok(()),
+    }
+}

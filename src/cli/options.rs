@@ -5,7 +5,8 @@
 use super::args::{Args, IoArg, OobArg, OutputArg};
 use super::checks::{self, TransportReason};
 use crate::gate::{GateArgs, GateOutputArgs};
-use crate::params::{RoceVersion, Role, RunMode, TestKind, TransportKind};
+use crate::params::{Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind};
+use crate::transport::ImpairConfig;
 use clap::Parser;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -136,6 +137,12 @@ pub struct Options {
     pub qp_timeout: Option<u8>,
     /// `--retry_count`.
     pub retry_count: Option<u8>,
+    /// `--impair` (soft).
+    pub impair: Option<ImpairConfig>,
+    /// `--impair-seed` (soft).
+    pub impair_seed: Option<u64>,
+    /// `--recovery` (soft): what this side asks for; the peer must ask for `sr` too.
+    pub recovery: Recovery,
     /// Gate thresholds.
     pub gate: GateArgs,
     /// Gate reports.
@@ -168,6 +175,7 @@ impl Options {
         checks::built(&choice)?;
         checks::transport_flags(transport, &a)?;
         checks::oob(transport, &a)?;
+        checks::lossy_flags(transport, &a)?;
         let io = checks::soft_io(transport, &a)?;
         checks::test_flags(test, &a)?;
         checks::run_shape(&a)?;
@@ -224,6 +232,9 @@ impl Options {
             oob: a.oob,
             qp_timeout: a.qp_timeout,
             retry_count: a.retry_count,
+            impair: a.impair,
+            impair_seed: a.impair_seed,
+            recovery: a.recovery.unwrap_or_default(),
             gate: a.gate,
             gate_output: a.gate_output,
         })

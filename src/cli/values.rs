@@ -44,3 +44,8 @@ pub(crate) fn parse_percentile(s: &str) -> Result<f64, String> {
         )),
     }
 }
+
+/// `--impair SPEC`, checked now so that a typo is a usage error before anything opens.
+pub(crate) fn parse_impair(s: &str) -> Result<crate::transport::ImpairConfig, String> {
+    crate::transport::ImpairConfig::parse_from(s, "--impair").map_err(|e| e.to_string())
+}

@@ -7,7 +7,7 @@
 
 use super::leg::{Sizes, TestSpec};
 use super::run::{self, ClientSide, LocalServer, Plan, ServerSide};
-use super::{files, local, proc, remote};
+use super::{files, local, loss, loss_report, proc, remote};
 use crate::gate::{self, GateArgs, GateOutputArgs, SetGateArgs, parse_transport_arg};
 use crate::params::{Metric, TestKind, TransportKind, Verb};
 use crate::report::export::ExportManager;
@@ -100,6 +100,24 @@ struct Cli {
     /// Print the report only; write no files.
     #[arg(long)]
     no_files: bool,
+    /// Loss sweep: run every test over RoCE v2 (go-back-N and selective repeat), RoCE v1 and TCP across
+    /// one veth pair at each of these packet loss rates, e.g. 0,0.01%,0.1%,1%,5% (needs root).
+    #[arg(long = "loss-sweep", value_name = "RATES", value_delimiter = ',',
+          value_parser = loss::parse_rate, conflicts_with_all = ["server", "from", "local"])]
+    loss_sweep: Vec<f64>,
+    /// How the loss sweep drops packets: kernel (iptables statistic for TCP and RoCE v2; roceperf's
+    /// impairer for RoCE v1, which iptables cannot see) or impairer (roceperf's for every RoCE run).
+    #[arg(
+        long = "loss-via",
+        value_enum,
+        default_value = "kernel",
+        requires = "loss_sweep"
+    )]
+    loss_via: loss::LossVia,
+    /// Loss sweep: losses in Gilbert–Elliott bursts of this mean length (RoCE through roceperf's
+    /// impairer; iptables has no bursts, so TCP runs only loss-free).
+    #[arg(long = "loss-burst", value_name = "N", requires = "loss_sweep")]
+    loss_burst: Option<f64>,
     /// Hold only the runs of this transport (verbs, soft, tcp) to the gates below.
     #[arg(
         long,
@@ -145,6 +163,9 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         return serve(cli);
     }
     let (tests, hosts) = split_args(&cli.args);
+    if !cli.loss_sweep.is_empty() {
+        return loss_sweep(cli, &tests, &hosts);
+    }
     if cli.local && !hosts.is_empty() {
         return usage(&format!(
             "{:?} is not a test (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat); --local takes no host",
@@ -221,6 +242,62 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     Ok(code)
+}
+
+/// `--loss-sweep`: every transport at every loss rate on this machine, then the sweep's report and
+/// the comparison's files and gates.
+fn loss_sweep(cli: &Cli, tests: &[TestKind], hosts: &[&str]) -> anyhow::Result<ExitCode> {
+    if let Some(h) = hosts.first() {
+        return usage(&format!(
+            "{h:?} is not a test; a loss sweep runs on this machine and takes no host"
+        ));
+    }
+    if cli.device.is_some() {
+        return usage("-d is for two-host runs; a loss sweep runs across its own veth pair");
+    }
+    if cli.loss_burst.is_some_and(|b| b.is_nan() || b < 1.0) {
+        return usage("--loss-burst is a mean burst length of at least 1 packet");
+    }
+    let work = tempfile::Builder::new()
+        .prefix("roce_compare-loss-")
+        .tempdir()
+        .context("cannot create a temporary directory for the runs' logs")?;
+    let sweep = loss::Sweep {
+        tests: test_specs(cli, tests),
+        rates: cli.loss_sweep.clone(),
+        via: cli.loss_via,
+        burst: cli.loss_burst,
+        bin_dir: proc::exe_dir()?,
+        work: work.path().to_owned(),
+        timeout: cli.timeout.map(Duration::from_secs),
+    };
+    proc::catch_interrupts();
+    let steps = (sweep.tests.len() * sweep.rates.len() * 4) as u64;
+    let progress = SweepProgress::steps(steps, "runs");
+    let set = match loss::run(&sweep, &progress) {
+        Ok(set) => set,
+        Err(e) => {
+            eprintln!("roce_compare: error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    emit(&loss_report::table(&set));
+    if !cli.no_files {
+        let dir = compare_dir(&cli.results, &set.started_at);
+        let files = loss_report::write_files(&dir, &set)?;
+        emit(&format!("\nLoss sweep files in {}:\n", dir.display()));
+        for f in files {
+            emit(&format!(
+                "  {}\n",
+                f.file_name().unwrap_or_default().to_string_lossy()
+            ));
+        }
+    }
+    if set.runs.is_empty() {
+        eprintln!("roce_compare: error: no run of the loss sweep succeeded; see the notes above");
+        return Ok(ExitCode::from(2));
+    }
+    report_and_gate(cli, &set)
 }
 
 /// Every run of the plan, with a progress bar on the terminal (none when stdout is piped).

@@ -92,6 +92,12 @@ pub enum Error {
     /// A device name a peer sent is not one.
     #[error("{0:?} is not a device or interface name")]
     BadDevice(String),
+    /// A peer sent flags of its own for the command line (only a local loss sweep adds any).
+    #[error("a two-host comparison takes no extra flags for its runs (got {0:?})")]
+    ExtraFlags(Vec<String>),
+    /// A loss sweep could not be set up; the text says what to do.
+    #[error("loss sweep: {0}")]
+    LossSweep(String),
 }
 
 /// Results of the live comparison.

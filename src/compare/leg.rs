@@ -104,6 +104,9 @@ pub struct LegSpec {
     pub roce: Option<RoceVersion>,
     /// `-d`; None for TCP.
     pub device: Option<String>,
+    /// Further flags both sides get (a loss sweep's `--recovery`, `--impair`, `--validate`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra: Vec<String>,
 }
 
 impl LegSpec {
@@ -113,6 +116,7 @@ impl LegSpec {
             transport,
             roce: Some(version),
             device: Some(device.to_owned()),
+            extra: Vec::new(),
         }
     }
 
@@ -122,6 +126,7 @@ impl LegSpec {
             transport: TransportChoice::Tcp,
             roce: None,
             device: None,
+            extra: Vec::new(),
         }
     }
 
@@ -148,6 +153,9 @@ impl LegSpec {
                 return Err(super::error::Error::BadDevice(d.clone()));
             }
         }
+        if !self.extra.is_empty() {
+            return Err(super::error::Error::ExtraFlags(self.extra.clone()));
+        }
         Ok(())
     }
 
@@ -167,6 +175,7 @@ impl LegSpec {
         if let Some(d) = &self.device {
             a.extend(["-d".into(), d.clone()]);
         }
+        a.extend(self.extra.iter().cloned());
         a
     }
 }

@@ -3,7 +3,8 @@
 //! A [`CompareSet`](crate::results::CompareSet) is filled either live, by the orchestrator in [`run`]
 //! that starts each transport's `roce_<test>` server and client in turn (on this machine: [`local`];
 //! between two hosts: [`remote`]; their command lines: [`leg`]; the child processes: [`proc`]), or from
-//! result files made elsewhere ([`files`], `roce_compare --from`). `crate::report` renders the set and
+//! result files made elsewhere ([`files`], `roce_compare --from`). [`loss`] sweeps every transport
+//! across one lossy link (`--loss-sweep`), [`loss_report`] shows and writes what it found. `crate::report` renders the set and
 //! writes its files; `crate::gate` judges it. [`cli`] is `roce_compare` itself.
 
 pub mod cli;
@@ -11,6 +12,8 @@ pub mod error;
 pub mod files;
 pub mod leg;
 pub mod local;
+pub mod loss;
+pub mod loss_report;
 pub mod proc;
 pub mod remote;
 pub mod run;

@@ -5,7 +5,7 @@
 //! figures (`--report_gbits`, `--output`, `--csv`, `--json`, `--results`, `--percentiles`, `-v`,
 //! `--cpu`, gate thresholds) is its own business and never travels.
 
-use crate::params::{RoceVersion, TestKind, TransportKind};
+use crate::params::{Recovery, RoceVersion, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -39,6 +39,10 @@ pub struct TestParams {
     /// `--validate`: the sender writes the pattern the receiver checks (a READ responder fills it too).
     #[serde(default)]
     pub validate: bool,
+    /// `--recovery`: what this side asks for. Negotiated, never a mismatch: selective repeat runs
+    /// only when both sides ask for it ([`Recovery::agree`]); a peer that does not say asks for gbn.
+    #[serde(default)]
+    pub recovery: Recovery,
 }
 
 /// The first parameter that differs between this side and the peer.
@@ -191,7 +195,24 @@ mod tests {
             bidirectional: false,
             warmup: 0,
             validate: false,
+            recovery: Recovery::Gbn,
         }
+    }
+
+    #[test]
+    fn recovery_is_negotiated_not_checked() {
+        let sr = TestParams {
+            recovery: Recovery::Sr,
+            ..base()
+        };
+        assert_eq!(sr.first_mismatch(&base()), None);
+        assert_eq!(sr.recovery.agree(base().recovery), Recovery::Gbn);
+        assert_eq!(sr.recovery.agree(sr.recovery), Recovery::Sr);
+        // A peer that predates --recovery sends no such key: it asks for go-back-N.
+        let mut old = serde_json::to_value(base()).unwrap();
+        old.as_object_mut().unwrap().remove("recovery");
+        let old: TestParams = serde_json::from_value(old).unwrap();
+        assert_eq!(old.recovery, Recovery::Gbn);
     }
 
     #[test]

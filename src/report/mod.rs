@@ -11,6 +11,7 @@ pub mod console;
 pub mod export;
 pub mod hdrlog;
 pub mod histogram_text;
+pub mod loss_svg;
 pub mod progress;
 pub mod svg;
 pub mod table;

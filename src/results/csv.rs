@@ -52,6 +52,8 @@ pub(crate) const COLUMNS: &[&str] = &[
     "lat_p99_99_us",
     "lat_max_us",
     "cpu_util_pct",
+    "impair",
+    "recovery",
 ];
 
 /// The percentiles behind `lat_p90_us` .. `lat_p99_99_us`.
@@ -121,6 +123,8 @@ pub fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
         }
     }
     cells.push(opt(r.cpu_util.map(|v| f(v, 2))));
+    cells.push(opt(info.impair.as_deref()));
+    cells.push(opt(info.recovery.map(|r| r.name())));
     debug_assert_eq!(cells.len(), COLUMNS.len());
     cells
 }

@@ -2,7 +2,7 @@
 //!
 //! The header block and the files show it, and both sides exchange it over the out-of-band channel.
 
-use crate::params::{RoceVersion, Role, TestKind, TransportKind};
+use crate::params::{Recovery, RoceVersion, Role, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 
 /// One perftest "local address:" / "remote address:" line (+ GID line).
@@ -88,6 +88,13 @@ pub struct RunInfo {
     /// transport keeps any; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<serde_json::Value>,
+    /// The deliberate impairment of a soft run, as its spec (`loss=1%,burst=8,seed=7`: what
+    /// `--impair` or `ROCEPERF_IMPAIR` gave, seed included); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impair: Option<String>,
+    /// The loss recovery the RC engine of a soft run used (`gbn` or `sr`); absent for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
 }
 
 /// `client` or `server`.

@@ -2,7 +2,7 @@
 //!
 //! The set knows nothing of how its runs were made: live by `compare`, or read from result files.
 
-use super::{Repetitions, RunInfo, SizeResult};
+use super::{LossPoint, Repetitions, RunInfo, SizeResult};
 use crate::params::{Metric, RoceVersion, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +30,9 @@ pub struct CompareRun {
     /// the median repetition. Empty for a run made once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repetitions: Vec<Repetitions>,
+    /// In a loss sweep: the loss the run met and what repairing it cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<LossPoint>,
 }
 
 /// A transport that could not run, and why (e.g. RoCE v1 needs CAP_NET_RAW for a veth pair).
@@ -90,6 +93,7 @@ impl CompareRun {
             notes: info.notes.clone(),
             link: None,
             repetitions: Vec::new(),
+            loss: None,
         }
     }
 

@@ -55,6 +55,8 @@ pub fn bw_info() -> RunInfo {
         notes: vec!["transport soft: -d lo is a network interface, not an RDMA device".into()],
         version: "0.1.0".into(),
         counters: None,
+        impair: None,
+        recovery: None,
     }
 }
 
@@ -166,6 +168,7 @@ pub fn set() -> CompareSet {
             notes: vec![],
             link: None,
             repetitions: vec![],
+            loss: None,
         });
     }
     for (t, r, _, factor) in transports {
@@ -182,6 +185,7 @@ pub fn set() -> CompareSet {
             notes: vec![],
             link: None,
             repetitions: vec![],
+            loss: None,
         });
     }
     CompareSet {

@@ -24,6 +24,8 @@ use serde::{Deserialize, Serialize};
 pub use crate::wire::{Gid, MacAddr};
 pub use mtu::RoceMtu;
 pub use param::Param;
+/// The soft transport's deliberate impairment (`--impair`), which the command line parses.
+pub use soft::io::impair::ImpairConfig;
 
 /// Access rights of a registered buffer, as in `ibv_access_flags`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -462,6 +462,7 @@ fn comparison(dir: &Path) -> (PathBuf, PathBuf) {
                 notes: vec![],
                 link: None,
                 repetitions: vec![],
+                loss: None,
             });
         }
     }

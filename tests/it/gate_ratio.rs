@@ -83,6 +83,7 @@ fn run(
         } else {
             vec![]
         },
+        loss: None,
     }
 }
 

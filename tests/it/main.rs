@@ -30,6 +30,7 @@ mod rc_lossy;
 mod rc_no_alloc;
 mod rc_ops;
 mod rc_pingpong_loss;
+mod rc_selective;
 mod ref_binary;
 mod repo_paths;
 mod report_pipeline;

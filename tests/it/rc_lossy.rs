@@ -7,6 +7,7 @@
 use crate::rc_harness;
 
 use rc_harness::*;
+use roceperf::params::Recovery;
 use roceperf::transport::soft::rc::{MemoryTable, Qp, QpConfig};
 use roceperf::transport::soft::sim::{LinkConfig, SimPair, SimRng};
 use roceperf::transport::{
@@ -137,6 +138,14 @@ fn word(qp: &Qp, off: u64) -> u64 {
 
 /// Runs one seeded workload over links that lose `loss` of their packets; panics naming the seed.
 fn run(seed: u64, loss: f64) {
+    run_with(seed, LinkConfig::lossy(loss), Recovery::Gbn);
+}
+
+/// Runs one seeded workload over links configured as `link` (both ways), both queue pairs
+/// recovering by `recovery`; panics naming the seed. Every message is delivered once, in order of
+/// completion, byte-identical, and completions match work requests one to one.
+pub(crate) fn run_with(seed: u64, link: LinkConfig, recovery: Recovery) {
+    let loss = link.loss;
     let mut rng = SimRng::new(seed);
     let pmtu = [256, 512, 1024, 2048, 4096][rng.below(5) as usize];
     let n = 10 + rng.below(30) as usize;
@@ -163,19 +172,14 @@ fn run(seed: u64, loss: f64) {
         cfg.pmtu = pmtu;
         cfg.max_rd_atomic = max_rd;
         cfg.max_dest_rd_atomic = 8;
+        cfg.recovery = recovery;
         (Qp::new(cfg, mem).unwrap(), keys)
     };
     let (qa, ka) = mk(QPN_A, QPN_B, psn_a, psn_b, 1);
     let (qb, kb) = mk(QPN_B, QPN_A, psn_b, psn_a, 2);
-    let mut p = SimPair::new(
-        qa,
-        qb,
-        LinkConfig::lossy(loss),
-        LinkConfig::lossy(loss),
-        seed,
-    );
+    let mut p = SimPair::new(qa, qb, link.clone(), link, seed);
     let ctx = format!(
-        "seed {seed} (loss {loss}, PMTU {pmtu}, {n} ops, both ways {both_ways}, psn {psn_a:#x}/{psn_b:#x})"
+        "seed {seed} ({recovery}, loss {loss}, PMTU {pmtu}, {n} ops, both ways {both_ways}, psn {psn_a:#x}/{psn_b:#x})"
     );
 
     // Each side: requester data at [0, HALF), responder data at [HALF, 2*HALF).

@@ -9,7 +9,7 @@ use super::io::impair::{ImpairConfig, ImpairParseError};
 use super::io::{IoError, ROCE_V2_PORT};
 use super::netdev::{AddrFamily, NetdevError};
 use super::rc::ConfigError;
-use crate::params::{RoceVersion, TransportKind};
+use crate::params::{Recovery, RoceVersion, TransportKind};
 use crate::transport::memory::OutOfMemory;
 use crate::transport::{Error, Gid, Param};
 
@@ -64,8 +64,13 @@ pub struct SoftConfig {
     pub udp_port: u16,
     /// Packets per receive and transmit batch.
     pub batch: usize,
-    /// Deliberate transmit impairment; `None` reads `ROCEPERF_IMPAIR`.
+    /// Deliberate impairment (`--impair`); `None` reads `ROCEPERF_IMPAIR`.
     pub impair: Option<ImpairConfig>,
+    /// `--impair-seed`: overrides the seed of the impairment, whichever gave it.
+    pub impair_seed: Option<u64>,
+    /// `--recovery`: the loss recovery this side asks for; selective repeat runs only when the peer
+    /// asks for it too ([`SoftEndpoint::agree_recovery`](super::SoftEndpoint::agree_recovery)).
+    pub recovery: Recovery,
     /// Local ACK timeout code (4.096 µs × 2^t).
     pub timeout: u8,
     /// Retransmissions without progress before the QP fails (a dead peer becomes an error).
@@ -75,7 +80,7 @@ pub struct SoftConfig {
     /// UDP backend only: send runs of equal packets as one UDP_SEGMENT super-datagram and receive
     /// with UDP_GRO (on by default). Several times faster; segment k of an IPv4 send carries IP ID k,
     /// and its ICRC is computed for it. Captures on the sending host (lo, veth) show super-datagrams:
-    /// turn it off to see every packet. Impairment turns it off by itself (it works on single packets).
+    /// turn it off to see every packet. Impairment keeps it: it works on each RoCE packet inside.
     pub gso: bool,
     /// AF_PACKET backend only: receive through a PACKET_MMAP ring of this many frames instead of
     /// `recvmmsg` (0: no ring). An idle poll then costs a memory load instead of a syscall.
@@ -106,6 +111,8 @@ impl SoftConfig {
             udp_port: ROCE_V2_PORT,
             batch: 64,
             impair: None,
+            impair_seed: None,
+            recovery: Recovery::Gbn,
             timeout: 14,
             retry_cnt: 7,
             max_rd_atomic: 16,

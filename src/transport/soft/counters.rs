@@ -49,8 +49,11 @@ pub struct SoftCounters {
     pub rx_batches: u64,
     /// Transmit syscalls.
     pub tx_batches: u64,
-    /// Request packets retransmitted (go-back-N).
+    /// Request packets retransmitted (go-back-N or selective repeat).
     pub retransmitted_packets: u64,
+    /// Payload bytes sent again: request data resent and READ responses replayed (what the loss
+    /// cost on the wire beyond the data itself).
+    pub retransmitted_bytes: u64,
     /// Retransmission timer expiries.
     pub timeouts: u64,
     /// Duplicate requests received.
@@ -67,14 +70,18 @@ pub struct SoftCounters {
     pub remote_access_violations: u64,
     /// Receive drops, by reason.
     pub drops: DropSummary,
-    /// What the deliberate impairment did.
+    /// What the deliberate impairment did to transmitted packets.
     pub impair: ImpairStats,
+    /// What it did to received packets (`rx:` keys); absent when nothing.
+    #[serde(skip_serializing_if = "ImpairStats::is_empty")]
+    pub impair_rx: ImpairStats,
 }
 
 impl SoftCounters {
     /// Adds one engine's counters (its drops also into the `protocol` total).
     pub fn add_engine(&mut self, k: &Counters) {
         self.retransmitted_packets += k.retransmitted_packets;
+        self.retransmitted_bytes += k.retransmitted_bytes;
         self.timeouts += k.timeouts;
         self.duplicate_requests += k.duplicate_requests;
         self.acks_sent += k.acks_sent;
@@ -149,13 +156,17 @@ impl std::fmt::Display for SoftCounters {
             d.response_queue_full,
             d.qp_error
         )?;
-        let i = &self.impair;
-        if *i != ImpairStats::default() {
-            writeln!(
-                f,
-                " deliberate impairment: dropped {} duplicated {} reordered {} corrupted {}",
-                i.dropped, i.duplicated, i.reordered, i.corrupted
-            )?;
+        for (i, what) in [
+            (&self.impair, ""),
+            (&self.impair_rx, " of received packets"),
+        ] {
+            if !i.is_empty() {
+                writeln!(
+                    f,
+                    " deliberate impairment{what}: dropped {} duplicated {} reordered {} corrupted {} delayed {}",
+                    i.dropped, i.duplicated, i.reordered, i.corrupted, i.delayed
+                )?;
+            }
         }
         Ok(())
     }

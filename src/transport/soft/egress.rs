@@ -1,91 +1,23 @@
-//! The transmit side: an [`Outbox`] that the engines fill packet by packet, framing each (AF_PACKET)
-//! or leaving the headers to the kernel (UDP), appending the ICRC, and (UDP with GSO) moving the
-//! ICRC of segment k of an IPv4 super-datagram to the IP ID the kernel gives it.
+//! The transmit framing: each engine packet as its path wants it on the wire. UDP leaves the headers
+//! to the kernel and appends the ICRC; AF_PACKET writes every header around it. The device
+//! ([`super::nic::Nic`]) then moves the ICRC of segment k of an IPv4 GSO super-datagram to the IP ID
+//! the kernel gives it.
 
-use super::backend::Backend;
-use super::counters::SoftCounters;
-use super::io::batch::TxBatch;
-use super::io::gso::GsoTxBatch;
-use super::io::impair::Impairer;
 use super::path::Path;
 use super::rc::{self, Qp};
-use crate::transport::Result;
 use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
 
-/// The transmit side: one packet per datagram or frame, or (UDP with GSO) runs of packets per
-/// super-datagram, in which case `plain` stays unused.
-pub(crate) struct Outbox {
-    /// One packet per datagram (UDP) or frame (AF_PACKET).
-    pub plain: TxBatch,
-    /// UDP segmentation offload, when on.
-    pub gso: Option<GsoTxBatch>,
-}
-
-impl Outbox {
-    /// No packet can be queued before a send.
-    #[inline]
-    pub fn is_full(&self) -> bool {
-        self.gso
-            .as_ref()
-            .map_or(self.plain.is_full(), |g| g.is_full())
-    }
-
-    /// Datagrams (or super-datagrams) queued and not yet sent.
-    #[inline]
-    pub fn pending(&self) -> usize {
-        self.gso
-            .as_ref()
-            .map_or(self.plain.pending(), |g| g.pending())
-    }
-
-    /// Lets `qp` write its next packet along `path`; false when it has none (or no room was left).
-    /// `ipv4_ids` moves GSO segments' ICRCs; `impairer`, if any, then works on the packet queued.
-    #[inline]
-    pub fn push(
-        &mut self,
-        qp: &mut Qp,
-        path: Path,
-        now: rc::Instant,
-        ipv4_ids: &mut Ipv4IdCache,
-        impairer: Option<&mut Impairer>,
-    ) -> bool {
-        let pushed = match (path, self.gso.as_mut()) {
-            (Path::Udp { dst, net }, Some(g)) => {
-                match g.try_push(dst, |buf| udp_packet(qp, now, &net, buf)) {
-                    // The kernel gives segment k of an IPv4 super-datagram ID k (the first keeps
-                    // the 0 every ICRC is computed for): move its ICRC there.
-                    Some(k @ 1..) if matches!(net, NetRepr::V2v4(..)) => {
-                        move_icrc_to_ipv4_id(g.last_packet_mut(), k, ipv4_ids);
-                        true
-                    }
-                    Some(_) => true,
-                    None => false,
-                }
-            }
-            (Path::Udp { dst, net }, None) => self
-                .plain
-                .try_push(dst, |buf| udp_packet(qp, now, &net, buf)),
-            (Path::Frame { eth, net }, _) => self.plain.try_push_frame(|buf| {
-                let at = eth.header_len() + net.header_len();
-                let len = qp.poll_transmit(now, &mut buf[at..])?;
-                Some(frame_around(buf, &eth, &net, len))
-            }),
-        };
-        if pushed && let Some(imp) = impairer {
-            imp.after_push(&mut self.plain);
+/// Lets `qp` write its next packet along `path` into `buf`, finished for the wire (the ICRC valid
+/// for IPv4 ID 0); `None` when it has none.
+#[inline]
+pub(crate) fn fill(qp: &mut Qp, path: Path, now: rc::Instant, buf: &mut [u8]) -> Option<usize> {
+    match path {
+        Path::Udp { net, .. } => udp_packet(qp, now, &net, buf),
+        Path::Frame { eth, net } => {
+            let at = eth.header_len() + net.header_len();
+            let len = qp.poll_transmit(now, &mut buf[at..])?;
+            Some(frame_around(buf, &eth, &net, len))
         }
-        pushed
-    }
-
-    /// Sends what is queued, mapping a socket failure to the transport error.
-    pub fn flush(&mut self, backend: &Backend, counters: &mut SoftCounters) -> Result<()> {
-        let r = match (backend, self.gso.as_mut()) {
-            (Backend::Udp(s), Some(g)) => s.send_gso_batch(g),
-            (Backend::Udp(s), None) => s.send_batch(&mut self.plain),
-            (Backend::Packet(s), _) => s.send_batch(&mut self.plain),
-        };
-        counters.tx_batches += 1;
-        r.map(|_| ()).map_err(super::backend::io_error)
     }
 }
 

@@ -20,15 +20,14 @@ use std::time::Instant;
 
 use super::backend::Backend;
 use super::config::PeerMismatch;
-use super::egress::Outbox;
-use super::io::batch::{RxBatch, TxBatch};
-use super::io::gso::GsoTxBatch;
-use super::io::impair::{ImpairConfig, Impairer};
+use super::io::fault::Impaired;
+use super::io::impair::ImpairConfig;
 use super::netdev::{GidKind, NetDev};
+use super::nic::Nic;
 use super::path::{LocalEnd, Path, path_to};
 use super::plan::{self, SoftNote};
 use super::rc::{self, MemoryTable, MrKeys, Qp, QpConfig};
-use crate::params::TransportKind;
+use crate::params::{Recovery, TransportKind};
 use crate::transport::{
     Access, Completion, ConnInfo, Endpoint, Error, Gid, QpInfo, RecvRequest, Result, RoceMtu,
     SendRequest, rng,
@@ -69,14 +68,15 @@ pub struct SoftEndpoint {
     gso: bool,
     /// The deliberate impairment in force, if any.
     impair: Option<ImpairConfig>,
-    backend: Backend,
-    rx: RxBatch,
-    /// What `transmit` queues for the next send.
-    out: Outbox,
-    /// How the IPv4 ID moves the ICRC, per packet length: UDP receive checks and GSO segment IDs.
+    /// The loss recovery both sides agreed on (go-back-N until [`Self::agree_recovery`]).
+    recovery: Recovery,
+    /// The peer's answer to our `--recovery sr`, once known: the header says what runs and why.
+    recovery_note: Option<Recovery>,
+    /// The backend and its batches, impaired as `impair` says.
+    nic: Impaired<Nic>,
+    /// How the IPv4 ID moves the ICRC, per packet length: the UDP receive checks.
     ipv4_ids: Ipv4IdCache,
     slots: Vec<QpSlot>,
-    impairer: Option<Impairer>,
     epoch: Instant,
     counters: SoftCounters,
     /// Round-robin start for completions and transmission, so no QP starves.
@@ -89,10 +89,13 @@ impl SoftEndpoint {
         plan::check_config(&cfg)?;
         let dev = NetDev::by_name(&cfg.device)?;
         dev.require_up()?;
-        let impair = match cfg.impair {
+        let mut impair = match cfg.impair {
             Some(i) => Some(i),
             None => ImpairConfig::from_env()?,
         };
+        if let Some(seed) = cfg.impair_seed {
+            impair.get_or_insert_with(ImpairConfig::default).seed = seed;
+        }
         let mut plan = plan::plan(&cfg, &dev, impair, rng::mix(rng::run_seed()))?;
         let (backend, moved) = Backend::open(&dev, &plan.backend)?;
         if let Some(alt) = moved {
@@ -122,15 +125,9 @@ impl SoftEndpoint {
                 })
             })
             .collect::<std::result::Result<Vec<_>, SoftError>>()?;
+        let nic = Nic::new(backend, cfg.batch, plan.slot_len, plan.rx_slot, plan.gso);
         Ok(SoftEndpoint {
-            rx: RxBatch::new(cfg.batch, plan.rx_slot),
-            out: Outbox {
-                plain: TxBatch::new(cfg.batch, plan.slot_len),
-                gso: plan
-                    .gso
-                    .then(|| GsoTxBatch::new(cfg.batch.min(32), plan.slot_len)),
-            },
-            impairer: plan.impair.as_ref().map(Impairer::new),
+            nic: Impaired::new(nic, plan.impair.as_ref()),
             ipv4_ids: Ipv4IdCache::new(),
             cfg,
             dev,
@@ -141,12 +138,34 @@ impl SoftEndpoint {
             notes: plan.notes,
             gso: plan.gso,
             impair: plan.impair,
-            backend,
+            recovery: Recovery::Gbn,
+            recovery_note: None,
             slots,
             epoch: Instant::now(),
             counters: SoftCounters::default(),
             next_qp: 0,
         })
+    }
+
+    /// Takes the loss recovery the peer asked for out of band: selective repeat when both asked for
+    /// it, else go-back-N (which is also what runs when this is never called: a perftest peer).
+    /// Call before [`Endpoint::connect`].
+    pub fn agree_recovery(&mut self, peer: Recovery) -> Recovery {
+        self.recovery = self.cfg.recovery.agree(peer);
+        if self.cfg.recovery == Recovery::Sr {
+            self.recovery_note = Some(peer);
+        }
+        self.recovery
+    }
+
+    /// The deliberate impairment in force, if any.
+    pub fn impairment(&self) -> Option<&ImpairConfig> {
+        self.impair.as_ref()
+    }
+
+    /// The loss recovery the queue pairs use (or will use when connected).
+    pub fn recovery(&self) -> Recovery {
+        self.recovery
     }
 
     /// The active path MTU (before connect: ours; after: the one both sides use).
@@ -175,9 +194,8 @@ impl SoftEndpoint {
         for q in self.slots.iter().filter_map(|s| s.qp.as_ref()) {
             c.add_engine(q.counters());
         }
-        if let Some(i) = &self.impairer {
-            c.impair = i.stats;
-        }
+        c.tx_batches += self.nic.inner().tx_batches;
+        (c.impair, c.impair_rx) = self.nic.stats();
         c
     }
 
@@ -194,11 +212,11 @@ impl SoftEndpoint {
     }
 
     fn setup_lines(&self, interface_tables: bool) -> Vec<String> {
-        let backend = match &self.backend {
+        let backend = match self.nic.inner().backend() {
             Backend::Udp(s) if self.gso => format!(
                 "UDP socket {}, GSO/GRO: {}",
                 s.local_addr(),
-                if self.out.gso.is_some() {
+                if self.nic.inner().gso_sending() {
                     "up to 64 packets per send (a capture on this host may show them merged; --no-gso shows each)"
                 } else {
                     "1 packet per send (the peer needs single datagrams)"
@@ -235,8 +253,25 @@ impl SoftEndpoint {
             ),
         ];
         lines.extend(self.notes.iter().map(|n| format!("note: {n}")));
+        match self.recovery_note {
+            Some(Recovery::Sr) => lines.push(
+                "loss recovery: selective repeat (--recovery sr on both sides; see docs/lossy-roce.md)"
+                    .into(),
+            ),
+            Some(Recovery::Gbn) => lines.push(
+                "loss recovery: go-back-N: this side asked for --recovery sr, the peer did not".into(),
+            ),
+            None => {}
+        }
         if let Some(i) = &self.impair {
-            lines.push(format!("deliberate transmit impairment: {i}"));
+            lines.push(format!(
+                "deliberate impairment: {i} (per RoCE packet{})",
+                if self.gso {
+                    ", inside GSO/GRO batches"
+                } else {
+                    ""
+                }
+            ));
         }
         lines
     }
@@ -249,7 +284,7 @@ impl SoftEndpoint {
     fn local_end(&self) -> LocalEnd {
         LocalEnd {
             version: self.cfg.version,
-            socket: match &self.backend {
+            socket: match self.nic.inner().backend() {
                 Backend::Udp(s) => Some(s.local_addr()),
                 Backend::Packet(_) => None,
             },
@@ -280,7 +315,7 @@ impl SoftEndpoint {
 impl Endpoint for SoftEndpoint {
     fn local_info(&self) -> ConnInfo {
         ConnInfo {
-            needs_single_datagrams: matches!(self.backend, Backend::Packet(_)),
+            needs_single_datagrams: matches!(self.nic.inner().backend(), Backend::Packet(_)),
             transport: TransportKind::Soft,
             gid: self.gid,
             // The index in the whole table, as -v prints it and -x takes it.
@@ -291,7 +326,7 @@ impl Endpoint for SoftEndpoint {
                 .position(|e| e.gid == self.gid && e.kind == GidKind::of(self.cfg.version))
                 .map(|i| i as u32),
             mac: self.dev.mac,
-            addr: match &self.backend {
+            addr: match self.nic.inner().backend() {
                 Backend::Udp(s) => Some(s.local_addr().to_string()),
                 Backend::Packet(_) => self
                     .local_ip
@@ -327,7 +362,7 @@ impl Endpoint for SoftEndpoint {
         let mtu = RoceMtu::from_bytes(peer.mtu.min(self.mtu.bytes()))
             .ok_or(SoftError::Peer(PeerMismatch::Mtu(peer.mtu)))?;
         self.mtu = mtu;
-        if peer.needs_single_datagrams && self.out.gso.take().is_some() {
+        if peer.needs_single_datagrams && self.nic.inner_mut().stop_gso() {
             self.notes.push(SoftNote::GsoOffForPeer);
         }
         let local = self.local_end();
@@ -357,6 +392,7 @@ impl Endpoint for SoftEndpoint {
             qcfg.sq_depth = self.cfg.sq_depth;
             qcfg.rq_depth = self.cfg.rq_depth;
             qcfg.cq_tag = i as u32;
+            qcfg.recovery = self.recovery;
             let slot = &mut self.slots[i];
             let Some(mem) = slot.mem.take() else {
                 return Err(Error::InvalidRequest(format!(

@@ -6,7 +6,8 @@
 //!   `backend` then opens the socket it names; [`netdev`] tells what the interface is.
 //! - [`path`]: how each queue pair frames packets to its peer, decided at connect ([`neighbour`]
 //!   finds the peer's MAC when it sent none).
-//! - `ingress` and `egress`: the receive checks and the transmit framing, per packet.
+//! - `ingress` and `egress`: the receive checks and the transmit framing, per packet; `nic`: the
+//!   backend and its batches as an [`io::device::Device`], which [`io::fault`] impairs.
 //! - [`rc`]: the RC engine; [`io`]: the sockets and batches; [`sim`]: a simulated link for tests.
 
 mod backend;
@@ -18,6 +19,7 @@ mod ingress;
 pub mod io;
 pub mod neighbour;
 pub mod netdev;
+mod nic;
 pub mod path;
 pub mod plan;
 pub mod rc;

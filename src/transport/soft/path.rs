@@ -39,6 +39,15 @@ impl Path {
             NetRepr::V2v6(ip, _) => Gid::from(ip.dst),
         }
     }
+
+    /// Where the device sends the path's packets: the peer's UDP address, or nothing for a frame.
+    #[inline]
+    pub(crate) fn addr(&self) -> Option<SocketAddr> {
+        match self {
+            Path::Udp { dst, .. } => Some(*dst),
+            Path::Frame { .. } => None,
+        }
+    }
 }
 
 /// What this side contributes to a path.

@@ -42,8 +42,6 @@ pub enum SoftNote {
         /// The address used instead.
         using: IpAddr,
     },
-    /// Deliberate impairment turned GSO/GRO off.
-    GsoOffForImpairment,
     /// The peer receives with AF_PACKET, so GSO is off for sending.
     GsoOffForPeer,
 }
@@ -65,9 +63,6 @@ impl fmt::Display for SoftNote {
                 f,
                 "{taken}:{port} is taken (another roceperf on this host?); using {using} instead"
             ),
-            SoftNote::GsoOffForImpairment => {
-                f.write_str("UDP GSO/GRO off: ROCEPERF_IMPAIR works on single datagrams")
-            }
             SoftNote::GsoOffForPeer => write!(
                 f,
                 "UDP GSO off for sending: the peer receives with AF_PACKET ({} packet), which would see super-datagrams whole",
@@ -224,12 +219,9 @@ pub(crate) fn plan(
     };
     // Slots: a whole frame (Ethernet + VLAN room + network header) around the largest packet.
     let slot_len = 18 + 48 + 40 + mtu.bytes() as usize + 3 + ICRC_LEN;
-    // GSO is a UDP-socket feature; impairment drops, duplicates and reorders single packets.
-    let mut gso = cfg.gso && cfg.io == IoKind::Udp;
-    if gso && impair.is_some() {
-        gso = false;
-        notes.push(SoftNote::GsoOffForImpairment);
-    }
+    // GSO is a UDP-socket feature. Impairment keeps it: the impairer works on each RoCE packet as it
+    // joins a super-datagram, so an impaired run measures the same fast path as a clean one.
+    let gso = cfg.gso && cfg.io == IoKind::Udp;
     // GRO hands over up to 64 KiB of merged datagrams at once.
     let rx_slot = if gso { 65_536 } else { slot_len };
     let backend = match cfg.io {

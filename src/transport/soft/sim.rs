@@ -3,17 +3,27 @@
 //! Everything runs at virtual time: [`Link`] holds packets until their arrival time, and
 //! [`SimPair`] drives two queue pairs over two links, jumping the clock straight to the next
 //! arrival or timer. A seed fixes every random choice, so a failing run can be replayed exactly.
-//! This is test and benchmark infrastructure: it allocates per packet, the engine does not.
+//! The link is a [`Device`] (the wire: delay and jitter) inside the same impairer the endpoints use
+//! ([`Impaired`]: loss, bursts, duplication, reordering, corruption), so the engine's simulations
+//! and the binaries share one impairer. This is test and benchmark infrastructure: it allocates per
+//! packet, the engine does not.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::transport::Completion;
 
+use super::io::IoError;
+use super::io::device::Device;
+use super::io::fault::Impaired;
+use super::io::impair::{ImpairConfig, Impairment};
 use super::rc::{Instant, Qp};
 
 /// The simulated link's seeded generator: the transports' SplitMix64, fast and reproducible.
 pub use crate::transport::rng::SplitMix64 as SimRng;
+
+/// The largest packet a simulated link carries.
+const MAX_PACKET: usize = 8192;
 
 /// How a simulated link misbehaves. Probabilities are per packet.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,8 +32,13 @@ pub struct LinkConfig {
     pub delay_ns: u64,
     /// Extra uniform random delay in `0..jitter_ns` (reorders packets closer than that).
     pub jitter_ns: u64,
-    /// Probability a packet is lost.
+    /// Link rate in Gb/s: packets leave one after another, each taking its length at this rate
+    /// (0: infinitely fast, every packet leaves at once).
+    pub rate_gbps: f64,
+    /// Probability a packet is lost (the long-run rate when `burst` is set).
     pub loss: f64,
+    /// Gilbert–Elliott: mean length of a run of lost packets; 0: independent losses.
+    pub burst: f64,
     /// Probability a packet arrives twice.
     pub duplicate: f64,
     /// Probability a packet is held back by `reorder_delay_ns`, letting later ones overtake it.
@@ -43,7 +58,9 @@ impl LinkConfig {
         LinkConfig {
             delay_ns: 1_000,
             jitter_ns: 0,
+            rate_gbps: 0.0,
             loss: 0.0,
+            burst: 0.0,
             duplicate: 0.0,
             reorder: 0.0,
             reorder_delay_ns: 0,
@@ -57,12 +74,39 @@ impl LinkConfig {
         LinkConfig {
             delay_ns: 2_000,
             jitter_ns: 500,
+            rate_gbps: 0.0,
             loss,
+            burst: 0.0,
             duplicate: loss / 2.0,
             reorder: loss,
             reorder_delay_ns: 10_000,
             corrupt: loss / 4.0,
             drop_corrupted: true,
+        }
+    }
+
+    /// The impairer's share of the configuration (everything but the wire's delay and jitter).
+    fn impairment(&self, seed: u64) -> ImpairConfig {
+        let i = Impairment {
+            loss: self.loss,
+            burst: self.burst,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            // Held back by exactly the configured time (0 would mean the impairer's default).
+            reorder_ns: self.reorder_delay_ns.max(1),
+            delay_ns: 0,
+            corrupt: self.corrupt,
+        };
+        ImpairConfig {
+            loss: i.loss,
+            duplicate: i.duplicate,
+            reorder: i.reorder,
+            corrupt: i.corrupt,
+            seed,
+            burst: i.burst,
+            reorder_ns: i.reorder_ns,
+            delay_ns: 0,
+            rx: Impairment::default(),
         }
     }
 }
@@ -94,6 +138,89 @@ struct InFlight {
     bytes: Vec<u8>,
 }
 
+/// The wire of a simulated link: every packet arrives after the delay plus some jitter. A packet's
+/// "address" is its CRC-32 as offered, which the receiving end checks (the ICRC's stand-in).
+struct Wire {
+    delay_ns: u64,
+    jitter_ns: u64,
+    rate_gbps: f64,
+    /// When the last packet offered has left (a rate-limited link serialises them).
+    busy_until: u64,
+    rng: SimRng,
+    queue: BinaryHeap<Reverse<InFlight>>,
+    seq: u64,
+}
+
+impl Device for Wire {
+    type Addr = u32;
+    type Meta = u32;
+
+    fn max_packet(&self) -> usize {
+        MAX_PACKET
+    }
+
+    fn tx_full(&self) -> bool {
+        false
+    }
+
+    fn tx_pending(&self) -> usize {
+        0
+    }
+
+    fn tx_push(
+        &mut self,
+        now: Instant,
+        crc: u32,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
+        let mut buf = vec![0u8; MAX_PACKET];
+        let Some(n) = fill(&mut buf) else {
+            return false;
+        };
+        buf.truncate(n);
+        let mut leaves = now.as_nanos();
+        if self.rate_gbps > 0.0 {
+            leaves = leaves.max(self.busy_until) + (n as f64 * 8.0 / self.rate_gbps) as u64;
+            self.busy_until = leaves;
+        }
+        let at = leaves.saturating_add(self.delay_ns + self.rng.below(self.jitter_ns));
+        self.seq += 1;
+        self.queue.push(Reverse(InFlight {
+            at,
+            seq: self.seq,
+            crc,
+            bytes: buf,
+        }));
+        true
+    }
+
+    fn flush(&mut self, _now: Instant) -> Result<(), IoError> {
+        Ok(())
+    }
+
+    fn receive(
+        &mut self,
+        now: Instant,
+        mut each: impl FnMut(u32, &[u8]),
+    ) -> Result<usize, IoError> {
+        let mut n = 0;
+        while let Some(p) = self.pop(now.as_nanos()) {
+            each(p.crc, &p.bytes);
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+impl Wire {
+    fn pop(&mut self, now: u64) -> Option<InFlight> {
+        if self.queue.peek()?.0.at > now {
+            return None;
+        }
+        self.queue.pop().map(|p| p.0)
+    }
+}
+
 /// Decides to drop a packet on purpose: gets the packet's 1-based index on the link and its bytes.
 pub type DropRule = Box<dyn FnMut(u64, &[u8]) -> bool>;
 
@@ -101,9 +228,12 @@ pub type DropRule = Box<dyn FnMut(u64, &[u8]) -> bool>;
 pub struct Link {
     /// How it misbehaves; may be changed between packets (e.g. to heal a dead link).
     pub cfg: LinkConfig,
-    rng: SimRng,
-    queue: BinaryHeap<Reverse<InFlight>>,
-    seq: u64,
+    /// The configuration the wire and the impairer run with.
+    applied: LinkConfig,
+    seed: u64,
+    dev: Impaired<Wire>,
+    /// Packets `drop_rule` dropped.
+    ruled_out: u64,
     /// What happened so far.
     pub stats: LinkStats,
     /// Drops the packets it returns true for (before any random decision), for targeted tests.
@@ -115,15 +245,47 @@ pub struct Link {
 impl Link {
     /// A link with its own seed.
     pub fn new(cfg: LinkConfig, seed: u64) -> Link {
-        Link {
-            cfg,
-            rng: SimRng::new(seed),
+        let mut rng = SimRng::new(seed);
+        let wire = Wire {
+            delay_ns: cfg.delay_ns,
+            jitter_ns: cfg.jitter_ns,
+            rate_gbps: cfg.rate_gbps,
+            busy_until: 0,
+            rng: SimRng::new(rng.next_u64()),
             queue: BinaryHeap::new(),
             seq: 0,
+        };
+        let seed = rng.next_u64();
+        Link {
+            dev: Impaired::new(wire, Some(&cfg.impairment(seed))),
+            applied: cfg.clone(),
+            seed,
+            cfg,
+            ruled_out: 0,
             stats: LinkStats::default(),
             drop_rule: None,
             log: None,
         }
+    }
+
+    /// Applies a changed `cfg` (the generators go on where they were).
+    fn sync(&mut self) {
+        if self.cfg != self.applied {
+            self.dev.configure(&self.cfg.impairment(self.seed));
+            let w = self.dev.inner_mut();
+            w.delay_ns = self.cfg.delay_ns;
+            w.jitter_ns = self.cfg.jitter_ns;
+            w.rate_gbps = self.cfg.rate_gbps;
+            self.applied = self.cfg.clone();
+        }
+    }
+
+    fn count(&mut self) {
+        let (i, _) = self.dev.stats();
+        self.stats.lost = self.ruled_out + i.dropped;
+        self.stats.duplicated = i.duplicated;
+        self.stats.reordered = i.reordered;
+        self.stats.corrupted = i.corrupted;
     }
 
     /// Offers a packet at `now`.
@@ -137,57 +299,43 @@ impl Link {
             .drop_rule
             .as_mut()
             .is_some_and(|rule| rule(index, packet))
-            || self.rng.chance(self.cfg.loss)
         {
-            self.stats.lost += 1;
+            self.ruled_out += 1;
+            self.count();
             return;
         }
-        let copies = if self.rng.chance(self.cfg.duplicate) {
-            self.stats.duplicated += 1;
-            2
-        } else {
-            1
-        };
-        for _ in 0..copies {
-            let crc = crc32fast::hash(packet);
-            let mut bytes = packet.to_vec();
-            if !bytes.is_empty() && self.rng.chance(self.cfg.corrupt) {
-                self.stats.corrupted += 1;
-                let i = self.rng.below(bytes.len() as u64) as usize;
-                bytes[i] ^= 1 << self.rng.below(8);
-            }
-            let mut at = now + self.cfg.delay_ns + self.rng.below(self.cfg.jitter_ns);
-            if self.rng.chance(self.cfg.reorder) {
-                self.stats.reordered += 1;
-                at += self.cfg.reorder_delay_ns;
-            }
-            self.seq += 1;
-            self.queue.push(Reverse(InFlight {
-                at,
-                seq: self.seq,
-                crc,
-                bytes,
-            }));
-        }
+        assert!(
+            packet.len() <= MAX_PACKET,
+            "a simulated link carries at most {MAX_PACKET} bytes"
+        );
+        self.sync();
+        let now = Instant::from_nanos(now);
+        let crc = crc32fast::hash(packet);
+        self.dev.tx_push(now, crc, |buf| {
+            buf[..packet.len()].copy_from_slice(packet);
+            Some(packet.len())
+        });
+        let _ = self.dev.flush(now);
+        self.count();
     }
 
-    /// Arrival time of the next packet, if any is in flight.
+    /// Arrival time of the next packet, if any is in flight (a held one counts from when it is let go).
     pub fn next_arrival(&self) -> Option<u64> {
-        self.queue.peek().map(|p| p.0.at)
+        let wire = self.dev.inner().queue.peek().map(|p| p.0.at);
+        let held = self.dev.poll_at().map(Instant::as_nanos);
+        wire.into_iter().chain(held).min()
     }
 
     /// Packets in flight.
     pub fn in_flight(&self) -> usize {
-        self.queue.len()
+        self.dev.inner().queue.len() + self.dev.held()
     }
 
     /// The next packet that has arrived by `now`.
     pub fn recv(&mut self, now: u64) -> Option<Vec<u8>> {
+        let _ = self.dev.flush(Instant::from_nanos(now));
         loop {
-            if self.queue.peek()?.0.at > now {
-                return None;
-            }
-            let p = self.queue.pop()?.0;
+            let p = self.dev.inner_mut().pop(now)?;
             if self.cfg.drop_corrupted && crc32fast::hash(&p.bytes) != p.crc {
                 self.stats.corrupt_dropped += 1;
                 continue;

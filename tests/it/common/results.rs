@@ -43,6 +43,8 @@ pub fn run_info(
         started_at: "2026-11-29T10:24:25Z".into(),
         notes: vec![],
         version: "0.1.0".into(),
+        impair: None,
+        recovery: None,
         counters: None,
     }
 }

@@ -7,9 +7,13 @@ use crate::transport::Completion;
 use crate::transport::Result;
 use crate::transport::soft::backend::{Backend, io_error};
 use crate::transport::soft::counters::SoftCounters;
+use crate::transport::soft::egress;
 use crate::transport::soft::ingress::{
-    FrameFilter, Source, check_frame, check_udp, from_peer, gro_packets, qp_index,
+    FrameFilter, Source, check_frame, check_udp, from_peer, qp_index,
 };
+use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
+use crate::transport::soft::io::device::Device;
+use crate::transport::soft::nic::RxMeta;
 use crate::transport::soft::rc;
 
 impl SoftEndpoint {
@@ -54,54 +58,58 @@ impl SoftEndpoint {
             ip: self.local_ip,
             gid: self.gid,
         };
-        if let Backend::Packet(sock) = &mut self.backend
-            && let Some(ring) = sock.rx_ring()
-        {
-            let c = &mut self.counters;
-            let mut got = 0;
-            while got < self.cfg.batch {
-                let Some(f) = ring.peek() else { break };
-                got += 1;
-                if let Some((ib, src)) = check_frame(&f, &me, &mut c.drops) {
-                    deliver(&mut self.slots, c, now, ib, src);
-                }
-                ring.release();
-            }
-            if got > 0 {
-                c.rx_batches += 1;
-                c.rx_packets += got as u64;
-            }
-            return Ok(());
-        }
-        let n = match &self.backend {
-            Backend::Udp(s) => s.recv_batch(&mut self.rx),
-            Backend::Packet(s) => s.recv_batch(&mut self.rx),
-        }
-        .map_err(io_error)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let c = &mut self.counters;
-        c.rx_batches += 1;
-        for i in 0..n {
-            match &self.backend {
-                Backend::Udp(sock) => {
-                    for one in gro_packets(self.rx.datagram(i)) {
-                        c.rx_packets += 1;
-                        if let Some((ib, src)) =
-                            check_udp(&one, sock.local_addr(), &mut self.ipv4_ids, &mut c.drops)
-                        {
-                            deliver(&mut self.slots, c, now, ib, src);
-                        }
+        let local = match self.nic.inner().backend() {
+            Backend::Udp(s) => Some(s.local_addr()),
+            Backend::Packet(_) => None,
+        };
+        let (slots, c, ids) = (&mut self.slots, &mut self.counters, &mut self.ipv4_ids);
+        let n = self
+            .nic
+            .receive(now, |meta, data| {
+                c.rx_packets += 1;
+                let packet = match (meta, local) {
+                    (
+                        RxMeta::Datagram {
+                            src,
+                            dst,
+                            truncated,
+                        },
+                        Some(local),
+                    ) => {
+                        let d = RxDatagram {
+                            data,
+                            src,
+                            dst,
+                            truncated,
+                            gro_segment: None,
+                        };
+                        check_udp(&d, local, ids, &mut c.drops)
                     }
-                }
-                Backend::Packet(_) => {
-                    c.rx_packets += 1;
-                    if let Some((ib, src)) = check_frame(&self.rx.frame(i), &me, &mut c.drops) {
-                        deliver(&mut self.slots, c, now, ib, src);
+                    (
+                        RxMeta::Frame {
+                            pkttype,
+                            ifindex,
+                            truncated,
+                        },
+                        _,
+                    ) => {
+                        let f = RxFrame {
+                            data,
+                            pkttype,
+                            ifindex,
+                            truncated,
+                        };
+                        check_frame(&f, &me, &mut c.drops)
                     }
+                    (RxMeta::Datagram { .. }, None) => None,
+                };
+                if let Some((ib, src)) = packet {
+                    deliver(slots, c, now, ib, src);
                 }
-            }
+            })
+            .map_err(io_error)?;
+        if n > 0 {
+            self.counters.rx_batches += 1;
         }
         Ok(())
     }
@@ -116,16 +124,17 @@ impl SoftEndpoint {
                 continue;
             };
             loop {
-                if self.out.is_full() {
-                    self.out.flush(&self.backend, &mut self.counters)?;
-                    if self.out.is_full() {
+                if self.nic.tx_full() {
+                    self.nic.flush(now).map_err(io_error)?;
+                    if self.nic.tx_full() {
                         blocked = true; // the kernel takes no more now; engines keep their packets
                         break;
                     }
                 }
+                let to = path.addr();
                 if !self
-                    .out
-                    .push(qp, path, now, &mut self.ipv4_ids, self.impairer.as_mut())
+                    .nic
+                    .tx_push(now, to, |buf| egress::fill(qp, path, now, buf))
                 {
                     break;
                 }
@@ -136,8 +145,8 @@ impl SoftEndpoint {
             }
         }
         self.next_qp = (self.next_qp + 1) % n.max(1);
-        if self.out.pending() > 0 {
-            self.out.flush(&self.backend, &mut self.counters)?;
+        if self.nic.tx_pending() > 0 {
+            self.nic.flush(now).map_err(io_error)?;
         }
         Ok(())
     }

@@ -1,75 +1,188 @@
-//! Deliberate, seeded impairment of transmitted packets: loss, duplication, reordering, corruption.
+//! Deliberate, seeded impairment: what to do to packets ([`ImpairConfig`], parsed from `--impair` or
+//! `ROCEPERF_IMPAIR`) and what was done ([`ImpairStats`]). [`super::fault`] does it, to any
+//! [`Device`](super::device::Device).
 //!
-//! `tc netem` (scripts/netns.sh) is the honest way to impair a link, but not every kernel has it
-//! (the development VMs' kernel lacks sch_netem). The soft transport can therefore impair its own
-//! transmit path, driven by `ROCEPERF_IMPAIR`, e.g. `loss=1%,duplicate=1%,reorder=5%,corrupt=0.1%,seed=7`.
-//! Decisions come from a seeded generator, so a run is reproducible; the hot-path cost is one
-//! random number and a few compares per packet, and nothing when impairment is off.
+//! `tc netem` is the honest way to impair a link, but not every kernel has it (this one lacks
+//! sch_netem), and it cannot tell a RoCE packet inside a GSO super-datagram. The soft transport
+//! therefore impairs its own packets, one RoCE packet at a time, in each direction:
+//! `loss=1%,burst=8,dup=0.1%,reorder=1%,delay=50us,corrupt=0.01%,rx:loss=0.5%,seed=7`. Decisions come
+//! from a seeded generator, so a run is reproducible.
 
 use std::fmt;
 
-use super::batch::TxBatch;
-use crate::transport::rng::SplitMix64;
-
-/// The environment variable the soft transport reads its impairment from.
+/// The environment variable the soft transport reads its impairment from when `--impair` is absent.
 pub const IMPAIR_ENV: &str = "ROCEPERF_IMPAIR";
 
-/// Probabilities (0.0..=1.0) of each impairment per transmitted packet, and the seed.
+/// How long a reordered packet is held back when the spec does not say (`reorder_delay`).
+pub const DEFAULT_REORDER_NS: u64 = 10_000;
+
+/// What happens to the packets of one direction. Probabilities are per RoCE packet, 0.0..=1.0.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct ImpairConfig {
-    /// Drop the packet.
+pub struct Impairment {
+    /// Drop the packet (the long-run rate, with or without bursts).
     pub loss: f64,
+    /// Gilbert–Elliott bursts: the mean length of a run of lost packets; 0 (or 1): independent losses.
+    pub burst: f64,
     /// Send it twice.
     pub duplicate: f64,
-    /// Swap it with the packet queued before it.
+    /// Hold it back by `reorder_ns`, so the packets after it overtake it.
     pub reorder: f64,
+    /// How long a reordered packet is held back, ns (0: [`DEFAULT_REORDER_NS`]).
+    pub reorder_ns: u64,
+    /// Delay every packet by this much, ns.
+    pub delay_ns: u64,
     /// Flip one bit of it (the receiver's ICRC check must catch it).
     pub corrupt: f64,
-    /// Seed of the generator.
-    pub seed: u64,
 }
 
-/// A malformed `ROCEPERF_IMPAIR` value.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error(
-    "{IMPAIR_ENV}: {0}; expected comma-separated loss=P,duplicate=P,reorder=P,corrupt=P,seed=N with P like 1% or 0.01"
-)]
-pub struct ImpairParseError(String);
-
-impl ImpairConfig {
+impl Impairment {
     /// True when nothing is impaired.
     pub fn is_none(&self) -> bool {
-        self.loss == 0.0 && self.duplicate == 0.0 && self.reorder == 0.0 && self.corrupt == 0.0
+        self.loss == 0.0
+            && self.duplicate == 0.0
+            && self.reorder == 0.0
+            && self.corrupt == 0.0
+            && self.delay_ns == 0
     }
 
-    /// Parses `loss=1%,duplicate=0.5%,reorder=5%,corrupt=0.1%,seed=7` (every key optional).
+    /// How long a reordered packet is held back, ns.
+    pub fn reorder_hold_ns(&self) -> u64 {
+        if self.reorder_ns == 0 {
+            DEFAULT_REORDER_NS
+        } else {
+            self.reorder_ns
+        }
+    }
+}
+
+/// The impairment of both directions and the seed: transmitted packets (the fields, as before
+/// `rx:` existed) and received ones (`rx`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ImpairConfig {
+    /// Drop a transmitted packet.
+    pub loss: f64,
+    /// Send a transmitted packet twice.
+    pub duplicate: f64,
+    /// Hold a transmitted packet back so later ones overtake it.
+    pub reorder: f64,
+    /// Flip one bit of a transmitted packet.
+    pub corrupt: f64,
+    /// Seed of the generators.
+    pub seed: u64,
+    /// Mean length of a burst of transmit losses (Gilbert–Elliott); 0: independent losses.
+    pub burst: f64,
+    /// How long a reordered transmitted packet is held back, ns (0: [`DEFAULT_REORDER_NS`]).
+    pub reorder_ns: u64,
+    /// Delay of every transmitted packet, ns.
+    pub delay_ns: u64,
+    /// What happens to received packets (`rx:` keys).
+    pub rx: Impairment,
+}
+
+/// A malformed impairment spec; says where it came from and what is allowed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "{from}: {what}; expected comma-separated loss=P,burst=N,dup=P,reorder=P,reorder_delay=T,delay=T,corrupt=P,seed=N (rx: before a key impairs received packets) with P like 1% or 0.01 and T like 50us"
+)]
+pub struct ImpairParseError {
+    /// `--impair` or `ROCEPERF_IMPAIR`.
+    from: &'static str,
+    /// What is wrong.
+    what: String,
+}
+
+impl ImpairConfig {
+    /// True when nothing is impaired in either direction.
+    pub fn is_none(&self) -> bool {
+        self.tx().is_none() && self.rx.is_none()
+    }
+
+    /// What happens to transmitted packets.
+    pub fn tx(&self) -> Impairment {
+        Impairment {
+            loss: self.loss,
+            burst: self.burst,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            reorder_ns: self.reorder_ns,
+            delay_ns: self.delay_ns,
+            corrupt: self.corrupt,
+        }
+    }
+
+    /// Parses a spec such as `loss=1%,dup=0.5%,reorder=5%,rx:loss=1%,seed=7` (every key optional) as
+    /// `ROCEPERF_IMPAIR` gives it.
     pub fn parse(spec: &str) -> Result<ImpairConfig, ImpairParseError> {
-        let mut cfg = ImpairConfig {
-            seed: 1,
-            ..ImpairConfig::default()
-        };
+        ImpairConfig::parse_from(spec, IMPAIR_ENV)
+    }
+
+    /// Parses a spec; errors name `source` (`--impair` or `ROCEPERF_IMPAIR`).
+    pub fn parse_from(spec: &str, source: &'static str) -> Result<ImpairConfig, ImpairParseError> {
+        let bad = |what: String| ImpairParseError { from: source, what };
+        let mut tx = Impairment::default();
+        let mut rx = Impairment::default();
+        let mut seed = 1;
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (key, value) = item
                 .split_once('=')
-                .ok_or_else(|| ImpairParseError(format!("'{item}' has no '='")))?;
-            if key == "seed" {
-                cfg.seed = value
-                    .parse()
-                    .map_err(|_| ImpairParseError(format!("seed '{value}' is not a number")))?;
-                continue;
-            }
-            let p = parse_probability(value).ok_or_else(|| {
-                ImpairParseError(format!("'{value}' for {key} is not a probability"))
-            })?;
+                .ok_or_else(|| bad(format!("'{item}' has no '='")))?;
+            let (dir, key) = match key.trim().split_once(':') {
+                Some(("rx", k)) => (&mut rx, k),
+                Some(("tx", k)) => (&mut tx, k),
+                Some((d, _)) => return Err(bad(format!("unknown direction '{d}:' (tx: or rx:)"))),
+                None => (&mut tx, key.trim()),
+            };
+            let value = value.trim();
+            let prob = || {
+                parse_probability(value)
+                    .ok_or_else(|| bad(format!("'{value}' for {key} is not a probability")))
+            };
+            let time = || {
+                parse_duration_ns(value)
+                    .ok_or_else(|| bad(format!("'{value}' for {key} is not a time like 50us")))
+            };
             match key {
-                "loss" => cfg.loss = p,
-                "duplicate" | "dup" => cfg.duplicate = p,
-                "reorder" => cfg.reorder = p,
-                "corrupt" => cfg.corrupt = p,
-                _ => return Err(ImpairParseError(format!("unknown key '{key}'"))),
+                "seed" => {
+                    seed = value
+                        .parse()
+                        .map_err(|_| bad(format!("seed '{value}' is not a number")))?
+                }
+                "loss" => dir.loss = prob()?,
+                "duplicate" | "dup" => dir.duplicate = prob()?,
+                "reorder" => dir.reorder = prob()?,
+                "corrupt" => dir.corrupt = prob()?,
+                "delay" => dir.delay_ns = time()?,
+                "reorder_delay" => dir.reorder_ns = time()?,
+                "burst" => {
+                    dir.burst = value
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|b| b.is_finite() && *b >= 1.0)
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "burst '{value}' is not a mean burst length of at least 1 packet"
+                            ))
+                        })?
+                }
+                _ => return Err(bad(format!("unknown key '{key}'"))),
             }
         }
-        Ok(cfg)
+        for d in [&tx, &rx] {
+            if d.burst > 1.0 && d.loss >= 1.0 {
+                return Err(bad("burst needs a loss below 100%".into()));
+            }
+        }
+        Ok(ImpairConfig {
+            loss: tx.loss,
+            duplicate: tx.duplicate,
+            reorder: tx.reorder,
+            corrupt: tx.corrupt,
+            seed,
+            burst: tx.burst,
+            reorder_ns: tx.reorder_ns,
+            delay_ns: tx.delay_ns,
+            rx,
+        })
     }
 
     /// Reads `ROCEPERF_IMPAIR`; `Ok(None)` when it is unset or empty.
@@ -79,19 +192,63 @@ impl ImpairConfig {
             _ => Ok(None),
         }
     }
+
+    /// The spec that parses back to this configuration: the keys that are not at their default, then
+    /// the seed (what the header prints and the results record).
+    pub fn spec(&self) -> String {
+        let mut items = Vec::new();
+        for (prefix, d) in [("", self.tx()), ("rx:", self.rx)] {
+            let mut put = |key: &str, v: String| items.push(format!("{prefix}{key}={v}"));
+            if d.loss > 0.0 {
+                put("loss", percent(d.loss));
+            }
+            if d.burst > 1.0 {
+                put("burst", short(d.burst));
+            }
+            if d.duplicate > 0.0 {
+                put("dup", percent(d.duplicate));
+            }
+            if d.reorder > 0.0 {
+                put("reorder", percent(d.reorder));
+            }
+            if d.reorder_ns > 0 {
+                put("reorder_delay", duration(d.reorder_ns));
+            }
+            if d.delay_ns > 0 {
+                put("delay", duration(d.delay_ns));
+            }
+            if d.corrupt > 0.0 {
+                put("corrupt", percent(d.corrupt));
+            }
+        }
+        items.push(format!("seed={}", self.seed));
+        items.join(",")
+    }
 }
 
 impl fmt::Display for ImpairConfig {
+    /// The spec, as [`ImpairConfig::spec`].
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "loss {}%, duplicate {}%, reorder {}%, corrupt {}%, seed {}",
-            self.loss * 100.0,
-            self.duplicate * 100.0,
-            self.reorder * 100.0,
-            self.corrupt * 100.0,
-            self.seed
-        )
+        f.write_str(&self.spec())
+    }
+}
+
+/// `v` with up to six significant decimals and no trailing zeros.
+fn short(v: f64) -> String {
+    let s = format!("{v:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+fn percent(p: f64) -> String {
+    format!("{}%", short(p * 100.0))
+}
+
+fn duration(ns: u64) -> String {
+    match ns {
+        n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
+        n if n % 1_000 == 0 => format!("{}us", n / 1_000),
+        n => format!("{n}ns"),
     }
 }
 
@@ -103,85 +260,40 @@ fn parse_probability(v: &str) -> Option<f64> {
     (0.0..=1.0).contains(&p).then_some(p)
 }
 
-/// How many packets each impairment hit.
+/// `50us`, `1ms`, `200ns`, `0.5ms`, `1s` to nanoseconds.
+fn parse_duration_ns(v: &str) -> Option<u64> {
+    let split = v.find(|c: char| c.is_ascii_alphabetic())?;
+    let (num, unit) = v.split_at(split);
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return None,
+    };
+    let x: f64 = num.trim().parse().ok()?;
+    (x.is_finite() && x >= 0.0 && x * scale < 1e13).then(|| (x * scale).round() as u64)
+}
+
+/// How many packets each impairment hit, in one direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct ImpairStats {
     /// Packets dropped.
     pub dropped: u64,
     /// Extra copies sent.
     pub duplicated: u64,
-    /// Packets swapped with their predecessor.
+    /// Packets held back so later ones overtook them.
     pub reordered: u64,
     /// Packets with a flipped bit.
     pub corrupted: u64,
+    /// Packets delayed by `delay`.
+    pub delayed: u64,
 }
 
-/// Applies an [`ImpairConfig`] to each packet as it is queued.
-pub struct Impairer {
-    loss: u64,
-    duplicate: u64,
-    reorder: u64,
-    corrupt: u64,
-    rng: SplitMix64,
-    /// What was done so far.
-    pub stats: ImpairStats,
-}
-
-/// A probability as a threshold on a uniform u64, so the per-packet test is an integer compare.
-fn threshold(p: f64) -> u64 {
-    if p >= 1.0 {
-        u64::MAX
-    } else {
-        (p * u64::MAX as f64) as u64
-    }
-}
-
-impl Impairer {
-    /// An impairer with `cfg`'s probabilities and seed.
-    pub fn new(cfg: &ImpairConfig) -> Impairer {
-        Impairer {
-            loss: threshold(cfg.loss),
-            duplicate: threshold(cfg.duplicate),
-            reorder: threshold(cfg.reorder),
-            corrupt: threshold(cfg.corrupt),
-            rng: SplitMix64::new(cfg.seed),
-            stats: ImpairStats::default(),
-        }
-    }
-
-    /// The next random bits: SplitMix64 is tiny, fast, and good enough to pick which packets to hit.
-    #[inline]
-    fn next(&mut self) -> u64 {
-        self.rng.next_u64()
-    }
-
-    fn hit(&mut self, threshold: u64) -> bool {
-        threshold != 0 && self.next() < threshold
-    }
-
-    /// Impairs the packet just queued in `tx`: maybe drops, corrupts, duplicates or swaps it with
-    /// the one before.
-    pub fn after_push(&mut self, tx: &mut TxBatch) {
-        if self.hit(self.loss) {
-            if tx.drop_last() {
-                self.stats.dropped += 1;
-            }
-            return;
-        }
-        if self.hit(self.corrupt) {
-            let r = self.next();
-            if let Some(pkt) = tx.last_mut().filter(|p| !p.is_empty()) {
-                let at = (r as usize >> 3) % pkt.len();
-                pkt[at] ^= 1 << (r & 7);
-                self.stats.corrupted += 1;
-            }
-        }
-        if self.hit(self.duplicate) && tx.duplicate_last() {
-            self.stats.duplicated += 1;
-        }
-        if self.hit(self.reorder) && tx.swap_last_two() {
-            self.stats.reordered += 1;
-        }
+impl ImpairStats {
+    /// True when nothing was done.
+    pub fn is_empty(&self) -> bool {
+        *self == ImpairStats::default()
     }
 }
 
@@ -208,113 +320,29 @@ mod tests {
         assert!(ImpairConfig::parse("loss").is_err());
     }
 
-    fn queue(tx: &mut TxBatch, imp: &mut Impairer, n: u8) {
-        let dst = "127.0.0.1:4791".parse().unwrap();
-        for k in 0..n {
-            tx.push(dst, |b| {
-                b[..4].copy_from_slice(&[k; 4]);
-                4
-            });
-            imp.after_push(tx);
-        }
-    }
-
     #[test]
-    fn certain_loss_drops_everything_and_none_keeps_everything() {
-        let mut tx = TxBatch::new(16, 64);
-        let mut all = Impairer::new(&ImpairConfig {
-            loss: 1.0,
-            ..ImpairConfig::default()
-        });
-        queue(&mut tx, &mut all, 10);
-        assert_eq!((tx.pending(), all.stats.dropped), (0, 10));
-        let mut none = Impairer::new(&ImpairConfig::default());
-        queue(&mut tx, &mut none, 10);
-        assert_eq!(tx.pending(), 10);
-        assert_eq!(none.stats, ImpairStats::default());
-    }
-
-    /// Sends through a real socket and reads back the order and copies that arrived.
-    fn deliver(cfg: ImpairConfig, n: u8) -> (Vec<u8>, ImpairStats) {
-        use super::super::batch::RxBatch;
-        use super::super::udp::{UdpConfig, UdpSocket};
-        let ip: std::net::IpAddr = "127.0.0.8".parse().unwrap();
-        let port = std::net::UdpSocket::bind((ip, 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let ucfg = UdpConfig {
-            port,
-            ..UdpConfig::default()
-        };
-        let rx_sock = UdpSocket::bind_scoped(ip, 0, &ucfg).unwrap();
-        let tx_sock = UdpSocket::bind_scoped("127.0.0.9".parse().unwrap(), 0, &ucfg).unwrap();
-        let mut tx = TxBatch::new(64, 64);
-        let mut imp = Impairer::new(&cfg);
-        for k in 0..n {
-            tx.push(rx_sock.local_addr(), |b| {
-                b[..4].copy_from_slice(&[k; 4]);
-                4
-            });
-            imp.after_push(&mut tx);
-            if tx.is_full() {
-                tx_sock.send_batch(&mut tx).unwrap();
-            }
-        }
-        tx_sock.send_batch(&mut tx).unwrap();
-        let mut rx = RxBatch::new(64, 64);
-        let mut got = Vec::new();
-        for _ in 0..200 {
-            rx_sock.recv_batch(&mut rx).unwrap();
-            for i in 0..rx.len() {
-                let d = rx.datagram(i).data;
-                assert_eq!(d.len(), 4);
-                got.push(d[0]);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        (got, imp.stats)
-    }
-
-    #[test]
-    fn duplicates_and_swaps_arrive_as_counted() {
-        let cfg = ImpairConfig {
-            duplicate: 0.2,
-            reorder: 0.2,
-            seed: 3,
-            ..ImpairConfig::default()
-        };
-        let (got, stats) = deliver(cfg, 40);
-        assert!(stats.duplicated > 0 && stats.reordered > 0, "{stats:?}");
-        assert_eq!(got.len() as u64, 40 + stats.duplicated);
-        let mut sorted = got.clone();
-        sorted.sort();
-        sorted.dedup();
+    fn directions_times_and_bursts_parse_and_print_back() {
+        let spec = "loss=1%,burst=8,dup=0.1%,reorder=1%,reorder_delay=20us,delay=50us,corrupt=0.01%,rx:loss=0.5%,seed=7";
+        let c = ImpairConfig::parse_from(spec, "--impair").unwrap();
         assert_eq!(
-            sorted,
-            (0..40).collect::<Vec<u8>>(),
-            "every packet arrives at least once"
+            (c.burst, c.delay_ns, c.reorder_ns, c.rx.loss, c.rx.duplicate),
+            (8.0, 50_000, 20_000, 0.005, 0.0)
         );
-        assert!(
-            got.windows(2).any(|w| w[0] > w[1]),
-            "some arrive out of order: {got:?}"
+        assert_eq!(c.spec(), spec);
+        assert_eq!(ImpairConfig::parse(&c.spec()).unwrap(), c);
+        assert_eq!(ImpairConfig::parse("tx:loss=2%").unwrap().loss, 0.02);
+        assert_eq!(
+            ImpairConfig::parse("delay=1ms").unwrap().delay_ns,
+            1_000_000
         );
-        // Reproducible: the same seed hits the same packets.
-        assert_eq!(deliver(cfg, 40), (got, stats));
-    }
-
-    #[test]
-    fn corruption_flips_exactly_one_bit() {
-        let mut tx = TxBatch::new(4, 64);
-        let mut imp = Impairer::new(&ImpairConfig {
-            corrupt: 1.0,
-            ..ImpairConfig::default()
-        });
-        queue(&mut tx, &mut imp, 1);
-        let pkt = tx.last_mut().unwrap();
-        let flipped: u32 = pkt.iter().map(|b| b.count_ones()).sum();
-        assert_eq!(flipped, 1, "{pkt:?}");
-        assert_eq!(imp.stats.corrupted, 1);
+        assert_eq!(ImpairConfig::parse("").unwrap().spec(), "seed=1");
+        let e = ImpairConfig::parse_from("up:loss=1%", "--impair")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--impair: unknown direction 'up:'"), "{e}");
+        assert!(ImpairConfig::parse("burst=0.5").is_err());
+        assert!(ImpairConfig::parse("loss=100%,burst=4").is_err());
+        assert!(ImpairConfig::parse("delay=5").is_err());
+        assert!(ImpairConfig::parse("rx:corrupt=1%").unwrap().rx.corrupt == 0.01);
     }
 }

@@ -8,10 +8,13 @@
 //! Both move packets in batches (one syscall per batch, not per packet) through preallocated
 //! [`slots::Slots`], so the busy-polling datapath never allocates: [`batch`] (`recvmmsg` /
 //! `sendmmsg`), [`gso`] (UDP segmentation offload, opt-in), [`ring`] (PACKET_MMAP receive ring for
-//! AF_PACKET). [`impair`] drops, duplicates, reorders or corrupts packets on purpose where the kernel
-//! has no netem; [`sockaddr`] converts addresses without allocating.
+//! AF_PACKET). Every backend, and the simulated link, is a [`device::Device`]; [`fault`] wraps any of
+//! them to drop, duplicate, reorder, delay or corrupt packets on purpose as an [`impair`] spec says;
+//! [`sockaddr`] converts addresses without allocating.
 
 pub mod batch;
+pub mod device;
+pub mod fault;
 pub mod gso;
 pub mod impair;
 pub mod packet;

@@ -28,6 +28,9 @@ impl Requester {
         payload: &[u8],
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
+        if self.sr.is_some() {
+            return self.sr_response(now, kind, repr, payload, ctx);
+        }
         let psn = Psn::new(repr.bth.psn);
         // Only PSNs in [comp_psn - 1, sent_high) can answer anything still outstanding; an ACK
         // for comp_psn - 1 is a plain duplicate.
@@ -75,20 +78,7 @@ impl Requester {
                         None
                     }
                     AethKind::Nak(code) => {
-                        let status = match code {
-                            NakCode::InvalidRequest => {
-                                ctx.counters.naks_received.invalid_request += 1;
-                                CompletionStatus::RemoteInvalidRequestError
-                            }
-                            NakCode::RemoteAccessError => {
-                                ctx.counters.naks_received.remote_access += 1;
-                                CompletionStatus::RemoteAccessError
-                            }
-                            _ => {
-                                ctx.counters.naks_received.remote_operational += 1;
-                                CompletionStatus::RemoteOperationalError
-                            }
-                        };
+                        let status = self.fatal_nak(code, ctx);
                         if let Some(e) = self.acknowledge_before(now, psn, ctx) {
                             return Some(e);
                         }
@@ -237,10 +227,28 @@ impl Requester {
     }
 
     /// Forward progress: fresh retry budgets and a fresh timer.
-    fn progress(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+    pub(super) fn progress(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
         self.retry_left = ctx.cfg.retry_cnt;
         self.rnr_left = ctx.cfg.rnr_retry;
         self.started_retry = false;
-        self.rearm(now, ctx.cfg.timeout);
+        self.rearm(now, ctx);
+    }
+
+    /// Counts a NAK that ends the QP and gives the status its oldest work request fails with.
+    pub(super) fn fatal_nak(&mut self, code: NakCode, ctx: &mut Ctx<'_>) -> CompletionStatus {
+        match code {
+            NakCode::InvalidRequest => {
+                ctx.counters.naks_received.invalid_request += 1;
+                CompletionStatus::RemoteInvalidRequestError
+            }
+            NakCode::RemoteAccessError => {
+                ctx.counters.naks_received.remote_access += 1;
+                CompletionStatus::RemoteAccessError
+            }
+            _ => {
+                ctx.counters.naks_received.remote_operational += 1;
+                CompletionStatus::RemoteOperationalError
+            }
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! Queue-pair attributes: what `modify_qp` would set on a verbs QP.
 
+use crate::params::Recovery;
+
 /// Attributes of one RC queue pair; both ends must agree on `pmtu` and on each other's QPNs and PSNs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QpConfig {
@@ -43,6 +45,15 @@ pub struct QpConfig {
     pub local_lkey: u32,
     /// The value put in `Completion::qp` (the QP's index in its endpoint).
     pub cq_tag: u32,
+    /// How lost packets are repaired: go-back-N (the spec's) or selective repeat (both sides must
+    /// run it: its packets carry roceperf's own extension, docs/lossy-roce.md).
+    pub recovery: Recovery,
+    /// Selective repeat's retransmission timeout: the least it is, ns, above the measured round trip
+    /// plus four deviations (doubling per timeout without progress until it reaches the ACK timeout
+    /// of `timeout`; 0: none, only the ACK timeout).
+    pub sr_rto_ns: u64,
+    /// The same with at most three packets out (a ping-pong), ns: a lost tail packet costs this.
+    pub sr_rto_small_ns: u64,
 }
 
 impl QpConfig {
@@ -75,6 +86,9 @@ impl QpConfig {
             ack_req_every: 64,
             local_lkey,
             cq_tag: 0,
+            recovery: Recovery::Gbn,
+            sr_rto_ns: 1_000_000,
+            sr_rto_small_ns: 250_000,
         }
     }
 

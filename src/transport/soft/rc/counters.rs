@@ -57,8 +57,10 @@ pub struct Counters {
     pub tx_payload_bytes: u64,
     /// Packets given to `handle_packet`.
     pub rx_packets: u64,
-    /// Request packets sent again by go-back-N.
+    /// Request packets sent again (go-back-N or selective repeat).
     pub retransmitted_packets: u64,
+    /// Payload bytes sent again: request data resent and READ responses replayed.
+    pub retransmitted_bytes: u64,
     /// Go-back-N restarts, for any reason.
     pub retries: u64,
     /// Retransmission timer expiries.

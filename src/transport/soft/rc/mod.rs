@@ -41,6 +41,7 @@ pub mod qp;
 mod requester;
 mod responder;
 pub mod ring;
+mod sack;
 mod time;
 mod timer;
 

@@ -3,6 +3,7 @@
 use crate::wire::{AethRepr, AtomicEthPacket, BthPacket, BthRepr, IbRepr, Opcode, bth_field};
 
 use super::psn::Psn;
+use super::sack::SrExt;
 
 /// P_Key every RC packet carries (rxe: IB_DEFAULT_PKEY_FULL).
 pub const PKEY: u16 = 0xffff;
@@ -196,6 +197,25 @@ pub fn emit(buf: &mut [u8], repr: &IbRepr, payload: &[u8]) -> usize {
     repr.emit(&mut buf[..hl]);
     buf[hl..hl + payload.len()].copy_from_slice(payload);
     buf[hl + payload.len()..total].fill(0);
+    total
+}
+
+/// Writes headers, selective repeat's extension, payload and zero pad into `buf` (the pad counts
+/// extension and payload together, as `repr`'s pad count does); returns the packet length.
+pub(crate) fn emit_with_ext(buf: &mut [u8], repr: &IbRepr, ext: &SrExt, payload: &[u8]) -> usize {
+    let hl = repr.header_len();
+    let el = ext.len();
+    let pad = crate::wire::pad_len(el + payload.len());
+    let total = hl + el + payload.len() + pad;
+    assert!(
+        buf.len() >= total,
+        "transmit buffer of {} bytes is shorter than the {total}-byte packet",
+        buf.len()
+    );
+    repr.emit(&mut buf[..hl]);
+    ext.emit(&mut buf[hl..hl + el]);
+    buf[hl + el..hl + el + payload.len()].copy_from_slice(payload);
+    buf[hl + el + payload.len()..total].fill(0);
     total
 }
 

@@ -5,6 +5,7 @@
 //! completions, and asks when to call back. Nothing inside reads a clock, a socket or allocates
 //! per packet: every queue is a ring sized at creation.
 
+use crate::params::Recovery;
 use crate::transport::{
     Access, Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
 };
@@ -54,6 +55,16 @@ impl Qp {
         if mem.region(cfg.local_lkey).is_none() {
             return Err(ConfigError::LocalKey(cfg.local_lkey));
         }
+        // Selective repeat tracks every PSN of the window the requester may have out. A loss costs
+        // it no resend of the window, so the window may be deeper than go-back-N's: four times,
+        // which keeps the link busy while a hole waits a round trip (or a scheduler stall) for
+        // its resend.
+        let sr = cfg.recovery == Recovery::Sr;
+        let sr_window = cfg
+            .max_unacked_psns
+            .saturating_mul(4)
+            .clamp(256, 1 << 15)
+            .next_power_of_two();
         Ok(Qp {
             // +1: the receive a SEND is filling is out of the RQ but still owes a completion.
             cq: Ring::with_capacity(cfg.sq_depth + cfg.rq_depth + 1),
@@ -63,8 +74,14 @@ impl Qp {
                 cfg.sq_depth,
                 cfg.retry_cnt,
                 cfg.rnr_retry,
+                sr.then_some(sr_window.saturating_mul(2)),
             ),
-            resp: Responder::new(Psn::new(cfg.recv_psn), cfg.rq_depth, cfg.max_dest_rd_atomic),
+            resp: Responder::new(
+                Psn::new(cfg.recv_psn),
+                cfg.rq_depth,
+                cfg.max_dest_rd_atomic,
+                sr.then_some(sr_window),
+            ),
             state: QpState::Ready,
             responder_turn: false,
             mem,
@@ -306,7 +323,7 @@ impl Qp {
             }
             match timer {
                 // The RNR wait is over: send the refused packet again.
-                Timer::Rnr => self.req.seek(self.req.comp_psn),
+                Timer::Rnr => self.req.resume_after_rnr(),
                 Timer::Retransmit => {
                     if !self.req.outstanding() {
                         continue;
@@ -318,7 +335,12 @@ impl Qp {
                         cq: &mut self.cq,
                         counters: &mut self.counters,
                     };
-                    if let Some(status) = self.req.retry(RetryCause::Timeout, &mut ctx) {
+                    let outcome = if self.req.sr.is_some() {
+                        self.req.sr_timeout(&mut ctx)
+                    } else {
+                        self.req.retry(RetryCause::Timeout, &mut ctx)
+                    };
+                    if let Some(status) = outcome {
                         self.enter_error(status, false);
                     }
                 }

@@ -10,6 +10,7 @@ use super::mr::Span;
 use super::packet::{self, Seg};
 use super::psn::Psn;
 use super::ring::Ring;
+use super::sack::{Sack, SrExt};
 use super::time::Instant;
 use super::timer::{self, Timer, TimerTable};
 
@@ -28,6 +29,11 @@ pub struct Wqe {
     pub received: u32,
     /// Transmitted at least once (counts against `max_rd_atomic` for READ/atomics).
     pub started: bool,
+    /// Selective repeat: the receive this message consumes at the peer, counted from 0 over the
+    /// messages that consume one (SEND, WRITE with immediate), so an early packet finds its buffer.
+    pub recv_seq: u32,
+    /// Selective repeat: the responder is known to have this READ or atomic request.
+    pub req_acked: bool,
 }
 
 impl Wqe {
@@ -54,6 +60,17 @@ impl Wqe {
             SendOp::CompareSwap { .. } => CompletionOp::CompareSwap,
         }
     }
+}
+
+/// What [`Requester::emit`] wrote.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Emitted {
+    /// Packet length.
+    pub len: usize,
+    /// PSNs it occupies (a READ: one per response packet it asks for... to the end).
+    pub consumed: u32,
+    /// Payload bytes (data only).
+    pub payload: usize,
 }
 
 /// Why the send queue goes back to its oldest unacknowledged PSN.
@@ -95,11 +112,16 @@ pub struct Requester {
     pub started_retry: bool,
     /// The retransmission timer and the RNR wait (nothing is sent while it runs).
     pub(super) timers: TimerTable,
+    /// Receive-consuming messages posted so far (the next one's `recv_seq`).
+    pub(super) recv_seq_next: u32,
+    /// Selective repeat's state, when the QP runs it.
+    pub(super) sr: Option<Box<Sack>>,
 }
 
 impl Requester {
-    /// An idle requester starting at `psn` with room for `depth` work requests.
-    pub fn new(psn: Psn, depth: usize, retry_cnt: u8, rnr_retry: u8) -> Requester {
+    /// An idle requester starting at `psn` with room for `depth` work requests; `sr` gives it
+    /// selective repeat with a window of that many PSNs.
+    pub fn new(psn: Psn, depth: usize, retry_cnt: u8, rnr_retry: u8, sr: Option<u32>) -> Requester {
         Requester {
             sq: Ring::with_capacity(depth),
             next_psn: psn,
@@ -114,6 +136,8 @@ impl Requester {
             rnr_left: rnr_retry,
             started_retry: false,
             timers: TimerTable::default(),
+            recv_seq_next: 0,
+            sr: sr.map(|window| Box::new(Sack::new(psn, window))),
         }
     }
 
@@ -130,7 +154,15 @@ impl Requester {
             npkts,
             received: 0,
             started: false,
+            recv_seq: self.recv_seq_next,
+            req_acked: false,
         };
+        if matches!(
+            wr.op,
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::WriteWithImm(_)
+        ) {
+            self.recv_seq_next = self.recv_seq_next.wrapping_add(1);
+        }
         self.next_psn = self.next_psn.add(npkts);
         let pushed = self.sq.push_back(wqe);
         debug_assert!(pushed.is_ok(), "post_send checks room first");
@@ -156,8 +188,8 @@ impl Requester {
     }
 
     /// Arms (or stops) the retransmission timer after progress.
-    pub fn rearm(&mut self, now: Instant, timeout_code: u8) {
-        match timer::ack_timeout(timeout_code) {
+    pub fn rearm(&mut self, now: Instant, ctx: &Ctx<'_>) {
+        match self.retx_timeout(ctx) {
             Some(t) if self.outstanding() => {
                 self.timers.set(Timer::Retransmit, now.saturating_add(t))
             }
@@ -166,8 +198,14 @@ impl Requester {
     }
 
     /// The ACK timeout for the next arming: the configured one, doubled per retry already spent
-    /// without progress when the QP backs off (`retry_backoff_max_shift`).
-    fn retx_timeout(&self, ctx: &Ctx<'_>) -> Option<Duration> {
+    /// without progress when the QP backs off (`retry_backoff_max_shift`); selective repeat's shorter
+    /// one while it has fast retries left.
+    pub(super) fn retx_timeout(&self, ctx: &Ctx<'_>) -> Option<Duration> {
+        if let Some(sr) = &self.sr
+            && let Some(t) = sr.fast_timeout(self.sent_high.diff(self.comp_psn), ctx)
+        {
+            return Some(t);
+        }
         let spent = ctx.cfg.retry_cnt.saturating_sub(self.retry_left);
         let shift = spent.min(ctx.cfg.retry_backoff_max_shift);
         timer::ack_timeout(ctx.cfg.timeout).map(|t| t * (1 << shift))
@@ -194,8 +232,22 @@ impl Requester {
         self.started_retry = true;
         self.noack_pkts = 0;
         self.timers.stop(Timer::Retransmit);
-        self.seek(self.comp_psn);
+        if self.sr.is_some() {
+            self.sr_resend_all();
+        } else {
+            self.seek(self.comp_psn);
+        }
         None
+    }
+
+    /// The RNR wait is over: send the refused packet again (selective repeat: everything not yet
+    /// received, from it on).
+    pub fn resume_after_rnr(&mut self) {
+        if self.sr.is_some() {
+            self.sr_resend_all();
+        } else {
+            self.seek(self.comp_psn);
+        }
     }
 
     /// Writes the next request packet into `buf`; `None` when nothing may be sent now.
@@ -208,8 +260,13 @@ impl Requester {
         if self.timers.get(Timer::Rnr).is_some() {
             return None;
         }
+        if self.sr.is_some()
+            && let Some(n) = self.sr_poll_retransmit(now, buf, ctx)
+        {
+            return Some(n);
+        }
         let w = *self.sq.get(self.cursor)?;
-        if self.req_psn.diff(self.comp_psn) >= ctx.cfg.max_unacked_psns as i32 {
+        if self.req_psn.diff(self.comp_psn) >= self.window(ctx) as i32 {
             return None;
         }
         if w.is_read_or_atomic() && !w.started {
@@ -218,22 +275,84 @@ impl Requester {
             }
             self.rd_atomic_inflight += 1;
         }
-        let pmtu = ctx.cfg.pmtu;
-        let dest = ctx.cfg.remote_qpn;
         let psn = self.req_psn;
         let k = self.cursor_pkt;
+        let sent = self.emit(&w, k, psn, None, false, buf, ctx);
+        let wqe = self.sq.get_mut(self.cursor).expect("cursor checked above");
+        wqe.started = true;
+        let next = psn.add(sent.consumed);
+        self.req_psn = next;
+        self.cursor_pkt += sent.consumed;
+        if self.cursor_pkt >= wqe.npkts {
+            self.cursor += 1;
+            self.cursor_pkt = 0;
+        }
+        if psn.before(self.sent_high) {
+            ctx.counters.retransmitted_packets += 1;
+            ctx.counters.retransmitted_bytes += sent.payload as u64;
+        }
+        if next.after(self.sent_high) {
+            self.sent_high = next;
+        }
+        if let Some(sr) = &mut self.sr {
+            sr.time(psn, now);
+        }
+        self.sent(now, sent.payload, ctx);
+        Some(sent.len)
+    }
+
+    /// Unacknowledged PSNs allowed out: the configured window (selective repeat: the responder's
+    /// window of early requests, half what the requester's bitmaps cover).
+    pub(super) fn window(&self, ctx: &Ctx<'_>) -> u32 {
+        match &self.sr {
+            Some(sr) => sr.window() / 2,
+            None => ctx.cfg.max_unacked_psns,
+        }
+    }
+
+    /// After any transmission: the retransmission timer runs, and the payload is counted.
+    pub(super) fn sent(&mut self, now: Instant, payload: usize, ctx: &mut Ctx<'_>) {
+        if self.timers.get(Timer::Retransmit).is_none()
+            && let Some(t) = self.retx_timeout(ctx)
+        {
+            self.timers.set(Timer::Retransmit, now.saturating_add(t));
+        }
+        ctx.counters.tx_payload_bytes += payload as u64;
+    }
+
+    /// Writes packet `k` of `w` at `psn` into `buf`. A READ asks for its packets from `k` on (only
+    /// `read_pkts` of them when given); `force_ack` sets AckReq (retransmissions ask for an answer).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn emit(
+        &mut self,
+        w: &Wqe,
+        k: u32,
+        psn: Psn,
+        read_pkts: Option<u32>,
+        force_ack: bool,
+        buf: &mut [u8],
+        ctx: &mut Ctx<'_>,
+    ) -> Emitted {
+        let pmtu = ctx.cfg.pmtu;
+        let dest = ctx.cfg.remote_qpn;
+        let sr = self.sr.is_some();
         let remote =
             w.wr.remote
                 .unwrap_or(crate::transport::RemoteAddr { addr: 0, rkey: 0 });
-        let (len, consumed, payload_bytes, asked) = match w.wr.op {
+        let (len, consumed, payload, asked) = match w.wr.op {
             SendOp::Read => {
                 // A (re)issued READ asks for everything from packet k on, in one request.
                 let skip = u64::from(k) * u64::from(pmtu);
+                let rest = u64::from(w.wr.len) - skip.min(u64::from(w.wr.len));
+                let bytes = match read_pkts {
+                    Some(n) => rest.min(u64::from(n) * u64::from(pmtu)),
+                    None => rest,
+                };
                 let mut r = packet::repr(Opcode::RC_RDMA_READ_REQUEST, dest, psn, true, 0);
                 r.reth = Some(RethRepr {
                     va: remote.addr.wrapping_add(skip),
                     rkey: remote.rkey,
-                    dma_len: (u64::from(w.wr.len) - skip.min(u64::from(w.wr.len))) as u32,
+                    dma_len: bytes as u32,
                 });
                 (packet::emit(buf, &r, &[]), w.npkts - k, 0, true)
             }
@@ -261,7 +380,8 @@ impl Requester {
                 let seg = Seg::of(k, w.npkts);
                 let n = packet::payload_len(u64::from(w.wr.len), pmtu, k);
                 let start = k as usize * pmtu as usize;
-                let ack_req = seg.ends() || self.noack_pkts >= ctx.cfg.ack_req_every;
+                let ack_req = force_ack || seg.ends() || self.noack_pkts >= ctx.cfg.ack_req_every;
+                let is_write = matches!(w.wr.op, SendOp::Write | SendOp::WriteWithImm(_));
                 let (opcode, imm) = match w.wr.op {
                     SendOp::Send => (packet::send_opcode(seg, false), None),
                     SendOp::SendWithImm(i) => (packet::send_opcode(seg, true), Some(i)),
@@ -269,11 +389,26 @@ impl Requester {
                     SendOp::WriteWithImm(i) => (packet::write_opcode(seg, true), Some(i)),
                     _ => unreachable!("matched above"),
                 };
-                let mut r = packet::repr(opcode, dest, psn, ack_req, n);
+                // Selective repeat places every packet on arrival: SENDs say which receive and
+                // where in it, WRITE MIDDLE/LAST carry their own RETH (docs/lossy-roce.md).
+                let ext = match (sr, is_write, seg.starts()) {
+                    (true, false, _) => Some(SrExt::Send {
+                        recv_seq: w.recv_seq,
+                        offset: start as u32,
+                    }),
+                    (true, true, false) => Some(SrExt::Write(RethRepr {
+                        va: remote.addr.wrapping_add(start as u64),
+                        rkey: remote.rkey,
+                        dma_len: w.wr.len,
+                    })),
+                    _ => None,
+                };
+                let ext_len = ext.map_or(0, |e| e.len());
+                let mut r = packet::repr(opcode, dest, psn, ack_req, ext_len + n);
                 if seg.ends() {
                     r.imm = imm;
                 }
-                if seg.starts() && matches!(w.wr.op, SendOp::Write | SendOp::WriteWithImm(_)) {
+                if seg.starts() && is_write {
                     r.reth = Some(RethRepr {
                         va: remote.addr,
                         rkey: remote.rkey,
@@ -281,34 +416,20 @@ impl Requester {
                     });
                 }
                 let src = &ctx.mem.span(w.local)[start..start + n];
-                (packet::emit(buf, &r, src), 1, n, ack_req)
+                let len = match ext {
+                    None => packet::emit(buf, &r, src),
+                    Some(e) => packet::emit_with_ext(buf, &r, &e, src),
+                };
+                (len, 1, n, ack_req)
             }
         };
         // AckReq bookkeeping: rxe asks again after `ack_req_every` packets without asking.
         self.noack_pkts = if asked { 0 } else { self.noack_pkts + 1 };
-
-        let wqe = self.sq.get_mut(self.cursor).expect("cursor checked above");
-        wqe.started = true;
-        let next = psn.add(consumed);
-        self.req_psn = next;
-        self.cursor_pkt += consumed;
-        if self.cursor_pkt >= wqe.npkts {
-            self.cursor += 1;
-            self.cursor_pkt = 0;
+        Emitted {
+            len,
+            consumed,
+            payload,
         }
-        if psn.before(self.sent_high) {
-            ctx.counters.retransmitted_packets += 1;
-        }
-        if next.after(self.sent_high) {
-            self.sent_high = next;
-        }
-        if self.timers.get(Timer::Retransmit).is_none()
-            && let Some(t) = self.retx_timeout(ctx)
-        {
-            self.timers.set(Timer::Retransmit, now.saturating_add(t));
-        }
-        ctx.counters.tx_payload_bytes += payload_bytes as u64;
-        Some(len)
     }
 
     /// Completes the oldest work request with `status` and removes it.

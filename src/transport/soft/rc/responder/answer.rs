@@ -44,11 +44,19 @@ pub(super) enum Job {
     Read {
         first: Psn,
         next: u32,
+        /// Packets of the whole READ (what the opcodes are relative to).
         npkts: u32,
+        /// One past the last packet this answer sends (a replay may ask for only some).
+        end: u32,
         len: u32,
         span: Option<Span>,
         msn: u32,
+        /// Answers a duplicate request: its bytes count as sent again.
+        replay: bool,
     },
+    /// Selective repeat's answer: a SACK NAK, or an ACK when nothing is held any more, built when
+    /// it leaves.
+    Sack,
 }
 
 impl Responder {
@@ -57,6 +65,11 @@ impl Responder {
     pub(super) fn duplicate(&mut self, req: Request, psn: Psn, repr: &IbRepr, ctx: &mut Ctx<'_>) {
         ctx.counters.duplicate_requests += 1;
         match req {
+            Request::Send(_) | Request::Write(_)
+                if self.reorder.as_ref().is_some_and(|r| r.held() > 0) =>
+            {
+                self.want_sack()
+            }
             Request::Send(_) | Request::Write(_) => self.push_ack(self.epsn.sub(1)),
             Request::Read => {
                 let Some(reth) = repr.reth else {
@@ -79,13 +92,19 @@ impl Responder {
                             .and_then(|skip| skip.checked_add(u64::from(reth.dma_len)))
                             .is_some_and(|end| end <= u64::from(len)) =>
                     {
+                        // Only what was asked for again: a go-back-N requester asks for the rest
+                        // of the READ, a selective-repeat one for a missing run.
+                        let next = psn.diff(first) as u32;
+                        let asked = packet::packets_for(reth.dma_len.into(), ctx.cfg.pmtu);
                         Some(Job::Read {
                             first,
-                            next: psn.diff(first) as u32,
+                            next,
                             npkts,
+                            end: (next + asked).min(npkts),
                             len,
                             span,
                             msn: self.msn,
+                            replay: true,
                         })
                     }
                     _ => None,
@@ -178,13 +197,19 @@ impl Responder {
                 self.jobs.pop_front();
                 n
             }
+            Job::Sack => {
+                self.jobs.pop_front();
+                return Some(self.emit_sack(buf, ctx));
+            }
             Job::Read {
                 first,
                 next,
                 npkts,
+                end,
                 len,
                 span,
                 msn,
+                replay,
             } => {
                 let seg = Seg::of(*next, *npkts);
                 let n = packet::payload_len(u64::from(*len), pmtu, *next);
@@ -205,8 +230,11 @@ impl Responder {
                 };
                 let out = packet::emit(buf, &r, data);
                 ctx.counters.tx_payload_bytes += n as u64;
+                if *replay {
+                    ctx.counters.retransmitted_bytes += n as u64;
+                }
                 *next += 1;
-                if *next >= *npkts {
+                if *next >= *end {
                     self.jobs.pop_front();
                 }
                 out

@@ -150,9 +150,11 @@ impl Responder {
                     first: psn,
                     next: 0,
                     npkts,
+                    end: npkts,
                     len: reth.dma_len,
                     span,
                     msn: self.msn,
+                    replay: false,
                 });
                 self.epsn = psn.add(npkts);
                 return Ok(());
@@ -212,7 +214,7 @@ impl Responder {
     }
 
     /// Checks a remote access; a zero-length access needs no valid rkey (rxe).
-    fn remote(
+    pub(super) fn remote(
         &self,
         rkey: u32,
         va: u64,

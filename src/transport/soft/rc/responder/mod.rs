@@ -7,6 +7,7 @@
 
 mod answer;
 mod execute;
+mod reorder;
 
 use crate::transport::{Completion, CompletionOp, CompletionStatus, RecvRequest};
 use crate::wire::{AethRepr, IbRepr, NakCode};
@@ -17,6 +18,7 @@ use super::packet::Request;
 use super::psn::Psn;
 use super::ring::Ring;
 use answer::{Job, Resource};
+use reorder::Reorder;
 
 /// A posted receive: where the next SEND (or WRITE-with-immediate notice) goes.
 #[derive(Clone, Copy, Debug)]
@@ -60,11 +62,18 @@ pub struct Responder {
     pub rq: Ring<RecvWqe>,
     resources: Ring<Resource>,
     jobs: Ring<Job>,
+    /// Selective repeat's window of early requests, when the QP runs it.
+    reorder: Option<Box<Reorder>>,
+    /// Receive-consuming messages completed (selective repeat: where a SEND's receive number starts).
+    consumed: u32,
+    /// A SACK answer is queued.
+    sack_queued: bool,
 }
 
 impl Responder {
-    /// A responder expecting `psn` first, with `rq_depth` receives and `max_dest_rd_atomic` slots.
-    pub fn new(psn: Psn, rq_depth: usize, max_dest_rd_atomic: u32) -> Responder {
+    /// A responder expecting `psn` first, with `rq_depth` receives and `max_dest_rd_atomic` slots;
+    /// `sr` gives it selective repeat with a window of that many PSNs (a power of two).
+    pub fn new(psn: Psn, rq_depth: usize, max_dest_rd_atomic: u32, sr: Option<u32>) -> Responder {
         let slots = max_dest_rd_atomic as usize;
         Responder {
             epsn: psn,
@@ -74,6 +83,9 @@ impl Responder {
             rq: Ring::with_capacity(rq_depth),
             resources: Ring::with_capacity(slots),
             jobs: Ring::with_capacity(2 * slots + 16),
+            reorder: sr.map(|window| Box::new(Reorder::new(window, psn))),
+            consumed: 0,
+            sack_queued: false,
         }
     }
 
@@ -109,6 +121,9 @@ impl Responder {
             ctx.counters.drops.response_queue_full += 1;
             return false;
         }
+        if self.reorder.is_some() {
+            return self.handle_request_sr(req, repr, payload, ctx);
+        }
         let psn = Psn::new(repr.bth.psn);
         let d = psn.diff(self.epsn);
         if d > 0 {
@@ -132,7 +147,15 @@ impl Responder {
         self.nak_sent = false;
         match self.execute(req, psn, repr, payload, ctx) {
             Ok(()) => false,
-            Err(Refusal::Rnr) => {
+            Err(refusal) => self.refuse(refusal, psn, ctx),
+        }
+    }
+
+    /// Answers the request at `psn`, in sequence but refused: an RNR NAK (the QP stays up), or a NAK
+    /// that ends the QP (`true`).
+    fn refuse(&mut self, refusal: Refusal, psn: Psn, ctx: &mut Ctx<'_>) -> bool {
+        match refusal {
+            Refusal::Rnr => {
                 ctx.counters.naks_sent.rnr += 1;
                 let syndrome = AethRepr::rnr_nak(ctx.cfg.min_rnr_timer, 0).syndrome;
                 self.push(Job::Ack {
@@ -142,7 +165,7 @@ impl Responder {
                 });
                 false
             }
-            Err(Refusal::Nak(code)) => {
+            Refusal::Nak(code) => {
                 match code {
                     NakCode::InvalidRequest => ctx.counters.naks_sent.invalid_request += 1,
                     NakCode::RemoteAccessError => ctx.counters.naks_sent.remote_access += 1,

@@ -1,0 +1,177 @@
+//! SVG plots of a loss sweep: a figure (goodput, a latency percentile) against the loss rate, on a
+//! log10 loss axis, one curve per transport and recovery. The loss-free point sits one decade left
+//! of the smallest rate, labelled 0.
+
+use plotters::prelude::*;
+
+/// Plot size in pixels.
+const SIZE: (u32, u32) = (960, 640);
+
+/// Line colours, in series order (colour-blind-safe Tableau 10).
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// One curve: its legend and (loss rate 0..1, value) points.
+pub struct LossSeries<'a> {
+    /// Legend text, e.g. "RoCE v2 sr".
+    pub label: &'a str,
+    /// (loss probability, value), any order; a 0 rate is drawn at the axis' left end.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// `y` against the loss rate (log x), one curve per series; `log_y` for latencies that span decades.
+pub fn loss_svg(
+    title: &str,
+    y_desc: &str,
+    series: &[LossSeries],
+    log_y: bool,
+) -> Result<String, String> {
+    let rates: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .filter(|&r| r > 0.0)
+        .collect();
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .filter(|y| y.is_finite())
+        .collect();
+    if ys.is_empty() {
+        return Err("nothing to plot".into());
+    }
+    // x in thousandths of a decade (plotters keeps label formatters only over integer axes).
+    let lo = rates.iter().copied().fold(1e-4, f64::min).log10().floor();
+    let hi = rates.iter().copied().fold(1e-2, f64::max).log10().ceil();
+    let zero_at = lo - 1.0;
+    let x = |r: f64| {
+        let d = if r > 0.0 { r.log10() } else { zero_at };
+        (d * 1000.0).round() as i32
+    };
+    let ticks: Vec<i32> = (zero_at as i32..=hi as i32).map(|d| d * 1000).collect();
+    let zero_tick = (zero_at * 1000.0) as i32;
+    let y_hi = ys.iter().copied().fold(0.0, f64::max).max(1e-3) * 1.15;
+    let y_lo = ys
+        .iter()
+        .copied()
+        .filter(|&y| y > 0.0)
+        .fold(f64::INFINITY, f64::min)
+        .min(y_hi)
+        / 1.5;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut b = ChartBuilder::on(&root);
+        b.caption(title, ("sans-serif", 22))
+            .margin(20)
+            .margin_right(50)
+            .x_label_area_size(50)
+            .y_label_area_size(80);
+        let x_range = (zero_tick - 300..(hi * 1000.0) as i32 + 300).with_key_points(ticks);
+        let fmt_x = move |v: &i32| {
+            if *v == zero_tick {
+                "0".to_string()
+            } else {
+                let pct = 10f64.powf(f64::from(*v) / 1000.0) * 100.0;
+                let s = format!("{pct:.4}");
+                format!("{}%", s.trim_end_matches('0').trim_end_matches('.'))
+            }
+        };
+        macro_rules! draw {
+            ($chart:expr) => {{
+                let mut chart = $chart;
+                chart
+                    .configure_mesh()
+                    .x_desc("packet loss rate, each direction (log scale)")
+                    .y_desc(y_desc)
+                    .max_light_lines(1)
+                    .light_line_style(RGBColor(235, 235, 235))
+                    .x_label_formatter(&fmt_x)
+                    .label_style(("sans-serif", 15))
+                    .axis_desc_style(("sans-serif", 16))
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+                for (i, s) in series.iter().enumerate() {
+                    let color = COLORS[i % COLORS.len()];
+                    let mut pts: Vec<(i32, f64)> = s
+                        .points
+                        .iter()
+                        .filter(|p| p.1.is_finite() && (!log_y || p.1 > 0.0))
+                        .map(|&(r, y)| (x(r), y))
+                        .collect();
+                    pts.sort_by_key(|p| p.0);
+                    chart
+                        .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                        .map_err(|e| e.to_string())?
+                        .label(s.label)
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
+                        });
+                    chart
+                        .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                        .map_err(|e| e.to_string())?;
+                }
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::UpperRight)
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .label_font(("sans-serif", 15))
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+            }};
+        }
+        if log_y {
+            draw!(
+                b.build_cartesian_2d(x_range, (y_lo..y_hi).log_scale())
+                    .map_err(|e| e.to_string())?
+            );
+        } else {
+            draw!(
+                b.build_cartesian_2d(x_range, 0.0..y_hi)
+                    .map_err(|e| e.to_string())?
+            );
+        }
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn curves_are_drawn_with_a_zero_tick_and_percent_labels() {
+        let a = LossSeries {
+            label: "RoCE v2 sr",
+            points: vec![(0.0, 10.0), (0.0001, 9.9), (0.01, 8.0), (0.05, 5.0)],
+        };
+        let b = LossSeries {
+            label: "TCP",
+            points: vec![(0.0, 12.0), (0.01, 9.0)],
+        };
+        let svg = loss_svg("write_bw 64 KiB", "goodput (Gb/s)", &[a, b], false).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let texts: Vec<String> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text().map(|t| t.trim().to_owned()))
+            .collect();
+        for needle in ["0", "1%", "0.01%", "RoCE v2 sr", "TCP", "write_bw 64 KiB"] {
+            assert!(texts.iter().any(|t| t == needle), "{needle}: {texts:?}");
+        }
+        let lat = LossSeries {
+            label: "x",
+            points: vec![(0.0, 20.0), (0.05, 67_000.0)],
+        };
+        assert!(loss_svg("p99", "µs", &[lat], true).is_ok());
+        assert!(loss_svg("none", "y", &[], false).is_err());
+    }
+}

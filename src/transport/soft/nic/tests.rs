@@ -1,0 +1,101 @@
+use std::net::Ipv4Addr;
+
+use super::*;
+use crate::transport::soft::counters::DropSummary;
+use crate::transport::soft::ingress::check_udp;
+use crate::transport::soft::io::batch::RxDatagram;
+use crate::transport::soft::io::fault::Impaired;
+use crate::transport::soft::io::impair::ImpairConfig;
+use crate::transport::soft::io::udp::{UdpConfig, UdpSocket};
+use crate::transport::soft::path::ipv4_repr;
+use crate::wire::{BthRepr, IbRepr, NetRepr, Opcode, UdpRepr};
+
+fn nic(ip: Ipv4Addr, port: u16, gso: bool) -> Nic {
+    let cfg = UdpConfig {
+        port,
+        gro: gso,
+        zero_checksum: !gso,
+        slot_len: if gso { 65_536 } else { 2048 },
+        ..UdpConfig::default()
+    };
+    let sock = UdpSocket::bind_scoped(ip.into(), 0, &cfg).unwrap();
+    Nic::new(Backend::Udp(sock), 64, 2048, cfg.slot_len, gso)
+}
+
+/// RoCE packets (SEND MIDDLE of 1000 bytes, PSN k) sent through an impaired GSO device arrive one
+/// by one, each with an ICRC valid for the IP ID its segment got, minus the losses plus the copies.
+#[test]
+fn impairment_works_per_packet_inside_gso_super_datagrams() {
+    let (a, b) = (Ipv4Addr::new(127, 0, 0, 21), Ipv4Addr::new(127, 0, 0, 22));
+    let port = std::net::UdpSocket::bind((a, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = ImpairConfig::parse("loss=10%,dup=5%,seed=3").unwrap();
+    let mut tx = Impaired::new(nic(a, port, true), Some(&cfg));
+    let mut rx = nic(b, port, true);
+    let dst = SocketAddr::new(b.into(), port);
+    let udp = UdpRepr {
+        src_port: port,
+        dst_port: port,
+        checksum: 0,
+    };
+    let net = NetRepr::V2v4(ipv4_repr(a, b), udp);
+    let now = Instant::ZERO;
+    let sent = 300u32;
+    for k in 0..sent {
+        if tx.tx_full() {
+            tx.flush(now).unwrap();
+        }
+        assert!(tx.tx_push(now, Some(dst), |buf| {
+            let ib = IbRepr::new(BthRepr::new(Opcode::RC_SEND_MIDDLE, 0x12, k));
+            Some(net.emit_transport(&ib, &[k as u8; 1000], buf))
+        }));
+    }
+    tx.flush(now).unwrap();
+    assert!(
+        tx.inner().tx_batches < u64::from(sent) / 8,
+        "GSO stayed on: {} sends for {sent} packets",
+        tx.inner().tx_batches
+    );
+    let (stats, _) = tx.stats();
+    let expect = u64::from(sent) - stats.dropped + stats.duplicated;
+    assert!(stats.dropped > 10 && stats.duplicated > 3, "{stats:?}");
+    let mut ids = Ipv4IdCache::new();
+    let mut drops = DropSummary::default();
+    let mut psns = Vec::new();
+    for _ in 0..2000 {
+        rx.receive(now, |meta, data| {
+            let RxMeta::Datagram {
+                src,
+                dst,
+                truncated,
+            } = meta
+            else {
+                panic!("{meta:?}")
+            };
+            let d = RxDatagram {
+                data,
+                src,
+                dst,
+                truncated,
+                gro_segment: None,
+            };
+            let (ib, _src) = check_udp(&d, SocketAddr::new(b.into(), port), &mut ids, &mut drops)
+                .expect("a valid RoCE packet");
+            let (r, payload) = IbRepr::parse(ib).unwrap();
+            assert_eq!(payload, [r.bth.psn as u8; 1000]);
+            psns.push(r.bth.psn);
+        })
+        .unwrap();
+        if psns.len() as u64 >= expect {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(drops, DropSummary::default());
+    assert_eq!(psns.len() as u64, expect, "{stats:?}");
+    psns.dedup();
+    assert_eq!(psns.len() as u64, u64::from(sent) - stats.dropped);
+}
