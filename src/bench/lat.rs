@@ -100,9 +100,8 @@ struct Recorder {
 }
 
 impl Recorder {
-    /// Called just before posting iteration `i`: the previous iteration's round trip ends now.
-    fn stamp(&mut self, i: u64) {
-        let now = Instant::now();
+    /// Called just before posting iteration `i`, at `now`: the previous iteration's round trip ends.
+    fn stamp(&mut self, i: u64, now: Instant) {
         let inside = self.win.in_sample(now);
         if inside != self.in_sample && self.cpu {
             if inside {
@@ -262,11 +261,12 @@ pub fn run<E: Endpoint>(
                 break 'run;
             }
         }
-        if initiator && rec.win.over(Instant::now()) {
-            rec.stamp(i);
+        let now = Instant::now();
+        if initiator && rec.win.over(now) {
+            rec.stamp(i, now);
             break;
         }
-        rec.stamp(i);
+        rec.stamp(i, now);
         if spec.validate {
             match spec.verb {
                 // A READ that completed without placing data must not pass on the previous one's bytes.

@@ -241,9 +241,10 @@ impl Watchdog {
     }
 
     fn with_limit(waiting_for: &'static str, limit: std::time::Duration) -> Watchdog {
-        let now = Instant::now();
+        let pace = StopCheck::new();
+        let now = pace.last;
         Watchdog {
-            pace: StopCheck { last: now },
+            pace,
             events: 0,
             seen: 0,
             quiet_since: now,
@@ -287,15 +288,31 @@ impl Watchdog {
     }
 }
 
+/// How often, at most, a waiting loop reads the clock to see whether a check is due.
+const CLOCK_READ_EVERY: std::time::Duration = std::time::Duration::from_micros(20);
+
+/// Most calls between two clock reads, however fast the loop spins.
+const MAX_CALLS_PER_CLOCK_READ: u32 = 256;
+
 /// Rate-limits a `stop` callback to one call per [`STOP_CHECK_EVERY`], whatever the loop's speed.
+/// The clock itself is read only every `stride` calls, a stride that adapts so that reads are
+/// about [`CLOCK_READ_EVERY`] apart: a busy-polling loop turns in a few hundred nanoseconds, and a
+/// clock read per turn would be a tenth of it; a loop that sleeps reads it every time.
 pub(crate) struct StopCheck {
     last: Instant,
+    last_read: Instant,
+    calls: u32,
+    stride: u32,
 }
 
 impl StopCheck {
     pub(crate) fn new() -> StopCheck {
+        let now = Instant::now();
         StopCheck {
-            last: Instant::now(),
+            last: now,
+            last_read: now,
+            calls: 0,
+            stride: 1,
         }
     }
 
@@ -305,8 +322,21 @@ impl StopCheck {
     }
 
     /// The time, when a check is due (and counts as made); `None` otherwise.
+    #[inline]
     fn due(&mut self) -> Option<Instant> {
+        self.calls += 1;
+        if self.calls < self.stride {
+            return None;
+        }
+        self.calls = 0;
         let now = Instant::now();
+        let since = now.duration_since(self.last_read);
+        self.last_read = now;
+        if since < CLOCK_READ_EVERY / 2 {
+            self.stride = (self.stride * 2).min(MAX_CALLS_PER_CLOCK_READ);
+        } else if since > CLOCK_READ_EVERY * 2 {
+            self.stride = (self.stride / 2).max(1);
+        }
         if now.duration_since(self.last) < STOP_CHECK_EVERY {
             return None;
         }
