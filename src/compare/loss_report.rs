@@ -30,7 +30,9 @@ fn points(set: &CompareSet) -> Vec<Point<'_>> {
         .flat_map(|(run, loss)| {
             run.results.iter().map(move |r| {
                 let f = r.figures();
-                let lat = f.latency();
+                // A latency run that measured nothing (every sample lost to the loss) has no figures.
+                let measured = !matches!(&r.measured, crate::results::Measured::Latency { stats, .. } if stats.samples == 0);
+                let lat = f.latency().filter(|_| measured);
                 Point {
                     run,
                     loss,

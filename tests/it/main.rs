@@ -39,6 +39,7 @@ mod soft_bench;
 mod soft_capture;
 mod soft_endpoint;
 mod soft_io_rate;
+mod soft_lossy;
 mod soft_netdev;
 mod soft_netns;
 mod soft_noalloc;

@@ -181,3 +181,31 @@ proptest! {
         run_with(seed, link, recovery);
     }
 }
+
+/// The study's virtual-time table (docs/lossy-roce.md): goodput of both recoveries on the 10 Gb/s
+/// simulated link at each loss rate, Bernoulli and in bursts of 8. Prints; `--ignored --nocapture`.
+#[test]
+#[ignore = "prints the table of docs/lossy-roce.md; run with --ignored --nocapture"]
+fn virtual_time_loss_table() {
+    for burst in [0.0, 8.0] {
+        eprintln!(
+            "burst {burst}: loss | gbn Gb/s (retx/pkt, timeouts) | sr Gb/s (retx/pkt, timeouts)"
+        );
+        for loss in [0.0, 0.0001, 0.001, 0.01, 0.05] {
+            let msgs = if loss >= 0.05 { 150 } else { 600 };
+            let g = stream(Recovery::Gbn, loss, burst, msgs);
+            let s = stream(Recovery::Sr, loss, burst, msgs);
+            let per = |c: &Counters| c.retransmitted_packets as f64 / (msgs * 16) as f64;
+            eprintln!(
+                "{:>6}% | {:6.3} ({:.3}, {}) | {:6.3} ({:.3}, {})",
+                loss * 100.0,
+                g.gbps,
+                per(&g.a),
+                g.a.timeouts,
+                s.gbps,
+                per(&s.a),
+                s.a.timeouts
+            );
+        }
+    }
+}

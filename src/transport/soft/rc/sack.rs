@@ -23,7 +23,7 @@ use super::packet::Request;
 use super::psn::Psn;
 use super::ring::Ring;
 use super::time::Instant;
-use super::timer::{self};
+use super::timer;
 
 /// Bytes a SEND packet carries before its data under selective repeat.
 pub const SEND_EXT_LEN: usize = 8;
@@ -36,7 +36,7 @@ pub const SACK_MAX_PSNS: u32 = 4096;
 const FEW_IN_FLIGHT: i32 = 3;
 /// Later PSNs that must be known to have arrived before a missing one counts as lost, so that a
 /// little reordering does not look like loss (TCP's duplicate-ACK threshold).
-pub(super) const REORDER_THRESHOLD: u32 = 3;
+const REORDER_THRESHOLD: u32 = 3;
 
 /// Selective repeat's extension before the data of a request packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -299,7 +299,23 @@ impl Sack {
     }
 }
 
-mod resend;
+/// PSN helpers the scans use: the later or earlier of two PSNs in the 24-bit circle.
+trait PsnOrder {
+    fn max_with(self, other: Psn) -> Psn;
+    fn min_with(self, other: Psn) -> Psn;
+}
+
+impl PsnOrder for Psn {
+    fn max_with(self, other: Psn) -> Psn {
+        if other.after(self) { other } else { self }
+    }
+    fn min_with(self, other: Psn) -> Psn {
+        if other.before(self) { other } else { self }
+    }
+}
+
+mod answers;
+mod losses;
 
 #[cfg(test)]
 mod tests;
