@@ -27,8 +27,9 @@ pub fn ports(n: u16) -> (u16, u16) {
     static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
     let seed = (std::process::id() as u16).wrapping_mul(97);
     for _ in 0..200 {
-        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let start = 20000 + (seed.wrapping_add(k.wrapping_mul(n + 1)) % 12000);
+        // Each call reserves its own n + 1 offsets, so two calls' ranges never overlap.
+        let k = NEXT.fetch_add(n + 1, std::sync::atomic::Ordering::SeqCst);
+        let start = 20000 + (seed.wrapping_add(k) % 12000);
         let all: Vec<_> = (start..start + n + 1)
             .map(|p| TcpListener::bind(("0.0.0.0", p)))
             .collect();
