@@ -47,10 +47,6 @@ pub struct RxBatch {
     // Kept alive for the kernel: the headers point into it.
     _ctrl: Box<[CtrlBuf]>,
     filled: usize,
-    /// Datagrams the next receive asks for: one after a receive that found nothing (a ping-pong's
-    /// next message comes alone, and asking for more costs the kernel a second, failing attempt on
-    /// every message), the whole batch while datagrams keep coming.
-    want: usize,
 }
 
 // SAFETY: the raw pointers inside the headers point only into this struct's own heap arrays, which
@@ -80,8 +76,6 @@ impl RxBatch {
             h.msg_hdr.msg_iovlen = 1;
             h.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
             h.msg_hdr.msg_control = ctrl[i].0.as_mut_ptr() as *mut libc::c_void;
-            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as _;
-            h.msg_hdr.msg_controllen = std::mem::size_of::<CtrlBuf>() as _;
         }
         RxBatch {
             slots,
@@ -90,7 +84,6 @@ impl RxBatch {
             names,
             _ctrl: ctrl,
             filled: 0,
-            want: 1,
         }
     }
 
@@ -111,37 +104,33 @@ impl RxBatch {
 
     /// One non-blocking `recvmmsg` on `fd` into this batch; 0 when nothing waits.
     pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
-        // The kernel overwrote the lengths of the headers it filled last time (and only those):
-        // restore their capacities.
-        for h in &mut self.hdrs[..self.filled] {
+        self.filled = 0;
+        let n = self.slots.count();
+        for h in self.hdrs.iter_mut() {
+            // The kernel overwrites these lengths; restore the capacities before every call.
             h.msg_hdr.msg_namelen =
                 std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_hdr.msg_controllen = std::mem::size_of::<CtrlBuf>() as _;
             h.msg_hdr.msg_flags = 0;
         }
-        self.filled = 0;
-        let want = self.want.min(self.slots.count());
-        // SAFETY: every header points into this batch's own live arrays (see new), and `want`
-        // does not exceed their number.
+        // SAFETY: every header points into this batch's own live arrays (see new).
         let got = unsafe {
             libc::recvmmsg(
                 fd,
                 self.hdrs.as_mut_ptr(),
-                want as libc::c_uint,
+                n as libc::c_uint,
                 libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
             )
         };
         if got < 0 {
             let err = io::Error::last_os_error();
-            self.want = 1;
             return match err.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
                 _ => Err(err),
             };
         }
         self.filled = got as usize;
-        self.want = if got == 0 { 1 } else { self.slots.count() };
         Ok(self.filled)
     }
 
