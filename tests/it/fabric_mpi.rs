@@ -319,14 +319,18 @@ fn a_rank_killed_under_mpirun_is_named_in_the_matrix_rank_0_leaves() {
     let doc = fabric_json(&results);
     assert_eq!(doc["hosts"][2]["status"], "lost", "{doc:#}");
     assert!(doc["summary"]["ok"].as_u64().unwrap() >= 2);
-    assert_eq!(doc["pairs"].as_array().unwrap().len() as u64, {
-        let s = &doc["summary"];
-        // A pair the snapshot caught before it ran counts as not run.
-        s["ok"].as_u64().unwrap()
-            + s["failed"].as_u64().unwrap()
-            + s["missing"].as_u64().unwrap()
-            + s["not_run"].as_u64().unwrap()
-    });
+    // mpirun kills rank 0 about a second after the lost rank, so what it leaves may be the snapshot
+    // rank 0 wrote the moment it lost the rank: every pair that finished is in it, and the summary
+    // also counts those that were missing or not run by then.
+    let s = &doc["summary"];
+    let pairs = doc["pairs"].as_array().unwrap();
+    let ok_pairs = pairs.iter().filter(|p| p["status"] == "ok").count() as u64;
+    assert_eq!(ok_pairs, s["ok"].as_u64().unwrap(), "{doc:#}");
+    let counted = s["ok"].as_u64().unwrap()
+        + s["failed"].as_u64().unwrap()
+        + s["missing"].as_u64().unwrap()
+        + s["not_run"].as_u64().unwrap();
+    assert!(pairs.len() as u64 <= counted, "{doc:#}");
 }
 
 #[test]
