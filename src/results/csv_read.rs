@@ -17,6 +17,20 @@ pub(super) fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, Rea
         line,
         what,
     };
+    // The csv crate numbers the lines of a CRLF file one short (a spreadsheet's re-save is CRLF), so
+    // errors would name the line above the one at fault: read such a file with LF line ends.
+    let lf: Vec<u8>;
+    let bytes = if bytes.windows(2).any(|w| w == b"\r\n") {
+        lf = bytes
+            .iter()
+            .enumerate()
+            .filter(|&(i, &b)| !(b == b'\r' && bytes.get(i + 1) == Some(&b'\n')))
+            .map(|(_, &b)| b)
+            .collect();
+        &lf[..]
+    } else {
+        bytes
+    };
     let mut rdr = ::csv::ReaderBuilder::new()
         .has_headers(true)
         .from_reader(bytes);

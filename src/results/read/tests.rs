@@ -185,15 +185,18 @@ fn a_negative_figure_in_a_csv_is_refused_naming_line_and_column() {
     let mut cells: Vec<String> = lines[row].split(',').map(str::to_string).collect();
     cells[col] = "-3.5".into();
     lines[row] = cells.join(",");
-    let bytes = lines.join("\n").into_bytes();
-    let e = parse_rows(Path::new("neg.csv"), &bytes)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.starts_with(&format!(
-            "neg.csv line {}: lat_p99_us \"-3.5\" is negative",
-            row + 1
-        )),
-        "{e}"
-    );
+    // A spreadsheet's re-save ends its lines with CRLF: the line named is the same.
+    for end in ["\n", "\r\n"] {
+        let bytes = lines.join(end).into_bytes();
+        let e = parse_rows(Path::new("neg.csv"), &bytes)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "neg.csv line {}: lat_p99_us \"-3.5\" is negative",
+                row + 1
+            )),
+            "{end:?}: {e}"
+        );
+    }
 }
