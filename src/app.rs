@@ -12,6 +12,7 @@
 //! exit codes), `notes` (typed header notes and warnings), [`resources`] (the memory a run needs,
 //! checked up front).
 
+mod endless;
 mod endpoints;
 pub mod exit;
 mod measure;
@@ -22,6 +23,7 @@ mod report;
 pub mod resources;
 mod roceperf_oob;
 mod session;
+mod signals;
 
 pub use exit::Error;
 pub use plan::Plan;

@@ -11,10 +11,15 @@ pub mod args;
 mod checks;
 mod options;
 #[cfg(test)]
+mod pace_tests;
+mod pacing;
+mod reporting;
+#[cfg(test)]
 mod tests;
 mod values;
 
 pub use args::{Args, IoArg, OobArg, OutputArg, TransportArg};
 pub use checks::{BUILT_TRANSPORTS, TransportReason};
 pub use options::{DEFAULT_PERCENTILES, Error, Options};
+pub use reporting::DEFAULT_OUT_JSON;
 pub use values::parse_size;

@@ -4,6 +4,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+mod rate;
+pub use rate::{RateLimit, RateLimitType, RateUnits, parse_gap, parse_rate};
+
 /// A name that is not one of a vocabulary's words; the message lists the words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{given:?} is not a {what}; use {choices}")]
@@ -349,7 +352,24 @@ pub enum RunMode {
     },
 }
 
+/// `-D` seconds of a run without end (`--run_infinitely`): longer than any process lives, so the
+/// drivers' duration loops never see it end; [`RunMode::duration_secs`] reports none.
+const ENDLESS_SECS: u64 = u64::MAX / 4;
+
 impl RunMode {
+    /// `--run_infinitely`: a duration-mode run that only a stop ends, measured from its first second.
+    pub const fn endless() -> RunMode {
+        RunMode::Duration {
+            secs: ENDLESS_SECS,
+            margin: 0,
+        }
+    }
+
+    /// True for a run without end.
+    pub fn is_endless(&self) -> bool {
+        *self == RunMode::endless()
+    }
+
     /// Iterations per size in iteration mode, 0 in duration mode (as reports expect).
     pub fn iterations(&self) -> u64 {
         match *self {
@@ -358,17 +378,19 @@ impl RunMode {
         }
     }
 
-    /// `-D` seconds, in duration mode.
+    /// `-D` seconds, in duration mode (none for a run without end).
     pub fn duration_secs(&self) -> Option<u64> {
         match *self {
+            _ if self.is_endless() => None,
             RunMode::Duration { secs, .. } => Some(secs),
             RunMode::Iterations(_) => None,
         }
     }
 
-    /// `-f` margin seconds, in duration mode.
+    /// `-f` margin seconds, in duration mode (none for a run without end).
     pub fn margin_secs(&self) -> Option<u64> {
         match *self {
+            _ if self.is_endless() => None,
             RunMode::Duration { margin, .. } => Some(margin),
             RunMode::Iterations(_) => None,
         }
@@ -449,6 +471,19 @@ mod tests {
             assert_eq!(TestKind::from_name(t.name()), Some(t));
         }
         assert_eq!(TestKind::from_name("atomic_bw"), None);
+    }
+
+    #[test]
+    fn an_endless_run_is_a_duration_run_with_no_length_to_report() {
+        let e = RunMode::endless();
+        assert!(e.is_duration() && e.is_endless());
+        assert_eq!(
+            (e.duration_secs(), e.margin_secs(), e.iterations()),
+            (None, None, 0)
+        );
+        let d = RunMode::Duration { secs: 5, margin: 1 };
+        assert!(!d.is_endless());
+        assert_eq!(d.duration_secs(), Some(5));
     }
 
     #[test]

@@ -153,6 +153,55 @@ pub struct BandwidthStats {
     pub peak_mibps: Option<f64>,
     /// Average message rate, 10^6 messages/s.
     pub msg_rate_mpps: f64,
+    /// A paced run (`--rate_limit`): its target and what this measurement achieved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing: Option<Pacing>,
+}
+
+/// A paced run's target rate next to what it achieved, in the target's units.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pacing {
+    /// The target (`--rate_limit`).
+    pub target: f64,
+    /// What the measurement achieved, in the same units.
+    pub achieved: f64,
+    /// The units: `Gb/s`, `MiB/s` or `msg/s` (`--rate_units g`, `M`, `p`).
+    pub units: String,
+    /// `(achieved - target) / target`, in percent.
+    pub error_pct: f64,
+    /// Who paced: `SW` (roceperf's pacer).
+    pub limiter: String,
+    /// Messages per burst (`--burst_size`).
+    pub burst_size: u32,
+    /// Where the achieved rate was measured: `sender` or `receiver`.
+    pub measured_at: String,
+}
+
+impl Pacing {
+    /// The pacing of a measurement whose rate in the target's units is `achieved`.
+    pub fn new(
+        target: f64,
+        achieved: f64,
+        units: &str,
+        limiter: &str,
+        burst_size: u32,
+        measured_at: &str,
+    ) -> Pacing {
+        let error_pct = if target > 0.0 {
+            (achieved - target) / target * 100.0
+        } else {
+            0.0
+        };
+        Pacing {
+            target,
+            achieved,
+            units: units.to_owned(),
+            error_pct,
+            limiter: limiter.to_owned(),
+            burst_size,
+            measured_at: measured_at.to_owned(),
+        }
+    }
 }
 
 const MIB: f64 = 1_048_576.0;
@@ -190,6 +239,7 @@ impl BandwidthStats {
             peak_gbps: best.map(|b| msg_size as f64 * 8.0 / b),
             peak_mibps: best.map(|b| msg_size as f64 * 1e9 / b / MIB),
             msg_rate_mpps,
+            pacing: None,
         }
     }
 }
@@ -208,6 +258,8 @@ impl BandwidthStats {
             peak_gbps: both(self.peak_gbps, other.peak_gbps),
             peak_mibps: both(self.peak_mibps, other.peak_mibps),
             msg_rate_mpps: self.msg_rate_mpps + other.msg_rate_mpps,
+            // This side's target and rate: each side paces only what it sends.
+            pacing: self.pacing.clone(),
         }
     }
 }

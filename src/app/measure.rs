@@ -4,10 +4,12 @@
 
 use super::exit::Error;
 use super::plan::Plan;
+use crate::bench::interval::{Hooks, Intervals};
+use crate::bench::pace::PaceSpec;
 use crate::bench::{self, Layout, bw, lat, validate};
-use crate::params::{Metric, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::params::{Metric, RateUnits, Role, RunMode, TestKind, TransportKind, Verb};
 use crate::results::{Measured, SizeResult};
-use crate::stats::{BandwidthStats, LatencyStats};
+use crate::stats::{BandwidthStats, LatencyStats, Pacing};
 use crate::transport::{self, Endpoint, RemoteAddr};
 use std::time::{Duration, Instant};
 
@@ -98,6 +100,36 @@ pub(crate) fn check_write_target<E: Endpoint>(
     }
 }
 
+/// Bandwidth figures of `messages` of `size` in `elapsed_ns`, with the pacing of this side when
+/// `--rate_limit` was given (`measured_at`: `sender` or `receiver`).
+pub(crate) fn bandwidth(
+    plan: &Plan,
+    size: u64,
+    messages: u64,
+    elapsed_ns: u64,
+    peak: Option<f64>,
+    measured_at: &str,
+) -> BandwidthStats {
+    let mut b = BandwidthStats::compute(size, messages, elapsed_ns, peak);
+    if let Some(l) = plan.rate_limit {
+        let achieved = match l.units {
+            RateUnits::GbPerSec => b.avg_gbps,
+            RateUnits::MibPerSec => b.avg_mibps,
+            RateUnits::MsgPerSec => b.msg_rate_mpps * 1e6,
+        };
+        let (units, kind) = (l.units.symbol(), l.kind.name());
+        b.pacing = Some(Pacing::new(
+            l.value,
+            achieved,
+            units,
+            kind,
+            l.burst_size,
+            measured_at,
+        ));
+    }
+    b
+}
+
 /// Measures one size on this side; `None` where this side only serves (the peer measures).
 pub(crate) fn measure<E: Endpoint>(
     plan: &Plan,
@@ -106,6 +138,7 @@ pub(crate) fn measure<E: Endpoint>(
     stop: &mut dyn FnMut() -> bool,
     remotes: &[RemoteAddr],
     recvs: &mut bw::RecvState,
+    endless: Option<Intervals<'_>>,
 ) -> Result<Option<SizeResult>, Error> {
     let mut stop = stop;
     let client = run.role == Role::Client;
@@ -127,14 +160,28 @@ pub(crate) fn measure<E: Endpoint>(
                 cpu_util: plan.cpu_util,
                 layout: plan.layout,
                 validate: plan.validate,
+                pace: plan.rate_limit.map(|l| PaceSpec {
+                    msgs_per_sec: l.msgs_per_sec(size),
+                    burst: l.burst_size,
+                }),
             };
-            let m = if plan.bidirectional {
-                let duplex = (test.verb == Verb::Send).then_some(recvs);
-                bw::active(ep, &spec, remotes, duplex)?
-            } else if client {
-                bw::active(ep, &spec, remotes, None)?
-            } else if test.verb == Verb::Send {
-                bw::receiver(ep, &spec, recvs, &mut stop)?
+            let receiving = !plan.bidirectional && !client && test.verb == Verb::Send;
+            let m = if plan.bidirectional || client {
+                let duplex = (plan.bidirectional && test.verb == Verb::Send).then_some(recvs);
+                let hooks = match endless {
+                    // Rebuilt, so that the sink's borrow shortens to the stop's.
+                    Some(i) => Hooks {
+                        intervals: Some(Intervals {
+                            every: i.every,
+                            sink: i.sink,
+                        }),
+                        stop: Some(&mut *stop),
+                    },
+                    None => Hooks::none(),
+                };
+                bw::active_with(ep, &spec, remotes, duplex, hooks)?
+            } else if receiving {
+                bw::receiver_with(ep, &spec, recvs, &mut stop, endless)?
             } else {
                 bw::passive(ep, bw::SERVING, &mut stop, None)?;
                 return Ok(None);
@@ -143,15 +190,12 @@ pub(crate) fn measure<E: Endpoint>(
                 RunMode::Iterations(n) => n,
                 RunMode::Duration { .. } => m.messages,
             };
+            let at = if receiving { "receiver" } else { "sender" };
+            let b = bandwidth(plan, size, m.messages, m.elapsed_ns, m.best_ns_per_msg, at);
             Ok(Some(SizeResult {
                 size,
                 iterations,
-                measured: Measured::Bandwidth(BandwidthStats::compute(
-                    size,
-                    m.messages,
-                    m.elapsed_ns,
-                    m.best_ns_per_msg,
-                )),
+                measured: Measured::Bandwidth(b),
                 cpu_util: m.cpu_util,
             }))
         }
@@ -169,6 +213,7 @@ pub(crate) fn measure<E: Endpoint>(
                 cpu_util: plan.cpu_util,
                 layout: plan.layout,
                 validate: plan.validate,
+                gap: plan.latency_gap,
             };
             let m = lat::run(ep, &spec, run.role, remotes[0], recvs, &mut stop)?;
             let stats = LatencyStats::from_histogram(&m.histogram, &plan.output.percentiles);

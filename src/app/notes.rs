@@ -40,6 +40,13 @@ pub(crate) enum Note {
     },
     /// A line of the transport's own account of its setup (device, GID, MTU, its notes).
     Setup(String),
+    /// `--rate_limit`: how this side paces what it sends.
+    Paced {
+        /// The target with its units, e.g. `2.5 Gb/s`.
+        rate: String,
+        /// Messages per burst.
+        burst: u32,
+    },
 }
 
 impl fmt::Display for Note {
@@ -63,6 +70,10 @@ impl fmt::Display for Note {
                 "out of band: perftest's dialect, peer announced version {version}; no warm-up, as perftest"
             ),
             Note::Setup(line) => f.write_str(line),
+            Note::Paced { rate, burst } => write!(
+                f,
+                "rate limit {rate}: roceperf's software pacer releases bursts of {burst} messages on a fixed schedule against the monotonic clock (perftest's default HW type falls back to SW on Ethernet)"
+            ),
         }
     }
 }

@@ -58,6 +58,8 @@ struct Perftest<'p> {
     running: bool,
     /// Duration mode: when this side's run stops.
     deadline: Option<Instant>,
+    /// Bidirectional: this side's and the peer's figures of the row just settled.
+    parts: Option<(SizeResult, SizeResult)>,
 }
 
 impl<'p> Perftest<'p> {
@@ -140,6 +142,7 @@ impl<'p> Perftest<'p> {
             connected: false,
             running: false,
             deadline: None,
+            parts: None,
         })
     }
 
@@ -193,7 +196,7 @@ impl<'p> Perftest<'p> {
     }
 
     /// The row for one size: ours, the peer's report (a passive server), or both summed (`-b`).
-    fn settle(&self, size: u64, mine: Option<SizeResult>) -> Option<SizeResult> {
+    fn settle(&mut self, size: u64, mine: Option<SizeResult>) -> Option<SizeResult> {
         let plan = self.plan;
         let theirs = self
             .session
@@ -201,7 +204,10 @@ impl<'p> Perftest<'p> {
             .filter(|t| t.size == size && plan.test.metric == Metric::Bandwidth)
             .map(|t| from_report(plan, &t));
         match (mine, theirs) {
-            (Some(m), Some(t)) if plan.bidirectional => Some(combine(m, &t, false)),
+            (Some(m), Some(t)) if plan.bidirectional => {
+                self.parts = Some((m.clone(), t.clone()));
+                Some(combine(m, &t, false))
+            }
             (Some(m), _) => Some(m),
             (None, t) => t,
         }
@@ -306,6 +312,10 @@ impl Dialect for Perftest<'_> {
         Error::Perftest(PerftestError::Misuse(
             "the session ended before connecting".into(),
         ))
+    }
+
+    fn parts(&mut self) -> Option<(SizeResult, SizeResult)> {
+        self.parts.take()
     }
 }
 

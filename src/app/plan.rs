@@ -7,7 +7,9 @@ use crate::bench::Layout;
 use crate::cli::{IoArg, OobArg, Options, OutputArg, TransportReason};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::oob::{self, TestParams};
-use crate::params::{Metric, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::params::{
+    Metric, RateLimit, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind, Verb,
+};
 use crate::report::OutputSelect;
 use crate::transport::ImpairConfig;
 use std::net::IpAddr;
@@ -47,6 +49,10 @@ pub struct Plan {
     pub cpu: Option<usize>,
     /// `--cpu_util`.
     pub cpu_util: bool,
+    /// `--rate_limit`: what this side's sends are paced to (bandwidth tests).
+    pub rate_limit: Option<RateLimit>,
+    /// `--latency_gap`: the wait between latency iterations.
+    pub latency_gap: Duration,
     /// The out-of-band connection.
     pub oob: OobPlan,
     /// What the transport is opened with.
@@ -176,6 +182,14 @@ pub struct OutputPlan {
     pub json: Option<PathBuf>,
     /// `--results`.
     pub results: Option<PathBuf>,
+    /// `--run_infinitely`: a report line every this long.
+    pub report_interval: Option<Duration>,
+    /// `--json-stream`: JSON lines, one per interval, then the summary.
+    pub json_stream: Option<PathBuf>,
+    /// `--out_json`: perftest's JSON, to this file.
+    pub out_json: Option<PathBuf>,
+    /// `--report-both`: this side's and the peer's figures too (`-b`).
+    pub report_both: bool,
     /// `-v` count.
     pub verbosity: u8,
     /// Gate thresholds.
@@ -232,6 +246,8 @@ impl Plan {
             validate: opts.validate,
             cpu: opts.cpu,
             cpu_util: opts.cpu_util,
+            rate_limit: opts.rate_limit,
+            latency_gap: opts.latency_gap,
             oob: OobPlan {
                 dialect: opts.oob,
                 host: opts.host,
@@ -268,6 +284,10 @@ impl Plan {
                 csv: opts.csv,
                 json: opts.json,
                 results: opts.results,
+                report_interval: opts.report_interval,
+                json_stream: opts.json_stream,
+                out_json: opts.out_json,
+                report_both: opts.report_both,
                 verbosity: opts.verbose,
                 gate: opts.gate,
                 gate_output: opts.gate_output,
@@ -298,6 +318,8 @@ impl Plan {
             warmup: self.warmup,
             validate: self.validate,
             recovery: self.device.recovery,
+            run_infinitely: self.mode.is_endless(),
+            latency_gap_ns: self.latency_gap.as_nanos() as u64,
         }
     }
 }

@@ -55,6 +55,12 @@ fn run_notes(plan: &Plan, pinned: &Pinned, local: &ConnInfo, peer: &ConnInfo) ->
             plan.test,
         )));
     }
+    if let Some(l) = plan.rate_limit {
+        notes.push(Note::Paced {
+            rate: format!("{} {}", l.value, l.units),
+            burst: l.burst_size,
+        });
+    }
     if plan.transport == TransportKind::Soft && plan.device.inline_size.is_some() {
         notes.push(Note::InlineIgnored);
     }
@@ -121,6 +127,16 @@ pub(crate) fn run_info(
         counters: None,
         impair: None,
         recovery: None,
+        rate_limit: plan.rate_limit,
+        latency_gap_ns: (!plan.latency_gap.is_zero()).then_some(plan.latency_gap.as_nanos() as u64),
+        run_infinitely: plan
+            .output
+            .report_interval
+            .map(|every| results::EndlessRun {
+                report_interval_s: every.as_secs_f64(),
+                intervals: 0,
+                stopped_by: None,
+            }),
     }
 }
 
@@ -141,11 +157,15 @@ pub(crate) fn row(plan: &Plan, info: &RunInfo, r: &SizeResult) -> String {
 
 /// After the last size, in either dialect: the transport's counters into the run info, the table's
 /// footer and extras (unless a single value was asked for), the result files, then the gate.
+/// `both`: `--report-both`'s two sides of the last row; `endless`: a run without end's outputs, whose
+/// stream ends with the run's document.
 pub(crate) fn conclude<E: Described>(
     plan: &Plan,
     ep: &E,
     mut info: RunInfo,
     results: &[SizeResult],
+    both: Option<(&SizeResult, &SizeResult)>,
+    endless: Option<super::endless::Outputs>,
 ) -> Result<(), Error> {
     info.counters = ep.counters().map(|(_, v)| v);
     if !plan.output.quiet() {
@@ -153,9 +173,19 @@ pub(crate) fn conclude<E: Described>(
         for r in results {
             tail.push_str(&report::extras(&info, r));
         }
+        if let Some(run) = &info.run_infinitely {
+            tail.push_str(&report::console::endless_line(run));
+        }
         print!("{tail}");
     }
     write_files(plan, &info, results)?;
+    // perftest's file holds one size: the last, as its rewrites leave it.
+    if let Some(last) = results.last() {
+        super::endless::write_out_json(plan, &info, last, both)?;
+    }
+    if let Some(o) = endless {
+        o.finish(&info, results)?;
+    }
     gate(plan, &info, results)
 }
 

@@ -44,6 +44,10 @@ pub(crate) struct Roceperf<'p> {
     mine: Option<SizeResult>,
     /// The loss recovery the peer asked for (go-back-N until its parameters say otherwise).
     peer_recovery: Recovery,
+    /// This side's results went out before the peer's arrived (a server stopped by a signal).
+    sent_early: bool,
+    /// Bidirectional: this side's and the peer's results of the row just settled.
+    parts: Option<(SizeResult, SizeResult)>,
 }
 
 impl<'p> Roceperf<'p> {
@@ -77,6 +81,8 @@ impl<'p> Roceperf<'p> {
             phase: Phase::Connect,
             mine: None,
             peer_recovery: Recovery::Gbn,
+            sent_early: false,
+            parts: None,
         })
     }
 
@@ -175,7 +181,12 @@ impl Dialect for Roceperf<'_> {
                 // The client sends first and keeps the data path running until the server answers; the
                 // server keeps it running until the client's results arrive (a passive side must keep
                 // serving the peer's WRITEs and READs until then).
-                if plan.role == Role::Client {
+                // A server whose run without end a signal stopped sends first: that is what stops
+                // the client, which is still running.
+                self.sent_early = plan.role == Role::Server
+                    && plan.mode.is_endless()
+                    && super::signals::received().is_some();
+                if plan.role == Role::Client || self.sent_early {
                     self.chan.send(Step::Results, &self.mine)?;
                 }
                 self.phase = Phase::Collect(i);
@@ -184,7 +195,7 @@ impl Dialect for Roceperf<'_> {
             Phase::Collect(i) => {
                 let size = plan.sizes[i];
                 let theirs: Option<SizeResult> = self.chan.recv(Step::Results)?;
-                if plan.role == Role::Server {
+                if plan.role == Role::Server && !self.sent_early {
                     self.chan.send(Step::Results, &self.mine)?;
                 }
                 if measure::checks_write_target(plan) {
@@ -192,6 +203,7 @@ impl Dialect for Roceperf<'_> {
                 }
                 let shown = match (self.mine.take(), theirs) {
                     (Some(m), Some(t)) if plan.bidirectional => {
+                        self.parts = Some((m.clone(), t.clone()));
                         // Duration mode counts messages: the two directions together, like the rates.
                         Some(combine(m, &t, plan.mode.is_duration()))
                     }
@@ -237,5 +249,9 @@ impl Dialect for Roceperf<'_> {
             peer: self.chan.peer().to_string(),
             detail: "the session ended before connecting".into(),
         })
+    }
+
+    fn parts(&mut self) -> Option<(SizeResult, SizeResult)> {
+        self.parts.take()
     }
 }

@@ -8,13 +8,16 @@
 //! ([`super::roceperf_oob`]) and perftest's ([`super::perftest_oob`]) differ only in that order and in
 //! what they exchange.
 
+use super::endless::Outputs;
 use super::endpoints::{Described, setup_error};
 use super::exit::Error;
 use super::measure::{self, SizeRun};
 use super::notes::{self, Note, Warning};
 use super::plan::Plan;
-use super::report;
+use super::{report, signals};
+use crate::bench::interval::{IntervalSample, Intervals};
 use crate::bench::{affinity::Pinned, bw};
+use crate::params::{Role, Verb};
 use crate::report::progress::SweepProgress;
 use crate::results::{RunInfo, SizeResult};
 use crate::transport::{ConnInfo, RemoteAddr};
@@ -78,6 +81,10 @@ pub(crate) trait Dialect {
     fn shows_progress(&self) -> bool;
     /// The error when the dialect finished without ever connecting.
     fn unconnected(&self) -> Error;
+    /// Bidirectional: this side's and the peer's figures of the row just settled (`--report-both`).
+    fn parts(&mut self) -> Option<(SizeResult, SizeResult)> {
+        None
+    }
 }
 
 /// Runs the session on an open endpoint, then says on stderr what the transport knows of the outcome.
@@ -108,6 +115,8 @@ pub(crate) fn drive<D: Dialect, E: Described>(
     let mut remotes: Vec<RemoteAddr> = Vec::new();
     let mut info: Option<RunInfo> = None;
     let mut results: Vec<SizeResult> = Vec::with_capacity(plan.sizes.len());
+    let mut parts: Option<(SizeResult, SizeResult)> = None;
+    let mut endless: Option<Outputs> = None;
     loop {
         match dialect.next(ep)? {
             Action::Connect(link) => {
@@ -124,6 +133,9 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                 if !out.quiet() {
                     report::print_header(&i);
                 }
+                if plan.mode.is_endless() {
+                    endless = Some(Outputs::open(plan, &i)?);
+                }
                 remotes = link.remotes;
                 info = Some(i);
             }
@@ -135,14 +147,27 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                 recvs.fill(ep, &plan.layout, plan.depths.initial_receives)?;
             }
             Action::Run(run) => {
-                let mine = measure::measure(
-                    plan,
-                    ep,
-                    &run,
-                    &mut || dialect.run_over(),
-                    &remotes,
-                    &mut recvs,
-                )?;
+                let mine = match endless.as_mut() {
+                    Some(o) => {
+                        // From here the first SIGINT/SIGTERM ends the run with its summary.
+                        signals::catch();
+                        let receiving = !plan.bidirectional
+                            && plan.role == Role::Server
+                            && plan.test.verb == Verb::Send;
+                        let at = if receiving { "receiver" } else { "sender" };
+                        let mut sink = |s: &IntervalSample| o.interval(run.size, s, at);
+                        let hooks = plan.output.report_interval.map(|every| Intervals {
+                            every,
+                            sink: &mut sink,
+                        });
+                        let mut stop = || signals::received().is_some() || dialect.run_over();
+                        measure::measure(plan, ep, &run, &mut stop, &remotes, &mut recvs, hooks)?
+                    }
+                    None => {
+                        let mut stop = || dialect.run_over();
+                        measure::measure(plan, ep, &run, &mut stop, &remotes, &mut recvs, None)?
+                    }
+                };
                 dialect.measured(run.size, mine);
             }
             Action::AwaitPeer => {
@@ -164,8 +189,18 @@ pub(crate) fn drive<D: Dialect, E: Described>(
             }
             Action::Row(r) => {
                 progress.finish_size();
+                parts = dialect.parts();
                 if let Some(i) = &info {
+                    if endless.is_some() && !out.quiet() {
+                        // Below the interval lines, the whole run's.
+                        progress.print(crate::report::console::RESULT_LINE);
+                    }
                     progress.print(&report::row(plan, i, &r));
+                    if let (true, Some((mine, theirs))) = (out.report_both, &parts)
+                        && !out.quiet()
+                    {
+                        progress.print(&crate::report::console::report_both(i, mine, theirs));
+                    }
                     results.push(r);
                 }
             }
@@ -173,10 +208,15 @@ pub(crate) fn drive<D: Dialect, E: Described>(
         }
     }
     progress.finish();
-    let Some(info) = info else {
+    let Some(mut info) = info else {
         return Err(dialect.unconnected());
     };
-    report::conclude(plan, ep, info, &results)
+    if let (Some(run), Some(o)) = (info.run_infinitely.as_mut(), &endless) {
+        run.intervals = o.intervals();
+        run.stopped_by = Some(signals::received().unwrap_or("peer").to_string());
+    }
+    let both = parts.as_ref().map(|(m, t)| (m, t));
+    report::conclude(plan, ep, info, &results, both, endless)
 }
 
 /// After a run in either dialect: the transport's account of a failed completion, and with -v its

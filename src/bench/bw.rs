@@ -3,6 +3,8 @@
 //! One completion every `cq_mod`; bandwidth = bytes × messages ÷ (last completion − first post), as
 //! perftest computes it.
 
+use super::interval::{Hooks, Intervals, Stopper, Ticker};
+use super::pace::{PaceSpec, PacedWindow, Pacer};
 use super::{
     Layout, Result, StopCheck, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate,
 };
@@ -57,6 +59,8 @@ pub struct BwSpec {
     pub layout: Layout,
     /// `--validate`: check every received SEND and every READ's data against the size's pattern.
     pub validate: bool,
+    /// `--rate_limit`: pace what this side posts (all queue pairs together).
+    pub pace: Option<PaceSpec>,
 }
 
 /// `--validate`: checks the target region of queue pair `q` (where SENDs and READ data land).
@@ -114,7 +118,18 @@ pub fn active<E: Endpoint>(
     ep: &mut E,
     spec: &BwSpec,
     remotes: &[RemoteAddr],
+    duplex: Option<&mut RecvState>,
+) -> Result<BwMeasurement> {
+    active_with(ep, spec, remotes, duplex, Hooks::none())
+}
+
+/// [`active`] with a run without end's hooks: interval samples, and a stop that ends the run.
+pub fn active_with<E: Endpoint>(
+    ep: &mut E,
+    spec: &BwSpec,
+    remotes: &[RemoteAddr],
     mut duplex: Option<&mut RecvState>,
+    hooks: Hooks<'_>,
 ) -> Result<BwMeasurement> {
     if let Some(r) = duplex.as_deref_mut() {
         r.fill(ep, &spec.layout, spec.rx_depth)?;
@@ -127,6 +142,7 @@ pub fn active<E: Endpoint>(
             RunMode::Iterations(spec.warmup),
             None,
             duplex.as_deref_mut(),
+            Hooks::none(),
         )?;
     }
     let peak = match spec.mode {
@@ -139,7 +155,7 @@ pub fn active<E: Endpoint>(
         }
         _ => None,
     };
-    stream(ep, spec, remotes, spec.mode, peak, duplex)
+    stream(ep, spec, remotes, spec.mode, peak, duplex, hooks)
 }
 
 fn stream<E: Endpoint>(
@@ -149,6 +165,7 @@ fn stream<E: Endpoint>(
     mode: RunMode,
     mut peak: Option<PeakRecorder>,
     mut duplex: Option<&mut RecvState>,
+    hooks: Hooks<'_>,
 ) -> Result<BwMeasurement> {
     let qps = ep.qp_count();
     let cq_mod = u64::from(spec.cq_mod.max(1));
@@ -180,6 +197,14 @@ fn stream<E: Endpoint>(
     };
     let mut comps = [Completion::EMPTY; 64];
     let win = Window::new(mode);
+    let at = |ns: u64| win.start + std::time::Duration::from_nanos(ns);
+    let since = |t: Instant| t.duration_since(win.start).as_nanos() as u64;
+    let mut pacer = spec.pace.map(|p| Pacer::new(p, 0));
+    let mut released = 0u64;
+    let mut paced = PacedWindow::default();
+    let Hooks { intervals, stop } = hooks;
+    let mut ticker = intervals.map(|i| Ticker::new(i, win.start));
+    let mut stopper = Stopper::new(stop);
     let mut first_post: Option<Instant> = None;
     let mut last_completion = Instant::now();
     let mut sample_start: Option<(Instant, Option<CpuSample>)> = None;
@@ -187,31 +212,72 @@ fn stream<E: Endpoint>(
     let mut counted = 0u64;
     let mut posting = true;
     loop {
+        let mut allowance = u64::MAX;
+        if let Some(p) = pacer.as_mut()
+            && posting
+        {
+            allowance = p.grant(since(Instant::now()));
+        }
         if duration {
             let now = Instant::now();
-            if sample_start.is_none() && win.in_sample(now) {
-                sample_start = Some((now, spec.cpu_util.then(CpuSample::read).flatten()));
-            } else if sample_start.is_some() && sample_end.is_none() && !win.in_sample(now) {
-                sample_end = Some((now, spec.cpu_util.then(CpuSample::read).flatten()));
+            let cpu = || spec.cpu_util.then(CpuSample::read).flatten();
+            match pacer.as_ref() {
+                // Paced, the window opens and closes on burst releases (see PacedWindow).
+                Some(p) if p.released() != released => {
+                    released = p.released();
+                    let due = p.last_due();
+                    match paced.release(due, win.in_sample(at(due))) {
+                        Some(true) => sample_start = Some((at(due), cpu())),
+                        Some(false) => sample_end = Some((at(due), cpu())),
+                        None => {}
+                    }
+                }
+                Some(_) => {}
+                None if sample_start.is_none() && win.in_sample(now) => {
+                    sample_start = Some((now, cpu()));
+                }
+                None if sample_start.is_some() && sample_end.is_none() && !win.in_sample(now) => {
+                    sample_end = Some((now, cpu()));
+                }
+                None => {}
             }
-            if posting && win.over(now) {
+            if let Some(t) = ticker.as_mut() {
+                t.tick(now, counted);
+            }
+            if posting && (win.over(now) || stopper.stopped()) {
                 posting = false;
+                // Stopped (not timed out) inside the window: the run's measurement ends here.
+                match pacer.as_ref() {
+                    Some(p) if paced.stop(p.last_due()) => {
+                        sample_end = Some((at(p.last_due()), cpu()));
+                    }
+                    None if sample_start.is_some() && sample_end.is_none() => {
+                        sample_end = Some((now, cpu()));
+                    }
+                    _ => {}
+                }
                 // Finish on a signaled operation so every posted one is accounted for.
                 for q in 0..qps {
                     total[q] = posted[q].div_ceil(cq_mod) * cq_mod;
                 }
             }
         }
+        if !posting {
+            // The window is closed: the few operations up to a signaled one go unpaced.
+            allowance = u64::MAX;
+        }
         for q in 0..qps {
-            while posted[q] < total[q] && posted[q] - done[q] < depth {
+            while allowance > 0 && posted[q] < total[q] && posted[q] - done[q] < depth {
                 let idx = posted[q];
+                // Paced, each burst ends on a signaled operation, so completions count whole bursts.
+                let burst_end = allowance == 1 && pacer.is_some();
                 let wr = SendRequest {
                     wr_id: idx,
                     op,
                     offset: slots.map_or(offset, |s| s.offset(idx)),
                     len: spec.size as u32,
                     remote: remote_of.then(|| remotes[q]),
-                    signaled: (idx + 1).is_multiple_of(cq_mod) || idx + 1 == total[q],
+                    signaled: (idx + 1).is_multiple_of(cq_mod) || idx + 1 == total[q] || burst_end,
                     inline: false,
                 };
                 // The clock is read only when needed: at 5 Mpps a read per post would cost ~10%.
@@ -227,6 +293,13 @@ fn stream<E: Endpoint>(
                     p.posted.push(t.duration_since(p.origin).as_nanos() as u64);
                 }
                 posted[q] += 1;
+                if let Some(p) = pacer.as_mut() {
+                    p.take(1);
+                    allowance -= 1;
+                    if posting {
+                        paced.posted();
+                    }
+                }
             }
         }
         let n = ep.poll_cq(&mut comps).map_err(tr("polling completions"))?;
@@ -274,10 +347,18 @@ fn stream<E: Endpoint>(
     }
     let (messages, elapsed_ns, cpu_util) = match mode {
         RunMode::Iterations(_) => {
-            let first = first_post.unwrap_or(last_completion);
+            let mut first = first_post.unwrap_or(last_completion);
+            let mut end = last_completion;
+            // Paced, the rate is counted over whole periods of the schedule: from its start (the
+            // first burst's due time) to the end of the last burst's period, which belongs to the run
+            // because the sender was not allowed to post more before it ended.
+            if let Some(p) = pacer.as_ref() {
+                first = win.start;
+                end = end.max(at(p.period_end()));
+            }
             (
                 total.iter().sum(),
-                last_completion.duration_since(first).as_nanos() as u64,
+                end.duration_since(first).as_nanos() as u64,
                 None,
             )
         }
@@ -285,7 +366,12 @@ fn stream<E: Endpoint>(
             let (s, cs) = sample_start.unwrap_or((win.start, None));
             let (e, ce) = sample_end.unwrap_or((last_completion, None));
             let util = cs.zip(ce).and_then(|(a, b)| a.util_until(&b));
-            (counted, e.duration_since(s).as_nanos() as u64, util)
+            let messages = if pacer.is_some() {
+                paced.messages()
+            } else {
+                counted
+            };
+            (messages, e.duration_since(s).as_nanos() as u64, util)
         }
     };
     let best_ns_per_msg =
@@ -346,6 +432,17 @@ pub fn receiver<E: Endpoint>(
     spec: &BwSpec,
     recvs: &mut RecvState,
     stop: &mut dyn FnMut() -> bool,
+) -> Result<BwMeasurement> {
+    receiver_with(ep, spec, recvs, stop, None)
+}
+
+/// [`receiver`] with interval samples of what arrives (duration mode), for a run without end.
+pub fn receiver_with<E: Endpoint>(
+    ep: &mut E,
+    spec: &BwSpec,
+    recvs: &mut RecvState,
+    stop: &mut dyn FnMut() -> bool,
+    intervals: Option<Intervals<'_>>,
 ) -> Result<BwMeasurement> {
     let qps = ep.qp_count();
     recvs.fill(ep, &spec.layout, spec.rx_depth)?;
@@ -416,12 +513,16 @@ pub fn receiver<E: Endpoint>(
         RunMode::Duration { .. } => {
             let mut start: Option<(Instant, u64, Option<CpuSample>)> = None;
             let mut end: Option<(Instant, u64, Option<CpuSample>)> = None;
+            let mut ticker = intervals.map(|i| Ticker::new(i, win.start));
             loop {
                 if poll(ep, &mut got, recvs)? > 0 {
                     dog.progress();
                 }
                 let now = Instant::now();
                 let count = got.iter().sum::<u64>() - base.iter().sum::<u64>();
+                if let Some(t) = ticker.as_mut() {
+                    t.tick(now, count);
+                }
                 if start.is_none() && win.in_sample(now) {
                     start = Some((now, count, spec.cpu_util.then(CpuSample::read).flatten()));
                 } else if start.is_some() && end.is_none() && !win.in_sample(now) {

@@ -47,6 +47,9 @@ pub struct LatSpec {
     /// `--validate`: a fresh pattern per iteration for SEND and WRITE, checked by the receiver; READ
     /// data checked against the responder's pattern (see [`super::validate`]).
     pub validate: bool,
+    /// `--latency_gap`: the initiator waits this long between iterations (busy, polling); the wait is
+    /// left out of every sample, on both sides (the responder takes out the nominal gap).
+    pub gap: std::time::Duration,
 }
 
 /// Counts completions while waiting; fails on an error completion.
@@ -100,8 +103,9 @@ struct Recorder {
 }
 
 impl Recorder {
-    /// Called just before posting iteration `i`, at `now`: the previous iteration's round trip ends.
-    fn stamp(&mut self, i: u64, now: Instant) {
+    /// Called just before posting iteration `i`, at `now`: the previous iteration's round trip ends,
+    /// less `gap_ns` spent waiting on purpose (`--latency_gap`).
+    fn stamp(&mut self, i: u64, now: Instant, gap_ns: u64) {
         let inside = self.win.in_sample(now);
         if inside != self.in_sample && self.cpu {
             if inside {
@@ -115,7 +119,8 @@ impl Recorder {
             && i > self.warmup
             && inside
         {
-            let ns = now.duration_since(p).as_nanos() as u64 / self.rtt_factor;
+            let ns =
+                (now.duration_since(p).as_nanos() as u64).saturating_sub(gap_ns) / self.rtt_factor;
             self.hist.saturating_record(ns.max(1));
         }
         self.prev = Some(now);
@@ -261,12 +266,24 @@ pub fn run<E: Endpoint>(
                 break 'run;
             }
         }
+        let gap_ns = if i == 0 || spec.gap.is_zero() {
+            0
+        } else if initiator {
+            // Keep the transport polled while waiting: a soft endpoint acknowledges and retransmits there.
+            let t0 = Instant::now();
+            while t0.elapsed() < spec.gap {
+                w.poll(ep)?;
+            }
+            t0.elapsed().as_nanos() as u64
+        } else {
+            spec.gap.as_nanos() as u64
+        };
         let now = Instant::now();
         if initiator && rec.win.over(now) {
-            rec.stamp(i, now);
+            rec.stamp(i, now, gap_ns);
             break;
         }
-        rec.stamp(i, now);
+        rec.stamp(i, now, gap_ns);
         if spec.validate {
             match spec.verb {
                 // A READ that completed without placing data must not pass on the previous one's bytes.

@@ -12,7 +12,9 @@
 pub mod affinity;
 pub mod bw;
 pub mod cpu;
+pub mod interval;
 pub mod lat;
+pub mod pace;
 pub mod validate;
 
 use crate::params::RunMode;

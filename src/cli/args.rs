@@ -5,7 +5,7 @@
 
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
-use crate::params::{Recovery, RoceVersion, TransportKind};
+use crate::params::{RateLimitType, RateUnits, Recovery, RoceVersion, TransportKind};
 use crate::transport::ImpairConfig;
 use clap::{Parser, ValueEnum};
 use std::net::IpAddr;
@@ -214,6 +214,53 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = OobArg::Roceperf, help = oob_help())]
     pub oob: OobArg,
 
+    /// Pace what this side sends to at most RATE in --rate_units (bandwidth tests only).
+    #[arg(long = "rate_limit", value_name = "RATE", value_parser = crate::params::parse_rate)]
+    pub rate_limit: Option<f64>,
+
+    /// Units of --rate_limit: M = MiB/s, g = Gb/s, p = messages/s, as perftest [default: g].
+    #[arg(long = "rate_units", value_enum, value_name = "UNITS")]
+    pub rate_units: Option<RateUnits>,
+
+    /// Who paces: SW, roceperf's own pacer (the only one any transport here offers; perftest's
+    /// default HW falls back to it on Ethernet) [default: SW].
+    #[arg(long = "rate_limit_type", value_enum, value_name = "TYPE")]
+    pub rate_limit_type: Option<RateLimitType>,
+
+    /// Messages sent back to back each pacing period, with --rate_limit [default: -t].
+    #[arg(long = "burst_size", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub burst_size: Option<u32>,
+
+    /// Wait between latency iterations: microseconds as perftest (10), or 500ns, 10us, 1ms; left out
+    /// of the samples (latency tests only) (SYMMETRIC).
+    #[arg(long = "latency_gap", value_name = "GAP", value_parser = crate::params::parse_gap)]
+    pub latency_gap: Option<std::time::Duration>,
+
+    /// Run until SIGINT/SIGTERM (or the peer stops), a report line every --report-interval (or -D)
+    /// seconds, then the summary of the whole run (bandwidth tests only) (SYMMETRIC).
+    #[arg(long = "run_infinitely")]
+    pub run_infinitely: bool,
+
+    /// Seconds between the report lines of --run_infinitely, e.g. 1 or 0.5 [default: -D, else 1].
+    #[arg(long = "report-interval", value_name = "SECS", value_parser = parse_interval)]
+    pub report_interval: Option<std::time::Duration>,
+
+    /// With --run_infinitely: JSON lines to FILE, one object per interval as it ends, then the summary.
+    #[arg(long = "json-stream", value_name = "FILE")]
+    pub json_stream: Option<PathBuf>,
+
+    /// Also write the report as perftest's --out_json does, field for field (to --out_json_file).
+    #[arg(long = "out_json")]
+    pub out_json: bool,
+
+    /// File for --out_json (implies it) [default: perftest_out.json].
+    #[arg(long = "out_json_file", value_name = "FILE")]
+    pub out_json_file: Option<PathBuf>,
+
+    /// With -b: this side's and the peer's figures separately too, on the console and in --out_json.
+    #[arg(long = "report-both")]
+    pub report_both: bool,
+
     /// Thresholds checked after the run.
     #[command(flatten)]
     pub gate: GateArgs,
@@ -287,4 +334,14 @@ pub enum OutputArg {
     /// Message rate only.
     #[value(name = "message_rate")]
     MessageRate,
+}
+
+/// `--report-interval SECS`: 0.01 .. 86400 seconds.
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.01..=86_400.0).contains(&v) => Ok(std::time::Duration::from_secs_f64(v)),
+        _ => Err(format!(
+            "'{s}' is not an interval; give seconds from 0.01 to 86400, e.g. 1 or 0.5"
+        )),
+    }
 }

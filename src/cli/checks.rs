@@ -340,7 +340,7 @@ pub(crate) fn run_shape(a: &Args) -> Result<(), Error> {
             why: "the margin only applies to a -D run; give -D too".into(),
         });
     }
-    if a.cpu_util && a.duration.is_none() {
+    if a.cpu_util && a.duration.is_none() && !a.run_infinitely {
         return Err(Error::Invalid {
             flag: "--cpu_util",
             why: "CPU utilisation is measured in duration mode only (as in perftest); give -D too"

@@ -4,8 +4,9 @@
 
 use super::args::{Args, IoArg, OobArg, OutputArg};
 use super::checks::{self, TransportReason};
+use super::{pacing, reporting};
 use crate::gate::{GateArgs, GateOutputArgs};
-use crate::params::{Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind};
+use crate::params::{RateLimit, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind};
 use crate::transport::ImpairConfig;
 use clap::Parser;
 use std::net::IpAddr;
@@ -143,6 +144,18 @@ pub struct Options {
     pub impair_seed: Option<u64>,
     /// `--recovery` (soft): what this side asks for; the peer must ask for `sr` too.
     pub recovery: Recovery,
+    /// `--rate_limit` and its companions, with perftest's defaults filled in.
+    pub rate_limit: Option<RateLimit>,
+    /// `--latency_gap` (zero when not given).
+    pub latency_gap: Duration,
+    /// `--run_infinitely`: a report line every this long (the run mode is then [`RunMode::endless`]).
+    pub report_interval: Option<Duration>,
+    /// `--json-stream`.
+    pub json_stream: Option<PathBuf>,
+    /// `--out_json` / `--out_json_file`: where perftest's JSON goes.
+    pub out_json: Option<PathBuf>,
+    /// `--report-both`.
+    pub report_both: bool,
     /// Gate thresholds.
     pub gate: GateArgs,
     /// Gate reports.
@@ -179,10 +192,16 @@ impl Options {
         let io = checks::soft_io(transport, &a)?;
         checks::test_flags(test, &a)?;
         checks::run_shape(&a)?;
-        let mode = checks::run_mode(test, &a)?;
+        let reporting = reporting::reporting(test, &a)?;
+        let mode = match reporting.interval {
+            Some(_) => RunMode::endless(),
+            None => checks::run_mode(test, &a)?,
+        };
         let sizes = checks::sizes(test, &a);
         let tx_depth = checks::tx_depth(test, &a, mode);
         checks::cq_mod(a.cq_mod, tx_depth)?;
+        let rate_limit = pacing::rate_limit(test, transport, tx_depth, &a)?;
+        let latency_gap = pacing::latency_gap(test, &a)?;
         let percentiles = checks::percentiles(a.percentiles.clone());
         checks::results_dir(&a)?;
         Ok(Options {
@@ -235,6 +254,12 @@ impl Options {
             impair: a.impair,
             impair_seed: a.impair_seed,
             recovery: a.recovery.unwrap_or_default(),
+            rate_limit,
+            latency_gap,
+            report_interval: reporting.interval,
+            json_stream: reporting.json_stream,
+            out_json: reporting.out_json,
+            report_both: reporting.report_both,
             gate: a.gate,
             gate_output: a.gate_output,
         })

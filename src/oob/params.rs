@@ -43,6 +43,12 @@ pub struct TestParams {
     /// only when both sides ask for it ([`Recovery::agree`]); a peer that does not say asks for gbn.
     #[serde(default)]
     pub recovery: Recovery,
+    /// `--run_infinitely`: both sides run until one of them stops.
+    #[serde(default)]
+    pub run_infinitely: bool,
+    /// `--latency_gap` in nanoseconds: the initiator waits it, the responder takes it out of its samples.
+    #[serde(default)]
+    pub latency_gap_ns: u64,
 }
 
 /// The first parameter that differs between this side and the peer.
@@ -75,7 +81,7 @@ fn opt<T: fmt::Display>(v: &Option<T>) -> String {
 
 impl TestParams {
     /// The parameters in the order they are checked: name, value as shown, what to do.
-    fn fields(&self) -> [(&'static str, String, &'static str); 13] {
+    fn fields(&self) -> [(&'static str, String, &'static str); 15] {
         [
             (
                 "test",
@@ -121,6 +127,16 @@ impl TestParams {
                 "validate",
                 self.validate.to_string(),
                 "give --validate to both sides or to neither",
+            ),
+            (
+                "run_infinitely",
+                self.run_infinitely.to_string(),
+                "give --run_infinitely to both sides or to neither",
+            ),
+            (
+                "latency gap",
+                format!("{} ns", self.latency_gap_ns),
+                "give both sides the same --latency_gap",
             ),
         ]
     }
@@ -196,6 +212,8 @@ mod tests {
             warmup: 0,
             validate: false,
             recovery: Recovery::Gbn,
+            run_infinitely: false,
+            latency_gap_ns: 0,
         }
     }
 

@@ -19,7 +19,7 @@
 
 use super::OutputSelect;
 use crate::params::{Metric, Role, TransportKind, Verb};
-use crate::results::{AddressLine, Measured, RunInfo, SizeResult};
+use crate::results::{AddressLine, EndlessRun, Measured, RunInfo, SizeResult};
 use crate::stats::{self, BandwidthStats, LatencyStats, percentile_label};
 use std::fmt::Write;
 
@@ -126,15 +126,38 @@ pub fn header_block(info: &RunInfo) -> String {
         Some(core) => kv(&mut s, "Pinned core", core),
         None => kv(&mut s, "Pinned core", "none"),
     }
-    match info.duration_s {
-        Some(d) => kv(
+    match (info.duration_s, &info.run_infinitely) {
+        (_, Some(run)) => kv(
+            &mut s,
+            "Duration",
+            format_args!(
+                "until stopped (SIGINT/SIGTERM), a line every {}[s]",
+                run.report_interval_s
+            ),
+        ),
+        (Some(d), None) => kv(
             &mut s,
             "Duration",
             format_args!("{d}[s], margin {}[s]", info.margin_s.unwrap_or(0)),
         ),
-        None => kv(&mut s, "Iterations", info.iterations),
+        (None, None) => kv(&mut s, "Iterations", info.iterations),
     }
     kv(&mut s, "Warm-up iters", info.warmup);
+    if let Some(l) = &info.rate_limit {
+        let v = l.value;
+        kv(
+            &mut s,
+            "Rate limit",
+            format_args!("{v}[{}] {}, burst {}", l.units, l.kind, l.burst_size),
+        );
+    }
+    if let Some(ns) = info.latency_gap_ns {
+        kv(
+            &mut s,
+            "Latency gap",
+            format_args!("{}[usec]", ns as f64 / 1000.0),
+        );
+    }
     if info.test.metric == Metric::Latency {
         let labels: Vec<String> = info
             .percentiles
@@ -321,7 +344,48 @@ pub fn extras(info: &RunInfo, r: &SizeResult) -> String {
         let _ = write!(s, ", CPU {cpu:.2}%");
     }
     s.push('\n');
+    if let Measured::Bandwidth(b) = &r.measured
+        && let Some(p) = &b.pacing
+    {
+        let _ = writeln!(
+            s,
+            " {:<16}: target {} {}, achieved {:.6} {} ({:+.2} %, at the {}; {} burst {})",
+            "Rate limit",
+            p.target,
+            p.units,
+            p.achieved,
+            p.units,
+            p.error_pct,
+            p.measured_at,
+            p.limiter,
+            p.burst_size
+        );
+    }
     s
+}
+
+/// `--report-both`: perftest's "Local results" and "Remote results" blocks, each a table of one row.
+pub fn report_both(info: &RunInfo, local: &SizeResult, remote: &SizeResult) -> String {
+    let mut s = String::new();
+    for (title, r) in [("Local", local), ("Remote", remote)] {
+        s.push_str(RESULT_LINE);
+        let _ = writeln!(s, "\n {title} results: ");
+        s.push_str(RESULT_LINE);
+        s.push_str(&table_header(info));
+        s.push_str(&table_row(info, r));
+    }
+    s
+}
+
+/// A run without end's last line: its intervals and what stopped it.
+pub fn endless_line(run: &EndlessRun) -> String {
+    format!(
+        " {:<16}: {} interval lines of {}[s], stopped by {}\n",
+        "Run",
+        run.intervals,
+        run.report_interval_s,
+        run.stopped_by.as_deref().unwrap_or("the end")
+    )
 }
 
 /// perftest --output=...: one number with six decimals and a newline. Bandwidth is the average, in Gb/s

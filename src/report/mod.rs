@@ -12,6 +12,7 @@ pub mod export;
 pub mod hdrlog;
 pub mod histogram_text;
 pub mod loss_svg;
+pub mod perftest_json;
 pub mod progress;
 pub mod svg;
 pub mod table;

@@ -54,6 +54,11 @@ pub(crate) const COLUMNS: &[&str] = &[
     "cpu_util_pct",
     "impair",
     "recovery",
+    "rate_limit",
+    "rate_limit_units",
+    "rate_achieved",
+    "interval_start_s",
+    "interval_end_s",
 ];
 
 /// The percentiles behind `lat_p90_us` .. `lat_p99_99_us`.
@@ -66,6 +71,12 @@ pub fn header_line() -> String {
 
 /// The cells of one row, in [`COLUMNS`] order.
 pub fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
+    row_in(info, r, None)
+}
+
+/// The cells of one row; `interval`: the seconds from the run's start to the interval's start and
+/// end, for an interval row of `--run_infinitely` (empty cells for a whole run).
+pub fn row_in(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)>) -> Vec<String> {
     fn opt<T: ToString>(v: Option<T>) -> String {
         v.map(|v| v.to_string()).unwrap_or_default()
     }
@@ -125,6 +136,15 @@ pub fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
     cells.push(opt(r.cpu_util.map(|v| f(v, 2))));
     cells.push(opt(info.impair.as_deref()));
     cells.push(opt(info.recovery.map(|r| r.name())));
+    let pacing = match &r.measured {
+        Measured::Bandwidth(b) => b.pacing.as_ref(),
+        Measured::Latency { .. } => None,
+    };
+    cells.push(opt(pacing.map(|p| p.target)));
+    cells.push(opt(pacing.map(|p| p.units.clone())));
+    cells.push(opt(pacing.map(|p| f(p.achieved, 6))));
+    cells.push(opt(interval.map(|(s, _)| f(s, 3))));
+    cells.push(opt(interval.map(|(_, e)| f(e, 3))));
     debug_assert_eq!(cells.len(), COLUMNS.len());
     cells
 }
@@ -134,6 +154,21 @@ pub fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
 /// An existing file must start with exactly our header; otherwise nothing is written and the error names
 /// the file and both headers, so rows never end up under the wrong columns.
 pub fn append_csv(path: &Path, info: &RunInfo, results: &[SizeResult]) -> Result<(), WriteError> {
+    append_rows(path, results.iter().map(|r| row(info, r)))
+}
+
+/// Appends one `--run_infinitely` interval's row (`span`: seconds from the run's start), as
+/// [`append_csv`] does: the header first in a new file, the line whole in one write.
+pub fn append_csv_interval(
+    path: &Path,
+    info: &RunInfo,
+    r: &SizeResult,
+    span: (f64, f64),
+) -> Result<(), WriteError> {
+    append_rows(path, std::iter::once(row_in(info, r, Some(span))))
+}
+
+fn append_rows(path: &Path, rows: impl Iterator<Item = Vec<String>>) -> Result<(), WriteError> {
     let io = |action: &'static str| {
         move |source| WriteError::Io {
             action,
@@ -180,12 +215,11 @@ pub fn append_csv(path: &Path, info: &RunInfo, results: &[SizeResult]) -> Result
             .has_headers(false)
             .terminator(::csv::Terminator::Any(b'\n'))
             .from_writer(&mut out);
-        for r in results {
-            w.write_record(row(info, r))
-                .map_err(|source| WriteError::Csv {
-                    path: path.to_owned(),
-                    source,
-                })?;
+        for cells in rows {
+            w.write_record(cells).map_err(|source| WriteError::Csv {
+                path: path.to_owned(),
+                source,
+            })?;
         }
         w.flush().map_err(io("write"))?;
     }

@@ -25,7 +25,7 @@ pub mod time;
 #[cfg(test)]
 pub(crate) mod testdata;
 
-pub use csv::append_csv;
+pub use csv::{append_csv, append_csv_interval};
 pub use csv_read::parse_transport;
 pub use figures::{BandwidthFigures, Figures, LatencyFigures};
 pub use files::{WriteError, results_paths};
@@ -35,7 +35,7 @@ pub use loss::LossPoint;
 pub use read::{Document, ReadError, SchemaError};
 pub use repeat::Repetitions;
 pub use row::ResultRow;
-pub use run::{AddressLine, RunInfo, role_name};
+pub use run::{AddressLine, EndlessRun, RunInfo, role_name};
 pub use set::{CompareRun, CompareSet, Skipped, default_label};
 pub use size::{Measured, SizeResult};
 pub use time::now_rfc3339;

@@ -2,7 +2,7 @@
 //!
 //! The header block and the files show it, and both sides exchange it over the out-of-band channel.
 
-use crate::params::{Recovery, RoceVersion, Role, TestKind, TransportKind};
+use crate::params::{RateLimit, Recovery, RoceVersion, Role, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 
 /// One perftest "local address:" / "remote address:" line (+ GID line).
@@ -95,6 +95,28 @@ pub struct RunInfo {
     /// The loss recovery the RC engine of a soft run used (`gbn` or `sr`); absent for the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+    /// `--rate_limit`: this side's pacing target; absent when not paced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+    /// `--latency_gap` in nanoseconds; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_gap_ns: Option<u64>,
+    /// `--run_infinitely`: how the run without end went; absent for other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_infinitely: Option<EndlessRun>,
+}
+
+/// A run without end (`--run_infinitely`): its intervals and what stopped it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndlessRun {
+    /// Seconds between report lines (`--report-interval`, or `-D`).
+    pub report_interval_s: f64,
+    /// Interval lines reported.
+    pub intervals: u64,
+    /// `SIGINT` or `SIGTERM` (this side was signalled), `peer` (the peer stopped first); absent
+    /// while the run goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
 }
 
 /// `client` or `server`.

@@ -57,6 +57,9 @@ pub fn bw_info() -> RunInfo {
         counters: None,
         impair: None,
         recovery: None,
+        rate_limit: None,
+        latency_gap_ns: None,
+        run_infinitely: None,
     }
 }
 

@@ -19,6 +19,7 @@ fn spec(verb: Verb, size: u64, mode: RunMode) -> BwSpec {
         cpu_util: false,
         layout: Layout::for_size(size),
         validate: false,
+        pace: None,
     }
 }
 
@@ -339,4 +340,66 @@ fn validate_checks_every_read_in_a_slot_of_its_own() {
             );
         }
     }
+}
+
+#[test]
+fn a_paced_run_posts_no_faster_than_its_schedule() {
+    let mut s = spec(Verb::Write, 1000, RunMode::Iterations(60));
+    s.warmup = 0;
+    s.pace = Some(crate::bench::pace::PaceSpec {
+        msgs_per_sec: 1000.0,
+        burst: 5,
+    });
+    let t0 = Instant::now();
+    let (m, _) = run_passive(s);
+    // 12 bursts 5 ms apart: the last is released 55 ms after the first, and its period ends at 60 ms.
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(55));
+    assert!(m.elapsed_ns >= 60_000_000, "{}", m.elapsed_ns);
+    assert_eq!(m.messages, 60);
+}
+
+#[test]
+fn an_endless_run_reports_intervals_and_stops_when_asked() {
+    use crate::bench::interval::{Hooks, IntervalSample, Intervals};
+    use std::cell::RefCell;
+    let s = spec(Verb::Write, 1000, RunMode::endless());
+    let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
+    let remotes = s.layout.remotes(&server.local_info());
+    let done = Arc::new(AtomicBool::new(false));
+    let d2 = done.clone();
+    let t = std::thread::spawn(move || {
+        passive(
+            &mut server,
+            SERVING,
+            &mut || d2.load(Ordering::Acquire),
+            None,
+        )
+        .unwrap();
+    });
+    let samples = RefCell::new(Vec::<IntervalSample>::new());
+    let mut sink = |x: &IntervalSample| samples.borrow_mut().push(*x);
+    let mut stop = || samples.borrow().len() >= 3;
+    let hooks = Hooks {
+        intervals: Some(Intervals {
+            every: std::time::Duration::from_millis(40),
+            sink: &mut sink,
+        }),
+        stop: Some(&mut stop),
+    };
+    let m = active_with(&mut client, &s, &remotes, None, hooks).unwrap();
+    done.store(true, Ordering::Release);
+    t.join().unwrap();
+    let got = samples.into_inner();
+    assert_eq!(got.len(), 3, "stopped after the third interval");
+    assert_eq!(got.iter().map(|x| x.index).collect::<Vec<_>>(), [0, 1, 2]);
+    assert!(got.windows(2).all(|w| w[0].end_ns == w[1].start_ns));
+    // The summary covers the whole run: every interval's messages, and those since the last one.
+    let sum: u64 = got.iter().map(|x| x.messages).sum();
+    assert!(m.messages >= sum && sum > 0, "{} vs {sum}", m.messages);
+    assert!(
+        m.elapsed_ns + 1_000_000 >= got[2].end_ns,
+        "{} {}",
+        m.elapsed_ns,
+        got[2].end_ns
+    );
 }

@@ -14,6 +14,7 @@ fn spec(verb: Verb, size: u64, n: u64) -> LatSpec {
         cpu_util: false,
         layout: Layout::for_size(size),
         validate: false,
+        gap: std::time::Duration::ZERO,
     }
 }
 
@@ -199,4 +200,30 @@ fn validate_checks_every_iteration_and_catches_a_sender_without_the_pattern() {
             "{e}"
         );
     });
+}
+
+#[test]
+fn the_latency_gap_spaces_iterations_and_stays_out_of_the_samples() {
+    let gap = std::time::Duration::from_millis(20);
+    let s = LatSpec {
+        gap,
+        ..spec(Verb::Send, 2, 10)
+    };
+    let t0 = Instant::now();
+    let (c, srv, _) = both_sides(s);
+    // 5 warm-up and 10 measured iterations, a gap before each but the first: at least 14 gaps.
+    assert!(t0.elapsed() >= gap * 14, "{:?}", t0.elapsed());
+    // Had the gap been counted, every sample would be at least half of it (10 ms).
+    let ms = |ns: u64| ns as f64 / 1e6;
+    assert!(
+        ms(c.histogram.min()) < 5.0,
+        "client {} ms",
+        ms(c.histogram.min())
+    );
+    assert!(
+        ms(srv.histogram.min()) < 5.0,
+        "server {} ms",
+        ms(srv.histogram.min())
+    );
+    assert_eq!((c.histogram.len(), srv.histogram.len()), (10, 10));
 }

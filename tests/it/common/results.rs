@@ -45,6 +45,9 @@ pub fn run_info(
         version: "0.1.0".into(),
         impair: None,
         recovery: None,
+        rate_limit: None,
+        latency_gap_ns: None,
+        run_infinitely: None,
         counters: None,
     }
 }
