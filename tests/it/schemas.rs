@@ -58,7 +58,7 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     type Run = (&'static str, &'static str, &'static [&'static str]);
-    let runs: [Run; 5] = [
+    let runs: [Run; 7] = [
         ("tcp_bw", "write_bw", &["--transport", "tcp", "-n", "50"]),
         (
             "tcp_lat_sizes",
@@ -99,6 +99,16 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
             "read_lat",
             &["--transport", "soft", "-d", "lo", "-n", "100"],
         ),
+        (
+            "tcp_paced",
+            "send_bw",
+            &["--transport", "tcp", "-n", "50", "--rate_limit", "1"],
+        ),
+        (
+            "tcp_gap",
+            "write_lat",
+            &["--transport", "tcp", "-n", "20", "--latency_gap", "5"],
+        ),
     ];
     let mut seen = BTreeSet::new();
     for (name, test, args) in runs {
@@ -122,6 +132,17 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
             if doc["results"][0].get("cpu_util_pct").is_some() {
                 seen.insert("cpu_util".into());
             }
+            for (key, what) in [
+                ("rate_limit", "rate_limit"),
+                ("latency_gap_ns", "latency_gap"),
+            ] {
+                if t.get(key).is_some() {
+                    seen.insert(what.to_string());
+                }
+            }
+            if doc["results"][0]["bandwidth"].get("pacing").is_some() {
+                seen.insert("pacing".into());
+            }
         }
     }
     // The runs above reach every optional part of the schema.
@@ -136,6 +157,9 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
         "duration",
         "peer",
         "cpu_util",
+        "rate_limit",
+        "latency_gap",
+        "pacing",
     ] {
         assert!(seen.contains(want), "no run wrote {want}: {seen:?}");
     }
@@ -301,12 +325,12 @@ fn the_readme_documents_exactly_the_schema_keys_and_csv_columns() {
     let result = schema("result");
     // What the schemas define: each document's own keys, and each object definition's.
     let mut defined: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for name in ["result", "compare"] {
+    for name in ["result", "compare", "stream"] {
         let s = schema(name);
         defined.insert(name.to_string(), property_names(&s).unwrap());
         for (def, body) in s["$defs"].as_object().unwrap() {
-            // compare.json's copies of result.json's definitions are documented once, under result.
-            if name == "compare" && result["$defs"].get(def) == Some(body) {
+            // Copies of result.json's definitions are documented once, under result.
+            if name != "result" && result["$defs"].get(def) == Some(body) {
                 continue;
             }
             if let Some(keys) = property_names(body) {

@@ -1,0 +1,261 @@
+//! `--rate_limit` end to end: refused combinations exit 2 naming their flags, a paced run never sends
+//! faster than it is allowed, and the target and the achieved rate are in the console, JSON and CSV.
+//!
+//! No assertion here depends on how fast the machine is: pacing can only make a run slower, so each
+//! check is a bound that a loaded machine keeps (the accuracy figures are a benchmark, not a test).
+
+use crate::common::schema::{assert_csv_header, assert_valid_file};
+use crate::common::{self, Side, pair_on};
+use serde_json::Value;
+use std::process::Command;
+use std::sync::Mutex;
+
+static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_PAIR_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs `roce_<test> args` to completion: (exit code, stderr).
+fn run(test: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new(common::bin(test)).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn refused_combinations_exit_2_and_name_their_flags() {
+    let cases: [(&str, &[&str], &[&str]); 8] = [
+        (
+            "send_lat",
+            &["--transport", "tcp", "--rate_limit", "1"],
+            &["--rate_limit", "send_lat"],
+        ),
+        (
+            "write_bw",
+            &[
+                "--transport",
+                "tcp",
+                "--rate_limit",
+                "1",
+                "--rate_limit_type",
+                "HW",
+            ],
+            &["--rate_limit_type HW", "tcp"],
+        ),
+        (
+            "write_bw",
+            &[
+                "-d",
+                "lo",
+                "--transport",
+                "soft",
+                "--rate_limit",
+                "1",
+                "--rate_limit_type",
+                "PP",
+            ],
+            &["--rate_limit_type PP", "soft"],
+        ),
+        (
+            "send_bw",
+            &[
+                "--transport",
+                "verbs",
+                "--rate_limit",
+                "1",
+                "--rate_limit_type",
+                "HW",
+            ],
+            &["--rate_limit_type HW", "verbs", "sideway"],
+        ),
+        (
+            "write_bw",
+            &["--transport", "tcp", "--burst_size", "8"],
+            &["--burst_size", "--rate_limit"],
+        ),
+        (
+            "read_bw",
+            &["--transport", "tcp", "--latency_gap", "10"],
+            &["--latency_gap", "read_bw"],
+        ),
+        (
+            "write_bw",
+            &[
+                "--transport",
+                "tcp",
+                "--rate_limit",
+                "1",
+                "--rate_units",
+                "kbit",
+            ],
+            &["--rate_units"],
+        ),
+        (
+            "write_bw",
+            &["--transport", "tcp", "--rate_limit=-3"],
+            &["--rate_limit"],
+        ),
+    ];
+    for (test, args, words) in cases {
+        let (code, err) = run(test, args);
+        assert_eq!(code, 2, "{test} {args:?}: {err}");
+        for w in words {
+            assert!(err.contains(w), "{test} {args:?}: {w:?} not in {err}");
+        }
+    }
+}
+
+/// A paced pair of `test` with `args` on both sides, each writing --json and --csv into `dir`.
+fn paced_pair(dir: &std::path::Path, test: &str, args: &[&str], host: &str) -> (Value, String) {
+    let files = |role: &str| {
+        vec![
+            "--json".to_string(),
+            dir.join(format!("{role}.json")).display().to_string(),
+            "--csv".to_string(),
+            dir.join(format!("{role}.csv")).display().to_string(),
+        ]
+    };
+    let (sf, cf) = (files("server"), files("client"));
+    let side = |f: &Vec<String>| {
+        let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        a.extend(f.iter().cloned());
+        a
+    };
+    let (sa, ca) = (side(&sf), side(&cf));
+    let (s, c) = pair_on(
+        test,
+        Side {
+            ns: None,
+            args: sa.iter().map(String::as_str).collect(),
+        },
+        Side {
+            ns: None,
+            args: ca.iter().map(String::as_str).collect(),
+        },
+        host,
+    );
+    assert_eq!(
+        (c.code(), s.code()),
+        (0, 0),
+        "client:\n{}{}\nserver:\n{}{}",
+        c.stdout,
+        c.stderr,
+        s.stdout,
+        s.stderr
+    );
+    for role in ["client", "server"] {
+        assert_csv_header("result", &dir.join(format!("{role}.csv")));
+    }
+    (
+        assert_valid_file("result", &dir.join("client.json")),
+        c.stdout,
+    )
+}
+
+/// The pacing object of the first result, and its CSV row's rate cells.
+fn pacing(doc: &Value, csv: &std::path::Path) -> (Value, Vec<String>) {
+    let p = doc["results"][0]["bandwidth"]["pacing"].clone();
+    let mut rdr = ::csv::Reader::from_path(csv).unwrap();
+    let h = rdr.headers().unwrap().clone();
+    let rec = rdr.records().next().unwrap().unwrap();
+    let cell = |n: &str| rec[h.iter().position(|c| c == n).unwrap()].to_string();
+    (
+        p,
+        vec![
+            cell("rate_limit"),
+            cell("rate_limit_units"),
+            cell("rate_achieved"),
+        ],
+    )
+}
+
+#[test]
+fn a_paced_tcp_run_never_sends_faster_than_permitted_and_says_so() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // 2000 messages/s in bursts of 10: a burst every 5 ms, so 200 messages take 19 periods at least.
+    let args = [
+        "--transport",
+        "tcp",
+        "-s",
+        "4096",
+        "-n",
+        "200",
+        "--warmup",
+        "0",
+        "--rate_limit",
+        "2000",
+        "--rate_units",
+        "p",
+        "--burst_size",
+        "10",
+    ];
+    let (doc, stdout) = paced_pair(dir.path(), "write_bw", &args, "127.0.0.1");
+    assert_eq!(doc["test"]["rate_limit"]["type"], "SW");
+    assert_eq!(doc["test"]["rate_limit"]["burst_size"], 10);
+    let bw = &doc["results"][0]["bandwidth"];
+    let elapsed_s = bw["elapsed_ns"].as_f64().unwrap() / 1e9;
+    assert!(
+        elapsed_s >= 0.095,
+        "200 messages in {elapsed_s} s: faster than 2000/s"
+    );
+    let (p, cells) = pacing(&doc, &dir.path().join("client.csv"));
+    assert_eq!(
+        (p["target"].as_f64(), p["units"].as_str()),
+        (Some(2000.0), Some("msg/s"))
+    );
+    let achieved = p["achieved"].as_f64().unwrap();
+    assert!(
+        achieved <= 2000.0 * 1.000_001 && achieved > 0.0,
+        "{achieved}"
+    );
+    assert_eq!(p["measured_at"], "sender");
+    assert_eq!(cells[..2], ["2000".to_string(), "msg/s".to_string()]);
+    assert!((cells[2].parse::<f64>().unwrap() - achieved).abs() < 1e-3);
+    assert!(
+        stdout.contains("Rate limit      : 2000[msg/s] SW, burst 10"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Rate limit      : target 2000 msg/s, achieved"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_paced_soft_duration_run_counts_whole_periods_on_both_sides() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // 0.2 Gb/s of 8 KiB messages (3052 msg/s), bursts of 8, over soft RoCE v2 on lo, for 2 s.
+    let args = [
+        "--transport",
+        "soft",
+        "-d",
+        "lo",
+        "-s",
+        "8192",
+        "-D",
+        "2",
+        "--rate_limit",
+        "0.2",
+        "--burst_size",
+        "8",
+    ];
+    let (doc, _) = paced_pair(dir.path(), "send_bw", &args, "127.0.0.1");
+    let (p, _) = pacing(&doc, &dir.path().join("client.csv"));
+    let achieved = p["achieved"].as_f64().unwrap();
+    // The window spans whole periods: bursts released inside it, never more than the schedule's.
+    assert!(achieved <= 0.2 * 1.000_001 && achieved > 0.0, "{p}");
+    let messages = doc["results"][0]["bandwidth"]["messages"].as_u64().unwrap();
+    assert_eq!(messages % 8, 0, "whole bursts of 8: {messages}");
+    // The receiver measured what arrived and compares it with its own --rate_limit.
+    let server = assert_valid_file("result", &dir.path().join("server.json"));
+    let sp = &server["results"][0]["bandwidth"]["pacing"];
+    assert_eq!(sp["measured_at"], "receiver", "{server}");
+    assert!(sp["achieved"].as_f64().unwrap() > 0.0);
+}

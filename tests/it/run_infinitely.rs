@@ -1,0 +1,269 @@
+//! `--run_infinitely` end to end: a pair runs until a signal stops one side; both exit 0, the side
+//! that measures printed a line per interval and the summary, and every file is whole: the JSON
+//! document and the CSV match their schema and golden header, the JSON-lines stream is one valid
+//! object a line (start, intervals, end), and perftest's --out_json is valid JSON.
+
+use crate::common::schema::{assert_csv_header, assert_valid, assert_valid_file};
+use crate::common::{self, Done, Proc, free_port, rows, spawn};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_PAIR_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The file arguments of one side, named `<role>.*` in `dir`.
+fn files(dir: &Path, role: &str) -> Vec<String> {
+    let f = |ext: &str| dir.join(format!("{role}.{ext}")).display().to_string();
+    vec![
+        "--csv".into(),
+        f("csv"),
+        "--json".into(),
+        f("json"),
+        "--json-stream".into(),
+        f("jsonl"),
+        "--out_json_file".into(),
+        f("perftest.json"),
+    ]
+}
+
+/// Starts a server and a client of `test` with `args` (plus files in `dir`); `host` is the server's.
+fn start(test: &str, args: &[&str], dir: &Path, host: &str) -> (Proc, Proc) {
+    let port = free_port().to_string();
+    let side = |role: &str, core: &'static str| {
+        let mut a: Vec<String> = ["-p", &port, "--cpu", core]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(args.iter().map(|s| s.to_string()));
+        a.extend(files(dir, role));
+        a
+    };
+    let sa = side("server", "0");
+    let server = spawn(test, &sa.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(server.wait_stdout("Waiting for client", 20), "no server");
+    let mut ca = side("client", "1");
+    ca.push(host.into());
+    let client = spawn(test, &ca.iter().map(String::as_str).collect::<Vec<_>>());
+    (server, client)
+}
+
+/// Waits until `p` has printed `n` result rows (interval lines); panics after 60 s.
+fn await_rows(p: &Proc, n: usize, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rows(&p.stdout_now()).len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: fewer than {n} interval lines after 60 s:\n{}",
+            p.stdout_now()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn signal(p: &Proc, sig: libc::c_int) {
+    // SAFETY: kill() on the pid of a child this test started and has not reaped yet.
+    let rc = unsafe { libc::kill(p.pid() as libc::pid_t, sig) };
+    assert_eq!(rc, 0, "kill failed");
+}
+
+/// Checks what one side left: exit 0, its intervals, the summary, and every file whole.
+fn check_side(d: &Done, dir: &Path, role: &str, stopped_by: &str, min_intervals: usize) {
+    assert_eq!(d.code(), 0, "{role}:\n{}{}", d.stdout, d.stderr);
+    let r = rows(&d.stdout);
+    assert!(
+        r.len() > min_intervals,
+        "{role}: {} rows:\n{}",
+        r.len(),
+        d.stdout
+    );
+    assert!(
+        d.stdout.contains(&format!("stopped by {stopped_by}")),
+        "{role}:\n{}",
+        d.stdout
+    );
+    let doc = assert_valid_file("result", &dir.join(format!("{role}.json")));
+    let run = &doc["test"]["run_infinitely"];
+    assert_eq!(run["stopped_by"], stopped_by, "{role}: {run}");
+    assert!(
+        run["intervals"].as_u64().unwrap() >= min_intervals as u64,
+        "{run}"
+    );
+    assert_eq!(doc["results"].as_array().unwrap().len(), 1, "one summary");
+    // CSV: the golden header, a row per interval (with its span), then the summary (without one).
+    let csv = dir.join(format!("{role}.csv"));
+    assert_csv_header("result", &csv);
+    let mut rdr = ::csv::Reader::from_path(&csv).unwrap();
+    let h = rdr.headers().unwrap().clone();
+    let at = |n: &str| h.iter().position(|c| c == n).unwrap();
+    let recs: Vec<::csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
+    let (last, intervals) = recs.split_last().unwrap();
+    assert!(
+        intervals.len() >= min_intervals,
+        "{role}: {} interval rows",
+        intervals.len()
+    );
+    assert!(
+        intervals
+            .iter()
+            .all(|r| !r[at("interval_end_s")].is_empty())
+    );
+    assert_eq!(
+        &last[at("interval_end_s")],
+        "",
+        "the summary row has no span"
+    );
+    // The JSON lines: start, the intervals, end (holding the document the --json file holds).
+    let text = std::fs::read_to_string(dir.join(format!("{role}.jsonl"))).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{role}: {e}: {l}")))
+        .collect();
+    assert!(text.ends_with('\n'));
+    let (first, rest) = lines.split_first().unwrap();
+    let (end, middle) = rest.split_last().unwrap();
+    assert_valid("stream", first, "the start line");
+    assert_valid("stream", end, "the end line");
+    assert_eq!(
+        (first["event"].as_str(), end["event"].as_str()),
+        (Some("start"), Some("end"))
+    );
+    assert_eq!(
+        end["document"], doc,
+        "{role}: the end line holds the --json document"
+    );
+    let wrap = |test: &Value, results: Vec<Value>| {
+        json!({"schema": "roceperf.result", "schema_version": 1,
+               "tool": {"name": "roceperf", "version": doc["tool"]["version"]},
+               "test": test, "results": results})
+    };
+    assert_valid(
+        "result",
+        &wrap(&first["test"], vec![]),
+        "the start line's test",
+    );
+    assert_eq!(middle.len(), intervals.len(), "a line per interval row");
+    for (i, line) in middle.iter().enumerate() {
+        assert_valid("stream", line, "an interval line");
+        assert_eq!(line["index"], i as u64);
+        assert_valid(
+            "result",
+            &wrap(&doc["test"], vec![line["result"].clone()]),
+            "an interval",
+        );
+    }
+    // perftest's document: valid JSON, the whole run's figures.
+    let pt: Value =
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{role}.perftest.json"))).unwrap())
+            .unwrap_or_else(|e| panic!("{role}: --out_json is not JSON: {e}"));
+    assert_eq!(
+        pt["results"]["n_iterations"],
+        doc["results"][0]["iterations"]
+    );
+}
+
+#[test]
+fn sigint_to_the_client_ends_a_tcp_write_bw_pair_cleanly_with_every_file_whole() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--transport",
+        "tcp",
+        "-s",
+        "16384",
+        "--run_infinitely",
+        "--report-interval",
+        "0.3",
+    ];
+    let (server, client) = start("write_bw", &args, dir.path(), "127.0.0.1");
+    await_rows(&client, 3, "client");
+    signal(&client, libc::SIGINT);
+    let c = client.wait(60, "client after SIGINT");
+    let s = server.wait(60, "server after the client stopped");
+    check_side(&c, dir.path(), "client", "SIGINT", 2);
+    // A WRITE server measures nothing itself: it prints the client's summary and stops with it.
+    check_side(&s, dir.path(), "server", "peer", 0);
+    assert_eq!(rows(&s.stdout).len(), 1, "{}", s.stdout);
+}
+
+#[test]
+fn sigterm_to_a_soft_send_bw_server_stops_both_sides_cleanly() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--transport",
+        "soft",
+        "-d",
+        "lo",
+        "-s",
+        "4096",
+        "--run_infinitely",
+        "-D",
+        "1",
+        "--rate_limit",
+        "0.1",
+    ];
+    let (server, client) = start("send_bw", &args, dir.path(), "127.0.0.1");
+    // The receiver counts arrivals per interval (perftest's -D spelling: a line a second).
+    await_rows(&server, 2, "server");
+    signal(&server, libc::SIGTERM);
+    let s = server.wait(60, "server after SIGTERM");
+    let c = client.wait(60, "client after the server stopped");
+    check_side(&s, dir.path(), "server", "SIGTERM", 2);
+    check_side(&c, dir.path(), "client", "peer", 1);
+    assert!(
+        c.stdout.contains("Rate limit      : target 0.1 Gb/s"),
+        "{}",
+        c.stdout
+    );
+}
+
+#[test]
+fn a_run_without_end_is_refused_where_it_cannot_stop_cleanly() {
+    for (test, args, words) in [
+        (
+            "write_lat",
+            vec!["--transport", "tcp", "--run_infinitely"],
+            vec!["--run_infinitely", "write_lat"],
+        ),
+        (
+            "write_bw",
+            vec!["--transport", "tcp", "--run_infinitely", "-n", "50"],
+            vec!["-n"],
+        ),
+        (
+            "write_bw",
+            vec![
+                "--transport",
+                "soft",
+                "-d",
+                "lo",
+                "--run_infinitely",
+                "--oob",
+                "perftest",
+            ],
+            vec!["--oob perftest"],
+        ),
+        (
+            "send_bw",
+            vec!["--transport", "tcp", "--json-stream", "x.jsonl"],
+            vec!["--json-stream"],
+        ),
+    ] {
+        let out = std::process::Command::new(common::bin(test))
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for w in words {
+            assert!(err.contains(w), "{w:?} not in {err}");
+        }
+    }
+}
