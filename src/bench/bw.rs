@@ -226,7 +226,7 @@ fn stream<E: Endpoint>(
                 Some(p) if p.released() != released => {
                     released = p.released();
                     let due = p.last_due();
-                    match paced.release(due, win.in_sample(at(due))) {
+                    match paced.release(due, since(now), win.in_sample(at(due))) {
                         Some(true) => sample_start = Some((at(due), cpu())),
                         Some(false) => sample_end = Some((at(due), cpu())),
                         None => {}
@@ -366,12 +366,11 @@ fn stream<E: Endpoint>(
             let (s, cs) = sample_start.unwrap_or((win.start, None));
             let (e, ce) = sample_end.unwrap_or((last_completion, None));
             let util = cs.zip(ce).and_then(|(a, b)| a.util_until(&b));
-            let messages = if pacer.is_some() {
-                paced.messages()
-            } else {
-                counted
-            };
-            (messages, e.duration_since(s).as_nanos() as u64, util)
+            let elapsed = e.duration_since(s).as_nanos() as u64;
+            match paced.elapsed_ns() {
+                Some(paced_ns) => (paced.messages(), paced_ns, util),
+                None => (counted, elapsed, util),
+            }
         }
     };
     let best_ns_per_msg =

@@ -4,11 +4,16 @@
 //! so rounding never accumulates and the long-run rate is the target exactly. The bandwidth loop asks
 //! [`Pacer::grant`] with the monotonic time before posting (a busy-polling loop reads the clock
 //! anyway; there is no sleep per message) and posts at most what it grants. A burst is released once
-//! the previous one has been posted: a sender up to one period late catches up without losing rate
-//! (at most two bursts then leave back to back); one later than that has its missed bursts dropped,
-//! not sent at once, so the achieved rate shows that the sender could not keep up.
+//! it is due and the previous one has been posted, so the messages sent never run ahead of the
+//! schedule. A sender that fell behind (a loaded host deschedules a busy-polling process for tens of
+//! milliseconds) sends its due bursts back to back until it has caught up, so the long-run rate holds;
+//! one more than [`CATCH_UP`] behind (stopped, or slower than the target) drops the missed bursts and
+//! starts the schedule again, so the achieved rate shows that it could not keep up.
 //!
 //! Pure: the caller supplies the time, so the tests drive it with a virtual clock.
+
+/// How far behind its schedule a sender may fall and still catch up, in nanoseconds (at least a period).
+pub const CATCH_UP: u64 = 1_000_000_000;
 
 /// How to pace: messages per second and messages per burst.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,6 +36,8 @@ impl PaceSpec {
 pub struct Pacer {
     period: f64,
     burst: u64,
+    /// Lateness beyond which missed bursts are dropped, ns.
+    catch_up: f64,
     /// Time of burst 0 of the current schedule (moved forward when the sender fell too far behind).
     origin: u64,
     /// Bursts released on the current schedule.
@@ -44,9 +51,11 @@ pub struct Pacer {
 impl Pacer {
     /// A pacer whose first burst is due at `now`.
     pub fn new(spec: PaceSpec, now: u64) -> Pacer {
+        let period = spec.period_ns();
         Pacer {
-            period: spec.period_ns(),
+            period,
             burst: u64::from(spec.burst.max(1)),
+            catch_up: period.max(CATCH_UP as f64),
             origin: now,
             released: 0,
             budget: 0,
@@ -54,9 +63,9 @@ impl Pacer {
         }
     }
 
-    /// When burst `k` of the current schedule is due.
+    /// When burst `k` of the current schedule is due (rounded up: never ahead of the schedule).
     fn due(&self, k: u64) -> u64 {
-        self.origin + (k as f64 * self.period) as u64
+        self.origin + (k as f64 * self.period).ceil() as u64
     }
 
     /// Messages that may be posted at `now` (0 until the next burst is due). A newly released burst is
@@ -68,8 +77,8 @@ impl Pacer {
             if now < due {
                 return 0;
             }
-            if now >= self.due(self.released + 1) {
-                // More than a period late: start a new schedule now rather than burst to catch up.
+            if (now - due) as f64 > self.catch_up {
+                // Too far behind to catch up: start a new schedule now.
                 self.origin = now;
                 self.released = 0;
             }
@@ -108,31 +117,44 @@ impl Pacer {
 }
 
 /// A paced run's measurement window in duration mode: whole pacing periods, opened and closed on
-/// burst releases at the schedule's times, counting the messages the sender posted inside it (every
-/// one of them completes, or the run fails). A window cut anywhere else would count a burst more or
-/// less than its length holds, an error of a burst in the window's messages.
+/// burst releases, counting the messages the sender posted inside it (every one of them completes, or
+/// the run fails). A window cut anywhere else would count a burst more or less than its length holds,
+/// an error of a burst in the window's messages. Its length is the longer of the schedule's (the due
+/// times of the two releases) and the real one (when they happened): a sender that kept up is measured
+/// over whole periods, one that lagged behind its schedule over the time it really took.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PacedWindow {
-    opened: Option<u64>,
-    closed: Option<u64>,
+    /// (due, real) times of the release that opened the window, ns.
+    opened: Option<(u64, u64)>,
+    /// The same for the release that closed it.
+    closed: Option<(u64, u64)>,
     posted: u64,
     before_last_release: u64,
+    /// Real time of the last release, ns.
+    last_real: u64,
 }
 
 impl PacedWindow {
-    /// A burst due at `due` was released, `inside` the sample window or not: `Some(true)` when this
-    /// opens the window, `Some(false)` when it closes it (before any of the burst is posted).
-    pub(crate) fn release(&mut self, due: u64, inside: bool) -> Option<bool> {
+    /// A burst due at `due` was released at `real`, `inside` the sample window or not: `Some(true)`
+    /// when this opens the window, `Some(false)` when it closes it (before any of the burst is posted).
+    pub(crate) fn release(&mut self, due: u64, real: u64, inside: bool) -> Option<bool> {
         self.before_last_release = self.posted;
+        self.last_real = real;
         if self.opened.is_none() && inside {
-            self.opened = Some(due);
+            self.opened = Some((due, real));
             Some(true)
         } else if self.is_open() && !inside {
-            self.closed = Some(due);
+            self.closed = Some((due, real));
             Some(false)
         } else {
             None
         }
+    }
+
+    /// The window's length in ns, once it has closed.
+    pub(crate) fn elapsed_ns(&self) -> Option<u64> {
+        let ((d0, r0), (d1, r1)) = self.opened.zip(self.closed)?;
+        Some((d1 - d0).max(r1.saturating_sub(r0)))
     }
 
     fn is_open(&self) -> bool {
@@ -150,10 +172,10 @@ impl PacedWindow {
     /// The run was stopped: an open window closes where the last burst (due at `last_due`) began,
     /// without that burst. True when it closed.
     pub(crate) fn stop(&mut self, last_due: u64) -> bool {
-        if !self.is_open() {
+        let Some((d0, _)) = self.opened.filter(|_| self.is_open()) else {
             return false;
-        }
-        self.closed = Some(last_due.max(self.opened.unwrap_or(0)));
+        };
+        self.closed = Some((last_due.max(d0), self.last_real));
         self.posted = self.before_last_release;
         true
     }
@@ -218,7 +240,9 @@ mod tests {
     }
 
     #[test]
-    fn no_window_holds_more_than_its_periods_allow() {
+    fn the_messages_sent_never_run_ahead_of_the_schedule() {
+        // Whatever the sender's jitter, by any time t at most the bursts due by t have left, and a
+        // window holds no more than its periods plus what the sender was behind when it began.
         for (burst, jitter, seed) in [(1, 0, 1), (8, 40_000, 2), (128, 900_000, 3), (5, 5_000, 4)] {
             let spec = PaceSpec {
                 msgs_per_sec: 20_000.0,
@@ -226,9 +250,17 @@ mod tests {
             };
             let period = spec.period_ns();
             let sent = run(spec, 2_000_000_000, 1_000, jitter, seed);
+            for (i, &t) in sent.iter().enumerate() {
+                let due = burst as usize * ((t as f64 / period).floor() as usize + 1);
+                assert!(
+                    i < due,
+                    "burst {burst}: message {i} at {t} ns, {due} due by then"
+                );
+            }
+            let behind = (jitter as f64 / period).ceil() as usize + 1;
             for window in [1_000u64, 50_000, 1_000_000, 20_000_000] {
                 let periods = (window as f64 / period).floor() as usize;
-                let allowed = burst as usize * (periods + 2);
+                let allowed = burst as usize * (periods + 1 + behind);
                 let got = busiest(&sent, window);
                 assert!(
                     got <= allowed,
@@ -239,7 +271,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stalled_sender_does_not_burst_to_catch_up() {
+    fn a_late_sender_catches_up_and_one_too_late_starts_again() {
         let spec = PaceSpec {
             msgs_per_sec: 1_000_000.0,
             burst: 4,
@@ -248,20 +280,21 @@ mod tests {
         assert_eq!(p.grant(0), 4);
         p.take(4);
         assert_eq!(p.grant(1_000), 0, "the next burst is due at 4 µs");
-        // A 1 ms stall: 250 bursts missed. One burst now, and the next a full period later.
-        assert_eq!(p.grant(1_000_000), 4);
-        assert_eq!(p.last_due(), 1_000_000);
+        // 1 ms late: the bursts due meanwhile (the one due at 1 ms included) leave back to back.
+        for k in 1..=250u64 {
+            assert_eq!(p.grant(1_000_000), 4, "burst {k}");
+            assert_eq!(p.last_due(), k * 4_000);
+            p.take(4);
+        }
+        assert_eq!(p.grant(1_000_001), 0, "caught up");
+        assert_eq!(p.period_end(), 1_004_000);
+        // Stopped for more than CATCH_UP: the missed bursts are dropped and the schedule restarts.
+        let later = 1_004_000 + CATCH_UP + 1;
+        assert_eq!(p.grant(later), 4);
+        assert_eq!(p.last_due(), later);
         p.take(4);
-        assert_eq!(p.grant(1_000_001), 0);
-        assert_eq!(p.grant(1_004_000), 4);
-        // Slightly late (less than a period): the schedule holds, so the rate is not lost.
-        p.take(4);
-        assert_eq!(p.grant(1_009_000), 4);
-        assert_eq!(p.last_due(), 1_008_000);
-        p.take(4);
-        assert_eq!(p.period_end(), 1_012_000);
-        assert_eq!(p.grant(1_011_999), 0);
-        assert_eq!(p.grant(1_012_000), 4);
+        assert_eq!(p.grant(later + 3_999), 0);
+        assert_eq!(p.grant(later + 4_000), 4);
     }
 
     #[test]
@@ -293,28 +326,44 @@ mod window_tests {
     #[test]
     fn the_window_counts_whole_bursts_between_releases() {
         let mut w = PacedWindow::default();
-        assert_eq!(w.release(0, false), None);
+        assert_eq!(w.release(0, 3, false), None);
         w.posted();
-        assert_eq!(w.release(100, true), Some(true));
+        assert_eq!(w.release(100, 104, true), Some(true));
         for due in [200, 300] {
             (0..4).for_each(|_| w.posted());
-            assert_eq!(w.release(due, true), None);
+            assert_eq!(w.release(due, due + 2, true), None);
         }
         (0..4).for_each(|_| w.posted());
-        assert_eq!(w.release(400, false), Some(false));
+        assert_eq!(w.elapsed_ns(), None);
+        assert_eq!(w.release(400, 401, false), Some(false));
         w.posted();
         assert_eq!(w.messages(), 12, "three bursts between 100 and 400");
+        assert_eq!(
+            w.elapsed_ns(),
+            Some(300),
+            "released early at the end: the schedule's length"
+        );
         assert!(!w.stop(400));
+    }
+
+    #[test]
+    fn a_sender_behind_its_schedule_is_measured_over_the_time_it_took() {
+        let mut w = PacedWindow::default();
+        w.release(100, 100, true);
+        (0..8).for_each(|_| w.posted());
+        // The closing burst was due at 300 but released only at 450: 8 messages in 350 ns.
+        w.release(300, 450, false);
+        assert_eq!((w.messages(), w.elapsed_ns()), (8, Some(350)));
     }
 
     #[test]
     fn a_stop_closes_at_the_last_release_without_its_burst() {
         let mut w = PacedWindow::default();
-        assert_eq!(w.release(0, true), Some(true));
+        assert_eq!(w.release(0, 1, true), Some(true));
         (0..4).for_each(|_| w.posted());
-        w.release(100, true);
+        w.release(100, 120, true);
         (0..2).for_each(|_| w.posted());
         assert!(w.stop(100));
-        assert_eq!(w.messages(), 4);
+        assert_eq!((w.messages(), w.elapsed_ns()), (4, Some(119)));
     }
 }
