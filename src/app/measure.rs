@@ -156,7 +156,9 @@ pub(crate) fn measure<E: Endpoint>(
                 rx_depth: plan.depths.rx,
                 // With TCP a completion means the kernel took the bytes, so the first socket buffer's
                 // worth completes at memory speed and perftest's peak would be meaningless.
-                peak: plan.transport != TransportKind::Tcp,
+                // Paced, every burst ends on a signaled completion, which perftest's peak (one
+                // completion per -Q messages) cannot place; the peak would be the burst's, anyway.
+                peak: plan.transport != TransportKind::Tcp && plan.rate_limit.is_none(),
                 cpu_util: plan.cpu_util,
                 layout: plan.layout,
                 validate: plan.validate,
