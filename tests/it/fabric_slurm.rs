@@ -9,50 +9,22 @@ fn srun_four_ranks_fill_the_matrix() {
     if crate::common::skip_unless(is_root(), "needs root for slurmctld, slurmd and munged") {
         return;
     }
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let results = dir.path().join("slurm");
-    let (coord, base) = ports(4);
+    let job = Job::new(4, "slurm");
     let (slurm_port, _) = ports(2);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/slurm.sh");
+    let args = job.args("send_lat --transport tcp -n 100 --warmup 10 --no-retest");
     let out = run(
         Command::new("bash")
             .arg(script)
-            .args([
-                "--",
-                "srun",
-                "-n",
-                "4",
-                FABRIC,
-                "send_lat",
-                "--transport",
-                "tcp",
-                "-n",
-                "100",
-                "--warmup",
-                "10",
-            ])
-            .args([
-                "--coordinator",
-                &format!("127.0.0.1:{coord}"),
-                "-p",
-                &base.to_string(),
-                "--no-retest",
-            ])
-            .arg("--results")
-            .arg(&results)
+            .args(["--", "srun", "-n", "4", FABRIC])
+            .args(&args)
             .env("SLURM_PORT", slurm_port.to_string())
             .env("NO_COLOR", "1"),
         300,
     );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (_, stderr) = expect_code(&out, 0);
     assert!(stderr.contains("single-node Slurm up in"), "{stderr}");
-    let doc = fabric_json(&results);
+    let doc = fabric_json(&job.results);
     assert_eq!(doc["launcher"], "slurm");
     let pairs = first_pairs(&doc);
     assert_eq!(pairs.len(), 12);
