@@ -16,5 +16,5 @@ mod values;
 
 pub use args::{Args, IoArg, OobArg, OutputArg, TransportArg};
 pub use checks::{BUILT_TRANSPORTS, TransportReason};
-pub use options::{DEFAULT_PERCENTILES, Error, Options};
+pub use options::{DEFAULT_PERCENTILES, DeviceOptions, Error, Options};
 pub use values::parse_size;

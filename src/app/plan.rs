@@ -4,13 +4,11 @@
 //! nothing below the app ever looks at the options again.
 
 use crate::bench::Layout;
-use crate::cli::{IoArg, OobArg, Options, OutputArg, TransportReason};
+use crate::cli::{DeviceOptions, OobArg, Options, OutputArg, TransportReason};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::oob::{self, TestParams};
-use crate::params::{Metric, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::params::{Metric, Role, RunMode, TestKind, TransportKind, Verb};
 use crate::report::OutputSelect;
-use crate::transport::ImpairConfig;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -50,7 +48,7 @@ pub struct Plan {
     /// The out-of-band connection.
     pub oob: OobPlan,
     /// What the transport is opened with.
-    pub device: DevicePlan,
+    pub device: DeviceOptions,
     /// What is printed and written.
     pub output: OutputPlan,
 }
@@ -124,41 +122,6 @@ pub struct OobPlan {
     /// How long the whole handshake may take once connected (hello to connection details in our
     /// dialect, everything before the data path connects in perftest's): `--connect-timeout`.
     pub handshake_timeout: Duration,
-}
-
-/// What the endpoint is opened with (each transport takes the part it understands).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DevicePlan {
-    /// `-d`.
-    pub device: Option<String>,
-    /// `--roce`.
-    pub roce: Option<RoceVersion>,
-    /// `-m`.
-    pub mtu: Option<u32>,
-    /// `-i`.
-    pub ib_port: Option<u8>,
-    /// `-x`.
-    pub gid_index: Option<u8>,
-    /// `-I`.
-    pub inline_size: Option<u32>,
-    /// `--io` (soft).
-    pub io: Option<IoArg>,
-    /// `--ipv6`.
-    pub ipv6: bool,
-    /// `--no-gso`.
-    pub no_gso: bool,
-    /// `--bind`.
-    pub bind: Option<IpAddr>,
-    /// `-u`.
-    pub qp_timeout: Option<u8>,
-    /// `--retry_count`.
-    pub retry_count: Option<u8>,
-    /// `--impair` (soft).
-    pub impair: Option<ImpairConfig>,
-    /// `--impair-seed` (soft).
-    pub impair_seed: Option<u64>,
-    /// `--recovery` (soft): what this side asks for.
-    pub recovery: Recovery,
 }
 
 /// What is printed and written, all local to this side.
@@ -240,23 +203,7 @@ impl Plan {
                 io_timeout: oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run,
                 handshake_timeout: opts.connect_timeout,
             },
-            device: DevicePlan {
-                device: opts.device,
-                roce: opts.roce,
-                mtu: opts.mtu,
-                ib_port: opts.ib_port,
-                gid_index: opts.gid_index,
-                inline_size: opts.inline_size,
-                io: opts.io,
-                ipv6: opts.ipv6,
-                no_gso: opts.no_gso,
-                bind: opts.bind,
-                qp_timeout: opts.qp_timeout,
-                retry_count: opts.retry_count,
-                impair: opts.impair,
-                impair_seed: opts.impair_seed,
-                recovery: opts.recovery,
-            },
+            device: opts.device,
             output: OutputPlan {
                 single: opts.output.map(|o| match o {
                     OutputArg::Bandwidth => OutputSelect::Bandwidth,

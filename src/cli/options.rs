@@ -73,12 +73,8 @@ pub struct Options {
     pub transport: TransportKind,
     /// Why this transport (printed with the results).
     pub transport_reason: TransportReason,
-    /// `-d`.
-    pub device: Option<String>,
-    /// `--roce` (soft: always set, v2 unless given).
-    pub roce: Option<RoceVersion>,
-    /// `-m`.
-    pub mtu: Option<u32>,
+    /// What the transport is opened with.
+    pub device: DeviceOptions,
     /// Message sizes to run, in order.
     pub sizes: Vec<u64>,
     /// `-a` was given.
@@ -115,6 +111,25 @@ pub struct Options {
     pub connect_timeout: Duration,
     /// `-v` count.
     pub verbose: u8,
+    /// `--validate`.
+    pub validate: bool,
+    /// `--oob`.
+    pub oob: OobArg,
+    /// Gate thresholds.
+    pub gate: GateArgs,
+    /// Gate reports.
+    pub gate_output: GateOutputArgs,
+}
+
+/// What the endpoint is opened with (each transport takes the part it understands).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceOptions {
+    /// `-d`.
+    pub device: Option<String>,
+    /// `--roce` (soft: always set, v2 unless given).
+    pub roce: Option<RoceVersion>,
+    /// `-m`.
+    pub mtu: Option<u32>,
     /// `-i`.
     pub ib_port: Option<u8>,
     /// `-x`.
@@ -129,10 +144,6 @@ pub struct Options {
     pub no_gso: bool,
     /// `--bind`.
     pub bind: Option<IpAddr>,
-    /// `--validate`.
-    pub validate: bool,
-    /// `--oob`.
-    pub oob: OobArg,
     /// `-u`.
     pub qp_timeout: Option<u8>,
     /// `--retry_count`.
@@ -143,10 +154,6 @@ pub struct Options {
     pub impair_seed: Option<u64>,
     /// `--recovery` (soft): what this side asks for; the peer must ask for `sr` too.
     pub recovery: Recovery,
-    /// Gate thresholds.
-    pub gate: GateArgs,
-    /// Gate reports.
-    pub gate_output: GateOutputArgs,
 }
 
 impl Options {
@@ -196,13 +203,27 @@ impl Options {
             port: a.port,
             transport,
             transport_reason: choice.reason,
-            device: a.device,
-            roce: match transport {
-                // Soft always runs some RoCE version; saying which lets the peers compare it.
-                TransportKind::Soft => Some(a.roce.unwrap_or(RoceVersion::V2)),
-                _ => a.roce,
+            device: DeviceOptions {
+                device: a.device,
+                roce: match transport {
+                    // Soft always runs some RoCE version; saying which lets the peers compare it.
+                    TransportKind::Soft => Some(a.roce.unwrap_or(RoceVersion::V2)),
+                    _ => a.roce,
+                },
+                mtu: a.mtu,
+                ib_port: a.ib_port,
+                gid_index: a.gid_index,
+                inline_size: a.inline_size,
+                io,
+                ipv6: a.ipv6,
+                no_gso: a.no_gso,
+                bind: a.bind,
+                qp_timeout: a.qp_timeout,
+                retry_count: a.retry_count,
+                impair: a.impair,
+                impair_seed: a.impair_seed,
+                recovery: a.recovery.unwrap_or_default(),
             },
-            mtu: a.mtu,
             sizes,
             all_sizes: a.all,
             mode,
@@ -221,20 +242,8 @@ impl Options {
             results: a.results,
             connect_timeout: Duration::from_secs(a.connect_timeout),
             verbose: a.verbose,
-            ib_port: a.ib_port,
-            gid_index: a.gid_index,
-            inline_size: a.inline_size,
-            io,
-            ipv6: a.ipv6,
-            no_gso: a.no_gso,
-            bind: a.bind,
             validate: a.validate,
             oob: a.oob,
-            qp_timeout: a.qp_timeout,
-            retry_count: a.retry_count,
-            impair: a.impair,
-            impair_seed: a.impair_seed,
-            recovery: a.recovery.unwrap_or_default(),
             gate: a.gate,
             gate_output: a.gate_output,
         })

@@ -34,10 +34,13 @@ fn the_flags_parse_on_soft_and_are_refused_elsewhere() {
         "sr",
     ])
     .unwrap();
-    let i = o.impair.unwrap();
+    let i = o.device.impair.unwrap();
     assert_eq!((i.loss, i.burst, i.rx.duplicate), (0.01, 4.0, 0.005));
-    assert_eq!((o.impair_seed, o.recovery), (Some(9), Recovery::Sr));
-    assert_eq!(parse(&["-d", "lo"]).unwrap().recovery, Recovery::Gbn);
+    assert_eq!(
+        (o.device.impair_seed, o.device.recovery),
+        (Some(9), Recovery::Sr)
+    );
+    assert_eq!(parse(&["-d", "lo"]).unwrap().device.recovery, Recovery::Gbn);
     let e = parse(&["-d", "lo", "--impair", "los=1%"]).unwrap_err();
     assert!(e.contains("--impair: unknown key 'los'"), "{e}");
     for flags in [
