@@ -3,33 +3,16 @@
 //! files in, exact exit codes out: 0 pass, 1 fail, 2 unreadable input or bad usage.
 
 use crate::common::gate;
-use crate::common::results::bw_result;
+use crate::common::results::{bw_result, lat_result};
 use roceperf::params::{Metric, RoceVersion, TestKind, TransportKind, Verb};
 use roceperf::results::json::write_document;
 use roceperf::results::{
-    BandwidthFigures, CompareRun, CompareSet, LatencyFigures, Measured, Repetitions, SizeResult,
-    default_label,
+    BandwidthFigures, CompareRun, CompareSet, LatencyFigures, Repetitions, default_label,
 };
-use roceperf::stats::{self, LatencyStats};
 use std::path::{Path, PathBuf};
 
 const SOFT_V2: (TransportKind, Option<RoceVersion>) = (TransportKind::Soft, Some(RoceVersion::V2));
 const TCP: (TransportKind, Option<RoceVersion>) = (TransportKind::Tcp, None);
-
-/// A 2-byte latency result whose every sample is `median_us`.
-fn lat_result(median_us: f64) -> SizeResult {
-    let mut h = stats::new_latency_histogram();
-    h.record_n((median_us * 1000.0) as u64, 1000).unwrap();
-    SizeResult {
-        size: 2,
-        iterations: 1000,
-        measured: Measured::Latency {
-            stats: LatencyStats::from_histogram(&h, &[99.0]),
-            histogram: h,
-        },
-        cpu_util: None,
-    }
-}
 
 /// A run of `metric` over `transport`: its repetitions' figures (bandwidth in Gb/s or median latency
 /// in µs) when there are several, the first shown.

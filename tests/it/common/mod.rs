@@ -67,6 +67,12 @@ impl Done {
     pub fn code(&self) -> i32 {
         self.status.code().unwrap_or(-1)
     }
+
+    /// Asserts that stderr says `text` (and shows stderr when it does not).
+    #[track_caller]
+    pub fn assert_stderr(&self, text: &str) {
+        assert!(self.stderr.contains(text), "{}", self.stderr);
+    }
 }
 
 /// Starts `roce_<test>` with `args`.
@@ -185,6 +191,14 @@ pub fn tcp_server(test: &str, port: &str, extra: &[&str]) -> Proc {
         "{test} server did not start listening"
     );
     server
+}
+
+/// Starts a TCP-transport client of `test` for a server on 127.0.0.1:`port`, with `extra` arguments.
+pub fn tcp_client(test: &str, port: &str, extra: &[&str]) -> Proc {
+    let mut args = vec!["--transport", "tcp", "-p", port];
+    args.extend_from_slice(extra);
+    args.push("127.0.0.1");
+    spawn(test, &args)
 }
 
 /// Runs a server (pinned to core 0) and a client (core 1) of `test` with the same `args` on a fresh
