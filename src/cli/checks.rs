@@ -63,6 +63,16 @@ pub(crate) struct TransportChoice {
     pub reason: TransportReason,
 }
 
+/// The not-applicable error of the first row whose flag was given, from a table of
+/// `given, "flag" => "why"` rows refused on `what` (built only then); nothing when none was.
+macro_rules! refuse_first_given {
+    ($what:expr; $($given:expr, $flag:literal => $why:literal;)+) => {
+        $(if $given {
+            return not_applicable($flag, $what, $why);
+        })+
+    };
+}
+
 fn not_applicable<T>(flag: &'static str, what: String, why: &'static str) -> Result<T, Error> {
     Err(Error::NotApplicable { flag, what, why })
 }
@@ -102,72 +112,24 @@ pub(crate) fn built(choice: &TransportChoice) -> Result<(), Error> {
 /// Flags of the RoCE transports are errors on TCP; the soft transport's own flags are errors elsewhere.
 pub(crate) fn transport_flags(transport: TransportKind, a: &Args) -> Result<(), Error> {
     if transport == TransportKind::Tcp {
-        let tcp = || "--transport tcp".to_string();
-        let roce_only: [(bool, &'static str, &'static str); 9] = [
-            (
-                a.device.is_some(),
-                "-d",
-                "the TCP baseline uses the kernel's routing to the host, not a device",
-            ),
-            (
-                a.ib_port.is_some(),
-                "-i",
-                "the TCP baseline has no HCA port",
-            ),
-            (
-                a.gid_index.is_some(),
-                "-x",
-                "the TCP baseline has no GID table",
-            ),
-            (
-                a.roce.is_some(),
-                "--roce",
-                "the TCP baseline carries no RoCE packets",
-            ),
-            (a.mtu.is_some(), "-m", "TCP chooses its own segment size"),
-            (a.inline_size.is_some(), "-I", "TCP has no inline sends"),
-            (
-                a.qp_timeout.is_some(),
-                "-u",
-                "TCP retransmits on its own timers",
-            ),
-            (
-                a.retry_count.is_some(),
-                "--retry_count",
-                "TCP retransmits on its own timers",
-            ),
-            (
-                a.ipv6,
-                "--ipv6",
-                "the TCP baseline follows the host address given",
-            ),
-        ];
-        if let Some((_, flag, why)) = roce_only.into_iter().find(|f| f.0) {
-            return not_applicable(flag, tcp(), why);
-        }
+        refuse_first_given!("--transport tcp".to_string();
+            a.device.is_some(), "-d" => "the TCP baseline uses the kernel's routing to the host, not a device";
+            a.ib_port.is_some(), "-i" => "the TCP baseline has no HCA port";
+            a.gid_index.is_some(), "-x" => "the TCP baseline has no GID table";
+            a.roce.is_some(), "--roce" => "the TCP baseline carries no RoCE packets";
+            a.mtu.is_some(), "-m" => "TCP chooses its own segment size";
+            a.inline_size.is_some(), "-I" => "TCP has no inline sends";
+            a.qp_timeout.is_some(), "-u" => "TCP retransmits on its own timers";
+            a.retry_count.is_some(), "--retry_count" => "TCP retransmits on its own timers";
+            a.ipv6, "--ipv6" => "the TCP baseline follows the host address given";
+        );
     }
     if transport != TransportKind::Soft {
-        let what = || format!("--transport {transport}");
-        let soft_only: [(bool, &'static str, &'static str); 3] = [
-            (
-                a.io.is_some(),
-                "--io",
-                "it picks the soft transport's I/O backend",
-            ),
-            (
-                a.bind.is_some(),
-                "--bind",
-                "it picks the soft transport's local address",
-            ),
-            (
-                a.no_gso,
-                "--no-gso",
-                "it tunes the soft transport's UDP socket",
-            ),
-        ];
-        if let Some((_, flag, why)) = soft_only.into_iter().find(|f| f.0) {
-            return not_applicable(flag, what(), why);
-        }
+        refuse_first_given!(format!("--transport {transport}");
+            a.io.is_some(), "--io" => "it picks the soft transport's I/O backend";
+            a.bind.is_some(), "--bind" => "it picks the soft transport's local address";
+            a.no_gso, "--no-gso" => "it tunes the soft transport's UDP socket";
+        );
     }
     Ok(())
 }
@@ -256,33 +218,13 @@ fn interface_list() -> String {
 pub(crate) fn test_flags(test: TestKind, a: &Args) -> Result<(), Error> {
     let bw = test.metric == Metric::Bandwidth;
     if !bw {
-        let lat = || format!("{test} (a latency test)");
-        let bw_only: [(bool, &'static str, &'static str); 5] = [
-            (
-                a.tx_depth.is_some(),
-                "-t",
-                "latency tests keep one operation in flight",
-            ),
-            (
-                a.cq_mod.is_some(),
-                "-Q",
-                "latency tests signal every operation",
-            ),
-            (a.bidirectional, "-b", "a ping-pong is already both ways"),
-            (
-                a.qps.is_some_and(|q| q != 1),
-                "-q",
-                "latency tests use one queue pair, as in perftest",
-            ),
-            (
-                a.report_gbits,
-                "--report_gbits",
-                "latency tests report microseconds",
-            ),
-        ];
-        if let Some((_, flag, why)) = bw_only.into_iter().find(|f| f.0) {
-            return not_applicable(flag, lat(), why);
-        }
+        refuse_first_given!(format!("{test} (a latency test)");
+            a.tx_depth.is_some(), "-t" => "latency tests keep one operation in flight";
+            a.cq_mod.is_some(), "-Q" => "latency tests signal every operation";
+            a.bidirectional, "-b" => "a ping-pong is already both ways";
+            a.qps.is_some_and(|q| q != 1), "-q" => "latency tests use one queue pair, as in perftest";
+            a.report_gbits, "--report_gbits" => "latency tests report microseconds";
+        );
     }
     match a.output {
         Some(OutputArg::Latency) if bw => {
@@ -429,25 +371,10 @@ pub(crate) fn lossy_flags(transport: TransportKind, a: &Args) -> Result<(), Erro
     if transport == TransportKind::Soft {
         return Ok(());
     }
-    let flags: [(bool, &'static str, &'static str); 3] = [
-        (
-            a.impair.is_some(),
-            "--impair",
-            "it impairs the soft transport's own packets; impair any transport's link with scripts/netns.sh (iptables), or compare under loss with roce_compare --loss-sweep",
-        ),
-        (
-            a.impair_seed.is_some(),
-            "--impair-seed",
-            "it seeds the soft transport's impairment",
-        ),
-        (
-            a.recovery.is_some(),
-            "--recovery",
-            "only the soft transport's RC engine has a choice of loss recovery (RDMA NICs and rxe go back N)",
-        ),
-    ];
-    match flags.into_iter().find(|f| f.0) {
-        Some((_, flag, why)) => not_applicable(flag, format!("--transport {transport}"), why),
-        None => Ok(()),
-    }
+    refuse_first_given!(format!("--transport {transport}");
+        a.impair.is_some(), "--impair" => "it impairs the soft transport's own packets; impair any transport's link with scripts/netns.sh (iptables), or compare under loss with roce_compare --loss-sweep";
+        a.impair_seed.is_some(), "--impair-seed" => "it seeds the soft transport's impairment";
+        a.recovery.is_some(), "--recovery" => "only the soft transport's RC engine has a choice of loss recovery (RDMA NICs and rxe go back N)";
+    );
+    Ok(())
 }

@@ -285,56 +285,20 @@ mod tests {
     #[test]
     fn strict_errors_name_the_field() {
         let good = real();
+        // The good record with byte `i` replaced by `c`.
+        let with = |i: usize, c: u8| {
+            let mut b = good.clone();
+            b[i] = c;
+            b
+        };
         let cases: Vec<(Vec<u8>, &str)> = vec![
             (good[..59].to_vec(), "length"),
-            (
-                {
-                    let mut b = good.clone();
-                    b[107] = b'x';
-                    b
-                },
-                "terminator",
-            ),
-            (
-                {
-                    let mut b = good.clone();
-                    b[10] = b'g';
-                    b
-                },
-                "QPN",
-            ),
-            (
-                {
-                    let mut b = good.clone();
-                    b[16] = b'-';
-                    b
-                },
-                "QPN",
-            ),
-            (
-                {
-                    let mut b = good.clone();
-                    b[40] = b'z';
-                    b
-                },
-                "VADDR",
-            ),
-            (
-                {
-                    let mut b = good.clone();
-                    b[60] = b'?';
-                    b
-                },
-                "GID",
-            ),
-            (
-                {
-                    let mut b = good.clone();
-                    b[100] = b' ';
-                    b
-                },
-                "SRQN",
-            ),
+            (with(107, b'x'), "terminator"),
+            (with(10, b'g'), "QPN"),
+            (with(16, b'-'), "QPN"),
+            (with(40, b'z'), "VADDR"),
+            (with(60, b'?'), "GID"),
+            (with(100, b' '), "SRQN"),
         ];
         for (bytes, field) in cases {
             match KeyRecord::parse("post-RTR barrier", &bytes) {
