@@ -4,12 +4,12 @@
 //! `--repeat` keeps every repetition; two-host mode runs against a `roce_compare --server` on loopback; the progress bar
 //! shows on a terminal only; timeouts, usage errors and "nothing could run" have their exit codes.
 
+use crate::common::free_port;
 use base64::Engine;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -264,14 +264,6 @@ impl Drop for Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

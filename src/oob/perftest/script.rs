@@ -190,15 +190,22 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
         waits_for_run,
     };
     let mut s = vec![Step::Version, Step::PageSize, Step::CacheLine, Step::Mtu];
+    // The keys, the QP connection and the keys again, with the barriers each test puts among them.
+    let (keys, connect, again) = (Step::Keys, Step::Connect, Step::KeysAgain);
+    let after_connect = barrier(Barrier::AfterConnect, false);
+    s.extend(match (test.verb, test.metric) {
+        // send_bw.c / send_lat.c: the barrier comes before the keys again.
+        (Verb::Send, _) => vec![keys, connect, after_connect, again],
+        (_, Metric::Bandwidth) => vec![keys, connect, again, after_connect],
+        // write_lat.c / read_lat.c: an extra barrier first.
+        (_, Metric::Latency) => {
+            let before_keys = barrier(Barrier::BeforeKeys, false);
+            vec![before_keys, keys, connect, again, after_connect]
+        }
+    });
     match (test.verb, test.metric) {
         (Verb::Write | Verb::Read, Metric::Bandwidth) => {
             // write_bw.c / read_bw.c
-            s.extend([
-                Step::Keys,
-                Step::Connect,
-                Step::KeysAgain,
-                barrier(Barrier::AfterConnect, false),
-            ]);
             if !bidir {
                 // Only the client runs; the server sits in the end-of-test barrier meanwhile, then both
                 // swap reports (the server's is meaningless), close, and write "done". With -a there are
@@ -240,12 +247,6 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
         }
         (Verb::Send, Metric::Bandwidth) => {
             // send_bw.c: receivers post before the barrier that releases the sender.
-            s.extend([
-                Step::Keys,
-                Step::Connect,
-                barrier(Barrier::AfterConnect, false),
-                Step::KeysAgain,
-            ]);
             let receiver = !client || bidir;
             let report = bidir && !opt.duration;
             for &size in &sizes {
@@ -269,12 +270,6 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
         }
         (Verb::Send, Metric::Latency) => {
             // send_lat.c: both sides ping-pong; receives are posted before each size's barrier.
-            s.extend([
-                Step::Keys,
-                Step::Connect,
-                barrier(Barrier::AfterConnect, false),
-                Step::KeysAgain,
-            ]);
             for &size in &sizes {
                 s.extend([
                     Step::PostReceives { size },
@@ -285,26 +280,12 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
             s.extend([barrier(Barrier::Close, true), Step::Done]);
         }
         (Verb::Write, Metric::Latency) => {
-            // write_lat.c: an extra barrier first, no close handshake and no "done" at the end.
-            s.extend([
-                barrier(Barrier::BeforeKeys, false),
-                Step::Keys,
-                Step::Connect,
-                Step::KeysAgain,
-                barrier(Barrier::AfterConnect, false),
-            ]);
+            // write_lat.c: no close handshake and no "done" at the end.
             s.extend(sizes.iter().map(|&size| Step::Run { size }));
             s.push(Step::AwaitClose);
         }
         (Verb::Read, Metric::Latency) => {
             // read_lat.c: only the client reads; the server goes straight to the close handshake.
-            s.extend([
-                barrier(Barrier::BeforeKeys, false),
-                Step::Keys,
-                Step::Connect,
-                Step::KeysAgain,
-                barrier(Barrier::AfterConnect, false),
-            ]);
             if client {
                 s.extend(sizes.iter().map(|&size| Step::Run { size }));
             }
