@@ -27,14 +27,7 @@
 //! bth.ack_req = true;
 //! let mut ib = IbRepr::new(bth);
 //! ib.reth = Some(RethRepr { va: 0x7f00_0000_1000, rkey: 0x1234, dma_len: 5 });
-//! let ip = Ipv4Repr {
-//!     src: Ipv4Addr::new(10, 0, 0, 1),
-//!     dst: Ipv4Addr::new(10, 0, 0, 2),
-//!     tos: 0,
-//!     ident: 0,
-//!     dont_frag: true,
-//!     ttl: 64,
-//! };
+//! let ip = Ipv4Repr::roce(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
 //! let eth = EthernetRepr { dst: MacAddr([2, 0, 0, 0, 0, 2]), src: MacAddr([2, 0, 0, 0, 0, 1]), vlan: None, ethertype: 0 };
 //! let frame = RoceFrameRepr { eth, net: NetRepr::V2v4(ip, UdpRepr::roce(0xc123)), ib };
 //!

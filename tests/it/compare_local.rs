@@ -137,17 +137,10 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
         stdout.contains(&format!("Files in {}", dir.display())),
         "{stdout}"
     );
-    let mut rdr = csv::Reader::from_path(dir.join("compare.csv")).unwrap();
-    let headers: Vec<String> = rdr.headers().unwrap().iter().map(str::to_owned).collect();
-    let csv_rows: Vec<HashMap<String, String>> = rdr
-        .records()
-        .map(|r| {
-            headers
-                .iter()
-                .cloned()
-                .zip(r.unwrap().iter().map(str::to_owned))
-                .collect()
-        })
+    let csv_rows: Vec<HashMap<String, String>> = csv::Reader::from_path(dir.join("compare.csv"))
+        .unwrap()
+        .deserialize()
+        .map(Result::unwrap)
         .collect();
     let runs_per_test = if v1_expected { 3 } else { 2 };
     assert_eq!(csv_rows.len(), 2 * runs_per_test, "{csv_rows:?}");

@@ -46,14 +46,7 @@ pub fn send_only_v2(
         0x04, 0x00, 0xff, 0xff, 0, q[1], q[2], q[3], 0x80, p[1], p[2], p[3],
     ];
     pkt.extend_from_slice(&payload);
-    let ip = Ipv4Repr {
-        src: src.parse().unwrap(),
-        dst: dst.parse().unwrap(),
-        tos: 0,
-        ident: 0,
-        dont_frag: true,
-        ttl: 64,
-    };
+    let ip = Ipv4Repr::roce(src.parse().unwrap(), dst.parse().unwrap());
     let udp = UdpRepr {
         src_port,
         dst_port,
