@@ -14,9 +14,13 @@
 //! message costs about one system call on each side, and a small one shares its call with its neighbours.
 //! `post_send` only queues; `poll_cq` transmits, reads, and reports completions.
 //!
-//! Readiness comes from an edge-triggered epoll set polled with a zero timeout, not from reads and
-//! writes that fail with EAGAIN: those take the socket lock that the kernel's loopback TCP processing
-//! needs. After [`DEFAULT_SPIN_POLLS`] idle polls `poll_cq` sleeps in epoll (at most [`IDLE_SLEEP_MS`])
+//! In a stream, readiness comes from an edge-triggered epoll set polled with a zero timeout, not from
+//! reads and writes that fail with EAGAIN: those take the socket lock that the kernel's loopback TCP
+//! processing needs; a read or write that moves less than it was offered ends the socket's readiness
+//! until the next edge. A single connection in a ping-pong (one request outstanding, small reads)
+//! spins on its socket instead, as the busy-polling reference does: asking epoll first would put a
+//! second syscall on every message's path. After [`DEFAULT_SPIN_POLLS`] idle polls `poll_cq` sleeps
+//! in epoll (at most [`IDLE_SLEEP_MS`])
 //! until a socket is ready, so a spinning side never starves the kernel work it is waiting for on a
 //! busy machine; a ping-pong's reply arrives well within the spinning phase.
 //!

@@ -315,6 +315,11 @@ impl QpState {
         self.tx.push_back(f);
     }
 
+    /// Work requests posted and not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
     /// Whether frames wait to be written.
     pub fn has_tx(&self) -> bool {
         !self.tx.is_empty()
