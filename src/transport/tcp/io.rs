@@ -43,6 +43,34 @@ impl Link {
         self.writable && self.last_read < SMALL_READ && qp.outstanding() <= 1
     }
 
+    /// The readiness of a connection that has no epoll set (the only one of its endpoint), from
+    /// `poll(2)`: readable when bytes (or a hang-up) wait, writable when the socket has room again
+    /// after a write that filled it; waits up to [`IDLE_SLEEP_MS`] for either when `sleep`. True
+    /// when something is ready. Unlike an epoll registration, a `poll` leaves nothing on the
+    /// socket's wait queue once it returns, so the peer's every segment does not wake an epoll set
+    /// on its way in (a spinning side never sleeps there anyway).
+    pub fn wait_ready(&mut self, want_write: bool, sleep: bool) -> Result<bool> {
+        use rustix::event::PollFlags as F;
+        // Room to write is asked for only while it is missing and needed: a socket with room is
+        // always ready, and asking would turn every sleep into a spin.
+        let mut flags = F::IN | F::RDHUP;
+        if want_write && !self.writable {
+            flags |= F::OUT;
+        }
+        let mut fds = [rustix::event::PollFd::new(&self.stream, flags)];
+        let timeout = if sleep { &IDLE_SLEEP } else { &NO_WAIT };
+        match rustix::event::poll(&mut fds, Some(timeout)) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => return Ok(false),
+            Err(e) => return Err(io_err("polling the data connection")(e.into())),
+        }
+        let got = fds[0].revents();
+        let broken = F::ERR | F::HUP | F::RDHUP;
+        self.readable |= got.intersects(F::IN | broken);
+        self.writable |= got.intersects(F::OUT | broken);
+        Ok(!got.is_empty())
+    }
+
     /// Writes as much of the send queue as the socket takes; signaled frames then wait for their ack.
     pub fn flush(&mut self, qp: &mut QpState, idx: usize) -> Result<bool> {
         let mut wrote = false;
@@ -155,8 +183,9 @@ const SMALL_READ: usize = 4096;
 /// Queued frames up to which a write gathers them in a small slice array.
 const FEW_FRAMES: usize = 4;
 
-/// Edge-triggered readiness of every data socket. Polling it (timeout 0) costs no socket lock,
-/// unlike a read or write that would block, which contends with the peer's packet processing.
+/// Edge-triggered readiness of every data socket of an endpoint with several. Polling it (timeout 0)
+/// costs no socket lock, unlike a read or write that would block, which contends with the peer's
+/// packet processing. An endpoint with one connection has none: see [`Link::wait_ready`].
 pub(super) struct Poller {
     epoll: OwnedFd,
     events: Box<[epoll::Event]>,
