@@ -107,7 +107,18 @@ impl Link {
     fn write_frames<const SLICES: usize>(&self, qp: &QpState) -> io::Result<(usize, usize)> {
         let mut iov = [IoSlice::new(&[]); SLICES];
         let n = qp.tx_slices(&mut iov);
-        let offered = iov[..n].iter().map(|s| s.len()).sum();
+        let offered: usize = iov[..n].iter().map(|s| s.len()).sum();
+        if n > 1 && offered <= GATHER_BELOW {
+            // A few small pieces (a ping-pong's header and payload): copying them is cheaper than
+            // the kernel's walk over an iovec array, and one buffer is what the reference sends.
+            let mut one = [0u8; GATHER_BELOW];
+            let mut at = 0;
+            for s in &iov[..n] {
+                one[at..at + s.len()].copy_from_slice(s);
+                at += s.len();
+            }
+            return (&self.stream).write(&one[..at]).map(|w| (w, offered));
+        }
         (&self.stream)
             .write_vectored(&iov[..n])
             .map(|w| (w, offered))
@@ -179,6 +190,9 @@ impl Link {
 
 /// Reads shorter than this are a ping-pong's (see [`Link::spin_on_socket`]).
 const SMALL_READ: usize = 4096;
+
+/// Bytes below which a write gathers its pieces into one buffer rather than passing an iovec array.
+const GATHER_BELOW: usize = 256;
 
 /// Queued frames up to which a write gathers them in a small slice array.
 const FEW_FRAMES: usize = 4;
