@@ -10,7 +10,8 @@ const ACKS: std::ops::Range<usize> = 20..24;
 pub(super) const FLAG_ACK_REQ: u8 = 1;
 
 /// First bytes a client writes on each data connection, so a stray connection is recognised.
-const DATA_MAGIC: &[u8; 8] = b"rpdata01";
+/// The last two digits number the framing: 02 counts acknowledgements in every header.
+const DATA_MAGIC: &[u8; 8] = b"rpdata02";
 
 /// Bytes of the data-connection greeting: magic, queue-pair index, the server QP's PSN as a token.
 pub(super) const GREETING_LEN: usize = 16;
@@ -150,6 +151,11 @@ pub(super) fn greeting(qp: u32, token: u32) -> [u8; GREETING_LEN] {
     pre[8..12].copy_from_slice(&qp.to_le_bytes());
     pre[12..16].copy_from_slice(&token.to_le_bytes());
     pre
+}
+
+/// Whether a greeting that [`parse_greeting`] refused comes from a roceperf of another framing.
+pub(super) fn other_framing(pre: &[u8; GREETING_LEN]) -> bool {
+    pre[..6] == DATA_MAGIC[..6] && pre[..8] != DATA_MAGIC[..]
 }
 
 /// The queue-pair index and token of a greeting; `None` when the magic is not ours.

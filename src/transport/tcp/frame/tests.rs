@@ -65,4 +65,12 @@ fn greeting_round_trips_and_rejects_a_stranger() {
     let mut stranger = [0u8; GREETING_LEN];
     stranger.copy_from_slice(b"GET / HTTP/1.0\r\n");
     assert_eq!(parse_greeting(&stranger), None);
+    assert!(!other_framing(&stranger));
+    let mut older = g;
+    older[..8].copy_from_slice(b"rpdata01");
+    assert_eq!(parse_greeting(&older), None);
+    assert!(
+        other_framing(&older),
+        "a roceperf of the previous framing is named as such"
+    );
 }
