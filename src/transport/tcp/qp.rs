@@ -102,7 +102,7 @@ pub(super) struct QpState {
     /// Signaled SENDs and WRITEs written to the socket, waiting for the peer's acknowledgement.
     unacked: VecDeque<(u64, CompletionOp, u32)>,
     /// Frames received that asked for an acknowledgement not sent yet.
-    acks_owed: u64,
+    acks_owed: u32,
     /// The peer closed its end while nothing was pending; new work is refused.
     peer_closed: bool,
     recvs: VecDeque<RecvRequest>,
@@ -235,6 +235,7 @@ impl QpState {
             len: wr.len,
             offset: remote_offset,
             imm,
+            acks: 0,
         }
         .emit();
         if op == FrameOp::ReadReq {
@@ -295,16 +296,23 @@ impl QpState {
         Ok(())
     }
 
-    /// Queues one acknowledgement for every frame received that asked for one since the last call,
-    /// so it leaves with whatever the caller posted since (a ping-pong's reply) in the same write.
+    /// Acknowledges every frame received that asked for it since the last call: in the header of
+    /// the last frame queued when it has not started to leave (a ping-pong's reply carries the
+    /// acknowledgement of the request it answers, as one 26-byte message), else in an ACK frame
+    /// behind whatever the caller posted since, in the same write.
     pub fn queue_acks(&mut self) {
-        if self.acks_owed > 0 {
-            self.push_reply(TxFrame::reply(
-                Header::bare(FrameOp::Ack, 0, self.acks_owed),
-                0,
-            ));
-            self.acks_owed = 0;
+        if self.acks_owed == 0 {
+            return;
         }
+        let owed = self.acks_owed;
+        self.acks_owed = 0;
+        if let Some(last) = self.tx.back_mut()
+            && last.sent == 0
+            && Header::add_acks(&mut last.hdr, owed)
+        {
+            return;
+        }
+        self.push_reply(TxFrame::reply(Header::ack(owed), 0));
     }
 
     /// Queues a frame this side owes the peer; growing the queue once, rarely, is cheaper than failing.
@@ -313,6 +321,11 @@ impl QpState {
             self.tx.reserve(self.tx.capacity());
         }
         self.tx.push_back(f);
+    }
+
+    /// Work requests posted and not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
     }
 
     /// Whether frames wait to be written.

@@ -10,6 +10,7 @@ fn header_round_trips_and_rejects_garbage() {
         len: 70000,
         offset: 0x1234_5678_9abc,
         imm: 0xdead_beef,
+        acks: 7,
     };
     assert_eq!(Header::parse(&h.emit()), Some(h));
     let mut bad = h.emit();
@@ -21,9 +22,25 @@ fn header_round_trips_and_rejects_garbage() {
     let mut bad = h.emit();
     bad[2] = 1;
     assert_eq!(Header::parse(&bad), None);
-    let mut bad = h.emit();
-    bad[23] = 1;
-    assert_eq!(Header::parse(&bad), None);
+}
+
+#[test]
+fn acknowledgements_ride_on_any_header_until_the_count_would_overflow() {
+    let mut b = Header::bare(FrameOp::Write, 2, 64).emit();
+    assert!(Header::add_acks(&mut b, 3));
+    assert!(Header::add_acks(&mut b, 2));
+    let h = Header::parse(&b).unwrap();
+    assert_eq!((h.op, h.len, h.offset, h.acks), (FrameOp::Write, 2, 64, 5));
+    assert!(
+        !Header::add_acks(&mut b, u32::MAX),
+        "5 + u32::MAX overflows"
+    );
+    assert_eq!(Header::parse(&b).unwrap().acks, 5, "left as it was");
+    let ack = Header::parse(&Header::ack(9).emit()).unwrap();
+    assert_eq!(
+        (ack.op, ack.acks, ack.has_payload()),
+        (FrameOp::Ack, 9, false)
+    );
 }
 
 #[test]
@@ -48,4 +65,12 @@ fn greeting_round_trips_and_rejects_a_stranger() {
     let mut stranger = [0u8; GREETING_LEN];
     stranger.copy_from_slice(b"GET / HTTP/1.0\r\n");
     assert_eq!(parse_greeting(&stranger), None);
+    assert!(!other_framing(&stranger));
+    let mut older = g;
+    older[..8].copy_from_slice(b"rpdata01");
+    assert_eq!(parse_greeting(&older), None);
+    assert!(
+        other_framing(&older),
+        "a roceperf of the previous framing is named as such"
+    );
 }

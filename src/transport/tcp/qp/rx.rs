@@ -104,6 +104,11 @@ impl QpState {
                 return Ok(Stop::Receive);
             };
             self.stage_start += HEADER_LEN;
+            // Acknowledgements complete this side's work at once, whatever the frame carries.
+            if hdr.acks > 0 {
+                self.take_acks(hdr.acks, cq)?;
+                *progressed = true;
+            }
             let fr = RxFrame { hdr, dest, done: 0 };
             if hdr.has_payload() {
                 self.rx = Some(fr);
@@ -112,6 +117,28 @@ impl QpState {
                 *progressed = true;
             }
         }
+    }
+
+    /// The peer acknowledged `n` of the signaled SENDs and WRITEs written: they complete, in order.
+    fn take_acks(&mut self, n: u32, cq: &mut VecDeque<Completion>) -> Result<()> {
+        for _ in 0..n {
+            let Some((wr_id, op, byte_len)) = self.unacked.pop_front() else {
+                return Err(Error::Connection(format!(
+                    "data connection {}: the peer acknowledged more than this side sent",
+                    self.idx
+                )));
+            };
+            self.outstanding -= 1;
+            cq.push_back(Completion {
+                wr_id,
+                qp: self.idx as u32,
+                status: CompletionStatus::Success,
+                op,
+                byte_len,
+                imm: None,
+            });
+        }
+        Ok(())
     }
 
     /// The peer closed its end. An error only while this side still waits for the peer (as a verbs QP
@@ -203,18 +230,8 @@ impl QpState {
                 ));
                 return Ok(());
             }
-            FrameOp::Ack => {
-                for _ in 0..h.offset {
-                    let Some((wr_id, op, byte_len)) = self.unacked.pop_front() else {
-                        return Err(Error::Connection(format!(
-                            "data connection {qp}: the peer acknowledged more than this side sent"
-                        )));
-                    };
-                    self.outstanding -= 1;
-                    cq.push_back(success(wr_id, op, byte_len, None));
-                }
-                return Ok(());
-            }
+            // Its acknowledgements were taken with its header.
+            FrameOp::Ack => return Ok(()),
             FrameOp::ReadResp => {
                 let r = self
                     .reads

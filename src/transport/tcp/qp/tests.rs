@@ -248,8 +248,8 @@ fn acknowledgements_complete_the_sender_at_every_split() {
     let reply = drain(&mut b, usize::MAX);
     assert_eq!(
         reply.len(),
-        HEADER_LEN + 64 + HEADER_LEN,
-        "READ response, then one ack"
+        HEADER_LEN + 64,
+        "the READ response carries the three acks"
     );
     let answer = pattern(4096, 9);
     for k in 0..=reply.len() {
@@ -258,16 +258,57 @@ fn acknowledgements_complete_the_sender_at_every_split() {
         let mut cq = VecDeque::new();
         deliver(&mut a2, &reply[..k], usize::MAX, &mut cq).unwrap();
         deliver(&mut a2, &reply[k..], usize::MAX, &mut cq).unwrap();
+        // Posting order, as an RC send queue completes: the acks ride in the READ response's
+        // header and complete their WRITE and SENDs before its payload completes the READ.
         let want = [
-            done(5, CompletionOp::Read, 64, None),
             done(1, CompletionOp::Write, 100, None),
             done(2, CompletionOp::Send, 10, None),
             done(3, CompletionOp::Send, 5, None),
+            done(5, CompletionOp::Read, 64, None),
         ];
         assert_eq!(cq.iter().copied().collect::<Vec<_>>(), want, "split at {k}");
         assert_eq!(&a2.buf()[2000..2064], &answer[512..576], "READ placed");
         assert_eq!((a2.outstanding, a2.unacked.len()), (0, 0), "all retired");
     }
+}
+
+#[test]
+fn acknowledgements_take_a_frame_of_their_own_only_when_nothing_waits_to_leave() {
+    let mut a = qp(4096);
+    a.post_send(&wr(1, SendOp::Write, 0, 2, 0, true)).unwrap();
+    a.post_send(&wr(2, SendOp::Write, 0, 2, 0, true)).unwrap();
+    let stream = drain(&mut a, usize::MAX);
+    let mut b = qp(4096);
+    let mut cq = VecDeque::new();
+    deliver(&mut b, &stream, usize::MAX, &mut cq).unwrap();
+    // Nothing queued: one ACK frame for both.
+    b.queue_acks();
+    let ack = drain(&mut b, usize::MAX);
+    assert_eq!(ack.len(), HEADER_LEN);
+    deliver(&mut a, &ack, usize::MAX, &mut cq).unwrap();
+    assert_eq!(cq.len(), 2, "both WRITEs complete");
+    // A reply queued and not started: the ack rides on its header, as one 26-byte message.
+    a.post_send(&wr(3, SendOp::Write, 0, 2, 0, true)).unwrap();
+    let stream = drain(&mut a, usize::MAX);
+    deliver(&mut b, &stream, usize::MAX, &mut cq).unwrap();
+    b.post_send(&wr(9, SendOp::Write, 0, 2, 0, true)).unwrap();
+    b.queue_acks();
+    let reply = drain(&mut b, usize::MAX);
+    assert_eq!(reply.len(), HEADER_LEN + 2);
+    cq.clear();
+    deliver(&mut a, &reply, usize::MAX, &mut cq).unwrap();
+    assert_eq!(
+        cq.iter().copied().collect::<Vec<_>>(),
+        [done(3, CompletionOp::Write, 2, None)]
+    );
+    // A frame that started to leave takes no more acks: they follow in a frame of their own.
+    b.post_send(&wr(10, SendOp::Write, 0, 2, 0, true)).unwrap();
+    transmit(&mut b, 5);
+    a.post_send(&wr(4, SendOp::Write, 0, 2, 0, true)).unwrap();
+    let stream = drain(&mut a, usize::MAX);
+    deliver(&mut b, &stream, usize::MAX, &mut cq).unwrap();
+    b.queue_acks();
+    assert_eq!(b.tx.len(), 2, "the half-sent WRITE, then an ACK");
 }
 
 #[test]
@@ -341,7 +382,7 @@ fn a_corrupt_or_impossible_stream_is_a_connection_error() {
         deliver(&mut qp(4096), &garbage, 1, &mut cq),
         "not roceperf's",
     );
-    let ack = Header::bare(FrameOp::Ack, 0, 1).emit();
+    let ack = Header::ack(1).emit();
     expect_connection_error(
         deliver(&mut qp(4096), &ack, 1, &mut cq),
         "acknowledged more than this side sent",
