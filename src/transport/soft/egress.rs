@@ -4,28 +4,49 @@
 //! the kernel gives it.
 
 use super::path::Path;
-use super::rc::{self, Qp};
+use super::rc::{self, LoneAck, Qp};
 use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
 
 /// Lets `qp` write its next packet along `path` into `buf`, finished for the wire (the ICRC valid
-/// for IPv4 ID 0); `None` when it has none.
+/// for IPv4 ID 0); `None` when it has none (`acks`: a lone ACK may be kept for the next call).
 #[inline]
-pub(crate) fn fill(qp: &mut Qp, path: Path, now: rc::Instant, buf: &mut [u8]) -> Option<usize> {
+pub(crate) fn fill(
+    qp: &mut Qp,
+    path: Path,
+    now: rc::Instant,
+    acks: LoneAck,
+    buf: &mut [u8],
+) -> Option<usize> {
     match path {
-        Path::Udp { net, .. } => udp_packet(qp, now, &net, buf),
+        Path::Udp { net, .. } => udp_packet(qp, now, acks, &net, buf),
         Path::Frame { eth, net } => {
             let at = eth.header_len() + net.header_len();
-            let len = qp.poll_transmit(now, &mut buf[at..])?;
+            let len = engine(qp, now, acks, &mut buf[at..])?;
             Some(frame_around(buf, &eth, &net, len))
         }
+    }
+}
+
+/// The engine's next packet, BTH..pad.
+#[inline]
+fn engine(qp: &mut Qp, now: rc::Instant, acks: LoneAck, buf: &mut [u8]) -> Option<usize> {
+    match acks {
+        LoneAck::Send => qp.poll_transmit(now, buf),
+        LoneAck::Hold => qp.poll_transmit_holding_ack(now, buf),
     }
 }
 
 /// Lets `qp` write its next packet into `buf` and appends the ICRC: the UDP payload of one RoCE v2
 /// packet. The kernel writes Ethernet/IP/UDP; the ICRC still covers them, through `net`'s reprs.
 #[inline]
-fn udp_packet(qp: &mut Qp, now: rc::Instant, net: &NetRepr, buf: &mut [u8]) -> Option<usize> {
-    let len = qp.poll_transmit(now, buf)?;
+fn udp_packet(
+    qp: &mut Qp,
+    now: rc::Instant,
+    acks: LoneAck,
+    net: &NetRepr,
+    buf: &mut [u8],
+) -> Option<usize> {
+    let len = engine(qp, now, acks, buf)?;
     let icrc = net.icrc(&buf[..len]);
     buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
     Some(len + ICRC_LEN)

@@ -1,6 +1,13 @@
-//! The datapath of [`SoftEndpoint`]: one [`poll`](SoftEndpoint::poll) receives a batch, checks and
-//! delivers each packet to its engine, fires due timers, lets the engines fill the transmit batch
-//! and sends it, then hands out completions. No allocation, one syscall per batch.
+//! The datapath of [`SoftEndpoint`]: one [`poll`](SoftEndpoint::poll) sends what was posted since
+//! the last one, receives a batch, checks and delivers each packet to its engine, fires due timers,
+//! lets the engines fill the transmit batch and sends it, then hands out completions. No
+//! allocation, one syscall per batch.
+//!
+//! ACK policy: the transmission that follows a receive keeps a lone plain ACK back; the next poll's
+//! first transmission sends it after whatever the application posted meanwhile, in the same batch
+//! (IB lets one ACK cover several packets and follow later ones). A ping-pong's responder thus sends
+//! its reply and the ACK of the request with one syscall instead of two, the ACK off its critical
+//! path; an ACK is never held longer than until the next poll.
 
 use super::{QpSlot, SoftEndpoint};
 use crate::transport::Completion;
@@ -14,22 +21,25 @@ use crate::transport::soft::ingress::{
 use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
 use crate::transport::soft::io::device::Device;
 use crate::transport::soft::nic::RxMeta;
-use crate::transport::soft::rc;
+use crate::transport::soft::rc::{self, LoneAck};
 
 impl SoftEndpoint {
     /// One turn of the NIC: transmit, receive, fire due timers, transmit, hand out completions.
     pub(super) fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
         let now = self.now();
-        // Work posted since the last call leaves first: a ping-pong's reply must not wait behind a
-        // receive syscall (the doorbell of a real NIC rings at post time; ours at the next poll).
-        self.transmit(now)?;
+        // Work posted since the last call leaves first, with the ACKs the last call held back: a
+        // ping-pong's reply must not wait behind a receive syscall (the doorbell of a real NIC rings
+        // at post time; ours at the next poll), and the ACK rides in the same batch.
+        self.transmit(now, LoneAck::Send)?;
         self.receive(now)?;
         for q in self.slots.iter_mut().filter_map(|s| s.qp.as_mut()) {
             if q.poll_timeout().is_some_and(|t| t <= now) {
                 q.handle_timeout(now);
             }
         }
-        self.transmit(now)?;
+        // Answers to what just arrived (READ responses, NAKs, resends) leave now; a lone ACK waits for
+        // the next poll, where it follows whatever the application posts meanwhile.
+        self.transmit(now, LoneAck::Hold)?;
         let mut n = 0;
         let count = self.slots.len();
         for k in 0..count {
@@ -114,8 +124,9 @@ impl SoftEndpoint {
         Ok(())
     }
 
-    /// Lets every engine fill the transmit batch, framing each packet, and sends it.
-    fn transmit(&mut self, now: rc::Instant) -> Result<()> {
+    /// Lets every engine with something to send fill the transmit batch, framing each packet, and
+    /// sends it; `acks` says whether a lone ACK goes now or waits for the next call.
+    fn transmit(&mut self, now: rc::Instant, acks: LoneAck) -> Result<()> {
         let n = self.slots.len();
         let mut blocked = false;
         for k in 0..n {
@@ -123,6 +134,10 @@ impl SoftEndpoint {
             let (Some(qp), Some(path)) = (slot.qp.as_mut(), slot.path) else {
                 continue;
             };
+            // Asking an idle engine through the batch (GSO entry checks, framing) costs more.
+            if !qp.has_transmit_work(acks) {
+                continue;
+            }
             loop {
                 if self.nic.tx_full() {
                     self.nic.flush(now).map_err(io_error)?;
@@ -134,7 +149,7 @@ impl SoftEndpoint {
                 let to = path.addr();
                 if !self
                     .nic
-                    .tx_push(now, to, |buf| egress::fill(qp, path, now, buf))
+                    .tx_push(now, to, |buf| egress::fill(qp, path, now, acks, buf))
                 {
                     break;
                 }

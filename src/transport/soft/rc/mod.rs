@@ -49,5 +49,5 @@ pub use config::{ConfigError, QpConfig};
 pub use counters::{Counters, DropCounts, NakCounts};
 pub use mr::{AccessViolation, BufferId, MemoryRegion, MemoryTable, MrError, MrKeys};
 pub use psn::Psn;
-pub use qp::{Qp, QpState};
+pub use qp::{LoneAck, Qp, QpState};
 pub use time::Instant;
