@@ -9,6 +9,7 @@
 
 pub mod args;
 mod checks;
+mod connection;
 mod options;
 #[cfg(test)]
 mod tests;

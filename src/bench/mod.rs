@@ -137,6 +137,9 @@ pub struct Layout {
     /// `--validate`, READ bandwidth requester: bytes after the two halves where each READ lands in
     /// a slot of its own ([`validate::ReadSlots`]); 0 otherwise.
     pub read_slots: u64,
+    /// UD: the GRH verbs writes in front of every received message ([`crate::params::UD_GRH_LEN`]),
+    /// so receives start this many bytes before the target half and completions count it; 0 otherwise.
+    pub recv_headroom: u64,
 }
 
 impl Layout {
@@ -145,6 +148,20 @@ impl Layout {
         Layout {
             half: max_size.max(4096).div_ceil(64) * 64,
             read_slots: 0,
+            recv_headroom: 0,
+        }
+    }
+
+    /// With `headroom` bytes in front of every received message (UD's GRH): the source half grows by
+    /// a cache line, so the header never lands on bytes this side sends.
+    pub fn with_recv_headroom(self, headroom: u64) -> Layout {
+        if headroom == 0 {
+            return self;
+        }
+        Layout {
+            half: self.half + headroom.div_ceil(64) * 64,
+            recv_headroom: headroom,
+            ..self
         }
     }
 

@@ -5,7 +5,7 @@
 
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
-use crate::params::{Recovery, RoceVersion, TransportKind};
+use crate::params::{ConnType, Recovery, RoceVersion, TransportKind};
 use crate::transport::ImpairConfig;
 use clap::{Parser, ValueEnum};
 use std::net::IpAddr;
@@ -98,6 +98,12 @@ pub struct Args {
     /// Path MTU 256..4096 (verbs, soft only).
     #[arg(short = 'm', long = "mtu", value_parser = values::parse_mtu)]
     pub mtu: Option<u32>,
+
+    /// Connection type (SYMMETRIC) (verbs, soft only): RC for every test; UC for send and write tests
+    /// (no ACKs, no retransmission: lost messages are counted, not repaired); UD for send tests, with
+    /// -s at most one MTU [default: RC].
+    #[arg(short = 'c', long = "connection", value_enum, value_name = "TYPE")]
+    pub connection: Option<ConnType>,
 
     /// Maximum inline size 0..1024 (verbs; soft accepts it as a no-op and says so).
     #[arg(short = 'I', long = "inline_size", value_parser = clap::value_parser!(u32).range(0..=1024))]

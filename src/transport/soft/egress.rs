@@ -3,14 +3,15 @@
 //! ([`super::nic::Nic`]) then moves the ICRC of segment k of an IPv4 GSO super-datagram to the IP ID
 //! the kernel gives it.
 
+use super::engine::Engine;
 use super::path::Path;
-use super::rc::{self, Qp};
+use super::rc;
 use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
 
 /// Lets `qp` write its next packet along `path` into `buf`, finished for the wire (the ICRC valid
 /// for IPv4 ID 0); `None` when it has none.
 #[inline]
-pub(crate) fn fill(qp: &mut Qp, path: Path, now: rc::Instant, buf: &mut [u8]) -> Option<usize> {
+pub(crate) fn fill(qp: &mut Engine, path: Path, now: rc::Instant, buf: &mut [u8]) -> Option<usize> {
     match path {
         Path::Udp { net, .. } => udp_packet(qp, now, &net, buf),
         Path::Frame { eth, net } => {
@@ -24,7 +25,7 @@ pub(crate) fn fill(qp: &mut Qp, path: Path, now: rc::Instant, buf: &mut [u8]) ->
 /// Lets `qp` write its next packet into `buf` and appends the ICRC: the UDP payload of one RoCE v2
 /// packet. The kernel writes Ethernet/IP/UDP; the ICRC still covers them, through `net`'s reprs.
 #[inline]
-fn udp_packet(qp: &mut Qp, now: rc::Instant, net: &NetRepr, buf: &mut [u8]) -> Option<usize> {
+fn udp_packet(qp: &mut Engine, now: rc::Instant, net: &NetRepr, buf: &mut [u8]) -> Option<usize> {
     let len = qp.poll_transmit(now, buf)?;
     let icrc = net.icrc(&buf[..len]);
     buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());

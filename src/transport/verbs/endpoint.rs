@@ -16,7 +16,7 @@ use super::qp_attrs::{self, LocalSide, Rtr, Rts};
 use super::sysfs::Sysfs;
 use super::wc;
 use super::{VerbsConfig, VerbsSetup};
-use crate::params::TransportKind;
+use crate::params::{ConnType, TransportKind};
 use crate::transport::rng;
 use crate::transport::{
     Access, Completion, ConnInfo, Endpoint, Error, QpInfo, RecvRequest, Result, SendRequest,
@@ -314,6 +314,8 @@ impl Endpoint for VerbsEndpoint {
                     max_rd_atomic: self.setup.out_reads,
                 })
                 .collect(),
+            connection: self.cfg.connection,
+            qkey: (self.cfg.connection == ConnType::Ud).then_some(self.cfg.qkey),
         }
     }
 

@@ -193,6 +193,8 @@ mod tests {
     fn peer(n: usize, mtu: u32) -> ConnInfo {
         ConnInfo {
             needs_single_datagrams: false,
+            connection: Default::default(),
+            qkey: None,
             transport: TransportKind::Verbs,
             gid: mapped(2),
             gid_index: Some(1),
