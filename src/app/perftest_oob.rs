@@ -254,6 +254,7 @@ impl Dialect for Perftest<'_> {
                         role: self.run_role,
                         mode: self.run_mode,
                         warmup: 0,
+                        marked: false,
                     }));
                 }
                 perftest::Action::AwaitPeer => {
@@ -353,5 +354,6 @@ fn from_report(plan: &Plan, t: &BwReport) -> SizeResult {
         iterations: t.iters / u64::from(plan.qps.max(1)),
         measured: Measured::Bandwidth(BandwidthStats::compute(t.size, t.iters, elapsed_ns, peak)),
         cpu_util: None,
+        lost: None,
     }
 }

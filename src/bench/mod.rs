@@ -13,6 +13,7 @@ pub mod affinity;
 pub mod bw;
 pub mod cpu;
 pub mod lat;
+pub mod unreliable;
 pub mod validate;
 
 use crate::params::RunMode;
@@ -364,12 +365,11 @@ impl StopCheck {
 
 /// Checks that a received SEND is of this side's size, when `size` says one is expected (iterations
 /// mode): a perftest peer never says its -s, so this is where a mismatch shows.
-fn check_len(c: &transport::Completion, size: Option<u64>) -> Result<()> {
+/// `headroom`: the bytes a UD receive holds in front of the message (its GRH), not counted.
+fn check_len(c: &transport::Completion, size: Option<u64>, headroom: u64) -> Result<()> {
+    let len = u64::from(c.byte_len).saturating_sub(headroom);
     match size {
-        Some(size) if u64::from(c.byte_len) != size => Err(Error::PeerSize {
-            size,
-            len: u64::from(c.byte_len),
-        }),
+        Some(size) if len != size => Err(Error::PeerSize { size, len }),
         _ => Ok(()),
     }
 }

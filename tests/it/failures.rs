@@ -493,6 +493,7 @@ fn roce_gate_refuses_negative_latencies_and_reads_standard_input() {
             histogram: h,
         },
         cpu_util: None,
+        lost: None,
     };
     let test = TestKind::new(Verb::Write, Metric::Latency);
     let info = common::results::run_info(test, TransportKind::Tcp, None, Role::Client);

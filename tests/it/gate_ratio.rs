@@ -28,6 +28,7 @@ fn lat_result(median_us: f64) -> SizeResult {
             histogram: h,
         },
         cpu_util: None,
+        lost: None,
     }
 }
 

@@ -45,6 +45,7 @@ pub fn run_info(
         version: "0.1.0".into(),
         impair: None,
         recovery: None,
+        connection: None,
         counters: None,
     }
 }
@@ -58,5 +59,6 @@ pub fn bw_result(size: u64, gbps: f64) -> SizeResult {
         iterations: messages,
         measured: Measured::Bandwidth(BandwidthStats::compute(size, messages, elapsed, None)),
         cpu_util: None,
+        lost: None,
     }
 }
