@@ -18,6 +18,8 @@ pub mod wc;
 #[cfg(feature = "verbs")]
 mod buffer;
 #[cfg(feature = "verbs")]
+mod datagram;
+#[cfg(feature = "verbs")]
 mod device;
 #[cfg(feature = "verbs")]
 mod endpoint;
