@@ -189,7 +189,8 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<IpAddr>,
 
-    /// Local ACK timeout exponent: 4.096 µs × 2^N before a retransmission [default: 14, 67 ms] (verbs, soft only).
+    /// Local ACK timeout exponent: 4.096 µs × 2^N before a retransmission (UC/UD latency tests: before
+    /// an iteration without a reply counts as lost) [default: 14, 67 ms] (verbs, soft only).
     #[arg(short = 'u', long = "qp-timeout", value_parser = clap::value_parser!(u8).range(1..=31))]
     pub qp_timeout: Option<u8>,
 
