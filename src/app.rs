@@ -61,9 +61,12 @@ pub fn run(plan: &Plan) -> Result<(), Error> {
         TransportKind::Soft => {
             let ep = endpoints::open_soft(plan)?;
             plan.output.verbose(|| ep.describe());
-            run_roce(plan, &pinned, ep)
+            run_roce(&fitted(plan, &ep)?, &pinned, ep)
         }
-        TransportKind::Verbs => run_roce(plan, &pinned, endpoints::open_verbs(plan)?),
+        TransportKind::Verbs => {
+            let ep = endpoints::open_verbs(plan)?;
+            run_roce(&fitted(plan, &ep)?, &pinned, ep)
+        }
         TransportKind::Tcp => {
             let mut oob = Roceperf::open(plan)?;
             oob.guarded(|oob| {
@@ -72,6 +75,17 @@ pub fn run(plan: &Plan) -> Result<(), Error> {
                 session::run(plan, &pinned, oob, ep)
             })
         }
+    }
+}
+
+/// The plan against what the opened endpoint offers: UD sizes fit its MTU.
+fn fitted<E: Described>(plan: &Plan, ep: &E) -> Result<Plan, Error> {
+    match ep.mtu_offered() {
+        Some(mtu) => {
+            let dev = plan.device.device.as_deref().unwrap_or("the device");
+            Ok(plan.fit_datagrams(mtu, &format!("what -d {dev} offers"))?)
+        }
+        None => Ok(plan.clone()),
     }
 }
 

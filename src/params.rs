@@ -4,6 +4,10 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+mod connection;
+
+pub use connection::{ConnType, DEFAULT_QKEY, UD_GRH_LEN};
+
 /// A name that is not one of a vocabulary's words; the message lists the words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{given:?} is not a {what}; use {choices}")]

@@ -40,6 +40,15 @@ pub(crate) trait Described: Endpoint {
     fn lossy(&self) -> (Option<String>, Option<Recovery>) {
         (None, None)
     }
+    /// The path MTU this endpoint offers the peer, in bytes, where it has one (RoCE).
+    fn mtu_offered(&self) -> Option<u32> {
+        None
+    }
+    /// UC/UD: messages the transport itself saw arrive whole, when it can count them (soft counts
+    /// WRITEs too, which no receive completion shows).
+    fn messages_received(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl Described for TcpEndpoint {}
@@ -59,6 +68,13 @@ impl Described for SoftEndpoint {
     fn lossy(&self) -> (Option<String>, Option<Recovery>) {
         (self.impairment().map(|i| i.spec()), Some(self.recovery()))
     }
+    fn mtu_offered(&self) -> Option<u32> {
+        Some(self.mtu())
+    }
+    fn messages_received(&self) -> Option<u64> {
+        let c = SoftEndpoint::counters(self);
+        (self.connection().is_unreliable()).then_some(c.unreliable.messages_received)
+    }
 }
 
 impl Described for VerbsEndpoint {
@@ -77,6 +93,9 @@ impl Described for VerbsEndpoint {
     }
     fn failure_detail(&self) -> Option<String> {
         VerbsEndpoint::failure_detail(self).map(str::to_string)
+    }
+    fn mtu_offered(&self) -> Option<u32> {
+        Some(self.setup().mtu)
     }
 }
 
@@ -114,6 +133,7 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.impair_seed = d.impair_seed;
     cfg.recovery = d.recovery;
     cfg.qps = plan.qps as usize;
+    cfg.connection = plan.connection;
     cfg.buffer_len = plan.layout.buffer_len();
     // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
     // defaults as a floor so a sweep's finishing phase never finds a full queue.
@@ -164,6 +184,7 @@ pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
         access,
         timeout: d.qp_timeout.unwrap_or(defaults.timeout),
         retry_cnt: d.retry_count.unwrap_or(defaults.retry_cnt),
+        connection: plan.connection,
         ..defaults
     };
     VerbsEndpoint::open(&cfg).map_err(|e| setup_error(plan, e.into()))

@@ -22,6 +22,9 @@ pub(crate) struct SizeRun {
     pub mode: RunMode,
     /// Iterations run before measuring.
     pub warmup: u64,
+    /// The peer marks each latency message with its iteration (a roceperf peer; a perftest one does
+    /// not), so UC/UD latency tests can count a lost message and go on (`bench::unreliable`).
+    pub marked: bool,
 }
 
 /// `--validate`, before a size starts: the source holds the size's pattern (bandwidth tests send it as is;
@@ -127,6 +130,7 @@ pub(crate) fn measure<E: Endpoint>(
                 cpu_util: plan.cpu_util,
                 layout: plan.layout,
                 validate: plan.validate,
+                unreliable: plan.connection.is_unreliable(),
             };
             let m = if plan.bidirectional {
                 let duplex = (test.verb == Verb::Send).then_some(recvs);
@@ -153,6 +157,7 @@ pub(crate) fn measure<E: Endpoint>(
                     m.best_ns_per_msg,
                 )),
                 cpu_util: m.cpu_util,
+                lost: m.lost,
             }))
         }
         Metric::Latency => {
@@ -169,6 +174,8 @@ pub(crate) fn measure<E: Endpoint>(
                 cpu_util: plan.cpu_util,
                 layout: plan.layout,
                 validate: plan.validate,
+                unreliable: plan.connection.is_unreliable() && run.marked,
+                loss_timeout: loss_timeout(plan),
             };
             let m = lat::run(ep, &spec, run.role, remotes[0], recvs, &mut stop)?;
             let stats = LatencyStats::from_histogram(&m.histogram, &plan.output.percentiles);
@@ -180,9 +187,16 @@ pub(crate) fn measure<E: Endpoint>(
                     histogram: m.histogram,
                 },
                 cpu_util: m.cpu_util,
+                lost: m.lost,
             }))
         }
     }
+}
+
+/// UC/UD latency: how long a client waits for a reply before it counts the iteration lost; `-u`'s
+/// ACK timeout (4.096 µs × 2^N, 67 ms at perftest's default 14), which RC would retransmit after.
+pub(crate) fn loss_timeout(plan: &Plan) -> Duration {
+    Duration::from_nanos(4096u64 << plan.device.qp_timeout.unwrap_or(14).min(31))
 }
 
 /// Bidirectional: the sum of what each side sent, as perftest prints it. `count_both`: the row's

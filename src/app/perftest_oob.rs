@@ -21,7 +21,7 @@ use crate::oob::perftest::{
     self, BwReport, KeyRecord, PerftestError, ScriptOptions, Session, SessionConfig, SysData,
     Timeouts,
 };
-use crate::params::{Metric, Role, RunMode, TestKind, Verb};
+use crate::params::{ConnType, DEFAULT_QKEY, Metric, Role, RunMode, TestKind, Verb};
 use crate::results::{Measured, SizeResult};
 use crate::stats::BandwidthStats;
 use crate::transport::{ConnInfo, RemoteAddr};
@@ -86,6 +86,12 @@ impl<'p> Perftest<'p> {
             bidirectional: plan.bidirectional,
             num_qps: plan.qps as usize,
             duration: plan.mode.is_duration(),
+            // UD: perftest's -a stops at the MTU; the plan's sweep was fitted to ours.
+            sweep_max: if plan.connection == ConnType::Ud {
+                plan.max_size()
+            } else {
+                1 << 23
+            },
         };
         let mut local = ep.local_info();
         for q in &mut local.qps {
@@ -151,7 +157,11 @@ impl<'p> Perftest<'p> {
             PerftestError::Misuse("the session connects only after the key round".into())
         })?;
         let version = peer.version.text.clone();
-        let peer = peer.conn_info(plan.max_size(), plan.transport);
+        let mut peer = peer.conn_info(plan.max_size(), plan.transport);
+        // perftest exchanges neither: its queue pairs are of the -c both sides were given, and every UD
+        // queue pair of it uses the one Q_Key 0x11111111.
+        peer.connection = plan.connection;
+        peer.qkey = (plan.connection == ConnType::Ud).then_some(DEFAULT_QKEY);
         self.queue
             .extend(plan.sizes.iter().map(|&size| Action::Prepare { size }));
         self.connected = true;
@@ -254,6 +264,7 @@ impl Dialect for Perftest<'_> {
                         role: self.run_role,
                         mode: self.run_mode,
                         warmup: 0,
+                        marked: false,
                     }));
                 }
                 perftest::Action::AwaitPeer => {
@@ -353,5 +364,6 @@ fn from_report(plan: &Plan, t: &BwReport) -> SizeResult {
         iterations: t.iters / u64::from(plan.qps.max(1)),
         measured: Measured::Bandwidth(BandwidthStats::compute(t.size, t.iters, elapsed_ns, peak)),
         cpu_util: None,
+        lost: None,
     }
 }

@@ -7,7 +7,7 @@ use crate::bench::Layout;
 use crate::cli::{DeviceOptions, OobArg, Options, OutputArg, TransportReason};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::oob::{self, TestParams};
-use crate::params::{Metric, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::params::{ConnType, Metric, Role, RunMode, TestKind, TransportKind, Verb};
 use crate::report::OutputSelect;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -51,6 +51,10 @@ pub struct Plan {
     pub device: DeviceOptions,
     /// What is printed and written.
     pub output: OutputPlan,
+    /// `-c`: the queue pairs' connection type.
+    pub connection: ConnType,
+    /// `-s` was given: a UD run refuses a size over the MTU rather than capping it.
+    pub size_given: bool,
 }
 
 /// Queue depths of every size, and the completion moderation of each.
@@ -78,7 +82,14 @@ impl Depths {
                     RunMode::Iterations(n) => n,
                     RunMode::Duration { .. } => 512,
                 };
-                512.min(n.max(u64::from(opts.tx_depth))) as u32
+                let rx = 512.min(n.max(u64::from(opts.tx_depth))) as u32;
+                // perftest's UC/UD receivers post up to 16000 (UC_MAX_RX): with no RNR NAK to hold the
+                // sender back, a receive missing when a SEND arrives loses it.
+                if opts.connection.is_unreliable() {
+                    16_000.min(n.max(512)) as u32
+                } else {
+                    rx
+                }
             }
             _ => 1,
         };
@@ -187,7 +198,7 @@ impl Plan {
                 if opts.validate && reads {
                     layout.with_read_slots(depths.tx)
                 } else {
-                    layout
+                    layout.with_recv_headroom(opts.connection.recv_headroom())
                 }
             },
             warmup: opts.warmup,
@@ -220,12 +231,39 @@ impl Plan {
                 gate_output: opts.gate_output,
             },
             sizes: opts.sizes,
+            connection: opts.connection,
+            size_given: opts.size_given,
         }
     }
 
     /// The largest message size of the run.
     pub fn max_size(&self) -> u64 {
         self.sizes.iter().copied().max().unwrap_or(1)
+    }
+
+    /// UD, once the endpoint says which path MTU it offers (`mtu` bytes, from `source`): a datagram
+    /// carries at most one MTU, so the default size and `-a`'s sweep stop at it (as perftest's do) and
+    /// an `-s` above it is a usage error naming both. Other connection types run as planned.
+    pub fn fit_datagrams(&self, mtu: u32, source: &str) -> Result<Plan, crate::cli::Error> {
+        if self.connection != ConnType::Ud {
+            return Ok(self.clone());
+        }
+        let mtu = u64::from(mtu);
+        if self.size_given && self.max_size() > mtu {
+            return Err(crate::cli::Error::Invalid {
+                flag: "-s",
+                why: crate::cli::ud_too_big(self.max_size(), mtu, source),
+            });
+        }
+        let sizes = if self.all_sizes {
+            self.sizes.iter().copied().filter(|&s| s <= mtu).collect()
+        } else {
+            self.sizes.iter().map(|&s| s.min(mtu)).collect()
+        };
+        Ok(Plan {
+            sizes,
+            ..self.clone()
+        })
     }
 
     /// The parameters the peer must share: only what changes the traffic (see [`TestParams`]).
@@ -245,6 +283,7 @@ impl Plan {
             warmup: self.warmup,
             validate: self.validate,
             recovery: self.device.recovery,
+            connection: self.connection,
         }
     }
 }

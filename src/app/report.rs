@@ -121,6 +121,7 @@ pub(crate) fn run_info(
         counters: None,
         impair: None,
         recovery: None,
+        connection: (plan.transport != TransportKind::Tcp).then_some(plan.connection),
     }
 }
 

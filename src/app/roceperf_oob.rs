@@ -169,6 +169,7 @@ impl Dialect for Roceperf<'_> {
                     role: plan.role,
                     mode: plan.mode,
                     warmup: plan.warmup,
+                    marked: true,
                 }))
             }
             Phase::Results(i) => {
@@ -195,7 +196,11 @@ impl Dialect for Roceperf<'_> {
                         // Duration mode counts messages: the two directions together, like the rates.
                         Some(combine(m, &t, plan.mode.is_duration()))
                     }
-                    (Some(m), _) => Some(m),
+                    // UC/UD: the loss the receiving side counted belongs to the sender's row too.
+                    (Some(m), t) => Some(SizeResult {
+                        lost: m.lost.or(t.and_then(|t| t.lost)),
+                        ..m
+                    }),
                     (None, t) => t,
                 };
                 let Some(r) = shown else {

@@ -108,11 +108,14 @@ pub(crate) fn drive<D: Dialect, E: Described>(
     let mut remotes: Vec<RemoteAddr> = Vec::new();
     let mut info: Option<RunInfo> = None;
     let mut results: Vec<SizeResult> = Vec::with_capacity(plan.sizes.len());
+    let mut landed = LandedWrites::new(plan);
     loop {
         match dialect.next(ep)? {
             Action::Connect(link) => {
                 let link = *link;
+                check_datagram_mtu(plan, &link.peer)?;
                 ep.connect(&link.peer).map_err(|e| setup_error(plan, e))?;
+                landed.start(ep, link.warmup);
                 out.verbose(|| link.connected.clone());
                 let local = link.local.unwrap_or_else(|| ep.local_info());
                 let mut i =
@@ -128,6 +131,7 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                 info = Some(i);
             }
             Action::Prepare { size } => {
+                landed.sizes += 1;
                 progress.start_size(size);
                 measure::prepare(plan, ep, size);
             }
@@ -162,7 +166,8 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                     return Err(e);
                 }
             }
-            Action::Row(r) => {
+            Action::Row(mut r) => {
+                landed.count_lost(ep, &mut r);
                 progress.finish_size();
                 if let Some(i) = &info {
                     progress.print(&report::row(plan, i, &r));
@@ -177,6 +182,76 @@ pub(crate) fn drive<D: Dialect, E: Described>(
         return Err(dialect.unconnected());
     };
     report::conclude(plan, ep, info, &results)
+}
+
+/// UD: every message of the run must fit the path MTU, the smaller of the two sides' offers; the peer's
+/// may be smaller than ours (`Plan::fit_datagrams` already fitted ours).
+fn check_datagram_mtu(plan: &Plan, peer: &ConnInfo) -> Result<(), Error> {
+    let mtu = u64::from(peer.mtu);
+    if plan.connection == crate::params::ConnType::Ud && plan.max_size() > mtu {
+        return Err(Error::Usage(crate::cli::Error::Invalid {
+            flag: "-s",
+            why: crate::cli::ud_too_big(plan.max_size(), mtu, "the peer's offer"),
+        }));
+    }
+    Ok(())
+}
+
+/// UC write_bw, the written side: RDMA WRITEs complete only at the writer, but where the transport
+/// sees them land (soft counts whole messages), the WRITEs of a row that never did are counted lost.
+struct LandedWrites {
+    /// `-n`, where this side counts; `None` where not.
+    iterations: Option<u64>,
+    qps: u64,
+    /// The transport's count when the last row was settled.
+    base: Option<u64>,
+    /// Sizes prepared since then (perftest's -a prints one row for all of them).
+    sizes: u64,
+    warmup: u64,
+}
+
+impl LandedWrites {
+    fn new(plan: &Plan) -> LandedWrites {
+        use crate::params::{Metric, Role, RunMode, Verb};
+        let written_side = plan.test.verb == Verb::Write
+            && plan.test.metric == Metric::Bandwidth
+            && plan.connection.is_unreliable()
+            && plan.role == Role::Server
+            && !plan.bidirectional;
+        let iterations = match plan.mode {
+            RunMode::Iterations(n) if written_side => Some(n),
+            _ => None,
+        };
+        LandedWrites {
+            iterations,
+            qps: u64::from(plan.qps),
+            base: None,
+            sizes: 0,
+            warmup: 0,
+        }
+    }
+
+    /// Connected: counting starts here; `warmup` iterations per queue pair precede each size.
+    fn start<E: Described>(&mut self, ep: &E, warmup: u64) {
+        if self.iterations.is_some() {
+            self.base = ep.messages_received();
+            self.warmup = warmup;
+        }
+    }
+
+    /// Sets the row's lost WRITEs, when this side counts them and the row has none yet.
+    fn count_lost<E: Described>(&mut self, ep: &E, r: &mut SizeResult) {
+        let (Some(n), Some(base), Some(now)) = (self.iterations, self.base, ep.messages_received())
+        else {
+            return;
+        };
+        let sent = self.sizes * (n + self.warmup) * self.qps;
+        if r.lost.is_none() {
+            r.lost = Some(sent.saturating_sub(now - base));
+        }
+        self.base = Some(now);
+        self.sizes = 0;
+    }
 }
 
 /// After a run in either dialect: the transport's account of a failed completion, and with -v its

@@ -30,6 +30,9 @@ pub struct BwMeasurement {
     pub best_ns_per_msg: Option<f64>,
     /// `--cpu_util`: user share of CPU time during the window.
     pub cpu_util: Option<f64>,
+    /// UC/UD receiver, `-n` runs: messages sent to this side that never arrived (see
+    /// [`super::unreliable`]); `None` where nothing is counted.
+    pub lost: Option<u64>,
 }
 
 /// How to run one size.
@@ -57,10 +60,12 @@ pub struct BwSpec {
     pub layout: Layout,
     /// `--validate`: check every received SEND and every READ's data against the size's pattern.
     pub validate: bool,
+    /// UC/UD (`-c`): messages may be lost; a receiver counts them instead of waiting for them.
+    pub unreliable: bool,
 }
 
 /// `--validate`: checks the target region of queue pair `q` (where SENDs and READ data land).
-fn check_target<E: Endpoint>(
+pub(crate) fn check_target<E: Endpoint>(
     ep: &E,
     spec: &BwSpec,
     q: usize,
@@ -237,7 +242,8 @@ fn stream<E: Endpoint>(
                 let q = c.qp as usize;
                 if matches!(c.op, CompletionOp::Recv | CompletionOp::RecvWithImm) {
                     if spec.validate {
-                        check_target(ep, spec, q, u64::from(c.byte_len), "SEND received")?;
+                        let len = payload_len(c, &spec.layout);
+                        check_target(ep, spec, q, len, "SEND received")?;
                     }
                     if let Some(r) = duplex.as_deref_mut() {
                         r.replace(ep, &spec.layout, q)?;
@@ -296,7 +302,14 @@ fn stream<E: Endpoint>(
         elapsed_ns,
         best_ns_per_msg,
         cpu_util,
+        lost: None,
     })
+}
+
+/// The message bytes of a receive completion: its length without the GRH a UD receive starts with.
+#[inline]
+pub(crate) fn payload_len(c: &Completion, layout: &Layout) -> u64 {
+    u64::from(c.byte_len).saturating_sub(layout.recv_headroom)
 }
 
 /// Receives posted per queue pair, kept across sizes so a sweep never over-posts.
@@ -318,10 +331,12 @@ impl RecvState {
     }
 
     fn post<E: Endpoint>(&mut self, ep: &mut E, layout: &Layout, q: usize) -> Result<()> {
+        // UD: the GRH lands in the headroom just before the target half, the message on it.
+        let h = layout.recv_headroom;
         let wr = RecvRequest {
             wr_id: q as u64,
-            offset: layout.half,
-            len: layout.half.min(u64::from(u32::MAX)) as u32,
+            offset: layout.half - h,
+            len: (layout.half + h).min(u64::from(u32::MAX)) as u32,
         };
         ep.post_recv(q, &wr).map_err(tr("posting a receive"))?;
         self.posted[q] += 1;
@@ -347,6 +362,9 @@ pub fn receiver<E: Endpoint>(
     recvs: &mut RecvState,
     stop: &mut dyn FnMut() -> bool,
 ) -> Result<BwMeasurement> {
+    if spec.unreliable {
+        return super::unreliable::receiver(ep, spec, recvs, stop);
+    }
     let qps = ep.qp_count();
     recvs.fill(ep, &spec.layout, spec.rx_depth)?;
     let mut got = vec![0u64; qps];
@@ -360,15 +378,10 @@ pub fn receiver<E: Endpoint>(
         for c in &comps[..n] {
             check(c)?;
             if c.op == CompletionOp::Recv {
-                check_len(c, exact_len)?;
+                check_len(c, exact_len, spec.layout.recv_headroom)?;
                 if spec.validate {
-                    check_target(
-                        ep,
-                        spec,
-                        c.qp as usize,
-                        u64::from(c.byte_len),
-                        "SEND received",
-                    )?;
+                    let len = payload_len(c, &spec.layout);
+                    check_target(ep, spec, c.qp as usize, len, "SEND received")?;
                 }
                 got[c.qp as usize] += 1;
                 recvs.replace(ep, &spec.layout, c.qp as usize)?;
@@ -411,6 +424,7 @@ pub fn receiver<E: Endpoint>(
                 elapsed_ns: last.duration_since(first.unwrap_or(last)).as_nanos() as u64,
                 best_ns_per_msg: None,
                 cpu_util: None,
+                lost: None,
             })
         }
         RunMode::Duration { .. } => {
@@ -441,6 +455,7 @@ pub fn receiver<E: Endpoint>(
                 elapsed_ns: e.duration_since(s).as_nanos() as u64,
                 best_ns_per_msg: None,
                 cpu_util: cs.zip(ce).and_then(|(a, b)| a.util_until(&b)),
+                lost: None,
             })
         }
     }

@@ -25,6 +25,8 @@ pub struct LatMeasurement {
     pub histogram: Histogram<u64>,
     /// `--cpu_util`: user share of CPU time during the window.
     pub cpu_util: Option<f64>,
+    /// UC/UD between roceperf peers: iterations lost (see [`super::unreliable`]); `None` otherwise.
+    pub lost: Option<u64>,
 }
 
 /// How to run one size.
@@ -47,6 +49,11 @@ pub struct LatSpec {
     /// `--validate`: a fresh pattern per iteration for SEND and WRITE, checked by the receiver; READ
     /// data checked against the responder's pattern (see [`super::validate`]).
     pub validate: bool,
+    /// UC/UD between roceperf peers: a lost message is counted after `loss_timeout` rather than
+    /// waited for (see [`super::unreliable`]).
+    pub unreliable: bool,
+    /// How long the client waits for a reply before it counts the iteration lost (`-u`).
+    pub loss_timeout: std::time::Duration,
 }
 
 /// Counts completions while waiting; fails on an error completion.
@@ -57,6 +64,8 @@ struct Waiter {
     dog: Watchdog,
     /// In iterations mode, the length every received SEND must have (a perftest peer never says its -s).
     exact_len: Option<u64>,
+    /// UD: the GRH in front of every received message, not counted in its length.
+    headroom: u64,
 }
 
 impl Waiter {
@@ -71,7 +80,7 @@ impl Waiter {
             check(c)?;
             match c.op {
                 CompletionOp::Recv | CompletionOp::RecvWithImm => {
-                    check_len(c, self.exact_len)?;
+                    check_len(c, self.exact_len, self.headroom)?;
                     self.recvs += 1
                 }
                 _ => self.sends += 1,
@@ -87,7 +96,7 @@ impl Waiter {
 }
 
 /// Records samples inside the window, after the warm-up.
-struct Recorder {
+pub(super) struct Recorder {
     hist: Histogram<u64>,
     win: Window,
     warmup: u64,
@@ -100,8 +109,34 @@ struct Recorder {
 }
 
 impl Recorder {
+    /// A recorder for one size of `spec`, its window starting now.
+    pub(super) fn new(spec: &LatSpec) -> Recorder {
+        Recorder {
+            hist: crate::stats::new_latency_histogram(),
+            win: Window::new(spec.mode),
+            warmup: spec.warmup,
+            rtt_factor: u64::from(spec.rtt_factor.max(1)),
+            prev: None,
+            cpu_start: None,
+            cpu_end: None,
+            cpu: spec.cpu_util,
+            in_sample: false,
+        }
+    }
+
+    /// The interval since the last stamp is not a round trip (a message was lost in it): the next
+    /// stamp records nothing.
+    pub(super) fn forget(&mut self) {
+        self.prev = None;
+    }
+
+    /// Duration mode: whether the run's time is up.
+    pub(super) fn over(&self, now: Instant) -> bool {
+        self.win.over(now)
+    }
+
     /// Called just before posting iteration `i`, at `now`: the previous iteration's round trip ends.
-    fn stamp(&mut self, i: u64, now: Instant) {
+    pub(super) fn stamp(&mut self, i: u64, now: Instant) {
         let inside = self.win.in_sample(now);
         if inside != self.in_sample && self.cpu {
             if inside {
@@ -121,7 +156,7 @@ impl Recorder {
         self.prev = Some(now);
     }
 
-    fn finish(mut self, size: u64) -> LatMeasurement {
+    pub(super) fn finish(mut self, size: u64) -> LatMeasurement {
         if self.cpu && self.cpu_end.is_none() {
             self.cpu_end = CpuSample::read();
         }
@@ -132,6 +167,7 @@ impl Recorder {
                 .cpu_start
                 .zip(self.cpu_end)
                 .and_then(|(a, b)| a.util_until(&b)),
+            lost: None,
         }
     }
 }
@@ -140,7 +176,7 @@ impl Recorder {
 /// 256, as ib_write_lat writes it (`(char)++scnt`), so that runs past 255 iterations still pair with
 /// perftest. The first is 1, so a freshly cleared buffer never matches; the 0 of iteration 255 follows
 /// a byte that holds 255, so it cannot match early either.
-fn marker(i: u64) -> u8 {
+pub(super) fn marker(i: u64) -> u8 {
     (i + 1) as u8
 }
 
@@ -162,23 +198,16 @@ pub fn run<E: Endpoint>(
     recvs: &mut RecvState,
     stop: &mut dyn FnMut() -> bool,
 ) -> Result<LatMeasurement> {
+    if spec.unreliable && spec.verb != Verb::Read {
+        return super::unreliable::latency(ep, spec, role, remote, recvs, stop);
+    }
     let size = spec.size as usize;
     let half = spec.layout.half as usize;
     let total = match spec.mode {
         RunMode::Iterations(n) => spec.warmup + n + 1,
         RunMode::Duration { .. } => u64::MAX,
     };
-    let mut rec = Recorder {
-        hist: crate::stats::new_latency_histogram(),
-        win: Window::new(spec.mode),
-        warmup: spec.warmup,
-        rtt_factor: u64::from(spec.rtt_factor.max(1)),
-        prev: None,
-        cpu_start: None,
-        cpu_end: None,
-        cpu: spec.cpu_util,
-        in_sample: false,
-    };
+    let mut rec = Recorder::new(spec);
     let mut w = Waiter {
         comps: [Completion::EMPTY; 16],
         recvs: 0,
@@ -189,6 +218,7 @@ pub fn run<E: Endpoint>(
             Verb::Read => "a READ response",
         }),
         exact_len: matches!(spec.mode, RunMode::Iterations(_)).then_some(spec.size),
+        headroom: spec.layout.recv_headroom,
     };
     let (op, remote, offset) = match spec.verb {
         Verb::Send => (SendOp::Send, None, 0),

@@ -13,6 +13,7 @@ pub mod affinity;
 pub mod bw;
 pub mod cpu;
 pub mod lat;
+pub mod unreliable;
 pub mod validate;
 
 use crate::params::RunMode;
@@ -137,6 +138,9 @@ pub struct Layout {
     /// `--validate`, READ bandwidth requester: bytes after the two halves where each READ lands in
     /// a slot of its own ([`validate::ReadSlots`]); 0 otherwise.
     pub read_slots: u64,
+    /// UD: the GRH verbs writes in front of every received message ([`crate::params::UD_GRH_LEN`]),
+    /// so receives start this many bytes before the target half and completions count it; 0 otherwise.
+    pub recv_headroom: u64,
 }
 
 impl Layout {
@@ -145,6 +149,20 @@ impl Layout {
         Layout {
             half: max_size.max(4096).div_ceil(64) * 64,
             read_slots: 0,
+            recv_headroom: 0,
+        }
+    }
+
+    /// With `headroom` bytes in front of every received message (UD's GRH): the source half grows by
+    /// a cache line, so the header never lands on bytes this side sends.
+    pub fn with_recv_headroom(self, headroom: u64) -> Layout {
+        if headroom == 0 {
+            return self;
+        }
+        Layout {
+            half: self.half + headroom.div_ceil(64) * 64,
+            recv_headroom: headroom,
+            ..self
         }
     }
 
@@ -347,12 +365,11 @@ impl StopCheck {
 
 /// Checks that a received SEND is of this side's size, when `size` says one is expected (iterations
 /// mode): a perftest peer never says its -s, so this is where a mismatch shows.
-fn check_len(c: &transport::Completion, size: Option<u64>) -> Result<()> {
+/// `headroom`: the bytes a UD receive holds in front of the message (its GRH), not counted.
+fn check_len(c: &transport::Completion, size: Option<u64>, headroom: u64) -> Result<()> {
+    let len = u64::from(c.byte_len).saturating_sub(headroom);
     match size {
-        Some(size) if u64::from(c.byte_len) != size => Err(Error::PeerSize {
-            size,
-            len: u64::from(c.byte_len),
-        }),
+        Some(size) if len != size => Err(Error::PeerSize { size, len }),
         _ => Ok(()),
     }
 }

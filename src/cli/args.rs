@@ -5,7 +5,7 @@
 
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
-use crate::params::{Recovery, RoceVersion, TransportKind};
+use crate::params::{ConnType, Recovery, RoceVersion, TransportKind};
 use crate::transport::ImpairConfig;
 use clap::{Parser, ValueEnum};
 use std::net::IpAddr;
@@ -99,6 +99,12 @@ pub struct Args {
     #[arg(short = 'm', long = "mtu", value_parser = values::parse_mtu)]
     pub mtu: Option<u32>,
 
+    /// Connection type (SYMMETRIC) (verbs, soft only): RC for every test; UC for send and write tests
+    /// (no ACKs, no retransmission: lost messages are counted, not repaired); UD for send tests, with
+    /// -s at most one MTU [default: RC].
+    #[arg(short = 'c', long = "connection", value_enum, value_name = "TYPE")]
+    pub connection: Option<ConnType>,
+
     /// Maximum inline size 0..1024 (verbs; soft accepts it as a no-op and says so).
     #[arg(short = 'I', long = "inline_size", value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub inline_size: Option<u32>,
@@ -183,7 +189,8 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<IpAddr>,
 
-    /// Local ACK timeout exponent: 4.096 µs × 2^N before a retransmission [default: 14, 67 ms] (verbs, soft only).
+    /// Local ACK timeout exponent: 4.096 µs × 2^N before a retransmission (UC/UD latency tests: before
+    /// an iteration without a reply counts as lost) [default: 14, 67 ms] (verbs, soft only).
     #[arg(short = 'u', long = "qp-timeout", value_parser = clap::value_parser!(u8).range(1..=31))]
     pub qp_timeout: Option<u8>,
 
@@ -225,7 +232,7 @@ pub struct Args {
 
 /// Which perftest versions pair with `--oob perftest` (see `oob::perftest` for why).
 const PERFTEST_VERSIONS: &str = "pairs with perftest 5.70 and later (tested against 6.06, Debian bookworm; \
-     6.28/6.29 skip their parameter negotiation because we announce 6.27); RC only, default TCP port 18515, \
+     6.28/6.29 skip their parameter negotiation because we announce 6.27); -c RC, UC or UD (UD uses perftest's fixed Q_Key 0x11111111), default TCP port 18515, \
      no -R/-z, no --data_validation";
 
 fn oob_help() -> String {

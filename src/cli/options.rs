@@ -5,7 +5,7 @@
 use super::args::{Args, IoArg, OobArg, OutputArg};
 use super::checks::{self, TransportReason};
 use crate::gate::{GateArgs, GateOutputArgs};
-use crate::params::{Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind};
+use crate::params::{ConnType, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind};
 use crate::transport::ImpairConfig;
 use clap::Parser;
 use std::net::IpAddr;
@@ -119,6 +119,10 @@ pub struct Options {
     pub gate: GateArgs,
     /// Gate reports.
     pub gate_output: GateOutputArgs,
+    /// `-c`: the connection type.
+    pub connection: ConnType,
+    /// `-s` was given (a UD run caps the default size to the MTU but refuses a larger `-s`).
+    pub size_given: bool,
 }
 
 /// What the endpoint is opened with (each transport takes the part it understands).
@@ -184,10 +188,14 @@ impl Options {
         checks::oob(transport, &a)?;
         checks::lossy_flags(transport, &a)?;
         let io = checks::soft_io(transport, &a)?;
+        let connection = super::connection::connection(test, transport, &a)?;
         checks::test_flags(test, &a)?;
         checks::run_shape(&a)?;
         let mode = checks::run_mode(test, &a)?;
-        let sizes = checks::sizes(test, &a);
+        let sizes = match connection {
+            ConnType::Ud if a.all => super::connection::ud_sweep(&a),
+            _ => checks::sizes(test, &a),
+        };
         let tx_depth = checks::tx_depth(test, &a, mode);
         checks::cq_mod(a.cq_mod, tx_depth)?;
         let percentiles = checks::percentiles(a.percentiles.clone());
@@ -246,6 +254,8 @@ impl Options {
             oob: a.oob,
             gate: a.gate,
             gate_output: a.gate_output,
+            connection,
+            size_given: a.size.is_some(),
         })
     }
 }

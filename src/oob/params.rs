@@ -5,7 +5,7 @@
 //! figures (`--report_gbits`, `--output`, `--csv`, `--json`, `--results`, `--percentiles`, `-v`,
 //! `--cpu`, gate thresholds) is its own business and never travels.
 
-use crate::params::{Recovery, RoceVersion, TestKind, TransportKind};
+use crate::params::{ConnType, Recovery, RoceVersion, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -43,6 +43,9 @@ pub struct TestParams {
     /// only when both sides ask for it ([`Recovery::agree`]); a peer that does not say asks for gbn.
     #[serde(default)]
     pub recovery: Recovery,
+    /// `-c`: RC, UC or UD queue pairs (a peer that does not say runs RC).
+    #[serde(default)]
+    pub connection: ConnType,
 }
 
 /// The first parameter that differs between this side and the peer.
@@ -75,7 +78,7 @@ fn opt<T: fmt::Display>(v: &Option<T>) -> String {
 
 impl TestParams {
     /// The parameters in the order they are checked: name, value as shown, what to do.
-    fn fields(&self) -> [(&'static str, String, &'static str); 13] {
+    fn fields(&self) -> [(&'static str, String, &'static str); 14] {
         [
             (
                 "test",
@@ -121,6 +124,11 @@ impl TestParams {
                 "validate",
                 self.validate.to_string(),
                 "give --validate to both sides or to neither",
+            ),
+            (
+                "connection type",
+                self.connection.to_string(),
+                "give both sides the same -c",
             ),
         ]
     }
@@ -196,7 +204,25 @@ mod tests {
             warmup: 0,
             validate: false,
             recovery: Recovery::Gbn,
+            connection: ConnType::Rc,
         }
+    }
+
+    #[test]
+    fn the_connection_type_must_match_and_an_older_peer_runs_rc() {
+        let ud = TestParams {
+            connection: ConnType::Ud,
+            ..base()
+        };
+        let m = ud.first_mismatch(&base()).unwrap();
+        assert_eq!(
+            m.to_string(),
+            "connection type: this side UD, peer RC — give both sides the same -c"
+        );
+        let mut old = serde_json::to_value(base()).unwrap();
+        old.as_object_mut().unwrap().remove("connection");
+        let old: TestParams = serde_json::from_value(old).unwrap();
+        assert_eq!(old.connection, ConnType::Rc);
     }
 
     #[test]

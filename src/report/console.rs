@@ -81,7 +81,11 @@ pub fn header_block(info: &RunInfo) -> String {
         " Number of qps   : {}\t\tTransport type : {transport_type}",
         info.qps
     );
-    s.push_str(" Connection type : RC\t\tUsing SRQ      : OFF\n");
+    let _ = writeln!(
+        s,
+        " Connection type : {}\t\tUsing SRQ      : OFF",
+        info.connection.unwrap_or_default()
+    );
     s.push_str(" PCIe relax order: OFF\t\tLock-free      : OFF\n");
     s.push_str(" ibv_wr* API     : OFF\t\tUsing Enhanced Reorder      : OFF\n");
     if info.role == Role::Client || info.bidirectional {
@@ -319,6 +323,18 @@ pub fn extras(info: &RunInfo, r: &SizeResult) -> String {
     }
     if let Some(cpu) = r.cpu_util {
         let _ = write!(s, ", CPU {cpu:.2}%");
+    }
+    if let Some(lost) = r.lost {
+        // UC/UD: what never arrived is counted, not resent (a latency test loses whole round trips).
+        let what = match r.measured {
+            Measured::Bandwidth(_) => "messages",
+            Measured::Latency { .. } => "iterations",
+        };
+        let _ = write!(
+            s,
+            ", lost {lost} {what} ({}: nothing is resent)",
+            info.connection.unwrap_or_default()
+        );
     }
     s.push('\n');
     s

@@ -2,7 +2,7 @@
 //!
 //! The header block and the files show it, and both sides exchange it over the out-of-band channel.
 
-use crate::params::{Recovery, RoceVersion, Role, TestKind, TransportKind};
+use crate::params::{ConnType, Recovery, RoceVersion, Role, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 
 /// One perftest "local address:" / "remote address:" line (+ GID line).
@@ -95,6 +95,10 @@ pub struct RunInfo {
     /// The loss recovery the RC engine of a soft run used (`gbn` or `sr`); absent for the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+    /// The queue pairs' connection type (`-c`: `RC`, `UC`, `UD`) of a RoCE run; absent for TCP (and in
+    /// files written before `-c` existed, which were RC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<ConnType>,
 }
 
 /// `client` or `server`.

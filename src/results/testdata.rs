@@ -57,6 +57,7 @@ pub fn bw_info() -> RunInfo {
         counters: None,
         impair: None,
         recovery: None,
+        connection: None,
     }
 }
 
@@ -90,6 +91,7 @@ pub fn bw_result() -> SizeResult {
         iterations: 5000,
         measured: Measured::Bandwidth(BandwidthStats::compute(65536, 5000, elapsed, Some(best))),
         cpu_util: None,
+        lost: None,
     }
 }
 
@@ -107,6 +109,7 @@ pub fn lat_result() -> SizeResult {
             histogram: h,
         },
         cpu_util: Some(12.5),
+        lost: None,
     }
 }
 
@@ -133,6 +136,7 @@ pub fn lat(size: u64, base_ns: u64, samples: u64) -> SizeResult {
             histogram: h,
         },
         cpu_util: None,
+        lost: None,
     }
 }
 
@@ -145,6 +149,7 @@ pub fn bw(size: u64, gbps: f64) -> SizeResult {
         iterations: messages,
         measured: Measured::Bandwidth(BandwidthStats::compute(size, messages, elapsed, None)),
         cpu_util: None,
+        lost: None,
     }
 }
 

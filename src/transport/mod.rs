@@ -92,6 +92,12 @@ pub struct ConnInfo {
     /// from a peer on the same host (lo, veth) whole, so the peer must send each packet on its own.
     #[serde(default)]
     pub needs_single_datagrams: bool,
+    /// The queue pairs' connection type (`-c`); a description without one is RC.
+    #[serde(default)]
+    pub connection: crate::params::ConnType,
+    /// UD: the Q_Key datagrams to these queue pairs must carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qkey: Option<u32>,
 }
 
 /// A remote buffer location for WRITE and READ.

@@ -22,6 +22,7 @@ fn lat(base_ns: u64) -> SizeResult {
             histogram: h,
         },
         cpu_util: None,
+        lost: None,
     }
 }
 

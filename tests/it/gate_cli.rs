@@ -47,6 +47,7 @@ fn lat(body_ns: u64, tail_ns: u64) -> SizeResult {
             histogram: h,
         },
         cpu_util: None,
+        lost: None,
     }
 }
 

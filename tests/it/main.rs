@@ -11,6 +11,8 @@ mod vectors;
 mod cli_errors;
 mod compare_from;
 mod compare_local;
+mod conn_types;
+mod conn_wire;
 mod deps_script;
 mod fabric_local;
 mod fabric_mpi;

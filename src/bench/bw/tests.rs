@@ -19,6 +19,7 @@ fn spec(verb: Verb, size: u64, mode: RunMode) -> BwSpec {
         cpu_util: false,
         layout: Layout::for_size(size),
         validate: false,
+        unreliable: false,
     }
 }
 

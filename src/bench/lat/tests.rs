@@ -14,6 +14,8 @@ fn spec(verb: Verb, size: u64, n: u64) -> LatSpec {
         cpu_util: false,
         layout: Layout::for_size(size),
         validate: false,
+        unreliable: false,
+        loss_timeout: std::time::Duration::from_millis(67),
     }
 }
 

@@ -180,6 +180,8 @@ impl KeyRecord {
         let gid = keys.first().map(|k| k.gid).unwrap_or([0; 16]);
         ConnInfo {
             needs_single_datagrams: false,
+            connection: Default::default(),
+            qkey: None,
             transport,
             gid: gid.into(),
             gid_index: None,
@@ -317,6 +319,8 @@ mod tests {
     fn conn_info_mapping() {
         let info = ConnInfo {
             needs_single_datagrams: false,
+            connection: Default::default(),
+            qkey: None,
             transport: TransportKind::Soft,
             gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 9, 0, 1].into(),
             gid_index: None,

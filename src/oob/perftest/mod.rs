@@ -26,9 +26,14 @@
 //! same as 6.06's when the peer announces a version below 6.28. perftest up to 6.16 ends with
 //! `"done\0"` and 6.17+ without; both are handled.
 //!
+//! **UC and UD** (`-c`) take the RC sequences unchanged: perftest's main functions do not branch on
+//! the connection type except that with UD `-a` stops at the MTU (`ScriptOptions::sweep_max`). Nothing
+//! about it is exchanged: both sides must be given the same `-c`; UD queue pairs use perftest's one
+//! Q_Key 0x11111111 (`DEF_QKEY`, never sent), and their key records' RKey and VAddr go unused.
+//!
 //! **Not covered**, each refused with a message rather than a hang: `-R`/`-z` (rdma_cm channel,
 //! binary keys), InfiniBand without `-x` (59-byte keys), `--data_validation` (76/125-byte keys),
-//! `--report-per-port` (four more report doubles), `--write_with_imm`, `--run_infinitely`, UC/UD/XRC/DC,
+//! `--report-per-port` (four more report doubles), `--write_with_imm`, `--run_infinitely`, XRC/DC/SRD,
 //! peers below 5.70. perftest 6.06 never sends its `-s` except in the BW report, so a size mismatch is
 //! caught only where that report is meaningful (we are the server of write/read_bw, or `-b`); elsewhere
 //! it shows on the data path (remote access or length errors) or not at all (a smaller read).

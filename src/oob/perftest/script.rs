@@ -135,6 +135,8 @@ pub struct ScriptOptions {
     pub num_qps: usize,
     /// `-D`: duration mode (a bidirectional send_bw then skips its report).
     pub duration: bool,
+    /// `-a` stops at this size: 8 MiB, or the MTU with `-c UD` (perftest's `size_max_pow`).
+    pub sweep_max: u64,
 }
 
 impl ScriptOptions {
@@ -146,13 +148,17 @@ impl ScriptOptions {
             bidirectional: false,
             num_qps: 1,
             duration: false,
+            sweep_max: 1 << 23,
         }
     }
 
-    /// The sizes the runs use: `size`, or 2^1..2^23 with `-a` (perftest's loop, RC).
+    /// The sizes the runs use: `size`, or 2^1..2^23 with `-a` (perftest's loop; UD stops at the MTU).
     pub fn sizes(&self) -> Vec<u64> {
         if self.all_sizes {
-            (1..24).map(|i| 1u64 << i).collect()
+            (1..24)
+                .map(|i| 1u64 << i)
+                .filter(|&s| s <= self.sweep_max)
+                .collect()
         } else {
             vec![self.size]
         }
@@ -356,6 +362,7 @@ mod tests {
                         bidirectional,
                         num_qps: 1,
                         duration: false,
+                        sweep_max: 1 << 23,
                     };
                     let c = script(test, Role::Client, &opt).unwrap();
                     let sv = script(test, Role::Server, &opt).unwrap();
@@ -447,6 +454,21 @@ mod tests {
             .collect();
         assert_eq!(befores.len(), 23);
         assert!(!befores[0] && befores[1..].iter().all(|&w| w));
+    }
+
+    #[test]
+    fn a_ud_sweep_stops_at_the_mtu() {
+        let opt = ScriptOptions {
+            all_sizes: true,
+            sweep_max: 1024,
+            ..ScriptOptions::single(2)
+        };
+        assert_eq!(opt.sizes(), [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]);
+        let s = script(t("send_bw"), Role::Server, &opt).unwrap();
+        assert_eq!(
+            s.iter().filter(|x| matches!(x, Step::Run { .. })).count(),
+            10
+        );
     }
 
     #[test]

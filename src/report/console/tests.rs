@@ -39,6 +39,7 @@ fn bw_row_in_gbits_and_the_slow_link_variant() {
         iterations: 10,
         measured: Measured::Bandwidth(BandwidthStats::compute(64, 10, 1_000_000_000, None)),
         cpu_util: None,
+        lost: None,
     };
     assert_eq!(
         table_row(&info, &slow),
@@ -80,6 +81,7 @@ fn lat_row_matches_ib_send_lat() {
             histogram: new_latency_histogram(),
         },
         cpu_util: None,
+        lost: None,
     };
     assert_eq!(
         table_row(&lat_info(), &r),
@@ -111,6 +113,7 @@ fn lat_row_matches_ib_send_lat() {
             histogram: new_latency_histogram(),
         },
         cpu_util: None,
+        lost: None,
     };
     assert_eq!(
         table_row(&lat_info(), &wide),

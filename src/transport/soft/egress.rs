@@ -3,15 +3,16 @@
 //! ([`super::nic::Nic`]) then moves the ICRC of segment k of an IPv4 GSO super-datagram to the IP ID
 //! the kernel gives it.
 
+use super::engine::Engine;
 use super::path::Path;
-use super::rc::{self, LoneAck, Qp};
+use super::rc::{self, LoneAck};
 use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
 
 /// Lets `qp` write its next packet along `path` into `buf`, finished for the wire (the ICRC valid
 /// for IPv4 ID 0); `None` when it has none (`acks`: a lone ACK may be kept for the next call).
 #[inline]
 pub(crate) fn fill(
-    qp: &mut Qp,
+    qp: &mut Engine,
     path: Path,
     now: rc::Instant,
     acks: LoneAck,
@@ -29,7 +30,7 @@ pub(crate) fn fill(
 
 /// The engine's next packet, BTH..pad.
 #[inline]
-fn engine(qp: &mut Qp, now: rc::Instant, acks: LoneAck, buf: &mut [u8]) -> Option<usize> {
+fn engine(qp: &mut Engine, now: rc::Instant, acks: LoneAck, buf: &mut [u8]) -> Option<usize> {
     match acks {
         LoneAck::Send => qp.poll_transmit(now, buf),
         LoneAck::Hold => qp.poll_transmit_holding_ack(now, buf),
@@ -40,7 +41,7 @@ fn engine(qp: &mut Qp, now: rc::Instant, acks: LoneAck, buf: &mut [u8]) -> Optio
 /// packet. The kernel writes Ethernet/IP/UDP; the ICRC still covers them, through `net`'s reprs.
 #[inline]
 fn udp_packet(
-    qp: &mut Qp,
+    qp: &mut Engine,
     now: rc::Instant,
     acks: LoneAck,
     net: &NetRepr,

@@ -1,7 +1,7 @@
 //! [`SoftEndpoint`]: the soft transport's [`Endpoint`]. Real RoCE packets from userspace.
 //!
 //! One endpoint owns one I/O backend (a UDP socket for RoCE v2, or an AF_PACKET socket for v1 and
-//! v2), one receive and one transmit batch, and per queue pair one sans-IO RC engine ([`Qp`]) with
+//! v2), one receive and one transmit batch, and per queue pair one sans-IO engine (RC, UC or UD, `-c`) with
 //! its registered buffer. There are no threads: [`Endpoint::poll_cq`] is the NIC. Each call
 //! receives a batch, verifies and demultiplexes it by BTH.DestQP into the engines
 //! (`ingress`), fires due timers, lets every engine fill the transmit batch
@@ -20,14 +20,15 @@ use std::time::Instant;
 
 use super::backend::Backend;
 use super::config::PeerMismatch;
+use super::engine::Engine;
 use super::io::fault::Impaired;
 use super::io::impair::ImpairConfig;
 use super::netdev::{GidKind, NetDev};
 use super::nic::Nic;
 use super::path::{LocalEnd, Path, path_to};
 use super::plan::{self, SoftNote};
-use super::rc::{self, MemoryTable, MrKeys, Qp, QpConfig};
-use crate::params::{Recovery, TransportKind};
+use super::rc::{self, MemoryTable, MrKeys, QpConfig};
+use crate::params::{ConnType, Recovery, TransportKind};
 use crate::transport::{
     Access, Completion, ConnInfo, Endpoint, Error, Gid, QpInfo, RecvRequest, Result, RoceMtu,
     SendRequest, rng,
@@ -47,7 +48,7 @@ struct QpSlot {
     psn: u32,
     keys: MrKeys,
     mem: Option<MemoryTable>,
-    qp: Option<Qp>,
+    qp: Option<Engine>,
     /// The per-QP framing (UDP source port differs per QP on AF_PACKET).
     path: Option<Path>,
     /// Where the connected peer's packets come from; others are dropped (`wrong_source`).
@@ -192,7 +193,7 @@ impl SoftEndpoint {
     pub fn counters(&self) -> SoftCounters {
         let mut c = self.counters;
         for q in self.slots.iter().filter_map(|s| s.qp.as_ref()) {
-            c.add_engine(q.counters());
+            q.add_counters(&mut c);
         }
         c.tx_batches += self.nic.inner().tx_batches;
         (c.impair, c.impair_rx) = self.nic.stats();
@@ -297,7 +298,12 @@ impl SoftEndpoint {
         }
     }
 
-    fn connected(&mut self, qp: usize) -> Result<&mut Qp> {
+    /// The queue pairs' connection type (`-c`).
+    pub fn connection(&self) -> ConnType {
+        self.cfg.connection
+    }
+
+    fn connected(&mut self, qp: usize) -> Result<&mut Engine> {
         let count = self.slots.len();
         self.slots
             .get_mut(qp)
@@ -345,12 +351,21 @@ impl Endpoint for SoftEndpoint {
                     max_rd_atomic: self.cfg.max_rd_atomic,
                 })
                 .collect(),
+            connection: self.cfg.connection,
+            qkey: (self.cfg.connection == ConnType::Ud).then_some(self.cfg.qkey),
         }
     }
 
     fn connect(&mut self, peer: &ConnInfo) -> Result<()> {
         if peer.transport != TransportKind::Soft {
             return Err(SoftError::from(PeerMismatch::Transport(peer.transport)).into());
+        }
+        if peer.connection != self.cfg.connection {
+            let mismatch = PeerMismatch::Connection {
+                peer: peer.connection,
+                ours: self.cfg.connection,
+            };
+            return Err(SoftError::from(mismatch).into());
         }
         if peer.qps.len() != self.slots.len() {
             let mismatch = PeerMismatch::QpCount {
@@ -399,7 +414,9 @@ impl Endpoint for SoftEndpoint {
                     "queue pair {i} is already connected; connect once per endpoint"
                 )));
             };
-            let qp = Qp::new(qcfg, mem).map_err(SoftError::from)?;
+            let remote_qkey = peer.qkey.unwrap_or(crate::params::DEFAULT_QKEY);
+            let qp = Engine::new(self.cfg.connection, qcfg, mem, self.cfg.qkey, remote_qkey)
+                .map_err(SoftError::from)?;
             slot.qp = Some(qp);
             slot.peer = path.peer_source();
             slot.path = Some(path);

@@ -8,6 +8,7 @@ use super::counters::DropSummary;
 use super::io::batch::{RxDatagram, RxFrame};
 use super::io::udp::MAX_ROCE_UDP_PAYLOAD;
 use super::path::{ipv4_repr, ipv6_repr};
+use super::unreliable::Grh;
 use crate::wire::{
     Encapsulation, Gid, GrhPacket, ICRC_LEN, Ipv4IdCache, Ipv4Packet, Ipv6Packet, NetRepr,
     RoceFrame, UdpRepr,
@@ -153,6 +154,48 @@ pub(crate) fn check_frame<'a>(
         return None;
     }
     Some((view.ib(), src))
+}
+
+/// Where a verified packet came in: what a UD receive needs to rebuild its network header.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RxNet<'a> {
+    /// The UDP payload (BTH..ICRC, `len` bytes) of a datagram from `src` to `dst`.
+    Udp {
+        /// The sender's address.
+        src: IpAddr,
+        /// Our address it was sent to.
+        dst: IpAddr,
+        /// UDP payload bytes.
+        len: usize,
+    },
+    /// A whole frame, headers included.
+    Frame(&'a [u8]),
+}
+
+impl RxNet<'_> {
+    /// The 40 bytes verbs puts in front of a UD message, as rxe fills them: RoCE v1's GRH; on RoCE v2
+    /// 20 zero bytes and the IPv4 header, or the IPv6 header. A UDP socket hides the sender's IPv4 ID,
+    /// TOS and TTL: those are rebuilt as roceperf sends them (0, 0, 64), the rest is exact.
+    pub(crate) fn grh(&self) -> Grh {
+        let mut g = [0u8; 40];
+        match *self {
+            RxNet::Udp { src, dst, len } => match (src, dst) {
+                (IpAddr::V4(s), IpAddr::V4(d)) => ipv4_repr(s, d).emit(&mut g[20..], 8 + len),
+                (IpAddr::V6(s), IpAddr::V6(d)) => ipv6_repr(s, d).emit(&mut g, 8 + len),
+                _ => {}
+            },
+            RxNet::Frame(frame) => {
+                if let Ok(view) = RoceFrame::new_checked(frame) {
+                    let net = view.net_header();
+                    match view.encapsulation() {
+                        Encapsulation::V2v4 => g[20..].copy_from_slice(&net[..20]),
+                        Encapsulation::V1 | Encapsulation::V2v6 => g.copy_from_slice(&net[..40]),
+                    }
+                }
+            }
+        }
+        Grh(g)
+    }
 }
 
 /// The index of the queue pair a verified packet (BTH..pad) goes to, when QPNs are consecutive

@@ -206,6 +206,8 @@ mod tests {
             mtu: 1024,
             qps: Vec::new(),
             needs_single_datagrams: false,
+            connection: Default::default(),
+            qkey: None,
         }
     }
 

@@ -123,6 +123,8 @@ impl Endpoint for TcpEndpoint {
     fn local_info(&self) -> ConnInfo {
         ConnInfo {
             needs_single_datagrams: false,
+            connection: Default::default(),
+            qkey: None,
             transport: TransportKind::Tcp,
             gid: crate::transport::Gid::ZERO,
             gid_index: None,

@@ -18,6 +18,8 @@ pub mod wc;
 #[cfg(feature = "verbs")]
 mod buffer;
 #[cfg(feature = "verbs")]
+mod datagram;
+#[cfg(feature = "verbs")]
 mod device;
 #[cfg(feature = "verbs")]
 mod endpoint;
@@ -29,7 +31,7 @@ mod post;
 pub use error::VerbsError;
 pub use gid::{GidChoice, GidEntry, GidPolicy, GidType};
 
-use crate::params::RoceVersion;
+use crate::params::{ConnType, DEFAULT_QKEY, RoceVersion};
 use crate::transport::Access;
 
 /// Everything needed to open a verbs endpoint; the flag each field comes from is named.
@@ -70,6 +72,10 @@ pub struct VerbsConfig {
     pub sl: u8,
     /// `--tclass`: traffic class in the GRH.
     pub traffic_class: u8,
+    /// `-c`: RC, UC or UD queue pairs.
+    pub connection: ConnType,
+    /// UD: the Q_Key our queue pairs accept (perftest's 0x11111111, which perftest never exchanges).
+    pub qkey: u32,
 }
 
 impl Default for VerbsConfig {
@@ -93,6 +99,8 @@ impl Default for VerbsConfig {
             retry_cnt: 7,
             sl: 0,
             traffic_class: 0,
+            connection: ConnType::Rc,
+            qkey: DEFAULT_QKEY,
         }
     }
 }

@@ -46,6 +46,7 @@ pub fn run_info(
         version: "0.1.0".into(),
         impair: None,
         recovery: None,
+        connection: None,
         counters: None,
     }
 }
@@ -59,6 +60,7 @@ pub fn bw_result(size: u64, gbps: f64) -> SizeResult {
         iterations: messages,
         measured: Measured::Bandwidth(BandwidthStats::compute(size, messages, elapsed, None)),
         cpu_util: None,
+        lost: None,
     }
 }
 
@@ -74,5 +76,6 @@ pub fn lat_result(median_us: f64) -> SizeResult {
             histogram: h,
         },
         cpu_util: None,
+        lost: None,
     }
 }
