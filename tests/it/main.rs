@@ -37,6 +37,7 @@ mod report_pipeline;
 mod schemas;
 mod soft_bench;
 mod soft_capture;
+mod soft_cm;
 mod soft_endpoint;
 mod soft_io_rate;
 mod soft_lossy;

@@ -161,7 +161,11 @@ impl CmMessage {
             attr::RTU => CmMessage::Rtu(RtuRepr::parse(d)?),
             attr::DREQ => CmMessage::Dreq(DreqRepr::parse(d)?),
             attr::DREP => CmMessage::Drep(DrepRepr::parse(d)?),
-            _ => return Err(Error::Malformed("CM attribute is not REQ/MRA/REJ/REP/RTU/DREQ/DREP")),
+            _ => {
+                return Err(Error::Malformed(
+                    "CM attribute is not REQ/MRA/REJ/REP/RTU/DREQ/DREP",
+                ));
+            }
         };
         Ok((p.tid(), m))
     }

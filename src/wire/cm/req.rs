@@ -212,7 +212,13 @@ impl ReqRepr {
         set_u24_hi(b, REMOTE_EECN, self.remote_eecn);
         set_bits(b, TIMEOUT_TYPE_FLOW, 0, 5, self.remote_cm_response_timeout);
         set_bits(b, TIMEOUT_TYPE_FLOW, 5, 2, self.transport_service_type);
-        set_bits(b, TIMEOUT_TYPE_FLOW, 7, 1, self.end_to_end_flow_control.into());
+        set_bits(
+            b,
+            TIMEOUT_TYPE_FLOW,
+            7,
+            1,
+            self.end_to_end_flow_control.into(),
+        );
         set_u24_hi(b, STARTING_PSN, self.starting_psn);
         set_bits(b, TIMEOUT_RETRY, 0, 5, self.local_cm_response_timeout);
         set_bits(b, TIMEOUT_RETRY, 5, 3, self.retry_count);

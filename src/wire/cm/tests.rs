@@ -75,7 +75,11 @@ fn req_fields_sit_where_the_kernel_reads_them() {
     assert_eq!(&b[16..18], &[0x00, 0x10], "attribute ID");
     assert_eq!(&d[0..4], &[0x11, 0x22, 0x33, 0x44]);
     assert_eq!(&d[8..16], &0x0000_0000_0106_4853u64.to_be_bytes());
-    assert_eq!(&d[32..36], &[0x00, 0x01, 0x23, 16], "QPN then responder resources");
+    assert_eq!(
+        &d[32..36],
+        &[0x00, 0x01, 0x23, 16],
+        "QPN then responder resources"
+    );
     assert_eq!(d[39], 15, "initiator depth");
     // RemoteCMResponseTimeout 20 (10100), RC (00), flow control 1.
     assert_eq!(d[43], 0b1010_0001);
@@ -89,13 +93,20 @@ fn req_fields_sit_where_the_kernel_reads_them() {
     assert_eq!(d[51], 0b1111_0000);
     assert_eq!(&d[56 + 12..56 + 16], &[10, 9, 0, 1], "primary local GID");
     assert_eq!(&d[72 + 12..72 + 16], &[10, 9, 0, 2], "primary remote GID");
-    assert_eq!(&d[88..92], &[0xf1, 0x23, 0x40, 0x2a], "flow label, packet rate");
+    assert_eq!(
+        &d[88..92],
+        &[0xf1, 0x23, 0x40, 0x2a],
+        "flow label, packet rate"
+    );
     assert_eq!((d[92], d[93]), (0x68, 64));
     assert_eq!(d[94], 3 << 4, "SL 3, not subnet local");
     assert_eq!(d[95], 18 << 3, "local ACK timeout");
     assert_eq!(&d[140..142], &[0, 0x40], "CMA header: version 0, IPv4");
     assert_eq!(&d[142..144], &40001u16.to_be_bytes());
-    assert_eq!(&d[144..160], &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 9, 0, 1]);
+    assert_eq!(
+        &d[144..160],
+        &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 9, 0, 1]
+    );
     assert_eq!(d[176], 0x77, "user private data after the CMA header");
 }
 

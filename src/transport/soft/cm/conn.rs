@@ -142,10 +142,7 @@ impl Conn {
                 self.peer = Some(peer);
                 self.state = State::Established;
                 self.settle();
-                (
-                    Some(rtu(self)),
-                    Some(CmEvent::Established { conn, peer }),
-                )
+                (Some(rtu(self)), Some(CmEvent::Established { conn, peer }))
             }
             // Our RTU was lost: the peer resent its REP.
             (State::Established, CmMessage::Rep(_)) if self.offer.is_some() => {

@@ -184,6 +184,14 @@ impl CmAgent {
         self.counters
     }
 
+    /// The peer of connection `conn`.
+    pub fn peer_ip(&self, conn: ConnId) -> Option<IpAddr> {
+        self.conns
+            .iter()
+            .find(|c| c.id == conn.0)
+            .map(|c| c.peer_ip)
+    }
+
     /// Accepts REQs for `port` from now on (rdma_cm's `rdma_listen` on a TCP port space ID).
     pub fn listen(&mut self, port: u16) {
         if !self.listening.contains(&port) {
@@ -307,7 +315,7 @@ impl CmAgent {
         };
         self.counters.rx += 1;
         match msg {
-            CmMessage::Req(req) => self.on_req(now, from, tid, &req),
+            CmMessage::Req(req) => self.on_req(from, tid, &req),
             CmMessage::Drep(d) => self.on_reply(now, from, d.remote_comm_id, CmMessage::Drep(d)),
             other => {
                 let ours = match &other {
@@ -402,7 +410,7 @@ impl CmAgent {
         }
     }
 
-    fn on_req(&mut self, now: Instant, from: IpAddr, tid: u64, req: &ReqRepr) {
+    fn on_req(&mut self, from: IpAddr, tid: u64, req: &ReqRepr) {
         if let Some(i) = self
             .conns
             .iter()
@@ -455,7 +463,6 @@ impl CmAgent {
             0
         };
         self.conns.push(c);
-        let _ = now;
         self.events.push_back(CmEvent::Request {
             conn: ConnId(id),
             from,

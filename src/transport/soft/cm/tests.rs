@@ -75,12 +75,25 @@ fn req_rep_rtu_connects_both_sides_with_each_others_queue_pairs() {
     let ca = start(&mut a, 18515);
     assert_eq!(carry(&mut a, A, &mut b, t(1)), 1);
     let ev = events(&mut b);
-    let [CmEvent::Request { conn, from, port, cma, peer, private_data }] = &ev[..] else {
+    let [
+        CmEvent::Request {
+            conn,
+            from,
+            port,
+            cma,
+            peer,
+            private_data,
+        },
+    ] = &ev[..]
+    else {
         panic!("{ev:?}")
     };
     assert_eq!((*from, *port), (ip(A), 18515));
     assert_eq!(cma.unwrap().src, SocketAddr::new(ip(A), 33000));
-    assert_eq!((peer.qpn, peer.psn, peer.mtu.bytes()), (0x100, 0x1111, 1024));
+    assert_eq!(
+        (peer.qpn, peer.psn, peer.mtu.bytes()),
+        (0x100, 0x1111, 1024)
+    );
     assert_eq!(&private_data[..5], b"hello");
     b.accept(t(2), *conn, &offer(0x200, 0x2222)).unwrap();
     assert_eq!(carry(&mut b, B, &mut a, t(3)), 1, "REP");
@@ -156,7 +169,10 @@ fn a_lost_rep_is_recovered_by_the_resent_req() {
     assert_eq!(lose(&mut b), 1, "the REP is lost");
     a.handle_timeout(t(150));
     assert_eq!(carry(&mut a, A, &mut b, t(150)), 1, "REQ again");
-    assert!(events(&mut b).is_empty(), "a duplicate REQ is no new request");
+    assert!(
+        events(&mut b).is_empty(),
+        "a duplicate REQ is no new request"
+    );
     assert_eq!(carry(&mut b, B, &mut a, t(151)), 1, "REP again");
     assert!(matches!(&events(&mut a)[..], [CmEvent::Established { .. }]));
     // The RTU is lost too: the passive side resends its REP, the active side its RTU.

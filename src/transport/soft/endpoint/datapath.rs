@@ -29,6 +29,7 @@ impl SoftEndpoint {
                 q.handle_timeout(now);
             }
         }
+        self.cm_turn(now)?;
         self.transmit(now)?;
         let mut n = 0;
         let count = self.slots.len();
@@ -63,6 +64,7 @@ impl SoftEndpoint {
             Backend::Packet(_) => None,
         };
         let (slots, c, ids) = (&mut self.slots, &mut self.counters, &mut self.ipv4_ids);
+        let cm = &mut self.cm;
         let n = self
             .nic
             .receive(now, |meta, data| {
@@ -104,7 +106,11 @@ impl SoftEndpoint {
                     (RxMeta::Datagram { .. }, None) => None,
                 };
                 if let Some((ib, src)) = packet {
-                    deliver(slots, c, now, ib, src);
+                    match cm.as_deref_mut() {
+                        // -R: QP1 carries the CM's MADs.
+                        Some(side) if super::cm::is_gsi(ib) => side.receive(now, ib, src, c),
+                        _ => deliver(slots, c, now, ib, src),
+                    }
                 }
             })
             .map_err(io_error)?;
