@@ -50,6 +50,7 @@ mod soft_six_tests;
 mod tcp_reports;
 mod tcp_six_tests;
 mod verbs_binaries_unavailable;
+mod wire_cm;
 mod wire_proptest;
 mod wire_rxe_pcaps;
 mod wire_tshark;

@@ -157,7 +157,7 @@ const FIELDS: &[&str] = &[
 
 /// Runs tshark on `pcap` and returns one line per frame with `fields` separated by `|`. Fails (does
 /// not skip) when tshark is missing.
-fn tshark_fields(pcap: &Path, fields: &[&str]) -> String {
+pub(crate) fn tshark_fields(pcap: &Path, fields: &[&str]) -> String {
     let mut cmd = Command::new("tshark");
     cmd.arg("-r")
         .arg(pcap)
