@@ -7,6 +7,7 @@ use super::notes::Note;
 use super::plan::Plan;
 use crate::cli::IoArg;
 use crate::params::{Recovery, RoceVersion, Verb};
+use crate::transport::cm::CmEndpoint;
 use crate::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
 use crate::transport::soft::netdev::AddrFamily;
 use crate::transport::tcp::{TcpConfig, TcpEndpoint};
@@ -40,6 +41,10 @@ pub(crate) trait Described: Endpoint {
     fn lossy(&self) -> (Option<String>, Option<Recovery>) {
         (None, None)
     }
+    /// The transport's CM (`-R`), when it has one.
+    fn cm(&mut self) -> Option<&mut dyn CmEndpoint> {
+        None
+    }
 }
 
 impl Described for TcpEndpoint {}
@@ -58,6 +63,9 @@ impl Described for SoftEndpoint {
     }
     fn lossy(&self) -> (Option<String>, Option<Recovery>) {
         (self.impairment().map(|i| i.spec()), Some(self.recovery()))
+    }
+    fn cm(&mut self) -> Option<&mut dyn CmEndpoint> {
+        Some(self)
     }
 }
 

@@ -171,6 +171,7 @@ impl<'p> Perftest<'p> {
                 version: version.clone(),
             }],
             connected: format!("connected to perftest {version} peer"),
+            cm: None,
             peer,
         })))
     }

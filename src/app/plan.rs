@@ -124,6 +124,8 @@ pub struct OobPlan {
     /// How long the whole handshake may take once connected (hello to connection details in our
     /// dialect, everything before the data path connects in perftest's): `--connect-timeout`.
     pub handshake_timeout: Duration,
+    /// `-R`: the queue pairs are connected through the CM, on `port`.
+    pub rdma_cm: bool,
 }
 
 /// What the endpoint is opened with (each transport takes the part it understands).
@@ -239,6 +241,7 @@ impl Plan {
                 connect_timeout: opts.connect_timeout,
                 io_timeout: oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run,
                 handshake_timeout: opts.connect_timeout,
+                rdma_cm: opts.rdma_cm,
             },
             device: DevicePlan {
                 device: opts.device,
@@ -298,6 +301,7 @@ impl Plan {
             warmup: self.warmup,
             validate: self.validate,
             recovery: self.device.recovery,
+            rdma_cm: self.oob.rdma_cm,
         }
     }
 }

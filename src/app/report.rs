@@ -121,6 +121,7 @@ pub(crate) fn run_info(
         counters: None,
         impair: None,
         recovery: None,
+        rdma_cm: plan.oob.rdma_cm,
     }
 }
 

@@ -58,6 +58,18 @@ pub(crate) struct Link {
     pub notes: Vec<Note>,
     /// The `-v` line once the data path is connected.
     pub connected: String,
+    /// `-R`: connect the queue pairs through the CM, not from `peer`'s description.
+    pub cm: Option<CmConnect>,
+}
+
+/// How `-R` connects the queue pairs of a [`Link`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CmConnect {
+    /// The server's address, on the client (the server listens).
+    pub server: Option<std::net::IpAddr>,
+    /// Pair each request with the queue pair whose peer QPN `peer` names (and check the CM's QPNs
+    /// against it), rather than accept requests in the order they come.
+    pub by_qpn: bool,
 }
 
 /// An out-of-band dialect as the session loop sees it.
@@ -111,8 +123,11 @@ pub(crate) fn drive<D: Dialect, E: Described>(
     loop {
         match dialect.next(ep)? {
             Action::Connect(link) => {
-                let link = *link;
-                ep.connect(&link.peer).map_err(|e| setup_error(plan, e))?;
+                let mut link = *link;
+                match link.cm {
+                    Some(how) => connect_through_cm(plan, ep, &mut link, how)?,
+                    None => ep.connect(&link.peer).map_err(|e| setup_error(plan, e))?,
+                }
                 out.verbose(|| link.connected.clone());
                 let local = link.local.unwrap_or_else(|| ep.local_info());
                 let mut i =
@@ -177,6 +192,40 @@ pub(crate) fn drive<D: Dialect, E: Described>(
         return Err(dialect.unconnected());
     };
     report::conclude(plan, ep, info, &results)
+}
+
+/// `-R`: connects the link's queue pairs through the CM; the peer's QPNs, PSNs and MTU become what
+/// the CM agreed, and the header says so.
+fn connect_through_cm<E: Described>(
+    plan: &Plan,
+    ep: &mut E,
+    link: &mut Link,
+    how: CmConnect,
+) -> Result<(), Error> {
+    let qpns: Vec<u32> = link.peer.qps.iter().map(|q| q.qpn).collect();
+    let expect = how.by_qpn.then_some(&qpns[..]);
+    let wait = Some(plan.oob.connect_timeout);
+    let peers = super::rdma_cm::connect(plan, ep, 0..qpns.len(), how.server, expect, wait)?;
+    for (q, p) in link.peer.qps.iter_mut().zip(&peers) {
+        q.qpn = p.qpn;
+        q.psn = p.psn;
+    }
+    if let Some(p) = peers.first() {
+        link.peer.mtu = p.mtu;
+    }
+    let described: Vec<String> = peers
+        .iter()
+        .map(|p| format!("QPN {:#x} PSN {:#x}", p.qpn, p.psn))
+        .collect();
+    link.notes.push(super::notes::Note::RdmaCm {
+        port: plan.oob.port,
+        peers: format!(
+            "{} at {}",
+            described.join(", "),
+            peers.first().map_or(String::new(), |p| p.ip.to_string())
+        ),
+    });
+    Ok(())
 }
 
 /// After a run in either dialect: the transport's account of a failed completion, and with -v its

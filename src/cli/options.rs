@@ -133,6 +133,8 @@ pub struct Options {
     pub validate: bool,
     /// `--oob`.
     pub oob: OobArg,
+    /// `-R`: the queue pairs are connected through the CM.
+    pub rdma_cm: bool,
     /// `-u`.
     pub qp_timeout: Option<u8>,
     /// `--retry_count`.
@@ -175,6 +177,7 @@ impl Options {
         checks::built(&choice)?;
         checks::transport_flags(transport, &a)?;
         checks::oob(transport, &a)?;
+        checks::rdma_cm(transport, &a)?;
         checks::lossy_flags(transport, &a)?;
         let io = checks::soft_io(transport, &a)?;
         checks::test_flags(test, &a)?;
@@ -230,6 +233,7 @@ impl Options {
             bind: a.bind,
             validate: a.validate,
             oob: a.oob,
+            rdma_cm: a.rdma_cm,
             qp_timeout: a.qp_timeout,
             retry_count: a.retry_count,
             impair: a.impair,

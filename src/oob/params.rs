@@ -43,6 +43,9 @@ pub struct TestParams {
     /// only when both sides ask for it ([`Recovery::agree`]); a peer that does not say asks for gbn.
     #[serde(default)]
     pub recovery: Recovery,
+    /// `-R`: the queue pairs are connected through the CM (both sides must, or nobody answers).
+    #[serde(default)]
+    pub rdma_cm: bool,
 }
 
 /// The first parameter that differs between this side and the peer.
@@ -75,7 +78,7 @@ fn opt<T: fmt::Display>(v: &Option<T>) -> String {
 
 impl TestParams {
     /// The parameters in the order they are checked: name, value as shown, what to do.
-    fn fields(&self) -> [(&'static str, String, &'static str); 13] {
+    fn fields(&self) -> [(&'static str, String, &'static str); 14] {
         [
             (
                 "test",
@@ -121,6 +124,11 @@ impl TestParams {
                 "validate",
                 self.validate.to_string(),
                 "give --validate to both sides or to neither",
+            ),
+            (
+                "rdma_cm",
+                self.rdma_cm.to_string(),
+                "give -R to both sides or to neither",
             ),
         ]
     }
@@ -196,7 +204,21 @@ mod tests {
             warmup: 0,
             validate: false,
             recovery: Recovery::Gbn,
+            rdma_cm: false,
         }
+    }
+
+    #[test]
+    fn rdma_cm_must_agree() {
+        let r = TestParams {
+            rdma_cm: true,
+            ..base()
+        };
+        let m = r.first_mismatch(&base()).unwrap();
+        assert_eq!(
+            m.to_string(),
+            "rdma_cm: this side true, peer false — give -R to both sides or to neither"
+        );
     }
 
     #[test]

@@ -95,6 +95,9 @@ pub struct RunInfo {
     /// The loss recovery the RC engine of a soft run used (`gbn` or `sr`); absent for the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+    /// `-R`: the queue pairs were connected through the CM (rdma_cm); absent when they were not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rdma_cm: bool,
 }
 
 /// `client` or `server`.

@@ -57,6 +57,7 @@ pub fn bw_info() -> RunInfo {
         counters: None,
         impair: None,
         recovery: None,
+        rdma_cm: false,
     }
 }
 

@@ -12,8 +12,7 @@ use roceperf::wire::cm::{
 };
 use roceperf::wire::mad::MAD_LEN;
 use roceperf::wire::{
-    BthRepr, DethRepr, EthernetRepr, Gid, IbRepr, Ipv4Repr, NetRepr, Opcode, RoceFrameRepr,
-    UdpRepr,
+    BthRepr, DethRepr, EthernetRepr, Gid, IbRepr, Ipv4Repr, NetRepr, Opcode, RoceFrameRepr, UdpRepr,
 };
 
 use crate::vectors;
@@ -208,7 +207,11 @@ fn tshark_reads_every_cm_message_as_we_wrote_it() {
     assert!(lines[3][17].contains("ConnectReject"), "{}", lines[3][17]);
     assert_eq!(lines[5][16], "0x12345678");
     assert!(lines[4][17].contains("MsgRcptAck"), "{}", lines[4][17]);
-    assert!(lines[5][17].contains("DisconnectRequest"), "{}", lines[5][17]);
+    assert!(
+        lines[5][17].contains("DisconnectRequest"),
+        "{}",
+        lines[5][17]
+    );
     assert!(lines[6][17].contains("DisconnectReply"), "{}", lines[6][17]);
 }
 

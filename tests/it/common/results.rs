@@ -45,6 +45,7 @@ pub fn run_info(
         version: "0.1.0".into(),
         impair: None,
         recovery: None,
+        rdma_cm: false,
         counters: None,
     }
 }
