@@ -12,6 +12,7 @@
 //! exit codes), `notes` (typed header notes and warnings), [`resources`] (the memory a run needs,
 //! checked up front), [`rdma_cm`] (`-R`: queue pairs connected through the CM).
 
+mod comm_link;
 mod endpoints;
 pub mod exit;
 mod measure;

@@ -45,6 +45,11 @@ pub(crate) trait Described: Endpoint {
     fn cm(&mut self) -> Option<&mut dyn CmEndpoint> {
         None
     }
+    /// Runs `f` while the out-of-band channel may move this endpoint itself (`-R --oob perftest`'s
+    /// [`super::comm_link::CommLink`] lends it to its stream); elsewhere just runs `f`.
+    fn lend<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
 }
 
 impl Described for TcpEndpoint {}
@@ -88,6 +93,11 @@ impl Described for VerbsEndpoint {
     }
 }
 
+/// Queue pairs opened beyond the test's: `-R --oob perftest` carries perftest's messages on one.
+pub(crate) fn comm_qps(plan: &Plan) -> usize {
+    usize::from(plan.oob.rdma_cm && plan.oob.dialect == crate::cli::OobArg::Perftest)
+}
+
 /// The error of a transport that could not be set up.
 pub(crate) fn setup_error(plan: &Plan, source: transport::Error) -> Error {
     Error::Setup {
@@ -121,7 +131,7 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.impair = d.impair;
     cfg.impair_seed = d.impair_seed;
     cfg.recovery = d.recovery;
-    cfg.qps = plan.qps as usize;
+    cfg.qps = plan.qps as usize + comm_qps(plan);
     cfg.buffer_len = plan.layout.buffer_len();
     // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
     // defaults as a floor so a sweep's finishing phase never finds a full queue.
@@ -163,7 +173,7 @@ pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
         gid_index: d.gid_index.map(u32::from),
         roce: d.roce,
         ipv6: d.ipv6,
-        qps: plan.qps as usize,
+        qps: plan.qps as usize + comm_qps(plan),
         buf_size: plan.layout.buffer_len(),
         tx_depth: plan.depths.tx.max(1),
         rx_depth: plan.depths.rx.max(1),

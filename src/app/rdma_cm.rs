@@ -12,12 +12,18 @@ use std::time::{Duration, Instant};
 
 use super::endpoints::Described;
 use super::exit::Error;
+use super::notes::Note;
 use super::plan::Plan;
 use crate::params::{Role, TransportKind};
+use crate::transport::ConnInfo;
 use crate::transport::cm::{CmEndpoint, CmEvent, CmPeer, CmQpParams, RejectReason};
 
 /// How long a client waits before asking again after a REJ "invalid service ID".
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// How long the end of a `-R` run waits for the peer to disconnect first.
+const PEER_DREQ_GRACE: Duration = Duration::from_secs(1);
+/// How long the end of a `-R` run waits for every data queue pair to be disconnected.
+const DISCONNECT_WAIT: Duration = Duration::from_secs(6);
 
 /// Why the CM could not connect the queue pairs (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -230,6 +236,67 @@ pub(crate) fn connect<E: Described>(
         }
     }
     Ok(peers)
+}
+
+/// The peer's queue pairs as the CM agreed them (QPNs, PSNs, MTU) in `peer`, and the header's note.
+pub(crate) fn adopt(plan: &Plan, peer: &mut ConnInfo, cm: &[CmPeer], notes: &mut Vec<Note>) {
+    for (q, p) in peer.qps.iter_mut().zip(cm) {
+        q.qpn = p.qpn;
+        q.psn = p.psn;
+    }
+    if let Some(p) = cm.first() {
+        peer.mtu = p.mtu;
+    }
+    let described: Vec<String> = cm
+        .iter()
+        .map(|p| format!("QPN {:#x} PSN {:#x}", p.qpn, p.psn))
+        .collect();
+    notes.push(Note::RdmaCm {
+        port: plan.oob.port,
+        peers: format!(
+            "{} at {}",
+            described.join(", "),
+            cm.first().map_or(String::new(), |p| p.ip.to_string())
+        ),
+    });
+}
+
+/// `-R` at the end of perftest's dialect: the data queue pairs disconnected through the CM, where
+/// perftest's `destroy_ctx` does. First [`PEER_DREQ_GRACE`] for the peer's DREQs (perftest 6.06's
+/// client sends them, 6.29's server; the transport answers them and keeps acknowledging the last
+/// operations meanwhile), then our DREQs for the rest, and at most [`DISCONNECT_WAIT`] in all. Never
+/// fails the run: its figures are in; a peer that does not answer is said with -v.
+pub(crate) fn disconnect<E: Described>(plan: &Plan, ep: &mut E, qps: Range<usize>) {
+    let Some(cm) = ep.cm() else {
+        return;
+    };
+    let start = Instant::now();
+    let mut down = vec![false; qps.len()];
+    let mut asked = false;
+    while down.iter().any(|d| !d) && start.elapsed() < DISCONNECT_WAIT {
+        if !asked && start.elapsed() >= PEER_DREQ_GRACE {
+            asked = true;
+            for (k, _) in down.iter().enumerate().filter(|(_, d)| !**d) {
+                let _ = cm.cm_disconnect(qps.start + k);
+            }
+        }
+        match cm.cm_poll() {
+            Ok(Some(CmEvent::Disconnected { qp })) if qps.contains(&qp) => {
+                down[qp - qps.start] = true;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let left = down.iter().filter(|d| !**d).count();
+    plan.output.verbose(|| {
+        format!(
+            "CM disconnection: {} of {} queue pairs down in {:.1} s",
+            down.len() - left,
+            down.len(),
+            start.elapsed().as_secs_f64()
+        )
+    });
 }
 
 /// What to check after a REJ of this reason.

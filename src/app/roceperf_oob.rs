@@ -151,7 +151,7 @@ impl Dialect for Roceperf<'_> {
                 } else {
                     Phase::Prepare(0)
                 };
-                let cm = plan.oob.rdma_cm.then(|| CmConnect {
+                let cm = plan.oob.rdma_cm.then(|| CmConnect::Now {
                     server: (plan.role == Role::Client)
                         .then(|| data_ip(&peer, self.chan.peer().ip())),
                     by_qpn: true,

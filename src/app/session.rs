@@ -64,12 +64,17 @@ pub(crate) struct Link {
 
 /// How `-R` connects the queue pairs of a [`Link`].
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CmConnect {
-    /// The server's address, on the client (the server listens).
-    pub server: Option<std::net::IpAddr>,
-    /// Pair each request with the queue pair whose peer QPN `peer` names (and check the CM's QPNs
-    /// against it), rather than accept requests in the order they come.
-    pub by_qpn: bool,
+pub(crate) enum CmConnect {
+    /// Through the CM, now.
+    Now {
+        /// The server's address, on the client (the server listens).
+        server: Option<std::net::IpAddr>,
+        /// Pair each request with the queue pair whose peer QPN `peer` names (and check the CM's
+        /// QPNs against it), rather than accept requests in the order they come.
+        by_qpn: bool,
+    },
+    /// Already connected through the CM (perftest's `-R` connects before its key rounds).
+    Done,
 }
 
 /// An out-of-band dialect as the session loop sees it.
@@ -125,7 +130,10 @@ pub(crate) fn drive<D: Dialect, E: Described>(
             Action::Connect(link) => {
                 let mut link = *link;
                 match link.cm {
-                    Some(how) => connect_through_cm(plan, ep, &mut link, how)?,
+                    Some(CmConnect::Now { server, by_qpn }) => {
+                        connect_through_cm(plan, ep, &mut link, server, by_qpn)?
+                    }
+                    Some(CmConnect::Done) => {}
                     None => ep.connect(&link.peer).map_err(|e| setup_error(plan, e))?,
                 }
                 out.verbose(|| link.connected.clone());
@@ -200,31 +208,14 @@ fn connect_through_cm<E: Described>(
     plan: &Plan,
     ep: &mut E,
     link: &mut Link,
-    how: CmConnect,
+    server: Option<std::net::IpAddr>,
+    by_qpn: bool,
 ) -> Result<(), Error> {
     let qpns: Vec<u32> = link.peer.qps.iter().map(|q| q.qpn).collect();
-    let expect = how.by_qpn.then_some(&qpns[..]);
+    let expect = by_qpn.then_some(&qpns[..]);
     let wait = Some(plan.oob.connect_timeout);
-    let peers = super::rdma_cm::connect(plan, ep, 0..qpns.len(), how.server, expect, wait)?;
-    for (q, p) in link.peer.qps.iter_mut().zip(&peers) {
-        q.qpn = p.qpn;
-        q.psn = p.psn;
-    }
-    if let Some(p) = peers.first() {
-        link.peer.mtu = p.mtu;
-    }
-    let described: Vec<String> = peers
-        .iter()
-        .map(|p| format!("QPN {:#x} PSN {:#x}", p.qpn, p.psn))
-        .collect();
-    link.notes.push(super::notes::Note::RdmaCm {
-        port: plan.oob.port,
-        peers: format!(
-            "{} at {}",
-            described.join(", "),
-            peers.first().map_or(String::new(), |p| p.ip.to_string())
-        ),
-    });
+    let peers = super::rdma_cm::connect(plan, ep, 0..qpns.len(), server, expect, wait)?;
+    super::rdma_cm::adopt(plan, &mut link.peer, &peers, &mut link.notes);
     Ok(())
 }
 
