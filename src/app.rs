@@ -10,14 +10,16 @@
 //! transport), `roceperf_oob` / `perftest_oob` (the two dialects), `session` (the one loop both drive),
 //! `measure` (one size on the data path), `report` (what is printed and written), [`exit`] (errors and
 //! exit codes), `notes` (typed header notes and warnings), [`resources`] (the memory a run needs,
-//! checked up front).
+//! checked up front), [`rdma_cm`] (`-R`: queue pairs connected through the CM).
 
+mod comm_link;
 mod endpoints;
 pub mod exit;
 mod measure;
 mod notes;
 mod perftest_oob;
 pub mod plan;
+pub mod rdma_cm;
 mod report;
 pub mod resources;
 mod roceperf_oob;

@@ -7,6 +7,7 @@ use super::notes::Note;
 use super::plan::Plan;
 use crate::cli::IoArg;
 use crate::params::{Recovery, RoceVersion, Verb};
+use crate::transport::cm::CmEndpoint;
 use crate::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
 use crate::transport::soft::netdev::AddrFamily;
 use crate::transport::tcp::{TcpConfig, TcpEndpoint};
@@ -49,6 +50,15 @@ pub(crate) trait Described: Endpoint {
     fn messages_received(&self) -> Option<u64> {
         None
     }
+    /// The transport's CM (`-R`), when it has one.
+    fn cm(&mut self) -> Option<&mut dyn CmEndpoint> {
+        None
+    }
+    /// Runs `f` while the out-of-band channel may move this endpoint itself (`-R --oob perftest`'s
+    /// [`super::comm_link::CommLink`] lends it to its stream); elsewhere just runs `f`.
+    fn lend<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
 }
 
 impl Described for TcpEndpoint {}
@@ -75,6 +85,9 @@ impl Described for SoftEndpoint {
         let c = SoftEndpoint::counters(self);
         (self.connection().is_unreliable()).then_some(c.unreliable.messages_received)
     }
+    fn cm(&mut self) -> Option<&mut dyn CmEndpoint> {
+        Some(self)
+    }
 }
 
 impl Described for VerbsEndpoint {
@@ -97,6 +110,11 @@ impl Described for VerbsEndpoint {
     fn mtu_offered(&self) -> Option<u32> {
         Some(self.setup().mtu)
     }
+}
+
+/// Queue pairs opened beyond the test's: `-R --oob perftest` carries perftest's messages on one.
+pub(crate) fn comm_qps(plan: &Plan) -> usize {
+    usize::from(plan.oob.rdma_cm && plan.oob.dialect == crate::cli::OobArg::Perftest)
 }
 
 /// The error of a transport that could not be set up.
@@ -132,7 +150,7 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.impair = d.impair;
     cfg.impair_seed = d.impair_seed;
     cfg.recovery = d.recovery;
-    cfg.qps = plan.qps as usize;
+    cfg.qps = plan.qps as usize + comm_qps(plan);
     cfg.connection = plan.connection;
     cfg.buffer_len = plan.layout.buffer_len();
     // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
@@ -175,7 +193,7 @@ pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
         gid_index: d.gid_index.map(u32::from),
         roce: d.roce,
         ipv6: d.ipv6,
-        qps: plan.qps as usize,
+        qps: plan.qps as usize + comm_qps(plan),
         buf_size: plan.layout.buffer_len(),
         tx_depth: plan.depths.tx.max(1),
         rx_depth: plan.depths.rx.max(1),

@@ -55,6 +55,9 @@ pub enum Error {
     /// A gate could not be evaluated: unreadable baseline, unwritable JUnit file (exit 2).
     #[error("gate: {0}")]
     GateInput(String),
+    /// `-R`: the CM could not connect the queue pairs (exit 2).
+    #[error("{0}")]
+    RdmaCm(#[from] super::rdma_cm::CmSetupError),
 }
 
 impl Error {

@@ -133,6 +133,8 @@ pub struct OobPlan {
     /// How long the whole handshake may take once connected (hello to connection details in our
     /// dialect, everything before the data path connects in perftest's): `--connect-timeout`.
     pub handshake_timeout: Duration,
+    /// `-R`: the queue pairs are connected through the CM, on `port`.
+    pub rdma_cm: bool,
 }
 
 /// What is printed and written, all local to this side.
@@ -213,6 +215,7 @@ impl Plan {
                 connect_timeout: opts.connect_timeout,
                 io_timeout: oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run,
                 handshake_timeout: opts.connect_timeout,
+                rdma_cm: opts.rdma_cm,
             },
             device: opts.device,
             output: OutputPlan {
@@ -284,6 +287,7 @@ impl Plan {
             validate: self.validate,
             recovery: self.device.recovery,
             connection: self.connection,
+            rdma_cm: self.oob.rdma_cm,
         }
     }
 }

@@ -122,6 +122,7 @@ pub(crate) fn run_info(
         impair: None,
         recovery: None,
         connection: (plan.transport != TransportKind::Tcp).then_some(plan.connection),
+        rdma_cm: plan.oob.rdma_cm,
     }
 }
 

@@ -58,6 +58,23 @@ pub(crate) struct Link {
     pub notes: Vec<Note>,
     /// The `-v` line once the data path is connected.
     pub connected: String,
+    /// `-R`: connect the queue pairs through the CM, not from `peer`'s description.
+    pub cm: Option<CmConnect>,
+}
+
+/// How `-R` connects the queue pairs of a [`Link`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CmConnect {
+    /// Through the CM, now.
+    Now {
+        /// The server's address, on the client (the server listens).
+        server: Option<std::net::IpAddr>,
+        /// Pair each request with the queue pair whose peer QPN `peer` names (and check the CM's
+        /// QPNs against it), rather than accept requests in the order they come.
+        by_qpn: bool,
+    },
+    /// Already connected through the CM (perftest's `-R` connects before its key rounds).
+    Done,
 }
 
 /// An out-of-band dialect as the session loop sees it.
@@ -112,9 +129,15 @@ pub(crate) fn drive<D: Dialect, E: Described>(
     loop {
         match dialect.next(ep)? {
             Action::Connect(link) => {
-                let link = *link;
+                let mut link = *link;
                 check_datagram_mtu(plan, &link.peer)?;
-                ep.connect(&link.peer).map_err(|e| setup_error(plan, e))?;
+                match link.cm {
+                    Some(CmConnect::Now { server, by_qpn }) => {
+                        connect_through_cm(plan, ep, &mut link, server, by_qpn)?
+                    }
+                    Some(CmConnect::Done) => {}
+                    None => ep.connect(&link.peer).map_err(|e| setup_error(plan, e))?,
+                }
                 landed.start(ep, link.warmup);
                 out.verbose(|| link.connected.clone());
                 let local = link.local.unwrap_or_else(|| ep.local_info());
@@ -252,6 +275,23 @@ impl LandedWrites {
         self.base = Some(now);
         self.sizes = 0;
     }
+}
+
+/// `-R`: connects the link's queue pairs through the CM; the peer's QPNs, PSNs and MTU become what
+/// the CM agreed, and the header says so.
+fn connect_through_cm<E: Described>(
+    plan: &Plan,
+    ep: &mut E,
+    link: &mut Link,
+    server: Option<std::net::IpAddr>,
+    by_qpn: bool,
+) -> Result<(), Error> {
+    let qpns: Vec<u32> = link.peer.qps.iter().map(|q| q.qpn).collect();
+    let expect = by_qpn.then_some(&qpns[..]);
+    let wait = Some(plan.oob.connect_timeout);
+    let peers = super::rdma_cm::connect(plan, ep, 0..qpns.len(), server, expect, wait)?;
+    super::rdma_cm::adopt(plan, &mut link.peer, &peers, &mut link.notes);
+    Ok(())
 }
 
 /// After a run in either dialect: the transport's account of a failed completion, and with -v its

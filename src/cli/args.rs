@@ -217,6 +217,12 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub recovery: Option<Recovery>,
 
+    /// Connect the queue pairs through the CM, as rdma_cm does: REQ / REP / RTU on QP1, the peer named
+    /// by IP address and -p as the port (SYMMETRIC) (verbs, soft only; soft needs RoCE v2). With
+    /// --oob perftest the out-of-band messages ride a CM-connected queue pair too, as ib_*_bw -R's do.
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
+
     /// Out-of-band dialect: roceperf's own, or perftest's (to pair with a real ib_* peer).
     #[arg(long, value_enum, default_value_t = OobArg::Roceperf, help = oob_help())]
     pub oob: OobArg,

@@ -156,6 +156,29 @@ pub(crate) fn oob(transport: TransportKind, a: &Args) -> Result<(), Error> {
     Ok(())
 }
 
+/// `-R` connects RoCE queue pairs through the CM, which addresses the peer by IP address: no TCP
+/// baseline, no RoCE v1.
+pub(crate) fn rdma_cm(transport: TransportKind, a: &Args) -> Result<(), Error> {
+    if !a.rdma_cm {
+        return Ok(());
+    }
+    if transport == TransportKind::Tcp {
+        return not_applicable(
+            "-R",
+            "--transport tcp".into(),
+            "it connects RDMA queue pairs through the CM (rdma_cm) and the TCP baseline has none; use --transport soft or verbs",
+        );
+    }
+    if a.roce == Some(RoceVersion::V1) {
+        return Err(Error::Conflict {
+            a: "-R",
+            b: "--roce v1",
+            why: "rdma_cm addresses the peer by IP address and RoCE v1 frames carry none; use --roce v2",
+        });
+    }
+    Ok(())
+}
+
 /// The soft transport's backend (`None` for the other transports), after checking that the soft
 /// flags given can work together.
 pub(crate) fn soft_io(transport: TransportKind, a: &Args) -> Result<Option<IoArg>, Error> {

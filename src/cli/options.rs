@@ -115,6 +115,8 @@ pub struct Options {
     pub validate: bool,
     /// `--oob`.
     pub oob: OobArg,
+    /// `-R`: the queue pairs are connected through the CM.
+    pub rdma_cm: bool,
     /// Gate thresholds.
     pub gate: GateArgs,
     /// Gate reports.
@@ -186,6 +188,7 @@ impl Options {
         checks::built(&choice)?;
         checks::transport_flags(transport, &a)?;
         checks::oob(transport, &a)?;
+        checks::rdma_cm(transport, &a)?;
         checks::lossy_flags(transport, &a)?;
         let io = checks::soft_io(transport, &a)?;
         let connection = super::connection::connection(test, transport, &a)?;
@@ -252,6 +255,7 @@ impl Options {
             verbose: a.verbose,
             validate: a.validate,
             oob: a.oob,
+            rdma_cm: a.rdma_cm,
             gate: a.gate,
             gate_output: a.gate_output,
             connection,

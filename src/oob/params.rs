@@ -46,6 +46,9 @@ pub struct TestParams {
     /// `-c`: RC, UC or UD queue pairs (a peer that does not say runs RC).
     #[serde(default)]
     pub connection: ConnType,
+    /// `-R`: the queue pairs are connected through the CM (both sides must, or nobody answers).
+    #[serde(default)]
+    pub rdma_cm: bool,
 }
 
 /// The first parameter that differs between this side and the peer.
@@ -78,7 +81,7 @@ fn opt<T: fmt::Display>(v: &Option<T>) -> String {
 
 impl TestParams {
     /// The parameters in the order they are checked: name, value as shown, what to do.
-    fn fields(&self) -> [(&'static str, String, &'static str); 14] {
+    fn fields(&self) -> [(&'static str, String, &'static str); 15] {
         [
             (
                 "test",
@@ -129,6 +132,11 @@ impl TestParams {
                 "connection type",
                 self.connection.to_string(),
                 "give both sides the same -c",
+            ),
+            (
+                "rdma_cm",
+                self.rdma_cm.to_string(),
+                "give -R to both sides or to neither",
             ),
         ]
     }
@@ -205,6 +213,7 @@ mod tests {
             validate: false,
             recovery: Recovery::Gbn,
             connection: ConnType::Rc,
+            rdma_cm: false,
         }
     }
 
@@ -223,6 +232,19 @@ mod tests {
         old.as_object_mut().unwrap().remove("connection");
         let old: TestParams = serde_json::from_value(old).unwrap();
         assert_eq!(old.connection, ConnType::Rc);
+    }
+
+    #[test]
+    fn rdma_cm_must_agree() {
+        let r = TestParams {
+            rdma_cm: true,
+            ..base()
+        };
+        let m = r.first_mismatch(&base()).unwrap();
+        assert_eq!(
+            m.to_string(),
+            "rdma_cm: this side true, peer false — give -R to both sides or to neither"
+        );
     }
 
     #[test]

@@ -114,7 +114,9 @@ pub fn header_block(info: &RunInfo) -> String {
             format_args!("{}[B]", info.inline_size),
         );
     }
-    s.push_str(" rdma_cm QPs\t : OFF\n");
+    // -R: the queue pairs are connected through the CM, as perftest's rdma_cm QPs.
+    let cm_qps = if info.rdma_cm { "ON" } else { "OFF" };
+    s.push_str(&format!(" rdma_cm QPs\t : {cm_qps}\n"));
     kv(&mut s, "Data ex. method", "Ethernet");
 
     // Ours, after perftest's last standard line.

@@ -99,6 +99,9 @@ pub struct RunInfo {
     /// files written before `-c` existed, which were RC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection: Option<ConnType>,
+    /// `-R`: the queue pairs were connected through the CM (rdma_cm); absent when they were not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rdma_cm: bool,
 }
 
 /// `client` or `server`.

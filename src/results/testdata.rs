@@ -58,6 +58,7 @@ pub fn bw_info() -> RunInfo {
         impair: None,
         recovery: None,
         connection: None,
+        rdma_cm: false,
     }
 }
 

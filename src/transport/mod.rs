@@ -10,6 +10,7 @@
 //! [`MacAddr`] (from [`wire`](crate::wire)), [`RoceMtu`], [`Param`] (a run parameter that displays as
 //! its flag, for messages) and [`rng::SplitMix64`].
 
+pub mod cm;
 pub mod memory;
 pub mod mtu;
 pub mod param;

@@ -12,6 +12,8 @@
 //! - IB transport layer: [`Opcode`], [`BthRepr`], the extension headers and [`IbRepr`] (the whole
 //!   stack an opcode prescribes).
 //! - Encapsulations: [`EthernetRepr`], [`GrhRepr`] (v1), [`Ipv4Repr`] / [`Ipv6Repr`] + [`UdpRepr`] (v2).
+//! - Management: [`mad`] (the 256-byte MADs of QP1) and [`cm`] (the Communication Manager's
+//!   REQ / REP / RTU / REJ / DREQ / DREP, rdma_cm's IP header and service IDs).
 //! - [`Icrc`] and [`icrc_v1`] / [`icrc_v2_ipv4`] / [`icrc_v2_ipv6`].
 //! - A whole frame: [`RoceFrame`] (checked view) and [`RoceFrameRepr`] (parse verifies the ICRC, emit
 //!   computes it).
@@ -53,6 +55,7 @@ mod addr;
 mod aeth;
 mod atomic;
 mod bth;
+pub mod cm;
 mod deth;
 mod encap;
 mod error;
@@ -64,6 +67,7 @@ mod icrc;
 mod icrc_ipv4_id;
 mod ipv4;
 mod ipv6;
+pub mod mad;
 mod opcode;
 mod reth;
 mod udp;

@@ -179,6 +179,9 @@ fn run(
                     }
                 }
                 Action::PostReceives { .. } => {}
+                Action::CmConnect | Action::CmDisconnect => {
+                    unreachable!("the recorded traces are TCP exchanges, without -R")
+                }
                 Action::Finished => return Ok(()),
             }
         }

@@ -23,6 +23,10 @@ pub enum Barrier {
     AfterRun,
     /// `ctx_close_connection`: the last key exchange, followed by `"done"`.
     Close,
+    /// `-R`: before the data queue pairs connect through the CM (`create_rdma_cm_connection`).
+    BeforeCm,
+    /// `-R`: after they did.
+    AfterCm,
 }
 
 impl Barrier {
@@ -34,6 +38,8 @@ impl Barrier {
             Barrier::BeforeRun => "barrier before the run",
             Barrier::AfterRun => "end-of-test barrier",
             Barrier::Close => "close barrier",
+            Barrier::BeforeCm => "barrier before the CM connects the queue pairs",
+            Barrier::AfterCm => "barrier after the CM connected the queue pairs",
         }
     }
 }
@@ -83,6 +89,11 @@ pub enum Step {
     /// No close handshake (write_lat): half-close, then wait for the peer to close the connection, keeping
     /// the data path alive, because its last operation may still need our acknowledgement.
     AwaitClose,
+    /// Local, `-R`: connect the data queue pairs through the CM (the client asks, the server listens).
+    CmConnect,
+    /// Local, `-R`, at the end: disconnect the data queue pairs through the CM (DREQ / DREP), where
+    /// perftest's `destroy_ctx` does; there is no `"done"` and no TCP close with `-R`.
+    CmDisconnect,
 }
 
 impl Step {
@@ -102,6 +113,8 @@ impl Step {
             Step::Report { .. } => "bandwidth report exchange",
             Step::Done => "final \"done\"",
             Step::AwaitClose => "wait for the peer to close",
+            Step::CmConnect => "CM connection of the queue pairs",
+            Step::CmDisconnect => "CM disconnection of the queue pairs",
         }
     }
 
@@ -137,6 +150,8 @@ pub struct ScriptOptions {
     pub duration: bool,
     /// `-a` stops at this size: 8 MiB, or the MTU with `-c UD` (perftest's `size_max_pow`).
     pub sweep_max: u64,
+    /// `-R`: the exchange rides a CM-connected queue pair and the data queue pairs connect through the CM.
+    pub rdma_cm: bool,
 }
 
 impl ScriptOptions {
@@ -149,6 +164,7 @@ impl ScriptOptions {
             num_qps: 1,
             duration: false,
             sweep_max: 1 << 23,
+            rdma_cm: false,
         }
     }
 
@@ -298,8 +314,35 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
             s.extend([barrier(Barrier::Close, true), Step::Done]);
         }
     }
+    if opt.rdma_cm {
+        with_rdma_cm(&mut s);
+    }
     mark_waits_after_runs(&mut s);
     Ok(s)
+}
+
+/// perftest's `-R` order (`create_rdma_cm_connection`, `ctx_close_connection`, `destroy_ctx`): after
+/// the MTU exchange a barrier, the CM connection of the data queue pairs, another barrier; at the end
+/// no `"done"` (nor a TCP close to wait for) but the CM's disconnection.
+fn with_rdma_cm(s: &mut Vec<Step>) {
+    let after_mtu = s.iter().position(|&x| x == Step::Mtu).map_or(0, |i| i + 1);
+    let barrier = |which| Step::Barrier {
+        which,
+        waits_for_run: false,
+    };
+    s.splice(
+        after_mtu..after_mtu,
+        [
+            barrier(Barrier::BeforeCm),
+            Step::CmConnect,
+            barrier(Barrier::AfterCm),
+        ],
+    );
+    for step in s.iter_mut() {
+        if matches!(step, Step::Done | Step::AwaitClose) {
+            *step = Step::CmDisconnect;
+        }
+    }
 }
 
 /// Any exchange that directly follows a run (posting receives aside) waits for the peer's run too (e.g.
@@ -352,7 +395,7 @@ mod tests {
     fn both_roles_exchange_the_same_sizes() {
         for test in TestKind::ALL {
             for all_sizes in [false, true] {
-                for bidirectional in [false, true] {
+                for (bidirectional, rdma_cm) in [(false, false), (true, false), (false, true)] {
                     if bidirectional && test.metric == Metric::Latency {
                         continue;
                     }
@@ -363,14 +406,25 @@ mod tests {
                         num_qps: 1,
                         duration: false,
                         sweep_max: 1 << 23,
+                        rdma_cm,
                     };
                     let c = script(test, Role::Client, &opt).unwrap();
                     let sv = script(test, Role::Server, &opt).unwrap();
                     assert_eq!(
                         message_sizes(&c, 1),
                         message_sizes(&sv, 1),
-                        "{test} -a={all_sizes} -b={bidirectional}"
+                        "{test} -a={all_sizes} -b={bidirectional} -R={rdma_cm}"
                     );
+                    let locals = |s: &[Step], x: Step| s.iter().filter(|&&y| y == x).count();
+                    for side in [&c, &sv] {
+                        let cm = usize::from(rdma_cm);
+                        assert_eq!(locals(side, Step::CmConnect), cm, "{test}");
+                        assert_eq!(locals(side, Step::CmDisconnect), cm, "{test}");
+                        if rdma_cm {
+                            assert_eq!(locals(side, Step::Done), 0, "no \"done\" with -R: {test}");
+                            assert_eq!(locals(side, Step::AwaitClose), 0, "{test}");
+                        }
+                    }
                 }
             }
         }

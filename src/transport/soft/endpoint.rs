@@ -38,6 +38,7 @@ use crate::wire::{Encapsulation, Ipv4IdCache};
 pub use super::config::{IoKind, SoftConfig, SoftError};
 pub use super::counters::{DropSummary, SoftCounters};
 
+mod cm;
 mod datapath;
 #[cfg(test)]
 mod tests;
@@ -82,6 +83,8 @@ pub struct SoftEndpoint {
     counters: SoftCounters,
     /// Round-robin start for completions and transmission, so no QP starves.
     next_qp: usize,
+    /// The CM on QP1 (`-R`), once asked for.
+    cm: Option<Box<cm::CmSide>>,
 }
 
 impl SoftEndpoint {
@@ -145,6 +148,7 @@ impl SoftEndpoint {
             epoch: Instant::now(),
             counters: SoftCounters::default(),
             next_qp: 0,
+            cm: None,
         })
     }
 
@@ -303,6 +307,55 @@ impl SoftEndpoint {
         self.cfg.connection
     }
 
+    /// Connects queue pair `i` to `remote`, a queue pair of `peer`, with path MTU `mtu`.
+    fn connect_slot(
+        &mut self,
+        i: usize,
+        peer: &ConnInfo,
+        remote: &QpInfo,
+        mtu: RoceMtu,
+    ) -> Result<()> {
+        let local = self.local_end();
+        let (qpn, psn, lkey) = {
+            let s = &self.slots[i];
+            (s.qpn, s.psn, s.keys.lkey)
+        };
+        let dev = &self.dev;
+        let path = path_to(&local, peer, qpn, remote.qpn, |l, p| {
+            super::neighbour::resolve(dev, l, p)
+        })
+        .map_err(SoftError::from)?;
+        let mut qcfg = QpConfig::new(qpn, remote.qpn, psn, remote.psn, lkey);
+        qcfg.pmtu = mtu.bytes();
+        qcfg.timeout = self.cfg.timeout;
+        qcfg.retry_cnt = self.cfg.retry_cnt;
+        // Both ends of a soft test are busy-polling processes that the scheduler can stall for
+        // hundreds of milliseconds on a loaded machine; rxe's fixed 67 ms × 7 budget would call
+        // such a peer dead. Back off up to 8× per retry: a lost packet is still resent after one
+        // timeout, while a dead peer is declared after about 47 timeouts (3.2 s at -u 14).
+        qcfg.retry_backoff_max_shift = 3;
+        qcfg.max_rd_atomic = self.cfg.max_rd_atomic.min(remote.max_rd_atomic.max(1));
+        qcfg.max_dest_rd_atomic = self.cfg.max_rd_atomic;
+        qcfg.max_unacked_psns = self.cfg.max_unacked_psns;
+        qcfg.sq_depth = self.cfg.sq_depth;
+        qcfg.rq_depth = self.cfg.rq_depth;
+        qcfg.cq_tag = i as u32;
+        qcfg.recovery = self.recovery;
+        let slot = &mut self.slots[i];
+        let Some(mem) = slot.mem.take() else {
+            return Err(Error::InvalidRequest(format!(
+                "queue pair {i} is already connected; connect once per endpoint"
+            )));
+        };
+        let remote_qkey = peer.qkey.unwrap_or(crate::params::DEFAULT_QKEY);
+        let qp = Engine::new(self.cfg.connection, qcfg, mem, self.cfg.qkey, remote_qkey)
+            .map_err(SoftError::from)?;
+        slot.qp = Some(qp);
+        slot.peer = path.peer_source();
+        slot.path = Some(path);
+        Ok(())
+    }
+
     fn connected(&mut self, qp: usize) -> Result<&mut Engine> {
         let count = self.slots.len();
         self.slots
@@ -380,46 +433,8 @@ impl Endpoint for SoftEndpoint {
         if peer.needs_single_datagrams && self.nic.inner_mut().stop_gso() {
             self.notes.push(SoftNote::GsoOffForPeer);
         }
-        let local = self.local_end();
         for i in 0..self.slots.len() {
-            let (qpn, psn, lkey) = {
-                let s = &self.slots[i];
-                (s.qpn, s.psn, s.keys.lkey)
-            };
-            let remote = &peer.qps[i];
-            let dev = &self.dev;
-            let path = path_to(&local, peer, qpn, remote.qpn, |l, p| {
-                super::neighbour::resolve(dev, l, p)
-            })
-            .map_err(SoftError::from)?;
-            let mut qcfg = QpConfig::new(qpn, remote.qpn, psn, remote.psn, lkey);
-            qcfg.pmtu = mtu.bytes();
-            qcfg.timeout = self.cfg.timeout;
-            qcfg.retry_cnt = self.cfg.retry_cnt;
-            // Both ends of a soft test are busy-polling processes that the scheduler can stall for
-            // hundreds of milliseconds on a loaded machine; rxe's fixed 67 ms × 7 budget would call
-            // such a peer dead. Back off up to 8× per retry: a lost packet is still resent after one
-            // timeout, while a dead peer is declared after about 47 timeouts (3.2 s at -u 14).
-            qcfg.retry_backoff_max_shift = 3;
-            qcfg.max_rd_atomic = self.cfg.max_rd_atomic.min(remote.max_rd_atomic.max(1));
-            qcfg.max_dest_rd_atomic = self.cfg.max_rd_atomic;
-            qcfg.max_unacked_psns = self.cfg.max_unacked_psns;
-            qcfg.sq_depth = self.cfg.sq_depth;
-            qcfg.rq_depth = self.cfg.rq_depth;
-            qcfg.cq_tag = i as u32;
-            qcfg.recovery = self.recovery;
-            let slot = &mut self.slots[i];
-            let Some(mem) = slot.mem.take() else {
-                return Err(Error::InvalidRequest(format!(
-                    "queue pair {i} is already connected; connect once per endpoint"
-                )));
-            };
-            let remote_qkey = peer.qkey.unwrap_or(crate::params::DEFAULT_QKEY);
-            let qp = Engine::new(self.cfg.connection, qcfg, mem, self.cfg.qkey, remote_qkey)
-                .map_err(SoftError::from)?;
-            slot.qp = Some(qp);
-            slot.peer = path.peer_source();
-            slot.path = Some(path);
+            self.connect_slot(i, peer, &peer.qps[i], mtu)?;
         }
         Ok(())
     }

@@ -47,6 +47,7 @@ pub fn run_info(
         impair: None,
         recovery: None,
         connection: None,
+        rdma_cm: false,
         counters: None,
     }
 }

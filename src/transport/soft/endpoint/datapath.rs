@@ -37,6 +37,7 @@ impl SoftEndpoint {
                 q.handle_timeout(now);
             }
         }
+        self.cm_turn(now)?;
         // Answers to what just arrived (READ responses, NAKs, resends) leave now; a lone ACK waits for
         // the next poll, where it follows whatever the application posts meanwhile.
         self.transmit(now, LoneAck::Hold)?;
@@ -73,6 +74,7 @@ impl SoftEndpoint {
             Backend::Packet(_) => None,
         };
         let (slots, c, ids) = (&mut self.slots, &mut self.counters, &mut self.ipv4_ids);
+        let cm = &mut self.cm;
         let n = self
             .nic
             .receive(now, |meta, data| {
@@ -119,7 +121,11 @@ impl SoftEndpoint {
                     (RxMeta::Datagram { .. }, None) => (None, None),
                 };
                 if let (Some((ib, src)), Some(net)) = (packet, net) {
-                    deliver(slots, c, now, ib, src, net);
+                    match cm.as_deref_mut() {
+                        // -R: QP1 carries the CM's MADs.
+                        Some(side) if super::cm::is_gsi(ib) => side.receive(now, ib, src, c),
+                        _ => deliver(slots, c, now, ib, src, net),
+                    }
                 }
             })
             .map_err(io_error)?;
