@@ -39,6 +39,43 @@ fn parse_word<T: Copy>(
         })
 }
 
+/// A vocabulary word: `Display` is its `name()`, and `FromStr` takes back any of its type's `ALL`,
+/// naming `what` was expected and the `choices` otherwise.
+macro_rules! word {
+    ($ty:ident, $what:literal, $choices:literal) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = ParseError;
+            fn from_str(s: &str) -> Result<Self, ParseError> {
+                parse_word(s, &$ty::ALL, $ty::name, $what, $choices)
+            }
+        }
+    };
+}
+
+/// A `--flag` value: every one of the type's `ALL`, each with its one-line help in `--help`.
+macro_rules! value_enum {
+    ($ty:ident { $($variant:ident => $help:literal,)+ }) => {
+        impl clap::ValueEnum for $ty {
+            fn value_variants<'a>() -> &'a [Self] {
+                &$ty::ALL
+            }
+
+            fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+                let help = match self {
+                    $($ty::$variant => $help,)+
+                };
+                Some(clap::builder::PossibleValue::new(self.name()).help(help))
+            }
+        }
+    };
+}
+
 /// The RDMA verb a test exercises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -140,24 +177,11 @@ impl TestKind {
     }
 }
 
-impl fmt::Display for TestKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for TestKind {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        parse_word(
-            s,
-            &TestKind::ALL,
-            TestKind::name,
-            "test",
-            "send_bw, write_bw, read_bw, send_lat, write_lat or read_lat",
-        )
-    }
-}
+word!(
+    TestKind,
+    "test",
+    "send_bw, write_bw, read_bw, send_lat, write_lat or read_lat"
+);
 
 /// What moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -189,24 +213,7 @@ impl TransportKind {
     }
 }
 
-impl fmt::Display for TransportKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for TransportKind {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        parse_word(
-            s,
-            &TransportKind::ALL,
-            TransportKind::name,
-            "transport",
-            "verbs, soft or tcp",
-        )
-    }
-}
+word!(TransportKind, "transport", "verbs, soft or tcp");
 
 /// RoCE encapsulation: v1 (Ethertype 0x8915 + GRH) or v2 (IP + UDP 4791).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -231,39 +238,13 @@ impl RoceVersion {
     }
 }
 
-impl fmt::Display for RoceVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+word!(RoceVersion, "RoCE version", "v1 or v2");
 
-impl FromStr for RoceVersion {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        parse_word(
-            s,
-            &RoceVersion::ALL,
-            RoceVersion::name,
-            "RoCE version",
-            "v1 or v2",
-        )
-    }
-}
-
-/// `--roce v1|v2`, with the one-line help each value shows in `--help`.
-impl clap::ValueEnum for RoceVersion {
-    fn value_variants<'a>() -> &'a [Self] {
-        &RoceVersion::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        let help = match self {
-            RoceVersion::V1 => "RoCE v1 (Ethertype 0x8915)",
-            RoceVersion::V2 => "RoCE v2 (UDP 4791)",
-        };
-        Some(clap::builder::PossibleValue::new(self.name()).help(help))
-    }
-}
+// `--roce v1|v2`.
+value_enum!(RoceVersion {
+    V1 => "RoCE v1 (Ethertype 0x8915)",
+    V2 => "RoCE v2 (UDP 4791)",
+});
 
 /// How a RoCE requester repairs lost packets: go-back-N (the IB spec's, what rxe and hardware speak)
 /// or selective repeat (IRN-like: only what is missing is resent; roceperf's soft transport only, when
@@ -301,33 +282,13 @@ impl Recovery {
     }
 }
 
-impl fmt::Display for Recovery {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+word!(Recovery, "recovery", "gbn or sr");
 
-impl FromStr for Recovery {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        parse_word(s, &Recovery::ALL, Recovery::name, "recovery", "gbn or sr")
-    }
-}
-
-/// `--recovery gbn|sr`, with the one-line help each value shows in `--help`.
-impl clap::ValueEnum for Recovery {
-    fn value_variants<'a>() -> &'a [Self] {
-        &Recovery::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        let help = match self {
-            Recovery::Gbn => "go-back-N, as rxe and RDMA NICs",
-            Recovery::Sr => "selective repeat (soft transport, both sides)",
-        };
-        Some(clap::builder::PossibleValue::new(self.name()).help(help))
-    }
-}
+// `--recovery gbn|sr`.
+value_enum!(Recovery {
+    Gbn => "go-back-N, as rxe and RDMA NICs",
+    Sr => "selective repeat (soft transport, both sides)",
+});
 
 /// Which end of the test this process is: perftest's rule is that the side with a host argument is the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

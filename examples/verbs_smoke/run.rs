@@ -151,13 +151,8 @@ fn client(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> 
         ep.buffer_mut(qp)[..s].copy_from_slice(&pattern(1, qp, s));
         ep.buffer_mut(qp)[s..2 * s].copy_from_slice(&pattern(2, qp, s));
         let base = SendRequest {
-            wr_id: 1,
-            op: SendOp::Send,
-            offset: 0,
-            len: run.size,
-            remote: None,
-            signaled: true,
             inline,
+            ..SendRequest::new(1, SendOp::Send, 0, run.size, None)
         };
         ep.post_send(qp, &base)?;
         ep.post_send(
@@ -222,20 +217,13 @@ fn client(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> 
     for qp in 0..q {
         let r = &peer.qps[qp];
         ep.buffer_mut(qp)[..s].fill(0);
+        let remote = RemoteAddr {
+            addr: r.vaddr,
+            rkey: r.rkey,
+        };
         ep.post_send(
             qp,
-            &SendRequest {
-                wr_id: 5,
-                op: SendOp::Read,
-                offset: 0,
-                len: run.size,
-                remote: Some(RemoteAddr {
-                    addr: r.vaddr,
-                    rkey: r.rkey,
-                }),
-                signaled: true,
-                inline: false,
-            },
+            &SendRequest::new(5, SendOp::Read, 0, run.size, Some(remote)),
         )?;
     }
     let reads = wait(ep, q, false)?;
@@ -251,20 +239,13 @@ fn client(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> 
     stream(ep, oob, peer, run, true, run.bidir)?;
     // A READ with a wrong rkey must come back as a remote access error, named.
     let r = &peer.qps[0];
+    let wrong = RemoteAddr {
+        addr: r.vaddr,
+        rkey: r.rkey ^ 0x00ff_0000,
+    };
     ep.post_send(
         0,
-        &SendRequest {
-            wr_id: 6,
-            op: SendOp::Read,
-            offset: 0,
-            len: run.size,
-            remote: Some(RemoteAddr {
-                addr: r.vaddr,
-                rkey: r.rkey ^ 0x00ff_0000,
-            }),
-            signaled: true,
-            inline: false,
-        },
+        &SendRequest::new(6, SendOp::Read, 0, run.size, Some(wrong)),
     )?;
     let bad = wait(ep, 1, true)?;
     if bad[0].status != CompletionStatus::RemoteAccessError {
@@ -391,18 +372,7 @@ fn retry_client(ep: &mut VerbsEndpoint, oob: &mut Oob, run: &Run) -> anyhow::Res
     oob.expect("bye")?;
     // Wait until the server process has closed the exchange, i.e. its QPs are destroyed.
     let _ = oob.recv();
-    ep.post_send(
-        0,
-        &SendRequest {
-            wr_id: 9,
-            op: SendOp::Send,
-            offset: 0,
-            len: run.size,
-            remote: None,
-            signaled: true,
-            inline: false,
-        },
-    )?;
+    ep.post_send(0, &SendRequest::new(9, SendOp::Send, 0, run.size, None))?;
     let c = wait(ep, 1, true)?;
     if c[0].status != CompletionStatus::RetryExceeded {
         bail!(

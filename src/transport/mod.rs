@@ -155,6 +155,22 @@ pub struct SendRequest {
     pub inline: bool,
 }
 
+impl SendRequest {
+    /// A signaled, not inline request: `op` of the `len` bytes at `offset`, to `remote` for WRITE,
+    /// READ and atomics.
+    pub fn new(wr_id: u64, op: SendOp, offset: u64, len: u32, remote: Option<RemoteAddr>) -> Self {
+        SendRequest {
+            wr_id,
+            op,
+            offset,
+            len,
+            remote,
+            signaled: true,
+            inline: false,
+        }
+    }
+}
+
 /// A receive-queue work request: where an incoming SEND lands in this QP's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecvRequest {
