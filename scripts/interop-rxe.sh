@@ -97,7 +97,8 @@ for phase in ${PHASES//,/ }; do
       M) cmd="timeout 30 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $ITERS" ;;
       U) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -c $c -s $USIZE -n $UITERS"
          case $t in *_lat) cmd="$cmd -C" ;; esac ;;
-      V) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 -c $c --validate -s $USIZE -n $UITERS" ;;
+      V) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 -c $c --validate -s $USIZE -n $UITERS"
+         case $t in *_lat) cmd="$cmd -u 18" ;; esac ;;
     esac
     log "== $phase $item guest server: $cmd"
     timeout 120 $cmd; log "GUEST RESULT $phase $item server rc=$?"
@@ -140,7 +141,10 @@ host_run() {   # host_run PHASE TEST[:TYPE] ROLE: our soft binary in the namespa
     [ "$phase" = M ] && args="$HOST_SOFT_ARGS -s $((2 * SIZE)) -n $n --oob perftest"
     [ "$phase" = D ] && args="$HOST_SOFT_ARGS -s $SIZE -D $DUR --oob perftest"
     [ "$phase" = U ] && args="$HOST_SOFT_ARGS -c $c -s $USIZE -n $UITERS --oob perftest"
-    [ "$phase" = V ] && args="$HOST_SOFT_ARGS -c $c -s $USIZE -n $UITERS --validate"
+    # V's latency tests wait 1 s (-u 18) before counting an iteration lost: round trips into this TCG
+    # guest reach hundreds of ms now and then, and the default 67 ms would count them as losses.
+    [ "$phase" = V ] && args="$HOST_SOFT_ARGS -c $c -s $USIZE -n $UITERS --validate" \
+        && [[ $t == *_lat ]] && args="$args -u 18"
     log="$OUT/host_${phase}_${item/:/_}_${role}.log"
     if [ "$role" = client ]; then
         # the guest boots under TCG: wait for its server long enough, then retry a refused connection
@@ -228,6 +232,13 @@ for fp in B U; do
                 srv=$theirs; cli=$ours; [ $role = server ] && { srv=$ours; cli=$theirs; }
                 v=FAIL; [ -z "$srv" ] && [[ "$cli" =~ ^[0-9.]+$ ]] && v=PASS
                 echo "$v $fp-figures $item host-$role client=${cli:-none} server=${srv:-none} (only the client reports)$note" | tee -a "$OUT/results.txt"
+                continue
+            fi
+            if [ "$item $role" = "send_bw:UD client" ]; then
+                # UD has no flow control: our sender's figure is the rate it handed datagrams out, the
+                # guest's receiver's the rate they arrived and were taken; not the same quantity. The
+                # host-server run compares the like figures (perftest's sender with our receiver).
+                echo "KNOWN $fp-figures $item host-$role roceperf=${ours:-none} perftest=${theirs:-none}: sender's posting rate vs receiver's delivery rate, not comparable without flow control" | tee -a "$OUT/results.txt"
                 continue
             fi
             verdict=$(awk -v a="${ours:-x}" -v b="${theirs:-y}" -v tol="${FIG_TOL:-25}" 'BEGIN{

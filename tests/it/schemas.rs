@@ -58,7 +58,7 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     type Run = (&'static str, &'static str, &'static [&'static str]);
-    let runs: [Run; 5] = [
+    let runs: [Run; 6] = [
         ("tcp_bw", "write_bw", &["--transport", "tcp", "-n", "50"]),
         (
             "tcp_lat_sizes",
@@ -99,6 +99,11 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
             "read_lat",
             &["--transport", "soft", "-d", "lo", "-n", "100"],
         ),
+        (
+            "soft_ud",
+            "send_bw",
+            &["--transport", "soft", "-d", "lo", "-c", "UD", "-n", "100"],
+        ),
     ];
     let mut seen = BTreeSet::new();
     for (name, test, args) in runs {
@@ -122,6 +127,12 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
             if doc["results"][0].get("cpu_util_pct").is_some() {
                 seen.insert("cpu_util".into());
             }
+            if doc["results"][0].get("lost_messages").is_some() {
+                seen.insert("lost_messages".into());
+            }
+            if t["counters"].get("unreliable").is_some() && !t["connection"].is_null() {
+                seen.insert("unreliable".into());
+            }
         }
     }
     // The runs above reach every optional part of the schema.
@@ -136,6 +147,8 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
         "duration",
         "peer",
         "cpu_util",
+        "lost_messages",
+        "unreliable",
     ] {
         assert!(seen.contains(want), "no run wrote {want}: {seen:?}");
     }

@@ -355,4 +355,53 @@ mod tests {
         assert_eq!(check_frame(&rx(&good[..30]), &filter, &mut drops), None);
         assert_eq!(drops.malformed, 1);
     }
+
+    #[test]
+    fn a_ud_receive_gets_the_network_header_rxe_would_give_it() {
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let repr = RoceFrameRepr {
+            eth: EthernetRepr {
+                dst: MacAddr([2, 0, 0, 0, 0, 2]),
+                src: MacAddr([2, 0, 0, 0, 0, 1]),
+                vlan: None,
+                ethertype: 0,
+            },
+            net: NetRepr::V2v4(ipv4_repr(src, dst), UdpRepr::roce(0xc000)),
+            ib: IbRepr {
+                deth: Some(crate::wire::DethRepr {
+                    qkey: 0x1111_1111,
+                    src_qp: 0x11,
+                }),
+                ..IbRepr::new(BthRepr::new(Opcode::UD_SEND_ONLY, 0x12, 9))
+            },
+        };
+        let mut frame = vec![0u8; repr.frame_len(8)];
+        repr.emit(&mut frame, &[5; 8]);
+        // RoCE v2 over IPv4: 20 zero bytes, then the IPv4 header as it arrived.
+        let from_frame = RxNet::Frame(&frame).grh().0;
+        assert_eq!(from_frame[..20], [0; 20]);
+        assert_eq!(from_frame[20..], frame[14..34]);
+        // A UDP socket shows no IP header: it is rebuilt, equal here since we sent it the same way.
+        let udp_len = frame.len() - 14 - 20 - 8;
+        let rebuilt = RxNet::Udp {
+            src: src.into(),
+            dst: dst.into(),
+            len: udp_len,
+        }
+        .grh()
+        .0;
+        assert_eq!(rebuilt, from_frame);
+        // RoCE v2 over IPv6: the IPv6 header itself.
+        let v6 = RxNet::Udp {
+            src: "fd00::1".parse().unwrap(),
+            dst: "fd00::2".parse().unwrap(),
+            len: 100,
+        }
+        .grh()
+        .0;
+        assert_eq!(
+            (v6[0] >> 4, v6[6], u16::from_be_bytes([v6[4], v6[5]])),
+            (6, 17, 108)
+        );
+    }
 }

@@ -144,7 +144,7 @@ impl Queues {
         self.cq.len() + self.sq.len() + self.rq.len() < self.cq.capacity()
     }
 
-    /// Checks and queues a send; `what` names the transport in errors, `allowed` its operations.
+    /// Checks and queues a send of at most `max_len` bytes; `what` names the transport in errors.
     fn post_send(&mut self, wr: &SendRequest, what: &str, max_len: u64) -> Result<()> {
         if self.sq.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
