@@ -19,6 +19,12 @@
 #      watchdog), never as a hang or a pass. One case cannot be seen by either side and is reported as
 #      KNOWN: our read_lat server only serves reads, and the perftest client reads SIZE bytes of our
 #      2xSIZE region without error (perftest's read_lat sends no report).
+#   R. connection setup through rdma_cm (-R, issue 17) against real perftest, both host roles:
+#        guest: taskset -c 1 ib_<test> -d rxe0 -x 1 -F -R [-C for *_lat]   (librdmacm + the kernel's CM)
+#        host:  roce_<test> -R --oob perftest $HOST_SOFT_ARGS   (our CM: REQ/REP/RTU as MADs on QP1)
+#      perftest's messages then ride a CM-connected queue pair (no TCP at all) and the data queue pairs
+#      are connected through the CM; the figures are compared as in B. The capture must show the CM's
+#      ConnectRequest, ConnectReply and ReadyToUse, decoded by tshark (C-cm).
 #   C. the capture of br0 (RoCE v2 + TCP 18515) is checked frame by frame for ICRC
 #      (scripts/lab/30-verify-icrc.py) and decoded with tshark (summary + verbose) into OUTDIR.
 # Pass/fail per run lands in OUTDIR/results.txt ("PASS|FAIL|KNOWN phase test host-role detail").
@@ -26,15 +32,15 @@
 # scripts/lab/rxelab.sh deps && build),
 # (netns, tap), and the six roce_* binaries (built here with cargo build --release --bins).
 # Knobs: TESTS, SIZE, ITERS, BW_ITERS (phase B's *_bw message count), HOST_SOFT_ARGS (how the soft
-# transport finds br0), PHASES ("A B D M"), DUR (phase D's -D, default 4), FIG_TOL.
+# transport finds br0), PHASES ("A B D M R"), DUR (phase D's -D, default 4), FIG_TOL.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 LABDIR=$REPO/scripts/lab
 OUT=$(mkdir -p "${1:-/tmp/roceperf-interop-rxe}" && cd "${1:-/tmp/roceperf-interop-rxe}" && pwd)
-NS=rxelab-interop
+NS=${NS:-rxelab-interop}   # the host network namespace (override to run two labs at once)
 TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat"}
-PHASES=${PHASES:-"A B D M"}
+PHASES=${PHASES:-"A B D M R"}
 DUR=${DUR:-4}
 SIZE=${SIZE:-4096}; ITERS=${ITERS:-200}
 # Phase B's bandwidth runs are compared across the two ends, so they must be long enough that start-up is
@@ -84,6 +90,10 @@ for phase in ${PHASES//,/ }; do
       # perftest may keep waiting on its data path after our side has quit: bounded, and not judged
       D) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $SIZE -D $DUR" ;;
       M) cmd="timeout 30 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $ITERS" ;;
+      # rdma_cm: no TCP; a client whose REQ finds no listener yet fails and is retried (connect_retry)
+      R) n=$ITERS; case $t in *_bw) n=$BW_ITERS ;; esac
+         cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -R -s $SIZE -n $n"
+         case $t in *_lat) cmd="$cmd -C" ;; esac ;;
     esac
     log "== $phase $t guest server: $cmd"
     timeout 120 $cmd; log "GUEST RESULT $phase $t server rc=$?"
@@ -118,10 +128,11 @@ VMPID=$!
 : > "$OUT/results.txt"
 host_run() {   # host_run PHASE TEST ROLE: our soft binary in the namespace
     local phase=$1 t=$2 role=$3 bin="$REPO/target/release/roce_$t" args log rc n=$ITERS
-    [ "$phase" = B ] && [[ $t == *_bw ]] && n=$BW_ITERS
+    [[ $phase == [BR] ]] && [[ $t == *_bw ]] && n=$BW_ITERS
     args="$HOST_SOFT_ARGS -s $SIZE -n $n"
     [ "$phase" = A ] && args="$args --validate"
     [ "$phase" = B ] && args="$args --oob perftest"
+    [ "$phase" = R ] && args="$args -R --oob perftest"
     [ "$phase" = M ] && args="$HOST_SOFT_ARGS -s $((2 * SIZE)) -n $n --oob perftest"
     [ "$phase" = D ] && args="$HOST_SOFT_ARGS -s $SIZE -D $DUR --oob perftest"
     log="$OUT/host_${phase}_${t}_${role}.log"
@@ -183,15 +194,16 @@ figure() {   # figure FILE TEST: the figure from the first result row for $SIZE
     local col=4; case $2 in *_lat) col=5 ;; esac
     awk -v s="$SIZE" -v c=$col '$1 == s && NF >= c && $2 ~ /^[0-9]+$/ {print $c; exit}' "$1"
 }
-if [[ " $PHASES " == *" B "* ]]; then
+for ph in B R; do
+    [[ " $PHASES " == *" $ph "* ]] || continue
     mhz=$(awk '/^GUEST TSC_MHZ/ {print $3; exit}' "$OUT/guest/job.log")
     for t in $TESTS; do
         for role in client server; do
             grole=server; [ $role = server ] && grole=client
-            glog="$OUT/guest_B_${t}_${grole}.log"
-            awk -v a="== B $t guest $grole:" -v b="GUEST RESULT B $t $grole" \
+            glog="$OUT/guest_${ph}_${t}_${grole}.log"
+            awk -v a="== $ph $t guest $grole:" -v b="GUEST RESULT $ph $t $grole" \
                 'index($0, a) {on=1} on {print} index($0, b) {on=0}' "$OUT/guest/job.log" > "$glog"
-            ours=$(figure "$OUT/host_B_${t}_${role}.log" "$t"); theirs=$(figure "$glog" "$t"); note=""
+            ours=$(figure "$OUT/host_${ph}_${t}_${role}.log" "$t"); theirs=$(figure "$glog" "$t"); note=""
             if [[ $t == *_lat && -n "$theirs" ]]; then   # cycles (-C) to us
                 note=" ($theirs cycles at ${mhz:-?} MHz)"
                 theirs=$(awk -v c="$theirs" -v m="${mhz:-0}" 'BEGIN{ if (c ~ /^[0-9.]+$/ && m > 0) printf "%.2f", c / m; else print "none" }')
@@ -203,21 +215,28 @@ if [[ " $PHASES " == *" B "* ]]; then
             if [ "$t" = read_lat ]; then
                 srv=$theirs; cli=$ours; [ $role = server ] && { srv=$ours; cli=$theirs; }
                 v=FAIL; [ -z "$srv" ] && [[ "$cli" =~ ^[0-9.]+$ ]] && v=PASS
-                echo "$v B-figures $t host-$role client=${cli:-none} server=${srv:-none} (only the client reports)$note" | tee -a "$OUT/results.txt"
+                echo "$v $ph-figures $t host-$role client=${cli:-none} server=${srv:-none} (only the client reports)$note" | tee -a "$OUT/results.txt"
                 continue
             fi
             verdict=$(awk -v a="${ours:-x}" -v b="${theirs:-y}" -v tol="${FIG_TOL:-25}" 'BEGIN{
                 if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/) {print "FAIL"; exit}
                 m = (a > b ? a : b); d = (a > b ? a - b : b - a)
                 print ((m == 0 || 100 * d / m <= tol) ? "PASS" : "FAIL") }')
-            echo "$verdict B-figures $t host-$role roceperf=${ours:-none} perftest=${theirs:-none}$note" | tee -a "$OUT/results.txt"
+            echo "$verdict $ph-figures $t host-$role roceperf=${ours:-none} perftest=${theirs:-none}$note" | tee -a "$OUT/results.txt"
         done
     done
-fi
+done
 
 # C: every RoCE frame on the bridge must carry a correct ICRC; decodes for the record
 python3 "$LABDIR/30-verify-icrc.py" "$OUT/interop.pcap" | tee "$OUT/icrc-check.txt" && icrc=PASS || icrc=FAIL
 echo "$icrc C icrc $OUT/interop.pcap" | tee -a "$OUT/results.txt"
 tshark -r "$OUT/interop.pcap" > "$OUT/interop.summary.txt" 2>/dev/null || true
+if [[ " $PHASES " == *" R "* ]]; then
+    # -R: the CM's messages on the bridge, as tshark decodes them (both roles: ours and the kernel's)
+    cm=$(grep -o 'CM: [A-Za-z]*' "$OUT/interop.summary.txt" | sort | uniq -c | awk '{printf "%s %s=%s", sep, $3, $1; sep=","}')
+    v=PASS
+    for m in ConnectRequest ConnectReply ReadyToUse; do [[ $cm == *"$m="* ]] || v=FAIL; done
+    echo "$v C-cm tshark decodes the CM exchange:${cm:- none}" | tee -a "$OUT/results.txt"
+fi
 tshark -r "$OUT/interop.pcap" -V > "$OUT/interop.decode.txt" 2>/dev/null || true
 ! grep -q '^FAIL' "$OUT/results.txt"

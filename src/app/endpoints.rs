@@ -91,6 +91,9 @@ impl Described for VerbsEndpoint {
     fn failure_detail(&self) -> Option<String> {
         VerbsEndpoint::failure_detail(self).map(str::to_string)
     }
+    fn cm(&mut self) -> Option<&mut dyn CmEndpoint> {
+        Some(self)
+    }
 }
 
 /// Queue pairs opened beyond the test's: `-R --oob perftest` carries perftest's messages on one.
