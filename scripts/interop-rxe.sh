@@ -24,6 +24,12 @@
 #      path MTU on a 1500-byte link, the most a UD datagram may carry) -n UITERS; figures compared as in B.
 #   V. UC and UD roceperf vs roceperf: the same items with --validate, the guest on verbs (UC/UD queue
 #      pairs, address handles and Q_Keys through libibverbs and rxe), the host on soft.
+#   R. connection setup through rdma_cm (-R, issue 17) against real perftest, both host roles:
+#        guest: taskset -c 1 ib_<test> -d rxe0 -x 1 -F -R [-C for *_lat]   (librdmacm + the kernel's CM)
+#        host:  roce_<test> -R --oob perftest $HOST_SOFT_ARGS   (our CM: REQ/REP/RTU as MADs on QP1)
+#      perftest's messages then ride a CM-connected queue pair (no TCP at all) and the data queue pairs
+#      are connected through the CM; the figures are compared as in B. The capture must show the CM's
+#      ConnectRequest, ConnectReply and ReadyToUse, decoded by tshark (C-cm).
 #   C. the capture of br0 (RoCE v2 + TCP 18515) is checked frame by frame for ICRC
 #      (scripts/lab/30-verify-icrc.py) and decoded with tshark (summary + verbose) into OUTDIR.
 # Pass/fail per run lands in OUTDIR/results.txt ("PASS|FAIL|KNOWN phase test host-role detail").
@@ -31,16 +37,17 @@
 # scripts/lab/rxelab.sh deps && build),
 # (netns, tap), and the six roce_* binaries (built here with cargo build --release --bins).
 # Knobs: TESTS, SIZE, ITERS, BW_ITERS (phase B's *_bw message count), HOST_SOFT_ARGS (how the soft
-# transport finds br0), PHASES ("A B D M"; "U V" run UC/UD), DUR (phase D's -D, default 4), FIG_TOL,
-# UTESTS, USIZE, UITERS (phases U and V), INTEROP_NS (the host namespace, default rxelab-interop).
+# transport finds br0), PHASES ("A B D M R"; "U V" run UC/UD), DUR (phase D's -D, default 4), FIG_TOL,
+# UTESTS, USIZE, UITERS (phases U and V), INTEROP_NS (the host namespace, default rxelab-interop;
+# override to run two labs at once).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 LABDIR=$REPO/scripts/lab
 OUT=$(mkdir -p "${1:-/tmp/roceperf-interop-rxe}" && cd "${1:-/tmp/roceperf-interop-rxe}" && pwd)
-NS=${INTEROP_NS:-rxelab-interop}
+NS=${INTEROP_NS:-rxelab-interop}   # the host network namespace (override to run two labs at once)
 TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat"}
-PHASES=${PHASES:-"A B D M"}
+PHASES=${PHASES:-"A B D M R"}
 DUR=${DUR:-4}
 SIZE=${SIZE:-4096}; ITERS=${ITERS:-200}
 # Phase B's bandwidth runs are compared across the two ends, so they must be long enough that start-up is
@@ -99,6 +106,10 @@ for phase in ${PHASES//,/ }; do
          case $t in *_lat) cmd="$cmd -C" ;; esac ;;
       V) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 -c $c --validate -s $USIZE -n $UITERS"
          case $t in *_lat) cmd="$cmd -u 18" ;; esac ;;
+      # rdma_cm: no TCP; a client whose REQ finds no listener yet fails and is retried (connect_retry)
+      R) n=$ITERS; case $t in *_bw) n=$BW_ITERS ;; esac
+         cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -R -s $SIZE -n $n"
+         case $t in *_lat) cmd="$cmd -C" ;; esac ;;
     esac
     log "== $phase $item guest server: $cmd"
     timeout 120 $cmd; log "GUEST RESULT $phase $item server rc=$?"
@@ -134,10 +145,11 @@ VMPID=$!
 host_run() {   # host_run PHASE TEST[:TYPE] ROLE: our soft binary in the namespace
     local phase=$1 item=$2 role=$3 t=${2%%:*} c=${2#*:} args log rc n=$ITERS bin
     bin="$REPO/target/release/roce_$t"
-    [ "$phase" = B ] && [[ $t == *_bw ]] && n=$BW_ITERS
+    [[ $phase == [BR] ]] && [[ $t == *_bw ]] && n=$BW_ITERS
     args="$HOST_SOFT_ARGS -s $SIZE -n $n"
     [ "$phase" = A ] && args="$args --validate"
     [ "$phase" = B ] && args="$args --oob perftest"
+    [ "$phase" = R ] && args="$args -R --oob perftest"
     [ "$phase" = M ] && args="$HOST_SOFT_ARGS -s $((2 * SIZE)) -n $n --oob perftest"
     [ "$phase" = D ] && args="$HOST_SOFT_ARGS -s $SIZE -D $DUR --oob perftest"
     [ "$phase" = U ] && args="$HOST_SOFT_ARGS -c $c -s $USIZE -n $UITERS --oob perftest"
@@ -206,7 +218,7 @@ figure() {   # figure FILE TEST: the figure from the first result row for $SIZE
     local col=4; case $2 in *_lat) col=5 ;; esac
     awk -v s="$SIZE" -v c=$col '$1 == s && NF >= c && $2 ~ /^[0-9]+$/ {print $c; exit}' "$1"
 }
-for fp in B U; do
+for fp in B U R; do
     [[ " $PHASES " == *" $fp "* ]] || continue
     mhz=$(awk '/^GUEST TSC_MHZ/ {print $3; exit}' "$OUT/guest/job.log")
     items=$TESTS; [ $fp = U ] && items=$UTESTS
@@ -254,5 +266,12 @@ done
 python3 "$LABDIR/30-verify-icrc.py" "$OUT/interop.pcap" | tee "$OUT/icrc-check.txt" && icrc=PASS || icrc=FAIL
 echo "$icrc C icrc $OUT/interop.pcap" | tee -a "$OUT/results.txt"
 tshark -r "$OUT/interop.pcap" > "$OUT/interop.summary.txt" 2>/dev/null || true
+if [[ " $PHASES " == *" R "* ]]; then
+    # -R: the CM's messages on the bridge, as tshark decodes them (both roles: ours and the kernel's)
+    cm=$(grep -o 'CM: [A-Za-z]*' "$OUT/interop.summary.txt" | sort | uniq -c | awk '{printf "%s %s=%s", sep, $3, $1; sep=","}')
+    v=PASS
+    for m in ConnectRequest ConnectReply ReadyToUse; do [[ $cm == *"$m="* ]] || v=FAIL; done
+    echo "$v C-cm tshark decodes the CM exchange:${cm:- none}" | tee -a "$OUT/results.txt"
+fi
 tshark -r "$OUT/interop.pcap" -V > "$OUT/interop.decode.txt" 2>/dev/null || true
 ! grep -q '^FAIL' "$OUT/results.txt"

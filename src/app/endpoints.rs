@@ -110,6 +110,9 @@ impl Described for VerbsEndpoint {
     fn mtu_offered(&self) -> Option<u32> {
         Some(self.setup().mtu)
     }
+    fn cm(&mut self) -> Option<&mut dyn CmEndpoint> {
+        Some(self)
+    }
 }
 
 /// Queue pairs opened beyond the test's: `-R --oob perftest` carries perftest's messages on one.

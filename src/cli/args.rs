@@ -239,7 +239,7 @@ pub struct Args {
 /// Which perftest versions pair with `--oob perftest` (see `oob::perftest` for why).
 const PERFTEST_VERSIONS: &str = "pairs with perftest 5.70 and later (tested against 6.06, Debian bookworm; \
      6.28/6.29 skip their parameter negotiation because we announce 6.27); -c RC, UC or UD (UD uses perftest's fixed Q_Key 0x11111111), default TCP port 18515, \
-     no -R/-z, no --data_validation";
+     -R as ib_*_bw -R (messages on a CM-connected queue pair), no -z, no --data_validation";
 
 fn oob_help() -> String {
     format!(

@@ -135,3 +135,133 @@ fn rdma_cm_is_refused_on_tcp_and_roce_v1_naming_the_flags() {
         out.stderr
     );
 }
+
+/// perftest's `-R` dialect (`--oob perftest -R`, what `ib_*_bw -R` speaks: its messages on a
+/// CM-connected queue pair, binary key records, the data queue pairs connected through the CM
+/// between two barriers, DREQ/DREP at the end), both sides ours: every test runs and both exit 0.
+/// perftest names the server by its RDMA address, so the server binds one and the client names it.
+#[test]
+fn six_tests_in_perftests_rdma_cm_dialect() {
+    let _one = serial();
+    for test in SIX {
+        let size = if test.ends_with("_bw") {
+            "20000"
+        } else {
+            "3000"
+        };
+        let common = [
+            "-d", "lo", "-R", "--oob", "perftest", "-s", size, "-n", "200",
+        ];
+        let mut server = vec!["--bind", "127.0.7.1"];
+        server.extend(common);
+        let mut client = vec!["--bind", "127.0.7.2"];
+        client.extend(common);
+        let (s, c) = pair_on(
+            test,
+            Side {
+                ns: None,
+                args: server,
+            },
+            Side {
+                ns: None,
+                args: client,
+            },
+            "127.0.7.1",
+        );
+        assert_eq!(
+            (c.code(), s.code()),
+            (0, 0),
+            "{test}\nclient:\n{}{}\nserver:\n{}{}",
+            c.stdout,
+            c.stderr,
+            s.stdout,
+            s.stderr
+        );
+        let r = rows(&c.stdout);
+        assert!(
+            !r.is_empty() && r[0][0] == size.parse::<f64>().unwrap(),
+            "{}",
+            c.stdout
+        );
+        for out in [&c.stdout, &s.stdout] {
+            assert!(out.contains("through the CM (-R)"), "{test}: {out}");
+            assert!(out.contains("perftest's dialect"), "{test}: {out}");
+        }
+    }
+}
+
+/// A client whose REQ names a port nobody listens on gets REJ "invalid service ID" from the
+/// server's CM, keeps asking until --connect-timeout is up (the server may not listen yet), then
+/// exits 2 naming the reason.
+#[test]
+fn a_req_for_a_port_nobody_listens_on_ends_in_exit_2_naming_the_rej() {
+    let _one = serial();
+    let port = common::free_port();
+    let other = (port + 1).to_string();
+    let port = port.to_string();
+    let server = common::spawn(
+        "write_bw",
+        &[
+            "-d",
+            "lo",
+            "--bind",
+            "127.0.7.5",
+            "-R",
+            "--oob",
+            "perftest",
+            "-p",
+            &port,
+        ],
+    );
+    assert!(server.wait_stdout("Waiting for client", 20));
+    let args = [
+        "-d",
+        "lo",
+        "--bind",
+        "127.0.7.6",
+        "-R",
+        "--oob",
+        "perftest",
+        "-p",
+        &other,
+        "--connect-timeout",
+        "2",
+        "127.0.7.5",
+    ];
+    let c = common::spawn("write_bw", &args).wait(30, "client");
+    server.kill();
+    assert_eq!(c.code(), 2, "{}{}", c.stdout, c.stderr);
+    assert!(
+        c.stderr
+            .contains(&format!("no CM connection to 127.0.7.5:{other}"))
+            && c.stderr.contains("REJ \"invalid service ID\" (reason 8)"),
+        "{}",
+        c.stderr
+    );
+}
+
+/// A client whose REQ nobody answers (no CM at that address) gives up after --connect-timeout with
+/// exit 2 and says what to check.
+#[test]
+fn a_req_nobody_answers_ends_in_exit_2() {
+    let args = [
+        "-d",
+        "lo",
+        "--bind",
+        "127.0.7.8",
+        "-R",
+        "--oob",
+        "perftest",
+        "--connect-timeout",
+        "2",
+        "127.0.7.9",
+    ];
+    let c = common::spawn("write_bw", &args).wait(30, "client");
+    assert_eq!(c.code(), 2, "{}{}", c.stdout, c.stderr);
+    assert!(
+        c.stderr.contains("no CM connection to 127.0.7.9:18515")
+            && c.stderr.contains("is the server running with -R"),
+        "{}",
+        c.stderr
+    );
+}

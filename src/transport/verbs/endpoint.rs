@@ -39,6 +39,8 @@ use std::net::Ipv6Addr;
 use std::ptr;
 use std::sync::Arc;
 
+mod rdma_cm;
+
 /// Completions fetched per `ibv_poll_cq` call at most.
 const POLL_BATCH: usize = 64;
 
@@ -63,6 +65,8 @@ struct Qp {
 
 /// One side of a test on a real RDMA device. See the module documentation.
 pub struct VerbsEndpoint {
+    /// `-R`: librdmacm's ids and channel (first, so they go before the queue pairs they connect).
+    cm: Option<Box<rdma_cm::RdmaCm>>,
     qps: Vec<Qp>,
     qpns: Vec<u32>,
     wcs: Vec<sys::ibv_wc>,
@@ -218,6 +222,7 @@ impl VerbsEndpoint {
             notes: limits.notes,
         };
         Ok(VerbsEndpoint {
+            cm: None,
             qps,
             qpns,
             wcs,

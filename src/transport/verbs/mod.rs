@@ -274,6 +274,39 @@ impl VerbsEndpoint {
 }
 
 #[cfg(not(feature = "verbs"))]
+impl crate::transport::cm::CmEndpoint for VerbsEndpoint {
+    fn cm_listen(&mut self, _port: u16) -> crate::transport::Result<()> {
+        match *self {}
+    }
+    fn cm_connect(
+        &mut self,
+        _qp: usize,
+        _to: std::net::SocketAddr,
+        _params: &crate::transport::cm::CmQpParams,
+        _private_data: &[u8],
+    ) -> crate::transport::Result<()> {
+        match *self {}
+    }
+    fn cm_accept(
+        &mut self,
+        _req: u32,
+        _qp: usize,
+        _params: &crate::transport::cm::CmQpParams,
+    ) -> crate::transport::Result<()> {
+        match *self {}
+    }
+    fn cm_reject(&mut self, _req: u32) -> crate::transport::Result<()> {
+        match *self {}
+    }
+    fn cm_disconnect(&mut self, _qp: usize) -> crate::transport::Result<()> {
+        match *self {}
+    }
+    fn cm_poll(&mut self) -> crate::transport::Result<Option<crate::transport::cm::CmEvent>> {
+        match *self {}
+    }
+}
+
+#[cfg(not(feature = "verbs"))]
 impl crate::transport::Endpoint for VerbsEndpoint {
     fn local_info(&self) -> crate::transport::ConnInfo {
         match *self {}
