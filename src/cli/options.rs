@@ -5,9 +5,9 @@
 use super::args::{Args, IoArg, OobArg, OutputArg};
 use super::checks::{self, TransportReason};
 use crate::gate::{GateArgs, GateOutputArgs};
-use crate::params::{Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind};
+use crate::params::{AtomicOp, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind};
 use crate::transport::ImpairConfig;
-use clap::Parser;
+use clap::FromArgMatches;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -63,6 +63,8 @@ pub enum Error {
 pub struct Options {
     /// The test this binary runs.
     pub test: TestKind,
+    /// `-A`, atomic tests only (with its default filled in).
+    pub atomic_type: Option<AtomicOp>,
     /// Server (no host) or client.
     pub role: Role,
     /// The server's host, on the client.
@@ -152,7 +154,9 @@ pub struct Options {
 impl Options {
     /// Parses the process command line for `test`; clap errors (and --help/--version) exit as clap does (2/0).
     pub fn parse(test: TestKind) -> Result<Options, Error> {
-        Options::from_args(test, Args::parse())
+        let matches = super::args::command_for(test).get_matches();
+        let a = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        Options::from_args(test, a)
     }
 
     /// Parses an explicit argument list (the first item is the program name).
@@ -164,7 +168,8 @@ impl Options {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        Ok(Options::from_args(test, Args::try_parse_from(args)?))
+        let matches = super::args::command_for(test).try_get_matches_from(args)?;
+        Ok(Options::from_args(test, Args::from_arg_matches(&matches)?))
     }
 
     /// Checks the combination of flags and fills in defaults. The checks run in a fixed order (transport
@@ -178,6 +183,7 @@ impl Options {
         checks::lossy_flags(transport, &a)?;
         let io = checks::soft_io(transport, &a)?;
         checks::test_flags(test, &a)?;
+        let atomic_type = checks::atomic(test, &a)?;
         checks::run_shape(&a)?;
         let mode = checks::run_mode(test, &a)?;
         let sizes = checks::sizes(test, &a);
@@ -187,6 +193,7 @@ impl Options {
         checks::results_dir(&a)?;
         Ok(Options {
             test,
+            atomic_type,
             role: if a.host.is_some() {
                 Role::Client
             } else {
