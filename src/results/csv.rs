@@ -54,6 +54,7 @@ pub(crate) const COLUMNS: &[&str] = &[
     "cpu_util_pct",
     "impair",
     "recovery",
+    "atomic_type",
 ];
 
 /// The percentiles behind `lat_p90_us` .. `lat_p99_99_us`.
@@ -125,6 +126,7 @@ pub fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
     cells.push(opt(r.cpu_util.map(|v| f(v, 2))));
     cells.push(opt(info.impair.as_deref()));
     cells.push(opt(info.recovery.map(|r| r.name())));
+    cells.push(opt(info.atomic_type.map(|a| a.name())));
     debug_assert_eq!(cells.len(), COLUMNS.len());
     cells
 }
