@@ -3,7 +3,7 @@
 #   scripts/interop-rxe.sh [OUTDIR]            (default /tmp/roceperf-interop-rxe; exit 0 = all passed)
 # What it runs (host = this machine in netns rxelab-interop, br0 10.9.0.1/24; guest = the rxe lab VM,
 # eth0 10.9.0.2, rxe0 on eth0, GID index 1 = ::ffff:10.9.0.2, RoCE v2):
-#   A. roceperf vs roceperf: for each of the six tests, both host roles, with --validate:
+#   A. roceperf vs roceperf: for each test, both host roles, with --validate:
 #        guest: roce_<test> --transport verbs -d rxe0 -x 1 ...         (libibverbs + rxe provider)
 #        host:  roce_<test> --transport soft --roce v2 $HOST_SOFT_ARGS ... (our userspace RoCE on br0)
 #   B. roceperf vs real perftest (--oob perftest): for each test, both host roles:
@@ -18,22 +18,38 @@
 #      show as a clear error on our side (a remote access or length error, a named size, or the silence
 #      watchdog), never as a hang or a pass. One case cannot be seen by either side and is reported as
 #      KNOWN: our read_lat server only serves reads, and the perftest client reads SIZE bytes of our
-#      2xSIZE region without error (perftest's read_lat sends no report).
+#      2xSIZE region without error (perftest's read_lat sends no report). The atomic tests have no -s
+#      to mismatch (8 bytes, fixed): SKIP.
+#   Atomics (issue 17): atomic_bw and atomic_lat run in every phase once per ATOMIC_OPS entry (-A), with
+#   size 8 instead of SIZE; in A both sides check every original and the server every word; in B the
+#   guest runs ib_atomic_bw / ib_atomic_lat -A OP and the figures compare as read_bw / read_lat's do.
 #   C. the capture of br0 (RoCE v2 + TCP 18515) is checked frame by frame for ICRC
 #      (scripts/lab/30-verify-icrc.py) and decoded with tshark (summary + verbose) into OUTDIR.
 # Pass/fail per run lands in OUTDIR/results.txt ("PASS|FAIL|KNOWN phase test host-role detail").
 # Needs: root (netns, tap); the lab guest (scripts/lab/, built into $LAB on first use by
 # scripts/lab/rxelab.sh deps && build),
-# (netns, tap), and the six roce_* binaries (built here with cargo build --release --bins).
+# (netns, tap), and the roce_* binaries (built here with cargo build --release --bins).
 # Knobs: TESTS, SIZE, ITERS, BW_ITERS (phase B's *_bw message count), HOST_SOFT_ARGS (how the soft
-# transport finds br0), PHASES ("A B D M"), DUR (phase D's -D, default 4), FIG_TOL.
+# transport finds br0), PHASES ("A B D M"), DUR (phase D's -D, default 4), FIG_TOL, ATOMIC_OPS
+# ("FETCH_AND_ADD CMP_AND_SWAP"), INTEROP_NS (the host's network namespace, default rxelab-interop).
+# Example: TESTS="atomic_bw atomic_lat" PHASES="A B" bash scripts/interop-rxe.sh /tmp/atomics
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 LABDIR=$REPO/scripts/lab
 OUT=$(mkdir -p "${1:-/tmp/roceperf-interop-rxe}" && cd "${1:-/tmp/roceperf-interop-rxe}" && pwd)
-NS=rxelab-interop
-TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat"}
+NS=${INTEROP_NS:-rxelab-interop}
+TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat atomic_bw atomic_lat"}
+ATOMIC_OPS=${ATOMIC_OPS:-"FETCH_AND_ADD CMP_AND_SWAP"}
+# A run is a test, and for an atomic test its -A: "write_bw", "atomic_bw:CMP_AND_SWAP".
+RUNS=""
+for t in $TESTS; do
+    case $t in
+        atomic_*) for op in $ATOMIC_OPS; do RUNS="$RUNS $t:$op"; done ;;
+        *) RUNS="$RUNS $t" ;;
+    esac
+done
+RUNS=${RUNS# }
 PHASES=${PHASES:-"A B D M"}
 DUR=${DUR:-4}
 SIZE=${SIZE:-4096}; ITERS=${ITERS:-200}
@@ -74,21 +90,24 @@ rxe_up
 log "clock: clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 echo "GUEST TSC_MHZ $(awk -F: '/^cpu MHz/ {gsub(/ /, "", $2); print $2; exit}' /proc/cpuinfo)"
 for phase in ${PHASES//,/ }; do
-  for t in ${TESTS//,/ }; do
+  for run in ${RUNS//,/ }; do
+    t=${run%%:*}; aop=""; size=$SIZE
+    case $run in *:*) aop=" -A ${run#*:}"; size=8 ;; esac
     case $phase in
-      A) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 --validate -s $SIZE -n $ITERS" ;;
+      A) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 --validate -s $size$aop -n $ITERS" ;;
       # pinned: one vCPU's TSC throughout (the lab's advice); -C: latency in cycles, see the host script
       B) n=$ITERS; case $t in *_bw) n=$BW_ITERS ;; esac
-         cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $n"
+         cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $size$aop -n $n"
          case $t in *_lat) cmd="$cmd -C" ;; esac ;;
       # perftest may keep waiting on its data path after our side has quit: bounded, and not judged
-      D) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $SIZE -D $DUR" ;;
-      M) cmd="timeout 30 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $ITERS" ;;
+      D) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $size$aop -D $DUR" ;;
+      M) [ -n "$aop" ] && continue   # atomics: -s is fixed at 8, nothing to mismatch
+         cmd="timeout 30 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $ITERS" ;;
     esac
-    log "== $phase $t guest server: $cmd"
-    timeout 120 $cmd; log "GUEST RESULT $phase $t server rc=$?"
-    log "== $phase $t guest client: $cmd 10.9.0.1"
-    connect_retry timeout 120 $cmd 10.9.0.1; log "GUEST RESULT $phase $t client rc=$?"
+    log "== $phase $run guest server: $cmd"
+    timeout 120 $cmd; log "GUEST RESULT $phase $run server rc=$?"
+    log "== $phase $run guest client: $cmd 10.9.0.1"
+    connect_retry timeout 120 $cmd 10.9.0.1; log "GUEST RESULT $phase $run client rc=$?"
   done
 done
 log end
@@ -110,21 +129,34 @@ JOB
 # the TSC as its clocksource, gettimeofday() becomes a vDSO TSC read and perftest's fit lands on the
 # kernel's own calibration. Latency tests also get -C (raw cycles; no fit at all), converted below with
 # the guest's "cpu MHz", the value perftest itself uses whenever its fit agrees within 2 %.
-JOB_ENV="TESTS=${TESTS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS DUR=$DUR" SMP=2 KAPPEND="tsc=reliable" \
+JOB_ENV="RUNS=${RUNS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS DUR=$DUR" SMP=2 KAPPEND="tsc=reliable" \
 QEMU_EXTRA="-netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:00:09:02" \
     ip netns exec $NS bash "$LABDIR/20-run-vm.sh" "$OUT/job/interop.sh" "$OUT/guest" 3600 > "$OUT/guest.run.log" 2>&1 &
 VMPID=$!
 
 : > "$OUT/results.txt"
-host_run() {   # host_run PHASE TEST ROLE: our soft binary in the namespace
-    local phase=$1 t=$2 role=$3 bin="$REPO/target/release/roce_$t" args log rc n=$ITERS
+run_size() {   # run_size RUN: the message size of a run (atomics move 8 bytes, nothing else)
+    case $1 in *:*) echo 8 ;; *) echo "$SIZE" ;; esac
+}
+log_name() {   # log_name RUN: a run as a file-name part (atomic_bw:CMP_AND_SWAP -> atomic_bw-CMP_AND_SWAP)
+    echo "${1//:/-}"
+}
+host_run() {   # host_run PHASE RUN ROLE: our soft binary in the namespace
+    local phase=$1 run=$2 role=$3 t=${2%%:*} args log rc n=$ITERS size aop=""
+    local bin="$REPO/target/release/roce_$t"
+    size=$(run_size "$run")
+    case $run in *:*) aop=" -A ${run#*:}" ;; esac
+    if [ "$phase" = M ] && [ -n "$aop" ]; then
+        echo "SKIP M $run host-$role: an atomic's size is fixed at 8, there is no -s to mismatch" | tee -a "$OUT/results.txt"
+        return
+    fi
     [ "$phase" = B ] && [[ $t == *_bw ]] && n=$BW_ITERS
-    args="$HOST_SOFT_ARGS -s $SIZE -n $n"
+    args="$HOST_SOFT_ARGS -s $size$aop -n $n"
     [ "$phase" = A ] && args="$args --validate"
     [ "$phase" = B ] && args="$args --oob perftest"
     [ "$phase" = M ] && args="$HOST_SOFT_ARGS -s $((2 * SIZE)) -n $n --oob perftest"
-    [ "$phase" = D ] && args="$HOST_SOFT_ARGS -s $SIZE -D $DUR --oob perftest"
-    log="$OUT/host_${phase}_${t}_${role}.log"
+    [ "$phase" = D ] && args="$HOST_SOFT_ARGS -s $size$aop -D $DUR --oob perftest"
+    log="$OUT/host_${phase}_$(log_name "$run")_${role}.log"
     if [ "$role" = client ]; then
         # the guest boots under TCG: wait for its server long enough, then retry a refused connection
         args="$args --connect-timeout 180"
@@ -149,12 +181,12 @@ host_run() {   # host_run PHASE TEST ROLE: our soft binary in the namespace
         echo "$verdict M $t host-$role rc=$rc -s $((2 * SIZE)) vs perftest -s $SIZE: $why" | tee -a "$OUT/results.txt"
         return
     fi
-    echo "$( [ $rc = 0 ] && echo PASS || echo FAIL ) $phase $t host-$role rc=$rc log=$log" | tee -a "$OUT/results.txt"
+    echo "$( [ $rc = 0 ] && echo PASS || echo FAIL ) $phase $run host-$role rc=$rc log=$log" | tee -a "$OUT/results.txt"
 }
 for phase in $PHASES; do
-    for t in $TESTS; do
-        host_run "$phase" "$t" client    # guest serves
-        host_run "$phase" "$t" server    # guest is the client
+    for run in $RUNS; do
+        host_run "$phase" "$run" client    # guest serves
+        host_run "$phase" "$run" server    # guest is the client
     done
 done
 wait $VMPID || true
@@ -177,21 +209,24 @@ done | tee -a "$OUT/results.txt"
 #  - *_lat: both sides time the same ping-pongs (half a round trip, median). The guest's ib_*_lat runs
 #    with -C: cycles, turned into us with the guest's TSC MHz (see "The guest clock" above).
 #  - read_lat: only the client measures (ib_read_lat's server prints no figures; ours neither).
+#  - atomic_bw, atomic_lat: as read_bw and read_lat (atomic_bw.c and atomic_lat.c run the same exchanges),
+#    size 8; the BW figure is 8 bytes times the atomics per second.
 # A guest report made after a failed clock fit ("Correlation coefficient r^2 ... < 0.9") carries no
 # measurement (0.00 MB/s or inf); it fails with that reason rather than as a disagreement.
-figure() {   # figure FILE TEST: the figure from the first result row for $SIZE
-    local col=4; case $2 in *_lat) col=5 ;; esac
-    awk -v s="$SIZE" -v c=$col '$1 == s && NF >= c && $2 ~ /^[0-9]+$/ {print $c; exit}' "$1"
+figure() {   # figure FILE RUN: the figure from the first result row for the run's size
+    local col=4; case $2 in *_lat*) col=5 ;; esac
+    awk -v s="$(run_size "$2")" -v c=$col '$1 == s && NF >= c && $2 ~ /^[0-9]+$/ {print $c; exit}' "$1"
 }
 if [[ " $PHASES " == *" B "* ]]; then
     mhz=$(awk '/^GUEST TSC_MHZ/ {print $3; exit}' "$OUT/guest/job.log")
-    for t in $TESTS; do
+    for run in $RUNS; do
+        t=${run%%:*}
         for role in client server; do
             grole=server; [ $role = server ] && grole=client
-            glog="$OUT/guest_B_${t}_${grole}.log"
-            awk -v a="== B $t guest $grole:" -v b="GUEST RESULT B $t $grole" \
+            glog="$OUT/guest_B_$(log_name "$run")_${grole}.log"
+            awk -v a="== B $run guest $grole:" -v b="GUEST RESULT B $run $grole" \
                 'index($0, a) {on=1} on {print} index($0, b) {on=0}' "$OUT/guest/job.log" > "$glog"
-            ours=$(figure "$OUT/host_B_${t}_${role}.log" "$t"); theirs=$(figure "$glog" "$t"); note=""
+            ours=$(figure "$OUT/host_B_$(log_name "$run")_${role}.log" "$run"); theirs=$(figure "$glog" "$run"); note=""
             if [[ $t == *_lat && -n "$theirs" ]]; then   # cycles (-C) to us
                 note=" ($theirs cycles at ${mhz:-?} MHz)"
                 theirs=$(awk -v c="$theirs" -v m="${mhz:-0}" 'BEGIN{ if (c ~ /^[0-9.]+$/ && m > 0) printf "%.2f", c / m; else print "none" }')
@@ -200,17 +235,17 @@ if [[ " $PHASES " == *" B "* ]]; then
                 note=": perftest's clock fit failed ($(grep -m1 -o 'r^2: [0-9.]*' "$glog")), its figure is no measurement"
                 theirs="invalid"
             fi
-            if [ "$t" = read_lat ]; then
+            if [ "$t" = read_lat ] || [ "$t" = atomic_lat ]; then
                 srv=$theirs; cli=$ours; [ $role = server ] && { srv=$ours; cli=$theirs; }
                 v=FAIL; [ -z "$srv" ] && [[ "$cli" =~ ^[0-9.]+$ ]] && v=PASS
-                echo "$v B-figures $t host-$role client=${cli:-none} server=${srv:-none} (only the client reports)$note" | tee -a "$OUT/results.txt"
+                echo "$v B-figures $run host-$role client=${cli:-none} server=${srv:-none} (only the client reports)$note" | tee -a "$OUT/results.txt"
                 continue
             fi
             verdict=$(awk -v a="${ours:-x}" -v b="${theirs:-y}" -v tol="${FIG_TOL:-25}" 'BEGIN{
                 if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/) {print "FAIL"; exit}
                 m = (a > b ? a : b); d = (a > b ? a - b : b - a)
                 print ((m == 0 || 100 * d / m <= tol) ? "PASS" : "FAIL") }')
-            echo "$verdict B-figures $t host-$role roceperf=${ours:-none} perftest=${theirs:-none}$note" | tee -a "$OUT/results.txt"
+            echo "$verdict B-figures $run host-$role roceperf=${ours:-none} perftest=${theirs:-none}$note" | tee -a "$OUT/results.txt"
         done
     done
 fi
