@@ -210,11 +210,13 @@ done | tee -a "$OUT/results.txt"
 #    with -C: cycles, turned into us with the guest's TSC MHz (see "The guest clock" above).
 #  - read_lat: only the client measures (ib_read_lat's server prints no figures; ours neither).
 #  - atomic_bw, atomic_lat: as read_bw and read_lat (atomic_bw.c and atomic_lat.c run the same exchanges),
-#    size 8; the BW figure is 8 bytes times the atomics per second.
+#    size 8; atomic_bw compares MsgRate[Mpps] (column 5), the atomics per second.
 # A guest report made after a failed clock fit ("Correlation coefficient r^2 ... < 0.9") carries no
 # measurement (0.00 MB/s or inf); it fails with that reason rather than as a disagreement.
 figure() {   # figure FILE RUN: the figure from the first result row for the run's size
-    local col=4; case $2 in *_lat*) col=5 ;; esac
+    # atomic_bw: MsgRate[Mpps] (column 5); its BW average, 8 bytes times that in MiB/s with two
+    # decimals, reads 0.01 here and could not tell two figures apart.
+    local col=4; case $2 in *_lat*|atomic_bw*) col=5 ;; esac
     awk -v s="$(run_size "$2")" -v c=$col '$1 == s && NF >= c && $2 ~ /^[0-9]+$/ {print $c; exit}' "$1"
 }
 if [[ " $PHASES " == *" B "* ]]; then
