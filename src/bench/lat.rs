@@ -1,10 +1,10 @@
-//! Latency: SEND and WRITE ping-pong, READ request/response, as perftest measures them.
+//! Latency: SEND and WRITE ping-pong, READ and atomic request/response, as perftest measures them.
 //!
 //! Each side stamps the time just before it posts iteration i; a sample is the time between two posts,
 //! i.e. one full round trip including posting and polling, divided by [`TestKind::rtt_factor`] (2 for
-//! SEND and WRITE, 1 for READ). `warmup` iterations run first and are not recorded. In iteration mode
-//! each side runs warmup + n + 1 posts and records n samples; in duration mode it records the samples
-//! that fall inside [margin, D − margin].
+//! SEND and WRITE, 1 for READ and atomics). `warmup` iterations run first and are not recorded. In
+//! iteration mode each side runs warmup + n + 1 posts and records n samples; in duration mode it
+//! records the samples that fall inside [margin, D − margin].
 //!
 //! [`TestKind::rtt_factor`]: crate::params::TestKind::rtt_factor
 
