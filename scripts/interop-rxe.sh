@@ -18,7 +18,12 @@
 #      show as a clear error on our side (a remote access or length error, a named size, or the silence
 #      watchdog), never as a hang or a pass. One case cannot be seen by either side and is reported as
 #      KNOWN: our read_lat server only serves reads, and the perftest client reads SIZE bytes of our
-#      2xSIZE region without error (perftest's read_lat sends no report).
+#      2xSIZE region without error (perftest's read_lat sends no report). The atomic tests have no -s
+#      to mismatch (8 bytes, fixed): SKIP.
+#   Atomics (issue 17): atomic_bw and atomic_lat run in every phase once per ATOMIC_OPS entry (-A), as
+#   items TEST:OP, with size 8 instead of SIZE; in A both sides check every original and the server every
+#   word; in B and R the guest runs ib_atomic_bw / ib_atomic_lat -A OP and the figures compare as
+#   read_bw / read_lat's do (atomic_bw: MsgRate, the atomics per second).
 #   U. UC and UD against real perftest (issue 17): each UTESTS item TEST:TYPE (default ib_send_bw -c UD,
 #      ib_write_bw -c UC, ib_send_lat -c UD, ib_write_lat -c UC), both host roles, -s USIZE (1024: rxe's
 #      path MTU on a 1500-byte link, the most a UD datagram may carry) -n UITERS; figures compared as in B.
@@ -38,7 +43,7 @@
 # (netns, tap), and the six roce_* binaries (built here with cargo build --release --bins).
 # Knobs: TESTS, SIZE, ITERS, BW_ITERS (phase B's *_bw message count), HOST_SOFT_ARGS (how the soft
 # transport finds br0), PHASES ("A B D M R"; "U V" run UC/UD), DUR (phase D's -D, default 4), FIG_TOL,
-# UTESTS, USIZE, UITERS (phases U and V), INTEROP_NS (the host namespace, default rxelab-interop;
+# UTESTS, USIZE, UITERS (phases U and V), ATOMIC_OPS ("FETCH_AND_ADD CMP_AND_SWAP"), INTEROP_NS (the host namespace, default rxelab-interop;
 # override to run two labs at once).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -46,7 +51,17 @@ REPO=$(cd "$HERE/.." && pwd)
 LABDIR=$REPO/scripts/lab
 OUT=$(mkdir -p "${1:-/tmp/roceperf-interop-rxe}" && cd "${1:-/tmp/roceperf-interop-rxe}" && pwd)
 NS=${INTEROP_NS:-rxelab-interop}   # the host network namespace (override to run two labs at once)
-TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat"}
+TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat atomic_bw atomic_lat"}
+ATOMIC_OPS=${ATOMIC_OPS:-"FETCH_AND_ADD CMP_AND_SWAP"}
+# The items of phases other than U and V: a test, and for an atomic test its -A (atomic_bw:CMP_AND_SWAP).
+ITEMS=""
+for t in $TESTS; do
+    case $t in
+        atomic_*) for op in $ATOMIC_OPS; do ITEMS="$ITEMS $t:$op"; done ;;
+        *) ITEMS="$ITEMS $t" ;;
+    esac
+done
+ITEMS=${ITEMS# }
 PHASES=${PHASES:-"A B D M R"}
 DUR=${DUR:-4}
 SIZE=${SIZE:-4096}; ITERS=${ITERS:-200}
@@ -93,22 +108,25 @@ for phase in ${PHASES//,/ }; do
   case $phase in U|V) items=${UTESTS//,/ } ;; esac
   for item in $items; do
     t=${item%%:*}; c=${item#*:}
+    size=$SIZE; aop=""
+    case $t in atomic_*) aop=" -A $c"; size=8 ;; esac
     case $phase in
-      A) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 --validate -s $SIZE -n $ITERS" ;;
+      A) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 --validate -s $size$aop -n $ITERS" ;;
       # pinned: one vCPU's TSC throughout (the lab's advice); -C: latency in cycles, see the host script
       B) n=$ITERS; case $t in *_bw) n=$BW_ITERS ;; esac
-         cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $n"
+         cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $size$aop -n $n"
          case $t in *_lat) cmd="$cmd -C" ;; esac ;;
       # perftest may keep waiting on its data path after our side has quit: bounded, and not judged
-      D) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $SIZE -D $DUR" ;;
-      M) cmd="timeout 30 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $ITERS" ;;
+      D) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $size$aop -D $DUR" ;;
+      M) [ -n "$aop" ] && continue   # atomics: -s is fixed at 8, nothing to mismatch
+         cmd="timeout 30 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $ITERS" ;;
       U) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -c $c -s $USIZE -n $UITERS"
          case $t in *_lat) cmd="$cmd -C" ;; esac ;;
       V) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 -c $c --validate -s $USIZE -n $UITERS"
          case $t in *_lat) cmd="$cmd -u 18" ;; esac ;;
       # rdma_cm: no TCP; a client whose REQ finds no listener yet fails and is retried (connect_retry)
       R) n=$ITERS; case $t in *_bw) n=$BW_ITERS ;; esac
-         cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -R -s $SIZE -n $n"
+         cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -R -s $size$aop -n $n"
          case $t in *_lat) cmd="$cmd -C" ;; esac ;;
     esac
     log "== $phase $item guest server: $cmd"
@@ -136,7 +154,7 @@ JOB
 # the TSC as its clocksource, gettimeofday() becomes a vDSO TSC read and perftest's fit lands on the
 # kernel's own calibration. Latency tests also get -C (raw cycles; no fit at all), converted below with
 # the guest's "cpu MHz", the value perftest itself uses whenever its fit agrees within 2 %.
-JOB_ENV="TESTS=${TESTS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS DUR=$DUR UTESTS=${UTESTS// /,} USIZE=$USIZE UITERS=$UITERS" SMP=2 KAPPEND="tsc=reliable" \
+JOB_ENV="TESTS=${ITEMS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS DUR=$DUR UTESTS=${UTESTS// /,} USIZE=$USIZE UITERS=$UITERS" SMP=2 KAPPEND="tsc=reliable" \
 QEMU_EXTRA="-netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:00:09:02" \
     ip netns exec $NS bash "$LABDIR/20-run-vm.sh" "$OUT/job/interop.sh" "$OUT/guest" 3600 > "$OUT/guest.run.log" 2>&1 &
 VMPID=$!
@@ -145,13 +163,19 @@ VMPID=$!
 host_run() {   # host_run PHASE TEST[:TYPE] ROLE: our soft binary in the namespace
     local phase=$1 item=$2 role=$3 t=${2%%:*} c=${2#*:} args log rc n=$ITERS bin
     bin="$REPO/target/release/roce_$t"
+    local size=$SIZE aop=""
+    case $t in atomic_*) aop=" -A $c"; size=8 ;; esac
+    if [ "$phase" = M ] && [ -n "$aop" ]; then
+        echo "SKIP M $item host-$role: an atomic's size is fixed at 8, there is no -s to mismatch" | tee -a "$OUT/results.txt"
+        return
+    fi
     [[ $phase == [BR] ]] && [[ $t == *_bw ]] && n=$BW_ITERS
-    args="$HOST_SOFT_ARGS -s $SIZE -n $n"
+    args="$HOST_SOFT_ARGS -s $size$aop -n $n"
     [ "$phase" = A ] && args="$args --validate"
     [ "$phase" = B ] && args="$args --oob perftest"
     [ "$phase" = R ] && args="$args -R --oob perftest"
     [ "$phase" = M ] && args="$HOST_SOFT_ARGS -s $((2 * SIZE)) -n $n --oob perftest"
-    [ "$phase" = D ] && args="$HOST_SOFT_ARGS -s $SIZE -D $DUR --oob perftest"
+    [ "$phase" = D ] && args="$HOST_SOFT_ARGS -s $size$aop -D $DUR --oob perftest"
     [ "$phase" = U ] && args="$HOST_SOFT_ARGS -c $c -s $USIZE -n $UITERS --oob perftest"
     # V's latency tests wait 1 s (-u 18) before counting an iteration lost: round trips into this TCG
     # guest reach hundreds of ms now and then, and the default 67 ms would count them as losses.
@@ -185,7 +209,7 @@ host_run() {   # host_run PHASE TEST[:TYPE] ROLE: our soft binary in the namespa
     echo "$( [ $rc = 0 ] && echo PASS || echo FAIL ) $phase $item host-$role rc=$rc log=$log" | tee -a "$OUT/results.txt"
 }
 for phase in $PHASES; do
-    items=$TESTS
+    items=$ITEMS
     case $phase in U|V) items=$UTESTS ;; esac
     for item in $items; do
         host_run "$phase" "$item" client    # guest serves
@@ -215,16 +239,19 @@ done | tee -a "$OUT/results.txt"
 # A guest report made after a failed clock fit ("Correlation coefficient r^2 ... < 0.9") carries no
 # measurement (0.00 MB/s or inf); it fails with that reason rather than as a disagreement.
 figure() {   # figure FILE TEST: the figure from the first result row for $SIZE
-    local col=4; case $2 in *_lat) col=5 ;; esac
+    # atomic_bw: MsgRate[Mpps] (column 5); its BW average, 8 bytes times that in MiB/s with two
+    # decimals, reads 0.01 here and could not tell two figures apart.
+    local col=4; case $2 in *_lat|atomic_bw) col=5 ;; esac
     awk -v s="$SIZE" -v c=$col '$1 == s && NF >= c && $2 ~ /^[0-9]+$/ {print $c; exit}' "$1"
 }
 for fp in B U R; do
     [[ " $PHASES " == *" $fp "* ]] || continue
     mhz=$(awk '/^GUEST TSC_MHZ/ {print $3; exit}' "$OUT/guest/job.log")
-    items=$TESTS; [ $fp = U ] && items=$UTESTS
-    fsize=$SIZE; [ $fp = U ] && fsize=$USIZE
+    items=$ITEMS; [ $fp = U ] && items=$UTESTS
     for item in $items; do
         t=${item%%:*}
+        fsize=$SIZE; [ $fp = U ] && fsize=$USIZE
+        case $t in atomic_*) fsize=8 ;; esac
         for role in client server; do
             grole=server; [ $role = server ] && grole=client
             glog="$OUT/guest_${fp}_${item/:/_}_${grole}.log"
@@ -240,7 +267,7 @@ for fp in B U R; do
                 note=": perftest's clock fit failed ($(grep -m1 -o 'r^2: [0-9.]*' "$glog")), its figure is no measurement"
                 theirs="invalid"
             fi
-            if [ "$t" = read_lat ]; then
+            if [ "$t" = read_lat ] || [ "$t" = atomic_lat ]; then
                 srv=$theirs; cli=$ours; [ $role = server ] && { srv=$ours; cli=$theirs; }
                 v=FAIL; [ -z "$srv" ] && [[ "$cli" =~ ^[0-9.]+$ ]] && v=PASS
                 echo "$v $fp-figures $item host-$role client=${cli:-none} server=${srv:-none} (only the client reports)$note" | tee -a "$OUT/results.txt"

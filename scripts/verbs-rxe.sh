@@ -11,7 +11,7 @@
 # MODE=smoke (default): the verbs_smoke example (SEND, SEND+imm, WRITE, WRITE+imm, READ with byte checks
 #   a write_bw-shaped stream (-t window, -Q moderation, -b both ways), a wrong-rkey READ that must fail by
 #   name, and a SEND to a vanished peer that must end in retry-exceeded), in several shapes (-q, -s, -I, -m).
-# MODE=six: the six test binaries with --transport verbs (once they are wired to the verbs transport).
+# MODE=six: the six test binaries and the two atomic ones (both -A, --validate) with --transport verbs.
 # MODE=rdma_cm: -R (issue 17): the six binaries with their queue pairs connected through librdmacm (our
 #   dialect, --validate), and roce_write_bw -R --oob perftest against ib_write_bw -R, both roles.
 # NETMTU=9000 gives the veths jumbo frames, so rxe's active MTU (and the path MTU) becomes 4096.
@@ -40,8 +40,8 @@ SMOKE_TESTS=(
     "retry_exceeded_named|$SMOKE server -d $S --tcp-port 18515 -q 1 -s 64 --scenario retry|$SMOKE client -d $C --tcp-port 18515 -q 1 -s 64 --scenario retry $SIP"
     "smoke_mtu256_x1|$SMOKE server $U -d $S -x 1 -m 256 --tcp-port 18515 -q 1 -s 3000|$SMOKE client $U -d $C -x 1 -m 256 --tcp-port 18515 -q 1 -s 3000 $SIP"
 )
-SIX=(send_bw write_bw read_bw send_lat write_lat read_lat)
-six_tests() {   # the six binaries, perftest-style arguments
+SIX=(send_bw write_bw read_bw send_lat write_lat read_lat atomic_bw atomic_lat)
+six_tests() {   # the test binaries, perftest-style arguments
     for t in "${SIX[@]}"; do
         echo "$t|/mnt/roce_$t --transport verbs $U -d $S -n 500 --validate|/mnt/roce_$t --transport verbs $U -d $C -n 500 --validate $SIP"
     done
@@ -50,6 +50,10 @@ six_tests() {   # the six binaries, perftest-style arguments
     echo "read_bw_m1024_q2|/mnt/roce_read_bw --transport verbs $U -d $S -m 1024 -q 2 -n 300 --validate|/mnt/roce_read_bw --transport verbs $U -d $C -m 1024 -q 2 -n 300 --validate $SIP"
     echo "write_lat_4k_mtu1024|/mnt/roce_write_lat --transport verbs $U -d $S -s 4096 -n 300 --validate|/mnt/roce_write_lat --transport verbs $U -d $C -s 4096 -n 300 --validate $SIP"
     echo "write_lat_auto|/mnt/roce_write_lat $U -d $S -n 300|/mnt/roce_write_lat $U -d $C -n 300 $SIP"
+    # Atomics on rxe's responder: every original and every word checked, both operations.
+    echo "atomic_bw_cas_q2|/mnt/roce_atomic_bw --transport verbs $U -d $S -A CMP_AND_SWAP -q 2 -n 500 --validate|/mnt/roce_atomic_bw --transport verbs $U -d $C -A CMP_AND_SWAP -q 2 -n 500 --validate $SIP"
+    echo "atomic_bw_bidir_t16|/mnt/roce_atomic_bw --transport verbs $U -d $S -b -t 16 -Q 4 -n 500 --validate|/mnt/roce_atomic_bw --transport verbs $U -d $C -b -t 16 -Q 4 -n 500 --validate $SIP"
+    echo "atomic_lat_cas|/mnt/roce_atomic_lat --transport verbs $U -d $S -A CMP_AND_SWAP -n 300 --validate|/mnt/roce_atomic_lat --transport verbs $U -d $C -A CMP_AND_SWAP -n 300 --validate $SIP"
 }
 rdma_cm_tests() {   # -R through librdmacm: ours against ours, then against perftest's -R, both roles
     for t in "${SIX[@]}"; do

@@ -3,7 +3,8 @@
 //! The options are resolved once into a [`Plan`]; then the datapath is pinned, the transport opened,
 //! and the session run in the chosen out-of-band dialect.
 //!
-//! The six binaries are one line each: `roceperf::app::main(TestKind::new(verb, metric))`.
+//! The test binaries (the six, and the two atomic ones) are one line each:
+//! `roceperf::app::main(TestKind::new(verb, metric))`.
 //! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error ([`Error::exit_code`]).
 //!
 //! Rooms, in the order a run passes them: [`plan`] (options resolved once), `endpoints` (opening the
@@ -35,7 +36,7 @@ use endpoints::Described;
 use roceperf_oob::Roceperf;
 use std::process::ExitCode;
 
-/// Entry point of the six binaries: options, plan, run, exit code.
+/// Entry point of the test binaries: options, plan, run, exit code.
 pub fn main(test: TestKind) -> ExitCode {
     let outcome = Options::parse(test)
         .map_err(Error::from)

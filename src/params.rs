@@ -86,6 +86,69 @@ pub enum Verb {
     Write,
     /// One-sided RDMA READ.
     Read,
+    /// One-sided 8-byte atomic (FETCH_AND_ADD or CMP_AND_SWAP, see [`AtomicOp`]).
+    Atomic,
+}
+
+/// Which 8-byte atomic an atomic test runs (perftest's `-A`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum AtomicOp {
+    /// Adds a value to the remote word and returns what it held before.
+    #[default]
+    #[serde(rename = "FETCH_AND_ADD")]
+    FetchAndAdd,
+    /// Replaces the remote word by `swap` if it equals `compare`; returns what it held before.
+    #[serde(rename = "CMP_AND_SWAP")]
+    CmpAndSwap,
+}
+
+impl AtomicOp {
+    /// Both operations.
+    pub const ALL: [AtomicOp; 2] = [AtomicOp::FetchAndAdd, AtomicOp::CmpAndSwap];
+
+    /// perftest's spelling, as `-A` takes it and its title prints it: `FETCH_AND_ADD`, `CMP_AND_SWAP`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AtomicOp::FetchAndAdd => "FETCH_AND_ADD",
+            AtomicOp::CmpAndSwap => "CMP_AND_SWAP",
+        }
+    }
+}
+
+impl fmt::Display for AtomicOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for AtomicOp {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        parse_word(
+            s,
+            &AtomicOp::ALL,
+            AtomicOp::name,
+            "atomic operation",
+            "FETCH_AND_ADD or CMP_AND_SWAP",
+        )
+    }
+}
+
+/// `-A FETCH_AND_ADD|CMP_AND_SWAP`, with the one-line help each value shows in `--help`.
+impl clap::ValueEnum for AtomicOp {
+    fn value_variants<'a>() -> &'a [Self] {
+        &AtomicOp::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let help = match self {
+            AtomicOp::FetchAndAdd => "add 1 to the remote word, return its old value",
+            AtomicOp::CmpAndSwap => {
+                "swap the remote word if it holds the compare value, return its old value"
+            }
+        };
+        Some(clap::builder::PossibleValue::new(self.name()).help(help))
+    }
 }
 
 /// Whether a test measures bandwidth or latency.
@@ -118,6 +181,24 @@ impl TestKind {
         TestKind::new(Verb::Read, Metric::Latency),
     ];
 
+    /// The two atomic tests (`roce_atomic_bw`, `roce_atomic_lat`), beside the six of [`Self::ALL`].
+    pub const ATOMICS: [TestKind; 2] = [
+        TestKind::new(Verb::Atomic, Metric::Bandwidth),
+        TestKind::new(Verb::Atomic, Metric::Latency),
+    ];
+
+    /// Every test there is a binary for: [`Self::ALL`], then [`Self::ATOMICS`].
+    pub const EVERY: [TestKind; 8] = [
+        TestKind::ALL[0],
+        TestKind::ALL[1],
+        TestKind::ALL[2],
+        TestKind::ALL[3],
+        TestKind::ALL[4],
+        TestKind::ALL[5],
+        TestKind::ATOMICS[0],
+        TestKind::ATOMICS[1],
+    ];
+
     /// Builds a test kind.
     pub const fn new(verb: Verb, metric: Metric) -> Self {
         TestKind { verb, metric }
@@ -132,12 +213,14 @@ impl TestKind {
             (Verb::Send, Metric::Latency) => "send_lat",
             (Verb::Write, Metric::Latency) => "write_lat",
             (Verb::Read, Metric::Latency) => "read_lat",
+            (Verb::Atomic, Metric::Bandwidth) => "atomic_bw",
+            (Verb::Atomic, Metric::Latency) => "atomic_lat",
         }
     }
 
-    /// Parses a short name such as `write_bw`.
+    /// Parses a short name such as `write_bw` or `atomic_lat`.
     pub fn from_name(name: &str) -> Option<Self> {
-        TestKind::ALL.into_iter().find(|t| t.name() == name)
+        TestKind::EVERY.into_iter().find(|t| t.name() == name)
     }
 
     /// The title perftest prints in its header block, e.g. `RDMA_Write BW Test`.
@@ -149,23 +232,34 @@ impl TestKind {
             (Verb::Send, Metric::Latency) => "Send Latency Test",
             (Verb::Write, Metric::Latency) => "RDMA_Write Latency Test",
             (Verb::Read, Metric::Latency) => "RDMA_Read Latency Test",
+            // perftest puts the -A operation between the two words: "Atomic FETCH_AND_ADD BW Test".
+            (Verb::Atomic, Metric::Bandwidth) => "Atomic BW Test",
+            (Verb::Atomic, Metric::Latency) => "Atomic Latency Test",
         }
     }
 
-    /// Latency samples are round trips; SEND and WRITE report half of one, READ a whole one (as perftest).
+    /// Latency samples are round trips; SEND and WRITE report half of one, READ and atomics a whole
+    /// one (as perftest).
     pub fn rtt_factor(&self) -> u32 {
         match self.verb {
             Verb::Send | Verb::Write => 2,
-            Verb::Read => 1,
+            Verb::Read | Verb::Atomic => 1,
         }
     }
 
-    /// perftest's default message size: 65536 for bandwidth tests, 2 for latency tests.
+    /// perftest's default message size: 65536 for bandwidth tests, 2 for latency tests, 8 (the only
+    /// size) for atomics.
     pub fn default_size(&self) -> u64 {
-        match self.metric {
-            Metric::Bandwidth => 65536,
-            Metric::Latency => 2,
+        match (self.verb, self.metric) {
+            (Verb::Atomic, _) => ATOMIC_SIZE,
+            (_, Metric::Bandwidth) => 65536,
+            (_, Metric::Latency) => 2,
         }
+    }
+
+    /// True for `atomic_bw` and `atomic_lat`.
+    pub fn is_atomic(&self) -> bool {
+        self.verb == Verb::Atomic
     }
 
     /// perftest's default iteration count: 5000 for write_bw, 1000 otherwise.
@@ -177,11 +271,28 @@ impl TestKind {
     }
 }
 
-word!(
-    TestKind,
-    "test",
-    "send_bw, write_bw, read_bw, send_lat, write_lat or read_lat"
-);
+// Not `word!`: a test name parses against every test, atomics included, not just `ALL`'s six.
+impl fmt::Display for TestKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TestKind {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        parse_word(
+            s,
+            &TestKind::EVERY,
+            TestKind::name,
+            "test",
+            "send_bw, write_bw, read_bw, send_lat, write_lat, read_lat, atomic_bw or atomic_lat",
+        )
+    }
+}
+
+/// Bytes every atomic moves: one 64-bit word (perftest fixes `-s` at 8 for its atomic tests).
+pub const ATOMIC_SIZE: u64 = 8;
 
 /// What moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -413,7 +524,14 @@ mod tests {
         for t in TestKind::ALL {
             assert_eq!(TestKind::from_name(t.name()), Some(t));
         }
-        assert_eq!(TestKind::from_name("atomic_bw"), None);
+        for t in TestKind::ATOMICS {
+            assert_eq!(TestKind::from_name(t.name()), Some(t));
+            assert_eq!(t.name().parse(), Ok(t));
+        }
+        assert_eq!(TestKind::from_name("atomic"), None);
+        assert_eq!("CMP_AND_SWAP".parse(), Ok(AtomicOp::CmpAndSwap));
+        assert!("cas".parse::<AtomicOp>().is_err());
+        assert_eq!(AtomicOp::default(), AtomicOp::FetchAndAdd);
     }
 
     #[test]
@@ -423,5 +541,10 @@ mod tests {
         let slat = TestKind::new(Verb::Send, Metric::Latency);
         assert_eq!((slat.default_size(), slat.default_iters()), (2, 1000));
         assert_eq!(TestKind::new(Verb::Read, Metric::Latency).rtt_factor(), 1);
+        let alat = TestKind::new(Verb::Atomic, Metric::Latency);
+        assert_eq!((alat.default_size(), alat.default_iters()), (8, 1000));
+        assert_eq!(alat.rtt_factor(), 1);
+        let abw = TestKind::new(Verb::Atomic, Metric::Bandwidth);
+        assert_eq!((abw.default_size(), abw.default_iters()), (8, 1000));
     }
 }

@@ -187,6 +187,8 @@ pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
         Verb::Send => Access::LOCAL_WRITE,
         Verb::Write => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         Verb::Read => Access::LOCAL_WRITE | Access::REMOTE_READ,
+        // perftest's ATOMIC → REMOTE_ATOMIC; the device must execute atomics (checked on open).
+        Verb::Atomic => Access::LOCAL_WRITE | Access::REMOTE_ATOMIC,
     };
     let d = &plan.device;
     let defaults = VerbsConfig::default();

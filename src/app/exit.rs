@@ -198,5 +198,13 @@ mod tests {
             .exit_code(),
             TEST_FAILED
         );
+        let atomic = bench::Error::AtomicTarget {
+            qp: 0,
+            word: 3,
+            ops: 1100,
+            expected: 2,
+            found: 1,
+        };
+        assert_eq!(Error::Bench(atomic).exit_code(), TEST_FAILED);
     }
 }

@@ -47,9 +47,16 @@ pub(crate) fn prepare_validation<E: Endpoint>(plan: &Plan, ep: &mut E, size: u64
     }
 }
 
-/// Readies the buffers before the barrier that starts `size`: the `--validate` pattern, and WRITE
-/// latency's marker byte.
+/// Readies the buffers before the barrier that starts `size`: the `--validate` pattern, WRITE
+/// latency's marker byte, and the atomic tests' words (with or without `--validate`, so that the
+/// traffic is the same either way).
 pub(crate) fn prepare<E: Endpoint>(plan: &Plan, ep: &mut E, size: u64) {
+    if let Some(a) = plan.atomics {
+        for q in 0..ep.qp_count() {
+            a.prepare(ep.buffer_mut(q), plan.layout.half as usize, q);
+        }
+        return;
+    }
     if plan.validate {
         prepare_validation(plan, ep, size);
     }
@@ -101,6 +108,22 @@ pub(crate) fn check_write_target<E: Endpoint>(
     }
 }
 
+/// True where `--validate` checks the atomics' words at the end of each size: the side they ran on.
+pub(crate) fn checks_atomic_target(plan: &Plan) -> bool {
+    plan.validate && plan.atomics.is_some() && (plan.role == Role::Server || plan.bidirectional)
+}
+
+/// `--validate`, atomics: once the peer's results are in (it set its tallies before sending them),
+/// every queue pair's words hold what the peer's operations leave.
+pub(crate) fn check_atomic_target<E: Endpoint>(plan: &Plan, ep: &E) -> Result<(), Error> {
+    if let Some(a) = plan.atomics {
+        for q in 0..ep.qp_count() {
+            a.check_target(ep.buffer(q), plan.layout.half as usize, q)?;
+        }
+    }
+    Ok(())
+}
+
 /// Measures one size on this side; `None` where this side only serves (the peer measures).
 pub(crate) fn measure<E: Endpoint>(
     plan: &Plan,
@@ -131,6 +154,7 @@ pub(crate) fn measure<E: Endpoint>(
                 layout: plan.layout,
                 validate: plan.validate,
                 unreliable: plan.connection.is_unreliable(),
+                atomic: plan.atomics,
             };
             let m = if plan.bidirectional {
                 let duplex = (test.verb == Verb::Send).then_some(recvs);
@@ -161,7 +185,7 @@ pub(crate) fn measure<E: Endpoint>(
             }))
         }
         Metric::Latency => {
-            if test.verb == Verb::Read && !client {
+            if matches!(test.verb, Verb::Read | Verb::Atomic) && !client {
                 bw::passive(ep, bw::SERVING, &mut stop, None)?;
                 return Ok(None);
             }
@@ -176,6 +200,7 @@ pub(crate) fn measure<E: Endpoint>(
                 validate: plan.validate,
                 unreliable: plan.connection.is_unreliable() && run.marked,
                 loss_timeout: loss_timeout(plan),
+                atomic: plan.atomics,
             };
             let m = lat::run(ep, &spec, run.role, remotes[0], recvs, &mut stop)?;
             let stats = LatencyStats::from_histogram(&m.histogram, &plan.output.percentiles);

@@ -201,7 +201,7 @@ impl<'p, S: OobStream> Perftest<'p, S> {
             && !plan.bidirectional
             && match plan.test.metric {
                 Metric::Bandwidth => plan.test.verb != Verb::Send,
-                Metric::Latency => plan.test.verb == Verb::Read,
+                Metric::Latency => matches!(plan.test.verb, Verb::Read | Verb::Atomic),
             };
         // perftest's latency loops post exactly -n times per side and time the gaps between posts; our
         // driver posts once more to close the last round trip, so it is given one iteration fewer (n

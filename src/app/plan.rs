@@ -4,10 +4,11 @@
 //! nothing below the app ever looks at the options again.
 
 use crate::bench::Layout;
+use crate::bench::atomic::Atomics;
 use crate::cli::{DeviceOptions, OobArg, Options, OutputArg, TransportReason};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::oob::{self, TestParams};
-use crate::params::{ConnType, Metric, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::params::{AtomicOp, ConnType, Metric, Role, RunMode, TestKind, TransportKind, Verb};
 use crate::report::OutputSelect;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,6 +18,10 @@ use std::time::Duration;
 pub struct Plan {
     /// The test this binary runs.
     pub test: TestKind,
+    /// `-A`, atomic tests only.
+    pub atomic_type: Option<AtomicOp>,
+    /// Atomic tests: the operations each queue pair runs (words, result slots).
+    pub atomics: Option<Atomics>,
     /// Server (no host) or client.
     pub role: Role,
     /// The transport.
@@ -178,13 +183,26 @@ impl Plan {
     /// Resolves the options.
     pub fn new(opts: Options) -> Plan {
         let depths = Depths::new(&opts);
-        let max_size = opts.sizes.iter().copied().max().unwrap_or(1);
+        let atomics = opts.atomic_type.map(|op| match opts.test.metric {
+            Metric::Bandwidth => Atomics::bandwidth(op, depths.tx, opts.validate),
+            Metric::Latency => Atomics::latency(op),
+        });
+        // Atomics: the result slots in the first half, the words and their tally in the second.
+        let max_size = opts
+            .sizes
+            .iter()
+            .copied()
+            .chain(atomics.map(|a| a.half_len()))
+            .max()
+            .unwrap_or(1);
         let run = opts
             .mode
             .duration_secs()
             .map_or(Duration::ZERO, Duration::from_secs);
         Plan {
             test: opts.test,
+            atomic_type: opts.atomic_type,
+            atomics,
             role: opts.role,
             transport: opts.transport,
             transport_reason: opts.transport_reason,
@@ -288,6 +306,7 @@ impl Plan {
             recovery: self.device.recovery,
             connection: self.connection,
             rdma_cm: self.oob.rdma_cm,
+            atomic_type: self.atomic_type,
         }
     }
 }
@@ -354,6 +373,26 @@ mod tests {
             a.test_params(),
             plan("write_bw", &["-D", "2", "-s", "1024"]).test_params()
         );
+    }
+
+    #[test]
+    fn atomic_buffers_hold_the_result_slots_words_and_tally() {
+        let p = plan("atomic_bw", &["-A", "CMP_AND_SWAP"]);
+        assert_eq!(p.atomic_type, Some(AtomicOp::CmpAndSwap));
+        let a = p.atomics.unwrap();
+        assert_eq!((a.words, a.slots, p.sizes.clone()), (64, 64, vec![8]));
+        assert!(p.layout.half >= a.half_len() && p.layout.half >= 4096);
+        let v = plan("atomic_bw", &["-t", "1000", "-n", "2000", "--validate"]);
+        assert_eq!(v.atomics.unwrap().slots, 1000);
+        assert!(v.layout.half >= 64 * 1000);
+        let lat = plan("atomic_lat", &[]);
+        assert_eq!(lat.atomics.unwrap().words, 1);
+        assert_eq!(lat.atomic_type, Some(AtomicOp::FetchAndAdd));
+        assert_ne!(
+            plan("atomic_bw", &[]).test_params(),
+            plan("atomic_bw", &["-A", "CMP_AND_SWAP"]).test_params()
+        );
+        assert_eq!(plan("write_bw", &[]).atomics, None);
     }
 
     #[test]

@@ -208,6 +208,9 @@ impl Dialect for Roceperf<'_> {
                 if measure::checks_write_target(plan) {
                     measure::check_write_target(ep, plan.layout, size)?;
                 }
+                if measure::checks_atomic_target(plan) {
+                    measure::check_atomic_target(plan, ep)?;
+                }
                 let shown = match (self.mine.take(), theirs) {
                     (Some(m), Some(t)) if plan.bidirectional => {
                         // Duration mode counts messages: the two directions together, like the rates.

@@ -3,6 +3,7 @@
 //! One completion every `cq_mod`; bandwidth = bytes × messages ÷ (last completion − first post), as
 //! perftest computes it.
 
+use super::atomic::{self, AtomicRun, Atomics};
 use super::{
     Layout, Result, StopCheck, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate,
 };
@@ -58,10 +59,13 @@ pub struct BwSpec {
     pub cpu_util: bool,
     /// Buffer layout.
     pub layout: Layout,
-    /// `--validate`: check every received SEND and every READ's data against the size's pattern.
+    /// `--validate`: check every received SEND and every READ's data against the size's pattern, and
+    /// every atomic's original against its sequence.
     pub validate: bool,
     /// UC/UD (`-c`): messages may be lost; a receiver counts them instead of waiting for them.
     pub unreliable: bool,
+    /// Atomic tests: the operations (which one, over which words, into which result slots).
+    pub atomic: Option<Atomics>,
 }
 
 /// `--validate`: checks the target region of queue pair `q` (where SENDs and READ data land).
@@ -124,6 +128,8 @@ pub fn active<E: Endpoint>(
     if let Some(r) = duplex.as_deref_mut() {
         r.fill(ep, &spec.layout, spec.rx_depth)?;
     }
+    // Atomics number their operations across the warm-up and the measurement.
+    let mut atomics = spec.atomic.map(|seq| AtomicRun::new(seq, ep.qp_count()));
     if spec.warmup > 0 {
         stream(
             ep,
@@ -132,6 +138,7 @@ pub fn active<E: Endpoint>(
             RunMode::Iterations(spec.warmup),
             None,
             duplex.as_deref_mut(),
+            atomics.as_mut(),
         )?;
     }
     let peak = match spec.mode {
@@ -144,9 +151,17 @@ pub fn active<E: Endpoint>(
         }
         _ => None,
     };
-    stream(ep, spec, remotes, spec.mode, peak, duplex)
+    let m = stream(ep, spec, remotes, spec.mode, peak, duplex, atomics.as_mut())?;
+    if let Some(a) = atomics.as_mut()
+        && spec.validate
+    {
+        // Outside the measurement: tells the responder how many operations to check its words for.
+        a.tally(ep, remotes)?;
+    }
+    Ok(m)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn stream<E: Endpoint>(
     ep: &mut E,
     spec: &BwSpec,
@@ -154,6 +169,7 @@ fn stream<E: Endpoint>(
     mode: RunMode,
     mut peak: Option<PeakRecorder>,
     mut duplex: Option<&mut RecvState>,
+    mut atomics: Option<&mut AtomicRun>,
 ) -> Result<BwMeasurement> {
     let qps = ep.qp_count();
     let cq_mod = u64::from(spec.cq_mod.max(1));
@@ -172,16 +188,13 @@ fn stream<E: Endpoint>(
     ];
     let mut posted = vec![0u64; qps];
     let mut done = vec![0u64; qps];
-    let op = match spec.verb {
-        Verb::Send => SendOp::Send,
-        Verb::Write => SendOp::Write,
-        Verb::Read => SendOp::Read,
-    };
-    let (offset, remote_of) = match spec.verb {
+    let (op, offset, remote_of) = match spec.verb {
+        Verb::Send => (SendOp::Send, 0, false),
+        Verb::Write => (SendOp::Write, 0, true),
         // READ responses land in the target half; SEND and WRITE go from the source half.
-        Verb::Read => (spec.layout.half, true),
-        Verb::Write => (0, true),
-        Verb::Send => (0, false),
+        Verb::Read => (SendOp::Read, spec.layout.half, true),
+        // Each atomic is the sequence's (operands, word, result slot): see the post below.
+        Verb::Atomic => (SendOp::FetchAdd(atomic::ADD), 0, true),
     };
     let mut comps = [Completion::EMPTY; 64];
     let win = Window::new(mode);
@@ -210,14 +223,21 @@ fn stream<E: Endpoint>(
         for q in 0..qps {
             while posted[q] < total[q] && posted[q] - done[q] < depth {
                 let idx = posted[q];
-                let wr = SendRequest {
-                    wr_id: idx,
-                    op,
-                    offset: slots.map_or(offset, |s| s.offset(idx)),
-                    len: spec.size as u32,
-                    remote: remote_of.then(|| remotes[q]),
-                    signaled: (idx + 1).is_multiple_of(cq_mod) || idx + 1 == total[q],
-                    inline: false,
+                let signaled = (idx + 1).is_multiple_of(cq_mod) || idx + 1 == total[q];
+                let wr = match atomics.as_deref() {
+                    Some(a) => SendRequest {
+                        wr_id: idx,
+                        ..a.seq.request(q, a.posted(q) + idx, remotes[q], signaled)
+                    },
+                    None => SendRequest {
+                        wr_id: idx,
+                        op,
+                        offset: slots.map_or(offset, |s| s.offset(idx)),
+                        len: spec.size as u32,
+                        remote: remote_of.then(|| remotes[q]),
+                        signaled,
+                        inline: false,
+                    },
                 };
                 // The clock is read only when needed: at 5 Mpps a read per post would cost ~10%.
                 let t = (first_post.is_none() || peak.is_some()).then(Instant::now);
@@ -250,6 +270,15 @@ fn stream<E: Endpoint>(
                     }
                     continue;
                 }
+                if spec.validate
+                    && let Some(a) = atomics.as_deref_mut()
+                {
+                    // Every atomic completed up to this one, each original in its slot.
+                    let base = a.posted(q);
+                    for k in done[q]..=c.wr_id {
+                        a.check(ep.buffer_mut(q), q, base + k)?;
+                    }
+                }
                 match slots {
                     // Every READ completed up to this one, each in its slot, cleared once checked.
                     Some(s) => {
@@ -276,6 +305,11 @@ fn stream<E: Endpoint>(
         }
         if (0..qps).all(|q| done[q] == total[q]) {
             break;
+        }
+    }
+    if let Some(a) = atomics {
+        for (q, &n) in posted.iter().enumerate() {
+            a.add(q, n);
         }
     }
     let (messages, elapsed_ns, cpu_util) = match mode {

@@ -1,13 +1,14 @@
-//! Latency: SEND and WRITE ping-pong, READ request/response, as perftest measures them.
+//! Latency: SEND and WRITE ping-pong, READ and atomic request/response, as perftest measures them.
 //!
 //! Each side stamps the time just before it posts iteration i; a sample is the time between two posts,
 //! i.e. one full round trip including posting and polling, divided by [`TestKind::rtt_factor`] (2 for
-//! SEND and WRITE, 1 for READ). `warmup` iterations run first and are not recorded. In iteration mode
-//! each side runs warmup + n + 1 posts and records n samples; in duration mode it records the samples
-//! that fall inside [margin, D − margin].
+//! SEND and WRITE, 1 for READ and atomics). `warmup` iterations run first and are not recorded. In
+//! iteration mode each side runs warmup + n + 1 posts and records n samples; in duration mode it
+//! records the samples that fall inside [margin, D − margin].
 //!
 //! [`TestKind::rtt_factor`]: crate::params::TestKind::rtt_factor
 
+use super::atomic::{self, AtomicRun, Atomics};
 use super::bw::RecvState;
 use super::{Layout, Result, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate};
 use crate::params::RunMode;
@@ -47,13 +48,16 @@ pub struct LatSpec {
     /// Buffer layout.
     pub layout: Layout,
     /// `--validate`: a fresh pattern per iteration for SEND and WRITE, checked by the receiver; READ
-    /// data checked against the responder's pattern (see [`super::validate`]).
+    /// data checked against the responder's pattern (see [`super::validate`]); every atomic's original
+    /// checked against its sequence (see [`super::atomic`]).
     pub validate: bool,
     /// UC/UD between roceperf peers: a lost message is counted after `loss_timeout` rather than
     /// waited for (see [`super::unreliable`]).
     pub unreliable: bool,
     /// How long the client waits for a reply before it counts the iteration lost (`-u`).
     pub loss_timeout: std::time::Duration,
+    /// Atomic tests: the operations.
+    pub atomic: Option<Atomics>,
 }
 
 /// Counts completions while waiting; fails on an error completion.
@@ -216,15 +220,20 @@ pub fn run<E: Endpoint>(
             Verb::Send => "the peer's SEND or its completion",
             Verb::Write => "the peer's WRITE or its completion",
             Verb::Read => "a READ response",
+            Verb::Atomic => "an atomic's response",
         }),
         exact_len: matches!(spec.mode, RunMode::Iterations(_)).then_some(spec.size),
         headroom: spec.layout.recv_headroom,
     };
+    let target = remote;
     let (op, remote, offset) = match spec.verb {
         Verb::Send => (SendOp::Send, None, 0),
         Verb::Write => (SendOp::Write, Some(remote), 0),
         Verb::Read => (SendOp::Read, Some(remote), spec.layout.half),
+        // Each atomic is the sequence's (operands, result slot): see the post below.
+        Verb::Atomic => (SendOp::FetchAdd(atomic::ADD), Some(remote), 0),
     };
+    let mut atomics = spec.atomic.map(|seq| AtomicRun::new(seq, 1));
     if spec.verb == Verb::Send {
         recvs.fill(ep, &spec.layout, 1)?;
     }
@@ -276,7 +285,7 @@ pub fn run<E: Endpoint>(
                     }
                     recvs.replace(ep, &spec.layout, 0)?;
                 }
-                Verb::Read => {}
+                Verb::Read | Verb::Atomic => {}
             }
         };
     }
@@ -301,6 +310,8 @@ pub fn run<E: Endpoint>(
             match spec.verb {
                 // A READ that completed without placing data must not pass on the previous one's bytes.
                 Verb::Read => ep.buffer_mut(0)[half..half + size].fill(0),
+                // The atomic's result slot was cleared when the previous original was checked.
+                Verb::Atomic => {}
                 _ => validate::fill(
                     &mut ep.buffer_mut(0)[..size],
                     validate::seed(spec.size, Some(i)),
@@ -310,18 +321,32 @@ pub fn run<E: Endpoint>(
         if spec.verb == Verb::Write {
             ep.buffer_mut(0)[size - 1] = marker(i);
         }
-        let wr = SendRequest {
-            wr_id: i,
-            op,
-            offset,
-            len: spec.size as u32,
-            remote,
-            signaled: true,
-            inline: false,
+        let wr = match &atomics {
+            Some(a) => a.seq.request(0, i, target, true),
+            None => SendRequest {
+                wr_id: i,
+                op,
+                offset,
+                len: spec.size as u32,
+                remote,
+                signaled: true,
+                inline: false,
+            },
         };
         ep.post_send(0, &wr).map_err(tr("posting a request"))?;
         posted += 1;
         match spec.verb {
+            Verb::Atomic => {
+                while w.sends < posted {
+                    w.poll(ep)?;
+                }
+                if let Some(a) = atomics.as_mut() {
+                    a.add(0, 1);
+                    if spec.validate {
+                        a.check(ep.buffer_mut(0), 0, i)?;
+                    }
+                }
+            }
             Verb::Read => {
                 while w.sends < posted {
                     w.poll(ep)?;
@@ -350,6 +375,12 @@ pub fn run<E: Endpoint>(
     // One more poll hands the transport the chance to acknowledge the peer's last message now rather
     // than whenever this side polls next.
     w.poll(ep)?;
+    if let Some(a) = atomics.as_mut()
+        && spec.validate
+    {
+        // Outside the measurement: tells the responder how many operations to check its word for.
+        a.tally(ep, &[target])?;
+    }
     Ok(rec.finish(spec.size))
 }
 

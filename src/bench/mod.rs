@@ -10,6 +10,7 @@
 //! WRITEs and SENDs land, and where READ responses go), so a side never mistakes its own data for the peer's.
 
 pub mod affinity;
+pub mod atomic;
 pub mod bw;
 pub mod cpu;
 pub mod lat;
@@ -80,6 +81,60 @@ pub enum Error {
         size: u64,
         /// Bytes received.
         len: u64,
+    },
+    /// `--validate`: an atomic returned an original value its sequence does not predict.
+    #[error(
+        "--validate: queue pair {qp}: {op} number {index} (word {word}) returned the original value {found:#018x} where the sequence says {expected:#018x}: an operation on that word ran twice, out of order or not at all"
+    )]
+    AtomicOriginal {
+        /// Queue pair index.
+        qp: u32,
+        /// FETCH_AND_ADD or CMP_AND_SWAP.
+        op: crate::params::AtomicOp,
+        /// The operation's number on its queue pair (warm-up included).
+        index: u64,
+        /// The word it targeted.
+        word: u64,
+        /// The original the sequence predicts.
+        expected: u64,
+        /// The original returned (in the device's byte order, once known).
+        found: u64,
+    },
+    /// `--validate`, at the responder: a word does not hold what the peer's operations leave.
+    #[error(
+        "--validate: queue pair {qp}: after the peer's {ops} operations word {word} holds {found:#018x} where the sequence says {expected:#018x}: an operation on it ran twice, out of order or not at all"
+    )]
+    AtomicTarget {
+        /// Queue pair index.
+        qp: u32,
+        /// The word.
+        word: u64,
+        /// Operations the peer ran on this queue pair (its tally).
+        ops: u64,
+        /// What the word should hold.
+        expected: u64,
+        /// What it holds.
+        found: u64,
+    },
+    /// `--validate`, at the responder: the peer's tally of its operations is not there.
+    #[error(
+        "--validate: queue pair {qp}: the tally word holds {found:#018x}, not the peer's count of its atomics; check that the peer runs the same test with --validate and finished its run"
+    )]
+    AtomicTally {
+        /// Queue pair index.
+        qp: u32,
+        /// What the tally word holds.
+        found: u64,
+    },
+    /// `--validate`, at the requester: the peer's tally word was not zero when the tally was set.
+    #[error(
+        "--validate: queue pair {qp}: the peer's tally word held {found:#018x} instead of 0 when this side counted its atomics into it; another requester may share the peer's memory"
+    )]
+    AtomicTallyTaken {
+        /// Queue pair index.
+        qp: u32,
+        /// The original the tally returned.
+        found: u64,
     },
     /// Pinning failed.
     #[error(

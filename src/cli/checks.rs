@@ -4,7 +4,9 @@
 
 use super::args::{Args, IoArg, OobArg, OutputArg};
 use super::options::{DEFAULT_PERCENTILES, Error};
-use crate::params::{Metric, RoceVersion, RunMode, TestKind, TransportKind, Verb, all_sizes};
+use crate::params::{
+    ATOMIC_SIZE, AtomicOp, Metric, RoceVersion, RunMode, TestKind, TransportKind, Verb, all_sizes,
+};
 use crate::transport::probe;
 use std::fmt;
 
@@ -274,6 +276,44 @@ pub(crate) fn test_flags(test: TestKind, a: &Args) -> Result<(), Error> {
         );
     }
     Ok(())
+}
+
+/// `-A` belongs to the atomic tests, which move 8 bytes and nothing else (no `-a`, `-s` only 8, no
+/// `-I`, as perftest); returns the operation an atomic test runs.
+pub(crate) fn atomic(test: TestKind, a: &Args) -> Result<Option<AtomicOp>, Error> {
+    if !test.is_atomic() {
+        if a.atomic_type.is_some() {
+            return not_applicable(
+                "-A",
+                test.to_string(),
+                "only roce_atomic_bw and roce_atomic_lat run atomics",
+            );
+        }
+        return Ok(None);
+    }
+    if a.all {
+        return not_applicable(
+            "-a",
+            test.to_string(),
+            "an atomic moves exactly 8 bytes, so there are no sizes to sweep (perftest refuses -a too)",
+        );
+    }
+    if let Some(size) = a.size.filter(|&s| s != ATOMIC_SIZE) {
+        return Err(Error::Invalid {
+            flag: "-s",
+            why: format!(
+                "{size} bytes: an atomic moves exactly {ATOMIC_SIZE} bytes (one 64-bit word); drop -s or give -s {ATOMIC_SIZE}"
+            ),
+        });
+    }
+    if a.inline_size.is_some() {
+        return not_applicable(
+            "-I",
+            test.to_string(),
+            "an atomic carries its operands in its header, no payload to inline (perftest refuses -I for atomics too)",
+        );
+    }
+    Ok(Some(a.atomic_type.unwrap_or_default()))
 }
 
 /// Sizes and run length: one way to give each.

@@ -5,9 +5,11 @@
 use super::args::{Args, IoArg, OobArg, OutputArg};
 use super::checks::{self, TransportReason};
 use crate::gate::{GateArgs, GateOutputArgs};
-use crate::params::{ConnType, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind};
+use crate::params::{
+    AtomicOp, ConnType, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind,
+};
 use crate::transport::ImpairConfig;
-use clap::Parser;
+use clap::FromArgMatches;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -63,6 +65,8 @@ pub enum Error {
 pub struct Options {
     /// The test this binary runs.
     pub test: TestKind,
+    /// `-A`, atomic tests only (with its default filled in).
+    pub atomic_type: Option<AtomicOp>,
     /// Server (no host) or client.
     pub role: Role,
     /// The server's host, on the client.
@@ -165,7 +169,9 @@ pub struct DeviceOptions {
 impl Options {
     /// Parses the process command line for `test`; clap errors (and --help/--version) exit as clap does (2/0).
     pub fn parse(test: TestKind) -> Result<Options, Error> {
-        Options::from_args(test, Args::parse())
+        let matches = super::args::command_for(test).get_matches();
+        let a = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        Options::from_args(test, a)
     }
 
     /// Parses an explicit argument list (the first item is the program name).
@@ -177,7 +183,8 @@ impl Options {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        Ok(Options::from_args(test, Args::try_parse_from(args)?))
+        let matches = super::args::command_for(test).try_get_matches_from(args)?;
+        Ok(Options::from_args(test, Args::from_arg_matches(&matches)?))
     }
 
     /// Checks the combination of flags and fills in defaults. The checks run in a fixed order (transport
@@ -193,6 +200,7 @@ impl Options {
         let io = checks::soft_io(transport, &a)?;
         let connection = super::connection::connection(test, transport, &a)?;
         checks::test_flags(test, &a)?;
+        let atomic_type = checks::atomic(test, &a)?;
         checks::run_shape(&a)?;
         let mode = checks::run_mode(test, &a)?;
         let sizes = match connection {
@@ -205,6 +213,7 @@ impl Options {
         checks::results_dir(&a)?;
         Ok(Options {
             test,
+            atomic_type,
             role: if a.host.is_some() {
                 Role::Client
             } else {

@@ -5,7 +5,7 @@
 //! figures (`--report_gbits`, `--output`, `--csv`, `--json`, `--results`, `--percentiles`, `-v`,
 //! `--cpu`, gate thresholds) is its own business and never travels.
 
-use crate::params::{ConnType, Recovery, RoceVersion, TestKind, TransportKind};
+use crate::params::{AtomicOp, ConnType, Recovery, RoceVersion, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -49,6 +49,9 @@ pub struct TestParams {
     /// `-R`: the queue pairs are connected through the CM (both sides must, or nobody answers).
     #[serde(default)]
     pub rdma_cm: bool,
+    /// `-A`: the atomic operation (atomic tests only).
+    #[serde(default)]
+    pub atomic_type: Option<AtomicOp>,
 }
 
 /// The first parameter that differs between this side and the peer.
@@ -81,7 +84,7 @@ fn opt<T: fmt::Display>(v: &Option<T>) -> String {
 
 impl TestParams {
     /// The parameters in the order they are checked: name, value as shown, what to do.
-    fn fields(&self) -> [(&'static str, String, &'static str); 15] {
+    fn fields(&self) -> [(&'static str, String, &'static str); 16] {
         [
             (
                 "test",
@@ -137,6 +140,11 @@ impl TestParams {
                 "rdma_cm",
                 self.rdma_cm.to_string(),
                 "give -R to both sides or to neither",
+            ),
+            (
+                "atomic type",
+                opt(&self.atomic_type),
+                "give both sides the same -A",
             ),
         ]
     }
@@ -211,6 +219,7 @@ mod tests {
             bidirectional: false,
             warmup: 0,
             validate: false,
+            atomic_type: None,
             recovery: Recovery::Gbn,
             connection: ConnType::Rc,
             rdma_cm: false,
@@ -291,5 +300,23 @@ mod tests {
         peer.size = 2;
         let m = base().first_mismatch(&peer).unwrap();
         assert_eq!((m.name, m.theirs.as_str()), ("test", "read_bw"));
+    }
+
+    #[test]
+    fn atomic_type_must_agree() {
+        let fa = TestParams {
+            test: TestKind::new(Verb::Atomic, Metric::Bandwidth),
+            atomic_type: Some(crate::params::AtomicOp::FetchAndAdd),
+            ..base()
+        };
+        let cas = TestParams {
+            atomic_type: Some(crate::params::AtomicOp::CmpAndSwap),
+            ..fa.clone()
+        };
+        let m = fa.first_mismatch(&cas).unwrap();
+        assert_eq!(
+            m.to_string(),
+            "atomic type: this side FETCH_AND_ADD, peer CMP_AND_SWAP — give both sides the same -A"
+        );
     }
 }

@@ -42,23 +42,28 @@ fn on_off(b: bool) -> &'static str {
     if b { "ON" } else { "OFF" }
 }
 
-/// perftest's name for a verb in titles: `Send`, `RDMA_Write`, `RDMA_Read`.
+/// perftest's name for a verb in titles: `Send`, `RDMA_Write`, `RDMA_Read`, `Atomic`.
 fn verb_title(v: Verb) -> &'static str {
     match v {
         Verb::Send => "Send",
         Verb::Write => "RDMA_Write",
         Verb::Read => "RDMA_Read",
+        Verb::Atomic => "Atomic",
     }
 }
 
-/// The title perftest prints: `RDMA_Write BW Test`, `Send Bidirectional BW Test`, `Send Latency Test`.
+/// The title perftest prints: `RDMA_Write BW Test`, `Send Bidirectional BW Test`, `Send Latency Test`,
+/// `Atomic FETCH_AND_ADD BW Test`.
 pub fn title(info: &RunInfo) -> String {
     let kind = match info.test.metric {
         Metric::Bandwidth if info.bidirectional => "Bidirectional BW",
         Metric::Bandwidth => "BW",
         Metric::Latency => "Latency",
     };
-    format!("{} {kind} Test", verb_title(info.test.verb))
+    match info.atomic_type {
+        Some(op) => format!("{} {op} {kind} Test", verb_title(info.test.verb)),
+        None => format!("{} {kind} Test", verb_title(info.test.verb)),
+    }
 }
 
 /// The header block: dashes, title, perftest's parameter lines, then ours, then dashes.
@@ -105,7 +110,7 @@ pub fn header_block(info: &RunInfo) -> String {
     if let Some(gid) = info.gid_index {
         kv(&mut s, "GID index", gid);
     }
-    if info.test.verb == Verb::Read {
+    if matches!(info.test.verb, Verb::Read | Verb::Atomic) {
         kv(&mut s, "Outstand reads", info.out_reads.unwrap_or(0));
     } else {
         kv(

@@ -56,6 +56,7 @@ pub(crate) const COLUMNS: &[&str] = &[
     "recovery",
     "connection",
     "lost_messages",
+    "atomic_type",
 ];
 
 /// The percentiles behind `lat_p90_us` .. `lat_p99_99_us`.
@@ -129,6 +130,7 @@ pub fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
     cells.push(opt(info.recovery.map(|r| r.name())));
     cells.push(opt(info.connection.map(|c| c.name())));
     cells.push(opt(r.lost));
+    cells.push(opt(info.atomic_type.map(|a| a.name())));
     debug_assert_eq!(cells.len(), COLUMNS.len());
     cells
 }

@@ -2,7 +2,7 @@
 //!
 //! The header block and the files show it, and both sides exchange it over the out-of-band channel.
 
-use crate::params::{ConnType, Recovery, RoceVersion, Role, TestKind, TransportKind};
+use crate::params::{AtomicOp, ConnType, Recovery, RoceVersion, Role, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 
 /// One perftest "local address:" / "remote address:" line (+ GID line).
@@ -28,8 +28,11 @@ pub struct AddressLine {
 /// Everything the header block and the files need, built by the binary from its options and transport.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
-    /// Which of the six tests.
+    /// Which test.
     pub test: TestKind,
+    /// Atomic tests: the `-A` operation; absent for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atomic_type: Option<AtomicOp>,
     /// Client or server.
     pub role: Role,
     /// What moved the bytes.

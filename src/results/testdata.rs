@@ -11,6 +11,7 @@ use crate::stats::{self, BandwidthStats, LatencyStats};
 pub fn bw_info() -> RunInfo {
     RunInfo {
         test: TestKind::new(Verb::Write, Metric::Bandwidth),
+        atomic_type: None,
         role: Role::Client,
         transport: TransportKind::Soft,
         roce: Some(RoceVersion::V2),
@@ -66,6 +67,7 @@ pub fn bw_info() -> RunInfo {
 pub fn lat_info() -> RunInfo {
     RunInfo {
         test: TestKind::new(Verb::Send, Metric::Latency),
+        atomic_type: None,
         role: Role::Server,
         transport: TransportKind::Tcp,
         roce: None,

@@ -8,6 +8,7 @@ mod rc_harness;
 mod soft_support;
 mod vectors;
 
+mod atomic_tests;
 mod cli_errors;
 mod compare_from;
 mod compare_local;

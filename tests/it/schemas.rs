@@ -1,6 +1,6 @@
 //! The files the binaries write match their documentation: every JSON document validates against its JSON
 //! Schema in `results/schema/` (real output of real runs: bandwidth and latency, client and server, TCP
-//! and soft with its counters, iterations and duration mode, bidirectional, a comparison), every CSV
+//! and soft with its counters, iterations and duration mode, bidirectional, an atomic test, a comparison), every CSV
 //! starts with the golden header of `tests/data/golden/`, and results/README.md lists exactly the keys
 //! the schemas define and the columns the golden headers have.
 
@@ -58,7 +58,7 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     type Run = (&'static str, &'static str, &'static [&'static str]);
-    let runs: [Run; 6] = [
+    let runs: [Run; 7] = [
         ("tcp_bw", "write_bw", &["--transport", "tcp", "-n", "50"]),
         (
             "tcp_lat_sizes",
@@ -104,6 +104,11 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
             "send_bw",
             &["--transport", "soft", "-d", "lo", "-c", "UD", "-n", "100"],
         ),
+        (
+            "tcp_atomic",
+            "atomic_bw",
+            &["--transport", "tcp", "-n", "50", "-A", "CMP_AND_SWAP"],
+        ),
     ];
     let mut seen = BTreeSet::new();
     for (name, test, args) in runs {
@@ -119,6 +124,7 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
                 ("counters", "counters"),
                 ("duration_s", "duration"),
                 ("peer", "peer"),
+                ("atomic_type", "atomic_type"),
             ] {
                 if !t[key].is_null() {
                     seen.insert(what.to_string());
@@ -149,6 +155,7 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
         "cpu_util",
         "lost_messages",
         "unreliable",
+        "atomic_type",
     ] {
         assert!(seen.contains(want), "no run wrote {want}: {seen:?}");
     }

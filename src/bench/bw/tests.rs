@@ -20,6 +20,18 @@ fn spec(verb: Verb, size: u64, mode: RunMode) -> BwSpec {
         layout: Layout::for_size(size),
         validate: false,
         unreliable: false,
+        atomic: None,
+    }
+}
+
+/// An atomic_bw spec whose buffers hold the result slots, words and tally.
+fn atomic_spec(op: crate::params::AtomicOp, mode: RunMode, validate: bool) -> BwSpec {
+    let seq = Atomics::bandwidth(op, 16, validate);
+    BwSpec {
+        layout: Layout::for_size(seq.half_len()),
+        validate,
+        atomic: Some(seq),
+        ..spec(Verb::Atomic, 8, mode)
     }
 }
 
@@ -314,4 +326,61 @@ fn validate_checks_every_read_in_a_slot_of_its_own() {
             );
         }
     }
+}
+
+#[test]
+fn atomic_bw_checks_every_original_and_the_server_every_word() {
+    for op in crate::params::AtomicOp::ALL {
+        for mode in [
+            RunMode::Iterations(203),
+            RunMode::Duration { secs: 1, margin: 0 },
+        ] {
+            let s = atomic_spec(op, mode, true);
+            let seq = s.atomic.unwrap();
+            let half = s.layout.half as usize;
+            let (mut server, mut client) = pair(2, s.layout.buffer_len(), 64);
+            for q in 0..2 {
+                seq.prepare(server.buffer_mut(q), half, q);
+                seq.prepare(client.buffer_mut(q), half, q);
+            }
+            let remotes = s.layout.remotes(&server.local_info());
+            let done = Arc::new(AtomicBool::new(false));
+            let d2 = done.clone();
+            let t = std::thread::spawn(move || {
+                passive(
+                    &mut server,
+                    SERVING,
+                    &mut || d2.load(Ordering::Acquire),
+                    None,
+                )
+                .unwrap();
+                server
+            });
+            let m = active(&mut client, &s, &remotes, None).unwrap();
+            done.store(true, Ordering::Release);
+            let mut server = t.join().unwrap();
+            assert!(m.messages > 0, "{op} {mode:?}");
+            for q in 0..2 {
+                seq.check_target(server.buffer(q), half, q)
+                    .unwrap_or_else(|e| panic!("{op} {mode:?}: {e}"));
+            }
+            // A word the peer's operations did not leave so fails the check.
+            server.buffer_mut(1)[half + 64] ^= 0x40;
+            assert!(matches!(
+                seq.check_target(server.buffer(1), half, 1),
+                Err(Error::AtomicTarget { qp: 1, word: 1, .. })
+            ));
+        }
+    }
+}
+
+#[test]
+fn atomic_bw_without_validate_runs_the_same_operations() {
+    let s = atomic_spec(
+        crate::params::AtomicOp::CmpAndSwap,
+        RunMode::Iterations(100),
+        false,
+    );
+    let (m, _) = run_passive(s);
+    assert_eq!((m.size, m.messages), (8, 100));
 }

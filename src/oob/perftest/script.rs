@@ -226,8 +226,8 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
         }
     });
     match (test.verb, test.metric) {
-        (Verb::Write | Verb::Read, Metric::Bandwidth) => {
-            // write_bw.c / read_bw.c
+        (Verb::Write | Verb::Read | Verb::Atomic, Metric::Bandwidth) => {
+            // write_bw.c / read_bw.c / atomic_bw.c (the same exchanges; atomic_bw has no -a)
             if !bidir {
                 // Only the client runs; the server sits in the end-of-test barrier meanwhile, then both
                 // swap reports (the server's is meaningless), close, and write "done". With -a there are
@@ -306,8 +306,9 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
             s.extend(sizes.iter().map(|&size| Step::Run { size }));
             s.push(Step::AwaitClose);
         }
-        (Verb::Read, Metric::Latency) => {
-            // read_lat.c: only the client reads; the server goes straight to the close handshake.
+        (Verb::Read | Verb::Atomic, Metric::Latency) => {
+            // read_lat.c and atomic_lat.c: only the client reads (or runs atomics); the server goes
+            // straight to the close handshake.
             if client {
                 s.extend(sizes.iter().map(|&size| Step::Run { size }));
             }
@@ -393,7 +394,7 @@ mod tests {
 
     #[test]
     fn both_roles_exchange_the_same_sizes() {
-        for test in TestKind::ALL {
+        for test in TestKind::EVERY {
             for all_sizes in [false, true] {
                 for (bidirectional, rdma_cm) in [(false, false), (true, false), (false, true)] {
                     if bidirectional && test.metric == Metric::Latency {
@@ -431,6 +432,29 @@ mod tests {
     }
 
     #[test]
+    fn atomic_tests_exchange_what_read_tests_do() {
+        // atomic_bw.c and atomic_lat.c follow read_bw.c and read_lat.c exchange for exchange.
+        for (atomic, read) in [("atomic_bw", "read_bw"), ("atomic_lat", "read_lat")] {
+            for role in [Role::Client, Role::Server] {
+                let opt = ScriptOptions::single(8);
+                assert_eq!(
+                    script(t(atomic), role, &opt).unwrap(),
+                    script(t(read), role, &opt).unwrap(),
+                    "{atomic} {role:?}"
+                );
+            }
+        }
+        let bidir = ScriptOptions {
+            bidirectional: true,
+            ..ScriptOptions::single(8)
+        };
+        assert_eq!(
+            script(t("atomic_bw"), Role::Client, &bidir).unwrap(),
+            script(t("write_bw"), Role::Client, &bidir).unwrap()
+        );
+    }
+
+    #[test]
     fn per_qp_rounds_scale_with_q() {
         let opt = ScriptOptions {
             num_qps: 3,
@@ -457,7 +481,7 @@ mod tests {
 
     #[test]
     fn every_exchange_right_after_a_run_waits_for_the_peer() {
-        for test in TestKind::ALL {
+        for test in TestKind::EVERY {
             for role in [Role::Client, Role::Server] {
                 let opt = ScriptOptions {
                     all_sizes: true,

@@ -6,6 +6,11 @@ pub const HEADER_LEN: usize = 24;
 /// Where a header carries its acknowledgement count.
 const ACKS: std::ops::Range<usize> = 20..24;
 
+/// Bytes of the operand block that follows an atomic request's header: two little-endian u64s
+/// (FETCH_AND_ADD: the addend and 0; CMP_AND_SWAP: compare, swap). It is read whole from the staging
+/// area, never placed in the buffer.
+pub const OPERANDS_LEN: usize = 16;
+
 /// Header flag: the sender completes this SEND or WRITE only when the peer acknowledges having applied it.
 pub(super) const FLAG_ACK_REQ: u8 = 1;
 
@@ -34,6 +39,12 @@ pub(super) enum FrameOp {
     ReadResp = 6,
     /// Acknowledges `offset` frames that asked for it (header only).
     Ack = 7,
+    /// Atomic fetch-and-add of the 8-byte word at `offset`; an operand block follows the header.
+    FetchAdd = 8,
+    /// Atomic compare-and-swap of the 8-byte word at `offset`; an operand block follows the header.
+    CmpSwap = 9,
+    /// Answers the oldest atomic request: its original value travels in `offset` (header only).
+    AtomicResp = 10,
 }
 
 impl FrameOp {
@@ -47,6 +58,9 @@ impl FrameOp {
             5 => FrameOp::ReadReq,
             6 => FrameOp::ReadResp,
             7 => FrameOp::Ack,
+            8 => FrameOp::FetchAdd,
+            9 => FrameOp::CmpSwap,
+            10 => FrameOp::AtomicResp,
             _ => return None,
         })
     }
@@ -106,7 +120,7 @@ impl Header {
 
     /// Adds `more` acknowledgements to an emitted header that has not left yet; false (and the
     /// header unchanged) when its count would overflow.
-    pub fn add_acks(b: &mut [u8; HEADER_LEN], more: u32) -> bool {
+    pub fn add_acks(b: &mut [u8], more: u32) -> bool {
         let have = u32::from_le_bytes(b[ACKS].try_into().expect("4 bytes"));
         match have.checked_add(more) {
             Some(sum) => {
@@ -133,9 +147,25 @@ impl Header {
         })
     }
 
-    /// Whether a payload follows the header on the wire.
+    /// Whether a payload follows the header on the wire (an atomic's operand block is not one: see
+    /// [`Self::operands_len`]).
     pub fn has_payload(&self) -> bool {
-        !matches!(self.op, FrameOp::ReadReq | FrameOp::Ack)
+        !matches!(
+            self.op,
+            FrameOp::ReadReq
+                | FrameOp::Ack
+                | FrameOp::FetchAdd
+                | FrameOp::CmpSwap
+                | FrameOp::AtomicResp
+        )
+    }
+
+    /// Bytes of operands that follow the header: [`OPERANDS_LEN`] for atomic requests, else 0.
+    pub fn operands_len(&self) -> usize {
+        match self.op {
+            FrameOp::FetchAdd | FrameOp::CmpSwap => OPERANDS_LEN,
+            _ => 0,
+        }
     }
 
     /// Whether the sender asked to be told when this frame has been applied.

@@ -3,7 +3,10 @@
 //! Every operation travels as a frame: a fixed [`HEADER_LEN`]-byte header (op, length, remote offset,
 //! immediate, acknowledgements) followed by the payload. WRITE lands in the peer's buffer at the offset
 //! when the peer's `poll_cq` applies it; READ is a request answered by the peer's `poll_cq` with a
-//! response frame; SEND consumes the oldest posted receive. As on an RC queue pair, a signaled SEND or
+//! response frame; SEND consumes the oldest posted receive. An atomic (FETCH_AND_ADD, CMP_AND_SWAP) is a
+//! READ-like request carrying its operands, executed on the 8-byte word by the peer's `poll_cq` and
+//! answered with the original value, as an RPC server would run it: the software baseline of what a
+//! RoCE NIC does in hardware. As on an RC queue pair, a signaled SEND or
 //! WRITE completes when the peer has applied it (the frame asks for an acknowledgement, which the peer
 //! counts in the header of its next frame, or in an ACK frame when it has nothing else to send), and a
 //! READ when its response has been placed: a completion never just means that the kernel took the

@@ -185,6 +185,8 @@ pub struct DeviceInfo {
     pub max_qp_wr: u32,
     /// Largest outstanding RDMA READs per QP as responder.
     pub max_qp_rd_atom: u32,
+    /// The device executes atomics (`atomic_cap` is not `IBV_ATOMIC_NONE`).
+    pub atomics: bool,
     /// Its ports.
     pub ports: Vec<PortInfo>,
 }

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// Path of one of the six binaries.
+/// Path of one of the test binaries.
 pub fn bin(test: &str) -> &'static str {
     match test {
         "send_bw" => env!("CARGO_BIN_EXE_roce_send_bw"),
@@ -24,6 +24,8 @@ pub fn bin(test: &str) -> &'static str {
         "send_lat" => env!("CARGO_BIN_EXE_roce_send_lat"),
         "write_lat" => env!("CARGO_BIN_EXE_roce_write_lat"),
         "read_lat" => env!("CARGO_BIN_EXE_roce_read_lat"),
+        "atomic_bw" => env!("CARGO_BIN_EXE_roce_atomic_bw"),
+        "atomic_lat" => env!("CARGO_BIN_EXE_roce_atomic_lat"),
         other => panic!("no binary for {other}"),
     }
 }

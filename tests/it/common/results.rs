@@ -17,6 +17,7 @@ pub fn run_info(
 ) -> RunInfo {
     RunInfo {
         test,
+        atomic_type: None,
         role,
         transport,
         roce,

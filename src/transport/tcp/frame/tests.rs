@@ -14,7 +14,7 @@ fn header_round_trips_and_rejects_garbage() {
     };
     assert_eq!(Header::parse(&h.emit()), Some(h));
     let mut bad = h.emit();
-    bad[0] = 9;
+    bad[0] = 11;
     assert_eq!(Header::parse(&bad), None);
     let mut bad = h.emit();
     bad[1] = 2;
@@ -53,8 +53,25 @@ fn only_data_frames_carry_a_payload() {
         (FrameOp::ReadResp, true),
         (FrameOp::ReadReq, false),
         (FrameOp::Ack, false),
+        (FrameOp::FetchAdd, false),
+        (FrameOp::CmpSwap, false),
+        (FrameOp::AtomicResp, false),
     ] {
         assert_eq!(Header::bare(op, 8, 0).has_payload(), payload, "{op:?}");
+    }
+}
+
+#[test]
+fn only_atomic_requests_carry_operands() {
+    for op in [FrameOp::FetchAdd, FrameOp::CmpSwap] {
+        assert_eq!(Header::bare(op, 8, 0).operands_len(), OPERANDS_LEN);
+        assert_eq!(
+            Header::parse(&Header::bare(op, 8, 64).emit()),
+            Some(Header::bare(op, 8, 64))
+        );
+    }
+    for op in [FrameOp::ReadReq, FrameOp::AtomicResp, FrameOp::Write] {
+        assert_eq!(Header::bare(op, 8, 0).operands_len(), 0);
     }
 }
 

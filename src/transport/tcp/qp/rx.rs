@@ -1,6 +1,7 @@
 //! A queue pair's receive direction: where bytes go, and how they become payloads and completions.
 
 use super::{FrameOp, HEADER_LEN, Header, QpState, RxFrame, STAGE_TAIL, TxFrame, closed};
+use crate::transport::tcp::frame::OPERANDS_LEN;
 use crate::transport::{Completion, CompletionOp, CompletionStatus, Error, Result};
 use std::collections::VecDeque;
 
@@ -100,6 +101,10 @@ impl QpState {
                     self.idx
                 )));
             };
+            // An atomic's operands are read whole from the staging area with its header.
+            if self.stage_end - self.stage_start < HEADER_LEN + hdr.operands_len() {
+                return Ok(Stop::Bytes);
+            }
             let Some(dest) = self.place(&hdr)? else {
                 return Ok(Stop::Receive);
             };
@@ -108,6 +113,21 @@ impl QpState {
             if hdr.acks > 0 {
                 self.take_acks(hdr.acks, cq)?;
                 *progressed = true;
+            }
+            if hdr.operands_len() > 0 {
+                let at = self.stage_start;
+                let operand = |i: usize| {
+                    u64::from_le_bytes(
+                        self.stage[at + 8 * i..at + 8 * i + 8]
+                            .try_into()
+                            .expect("8 bytes"),
+                    )
+                };
+                let (first, second) = (operand(0), operand(1));
+                self.stage_start += OPERANDS_LEN;
+                self.execute_atomic(hdr.op, dest, first, second);
+                *progressed = true;
+                continue;
             }
             let fr = RxFrame { hdr, dest, done: 0 };
             if hdr.has_payload() {
@@ -193,14 +213,50 @@ impl QpState {
                 }
                 Ok(Some(h.offset as usize))
             }
+            FrameOp::FetchAdd | FrameOp::CmpSwap => {
+                let end = h.offset.checked_add(8);
+                if end.is_none_or(|e| e > self.buf.len() as u64) || len != 8 {
+                    return bad("atomic");
+                }
+                if !h.offset.is_multiple_of(8) {
+                    return Err(Error::Connection(format!(
+                        "data connection {idx}: the peer's atomic at offset {} is not on an 8-byte aligned word",
+                        h.offset
+                    )));
+                }
+                Ok(Some(h.offset as usize))
+            }
             FrameOp::Ack => Ok(Some(0)),
             FrameOp::ReadResp => match self.reads.front() {
-                Some(r) if r.len == len => Ok(Some(r.offset)),
+                Some(r) if r.len == len && r.op == CompletionOp::Read => Ok(Some(r.offset)),
                 _ => Err(Error::Connection(format!(
                     "data connection {idx}: a READ response of {len} bytes arrived that matches no outstanding READ"
                 ))),
             },
+            FrameOp::AtomicResp => match self.reads.front() {
+                Some(r) if r.op != CompletionOp::Read => Ok(Some(r.offset)),
+                _ => Err(Error::Connection(format!(
+                    "data connection {idx}: an atomic response arrived that matches no outstanding atomic"
+                ))),
+            },
         }
+    }
+
+    /// Runs an atomic on the 8-byte word at `at` (in host order, as the peer's CPU would) and queues
+    /// the response with the original value.
+    fn execute_atomic(&mut self, op: FrameOp, at: usize, first: u64, second: u64) {
+        let word: &mut [u8] = &mut self.buf[at..at + 8];
+        let orig = u64::from_ne_bytes(word[..8].try_into().expect("8 bytes"));
+        let new = match op {
+            FrameOp::FetchAdd => orig.wrapping_add(first),
+            _ if orig == first => second,
+            _ => orig,
+        };
+        word.copy_from_slice(&new.to_ne_bytes());
+        self.push_reply(TxFrame::reply(
+            Header::bare(FrameOp::AtomicResp, 8, orig),
+            0,
+        ));
     }
 
     /// A frame has been fully received: complete receives and reads, queue READ responses.
@@ -242,6 +298,22 @@ impl QpState {
                     cq.push_back(success(r.wr_id, CompletionOp::Read, h.len, None));
                 }
                 return Ok(());
+            }
+            FrameOp::AtomicResp => {
+                let r = self
+                    .reads
+                    .pop_front()
+                    .expect("placement matched a pending atomic");
+                self.outstanding -= 1;
+                // The original travels in the header's offset field; it lands in host order.
+                self.buf[r.offset..r.offset + 8].copy_from_slice(&h.offset.to_ne_bytes());
+                if r.signaled {
+                    cq.push_back(success(r.wr_id, r.op, 8, None));
+                }
+                return Ok(());
+            }
+            FrameOp::FetchAdd | FrameOp::CmpSwap => {
+                unreachable!("atomic requests are executed in process()")
             }
         };
         let r = self
