@@ -119,66 +119,48 @@ pub fn parse_bandwidth(text: &str) -> Result<Bandwidth, String> {
     })
 }
 
-/// How a quantity is written: its units and what each is worth in the canonical one, and the words of
-/// the errors (an example, what kind of unit, the units to use).
-struct Units {
-    scales: &'static [(&'static [&'static str], f64)],
-    example: &'static str,
-    kind: &'static str,
-    list: &'static str,
-}
-
-impl Units {
-    /// The value of `text` in the canonical unit.
-    fn parse(&self, text: &str) -> Result<f64, String> {
-        let (value, unit) = split_number(text)?;
-        if unit.is_empty() {
-            return Err(format!("{text:?} has no unit; write e.g. {}", self.example));
-        }
-        let Some((_, scale)) = self.scales.iter().find(|(names, _)| names.contains(&unit)) else {
-            let (kind, list) = (self.kind, self.list);
-            return Err(format!(
-                "{text:?}: unknown {kind} unit {unit:?}; use {list}"
-            ));
-        };
-        Ok(value * scale)
-    }
-}
-
 /// Parses a latency such as `5us`, `5µs`, `1.2ms`, `800ns`, `0.001s`.
 pub fn parse_latency(text: &str) -> Result<Latency, String> {
-    const TIME: Units = Units {
-        scales: &[
-            (&["ns"], 1e-3),
-            (&["us", "µs", "μs", "usec"], 1.0),
-            (&["ms", "msec"], 1e3),
-            (&["s", "sec"], 1e6),
-        ],
-        example: "5us, 1.2ms or 800ns",
-        kind: "time",
-        list: "ns, us (or µs), ms or s",
+    let (value, unit) = split_number(text)?;
+    let us_per_unit = match unit {
+        "ns" => 1e-3,
+        "us" | "µs" | "μs" | "usec" => 1.0,
+        "ms" | "msec" => 1e3,
+        "s" | "sec" => 1e6,
+        "" => {
+            return Err(format!(
+                "{text:?} has no unit; write e.g. 5us, 1.2ms or 800ns"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown time unit {unit:?}; use ns, us (or µs), ms or s"
+            ));
+        }
     };
     Ok(Latency {
-        us: TIME.parse(text)?,
+        us: value * us_per_unit,
         text: text.trim().to_owned(),
     })
 }
 
 /// Parses a message rate such as `2Mpps`, `500Kpps` or `250000pps`.
 pub fn parse_msg_rate(text: &str) -> Result<MsgRate, String> {
-    const RATE: Units = Units {
-        scales: &[
-            (&["pps"], 1e-6),
-            (&["kpps", "Kpps"], 1e-3),
-            (&["Mpps"], 1.0),
-            (&["Gpps"], 1e3),
-        ],
-        example: "2Mpps or 500Kpps",
-        kind: "rate",
-        list: "pps, Kpps, Mpps or Gpps",
+    let (value, unit) = split_number(text)?;
+    let scale = match unit {
+        "pps" => 1e-6,
+        "kpps" | "Kpps" => 1e-3,
+        "Mpps" => 1.0,
+        "Gpps" => 1e3,
+        "" => return Err(format!("{text:?} has no unit; write e.g. 2Mpps or 500Kpps")),
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown rate unit {unit:?}; use pps, Kpps, Mpps or Gpps"
+            ));
+        }
     };
     Ok(MsgRate {
-        mpps: RATE.parse(text)?,
+        mpps: value * scale,
         text: text.trim().to_owned(),
     })
 }
