@@ -1,6 +1,7 @@
 //! All six tests over `--transport tcp` on 127.0.0.1, as separate server and client processes.
 
 use crate::common;
+use crate::common::assert_contains;
 use common::{pair, pair_with, rows};
 
 /// Runs one test with a small -n and checks that both sides exit 0 and print a result row.
@@ -182,7 +183,7 @@ fn bidirectional_send_bw_receives_while_sending() {
     let (s, c) = pair("send_bw", &["-b", "-n", "300", "-s", "32K"]);
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
     for out in [&c.stdout, &s.stdout] {
-        assert!(out.contains("Send Bidirectional BW Test"), "{out}");
+        assert_contains(out, "Send Bidirectional BW Test");
         let r = rows(out);
         assert_eq!((r.len(), r[0][0]), (1, 32768.0), "{out}");
     }

@@ -38,6 +38,12 @@ pub fn gate(args: &[&str], files: &[&std::path::Path]) -> std::process::Output {
         .unwrap()
 }
 
+/// Asserts that `text` contains `needle` (and shows `text` when it does not).
+#[track_caller]
+pub fn assert_contains(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{text}");
+}
+
 /// A TCP port nobody listens on right now (tests run in parallel, so each asks for its own).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
