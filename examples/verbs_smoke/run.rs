@@ -69,6 +69,15 @@ pub(crate) fn session(c: &Common, run: &Run, server: Option<String>) -> anyhow::
     }
 }
 
+/// A receive of no bytes: what a WRITE with immediate consumes.
+fn imm_recv(wr_id: u64) -> RecvRequest {
+    RecvRequest {
+        wr_id,
+        offset: 0,
+        len: 0,
+    }
+}
+
 fn serve(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> anyhow::Result<()> {
     let s = run.size as usize;
     let q = ep.qp_count();
@@ -104,14 +113,7 @@ fn serve(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> a
     }
     // WRITE then WRITE with immediate: one receive per QP for the immediate.
     for qp in 0..q {
-        ep.post_recv(
-            qp,
-            &RecvRequest {
-                wr_id: 100 + qp as u64,
-                offset: 0,
-                len: 0,
-            },
-        )?;
+        ep.post_recv(qp, &imm_recv(100 + qp as u64))?;
     }
     oob.send("write-ready")?;
     let wimm = wait(ep, q, false)?;
@@ -283,14 +285,7 @@ fn stream(
         ep.buffer_mut(qp)[2 * s..3 * s].copy_from_slice(&pattern(3, qp, s));
         ep.buffer_mut(qp)[3 * s..4 * s].copy_from_slice(&pattern(6, qp, s));
         if peer_active {
-            ep.post_recv(
-                qp,
-                &RecvRequest {
-                    wr_id: 200 + qp as u64,
-                    offset: 0,
-                    len: 0,
-                },
-            )?;
+            ep.post_recv(qp, &imm_recv(200 + qp as u64))?;
         }
     }
     oob.send("stream-ready")?;

@@ -2,7 +2,7 @@
 
 use crate::common;
 use crate::common::assert_contains;
-use common::{pair, pair_with, rows};
+use common::{pair, pair_plus, pair_with, rows};
 
 /// Runs one test with a small -n and checks that both sides exit 0 and print a result row.
 fn both_sides_print(test: &str, size: f64) {
@@ -200,19 +200,10 @@ fn bidirectional_duration_write_bw() {
 fn several_queue_pairs() {
     let dir = tempfile::tempdir().unwrap();
     let cj = dir.path().join("c.json");
-    let (s, c) = pair_with(
+    let (s, c) = pair_plus(
         "read_bw",
         &["-q", "3", "-n", "40", "-s", "8K"],
-        &[
-            "-q",
-            "3",
-            "-n",
-            "40",
-            "-s",
-            "8K",
-            "--json",
-            cj.to_str().unwrap(),
-        ],
+        &["--json", cj.to_str().unwrap()],
     );
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
     assert!(c.stdout.contains("Number of qps   : 3"), "{}", c.stdout);

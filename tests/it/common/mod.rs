@@ -236,6 +236,11 @@ pub fn pair_with(test: &str, server_args: &[&str], client_args: &[&str]) -> (Don
     (server, client)
 }
 
+/// Like [`pair`], the client with `client_only` arguments after the shared `both`.
+pub fn pair_plus(test: &str, both: &[&str], client_only: &[&str]) -> (Done, Done) {
+    pair_with(test, both, &[both, client_only].concat())
+}
+
 /// Where and how one side of [`pair_on`] runs.
 pub struct Side<'a> {
     /// Network namespace, or the current one.
