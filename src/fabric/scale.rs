@@ -275,14 +275,7 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
         }
     }
     let (_, phases) = d.finish();
-    let cell_bytes =
-        phases.len() as u64 * (n * n) as u64 * std::mem::size_of::<Option<Cell>>() as u64;
-    let running_bytes = (max_running * 2 * std::mem::size_of::<SideOutcome>() * 2) as u64;
-    let rank0_bytes = cell_bytes
-        + members_bytes
-        + running_bytes
-        + n as u64 * PER_CONNECTION
-        + std::mem::size_of::<Grid>() as u64;
+    let (cell_bytes, rank0_bytes) = memory(n, phases.len(), members_bytes, max_running);
     ScaleReport {
         n,
         rounds,

@@ -3,6 +3,7 @@
 //! the matrix is written (exit 1); ranks that disagree on a parameter or the version exit 2 naming the
 //! rank and the parameter.
 
+use crate::common::assert_contains;
 use crate::fabric_support::*;
 use roceperf::fabric::proto::{self, Hello, ToCoordinator, ToWorker};
 use std::process::{Child, Command, Stdio};
@@ -99,9 +100,9 @@ fn a_rank_that_never_arrives_is_named_within_the_join_timeout() {
     let log0 = std::fs::read_to_string(job.log(0)).unwrap();
     assert_eq!(codes, [1, 1], "{log0}");
     assert!(started.elapsed() < Duration::from_secs(60));
-    assert!(
-        log0.contains("rank 2 (host unknown) never joined: it did not join within 3 s"),
-        "{log0}"
+    assert_contains(
+        &log0,
+        "rank 2 (host unknown) never joined: it did not join within 3 s",
     );
     let doc = fabric_json(&job.results);
     assert_eq!(doc["hosts"][2]["status"], "missing");

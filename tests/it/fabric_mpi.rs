@@ -2,6 +2,7 @@
 //! addresses and TCP; every cell filled and validated; a pair slowed on purpose flagged and named; the
 //! matrix judged by roce_gate.
 
+use crate::common::assert_contains;
 use crate::fabric_support::*;
 
 #[test]
@@ -134,7 +135,7 @@ fn a_pair_slowed_on_purpose_is_flagged_and_named() {
         .count();
     assert_eq!(retests, 1);
     let (gate_out, _) = expect_code(&gate(&results.join("fabric.json"), &["--no-flagged"]), 1);
-    assert!(gate_out.contains("1 -> 2"), "{gate_out}");
+    assert_contains(&gate_out, "1 -> 2");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! roce_fabric under a real single-node Slurm (scripts/slurm.sh: Debian's slurmctld, slurmd and munge,
 //! up in about a second): `srun -n 4 roce_fabric ...` fills the matrix. Needs root for the daemons.
 
+use crate::common::assert_contains;
 use crate::fabric_support::*;
 use std::process::Command;
 
@@ -23,7 +24,7 @@ fn srun_four_ranks_fill_the_matrix() {
         300,
     );
     let (_, stderr) = expect_code(&out, 0);
-    assert!(stderr.contains("single-node Slurm up in"), "{stderr}");
+    assert_contains(&stderr, "single-node Slurm up in");
     let doc = fabric_json(&job.results);
     assert_eq!(doc["launcher"], "slurm");
     let pairs = first_pairs(&doc);

@@ -2,6 +2,7 @@
 //! on both sides, a loose bound on the time, and the counters named.
 
 use crate::common;
+use crate::common::assert_contains;
 use crate::soft_support::endpoints::send_only_v2;
 use common::{Done, Proc, free_port, spawn, tcp_server};
 use std::io::Write;
@@ -373,7 +374,7 @@ fn an_allocation_the_host_refuses_is_exit_2_not_an_abort() {
             Some(2),
             "ulimit -v {limit_mib} MiB: {st:?} {err}"
         );
-        assert!(err.contains("ulimit -v"), "{err}");
+        assert_contains(&err, "ulimit -v");
         refused += 1;
     }
     assert!(refused >= 1, "at least the tightest limit is refused");
@@ -464,12 +465,12 @@ fn roce_gate_refuses_negative_latencies_and_reads_standard_input() {
     let o = gate(&["--max-p99", "1s", bad.to_str().unwrap()], None);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains(&format!(
+    assert_contains(
+        &err,
+        &format!(
             "{} line 2: lat_median_us \"-1.5\" is negative",
             bad.display()
-        )),
-        "{err}"
+        ),
     );
     let o = gate(&["--max-p99", "1s", "-"], Some(&text));
     assert_eq!(
@@ -484,5 +485,5 @@ fn roce_gate_refuses_negative_latencies_and_reads_standard_input() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("<stdin> line 2: lat_median_us"), "{err}");
+    assert_contains(&err, "<stdin> line 2: lat_median_us");
 }

@@ -1,7 +1,7 @@
 //! Setup failures end with a clear error and exit code 2, never a hang or a panic.
 
 use crate::common;
-use common::{Done, free_port, pair_with, tcp_client, tcp_server};
+use common::{Done, free_port, pair_plus, pair_with, tcp_client, tcp_server};
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
@@ -110,19 +110,11 @@ fn a_server_that_dies_mid_test_fails_the_client_with_exit_1() {
 fn display_and_output_options_are_local_to_each_side() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("client.json");
-    let (s, c) = pair_with(
+    let local = ["--report_gbits", "--percentiles", "50,99", "-v"];
+    let (s, c) = pair_plus(
         "write_bw",
         &["-D", "2"],
-        &[
-            "-D",
-            "2",
-            "--report_gbits",
-            "--percentiles",
-            "50,99",
-            "-v",
-            "--json",
-            json.to_str().unwrap(),
-        ],
+        &[&local[..], &["--json", json.to_str().unwrap()]].concat(),
     );
     assert_eq!((s.code(), c.code()), (0, 0), "{}\n{}", s.stderr, c.stderr);
     assert!(c.stdout.contains("BW average[Gb/sec]"), "{}", c.stdout);

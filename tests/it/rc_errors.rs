@@ -453,12 +453,7 @@ fn rnr_retry_exhaustion_ends_in_an_error_completion() {
     .unwrap();
     p.a.post_recv(&recv(3, 0, 10)).unwrap();
     run_to(&mut p, 3, 0);
-    assert_eq!(
-        p.a_done[0].status,
-        CompletionStatus::RnrRetryExceeded,
-        "{}",
-        p.a_done[0].status.describe()
-    );
+    ended_with(&p.a_done[0], CompletionStatus::RnrRetryExceeded);
     assert_eq!((p.a_done[0].wr_id, p.a_done[0].op), (1, CompletionOp::Send));
     assert_eq!(p.a_done[1].status, CompletionStatus::WrFlushError);
     assert_eq!(
@@ -491,12 +486,7 @@ fn retry_exhaustion_on_a_dead_link_ends_in_an_error_completion() {
     p.a.post_send(&wr(2, SendOp::Read, 0, 100, at(&kb, 0)))
         .unwrap();
     run_to(&mut p, 2, 0);
-    assert_eq!(
-        p.a_done[0].status,
-        CompletionStatus::RetryExceeded,
-        "{}",
-        p.a_done[0].status.describe()
-    );
+    ended_with(&p.a_done[0], CompletionStatus::RetryExceeded);
     assert_eq!(p.a_done[1].status, CompletionStatus::WrFlushError);
     assert_eq!(
         p.a.counters().timeouts,

@@ -4,6 +4,7 @@
 //! starts with the golden header of `tests/data/golden/`, and results/README.md lists exactly the keys
 //! the schemas define and the columns the golden headers have.
 
+use crate::common::assert_contains;
 use crate::common::schema::{
     assert_csv_header, assert_valid, assert_valid_file, golden_csv_header, schema,
 };
@@ -221,7 +222,7 @@ fn results_dir_files_match_the_schema_and_golden_header() {
     assert_eq!(names.len(), 4, "{names:?}");
     for n in &names {
         let path = dir.path().join(n);
-        assert!(n.contains("-read_bw-tcp-"), "{n}");
+        assert_contains(n, "-read_bw-tcp-");
         if n.ends_with(".json") {
             assert_valid_file("result", &path);
         } else {

@@ -40,6 +40,12 @@ pub fn gate(args: &[&str], files: &[&std::path::Path]) -> std::process::Output {
         .unwrap()
 }
 
+/// Asserts that `text` contains `needle` (and shows `text` when it does not).
+#[track_caller]
+pub fn assert_contains(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{text}");
+}
+
 /// A TCP port nobody listens on right now (tests run in parallel, so each asks for its own).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -230,6 +236,11 @@ pub fn pair_with(test: &str, server_args: &[&str], client_args: &[&str]) -> (Don
     let client = spawn(test, &c).wait(120, &format!("{test} client"));
     let server = server.wait(30, &format!("{test} server"));
     (server, client)
+}
+
+/// Like [`pair`], the client with `client_only` arguments after the shared `both`.
+pub fn pair_plus(test: &str, both: &[&str], client_only: &[&str]) -> (Done, Done) {
+    pair_with(test, both, &[both, client_only].concat())
 }
 
 /// Where and how one side of [`pair_on`] runs.
