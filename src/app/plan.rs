@@ -89,9 +89,11 @@ impl Depths {
                 };
                 let rx = 512.min(n.max(u64::from(opts.tx_depth))) as u32;
                 // perftest's UC/UD receivers post up to 16000 (UC_MAX_RX): with no RNR NAK to hold the
-                // sender back, a receive missing when a SEND arrives loses it.
+                // sender back, a receive missing when a SEND arrives loses it. Ours cover the warm-up
+                // too (perftest has none), so a slow receiver has a receive for every message of a size.
                 if opts.connection.is_unreliable() {
-                    16_000.min(n.max(512)) as u32
+                    let warmup = opts.warmup * u64::from(!opts.mode.is_duration());
+                    16_000.min((n + warmup).max(512)) as u32
                 } else {
                     rx
                 }
@@ -344,6 +346,28 @@ mod tests {
         let lat = plan("send_lat", &[]);
         assert_eq!((lat.depths.rx, lat.depths.initial_receives), (1, 1));
         assert_eq!(plan("write_bw", &[]).depths.initial_receives, 0);
+    }
+
+    #[test]
+    fn unreliable_receivers_post_a_receive_for_every_message_of_a_size() {
+        let soft = |args: &[&str]| {
+            let mut v = vec!["roce_send_bw", "-d", "lo"];
+            v.extend_from_slice(args);
+            Plan::new(
+                Options::try_parse_from("send_bw".parse().unwrap(), v)
+                    .unwrap()
+                    .unwrap(),
+            )
+        };
+        let ud = soft(&["-c", "UD", "-n", "1000"]);
+        assert_eq!((ud.depths.rx, ud.depths.initial_receives), (1100, 1100));
+        assert_eq!(ud.layout.recv_headroom, 40);
+        assert_eq!(soft(&["-c", "UC", "-n", "100000"]).depths.rx, 16_000);
+        assert_eq!(
+            soft(&["-n", "1000"]).depths.rx,
+            512,
+            "RC keeps perftest's 512"
+        );
     }
 
     #[test]
