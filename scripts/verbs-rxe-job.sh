@@ -39,8 +39,14 @@ pair() {
     $ps timeout 300 $srv > /tmp/$name.srv 2>&1 < /dev/null &
     local spid=$!
     case " $srv " in
-        # rdma_cm's exchange (-R with perftest's dialect) listens on no TCP port
-        *" -R "*perftest*|*"ib_"*" -R "*) sleep 3 ;;
+        # rdma_cm's exchange (-R with perftest's dialect) listens on no TCP port. Our server prints its
+        # banner (line-buffered) right before rdma_listen: wait for it, since a REQ before it gets REJ
+        # "invalid service ID" and perftest's client gives up at once. ib_*'s banner sits in a stdio
+        # buffer; our client retries a REJ anyway.
+        *"ib_"*" -R "*) sleep 3 ;;
+        *" -R "*perftest*)
+            for _ in $(seq 1 600); do grep -q "Waiting for client" /tmp/$name.srv && break; sleep 0.1; done
+            sleep 1 ;;
         *) wait_listen 18515 $spid || log "server did not listen" ;;
     esac
     $pc timeout 300 $cli > /tmp/$name.cli 2>&1 < /dev/null; local crc=$?

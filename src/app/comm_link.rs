@@ -28,7 +28,7 @@ use crate::transport::{
 /// Bytes of one message slot (perftest's largest -R message is its 64-byte key record).
 const SLOT: usize = 256;
 /// Receives kept posted on the message queue pair.
-const RECV_SLOTS: usize = 4;
+pub(crate) const RECV_SLOTS: usize = 4;
 /// Work request ID of our SENDs (receives carry their slot number).
 const SEND_WR: u64 = u64::MAX;
 /// How long a SEND may wait for its completion (the peer's RNR retries included).
@@ -134,7 +134,11 @@ pub(crate) fn link<E: Described>(
     qps: usize,
 ) -> transport::Result<(CommLink<E>, CommStream<E>)> {
     for slot in 0..RECV_SLOTS {
-        post_slot(&mut ep, qps, slot)?;
+        post_slot(&mut ep, qps, slot).map_err(|e| {
+            transport::Error::Connection(format!(
+                "posting receive {slot} of {RECV_SLOTS} on the out-of-band queue pair: {e}"
+            ))
+        })?;
     }
     let shared = Rc::new(RefCell::new(Comm {
         lent: None,

@@ -201,7 +201,12 @@ pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
         qps: plan.qps as usize + comm_qps(plan),
         buf_size: plan.layout.buffer_len(),
         tx_depth: plan.depths.tx.max(1),
-        rx_depth: plan.depths.rx.max(1),
+        // -R --oob perftest: the message queue pair keeps comm_link's receives posted.
+        rx_depth: plan
+            .depths
+            .rx
+            .max(1)
+            .max((super::comm_link::RECV_SLOTS * comm_qps(plan)) as u32),
         inline_size: d.inline_size.unwrap_or(0),
         mtu: d.mtu,
         access,
