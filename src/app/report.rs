@@ -122,6 +122,7 @@ pub(crate) fn run_info(
         impair: None,
         recovery: None,
         rdma_cm: plan.oob.rdma_cm,
+        exchange_rdma_cm: super::endpoints::comm_qps(plan) > 0,
     }
 }
 

@@ -58,6 +58,7 @@ pub fn bw_info() -> RunInfo {
         impair: None,
         recovery: None,
         rdma_cm: false,
+        exchange_rdma_cm: false,
     }
 }
 

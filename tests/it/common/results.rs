@@ -46,6 +46,7 @@ pub fn run_info(
         impair: None,
         recovery: None,
         rdma_cm: false,
+        exchange_rdma_cm: false,
         counters: None,
     }
 }
