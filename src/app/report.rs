@@ -124,6 +124,7 @@ pub(crate) fn run_info(
         recovery: None,
         connection: (plan.transport != TransportKind::Tcp).then_some(plan.connection),
         rdma_cm: plan.oob.rdma_cm,
+        exchange_rdma_cm: super::endpoints::comm_qps(plan) > 0,
     }
 }
 

@@ -122,7 +122,12 @@ pub fn header_block(info: &RunInfo) -> String {
     // -R: the queue pairs are connected through the CM, as perftest's rdma_cm QPs.
     let cm_qps = if info.rdma_cm { "ON" } else { "OFF" };
     s.push_str(&format!(" rdma_cm QPs\t : {cm_qps}\n"));
-    kv(&mut s, "Data ex. method", "Ethernet");
+    let exchange = if info.exchange_rdma_cm {
+        "rdma_cm"
+    } else {
+        "Ethernet"
+    };
+    kv(&mut s, "Data ex. method", exchange);
 
     // Ours, after perftest's last standard line.
     kv(&mut s, "Tool", format_args!("roceperf {}", info.version));

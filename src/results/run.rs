@@ -105,6 +105,10 @@ pub struct RunInfo {
     /// `-R`: the queue pairs were connected through the CM (rdma_cm); absent when they were not.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rdma_cm: bool,
+    /// `-R --oob perftest`: the setup messages rode a CM-connected queue pair too (perftest's "Data
+    /// ex. method : rdma_cm"); the console's business only, not kept in the files.
+    #[serde(skip)]
+    pub exchange_rdma_cm: bool,
 }
 
 /// `client` or `server`.

@@ -60,6 +60,7 @@ pub fn bw_info() -> RunInfo {
         recovery: None,
         connection: None,
         rdma_cm: false,
+        exchange_rdma_cm: false,
     }
 }
 

@@ -138,6 +138,21 @@ fn lat_row_falls_back_to_the_histogram_for_missing_percentiles() {
 }
 
 #[test]
+fn rdma_cm_shows_in_perftests_two_lines() {
+    let mut info = bw_info();
+    info.rdma_cm = true;
+    let h = header_block(&info);
+    let lines: Vec<&str> = h.lines().collect();
+    assert_eq!(
+        (lines[13], lines[14]),
+        (" rdma_cm QPs\t : ON", " Data ex. method : Ethernet")
+    );
+    info.exchange_rdma_cm = true;
+    let h = header_block(&info);
+    assert!(h.contains(" Data ex. method : rdma_cm\n"), "{h}");
+}
+
+#[test]
 fn header_block_keeps_perftest_lines_then_ours() {
     let h = header_block(&bw_info());
     let lines: Vec<&str> = h.lines().collect();

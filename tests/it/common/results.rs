@@ -49,6 +49,7 @@ pub fn run_info(
         recovery: None,
         connection: None,
         rdma_cm: false,
+        exchange_rdma_cm: false,
         counters: None,
     }
 }

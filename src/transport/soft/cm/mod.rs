@@ -70,7 +70,9 @@ pub struct ConnId(pub u32);
 pub struct QpOffer {
     /// The queue pair's number.
     pub qpn: u32,
-    /// The first PSN it sends.
+    /// The REQ's or REP's StartingPSN: the first PSN this queue pair *expects to receive*, which the
+    /// other side then sends from (how Linux's `ib_cm` reads it: the active side's `rq_psn` and the
+    /// passive side's `sq_psn` are the REQ's).
     pub psn: u32,
     /// Path MTU (a REQ proposes it; the REP side takes the REQ's).
     pub mtu: RoceMtu,

@@ -29,8 +29,8 @@ const DEFAULT_PKEY: u16 = 0xffff;
 /// framing towards each peer.
 pub(super) struct CmSide {
     agent: CmAgent,
-    /// The queue pair of each connection we started or accepted.
-    qps: Vec<(ConnId, usize)>,
+    /// The queue pair of each connection we started or accepted, and the PSN it expects first.
+    qps: Vec<(ConnId, usize, u32)>,
     /// Requests not yet accepted: the REQ's queue pair and sender.
     requests: Vec<(ConnId, QpOffer, IpAddr)>,
     /// How MADs to each peer are framed.
@@ -121,7 +121,15 @@ impl SoftEndpoint {
             side.agent.handle_timeout(now);
         }
         while let Some(e) = side.agent.poll_event() {
-            let qp_of = |c: ConnId| side.qps.iter().find(|(id, _)| *id == c).map(|&(_, q)| q);
+            let find = |c: ConnId| {
+                side.qps
+                    .iter()
+                    .find(|(id, ..)| *id == c)
+                    .map(|&(_, q, r)| (q, r))
+            };
+            let qp_of = |c: ConnId| find(c).map(|(q, _)| q);
+            // The active side learns its send PSN from the REP.
+            let mut send_psn = None;
             let event = match e {
                 agent::CmEvent::Request {
                     conn,
@@ -138,14 +146,15 @@ impl SoftEndpoint {
                         private_data,
                     })
                 }
-                agent::CmEvent::Established { conn, peer } => qp_of(conn).map(|qp| {
+                agent::CmEvent::Established { conn, peer } => find(conn).map(|(qp, recv)| {
                     let ip = side
                         .agent
                         .peer_ip(conn)
                         .unwrap_or(IpAddr::from([0, 0, 0, 0]));
+                    send_psn = Some(peer.psn);
                     CmEvent::Established {
                         qp,
-                        peer: cm_peer(ip, &peer),
+                        peer: cm_peer(ip, &peer, recv),
                     }
                 }),
                 agent::CmEvent::Rejected { conn, reason, .. } => {
@@ -164,10 +173,10 @@ impl SoftEndpoint {
                 }
             };
             // The active side connects its queue pair as soon as the REP has told it the peer's.
-            if let Some(CmEvent::Established { qp, peer }) = &event
+            if let (Some(CmEvent::Established { qp, peer }), Some(send)) = (&event, send_psn)
                 && self.slots[*qp].qp.is_none()
             {
-                self.connect_from_cm(*qp, peer)?;
+                self.connect_from_cm(*qp, peer, send)?;
             }
             side.events.extend(event);
         }
@@ -224,10 +233,16 @@ impl SoftEndpoint {
         }
     }
 
-    /// Connects queue pair `qp` to the peer the CM described.
-    fn connect_from_cm(&mut self, qp: usize, peer: &CmPeer) -> Result<()> {
+    /// Connects queue pair `qp` to the peer the CM described, sending from `send_psn`.
+    ///
+    /// A REQ's or REP's StartingPSN is the PSN its *sender expects to receive* (Linux's `ib_cm`:
+    /// the active side's `rq_psn` and the passive side's `sq_psn` are the REQ's): so we offer the
+    /// PSN we expect, the peer's offer is the PSN we send from, and `peer.psn` (what it sends from)
+    /// is our own offer.
+    fn connect_from_cm(&mut self, qp: usize, peer: &CmPeer, send_psn: u32) -> Result<()> {
         let mtu = RoceMtu::at_most(peer.mtu.min(self.mtu.bytes()));
         self.mtu = mtu;
+        self.slots[qp].psn = send_psn;
         let remote = QpInfo {
             qpn: peer.qpn,
             psn: peer.psn,
@@ -258,11 +273,13 @@ impl SoftEndpoint {
     }
 }
 
-fn cm_peer(ip: IpAddr, p: &QpOffer) -> CmPeer {
+/// The peer as the application sees it: its QPN, and `sends_from`, the PSN it sends from (the one
+/// we offered; see [`SoftEndpoint::connect_from_cm`]).
+fn cm_peer(ip: IpAddr, p: &QpOffer, sends_from: u32) -> CmPeer {
     CmPeer {
         ip,
         qpn: p.qpn,
-        psn: p.psn,
+        psn: sends_from,
         mtu: p.mtu.bytes(),
         responder_resources: p.responder_resources,
     }
@@ -296,7 +313,7 @@ impl CmEndpoint for SoftEndpoint {
         let side = self.cm_side();
         let local = SocketAddr::new(ip, side.src_port);
         let conn = side.agent.connect(now, local, to, &offer, private_data);
-        side.qps.push((conn, qp));
+        side.qps.push((conn, qp, offer.psn));
         Ok(())
     }
 
@@ -311,11 +328,11 @@ impl CmEndpoint for SoftEndpoint {
         let mtu = RoceMtu::at_most(peer.mtu.bytes().min(self.mtu.bytes()));
         let offer = self.offer(qp, params, mtu)?;
         // Our queue pair is ready before the REP leaves: the peer may send as soon as it has it.
-        self.connect_from_cm(qp, &cm_peer(from, &peer))?;
+        self.connect_from_cm(qp, &cm_peer(from, &peer, offer.psn), peer.psn)?;
         let now = self.now();
         let side = self.cm_side();
         side.agent.accept(now, conn, &offer).map_err(cm_error)?;
-        side.qps.push((conn, qp));
+        side.qps.push((conn, qp, offer.psn));
         Ok(())
     }
 
@@ -330,7 +347,7 @@ impl CmEndpoint for SoftEndpoint {
     fn cm_disconnect(&mut self, qp: usize) -> Result<()> {
         let now = self.now();
         let side = self.cm_side();
-        let Some(&(conn, _)) = side.qps.iter().rev().find(|&&(_, q)| q == qp) else {
+        let Some(&(conn, ..)) = side.qps.iter().rev().find(|&&(_, q, _)| q == qp) else {
             return Err(Error::InvalidRequest(format!(
                 "queue pair {qp} was not connected through the CM"
             )));
