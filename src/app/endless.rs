@@ -101,6 +101,7 @@ impl<'p> Outputs<'p> {
             iterations: s.messages,
             measured: Measured::Bandwidth(b),
             cpu_util: None,
+            lost: None,
         };
         self.intervals += 1;
         let row = match plan.output.single {

@@ -47,6 +47,13 @@ pub(crate) enum Note {
         /// Messages per burst.
         burst: u32,
     },
+    /// `-R`: the queue pairs were connected through the CM.
+    RdmaCm {
+        /// The port (service ID) the server listened on.
+        port: u16,
+        /// The peer's queue pairs as the CM agreed them, e.g. `QPN 0x12 PSN 0x3456`.
+        peers: String,
+    },
 }
 
 impl fmt::Display for Note {
@@ -73,6 +80,10 @@ impl fmt::Display for Note {
             Note::Paced { rate, burst } => write!(
                 f,
                 "rate limit {rate}: roceperf's software pacer releases bursts of {burst} messages on a fixed schedule against the monotonic clock (perftest's default HW type falls back to SW on Ethernet)"
+            ),
+            Note::RdmaCm { port, peers } => write!(
+                f,
+                "connection setup through the CM (-R): REQ/REP/RTU on QP1, service port {port}; peer {peers}"
             ),
         }
     }

@@ -3,11 +3,10 @@
 //! One completion every `cq_mod`; bandwidth = bytes × messages ÷ (last completion − first post), as
 //! perftest computes it.
 
-use super::interval::{Hooks, Intervals, Stopper, Ticker};
+use super::atomic::{self, AtomicRun, Atomics};
+use super::interval::{Hooks, Stopper, Ticker};
 use super::pace::{PaceSpec, PacedWindow, Pacer};
-use super::{
-    Layout, Result, StopCheck, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate,
-};
+use super::{Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr, validate};
 use crate::params::RunMode;
 use crate::params::Verb;
 use crate::transport::{
@@ -32,6 +31,9 @@ pub struct BwMeasurement {
     pub best_ns_per_msg: Option<f64>,
     /// `--cpu_util`: user share of CPU time during the window.
     pub cpu_util: Option<f64>,
+    /// UC/UD receiver, `-n` runs: messages sent to this side that never arrived (see
+    /// [`super::unreliable`]); `None` where nothing is counted.
+    pub lost: Option<u64>,
 }
 
 /// How to run one size.
@@ -57,14 +59,19 @@ pub struct BwSpec {
     pub cpu_util: bool,
     /// Buffer layout.
     pub layout: Layout,
-    /// `--validate`: check every received SEND and every READ's data against the size's pattern.
+    /// `--validate`: check every received SEND and every READ's data against the size's pattern, and
+    /// every atomic's original against its sequence.
     pub validate: bool,
     /// `--rate_limit`: pace what this side posts (all queue pairs together).
     pub pace: Option<PaceSpec>,
+    /// UC/UD (`-c`): messages may be lost; a receiver counts them instead of waiting for them.
+    pub unreliable: bool,
+    /// Atomic tests: the operations (which one, over which words, into which result slots).
+    pub atomic: Option<Atomics>,
 }
 
 /// `--validate`: checks the target region of queue pair `q` (where SENDs and READ data land).
-fn check_target<E: Endpoint>(
+pub(crate) fn check_target<E: Endpoint>(
     ep: &E,
     spec: &BwSpec,
     q: usize,
@@ -134,6 +141,8 @@ pub fn active_with<E: Endpoint>(
     if let Some(r) = duplex.as_deref_mut() {
         r.fill(ep, &spec.layout, spec.rx_depth)?;
     }
+    // Atomics number their operations across the warm-up and the measurement.
+    let mut atomics = spec.atomic.map(|seq| AtomicRun::new(seq, ep.qp_count()));
     if spec.warmup > 0 {
         stream(
             ep,
@@ -142,6 +151,7 @@ pub fn active_with<E: Endpoint>(
             RunMode::Iterations(spec.warmup),
             None,
             duplex.as_deref_mut(),
+            atomics.as_mut(),
             Hooks::none(),
         )?;
     }
@@ -155,9 +165,26 @@ pub fn active_with<E: Endpoint>(
         }
         _ => None,
     };
-    stream(ep, spec, remotes, spec.mode, peak, duplex, hooks)
+    let m = stream(
+        ep,
+        spec,
+        remotes,
+        spec.mode,
+        peak,
+        duplex,
+        atomics.as_mut(),
+        hooks,
+    )?;
+    if let Some(a) = atomics.as_mut()
+        && spec.validate
+    {
+        // Outside the measurement: tells the responder how many operations to check its words for.
+        a.tally(ep, remotes)?;
+    }
+    Ok(m)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn stream<E: Endpoint>(
     ep: &mut E,
     spec: &BwSpec,
@@ -165,6 +192,7 @@ fn stream<E: Endpoint>(
     mode: RunMode,
     mut peak: Option<PeakRecorder>,
     mut duplex: Option<&mut RecvState>,
+    mut atomics: Option<&mut AtomicRun>,
     hooks: Hooks<'_>,
 ) -> Result<BwMeasurement> {
     let qps = ep.qp_count();
@@ -184,16 +212,13 @@ fn stream<E: Endpoint>(
     ];
     let mut posted = vec![0u64; qps];
     let mut done = vec![0u64; qps];
-    let op = match spec.verb {
-        Verb::Send => SendOp::Send,
-        Verb::Write => SendOp::Write,
-        Verb::Read => SendOp::Read,
-    };
-    let (offset, remote_of) = match spec.verb {
+    let (op, offset, remote_of) = match spec.verb {
+        Verb::Send => (SendOp::Send, 0, false),
+        Verb::Write => (SendOp::Write, 0, true),
         // READ responses land in the target half; SEND and WRITE go from the source half.
-        Verb::Read => (spec.layout.half, true),
-        Verb::Write => (0, true),
-        Verb::Send => (0, false),
+        Verb::Read => (SendOp::Read, spec.layout.half, true),
+        // Each atomic is the sequence's (operands, word, result slot): see the post below.
+        Verb::Atomic => (SendOp::FetchAdd(atomic::ADD), 0, true),
     };
     let mut comps = [Completion::EMPTY; 64];
     let win = Window::new(mode);
@@ -269,16 +294,23 @@ fn stream<E: Endpoint>(
         for q in 0..qps {
             while allowance > 0 && posted[q] < total[q] && posted[q] - done[q] < depth {
                 let idx = posted[q];
+                let signaled = (idx + 1).is_multiple_of(cq_mod) || idx + 1 == total[q];
                 // Paced, each burst ends on a signaled operation, so completions count whole bursts.
-                let burst_end = allowance == 1 && pacer.is_some();
-                let wr = SendRequest {
-                    wr_id: idx,
-                    op,
-                    offset: slots.map_or(offset, |s| s.offset(idx)),
-                    len: spec.size as u32,
-                    remote: remote_of.then(|| remotes[q]),
-                    signaled: (idx + 1).is_multiple_of(cq_mod) || idx + 1 == total[q] || burst_end,
-                    inline: false,
+                let signaled = signaled || (allowance == 1 && pacer.is_some());
+                let wr = match atomics.as_deref() {
+                    Some(a) => SendRequest {
+                        wr_id: idx,
+                        ..a.seq.request(q, a.posted(q) + idx, remotes[q], signaled)
+                    },
+                    None => SendRequest {
+                        wr_id: idx,
+                        op,
+                        offset: slots.map_or(offset, |s| s.offset(idx)),
+                        len: spec.size as u32,
+                        remote: remote_of.then(|| remotes[q]),
+                        signaled,
+                        inline: false,
+                    },
                 };
                 // The clock is read only when needed: at 5 Mpps a read per post would cost ~10%.
                 let t = (first_post.is_none() || peak.is_some()).then(Instant::now);
@@ -310,12 +342,22 @@ fn stream<E: Endpoint>(
                 let q = c.qp as usize;
                 if matches!(c.op, CompletionOp::Recv | CompletionOp::RecvWithImm) {
                     if spec.validate {
-                        check_target(ep, spec, q, u64::from(c.byte_len), "SEND received")?;
+                        let len = payload_len(c, &spec.layout);
+                        check_target(ep, spec, q, len, "SEND received")?;
                     }
                     if let Some(r) = duplex.as_deref_mut() {
                         r.replace(ep, &spec.layout, q)?;
                     }
                     continue;
+                }
+                if spec.validate
+                    && let Some(a) = atomics.as_deref_mut()
+                {
+                    // Every atomic completed up to this one, each original in its slot.
+                    let base = a.posted(q);
+                    for k in done[q]..=c.wr_id {
+                        a.check(ep.buffer_mut(q), q, base + k)?;
+                    }
                 }
                 match slots {
                     // Every READ completed up to this one, each in its slot, cleared once checked.
@@ -343,6 +385,11 @@ fn stream<E: Endpoint>(
         }
         if (0..qps).all(|q| done[q] == total[q]) {
             break;
+        }
+    }
+    if let Some(a) = atomics {
+        for (q, &n) in posted.iter().enumerate() {
+            a.add(q, n);
         }
     }
     let (messages, elapsed_ns, cpu_util) = match mode {
@@ -381,7 +428,14 @@ fn stream<E: Endpoint>(
         elapsed_ns,
         best_ns_per_msg,
         cpu_util,
+        lost: None,
     })
+}
+
+/// The message bytes of a receive completion: its length without the GRH a UD receive starts with.
+#[inline]
+pub(crate) fn payload_len(c: &Completion, layout: &Layout) -> u64 {
+    u64::from(c.byte_len).saturating_sub(layout.recv_headroom)
 }
 
 /// Receives posted per queue pair, kept across sizes so a sweep never over-posts.
@@ -403,10 +457,12 @@ impl RecvState {
     }
 
     fn post<E: Endpoint>(&mut self, ep: &mut E, layout: &Layout, q: usize) -> Result<()> {
+        // UD: the GRH lands in the headroom just before the target half, the message on it.
+        let h = layout.recv_headroom;
         let wr = RecvRequest {
             wr_id: q as u64,
-            offset: layout.half,
-            len: layout.half.min(u64::from(u32::MAX)) as u32,
+            offset: layout.half - h,
+            len: (layout.half + h).min(u64::from(u32::MAX)) as u32,
         };
         ep.post_recv(q, &wr).map_err(tr("posting a receive"))?;
         self.posted[q] += 1;
@@ -420,129 +476,6 @@ impl RecvState {
         }
         self.posted[q] = self.posted[q].saturating_sub(1);
         self.post(ep, layout, q)
-    }
-}
-
-/// The receiving side of send_bw: counts incoming SENDs and measures its own bandwidth, from its first
-/// receive to its last (iteration mode; see the clock comment inside). In duration mode it runs until
-/// `stop` says the sender is done.
-pub fn receiver<E: Endpoint>(
-    ep: &mut E,
-    spec: &BwSpec,
-    recvs: &mut RecvState,
-    stop: &mut dyn FnMut() -> bool,
-) -> Result<BwMeasurement> {
-    receiver_with(ep, spec, recvs, stop, None)
-}
-
-/// [`receiver`] with interval samples of what arrives (duration mode), for a run without end.
-pub fn receiver_with<E: Endpoint>(
-    ep: &mut E,
-    spec: &BwSpec,
-    recvs: &mut RecvState,
-    stop: &mut dyn FnMut() -> bool,
-    intervals: Option<Intervals<'_>>,
-) -> Result<BwMeasurement> {
-    let qps = ep.qp_count();
-    recvs.fill(ep, &spec.layout, spec.rx_depth)?;
-    let mut got = vec![0u64; qps];
-    let mut comps = [Completion::EMPTY; 64];
-    let want = |n: u64| move |got: &[u64]| got.iter().all(|&g| g >= n);
-    // In iterations mode every SEND is of this size; in duration mode the last ones of the previous
-    // size may still arrive.
-    let exact_len = matches!(spec.mode, RunMode::Iterations(_)).then_some(spec.size);
-    let mut poll = |ep: &mut E, got: &mut [u64], recvs: &mut RecvState| -> Result<usize> {
-        let n = ep.poll_cq(&mut comps).map_err(tr("polling completions"))?;
-        for c in &comps[..n] {
-            check(c)?;
-            if c.op == CompletionOp::Recv {
-                check_len(c, exact_len)?;
-                if spec.validate {
-                    check_target(
-                        ep,
-                        spec,
-                        c.qp as usize,
-                        u64::from(c.byte_len),
-                        "SEND received",
-                    )?;
-                }
-                got[c.qp as usize] += 1;
-                recvs.replace(ep, &spec.layout, c.qp as usize)?;
-            }
-        }
-        Ok(n)
-    };
-    // The sender finishing (its SENDs complete once the kernel has them) is no reason to stop while
-    // its messages are still in flight; a sender that died or stalled trips the watchdog.
-    let mut dog = Watchdog::new("the peer's SENDs");
-    let warm = want(spec.warmup);
-    while !warm(&got) {
-        if poll(ep, &mut got, recvs)? > 0 {
-            dog.progress();
-        }
-        dog.check(stop)?;
-    }
-    let base: Vec<u64> = got.clone();
-    let win = Window::new(spec.mode);
-    let mut last = win.start;
-    match spec.mode {
-        RunMode::Iterations(n) => {
-            let target = spec.warmup + n;
-            // A receiver cannot see when the sender began, so its clock starts at an arrival: the last
-            // warm-up message's (≈ win.start), or without warm-up the first measured one, as ib_send_bw's
-            // server does (tposted[0] on its first receive completion). Starting when this side began to
-            // wait would add the peer's start-up delay, which a perftest peer does not count.
-            let mut first = (spec.warmup > 0).then_some(win.start);
-            while !got.iter().all(|&g| g >= target) {
-                if poll(ep, &mut got, recvs)? > 0 {
-                    last = Instant::now();
-                    first.get_or_insert(last);
-                    dog.progress();
-                }
-                dog.check(stop)?;
-            }
-            Ok(BwMeasurement {
-                size: spec.size,
-                messages: n * qps as u64,
-                elapsed_ns: last.duration_since(first.unwrap_or(last)).as_nanos() as u64,
-                best_ns_per_msg: None,
-                cpu_util: None,
-            })
-        }
-        RunMode::Duration { .. } => {
-            let mut start: Option<(Instant, u64, Option<CpuSample>)> = None;
-            let mut end: Option<(Instant, u64, Option<CpuSample>)> = None;
-            let mut ticker = intervals.map(|i| Ticker::new(i, win.start));
-            loop {
-                if poll(ep, &mut got, recvs)? > 0 {
-                    dog.progress();
-                }
-                let now = Instant::now();
-                let count = got.iter().sum::<u64>() - base.iter().sum::<u64>();
-                if let Some(t) = ticker.as_mut() {
-                    t.tick(now, count);
-                }
-                if start.is_none() && win.in_sample(now) {
-                    start = Some((now, count, spec.cpu_util.then(CpuSample::read).flatten()));
-                } else if start.is_some() && end.is_none() && !win.in_sample(now) {
-                    end = Some((now, count, spec.cpu_util.then(CpuSample::read).flatten()));
-                }
-                if dog.check(stop)? {
-                    break;
-                }
-            }
-            let now = Instant::now();
-            let total = got.iter().sum::<u64>() - base.iter().sum::<u64>();
-            let (s, c0, cs) = start.unwrap_or((win.start, 0, None));
-            let (e, c1, ce) = end.unwrap_or((now, total, None));
-            Ok(BwMeasurement {
-                size: spec.size,
-                messages: c1 - c0,
-                elapsed_ns: e.duration_since(s).as_nanos() as u64,
-                best_ns_per_msg: None,
-                cpu_util: cs.zip(ce).and_then(|(a, b)| a.util_until(&b)),
-            })
-        }
     }
 }
 
@@ -580,6 +513,9 @@ pub fn passive<E: Endpoint>(
         }
     }
 }
+
+mod receive;
+pub use receive::{receiver, receiver_with};
 
 #[cfg(test)]
 mod tests;

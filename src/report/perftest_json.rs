@@ -39,12 +39,13 @@ fn num(v: f64, decimals: usize) -> String {
     format!("{v:.decimals$}")
 }
 
-/// perftest's verb in test names: `Send`, `RDMA_Write`, `RDMA_Read`.
+/// perftest's verb in test names (`testsStr`): `Send`, `RDMA_Write`, `RDMA_Read`, `Atomic`.
 fn verb_name(v: Verb) -> &'static str {
     match v {
         Verb::Send => "Send",
         Verb::Write => "RDMA_Write",
         Verb::Read => "RDMA_Read",
+        Verb::Atomic => "Atomic",
     }
 }
 
@@ -57,9 +58,14 @@ fn test_info(out: &mut String, info: &RunInfo) {
         (false, _) => "Latency_",
     };
     out.push_str("\"test_info\": {\n");
+    // The atomic tests name their operation after the verb (`atomicTypesStr`): Atomic_FETCH_AND_ADD_BW_Test.
+    let atomic = match info.atomic_type {
+        Some(op) if info.test.verb == Verb::Atomic => format!("{}_", op.name()),
+        _ => String::new(),
+    };
     let _ = writeln!(
         out,
-        "\"test\": \"{}_{kind}Test\",",
+        "\"test\": \"{}_{atomic}{kind}Test\",",
         verb_name(info.test.verb)
     );
     let transport_type = match info.transport {
@@ -77,7 +83,12 @@ fn test_info(out: &mut String, info: &RunInfo) {
         "\"Number_of_qps\": {},\n\"Transport_type\": \"{transport_type}\",",
         info.qps
     );
-    out.push_str("\"Connection_type\": \"RC\",\n\"Using_SRQ\": \"OFF\",\n");
+    // `-c` (`connStr`); the TCP baseline has no queue pairs and is written as the RC it stands in for.
+    let connection = info.connection.map_or("RC", |c| c.name());
+    let _ = writeln!(
+        out,
+        "\"Connection_type\": \"{connection}\",\n\"Using_SRQ\": \"OFF\","
+    );
     out.push_str("\"PCIe_relax_order\": \"OFF\",\n\"ibv_wr_API\": \"OFF\",\n");
     if info.role == Role::Client || info.bidirectional {
         let _ = writeln!(out, "\"TX_depth\": {},", info.tx_depth);
@@ -97,16 +108,25 @@ fn test_info(out: &mut String, info: &RunInfo) {
         let _ = writeln!(out, "\"GID_index\": {gid},");
     }
     match info.test.verb {
-        Verb::Read => {
+        // perftest prints the outstanding reads for READ and atomic tests, the inline size otherwise.
+        Verb::Read | Verb::Atomic => {
             let _ = writeln!(out, "\"Outstand_reads\": {},", info.out_reads.unwrap_or(0));
         }
         _ => {
             let _ = writeln!(out, "\"Max_inline_data\": {},", info.inline_size);
         }
     }
-    out.push_str("\"rdma_cm_QPs\": \"OFF\",\n");
+    let on = |b: bool| if b { "ON" } else { "OFF" };
+    let _ = writeln!(out, "\"rdma_cm_QPs\": \"{}\",", on(info.rdma_cm));
     out.push_str("\"Use_ROCm_memory\": \"OFF\",\n\"Use_MUSA_memory\": \"OFF\",\n");
-    out.push_str("\"Data_ex_method\": \"Ethernet\"\n},\n");
+    // perftest's exchange_state: "rdma_cm" when its messages rode a CM-connected queue pair (`-R`
+    // against a perftest peer); roceperf's own dialect keeps them on TCP even with -R.
+    let exchange = if info.exchange_rdma_cm {
+        "rdma_cm"
+    } else {
+        "Ethernet"
+    };
+    let _ = writeln!(out, "\"Data_ex_method\": \"{exchange}\"\n}},");
 }
 
 /// The body of one `"results"` object (between its braces), as perftest's report functions print it.

@@ -1,0 +1,132 @@
+//! The receiving side of send_bw over RC: counts incoming SENDs and measures its own bandwidth (UC
+//! and UD hand over to [`super::super::unreliable`]).
+
+use super::{BwMeasurement, BwSpec, RecvState, check_target, payload_len};
+use crate::bench::interval::{Intervals, Ticker};
+use crate::bench::{Result, Watchdog, Window, check, check_len, cpu::CpuSample, tr};
+use crate::params::RunMode;
+use crate::transport::{Completion, CompletionOp, Endpoint};
+use std::time::Instant;
+
+/// The receiving side of send_bw: counts incoming SENDs and measures its own bandwidth, from its first
+/// receive to its last (iteration mode; see the clock comment inside). In duration mode it runs until
+/// `stop` says the sender is done.
+pub fn receiver<E: Endpoint>(
+    ep: &mut E,
+    spec: &BwSpec,
+    recvs: &mut RecvState,
+    stop: &mut dyn FnMut() -> bool,
+) -> Result<BwMeasurement> {
+    receiver_with(ep, spec, recvs, stop, None)
+}
+
+/// [`receiver`] with interval samples of what arrives (duration mode), for a run without end.
+pub fn receiver_with<E: Endpoint>(
+    ep: &mut E,
+    spec: &BwSpec,
+    recvs: &mut RecvState,
+    stop: &mut dyn FnMut() -> bool,
+    intervals: Option<Intervals<'_>>,
+) -> Result<BwMeasurement> {
+    if spec.unreliable {
+        return crate::bench::unreliable::receiver(ep, spec, recvs, stop, intervals);
+    }
+    let qps = ep.qp_count();
+    recvs.fill(ep, &spec.layout, spec.rx_depth)?;
+    let mut got = vec![0u64; qps];
+    let mut comps = [Completion::EMPTY; 64];
+    let want = |n: u64| move |got: &[u64]| got.iter().all(|&g| g >= n);
+    // In iterations mode every SEND is of this size; in duration mode the last ones of the previous
+    // size may still arrive.
+    let exact_len = matches!(spec.mode, RunMode::Iterations(_)).then_some(spec.size);
+    let mut poll = |ep: &mut E, got: &mut [u64], recvs: &mut RecvState| -> Result<usize> {
+        let n = ep.poll_cq(&mut comps).map_err(tr("polling completions"))?;
+        for c in &comps[..n] {
+            check(c)?;
+            if c.op == CompletionOp::Recv {
+                check_len(c, exact_len, spec.layout.recv_headroom)?;
+                if spec.validate {
+                    let len = payload_len(c, &spec.layout);
+                    check_target(ep, spec, c.qp as usize, len, "SEND received")?;
+                }
+                got[c.qp as usize] += 1;
+                recvs.replace(ep, &spec.layout, c.qp as usize)?;
+            }
+        }
+        Ok(n)
+    };
+    // The sender finishing (its SENDs complete once the kernel has them) is no reason to stop while
+    // its messages are still in flight; a sender that died or stalled trips the watchdog.
+    let mut dog = Watchdog::new("the peer's SENDs");
+    let warm = want(spec.warmup);
+    while !warm(&got) {
+        if poll(ep, &mut got, recvs)? > 0 {
+            dog.progress();
+        }
+        dog.check(stop)?;
+    }
+    let base: Vec<u64> = got.clone();
+    let win = Window::new(spec.mode);
+    let mut last = win.start;
+    match spec.mode {
+        RunMode::Iterations(n) => {
+            let target = spec.warmup + n;
+            // A receiver cannot see when the sender began, so its clock starts at an arrival: the last
+            // warm-up message's (≈ win.start), or without warm-up the first measured one, as ib_send_bw's
+            // server does (tposted[0] on its first receive completion). Starting when this side began to
+            // wait would add the peer's start-up delay, which a perftest peer does not count.
+            let mut first = (spec.warmup > 0).then_some(win.start);
+            while !got.iter().all(|&g| g >= target) {
+                if poll(ep, &mut got, recvs)? > 0 {
+                    last = Instant::now();
+                    first.get_or_insert(last);
+                    dog.progress();
+                }
+                dog.check(stop)?;
+            }
+            Ok(BwMeasurement {
+                size: spec.size,
+                messages: n * qps as u64,
+                elapsed_ns: last.duration_since(first.unwrap_or(last)).as_nanos() as u64,
+                best_ns_per_msg: None,
+                cpu_util: None,
+                lost: None,
+            })
+        }
+        RunMode::Duration { .. } => {
+            let mut start: Option<(Instant, u64, Option<CpuSample>)> = None;
+            let mut end: Option<(Instant, u64, Option<CpuSample>)> = None;
+            let mut ticker = intervals.map(|i| Ticker::new(i, win.start));
+            loop {
+                if poll(ep, &mut got, recvs)? > 0 {
+                    dog.progress();
+                }
+                let now = Instant::now();
+                let count = got.iter().sum::<u64>() - base.iter().sum::<u64>();
+                if let Some(t) = ticker.as_mut() {
+                    t.tick(now, count);
+                }
+                if start.is_none() && win.in_sample(now) {
+                    start = Some((now, count, spec.cpu_util.then(CpuSample::read).flatten()));
+                } else if start.is_some() && end.is_none() && !win.in_sample(now) {
+                    end = Some((now, count, spec.cpu_util.then(CpuSample::read).flatten()));
+                }
+                if dog.check(stop)? {
+                    break;
+                }
+            }
+            let now = Instant::now();
+            let total = got.iter().sum::<u64>() - base.iter().sum::<u64>();
+            let (s, c0, cs) = start.unwrap_or((win.start, 0, None));
+            let (e, c1, ce) = end.unwrap_or((now, total, None));
+            Ok(BwMeasurement {
+                size: spec.size,
+                messages: c1 - c0,
+                elapsed_ns: e.duration_since(s).as_nanos() as u64,
+                best_ns_per_msg: None,
+                cpu_util: cs.zip(ce).and_then(|(a, b)| a.util_until(&b)),
+                lost: None,
+            })
+        }
+    }
+}
