@@ -37,6 +37,22 @@ pub(crate) fn connection(
             why,
         });
     }
+    if a.rdma_cm {
+        return Err(Error::Conflict {
+            a: "-R",
+            b: flag,
+            why: match conn {
+                // perftest: "UC is not supported in librdmacm" (rdma_cm has no UC port space).
+                ConnType::Uc => {
+                    "rdma_cm connects RC (and UD) queue pairs only, and perftest refuses UC with -R too; use -c RC with -R, or -c UC without -R"
+                }
+                // perftest reaches UD through rdma_cm's UDP port space (SIDR); roceperf does not yet.
+                _ => {
+                    "UD through rdma_cm (the UDP port space and its SIDR REQ/REP exchange) is not implemented in roceperf yet; use -c UD without -R (the queue pairs are then described out of band), or -c RC with -R"
+                }
+            },
+        });
+    }
     if conn == ConnType::Ud
         && let (Some(size), Some(mtu)) = (a.size, a.mtu)
         && size > u64::from(mtu)
@@ -71,6 +87,23 @@ mod tests {
         let mut v = vec!["roce_test"];
         v.extend_from_slice(args);
         Options::try_parse_from(test.parse::<TestKind>().unwrap(), v).expect("clap accepts it")
+    }
+
+    #[test]
+    fn rdma_cm_refuses_uc_and_ud_naming_both_flags_and_what_to_use() {
+        for (test, c) in [("write_bw", "UC"), ("send_lat", "UC"), ("send_bw", "UD")] {
+            let e = parse(test, &["--transport", "soft", "-d", "lo", "-R", "-c", c])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("-R") && e.contains(&format!("-c {c}")), "{e}");
+            assert!(e.contains("-c RC with -R"), "{e}");
+        }
+        let ok = parse(
+            "send_bw",
+            &["--transport", "soft", "-d", "lo", "-R", "-c", "RC"],
+        )
+        .unwrap();
+        assert!(ok.rdma_cm);
     }
 
     #[test]

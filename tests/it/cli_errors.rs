@@ -117,3 +117,14 @@ fn help_and_version_exit_zero() {
     assert_eq!(v.code(), 0);
     assert!(v.stdout.contains(env!("CARGO_PKG_VERSION")));
 }
+
+#[test]
+fn rdma_cm_with_uc_or_ud_is_a_usage_error_naming_both_flags() {
+    for (test, c) in [("write_bw", "UC"), ("send_bw", "UD")] {
+        usage_error(
+            test,
+            &["--transport", "soft", "-d", "lo", "-R", "-c", c],
+            &format!("-R and -c {c} cannot be used together"),
+        );
+    }
+}

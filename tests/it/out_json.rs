@@ -294,3 +294,49 @@ fn where_perftests_document_breaks_ours_stays_valid() {
         );
     }
 }
+
+#[test]
+fn the_document_describes_the_runs_connection_cm_and_atomic_operation() {
+    let Some(net) = net() else { return };
+    let info = |text: &str| -> Value {
+        let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+        v["test_info"].clone()
+    };
+    let (s, c) = ours(
+        &net,
+        "atomic_cas",
+        "atomic_bw",
+        &["-A", "CMP_AND_SWAP", "-n", "200", "--validate"],
+    );
+    for t in [info(&s), info(&c)] {
+        assert_eq!(t["test"], "Atomic_CMP_AND_SWAP_BW_Test", "{t}");
+        assert!(
+            t["Outstand_reads"].is_u64() && t.get("Max_inline_data").is_none(),
+            "{t}"
+        );
+    }
+    let (_, c) = ours(&net, "atomic_lat", "atomic_lat", &["-n", "100"]);
+    assert_eq!(info(&c)["test"], "Atomic_FETCH_AND_ADD_Latency_Test");
+    let (s, c) = ours(
+        &net,
+        "send_ud",
+        "send_bw",
+        &["-c", "UD", "-s", "64", "-n", "200"],
+    );
+    for t in [info(&s), info(&c)] {
+        assert_eq!(t["Connection_type"], "UD", "{t}");
+        assert_eq!(t["rdma_cm_QPs"], "OFF", "{t}");
+    }
+    let (s, c) = ours(&net, "write_cm", "write_bw", &["-R", "-n", "200"]);
+    for t in [info(&s), info(&c)] {
+        assert_eq!(
+            (
+                &t["Connection_type"],
+                &t["rdma_cm_QPs"],
+                &t["Data_ex_method"]
+            ),
+            (&"RC".into(), &"ON".into(), &"Ethernet".into()),
+            "roceperf's dialect keeps its exchange on TCP: {t}"
+        );
+    }
+}

@@ -184,3 +184,78 @@ fn slow_gbits_figures_get_six_decimals_and_odd_names_stay_json() {
     }
     parse(&perftest_json(&doc(&bw_info(), &nan)));
 }
+
+/// The `test_info` of `info` as a JSON object.
+fn info_of(info: &RunInfo) -> Value {
+    let r = bw_result();
+    parse(&perftest_json(&doc(info, &r)))["test_info"].clone()
+}
+
+#[test]
+fn the_atomic_tests_are_named_and_described_as_perftests_ib_atomic_tests() {
+    use crate::params::{AtomicOp, TestKind};
+    for (test, op, name) in [
+        (
+            "atomic_bw",
+            AtomicOp::FetchAndAdd,
+            "Atomic_FETCH_AND_ADD_BW_Test",
+        ),
+        (
+            "atomic_bw",
+            AtomicOp::CmpAndSwap,
+            "Atomic_CMP_AND_SWAP_BW_Test",
+        ),
+        (
+            "atomic_lat",
+            AtomicOp::FetchAndAdd,
+            "Atomic_FETCH_AND_ADD_Latency_Test",
+        ),
+    ] {
+        let mut info = if test == "atomic_bw" {
+            bw_info()
+        } else {
+            lat_info()
+        };
+        info.test = test.parse::<TestKind>().unwrap();
+        info.atomic_type = Some(op);
+        info.out_reads = Some(16);
+        let t = info_of(&info);
+        assert_eq!(t["test"], name);
+        // ib_atomic_* print the outstanding reads where the others print the inline size.
+        assert_eq!(t["Outstand_reads"], 16, "{t}");
+        assert!(t.get("Max_inline_data").is_none(), "{t}");
+    }
+}
+
+#[test]
+fn connection_type_and_rdma_cm_are_the_runs() {
+    use crate::params::ConnType;
+    let mut info = bw_info();
+    let t = info_of(&info);
+    assert_eq!(
+        (
+            &t["Connection_type"],
+            &t["rdma_cm_QPs"],
+            &t["Data_ex_method"]
+        ),
+        (&"RC".into(), &"OFF".into(), &"Ethernet".into())
+    );
+    info.connection = Some(ConnType::Ud);
+    assert_eq!(info_of(&info)["Connection_type"], "UD");
+    info.connection = Some(ConnType::Uc);
+    assert_eq!(info_of(&info)["Connection_type"], "UC");
+    // -R with roceperf's dialect: the queue pairs through the CM, the exchange still on TCP.
+    info.connection = Some(ConnType::Rc);
+    info.rdma_cm = true;
+    let t = info_of(&info);
+    assert_eq!(
+        (&t["rdma_cm_QPs"], &t["Data_ex_method"]),
+        (&"ON".into(), &"Ethernet".into())
+    );
+    // -R --oob perftest: perftest's messages rode a CM-connected queue pair, as ib_*_bw -R says.
+    info.exchange_rdma_cm = true;
+    assert_eq!(info_of(&info)["Data_ex_method"], "rdma_cm");
+    // The key order stays perftest's whatever the values.
+    let keys_now = keys(&info_of(&info));
+    assert_eq!(keys_now, keys(&info_of(&bw_info())));
+}
