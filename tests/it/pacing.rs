@@ -259,3 +259,85 @@ fn a_paced_soft_duration_run_counts_whole_periods_on_both_sides() {
     assert_eq!(sp["measured_at"], "receiver", "{server}");
     assert!(sp["achieved"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn atomics_and_uc_are_paced_and_the_gap_spaces_ud_latency_iterations() {
+    let _one = serial();
+    // An atomic test is paced like any bandwidth test (perftest refuses its SW limiter there).
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--transport",
+        "soft",
+        "-d",
+        "lo",
+        "-A",
+        "CMP_AND_SWAP",
+        "-n",
+        "600",
+        "--validate",
+        "--rate_limit",
+        "2000",
+        "--rate_units",
+        "p",
+        "--burst_size",
+        "20",
+    ];
+    let t0 = std::time::Instant::now();
+    let (doc, out) = paced_pair(dir.path(), "atomic_bw", &args, "127.0.0.1");
+    // 30 bursts of 20, 10 ms apart: the last leaves 290 ms after the first.
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(290));
+    let (p, cells) = pacing(&doc, &dir.path().join("client.csv"));
+    assert!(p["achieved"].as_f64().unwrap() <= 2000.0 * 1.01, "{p}");
+    assert_eq!(cells[..2], ["2000", "msg/s"], "{out}");
+    assert_eq!(doc["test"]["atomic_type"], "CMP_AND_SWAP");
+    // UC: the pacer shapes what the writer posts; nothing is resent either way.
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--transport",
+        "soft",
+        "-d",
+        "lo",
+        "-c",
+        "UC",
+        "-s",
+        "4096",
+        "-n",
+        "400",
+        "--rate_limit",
+        "0.05",
+    ];
+    let (doc, _) = paced_pair(dir.path(), "write_bw", &args, "127.0.0.1");
+    let p = &doc["results"][0]["bandwidth"]["pacing"];
+    assert!(p["achieved"].as_f64().unwrap() <= 0.05 * 1.01, "{p}");
+    assert_eq!(doc["test"]["connection"], "UC");
+    // UD send_lat: the gap spaces the iterations and stays out of every sample.
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--transport",
+        "soft",
+        "-d",
+        "lo",
+        "-c",
+        "UD",
+        "-s",
+        "64",
+        "-n",
+        "40",
+        "--warmup",
+        "0",
+        "--latency_gap",
+        "5ms",
+    ];
+    let t0 = std::time::Instant::now();
+    let (doc, out) = paced_pair(dir.path(), "send_lat", &args, "127.0.0.1");
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_millis(39 * 5),
+        "{out}"
+    );
+    assert_eq!(doc["test"]["latency_gap_ns"], 5_000_000);
+    let min = doc["results"][0]["latency"]["min_us"].as_f64().unwrap();
+    assert!(
+        min < 2500.0,
+        "the gap is not in the samples: {min} µs\n{out}"
+    );
+}

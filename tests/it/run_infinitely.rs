@@ -267,3 +267,79 @@ fn a_run_without_end_is_refused_where_it_cannot_stop_cleanly() {
         }
     }
 }
+
+/// The CSV cells of `column` in `role`'s file.
+fn column(dir: &Path, role: &str, column: &str) -> Vec<String> {
+    let mut rdr = ::csv::Reader::from_path(dir.join(format!("{role}.csv"))).unwrap();
+    let at = rdr
+        .headers()
+        .unwrap()
+        .iter()
+        .position(|c| c == column)
+        .unwrap();
+    rdr.records().map(|r| r.unwrap()[at].to_string()).collect()
+}
+
+#[test]
+fn an_atomic_run_and_a_ud_run_go_on_until_stopped() {
+    let _one = serial();
+    // atomic_bw, paced and validated: the responder still checks every word after the signal.
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--transport",
+        "soft",
+        "-d",
+        "lo",
+        "-A",
+        "CMP_AND_SWAP",
+        "--validate",
+        "--rate_limit",
+        "2000",
+        "--rate_units",
+        "p",
+        "--run_infinitely",
+        "--report-interval",
+        "0.3",
+    ];
+    let (server, client) = start("atomic_bw", &args, dir.path(), "127.0.0.1");
+    await_rows(&client, 3, "atomic client");
+    signal(&client, libc::SIGINT);
+    let c = client.wait(60, "atomic client after SIGINT");
+    let s = server.wait(60, "atomic server after the client stopped");
+    check_side(&c, dir.path(), "client", "SIGINT", 2);
+    check_side(&s, dir.path(), "server", "peer", 0);
+    assert!(
+        column(dir.path(), "client", "atomic_type")
+            .iter()
+            .all(|a| a == "CMP_AND_SWAP")
+    );
+    // send_bw over UD: the receiver reports what arrives each interval.
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--transport",
+        "soft",
+        "-d",
+        "lo",
+        "-c",
+        "UD",
+        "-s",
+        "1024",
+        "--rate_limit",
+        "0.05",
+        "--run_infinitely",
+        "--report-interval",
+        "0.3",
+    ];
+    let (server, client) = start("send_bw", &args, dir.path(), "127.0.0.1");
+    await_rows(&server, 3, "UD server");
+    signal(&server, libc::SIGTERM);
+    let s = server.wait(60, "UD server after SIGTERM");
+    let c = client.wait(60, "UD client after the server stopped");
+    check_side(&s, dir.path(), "server", "SIGTERM", 2);
+    check_side(&c, dir.path(), "client", "peer", 1);
+    assert!(
+        column(dir.path(), "server", "connection")
+            .iter()
+            .all(|c| c == "UD")
+    );
+}

@@ -75,6 +75,64 @@ fn six_tests_over_soft_with_rdma_cm_and_validate() {
 }
 
 #[test]
+fn the_atomic_tests_over_soft_with_rdma_cm_and_validate() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for (test, op, qps) in [
+        ("atomic_bw", "FETCH_AND_ADD", "2"),
+        ("atomic_bw", "CMP_AND_SWAP", "1"),
+        ("atomic_lat", "CMP_AND_SWAP", "1"),
+        ("atomic_lat", "FETCH_AND_ADD", "1"),
+    ] {
+        let json = dir.path().join(format!("{test}-{op}.json"));
+        let server = vec![
+            "-d",
+            "lo",
+            "-R",
+            "-A",
+            op,
+            "-q",
+            qps,
+            "-n",
+            "300",
+            "--validate",
+        ];
+        let mut client = server.clone();
+        client.extend(["--json", json.to_str().unwrap()]);
+        let (s, c) = pair_on(
+            test,
+            Side {
+                ns: None,
+                args: server,
+            },
+            Side {
+                ns: None,
+                args: client,
+            },
+            "127.0.0.1",
+        );
+        assert_connected_through_the_cm(test, 8.0, &s, &c);
+        let note = c
+            .stdout
+            .lines()
+            .find(|l| l.contains("through the CM"))
+            .unwrap();
+        assert_eq!(
+            note.matches("QPN").count(),
+            qps.parse::<usize>().unwrap(),
+            "{note}"
+        );
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(
+            (&doc["test"]["rdma_cm"], &doc["test"]["atomic_type"]),
+            (&true.into(), &op.into()),
+            "{doc}"
+        );
+    }
+}
+
+#[test]
 fn several_queue_pairs_each_get_their_own_cm_connection() {
     let _one = serial();
     let dir = tempfile::tempdir().unwrap();
