@@ -49,6 +49,7 @@ need iperf3 iperf3
 need sockperf sockperf
 need taskset util-linux
 need jq jq
+need /usr/bin/time time
 
 echo "bench.sh: building release binaries" >&2
 cargo build --release --quiet --bins
@@ -121,14 +122,34 @@ roce_lat() {
     return 0
 }
 
-# roce_bw <key> <test> <args...>: a roceperf bandwidth test at 64 KiB; the client's average Gb/s.
+# roce_bw <key> <test> <args...>: a roceperf bandwidth test at 64 KiB; the client's average Gb/s. Both
+# sides run under GNU time: $WORK/<key>.res gets, per round, each side's CPU time per KiB and per packet
+# of the measured window and its peak RSS (see the RESOURCES table).
 roce_bw() {
     local key=$1 test=$2; shift 2
-    PORT=$((PORT + 1)); rm -f "$WORK/c.json"
-    SRV=("$BIN/roce_$test" "$@" -s 64K -p "$PORT" --cpu "$SERVER_CPU" -D "$DURATION")
-    CLI=("$BIN/roce_$test" "$@" -s 64K -p "$PORT" --cpu "$CLIENT_CPU" -D "$DURATION" --json "$WORK/c.json" "$PEER_IP")
-    run_pair "roce_$test $* ($DEV)" && save "$key" '.results[0].bandwidth.avg_gbps' "$WORK/c.json"
+    PORT=$((PORT + 1)); rm -f "$WORK/c.json" "$WORK/s.time" "$WORK/c.time"
+    SRV=(/usr/bin/time -f '%U %S %M' -o "$WORK/s.time" "$BIN/roce_$test" "$@" -s 64K -p "$PORT" --cpu "$SERVER_CPU" -D "$DURATION")
+    CLI=(/usr/bin/time -f '%U %S %M' -o "$WORK/c.time" "$BIN/roce_$test" "$@" -s 64K -p "$PORT" --cpu "$CLIENT_CPU" -D "$DURATION" --json "$WORK/c.json" "$PEER_IP")
+    run_pair "roce_$test $* ($DEV)" && save "$key" '.results[0].bandwidth.avg_gbps' "$WORK/c.json" && resources "$key"
     return 0
+}
+
+# resources <key>: from the two GNU time files and the client's JSON, one line of
+# "client_ns_per_KiB server_ns_per_KiB client_ns_per_packet server_ns_per_packet client_rss_MiB server_rss_MiB
+#  client_sys_share server_sys_share" appended to $WORK/<key>.res. Packets are the messages of the measured
+# window times the packets a 64 KiB message takes at the run's MTU (the tcp transport: its 64 KiB frames).
+resources() {
+    local key=$1 kib pkts
+    [[ -s $WORK/s.time && -s $WORK/c.time ]] || return 0
+    kib=$(jq -er '.results[0] | .iterations * .size_bytes / 1024' "$WORK/c.json") || return 0
+    pkts=$(jq -er '.results[0].iterations * ((.results[0].size_bytes + (.test.mtu // 65536) - 1) / (.test.mtu // 65536) | floor)' "$WORK/c.json") || return 0
+    ((${kib%.*} > 0)) || return 0
+    read -r cu cs cm <"$WORK/c.time"
+    read -r su ss sm <"$WORK/s.time"
+    awk -v kib="$kib" -v p="$pkts" -v cu="$cu" -v cs="$cs" -v cm="$cm" -v su="$su" -v ss="$ss" -v sm="$sm" 'BEGIN {
+        c = cu + cs; s = su + ss
+        printf "%.0f %.0f %.0f %.0f %.1f %.1f %.0f %.0f\n", c * 1e9 / kib, s * 1e9 / kib, c * 1e9 / p, s * 1e9 / p,
+            cm / 1024, sm / 1024, (c > 0 ? 100 * cs / c : 0), (s > 0 ? 100 * ss / s : 0) }' >>"$WORK/$key.res"
 }
 
 # ref <key> <mode> <args...>: a roce_ref floor; one-way median, p99, p99.9 or the receiver's Gb/s.
@@ -251,7 +272,7 @@ show() { # show <figures...>: "9.81 / 12.1 / 302" (3 significant digits or more)
         for (i = 1; i <= n; i++) s = s (i > 1 ? " / " : "") sprintf(v[i] >= 100 ? "%.0f" : v[i] >= 10 ? "%.1f" : "%.2f", v[i]); print s }'; fi
 }
 
-ROWS=0 MISSES=0
+ROWS=0 MISSES=0 PASSES=0
 # row <label> <ours key> <ref key> <op> <target> [ref scale]: op is <= or >= (a target), info or secondary.
 row() {
     local label=$1 ours=$2 theirs=$3 op=$4 target=$5 scale=${6:-1} o t ratio verdict tgt
@@ -274,6 +295,7 @@ row() {
         esac
     fi
     [[ $verdict == MISS ]] && MISSES=$((MISSES + 1))
+    [[ $verdict == PASS ]] && PASSES=$((PASSES + 1))
     [[ $op == "<=" || $op == ">=" ]] && ROWS=$((ROWS + 1))
     printf "%-72s %-22s %-22s %6s  %-7s %s\n" "$label" "$(show "${o[@]}")" "$(show "${t[@]}")" "$ratio" "$tgt" "$verdict"
 }
@@ -303,11 +325,31 @@ row "tcp write_bw / iperf3 -l 64K [lo]" lo_tcp_write_bw lo_iperf ">=" 1.0
 row "roce_ref packet-stream 4152 B / udp-stream 4112 B [veth 9000]" v9k_ref_pkt v9k_ref_udp info -
 row "tcp write_bw / roce_ref tcp-stream 64K [lo]" lo_tcp_write_bw lo_tcp_stream info -
 row "iperf3 -l 64K / roce_ref tcp-stream 64K [lo]" lo_iperf lo_tcp_stream secondary -
+echo "RESOURCES, 64 KiB bandwidth runs: CPU time (user+sys) per KiB and per packet of the measured window, each side (client | server); peak RSS; share of it in the kernel"
+printf "%-44s %-20s %-20s %-20s %s\n" "run [link]" "ns/KiB c | s" "ns/packet c | s" "peak RSS MiB c | s" "sys % c | s"
+resrow() { # resrow <label> <key>
+    local f
+    read -r -a f <<<"$(figures "$1.res" 2>/dev/null)"
+    ((${#f[@]} == 8)) || return 0
+    printf "%-44s %-20s %-20s %-20s %s\n" "$2" "${f[0]} | ${f[1]}" "${f[2]} | ${f[3]}" "${f[4]} | ${f[5]}" "${f[6]} | ${f[7]}"
+}
+resrow lo_tcp_write_bw "tcp write_bw [lo]"
+resrow lo_soft_write_bw "soft v2 write_bw [lo]"
+resrow lo_soft_send_bw "soft v2 send_bw [lo]"
+resrow lo_soft_read_bw "soft v2 read_bw [lo]"
+resrow veth_tcp_write_bw "tcp write_bw [veth 1500]"
+resrow veth_soft_write_bw "soft v2 write_bw [veth 1500]"
+resrow v9k_udp_write_bw "soft v2 UDP write_bw [veth 9000]"
+resrow v9k_v1pkt_write_bw "soft v1 AF_PACKET write_bw [veth 9000]"
+resrow v9k_v2pkt_write_bw "soft v2 AF_PACKET write_bw [veth 9000]"
+echo "  both sides busy-poll, so CPU time is about the run's length: per KiB it is the inverse of what the side moved,"
+echo "  and the sys share says how much of it the kernel took. CPU counts the whole process (set-up, warm-up);"
+echo "  the goal for peak RSS is the buffers (128 KiB per queue pair at 64 KiB) + 32 MiB."
 echo "references: roce_ref (this repo) busy-polls pinned non-blocking sockets; udp-pingpong sizes are the UDP payloads"
 echo "  of the RoCE v2 packets (BTH+RETH+ICRC), tcp-pingpong the tcp transport's 24-byte header + 2 B, packet-pingpong"
 echo "  a RoCE v1 frame after its Ethernet header; latency one-way = RTT/2 except read_lat (RTT, against the RTT)."
 [[ -n $SKIPPED ]] && echo "veth rows skipped: $SKIPPED"
-echo "bench.sh: $((ROWS - MISSES)) of $ROWS targets met"
+echo "bench.sh: $PASSES of $ROWS targets met, $MISSES missed, $((ROWS - PASSES - MISSES)) not run"
 if ((${#FAILED[@]})); then
     echo "bench.sh: failed to run: ${FAILED[*]}" >&2
     exit 1
