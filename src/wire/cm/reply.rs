@@ -120,44 +120,12 @@ impl RepRepr {
     }
 }
 
-/// The fields of an RTU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RtuRepr {
-    /// The active side's communication ID.
-    pub local_comm_id: u32,
-    /// The passive side's communication ID (from its REP).
-    pub remote_comm_id: u32,
-    /// Private data.
-    pub private_data: [u8; RTU_PRIVATE_LEN],
-}
-
-impl RtuRepr {
-    /// An RTU without private data.
-    pub fn new(local_comm_id: u32, remote_comm_id: u32) -> RtuRepr {
-        RtuRepr {
-            local_comm_id,
-            remote_comm_id,
-            private_data: [0; RTU_PRIVATE_LEN],
-        }
-    }
-
-    /// Parses the CM class data of an RTU.
-    pub fn parse(b: &[u8]) -> Result<RtuRepr> {
-        check("CM RTU", b)?;
-        Ok(RtuRepr {
-            local_comm_id: get_u32(b, 0..4),
-            remote_comm_id: get_u32(b, 4..8),
-            private_data: private(b, 8),
-        })
-    }
-
-    /// Writes the CM class data of this RTU into `b`.
-    pub fn emit(&self, b: &mut [u8]) {
-        set_u32(b, 0..4, self.local_comm_id);
-        set_u32(b, 4..8, self.remote_comm_id);
-        b[8..8 + RTU_PRIVATE_LEN].copy_from_slice(&self.private_data);
-    }
-}
+comm_ids_message!(
+    /// The fields of an RTU.
+    RtuRepr, "An" "RTU", RTU_PRIVATE_LEN,
+    local: "The active side's communication ID.",
+    remote: "The passive side's communication ID (from its REP)."
+);
 
 /// The fields of an MRA: "your message arrived; give me `service_timeout` more".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -5,8 +5,8 @@
 //! RETH. Remote WRITE/READ/atomics resolve through [`MemoryTable::resolve_remote`], which checks the
 //! rkey, the bounds and the access rights before any byte is touched.
 
-use crate::transport::Access;
 use crate::transport::memory::{self, OutOfMemory};
+use crate::transport::{Access, Error as TransportError, RecvRequest, SendRequest};
 
 /// Where synthetic virtual addresses start; far from 0 so a zeroed RETH never hits a region.
 const VA_BASE: u64 = 0x0000_1000_0000_0000;
@@ -272,6 +272,38 @@ impl MemoryTable {
             .checked_add(offset)
             .ok_or(AccessViolation::OutOfBounds { va, len })?;
         self.resolve_remote(lkey, va, len, need)
+    }
+
+    /// Checks the local buffer of a send work request (`need` as its opcode requires); the error
+    /// names the request.
+    pub(crate) fn send_buffer(
+        &self,
+        lkey: u32,
+        wr: &SendRequest,
+        need: Access,
+    ) -> crate::transport::Result<Span> {
+        self.resolve_local(lkey, wr.offset, wr.len.into(), need)
+            .map_err(|e| {
+                TransportError::InvalidRequest(format!(
+                    "work request {}: local range {}+{} refused: {e}",
+                    wr.wr_id, wr.offset, wr.len
+                ))
+            })
+    }
+
+    /// Checks the buffer of a receive, which it must be allowed to write; the error names it.
+    pub(crate) fn recv_buffer(
+        &self,
+        lkey: u32,
+        wr: &RecvRequest,
+    ) -> crate::transport::Result<Span> {
+        self.resolve_local(lkey, wr.offset, wr.len.into(), Access::LOCAL_WRITE)
+            .map_err(|e| {
+                TransportError::InvalidRequest(format!(
+                    "receive {}: local range {}+{} refused: {e}; the buffer needs LOCAL_WRITE",
+                    wr.wr_id, wr.offset, wr.len
+                ))
+            })
     }
 
     /// The bytes of a checked span.

@@ -7,7 +7,7 @@
 
 use crate::params::Recovery;
 use crate::transport::{
-    Access, Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
+    Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
 };
 use crate::wire::IbRepr;
 
@@ -186,24 +186,10 @@ impl Qp {
                 wr.wr_id, wr.op
             )));
         }
-        let local = self
-            .mem
-            .resolve_local(
-                self.cfg.local_lkey,
-                wr.offset,
-                wr.len.into(),
-                requester::local_access(wr.op),
-            )
-            .map_err(|e| {
-                Error::InvalidRequest(format!(
-                    "work request {}: local range {}+{} refused: {e}",
-                    wr.wr_id, wr.offset, wr.len
-                ))
-            })?;
-        if let QpState::Error(_) = self.state {
-            self.cq
-                .push_back(flushed(wr.wr_id, requester_op(wr.op), self.cfg.cq_tag))
-                .map_err(|_| Error::QueueFull)?;
+        let local =
+            self.mem
+                .send_buffer(self.cfg.local_lkey, wr, requester::local_access(wr.op))?;
+        if self.flushed_at_once(wr.wr_id, requester_op(wr.op))? {
             return Ok(());
         }
         self.req.push(*wr, local, self.cfg.pmtu);
@@ -215,32 +201,23 @@ impl Qp {
         if self.resp.rq.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
         }
-        let span = self
-            .mem
-            .resolve_local(
-                self.cfg.local_lkey,
-                wr.offset,
-                wr.len.into(),
-                Access::LOCAL_WRITE,
-            )
-            .map_err(|e| {
-                Error::InvalidRequest(format!(
-                    "receive {}: local range {}+{} refused: {e}; the buffer needs LOCAL_WRITE",
-                    wr.wr_id, wr.offset, wr.len
-                ))
-            })?;
-        if let QpState::Error(_) = self.state {
-            self.cq
-                .push_back(flushed(
-                    wr.wr_id,
-                    crate::transport::CompletionOp::Recv,
-                    self.cfg.cq_tag,
-                ))
-                .map_err(|_| Error::QueueFull)?;
+        let span = self.mem.recv_buffer(self.cfg.local_lkey, wr)?;
+        if self.flushed_at_once(wr.wr_id, crate::transport::CompletionOp::Recv)? {
             return Ok(());
         }
         self.resp.push_recv(wr, span);
         Ok(())
+    }
+
+    /// In the error state a posted request completes at once, flushed (as verbs does); true then.
+    fn flushed_at_once(&mut self, wr_id: u64, op: crate::transport::CompletionOp) -> Result<bool> {
+        if let QpState::Error(_) = self.state {
+            self.cq
+                .push_back(flushed(wr_id, op, self.cfg.cq_tag))
+                .map_err(|_| Error::QueueFull)?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Feeds one received packet: the bytes from the BTH to the end of the pad (no ICRC).
@@ -443,7 +420,7 @@ fn flushed(wr_id: u64, op: crate::transport::CompletionOp, qp: u32) -> Completio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::RemoteAddr;
+    use crate::transport::{Access, RemoteAddr};
     use crate::wire::Opcode;
 
     #[test]

@@ -161,15 +161,7 @@ impl Queues {
                 wr.wr_id, wr.len, self.cfg.pmtu
             )));
         }
-        let local = self
-            .mem
-            .resolve_local(self.cfg.local_lkey, wr.offset, wr.len.into(), Access(0))
-            .map_err(|e| {
-                Error::InvalidRequest(format!(
-                    "work request {}: local range {}+{} refused: {e}",
-                    wr.wr_id, wr.offset, wr.len
-                ))
-            })?;
+        let local = self.mem.send_buffer(self.cfg.local_lkey, wr, Access(0))?;
         let npkts = packet::packets_for(wr.len.into(), self.cfg.pmtu);
         let pushed = self.sq.push_back(SendWqe {
             wr: *wr,
@@ -185,20 +177,7 @@ impl Queues {
         if self.rq.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
         }
-        let span = self
-            .mem
-            .resolve_local(
-                self.cfg.local_lkey,
-                wr.offset,
-                wr.len.into(),
-                Access::LOCAL_WRITE,
-            )
-            .map_err(|e| {
-                Error::InvalidRequest(format!(
-                    "receive {}: local range {}+{} refused: {e}; the buffer needs LOCAL_WRITE",
-                    wr.wr_id, wr.offset, wr.len
-                ))
-            })?;
+        let span = self.mem.recv_buffer(self.cfg.local_lkey, wr)?;
         let pushed = self.rq.push_back(RecvWqe {
             wr_id: wr.wr_id,
             span,
