@@ -13,12 +13,6 @@ use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_PAIR_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// One run's outcome: both sides' processes and JSON documents.
 struct Run {
     server: Done,
@@ -58,7 +52,7 @@ fn run(test: &str, args: &[&str], ns: Option<(&str, &str)>, host: &str) -> Run {
         server.stdout,
         server.stderr
     );
-    let read = |p: &Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    let read = |p: &Path| -> Value { common::json_file(p) };
     Run {
         sj: read(&sj),
         cj: read(&cj),
@@ -122,7 +116,7 @@ fn check_lat(r: &Run, n: u64) {
 
 #[test]
 fn uc_and_ud_run_on_soft_v2_over_lo_with_validate() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let n = 300u64;
     let ns = n.to_string();
     let cases: [(&str, &str, &str); 6] = [
@@ -156,7 +150,7 @@ fn ud_and_uc_across_a_veth_pair_count_deliberate_loss_and_end_cleanly() {
     if common::skip_unless(is_root(), "network namespaces need root (CI runs as root)") {
         return;
     }
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let pair = NetnsPair::up(&[]);
     let (a, b) = (pair.ns('a'), pair.ns('b'));
     let n = 1000u64;
@@ -272,7 +266,7 @@ fn what_cannot_run_is_refused_with_exit_2_naming_the_flags() {
 
 #[test]
 fn both_sides_must_run_the_same_connection_type() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let (s, c) = pair_on(
         "send_bw",
         Side {

@@ -300,7 +300,7 @@ fn packets_not_from_the_peer_and_empty_datagrams_are_dropped_and_counted() {
     let c = client.wait(60, "client");
     let s = server.wait(30, "server");
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let doc = common::json_file(&json);
     let d = &doc["test"]["counters"]["drops"];
     assert_eq!(d["empty"], 3, "{d}");
     let wrong = d["wrong_source"].as_u64().unwrap();
