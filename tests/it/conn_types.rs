@@ -232,36 +232,14 @@ fn alone(test: &str, args: &[&str]) -> Done {
 #[test]
 fn what_cannot_run_is_refused_with_exit_2_naming_the_flags() {
     let tcp = alone("send_bw", &["--transport", "tcp", "-c", "UD"]);
-    assert_eq!(tcp.code(), 2, "{}", tcp.stderr);
-    assert!(
-        tcp.stderr
-            .contains("-c UD does not apply to --transport tcp"),
-        "{}",
-        tcp.stderr
-    );
+    tcp.assert_usage_error("-c UD does not apply to --transport tcp");
     let read = alone("read_bw", &["-d", "lo", "-c", "UC"]);
-    assert_eq!(read.code(), 2, "{}", read.stderr);
-    assert!(
-        read.stderr.contains("-c UC does not apply to read_bw"),
-        "{}",
-        read.stderr
-    );
+    read.assert_usage_error("-c UC does not apply to read_bw");
     let write = alone("write_lat", &["-d", "lo", "-c", "UD"]);
-    assert_eq!(write.code(), 2, "{}", write.stderr);
-    assert!(
-        write.stderr.contains("UD carries only SENDs"),
-        "{}",
-        write.stderr
-    );
+    write.assert_usage_error("UD carries only SENDs");
     // lo offers a 4096-byte path MTU: 8 KiB is more than one UD datagram.
     let big = alone("send_bw", &["-d", "lo", "-c", "UD", "-s", "8192"]);
-    assert_eq!(big.code(), 2, "{}", big.stderr);
-    assert!(
-        big.stderr
-            .contains("-s 8192 is larger than the MTU (4096 bytes"),
-        "{}",
-        big.stderr
-    );
+    big.assert_usage_error("-s 8192 is larger than the MTU (4096 bytes");
 }
 
 #[test]

@@ -82,6 +82,13 @@ impl Done {
     pub fn assert_stderr(&self, text: &str) {
         assert!(self.stderr.contains(text), "{}", self.stderr);
     }
+
+    /// Asserts a usage or setup error: exit code 2, and stderr says `text`.
+    #[track_caller]
+    pub fn assert_usage_error(&self, text: &str) {
+        assert_eq!(self.code(), 2, "{}", self.stderr);
+        self.assert_stderr(text);
+    }
 }
 
 /// Starts `roce_<test>` with `args`.

@@ -444,6 +444,18 @@ mod tests {
         (a, b, ra, rb)
     }
 
+    /// A pair where A's one-packet WRITE (wr_id 1) reached B, which owes an ACK: (A, B, A's region,
+    /// a packet buffer).
+    fn b_owes_an_ack() -> (Qp, Qp, RemoteAddr, Vec<u8>) {
+        let (mut a, mut b, ra, rb) = pair();
+        let now = Instant::ZERO;
+        let mut buf = vec![0u8; a.max_packet_len()];
+        a.post_send(&write(1, rb)).unwrap();
+        let n = a.poll_transmit(now, &mut buf).unwrap();
+        b.handle_packet(now, &buf[..n]);
+        (a, b, ra, buf)
+    }
+
     fn write(id: u64, to: RemoteAddr) -> SendRequest {
         SendRequest {
             wr_id: id,
@@ -462,12 +474,8 @@ mod tests {
 
     #[test]
     fn a_lone_ack_is_held_for_the_next_transmission_and_follows_the_requesters_packets() {
-        let (mut a, mut b, ra, rb) = pair();
+        let (mut a, mut b, ra, mut buf) = b_owes_an_ack();
         let now = Instant::ZERO;
-        let mut buf = vec![0u8; a.max_packet_len()];
-        a.post_send(&write(1, rb)).unwrap();
-        let n = a.poll_transmit(now, &mut buf).unwrap();
-        b.handle_packet(now, &buf[..n]);
         // B owes an ACK and has nothing else: holding, it sends nothing and keeps the ACK.
         assert!(!b.has_transmit_work(LoneAck::Hold));
         assert!(b.has_transmit_work(LoneAck::Send));
@@ -493,12 +501,8 @@ mod tests {
 
     #[test]
     fn a_lone_ack_waits_behind_at_most_sixteen_request_packets() {
-        let (mut a, mut b, ra, rb) = pair();
+        let (mut a, mut b, ra, mut buf) = b_owes_an_ack();
         let now = Instant::ZERO;
-        let mut buf = vec![0u8; a.max_packet_len()];
-        a.post_send(&write(1, rb)).unwrap();
-        let n = a.poll_transmit(now, &mut buf).unwrap();
-        b.handle_packet(now, &buf[..n]);
         for i in 0..40 {
             b.post_send(&write(10 + i, ra)).unwrap();
         }
