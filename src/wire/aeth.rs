@@ -7,7 +7,7 @@ mod field {
     use crate::wire::field::Field;
 
     /// Syndrome.
-    pub const SYNDROME: usize = 0;
+    pub(crate) const SYNDROME: usize = 0;
     /// Message sequence number (24 bits).
     pub const MSN: Field = 1..4;
 }
@@ -35,12 +35,12 @@ impl<T: AsRef<[u8]>> AethPacket<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AethPacket<T> {
     /// Sets the syndrome.
     #[inline]
-    pub fn set_syndrome(&mut self, s: u8) {
+    pub(crate) fn set_syndrome(&mut self, s: u8) {
         self.buffer.as_mut()[field::SYNDROME] = s;
     }
     /// Sets the MSN (low 24 bits are used).
     #[inline]
-    pub fn set_msn(&mut self, msn: u32) {
+    pub(crate) fn set_msn(&mut self, msn: u32) {
         set_u24(self.buffer.as_mut(), field::MSN, msn);
     }
 }
@@ -118,7 +118,7 @@ pub struct AethRepr {
 
 impl AethRepr {
     /// Credit code for "no credit information", which rxe always sends.
-    pub const CREDITS_UNLIMITED: u8 = 0x1f;
+    pub(crate) const CREDITS_UNLIMITED: u8 = 0x1f;
 
     /// A positive ACK with unlimited credits (syndrome 0x1F), as rxe sends it.
     pub fn ack(msn: u32) -> AethRepr {
@@ -137,7 +137,7 @@ impl AethRepr {
     }
 
     /// An RNR NAK with a 5-bit timer code (syndrome 0x20 | timer).
-    pub fn rnr_nak(timer: u8, msn: u32) -> AethRepr {
+    pub(crate) fn rnr_nak(timer: u8, msn: u32) -> AethRepr {
         AethRepr {
             syndrome: 0x20 | (timer & 0x1f),
             msn,

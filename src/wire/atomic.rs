@@ -9,12 +9,12 @@ mod field {
 
     // AtomicETH: the remote virtual address and R_Key first, laid out as in the RETH.
     /// AtomicETH: swap value or addend.
-    pub const SWAP_ADD: Field = 12..20;
+    pub(crate) const SWAP_ADD: Field = 12..20;
     /// AtomicETH: compare value.
-    pub const COMPARE: Field = 20..28;
+    pub(crate) const COMPARE: Field = 20..28;
 
     /// AtomicAckETH: the original remote data.
-    pub const ORIG: Field = 0..8;
+    pub(crate) const ORIG: Field = 0..8;
 }
 
 header_view!(
@@ -51,22 +51,22 @@ impl<T: AsRef<[u8]>> AtomicEthPacket<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicEthPacket<T> {
     /// Sets the remote virtual address.
     #[inline]
-    pub fn set_va(&mut self, v: u64) {
+    pub(crate) fn set_va(&mut self, v: u64) {
         RethPacket::new_unchecked(self.buffer.as_mut()).set_va(v);
     }
     /// Sets the R_Key.
     #[inline]
-    pub fn set_rkey(&mut self, v: u32) {
+    pub(crate) fn set_rkey(&mut self, v: u32) {
         RethPacket::new_unchecked(self.buffer.as_mut()).set_rkey(v);
     }
     /// Sets the swap value / addend.
     #[inline]
-    pub fn set_swap_add(&mut self, v: u64) {
+    pub(crate) fn set_swap_add(&mut self, v: u64) {
         set_u64(self.buffer.as_mut(), field::SWAP_ADD, v);
     }
     /// Sets the compare value.
     #[inline]
-    pub fn set_compare(&mut self, v: u64) {
+    pub(crate) fn set_compare(&mut self, v: u64) {
         set_u64(self.buffer.as_mut(), field::COMPARE, v);
     }
 }
@@ -124,7 +124,7 @@ impl<T: AsRef<[u8]>> AtomicAckEthPacket<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicAckEthPacket<T> {
     /// Sets the original remote data.
     #[inline]
-    pub fn set_orig(&mut self, v: u64) {
+    pub(crate) fn set_orig(&mut self, v: u64) {
         set_u64(self.buffer.as_mut(), field::ORIG, v);
     }
 }

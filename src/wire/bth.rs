@@ -8,36 +8,36 @@ pub(crate) mod field {
     use crate::wire::field::Field;
 
     /// OpCode.
-    pub const OPCODE: usize = 0;
+    pub(crate) const OPCODE: usize = 0;
     /// SE, M, PadCnt and TVer.
-    pub const FLAGS: usize = 1;
+    pub(crate) const FLAGS: usize = 1;
     /// P_Key.
-    pub const PKEY: Field = 2..4;
+    pub(crate) const PKEY: Field = 2..4;
     /// FECN, BECN and resv6a: the byte the ICRC masks.
-    pub const ECN: usize = 4;
+    pub(crate) const ECN: usize = 4;
     /// DestQP (24 bits).
-    pub const DEST_QP: Field = 5..8;
+    pub(crate) const DEST_QP: Field = 5..8;
     /// AckReq and resv7.
-    pub const ACK_REQ: usize = 8;
+    pub(crate) const ACK_REQ: usize = 8;
     /// PSN (24 bits).
     pub const PSN: Field = 9..12;
 
     /// SE, solicited event, in `FLAGS`.
-    pub const FLG_SE: u8 = 0x80;
+    pub(crate) const FLG_SE: u8 = 0x80;
     /// M, MigReq, in `FLAGS`.
-    pub const FLG_MIGREQ: u8 = 0x40;
+    pub(crate) const FLG_MIGREQ: u8 = 0x40;
     /// PadCnt, in `FLAGS`.
-    pub const PAD_MASK: u8 = 0x30;
+    pub(crate) const PAD_MASK: u8 = 0x30;
     /// Position of PadCnt in `FLAGS`.
-    pub const PAD_SHIFT: u32 = 4;
+    pub(crate) const PAD_SHIFT: u32 = 4;
     /// TVer, in `FLAGS`.
-    pub const TVER_MASK: u8 = 0x0f;
+    pub(crate) const TVER_MASK: u8 = 0x0f;
     /// FECN, in `ECN`.
-    pub const FLG_FECN: u8 = 0x80;
+    pub(crate) const FLG_FECN: u8 = 0x80;
     /// BECN, in `ECN`.
-    pub const FLG_BECN: u8 = 0x40;
+    pub(crate) const FLG_BECN: u8 = 0x40;
     /// AckReq, in `ACK_REQ`.
-    pub const FLG_ACK_REQ: u8 = 0x80;
+    pub(crate) const FLG_ACK_REQ: u8 = 0x80;
 }
 
 use field::{FLG_ACK_REQ, FLG_BECN, FLG_FECN, FLG_MIGREQ, FLG_SE, PAD_MASK, PAD_SHIFT, TVER_MASK};
@@ -209,7 +209,7 @@ pub struct BthRepr {
 
 impl BthRepr {
     /// Default P_Key, as rxe sends it.
-    pub const DEFAULT_PKEY: u16 = 0xffff;
+    pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
 
     /// A BTH with rxe's defaults (P_Key 0xFFFF, every flag clear, no pad).
     #[inline]

@@ -7,11 +7,11 @@ mod field {
     use crate::wire::field::Field;
 
     /// Q_Key.
-    pub const QKEY: Field = 0..4;
+    pub(crate) const QKEY: Field = 0..4;
     /// Reserved byte before the source QP.
-    pub const RESERVED: usize = 4;
+    pub(crate) const RESERVED: usize = 4;
     /// Source QP (24 bits).
-    pub const SRC_QP: Field = 5..8;
+    pub(crate) const SRC_QP: Field = 5..8;
 }
 
 header_view!(
@@ -37,12 +37,12 @@ impl<T: AsRef<[u8]>> DethPacket<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> DethPacket<T> {
     /// Sets the Q_Key.
     #[inline]
-    pub fn set_qkey(&mut self, v: u32) {
+    pub(crate) fn set_qkey(&mut self, v: u32) {
         set_u32(self.buffer.as_mut(), field::QKEY, v);
     }
     /// Sets the source QP (low 24 bits) and clears the reserved byte before it.
     #[inline]
-    pub fn set_src_qp(&mut self, v: u32) {
+    pub(crate) fn set_src_qp(&mut self, v: u32) {
         let b = self.buffer.as_mut();
         b[field::RESERVED] = 0;
         set_u24(b, field::SRC_QP, v);

@@ -112,7 +112,7 @@ macro_rules! header_view {
 
             #[doc = concat!("Fails with `Truncated` unless the buffer holds a whole ", $what, ".")]
             #[inline]
-            pub fn check_len(&self) -> $crate::wire::Result<()> {
+            pub(crate) fn check_len(&self) -> $crate::wire::Result<()> {
                 $crate::wire::field::need($what, Self::LEN, self.buffer.as_ref().len())
             }
 

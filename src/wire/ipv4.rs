@@ -13,32 +13,32 @@ pub(super) mod field {
     use crate::wire::field::Field;
 
     /// Version (high 4 bits) and IHL (low 4 bits, in 32-bit words).
-    pub const VER_IHL: usize = 0;
+    pub(crate) const VER_IHL: usize = 0;
     /// TOS: DSCP and ECN.
-    pub const DSCP_ECN: usize = 1;
+    pub(crate) const DSCP_ECN: usize = 1;
     /// Total Length.
-    pub const LENGTH: Field = 2..4;
+    pub(crate) const LENGTH: Field = 2..4;
     /// Identification.
-    pub const IDENT: Field = 4..6;
+    pub(crate) const IDENT: Field = 4..6;
     /// Flags and fragment offset.
-    pub const FLG_OFF: Field = 6..8;
+    pub(crate) const FLG_OFF: Field = 6..8;
     /// TTL.
     pub const TTL: usize = 8;
     /// Protocol.
     pub const PROTOCOL: usize = 9;
     /// Header checksum.
-    pub const CHECKSUM: Field = 10..12;
+    pub(crate) const CHECKSUM: Field = 10..12;
     /// Source address.
-    pub const SRC_ADDR: Field = 12..16;
+    pub(crate) const SRC_ADDR: Field = 12..16;
     /// Destination address.
-    pub const DST_ADDR: Field = 16..20;
+    pub(crate) const DST_ADDR: Field = 16..20;
 
     /// DF, don't fragment, in `FLG_OFF`.
-    pub const FLG_DF: u16 = 0x4000;
+    pub(crate) const FLG_DF: u16 = 0x4000;
     /// IHL, in `VER_IHL`.
-    pub const IHL_MASK: u8 = 0x0f;
+    pub(crate) const IHL_MASK: u8 = 0x0f;
     /// `VER_IHL` of a RoCE v2 header: version 4, 5 words.
-    pub const VER4_IHL5: u8 = 0x45;
+    pub(crate) const VER4_IHL5: u8 = 0x45;
 }
 
 header_view!(
@@ -55,7 +55,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         self.buffer.as_ref()
     }
     /// Checks the IHL and Total Length against the buffer (beyond the fixed 20 bytes).
-    pub fn check_lengths(&self) -> Result<()> {
+    pub(crate) fn check_lengths(&self) -> Result<()> {
         self.check_len()?;
         let hl = self.header_len();
         if hl < Self::LEN {
@@ -86,7 +86,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
     /// Total Length.
     #[inline]
-    pub fn total_len(&self) -> u16 {
+    pub(crate) fn total_len(&self) -> u16 {
         get_u16(self.b(), field::LENGTH)
     }
     /// Identification; covered by the ICRC.
@@ -96,7 +96,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
     /// Flags and fragment offset, raw.
     #[inline]
-    pub fn flags_frag(&self) -> u16 {
+    pub(crate) fn flags_frag(&self) -> u16 {
         get_u16(self.b(), field::FLG_OFF)
     }
     /// DF, don't fragment.

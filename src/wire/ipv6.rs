@@ -12,17 +12,17 @@ pub(super) mod field {
     use crate::wire::field::Field;
 
     /// Version (4 bits), traffic class (8 bits), flow label (20 bits).
-    pub const VER_TC_FLOW: Field = 0..4;
+    pub(crate) const VER_TC_FLOW: Field = 0..4;
     /// Payload Length.
-    pub const LENGTH: Field = 4..6;
+    pub(crate) const LENGTH: Field = 4..6;
     /// Next Header.
-    pub const NXT_HDR: usize = 6;
+    pub(crate) const NXT_HDR: usize = 6;
     /// Hop limit.
-    pub const HOP_LIMIT: usize = 7;
+    pub(crate) const HOP_LIMIT: usize = 7;
     /// Source address.
-    pub const SRC_ADDR: Field = 8..24;
+    pub(crate) const SRC_ADDR: Field = 8..24;
     /// Destination address.
-    pub const DST_ADDR: Field = 24..40;
+    pub(crate) const DST_ADDR: Field = 24..40;
 }
 
 header_view!(
@@ -38,7 +38,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         self.buffer.as_ref()
     }
     /// Checks that Payload Length fits the buffer.
-    pub fn check_lengths(&self) -> Result<()> {
+    pub(crate) fn check_lengths(&self) -> Result<()> {
         self.check_len()?;
         self.check_payload_len("IPv6 packet (Payload Length)")
     }
@@ -73,7 +73,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     }
     /// Next Header (17 for RoCE v2).
     #[inline]
-    pub fn next_header(&self) -> u8 {
+    pub(crate) fn next_header(&self) -> u8 {
         self.b()[field::NXT_HDR]
     }
     /// Hop limit; masked in the ICRC.

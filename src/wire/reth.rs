@@ -7,11 +7,11 @@ mod field {
     use crate::wire::field::Field;
 
     /// Remote virtual address.
-    pub const VA: Field = 0..8;
+    pub(crate) const VA: Field = 0..8;
     /// R_Key.
-    pub const RKEY: Field = 8..12;
+    pub(crate) const RKEY: Field = 8..12;
     /// DMA length.
-    pub const DMA_LEN: Field = 12..16;
+    pub(crate) const DMA_LEN: Field = 12..16;
 }
 
 header_view!(
@@ -42,17 +42,17 @@ impl<T: AsRef<[u8]>> RethPacket<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> RethPacket<T> {
     /// Sets the remote virtual address.
     #[inline]
-    pub fn set_va(&mut self, va: u64) {
+    pub(crate) fn set_va(&mut self, va: u64) {
         set_u64(self.buffer.as_mut(), field::VA, va);
     }
     /// Sets the R_Key.
     #[inline]
-    pub fn set_rkey(&mut self, rkey: u32) {
+    pub(crate) fn set_rkey(&mut self, rkey: u32) {
         set_u32(self.buffer.as_mut(), field::RKEY, rkey);
     }
     /// Sets the DMA length.
     #[inline]
-    pub fn set_dma_len(&mut self, len: u32) {
+    pub(crate) fn set_dma_len(&mut self, len: u32) {
         set_u32(self.buffer.as_mut(), field::DMA_LEN, len);
     }
 }

@@ -11,13 +11,13 @@ pub(super) mod field {
     use crate::wire::field::Field;
 
     /// Source port.
-    pub const SRC_PORT: Field = 0..2;
+    pub(crate) const SRC_PORT: Field = 0..2;
     /// Destination port.
-    pub const DST_PORT: Field = 2..4;
+    pub(crate) const DST_PORT: Field = 2..4;
     /// Length of header and payload.
-    pub const LENGTH: Field = 4..6;
+    pub(crate) const LENGTH: Field = 4..6;
     /// Checksum (masked in the ICRC).
-    pub const CHECKSUM: Field = 6..8;
+    pub(crate) const CHECKSUM: Field = 6..8;
 }
 
 header_view!(
@@ -33,7 +33,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         self.buffer.as_ref()
     }
     /// Checks the Length field against the header size and the buffer.
-    pub fn check_lengths(&self) -> Result<()> {
+    pub(crate) fn check_lengths(&self) -> Result<()> {
         self.check_len()?;
         let len = usize::from(self.len());
         if len < Self::LEN {

@@ -5,9 +5,9 @@ use crate::wire::Result;
 use crate::wire::field::{get_u32, set_u32};
 
 /// Bytes of private data a DREQ carries.
-pub const DREQ_PRIVATE_LEN: usize = 220;
+pub(crate) const DREQ_PRIVATE_LEN: usize = 220;
 /// Bytes of private data a DREP carries.
-pub const DREP_PRIVATE_LEN: usize = 224;
+pub(crate) const DREP_PRIVATE_LEN: usize = 224;
 
 /// The fields of a DREQ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -17,7 +17,7 @@ pub struct DreqRepr {
     /// The receiver's communication ID.
     pub remote_comm_id: u32,
     /// The receiver's QPN (24 bits).
-    pub remote_qpn: u32,
+    pub(crate) remote_qpn: u32,
     /// Private data.
     pub private_data: [u8; DREQ_PRIVATE_LEN],
 }

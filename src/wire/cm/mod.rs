@@ -64,7 +64,8 @@ mod rej;
 mod reply;
 mod req;
 
-pub use cma::{CMA_HEADER_LEN, CmaHeader, RDMA_PS_TCP, service_id, service_port};
+pub(crate) use cma::{CMA_HEADER_LEN, service_port};
+pub use cma::{CmaHeader, RDMA_PS_TCP, service_id};
 pub use dreq::{DrepRepr, DreqRepr};
 pub use rej::{RejRepr, RejectReason};
 pub use reply::{MraRepr, RepRepr, RtuRepr};

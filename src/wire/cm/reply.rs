@@ -8,31 +8,31 @@ use crate::wire::field::{get_u32, get_u64, set_u32, set_u64};
 mod field {
     use crate::wire::field::Field;
 
-    pub const LOCAL_COMM_ID: Field = 0..4;
-    pub const REMOTE_COMM_ID: Field = 4..8;
-    pub const LOCAL_QKEY: Field = 8..12;
+    pub(crate) const LOCAL_COMM_ID: Field = 0..4;
+    pub(crate) const REMOTE_COMM_ID: Field = 4..8;
+    pub(crate) const LOCAL_QKEY: Field = 8..12;
     /// LocalQPN (24 bits).
-    pub const LOCAL_QPN: usize = 12;
+    pub(crate) const LOCAL_QPN: usize = 12;
     /// LocalEEContextNumber (24 bits).
-    pub const LOCAL_EECN: usize = 16;
+    pub(crate) const LOCAL_EECN: usize = 16;
     /// StartingPSN (24 bits).
-    pub const STARTING_PSN: usize = 20;
-    pub const RESPONDER_RESOURCES: usize = 24;
-    pub const INITIATOR_DEPTH: usize = 25;
+    pub(crate) const STARTING_PSN: usize = 20;
+    pub(crate) const RESPONDER_RESOURCES: usize = 24;
+    pub(crate) const INITIATOR_DEPTH: usize = 25;
     /// TargetACKDelay:5, FailoverAccepted:2, End-to-end flow control:1.
-    pub const ACK_DELAY_FAILOVER_FLOW: usize = 26;
+    pub(crate) const ACK_DELAY_FAILOVER_FLOW: usize = 26;
     /// RNRRetryCount:3, SRQ:1.
-    pub const RNR_SRQ: usize = 27;
-    pub const LOCAL_CA_GUID: Field = 28..36;
-    pub const PRIVATE_DATA: usize = 36;
+    pub(crate) const RNR_SRQ: usize = 27;
+    pub(crate) const LOCAL_CA_GUID: Field = 28..36;
+    pub(crate) const PRIVATE_DATA: usize = 36;
 }
 
 /// Bytes of private data a REP carries.
-pub const REP_PRIVATE_LEN: usize = 196;
+pub(crate) const REP_PRIVATE_LEN: usize = 196;
 /// Bytes of private data an RTU carries.
-pub const RTU_PRIVATE_LEN: usize = 224;
+pub(crate) const RTU_PRIVATE_LEN: usize = 224;
 /// Bytes of private data an MRA carries.
-pub const MRA_PRIVATE_LEN: usize = 222;
+pub(crate) const MRA_PRIVATE_LEN: usize = 222;
 
 /// The fields of a REP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -24,7 +24,7 @@ use super::time::Instant;
 use super::timer::Timer;
 
 /// Most packets one message may take: a quarter of the 24-bit PSN space.
-pub const MAX_MESSAGE_PACKETS: u32 = 1 << 22;
+pub(crate) const MAX_MESSAGE_PACKETS: u32 = 1 << 22;
 
 /// Life-cycle state of a queue pair.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -56,7 +56,7 @@ const ACK_BEHIND_MAX: u32 = 16;
 
 /// Whether a transmission may keep a lone ACK back for the next one.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum LoneAck {
+pub(crate) enum LoneAck {
     /// Everything queued goes, the ACK last.
     Send,
     /// A plain ACK that is all that is left stays queued (see [`Qp::poll_transmit_holding_ack`]).
@@ -231,7 +231,7 @@ impl Qp {
     }
 
     /// Feeds one packet the caller already parsed (an endpoint demultiplexing by QPN does).
-    pub fn handle_parsed(&mut self, now: Instant, repr: &IbRepr, payload: &[u8]) {
+    pub(crate) fn handle_parsed(&mut self, now: Instant, repr: &IbRepr, payload: &[u8]) {
         let bth = &repr.bth;
         if bth.tver != 0 || bth.pkey & 0x7fff != 0x7fff {
             self.counters.drops.malformed += 1;
@@ -279,14 +279,18 @@ impl Qp {
     /// packet left: a caller that transmits again soon (its next poll, with whatever its application
     /// posts meanwhile) then sends that ACK, coalesced with any later one, after those packets and
     /// in the same batch, instead of a batch of its own now. The ACK stays queued.
-    pub fn poll_transmit_holding_ack(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+    pub(crate) fn poll_transmit_holding_ack(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<usize> {
         self.transmit(now, buf, LoneAck::Hold)
     }
 
     /// Whether a transmission with `acks` may find a packet now: false when nothing is queued (or,
     /// holding, only a lone ACK). Cheap, and it may say true when the requester turns out to be
     /// blocked (window, READ credits, RNR wait), for a caller that skips idle queue pairs.
-    pub fn has_transmit_work(&self, acks: LoneAck) -> bool {
+    pub(crate) fn has_transmit_work(&self, acks: LoneAck) -> bool {
         let answers =
             self.resp.has_answers() && !(acks == LoneAck::Hold && self.resp.only_ack_queued());
         match self.state {
@@ -501,7 +505,7 @@ mod tests {
 
     #[test]
     fn a_lone_ack_waits_behind_at_most_sixteen_request_packets() {
-        let (mut a, mut b, ra, mut buf) = b_owes_an_ack();
+        let (_, mut b, ra, mut buf) = b_owes_an_ack();
         let now = Instant::ZERO;
         for i in 0..40 {
             b.post_send(&write(10 + i, ra)).unwrap();

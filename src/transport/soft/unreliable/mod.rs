@@ -70,7 +70,7 @@ use crate::wire::{BthRepr, IbRepr, Opcode};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct UnreliableCounters {
     /// Messages whose last packet was sent.
-    pub messages_sent: u64,
+    pub(crate) messages_sent: u64,
     /// Messages delivered whole: a SEND into a receive, a WRITE into memory.
     pub messages_received: u64,
     /// Messages cut short by a lost packet (UC: the rest of the message was dropped).
@@ -78,17 +78,17 @@ pub struct UnreliableCounters {
     /// Jumps in the peer's PSNs: each is at least one packet that never arrived.
     pub psn_gaps: u64,
     /// Packets missing in those jumps.
-    pub packets_missing: u64,
+    pub(crate) packets_missing: u64,
     /// Packets dropped because they belonged to a message already broken (UC), or came out of order.
-    pub packets_discarded: u64,
+    pub(crate) packets_discarded: u64,
     /// SENDs dropped because no receive was posted (no RNR NAK on UC and UD: the message is lost).
-    pub no_receive: u64,
+    pub(crate) no_receive: u64,
     /// Datagrams with another Q_Key than this QP's (UD).
-    pub qkey_mismatch: u64,
+    pub(crate) qkey_mismatch: u64,
     /// Messages longer than their receive, or with packet lengths the MTU forbids.
-    pub bad_length: u64,
+    pub(crate) bad_length: u64,
     /// WRITEs refused for a bad rkey, bounds or rights (UC drops them silently).
-    pub access_violations: u64,
+    pub(crate) access_violations: u64,
 }
 
 impl UnreliableCounters {
@@ -303,4 +303,4 @@ impl Queues {
 
 /// Longest header stack the unreliable engines emit: BTH + RETH + ImmDt (UC WRITE ONLY with
 /// immediate, 32 bytes); UD's BTH + DETH + ImmDt is 24.
-pub const MAX_HEADER_LEN: usize = 32;
+pub(crate) const MAX_HEADER_LEN: usize = 32;
