@@ -1,7 +1,5 @@
 //! ACK Extended Transport Header (4 bytes): syndrome and MSN of an ACK, NAK or READ response.
 
-use super::field::{get_u24, set_u24};
-
 /// Byte layout of the AETH.
 mod field {
     use crate::wire::field::Field;
@@ -19,31 +17,21 @@ header_view!(
     "AETH"
 );
 
-impl<T: AsRef<[u8]>> AethPacket<T> {
-    /// Syndrome byte (ACK / RNR NAK / NAK and its code).
-    #[inline]
-    pub fn syndrome(&self) -> u8 {
-        self.buffer.as_ref()[field::SYNDROME]
+header_fields!(
+    AethPacket
+    get {
+        /// Syndrome byte (ACK / RNR NAK / NAK and its code).
+        pub syndrome: u8 = field::SYNDROME;
+        /// Message sequence number (24 bits).
+        pub msn: u24 = field::MSN;
     }
-    /// Message sequence number (24 bits).
-    #[inline]
-    pub fn msn(&self) -> u32 {
-        get_u24(self.buffer.as_ref(), field::MSN)
+    set {
+        /// Sets the syndrome.
+        pub(crate) set_syndrome: u8 = field::SYNDROME;
+        /// Sets the MSN (low 24 bits are used).
+        pub(crate) set_msn: u24 = field::MSN;
     }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> AethPacket<T> {
-    /// Sets the syndrome.
-    #[inline]
-    pub(crate) fn set_syndrome(&mut self, s: u8) {
-        self.buffer.as_mut()[field::SYNDROME] = s;
-    }
-    /// Sets the MSN (low 24 bits are used).
-    #[inline]
-    pub(crate) fn set_msn(&mut self, msn: u32) {
-        set_u24(self.buffer.as_mut(), field::MSN, msn);
-    }
-}
+);
 
 /// NAK code: the low 5 bits of a NAK syndrome (0x60 | code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,7 +1,6 @@
 //! AtomicETH (28 bytes) and AtomicAckETH (8 bytes): compare-and-swap / fetch-and-add and their reply.
 
 use super::RethPacket;
-use super::field::{get_u64, set_u64};
 
 /// Byte layout of the AtomicETH and the AtomicAckETH.
 mod field {
@@ -24,6 +23,22 @@ header_view!(
     "AtomicETH"
 );
 
+header_fields!(
+    AtomicEthPacket
+    get {
+        /// Swap value (compare-and-swap) or addend (fetch-and-add).
+        pub swap_add: u64 = field::SWAP_ADD;
+        /// Compare value (compare-and-swap only).
+        pub compare: u64 = field::COMPARE;
+    }
+    set {
+        /// Sets the swap value / addend.
+        pub(crate) set_swap_add: u64 = field::SWAP_ADD;
+        /// Sets the compare value.
+        pub(crate) set_compare: u64 = field::COMPARE;
+    }
+);
+
 /// The AtomicETH opens with the RETH's VA and R_Key, read and written through a RETH view.
 impl<T: AsRef<[u8]>> AtomicEthPacket<T> {
     /// Remote virtual address (must be 8-byte aligned).
@@ -35,16 +50,6 @@ impl<T: AsRef<[u8]>> AtomicEthPacket<T> {
     #[inline]
     pub fn rkey(&self) -> u32 {
         RethPacket::new_unchecked(self.buffer.as_ref()).rkey()
-    }
-    /// Swap value (compare-and-swap) or addend (fetch-and-add).
-    #[inline]
-    pub fn swap_add(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), field::SWAP_ADD)
-    }
-    /// Compare value (compare-and-swap only).
-    #[inline]
-    pub fn compare(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), field::COMPARE)
     }
 }
 
@@ -58,16 +63,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicEthPacket<T> {
     #[inline]
     pub(crate) fn set_rkey(&mut self, v: u32) {
         RethPacket::new_unchecked(self.buffer.as_mut()).set_rkey(v);
-    }
-    /// Sets the swap value / addend.
-    #[inline]
-    pub(crate) fn set_swap_add(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), field::SWAP_ADD, v);
-    }
-    /// Sets the compare value.
-    #[inline]
-    pub(crate) fn set_compare(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), field::COMPARE, v);
     }
 }
 
@@ -113,21 +108,17 @@ header_view!(
     "AtomicAckETH"
 );
 
-impl<T: AsRef<[u8]>> AtomicAckEthPacket<T> {
-    /// The remote data before the atomic operation.
-    #[inline]
-    pub fn orig(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), field::ORIG)
+header_fields!(
+    AtomicAckEthPacket
+    get {
+        /// The remote data before the atomic operation.
+        pub orig: u64 = field::ORIG;
     }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicAckEthPacket<T> {
-    /// Sets the original remote data.
-    #[inline]
-    pub(crate) fn set_orig(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), field::ORIG, v);
+    set {
+        /// Sets the original remote data.
+        pub(crate) set_orig: u64 = field::ORIG;
     }
-}
+);
 
 /// The fields of an AtomicAckETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

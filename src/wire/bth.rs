@@ -1,7 +1,7 @@
 //! Base Transport Header (12 bytes, roce-wire.md §2.6).
 
 use super::Opcode;
-use super::field::{get_u16, get_u24, set_u16, set_u24};
+use super::field::{set_u16, set_u24};
 
 /// Byte layout of the BTH, and the bits of its flag bytes.
 pub(crate) mod field {
@@ -49,6 +49,26 @@ header_view!(
     "BTH"
 );
 
+header_fields!(
+    BthPacket
+    get {
+        /// P_Key.
+        pub pkey: u16 = field::PKEY;
+        /// DestQP (24 bits).
+        pub dest_qp: u24 = field::DEST_QP;
+        /// PSN (24 bits).
+        pub psn: u24 = field::PSN;
+    }
+    set {
+        /// Sets the P_Key.
+        pub set_pkey: u16 = field::PKEY;
+        /// Sets DestQP (low 24 bits are used).
+        pub set_dest_qp: u24 = field::DEST_QP;
+        /// Sets the PSN (low 24 bits are used).
+        pub set_psn: u24 = field::PSN;
+    }
+);
+
 impl<T: AsRef<[u8]>> BthPacket<T> {
     #[inline]
     fn b(&self) -> &[u8] {
@@ -79,11 +99,6 @@ impl<T: AsRef<[u8]>> BthPacket<T> {
     pub fn tver(&self) -> u8 {
         self.b()[field::FLAGS] & TVER_MASK
     }
-    /// P_Key.
-    #[inline]
-    pub fn pkey(&self) -> u16 {
-        get_u16(self.b(), field::PKEY)
-    }
     /// FECN, forward ECN (masked in the ICRC).
     #[inline]
     pub fn fecn(&self) -> bool {
@@ -94,20 +109,10 @@ impl<T: AsRef<[u8]>> BthPacket<T> {
     pub fn becn(&self) -> bool {
         self.b()[field::ECN] & FLG_BECN != 0
     }
-    /// DestQP (24 bits).
-    #[inline]
-    pub fn dest_qp(&self) -> u32 {
-        get_u24(self.b(), field::DEST_QP)
-    }
     /// AckReq.
     #[inline]
     pub fn ack_req(&self) -> bool {
         self.b()[field::ACK_REQ] & FLG_ACK_REQ != 0
-    }
-    /// PSN (24 bits).
-    #[inline]
-    pub fn psn(&self) -> u32 {
-        get_u24(self.b(), field::PSN)
     }
 }
 
@@ -148,11 +153,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> BthPacket<T> {
         let b = &mut self.bm()[field::FLAGS];
         *b = (*b & !TVER_MASK) | (tver & TVER_MASK);
     }
-    /// Sets the P_Key.
-    #[inline]
-    pub fn set_pkey(&mut self, pkey: u16) {
-        set_u16(self.bm(), field::PKEY, pkey);
-    }
     /// Sets FECN.
     #[inline]
     pub fn set_fecn(&mut self, on: bool) {
@@ -163,20 +163,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> BthPacket<T> {
     pub fn set_becn(&mut self, on: bool) {
         self.set_bit(field::ECN, FLG_BECN, on);
     }
-    /// Sets DestQP (low 24 bits are used).
-    #[inline]
-    pub fn set_dest_qp(&mut self, qpn: u32) {
-        set_u24(self.bm(), field::DEST_QP, qpn);
-    }
     /// Sets AckReq.
     #[inline]
     pub fn set_ack_req(&mut self, on: bool) {
         self.set_bit(field::ACK_REQ, FLG_ACK_REQ, on);
-    }
-    /// Sets the PSN (low 24 bits are used).
-    #[inline]
-    pub fn set_psn(&mut self, psn: u32) {
-        set_u24(self.bm(), field::PSN, psn);
     }
 }
 

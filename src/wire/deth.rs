@@ -1,6 +1,6 @@
 //! Datagram Extended Transport Header (8 bytes): Q_Key and source QP of a UD packet.
 
-use super::field::{get_u24, get_u32, set_u24, set_u32};
+use super::field::set_u24;
 
 /// Byte layout of the DETH.
 mod field {
@@ -21,25 +21,21 @@ header_view!(
     "DETH"
 );
 
-impl<T: AsRef<[u8]>> DethPacket<T> {
-    /// Q_Key.
-    #[inline]
-    pub fn qkey(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::QKEY)
+header_fields!(
+    DethPacket
+    get {
+        /// Q_Key.
+        pub qkey: u32 = field::QKEY;
+        /// Source QP (24 bits).
+        pub src_qp: u24 = field::SRC_QP;
     }
-    /// Source QP (24 bits).
-    #[inline]
-    pub fn src_qp(&self) -> u32 {
-        get_u24(self.buffer.as_ref(), field::SRC_QP)
+    set {
+        /// Sets the Q_Key.
+        pub(crate) set_qkey: u32 = field::QKEY;
     }
-}
+);
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> DethPacket<T> {
-    /// Sets the Q_Key.
-    #[inline]
-    pub(crate) fn set_qkey(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), field::QKEY, v);
-    }
     /// Sets the source QP (low 24 bits) and clears the reserved byte before it.
     #[inline]
     pub(crate) fn set_src_qp(&mut self, v: u32) {

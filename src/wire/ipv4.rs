@@ -2,7 +2,7 @@
 
 use core::net::Ipv4Addr;
 
-use super::field::{get_array, get_u16, len16, need, set_u16};
+use super::field::{get_array, len16, need, set_u16};
 use super::{Error, Result};
 
 /// IP protocol number of UDP.
@@ -49,6 +49,26 @@ header_view!(
     "IPv4 header"
 );
 
+header_fields!(
+    Ipv4Packet
+    get {
+        /// TOS byte (DSCP + ECN); masked in the ICRC.
+        pub tos: u8 = field::DSCP_ECN;
+        /// Total Length.
+        pub(crate) total_len: u16 = field::LENGTH;
+        /// Identification; covered by the ICRC.
+        pub ident: u16 = field::IDENT;
+        /// Flags and fragment offset, raw.
+        pub(crate) flags_frag: u16 = field::FLG_OFF;
+        /// TTL; masked in the ICRC.
+        pub ttl: u8 = field::TTL;
+        /// Protocol (17 for RoCE v2).
+        pub protocol: u8 = field::PROTOCOL;
+        /// Header checksum; masked in the ICRC.
+        pub checksum: u16 = field::CHECKSUM;
+    }
+);
+
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     #[inline]
     fn b(&self) -> &[u8] {
@@ -79,45 +99,10 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn header_len(&self) -> usize {
         usize::from(self.b()[field::VER_IHL] & field::IHL_MASK) * 4
     }
-    /// TOS byte (DSCP + ECN); masked in the ICRC.
-    #[inline]
-    pub fn tos(&self) -> u8 {
-        self.b()[field::DSCP_ECN]
-    }
-    /// Total Length.
-    #[inline]
-    pub(crate) fn total_len(&self) -> u16 {
-        get_u16(self.b(), field::LENGTH)
-    }
-    /// Identification; covered by the ICRC.
-    #[inline]
-    pub fn ident(&self) -> u16 {
-        get_u16(self.b(), field::IDENT)
-    }
-    /// Flags and fragment offset, raw.
-    #[inline]
-    pub(crate) fn flags_frag(&self) -> u16 {
-        get_u16(self.b(), field::FLG_OFF)
-    }
     /// DF, don't fragment.
     #[inline]
     pub fn dont_frag(&self) -> bool {
         self.flags_frag() & field::FLG_DF != 0
-    }
-    /// TTL; masked in the ICRC.
-    #[inline]
-    pub fn ttl(&self) -> u8 {
-        self.b()[field::TTL]
-    }
-    /// Protocol (17 for RoCE v2).
-    #[inline]
-    pub fn protocol(&self) -> u8 {
-        self.b()[field::PROTOCOL]
-    }
-    /// Header checksum; masked in the ICRC.
-    #[inline]
-    pub fn checksum(&self) -> u16 {
-        get_u16(self.b(), field::CHECKSUM)
     }
     /// Source address.
     #[inline]

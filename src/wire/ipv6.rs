@@ -3,7 +3,7 @@
 
 use core::net::Ipv6Addr;
 
-use super::field::{get_array, get_u16, get_ver_tc_flow, len16, need, set_u16, set_ver_tc_flow};
+use super::field::{get_array, get_ver_tc_flow, len16, need, set_u16, set_ver_tc_flow};
 use super::ipv4::PROTO_UDP;
 use super::{Error, Result};
 
@@ -30,6 +30,18 @@ header_view!(
     Ipv6Packet,
     field::DST_ADDR.end,
     "IPv6 header"
+);
+
+header_fields!(
+    Ipv6Packet
+    get {
+        /// Payload Length.
+        pub payload_len: u16 = field::LENGTH;
+        /// Next Header (17 for RoCE v2).
+        pub(crate) next_header: u8 = field::NXT_HDR;
+        /// Hop limit; masked in the ICRC.
+        pub hop_limit: u8 = field::HOP_LIMIT;
+    }
 );
 
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
@@ -65,21 +77,6 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     #[inline]
     pub fn flow_label(&self) -> u32 {
         get_ver_tc_flow(self.b(), field::VER_TC_FLOW).2
-    }
-    /// Payload Length.
-    #[inline]
-    pub fn payload_len(&self) -> u16 {
-        get_u16(self.b(), field::LENGTH)
-    }
-    /// Next Header (17 for RoCE v2).
-    #[inline]
-    pub(crate) fn next_header(&self) -> u8 {
-        self.b()[field::NXT_HDR]
-    }
-    /// Hop limit; masked in the ICRC.
-    #[inline]
-    pub fn hop_limit(&self) -> u8 {
-        self.b()[field::HOP_LIMIT]
     }
     /// Source address.
     #[inline]

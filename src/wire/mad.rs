@@ -1,7 +1,7 @@
 //! Management Datagram (MAD): the 256-byte message QP1 (the GSI) carries, a 24-byte common header and
 //! 232 bytes of class data. The Communication Manager (class 0x07) sets connections up with them.
 
-use super::field::{get_u16, get_u32, get_u64, set_u16, set_u32, set_u64};
+use super::field::{set_u16, set_u32, set_u64};
 
 /// Length of every MAD on QP1.
 pub const MAD_LEN: usize = 256;
@@ -51,47 +51,29 @@ header_view!(
     "MAD"
 );
 
+header_fields!(
+    MadPacket
+    get {
+        /// BaseVersion (1).
+        pub(crate) base_version: u8 = field::BASE_VERSION;
+        /// MgmtClass.
+        pub(crate) mgmt_class: u8 = field::MGMT_CLASS;
+        /// ClassVersion.
+        pub(crate) class_version: u8 = field::CLASS_VERSION;
+        /// Method (with the response bit).
+        pub method: u8 = field::METHOD;
+        /// Status.
+        pub status: u16 = field::STATUS;
+        /// TransactionID.
+        pub(crate) tid: u64 = field::TID;
+        /// AttributeID: which message of the class.
+        pub attr_id: u16 = field::ATTR_ID;
+        /// AttributeModifier.
+        pub attr_mod: u32 = field::ATTR_MOD;
+    }
+);
+
 impl<T: AsRef<[u8]>> MadPacket<T> {
-    /// BaseVersion (1).
-    #[inline]
-    pub(crate) fn base_version(&self) -> u8 {
-        self.buffer.as_ref()[field::BASE_VERSION]
-    }
-    /// MgmtClass.
-    #[inline]
-    pub(crate) fn mgmt_class(&self) -> u8 {
-        self.buffer.as_ref()[field::MGMT_CLASS]
-    }
-    /// ClassVersion.
-    #[inline]
-    pub(crate) fn class_version(&self) -> u8 {
-        self.buffer.as_ref()[field::CLASS_VERSION]
-    }
-    /// Method (with the response bit).
-    #[inline]
-    pub fn method(&self) -> u8 {
-        self.buffer.as_ref()[field::METHOD]
-    }
-    /// Status.
-    #[inline]
-    pub fn status(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), field::STATUS)
-    }
-    /// TransactionID.
-    #[inline]
-    pub(crate) fn tid(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), field::TID)
-    }
-    /// AttributeID: which message of the class.
-    #[inline]
-    pub fn attr_id(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), field::ATTR_ID)
-    }
-    /// AttributeModifier.
-    #[inline]
-    pub fn attr_mod(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::ATTR_MOD)
-    }
     /// The 232 bytes of class data.
     #[inline]
     pub fn data(&self) -> &[u8] {
