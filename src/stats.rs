@@ -28,7 +28,7 @@ pub fn new_latency_histogram() -> Histogram<u64> {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Percentile {
     /// The percentile in percent, e.g. 99.9.
-    pub pct: f64,
+    pub(crate) pct: f64,
     /// The latency at that percentile, in microseconds.
     pub us: f64,
 }
@@ -60,7 +60,7 @@ pub struct LatencyStats {
     /// Arithmetic mean (perftest's t_avg), µs.
     pub mean_us: f64,
     /// Population standard deviation, µs.
-    pub stdev_us: f64,
+    pub(crate) stdev_us: f64,
     /// The requested percentiles, in the order asked for.
     #[serde(with = "percentile_map")]
     pub percentiles: Vec<Percentile>,
@@ -138,7 +138,7 @@ pub(crate) fn value_at_percentile(h: &Histogram<u64>, pct: f64) -> u64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BandwidthStats {
     /// Payload bytes per message.
-    pub msg_size: u64,
+    pub(crate) msg_size: u64,
     /// Messages completed in the measured interval.
     pub messages: u64,
     /// First post to last completion, ns.
@@ -148,9 +148,9 @@ pub struct BandwidthStats {
     /// Average bandwidth, 2^20 byte/s.
     pub avg_mibps: f64,
     /// perftest's peak bandwidth, 10^9 bit/s; None when not measured.
-    pub peak_gbps: Option<f64>,
+    pub(crate) peak_gbps: Option<f64>,
     /// perftest's peak bandwidth, 2^20 byte/s; None when not measured.
-    pub peak_mibps: Option<f64>,
+    pub(crate) peak_mibps: Option<f64>,
     /// Average message rate, 10^6 messages/s.
     pub msg_rate_mpps: f64,
     /// A paced run (`--rate_limit`): its target and what this measurement achieved.
@@ -247,7 +247,7 @@ impl BandwidthStats {
 impl BandwidthStats {
     /// Both directions of a bidirectional run as perftest prints them: the sum of the two sides' rates
     /// (average, peak when both have one, message rate), their messages added, the longer elapsed time.
-    pub fn combined(&self, other: &BandwidthStats) -> BandwidthStats {
+    pub(crate) fn combined(&self, other: &BandwidthStats) -> BandwidthStats {
         let both = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a + b);
         BandwidthStats {
             msg_size: self.msg_size,
@@ -345,7 +345,7 @@ mod percentile_map {
     use serde::{Deserializer, Serializer};
     use std::fmt;
 
-    pub fn serialize<S: Serializer>(v: &[Percentile], s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(v: &[Percentile], s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(v.len()))?;
         for p in v {
             map.serialize_entry(&percentile_label(p.pct), &p.us)?;

@@ -40,7 +40,7 @@ const SLOWEST_BYTES_PER_SEC: f64 = 20e6;
 
 impl TestSpec {
     /// The sizes this spec runs, in order.
-    pub fn size_list(&self) -> Vec<u64> {
+    pub(crate) fn size_list(&self) -> Vec<u64> {
         match self.sizes {
             Sizes::Default => vec![self.test.default_size()],
             Sizes::One(s) => vec![s],
@@ -181,12 +181,12 @@ impl LegSpec {
 }
 
 /// The file name of a test's binary: `roce_write_lat`.
-pub fn binary_name(test: TestKind) -> String {
+pub(crate) fn binary_name(test: TestKind) -> String {
     format!("roce_{}", test.name())
 }
 
 /// The arguments of one side of a run (after the binary's name). `host` is None on the server.
-pub fn side_args(
+pub(crate) fn side_args(
     spec: &TestSpec,
     leg: &LegSpec,
     port: u16,

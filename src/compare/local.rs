@@ -25,15 +25,15 @@ const V1_CAPS: [(u32, &str, &str); 3] = [
 ];
 
 /// Server side address of the veth pair (namespace a); the client is .2 in namespace b.
-pub const VETH_SERVER_IP: &str = "10.77.0.1";
+pub(crate) const VETH_SERVER_IP: &str = "10.77.0.1";
 const VETH_CLIENT_IP: &str = "10.77.0.2";
 /// Link MTU of the veth pair.
 const VETH_MTU: &str = "9000";
 /// The veth end's name in both namespaces.
-pub const VETH_DEV: &str = "veth0";
+pub(crate) const VETH_DEV: &str = "veth0";
 
 /// The effective capability mask of this process (`CapEff` in /proc/self/status).
-pub fn effective_caps() -> Option<u64> {
+pub(crate) fn effective_caps() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     parse_cap_eff(&status)
 }
@@ -45,7 +45,7 @@ fn parse_cap_eff(status: &str) -> Option<u64> {
 
 /// The capabilities (of `caps`) RoCE v1 across namespaces needs but lacks, with what each is for;
 /// None when nothing is missing.
-pub fn missing_v1_privileges(caps: u64) -> Option<String> {
+pub(crate) fn missing_v1_privileges(caps: u64) -> Option<String> {
     let missing: Vec<String> = V1_CAPS
         .iter()
         .filter(|(bit, _, _)| caps & (1 << bit) == 0)
@@ -154,7 +154,7 @@ impl Drop for NetnsPair {
 }
 
 /// What `--local` records as the link of runs on loopback.
-pub const LOOPBACK_LINK: &str = "lo";
+pub(crate) const LOOPBACK_LINK: &str = "lo";
 
 /// The `--local` plan. With `netns` (two namespaces joined by a veth pair): RoCE v2 (soft), RoCE v1
 /// (soft) and TCP all across that veth pair, so that every row measures the same link. Without it
@@ -222,7 +222,7 @@ pub fn plan(tests: Vec<TestSpec>, netns: std::result::Result<&NetnsPair, &Error>
 
 /// Sets up the veth pair every transport crosses (RoCE v1 needs one), or says why it cannot be
 /// (missing capability, missing `ip`).
-pub fn netns_pair() -> Result<NetnsPair> {
+pub(crate) fn netns_pair() -> Result<NetnsPair> {
     let caps = effective_caps().unwrap_or(0);
     if let Some(missing) = missing_v1_privileges(caps) {
         return Err(Error::Privileges { missing });

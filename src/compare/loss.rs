@@ -30,7 +30,7 @@ const SWEEP_MTU: &str = "4200";
 
 /// How the sweep makes its loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LossVia {
+pub(crate) enum LossVia {
     /// iptables `statistic` on arrival for TCP and RoCE v2; roceperf's impairer for RoCE v1.
     Kernel,
     /// roceperf's impairer for every RoCE run (TCP still through iptables).
@@ -45,11 +45,11 @@ pub struct Sweep {
     /// Loss rates, 0.0..1.0, in the order given.
     pub rates: Vec<f64>,
     /// How the loss is made.
-    pub via: LossVia,
+    pub(crate) via: LossVia,
     /// Gilbert–Elliott bursts of this mean length (impairer only; TCP is then not run).
     pub burst: Option<f64>,
     /// Where the binaries are.
-    pub bin_dir: PathBuf,
+    pub(crate) bin_dir: PathBuf,
     /// Where the runs' logs and files go.
     pub work: PathBuf,
     /// Per-run timeout.
@@ -57,7 +57,7 @@ pub struct Sweep {
 }
 
 /// `1%`, `0.01%`, `0.05` or `0` as a probability.
-pub fn parse_rate(s: &str) -> std::result::Result<f64, String> {
+pub(crate) fn parse_rate(s: &str) -> std::result::Result<f64, String> {
     let t = s.trim();
     let p = match t.strip_suffix('%') {
         Some(pct) => pct.trim().parse::<f64>().map(|v| v / 100.0),
@@ -72,7 +72,7 @@ pub fn parse_rate(s: &str) -> std::result::Result<f64, String> {
 }
 
 /// `1%`, `0.01%`: a rate as the table and labels show it.
-pub fn rate_text(p: f64) -> String {
+pub(crate) fn rate_text(p: f64) -> String {
     let s = format!("{:.4}", p * 100.0);
     format!("{}%", s.trim_end_matches('0').trim_end_matches('.'))
 }

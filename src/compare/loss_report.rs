@@ -169,7 +169,7 @@ pub fn table(set: &CompareSet) -> String {
 }
 
 /// The columns of `loss.csv`.
-pub const LOSS_COLUMNS: &[&str] = &[
+pub(crate) const LOSS_COLUMNS: &[&str] = &[
     "test",
     "size_bytes",
     "series",
@@ -192,7 +192,7 @@ pub const LOSS_COLUMNS: &[&str] = &[
 ];
 
 /// `loss.csv`: one row per run and size.
-pub fn loss_csv(set: &CompareSet) -> Result<String, ::csv::Error> {
+pub(crate) fn loss_csv(set: &CompareSet) -> Result<String, ::csv::Error> {
     let mut w = ::csv::WriterBuilder::new()
         .terminator(::csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
@@ -231,7 +231,7 @@ pub fn loss_csv(set: &CompareSet) -> Result<String, ::csv::Error> {
 
 /// Writes `loss.csv`, `loss.svg` (goodput vs loss, per bandwidth test and size) and `p99.svg`
 /// (latency tests) into `dir`; returns the paths written.
-pub fn write_files(dir: &Path, set: &CompareSet) -> Result<Vec<PathBuf>, WriteError> {
+pub(crate) fn write_files(dir: &Path, set: &CompareSet) -> Result<Vec<PathBuf>, WriteError> {
     crate::results::create_results_dir(dir)?;
     let mut written = Vec::new();
     let csv_path = dir.join("loss.csv");

@@ -23,7 +23,7 @@ extern "C" fn on_interrupt(_: libc::c_int) {
 /// Makes SIGINT (Ctrl-C) and SIGTERM stop the comparison instead of the process: the running server
 /// and client are killed, the runs left are noted, and the caller still reports what ran and removes
 /// what it set up (network namespaces).
-pub fn catch_interrupts() {
+pub(crate) fn catch_interrupts() {
     let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
@@ -159,7 +159,7 @@ impl Proc {
 impl Proc {
     /// Message sizes this run has finished so far: the result rows of its perftest-style table
     /// (rows start with the size and the iteration count).
-    pub fn sizes_done(&self) -> usize {
+    pub(crate) fn sizes_done(&self) -> usize {
         let text = std::fs::read_to_string(&self.stdout).unwrap_or_default();
         count_result_rows(&text)
     }
@@ -205,7 +205,7 @@ impl Drop for Proc {
 }
 
 /// `exited with status 2`, or `was killed by signal 9`.
-pub fn exit_text(s: ExitStatus) -> String {
+pub(crate) fn exit_text(s: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (s.code(), s.signal()) {
         (Some(c), _) => format!("exited with status {c}"),
@@ -226,7 +226,7 @@ pub fn free_port() -> Result<u16> {
 }
 
 /// The directory of the running binary, where the six test binaries sit too.
-pub fn exe_dir() -> Result<PathBuf> {
+pub(crate) fn exe_dir() -> Result<PathBuf> {
     let exe = std::env::current_exe().map_err(|source| Error::Io {
         action: "cannot find where roce_compare runs from",
         source,

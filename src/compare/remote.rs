@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Default TCP port of the control connection.
-pub const DEFAULT_CONTROL_PORT: u16 = 18514;
+pub(crate) const DEFAULT_CONTROL_PORT: u16 = 18514;
 
 /// What the client side asks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,7 +47,7 @@ pub enum Request {
 
 /// The server side's answer to every request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// Whether the request worked.
     pub ok: bool,
     /// The out-of-band port of a started server.
@@ -80,7 +80,7 @@ impl Reply {
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     /// Where the `roce_<test>` binaries are.
-    pub bin_dir: PathBuf,
+    pub(crate) bin_dir: PathBuf,
     /// `-d` on this host; overrides the client's device name for RoCE runs.
     pub device: Option<String>,
     /// Core of the servers' datapath; None: the binaries' default.
@@ -164,7 +164,7 @@ fn session(stream: TcpStream, cfg: &ServeConfig) -> std::io::Result<()> {
 }
 
 /// The server side of a run on another host, reached over the control connection.
-pub struct RemoteServer {
+pub(crate) struct RemoteServer {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
     peer: String,

@@ -25,13 +25,13 @@ const TICK: Duration = Duration::from_millis(250);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leg {
     /// Transport, RoCE version and device, the same on both sides.
-    pub spec: LegSpec,
+    pub(crate) spec: LegSpec,
     /// How the leg is named in notes before its run says which transport it got.
     pub label: String,
     /// Network namespace the server runs in (RoCE v1 across a veth pair).
-    pub server_netns: Option<String>,
+    pub(crate) server_netns: Option<String>,
     /// Network namespace the client runs in.
-    pub client_netns: Option<String>,
+    pub(crate) client_netns: Option<String>,
     /// The address the client connects to.
     pub host: String,
     /// The link the traffic crosses, recorded in the run (`lo`, `veth (netns ..., MTU 9000)`); None
@@ -67,7 +67,7 @@ pub struct Plan {
 }
 
 /// Where the server side of a run lives.
-pub trait ServerSide {
+pub(crate) trait ServerSide {
     /// Starts the `roce_<test>` server of `leg`; returns the out-of-band port the client must use.
     fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16>;
     /// Waits until `deadline` for the server to exit (kills it at once when `kill`); Err says how it
@@ -76,9 +76,9 @@ pub trait ServerSide {
 }
 
 /// The server of a run as a child process on this machine (or in one of its network namespaces).
-pub struct LocalServer {
+pub(crate) struct LocalServer {
     /// Where the `roce_<test>` binaries are.
-    pub bin_dir: PathBuf,
+    pub(crate) bin_dir: PathBuf,
     /// Where logs and result files go.
     pub work: PathBuf,
     /// Core of the server's datapath.
@@ -133,9 +133,9 @@ impl ServerSide for LocalServer {
 
 /// How the client side runs.
 #[derive(Debug, Clone)]
-pub struct ClientSide {
+pub(crate) struct ClientSide {
     /// Where the `roce_<test>` binaries are.
-    pub bin_dir: PathBuf,
+    pub(crate) bin_dir: PathBuf,
     /// Where logs and result files go.
     pub work: PathBuf,
     /// Core of the client's datapath.
@@ -147,7 +147,7 @@ pub struct ClientSide {
 /// Runs every test over every leg of `plan` in turn, `plan.repeat` times (each repetition runs every
 /// leg once, so that a slow spell of the machine falls on every transport alike); progress goes to
 /// `progress` (one step per run).
-pub fn run_plan(
+pub(crate) fn run_plan(
     plan: &Plan,
     server: &mut dyn ServerSide,
     client: &ClientSide,

@@ -14,13 +14,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Default TCP port of the coordinator (rank 0).
-pub const DEFAULT_COORDINATOR_PORT: u16 = 18510;
+pub(crate) const DEFAULT_COORDINATOR_PORT: u16 = 18510;
 /// Default first out-of-band port of the pair tests: a pair's port is this plus its server's rank.
-pub const DEFAULT_BASE_PORT: u16 = 18515;
+pub(crate) const DEFAULT_BASE_PORT: u16 = 18515;
 /// First address of the ranks' soft endpoints on lo: rank r binds 127.0.0.(10 + r).
-pub const DEFAULT_LOOPBACK_BASE: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 10);
+pub(crate) const DEFAULT_LOOPBACK_BASE: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 10);
 /// Default time rank 0 waits for every rank to join.
-pub const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One transport leg of a fabric run: the user's flags as given, or one leg of `--compare`.
 #[derive(
@@ -63,7 +63,7 @@ pub struct FabricOptions {
     /// `--rank N` (overrides the launcher's).
     pub rank: Option<usize>,
     /// `--world-size N` (needed with `JOB_COMPLETION_INDEX` or `PMIX_RANK` alone).
-    pub world_size: Option<usize>,
+    pub(crate) world_size: Option<usize>,
     /// Which pairs to test.
     pub pattern: Pattern,
     /// `--serial`: one pair at a time instead of a whole round at once.
@@ -77,17 +77,17 @@ pub struct FabricOptions {
     /// Retest flagged pairs alone (`--no-retest` turns it off).
     pub retest: bool,
     /// How long rank 0 waits for every rank, and a rank for rank 0.
-    pub join_timeout: Duration,
+    pub(crate) join_timeout: Duration,
     /// Longest one pair test may take before it is killed; None: from the test flags.
-    pub pair_timeout: Option<Duration>,
+    pub(crate) pair_timeout: Option<Duration>,
     /// `--advertise ADDR`: the address peers reach this rank at.
-    pub advertise: Option<String>,
+    pub(crate) advertise: Option<String>,
     /// `--bin-dir DIR`: where the roce_* binaries are (default: next to roce_fabric).
-    pub bin_dir: Option<PathBuf>,
+    pub(crate) bin_dir: Option<PathBuf>,
     /// `--loopback-base ADDR`: for soft on lo, rank r binds ADDR + r (default 127.0.0.10).
-    pub loopback_base: std::net::Ipv4Addr,
+    pub(crate) loopback_base: std::net::Ipv4Addr,
     /// First out-of-band port of the pair tests (`-p`).
-    pub base_port: u16,
+    pub(crate) base_port: u16,
     /// `-h`/`--help`.
     pub help: bool,
     /// `-V`/`--version`.
@@ -119,7 +119,7 @@ fn parse_secs(flag: &str, v: &str) -> Result<Duration, UsageError> {
 }
 
 /// Parses a test name: `write_bw`, `roce_write_bw`; `all` is the six.
-pub fn parse_tests(word: &str) -> Option<Vec<TestKind>> {
+pub(crate) fn parse_tests(word: &str) -> Option<Vec<TestKind>> {
     if word == "all" {
         return Some(TestKind::ALL.to_vec());
     }
@@ -292,7 +292,7 @@ impl FabricOptions {
     }
 
     /// The test flags of one leg, as this rank passes them to a binary.
-    pub fn leg_args(&self, leg: Leg) -> Vec<String> {
+    pub(crate) fn leg_args(&self, leg: Leg) -> Vec<String> {
         match leg {
             Leg::AsGiven => self.pass.clone(),
             Leg::RoceV1 | Leg::RoceV2 => {
@@ -316,7 +316,7 @@ impl FabricOptions {
 
     /// Whether this rank runs the soft transport on the loopback interface, where every rank needs an
     /// address of its own (UDP port 4791 is taken once per address).
-    pub fn soft_on_loopback(&self) -> bool {
+    pub(crate) fn soft_on_loopback(&self) -> bool {
         let transport = flag_value(&self.pass, "--transport");
         self.device().as_deref() == Some("lo")
             && matches!(transport.as_deref(), None | Some("auto") | Some("soft"))
@@ -324,7 +324,7 @@ impl FabricOptions {
     }
 
     /// The parameters every rank must share, by name, for the check at the rendezvous.
-    pub fn shared_params(&self) -> BTreeMap<String, String> {
+    pub(crate) fn shared_params(&self) -> BTreeMap<String, String> {
         let mut m = BTreeMap::new();
         m.insert(
             "tests".into(),
@@ -355,7 +355,7 @@ impl FabricOptions {
     }
 
     /// How long one side of one pair test may run: `--pair-timeout`, or generous for the test flags.
-    pub fn pair_timeout_for(&self, test: TestKind) -> Duration {
+    pub(crate) fn pair_timeout_for(&self, test: TestKind) -> Duration {
         if let Some(t) = self.pair_timeout {
             return t;
         }

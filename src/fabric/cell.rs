@@ -5,7 +5,7 @@ use crate::params::{Metric, TestKind};
 use serde_json::Value;
 
 /// Four significant digits (at most 6 decimals): `12.34`, `0.1812`, `0.0003456`.
-pub fn fmt_value(v: f64) -> String {
+pub(crate) fn fmt_value(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
         return format!("{v}");
     }
@@ -96,7 +96,7 @@ impl MatrixMetric {
     }
 
     /// Whether a larger value is better (bandwidth) or worse (latency).
-    pub fn higher_is_better(self) -> bool {
+    pub(crate) fn higher_is_better(self) -> bool {
         matches!(self, MatrixMetric::BwAvg | MatrixMetric::MsgRate)
     }
 }
@@ -108,9 +108,9 @@ pub struct Figures {
     /// Message size the figures are for.
     pub size_bytes: u64,
     /// Average bandwidth, Gb/s.
-    pub bw_gbps: f32,
+    pub(crate) bw_gbps: f32,
     /// Peak bandwidth, Gb/s.
-    pub bw_peak_gbps: f32,
+    pub(crate) bw_peak_gbps: f32,
     /// Message rate, Mpps.
     pub msg_rate_mpps: f32,
     /// Median latency, µs.
@@ -118,7 +118,7 @@ pub struct Figures {
     /// p99 latency, µs.
     pub lat_p99_us: f32,
     /// Maximum latency, µs.
-    pub lat_max_us: f32,
+    pub(crate) lat_max_us: f32,
 }
 
 impl Default for Figures {
@@ -149,7 +149,7 @@ fn num(v: &Value, path: &[&str]) -> f32 {
 impl Figures {
     /// The figures of a binary's result JSON (`results/README.md`): for a bandwidth test at its largest
     /// message size, for a latency test at its smallest (with `-a`, the sizes a fabric is judged by).
-    pub fn from_result(result: &Value, test: TestKind) -> Option<Figures> {
+    pub(crate) fn from_result(result: &Value, test: TestKind) -> Option<Figures> {
         let rows = result.get("results")?.as_array()?;
         let row = match test.metric {
             Metric::Bandwidth => rows.iter().max_by_key(|r| r["size_bytes"].as_u64()),

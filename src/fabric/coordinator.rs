@@ -19,7 +19,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// Makes SIGTERM and SIGINT end the run with the matrix so far instead of killing rank 0 outright.
-pub fn catch_termination() {
+pub(crate) fn catch_termination() {
     for sig in [libc::SIGTERM, libc::SIGINT] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe {
@@ -55,7 +55,7 @@ pub struct Finished {
 }
 
 /// What the coordinator reports as the run goes.
-pub trait Observer {
+pub(crate) trait Observer {
     /// A rank never joined or was lost (`driver` is the run so far, once it started).
     fn lost(&mut self, text: &str, driver: Option<&Driver>);
     /// A pair test ended or was skipped.
@@ -72,7 +72,7 @@ impl Observer for () {
 }
 
 /// Rank 0's side of the rendezvous and the run.
-pub struct Coordinator {
+pub(crate) struct Coordinator {
     listener: TcpListener,
     n: usize,
     hello: Hello,
@@ -173,7 +173,7 @@ impl Coordinator {
     }
 
     /// Where the launcher placed each rank, to name one that never joins.
-    pub fn with_expected_hosts(mut self, hosts: Vec<Option<String>>) -> Coordinator {
+    pub(crate) fn with_expected_hosts(mut self, hosts: Vec<Option<String>>) -> Coordinator {
         self.expected_hosts = hosts;
         self
     }

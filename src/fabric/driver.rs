@@ -3,7 +3,9 @@
 //! It never touches a socket or a clock: the coordinator feeds it messages and the time, and sends what
 //! it asks, so a 1,024-rank run can be simulated in a test.
 
-pub use super::plan::{Impair, Member, MemberState, Output, PairRecord, Phase, Plan, parse_impair};
+pub use super::plan::Impair;
+pub(crate) use super::plan::{Member, MemberState, PairRecord, Phase, parse_impair};
+pub use super::plan::{Output, Plan};
 
 use super::args::Leg;
 use super::cell::{Cell, Figures, Grid, MatrixMetric, Status};
@@ -86,17 +88,17 @@ impl Driver {
     }
 
     /// The next thing to do, if any.
-    pub fn poll_output(&mut self) -> Option<Output> {
+    pub(crate) fn poll_output(&mut self) -> Option<Output> {
         self.out.pop_front()
     }
 
     /// Whether every pair ran (or was skipped).
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.phase >= self.phases.len() && self.running.is_empty()
     }
 
     /// When [`Driver::on_tick`] must be called next, at the latest.
-    pub fn next_deadline(&self) -> Option<Duration> {
+    pub(crate) fn next_deadline(&self) -> Option<Duration> {
         self.running.values().map(|r| r.deadline).min()
     }
 
@@ -129,17 +131,17 @@ impl Driver {
     }
 
     /// The members as they stand.
-    pub fn members(&self) -> &[Member] {
+    pub(crate) fn members(&self) -> &[Member] {
         &self.members
     }
 
     /// The phases' results so far.
-    pub fn phases(&self) -> &[Phase] {
+    pub(crate) fn phases(&self) -> &[Phase] {
         &self.phases
     }
 
     /// A rank reported the end of a job.
-    pub fn on_done(&mut self, now: Duration, rank: usize, job: u64, outcome: SideOutcome) {
+    pub(crate) fn on_done(&mut self, now: Duration, rank: usize, job: u64, outcome: SideOutcome) {
         // Client jobs are odd, their server's the next even id.
         let key = if job % 2 == 1 { job } else { job - 1 };
         let Some(r) = self.running.get_mut(&key) else {
@@ -160,7 +162,7 @@ impl Driver {
     }
 
     /// A rank's connection closed or it stopped answering.
-    pub fn on_lost(&mut self, now: Duration, rank: usize, reason: &str) {
+    pub(crate) fn on_lost(&mut self, now: Duration, rank: usize, reason: &str) {
         if self.members[rank].state != MemberState::Present {
             return;
         }
@@ -211,7 +213,7 @@ impl Driver {
     }
 
     /// Time passed: a job past its deadline means its rank stopped answering.
-    pub fn on_tick(&mut self, now: Duration) {
+    pub(crate) fn on_tick(&mut self, now: Duration) {
         let late: Vec<usize> = self
             .running
             .values()

@@ -13,9 +13,9 @@ use std::io::{self, BufRead, BufWriter, Write};
 use std::path::Path;
 
 /// `schema` of fabric.json.
-pub const SCHEMA: &str = "roceperf.fabric";
+pub(crate) const SCHEMA: &str = "roceperf.fabric";
 /// `schema_version` of fabric.json: changes only when a key is renamed, removed or changes meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// The run's description for fabric.json.
 #[derive(Debug, Clone)]
@@ -23,7 +23,7 @@ pub struct RunInfo {
     /// RFC 3339 UTC.
     pub started_at: String,
     /// RFC 3339 UTC.
-    pub finished_at: String,
+    pub(crate) finished_at: String,
     /// `slurm`, `openmpi`, ...
     pub launcher: String,
     /// Pattern description.
@@ -209,7 +209,7 @@ pub fn write_json(path: &Path, header: &Value, spool: &Path) -> io::Result<()> {
 }
 
 /// CSV columns, units in the names as in the single-pair CSV.
-pub const CSV_HEADER: &[&str] = &[
+pub(crate) const CSV_HEADER: &[&str] = &[
     "leg",
     "transport",
     "test",
@@ -232,7 +232,7 @@ pub const CSV_HEADER: &[&str] = &[
 ];
 
 /// Writes fabric.csv: one row per pair test, retests as rows of attempt 2.
-pub fn write_csv(
+pub(crate) fn write_csv(
     path: &Path,
     members: &[Member],
     phases: &[Phase],

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 /// The binaries' flags that take no value (everything else starting with `-` takes one).
-pub const NO_VALUE: &[&str] = &[
+pub(crate) const NO_VALUE: &[&str] = &[
     "-a",
     "--all",
     "-F",
@@ -27,7 +27,7 @@ pub const NO_VALUE: &[&str] = &[
 ];
 
 /// Short flags of the binaries and their long names, so that `-s 1M` and `--size 1M` compare equal.
-pub const SHORT: &[(&str, &str)] = &[
+pub(crate) const SHORT: &[(&str, &str)] = &[
     ("-d", "--ib-dev"),
     ("-i", "--ib-port"),
     ("-x", "--gid-index"),
@@ -49,7 +49,7 @@ pub const SHORT: &[(&str, &str)] = &[
 
 /// Flags that may differ from rank to rank (each host has its own device, GID index, cores): not part
 /// of the parameter check, and kept from the rank's own command line when it runs a test.
-pub const PER_RANK: &[&str] = &[
+pub(crate) const PER_RANK: &[&str] = &[
     "--ib-dev",
     "--ib-port",
     "--gid-index",
@@ -59,7 +59,7 @@ pub const PER_RANK: &[&str] = &[
 ];
 
 /// Flags that do not apply to the TCP leg of `--compare` (the binaries refuse them with tcp).
-pub const NOT_TCP: &[&str] = &[
+pub(crate) const NOT_TCP: &[&str] = &[
     "--ib-dev",
     "--ib-port",
     "--gid-index",
@@ -77,7 +77,7 @@ pub const NOT_TCP: &[&str] = &[
 ];
 
 /// Test flags roce_fabric refuses, and why.
-pub const REFUSED: &[(&str, &str)] = &[
+pub(crate) const REFUSED: &[(&str, &str)] = &[
     (
         "--json",
         "roce_fabric writes fabric.json under --results DIR",
@@ -134,7 +134,7 @@ pub const REFUSED: &[(&str, &str)] = &[
 ];
 
 /// The long name of a flag token (`-s` → `--size`, `--size=1M` → `--size`).
-pub fn canonical(flag: &str) -> String {
+pub(crate) fn canonical(flag: &str) -> String {
     let name = flag.split('=').next().unwrap_or(flag);
     if let Some(rest) = name.strip_prefix('-').filter(|r| !r.starts_with('-')) {
         // `-s1M` is `-s` with a value; `-vv` is verbose.
@@ -153,7 +153,7 @@ pub fn canonical(flag: &str) -> String {
 /// Whether the token at `i` is a flag followed by its value (`-s 1M`), rather than one carrying it
 /// (`-s1M`, `--size=1M`), one with none (`--validate`), or an unknown flag followed by another flag
 /// (left for the binary to refuse by name).
-pub fn value_follows(args: &[String], i: usize) -> bool {
+pub(crate) fn value_follows(args: &[String], i: usize) -> bool {
     takes_value(&args[i]) && args.get(i + 1).is_some_and(|next| !next.starts_with('-'))
 }
 
@@ -169,7 +169,7 @@ fn takes_value(flag: &str) -> bool {
 }
 
 /// The value of a pass-through flag (`-d lo`, `--ib-dev=lo`), by its long name; the last one wins.
-pub fn flag_value(pass: &[String], long: &str) -> Option<String> {
+pub(crate) fn flag_value(pass: &[String], long: &str) -> Option<String> {
     let mut found = None;
     let mut i = 0;
     while i < pass.len() {
@@ -192,7 +192,7 @@ pub fn flag_value(pass: &[String], long: &str) -> Option<String> {
 }
 
 /// The pass-through flags grouped as (long name → values), for the parameter check.
-pub fn grouped(pass: &[String]) -> BTreeMap<String, Vec<String>> {
+pub(crate) fn grouped(pass: &[String]) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut i = 0;
     while i < pass.len() {

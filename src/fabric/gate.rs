@@ -16,22 +16,22 @@ use std::process::ExitCode;
 pub struct FabricGate {
     /// Lowest acceptable bandwidth of any pair, e.g. 90Gb/s.
     #[arg(long, value_name = "RATE", value_parser = threshold::parse_bandwidth)]
-    pub min_bw: Option<Bandwidth>,
+    pub(crate) min_bw: Option<Bandwidth>,
     /// Highest acceptable median latency of any pair, e.g. 3us.
     #[arg(long = "max-p50", visible_alias = "max-median", value_name = "TIME", value_parser = threshold::parse_latency)]
-    pub max_p50: Option<Latency>,
+    pub(crate) max_p50: Option<Latency>,
     /// Highest acceptable p99 latency of any pair, e.g. 5us.
     #[arg(long, value_name = "TIME", value_parser = threshold::parse_latency)]
-    pub max_p99: Option<Latency>,
+    pub(crate) max_p99: Option<Latency>,
     /// Fail when the matrix flagged a pair (by the run's outlier rules) that its retest alone confirmed.
     #[arg(long)]
-    pub no_flagged: bool,
+    pub(crate) no_flagged: bool,
     /// A fabric.json to compare with, pair by pair (matched by host names, or ranks).
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
     /// How much worse than the baseline a pair may be.
     #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = threshold::parse_percent)]
-    pub max_regression: Percent,
+    pub(crate) max_regression: Percent,
 }
 
 /// roce_gate's command line when its inputs are fabric matrices.
@@ -55,7 +55,7 @@ pub struct Check {
     /// What was checked: `min pair bandwidth`.
     pub name: String,
     /// Of what: `write_bw over soft v2`.
-    pub subject: String,
+    pub(crate) subject: String,
     /// Whether it passed.
     pub pass: bool,
     /// The evidence: the worst pair and its value against the limit.
@@ -63,7 +63,7 @@ pub struct Check {
 }
 
 /// Whether `path` is a fabric.json (its schema says so).
-pub fn is_fabric(path: &Path) -> bool {
+pub(crate) fn is_fabric(path: &Path) -> bool {
     let Ok(mut f) = std::fs::File::open(path) else {
         return false;
     };

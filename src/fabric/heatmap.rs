@@ -23,7 +23,7 @@ fn shade(t: f64) -> RGBColor {
 }
 
 /// The heatmap of one metric of one phase, as SVG text.
-pub fn heatmap_svg(
+pub(crate) fn heatmap_svg(
     p: &Phase,
     metric: MatrixMetric,
     title: &str,

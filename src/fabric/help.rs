@@ -1,7 +1,7 @@
 //! roce_fabric --help.
 
 /// roce_fabric --help.
-pub const HELP: &str = "\
+pub(crate) const HELP: &str = "\
 roce_fabric: the roceperf tests between every pair of N hosts, launched by srun, mpirun or a
 Kubernetes Indexed Job. Each rank runs the single-pair binaries (roce_write_bw, ...) against the peers
 rank 0 assigns; rank 0 gathers an n x n matrix per test and names the slow hosts and pairs.

@@ -17,15 +17,15 @@ pub struct Runner {
     /// The rank's options (its test flags).
     pub options: FabricOptions,
     /// Where the roce_* binaries are.
-    pub bin_dir: PathBuf,
+    pub(crate) bin_dir: PathBuf,
     /// `--bind` for the soft transport, when this rank picked its own loopback address.
     pub bind: Option<String>,
     /// Scratch directory for result files and logs.
-    pub workdir: PathBuf,
+    pub(crate) workdir: PathBuf,
 }
 
 /// The directory of the running executable, where the roce_* binaries are installed next to it.
-pub fn default_bin_dir() -> PathBuf {
+pub(crate) fn default_bin_dir() -> PathBuf {
     std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
@@ -33,13 +33,13 @@ pub fn default_bin_dir() -> PathBuf {
 }
 
 /// The loopback address a rank uses for soft on lo: `base` + rank (127.0.0.10, .11, ... by default).
-pub fn loopback_addr(base: std::net::Ipv4Addr, rank: usize) -> String {
+pub(crate) fn loopback_addr(base: std::net::Ipv4Addr, rank: usize) -> String {
     std::net::Ipv4Addr::from(u32::from(base).wrapping_add(rank as u32)).to_string()
 }
 
 impl Runner {
     /// The binary and its arguments for `job`, writing its result to `json`.
-    pub fn command_line(&self, job: &Job, json: &Path) -> (PathBuf, Vec<String>) {
+    pub(crate) fn command_line(&self, job: &Job, json: &Path) -> (PathBuf, Vec<String>) {
         let bin = self.bin_dir.join(format!("roce_{}", job.test));
         let mut args = self.options.leg_args(job.leg);
         args.extend(["-p".to_owned(), job.port.to_string()]);

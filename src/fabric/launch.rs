@@ -47,7 +47,7 @@ pub struct Place {
     /// Rank 0's address and port.
     pub coordinator: (String, u16),
     /// How the coordinator address was found, for messages.
-    pub coordinator_source: String,
+    pub(crate) coordinator_source: String,
 }
 
 /// Why rank, size or coordinator cannot be found.
@@ -69,7 +69,7 @@ fn num(env: &dyn Fn(&str) -> Option<String>, var: &str) -> Result<Option<usize>,
 /// Finds rank and size: `--rank`/`--world-size` first, then Open MPI, PMI, PMIx, Slurm and Kubernetes
 /// (an `mpirun` inside a Slurm allocation inherits `SLURM_PROCID` from the batch script, so MPI's own
 /// variables win).
-pub fn rank_and_size(
+pub(crate) fn rank_and_size(
     env: &dyn Fn(&str) -> Option<String>,
     rank_flag: Option<usize>,
     size_flag: Option<usize>,
@@ -142,7 +142,7 @@ pub fn rank_and_size(
 }
 
 /// Splits `HOST[:PORT]` (`[v6]:PORT` for IPv6).
-pub fn split_host_port(text: &str, default_port: u16) -> Result<(String, u16), LaunchError> {
+pub(crate) fn split_host_port(text: &str, default_port: u16) -> Result<(String, u16), LaunchError> {
     let bad = || LaunchError(format!("--coordinator {text:?}: use HOST or HOST:PORT"));
     if let Some(rest) = text.strip_prefix('[') {
         let (host, tail) = rest.split_once(']').ok_or_else(bad)?;
@@ -161,7 +161,7 @@ pub fn split_host_port(text: &str, default_port: u16) -> Result<(String, u16), L
 }
 
 /// The first host of a Slurm hostlist: `node[07-10,12],gpu1` → `node07`; `rack1-[3-4]-ib` → `rack1-3-ib`.
-pub fn slurm_first_host(list: &str) -> Option<String> {
+pub(crate) fn slurm_first_host(list: &str) -> Option<String> {
     // The first element at bracket depth 0.
     let mut depth = 0;
     let mut end = list.len();
@@ -193,7 +193,7 @@ pub fn slurm_first_host(list: &str) -> Option<String> {
 }
 
 /// Every host of a Slurm hostlist, in order: `cn[07-08,10],gpu1` → cn07, cn08, cn10, gpu1.
-pub fn slurm_hosts(list: &str) -> Option<Vec<String>> {
+pub(crate) fn slurm_hosts(list: &str) -> Option<Vec<String>> {
     let mut out = Vec::new();
     let mut depth = 0;
     let mut start = 0;
@@ -245,7 +245,7 @@ fn expand(item: &str) -> Option<Vec<String>> {
 /// The host each rank is placed on, where the launcher says: Slurm's step nodelist and tasks per node
 /// (`2(x3),1`) under its default block distribution, or this host when every rank is local. Used to
 /// name a rank that never joined.
-pub fn expected_hosts(
+pub(crate) fn expected_hosts(
     env: &dyn Fn(&str) -> Option<String>,
     launcher: Launcher,
     size: usize,
@@ -376,7 +376,7 @@ pub fn place(
 }
 
 /// This machine's host name (for naming ranks in messages).
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .ok()

@@ -38,10 +38,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// Extra time past a job's own timeout before rank 0 counts its rank as lost.
-pub const GRACE: Duration = Duration::from_secs(15);
+pub(crate) const GRACE: Duration = Duration::from_secs(15);
 
 /// `ROCEPERF_FABRIC_IMPAIR`: impair chosen pairs or ranks (read on rank 0) to rehearse the outlier rules.
-pub const IMPAIR_ENV: &str = "ROCEPERF_FABRIC_IMPAIR";
+pub(crate) const IMPAIR_ENV: &str = "ROCEPERF_FABRIC_IMPAIR";
 
 /// The binary's entry point: parse, run, exit.
 pub fn main() -> ExitCode {

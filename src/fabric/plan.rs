@@ -60,11 +60,11 @@ pub struct Impair {
     /// The other (None: every pair of `a`).
     pub b: Option<usize>,
     /// The `ROCEPERF_IMPAIR` value.
-    pub spec: String,
+    pub(crate) spec: String,
 }
 
 /// Parses `ROCEPERF_FABRIC_IMPAIR`: `0-1:loss=5%;3:loss=1%` (pair 0–1 both ways; every test of rank 3).
-pub fn parse_impair(text: &str) -> Result<Vec<Impair>, String> {
+pub(crate) fn parse_impair(text: &str) -> Result<Vec<Impair>, String> {
     let mut out = Vec::new();
     for entry in text.split(';').map(str::trim).filter(|e| !e.is_empty()) {
         let bad = || format!("ROCEPERF_FABRIC_IMPAIR entry {entry:?}: use A-B:SPEC or A:SPEC");
@@ -103,11 +103,11 @@ pub struct Plan {
     /// Outlier rules.
     pub rules: Rules,
     /// Pair port = this + the server's rank.
-    pub base_port: u16,
+    pub(crate) base_port: u16,
     /// Longest a side may run, per test (same order as `tests`).
     pub timeouts: Vec<Duration>,
     /// Extra time past a job's timeout before its rank counts as lost.
-    pub grace: Duration,
+    pub(crate) grace: Duration,
     /// Impaired pairs.
     pub impair: Vec<Impair>,
 }
@@ -116,7 +116,7 @@ pub struct Plan {
 #[derive(Debug, Clone, Serialize)]
 pub struct PairRecord {
     /// Transport leg.
-    pub leg: Leg,
+    pub(crate) leg: Leg,
     /// Test name.
     pub test: &'static str,
     /// Round of the schedule.
@@ -130,9 +130,9 @@ pub struct PairRecord {
     /// Server rank (column).
     pub server: usize,
     /// Client host.
-    pub client_host: String,
+    pub(crate) client_host: String,
     /// Server host.
-    pub server_host: String,
+    pub(crate) server_host: String,
     /// Out-of-band port.
     pub port: u16,
     /// ok, failed, missing.
@@ -140,11 +140,11 @@ pub struct PairRecord {
     /// What went wrong.
     pub error: Option<String>,
     /// Exit code of the client binary.
-    pub client_exit: Option<i32>,
+    pub(crate) client_exit: Option<i32>,
     /// Exit code of the server binary.
-    pub server_exit: Option<i32>,
+    pub(crate) server_exit: Option<i32>,
     /// Wall time of the client binary, ms.
-    pub elapsed_ms: u64,
+    pub(crate) elapsed_ms: u64,
     /// The client's full single-run result (results/README.md).
     pub result: Option<serde_json::Value>,
 }
@@ -164,17 +164,17 @@ pub enum Output {
 #[derive(Debug, Clone)]
 pub struct Phase {
     /// Transport leg.
-    pub leg: Leg,
+    pub(crate) leg: Leg,
     /// Test.
     pub test: TestKind,
     /// Its cells.
-    pub grid: Grid,
+    pub(crate) grid: Grid,
     /// The outlier limit (None when no pair gave a value).
     pub limit: Option<Limit>,
     /// Flagged pairs, (client, server).
     pub flagged: Vec<(usize, usize)>,
     /// Flagged pairs that stayed bad when retested alone (all flagged pairs without retests).
-    pub confirmed: Vec<(usize, usize)>,
+    pub(crate) confirmed: Vec<(usize, usize)>,
     /// Bad hosts and bad pairs, among the confirmed pairs.
-    pub diagnosis: Diagnosis,
+    pub(crate) diagnosis: Diagnosis,
 }

@@ -11,7 +11,7 @@ use std::io::{self, BufRead, Write};
 pub const PROTOCOL: &str = "roceperf.fabric/1";
 
 /// Longest line accepted (a result with every size's histogram is far smaller).
-pub const MAX_LINE: u64 = 64 << 20;
+pub(crate) const MAX_LINE: u64 = 64 << 20;
 
 /// A rank's first message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,7 +54,7 @@ pub struct Job {
     /// `write_bw`, ...
     pub test: String,
     /// Which leg's flags.
-    pub leg: Leg,
+    pub(crate) leg: Leg,
     /// Server or client.
     pub side: Side,
     /// The out-of-band port of the pair.
@@ -62,11 +62,11 @@ pub struct Job {
     /// The peer's rank.
     pub peer: usize,
     /// The server's address (clients only).
-    pub server_addr: Option<String>,
+    pub(crate) server_addr: Option<String>,
     /// `ROCEPERF_IMPAIR` for this side, when the lab asked for an impaired pair.
     pub impair: Option<String>,
     /// Longest the binary may run, in milliseconds.
-    pub timeout_ms: u64,
+    pub(crate) timeout_ms: u64,
 }
 
 /// What one side of a pair test gave.
@@ -79,7 +79,7 @@ pub struct SideOutcome {
     /// The client's result JSON (`--json`), as the binary wrote it.
     pub result: Option<serde_json::Value>,
     /// Wall time of the binary, milliseconds.
-    pub elapsed_ms: u64,
+    pub(crate) elapsed_ms: u64,
 }
 
 /// A rank's messages to rank 0.

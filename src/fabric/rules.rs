@@ -5,17 +5,17 @@ use super::cell::{Grid, MatrixMetric, fmt_value};
 use std::collections::BTreeMap;
 
 /// ClusterKit's latency rule: a pair is an outlier above this many times the lowest latency.
-pub const DEFAULT_LAT_FACTOR: f64 = 2.1;
+pub(crate) const DEFAULT_LAT_FACTOR: f64 = 2.1;
 /// ClusterKit's bandwidth rule: a pair is an outlier below this fraction of the highest bandwidth.
-pub const DEFAULT_BW_FRACTION: f64 = 0.93;
+pub(crate) const DEFAULT_BW_FRACTION: f64 = 0.93;
 
 /// The tolerance rules.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Rules {
     /// Flag a latency above `lat_factor` × the matrix's lowest.
-    pub lat_factor: f64,
+    pub(crate) lat_factor: f64,
     /// Flag a bandwidth below `bw_fraction` × the matrix's highest.
-    pub bw_fraction: f64,
+    pub(crate) bw_fraction: f64,
 }
 
 impl Default for Rules {
@@ -29,7 +29,7 @@ impl Default for Rules {
 
 impl Rules {
     /// `--lat-factor 2.1` (or `2.1x`).
-    pub fn parse_factor(text: &str) -> Result<f64, String> {
+    pub(crate) fn parse_factor(text: &str) -> Result<f64, String> {
         let v: f64 = text
             .trim()
             .trim_end_matches(['x', 'X'])
@@ -42,7 +42,7 @@ impl Rules {
     }
 
     /// `--bw-fraction 93%` or `0.93`.
-    pub fn parse_fraction(text: &str) -> Result<f64, String> {
+    pub(crate) fn parse_fraction(text: &str) -> Result<f64, String> {
         let t = text.trim();
         let v = match t.strip_suffix('%') {
             Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
@@ -92,7 +92,7 @@ pub struct Limit {
 
 impl Limit {
     /// Whether `v` is worse than the limit.
-    pub fn breached(&self, v: f64) -> bool {
+    pub(crate) fn breached(&self, v: f64) -> bool {
         if self.metric.higher_is_better() {
             v < self.value
         } else {
@@ -137,27 +137,27 @@ pub fn flagged(grid: &Grid, limit: &Limit) -> Vec<(usize, usize)> {
 
 /// A host slow with nearly every peer it was measured with.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct BadHost {
+pub(crate) struct BadHost {
     /// Its rank.
     pub rank: usize,
     /// Peers with which at least one direction was flagged.
-    pub flagged_peers: usize,
+    pub(crate) flagged_peers: usize,
     /// Peers it has a measured cell with.
-    pub measured_peers: usize,
+    pub(crate) measured_peers: usize,
 }
 
 /// Flagged pairs sorted into bad hosts and the pairs no bad host explains.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Diagnosis {
+pub(crate) struct Diagnosis {
     /// Hosts flagged with at least 3/4 of their measured peers (and at least two).
-    pub bad_hosts: Vec<BadHost>,
+    pub(crate) bad_hosts: Vec<BadHost>,
     /// Flagged (client, server) pairs with no bad host in them.
-    pub bad_pairs: Vec<(usize, usize)>,
+    pub(crate) bad_pairs: Vec<(usize, usize)>,
 }
 
 /// Tells bad hosts from bad pairs: a host whose pairs are flagged with (nearly) every peer is the
 /// common cause of them; what remains are pairs slow on their own (a cable, a switch port, a path).
-pub fn diagnose(grid: &Grid, metric: MatrixMetric, flagged: &[(usize, usize)]) -> Diagnosis {
+pub(crate) fn diagnose(grid: &Grid, metric: MatrixMetric, flagged: &[(usize, usize)]) -> Diagnosis {
     let n = grid.n;
     let mut measured: BTreeMap<usize, std::collections::BTreeSet<usize>> = BTreeMap::new();
     for ((c, s), cell) in grid.iter() {

@@ -46,7 +46,7 @@ pub struct ScaleReport {
 }
 
 /// Reader thread stack and buffers rank 0 keeps per rank.
-pub const PER_CONNECTION: u64 = 64 * 1024 + 2 * 8 * 1024;
+pub(crate) const PER_CONNECTION: u64 = 64 * 1024 + 2 * 8 * 1024;
 
 fn fake_result(gbps: f64) -> serde_json::Value {
     serde_json::json!({"schema": "roceperf.result", "results": [

@@ -40,7 +40,7 @@ pub struct Step {
 
 impl Pattern {
     /// Reads `--pairs FILE`: one `CLIENT SERVER` pair of ranks per line; `#` starts a comment.
-    pub fn from_file(path: &Path) -> Result<Pattern, String> {
+    pub(crate) fn from_file(path: &Path) -> Result<Pattern, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--pairs {}: {e}", path.display()))?;
         let mut pairs = Vec::new();
@@ -137,7 +137,7 @@ impl Pattern {
 
 /// The circle method (round-robin tournament): rank n−1 (or a dummy when n is odd) stays put while the
 /// others rotate, so every round is a perfect matching and every pair meets exactly once.
-pub fn circle_rounds(n: usize) -> Vec<Vec<(usize, usize)>> {
+pub(crate) fn circle_rounds(n: usize) -> Vec<Vec<(usize, usize)>> {
     if n < 2 {
         return Vec::new();
     }

@@ -15,7 +15,7 @@ use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 /// Collects the run's outputs in a results directory.
-pub struct Sink {
+pub(crate) struct Sink {
     dir: PathBuf,
     spool_path: PathBuf,
     spool: BufWriter<File>,
@@ -168,7 +168,7 @@ impl Sink {
     }
 
     /// Drops the spool (a run that never started).
-    pub fn discard(self) {
+    pub(crate) fn discard(self) {
         self.bar.finish_and_clear();
         let _ = std::fs::remove_file(&self.spool_path);
     }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 /// How a cell is shown when it has no value.
-pub fn cell_state(
+pub(crate) fn cell_state(
     grid: &Grid,
     scheduled: &BTreeSet<(usize, usize)>,
     c: usize,
@@ -23,7 +23,7 @@ pub fn cell_state(
 }
 
 /// Whether every rank took part and every scheduled pair ran and succeeded.
-pub fn all_ok(members: &[Member], phases: &[Phase]) -> bool {
+pub(crate) fn all_ok(members: &[Member], phases: &[Phase]) -> bool {
     members.iter().all(|m| m.state == MemberState::Present)
         && phases
             .iter()
@@ -31,10 +31,10 @@ pub fn all_ok(members: &[Member], phases: &[Phase]) -> bool {
 }
 
 /// Labels per leg: `soft v2`, `tcp`, as the results name them.
-pub type LegLabels = BTreeMap<Leg, String>;
+pub(crate) type LegLabels = BTreeMap<Leg, String>;
 
 /// `write_bw over soft v2`.
-pub fn phase_title(p: &Phase, labels: &LegLabels) -> String {
+pub(crate) fn phase_title(p: &Phase, labels: &LegLabels) -> String {
     match labels.get(&p.leg) {
         Some(l) => format!("{} over {l}", p.test.name()),
         None => p.test.name().to_owned(),
@@ -43,7 +43,7 @@ pub fn phase_title(p: &Phase, labels: &LegLabels) -> String {
 
 /// Whether to colour the terminal output: a terminal that is not `dumb`, and no `NO_COLOR` (mpirun
 /// hands every rank a pseudo-terminal, so a terminal alone proves nothing).
-pub fn use_color() -> bool {
+pub(crate) fn use_color() -> bool {
     use std::io::IsTerminal;
     std::io::stdout().is_terminal()
         && std::env::var_os("NO_COLOR").is_none()
@@ -51,7 +51,7 @@ pub fn use_color() -> bool {
 }
 
 /// A matrix as text: numbers for up to 16 ranks, one shaded character per cell beyond.
-pub fn heatmap_text(
+pub(crate) fn heatmap_text(
     p: &Phase,
     metric: MatrixMetric,
     scheduled: &BTreeSet<(usize, usize)>,
@@ -139,7 +139,7 @@ pub fn heatmap_text(
 
 /// The summary: per matrix the rule and its outliers (bad hosts, bad pairs, with retests), then the
 /// failed pairs and the lost ranks.
-pub fn summary_text(
+pub(crate) fn summary_text(
     members: &[Member],
     phases: &[Phase],
     rules: &Rules,

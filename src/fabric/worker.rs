@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// How often rank 0 pings every rank.
-pub const PING_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const PING_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a rank waits for any word from rank 0 before it concludes rank 0 is gone (generous: rank 0
 /// may be writing a big matrix's snapshot).
-pub const SILENCE_LIMIT: Duration = Duration::from_secs(120);
+pub(crate) const SILENCE_LIMIT: Duration = Duration::from_secs(120);
 
 /// Why a rank stopped.
 #[derive(Debug, thiserror::Error)]

@@ -88,7 +88,7 @@ impl From<ReadError> for InputError {
 }
 
 /// The name standard input goes by in messages and rows, when a file is given as `-`.
-pub const STDIN_NAME: &str = "<stdin>";
+pub(crate) const STDIN_NAME: &str = "<stdin>";
 
 /// Reads `path` as a result JSON, a comparison JSON or a results CSV (by extension, else by content);
 /// `-` is standard input (JSON or CSV by content).
@@ -124,7 +124,7 @@ fn non_empty(path: &Path, rows: Vec<ResultRow>) -> Result<Vec<ResultRow>, InputE
 }
 
 /// Reads every file, returning all rows or every error (so one run of the gate names all bad inputs).
-pub fn load_all(paths: &[PathBuf]) -> Result<Vec<ResultRow>, Vec<InputError>> {
+pub(crate) fn load_all(paths: &[PathBuf]) -> Result<Vec<ResultRow>, Vec<InputError>> {
     crate::results::read::load_every(paths, |p| load(p))
 }
 

@@ -10,14 +10,14 @@ use crate::results::{BandwidthFigures, Figures, LatencyFigures, ResultRow};
 
 /// Checks `rows` against the thresholds of `args` and against `baseline` (ignored when empty and no
 /// baseline file was named). Pure: no I/O.
-pub fn evaluate(rows: &[ResultRow], baseline: &[ResultRow], args: &GateArgs) -> GateReport {
+pub(crate) fn evaluate(rows: &[ResultRow], baseline: &[ResultRow], args: &GateArgs) -> GateReport {
     evaluate_set(rows, rows, baseline, args, &SetGateArgs::default())
 }
 
 /// [`evaluate`], then the relative gates of `set` over `set_rows` (the result set the ratios look
 /// in, which a selection of `rows` by transport must not empty of the denominator), with the
 /// baseline's rank test at `set.alpha`. The checks come in that order: thresholds, ratios, baseline.
-pub fn evaluate_set(
+pub(crate) fn evaluate_set(
     rows: &[ResultRow],
     set_rows: &[ResultRow],
     baseline: &[ResultRow],
@@ -77,12 +77,12 @@ pub fn evaluate_set(
 }
 
 /// `92.41 Gb/s`.
-pub fn fmt_gbps(v: f64) -> String {
+pub(crate) fn fmt_gbps(v: f64) -> String {
     format!("{v:.2} Gb/s")
 }
 
 /// `1.234 µs`, `12.35 µs`, `123.5 µs`: about four significant digits.
-pub fn fmt_us(v: f64) -> String {
+pub(crate) fn fmt_us(v: f64) -> String {
     let decimals = if v < 10.0 {
         3
     } else if v < 100.0 {
@@ -94,7 +94,7 @@ pub fn fmt_us(v: f64) -> String {
 }
 
 /// `1.234 Mpps`.
-pub fn fmt_mpps(v: f64) -> String {
+pub(crate) fn fmt_mpps(v: f64) -> String {
     format!("{v:.3} Mpps")
 }
 

@@ -25,10 +25,12 @@ pub mod ratio;
 pub mod spread;
 pub mod threshold;
 
-pub use input::{InputError, load, load_all};
-pub use judge::{evaluate, evaluate_set, fmt_gbps, fmt_mpps, fmt_us};
-pub use ratio::Ratio;
-pub use threshold::{Bandwidth, Latency, MsgRate, Percent};
+pub use input::load;
+pub(crate) use input::{InputError, load_all};
+pub(crate) use judge::{evaluate, evaluate_set};
+pub(crate) use ratio::Ratio;
+pub(crate) use threshold::Percent;
+pub use threshold::{Bandwidth, Latency, MsgRate};
 
 use crate::params::TransportKind;
 use crate::results::{ResultRow, RunInfo, SizeResult};
@@ -40,45 +42,45 @@ use std::path::{Path, PathBuf};
 pub struct GateArgs {
     /// Lowest acceptable average bandwidth of a bandwidth test, e.g. 90Gb/s, 11000MiB/s, 12.5GB/s.
     #[arg(long, value_name = "RATE", value_parser = threshold::parse_bandwidth)]
-    pub min_bw: Option<Bandwidth>,
+    pub(crate) min_bw: Option<Bandwidth>,
     /// Lowest acceptable message rate of a bandwidth test, e.g. 2Mpps, 500Kpps.
     #[arg(long, value_name = "RATE", value_parser = threshold::parse_msg_rate)]
-    pub min_msg_rate: Option<MsgRate>,
+    pub(crate) min_msg_rate: Option<MsgRate>,
     /// Highest acceptable median (t_typical) latency, e.g. 3us, 800ns.
     #[arg(long = "max-p50", visible_alias = "max-median", value_name = "TIME", value_parser = threshold::parse_latency)]
-    pub max_p50: Option<Latency>,
+    pub(crate) max_p50: Option<Latency>,
     /// Highest acceptable 99th-percentile latency, e.g. 5us, 1.2ms.
     #[arg(long, value_name = "TIME", value_parser = threshold::parse_latency)]
-    pub max_p99: Option<Latency>,
+    pub(crate) max_p99: Option<Latency>,
     /// Highest acceptable 99.9th-percentile latency.
     #[arg(long = "max-p999", visible_alias = "max-p99.9", value_name = "TIME", value_parser = threshold::parse_latency)]
-    pub max_p999: Option<Latency>,
+    pub(crate) max_p999: Option<Latency>,
     /// Highest acceptable maximum latency (the true max, outliers included).
     #[arg(long = "max-max", value_name = "TIME", value_parser = threshold::parse_latency)]
-    pub max_max: Option<Latency>,
+    pub(crate) max_max: Option<Latency>,
     /// A result JSON/CSV to compare with, matched by (test, transport, RoCE version, size). Repeatable.
     #[arg(long, value_name = "FILE")]
     pub baseline: Vec<PathBuf>,
     /// How much worse than the baseline a result may be: lower bandwidth, higher median or p99 latency.
     #[arg(long, value_name = "PERCENT", default_value = "5%", requires = "baseline", value_parser = threshold::parse_percent)]
-    pub max_regression: Percent,
+    pub(crate) max_regression: Percent,
 }
 
 /// Gates over a result set: ratios between its transports, and the rank test's level against a
 /// baseline with repetitions. Flatten it next to [`GateArgs`] in a tool that reads a whole set.
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Gates (exit 1 when a result misses one)")]
-pub struct SetGateArgs {
+pub(crate) struct SetGateArgs {
     /// Lowest acceptable ratio of one transport's figure to another's at each test and size both ran:
     /// NUM/DEN:FIGURE=X, e.g. soft-v2/tcp:bw=0.9 (soft RoCE v2's bandwidth at least 0.9x TCP's).
     /// Transports: tcp, soft, soft-v1, soft-v2, verbs, verbs-v1, verbs-v2; figures: bw, msg-rate,
     /// p50 (median), p99, p999, max. Repeatable.
     #[arg(long, value_name = "NUM/DEN:FIG=X", value_parser = ratio::parse_ratio)]
-    pub min_ratio: Vec<Ratio>,
+    pub(crate) min_ratio: Vec<Ratio>,
     /// Highest acceptable ratio, e.g. soft-v2/tcp:p50=1.0 (soft RoCE v2's median latency at most
     /// TCP's). Repeatable.
     #[arg(long, value_name = "NUM/DEN:FIG=X", value_parser = ratio::parse_ratio)]
-    pub max_ratio: Vec<Ratio>,
+    pub(crate) max_ratio: Vec<Ratio>,
     /// With --baseline, when both sides hold repetitions (roce_compare --repeat N): a change fails
     /// only when it is worse than --max-regression and a one-sided Mann-Whitney U test gives
     /// p <= ALPHA (it exceeds the run-to-run spread).
@@ -87,7 +89,7 @@ pub struct SetGateArgs {
 }
 
 /// `--alpha` when not given.
-pub const DEFAULT_ALPHA: f64 = 0.01;
+pub(crate) const DEFAULT_ALPHA: f64 = 0.01;
 
 impl Default for SetGateArgs {
     /// No ratio, the default level.
@@ -102,7 +104,7 @@ impl Default for SetGateArgs {
 
 impl SetGateArgs {
     /// Whether a ratio was given.
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         !self.min_ratio.is_empty() || !self.max_ratio.is_empty()
     }
 }
@@ -132,13 +134,13 @@ pub struct GateOutputArgs {
 
 impl GateOutputArgs {
     /// Whether to print GitHub annotations: `--github`, or running under GitHub Actions.
-    pub fn github_enabled(&self) -> bool {
+    pub(crate) fn github_enabled(&self) -> bool {
         self.github || std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
     }
 }
 
 /// `--max-regression` when not given, in percent.
-pub const DEFAULT_MAX_REGRESSION: f64 = 5.0;
+pub(crate) const DEFAULT_MAX_REGRESSION: f64 = 5.0;
 
 impl Default for GateArgs {
     /// No threshold, no baseline, the default allowed regression.
@@ -158,7 +160,7 @@ impl Default for GateArgs {
 
 impl GateArgs {
     /// Whether any threshold or baseline was given (a binary skips the gate otherwise).
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.min_bw.is_some()
             || self.min_msg_rate.is_some()
             || self.max_p50.is_some()
@@ -195,7 +197,7 @@ impl Verdict {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckResult {
     /// The result checked, e.g. `write_bw soft v2 65536 B`, or `(no latency result)`.
-    pub subject: String,
+    pub(crate) subject: String,
     /// What is compared, e.g. `bandwidth`, `p99 latency`, `bandwidth vs baseline`.
     pub what: String,
     /// The flag that set the limit, e.g. `--min-bw`.
@@ -205,7 +207,7 @@ pub struct CheckResult {
     /// The measured value as shown, e.g. `92.41 Gb/s`.
     pub measured: String,
     /// Pass, fail or skip.
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
     /// One sentence on a failure or skip (empty on a pass).
     pub message: String,
     /// The file the result came from.
@@ -240,7 +242,7 @@ impl GateReport {
 
 /// Checks what a binary just measured: [`check`] over [`ResultRow::from_run`] (`source` is the run's JSON
 /// path, or any name to show in the report).
-pub fn check_run(
+pub(crate) fn check_run(
     info: &RunInfo,
     results: &[SizeResult],
     source: &Path,
@@ -258,7 +260,7 @@ pub fn check(rows: &[ResultRow], args: &GateArgs) -> Result<GateReport, Vec<Inpu
 }
 
 /// [`check`] with the gates of `set` over `set_rows`, the whole result set the ratios look in.
-pub fn check_set(
+pub(crate) fn check_set(
     rows: &[ResultRow],
     set_rows: &[ResultRow],
     args: &GateArgs,
@@ -269,7 +271,7 @@ pub fn check_set(
 }
 
 /// `--transport` / `--gate-transport`: `verbs`, `soft` or `tcp`, the error says which are.
-pub fn parse_transport_arg(s: &str) -> Result<TransportKind, String> {
+pub(crate) fn parse_transport_arg(s: &str) -> Result<TransportKind, String> {
     crate::results::parse_transport(s)
         .ok_or_else(|| format!("{s:?} is not a transport; use verbs, soft or tcp"))
 }

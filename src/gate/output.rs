@@ -85,7 +85,7 @@ impl GateReport {
 
     /// A JUnit XML document: one `<testsuite name="roce_gate">`, one `<testcase>` per check, a
     /// `<failure>` per failed check and a `<skipped>` per skipped one.
-    pub fn junit_xml(&self) -> String {
+    pub(crate) fn junit_xml(&self) -> String {
         let (f, s) = (self.count(Verdict::Fail), self.count(Verdict::Skip));
         let n = self.checks.len();
         let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -146,7 +146,7 @@ impl GateReport {
 
     /// GitHub Actions workflow commands: `::error file=…,line=…,title=…::message` per failure and
     /// `::warning` per skip, one per line.
-    pub fn github_annotations(&self) -> String {
+    pub(crate) fn github_annotations(&self) -> String {
         let mut out = String::new();
         for c in &self.checks {
             let level = match c.verdict {
@@ -178,7 +178,7 @@ impl GateReport {
 
 impl GateReport {
     /// A Markdown summary (a heading and a table) for GitHub's job summary page (`$GITHUB_STEP_SUMMARY`).
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let cell = |s: &str| s.replace('|', "\\|");
         let mut out = format!("### {}\n\n", self.summary());
         out.push_str("| result | check | limit | measured | verdict |\n|---|---|---|---|---|\n");
@@ -202,7 +202,7 @@ impl GateReport {
 }
 
 /// Escapes text for an XML attribute or element.
-pub fn xml_escape(s: &str) -> String {
+pub(crate) fn xml_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {

@@ -8,7 +8,7 @@
 
 /// The outcome of a one-sided test that one sample tends to be smaller than another.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RankTest {
+pub(crate) struct RankTest {
     /// Mann-Whitney U of the first sample: pairs in which it is the larger, ties counting one half.
     pub u: f64,
     /// Probability of a U this small or smaller when both samples come from one distribution.
@@ -22,7 +22,7 @@ const EXACT_UP_TO: usize = 50;
 
 /// One-sided Mann-Whitney U test that `x` tends to be smaller than `y`. Ties get midranks and the
 /// exact distribution accounts for them. None when a sample is empty or holds a non-finite value.
-pub fn mann_whitney_less(x: &[f64], y: &[f64]) -> Option<RankTest> {
+pub(crate) fn mann_whitney_less(x: &[f64], y: &[f64]) -> Option<RankTest> {
     let (n, m) = (x.len(), y.len());
     if n == 0 || m == 0 || x.iter().chain(y).any(|v| !v.is_finite()) {
         return None;
@@ -97,7 +97,7 @@ fn exact_lower_tail(ranks2: &[usize], n: usize, w2: usize) -> f64 {
 
 /// The smallest one-sided p-value the exact test can give samples of `n` and `m` without ties: one
 /// arrangement in C(n + m, n), when they do not overlap at all.
-pub fn smallest_p(n: usize, m: usize) -> f64 {
+pub(crate) fn smallest_p(n: usize, m: usize) -> f64 {
     let (small, total) = (n.min(m), n + m);
     let mut c = 1f64;
     for i in 0..small {
@@ -107,7 +107,7 @@ pub fn smallest_p(n: usize, m: usize) -> f64 {
 }
 
 /// The fewest repetitions per side (the same on both) whose smallest p-value reaches `alpha`.
-pub fn repetitions_for(alpha: f64) -> usize {
+pub(crate) fn repetitions_for(alpha: f64) -> usize {
     (1..=64).find(|&k| smallest_p(k, k) <= alpha).unwrap_or(64)
 }
 

@@ -93,7 +93,7 @@ impl Figure {
     }
 
     /// The figure of a row: the median over its repetitions when it has them.
-    pub fn of_row(self, row: &ResultRow) -> Option<f64> {
+    pub(crate) fn of_row(self, row: &ResultRow) -> Option<f64> {
         if row.repeats.is_empty() {
             return self.of(&row.figures);
         }
@@ -133,9 +133,9 @@ impl Bound {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ratio {
     /// The transport on top.
-    pub num: Side,
+    pub(crate) num: Side,
     /// The transport it is measured against.
-    pub den: Side,
+    pub(crate) den: Side,
     /// Which figure.
     pub figure: Figure,
     /// The limit, times DEN's figure.
@@ -184,7 +184,7 @@ fn parse_side(text: &str, whole: &str) -> Result<Side, String> {
 
 /// Parses `NUM/DEN:FIGURE=X`, e.g. `soft-v2/tcp:bw=0.9`; X is a positive number, `x` after it is
 /// allowed (`0.9x`).
-pub fn parse_ratio(text: &str) -> Result<Ratio, String> {
+pub(crate) fn parse_ratio(text: &str) -> Result<Ratio, String> {
     let whole = text.trim();
     let (pair_figure, limit) = whole
         .split_once('=')

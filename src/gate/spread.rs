@@ -11,7 +11,7 @@ use super::{CheckResult, Percent, Verdict};
 use crate::results::{Figures, ResultRow};
 
 /// Repetitions a side needs before its spread is used (fewer: the plain percentage rule).
-pub const MIN_REPEATS: usize = 2;
+pub(crate) const MIN_REPEATS: usize = 2;
 
 /// One figure compared with the baseline.
 pub(super) struct Compared {
@@ -20,7 +20,7 @@ pub(super) struct Compared {
     /// The figure of one repetition.
     pub value: fn(&Figures) -> Option<f64>,
     /// Bandwidth: higher is better; latency: lower.
-    pub higher_better: bool,
+    pub(crate) higher_better: bool,
     /// `92.41 Gb/s`.
     pub fmt: fn(f64) -> String,
 }

@@ -35,7 +35,7 @@ pub struct MsgRate {
 
 /// A relative change allowed against a baseline, in percent.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Percent(pub f64);
+pub(crate) struct Percent(pub f64);
 
 /// A limit shows as the user typed it.
 macro_rules! shown_as_typed {
@@ -80,7 +80,7 @@ fn split_number(text: &str) -> Result<(f64, &str), String> {
 ///
 /// `b` is bits and `B` bytes; `K`/`M`/`G`/`T` are powers of 10 and `Ki`/`Mi`/`Gi` powers of 2, so
 /// `MiB/s` is perftest's "MB/sec" and `Gb/s` is `--report_gbits`.
-pub fn parse_bandwidth(text: &str) -> Result<Bandwidth, String> {
+pub(crate) fn parse_bandwidth(text: &str) -> Result<Bandwidth, String> {
     const HINT: &str = "use a rate such as 90Gb/s, 400Mb/s, 11000MiB/s or 12.5GB/s";
     let (value, unit) = split_number(text)?;
     let unit_body = unit
@@ -120,7 +120,7 @@ pub fn parse_bandwidth(text: &str) -> Result<Bandwidth, String> {
 }
 
 /// Parses a latency such as `5us`, `5µs`, `1.2ms`, `800ns`, `0.001s`.
-pub fn parse_latency(text: &str) -> Result<Latency, String> {
+pub(crate) fn parse_latency(text: &str) -> Result<Latency, String> {
     let (value, unit) = split_number(text)?;
     let us_per_unit = match unit {
         "ns" => 1e-3,
@@ -145,7 +145,7 @@ pub fn parse_latency(text: &str) -> Result<Latency, String> {
 }
 
 /// Parses a message rate such as `2Mpps`, `500Kpps` or `250000pps`.
-pub fn parse_msg_rate(text: &str) -> Result<MsgRate, String> {
+pub(crate) fn parse_msg_rate(text: &str) -> Result<MsgRate, String> {
     let (value, unit) = split_number(text)?;
     let scale = match unit {
         "pps" => 1e-6,
@@ -166,7 +166,7 @@ pub fn parse_msg_rate(text: &str) -> Result<MsgRate, String> {
 }
 
 /// Parses a percentage such as `5%` or `5` (both mean five percent).
-pub fn parse_percent(text: &str) -> Result<Percent, String> {
+pub(crate) fn parse_percent(text: &str) -> Result<Percent, String> {
     let t = text.trim();
     let num = t.strip_suffix('%').unwrap_or(t).trim();
     let value: f64 = num

@@ -15,13 +15,13 @@ pub const MAGIC: &[u8; 8] = b"roceperf";
 /// Version of this out-of-band protocol; both sides must speak the same. Version 2: the parameters
 /// no longer carry `report_gbits` (display options are each side's own). Version 3: an abort says
 /// whether the test failed or its setup did ([`Abort`]).
-pub const PROTOCOL_VERSION: u16 = 3;
+pub(crate) const PROTOCOL_VERSION: u16 = 3;
 
 /// Bytes of the hello: magic, version (u16 big-endian), two reserved bytes.
 pub const HELLO_LEN: usize = 12;
 
 /// How long a blocking read waits for the peer before giving up, unless the caller sets another.
-pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Largest message accepted; anything longer is garbage (a results message with histograms is far smaller).
 const MAX_MESSAGE: u32 = 64 << 20;
@@ -41,7 +41,7 @@ struct Abort {
 }
 
 /// The out-of-band connection to the peer.
-pub struct Channel {
+pub(crate) struct Channel {
     stream: TcpStream,
     peer: SocketAddr,
     role: Role,
@@ -150,27 +150,22 @@ impl Channel {
     }
 
     /// This side's address on the channel; the data connections use the same interface.
-    pub fn local_ip(&self) -> IpAddr {
+    pub(crate) fn local_ip(&self) -> IpAddr {
         self.stream
             .local_addr()
             .map(|a| a.ip())
             .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
     }
 
-    /// Which end of the channel this is.
-    pub fn role(&self) -> Role {
-        self.role
-    }
-
     /// The handshake is over (the data path's connection details are swapped): from here each read
     /// waits up to the I/O timeout again, without the handshake's overall deadline.
-    pub fn end_handshake(&mut self) -> Result<()> {
+    pub(crate) fn end_handshake(&mut self) -> Result<()> {
         self.handshake = None;
         self.set_timeout(self.timeout)
     }
 
     /// How long blocking reads wait for the peer (e.g. longer while it runs a timed test).
-    pub fn set_timeout(&mut self, timeout: Duration) -> Result<()> {
+    pub(crate) fn set_timeout(&mut self, timeout: Duration) -> Result<()> {
         self.timeout = timeout;
         self.stream
             .set_read_timeout(Some(timeout))
@@ -400,7 +395,7 @@ impl Channel {
     }
 
     /// Swaps parameter sets and fails, on both sides, naming the first parameter that differs.
-    pub fn check_params(&mut self, mine: &TestParams) -> Result<TestParams> {
+    pub(crate) fn check_params(&mut self, mine: &TestParams) -> Result<TestParams> {
         let theirs: TestParams = self.exchange(Step::Params, mine)?;
         match mine.first_mismatch(&theirs) {
             Some(m) => Err(Error::Mismatch(m)),
@@ -434,7 +429,7 @@ impl Channel {
     }
 
     /// True when the peer has sent something (or closed): a passive side polls this to know the test is over.
-    pub fn peer_has_data(&self) -> Result<bool> {
+    pub(crate) fn peer_has_data(&self) -> Result<bool> {
         let mut b = [0u8; 1];
         // SAFETY: a non-blocking peek of one byte into a local buffer.
         let n = unsafe {

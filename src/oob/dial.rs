@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 /// A server's host as given on the command line, and its port. Shown as `host:port`, or `[host]:port`
 /// for an IPv6 address; resolved as the pair, so an IPv6 host needs no brackets (they are accepted).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostPort {
+pub(crate) struct HostPort {
     host: String,
     port: u16,
 }
@@ -29,18 +29,8 @@ impl HostPort {
         }
     }
 
-    /// The host, without brackets.
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// The port.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
     /// Every address the host resolves to, with the port.
-    pub fn resolve(&self) -> io::Result<Vec<SocketAddr>> {
+    pub(crate) fn resolve(&self) -> io::Result<Vec<SocketAddr>> {
         Ok((self.host.as_str(), self.port).to_socket_addrs()?.collect())
     }
 }
@@ -68,7 +58,7 @@ pub struct Retry {
     /// Give up this long after the first attempt.
     pub wait: Duration,
     /// Pause between two rounds of attempts.
-    pub pause: Duration,
+    pub(crate) pause: Duration,
     /// Longest single attempt; `None`: whatever is left of `wait` (at least 10 ms).
     pub attempt: Option<Duration>,
 }
@@ -126,7 +116,7 @@ mod tests {
     fn ipv6_hosts_are_shown_in_brackets_and_resolve_without_them() {
         assert_eq!(HostPort::new("::1", 18515).to_string(), "[::1]:18515");
         assert_eq!(HostPort::new("[::1]", 18515).to_string(), "[::1]:18515");
-        assert_eq!(HostPort::new("[::1]", 1).host(), "::1");
+        assert_eq!(HostPort::new("[::1]", 1).host, "::1");
         assert_eq!(
             HostPort::new("10.0.0.1", 18515).to_string(),
             "10.0.0.1:18515"

@@ -42,7 +42,7 @@ impl Step {
 
     /// True for the steps that come after the test began (per-size barriers, results): a peer lost
     /// there failed the test rather than its setup.
-    pub fn is_during_test(self) -> bool {
+    pub(crate) fn is_during_test(self) -> bool {
         matches!(self, Step::Barrier | Step::Results)
     }
 }

@@ -14,10 +14,13 @@ mod error;
 mod params;
 pub mod perftest;
 
-pub use channel::{Channel, DEFAULT_IO_TIMEOUT, HELLO_LEN, MAGIC, PROTOCOL_VERSION};
-pub use dial::HostPort;
-pub use error::{Error, Failure, Step};
-pub use params::{Mismatch, TestParams};
+pub(crate) use channel::{Channel, DEFAULT_IO_TIMEOUT};
+pub use channel::{HELLO_LEN, MAGIC};
+pub(crate) use dial::HostPort;
+pub(crate) use error::Failure;
+pub use error::{Error, Step};
+pub use params::Mismatch;
+pub(crate) use params::TestParams;
 
 /// Result type of the out-of-band layer.
 pub type Result<T> = std::result::Result<T, Error>;

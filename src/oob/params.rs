@@ -170,7 +170,7 @@ impl TestParams {
     /// `soft` and `verbs` put the same RoCE packets on the wire, so they pair with each other (a host
     /// without an RDMA NIC against one with); a RoCE version left to the device (`None`, verbs without
     /// `--roce`) pairs with either.
-    pub fn first_mismatch(&self, peer: &TestParams) -> Option<Mismatch> {
+    pub(crate) fn first_mismatch(&self, peer: &TestParams) -> Option<Mismatch> {
         let roce_pair =
             |a: TransportKind, b: TransportKind| a != TransportKind::Tcp && b != TransportKind::Tcp;
         let lenient = |name: &str| match name {

@@ -11,7 +11,7 @@ thread_local! {
 }
 
 /// True while this thread makes an allocation whose failure its caller handles (see [`zeroed`]).
-pub fn failure_is_handled() -> bool {
+pub(crate) fn failure_is_handled() -> bool {
     // try_with: the allocator also runs while thread-locals are torn down.
     HANDLED.try_with(Cell::get).unwrap_or(false)
 }
@@ -25,7 +25,7 @@ pub struct OutOfMemory {
 }
 
 /// Runs `alloc`, an allocation whose failure (a null pointer) the caller handles.
-pub fn handled<T>(alloc: impl FnOnce() -> T) -> T {
+pub(crate) fn handled<T>(alloc: impl FnOnce() -> T) -> T {
     HANDLED.with(|h| h.set(true));
     let out = alloc();
     HANDLED.with(|h| h.set(false));
@@ -50,7 +50,7 @@ pub fn zeroed(len: usize) -> Result<Box<[u8]>, OutOfMemory> {
 }
 
 /// `16 MiB`, `1.5 GiB`, `512 B`: a byte count as a person reads it.
-pub fn human_bytes(bytes: u64) -> String {
+pub(crate) fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = bytes as f64;
     let mut unit = 0;

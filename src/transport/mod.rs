@@ -23,7 +23,7 @@ pub mod verbs;
 use serde::{Deserialize, Serialize};
 
 pub use crate::wire::{Gid, MacAddr};
-pub use mtu::RoceMtu;
+pub(crate) use mtu::RoceMtu;
 pub use param::Param;
 /// The soft transport's deliberate impairment (`--impair`), which the command line parses.
 pub use soft::io::impair::ImpairConfig;
@@ -40,7 +40,7 @@ impl Access {
     /// The peer may RDMA READ from the buffer.
     pub const REMOTE_READ: Access = Access(4);
     /// The peer may run atomics on the buffer.
-    pub const REMOTE_ATOMIC: Access = Access(8);
+    pub(crate) const REMOTE_ATOMIC: Access = Access(8);
 
     /// True when every right in `other` is granted here.
     pub fn contains(self, other: Access) -> bool {
@@ -92,7 +92,7 @@ pub struct ConnInfo {
     /// Soft transport: this side receives through AF_PACKET, which sees a UDP GSO super-datagram
     /// from a peer on the same host (lo, veth) whole, so the peer must send each packet on its own.
     #[serde(default)]
-    pub needs_single_datagrams: bool,
+    pub(crate) needs_single_datagrams: bool,
     /// The queue pairs' connection type (`-c`); a description without one is RC.
     #[serde(default)]
     pub connection: crate::params::ConnType,

@@ -18,26 +18,26 @@ impl RoceMtu {
     ];
 
     /// The smallest RoCE MTU (256).
-    pub const MIN: RoceMtu = RoceMtu(256);
+    pub(crate) const MIN: RoceMtu = RoceMtu(256);
 
     /// The MTU of `bytes` if it is one of the five RoCE MTUs.
-    pub fn from_bytes(bytes: u32) -> Option<RoceMtu> {
+    pub(crate) fn from_bytes(bytes: u32) -> Option<RoceMtu> {
         RoceMtu::ALL.into_iter().find(|m| m.0 == bytes)
     }
 
     /// The largest RoCE MTU whose packets, with `overhead` header bytes, fit in `link_mtu`.
-    pub fn fitting(link_mtu: u32, overhead: u32) -> Option<RoceMtu> {
+    pub(crate) fn fitting(link_mtu: u32, overhead: u32) -> Option<RoceMtu> {
         let room = link_mtu.checked_sub(overhead)?;
         RoceMtu::ALL.into_iter().rev().find(|m| m.0 <= room)
     }
 
     /// The largest RoCE MTU not above `bytes`, and 256 below that.
-    pub fn at_most(bytes: u32) -> RoceMtu {
+    pub(crate) fn at_most(bytes: u32) -> RoceMtu {
         RoceMtu::fitting(bytes, 0).unwrap_or(RoceMtu::MIN)
     }
 
     /// The MTU of an `enum ibv_mtu` code (`IBV_MTU_256` = 1 ... `IBV_MTU_4096` = 5).
-    pub fn from_ib_enum(code: u32) -> Option<RoceMtu> {
+    pub(crate) fn from_ib_enum(code: u32) -> Option<RoceMtu> {
         match code {
             1..=5 => Some(RoceMtu(128 << code)),
             _ => None,
@@ -50,7 +50,7 @@ impl RoceMtu {
     }
 
     /// The IB enum value (`IBV_MTU_256` = 1 ... `IBV_MTU_4096` = 5).
-    pub fn ib_enum(self) -> u8 {
+    pub(crate) fn ib_enum(self) -> u8 {
         (self.0.trailing_zeros() - 7) as u8
     }
 }

@@ -8,12 +8,12 @@ use std::path::Path;
 const RDMA_CLASS: &str = "/sys/class/infiniband";
 
 /// True when `name` is an RDMA device of this host (so `--transport auto` picks verbs for it).
-pub fn is_rdma_device(name: &str) -> bool {
+pub(crate) fn is_rdma_device(name: &str) -> bool {
     Path::new(RDMA_CLASS).join(name).exists()
 }
 
 /// The RDMA devices of this host, in directory order (empty when there are none or `/sys` is unreadable).
-pub fn rdma_devices() -> Vec<String> {
+pub(crate) fn rdma_devices() -> Vec<String> {
     std::fs::read_dir(RDMA_CLASS)
         .map(|d| {
             d.filter_map(|e| e.ok())

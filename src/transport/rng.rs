@@ -14,7 +14,7 @@ impl SplitMix64 {
 
     /// The next 64 random bits.
     #[inline]
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -40,12 +40,12 @@ impl SplitMix64 {
 
 /// One SplitMix64 step from `z`: a stateless hash that spreads low-entropy inputs over all bits.
 #[inline]
-pub fn mix(z: u64) -> u64 {
+pub(crate) fn mix(z: u64) -> u64 {
     SplitMix64::new(z).next_u64()
 }
 
 /// A seed that differs per run and per process: the wall clock in nanoseconds and the process id.
-pub fn run_seed() -> u64 {
+pub(crate) fn run_seed() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)

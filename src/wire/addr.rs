@@ -33,7 +33,7 @@ impl MacAddr {
     }
 
     /// True for the all-zero address.
-    pub fn is_zero(self) -> bool {
+    pub(crate) fn is_zero(self) -> bool {
         self == MacAddr::ZERO
     }
 }
@@ -116,7 +116,7 @@ impl Gid {
     }
 
     /// True for the all-zero GID.
-    pub fn is_zero(self) -> bool {
+    pub(crate) fn is_zero(self) -> bool {
         self == Gid::ZERO
     }
 
@@ -129,7 +129,7 @@ impl Gid {
     }
 
     /// The IP address a RoCE v2 GID stands for: IPv4 for `::ffff:a.b.c.d`, else IPv6.
-    pub fn to_ip(self) -> IpAddr {
+    pub(crate) fn to_ip(self) -> IpAddr {
         let v6 = Ipv6Addr::from(self.0);
         match v6.to_ipv4_mapped() {
             Some(v4) => IpAddr::V4(v4),
@@ -143,12 +143,12 @@ impl Gid {
     }
 
     /// True for `::ffff:a.b.c.d`, the form a RoCE v2 GID takes for an IPv4 address.
-    pub fn is_ipv4_mapped(self) -> bool {
+    pub(crate) fn is_ipv4_mapped(self) -> bool {
         self.ipv4().is_some()
     }
 
     /// True for fe80::/10, or 169.254/16 for an IPv4-mapped GID.
-    pub fn is_link_local(self) -> bool {
+    pub(crate) fn is_link_local(self) -> bool {
         match self.ipv4() {
             Some(v4) => v4.is_link_local(),
             None => self.0[0] == 0xfe && self.0[1] & 0xc0 == 0x80,
@@ -174,7 +174,7 @@ impl Gid {
     }
 
     /// The MAC inside a link-local EUI-64 GID, if the GID is one.
-    pub fn eui64_mac(self) -> Option<MacAddr> {
+    pub(crate) fn eui64_mac(self) -> Option<MacAddr> {
         let g = self.0;
         let link_local = g[0] == 0xfe && g[1] & 0xc0 == 0x80 && g[2..8] == [0; 6];
         (link_local && g[11] == 0xff && g[12] == 0xfe)

@@ -1,13 +1,11 @@
 //! ACK Extended Transport Header (4 bytes): syndrome and MSN of an ACK, NAK or READ response.
 
-use super::field::{get_u24, set_u24};
-
 /// Byte layout of the AETH.
 mod field {
     use crate::wire::field::Field;
 
     /// Syndrome.
-    pub const SYNDROME: usize = 0;
+    pub(crate) const SYNDROME: usize = 0;
     /// Message sequence number (24 bits).
     pub const MSN: Field = 1..4;
 }
@@ -19,31 +17,21 @@ header_view!(
     "AETH"
 );
 
-impl<T: AsRef<[u8]>> AethPacket<T> {
-    /// Syndrome byte (ACK / RNR NAK / NAK and its code).
-    #[inline]
-    pub fn syndrome(&self) -> u8 {
-        self.buffer.as_ref()[field::SYNDROME]
+header_fields!(
+    AethPacket
+    get {
+        /// Syndrome byte (ACK / RNR NAK / NAK and its code).
+        pub syndrome: u8 = field::SYNDROME;
+        /// Message sequence number (24 bits).
+        pub msn: u24 = field::MSN;
     }
-    /// Message sequence number (24 bits).
-    #[inline]
-    pub fn msn(&self) -> u32 {
-        get_u24(self.buffer.as_ref(), field::MSN)
+    set {
+        /// Sets the syndrome.
+        pub(crate) set_syndrome: u8 = field::SYNDROME;
+        /// Sets the MSN (low 24 bits are used).
+        pub(crate) set_msn: u24 = field::MSN;
     }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> AethPacket<T> {
-    /// Sets the syndrome.
-    #[inline]
-    pub fn set_syndrome(&mut self, s: u8) {
-        self.buffer.as_mut()[field::SYNDROME] = s;
-    }
-    /// Sets the MSN (low 24 bits are used).
-    #[inline]
-    pub fn set_msn(&mut self, msn: u32) {
-        set_u24(self.buffer.as_mut(), field::MSN, msn);
-    }
-}
+);
 
 /// NAK code: the low 5 bits of a NAK syndrome (0x60 | code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -118,7 +106,7 @@ pub struct AethRepr {
 
 impl AethRepr {
     /// Credit code for "no credit information", which rxe always sends.
-    pub const CREDITS_UNLIMITED: u8 = 0x1f;
+    pub(crate) const CREDITS_UNLIMITED: u8 = 0x1f;
 
     /// A positive ACK with unlimited credits (syndrome 0x1F), as rxe sends it.
     pub fn ack(msn: u32) -> AethRepr {
@@ -137,7 +125,7 @@ impl AethRepr {
     }
 
     /// An RNR NAK with a 5-bit timer code (syndrome 0x20 | timer).
-    pub fn rnr_nak(timer: u8, msn: u32) -> AethRepr {
+    pub(crate) fn rnr_nak(timer: u8, msn: u32) -> AethRepr {
         AethRepr {
             syndrome: 0x20 | (timer & 0x1f),
             msn,

@@ -1,7 +1,6 @@
 //! AtomicETH (28 bytes) and AtomicAckETH (8 bytes): compare-and-swap / fetch-and-add and their reply.
 
 use super::RethPacket;
-use super::field::{get_u64, set_u64};
 
 /// Byte layout of the AtomicETH and the AtomicAckETH.
 mod field {
@@ -9,12 +8,12 @@ mod field {
 
     // AtomicETH: the remote virtual address and R_Key first, laid out as in the RETH.
     /// AtomicETH: swap value or addend.
-    pub const SWAP_ADD: Field = 12..20;
+    pub(crate) const SWAP_ADD: Field = 12..20;
     /// AtomicETH: compare value.
-    pub const COMPARE: Field = 20..28;
+    pub(crate) const COMPARE: Field = 20..28;
 
     /// AtomicAckETH: the original remote data.
-    pub const ORIG: Field = 0..8;
+    pub(crate) const ORIG: Field = 0..8;
 }
 
 header_view!(
@@ -22,6 +21,22 @@ header_view!(
     AtomicEthPacket,
     field::COMPARE.end,
     "AtomicETH"
+);
+
+header_fields!(
+    AtomicEthPacket
+    get {
+        /// Swap value (compare-and-swap) or addend (fetch-and-add).
+        pub swap_add: u64 = field::SWAP_ADD;
+        /// Compare value (compare-and-swap only).
+        pub compare: u64 = field::COMPARE;
+    }
+    set {
+        /// Sets the swap value / addend.
+        pub(crate) set_swap_add: u64 = field::SWAP_ADD;
+        /// Sets the compare value.
+        pub(crate) set_compare: u64 = field::COMPARE;
+    }
 );
 
 /// The AtomicETH opens with the RETH's VA and R_Key, read and written through a RETH view.
@@ -36,38 +51,18 @@ impl<T: AsRef<[u8]>> AtomicEthPacket<T> {
     pub fn rkey(&self) -> u32 {
         RethPacket::new_unchecked(self.buffer.as_ref()).rkey()
     }
-    /// Swap value (compare-and-swap) or addend (fetch-and-add).
-    #[inline]
-    pub fn swap_add(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), field::SWAP_ADD)
-    }
-    /// Compare value (compare-and-swap only).
-    #[inline]
-    pub fn compare(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), field::COMPARE)
-    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicEthPacket<T> {
     /// Sets the remote virtual address.
     #[inline]
-    pub fn set_va(&mut self, v: u64) {
+    pub(crate) fn set_va(&mut self, v: u64) {
         RethPacket::new_unchecked(self.buffer.as_mut()).set_va(v);
     }
     /// Sets the R_Key.
     #[inline]
-    pub fn set_rkey(&mut self, v: u32) {
+    pub(crate) fn set_rkey(&mut self, v: u32) {
         RethPacket::new_unchecked(self.buffer.as_mut()).set_rkey(v);
-    }
-    /// Sets the swap value / addend.
-    #[inline]
-    pub fn set_swap_add(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), field::SWAP_ADD, v);
-    }
-    /// Sets the compare value.
-    #[inline]
-    pub fn set_compare(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), field::COMPARE, v);
     }
 }
 
@@ -113,21 +108,17 @@ header_view!(
     "AtomicAckETH"
 );
 
-impl<T: AsRef<[u8]>> AtomicAckEthPacket<T> {
-    /// The remote data before the atomic operation.
-    #[inline]
-    pub fn orig(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), field::ORIG)
+header_fields!(
+    AtomicAckEthPacket
+    get {
+        /// The remote data before the atomic operation.
+        pub orig: u64 = field::ORIG;
     }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicAckEthPacket<T> {
-    /// Sets the original remote data.
-    #[inline]
-    pub fn set_orig(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), field::ORIG, v);
+    set {
+        /// Sets the original remote data.
+        pub(crate) set_orig: u64 = field::ORIG;
     }
-}
+);
 
 /// The fields of an AtomicAckETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -1,43 +1,43 @@
 //! Base Transport Header (12 bytes, roce-wire.md §2.6).
 
 use super::Opcode;
-use super::field::{get_u16, get_u24, set_u16, set_u24};
+use super::field::{set_u16, set_u24};
 
 /// Byte layout of the BTH, and the bits of its flag bytes.
 pub(crate) mod field {
     use crate::wire::field::Field;
 
     /// OpCode.
-    pub const OPCODE: usize = 0;
+    pub(crate) const OPCODE: usize = 0;
     /// SE, M, PadCnt and TVer.
-    pub const FLAGS: usize = 1;
+    pub(crate) const FLAGS: usize = 1;
     /// P_Key.
-    pub const PKEY: Field = 2..4;
+    pub(crate) const PKEY: Field = 2..4;
     /// FECN, BECN and resv6a: the byte the ICRC masks.
-    pub const ECN: usize = 4;
+    pub(crate) const ECN: usize = 4;
     /// DestQP (24 bits).
-    pub const DEST_QP: Field = 5..8;
+    pub(crate) const DEST_QP: Field = 5..8;
     /// AckReq and resv7.
-    pub const ACK_REQ: usize = 8;
+    pub(crate) const ACK_REQ: usize = 8;
     /// PSN (24 bits).
     pub const PSN: Field = 9..12;
 
     /// SE, solicited event, in `FLAGS`.
-    pub const FLG_SE: u8 = 0x80;
+    pub(crate) const FLG_SE: u8 = 0x80;
     /// M, MigReq, in `FLAGS`.
-    pub const FLG_MIGREQ: u8 = 0x40;
+    pub(crate) const FLG_MIGREQ: u8 = 0x40;
     /// PadCnt, in `FLAGS`.
-    pub const PAD_MASK: u8 = 0x30;
+    pub(crate) const PAD_MASK: u8 = 0x30;
     /// Position of PadCnt in `FLAGS`.
-    pub const PAD_SHIFT: u32 = 4;
+    pub(crate) const PAD_SHIFT: u32 = 4;
     /// TVer, in `FLAGS`.
-    pub const TVER_MASK: u8 = 0x0f;
+    pub(crate) const TVER_MASK: u8 = 0x0f;
     /// FECN, in `ECN`.
-    pub const FLG_FECN: u8 = 0x80;
+    pub(crate) const FLG_FECN: u8 = 0x80;
     /// BECN, in `ECN`.
-    pub const FLG_BECN: u8 = 0x40;
+    pub(crate) const FLG_BECN: u8 = 0x40;
     /// AckReq, in `ACK_REQ`.
-    pub const FLG_ACK_REQ: u8 = 0x80;
+    pub(crate) const FLG_ACK_REQ: u8 = 0x80;
 }
 
 use field::{FLG_ACK_REQ, FLG_BECN, FLG_FECN, FLG_MIGREQ, FLG_SE, PAD_MASK, PAD_SHIFT, TVER_MASK};
@@ -47,6 +47,26 @@ header_view!(
     BthPacket,
     field::PSN.end,
     "BTH"
+);
+
+header_fields!(
+    BthPacket
+    get {
+        /// P_Key.
+        pub pkey: u16 = field::PKEY;
+        /// DestQP (24 bits).
+        pub dest_qp: u24 = field::DEST_QP;
+        /// PSN (24 bits).
+        pub psn: u24 = field::PSN;
+    }
+    set {
+        /// Sets the P_Key.
+        pub set_pkey: u16 = field::PKEY;
+        /// Sets DestQP (low 24 bits are used).
+        pub set_dest_qp: u24 = field::DEST_QP;
+        /// Sets the PSN (low 24 bits are used).
+        pub set_psn: u24 = field::PSN;
+    }
 );
 
 impl<T: AsRef<[u8]>> BthPacket<T> {
@@ -79,11 +99,6 @@ impl<T: AsRef<[u8]>> BthPacket<T> {
     pub fn tver(&self) -> u8 {
         self.b()[field::FLAGS] & TVER_MASK
     }
-    /// P_Key.
-    #[inline]
-    pub fn pkey(&self) -> u16 {
-        get_u16(self.b(), field::PKEY)
-    }
     /// FECN, forward ECN (masked in the ICRC).
     #[inline]
     pub fn fecn(&self) -> bool {
@@ -94,20 +109,10 @@ impl<T: AsRef<[u8]>> BthPacket<T> {
     pub fn becn(&self) -> bool {
         self.b()[field::ECN] & FLG_BECN != 0
     }
-    /// DestQP (24 bits).
-    #[inline]
-    pub fn dest_qp(&self) -> u32 {
-        get_u24(self.b(), field::DEST_QP)
-    }
     /// AckReq.
     #[inline]
     pub fn ack_req(&self) -> bool {
         self.b()[field::ACK_REQ] & FLG_ACK_REQ != 0
-    }
-    /// PSN (24 bits).
-    #[inline]
-    pub fn psn(&self) -> u32 {
-        get_u24(self.b(), field::PSN)
     }
 }
 
@@ -148,11 +153,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> BthPacket<T> {
         let b = &mut self.bm()[field::FLAGS];
         *b = (*b & !TVER_MASK) | (tver & TVER_MASK);
     }
-    /// Sets the P_Key.
-    #[inline]
-    pub fn set_pkey(&mut self, pkey: u16) {
-        set_u16(self.bm(), field::PKEY, pkey);
-    }
     /// Sets FECN.
     #[inline]
     pub fn set_fecn(&mut self, on: bool) {
@@ -163,20 +163,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> BthPacket<T> {
     pub fn set_becn(&mut self, on: bool) {
         self.set_bit(field::ECN, FLG_BECN, on);
     }
-    /// Sets DestQP (low 24 bits are used).
-    #[inline]
-    pub fn set_dest_qp(&mut self, qpn: u32) {
-        set_u24(self.bm(), field::DEST_QP, qpn);
-    }
     /// Sets AckReq.
     #[inline]
     pub fn set_ack_req(&mut self, on: bool) {
         self.set_bit(field::ACK_REQ, FLG_ACK_REQ, on);
-    }
-    /// Sets the PSN (low 24 bits are used).
-    #[inline]
-    pub fn set_psn(&mut self, psn: u32) {
-        set_u24(self.bm(), field::PSN, psn);
     }
 }
 
@@ -209,7 +199,7 @@ pub struct BthRepr {
 
 impl BthRepr {
     /// Default P_Key, as rxe sends it.
-    pub const DEFAULT_PKEY: u16 = 0xffff;
+    pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
 
     /// A BTH with rxe's defaults (P_Key 0xFFFF, every flag clear, no pad).
     #[inline]

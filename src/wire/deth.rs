@@ -1,17 +1,17 @@
 //! Datagram Extended Transport Header (8 bytes): Q_Key and source QP of a UD packet.
 
-use super::field::{get_u24, get_u32, set_u24, set_u32};
+use super::field::set_u24;
 
 /// Byte layout of the DETH.
 mod field {
     use crate::wire::field::Field;
 
     /// Q_Key.
-    pub const QKEY: Field = 0..4;
+    pub(crate) const QKEY: Field = 0..4;
     /// Reserved byte before the source QP.
-    pub const RESERVED: usize = 4;
+    pub(crate) const RESERVED: usize = 4;
     /// Source QP (24 bits).
-    pub const SRC_QP: Field = 5..8;
+    pub(crate) const SRC_QP: Field = 5..8;
 }
 
 header_view!(
@@ -21,28 +21,24 @@ header_view!(
     "DETH"
 );
 
-impl<T: AsRef<[u8]>> DethPacket<T> {
-    /// Q_Key.
-    #[inline]
-    pub fn qkey(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::QKEY)
+header_fields!(
+    DethPacket
+    get {
+        /// Q_Key.
+        pub qkey: u32 = field::QKEY;
+        /// Source QP (24 bits).
+        pub src_qp: u24 = field::SRC_QP;
     }
-    /// Source QP (24 bits).
-    #[inline]
-    pub fn src_qp(&self) -> u32 {
-        get_u24(self.buffer.as_ref(), field::SRC_QP)
+    set {
+        /// Sets the Q_Key.
+        pub(crate) set_qkey: u32 = field::QKEY;
     }
-}
+);
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> DethPacket<T> {
-    /// Sets the Q_Key.
-    #[inline]
-    pub fn set_qkey(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), field::QKEY, v);
-    }
     /// Sets the source QP (low 24 bits) and clears the reserved byte before it.
     #[inline]
-    pub fn set_src_qp(&mut self, v: u32) {
+    pub(crate) fn set_src_qp(&mut self, v: u32) {
         let b = self.buffer.as_mut();
         b[field::RESERVED] = 0;
         set_u24(b, field::SRC_QP, v);

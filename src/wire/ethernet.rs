@@ -8,27 +8,27 @@ mod field {
     use crate::wire::field::Field;
 
     /// Destination MAC.
-    pub const DESTINATION: Field = 0..6;
+    pub(crate) const DESTINATION: Field = 0..6;
     /// Source MAC.
-    pub const SOURCE: Field = 6..12;
+    pub(crate) const SOURCE: Field = 6..12;
     /// EtherType, or the 802.1Q TPID of a tagged frame.
-    pub const ETHERTYPE: Field = 12..14;
+    pub(crate) const ETHERTYPE: Field = 12..14;
     /// TCI of the 802.1Q tag (PCP, DEI, VID).
-    pub const VLAN_TCI: Field = 14..16;
+    pub(crate) const VLAN_TCI: Field = 14..16;
     /// EtherType of a tagged frame.
-    pub const VLAN_ETHERTYPE: Field = 16..18;
+    pub(crate) const VLAN_ETHERTYPE: Field = 16..18;
 }
 
 /// EtherType values RoCE uses.
 pub mod ethertype {
     /// IPv4 (RoCE v2).
-    pub const IPV4: u16 = 0x0800;
+    pub(crate) const IPV4: u16 = 0x0800;
     /// IPv6 (RoCE v2).
-    pub const IPV6: u16 = 0x86dd;
+    pub(crate) const IPV6: u16 = 0x86dd;
     /// `ETH_P_IBOE`: RoCE v1, a GRH follows.
-    pub const ROCE_V1: u16 = 0x8915;
+    pub(crate) const ROCE_V1: u16 = 0x8915;
     /// 802.1Q VLAN tag protocol identifier.
-    pub const VLAN: u16 = 0x8100;
+    pub(crate) const VLAN: u16 = 0x8100;
 }
 
 /// A view of an Ethernet header (14 bytes, or 18 with an 802.1Q tag) at the start of a frame.
@@ -41,7 +41,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Length of an untagged header.
     pub const LEN: usize = field::ETHERTYPE.end;
     /// Length of an 802.1Q tag.
-    pub const VLAN_LEN: usize = field::VLAN_ETHERTYPE.end - field::ETHERTYPE.end;
+    pub(crate) const VLAN_LEN: usize = field::VLAN_ETHERTYPE.end - field::ETHERTYPE.end;
 
     /// Wraps a buffer without checking; accessors panic if it is too short.
     #[inline]
@@ -59,7 +59,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
 
     /// Fails with `Truncated` unless the whole header (and tag, if any) is present.
     #[inline]
-    pub fn check_len(&self) -> Result<()> {
+    pub(crate) fn check_len(&self) -> Result<()> {
         let have = self.buffer.as_ref().len();
         need("Ethernet header", Self::LEN, have)?;
         need("802.1Q-tagged Ethernet header", self.header_len(), have)
@@ -83,12 +83,12 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     }
     /// True when an 802.1Q tag follows the source MAC.
     #[inline]
-    pub fn has_vlan(&self) -> bool {
+    pub(crate) fn has_vlan(&self) -> bool {
         get_u16(self.buffer.as_ref(), field::ETHERTYPE) == ethertype::VLAN
     }
     /// The 16-bit TCI of the 802.1Q tag (PCP, DEI, VID), if tagged.
     #[inline]
-    pub fn vlan_tci(&self) -> Option<u16> {
+    pub(crate) fn vlan_tci(&self) -> Option<u16> {
         self.has_vlan()
             .then(|| get_u16(self.buffer.as_ref(), field::VLAN_TCI))
     }
@@ -132,7 +132,7 @@ pub struct VlanTag {
 impl VlanTag {
     /// Decodes a TCI.
     #[inline]
-    pub fn from_tci(tci: u16) -> Self {
+    pub(crate) fn from_tci(tci: u16) -> Self {
         VlanTag {
             pcp: (tci >> 13) as u8,
             dei: tci & 0x1000 != 0,
@@ -141,7 +141,7 @@ impl VlanTag {
     }
     /// Encodes the TCI (fields truncated to their widths).
     #[inline]
-    pub fn tci(&self) -> u16 {
+    pub(crate) fn tci(&self) -> u16 {
         (u16::from(self.pcp & 0x7) << 13) | (u16::from(self.dei) << 12) | (self.vid & 0x0fff)
     }
 }

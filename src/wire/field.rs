@@ -83,7 +83,8 @@ pub(crate) fn need(what: &'static str, need: usize, have: usize) -> super::Resul
 }
 
 /// Declares a smoltcp-style zero-copy view over a fixed-length header: the struct, `LEN`, checked and
-/// unchecked constructors, `check_len` and `into_inner`. Field accessors are written by hand next to it.
+/// unchecked constructors, `check_len` and `into_inner`. `header_fields!` declares its plain field
+/// accessors; the others are written by hand next to it.
 macro_rules! header_view {
     ($(#[$doc:meta])* $name:ident, $len:expr, $what:literal) => {
         $(#[$doc])*
@@ -112,7 +113,7 @@ macro_rules! header_view {
 
             #[doc = concat!("Fails with `Truncated` unless the buffer holds a whole ", $what, ".")]
             #[inline]
-            pub fn check_len(&self) -> $crate::wire::Result<()> {
+            pub(crate) fn check_len(&self) -> $crate::wire::Result<()> {
                 $crate::wire::field::need($what, Self::LEN, self.buffer.as_ref().len())
             }
 
@@ -122,6 +123,52 @@ macro_rules! header_view {
                 self.buffer
             }
         }
+    };
+}
+
+/// Declares the plain accessors of a `header_view!` view from its `field` table, one line a field:
+/// `get { pub name: u16 = field::NAME; }` reads the field (`u8` one byte at an offset, `u24` three
+/// bytes into a `u32`), `set { pub set_name: u16 = field::NAME; }` writes it. Bit flags and fields
+/// with rules of their own are written by hand next to them.
+macro_rules! header_fields {
+    (@ty u8) => { u8 };
+    (@ty u16) => { u16 };
+    (@ty u24) => { u32 };
+    (@ty u32) => { u32 };
+    (@ty u64) => { u64 };
+    (@get u8, $b:expr, $f:expr) => { $b[$f] };
+    (@get u16, $b:expr, $f:expr) => { $crate::wire::field::get_u16($b, $f) };
+    (@get u24, $b:expr, $f:expr) => { $crate::wire::field::get_u24($b, $f) };
+    (@get u32, $b:expr, $f:expr) => { $crate::wire::field::get_u32($b, $f) };
+    (@get u64, $b:expr, $f:expr) => { $crate::wire::field::get_u64($b, $f) };
+    (@set u8, $b:expr, $f:expr, $v:expr) => { $b[$f] = $v };
+    (@set u16, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u16($b, $f, $v) };
+    (@set u24, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u24($b, $f, $v) };
+    (@set u32, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u32($b, $f, $v) };
+    (@set u64, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u64($b, $f, $v) };
+    (
+        $view:ident
+        $(get { $( $(#[$gdoc:meta])* $gvis:vis $get:ident: $gk:ident = $gf:expr; )* })?
+        $(set { $( $(#[$sdoc:meta])* $svis:vis $set:ident: $sk:ident = $sf:expr; )* })?
+    ) => {
+        $(impl<T: AsRef<[u8]>> $view<T> {
+            $(
+                $(#[$gdoc])*
+                #[inline]
+                $gvis fn $get(&self) -> header_fields!(@ty $gk) {
+                    header_fields!(@get $gk, self.buffer.as_ref(), $gf)
+                }
+            )*
+        })?
+        $(impl<T: AsRef<[u8]> + AsMut<[u8]>> $view<T> {
+            $(
+                $(#[$sdoc])*
+                #[inline]
+                $svis fn $set(&mut self, v: header_fields!(@ty $sk)) {
+                    header_fields!(@set $sk, self.buffer.as_mut(), $sf, v)
+                }
+            )*
+        })?
     };
 }
 

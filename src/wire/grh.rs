@@ -20,13 +20,13 @@ impl<T: AsRef<[u8]>> GrhPacket<T> {
         Ipv6Packet::new_unchecked(self.buffer.as_ref())
     }
     /// Checks that PayLen fits the buffer.
-    pub fn check_lengths(&self) -> Result<()> {
+    pub(crate) fn check_lengths(&self) -> Result<()> {
         self.check_len()?;
         self.ip6().check_payload_len("RoCE v1 packet (GRH PayLen)")
     }
     /// IPVer (6).
     #[inline]
-    pub fn ipver(&self) -> u8 {
+    pub(crate) fn ipver(&self) -> u8 {
         self.ip6().version()
     }
     /// TClass; masked in the ICRC.
@@ -46,7 +46,7 @@ impl<T: AsRef<[u8]>> GrhPacket<T> {
     }
     /// NxtHdr (0x1B).
     #[inline]
-    pub fn next_header(&self) -> u8 {
+    pub(crate) fn next_header(&self) -> u8 {
         self.ip6().next_header()
     }
     /// HopLmt; masked in the ICRC.

@@ -16,9 +16,9 @@ mod field {
     use crate::wire::field::Field;
 
     /// ImmDt: the immediate value.
-    pub const IMM_DATA: Field = 0..4;
+    pub(crate) const IMM_DATA: Field = 0..4;
     /// IETH: the R_Key to invalidate.
-    pub const IETH_RKEY: Field = 0..4;
+    pub(crate) const IETH_RKEY: Field = 0..4;
 }
 
 /// Length of the ImmDt header.

@@ -110,7 +110,7 @@ impl Icrc {
 
     /// Starts a RoCE v1 ICRC from the 40-byte GRH as it is on the wire. Panics if `grh` is shorter.
     #[inline]
-    pub fn v1_header(grh: &[u8]) -> Self {
+    pub(crate) fn v1_header(grh: &[u8]) -> Self {
         let mut h = [0u8; GRH_LEN];
         h.copy_from_slice(&grh[..GRH_LEN]);
         mask_ipv6_shaped(&mut h);
@@ -133,14 +133,14 @@ impl Icrc {
     /// Starts a RoCE v2 ICRC from the 20-byte IPv4 and 8-byte UDP headers as they are on the wire.
     /// Panics if either is shorter.
     #[inline]
-    pub fn v2_ipv4_header(ip: &[u8], udp: &[u8]) -> Self {
+    pub(crate) fn v2_ipv4_header(ip: &[u8], udp: &[u8]) -> Self {
         Self::v2_header::<{ IPV4_LEN + UDP_LEN }>(ip, udp, mask_ipv4)
     }
 
     /// Starts a RoCE v2 ICRC from the 40-byte IPv6 and 8-byte UDP headers as they are on the wire.
     /// Panics if either is shorter.
     #[inline]
-    pub fn v2_ipv6_header(ip: &[u8], udp: &[u8]) -> Self {
+    pub(crate) fn v2_ipv6_header(ip: &[u8], udp: &[u8]) -> Self {
         Self::v2_header::<{ IPV6_LEN + UDP_LEN }>(ip, udp, mask_ipv6_shaped)
     }
 
@@ -166,7 +166,7 @@ impl Icrc {
 
     /// Starts a RoCE v2/IPv6 ICRC from reprs, for `ib_len` bytes of BTH through pad.
     #[inline]
-    pub fn v2_ipv6(ip: &Ipv6Repr, udp: &UdpRepr, ib_len: usize) -> Self {
+    pub(crate) fn v2_ipv6(ip: &Ipv6Repr, udp: &UdpRepr, ib_len: usize) -> Self {
         let mut h = [0u8; IPV6_LEN + UDP_LEN];
         let udp_len = UDP_LEN + ib_len + ICRC_LEN;
         ip.emit(&mut h[..IPV6_LEN], udp_len);
@@ -176,7 +176,7 @@ impl Icrc {
 
     /// Feeds the 12-byte BTH, masking FECN, BECN and resv6a (byte 4). Panics if `bth` is shorter.
     #[inline]
-    pub fn update_bth(&mut self, bth: &[u8]) {
+    pub(crate) fn update_bth(&mut self, bth: &[u8]) {
         let mut b = [0u8; BTH_LEN];
         b.copy_from_slice(&bth[..BTH_LEN]);
         mask_bth(&mut b);

@@ -2,7 +2,7 @@
 
 use core::net::Ipv4Addr;
 
-use super::field::{get_array, get_u16, len16, need, set_u16};
+use super::field::{get_array, len16, need, set_u16};
 use super::{Error, Result};
 
 /// IP protocol number of UDP.
@@ -13,32 +13,32 @@ pub(super) mod field {
     use crate::wire::field::Field;
 
     /// Version (high 4 bits) and IHL (low 4 bits, in 32-bit words).
-    pub const VER_IHL: usize = 0;
+    pub(crate) const VER_IHL: usize = 0;
     /// TOS: DSCP and ECN.
-    pub const DSCP_ECN: usize = 1;
+    pub(crate) const DSCP_ECN: usize = 1;
     /// Total Length.
-    pub const LENGTH: Field = 2..4;
+    pub(crate) const LENGTH: Field = 2..4;
     /// Identification.
-    pub const IDENT: Field = 4..6;
+    pub(crate) const IDENT: Field = 4..6;
     /// Flags and fragment offset.
-    pub const FLG_OFF: Field = 6..8;
+    pub(crate) const FLG_OFF: Field = 6..8;
     /// TTL.
     pub const TTL: usize = 8;
     /// Protocol.
     pub const PROTOCOL: usize = 9;
     /// Header checksum.
-    pub const CHECKSUM: Field = 10..12;
+    pub(crate) const CHECKSUM: Field = 10..12;
     /// Source address.
-    pub const SRC_ADDR: Field = 12..16;
+    pub(crate) const SRC_ADDR: Field = 12..16;
     /// Destination address.
-    pub const DST_ADDR: Field = 16..20;
+    pub(crate) const DST_ADDR: Field = 16..20;
 
     /// DF, don't fragment, in `FLG_OFF`.
-    pub const FLG_DF: u16 = 0x4000;
+    pub(crate) const FLG_DF: u16 = 0x4000;
     /// IHL, in `VER_IHL`.
-    pub const IHL_MASK: u8 = 0x0f;
+    pub(crate) const IHL_MASK: u8 = 0x0f;
     /// `VER_IHL` of a RoCE v2 header: version 4, 5 words.
-    pub const VER4_IHL5: u8 = 0x45;
+    pub(crate) const VER4_IHL5: u8 = 0x45;
 }
 
 header_view!(
@@ -49,13 +49,33 @@ header_view!(
     "IPv4 header"
 );
 
+header_fields!(
+    Ipv4Packet
+    get {
+        /// TOS byte (DSCP + ECN); masked in the ICRC.
+        pub tos: u8 = field::DSCP_ECN;
+        /// Total Length.
+        pub(crate) total_len: u16 = field::LENGTH;
+        /// Identification; covered by the ICRC.
+        pub ident: u16 = field::IDENT;
+        /// Flags and fragment offset, raw.
+        pub(crate) flags_frag: u16 = field::FLG_OFF;
+        /// TTL; masked in the ICRC.
+        pub ttl: u8 = field::TTL;
+        /// Protocol (17 for RoCE v2).
+        pub protocol: u8 = field::PROTOCOL;
+        /// Header checksum; masked in the ICRC.
+        pub checksum: u16 = field::CHECKSUM;
+    }
+);
+
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     #[inline]
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
     /// Checks the IHL and Total Length against the buffer (beyond the fixed 20 bytes).
-    pub fn check_lengths(&self) -> Result<()> {
+    pub(crate) fn check_lengths(&self) -> Result<()> {
         self.check_len()?;
         let hl = self.header_len();
         if hl < Self::LEN {
@@ -79,45 +99,10 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn header_len(&self) -> usize {
         usize::from(self.b()[field::VER_IHL] & field::IHL_MASK) * 4
     }
-    /// TOS byte (DSCP + ECN); masked in the ICRC.
-    #[inline]
-    pub fn tos(&self) -> u8 {
-        self.b()[field::DSCP_ECN]
-    }
-    /// Total Length.
-    #[inline]
-    pub fn total_len(&self) -> u16 {
-        get_u16(self.b(), field::LENGTH)
-    }
-    /// Identification; covered by the ICRC.
-    #[inline]
-    pub fn ident(&self) -> u16 {
-        get_u16(self.b(), field::IDENT)
-    }
-    /// Flags and fragment offset, raw.
-    #[inline]
-    pub fn flags_frag(&self) -> u16 {
-        get_u16(self.b(), field::FLG_OFF)
-    }
     /// DF, don't fragment.
     #[inline]
     pub fn dont_frag(&self) -> bool {
         self.flags_frag() & field::FLG_DF != 0
-    }
-    /// TTL; masked in the ICRC.
-    #[inline]
-    pub fn ttl(&self) -> u8 {
-        self.b()[field::TTL]
-    }
-    /// Protocol (17 for RoCE v2).
-    #[inline]
-    pub fn protocol(&self) -> u8 {
-        self.b()[field::PROTOCOL]
-    }
-    /// Header checksum; masked in the ICRC.
-    #[inline]
-    pub fn checksum(&self) -> u16 {
-        get_u16(self.b(), field::CHECKSUM)
     }
     /// Source address.
     #[inline]

@@ -3,7 +3,7 @@
 
 use core::net::Ipv6Addr;
 
-use super::field::{get_array, get_u16, get_ver_tc_flow, len16, need, set_u16, set_ver_tc_flow};
+use super::field::{get_array, get_ver_tc_flow, len16, need, set_u16, set_ver_tc_flow};
 use super::ipv4::PROTO_UDP;
 use super::{Error, Result};
 
@@ -12,17 +12,17 @@ pub(super) mod field {
     use crate::wire::field::Field;
 
     /// Version (4 bits), traffic class (8 bits), flow label (20 bits).
-    pub const VER_TC_FLOW: Field = 0..4;
+    pub(crate) const VER_TC_FLOW: Field = 0..4;
     /// Payload Length.
-    pub const LENGTH: Field = 4..6;
+    pub(crate) const LENGTH: Field = 4..6;
     /// Next Header.
-    pub const NXT_HDR: usize = 6;
+    pub(crate) const NXT_HDR: usize = 6;
     /// Hop limit.
-    pub const HOP_LIMIT: usize = 7;
+    pub(crate) const HOP_LIMIT: usize = 7;
     /// Source address.
-    pub const SRC_ADDR: Field = 8..24;
+    pub(crate) const SRC_ADDR: Field = 8..24;
     /// Destination address.
-    pub const DST_ADDR: Field = 24..40;
+    pub(crate) const DST_ADDR: Field = 24..40;
 }
 
 header_view!(
@@ -32,13 +32,25 @@ header_view!(
     "IPv6 header"
 );
 
+header_fields!(
+    Ipv6Packet
+    get {
+        /// Payload Length.
+        pub payload_len: u16 = field::LENGTH;
+        /// Next Header (17 for RoCE v2).
+        pub(crate) next_header: u8 = field::NXT_HDR;
+        /// Hop limit; masked in the ICRC.
+        pub hop_limit: u8 = field::HOP_LIMIT;
+    }
+);
+
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     #[inline]
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
     /// Checks that Payload Length fits the buffer.
-    pub fn check_lengths(&self) -> Result<()> {
+    pub(crate) fn check_lengths(&self) -> Result<()> {
         self.check_len()?;
         self.check_payload_len("IPv6 packet (Payload Length)")
     }
@@ -65,21 +77,6 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     #[inline]
     pub fn flow_label(&self) -> u32 {
         get_ver_tc_flow(self.b(), field::VER_TC_FLOW).2
-    }
-    /// Payload Length.
-    #[inline]
-    pub fn payload_len(&self) -> u16 {
-        get_u16(self.b(), field::LENGTH)
-    }
-    /// Next Header (17 for RoCE v2).
-    #[inline]
-    pub fn next_header(&self) -> u8 {
-        self.b()[field::NXT_HDR]
-    }
-    /// Hop limit; masked in the ICRC.
-    #[inline]
-    pub fn hop_limit(&self) -> u8 {
-        self.b()[field::HOP_LIMIT]
     }
     /// Source address.
     #[inline]

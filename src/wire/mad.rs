@@ -1,47 +1,47 @@
 //! Management Datagram (MAD): the 256-byte message QP1 (the GSI) carries, a 24-byte common header and
 //! 232 bytes of class data. The Communication Manager (class 0x07) sets connections up with them.
 
-use super::field::{get_u16, get_u32, get_u64, set_u16, set_u32, set_u64};
+use super::field::{set_u16, set_u32, set_u64};
 
 /// Length of every MAD on QP1.
 pub const MAD_LEN: usize = 256;
 /// Length of the common MAD header.
-pub const MAD_HEADER_LEN: usize = 24;
+pub(crate) const MAD_HEADER_LEN: usize = 24;
 /// Length of the class data after the header.
-pub const MAD_DATA_LEN: usize = MAD_LEN - MAD_HEADER_LEN;
+pub(crate) const MAD_DATA_LEN: usize = MAD_LEN - MAD_HEADER_LEN;
 /// `BaseVersion` of every MAD.
-pub const MAD_BASE_VERSION: u8 = 1;
+pub(crate) const MAD_BASE_VERSION: u8 = 1;
 /// `MgmtClass` of the Communication Manager.
-pub const MGMT_CLASS_CM: u8 = 0x07;
+pub(crate) const MGMT_CLASS_CM: u8 = 0x07;
 /// `ClassVersion` of the CM that Linux speaks (`IB_CM_CLASS_VERSION`).
-pub const CM_CLASS_VERSION: u8 = 2;
+pub(crate) const CM_CLASS_VERSION: u8 = 2;
 /// `Method` of every CM message: Send (the CM matches its messages by communication IDs, not TIDs).
-pub const METHOD_SEND: u8 = 0x03;
+pub(crate) const METHOD_SEND: u8 = 0x03;
 
 /// Byte layout of the common MAD header.
 mod field {
     use crate::wire::field::Field;
 
     /// BaseVersion.
-    pub const BASE_VERSION: usize = 0;
+    pub(crate) const BASE_VERSION: usize = 0;
     /// MgmtClass.
-    pub const MGMT_CLASS: usize = 1;
+    pub(crate) const MGMT_CLASS: usize = 1;
     /// ClassVersion.
-    pub const CLASS_VERSION: usize = 2;
+    pub(crate) const CLASS_VERSION: usize = 2;
     /// R bit (response) and Method.
-    pub const METHOD: usize = 3;
+    pub(crate) const METHOD: usize = 3;
     /// Status.
-    pub const STATUS: Field = 4..6;
+    pub(crate) const STATUS: Field = 4..6;
     /// ClassSpecific.
-    pub const CLASS_SPECIFIC: Field = 6..8;
+    pub(crate) const CLASS_SPECIFIC: Field = 6..8;
     /// TransactionID.
-    pub const TID: Field = 8..16;
+    pub(crate) const TID: Field = 8..16;
     /// AttributeID.
-    pub const ATTR_ID: Field = 16..18;
+    pub(crate) const ATTR_ID: Field = 16..18;
     /// Reserved.
-    pub const RESERVED: Field = 18..20;
+    pub(crate) const RESERVED: Field = 18..20;
     /// AttributeModifier.
-    pub const ATTR_MOD: Field = 20..24;
+    pub(crate) const ATTR_MOD: Field = 20..24;
 }
 
 header_view!(
@@ -51,47 +51,29 @@ header_view!(
     "MAD"
 );
 
+header_fields!(
+    MadPacket
+    get {
+        /// BaseVersion (1).
+        pub(crate) base_version: u8 = field::BASE_VERSION;
+        /// MgmtClass.
+        pub(crate) mgmt_class: u8 = field::MGMT_CLASS;
+        /// ClassVersion.
+        pub(crate) class_version: u8 = field::CLASS_VERSION;
+        /// Method (with the response bit).
+        pub method: u8 = field::METHOD;
+        /// Status.
+        pub status: u16 = field::STATUS;
+        /// TransactionID.
+        pub(crate) tid: u64 = field::TID;
+        /// AttributeID: which message of the class.
+        pub attr_id: u16 = field::ATTR_ID;
+        /// AttributeModifier.
+        pub attr_mod: u32 = field::ATTR_MOD;
+    }
+);
+
 impl<T: AsRef<[u8]>> MadPacket<T> {
-    /// BaseVersion (1).
-    #[inline]
-    pub fn base_version(&self) -> u8 {
-        self.buffer.as_ref()[field::BASE_VERSION]
-    }
-    /// MgmtClass.
-    #[inline]
-    pub fn mgmt_class(&self) -> u8 {
-        self.buffer.as_ref()[field::MGMT_CLASS]
-    }
-    /// ClassVersion.
-    #[inline]
-    pub fn class_version(&self) -> u8 {
-        self.buffer.as_ref()[field::CLASS_VERSION]
-    }
-    /// Method (with the response bit).
-    #[inline]
-    pub fn method(&self) -> u8 {
-        self.buffer.as_ref()[field::METHOD]
-    }
-    /// Status.
-    #[inline]
-    pub fn status(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), field::STATUS)
-    }
-    /// TransactionID.
-    #[inline]
-    pub fn tid(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), field::TID)
-    }
-    /// AttributeID: which message of the class.
-    #[inline]
-    pub fn attr_id(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), field::ATTR_ID)
-    }
-    /// AttributeModifier.
-    #[inline]
-    pub fn attr_mod(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::ATTR_MOD)
-    }
     /// The 232 bytes of class data.
     #[inline]
     pub fn data(&self) -> &[u8] {
@@ -102,7 +84,7 @@ impl<T: AsRef<[u8]>> MadPacket<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> MadPacket<T> {
     /// The 232 bytes of class data, to write.
     #[inline]
-    pub fn data_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn data_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[MAD_HEADER_LEN..MAD_LEN]
     }
 }
@@ -111,19 +93,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> MadPacket<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MadHeader {
     /// MgmtClass.
-    pub mgmt_class: u8,
+    pub(crate) mgmt_class: u8,
     /// ClassVersion.
-    pub class_version: u8,
+    pub(crate) class_version: u8,
     /// Method (with the response bit).
-    pub method: u8,
+    pub(crate) method: u8,
     /// Status.
     pub status: u16,
     /// TransactionID.
-    pub tid: u64,
+    pub(crate) tid: u64,
     /// AttributeID.
     pub attr_id: u16,
     /// AttributeModifier.
-    pub attr_mod: u32,
+    pub(crate) attr_mod: u32,
 }
 
 impl MadHeader {

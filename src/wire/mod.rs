@@ -72,7 +72,8 @@ mod opcode;
 mod reth;
 mod udp;
 
-pub use addr::{Gid, MacAddr, MacAddrParseError};
+pub use addr::MacAddrParseError;
+pub use addr::{Gid, MacAddr};
 pub use aeth::{AethKind, AethPacket, AethRepr, NakCode};
 pub use atomic::{AtomicAckEthPacket, AtomicAckEthRepr, AtomicEthPacket, AtomicEthRepr};
 /// Byte layout of the BTH, for code that peeks at a field without parsing the header.
@@ -80,13 +81,15 @@ pub(crate) use bth::field as bth_field;
 pub use bth::{BthPacket, BthRepr};
 pub use deth::{DethPacket, DethRepr};
 pub use error::{Error, Result};
-pub use ethernet::{EthernetFrame, EthernetRepr, VlanTag};
+pub(crate) use ethernet::EthernetFrame;
+pub use ethernet::{EthernetRepr, VlanTag};
 pub use frame::{Encapsulation, NetRepr, RoceFrame, RoceFrameRepr};
 pub use grh::{GrhPacket, GrhRepr};
 pub(crate) use ib::CNP_RESERVED_LEN;
 pub use ib::{IbRepr, pad_len};
 pub use icrc::{ICRC_LEN, Icrc, icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6, split_icrc};
-pub use icrc_ipv4_id::{Ipv4IdCache, Ipv4IdInfluence};
+pub use icrc_ipv4_id::Ipv4IdCache;
+pub use icrc_ipv4_id::Ipv4IdInfluence;
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
 pub use opcode::Opcode;

@@ -6,13 +6,13 @@ use core::fmt;
 mod hdr {
     pub const RETH: u8 = 1 << 0;
     pub const AETH: u8 = 1 << 1;
-    pub const IMM: u8 = 1 << 2;
-    pub const IETH: u8 = 1 << 3;
+    pub(crate) const IMM: u8 = 1 << 2;
+    pub(crate) const IETH: u8 = 1 << 3;
     pub const DETH: u8 = 1 << 4;
     pub const ATOMIC: u8 = 1 << 5;
-    pub const ATOMIC_ACK: u8 = 1 << 6;
+    pub(crate) const ATOMIC_ACK: u8 = 1 << 6;
     /// The 16 reserved bytes that follow a CNP's BTH.
-    pub const CNP_RESV: u8 = 1 << 7;
+    pub(crate) const CNP_RESV: u8 = 1 << 7;
 }
 
 /// BTH opcode. Unknown values are kept (never rejected), so a receiver can count and drop them.
@@ -231,7 +231,7 @@ impl Opcode {
 
     /// True for a CNP, whose BTH is followed by 16 reserved bytes.
     #[inline]
-    pub fn is_cnp(self) -> bool {
+    pub(crate) fn is_cnp(self) -> bool {
         self.has(CNP_RESV)
     }
 

@@ -1,17 +1,15 @@
 //! RDMA Extended Transport Header (16 bytes): where a WRITE or READ goes.
 
-use super::field::{get_u32, get_u64, set_u32, set_u64};
-
 /// Byte layout of the RETH.
 mod field {
     use crate::wire::field::Field;
 
     /// Remote virtual address.
-    pub const VA: Field = 0..8;
+    pub(crate) const VA: Field = 0..8;
     /// R_Key.
-    pub const RKEY: Field = 8..12;
+    pub(crate) const RKEY: Field = 8..12;
     /// DMA length.
-    pub const DMA_LEN: Field = 12..16;
+    pub(crate) const DMA_LEN: Field = 12..16;
 }
 
 header_view!(
@@ -21,41 +19,25 @@ header_view!(
     "RETH"
 );
 
-impl<T: AsRef<[u8]>> RethPacket<T> {
-    /// Remote virtual address.
-    #[inline]
-    pub fn va(&self) -> u64 {
-        get_u64(self.buffer.as_ref(), field::VA)
+header_fields!(
+    RethPacket
+    get {
+        /// Remote virtual address.
+        pub va: u64 = field::VA;
+        /// R_Key of the remote region.
+        pub rkey: u32 = field::RKEY;
+        /// DMA length: the whole remaining message, not this packet's payload.
+        pub dma_len: u32 = field::DMA_LEN;
     }
-    /// R_Key of the remote region.
-    #[inline]
-    pub fn rkey(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::RKEY)
+    set {
+        /// Sets the remote virtual address.
+        pub(crate) set_va: u64 = field::VA;
+        /// Sets the R_Key.
+        pub(crate) set_rkey: u32 = field::RKEY;
+        /// Sets the DMA length.
+        pub(crate) set_dma_len: u32 = field::DMA_LEN;
     }
-    /// DMA length: the whole remaining message, not this packet's payload.
-    #[inline]
-    pub fn dma_len(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::DMA_LEN)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> RethPacket<T> {
-    /// Sets the remote virtual address.
-    #[inline]
-    pub fn set_va(&mut self, va: u64) {
-        set_u64(self.buffer.as_mut(), field::VA, va);
-    }
-    /// Sets the R_Key.
-    #[inline]
-    pub fn set_rkey(&mut self, rkey: u32) {
-        set_u32(self.buffer.as_mut(), field::RKEY, rkey);
-    }
-    /// Sets the DMA length.
-    #[inline]
-    pub fn set_dma_len(&mut self, len: u32) {
-        set_u32(self.buffer.as_mut(), field::DMA_LEN, len);
-    }
-}
+);
 
 /// The fields of a RETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

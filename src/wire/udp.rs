@@ -1,6 +1,6 @@
 //! UDP header of RoCE v2 (8 bytes; roce-wire.md §2.5).
 
-use super::field::{get_u16, len16, need, set_u16};
+use super::field::{len16, need, set_u16};
 use super::{Error, Result};
 
 /// UDP destination port of RoCE v2 (`ROCE_V2_UDP_DPORT`).
@@ -11,13 +11,13 @@ pub(super) mod field {
     use crate::wire::field::Field;
 
     /// Source port.
-    pub const SRC_PORT: Field = 0..2;
+    pub(crate) const SRC_PORT: Field = 0..2;
     /// Destination port.
-    pub const DST_PORT: Field = 2..4;
+    pub(crate) const DST_PORT: Field = 2..4;
     /// Length of header and payload.
-    pub const LENGTH: Field = 4..6;
+    pub(crate) const LENGTH: Field = 4..6;
     /// Checksum (masked in the ICRC).
-    pub const CHECKSUM: Field = 6..8;
+    pub(crate) const CHECKSUM: Field = 6..8;
 }
 
 header_view!(
@@ -27,13 +27,27 @@ header_view!(
     "UDP header"
 );
 
+header_fields!(
+    UdpPacket
+    get {
+        /// Source port (flow entropy on RoCE v2).
+        pub src_port: u16 = field::SRC_PORT;
+        /// Destination port (4791).
+        pub dst_port: u16 = field::DST_PORT;
+        /// Length, header included.
+        pub len: u16 = field::LENGTH;
+        /// Checksum (rxe sends 0; masked in the ICRC).
+        pub checksum: u16 = field::CHECKSUM;
+    }
+);
+
 impl<T: AsRef<[u8]>> UdpPacket<T> {
     #[inline]
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
     /// Checks the Length field against the header size and the buffer.
-    pub fn check_lengths(&self) -> Result<()> {
+    pub(crate) fn check_lengths(&self) -> Result<()> {
         self.check_len()?;
         let len = usize::from(self.len());
         if len < Self::LEN {
@@ -41,30 +55,10 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         }
         need("UDP datagram (Length)", len, self.b().len())
     }
-    /// Source port (flow entropy on RoCE v2).
-    #[inline]
-    pub fn src_port(&self) -> u16 {
-        get_u16(self.b(), field::SRC_PORT)
-    }
-    /// Destination port (4791).
-    #[inline]
-    pub fn dst_port(&self) -> u16 {
-        get_u16(self.b(), field::DST_PORT)
-    }
-    /// Length, header included.
-    #[inline]
-    pub fn len(&self) -> u16 {
-        get_u16(self.b(), field::LENGTH)
-    }
     /// True when the Length field is 0 (never valid).
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-    /// Checksum (rxe sends 0; masked in the ICRC).
-    #[inline]
-    pub fn checksum(&self) -> u16 {
-        get_u16(self.b(), field::CHECKSUM)
     }
     /// The bytes after the header, up to Length. Needs `check_lengths`.
     #[inline]

@@ -6,31 +6,17 @@
 
 use crate::common;
 
-use common::{Done, Side, pair_on, pair_with, rows, spawn};
+use common::{Done, pair_on_lo, pair_with, rows, spawn};
 use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_PAIR_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 const OPS: [&str; 2] = ["FETCH_AND_ADD", "CMP_AND_SWAP"];
 
 /// Both sides exit 0, print perftest's title for `op` and one row of 8 bytes with positive figures, and
 /// say that every atomic was checked.
 fn assert_ran(what: &str, title: &str, s: &Done, c: &Done) {
-    assert_eq!(
-        (c.code(), s.code()),
-        (0, 0),
-        "{what}\nclient:\n{}{}\nserver:\n{}{}",
-        c.stdout,
-        c.stderr,
-        s.stdout,
-        s.stderr
-    );
+    common::assert_both_ok(what, s, c);
     for (side, out) in [("client", &c.stdout), ("server", &s.stdout)] {
         assert!(out.contains(title), "{side} of {what}: {out}");
         assert!(out.contains("Outstand reads  : "), "{side}: {out}");
@@ -46,20 +32,12 @@ fn assert_ran(what: &str, title: &str, s: &Done, c: &Done) {
 }
 
 fn on_lo(test: &str, args: Vec<&str>) -> (Done, Done) {
-    pair_on(
-        test,
-        Side {
-            ns: None,
-            args: args.clone(),
-        },
-        Side { ns: None, args },
-        "127.0.0.1",
-    )
+    pair_on_lo(test, args.clone(), args)
 }
 
 #[test]
 fn atomic_bw_and_lat_over_soft_v2_on_lo_with_validate() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     for op in OPS {
         let (s, c) = on_lo(
             "atomic_bw",
@@ -86,7 +64,7 @@ fn atomic_bw_and_lat_over_soft_v2_on_lo_with_validate() {
 
 #[test]
 fn atomic_bw_bidirectional_and_timed_over_soft_with_validate_and_loss() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     // Both sides run atomics at each other and check their own words; the 2 % loss makes the RC engine
     // resend requests, which the responder must answer from its saved results, never run twice.
     let (s, c) = on_lo(
@@ -116,20 +94,9 @@ fn atomic_bw_bidirectional_and_timed_over_soft_with_validate_and_loss() {
     let mut client = vec!["-d", "lo", "-D", "2", "--validate"];
     let server = client.clone();
     client.extend(["--json", json.to_str().unwrap()]);
-    let (s, c) = pair_on(
-        "atomic_bw",
-        Side {
-            ns: None,
-            args: server,
-        },
-        Side {
-            ns: None,
-            args: client,
-        },
-        "127.0.0.1",
-    );
+    let (s, c) = pair_on_lo("atomic_bw", server, client);
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let doc = common::json_file(&json);
     assert_eq!(doc["test"]["test"]["verb"], "atomic", "{doc}");
     assert_eq!(doc["test"]["atomic_type"], "FETCH_AND_ADD", "{doc}");
     assert_eq!(doc["results"][0]["size_bytes"], 8, "{doc}");
@@ -137,7 +104,7 @@ fn atomic_bw_bidirectional_and_timed_over_soft_with_validate_and_loss() {
 
 #[test]
 fn atomics_over_the_tcp_baseline_with_validate() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     for op in OPS {
         for (test, kind) in [("atomic_bw", "BW"), ("atomic_lat", "Latency")] {
             // -s 8 is what atomics move anyway, so it is accepted (as perftest accepts it).
@@ -155,7 +122,7 @@ fn atomics_over_the_tcp_baseline_with_validate() {
 
 #[test]
 fn the_two_sides_must_run_the_same_atomic() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let (s, c) = pair_with(
         "atomic_bw",
         &["-n", "300"],

@@ -418,7 +418,7 @@ fn repeated_runs_keep_every_repetition_for_the_gates() {
     assert_contains(&stdout, "each row: the median of up to 2 repetitions");
     assert_contains(&stdout, "roce_gate: PASS, 1 checks: 1 passed");
     let json = the_only_dir(&results).join("compare.json");
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let doc = crate::common::json_file(&json);
     for run in doc["runs"].as_array().unwrap() {
         let reps = &run["repetitions"];
         assert_eq!(reps.as_array().unwrap().len(), 1, "{run}");

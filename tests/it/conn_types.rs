@@ -13,12 +13,6 @@ use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_PAIR_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// One run's outcome: both sides' processes and JSON documents.
 struct Run {
     server: Done,
@@ -58,7 +52,7 @@ fn run(test: &str, args: &[&str], ns: Option<(&str, &str)>, host: &str) -> Run {
         server.stdout,
         server.stderr
     );
-    let read = |p: &Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    let read = |p: &Path| -> Value { common::json_file(p) };
     Run {
         sj: read(&sj),
         cj: read(&cj),
@@ -122,7 +116,7 @@ fn check_lat(r: &Run, n: u64) {
 
 #[test]
 fn uc_and_ud_run_on_soft_v2_over_lo_with_validate() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let n = 300u64;
     let ns = n.to_string();
     let cases: [(&str, &str, &str); 6] = [
@@ -156,7 +150,7 @@ fn ud_and_uc_across_a_veth_pair_count_deliberate_loss_and_end_cleanly() {
     if common::skip_unless(is_root(), "network namespaces need root (CI runs as root)") {
         return;
     }
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let pair = NetnsPair::up(&[]);
     let (a, b) = (pair.ns('a'), pair.ns('b'));
     let n = 1000u64;
@@ -238,41 +232,19 @@ fn alone(test: &str, args: &[&str]) -> Done {
 #[test]
 fn what_cannot_run_is_refused_with_exit_2_naming_the_flags() {
     let tcp = alone("send_bw", &["--transport", "tcp", "-c", "UD"]);
-    assert_eq!(tcp.code(), 2, "{}", tcp.stderr);
-    assert!(
-        tcp.stderr
-            .contains("-c UD does not apply to --transport tcp"),
-        "{}",
-        tcp.stderr
-    );
+    tcp.assert_usage_error("-c UD does not apply to --transport tcp");
     let read = alone("read_bw", &["-d", "lo", "-c", "UC"]);
-    assert_eq!(read.code(), 2, "{}", read.stderr);
-    assert!(
-        read.stderr.contains("-c UC does not apply to read_bw"),
-        "{}",
-        read.stderr
-    );
+    read.assert_usage_error("-c UC does not apply to read_bw");
     let write = alone("write_lat", &["-d", "lo", "-c", "UD"]);
-    assert_eq!(write.code(), 2, "{}", write.stderr);
-    assert!(
-        write.stderr.contains("UD carries only SENDs"),
-        "{}",
-        write.stderr
-    );
+    write.assert_usage_error("UD carries only SENDs");
     // lo offers a 4096-byte path MTU: 8 KiB is more than one UD datagram.
     let big = alone("send_bw", &["-d", "lo", "-c", "UD", "-s", "8192"]);
-    assert_eq!(big.code(), 2, "{}", big.stderr);
-    assert!(
-        big.stderr
-            .contains("-s 8192 is larger than the MTU (4096 bytes"),
-        "{}",
-        big.stderr
-    );
+    big.assert_usage_error("-s 8192 is larger than the MTU (4096 bytes");
 }
 
 #[test]
 fn both_sides_must_run_the_same_connection_type() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let (s, c) = pair_on(
         "send_bw",
         Side {

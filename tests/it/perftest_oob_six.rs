@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{Side, pair_on, rows};
+use common::{Side, pair_on, pair_on_lo, rows};
 use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -16,15 +16,7 @@ fn pair_rows(test: &str, args: &[&str], want_client: usize, want_server: usize) 
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut a = vec!["-d", "lo", "--oob", "perftest"];
     a.extend_from_slice(args);
-    let (s, c) = pair_on(
-        test,
-        Side {
-            ns: None,
-            args: a.clone(),
-        },
-        Side { ns: None, args: a },
-        "127.0.0.1",
-    );
+    let (s, c) = pair_on_lo(test, a.clone(), a);
     assert_eq!(
         (c.code(), s.code()),
         (0, 0),
@@ -131,8 +123,7 @@ fn a_roceperf_dialect_peer_is_named() {
         },
         "127.0.0.1",
     );
-    assert_eq!(c.code(), 2, "{}", c.stderr);
-    assert!(c.stderr.contains("--oob perftest"), "{}", c.stderr);
+    c.assert_usage_error("--oob perftest");
     // Its peer spoke another dialect: a setup error (README, exit codes), not a run failure or a panic.
     assert_eq!(s.code(), 2, "{}", s.stderr);
 }

@@ -191,8 +191,7 @@ fn results_dir_gets_a_csv_and_a_json_that_read_back() {
     results::append_csv(&csv_path, &lat, &results).unwrap();
     results::write_json(&json_path, &lat, &results).unwrap();
 
-    let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let doc = crate::common::json_file(&json_path);
     assert_eq!(doc["schema"], "roceperf.result");
     let back: Vec<SizeResult> = serde_json::from_value(doc["results"].clone()).unwrap();
     assert_eq!(back.len(), 2);

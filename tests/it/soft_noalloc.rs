@@ -11,6 +11,13 @@ use roceperf::transport::{
 use soft_support::endpoints::{connect, free_port, remote, udp_cfg, veth_packet_cfg, wr};
 
 /// `rounds` of: 4 WRITEs of 64 KiB, one SEND, one READ; both sides polled until all complete.
+/// The receive each round posts: far from the buffers the WRITEs and SENDs read.
+const RECV: RecvRequest = RecvRequest {
+    wr_id: 7,
+    offset: 300_000,
+    len: 8192,
+};
+
 fn traffic(
     a: &mut SoftEndpoint,
     b: &mut SoftEndpoint,
@@ -20,15 +27,7 @@ fn traffic(
 ) {
     let mut buf = [Completion::EMPTY; 32];
     for _ in 0..rounds {
-        b.post_recv(
-            0,
-            &RecvRequest {
-                wr_id: 7,
-                offset: 300_000,
-                len: 8192,
-            },
-        )
-        .unwrap();
+        b.post_recv(0, &RECV).unwrap();
         for k in 0..4 {
             a.post_send(0, &wr(k, SendOp::Write, 0, 65_536, Some(rw)))
                 .unwrap();
@@ -121,15 +120,7 @@ fn steady_state_uc_and_ud_datapaths_allocate_nothing() {
         let rw = (conn == ConnType::Uc).then(|| remote(&b, 0, 0));
         let round = |a: &mut SoftEndpoint, b: &mut SoftEndpoint| {
             let mut buf = [Completion::EMPTY; 32];
-            b.post_recv(
-                0,
-                &RecvRequest {
-                    wr_id: 7,
-                    offset: 300_000,
-                    len: 8192,
-                },
-            )
-            .unwrap();
+            b.post_recv(0, &RECV).unwrap();
             let mut sends = 1;
             if let Some(rw) = rw {
                 a.post_send(0, &wr(1, SendOp::Write, 0, 16_384, Some(rw)))

@@ -4,48 +4,17 @@
 
 use crate::common;
 
-use common::{Done, Side, pair_on, rows};
+use common::{Done, SIX, Side, pair_on, pair_on_lo, rows};
 use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_PAIR_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-const SIX: [&str; 6] = [
-    "send_bw",
-    "write_bw",
-    "read_bw",
-    "send_lat",
-    "write_lat",
-    "read_lat",
-];
-
 fn on_lo(test: &str, args: Vec<&str>) -> (Done, Done) {
-    pair_on(
-        test,
-        Side {
-            ns: None,
-            args: args.clone(),
-        },
-        Side { ns: None, args },
-        "127.0.0.1",
-    )
+    pair_on_lo(test, args.clone(), args)
 }
 
 fn assert_connected_through_the_cm(test: &str, size: f64, s: &Done, c: &Done) {
-    assert_eq!(
-        (c.code(), s.code()),
-        (0, 0),
-        "{test}\nclient:\n{}{}\nserver:\n{}{}",
-        c.stdout,
-        c.stderr,
-        s.stdout,
-        s.stderr
-    );
+    common::assert_both_ok(test, s, c);
     for (side, out) in [("client", &c.stdout), ("server", &s.stdout)] {
         let r = rows(out);
         assert!(!r.is_empty(), "{side} of {test} prints its rows:\n{out}");
@@ -61,13 +30,9 @@ fn assert_connected_through_the_cm(test: &str, size: f64, s: &Done, c: &Done) {
 
 #[test]
 fn six_tests_over_soft_with_rdma_cm_and_validate() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     for test in SIX {
-        let size = if test.ends_with("_bw") {
-            "20000"
-        } else {
-            "3000"
-        };
+        let size = common::several_packets(test);
         let args = vec!["-d", "lo", "-R", "-s", size, "-n", "300", "--validate"];
         let (s, c) = on_lo(test, args);
         assert_connected_through_the_cm(test, size.parse().unwrap(), &s, &c);
@@ -134,7 +99,7 @@ fn the_atomic_tests_over_soft_with_rdma_cm_and_validate() {
 
 #[test]
 fn several_queue_pairs_each_get_their_own_cm_connection() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("c.json");
     let server = vec![
@@ -151,21 +116,10 @@ fn several_queue_pairs_each_get_their_own_cm_connection() {
     ];
     let mut client = server.clone();
     client.extend(["--json", json.to_str().unwrap()]);
-    let (s, c) = pair_on(
-        "write_bw",
-        Side {
-            ns: None,
-            args: server,
-        },
-        Side {
-            ns: None,
-            args: client,
-        },
-        "127.0.0.1",
-    );
+    let (s, c) = pair_on_lo("write_bw", server, client);
     assert_connected_through_the_cm("write_bw", 8192.0, &s, &c);
     assert!(c.stdout.contains(" rdma_cm QPs\t : ON"), "{}", c.stdout);
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let doc = common::json_file(&json);
     assert_eq!(doc["test"]["rdma_cm"], true, "{doc}");
     let note = c
         .stdout
@@ -178,20 +132,9 @@ fn several_queue_pairs_each_get_their_own_cm_connection() {
 #[test]
 fn rdma_cm_is_refused_on_tcp_and_roce_v1_naming_the_flags() {
     let out = common::spawn("write_bw", &["--transport", "tcp", "-R"]).wait(20, "tcp -R");
-    assert_eq!(out.code(), 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("-R does not apply to --transport tcp"),
-        "{}",
-        out.stderr
-    );
+    out.assert_usage_error("-R does not apply to --transport tcp");
     let out = common::spawn("write_bw", &["-d", "lo", "--roce", "v1", "-R"]).wait(20, "v1 -R");
-    assert_eq!(out.code(), 2, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("-R and --roce v1 cannot be used together"),
-        "{}",
-        out.stderr
-    );
+    out.assert_usage_error("-R and --roce v1 cannot be used together");
 }
 
 /// perftest's `-R` dialect (`--oob perftest -R`, what `ib_*_bw -R` speaks: its messages on a
@@ -200,13 +143,9 @@ fn rdma_cm_is_refused_on_tcp_and_roce_v1_naming_the_flags() {
 /// perftest names the server by its RDMA address, so the server binds one and the client names it.
 #[test]
 fn six_tests_in_perftests_rdma_cm_dialect() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     for test in SIX {
-        let size = if test.ends_with("_bw") {
-            "20000"
-        } else {
-            "3000"
-        };
+        let size = common::several_packets(test);
         let common = [
             "-d", "lo", "-R", "--oob", "perftest", "-s", size, "-n", "200",
         ];
@@ -226,15 +165,7 @@ fn six_tests_in_perftests_rdma_cm_dialect() {
             },
             "127.0.7.1",
         );
-        assert_eq!(
-            (c.code(), s.code()),
-            (0, 0),
-            "{test}\nclient:\n{}{}\nserver:\n{}{}",
-            c.stdout,
-            c.stderr,
-            s.stdout,
-            s.stderr
-        );
+        common::assert_both_ok(test, &s, &c);
         let r = rows(&c.stdout);
         assert!(
             !r.is_empty() && r[0][0] == size.parse::<f64>().unwrap(),
@@ -253,7 +184,7 @@ fn six_tests_in_perftests_rdma_cm_dialect() {
 /// exits 2 naming the reason.
 #[test]
 fn a_req_for_a_port_nobody_listens_on_ends_in_exit_2_naming_the_rej() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let port = common::free_port();
     let other = (port + 1).to_string();
     let port = port.to_string();

@@ -7,7 +7,7 @@
 use crate::common;
 use crate::soft_support;
 
-use common::{Done, Side, pair_on, rows, spawn};
+use common::{Done, SIX, Side, pair_on, pair_on_lo, rows, spawn};
 use soft_support::{NetnsPair, is_root};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Mutex;
@@ -15,32 +15,9 @@ use std::time::{Duration, Instant};
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_PAIR_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-const SIX: [&str; 6] = [
-    "send_bw",
-    "write_bw",
-    "read_bw",
-    "send_lat",
-    "write_lat",
-    "read_lat",
-];
-
 /// Both sides exit 0 and print one result row of `size` bytes with positive figures, over soft.
 fn assert_ran(test: &str, size: f64, s: &Done, c: &Done) {
-    assert_eq!(
-        (c.code(), s.code()),
-        (0, 0),
-        "{test}\nclient:\n{}{}\nserver:\n{}{}",
-        c.stdout,
-        c.stderr,
-        s.stdout,
-        s.stderr
-    );
+    common::assert_both_ok(test, s, c);
     for (side, out) in [("client", &c.stdout), ("server", &s.stdout)] {
         let r = rows(out);
         assert_eq!(r.len(), 1, "{side} of {test} prints one row:\n{out}");
@@ -51,41 +28,13 @@ fn assert_ran(test: &str, size: f64, s: &Done, c: &Done) {
     }
 }
 
-/// A server and a client of `test` on lo with their own arguments; returns (server, client).
-fn on_lo(test: &str, server: Vec<&str>, client: Vec<&str>) -> (Done, Done) {
-    pair_on(
-        test,
-        Side {
-            ns: None,
-            args: server,
-        },
-        Side {
-            ns: None,
-            args: client,
-        },
-        "127.0.0.1",
-    )
-}
-
 #[test]
 fn six_tests_over_soft_v2_udp_on_lo_with_validate() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     for test in SIX {
-        let size = if test.ends_with("_bw") {
-            "20000"
-        } else {
-            "3000"
-        };
+        let size = common::several_packets(test);
         let args = vec!["-d", "lo", "-s", size, "-n", "300", "--validate"];
-        let (s, c) = pair_on(
-            test,
-            Side {
-                ns: None,
-                args: args.clone(),
-            },
-            Side { ns: None, args },
-            "127.0.0.1",
-        );
+        let (s, c) = pair_on_lo(test, args.clone(), args);
         assert_ran(test, size.parse().unwrap(), &s, &c);
         assert!(
             c.stdout.contains("RoCE v2/IPv4 over UDP socket"),
@@ -97,14 +46,14 @@ fn six_tests_over_soft_v2_udp_on_lo_with_validate() {
 
 #[test]
 fn a_sweep_with_several_qps_validates_every_size_and_reports_counters() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("c.json");
     let json_arg = json.to_str().unwrap();
     let server = vec!["-d", "lo", "-a", "-n", "5", "-q", "2", "--validate"];
     let mut client = server.clone();
     client.extend(["-v", "--json", json_arg]);
-    let (s, c) = on_lo("write_bw", server, client);
+    let (s, c) = pair_on_lo("write_bw", server, client);
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
     assert_eq!(rows(&c.stdout).len(), 23, "{}", c.stdout);
     assert!(
@@ -112,7 +61,7 @@ fn a_sweep_with_several_qps_validates_every_size_and_reports_counters() {
         "-v prints the counters: {}",
         c.stderr
     );
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let doc = common::json_file(&json);
     let k = &doc["test"]["counters"];
     assert!(k["tx_packets"].as_u64().unwrap() > 0, "{k}");
     assert_eq!(k["drops"]["bad_icrc"], 0, "{k}");
@@ -123,17 +72,16 @@ fn a_sweep_with_several_qps_validates_every_size_and_reports_counters() {
 /// the barrier falls never meets an empty receive queue: no RNR NAK in a whole sweep, even without warm-up.
 #[test]
 fn send_sweeps_meet_posted_receives_from_the_first_message() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     for test in ["send_bw", "send_lat"] {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("s.json");
         let mut server = vec!["-d", "lo", "-a", "-n", "20", "--warmup", "0"];
         let client = server.clone();
         server.extend(["--json", json.to_str().unwrap()]);
-        let (s, c) = on_lo(test, server, client);
+        let (s, c) = pair_on_lo(test, server, client);
         assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
-        let doc: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let doc = common::json_file(&json);
         let k = &doc["test"]["counters"];
         assert_eq!(k["naks_sent"]["rnr"], 0, "{test}: {k}");
         assert_eq!(k["naks_received"]["rnr"], 0, "{test}: {k}");
@@ -150,7 +98,7 @@ fn send_sweeps_meet_posted_receives_from_the_first_message() {
 
 #[test]
 fn validate_holds_under_deliberate_loss_duplication_and_reordering() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     for test in ["send_bw", "write_lat", "read_bw"] {
         let dir = tempfile::tempdir().unwrap();
         let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
@@ -198,8 +146,7 @@ fn validate_holds_under_deliberate_loss_duplication_and_reordering() {
         // Both sides impaired what they sent, and the losses were repaired by retransmission.
         let mut retransmitted = 0;
         for j in [&sj, &cj] {
-            let doc: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(j).unwrap()).unwrap();
+            let doc = common::json_file(j);
             let k = &doc["test"]["counters"];
             for what in ["dropped", "duplicated", "reordered"] {
                 assert!(
@@ -221,7 +168,7 @@ fn kernel_loss_and_duplication_on_a_veth_pair_are_repaired_with_validate() {
     if crate::common::skip_unless(is_root(), "network namespaces need root (CI runs as root)") {
         return;
     }
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     for (impair, counter) in [
         ("--loss", "retransmitted_packets"),
         ("--duplicate", "duplicate_requests"),
@@ -257,8 +204,7 @@ fn kernel_loss_and_duplication_on_a_veth_pair_are_repaired_with_validate() {
                 s.stderr
             );
             for j in [&sj, &cj] {
-                let doc: serde_json::Value =
-                    serde_json::from_slice(&std::fs::read(j).unwrap()).unwrap();
+                let doc = common::json_file(j);
                 repaired += doc["test"]["counters"][counter].as_u64().unwrap();
             }
         }
@@ -274,16 +220,12 @@ fn six_tests_over_soft_v1_and_v2_packet_across_a_veth_pair() {
     ) {
         return;
     }
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let pair = NetnsPair::up(&[]);
     let (a, b) = (pair.ns('a'), pair.ns('b'));
     for roce in ["v1", "v2"] {
         for test in SIX {
-            let size = if test.ends_with("_bw") {
-                "20000"
-            } else {
-                "3000"
-            };
+            let size = common::several_packets(test);
             let args = vec![
                 "-d",
                 "veth0",
@@ -346,7 +288,7 @@ fn running_pair(test: &str, run: [&str; 2]) -> (common::Proc, common::Proc) {
 
 #[test]
 fn a_server_killed_mid_run_ends_the_client_with_a_retry_error() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let (server, client) = running_pair("write_bw", ["-D", "60"]);
     let killed_at = Instant::now();
     server.kill();
@@ -369,7 +311,7 @@ fn a_server_killed_mid_run_ends_the_client_with_a_retry_error() {
 /// sends nothing), so its watchdog must end it, with exit 1 and a message naming the silence.
 #[test]
 fn a_sender_killed_mid_run_ends_the_send_bw_receiver_with_a_clear_error() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let (server, client) = running_pair("send_bw", ["-n", "100000000"]);
     let killed_at = Instant::now();
     client.kill();
@@ -390,7 +332,7 @@ fn a_sender_killed_mid_run_ends_the_send_bw_receiver_with_a_clear_error() {
 
 #[test]
 fn junk_sent_to_port_4791_mid_run_is_dropped_counted_and_the_run_completes() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
     let port = common::free_port().to_string();
@@ -452,7 +394,7 @@ fn junk_sent_to_port_4791_mid_run_is_dropped_counted_and_the_run_completes() {
     let c = client.wait(60, "client");
     let s = server.wait(30, "server");
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let doc = common::json_file(&json);
     let d = &doc["test"]["counters"]["drops"];
     assert_eq!(d["unknown_qpn"], 3, "{d}");
     assert!(d["bad_icrc"].as_u64().unwrap() >= 3, "{d}");

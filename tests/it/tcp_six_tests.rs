@@ -107,14 +107,6 @@ fn duration_mode_latency() {
     assert!(rows(&s.stdout)[0][1] > 0.0, "{}", s.stdout);
 }
 
-/// The JSON result document (`--json`) a run wrote.
-fn json(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_slice(
-        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    )
-    .unwrap()
-}
-
 #[test]
 fn bidirectional_write_bw_sums_both_directions() {
     let dir = tempfile::tempdir().unwrap();
@@ -137,7 +129,7 @@ fn bidirectional_write_bw_sums_both_directions() {
     assert_eq!(rows(&s.stdout).len(), 1);
     // Each side measured its own direction and reports it plus the peer's: both documents carry the
     // same total, made of both directions' 200 messages.
-    let (cd, sd) = (json(&cj), json(&sj));
+    let (cd, sd) = (common::json_file(&cj), common::json_file(&sj));
     assert_eq!(cd["test"]["bidirectional"], true);
     let (cb, sb) = (
         &cd["results"][0]["bandwidth"],
@@ -208,7 +200,7 @@ fn several_queue_pairs() {
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
     assert!(c.stdout.contains("Number of qps   : 3"), "{}", c.stdout);
     // Three queue pairs on each side, each with its own number.
-    let doc = json(&cj);
+    let doc = common::json_file(&cj);
     assert_eq!(doc["test"]["qps"], 3);
     for side in ["local", "remote"] {
         let lines = doc["test"][side].as_array().unwrap();

@@ -15,12 +15,12 @@ use super::{PerftestError, Result, show_bytes};
 const TAIL_MARKERS_VERSION: f64 = 6.29;
 
 /// Bytes of `struct pingpong_dest` up to perftest 6.28.
-pub const BIN_KEY_LEN: usize = 56;
+pub(crate) const BIN_KEY_LEN: usize = 56;
 /// Bytes of `struct pingpong_dest` from perftest 6.29 (it gained `tail_markers_vaddr`).
-pub const BIN_KEY_LEN_TAIL: usize = 64;
+pub(crate) const BIN_KEY_LEN_TAIL: usize = 64;
 
 /// The binary record's length for a peer of `version`.
-pub fn bin_key_len(version: &PeerVersion) -> usize {
+pub(crate) fn bin_key_len(version: &PeerVersion) -> usize {
     // perftest compares versions as atof() numbers, so do we.
     if version.value >= TAIL_MARKERS_VERSION - 1e-9 {
         BIN_KEY_LEN_TAIL

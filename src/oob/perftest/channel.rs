@@ -155,12 +155,12 @@ impl<S: OobStream> PerftestChannel<S> {
 
     /// From now, every read until [`end_setup`](Self::end_setup) must be done within `within` in all,
     /// however the peer paces its bytes (the idle and stall timeouts apply per read).
-    pub fn limit_setup(&mut self, within: Duration) {
+    pub(crate) fn limit_setup(&mut self, within: Duration) {
         self.setup = Some((Instant::now() + within, within));
     }
 
     /// The setup is over (the data path connects): reads wait by the idle, stall and run timeouts only.
-    pub fn end_setup(&mut self) {
+    pub(crate) fn end_setup(&mut self) {
         self.setup = None;
     }
 
@@ -190,7 +190,7 @@ impl<S: OobStream> PerftestChannel<S> {
     }
 
     /// True on the side that writes first.
-    pub fn is_client(&self) -> bool {
+    pub(crate) fn is_client(&self) -> bool {
         self.client
     }
 
@@ -300,7 +300,7 @@ impl<S: OobStream> PerftestChannel<S> {
 
     /// Non-blocking: collects what has arrived of a `want`-byte message; true once it is complete (then
     /// [`recv`](Self::recv) returns it at once). For a passive side that keeps its data path running.
-    pub fn poll_ready(&mut self, step: &str, want: usize) -> Result<bool> {
+    pub(crate) fn poll_ready(&mut self, step: &str, want: usize) -> Result<bool> {
         let io = |source| PerftestError::Io {
             step: step.to_string(),
             source,
@@ -341,7 +341,7 @@ impl<S: OobStream> PerftestChannel<S> {
     }
 
     /// Non-blocking: true once the peer has closed the connection (EOF), discarding anything it sent.
-    pub fn poll_closed(&mut self, step: &str) -> Result<bool> {
+    pub(crate) fn poll_closed(&mut self, step: &str) -> Result<bool> {
         let io = |source| PerftestError::Io {
             step: step.to_string(),
             source,
@@ -380,7 +380,7 @@ impl<S: OobStream> PerftestChannel<S> {
     }
 
     /// Half-closes the connection: the peer reads EOF, we can still read what it sends.
-    pub fn shutdown_write(&mut self, step: &str) -> Result<()> {
+    pub(crate) fn shutdown_write(&mut self, step: &str) -> Result<()> {
         match self.stream.shutdown_write() {
             Ok(()) => Ok(()),
             // Already closed by the peer: nothing left to tell it.

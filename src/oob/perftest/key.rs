@@ -13,11 +13,11 @@ use crate::transport::{ConnInfo, QpInfo};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Bytes of a key record with a GID, NUL included.
-pub const KEY_LEN_GID: usize = 108;
+pub(crate) const KEY_LEN_GID: usize = 108;
 /// Bytes of a key record without a GID, NUL included (recognised only to explain the mismatch).
-pub const KEY_LEN_NO_GID: usize = 59;
+pub(crate) const KEY_LEN_NO_GID: usize = 59;
 /// UDP port of RoCE v2.
-pub const ROCE_V2_PORT: u16 = 4791;
+pub(crate) const ROCE_V2_PORT: u16 = 4791;
 
 /// One queue pair's key record, as perftest's `struct pingpong_dest` carries it over TCP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,14 +143,9 @@ impl KeyRecord {
         })
     }
 
-    /// True when the GID is IPv4-mapped (`::ffff:a.b.c.d`), the family check perftest makes.
-    pub fn gid_is_ipv4_mapped(&self) -> bool {
-        gid_is_ipv4_mapped(&self.gid)
-    }
-
     /// Our side's records: one per QP of `info`, LID 0, SRQN 0, OUT_READS from the QP's
     /// `max_rd_atomic` (at least 1, as perftest sends for SEND and WRITE).
-    pub fn from_conn_info(info: &ConnInfo) -> Vec<KeyRecord> {
+    pub(crate) fn from_conn_info(info: &ConnInfo) -> Vec<KeyRecord> {
         info.qps
             .iter()
             .map(|qp| KeyRecord {
@@ -171,7 +166,7 @@ impl KeyRecord {
     /// derived from the GID. `transport` is the *local* transport: a perftest peer speaks RoCE v2 on the
     /// wire, which `verbs` and `soft` both connect to, and our endpoints refuse a peer description of
     /// another kind.
-    pub fn to_conn_info(
+    pub(crate) fn to_conn_info(
         keys: &[KeyRecord],
         buf_len: u64,
         mtu: u32,
@@ -204,12 +199,12 @@ impl KeyRecord {
 }
 
 /// True when a GID is IPv4-mapped.
-pub fn gid_is_ipv4_mapped(gid: &[u8; 16]) -> bool {
+pub(crate) fn gid_is_ipv4_mapped(gid: &[u8; 16]) -> bool {
     gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff
 }
 
 /// A GID as an address: `10.0.0.2` when IPv4-mapped, else the IPv6 form.
-pub fn gid_to_string(gid: &[u8; 16]) -> String {
+pub(crate) fn gid_to_string(gid: &[u8; 16]) -> String {
     if gid_is_ipv4_mapped(gid) {
         Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15]).to_string()
     } else {
@@ -218,7 +213,7 @@ pub fn gid_to_string(gid: &[u8; 16]) -> String {
 }
 
 /// The RoCE v2 UDP endpoint of a GID: `10.0.0.2:4791` or `[fe80::1]:4791`.
-pub fn roce_v2_addr(gid: &[u8; 16]) -> String {
+pub(crate) fn roce_v2_addr(gid: &[u8; 16]) -> String {
     if gid_is_ipv4_mapped(gid) {
         format!("{}:{ROCE_V2_PORT}", gid_to_string(gid))
     } else {
@@ -227,7 +222,7 @@ pub fn roce_v2_addr(gid: &[u8; 16]) -> String {
 }
 
 /// perftest's `ctx_check_gid_compatibility`: both IPv4-mapped or both not.
-pub fn check_gid_families(ours: &[u8; 16], theirs: &[u8; 16]) -> Result<()> {
+pub(crate) fn check_gid_families(ours: &[u8; 16], theirs: &[u8; 16]) -> Result<()> {
     if gid_is_ipv4_mapped(ours) != gid_is_ipv4_mapped(theirs) {
         return Err(PerftestError::GidFamilyMismatch {
             ours: gid_to_string(ours),

@@ -49,11 +49,15 @@ pub mod msg;
 pub mod script;
 pub mod session;
 
-pub use channel::{OobStream, PerftestChannel, Timeouts, accept, connect};
+pub(crate) use channel::OobStream;
+pub use channel::{PerftestChannel, Timeouts, accept, connect};
 pub use key::KeyRecord;
-pub use msg::{BwReport, PeerVersion, SysData};
-pub use script::{Barrier, ScriptOptions, Step, script};
-pub use session::{Action, PeerSetup, Session, SessionConfig};
+pub use msg::PeerVersion;
+pub use msg::{BwReport, SysData};
+pub use script::Barrier;
+pub use script::{ScriptOptions, Step, script};
+pub use session::PeerSetup;
+pub use session::{Action, Session, SessionConfig};
 
 /// Errors of the perftest dialect; each names the step and says what to check.
 #[derive(Debug, thiserror::Error)]

@@ -5,22 +5,22 @@
 use super::{PerftestError, Result, show_bytes};
 
 /// Size of the version block: perftest's `char version[16]`, NUL-padded.
-pub const VERSION_LEN: usize = 16;
+pub(crate) const VERSION_LEN: usize = 16;
 /// The version we announce: below 6.28, so no perftest runs its build-dependent negotiation with us.
-pub const OUR_VERSION: &str = "6.27";
+pub(crate) const OUR_VERSION: &str = "6.27";
 /// perftest refuses peers below this version, and so do we.
-pub const MIN_PEER_VERSION: f64 = 5.70;
+pub(crate) const MIN_PEER_VERSION: f64 = 5.70;
 /// From this version on perftest negotiates parameters, but only with a peer that announces it too.
 #[allow(clippy::approx_constant)] // a version number, not 2π
 pub const NEGOTIATION_VERSION: f64 = 6.28;
 /// Size of each system-data block (a big-endian `int`).
-pub const SYSDATA_LEN: usize = 4;
+pub(crate) const SYSDATA_LEN: usize = 4;
 /// Size of the MTU block (ASCII digit of `enum ibv_mtu` and a NUL) for peers from 5.31 on.
-pub const MTU_LEN: usize = 2;
+pub(crate) const MTU_LEN: usize = 2;
 /// Size of each of the five report fields.
-pub const REPORT_FIELD_LEN: usize = 8;
+pub(crate) const REPORT_FIELD_LEN: usize = 8;
 /// Number of report fields: size, iterations, peak, average, message rate.
-pub const REPORT_FIELDS: usize = 5;
+pub(crate) const REPORT_FIELDS: usize = 5;
 /// The closing block perftest up to 6.16 writes after the close barrier (`"done"` with its NUL); nobody
 /// reads it. perftest 6.17+ writes nothing there.
 pub const DONE: &[u8; 5] = b"done\0";
@@ -101,12 +101,12 @@ impl SysData {
 }
 
 /// Encodes one system-data int (big-endian, as perftest's `hton_int`).
-pub fn encode_sysdata(value: u32) -> [u8; SYSDATA_LEN] {
+pub(crate) fn encode_sysdata(value: u32) -> [u8; SYSDATA_LEN] {
     value.to_be_bytes()
 }
 
 /// Parses one system-data int; `field` names it in errors. Zero or above 1 GiB is refused.
-pub fn parse_sysdata(step: &str, field: &'static str, b: &[u8; SYSDATA_LEN]) -> Result<u32> {
+pub(crate) fn parse_sysdata(step: &str, field: &'static str, b: &[u8; SYSDATA_LEN]) -> Result<u32> {
     let v = u32::from_be_bytes(*b);
     if v == 0 || v > 1 << 30 {
         return Err(PerftestError::Malformed {
@@ -120,7 +120,7 @@ pub fn parse_sysdata(step: &str, field: &'static str, b: &[u8; SYSDATA_LEN]) -> 
 }
 
 /// Path MTU in bytes to libibverbs' `enum ibv_mtu` (1 = 256 ... 5 = 4096); the largest not above `bytes`.
-pub fn mtu_enum(bytes: u32) -> u8 {
+pub(crate) fn mtu_enum(bytes: u32) -> u8 {
     match bytes {
         4096.. => 5,
         2048..4096 => 4,
@@ -131,17 +131,17 @@ pub fn mtu_enum(bytes: u32) -> u8 {
 }
 
 /// `enum ibv_mtu` to bytes.
-pub fn mtu_bytes(e: u8) -> u32 {
+pub(crate) fn mtu_bytes(e: u8) -> u32 {
     128 << e
 }
 
 /// Encodes the MTU block: the enum's ASCII digit and a NUL, e.g. `"3\0"` for 1024.
-pub fn encode_mtu(bytes: u32) -> [u8; MTU_LEN] {
+pub(crate) fn encode_mtu(bytes: u32) -> [u8; MTU_LEN] {
     [b'0' + mtu_enum(bytes), 0]
 }
 
 /// Parses the MTU block strictly: one digit 1..5, then NUL. Returns bytes.
-pub fn parse_mtu(step: &str, b: &[u8; MTU_LEN]) -> Result<u32> {
+pub(crate) fn parse_mtu(step: &str, b: &[u8; MTU_LEN]) -> Result<u32> {
     if b[1] != 0 || !(b'1'..=b'5').contains(&b[0]) {
         return Err(PerftestError::Malformed {
             step: step.to_string(),
@@ -195,7 +195,7 @@ impl BwReport {
 
 /// True when 8 bytes look like the start of an ASCII key record (hex digits and colons), which is what a
 /// peer at a barrier sends where we expect a report field.
-pub fn looks_like_key(b: &[u8]) -> bool {
+pub(crate) fn looks_like_key(b: &[u8]) -> bool {
     !b.is_empty() && b.iter().all(|c| c.is_ascii_hexdigit() || *c == b':')
 }
 

@@ -32,11 +32,11 @@ pub struct DropSummary {
     /// ACKs and responses for PSNs no work request waits for (stale, duplicated, out of order).
     pub stale_response: u64,
     /// Responses whose opcode, length or AETH do not fit the request they answer.
-    pub bad_response: u64,
+    pub(crate) bad_response: u64,
     /// Requests left for the peer to retransmit because the answer queue was full.
-    pub response_queue_full: u64,
+    pub(crate) response_queue_full: u64,
     /// Packets for a queue pair in the error state.
-    pub qp_error: u64,
+    pub(crate) qp_error: u64,
 }
 
 /// The counters `-v` prints and the JSON report carries.
@@ -54,7 +54,7 @@ pub struct SoftCounters {
     pub retransmitted_packets: u64,
     /// Payload bytes sent again: request data resent and READ responses replayed (what the loss
     /// cost on the wire beyond the data itself).
-    pub retransmitted_bytes: u64,
+    pub(crate) retransmitted_bytes: u64,
     /// Retransmission timer expiries.
     pub timeouts: u64,
     /// Duplicate requests received.
@@ -62,7 +62,7 @@ pub struct SoftCounters {
     /// ACKs (and atomic ACKs) the responders sent, re-ACKs of duplicates included.
     pub acks_sent: u64,
     /// ACKs (and atomic ACKs) the requesters accepted.
-    pub acks_received: u64,
+    pub(crate) acks_received: u64,
     /// NAKs sent, by kind.
     pub naks_sent: NakCounts,
     /// NAKs received, by kind.
@@ -75,7 +75,7 @@ pub struct SoftCounters {
     pub impair: ImpairStats,
     /// What it did to received packets (`rx:` keys); absent when nothing.
     #[serde(skip_serializing_if = "ImpairStats::is_empty")]
-    pub impair_rx: ImpairStats,
+    pub(crate) impair_rx: ImpairStats,
     /// UC and UD queue pairs (`-c`): messages delivered, cut short, and packets lost or dropped;
     /// absent for RC.
     #[serde(skip_serializing_if = "UnreliableCounters::is_empty")]
@@ -84,7 +84,7 @@ pub struct SoftCounters {
 
 impl SoftCounters {
     /// Adds one engine's counters (its drops also into the `protocol` total).
-    pub fn add_engine(&mut self, k: &Counters) {
+    pub(crate) fn add_engine(&mut self, k: &Counters) {
         self.retransmitted_packets += k.retransmitted_packets;
         self.retransmitted_bytes += k.retransmitted_bytes;
         self.timeouts += k.timeouts;

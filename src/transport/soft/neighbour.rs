@@ -17,7 +17,7 @@ use crate::wire::MacAddr;
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The MAC of `peer` on `dev`, from the kernel's neighbour table, resolving it first if needed.
-pub fn resolve(dev: &NetDev, local: IpAddr, peer: IpAddr) -> Result<MacAddr, String> {
+pub(crate) fn resolve(dev: &NetDev, local: IpAddr, peer: IpAddr) -> Result<MacAddr, String> {
     if let Some(mac) = lookup(dev, peer)? {
         return Ok(mac);
     }

@@ -72,7 +72,7 @@ pub(crate) struct LocalEnd {
 }
 
 /// rxe's UDP source port for a QP pair (roce-wire.md §8.1): symmetric, in 0xC000..=0xFFFF.
-pub fn rxe_udp_sport(lqpn: u32, rqpn: u32) -> u16 {
+pub(crate) fn rxe_udp_sport(lqpn: u32, rqpn: u32) -> u16 {
     let mut v = u64::from(lqpn) * u64::from(rqpn);
     v ^= v >> 20;
     v ^= v >> 40;

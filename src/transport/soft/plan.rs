@@ -104,7 +104,7 @@ pub(crate) struct SetupPlan {
     /// RoCE v1, v2/IPv4 or v2/IPv6.
     pub encap: Encapsulation,
     /// Our IP address (RoCE v2; `None` for v1).
-    pub local_ip: Option<IpAddr>,
+    pub(crate) local_ip: Option<IpAddr>,
     /// Our GID.
     pub gid: Gid,
     /// The path MTU this side offers.
@@ -116,9 +116,9 @@ pub(crate) struct SetupPlan {
     /// Deliberate impairment in force.
     pub impair: Option<ImpairConfig>,
     /// Bytes of a transmit slot (and receive slot without GRO): a whole frame around the largest packet.
-    pub slot_len: usize,
+    pub(crate) slot_len: usize,
     /// Bytes of a receive slot.
-    pub rx_slot: usize,
+    pub(crate) rx_slot: usize,
     /// The backend to open.
     pub backend: BackendPlan,
     /// One entry per queue pair.
@@ -128,7 +128,7 @@ pub(crate) struct SetupPlan {
 impl SetupPlan {
     /// After the backend moved to `using` (see [`BackendPlan::Udp::may_move`]): our address and GID
     /// follow, and a note says why.
-    pub fn moved_to(&mut self, using: IpAddr, port: u16) {
+    pub(crate) fn moved_to(&mut self, using: IpAddr, port: u16) {
         if let Some(taken) = self.local_ip {
             self.notes
                 .push(SoftNote::AddressMoved { taken, port, using });

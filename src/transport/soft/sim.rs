@@ -127,7 +127,7 @@ pub struct LinkStats {
     /// Packets with a flipped bit.
     pub corrupted: u64,
     /// Corrupted packets dropped at the receiver (the ICRC stand-in caught them).
-    pub corrupt_dropped: u64,
+    pub(crate) corrupt_dropped: u64,
 }
 
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
@@ -222,7 +222,7 @@ impl Wire {
 }
 
 /// Decides to drop a packet on purpose: gets the packet's 1-based index on the link and its bytes.
-pub type DropRule = Box<dyn FnMut(u64, &[u8]) -> bool>;
+pub(crate) type DropRule = Box<dyn FnMut(u64, &[u8]) -> bool>;
 
 /// A one-way link.
 pub struct Link {
@@ -320,7 +320,7 @@ impl Link {
     }
 
     /// Arrival time of the next packet, if any is in flight (a held one counts from when it is let go).
-    pub fn next_arrival(&self) -> Option<u64> {
+    pub(crate) fn next_arrival(&self) -> Option<u64> {
         let wire = self.dev.inner().queue.peek().map(|p| p.0.at);
         let held = self.dev.poll_at().map(Instant::as_nanos);
         wire.into_iter().chain(held).min()
@@ -428,7 +428,7 @@ impl SimPair {
     }
 
     /// The time of the next arrival or timer, if any.
-    pub fn next_event(&self) -> Option<u64> {
+    pub(crate) fn next_event(&self) -> Option<u64> {
         [
             self.ab.next_arrival(),
             self.ba.next_arrival(),

@@ -23,7 +23,7 @@ struct Qp {
 }
 
 /// One side of a TCP baseline test.
-pub struct TcpEndpoint {
+pub(crate) struct TcpEndpoint {
     cfg: TcpConfig,
     listener: Option<TcpListener>,
     /// Where the server listens (kept after the listener is closed, for `local_info`).

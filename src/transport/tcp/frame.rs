@@ -1,7 +1,7 @@
 //! The bytes on a data connection: the greeting that opens it and the header in front of every frame.
 
 /// Size of the frame header that precedes every payload on a data connection.
-pub const HEADER_LEN: usize = 24;
+pub(crate) const HEADER_LEN: usize = 24;
 
 /// Where a header carries its acknowledgement count.
 const ACKS: std::ops::Range<usize> = 20..24;
@@ -9,7 +9,7 @@ const ACKS: std::ops::Range<usize> = 20..24;
 /// Bytes of the operand block that follows an atomic request's header: two little-endian u64s
 /// (FETCH_AND_ADD: the addend and 0; CMP_AND_SWAP: compare, swap). It is read whole from the staging
 /// area, never placed in the buffer.
-pub const OPERANDS_LEN: usize = 16;
+pub(crate) const OPERANDS_LEN: usize = 16;
 
 /// Header flag: the sender completes this SEND or WRITE only when the peer acknowledges having applied it.
 pub(super) const FLAG_ACK_REQ: u8 = 1;
@@ -120,7 +120,7 @@ impl Header {
 
     /// Adds `more` acknowledgements to an emitted header that has not left yet; false (and the
     /// header unchanged) when its count would overflow.
-    pub fn add_acks(b: &mut [u8], more: u32) -> bool {
+    pub(crate) fn add_acks(b: &mut [u8], more: u32) -> bool {
         let have = u32::from_le_bytes(b[ACKS].try_into().expect("4 bytes"));
         match have.checked_add(more) {
             Some(sum) => {
@@ -161,7 +161,7 @@ impl Header {
     }
 
     /// Bytes of operands that follow the header: [`OPERANDS_LEN`] for atomic requests, else 0.
-    pub fn operands_len(&self) -> usize {
+    pub(crate) fn operands_len(&self) -> usize {
         match self.op {
             FrameOp::FetchAdd | FrameOp::CmpSwap => OPERANDS_LEN,
             _ => 0,
@@ -169,7 +169,7 @@ impl Header {
     }
 
     /// Whether the sender asked to be told when this frame has been applied.
-    pub fn wants_ack(&self) -> bool {
+    pub(crate) fn wants_ack(&self) -> bool {
         self.flags & FLAG_ACK_REQ != 0
     }
 }

@@ -17,7 +17,7 @@ use std::os::fd::OwnedFd;
 pub(super) struct Link {
     stream: TcpStream,
     /// The socket may have bytes to read: set by an epoll edge, cleared when a read would block.
-    pub readable: bool,
+    pub(crate) readable: bool,
     /// The socket may take bytes: set by an epoll edge, cleared when a write would block.
     pub writable: bool,
     /// Bytes the last read that returned data returned.
@@ -39,7 +39,7 @@ impl Link {
     /// request of ours outstanding, small reads), where asking first puts a second syscall on every
     /// message's path. A stream is better served by epoll's edges: a read that finds nothing takes
     /// the socket lock the kernel's receive processing needs.
-    pub fn spin_on_socket(&self, qp: &QpState) -> bool {
+    pub(crate) fn spin_on_socket(&self, qp: &QpState) -> bool {
         self.writable && self.last_read < SMALL_READ && qp.outstanding() <= 1
     }
 
@@ -49,7 +49,7 @@ impl Link {
     /// when something is ready. Unlike an epoll registration, a `poll` leaves nothing on the
     /// socket's wait queue once it returns, so the peer's every segment does not wake an epoll set
     /// on its way in (a spinning side never sleeps there anyway).
-    pub fn wait_ready(&mut self, want_write: bool, sleep: bool) -> Result<bool> {
+    pub(crate) fn wait_ready(&mut self, want_write: bool, sleep: bool) -> Result<bool> {
         use rustix::event::PollFlags as F;
         // Room to write is asked for only while it is missing and needed: a socket with room is
         // always ready, and asking would turn every sleep into a spin.

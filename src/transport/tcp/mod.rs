@@ -41,8 +41,7 @@ mod io;
 mod qp;
 mod setup;
 
-pub use endpoint::TcpEndpoint;
-pub use frame::HEADER_LEN;
+pub(crate) use endpoint::TcpEndpoint;
 
 use super::Error;
 use crate::params::Role;
@@ -52,7 +51,7 @@ use std::time::Duration;
 
 /// How to build a TCP endpoint.
 #[derive(Debug, Clone)]
-pub struct TcpConfig {
+pub(crate) struct TcpConfig {
     /// Server accepts the data connections, client makes them (as on the out-of-band channel).
     pub role: Role,
     /// Number of queue pairs (one TCP connection each).
@@ -74,14 +73,14 @@ pub struct TcpConfig {
     /// system calls and softirqs, on the same cores as the datapath threads: a thread that spins on an
     /// empty socket takes that time away from the kernel work it is waiting for. Spinning first keeps
     /// the latency of a ping-pong; sleeping after a while lets a bandwidth stream run at full speed.
-    pub spin_polls: u64,
+    pub(crate) spin_polls: u64,
 }
 
 /// Idle polls before `poll_cq` sleeps (a few hundred microseconds of spinning).
-pub const DEFAULT_SPIN_POLLS: u64 = 256;
+pub(crate) const DEFAULT_SPIN_POLLS: u64 = 256;
 
 /// Longest sleep of an idle `poll_cq`, so callers still get control back to check for the end of a test.
-pub const IDLE_SLEEP_MS: i32 = 1;
+pub(crate) const IDLE_SLEEP_MS: i32 = 1;
 
 /// Wraps an OS error with what was being done.
 fn io_err(context: impl Into<String>) -> impl FnOnce(stdio::Error) -> Error {

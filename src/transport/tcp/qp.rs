@@ -141,7 +141,7 @@ impl QpState {
 
     /// Queue pair `idx` with a zeroed `buf_len`-byte buffer and queues sized for the given depths, or
     /// the error when the host cannot give the buffer.
-    pub fn try_new(
+    pub(crate) fn try_new(
         idx: usize,
         buf_len: usize,
         sq_depth: usize,
@@ -184,7 +184,7 @@ impl QpState {
     }
 
     /// The registered buffer, writable.
-    pub fn buf_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn buf_mut(&mut self) -> &mut [u8] {
         &mut self.buf
     }
 
@@ -196,7 +196,7 @@ impl QpState {
     }
 
     /// Whether the peer closed its end while nothing was pending.
-    pub fn peer_closed(&self) -> bool {
+    pub(crate) fn peer_closed(&self) -> bool {
         self.peer_closed
     }
 
@@ -341,7 +341,7 @@ impl QpState {
     /// the last frame queued when it has not started to leave (a ping-pong's reply carries the
     /// acknowledgement of the request it answers, as one 26-byte message), else in an ACK frame
     /// behind whatever the caller posted since, in the same write.
-    pub fn queue_acks(&mut self) {
+    pub(crate) fn queue_acks(&mut self) {
         if self.acks_owed == 0 {
             return;
         }
@@ -370,18 +370,18 @@ impl QpState {
     }
 
     /// Whether frames wait to be written.
-    pub fn has_tx(&self) -> bool {
+    pub(crate) fn has_tx(&self) -> bool {
         !self.tx.is_empty()
     }
 
     /// Frames waiting to be written.
-    pub fn tx_frames(&self) -> usize {
+    pub(crate) fn tx_frames(&self) -> usize {
         self.tx.len()
     }
 
     /// Fills `iov` with the unwritten bytes of the first `iov.len() / 2` frames (header and payload
     /// slices, in stream order); returns how many slices it filled.
-    pub fn tx_slices<'a>(&'a self, iov: &mut [IoSlice<'a>]) -> usize {
+    pub(crate) fn tx_slices<'a>(&'a self, iov: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
         for f in self.tx.iter().take(iov.len() / 2) {
             if f.sent < f.head_len {

@@ -21,7 +21,7 @@ pub enum GidType {
 
 impl GidType {
     /// Parses the text of `/sys/class/infiniband/DEV/ports/P/gid_attrs/types/N`.
-    pub fn from_sysfs(text: &str) -> Option<GidType> {
+    pub(crate) fn from_sysfs(text: &str) -> Option<GidType> {
         match text.trim() {
             "IB/RoCE v1" | "RoCE v1" | "IB" => Some(GidType::RoceV1),
             "RoCE v2" => Some(GidType::RoceV2),
@@ -48,7 +48,7 @@ impl fmt::Display for GidType {
 }
 
 /// Display name of a RoCE version (`v1`, `v2`), as the flag spells it.
-pub fn roce_flag(v: RoceVersion) -> &'static str {
+pub(crate) fn roce_flag(v: RoceVersion) -> &'static str {
     match v {
         RoceVersion::V1 => "v1",
         RoceVersion::V2 => "v2",
@@ -70,17 +70,17 @@ pub struct GidEntry {
 
 impl GidEntry {
     /// True when every byte is zero (an unused slot).
-    pub fn is_zero(&self) -> bool {
+    pub(crate) fn is_zero(&self) -> bool {
         self.gid.is_zero()
     }
 
     /// True for `::ffff:a.b.c.d`, the form a RoCE v2 GID takes for an IPv4 address.
-    pub fn is_ipv4_mapped(&self) -> bool {
+    pub(crate) fn is_ipv4_mapped(&self) -> bool {
         self.gid.is_ipv4_mapped()
     }
 
     /// True for fe80::/10, or 169.254/16 for an IPv4-mapped GID.
-    pub fn is_link_local(&self) -> bool {
+    pub(crate) fn is_link_local(&self) -> bool {
         self.gid.is_link_local()
     }
 
@@ -90,7 +90,7 @@ impl GidEntry {
     }
 
     /// perftest's score for this entry under the given preference (see the module documentation).
-    pub fn score(&self, prefer_ipv6: bool) -> u32 {
+    pub(crate) fn score(&self, prefer_ipv6: bool) -> u32 {
         let mut s = 0;
         if self.is_ipv4_mapped() != prefer_ipv6 {
             s += 100;

@@ -11,10 +11,10 @@ use super::sysfs::Sysfs;
 use std::ffi::CStr;
 
 /// The soname rdma-core installs and the shim loads.
-pub const LIBIBVERBS: &CStr = c"libibverbs.so.1";
+pub(crate) const LIBIBVERBS: &CStr = c"libibverbs.so.1";
 
 /// Checks that `libibverbs.so.1` can be loaded; the error is the dynamic loader's message.
-pub fn probe_library() -> Result<(), String> {
+pub(crate) fn probe_library() -> Result<(), String> {
     // SAFETY: dlopen/dlerror/dlclose with a valid NUL-terminated name; the handle is closed at once
     // (the shim keeps its own reference, so this never unloads the library it uses).
     unsafe {
@@ -35,7 +35,7 @@ pub fn probe_library() -> Result<(), String> {
 
 /// Names the reason `ibv_get_device_list` failed with `err`, given what the library probe and
 /// sysfs say. Pure apart from its inputs, so every branch is tested.
-pub fn classify_list_error(
+pub(crate) fn classify_list_error(
     library: Result<(), String>,
     err: &std::io::Error,
     sys: &Sysfs,
@@ -69,7 +69,7 @@ pub fn classify_list_error(
 
 /// The error for `-d name` when `name` is not among `available`; recognises a network interface
 /// that belongs to one of the devices (`owner_of` maps a device to its interfaces).
-pub fn unknown_device(
+pub(crate) fn unknown_device(
     name: &str,
     available: &[String],
     owner_of: impl Fn(&str) -> Vec<String>,

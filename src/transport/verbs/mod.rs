@@ -29,7 +29,8 @@ mod limits;
 mod post;
 
 pub use error::VerbsError;
-pub use gid::{GidChoice, GidEntry, GidPolicy, GidType};
+pub use gid::GidType;
+pub(crate) use gid::{GidChoice, GidEntry, GidPolicy};
 
 use crate::params::{ConnType, DEFAULT_QKEY, RoceVersion};
 use crate::transport::Access;
@@ -107,7 +108,7 @@ impl Default for VerbsConfig {
 
 impl VerbsConfig {
     /// The GID part of the configuration.
-    pub fn gid_policy(&self) -> GidPolicy {
+    pub(crate) fn gid_policy(&self) -> GidPolicy {
         GidPolicy {
             index: self.gid_index,
             roce: self.roce,

@@ -41,6 +41,12 @@ pub(super) fn send_wr(
             Error::InvalidRequest("WRITE and READ need a remote address and rkey".into())
         })
     };
+    let rdma = || {
+        remote().map(|r| sys::rdma_t {
+            remote_addr: r.addr,
+            rkey: r.rkey,
+        })
+    };
     swr.opcode = match wr.op {
         SendOp::Send => sys::ibv_wr_opcode::IBV_WR_SEND,
         SendOp::SendWithImm(imm) => {
@@ -48,19 +54,11 @@ pub(super) fn send_wr(
             sys::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM
         }
         SendOp::Write => {
-            let r = remote()?;
-            swr.wr.rdma = sys::rdma_t {
-                remote_addr: r.addr,
-                rkey: r.rkey,
-            };
+            swr.wr.rdma = rdma()?;
             sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE
         }
         SendOp::WriteWithImm(imm) => {
-            let r = remote()?;
-            swr.wr.rdma = sys::rdma_t {
-                remote_addr: r.addr,
-                rkey: r.rkey,
-            };
+            swr.wr.rdma = rdma()?;
             swr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
             sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM
         }
@@ -68,11 +66,7 @@ pub(super) fn send_wr(
             if wr.inline {
                 return Err(Error::InvalidRequest("a READ cannot be inline".into()));
             }
-            let r = remote()?;
-            swr.wr.rdma = sys::rdma_t {
-                remote_addr: r.addr,
-                rkey: r.rkey,
-            };
+            swr.wr.rdma = rdma()?;
             sys::ibv_wr_opcode::IBV_WR_RDMA_READ
         }
         SendOp::FetchAdd(add) => {
@@ -155,6 +149,30 @@ mod tests {
         addr: 0x7f00_0000_1040,
         rkey: 0x55,
     };
+
+    #[test]
+    fn writes_and_reads_carry_the_remote_address_and_need_one() {
+        let mut sge = sys::ibv_sge {
+            addr: 0x2000,
+            length: 8,
+            lkey: 1,
+        };
+        for (op, opcode) in [
+            (SendOp::Write, sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE),
+            (
+                SendOp::WriteWithImm(3),
+                sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
+            ),
+            (SendOp::Read, sys::ibv_wr_opcode::IBV_WR_RDMA_READ),
+        ] {
+            let swr = send_wr(&request(op, Some(TARGET)), &mut sge, 0).unwrap();
+            assert_eq!(swr.opcode, opcode);
+            // SAFETY: send_wr filled the rdma member of the union for a WRITE or READ opcode.
+            let r = unsafe { swr.wr.rdma };
+            assert_eq!((r.remote_addr, r.rkey), (TARGET.addr, TARGET.rkey));
+            assert!(send_wr(&request(op, None), &mut sge, 0).is_err(), "{op:?}");
+        }
+    }
 
     #[test]
     fn atomics_become_atomic_work_requests_with_their_operands() {

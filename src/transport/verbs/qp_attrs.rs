@@ -46,11 +46,11 @@ pub struct LocalSide {
 
 /// Attributes of the RESET → INIT transition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Init {
+pub(crate) struct Init {
     /// Port number.
     pub port: u8,
     /// P_Key index (perftest: 0).
-    pub pkey_index: u16,
+    pub(crate) pkey_index: u16,
     /// RC and UC: what the peer may do to our memory; UD has none.
     pub access: Option<Access>,
     /// UD: the Q_Key datagrams to this QP must carry.
@@ -58,7 +58,7 @@ pub struct Init {
 }
 
 /// The INIT attributes of a QP of `conn` on `port`: access rights for connected QPs, a Q_Key for UD.
-pub fn init(conn: ConnType, port: u8, access: Access, qkey: u32) -> Init {
+pub(crate) fn init(conn: ConnType, port: u8, access: Access, qkey: u32) -> Init {
     let ud = conn == ConnType::Ud;
     Init {
         port,
@@ -70,11 +70,11 @@ pub fn init(conn: ConnType, port: u8, access: Access, qkey: u32) -> Init {
 
 /// Where the peer is: an RTR address vector (RC, UC) or an address handle (UD).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Route {
+pub(crate) struct Route {
     /// The peer's GID.
     pub dgid: Gid,
     /// Our source GID index.
-    pub sgid_index: u8,
+    pub(crate) sgid_index: u8,
     /// GRH hop limit (255, as perftest).
     pub hop_limit: u8,
     /// GRH traffic class.
@@ -87,7 +87,7 @@ pub struct Route {
 
 /// What an RC responder promises: outstanding READs it takes and the RNR timer it answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Responder {
+pub(crate) struct Responder {
     /// READs we accept in flight as responder.
     pub max_dest_rd_atomic: u8,
     /// RNR NAK timer code (12 = 0.64 ms, as perftest).
@@ -96,22 +96,22 @@ pub struct Responder {
 
 /// Attributes of the INIT → RTR transition of a connected QP (RC, UC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rtr {
+pub(crate) struct Rtr {
     /// `enum ibv_mtu` code of the path MTU.
     pub path_mtu: u32,
     /// The peer QP's number.
-    pub dest_qp_num: u32,
+    pub(crate) dest_qp_num: u32,
     /// The peer QP's starting PSN.
-    pub rq_psn: u32,
+    pub(crate) rq_psn: u32,
     /// The address vector.
-    pub route: Route,
+    pub(crate) route: Route,
     /// RC only.
     pub responder: Option<Responder>,
 }
 
 /// What an RC requester retries with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retries {
+pub(crate) struct Retries {
     /// ACK timeout exponent.
     pub timeout: u8,
     /// Transport retries.
@@ -124,9 +124,9 @@ pub struct Retries {
 
 /// Attributes of the RTR → RTS transition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rts {
+pub(crate) struct Rts {
     /// Our starting PSN.
-    pub sq_psn: u32,
+    pub(crate) sq_psn: u32,
     /// RC only.
     pub retries: Option<Retries>,
 }
@@ -135,20 +135,20 @@ pub struct Rts {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Datagram {
     /// The address handle's attributes.
-    pub ah: Route,
+    pub(crate) ah: Route,
     /// The peer QP's number.
-    pub remote_qpn: u32,
+    pub(crate) remote_qpn: u32,
     /// The Q_Key the peer's QP accepts.
-    pub remote_qkey: u32,
+    pub(crate) remote_qkey: u32,
 }
 
 /// One queue pair's transitions once the peer is known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpPlan {
     /// RC and UC: the peer's address and PSN in RTR; UD: `None` (RTR takes only the state).
-    pub rtr: Option<Rtr>,
+    pub(crate) rtr: Option<Rtr>,
     /// RTS.
-    pub rts: Rts,
+    pub(crate) rts: Rts,
     /// UD: the address handle and the send parameters.
     pub datagram: Option<Datagram>,
 }

@@ -36,7 +36,7 @@ impl Sysfs {
     }
 
     /// True when the kernel has the RDMA userspace interface (ib_uverbs): `class/infiniband_verbs`.
-    pub fn has_uverbs(&self) -> bool {
+    pub(crate) fn has_uverbs(&self) -> bool {
         self.path("class/infiniband_verbs").is_dir()
     }
 
@@ -47,14 +47,14 @@ impl Sysfs {
 
     /// Network interfaces under `class/net`, sorted, loopback last (it is rarely what a user wants
     /// but it is what works on any machine).
-    pub fn net_interfaces(&self) -> Vec<String> {
+    pub(crate) fn net_interfaces(&self) -> Vec<String> {
         let mut v = list_dir(&self.path("class/net"));
         v.sort_by_key(|n| (n == "lo", n.clone()));
         v
     }
 
     /// The GID table of `dev` port `port`; unreadable or unknown-type slots are skipped.
-    pub fn gid_table(&self, dev: &str, port: u8) -> Vec<GidEntry> {
+    pub(crate) fn gid_table(&self, dev: &str, port: u8) -> Vec<GidEntry> {
         let base = self.path(&format!("class/infiniband/{dev}/ports/{port}"));
         let mut out = Vec::new();
         for name in list_dir(&base.join("gids")) {
@@ -83,7 +83,7 @@ impl Sysfs {
     }
 
     /// The network interfaces a device's GIDs belong to (what `-d` would name for `--transport soft`).
-    pub fn netdevs_of(&self, dev: &str, port: u8) -> Vec<String> {
+    pub(crate) fn netdevs_of(&self, dev: &str, port: u8) -> Vec<String> {
         let mut v: Vec<String> = self
             .gid_table(dev, port)
             .into_iter()
@@ -112,7 +112,7 @@ fn list_dir(p: &Path) -> Vec<String> {
 }
 
 /// Parses sysfs's `fe80:0000:0000:0000:c8d1:02ff:fe3a:9b01` (or any IPv6 text) into bytes.
-pub fn parse_gid(text: &str) -> Option<Gid> {
+pub(crate) fn parse_gid(text: &str) -> Option<Gid> {
     text.trim().parse().ok()
 }
 

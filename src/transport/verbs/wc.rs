@@ -34,7 +34,7 @@ const NAMES: [(u32, &str); 24] = [
 ];
 
 /// The libibverbs name of a status (`IBV_WC_RETRY_EXC_ERR`), or `IBV_WC_<n>` for an unknown one.
-pub fn status_name(status: u32) -> String {
+pub(crate) fn status_name(status: u32) -> String {
     NAMES
         .iter()
         .find(|(v, _)| *v == status)
@@ -43,7 +43,7 @@ pub fn status_name(status: u32) -> String {
 }
 
 /// Maps a libibverbs status to the contract's status (statuses with no equivalent become `FatalError`).
-pub fn map_status(status: u32) -> CompletionStatus {
+pub(crate) fn map_status(status: u32) -> CompletionStatus {
     match status {
         0 => CompletionStatus::Success,
         1 => CompletionStatus::LocalLengthError,

@@ -13,17 +13,17 @@ mod field {
     /// CMA version (0).
     pub const VERSION: usize = 0;
     /// IP version in bits 7:4.
-    pub const IP_VERSION: usize = 1;
+    pub(crate) const IP_VERSION: usize = 1;
     /// The active side's port.
-    pub const SRC_PORT: Field = 2..4;
+    pub(crate) const SRC_PORT: Field = 2..4;
     /// The active side's address (IPv4: the last 4 bytes, the first 12 zero).
-    pub const SRC_ADDR: Field = 4..20;
+    pub(crate) const SRC_ADDR: Field = 4..20;
     /// The passive side's address.
-    pub const DST_ADDR: Field = 20..36;
+    pub(crate) const DST_ADDR: Field = 20..36;
 }
 
 /// Length of the header.
-pub const CMA_HEADER_LEN: usize = field::DST_ADDR.end;
+pub(crate) const CMA_HEADER_LEN: usize = field::DST_ADDR.end;
 /// rdma_cm's port space for reliable connections (`RDMA_PS_TCP`).
 pub const RDMA_PS_TCP: u16 = 0x0106;
 /// The only CMA header version.
@@ -36,7 +36,7 @@ pub fn service_id(ps: u16, port: u16) -> u64 {
 }
 
 /// The port of an rdma_cm service ID of port space `ps`, if it is one.
-pub fn service_port(ps: u16, service_id: u64) -> Option<u16> {
+pub(crate) fn service_port(ps: u16, service_id: u64) -> Option<u16> {
     (service_id >> 16 == u64::from(ps)).then_some(service_id as u16)
 }
 

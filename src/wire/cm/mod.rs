@@ -9,13 +9,63 @@
 //! Fields are named as in the spec's tables; bit fields are read from the most significant bit of
 //! their byte, as the kernel's `ibta_vol1_c12.h` declares them.
 
+/// Declares a CM message that carries only the two communication IDs and private data (RTU and
+/// DREP share this layout): the struct, `new`, `parse` and `emit`.
+macro_rules! comm_ids_message {
+    (
+        $(#[$doc:meta])*
+        $name:ident, $a:literal $what:literal, $private_len:ident,
+        local: $local:literal, remote: $remote:literal
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub struct $name {
+            #[doc = $local]
+            pub local_comm_id: u32,
+            #[doc = $remote]
+            pub remote_comm_id: u32,
+            /// Private data.
+            pub private_data: [u8; $private_len],
+        }
+
+        impl $name {
+            #[doc = concat!($a, " ", $what, " without private data.")]
+            pub fn new(local_comm_id: u32, remote_comm_id: u32) -> $name {
+                $name {
+                    local_comm_id,
+                    remote_comm_id,
+                    private_data: [0; $private_len],
+                }
+            }
+
+            #[doc = concat!("Parses the CM class data of the ", $what, ".")]
+            pub fn parse(b: &[u8]) -> $crate::wire::Result<$name> {
+                super::check(concat!("CM ", $what), b)?;
+                Ok($name {
+                    local_comm_id: $crate::wire::field::get_u32(b, 0..4),
+                    remote_comm_id: $crate::wire::field::get_u32(b, 4..8),
+                    private_data: super::private(b, 8),
+                })
+            }
+
+            #[doc = concat!("Writes the CM class data of this ", $what, " into `b`.")]
+            pub fn emit(&self, b: &mut [u8]) {
+                $crate::wire::field::set_u32(b, 0..4, self.local_comm_id);
+                $crate::wire::field::set_u32(b, 4..8, self.remote_comm_id);
+                b[8..8 + $private_len].copy_from_slice(&self.private_data);
+            }
+        }
+    };
+}
+
 mod cma;
 mod dreq;
 mod rej;
 mod reply;
 mod req;
 
-pub use cma::{CMA_HEADER_LEN, CmaHeader, RDMA_PS_TCP, service_id, service_port};
+pub(crate) use cma::{CMA_HEADER_LEN, service_port};
+pub use cma::{CmaHeader, RDMA_PS_TCP, service_id};
 pub use dreq::{DrepRepr, DreqRepr};
 pub use rej::{RejRepr, RejectReason};
 pub use reply::{MraRepr, RepRepr, RtuRepr};

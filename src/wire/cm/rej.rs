@@ -5,9 +5,9 @@ use crate::wire::Result;
 use crate::wire::field::{get_u16, get_u32, set_u16, set_u32};
 
 /// Bytes of Additional Rejection Information.
-pub const REJ_ARI_LEN: usize = 72;
+pub(crate) const REJ_ARI_LEN: usize = 72;
 /// Bytes of private data a REJ carries.
-pub const REJ_PRIVATE_LEN: usize = 148;
+pub(crate) const REJ_PRIVATE_LEN: usize = 148;
 
 /// Why a REQ or REP was rejected (the reasons a user meets; others keep their number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,13 +130,13 @@ pub struct RejRepr {
     /// The rejected side's communication ID.
     pub remote_comm_id: u32,
     /// Which message is rejected.
-    pub message_rejected: Answered,
+    pub(crate) message_rejected: Answered,
     /// Bytes of `ari` that mean something (7 bits).
-    pub rejected_info_length: u8,
+    pub(crate) rejected_info_length: u8,
     /// Why.
     pub reason: RejectReason,
     /// Additional Rejection Information (e.g. the GID that was wrong).
-    pub ari: [u8; REJ_ARI_LEN],
+    pub(crate) ari: [u8; REJ_ARI_LEN],
     /// Private data (rdma_cm's `rdma_reject` puts the application's here).
     pub private_data: [u8; REJ_PRIVATE_LEN],
 }

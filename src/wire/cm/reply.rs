@@ -8,31 +8,31 @@ use crate::wire::field::{get_u32, get_u64, set_u32, set_u64};
 mod field {
     use crate::wire::field::Field;
 
-    pub const LOCAL_COMM_ID: Field = 0..4;
-    pub const REMOTE_COMM_ID: Field = 4..8;
-    pub const LOCAL_QKEY: Field = 8..12;
+    pub(crate) const LOCAL_COMM_ID: Field = 0..4;
+    pub(crate) const REMOTE_COMM_ID: Field = 4..8;
+    pub(crate) const LOCAL_QKEY: Field = 8..12;
     /// LocalQPN (24 bits).
-    pub const LOCAL_QPN: usize = 12;
+    pub(crate) const LOCAL_QPN: usize = 12;
     /// LocalEEContextNumber (24 bits).
-    pub const LOCAL_EECN: usize = 16;
+    pub(crate) const LOCAL_EECN: usize = 16;
     /// StartingPSN (24 bits).
-    pub const STARTING_PSN: usize = 20;
-    pub const RESPONDER_RESOURCES: usize = 24;
-    pub const INITIATOR_DEPTH: usize = 25;
+    pub(crate) const STARTING_PSN: usize = 20;
+    pub(crate) const RESPONDER_RESOURCES: usize = 24;
+    pub(crate) const INITIATOR_DEPTH: usize = 25;
     /// TargetACKDelay:5, FailoverAccepted:2, End-to-end flow control:1.
-    pub const ACK_DELAY_FAILOVER_FLOW: usize = 26;
+    pub(crate) const ACK_DELAY_FAILOVER_FLOW: usize = 26;
     /// RNRRetryCount:3, SRQ:1.
-    pub const RNR_SRQ: usize = 27;
-    pub const LOCAL_CA_GUID: Field = 28..36;
-    pub const PRIVATE_DATA: usize = 36;
+    pub(crate) const RNR_SRQ: usize = 27;
+    pub(crate) const LOCAL_CA_GUID: Field = 28..36;
+    pub(crate) const PRIVATE_DATA: usize = 36;
 }
 
 /// Bytes of private data a REP carries.
-pub const REP_PRIVATE_LEN: usize = 196;
+pub(crate) const REP_PRIVATE_LEN: usize = 196;
 /// Bytes of private data an RTU carries.
-pub const RTU_PRIVATE_LEN: usize = 224;
+pub(crate) const RTU_PRIVATE_LEN: usize = 224;
 /// Bytes of private data an MRA carries.
-pub const MRA_PRIVATE_LEN: usize = 222;
+pub(crate) const MRA_PRIVATE_LEN: usize = 222;
 
 /// The fields of a REP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -120,44 +120,12 @@ impl RepRepr {
     }
 }
 
-/// The fields of an RTU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RtuRepr {
-    /// The active side's communication ID.
-    pub local_comm_id: u32,
-    /// The passive side's communication ID (from its REP).
-    pub remote_comm_id: u32,
-    /// Private data.
-    pub private_data: [u8; RTU_PRIVATE_LEN],
-}
-
-impl RtuRepr {
-    /// An RTU without private data.
-    pub fn new(local_comm_id: u32, remote_comm_id: u32) -> RtuRepr {
-        RtuRepr {
-            local_comm_id,
-            remote_comm_id,
-            private_data: [0; RTU_PRIVATE_LEN],
-        }
-    }
-
-    /// Parses the CM class data of an RTU.
-    pub fn parse(b: &[u8]) -> Result<RtuRepr> {
-        check("CM RTU", b)?;
-        Ok(RtuRepr {
-            local_comm_id: get_u32(b, 0..4),
-            remote_comm_id: get_u32(b, 4..8),
-            private_data: private(b, 8),
-        })
-    }
-
-    /// Writes the CM class data of this RTU into `b`.
-    pub fn emit(&self, b: &mut [u8]) {
-        set_u32(b, 0..4, self.local_comm_id);
-        set_u32(b, 4..8, self.remote_comm_id);
-        b[8..8 + RTU_PRIVATE_LEN].copy_from_slice(&self.private_data);
-    }
-}
+comm_ids_message!(
+    /// The fields of an RTU.
+    RtuRepr, "An" "RTU", RTU_PRIVATE_LEN,
+    local: "The active side's communication ID.",
+    remote: "The passive side's communication ID (from its REP)."
+);
 
 /// The fields of an MRA: "your message arrived; give me `service_timeout` more".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,36 +9,36 @@ use crate::wire::field::{get_array, get_u16, get_u32, get_u64, set_u16, set_u32,
 mod field {
     use crate::wire::field::Field;
 
-    pub const LOCAL_COMM_ID: Field = 0..4;
-    pub const SERVICE_ID: Field = 8..16;
-    pub const LOCAL_CA_GUID: Field = 16..24;
-    pub const LOCAL_QKEY: Field = 28..32;
+    pub(crate) const LOCAL_COMM_ID: Field = 0..4;
+    pub(crate) const SERVICE_ID: Field = 8..16;
+    pub(crate) const LOCAL_CA_GUID: Field = 16..24;
+    pub(crate) const LOCAL_QKEY: Field = 28..32;
     /// LocalQPN (24 bits), then ResponderResources.
-    pub const LOCAL_QPN: usize = 32;
-    pub const RESPONDER_RESOURCES: usize = 35;
+    pub(crate) const LOCAL_QPN: usize = 32;
+    pub(crate) const RESPONDER_RESOURCES: usize = 35;
     /// LocalEECN (24 bits), then InitiatorDepth.
-    pub const LOCAL_EECN: usize = 36;
-    pub const INITIATOR_DEPTH: usize = 39;
+    pub(crate) const LOCAL_EECN: usize = 36;
+    pub(crate) const INITIATOR_DEPTH: usize = 39;
     /// RemoteEECN (24 bits), then RemoteCMResponseTimeout:5, TransportServiceType:2, E2E flow:1.
-    pub const REMOTE_EECN: usize = 40;
-    pub const TIMEOUT_TYPE_FLOW: usize = 43;
+    pub(crate) const REMOTE_EECN: usize = 40;
+    pub(crate) const TIMEOUT_TYPE_FLOW: usize = 43;
     /// StartingPSN (24 bits), then LocalCMResponseTimeout:5, RetryCount:3.
-    pub const STARTING_PSN: usize = 44;
-    pub const TIMEOUT_RETRY: usize = 47;
-    pub const PARTITION_KEY: Field = 48..50;
+    pub(crate) const STARTING_PSN: usize = 44;
+    pub(crate) const TIMEOUT_RETRY: usize = 47;
+    pub(crate) const PARTITION_KEY: Field = 48..50;
     /// PathPacketPayloadMTU:4, RDCExists:1, RNRRetryCount:3.
-    pub const MTU_RDC_RNR: usize = 50;
+    pub(crate) const MTU_RDC_RNR: usize = 50;
     /// MaxCMRetries:4, SRQ:1, ExtendedTransportType:3.
-    pub const RETRIES_SRQ_EXT: usize = 51;
-    pub const PRIMARY_PATH: usize = 52;
-    pub const ALTERNATE_PATH: usize = 96;
+    pub(crate) const RETRIES_SRQ_EXT: usize = 51;
+    pub(crate) const PRIMARY_PATH: usize = 52;
+    pub(crate) const ALTERNATE_PATH: usize = 96;
     /// SAP supported: bit 5 of the alternate path's last byte.
-    pub const SAP_SUPPORTED: usize = 139;
-    pub const PRIVATE_DATA: usize = 140;
+    pub(crate) const SAP_SUPPORTED: usize = 139;
+    pub(crate) const PRIVATE_DATA: usize = 140;
 }
 
 /// Bytes of private data a REQ carries.
-pub const REQ_PRIVATE_LEN: usize = 92;
+pub(crate) const REQ_PRIVATE_LEN: usize = 92;
 /// Bytes of one path in a REQ.
 const PATH_LEN: usize = 44;
 

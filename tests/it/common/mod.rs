@@ -13,6 +13,7 @@ use std::fs::File;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Path of one of the test binaries.
@@ -80,6 +81,13 @@ impl Done {
     #[track_caller]
     pub fn assert_stderr(&self, text: &str) {
         assert!(self.stderr.contains(text), "{}", self.stderr);
+    }
+
+    /// Asserts a usage or setup error: exit code 2, and stderr says `text`.
+    #[track_caller]
+    pub fn assert_usage_error(&self, text: &str) {
+        assert_eq!(self.code(), 2, "{}", self.stderr);
+        self.assert_stderr(text);
     }
 }
 
@@ -268,6 +276,60 @@ pub fn pair_on(test: &str, server: Side, client: Side, host: &str) -> (Done, Don
     let client = spawn_in(client.ns, test, &c).wait(120, &format!("{test} client"));
     let server = sp.wait(30, &format!("{test} server"));
     (server, client)
+}
+
+/// Runs a server and a client of `test` on lo, each with its own arguments; the client connects to
+/// 127.0.0.1. Returns (server, client) once both have exited.
+pub fn pair_on_lo(test: &str, server: Vec<&str>, client: Vec<&str>) -> (Done, Done) {
+    let side = |args| Side { ns: None, args };
+    pair_on(test, side(server), side(client), "127.0.0.1")
+}
+
+/// The six perftest tests, as the binaries are named.
+pub const SIX: [&str; 6] = [
+    "send_bw",
+    "write_bw",
+    "read_bw",
+    "send_lat",
+    "write_lat",
+    "read_lat",
+];
+
+/// A message size that spans several packets yet runs quickly: 20000 bytes for a bandwidth test,
+/// 3000 for a latency one.
+pub fn several_packets(test: &str) -> &'static str {
+    if test.ends_with("_bw") {
+        "20000"
+    } else {
+        "3000"
+    }
+}
+
+/// Holds `lock` for the rest of a test, so that pairs which busy-poll two cores each run one at a
+/// time (a test that failed while holding it does not stop the next).
+pub fn one_at_a_time(lock: &'static Mutex<()>) -> MutexGuard<'static, ()> {
+    lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Asserts that both sides of `what` exited 0, showing what each printed when not.
+#[track_caller]
+pub fn assert_both_ok(what: &str, s: &Done, c: &Done) {
+    assert_eq!(
+        (c.code(), s.code()),
+        (0, 0),
+        "{what}\nclient:\n{}{}\nserver:\n{}{}",
+        c.stdout,
+        c.stderr,
+        s.stdout,
+        s.stderr
+    );
+}
+
+/// The JSON document a run wrote to `path` (`--json`).
+#[track_caller]
+pub fn json_file(path: &std::path::Path) -> serde_json::Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// The numeric rows of the result table: lines that start with a space and a number.

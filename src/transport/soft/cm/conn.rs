@@ -48,18 +48,18 @@ pub(super) struct Conn {
     /// Our communication ID.
     pub id: u32,
     /// The peer's communication ID (0 until known).
-    pub remote_id: u32,
+    pub(crate) remote_id: u32,
     /// The peer's address (replies go there).
-    pub peer_ip: IpAddr,
+    pub(crate) peer_ip: IpAddr,
     /// The transaction ID of the exchange in progress.
-    pub tid: u64,
+    pub(crate) tid: u64,
     pub state: State,
     /// Our queue pair.
-    pub offer: Option<QpOffer>,
+    pub(crate) offer: Option<QpOffer>,
     /// The peer's queue pair, once known.
     pub peer: Option<QpOffer>,
     /// The message sent again when its answer is late.
-    pub pending: Option<CmMessage>,
+    pub(crate) pending: Option<CmMessage>,
     /// When `pending` is resent (or given up on).
     pub deadline: Option<Instant>,
     /// Resends of `pending` so far.

@@ -34,17 +34,17 @@ const CM_RESPONSE_TIMEOUT: u8 = 20;
 /// How often we announce we resend (rdma_cm's `CMA_MAX_CM_RETRIES`).
 const ANNOUNCED_CM_RETRIES: u8 = 15;
 /// Payload of the CMA header's REQ private data that the application may use.
-pub const CM_PRIVATE_DATA_LEN: usize = 92 - crate::wire::cm::CMA_HEADER_LEN;
+pub(crate) const CM_PRIVATE_DATA_LEN: usize = 92 - crate::wire::cm::CMA_HEADER_LEN;
 
 /// How the agent identifies itself and how patient it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CmConfig {
+pub(crate) struct CmConfig {
     /// Our channel adapter GUID (the EUI-64 of our MAC, as rxe's node GUID).
-    pub guid: u64,
+    pub(crate) guid: u64,
     /// How long to wait for an answer before resending.
     pub retransmit: Duration,
     /// How often to resend before giving up.
-    pub max_retries: u8,
+    pub(crate) max_retries: u8,
     /// Seeds the communication IDs and transaction IDs (distinct per run, so a kernel peer's
     /// duplicate and stale-connection checks never mistake a new connection for an old one).
     pub seed: u64,
@@ -140,20 +140,20 @@ pub enum CmEvent {
 
 /// What the agent counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CmCounters {
+pub(crate) struct CmCounters {
     /// MADs received and parsed.
     pub rx: u64,
     /// MADs sent.
     pub tx: u64,
     /// Messages sent again on a timeout.
-    pub retransmits: u64,
+    pub(crate) retransmits: u64,
     /// MADs dropped: not a CM message, or for no connection of ours.
     pub dropped: u64,
 }
 
 /// The agent: every connection of one endpoint, and its listening ports.
 #[derive(Debug)]
-pub struct CmAgent {
+pub(crate) struct CmAgent {
     cfg: CmConfig,
     rng: SplitMix64,
     listening: Vec<u16>,
@@ -181,13 +181,8 @@ impl CmAgent {
         }
     }
 
-    /// What the agent counted.
-    pub fn counters(&self) -> CmCounters {
-        self.counters
-    }
-
     /// The peer of connection `conn`.
-    pub fn peer_ip(&self, conn: ConnId) -> Option<IpAddr> {
+    pub(crate) fn peer_ip(&self, conn: ConnId) -> Option<IpAddr> {
         self.conns
             .iter()
             .find(|c| c.id == conn.0)
@@ -199,11 +194,6 @@ impl CmAgent {
         if !self.listening.contains(&port) {
             self.listening.push(port);
         }
-    }
-
-    /// Stops accepting REQs for `port` (later ones get a REJ "invalid service ID").
-    pub fn unlisten(&mut self, port: u16) {
-        self.listening.retain(|&p| p != port);
     }
 
     /// Sends a REQ for `offer`'s queue pair from `local` (our address; its port goes in the CMA
@@ -298,7 +288,7 @@ impl CmAgent {
 
     /// Sends a DREQ on an established connection; [`CmEvent::Disconnected`] follows the DREP (or
     /// the DREQ's last timeout).
-    pub fn disconnect(&mut self, now: Instant, conn: ConnId) -> Result<(), CmError> {
+    pub(crate) fn disconnect(&mut self, now: Instant, conn: ConnId) -> Result<(), CmError> {
         let i = self.index(conn, "disconnect", &[State::Established])?;
         let mut c = self.conns.swap_remove(i);
         c.state = State::DreqSent;
@@ -310,7 +300,7 @@ impl CmAgent {
     }
 
     /// Takes one received MAD (the UD payload of a QP1 packet) from `from`.
-    pub fn handle(&mut self, now: Instant, from: IpAddr, mad: &[u8]) {
+    pub(crate) fn handle(&mut self, now: Instant, from: IpAddr, mad: &[u8]) {
         let Ok((tid, msg)) = CmMessage::parse(mad) else {
             self.counters.dropped += 1;
             return;
@@ -349,12 +339,12 @@ impl CmAgent {
     }
 
     /// True when a MAD waits to be sent.
-    pub fn wants_transmit(&self) -> bool {
+    pub(crate) fn wants_transmit(&self) -> bool {
         !self.outbox.is_empty()
     }
 
     /// The next thing the application must know.
-    pub fn poll_event(&mut self) -> Option<CmEvent> {
+    pub(crate) fn poll_event(&mut self) -> Option<CmEvent> {
         self.events.pop_front()
     }
 
@@ -537,7 +527,7 @@ impl CmAgent {
 
 /// A command the agent cannot carry out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CmError {
+pub(crate) enum CmError {
     /// No connection has this ID.
     #[error("no CM connection with ID {0:#x}")]
     UnknownConnection(u32),

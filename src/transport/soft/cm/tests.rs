@@ -182,8 +182,8 @@ fn a_lost_rep_is_recovered_by_the_resent_req() {
     assert!(events(&mut a).is_empty());
     carry(&mut a, A, &mut b, t(301));
     assert!(matches!(&events(&mut b)[..], [CmEvent::Established { .. }]));
-    assert_eq!(a.counters().retransmits, 1);
-    assert_eq!(b.counters().retransmits, 1);
+    assert_eq!(a.counters.retransmits, 1);
+    assert_eq!(b.counters.retransmits, 1);
 }
 
 #[test]
@@ -268,6 +268,6 @@ fn junk_is_counted_and_dropped() {
     let mut buf = [0u8; MAD_LEN];
     CmMessage::Rtu(crate::wire::cm::RtuRepr::new(1, 2)).emit(1, &mut buf);
     a.handle(t(0), ip(B), &buf);
-    assert_eq!(a.counters().dropped, 3);
+    assert_eq!(a.counters.dropped, 3);
     assert!(events(&mut a).is_empty());
 }

@@ -16,7 +16,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use crate::transport::{Param, RoceMtu};
 use crate::wire::{Encapsulation, MacAddr};
 
-pub use gids::{GidEntry, GidKind};
+pub(crate) use gids::GidEntry;
+pub use gids::GidKind;
 
 /// Errors of interface discovery; every message says what to do next.
 #[derive(Debug, thiserror::Error)]
@@ -168,7 +169,7 @@ impl NetDev {
     }
 
     /// The MAC, or an error saying that RoCE v1 / AF_PACKET need one.
-    pub fn require_mac(&self) -> Result<MacAddr, NetdevError> {
+    pub(crate) fn require_mac(&self) -> Result<MacAddr, NetdevError> {
         self.mac.ok_or_else(|| NetdevError::NoMac {
             name: self.name.clone(),
         })
@@ -198,7 +199,7 @@ impl NetDev {
 
     /// True when `ip` is configured on this interface. On `lo` every address of 127.0.0.0/8 counts,
     /// because the kernel accepts and binds them all (that is how two endpoints share one host).
-    pub fn has_address(&self, ip: IpAddr) -> bool {
+    pub(crate) fn has_address(&self, ip: IpAddr) -> bool {
         match ip {
             IpAddr::V4(v4) => self.ipv4.contains(&v4) || (self.loopback && v4.is_loopback()),
             IpAddr::V6(v6) => self.ipv6.contains(&v6),
@@ -206,7 +207,7 @@ impl NetDev {
     }
 
     /// Every address of the interface as text, IPv4 first: what an error lists as the choices.
-    pub fn address_list(&self) -> Vec<String> {
+    pub(crate) fn address_list(&self) -> Vec<String> {
         self.ipv4
             .iter()
             .map(|a| a.to_string())

@@ -20,7 +20,7 @@ pub type Outcome = Option<CompletionStatus>;
 impl Requester {
     /// Handles one response packet. `Some(status)` means the QP must enter ERROR with `status` for the
     /// oldest work request.
-    pub fn handle_response(
+    pub(crate) fn handle_response(
         &mut self,
         now: Instant,
         kind: Response,

@@ -8,7 +8,7 @@ pub struct QpConfig {
     /// This QP's number (24 bits), the BTH.DestQP of packets addressed to it.
     pub qpn: u32,
     /// The peer QP's number.
-    pub remote_qpn: u32,
+    pub(crate) remote_qpn: u32,
     /// First PSN this QP sends as a requester (`sq_psn`).
     pub send_psn: u32,
     /// First PSN this QP expects as a responder: the peer's `send_psn` (`rq_psn`).
@@ -40,20 +40,20 @@ pub struct QpConfig {
     /// Unacknowledged PSNs the requester lets out before it waits (rxe: 128).
     pub max_unacked_psns: u32,
     /// AckReq is set on every last packet and after this many packets without one (rxe: 64).
-    pub ack_req_every: u32,
+    pub(crate) ack_req_every: u32,
     /// lkey of the region that `SendRequest::offset` and `RecvRequest::offset` address.
     pub local_lkey: u32,
     /// The value put in `Completion::qp` (the QP's index in its endpoint).
-    pub cq_tag: u32,
+    pub(crate) cq_tag: u32,
     /// How lost packets are repaired: go-back-N (the spec's) or selective repeat (both sides must
     /// run it: its packets carry roceperf's own extension, docs/lossy-roce.md).
     pub recovery: Recovery,
     /// Selective repeat's retransmission timeout: the least it is, ns, above the measured round trip
     /// plus four deviations (doubling per timeout without progress until it reaches the ACK timeout
     /// of `timeout`; 0: none, only the ACK timeout).
-    pub sr_rto_ns: u64,
+    pub(crate) sr_rto_ns: u64,
     /// The same with at most three packets out (a ping-pong), ns: a lost tail packet costs this.
-    pub sr_rto_small_ns: u64,
+    pub(crate) sr_rto_small_ns: u64,
 }
 
 impl QpConfig {
@@ -126,7 +126,7 @@ impl QpConfig {
     }
 
     /// True when `retry_cnt` never runs out.
-    pub fn retry_infinite(&self) -> bool {
+    pub(crate) fn retry_infinite(&self) -> bool {
         self.retry_cnt == 7 && self.retry_cnt_7_is_infinite
     }
 }

@@ -41,11 +41,11 @@ pub struct DropCounts {
     /// A response or ACK for PSNs this QP is not waiting for (stale, duplicated or out of order).
     pub stale_response: u64,
     /// A response whose opcode, length or AETH does not fit the request it answers.
-    pub bad_response: u64,
+    pub(crate) bad_response: u64,
     /// The response queue was full; the request is left for the peer to retransmit.
-    pub response_queue_full: u64,
+    pub(crate) response_queue_full: u64,
     /// The QP is in the error state.
-    pub qp_error: u64,
+    pub(crate) qp_error: u64,
 }
 
 /// Everything one queue pair counts.
@@ -54,13 +54,13 @@ pub struct Counters {
     /// Packets handed out by `poll_transmit`.
     pub tx_packets: u64,
     /// Payload bytes in them.
-    pub tx_payload_bytes: u64,
+    pub(crate) tx_payload_bytes: u64,
     /// Packets given to `handle_packet`.
     pub rx_packets: u64,
     /// Request packets sent again (go-back-N or selective repeat).
     pub retransmitted_packets: u64,
     /// Payload bytes sent again: request data resent and READ responses replayed.
-    pub retransmitted_bytes: u64,
+    pub(crate) retransmitted_bytes: u64,
     /// Go-back-N restarts, for any reason.
     pub retries: u64,
     /// Retransmission timer expiries.
@@ -70,7 +70,7 @@ pub struct Counters {
     /// ACK packets sent (including atomic ACKs).
     pub acks_sent: u64,
     /// ACK packets received (including atomic ACKs).
-    pub acks_received: u64,
+    pub(crate) acks_received: u64,
     /// NAKs this QP sent, by kind.
     pub naks_sent: NakCounts,
     /// NAKs this QP received, by kind.

@@ -8,13 +8,13 @@ use super::mr::MemoryTable;
 use super::ring::Ring;
 
 /// Borrowed shared state handed to each half of the engine for one call.
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     /// The QP's attributes.
     pub cfg: &'a QpConfig,
     /// Registered memory.
     pub mem: &'a mut MemoryTable,
     /// The completion queue; posting reserves room, so pushes cannot fail.
-    pub cq: &'a mut Ring<Completion>,
+    pub(crate) cq: &'a mut Ring<Completion>,
     /// Counters.
     pub counters: &'a mut Counters,
 }

@@ -45,9 +45,14 @@ mod sack;
 mod time;
 mod timer;
 
-pub use config::{ConfigError, QpConfig};
-pub use counters::{Counters, DropCounts, NakCounts};
-pub use mr::{AccessViolation, BufferId, MemoryRegion, MemoryTable, MrError, MrKeys};
+pub(crate) use config::ConfigError;
+pub use config::QpConfig;
+pub use counters::Counters;
+pub use counters::DropCounts;
+pub(crate) use counters::NakCounts;
+pub use mr::{BufferId, MemoryTable, MrKeys};
+pub use mr::{MemoryRegion, MrError};
 pub use psn::Psn;
-pub use qp::{LoneAck, Qp, QpState};
+pub(crate) use qp::LoneAck;
+pub use qp::{Qp, QpState};
 pub use time::Instant;

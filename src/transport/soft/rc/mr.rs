@@ -5,8 +5,8 @@
 //! RETH. Remote WRITE/READ/atomics resolve through [`MemoryTable::resolve_remote`], which checks the
 //! rkey, the bounds and the access rights before any byte is touched.
 
-use crate::transport::Access;
 use crate::transport::memory::{self, OutOfMemory};
+use crate::transport::{Access, Error as TransportError, RecvRequest, SendRequest};
 
 /// Where synthetic virtual addresses start; far from 0 so a zeroed RETH never hits a region.
 const VA_BASE: u64 = 0x0000_1000_0000_0000;
@@ -45,7 +45,7 @@ pub struct MemoryRegion {
 
 /// Why a memory access was refused; each is counted by the engine.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
-pub enum AccessViolation {
+pub(crate) enum AccessViolation {
     /// No region has this key.
     #[error("no memory region has key {0:#x}")]
     UnknownKey(u32),
@@ -87,7 +87,7 @@ pub enum MrError {
 
 /// A resolved, checked byte range: `len` bytes at `offset` of buffer `buffer`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Span {
+pub(crate) struct Span {
     /// Buffer index.
     pub buffer: usize,
     /// First byte in the buffer.
@@ -126,7 +126,7 @@ impl MemoryTable {
     }
 
     /// Adds a zeroed buffer of `len` bytes and returns its id, or says that the host cannot give it.
-    pub fn try_add_buffer(&mut self, len: usize) -> Result<BufferId, OutOfMemory> {
+    pub(crate) fn try_add_buffer(&mut self, len: usize) -> Result<BufferId, OutOfMemory> {
         let bytes = memory::zeroed(len)?;
         let va = self.next_va;
         self.next_va = (va + len as u64 + VA_GAP + 4095) & !4095;
@@ -191,7 +191,7 @@ impl MemoryTable {
     }
 
     /// [`add_registered`](Self::add_registered), or the error when the host cannot give the buffer.
-    pub fn try_add_registered(
+    pub(crate) fn try_add_registered(
         &mut self,
         len: usize,
         access: Access,
@@ -231,7 +231,7 @@ impl MemoryTable {
     }
 
     /// Checks a peer's access of `len` bytes at `va` under `rkey` needing `need`.
-    pub fn resolve_remote(
+    pub(crate) fn resolve_remote(
         &self,
         rkey: u32,
         va: u64,
@@ -256,7 +256,7 @@ impl MemoryTable {
     }
 
     /// Checks a local access of `len` bytes at `offset` into the region `lkey`, needing `need`.
-    pub fn resolve_local(
+    pub(crate) fn resolve_local(
         &self,
         lkey: u32,
         offset: u64,
@@ -274,13 +274,45 @@ impl MemoryTable {
         self.resolve_remote(lkey, va, len, need)
     }
 
+    /// Checks the local buffer of a send work request (`need` as its opcode requires); the error
+    /// names the request.
+    pub(crate) fn send_buffer(
+        &self,
+        lkey: u32,
+        wr: &SendRequest,
+        need: Access,
+    ) -> crate::transport::Result<Span> {
+        self.resolve_local(lkey, wr.offset, wr.len.into(), need)
+            .map_err(|e| {
+                TransportError::InvalidRequest(format!(
+                    "work request {}: local range {}+{} refused: {e}",
+                    wr.wr_id, wr.offset, wr.len
+                ))
+            })
+    }
+
+    /// Checks the buffer of a receive, which it must be allowed to write; the error names it.
+    pub(crate) fn recv_buffer(
+        &self,
+        lkey: u32,
+        wr: &RecvRequest,
+    ) -> crate::transport::Result<Span> {
+        self.resolve_local(lkey, wr.offset, wr.len.into(), Access::LOCAL_WRITE)
+            .map_err(|e| {
+                TransportError::InvalidRequest(format!(
+                    "receive {}: local range {}+{} refused: {e}; the buffer needs LOCAL_WRITE",
+                    wr.wr_id, wr.offset, wr.len
+                ))
+            })
+    }
+
     /// The bytes of a checked span.
-    pub fn span(&self, s: Span) -> &[u8] {
+    pub(crate) fn span(&self, s: Span) -> &[u8] {
         &self.buffers[s.buffer].bytes[s.offset..s.offset + s.len]
     }
 
     /// The bytes of a checked span, mutably.
-    pub fn span_mut(&mut self, s: Span) -> &mut [u8] {
+    pub(crate) fn span_mut(&mut self, s: Span) -> &mut [u8] {
         &mut self.buffers[s.buffer].bytes[s.offset..s.offset + s.len]
     }
 }

@@ -6,10 +6,10 @@ use super::psn::Psn;
 use super::sack::SrExt;
 
 /// P_Key every RC packet carries (rxe: IB_DEFAULT_PKEY_FULL).
-pub const PKEY: u16 = 0xffff;
+pub(crate) const PKEY: u16 = 0xffff;
 
 /// Longest header stack the engine emits or accepts: BTH + AtomicETH (40 bytes).
-pub const MAX_HEADER_LEN: usize = BthPacket::<&[u8]>::LEN + AtomicEthPacket::<&[u8]>::LEN;
+pub(crate) const MAX_HEADER_LEN: usize = BthPacket::<&[u8]>::LEN + AtomicEthPacket::<&[u8]>::LEN;
 
 /// Position of a packet within its message.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -47,7 +47,7 @@ impl Seg {
 }
 
 /// Packets a message of `len` bytes needs at `pmtu` (a zero-length message still needs one).
-pub fn packets_for(len: u64, pmtu: u32) -> u32 {
+pub(crate) fn packets_for(len: u64, pmtu: u32) -> u32 {
     len.div_ceil(u64::from(pmtu)).max(1) as u32
 }
 
@@ -58,7 +58,7 @@ pub fn payload_len(len: u64, pmtu: u32, index: u32) -> usize {
 }
 
 /// The SEND opcode for a segment, with or without immediate.
-pub fn send_opcode(seg: Seg, imm: bool) -> Opcode {
+pub(crate) fn send_opcode(seg: Seg, imm: bool) -> Opcode {
     match (seg, imm) {
         (Seg::First, _) => Opcode::RC_SEND_FIRST,
         (Seg::Middle, _) => Opcode::RC_SEND_MIDDLE,
@@ -70,7 +70,7 @@ pub fn send_opcode(seg: Seg, imm: bool) -> Opcode {
 }
 
 /// The RDMA WRITE opcode for a segment, with or without immediate.
-pub fn write_opcode(seg: Seg, imm: bool) -> Opcode {
+pub(crate) fn write_opcode(seg: Seg, imm: bool) -> Opcode {
     match (seg, imm) {
         (Seg::First, _) => Opcode::RC_RDMA_WRITE_FIRST,
         (Seg::Middle, _) => Opcode::RC_RDMA_WRITE_MIDDLE,
@@ -82,7 +82,7 @@ pub fn write_opcode(seg: Seg, imm: bool) -> Opcode {
 }
 
 /// The READ response opcode for a segment.
-pub fn read_response_opcode(seg: Seg) -> Opcode {
+pub(crate) fn read_response_opcode(seg: Seg) -> Opcode {
     match seg {
         Seg::First => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
         Seg::Middle => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
@@ -129,7 +129,7 @@ pub enum Kind {
 }
 
 /// Classifies an opcode; `None` for anything that is not an RC opcode of the IB spec.
-pub fn classify(op: Opcode) -> Option<Kind> {
+pub(crate) fn classify(op: Opcode) -> Option<Kind> {
     use Kind::{Request as Q, Response as R};
     Some(match op {
         Opcode::RC_SEND_FIRST => Q(Request::Send(Seg::First)),
@@ -178,7 +178,7 @@ pub fn repr(opcode: Opcode, dest_qp: u32, psn: Psn, ack_req: bool, payload_len: 
 }
 
 /// An ACKNOWLEDGE (ACK, NAK or RNR NAK) header stack.
-pub fn acknowledge(dest_qp: u32, psn: Psn, aeth: AethRepr) -> IbRepr {
+pub(crate) fn acknowledge(dest_qp: u32, psn: Psn, aeth: AethRepr) -> IbRepr {
     let mut r = repr(Opcode::RC_ACKNOWLEDGE, dest_qp, psn, false, 0);
     r.aeth = Some(aeth);
     r

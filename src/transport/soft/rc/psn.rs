@@ -1,7 +1,7 @@
 //! 24-bit packet sequence numbers with wrap-around arithmetic (roce-wire.md §6.1).
 
 /// Mask of the 24 PSN bits.
-pub const PSN_MASK: u32 = 0x00ff_ffff;
+pub(crate) const PSN_MASK: u32 = 0x00ff_ffff;
 
 /// A packet sequence number: 24 bits that wrap, compared by the sign of their 24-bit difference.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]

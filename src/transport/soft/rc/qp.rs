@@ -7,7 +7,7 @@
 
 use crate::params::Recovery;
 use crate::transport::{
-    Access, Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
+    Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
 };
 use crate::wire::IbRepr;
 
@@ -24,7 +24,7 @@ use super::time::Instant;
 use super::timer::Timer;
 
 /// Most packets one message may take: a quarter of the 24-bit PSN space.
-pub const MAX_MESSAGE_PACKETS: u32 = 1 << 22;
+pub(crate) const MAX_MESSAGE_PACKETS: u32 = 1 << 22;
 
 /// Life-cycle state of a queue pair.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -56,7 +56,7 @@ const ACK_BEHIND_MAX: u32 = 16;
 
 /// Whether a transmission may keep a lone ACK back for the next one.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum LoneAck {
+pub(crate) enum LoneAck {
     /// Everything queued goes, the ACK last.
     Send,
     /// A plain ACK that is all that is left stays queued (see [`Qp::poll_transmit_holding_ack`]).
@@ -186,24 +186,10 @@ impl Qp {
                 wr.wr_id, wr.op
             )));
         }
-        let local = self
-            .mem
-            .resolve_local(
-                self.cfg.local_lkey,
-                wr.offset,
-                wr.len.into(),
-                requester::local_access(wr.op),
-            )
-            .map_err(|e| {
-                Error::InvalidRequest(format!(
-                    "work request {}: local range {}+{} refused: {e}",
-                    wr.wr_id, wr.offset, wr.len
-                ))
-            })?;
-        if let QpState::Error(_) = self.state {
-            self.cq
-                .push_back(flushed(wr.wr_id, requester_op(wr.op), self.cfg.cq_tag))
-                .map_err(|_| Error::QueueFull)?;
+        let local =
+            self.mem
+                .send_buffer(self.cfg.local_lkey, wr, requester::local_access(wr.op))?;
+        if self.flushed_at_once(wr.wr_id, requester_op(wr.op))? {
             return Ok(());
         }
         self.req.push(*wr, local, self.cfg.pmtu);
@@ -215,32 +201,23 @@ impl Qp {
         if self.resp.rq.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
         }
-        let span = self
-            .mem
-            .resolve_local(
-                self.cfg.local_lkey,
-                wr.offset,
-                wr.len.into(),
-                Access::LOCAL_WRITE,
-            )
-            .map_err(|e| {
-                Error::InvalidRequest(format!(
-                    "receive {}: local range {}+{} refused: {e}; the buffer needs LOCAL_WRITE",
-                    wr.wr_id, wr.offset, wr.len
-                ))
-            })?;
-        if let QpState::Error(_) = self.state {
-            self.cq
-                .push_back(flushed(
-                    wr.wr_id,
-                    crate::transport::CompletionOp::Recv,
-                    self.cfg.cq_tag,
-                ))
-                .map_err(|_| Error::QueueFull)?;
+        let span = self.mem.recv_buffer(self.cfg.local_lkey, wr)?;
+        if self.flushed_at_once(wr.wr_id, crate::transport::CompletionOp::Recv)? {
             return Ok(());
         }
         self.resp.push_recv(wr, span);
         Ok(())
+    }
+
+    /// In the error state a posted request completes at once, flushed (as verbs does); true then.
+    fn flushed_at_once(&mut self, wr_id: u64, op: crate::transport::CompletionOp) -> Result<bool> {
+        if let QpState::Error(_) = self.state {
+            self.cq
+                .push_back(flushed(wr_id, op, self.cfg.cq_tag))
+                .map_err(|_| Error::QueueFull)?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Feeds one received packet: the bytes from the BTH to the end of the pad (no ICRC).
@@ -254,7 +231,7 @@ impl Qp {
     }
 
     /// Feeds one packet the caller already parsed (an endpoint demultiplexing by QPN does).
-    pub fn handle_parsed(&mut self, now: Instant, repr: &IbRepr, payload: &[u8]) {
+    pub(crate) fn handle_parsed(&mut self, now: Instant, repr: &IbRepr, payload: &[u8]) {
         let bth = &repr.bth;
         if bth.tver != 0 || bth.pkey & 0x7fff != 0x7fff {
             self.counters.drops.malformed += 1;
@@ -302,14 +279,18 @@ impl Qp {
     /// packet left: a caller that transmits again soon (its next poll, with whatever its application
     /// posts meanwhile) then sends that ACK, coalesced with any later one, after those packets and
     /// in the same batch, instead of a batch of its own now. The ACK stays queued.
-    pub fn poll_transmit_holding_ack(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+    pub(crate) fn poll_transmit_holding_ack(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<usize> {
         self.transmit(now, buf, LoneAck::Hold)
     }
 
     /// Whether a transmission with `acks` may find a packet now: false when nothing is queued (or,
     /// holding, only a lone ACK). Cheap, and it may say true when the requester turns out to be
     /// blocked (window, READ credits, RNR wait), for a caller that skips idle queue pairs.
-    pub fn has_transmit_work(&self, acks: LoneAck) -> bool {
+    pub(crate) fn has_transmit_work(&self, acks: LoneAck) -> bool {
         let answers =
             self.resp.has_answers() && !(acks == LoneAck::Hold && self.resp.only_ack_queued());
         match self.state {
@@ -443,7 +424,7 @@ fn flushed(wr_id: u64, op: crate::transport::CompletionOp, qp: u32) -> Completio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::RemoteAddr;
+    use crate::transport::{Access, RemoteAddr};
     use crate::wire::Opcode;
 
     #[test]
@@ -467,6 +448,18 @@ mod tests {
         (a, b, ra, rb)
     }
 
+    /// A pair where A's one-packet WRITE (wr_id 1) reached B, which owes an ACK: (A, B, A's region,
+    /// a packet buffer).
+    fn b_owes_an_ack() -> (Qp, Qp, RemoteAddr, Vec<u8>) {
+        let (mut a, mut b, ra, rb) = pair();
+        let now = Instant::ZERO;
+        let mut buf = vec![0u8; a.max_packet_len()];
+        a.post_send(&write(1, rb)).unwrap();
+        let n = a.poll_transmit(now, &mut buf).unwrap();
+        b.handle_packet(now, &buf[..n]);
+        (a, b, ra, buf)
+    }
+
     fn write(id: u64, to: RemoteAddr) -> SendRequest {
         SendRequest {
             wr_id: id,
@@ -485,12 +478,8 @@ mod tests {
 
     #[test]
     fn a_lone_ack_is_held_for_the_next_transmission_and_follows_the_requesters_packets() {
-        let (mut a, mut b, ra, rb) = pair();
+        let (mut a, mut b, ra, mut buf) = b_owes_an_ack();
         let now = Instant::ZERO;
-        let mut buf = vec![0u8; a.max_packet_len()];
-        a.post_send(&write(1, rb)).unwrap();
-        let n = a.poll_transmit(now, &mut buf).unwrap();
-        b.handle_packet(now, &buf[..n]);
         // B owes an ACK and has nothing else: holding, it sends nothing and keeps the ACK.
         assert!(!b.has_transmit_work(LoneAck::Hold));
         assert!(b.has_transmit_work(LoneAck::Send));
@@ -516,12 +505,8 @@ mod tests {
 
     #[test]
     fn a_lone_ack_waits_behind_at_most_sixteen_request_packets() {
-        let (mut a, mut b, ra, rb) = pair();
+        let (_, mut b, ra, mut buf) = b_owes_an_ack();
         let now = Instant::ZERO;
-        let mut buf = vec![0u8; a.max_packet_len()];
-        a.post_send(&write(1, rb)).unwrap();
-        let n = a.poll_transmit(now, &mut buf).unwrap();
-        b.handle_packet(now, &buf[..n]);
         for i in 0..40 {
             b.post_send(&write(10 + i, ra)).unwrap();
         }

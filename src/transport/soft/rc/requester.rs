@@ -16,13 +16,13 @@ use super::timer::{self, Timer, TimerTable};
 
 /// One posted send work request and its transmission progress.
 #[derive(Clone, Copy, Debug)]
-pub struct Wqe {
+pub(crate) struct Wqe {
     /// The request as posted.
     pub wr: SendRequest,
     /// Local bytes: the source of SEND/WRITE, the destination of READ and atomics.
     pub local: Span,
     /// PSN of its first packet.
-    pub first_psn: Psn,
+    pub(crate) first_psn: Psn,
     /// PSNs it occupies (a READ occupies one per response packet).
     pub npkts: u32,
     /// READ response packets received so far.
@@ -31,14 +31,14 @@ pub struct Wqe {
     pub started: bool,
     /// Selective repeat: the receive this message consumes at the peer, counted from 0 over the
     /// messages that consume one (SEND, WRITE with immediate), so an early packet finds its buffer.
-    pub recv_seq: u32,
+    pub(crate) recv_seq: u32,
     /// Selective repeat: the responder is known to have this READ or atomic request.
-    pub req_acked: bool,
+    pub(crate) req_acked: bool,
 }
 
 impl Wqe {
     /// READ and atomics are answered with data; they wait for responses, not ACKs.
-    pub fn is_read_or_atomic(&self) -> bool {
+    pub(crate) fn is_read_or_atomic(&self) -> bool {
         matches!(
             self.wr.op,
             SendOp::Read | SendOp::FetchAdd(_) | SendOp::CompareSwap { .. }
@@ -46,12 +46,12 @@ impl Wqe {
     }
 
     /// PSN of its last packet.
-    pub fn last_psn(&self) -> Psn {
+    pub(crate) fn last_psn(&self) -> Psn {
         self.first_psn.add(self.npkts - 1)
     }
 
     /// The completion opcode it reports.
-    pub fn completion_op(&self) -> CompletionOp {
+    pub(crate) fn completion_op(&self) -> CompletionOp {
         match self.wr.op {
             SendOp::Send | SendOp::SendWithImm(_) => CompletionOp::Send,
             SendOp::Write | SendOp::WriteWithImm(_) => CompletionOp::Write,
@@ -68,14 +68,14 @@ pub(super) struct Emitted {
     /// Packet length.
     pub len: usize,
     /// PSNs it occupies (a READ: one per response packet it asks for... to the end).
-    pub consumed: u32,
+    pub(crate) consumed: u32,
     /// Payload bytes (data only).
     pub payload: usize,
 }
 
 /// Why the send queue goes back to its oldest unacknowledged PSN.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum RetryCause {
+pub(crate) enum RetryCause {
     /// The retransmission timer expired.
     Timeout,
     /// The responder sent NAK PSN sequence error.
@@ -87,29 +87,29 @@ pub enum RetryCause {
 /// Send-queue state: what was posted, what was sent, what was acknowledged.
 pub struct Requester {
     /// Posted, not yet completed work requests, oldest first.
-    pub sq: Ring<Wqe>,
+    pub(crate) sq: Ring<Wqe>,
     /// PSN the next posted work request starts at.
-    pub next_psn: Psn,
+    pub(crate) next_psn: Psn,
     /// Index in `sq` of the work request being transmitted (== `sq.len()` when all are sent).
-    pub cursor: usize,
+    pub(crate) cursor: usize,
     /// Next packet of that work request.
-    pub cursor_pkt: u32,
+    pub(crate) cursor_pkt: u32,
     /// PSN of the next packet to transmit (goes back on retry).
-    pub req_psn: Psn,
+    pub(crate) req_psn: Psn,
     /// One past the highest PSN ever transmitted.
-    pub sent_high: Psn,
+    pub(crate) sent_high: Psn,
     /// Oldest PSN not yet acknowledged.
-    pub comp_psn: Psn,
+    pub(crate) comp_psn: Psn,
     /// READ/atomic work requests started and not completed.
-    pub rd_atomic_inflight: u32,
+    pub(crate) rd_atomic_inflight: u32,
     /// Packets sent since the last one with AckReq.
-    pub noack_pkts: u32,
+    pub(crate) noack_pkts: u32,
     /// Retries left before RETRY_EXC_ERR.
-    pub retry_left: u8,
+    pub(crate) retry_left: u8,
     /// RNR retries left before RNR_RETRY_EXC_ERR.
-    pub rnr_left: u8,
+    pub(crate) rnr_left: u8,
     /// A retry was started and no progress has been seen since (rxe's `started_retry`).
-    pub started_retry: bool,
+    pub(crate) started_retry: bool,
     /// The retransmission timer and the RNR wait (nothing is sent while it runs).
     pub(super) timers: TimerTable,
     /// Receive-consuming messages posted so far (the next one's `recv_seq`).
@@ -175,12 +175,12 @@ impl Requester {
 
     /// Whether [`poll_transmit`](Self::poll_transmit) may have a packet: a work request not yet
     /// (fully) sent. Selective repeat always may (its resends are not behind the cursor).
-    pub fn may_transmit(&self) -> bool {
+    pub(crate) fn may_transmit(&self) -> bool {
         self.cursor < self.sq.len() || self.sr.is_some()
     }
 
     /// Points transmission at `psn`: the work request holding it, or the end of the queue.
-    pub fn seek(&mut self, psn: Psn) {
+    pub(crate) fn seek(&mut self, psn: Psn) {
         self.req_psn = psn;
         for (i, w) in self.sq.iter().enumerate() {
             if psn.in_window(w.first_psn, w.npkts) {
@@ -194,7 +194,7 @@ impl Requester {
     }
 
     /// Arms (or stops) the retransmission timer after progress.
-    pub fn rearm(&mut self, now: Instant, ctx: &Ctx<'_>) {
+    pub(crate) fn rearm(&mut self, now: Instant, ctx: &Ctx<'_>) {
         match self.retx_timeout(ctx) {
             Some(t) if self.outstanding() => {
                 self.timers.set(Timer::Retransmit, now.saturating_add(t))
@@ -248,7 +248,7 @@ impl Requester {
 
     /// The RNR wait is over: send the refused packet again (selective repeat: everything not yet
     /// received, from it on).
-    pub fn resume_after_rnr(&mut self) {
+    pub(crate) fn resume_after_rnr(&mut self) {
         if self.sr.is_some() {
             self.sr_resend_all();
         } else {
@@ -439,7 +439,7 @@ impl Requester {
     }
 
     /// Completes the oldest work request with `status` and removes it.
-    pub fn complete_head(&mut self, status: CompletionStatus, ctx: &mut Ctx<'_>) {
+    pub(crate) fn complete_head(&mut self, status: CompletionStatus, ctx: &mut Ctx<'_>) {
         let Some(w) = self.sq.pop_front() else { return };
         if w.is_read_or_atomic() && w.started {
             self.rd_atomic_inflight = self.rd_atomic_inflight.saturating_sub(1);
@@ -462,7 +462,7 @@ impl Requester {
     }
 
     /// Fails the oldest work request with `status` and flushes the rest (the QP enters ERROR).
-    pub fn fail_all(&mut self, status: CompletionStatus, ctx: &mut Ctx<'_>) {
+    pub(crate) fn fail_all(&mut self, status: CompletionStatus, ctx: &mut Ctx<'_>) {
         if !self.sq.is_empty() {
             self.complete_head(status, ctx);
         }
@@ -476,7 +476,7 @@ impl Requester {
 }
 
 /// Local rights a work request needs on its own buffer.
-pub fn local_access(op: SendOp) -> Access {
+pub(crate) fn local_access(op: SendOp) -> Access {
     match op {
         SendOp::Read | SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => Access::LOCAL_WRITE,
         _ => Access(0),

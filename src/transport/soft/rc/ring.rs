@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 
 /// A FIFO that holds at most `capacity` items and never grows past what it allocated at creation.
 #[derive(Debug, Clone)]
-pub struct Ring<T> {
+pub(crate) struct Ring<T> {
     items: VecDeque<T>,
     capacity: usize,
 }
@@ -19,7 +19,7 @@ impl<T> Ring<T> {
     }
 
     /// Maximum number of items.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
 
@@ -44,7 +44,7 @@ impl<T> Ring<T> {
     }
 
     /// Appends `item`, or gives it back when the ring is full.
-    pub fn push_back(&mut self, item: T) -> Result<(), T> {
+    pub(crate) fn push_back(&mut self, item: T) -> Result<(), T> {
         if self.is_full() {
             return Err(item);
         }
@@ -53,7 +53,7 @@ impl<T> Ring<T> {
     }
 
     /// Removes the oldest item.
-    pub fn pop_front(&mut self) -> Option<T> {
+    pub(crate) fn pop_front(&mut self) -> Option<T> {
         self.items.pop_front()
     }
 
@@ -63,12 +63,12 @@ impl<T> Ring<T> {
     }
 
     /// The oldest item, mutably.
-    pub fn front_mut(&mut self) -> Option<&mut T> {
+    pub(crate) fn front_mut(&mut self) -> Option<&mut T> {
         self.items.front_mut()
     }
 
     /// The newest item, mutably.
-    pub fn back_mut(&mut self) -> Option<&mut T> {
+    pub(crate) fn back_mut(&mut self) -> Option<&mut T> {
         self.items.back_mut()
     }
 
@@ -78,7 +78,7 @@ impl<T> Ring<T> {
     }
 
     /// The item `index` places after the oldest, mutably.
-    pub fn get_mut(&mut self, index: usize) -> Option<&mut T> {
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
         self.items.get_mut(index)
     }
 

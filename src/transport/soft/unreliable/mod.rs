@@ -10,6 +10,42 @@
 //! The memory, queue and segmentation helpers are the RC engine's ([`super::rc::mr`], [`super::rc::ring`],
 //! [`super::rc::packet`]): only the state machines differ.
 
+/// The accessors UC and UD queue pairs share, over their [`Queues`] in field `q` (written inside
+/// each `impl`).
+macro_rules! queue_accessors {
+    () => {
+        /// The attributes it was created with.
+        pub fn config(&self) -> &QpConfig {
+            &self.q.cfg
+        }
+
+        /// Its counters.
+        pub fn counters(&self) -> &UnreliableCounters {
+            &self.q.counters
+        }
+
+        /// Packets received and sent.
+        pub fn packets(&self) -> (u64, u64) {
+            (self.q.rx_packets, self.q.tx_packets)
+        }
+
+        /// Its registered memory.
+        pub fn memory(&self) -> &MemoryTable {
+            &self.q.mem
+        }
+
+        /// Its registered memory, to fill buffers before sending.
+        pub fn memory_mut(&mut self) -> &mut MemoryTable {
+            &mut self.q.mem
+        }
+
+        /// Size of the buffer `poll_transmit` needs.
+        pub fn max_packet_len(&self) -> usize {
+            MAX_HEADER_LEN + self.q.cfg.pmtu as usize + 3
+        }
+    };
+}
+
 pub mod uc;
 pub mod ud;
 
@@ -34,7 +70,7 @@ use crate::wire::{BthRepr, IbRepr, Opcode};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct UnreliableCounters {
     /// Messages whose last packet was sent.
-    pub messages_sent: u64,
+    pub(crate) messages_sent: u64,
     /// Messages delivered whole: a SEND into a receive, a WRITE into memory.
     pub messages_received: u64,
     /// Messages cut short by a lost packet (UC: the rest of the message was dropped).
@@ -42,17 +78,17 @@ pub struct UnreliableCounters {
     /// Jumps in the peer's PSNs: each is at least one packet that never arrived.
     pub psn_gaps: u64,
     /// Packets missing in those jumps.
-    pub packets_missing: u64,
+    pub(crate) packets_missing: u64,
     /// Packets dropped because they belonged to a message already broken (UC), or came out of order.
-    pub packets_discarded: u64,
+    pub(crate) packets_discarded: u64,
     /// SENDs dropped because no receive was posted (no RNR NAK on UC and UD: the message is lost).
-    pub no_receive: u64,
+    pub(crate) no_receive: u64,
     /// Datagrams with another Q_Key than this QP's (UD).
-    pub qkey_mismatch: u64,
+    pub(crate) qkey_mismatch: u64,
     /// Messages longer than their receive, or with packet lengths the MTU forbids.
-    pub bad_length: u64,
+    pub(crate) bad_length: u64,
     /// WRITEs refused for a bad rkey, bounds or rights (UC drops them silently).
-    pub access_violations: u64,
+    pub(crate) access_violations: u64,
 }
 
 impl UnreliableCounters {
@@ -161,15 +197,7 @@ impl Queues {
                 wr.wr_id, wr.len, self.cfg.pmtu
             )));
         }
-        let local = self
-            .mem
-            .resolve_local(self.cfg.local_lkey, wr.offset, wr.len.into(), Access(0))
-            .map_err(|e| {
-                Error::InvalidRequest(format!(
-                    "work request {}: local range {}+{} refused: {e}",
-                    wr.wr_id, wr.offset, wr.len
-                ))
-            })?;
+        let local = self.mem.send_buffer(self.cfg.local_lkey, wr, Access(0))?;
         let npkts = packet::packets_for(wr.len.into(), self.cfg.pmtu);
         let pushed = self.sq.push_back(SendWqe {
             wr: *wr,
@@ -185,20 +213,7 @@ impl Queues {
         if self.rq.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
         }
-        let span = self
-            .mem
-            .resolve_local(
-                self.cfg.local_lkey,
-                wr.offset,
-                wr.len.into(),
-                Access::LOCAL_WRITE,
-            )
-            .map_err(|e| {
-                Error::InvalidRequest(format!(
-                    "receive {}: local range {}+{} refused: {e}; the buffer needs LOCAL_WRITE",
-                    wr.wr_id, wr.offset, wr.len
-                ))
-            })?;
+        let span = self.mem.recv_buffer(self.cfg.local_lkey, wr)?;
         let pushed = self.rq.push_back(RecvWqe {
             wr_id: wr.wr_id,
             span,
@@ -288,4 +303,4 @@ impl Queues {
 
 /// Longest header stack the unreliable engines emit: BTH + RETH + ImmDt (UC WRITE ONLY with
 /// immediate, 32 bytes); UD's BTH + DETH + ImmDt is 24.
-pub const MAX_HEADER_LEN: usize = 32;
+pub(crate) const MAX_HEADER_LEN: usize = 32;

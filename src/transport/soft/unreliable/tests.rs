@@ -40,18 +40,6 @@ fn uc_pair() -> (UcQp, UcQp, RemoteAddr) {
     (a, b, rb)
 }
 
-fn send(wr_id: u64, op: SendOp, offset: u64, len: u32, remote: Option<RemoteAddr>) -> SendRequest {
-    SendRequest {
-        wr_id,
-        op,
-        offset,
-        len,
-        remote,
-        signaled: true,
-        inline: false,
-    }
-}
-
 /// Every packet `q` has to send.
 fn drain(mut next: impl FnMut(&mut [u8]) -> Option<usize>) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
@@ -71,9 +59,16 @@ fn fill(m: &mut MemoryTable, lkey: u32, from: u8) {
 #[test]
 fn uc_segments_like_rc_without_ack_requests_and_completes_at_the_last_packet() {
     let (mut a, _, rb) = uc_pair();
-    a.post_send(&send(7, SendOp::Send, 0, 600, None)).unwrap();
-    a.post_send(&send(8, SendOp::WriteWithImm(0xfeed), 0, 10, Some(rb)))
+    a.post_send(&SendRequest::new(7, SendOp::Send, 0, 600, None))
         .unwrap();
+    a.post_send(&SendRequest::new(
+        8,
+        SendOp::WriteWithImm(0xfeed),
+        0,
+        10,
+        Some(rb),
+    ))
+    .unwrap();
     let pkts = drain(|b| a.poll_transmit(Instant::ZERO, b));
     let reprs: Vec<IbRepr> = pkts.iter().map(|p| IbRepr::parse(p).unwrap().0).collect();
     let ops: Vec<Opcode> = reprs.iter().map(|r| r.bth.opcode).collect();
@@ -108,7 +103,7 @@ fn uc_segments_like_rc_without_ack_requests_and_completes_at_the_last_packet() {
     assert_eq!(c, [(7, CompletionOp::Send), (8, CompletionOp::Write)]);
     assert_eq!(a.counters().messages_sent, 2);
     // UC carries no READ.
-    let read = send(9, SendOp::Read, 0, 8, Some(rb));
+    let read = SendRequest::new(9, SendOp::Read, 0, 8, Some(rb));
     assert!(
         a.post_send(&read)
             .unwrap_err()
@@ -128,10 +123,11 @@ fn uc_delivers_sends_and_writes_whole() {
         len: 4096,
     })
     .unwrap();
-    a.post_send(&send(1, SendOp::Send, 0, 600, None)).unwrap();
+    a.post_send(&SendRequest::new(1, SendOp::Send, 0, 600, None))
+        .unwrap();
     let mut target = rb;
     target.addr += 1000;
-    a.post_send(&send(2, SendOp::Write, 0, 300, Some(target)))
+    a.post_send(&SendRequest::new(2, SendOp::Write, 0, 300, Some(target)))
         .unwrap();
     for p in drain(|buf| a.poll_transmit(Instant::ZERO, buf)) {
         b.handle_packet(&p);
@@ -170,7 +166,8 @@ fn a_uc_gap_drops_the_rest_of_its_message_and_the_next_first_resynchronises() {
     }
     // Three 600-byte SENDs: 3 packets each (PSN 100..108). Lose the second packet of the first.
     for id in 0..3 {
-        a.post_send(&send(id, SendOp::Send, 0, 600, None)).unwrap();
+        a.post_send(&SendRequest::new(id, SendOp::Send, 0, 600, None))
+            .unwrap();
     }
     let pkts = drain(|buf| a.poll_transmit(Instant::ZERO, buf));
     assert_eq!(pkts.len(), 9);
@@ -200,7 +197,8 @@ fn a_uc_gap_drops_the_rest_of_its_message_and_the_next_first_resynchronises() {
             len: 4096,
         })
         .unwrap();
-        a.post_send(&send(id, SendOp::Send, 0, 600, None)).unwrap();
+        a.post_send(&SendRequest::new(id, SendOp::Send, 0, 600, None))
+            .unwrap();
     }
     let pkts = drain(|buf| a.poll_transmit(Instant::ZERO, buf));
     for p in &pkts[1..] {
@@ -217,12 +215,13 @@ fn a_uc_gap_drops_the_rest_of_its_message_and_the_next_first_resynchronises() {
 #[test]
 fn uc_without_a_receive_drops_the_send_and_a_bad_rkey_drops_the_write() {
     let (mut a, mut b, rb) = uc_pair();
-    a.post_send(&send(1, SendOp::Send, 0, 100, None)).unwrap();
+    a.post_send(&SendRequest::new(1, SendOp::Send, 0, 100, None))
+        .unwrap();
     let bad = RemoteAddr {
         rkey: rb.rkey ^ 0x100,
         ..rb
     };
-    a.post_send(&send(2, SendOp::Write, 0, 100, Some(bad)))
+    a.post_send(&SendRequest::new(2, SendOp::Write, 0, 100, Some(bad)))
         .unwrap();
     for p in drain(|buf| a.poll_transmit(Instant::ZERO, buf)) {
         b.handle_packet(&p);
@@ -250,9 +249,9 @@ fn ud_sends_datagrams_with_deth_and_delivers_the_grh_in_front() {
     let (mut a, mut b) = ud_pair(DEFAULT_QKEY);
     let la = a.config().local_lkey;
     fill(a.memory_mut(), la, 9);
-    a.post_send(&send(5, SendOp::SendWithImm(7), 0, 256, None))
+    a.post_send(&SendRequest::new(5, SendOp::SendWithImm(7), 0, 256, None))
         .unwrap();
-    let long = send(6, SendOp::Send, 0, 257, None);
+    let long = SendRequest::new(6, SendOp::Send, 0, 257, None);
     let e = a.post_send(&long).unwrap_err().to_string();
     assert!(e.contains("UD message") && e.contains("256 bytes"), "{e}");
     let pkts = drain(|buf| a.poll_transmit(Instant::ZERO, buf));
@@ -288,7 +287,8 @@ fn ud_drops_a_foreign_q_key_a_missing_receive_and_counts_lost_datagrams() {
     let (mut a, mut b) = ud_pair(0x4242);
     let (_, mut wrong_key) = ud_pair(0x9999);
     for id in 0..4 {
-        a.post_send(&send(id, SendOp::Send, 0, 16, None)).unwrap();
+        a.post_send(&SendRequest::new(id, SendOp::Send, 0, 16, None))
+            .unwrap();
     }
     let pkts = drain(|buf| a.poll_transmit(Instant::ZERO, buf));
     let grh = || Grh([0; 40]);

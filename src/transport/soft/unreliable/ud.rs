@@ -49,35 +49,7 @@ impl UdQp {
         })
     }
 
-    /// The attributes it was created with.
-    pub fn config(&self) -> &QpConfig {
-        &self.q.cfg
-    }
-
-    /// Its counters.
-    pub fn counters(&self) -> &UnreliableCounters {
-        &self.q.counters
-    }
-
-    /// Packets received and sent.
-    pub fn packets(&self) -> (u64, u64) {
-        (self.q.rx_packets, self.q.tx_packets)
-    }
-
-    /// Its registered memory.
-    pub fn memory(&self) -> &MemoryTable {
-        &self.q.mem
-    }
-
-    /// Its registered memory, to fill buffers before sending.
-    pub fn memory_mut(&mut self) -> &mut MemoryTable {
-        &mut self.q.mem
-    }
-
-    /// Size of the buffer `poll_transmit` needs.
-    pub fn max_packet_len(&self) -> usize {
-        MAX_HEADER_LEN + self.q.cfg.pmtu as usize + 3
-    }
+    queue_accessors!();
 
     /// Posts a SEND (with or without immediate) of at most one path MTU.
     pub fn post_send(&mut self, wr: &SendRequest) -> Result<()> {

@@ -29,7 +29,7 @@ pub(in crate::transport::tcp) enum RecvInto<'a> {
 
 impl QpState {
     /// Where the next read goes. Call only after [`Self::process`] returned [`Stop::Bytes`].
-    pub fn recv_into(&mut self) -> RecvInto<'_> {
+    pub(crate) fn recv_into(&mut self) -> RecvInto<'_> {
         if let Some(fr) = &self.rx {
             // process() drained the staging area into the payload before asking for more bytes.
             debug_assert_eq!(self.stage_start, self.stage_end);
@@ -163,7 +163,7 @@ impl QpState {
 
     /// The peer closed its end. An error only while this side still waits for the peer (as a verbs QP
     /// errs only for work that cannot complete); otherwise the queue pair just goes quiet.
-    pub fn close_by_peer(&mut self) -> Result<()> {
+    pub(crate) fn close_by_peer(&mut self) -> Result<()> {
         if self.outstanding > 0
             || !self.unacked.is_empty()
             || !self.reads.is_empty()
