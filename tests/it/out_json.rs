@@ -7,19 +7,13 @@
 //! The recorded documents in `tests/data/perftest_json/` were written by perftest 26.04.17 (built
 //! from linux-rdma/perftest 00b55b6) over kernel Soft-RoCE in the lab VM (`scripts/lab/jobs/perftest-json.sh`).
 
-use crate::common::{Side, free_port, pair_on, skip_unless, spawn_in};
+use crate::common::{self, Side, free_port, pair_on, skip_unless, spawn_in};
 use crate::soft_support::{NetnsPair, is_root};
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_PAIR_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// A recorded perftest document.
 fn recorded(name: &str) -> String {
@@ -90,7 +84,7 @@ fn ours(net: &Net, name: &str, test: &str, args: &[&str]) -> (String, String) {
 
 /// [`ours`], with the client's console output.
 fn ours_with_stdout(net: &Net, name: &str, test: &str, args: &[&str]) -> (String, String, String) {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = net.dir.path();
     let (a, b) = (net.pair.ns('a'), net.pair.ns('b'));
     let file = |role: &str| {

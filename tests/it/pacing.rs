@@ -12,12 +12,6 @@ use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_PAIR_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// Runs `roce_<test> args` to completion: (exit code, stderr).
 fn run(test: &str, args: &[&str]) -> (i32, String) {
     let out = Command::new(common::bin(test)).args(args).output().unwrap();
@@ -176,7 +170,7 @@ fn pacing(doc: &Value, csv: &std::path::Path) -> (Value, Vec<String>) {
 
 #[test]
 fn a_paced_tcp_run_never_sends_faster_than_permitted_and_says_so() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     // 2000 messages/s in bursts of 10: a burst every 5 ms, so 200 messages take 19 periods at least.
     let args = [
@@ -229,7 +223,7 @@ fn a_paced_tcp_run_never_sends_faster_than_permitted_and_says_so() {
 
 #[test]
 fn a_paced_soft_duration_run_counts_whole_periods_on_both_sides() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     // 0.2 Gb/s of 8 KiB messages (3052 msg/s), bursts of 8, over soft RoCE v2 on lo, for 2 s.
     let args = [
@@ -262,7 +256,7 @@ fn a_paced_soft_duration_run_counts_whole_periods_on_both_sides() {
 
 #[test]
 fn atomics_and_uc_are_paced_and_the_gap_spaces_ud_latency_iterations() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     // An atomic test is paced like any bandwidth test (perftest refuses its SW limiter there).
     let dir = tempfile::tempdir().unwrap();
     let args = [

@@ -12,12 +12,6 @@ use std::time::{Duration, Instant};
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_PAIR_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// The file arguments of one side, named `<role>.*` in `dir`.
 fn files(dir: &Path, role: &str) -> Vec<String> {
     let f = |ext: &str| dir.join(format!("{role}.{ext}")).display().to_string();
@@ -170,7 +164,7 @@ fn check_side(d: &Done, dir: &Path, role: &str, stopped_by: &str, min_intervals:
 
 #[test]
 fn sigint_to_the_client_ends_a_tcp_write_bw_pair_cleanly_with_every_file_whole() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     let args = [
         "--transport",
@@ -194,7 +188,7 @@ fn sigint_to_the_client_ends_a_tcp_write_bw_pair_cleanly_with_every_file_whole()
 
 #[test]
 fn sigterm_to_a_soft_send_bw_server_stops_both_sides_cleanly() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     let args = [
         "--transport",
@@ -282,7 +276,7 @@ fn column(dir: &Path, role: &str, column: &str) -> Vec<String> {
 
 #[test]
 fn an_atomic_run_and_a_ud_run_go_on_until_stopped() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     // atomic_bw, paced and validated: the responder still checks every word after the signal.
     let dir = tempfile::tempdir().unwrap();
     let args = [

@@ -41,7 +41,7 @@ fn six_tests_over_soft_with_rdma_cm_and_validate() {
 
 #[test]
 fn the_atomic_tests_over_soft_with_rdma_cm_and_validate() {
-    let _one = serial();
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     for (test, op, qps) in [
         ("atomic_bw", "FETCH_AND_ADD", "2"),
