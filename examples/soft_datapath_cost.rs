@@ -9,6 +9,8 @@
 //! - `write`, `send`, `read`: a latency ping-pong as roce_*_lat runs it (one message each way per
 //!   iteration for WRITE and SEND, a READ and its response for READ), default 2 bytes.
 //! - `bw`: a stream of WRITEs (default 64 KiB) with 128 in flight, as roce_write_bw runs it.
+//! - `idle`: `messages` polls of each endpoint with nothing in flight: what a busy-polling side
+//!   spends per turn while it waits (one receive syscall), which sets how soon it sees a packet.
 //!
 //! It prints polls, syscalls' worth of batches and packets per message from the endpoints' counters,
 //! and the wall time per message (meaningful only on a quiet machine).
@@ -168,7 +170,13 @@ fn main() {
                 poll(&mut b, &mut polls, &mut sb, &mut rb);
             }
         }
-        other => panic!("mode {other}: write, send, read or bw"),
+        "idle" => {
+            for _ in 0..count {
+                poll(&mut a, &mut polls, &mut sa, &mut ra);
+                poll(&mut b, &mut polls, &mut sb, &mut rb);
+            }
+        }
+        other => panic!("mode {other}: write, send, read, bw or idle"),
     }
     let elapsed = start.elapsed();
     let (ka, kb) = (a.counters(), b.counters());

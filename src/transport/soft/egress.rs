@@ -12,17 +12,17 @@ use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
 #[inline]
 pub(crate) fn fill(
     qp: &mut Qp,
-    path: Path,
+    path: &Path,
     now: rc::Instant,
     acks: LoneAck,
     buf: &mut [u8],
 ) -> Option<usize> {
     match path {
-        Path::Udp { net, .. } => udp_packet(qp, now, acks, &net, buf),
+        Path::Udp { net, .. } => udp_packet(qp, now, acks, net, buf),
         Path::Frame { eth, net } => {
             let at = eth.header_len() + net.header_len();
             let len = engine(qp, now, acks, &mut buf[at..])?;
-            Some(frame_around(buf, &eth, &net, len))
+            Some(frame_around(buf, eth, net, len))
         }
     }
 }

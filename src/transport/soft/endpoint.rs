@@ -16,7 +16,6 @@
 //! AF_PACKET and RoCE v1 need, since frames must cross a real (virtual) link.
 
 use std::net::{IpAddr, SocketAddr};
-use std::time::Instant;
 
 use super::backend::Backend;
 use super::config::PeerMismatch;
@@ -26,7 +25,7 @@ use super::netdev::{GidKind, NetDev};
 use super::nic::Nic;
 use super::path::{LocalEnd, Path, path_to};
 use super::plan::{self, SoftNote};
-use super::rc::{self, MemoryTable, MrKeys, Qp, QpConfig};
+use super::rc::{MemoryTable, MrKeys, Qp, QpConfig};
 use crate::params::{Recovery, TransportKind};
 use crate::transport::{
     Access, Completion, ConnInfo, Endpoint, Error, Gid, QpInfo, RecvRequest, Result, RoceMtu,
@@ -77,7 +76,10 @@ pub struct SoftEndpoint {
     /// How the IPv4 ID moves the ICRC, per packet length: the UDP receive checks.
     ipv4_ids: Ipv4IdCache,
     slots: Vec<QpSlot>,
-    epoch: Instant,
+    /// Monotonic nanoseconds at open: the engines' time zero.
+    epoch: u64,
+    /// Polls since the timers were last checked (see `datapath::TIMER_CHECK_EVERY`).
+    idle_polls: u32,
     counters: SoftCounters,
     /// Round-robin start for completions and transmission, so no QP starves.
     next_qp: usize,
@@ -141,7 +143,8 @@ impl SoftEndpoint {
             recovery: Recovery::Gbn,
             recovery_note: None,
             slots,
-            epoch: Instant::now(),
+            epoch: datapath::monotonic_ns(),
+            idle_polls: 0,
             counters: SoftCounters::default(),
             next_qp: 0,
         })
@@ -274,10 +277,6 @@ impl SoftEndpoint {
             ));
         }
         lines
-    }
-
-    fn now(&self) -> rc::Instant {
-        rc::Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
     }
 
     /// What this side contributes to every path.
