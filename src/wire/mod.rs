@@ -60,6 +60,7 @@ mod addr;
 mod aeth;
 mod atomic;
 mod bth;
+mod crc32;
 mod deth;
 mod encap;
 mod error;

@@ -19,6 +19,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::backend::Backend;
 use super::config::PeerMismatch;
+use super::egress::TxIcrcs;
+use super::ingress::RxIcrcs;
 use super::io::fault::Impaired;
 use super::io::impair::ImpairConfig;
 use super::netdev::{GidKind, NetDev};
@@ -51,6 +53,8 @@ struct QpSlot {
     path: Option<Path>,
     /// Where the connected peer's packets come from; others are dropped (`wrong_source`).
     peer: Gid,
+    /// ICRCs started over this queue pair's path header, by packet length.
+    tx_icrcs: TxIcrcs,
 }
 
 /// The soft transport's endpoint. See the module documentation.
@@ -75,6 +79,8 @@ pub struct SoftEndpoint {
     nic: Impaired<Nic>,
     /// How the IPv4 ID moves the ICRC, per packet length: the UDP receive checks.
     ipv4_ids: Ipv4IdCache,
+    /// ICRCs started over the headers of received packets (the UDP receive checks).
+    rx_icrcs: RxIcrcs,
     slots: Vec<QpSlot>,
     /// Monotonic nanoseconds at open: the engines' time zero.
     epoch: u64,
@@ -124,6 +130,7 @@ impl SoftEndpoint {
                     qp: None,
                     path: None,
                     peer: Gid::ZERO,
+                    tx_icrcs: TxIcrcs::new(),
                 })
             })
             .collect::<std::result::Result<Vec<_>, SoftError>>()?;
@@ -131,6 +138,7 @@ impl SoftEndpoint {
         Ok(SoftEndpoint {
             nic: Impaired::new(nic, plan.impair.as_ref()),
             ipv4_ids: Ipv4IdCache::new(),
+            rx_icrcs: RxIcrcs::new(),
             cfg,
             dev,
             encap: plan.encap,

@@ -15,6 +15,7 @@ pub mod config;
 pub mod counters;
 mod egress;
 pub mod endpoint;
+mod icrc_cache;
 mod ingress;
 pub mod io;
 pub mod neighbour;

@@ -136,7 +136,12 @@ impl SoftEndpoint {
         } else {
             rc::Instant::ZERO
         };
-        let (slots, c, ids) = (&mut self.slots, &mut self.counters, &mut self.ipv4_ids);
+        let (slots, c, ids, icrcs) = (
+            &mut self.slots,
+            &mut self.counters,
+            &mut self.ipv4_ids,
+            &mut self.rx_icrcs,
+        );
         let n = self
             .nic
             .receive(dev_now, |meta, data| {
@@ -157,7 +162,7 @@ impl SoftEndpoint {
                             truncated,
                             gro_segment: None,
                         };
-                        check_udp(&d, local, ids, &mut c.drops)
+                        check_udp(&d, local, ids, icrcs, &mut c.drops)
                     }
                     (
                         RxMeta::Frame {
@@ -197,7 +202,9 @@ impl SoftEndpoint {
         for _ in 0..n {
             let slot = &mut self.slots[i];
             i = if i + 1 == n { 0 } else { i + 1 };
-            let (Some(qp), Some(path)) = (slot.qp.as_mut(), slot.path.as_ref()) else {
+            let (Some(qp), Some(path), icrcs) =
+                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
+            else {
                 continue;
             };
             // Asking an idle engine through the batch (GSO entry checks, framing) costs more.
@@ -216,7 +223,7 @@ impl SoftEndpoint {
                 }
                 if !self
                     .nic
-                    .tx_push(now, to, |buf| egress::fill(qp, path, now, acks, buf))
+                    .tx_push(now, to, |buf| egress::fill(qp, path, icrcs, now, acks, buf))
                 {
                     break;
                 }
