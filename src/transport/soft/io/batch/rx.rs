@@ -16,7 +16,8 @@ pub struct RxDatagram<'a> {
     pub data: &'a [u8],
     /// Sender's address and port.
     pub src: Option<SocketAddr>,
-    /// Our address the datagram was sent to (from IP_PKTINFO / IPV6_PKTINFO).
+    /// Our address the datagram was sent to (IP_PKTINFO / IPV6_PKTINFO, on a socket that asks for
+    /// it; `None` otherwise, where the socket's bound address is the answer).
     pub dst: Option<IpAddr>,
     /// The datagram was longer than the slot and got cut (MSG_TRUNC): drop it as malformed.
     pub truncated: bool,
