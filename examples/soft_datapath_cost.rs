@@ -13,7 +13,9 @@
 //!   spends per turn while it waits (one receive syscall), which sets how soon it sees a packet.
 //!
 //! It prints polls, syscalls' worth of batches and packets per message from the endpoints' counters,
-//! and the wall time per message (meaningful only on a quiet machine).
+//! and the wall time per message: the mean (meaningful only on a quiet machine) and, for the
+//! ping-pong modes, the fastest and the median message (the fastest is what the code path costs
+//! when nothing else runs in between: compare it with the same syscalls alone).
 
 use std::time::Instant;
 
@@ -91,6 +93,8 @@ fn main() {
         len: size,
     };
     let (mut polls, mut sa, mut ra, mut sb, mut rb) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    // Wall time of each ping-pong message (one round trip), in nanoseconds.
+    let mut trips: Vec<u64> = Vec::with_capacity(count as usize);
     let start = Instant::now();
     match mode.as_str() {
         "write" | "send" => {
@@ -101,6 +105,7 @@ fn main() {
                 b.post_recv(0, &recv).expect("recv");
             }
             for i in 0..count {
+                let t0 = Instant::now();
                 let marker = (i + 1) as u8;
                 a.buffer_mut(0)[size as usize - 1] = marker;
                 let (op, ra_, rb_) = if send {
@@ -142,6 +147,7 @@ fn main() {
                 if send {
                     a.post_recv(0, &recv).expect("recv");
                 }
+                trips.push(t0.elapsed().as_nanos() as u64);
             }
             while sb < count {
                 poll(&mut a, &mut polls, &mut sa, &mut ra);
@@ -150,12 +156,14 @@ fn main() {
         }
         "read" => {
             for i in 0..count {
+                let t0 = Instant::now();
                 a.post_send(0, &wr(i, SendOp::Read, Some(to_b)))
                     .expect("post");
                 while sa <= i {
                     poll(&mut a, &mut polls, &mut sa, &mut ra);
                     poll(&mut b, &mut polls, &mut sb, &mut rb);
                 }
+                trips.push(t0.elapsed().as_nanos() as u64);
             }
         }
         "bw" => {
@@ -190,4 +198,12 @@ fn main() {
         per(ka.tx_packets + kb.tx_packets),
         per(ka.acks_sent + kb.acks_sent),
     );
+    if !trips.is_empty() {
+        trips.sort_unstable();
+        println!(
+            "  round trip: fastest {:.2} us, median {:.2} us",
+            trips[0] as f64 / 1e3,
+            trips[trips.len() / 2] as f64 / 1e3
+        );
+    }
 }
