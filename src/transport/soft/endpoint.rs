@@ -3,11 +3,11 @@
 //! One endpoint owns one I/O backend (a UDP socket for RoCE v2, or an AF_PACKET socket for v1 and
 //! v2), one receive and one transmit batch, and per queue pair one sans-IO RC engine ([`Qp`]) with
 //! its registered buffer. There are no threads: [`Endpoint::poll_cq`] is the NIC. Each call
-//! receives a batch, verifies and demultiplexes it by BTH.DestQP into the engines
-//! (`ingress`), fires due timers, lets every engine fill the transmit batch
-//! (`egress`: framing each packet and computing its ICRC), sends the batch with
-//! one syscall, and hands out completions. Work posted between two calls is transmitted first,
-//! before the receive. Nothing on that path allocates.
+//! first transmits the work posted since the last one, then receives a batch, verifies and
+//! demultiplexes it by BTH.DestQP into the engines (`ingress`), fires due timers, lets every engine
+//! fill the transmit batch (`egress`: framing each packet and computing its ICRC), sends the batch
+//! with one syscall, and hands out completions; a lone ACK waits for the next call and leaves with
+//! what the application posts meanwhile (`endpoint/datapath.rs`). Nothing on that path allocates.
 //!
 //! Two endpoints on one host: RoCE v2 lives on UDP port 4791, so each side needs its own address.
 //! On `lo` that is automatic: a second endpoint finds 127.0.0.1:4791 taken and moves to the next
