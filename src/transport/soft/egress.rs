@@ -3,62 +3,60 @@
 //! ([`super::nic::Nic`]) then moves the ICRC of segment k of an IPv4 GSO super-datagram to the IP ID
 //! the kernel gives it.
 
+use super::engine::Engine;
 use super::icrc_cache::HeaderIcrcs;
 use super::path::Path;
-use super::rc::{self, LoneAck, Qp};
+use super::rc::{self, LoneAck};
 use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
 
 /// Lets `qp` write its next packet along `path` into `buf`, finished for the wire (the ICRC valid
 /// for IPv4 ID 0); `None` when it has none (`acks`: a lone ACK may be kept for the next call).
 #[inline]
 pub(crate) fn fill(
-    qp: &mut Qp,
+    qp: &mut Engine,
     path: &Path,
     icrcs: &mut TxIcrcs,
     now: rc::Instant,
     acks: LoneAck,
     buf: &mut [u8],
 ) -> Option<usize> {
-    match path {
-        Path::Udp { net, .. } => udp_packet(qp, now, acks, net, icrcs, buf),
-        Path::Frame { eth, net } => {
-            let at = eth.header_len() + net.header_len();
-            let len = engine(qp, now, acks, &mut buf[at..])?;
-            let start = icrcs.get(len, || net.icrc_start(len));
-            Some(frame_around(buf, eth, net, len, start))
-        }
-    }
+    frame(path, icrcs, buf, |ib| match acks {
+        LoneAck::Send => qp.poll_transmit(now, ib),
+        LoneAck::Hold => qp.poll_transmit_holding_ack(now, ib),
+    })
 }
 
 /// A path's ICRCs started over its header, by BTH-through-pad length.
 pub(crate) type TxIcrcs = HeaderIcrcs<usize>;
 
-/// The engine's next packet, BTH..pad.
+/// Lets `write_ib` write one packet's IB part (BTH..pad) where `path` wants it in `buf`, and
+/// finishes it for the wire: UDP leaves the IP and UDP headers to the kernel and appends the ICRC
+/// (which still covers them, through `net`'s reprs); AF_PACKET writes every header around it.
+/// `icrcs` keeps the ICRC started over the path's header per length, so a packet hashes only its
+/// own bytes.
 #[inline]
-fn engine(qp: &mut Qp, now: rc::Instant, acks: LoneAck, buf: &mut [u8]) -> Option<usize> {
-    match acks {
-        LoneAck::Send => qp.poll_transmit(now, buf),
-        LoneAck::Hold => qp.poll_transmit_holding_ack(now, buf),
-    }
-}
-
-/// Lets `qp` write its next packet into `buf` and appends the ICRC: the UDP payload of one RoCE v2
-/// packet. The kernel writes Ethernet/IP/UDP; the ICRC still covers them, through `net`'s reprs.
-#[inline]
-fn udp_packet(
-    qp: &mut Qp,
-    now: rc::Instant,
-    acks: LoneAck,
-    net: &NetRepr,
+pub(crate) fn frame(
+    path: &Path,
     icrcs: &mut TxIcrcs,
     buf: &mut [u8],
+    write_ib: impl FnOnce(&mut [u8]) -> Option<usize>,
 ) -> Option<usize> {
-    let len = engine(qp, now, acks, buf)?;
-    let icrc = icrcs
-        .get(len, || net.icrc_start(len))
-        .finish_ib(&buf[..len]);
-    buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
-    Some(len + ICRC_LEN)
+    match path {
+        Path::Udp { net, .. } => {
+            let len = write_ib(buf)?;
+            let icrc = icrcs
+                .get(len, || net.icrc_start(len))
+                .finish_ib(&buf[..len]);
+            buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
+            Some(len + ICRC_LEN)
+        }
+        Path::Frame { eth, net } => {
+            let at = eth.header_len() + net.header_len();
+            let len = write_ib(&mut buf[at..])?;
+            let start = icrcs.get(len, || net.icrc_start(len));
+            Some(frame_around(buf, eth, net, len, start))
+        }
+    }
 }
 
 /// Rewrites the ICRC of a UDP payload (BTH..ICRC) computed under IPv4 ID 0 to the one under ID `id`.

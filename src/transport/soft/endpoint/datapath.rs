@@ -16,7 +16,7 @@ use crate::transport::soft::backend::{Backend, io_error};
 use crate::transport::soft::counters::SoftCounters;
 use crate::transport::soft::egress;
 use crate::transport::soft::ingress::{
-    FrameFilter, Source, check_frame, check_udp, from_peer, qp_index,
+    FrameFilter, RxNet, Source, check_frame, check_udp, from_peer, qp_index,
 };
 use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
 use crate::transport::soft::io::device::Device;
@@ -90,10 +90,16 @@ impl SoftEndpoint {
                 }
             }
         }
+        // -R: the CM agent's timers, events and MADs (no clock read without one).
+        let cm = self.cm.is_some();
+        if cm {
+            let now = clock.now();
+            self.cm_turn(now)?;
+        }
         // Answers to what just arrived (READ responses, NAKs, resends) leave now; a lone ACK waits
         // for the next poll, where it follows whatever the application posts meanwhile. Nothing
-        // arrived and no timer fired: the first transmission already sent all there was.
-        if received > 0 || fired {
+        // arrived, no timer fired and no CM: the first transmission already sent all there was.
+        if received > 0 || fired || cm {
             self.transmit(&mut clock, LoneAck::Hold)?;
         }
         let mut n = 0;
@@ -142,11 +148,12 @@ impl SoftEndpoint {
             &mut self.ipv4_ids,
             &mut self.rx_icrcs,
         );
+        let cm = &mut self.cm;
         let n = self
             .nic
             .receive(dev_now, |meta, data| {
                 c.rx_packets += 1;
-                let packet = match (meta, local) {
+                let (packet, net) = match (meta, local) {
                     (
                         RxMeta::Datagram {
                             src,
@@ -162,7 +169,12 @@ impl SoftEndpoint {
                             truncated,
                             gro_segment: None,
                         };
-                        check_udp(&d, local, ids, icrcs, &mut c.drops)
+                        let net = src.map(|s| RxNet::Udp {
+                            src: s.ip(),
+                            dst: dst.unwrap_or(local.ip()),
+                            len: data.len(),
+                        });
+                        (check_udp(&d, local, ids, icrcs, &mut c.drops), net)
                     }
                     (
                         RxMeta::Frame {
@@ -178,12 +190,17 @@ impl SoftEndpoint {
                             ifindex,
                             truncated,
                         };
-                        check_frame(&f, &me, &mut c.drops)
+                        (check_frame(&f, &me, &mut c.drops), Some(RxNet::Frame(data)))
                     }
-                    (RxMeta::Datagram { .. }, None) => None,
+                    (RxMeta::Datagram { .. }, None) => (None, None),
                 };
-                if let Some((ib, src)) = packet {
-                    deliver(slots, c, clock.now(), ib, src);
+                if let (Some((ib, src)), Some(net)) = (packet, net) {
+                    let now = clock.now();
+                    match cm.as_deref_mut() {
+                        // -R: QP1 carries the CM's MADs.
+                        Some(side) if super::cm::is_gsi(ib) => side.receive(now, ib, src, c),
+                        _ => deliver(slots, c, now, ib, src, net),
+                    }
                 }
             })
             .map_err(io_error)?;
@@ -248,17 +265,25 @@ impl SoftEndpoint {
 }
 
 /// Hands one verified packet (BTH..pad) from `src` to the queue pair its BTH.DestQP names, if it
-/// comes from that queue pair's peer.
+/// comes from that queue pair's peer (any sender, for UD); `net` is where it came in.
 #[inline]
-fn deliver(slots: &mut [QpSlot], c: &mut SoftCounters, now: rc::Instant, ib: &[u8], src: Source) {
+fn deliver(
+    slots: &mut [QpSlot],
+    c: &mut SoftCounters,
+    now: rc::Instant,
+    ib: &[u8],
+    src: Source,
+    net: RxNet<'_>,
+) {
     // QPNs are consecutive from the first slot's, so the index is a subtraction.
     let index = qp_index(ib, slots.first().map_or(0, |s| s.qpn));
     match slots.get_mut(index) {
         Some(QpSlot {
             qp: Some(qp), peer, ..
         }) => {
-            if from_peer(src, *peer) {
-                qp.handle_packet(now, ib);
+            // A datagram queue pair takes any sender's datagrams that carry its Q_Key (the engine checks).
+            if qp.is_datagram() || from_peer(src, *peer) {
+                qp.handle_packet(now, ib, || net.grh());
             } else {
                 c.drops.wrong_source += 1;
             }
