@@ -297,6 +297,20 @@ impl SoftEndpoint {
         }
     }
 
+    /// The most PSNs each queue pair may have unacknowledged when an AF_PACKET receive ring is on
+    /// the path: a receiver buffers no more frames than its ring holds, and a frame beyond it is
+    /// lost and costs a go-back-N retransmission of everything sent after it (at 64 KiB WRITEs over
+    /// a veth pair a quarter of all frames went twice). The peer's ring is not in its description;
+    /// it runs the same default as ours. Unlimited (as configured) when no ring is involved.
+    fn ring_window(&self, peer: &ConnInfo) -> u32 {
+        let ours = matches!(self.nic.inner().backend(), Backend::Packet(_));
+        if !(ours || peer.needs_single_datagrams) || self.cfg.packet_rx_ring == 0 {
+            return u32::MAX;
+        }
+        let per_qp = self.cfg.packet_rx_ring / self.slots.len().max(1);
+        per_qp.clamp(16, u32::MAX as usize) as u32
+    }
+
     fn connected(&mut self, qp: usize) -> Result<&mut Qp> {
         let count = self.slots.len();
         self.slots
@@ -366,6 +380,7 @@ impl Endpoint for SoftEndpoint {
             self.notes.push(SoftNote::GsoOffForPeer);
         }
         let local = self.local_end();
+        let ring_window = self.ring_window(peer);
         for i in 0..self.slots.len() {
             let (qpn, psn, lkey) = {
                 let s = &self.slots[i];
@@ -388,7 +403,7 @@ impl Endpoint for SoftEndpoint {
             qcfg.retry_backoff_max_shift = 3;
             qcfg.max_rd_atomic = self.cfg.max_rd_atomic.min(remote.max_rd_atomic.max(1));
             qcfg.max_dest_rd_atomic = self.cfg.max_rd_atomic;
-            qcfg.max_unacked_psns = self.cfg.max_unacked_psns;
+            qcfg.max_unacked_psns = self.cfg.max_unacked_psns.min(ring_window);
             qcfg.sq_depth = self.cfg.sq_depth;
             qcfg.rq_depth = self.cfg.rq_depth;
             qcfg.cq_tag = i as u32;

@@ -5,7 +5,7 @@
 //! notes that tell the user what was adjusted.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use super::config::{IoKind, SoftConfig, SoftError};
 use super::io::IoError;
@@ -251,6 +251,10 @@ pub(crate) fn plan(
                 // netem (when present) must see our frames; bypassing the qdisc would skip it.
                 qdisc_bypass: false,
                 rx_ring_frames: cfg.packet_rx_ring,
+                // Off loopback, RoCE v2 frames also climb the kernel's UDP stack: give them a sink.
+                udp_sink: local_ip
+                    .filter(|_| !dev.loopback)
+                    .map(|ip| SocketAddr::new(ip, cfg.udp_port)),
                 ..PacketConfig::default()
             })
         }

@@ -9,6 +9,7 @@
 //! unrelated frame is ever queued to us. Our own transmitted frames are not looped back to us
 //! (PACKET_IGNORE_OUTGOING). Frames move in `recvmmsg`/`sendmmsg` batches over preallocated slots.
 
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use rustix::io::Errno;
@@ -43,6 +44,9 @@ pub struct PacketConfig {
     /// Receive through a PACKET_MMAP ring of this many frame slots instead of `recvmmsg`
     /// (0: no ring). Polling an idle ring costs a memory load, not a syscall.
     pub rx_ring_frames: usize,
+    /// RoCE v2 off loopback: our address and UDP port, where a socket that keeps nothing spares the
+    /// kernel's own UDP stack its work on our frames ([`udp_sink`]).
+    pub udp_sink: Option<SocketAddr>,
 }
 
 impl Default for PacketConfig {
@@ -54,6 +58,7 @@ impl Default for PacketConfig {
             socket_buffer: 8 << 20,
             qdisc_bypass: false,
             rx_ring_frames: 0,
+            udp_sink: None,
         }
     }
 }
@@ -134,6 +139,8 @@ pub struct PacketSocket {
     // Declared before `fd` so the ring is unmapped before the socket closes.
     ring: Option<RxRing>,
     fd: OwnedFd,
+    /// The UDP socket of [`PacketConfig::udp_sink`], when one could be made.
+    _sink: Option<OwnedFd>,
     ifindex: u32,
     dev: String,
 }
@@ -197,16 +204,12 @@ impl PacketSocket {
         grow_buffer(&fd, false, cfg.socket_buffer)?;
         let ring = match cfg.rx_ring_frames {
             0 => None,
-            n => {
-                // Slots hold the kernel's header (32 + 20 bytes, aligned) plus the largest frame.
-                let frame_size = (cfg.slot_len + 128).next_power_of_two();
-                Some(
-                    RxRing::attach(s, n, frame_size).map_err(|source| IoError::Os {
-                        context: format!("PACKET_RX_RING of {n} frames on {}", dev.name),
-                        source,
-                    })?,
-                )
-            }
+            n => Some(
+                RxRing::attach(s, n, cfg.slot_len).map_err(|source| IoError::Os {
+                    context: format!("PACKET_RX_RING of {n} frames on {}", dev.name),
+                    source,
+                })?,
+            ),
         };
         // SAFETY: all-zero is a valid sockaddr_ll.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -230,6 +233,7 @@ impl PacketSocket {
         Ok(PacketSocket {
             ring,
             fd,
+            _sink: cfg.udp_sink.and_then(udp_sink),
             ifindex: dev.index,
             dev: dev.name.clone(),
         })
@@ -261,6 +265,57 @@ impl PacketSocket {
             source,
         })
     }
+}
+
+/// A UDP socket on `at` that drops every datagram in its filter. While RoCE v2 frames reach an
+/// AF_PACKET endpoint through its tap, the kernel also hands each to its own UDP stack, which,
+/// finding no socket on the port, counts it in UdpNoPorts and tries an ICMP port-unreachable for it
+/// (about half the receive side's system time per frame across a veth pair). With this socket the
+/// lookup finds a home for them and the filter discards them before any queueing; UDP_GRO on it
+/// keeps a GSO super-frame whole on the way to the filter instead of cut into its packets first.
+/// `None` when the port is taken (whoever owns it receives them instead) or the socket cannot be
+/// made: then things are as they were without it.
+pub fn udp_sink(at: SocketAddr) -> Option<OwnedFd> {
+    let family = if at.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let fd = rustix::net::socket_with(
+        family,
+        SocketType::DGRAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )
+    .ok()?;
+    // `ret #0`: keep no byte of anything.
+    let drop_all = [libc::sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    }];
+    let fprog = libc::sock_fprog {
+        len: 1,
+        filter: drop_all.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: fprog points at drop_all, which outlives the call; the kernel copies the program.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &fprog as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return None;
+    }
+    // Best effort: without it a super-frame is cut up before the filter drops the pieces.
+    let _ = setsockopt_int(&fd, libc::SOL_UDP, super::batch::UDP_GRO, 1, "UDP_GRO");
+    rustix::net::bind(&fd, &at).ok()?;
+    Some(fd)
 }
 
 impl AsRawFd for PacketSocket {
