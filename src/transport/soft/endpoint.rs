@@ -223,6 +223,15 @@ impl SoftEndpoint {
                 },
             ),
             Backend::Udp(s) => format!("UDP socket {}", s.local_addr()),
+            Backend::Packet(s) if s.vnet_hdr() => format!(
+                "AF_PACKET on ifindex {}, virtio_net_hdr super-frames: {}",
+                s.ifindex(),
+                if self.nic.inner().gso_sending() {
+                    "up to 64 packets per frame sent, split on receipt (--no-gso sends each)"
+                } else {
+                    "1 packet per frame sent (the peer needs single frames), split on receipt"
+                },
+            ),
             Backend::Packet(s) => format!("AF_PACKET on ifindex {}", s.ifindex()),
         };
         let interface = if interface_tables {
@@ -303,7 +312,7 @@ impl SoftEndpoint {
     /// a veth pair a quarter of all frames went twice). The peer's ring is not in its description;
     /// it runs the same default as ours. Unlimited (as configured) when no ring is involved.
     fn ring_window(&self, peer: &ConnInfo) -> u32 {
-        let ours = matches!(self.nic.inner().backend(), Backend::Packet(_));
+        let ours = !self.nic.inner().takes_super_frames();
         if !(ours || peer.needs_single_datagrams) || self.cfg.packet_rx_ring == 0 {
             return u32::MAX;
         }
@@ -329,7 +338,7 @@ impl SoftEndpoint {
 impl Endpoint for SoftEndpoint {
     fn local_info(&self) -> ConnInfo {
         ConnInfo {
-            needs_single_datagrams: matches!(self.nic.inner().backend(), Backend::Packet(_)),
+            needs_single_datagrams: !self.nic.inner().takes_super_frames(),
             transport: TransportKind::Soft,
             gid: self.gid,
             // The index in the whole table, as -v prints it and -x takes it.

@@ -16,6 +16,7 @@ use rustix::io::Errno;
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::batch::{RxBatch, TxBatch};
+use super::packet_gso::PacketGsoTx;
 use super::ring::RxRing;
 use super::{IoError, ROCE_V2_PORT, grow_buffer, setsockopt_int};
 use crate::transport::soft::netdev::NetDev;
@@ -24,6 +25,7 @@ use crate::transport::soft::netdev::NetDev;
 pub const ETH_P_IBOE: u16 = 0x8915;
 
 // Kernel constants that not every libc version exports (include/uapi/linux/if_packet.h).
+const PACKET_VNET_HDR: libc::c_int = 15;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 
@@ -47,6 +49,10 @@ pub struct PacketConfig {
     /// RoCE v2 off loopback: our address and UDP port, where a socket that keeps nothing spares the
     /// kernel's own UDP stack its work on our frames ([`udp_sink`]).
     pub udp_sink: Option<SocketAddr>,
+    /// Every frame sent and received carries a `virtio_net_hdr` first (PACKET_VNET_HDR), so RoCE
+    /// v2 frames move as segmentation-offload super-frames ([`super::packet_gso`]). Excludes a
+    /// receive ring, whose slots are sized for single frames.
+    pub vnet_hdr: bool,
 }
 
 impl Default for PacketConfig {
@@ -59,6 +65,7 @@ impl Default for PacketConfig {
             qdisc_bypass: false,
             rx_ring_frames: 0,
             udp_sink: None,
+            vnet_hdr: false,
         }
     }
 }
@@ -141,6 +148,7 @@ pub struct PacketSocket {
     fd: OwnedFd,
     /// The UDP socket of [`PacketConfig::udp_sink`], when one could be made.
     _sink: Option<OwnedFd>,
+    vnet: bool,
     ifindex: u32,
     dev: String,
 }
@@ -200,9 +208,16 @@ impl PacketSocket {
                 "PACKET_QDISC_BYPASS",
             )?;
         }
+        // Before Linux 6.2 a packet socket cannot describe a received UDP super-frame and drops
+        // it: such a kernel gets single frames and a receive ring instead.
+        let vnet = cfg.vnet_hdr && kernel_at_least(6, 2);
+        if vnet {
+            setsockopt_int(&fd, libc::SOL_PACKET, PACKET_VNET_HDR, 1, "PACKET_VNET_HDR")?;
+        }
         grow_buffer(&fd, true, cfg.socket_buffer)?;
         grow_buffer(&fd, false, cfg.socket_buffer)?;
         let ring = match cfg.rx_ring_frames {
+            _ if vnet => None,
             0 => None,
             n => Some(
                 RxRing::attach(s, n, cfg.slot_len).map_err(|source| IoError::Os {
@@ -234,6 +249,7 @@ impl PacketSocket {
             ring,
             fd,
             _sink: cfg.udp_sink.and_then(udp_sink),
+            vnet,
             ifindex: dev.index,
             dev: dev.name.clone(),
         })
@@ -242,6 +258,11 @@ impl PacketSocket {
     /// The interface index the socket is bound to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
+    }
+
+    /// Whether every frame carries a `virtio_net_hdr` first ([`PacketConfig::vnet_hdr`]).
+    pub fn vnet_hdr(&self) -> bool {
+        self.vnet
     }
 
     /// The receive ring, when the socket was opened with one; frames then arrive there and
@@ -258,6 +279,15 @@ impl PacketSocket {
         })
     }
 
+    /// Sends the queued super-frames (a `PACKET_VNET_HDR` socket); what the kernel did not take
+    /// stays queued. Returns how many went out.
+    pub fn send_gso_batch(&self, tx: &mut PacketGsoTx) -> Result<usize, IoError> {
+        tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
+            context: format!("sendmmsg(virtio_net_hdr) on AF_PACKET {}", self.dev),
+            source,
+        })
+    }
+
     /// Sends the queued frames; what the kernel did not take stays queued. Returns how many went out.
     pub fn send_batch(&self, tx: &mut TxBatch) -> Result<usize, IoError> {
         tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
@@ -265,6 +295,23 @@ impl PacketSocket {
             source,
         })
     }
+}
+
+/// Whether the running kernel is at least `major.minor` (false when its release cannot be read).
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    // SAFETY: all-zero is a valid utsname, which uname fills with NUL-terminated strings.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a live utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return false;
+    }
+    // SAFETY: uname NUL-terminated the release inside its array.
+    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (have_major, have_minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (have_major, have_minor) >= (major, minor)
 }
 
 /// A UDP socket on `at` that drops every datagram in its filter. While RoCE v2 frames reach an
