@@ -85,7 +85,9 @@ pub struct SoftConfig {
     /// Impairment keeps it: it works on each RoCE packet inside.
     pub gso: bool,
     /// AF_PACKET backend only: receive through a PACKET_MMAP ring of this many frames instead of
-    /// `recvmmsg` (0: no ring). An idle poll then costs a memory load instead of a syscall.
+    /// `recvmmsg` (0: no ring). An idle poll then costs a memory load instead of a syscall. The
+    /// queue pairs share it as their window of unacknowledged PSNs (a frame beyond the ring is
+    /// lost), so the default matches `max_unacked_psns`: 4.3 MiB of slots at a 4096 MTU.
     pub packet_rx_ring: usize,
     /// Unacknowledged PSNs a requester lets out before it waits. rxe uses 128; a userspace peer
     /// whose thread may be descheduled for milliseconds needs a deeper window to keep the link busy.
@@ -120,7 +122,7 @@ impl SoftConfig {
             max_rd_atomic: 16,
             max_unacked_psns: 1024,
             gso: true,
-            packet_rx_ring: 512,
+            packet_rx_ring: 1024,
         }
     }
 }
