@@ -239,6 +239,15 @@ impl SoftEndpoint {
                 },
             ),
             Backend::Udp(s) => format!("UDP socket {}", s.local_addr()),
+            Backend::Packet(s) if s.vnet_hdr() => format!(
+                "AF_PACKET on ifindex {}, virtio_net_hdr super-frames: {}",
+                s.ifindex(),
+                if self.nic.inner().gso_sending() {
+                    "up to 64 packets per frame sent, split on receipt (--no-gso sends each)"
+                } else {
+                    "1 packet per frame sent (the peer needs single frames), split on receipt"
+                },
+            ),
             Backend::Packet(s) => format!("AF_PACKET on ifindex {}", s.ifindex()),
         };
         let interface = if interface_tables {
@@ -348,7 +357,7 @@ impl SoftEndpoint {
         qcfg.retry_backoff_max_shift = 3;
         qcfg.max_rd_atomic = self.cfg.max_rd_atomic.min(remote.max_rd_atomic.max(1));
         qcfg.max_dest_rd_atomic = self.cfg.max_rd_atomic;
-        qcfg.max_unacked_psns = self.cfg.max_unacked_psns;
+        qcfg.max_unacked_psns = self.cfg.max_unacked_psns.min(self.ring_window(peer));
         qcfg.sq_depth = self.cfg.sq_depth;
         qcfg.rq_depth = self.cfg.rq_depth;
         qcfg.cq_tag = i as u32;
@@ -366,6 +375,20 @@ impl SoftEndpoint {
         slot.peer = path.peer_source();
         slot.path = Some(path);
         Ok(())
+    }
+
+    /// The most PSNs each queue pair may have unacknowledged when an AF_PACKET receive ring is on
+    /// the path: a receiver buffers no more frames than its ring holds, and a frame beyond it is
+    /// lost and costs a go-back-N retransmission of everything sent after it (at 64 KiB WRITEs over
+    /// a veth pair a quarter of all frames went twice). The peer's ring is not in its description;
+    /// it runs the same default as ours. Unlimited (as configured) when no ring is involved.
+    fn ring_window(&self, peer: &ConnInfo) -> u32 {
+        let ours = !self.nic.inner().takes_super_frames();
+        if !(ours || peer.needs_single_datagrams) || self.cfg.packet_rx_ring == 0 {
+            return u32::MAX;
+        }
+        let per_qp = self.cfg.packet_rx_ring / self.slots.len().max(1);
+        per_qp.clamp(16, u32::MAX as usize) as u32
     }
 
     fn connected(&mut self, qp: usize) -> Result<&mut Engine> {
@@ -386,7 +409,7 @@ impl SoftEndpoint {
 impl Endpoint for SoftEndpoint {
     fn local_info(&self) -> ConnInfo {
         ConnInfo {
-            needs_single_datagrams: matches!(self.nic.inner().backend(), Backend::Packet(_)),
+            needs_single_datagrams: !self.nic.inner().takes_super_frames(),
             transport: TransportKind::Soft,
             gid: self.gid,
             // The index in the whole table, as -v prints it and -x takes it.

@@ -166,6 +166,26 @@ impl RxBatch {
         }
     }
 
+    /// Frame `i` of the last receive on an AF_PACKET socket, writable (a super-frame is split in
+    /// place), with its packet type, interface and whether it was cut.
+    pub(crate) fn frame_mut(&mut self, i: usize) -> (&mut [u8], u8, i32, bool) {
+        let (len, truncated) = {
+            let (d, t) = self.data(i);
+            (d.len(), t)
+        };
+        // SAFETY: as in `frame`: an AF_PACKET socket writes a sockaddr_ll into the storage.
+        let sll = unsafe {
+            &*(&self.names[i] as *const libc::sockaddr_storage as *const libc::sockaddr_ll)
+        };
+        let (pkttype, ifindex) = (sll.sll_pkttype, sll.sll_ifindex);
+        (
+            &mut self.slots.slot_mut(i)[..len],
+            pkttype,
+            ifindex,
+            truncated,
+        )
+    }
+
     /// Frame `i` of the last receive on an AF_PACKET socket.
     pub fn frame(&self, i: usize) -> RxFrame<'_> {
         let (data, truncated) = self.data(i);
