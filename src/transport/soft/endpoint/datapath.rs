@@ -245,6 +245,11 @@ impl SoftEndpoint {
                     break;
                 }
                 self.counters.tx_packets += 1;
+                // The engine knows when it is done: asking it once more through the batch (entry
+                // checks, framing) to hear "nothing" costs a push.
+                if !qp.has_transmit_work(acks) {
+                    break;
+                }
             }
             if blocked {
                 break;
