@@ -4,30 +4,63 @@
 //! datapath's own user-space work (the kernel's is not counted); under `strace -c -f` the syscalls
 //! per message are exact.
 //!
-//! `cargo run --release --example soft_datapath_cost -- [write|send|read|bw] [messages] [size]`
+//! `cargo run --release --example soft_datapath_cost -- [write|send|read|bw|idle] [messages] [size]`
 //!
 //! - `write`, `send`, `read`: a latency ping-pong as roce_*_lat runs it (one message each way per
 //!   iteration for WRITE and SEND, a READ and its response for READ), default 2 bytes.
 //! - `bw`: a stream of WRITEs (default 64 KiB) with 128 in flight, as roce_write_bw runs it.
+//! - `idle`: `messages` polls of each endpoint with nothing in flight: what a busy-polling side
+//!   spends per turn while it waits (one receive syscall), which sets how soon it sees a packet.
 //!
-//! It prints polls, syscalls' worth of batches and packets per message from the endpoints' counters,
-//! and the wall time per message (meaningful only on a quiet machine).
+//! It prints polls, send and receive batches (one syscall each), packets and ACKs per message from
+//! the endpoints' counters, the wall time per message: the mean (meaningful only on a quiet machine)
+//! and, for the ping-pong modes, the fastest and the median message (the fastest is what the code
+//! path costs when nothing else runs in between: compare it with the same syscalls alone), and the
+//! CPU time per message, user and system (both sides' work, nothing spent spinning).
+//!
+//! Across a veth pair instead of lo (`scripts/netns.sh up`, root): `SDC_NETNS=rpa,rpb` opens one
+//! endpoint in each namespace on `veth0` (10.77.0.1 and 10.77.0.2), and `SDC_IO=packet`,
+//! `SDC_ROCE=v1` pick the AF_PACKET backend and RoCE v1.
 
 use std::time::Instant;
 
 use roceperf::params::RoceVersion;
-use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
+use roceperf::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
 use roceperf::transport::{
     Completion, CompletionOp, CompletionStatus, Endpoint, RecvRequest, RemoteAddr, SendOp,
     SendRequest,
 };
 
-fn endpoint(ip: &str, port: u16) -> SoftEndpoint {
-    let mut c = SoftConfig::new("lo", RoceVersion::V2);
-    c.bind = Some(ip.parse().expect("an address"));
+fn endpoint(dev: &str, ip: &str, port: u16) -> SoftEndpoint {
+    let v1 = std::env::var("SDC_ROCE").is_ok_and(|v| v == "v1");
+    let mut c = SoftConfig::new(dev, if v1 { RoceVersion::V1 } else { RoceVersion::V2 });
+    if std::env::var("SDC_IO").is_ok_and(|v| v == "packet") {
+        c.io = IoKind::Packet;
+    }
+    if !v1 {
+        c.bind = Some(ip.parse().expect("an address"));
+    }
     c.udp_port = port;
     c.buffer_len = 1 << 20;
-    SoftEndpoint::open(c).expect("two addresses on lo")
+    SoftEndpoint::open(c).expect("an endpoint")
+}
+
+/// Moves this thread into network namespace `name` (as `ip netns exec` does).
+fn enter_netns(name: &str) {
+    let f = std::fs::File::open(format!("/var/run/netns/{name}")).expect("the namespace exists");
+    // SAFETY: a valid descriptor of a network namespace, for this thread.
+    let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&f), libc::CLONE_NEWNET) };
+    assert_eq!(rc, 0, "setns {name}: {}", std::io::Error::last_os_error());
+}
+
+/// User and system CPU seconds of this process so far.
+fn cpu_secs() -> (f64, f64) {
+    // SAFETY: all-zero is a valid rusage, which the call fills.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `r` is a live rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    (t(r.ru_utime), t(r.ru_stime))
 }
 
 fn free_port() -> u16 {
@@ -60,8 +93,22 @@ fn main() {
     let size: u32 = args
         .next()
         .map_or(default_size, |a| a.parse().expect("size"));
-    let port = free_port();
-    let (mut a, mut b) = (endpoint("127.0.0.61", port), endpoint("127.0.0.62", port));
+    let (mut a, mut b) = match std::env::var("SDC_NETNS") {
+        Ok(ns) => {
+            let (na, nb) = ns.split_once(',').expect("SDC_NETNS=a,b");
+            enter_netns(na);
+            let a = endpoint("veth0", "10.77.0.1", 4791);
+            enter_netns(nb);
+            (a, endpoint("veth0", "10.77.0.2", 4791))
+        }
+        Err(_) => {
+            let port = free_port();
+            (
+                endpoint("lo", "127.0.0.61", port),
+                endpoint("lo", "127.0.0.62", port),
+            )
+        }
+    };
     let (ia, ib) = (a.local_info(), b.local_info());
     a.connect(&ib).expect("connect a");
     b.connect(&ia).expect("connect b");
@@ -81,7 +128,10 @@ fn main() {
         len: size,
     };
     let (mut polls, mut sa, mut ra, mut sb, mut rb) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    // Wall time of each ping-pong message (one round trip), in nanoseconds.
+    let mut trips: Vec<u64> = Vec::with_capacity(count as usize);
     let start = Instant::now();
+    let cpu0 = cpu_secs();
     match mode.as_str() {
         "write" | "send" => {
             let send = mode == "send";
@@ -91,6 +141,7 @@ fn main() {
                 b.post_recv(0, &recv).expect("recv");
             }
             for i in 0..count {
+                let t0 = Instant::now();
                 let marker = (i + 1) as u8;
                 a.buffer_mut(0)[size as usize - 1] = marker;
                 let (op, ra_, rb_) = if send {
@@ -132,6 +183,7 @@ fn main() {
                 if send {
                     a.post_recv(0, &recv).expect("recv");
                 }
+                trips.push(t0.elapsed().as_nanos() as u64);
             }
             while sb < count {
                 poll(&mut a, &mut polls, &mut sa, &mut ra);
@@ -140,12 +192,14 @@ fn main() {
         }
         "read" => {
             for i in 0..count {
+                let t0 = Instant::now();
                 a.post_send(0, &wr(i, SendOp::Read, Some(to_b)))
                     .expect("post");
                 while sa <= i {
                     poll(&mut a, &mut polls, &mut sa, &mut ra);
                     poll(&mut b, &mut polls, &mut sb, &mut rb);
                 }
+                trips.push(t0.elapsed().as_nanos() as u64);
             }
         }
         "bw" => {
@@ -160,18 +214,38 @@ fn main() {
                 poll(&mut b, &mut polls, &mut sb, &mut rb);
             }
         }
-        other => panic!("mode {other}: write, send, read or bw"),
+        "idle" => {
+            for _ in 0..count {
+                poll(&mut a, &mut polls, &mut sa, &mut ra);
+                poll(&mut b, &mut polls, &mut sb, &mut rb);
+            }
+        }
+        other => panic!("mode {other}: write, send, read, bw or idle"),
     }
     let elapsed = start.elapsed();
+    let cpu1 = cpu_secs();
     let (ka, kb) = (a.counters(), b.counters());
     let per = |v: u64| v as f64 / count as f64;
+    let us = |secs: f64| secs * 1e6 / count as f64;
     println!(
-        "{mode} {size} B x {count}: {:.2} us/message; per message: polls {:.2}, send batches {:.2}, receive batches {:.2}, packets {:.2}, ACKs {:.2}",
-        elapsed.as_secs_f64() * 1e6 / count as f64,
+        "{mode} {size} B x {count}: {:.2} us/message, CPU user {:.2} + system {:.2} us/message ({:.3} + {:.3} us/KiB); per message: polls {:.2}, send batches {:.2}, receive batches {:.2}, packets {:.2}, ACKs {:.2}",
+        us(elapsed.as_secs_f64()),
+        us(cpu1.0 - cpu0.0),
+        us(cpu1.1 - cpu0.1),
+        us(cpu1.0 - cpu0.0) * 1024.0 / f64::from(size),
+        us(cpu1.1 - cpu0.1) * 1024.0 / f64::from(size),
         per(polls),
         per(ka.tx_batches + kb.tx_batches),
         per(ka.rx_batches + kb.rx_batches),
         per(ka.tx_packets + kb.tx_packets),
         per(ka.acks_sent + kb.acks_sent),
     );
+    if !trips.is_empty() {
+        trips.sort_unstable();
+        println!(
+            "  round trip: fastest {:.2} us, median {:.2} us",
+            trips[0] as f64 / 1e3,
+            trips[trips.len() / 2] as f64 / 1e3
+        );
+    }
 }

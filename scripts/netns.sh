@@ -20,7 +20,8 @@
 # --tcp: the iptables loss also hits TCP (every port but --tcp-spare PORT, default 18515, the
 # out-of-band channel's), for a TCP baseline across the same lossy link. Super-packets (GSO/TSO) are
 # dropped as a whole by iptables: add --wire-segments so every loss decision is about one packet.
-# --wire-segments: the veth ends take no GSO super-datagrams (gso_max_segs 1), so the kernel cuts them
+# --wire-segments: the veth ends take no GSO super-datagrams (gso_max_segs 1, gso_max_size 256: only a
+# super-frame of tiny packets, under 256 bytes in all, crosses whole), so the kernel cuts them
 # into the packets a NIC without segmentation offload would send, and captures show each one.
 #
 # Names come from $ROCEPERF_NETNS_PREFIX (default "rp"): namespaces rpa and rpb. Tests pick a unique
@@ -170,7 +171,9 @@ cmd_up() {
     if [[ $side == a ]]; then ip4=$ip4_a ip6=$ip6_a; else ip4=$ip4_b ip6=$ip6_b; fi
     ip -n "$ns" link set lo up
     [[ -n $mtu ]] && ip -n "$ns" link set "$dev" mtu "$mtu"
-    [[ -n $wire_segments ]] && ip -n "$ns" link set "$dev" gso_max_segs 1
+    # gso_max_segs catches super-datagrams that say how many packets they hold; gso_max_size the
+    # ones that do not yet (AF_PACKET virtio_net_hdr super-frames) from 256 bytes up.
+    [[ -n $wire_segments ]] && ip -n "$ns" link set "$dev" gso_max_segs 1 gso_max_size 256
     ip -n "$ns" addr add "$ip4/24" dev "$dev"
     ip -n "$ns" addr add "$ip6/64" dev "$dev" nodad
     ip -n "$ns" link set "$dev" up

@@ -6,7 +6,7 @@
 use super::atomic::{self, AtomicRun, Atomics};
 use super::interval::{Hooks, Stopper, Ticker};
 use super::pace::{PaceSpec, PacedWindow, Pacer};
-use super::{Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr, validate};
+use super::{ClockTicker, Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr, validate};
 use crate::params::RunMode;
 use crate::params::Verb;
 use crate::transport::{
@@ -236,15 +236,24 @@ fn stream<E: Endpoint>(
     let mut sample_end: Option<(Instant, Option<CpuSample>)> = None;
     let mut counted = 0u64;
     let mut posting = true;
+    let mut clock = ClockTicker::new();
     loop {
         let mut allowance = u64::MAX;
+        // Paced, grants fall due to the nanosecond: the clock is read on every turn. Unpaced, the
+        // window's edges need the time about every 20 us, not on every turn (a clock read is a tenth
+        // of a turn here).
+        let now = match (&pacer, duration) {
+            (Some(_), _) => Some(Instant::now()),
+            (None, true) => clock.tick(),
+            (None, false) => None,
+        };
         if let Some(p) = pacer.as_mut()
             && posting
+            && let Some(now) = now
         {
-            allowance = p.grant(since(Instant::now()));
+            allowance = p.grant(since(now));
         }
-        if duration {
-            let now = Instant::now();
+        if duration && let Some(now) = now {
             let cpu = || spec.cpu_util.then(CpuSample::read).flatten();
             match pacer.as_ref() {
                 // Paced, the window opens and closes on burst releases (see PacedWindow).

@@ -369,36 +369,27 @@ const CLOCK_READ_EVERY: std::time::Duration = std::time::Duration::from_micros(2
 /// Most calls between two clock reads, however fast the loop spins.
 const MAX_CALLS_PER_CLOCK_READ: u32 = 256;
 
-/// Rate-limits a `stop` callback to one call per [`STOP_CHECK_EVERY`], whatever the loop's speed.
-/// The clock itself is read only every `stride` calls, a stride that adapts so that reads are
-/// about [`CLOCK_READ_EVERY`] apart: a busy-polling loop turns in a few hundred nanoseconds, and a
-/// clock read per turn would be a tenth of it; a loop that sleeps reads it every time.
-pub(crate) struct StopCheck {
-    last: Instant,
+/// A clock read every `stride` calls, a stride that adapts so that reads come about
+/// [`CLOCK_READ_EVERY`] apart: a busy-polling loop turns in a few hundred nanoseconds, and a clock
+/// read per turn would be a tenth of it; a loop that sleeps reads it every turn.
+pub(crate) struct ClockTicker {
     last_read: Instant,
     calls: u32,
     stride: u32,
 }
 
-impl StopCheck {
-    pub(crate) fn new() -> StopCheck {
-        let now = Instant::now();
-        StopCheck {
-            last: now,
-            last_read: now,
+impl ClockTicker {
+    pub(crate) fn new() -> ClockTicker {
+        ClockTicker {
+            last_read: Instant::now(),
             calls: 0,
             stride: 1,
         }
     }
 
-    /// Calls `stop` when it is due; false otherwise.
-    pub(crate) fn check(&mut self, stop: &mut dyn FnMut() -> bool) -> bool {
-        self.due().is_some_and(|_| stop())
-    }
-
-    /// The time, when a check is due (and counts as made); `None` otherwise.
+    /// The time on every `stride`-th call; `None` on the others.
     #[inline]
-    fn due(&mut self) -> Option<Instant> {
+    pub(crate) fn tick(&mut self) -> Option<Instant> {
         self.calls += 1;
         if self.calls < self.stride {
             return None;
@@ -412,6 +403,35 @@ impl StopCheck {
         } else if since > CLOCK_READ_EVERY * 2 {
             self.stride = (self.stride / 2).max(1);
         }
+        Some(now)
+    }
+}
+
+/// Rate-limits a `stop` callback to one call per [`STOP_CHECK_EVERY`], whatever the loop's speed,
+/// reading the clock only as a [`ClockTicker`] does.
+pub(crate) struct StopCheck {
+    last: Instant,
+    ticker: ClockTicker,
+}
+
+impl StopCheck {
+    pub(crate) fn new() -> StopCheck {
+        let ticker = ClockTicker::new();
+        StopCheck {
+            last: ticker.last_read,
+            ticker,
+        }
+    }
+
+    /// Calls `stop` when it is due; false otherwise.
+    pub(crate) fn check(&mut self, stop: &mut dyn FnMut() -> bool) -> bool {
+        self.due().is_some_and(|_| stop())
+    }
+
+    /// The time, when a check is due (and counts as made); `None` otherwise.
+    #[inline]
+    fn due(&mut self) -> Option<Instant> {
+        let now = self.ticker.tick()?;
         if now.duration_since(self.last) < STOP_CHECK_EVERY {
             return None;
         }

@@ -191,9 +191,10 @@ pub struct Args {
     #[arg(long)]
     pub ipv6: bool,
 
-    /// Send one UDP datagram per RoCE packet and receive without UDP_GRO, instead of UDP GSO
-    /// super-datagrams (soft --io udp only). Slower; the packets on the wire are the same, but a
-    /// capture taken on this host (lo, veth) then shows each packet rather than 64 KiB batches.
+    /// Send one UDP datagram (or AF_PACKET frame) per RoCE packet and receive without UDP_GRO,
+    /// instead of GSO super-datagrams (super-frames with --io packet; soft RoCE v2 only). Slower;
+    /// the packets on the wire are the same, but a capture taken on this host (lo, veth) then
+    /// shows each packet rather than 64 KiB batches.
     #[arg(long = "no-gso")]
     pub no_gso: bool,
 

@@ -130,7 +130,7 @@ pub(crate) fn transport_flags(transport: TransportKind, a: &Args) -> Result<(), 
         refuse_first_given!(format!("--transport {transport}");
             a.io.is_some(), "--io" => "it picks the soft transport's I/O backend";
             a.bind.is_some(), "--bind" => "it picks the soft transport's local address";
-            a.no_gso, "--no-gso" => "it tunes the soft transport's UDP socket";
+            a.no_gso, "--no-gso" => "it tunes the soft transport's sockets";
         );
     }
     Ok(())
@@ -219,11 +219,11 @@ pub(crate) fn soft_io(transport: TransportKind, a: &Args) -> Result<Option<IoArg
         });
     }
     let io = a.io.unwrap_or(if v1 { IoArg::Packet } else { IoArg::Udp });
-    if a.no_gso && io == IoArg::Packet {
+    if a.no_gso && v1 {
         return not_applicable(
             "--no-gso",
-            "--io packet".into(),
-            "AF_PACKET always sends and receives single frames",
+            "--roce v1".into(),
+            "RoCE v1 has no UDP to segment: its AF_PACKET frames always leave one by one",
         );
     }
     Ok(Some(io))

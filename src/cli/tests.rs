@@ -179,6 +179,11 @@ fn soft_flag_combinations_that_cannot_work_are_named() {
     assert!(e.to_string().contains("AF_PACKET"), "{e}");
     let o = parse_raw(WBW, &["-d", "lo", "--no-gso"]).unwrap();
     assert!(o.device.no_gso && o.device.io == Some(IoArg::Udp));
+    let o = parse_raw(WBW, &["-d", "lo", "--io", "packet", "--no-gso"]).unwrap();
+    assert!(
+        o.device.no_gso && o.device.io == Some(IoArg::Packet),
+        "RoCE v2 super-frames"
+    );
 }
 
 #[test]

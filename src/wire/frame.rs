@@ -7,7 +7,7 @@
 use super::ethernet::ethertype;
 use super::field::need;
 use super::{
-    BthPacket, Error, EthernetFrame, EthernetRepr, GrhPacket, GrhRepr, ICRC_LEN, IbRepr,
+    BthPacket, Error, EthernetFrame, EthernetRepr, GrhPacket, GrhRepr, ICRC_LEN, IbRepr, Icrc,
     Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, ROCE_V2_PORT, Result, UdpPacket, UdpRepr,
 };
 
@@ -45,10 +45,17 @@ impl NetRepr {
 
     /// The ICRC of `ib` (BTH through pad) under this network header.
     pub fn icrc(&self, ib: &[u8]) -> u32 {
+        self.icrc_start(ib.len()).finish_ib(ib)
+    }
+
+    /// The ICRC started over this header for `ib_len` bytes of BTH through pad: the same for every
+    /// packet of that length, so a caller may keep it and only [`finish_ib`](Icrc::finish_ib).
+    #[inline]
+    pub fn icrc_start(&self, ib_len: usize) -> Icrc {
         match self {
-            NetRepr::V1(grh) => super::icrc_v1(grh, ib),
-            NetRepr::V2v4(ip, udp) => super::icrc_v2_ipv4(ip, udp, ib),
-            NetRepr::V2v6(ip, udp) => super::icrc_v2_ipv6(ip, udp, ib),
+            NetRepr::V1(grh) => Icrc::v1(grh, ib_len),
+            NetRepr::V2v4(ip, udp) => Icrc::v2_ipv4(ip, udp, ib_len),
+            NetRepr::V2v6(ip, udp) => Icrc::v2_ipv6(ip, udp, ib_len),
         }
     }
 

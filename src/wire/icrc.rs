@@ -8,9 +8,8 @@
 //! fed straight from the caller's buffers, so computing an ICRC never allocates, and the headers and the
 //! payload may live in different buffers.
 
-use crc32fast::Hasher;
-
 use super::Encapsulation;
+use super::crc32;
 use super::field::need;
 use super::{
     BthPacket, GrhPacket, GrhRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, Result, UdpPacket,
@@ -88,24 +87,24 @@ pub(crate) fn icrc_contiguous(encap: Encapsulation, net: &[u8], ib: &[u8]) -> u3
         }
     }
     mask_bth(&mut h[n..n + BTH_LEN]);
-    let mut hasher = Hasher::new_with_initial(PSEUDO_LRH_CRC);
-    hasher.update(&h[..n + BTH_LEN]);
-    hasher.update(&ib[BTH_LEN..]);
-    hasher.finalize()
+    let crc = crc32::update(PSEUDO_LRH_CRC, &h[..n + BTH_LEN]);
+    crc32::update(crc, &ib[BTH_LEN..])
 }
 
 /// An ICRC being computed: start from the network header, feed the BTH, then the rest, then finish.
-#[derive(Clone)]
+/// A plain value: one started from a header can be kept and reused for every packet of that length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Icrc {
-    hasher: Hasher,
+    /// The CRC-32 of what was fed so far.
+    crc: u32,
 }
 
 impl Icrc {
     #[inline]
     fn start(masked_header: &[u8]) -> Self {
-        let mut hasher = Hasher::new_with_initial(PSEUDO_LRH_CRC);
-        hasher.update(masked_header);
-        Icrc { hasher }
+        Icrc {
+            crc: crc32::update(PSEUDO_LRH_CRC, masked_header),
+        }
     }
 
     /// Starts a RoCE v1 ICRC from the 40-byte GRH as it is on the wire. Panics if `grh` is shorter.
@@ -180,13 +179,13 @@ impl Icrc {
         let mut b = [0u8; BTH_LEN];
         b.copy_from_slice(&bth[..BTH_LEN]);
         mask_bth(&mut b);
-        self.hasher.update(&b);
+        self.crc = crc32::update(self.crc, &b);
     }
 
     /// Feeds bytes after the BTH (extension headers, payload, pad), unmasked.
     #[inline]
     pub fn update(&mut self, bytes: &[u8]) {
-        self.hasher.update(bytes);
+        self.crc = crc32::update(self.crc, bytes);
     }
 
     /// Feeds `ib` (BTH through pad) and returns the ICRC. Panics if `ib` is shorter than a BTH.
@@ -200,7 +199,7 @@ impl Icrc {
     /// The ICRC value; write it with `to_le_bytes()`.
     #[inline]
     pub fn finish(self) -> u32 {
-        self.hasher.finalize()
+        self.crc
     }
 }
 

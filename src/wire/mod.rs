@@ -56,6 +56,7 @@ mod aeth;
 mod atomic;
 mod bth;
 pub mod cm;
+mod crc32;
 mod deth;
 mod encap;
 mod error;

@@ -344,3 +344,112 @@ fn packet_mmap_ring_receives_filtered_frames_byte_for_byte() {
         "with a ring, nothing goes to the socket queue"
     );
 }
+
+/// RoCE v2 super-frames (PACKET_VNET_HDR, GSO UDP_L4) from one namespace to the other: across a
+/// plain veth pair they arrive whole and split into valid frames; with `--wire-segments` the kernel
+/// cuts them on the way out, and each packet arrives on its own with the IP ID its ICRC was
+/// computed for.
+#[test]
+fn virtio_net_hdr_super_frames_arrive_whole_or_cut_and_split_into_valid_frames() {
+    use roceperf::transport::soft::io::packet_gso::{PacketGsoTx, VNET_HDR_LEN, split_frames};
+    use roceperf::wire::{
+        BthRepr, EthernetRepr, IbRepr, Ipv4Repr, NetRepr, Opcode, RoceFrame, RoceFrameRepr,
+        UdpRepr, pad_len,
+    };
+    if crate::common::skip_unless(is_root(), "needs root for network namespaces and AF_PACKET") {
+        return;
+    }
+    const MAX: usize = 14 + 48 + 4096 + 64;
+    let vnet = || PacketConfig {
+        vnet_hdr: true,
+        slot_len: MAX,
+        ..PacketConfig::default()
+    };
+    // MTU 9000: the frames carry 4096-byte payloads, as at RoCE MTU 4096 (a super-frame crosses a
+    // smaller MTU whole, its packets would not).
+    for args in [
+        &["--mtu", "9000"][..],
+        &["--mtu", "9000", "--wire-segments"][..],
+    ] {
+        let pair = NetnsPair::up(args);
+        let (rx_sock, a_mac) = pair.in_ns('a', move || {
+            let dev = NetDev::by_name("veth0").unwrap();
+            (PacketSocket::open(&dev, &vnet()).unwrap(), dev.mac.unwrap())
+        });
+        let (tx_sock, b_mac) = pair.in_ns('b', move || {
+            let dev = NetDev::by_name("veth0").unwrap();
+            (PacketSocket::open(&dev, &vnet()).unwrap(), dev.mac.unwrap())
+        });
+        assert!(
+            tx_sock.vnet_hdr() && rx_sock.vnet_hdr(),
+            "Linux 6.2 or later"
+        );
+        // Frame k carries IP ID k in the header its ICRC covers: where the kernel cuts the
+        // super-frame, segment k gets ID k; only frame 0's headers travel in the super-frame.
+        let frame = |k: u16, len: usize| {
+            let repr = RoceFrameRepr {
+                eth: EthernetRepr {
+                    dst: a_mac,
+                    src: b_mac,
+                    vlan: None,
+                    ethertype: 0,
+                },
+                net: NetRepr::V2v4(
+                    Ipv4Repr {
+                        src: "10.77.0.2".parse().unwrap(),
+                        dst: "10.77.0.1".parse().unwrap(),
+                        tos: 0,
+                        ident: k,
+                        dont_frag: true,
+                        ttl: 64,
+                    },
+                    UdpRepr::roce(0xc123),
+                ),
+                ib: IbRepr::new(BthRepr {
+                    pad_count: pad_len(len) as u8,
+                    ..BthRepr::new(Opcode::RC_RDMA_WRITE_MIDDLE, 0x11, u32::from(k))
+                }),
+            };
+            let mut buf = vec![0u8; MAX];
+            let n = repr.emit(&mut buf, &vec![k as u8; len]);
+            buf.truncate(n);
+            buf
+        };
+        let mut tx = PacketGsoTx::new(4, MAX);
+        for k in 0..5u16 {
+            let f = frame(k, if k == 4 { 1000 } else { 4096 });
+            let seg = tx.try_push(|b| {
+                b[..f.len()].copy_from_slice(&f);
+                Some(f.len())
+            });
+            assert_eq!(seg, Some(k), "{args:?}");
+        }
+        assert_eq!(tx.pending(), 1, "one super-frame");
+        assert_eq!(tx_sock.send_gso_batch(&mut tx).unwrap(), 1);
+        let mut rx = RxBatch::new(8, VNET_HDR_LEN + 18 + 65_535);
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        let mut arrivals = 0;
+        wait_until(|| {
+            let n = rx_sock.recv_batch(&mut rx).unwrap();
+            for i in 0..n {
+                let f = rx.frame(i);
+                assert!(!f.truncated);
+                let mut copy = f.data.to_vec();
+                split_frames(&mut copy, |one| got.push(one.to_vec()));
+            }
+            arrivals += n;
+            got.len() >= 5
+        });
+        let whole = args.len() == 2;
+        assert_eq!(arrivals, if whole { 1 } else { 5 }, "{args:?}");
+        assert_eq!(got.len(), 5, "{args:?}");
+        for (k, f) in got.iter().enumerate() {
+            let view = RoceFrame::new_checked(f).unwrap();
+            assert!(view.verify_icrc().is_ok(), "{args:?}: frame {k}'s ICRC");
+            assert_eq!(u16::from_be_bytes([f[18], f[19]]), k as u16, "IP ID");
+            let len = if k == 4 { 1000 } else { 4096 };
+            assert_eq!(view.ib().len(), 12 + len + pad_len(len));
+            assert!(view.ib()[12..12 + len].iter().all(|&b| b == k as u8));
+        }
+    }
+}

@@ -77,13 +77,17 @@ pub struct SoftConfig {
     pub retry_cnt: u8,
     /// Outstanding READs per QP, both directions.
     pub max_rd_atomic: u32,
-    /// UDP backend only: send runs of equal packets as one UDP_SEGMENT super-datagram and receive
-    /// with UDP_GRO (on by default). Several times faster; segment k of an IPv4 send carries IP ID k,
-    /// and its ICRC is computed for it. Captures on the sending host (lo, veth) show super-datagrams:
-    /// turn it off to see every packet. Impairment keeps it: it works on each RoCE packet inside.
+    /// RoCE v2: send runs of equal packets as one UDP_SEGMENT super-datagram and receive with
+    /// UDP_GRO (UDP backend), or as one `virtio_net_hdr` super-frame, splitting the ones received
+    /// (AF_PACKET backend, which then receives without a ring); on by default. Several times
+    /// faster; segment k of an IPv4 send carries IP ID k, and its ICRC is computed for it. Captures
+    /// on the sending host (lo, veth) show super-datagrams: turn it off to see every packet.
+    /// Impairment keeps it: it works on each RoCE packet inside.
     pub gso: bool,
     /// AF_PACKET backend only: receive through a PACKET_MMAP ring of this many frames instead of
-    /// `recvmmsg` (0: no ring). An idle poll then costs a memory load instead of a syscall.
+    /// `recvmmsg` (0: no ring). An idle poll then costs a memory load instead of a syscall. The
+    /// queue pairs share it as their window of unacknowledged PSNs (a frame beyond the ring is
+    /// lost), so the default matches `max_unacked_psns`: 4.3 MiB of slots at a 4096 MTU.
     pub packet_rx_ring: usize,
     /// Unacknowledged PSNs a requester lets out before it waits. rxe uses 128; a userspace peer
     /// whose thread may be descheduled for milliseconds needs a deeper window to keep the link busy.
@@ -122,7 +126,7 @@ impl SoftConfig {
             max_rd_atomic: 16,
             max_unacked_psns: 1024,
             gso: true,
-            packet_rx_ring: 512,
+            packet_rx_ring: 1024,
             connection: ConnType::Rc,
             qkey: DEFAULT_QKEY,
         }

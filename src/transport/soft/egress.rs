@@ -4,6 +4,7 @@
 //! the kernel gives it.
 
 use super::engine::Engine;
+use super::icrc_cache::HeaderIcrcs;
 use super::path::Path;
 use super::rc::{self, LoneAck};
 use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
@@ -13,37 +14,47 @@ use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
 #[inline]
 pub(crate) fn fill(
     qp: &mut Engine,
-    path: Path,
+    path: &Path,
+    icrcs: &mut TxIcrcs,
     now: rc::Instant,
     acks: LoneAck,
     buf: &mut [u8],
 ) -> Option<usize> {
-    frame(path, buf, |ib| match acks {
+    frame(path, icrcs, buf, |ib| match acks {
         LoneAck::Send => qp.poll_transmit(now, ib),
         LoneAck::Hold => qp.poll_transmit_holding_ack(now, ib),
     })
 }
 
+/// A path's ICRCs started over its header, by BTH-through-pad length.
+pub(crate) type TxIcrcs = HeaderIcrcs<usize>;
+
 /// Lets `write_ib` write one packet's IB part (BTH..pad) where `path` wants it in `buf`, and
 /// finishes it for the wire: UDP leaves the IP and UDP headers to the kernel and appends the ICRC
 /// (which still covers them, through `net`'s reprs); AF_PACKET writes every header around it.
+/// `icrcs` keeps the ICRC started over the path's header per length, so a packet hashes only its
+/// own bytes.
 #[inline]
 pub(crate) fn frame(
-    path: Path,
+    path: &Path,
+    icrcs: &mut TxIcrcs,
     buf: &mut [u8],
     write_ib: impl FnOnce(&mut [u8]) -> Option<usize>,
 ) -> Option<usize> {
     match path {
         Path::Udp { net, .. } => {
             let len = write_ib(buf)?;
-            let icrc = net.icrc(&buf[..len]);
+            let icrc = icrcs
+                .get(len, || net.icrc_start(len))
+                .finish_ib(&buf[..len]);
             buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
             Some(len + ICRC_LEN)
         }
         Path::Frame { eth, net } => {
             let at = eth.header_len() + net.header_len();
             let len = write_ib(&mut buf[at..])?;
-            Some(frame_around(buf, &eth, &net, len))
+            let start = icrcs.get(len, || net.icrc_start(len));
+            Some(frame_around(buf, eth, net, len, start))
         }
     }
 }
@@ -59,13 +70,15 @@ pub(crate) fn move_icrc_to_ipv4_id(pkt: &mut [u8], id: u16, ipv4_ids: &mut Ipv4I
 }
 
 /// Writes Ethernet and network headers in front of the `ib_len` bytes the engine wrote at
-/// `buf[header_len..]` and the ICRC after them; returns the frame length.
+/// `buf[header_len..]` and the ICRC after them; returns the frame length. `start` is the ICRC
+/// started over the header `net` emits for `ib_len` bytes ([`NetRepr::icrc_start`]).
 #[inline]
 pub(crate) fn frame_around(
     buf: &mut [u8],
     eth: &EthernetRepr,
     net: &NetRepr,
     ib_len: usize,
+    start: Icrc,
 ) -> usize {
     let mut eth = *eth;
     eth.ethertype = net.ethertype();
@@ -73,14 +86,8 @@ pub(crate) fn frame_around(
     let net_at = eth.header_len();
     let ib_at = net_at + net.header_len();
     net.emit(&mut buf[net_at..ib_at], ib_len);
-    let (head, ib) = buf.split_at_mut(ib_at);
-    let hdr = &head[net_at..];
-    let icrc = match net {
-        NetRepr::V1(_) => Icrc::v1_header(hdr),
-        NetRepr::V2v4(..) => Icrc::v2_ipv4_header(&hdr[..20], &hdr[20..]),
-        NetRepr::V2v6(..) => Icrc::v2_ipv6_header(&hdr[..40], &hdr[40..]),
-    }
-    .finish_ib(&ib[..ib_len]);
+    let ib = &mut buf[ib_at..];
+    let icrc = start.finish_ib(&ib[..ib_len]);
     ib[ib_len..ib_len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
     ib_at + ib_len + ICRC_LEN
 }
@@ -137,7 +144,7 @@ mod tests {
             let mut buf = vec![0xa5u8; 256];
             let at = eth.header_len() + net.header_len();
             buf[at..at + ib.len()].copy_from_slice(&ib);
-            let len = frame_around(&mut buf, &eth, &net, ib.len());
+            let len = frame_around(&mut buf, &eth, &net, ib.len(), net.icrc_start(ib.len()));
             let (repr, payload) = RoceFrameRepr::parse(&buf[..len]).expect("valid frame");
             assert_eq!(repr.net, net);
             assert_eq!(repr.eth.ethertype, net.ethertype());

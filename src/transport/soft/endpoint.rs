@@ -3,11 +3,11 @@
 //! One endpoint owns one I/O backend (a UDP socket for RoCE v2, or an AF_PACKET socket for v1 and
 //! v2), one receive and one transmit batch, and per queue pair one sans-IO engine (RC, UC or UD, `-c`) with
 //! its registered buffer. There are no threads: [`Endpoint::poll_cq`] is the NIC. Each call
-//! receives a batch, verifies and demultiplexes it by BTH.DestQP into the engines
-//! (`ingress`), fires due timers, lets every engine fill the transmit batch
-//! (`egress`: framing each packet and computing its ICRC), sends the batch with
-//! one syscall, and hands out completions. Work posted between two calls is transmitted first,
-//! before the receive. Nothing on that path allocates.
+//! first transmits the work posted since the last one, then receives a batch, verifies and
+//! demultiplexes it by BTH.DestQP into the engines (`ingress`), fires due timers, lets every engine
+//! fill the transmit batch (`egress`: framing each packet and computing its ICRC), sends the batch
+//! with one syscall, and hands out completions; a lone ACK waits for the next call and leaves with
+//! what the application posts meanwhile (`endpoint/datapath.rs`). Nothing on that path allocates.
 //!
 //! Two endpoints on one host: RoCE v2 lives on UDP port 4791, so each side needs its own address.
 //! On `lo` that is automatic: a second endpoint finds 127.0.0.1:4791 taken and moves to the next
@@ -16,11 +16,12 @@
 //! AF_PACKET and RoCE v1 need, since frames must cross a real (virtual) link.
 
 use std::net::{IpAddr, SocketAddr};
-use std::time::Instant;
 
 use super::backend::Backend;
 use super::config::PeerMismatch;
+use super::egress::TxIcrcs;
 use super::engine::Engine;
+use super::ingress::RxIcrcs;
 use super::io::fault::Impaired;
 use super::io::impair::ImpairConfig;
 use super::netdev::{GidKind, NetDev};
@@ -54,6 +55,8 @@ struct QpSlot {
     path: Option<Path>,
     /// Where the connected peer's packets come from; others are dropped (`wrong_source`).
     peer: Gid,
+    /// ICRCs started over this queue pair's path header, by packet length.
+    tx_icrcs: TxIcrcs,
 }
 
 /// The soft transport's endpoint. See the module documentation.
@@ -78,8 +81,13 @@ pub struct SoftEndpoint {
     nic: Impaired<Nic>,
     /// How the IPv4 ID moves the ICRC, per packet length: the UDP receive checks.
     ipv4_ids: Ipv4IdCache,
+    /// ICRCs started over the headers of received packets (the UDP receive checks).
+    rx_icrcs: RxIcrcs,
     slots: Vec<QpSlot>,
-    epoch: Instant,
+    /// Monotonic nanoseconds at open: the engines' time zero.
+    epoch: u64,
+    /// Polls since the timers were last checked (see `datapath::TIMER_CHECK_EVERY`).
+    idle_polls: u32,
     counters: SoftCounters,
     /// Round-robin start for completions and transmission, so no QP starves.
     next_qp: usize,
@@ -126,6 +134,7 @@ impl SoftEndpoint {
                     qp: None,
                     path: None,
                     peer: Gid::ZERO,
+                    tx_icrcs: TxIcrcs::new(),
                 })
             })
             .collect::<std::result::Result<Vec<_>, SoftError>>()?;
@@ -133,6 +142,7 @@ impl SoftEndpoint {
         Ok(SoftEndpoint {
             nic: Impaired::new(nic, plan.impair.as_ref()),
             ipv4_ids: Ipv4IdCache::new(),
+            rx_icrcs: RxIcrcs::new(),
             cfg,
             dev,
             encap: plan.encap,
@@ -145,7 +155,8 @@ impl SoftEndpoint {
             recovery: Recovery::Gbn,
             recovery_note: None,
             slots,
-            epoch: Instant::now(),
+            epoch: datapath::monotonic_ns(),
+            idle_polls: 0,
             counters: SoftCounters::default(),
             next_qp: 0,
             cm: None,
@@ -228,6 +239,15 @@ impl SoftEndpoint {
                 },
             ),
             Backend::Udp(s) => format!("UDP socket {}", s.local_addr()),
+            Backend::Packet(s) if s.vnet_hdr() => format!(
+                "AF_PACKET on ifindex {}, virtio_net_hdr super-frames: {}",
+                s.ifindex(),
+                if self.nic.inner().gso_sending() {
+                    "up to 64 packets per frame sent, split on receipt (--no-gso sends each)"
+                } else {
+                    "1 packet per frame sent (the peer needs single frames), split on receipt"
+                },
+            ),
             Backend::Packet(s) => format!("AF_PACKET on ifindex {}", s.ifindex()),
         };
         let interface = if interface_tables {
@@ -281,8 +301,9 @@ impl SoftEndpoint {
         lines
     }
 
+    /// The engines' time now (outside a poll, which reads it at most once through its `PollClock`).
     fn now(&self) -> rc::Instant {
-        rc::Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+        rc::Instant::from_nanos(datapath::monotonic_ns().saturating_sub(self.epoch))
     }
 
     /// What this side contributes to every path.
@@ -336,7 +357,7 @@ impl SoftEndpoint {
         qcfg.retry_backoff_max_shift = 3;
         qcfg.max_rd_atomic = self.cfg.max_rd_atomic.min(remote.max_rd_atomic.max(1));
         qcfg.max_dest_rd_atomic = self.cfg.max_rd_atomic;
-        qcfg.max_unacked_psns = self.cfg.max_unacked_psns;
+        qcfg.max_unacked_psns = self.cfg.max_unacked_psns.min(self.ring_window(peer));
         qcfg.sq_depth = self.cfg.sq_depth;
         qcfg.rq_depth = self.cfg.rq_depth;
         qcfg.cq_tag = i as u32;
@@ -354,6 +375,20 @@ impl SoftEndpoint {
         slot.peer = path.peer_source();
         slot.path = Some(path);
         Ok(())
+    }
+
+    /// The most PSNs each queue pair may have unacknowledged when an AF_PACKET receive ring is on
+    /// the path: a receiver buffers no more frames than its ring holds, and a frame beyond it is
+    /// lost and costs a go-back-N retransmission of everything sent after it (at 64 KiB WRITEs over
+    /// a veth pair a quarter of all frames went twice). The peer's ring is not in its description;
+    /// it runs the same default as ours. Unlimited (as configured) when no ring is involved.
+    fn ring_window(&self, peer: &ConnInfo) -> u32 {
+        let ours = !self.nic.inner().takes_super_frames();
+        if !(ours || peer.needs_single_datagrams) || self.cfg.packet_rx_ring == 0 {
+            return u32::MAX;
+        }
+        let per_qp = self.cfg.packet_rx_ring / self.slots.len().max(1);
+        per_qp.clamp(16, u32::MAX as usize) as u32
     }
 
     fn connected(&mut self, qp: usize) -> Result<&mut Engine> {
@@ -374,7 +409,7 @@ impl SoftEndpoint {
 impl Endpoint for SoftEndpoint {
     fn local_info(&self) -> ConnInfo {
         ConnInfo {
-            needs_single_datagrams: matches!(self.nic.inner().backend(), Backend::Packet(_)),
+            needs_single_datagrams: !self.nic.inner().takes_super_frames(),
             transport: TransportKind::Soft,
             gid: self.gid,
             // The index in the whole table, as -v prints it and -x takes it.

@@ -20,6 +20,7 @@ pub mod counters;
 mod egress;
 pub mod endpoint;
 mod engine;
+mod icrc_cache;
 mod ingress;
 pub mod io;
 pub mod neighbour;

@@ -15,6 +15,7 @@ use super::io::IoError;
 use super::io::batch::{RxBatch, TxBatch};
 use super::io::device::Device;
 use super::io::gso::GsoTxBatch;
+use super::io::packet_gso::{PacketGsoTx, split_frames};
 use super::rc::Instant;
 use crate::wire::Ipv4IdCache;
 
@@ -49,6 +50,8 @@ pub(crate) struct Nic {
     plain: TxBatch,
     /// UDP segmentation offload, when on (then `plain` stays unused).
     gso: Option<GsoTxBatch>,
+    /// AF_PACKET with `virtio_net_hdr` super-frames (RoCE v2), when on (then `plain` stays unused).
+    pgso: Option<PacketGsoTx>,
     /// How the IPv4 ID moves the ICRC, per packet length, for GSO segments.
     ipv4_ids: Ipv4IdCache,
     /// Packets per receive batch.
@@ -61,11 +64,14 @@ impl Nic {
     /// A device on `backend` with batches of `batch` packets: transmit slots of `slot_len` bytes,
     /// receive slots of `rx_slot`, and GSO when `gso`.
     pub fn new(backend: Backend, batch: usize, slot_len: usize, rx_slot: usize, gso: bool) -> Nic {
+        // An AF_PACKET socket with virtio_net_hdr takes every frame through the super-frame batch.
+        let vnet = matches!(&backend, Backend::Packet(s) if s.vnet_hdr());
         Nic {
             backend,
             rx: RxBatch::new(batch, rx_slot),
-            plain: TxBatch::new(batch, slot_len),
-            gso: gso.then(|| GsoTxBatch::new(batch.min(32), slot_len)),
+            plain: TxBatch::new(if vnet { 1 } else { batch }, slot_len),
+            gso: (gso && !vnet).then(|| GsoTxBatch::new(batch.min(32), slot_len)),
+            pgso: vnet.then(|| PacketGsoTx::new(batch.min(32), slot_len)),
             ipv4_ids: Ipv4IdCache::new(),
             batch,
             tx_batches: 0,
@@ -77,15 +83,25 @@ impl Nic {
         &self.backend
     }
 
-    /// True while packets leave in GSO super-datagrams.
+    /// True while packets leave in GSO super-datagrams or super-frames.
     pub fn gso_sending(&self) -> bool {
-        self.gso.is_some()
+        self.gso.is_some() || self.pgso.as_ref().is_some_and(|p| p.segmenting())
     }
 
     /// Sends one packet per datagram from now on (a peer that cannot take super-datagrams); true
     /// when GSO was on.
     pub fn stop_gso(&mut self) -> bool {
-        self.gso.take().is_some()
+        let frames = self.pgso.as_mut().is_some_and(|p| p.stop_segments());
+        self.gso.take().is_some() || frames
+    }
+
+    /// Whether this side takes super-frames whole (an AF_PACKET socket with `virtio_net_hdr`, or
+    /// a UDP socket) rather than needing one packet per frame (an AF_PACKET receive ring).
+    pub fn takes_super_frames(&self) -> bool {
+        match &self.backend {
+            Backend::Udp(_) => true,
+            Backend::Packet(s) => s.vnet_hdr(),
+        }
     }
 }
 
@@ -100,6 +116,9 @@ impl Device for Nic {
 
     #[inline]
     fn tx_full(&self) -> bool {
+        if let Some(p) = &self.pgso {
+            return p.is_full();
+        }
         self.gso
             .as_ref()
             .map_or(self.plain.is_full(), |g| g.is_full())
@@ -107,6 +126,9 @@ impl Device for Nic {
 
     #[inline]
     fn tx_pending(&self) -> usize {
+        if let Some(p) = &self.pgso {
+            return p.pending();
+        }
         self.gso
             .as_ref()
             .map_or(self.plain.pending(), |g| g.pending())
@@ -131,7 +153,20 @@ impl Device for Nic {
                 None => false,
             },
             (Some(dst), None) => self.plain.try_push(dst, fill),
-            (None, _) => self.plain.try_push_frame(fill),
+            (None, _) => match self.pgso.as_mut() {
+                // As for UDP: segment k of an IPv4 super-frame leaves with IP ID k.
+                Some(p) => match p.try_push(fill) {
+                    Some(k @ 1..) => {
+                        if let (pkt, true) = p.last_packet_mut() {
+                            move_icrc_to_ipv4_id(pkt, k, &mut self.ipv4_ids);
+                        }
+                        true
+                    }
+                    Some(0) => true,
+                    None => false,
+                },
+                None => self.plain.try_push_frame(fill),
+            },
         }
     }
 
@@ -143,7 +178,10 @@ impl Device for Nic {
         match (&self.backend, self.gso.as_mut()) {
             (Backend::Udp(s), Some(g)) => s.send_gso_batch(g),
             (Backend::Udp(s), None) => s.send_batch(&mut self.plain),
-            (Backend::Packet(s), _) => s.send_batch(&mut self.plain),
+            (Backend::Packet(s), _) => match self.pgso.as_mut() {
+                Some(p) => s.send_gso_batch(p),
+                None => s.send_batch(&mut self.plain),
+            },
         }
         .map(|_| ())
     }
@@ -175,6 +213,20 @@ impl Device for Nic {
             Backend::Udp(s) => s.recv_batch(&mut self.rx),
             Backend::Packet(s) => s.recv_batch(&mut self.rx),
         }?;
+        if self.pgso.is_some() {
+            // virtio_net_hdr first: a super-frame is split into its packets, in place.
+            let mut packets = 0;
+            for i in 0..n {
+                let (buf, pkttype, ifindex, truncated) = self.rx.frame_mut(i);
+                let meta = RxMeta::Frame {
+                    pkttype,
+                    ifindex,
+                    truncated,
+                };
+                packets += split_frames(buf, |f| each(meta, f));
+            }
+            return Ok(packets);
+        }
         let mut packets = 0;
         for i in 0..n {
             match &self.backend {

@@ -5,7 +5,7 @@
 //! notes that tell the user what was adjusted.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use super::config::{IoKind, SoftConfig, SoftError};
 use super::io::IoError;
@@ -219,11 +219,18 @@ pub(crate) fn plan(
     };
     // Slots: a whole frame (Ethernet + VLAN room + network header) around the largest packet.
     let slot_len = 18 + 48 + 40 + mtu.bytes() as usize + 3 + ICRC_LEN;
-    // GSO is a UDP-socket feature. Impairment keeps it: the impairer works on each RoCE packet as it
-    // joins a super-datagram, so an impaired run measures the same fast path as a clean one.
-    let gso = cfg.gso && cfg.io == IoKind::Udp;
-    // GRO hands over up to 64 KiB of merged datagrams at once.
-    let rx_slot = if gso { 65_536 } else { slot_len };
+    // GSO: UDP_SEGMENT on a UDP socket; virtio_net_hdr super-frames for RoCE v2 over AF_PACKET
+    // (RoCE v1 has no UDP to segment). Impairment keeps it: the impairer works on each RoCE packet
+    // as it joins a super-datagram, so an impaired run measures the same fast path as a clean one.
+    let packet_gso = cfg.gso && cfg.io == IoKind::Packet && cfg.version == RoceVersion::V2;
+    let gso = (cfg.gso && cfg.io == IoKind::Udp) || packet_gso;
+    // GRO hands over up to 64 KiB of merged datagrams at once; a super-frame brings its headers
+    // and the virtio_net_hdr.
+    let rx_slot = match (gso, packet_gso) {
+        (true, true) => PACKET_GSO_RX_SLOT,
+        (true, false) => 65_536,
+        _ => slot_len,
+    };
     let backend = match cfg.io {
         IoKind::Udp => BackendPlan::Udp {
             cfg: UdpConfig {
@@ -250,7 +257,13 @@ pub(crate) fn plan(
                 slot_len,
                 // netem (when present) must see our frames; bypassing the qdisc would skip it.
                 qdisc_bypass: false,
-                rx_ring_frames: cfg.packet_rx_ring,
+                // A ring's slots hold single frames; super-frames arrive through recvmmsg.
+                rx_ring_frames: if packet_gso { 0 } else { cfg.packet_rx_ring },
+                vnet_hdr: packet_gso,
+                // Off loopback, RoCE v2 frames also climb the kernel's UDP stack: give them a sink.
+                udp_sink: local_ip
+                    .filter(|_| !dev.loopback)
+                    .map(|ip| SocketAddr::new(ip, cfg.udp_port)),
                 ..PacketConfig::default()
             })
         }
@@ -269,6 +282,10 @@ pub(crate) fn plan(
         qps: qp_ids(seed, cfg.qps),
     })
 }
+
+/// Bytes of a receive slot for AF_PACKET super-frames: the virtio_net_hdr, Ethernet with a VLAN
+/// tag, and the largest IP packet.
+const PACKET_GSO_RX_SLOT: usize = super::io::packet_gso::VNET_HDR_LEN + 18 + 65_535;
 
 /// The entry `-x` selects: index N of the interface's whole GID table, as `-v` prints it (`GID[N]`)
 /// and perftest and `show_gids` number it. Fails when the index is out of range, names an entry of

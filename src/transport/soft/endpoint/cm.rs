@@ -11,7 +11,7 @@ use crate::transport::cm::{CmEndpoint, CmEvent, CmPeer, CmQpParams};
 use crate::transport::soft::backend::io_error;
 use crate::transport::soft::cm::{self as agent, CmAgent, CmConfig, ConnId, QpOffer};
 use crate::transport::soft::config::SoftError;
-use crate::transport::soft::egress;
+use crate::transport::soft::egress::{self, TxIcrcs};
 use crate::transport::soft::io::device::Device;
 use crate::transport::soft::path::{Path, path_to};
 use crate::transport::soft::rc::Instant;
@@ -195,7 +195,9 @@ impl SoftEndpoint {
             let psn = side.psn;
             side.psn = side.psn.wrapping_add(1);
             self.nic.tx_push(now, path.addr(), |b| {
-                egress::frame(path, b, |ib| Some(write_gsi_packet(ib, psn, &mad[..len])))
+                egress::frame(&path, &mut TxIcrcs::new(), b, |ib| {
+                    Some(write_gsi_packet(ib, psn, &mad[..len]))
+                })
             });
             self.counters.tx_packets += 1;
         }

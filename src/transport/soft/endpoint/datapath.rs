@@ -23,31 +23,93 @@ use crate::transport::soft::io::device::Device;
 use crate::transport::soft::nic::RxMeta;
 use crate::transport::soft::rc::{self, LoneAck};
 
+/// Idle polls between two timer checks. Timers are milliseconds (4.096 µs × 2^timeout) or, for an
+/// RNR wait, at least tens of microseconds; an idle poll takes well under a microsecond, so this
+/// schedule moves a timer by a few microseconds while sparing the idle loop a clock read per turn.
+const TIMER_CHECK_EVERY: u32 = 16;
+
+/// The engines' clock during one poll: read at most once, and only when something needs it.
+pub(super) struct PollClock {
+    /// [`monotonic_ns`] when the endpoint opened: the engines' time zero.
+    epoch: u64,
+    now: Option<rc::Instant>,
+}
+
+impl PollClock {
+    fn new(epoch: u64) -> PollClock {
+        PollClock { epoch, now: None }
+    }
+
+    /// The time of this poll, read on first use.
+    #[inline]
+    fn now(&mut self) -> rc::Instant {
+        let epoch = self.epoch;
+        *self
+            .now
+            .get_or_insert_with(|| rc::Instant::from_nanos(monotonic_ns().saturating_sub(epoch)))
+    }
+
+    /// True once something in this poll needed the time.
+    fn was_read(&self) -> bool {
+        self.now.is_some()
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds, straight from the vDSO: `Instant::elapsed` costs several times
+/// the instructions in its checked `Timespec` arithmetic.
+#[inline]
+pub(super) fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a live timespec the call writes; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 impl SoftEndpoint {
-    /// One turn of the NIC: transmit, receive, fire due timers, transmit, hand out completions.
+    /// One turn of the NIC: transmit, receive, fire due timers, transmit, hand out completions. A
+    /// turn that finds nothing to do costs one receive syscall and no clock read.
     pub(super) fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
-        let now = self.now();
+        let mut clock = PollClock::new(self.epoch);
         // Work posted since the last call leaves first, with the ACKs the last call held back: a
         // ping-pong's reply must not wait behind a receive syscall (the doorbell of a real NIC rings
         // at post time; ours at the next poll), and the ACK rides in the same batch.
-        self.transmit(now, LoneAck::Send)?;
-        self.receive(now)?;
-        for q in self.slots.iter_mut().filter_map(|s| s.qp.as_mut()) {
-            if q.poll_timeout().is_some_and(|t| t <= now) {
-                q.handle_timeout(now);
+        self.transmit(&mut clock, LoneAck::Send)?;
+        let received = self.receive(&mut clock)?;
+        self.idle_polls += 1;
+        let mut fired = false;
+        if clock.was_read() || self.idle_polls >= TIMER_CHECK_EVERY {
+            self.idle_polls = 0;
+            let now = clock.now();
+            for q in self.slots.iter_mut().filter_map(|s| s.qp.as_mut()) {
+                if q.poll_timeout().is_some_and(|t| t <= now) {
+                    q.handle_timeout(now);
+                    fired = true;
+                }
             }
         }
-        self.cm_turn(now)?;
-        // Answers to what just arrived (READ responses, NAKs, resends) leave now; a lone ACK waits for
-        // the next poll, where it follows whatever the application posts meanwhile.
-        self.transmit(now, LoneAck::Hold)?;
+        // -R: the CM agent's timers, events and MADs (no clock read without one).
+        let cm = self.cm.is_some();
+        if cm {
+            let now = clock.now();
+            self.cm_turn(now)?;
+        }
+        // Answers to what just arrived (READ responses, NAKs, resends) leave now; a lone ACK waits
+        // for the next poll, where it follows whatever the application posts meanwhile. Nothing
+        // arrived, no timer fired and no CM: the first transmission already sent all there was.
+        if received > 0 || fired || cm {
+            self.transmit(&mut clock, LoneAck::Hold)?;
+        }
         let mut n = 0;
         let count = self.slots.len();
-        for k in 0..count {
+        let mut i = self.next_qp;
+        for _ in 0..count {
             if n == out.len() {
                 break;
             }
-            if let Some(q) = self.slots[(self.next_qp + k) % count].qp.as_mut() {
+            if let Some(q) = self.slots[i].qp.as_mut() {
                 while n < out.len() {
                     match q.poll_completion() {
                         Some(c) => {
@@ -58,12 +120,13 @@ impl SoftEndpoint {
                     }
                 }
             }
+            i = if i + 1 == count { 0 } else { i + 1 };
         }
         Ok(n)
     }
 
-    /// Receives one batch and feeds every valid packet to its queue pair.
-    fn receive(&mut self, now: rc::Instant) -> Result<()> {
+    /// Receives one batch and feeds every valid packet to its queue pair; how many packets came.
+    fn receive(&mut self, clock: &mut PollClock) -> Result<usize> {
         let me = FrameFilter {
             encap: self.encap,
             ip: self.local_ip,
@@ -73,11 +136,22 @@ impl SoftEndpoint {
             Backend::Udp(s) => Some(s.local_addr()),
             Backend::Packet(_) => None,
         };
-        let (slots, c, ids) = (&mut self.slots, &mut self.counters, &mut self.ipv4_ids);
+        // An impaired device releases what it held by the clock; a plain one only hands packets on.
+        let dev_now = if self.impair.is_some() {
+            clock.now()
+        } else {
+            rc::Instant::ZERO
+        };
+        let (slots, c, ids, icrcs) = (
+            &mut self.slots,
+            &mut self.counters,
+            &mut self.ipv4_ids,
+            &mut self.rx_icrcs,
+        );
         let cm = &mut self.cm;
         let n = self
             .nic
-            .receive(now, |meta, data| {
+            .receive(dev_now, |meta, data| {
                 c.rx_packets += 1;
                 let (packet, net) = match (meta, local) {
                     (
@@ -100,7 +174,7 @@ impl SoftEndpoint {
                             dst: dst.unwrap_or(local.ip()),
                             len: data.len(),
                         });
-                        (check_udp(&d, local, ids, &mut c.drops), net)
+                        (check_udp(&d, local, ids, icrcs, &mut c.drops), net)
                     }
                     (
                         RxMeta::Frame {
@@ -121,6 +195,7 @@ impl SoftEndpoint {
                     (RxMeta::Datagram { .. }, None) => (None, None),
                 };
                 if let (Some((ib, src)), Some(net)) = (packet, net) {
+                    let now = clock.now();
                     match cm.as_deref_mut() {
                         // -R: QP1 carries the CM's MADs.
                         Some(side) if super::cm::is_gsi(ib) => side.receive(now, ib, src, c),
@@ -132,23 +207,29 @@ impl SoftEndpoint {
         if n > 0 {
             self.counters.rx_batches += 1;
         }
-        Ok(())
+        Ok(n)
     }
 
     /// Lets every engine with something to send fill the transmit batch, framing each packet, and
     /// sends it; `acks` says whether a lone ACK goes now or waits for the next call.
-    fn transmit(&mut self, now: rc::Instant, acks: LoneAck) -> Result<()> {
+    fn transmit(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
         let n = self.slots.len();
         let mut blocked = false;
-        for k in 0..n {
-            let slot = &mut self.slots[(self.next_qp + k) % n];
-            let (Some(qp), Some(path)) = (slot.qp.as_mut(), slot.path) else {
+        let mut i = self.next_qp;
+        for _ in 0..n {
+            let slot = &mut self.slots[i];
+            i = if i + 1 == n { 0 } else { i + 1 };
+            let (Some(qp), Some(path), icrcs) =
+                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
+            else {
                 continue;
             };
             // Asking an idle engine through the batch (GSO entry checks, framing) costs more.
             if !qp.has_transmit_work(acks) {
                 continue;
             }
+            let now = clock.now();
+            let to = path.addr();
             loop {
                 if self.nic.tx_full() {
                     self.nic.flush(now).map_err(io_error)?;
@@ -157,21 +238,31 @@ impl SoftEndpoint {
                         break;
                     }
                 }
-                let to = path.addr();
                 if !self
                     .nic
-                    .tx_push(now, to, |buf| egress::fill(qp, path, now, acks, buf))
+                    .tx_push(now, to, |buf| egress::fill(qp, path, icrcs, now, acks, buf))
                 {
                     break;
                 }
                 self.counters.tx_packets += 1;
+                // The engine knows when it is done: asking it once more through the batch (entry
+                // checks, framing) to hear "nothing" costs a push.
+                if !qp.has_transmit_work(acks) {
+                    break;
+                }
             }
             if blocked {
                 break;
             }
         }
-        self.next_qp = (self.next_qp + 1) % n.max(1);
+        self.next_qp = if self.next_qp + 1 >= n {
+            0
+        } else {
+            self.next_qp + 1
+        };
         if self.nic.tx_pending() > 0 {
+            // Held (delayed) packets of an impaired device leave by the clock.
+            let now = clock.now();
             self.nic.flush(now).map_err(io_error)?;
         }
         Ok(())

@@ -7,7 +7,8 @@
 //!
 //! Both move packets in batches (one syscall per batch, not per packet) through preallocated
 //! [`slots::Slots`], so the busy-polling datapath never allocates: [`batch`] (`recvmmsg` /
-//! `sendmmsg`), [`gso`] (UDP segmentation offload, opt-in), [`ring`] (PACKET_MMAP receive ring for
+//! `sendmmsg`), [`gso`] (UDP segmentation offload), [`packet_gso`] (the same for RoCE v2 over
+//! AF_PACKET, through `virtio_net_hdr` super-frames), [`ring`] (PACKET_MMAP receive ring for
 //! AF_PACKET). Every backend, and the simulated link, is a [`device::Device`]; [`fault`] wraps any of
 //! them to drop, duplicate, reorder, delay or corrupt packets on purpose as an [`impair`] spec says;
 //! [`sockaddr`] converts addresses without allocating.
@@ -18,6 +19,7 @@ pub mod fault;
 pub mod gso;
 pub mod impair;
 pub mod packet;
+pub mod packet_gso;
 pub mod ring;
 pub mod slots;
 pub mod sockaddr;

@@ -9,12 +9,14 @@
 //! unrelated frame is ever queued to us. Our own transmitted frames are not looped back to us
 //! (PACKET_IGNORE_OUTGOING). Frames move in `recvmmsg`/`sendmmsg` batches over preallocated slots.
 
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::batch::{RxBatch, TxBatch};
+use super::packet_gso::PacketGsoTx;
 use super::ring::RxRing;
 use super::{IoError, ROCE_V2_PORT, grow_buffer, setsockopt_int};
 use crate::transport::soft::netdev::NetDev;
@@ -23,6 +25,7 @@ use crate::transport::soft::netdev::NetDev;
 pub const ETH_P_IBOE: u16 = 0x8915;
 
 // Kernel constants that not every libc version exports (include/uapi/linux/if_packet.h).
+const PACKET_VNET_HDR: libc::c_int = 15;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 
@@ -43,6 +46,13 @@ pub struct PacketConfig {
     /// Receive through a PACKET_MMAP ring of this many frame slots instead of `recvmmsg`
     /// (0: no ring). Polling an idle ring costs a memory load, not a syscall.
     pub rx_ring_frames: usize,
+    /// RoCE v2 off loopback: our address and UDP port, where a socket that keeps nothing spares the
+    /// kernel's own UDP stack its work on our frames ([`udp_sink`]).
+    pub udp_sink: Option<SocketAddr>,
+    /// Every frame sent and received carries a `virtio_net_hdr` first (PACKET_VNET_HDR), so RoCE
+    /// v2 frames move as segmentation-offload super-frames ([`super::packet_gso`]). Excludes a
+    /// receive ring, whose slots are sized for single frames.
+    pub vnet_hdr: bool,
 }
 
 impl Default for PacketConfig {
@@ -54,6 +64,8 @@ impl Default for PacketConfig {
             socket_buffer: 8 << 20,
             qdisc_bypass: false,
             rx_ring_frames: 0,
+            udp_sink: None,
+            vnet_hdr: false,
         }
     }
 }
@@ -134,6 +146,9 @@ pub struct PacketSocket {
     // Declared before `fd` so the ring is unmapped before the socket closes.
     ring: Option<RxRing>,
     fd: OwnedFd,
+    /// The UDP socket of [`PacketConfig::udp_sink`], when one could be made.
+    _sink: Option<OwnedFd>,
+    vnet: bool,
     ifindex: u32,
     dev: String,
 }
@@ -193,20 +208,23 @@ impl PacketSocket {
                 "PACKET_QDISC_BYPASS",
             )?;
         }
+        // Before Linux 6.2 a packet socket cannot describe a received UDP super-frame and drops
+        // it: such a kernel gets single frames and a receive ring instead.
+        let vnet = cfg.vnet_hdr && kernel_at_least(6, 2);
+        if vnet {
+            setsockopt_int(&fd, libc::SOL_PACKET, PACKET_VNET_HDR, 1, "PACKET_VNET_HDR")?;
+        }
         grow_buffer(&fd, true, cfg.socket_buffer)?;
         grow_buffer(&fd, false, cfg.socket_buffer)?;
         let ring = match cfg.rx_ring_frames {
+            _ if vnet => None,
             0 => None,
-            n => {
-                // Slots hold the kernel's header (32 + 20 bytes, aligned) plus the largest frame.
-                let frame_size = (cfg.slot_len + 128).next_power_of_two();
-                Some(
-                    RxRing::attach(s, n, frame_size).map_err(|source| IoError::Os {
-                        context: format!("PACKET_RX_RING of {n} frames on {}", dev.name),
-                        source,
-                    })?,
-                )
-            }
+            n => Some(
+                RxRing::attach(s, n, cfg.slot_len).map_err(|source| IoError::Os {
+                    context: format!("PACKET_RX_RING of {n} frames on {}", dev.name),
+                    source,
+                })?,
+            ),
         };
         // SAFETY: all-zero is a valid sockaddr_ll.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -230,6 +248,8 @@ impl PacketSocket {
         Ok(PacketSocket {
             ring,
             fd,
+            _sink: cfg.udp_sink.and_then(udp_sink),
+            vnet,
             ifindex: dev.index,
             dev: dev.name.clone(),
         })
@@ -238,6 +258,11 @@ impl PacketSocket {
     /// The interface index the socket is bound to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
+    }
+
+    /// Whether every frame carries a `virtio_net_hdr` first ([`PacketConfig::vnet_hdr`]).
+    pub fn vnet_hdr(&self) -> bool {
+        self.vnet
     }
 
     /// The receive ring, when the socket was opened with one; frames then arrive there and
@@ -254,6 +279,15 @@ impl PacketSocket {
         })
     }
 
+    /// Sends the queued super-frames (a `PACKET_VNET_HDR` socket); what the kernel did not take
+    /// stays queued. Returns how many went out.
+    pub fn send_gso_batch(&self, tx: &mut PacketGsoTx) -> Result<usize, IoError> {
+        tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
+            context: format!("sendmmsg(virtio_net_hdr) on AF_PACKET {}", self.dev),
+            source,
+        })
+    }
+
     /// Sends the queued frames; what the kernel did not take stays queued. Returns how many went out.
     pub fn send_batch(&self, tx: &mut TxBatch) -> Result<usize, IoError> {
         tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
@@ -261,6 +295,74 @@ impl PacketSocket {
             source,
         })
     }
+}
+
+/// Whether the running kernel is at least `major.minor` (false when its release cannot be read).
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    // SAFETY: all-zero is a valid utsname, which uname fills with NUL-terminated strings.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a live utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return false;
+    }
+    // SAFETY: uname NUL-terminated the release inside its array.
+    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (have_major, have_minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (have_major, have_minor) >= (major, minor)
+}
+
+/// A UDP socket on `at` that drops every datagram in its filter. While RoCE v2 frames reach an
+/// AF_PACKET endpoint through its tap, the kernel also hands each to its own UDP stack, which,
+/// finding no socket on the port, counts it in UdpNoPorts and tries an ICMP port-unreachable for it
+/// (about half the receive side's system time per frame across a veth pair). With this socket the
+/// lookup finds a home for them and the filter discards them before any queueing; UDP_GRO on it
+/// keeps a GSO super-frame whole on the way to the filter instead of cut into its packets first.
+/// `None` when the port is taken (whoever owns it receives them instead) or the socket cannot be
+/// made: then things are as they were without it.
+pub fn udp_sink(at: SocketAddr) -> Option<OwnedFd> {
+    let family = if at.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let fd = rustix::net::socket_with(
+        family,
+        SocketType::DGRAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )
+    .ok()?;
+    // `ret #0`: keep no byte of anything.
+    let drop_all = [libc::sock_filter {
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    }];
+    let fprog = libc::sock_fprog {
+        len: 1,
+        filter: drop_all.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: fprog points at drop_all, which outlives the call; the kernel copies the program.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &fprog as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return None;
+    }
+    // Best effort: without it a super-frame is cut up before the filter drops the pieces.
+    let _ = setsockopt_int(&fd, libc::SOL_UDP, super::batch::UDP_GRO, 1, "UDP_GRO");
+    rustix::net::bind(&fd, &at).ok()?;
+    Some(fd)
 }
 
 impl AsRawFd for PacketSocket {

@@ -2,11 +2,13 @@
 //!
 //! The socket is bound to the interface's exact address on port 4791 and never connected. With
 //! `IP_PMTUDISC_DO` every IPv4 datagram carries DF and, because the socket is unconnected, IP ID 0
-//! (`ip_select_ident_segs`): the one unmasked IPv4 field we do not write ourselves is therefore
-//! known, and the ICRC we compute over `45 00 len 0000 4000 ff 11 ffff src dst` is the one a
-//! capture of the wire verifies (roce-wire.md §9). UDP checksums are 0 as rxe sends them
-//! (`SO_NO_CHECK`, `UDP_NO_CHECK6_TX`), and IPv6 zero-checksum datagrams are accepted
-//! (`UDP_NO_CHECK6_RX`), which rxe and ConnectX send.
+//! (`ip_select_ident_segs`; a connected socket numbers them from a random start we cannot read):
+//! the one unmasked IPv4 field we do not write ourselves is therefore known, and the ICRC we
+//! compute over `45 00 len 0000 4000 ff 11 ffff src dst` is the one a capture of the wire verifies
+//! (roce-wire.md §9). Bound to one address, it receives only datagrams sent to that address, so it
+//! does not ask the kernel for each one's destination (no IP_PKTINFO control message). UDP
+//! checksums are 0 as rxe sends them (`SO_NO_CHECK`, `UDP_NO_CHECK6_TX`), and IPv6 zero-checksum
+//! datagrams are accepted (`UDP_NO_CHECK6_RX`), which rxe and ConnectX send.
 //!
 //! Packets move in batches: [`RxBatch`] for `recvmmsg`, [`TxBatch`] for `sendmmsg`, each with its
 //! headers, iovecs, addresses and packet slots allocated once.
@@ -43,6 +45,10 @@ pub struct UdpConfig {
     /// Send UDP checksum 0, as rxe does (the ICRC masks it, so any value is valid RoCE). The kernel
     /// refuses UDP_SEGMENT sends (EINVAL) on a socket without checksums, so GSO needs this off.
     pub zero_checksum: bool,
+    /// Ask for each datagram's destination address (IP_PKTINFO / IPV6_RECVPKTINFO). A socket
+    /// bound to one unicast address receives only datagrams sent to it, so the endpoint leaves this
+    /// off and spares the kernel a control message per datagram.
+    pub pktinfo: bool,
 }
 
 impl Default for UdpConfig {
@@ -54,6 +60,7 @@ impl Default for UdpConfig {
             socket_buffer: 8 << 20,
             gro: false,
             zero_checksum: true,
+            pktinfo: false,
         }
     }
 }
@@ -109,7 +116,9 @@ impl UdpSocket {
                 if cfg.zero_checksum {
                     setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1, "SO_NO_CHECK")?;
                 }
-                setsockopt_int(&fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1, "IP_PKTINFO")?;
+                if cfg.pktinfo {
+                    setsockopt_int(&fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1, "IP_PKTINFO")?;
+                }
             }
             IpAddr::V6(_) => {
                 sockopt::set_ipv6_v6only(&fd, true).map_err(failed("IPV6_V6ONLY", 1))?;
@@ -131,13 +140,15 @@ impl UdpSocket {
                     1,
                     "UDP_NO_CHECK6_RX",
                 )?;
-                setsockopt_int(
-                    &fd,
-                    libc::IPPROTO_IPV6,
-                    libc::IPV6_RECVPKTINFO,
-                    1,
-                    "IPV6_RECVPKTINFO",
-                )?;
+                if cfg.pktinfo {
+                    setsockopt_int(
+                        &fd,
+                        libc::IPPROTO_IPV6,
+                        libc::IPV6_RECVPKTINFO,
+                        1,
+                        "IPV6_RECVPKTINFO",
+                    )?;
+                }
             }
         }
         if cfg.gro {
@@ -234,6 +245,7 @@ mod tests {
         UdpConfig {
             port,
             batch: 8,
+            pktinfo: true,
             ..UdpConfig::default()
         }
     }

@@ -82,8 +82,14 @@ fn impairment_works_per_packet_inside_gso_super_datagrams() {
                 truncated,
                 gro_segment: None,
             };
-            let (ib, _src) = check_udp(&d, SocketAddr::new(b.into(), port), &mut ids, &mut drops)
-                .expect("a valid RoCE packet");
+            let (ib, _src) = check_udp(
+                &d,
+                SocketAddr::new(b.into(), port),
+                &mut ids,
+                &mut crate::transport::soft::ingress::RxIcrcs::new(),
+                &mut drops,
+            )
+            .expect("a valid RoCE packet");
             let (r, payload) = IbRepr::parse(ib).unwrap();
             assert_eq!(payload, [r.bth.psn as u8; 1000]);
             psns.push(r.bth.psn);

@@ -180,7 +180,7 @@ fn rocev1_uses_the_eui64_gid_and_needs_a_mac_off_loopback() {
     assert_eq!(p.encap, Encapsulation::V1);
     assert_eq!((p.local_ip, p.gid), (None, Gid::link_local_eui64(MAC)));
     assert!(!p.gso);
-    assert!(matches!(p.backend, BackendPlan::Packet(ref c) if c.rx_ring_frames == 512));
+    assert!(matches!(p.backend, BackendPlan::Packet(ref c) if c.rx_ring_frames == 1024));
     let no_mac = NetDev {
         mac: None,
         ..veth()

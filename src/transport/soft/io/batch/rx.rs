@@ -16,7 +16,8 @@ pub struct RxDatagram<'a> {
     pub data: &'a [u8],
     /// Sender's address and port.
     pub src: Option<SocketAddr>,
-    /// Our address the datagram was sent to (from IP_PKTINFO / IPV6_PKTINFO).
+    /// Our address the datagram was sent to (IP_PKTINFO / IPV6_PKTINFO, on a socket that asks for
+    /// it; `None` otherwise, where the socket's bound address is the answer).
     pub dst: Option<IpAddr>,
     /// The datagram was longer than the slot and got cut (MSG_TRUNC): drop it as malformed.
     pub truncated: bool,
@@ -47,6 +48,8 @@ pub struct RxBatch {
     // Kept alive for the kernel: the headers point into it.
     _ctrl: Box<[CtrlBuf]>,
     filled: usize,
+    /// Headers the kernel may have written since their capacities were last restored.
+    dirty: usize,
 }
 
 // SAFETY: the raw pointers inside the headers point only into this struct's own heap arrays, which
@@ -84,6 +87,7 @@ impl RxBatch {
             names,
             _ctrl: ctrl,
             filled: 0,
+            dirty: batch,
         }
     }
 
@@ -106,13 +110,15 @@ impl RxBatch {
     pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         self.filled = 0;
         let n = self.slots.count();
-        for h in self.hdrs.iter_mut() {
-            // The kernel overwrites these lengths; restore the capacities before every call.
+        // The kernel overwrites these lengths in the headers of the datagrams it returns; restore
+        // the capacities of those (and one more) only: a busy-polling idle receive touches none.
+        for h in self.hdrs[..self.dirty.min(n)].iter_mut() {
             h.msg_hdr.msg_namelen =
                 std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_hdr.msg_controllen = std::mem::size_of::<CtrlBuf>() as _;
             h.msg_hdr.msg_flags = 0;
         }
+        self.dirty = 0;
         // SAFETY: every header points into this batch's own live arrays (see new).
         let got = unsafe {
             libc::recvmmsg(
@@ -124,13 +130,16 @@ impl RxBatch {
             )
         };
         if got < 0 {
-            let err = io::Error::last_os_error();
-            return match err.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
-                _ => Err(err),
+            // errno straight: an idle receive is the common case and needs no io::Error.
+            // SAFETY: __errno_location returns this thread's errno, always valid to read.
+            let errno = unsafe { *libc::__errno_location() };
+            return match errno {
+                libc::EAGAIN | libc::EINTR => Ok(0),
+                _ => Err(io::Error::from_raw_os_error(errno)),
             };
         }
         self.filled = got as usize;
+        self.dirty = self.filled + 1;
         Ok(self.filled)
     }
 
@@ -155,6 +164,26 @@ impl RxBatch {
             truncated,
             gro_segment,
         }
+    }
+
+    /// Frame `i` of the last receive on an AF_PACKET socket, writable (a super-frame is split in
+    /// place), with its packet type, interface and whether it was cut.
+    pub(crate) fn frame_mut(&mut self, i: usize) -> (&mut [u8], u8, i32, bool) {
+        let (len, truncated) = {
+            let (d, t) = self.data(i);
+            (d.len(), t)
+        };
+        // SAFETY: as in `frame`: an AF_PACKET socket writes a sockaddr_ll into the storage.
+        let sll = unsafe {
+            &*(&self.names[i] as *const libc::sockaddr_storage as *const libc::sockaddr_ll)
+        };
+        let (pkttype, ifindex) = (sll.sll_pkttype, sll.sll_ifindex);
+        (
+            &mut self.slots.slot_mut(i)[..len],
+            pkttype,
+            ifindex,
+            truncated,
+        )
     }
 
     /// Frame `i` of the last receive on an AF_PACKET socket.

@@ -1,0 +1,97 @@
+//! CRC-32 (IEEE 802.3, reflected, the ICRC's polynomial) tuned for what RoCE packets hash: short
+//! runs of header bytes. Up to [`SHORT`] bytes go through slice-by-8 tables built at compile time,
+//! with no feature detection or dispatch per call; longer runs (payloads) go to `crc32fast`, whose
+//! carry-less multiply folding wins there.
+//!
+//! Values are in `crc32fast`'s form: the CRC of the bytes so far, as `finalize` returns it, so
+//! [`update`] continues a `crc32fast` value and the other way round.
+
+/// Longest run hashed by the tables; longer ones go to `crc32fast`.
+const SHORT: usize = 128;
+
+/// The reflected IEEE polynomial.
+const POLY: u32 = 0xedb8_8320;
+
+/// `T[k][b]`: the CRC register after byte `b` followed by `k` zero bytes (slice-by-8).
+static T: [[u32; 256]; 8] = tables();
+
+const fn tables() -> [[u32; 256]; 8] {
+    let mut t = [[0u32; 256]; 8];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { POLY ^ (c >> 1) } else { c >> 1 };
+            k += 1;
+        }
+        t[0][i] = c;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 256 {
+        let mut k = 1;
+        while k < 8 {
+            let prev = t[k - 1][i];
+            t[k][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
+            k += 1;
+        }
+        i += 1;
+    }
+    t
+}
+
+/// The CRC-32 of the bytes that gave `crc` followed by `bytes`.
+#[inline]
+pub(crate) fn update(crc: u32, bytes: &[u8]) -> u32 {
+    if bytes.len() > SHORT {
+        let mut h = crc32fast::Hasher::new_with_initial(crc);
+        h.update(bytes);
+        return h.finalize();
+    }
+    let mut c = !crc;
+    let mut chunks = bytes.chunks_exact(8);
+    for b in &mut chunks {
+        let lo = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) ^ c;
+        let hi = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        c = T[7][(lo & 0xff) as usize]
+            ^ T[6][((lo >> 8) & 0xff) as usize]
+            ^ T[5][((lo >> 16) & 0xff) as usize]
+            ^ T[4][(lo >> 24) as usize]
+            ^ T[3][(hi & 0xff) as usize]
+            ^ T[2][((hi >> 8) & 0xff) as usize]
+            ^ T[1][((hi >> 16) & 0xff) as usize]
+            ^ T[0][(hi >> 24) as usize];
+    }
+    for &b in chunks.remainder() {
+        c = T[0][((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
+    }
+    !c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_crc32fast_for_every_length_and_start() {
+        let data: Vec<u8> = (0..600u32).map(|i| (i * 131 + 7) as u8).collect();
+        for start in [0u32, 0x2144_df1c, 0xffff_ffff] {
+            for len in 0..data.len() {
+                let mut h = crc32fast::Hasher::new_with_initial(start);
+                h.update(&data[..len]);
+                assert_eq!(update(start, &data[..len]), h.finalize(), "len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn continues_across_calls() {
+        let data: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
+        let whole = crc32fast::hash(&data);
+        for cut in [0, 1, 7, 8, 9, 64, 129, 299] {
+            let (a, b) = data.split_at(cut);
+            assert_eq!(update(update(0, a), b), whole, "cut {cut}");
+        }
+    }
+}
