@@ -173,22 +173,9 @@ fn a_paced_tcp_run_never_sends_faster_than_permitted_and_says_so() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     // 2000 messages/s in bursts of 10: a burst every 5 ms, so 200 messages take 19 periods at least.
-    let args = [
-        "--transport",
-        "tcp",
-        "-s",
-        "4096",
-        "-n",
-        "200",
-        "--warmup",
-        "0",
-        "--rate_limit",
-        "2000",
-        "--rate_units",
-        "p",
-        "--burst_size",
-        "10",
-    ];
+    let args = common::argv(
+        "--transport tcp -s 4096 -n 200 --warmup 0 --rate_limit 2000 --rate_units p --burst_size 10",
+    );
     let (doc, stdout) = paced_pair(dir.path(), "write_bw", &args, "127.0.0.1");
     assert_eq!(doc["test"]["rate_limit"]["type"], "SW");
     assert_eq!(doc["test"]["rate_limit"]["burst_size"], 10);
@@ -226,20 +213,7 @@ fn a_paced_soft_duration_run_counts_whole_periods_on_both_sides() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     // 0.2 Gb/s of 8 KiB messages (3052 msg/s), bursts of 8, over soft RoCE v2 on lo, for 2 s.
-    let args = [
-        "--transport",
-        "soft",
-        "-d",
-        "lo",
-        "-s",
-        "8192",
-        "-D",
-        "2",
-        "--rate_limit",
-        "0.2",
-        "--burst_size",
-        "8",
-    ];
+    let args = common::argv("--transport soft -d lo -s 8192 -D 2 --rate_limit 0.2 --burst_size 8");
     let (doc, _) = paced_pair(dir.path(), "send_bw", &args, "127.0.0.1");
     let (p, _) = pacing(&doc, &dir.path().join("client.csv"));
     let achieved = p["achieved"].as_f64().unwrap();
@@ -259,23 +233,9 @@ fn atomics_and_uc_are_paced_and_the_gap_spaces_ud_latency_iterations() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     // An atomic test is paced like any bandwidth test (perftest refuses its SW limiter there).
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--transport",
-        "soft",
-        "-d",
-        "lo",
-        "-A",
-        "CMP_AND_SWAP",
-        "-n",
-        "600",
-        "--validate",
-        "--rate_limit",
-        "2000",
-        "--rate_units",
-        "p",
-        "--burst_size",
-        "20",
-    ];
+    let args = common::argv(
+        "--transport soft -d lo -A CMP_AND_SWAP -n 600 --validate --rate_limit 2000 --rate_units p --burst_size 20",
+    );
     let t0 = std::time::Instant::now();
     let (doc, out) = paced_pair(dir.path(), "atomic_bw", &args, "127.0.0.1");
     // 30 bursts of 20, 10 ms apart: the last leaves 290 ms after the first.
@@ -286,42 +246,15 @@ fn atomics_and_uc_are_paced_and_the_gap_spaces_ud_latency_iterations() {
     assert_eq!(doc["test"]["atomic_type"], "CMP_AND_SWAP");
     // UC: the pacer shapes what the writer posts; nothing is resent either way.
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--transport",
-        "soft",
-        "-d",
-        "lo",
-        "-c",
-        "UC",
-        "-s",
-        "4096",
-        "-n",
-        "400",
-        "--rate_limit",
-        "0.05",
-    ];
+    let args = common::argv("--transport soft -d lo -c UC -s 4096 -n 400 --rate_limit 0.05");
     let (doc, _) = paced_pair(dir.path(), "write_bw", &args, "127.0.0.1");
     let p = &doc["results"][0]["bandwidth"]["pacing"];
     assert!(p["achieved"].as_f64().unwrap() <= 0.05 * 1.01, "{p}");
     assert_eq!(doc["test"]["connection"], "UC");
     // UD send_lat: the gap spaces the iterations and stays out of every sample.
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--transport",
-        "soft",
-        "-d",
-        "lo",
-        "-c",
-        "UD",
-        "-s",
-        "64",
-        "-n",
-        "40",
-        "--warmup",
-        "0",
-        "--latency_gap",
-        "5ms",
-    ];
+    let args =
+        common::argv("--transport soft -d lo -c UD -s 64 -n 40 --warmup 0 --latency_gap 5ms");
     let t0 = std::time::Instant::now();
     let (doc, out) = paced_pair(dir.path(), "send_lat", &args, "127.0.0.1");
     assert!(

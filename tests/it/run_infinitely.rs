@@ -166,15 +166,7 @@ fn check_side(d: &Done, dir: &Path, role: &str, stopped_by: &str, min_intervals:
 fn sigint_to_the_client_ends_a_tcp_write_bw_pair_cleanly_with_every_file_whole() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--transport",
-        "tcp",
-        "-s",
-        "16384",
-        "--run_infinitely",
-        "--report-interval",
-        "0.3",
-    ];
+    let args = common::argv("--transport tcp -s 16384 --run_infinitely --report-interval 0.3");
     let (server, client) = start("write_bw", &args, dir.path(), "127.0.0.1");
     await_rows(&client, 3, "client");
     signal(&client, libc::SIGINT);
@@ -190,19 +182,8 @@ fn sigint_to_the_client_ends_a_tcp_write_bw_pair_cleanly_with_every_file_whole()
 fn sigterm_to_a_soft_send_bw_server_stops_both_sides_cleanly() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--transport",
-        "soft",
-        "-d",
-        "lo",
-        "-s",
-        "4096",
-        "--run_infinitely",
-        "-D",
-        "1",
-        "--rate_limit",
-        "0.1",
-    ];
+    let args =
+        common::argv("--transport soft -d lo -s 4096 --run_infinitely -D 1 --rate_limit 0.1");
     let (server, client) = start("send_bw", &args, dir.path(), "127.0.0.1");
     // The receiver counts arrivals per interval (perftest's -D spelling: a line a second).
     await_rows(&server, 2, "server");
@@ -279,22 +260,9 @@ fn an_atomic_run_and_a_ud_run_go_on_until_stopped() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     // atomic_bw, paced and validated: the responder still checks every word after the signal.
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--transport",
-        "soft",
-        "-d",
-        "lo",
-        "-A",
-        "CMP_AND_SWAP",
-        "--validate",
-        "--rate_limit",
-        "2000",
-        "--rate_units",
-        "p",
-        "--run_infinitely",
-        "--report-interval",
-        "0.3",
-    ];
+    let args = common::argv(
+        "--transport soft -d lo -A CMP_AND_SWAP --validate --rate_limit 2000 --rate_units p --run_infinitely --report-interval 0.3",
+    );
     let (server, client) = start("atomic_bw", &args, dir.path(), "127.0.0.1");
     await_rows(&client, 3, "atomic client");
     signal(&client, libc::SIGINT);
@@ -309,21 +277,9 @@ fn an_atomic_run_and_a_ud_run_go_on_until_stopped() {
     );
     // send_bw over UD: the receiver reports what arrives each interval.
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--transport",
-        "soft",
-        "-d",
-        "lo",
-        "-c",
-        "UD",
-        "-s",
-        "1024",
-        "--rate_limit",
-        "0.05",
-        "--run_infinitely",
-        "--report-interval",
-        "0.3",
-    ];
+    let args = common::argv(
+        "--transport soft -d lo -c UD -s 1024 --rate_limit 0.05 --run_infinitely --report-interval 0.3",
+    );
     let (server, client) = start("send_bw", &args, dir.path(), "127.0.0.1");
     await_rows(&server, 3, "UD server");
     signal(&server, libc::SIGTERM);

@@ -350,3 +350,8 @@ pub fn rows(stdout: &str) -> Vec<Vec<f64>> {
         })
         .collect()
 }
+
+/// A command line written as one string, split at whitespace (for arguments without spaces).
+pub fn argv(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
