@@ -512,6 +512,8 @@ pub(crate) mod testing {
     use crate::transport::Endpoint;
     use crate::transport::tcp::{TcpConfig, TcpEndpoint};
     use std::net::{IpAddr, Ipv4Addr};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
     pub fn pair(qps: usize, buf_len: usize, depth: usize) -> (TcpEndpoint, TcpEndpoint) {
@@ -535,5 +537,36 @@ pub(crate) mod testing {
         });
         c.connect(&si).unwrap();
         (t.join().unwrap(), c)
+    }
+
+    /// `server` answering passively on its own thread until [`Serving::stop`].
+    pub struct Serving {
+        done: Arc<AtomicBool>,
+        thread: std::thread::JoinHandle<TcpEndpoint>,
+    }
+
+    impl Serving {
+        /// Starts serving `server` as a passive side does (READs, atomics, ACKs).
+        pub fn start(mut server: TcpEndpoint) -> Serving {
+            let done = Arc::new(AtomicBool::new(false));
+            let until = done.clone();
+            let thread = std::thread::spawn(move || {
+                crate::bench::bw::passive(
+                    &mut server,
+                    crate::bench::bw::SERVING,
+                    &mut || until.load(Ordering::Acquire),
+                    None,
+                )
+                .unwrap();
+                server
+            });
+            Serving { done, thread }
+        }
+
+        /// Stops serving and gives the endpoint back.
+        pub fn stop(self) -> TcpEndpoint {
+            self.done.store(true, Ordering::Release);
+            self.thread.join().unwrap()
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::bench::Error;
-use crate::bench::testing::pair;
+use crate::bench::testing::{Serving, pair};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -350,19 +350,9 @@ fn an_endless_run_reports_intervals_and_stops_when_asked() {
     use crate::bench::interval::{Hooks, IntervalSample, Intervals};
     use std::cell::RefCell;
     let s = spec(Verb::Write, 1000, RunMode::endless());
-    let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
+    let (server, mut client) = pair(1, s.layout.buffer_len(), 64);
     let remotes = s.layout.remotes(&server.local_info());
-    let done = Arc::new(AtomicBool::new(false));
-    let d2 = done.clone();
-    let t = std::thread::spawn(move || {
-        passive(
-            &mut server,
-            SERVING,
-            &mut || d2.load(Ordering::Acquire),
-            None,
-        )
-        .unwrap();
-    });
+    let serving = Serving::start(server);
     let samples = RefCell::new(Vec::<IntervalSample>::new());
     let mut sink = |x: &IntervalSample| samples.borrow_mut().push(*x);
     let mut stop = || samples.borrow().len() >= 3;
@@ -374,8 +364,7 @@ fn an_endless_run_reports_intervals_and_stops_when_asked() {
         stop: Some(&mut stop),
     };
     let m = active_with(&mut client, &s, &remotes, None, hooks).unwrap();
-    done.store(true, Ordering::Release);
-    t.join().unwrap();
+    serving.stop();
     let got = samples.into_inner();
     assert_eq!(got.len(), 3, "stopped after the third interval");
     assert_eq!(got.iter().map(|x| x.index).collect::<Vec<_>>(), [0, 1, 2]);
@@ -407,21 +396,9 @@ fn atomic_bw_checks_every_original_and_the_server_every_word() {
                 seq.prepare(client.buffer_mut(q), half, q);
             }
             let remotes = s.layout.remotes(&server.local_info());
-            let done = Arc::new(AtomicBool::new(false));
-            let d2 = done.clone();
-            let t = std::thread::spawn(move || {
-                passive(
-                    &mut server,
-                    SERVING,
-                    &mut || d2.load(Ordering::Acquire),
-                    None,
-                )
-                .unwrap();
-                server
-            });
+            let serving = Serving::start(server);
             let m = active(&mut client, &s, &remotes, None).unwrap();
-            done.store(true, Ordering::Release);
-            let mut server = t.join().unwrap();
+            let mut server = serving.stop();
             assert!(m.messages > 0, "{op} {mode:?}");
             for q in 0..2 {
                 seq.check_target(server.buffer(q), half, q)

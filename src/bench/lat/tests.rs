@@ -1,7 +1,7 @@
 //! Unit tests of the latency drivers over a connected pair of TCP endpoints.
 
 use super::*;
-use crate::bench::testing::pair;
+use crate::bench::testing::{Serving, pair};
 use crate::transport::tcp::TcpEndpoint;
 
 fn spec(verb: Verb, size: u64, n: u64) -> LatSpec {
@@ -126,22 +126,11 @@ fn a_sweep_reuses_posted_receives_and_fresh_markers() {
 #[test]
 fn read_lat_client_measures_against_a_passive_server() {
     let s = spec(Verb::Read, 64, 100);
-    let (mut server, mut client) = pair(1, s.layout.buffer_len(), 4);
+    let (server, mut client) = pair(1, s.layout.buffer_len(), 4);
     let to_server = s.layout.remotes(&server.local_info())[0];
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let d2 = done.clone();
-    let t = std::thread::spawn(move || {
-        crate::bench::bw::passive(
-            &mut server,
-            crate::bench::bw::SERVING,
-            &mut || d2.load(std::sync::atomic::Ordering::Acquire),
-            None,
-        )
-        .unwrap()
-    });
+    let serving = Serving::start(server);
     let m = side(&mut client, &s, Role::Client, to_server, &mut || false).unwrap();
-    done.store(true, std::sync::atomic::Ordering::Release);
-    t.join().unwrap();
+    serving.stop();
     assert_eq!(m.histogram.len(), 100);
 }
 
@@ -233,9 +222,6 @@ fn the_latency_gap_spaces_iterations_and_stays_out_of_the_samples() {
 
 #[test]
 fn atomic_lat_checks_every_original_and_tallies_for_the_server() {
-    use crate::bench::bw::{SERVING, passive};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     for op in crate::params::AtomicOp::ALL {
         let seq = Atomics::latency(op);
         let s = LatSpec {
@@ -250,21 +236,9 @@ fn atomic_lat_checks_every_original_and_tallies_for_the_server() {
         seq.prepare(server.buffer_mut(0), half, 0);
         seq.prepare(client.buffer_mut(0), half, 0);
         let to_server = s.layout.remotes(&server.local_info())[0];
-        let done = Arc::new(AtomicBool::new(false));
-        let d2 = done.clone();
-        let t = std::thread::spawn(move || {
-            passive(
-                &mut server,
-                SERVING,
-                &mut || d2.load(Ordering::Acquire),
-                None,
-            )
-            .unwrap();
-            server
-        });
+        let serving = Serving::start(server);
         let m = side(&mut client, &s, Role::Client, to_server, &mut || false).unwrap();
-        done.store(true, Ordering::Release);
-        let server = t.join().unwrap();
+        let server = serving.stop();
         assert_eq!(m.histogram.len(), 100, "{op}");
         seq.check_target(server.buffer(0), half, 0).unwrap();
         // warm-up 5 + 100 + 1 posts, all on word 0.
