@@ -75,6 +75,7 @@ impl Qp {
                 cfg.retry_cnt,
                 cfg.rnr_retry,
                 sr.then_some(sr_window.saturating_mul(2)),
+                (!sr && cfg.gbn_fast).then_some((cfg.max_unacked_psns, cfg.gbn_loss_window)),
             ),
             resp: Responder::new(
                 Psn::new(cfg.recv_psn),
@@ -337,6 +338,8 @@ impl Qp {
                     };
                     let outcome = if self.req.sr.is_some() {
                         self.req.sr_timeout(&mut ctx)
+                    } else if self.req.gbn.is_some() {
+                        self.req.gbn_timeout(&mut ctx)
                     } else {
                         self.req.retry(RetryCause::Timeout, &mut ctx)
                     };

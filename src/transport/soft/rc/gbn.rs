@@ -1,0 +1,235 @@
+//! Go-back-N between two roceperf endpoints: a probe for silences, and optionally a window that
+//! reacts to loss.
+//!
+//! Go-back-N pays for a loss with everything sent after it: the responder drops every packet after
+//! a gap and NAKs once per gap (as rxe), so the requester resends its window, and a loss the NAK
+//! cannot report (a lost tail packet, a lost NAK, a lost resend: the responder does not NAK the same
+//! gap twice) waits for the ACK timeout, 67 ms at `-u 14`. With `QpConfig::gbn_fast` (set when both
+//! ends are roceperf):
+//!
+//! * **A silence is probed after the round trip** (`rto.rs`), not after the ACK timeout: the
+//!   oldest unacknowledged PSN is resent alone, with AckReq. An ACK beyond it means the peer was only
+//!   slow (a descheduled peer costs one packet, not a window). An ACK that names exactly the probe
+//!   while later PSNs are out means the responder had nothing after it when it answered: those were
+//!   dropped. That ACK may also be an older one of the same PSN, so the requester does not go back
+//!   at once: anything new it sends makes the responder NAK the gap, and if nothing arrives for
+//!   another timeout it goes back N itself. Past the fast timeouts (doubling until they would reach
+//!   the ACK timeout), the ACK timeout and the retry budget work exactly as `-u` and `retry_cnt` say.
+//! * **With `QpConfig::gbn_loss_window`, the window reacts to loss**, as a congestion window does:
+//!   it halves once per loss episode (a loss of something sent before the last cut is the same
+//!   episode), down to rxe's 128 PSNs, and grows back by [`GROWTH`] PSNs per window acknowledged; at
+//!   loss rate p it settles near √(8·GROWTH/(3p)) PSNs. A loss then costs fewer resends, but on a
+//!   host where the peer's thread waits for a core the deep window is what keeps the link busy,
+//!   so it is off by default (docs/lossy-roce.md has the figures).
+//!
+//! The responder and the wire are unchanged: this is the requester's own business and works against
+//! any go-back-N responder, but it only runs between roceperf endpoints so that a run against rxe or
+//! perftest behaves as theirs do (fixed window, the `-u` ACK timeout).
+
+use crate::transport::CompletionStatus;
+
+use super::ctx::Ctx;
+use super::psn::Psn;
+use super::requester::{Requester, RetryCause};
+use super::time::Instant;
+use super::timer::Timer;
+
+/// The least the window is cut to: rxe's fixed window (never below the configured one).
+pub(super) const FLOOR: u32 = 128;
+/// PSNs the window grows by per window of PSNs acknowledged.
+pub(super) const GROWTH: u32 = 8;
+
+/// The probe in flight and the window.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct GbnLoss {
+    /// The window reacts to loss (`QpConfig::gbn_loss_window`); otherwise it stays `cap`.
+    adaptive: bool,
+    /// The window now, PSNs.
+    window: u32,
+    /// The configured window: the most it grows back to.
+    cap: u32,
+    /// A loss of a PSN before this one belongs to the episode that last cut the window.
+    recover: Psn,
+    /// PSNs acknowledged since the window last grew, times [`GROWTH`].
+    credit: u64,
+    /// How far acknowledgements had reached when growth was last counted.
+    acked: Psn,
+    /// The probe a fast timeout asked for: `Some` until answered or overtaken by a go-back.
+    pub probe: Option<Psn>,
+    /// The probe is still to be sent.
+    pub probe_due: bool,
+    /// The probe's ACK named it and nothing after it: the PSN after it is believed dropped, and the
+    /// next silence goes back N to it (cleared when anything after it is acknowledged).
+    pub suspect: Option<Psn>,
+    /// The next resend may be timed (it follows a NAK or a probe's answer).
+    pub time_resend: bool,
+}
+
+impl GbnLoss {
+    /// A window of `cap` PSNs for a requester starting at `psn`, reacting to loss when `adaptive`.
+    pub fn new(psn: Psn, cap: u32, adaptive: bool) -> GbnLoss {
+        GbnLoss {
+            adaptive,
+            window: cap,
+            cap,
+            recover: psn,
+            credit: 0,
+            acked: psn,
+            probe: None,
+            probe_due: false,
+            suspect: None,
+            time_resend: false,
+        }
+    }
+
+    /// Unacknowledged PSNs allowed out now.
+    pub fn window(&self) -> u32 {
+        self.window
+    }
+
+    /// The requester goes back to `lost` with everything before `sent_high` sent: the probe is over,
+    /// and the first loss of an episode halves an adaptive window (true when it did).
+    pub fn lost(&mut self, lost: Psn, sent_high: Psn) -> bool {
+        self.probe = None;
+        self.probe_due = false;
+        self.suspect = None;
+        if !self.adaptive || lost.before(self.recover) {
+            return false;
+        }
+        self.recover = sent_high;
+        self.window = (self.window / 2).max(FLOOR.min(self.cap));
+        self.credit = 0;
+        true
+    }
+
+    /// Everything before `comp` is acknowledged: the window grows by [`GROWTH`] PSNs per window.
+    pub fn acknowledged(&mut self, comp: Psn) {
+        let n = comp.diff(self.acked);
+        if n <= 0 {
+            return;
+        }
+        self.acked = comp;
+        if self.suspect.is_some_and(|s| comp.after(s)) {
+            self.suspect = None;
+        }
+        if self.window >= self.cap {
+            return;
+        }
+        self.credit += n as u64 * u64::from(GROWTH);
+        let w = u64::from(self.window);
+        let steps = self.credit / w;
+        self.credit %= w;
+        self.window = (w + steps).min(u64::from(self.cap)) as u32;
+    }
+}
+
+impl Requester {
+    /// A timeout under go-back-N with `gbn`: a fast one sends the probe (or, when the oldest work
+    /// request is a READ or atomic, asks for it again and goes back N) without spending the retry
+    /// budget; past the fast ones, [`retry`](Requester::retry) as rxe.
+    pub(super) fn gbn_timeout(&mut self, ctx: &mut Ctx<'_>) -> Option<CompletionStatus> {
+        let in_flight = self.sent_high.diff(self.comp_psn);
+        if !self.outstanding() || self.rto.fast_timeout(in_flight, ctx.cfg).is_none() {
+            return self.retry(RetryCause::Timeout, ctx);
+        }
+        let comp = self.comp_psn;
+        if self.gbn.is_some_and(|g| g.suspect == Some(comp)) {
+            // The probe's ACK said the responder had nothing after it, and nothing came since.
+            return self.retry(RetryCause::Probe, ctx);
+        }
+        ctx.counters.retries += 1;
+        self.rto.fast_spent += 1;
+        // The packet being timed keeps its time: an answer to the probe can only make the sample
+        // longer than the round trip, never shorter (the probe leaves after it).
+        self.noack_pkts = 0;
+        self.timers.stop(Timer::Retransmit);
+        let read_or_atomic = self.sq.front().is_some_and(|w| w.is_read_or_atomic());
+        let g = self.gbn.as_mut().expect("go-back-N with gbn_fast");
+        if read_or_atomic {
+            g.probe = None;
+            g.probe_due = false;
+            self.seek(comp);
+        } else {
+            g.probe = Some(comp);
+            g.probe_due = true;
+        }
+        None
+    }
+
+    /// Sends the probe: the oldest unacknowledged PSN alone, with AckReq; transmission then goes on
+    /// where it was.
+    pub(super) fn gbn_send_probe(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        ctx: &mut Ctx<'_>,
+    ) -> usize {
+        let comp = self.comp_psn;
+        let g = self.gbn.as_mut().expect("go-back-N with gbn_fast");
+        g.probe_due = false;
+        let w = *self
+            .sq
+            .front()
+            .expect("a probe is sent while a work request is out");
+        let k = comp.diff(w.first_psn) as u32;
+        let sent = self.emit(&w, k, comp, None, true, buf, ctx);
+        ctx.counters.retransmitted_packets += 1;
+        ctx.counters.retransmitted_bytes += sent.payload as u64;
+        self.sent(now, sent.payload, ctx);
+        sent.len
+    }
+
+    /// An ACK of `psn` arrived and was applied. When it names the probe exactly while PSNs sent
+    /// after it are out, the responder had nothing after the probe when it answered: those PSNs were
+    /// dropped, unless this ACK is an older one of the probe's PSN (sent before the probe arrived)
+    /// and the rest is merely late. The next silence tells: it goes back N at once.
+    pub(super) fn gbn_probe_answered(&mut self, psn: Psn) {
+        let comp = self.comp_psn;
+        let sent_high = self.sent_high;
+        let Some(g) = self.gbn.as_mut() else { return };
+        let Some(probe) = g.probe else { return };
+        if psn.before(probe) {
+            return;
+        }
+        g.probe = None;
+        if psn == probe && comp.before(sent_high) {
+            g.suspect = Some(comp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_halves_once_per_episode_and_grows_back() {
+        let p = Psn::new(0xff_ff00);
+        let mut g = GbnLoss::new(p, 1024, true);
+        assert_eq!(g.window(), 1024);
+        g.acknowledged(p.add(5000));
+        assert_eq!(g.window(), 1024, "never above the configured window");
+        assert!(g.lost(p.add(5000), p.add(6024)), "across the PSN wrap");
+        assert_eq!(g.window(), 512);
+        assert!(
+            !g.lost(p.add(5100), p.add(6024)),
+            "sent before the cut: same episode"
+        );
+        assert!(g.lost(p.add(6024), p.add(6500)));
+        assert_eq!(g.window(), 256);
+        for _ in 0..4 {
+            g.lost(g.recover, g.recover.add(10));
+        }
+        assert_eq!(g.window(), FLOOR, "rxe's window at least");
+        // One window of PSNs acknowledged grows it by GROWTH.
+        let from = g.acked;
+        g.acknowledged(from.add(FLOOR));
+        assert_eq!(g.window(), FLOOR + GROWTH);
+        let mut small = GbnLoss::new(p, 64, true);
+        small.lost(p, p.add(64));
+        assert_eq!(small.window(), 64, "a window below the floor is not cut");
+        let mut fixed = GbnLoss::new(p, 1024, false);
+        assert!(!fixed.lost(p, p.add(1024)));
+        assert_eq!(fixed.window(), 1024, "only an adaptive window reacts");
+    }
+}
