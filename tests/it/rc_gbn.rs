@@ -123,6 +123,43 @@ fn a_slow_peer_costs_one_probe_per_timeout_not_a_window() {
     assert!(ns < 7_000_000, "done when the first ACK came: {ns} ns");
 }
 
+/// WRITEs in [`pings`].
+const PINGS: u64 = 2000;
+
+/// [`PINGS`] WRITEs of 64 bytes, one at a time (a ping-pong's shape), over 5 µs links that lose 5 %
+/// both ways: the time it took and A's counters.
+fn pings(fast: bool) -> (u64, Counters) {
+    let link = LinkConfig {
+        delay_ns: 5_000,
+        loss: 0.05,
+        ..LinkConfig::perfect()
+    };
+    let mut s = Setup::new(1024, 4096);
+    s.ab = link.clone();
+    s.ba = link;
+    s.seed = 11;
+    s.gbn_fast = fast;
+    let (mut p, _, kb) = s.build();
+    for i in 0..PINGS {
+        p.a.post_send(&wr(i, SendOp::Write, 0, 64, at(&kb, 1024)))
+            .unwrap();
+        run_to(&mut p, i as usize + 1, 0);
+    }
+    (p.now, *p.a.counters())
+}
+
+#[test]
+fn lost_pings_keep_costing_a_round_trip_not_the_ack_timeout() {
+    let (rxe_ns, rxe) = pings(false);
+    let (ns, a) = pings(true);
+    assert!(rxe.timeouts > 5 && a.timeouts > 5, "{rxe:?} {a:?}");
+    // Each lost ping or ACK costs 67 ms as rxe, about the 0.25 ms floor here: the probes' answers
+    // must not feed the round-trip estimate (Karn), or each timeout would lengthen the next.
+    assert!(ns * 50 < rxe_ns, "{ns} ns, as rxe {rxe_ns} ns; {a:?}");
+    let per_timeout = (ns - PINGS * 2 * 5_000) / a.timeouts;
+    assert!(per_timeout < 500_000, "{per_timeout} ns per timeout: {a:?}");
+}
+
 /// A stream of 64 KiB WRITEs (`rc_harness::stream`) at `loss` both ways.
 fn stream_at(loss: f64, gbn_fast: bool, loss_window: bool, seed: u64) -> (Stream, StreamSpec) {
     let spec = StreamSpec {

@@ -139,11 +139,15 @@ impl Requester {
         }
         ctx.counters.retries += 1;
         self.rto.fast_spent += 1;
-        // The packet being timed keeps its time: an answer to the probe can only make the sample
-        // longer than the round trip, never shorter (the probe leaves after it).
+        let read_or_atomic = self.sq.front().is_some_and(|w| w.is_read_or_atomic());
+        if read_or_atomic || self.rto.timed() == Some(comp) {
+            // Karn's rule: the packet timed is sent again, its answer may be the resend's, and a
+            // sample that includes this timeout would lengthen the next one (a lost ping would
+            // soon cost the ACK timeout again).
+            self.rto.cancel();
+        }
         self.noack_pkts = 0;
         self.timers.stop(Timer::Retransmit);
-        let read_or_atomic = self.sq.front().is_some_and(|w| w.is_read_or_atomic());
         let g = self.gbn.as_mut().expect("go-back-N with gbn_fast");
         if read_or_atomic {
             g.probe = None;
