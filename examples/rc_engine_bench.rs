@@ -41,18 +41,11 @@ fn shuttle(from: &mut Qp, to: &mut Qp, now: u64, buf: &mut [u8]) -> u64 {
 fn write_stream(secs: f64) -> (u64, u64, Duration) {
     let (mut a, mut b, kb) = pair(4096);
     let mut buf = vec![0u8; a.max_packet_len()];
-    let wr = SendRequest {
-        wr_id: 0,
-        op: SendOp::Write,
-        offset: 0,
-        len: 4096,
-        remote: Some(RemoteAddr {
-            addr: kb.va,
-            rkey: kb.rkey,
-        }),
-        signaled: true,
-        inline: false,
+    let remote = RemoteAddr {
+        addr: kb.va,
+        rkey: kb.rkey,
     };
+    let wr = SendRequest::new(0, SendOp::Write, 0, 4096, Some(remote));
     let (mut packets, mut writes, mut now) = (0u64, 0u64, 0u64);
     let start = Instant::now();
     let budget = Duration::from_secs_f64(secs);
@@ -77,13 +70,8 @@ fn ping_pong(secs: f64) -> (u64, u64, Duration) {
     let (mut a, mut b, _) = pair(1024);
     let mut buf = vec![0u8; a.max_packet_len()];
     let send = SendRequest {
-        wr_id: 1,
-        op: SendOp::Send,
-        offset: 0,
-        len: 2,
-        remote: None,
-        signaled: true,
         inline: true,
+        ..SendRequest::new(1, SendOp::Send, 0, 2, None)
     };
     let recv = RecvRequest {
         wr_id: 2,

@@ -74,15 +74,7 @@ fn main() {
         addr: ia.qps[0].vaddr + half,
         rkey: ia.qps[0].rkey,
     };
-    let wr = |id, op, remote| SendRequest {
-        wr_id: id,
-        op,
-        offset: 0,
-        len: size,
-        remote,
-        signaled: true,
-        inline: false,
-    };
+    let wr = |id, op, remote| SendRequest::new(id, op, 0, size, remote);
     let recv = RecvRequest {
         wr_id: 0,
         offset: half,

@@ -92,12 +92,8 @@ fn main() {
         },
         net: NetRepr::V2v4(
             Ipv4Repr {
-                src: Ipv4Addr::new(10, 0, 0, 1),
-                dst: Ipv4Addr::new(10, 0, 0, 2),
-                tos: 0,
                 ident: 0x1234,
-                dont_frag: true,
-                ttl: 64,
+                ..Ipv4Repr::roce(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2))
             },
             UdpRepr::roce(0xc123),
         ),

@@ -18,7 +18,23 @@
 #      show as a clear error on our side (a remote access or length error, a named size, or the silence
 #      watchdog), never as a hang or a pass. One case cannot be seen by either side and is reported as
 #      KNOWN: our read_lat server only serves reads, and the perftest client reads SIZE bytes of our
-#      2xSIZE region without error (perftest's read_lat sends no report).
+#      2xSIZE region without error (perftest's read_lat sends no report). The atomic tests have no -s
+#      to mismatch (8 bytes, fixed): SKIP.
+#   Atomics (issue 17): atomic_bw and atomic_lat run in every phase once per ATOMIC_OPS entry (-A), as
+#   items TEST:OP, with size 8 instead of SIZE; in A both sides check every original and the server every
+#   word; in B and R the guest runs ib_atomic_bw / ib_atomic_lat -A OP and the figures compare as
+#   read_bw / read_lat's do (atomic_bw: MsgRate, the atomics per second).
+#   U. UC and UD against real perftest (issue 17): each UTESTS item TEST:TYPE (default ib_send_bw -c UD,
+#      ib_write_bw -c UC, ib_send_lat -c UD, ib_write_lat -c UC), both host roles, -s USIZE (1024: rxe's
+#      path MTU on a 1500-byte link, the most a UD datagram may carry) -n UITERS; figures compared as in B.
+#   V. UC and UD roceperf vs roceperf: the same items with --validate, the guest on verbs (UC/UD queue
+#      pairs, address handles and Q_Keys through libibverbs and rxe), the host on soft.
+#   R. connection setup through rdma_cm (-R, issue 17) against real perftest, both host roles:
+#        guest: taskset -c 1 ib_<test> -d rxe0 -x 1 -F -R [-C for *_lat]   (librdmacm + the kernel's CM)
+#        host:  roce_<test> -R --oob perftest $HOST_SOFT_ARGS   (our CM: REQ/REP/RTU as MADs on QP1)
+#      perftest's messages then ride a CM-connected queue pair (no TCP at all) and the data queue pairs
+#      are connected through the CM; the figures are compared as in B. The capture must show the CM's
+#      ConnectRequest, ConnectReply and ReadyToUse, decoded by tshark (C-cm).
 #   C. the capture of br0 (RoCE v2 + TCP 18515) is checked frame by frame for ICRC
 #      (scripts/lab/30-verify-icrc.py) and decoded with tshark (summary + verbose) into OUTDIR.
 # Pass/fail per run lands in OUTDIR/results.txt ("PASS|FAIL|KNOWN phase test host-role detail").
@@ -26,15 +42,27 @@
 # scripts/lab/rxelab.sh deps && build),
 # (netns, tap), and the six roce_* binaries (built here with cargo build --release --bins).
 # Knobs: TESTS, SIZE, ITERS, BW_ITERS (phase B's *_bw message count), HOST_SOFT_ARGS (how the soft
-# transport finds br0), PHASES ("A B D M"), DUR (phase D's -D, default 4), FIG_TOL.
+# transport finds br0), PHASES ("A B D M R"; "U V" run UC/UD), DUR (phase D's -D, default 4), FIG_TOL,
+# UTESTS, USIZE, UITERS (phases U and V), ATOMIC_OPS ("FETCH_AND_ADD CMP_AND_SWAP"), INTEROP_NS (the host namespace, default rxelab-interop;
+# override to run two labs at once).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 LABDIR=$REPO/scripts/lab
 OUT=$(mkdir -p "${1:-/tmp/roceperf-interop-rxe}" && cd "${1:-/tmp/roceperf-interop-rxe}" && pwd)
-NS=rxelab-interop
-TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat"}
-PHASES=${PHASES:-"A B D M"}
+NS=${INTEROP_NS:-rxelab-interop}   # the host network namespace (override to run two labs at once)
+TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat atomic_bw atomic_lat"}
+ATOMIC_OPS=${ATOMIC_OPS:-"FETCH_AND_ADD CMP_AND_SWAP"}
+# The items of phases other than U and V: a test, and for an atomic test its -A (atomic_bw:CMP_AND_SWAP).
+ITEMS=""
+for t in $TESTS; do
+    case $t in
+        atomic_*) for op in $ATOMIC_OPS; do ITEMS="$ITEMS $t:$op"; done ;;
+        *) ITEMS="$ITEMS $t" ;;
+    esac
+done
+ITEMS=${ITEMS# }
+PHASES=${PHASES:-"A B D M R"}
 DUR=${DUR:-4}
 SIZE=${SIZE:-4096}; ITERS=${ITERS:-200}
 # Phase B's bandwidth runs are compared across the two ends, so they must be long enough that start-up is
@@ -44,13 +72,15 @@ SIZE=${SIZE:-4096}; ITERS=${ITERS:-200}
 # does not, and the guest's thread may see its first completions late. Seen: send_bw host-client 7.34
 # (our sender) vs 10.97 MiB/s (ib_send_bw server) at 200; 21.62 vs 22.53 at 2000.
 BW_ITERS=${BW_ITERS:-2000}
+UTESTS=${UTESTS:-"send_bw:UD write_bw:UC send_lat:UD write_lat:UC"}
+USIZE=${USIZE:-1024}; UITERS=${UITERS:-1000}
 HOST_SOFT_ARGS=${HOST_SOFT_ARGS:-"--transport soft --roce v2 -d br0"}
 
 . "$LABDIR/host-net.sh"
 lab_guest_ready
 (cd "$REPO" && cargo build --release --bins)
 mkdir -p "$OUT/guest"
-for t in $TESTS; do
+for t in $TESTS $(for u in $UTESTS; do echo "${u%%:*}"; done | sort -u); do
     b="$REPO/target/release/roce_$t"
     [ -x "$b" ] || { echo "interop-rxe: $b missing: the roce_* binaries are not built yet" >&2; exit 2; }
     cp "$b" "$OUT/guest/"          # the guest shares the host's glibc; it runs /mnt/roce_<test>
@@ -74,21 +104,35 @@ rxe_up
 log "clock: clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 echo "GUEST TSC_MHZ $(awk -F: '/^cpu MHz/ {gsub(/ /, "", $2); print $2; exit}' /proc/cpuinfo)"
 for phase in ${PHASES//,/ }; do
-  for t in ${TESTS//,/ }; do
+  items=${TESTS//,/ }
+  case $phase in U|V) items=${UTESTS//,/ } ;; esac
+  for item in $items; do
+    t=${item%%:*}; c=${item#*:}
+    size=$SIZE; aop=""
+    case $t in atomic_*) aop=" -A $c"; size=8 ;; esac
     case $phase in
-      A) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 --validate -s $SIZE -n $ITERS" ;;
+      A) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 --validate -s $size$aop -n $ITERS" ;;
       # pinned: one vCPU's TSC throughout (the lab's advice); -C: latency in cycles, see the host script
       B) n=$ITERS; case $t in *_bw) n=$BW_ITERS ;; esac
-         cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $n"
+         cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $size$aop -n $n"
          case $t in *_lat) cmd="$cmd -C" ;; esac ;;
       # perftest may keep waiting on its data path after our side has quit: bounded, and not judged
-      D) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $SIZE -D $DUR" ;;
-      M) cmd="timeout 30 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $ITERS" ;;
+      D) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -s $size$aop -D $DUR" ;;
+      M) [ -n "$aop" ] && continue   # atomics: -s is fixed at 8, nothing to mismatch
+         cmd="timeout 30 ib_$t -d rxe0 -x 1 -F -s $SIZE -n $ITERS" ;;
+      U) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -c $c -s $USIZE -n $UITERS"
+         case $t in *_lat) cmd="$cmd -C" ;; esac ;;
+      V) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 -c $c --validate -s $USIZE -n $UITERS"
+         case $t in *_lat) cmd="$cmd -u 18" ;; esac ;;
+      # rdma_cm: no TCP; a client whose REQ finds no listener yet fails and is retried (connect_retry)
+      R) n=$ITERS; case $t in *_bw) n=$BW_ITERS ;; esac
+         cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -R -s $size$aop -n $n"
+         case $t in *_lat) cmd="$cmd -C" ;; esac ;;
     esac
-    log "== $phase $t guest server: $cmd"
-    timeout 120 $cmd; log "GUEST RESULT $phase $t server rc=$?"
-    log "== $phase $t guest client: $cmd 10.9.0.1"
-    connect_retry timeout 120 $cmd 10.9.0.1; log "GUEST RESULT $phase $t client rc=$?"
+    log "== $phase $item guest server: $cmd"
+    timeout 120 $cmd; log "GUEST RESULT $phase $item server rc=$?"
+    log "== $phase $item guest client: $cmd 10.9.0.1"
+    connect_retry timeout 120 $cmd 10.9.0.1; log "GUEST RESULT $phase $item client rc=$?"
   done
 done
 log end
@@ -110,21 +154,34 @@ JOB
 # the TSC as its clocksource, gettimeofday() becomes a vDSO TSC read and perftest's fit lands on the
 # kernel's own calibration. Latency tests also get -C (raw cycles; no fit at all), converted below with
 # the guest's "cpu MHz", the value perftest itself uses whenever its fit agrees within 2 %.
-JOB_ENV="TESTS=${TESTS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS DUR=$DUR" SMP=2 KAPPEND="tsc=reliable" \
+JOB_ENV="TESTS=${ITEMS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS DUR=$DUR UTESTS=${UTESTS// /,} USIZE=$USIZE UITERS=$UITERS" SMP=2 KAPPEND="tsc=reliable" \
 QEMU_EXTRA="-netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:00:09:02" \
     ip netns exec $NS bash "$LABDIR/20-run-vm.sh" "$OUT/job/interop.sh" "$OUT/guest" 3600 > "$OUT/guest.run.log" 2>&1 &
 VMPID=$!
 
 : > "$OUT/results.txt"
-host_run() {   # host_run PHASE TEST ROLE: our soft binary in the namespace
-    local phase=$1 t=$2 role=$3 bin="$REPO/target/release/roce_$t" args log rc n=$ITERS
-    [ "$phase" = B ] && [[ $t == *_bw ]] && n=$BW_ITERS
-    args="$HOST_SOFT_ARGS -s $SIZE -n $n"
+host_run() {   # host_run PHASE TEST[:TYPE] ROLE: our soft binary in the namespace
+    local phase=$1 item=$2 role=$3 t=${2%%:*} c=${2#*:} args log rc n=$ITERS bin
+    bin="$REPO/target/release/roce_$t"
+    local size=$SIZE aop=""
+    case $t in atomic_*) aop=" -A $c"; size=8 ;; esac
+    if [ "$phase" = M ] && [ -n "$aop" ]; then
+        echo "SKIP M $item host-$role: an atomic's size is fixed at 8, there is no -s to mismatch" | tee -a "$OUT/results.txt"
+        return
+    fi
+    [[ $phase == [BR] ]] && [[ $t == *_bw ]] && n=$BW_ITERS
+    args="$HOST_SOFT_ARGS -s $size$aop -n $n"
     [ "$phase" = A ] && args="$args --validate"
     [ "$phase" = B ] && args="$args --oob perftest"
+    [ "$phase" = R ] && args="$args -R --oob perftest"
     [ "$phase" = M ] && args="$HOST_SOFT_ARGS -s $((2 * SIZE)) -n $n --oob perftest"
-    [ "$phase" = D ] && args="$HOST_SOFT_ARGS -s $SIZE -D $DUR --oob perftest"
-    log="$OUT/host_${phase}_${t}_${role}.log"
+    [ "$phase" = D ] && args="$HOST_SOFT_ARGS -s $size$aop -D $DUR --oob perftest"
+    [ "$phase" = U ] && args="$HOST_SOFT_ARGS -c $c -s $USIZE -n $UITERS --oob perftest"
+    # V's latency tests wait 1 s (-u 18) before counting an iteration lost: round trips into this TCG
+    # guest reach hundreds of ms now and then, and the default 67 ms would count them as losses.
+    [ "$phase" = V ] && args="$HOST_SOFT_ARGS -c $c -s $USIZE -n $UITERS --validate" \
+        && [[ $t == *_lat ]] && args="$args -u 18"
+    log="$OUT/host_${phase}_${item/:/_}_${role}.log"
     if [ "$role" = client ]; then
         # the guest boots under TCG: wait for its server long enough, then retry a refused connection
         args="$args --connect-timeout 180"
@@ -149,12 +206,14 @@ host_run() {   # host_run PHASE TEST ROLE: our soft binary in the namespace
         echo "$verdict M $t host-$role rc=$rc -s $((2 * SIZE)) vs perftest -s $SIZE: $why" | tee -a "$OUT/results.txt"
         return
     fi
-    echo "$( [ $rc = 0 ] && echo PASS || echo FAIL ) $phase $t host-$role rc=$rc log=$log" | tee -a "$OUT/results.txt"
+    echo "$( [ $rc = 0 ] && echo PASS || echo FAIL ) $phase $item host-$role rc=$rc log=$log" | tee -a "$OUT/results.txt"
 }
 for phase in $PHASES; do
-    for t in $TESTS; do
-        host_run "$phase" "$t" client    # guest serves
-        host_run "$phase" "$t" server    # guest is the client
+    items=$ITEMS
+    case $phase in U|V) items=$UTESTS ;; esac
+    for item in $items; do
+        host_run "$phase" "$item" client    # guest serves
+        host_run "$phase" "$item" server    # guest is the client
     done
 done
 wait $VMPID || true
@@ -180,18 +239,26 @@ done | tee -a "$OUT/results.txt"
 # A guest report made after a failed clock fit ("Correlation coefficient r^2 ... < 0.9") carries no
 # measurement (0.00 MB/s or inf); it fails with that reason rather than as a disagreement.
 figure() {   # figure FILE TEST: the figure from the first result row for $SIZE
-    local col=4; case $2 in *_lat) col=5 ;; esac
+    # atomic_bw: MsgRate[Mpps] (column 5); its BW average, 8 bytes times that in MiB/s with two
+    # decimals, reads 0.01 here and could not tell two figures apart.
+    local col=4; case $2 in *_lat|atomic_bw) col=5 ;; esac
     awk -v s="$SIZE" -v c=$col '$1 == s && NF >= c && $2 ~ /^[0-9]+$/ {print $c; exit}' "$1"
 }
-if [[ " $PHASES " == *" B "* ]]; then
+for fp in B U R; do
+    [[ " $PHASES " == *" $fp "* ]] || continue
     mhz=$(awk '/^GUEST TSC_MHZ/ {print $3; exit}' "$OUT/guest/job.log")
-    for t in $TESTS; do
+    items=$ITEMS; [ $fp = U ] && items=$UTESTS
+    for item in $items; do
+        t=${item%%:*}
+        fsize=$SIZE; [ $fp = U ] && fsize=$USIZE
+        case $t in atomic_*) fsize=8 ;; esac
         for role in client server; do
             grole=server; [ $role = server ] && grole=client
-            glog="$OUT/guest_B_${t}_${grole}.log"
-            awk -v a="== B $t guest $grole:" -v b="GUEST RESULT B $t $grole" \
+            glog="$OUT/guest_${fp}_${item/:/_}_${grole}.log"
+            awk -v a="== $fp $item guest $grole:" -v b="GUEST RESULT $fp $item $grole" \
                 'index($0, a) {on=1} on {print} index($0, b) {on=0}' "$OUT/guest/job.log" > "$glog"
-            ours=$(figure "$OUT/host_B_${t}_${role}.log" "$t"); theirs=$(figure "$glog" "$t"); note=""
+            ours=$(SIZE=$fsize figure "$OUT/host_${fp}_${item/:/_}_${role}.log" "$t")
+            theirs=$(SIZE=$fsize figure "$glog" "$t"); note=""
             if [[ $t == *_lat && -n "$theirs" ]]; then   # cycles (-C) to us
                 note=" ($theirs cycles at ${mhz:-?} MHz)"
                 theirs=$(awk -v c="$theirs" -v m="${mhz:-0}" 'BEGIN{ if (c ~ /^[0-9.]+$/ && m > 0) printf "%.2f", c / m; else print "none" }')
@@ -200,24 +267,38 @@ if [[ " $PHASES " == *" B "* ]]; then
                 note=": perftest's clock fit failed ($(grep -m1 -o 'r^2: [0-9.]*' "$glog")), its figure is no measurement"
                 theirs="invalid"
             fi
-            if [ "$t" = read_lat ]; then
+            if [ "$t" = read_lat ] || [ "$t" = atomic_lat ]; then
                 srv=$theirs; cli=$ours; [ $role = server ] && { srv=$ours; cli=$theirs; }
                 v=FAIL; [ -z "$srv" ] && [[ "$cli" =~ ^[0-9.]+$ ]] && v=PASS
-                echo "$v B-figures $t host-$role client=${cli:-none} server=${srv:-none} (only the client reports)$note" | tee -a "$OUT/results.txt"
+                echo "$v $fp-figures $item host-$role client=${cli:-none} server=${srv:-none} (only the client reports)$note" | tee -a "$OUT/results.txt"
+                continue
+            fi
+            if [ "$item $role" = "send_bw:UD client" ]; then
+                # UD has no flow control: our sender's figure is the rate it handed datagrams out, the
+                # guest's receiver's the rate they arrived and were taken; not the same quantity. The
+                # host-server run compares the like figures (perftest's sender with our receiver).
+                echo "KNOWN $fp-figures $item host-$role roceperf=${ours:-none} perftest=${theirs:-none}: sender's posting rate vs receiver's delivery rate, not comparable without flow control" | tee -a "$OUT/results.txt"
                 continue
             fi
             verdict=$(awk -v a="${ours:-x}" -v b="${theirs:-y}" -v tol="${FIG_TOL:-25}" 'BEGIN{
                 if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/) {print "FAIL"; exit}
                 m = (a > b ? a : b); d = (a > b ? a - b : b - a)
                 print ((m == 0 || 100 * d / m <= tol) ? "PASS" : "FAIL") }')
-            echo "$verdict B-figures $t host-$role roceperf=${ours:-none} perftest=${theirs:-none}$note" | tee -a "$OUT/results.txt"
+            echo "$verdict $fp-figures $item host-$role roceperf=${ours:-none} perftest=${theirs:-none}$note" | tee -a "$OUT/results.txt"
         done
     done
-fi
+done
 
 # C: every RoCE frame on the bridge must carry a correct ICRC; decodes for the record
 python3 "$LABDIR/30-verify-icrc.py" "$OUT/interop.pcap" | tee "$OUT/icrc-check.txt" && icrc=PASS || icrc=FAIL
 echo "$icrc C icrc $OUT/interop.pcap" | tee -a "$OUT/results.txt"
 tshark -r "$OUT/interop.pcap" > "$OUT/interop.summary.txt" 2>/dev/null || true
+if [[ " $PHASES " == *" R "* ]]; then
+    # -R: the CM's messages on the bridge, as tshark decodes them (both roles: ours and the kernel's)
+    cm=$(grep -o 'CM: [A-Za-z]*' "$OUT/interop.summary.txt" | sort | uniq -c | awk '{printf "%s %s=%s", sep, $3, $1; sep=","}')
+    v=PASS
+    for m in ConnectRequest ConnectReply ReadyToUse; do [[ $cm == *"$m="* ]] || v=FAIL; done
+    echo "$v C-cm tshark decodes the CM exchange:${cm:- none}" | tee -a "$OUT/results.txt"
+fi
 tshark -r "$OUT/interop.pcap" -V > "$OUT/interop.decode.txt" 2>/dev/null || true
 ! grep -q '^FAIL' "$OUT/results.txt"

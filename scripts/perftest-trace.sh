@@ -35,19 +35,7 @@ log "rxe up"
 show_gids
 echo "perftest version: $(ib_write_bw --version 2>&1 | tr '\n' ' ')"
 grep '^perftest ' /etc/lab-packages.txt || true   # the guest's package versions
-mkdir -p /mnt/pcap
-S="-d rxe1 -x 1"; C="-d rxe0 -x 1"
-capx() {  # capx NAME TOOL "ARGS"
-    local name=$1 tool=$2 args=$3 td
-    tcpdump -Z root --immediate-mode -i veth0 -s 0 -U -w /tmp/$name.pcap 'tcp port 18515' > /tmp/$name.tcpdump 2>&1 &
-    td=$!
-    sleep 0.5
-    run_pair $name "$tool $S $args" "$tool $C $args 10.0.0.2"
-    sleep 1
-    kill -INT $td; wait $td
-    awk '/packets captured/{c=$1} /received by filter/{r=$1} END{if (c!=r) print "CAPTURE INCOMPLETE: " c " of " r}' /tmp/$name.tcpdump
-    cp /tmp/$name.pcap /mnt/pcap/
-}
+capx() { capture_pair 'tcp port 18515' "$@"; }  # capx NAME TOOL "ARGS"
 capx send_lat_64B_x5        ib_send_lat  "-s 64 -n 5 -F"
 capx write_lat_64B_x5       ib_write_lat "-s 64 -n 5 -F"
 capx read_lat_64B_x5        ib_read_lat  "-s 64 -n 5 -F"

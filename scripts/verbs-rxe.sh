@@ -11,7 +11,9 @@
 # MODE=smoke (default): the verbs_smoke example (SEND, SEND+imm, WRITE, WRITE+imm, READ with byte checks
 #   a write_bw-shaped stream (-t window, -Q moderation, -b both ways), a wrong-rkey READ that must fail by
 #   name, and a SEND to a vanished peer that must end in retry-exceeded), in several shapes (-q, -s, -I, -m).
-# MODE=six: the six test binaries with --transport verbs (once they are wired to the verbs transport).
+# MODE=six: the six test binaries and the two atomic ones (both -A, --validate) with --transport verbs.
+# MODE=rdma_cm: -R (issue 17): the six binaries with their queue pairs connected through librdmacm (our
+#   dialect, --validate), and roce_write_bw -R --oob perftest against ib_write_bw -R, both roles.
 # NETMTU=9000 gives the veths jumbo frames, so rxe's active MTU (and the path MTU) becomes 4096.
 # ONLY=REGEX runs only the lines whose names match (e.g. ONLY=retry_exceeded_named).
 # Exit: 0 when every line passed, 1 otherwise, 2 when the lab guest cannot be built.
@@ -38,8 +40,8 @@ SMOKE_TESTS=(
     "retry_exceeded_named|$SMOKE server -d $S --tcp-port 18515 -q 1 -s 64 --scenario retry|$SMOKE client -d $C --tcp-port 18515 -q 1 -s 64 --scenario retry $SIP"
     "smoke_mtu256_x1|$SMOKE server $U -d $S -x 1 -m 256 --tcp-port 18515 -q 1 -s 3000|$SMOKE client $U -d $C -x 1 -m 256 --tcp-port 18515 -q 1 -s 3000 $SIP"
 )
-SIX=(send_bw write_bw read_bw send_lat write_lat read_lat)
-six_tests() {   # the six binaries, perftest-style arguments
+SIX=(send_bw write_bw read_bw send_lat write_lat read_lat atomic_bw atomic_lat)
+six_tests() {   # the test binaries, perftest-style arguments
     for t in "${SIX[@]}"; do
         echo "$t|/mnt/roce_$t --transport verbs $U -d $S -n 500 --validate|/mnt/roce_$t --transport verbs $U -d $C -n 500 --validate $SIP"
     done
@@ -48,6 +50,19 @@ six_tests() {   # the six binaries, perftest-style arguments
     echo "read_bw_m1024_q2|/mnt/roce_read_bw --transport verbs $U -d $S -m 1024 -q 2 -n 300 --validate|/mnt/roce_read_bw --transport verbs $U -d $C -m 1024 -q 2 -n 300 --validate $SIP"
     echo "write_lat_4k_mtu1024|/mnt/roce_write_lat --transport verbs $U -d $S -s 4096 -n 300 --validate|/mnt/roce_write_lat --transport verbs $U -d $C -s 4096 -n 300 --validate $SIP"
     echo "write_lat_auto|/mnt/roce_write_lat $U -d $S -n 300|/mnt/roce_write_lat $U -d $C -n 300 $SIP"
+    # Atomics on rxe's responder: every original and every word checked, both operations.
+    echo "atomic_bw_cas_q2|/mnt/roce_atomic_bw --transport verbs $U -d $S -A CMP_AND_SWAP -q 2 -n 500 --validate|/mnt/roce_atomic_bw --transport verbs $U -d $C -A CMP_AND_SWAP -q 2 -n 500 --validate $SIP"
+    echo "atomic_bw_bidir_t16|/mnt/roce_atomic_bw --transport verbs $U -d $S -b -t 16 -Q 4 -n 500 --validate|/mnt/roce_atomic_bw --transport verbs $U -d $C -b -t 16 -Q 4 -n 500 --validate $SIP"
+    echo "atomic_lat_cas|/mnt/roce_atomic_lat --transport verbs $U -d $S -A CMP_AND_SWAP -n 300 --validate|/mnt/roce_atomic_lat --transport verbs $U -d $C -A CMP_AND_SWAP -n 300 --validate $SIP"
+}
+rdma_cm_tests() {   # -R through librdmacm: ours against ours, then against perftest's -R, both roles
+    for t in "${SIX[@]}"; do
+        echo "rdma_cm_$t|/mnt/roce_$t --transport verbs -R $U -d $S -n 300 --validate|/mnt/roce_$t --transport verbs -R $U -d $C -n 300 --validate $SIP"
+    done
+    echo "rdma_cm_q3_write_bw|/mnt/roce_write_bw --transport verbs -R $U -d $S -q 3 -n 300 --validate|/mnt/roce_write_bw --transport verbs -R $U -d $C -q 3 -n 300 --validate $SIP"
+    echo "rdma_cm_vs_ib_write_bw_server|ib_write_bw -R -d $S -x 1 -F -n 300|/mnt/roce_write_bw --transport verbs -R --oob perftest $U -d $C -n 300 $SIP"
+    echo "rdma_cm_vs_ib_write_bw_client|/mnt/roce_write_bw --transport verbs -R --oob perftest $U -d $S -n 300|ib_write_bw -R -d $C -x 1 -F -n 300 $SIP"
+    echo "rdma_cm_vs_ib_send_lat_server|ib_send_lat -R -d $S -x 1 -F -n 300|/mnt/roce_send_lat --transport verbs -R --oob perftest $U -d $C -n 300 $SIP"
 }
 # Error cases: NAME|EXPECTED_EXIT|TEXT THE MESSAGE MUST CONTAIN|COMMAND
 ERRORS=(
@@ -67,13 +82,14 @@ rm -f "$OUT"/verbs_smoke "$OUT"/roce_* "$OUT/tests.txt" "$OUT/errors.txt"
 cargo_flags=(); [ "$PROFILE" = release ] && cargo_flags=(--release)
 ( cd "$ROOT" && cargo build "${cargo_flags[@]}" --example verbs_smoke )
 cp "$ROOT/target/$PROFILE/examples/verbs_smoke" "$OUT/"
-if [ "$MODE" = six ]; then
+if [ "$MODE" = six ] || [ "$MODE" = rdma_cm ]; then
     ( cd "$ROOT" && cargo build "${cargo_flags[@]}" --bins )
     for t in "${SIX[@]}"; do cp "$ROOT/target/$PROFILE/roce_$t" "$OUT/"; done
-    mapfile -t TESTS < <(six_tests)
+    if [ "$MODE" = six ]; then mapfile -t TESTS < <(six_tests); else mapfile -t TESTS < <(rdma_cm_tests); fi
     # The binaries name an unknown device and list the real ones, before waiting for any peer.
     ERRORS+=("roce_unknown_device|2|RDMA devices here: rxe0, rxe1|/mnt/roce_write_bw --transport verbs -d mlx5_9")
     ERRORS+=("roce_auto_unknown_name_is_soft|2|auto chose soft|/mnt/roce_write_bw -d mlx5_9")
+    [ "$MODE" = rdma_cm ] && ERRORS+=("rdma_cm_nobody_listens|2|REJ \"invalid service ID\" (reason 8)|/mnt/roce_write_bw --transport verbs -R --oob perftest -d $C -p 19999 --connect-timeout 3 $SIP")
 else
     TESTS=("${SMOKE_TESTS[@]}")
 fi

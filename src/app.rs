@@ -3,21 +3,24 @@
 //! The options are resolved once into a [`Plan`]; then the datapath is pinned, the transport opened,
 //! and the session run in the chosen out-of-band dialect.
 //!
-//! The six binaries are one line each: `roceperf::app::main(TestKind::new(verb, metric))`.
+//! The test binaries (the six, and the two atomic ones) are one line each:
+//! `roceperf::app::main(TestKind::new(verb, metric))`.
 //! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error ([`Error::exit_code`]).
 //!
 //! Rooms, in the order a run passes them: [`plan`] (options resolved once), `endpoints` (opening the
 //! transport), `roceperf_oob` / `perftest_oob` (the two dialects), `session` (the one loop both drive),
 //! `measure` (one size on the data path), `report` (what is printed and written), [`exit`] (errors and
 //! exit codes), `notes` (typed header notes and warnings), [`resources`] (the memory a run needs,
-//! checked up front).
+//! checked up front), [`rdma_cm`] (`-R`: queue pairs connected through the CM).
 
+mod comm_link;
 mod endpoints;
 pub mod exit;
 mod measure;
 mod notes;
 mod perftest_oob;
 pub mod plan;
+pub mod rdma_cm;
 mod report;
 pub mod resources;
 mod roceperf_oob;
@@ -33,7 +36,7 @@ use endpoints::Described;
 use roceperf_oob::Roceperf;
 use std::process::ExitCode;
 
-/// Entry point of the six binaries: options, plan, run, exit code.
+/// Entry point of the test binaries: options, plan, run, exit code.
 pub fn main(test: TestKind) -> ExitCode {
     let outcome = Options::parse(test)
         .map_err(Error::from)
@@ -61,9 +64,12 @@ pub fn run(plan: &Plan) -> Result<(), Error> {
         TransportKind::Soft => {
             let ep = endpoints::open_soft(plan)?;
             plan.output.verbose(|| ep.describe());
-            run_roce(plan, &pinned, ep)
+            run_roce(&fitted(plan, &ep)?, &pinned, ep)
         }
-        TransportKind::Verbs => run_roce(plan, &pinned, endpoints::open_verbs(plan)?),
+        TransportKind::Verbs => {
+            let ep = endpoints::open_verbs(plan)?;
+            run_roce(&fitted(plan, &ep)?, &pinned, ep)
+        }
         TransportKind::Tcp => {
             let mut oob = Roceperf::open(plan)?;
             oob.guarded(|oob| {
@@ -72,6 +78,17 @@ pub fn run(plan: &Plan) -> Result<(), Error> {
                 session::run(plan, &pinned, oob, ep)
             })
         }
+    }
+}
+
+/// The plan against what the opened endpoint offers: UD sizes fit its MTU.
+fn fitted<E: Described>(plan: &Plan, ep: &E) -> Result<Plan, Error> {
+    match ep.mtu_offered() {
+        Some(mtu) => {
+            let dev = plan.device.device.as_deref().unwrap_or("the device");
+            Ok(plan.fit_datagrams(mtu, &format!("what -d {dev} offers"))?)
+        }
+        None => Ok(plan.clone()),
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod args;
 mod checks;
+mod connection;
 mod options;
 #[cfg(test)]
 mod tests;
@@ -16,5 +17,6 @@ mod values;
 
 pub use args::{Args, IoArg, OobArg, OutputArg, TransportArg};
 pub use checks::{BUILT_TRANSPORTS, TransportReason};
-pub use options::{DEFAULT_PERCENTILES, Error, Options};
+pub(crate) use connection::too_big as ud_too_big;
+pub use options::{DEFAULT_PERCENTILES, DeviceOptions, Error, Options};
 pub use values::parse_size;

@@ -4,6 +4,10 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+mod connection;
+
+pub use connection::{ConnType, DEFAULT_QKEY, UD_GRH_LEN};
+
 /// A name that is not one of a vocabulary's words; the message lists the words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{given:?} is not a {what}; use {choices}")]
@@ -35,6 +39,43 @@ fn parse_word<T: Copy>(
         })
 }
 
+/// A vocabulary word: `Display` is its `name()`, and `FromStr` takes back any of its type's `ALL`,
+/// naming `what` was expected and the `choices` otherwise.
+macro_rules! word {
+    ($ty:ident, $what:literal, $choices:literal) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = ParseError;
+            fn from_str(s: &str) -> Result<Self, ParseError> {
+                parse_word(s, &$ty::ALL, $ty::name, $what, $choices)
+            }
+        }
+    };
+}
+
+/// A `--flag` value: every one of the type's `ALL`, each with its one-line help in `--help`.
+macro_rules! value_enum {
+    ($ty:ident { $($variant:ident => $help:literal,)+ }) => {
+        impl clap::ValueEnum for $ty {
+            fn value_variants<'a>() -> &'a [Self] {
+                &$ty::ALL
+            }
+
+            fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+                let help = match self {
+                    $($ty::$variant => $help,)+
+                };
+                Some(clap::builder::PossibleValue::new(self.name()).help(help))
+            }
+        }
+    };
+}
+
 /// The RDMA verb a test exercises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -45,6 +86,69 @@ pub enum Verb {
     Write,
     /// One-sided RDMA READ.
     Read,
+    /// One-sided 8-byte atomic (FETCH_AND_ADD or CMP_AND_SWAP, see [`AtomicOp`]).
+    Atomic,
+}
+
+/// Which 8-byte atomic an atomic test runs (perftest's `-A`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum AtomicOp {
+    /// Adds a value to the remote word and returns what it held before.
+    #[default]
+    #[serde(rename = "FETCH_AND_ADD")]
+    FetchAndAdd,
+    /// Replaces the remote word by `swap` if it equals `compare`; returns what it held before.
+    #[serde(rename = "CMP_AND_SWAP")]
+    CmpAndSwap,
+}
+
+impl AtomicOp {
+    /// Both operations.
+    pub const ALL: [AtomicOp; 2] = [AtomicOp::FetchAndAdd, AtomicOp::CmpAndSwap];
+
+    /// perftest's spelling, as `-A` takes it and its title prints it: `FETCH_AND_ADD`, `CMP_AND_SWAP`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AtomicOp::FetchAndAdd => "FETCH_AND_ADD",
+            AtomicOp::CmpAndSwap => "CMP_AND_SWAP",
+        }
+    }
+}
+
+impl fmt::Display for AtomicOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for AtomicOp {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        parse_word(
+            s,
+            &AtomicOp::ALL,
+            AtomicOp::name,
+            "atomic operation",
+            "FETCH_AND_ADD or CMP_AND_SWAP",
+        )
+    }
+}
+
+/// `-A FETCH_AND_ADD|CMP_AND_SWAP`, with the one-line help each value shows in `--help`.
+impl clap::ValueEnum for AtomicOp {
+    fn value_variants<'a>() -> &'a [Self] {
+        &AtomicOp::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let help = match self {
+            AtomicOp::FetchAndAdd => "add 1 to the remote word, return its old value",
+            AtomicOp::CmpAndSwap => {
+                "swap the remote word if it holds the compare value, return its old value"
+            }
+        };
+        Some(clap::builder::PossibleValue::new(self.name()).help(help))
+    }
 }
 
 /// Whether a test measures bandwidth or latency.
@@ -77,6 +181,24 @@ impl TestKind {
         TestKind::new(Verb::Read, Metric::Latency),
     ];
 
+    /// The two atomic tests (`roce_atomic_bw`, `roce_atomic_lat`), beside the six of [`Self::ALL`].
+    pub const ATOMICS: [TestKind; 2] = [
+        TestKind::new(Verb::Atomic, Metric::Bandwidth),
+        TestKind::new(Verb::Atomic, Metric::Latency),
+    ];
+
+    /// Every test there is a binary for: [`Self::ALL`], then [`Self::ATOMICS`].
+    pub const EVERY: [TestKind; 8] = [
+        TestKind::ALL[0],
+        TestKind::ALL[1],
+        TestKind::ALL[2],
+        TestKind::ALL[3],
+        TestKind::ALL[4],
+        TestKind::ALL[5],
+        TestKind::ATOMICS[0],
+        TestKind::ATOMICS[1],
+    ];
+
     /// Builds a test kind.
     pub const fn new(verb: Verb, metric: Metric) -> Self {
         TestKind { verb, metric }
@@ -91,12 +213,14 @@ impl TestKind {
             (Verb::Send, Metric::Latency) => "send_lat",
             (Verb::Write, Metric::Latency) => "write_lat",
             (Verb::Read, Metric::Latency) => "read_lat",
+            (Verb::Atomic, Metric::Bandwidth) => "atomic_bw",
+            (Verb::Atomic, Metric::Latency) => "atomic_lat",
         }
     }
 
-    /// Parses a short name such as `write_bw`.
+    /// Parses a short name such as `write_bw` or `atomic_lat`.
     pub fn from_name(name: &str) -> Option<Self> {
-        TestKind::ALL.into_iter().find(|t| t.name() == name)
+        TestKind::EVERY.into_iter().find(|t| t.name() == name)
     }
 
     /// The title perftest prints in its header block, e.g. `RDMA_Write BW Test`.
@@ -108,23 +232,34 @@ impl TestKind {
             (Verb::Send, Metric::Latency) => "Send Latency Test",
             (Verb::Write, Metric::Latency) => "RDMA_Write Latency Test",
             (Verb::Read, Metric::Latency) => "RDMA_Read Latency Test",
+            // perftest puts the -A operation between the two words: "Atomic FETCH_AND_ADD BW Test".
+            (Verb::Atomic, Metric::Bandwidth) => "Atomic BW Test",
+            (Verb::Atomic, Metric::Latency) => "Atomic Latency Test",
         }
     }
 
-    /// Latency samples are round trips; SEND and WRITE report half of one, READ a whole one (as perftest).
+    /// Latency samples are round trips; SEND and WRITE report half of one, READ and atomics a whole
+    /// one (as perftest).
     pub fn rtt_factor(&self) -> u32 {
         match self.verb {
             Verb::Send | Verb::Write => 2,
-            Verb::Read => 1,
+            Verb::Read | Verb::Atomic => 1,
         }
     }
 
-    /// perftest's default message size: 65536 for bandwidth tests, 2 for latency tests.
+    /// perftest's default message size: 65536 for bandwidth tests, 2 for latency tests, 8 (the only
+    /// size) for atomics.
     pub fn default_size(&self) -> u64 {
-        match self.metric {
-            Metric::Bandwidth => 65536,
-            Metric::Latency => 2,
+        match (self.verb, self.metric) {
+            (Verb::Atomic, _) => ATOMIC_SIZE,
+            (_, Metric::Bandwidth) => 65536,
+            (_, Metric::Latency) => 2,
         }
+    }
+
+    /// True for `atomic_bw` and `atomic_lat`.
+    pub fn is_atomic(&self) -> bool {
+        self.verb == Verb::Atomic
     }
 
     /// perftest's default iteration count: 5000 for write_bw, 1000 otherwise.
@@ -136,6 +271,7 @@ impl TestKind {
     }
 }
 
+// Not `word!`: a test name parses against every test, atomics included, not just `ALL`'s six.
 impl fmt::Display for TestKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -147,13 +283,16 @@ impl FromStr for TestKind {
     fn from_str(s: &str) -> Result<Self, ParseError> {
         parse_word(
             s,
-            &TestKind::ALL,
+            &TestKind::EVERY,
             TestKind::name,
             "test",
-            "send_bw, write_bw, read_bw, send_lat, write_lat or read_lat",
+            "send_bw, write_bw, read_bw, send_lat, write_lat, read_lat, atomic_bw or atomic_lat",
         )
     }
 }
+
+/// Bytes every atomic moves: one 64-bit word (perftest fixes `-s` at 8 for its atomic tests).
+pub const ATOMIC_SIZE: u64 = 8;
 
 /// What moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -185,24 +324,7 @@ impl TransportKind {
     }
 }
 
-impl fmt::Display for TransportKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for TransportKind {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        parse_word(
-            s,
-            &TransportKind::ALL,
-            TransportKind::name,
-            "transport",
-            "verbs, soft or tcp",
-        )
-    }
-}
+word!(TransportKind, "transport", "verbs, soft or tcp");
 
 /// RoCE encapsulation: v1 (Ethertype 0x8915 + GRH) or v2 (IP + UDP 4791).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -227,39 +349,13 @@ impl RoceVersion {
     }
 }
 
-impl fmt::Display for RoceVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+word!(RoceVersion, "RoCE version", "v1 or v2");
 
-impl FromStr for RoceVersion {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        parse_word(
-            s,
-            &RoceVersion::ALL,
-            RoceVersion::name,
-            "RoCE version",
-            "v1 or v2",
-        )
-    }
-}
-
-/// `--roce v1|v2`, with the one-line help each value shows in `--help`.
-impl clap::ValueEnum for RoceVersion {
-    fn value_variants<'a>() -> &'a [Self] {
-        &RoceVersion::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        let help = match self {
-            RoceVersion::V1 => "RoCE v1 (Ethertype 0x8915)",
-            RoceVersion::V2 => "RoCE v2 (UDP 4791)",
-        };
-        Some(clap::builder::PossibleValue::new(self.name()).help(help))
-    }
-}
+// `--roce v1|v2`.
+value_enum!(RoceVersion {
+    V1 => "RoCE v1 (Ethertype 0x8915)",
+    V2 => "RoCE v2 (UDP 4791)",
+});
 
 /// How a RoCE requester repairs lost packets: go-back-N (the IB spec's, what rxe and hardware speak)
 /// or selective repeat (IRN-like: only what is missing is resent; roceperf's soft transport only, when
@@ -297,33 +393,13 @@ impl Recovery {
     }
 }
 
-impl fmt::Display for Recovery {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+word!(Recovery, "recovery", "gbn or sr");
 
-impl FromStr for Recovery {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        parse_word(s, &Recovery::ALL, Recovery::name, "recovery", "gbn or sr")
-    }
-}
-
-/// `--recovery gbn|sr`, with the one-line help each value shows in `--help`.
-impl clap::ValueEnum for Recovery {
-    fn value_variants<'a>() -> &'a [Self] {
-        &Recovery::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        let help = match self {
-            Recovery::Gbn => "go-back-N, as rxe and RDMA NICs",
-            Recovery::Sr => "selective repeat (soft transport, both sides)",
-        };
-        Some(clap::builder::PossibleValue::new(self.name()).help(help))
-    }
-}
+// `--recovery gbn|sr`.
+value_enum!(Recovery {
+    Gbn => "go-back-N, as rxe and RDMA NICs",
+    Sr => "selective repeat (soft transport, both sides)",
+});
 
 /// Which end of the test this process is: perftest's rule is that the side with a host argument is the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -448,7 +524,14 @@ mod tests {
         for t in TestKind::ALL {
             assert_eq!(TestKind::from_name(t.name()), Some(t));
         }
-        assert_eq!(TestKind::from_name("atomic_bw"), None);
+        for t in TestKind::ATOMICS {
+            assert_eq!(TestKind::from_name(t.name()), Some(t));
+            assert_eq!(t.name().parse(), Ok(t));
+        }
+        assert_eq!(TestKind::from_name("atomic"), None);
+        assert_eq!("CMP_AND_SWAP".parse(), Ok(AtomicOp::CmpAndSwap));
+        assert!("cas".parse::<AtomicOp>().is_err());
+        assert_eq!(AtomicOp::default(), AtomicOp::FetchAndAdd);
     }
 
     #[test]
@@ -458,5 +541,10 @@ mod tests {
         let slat = TestKind::new(Verb::Send, Metric::Latency);
         assert_eq!((slat.default_size(), slat.default_iters()), (2, 1000));
         assert_eq!(TestKind::new(Verb::Read, Metric::Latency).rtt_factor(), 1);
+        let alat = TestKind::new(Verb::Atomic, Metric::Latency);
+        assert_eq!((alat.default_size(), alat.default_iters()), (8, 1000));
+        assert_eq!(alat.rtt_factor(), 1);
+        let abw = TestKind::new(Verb::Atomic, Metric::Bandwidth);
+        assert_eq!((abw.default_size(), abw.default_iters()), (8, 1000));
     }
 }

@@ -69,6 +69,34 @@ pub(crate) fn session(c: &Common, run: &Run, server: Option<String>) -> anyhow::
     }
 }
 
+/// Waits for the one completion of `what`, which must fail with `want` (`want_text` in words), and
+/// prints the driver's detail of the failure.
+fn expect_failure(
+    ep: &mut VerbsEndpoint,
+    what: &str,
+    want: CompletionStatus,
+    want_text: &str,
+) -> anyhow::Result<()> {
+    let c = wait(ep, 1, true)?;
+    if c[0].status != want {
+        bail!("{what}: expected {want_text}, got {:?}", c[0]);
+    }
+    println!(
+        "  ok: {what} failed as expected: {}",
+        ep.failure_detail().unwrap_or("?")
+    );
+    Ok(())
+}
+
+/// A receive of no bytes: what a WRITE with immediate consumes.
+fn imm_recv(wr_id: u64) -> RecvRequest {
+    RecvRequest {
+        wr_id,
+        offset: 0,
+        len: 0,
+    }
+}
+
 fn serve(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> anyhow::Result<()> {
     let s = run.size as usize;
     let q = ep.qp_count();
@@ -104,14 +132,7 @@ fn serve(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> a
     }
     // WRITE then WRITE with immediate: one receive per QP for the immediate.
     for qp in 0..q {
-        ep.post_recv(
-            qp,
-            &RecvRequest {
-                wr_id: 100 + qp as u64,
-                offset: 0,
-                len: 0,
-            },
-        )?;
+        ep.post_recv(qp, &imm_recv(100 + qp as u64))?;
     }
     oob.send("write-ready")?;
     let wimm = wait(ep, q, false)?;
@@ -151,13 +172,8 @@ fn client(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> 
         ep.buffer_mut(qp)[..s].copy_from_slice(&pattern(1, qp, s));
         ep.buffer_mut(qp)[s..2 * s].copy_from_slice(&pattern(2, qp, s));
         let base = SendRequest {
-            wr_id: 1,
-            op: SendOp::Send,
-            offset: 0,
-            len: run.size,
-            remote: None,
-            signaled: true,
             inline,
+            ..SendRequest::new(1, SendOp::Send, 0, run.size, None)
         };
         ep.post_send(qp, &base)?;
         ep.post_send(
@@ -222,20 +238,13 @@ fn client(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> 
     for qp in 0..q {
         let r = &peer.qps[qp];
         ep.buffer_mut(qp)[..s].fill(0);
+        let remote = RemoteAddr {
+            addr: r.vaddr,
+            rkey: r.rkey,
+        };
         ep.post_send(
             qp,
-            &SendRequest {
-                wr_id: 5,
-                op: SendOp::Read,
-                offset: 0,
-                len: run.size,
-                remote: Some(RemoteAddr {
-                    addr: r.vaddr,
-                    rkey: r.rkey,
-                }),
-                signaled: true,
-                inline: false,
-            },
+            &SendRequest::new(5, SendOp::Read, 0, run.size, Some(remote)),
         )?;
     }
     let reads = wait(ep, q, false)?;
@@ -251,32 +260,20 @@ fn client(ep: &mut VerbsEndpoint, oob: &mut Oob, peer: &ConnInfo, run: &Run) -> 
     stream(ep, oob, peer, run, true, run.bidir)?;
     // A READ with a wrong rkey must come back as a remote access error, named.
     let r = &peer.qps[0];
+    let wrong = RemoteAddr {
+        addr: r.vaddr,
+        rkey: r.rkey ^ 0x00ff_0000,
+    };
     ep.post_send(
         0,
-        &SendRequest {
-            wr_id: 6,
-            op: SendOp::Read,
-            offset: 0,
-            len: run.size,
-            remote: Some(RemoteAddr {
-                addr: r.vaddr,
-                rkey: r.rkey ^ 0x00ff_0000,
-            }),
-            signaled: true,
-            inline: false,
-        },
+        &SendRequest::new(6, SendOp::Read, 0, run.size, Some(wrong)),
     )?;
-    let bad = wait(ep, 1, true)?;
-    if bad[0].status != CompletionStatus::RemoteAccessError {
-        bail!(
-            "READ with a wrong rkey: expected a remote access error, got {:?}",
-            bad[0]
-        );
-    }
-    println!(
-        "  ok: READ with a wrong rkey failed as expected: {}",
-        ep.failure_detail().unwrap_or("?")
-    );
+    expect_failure(
+        ep,
+        "READ with a wrong rkey",
+        CompletionStatus::RemoteAccessError,
+        "a remote access error",
+    )?;
     oob.send("bad-rkey-done")?;
     println!("client: all checks passed");
     Ok(())
@@ -302,14 +299,7 @@ fn stream(
         ep.buffer_mut(qp)[2 * s..3 * s].copy_from_slice(&pattern(3, qp, s));
         ep.buffer_mut(qp)[3 * s..4 * s].copy_from_slice(&pattern(6, qp, s));
         if peer_active {
-            ep.post_recv(
-                qp,
-                &RecvRequest {
-                    wr_id: 200 + qp as u64,
-                    offset: 0,
-                    len: 0,
-                },
-            )?;
+            ep.post_recv(qp, &imm_recv(200 + qp as u64))?;
         }
     }
     oob.send("stream-ready")?;
@@ -391,29 +381,13 @@ fn retry_client(ep: &mut VerbsEndpoint, oob: &mut Oob, run: &Run) -> anyhow::Res
     oob.expect("bye")?;
     // Wait until the server process has closed the exchange, i.e. its QPs are destroyed.
     let _ = oob.recv();
-    ep.post_send(
-        0,
-        &SendRequest {
-            wr_id: 9,
-            op: SendOp::Send,
-            offset: 0,
-            len: run.size,
-            remote: None,
-            signaled: true,
-            inline: false,
-        },
+    ep.post_send(0, &SendRequest::new(9, SendOp::Send, 0, run.size, None))?;
+    expect_failure(
+        ep,
+        "SEND to a vanished peer",
+        CompletionStatus::RetryExceeded,
+        "retry exceeded",
     )?;
-    let c = wait(ep, 1, true)?;
-    if c[0].status != CompletionStatus::RetryExceeded {
-        bail!(
-            "SEND to a vanished peer: expected retry exceeded, got {:?}",
-            c[0]
-        );
-    }
-    println!(
-        "  ok: SEND to a vanished peer failed as expected: {}",
-        ep.failure_detail().unwrap_or("?")
-    );
     println!("client: all checks passed");
     Ok(())
 }

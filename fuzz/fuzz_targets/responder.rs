@@ -81,15 +81,7 @@ fuzz_target!(|data: &[u8]| {
         (SendOp::Read, 1600, 256),
     ];
     for (i, (op, offset, len)) in sends.into_iter().enumerate() {
-        let wr = SendRequest {
-            wr_id: 100 + i as u64,
-            op,
-            offset,
-            len,
-            remote,
-            signaled: true,
-            inline: false,
-        };
+        let wr = SendRequest::new(100 + i as u64, op, offset, len, remote);
         qp.post_send(&wr).unwrap();
     }
 

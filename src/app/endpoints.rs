@@ -7,6 +7,7 @@ use super::notes::Note;
 use super::plan::Plan;
 use crate::cli::IoArg;
 use crate::params::{Recovery, RoceVersion, Verb};
+use crate::transport::cm::CmEndpoint;
 use crate::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
 use crate::transport::soft::netdev::AddrFamily;
 use crate::transport::tcp::{TcpConfig, TcpEndpoint};
@@ -40,6 +41,24 @@ pub(crate) trait Described: Endpoint {
     fn lossy(&self) -> (Option<String>, Option<Recovery>) {
         (None, None)
     }
+    /// The path MTU this endpoint offers the peer, in bytes, where it has one (RoCE).
+    fn mtu_offered(&self) -> Option<u32> {
+        None
+    }
+    /// UC/UD: messages the transport itself saw arrive whole, when it can count them (soft counts
+    /// WRITEs too, which no receive completion shows).
+    fn messages_received(&self) -> Option<u64> {
+        None
+    }
+    /// The transport's CM (`-R`), when it has one.
+    fn cm(&mut self) -> Option<&mut dyn CmEndpoint> {
+        None
+    }
+    /// Runs `f` while the out-of-band channel may move this endpoint itself (`-R --oob perftest`'s
+    /// [`super::comm_link::CommLink`] lends it to its stream); elsewhere just runs `f`.
+    fn lend<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
 }
 
 impl Described for TcpEndpoint {}
@@ -58,6 +77,16 @@ impl Described for SoftEndpoint {
     }
     fn lossy(&self) -> (Option<String>, Option<Recovery>) {
         (self.impairment().map(|i| i.spec()), Some(self.recovery()))
+    }
+    fn mtu_offered(&self) -> Option<u32> {
+        Some(self.mtu())
+    }
+    fn messages_received(&self) -> Option<u64> {
+        let c = SoftEndpoint::counters(self);
+        (self.connection().is_unreliable()).then_some(c.unreliable.messages_received)
+    }
+    fn cm(&mut self) -> Option<&mut dyn CmEndpoint> {
+        Some(self)
     }
 }
 
@@ -78,6 +107,17 @@ impl Described for VerbsEndpoint {
     fn failure_detail(&self) -> Option<String> {
         VerbsEndpoint::failure_detail(self).map(str::to_string)
     }
+    fn mtu_offered(&self) -> Option<u32> {
+        Some(self.setup().mtu)
+    }
+    fn cm(&mut self) -> Option<&mut dyn CmEndpoint> {
+        Some(self)
+    }
+}
+
+/// Queue pairs opened beyond the test's: `-R --oob perftest` carries perftest's messages on one.
+pub(crate) fn comm_qps(plan: &Plan) -> usize {
+    usize::from(plan.oob.rdma_cm && plan.oob.dialect == crate::cli::OobArg::Perftest)
 }
 
 /// The error of a transport that could not be set up.
@@ -113,7 +153,8 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.impair = d.impair;
     cfg.impair_seed = d.impair_seed;
     cfg.recovery = d.recovery;
-    cfg.qps = plan.qps as usize;
+    cfg.qps = plan.qps as usize + comm_qps(plan);
+    cfg.connection = plan.connection;
     cfg.buffer_len = plan.layout.buffer_len();
     // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
     // defaults as a floor so a sweep's finishing phase never finds a full queue.
@@ -146,6 +187,8 @@ pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
         Verb::Send => Access::LOCAL_WRITE,
         Verb::Write => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         Verb::Read => Access::LOCAL_WRITE | Access::REMOTE_READ,
+        // perftest's ATOMIC → REMOTE_ATOMIC; the device must execute atomics (checked on open).
+        Verb::Atomic => Access::LOCAL_WRITE | Access::REMOTE_ATOMIC,
     };
     let d = &plan.device;
     let defaults = VerbsConfig::default();
@@ -155,15 +198,21 @@ pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
         gid_index: d.gid_index.map(u32::from),
         roce: d.roce,
         ipv6: d.ipv6,
-        qps: plan.qps as usize,
+        qps: plan.qps as usize + comm_qps(plan),
         buf_size: plan.layout.buffer_len(),
         tx_depth: plan.depths.tx.max(1),
-        rx_depth: plan.depths.rx.max(1),
+        // -R --oob perftest: the message queue pair keeps comm_link's receives posted.
+        rx_depth: plan
+            .depths
+            .rx
+            .max(1)
+            .max((super::comm_link::RECV_SLOTS * comm_qps(plan)) as u32),
         inline_size: d.inline_size.unwrap_or(0),
         mtu: d.mtu,
         access,
         timeout: d.qp_timeout.unwrap_or(defaults.timeout),
         retry_cnt: d.retry_count.unwrap_or(defaults.retry_cnt),
+        connection: plan.connection,
         ..defaults
     };
     VerbsEndpoint::open(&cfg).map_err(|e| setup_error(plan, e.into()))

@@ -55,6 +55,9 @@ pub enum Error {
     /// A gate could not be evaluated: unreadable baseline, unwritable JUnit file (exit 2).
     #[error("gate: {0}")]
     GateInput(String),
+    /// `-R`: the CM could not connect the queue pairs (exit 2).
+    #[error("{0}")]
+    RdmaCm(#[from] super::rdma_cm::CmSetupError),
 }
 
 impl Error {
@@ -195,5 +198,13 @@ mod tests {
             .exit_code(),
             TEST_FAILED
         );
+        let atomic = bench::Error::AtomicTarget {
+            qp: 0,
+            word: 3,
+            ops: 1100,
+            expected: 2,
+            found: 1,
+        };
+        assert_eq!(Error::Bench(atomic).exit_code(), TEST_FAILED);
     }
 }

@@ -22,6 +22,9 @@ pub(crate) struct SizeRun {
     pub mode: RunMode,
     /// Iterations run before measuring.
     pub warmup: u64,
+    /// The peer marks each latency message with its iteration (a roceperf peer; a perftest one does
+    /// not), so UC/UD latency tests can count a lost message and go on (`bench::unreliable`).
+    pub marked: bool,
 }
 
 /// `--validate`, before a size starts: the source holds the size's pattern (bandwidth tests send it as is;
@@ -44,9 +47,16 @@ pub(crate) fn prepare_validation<E: Endpoint>(plan: &Plan, ep: &mut E, size: u64
     }
 }
 
-/// Readies the buffers before the barrier that starts `size`: the `--validate` pattern, and WRITE
-/// latency's marker byte.
+/// Readies the buffers before the barrier that starts `size`: the `--validate` pattern, WRITE
+/// latency's marker byte, and the atomic tests' words (with or without `--validate`, so that the
+/// traffic is the same either way).
 pub(crate) fn prepare<E: Endpoint>(plan: &Plan, ep: &mut E, size: u64) {
+    if let Some(a) = plan.atomics {
+        for q in 0..ep.qp_count() {
+            a.prepare(ep.buffer_mut(q), plan.layout.half as usize, q);
+        }
+        return;
+    }
     if plan.validate {
         prepare_validation(plan, ep, size);
     }
@@ -98,6 +108,22 @@ pub(crate) fn check_write_target<E: Endpoint>(
     }
 }
 
+/// True where `--validate` checks the atomics' words at the end of each size: the side they ran on.
+pub(crate) fn checks_atomic_target(plan: &Plan) -> bool {
+    plan.validate && plan.atomics.is_some() && (plan.role == Role::Server || plan.bidirectional)
+}
+
+/// `--validate`, atomics: once the peer's results are in (it set its tallies before sending them),
+/// every queue pair's words hold what the peer's operations leave.
+pub(crate) fn check_atomic_target<E: Endpoint>(plan: &Plan, ep: &E) -> Result<(), Error> {
+    if let Some(a) = plan.atomics {
+        for q in 0..ep.qp_count() {
+            a.check_target(ep.buffer(q), plan.layout.half as usize, q)?;
+        }
+    }
+    Ok(())
+}
+
 /// Measures one size on this side; `None` where this side only serves (the peer measures).
 pub(crate) fn measure<E: Endpoint>(
     plan: &Plan,
@@ -127,6 +153,8 @@ pub(crate) fn measure<E: Endpoint>(
                 cpu_util: plan.cpu_util,
                 layout: plan.layout,
                 validate: plan.validate,
+                unreliable: plan.connection.is_unreliable(),
+                atomic: plan.atomics,
             };
             let m = if plan.bidirectional {
                 let duplex = (test.verb == Verb::Send).then_some(recvs);
@@ -153,10 +181,11 @@ pub(crate) fn measure<E: Endpoint>(
                     m.best_ns_per_msg,
                 )),
                 cpu_util: m.cpu_util,
+                lost: m.lost,
             }))
         }
         Metric::Latency => {
-            if test.verb == Verb::Read && !client {
+            if matches!(test.verb, Verb::Read | Verb::Atomic) && !client {
                 bw::passive(ep, bw::SERVING, &mut stop, None)?;
                 return Ok(None);
             }
@@ -169,6 +198,9 @@ pub(crate) fn measure<E: Endpoint>(
                 cpu_util: plan.cpu_util,
                 layout: plan.layout,
                 validate: plan.validate,
+                unreliable: plan.connection.is_unreliable() && run.marked,
+                loss_timeout: loss_timeout(plan),
+                atomic: plan.atomics,
             };
             let m = lat::run(ep, &spec, run.role, remotes[0], recvs, &mut stop)?;
             let stats = LatencyStats::from_histogram(&m.histogram, &plan.output.percentiles);
@@ -180,9 +212,16 @@ pub(crate) fn measure<E: Endpoint>(
                     histogram: m.histogram,
                 },
                 cpu_util: m.cpu_util,
+                lost: m.lost,
             }))
         }
     }
+}
+
+/// UC/UD latency: how long a client waits for a reply before it counts the iteration lost; `-u`'s
+/// ACK timeout (4.096 µs × 2^N, 67 ms at perftest's default 14), which RC would retransmit after.
+pub(crate) fn loss_timeout(plan: &Plan) -> Duration {
+    Duration::from_nanos(4096u64 << plan.device.qp_timeout.unwrap_or(14).min(31))
 }
 
 /// Bidirectional: the sum of what each side sent, as perftest prints it. `count_both`: the row's

@@ -40,6 +40,13 @@ pub(crate) enum Note {
     },
     /// A line of the transport's own account of its setup (device, GID, MTU, its notes).
     Setup(String),
+    /// `-R`: the queue pairs were connected through the CM.
+    RdmaCm {
+        /// The port (service ID) the server listened on.
+        port: u16,
+        /// The peer's queue pairs as the CM agreed them, e.g. `QPN 0x12 PSN 0x3456`.
+        peers: String,
+    },
 }
 
 impl fmt::Display for Note {
@@ -63,6 +70,10 @@ impl fmt::Display for Note {
                 "out of band: perftest's dialect, peer announced version {version}; no warm-up, as perftest"
             ),
             Note::Setup(line) => f.write_str(line),
+            Note::RdmaCm { port, peers } => write!(
+                f,
+                "connection setup through the CM (-R): REQ/REP/RTU on QP1, service port {port}; peer {peers}"
+            ),
         }
     }
 }

@@ -8,38 +8,138 @@
 //! ib_read_lat's server), and the key records advertise the target half of each buffer, so the peer's
 //! WRITEs land where our drivers look.
 
-use super::endpoints::Described;
+use super::comm_link;
+use super::endpoints::{Described, setup_error};
 use super::exit::Error;
 use super::measure::{SizeRun, combine};
 use super::notes::Note;
 use super::plan::Plan;
+use super::rdma_cm;
 use super::report::print_waiting;
-use super::session::{self, Action, Dialect, Link};
+use super::session::{self, Action, CmConnect, Dialect, Link};
 use crate::bench::affinity::Pinned;
 use crate::oob::HostPort;
 use crate::oob::perftest::{
-    self, BwReport, KeyRecord, PerftestError, ScriptOptions, Session, SessionConfig, SysData,
-    Timeouts,
+    self, BwReport, KeyRecord, OobStream, PerftestChannel, PerftestError, ScriptOptions, Session,
+    SessionConfig, SysData, Timeouts,
 };
-use crate::params::{Metric, Role, RunMode, TestKind, Verb};
+use crate::params::{ConnType, DEFAULT_QKEY, Metric, Role, RunMode, TestKind, Verb};
 use crate::results::{Measured, SizeResult};
 use crate::stats::BandwidthStats;
+use crate::transport::cm::CmPeer;
 use crate::transport::{ConnInfo, RemoteAddr};
 use std::collections::VecDeque;
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// Runs the whole test against a perftest-dialect peer on an opened endpoint.
 pub(crate) fn run<E: Described>(plan: &Plan, pinned: &Pinned, mut ep: E) -> Result<(), Error> {
-    let outcome = Perftest::open(plan, &ep)
+    if plan.oob.rdma_cm {
+        return run_rdma_cm(plan, pinned, ep);
+    }
+    let outcome = tcp_stream(plan)
+        .and_then(|stream| Perftest::open(plan, &ep, channel(plan, stream)))
         .and_then(|mut dialect| session::drive(plan, pinned, &mut dialect, &mut ep));
     session::explain_outcome(plan, &ep, outcome)
 }
 
+/// `-R`: perftest's messages ride a queue pair the CM connects first (perftest's
+/// `establish_connection` with `use_rdma_cm`), on the endpoint's extra, last queue pair.
+fn run_rdma_cm<E: Described>(plan: &Plan, pinned: &Pinned, mut ep: E) -> Result<(), Error> {
+    let comm = plan.qps as usize;
+    let peer = match comm_connect(plan, &mut ep, comm) {
+        Ok(p) => p,
+        Err(e) => return session::explain_outcome(plan, &ep, Err(e)),
+    };
+    plan.output.verbose(|| {
+        format!(
+            "out-of-band queue pair connected through the CM to {} (QPN {:#x})",
+            peer.ip, peer.qpn
+        )
+    });
+    let (mut link, stream) = match comm_link::link(ep, comm) {
+        Ok(l) => l,
+        Err(e) => return Err(setup_error(plan, e)),
+    };
+    let outcome = Perftest::open(plan, &link, channel(plan, stream)).and_then(|mut dialect| {
+        dialect.cm_server = Some(peer.ip);
+        session::drive(plan, pinned, &mut dialect, &mut link)
+    });
+    session::explain_outcome(plan, &link, outcome)
+}
+
+/// Connects queue pair `comm` to the peer's message queue pair through the CM: the client to the
+/// server's address and -p, the server by listening there (waiting as long as perftest's does).
+fn comm_connect<E: Described>(plan: &Plan, ep: &mut E, comm: usize) -> Result<CmPeer, Error> {
+    let o = &plan.oob;
+    let (server, wait) = match (&o.host, plan.role) {
+        (Some(host), Role::Client) => (Some(resolve(plan, host)?), Some(o.connect_timeout)),
+        _ => {
+            print_waiting(plan);
+            (None, None)
+        }
+    };
+    let peers = rdma_cm::connect(plan, ep, comm..comm + 1, server, None, wait)?;
+    peers
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Perftest(PerftestError::Misuse("the CM connected nothing".into())))
+}
+
+/// The server's address (`-R` names the peer by IP address; a name is looked up, IPv6 with --ipv6).
+fn resolve(plan: &Plan, host: &str) -> Result<IpAddr, Error> {
+    let found = (host, plan.oob.port)
+        .to_socket_addrs()
+        .map_err(|source| {
+            Error::Perftest(PerftestError::Io {
+                step: format!("-R: looking up {host}"),
+                source,
+            })
+        })?
+        .map(|a| a.ip())
+        .find(|ip| ip.is_ipv6() == plan.device.ipv6);
+    found.ok_or_else(|| {
+        Error::Perftest(PerftestError::Unsupported(format!(
+            "-R: {host} has no {} address",
+            if plan.device.ipv6 { "IPv6" } else { "IPv4" }
+        )))
+    })
+}
+
+/// The TCP connection of perftest's usual exchange: connected (client) or accepted (server).
+fn tcp_stream(plan: &Plan) -> Result<TcpStream, Error> {
+    let o = &plan.oob;
+    Ok(match &o.host {
+        Some(host) if plan.role == Role::Client => {
+            perftest::connect(HostPort::new(host, o.port), o.connect_timeout)?
+        }
+        _ => {
+            print_waiting(plan);
+            perftest::accept(SocketAddr::from((Ipv4Addr::UNSPECIFIED, o.port)))?
+        }
+    })
+}
+
+/// perftest's channel over `stream`, with the plan's timeouts.
+fn channel<S: OobStream>(plan: &Plan, stream: S) -> PerftestChannel<S> {
+    let o = &plan.oob;
+    let timeouts = Timeouts {
+        run: Some(o.io_timeout + Duration::from_secs(60)),
+        ..Timeouts::default()
+    };
+    let mut chan = PerftestChannel::new(stream, plan.role == Role::Client, timeouts);
+    chan.limit_setup(o.handshake_timeout);
+    chan
+}
+
 /// perftest's dialect over a connected stream.
-struct Perftest<'p> {
+struct Perftest<'p, S: OobStream> {
     plan: &'p Plan,
-    session: Session<TcpStream>,
+    session: Session<S>,
+    /// `-R`: the server's address (the client connects the data queue pairs there).
+    cm_server: Option<IpAddr>,
+    /// `-R`: the peer's data queue pairs as the CM connected them.
+    cm_peers: Vec<CmPeer>,
     /// This side as the key records advertise it.
     local: ConnInfo,
     /// A WRITE/READ server (or READ latency server) that never runs: its peer does all the work.
@@ -60,32 +160,27 @@ struct Perftest<'p> {
     deadline: Option<Instant>,
 }
 
-impl<'p> Perftest<'p> {
-    /// Connects (client) or accepts (server) and starts the session with our key records.
-    fn open<E: Described>(plan: &'p Plan, ep: &E) -> Result<Perftest<'p>, Error> {
+impl<'p, S: OobStream> Perftest<'p, S> {
+    /// Starts the session over a connected channel with our key records.
+    fn open<E: Described>(
+        plan: &'p Plan,
+        ep: &E,
+        chan: PerftestChannel<S>,
+    ) -> Result<Perftest<'p, S>, Error> {
         let client = plan.role == Role::Client;
-        let o = &plan.oob;
-        let stream = match &o.host {
-            Some(host) if client => {
-                perftest::connect(HostPort::new(host, o.port), o.connect_timeout)?
-            }
-            _ => {
-                print_waiting(plan);
-                perftest::accept(SocketAddr::from((Ipv4Addr::UNSPECIFIED, o.port)))?
-            }
-        };
-        let timeouts = Timeouts {
-            run: Some(o.io_timeout + Duration::from_secs(60)),
-            ..Timeouts::default()
-        };
-        let mut chan = perftest::PerftestChannel::new(stream, client, timeouts);
-        chan.limit_setup(o.handshake_timeout);
         let script = ScriptOptions {
             size: plan.max_size(),
             all_sizes: plan.all_sizes,
             bidirectional: plan.bidirectional,
             num_qps: plan.qps as usize,
             duration: plan.mode.is_duration(),
+            // UD: perftest's -a stops at the MTU; the plan's sweep was fitted to ours.
+            sweep_max: if plan.connection == ConnType::Ud {
+                plan.max_size()
+            } else {
+                1 << 23
+            },
+            rdma_cm: plan.oob.rdma_cm,
         };
         let mut local = ep.local_info();
         for q in &mut local.qps {
@@ -106,7 +201,7 @@ impl<'p> Perftest<'p> {
             && !plan.bidirectional
             && match plan.test.metric {
                 Metric::Bandwidth => plan.test.verb != Verb::Send,
-                Metric::Latency => plan.test.verb == Verb::Read,
+                Metric::Latency => matches!(plan.test.verb, Verb::Read | Verb::Atomic),
             };
         // perftest's latency loops post exactly -n times per side and time the gaps between posts; our
         // driver posts once more to close the last round trip, so it is given one iteration fewer (n
@@ -130,6 +225,8 @@ impl<'p> Perftest<'p> {
         Ok(Perftest {
             plan,
             session,
+            cm_server: None,
+            cm_peers: Vec::new(),
             local,
             passive,
             run_role,
@@ -151,7 +248,17 @@ impl<'p> Perftest<'p> {
             PerftestError::Misuse("the session connects only after the key round".into())
         })?;
         let version = peer.version.text.clone();
-        let peer = peer.conn_info(plan.max_size(), plan.transport);
+        let mut peer = peer.conn_info(plan.max_size(), plan.transport);
+        // perftest exchanges neither: its queue pairs are of the -c both sides were given, and every UD
+        // queue pair of it uses the one Q_Key 0x11111111.
+        peer.connection = plan.connection;
+        peer.qkey = (plan.connection == ConnType::Ud).then_some(DEFAULT_QKEY);
+        let mut notes = vec![Note::PerftestPeer {
+            version: version.clone(),
+        }];
+        if plan.oob.rdma_cm {
+            rdma_cm::adopt(plan, &mut peer, &self.cm_peers, &mut notes);
+        }
         self.queue
             .extend(plan.sizes.iter().map(|&size| Action::Prepare { size }));
         self.connected = true;
@@ -167,10 +274,9 @@ impl<'p> Perftest<'p> {
             local: Some(self.local.clone()),
             fallback_device: String::new(),
             warmup: 0,
-            notes: vec![Note::PerftestPeer {
-                version: version.clone(),
-            }],
+            notes,
             connected: format!("connected to perftest {version} peer"),
+            cm: plan.oob.rdma_cm.then_some(CmConnect::Done),
             peer,
         })))
     }
@@ -208,15 +314,20 @@ impl<'p> Perftest<'p> {
     }
 }
 
-impl Dialect for Perftest<'_> {
-    fn next<E: Described>(&mut self, _ep: &mut E) -> Result<Action, Error> {
+impl<S: OobStream> Dialect for Perftest<'_, S> {
+    fn next<E: Described>(&mut self, ep: &mut E) -> Result<Action, Error> {
         if let Some(a) = self.queue.pop_front() {
             return Ok(a);
         }
         loop {
             let action = match self.held.take() {
                 Some(a) => a,
-                None => self.session.next().map_err(|e| self.session_error(e))?,
+                // -R: the channel moves the endpoint itself while it waits for the peer.
+                None => {
+                    let session = &mut self.session;
+                    let next = ep.lend(|| session.next());
+                    next.map_err(|e| self.session_error(e))?
+                }
             };
             if matches!(
                 action,
@@ -234,6 +345,16 @@ impl Dialect for Perftest<'_> {
                     self.session.set_local_keys(keys)?;
                 }
                 perftest::Action::Connect => return self.connect(),
+                perftest::Action::CmConnect => {
+                    let plan = self.plan;
+                    let server = self.cm_server.filter(|_| plan.role == Role::Client);
+                    let wait = Some(plan.oob.connect_timeout);
+                    self.cm_peers =
+                        rdma_cm::connect(plan, ep, 0..plan.qps as usize, server, None, wait)?;
+                }
+                perftest::Action::CmDisconnect => {
+                    rdma_cm::disconnect(self.plan, ep, 0..self.plan.qps as usize);
+                }
                 perftest::Action::PostReceives { .. } => return Ok(Action::PostReceives),
                 perftest::Action::Run { size } if self.passive => {
                     // Nothing to run on this side (perftest's scripts give a passive side no run).
@@ -254,6 +375,7 @@ impl Dialect for Perftest<'_> {
                         role: self.run_role,
                         mode: self.run_mode,
                         warmup: 0,
+                        marked: false,
                     }));
                 }
                 perftest::Action::AwaitPeer => {
@@ -353,5 +475,6 @@ fn from_report(plan: &Plan, t: &BwReport) -> SizeResult {
         iterations: t.iters / u64::from(plan.qps.max(1)),
         measured: Measured::Bandwidth(BandwidthStats::compute(t.size, t.iters, elapsed_ns, peak)),
         cpu_util: None,
+        lost: None,
     }
 }

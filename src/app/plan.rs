@@ -4,13 +4,12 @@
 //! nothing below the app ever looks at the options again.
 
 use crate::bench::Layout;
-use crate::cli::{IoArg, OobArg, Options, OutputArg, TransportReason};
+use crate::bench::atomic::Atomics;
+use crate::cli::{DeviceOptions, OobArg, Options, OutputArg, TransportReason};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::oob::{self, TestParams};
-use crate::params::{Metric, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::params::{AtomicOp, ConnType, Metric, Role, RunMode, TestKind, TransportKind, Verb};
 use crate::report::OutputSelect;
-use crate::transport::ImpairConfig;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -19,6 +18,10 @@ use std::time::Duration;
 pub struct Plan {
     /// The test this binary runs.
     pub test: TestKind,
+    /// `-A`, atomic tests only.
+    pub atomic_type: Option<AtomicOp>,
+    /// Atomic tests: the operations each queue pair runs (words, result slots).
+    pub atomics: Option<Atomics>,
     /// Server (no host) or client.
     pub role: Role,
     /// The transport.
@@ -50,9 +53,13 @@ pub struct Plan {
     /// The out-of-band connection.
     pub oob: OobPlan,
     /// What the transport is opened with.
-    pub device: DevicePlan,
+    pub device: DeviceOptions,
     /// What is printed and written.
     pub output: OutputPlan,
+    /// `-c`: the queue pairs' connection type.
+    pub connection: ConnType,
+    /// `-s` was given: a UD run refuses a size over the MTU rather than capping it.
+    pub size_given: bool,
 }
 
 /// Queue depths of every size, and the completion moderation of each.
@@ -80,7 +87,16 @@ impl Depths {
                     RunMode::Iterations(n) => n,
                     RunMode::Duration { .. } => 512,
                 };
-                512.min(n.max(u64::from(opts.tx_depth))) as u32
+                let rx = 512.min(n.max(u64::from(opts.tx_depth))) as u32;
+                // perftest's UC/UD receivers post up to 16000 (UC_MAX_RX): with no RNR NAK to hold the
+                // sender back, a receive missing when a SEND arrives loses it. Ours cover the warm-up
+                // too (perftest has none), so a slow receiver has a receive for every message of a size.
+                if opts.connection.is_unreliable() {
+                    let warmup = opts.warmup * u64::from(!opts.mode.is_duration());
+                    16_000.min((n + warmup).max(512)) as u32
+                } else {
+                    rx
+                }
             }
             _ => 1,
         };
@@ -124,41 +140,8 @@ pub struct OobPlan {
     /// How long the whole handshake may take once connected (hello to connection details in our
     /// dialect, everything before the data path connects in perftest's): `--connect-timeout`.
     pub handshake_timeout: Duration,
-}
-
-/// What the endpoint is opened with (each transport takes the part it understands).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DevicePlan {
-    /// `-d`.
-    pub device: Option<String>,
-    /// `--roce`.
-    pub roce: Option<RoceVersion>,
-    /// `-m`.
-    pub mtu: Option<u32>,
-    /// `-i`.
-    pub ib_port: Option<u8>,
-    /// `-x`.
-    pub gid_index: Option<u8>,
-    /// `-I`.
-    pub inline_size: Option<u32>,
-    /// `--io` (soft).
-    pub io: Option<IoArg>,
-    /// `--ipv6`.
-    pub ipv6: bool,
-    /// `--no-gso`.
-    pub no_gso: bool,
-    /// `--bind`.
-    pub bind: Option<IpAddr>,
-    /// `-u`.
-    pub qp_timeout: Option<u8>,
-    /// `--retry_count`.
-    pub retry_count: Option<u8>,
-    /// `--impair` (soft).
-    pub impair: Option<ImpairConfig>,
-    /// `--impair-seed` (soft).
-    pub impair_seed: Option<u64>,
-    /// `--recovery` (soft): what this side asks for.
-    pub recovery: Recovery,
+    /// `-R`: the queue pairs are connected through the CM, on `port`.
+    pub rdma_cm: bool,
 }
 
 /// What is printed and written, all local to this side.
@@ -202,13 +185,26 @@ impl Plan {
     /// Resolves the options.
     pub fn new(opts: Options) -> Plan {
         let depths = Depths::new(&opts);
-        let max_size = opts.sizes.iter().copied().max().unwrap_or(1);
+        let atomics = opts.atomic_type.map(|op| match opts.test.metric {
+            Metric::Bandwidth => Atomics::bandwidth(op, depths.tx, opts.validate),
+            Metric::Latency => Atomics::latency(op),
+        });
+        // Atomics: the result slots in the first half, the words and their tally in the second.
+        let max_size = opts
+            .sizes
+            .iter()
+            .copied()
+            .chain(atomics.map(|a| a.half_len()))
+            .max()
+            .unwrap_or(1);
         let run = opts
             .mode
             .duration_secs()
             .map_or(Duration::ZERO, Duration::from_secs);
         Plan {
             test: opts.test,
+            atomic_type: opts.atomic_type,
+            atomics,
             role: opts.role,
             transport: opts.transport,
             transport_reason: opts.transport_reason,
@@ -224,7 +220,7 @@ impl Plan {
                 if opts.validate && reads {
                     layout.with_read_slots(depths.tx)
                 } else {
-                    layout
+                    layout.with_recv_headroom(opts.connection.recv_headroom())
                 }
             },
             warmup: opts.warmup,
@@ -239,24 +235,9 @@ impl Plan {
                 connect_timeout: opts.connect_timeout,
                 io_timeout: oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run,
                 handshake_timeout: opts.connect_timeout,
+                rdma_cm: opts.rdma_cm,
             },
-            device: DevicePlan {
-                device: opts.device,
-                roce: opts.roce,
-                mtu: opts.mtu,
-                ib_port: opts.ib_port,
-                gid_index: opts.gid_index,
-                inline_size: opts.inline_size,
-                io: opts.io,
-                ipv6: opts.ipv6,
-                no_gso: opts.no_gso,
-                bind: opts.bind,
-                qp_timeout: opts.qp_timeout,
-                retry_count: opts.retry_count,
-                impair: opts.impair,
-                impair_seed: opts.impair_seed,
-                recovery: opts.recovery,
-            },
+            device: opts.device,
             output: OutputPlan {
                 single: opts.output.map(|o| match o {
                     OutputArg::Bandwidth => OutputSelect::Bandwidth,
@@ -273,12 +254,39 @@ impl Plan {
                 gate_output: opts.gate_output,
             },
             sizes: opts.sizes,
+            connection: opts.connection,
+            size_given: opts.size_given,
         }
     }
 
     /// The largest message size of the run.
     pub fn max_size(&self) -> u64 {
         self.sizes.iter().copied().max().unwrap_or(1)
+    }
+
+    /// UD, once the endpoint says which path MTU it offers (`mtu` bytes, from `source`): a datagram
+    /// carries at most one MTU, so the default size and `-a`'s sweep stop at it (as perftest's do) and
+    /// an `-s` above it is a usage error naming both. Other connection types run as planned.
+    pub fn fit_datagrams(&self, mtu: u32, source: &str) -> Result<Plan, crate::cli::Error> {
+        if self.connection != ConnType::Ud {
+            return Ok(self.clone());
+        }
+        let mtu = u64::from(mtu);
+        if self.size_given && self.max_size() > mtu {
+            return Err(crate::cli::Error::Invalid {
+                flag: "-s",
+                why: crate::cli::ud_too_big(self.max_size(), mtu, source),
+            });
+        }
+        let sizes = if self.all_sizes {
+            self.sizes.iter().copied().filter(|&s| s <= mtu).collect()
+        } else {
+            self.sizes.iter().map(|&s| s.min(mtu)).collect()
+        };
+        Ok(Plan {
+            sizes,
+            ..self.clone()
+        })
     }
 
     /// The parameters the peer must share: only what changes the traffic (see [`TestParams`]).
@@ -298,6 +306,9 @@ impl Plan {
             warmup: self.warmup,
             validate: self.validate,
             recovery: self.device.recovery,
+            connection: self.connection,
+            rdma_cm: self.oob.rdma_cm,
+            atomic_type: self.atomic_type,
         }
     }
 }
@@ -338,6 +349,28 @@ mod tests {
     }
 
     #[test]
+    fn unreliable_receivers_post_a_receive_for_every_message_of_a_size() {
+        let soft = |args: &[&str]| {
+            let mut v = vec!["roce_send_bw", "-d", "lo"];
+            v.extend_from_slice(args);
+            Plan::new(
+                Options::try_parse_from("send_bw".parse().unwrap(), v)
+                    .unwrap()
+                    .unwrap(),
+            )
+        };
+        let ud = soft(&["-c", "UD", "-n", "1000"]);
+        assert_eq!((ud.depths.rx, ud.depths.initial_receives), (1100, 1100));
+        assert_eq!(ud.layout.recv_headroom, 40);
+        assert_eq!(soft(&["-c", "UC", "-n", "100000"]).depths.rx, 16_000);
+        assert_eq!(
+            soft(&["-n", "1000"]).depths.rx,
+            512,
+            "RC keeps perftest's 512"
+        );
+    }
+
+    #[test]
     fn display_options_stay_out_of_the_parameters_the_peer_checks() {
         let a = plan("write_bw", &["-D", "2"]);
         let b = plan(
@@ -364,6 +397,26 @@ mod tests {
             a.test_params(),
             plan("write_bw", &["-D", "2", "-s", "1024"]).test_params()
         );
+    }
+
+    #[test]
+    fn atomic_buffers_hold_the_result_slots_words_and_tally() {
+        let p = plan("atomic_bw", &["-A", "CMP_AND_SWAP"]);
+        assert_eq!(p.atomic_type, Some(AtomicOp::CmpAndSwap));
+        let a = p.atomics.unwrap();
+        assert_eq!((a.words, a.slots, p.sizes.clone()), (64, 64, vec![8]));
+        assert!(p.layout.half >= a.half_len() && p.layout.half >= 4096);
+        let v = plan("atomic_bw", &["-t", "1000", "-n", "2000", "--validate"]);
+        assert_eq!(v.atomics.unwrap().slots, 1000);
+        assert!(v.layout.half >= 64 * 1000);
+        let lat = plan("atomic_lat", &[]);
+        assert_eq!(lat.atomics.unwrap().words, 1);
+        assert_eq!(lat.atomic_type, Some(AtomicOp::FetchAndAdd));
+        assert_ne!(
+            plan("atomic_bw", &[]).test_params(),
+            plan("atomic_bw", &["-A", "CMP_AND_SWAP"]).test_params()
+        );
+        assert_eq!(plan("write_bw", &[]).atomics, None);
     }
 
     #[test]

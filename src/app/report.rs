@@ -23,7 +23,7 @@ pub(crate) fn print_waiting(plan: &Plan) {
 }
 
 fn address_lines(plan: &Plan, info: &ConnInfo) -> Vec<AddressLine> {
-    let read = plan.test.verb == Verb::Read;
+    let read = matches!(plan.test.verb, Verb::Read | Verb::Atomic);
     let one_sided = plan.test.verb != Verb::Send;
     info.qps
         .iter()
@@ -84,6 +84,7 @@ pub(crate) fn run_info(
 ) -> RunInfo {
     RunInfo {
         test: plan.test,
+        atomic_type: plan.atomic_type,
         role: plan.role,
         transport: plan.transport,
         roce: plan.device.roce,
@@ -103,7 +104,7 @@ pub(crate) fn run_info(
             TransportKind::Verbs => plan.device.inline_size.unwrap_or(0),
             _ => 0,
         },
-        out_reads: (plan.test.verb == Verb::Read)
+        out_reads: matches!(plan.test.verb, Verb::Read | Verb::Atomic)
             .then(|| local.qps.first().map_or(1, |q| q.max_rd_atomic)),
         cpu: Some(pinned.core),
         local: address_lines(plan, local),
@@ -121,6 +122,9 @@ pub(crate) fn run_info(
         counters: None,
         impair: None,
         recovery: None,
+        connection: (plan.transport != TransportKind::Tcp).then_some(plan.connection),
+        rdma_cm: plan.oob.rdma_cm,
+        exchange_rdma_cm: super::endpoints::comm_qps(plan) > 0,
     }
 }
 

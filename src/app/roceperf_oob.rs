@@ -9,11 +9,22 @@ use super::measure::{self, SizeRun, combine};
 use super::notes::Warning;
 use super::plan::Plan;
 use super::report::print_waiting;
-use super::session::{Action, Dialect, Link};
+use super::session::{Action, CmConnect, Dialect, Link};
 use crate::oob::{self, Channel, Step};
 use crate::params::{Recovery, Role, TransportKind};
 use crate::results::SizeResult;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+
+/// Where the peer's RoCE packets come from, for `-R`: the address its description names, else its
+/// GID's (an IPv4-mapped or global one), else the out-of-band channel's.
+fn data_ip(peer: &crate::transport::ConnInfo, oob_peer: IpAddr) -> IpAddr {
+    peer.addr
+        .as_deref()
+        .and_then(|a| a.parse::<SocketAddr>().ok())
+        .map(|s| s.ip())
+        .or_else(|| (!peer.gid.is_zero() && !peer.gid.is_link_local()).then(|| peer.gid.to_ip()))
+        .unwrap_or(oob_peer)
+}
 
 /// Where the dialect is in the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,7 +151,13 @@ impl Dialect for Roceperf<'_> {
                 } else {
                     Phase::Prepare(0)
                 };
+                let cm = plan.oob.rdma_cm.then(|| CmConnect::Now {
+                    server: (plan.role == Role::Client)
+                        .then(|| data_ip(&peer, self.chan.peer().ip())),
+                    by_qpn: true,
+                });
                 Ok(Action::Connect(Box::new(Link {
+                    cm,
                     remotes: plan.layout.remotes(&peer),
                     local: None,
                     fallback_device: self.chan.local_ip().to_string(),
@@ -169,6 +186,7 @@ impl Dialect for Roceperf<'_> {
                     role: plan.role,
                     mode: plan.mode,
                     warmup: plan.warmup,
+                    marked: true,
                 }))
             }
             Phase::Results(i) => {
@@ -190,12 +208,19 @@ impl Dialect for Roceperf<'_> {
                 if measure::checks_write_target(plan) {
                     measure::check_write_target(ep, plan.layout, size)?;
                 }
+                if measure::checks_atomic_target(plan) {
+                    measure::check_atomic_target(plan, ep)?;
+                }
                 let shown = match (self.mine.take(), theirs) {
                     (Some(m), Some(t)) if plan.bidirectional => {
                         // Duration mode counts messages: the two directions together, like the rates.
                         Some(combine(m, &t, plan.mode.is_duration()))
                     }
-                    (Some(m), _) => Some(m),
+                    // UC/UD: the loss the receiving side counted belongs to the sender's row too.
+                    (Some(m), t) => Some(SizeResult {
+                        lost: m.lost.or(t.and_then(|t| t.lost)),
+                        ..m
+                    }),
                     (None, t) => t,
                 };
                 let Some(r) = shown else {

@@ -58,6 +58,23 @@ pub(crate) struct Link {
     pub notes: Vec<Note>,
     /// The `-v` line once the data path is connected.
     pub connected: String,
+    /// `-R`: connect the queue pairs through the CM, not from `peer`'s description.
+    pub cm: Option<CmConnect>,
+}
+
+/// How `-R` connects the queue pairs of a [`Link`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CmConnect {
+    /// Through the CM, now.
+    Now {
+        /// The server's address, on the client (the server listens).
+        server: Option<std::net::IpAddr>,
+        /// Pair each request with the queue pair whose peer QPN `peer` names (and check the CM's
+        /// QPNs against it), rather than accept requests in the order they come.
+        by_qpn: bool,
+    },
+    /// Already connected through the CM (perftest's `-R` connects before its key rounds).
+    Done,
 }
 
 /// An out-of-band dialect as the session loop sees it.
@@ -108,11 +125,20 @@ pub(crate) fn drive<D: Dialect, E: Described>(
     let mut remotes: Vec<RemoteAddr> = Vec::new();
     let mut info: Option<RunInfo> = None;
     let mut results: Vec<SizeResult> = Vec::with_capacity(plan.sizes.len());
+    let mut landed = LandedWrites::new(plan);
     loop {
         match dialect.next(ep)? {
             Action::Connect(link) => {
-                let link = *link;
-                ep.connect(&link.peer).map_err(|e| setup_error(plan, e))?;
+                let mut link = *link;
+                check_datagram_mtu(plan, &link.peer)?;
+                match link.cm {
+                    Some(CmConnect::Now { server, by_qpn }) => {
+                        connect_through_cm(plan, ep, &mut link, server, by_qpn)?
+                    }
+                    Some(CmConnect::Done) => {}
+                    None => ep.connect(&link.peer).map_err(|e| setup_error(plan, e))?,
+                }
+                landed.start(ep, link.warmup);
                 out.verbose(|| link.connected.clone());
                 let local = link.local.unwrap_or_else(|| ep.local_info());
                 let mut i =
@@ -128,6 +154,7 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                 info = Some(i);
             }
             Action::Prepare { size } => {
+                landed.sizes += 1;
                 progress.start_size(size);
                 measure::prepare(plan, ep, size);
             }
@@ -162,7 +189,8 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                     return Err(e);
                 }
             }
-            Action::Row(r) => {
+            Action::Row(mut r) => {
+                landed.count_lost(ep, &mut r);
                 progress.finish_size();
                 if let Some(i) = &info {
                     progress.print(&report::row(plan, i, &r));
@@ -177,6 +205,93 @@ pub(crate) fn drive<D: Dialect, E: Described>(
         return Err(dialect.unconnected());
     };
     report::conclude(plan, ep, info, &results)
+}
+
+/// UD: every message of the run must fit the path MTU, the smaller of the two sides' offers; the peer's
+/// may be smaller than ours (`Plan::fit_datagrams` already fitted ours).
+fn check_datagram_mtu(plan: &Plan, peer: &ConnInfo) -> Result<(), Error> {
+    let mtu = u64::from(peer.mtu);
+    if plan.connection == crate::params::ConnType::Ud && plan.max_size() > mtu {
+        return Err(Error::Usage(crate::cli::Error::Invalid {
+            flag: "-s",
+            why: crate::cli::ud_too_big(plan.max_size(), mtu, "the peer's offer"),
+        }));
+    }
+    Ok(())
+}
+
+/// UC write_bw, the written side: RDMA WRITEs complete only at the writer, but where the transport
+/// sees them land (soft counts whole messages), the WRITEs of a row that never did are counted lost.
+struct LandedWrites {
+    /// `-n`, where this side counts; `None` where not.
+    iterations: Option<u64>,
+    qps: u64,
+    /// The transport's count when the last row was settled.
+    base: Option<u64>,
+    /// Sizes prepared since then (perftest's -a prints one row for all of them).
+    sizes: u64,
+    warmup: u64,
+}
+
+impl LandedWrites {
+    fn new(plan: &Plan) -> LandedWrites {
+        use crate::params::{Metric, Role, RunMode, Verb};
+        let written_side = plan.test.verb == Verb::Write
+            && plan.test.metric == Metric::Bandwidth
+            && plan.connection.is_unreliable()
+            && plan.role == Role::Server
+            && !plan.bidirectional;
+        let iterations = match plan.mode {
+            RunMode::Iterations(n) if written_side => Some(n),
+            _ => None,
+        };
+        LandedWrites {
+            iterations,
+            qps: u64::from(plan.qps),
+            base: None,
+            sizes: 0,
+            warmup: 0,
+        }
+    }
+
+    /// Connected: counting starts here; `warmup` iterations per queue pair precede each size.
+    fn start<E: Described>(&mut self, ep: &E, warmup: u64) {
+        if self.iterations.is_some() {
+            self.base = ep.messages_received();
+            self.warmup = warmup;
+        }
+    }
+
+    /// Sets the row's lost WRITEs, when this side counts them and the row has none yet.
+    fn count_lost<E: Described>(&mut self, ep: &E, r: &mut SizeResult) {
+        let (Some(n), Some(base), Some(now)) = (self.iterations, self.base, ep.messages_received())
+        else {
+            return;
+        };
+        let sent = self.sizes * (n + self.warmup) * self.qps;
+        if r.lost.is_none() {
+            r.lost = Some(sent.saturating_sub(now - base));
+        }
+        self.base = Some(now);
+        self.sizes = 0;
+    }
+}
+
+/// `-R`: connects the link's queue pairs through the CM; the peer's QPNs, PSNs and MTU become what
+/// the CM agreed, and the header says so.
+fn connect_through_cm<E: Described>(
+    plan: &Plan,
+    ep: &mut E,
+    link: &mut Link,
+    server: Option<std::net::IpAddr>,
+    by_qpn: bool,
+) -> Result<(), Error> {
+    let qpns: Vec<u32> = link.peer.qps.iter().map(|q| q.qpn).collect();
+    let expect = by_qpn.then_some(&qpns[..]);
+    let wait = Some(plan.oob.connect_timeout);
+    let peers = super::rdma_cm::connect(plan, ep, 0..qpns.len(), server, expect, wait)?;
+    super::rdma_cm::adopt(plan, &mut link.peer, &peers, &mut link.notes);
+    Ok(())
 }
 
 /// After a run in either dialect: the transport's account of a failed completion, and with -v its

@@ -3,6 +3,7 @@
 //! One completion every `cq_mod`; bandwidth = bytes × messages ÷ (last completion − first post), as
 //! perftest computes it.
 
+use super::atomic::{self, AtomicRun, Atomics};
 use super::{
     Layout, Result, StopCheck, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate,
 };
@@ -30,6 +31,9 @@ pub struct BwMeasurement {
     pub best_ns_per_msg: Option<f64>,
     /// `--cpu_util`: user share of CPU time during the window.
     pub cpu_util: Option<f64>,
+    /// UC/UD receiver, `-n` runs: messages sent to this side that never arrived (see
+    /// [`super::unreliable`]); `None` where nothing is counted.
+    pub lost: Option<u64>,
 }
 
 /// How to run one size.
@@ -55,12 +59,17 @@ pub struct BwSpec {
     pub cpu_util: bool,
     /// Buffer layout.
     pub layout: Layout,
-    /// `--validate`: check every received SEND and every READ's data against the size's pattern.
+    /// `--validate`: check every received SEND and every READ's data against the size's pattern, and
+    /// every atomic's original against its sequence.
     pub validate: bool,
+    /// UC/UD (`-c`): messages may be lost; a receiver counts them instead of waiting for them.
+    pub unreliable: bool,
+    /// Atomic tests: the operations (which one, over which words, into which result slots).
+    pub atomic: Option<Atomics>,
 }
 
 /// `--validate`: checks the target region of queue pair `q` (where SENDs and READ data land).
-fn check_target<E: Endpoint>(
+pub(crate) fn check_target<E: Endpoint>(
     ep: &E,
     spec: &BwSpec,
     q: usize,
@@ -119,6 +128,8 @@ pub fn active<E: Endpoint>(
     if let Some(r) = duplex.as_deref_mut() {
         r.fill(ep, &spec.layout, spec.rx_depth)?;
     }
+    // Atomics number their operations across the warm-up and the measurement.
+    let mut atomics = spec.atomic.map(|seq| AtomicRun::new(seq, ep.qp_count()));
     if spec.warmup > 0 {
         stream(
             ep,
@@ -127,6 +138,7 @@ pub fn active<E: Endpoint>(
             RunMode::Iterations(spec.warmup),
             None,
             duplex.as_deref_mut(),
+            atomics.as_mut(),
         )?;
     }
     let peak = match spec.mode {
@@ -139,9 +151,17 @@ pub fn active<E: Endpoint>(
         }
         _ => None,
     };
-    stream(ep, spec, remotes, spec.mode, peak, duplex)
+    let m = stream(ep, spec, remotes, spec.mode, peak, duplex, atomics.as_mut())?;
+    if let Some(a) = atomics.as_mut()
+        && spec.validate
+    {
+        // Outside the measurement: tells the responder how many operations to check its words for.
+        a.tally(ep, remotes)?;
+    }
+    Ok(m)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn stream<E: Endpoint>(
     ep: &mut E,
     spec: &BwSpec,
@@ -149,6 +169,7 @@ fn stream<E: Endpoint>(
     mode: RunMode,
     mut peak: Option<PeakRecorder>,
     mut duplex: Option<&mut RecvState>,
+    mut atomics: Option<&mut AtomicRun>,
 ) -> Result<BwMeasurement> {
     let qps = ep.qp_count();
     let cq_mod = u64::from(spec.cq_mod.max(1));
@@ -167,16 +188,13 @@ fn stream<E: Endpoint>(
     ];
     let mut posted = vec![0u64; qps];
     let mut done = vec![0u64; qps];
-    let op = match spec.verb {
-        Verb::Send => SendOp::Send,
-        Verb::Write => SendOp::Write,
-        Verb::Read => SendOp::Read,
-    };
-    let (offset, remote_of) = match spec.verb {
+    let (op, offset, remote_of) = match spec.verb {
+        Verb::Send => (SendOp::Send, 0, false),
+        Verb::Write => (SendOp::Write, 0, true),
         // READ responses land in the target half; SEND and WRITE go from the source half.
-        Verb::Read => (spec.layout.half, true),
-        Verb::Write => (0, true),
-        Verb::Send => (0, false),
+        Verb::Read => (SendOp::Read, spec.layout.half, true),
+        // Each atomic is the sequence's (operands, word, result slot): see the post below.
+        Verb::Atomic => (SendOp::FetchAdd(atomic::ADD), 0, true),
     };
     let mut comps = [Completion::EMPTY; 64];
     let win = Window::new(mode);
@@ -205,14 +223,21 @@ fn stream<E: Endpoint>(
         for q in 0..qps {
             while posted[q] < total[q] && posted[q] - done[q] < depth {
                 let idx = posted[q];
-                let wr = SendRequest {
-                    wr_id: idx,
-                    op,
-                    offset: slots.map_or(offset, |s| s.offset(idx)),
-                    len: spec.size as u32,
-                    remote: remote_of.then(|| remotes[q]),
-                    signaled: (idx + 1).is_multiple_of(cq_mod) || idx + 1 == total[q],
-                    inline: false,
+                let signaled = (idx + 1).is_multiple_of(cq_mod) || idx + 1 == total[q];
+                let wr = match atomics.as_deref() {
+                    Some(a) => SendRequest {
+                        wr_id: idx,
+                        ..a.seq.request(q, a.posted(q) + idx, remotes[q], signaled)
+                    },
+                    None => SendRequest {
+                        wr_id: idx,
+                        op,
+                        offset: slots.map_or(offset, |s| s.offset(idx)),
+                        len: spec.size as u32,
+                        remote: remote_of.then(|| remotes[q]),
+                        signaled,
+                        inline: false,
+                    },
                 };
                 // The clock is read only when needed: at 5 Mpps a read per post would cost ~10%.
                 let t = (first_post.is_none() || peak.is_some()).then(Instant::now);
@@ -237,12 +262,22 @@ fn stream<E: Endpoint>(
                 let q = c.qp as usize;
                 if matches!(c.op, CompletionOp::Recv | CompletionOp::RecvWithImm) {
                     if spec.validate {
-                        check_target(ep, spec, q, u64::from(c.byte_len), "SEND received")?;
+                        let len = payload_len(c, &spec.layout);
+                        check_target(ep, spec, q, len, "SEND received")?;
                     }
                     if let Some(r) = duplex.as_deref_mut() {
                         r.replace(ep, &spec.layout, q)?;
                     }
                     continue;
+                }
+                if spec.validate
+                    && let Some(a) = atomics.as_deref_mut()
+                {
+                    // Every atomic completed up to this one, each original in its slot.
+                    let base = a.posted(q);
+                    for k in done[q]..=c.wr_id {
+                        a.check(ep.buffer_mut(q), q, base + k)?;
+                    }
                 }
                 match slots {
                     // Every READ completed up to this one, each in its slot, cleared once checked.
@@ -272,6 +307,11 @@ fn stream<E: Endpoint>(
             break;
         }
     }
+    if let Some(a) = atomics {
+        for (q, &n) in posted.iter().enumerate() {
+            a.add(q, n);
+        }
+    }
     let (messages, elapsed_ns, cpu_util) = match mode {
         RunMode::Iterations(_) => {
             let first = first_post.unwrap_or(last_completion);
@@ -296,7 +336,14 @@ fn stream<E: Endpoint>(
         elapsed_ns,
         best_ns_per_msg,
         cpu_util,
+        lost: None,
     })
+}
+
+/// The message bytes of a receive completion: its length without the GRH a UD receive starts with.
+#[inline]
+pub(crate) fn payload_len(c: &Completion, layout: &Layout) -> u64 {
+    u64::from(c.byte_len).saturating_sub(layout.recv_headroom)
 }
 
 /// Receives posted per queue pair, kept across sizes so a sweep never over-posts.
@@ -318,10 +365,12 @@ impl RecvState {
     }
 
     fn post<E: Endpoint>(&mut self, ep: &mut E, layout: &Layout, q: usize) -> Result<()> {
+        // UD: the GRH lands in the headroom just before the target half, the message on it.
+        let h = layout.recv_headroom;
         let wr = RecvRequest {
             wr_id: q as u64,
-            offset: layout.half,
-            len: layout.half.min(u64::from(u32::MAX)) as u32,
+            offset: layout.half - h,
+            len: (layout.half + h).min(u64::from(u32::MAX)) as u32,
         };
         ep.post_recv(q, &wr).map_err(tr("posting a receive"))?;
         self.posted[q] += 1;
@@ -347,6 +396,9 @@ pub fn receiver<E: Endpoint>(
     recvs: &mut RecvState,
     stop: &mut dyn FnMut() -> bool,
 ) -> Result<BwMeasurement> {
+    if spec.unreliable {
+        return super::unreliable::receiver(ep, spec, recvs, stop);
+    }
     let qps = ep.qp_count();
     recvs.fill(ep, &spec.layout, spec.rx_depth)?;
     let mut got = vec![0u64; qps];
@@ -360,15 +412,10 @@ pub fn receiver<E: Endpoint>(
         for c in &comps[..n] {
             check(c)?;
             if c.op == CompletionOp::Recv {
-                check_len(c, exact_len)?;
+                check_len(c, exact_len, spec.layout.recv_headroom)?;
                 if spec.validate {
-                    check_target(
-                        ep,
-                        spec,
-                        c.qp as usize,
-                        u64::from(c.byte_len),
-                        "SEND received",
-                    )?;
+                    let len = payload_len(c, &spec.layout);
+                    check_target(ep, spec, c.qp as usize, len, "SEND received")?;
                 }
                 got[c.qp as usize] += 1;
                 recvs.replace(ep, &spec.layout, c.qp as usize)?;
@@ -411,6 +458,7 @@ pub fn receiver<E: Endpoint>(
                 elapsed_ns: last.duration_since(first.unwrap_or(last)).as_nanos() as u64,
                 best_ns_per_msg: None,
                 cpu_util: None,
+                lost: None,
             })
         }
         RunMode::Duration { .. } => {
@@ -441,6 +489,7 @@ pub fn receiver<E: Endpoint>(
                 elapsed_ns: e.duration_since(s).as_nanos() as u64,
                 best_ns_per_msg: None,
                 cpu_util: cs.zip(ce).and_then(|(a, b)| a.util_until(&b)),
+                lost: None,
             })
         }
     }

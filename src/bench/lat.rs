@@ -1,13 +1,14 @@
-//! Latency: SEND and WRITE ping-pong, READ request/response, as perftest measures them.
+//! Latency: SEND and WRITE ping-pong, READ and atomic request/response, as perftest measures them.
 //!
 //! Each side stamps the time just before it posts iteration i; a sample is the time between two posts,
 //! i.e. one full round trip including posting and polling, divided by [`TestKind::rtt_factor`] (2 for
-//! SEND and WRITE, 1 for READ). `warmup` iterations run first and are not recorded. In iteration mode
-//! each side runs warmup + n + 1 posts and records n samples; in duration mode it records the samples
-//! that fall inside [margin, D − margin].
+//! SEND and WRITE, 1 for READ and atomics). `warmup` iterations run first and are not recorded. In
+//! iteration mode each side runs warmup + n + 1 posts and records n samples; in duration mode it
+//! records the samples that fall inside [margin, D − margin].
 //!
 //! [`TestKind::rtt_factor`]: crate::params::TestKind::rtt_factor
 
+use super::atomic::{self, AtomicRun, Atomics};
 use super::bw::RecvState;
 use super::{Layout, Result, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate};
 use crate::params::RunMode;
@@ -25,6 +26,8 @@ pub struct LatMeasurement {
     pub histogram: Histogram<u64>,
     /// `--cpu_util`: user share of CPU time during the window.
     pub cpu_util: Option<f64>,
+    /// UC/UD between roceperf peers: iterations lost (see [`super::unreliable`]); `None` otherwise.
+    pub lost: Option<u64>,
 }
 
 /// How to run one size.
@@ -45,8 +48,16 @@ pub struct LatSpec {
     /// Buffer layout.
     pub layout: Layout,
     /// `--validate`: a fresh pattern per iteration for SEND and WRITE, checked by the receiver; READ
-    /// data checked against the responder's pattern (see [`super::validate`]).
+    /// data checked against the responder's pattern (see [`super::validate`]); every atomic's original
+    /// checked against its sequence (see [`super::atomic`]).
     pub validate: bool,
+    /// UC/UD between roceperf peers: a lost message is counted after `loss_timeout` rather than
+    /// waited for (see [`super::unreliable`]).
+    pub unreliable: bool,
+    /// How long the client waits for a reply before it counts the iteration lost (`-u`).
+    pub loss_timeout: std::time::Duration,
+    /// Atomic tests: the operations.
+    pub atomic: Option<Atomics>,
 }
 
 /// Counts completions while waiting; fails on an error completion.
@@ -57,6 +68,8 @@ struct Waiter {
     dog: Watchdog,
     /// In iterations mode, the length every received SEND must have (a perftest peer never says its -s).
     exact_len: Option<u64>,
+    /// UD: the GRH in front of every received message, not counted in its length.
+    headroom: u64,
 }
 
 impl Waiter {
@@ -71,7 +84,7 @@ impl Waiter {
             check(c)?;
             match c.op {
                 CompletionOp::Recv | CompletionOp::RecvWithImm => {
-                    check_len(c, self.exact_len)?;
+                    check_len(c, self.exact_len, self.headroom)?;
                     self.recvs += 1
                 }
                 _ => self.sends += 1,
@@ -87,7 +100,7 @@ impl Waiter {
 }
 
 /// Records samples inside the window, after the warm-up.
-struct Recorder {
+pub(super) struct Recorder {
     hist: Histogram<u64>,
     win: Window,
     warmup: u64,
@@ -100,8 +113,34 @@ struct Recorder {
 }
 
 impl Recorder {
+    /// A recorder for one size of `spec`, its window starting now.
+    pub(super) fn new(spec: &LatSpec) -> Recorder {
+        Recorder {
+            hist: crate::stats::new_latency_histogram(),
+            win: Window::new(spec.mode),
+            warmup: spec.warmup,
+            rtt_factor: u64::from(spec.rtt_factor.max(1)),
+            prev: None,
+            cpu_start: None,
+            cpu_end: None,
+            cpu: spec.cpu_util,
+            in_sample: false,
+        }
+    }
+
+    /// The interval since the last stamp is not a round trip (a message was lost in it): the next
+    /// stamp records nothing.
+    pub(super) fn forget(&mut self) {
+        self.prev = None;
+    }
+
+    /// Duration mode: whether the run's time is up.
+    pub(super) fn over(&self, now: Instant) -> bool {
+        self.win.over(now)
+    }
+
     /// Called just before posting iteration `i`, at `now`: the previous iteration's round trip ends.
-    fn stamp(&mut self, i: u64, now: Instant) {
+    pub(super) fn stamp(&mut self, i: u64, now: Instant) {
         let inside = self.win.in_sample(now);
         if inside != self.in_sample && self.cpu {
             if inside {
@@ -121,7 +160,7 @@ impl Recorder {
         self.prev = Some(now);
     }
 
-    fn finish(mut self, size: u64) -> LatMeasurement {
+    pub(super) fn finish(mut self, size: u64) -> LatMeasurement {
         if self.cpu && self.cpu_end.is_none() {
             self.cpu_end = CpuSample::read();
         }
@@ -132,6 +171,7 @@ impl Recorder {
                 .cpu_start
                 .zip(self.cpu_end)
                 .and_then(|(a, b)| a.util_until(&b)),
+            lost: None,
         }
     }
 }
@@ -140,7 +180,7 @@ impl Recorder {
 /// 256, as ib_write_lat writes it (`(char)++scnt`), so that runs past 255 iterations still pair with
 /// perftest. The first is 1, so a freshly cleared buffer never matches; the 0 of iteration 255 follows
 /// a byte that holds 255, so it cannot match early either.
-fn marker(i: u64) -> u8 {
+pub(super) fn marker(i: u64) -> u8 {
     (i + 1) as u8
 }
 
@@ -162,23 +202,16 @@ pub fn run<E: Endpoint>(
     recvs: &mut RecvState,
     stop: &mut dyn FnMut() -> bool,
 ) -> Result<LatMeasurement> {
+    if spec.unreliable && spec.verb != Verb::Read {
+        return super::unreliable::latency(ep, spec, role, remote, recvs, stop);
+    }
     let size = spec.size as usize;
     let half = spec.layout.half as usize;
     let total = match spec.mode {
         RunMode::Iterations(n) => spec.warmup + n + 1,
         RunMode::Duration { .. } => u64::MAX,
     };
-    let mut rec = Recorder {
-        hist: crate::stats::new_latency_histogram(),
-        win: Window::new(spec.mode),
-        warmup: spec.warmup,
-        rtt_factor: u64::from(spec.rtt_factor.max(1)),
-        prev: None,
-        cpu_start: None,
-        cpu_end: None,
-        cpu: spec.cpu_util,
-        in_sample: false,
-    };
+    let mut rec = Recorder::new(spec);
     let mut w = Waiter {
         comps: [Completion::EMPTY; 16],
         recvs: 0,
@@ -187,14 +220,20 @@ pub fn run<E: Endpoint>(
             Verb::Send => "the peer's SEND or its completion",
             Verb::Write => "the peer's WRITE or its completion",
             Verb::Read => "a READ response",
+            Verb::Atomic => "an atomic's response",
         }),
         exact_len: matches!(spec.mode, RunMode::Iterations(_)).then_some(spec.size),
+        headroom: spec.layout.recv_headroom,
     };
+    let target = remote;
     let (op, remote, offset) = match spec.verb {
         Verb::Send => (SendOp::Send, None, 0),
         Verb::Write => (SendOp::Write, Some(remote), 0),
         Verb::Read => (SendOp::Read, Some(remote), spec.layout.half),
+        // Each atomic is the sequence's (operands, result slot): see the post below.
+        Verb::Atomic => (SendOp::FetchAdd(atomic::ADD), Some(remote), 0),
     };
+    let mut atomics = spec.atomic.map(|seq| AtomicRun::new(seq, 1));
     if spec.verb == Verb::Send {
         recvs.fill(ep, &spec.layout, 1)?;
     }
@@ -246,7 +285,7 @@ pub fn run<E: Endpoint>(
                     }
                     recvs.replace(ep, &spec.layout, 0)?;
                 }
-                Verb::Read => {}
+                Verb::Read | Verb::Atomic => {}
             }
         };
     }
@@ -271,6 +310,8 @@ pub fn run<E: Endpoint>(
             match spec.verb {
                 // A READ that completed without placing data must not pass on the previous one's bytes.
                 Verb::Read => ep.buffer_mut(0)[half..half + size].fill(0),
+                // The atomic's result slot was cleared when the previous original was checked.
+                Verb::Atomic => {}
                 _ => validate::fill(
                     &mut ep.buffer_mut(0)[..size],
                     validate::seed(spec.size, Some(i)),
@@ -280,18 +321,32 @@ pub fn run<E: Endpoint>(
         if spec.verb == Verb::Write {
             ep.buffer_mut(0)[size - 1] = marker(i);
         }
-        let wr = SendRequest {
-            wr_id: i,
-            op,
-            offset,
-            len: spec.size as u32,
-            remote,
-            signaled: true,
-            inline: false,
+        let wr = match &atomics {
+            Some(a) => a.seq.request(0, i, target, true),
+            None => SendRequest {
+                wr_id: i,
+                op,
+                offset,
+                len: spec.size as u32,
+                remote,
+                signaled: true,
+                inline: false,
+            },
         };
         ep.post_send(0, &wr).map_err(tr("posting a request"))?;
         posted += 1;
         match spec.verb {
+            Verb::Atomic => {
+                while w.sends < posted {
+                    w.poll(ep)?;
+                }
+                if let Some(a) = atomics.as_mut() {
+                    a.add(0, 1);
+                    if spec.validate {
+                        a.check(ep.buffer_mut(0), 0, i)?;
+                    }
+                }
+            }
             Verb::Read => {
                 while w.sends < posted {
                     w.poll(ep)?;
@@ -320,6 +375,12 @@ pub fn run<E: Endpoint>(
     // One more poll hands the transport the chance to acknowledge the peer's last message now rather
     // than whenever this side polls next.
     w.poll(ep)?;
+    if let Some(a) = atomics.as_mut()
+        && spec.validate
+    {
+        // Outside the measurement: tells the responder how many operations to check its word for.
+        a.tally(ep, &[target])?;
+    }
     Ok(rec.finish(spec.size))
 }
 

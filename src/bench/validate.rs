@@ -64,6 +64,8 @@ pub enum Checked {
     EveryReceive,
     /// WRITE bandwidth: the target region after the size's last WRITE.
     WriteTarget,
+    /// Atomics: every original returned, and every word at the responder after the run.
+    EveryAtomic,
 }
 
 impl Checked {
@@ -71,6 +73,7 @@ impl Checked {
     pub fn of(test: crate::params::TestKind) -> Checked {
         use crate::params::{Metric, Verb};
         match (test.metric, test.verb) {
+            (_, Verb::Atomic) => Checked::EveryAtomic,
             (Metric::Latency, _) => Checked::EveryMessage,
             (Metric::Bandwidth, Verb::Read) => Checked::EveryRead,
             (Metric::Bandwidth, Verb::Send) => Checked::EveryReceive,
@@ -82,6 +85,9 @@ impl Checked {
 impl std::fmt::Display for Checked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            Checked::EveryAtomic => {
+                "--validate: each queue pair's atomics follow a sequence that fixes every original value (FETCH_AND_ADD: the word's start plus 1 per earlier add; CMP_AND_SWAP: a chain of swaps that all succeed), so every original is checked in a result slot of its own when its completion (or a later signaled one) arrives, and after the run the responder checks every word against the count of operations the requester tallies into it with one last CMP_AND_SWAP; host or big-endian values, as the device returns them; the checks are inside the measurement, so figures are lower than without"
+            }
             Checked::EveryMessage => {
                 "--validate: every message's payload is checked against a pattern of its own (READ: the responder's, read into a target cleared before each READ); the checks are inside the measurement, so latencies are higher than without"
             }

@@ -5,9 +5,9 @@
 
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
-use crate::params::{Recovery, RoceVersion, TransportKind};
+use crate::params::{AtomicOp, ConnType, Recovery, RoceVersion, TestKind, TransportKind};
 use crate::transport::ImpairConfig;
-use clap::{Parser, ValueEnum};
+use clap::{CommandFactory, Parser, ValueEnum};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -71,6 +71,16 @@ pub struct Args {
     #[arg(short = 'a', long = "all")]
     pub all: bool,
 
+    /// The 8-byte atomic of roce_atomic_bw and roce_atomic_lat (SYMMETRIC) [default: FETCH_AND_ADD].
+    #[arg(
+        short = 'A',
+        long = "atomic_type",
+        value_enum,
+        value_name = "TYPE",
+        long_help = ATOMIC_TYPE_HELP
+    )]
+    pub atomic_type: Option<AtomicOp>,
+
     /// Iterations per size, at least 5 (SYMMETRIC) [default: 5000 write_bw, 1000 others].
     #[arg(short = 'n', long = "iters", value_parser = values::parse_iters)]
     pub iters: Option<u64>,
@@ -98,6 +108,12 @@ pub struct Args {
     /// Path MTU 256..4096 (verbs, soft only).
     #[arg(short = 'm', long = "mtu", value_parser = values::parse_mtu)]
     pub mtu: Option<u32>,
+
+    /// Connection type (SYMMETRIC) (verbs, soft only): RC for every test; UC for send and write tests
+    /// (no ACKs, no retransmission: lost messages are counted, not repaired); UD for send tests, with
+    /// -s at most one MTU [default: RC].
+    #[arg(short = 'c', long = "connection", value_enum, value_name = "TYPE")]
+    pub connection: Option<ConnType>,
 
     /// Maximum inline size 0..1024 (verbs; soft accepts it as a no-op and says so).
     #[arg(short = 'I', long = "inline_size", value_parser = clap::value_parser!(u32).range(0..=1024))]
@@ -183,7 +199,8 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<IpAddr>,
 
-    /// Local ACK timeout exponent: 4.096 µs × 2^N before a retransmission [default: 14, 67 ms] (verbs, soft only).
+    /// Local ACK timeout exponent: 4.096 µs × 2^N before a retransmission (UC/UD latency tests: before
+    /// an iteration without a reply counts as lost) [default: 14, 67 ms] (verbs, soft only).
     #[arg(short = 'u', long = "qp-timeout", value_parser = clap::value_parser!(u8).range(1..=31))]
     pub qp_timeout: Option<u8>,
 
@@ -210,6 +227,12 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub recovery: Option<Recovery>,
 
+    /// Connect the queue pairs through the CM, as rdma_cm does: REQ / REP / RTU on QP1, the peer named
+    /// by IP address and -p as the port (SYMMETRIC) (verbs, soft only; soft needs RoCE v2). With
+    /// --oob perftest the out-of-band messages ride a CM-connected queue pair too, as ib_*_bw -R's do.
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
+
     /// Out-of-band dialect: roceperf's own, or perftest's (to pair with a real ib_* peer).
     #[arg(long, value_enum, default_value_t = OobArg::Roceperf, help = oob_help())]
     pub oob: OobArg,
@@ -223,10 +246,59 @@ pub struct Args {
     pub gate_output: GateOutputArgs,
 }
 
+/// What `roce_atomic_bw --help` and `roce_atomic_lat --help` say before the flags.
+const ATOMIC_ABOUT: &str = "\
+roceperf atomic test (perftest's ib_atomic_bw and ib_atomic_lat): 8-byte RDMA atomics.
+
+Each operation is a FETCH_AND_ADD or a CMP_AND_SWAP (-A) on a 64-bit word of the server's memory: the \
+client's NIC sends the request, the server's NIC reads the word, changes it and answers with its old \
+value. So every atomic is a round trip that the responder executes, one at a time per word and in \
+order per queue pair; what they measure is how many of those a NIC turns around, which is what locks, \
+counters and sequencers built on RDMA cost.
+
+roce_atomic_lat runs one atomic at a time and reports the whole round trip (not halved, as for READ). \
+roce_atomic_bw keeps -t atomics in flight per queue pair, over 64 words a cache line apart as perftest \
+does; its figure is MsgRate[Mpps], atomics per second (the BW columns are that rate times 8 bytes, as \
+perftest prints them). The responder's NIC caps the atomics it has in flight at its outstanding-reads \
+depth (\"Outstand reads\" in the header).
+
+--validate checks every old value returned against the sequence each queue pair runs, and the server \
+checks every word after the run. Started without a host argument the program is the server; with one \
+it is the client, exactly like perftest. Give both sides the same options.";
+
+/// The command line of one binary: the atomic tests explain atomics and show `-A` (and hide `-a` and
+/// `-I`, which they refuse); the others hide `-A`.
+pub fn command_for(test: TestKind) -> clap::Command {
+    let cmd = Args::command();
+    if test.is_atomic() {
+        cmd.long_about(ATOMIC_ABOUT)
+            .mut_arg("size", |a| {
+                a.help(
+                    "Message size: atomics move exactly 8 bytes, so only 8 is accepted (SYMMETRIC)",
+                )
+            })
+            .mut_arg("iters", |a| {
+                a.help("Atomics per queue pair, at least 5 (SYMMETRIC) [default: 1000]")
+            })
+            .mut_arg("all", |a| a.hide(true))
+            .mut_arg("inline_size", |a| a.hide(true))
+    } else {
+        cmd.mut_arg("atomic_type", |a| a.hide(true))
+    }
+}
+
+/// `-A`'s long help: what each atomic does and what the tests measure.
+const ATOMIC_TYPE_HELP: &str = "\
+The 8-byte atomic that roce_atomic_bw and roce_atomic_lat run (SYMMETRIC) [default: FETCH_AND_ADD]. \
+FETCH_AND_ADD adds 1 to a word of the peer's memory; CMP_AND_SWAP replaces the word if it holds the \
+compare value. Either way the peer's NIC (the soft stack's responder, or the TCP baseline's poll loop) \
+runs the read-modify-write and sends back the word's old value, so every operation is a round trip \
+that the responder executes in order, with no CPU of the peer involved on RDMA hardware.";
+
 /// Which perftest versions pair with `--oob perftest` (see `oob::perftest` for why).
 const PERFTEST_VERSIONS: &str = "pairs with perftest 5.70 and later (tested against 6.06, Debian bookworm; \
-     6.28/6.29 skip their parameter negotiation because we announce 6.27); RC only, default TCP port 18515, \
-     no -R/-z, no --data_validation";
+     6.28/6.29 skip their parameter negotiation because we announce 6.27); -c RC, UC or UD (UD uses perftest's fixed Q_Key 0x11111111), default TCP port 18515, \
+     -R as ib_*_bw -R (messages on a CM-connected queue pair), no -z, no --data_validation";
 
 fn oob_help() -> String {
     format!(

@@ -4,7 +4,9 @@
 
 use super::args::{Args, IoArg, OobArg, OutputArg};
 use super::options::{DEFAULT_PERCENTILES, Error};
-use crate::params::{Metric, RoceVersion, RunMode, TestKind, TransportKind, Verb, all_sizes};
+use crate::params::{
+    ATOMIC_SIZE, AtomicOp, Metric, RoceVersion, RunMode, TestKind, TransportKind, Verb, all_sizes,
+};
 use crate::transport::probe;
 use std::fmt;
 
@@ -63,6 +65,16 @@ pub(crate) struct TransportChoice {
     pub reason: TransportReason,
 }
 
+/// The not-applicable error of the first row whose flag was given, from a table of
+/// `given, "flag" => "why"` rows refused on `what` (built only then); nothing when none was.
+macro_rules! refuse_first_given {
+    ($what:expr; $($given:expr, $flag:literal => $why:literal;)+) => {
+        $(if $given {
+            return not_applicable($flag, $what, $why);
+        })+
+    };
+}
+
 fn not_applicable<T>(flag: &'static str, what: String, why: &'static str) -> Result<T, Error> {
     Err(Error::NotApplicable { flag, what, why })
 }
@@ -102,72 +114,24 @@ pub(crate) fn built(choice: &TransportChoice) -> Result<(), Error> {
 /// Flags of the RoCE transports are errors on TCP; the soft transport's own flags are errors elsewhere.
 pub(crate) fn transport_flags(transport: TransportKind, a: &Args) -> Result<(), Error> {
     if transport == TransportKind::Tcp {
-        let tcp = || "--transport tcp".to_string();
-        let roce_only: [(bool, &'static str, &'static str); 9] = [
-            (
-                a.device.is_some(),
-                "-d",
-                "the TCP baseline uses the kernel's routing to the host, not a device",
-            ),
-            (
-                a.ib_port.is_some(),
-                "-i",
-                "the TCP baseline has no HCA port",
-            ),
-            (
-                a.gid_index.is_some(),
-                "-x",
-                "the TCP baseline has no GID table",
-            ),
-            (
-                a.roce.is_some(),
-                "--roce",
-                "the TCP baseline carries no RoCE packets",
-            ),
-            (a.mtu.is_some(), "-m", "TCP chooses its own segment size"),
-            (a.inline_size.is_some(), "-I", "TCP has no inline sends"),
-            (
-                a.qp_timeout.is_some(),
-                "-u",
-                "TCP retransmits on its own timers",
-            ),
-            (
-                a.retry_count.is_some(),
-                "--retry_count",
-                "TCP retransmits on its own timers",
-            ),
-            (
-                a.ipv6,
-                "--ipv6",
-                "the TCP baseline follows the host address given",
-            ),
-        ];
-        if let Some((_, flag, why)) = roce_only.into_iter().find(|f| f.0) {
-            return not_applicable(flag, tcp(), why);
-        }
+        refuse_first_given!("--transport tcp".to_string();
+            a.device.is_some(), "-d" => "the TCP baseline uses the kernel's routing to the host, not a device";
+            a.ib_port.is_some(), "-i" => "the TCP baseline has no HCA port";
+            a.gid_index.is_some(), "-x" => "the TCP baseline has no GID table";
+            a.roce.is_some(), "--roce" => "the TCP baseline carries no RoCE packets";
+            a.mtu.is_some(), "-m" => "TCP chooses its own segment size";
+            a.inline_size.is_some(), "-I" => "TCP has no inline sends";
+            a.qp_timeout.is_some(), "-u" => "TCP retransmits on its own timers";
+            a.retry_count.is_some(), "--retry_count" => "TCP retransmits on its own timers";
+            a.ipv6, "--ipv6" => "the TCP baseline follows the host address given";
+        );
     }
     if transport != TransportKind::Soft {
-        let what = || format!("--transport {transport}");
-        let soft_only: [(bool, &'static str, &'static str); 3] = [
-            (
-                a.io.is_some(),
-                "--io",
-                "it picks the soft transport's I/O backend",
-            ),
-            (
-                a.bind.is_some(),
-                "--bind",
-                "it picks the soft transport's local address",
-            ),
-            (
-                a.no_gso,
-                "--no-gso",
-                "it tunes the soft transport's UDP socket",
-            ),
-        ];
-        if let Some((_, flag, why)) = soft_only.into_iter().find(|f| f.0) {
-            return not_applicable(flag, what(), why);
-        }
+        refuse_first_given!(format!("--transport {transport}");
+            a.io.is_some(), "--io" => "it picks the soft transport's I/O backend";
+            a.bind.is_some(), "--bind" => "it picks the soft transport's local address";
+            a.no_gso, "--no-gso" => "it tunes the soft transport's UDP socket";
+        );
     }
     Ok(())
 }
@@ -189,6 +153,29 @@ pub(crate) fn oob(transport: TransportKind, a: &Args) -> Result<(), Error> {
             a: "--oob perftest",
             b: "--validate",
             why: "a perftest peer neither writes nor checks roceperf's pattern (perftest's own --data_validation is not spoken either)",
+        });
+    }
+    Ok(())
+}
+
+/// `-R` connects RoCE queue pairs through the CM, which addresses the peer by IP address: no TCP
+/// baseline, no RoCE v1.
+pub(crate) fn rdma_cm(transport: TransportKind, a: &Args) -> Result<(), Error> {
+    if !a.rdma_cm {
+        return Ok(());
+    }
+    if transport == TransportKind::Tcp {
+        return not_applicable(
+            "-R",
+            "--transport tcp".into(),
+            "it connects RDMA queue pairs through the CM (rdma_cm) and the TCP baseline has none; use --transport soft or verbs",
+        );
+    }
+    if a.roce == Some(RoceVersion::V1) {
+        return Err(Error::Conflict {
+            a: "-R",
+            b: "--roce v1",
+            why: "rdma_cm addresses the peer by IP address and RoCE v1 frames carry none; use --roce v2",
         });
     }
     Ok(())
@@ -256,33 +243,13 @@ fn interface_list() -> String {
 pub(crate) fn test_flags(test: TestKind, a: &Args) -> Result<(), Error> {
     let bw = test.metric == Metric::Bandwidth;
     if !bw {
-        let lat = || format!("{test} (a latency test)");
-        let bw_only: [(bool, &'static str, &'static str); 5] = [
-            (
-                a.tx_depth.is_some(),
-                "-t",
-                "latency tests keep one operation in flight",
-            ),
-            (
-                a.cq_mod.is_some(),
-                "-Q",
-                "latency tests signal every operation",
-            ),
-            (a.bidirectional, "-b", "a ping-pong is already both ways"),
-            (
-                a.qps.is_some_and(|q| q != 1),
-                "-q",
-                "latency tests use one queue pair, as in perftest",
-            ),
-            (
-                a.report_gbits,
-                "--report_gbits",
-                "latency tests report microseconds",
-            ),
-        ];
-        if let Some((_, flag, why)) = bw_only.into_iter().find(|f| f.0) {
-            return not_applicable(flag, lat(), why);
-        }
+        refuse_first_given!(format!("{test} (a latency test)");
+            a.tx_depth.is_some(), "-t" => "latency tests keep one operation in flight";
+            a.cq_mod.is_some(), "-Q" => "latency tests signal every operation";
+            a.bidirectional, "-b" => "a ping-pong is already both ways";
+            a.qps.is_some_and(|q| q != 1), "-q" => "latency tests use one queue pair, as in perftest";
+            a.report_gbits, "--report_gbits" => "latency tests report microseconds";
+        );
     }
     match a.output {
         Some(OutputArg::Latency) if bw => {
@@ -309,6 +276,44 @@ pub(crate) fn test_flags(test: TestKind, a: &Args) -> Result<(), Error> {
         );
     }
     Ok(())
+}
+
+/// `-A` belongs to the atomic tests, which move 8 bytes and nothing else (no `-a`, `-s` only 8, no
+/// `-I`, as perftest); returns the operation an atomic test runs.
+pub(crate) fn atomic(test: TestKind, a: &Args) -> Result<Option<AtomicOp>, Error> {
+    if !test.is_atomic() {
+        if a.atomic_type.is_some() {
+            return not_applicable(
+                "-A",
+                test.to_string(),
+                "only roce_atomic_bw and roce_atomic_lat run atomics",
+            );
+        }
+        return Ok(None);
+    }
+    if a.all {
+        return not_applicable(
+            "-a",
+            test.to_string(),
+            "an atomic moves exactly 8 bytes, so there are no sizes to sweep (perftest refuses -a too)",
+        );
+    }
+    if let Some(size) = a.size.filter(|&s| s != ATOMIC_SIZE) {
+        return Err(Error::Invalid {
+            flag: "-s",
+            why: format!(
+                "{size} bytes: an atomic moves exactly {ATOMIC_SIZE} bytes (one 64-bit word); drop -s or give -s {ATOMIC_SIZE}"
+            ),
+        });
+    }
+    if a.inline_size.is_some() {
+        return not_applicable(
+            "-I",
+            test.to_string(),
+            "an atomic carries its operands in its header, no payload to inline (perftest refuses -I for atomics too)",
+        );
+    }
+    Ok(Some(a.atomic_type.unwrap_or_default()))
 }
 
 /// Sizes and run length: one way to give each.
@@ -429,25 +434,10 @@ pub(crate) fn lossy_flags(transport: TransportKind, a: &Args) -> Result<(), Erro
     if transport == TransportKind::Soft {
         return Ok(());
     }
-    let flags: [(bool, &'static str, &'static str); 3] = [
-        (
-            a.impair.is_some(),
-            "--impair",
-            "it impairs the soft transport's own packets; impair any transport's link with scripts/netns.sh (iptables), or compare under loss with roce_compare --loss-sweep",
-        ),
-        (
-            a.impair_seed.is_some(),
-            "--impair-seed",
-            "it seeds the soft transport's impairment",
-        ),
-        (
-            a.recovery.is_some(),
-            "--recovery",
-            "only the soft transport's RC engine has a choice of loss recovery (RDMA NICs and rxe go back N)",
-        ),
-    ];
-    match flags.into_iter().find(|f| f.0) {
-        Some((_, flag, why)) => not_applicable(flag, format!("--transport {transport}"), why),
-        None => Ok(()),
-    }
+    refuse_first_given!(format!("--transport {transport}");
+        a.impair.is_some(), "--impair" => "it impairs the soft transport's own packets; impair any transport's link with scripts/netns.sh (iptables), or compare under loss with roce_compare --loss-sweep";
+        a.impair_seed.is_some(), "--impair-seed" => "it seeds the soft transport's impairment";
+        a.recovery.is_some(), "--recovery" => "only the soft transport's RC engine has a choice of loss recovery (RDMA NICs and rxe go back N)";
+    );
+    Ok(())
 }

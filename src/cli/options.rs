@@ -5,9 +5,11 @@
 use super::args::{Args, IoArg, OobArg, OutputArg};
 use super::checks::{self, TransportReason};
 use crate::gate::{GateArgs, GateOutputArgs};
-use crate::params::{Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind};
+use crate::params::{
+    AtomicOp, ConnType, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind,
+};
 use crate::transport::ImpairConfig;
-use clap::Parser;
+use clap::FromArgMatches;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -63,6 +65,8 @@ pub enum Error {
 pub struct Options {
     /// The test this binary runs.
     pub test: TestKind,
+    /// `-A`, atomic tests only (with its default filled in).
+    pub atomic_type: Option<AtomicOp>,
     /// Server (no host) or client.
     pub role: Role,
     /// The server's host, on the client.
@@ -73,12 +77,8 @@ pub struct Options {
     pub transport: TransportKind,
     /// Why this transport (printed with the results).
     pub transport_reason: TransportReason,
-    /// `-d`.
-    pub device: Option<String>,
-    /// `--roce` (soft: always set, v2 unless given).
-    pub roce: Option<RoceVersion>,
-    /// `-m`.
-    pub mtu: Option<u32>,
+    /// What the transport is opened with.
+    pub device: DeviceOptions,
     /// Message sizes to run, in order.
     pub sizes: Vec<u64>,
     /// `-a` was given.
@@ -115,6 +115,31 @@ pub struct Options {
     pub connect_timeout: Duration,
     /// `-v` count.
     pub verbose: u8,
+    /// `--validate`.
+    pub validate: bool,
+    /// `--oob`.
+    pub oob: OobArg,
+    /// `-R`: the queue pairs are connected through the CM.
+    pub rdma_cm: bool,
+    /// Gate thresholds.
+    pub gate: GateArgs,
+    /// Gate reports.
+    pub gate_output: GateOutputArgs,
+    /// `-c`: the connection type.
+    pub connection: ConnType,
+    /// `-s` was given (a UD run caps the default size to the MTU but refuses a larger `-s`).
+    pub size_given: bool,
+}
+
+/// What the endpoint is opened with (each transport takes the part it understands).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceOptions {
+    /// `-d`.
+    pub device: Option<String>,
+    /// `--roce` (soft: always set, v2 unless given).
+    pub roce: Option<RoceVersion>,
+    /// `-m`.
+    pub mtu: Option<u32>,
     /// `-i`.
     pub ib_port: Option<u8>,
     /// `-x`.
@@ -129,10 +154,6 @@ pub struct Options {
     pub no_gso: bool,
     /// `--bind`.
     pub bind: Option<IpAddr>,
-    /// `--validate`.
-    pub validate: bool,
-    /// `--oob`.
-    pub oob: OobArg,
     /// `-u`.
     pub qp_timeout: Option<u8>,
     /// `--retry_count`.
@@ -143,16 +164,14 @@ pub struct Options {
     pub impair_seed: Option<u64>,
     /// `--recovery` (soft): what this side asks for; the peer must ask for `sr` too.
     pub recovery: Recovery,
-    /// Gate thresholds.
-    pub gate: GateArgs,
-    /// Gate reports.
-    pub gate_output: GateOutputArgs,
 }
 
 impl Options {
     /// Parses the process command line for `test`; clap errors (and --help/--version) exit as clap does (2/0).
     pub fn parse(test: TestKind) -> Result<Options, Error> {
-        Options::from_args(test, Args::parse())
+        let matches = super::args::command_for(test).get_matches();
+        let a = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        Options::from_args(test, a)
     }
 
     /// Parses an explicit argument list (the first item is the program name).
@@ -164,7 +183,8 @@ impl Options {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        Ok(Options::from_args(test, Args::try_parse_from(args)?))
+        let matches = super::args::command_for(test).try_get_matches_from(args)?;
+        Ok(Options::from_args(test, Args::from_arg_matches(&matches)?))
     }
 
     /// Checks the combination of flags and fills in defaults. The checks run in a fixed order (transport
@@ -175,18 +195,25 @@ impl Options {
         checks::built(&choice)?;
         checks::transport_flags(transport, &a)?;
         checks::oob(transport, &a)?;
+        checks::rdma_cm(transport, &a)?;
         checks::lossy_flags(transport, &a)?;
         let io = checks::soft_io(transport, &a)?;
+        let connection = super::connection::connection(test, transport, &a)?;
         checks::test_flags(test, &a)?;
+        let atomic_type = checks::atomic(test, &a)?;
         checks::run_shape(&a)?;
         let mode = checks::run_mode(test, &a)?;
-        let sizes = checks::sizes(test, &a);
+        let sizes = match connection {
+            ConnType::Ud if a.all => super::connection::ud_sweep(&a),
+            _ => checks::sizes(test, &a),
+        };
         let tx_depth = checks::tx_depth(test, &a, mode);
         checks::cq_mod(a.cq_mod, tx_depth)?;
         let percentiles = checks::percentiles(a.percentiles.clone());
         checks::results_dir(&a)?;
         Ok(Options {
             test,
+            atomic_type,
             role: if a.host.is_some() {
                 Role::Client
             } else {
@@ -196,13 +223,27 @@ impl Options {
             port: a.port,
             transport,
             transport_reason: choice.reason,
-            device: a.device,
-            roce: match transport {
-                // Soft always runs some RoCE version; saying which lets the peers compare it.
-                TransportKind::Soft => Some(a.roce.unwrap_or(RoceVersion::V2)),
-                _ => a.roce,
+            device: DeviceOptions {
+                device: a.device,
+                roce: match transport {
+                    // Soft always runs some RoCE version; saying which lets the peers compare it.
+                    TransportKind::Soft => Some(a.roce.unwrap_or(RoceVersion::V2)),
+                    _ => a.roce,
+                },
+                mtu: a.mtu,
+                ib_port: a.ib_port,
+                gid_index: a.gid_index,
+                inline_size: a.inline_size,
+                io,
+                ipv6: a.ipv6,
+                no_gso: a.no_gso,
+                bind: a.bind,
+                qp_timeout: a.qp_timeout,
+                retry_count: a.retry_count,
+                impair: a.impair,
+                impair_seed: a.impair_seed,
+                recovery: a.recovery.unwrap_or_default(),
             },
-            mtu: a.mtu,
             sizes,
             all_sizes: a.all,
             mode,
@@ -221,22 +262,13 @@ impl Options {
             results: a.results,
             connect_timeout: Duration::from_secs(a.connect_timeout),
             verbose: a.verbose,
-            ib_port: a.ib_port,
-            gid_index: a.gid_index,
-            inline_size: a.inline_size,
-            io,
-            ipv6: a.ipv6,
-            no_gso: a.no_gso,
-            bind: a.bind,
             validate: a.validate,
             oob: a.oob,
-            qp_timeout: a.qp_timeout,
-            retry_count: a.retry_count,
-            impair: a.impair,
-            impair_seed: a.impair_seed,
-            recovery: a.recovery.unwrap_or_default(),
+            rdma_cm: a.rdma_cm,
             gate: a.gate,
             gate_output: a.gate_output,
+            connection,
+            size_given: a.size.is_some(),
         })
     }
 }

@@ -121,16 +121,26 @@ fn parse_raw(test: TestKind, args: &[&str]) -> Result<Options, Error> {
 fn soft_defaults_to_v2_over_udp_and_v1_over_packet() {
     let o = parse_raw(WBW, &["-d", "lo"]).unwrap();
     assert_eq!(o.transport, TransportKind::Soft);
-    assert_eq!((o.roce, o.io), (Some(RoceVersion::V2), Some(IoArg::Udp)));
+    assert_eq!(
+        (o.device.roce, o.device.io),
+        (Some(RoceVersion::V2), Some(IoArg::Udp))
+    );
     assert!(
         o.transport_reason
             .to_string()
             .contains("-d lo is not an RDMA device")
     );
     let o = parse_raw(WBW, &["-d", "lo", "--roce", "v1"]).unwrap();
-    assert_eq!((o.roce, o.io), (Some(RoceVersion::V1), Some(IoArg::Packet)));
+    assert_eq!(
+        (o.device.roce, o.device.io),
+        (Some(RoceVersion::V1), Some(IoArg::Packet))
+    );
     let o = parse_raw(SLAT, &["--transport", "soft", "-d", "lo", "-I", "64"]).unwrap();
-    assert_eq!(o.inline_size, Some(64), "-I is accepted on soft (a no-op)");
+    assert_eq!(
+        o.device.inline_size,
+        Some(64),
+        "-I is accepted on soft (a no-op)"
+    );
 }
 
 #[test]
@@ -168,7 +178,7 @@ fn soft_flag_combinations_that_cannot_work_are_named() {
     let e = parse_raw(WBW, &["-d", "lo", "--roce", "v1", "--no-gso"]).unwrap_err();
     assert!(e.to_string().contains("AF_PACKET"), "{e}");
     let o = parse_raw(WBW, &["-d", "lo", "--no-gso"]).unwrap();
-    assert!(o.no_gso && o.io == Some(IoArg::Udp));
+    assert!(o.device.no_gso && o.device.io == Some(IoArg::Udp));
 }
 
 #[test]
@@ -188,8 +198,11 @@ fn verbs_is_chosen_explicitly_and_keeps_verbs_flags() {
     )
     .unwrap();
     assert_eq!(o.transport, TransportKind::Verbs);
-    assert_eq!((o.inline_size, o.gid_index), (Some(128), Some(3)));
-    assert_eq!(o.io, None);
+    assert_eq!(
+        (o.device.inline_size, o.device.gid_index),
+        (Some(128), Some(3))
+    );
+    assert_eq!(o.device.io, None);
 }
 
 #[test]

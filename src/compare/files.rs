@@ -127,19 +127,7 @@ pub(crate) fn load(path: &Path) -> Result<Vec<Loaded>, String> {
 
 /// Reads every file; all their runs, or one message per file that cannot be used.
 pub(crate) fn load_all(paths: &[impl AsRef<Path>]) -> Result<Vec<Loaded>, Vec<String>> {
-    let mut loaded = Vec::new();
-    let mut errors = Vec::new();
-    for path in paths {
-        match load(path.as_ref()) {
-            Ok(l) => loaded.extend(l),
-            Err(e) => errors.push(e),
-        }
-    }
-    if errors.is_empty() {
-        Ok(loaded)
-    } else {
-        Err(errors)
-    }
+    crate::results::read::load_every(paths, |p| load(p.as_ref()))
 }
 
 /// Merges runs of the same test, transport, RoCE version and side (their sizes join one curve), and

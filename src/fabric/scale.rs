@@ -8,7 +8,7 @@ use super::coordinator::Coordinator;
 use super::driver::{Driver, Member, MemberState, Output, Plan};
 use super::proto::{self, Hello, SideOutcome, ToCoordinator, ToWorker};
 use super::rules::Rules;
-use super::schedule::Pattern;
+use super::schedule::{Pattern, Step};
 use crate::params::TestKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, TcpListener};
@@ -95,9 +95,9 @@ fn memory(n: usize, phases: usize, members_bytes: u64, running: usize) -> (u64, 
     (cells, total)
 }
 
-/// The same figures from the schedule and the protocol alone, without running the scheduler: what
-/// [`simulate`] checks at a size a test can afford, for sizes it cannot (`retests` flagged pairs).
-pub fn estimate(n: usize, retests: u64, result_bytes: u64) -> ScaleReport {
+/// The all-pairs schedule of `n` ranks, with its rounds, whether every step's pairs are disjoint, and
+/// the most pairs of one step.
+fn schedule(n: usize) -> (Vec<Step>, usize, bool, usize) {
     let steps = Pattern::AllPairs.steps(n).expect("schedule");
     let rounds = steps.iter().map(|s| s.round).collect::<BTreeSet<_>>().len();
     let disjoint = steps.iter().all(|s| {
@@ -107,6 +107,13 @@ pub fn estimate(n: usize, retests: u64, result_bytes: u64) -> ScaleReport {
             .all(|p| seen.insert(p.client) && seen.insert(p.server))
     });
     let max_concurrent = steps.iter().map(|s| s.pairs.len()).max().unwrap_or(0);
+    (steps, rounds, disjoint, max_concurrent)
+}
+
+/// The same figures from the schedule and the protocol alone, without running the scheduler: what
+/// [`simulate`] checks at a size a test can afford, for sizes it cannot (`retests` flagged pairs).
+pub fn estimate(n: usize, retests: u64, result_bytes: u64) -> ScaleReport {
+    let (steps, rounds, disjoint, max_concurrent) = schedule(n);
     let pair_tests = steps.iter().map(|s| s.pairs.len() as u64).sum::<u64>() + retests;
     let job = proto::Job {
         id: 2 * pair_tests,
@@ -182,15 +189,7 @@ impl PairRecordSize {
 /// Runs rank 0's scheduler for `n` ranks over `write_bw`, every job answered at once, rank `slow`'s
 /// pairs at 60 % of the others' bandwidth, `result_bytes` standing for one real result JSON.
 pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport {
-    let steps = Pattern::AllPairs.steps(n).expect("schedule");
-    let rounds = steps.iter().map(|s| s.round).collect::<BTreeSet<_>>().len();
-    let disjoint = steps.iter().all(|s| {
-        let mut seen = BTreeSet::new();
-        s.pairs
-            .iter()
-            .all(|p| seen.insert(p.client) && seen.insert(p.server))
-    });
-    let max_concurrent = steps.iter().map(|s| s.pairs.len()).max().unwrap_or(0);
+    let (steps, rounds, disjoint, max_concurrent) = schedule(n);
     let plan = Plan {
         n,
         legs: vec![Leg::AsGiven],
@@ -276,14 +275,7 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
         }
     }
     let (_, phases) = d.finish();
-    let cell_bytes =
-        phases.len() as u64 * (n * n) as u64 * std::mem::size_of::<Option<Cell>>() as u64;
-    let running_bytes = (max_running * 2 * std::mem::size_of::<SideOutcome>() * 2) as u64;
-    let rank0_bytes = cell_bytes
-        + members_bytes
-        + running_bytes
-        + n as u64 * PER_CONNECTION
-        + std::mem::size_of::<Grid>() as u64;
+    let (cell_bytes, rank0_bytes) = memory(n, phases.len(), members_bytes, max_running);
     ScaleReport {
         n,
         rounds,

@@ -125,19 +125,7 @@ fn non_empty(path: &Path, rows: Vec<ResultRow>) -> Result<Vec<ResultRow>, InputE
 
 /// Reads every file, returning all rows or every error (so one run of the gate names all bad inputs).
 pub fn load_all(paths: &[PathBuf]) -> Result<Vec<ResultRow>, Vec<InputError>> {
-    let mut rows = Vec::new();
-    let mut errors = Vec::new();
-    for p in paths {
-        match load(p) {
-            Ok(r) => rows.extend(r),
-            Err(e) => errors.push(e),
-        }
-    }
-    if errors.is_empty() {
-        Ok(rows)
-    } else {
-        Err(errors)
-    }
+    crate::results::read::load_every(paths, |p| load(p))
 }
 
 #[cfg(test)]

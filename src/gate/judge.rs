@@ -28,37 +28,17 @@ pub fn evaluate_set(
     for row in rows {
         threshold_checks(row, args, &mut report.checks);
     }
+    // Each limit given, as typed.
+    fn typed<T: ToString>(limit: &Option<T>) -> Option<String> {
+        limit.as_ref().map(T::to_string)
+    }
     let limits = [
-        (
-            args.min_bw.as_ref().map(|t| &t.text),
-            "--min-bw",
-            "bandwidth",
-        ),
-        (
-            args.min_msg_rate.as_ref().map(|t| &t.text),
-            "--min-msg-rate",
-            "bandwidth",
-        ),
-        (
-            args.max_p50.as_ref().map(|t| &t.text),
-            "--max-p50",
-            "latency",
-        ),
-        (
-            args.max_p99.as_ref().map(|t| &t.text),
-            "--max-p99",
-            "latency",
-        ),
-        (
-            args.max_p999.as_ref().map(|t| &t.text),
-            "--max-p999",
-            "latency",
-        ),
-        (
-            args.max_max.as_ref().map(|t| &t.text),
-            "--max-max",
-            "latency",
-        ),
+        (typed(&args.min_bw), "--min-bw", "bandwidth"),
+        (typed(&args.min_msg_rate), "--min-msg-rate", "bandwidth"),
+        (typed(&args.max_p50), "--max-p50", "latency"),
+        (typed(&args.max_p99), "--max-p99", "latency"),
+        (typed(&args.max_p999), "--max-p999", "latency"),
+        (typed(&args.max_max), "--max-max", "latency"),
     ];
     let has_bw = rows
         .iter()

@@ -5,7 +5,7 @@
 //! figures (`--report_gbits`, `--output`, `--csv`, `--json`, `--results`, `--percentiles`, `-v`,
 //! `--cpu`, gate thresholds) is its own business and never travels.
 
-use crate::params::{Recovery, RoceVersion, TestKind, TransportKind};
+use crate::params::{AtomicOp, ConnType, Recovery, RoceVersion, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -43,6 +43,15 @@ pub struct TestParams {
     /// only when both sides ask for it ([`Recovery::agree`]); a peer that does not say asks for gbn.
     #[serde(default)]
     pub recovery: Recovery,
+    /// `-c`: RC, UC or UD queue pairs (a peer that does not say runs RC).
+    #[serde(default)]
+    pub connection: ConnType,
+    /// `-R`: the queue pairs are connected through the CM (both sides must, or nobody answers).
+    #[serde(default)]
+    pub rdma_cm: bool,
+    /// `-A`: the atomic operation (atomic tests only).
+    #[serde(default)]
+    pub atomic_type: Option<AtomicOp>,
 }
 
 /// The first parameter that differs between this side and the peer.
@@ -75,7 +84,7 @@ fn opt<T: fmt::Display>(v: &Option<T>) -> String {
 
 impl TestParams {
     /// The parameters in the order they are checked: name, value as shown, what to do.
-    fn fields(&self) -> [(&'static str, String, &'static str); 13] {
+    fn fields(&self) -> [(&'static str, String, &'static str); 16] {
         [
             (
                 "test",
@@ -121,6 +130,21 @@ impl TestParams {
                 "validate",
                 self.validate.to_string(),
                 "give --validate to both sides or to neither",
+            ),
+            (
+                "connection type",
+                self.connection.to_string(),
+                "give both sides the same -c",
+            ),
+            (
+                "rdma_cm",
+                self.rdma_cm.to_string(),
+                "give -R to both sides or to neither",
+            ),
+            (
+                "atomic type",
+                opt(&self.atomic_type),
+                "give both sides the same -A",
             ),
         ]
     }
@@ -195,8 +219,41 @@ mod tests {
             bidirectional: false,
             warmup: 0,
             validate: false,
+            atomic_type: None,
             recovery: Recovery::Gbn,
+            connection: ConnType::Rc,
+            rdma_cm: false,
         }
+    }
+
+    #[test]
+    fn the_connection_type_must_match_and_an_older_peer_runs_rc() {
+        let ud = TestParams {
+            connection: ConnType::Ud,
+            ..base()
+        };
+        let m = ud.first_mismatch(&base()).unwrap();
+        assert_eq!(
+            m.to_string(),
+            "connection type: this side UD, peer RC — give both sides the same -c"
+        );
+        let mut old = serde_json::to_value(base()).unwrap();
+        old.as_object_mut().unwrap().remove("connection");
+        let old: TestParams = serde_json::from_value(old).unwrap();
+        assert_eq!(old.connection, ConnType::Rc);
+    }
+
+    #[test]
+    fn rdma_cm_must_agree() {
+        let r = TestParams {
+            rdma_cm: true,
+            ..base()
+        };
+        let m = r.first_mismatch(&base()).unwrap();
+        assert_eq!(
+            m.to_string(),
+            "rdma_cm: this side true, peer false — give -R to both sides or to neither"
+        );
     }
 
     #[test]
@@ -243,5 +300,23 @@ mod tests {
         peer.size = 2;
         let m = base().first_mismatch(&peer).unwrap();
         assert_eq!((m.name, m.theirs.as_str()), ("test", "read_bw"));
+    }
+
+    #[test]
+    fn atomic_type_must_agree() {
+        let fa = TestParams {
+            test: TestKind::new(Verb::Atomic, Metric::Bandwidth),
+            atomic_type: Some(crate::params::AtomicOp::FetchAndAdd),
+            ..base()
+        };
+        let cas = TestParams {
+            atomic_type: Some(crate::params::AtomicOp::CmpAndSwap),
+            ..fa.clone()
+        };
+        let m = fa.first_mismatch(&cas).unwrap();
+        assert_eq!(
+            m.to_string(),
+            "atomic type: this side FETCH_AND_ADD, peer CMP_AND_SWAP — give both sides the same -A"
+        );
     }
 }

@@ -42,23 +42,28 @@ fn on_off(b: bool) -> &'static str {
     if b { "ON" } else { "OFF" }
 }
 
-/// perftest's name for a verb in titles: `Send`, `RDMA_Write`, `RDMA_Read`.
+/// perftest's name for a verb in titles: `Send`, `RDMA_Write`, `RDMA_Read`, `Atomic`.
 fn verb_title(v: Verb) -> &'static str {
     match v {
         Verb::Send => "Send",
         Verb::Write => "RDMA_Write",
         Verb::Read => "RDMA_Read",
+        Verb::Atomic => "Atomic",
     }
 }
 
-/// The title perftest prints: `RDMA_Write BW Test`, `Send Bidirectional BW Test`, `Send Latency Test`.
+/// The title perftest prints: `RDMA_Write BW Test`, `Send Bidirectional BW Test`, `Send Latency Test`,
+/// `Atomic FETCH_AND_ADD BW Test`.
 pub fn title(info: &RunInfo) -> String {
     let kind = match info.test.metric {
         Metric::Bandwidth if info.bidirectional => "Bidirectional BW",
         Metric::Bandwidth => "BW",
         Metric::Latency => "Latency",
     };
-    format!("{} {kind} Test", verb_title(info.test.verb))
+    match info.atomic_type {
+        Some(op) => format!("{} {op} {kind} Test", verb_title(info.test.verb)),
+        None => format!("{} {kind} Test", verb_title(info.test.verb)),
+    }
 }
 
 /// The header block: dashes, title, perftest's parameter lines, then ours, then dashes.
@@ -81,7 +86,11 @@ pub fn header_block(info: &RunInfo) -> String {
         " Number of qps   : {}\t\tTransport type : {transport_type}",
         info.qps
     );
-    s.push_str(" Connection type : RC\t\tUsing SRQ      : OFF\n");
+    let _ = writeln!(
+        s,
+        " Connection type : {}\t\tUsing SRQ      : OFF",
+        info.connection.unwrap_or_default()
+    );
     s.push_str(" PCIe relax order: OFF\t\tLock-free      : OFF\n");
     s.push_str(" ibv_wr* API     : OFF\t\tUsing Enhanced Reorder      : OFF\n");
     if info.role == Role::Client || info.bidirectional {
@@ -101,7 +110,7 @@ pub fn header_block(info: &RunInfo) -> String {
     if let Some(gid) = info.gid_index {
         kv(&mut s, "GID index", gid);
     }
-    if info.test.verb == Verb::Read {
+    if matches!(info.test.verb, Verb::Read | Verb::Atomic) {
         kv(&mut s, "Outstand reads", info.out_reads.unwrap_or(0));
     } else {
         kv(
@@ -110,8 +119,15 @@ pub fn header_block(info: &RunInfo) -> String {
             format_args!("{}[B]", info.inline_size),
         );
     }
-    s.push_str(" rdma_cm QPs\t : OFF\n");
-    kv(&mut s, "Data ex. method", "Ethernet");
+    // -R: the queue pairs are connected through the CM, as perftest's rdma_cm QPs.
+    let cm_qps = if info.rdma_cm { "ON" } else { "OFF" };
+    s.push_str(&format!(" rdma_cm QPs\t : {cm_qps}\n"));
+    let exchange = if info.exchange_rdma_cm {
+        "rdma_cm"
+    } else {
+        "Ethernet"
+    };
+    kv(&mut s, "Data ex. method", exchange);
 
     // Ours, after perftest's last standard line.
     kv(&mut s, "Tool", format_args!("roceperf {}", info.version));
@@ -319,6 +335,18 @@ pub fn extras(info: &RunInfo, r: &SizeResult) -> String {
     }
     if let Some(cpu) = r.cpu_util {
         let _ = write!(s, ", CPU {cpu:.2}%");
+    }
+    if let Some(lost) = r.lost {
+        // UC/UD: what never arrived is counted, not resent (a latency test loses whole round trips).
+        let what = match r.measured {
+            Measured::Bandwidth(_) => "messages",
+            Measured::Latency { .. } => "iterations",
+        };
+        let _ = write!(
+            s,
+            ", lost {lost} {what} ({}: nothing is resent)",
+            info.connection.unwrap_or_default()
+        );
     }
     s.push('\n');
     s

@@ -2,20 +2,8 @@
 //! log10 loss axis, one curve per transport and recovery. The loss-free point sits one decade left
 //! of the smallest rate, labelled 0.
 
+use super::svg::{COLORS, SIZE, draw_legend, draw_line, house_mesh, styled};
 use plotters::prelude::*;
-
-/// Plot size in pixels.
-const SIZE: (u32, u32) = (960, 640);
-
-/// Line colours, in series order (colour-blind-safe Tableau 10).
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-];
 
 /// One curve: its legend and (loss rate 0..1, value) points.
 pub struct LossSeries<'a> {
@@ -67,12 +55,8 @@ pub fn loss_svg(
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut b = ChartBuilder::on(&root);
-        b.caption(title, ("sans-serif", 22))
-            .margin(20)
-            .margin_right(50)
-            .x_label_area_size(50)
-            .y_label_area_size(80);
+        let mut b = styled(&root, title);
+        b.y_label_area_size(80);
         let x_range = (zero_tick - 300..(hi * 1000.0) as i32 + 300).with_key_points(ticks);
         let fmt_x = move |v: &i32| {
             if *v == zero_tick {
@@ -86,17 +70,11 @@ pub fn loss_svg(
         macro_rules! draw {
             ($chart:expr) => {{
                 let mut chart = $chart;
-                chart
-                    .configure_mesh()
-                    .x_desc("packet loss rate, each direction (log scale)")
+                let mut mesh = chart.configure_mesh();
+                mesh.x_desc("packet loss rate, each direction (log scale)")
                     .y_desc(y_desc)
-                    .max_light_lines(1)
-                    .light_line_style(RGBColor(235, 235, 235))
-                    .x_label_formatter(&fmt_x)
-                    .label_style(("sans-serif", 15))
-                    .axis_desc_style(("sans-serif", 16))
-                    .draw()
-                    .map_err(|e| e.to_string())?;
+                    .x_label_formatter(&fmt_x);
+                house_mesh(&mut mesh).draw().map_err(|e| e.to_string())?;
                 for (i, s) in series.iter().enumerate() {
                     let color = COLORS[i % COLORS.len()];
                     let mut pts: Vec<(i32, f64)> = s
@@ -106,25 +84,12 @@ pub fn loss_svg(
                         .map(|&(r, y)| (x(r), y))
                         .collect();
                     pts.sort_by_key(|p| p.0);
-                    chart
-                        .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                        .map_err(|e| e.to_string())?
-                        .label(s.label)
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
-                        });
+                    draw_line(&mut chart, pts.clone(), color, s.label)?;
                     chart
                         .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
                         .map_err(|e| e.to_string())?;
                 }
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperRight)
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK)
-                    .label_font(("sans-serif", 15))
-                    .draw()
-                    .map_err(|e| e.to_string())?;
+                draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
             }};
         }
         if log_y {
@@ -158,12 +123,7 @@ mod tests {
             points: vec![(0.0, 12.0), (0.01, 9.0)],
         };
         let svg = loss_svg("write_bw 64 KiB", "goodput (Gb/s)", &[a, b], false).unwrap();
-        let doc = roxmltree::Document::parse(&svg).unwrap();
-        let texts: Vec<String> = doc
-            .descendants()
-            .filter(|n| n.has_tag_name("text"))
-            .filter_map(|n| n.text().map(|t| t.trim().to_owned()))
-            .collect();
+        let texts = crate::report::svg::tests::texts(&svg);
         for needle in ["0", "1%", "0.01%", "RoCE v2 sr", "TCP", "write_bw 64 KiB"] {
             assert!(texts.iter().any(|t| t == needle), "{needle}: {texts:?}");
         }

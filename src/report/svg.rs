@@ -10,13 +10,15 @@
 
 use crate::stats::value_at_percentile;
 use hdrhistogram::Histogram;
+use plotters::chart::MeshStyle;
+use plotters::coord::CoordTranslate;
 use plotters::prelude::*;
 
 /// Plot size in pixels.
 pub(crate) const SIZE: (u32, u32) = (960, 640);
 
 /// Line colours, in series order (colour-blind-safe Tableau 10).
-const COLORS: [RGBColor; 6] = [
+pub(crate) const COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -131,36 +133,16 @@ pub(crate) fn latency_svg(title: &str, series: &[LatencySeries]) -> Result<Strin
                     .with_key_points(ticks_1_2_5(y_min, y_max)),
             )
             .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc("percentile (log scale of 1/(1-p))")
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc("percentile (log scale of 1/(1-p))")
             .y_desc("one-way latency (µs, log scale)")
             .x_label_formatter(&|x| percentile_tick(f64::from(*x) / MILLI))
-            .y_label_formatter(&|y| fmt_axis(*y))
-            .max_light_lines(1)
-            .light_line_style(RGBColor(235, 235, 235))
-            .label_style(("sans-serif", 15))
-            .axis_desc_style(("sans-serif", 16))
-            .draw()
-            .map_err(|e| e.to_string())?;
+            .y_label_formatter(&|y| fmt_axis(*y));
+        house_mesh(&mut mesh).draw().map_err(|e| e.to_string())?;
         for (i, (s, points)) in drawn.iter().zip(curves).enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            chart
-                .draw_series(LineSeries::new(points, color.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(s.label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
-                });
+            draw_line(&mut chart, points, COLORS[i % COLORS.len()], s.label)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 15))
-            .draw()
-            .map_err(|e| e.to_string())?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
@@ -203,20 +185,14 @@ pub(crate) fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<S
                 0.0..y_max,
             )
             .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc("message size (bytes, log2 scale)")
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc("message size (bytes, log2 scale)")
             .y_desc("bandwidth (Gb/s)")
-            .max_light_lines(1)
-            .light_line_style(RGBColor(235, 235, 235))
             .x_label_formatter(&|x| {
                 super::fmt_size(2f64.powf((f64::from(*x) / MILLI).round()) as u64)
             })
-            .y_label_formatter(&|y| format!("{y}"))
-            .label_style(("sans-serif", 15))
-            .axis_desc_style(("sans-serif", 16))
-            .draw()
-            .map_err(|e| e.to_string())?;
+            .y_label_formatter(&|y| format!("{y}"));
+        house_mesh(&mut mesh).draw().map_err(|e| e.to_string())?;
         for (i, s) in series.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
             let mut points: Vec<(i32, f64)> = s
@@ -225,13 +201,7 @@ pub(crate) fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<S
                 .map(|&(sz, g)| (milli(log2(sz)), g))
                 .collect();
             points.sort_by_key(|p| p.0);
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(s.label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
-                });
+            draw_line(&mut chart, points.clone(), color, s.label)?;
             // Markers: a single-size run is a point, not an invisible zero-length line; with one size
             // the points also carry their value, as there is no curve to read against the axis.
             let radius = if single_size { 6 } else { 4 };
@@ -251,21 +221,14 @@ pub(crate) fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<S
                     .map_err(|e| e.to_string())?;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 15))
-            .draw()
-            .map_err(|e| e.to_string())?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
 }
 
-/// The frame both charts share: title, margins and room for the axis labels.
-fn styled<'a, 'b, DB: DrawingBackend>(
+/// The frame every chart shares: title, margins and room for the axis labels.
+pub(crate) fn styled<'a, 'b, DB: DrawingBackend>(
     root: &'a DrawingArea<DB, plotters::coord::Shift>,
     title: &'b str,
 ) -> ChartBuilder<'a, 'b, DB> {
@@ -278,12 +241,53 @@ fn styled<'a, 'b, DB: DrawingBackend>(
     b
 }
 
+/// The grid and label style every chart shares: faint light lines, the label fonts.
+pub(crate) fn house_mesh<'m, 'a, 'b, X: Ranged, Y: Ranged, DB: DrawingBackend>(
+    mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, DB> {
+    mesh.max_light_lines(1)
+        .light_line_style(RGBColor(235, 235, 235))
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 16))
+}
+
+/// One curve: a line of `color` with its legend entry.
+pub(crate) fn draw_line<DB: DrawingBackend, CT: CoordTranslate<From = (i32, f64)>>(
+    chart: &mut ChartContext<'_, DB, CT>,
+    points: Vec<(i32, f64)>,
+    color: RGBColor,
+    label: &str,
+) -> Result<(), String> {
+    chart
+        .draw_series(LineSeries::new(points, color.stroke_width(2)))
+        .map_err(|e| e.to_string())?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3)));
+    Ok(())
+}
+
+/// The legend box at `position`.
+pub(crate) fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::stats::new_latency_histogram;
 
-    fn texts(svg: &str) -> Vec<String> {
+    /// The text of every `<text>` element, trimmed.
+    pub(crate) fn texts(svg: &str) -> Vec<String> {
         let doc = roxmltree::Document::parse(svg).unwrap();
         doc.descendants()
             .filter(|n| n.has_tag_name("text"))

@@ -54,6 +54,9 @@ pub(crate) const COLUMNS: &[&str] = &[
     "cpu_util_pct",
     "impair",
     "recovery",
+    "connection",
+    "lost_messages",
+    "atomic_type",
 ];
 
 /// The percentiles behind `lat_p90_us` .. `lat_p99_99_us`.
@@ -125,6 +128,9 @@ pub fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
     cells.push(opt(r.cpu_util.map(|v| f(v, 2))));
     cells.push(opt(info.impair.as_deref()));
     cells.push(opt(info.recovery.map(|r| r.name())));
+    cells.push(opt(info.connection.map(|c| c.name())));
+    cells.push(opt(r.lost));
+    cells.push(opt(info.atomic_type.map(|a| a.name())));
     debug_assert_eq!(cells.len(), COLUMNS.len());
     cells
 }
@@ -307,19 +313,15 @@ mod tests {
     use std::collections::HashMap;
 
     fn read_rows(path: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
-        let mut rdr = ::csv::Reader::from_path(path).unwrap();
+        rows_of(::csv::Reader::from_path(path).unwrap())
+    }
+
+    /// The header, and each row as a map from column name to cell.
+    fn rows_of<R: std::io::Read>(
+        mut rdr: ::csv::Reader<R>,
+    ) -> (Vec<String>, Vec<HashMap<String, String>>) {
         let headers: Vec<String> = rdr.headers().unwrap().iter().map(str::to_owned).collect();
-        let rows = rdr
-            .records()
-            .map(|rec| {
-                let rec = rec.unwrap();
-                headers
-                    .iter()
-                    .cloned()
-                    .zip(rec.iter().map(str::to_owned))
-                    .collect()
-            })
-            .collect();
+        let rows = rdr.deserialize().map(Result::unwrap).collect();
         (headers, rows)
     }
 
@@ -414,19 +416,8 @@ mod tests {
     fn csv_has_a_row_per_transport_and_size_with_units_in_headers() {
         let set = set();
         let text = compare_csv(&set).unwrap();
-        let mut rdr = ::csv::Reader::from_reader(text.as_bytes());
-        let headers: Vec<String> = rdr.headers().unwrap().iter().map(str::to_owned).collect();
+        let (headers, rows) = rows_of(::csv::Reader::from_reader(text.as_bytes()));
         assert_eq!(headers, COMPARE_COLUMNS);
-        let rows: Vec<HashMap<String, String>> = rdr
-            .records()
-            .map(|r| {
-                headers
-                    .iter()
-                    .cloned()
-                    .zip(r.unwrap().iter().map(str::to_owned))
-                    .collect()
-            })
-            .collect();
         assert_eq!(rows.len(), 3 + 9);
         let v2_64k = rows
             .iter()

@@ -301,6 +301,30 @@ impl Document {
     }
 }
 
+/// What `load` gives for every one of `files`, all together, or every error it met (so one run names
+/// all the bad inputs, not just the first).
+pub fn load_every<P, T, E, I>(
+    files: &[P],
+    mut load: impl FnMut(&P) -> Result<I, E>,
+) -> Result<Vec<T>, Vec<E>>
+where
+    I: IntoIterator<Item = T>,
+{
+    let mut loaded = Vec::new();
+    let mut errors = Vec::new();
+    for file in files {
+        match load(file) {
+            Ok(items) => loaded.extend(items),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(loaded)
+    } else {
+        Err(errors)
+    }
+}
+
 /// Reads `path` as rows: a result JSON, a comparison JSON or a results CSV (by extension, else by
 /// content). The rows may be empty.
 pub fn read_rows(path: &Path) -> Result<Vec<ResultRow>, ReadError> {

@@ -2,7 +2,7 @@
 //!
 //! The header block and the files show it, and both sides exchange it over the out-of-band channel.
 
-use crate::params::{Recovery, RoceVersion, Role, TestKind, TransportKind};
+use crate::params::{AtomicOp, ConnType, Recovery, RoceVersion, Role, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 
 /// One perftest "local address:" / "remote address:" line (+ GID line).
@@ -28,8 +28,11 @@ pub struct AddressLine {
 /// Everything the header block and the files need, built by the binary from its options and transport.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
-    /// Which of the six tests.
+    /// Which test.
     pub test: TestKind,
+    /// Atomic tests: the `-A` operation; absent for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atomic_type: Option<AtomicOp>,
     /// Client or server.
     pub role: Role,
     /// What moved the bytes.
@@ -95,6 +98,17 @@ pub struct RunInfo {
     /// The loss recovery the RC engine of a soft run used (`gbn` or `sr`); absent for the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+    /// The queue pairs' connection type (`-c`: `RC`, `UC`, `UD`) of a RoCE run; absent for TCP (and in
+    /// files written before `-c` existed, which were RC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<ConnType>,
+    /// `-R`: the queue pairs were connected through the CM (rdma_cm); absent when they were not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rdma_cm: bool,
+    /// `-R --oob perftest`: the setup messages rode a CM-connected queue pair too (perftest's "Data
+    /// ex. method : rdma_cm"); the console's business only, not kept in the files.
+    #[serde(skip)]
+    pub exchange_rdma_cm: bool,
 }
 
 /// `client` or `server`.

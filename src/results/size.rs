@@ -38,6 +38,9 @@ pub struct SizeResult {
     pub measured: Measured,
     /// CPU utilisation of the datapath, percent (--cpu_util).
     pub cpu_util: Option<f64>,
+    /// UC/UD (`-c`): messages (latency tests: iterations) that were sent and never arrived, where
+    /// this side could count them; `None` for RC and where nothing was counted.
+    pub lost: Option<u64>,
 }
 
 /// Serde form of a [`SizeResult`]: flat, unit-carrying keys.
@@ -47,6 +50,8 @@ pub(crate) struct SizeResultRepr {
     iterations: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cpu_util_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lost_messages: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     bandwidth: Option<BandwidthStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,6 +72,7 @@ impl From<SizeResult> for SizeResultRepr {
             size_bytes: r.size,
             iterations: r.iterations,
             cpu_util_pct: r.cpu_util,
+            lost_messages: r.lost,
             bandwidth,
             latency,
             histogram,
@@ -96,6 +102,7 @@ impl TryFrom<SizeResultRepr> for SizeResult {
             iterations: r.iterations,
             measured,
             cpu_util: r.cpu_util_pct,
+            lost: r.lost_messages,
         })
     }
 }

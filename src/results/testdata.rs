@@ -11,6 +11,7 @@ use crate::stats::{self, BandwidthStats, LatencyStats};
 pub fn bw_info() -> RunInfo {
     RunInfo {
         test: TestKind::new(Verb::Write, Metric::Bandwidth),
+        atomic_type: None,
         role: Role::Client,
         transport: TransportKind::Soft,
         roce: Some(RoceVersion::V2),
@@ -57,6 +58,9 @@ pub fn bw_info() -> RunInfo {
         counters: None,
         impair: None,
         recovery: None,
+        connection: None,
+        rdma_cm: false,
+        exchange_rdma_cm: false,
     }
 }
 
@@ -64,6 +68,7 @@ pub fn bw_info() -> RunInfo {
 pub fn lat_info() -> RunInfo {
     RunInfo {
         test: TestKind::new(Verb::Send, Metric::Latency),
+        atomic_type: None,
         role: Role::Server,
         transport: TransportKind::Tcp,
         roce: None,
@@ -90,6 +95,7 @@ pub fn bw_result() -> SizeResult {
         iterations: 5000,
         measured: Measured::Bandwidth(BandwidthStats::compute(65536, 5000, elapsed, Some(best))),
         cpu_util: None,
+        lost: None,
     }
 }
 
@@ -107,6 +113,7 @@ pub fn lat_result() -> SizeResult {
             histogram: h,
         },
         cpu_util: Some(12.5),
+        lost: None,
     }
 }
 
@@ -133,6 +140,7 @@ pub fn lat(size: u64, base_ns: u64, samples: u64) -> SizeResult {
             histogram: h,
         },
         cpu_util: None,
+        lost: None,
     }
 }
 
@@ -145,6 +153,7 @@ pub fn bw(size: u64, gbps: f64) -> SizeResult {
         iterations: messages,
         measured: Measured::Bandwidth(BandwidthStats::compute(size, messages, elapsed, None)),
         cpu_util: None,
+        lost: None,
     }
 }
 

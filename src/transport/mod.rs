@@ -10,6 +10,7 @@
 //! [`MacAddr`] (from [`wire`](crate::wire)), [`RoceMtu`], [`Param`] (a run parameter that displays as
 //! its flag, for messages) and [`rng::SplitMix64`].
 
+pub mod cm;
 pub mod memory;
 pub mod mtu;
 pub mod param;
@@ -92,6 +93,12 @@ pub struct ConnInfo {
     /// from a peer on the same host (lo, veth) whole, so the peer must send each packet on its own.
     #[serde(default)]
     pub needs_single_datagrams: bool,
+    /// The queue pairs' connection type (`-c`); a description without one is RC.
+    #[serde(default)]
+    pub connection: crate::params::ConnType,
+    /// UD: the Q_Key datagrams to these queue pairs must carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qkey: Option<u32>,
 }
 
 /// A remote buffer location for WRITE and READ.
@@ -146,6 +153,22 @@ pub struct SendRequest {
     pub signaled: bool,
     /// Send the data inline with the request (`-I`), where the transport supports it.
     pub inline: bool,
+}
+
+impl SendRequest {
+    /// A signaled, not inline request: `op` of the `len` bytes at `offset`, to `remote` for WRITE,
+    /// READ and atomics.
+    pub fn new(wr_id: u64, op: SendOp, offset: u64, len: u32, remote: Option<RemoteAddr>) -> Self {
+        SendRequest {
+            wr_id,
+            op,
+            offset,
+            len,
+            remote,
+            signaled: true,
+            inline: false,
+        }
+    }
 }
 
 /// A receive-queue work request: where an incoming SEND lands in this QP's buffer.

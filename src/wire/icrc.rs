@@ -234,6 +234,16 @@ mod tests {
     use super::*;
 
     /// The straightforward reading of roce-wire.md §5.2: copy everything, mask, hash once.
+    /// (offset, bits) masks: byte 0's low nibble when `tclass` (IPv6 and the GRH start their traffic
+    /// class there), and the bytes `whole`, all eight bits.
+    fn masked(tclass: bool, whole: &[usize]) -> Vec<(usize, u8)> {
+        let nibble = tclass.then_some((0, 0x0f));
+        nibble
+            .into_iter()
+            .chain(whole.iter().map(|&at| (at, 0xff)))
+            .collect()
+    }
+
     fn reference(net_through_pad: &[u8], masks: &[(usize, u8)]) -> u32 {
         let mut b = vec![0xffu8; 8];
         b.extend_from_slice(net_through_pad);
@@ -269,15 +279,7 @@ mod tests {
     #[test]
     fn incremental_equals_whole_copy_for_ipv4() {
         let bytes: Vec<u8> = (0..200u32).map(|i| (i * 37 + 11) as u8).collect();
-        let masks = [
-            (1, 0xff),
-            (8, 0xff),
-            (10, 0xff),
-            (11, 0xff),
-            (26, 0xff),
-            (27, 0xff),
-            (32, 0xff),
-        ];
+        let masks = masked(false, &[1, 8, 10, 11, 26, 27, 32]);
         let mut c = Icrc::v2_ipv4_header(&bytes[..20], &bytes[20..28]);
         c.update_bth(&bytes[28..40]);
         c.update(&bytes[40..100]);
@@ -308,28 +310,12 @@ mod tests {
     #[test]
     fn incremental_equals_whole_copy_for_ipv6_and_grh() {
         let bytes: Vec<u8> = (0..300u32).map(|i| (i * 91 + 5) as u8).collect();
-        let v6 = [
-            (0, 0x0f),
-            (1, 0xff),
-            (2, 0xff),
-            (3, 0xff),
-            (7, 0xff),
-            (46, 0xff),
-            (47, 0xff),
-            (52, 0xff),
-        ];
+        let v6 = masked(true, &[1, 2, 3, 7, 46, 47, 52]);
         let mut c = Icrc::v2_ipv6_header(&bytes[..40], &bytes[40..48]);
         c.update_bth(&bytes[48..60]);
         c.update(&bytes[60..]);
         assert_eq!(c.finish(), reference(&bytes, &v6));
-        let v1 = [
-            (0, 0x0f),
-            (1, 0xff),
-            (2, 0xff),
-            (3, 0xff),
-            (7, 0xff),
-            (44, 0xff),
-        ];
+        let v1 = masked(true, &[1, 2, 3, 7, 44]);
         assert_eq!(
             Icrc::v1_header(&bytes[..40]).finish_ib(&bytes[40..]),
             reference(&bytes, &v1)

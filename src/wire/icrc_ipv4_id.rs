@@ -154,12 +154,11 @@ mod tests {
 
     fn repr(ident: u16) -> Ipv4Repr {
         Ipv4Repr {
-            src: Ipv4Addr::new(192, 168, 122, 1),
-            dst: Ipv4Addr::new(192, 168, 122, 99),
-            tos: 0,
             ident,
-            dont_frag: true,
-            ttl: 64,
+            ..Ipv4Repr::roce(
+                Ipv4Addr::new(192, 168, 122, 1),
+                Ipv4Addr::new(192, 168, 122, 99),
+            )
         }
     }
 

@@ -175,6 +175,19 @@ pub struct Ipv4Repr {
 }
 
 impl Ipv4Repr {
+    /// The header RoCE v2 sends from `src` to `dst`: TOS 0, ID 0, DF and TTL 64, what an unconnected
+    /// PMTUDISC_DO UDP socket sends (roce-wire.md §9).
+    pub fn roce(src: Ipv4Addr, dst: Ipv4Addr) -> Self {
+        Ipv4Repr {
+            src,
+            dst,
+            tos: 0,
+            ident: 0,
+            dont_frag: true,
+            ttl: 64,
+        }
+    }
+
     /// Reads a view that passed `check_lengths`, rejecting what RoCE v2 cannot be.
     pub fn parse<T: AsRef<[u8]>>(p: &Ipv4Packet<T>) -> Result<Self> {
         p.check_lengths()?;

@@ -12,6 +12,8 @@
 //! - IB transport layer: [`Opcode`], [`BthRepr`], the extension headers and [`IbRepr`] (the whole
 //!   stack an opcode prescribes).
 //! - Encapsulations: [`EthernetRepr`], [`GrhRepr`] (v1), [`Ipv4Repr`] / [`Ipv6Repr`] + [`UdpRepr`] (v2).
+//! - Management: [`mad`] (the 256-byte MADs of QP1) and [`cm`] (the Communication Manager's
+//!   REQ / REP / RTU / REJ / DREQ / DREP, rdma_cm's IP header and service IDs).
 //! - [`Icrc`] and [`icrc_v1`] / [`icrc_v2_ipv4`] / [`icrc_v2_ipv6`].
 //! - A whole frame: [`RoceFrame`] (checked view) and [`RoceFrameRepr`] (parse verifies the ICRC, emit
 //!   computes it).
@@ -27,14 +29,7 @@
 //! bth.ack_req = true;
 //! let mut ib = IbRepr::new(bth);
 //! ib.reth = Some(RethRepr { va: 0x7f00_0000_1000, rkey: 0x1234, dma_len: 5 });
-//! let ip = Ipv4Repr {
-//!     src: Ipv4Addr::new(10, 0, 0, 1),
-//!     dst: Ipv4Addr::new(10, 0, 0, 2),
-//!     tos: 0,
-//!     ident: 0,
-//!     dont_frag: true,
-//!     ttl: 64,
-//! };
+//! let ip = Ipv4Repr::roce(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
 //! let eth = EthernetRepr { dst: MacAddr([2, 0, 0, 0, 0, 2]), src: MacAddr([2, 0, 0, 0, 0, 1]), vlan: None, ethertype: 0 };
 //! let frame = RoceFrameRepr { eth, net: NetRepr::V2v4(ip, UdpRepr::roce(0xc123)), ib };
 //!
@@ -60,6 +55,7 @@ mod addr;
 mod aeth;
 mod atomic;
 mod bth;
+pub mod cm;
 mod deth;
 mod encap;
 mod error;
@@ -71,6 +67,7 @@ mod icrc;
 mod icrc_ipv4_id;
 mod ipv4;
 mod ipv6;
+pub mod mad;
 mod opcode;
 mod reth;
 mod udp;

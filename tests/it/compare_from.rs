@@ -1,6 +1,7 @@
 //! roce_compare --from: result files made elsewhere in, the side-by-side report and its files out.
 
 use crate::common;
+use crate::common::assert_contains;
 
 use common::results::{bw_result as bw, run_info as info};
 use roceperf::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
@@ -22,6 +23,7 @@ fn lat(base_ns: u64) -> SizeResult {
             histogram: h,
         },
         cpu_util: None,
+        lost: None,
     }
 }
 
@@ -115,7 +117,7 @@ fn from_files_prints_the_table_and_histograms_and_writes_every_file() {
         .unwrap();
     assert!(v1_64k.ends_with("2.00x"), "{v1_64k}");
     assert!(out.matches(" µs |").count() > 3, "{out}");
-    assert!(out.contains("write_lat TCP, 2 B: 2000 samples"), "{out}");
+    assert_contains(&out, "write_lat TCP, 2 B: 2000 samples");
     // The files, in one timestamped directory.
     let dirs: Vec<PathBuf> = std::fs::read_dir(&results)
         .unwrap()
@@ -189,7 +191,7 @@ fn bad_inputs_exit_2_and_gates_exit_1() {
     let o = compare(&["--no-files"], &[files[0].clone(), broken, missing]);
     assert_eq!(o.status.code(), Some(2));
     let err = text(&o.stderr);
-    assert!(err.contains("broken.json is not valid JSON"), "{err}");
+    assert_contains(&err, "broken.json is not valid JSON");
     assert!(
         err.contains("cannot read") && err.contains("missing.json"),
         "{err}"
@@ -259,16 +261,10 @@ fn a_comparison_read_back_keeps_its_links_and_repetitions_and_takes_ratio_gates(
     );
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
-    assert!(
-        out.contains(&format!("\nlink: every row crossed {veth}\n")),
-        "{out}"
-    );
-    assert!(
-        out.contains("each row: the median of up to 3 repetitions"),
-        "{out}"
-    );
+    assert_contains(&out, &format!("\nlink: every row crossed {veth}\n"));
+    assert_contains(&out, "each row: the median of up to 3 repetitions");
     // The ratio of the medians of the repetitions: 13 / 12.
-    assert!(out.contains("1.083x (13.00 Gb/s / 12.00 Gb/s)"), "{out}");
+    assert_contains(&out, "1.083x (13.00 Gb/s / 12.00 Gb/s)");
     let dir = std::fs::read_dir(&results_dir)
         .unwrap()
         .next()

@@ -4,12 +4,13 @@
 //! `--repeat` keeps every repetition; two-host mode runs against a `roce_compare --server` on loopback; the progress bar
 //! shows on a terminal only; timeouts, usage errors and "nothing could run" have their exit codes.
 
+use crate::common::assert_contains;
+use crate::common::free_port;
 use base64::Engine;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -52,11 +53,29 @@ fn compare_pid(args: &[&str], secs: u64) -> (Output, u32) {
     (child.wait_with_output().unwrap(), pid)
 }
 
+/// stdout and stderr, once the exit code is asserted to be `code` (both shown when not).
+#[track_caller]
+fn expect_code(o: &Output, code: i32) -> (String, String) {
+    let (stdout, stderr) = text(o);
+    assert_eq!(o.status.code(), Some(code), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
 fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
+}
+
+/// The words of `line`, split at white space.
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// A path as an argument.
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
 }
 
 /// Table rows of `test` (lines starting with the test name and a transport label).
@@ -80,18 +99,8 @@ fn the_only_dir(results: &Path) -> PathBuf {
 fn local_compare_prints_every_transport_and_writes_the_files() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
-    let (out, pid) = compare_pid(
-        &[
-            "--local",
-            "-n",
-            "100",
-            "--results",
-            results.to_str().unwrap(),
-        ],
-        240,
-    );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let (out, pid) = compare_pid(&["--local", "-n", "100", "--results", path(&results)], 240);
+    let (stdout, stderr) = expect_code(&out, 0);
 
     // The table: v1 (or its skip note), v2 and TCP, for write_lat at 2 B and write_bw at 64 KiB.
     let lat = rows(&stdout, "write_lat");
@@ -133,21 +142,11 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
 
     // The files.
     let dir = the_only_dir(&results);
-    assert!(
-        stdout.contains(&format!("Files in {}", dir.display())),
-        "{stdout}"
-    );
-    let mut rdr = csv::Reader::from_path(dir.join("compare.csv")).unwrap();
-    let headers: Vec<String> = rdr.headers().unwrap().iter().map(str::to_owned).collect();
-    let csv_rows: Vec<HashMap<String, String>> = rdr
-        .records()
-        .map(|r| {
-            headers
-                .iter()
-                .cloned()
-                .zip(r.unwrap().iter().map(str::to_owned))
-                .collect()
-        })
+    assert_contains(&stdout, &format!("Files in {}", dir.display()));
+    let csv_rows: Vec<HashMap<String, String>> = csv::Reader::from_path(dir.join("compare.csv"))
+        .unwrap()
+        .deserialize()
+        .map(Result::unwrap)
         .collect();
     let runs_per_test = if v1_expected { 3 } else { 2 };
     assert_eq!(csv_rows.len(), 2 * runs_per_test, "{csv_rows:?}");
@@ -203,10 +202,7 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
     for r in &csv_rows {
         assert_eq!(r["link"], link, "{r:?}");
     }
-    assert!(
-        stdout.contains(&format!("\nlink: every row crossed {link}\n")),
-        "{stdout}"
-    );
+    assert_contains(&stdout, &format!("\nlink: every row crossed {link}\n"));
 
     // One HdrHistogram log per latency run, each with one interval that decodes to 100 samples.
     let hlogs: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -266,14 +262,6 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn two_host_mode_runs_against_a_compare_server_on_loopback() {
     let port = free_port().to_string();
@@ -286,22 +274,12 @@ fn two_host_mode_runs_against_a_compare_server_on_loopback() {
             .spawn()
             .unwrap(),
     );
+    let host = ["127.0.0.1", "-d", "lo", "--control-port", &port];
     let out = compare(
-        &[
-            "127.0.0.1",
-            "-d",
-            "lo",
-            "--control-port",
-            &port,
-            "roce_write_lat",
-            "-n",
-            "100",
-            "--no-files",
-        ],
+        &[&host[..], &words("roce_write_lat -n 100 --no-files")].concat(),
         240,
     );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let (stdout, _) = expect_code(&out, 0);
     let lat = rows(&stdout, "write_lat");
     assert!(lat.iter().any(|r| r.contains("RoCE v2 (soft)")), "{stdout}");
     assert!(lat.iter().any(|r| r.contains("TCP")), "{stdout}");
@@ -323,39 +301,22 @@ fn no_server_at_the_host_is_a_clear_setup_error() {
     let out = compare(&["127.0.0.1", "--control-port", &port, "-n", "5"], 60);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains(&format!(
-            "127.0.0.1:{port}: no roce_compare --server answers there"
-        )),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        &format!("127.0.0.1:{port}: no roce_compare --server answers there"),
     );
 }
 
 #[test]
 fn runs_that_outlive_the_timeout_are_killed_and_nothing_ran_is_exit_2() {
-    let out = compare(
-        &[
-            "--local",
-            "write_lat",
-            "-D",
-            "5",
-            "--timeout",
-            "1",
-            "--no-files",
-        ],
-        120,
+    let out = compare(&words("--local write_lat -D 5 --timeout 1 --no-files"), 120);
+    let (stdout, stderr) = expect_code(&out, 2);
+    assert_contains(
+        &stdout,
+        "failed RoCE v2 (soft), write_lat: timed out after 1 s (--timeout)",
     );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains("failed RoCE v2 (soft), write_lat: timed out after 1 s (--timeout)"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("failed TCP, write_lat: timed out"),
-        "{stdout}"
-    );
-    assert!(stderr.contains("no transport could run"), "{stderr}");
+    assert_contains(&stdout, "failed TCP, write_lat: timed out");
+    assert_contains(&stderr, "no transport could run");
 }
 
 #[test]
@@ -419,13 +380,9 @@ fn sigterm_stops_the_comparison_and_reports_what_ran() {
     // SAFETY: kill has no memory preconditions; pid is our own child, not yet reaped.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains("TCP, write_bw: not run: interrupted"),
-        "{stdout}"
-    );
-    assert!(stderr.contains("interrupted"), "{stderr}");
+    let (stdout, stderr) = expect_code(&out, 130);
+    assert_contains(&stdout, "TCP, write_bw: not run: interrupted");
+    assert_contains(&stderr, "interrupted");
     if is_root() {
         let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
         assert!(
@@ -437,26 +394,10 @@ fn sigterm_stops_the_comparison_and_reports_what_ran() {
 
 #[test]
 fn a_gate_missed_by_a_live_run_exits_1() {
-    let out = compare(
-        &[
-            "--local",
-            "write_lat",
-            "-n",
-            "100",
-            "--no-files",
-            "--gate-transport",
-            "tcp",
-            "--max-p50",
-            "1ns",
-        ],
-        240,
-    );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains("FAIL: write_lat tcp 2 B median latency"),
-        "{stdout}"
-    );
+    let args = "--local write_lat -n 100 --no-files --gate-transport tcp --max-p50 1ns";
+    let out = compare(&words(args), 240);
+    let (stdout, _) = expect_code(&out, 1);
+    assert_contains(&stdout, "FAIL: write_lat tcp 2 B median latency");
     assert!(
         !stdout.contains("write_lat soft"),
         "only TCP is gated: {stdout}"
@@ -467,34 +408,15 @@ fn a_gate_missed_by_a_live_run_exits_1() {
 fn repeated_runs_keep_every_repetition_for_the_gates() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
-    let out = compare(
-        &[
-            "--local",
-            "write_lat",
-            "-n",
-            "100",
-            "--repeat",
-            "2",
-            "--results",
-            results.to_str().unwrap(),
-            "--max-ratio",
-            "soft-v2/tcp:p50=1000",
-        ],
-        240,
-    );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let mut args = words("--local write_lat -n 100 --repeat 2 --max-ratio soft-v2/tcp:p50=1000");
+    args.extend(["--results", path(&results)]);
+    let out = compare(&args, 240);
+    let (stdout, _) = expect_code(&out, 0);
     // One row per transport, the median repetition's, and a line that says so.
     let lat = rows(&stdout, "write_lat");
     assert_eq!(lat.len(), if is_root() { 3 } else { 2 }, "{stdout}");
-    assert!(
-        stdout.contains("each row: the median of up to 2 repetitions"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("roce_gate: PASS, 1 checks: 1 passed"),
-        "{stdout}"
-    );
+    assert_contains(&stdout, "each row: the median of up to 2 repetitions");
+    assert_contains(&stdout, "roce_gate: PASS, 1 checks: 1 passed");
     let json = the_only_dir(&results).join("compare.json");
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     for run in doc["runs"].as_array().unwrap() {
@@ -514,8 +436,5 @@ fn repeated_runs_keep_every_repetition_for_the_gates() {
         .unwrap();
     let gate_out = String::from_utf8_lossy(&gate.stdout);
     assert_eq!(gate.status.code(), Some(1), "{gate_out}");
-    assert!(
-        gate_out.contains("FAIL: write_lat soft v2 2 B median latency is"),
-        "{gate_out}"
-    );
+    assert_contains(&gate_out, "FAIL: write_lat soft v2 2 B median latency is");
 }

@@ -123,6 +123,13 @@ impl Host {
         self.dir.path().join(rel)
     }
 
+    /// Removes the files `rels` (what a fresh machine lacks).
+    fn remove(&self, rels: &[&str]) {
+        for rel in rels {
+            std::fs::remove_file(self.path(rel)).unwrap();
+        }
+    }
+
     fn write(&self, rel: &str, text: &str) {
         let p = self.path(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -249,6 +256,13 @@ impl Host {
         self
     }
 
+    /// Runs deps.sh for `purpose`, which must succeed.
+    fn run_ok(&self, purpose: &str) -> Run {
+        let run = self.run(purpose);
+        ok(&run);
+        run
+    }
+
     fn run(&self, purpose: &str) -> Run {
         let log = self.path("state/log");
         let _ = std::fs::remove_file(&log);
@@ -301,8 +315,7 @@ fn a_complete_debian_host_installs_nothing() {
         (Host::debian12_build(), "build"),
         (Host::debian12_test(), "test"),
     ] {
-        let run = host.run(purpose);
-        ok(&run);
+        let run = host.run_ok(purpose);
         assert!(run.installed().is_empty(), "{purpose}: {run:#?}");
         assert!(!run.called("apt-get"), "{purpose}: {run:#?}");
         assert!(!run.called("rustup"), "{purpose}: {run:#?}");
@@ -314,7 +327,7 @@ fn a_complete_debian_host_installs_nothing() {
 #[test]
 fn libclang_cpp_alone_is_not_libclang() {
     let host = Host::debian12_build();
-    std::fs::remove_file(host.path("root/usr/lib/llvm-14/lib/libclang.so")).unwrap();
+    host.remove(&["root/usr/lib/llvm-14/lib/libclang.so"]);
     for f in [
         "root/usr/lib/x86_64-linux-gnu/libclang-14.so.14.0.6",
         "root/usr/lib/x86_64-linux-gnu/libclang-14.so.1",
@@ -324,8 +337,7 @@ fn libclang_cpp_alone_is_not_libclang() {
         std::fs::remove_file(host.path(f)).unwrap();
     }
     host.libclang_cpp(14, "x86_64-linux-gnu");
-    let run = host.run("build");
-    ok(&run);
+    let run = host.run_ok("build");
     assert_eq!(run.installed(), set(&["libclang-dev"]), "{run:#?}");
     // Also without clang's headers (llvm-14-dev does not bring them).
     std::fs::remove_dir_all(host.path("root/usr/lib/llvm-14/lib/clang")).unwrap();
@@ -338,8 +350,7 @@ fn libclang_cpp_alone_is_not_libclang() {
 fn libclang_without_clangs_headers_is_not_enough() {
     let host = Host::debian12_build();
     std::fs::remove_dir_all(host.path("root/usr/lib/llvm-14/lib/clang")).unwrap();
-    let run = host.run("build");
-    ok(&run);
+    let run = host.run_ok("build");
     assert_eq!(run.installed(), set(&["libclang-dev"]), "{run:#?}");
 }
 
@@ -347,12 +358,13 @@ fn libclang_without_clangs_headers_is_not_enough() {
 #[test]
 fn versioned_libclang_with_its_headers_is_enough() {
     let host = Host::debian12_build();
-    std::fs::remove_file(host.path("root/usr/lib/llvm-14/lib/libclang.so")).unwrap();
-    std::fs::remove_file(host.path("root/usr/lib/llvm-14/lib/libclang.so.1")).unwrap();
-    std::fs::remove_file(host.path("root/usr/lib/llvm-14/lib/libclang-14.so.1")).unwrap();
+    host.remove(&[
+        "root/usr/lib/llvm-14/lib/libclang.so",
+        "root/usr/lib/llvm-14/lib/libclang.so.1",
+        "root/usr/lib/llvm-14/lib/libclang-14.so.1",
+    ]);
     host.libclang_cpp(14, "x86_64-linux-gnu");
-    let run = host.run("build");
-    ok(&run);
+    let run = host.run_ok("build");
     assert!(run.installed().is_empty(), "{run:#?}");
 }
 
@@ -367,8 +379,7 @@ fn libclang_and_headers_of_different_llvm_versions_do_not_count() {
     host.libclang_runtime(14, "x86_64-linux-gnu");
     host.files(&["root/etc/ssl/certs/ca-certificates.crt"]);
     host.clang_headers(16);
-    let run = host.run("build");
-    ok(&run);
+    let run = host.run_ok("build");
     assert_eq!(run.installed(), set(&["libclang-dev"]), "{run:#?}");
 }
 
@@ -377,14 +388,12 @@ fn libclang_and_headers_of_different_llvm_versions_do_not_count() {
 #[test]
 fn cmake_without_make_and_gcc_without_libc_headers() {
     let host = Host::debian12_build();
-    std::fs::remove_file(host.path("bin/make")).unwrap();
-    std::fs::remove_file(host.path("root/usr/include/stdio.h")).unwrap();
-    let run = host.run("build");
-    ok(&run);
+    host.remove(&["bin/make", "root/usr/include/stdio.h"]);
+    let run = host.run_ok("build");
     assert_eq!(run.installed(), set(&["make", "libc6-dev"]), "{run:#?}");
     // The start files alone missing is libc6-dev too.
     host.files(&["root/usr/include/stdio.h"]);
-    std::fs::remove_file(host.path("root/usr/lib/x86_64-linux-gnu/crt1.o")).unwrap();
+    host.remove(&["root/usr/lib/x86_64-linux-gnu/crt1.o"]);
     assert_eq!(host.run("build").installed(), set(&["make", "libc6-dev"]));
 }
 
@@ -422,8 +431,7 @@ fn a_bare_machine_gets_every_package_per_purpose() {
         "slurm-client",
         "munge",
     ]);
-    let run = host.run("test");
-    ok(&run);
+    let run = host.run_ok("test");
     assert_eq!(run.installed(), set(&test), "{run:#?}");
     assert!(run.called("apt-get update"), "{run:#?}");
     let mut bench = test.clone();
@@ -435,10 +443,10 @@ fn a_bare_machine_gets_every_package_per_purpose() {
 #[test]
 fn setpriv_comes_from_its_own_package_where_there_is_one() {
     let host = Host::debian12_test();
-    std::fs::remove_file(host.path("bin/setpriv")).unwrap();
+    host.remove(&["bin/setpriv"]);
     host.exe("bin/apt-cache", &stub("apt-cache", "[[ $2 == setpriv ]]"));
     assert_eq!(host.run("test").installed(), set(&["setpriv"]));
-    std::fs::remove_file(host.path("bin/apt-cache")).unwrap();
+    host.remove(&["bin/apt-cache"]);
     assert_eq!(host.run("test").installed(), set(&["util-linux"]));
 }
 
@@ -451,12 +459,10 @@ fn a_user_with_sudo_sees_sbin_and_installs_through_sudo() {
         std::fs::remove_file(host.path(&format!("bin/{t}"))).unwrap();
         host.exe(&format!("root/usr/sbin/{t}"), &stub(t, ""));
     }
-    let run = host.run("test");
-    ok(&run);
+    let run = host.run_ok("test");
     assert!(run.installed().is_empty(), "{run:#?}");
-    std::fs::remove_file(host.path("bin/tcpdump")).unwrap();
-    let run = host.run("test");
-    ok(&run);
+    host.remove(&["bin/tcpdump"]);
+    let run = host.run_ok("test");
     assert_eq!(run.installed(), set(&["tcpdump"]), "{run:#?}");
     assert!(
         run.called("sudo env DEBIAN_FRONTEND=noninteractive apt-get install"),
@@ -468,7 +474,7 @@ fn a_user_with_sudo_sees_sbin_and_installs_through_sudo() {
 fn a_user_without_sudo_is_told_what_to_install() {
     let mut host = Host::debian12_build();
     host.uid = 1000;
-    std::fs::remove_file(host.path("bin/make")).unwrap();
+    host.remove(&["bin/make"]);
     let run = host.run("build");
     assert_eq!(run.code, 2, "{run:#?}");
     assert!(
@@ -491,8 +497,7 @@ fn arm64_paths() {
     host.clang_headers(14);
     host.rust_in("bin", "1.95.0");
     host.write("state/machine", "aarch64\n");
-    let run = host.run("build");
-    ok(&run);
+    let run = host.run_ok("build");
     assert!(run.installed().is_empty(), "{run:#?}");
     assert!(run.called("uname"), "{run:#?}");
     host.dpkg_architecture("aarch64-linux-gnu");
@@ -507,7 +512,7 @@ fn arm64_paths() {
 fn too_old_a_rustc_stops_with_the_rustup_command() {
     let host = Host::debian12_build();
     host.rust_in("bin", "1.63.0");
-    std::fs::remove_file(host.path("bin/rustup")).unwrap();
+    host.remove(&["bin/rustup"]);
     let run = host.run("build");
     assert_eq!(run.code, 2, "{run:#?}");
     assert!(
@@ -544,8 +549,7 @@ fn rustup_toolchain_in_home_is_found() {
         std::fs::remove_file(host.path(&format!("bin/{t}"))).unwrap();
     }
     host.rust_in("home/self/.cargo/bin", "1.95.0");
-    let run = host.run("build");
-    ok(&run);
+    let run = host.run_ok("build");
     assert!(run.called("rustc --version"), "{run:#?}");
 }
 
@@ -558,9 +562,8 @@ fn under_sudo_the_invoking_users_rustup_toolchain_is_used() {
         std::fs::remove_file(host.path(&format!("bin/{t}"))).unwrap();
     }
     host.rust_in("home/alice/.cargo/bin", "1.95.0");
-    std::fs::remove_file(host.path("state/clippy")).unwrap();
-    let run = host.run("test");
-    ok(&run);
+    host.remove(&["state/clippy"]);
+    let run = host.run_ok("test");
     assert!(run.installed().is_empty(), "{run:#?}");
     let rustup_home = format!(
         "rustc RUSTUP_HOME={}",
@@ -577,20 +580,17 @@ fn under_sudo_the_invoking_users_rustup_toolchain_is_used() {
 #[test]
 fn missing_rustfmt_and_clippy_are_added_for_the_tests_only() {
     let host = Host::debian12_test();
-    std::fs::remove_file(host.path("state/clippy")).unwrap();
-    std::fs::remove_file(host.path("state/rustfmt")).unwrap();
-    let run = host.run("build");
-    ok(&run);
+    host.remove(&["state/clippy", "state/rustfmt"]);
+    let run = host.run_ok("build");
     assert!(!run.called("rustup"), "{run:#?}");
-    let run = host.run("test");
-    ok(&run);
+    let run = host.run_ok("test");
     assert!(
         run.log
             .contains(&"rustup component add rustfmt clippy".to_string()),
         "{run:#?}"
     );
     // Without rustup (a distribution's Rust), the script says what to install and stops.
-    std::fs::remove_file(host.path("bin/rustup")).unwrap();
+    host.remove(&["bin/rustup"]);
     let run = host.run("test");
     assert_eq!(run.code, 2, "{run:#?}");
     assert!(run.stderr.contains("no rustup"), "{run:#?}");

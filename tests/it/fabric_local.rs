@@ -3,6 +3,7 @@
 //! the matrix is written (exit 1); ranks that disagree on a parameter or the version exit 2 naming the
 //! rank and the parameter.
 
+use crate::common::assert_contains;
 use crate::fabric_support::*;
 use roceperf::fabric::proto::{self, Hello, ToCoordinator, ToWorker};
 use std::process::{Child, Command, Stdio};
@@ -34,37 +35,14 @@ fn wait(mut c: Child, secs: u64) -> i32 {
 
 #[test]
 fn a_rank_killed_mid_run_is_named_and_the_rest_of_the_matrix_written() {
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let (coord, base) = ports(4);
-    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
-    let results = dir.path().join("k");
-    let args = [
-        "write_bw",
-        "write_lat",
-        "--transport",
-        "tcp",
-        "-n",
-        "200",
-        "--warmup",
-        "10",
-        "--no-retest",
-        "--serial",
-        "--coordinator",
-        &c,
-        "-p",
-        &b,
-        "--results",
-        results.to_str().unwrap(),
-    ];
-    let logs: Vec<_> = (0..4)
-        .map(|r| dir.path().join(format!("rank{r}.log")))
-        .collect();
+    let job = Job::new(4, "k");
+    let args =
+        job.args("write_bw write_lat --transport tcp -n 200 --warmup 10 --no-retest --serial");
     let mut ranks: Vec<Option<Child>> = (0..4)
-        .map(|r| Some(spawn(rank(r, 4, &args), &logs[r])))
+        .map(|r| Some(spawn(rank(r, 4, &args), &job.log(r))))
         .collect();
     // Kill rank 2 once the first pairs are done.
-    let spool = results.join(".pairs.jsonl");
+    let spool = job.results.join(".pairs.jsonl");
     let deadline = Instant::now() + Duration::from_secs(120);
     while std::fs::read_to_string(&spool).map_or(0, |s| s.lines().count()) < 3 {
         assert!(Instant::now() < deadline, "no pair finished in 120 s");
@@ -74,13 +52,13 @@ fn a_rank_killed_mid_run_is_named_and_the_rest_of_the_matrix_written() {
     victim.kill().unwrap();
     victim.wait().unwrap();
     let codes: Vec<i32> = ranks.into_iter().flatten().map(|c| wait(c, 240)).collect();
-    let log0 = std::fs::read_to_string(&logs[0]).unwrap();
+    let log0 = std::fs::read_to_string(job.log(0)).unwrap();
     assert_eq!(codes, [1, 1, 1], "rank 0:\n{log0}");
     assert!(
         log0.contains("rank 2 (") && log0.contains("was lost"),
         "{log0}"
     );
-    let doc = fabric_json(&results);
+    let doc = fabric_json(&job.results);
     assert_eq!(doc["hosts"][2]["status"], "lost");
     assert!(
         doc["hosts"][2]["reason"]
@@ -112,42 +90,21 @@ fn a_rank_killed_mid_run_is_named_and_the_rest_of_the_matrix_written() {
 
 #[test]
 fn a_rank_that_never_arrives_is_named_within_the_join_timeout() {
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let (coord, base) = ports(3);
-    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
-    let results = dir.path().join("n");
-    let args = [
-        "send_lat",
-        "--transport",
-        "tcp",
-        "-n",
-        "50",
-        "--warmup",
-        "5",
-        "--join-timeout",
-        "3",
-        "--coordinator",
-        &c,
-        "-p",
-        &b,
-        "--results",
-        results.to_str().unwrap(),
-    ];
-    let logs: Vec<_> = (0..2)
-        .map(|r| dir.path().join(format!("rank{r}.log")))
-        .collect();
+    let job = Job::new(3, "n");
+    let args = job.args("send_lat --transport tcp -n 50 --warmup 5 --join-timeout 3");
     let started = Instant::now();
-    let ranks: Vec<Child> = (0..2).map(|r| spawn(rank(r, 3, &args), &logs[r])).collect();
+    let ranks: Vec<Child> = (0..2)
+        .map(|r| spawn(rank(r, 3, &args), &job.log(r)))
+        .collect();
     let codes: Vec<i32> = ranks.into_iter().map(|c| wait(c, 120)).collect();
-    let log0 = std::fs::read_to_string(&logs[0]).unwrap();
+    let log0 = std::fs::read_to_string(job.log(0)).unwrap();
     assert_eq!(codes, [1, 1], "{log0}");
     assert!(started.elapsed() < Duration::from_secs(60));
-    assert!(
-        log0.contains("rank 2 (host unknown) never joined: it did not join within 3 s"),
-        "{log0}"
+    assert_contains(
+        &log0,
+        "rank 2 (host unknown) never joined: it did not join within 3 s",
     );
-    let doc = fabric_json(&results);
+    let doc = fabric_json(&job.results);
     assert_eq!(doc["hosts"][2]["status"], "missing");
     let pairs = first_pairs(&doc);
     assert_eq!(
@@ -162,33 +119,16 @@ fn a_rank_that_never_arrives_is_named_within_the_join_timeout() {
 
 #[test]
 fn ranks_with_different_parameters_exit_2_naming_the_rank_and_the_parameter() {
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let (coord, base) = ports(2);
-    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
-    let results = dir.path().join("p");
-    let common = [
-        "write_bw",
-        "--transport",
-        "tcp",
-        "--coordinator",
-        &c,
-        "-p",
-        &b,
-        "--results",
-        results.to_str().unwrap(),
-    ];
-    let mut a0 = common.to_vec();
-    a0.extend(["-s", "64K"]);
-    let mut a1 = common.to_vec();
-    a1.extend(["--size", "4096"]);
-    let logs: Vec<_> = (0..2)
-        .map(|r| dir.path().join(format!("rank{r}.log")))
-        .collect();
-    let r0 = spawn(rank(0, 2, &a0), &logs[0]);
-    let r1 = spawn(rank(1, 2, &a1), &logs[1]);
+    let job = Job::new(2, "p");
+    let common = job.args("write_bw --transport tcp");
+    let mut a0 = common.clone();
+    a0.extend(["-s".into(), "64K".into()]);
+    let mut a1 = common;
+    a1.extend(["--size".into(), "4096".into()]);
+    let r0 = spawn(rank(0, 2, &a0), &job.log(0));
+    let r1 = spawn(rank(1, 2, &a1), &job.log(1));
     assert_eq!((wait(r0, 60), wait(r1, 60)), (2, 2));
-    for log in &logs {
+    for log in [job.log(0), job.log(1)] {
         let text = std::fs::read_to_string(log).unwrap();
         assert!(
             text.contains("rank 1 (host")
@@ -200,23 +140,12 @@ fn ranks_with_different_parameters_exit_2_naming_the_rank_and_the_parameter() {
 
 #[test]
 fn a_rank_of_another_version_is_refused_with_exit_2() {
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let (coord, base) = ports(2);
-    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
-    let log = dir.path().join("rank0.log");
-    let args = [
-        "send_bw",
-        "--transport",
-        "tcp",
-        "--coordinator",
-        &c,
-        "-p",
-        &b,
-        "--results",
-        dir.path().to_str().unwrap(),
-    ];
-    let r0 = spawn(rank(0, 2, &args), &log);
+    let job = Job::new(2, "v");
+    let coord = job.coord;
+    let r0 = spawn(
+        rank(0, 2, &job.args("send_bw --transport tcp")),
+        &job.log(0),
+    );
     // Rank 1 speaks the protocol but runs another roceperf.
     let s = roceperf::fabric::worker::connect("127.0.0.1", coord, Duration::from_secs(30)).unwrap();
     let hello = Hello {
@@ -246,5 +175,9 @@ fn a_rank_of_another_version_is_refused_with_exit_2() {
         other => panic!("expected an abort, got {other:?}"),
     }
     assert_eq!(wait(r0, 60), 2);
-    assert!(std::fs::read_to_string(&log).unwrap().contains("9.9.9"));
+    assert!(
+        std::fs::read_to_string(job.log(0))
+            .unwrap()
+            .contains("9.9.9")
+    );
 }

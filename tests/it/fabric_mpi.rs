@@ -2,52 +2,19 @@
 //! addresses and TCP; every cell filled and validated; a pair slowed on purpose flagged and named; the
 //! matrix judged by roce_gate.
 
+use crate::common::assert_contains;
 use crate::fabric_support::*;
 
 #[test]
 fn soft_v2_on_four_loopback_addresses_fills_and_validates_every_cell() {
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let (coord, base) = ports(4);
-    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
-    let results = dir.path().join("m");
-    let out = run(
-        &mut mpirun(
-            4,
-            &[],
-            &[
-                "write_bw",
-                "--transport",
-                "soft",
-                "-d",
-                "lo",
-                "--roce",
-                "v2",
-                "-n",
-                "100",
-                "--warmup",
-                "10",
-                "--validate",
-                "--no-retest",
-                "--loopback-base",
-                "127.0.5.10",
-                "--coordinator",
-                &c,
-                "-p",
-                &b,
-                "--results",
-                results.to_str().unwrap(),
-            ],
-        ),
-        240,
+    let job = Job::new(4, "m");
+    let results = &job.results;
+    let args = job.args(
+        "write_bw --transport soft -d lo --roce v2 -n 100 --warmup 10 --validate --no-retest \
+         --loopback-base 127.0.5.10",
     );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let doc = fabric_json(&results);
+    let (stdout, _) = expect_code(&run(&mut mpirun(4, &[], &args), 240), 0);
+    let doc = fabric_json(results);
     assert_eq!(doc["schema"], "roceperf.fabric");
     assert_eq!(doc["launcher"], "openmpi");
     assert_eq!(doc["validate"], true);
@@ -82,21 +49,8 @@ fn soft_v2_on_four_loopback_addresses_fills_and_validates_every_cell() {
 
     // roce_gate reads the matrix: a floor every pair clears passes, one no pair clears fails.
     let json = results.join("fabric.json");
-    let pass = run(
-        std::process::Command::new(GATE)
-            .arg(&json)
-            .args(["--min-bw", "1Mb/s"]),
-        30,
-    );
-    assert_eq!(pass.status.code(), Some(0), "{:?}", text(&pass));
-    let fail = run(
-        std::process::Command::new(GATE)
-            .arg(&json)
-            .args(["--min-bw", "10Tb/s"]),
-        30,
-    );
-    let (gate_out, _) = text(&fail);
-    assert_eq!(fail.status.code(), Some(1), "{gate_out}");
+    expect_code(&gate(&json, &["--min-bw", "1Mb/s"]), 0);
+    let (gate_out, _) = expect_code(&gate(&json, &["--min-bw", "10Tb/s"]), 1);
     assert!(
         gate_out.contains("FAIL")
             && gate_out.contains("min pair bandwidth")
@@ -107,43 +61,12 @@ fn soft_v2_on_four_loopback_addresses_fills_and_validates_every_cell() {
 
 #[test]
 fn tcp_latency_and_bandwidth_matrices() {
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let (coord, base) = ports(4);
-    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
-    let results = dir.path().join("t");
-    let out = run(
-        &mut mpirun(
-            4,
-            &[],
-            &[
-                "write_lat",
-                "send_bw",
-                "--transport",
-                "tcp",
-                "-n",
-                "100",
-                "--warmup",
-                "10",
-                "--validate",
-                "--no-retest",
-                "--coordinator",
-                &c,
-                "-p",
-                &b,
-                "--results",
-                results.to_str().unwrap(),
-            ],
-        ),
-        240,
-    );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let doc = fabric_json(&results);
+    let job = Job::new(4, "t");
+    let results = &job.results;
+    let args =
+        job.args("write_lat send_bw --transport tcp -n 100 --warmup 10 --validate --no-retest");
+    let (stdout, _) = expect_code(&run(&mut mpirun(4, &[], &args), 240), 0);
+    let doc = fabric_json(results);
     let metrics: Vec<String> = doc["matrices"]
         .as_array()
         .unwrap()
@@ -164,58 +87,20 @@ fn tcp_latency_and_bandwidth_matrices() {
         stdout.contains("write_lat over tcp") && stdout.contains("p99 latency"),
         "{stdout}"
     );
-    let gate = run(
-        std::process::Command::new(GATE)
-            .arg(results.join("fabric.json"))
-            .args(["--max-p99", "1s"]),
-        30,
-    );
-    assert_eq!(gate.status.code(), Some(0), "{:?}", text(&gate));
+    expect_code(&gate(&results.join("fabric.json"), &["--max-p99", "1s"]), 0);
 }
 
 #[test]
 fn a_pair_slowed_on_purpose_is_flagged_and_named() {
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let (coord, base) = ports(4);
-    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
-    let results = dir.path().join("s");
+    let job = Job::new(4, "s");
+    let results = &job.results;
     // Soft RoCE drops 2 % of what ranks 1 and 2 send each other: that pair crawls through retransmissions.
-    let out = run(
-        &mut mpirun(
-            4,
-            &[("ROCEPERF_FABRIC_IMPAIR", "1-2:loss=2%")],
-            &[
-                "write_bw",
-                "--transport",
-                "soft",
-                "-d",
-                "lo",
-                "-n",
-                "100",
-                "--warmup",
-                "10",
-                "--serial",
-                "--bw-fraction",
-                "30%",
-                "--loopback-base",
-                "127.0.6.10",
-                "--coordinator",
-                &c,
-                "-p",
-                &b,
-                "--results",
-                results.to_str().unwrap(),
-            ],
-        ),
-        300,
+    let args = job.args(
+        "write_bw --transport soft -d lo -n 100 --warmup 10 --serial --bw-fraction 30% \
+         --loopback-base 127.0.6.10",
     );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let impair = [("ROCEPERF_FABRIC_IMPAIR", "1-2:loss=2%")];
+    let (stdout, _) = expect_code(&run(&mut mpirun(4, &impair, &args), 300), 0);
     assert!(
         stdout.contains("bad pair: 1 -> 2") && stdout.contains("bad pair: 2 -> 1"),
         "{stdout}"
@@ -224,7 +109,7 @@ fn a_pair_slowed_on_purpose_is_flagged_and_named() {
         !stdout.contains("bad host"),
         "one slow pair is not a bad host:\n{stdout}"
     );
-    let doc = fabric_json(&results);
+    let doc = fabric_json(results);
     let flagged: Vec<(u64, u64, bool)> = doc["summary"]["flagged"]
         .as_array()
         .unwrap()
@@ -249,24 +134,14 @@ fn a_pair_slowed_on_purpose_is_flagged_and_named() {
         .filter(|p| p["attempt"] == 2 && p["client"] == 1 && p["server"] == 2)
         .count();
     assert_eq!(retests, 1);
-    let gate = run(
-        std::process::Command::new(GATE)
-            .arg(results.join("fabric.json"))
-            .arg("--no-flagged"),
-        30,
-    );
-    let (gate_out, _) = text(&gate);
-    assert_eq!(gate.status.code(), Some(1), "{gate_out}");
-    assert!(gate_out.contains("1 -> 2"), "{gate_out}");
+    let (gate_out, _) = expect_code(&gate(&results.join("fabric.json"), &["--no-flagged"]), 1);
+    assert_contains(&gate_out, "1 -> 2");
 }
 
 #[test]
 fn a_rank_killed_under_mpirun_is_named_in_the_matrix_rank_0_leaves() {
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let (coord, base) = ports(4);
-    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
-    let results = dir.path().join("k");
+    let job = Job::new(4, "k");
+    let (dir, results) = (&job.dir, &job.results);
     // Rank 2 is killed (SIGKILL) once two pairs are done; mpirun then takes the whole job down within a
     // second, so what rank 0 leaves is the snapshot it writes the moment it loses a rank.
     let wrapper = dir.path().join("kill-rank-2.sh");
@@ -282,28 +157,13 @@ fn a_rank_killed_under_mpirun_is_named_in_the_matrix_rank_0_leaves() {
     )
     .unwrap();
     let spool = results.join(".pairs.jsonl");
+    let args =
+        job.args("write_bw write_lat --transport tcp -n 2000 --warmup 10 --serial --no-retest");
     let mut cmd = mpirun_wrapped(
         4,
         &[("SPOOL", spool.to_str().unwrap())],
         Some(&wrapper),
-        &[
-            "write_bw",
-            "write_lat",
-            "--transport",
-            "tcp",
-            "-n",
-            "2000",
-            "--warmup",
-            "10",
-            "--serial",
-            "--no-retest",
-            "--coordinator",
-            &c,
-            "-p",
-            &b,
-            "--results",
-            results.to_str().unwrap(),
-        ],
+        &args,
     );
     let out = run(&mut cmd, 240);
     let (stdout, stderr) = text(&out);
@@ -316,7 +176,7 @@ fn a_rank_killed_under_mpirun_is_named_in_the_matrix_rank_0_leaves() {
         stderr.contains("rank 2 (") && stderr.contains("was lost"),
         "{stderr}"
     );
-    let doc = fabric_json(&results);
+    let doc = fabric_json(results);
     assert_eq!(doc["hosts"][2]["status"], "lost", "{doc:#}");
     assert!(doc["summary"]["ok"].as_u64().unwrap() >= 2);
     // mpirun kills rank 0 about a second after the lost rank, so what it leaves may be the snapshot
@@ -338,47 +198,15 @@ fn compare_runs_roce_v1_v2_and_tcp_matrices_in_one_job() {
     if crate::common::skip_unless(is_root(), "RoCE v1 over AF_PACKET needs CAP_NET_RAW (root)") {
         return;
     }
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let (coord, base) = ports(3);
-    let (c, b) = (format!("127.0.0.1:{coord}"), base.to_string());
-    let results = dir.path().join("c");
+    let job = Job::new(3, "c");
+    let results = &job.results;
     // Three ranks: an odd count, so each round has one rank out (a bye).
-    let out = run(
-        &mut mpirun(
-            3,
-            &[],
-            &[
-                "write_lat",
-                "--compare",
-                "--transport",
-                "soft",
-                "-d",
-                "lo",
-                "-n",
-                "100",
-                "--warmup",
-                "10",
-                "--no-retest",
-                "--loopback-base",
-                "127.0.7.10",
-                "--coordinator",
-                &c,
-                "-p",
-                &b,
-                "--results",
-                results.to_str().unwrap(),
-            ],
-        ),
-        240,
+    let args = job.args(
+        "write_lat --compare --transport soft -d lo -n 100 --warmup 10 --no-retest \
+         --loopback-base 127.0.7.10",
     );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let doc = fabric_json(&results);
+    expect_code(&run(&mut mpirun(3, &[], &args), 240), 0);
+    let doc = fabric_json(results);
     let labels: Vec<&str> = doc["legs"]
         .as_array()
         .unwrap()

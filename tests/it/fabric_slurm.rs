@@ -1,6 +1,7 @@
 //! roce_fabric under a real single-node Slurm (scripts/slurm.sh: Debian's slurmctld, slurmd and munge,
 //! up in about a second): `srun -n 4 roce_fabric ...` fills the matrix. Needs root for the daemons.
 
+use crate::common::assert_contains;
 use crate::fabric_support::*;
 use std::process::Command;
 
@@ -9,50 +10,22 @@ fn srun_four_ranks_fill_the_matrix() {
     if crate::common::skip_unless(is_root(), "needs root for slurmctld, slurmd and munged") {
         return;
     }
-    let _one = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let results = dir.path().join("slurm");
-    let (coord, base) = ports(4);
+    let job = Job::new(4, "slurm");
     let (slurm_port, _) = ports(2);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/slurm.sh");
+    let args = job.args("send_lat --transport tcp -n 100 --warmup 10 --no-retest");
     let out = run(
         Command::new("bash")
             .arg(script)
-            .args([
-                "--",
-                "srun",
-                "-n",
-                "4",
-                FABRIC,
-                "send_lat",
-                "--transport",
-                "tcp",
-                "-n",
-                "100",
-                "--warmup",
-                "10",
-            ])
-            .args([
-                "--coordinator",
-                &format!("127.0.0.1:{coord}"),
-                "-p",
-                &base.to_string(),
-                "--no-retest",
-            ])
-            .arg("--results")
-            .arg(&results)
+            .args(["--", "srun", "-n", "4", FABRIC])
+            .args(&args)
             .env("SLURM_PORT", slurm_port.to_string())
             .env("NO_COLOR", "1"),
         300,
     );
-    let (stdout, stderr) = text(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    assert!(stderr.contains("single-node Slurm up in"), "{stderr}");
-    let doc = fabric_json(&results);
+    let (_, stderr) = expect_code(&out, 0);
+    assert_contains(&stderr, "single-node Slurm up in");
+    let doc = fabric_json(&job.results);
     assert_eq!(doc["launcher"], "slurm");
     let pairs = first_pairs(&doc);
     assert_eq!(pairs.len(), 12);

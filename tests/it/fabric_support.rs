@@ -3,9 +3,10 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
+use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -19,6 +20,57 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Holds the fabric tests' lock.
 pub fn exclusive() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One fabric test's setting: the lock held, a scratch directory, the ports of its ranks, and where
+/// its results go.
+pub struct Job {
+    _one: MutexGuard<'static, ()>,
+    /// Scratch space (logs, wrappers); removed at the end.
+    pub dir: tempfile::TempDir,
+    /// The coordinator's port.
+    pub coord: u16,
+    /// The first pair port.
+    base: u16,
+    /// The results directory (`--results`).
+    pub results: PathBuf,
+}
+
+impl Job {
+    /// Takes the lock, reserves ports for `ranks` ranks and names the results directory `name`.
+    pub fn new(ranks: u16, name: &str) -> Job {
+        let one = exclusive();
+        let dir = tempfile::tempdir().unwrap();
+        let (coord, base) = ports(ranks);
+        let results = dir.path().join(name);
+        Job {
+            _one: one,
+            dir,
+            coord,
+            base,
+            results,
+        }
+    }
+
+    /// roce_fabric's arguments: `words` (split at white space), then the coordinator, the pair port and
+    /// the results directory.
+    pub fn args(&self, words: &str) -> Vec<String> {
+        let mut v: Vec<String> = words.split_whitespace().map(String::from).collect();
+        v.extend([
+            "--coordinator".into(),
+            format!("127.0.0.1:{}", self.coord),
+            "-p".into(),
+            self.base.to_string(),
+            "--results".into(),
+            self.results.to_str().unwrap().into(),
+        ]);
+        v
+    }
+
+    /// Where rank `r`'s output is logged.
+    pub fn log(&self, r: usize) -> PathBuf {
+        self.dir.path().join(format!("rank{r}.log"))
+    }
 }
 
 /// A coordinator port and the first of `n` consecutive free pair ports, below Linux's ephemeral range
@@ -81,6 +133,22 @@ pub fn run(cmd: &mut Command, secs: u64) -> Output {
     out
 }
 
+/// stdout and stderr as text, once the exit code is asserted to be `code` (both shown when not).
+pub fn expect_code(o: &Output, code: i32) -> (String, String) {
+    let (stdout, stderr) = text(o);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// roce_gate run over `json` with `args`.
+pub fn gate(json: &Path, args: &[&str]) -> Output {
+    run(Command::new(GATE).arg(json).args(args), 30)
+}
+
 /// stdout and stderr as text.
 pub fn text(o: &Output) -> (String, String) {
     (
@@ -91,16 +159,16 @@ pub fn text(o: &Output) -> (String, String) {
 
 /// `mpirun` for `np` ranks of roce_fabric with `args` (fails the test, with the fix, when Open MPI is
 /// missing: a missing launcher is never mistaken for a pass).
-pub fn mpirun(np: usize, env: &[(&str, &str)], args: &[&str]) -> Command {
+pub fn mpirun<S: AsRef<OsStr>>(np: usize, env: &[(&str, &str)], args: &[S]) -> Command {
     mpirun_wrapped(np, env, None, args)
 }
 
 /// [`mpirun`] with each rank started through `wrapper` (`wrapper roce_fabric ARGS`).
-pub fn mpirun_wrapped(
+pub fn mpirun_wrapped<S: AsRef<OsStr>>(
     np: usize,
     env: &[(&str, &str)],
     wrapper: Option<&Path>,
-    args: &[&str],
+    args: &[S],
 ) -> Command {
     let found = Command::new("mpirun")
         .arg("--version")
@@ -127,7 +195,7 @@ pub fn mpirun_wrapped(
 }
 
 /// roce_fabric started for one rank by hand (`--rank`, `--world-size`), as a Kubernetes pod would be.
-pub fn rank(r: usize, n: usize, args: &[&str]) -> Command {
+pub fn rank<S: AsRef<OsStr>>(r: usize, n: usize, args: &[S]) -> Command {
     let mut c = Command::new(FABRIC);
     c.env("NO_COLOR", "1")
         .args(["--rank", &r.to_string(), "--world-size", &n.to_string()])

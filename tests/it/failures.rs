@@ -2,8 +2,9 @@
 //! on both sides, a loose bound on the time, and the counters named.
 
 use crate::common;
-use common::{Proc, free_port, spawn, tcp_server};
-use roceperf::wire::{Icrc, Ipv4Repr, UdpRepr};
+use crate::common::assert_contains;
+use crate::soft_support::endpoints::send_only_v2;
+use common::{Done, Proc, free_port, spawn, tcp_server};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::process::{Command, Stdio};
@@ -16,23 +17,47 @@ fn signal(p: &Proc, sig: libc::c_int) {
     assert_eq!(rc, 0, "kill({sig}): {}", std::io::Error::last_os_error());
 }
 
+/// Starts a write_bw server bound to `binds[0]` (core 0) and, once it listens, a client bound to
+/// `binds[1]` (core 1) that connects to it, both with `both` and a fresh `-p`. Returns them running.
+fn start_pair(binds: [&str; 2], both: &[&str]) -> (Proc, Proc) {
+    start_pair_with(binds, both, &[], || {})
+}
+
+/// [`start_pair`], the server with `server_only` arguments too, running `between` once the server
+/// listens and before the client starts.
+fn start_pair_with(
+    [srv, cli]: [&str; 2],
+    both: &[&str],
+    server_only: &[&str],
+    between: impl FnOnce(),
+) -> (Proc, Proc) {
+    let port = free_port().to_string();
+    let mut s = vec!["--bind", srv, "--cpu", "0", "-p", &port];
+    s.extend_from_slice(server_only);
+    s.extend_from_slice(both);
+    let server = spawn("write_bw", &s);
+    assert!(server.wait_stdout("Waiting for client", 20), "server up");
+    between();
+    let mut c = vec!["--bind", cli, "--cpu", "1", "-p", &port];
+    c.extend_from_slice(both);
+    c.push("127.0.0.1");
+    (server, spawn("write_bw", &c))
+}
+
+/// Once `p` has started the test (its table header) and run half a second more: the time then.
+fn running(p: &Proc) -> Instant {
+    assert!(p.wait_stdout("#bytes", 30), "the test started");
+    std::thread::sleep(Duration::from_millis(500));
+    Instant::now()
+}
+
 /// Point 1: the server is stopped for 3 s mid-run; the client's transport gives up (retry exceeded)
 /// and exits 1; it tells the server its test failed, so the server, resumed, exits 1 too (not 2).
 #[test]
 fn a_failure_the_peer_reports_mid_run_is_exit_1_on_both_sides() {
-    let port = free_port().to_string();
-    let common = ["-d", "lo", "-D", "10", "-s", "4096", "-u", "8", "-p", &port];
-    let mut s_args = vec!["--bind", "127.0.18.1", "--cpu", "0"];
-    s_args.extend_from_slice(&common);
-    let server = spawn("write_bw", &s_args);
-    assert!(server.wait_stdout("Waiting for client", 20), "server up");
-    let mut c_args = vec!["--bind", "127.0.18.2", "--cpu", "1"];
-    c_args.extend_from_slice(&common);
-    c_args.push("127.0.0.1");
-    let client = spawn("write_bw", &c_args);
-    assert!(client.wait_stdout("#bytes", 30), "the test started");
-    std::thread::sleep(Duration::from_millis(500));
-    let t0 = Instant::now();
+    let both = ["-d", "lo", "-D", "10", "-s", "4096", "-u", "8"];
+    let (server, client) = start_pair(["127.0.18.1", "127.0.18.2"], &both);
+    let t0 = running(&client);
     signal(&server, libc::SIGSTOP);
     std::thread::sleep(Duration::from_secs(3));
     signal(&server, libc::SIGCONT);
@@ -55,32 +80,15 @@ fn a_failure_the_peer_reports_mid_run_is_exit_1_on_both_sides() {
 /// after the test began is a failed test (1), not a setup error (2).
 #[test]
 fn a_perftest_peer_lost_mid_run_is_exit_1() {
-    let port = free_port().to_string();
-    let common = [
-        "-d", "lo", "--oob", "perftest", "-D", "10", "-s", "4096", "-p", &port,
-    ];
-    let mut s_args = vec!["--bind", "127.0.18.8", "--cpu", "0"];
-    s_args.extend_from_slice(&common);
-    let server = spawn("write_bw", &s_args);
-    assert!(server.wait_stdout("Waiting for client", 20), "server up");
-    let mut c_args = vec!["--bind", "127.0.18.9", "--cpu", "1"];
-    c_args.extend_from_slice(&common);
-    c_args.push("127.0.0.1");
-    let client = spawn("write_bw", &c_args);
-    assert!(server.wait_stdout("#bytes", 30), "the test started");
-    std::thread::sleep(Duration::from_millis(500));
-    let t0 = Instant::now();
+    let both = ["-d", "lo", "--oob", "perftest", "-D", "10", "-s", "4096"];
+    let (server, client) = start_pair(["127.0.18.8", "127.0.18.9"], &both);
+    let t0 = running(&server);
     signal(&client, libc::SIGKILL);
     let s = server.wait(30, "server whose perftest-dialect client died");
     drop(client.kill());
     assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
     assert_eq!(s.code(), 1, "{}", s.stderr);
-    assert!(
-        s.stderr
-            .contains("--oob perftest: perftest peer closed the connection"),
-        "{}",
-        s.stderr
-    );
+    s.assert_stderr("--oob perftest: perftest peer closed the connection");
 }
 
 /// Point 2: `-x N` is entry N of the table `-v` prints; an entry of the other version is refused.
@@ -131,7 +139,7 @@ fn gid_index_selects_the_entry_v_prints() {
             chosen = d.stderr;
             break;
         }
-        assert!(d.stderr.contains("is taken"), "{}", d.stderr);
+        d.assert_stderr("is taken");
         std::thread::sleep(Duration::from_millis(300));
     }
     assert!(
@@ -153,12 +161,7 @@ fn gid_index_selects_the_entry_v_prints() {
     }
     let d = spawn("write_bw", &["-d", "lo", "-x", "60", "-p", &port]).wait(20, "-x 60");
     assert_eq!(d.code(), 2, "{}", d.stderr);
-    assert!(
-        d.stderr
-            .contains(&format!("interface lo has {} GIDs", table.len())),
-        "{}",
-        d.stderr
-    );
+    d.assert_stderr(&format!("interface lo has {} GIDs", table.len()));
 }
 
 /// A TCP client that sends `bytes`, one every `pace`, then waits until the peer closes.
@@ -177,6 +180,19 @@ fn drip(port: u16, bytes: &[u8], pace: Duration) -> std::thread::JoinHandle<()> 
     })
 }
 
+/// Waits for `p`, which must give up with exit 2 at its `secs` deadline counted from `t0`: not
+/// before it, nor long after. Returns what it left.
+fn given_up_at(p: Proc, what: &str, t0: Instant, secs: u64) -> Done {
+    let d = p.wait(30, what);
+    let took = t0.elapsed();
+    assert_eq!(d.code(), 2, "{}", d.stderr);
+    assert!(
+        took >= Duration::from_millis(secs * 1000 - 500) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
+    d
+}
+
 /// Point 3: a peer that drips its hello one byte a second meets one deadline (--connect-timeout),
 /// and the error says how much of the hello came.
 #[test]
@@ -185,21 +201,11 @@ fn a_dripping_peer_is_cut_off_at_the_handshake_deadline_naming_what_it_sent() {
     let server = tcp_server("write_bw", &port.to_string(), &["--connect-timeout", "3"]);
     let t0 = Instant::now();
     let dripper = drip(port, b"roceperf\0\x03\0\0", Duration::from_secs(1));
-    let d = server.wait(30, "server fed one byte a second");
-    let took = t0.elapsed();
-    assert_eq!(d.code(), 2, "{}", d.stderr);
-    assert!(
-        took >= Duration::from_millis(2500) && took < Duration::from_secs(10),
-        "{took:?}"
+    let d = given_up_at(server, "server fed one byte a second", t0, 3);
+    d.assert_stderr(
+        "did not complete the out-of-band handshake within 3 s: during the hello it sent",
     );
-    assert!(
-        d.stderr.contains(
-            "did not complete the out-of-band handshake within 3 s: during the hello it sent"
-        ),
-        "{}",
-        d.stderr
-    );
-    assert!(d.stderr.contains("of 12 bytes"), "{}", d.stderr);
+    d.assert_stderr("of 12 bytes");
     dripper.join().unwrap();
 }
 
@@ -210,31 +216,10 @@ fn a_silent_server_is_given_up_on_at_the_handshake_deadline() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
     let t0 = Instant::now();
-    let c = spawn(
-        "send_lat",
-        &[
-            "--transport",
-            "tcp",
-            "-p",
-            &port,
-            "--connect-timeout",
-            "2",
-            "127.0.0.1",
-        ],
-    );
+    let c = common::tcp_client("send_lat", &port, &["--connect-timeout", "2"]);
     let (_held, _) = listener.accept().unwrap();
-    let c = c.wait(30, "client of a silent server");
-    let took = t0.elapsed();
-    assert_eq!(c.code(), 2, "{}", c.stderr);
-    assert!(
-        took >= Duration::from_millis(1500) && took < Duration::from_secs(10),
-        "{took:?}"
-    );
-    assert!(
-        c.stderr.contains("during the hello it sent 0 of 12 bytes"),
-        "{}",
-        c.stderr
-    );
+    let c = given_up_at(c, "client of a silent server", t0, 2);
+    c.assert_stderr("during the hello it sent 0 of 12 bytes");
 }
 
 /// Point 3, perftest's dialect: the same deadline over its whole setup.
@@ -263,12 +248,11 @@ fn a_dripping_perftest_peer_meets_the_setup_deadline() {
         b"6.06\0\0\0\0\0\0\0\0\0\0\0\0",
         Duration::from_secs(1),
     );
-    let d = server.wait(30, "perftest-dialect server fed one byte a second");
-    let took = t0.elapsed();
-    assert_eq!(d.code(), 2, "{}", d.stderr);
-    assert!(
-        took >= Duration::from_millis(2500) && took < Duration::from_secs(10),
-        "{took:?}"
+    let d = given_up_at(
+        server,
+        "perftest-dialect server fed one byte a second",
+        t0,
+        3,
     );
     assert!(
         d.stderr.contains("did not complete the setup within 3 s")
@@ -279,31 +263,6 @@ fn a_dripping_perftest_peer_meets_the_setup_deadline() {
     dripper.join().unwrap();
 }
 
-/// An RC SEND_ONLY to `qpn` from `src` (IPv4) with a correct ICRC.
-fn forged_send(src: &str, src_port: u16, dst: &str, qpn: u32, psn: u32) -> Vec<u8> {
-    let q = qpn.to_be_bytes();
-    let p = psn.to_be_bytes();
-    let mut pkt = vec![
-        0x04, 0x00, 0xff, 0xff, 0, q[1], q[2], q[3], 0x80, p[1], p[2], p[3], b'b', b'a', b'd', b'!',
-    ];
-    let ip = Ipv4Repr {
-        src: src.parse().unwrap(),
-        dst: dst.parse().unwrap(),
-        tos: 0,
-        ident: 0,
-        dont_frag: true,
-        ttl: 64,
-    };
-    let udp = UdpRepr {
-        src_port,
-        dst_port: 4791,
-        checksum: 0,
-    };
-    let icrc = Icrc::v2_ipv4(&ip, &udp, pkt.len()).finish_ib(&pkt);
-    pkt.extend_from_slice(&icrc.to_le_bytes());
-    pkt
-}
-
 /// Points 4 and 7: datagrams from another address carrying the server's QPN (printed on its console)
 /// are dropped and counted as `wrong_source`; zero-length datagrams are counted as `empty`. The run
 /// completes on both sides.
@@ -311,29 +270,19 @@ fn forged_send(src: &str, src_port: u16, dst: &str, qpn: u32, psn: u32) -> Vec<u
 fn packets_not_from_the_peer_and_empty_datagrams_are_dropped_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
-    let port = free_port().to_string();
     let (srv, cli, forger) = ("127.0.18.5", "127.0.18.6", "127.0.0.9");
-    let run = ["-d", "lo", "-D", "4", "-s", "1024", "-p", &port];
-    let mut s_args = vec![
-        "--bind",
-        srv,
-        "--cpu",
-        "0",
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    s_args.extend_from_slice(&run);
-    let server = spawn("write_bw", &s_args);
-    assert!(server.wait_stdout("Waiting for client", 20));
     let junk = UdpSocket::bind((forger, 0)).unwrap();
     let jport = junk.local_addr().unwrap().port();
-    for _ in 0..3 {
-        junk.send_to(&[], (srv, 4791)).unwrap();
-    }
-    let mut c_args = vec!["--bind", cli, "--cpu", "1"];
-    c_args.extend_from_slice(&run);
-    c_args.push("127.0.0.1");
-    let client = spawn("write_bw", &c_args);
+    let (server, client) = start_pair_with(
+        [srv, cli],
+        &["-d", "lo", "-D", "4", "-s", "1024"],
+        &["--json", json.to_str().unwrap()],
+        || {
+            for _ in 0..3 {
+                junk.send_to(&[], (srv, 4791)).unwrap();
+            }
+        },
+    );
     assert!(client.wait_stdout("#bytes", 30), "the test started");
     let out = server.stdout_now();
     let qpn = out
@@ -343,7 +292,7 @@ fn packets_not_from_the_peer_and_empty_datagrams_are_dropped_and_counted() {
         .unwrap_or_else(|| panic!("the server prints its QPN: {out}"));
     let mut sent = 0u64;
     for i in 0..50u32 {
-        let pkt = forged_send(forger, jport, srv, qpn, i * 7919);
+        let pkt = send_only_v2((forger, jport), (srv, 4791), qpn, i * 7919, *b"bad!");
         junk.send_to(&pkt, (srv, 4791)).unwrap();
         sent += 1;
         std::thread::sleep(Duration::from_millis(10));
@@ -425,7 +374,7 @@ fn an_allocation_the_host_refuses_is_exit_2_not_an_abort() {
             Some(2),
             "ulimit -v {limit_mib} MiB: {st:?} {err}"
         );
-        assert!(err.contains("ulimit -v"), "{err}");
+        assert_contains(&err, "ulimit -v");
         refused += 1;
     }
     assert!(refused >= 1, "at least the tightest limit is refused");
@@ -479,21 +428,10 @@ fn validate_says_what_it_checks_and_read_bw_checks_every_read() {
 #[test]
 fn roce_gate_refuses_negative_latencies_and_reads_standard_input() {
     use roceperf::params::{Metric, Role, TestKind, TransportKind, Verb};
-    use roceperf::results::{self, Measured, SizeResult};
-    use roceperf::stats::{self, LatencyStats};
+    use roceperf::results;
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("lat.csv");
-    let mut h = stats::new_latency_histogram();
-    h.record_n(1500, 1000).unwrap();
-    let r = SizeResult {
-        size: 2,
-        iterations: 1000,
-        measured: Measured::Latency {
-            stats: LatencyStats::from_histogram(&h, &[99.0]),
-            histogram: h,
-        },
-        cpu_util: None,
-    };
+    let r = common::results::lat_result(1.5);
     let test = TestKind::new(Verb::Write, Metric::Latency);
     let info = common::results::run_info(test, TransportKind::Tcp, None, Role::Client);
     results::append_csv(&good, &info, &[r]).unwrap();
@@ -527,12 +465,12 @@ fn roce_gate_refuses_negative_latencies_and_reads_standard_input() {
     let o = gate(&["--max-p99", "1s", bad.to_str().unwrap()], None);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains(&format!(
+    assert_contains(
+        &err,
+        &format!(
             "{} line 2: lat_median_us \"-1.5\" is negative",
             bad.display()
-        )),
-        "{err}"
+        ),
     );
     let o = gate(&["--max-p99", "1s", "-"], Some(&text));
     assert_eq!(
@@ -547,5 +485,5 @@ fn roce_gate_refuses_negative_latencies_and_reads_standard_input() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("<stdin> line 2: lat_median_us"), "{err}");
+    assert_contains(&err, "<stdin> line 2: lat_median_us");
 }

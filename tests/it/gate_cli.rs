@@ -1,6 +1,7 @@
 //! roce_gate end to end: crafted result files in, exit code, table, JUnit and annotations out.
 
 use crate::common;
+use crate::common::assert_contains;
 
 use common::gate;
 use common::results::{bw_result, run_info};
@@ -47,6 +48,7 @@ fn lat(body_ns: u64, tail_ns: u64) -> SizeResult {
             histogram: h,
         },
         cpu_util: None,
+        lost: None,
     }
 }
 
@@ -131,7 +133,7 @@ fn bad_input(args: &[&str], files: &[&Path], needle: &str) -> String {
     let o = gate(args, files);
     assert_exit(&o, 2);
     let err = stderr(&o);
-    assert!(err.contains(needle), "{err}");
+    assert_contains(&err, needle);
     err
 }
 
@@ -166,9 +168,9 @@ fn bandwidth_below_the_floor_fails_and_says_why() {
         out.starts_with("roce_gate: FAIL, 2 checks: 1 passed, 1 failed"),
         "{out}"
     );
-    assert!(
-        out.contains("FAIL: write_bw tcp 65536 B bandwidth 45.00 Gb/s is below --min-bw 90Gb/s"),
-        "{out}"
+    assert_contains(
+        &out,
+        "FAIL: write_bw tcp 65536 B bandwidth 45.00 Gb/s is below --min-bw 90Gb/s",
     );
 }
 
@@ -189,10 +191,10 @@ fn latency_thresholds_read_csv_and_use_every_percentile() {
         &[&csv],
         0,
     );
-    assert!(out.contains("3 checks: 3 passed"), "{out}");
+    assert_contains(&out, "3 checks: 3 passed");
     // p99.9 is in the 40 µs tail.
     let out = gate_stdout(&["--max-p99.9", "10us"], &[&csv], 1);
-    assert!(out.contains("p99.9 latency"), "{out}");
+    assert_contains(&out, "p99.9 latency");
     let o = gate(&["--max-median", "1800ns"], &[&csv]);
     assert_exit(&o, 1);
     // The same result as JSON gives the same verdicts.
@@ -206,10 +208,7 @@ fn a_threshold_with_nothing_to_check_fails_rather_than_passing_vacuously() {
     let f = Files::new();
     let run = f.bw_run("bw.json", TransportKind::Tcp, None, 45.0);
     let out = gate_stdout(&["--min-bw", "1Gb/s", "--max-p99", "5us"], &[&run], 1);
-    assert!(
-        out.contains("--max-p99 5us applies to latency tests"),
-        "{out}"
-    );
+    assert_contains(&out, "--max-p99 5us applies to latency tests");
 }
 
 #[test]
@@ -223,10 +222,7 @@ fn baseline_regression_beyond_the_allowance_fails() {
         out.contains("bandwidth vs baseline") && out.contains("(-8.0%)"),
         "{out}"
     );
-    assert!(
-        out.contains("8.0% worse, more than --max-regression 5%"),
-        "{out}"
-    );
+    assert_contains(&out, "8.0% worse, more than --max-regression 5%");
     let o = gate(
         &[
             "--baseline",
@@ -247,7 +243,7 @@ fn baseline_regression_beyond_the_allowance_fails() {
         0,
     );
     let out = gate_stdout(&["--baseline", lbase.to_str().unwrap()], &[&slower], 1);
-    assert!(out.contains("median vs baseline"), "{out}");
+    assert_contains(&out, "median vs baseline");
 }
 
 #[test]
@@ -283,7 +279,7 @@ fn a_missing_file_is_a_bad_input_naming_it() {
     let good = f.bw_run("bw.json", TransportKind::Tcp, None, 45.0);
     let missing = f.path("nope.json");
     let err = bad_input(&["--min-bw", "1Gb/s"], &[&good, &missing], "cannot read");
-    assert!(err.contains("nope.json"), "{err}");
+    assert_contains(&err, "nope.json");
     // A missing baseline too.
     bad_input(
         &["--baseline", missing.to_str().unwrap()],
@@ -482,11 +478,8 @@ fn comparison_json_and_csv_give_the_same_verdicts() {
     let (json, csv) = comparison(f.dir.path());
     for input in [&json, &csv] {
         let out = gate_stdout(&["--min-bw", "90Gb/s", "--max-p50", "3us"], &[input], 1);
-        assert!(out.contains("4 checks: 2 passed, 2 failed"), "{out}");
-        assert!(
-            out.contains("write_bw tcp 65536 B bandwidth 45.00 Gb/s is below"),
-            "{out}"
-        );
+        assert_contains(&out, "4 checks: 2 passed, 2 failed");
+        assert_contains(&out, "write_bw tcp 65536 B bandwidth 45.00 Gb/s is below");
         let o = gate(
             &[
                 "--transport",
@@ -501,6 +494,6 @@ fn comparison_json_and_csv_give_the_same_verdicts() {
         assert_exit(&o, 0);
         // The comparison is its own baseline: nothing regressed.
         let out = gate_stdout(&["--baseline", json.to_str().unwrap()], &[input], 0);
-        assert!(out.contains("6 checks: 6 passed"), "{out}");
+        assert_contains(&out, "6 checks: 6 passed");
     }
 }

@@ -2,15 +2,11 @@
 //! table, a met one exit 0, an unreadable baseline exit 2.
 
 use crate::common;
-use common::pair_with;
+use common::pair_plus;
 
 #[test]
 fn an_impossible_min_bw_fails_the_run_with_exit_1() {
-    let (s, c) = pair_with(
-        "write_bw",
-        &["-n", "50"],
-        &["-n", "50", "--min-bw", "100000Gb/s"],
-    );
+    let (s, c) = pair_plus("write_bw", &["-n", "50"], &["--min-bw", "100000Gb/s"]);
     assert_eq!(s.code(), 0, "the server had no gate: {}", s.stderr);
     assert_eq!(c.code(), 1, "{}\n{}", c.stdout, c.stderr);
     assert!(
@@ -25,18 +21,8 @@ fn an_impossible_min_bw_fails_the_run_with_exit_1() {
 fn a_lenient_gate_passes_with_exit_0_and_writes_junit() {
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("gate.xml");
-    let (s, c) = pair_with(
-        "send_lat",
-        &["-n", "50"],
-        &[
-            "-n",
-            "50",
-            "--max-p99",
-            "10s",
-            "--junit",
-            junit.to_str().unwrap(),
-        ],
-    );
+    let gate = ["--max-p99", "10s", "--junit", junit.to_str().unwrap()];
+    let (s, c) = pair_plus("send_lat", &["-n", "50"], &gate);
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stdout, c.stderr);
     assert!(c.stdout.contains("pass"), "{}", c.stdout);
     let xml = std::fs::read_to_string(&junit).unwrap();
@@ -48,16 +34,16 @@ fn a_lenient_gate_passes_with_exit_0_and_writes_junit() {
 
 #[test]
 fn a_latency_limit_on_a_bandwidth_test_is_not_a_vacuous_pass() {
-    let (_, c) = pair_with("read_bw", &["-n", "20"], &["-n", "20", "--max-p99", "1s"]);
+    let (_, c) = pair_plus("read_bw", &["-n", "20"], &["--max-p99", "1s"]);
     assert_eq!(c.code(), 1, "{}\n{}", c.stdout, c.stderr);
 }
 
 #[test]
 fn an_unreadable_baseline_is_exit_2_naming_it() {
-    let (_, c) = pair_with(
+    let (_, c) = pair_plus(
         "write_bw",
         &["-n", "20"],
-        &["-n", "20", "--baseline", "/nonexistent/base.json"],
+        &["--baseline", "/nonexistent/base.json"],
     );
     assert_eq!(c.code(), 2, "{}\n{}", c.stdout, c.stderr);
     assert!(c.stderr.contains("/nonexistent/base.json"), "{}", c.stderr);

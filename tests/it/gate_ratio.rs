@@ -2,34 +2,18 @@
 //! a baseline weighed against the run-to-run spread when both comparisons hold repetitions. Fixture
 //! files in, exact exit codes out: 0 pass, 1 fail, 2 unreadable input or bad usage.
 
+use crate::common::assert_contains;
 use crate::common::gate;
-use crate::common::results::bw_result;
+use crate::common::results::{bw_result, lat_result};
 use roceperf::params::{Metric, RoceVersion, TestKind, TransportKind, Verb};
 use roceperf::results::json::write_document;
 use roceperf::results::{
-    BandwidthFigures, CompareRun, CompareSet, LatencyFigures, Measured, Repetitions, SizeResult,
-    default_label,
+    BandwidthFigures, CompareRun, CompareSet, LatencyFigures, Repetitions, default_label,
 };
-use roceperf::stats::{self, LatencyStats};
 use std::path::{Path, PathBuf};
 
 const SOFT_V2: (TransportKind, Option<RoceVersion>) = (TransportKind::Soft, Some(RoceVersion::V2));
 const TCP: (TransportKind, Option<RoceVersion>) = (TransportKind::Tcp, None);
-
-/// A 2-byte latency result whose every sample is `median_us`.
-fn lat_result(median_us: f64) -> SizeResult {
-    let mut h = stats::new_latency_histogram();
-    h.record_n((median_us * 1000.0) as u64, 1000).unwrap();
-    SizeResult {
-        size: 2,
-        iterations: 1000,
-        measured: Measured::Latency {
-            stats: LatencyStats::from_histogram(&h, &[99.0]),
-            histogram: h,
-        },
-        cpu_util: None,
-    }
-}
 
 /// A run of `metric` over `transport`: its repetitions' figures (bandwidth in Gb/s or median latency
 /// in µs) when there are several, the first shown.
@@ -139,8 +123,8 @@ fn ratios_within_one_comparison_pass_and_fail_with_exit_codes() {
         out.starts_with("roce_gate: PASS, 1 checks: 1 passed\n"),
         "{out}"
     );
-    assert!(out.contains(">= 0.900x tcp"), "{out}");
-    assert!(out.contains("1.100x (13.20 Gb/s / 12.00 Gb/s)"), "{out}");
+    assert_contains(&out, ">= 0.900x tcp");
+    assert_contains(&out, "1.100x (13.20 Gb/s / 12.00 Gb/s)");
     let (out, _) = exits(
         &[
             "--min-ratio",
@@ -151,18 +135,16 @@ fn ratios_within_one_comparison_pass_and_fail_with_exit_codes() {
         &[&json],
         1,
     );
-    assert!(out.contains("2 checks: 1 passed, 1 failed"), "{out}");
-    assert!(
-        out.contains(
-            "FAIL: write_lat soft v2 2 B median latency is 1.200x tcp's (10.81 µs against 9.007 µs), \
-             above --max-ratio soft-v2/tcp:p50=1.0"
-        ),
-        "{out}"
+    assert_contains(&out, "2 checks: 1 passed, 1 failed");
+    assert_contains(
+        &out,
+        "FAIL: write_lat soft v2 2 B median latency is 1.200x tcp's (10.81 µs against 9.007 µs), \
+             above --max-ratio soft-v2/tcp:p50=1.0",
     );
     // A 2x slowdown of soft's bandwidth trips a loose floor.
     let slow = same_run(dir.path(), "slow.json", 6.0, 10.8);
     let (out, _) = exits(&["--min-ratio", "soft-v2/tcp:bw=0.6"], &[&slow], 1);
-    assert!(out.contains("is 0.500x tcp's"), "{out}");
+    assert_contains(&out, "is 0.500x tcp's");
     // --transport chooses what thresholds hold, not the denominator of a ratio.
     exits(
         &[
@@ -182,10 +164,7 @@ fn ratios_within_one_comparison_pass_and_fail_with_exit_codes() {
         &[&json],
         1,
     );
-    assert!(
-        out.contains("found no bandwidth result of soft-v2 or tcp"),
-        "{out}"
-    );
+    assert_contains(&out, "found no bandwidth result of soft-v2 or tcp");
 }
 
 #[test]
@@ -202,12 +181,12 @@ fn a_ratio_missing_a_side_fails_rather_than_passing() {
         ],
     );
     let (out, _) = exits(&["--min-ratio", "soft-v2/tcp:bw=0.5"], &[&json], 1);
-    assert!(
-        out.contains("FAIL: write_bw soft v2 65536 B: no tcp result at this test and size"),
-        "{out}"
+    assert_contains(
+        &out,
+        "FAIL: write_bw soft v2 65536 B: no tcp result at this test and size",
     );
     let (out, _) = exits(&["--max-ratio", "tcp/soft-v2:p50=1.0"], &[&json], 0);
-    assert!(out.contains("0.833x (9.007 µs / 10.81 µs)"), "{out}");
+    assert_contains(&out, "0.833x (9.007 µs / 10.81 µs)");
 }
 
 #[test]
@@ -235,7 +214,7 @@ fn bad_ratios_and_levels_are_usage_errors() {
     let text = std::fs::read_to_string(&json).unwrap();
     std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
     let (_, err) = exits(&["--min-ratio", "soft-v2/tcp:bw=0.9"], &[&cut], 2);
-    assert!(err.contains("cut.json is not valid JSON"), "{err}");
+    assert_contains(&err, "cut.json is not valid JSON");
 }
 
 /// A comparison of soft v2 and TCP write_bw, each with the repetitions given.
@@ -260,33 +239,27 @@ fn a_baseline_with_repetitions_fails_only_beyond_the_spread() {
     // Soft v2 halved in every repetition: beyond any spread.
     let slow = repeated(d, "slow.json", &[10.1, 9.8, 10.4, 9.9, 10.0], &tcp);
     let (out, _) = exits(&["--baseline", b], &[&slow], 1);
-    assert!(out.contains("2 checks: 1 passed, 1 failed"), "{out}");
-    assert!(
-        out.contains("beyond the run-to-run spread (Mann-Whitney p=0.0040 <= --alpha 0.01)"),
-        "{out}"
+    assert_contains(&out, "2 checks: 1 passed, 1 failed");
+    assert_contains(
+        &out,
+        "beyond the run-to-run spread (Mann-Whitney p=0.0040 <= --alpha 0.01)",
     );
-    assert!(
-        out.contains("10.00 Gb/s (-50.7%) p=0.004, 5:5 runs"),
-        "{out}"
-    );
+    assert_contains(&out, "10.00 Gb/s (-50.7%) p=0.004, 5:5 runs");
     // A 10 % lower median inside a wide spread: noise, not a regression...
     let noisy = repeated(d, "noisy.json", &[18.0, 23.0, 16.5, 21.0, 18.3], &tcp);
     let (out, _) = exits(&["--baseline", b], &[&noisy], 0);
-    assert!(out.contains("(-9.9%) p="), "{out}");
+    assert_contains(&out, "(-9.9%) p=");
     // ...which the plain percentage rule, without repetitions, would have failed.
     let once = repeated(d, "once.json", &[18.3], &[12.0]);
     let base_once = repeated(d, "base-once.json", &[20.3], &[12.0]);
     exits(&["--baseline", base_once.to_str().unwrap()], &[&once], 1);
     // A stricter level lets nothing through at five repetitions: the gate says how many it needs.
     let (out, _) = exits(&["--baseline", b, "--alpha", "0.001"], &[&slow], 1);
-    assert!(
-        out.contains("5 and 5 repetitions can never show a change at --alpha 0.001"),
-        "{out}"
+    assert_contains(
+        &out,
+        "5 and 5 repetitions can never show a change at --alpha 0.001",
     );
-    assert!(
-        out.contains("record at least 7 per side (roce_compare --repeat 7)"),
-        "{out}"
-    );
+    assert_contains(&out, "record at least 7 per side (roce_compare --repeat 7)");
 }
 
 #[test]
@@ -307,10 +280,7 @@ fn latency_repetitions_regress_upwards() {
     let b = base.to_str().unwrap();
     let worse = lat("worse.json", &[20.0, 20.4, 19.8, 20.2, 20.6]);
     let (out, _) = exits(&["--baseline", b], &[&worse], 1);
-    assert!(
-        out.contains("FAIL: write_lat soft v2 2 B median vs baseline"),
-        "{out}"
-    );
+    assert_contains(&out, "FAIL: write_lat soft v2 2 B median vs baseline");
     let better = lat("better.json", &[5.0, 5.1, 4.9, 5.0, 5.2]);
     exits(&["--baseline", b], &[&better], 0);
 }

@@ -1,19 +1,14 @@
 //! Setup failures end with a clear error and exit code 2, never a hang or a panic.
 
 use crate::common;
-use common::{free_port, pair_with, spawn, tcp_server};
+use common::{Done, free_port, pair_plus, pair_with, tcp_client, tcp_server};
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
-#[test]
-fn mismatched_size_stops_both_sides_naming_size() {
-    let (s, c) = pair_with(
-        "write_bw",
-        &["-s", "65536", "-n", "10"],
-        &["-s", "1024", "-n", "10"],
-    );
-    for (side, d) in [("server", &s), ("client", &c)] {
+/// Both sides stopped with exit 2 (no panic), naming the size that differs.
+fn both_stop_naming_the_size(s: &Done, c: &Done) {
+    for (side, d) in [("server", s), ("client", c)] {
         assert_eq!(d.code(), 2, "{side}: {}", d.stderr);
         assert!(
             d.stderr.contains("parameter mismatch: size"),
@@ -22,66 +17,43 @@ fn mismatched_size_stops_both_sides_naming_size() {
         );
         assert!(!d.stderr.contains("panicked"), "{side}: {}", d.stderr);
     }
-    assert!(
-        s.stderr.contains("this side 65536, peer 1024"),
-        "{}",
-        s.stderr
+}
+
+#[test]
+fn mismatched_size_stops_both_sides_naming_size() {
+    let (s, c) = pair_with(
+        "write_bw",
+        &["-s", "65536", "-n", "10"],
+        &["-s", "1024", "-n", "10"],
     );
-    assert!(
-        c.stderr.contains("this side 1024, peer 65536"),
-        "{}",
-        c.stderr
-    );
+    both_stop_naming_the_size(&s, &c);
+    s.assert_stderr("this side 65536, peer 1024");
+    c.assert_stderr("this side 1024, peer 65536");
 }
 
 #[test]
 fn different_tests_on_the_two_sides_name_test() {
     let port = free_port().to_string();
     let server = tcp_server("write_bw", &port, &[]);
-    let c = spawn(
-        "read_bw",
-        &["--transport", "tcp", "-p", &port, "--cpu", "1", "127.0.0.1"],
-    )
-    .wait(30, "client");
+    let c = tcp_client("read_bw", &port, &["--cpu", "1"]).wait(30, "client");
     let s = server.wait(30, "server");
     assert_eq!((c.code(), s.code()), (2, 2));
-    assert!(
-        c.stderr
-            .contains("parameter mismatch: test: this side read_bw, peer write_bw"),
-        "{}",
-        c.stderr
-    );
+    c.assert_stderr("parameter mismatch: test: this side read_bw, peer write_bw");
 }
 
 #[test]
 fn client_without_server_retries_then_gives_up_clearly() {
     let port = free_port().to_string();
     let t0 = std::time::Instant::now();
-    let c = spawn(
-        "send_lat",
-        &[
-            "--transport",
-            "tcp",
-            "-p",
-            &port,
-            "--connect-timeout",
-            "2",
-            "127.0.0.1",
-        ],
-    )
-    .wait(30, "client without server");
+    let c = tcp_client("send_lat", &port, &["--connect-timeout", "2"])
+        .wait(30, "client without server");
     assert!(
         t0.elapsed() >= Duration::from_millis(1500),
         "it retried for the timeout"
     );
     assert_eq!(c.code(), 2, "{}", c.stderr);
-    assert!(c.stderr.contains("retrying"), "{}", c.stderr);
-    assert!(
-        c.stderr
-            .contains(&format!("could not reach the server at 127.0.0.1:{port}")),
-        "{}",
-        c.stderr
-    );
+    c.assert_stderr("retrying");
+    c.assert_stderr(&format!("could not reach the server at 127.0.0.1:{port}"));
 }
 
 #[test]
@@ -98,7 +70,7 @@ fn random_bytes_on_the_port_stop_the_server_clearly() {
     drop(s);
     let d = server.wait(30, "server fed garbage");
     assert_eq!(d.code(), 2, "{}", d.stderr);
-    assert!(d.stderr.contains("is not a roceperf peer"), "{}", d.stderr);
+    d.assert_stderr("is not a roceperf peer");
     assert!(!d.stderr.contains("panicked"), "{}", d.stderr);
 }
 
@@ -110,31 +82,14 @@ fn a_peer_that_connects_and_says_nothing_then_leaves_is_an_error() {
     drop(TcpStream::connect(("127.0.0.1", port)).unwrap());
     let d = server.wait(30, "server after an empty connection");
     assert_eq!(d.code(), 2, "{}", d.stderr);
-    assert!(
-        d.stderr.contains("closed the out-of-band connection"),
-        "{}",
-        d.stderr
-    );
+    d.assert_stderr("closed the out-of-band connection");
 }
 
 #[test]
 fn a_server_that_dies_mid_test_fails_the_client_with_exit_1() {
     let port = free_port().to_string();
     let server = tcp_server("write_lat", &port, &["-D", "20"]);
-    let client = spawn(
-        "write_lat",
-        &[
-            "--transport",
-            "tcp",
-            "-p",
-            &port,
-            "--cpu",
-            "1",
-            "-D",
-            "20",
-            "127.0.0.1",
-        ],
-    );
+    let client = tcp_client("write_lat", &port, &["--cpu", "1", "-D", "20"]);
     assert!(client.wait_stdout("#bytes", 20), "the test started");
     std::thread::sleep(Duration::from_millis(300));
     server.kill();
@@ -145,7 +100,7 @@ fn a_server_that_dies_mid_test_fails_the_client_with_exit_1() {
         "a peer that vanished mid-test fails the test: {}",
         c.stderr
     );
-    assert!(c.stderr.contains("closed"), "{}", c.stderr);
+    c.assert_stderr("closed");
     assert!(!c.stderr.contains("panicked"), "{}", c.stderr);
 }
 
@@ -155,19 +110,11 @@ fn a_server_that_dies_mid_test_fails_the_client_with_exit_1() {
 fn display_and_output_options_are_local_to_each_side() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("client.json");
-    let (s, c) = pair_with(
+    let local = ["--report_gbits", "--percentiles", "50,99", "-v"];
+    let (s, c) = pair_plus(
         "write_bw",
         &["-D", "2"],
-        &[
-            "-D",
-            "2",
-            "--report_gbits",
-            "--percentiles",
-            "50,99",
-            "-v",
-            "--json",
-            json.to_str().unwrap(),
-        ],
+        &[&local[..], &["--json", json.to_str().unwrap()]].concat(),
     );
     assert_eq!((s.code(), c.code()), (0, 0), "{}\n{}", s.stderr, c.stderr);
     assert!(c.stdout.contains("BW average[Gb/sec]"), "{}", c.stdout);
@@ -189,13 +136,8 @@ fn a_traffic_parameter_still_must_match_alongside_local_options() {
         &["-D", "2", "-s", "4096"],
         &["-D", "2", "-s", "1024", "--report_gbits"],
     );
+    both_stop_naming_the_size(&s, &c);
     for (side, d) in [("server", &s), ("client", &c)] {
-        assert_eq!(d.code(), 2, "{side}: {}", d.stderr);
-        assert!(
-            d.stderr.contains("parameter mismatch: size"),
-            "{side}: {}",
-            d.stderr
-        );
         assert!(!d.stderr.contains("report_gbits"), "{side}: {}", d.stderr);
     }
 }

@@ -1,5 +1,5 @@
 //! `--oob perftest`: roceperf against roceperf speaking perftest's out-of-band dialect, for the six tests
-//! over soft RoCE v2 on lo (and the option sets whose exchange order differs: -b, -a, -q).
+//! and the two atomic ones over soft RoCE v2 on lo (and the option sets whose exchange order differs: -b, -a, -q).
 //! Pairing with a real perftest is checked in the lab (scripts/interop-rxe.sh).
 
 use crate::common;
@@ -75,6 +75,22 @@ fn write_lat() {
 #[test]
 fn read_lat_server_prints_no_row_as_ib_read_lat() {
     pair_rows("read_lat", &["-n", "200"], 1, 0);
+}
+
+#[test]
+fn atomic_bw_server_prints_the_clients_report() {
+    pair_rows(
+        "atomic_bw",
+        &["-n", "200", "-q", "2", "-A", "CMP_AND_SWAP"],
+        1,
+        1,
+    );
+    pair_rows("atomic_bw", &["-n", "200", "-b"], 1, 1);
+}
+
+#[test]
+fn atomic_lat_server_prints_no_row_as_ib_atomic_lat() {
+    pair_rows("atomic_lat", &["-n", "200"], 1, 0);
 }
 
 #[test]

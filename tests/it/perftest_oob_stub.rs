@@ -36,7 +36,11 @@ fn fake_key(test: TestKind, ip: Ipv4Addr, role: Role) -> KeyRecord {
     gid[12..].copy_from_slice(&ip.octets());
     KeyRecord {
         lid: 0,
-        out_reads: if test.verb == Verb::Read { 16 } else { 1 },
+        out_reads: if matches!(test.verb, Verb::Read | Verb::Atomic) {
+            16
+        } else {
+            1
+        },
         qpn: 0x000100 + if role == Role::Client { 1 } else { 2 },
         psn: 0x123456,
         rkey: 0x0000_1234,
@@ -139,7 +143,7 @@ fn drive(stream: TcpStream, p: Stub) -> StubOutcome {
 #[test]
 fn our_sessions_pair_with_each_other() {
     let mut cases = Vec::new();
-    for test in TestKind::ALL {
+    for test in TestKind::EVERY {
         cases.push((test, ScriptOptions::single(64)));
         cases.push((
             test,

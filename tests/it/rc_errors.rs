@@ -453,12 +453,7 @@ fn rnr_retry_exhaustion_ends_in_an_error_completion() {
     .unwrap();
     p.a.post_recv(&recv(3, 0, 10)).unwrap();
     run_to(&mut p, 3, 0);
-    assert_eq!(
-        p.a_done[0].status,
-        CompletionStatus::RnrRetryExceeded,
-        "{}",
-        p.a_done[0].status.describe()
-    );
+    ended_with(&p.a_done[0], CompletionStatus::RnrRetryExceeded);
     assert_eq!((p.a_done[0].wr_id, p.a_done[0].op), (1, CompletionOp::Send));
     assert_eq!(p.a_done[1].status, CompletionStatus::WrFlushError);
     assert_eq!(
@@ -491,12 +486,7 @@ fn retry_exhaustion_on_a_dead_link_ends_in_an_error_completion() {
     p.a.post_send(&wr(2, SendOp::Read, 0, 100, at(&kb, 0)))
         .unwrap();
     run_to(&mut p, 2, 0);
-    assert_eq!(
-        p.a_done[0].status,
-        CompletionStatus::RetryExceeded,
-        "{}",
-        p.a_done[0].status.describe()
-    );
+    ended_with(&p.a_done[0], CompletionStatus::RetryExceeded);
     assert_eq!(p.a_done[1].status, CompletionStatus::WrFlushError);
     assert_eq!(
         p.a.counters().timeouts,
@@ -788,25 +778,13 @@ fn psn_gap_is_answered_once_and_duplicates_are_re_acked() {
         (1, 0x60, 100)
     );
     assert!(poke(&mut p, &request(Opcode::RC_SEND_ONLY, 103, 4), &[1; 4]).is_empty());
-    let a = poke(&mut p, &request(Opcode::RC_SEND_ONLY, 100, 4), &[1; 4]);
-    assert_eq!(
-        (
-            a[0].aeth.unwrap().syndrome,
-            a[0].bth.psn,
-            a[0].aeth.unwrap().msn
-        ),
-        (0x1f, 100, 1)
-    );
-    // A duplicate of 100 is not executed again; the ACK names the last PSN acknowledged.
-    let a = poke(&mut p, &request(Opcode::RC_SEND_ONLY, 100, 4), &[1; 4]);
-    assert_eq!(
-        (
-            a[0].aeth.unwrap().syndrome,
-            a[0].bth.psn,
-            a[0].aeth.unwrap().msn
-        ),
-        (0x1f, 100, 1)
-    );
+    // 100 is executed and ACKed; then a duplicate of it is not executed again, and its ACK names the
+    // last PSN acknowledged.
+    for _ in 0..2 {
+        let a = poke(&mut p, &request(Opcode::RC_SEND_ONLY, 100, 4), &[1; 4]);
+        let aeth = a[0].aeth.unwrap();
+        assert_eq!((aeth.syndrome, a[0].bth.psn, aeth.msn), (0x1f, 100, 1));
+    }
     assert_eq!(p.b.counters().duplicate_requests, 1);
     assert_eq!(p.b.poll_completion().map(|c| c.wr_id), Some(0));
     assert_eq!(p.b.poll_completion(), None, "executed once");

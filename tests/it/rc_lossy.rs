@@ -111,15 +111,7 @@ fn request(id: u64, op: &Op, peer_va: u64, peer_rkey: u32, base: u64) -> SendReq
             remote,
         ),
     };
-    SendRequest {
-        wr_id: id,
-        op: sop,
-        offset: base + op.local,
-        len: op.len,
-        remote,
-        signaled: true,
-        inline: false,
-    }
+    SendRequest::new(id, sop, base + op.local, op.len, remote)
 }
 
 fn expected_op(k: Kind) -> CompletionOp {

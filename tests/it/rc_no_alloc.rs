@@ -64,15 +64,7 @@ fn steady_state_traffic_allocates_nothing() {
                 })
                 .unwrap();
             }
-            let wr = SendRequest {
-                wr_id: i as u64,
-                op: *op,
-                offset: *offset,
-                len: *len,
-                remote: *remote,
-                signaled: true,
-                inline: false,
-            };
+            let wr = SendRequest::new(i as u64, *op, *offset, *len, *remote);
             a.post_send(&wr).unwrap();
         }
         loop {

@@ -1,5 +1,6 @@
 //! Every RC operation over a perfect simulated link, at the message sizes around the path MTU.
 
+use crate::common::assert_contains;
 use crate::rc_harness;
 
 use rc_harness::*;
@@ -314,21 +315,21 @@ fn bad_work_requests_are_refused_with_a_reason() {
         p.a.post_send(&wr(1, SendOp::Send, 4000, 200, None))
             .unwrap_err()
             .to_string();
-    assert!(e.contains("local range 4000+200"), "{e}");
+    assert_contains(&e, "local range 4000+200");
     let e =
         p.a.post_send(&wr(2, SendOp::FetchAdd(1), 0, 4, at(&kb, 0)))
             .unwrap_err()
             .to_string();
-    assert!(e.contains("exactly 8 bytes"), "{e}");
+    assert_contains(&e, "exactly 8 bytes");
     let e =
         p.a.post_send(&wr(3, SendOp::Write, 0, 8, None))
             .unwrap_err()
             .to_string();
-    assert!(e.contains("remote address"), "{e}");
+    assert_contains(&e, "remote address");
     let e =
         p.a.post_send(&wr(4, SendOp::Read, 0, 1 << 31, at(&kb, 0)))
             .unwrap_err()
             .to_string();
-    assert!(e.contains("larger MTU"), "{e}");
+    assert_contains(&e, "larger MTU");
     assert_eq!(p.a.outstanding(), (0, 0));
 }

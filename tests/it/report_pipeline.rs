@@ -64,6 +64,7 @@ fn lat_sweep(sizes: &[u64]) -> Vec<SizeResult> {
                     histogram: h,
                 },
                 cpu_util: None,
+                lost: None,
             }
         })
         .collect()
@@ -81,6 +82,7 @@ fn bw_sweep(sizes: &[u64]) -> Vec<SizeResult> {
                 iterations: 1000,
                 measured: Measured::Bandwidth(BandwidthStats::compute(size, 1000, 1_005_000, peak)),
                 cpu_util: None,
+                lost: None,
             }
         })
         .collect()

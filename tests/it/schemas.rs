@@ -1,9 +1,10 @@
 //! The files the binaries write match their documentation: every JSON document validates against its JSON
 //! Schema in `results/schema/` (real output of real runs: bandwidth and latency, client and server, TCP
-//! and soft with its counters, iterations and duration mode, bidirectional, a comparison), every CSV
+//! and soft with its counters, iterations and duration mode, bidirectional, an atomic test, a comparison), every CSV
 //! starts with the golden header of `tests/data/golden/`, and results/README.md lists exactly the keys
 //! the schemas define and the columns the golden headers have.
 
+use crate::common::assert_contains;
 use crate::common::schema::{
     assert_csv_header, assert_valid, assert_valid_file, golden_csv_header, schema,
 };
@@ -58,7 +59,7 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     type Run = (&'static str, &'static str, &'static [&'static str]);
-    let runs: [Run; 5] = [
+    let runs: [Run; 7] = [
         ("tcp_bw", "write_bw", &["--transport", "tcp", "-n", "50"]),
         (
             "tcp_lat_sizes",
@@ -99,6 +100,16 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
             "read_lat",
             &["--transport", "soft", "-d", "lo", "-n", "100"],
         ),
+        (
+            "soft_ud",
+            "send_bw",
+            &["--transport", "soft", "-d", "lo", "-c", "UD", "-n", "100"],
+        ),
+        (
+            "tcp_atomic",
+            "atomic_bw",
+            &["--transport", "tcp", "-n", "50", "-A", "CMP_AND_SWAP"],
+        ),
     ];
     let mut seen = BTreeSet::new();
     for (name, test, args) in runs {
@@ -114,6 +125,7 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
                 ("counters", "counters"),
                 ("duration_s", "duration"),
                 ("peer", "peer"),
+                ("atomic_type", "atomic_type"),
             ] {
                 if !t[key].is_null() {
                     seen.insert(what.to_string());
@@ -121,6 +133,12 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
             }
             if doc["results"][0].get("cpu_util_pct").is_some() {
                 seen.insert("cpu_util".into());
+            }
+            if doc["results"][0].get("lost_messages").is_some() {
+                seen.insert("lost_messages".into());
+            }
+            if t["counters"].get("unreliable").is_some() && !t["connection"].is_null() {
+                seen.insert("unreliable".into());
             }
         }
     }
@@ -136,6 +154,9 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
         "duration",
         "peer",
         "cpu_util",
+        "lost_messages",
+        "unreliable",
+        "atomic_type",
     ] {
         assert!(seen.contains(want), "no run wrote {want}: {seen:?}");
     }
@@ -201,7 +222,7 @@ fn results_dir_files_match_the_schema_and_golden_header() {
     assert_eq!(names.len(), 4, "{names:?}");
     for n in &names {
         let path = dir.path().join(n);
-        assert!(n.contains("-read_bw-tcp-"), "{n}");
+        assert_contains(n, "-read_bw-tcp-");
         if n.ends_with(".json") {
             assert_valid_file("result", &path);
         } else {

@@ -405,12 +405,8 @@ fn ipv4_icrc_is_checked_whatever_the_senders_ip_id() {
         4u8, 0, 0xff, 0xff, 0, 0xee, 0xee, 0xee, 0x80, 0, 0, 1, 1, 2, 3, 4,
     ];
     let ip = Ipv4Repr {
-        src: "127.0.15.3".parse().unwrap(),
-        dst: "127.0.15.1".parse().unwrap(),
-        tos: 0,
         ident: 0x9d3b,
-        dont_frag: true,
-        ttl: 64,
+        ..Ipv4Repr::roce("127.0.15.3".parse().unwrap(), "127.0.15.1".parse().unwrap())
     };
     let udp = UdpRepr {
         src_port: junk.local_addr().unwrap().port(),

@@ -55,11 +55,7 @@ fn report(what: &str, f: &Figures) {
 fn udp_run(size: usize, batch: usize, send: Send, gro: bool) -> Figures {
     let a_ip: IpAddr = "127.0.0.11".parse().unwrap();
     let b_ip: IpAddr = "127.0.0.12".parse().unwrap();
-    let port = std::net::UdpSocket::bind((b_ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = soft_support::endpoints::free_port("127.0.0.12");
     let rx_cfg = UdpConfig {
         port,
         gro,

@@ -2,6 +2,7 @@
 //! two soft endpoints that negotiate selective repeat (or do not) and repair deliberate loss,
 //! duplication, reordering and corruption with it, every byte checked.
 
+use crate::common::assert_contains;
 use crate::soft_support;
 
 use roceperf::cli::Options;
@@ -34,12 +35,15 @@ fn the_flags_parse_on_soft_and_are_refused_elsewhere() {
         "sr",
     ])
     .unwrap();
-    let i = o.impair.unwrap();
+    let i = o.device.impair.unwrap();
     assert_eq!((i.loss, i.burst, i.rx.duplicate), (0.01, 4.0, 0.005));
-    assert_eq!((o.impair_seed, o.recovery), (Some(9), Recovery::Sr));
-    assert_eq!(parse(&["-d", "lo"]).unwrap().recovery, Recovery::Gbn);
+    assert_eq!(
+        (o.device.impair_seed, o.device.recovery),
+        (Some(9), Recovery::Sr)
+    );
+    assert_eq!(parse(&["-d", "lo"]).unwrap().device.recovery, Recovery::Gbn);
     let e = parse(&["-d", "lo", "--impair", "los=1%"]).unwrap_err();
-    assert!(e.contains("--impair: unknown key 'los'"), "{e}");
+    assert_contains(&e, "--impair: unknown key 'los'");
     for flags in [
         &["--impair", "loss=1%"][..],
         &["--impair-seed", "3"],

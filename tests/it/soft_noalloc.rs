@@ -101,3 +101,70 @@ fn steady_state_packet_datapath_allocates_nothing() {
         "allocations on the AF_PACKET datapath"
     );
 }
+
+/// Issue 17: the UC and UD engines keep the promise too. Each round: UC a 16 KiB WRITE and a SEND of
+/// `size`, UD a datagram of `size`, into a receive posted for it; polled until both sides complete.
+#[test]
+fn steady_state_uc_and_ud_datapaths_allocate_nothing() {
+    use roceperf::params::ConnType;
+    let port = free_port("127.0.13.5");
+    for (conn, size) in [(ConnType::Uc, 4000u32), (ConnType::Ud, 1024)] {
+        let open = |ip| {
+            SoftEndpoint::open(SoftConfig {
+                connection: conn,
+                ..udp_cfg(ip, port)
+            })
+            .unwrap()
+        };
+        let (mut a, mut b) = (open("127.0.13.5"), open("127.0.13.6"));
+        connect(&mut a, &mut b);
+        let rw = (conn == ConnType::Uc).then(|| remote(&b, 0, 0));
+        let round = |a: &mut SoftEndpoint, b: &mut SoftEndpoint| {
+            let mut buf = [Completion::EMPTY; 32];
+            b.post_recv(
+                0,
+                &RecvRequest {
+                    wr_id: 7,
+                    offset: 300_000,
+                    len: 8192,
+                },
+            )
+            .unwrap();
+            let mut sends = 1;
+            if let Some(rw) = rw {
+                a.post_send(0, &wr(1, SendOp::Write, 0, 16_384, Some(rw)))
+                    .unwrap();
+                sends += 1;
+            }
+            a.post_send(0, &wr(2, SendOp::Send, 0, size, None)).unwrap();
+            let (mut na, mut nb) = (0, 0);
+            let mut spins = 0u64;
+            while na < sends || nb < 1 {
+                na += a.poll_cq(&mut buf).unwrap();
+                let n = b.poll_cq(&mut buf).unwrap();
+                for c in &buf[..n] {
+                    assert_eq!(c.status, CompletionStatus::Success);
+                }
+                nb += n;
+                spins += 1;
+                assert!(
+                    spins < 50_000_000,
+                    "{conn} traffic stalled (a lost datagram?)"
+                );
+            }
+        };
+        for _ in 0..5 {
+            round(&mut a, &mut b);
+        }
+        alloc_counter::watch();
+        for _ in 0..50 {
+            round(&mut a, &mut b);
+        }
+        let n = alloc_counter::stop();
+        assert_eq!(n, 0, "{n} allocations on the {conn} datapath");
+        assert_eq!(
+            b.counters().unreliable.messages_received as usize,
+            55 * (1 + rw.is_some() as usize)
+        );
+    }
+}

@@ -200,11 +200,7 @@ fn udp_backend_on_loopback_sends_ip_id_zero() {
     }
     let lo = NetDev::by_name("lo").unwrap();
     let ip: IpAddr = "127.0.0.6".parse().unwrap();
-    let port = std::net::UdpSocket::bind((ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = soft_support::endpoints::free_port("127.0.0.6");
     let cap = PacketSocket::open(
         &lo,
         &PacketConfig {

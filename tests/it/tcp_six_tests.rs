@@ -1,7 +1,8 @@
 //! All six tests over `--transport tcp` on 127.0.0.1, as separate server and client processes.
 
 use crate::common;
-use common::{pair, pair_with, rows};
+use crate::common::assert_contains;
+use common::{pair, pair_plus, pair_with, rows};
 
 /// Runs one test with a small -n and checks that both sides exit 0 and print a result row.
 fn both_sides_print(test: &str, size: f64) {
@@ -182,7 +183,7 @@ fn bidirectional_send_bw_receives_while_sending() {
     let (s, c) = pair("send_bw", &["-b", "-n", "300", "-s", "32K"]);
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
     for out in [&c.stdout, &s.stdout] {
-        assert!(out.contains("Send Bidirectional BW Test"), "{out}");
+        assert_contains(out, "Send Bidirectional BW Test");
         let r = rows(out);
         assert_eq!((r.len(), r[0][0]), (1, 32768.0), "{out}");
     }
@@ -199,19 +200,10 @@ fn bidirectional_duration_write_bw() {
 fn several_queue_pairs() {
     let dir = tempfile::tempdir().unwrap();
     let cj = dir.path().join("c.json");
-    let (s, c) = pair_with(
+    let (s, c) = pair_plus(
         "read_bw",
         &["-q", "3", "-n", "40", "-s", "8K"],
-        &[
-            "-q",
-            "3",
-            "-n",
-            "40",
-            "-s",
-            "8K",
-            "--json",
-            cj.to_str().unwrap(),
-        ],
+        &["--json", cj.to_str().unwrap()],
     );
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
     assert!(c.stdout.contains("Number of qps   : 3"), "{}", c.stdout);

@@ -4,6 +4,7 @@
 #![cfg(feature = "verbs")]
 
 use crate::common;
+use crate::common::assert_contains;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -78,8 +79,8 @@ fn missing_libibverbs_is_named_by_the_binaries() {
         }
     };
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("libibverbs is not installed"), "{err}");
-    assert!(err.contains("--transport soft"), "{err}");
+    assert_contains(&err, "libibverbs is not installed");
+    assert_contains(&err, "--transport soft");
     assert!(!out.contains("Waiting for client"), "{out}");
 }
 
@@ -115,8 +116,8 @@ fn kernel_without_rdma_is_named_by_the_binaries() {
         }
         let (code, out, err) = run(&mut cmd);
         assert_eq!(code, 2, "{err}");
-        assert!(err.contains("this kernel has no RDMA support"), "{err}");
-        assert!(err.contains("interfaces here: "), "{err}");
+        assert_contains(&err, "this kernel has no RDMA support");
+        assert_contains(&err, "interfaces here: ");
         assert!(!out.contains("Waiting for client"), "{out}");
     }
 }
@@ -135,7 +136,7 @@ fn no_devices_lists_interfaces_for_soft_through_the_binaries() {
         .args(["--transport", "verbs", "-p", &port()])
         .env("SYSFS_PATH", d.path()));
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("no RDMA devices found"), "{err}");
+    assert_contains(&err, "no RDMA devices found");
     assert!(
         err.contains("--transport soft -d IFACE (interfaces here: "),
         "{err}"
@@ -165,5 +166,5 @@ fn verbs_flags_are_accepted_before_the_device_is_looked_up() {
         &port(),
     ]));
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("setting up the verbs transport"), "{err}");
+    assert_contains(&err, "setting up the verbs transport");
 }

@@ -39,13 +39,37 @@ fn opcode_counts(frames: &[(RoceFrameRepr, usize)]) -> BTreeMap<u8, usize> {
     m
 }
 
+/// A message's FIRST, MIDDLE and LAST packets.
+const WRITE: [Opcode; 3] = [
+    Opcode::RC_RDMA_WRITE_FIRST,
+    Opcode::RC_RDMA_WRITE_MIDDLE,
+    Opcode::RC_RDMA_WRITE_LAST,
+];
+const SEND: [Opcode; 3] = [
+    Opcode::RC_SEND_FIRST,
+    Opcode::RC_SEND_MIDDLE,
+    Opcode::RC_SEND_LAST,
+];
+const READ_RESPONSE: [Opcode; 3] = [
+    Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+    Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+    Opcode::RC_RDMA_READ_RESPONSE_LAST,
+];
+
+/// The RoCE frames of `file`, once checked: 20 of them, five messages of three packets with the
+/// `segments` opcodes (see [`check_segmentation`]) and five of `other`.
+fn five_messages(file: &str, segments: [Opcode; 3], other: Opcode) -> Vec<(RoceFrameRepr, usize)> {
+    let frames = roce_frames(file);
+    assert_eq!(frames.len(), 20);
+    let [first, middle, last] = segments;
+    let counts = [first, middle, last, other].map(|op| (op.0, 5));
+    assert_eq!(opcode_counts(&frames), BTreeMap::from(counts));
+    check_segmentation(&frames, segments);
+    frames
+}
+
 /// FIRST and MIDDLE carry exactly the PMTU, LAST the rest of 3000 bytes; PSNs are consecutive.
-fn check_segmentation(
-    frames: &[(RoceFrameRepr, usize)],
-    first: Opcode,
-    middle: Opcode,
-    last: Opcode,
-) {
+fn check_segmentation(frames: &[(RoceFrameRepr, usize)], [first, middle, last]: [Opcode; 3]) {
     let data: Vec<_> = frames
         .iter()
         .filter(|(r, _)| [first, middle, last].contains(&r.ib.bth.opcode))
@@ -83,18 +107,7 @@ fn check_acks(frames: &[(RoceFrameRepr, usize)]) {
 
 #[test]
 fn rxe_write_bw() {
-    let frames = roce_frames("rc_write_bw_3000B_x5.pcap");
-    assert_eq!(frames.len(), 20);
-    assert_eq!(
-        opcode_counts(&frames),
-        BTreeMap::from([(0x06, 5), (0x07, 5), (0x08, 5), (0x11, 5)])
-    );
-    check_segmentation(
-        &frames,
-        Opcode::RC_RDMA_WRITE_FIRST,
-        Opcode::RC_RDMA_WRITE_MIDDLE,
-        Opcode::RC_RDMA_WRITE_LAST,
-    );
+    let frames = five_messages("rc_write_bw_3000B_x5.pcap", WRITE, Opcode::RC_ACKNOWLEDGE);
     for (r, _) in &frames {
         assert_eq!(
             r.ib.reth.is_some(),
@@ -109,34 +122,16 @@ fn rxe_write_bw() {
 
 #[test]
 fn rxe_send_bw() {
-    let frames = roce_frames("rc_send_bw_3000B_x5.pcap");
-    assert_eq!(frames.len(), 20);
-    assert_eq!(
-        opcode_counts(&frames),
-        BTreeMap::from([(0x00, 5), (0x01, 5), (0x02, 5), (0x11, 5)])
-    );
-    check_segmentation(
-        &frames,
-        Opcode::RC_SEND_FIRST,
-        Opcode::RC_SEND_MIDDLE,
-        Opcode::RC_SEND_LAST,
-    );
+    let frames = five_messages("rc_send_bw_3000B_x5.pcap", SEND, Opcode::RC_ACKNOWLEDGE);
     check_acks(&frames);
 }
 
 #[test]
 fn rxe_read_bw() {
-    let frames = roce_frames("rc_read_bw_3000B_x5.pcap");
-    assert_eq!(frames.len(), 20);
-    assert_eq!(
-        opcode_counts(&frames),
-        BTreeMap::from([(0x0c, 5), (0x0d, 5), (0x0e, 5), (0x0f, 5)])
-    );
-    check_segmentation(
-        &frames,
-        Opcode::RC_RDMA_READ_RESPONSE_FIRST,
-        Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
-        Opcode::RC_RDMA_READ_RESPONSE_LAST,
+    let frames = five_messages(
+        "rc_read_bw_3000B_x5.pcap",
+        READ_RESPONSE,
+        Opcode::RC_RDMA_READ_REQUEST,
     );
     // Each READ request consumes 3 PSNs (3000 B at PMTU 1024); its responses use them.
     let reqs: Vec<u32> = frames

@@ -85,12 +85,8 @@ fn nets() -> [(NetRepr, Option<VlanTag>, &'static str); 4] {
         (
             NetRepr::V2v4(
                 Ipv4Repr {
-                    src: Ipv4Addr::new(10, 0, 0, 1),
-                    dst: Ipv4Addr::new(10, 0, 0, 2),
-                    tos: 0,
                     ident: 0x1234,
-                    dont_frag: true,
-                    ttl: 64,
+                    ..Ipv4Repr::roce(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2))
                 },
                 udp,
             ),
@@ -114,12 +110,8 @@ fn nets() -> [(NetRepr, Option<VlanTag>, &'static str); 4] {
         (
             NetRepr::V2v4(
                 Ipv4Repr {
-                    src: Ipv4Addr::new(10, 0, 0, 1),
-                    dst: Ipv4Addr::new(10, 0, 0, 2),
-                    tos: 0,
-                    ident: 0,
-                    dont_frag: true,
                     ttl: 1,
+                    ..Ipv4Repr::roce(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2))
                 },
                 udp,
             ),
@@ -157,7 +149,7 @@ const FIELDS: &[&str] = &[
 
 /// Runs tshark on `pcap` and returns one line per frame with `fields` separated by `|`. Fails (does
 /// not skip) when tshark is missing.
-fn tshark_fields(pcap: &Path, fields: &[&str]) -> String {
+pub(crate) fn tshark_fields(pcap: &Path, fields: &[&str]) -> String {
     let mut cmd = Command::new("tshark");
     cmd.arg("-r")
         .arg(pcap)

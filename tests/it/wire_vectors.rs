@@ -6,8 +6,8 @@ use crate::vectors;
 use std::net::Ipv4Addr;
 
 use roceperf::wire::{
-    AethKind, BthRepr, Encapsulation, Error, Gid, IbRepr, NakCode, NetRepr, Opcode, RoceFrame,
-    RoceFrameRepr,
+    AethKind, BthRepr, Encapsulation, Error, Gid, IbRepr, Ipv4Repr, NakCode, NetRepr, Opcode,
+    RoceFrame, RoceFrameRepr, UdpRepr,
 };
 
 fn parse(name: &str) -> (Vec<u8>, RoceFrameRepr, Vec<u8>) {
@@ -17,7 +17,7 @@ fn parse(name: &str) -> (Vec<u8>, RoceFrameRepr, Vec<u8>) {
     (frame, repr, payload)
 }
 
-fn v4(repr: &RoceFrameRepr) -> (roceperf::wire::Ipv4Repr, roceperf::wire::UdpRepr) {
+fn v4(repr: &RoceFrameRepr) -> (Ipv4Repr, UdpRepr) {
     match repr.net {
         NetRepr::V2v4(ip, udp) => (ip, udp),
         other => panic!("expected RoCE v2/IPv4, got {other:?}"),
@@ -39,8 +39,12 @@ fn wire_icrc(frame: &[u8]) -> [u8; 4] {
     frame[frame.len() - 4..].try_into().unwrap()
 }
 
-fn bth(repr: &RoceFrameRepr) -> BthRepr {
-    repr.ib.bth
+/// The BTH, once its opcode and PSN are asserted.
+#[track_caller]
+fn assert_bth(repr: &RoceFrameRepr, opcode: Opcode, psn: u32) -> BthRepr {
+    let b = repr.ib.bth;
+    assert_eq!((b.opcode, b.psn), (opcode, psn));
+    b
 }
 
 /// The RETH's (virtual address, rkey, DMA length).
@@ -62,12 +66,10 @@ fn assert_aeth(repr: &RoceFrameRepr, syndrome: u8, kind: AethKind, msn: u32) {
 /// The IB part that `v1_send_only` and `v2_send_only` share: SEND_ONLY of "hello" to QP 0x11, PSN 0x100.
 #[track_caller]
 fn assert_hello_send_only(repr: &RoceFrameRepr, payload: &[u8]) {
-    let b = bth(repr);
-    assert_eq!(b.opcode, Opcode::RC_SEND_ONLY);
+    let b = assert_bth(repr, Opcode::RC_SEND_ONLY, 0x100);
     assert_eq!(b.pad_count, 3);
     assert_eq!(b.dest_qp, 0x11);
     assert!(b.ack_req);
-    assert_eq!(b.psn, 0x100);
     assert_eq!(payload, b"hello");
 }
 
@@ -79,14 +81,12 @@ fn v1_hw_write_only_fields() {
     assert_eq!(g.sgid, mapped([15, 0, 0, 2]));
     assert_eq!(g.dgid, mapped([15, 0, 0, 2]));
     assert_eq!(g.hop_limit, 0x40);
-    let b = bth(&r);
+    let b = assert_bth(&r, Opcode::RC_RDMA_WRITE_ONLY, 0xa788bc);
     assert_eq!(b.opcode, Opcode(0x0a));
-    assert_eq!(b.opcode, Opcode::RC_RDMA_WRITE_ONLY);
     assert!(b.migreq);
     assert_eq!(b.pad_count, 3);
     assert_eq!(b.dest_qp, 0x00010a);
     assert!(b.ack_req);
-    assert_eq!(b.psn, 0xa788bc);
     assert_reth(&r, 0x0000_55d4_c072_6000, 0x47b3, 5);
     assert_eq!(payload, [0, 0, 0, 0, 1]);
     // The 3 pad bytes sit between the payload and the ICRC.
@@ -97,11 +97,9 @@ fn v1_hw_write_only_fields() {
 #[test]
 fn v1_hw_ack_fields() {
     let (frame, r, payload) = parse("v1_hw_ack");
-    let b = bth(&r);
-    assert_eq!(b.opcode, Opcode::RC_ACKNOWLEDGE);
+    let b = assert_bth(&r, Opcode::RC_ACKNOWLEDGE, 0xa788c0);
     assert!(b.migreq);
     assert_eq!(b.dest_qp, 0x000109);
-    assert_eq!(b.psn, 0xa788c0);
     assert_aeth(&r, 0x00, AethKind::Ack { credits: 0 }, 5);
     assert!(payload.is_empty());
     assert_eq!(wire_icrc(&frame), [0x25, 0xf0, 0xc0, 0x38]);
@@ -121,14 +119,16 @@ fn v1_send_only_fields() {
 fn v2_send_only_fields() {
     let (_, r, payload) = parse("v2_send_only");
     let (ip, udp) = v4(&r);
-    assert_eq!(ip.src, Ipv4Addr::new(10, 0, 0, 1));
-    assert_eq!(ip.dst, Ipv4Addr::new(10, 0, 0, 2));
-    assert_eq!(udp.src_port, 0xc123);
-    assert_eq!(udp.dst_port, 4791);
-    assert_eq!(ip.ident, 0x1234);
-    assert!(ip.dont_frag);
-    assert_eq!(ip.ttl, 64);
-    assert_eq!(udp.checksum, 0);
+    let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+    // ID 0x1234, DF, TTL 64; to port 4791 with no UDP checksum.
+    assert_eq!(
+        ip,
+        Ipv4Repr {
+            ident: 0x1234,
+            ..Ipv4Repr::roce(a, b)
+        }
+    );
+    assert_eq!(udp, UdpRepr::roce(0xc123));
     assert_hello_send_only(&r, &payload);
 }
 
@@ -136,12 +136,10 @@ fn v2_send_only_fields() {
 fn v2_ack_fields() {
     let (_, r, payload) = parse("v2_ack");
     let (ip, udp) = v4(&r);
-    assert_eq!(ip.src, Ipv4Addr::new(10, 0, 0, 2));
-    assert_eq!(ip.dst, Ipv4Addr::new(10, 0, 0, 1));
-    assert_eq!((udp.src_port, udp.dst_port), (0xc456, 4791));
-    let b = bth(&r);
-    assert_eq!(b.opcode, Opcode::RC_ACKNOWLEDGE);
-    assert_eq!((b.dest_qp, b.psn), (0x12, 0x100));
+    let (a, b) = (Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 0, 1));
+    assert_eq!((ip.src, ip.dst), (a, b));
+    assert_eq!(udp, UdpRepr::roce(0xc456));
+    assert_eq!(assert_bth(&r, Opcode::RC_ACKNOWLEDGE, 0x100).dest_qp, 0x12);
     assert_aeth(&r, 0x1f, AethKind::Ack { credits: 0x1f }, 1);
     assert!(payload.is_empty());
 }
@@ -149,9 +147,7 @@ fn v2_ack_fields() {
 #[test]
 fn v2_write_only_fields() {
     let (_, r, payload) = parse("v2_write_only");
-    let b = bth(&r);
-    assert_eq!(b.opcode, Opcode::RC_RDMA_WRITE_ONLY);
-    assert_eq!(b.psn, 0x101);
+    let b = assert_bth(&r, Opcode::RC_RDMA_WRITE_ONLY, 0x101);
     assert_reth(&r, 0x7f00_0000_1000, 0x1234, 8);
     assert_eq!(payload, b"ABCDEFGH");
     assert_eq!(b.pad_count, 0);
@@ -160,9 +156,7 @@ fn v2_write_only_fields() {
 #[test]
 fn v2_read_req_fields() {
     let (_, r, payload) = parse("v2_read_req");
-    let b = bth(&r);
-    assert_eq!(b.opcode, Opcode::RC_RDMA_READ_REQUEST);
-    assert_eq!(b.psn, 0x102);
+    assert_bth(&r, Opcode::RC_RDMA_READ_REQUEST, 0x102);
     assert_reth(&r, 0x7f00_0000_2000, 0x1234, 3000);
     assert!(payload.is_empty());
 }
@@ -170,9 +164,7 @@ fn v2_read_req_fields() {
 #[test]
 fn v2_read_resp_first_fields() {
     let (_, r, payload) = parse("v2_read_resp_first");
-    let b = bth(&r);
-    assert_eq!(b.opcode, Opcode::RC_RDMA_READ_RESPONSE_FIRST);
-    assert_eq!(b.psn, 0x102);
+    assert_bth(&r, Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0x102);
     let aeth = r.ib.aeth.unwrap();
     assert_eq!((aeth.syndrome, aeth.msn), (0x1f, 3));
     assert_eq!(payload.len(), 1024);
@@ -182,16 +174,14 @@ fn v2_read_resp_first_fields() {
 #[test]
 fn v2_nak_seq_fields() {
     let (_, r, _) = parse("v2_nak_seq");
-    let b = bth(&r);
-    assert_eq!(b.opcode, Opcode::RC_ACKNOWLEDGE);
-    assert_eq!(b.psn, 0x105);
+    assert_bth(&r, Opcode::RC_ACKNOWLEDGE, 0x105);
     assert_aeth(&r, 0x60, AethKind::Nak(NakCode::PsnSequenceError), 3);
 }
 
 #[test]
 fn v2_rnr_nak_fields() {
     let (_, r, _) = parse("v2_rnr_nak");
-    assert_eq!(bth(&r).psn, 0x106);
+    assert_eq!(r.ib.bth.psn, 0x106);
     let aeth = r.ib.aeth.unwrap();
     assert_eq!(aeth.syndrome, 0x2e);
     assert_eq!(aeth.kind(), AethKind::RnrNak { timer: 14 });
@@ -200,9 +190,7 @@ fn v2_rnr_nak_fields() {
 #[test]
 fn v2_send_imm_fields() {
     let (_, r, payload) = parse("v2_send_imm");
-    let b = bth(&r);
-    assert_eq!(b.opcode, Opcode::RC_SEND_ONLY_WITH_IMMEDIATE);
-    assert_eq!(b.psn, 0x107);
+    assert_bth(&r, Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, 0x107);
     assert_eq!(r.ib.imm, Some(0xdead_beef));
     assert_eq!(payload, b"abcd");
 }
@@ -237,33 +225,19 @@ fn every_vector_verifies_and_re_emits_byte_for_byte() {
 
 /// (offset from the network header, bits) that the ICRC masks, per encapsulation (roce-wire.md §5).
 fn masked_bits(encap: Encapsulation) -> Vec<(usize, u8)> {
-    let ipv6_shaped = |bth: usize| {
-        vec![
-            (0, 0x0f),
-            (1, 0xff),
-            (2, 0xff),
-            (3, 0xff),
-            (7, 0xff),
-            (bth + 4, 0xff),
-        ]
+    // IPv6 and the GRH: the traffic class and flow label (byte 0's low nibble, bytes 1-3) and the hop
+    // limit (7); IPv4: TOS (1), TTL (8) and the checksum (10-11); v2: the UDP checksum; always the
+    // BTH's FECN/BECN/resv6a byte (BTH + 4).
+    let (tclass, whole) = match encap {
+        Encapsulation::V1 => (true, vec![1, 2, 3, 7, 40 + 4]),
+        Encapsulation::V2v4 => (false, vec![1, 8, 10, 11, 26, 27, 32]),
+        Encapsulation::V2v6 => (true, vec![1, 2, 3, 7, 46, 47, 48 + 4]),
     };
-    match encap {
-        Encapsulation::V1 => ipv6_shaped(40),
-        Encapsulation::V2v4 => vec![
-            (1, 0xff),
-            (8, 0xff),
-            (10, 0xff),
-            (11, 0xff),
-            (26, 0xff),
-            (27, 0xff),
-            (32, 0xff),
-        ],
-        Encapsulation::V2v6 => {
-            let mut m = ipv6_shaped(48);
-            m.extend([(46, 0xff), (47, 0xff)]);
-            m
-        }
-    }
+    let nibble = tclass.then_some((0, 0x0f));
+    nibble
+        .into_iter()
+        .chain(whole.into_iter().map(|at| (at, 0xff)))
+        .collect()
 }
 
 #[test]

@@ -82,6 +82,24 @@ run_pair() {
     awk -v a="$t0" -v b="$t1" -v n="$name" 'BEGIN{printf "TIME %s %.2f s\n", n, b-a}'
 }
 
+# capture_pair FILTER NAME TOOL "ARGS": run_pair of perftest's TOOL, server on rxe1, client on rxe0 (to
+# 10.0.0.2), with tcpdump on veth0 keeping what matches FILTER in /mnt/pcap/NAME.pcap.
+capture_pair() {
+    local filter=$1 name=$2 tool=$3 args=$4 td
+    local S="-d rxe1 -x 1" C="-d rxe0 -x 1"
+    tcpdump -Z root --immediate-mode -i veth0 -s 0 -U -w /tmp/$name.pcap "$filter" > /tmp/$name.tcpdump 2>&1 &
+    td=$!
+    sleep 0.5
+    run_pair $name "$tool $S $args" "$tool $C $args 10.0.0.2"
+    sleep 1
+    kill -INT $td; wait $td
+    grep -v listening /tmp/$name.tcpdump
+    # tcpdump drops what is still queued in the kernel when stopped: flag an incomplete pcap
+    awk '/packets captured/{c=$1} /received by filter/{r=$1} END{if (c!=r) print "CAPTURE INCOMPLETE: " c " of " r}' /tmp/$name.tcpdump
+    mkdir -p /mnt/pcap
+    cp /tmp/$name.pcap /mnt/pcap/
+}
+
 # --- for the jobs of scripts/interop-rxe.sh and scripts/perftest-oob-lab.sh: one guest on the host's bridge
 
 # rxe_up: kernel Soft-RoCE on eth0 (10.9.0.2/24): rxe0, GID index 1 = ::ffff:10.9.0.2, RoCE v2.

@@ -19,54 +19,66 @@ fn spec(verb: Verb, size: u64, mode: RunMode) -> BwSpec {
         cpu_util: false,
         layout: Layout::for_size(size),
         validate: false,
+        unreliable: false,
+        atomic: None,
     }
 }
 
+/// An atomic_bw spec whose buffers hold the result slots, words and tally.
+fn atomic_spec(op: crate::params::AtomicOp, mode: RunMode, validate: bool) -> BwSpec {
+    let seq = Atomics::bandwidth(op, 16, validate);
+    BwSpec {
+        layout: Layout::for_size(seq.half_len()),
+        validate,
+        atomic: Some(seq),
+        ..spec(Verb::Atomic, 8, mode)
+    }
+}
+
+type Tcp = crate::transport::tcp::TcpEndpoint;
+
 /// Runs `active` on the client while the server is passive; returns the measurement and the server.
-fn run_passive(s: BwSpec) -> (BwMeasurement, crate::transport::tcp::TcpEndpoint) {
+fn run_passive(s: BwSpec) -> (BwMeasurement, Tcp) {
+    let (m, server, _) = against_passive(&s, |_, _| {});
+    (m.unwrap(), server)
+}
+
+/// Runs `active` on the client while the server is passive, once `prepare` has filled the buffers
+/// (server's, client's); returns what `active` returned, the server and the client.
+fn against_passive(
+    s: &BwSpec,
+    prepare: impl FnOnce(&mut Tcp, &mut Tcp),
+) -> (Result<BwMeasurement>, Tcp, Tcp) {
     let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
+    prepare(&mut server, &mut client);
     let remotes = s.layout.remotes(&server.local_info());
     let done = Arc::new(AtomicBool::new(false));
     let d2 = done.clone();
     let t = std::thread::spawn(move || {
-        passive(
+        let served = passive(
             &mut server,
             SERVING,
             &mut || d2.load(Ordering::Acquire),
             None,
-        )
-        .unwrap();
-        server
+        );
+        (served, server)
     });
-    let m = active(&mut client, &s, &remotes, None).unwrap();
+    let m = active(&mut client, s, &remotes, None);
     // Let the server apply what is still in the socket before it stops.
     std::thread::sleep(std::time::Duration::from_millis(50));
     done.store(true, Ordering::Release);
-    (m, t.join().unwrap())
+    let (served, server) = t.join().unwrap();
+    if m.is_ok() {
+        served.unwrap();
+    }
+    (m, server, client)
 }
 
 #[test]
 fn write_bw_counts_every_message_and_delivers_the_bytes() {
     let s = spec(Verb::Write, 1000, RunMode::Iterations(101));
-    let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
-    client.buffer_mut(0)[..1000].fill(0x3c);
-    let remotes = s.layout.remotes(&server.local_info());
-    let done = Arc::new(AtomicBool::new(false));
-    let d2 = done.clone();
-    let t = std::thread::spawn(move || {
-        passive(
-            &mut server,
-            SERVING,
-            &mut || d2.load(Ordering::Acquire),
-            None,
-        )
-        .unwrap();
-        server
-    });
-    let m = active(&mut client, &s, &remotes, None).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    done.store(true, Ordering::Release);
-    let server = t.join().unwrap();
+    let (m, server, _) = against_passive(&s, |_, client| client.buffer_mut(0)[..1000].fill(0x3c));
+    let m = m.unwrap();
     assert_eq!((m.size, m.messages), (1000, 101));
     assert!(m.elapsed_ns > 0);
     let half = s.layout.half as usize;
@@ -267,27 +279,15 @@ fn validate_accepts_the_pattern_and_names_a_corrupted_byte() {
 fn validate_checks_read_data_against_the_responder_pattern() {
     let mut s = spec(Verb::Read, 700, RunMode::Iterations(10));
     s.validate = true;
-    let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
     let half = s.layout.half as usize;
     // The responder's region holds another size's pattern: every READ brings back wrong bytes.
-    validate::fill(
-        &mut server.buffer_mut(0)[half..half + 700],
-        validate::seed(701, None),
-    );
-    let remotes = s.layout.remotes(&server.local_info());
-    let done = Arc::new(AtomicBool::new(false));
-    let d2 = done.clone();
-    let t = std::thread::spawn(move || {
-        let _ = passive(
-            &mut server,
-            SERVING,
-            &mut || d2.load(Ordering::Acquire),
-            None,
-        );
+    let (got, _, _) = against_passive(&s, |server, _| {
+        validate::fill(
+            &mut server.buffer_mut(0)[half..half + 700],
+            validate::seed(701, None),
+        )
     });
-    let e = active(&mut client, &s, &remotes, None).unwrap_err();
-    done.store(true, Ordering::Release);
-    t.join().unwrap();
+    let e = got.unwrap_err();
     assert!(e.to_string().contains("READ data of size 700"), "{e}");
 }
 
@@ -304,23 +304,10 @@ fn validate_checks_every_read_in_a_slot_of_its_own() {
         (true, validate::seed(700, None)),
         (false, validate::seed(701, None)),
     ] {
-        let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
         let half = s.layout.half as usize;
-        validate::fill(&mut server.buffer_mut(0)[half..half + 700], seed);
-        let remotes = s.layout.remotes(&server.local_info());
-        let done = Arc::new(AtomicBool::new(false));
-        let d2 = done.clone();
-        let t = std::thread::spawn(move || {
-            let _ = passive(
-                &mut server,
-                SERVING,
-                &mut || d2.load(Ordering::Acquire),
-                None,
-            );
+        let (got, _, client) = against_passive(&s, |server, _| {
+            validate::fill(&mut server.buffer_mut(0)[half..half + 700], seed)
         });
-        let got = active(&mut client, &s, &remotes, None);
-        done.store(true, Ordering::Release);
-        t.join().unwrap();
         if good {
             got.unwrap();
             // Every slot was checked and cleared.
@@ -339,4 +326,61 @@ fn validate_checks_every_read_in_a_slot_of_its_own() {
             );
         }
     }
+}
+
+#[test]
+fn atomic_bw_checks_every_original_and_the_server_every_word() {
+    for op in crate::params::AtomicOp::ALL {
+        for mode in [
+            RunMode::Iterations(203),
+            RunMode::Duration { secs: 1, margin: 0 },
+        ] {
+            let s = atomic_spec(op, mode, true);
+            let seq = s.atomic.unwrap();
+            let half = s.layout.half as usize;
+            let (mut server, mut client) = pair(2, s.layout.buffer_len(), 64);
+            for q in 0..2 {
+                seq.prepare(server.buffer_mut(q), half, q);
+                seq.prepare(client.buffer_mut(q), half, q);
+            }
+            let remotes = s.layout.remotes(&server.local_info());
+            let done = Arc::new(AtomicBool::new(false));
+            let d2 = done.clone();
+            let t = std::thread::spawn(move || {
+                passive(
+                    &mut server,
+                    SERVING,
+                    &mut || d2.load(Ordering::Acquire),
+                    None,
+                )
+                .unwrap();
+                server
+            });
+            let m = active(&mut client, &s, &remotes, None).unwrap();
+            done.store(true, Ordering::Release);
+            let mut server = t.join().unwrap();
+            assert!(m.messages > 0, "{op} {mode:?}");
+            for q in 0..2 {
+                seq.check_target(server.buffer(q), half, q)
+                    .unwrap_or_else(|e| panic!("{op} {mode:?}: {e}"));
+            }
+            // A word the peer's operations did not leave so fails the check.
+            server.buffer_mut(1)[half + 64] ^= 0x40;
+            assert!(matches!(
+                seq.check_target(server.buffer(1), half, 1),
+                Err(Error::AtomicTarget { qp: 1, word: 1, .. })
+            ));
+        }
+    }
+}
+
+#[test]
+fn atomic_bw_without_validate_runs_the_same_operations() {
+    let s = atomic_spec(
+        crate::params::AtomicOp::CmpAndSwap,
+        RunMode::Iterations(100),
+        false,
+    );
+    let (m, _) = run_passive(s);
+    assert_eq!((m.size, m.messages), (8, 100));
 }

@@ -14,6 +14,9 @@ fn spec(verb: Verb, size: u64, n: u64) -> LatSpec {
         cpu_util: false,
         layout: Layout::for_size(size),
         validate: false,
+        unreliable: false,
+        loss_timeout: std::time::Duration::from_millis(67),
+        atomic: None,
     }
 }
 
@@ -199,4 +202,46 @@ fn validate_checks_every_iteration_and_catches_a_sender_without_the_pattern() {
             "{e}"
         );
     });
+}
+
+#[test]
+fn atomic_lat_checks_every_original_and_tallies_for_the_server() {
+    use crate::bench::bw::{SERVING, passive};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for op in crate::params::AtomicOp::ALL {
+        let seq = Atomics::latency(op);
+        let s = LatSpec {
+            rtt_factor: 1,
+            layout: Layout::for_size(seq.half_len()),
+            validate: true,
+            atomic: Some(seq),
+            ..spec(Verb::Atomic, 8, 100)
+        };
+        let half = s.layout.half as usize;
+        let (mut server, mut client) = pair(1, s.layout.buffer_len(), 4);
+        seq.prepare(server.buffer_mut(0), half, 0);
+        seq.prepare(client.buffer_mut(0), half, 0);
+        let to_server = s.layout.remotes(&server.local_info())[0];
+        let done = Arc::new(AtomicBool::new(false));
+        let d2 = done.clone();
+        let t = std::thread::spawn(move || {
+            passive(
+                &mut server,
+                SERVING,
+                &mut || d2.load(Ordering::Acquire),
+                None,
+            )
+            .unwrap();
+            server
+        });
+        let m = side(&mut client, &s, Role::Client, to_server, &mut || false).unwrap();
+        done.store(true, Ordering::Release);
+        let server = t.join().unwrap();
+        assert_eq!(m.histogram.len(), 100, "{op}");
+        seq.check_target(server.buffer(0), half, 0).unwrap();
+        // warm-up 5 + 100 + 1 posts, all on word 0.
+        let word = u64::from_ne_bytes(server.buffer(0)[half..half + 8].try_into().unwrap());
+        assert_eq!(word, seq.final_value(0, 0, 106), "{op}");
+    }
 }

@@ -14,9 +14,14 @@ fn free_port() -> u16 {
 }
 
 fn spawn_server(port: u16) -> thread::JoinHandle<Result<Channel>> {
+    spawn_server_with(port, Duration::from_secs(5))
+}
+
+/// A server accepting on `port` with a `handshake` deadline; returned once it listens.
+fn spawn_server_with(port: u16, handshake: Duration) -> thread::JoinHandle<Result<Channel>> {
     let (tx, rx) = mpsc::channel();
     let h = thread::spawn(move || {
-        Channel::accept(port, Duration::from_secs(5), Duration::from_secs(5), || {
+        Channel::accept(port, Duration::from_secs(5), handshake, || {
             tx.send(()).unwrap()
         })
     });
@@ -177,16 +182,7 @@ fn peer_has_data_sees_a_message_or_a_close() {
 #[test]
 fn a_dripping_peer_meets_one_handshake_deadline_naming_what_it_sent() {
     let port = free_port();
-    let (tx, rx) = mpsc::channel();
-    let server = thread::spawn(move || {
-        Channel::accept(
-            port,
-            Duration::from_secs(5),
-            Duration::from_millis(700),
-            || tx.send(()).unwrap(),
-        )
-    });
-    rx.recv().unwrap();
+    let server = spawn_server_with(port, Duration::from_millis(700));
     let mut peer = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     let t0 = Instant::now();
     // One byte of the hello every 200 ms: each read gets something long before its own timeout.
@@ -218,16 +214,7 @@ fn a_dripping_peer_meets_one_handshake_deadline_naming_what_it_sent() {
 #[test]
 fn the_handshake_deadline_ends_with_the_handshake() {
     let port = free_port();
-    let (tx, rx) = mpsc::channel();
-    let server = thread::spawn(move || {
-        Channel::accept(
-            port,
-            Duration::from_secs(5),
-            Duration::from_millis(300),
-            || tx.send(()).unwrap(),
-        )
-    });
-    rx.recv().unwrap();
+    let server = spawn_server_with(port, Duration::from_millis(300));
     let mut c = client(port).unwrap();
     let mut s = server.join().unwrap().unwrap();
     s.end_handshake().unwrap();

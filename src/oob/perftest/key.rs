@@ -180,6 +180,8 @@ impl KeyRecord {
         let gid = keys.first().map(|k| k.gid).unwrap_or([0; 16]);
         ConnInfo {
             needs_single_datagrams: false,
+            connection: Default::default(),
+            qkey: None,
             transport,
             gid: gid.into(),
             gid_index: None,
@@ -285,56 +287,20 @@ mod tests {
     #[test]
     fn strict_errors_name_the_field() {
         let good = real();
+        // The good record with byte `i` replaced by `c`.
+        let with = |i: usize, c: u8| {
+            let mut b = good.clone();
+            b[i] = c;
+            b
+        };
         let cases: Vec<(Vec<u8>, &str)> = vec![
             (good[..59].to_vec(), "length"),
-            (
-                {
-                    let mut b = good.clone();
-                    b[107] = b'x';
-                    b
-                },
-                "terminator",
-            ),
-            (
-                {
-                    let mut b = good.clone();
-                    b[10] = b'g';
-                    b
-                },
-                "QPN",
-            ),
-            (
-                {
-                    let mut b = good.clone();
-                    b[16] = b'-';
-                    b
-                },
-                "QPN",
-            ),
-            (
-                {
-                    let mut b = good.clone();
-                    b[40] = b'z';
-                    b
-                },
-                "VADDR",
-            ),
-            (
-                {
-                    let mut b = good.clone();
-                    b[60] = b'?';
-                    b
-                },
-                "GID",
-            ),
-            (
-                {
-                    let mut b = good.clone();
-                    b[100] = b' ';
-                    b
-                },
-                "SRQN",
-            ),
+            (with(107, b'x'), "terminator"),
+            (with(10, b'g'), "QPN"),
+            (with(16, b'-'), "QPN"),
+            (with(40, b'z'), "VADDR"),
+            (with(60, b'?'), "GID"),
+            (with(100, b' '), "SRQN"),
         ];
         for (bytes, field) in cases {
             match KeyRecord::parse("post-RTR barrier", &bytes) {
@@ -353,6 +319,8 @@ mod tests {
     fn conn_info_mapping() {
         let info = ConnInfo {
             needs_single_datagrams: false,
+            connection: Default::default(),
+            qkey: None,
             transport: TransportKind::Soft,
             gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 9, 0, 1].into(),
             gid_index: None,

@@ -26,13 +26,23 @@
 //! same as 6.06's when the peer announces a version below 6.28. perftest up to 6.16 ends with
 //! `"done\0"` and 6.17+ without; both are handled.
 //!
-//! **Not covered**, each refused with a message rather than a hang: `-R`/`-z` (rdma_cm channel,
-//! binary keys), InfiniBand without `-x` (59-byte keys), `--data_validation` (76/125-byte keys),
-//! `--report-per-port` (four more report doubles), `--write_with_imm`, `--run_infinitely`, UC/UD/XRC/DC,
+//! **UC and UD** (`-c`) take the RC sequences unchanged: perftest's main functions do not branch on
+//! the connection type except that with UD `-a` stops at the MTU (`ScriptOptions::sweep_max`). Nothing
+//! about it is exchanged: both sides must be given the same `-c`; UD queue pairs use perftest's one
+//! Q_Key 0x11111111 (`DEF_QKEY`, never sent), and their key records' RKey and VAddr go unused.
+//!
+//! **`-R`** (`ScriptOptions::rdma_cm`): the same blocks, but over a CM-connected queue pair (the
+//! channel's stream is then the app's `CommStream`), the key records binary ([`binkey`]), two more
+//! barriers around the CM connection of the data queue pairs, and no `"done"` (the CM disconnects).
+//!
+//! **Not covered**, each refused with a message rather than a hang: `-z` (rdma_cm channel with
+//! perftest's own QP setup), InfiniBand without `-x` (59-byte keys), `--data_validation` (76/125-byte keys),
+//! `--report-per-port` (four more report doubles), `--write_with_imm`, `--run_infinitely`, XRC/DC/SRD,
 //! peers below 5.70. perftest 6.06 never sends its `-s` except in the BW report, so a size mismatch is
 //! caught only where that report is meaningful (we are the server of write/read_bw, or `-b`); elsewhere
 //! it shows on the data path (remote access or length errors) or not at all (a smaller read).
 
+pub mod binkey;
 pub mod channel;
 pub mod key;
 pub mod msg;

@@ -23,6 +23,10 @@ pub enum Barrier {
     AfterRun,
     /// `ctx_close_connection`: the last key exchange, followed by `"done"`.
     Close,
+    /// `-R`: before the data queue pairs connect through the CM (`create_rdma_cm_connection`).
+    BeforeCm,
+    /// `-R`: after they did.
+    AfterCm,
 }
 
 impl Barrier {
@@ -34,6 +38,8 @@ impl Barrier {
             Barrier::BeforeRun => "barrier before the run",
             Barrier::AfterRun => "end-of-test barrier",
             Barrier::Close => "close barrier",
+            Barrier::BeforeCm => "barrier before the CM connects the queue pairs",
+            Barrier::AfterCm => "barrier after the CM connected the queue pairs",
         }
     }
 }
@@ -83,6 +89,11 @@ pub enum Step {
     /// No close handshake (write_lat): half-close, then wait for the peer to close the connection, keeping
     /// the data path alive, because its last operation may still need our acknowledgement.
     AwaitClose,
+    /// Local, `-R`: connect the data queue pairs through the CM (the client asks, the server listens).
+    CmConnect,
+    /// Local, `-R`, at the end: disconnect the data queue pairs through the CM (DREQ / DREP), where
+    /// perftest's `destroy_ctx` does; there is no `"done"` and no TCP close with `-R`.
+    CmDisconnect,
 }
 
 impl Step {
@@ -102,6 +113,8 @@ impl Step {
             Step::Report { .. } => "bandwidth report exchange",
             Step::Done => "final \"done\"",
             Step::AwaitClose => "wait for the peer to close",
+            Step::CmConnect => "CM connection of the queue pairs",
+            Step::CmDisconnect => "CM disconnection of the queue pairs",
         }
     }
 
@@ -135,6 +148,10 @@ pub struct ScriptOptions {
     pub num_qps: usize,
     /// `-D`: duration mode (a bidirectional send_bw then skips its report).
     pub duration: bool,
+    /// `-a` stops at this size: 8 MiB, or the MTU with `-c UD` (perftest's `size_max_pow`).
+    pub sweep_max: u64,
+    /// `-R`: the exchange rides a CM-connected queue pair and the data queue pairs connect through the CM.
+    pub rdma_cm: bool,
 }
 
 impl ScriptOptions {
@@ -146,13 +163,18 @@ impl ScriptOptions {
             bidirectional: false,
             num_qps: 1,
             duration: false,
+            sweep_max: 1 << 23,
+            rdma_cm: false,
         }
     }
 
-    /// The sizes the runs use: `size`, or 2^1..2^23 with `-a` (perftest's loop, RC).
+    /// The sizes the runs use: `size`, or 2^1..2^23 with `-a` (perftest's loop; UD stops at the MTU).
     pub fn sizes(&self) -> Vec<u64> {
         if self.all_sizes {
-            (1..24).map(|i| 1u64 << i).collect()
+            (1..24)
+                .map(|i| 1u64 << i)
+                .filter(|&s| s <= self.sweep_max)
+                .collect()
         } else {
             vec![self.size]
         }
@@ -190,15 +212,22 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
         waits_for_run,
     };
     let mut s = vec![Step::Version, Step::PageSize, Step::CacheLine, Step::Mtu];
+    // The keys, the QP connection and the keys again, with the barriers each test puts among them.
+    let (keys, connect, again) = (Step::Keys, Step::Connect, Step::KeysAgain);
+    let after_connect = barrier(Barrier::AfterConnect, false);
+    s.extend(match (test.verb, test.metric) {
+        // send_bw.c / send_lat.c: the barrier comes before the keys again.
+        (Verb::Send, _) => vec![keys, connect, after_connect, again],
+        (_, Metric::Bandwidth) => vec![keys, connect, again, after_connect],
+        // write_lat.c / read_lat.c: an extra barrier first.
+        (_, Metric::Latency) => {
+            let before_keys = barrier(Barrier::BeforeKeys, false);
+            vec![before_keys, keys, connect, again, after_connect]
+        }
+    });
     match (test.verb, test.metric) {
-        (Verb::Write | Verb::Read, Metric::Bandwidth) => {
-            // write_bw.c / read_bw.c
-            s.extend([
-                Step::Keys,
-                Step::Connect,
-                Step::KeysAgain,
-                barrier(Barrier::AfterConnect, false),
-            ]);
+        (Verb::Write | Verb::Read | Verb::Atomic, Metric::Bandwidth) => {
+            // write_bw.c / read_bw.c / atomic_bw.c (the same exchanges; atomic_bw has no -a)
             if !bidir {
                 // Only the client runs; the server sits in the end-of-test barrier meanwhile, then both
                 // swap reports (the server's is meaningless), close, and write "done". With -a there are
@@ -240,12 +269,6 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
         }
         (Verb::Send, Metric::Bandwidth) => {
             // send_bw.c: receivers post before the barrier that releases the sender.
-            s.extend([
-                Step::Keys,
-                Step::Connect,
-                barrier(Barrier::AfterConnect, false),
-                Step::KeysAgain,
-            ]);
             let receiver = !client || bidir;
             let report = bidir && !opt.duration;
             for &size in &sizes {
@@ -269,12 +292,6 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
         }
         (Verb::Send, Metric::Latency) => {
             // send_lat.c: both sides ping-pong; receives are posted before each size's barrier.
-            s.extend([
-                Step::Keys,
-                Step::Connect,
-                barrier(Barrier::AfterConnect, false),
-                Step::KeysAgain,
-            ]);
             for &size in &sizes {
                 s.extend([
                     Step::PostReceives { size },
@@ -285,34 +302,48 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
             s.extend([barrier(Barrier::Close, true), Step::Done]);
         }
         (Verb::Write, Metric::Latency) => {
-            // write_lat.c: an extra barrier first, no close handshake and no "done" at the end.
-            s.extend([
-                barrier(Barrier::BeforeKeys, false),
-                Step::Keys,
-                Step::Connect,
-                Step::KeysAgain,
-                barrier(Barrier::AfterConnect, false),
-            ]);
+            // write_lat.c: no close handshake and no "done" at the end.
             s.extend(sizes.iter().map(|&size| Step::Run { size }));
             s.push(Step::AwaitClose);
         }
-        (Verb::Read, Metric::Latency) => {
-            // read_lat.c: only the client reads; the server goes straight to the close handshake.
-            s.extend([
-                barrier(Barrier::BeforeKeys, false),
-                Step::Keys,
-                Step::Connect,
-                Step::KeysAgain,
-                barrier(Barrier::AfterConnect, false),
-            ]);
+        (Verb::Read | Verb::Atomic, Metric::Latency) => {
+            // read_lat.c and atomic_lat.c: only the client reads (or runs atomics); the server goes
+            // straight to the close handshake.
             if client {
                 s.extend(sizes.iter().map(|&size| Step::Run { size }));
             }
             s.extend([barrier(Barrier::Close, true), Step::Done]);
         }
     }
+    if opt.rdma_cm {
+        with_rdma_cm(&mut s);
+    }
     mark_waits_after_runs(&mut s);
     Ok(s)
+}
+
+/// perftest's `-R` order (`create_rdma_cm_connection`, `ctx_close_connection`, `destroy_ctx`): after
+/// the MTU exchange a barrier, the CM connection of the data queue pairs, another barrier; at the end
+/// no `"done"` (nor a TCP close to wait for) but the CM's disconnection.
+fn with_rdma_cm(s: &mut Vec<Step>) {
+    let after_mtu = s.iter().position(|&x| x == Step::Mtu).map_or(0, |i| i + 1);
+    let barrier = |which| Step::Barrier {
+        which,
+        waits_for_run: false,
+    };
+    s.splice(
+        after_mtu..after_mtu,
+        [
+            barrier(Barrier::BeforeCm),
+            Step::CmConnect,
+            barrier(Barrier::AfterCm),
+        ],
+    );
+    for step in s.iter_mut() {
+        if matches!(step, Step::Done | Step::AwaitClose) {
+            *step = Step::CmDisconnect;
+        }
+    }
 }
 
 /// Any exchange that directly follows a run (posting receives aside) waits for the peer's run too (e.g.
@@ -363,9 +394,9 @@ mod tests {
 
     #[test]
     fn both_roles_exchange_the_same_sizes() {
-        for test in TestKind::ALL {
+        for test in TestKind::EVERY {
             for all_sizes in [false, true] {
-                for bidirectional in [false, true] {
+                for (bidirectional, rdma_cm) in [(false, false), (true, false), (false, true)] {
                     if bidirectional && test.metric == Metric::Latency {
                         continue;
                     }
@@ -375,17 +406,52 @@ mod tests {
                         bidirectional,
                         num_qps: 1,
                         duration: false,
+                        sweep_max: 1 << 23,
+                        rdma_cm,
                     };
                     let c = script(test, Role::Client, &opt).unwrap();
                     let sv = script(test, Role::Server, &opt).unwrap();
                     assert_eq!(
                         message_sizes(&c, 1),
                         message_sizes(&sv, 1),
-                        "{test} -a={all_sizes} -b={bidirectional}"
+                        "{test} -a={all_sizes} -b={bidirectional} -R={rdma_cm}"
                     );
+                    let locals = |s: &[Step], x: Step| s.iter().filter(|&&y| y == x).count();
+                    for side in [&c, &sv] {
+                        let cm = usize::from(rdma_cm);
+                        assert_eq!(locals(side, Step::CmConnect), cm, "{test}");
+                        assert_eq!(locals(side, Step::CmDisconnect), cm, "{test}");
+                        if rdma_cm {
+                            assert_eq!(locals(side, Step::Done), 0, "no \"done\" with -R: {test}");
+                            assert_eq!(locals(side, Step::AwaitClose), 0, "{test}");
+                        }
+                    }
                 }
             }
         }
+    }
+
+    #[test]
+    fn atomic_tests_exchange_what_read_tests_do() {
+        // atomic_bw.c and atomic_lat.c follow read_bw.c and read_lat.c exchange for exchange.
+        for (atomic, read) in [("atomic_bw", "read_bw"), ("atomic_lat", "read_lat")] {
+            for role in [Role::Client, Role::Server] {
+                let opt = ScriptOptions::single(8);
+                assert_eq!(
+                    script(t(atomic), role, &opt).unwrap(),
+                    script(t(read), role, &opt).unwrap(),
+                    "{atomic} {role:?}"
+                );
+            }
+        }
+        let bidir = ScriptOptions {
+            bidirectional: true,
+            ..ScriptOptions::single(8)
+        };
+        assert_eq!(
+            script(t("atomic_bw"), Role::Client, &bidir).unwrap(),
+            script(t("write_bw"), Role::Client, &bidir).unwrap()
+        );
     }
 
     #[test]
@@ -415,7 +481,7 @@ mod tests {
 
     #[test]
     fn every_exchange_right_after_a_run_waits_for_the_peer() {
-        for test in TestKind::ALL {
+        for test in TestKind::EVERY {
             for role in [Role::Client, Role::Server] {
                 let opt = ScriptOptions {
                     all_sizes: true,
@@ -466,6 +532,21 @@ mod tests {
             .collect();
         assert_eq!(befores.len(), 23);
         assert!(!befores[0] && befores[1..].iter().all(|&w| w));
+    }
+
+    #[test]
+    fn a_ud_sweep_stops_at_the_mtu() {
+        let opt = ScriptOptions {
+            all_sizes: true,
+            sweep_max: 1024,
+            ..ScriptOptions::single(2)
+        };
+        assert_eq!(opt.sizes(), [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]);
+        let s = script(t("send_bw"), Role::Server, &opt).unwrap();
+        assert_eq!(
+            s.iter().filter(|x| matches!(x, Step::Run { .. })).count(),
+            10
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! must keep answering the peer meanwhile. A driver that need not (verbs) may call `next()` right away,
 //! which then blocks (up to the run timeout).
 
+use super::binkey;
 use super::channel::{OobStream, PerftestChannel};
 use super::key::{KEY_LEN_GID, KeyRecord, check_gid_families};
 use super::msg::{self, BwReport, PeerVersion, REPORT_FIELD_LEN, REPORT_FIELDS, SysData};
@@ -49,6 +50,10 @@ pub enum Action {
     },
     /// The peer is still running: keep the data path alive and call [`Session::poll_peer`] until true.
     AwaitPeer,
+    /// `-R`: connect the data queue pairs through the CM now (the client asks, the server listens).
+    CmConnect,
+    /// `-R`: the exchange is over; disconnect the data queue pairs through the CM (DREQ / DREP).
+    CmDisconnect,
     /// The dialect is over; the connection can be closed.
     Finished,
 }
@@ -123,6 +128,8 @@ pub struct Session<S: OobStream> {
     report: Option<BwReport>,
     peer_report: Option<BwReport>,
     last_run_size: Option<u64>,
+    /// `-R`: the binary key record's length, once the peer's version says which.
+    bin_key_len: Option<usize>,
 }
 
 impl<S: OobStream> Session<S> {
@@ -157,6 +164,7 @@ impl<S: OobStream> Session<S> {
             report: None,
             peer_report: None,
             last_run_size: None,
+            bin_key_len: None,
         };
         if let Some(k) = keys {
             s.set_local_keys(k)?;
@@ -224,7 +232,11 @@ impl<S: OobStream> Session<S> {
                 Step::Version => {
                     let mut b = [0u8; msg::VERSION_LEN];
                     self.chan.exchange(name, &msg::encode_version(), &mut b)?;
-                    self.version = Some(PeerVersion::parse(&b)?);
+                    let version = PeerVersion::parse(&b)?;
+                    if self.opts.rdma_cm {
+                        self.bin_key_len = Some(binkey::bin_key_len(&version));
+                    }
+                    self.version = Some(version);
                 }
                 Step::PageSize => {
                     let mut b = [0u8; msg::SYSDATA_LEN];
@@ -264,12 +276,15 @@ impl<S: OobStream> Session<S> {
                     let mine = self.local_keys.clone().unwrap_or_default();
                     let mut theirs = Vec::with_capacity(mine.len());
                     for k in &mine {
-                        let mut b = [0u8; KEY_LEN_GID];
-                        self.chan.exchange(name, &k.encode(), &mut b)?;
-                        theirs.push(KeyRecord::parse(name, &b)?);
+                        let mut b = vec![0u8; self.key_len()];
+                        self.chan.exchange(name, &self.encode_key(k), &mut b)?;
+                        theirs.push(self.parse_key(name, &b)?);
                     }
                     if step == Step::Keys {
-                        check_gid_families(&mine[0].gid, &theirs[0].gid)?;
+                        if !self.opts.rdma_cm {
+                            // With -R the CM has connected the queue pairs (perftest checks nothing).
+                            check_gid_families(&mine[0].gid, &theirs[0].gid)?;
+                        }
                         self.peer = Some(PeerSetup {
                             version: self.version.clone().ok_or_else(|| {
                                 PerftestError::Misuse("keys before version".into())
@@ -282,16 +297,16 @@ impl<S: OobStream> Session<S> {
                 }
                 Step::Barrier { waits_for_run, .. } => {
                     let mine = self.barrier_key()?;
-                    let mut b = [0u8; KEY_LEN_GID];
+                    let mut b = vec![0u8; self.key_len()];
                     if waits_for_run {
-                        if let Some(action) = self.await_first(name, &mine, KEY_LEN_GID)? {
+                        if let Some(action) = self.await_first(name, &mine, b.len())? {
                             return Ok(action);
                         }
                         self.finish_await(name, &mine, &mut b)?;
                     } else {
                         self.chan.exchange(name, &mine, &mut b)?;
                     }
-                    KeyRecord::parse(name, &b)?;
+                    self.parse_key(name, &b)?;
                 }
                 Step::Report { waits_for_run } => {
                     let fields = self.report.take().unwrap_or_default().encode();
@@ -342,6 +357,14 @@ impl<S: OobStream> Session<S> {
                     }
                     self.awaiting = None;
                 }
+                Step::CmConnect => {
+                    self.pos += 1;
+                    return Ok(Action::CmConnect);
+                }
+                Step::CmDisconnect => {
+                    self.pos += 1;
+                    return Ok(Action::CmDisconnect);
+                }
                 Step::Connect => {
                     if self.peer.is_none() {
                         return Err(PerftestError::Misuse("connect before the key round".into()));
@@ -367,12 +390,31 @@ impl<S: OobStream> Session<S> {
     }
 
     /// QP 0's record, which perftest reuses for every barrier.
-    fn barrier_key(&self) -> Result<[u8; KEY_LEN_GID]> {
+    fn barrier_key(&self) -> Result<Vec<u8>> {
         let keys = self
             .local_keys
             .as_ref()
             .ok_or_else(|| PerftestError::Misuse("barrier before our keys were set".into()))?;
-        Ok(keys[0].encode())
+        Ok(self.encode_key(&keys[0]))
+    }
+
+    /// Bytes of a key record: perftest's ASCII one, or with `-R` the binary one of the peer's version.
+    fn key_len(&self) -> usize {
+        self.bin_key_len.unwrap_or(KEY_LEN_GID)
+    }
+
+    fn encode_key(&self, k: &KeyRecord) -> Vec<u8> {
+        match self.bin_key_len {
+            Some(len) => binkey::encode(k, 0, len),
+            None => k.encode().to_vec(),
+        }
+    }
+
+    fn parse_key(&self, step: &str, b: &[u8]) -> Result<KeyRecord> {
+        match self.bin_key_len {
+            Some(_) => binkey::parse(step, b),
+            None => KeyRecord::parse(step, b),
+        }
     }
 
     /// First visit of a waiting exchange: the client sends its half, then the driver is told to wait.

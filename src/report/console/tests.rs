@@ -39,6 +39,7 @@ fn bw_row_in_gbits_and_the_slow_link_variant() {
         iterations: 10,
         measured: Measured::Bandwidth(BandwidthStats::compute(64, 10, 1_000_000_000, None)),
         cpu_util: None,
+        lost: None,
     };
     assert_eq!(
         table_row(&info, &slow),
@@ -80,6 +81,7 @@ fn lat_row_matches_ib_send_lat() {
             histogram: new_latency_histogram(),
         },
         cpu_util: None,
+        lost: None,
     };
     assert_eq!(
         table_row(&lat_info(), &r),
@@ -111,6 +113,7 @@ fn lat_row_matches_ib_send_lat() {
             histogram: new_latency_histogram(),
         },
         cpu_util: None,
+        lost: None,
     };
     assert_eq!(
         table_row(&lat_info(), &wide),
@@ -132,6 +135,21 @@ fn lat_row_falls_back_to_the_histogram_for_missing_percentiles() {
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cols.len(), 9, "{row:?}");
     assert_eq!(cols[7], format!("{p99:.2}"));
+}
+
+#[test]
+fn rdma_cm_shows_in_perftests_two_lines() {
+    let mut info = bw_info();
+    info.rdma_cm = true;
+    let h = header_block(&info);
+    let lines: Vec<&str> = h.lines().collect();
+    assert_eq!(
+        (lines[13], lines[14]),
+        (" rdma_cm QPs\t : ON", " Data ex. method : Ethernet")
+    );
+    info.exchange_rdma_cm = true;
+    let h = header_block(&info);
+    assert!(h.contains(" Data ex. method : rdma_cm\n"), "{h}");
 }
 
 #[test]

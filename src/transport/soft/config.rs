@@ -9,7 +9,7 @@ use super::io::impair::{ImpairConfig, ImpairParseError};
 use super::io::{IoError, ROCE_V2_PORT};
 use super::netdev::{AddrFamily, NetdevError};
 use super::rc::ConfigError;
-use crate::params::{Recovery, RoceVersion, TransportKind};
+use crate::params::{ConnType, DEFAULT_QKEY, Recovery, RoceVersion, TransportKind};
 use crate::transport::memory::OutOfMemory;
 use crate::transport::{Error, Gid, Param};
 
@@ -88,6 +88,10 @@ pub struct SoftConfig {
     /// Unacknowledged PSNs a requester lets out before it waits. rxe uses 128; a userspace peer
     /// whose thread may be descheduled for milliseconds needs a deeper window to keep the link busy.
     pub max_unacked_psns: u32,
+    /// `-c`: RC, UC or UD queue pairs.
+    pub connection: ConnType,
+    /// UD: the Q_Key our queue pairs accept (perftest's fixed 0x11111111 by default).
+    pub qkey: u32,
 }
 
 impl SoftConfig {
@@ -119,6 +123,8 @@ impl SoftConfig {
             max_unacked_psns: 1024,
             gso: true,
             packet_rx_ring: 512,
+            connection: ConnType::Rc,
+            qkey: DEFAULT_QKEY,
         }
     }
 }
@@ -280,6 +286,16 @@ pub enum PeerMismatch {
     /// The kernel's neighbour table could not give the peer's MAC (the text says why).
     #[error("{0}")]
     Neighbour(String),
+    /// The peer's queue pairs are of another connection type.
+    #[error(
+        "the peer's queue pairs are {peer} and this side's {ours}; give both sides the same -c"
+    )]
+    Connection {
+        /// The peer's.
+        peer: ConnType,
+        /// Ours.
+        ours: ConnType,
+    },
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::io::impair::ImpairStats;
 use super::rc::{Counters, NakCounts};
+use super::unreliable::UnreliableCounters;
 
 /// Received packets dropped, by reason.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -75,6 +76,10 @@ pub struct SoftCounters {
     /// What it did to received packets (`rx:` keys); absent when nothing.
     #[serde(skip_serializing_if = "ImpairStats::is_empty")]
     pub impair_rx: ImpairStats,
+    /// UC and UD queue pairs (`-c`): messages delivered, cut short, and packets lost or dropped;
+    /// absent for RC.
+    #[serde(skip_serializing_if = "UnreliableCounters::is_empty")]
+    pub unreliable: UnreliableCounters,
 }
 
 impl SoftCounters {
@@ -156,6 +161,23 @@ impl std::fmt::Display for SoftCounters {
             d.response_queue_full,
             d.qp_error
         )?;
+        let u = &self.unreliable;
+        if !u.is_empty() {
+            writeln!(
+                f,
+                " UC/UD messages: sent {} received {} cut-short {}; PSN gaps {} ({} packets missing); dropped: discarded {} no-receive {} q_key {} length {} access {}",
+                u.messages_sent,
+                u.messages_received,
+                u.messages_dropped,
+                u.psn_gaps,
+                u.packets_missing,
+                u.packets_discarded,
+                u.no_receive,
+                u.qkey_mismatch,
+                u.bad_length,
+                u.access_violations
+            )?;
+        }
         for (i, what) in [
             (&self.impair, ""),
             (&self.impair_rx, " of received packets"),

@@ -3,32 +3,49 @@
 //! ([`super::nic::Nic`]) then moves the ICRC of segment k of an IPv4 GSO super-datagram to the IP ID
 //! the kernel gives it.
 
+use super::engine::Engine;
 use super::path::Path;
-use super::rc::{self, Qp};
+use super::rc::{self, LoneAck};
 use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
 
 /// Lets `qp` write its next packet along `path` into `buf`, finished for the wire (the ICRC valid
-/// for IPv4 ID 0); `None` when it has none.
+/// for IPv4 ID 0); `None` when it has none (`acks`: a lone ACK may be kept for the next call).
 #[inline]
-pub(crate) fn fill(qp: &mut Qp, path: Path, now: rc::Instant, buf: &mut [u8]) -> Option<usize> {
+pub(crate) fn fill(
+    qp: &mut Engine,
+    path: Path,
+    now: rc::Instant,
+    acks: LoneAck,
+    buf: &mut [u8],
+) -> Option<usize> {
+    frame(path, buf, |ib| match acks {
+        LoneAck::Send => qp.poll_transmit(now, ib),
+        LoneAck::Hold => qp.poll_transmit_holding_ack(now, ib),
+    })
+}
+
+/// Lets `write_ib` write one packet's IB part (BTH..pad) where `path` wants it in `buf`, and
+/// finishes it for the wire: UDP leaves the IP and UDP headers to the kernel and appends the ICRC
+/// (which still covers them, through `net`'s reprs); AF_PACKET writes every header around it.
+#[inline]
+pub(crate) fn frame(
+    path: Path,
+    buf: &mut [u8],
+    write_ib: impl FnOnce(&mut [u8]) -> Option<usize>,
+) -> Option<usize> {
     match path {
-        Path::Udp { net, .. } => udp_packet(qp, now, &net, buf),
+        Path::Udp { net, .. } => {
+            let len = write_ib(buf)?;
+            let icrc = net.icrc(&buf[..len]);
+            buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
+            Some(len + ICRC_LEN)
+        }
         Path::Frame { eth, net } => {
             let at = eth.header_len() + net.header_len();
-            let len = qp.poll_transmit(now, &mut buf[at..])?;
+            let len = write_ib(&mut buf[at..])?;
             Some(frame_around(buf, &eth, &net, len))
         }
     }
-}
-
-/// Lets `qp` write its next packet into `buf` and appends the ICRC: the UDP payload of one RoCE v2
-/// packet. The kernel writes Ethernet/IP/UDP; the ICRC still covers them, through `net`'s reprs.
-#[inline]
-fn udp_packet(qp: &mut Qp, now: rc::Instant, net: &NetRepr, buf: &mut [u8]) -> Option<usize> {
-    let len = qp.poll_transmit(now, buf)?;
-    let icrc = net.icrc(&buf[..len]);
-    buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
-    Some(len + ICRC_LEN)
 }
 
 /// Rewrites the ICRC of a UDP payload (BTH..ICRC) computed under IPv4 ID 0 to the one under ID `id`.

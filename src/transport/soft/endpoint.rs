@@ -1,7 +1,7 @@
 //! [`SoftEndpoint`]: the soft transport's [`Endpoint`]. Real RoCE packets from userspace.
 //!
 //! One endpoint owns one I/O backend (a UDP socket for RoCE v2, or an AF_PACKET socket for v1 and
-//! v2), one receive and one transmit batch, and per queue pair one sans-IO RC engine ([`Qp`]) with
+//! v2), one receive and one transmit batch, and per queue pair one sans-IO engine (RC, UC or UD, `-c`) with
 //! its registered buffer. There are no threads: [`Endpoint::poll_cq`] is the NIC. Each call
 //! receives a batch, verifies and demultiplexes it by BTH.DestQP into the engines
 //! (`ingress`), fires due timers, lets every engine fill the transmit batch
@@ -20,14 +20,15 @@ use std::time::Instant;
 
 use super::backend::Backend;
 use super::config::PeerMismatch;
+use super::engine::Engine;
 use super::io::fault::Impaired;
 use super::io::impair::ImpairConfig;
 use super::netdev::{GidKind, NetDev};
 use super::nic::Nic;
 use super::path::{LocalEnd, Path, path_to};
 use super::plan::{self, SoftNote};
-use super::rc::{self, MemoryTable, MrKeys, Qp, QpConfig};
-use crate::params::{Recovery, TransportKind};
+use super::rc::{self, MemoryTable, MrKeys, QpConfig};
+use crate::params::{ConnType, Recovery, TransportKind};
 use crate::transport::{
     Access, Completion, ConnInfo, Endpoint, Error, Gid, QpInfo, RecvRequest, Result, RoceMtu,
     SendRequest, rng,
@@ -37,6 +38,7 @@ use crate::wire::{Encapsulation, Ipv4IdCache};
 pub use super::config::{IoKind, SoftConfig, SoftError};
 pub use super::counters::{DropSummary, SoftCounters};
 
+mod cm;
 mod datapath;
 #[cfg(test)]
 mod tests;
@@ -47,7 +49,7 @@ struct QpSlot {
     psn: u32,
     keys: MrKeys,
     mem: Option<MemoryTable>,
-    qp: Option<Qp>,
+    qp: Option<Engine>,
     /// The per-QP framing (UDP source port differs per QP on AF_PACKET).
     path: Option<Path>,
     /// Where the connected peer's packets come from; others are dropped (`wrong_source`).
@@ -84,6 +86,8 @@ pub struct SoftEndpoint {
     counters: SoftCounters,
     /// Round-robin start for completions and transmission, so no QP starves.
     next_qp: usize,
+    /// The CM on QP1 (`-R`), once asked for.
+    cm: Option<Box<cm::CmSide>>,
 }
 
 impl SoftEndpoint {
@@ -148,6 +152,7 @@ impl SoftEndpoint {
             epoch: Instant::now(),
             counters: SoftCounters::default(),
             next_qp: 0,
+            cm: None,
         })
     }
 
@@ -198,7 +203,7 @@ impl SoftEndpoint {
     pub fn counters(&self) -> SoftCounters {
         let mut c = self.counters;
         for q in self.slots.iter().filter_map(|s| s.qp.as_ref()) {
-            c.add_engine(q.counters());
+            q.add_counters(&mut c);
         }
         c.tx_batches += self.nic.inner().tx_batches;
         (c.impair, c.impair_rx) = self.nic.stats();
@@ -303,7 +308,62 @@ impl SoftEndpoint {
         }
     }
 
-    fn connected(&mut self, qp: usize) -> Result<&mut Qp> {
+    /// The queue pairs' connection type (`-c`).
+    pub fn connection(&self) -> ConnType {
+        self.cfg.connection
+    }
+
+    /// Connects queue pair `i` to `remote`, a queue pair of `peer`, with path MTU `mtu`.
+    fn connect_slot(
+        &mut self,
+        i: usize,
+        peer: &ConnInfo,
+        remote: &QpInfo,
+        mtu: RoceMtu,
+    ) -> Result<()> {
+        let local = self.local_end();
+        let (qpn, psn, lkey) = {
+            let s = &self.slots[i];
+            (s.qpn, s.psn, s.keys.lkey)
+        };
+        let dev = &self.dev;
+        let path = path_to(&local, peer, qpn, remote.qpn, |l, p| {
+            super::neighbour::resolve(dev, l, p)
+        })
+        .map_err(SoftError::from)?;
+        let mut qcfg = QpConfig::new(qpn, remote.qpn, psn, remote.psn, lkey);
+        qcfg.pmtu = mtu.bytes();
+        qcfg.timeout = self.cfg.timeout;
+        qcfg.retry_cnt = self.cfg.retry_cnt;
+        // Both ends of a soft test are busy-polling processes that the scheduler can stall for
+        // hundreds of milliseconds on a loaded machine; rxe's fixed 67 ms × 7 budget would call
+        // such a peer dead. Back off up to 8× per retry: a lost packet is still resent after one
+        // timeout, while a dead peer is declared after about 47 timeouts (3.2 s at -u 14).
+        qcfg.retry_backoff_max_shift = 3;
+        qcfg.max_rd_atomic = self.cfg.max_rd_atomic.min(remote.max_rd_atomic.max(1));
+        qcfg.max_dest_rd_atomic = self.cfg.max_rd_atomic;
+        qcfg.max_unacked_psns = self.cfg.max_unacked_psns;
+        qcfg.sq_depth = self.cfg.sq_depth;
+        qcfg.rq_depth = self.cfg.rq_depth;
+        qcfg.cq_tag = i as u32;
+        qcfg.recovery = self.recovery;
+        qcfg.gbn_fast = self.roceperf_peer;
+        let slot = &mut self.slots[i];
+        let Some(mem) = slot.mem.take() else {
+            return Err(Error::InvalidRequest(format!(
+                "queue pair {i} is already connected; connect once per endpoint"
+            )));
+        };
+        let remote_qkey = peer.qkey.unwrap_or(crate::params::DEFAULT_QKEY);
+        let qp = Engine::new(self.cfg.connection, qcfg, mem, self.cfg.qkey, remote_qkey)
+            .map_err(SoftError::from)?;
+        slot.qp = Some(qp);
+        slot.peer = path.peer_source();
+        slot.path = Some(path);
+        Ok(())
+    }
+
+    fn connected(&mut self, qp: usize) -> Result<&mut Engine> {
         let count = self.slots.len();
         self.slots
             .get_mut(qp)
@@ -351,12 +411,21 @@ impl Endpoint for SoftEndpoint {
                     max_rd_atomic: self.cfg.max_rd_atomic,
                 })
                 .collect(),
+            connection: self.cfg.connection,
+            qkey: (self.cfg.connection == ConnType::Ud).then_some(self.cfg.qkey),
         }
     }
 
     fn connect(&mut self, peer: &ConnInfo) -> Result<()> {
         if peer.transport != TransportKind::Soft {
             return Err(SoftError::from(PeerMismatch::Transport(peer.transport)).into());
+        }
+        if peer.connection != self.cfg.connection {
+            let mismatch = PeerMismatch::Connection {
+                peer: peer.connection,
+                ours: self.cfg.connection,
+            };
+            return Err(SoftError::from(mismatch).into());
         }
         if peer.qps.len() != self.slots.len() {
             let mismatch = PeerMismatch::QpCount {
@@ -371,45 +440,8 @@ impl Endpoint for SoftEndpoint {
         if peer.needs_single_datagrams && self.nic.inner_mut().stop_gso() {
             self.notes.push(SoftNote::GsoOffForPeer);
         }
-        let local = self.local_end();
         for i in 0..self.slots.len() {
-            let (qpn, psn, lkey) = {
-                let s = &self.slots[i];
-                (s.qpn, s.psn, s.keys.lkey)
-            };
-            let remote = &peer.qps[i];
-            let dev = &self.dev;
-            let path = path_to(&local, peer, qpn, remote.qpn, |l, p| {
-                super::neighbour::resolve(dev, l, p)
-            })
-            .map_err(SoftError::from)?;
-            let mut qcfg = QpConfig::new(qpn, remote.qpn, psn, remote.psn, lkey);
-            qcfg.pmtu = mtu.bytes();
-            qcfg.timeout = self.cfg.timeout;
-            qcfg.retry_cnt = self.cfg.retry_cnt;
-            // Both ends of a soft test are busy-polling processes that the scheduler can stall for
-            // hundreds of milliseconds on a loaded machine; rxe's fixed 67 ms × 7 budget would call
-            // such a peer dead. Back off up to 8× per retry: a lost packet is still resent after one
-            // timeout, while a dead peer is declared after about 47 timeouts (3.2 s at -u 14).
-            qcfg.retry_backoff_max_shift = 3;
-            qcfg.max_rd_atomic = self.cfg.max_rd_atomic.min(remote.max_rd_atomic.max(1));
-            qcfg.max_dest_rd_atomic = self.cfg.max_rd_atomic;
-            qcfg.max_unacked_psns = self.cfg.max_unacked_psns;
-            qcfg.sq_depth = self.cfg.sq_depth;
-            qcfg.rq_depth = self.cfg.rq_depth;
-            qcfg.cq_tag = i as u32;
-            qcfg.recovery = self.recovery;
-            qcfg.gbn_fast = self.roceperf_peer;
-            let slot = &mut self.slots[i];
-            let Some(mem) = slot.mem.take() else {
-                return Err(Error::InvalidRequest(format!(
-                    "queue pair {i} is already connected; connect once per endpoint"
-                )));
-            };
-            let qp = Qp::new(qcfg, mem).map_err(SoftError::from)?;
-            slot.qp = Some(qp);
-            slot.peer = path.peer_source();
-            slot.path = Some(path);
+            self.connect_slot(i, peer, &peer.qps[i], mtu)?;
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ use super::counters::DropSummary;
 use super::io::batch::{RxDatagram, RxFrame};
 use super::io::udp::MAX_ROCE_UDP_PAYLOAD;
 use super::path::{ipv4_repr, ipv6_repr};
+use super::unreliable::Grh;
 use crate::wire::{
     Encapsulation, Gid, GrhPacket, ICRC_LEN, Ipv4IdCache, Ipv4Packet, Ipv6Packet, NetRepr,
     RoceFrame, UdpRepr,
@@ -153,6 +154,48 @@ pub(crate) fn check_frame<'a>(
         return None;
     }
     Some((view.ib(), src))
+}
+
+/// Where a verified packet came in: what a UD receive needs to rebuild its network header.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RxNet<'a> {
+    /// The UDP payload (BTH..ICRC, `len` bytes) of a datagram from `src` to `dst`.
+    Udp {
+        /// The sender's address.
+        src: IpAddr,
+        /// Our address it was sent to.
+        dst: IpAddr,
+        /// UDP payload bytes.
+        len: usize,
+    },
+    /// A whole frame, headers included.
+    Frame(&'a [u8]),
+}
+
+impl RxNet<'_> {
+    /// The 40 bytes verbs puts in front of a UD message, as rxe fills them: RoCE v1's GRH; on RoCE v2
+    /// 20 zero bytes and the IPv4 header, or the IPv6 header. A UDP socket hides the sender's IPv4 ID,
+    /// TOS and TTL: those are rebuilt as roceperf sends them (0, 0, 64), the rest is exact.
+    pub(crate) fn grh(&self) -> Grh {
+        let mut g = [0u8; 40];
+        match *self {
+            RxNet::Udp { src, dst, len } => match (src, dst) {
+                (IpAddr::V4(s), IpAddr::V4(d)) => ipv4_repr(s, d).emit(&mut g[20..], 8 + len),
+                (IpAddr::V6(s), IpAddr::V6(d)) => ipv6_repr(s, d).emit(&mut g, 8 + len),
+                _ => {}
+            },
+            RxNet::Frame(frame) => {
+                if let Ok(view) = RoceFrame::new_checked(frame) {
+                    let net = view.net_header();
+                    match view.encapsulation() {
+                        Encapsulation::V2v4 => g[20..].copy_from_slice(&net[..20]),
+                        Encapsulation::V1 | Encapsulation::V2v6 => g.copy_from_slice(&net[..40]),
+                    }
+                }
+            }
+        }
+        Grh(g)
+    }
 }
 
 /// The index of the queue pair a verified packet (BTH..pad) goes to, when QPNs are consecutive
@@ -311,5 +354,54 @@ mod tests {
         assert_eq!(drops.bad_icrc, 1);
         assert_eq!(check_frame(&rx(&good[..30]), &filter, &mut drops), None);
         assert_eq!(drops.malformed, 1);
+    }
+
+    #[test]
+    fn a_ud_receive_gets_the_network_header_rxe_would_give_it() {
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let repr = RoceFrameRepr {
+            eth: EthernetRepr {
+                dst: MacAddr([2, 0, 0, 0, 0, 2]),
+                src: MacAddr([2, 0, 0, 0, 0, 1]),
+                vlan: None,
+                ethertype: 0,
+            },
+            net: NetRepr::V2v4(ipv4_repr(src, dst), UdpRepr::roce(0xc000)),
+            ib: IbRepr {
+                deth: Some(crate::wire::DethRepr {
+                    qkey: 0x1111_1111,
+                    src_qp: 0x11,
+                }),
+                ..IbRepr::new(BthRepr::new(Opcode::UD_SEND_ONLY, 0x12, 9))
+            },
+        };
+        let mut frame = vec![0u8; repr.frame_len(8)];
+        repr.emit(&mut frame, &[5; 8]);
+        // RoCE v2 over IPv4: 20 zero bytes, then the IPv4 header as it arrived.
+        let from_frame = RxNet::Frame(&frame).grh().0;
+        assert_eq!(from_frame[..20], [0; 20]);
+        assert_eq!(from_frame[20..], frame[14..34]);
+        // A UDP socket shows no IP header: it is rebuilt, equal here since we sent it the same way.
+        let udp_len = frame.len() - 14 - 20 - 8;
+        let rebuilt = RxNet::Udp {
+            src: src.into(),
+            dst: dst.into(),
+            len: udp_len,
+        }
+        .grh()
+        .0;
+        assert_eq!(rebuilt, from_frame);
+        // RoCE v2 over IPv6: the IPv6 header itself.
+        let v6 = RxNet::Udp {
+            src: "fd00::1".parse().unwrap(),
+            dst: "fd00::2".parse().unwrap(),
+            len: 100,
+        }
+        .grh()
+        .0;
+        assert_eq!(
+            (v6[0] >> 4, v6[6], u16::from_be_bytes([v6[4], v6[5]])),
+            (6, 17, 108)
+        );
     }
 }

@@ -8,13 +8,18 @@
 //!   finds the peer's MAC when it sent none).
 //! - `ingress` and `egress`: the receive checks and the transmit framing, per packet; `nic`: the
 //!   backend and its batches as an [`io::device::Device`], which [`io::fault`] impairs.
-//! - [`rc`]: the RC engine; [`io`]: the sockets and batches; [`sim`]: a simulated link for tests.
+//! - [`cm`]: the Communication Manager (REQ / REP / RTU on QP1) behind `-R`, sans-IO.
+//! - [`rc`]: the RC engine; [`unreliable`]: the UC and UD engines beside it (`-c`), one of the three
+//!   behind each queue pair (`engine`); [`io`]: the sockets and batches; [`sim`]: a simulated link
+//!   for tests.
 
 mod backend;
+pub mod cm;
 pub mod config;
 pub mod counters;
 mod egress;
 pub mod endpoint;
+mod engine;
 mod ingress;
 pub mod io;
 pub mod neighbour;
@@ -24,6 +29,7 @@ pub mod path;
 pub mod plan;
 pub mod rc;
 pub mod sim;
+pub mod unreliable;
 
 pub use config::{IoKind, PeerMismatch, SoftConfig, SoftError};
 pub use counters::{DropSummary, SoftCounters};

@@ -84,14 +84,7 @@ pub fn rxe_udp_sport(lqpn: u32, rqpn: u32) -> u16 {
 /// sends (roce-wire.md §9) and what we write ourselves on AF_PACKET, so both backends produce
 /// identical ICRCs.
 pub(crate) fn ipv4_repr(src: Ipv4Addr, dst: Ipv4Addr) -> Ipv4Repr {
-    Ipv4Repr {
-        src,
-        dst,
-        tos: 0,
-        ident: 0,
-        dont_frag: true,
-        ttl: 64,
-    }
+    Ipv4Repr::roce(src, dst)
 }
 
 /// The IPv6 header we send and assume.
@@ -213,6 +206,8 @@ mod tests {
             mtu: 1024,
             qps: Vec::new(),
             needs_single_datagrams: false,
+            connection: Default::default(),
+            qkey: None,
         }
     }
 

@@ -30,7 +30,8 @@ pub struct TcpEndpoint {
     listen_addr: Option<SocketAddr>,
     qps: Vec<Qp>,
     cq: VecDeque<Completion>,
-    poller: Poller,
+    /// Readiness of the connections, when there are several; one connection polls its own socket.
+    poller: Option<Poller>,
     /// poll_cq calls in a row that found nothing to do.
     idle: u64,
     /// After this many idle calls, poll_cq sleeps in epoll_wait (at most
@@ -67,7 +68,10 @@ impl TcpEndpoint {
             .collect::<Result<Vec<_>>>()?;
         let cq = VecDeque::with_capacity(cfg.qps * (cfg.sq_depth + cfg.rq_depth) + 16);
         let listen_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
-        let poller = Poller::new(cfg.qps.min(1024))?;
+        let poller = match cfg.qps {
+            1 => None,
+            n => Some(Poller::new(n.min(1024))?),
+        };
         Ok(TcpEndpoint {
             block_after: cfg.spin_polls,
             cfg,
@@ -88,12 +92,14 @@ impl TcpEndpoint {
     }
 
     /// Makes a greeted connection queue pair `i`'s: non-blocking and watched by the poller.
-    fn attach(poller: &Poller, qps: &mut [Qp], i: usize, s: TcpStream) -> Result<()> {
+    fn attach(poller: Option<&Poller>, qps: &mut [Qp], i: usize, s: TcpStream) -> Result<()> {
         s.set_read_timeout(None)
             .map_err(io_err("configuring a data connection"))?;
         s.set_nonblocking(true)
             .map_err(io_err("making a data connection non-blocking"))?;
-        poller.register(&s, i)?;
+        if let Some(poller) = poller {
+            poller.register(&s, i)?;
+        }
         qps[i].link = Some(Link::new(s));
         Ok(())
     }
@@ -117,6 +123,8 @@ impl Endpoint for TcpEndpoint {
     fn local_info(&self) -> ConnInfo {
         ConnInfo {
             needs_single_datagrams: false,
+            connection: Default::default(),
+            qkey: None,
             transport: TransportKind::Tcp,
             gid: crate::transport::Gid::ZERO,
             gid_index: None,
@@ -169,7 +177,7 @@ impl Endpoint for TcpEndpoint {
                             peer.addr
                         ))
                     })?;
-                let (poller, qps) = (&self.poller, &mut self.qps);
+                let (poller, qps) = (self.poller.as_ref(), &mut self.qps);
                 setup::connect_all(addr, &peer.qps, dial, |i, s| {
                     Self::attach(poller, qps, i, s)
                 })
@@ -180,7 +188,7 @@ impl Endpoint for TcpEndpoint {
                     .take()
                     .expect("server endpoint has a listener");
                 let tokens: Vec<u32> = self.qps.iter().map(|q| q.token).collect();
-                let (poller, qps) = (&self.poller, &mut self.qps);
+                let (poller, qps) = (self.poller.as_ref(), &mut self.qps);
                 setup::accept_all(listener, &tokens, dial, |i, s| {
                     Self::attach(poller, qps, i, s)
                 })
@@ -231,14 +239,39 @@ impl Endpoint for TcpEndpoint {
                     progress |= link.flush(&mut q.state, i)?;
                 }
             }
-            let events = self.poller.wait(self.idle > self.block_after)?;
-            let n = events.len();
-            for (i, readable, writable) in events {
-                if let Some(link) = &mut self.qps[i].link {
-                    link.readable |= readable;
-                    link.writable |= writable;
+            let sleep = self.idle > self.block_after;
+            let n = match &mut self.poller {
+                Some(poller) => {
+                    let events = poller.wait(sleep)?;
+                    let n = events.len();
+                    for (i, readable, writable) in events {
+                        if let Some(link) = &mut self.qps[i].link {
+                            link.readable |= readable;
+                            link.writable |= writable;
+                        }
+                    }
+                    n
                 }
-            }
+                None => match &mut self.qps[0] {
+                    // A ping-pong spins on its socket, as the busy-polling reference does, rather
+                    // than ask first and read second (two syscalls on every message's path); a read
+                    // that finds nothing costs what the question would.
+                    Qp {
+                        link: Some(link),
+                        state,
+                        ..
+                    } if !sleep && link.spin_on_socket(state) => {
+                        link.readable = true;
+                        0
+                    }
+                    Qp {
+                        link: Some(link),
+                        state,
+                        ..
+                    } => usize::from(link.wait_ready(state.has_tx(), sleep)?),
+                    _ => 0,
+                },
+            };
             for (i, q) in self.qps.iter_mut().enumerate() {
                 let Some(link) = &mut q.link else {
                     continue;

@@ -20,6 +20,8 @@ pub(super) struct Link {
     pub readable: bool,
     /// The socket may take bytes: set by an epoll edge, cleared when a write would block.
     pub writable: bool,
+    /// Bytes the last read that returned data returned.
+    last_read: usize,
 }
 
 impl Link {
@@ -29,7 +31,44 @@ impl Link {
             stream,
             readable: true,
             writable: true,
+            last_read: 0,
         }
+    }
+
+    /// Whether to read the socket on this turn without asking epoll: for a ping-pong (at most one
+    /// request of ours outstanding, small reads), where asking first puts a second syscall on every
+    /// message's path. A stream is better served by epoll's edges: a read that finds nothing takes
+    /// the socket lock the kernel's receive processing needs.
+    pub fn spin_on_socket(&self, qp: &QpState) -> bool {
+        self.writable && self.last_read < SMALL_READ && qp.outstanding() <= 1
+    }
+
+    /// The readiness of a connection that has no epoll set (the only one of its endpoint), from
+    /// `poll(2)`: readable when bytes (or a hang-up) wait, writable when the socket has room again
+    /// after a write that filled it; waits up to [`IDLE_SLEEP_MS`] for either when `sleep`. True
+    /// when something is ready. Unlike an epoll registration, a `poll` leaves nothing on the
+    /// socket's wait queue once it returns, so the peer's every segment does not wake an epoll set
+    /// on its way in (a spinning side never sleeps there anyway).
+    pub fn wait_ready(&mut self, want_write: bool, sleep: bool) -> Result<bool> {
+        use rustix::event::PollFlags as F;
+        // Room to write is asked for only while it is missing and needed: a socket with room is
+        // always ready, and asking would turn every sleep into a spin.
+        let mut flags = F::IN | F::RDHUP;
+        if want_write && !self.writable {
+            flags |= F::OUT;
+        }
+        let mut fds = [rustix::event::PollFd::new(&self.stream, flags)];
+        let timeout = if sleep { &IDLE_SLEEP } else { &NO_WAIT };
+        match rustix::event::poll(&mut fds, Some(timeout)) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => return Ok(false),
+            Err(e) => return Err(io_err("polling the data connection")(e.into())),
+        }
+        let got = fds[0].revents();
+        let broken = F::ERR | F::HUP | F::RDHUP;
+        self.readable |= got.intersects(F::IN | broken);
+        self.writable |= got.intersects(F::OUT | broken);
+        Ok(!got.is_empty())
     }
 
     /// Writes as much of the send queue as the socket takes; signaled frames then wait for their ack.
@@ -44,9 +83,14 @@ impl Link {
                 self.write_frames::<{ 2 * TX_BATCH }>(qp)
             };
             match written {
-                Ok(n) => {
+                Ok((n, offered)) => {
                     wrote = true;
                     qp.sent(n);
+                    // A short write means the socket buffer is full: the next edge says when it
+                    // has room again, so do not pay for a write that would fail.
+                    if n < offered {
+                        self.writable = false;
+                    }
                 }
                 Err(e) if would_block(&e) => {
                     self.writable = false;
@@ -58,11 +102,26 @@ impl Link {
         Ok(wrote)
     }
 
-    /// One writev of the first `SLICES / 2` queued frames, straight from the registered buffer.
-    fn write_frames<const SLICES: usize>(&self, qp: &QpState) -> io::Result<usize> {
+    /// One writev of the first `SLICES / 2` queued frames, straight from the registered buffer:
+    /// the bytes written and the bytes offered.
+    fn write_frames<const SLICES: usize>(&self, qp: &QpState) -> io::Result<(usize, usize)> {
         let mut iov = [IoSlice::new(&[]); SLICES];
         let n = qp.tx_slices(&mut iov);
-        (&self.stream).write_vectored(&iov[..n])
+        let offered: usize = iov[..n].iter().map(|s| s.len()).sum();
+        if n > 1 && offered <= GATHER_BELOW {
+            // A few small pieces (a ping-pong's header and payload): copying them is cheaper than
+            // the kernel's walk over an iovec array, and one buffer is what the reference sends.
+            let mut one = [0u8; GATHER_BELOW];
+            let mut at = 0;
+            for s in &iov[..n] {
+                one[at..at + s.len()].copy_from_slice(s);
+                at += s.len();
+            }
+            return (&self.stream).write(&one[..at]).map(|w| (w, offered));
+        }
+        (&self.stream)
+            .write_vectored(&iov[..n])
+            .map(|w| (w, offered))
     }
 
     /// Reads what the socket has and applies whole and partial frames; stops when the socket is empty,
@@ -82,11 +141,18 @@ impl Link {
             if budget == 0 || !self.readable {
                 return Ok(progressed);
             }
-            let read = match qp.recv_into() {
+            let (read, offered) = match qp.recv_into() {
                 // The rest of a payload plus a little of what follows, in one readv.
-                RecvInto::Payload { rest, tail } => (&self.stream)
-                    .read_vectored(&mut [IoSliceMut::new(rest), IoSliceMut::new(tail)]),
-                RecvInto::Stage(room) => (&self.stream).read(room),
+                RecvInto::Payload { rest, tail } => {
+                    let offered = rest.len() + tail.len();
+                    let r = (&self.stream)
+                        .read_vectored(&mut [IoSliceMut::new(rest), IoSliceMut::new(tail)]);
+                    (r, offered)
+                }
+                RecvInto::Stage(room) => {
+                    let offered = room.len();
+                    ((&self.stream).read(room), offered)
+                }
             };
             let n = match read {
                 Ok(0) => {
@@ -99,7 +165,16 @@ impl Link {
                     self.readable = false;
                     return Ok(false);
                 }
-                Ok(n) => n,
+                Ok(n) => {
+                    // A TCP read returns less than it was offered only when the socket had no
+                    // more: the next edge says when more arrives, so do not pay for a read that
+                    // would find it empty (a ping-pong would make one per message).
+                    if n < offered {
+                        self.readable = false;
+                    }
+                    self.last_read = n;
+                    n
+                }
                 Err(e) if would_block(&e) => {
                     self.readable = false;
                     return Ok(progressed);
@@ -113,11 +188,18 @@ impl Link {
     }
 }
 
+/// Reads shorter than this are a ping-pong's (see [`Link::spin_on_socket`]).
+const SMALL_READ: usize = 4096;
+
+/// Bytes below which a write gathers its pieces into one buffer rather than passing an iovec array.
+const GATHER_BELOW: usize = 256;
+
 /// Queued frames up to which a write gathers them in a small slice array.
 const FEW_FRAMES: usize = 4;
 
-/// Edge-triggered readiness of every data socket. Polling it (timeout 0) costs no socket lock,
-/// unlike a read or write that would block, which contends with the peer's packet processing.
+/// Edge-triggered readiness of every data socket of an endpoint with several. Polling it (timeout 0)
+/// costs no socket lock, unlike a read or write that would block, which contends with the peer's
+/// packet processing. An endpoint with one connection has none: see [`Link::wait_ready`].
 pub(super) struct Poller {
     epoll: OwnedFd,
     events: Box<[epoll::Event]>,

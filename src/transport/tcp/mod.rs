@@ -1,22 +1,33 @@
 //! The TCP baseline transport: the verbs semantics emulated over one kernel TCP connection per queue pair.
 //!
 //! Every operation travels as a frame: a fixed [`HEADER_LEN`]-byte header (op, length, remote offset,
-//! immediate) followed by the payload. WRITE lands in the peer's buffer at the offset when the peer's
-//! `poll_cq` applies it; READ is a request answered by the peer's `poll_cq` with a response frame; SEND
-//! consumes the oldest posted receive. As on an RC queue pair, a signaled SEND or WRITE completes when
-//! the peer has applied it (the frame asks for an acknowledgement, which the peer sends with its next
-//! transmission), and a READ when its response has been placed: a completion never just means that the
-//! kernel took the bytes, so bandwidth is what reached the peer's memory.
+//! immediate, acknowledgements) followed by the payload. WRITE lands in the peer's buffer at the offset
+//! when the peer's `poll_cq` applies it; READ is a request answered by the peer's `poll_cq` with a
+//! response frame; SEND consumes the oldest posted receive. An atomic (FETCH_AND_ADD, CMP_AND_SWAP) is a
+//! READ-like request carrying its operands, executed on the 8-byte word by the peer's `poll_cq` and
+//! answered with the original value, as an RPC server would run it: the software baseline of what a
+//! RoCE NIC does in hardware. As on an RC queue pair, a signaled SEND or
+//! WRITE completes when the peer has applied it (the frame asks for an acknowledgement, which the peer
+//! counts in the header of its next frame, or in an ACK frame when it has nothing else to send), and a
+//! READ when its response has been placed: a completion never just means that the kernel took the
+//! bytes, so bandwidth is what reached the peer's memory. A 2-byte WRITE ping-pong thus moves one
+//! 26-byte message each way, as the reference `roce_ref tcp-pingpong -s 26` does.
 //!
 //! The sockets are non-blocking and busy-polled from `poll_cq`: no thread, no lock, no allocation per
 //! message. Payloads move straight between the registered buffer and the socket (`writev` of many
-//! header+payload pairs in one call; `readv` of the rest of a payload plus the next headers), so a large
-//! message costs about one system call on each side, and a small one shares its call with its neighbours.
-//! `post_send` only queues; `poll_cq` transmits, reads, and reports completions.
+//! header+payload pairs in one call, or one `send` of a few small pieces gathered; `readv` of the rest
+//! of a payload plus the next headers), so a large message costs about one system call on each side,
+//! and a small one shares its call with its neighbours. `post_send` only queues; `poll_cq` transmits,
+//! reads, and reports completions.
 //!
-//! Readiness comes from an edge-triggered epoll set polled with a zero timeout, not from reads and
-//! writes that fail with EAGAIN: those take the socket lock that the kernel's loopback TCP processing
-//! needs. After [`DEFAULT_SPIN_POLLS`] idle polls `poll_cq` sleeps in epoll (at most [`IDLE_SLEEP_MS`])
+//! Readiness: a read or write that moves less than it was offered ends the socket's readiness until
+//! the kernel says otherwise, so no second call finds it empty or full. With several connections the
+//! kernel says so through an edge-triggered epoll set polled with a zero timeout, not through reads
+//! and writes that fail with EAGAIN: those take the socket lock that the kernel's loopback TCP
+//! processing needs. A single connection has no epoll set (its registration would put a callback on
+//! every segment the peer sends): in a ping-pong (one request outstanding, small reads) it spins on
+//! its socket, as the busy-polling reference does, and in a stream it asks `poll(2)`. After
+//! [`DEFAULT_SPIN_POLLS`] idle polls `poll_cq` sleeps in epoll or poll (at most [`IDLE_SLEEP_MS`])
 //! until a socket is ready, so a spinning side never starves the kernel work it is waiting for on a
 //! busy machine; a ping-pong's reply arrives well within the spinning phase.
 //!

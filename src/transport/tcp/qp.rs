@@ -5,7 +5,7 @@
 //! [`QpState::received`] how much arrived, then [`QpState::process`] applies whole and partial frames.
 //! No system call happens here, so every split of the byte stream can be tested without a socket.
 
-use super::frame::{FLAG_ACK_REQ, FrameOp, HEADER_LEN, Header};
+use super::frame::{FLAG_ACK_REQ, FrameOp, HEADER_LEN, Header, OPERANDS_LEN};
 use crate::transport::memory::{self, OutOfMemory};
 use crate::transport::{CompletionOp, Error, RecvRequest, Result, SendOp, SendRequest};
 use std::collections::VecDeque;
@@ -31,10 +31,15 @@ enum OnSent {
     Nothing,
 }
 
-/// One outgoing frame in the send queue: header, payload range in the local buffer, progress.
+/// Longest head of a frame: a header and an atomic's operand block.
+const HEAD_MAX: usize = HEADER_LEN + OPERANDS_LEN;
+
+/// One outgoing frame in the send queue: head (header, and an atomic's operands), payload range in
+/// the local buffer, progress.
 #[derive(Debug, Clone, Copy)]
 struct TxFrame {
-    hdr: [u8; HEADER_LEN],
+    head: [u8; HEAD_MAX],
+    head_len: usize,
     offset: usize,
     len: usize,
     /// Bytes of header+payload already written to the socket.
@@ -45,13 +50,21 @@ struct TxFrame {
 
 impl TxFrame {
     fn total(&self) -> usize {
-        HEADER_LEN + self.len
+        self.head_len + self.len
     }
 
-    /// A frame this side sends on its own account (READ response, acknowledgement).
+    /// A head of just `hdr`.
+    fn head(hdr: &Header) -> [u8; HEAD_MAX] {
+        let mut head = [0u8; HEAD_MAX];
+        head[..HEADER_LEN].copy_from_slice(&hdr.emit());
+        head
+    }
+
+    /// A frame this side sends on its own account (READ or atomic response, acknowledgement).
     fn reply(hdr: Header, offset: usize) -> TxFrame {
         TxFrame {
-            hdr: hdr.emit(),
+            head: TxFrame::head(&hdr),
+            head_len: HEADER_LEN,
             offset,
             len: if hdr.has_payload() {
                 hdr.len as usize
@@ -65,13 +78,15 @@ impl TxFrame {
     }
 }
 
-/// A READ whose response has not arrived yet.
+/// A READ or atomic whose response has not arrived yet.
 #[derive(Debug, Clone, Copy)]
 struct PendingRead {
     wr_id: u64,
     offset: usize,
     len: usize,
     signaled: bool,
+    /// Read, FetchAdd or CompareSwap: what the response completes.
+    op: CompletionOp,
 }
 
 /// Where the payload of the frame being received goes.
@@ -102,7 +117,7 @@ pub(super) struct QpState {
     /// Signaled SENDs and WRITEs written to the socket, waiting for the peer's acknowledgement.
     unacked: VecDeque<(u64, CompletionOp, u32)>,
     /// Frames received that asked for an acknowledgement not sent yet.
-    acks_owed: u64,
+    acks_owed: u32,
     /// The peer closed its end while nothing was pending; new work is refused.
     peer_closed: bool,
     recvs: VecDeque<RecvRequest>,
@@ -173,7 +188,7 @@ impl QpState {
         &mut self.buf
     }
 
-    /// Records the peer's buffer (address, length) and how many READs it answers at once.
+    /// Records the peer's buffer (address, length) and how many READs and atomics it answers at once.
     pub fn set_peer(&mut self, vaddr: u64, len: u64, max_reads: usize) {
         self.peer_vaddr = vaddr;
         self.peer_len = len;
@@ -199,14 +214,20 @@ impl QpState {
                 self.buf.len()
             )));
         }
+        let atomic = matches!(wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. });
+        if atomic && len != 8 {
+            return Err(Error::InvalidRequest(format!(
+                "atomic work request {} has length {len}; atomics move exactly 8 bytes",
+                wr.wr_id
+            )));
+        }
         let remote_offset = match wr.op {
-            SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => {
-                return Err(Error::InvalidRequest(
-                    "atomics have no TCP equivalent; use --transport soft or verbs".into(),
-                ));
-            }
             SendOp::Send | SendOp::SendWithImm(_) => 0,
-            SendOp::Write | SendOp::WriteWithImm(_) | SendOp::Read => {
+            SendOp::Write
+            | SendOp::WriteWithImm(_)
+            | SendOp::Read
+            | SendOp::FetchAdd(_)
+            | SendOp::CompareSwap { .. } => {
                 let r = wr.remote.ok_or_else(|| {
                     Error::InvalidRequest("WRITE and READ need a remote address".into())
                 })?;
@@ -217,27 +238,45 @@ impl QpState {
                         r.addr, self.peer_len, self.peer_vaddr
                     )));
                 }
+                if atomic && !off.is_multiple_of(8) {
+                    return Err(Error::InvalidRequest(format!(
+                        "atomic at remote address {:#x}: atomics need an 8-byte aligned word",
+                        r.addr
+                    )));
+                }
                 off
             }
         };
-        let (op, imm, complete_as) = match wr.op {
-            SendOp::Send => (FrameOp::Send, 0, CompletionOp::Send),
-            SendOp::SendWithImm(i) => (FrameOp::SendImm, i, CompletionOp::Send),
-            SendOp::Write => (FrameOp::Write, 0, CompletionOp::Write),
-            SendOp::WriteWithImm(i) => (FrameOp::WriteImm, i, CompletionOp::Write),
-            SendOp::Read => (FrameOp::ReadReq, 0, CompletionOp::Read),
-            SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => unreachable!("refused above"),
+        let (op, imm, complete_as, operands) = match wr.op {
+            SendOp::Send => (FrameOp::Send, 0, CompletionOp::Send, [0, 0]),
+            SendOp::SendWithImm(i) => (FrameOp::SendImm, i, CompletionOp::Send, [0, 0]),
+            SendOp::Write => (FrameOp::Write, 0, CompletionOp::Write, [0, 0]),
+            SendOp::WriteWithImm(i) => (FrameOp::WriteImm, i, CompletionOp::Write, [0, 0]),
+            SendOp::Read => (FrameOp::ReadReq, 0, CompletionOp::Read, [0, 0]),
+            SendOp::FetchAdd(add) => (FrameOp::FetchAdd, 0, CompletionOp::FetchAdd, [add, 0]),
+            SendOp::CompareSwap { compare, swap } => (
+                FrameOp::CmpSwap,
+                0,
+                CompletionOp::CompareSwap,
+                [compare, swap],
+            ),
         };
-        let ack = wr.signaled && op != FrameOp::ReadReq;
+        // READs and atomics complete on their response, which is their acknowledgement.
+        let answered = matches!(op, FrameOp::ReadReq | FrameOp::FetchAdd | FrameOp::CmpSwap);
+        let ack = wr.signaled && !answered;
         let hdr = Header {
             op,
             flags: if ack { FLAG_ACK_REQ } else { 0 },
             len: wr.len,
             offset: remote_offset,
             imm,
-        }
-        .emit();
-        if op == FrameOp::ReadReq {
+            acks: 0,
+        };
+        let mut head = TxFrame::head(&hdr);
+        let head_len = HEADER_LEN + hdr.operands_len();
+        head[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&operands[0].to_le_bytes());
+        head[HEADER_LEN + 8..].copy_from_slice(&operands[1].to_le_bytes());
+        if answered {
             if self.reads.len() >= self.peer_max_reads.max(1) {
                 return Err(Error::QueueFull);
             }
@@ -246,9 +285,11 @@ impl QpState {
                 offset,
                 len,
                 signaled: wr.signaled,
+                op: complete_as,
             });
             self.tx.push_back(TxFrame {
-                hdr,
+                head,
+                head_len,
                 offset: 0,
                 len: 0,
                 sent: 0,
@@ -257,7 +298,8 @@ impl QpState {
             });
         } else {
             self.tx.push_back(TxFrame {
-                hdr,
+                head,
+                head_len,
                 offset,
                 len,
                 sent: 0,
@@ -295,16 +337,23 @@ impl QpState {
         Ok(())
     }
 
-    /// Queues one acknowledgement for every frame received that asked for one since the last call,
-    /// so it leaves with whatever the caller posted since (a ping-pong's reply) in the same write.
+    /// Acknowledges every frame received that asked for it since the last call: in the header of
+    /// the last frame queued when it has not started to leave (a ping-pong's reply carries the
+    /// acknowledgement of the request it answers, as one 26-byte message), else in an ACK frame
+    /// behind whatever the caller posted since, in the same write.
     pub fn queue_acks(&mut self) {
-        if self.acks_owed > 0 {
-            self.push_reply(TxFrame::reply(
-                Header::bare(FrameOp::Ack, 0, self.acks_owed),
-                0,
-            ));
-            self.acks_owed = 0;
+        if self.acks_owed == 0 {
+            return;
         }
+        let owed = self.acks_owed;
+        self.acks_owed = 0;
+        if let Some(last) = self.tx.back_mut()
+            && last.sent == 0
+            && Header::add_acks(&mut last.head[..HEADER_LEN], owed)
+        {
+            return;
+        }
+        self.push_reply(TxFrame::reply(Header::ack(owed), 0));
     }
 
     /// Queues a frame this side owes the peer; growing the queue once, rarely, is cheaper than failing.
@@ -313,6 +362,11 @@ impl QpState {
             self.tx.reserve(self.tx.capacity());
         }
         self.tx.push_back(f);
+    }
+
+    /// Work requests posted and not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
     }
 
     /// Whether frames wait to be written.
@@ -330,11 +384,11 @@ impl QpState {
     pub fn tx_slices<'a>(&'a self, iov: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
         for f in self.tx.iter().take(iov.len() / 2) {
-            if f.sent < HEADER_LEN {
-                iov[n] = IoSlice::new(&f.hdr[f.sent..]);
+            if f.sent < f.head_len {
+                iov[n] = IoSlice::new(&f.head[f.sent..f.head_len]);
                 n += 1;
             }
-            let done = f.sent.saturating_sub(HEADER_LEN);
+            let done = f.sent.saturating_sub(f.head_len);
             if f.len > done {
                 iov[n] = IoSlice::new(&self.buf[f.offset + done..f.offset + f.len]);
                 n += 1;

@@ -1,6 +1,6 @@
 //! Making the data connections: listener, connects, the greeting that pairs each with its queue pair.
 
-use super::frame::{GREETING_LEN, greeting, parse_greeting};
+use super::frame::{GREETING_LEN, greeting, other_framing, parse_greeting};
 use super::io_err;
 use crate::transport::{Error, QpInfo, Result};
 use std::io::{self, Read, Write};
@@ -97,6 +97,11 @@ pub(super) fn accept_all(
         )))?;
         let idx = match parse_greeting(&pre) {
             Some((idx, tok)) if idx < tokens.len() && tok == tokens[idx] && !taken[idx] => idx,
+            _ if other_framing(&pre) => {
+                return Err(Error::Connection(format!(
+                    "{from} runs a roceperf whose TCP data framing differs from ours; run the same roceperf version on both sides"
+                )));
+            }
             _ => {
                 return Err(Error::Connection(format!(
                     "{from} opened a data connection that is not from our roceperf peer (bad greeting)"

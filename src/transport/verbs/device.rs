@@ -6,7 +6,7 @@ use super::sysfs::Sysfs;
 use super::{DeviceInfo, PortInfo};
 use crate::transport::RoceMtu;
 use sideway::ibverbs::device::{DeviceInfo as _, DeviceList};
-use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, PortState};
+use sideway::ibverbs::device_context::{AtomicCapability, DeviceContext, LinkLayer, PortState};
 use std::sync::Arc;
 
 /// An opened device: its context and what we learned about it.
@@ -94,6 +94,7 @@ fn describe(ctx: &Arc<DeviceContext>, name: &str, sys: &Sysfs) -> Result<DeviceI
         firmware: attr.firmware_version(),
         max_qp_wr: attr.max_qp_wr().max(0) as u32,
         max_qp_rd_atom: attr.max_qp_rd_atom().max(0) as u32,
+        atomics: attr.atomic_capability() != AtomicCapability::None,
         ports,
     })
 }

@@ -1,22 +1,25 @@
-//! [`VerbsEndpoint`]: `n` RC queue pairs on one device, one shared CQ, one registered buffer per QP.
+//! [`VerbsEndpoint`]: `n` queue pairs (RC, UC or UD: `-c`) on one device, one shared CQ, one
+//! registered buffer per QP.
 //!
 //! QP attributes follow perftest's `ctx_connect` (reference §3.3) so a perftest-built peer sees what
 //! it expects: INIT with the remote access rights, RTR with the negotiated MTU, `min_rnr_timer` 12,
 //! a GRH with hop limit 255 and the chosen source GID index, RTS with `retry_cnt` 7, `rnr_retry` 7 and
 //! the `-u` timeout; each side's responder depth is its own `out_reads` and its initiator depth the
-//! peer's.
+//! peer's. UC leaves out what belongs to acknowledgements; UD takes a Q_Key at INIT and reaches the
+//! peer through an address handle named in every send ([`qp_attrs`] says which attribute goes where).
 
 use super::buffer::PinnedBuf;
+use super::datagram::{self, AddressHandle};
 use super::device;
 use super::error::VerbsError;
 use super::gid;
 use super::limits;
 use super::post;
-use super::qp_attrs::{self, LocalSide, Rtr, Rts};
+use super::qp_attrs::{self, LocalSide, QpPlan};
 use super::sysfs::Sysfs;
 use super::wc;
 use super::{VerbsConfig, VerbsSetup};
-use crate::params::TransportKind;
+use crate::params::{ConnType, TransportKind};
 use crate::transport::rng;
 use crate::transport::{
     Access, Completion, ConnInfo, Endpoint, Error, QpInfo, RecvRequest, Result, SendRequest,
@@ -29,18 +32,29 @@ use sideway::ibverbs::device_context::{DeviceContext, Mtu};
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{
-    BasicQueuePair, QueuePair as _, QueuePairAttribute, QueuePairState,
+    BasicQueuePair, QueuePair as _, QueuePairAttribute, QueuePairState, QueuePairType,
 };
 use std::io;
 use std::net::Ipv6Addr;
 use std::ptr;
 use std::sync::Arc;
 
+mod rdma_cm;
+
 /// Completions fetched per `ibv_poll_cq` call at most.
 const POLL_BATCH: usize = 64;
 
-/// One queue pair with its buffer. Field order is drop order: QP, then MR, then the memory.
+/// UD: where every send of a queue pair goes.
+struct UdDest {
+    ah: AddressHandle,
+    remote_qpn: u32,
+    remote_qkey: u32,
+}
+
+/// One queue pair with its buffer. Field order is drop order: the address handle (UD), the QP, the
+/// MR, then the memory.
 struct Qp {
+    dest: Option<UdDest>,
     qp: BasicQueuePair,
     raw: *mut sys::ibv_qp,
     mr: Arc<MemoryRegion>,
@@ -51,6 +65,8 @@ struct Qp {
 
 /// One side of a test on a real RDMA device. See the module documentation.
 pub struct VerbsEndpoint {
+    /// `-R`: librdmacm's ids and channel (first, so they go before the queue pairs they connect).
+    cm: Option<Box<rdma_cm::RdmaCm>>,
     qps: Vec<Qp>,
     qpns: Vec<u32>,
     wcs: Vec<sys::ibv_wc>,
@@ -151,6 +167,11 @@ impl VerbsEndpoint {
                 .map_err(|e| call_err("ibv_reg_mr", &name, e))?;
             let mut qp = pd
                 .create_qp_builder()
+                .setup_qp_type(match cfg.connection {
+                    ConnType::Rc => QueuePairType::ReliableConnection,
+                    ConnType::Uc => QueuePairType::UnreliableConnection,
+                    ConnType::Ud => QueuePairType::UnreliableDatagram,
+                })
                 .setup_max_send_wr(cfg.tx_depth)
                 .setup_max_recv_wr(cfg.rx_depth)
                 .setup_max_send_sge(1)
@@ -160,17 +181,24 @@ impl VerbsEndpoint {
                 .setup_recv_cq(Arc::clone(&cq))
                 .build()
                 .map_err(|e| call_err("ibv_create_qp", &name, e))?;
-            let mut init = QueuePairAttribute::new();
-            init.setup_state(QueuePairState::Init)
-                .setup_pkey_index(0)
-                .setup_port(port.port)
-                .setup_access_flags(access_flags(cfg.access));
-            qp.modify(&init)
-                .map_err(|e| call_err("ibv_modify_qp(INIT)", &name, e))?;
             // SAFETY: the pointer stays valid as long as `qp`, which lives in the same `Qp`.
             let raw = unsafe { qp.qp().as_ptr() };
+            let init = qp_attrs::init(cfg.connection, port.port, cfg.access, cfg.qkey);
+            match init.access {
+                Some(access) => {
+                    let mut a = QueuePairAttribute::new();
+                    a.setup_state(QueuePairState::Init)
+                        .setup_pkey_index(init.pkey_index)
+                        .setup_port(init.port)
+                        .setup_access_flags(access_flags(access));
+                    qp.modify(&a)
+                        .map_err(|e| call_err("ibv_modify_qp(INIT)", &name, e))?;
+                }
+                None => datagram::init(raw, &init, &name)?,
+            }
             let lkey = mr.lkey();
             qps.push(Qp {
+                dest: None,
                 qp,
                 raw,
                 mr,
@@ -194,6 +222,7 @@ impl VerbsEndpoint {
             notes: limits.notes,
         };
         Ok(VerbsEndpoint {
+            cm: None,
             qps,
             qpns,
             wcs,
@@ -229,47 +258,59 @@ impl VerbsEndpoint {
             traffic_class: self.cfg.traffic_class,
             timeout: self.cfg.timeout,
             retry_cnt: self.cfg.retry_cnt,
+            connection: self.cfg.connection,
         }
     }
 
-    fn connect_qp(
-        &mut self,
-        i: usize,
-        rtr: &Rtr,
-        rts: &Rts,
-    ) -> std::result::Result<(), VerbsError> {
+    fn connect_qp(&mut self, i: usize, plan: &QpPlan) -> std::result::Result<(), VerbsError> {
         let dev = &self.setup.device;
-        let mut ah = AddressHandleAttribute::new();
-        ah.setup_port(rtr.port)
-            .setup_service_level(rtr.sl)
-            .setup_dest_lid(0)
-            .setup_grh(
-                &VerbsGid::from(Ipv6Addr::from(rtr.dgid)),
-                0,
-                rtr.sgid_index,
-                rtr.hop_limit,
-                rtr.traffic_class,
-            );
         let mut a = QueuePairAttribute::new();
-        a.setup_state(QueuePairState::ReadyToReceive)
-            .setup_path_mtu(Mtu::from(rtr.path_mtu))
-            .setup_dest_qp_num(rtr.dest_qp_num)
-            .setup_rq_psn(rtr.rq_psn)
-            .setup_max_dest_read_atomic(rtr.max_dest_rd_atomic)
-            .setup_min_rnr_timer(rtr.min_rnr_timer)
-            .setup_address_vector(&ah);
+        a.setup_state(QueuePairState::ReadyToReceive);
+        if let Some(rtr) = &plan.rtr {
+            let r = &rtr.route;
+            let mut ah = AddressHandleAttribute::new();
+            ah.setup_port(r.port)
+                .setup_service_level(r.sl)
+                .setup_dest_lid(0)
+                .setup_grh(
+                    &VerbsGid::from(Ipv6Addr::from(r.dgid)),
+                    0,
+                    r.sgid_index,
+                    r.hop_limit,
+                    r.traffic_class,
+                );
+            a.setup_path_mtu(Mtu::from(rtr.path_mtu))
+                .setup_dest_qp_num(rtr.dest_qp_num)
+                .setup_rq_psn(rtr.rq_psn)
+                .setup_address_vector(&ah);
+            if let Some(resp) = &rtr.responder {
+                a.setup_max_dest_read_atomic(resp.max_dest_rd_atomic)
+                    .setup_min_rnr_timer(resp.min_rnr_timer);
+            }
+        }
         let q = &mut self.qps[i];
         q.qp.modify(&a)
             .map_err(|e| call_err("ibv_modify_qp(RTR)", dev, e))?;
         let mut b = QueuePairAttribute::new();
         b.setup_state(QueuePairState::ReadyToSend)
-            .setup_sq_psn(rts.sq_psn)
-            .setup_timeout(rts.timeout)
-            .setup_retry_cnt(rts.retry_cnt)
-            .setup_rnr_retry(rts.rnr_retry)
-            .setup_max_read_atomic(rts.max_rd_atomic);
+            .setup_sq_psn(plan.rts.sq_psn);
+        if let Some(r) = &plan.rts.retries {
+            b.setup_timeout(r.timeout)
+                .setup_retry_cnt(r.retry_cnt)
+                .setup_rnr_retry(r.rnr_retry)
+                .setup_max_read_atomic(r.max_rd_atomic);
+        }
         q.qp.modify(&b)
             .map_err(|e| call_err("ibv_modify_qp(RTS)", dev, e))?;
+        if let Some(d) = &plan.datagram {
+            // SAFETY: the protection domain outlives every queue pair and address handle (field order).
+            let pd = unsafe { self._pd.pd() };
+            q.dest = Some(UdDest {
+                ah: AddressHandle::create(pd, &d.ah, dev)?,
+                remote_qpn: d.remote_qpn,
+                remote_qkey: d.remote_qkey,
+            });
+        }
         Ok(())
     }
 
@@ -314,6 +355,8 @@ impl Endpoint for VerbsEndpoint {
                     max_rd_atomic: self.setup.out_reads,
                 })
                 .collect(),
+            connection: self.cfg.connection,
+            qkey: (self.cfg.connection == ConnType::Ud).then_some(self.cfg.qkey),
         }
     }
 
@@ -324,8 +367,8 @@ impl Endpoint for VerbsEndpoint {
             ));
         }
         let plan = qp_attrs::plan(&self.local_side(), peer)?;
-        for (i, (rtr, rts)) in plan.qps.iter().enumerate() {
-            self.connect_qp(i, rtr, rts)?;
+        for (i, q) in plan.qps.iter().enumerate() {
+            self.connect_qp(i, q)?;
         }
         self.setup.path_mtu = Some(plan.path_mtu);
         self.connected = true;
@@ -353,6 +396,13 @@ impl Endpoint for VerbsEndpoint {
             lkey: q.lkey,
         };
         let mut swr = post::send_wr(wr, &mut sge, inline_size)?;
+        if let Some(d) = &q.dest {
+            swr.wr.ud = sys::ud_t {
+                ah: d.ah.as_ptr(),
+                remote_qpn: d.remote_qpn,
+                remote_qkey: d.remote_qkey,
+            };
+        }
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
         // SAFETY: `q.raw` is a live QP; `swr` and `sge` outlive the call, which copies them (and the
         // inline data) into the send queue before returning.

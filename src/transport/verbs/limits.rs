@@ -4,7 +4,7 @@
 
 use super::error::VerbsError;
 use super::{DeviceInfo, PortInfo, VerbsConfig};
-use crate::transport::Param;
+use crate::transport::{Access, Param};
 
 /// The MTU and READ depth this side offers, and what was adjusted to get them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +24,11 @@ pub(crate) fn fit(
     port: &PortInfo,
 ) -> Result<Limits, VerbsError> {
     let name = &dev.name;
+    if cfg.access.contains(Access::REMOTE_ATOMIC) && !dev.atomics {
+        return Err(VerbsError::Config(format!(
+            "{name} does not execute atomics (its atomic_cap is IBV_ATOMIC_NONE); the atomic tests need a device that does (rxe and ConnectX do), or --transport soft"
+        )));
+    }
     let mut notes = Vec::new();
     let mtu = match cfg.mtu {
         Some(m) if m > port.active_mtu => {
@@ -90,6 +95,7 @@ mod tests {
             firmware: String::new(),
             max_qp_wr: 1024,
             max_qp_rd_atom: 128,
+            atomics: true,
             ports: vec![port.clone()],
         };
         (dev, port)
@@ -114,6 +120,20 @@ mod tests {
         );
         let l = fit(&VerbsConfig::default(), &dev, &port).unwrap();
         assert_eq!((l.mtu, l.out_reads, l.notes.len()), (1024, 128, 0));
+    }
+
+    #[test]
+    fn atomics_need_a_device_that_executes_them() {
+        let (mut dev, port) = rxe();
+        let cfg = VerbsConfig {
+            access: Access::LOCAL_WRITE | Access::REMOTE_ATOMIC,
+            ..VerbsConfig::default()
+        };
+        assert!(fit(&cfg, &dev, &port).is_ok());
+        dev.atomics = false;
+        let e = fit(&cfg, &dev, &port).unwrap_err().to_string();
+        assert!(e.contains("rxe0 does not execute atomics"), "{e}");
+        assert!(fit(&VerbsConfig::default(), &dev, &port).is_ok());
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub mod wc;
 #[cfg(feature = "verbs")]
 mod buffer;
 #[cfg(feature = "verbs")]
+mod datagram;
+#[cfg(feature = "verbs")]
 mod device;
 #[cfg(feature = "verbs")]
 mod endpoint;
@@ -29,7 +31,7 @@ mod post;
 pub use error::VerbsError;
 pub use gid::{GidChoice, GidEntry, GidPolicy, GidType};
 
-use crate::params::RoceVersion;
+use crate::params::{ConnType, DEFAULT_QKEY, RoceVersion};
 use crate::transport::Access;
 
 /// Everything needed to open a verbs endpoint; the flag each field comes from is named.
@@ -70,6 +72,10 @@ pub struct VerbsConfig {
     pub sl: u8,
     /// `--tclass`: traffic class in the GRH.
     pub traffic_class: u8,
+    /// `-c`: RC, UC or UD queue pairs.
+    pub connection: ConnType,
+    /// UD: the Q_Key our queue pairs accept (perftest's 0x11111111, which perftest never exchanges).
+    pub qkey: u32,
 }
 
 impl Default for VerbsConfig {
@@ -93,6 +99,8 @@ impl Default for VerbsConfig {
             retry_cnt: 7,
             sl: 0,
             traffic_class: 0,
+            connection: ConnType::Rc,
+            qkey: DEFAULT_QKEY,
         }
     }
 }
@@ -177,6 +185,8 @@ pub struct DeviceInfo {
     pub max_qp_wr: u32,
     /// Largest outstanding RDMA READs per QP as responder.
     pub max_qp_rd_atom: u32,
+    /// The device executes atomics (`atomic_cap` is not `IBV_ATOMIC_NONE`).
+    pub atomics: bool,
     /// Its ports.
     pub ports: Vec<PortInfo>,
 }
@@ -261,6 +271,39 @@ impl VerbsEndpoint {
 
     /// Never called: the type has no values.
     pub fn failure_detail(&self) -> Option<&str> {
+        match *self {}
+    }
+}
+
+#[cfg(not(feature = "verbs"))]
+impl crate::transport::cm::CmEndpoint for VerbsEndpoint {
+    fn cm_listen(&mut self, _port: u16) -> crate::transport::Result<()> {
+        match *self {}
+    }
+    fn cm_connect(
+        &mut self,
+        _qp: usize,
+        _to: std::net::SocketAddr,
+        _params: &crate::transport::cm::CmQpParams,
+        _private_data: &[u8],
+    ) -> crate::transport::Result<()> {
+        match *self {}
+    }
+    fn cm_accept(
+        &mut self,
+        _req: u32,
+        _qp: usize,
+        _params: &crate::transport::cm::CmQpParams,
+    ) -> crate::transport::Result<()> {
+        match *self {}
+    }
+    fn cm_reject(&mut self, _req: u32) -> crate::transport::Result<()> {
+        match *self {}
+    }
+    fn cm_disconnect(&mut self, _qp: usize) -> crate::transport::Result<()> {
+        match *self {}
+    }
+    fn cm_poll(&mut self) -> crate::transport::Result<Option<crate::transport::cm::CmEvent>> {
         match *self {}
     }
 }

@@ -133,3 +133,85 @@ pub(super) fn post_error(call: &str, ret: i32) -> Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::RemoteAddr;
+
+    fn request(op: SendOp, remote: Option<RemoteAddr>) -> SendRequest {
+        SendRequest {
+            wr_id: 7,
+            op,
+            offset: 64,
+            len: 8,
+            remote,
+            signaled: true,
+            inline: false,
+        }
+    }
+
+    const TARGET: RemoteAddr = RemoteAddr {
+        addr: 0x7f00_0000_1040,
+        rkey: 0x55,
+    };
+
+    #[test]
+    fn atomics_become_atomic_work_requests_with_their_operands() {
+        let mut sge = sys::ibv_sge {
+            addr: 0x2000,
+            length: 8,
+            lkey: 1,
+        };
+        let swr = send_wr(&request(SendOp::FetchAdd(1), Some(TARGET)), &mut sge, 0).unwrap();
+        assert_eq!(swr.opcode, sys::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD);
+        assert_eq!(
+            (swr.wr_id, swr.num_sge, swr.send_flags),
+            (7, 1, sys::ibv_send_flags::IBV_SEND_SIGNALED.0)
+        );
+        // SAFETY: send_wr filled the atomic member of the union for an atomic opcode.
+        let a = unsafe { swr.wr.atomic };
+        assert_eq!(
+            (a.remote_addr, a.compare_add, a.swap, a.rkey),
+            (TARGET.addr, 1, 0, 0x55)
+        );
+        let cas = SendOp::CompareSwap {
+            compare: 0x1111,
+            swap: 0x2222,
+        };
+        let swr = send_wr(&request(cas, Some(TARGET)), &mut sge, 0).unwrap();
+        assert_eq!(swr.opcode, sys::ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP);
+        // SAFETY: as above.
+        let a = unsafe { swr.wr.atomic };
+        assert_eq!(
+            (a.remote_addr, a.compare_add, a.swap, a.rkey),
+            (TARGET.addr, 0x1111, 0x2222, 0x55)
+        );
+        assert!(matches!(
+            send_wr(&request(cas, None), &mut sge, 0),
+            Err(Error::InvalidRequest(_))
+        ));
+    }
+
+    #[test]
+    fn atomic_completions_keep_their_operation() {
+        for (opcode, op) in [
+            (sys::ibv_wc_opcode::IBV_WC_FETCH_ADD, CompletionOp::FetchAdd),
+            (
+                sys::ibv_wc_opcode::IBV_WC_COMP_SWAP,
+                CompletionOp::CompareSwap,
+            ),
+        ] {
+            // SAFETY: ibv_wc is plain old data; all-zero is a valid value.
+            let mut wc: sys::ibv_wc = unsafe { std::mem::zeroed() };
+            wc.opcode = opcode;
+            wc.wr_id = 9;
+            wc.byte_len = 8;
+            let c = completion(&wc, 2, CompletionStatus::Success);
+            assert_eq!(
+                (c.op, c.wr_id, c.qp, c.byte_len, c.imm),
+                (op, 9, 2, 8, None)
+            );
+        }
+    }
+}

@@ -1,14 +1,21 @@
-//! The attributes that take each RC queue pair to RTR and RTS, computed from both sides' descriptions.
+//! The attributes that take each queue pair through INIT, RTR and RTS, computed from both sides'
+//! descriptions, for each connection type (`-c`).
 //!
-//! Pure, so that what a perftest peer expects (reference §3.3) is checked by tests rather than by a
-//! failed connection: RTR carries the negotiated path MTU, the peer's QPN and PSN, this side's
-//! responder depth (`max_dest_rd_atomic` = local out_reads), `min_rnr_timer` 12 and a GRH with hop
-//! limit 255 and our source GID index; RTS carries our PSN, the `-u` timeout, `retry_cnt` (7 by
-//! default), `rnr_retry` 7 and the initiator depth (`max_rd_atomic` = the peer's out_reads).
+//! Pure, so that what a perftest peer expects (reference §3.3, perftest's `ctx_modify_qp_to_rtr/rts`)
+//! is checked by tests rather than by a failed connection:
+//! - **RC**: INIT with the access rights; RTR with the negotiated path MTU, the peer's QPN and PSN,
+//!   this side's responder depth (`max_dest_rd_atomic` = local out_reads), `min_rnr_timer` 12 and an
+//!   address vector (GRH with hop limit 255 and our source GID index); RTS with our PSN, the `-u`
+//!   timeout, `retry_cnt` (7 by default), `rnr_retry` 7 and the initiator depth (`max_rd_atomic` =
+//!   the peer's out_reads).
+//! - **UC**: the same without anything about acknowledgements: RTR has no responder depth or RNR
+//!   timer, RTS only our PSN.
+//! - **UD**: INIT with a Q_Key instead of access rights; RTR takes nothing from the peer and RTS only
+//!   our PSN; the peer's address goes into an address handle, its QPN and Q_Key into every send.
 
 use super::error::VerbsError;
-use crate::params::TransportKind;
-use crate::transport::{ConnInfo, Gid, Param, RoceMtu};
+use crate::params::{ConnType, TransportKind};
+use crate::transport::{Access, ConnInfo, Gid, Param, RoceMtu};
 
 /// What this side brings to the connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,21 +40,37 @@ pub struct LocalSide {
     pub timeout: u8,
     /// Transport retries (`--retry_count`).
     pub retry_cnt: u8,
+    /// `-c`: the queue pairs' connection type.
+    pub connection: ConnType,
 }
 
-/// Attributes of the INIT → RTR transition.
+/// Attributes of the RESET → INIT transition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rtr {
-    /// `enum ibv_mtu` code of the path MTU.
-    pub path_mtu: u32,
-    /// The peer QP's number.
-    pub dest_qp_num: u32,
-    /// The peer QP's starting PSN.
-    pub rq_psn: u32,
-    /// READs we accept in flight as responder.
-    pub max_dest_rd_atomic: u8,
-    /// RNR NAK timer code (12 = 0.64 ms, as perftest).
-    pub min_rnr_timer: u8,
+pub struct Init {
+    /// Port number.
+    pub port: u8,
+    /// P_Key index (perftest: 0).
+    pub pkey_index: u16,
+    /// RC and UC: what the peer may do to our memory; UD has none.
+    pub access: Option<Access>,
+    /// UD: the Q_Key datagrams to this QP must carry.
+    pub qkey: Option<u32>,
+}
+
+/// The INIT attributes of a QP of `conn` on `port`: access rights for connected QPs, a Q_Key for UD.
+pub fn init(conn: ConnType, port: u8, access: Access, qkey: u32) -> Init {
+    let ud = conn == ConnType::Ud;
+    Init {
+        port,
+        pkey_index: 0,
+        access: (!ud).then_some(access),
+        qkey: ud.then_some(qkey),
+    }
+}
+
+/// Where the peer is: an RTR address vector (RC, UC) or an address handle (UD).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
     /// The peer's GID.
     pub dgid: Gid,
     /// Our source GID index.
@@ -62,11 +85,33 @@ pub struct Rtr {
     pub port: u8,
 }
 
-/// Attributes of the RTR → RTS transition.
+/// What an RC responder promises: outstanding READs it takes and the RNR timer it answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rts {
-    /// Our starting PSN.
-    pub sq_psn: u32,
+pub struct Responder {
+    /// READs we accept in flight as responder.
+    pub max_dest_rd_atomic: u8,
+    /// RNR NAK timer code (12 = 0.64 ms, as perftest).
+    pub min_rnr_timer: u8,
+}
+
+/// Attributes of the INIT → RTR transition of a connected QP (RC, UC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rtr {
+    /// `enum ibv_mtu` code of the path MTU.
+    pub path_mtu: u32,
+    /// The peer QP's number.
+    pub dest_qp_num: u32,
+    /// The peer QP's starting PSN.
+    pub rq_psn: u32,
+    /// The address vector.
+    pub route: Route,
+    /// RC only.
+    pub responder: Option<Responder>,
+}
+
+/// What an RC requester retries with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retries {
     /// ACK timeout exponent.
     pub timeout: u8,
     /// Transport retries.
@@ -77,13 +122,44 @@ pub struct Rts {
     pub max_rd_atomic: u8,
 }
 
-/// The whole connection: the agreed MTU and one (RTR, RTS) pair per QP.
+/// Attributes of the RTR → RTS transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rts {
+    /// Our starting PSN.
+    pub sq_psn: u32,
+    /// RC only.
+    pub retries: Option<Retries>,
+}
+
+/// UD: where every send goes, since the QP itself is connected to nobody.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datagram {
+    /// The address handle's attributes.
+    pub ah: Route,
+    /// The peer QP's number.
+    pub remote_qpn: u32,
+    /// The Q_Key the peer's QP accepts.
+    pub remote_qkey: u32,
+}
+
+/// One queue pair's transitions once the peer is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpPlan {
+    /// RC and UC: the peer's address and PSN in RTR; UD: `None` (RTR takes only the state).
+    pub rtr: Option<Rtr>,
+    /// RTS.
+    pub rts: Rts,
+    /// UD: the address handle and the send parameters.
+    pub datagram: Option<Datagram>,
+}
+
+/// The whole connection: the agreed MTU and one plan per QP.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// Path MTU in bytes.
     pub path_mtu: u32,
     /// Per QP, in index order.
-    pub qps: Vec<(Rtr, Rts)>,
+    pub qps: Vec<QpPlan>,
 }
 
 /// Checks the peer's description against ours and computes every transition, or names the mismatch.
@@ -93,6 +169,12 @@ pub fn plan(local: &LocalSide, peer: &ConnInfo) -> Result<Plan, VerbsError> {
             "the peer runs {t} {}, this side {t} verbs; give both sides the same {t}",
             peer.transport,
             t = Param::Transport
+        )));
+    }
+    if peer.connection != local.connection {
+        return Err(VerbsError::Peer(format!(
+            "the peer's queue pairs are {} and this side's {}; give both sides the same -c",
+            peer.connection, local.connection
         )));
     }
     if peer.qps.len() != local.psns.len() {
@@ -132,6 +214,15 @@ pub fn plan(local: &LocalSide, peer: &ConnInfo) -> Result<Plan, VerbsError> {
     let path_mtu = RoceMtu::at_most(mtu);
     let code = u32::from(path_mtu.ib_enum());
     let depth = |n: u32| n.clamp(1, 255) as u8;
+    let route = Route {
+        dgid: peer.gid,
+        sgid_index: local.gid_index as u8,
+        hop_limit: 0xff,
+        traffic_class: local.traffic_class,
+        sl: local.sl,
+        port: local.port,
+    };
+    let reliable = local.connection == ConnType::Rc;
     let qps = peer
         .qps
         .iter()
@@ -141,23 +232,37 @@ pub fn plan(local: &LocalSide, peer: &ConnInfo) -> Result<Plan, VerbsError> {
                 path_mtu: code,
                 dest_qp_num: p.qpn & 0x00ff_ffff,
                 rq_psn: p.psn & 0x00ff_ffff,
-                max_dest_rd_atomic: depth(local.out_reads),
-                min_rnr_timer: 12,
-                dgid: peer.gid,
-                sgid_index: local.gid_index as u8,
-                hop_limit: 0xff,
-                traffic_class: local.traffic_class,
-                sl: local.sl,
-                port: local.port,
+                route,
+                responder: reliable.then(|| Responder {
+                    max_dest_rd_atomic: depth(local.out_reads),
+                    min_rnr_timer: 12,
+                }),
             };
             let rts = Rts {
                 sq_psn: psn & 0x00ff_ffff,
-                timeout: local.timeout,
-                retry_cnt: local.retry_cnt,
-                rnr_retry: 7,
-                max_rd_atomic: depth(p.max_rd_atomic),
+                retries: reliable.then(|| Retries {
+                    timeout: local.timeout,
+                    retry_cnt: local.retry_cnt,
+                    rnr_retry: 7,
+                    max_rd_atomic: depth(p.max_rd_atomic),
+                }),
             };
-            (rtr, rts)
+            match local.connection {
+                ConnType::Rc | ConnType::Uc => QpPlan {
+                    rtr: Some(rtr),
+                    rts,
+                    datagram: None,
+                },
+                ConnType::Ud => QpPlan {
+                    rtr: None,
+                    rts,
+                    datagram: Some(Datagram {
+                        ah: route,
+                        remote_qpn: rtr.dest_qp_num,
+                        remote_qkey: peer.qkey.unwrap_or(crate::params::DEFAULT_QKEY),
+                    }),
+                },
+            }
         })
         .collect();
     Ok(Plan {
@@ -187,12 +292,15 @@ mod tests {
             traffic_class: 106,
             timeout: 14,
             retry_cnt: 7,
+            connection: ConnType::Rc,
         }
     }
 
     fn peer(n: usize, mtu: u32) -> ConnInfo {
         ConnInfo {
             needs_single_datagrams: false,
+            connection: Default::default(),
+            qkey: None,
             transport: TransportKind::Verbs,
             gid: mapped(2),
             gid_index: Some(1),
@@ -212,36 +320,116 @@ mod tests {
         }
     }
 
+    fn route() -> Route {
+        Route {
+            dgid: mapped(2),
+            sgid_index: 3,
+            hop_limit: 0xff,
+            traffic_class: 106,
+            sl: 0,
+            port: 1,
+        }
+    }
+
     #[test]
     fn attributes_follow_perftest() {
         let p = plan(&local(), &peer(2, 1024)).unwrap();
         assert_eq!(p.path_mtu, 1024);
-        let (rtr, rts) = p.qps[1];
+        let q = p.qps[1];
         assert_eq!(
-            rtr,
-            Rtr {
+            q.rtr,
+            Some(Rtr {
                 path_mtu: 3,
                 dest_qp_num: 0x12,
                 rq_psn: 0x77_0001,
-                max_dest_rd_atomic: 16,
-                min_rnr_timer: 12,
-                dgid: mapped(2),
-                sgid_index: 3,
-                hop_limit: 0xff,
-                traffic_class: 106,
-                sl: 0,
-                port: 1,
+                route: route(),
+                responder: Some(Responder {
+                    max_dest_rd_atomic: 16,
+                    min_rnr_timer: 12,
+                }),
+            })
+        );
+        assert_eq!(
+            q.rts,
+            Rts {
+                sq_psn: 0xab_cdef,
+                retries: Some(Retries {
+                    timeout: 14,
+                    retry_cnt: 7,
+                    rnr_retry: 7,
+                    max_rd_atomic: 128,
+                }),
+            }
+        );
+        assert_eq!(q.datagram, None);
+        let i = init(ConnType::Rc, 1, Access::REMOTE_WRITE, 0x1111_1111);
+        assert_eq!((i.access, i.qkey), (Some(Access::REMOTE_WRITE), None));
+    }
+
+    #[test]
+    fn uc_connects_without_acknowledgement_attributes() {
+        let l = LocalSide {
+            connection: ConnType::Uc,
+            ..local()
+        };
+        let mut p2 = peer(2, 4096);
+        p2.connection = ConnType::Uc;
+        let q = plan(&l, &p2).unwrap().qps[0];
+        let rtr = q
+            .rtr
+            .expect("UC moves to RTR with the peer's address, QPN and PSN");
+        assert_eq!(
+            (rtr.dest_qp_num, rtr.rq_psn, rtr.path_mtu),
+            (0x11, 0x77_0000, 5)
+        );
+        assert_eq!(rtr.responder, None, "no responder depth, no RNR timer");
+        assert_eq!(
+            q.rts.retries, None,
+            "no timeout, retry counts or initiator depth"
+        );
+        assert_eq!((q.rts.sq_psn, q.datagram), (0x12_3456, None));
+    }
+
+    #[test]
+    fn ud_takes_no_remote_attributes_but_an_address_handle_and_q_keys() {
+        let l = LocalSide {
+            connection: ConnType::Ud,
+            ..local()
+        };
+        let mut p2 = peer(2, 1024);
+        p2.connection = ConnType::Ud;
+        p2.qkey = Some(0x4242);
+        let q = plan(&l, &p2).unwrap().qps[1];
+        assert_eq!(q.rtr, None, "RTR carries only the state");
+        assert_eq!(
+            q.rts,
+            Rts {
+                sq_psn: 0xab_cdef,
+                retries: None
             }
         );
         assert_eq!(
-            rts,
-            Rts {
-                sq_psn: 0xab_cdef,
-                timeout: 14,
-                retry_cnt: 7,
-                rnr_retry: 7,
-                max_rd_atomic: 128,
-            }
+            q.datagram,
+            Some(Datagram {
+                ah: route(),
+                remote_qpn: 0x12,
+                remote_qkey: 0x4242,
+            })
+        );
+        // A perftest peer says no Q_Key: its QPs all use 0x11111111.
+        p2.qkey = None;
+        let q = plan(&l, &p2).unwrap().qps[0];
+        assert_eq!(q.datagram.unwrap().remote_qkey, 0x1111_1111);
+        let i = init(ConnType::Ud, 1, Access::REMOTE_WRITE, 0x1111_1111);
+        assert_eq!(
+            (i.port, i.pkey_index, i.access, i.qkey),
+            (1, 0, None, Some(0x1111_1111))
+        );
+        // The two sides must agree on the type.
+        let e = plan(&l, &peer(2, 1024)).unwrap_err().to_string();
+        assert!(
+            e.contains("the peer's queue pairs are RC and this side's UD"),
+            "{e}"
         );
     }
 

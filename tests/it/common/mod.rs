@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// Path of one of the six binaries.
+/// Path of one of the test binaries.
 pub fn bin(test: &str) -> &'static str {
     match test {
         "send_bw" => env!("CARGO_BIN_EXE_roce_send_bw"),
@@ -24,6 +24,8 @@ pub fn bin(test: &str) -> &'static str {
         "send_lat" => env!("CARGO_BIN_EXE_roce_send_lat"),
         "write_lat" => env!("CARGO_BIN_EXE_roce_write_lat"),
         "read_lat" => env!("CARGO_BIN_EXE_roce_read_lat"),
+        "atomic_bw" => env!("CARGO_BIN_EXE_roce_atomic_bw"),
+        "atomic_lat" => env!("CARGO_BIN_EXE_roce_atomic_lat"),
         other => panic!("no binary for {other}"),
     }
 }
@@ -36,6 +38,12 @@ pub fn gate(args: &[&str], files: &[&std::path::Path]) -> std::process::Output {
         .env_remove("GITHUB_ACTIONS")
         .output()
         .unwrap()
+}
+
+/// Asserts that `text` contains `needle` (and shows `text` when it does not).
+#[track_caller]
+pub fn assert_contains(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{text}");
 }
 
 /// A TCP port nobody listens on right now (tests run in parallel, so each asks for its own).
@@ -66,6 +74,12 @@ pub struct Done {
 impl Done {
     pub fn code(&self) -> i32 {
         self.status.code().unwrap_or(-1)
+    }
+
+    /// Asserts that stderr says `text` (and shows stderr when it does not).
+    #[track_caller]
+    pub fn assert_stderr(&self, text: &str) {
+        assert!(self.stderr.contains(text), "{}", self.stderr);
     }
 }
 
@@ -187,6 +201,14 @@ pub fn tcp_server(test: &str, port: &str, extra: &[&str]) -> Proc {
     server
 }
 
+/// Starts a TCP-transport client of `test` for a server on 127.0.0.1:`port`, with `extra` arguments.
+pub fn tcp_client(test: &str, port: &str, extra: &[&str]) -> Proc {
+    let mut args = vec!["--transport", "tcp", "-p", port];
+    args.extend_from_slice(extra);
+    args.push("127.0.0.1");
+    spawn(test, &args)
+}
+
 /// Runs a server (pinned to core 0) and a client (core 1) of `test` with the same `args` on a fresh
 /// port; returns (server, client) once both have exited.
 pub fn pair(test: &str, args: &[&str]) -> (Done, Done) {
@@ -214,6 +236,11 @@ pub fn pair_with(test: &str, server_args: &[&str], client_args: &[&str]) -> (Don
     let client = spawn(test, &c).wait(120, &format!("{test} client"));
     let server = server.wait(30, &format!("{test} server"));
     (server, client)
+}
+
+/// Like [`pair`], the client with `client_only` arguments after the shared `both`.
+pub fn pair_plus(test: &str, both: &[&str], client_only: &[&str]) -> (Done, Done) {
+    pair_with(test, both, &[both, client_only].concat())
 }
 
 /// Where and how one side of [`pair_on`] runs.

@@ -1,10 +1,11 @@
 //! Crafted result files' contents for the tests of the tools that read them (roce_compare --from,
-//! roce_gate): a run's description and a bandwidth result of a chosen rate.
+//! roce_gate): a run's description, a bandwidth result of a chosen rate and a latency result of a
+//! chosen median.
 
 use roceperf::params::RoceVersion;
 use roceperf::params::{Role, TestKind, TransportKind};
 use roceperf::results::{Measured, RunInfo, SizeResult};
-use roceperf::stats::BandwidthStats;
+use roceperf::stats::{self, BandwidthStats, LatencyStats};
 
 /// A run of `test` over `transport` on lo, from core 0 with no peer named: 1000 iterations, p99 asked
 /// for, a fixed start time and version so that files made from it compare equal.
@@ -16,6 +17,7 @@ pub fn run_info(
 ) -> RunInfo {
     RunInfo {
         test,
+        atomic_type: None,
         role,
         transport,
         roce,
@@ -45,6 +47,9 @@ pub fn run_info(
         version: "0.1.0".into(),
         impair: None,
         recovery: None,
+        connection: None,
+        rdma_cm: false,
+        exchange_rdma_cm: false,
         counters: None,
     }
 }
@@ -58,5 +63,22 @@ pub fn bw_result(size: u64, gbps: f64) -> SizeResult {
         iterations: messages,
         measured: Measured::Bandwidth(BandwidthStats::compute(size, messages, elapsed, None)),
         cpu_util: None,
+        lost: None,
+    }
+}
+
+/// A 2-byte latency result whose every sample is `median_us`.
+pub fn lat_result(median_us: f64) -> SizeResult {
+    let mut h = stats::new_latency_histogram();
+    h.record_n((median_us * 1000.0) as u64, 1000).unwrap();
+    SizeResult {
+        size: 2,
+        iterations: 1000,
+        measured: Measured::Latency {
+            stats: LatencyStats::from_histogram(&h, &[99.0]),
+            histogram: h,
+        },
+        cpu_util: None,
+        lost: None,
     }
 }

@@ -11,13 +11,5 @@ pub fn wr(
     len: u32,
     remote: Option<RemoteAddr>,
 ) -> SendRequest {
-    SendRequest {
-        wr_id,
-        op,
-        offset,
-        len,
-        remote,
-        signaled: true,
-        inline: false,
-    }
+    SendRequest::new(wr_id, op, offset, len, remote)
 }

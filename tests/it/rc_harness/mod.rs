@@ -161,6 +161,12 @@ pub fn run_to(p: &mut SimPair, na: usize, nb: usize) {
     );
 }
 
+/// Asserts that `c` ended with `status`, showing how that status reads when it did not.
+#[track_caller]
+pub fn ended_with(c: &Completion, status: CompletionStatus) {
+    assert_eq!(c.status, status, "{}", c.status.describe());
+}
+
 /// Asserts a completion's identity and success.
 pub fn ok(c: &Completion, wr_id: u64, op: CompletionOp, byte_len: u32) {
     assert_eq!(

@@ -31,22 +31,22 @@ pub fn veth_packet_cfg(version: RoceVersion) -> SoftConfig {
     c
 }
 
-/// A well-formed RoCE v2 RC SEND_ONLY of "hi!!" to QPN 0xeeeeee, which no endpoint has, from
-/// `src`:`src_port` to `dst`:`dst_port` (IPv4) with a correct ICRC; and the same with one payload bit
-/// flipped, whose ICRC is then wrong.
-pub fn stray_send_only(src: &str, src_port: u16, dst: &str, dst_port: u16) -> (Vec<u8>, Vec<u8>) {
+/// An RC SEND_ONLY of 4 `payload` bytes to `qpn` at `psn`, from `src`:`src_port` to `dst`:`dst_port`
+/// (RoCE v2 over IPv4, the IP ID 0) with a correct ICRC: the RoCE part of the UDP datagram.
+pub fn send_only_v2(
+    (src, src_port): (&str, u16),
+    (dst, dst_port): (&str, u16),
+    qpn: u32,
+    psn: u32,
+    payload: [u8; 4],
+) -> Vec<u8> {
     use roceperf::wire::{Icrc, Ipv4Repr, UdpRepr};
+    let (q, p) = (qpn.to_be_bytes(), psn.to_be_bytes());
     let mut pkt = vec![
-        0x04, 0x00, 0xff, 0xff, 0, 0xee, 0xee, 0xee, 0x80, 0, 0, 1, b'h', b'i', b'!', b'!',
+        0x04, 0x00, 0xff, 0xff, 0, q[1], q[2], q[3], 0x80, p[1], p[2], p[3],
     ];
-    let ip = Ipv4Repr {
-        src: src.parse().unwrap(),
-        dst: dst.parse().unwrap(),
-        tos: 0,
-        ident: 0,
-        dont_frag: true,
-        ttl: 64,
-    };
+    pkt.extend_from_slice(&payload);
+    let ip = Ipv4Repr::roce(src.parse().unwrap(), dst.parse().unwrap());
     let udp = UdpRepr {
         src_port,
         dst_port,
@@ -54,6 +54,14 @@ pub fn stray_send_only(src: &str, src_port: u16, dst: &str, dst_port: u16) -> (V
     };
     let icrc = Icrc::v2_ipv4(&ip, &udp, pkt.len()).finish_ib(&pkt);
     pkt.extend_from_slice(&icrc.to_le_bytes());
+    pkt
+}
+
+/// A well-formed RoCE v2 RC SEND_ONLY of "hi!!" to QPN 0xeeeeee, which no endpoint has, from
+/// `src`:`src_port` to `dst`:`dst_port` (IPv4) with a correct ICRC; and the same with one payload bit
+/// flipped, whose ICRC is then wrong.
+pub fn stray_send_only(src: &str, src_port: u16, dst: &str, dst_port: u16) -> (Vec<u8>, Vec<u8>) {
+    let pkt = send_only_v2((src, src_port), (dst, dst_port), 0xee_eeee, 1, *b"hi!!");
     let mut bad = pkt.clone();
     bad[12] ^= 1;
     (pkt, bad)

@@ -198,27 +198,20 @@ impl ImpairConfig {
     pub fn spec(&self) -> String {
         let mut items = Vec::new();
         for (prefix, d) in [("", self.tx()), ("rx:", self.rx)] {
-            let mut put = |key: &str, v: String| items.push(format!("{prefix}{key}={v}"));
-            if d.loss > 0.0 {
-                put("loss", percent(d.loss));
-            }
-            if d.burst > 1.0 {
-                put("burst", short(d.burst));
-            }
-            if d.duplicate > 0.0 {
-                put("dup", percent(d.duplicate));
-            }
-            if d.reorder > 0.0 {
-                put("reorder", percent(d.reorder));
-            }
-            if d.reorder_ns > 0 {
-                put("reorder_delay", duration(d.reorder_ns));
-            }
-            if d.delay_ns > 0 {
-                put("delay", duration(d.delay_ns));
-            }
-            if d.corrupt > 0.0 {
-                put("corrupt", percent(d.corrupt));
+            // (away from its default?, key, value).
+            let keys = [
+                (d.loss > 0.0, "loss", percent(d.loss)),
+                (d.burst > 1.0, "burst", short(d.burst)),
+                (d.duplicate > 0.0, "dup", percent(d.duplicate)),
+                (d.reorder > 0.0, "reorder", percent(d.reorder)),
+                (d.reorder_ns > 0, "reorder_delay", duration(d.reorder_ns)),
+                (d.delay_ns > 0, "delay", duration(d.delay_ns)),
+                (d.corrupt > 0.0, "corrupt", percent(d.corrupt)),
+            ];
+            for (set, key, v) in keys {
+                if set {
+                    items.push(format!("{prefix}{key}={v}"));
+                }
             }
         }
         items.push(format!("seed={}", self.seed));

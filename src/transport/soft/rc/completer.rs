@@ -66,16 +66,10 @@ impl Requester {
                         if !self.outstanding() {
                             return None;
                         }
-                        if ctx.cfg.rnr_retry != 7 {
-                            if self.rnr_left == 0 {
-                                return Some(CompletionStatus::RnrRetryExceeded);
-                            }
-                            self.rnr_left -= 1;
+                        if let Some(e) = self.rnr_wait(now, code, ctx) {
+                            return Some(e);
                         }
-                        // Wait the peer's RNR time, then go back to the refused packet.
-                        self.timers.stop(Timer::Retransmit);
-                        let wait = timer::rnr_timer(code);
-                        self.timers.set(Timer::Rnr, now.saturating_add(wait));
+                        // Then go back to the refused packet.
                         self.seek(self.comp_psn);
                         None
                     }
@@ -242,6 +236,21 @@ impl Requester {
             g.acknowledged(self.comp_psn);
         }
         self.rearm(now, ctx);
+    }
+
+    /// An RNR NAK with timer `code`: spends an RNR retry (7 means unlimited) and waits the peer's RNR
+    /// time instead of the retransmit timeout; the QP's error once the retries are spent.
+    pub(super) fn rnr_wait(&mut self, now: Instant, code: u8, ctx: &mut Ctx<'_>) -> Outcome {
+        if ctx.cfg.rnr_retry != 7 {
+            if self.rnr_left == 0 {
+                return Some(CompletionStatus::RnrRetryExceeded);
+            }
+            self.rnr_left -= 1;
+        }
+        self.timers.stop(Timer::Retransmit);
+        let wait = timer::rnr_timer(code);
+        self.timers.set(Timer::Rnr, now.saturating_add(wait));
+        None
     }
 
     /// Counts a NAK that ends the QP and gives the status its oldest work request fails with.

@@ -17,7 +17,7 @@
 //! };
 //! let (mut a, mut b) = (qp(0x11, 0x12, 1, 2), qp(0x12, 0x11, 2, 1));
 //! b.post_recv(&RecvRequest { wr_id: 7, offset: 0, len: 64 }).unwrap();
-//! let send = SendRequest { wr_id: 1, op: SendOp::Send, offset: 0, len: 5, remote: None, signaled: true, inline: false };
+//! let send = SendRequest::new(1, SendOp::Send, 0, 5, None);
 //! a.post_send(&send).unwrap();
 //! let mut buf = vec![0u8; a.max_packet_len()];
 //! let now = Instant::ZERO;
@@ -51,5 +51,5 @@ pub use config::{ConfigError, QpConfig};
 pub use counters::{Counters, DropCounts, NakCounts};
 pub use mr::{AccessViolation, BufferId, MemoryRegion, MemoryTable, MrError, MrKeys};
 pub use psn::Psn;
-pub use qp::{Qp, QpState};
+pub use qp::{LoneAck, Qp, QpState};
 pub use time::Instant;

@@ -46,6 +46,21 @@ pub struct Qp {
     state: QpState,
     /// Alternates requester and responder when both have packets ready, so neither starves.
     responder_turn: bool,
+    /// Request packets sent while a lone ACK waited behind them (at most [`ACK_BEHIND_MAX`]).
+    ack_behind: u32,
+}
+
+/// Most request packets a lone ACK waits behind before it goes anyway, so that a requester with a
+/// long queue never holds back the peer's window.
+const ACK_BEHIND_MAX: u32 = 16;
+
+/// Whether a transmission may keep a lone ACK back for the next one.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum LoneAck {
+    /// Everything queued goes, the ACK last.
+    Send,
+    /// A plain ACK that is all that is left stays queued (see [`Qp::poll_transmit_holding_ack`]).
+    Hold,
 }
 
 impl Qp {
@@ -85,6 +100,7 @@ impl Qp {
             ),
             state: QpState::Ready,
             responder_turn: false,
+            ack_behind: 0,
             mem,
             cfg,
         })
@@ -280,6 +296,30 @@ impl Qp {
     /// Writes the next packet to send into `buf` (at least `max_packet_len()` bytes) and returns its
     /// length, or `None` when nothing is ready. Call until `None` after every other call.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.transmit(now, buf, LoneAck::Send)
+    }
+
+    /// As [`poll_transmit`](Self::poll_transmit), but `None` rather than a plain ACK that is the only
+    /// packet left: a caller that transmits again soon (its next poll, with whatever its application
+    /// posts meanwhile) then sends that ACK, coalesced with any later one, after those packets and
+    /// in the same batch, instead of a batch of its own now. The ACK stays queued.
+    pub fn poll_transmit_holding_ack(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.transmit(now, buf, LoneAck::Hold)
+    }
+
+    /// Whether a transmission with `acks` may find a packet now: false when nothing is queued (or,
+    /// holding, only a lone ACK). Cheap, and it may say true when the requester turns out to be
+    /// blocked (window, READ credits, RNR wait), for a caller that skips idle queue pairs.
+    pub fn has_transmit_work(&self, acks: LoneAck) -> bool {
+        let answers =
+            self.resp.has_answers() && !(acks == LoneAck::Hold && self.resp.only_ack_queued());
+        match self.state {
+            QpState::Error(_) => answers,
+            QpState::Ready => answers || self.req.may_transmit(),
+        }
+    }
+
+    fn transmit(&mut self, now: Instant, buf: &mut [u8], acks: LoneAck) -> Option<usize> {
         let mut ctx = Ctx {
             cfg: &self.cfg,
             mem: &mut self.mem,
@@ -288,6 +328,21 @@ impl Qp {
         };
         let n = if let QpState::Error(_) = self.state {
             // Only a queued fatal NAK still goes out.
+            self.resp.poll_transmit(buf, &mut ctx)
+        } else if self.resp.only_ack_queued() {
+            // A lone ACK follows the requester's packets (up to a bound): IB lets an ACK be
+            // coalesced and sent after later packets, and the peer waits for our requests' answers
+            // first; the ACK then leaves in the same batch as they do.
+            if self.ack_behind < ACK_BEHIND_MAX {
+                if let Some(n) = self.req.poll_transmit(now, buf, &mut ctx) {
+                    self.ack_behind += 1;
+                    self.counters.tx_packets += 1;
+                    return Some(n);
+                }
+                if acks == LoneAck::Hold {
+                    return None;
+                }
+            }
             self.resp.poll_transmit(buf, &mut ctx)
         } else if self.responder_turn {
             self.resp
@@ -299,6 +354,7 @@ impl Qp {
                 .or_else(|| self.resp.poll_transmit(buf, &mut ctx))
         }?;
         self.responder_turn = !self.responder_turn;
+        self.ack_behind = 0;
         self.counters.tx_packets += 1;
         Some(n)
     }
@@ -390,10 +446,112 @@ fn flushed(wr_id: u64, op: crate::transport::CompletionOp, qp: u32) -> Completio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::RemoteAddr;
+    use crate::wire::Opcode;
 
     #[test]
     fn a_queue_pair_can_move_to_the_datapath_thread() {
         fn send<T: Send>() {}
         send::<Qp>();
+    }
+
+    fn pair() -> (Qp, Qp, RemoteAddr, RemoteAddr) {
+        let qp = |qpn, peer, psn, peer_psn| {
+            let mut mem = MemoryTable::new(qpn);
+            let keys = mem.add_registered(4096, Access(1 | 2 | 4 | 8));
+            let remote = RemoteAddr {
+                addr: keys.va,
+                rkey: keys.rkey,
+            };
+            let q = Qp::new(QpConfig::new(qpn, peer, psn, peer_psn, keys.lkey), mem).unwrap();
+            (q, remote)
+        };
+        let ((a, ra), (b, rb)) = (qp(0x11, 0x12, 1, 2), qp(0x12, 0x11, 2, 1));
+        (a, b, ra, rb)
+    }
+
+    fn write(id: u64, to: RemoteAddr) -> SendRequest {
+        SendRequest {
+            wr_id: id,
+            op: SendOp::Write,
+            offset: 0,
+            len: 2,
+            remote: Some(to),
+            signaled: true,
+            inline: false,
+        }
+    }
+
+    fn opcode(pkt: &[u8]) -> Opcode {
+        IbRepr::parse(pkt).unwrap().0.bth.opcode
+    }
+
+    #[test]
+    fn a_lone_ack_is_held_for_the_next_transmission_and_follows_the_requesters_packets() {
+        let (mut a, mut b, ra, rb) = pair();
+        let now = Instant::ZERO;
+        let mut buf = vec![0u8; a.max_packet_len()];
+        a.post_send(&write(1, rb)).unwrap();
+        let n = a.poll_transmit(now, &mut buf).unwrap();
+        b.handle_packet(now, &buf[..n]);
+        // B owes an ACK and has nothing else: holding, it sends nothing and keeps the ACK.
+        assert!(!b.has_transmit_work(LoneAck::Hold));
+        assert!(b.has_transmit_work(LoneAck::Send));
+        assert_eq!(b.poll_transmit_holding_ack(now, &mut buf), None);
+        assert_eq!(b.counters().acks_sent, 0);
+        // B's own WRITE goes first, the ACK right after it, in the same transmission.
+        b.post_send(&write(2, ra)).unwrap();
+        assert!(b.has_transmit_work(LoneAck::Hold));
+        let mut sent = Vec::new();
+        while let Some(n) = b.poll_transmit(now, &mut buf) {
+            sent.push(opcode(&buf[..n]));
+            a.handle_packet(now, &buf[..n]);
+        }
+        assert_eq!(sent, [Opcode::RC_RDMA_WRITE_ONLY, Opcode::RC_ACKNOWLEDGE]);
+        let c = a.poll_completion().expect("A's WRITE is acknowledged");
+        assert_eq!((c.wr_id, c.status), (1, CompletionStatus::Success));
+        // Without holding, a lone ACK goes at once.
+        assert_eq!(a.poll_transmit_holding_ack(now, &mut buf), None);
+        let n = a.poll_transmit(now, &mut buf).unwrap();
+        assert_eq!(opcode(&buf[..n]), Opcode::RC_ACKNOWLEDGE);
+        assert!(!a.has_transmit_work(LoneAck::Send));
+    }
+
+    #[test]
+    fn a_lone_ack_waits_behind_at_most_sixteen_request_packets() {
+        let (mut a, mut b, ra, rb) = pair();
+        let now = Instant::ZERO;
+        let mut buf = vec![0u8; a.max_packet_len()];
+        a.post_send(&write(1, rb)).unwrap();
+        let n = a.poll_transmit(now, &mut buf).unwrap();
+        b.handle_packet(now, &buf[..n]);
+        for i in 0..40 {
+            b.post_send(&write(10 + i, ra)).unwrap();
+        }
+        let mut sent = Vec::new();
+        while let Some(n) = b.poll_transmit_holding_ack(now, &mut buf) {
+            sent.push(opcode(&buf[..n]));
+        }
+        let ack = sent.iter().position(|&o| o == Opcode::RC_ACKNOWLEDGE);
+        assert_eq!(ack, Some(ACK_BEHIND_MAX as usize), "{sent:?}");
+        assert_eq!(sent.len(), 41);
+    }
+
+    #[test]
+    fn a_nak_is_never_held() {
+        let (mut a, mut b, _, rb) = pair();
+        let now = Instant::ZERO;
+        let mut buf = vec![0u8; a.max_packet_len()];
+        a.post_send(&write(1, rb)).unwrap();
+        a.post_send(&write(2, rb)).unwrap();
+        let _lost = a.poll_transmit(now, &mut buf).unwrap();
+        let n = a.poll_transmit(now, &mut buf).unwrap();
+        b.handle_packet(now, &buf[..n]);
+        // The gap is answered with a PSN sequence NAK, which leaves even when holding.
+        let n = b
+            .poll_transmit_holding_ack(now, &mut buf)
+            .expect("the NAK goes");
+        let aeth = IbRepr::parse(&buf[..n]).unwrap().0.aeth.unwrap();
+        assert!(!matches!(aeth.kind(), crate::wire::AethKind::Ack { .. }));
     }
 }

@@ -191,6 +191,12 @@ impl Requester {
         self.sq.front().is_some_and(|w| w.started)
     }
 
+    /// Whether [`poll_transmit`](Self::poll_transmit) may have a packet: a work request not yet
+    /// (fully) sent. Selective repeat always may (its resends are not behind the cursor).
+    pub fn may_transmit(&self) -> bool {
+        self.cursor < self.sq.len() || self.sr.is_some()
+    }
+
     /// Points transmission at `psn`: the work request holding it, or the end of the queue.
     pub fn seek(&mut self, psn: Psn) {
         self.req_psn = psn;

@@ -1,6 +1,7 @@
 //! A queue pair's receive direction: where bytes go, and how they become payloads and completions.
 
 use super::{FrameOp, HEADER_LEN, Header, QpState, RxFrame, STAGE_TAIL, TxFrame, closed};
+use crate::transport::tcp::frame::OPERANDS_LEN;
 use crate::transport::{Completion, CompletionOp, CompletionStatus, Error, Result};
 use std::collections::VecDeque;
 
@@ -100,10 +101,34 @@ impl QpState {
                     self.idx
                 )));
             };
+            // An atomic's operands are read whole from the staging area with its header.
+            if self.stage_end - self.stage_start < HEADER_LEN + hdr.operands_len() {
+                return Ok(Stop::Bytes);
+            }
             let Some(dest) = self.place(&hdr)? else {
                 return Ok(Stop::Receive);
             };
             self.stage_start += HEADER_LEN;
+            // Acknowledgements complete this side's work at once, whatever the frame carries.
+            if hdr.acks > 0 {
+                self.take_acks(hdr.acks, cq)?;
+                *progressed = true;
+            }
+            if hdr.operands_len() > 0 {
+                let at = self.stage_start;
+                let operand = |i: usize| {
+                    u64::from_le_bytes(
+                        self.stage[at + 8 * i..at + 8 * i + 8]
+                            .try_into()
+                            .expect("8 bytes"),
+                    )
+                };
+                let (first, second) = (operand(0), operand(1));
+                self.stage_start += OPERANDS_LEN;
+                self.execute_atomic(hdr.op, dest, first, second);
+                *progressed = true;
+                continue;
+            }
             let fr = RxFrame { hdr, dest, done: 0 };
             if hdr.has_payload() {
                 self.rx = Some(fr);
@@ -112,6 +137,28 @@ impl QpState {
                 *progressed = true;
             }
         }
+    }
+
+    /// The peer acknowledged `n` of the signaled SENDs and WRITEs written: they complete, in order.
+    fn take_acks(&mut self, n: u32, cq: &mut VecDeque<Completion>) -> Result<()> {
+        for _ in 0..n {
+            let Some((wr_id, op, byte_len)) = self.unacked.pop_front() else {
+                return Err(Error::Connection(format!(
+                    "data connection {}: the peer acknowledged more than this side sent",
+                    self.idx
+                )));
+            };
+            self.outstanding -= 1;
+            cq.push_back(Completion {
+                wr_id,
+                qp: self.idx as u32,
+                status: CompletionStatus::Success,
+                op,
+                byte_len,
+                imm: None,
+            });
+        }
+        Ok(())
     }
 
     /// The peer closed its end. An error only while this side still waits for the peer (as a verbs QP
@@ -166,14 +213,50 @@ impl QpState {
                 }
                 Ok(Some(h.offset as usize))
             }
+            FrameOp::FetchAdd | FrameOp::CmpSwap => {
+                let end = h.offset.checked_add(8);
+                if end.is_none_or(|e| e > self.buf.len() as u64) || len != 8 {
+                    return bad("atomic");
+                }
+                if !h.offset.is_multiple_of(8) {
+                    return Err(Error::Connection(format!(
+                        "data connection {idx}: the peer's atomic at offset {} is not on an 8-byte aligned word",
+                        h.offset
+                    )));
+                }
+                Ok(Some(h.offset as usize))
+            }
             FrameOp::Ack => Ok(Some(0)),
             FrameOp::ReadResp => match self.reads.front() {
-                Some(r) if r.len == len => Ok(Some(r.offset)),
+                Some(r) if r.len == len && r.op == CompletionOp::Read => Ok(Some(r.offset)),
                 _ => Err(Error::Connection(format!(
                     "data connection {idx}: a READ response of {len} bytes arrived that matches no outstanding READ"
                 ))),
             },
+            FrameOp::AtomicResp => match self.reads.front() {
+                Some(r) if r.op != CompletionOp::Read => Ok(Some(r.offset)),
+                _ => Err(Error::Connection(format!(
+                    "data connection {idx}: an atomic response arrived that matches no outstanding atomic"
+                ))),
+            },
         }
+    }
+
+    /// Runs an atomic on the 8-byte word at `at` (in host order, as the peer's CPU would) and queues
+    /// the response with the original value.
+    fn execute_atomic(&mut self, op: FrameOp, at: usize, first: u64, second: u64) {
+        let word: &mut [u8] = &mut self.buf[at..at + 8];
+        let orig = u64::from_ne_bytes(word[..8].try_into().expect("8 bytes"));
+        let new = match op {
+            FrameOp::FetchAdd => orig.wrapping_add(first),
+            _ if orig == first => second,
+            _ => orig,
+        };
+        word.copy_from_slice(&new.to_ne_bytes());
+        self.push_reply(TxFrame::reply(
+            Header::bare(FrameOp::AtomicResp, 8, orig),
+            0,
+        ));
     }
 
     /// A frame has been fully received: complete receives and reads, queue READ responses.
@@ -203,18 +286,8 @@ impl QpState {
                 ));
                 return Ok(());
             }
-            FrameOp::Ack => {
-                for _ in 0..h.offset {
-                    let Some((wr_id, op, byte_len)) = self.unacked.pop_front() else {
-                        return Err(Error::Connection(format!(
-                            "data connection {qp}: the peer acknowledged more than this side sent"
-                        )));
-                    };
-                    self.outstanding -= 1;
-                    cq.push_back(success(wr_id, op, byte_len, None));
-                }
-                return Ok(());
-            }
+            // Its acknowledgements were taken with its header.
+            FrameOp::Ack => return Ok(()),
             FrameOp::ReadResp => {
                 let r = self
                     .reads
@@ -225,6 +298,22 @@ impl QpState {
                     cq.push_back(success(r.wr_id, CompletionOp::Read, h.len, None));
                 }
                 return Ok(());
+            }
+            FrameOp::AtomicResp => {
+                let r = self
+                    .reads
+                    .pop_front()
+                    .expect("placement matched a pending atomic");
+                self.outstanding -= 1;
+                // The original travels in the header's offset field; it lands in host order.
+                self.buf[r.offset..r.offset + 8].copy_from_slice(&h.offset.to_ne_bytes());
+                if r.signaled {
+                    cq.push_back(success(r.wr_id, r.op, 8, None));
+                }
+                return Ok(());
+            }
+            FrameOp::FetchAdd | FrameOp::CmpSwap => {
+                unreachable!("atomic requests are executed in process()")
             }
         };
         let r = self

@@ -248,8 +248,8 @@ fn acknowledgements_complete_the_sender_at_every_split() {
     let reply = drain(&mut b, usize::MAX);
     assert_eq!(
         reply.len(),
-        HEADER_LEN + 64 + HEADER_LEN,
-        "READ response, then one ack"
+        HEADER_LEN + 64,
+        "the READ response carries the three acks"
     );
     let answer = pattern(4096, 9);
     for k in 0..=reply.len() {
@@ -258,16 +258,57 @@ fn acknowledgements_complete_the_sender_at_every_split() {
         let mut cq = VecDeque::new();
         deliver(&mut a2, &reply[..k], usize::MAX, &mut cq).unwrap();
         deliver(&mut a2, &reply[k..], usize::MAX, &mut cq).unwrap();
+        // Posting order, as an RC send queue completes: the acks ride in the READ response's
+        // header and complete their WRITE and SENDs before its payload completes the READ.
         let want = [
-            done(5, CompletionOp::Read, 64, None),
             done(1, CompletionOp::Write, 100, None),
             done(2, CompletionOp::Send, 10, None),
             done(3, CompletionOp::Send, 5, None),
+            done(5, CompletionOp::Read, 64, None),
         ];
         assert_eq!(cq.iter().copied().collect::<Vec<_>>(), want, "split at {k}");
         assert_eq!(&a2.buf()[2000..2064], &answer[512..576], "READ placed");
         assert_eq!((a2.outstanding, a2.unacked.len()), (0, 0), "all retired");
     }
+}
+
+#[test]
+fn acknowledgements_take_a_frame_of_their_own_only_when_nothing_waits_to_leave() {
+    let mut a = qp(4096);
+    a.post_send(&wr(1, SendOp::Write, 0, 2, 0, true)).unwrap();
+    a.post_send(&wr(2, SendOp::Write, 0, 2, 0, true)).unwrap();
+    let stream = drain(&mut a, usize::MAX);
+    let mut b = qp(4096);
+    let mut cq = VecDeque::new();
+    deliver(&mut b, &stream, usize::MAX, &mut cq).unwrap();
+    // Nothing queued: one ACK frame for both.
+    b.queue_acks();
+    let ack = drain(&mut b, usize::MAX);
+    assert_eq!(ack.len(), HEADER_LEN);
+    deliver(&mut a, &ack, usize::MAX, &mut cq).unwrap();
+    assert_eq!(cq.len(), 2, "both WRITEs complete");
+    // A reply queued and not started: the ack rides on its header, as one 26-byte message.
+    a.post_send(&wr(3, SendOp::Write, 0, 2, 0, true)).unwrap();
+    let stream = drain(&mut a, usize::MAX);
+    deliver(&mut b, &stream, usize::MAX, &mut cq).unwrap();
+    b.post_send(&wr(9, SendOp::Write, 0, 2, 0, true)).unwrap();
+    b.queue_acks();
+    let reply = drain(&mut b, usize::MAX);
+    assert_eq!(reply.len(), HEADER_LEN + 2);
+    cq.clear();
+    deliver(&mut a, &reply, usize::MAX, &mut cq).unwrap();
+    assert_eq!(
+        cq.iter().copied().collect::<Vec<_>>(),
+        [done(3, CompletionOp::Write, 2, None)]
+    );
+    // A frame that started to leave takes no more acks: they follow in a frame of their own.
+    b.post_send(&wr(10, SendOp::Write, 0, 2, 0, true)).unwrap();
+    transmit(&mut b, 5);
+    a.post_send(&wr(4, SendOp::Write, 0, 2, 0, true)).unwrap();
+    let stream = drain(&mut a, usize::MAX);
+    deliver(&mut b, &stream, usize::MAX, &mut cq).unwrap();
+    b.queue_acks();
+    assert_eq!(b.tx.len(), 2, "the half-sent WRITE, then an ACK");
 }
 
 #[test]
@@ -341,7 +382,7 @@ fn a_corrupt_or_impossible_stream_is_a_connection_error() {
         deliver(&mut qp(4096), &garbage, 1, &mut cq),
         "not roceperf's",
     );
-    let ack = Header::bare(FrameOp::Ack, 0, 1).emit();
+    let ack = Header::ack(1).emit();
     expect_connection_error(
         deliver(&mut qp(4096), &ack, 1, &mut cq),
         "acknowledged more than this side sent",
@@ -394,11 +435,24 @@ fn posting_checks_depths_and_ranges() {
     assert!(
         matches!(a.post_send(&local), Err(Error::InvalidRequest(m)) if m.contains("queue pair 3's"))
     );
-    let atomic = wr(1, SendOp::FetchAdd(1), 0, 8, 0, true);
-    assert!(matches!(
-        a.post_send(&atomic),
-        Err(Error::InvalidRequest(_))
-    ));
+    let unaligned = wr(1, SendOp::FetchAdd(1), 0, 8, 4, true);
+    assert!(
+        matches!(a.post_send(&unaligned), Err(Error::InvalidRequest(m)) if m.contains("8-byte aligned"))
+    );
+    let long = wr(
+        1,
+        SendOp::CompareSwap {
+            compare: 1,
+            swap: 2,
+        },
+        0,
+        16,
+        0,
+        true,
+    );
+    assert!(
+        matches!(a.post_send(&long), Err(Error::InvalidRequest(m)) if m.contains("exactly 8 bytes"))
+    );
     a.post_send(&wr(1, SendOp::Read, 0, 8, 0, true)).unwrap();
     let second_read = wr(2, SendOp::Read, 0, 8, 0, true);
     assert!(
@@ -418,4 +472,88 @@ fn posting_checks_depths_and_ranges() {
         len: 8,
     };
     assert!(matches!(a.post_recv(&extra), Err(Error::QueueFull)));
+}
+
+#[test]
+fn atomics_run_at_the_responder_in_order_however_the_stream_is_cut() {
+    for chunk in [1, 7, HEADER_LEN, HEADER_LEN + 5, 41, 1000] {
+        let mut a = qp(4096);
+        let mut b = qp(4096);
+        b.buf_mut()[64..72].copy_from_slice(&10u64.to_ne_bytes());
+        b.buf_mut()[128..136].copy_from_slice(&5u64.to_ne_bytes());
+        a.post_send(&wr(1, SendOp::FetchAdd(3), 0, 8, 64, false))
+            .unwrap();
+        a.post_send(&wr(2, SendOp::FetchAdd(3), 8, 8, 64, true))
+            .unwrap();
+        // Succeeds (5 → 9), then fails (9 is not 5) and leaves the word alone.
+        let cas = SendOp::CompareSwap {
+            compare: 5,
+            swap: 9,
+        };
+        a.post_send(&wr(3, cas, 16, 8, 128, true)).unwrap();
+        a.post_send(&wr(4, cas, 24, 8, 128, true)).unwrap();
+        let stream = drain(&mut a, chunk);
+        assert_eq!(
+            stream.len(),
+            4 * (HEADER_LEN + OPERANDS_LEN),
+            "requests carry operands"
+        );
+        let mut cq = VecDeque::new();
+        assert!(deliver(&mut b, &stream, chunk, &mut cq).unwrap().is_empty());
+        assert!(cq.is_empty(), "the responder completes nothing");
+        let word =
+            |q: &QpState, at: usize| u64::from_ne_bytes(q.buf()[at..at + 8].try_into().unwrap());
+        assert_eq!((word(&b, 64), word(&b, 128)), (16, 9), "chunk {chunk}");
+        let answers = drain(&mut b, chunk);
+        assert_eq!(answers.len(), 4 * HEADER_LEN, "answers are headers only");
+        assert!(
+            deliver(&mut a, &answers, chunk, &mut cq)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            cq.iter().copied().collect::<Vec<_>>(),
+            [
+                done(2, CompletionOp::FetchAdd, 8, None),
+                done(3, CompletionOp::CompareSwap, 8, None),
+                done(4, CompletionOp::CompareSwap, 8, None)
+            ],
+            "the unsignaled add retires silently"
+        );
+        assert_eq!(
+            [word(&a, 0), word(&a, 8), word(&a, 16), word(&a, 24)],
+            [10, 13, 5, 9],
+            "each original in its slot"
+        );
+        assert!(a.close_by_peer().is_ok(), "nothing outstanding");
+    }
+}
+
+#[test]
+fn an_atomic_response_matches_no_read() {
+    let mut a = qp(4096);
+    a.post_send(&wr(1, SendOp::Read, 0, 8, 0, true)).unwrap();
+    let mut cq = VecDeque::new();
+    let resp = Header::bare(FrameOp::AtomicResp, 8, 7).emit();
+    let e = deliver(&mut a, &resp, usize::MAX, &mut cq).unwrap_err();
+    assert!(e.to_string().contains("no outstanding atomic"), "{e}");
+    let mut b = qp(4096);
+    b.post_send(&wr(1, SendOp::FetchAdd(1), 0, 8, 0, true))
+        .unwrap();
+    let resp = Header::bare(FrameOp::ReadResp, 8, 0).emit();
+    let mut bytes = resp.to_vec();
+    bytes.extend_from_slice(&[0; 8]);
+    let e = deliver(&mut b, &bytes, usize::MAX, &mut cq).unwrap_err();
+    assert!(e.to_string().contains("no outstanding READ"), "{e}");
+}
+
+#[test]
+fn a_misaligned_or_outside_atomic_from_the_peer_ends_the_connection() {
+    for (offset, what) in [(4u64, "aligned"), (4096, "outside")] {
+        let mut b = qp(4096);
+        let mut bytes = Header::bare(FrameOp::FetchAdd, 8, offset).emit().to_vec();
+        bytes.extend_from_slice(&[0; OPERANDS_LEN]);
+        let e = deliver(&mut b, &bytes, usize::MAX, &mut VecDeque::new()).unwrap_err();
+        assert!(e.to_string().contains(what), "{e}");
+    }
 }

@@ -10,7 +10,6 @@ use super::super::packet::{self, Response};
 use super::super::psn::Psn;
 use super::super::requester::Requester;
 use super::super::time::Instant;
-use super::super::timer::{self, Timer};
 use super::PsnOrder;
 
 impl Requester {
@@ -148,16 +147,7 @@ impl Requester {
                         if !self.outstanding() {
                             return None;
                         }
-                        if ctx.cfg.rnr_retry != 7 {
-                            if self.rnr_left == 0 {
-                                return Some(CompletionStatus::RnrRetryExceeded);
-                            }
-                            self.rnr_left -= 1;
-                        }
-                        self.timers.stop(Timer::Retransmit);
-                        let wait = timer::rnr_timer(code);
-                        self.timers.set(Timer::Rnr, now.saturating_add(wait));
-                        return None;
+                        return self.rnr_wait(now, code, ctx);
                     }
                     AethKind::Nak(code) => {
                         // Fatal, exactly as under go-back-N.

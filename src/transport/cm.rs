@@ -1,0 +1,107 @@
+//! Connection setup through the Communication Manager (`-R`, rdma_cm's way): the part of the
+//! transport contract behind it. The peer is addressed by IP address and port (a service ID); the
+//! queue pair numbers, starting PSNs and RDMA READ depths travel in the CM's REQ and REP, and the
+//! transport connects the queue pair itself once they are agreed.
+//!
+//! `soft` speaks the CM protocol on QP1 itself; `verbs` goes through librdmacm; `tcp` has no CM.
+
+use std::net::{IpAddr, SocketAddr};
+
+use super::Result;
+pub use crate::wire::cm::RejectReason;
+
+/// What a queue pair asks for when it connects through the CM (rdma_cm's `struct rdma_conn_param`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CmQpParams {
+    /// RDMA READs / atomics this side accepts at once as responder.
+    pub responder_resources: u8,
+    /// RDMA READs / atomics this side issues at once.
+    pub initiator_depth: u8,
+    /// Transport retries (3 bits).
+    pub retry_count: u8,
+    /// RNR retries (3 bits; 7 = forever).
+    pub rnr_retry_count: u8,
+    /// Local ACK timeout (`-u`: 4.096 µs × 2^n).
+    pub ack_timeout: u8,
+}
+
+/// The peer's queue pair as the CM exchange described it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CmPeer {
+    /// The peer's address.
+    pub ip: IpAddr,
+    /// Its queue pair number.
+    pub qpn: u32,
+    /// The first PSN it sends.
+    pub psn: u32,
+    /// The path MTU both sides use, in bytes.
+    pub mtu: u32,
+    /// RDMA READs / atomics it accepts at once as responder.
+    pub responder_resources: u8,
+}
+
+/// What happened to a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CmEvent {
+    /// A connection request arrived on a port we listen on: accept it onto a queue pair or reject it.
+    Request {
+        /// The request, for [`CmEndpoint::cm_accept`] / [`CmEndpoint::cm_reject`].
+        req: u32,
+        /// Where it came from.
+        from: IpAddr,
+        /// The peer's queue pair number (as its REQ says).
+        peer_qpn: u32,
+        /// The application's private data in the request.
+        private_data: Vec<u8>,
+    },
+    /// Queue pair `qp` is connected to `peer`.
+    Established {
+        /// Our queue pair.
+        qp: usize,
+        /// The peer's.
+        peer: CmPeer,
+    },
+    /// The peer rejected our request (or our reply).
+    Rejected {
+        /// Our queue pair.
+        qp: usize,
+        /// Why, as the REJ says.
+        reason: RejectReason,
+    },
+    /// The peer never answered (address or route unreachable, or nobody speaks the CM there).
+    Unanswered {
+        /// Our queue pair.
+        qp: usize,
+        /// What went unanswered, e.g. `REQ sent 9 times over 4.5 s`.
+        detail: String,
+    },
+    /// The connection of queue pair `qp` is down.
+    Disconnected {
+        /// Our queue pair.
+        qp: usize,
+    },
+}
+
+/// A transport that can connect its queue pairs through the CM.
+pub trait CmEndpoint {
+    /// Accepts connection requests for `port` from now on.
+    fn cm_listen(&mut self, port: u16) -> Result<()>;
+    /// Asks the listener at `to` to connect to queue pair `qp`; [`CmEvent::Established`],
+    /// [`CmEvent::Rejected`] or [`CmEvent::Unanswered`] follows.
+    fn cm_connect(
+        &mut self,
+        qp: usize,
+        to: SocketAddr,
+        params: &CmQpParams,
+        private_data: &[u8],
+    ) -> Result<()>;
+    /// Accepts request `req` onto queue pair `qp`; [`CmEvent::Established`] follows.
+    fn cm_accept(&mut self, req: u32, qp: usize, params: &CmQpParams) -> Result<()>;
+    /// Rejects request `req` ("consumer reject").
+    fn cm_reject(&mut self, req: u32) -> Result<()>;
+    /// Disconnects queue pair `qp` (DREQ); [`CmEvent::Disconnected`] follows.
+    fn cm_disconnect(&mut self, qp: usize) -> Result<()>;
+    /// Drives the transport once (a software transport receives and sends here; completions stay
+    /// for `poll_cq`) and returns the next event, if any. Does not block for long.
+    fn cm_poll(&mut self) -> Result<Option<CmEvent>>;
+}

@@ -1,0 +1,273 @@
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use super::*;
+use crate::wire::mad::MAD_LEN;
+
+const A: &str = "10.0.0.1";
+const B: &str = "10.0.0.2";
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn agent(seed: u64) -> CmAgent {
+    CmAgent::new(CmConfig {
+        guid: 0x0200_00ff_fe00_0000 | seed,
+        retransmit: Duration::from_millis(100),
+        max_retries: 3,
+        seed,
+    })
+}
+
+fn offer(qpn: u32, psn: u32) -> QpOffer {
+    QpOffer {
+        qpn,
+        psn,
+        mtu: RoceMtu::from_bytes(1024).unwrap(),
+        responder_resources: 16,
+        initiator_depth: 8,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        ack_timeout: 14,
+    }
+}
+
+/// Moves every queued MAD from `from` (at address `from_ip`) to `to`; returns how many.
+fn carry(from: &mut CmAgent, from_ip: &str, to: &mut CmAgent, now: Instant) -> usize {
+    let mut buf = [0u8; MAD_LEN];
+    let mut n = 0;
+    while let Some((_, len)) = from.poll_transmit(&mut buf) {
+        to.handle(now, ip(from_ip), &buf[..len]);
+        n += 1;
+    }
+    n
+}
+
+/// Drops every queued MAD; returns how many.
+fn lose(from: &mut CmAgent) -> usize {
+    let mut buf = [0u8; MAD_LEN];
+    std::iter::from_fn(|| from.poll_transmit(&mut buf)).count()
+}
+
+fn events(a: &mut CmAgent) -> Vec<CmEvent> {
+    std::iter::from_fn(|| a.poll_event()).collect()
+}
+
+fn t(ms: u64) -> Instant {
+    Instant::from_nanos(ms * 1_000_000)
+}
+
+fn start(client: &mut CmAgent, port: u16) -> ConnId {
+    client.connect(
+        t(0),
+        SocketAddr::new(ip(A), 33000),
+        SocketAddr::new(ip(B), port),
+        &offer(0x100, 0x1111),
+        b"hello",
+    )
+}
+
+#[test]
+fn req_rep_rtu_connects_both_sides_with_each_others_queue_pairs() {
+    let (mut a, mut b) = (agent(1), agent(2));
+    b.listen(18515);
+    let ca = start(&mut a, 18515);
+    assert_eq!(carry(&mut a, A, &mut b, t(1)), 1);
+    let ev = events(&mut b);
+    let [
+        CmEvent::Request {
+            conn,
+            from,
+            port,
+            cma,
+            peer,
+            private_data,
+        },
+    ] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!((*from, *port), (ip(A), 18515));
+    assert_eq!(cma.unwrap().src, SocketAddr::new(ip(A), 33000));
+    assert_eq!(
+        (peer.qpn, peer.psn, peer.mtu.bytes()),
+        (0x100, 0x1111, 1024)
+    );
+    assert_eq!(&private_data[..5], b"hello");
+    b.accept(t(2), *conn, &offer(0x200, 0x2222)).unwrap();
+    assert_eq!(carry(&mut b, B, &mut a, t(3)), 1, "REP");
+    let ev = events(&mut a);
+    let [CmEvent::Established { conn: c, peer }] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(*c, ca);
+    assert_eq!((peer.qpn, peer.psn), (0x200, 0x2222));
+    // Our responder resources are capped by the peer's initiator depth, and the other way round.
+    assert_eq!((peer.responder_resources, peer.initiator_depth), (8, 8));
+    assert_eq!(carry(&mut a, A, &mut b, t(4)), 1, "RTU");
+    assert!(matches!(&events(&mut b)[..], [CmEvent::Established { .. }]));
+    assert_eq!(a.poll_timeout(), None, "nothing left to resend");
+    assert_eq!(b.poll_timeout(), None);
+}
+
+#[test]
+fn a_req_for_a_port_nobody_listens_on_is_rejected_as_invalid_service_id() {
+    let (mut a, mut b) = (agent(1), agent(2));
+    b.listen(1);
+    start(&mut a, 18515);
+    carry(&mut a, A, &mut b, t(1));
+    assert!(events(&mut b).is_empty());
+    carry(&mut b, B, &mut a, t(2));
+    let ev = events(&mut a);
+    assert!(
+        matches!(
+            &ev[..],
+            [CmEvent::Rejected {
+                reason: RejectReason::InvalidServiceId,
+                ..
+            }]
+        ),
+        "{ev:?}"
+    );
+    a.handle_timeout(t(1000));
+    assert!(events(&mut a).is_empty(), "a rejected REQ is not resent");
+}
+
+#[test]
+fn the_application_may_reject_with_consumer_reject() {
+    let (mut a, mut b) = (agent(1), agent(2));
+    b.listen(7);
+    start(&mut a, 7);
+    carry(&mut a, A, &mut b, t(1));
+    let Some(CmEvent::Request { conn, .. }) = b.poll_event() else {
+        panic!()
+    };
+    b.reject(conn, RejectReason::ConsumerDefined).unwrap();
+    assert!(b.accept(t(1), conn, &offer(1, 1)).is_err(), "decided once");
+    carry(&mut b, B, &mut a, t(2));
+    let ev = events(&mut a);
+    assert!(matches!(
+        &ev[..],
+        [CmEvent::Rejected {
+            reason: RejectReason::ConsumerDefined,
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn a_lost_rep_is_recovered_by_the_resent_req() {
+    let (mut a, mut b) = (agent(1), agent(2));
+    b.listen(9);
+    start(&mut a, 9);
+    carry(&mut a, A, &mut b, t(1));
+    let Some(CmEvent::Request { conn, .. }) = b.poll_event() else {
+        panic!()
+    };
+    b.accept(t(1), conn, &offer(0x200, 5)).unwrap();
+    assert_eq!(lose(&mut b), 1, "the REP is lost");
+    a.handle_timeout(t(150));
+    assert_eq!(carry(&mut a, A, &mut b, t(150)), 1, "REQ again");
+    assert!(
+        events(&mut b).is_empty(),
+        "a duplicate REQ is no new request"
+    );
+    assert_eq!(carry(&mut b, B, &mut a, t(151)), 1, "REP again");
+    assert!(matches!(&events(&mut a)[..], [CmEvent::Established { .. }]));
+    // The RTU is lost too: the passive side resends its REP, the active side its RTU.
+    lose(&mut a);
+    b.handle_timeout(t(300));
+    carry(&mut b, B, &mut a, t(300));
+    assert!(events(&mut a).is_empty());
+    carry(&mut a, A, &mut b, t(301));
+    assert!(matches!(&events(&mut b)[..], [CmEvent::Established { .. }]));
+    assert_eq!(a.counters().retransmits, 1);
+    assert_eq!(b.counters().retransmits, 1);
+}
+
+#[test]
+fn an_unanswered_req_times_out_after_its_retries() {
+    let mut a = agent(1);
+    let conn = start(&mut a, 9);
+    let mut sent = lose(&mut a);
+    for k in 1..10 {
+        a.handle_timeout(t(100 * k + 1));
+        sent += lose(&mut a);
+    }
+    assert_eq!(sent, 1 + 3 + 1, "the REQ, 3 resends, then a REJ timeout");
+    let ev = events(&mut a);
+    assert_eq!(
+        ev,
+        [CmEvent::TimedOut {
+            conn,
+            unanswered: "REQ",
+            sent: 4
+        }]
+    );
+    assert_eq!(a.poll_timeout(), None);
+}
+
+#[test]
+fn an_mra_buys_time() {
+    let (mut a, mut b) = (agent(1), agent(2));
+    let conn = start(&mut a, 9);
+    lose(&mut a);
+    let mra = crate::wire::cm::MraRepr {
+        local_comm_id: 77,
+        remote_comm_id: conn.0,
+        message_mraed: crate::wire::cm::Answered::Req,
+        service_timeout: 18, // about 1.07 s
+        private_data: [0; 222],
+    };
+    let mut buf = [0u8; MAD_LEN];
+    CmMessage::Mra(mra).emit(1, &mut buf);
+    a.handle(t(10), ip(B), &buf);
+    a.handle_timeout(t(500));
+    assert_eq!(lose(&mut a), 0, "no resend while the MRA's time runs");
+    assert!(a.poll_timeout().unwrap() > t(1000));
+    let _ = &mut b;
+}
+
+#[test]
+fn dreq_drep_disconnects_both_and_a_repeated_dreq_is_answered() {
+    let (mut a, mut b) = (agent(1), agent(2));
+    b.listen(9);
+    let ca = start(&mut a, 9);
+    carry(&mut a, A, &mut b, t(1));
+    let Some(CmEvent::Request { conn: cb, .. }) = b.poll_event() else {
+        panic!()
+    };
+    b.accept(t(1), cb, &offer(2, 2)).unwrap();
+    carry(&mut b, B, &mut a, t(2));
+    carry(&mut a, A, &mut b, t(3));
+    events(&mut a);
+    events(&mut b);
+    b.disconnect(t(4), cb).unwrap();
+    carry(&mut b, B, &mut a, t(5));
+    assert_eq!(events(&mut a), [CmEvent::Disconnected { conn: ca }]);
+    assert_eq!(carry(&mut a, A, &mut b, t(6)), 1, "DREP");
+    assert_eq!(events(&mut b), [CmEvent::Disconnected { conn: cb }]);
+    // b's DREQ again (as if the DREP were lost): answered, no second event.
+    let mut buf = [0u8; MAD_LEN];
+    CmMessage::Dreq(crate::wire::cm::DreqRepr::new(cb.0, ca.0, 0x100)).emit(5, &mut buf);
+    a.handle(t(7), ip(B), &buf);
+    assert_eq!(carry(&mut a, A, &mut b, t(7)), 1);
+    assert!(events(&mut a).is_empty());
+    // A DREQ for a connection nobody knows is answered too (ib_cm does), so its sender stops.
+    CmMessage::Dreq(crate::wire::cm::DreqRepr::new(5, 6, 7)).emit(6, &mut buf);
+    a.handle(t(8), ip(B), &buf);
+    assert_eq!(lose(&mut a), 1);
+}
+
+#[test]
+fn junk_is_counted_and_dropped() {
+    let mut a = agent(1);
+    a.handle(t(0), ip(B), &[0u8; 10]);
+    a.handle(t(0), ip(B), &[1u8; MAD_LEN]);
+    let mut buf = [0u8; MAD_LEN];
+    CmMessage::Rtu(crate::wire::cm::RtuRepr::new(1, 2)).emit(1, &mut buf);
+    a.handle(t(0), ip(B), &buf);
+    assert_eq!(a.counters().dropped, 3);
+    assert!(events(&mut a).is_empty());
+}

@@ -1,0 +1,154 @@
+//! [`Engine`]: the state machine behind one soft queue pair, RC, UC or UD (`-c`), as one type.
+//!
+//! An enum rather than a trait object, so the endpoint's per-packet loop stays free of dynamic
+//! dispatch; each arm forwards to its engine ([`rc::Qp`], [`UcQp`], [`UdQp`]).
+
+use super::counters::SoftCounters;
+use super::rc::{self, MemoryTable, Qp, QpConfig};
+use super::unreliable::{Grh, UcQp, UdQp};
+use crate::params::ConnType;
+use crate::transport::{Completion, RecvRequest, Result, SendRequest};
+
+/// One soft queue pair's engine.
+// One per queue pair, held in place in the endpoint's slots: boxing the RC arm to even the sizes
+// out would put a pointer chase on the RC packet path for a few hundred bytes per queue pair.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Engine {
+    /// Reliable Connection: the full RC engine.
+    Rc(Qp),
+    /// Unreliable Connection.
+    Uc(UcQp),
+    /// Unreliable Datagram.
+    Ud(UdQp),
+}
+
+impl Engine {
+    /// The engine `conn` asks for; UD sends with `remote_qkey` and accepts `qkey`.
+    pub(crate) fn new(
+        conn: ConnType,
+        cfg: QpConfig,
+        mem: MemoryTable,
+        qkey: u32,
+        remote_qkey: u32,
+    ) -> std::result::Result<Engine, rc::ConfigError> {
+        Ok(match conn {
+            ConnType::Rc => Engine::Rc(Qp::new(cfg, mem)?),
+            ConnType::Uc => Engine::Uc(UcQp::new(cfg, mem)?),
+            ConnType::Ud => Engine::Ud(UdQp::new(cfg, mem, qkey, remote_qkey)?),
+        })
+    }
+
+    /// True for UD: a datagram queue pair takes packets from any sender with its Q_Key.
+    #[inline]
+    pub(crate) fn is_datagram(&self) -> bool {
+        matches!(self, Engine::Ud(_))
+    }
+
+    pub(crate) fn post_send(&mut self, wr: &SendRequest) -> Result<()> {
+        match self {
+            Engine::Rc(q) => q.post_send(wr),
+            Engine::Uc(q) => q.post_send(wr),
+            Engine::Ud(q) => q.post_send(wr),
+        }
+    }
+
+    pub(crate) fn post_recv(&mut self, wr: &RecvRequest) -> Result<()> {
+        match self {
+            Engine::Rc(q) => q.post_recv(wr),
+            Engine::Uc(q) => q.post_recv(wr),
+            Engine::Ud(q) => q.post_recv(wr),
+        }
+    }
+
+    /// Feeds one verified packet (BTH..pad); `grh` builds the network header a UD receive delivers.
+    #[inline]
+    pub(crate) fn handle_packet(&mut self, now: rc::Instant, ib: &[u8], grh: impl FnOnce() -> Grh) {
+        match self {
+            Engine::Rc(q) => q.handle_packet(now, ib),
+            Engine::Uc(q) => q.handle_packet(ib),
+            Engine::Ud(q) => q.handle_packet(ib, grh),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn poll_transmit(&mut self, now: rc::Instant, buf: &mut [u8]) -> Option<usize> {
+        match self {
+            Engine::Rc(q) => q.poll_transmit(now, buf),
+            Engine::Uc(q) => q.poll_transmit(now, buf),
+            Engine::Ud(q) => q.poll_transmit(now, buf),
+        }
+    }
+
+    /// As [`Engine::poll_transmit`], but a lone ACK (RC's only) may wait for the next call.
+    #[inline]
+    pub(crate) fn poll_transmit_holding_ack(
+        &mut self,
+        now: rc::Instant,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        match self {
+            Engine::Rc(q) => q.poll_transmit_holding_ack(now, buf),
+            Engine::Uc(q) => q.poll_transmit(now, buf),
+            Engine::Ud(q) => q.poll_transmit(now, buf),
+        }
+    }
+
+    /// Whether a transmission would find anything to send (UC and UD are always asked: their
+    /// queues are cheap to look at).
+    #[inline]
+    pub(crate) fn has_transmit_work(&self, acks: rc::LoneAck) -> bool {
+        match self {
+            Engine::Rc(q) => q.has_transmit_work(acks),
+            Engine::Uc(_) | Engine::Ud(_) => true,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn poll_completion(&mut self) -> Option<Completion> {
+        match self {
+            Engine::Rc(q) => q.poll_completion(),
+            Engine::Uc(q) => q.poll_completion(),
+            Engine::Ud(q) => q.poll_completion(),
+        }
+    }
+
+    /// When the timers want a call (only RC has timers).
+    #[inline]
+    pub(crate) fn poll_timeout(&self) -> Option<rc::Instant> {
+        match self {
+            Engine::Rc(q) => q.poll_timeout(),
+            Engine::Uc(_) | Engine::Ud(_) => None,
+        }
+    }
+
+    pub(crate) fn handle_timeout(&mut self, now: rc::Instant) {
+        if let Engine::Rc(q) = self {
+            q.handle_timeout(now);
+        }
+    }
+
+    pub(crate) fn memory(&self) -> &MemoryTable {
+        match self {
+            Engine::Rc(q) => q.memory(),
+            Engine::Uc(q) => q.memory(),
+            Engine::Ud(q) => q.memory(),
+        }
+    }
+
+    pub(crate) fn memory_mut(&mut self) -> &mut MemoryTable {
+        match self {
+            Engine::Rc(q) => q.memory_mut(),
+            Engine::Uc(q) => q.memory_mut(),
+            Engine::Ud(q) => q.memory_mut(),
+        }
+    }
+
+    /// Adds this engine's counters to the endpoint's.
+    pub(crate) fn add_counters(&self, c: &mut SoftCounters) {
+        match self {
+            Engine::Rc(q) => c.add_engine(q.counters()),
+            Engine::Uc(q) => c.unreliable.add(q.counters()),
+            Engine::Ud(q) => c.unreliable.add(q.counters()),
+        }
+    }
+}

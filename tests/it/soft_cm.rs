@@ -1,0 +1,202 @@
+//! `-R` on the soft transport, endpoint level: two soft endpoints on lo connect their queue pairs
+//! through the CM (REQ / REP / RTU as MADs on QP1, RoCE v2) and then carry WRITE, SEND and READ with
+//! every byte checked; a REQ for a port nobody listens on is rejected with "invalid service ID";
+//! a REQ to an address where nobody answers times out after its retries.
+
+use crate::soft_support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use roceperf::transport::cm::{CmEndpoint, CmEvent, CmQpParams, RejectReason};
+use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
+use roceperf::transport::{Endpoint, QpInfo};
+use soft_support::endpoints::{exchange, free_port, udp_cfg};
+
+const PARAMS: CmQpParams = CmQpParams {
+    responder_resources: 16,
+    initiator_depth: 16,
+    retry_count: 7,
+    rnr_retry_count: 7,
+    ack_timeout: 14,
+};
+
+fn pair(a_ip: &str, b_ip: &str, qps: usize) -> (SoftEndpoint, SoftEndpoint, u16) {
+    let port = free_port(a_ip);
+    let a = SoftEndpoint::open(SoftConfig {
+        qps,
+        ..udp_cfg(a_ip, port)
+    })
+    .unwrap();
+    let b = SoftEndpoint::open(SoftConfig {
+        qps,
+        ..udp_cfg(b_ip, port)
+    })
+    .unwrap();
+    (a, b, port)
+}
+
+/// Polls both sides' CM until `until` says stop (10 s at most); returns every event, per side.
+fn run_cm(
+    a: &mut SoftEndpoint,
+    b: &mut SoftEndpoint,
+    mut until: impl FnMut(&[CmEvent], &[CmEvent]) -> bool,
+    mut on_a: impl FnMut(&mut SoftEndpoint, &CmEvent),
+) -> (Vec<CmEvent>, Vec<CmEvent>) {
+    let (mut ea, mut eb) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !until(&ea, &eb) {
+        assert!(Instant::now() < deadline, "CM events a={ea:?} b={eb:?}");
+        if let Some(e) = a.cm_poll().unwrap() {
+            on_a(a, &e);
+            ea.push(e);
+        }
+        if let Some(e) = b.cm_poll().unwrap() {
+            eb.push(e);
+        }
+    }
+    (ea, eb)
+}
+
+fn established(events: &[CmEvent]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, CmEvent::Established { .. }))
+        .count()
+}
+
+#[test]
+fn queue_pairs_connected_through_the_cm_carry_write_send_and_read() {
+    let (mut a, mut b, _) = pair("127.0.5.1", "127.0.5.2", 2);
+    a.cm_listen(18515).unwrap();
+    let server: SocketAddr = "127.0.5.1:18515".parse().unwrap();
+    for qp in 0..2 {
+        b.cm_connect(qp, server, &PARAMS, b"roceperf").unwrap();
+    }
+    let b_qps: Vec<QpInfo> = b.local_info().qps;
+    let (ea, eb) = run_cm(
+        &mut a,
+        &mut b,
+        |ea, eb| established(ea) == 2 && established(eb) == 2,
+        |a, e| {
+            if let CmEvent::Request {
+                req,
+                from,
+                peer_qpn,
+                private_data,
+            } = e
+            {
+                assert_eq!(from.to_string(), "127.0.5.2");
+                assert_eq!(&private_data[..8], b"roceperf");
+                // Queue pair i talks to the peer's queue pair i, as `exchange` expects.
+                let qp = b_qps.iter().position(|q| q.qpn == *peer_qpn).unwrap();
+                a.cm_accept(*req, qp, &PARAMS).unwrap();
+            }
+        },
+    );
+    let (ia, ib) = (a.local_info(), b.local_info());
+    for e in eb.iter().chain(&ea) {
+        if let CmEvent::Established { qp, peer } = e {
+            let other = if ia.qps.iter().any(|q| q.qpn == peer.qpn) {
+                &ia
+            } else {
+                &ib
+            };
+            let q = &other.qps[*qp];
+            assert_eq!((peer.qpn, peer.psn), (q.qpn, q.psn), "{e:?}");
+            assert_eq!(peer.mtu, 4096);
+        }
+    }
+    exchange(&mut b, &mut a);
+    let (ca, cb) = (a.counters(), b.counters());
+    assert_eq!(ca.drops.bad_icrc + cb.drops.bad_icrc, 0);
+    assert_eq!(ca.drops.malformed + cb.drops.malformed, 0);
+}
+
+#[test]
+fn a_req_for_a_port_nobody_listens_on_is_rejected_with_invalid_service_id() {
+    let (mut a, mut b, _) = pair("127.0.5.3", "127.0.5.4", 1);
+    a.cm_listen(18515).unwrap();
+    b.cm_connect(0, "127.0.5.3:18516".parse().unwrap(), &PARAMS, &[])
+        .unwrap();
+    let (ea, eb) = run_cm(&mut a, &mut b, |_, eb| !eb.is_empty(), |_, _| {});
+    assert!(ea.is_empty(), "{ea:?}");
+    assert_eq!(
+        eb,
+        [CmEvent::Rejected {
+            qp: 0,
+            reason: RejectReason::InvalidServiceId
+        }]
+    );
+}
+
+#[test]
+fn the_listener_may_refuse_with_consumer_reject() {
+    let (mut a, mut b, _) = pair("127.0.5.5", "127.0.5.6", 1);
+    a.cm_listen(7).unwrap();
+    b.cm_connect(0, "127.0.5.5:7".parse().unwrap(), &PARAMS, &[])
+        .unwrap();
+    let (_, eb) = run_cm(
+        &mut a,
+        &mut b,
+        |_, eb| !eb.is_empty(),
+        |a, e| {
+            if let CmEvent::Request { req, .. } = e {
+                a.cm_reject(*req).unwrap();
+            }
+        },
+    );
+    assert_eq!(
+        eb,
+        [CmEvent::Rejected {
+            qp: 0,
+            reason: RejectReason::ConsumerDefined
+        }]
+    );
+}
+
+#[test]
+fn a_req_nobody_answers_times_out_after_its_retries() {
+    let port = free_port("127.0.5.7");
+    let mut b = SoftEndpoint::open(udp_cfg("127.0.5.7", port)).unwrap();
+    b.cm_connect(0, "127.0.5.8:1".parse().unwrap(), &PARAMS, &[])
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let e = loop {
+        assert!(Instant::now() < deadline, "no timeout");
+        if let Some(e) = b.cm_poll().unwrap() {
+            break e;
+        }
+    };
+    let CmEvent::Unanswered { qp: 0, detail } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(detail, "REQ sent 9 times, never answered");
+}
+
+#[test]
+fn dreq_and_drep_take_the_connection_down_on_both_sides() {
+    let (mut a, mut b, _) = pair("127.0.5.9", "127.0.5.10", 1);
+    a.cm_listen(9).unwrap();
+    b.cm_connect(0, "127.0.5.9:9".parse().unwrap(), &PARAMS, &[])
+        .unwrap();
+    run_cm(
+        &mut a,
+        &mut b,
+        |ea, eb| established(ea) == 1 && established(eb) == 1,
+        |a, e| {
+            if let CmEvent::Request { req, .. } = e {
+                a.cm_accept(*req, 0, &PARAMS).unwrap();
+            }
+        },
+    );
+    a.cm_disconnect(0).unwrap();
+    let (ea, eb) = run_cm(
+        &mut a,
+        &mut b,
+        |ea, eb| !ea.is_empty() && !eb.is_empty(),
+        |_, _| {},
+    );
+    assert_eq!(ea, [CmEvent::Disconnected { qp: 0 }]);
+    assert_eq!(eb, [CmEvent::Disconnected { qp: 0 }]);
+}

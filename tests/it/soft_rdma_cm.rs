@@ -1,0 +1,267 @@
+//! `-R` end to end: the six binaries over `--transport soft` on lo (RoCE v2), server and client as
+//! separate processes, with their queue pairs connected through the CM (REQ / REP / RTU on QP1) and
+//! `--validate`; `-R` refused where it cannot work, naming the flags.
+
+use crate::common;
+
+use common::{Done, Side, pair_on, rows};
+use std::sync::Mutex;
+
+static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_PAIR_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+const SIX: [&str; 6] = [
+    "send_bw",
+    "write_bw",
+    "read_bw",
+    "send_lat",
+    "write_lat",
+    "read_lat",
+];
+
+fn on_lo(test: &str, args: Vec<&str>) -> (Done, Done) {
+    pair_on(
+        test,
+        Side {
+            ns: None,
+            args: args.clone(),
+        },
+        Side { ns: None, args },
+        "127.0.0.1",
+    )
+}
+
+fn assert_connected_through_the_cm(test: &str, size: f64, s: &Done, c: &Done) {
+    assert_eq!(
+        (c.code(), s.code()),
+        (0, 0),
+        "{test}\nclient:\n{}{}\nserver:\n{}{}",
+        c.stdout,
+        c.stderr,
+        s.stdout,
+        s.stderr
+    );
+    for (side, out) in [("client", &c.stdout), ("server", &s.stdout)] {
+        let r = rows(out);
+        assert!(!r.is_empty(), "{side} of {test} prints its rows:\n{out}");
+        assert_eq!(r[0][0], size, "{side} of {test}: #bytes");
+        assert!(r[0][2..].iter().any(|v| *v > 0.0), "{side}: {out}");
+        assert!(
+            out.contains("connection setup through the CM (-R)"),
+            "{side} of {test} says how it connected:\n{out}"
+        );
+        assert!(out.contains("--validate"), "{side}: {out}");
+    }
+}
+
+#[test]
+fn six_tests_over_soft_with_rdma_cm_and_validate() {
+    let _one = serial();
+    for test in SIX {
+        let size = if test.ends_with("_bw") {
+            "20000"
+        } else {
+            "3000"
+        };
+        let args = vec!["-d", "lo", "-R", "-s", size, "-n", "300", "--validate"];
+        let (s, c) = on_lo(test, args);
+        assert_connected_through_the_cm(test, size.parse().unwrap(), &s, &c);
+    }
+}
+
+#[test]
+fn several_queue_pairs_each_get_their_own_cm_connection() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let server = vec![
+        "-d",
+        "lo",
+        "-R",
+        "-q",
+        "3",
+        "-s",
+        "8192",
+        "-n",
+        "200",
+        "--validate",
+    ];
+    let mut client = server.clone();
+    client.extend(["--json", json.to_str().unwrap()]);
+    let (s, c) = pair_on(
+        "write_bw",
+        Side {
+            ns: None,
+            args: server,
+        },
+        Side {
+            ns: None,
+            args: client,
+        },
+        "127.0.0.1",
+    );
+    assert_connected_through_the_cm("write_bw", 8192.0, &s, &c);
+    assert!(c.stdout.contains(" rdma_cm QPs\t : ON"), "{}", c.stdout);
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(doc["test"]["rdma_cm"], true, "{doc}");
+    let note = c
+        .stdout
+        .lines()
+        .find(|l| l.contains("through the CM"))
+        .unwrap();
+    assert_eq!(note.matches("QPN").count(), 3, "{note}");
+}
+
+#[test]
+fn rdma_cm_is_refused_on_tcp_and_roce_v1_naming_the_flags() {
+    let out = common::spawn("write_bw", &["--transport", "tcp", "-R"]).wait(20, "tcp -R");
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("-R does not apply to --transport tcp"),
+        "{}",
+        out.stderr
+    );
+    let out = common::spawn("write_bw", &["-d", "lo", "--roce", "v1", "-R"]).wait(20, "v1 -R");
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("-R and --roce v1 cannot be used together"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// perftest's `-R` dialect (`--oob perftest -R`, what `ib_*_bw -R` speaks: its messages on a
+/// CM-connected queue pair, binary key records, the data queue pairs connected through the CM
+/// between two barriers, DREQ/DREP at the end), both sides ours: every test runs and both exit 0.
+/// perftest names the server by its RDMA address, so the server binds one and the client names it.
+#[test]
+fn six_tests_in_perftests_rdma_cm_dialect() {
+    let _one = serial();
+    for test in SIX {
+        let size = if test.ends_with("_bw") {
+            "20000"
+        } else {
+            "3000"
+        };
+        let common = [
+            "-d", "lo", "-R", "--oob", "perftest", "-s", size, "-n", "200",
+        ];
+        let mut server = vec!["--bind", "127.0.7.1"];
+        server.extend(common);
+        let mut client = vec!["--bind", "127.0.7.2"];
+        client.extend(common);
+        let (s, c) = pair_on(
+            test,
+            Side {
+                ns: None,
+                args: server,
+            },
+            Side {
+                ns: None,
+                args: client,
+            },
+            "127.0.7.1",
+        );
+        assert_eq!(
+            (c.code(), s.code()),
+            (0, 0),
+            "{test}\nclient:\n{}{}\nserver:\n{}{}",
+            c.stdout,
+            c.stderr,
+            s.stdout,
+            s.stderr
+        );
+        let r = rows(&c.stdout);
+        assert!(
+            !r.is_empty() && r[0][0] == size.parse::<f64>().unwrap(),
+            "{}",
+            c.stdout
+        );
+        for out in [&c.stdout, &s.stdout] {
+            assert!(out.contains("through the CM (-R)"), "{test}: {out}");
+            assert!(out.contains("perftest's dialect"), "{test}: {out}");
+        }
+    }
+}
+
+/// A client whose REQ names a port nobody listens on gets REJ "invalid service ID" from the
+/// server's CM, keeps asking until --connect-timeout is up (the server may not listen yet), then
+/// exits 2 naming the reason.
+#[test]
+fn a_req_for_a_port_nobody_listens_on_ends_in_exit_2_naming_the_rej() {
+    let _one = serial();
+    let port = common::free_port();
+    let other = (port + 1).to_string();
+    let port = port.to_string();
+    let server = common::spawn(
+        "write_bw",
+        &[
+            "-d",
+            "lo",
+            "--bind",
+            "127.0.7.5",
+            "-R",
+            "--oob",
+            "perftest",
+            "-p",
+            &port,
+        ],
+    );
+    assert!(server.wait_stdout("Waiting for client", 20));
+    let args = [
+        "-d",
+        "lo",
+        "--bind",
+        "127.0.7.6",
+        "-R",
+        "--oob",
+        "perftest",
+        "-p",
+        &other,
+        "--connect-timeout",
+        "2",
+        "127.0.7.5",
+    ];
+    let c = common::spawn("write_bw", &args).wait(30, "client");
+    server.kill();
+    assert_eq!(c.code(), 2, "{}{}", c.stdout, c.stderr);
+    assert!(
+        c.stderr
+            .contains(&format!("no CM connection to 127.0.7.5:{other}"))
+            && c.stderr.contains("REJ \"invalid service ID\" (reason 8)"),
+        "{}",
+        c.stderr
+    );
+}
+
+/// A client whose REQ nobody answers (no CM at that address) gives up after --connect-timeout with
+/// exit 2 and says what to check.
+#[test]
+fn a_req_nobody_answers_ends_in_exit_2() {
+    let args = [
+        "-d",
+        "lo",
+        "--bind",
+        "127.0.7.8",
+        "-R",
+        "--oob",
+        "perftest",
+        "--connect-timeout",
+        "2",
+        "127.0.7.9",
+    ];
+    let c = common::spawn("write_bw", &args).wait(30, "client");
+    assert_eq!(c.code(), 2, "{}{}", c.stdout, c.stderr);
+    assert!(
+        c.stderr.contains("no CM connection to 127.0.7.9:18515")
+            && c.stderr.contains("is the server running with -R"),
+        "{}",
+        c.stderr
+    );
+}
