@@ -7,7 +7,7 @@
 use crate::rc_harness::*;
 use crate::rc_lossy::{Recover, run_with};
 use roceperf::params::Recovery;
-use roceperf::transport::soft::rc::Counters;
+use roceperf::transport::soft::rc::{Counters, Instant, LoneAck};
 use roceperf::transport::soft::sim::{DropRule, LinkConfig};
 use roceperf::transport::{CompletionOp, SendOp};
 use roceperf::wire::{AethKind, IbRepr, NakCode, Opcode};
@@ -121,6 +121,35 @@ fn a_slow_peer_costs_one_probe_per_timeout_not_a_window() {
     assert_eq!(a.retransmitted_packets, a.timeouts, "one probe per timeout");
     assert_eq!(b.duplicate_requests, a.retransmitted_packets, "{b:?}");
     assert!(ns < 7_000_000, "done when the first ACK came: {ns} ns");
+}
+
+/// A datapath asks an engine to transmit only when it says it has work (`has_transmit_work`):
+/// once everything is sent, the probe a timeout wants out must say so, or nothing is sent again
+/// and no timer runs (a ping-pong hung this way end to end).
+#[test]
+fn a_probe_due_after_everything_was_sent_is_transmit_work() {
+    let mut s = Setup::new(1024, 4096);
+    s.gbn_fast = true;
+    let (mut p, _, kb) = s.build();
+    p.a.post_send(&wr(1, SendOp::Write, 0, 64, at(&kb, 1024)))
+        .unwrap();
+    let mut buf = vec![0u8; 8192];
+    let t0 = Instant::from_nanos(p.now);
+    assert!(
+        p.a.poll_transmit(t0, &mut buf).is_some(),
+        "the WRITE (then lost)"
+    );
+    assert!(!p.a.has_transmit_work(LoneAck::Send), "all sent");
+    let t = p.a.poll_timeout().expect("the retransmission timer runs");
+    assert!(
+        t.as_nanos() - t0.as_nanos() < ACK_TIMEOUT_NS,
+        "a fast timeout"
+    );
+    p.a.handle_timeout(t);
+    assert!(p.a.has_transmit_work(LoneAck::Send), "the probe is work");
+    let n = p.a.poll_transmit(t, &mut buf).expect("the probe");
+    assert_eq!(psn(&buf[..n]), PSN_A);
+    assert!(p.a.poll_timeout().is_some(), "and the timer runs again");
 }
 
 /// WRITEs in [`pings`].

@@ -192,9 +192,10 @@ impl Requester {
     }
 
     /// Whether [`poll_transmit`](Self::poll_transmit) may have a packet: a work request not yet
-    /// (fully) sent. Selective repeat always may (its resends are not behind the cursor).
+    /// (fully) sent, or go-back-N's probe. Selective repeat always may (its resends are not behind
+    /// the cursor).
     pub fn may_transmit(&self) -> bool {
-        self.cursor < self.sq.len() || self.sr.is_some()
+        self.cursor < self.sq.len() || self.sr.is_some() || self.gbn.is_some_and(|g| g.probe_due)
     }
 
     /// Points transmission at `psn`: the work request holding it, or the end of the queue.
@@ -244,8 +245,9 @@ impl Requester {
             return None;
         }
         // rxe: while a retry is under way, only a timeout may start another one, so a burst of
-        // duplicate ACKs or NAKs caused by the retry itself does not burn the whole budget.
-        if self.started_retry && cause != RetryCause::Timeout {
+        // duplicate ACKs or NAKs caused by the retry itself does not burn the whole budget (a
+        // probe's silence is a timeout too: turned away, it would leave no timer running).
+        if self.started_retry && !matches!(cause, RetryCause::Timeout | RetryCause::Probe) {
             return None;
         }
         if !ctx.cfg.retry_infinite() {
@@ -299,8 +301,15 @@ impl Requester {
         {
             return Some(n);
         }
-        if self.gbn.is_some_and(|g| g.probe_due) {
-            return Some(self.gbn_send_probe(now, buf, ctx));
+        if let Some(g) = &mut self.gbn
+            && g.probe_due
+        {
+            if self.sq.front().is_some_and(|w| w.started) {
+                return Some(self.gbn_send_probe(now, buf, ctx));
+            }
+            // Everything was acknowledged between the timeout and this call: nothing to ask.
+            g.probe_due = false;
+            g.probe = None;
         }
         let w = *self.sq.get(self.cursor)?;
         if self.req_psn.diff(self.comp_psn) >= self.window(ctx) as i32 {
