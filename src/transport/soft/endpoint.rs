@@ -74,8 +74,8 @@ pub struct SoftEndpoint {
     recovery: Recovery,
     /// The peer's answer to our `--recovery sr`, once known: the header says what runs and why.
     recovery_note: Option<Recovery>,
-    /// The peer is roceperf (it negotiated out of band): go-back-N runs with its loss-reactive
-    /// window and probe timer (`QpConfig::gbn_fast`); against perftest it runs as rxe's.
+    /// The peer is roceperf (it negotiated out of band): go-back-N runs with its probe timer and
+    /// loss-reactive window (`QpConfig::gbn_fast`, `gbn_loss_window`); against perftest, as rxe's.
     roceperf_peer: bool,
     /// The backend and its batches, impaired as `impair` says.
     nic: Impaired<Nic>,
@@ -348,6 +348,7 @@ impl SoftEndpoint {
         qcfg.cq_tag = i as u32;
         qcfg.recovery = self.recovery;
         qcfg.gbn_fast = self.roceperf_peer;
+        qcfg.gbn_loss_window = self.roceperf_peer;
         let slot = &mut self.slots[i];
         let Some(mem) = slot.mem.take() else {
             return Err(Error::InvalidRequest(format!(

@@ -26,14 +26,14 @@ pub struct StreamSpec {
     pub window: u32,
     /// Go-back-N as between two roceperf endpoints (the probe timer); off: as rxe.
     pub gbn_fast: bool,
-    /// With `gbn_fast`: go-back-N's loss-reactive window.
+    /// With `gbn_fast`: go-back-N's loss-reactive window (on between roceperf endpoints).
     pub loss_window: bool,
     pub seed: u64,
 }
 
 impl StreamSpec {
     /// `msgs` WRITEs with the soft transport's window, at `loss` (independent losses), seed 1, as
-    /// between two roceperf endpoints.
+    /// between two roceperf endpoints (go-back-N: the probe and the loss-reactive window).
     pub fn new(recovery: Recovery, loss: f64, msgs: u64) -> StreamSpec {
         StreamSpec {
             recovery,
@@ -42,7 +42,7 @@ impl StreamSpec {
             msgs,
             window: 1024,
             gbn_fast: true,
-            loss_window: false,
+            loss_window: true,
             seed: 1,
         }
     }

@@ -233,7 +233,8 @@ impl Requester {
             self.rto.arrived(now);
         }
         if let Some(g) = &mut self.gbn {
-            g.acknowledged(self.comp_psn);
+            g.probe_due = false; // not a silence any more
+            g.acknowledged(self.comp_psn, now);
         }
         self.rearm(now, ctx);
     }

@@ -15,12 +15,16 @@
 //!   at once: anything new it sends makes the responder NAK the gap, and if nothing arrives for
 //!   another timeout it goes back N itself. Past the fast timeouts (doubling until they would reach
 //!   the ACK timeout), the ACK timeout and the retry budget work exactly as `-u` and `retry_cnt` say.
-//! * **With `QpConfig::gbn_loss_window`, the window reacts to loss**, as a congestion window does:
-//!   it halves once per loss episode (a loss of something sent before the last cut is the same
-//!   episode), down to rxe's 128 PSNs, and grows back by [`GROWTH`] PSNs per window acknowledged; at
-//!   loss rate p it settles near √(8·GROWTH/(3p)) PSNs. A loss then costs fewer resends, but on a
-//!   host where the peer's thread waits for a core the deep window is what keeps the link busy,
-//!   so it is off by default (docs/lossy-roce.md has the figures).
+//! * **With `QpConfig::gbn_loss_window` (on between roceperf endpoints), the window is sized to what
+//!   the path needs.** A loss costs the window: everything queued behind the lost packet is dropped
+//!   by the responder and sent again, so a window far deeper than the bandwidth-delay product turns
+//!   each loss into a standing queue's worth of resends. The window halves once per loss episode
+//!   (a loss of something sent before the last cut is the same episode), down to rxe's 128 PSNs,
+//!   and grows back by [`GROWTH`] PSNs per window acknowledged (at loss rate p it settles near
+//!   √(8·GROWTH/(3p)) PSNs). But a cut must pay for itself: the first clean round after an episode
+//!   (a window of PSNs acknowledged) is timed, and when it delivered less than [`KEEP`] of the round
+//!   before the cut, the smaller window is what cost it (a host whose peer thread waits for a core
+//!   needs the deep window to keep the link busy) and the window before the cut is restored.
 //!
 //! The responder and the wire are unchanged: this is the requester's own business and works against
 //! any go-back-N responder, but it only runs between roceperf endpoints so that a run against rxe or
@@ -38,6 +42,17 @@ use super::timer::Timer;
 pub(super) const FLOOR: u32 = 128;
 /// PSNs the window grows by per window of PSNs acknowledged.
 pub(super) const GROWTH: u32 = 8;
+/// A cut window is kept when its first clean round delivers at least this share of the rate the
+/// round before the cut did (otherwise the window before the cut is restored).
+pub(super) const KEEP: f64 = 0.9;
+
+/// A round being timed: from `start` (acknowledged at `at`) until `window` more PSNs are.
+#[derive(Clone, Copy, Debug)]
+struct Round {
+    start: Psn,
+    at: Instant,
+    window: u32,
+}
 
 /// The probe in flight and the window.
 #[derive(Clone, Copy, Debug)]
@@ -54,6 +69,10 @@ pub(super) struct GbnLoss {
     credit: u64,
     /// How far acknowledgements had reached when growth was last counted.
     acked: Psn,
+    /// The round being timed, if any (none during a loss episode).
+    round: Option<Round>,
+    /// The last clean round: its window and the PSNs per ns it delivered (0: none yet).
+    clean: (u32, f64),
     /// The probe a fast timeout asked for: `Some` until answered or overtaken by a go-back.
     pub probe: Option<Psn>,
     /// The probe is still to be sent.
@@ -75,6 +94,8 @@ impl GbnLoss {
             recover: psn,
             credit: 0,
             acked: psn,
+            round: None,
+            clean: (cap, 0.0),
             probe: None,
             probe_due: false,
             suspect: None,
@@ -99,11 +120,14 @@ impl GbnLoss {
         self.recover = sent_high;
         self.window = (self.window / 2).max(FLOOR.min(self.cap));
         self.credit = 0;
+        // The round under way includes the loss; the next starts once the episode is over.
+        self.round = None;
         true
     }
 
-    /// Everything before `comp` is acknowledged: the window grows by [`GROWTH`] PSNs per window.
-    pub fn acknowledged(&mut self, comp: Psn) {
+    /// Everything before `comp` is acknowledged at `now`: the window grows by [`GROWTH`] PSNs per
+    /// window, and a clean round is timed (a cut that cost delivery rate is undone).
+    pub fn acknowledged(&mut self, comp: Psn, now: Instant) {
         let n = comp.diff(self.acked);
         if n <= 0 {
             return;
@@ -112,6 +136,10 @@ impl GbnLoss {
         if self.suspect.is_some_and(|s| comp.after(s)) {
             self.suspect = None;
         }
+        if !self.adaptive {
+            return;
+        }
+        self.time_round(comp, now);
         if self.window >= self.cap {
             return;
         }
@@ -120,6 +148,42 @@ impl GbnLoss {
         let steps = self.credit / w;
         self.credit %= w;
         self.window = (w + steps).min(u64::from(self.cap)) as u32;
+    }
+
+    /// Rounds: one starts once a loss episode is over (everything sent before the cut is
+    /// acknowledged) and ends when a window of PSNs more is; the round before a cut is the
+    /// reference that the first round after it must keep [`KEEP`] of.
+    fn time_round(&mut self, comp: Psn, now: Instant) {
+        if comp.before(self.recover) {
+            return;
+        }
+        let Some(r) = self.round else {
+            self.round = Some(Round {
+                start: comp,
+                at: now,
+                window: self.window,
+            });
+            return;
+        };
+        let psns = comp.diff(r.start);
+        if psns < r.window as i32 {
+            return;
+        }
+        let ns = now.as_nanos().saturating_sub(r.at.as_nanos()).max(1);
+        let rate = f64::from(psns) / ns as f64;
+        let (clean_window, clean_rate) = self.clean;
+        if r.window < clean_window && rate < KEEP * clean_rate {
+            // The smaller window delivered less: the loss cost less than the cut does.
+            self.window = self.window.max(clean_window);
+            self.credit = 0;
+        } else {
+            self.clean = (r.window, rate);
+        }
+        self.round = Some(Round {
+            start: comp,
+            at: now,
+            window: self.window,
+        });
     }
 }
 
@@ -211,7 +275,7 @@ mod tests {
         let p = Psn::new(0xff_ff00);
         let mut g = GbnLoss::new(p, 1024, true);
         assert_eq!(g.window(), 1024);
-        g.acknowledged(p.add(5000));
+        g.acknowledged(p.add(5000), Instant::ZERO);
         assert_eq!(g.window(), 1024, "never above the configured window");
         assert!(g.lost(p.add(5000), p.add(6024)), "across the PSN wrap");
         assert_eq!(g.window(), 512);
@@ -227,7 +291,7 @@ mod tests {
         assert_eq!(g.window(), FLOOR, "rxe's window at least");
         // One window of PSNs acknowledged grows it by GROWTH.
         let from = g.acked;
-        g.acknowledged(from.add(FLOOR));
+        g.acknowledged(from.add(FLOOR), Instant::ZERO);
         assert_eq!(g.window(), FLOOR + GROWTH);
         let mut small = GbnLoss::new(p, 64, true);
         small.lost(p, p.add(64));
@@ -235,5 +299,29 @@ mod tests {
         let mut fixed = GbnLoss::new(p, 1024, false);
         assert!(!fixed.lost(p, p.add(1024)));
         assert_eq!(fixed.window(), 1024, "only an adaptive window reacts");
+    }
+
+    #[test]
+    fn a_cut_that_costs_delivery_rate_is_undone() {
+        let us = |u: u64| Instant::from_nanos(u * 1_000);
+        for (slower, restored) in [(true, true), (false, false)] {
+            let p = Psn::new(0);
+            let mut g = GbnLoss::new(p, 1024, true);
+            g.acknowledged(p.add(1), us(0));
+            g.acknowledged(p.add(1025), us(1000)); // a clean round: 1024 PSNs in 1 ms
+            assert!(g.lost(p.add(1100), p.add(2049)));
+            assert_eq!(g.window(), 512);
+            g.acknowledged(p.add(2049), us(4000)); // the episode is over: the next round is timed
+            let w = g.window();
+            // 512 PSNs in 1 ms (half the rate: the window was what kept the link busy) or in
+            // 0.5 ms (the same rate: the deep window only queued).
+            let end = if slower { 5000 } else { 4500 };
+            g.acknowledged(p.add(2049 + 512), us(end));
+            if restored {
+                assert_eq!(g.window(), 1024, "restored");
+            } else {
+                assert!(g.window() >= w && g.window() < 1024, "{}", g.window());
+            }
+        }
     }
 }
