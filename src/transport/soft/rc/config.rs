@@ -55,8 +55,9 @@ pub struct QpConfig {
     pub gbn_fast: bool,
     /// With `gbn_fast`: the window halves per loss episode (down to rxe's 128 PSNs) and grows back
     /// by 8 PSNs per window acknowledged, so a loss costs fewer resends; a cut whose next clean
-    /// round delivers less than 90 % of the round before it is undone (a host whose peer waits for
-    /// a core needs the deep window). The soft endpoint sets it with `gbn_fast`; off here.
+    /// round is expected to deliver less than 90 % of the goodput of the round before it is undone
+    /// (a host whose peer waits for a core needs the deep window). The soft endpoint sets it with
+    /// `gbn_fast`; off here.
     pub gbn_loss_window: bool,
     /// The fast retransmission timeout (selective repeat, and go-back-N with `gbn_fast`): the least
     /// it is, ns, above the measured round trip plus four deviations (doubling per timeout without

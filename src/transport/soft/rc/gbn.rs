@@ -22,9 +22,10 @@
 //!   (a loss of something sent before the last cut is the same episode), down to rxe's 128 PSNs,
 //!   and grows back by [`GROWTH`] PSNs per window acknowledged (at loss rate p it settles near
 //!   √(8·GROWTH/(3p)) PSNs). But a cut must pay for itself: the first clean round after an episode
-//!   (a window of PSNs acknowledged) is timed, and when it delivered less than [`KEEP`] of the round
-//!   before the cut, the smaller window is what cost it (a host whose peer thread waits for a core
-//!   needs the deep window to keep the link busy) and the window before the cut is restored.
+//!   (a window of PSNs acknowledged) is timed, and when its rate, less what a window's resends cost
+//!   at the loss episodes seen so far per PSN, is below [`KEEP`] of the same for the round before
+//!   the cut, the smaller window is what cost it (a host whose peer thread waits for a core needs
+//!   the deep window to keep the link busy) and the window before the cut is restored.
 //!
 //! The responder and the wire are unchanged: this is the requester's own business and works against
 //! any go-back-N responder, but it only runs between roceperf endpoints so that a run against rxe or
@@ -42,8 +43,8 @@ use super::timer::Timer;
 pub(super) const FLOOR: u32 = 128;
 /// PSNs the window grows by per window of PSNs acknowledged.
 pub(super) const GROWTH: u32 = 8;
-/// A cut window is kept when its first clean round delivers at least this share of the rate the
-/// round before the cut did (otherwise the window before the cut is restored).
+/// A cut window is kept when its first clean round's expected goodput is at least this share of the
+/// round's before the cut (otherwise the window before the cut is restored).
 pub(super) const KEEP: f64 = 0.9;
 
 /// A round being timed: from `start` (acknowledged at `at`) until `window` more PSNs are.
@@ -73,6 +74,9 @@ pub(super) struct GbnLoss {
     round: Option<Round>,
     /// The last clean round: its window and the PSNs per ns it delivered (0: none yet).
     clean: (u32, f64),
+    /// Loss episodes (cuts) and PSNs acknowledged so far: the loss rate a window pays.
+    episodes: u64,
+    acked_total: u64,
     /// The probe a fast timeout asked for: `Some` until answered or overtaken by a go-back.
     pub probe: Option<Psn>,
     /// The probe is still to be sent.
@@ -96,6 +100,8 @@ impl GbnLoss {
             acked: psn,
             round: None,
             clean: (cap, 0.0),
+            episodes: 0,
+            acked_total: 0,
             probe: None,
             probe_due: false,
             suspect: None,
@@ -120,6 +126,7 @@ impl GbnLoss {
         self.recover = sent_high;
         self.window = (self.window / 2).max(FLOOR.min(self.cap));
         self.credit = 0;
+        self.episodes += 1;
         // The round under way includes the loss; the next starts once the episode is over.
         self.round = None;
         true
@@ -139,6 +146,7 @@ impl GbnLoss {
         if !self.adaptive {
             return;
         }
+        self.acked_total += n as u64;
         self.time_round(comp, now);
         if self.window >= self.cap {
             return;
@@ -172,7 +180,12 @@ impl GbnLoss {
         let ns = now.as_nanos().saturating_sub(r.at.as_nanos()).max(1);
         let rate = f64::from(psns) / ns as f64;
         let (clean_window, clean_rate) = self.clean;
-        if r.window < clean_window && rate < KEEP * clean_rate {
+        // Goodput expected at a window: every episode resends about a window (1/(1 + p·W)).
+        let p = self.episodes as f64 / self.acked_total.max(1) as f64;
+        let goodput = |rate: f64, w: u32| rate / (1.0 + p * f64::from(w));
+        if r.window < clean_window
+            && goodput(rate, r.window) < KEEP * goodput(clean_rate, clean_window)
+        {
             // The smaller window delivered less: the loss cost less than the cut does.
             self.window = self.window.max(clean_window);
             self.credit = 0;
@@ -302,9 +315,15 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_that_costs_delivery_rate_is_undone() {
+    fn a_cut_that_costs_goodput_is_undone() {
         let us = |u: u64| Instant::from_nanos(u * 1_000);
-        for (slower, restored) in [(true, true), (false, false)] {
+        // Half the rate at half the window is restored, unless losses are so frequent that the
+        // deep window's resends cost more (40 episodes in 2560 PSNs).
+        for (slower, lossy, restored) in [
+            (true, false, true),
+            (false, false, false),
+            (true, true, false),
+        ] {
             let p = Psn::new(0);
             let mut g = GbnLoss::new(p, 1024, true);
             g.acknowledged(p.add(1), us(0));
@@ -312,6 +331,9 @@ mod tests {
             assert!(g.lost(p.add(1100), p.add(2049)));
             assert_eq!(g.window(), 512);
             g.acknowledged(p.add(2049), us(4000)); // the episode is over: the next round is timed
+            if lossy {
+                g.episodes = 40;
+            }
             let w = g.window();
             // 512 PSNs in 1 ms (half the rate: the window was what kept the link busy) or in
             // 0.5 ms (the same rate: the deep window only queued).
