@@ -1,5 +1,4 @@
-//! Go-back-N between two roceperf endpoints: a probe for silences, and optionally a window that
-//! reacts to loss.
+//! Go-back-N between two roceperf endpoints: a probe for silences, and a window that reacts to loss.
 //!
 //! Go-back-N pays for a loss with everything sent after it: the responder drops every packet after
 //! a gap and NAKs once per gap (as rxe), so the requester resends its window, and a loss the NAK
