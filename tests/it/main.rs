@@ -31,6 +31,7 @@ mod perftest_oob_six;
 mod perftest_oob_stub;
 mod perftest_oob_traces;
 mod rc_errors;
+mod rc_gbn;
 mod rc_lossy;
 mod rc_no_alloc;
 mod rc_ops;

@@ -128,15 +128,47 @@ fn word(qp: &Qp, off: u64) -> u64 {
     u64::from_ne_bytes(bytes(qp, off as usize, 8).try_into().unwrap())
 }
 
+/// How both queue pairs of a workload recover from loss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recover {
+    /// Go-back-N as rxe: fixed window, the ACK timeout.
+    Rxe,
+    /// Go-back-N as between roceperf endpoints: the probe after the round trip.
+    GbnFast,
+    /// The same with the loss-reactive window.
+    GbnWindow,
+    /// Selective repeat.
+    Sr,
+}
+
+impl Recover {
+    /// Every variant.
+    pub(crate) const ALL: [Recover; 4] = [
+        Recover::Rxe,
+        Recover::GbnFast,
+        Recover::GbnWindow,
+        Recover::Sr,
+    ];
+
+    fn apply(self, cfg: &mut QpConfig) {
+        cfg.recovery = match self {
+            Recover::Sr => Recovery::Sr,
+            _ => Recovery::Gbn,
+        };
+        cfg.gbn_fast = matches!(self, Recover::GbnFast | Recover::GbnWindow);
+        cfg.gbn_loss_window = self == Recover::GbnWindow;
+    }
+}
+
 /// Runs one seeded workload over links that lose `loss` of their packets; panics naming the seed.
 fn run(seed: u64, loss: f64) {
-    run_with(seed, LinkConfig::lossy(loss), Recovery::Gbn);
+    run_with(seed, LinkConfig::lossy(loss), Recover::Rxe);
 }
 
 /// Runs one seeded workload over links configured as `link` (both ways), both queue pairs
-/// recovering by `recovery`; panics naming the seed. Every message is delivered once, in order of
-/// completion, byte-identical, and completions match work requests one to one.
-pub(crate) fn run_with(seed: u64, link: LinkConfig, recovery: Recovery) {
+/// recovering as `recovery` says; panics naming the seed. Every message is delivered once, in order
+/// of completion, byte-identical, and completions match work requests one to one.
+pub(crate) fn run_with(seed: u64, link: LinkConfig, recovery: Recover) {
     let loss = link.loss;
     let mut rng = SimRng::new(seed);
     let pmtu = [256, 512, 1024, 2048, 4096][rng.below(5) as usize];
@@ -164,14 +196,14 @@ pub(crate) fn run_with(seed: u64, link: LinkConfig, recovery: Recovery) {
         cfg.pmtu = pmtu;
         cfg.max_rd_atomic = max_rd;
         cfg.max_dest_rd_atomic = 8;
-        cfg.recovery = recovery;
+        recovery.apply(&mut cfg);
         (Qp::new(cfg, mem).unwrap(), keys)
     };
     let (qa, ka) = mk(QPN_A, QPN_B, psn_a, psn_b, 1);
     let (qb, kb) = mk(QPN_B, QPN_A, psn_b, psn_a, 2);
     let mut p = SimPair::new(qa, qb, link.clone(), link, seed);
     let ctx = format!(
-        "seed {seed} ({recovery}, loss {loss}, PMTU {pmtu}, {n} ops, both ways {both_ways}, psn {psn_a:#x}/{psn_b:#x})"
+        "seed {seed} ({recovery:?}, loss {loss}, PMTU {pmtu}, {n} ops, both ways {both_ways}, psn {psn_a:#x}/{psn_b:#x})"
     );
 
     // Each side: requester data at [0, HALF), responder data at [HALF, 2*HALF).

@@ -77,6 +77,9 @@ pub struct SoftEndpoint {
     recovery: Recovery,
     /// The peer's answer to our `--recovery sr`, once known: the header says what runs and why.
     recovery_note: Option<Recovery>,
+    /// The peer is roceperf (it negotiated out of band): go-back-N runs with its probe timer and
+    /// loss-reactive window (`QpConfig::gbn_fast`, `gbn_loss_window`); against perftest, as rxe's.
+    roceperf_peer: bool,
     /// The backend and its batches, impaired as `impair` says.
     nic: Impaired<Nic>,
     /// How the IPv4 ID moves the ICRC, per packet length: the UDP receive checks.
@@ -154,6 +157,7 @@ impl SoftEndpoint {
             impair: plan.impair,
             recovery: Recovery::Gbn,
             recovery_note: None,
+            roceperf_peer: false,
             slots,
             epoch: datapath::monotonic_ns(),
             idle_polls: 0,
@@ -164,9 +168,11 @@ impl SoftEndpoint {
     }
 
     /// Takes the loss recovery the peer asked for out of band: selective repeat when both asked for
-    /// it, else go-back-N (which is also what runs when this is never called: a perftest peer).
-    /// Call before [`Endpoint::connect`].
+    /// it, else go-back-N with roceperf's loss-reactive window and probe timer (rxe's fixed window
+    /// and ACK timeout run when this is never called: a perftest peer). Call before
+    /// [`Endpoint::connect`].
     pub fn agree_recovery(&mut self, peer: Recovery) -> Recovery {
+        self.roceperf_peer = true;
         self.recovery = self.cfg.recovery.agree(peer);
         if self.cfg.recovery == Recovery::Sr {
             self.recovery_note = Some(peer);
@@ -362,6 +368,8 @@ impl SoftEndpoint {
         qcfg.rq_depth = self.cfg.rq_depth;
         qcfg.cq_tag = i as u32;
         qcfg.recovery = self.recovery;
+        qcfg.gbn_fast = self.roceperf_peer;
+        qcfg.gbn_loss_window = self.roceperf_peer;
         let slot = &mut self.slots[i];
         let Some(mem) = slot.mem.take() else {
             return Err(Error::InvalidRequest(format!(

@@ -222,7 +222,7 @@ impl Wire {
 }
 
 /// Decides to drop a packet on purpose: gets the packet's 1-based index on the link and its bytes.
-pub(crate) type DropRule = Box<dyn FnMut(u64, &[u8]) -> bool>;
+pub type DropRule = Box<dyn FnMut(u64, &[u8]) -> bool>;
 
 /// A one-way link.
 pub struct Link {

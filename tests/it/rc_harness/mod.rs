@@ -1,6 +1,7 @@
 //! Shared setup for the RC engine tests: two queue pairs over simulated links.
 #![allow(dead_code)]
 
+use roceperf::params::Recovery;
 use roceperf::transport::soft::rc::{MemoryTable, MrKeys, Qp, QpConfig};
 use roceperf::transport::soft::sim::{LinkConfig, SimPair};
 use roceperf::transport::{
@@ -9,6 +10,9 @@ use roceperf::transport::{
 use roceperf::wire::{IbRepr, Opcode};
 
 pub use crate::common::work_request::wr;
+
+mod stream;
+pub use stream::{Stream, StreamSpec, stream};
 
 /// Every right a test buffer may need.
 pub const ALL: Access = Access(1 | 2 | 4 | 8);
@@ -29,6 +33,14 @@ pub struct Setup {
     pub ba: LinkConfig,
     pub seed: u64,
     pub tweak: fn(&mut QpConfig),
+    /// Applied after `tweak`: the requester's window of unacknowledged PSNs.
+    pub window: Option<u32>,
+    /// Applied after `tweak`: the loss recovery both sides run.
+    pub recovery: Option<Recovery>,
+    /// Applied after `tweak` when true: go-back-N as between roceperf endpoints (`QpConfig::gbn_fast`).
+    pub gbn_fast: bool,
+    /// Applied after `tweak` when true: go-back-N's loss-reactive window (`QpConfig::gbn_loss_window`).
+    pub gbn_loss_window: bool,
 }
 
 impl Setup {
@@ -42,6 +54,10 @@ impl Setup {
             ba: LinkConfig::perfect(),
             seed: 1,
             tweak: |_| {},
+            window: None,
+            recovery: None,
+            gbn_fast: false,
+            gbn_loss_window: false,
         }
     }
 
@@ -75,6 +91,14 @@ impl Setup {
         let mut cfg = QpConfig::new(qpn, peer, send_psn, recv_psn, keys.lkey);
         cfg.pmtu = self.pmtu;
         (self.tweak)(&mut cfg);
+        if let Some(w) = self.window {
+            cfg.max_unacked_psns = w;
+        }
+        if let Some(r) = self.recovery {
+            cfg.recovery = r;
+        }
+        cfg.gbn_fast |= self.gbn_fast;
+        cfg.gbn_loss_window |= self.gbn_loss_window;
         (Qp::new(cfg, mem).expect("valid test config"), keys)
     }
 }

@@ -47,7 +47,9 @@ impl Requester {
                 match aeth.kind() {
                     AethKind::Ack { .. } => {
                         ctx.counters.acks_received += 1;
-                        self.acknowledge_before(now, psn.add(1), ctx)
+                        let outcome = self.acknowledge_before(now, psn.add(1), ctx);
+                        self.gbn_probe_answered(psn);
+                        outcome
                     }
                     AethKind::Nak(NakCode::PsnSequenceError) => {
                         ctx.counters.naks_received.psn_seq += 1;
@@ -220,11 +222,20 @@ impl Requester {
         None
     }
 
-    /// Forward progress: fresh retry budgets and a fresh timer.
+    /// Forward progress: fresh retry budgets, a round-trip sample when the timed packet is now
+    /// acknowledged, the loss-reactive window's growth, and a fresh timer.
     pub(super) fn progress(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
         self.retry_left = ctx.cfg.retry_cnt;
         self.rnr_left = ctx.cfg.rnr_retry;
         self.started_retry = false;
+        self.rto.fast_spent = 0;
+        if self.rto.timed().is_some_and(|p| p.before(self.comp_psn)) {
+            self.rto.arrived(now);
+        }
+        if let Some(g) = &mut self.gbn {
+            g.probe_due = false; // not a silence any more
+            g.acknowledged(self.comp_psn, now);
+        }
         self.rearm(now, ctx);
     }
 

@@ -48,12 +48,23 @@ pub struct QpConfig {
     /// How lost packets are repaired: go-back-N (the spec's) or selective repeat (both sides must
     /// run it: its packets carry roceperf's own extension, docs/lossy-roce.md).
     pub recovery: Recovery,
-    /// Selective repeat's retransmission timeout: the least it is, ns, above the measured round trip
-    /// plus four deviations (doubling per timeout without progress until it reaches the ACK timeout
-    /// of `timeout`; 0: none, only the ACK timeout).
-    pub(crate) sr_rto_ns: u64,
+    /// Go-back-N as between two roceperf endpoints: a silence is answered after the fast
+    /// retransmission timeout (`rto_ns`) with a probe, not after the ACK timeout (a lost tail, NAK or
+    /// resend costs a round trip, not 67 ms). Off (the default, and against rxe, perftest or a NIC):
+    /// only the ACK timeout, as rxe.
+    pub gbn_fast: bool,
+    /// With `gbn_fast`: the window halves per loss episode (down to rxe's 128 PSNs) and grows back
+    /// by 8 PSNs per window acknowledged, so a loss costs fewer resends; a cut whose next clean
+    /// round is expected to deliver less than 90 % of the goodput of the round before it is undone
+    /// (a host whose peer waits for a core needs the deep window). The soft endpoint sets it with
+    /// `gbn_fast`; off here.
+    pub gbn_loss_window: bool,
+    /// The fast retransmission timeout (selective repeat, and go-back-N with `gbn_fast`): the least
+    /// it is, ns, above the measured round trip plus four deviations (doubling per timeout without
+    /// progress until it reaches the ACK timeout of `timeout`; 0: none, only the ACK timeout).
+    pub rto_ns: u64,
     /// The same with at most three packets out (a ping-pong), ns: a lost tail packet costs this.
-    pub(crate) sr_rto_small_ns: u64,
+    pub rto_small_ns: u64,
 }
 
 impl QpConfig {
@@ -87,8 +98,10 @@ impl QpConfig {
             local_lkey,
             cq_tag: 0,
             recovery: Recovery::Gbn,
-            sr_rto_ns: 1_000_000,
-            sr_rto_small_ns: 250_000,
+            gbn_fast: false,
+            gbn_loss_window: false,
+            rto_ns: 1_000_000,
+            rto_small_ns: 250_000,
         }
     }
 

@@ -56,7 +56,7 @@ const ACK_BEHIND_MAX: u32 = 16;
 
 /// Whether a transmission may keep a lone ACK back for the next one.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum LoneAck {
+pub enum LoneAck {
     /// Everything queued goes, the ACK last.
     Send,
     /// A plain ACK that is all that is left stays queued (see [`Qp::poll_transmit_holding_ack`]).
@@ -90,6 +90,7 @@ impl Qp {
                 cfg.retry_cnt,
                 cfg.rnr_retry,
                 sr.then_some(sr_window.saturating_mul(2)),
+                (!sr && cfg.gbn_fast).then_some((cfg.max_unacked_psns, cfg.gbn_loss_window)),
             ),
             resp: Responder::new(
                 Psn::new(cfg.recv_psn),
@@ -290,7 +291,7 @@ impl Qp {
     /// Whether a transmission with `acks` may find a packet now: false when nothing is queued (or,
     /// holding, only a lone ACK). Cheap, and it may say true when the requester turns out to be
     /// blocked (window, READ credits, RNR wait), for a caller that skips idle queue pairs.
-    pub(crate) fn has_transmit_work(&self, acks: LoneAck) -> bool {
+    pub fn has_transmit_work(&self, acks: LoneAck) -> bool {
         let answers =
             self.resp.has_answers() && !(acks == LoneAck::Hold && self.resp.only_ack_queued());
         match self.state {
@@ -374,6 +375,8 @@ impl Qp {
                     };
                     let outcome = if self.req.sr.is_some() {
                         self.req.sr_timeout(&mut ctx)
+                    } else if self.req.gbn.is_some() {
+                        self.req.gbn_timeout(&mut ctx)
                     } else {
                         self.req.retry(RetryCause::Timeout, &mut ctx)
                     };

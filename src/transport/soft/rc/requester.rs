@@ -6,10 +6,12 @@ use crate::transport::{Access, Completion, CompletionOp, CompletionStatus, SendO
 use crate::wire::{AtomicEthRepr, Opcode, RethRepr};
 
 use super::ctx::Ctx;
+use super::gbn::GbnLoss;
 use super::mr::Span;
 use super::packet::{self, Seg};
 use super::psn::Psn;
 use super::ring::Ring;
+use super::rto::Rto;
 use super::sack::{Sack, SrExt};
 use super::time::Instant;
 use super::timer::{self, Timer, TimerTable};
@@ -82,6 +84,8 @@ pub(crate) enum RetryCause {
     NakSequence,
     /// An ACK passed a READ/atomic whose responses never came.
     ImpliedNak,
+    /// The ACK of a probe named the probe and nothing after it (`gbn.rs`).
+    Probe,
 }
 
 /// Send-queue state: what was posted, what was sent, what was acknowledged.
@@ -116,12 +120,24 @@ pub struct Requester {
     pub(super) recv_seq_next: u32,
     /// Selective repeat's state, when the QP runs it.
     pub(super) sr: Option<Box<Sack>>,
+    /// Go-back-N's probe and window, when the QP runs them (`QpConfig::gbn_fast`).
+    pub(super) gbn: Option<GbnLoss>,
+    /// The round-trip estimate behind the fast retransmission timeout (selective repeat, `gbn`).
+    pub(super) rto: Rto,
 }
 
 impl Requester {
     /// An idle requester starting at `psn` with room for `depth` work requests; `sr` gives it
-    /// selective repeat with a window of that many PSNs.
-    pub fn new(psn: Psn, depth: usize, retry_cnt: u8, rnr_retry: u8, sr: Option<u32>) -> Requester {
+    /// selective repeat with a window of that many PSNs, `gbn` go-back-N's probe with a window of
+    /// that many PSNs (reacting to loss when its flag says so).
+    pub fn new(
+        psn: Psn,
+        depth: usize,
+        retry_cnt: u8,
+        rnr_retry: u8,
+        sr: Option<u32>,
+        gbn: Option<(u32, bool)>,
+    ) -> Requester {
         Requester {
             sq: Ring::with_capacity(depth),
             next_psn: psn,
@@ -138,6 +154,8 @@ impl Requester {
             timers: TimerTable::default(),
             recv_seq_next: 0,
             sr: sr.map(|window| Box::new(Sack::new(psn, window))),
+            gbn: gbn.map(|(cap, adaptive)| GbnLoss::new(psn, cap, adaptive)),
+            rto: Rto::default(),
         }
     }
 
@@ -174,9 +192,10 @@ impl Requester {
     }
 
     /// Whether [`poll_transmit`](Self::poll_transmit) may have a packet: a work request not yet
-    /// (fully) sent. Selective repeat always may (its resends are not behind the cursor).
+    /// (fully) sent, or go-back-N's probe. Selective repeat always may (its resends are not behind
+    /// the cursor).
     pub(crate) fn may_transmit(&self) -> bool {
-        self.cursor < self.sq.len() || self.sr.is_some()
+        self.cursor < self.sq.len() || self.sr.is_some() || self.gbn.is_some_and(|g| g.probe_due)
     }
 
     /// Points transmission at `psn`: the work request holding it, or the end of the queue.
@@ -207,8 +226,10 @@ impl Requester {
     /// without progress when the QP backs off (`retry_backoff_max_shift`); selective repeat's shorter
     /// one while it has fast retries left.
     pub(super) fn retx_timeout(&self, ctx: &Ctx<'_>) -> Option<Duration> {
-        if let Some(sr) = &self.sr
-            && let Some(t) = sr.fast_timeout(self.sent_high.diff(self.comp_psn), ctx)
+        if (self.sr.is_some() || self.gbn.is_some())
+            && let Some(t) = self
+                .rto
+                .fast_timeout(self.sent_high.diff(self.comp_psn), ctx.cfg)
         {
             return Some(t);
         }
@@ -224,8 +245,9 @@ impl Requester {
             return None;
         }
         // rxe: while a retry is under way, only a timeout may start another one, so a burst of
-        // duplicate ACKs or NAKs caused by the retry itself does not burn the whole budget.
-        if self.started_retry && cause != RetryCause::Timeout {
+        // duplicate ACKs or NAKs caused by the retry itself does not burn the whole budget (a
+        // probe's silence is a timeout too: turned away, it would leave no timer running).
+        if self.started_retry && !matches!(cause, RetryCause::Timeout | RetryCause::Probe) {
             return None;
         }
         if !ctx.cfg.retry_infinite() {
@@ -238,6 +260,14 @@ impl Requester {
         self.started_retry = true;
         self.noack_pkts = 0;
         self.timers.stop(Timer::Retransmit);
+        self.rto.cancel();
+        if let Some(g) = &mut self.gbn {
+            g.lost(self.comp_psn, self.sent_high);
+            // After a NAK (or a probe's answer) the responder holds nothing from the rewind point
+            // on, and what was sent before the resend arrives before it: the resend's ACK is its
+            // own, a fair round-trip sample (Karn's rule forbids only ambiguous ones).
+            g.time_resend = cause != RetryCause::Timeout;
+        }
         if self.sr.is_some() {
             self.sr_resend_all();
         } else {
@@ -271,6 +301,16 @@ impl Requester {
         {
             return Some(n);
         }
+        if let Some(g) = &mut self.gbn
+            && g.probe_due
+        {
+            if self.sq.front().is_some_and(|w| w.started) {
+                return Some(self.gbn_send_probe(now, buf, ctx));
+            }
+            // Everything was acknowledged between the timeout and this call: nothing to ask.
+            g.probe_due = false;
+            g.probe = None;
+        }
         let w = *self.sq.get(self.cursor)?;
         if self.req_psn.diff(self.comp_psn) >= self.window(ctx) as i32 {
             return None;
@@ -296,23 +336,28 @@ impl Requester {
         if psn.before(self.sent_high) {
             ctx.counters.retransmitted_packets += 1;
             ctx.counters.retransmitted_bytes += sent.payload as u64;
+            if let Some(g) = &mut self.gbn
+                && std::mem::take(&mut g.time_resend)
+            {
+                self.rto.time(psn, now);
+            }
+        } else if self.sr.is_some() || self.gbn.is_some() {
+            self.rto.time(psn, now);
         }
         if next.after(self.sent_high) {
             self.sent_high = next;
-        }
-        if let Some(sr) = &mut self.sr {
-            sr.time(psn, now);
         }
         self.sent(now, sent.payload, ctx);
         Some(sent.len)
     }
 
     /// Unacknowledged PSNs allowed out: the configured window (selective repeat: the responder's
-    /// window of early requests, half what the requester's bitmaps cover).
+    /// window of early requests, half what the requester's bitmaps cover; `gbn`: its window now).
     pub(super) fn window(&self, ctx: &Ctx<'_>) -> u32 {
-        match &self.sr {
-            Some(sr) => sr.window() / 2,
-            None => ctx.cfg.max_unacked_psns,
+        match (&self.sr, &self.gbn) {
+            (Some(sr), _) => sr.window() / 2,
+            (None, Some(g)) => g.window(),
+            (None, None) => ctx.cfg.max_unacked_psns,
         }
     }
 

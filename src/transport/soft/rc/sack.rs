@@ -5,8 +5,8 @@
 //! requester records what is known to have arrived (`Sack::got`) and resends only the rest: a PSN is
 //! lost once something sent after it is known to have arrived (a later PSN SACKed or answered, beyond
 //! a little reordering), and a resent PSN is lost again once something sent after the resend has
-//! arrived. A timeout (the measured round trip, short while few packets are out) resends the oldest
-//! missing PSN as a probe; the answer's SACKs tell the rest. READ responses are placed as they come;
+//! arrived. A timeout (the measured round trip, `rto.rs`) resends the oldest missing PSN as a
+//! probe; the answer's SACKs tell the rest. READ responses are placed as they come;
 //! a missing run is asked for again with a READ for just that run.
 //!
 //! On the wire (only between two sides that negotiated it): SEND packets carry 8 bytes before their
@@ -14,16 +14,11 @@
 //! their own (this packet's address, the R_Key, the message length), and the SACK NAK a bitmap after
 //! its AETH. [`SrExt`] reads and writes the first two.
 
-use std::time::Duration;
-
 use crate::wire::{RethPacket, RethRepr};
 
-use super::ctx::Ctx;
 use super::packet::Request;
 use super::psn::Psn;
 use super::ring::Ring;
-use super::time::Instant;
-use super::timer;
 
 /// Bytes a SEND packet carries before its data under selective repeat.
 pub const SEND_EXT_LEN: usize = 8;
@@ -32,8 +27,6 @@ pub const WRITE_EXT_LEN: usize = 16;
 /// PSNs after the first missing one that a SACK NAK reports at most (512 bytes of bitmap; no more
 /// than the path MTU's worth of bytes).
 pub const SACK_MAX_PSNS: u32 = 4096;
-/// Packets out at most for the short retransmission timeout.
-const FEW_IN_FLIGHT: i32 = 3;
 /// Later PSNs that must be known to have arrived before a missing one counts as lost, so that a
 /// little reordering does not look like loss (TCP's duplicate-ACK threshold).
 const REORDER_THRESHOLD: u32 = 3;
@@ -211,14 +204,6 @@ pub struct Sack {
     resent_resp: Ring<(Psn, Psn)>,
     /// Per PSN of the window: the send frontier of its latest resend (which entry is current).
     marks: Box<[u32]>,
-    /// Short timeouts spent without progress.
-    fast_spent: u8,
-    /// The packet being timed for the round-trip estimate, and when it left (never a resent one:
-    /// Karn's rule).
-    probe: Option<(Psn, Instant)>,
-    /// Smoothed round trip and its mean deviation, ns (RFC 6298); 0 before the first sample.
-    srtt_ns: u64,
-    rttvar_ns: u64,
 }
 
 impl Sack {
@@ -237,29 +222,6 @@ impl Sack {
             resent_req: Ring::with_capacity(window as usize),
             resent_resp: Ring::with_capacity(window as usize),
             marks: vec![0u32; window as usize].into_boxed_slice(),
-            fast_spent: 0,
-            probe: None,
-            srtt_ns: 0,
-            rttvar_ns: 0,
-        }
-    }
-
-    /// Times the new packet `psn` sent at `now`, unless one is being timed already.
-    pub fn time(&mut self, psn: Psn, now: Instant) {
-        if self.probe.is_none() {
-            self.probe = Some((psn, now));
-        }
-    }
-
-    /// A round-trip sample (RFC 6298's smoothing).
-    fn sample(&mut self, rtt_ns: u64) {
-        if self.srtt_ns == 0 {
-            self.srtt_ns = rtt_ns;
-            self.rttvar_ns = rtt_ns / 2;
-        } else {
-            let dev = self.srtt_ns.abs_diff(rtt_ns);
-            self.rttvar_ns = (3 * self.rttvar_ns + dev) / 4;
-            self.srtt_ns = (7 * self.srtt_ns + rtt_ns) / 8;
         }
     }
 
@@ -279,23 +241,6 @@ impl Sack {
             // No room: the timeout will resend it.
             self.queued.clear(p);
         }
-    }
-
-    /// The shorter retransmission timeout while fast retries are left, or `None` once it would reach
-    /// the configured ACK timeout: from then on the QP backs off and spends its retry budget as under
-    /// go-back-N, so a stalled peer is given as long as ever. It is the measured round trip plus four
-    /// deviations (RFC 6298), at least `sr_rto_small_ns` with at most three packets out and
-    /// `sr_rto_ns` otherwise, doubled per timeout without progress.
-    pub fn fast_timeout(&self, in_flight: i32, ctx: &Ctx<'_>) -> Option<Duration> {
-        let floor = if in_flight <= FEW_IN_FLIGHT {
-            ctx.cfg.sr_rto_small_ns
-        } else {
-            ctx.cfg.sr_rto_ns
-        };
-        let base = floor.max(self.srtt_ns + 4 * self.rttvar_ns);
-        let t = Duration::from_nanos(base.checked_shl(u32::from(self.fast_spent))?);
-        let limit = timer::ack_timeout(ctx.cfg.timeout)?;
-        (base > 0 && t < limit).then_some(t)
     }
 }
 

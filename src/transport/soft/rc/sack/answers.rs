@@ -103,7 +103,7 @@ impl Requester {
             let sr = self.sr();
             sr.got.advance(comp);
             sr.queued.advance(comp);
-            sr.fast_spent = 0;
+            self.rto.fast_spent = 0;
             self.progress(now, ctx);
         }
     }
@@ -230,7 +230,7 @@ impl Requester {
         // what was lost meanwhile is found from the answers. A timeout is then a silence (a lost
         // tail, or a dead link), not a resend that waits behind a full window.
         if self.sr_heard() != heard {
-            self.sr().fast_spent = 0;
+            self.rto.fast_spent = 0;
             self.rearm(now, ctx);
         }
         None
@@ -244,7 +244,7 @@ impl Requester {
 
     /// Takes a round-trip sample when the packet being timed is known to have arrived.
     pub(super) fn sr_time(&mut self, now: Instant) {
-        let Some((p, sent)) = self.sr.as_ref().and_then(|sr| sr.probe) else {
+        let Some(p) = self.rto.timed() else {
             return;
         };
         let done = p.before(self.comp_psn)
@@ -253,9 +253,7 @@ impl Requester {
                 .and_then(|i| self.sq.get(i).copied())
                 .is_some_and(|w| self.sr_done(&w, p));
         if done {
-            let sr = self.sr();
-            sr.probe = None;
-            sr.sample(now.as_nanos().saturating_sub(sent.as_nanos()));
+            self.rto.arrived(now);
         }
     }
 }

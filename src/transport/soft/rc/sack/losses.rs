@@ -141,9 +141,9 @@ impl Requester {
     /// Resends everything not known to have arrived (a timeout, or the end of an RNR wait).
     pub(in crate::transport::soft::rc) fn sr_resend_all(&mut self) {
         let comp = self.comp_psn;
+        self.rto.cancel();
         {
             let sr = self.sr();
-            sr.probe = None;
             sr.retx.clear();
             sr.resent_req.clear();
             sr.resent_resp.clear();
@@ -190,7 +190,7 @@ impl Requester {
                 continue;
             }
             let frontier = self.sent_high;
-            self.sr().probe = None;
+            self.rto.cancel();
             let (k, n, resp) = match w.wr.op {
                 SendOp::Read if !w.req_acked && w.received == 0 => (0, None, false),
                 SendOp::Read => {
@@ -231,20 +231,17 @@ impl Requester {
         ctx: &mut Ctx<'_>,
     ) -> Option<CompletionStatus> {
         let in_flight = self.sent_high.diff(self.comp_psn);
-        if self.outstanding()
-            && let Some(sr) = &self.sr
-            && sr.fast_timeout(in_flight, ctx).is_some()
-        {
+        if self.outstanding() && self.rto.fast_timeout(in_flight, ctx.cfg).is_some() {
             ctx.counters.retries += 1;
-            self.sr().fast_spent += 1;
+            self.rto.fast_spent += 1;
             self.noack_pkts = 0;
             self.timers.stop(Timer::Retransmit);
             // A probe, not the whole window: on a loaded host a fast timeout is as likely a peer
             // that was not scheduled as a loss, and its answer (with the SACKs of whatever did
             // arrive) shows what is really missing.
             let comp = self.comp_psn;
+            self.rto.cancel();
             let sr = self.sr();
-            sr.probe = None;
             sr.queued.clear(comp);
             sr.queue(comp);
             return None;

@@ -50,31 +50,3 @@ fn extensions_round_trip_and_short_payloads_are_refused() {
     assert_eq!(SrExt::split(Request::Send(Seg::Only), &[0; 7]), None);
     assert_eq!(SrExt::split(Request::Write(Seg::Middle), &[0; 15]), None);
 }
-
-#[test]
-fn the_timeout_follows_the_round_trip_and_gives_way_to_the_ack_timeout() {
-    let cfg = crate::transport::soft::rc::QpConfig::new(1, 2, 0, 0, 0);
-    let mut mem = crate::transport::soft::rc::MemoryTable::new(1);
-    let mut cq = Ring::with_capacity(1);
-    let mut counters = crate::transport::soft::rc::Counters::default();
-    let ctx = Ctx {
-        cfg: &cfg,
-        mem: &mut mem,
-        cq: &mut cq,
-        counters: &mut counters,
-    };
-    let mut s = Sack::new(Psn::new(0), 1024);
-    let ms = |d: Option<Duration>| d.map(|d| d.as_micros());
-    // Floors before any sample: 0.25 ms with few packets out, 1 ms otherwise.
-    assert_eq!(ms(s.fast_timeout(1, &ctx)), Some(250));
-    assert_eq!(ms(s.fast_timeout(100, &ctx)), Some(1000));
-    s.sample(4_000_000);
-    s.sample(4_000_000);
-    let t = s.fast_timeout(100, &ctx).unwrap();
-    assert!(t > Duration::from_millis(4), "{t:?}");
-    // Doubling per timeout without progress, until the 67 ms ACK timeout takes over.
-    s.fast_spent = 2;
-    assert_eq!(s.fast_timeout(100, &ctx), Some(4 * t));
-    s.fast_spent = 3;
-    assert_eq!(s.fast_timeout(100, &ctx), None);
-}
