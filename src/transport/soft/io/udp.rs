@@ -301,6 +301,70 @@ mod tests {
         );
     }
 
+    /// Receives until one call returns data (the datagrams may take a moment on a loaded host).
+    fn recv_some(s: &UdpSocket, rx: &mut RxBatch) -> usize {
+        for _ in 0..1000 {
+            let n = s.recv_batch(rx).unwrap();
+            if n > 0 {
+                return n;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        panic!("nothing arrived on {}", s.local_addr());
+    }
+
+    #[test]
+    fn one_datagram_at_a_time_until_two_receives_in_a_row_find_data() {
+        let a_ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let b_ip: IpAddr = "127.0.0.6".parse().unwrap();
+        let port = free_port(b_ip);
+        let a = UdpSocket::bind_scoped(a_ip, 0, &cfg(port)).unwrap();
+        let b = UdpSocket::bind_scoped(b_ip, 0, &cfg(port)).unwrap();
+        let mut tx = TxBatch::new(8, 64);
+        let mut send = |count: u8| {
+            for k in 0..count {
+                tx.push(b.local_addr(), |buf| {
+                    buf[0] = k;
+                    1
+                });
+            }
+            assert_eq!(a.send_batch(&mut tx).unwrap(), count as usize);
+        };
+        let mut rx = RxBatch::new(8, 64);
+        // A batch receive that finds one datagram turns to one at a time.
+        send(1);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(b.recv_batch(&mut rx).unwrap(), 1);
+        send(4);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // Four waiting: one per receive, twice (the second in a row with data switches back) ...
+        assert_eq!(b.recv_batch(&mut rx).unwrap(), 1);
+        assert_eq!(rx.datagram(0).data, [0]);
+        assert_eq!(b.recv_batch(&mut rx).unwrap(), 1);
+        assert_eq!(rx.datagram(0).data, [1]);
+        assert_eq!(rx.datagram(0).src, Some(a.local_addr()));
+        // ... then the rest in one batch.
+        assert_eq!(b.recv_batch(&mut rx).unwrap(), 2);
+        assert_eq!(
+            (rx.datagram(0).data, rx.datagram(1).data),
+            (&[2u8][..], &[3u8][..])
+        );
+        // An empty receive turns to one at a time again; truncation is still reported there.
+        assert_eq!(b.recv_batch(&mut rx).unwrap(), 0);
+        a.send_batch(&mut {
+            let mut t = TxBatch::new(1, 128);
+            t.push(b.local_addr(), |buf| {
+                buf[..100].fill(7);
+                100
+            });
+            t
+        })
+        .unwrap();
+        assert_eq!(recv_some(&b, &mut rx), 1);
+        assert!(rx.datagram(0).truncated);
+        assert_eq!(rx.datagram(0).data.len(), 64);
+    }
+
     #[test]
     fn ipv6_loopback_with_zero_checksum_rx() {
         let ip: IpAddr = "::1".parse().unwrap();

@@ -1,5 +1,6 @@
-//! The receive batch: one `recvmmsg` fills up to a batch of preallocated slots, read back as
-//! datagrams (with their addresses and GRO size) or link-layer frames.
+//! The receive batch: one `recvmmsg` (or `recvmsg` while datagrams come one at a time) fills up to
+//! a batch of preallocated slots, read back as datagrams (with their addresses and GRO size) or
+//! link-layer frames.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -50,6 +51,10 @@ pub struct RxBatch {
     filled: usize,
     /// Headers the kernel may have written since their capacities were last restored.
     dirty: usize,
+    /// The next receive takes one datagram with `recvmsg` (see [`RxBatch::recv`]).
+    single: bool,
+    /// Receives in a row that returned data, counted while `single`.
+    streak: u8,
 }
 
 // SAFETY: the raw pointers inside the headers point only into this struct's own heap arrays, which
@@ -88,6 +93,8 @@ impl RxBatch {
             _ctrl: ctrl,
             filled: 0,
             dirty: batch,
+            single: false,
+            streak: 0,
         }
     }
 
@@ -106,33 +113,52 @@ impl RxBatch {
         self.slots.count()
     }
 
-    /// One non-blocking `recvmmsg` on `fd` into this batch; 0 when nothing waits.
+    /// One non-blocking receive on `fd` into this batch; 0 when nothing waits.
+    ///
+    /// While datagrams come one at a time (a ping-pong, or a spin on an idle socket) it is a plain
+    /// `recvmsg` into the first slot, which costs the kernel less than `recvmmsg`'s loop; two
+    /// receives in a row that find data mean a stream, and it goes back to `recvmmsg` for whole
+    /// batches until one of those finds at most one datagram.
     pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         self.filled = 0;
-        let n = self.slots.count();
+        let n = if self.single { 1 } else { self.slots.count() };
         // The kernel overwrites these lengths in the headers of the datagrams it returns; restore
         // the capacities of those (and one more) only: a busy-polling idle receive touches none.
-        for h in self.hdrs[..self.dirty.min(n)].iter_mut() {
+        for h in self.hdrs[..self.dirty.min(self.slots.count())].iter_mut() {
             h.msg_hdr.msg_namelen =
                 std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_hdr.msg_controllen = std::mem::size_of::<CtrlBuf>() as _;
             h.msg_hdr.msg_flags = 0;
         }
         self.dirty = 0;
-        // SAFETY: every header points into this batch's own live arrays (see new).
-        let got = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.hdrs.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
+        let got = if self.single {
+            // SAFETY: header 0 points into this batch's own live arrays (see new).
+            let rc = unsafe { libc::recvmsg(fd, &mut self.hdrs[0].msg_hdr, libc::MSG_DONTWAIT) };
+            if rc >= 0 {
+                // recvmmsg reports the length here; recvmsg returns it.
+                self.hdrs[0].msg_len = rc as libc::c_uint;
+                1
+            } else {
+                -1
+            }
+        } else {
+            // SAFETY: every header points into this batch's own live arrays (see new).
+            unsafe {
+                libc::recvmmsg(
+                    fd,
+                    self.hdrs.as_mut_ptr(),
+                    n as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            }
         };
         if got < 0 {
             // errno straight: an idle receive is the common case and needs no io::Error.
             // SAFETY: __errno_location returns this thread's errno, always valid to read.
             let errno = unsafe { *libc::__errno_location() };
+            self.streak = 0;
+            self.single = true;
             return match errno {
                 libc::EAGAIN | libc::EINTR => Ok(0),
                 _ => Err(io::Error::from_raw_os_error(errno)),
@@ -140,6 +166,15 @@ impl RxBatch {
         }
         self.filled = got as usize;
         self.dirty = self.filled + 1;
+        if self.single {
+            self.streak += 1;
+            if self.streak >= 2 {
+                self.single = false;
+                self.streak = 0;
+            }
+        } else {
+            self.single = self.filled <= 1;
+        }
         Ok(self.filled)
     }
 
