@@ -171,6 +171,11 @@ impl SoftEndpoint {
                 agent::CmEvent::Disconnected { conn } => {
                     qp_of(conn).map(|qp| CmEvent::Disconnected { qp })
                 }
+                // The endpoint neither listens on nor resolves UD services (the agent answers a
+                // peer's SIDR_REQ with "service ID not supported" itself), so these never come.
+                agent::CmEvent::SidrRequest { .. }
+                | agent::CmEvent::Resolved { .. }
+                | agent::CmEvent::Unresolved { .. } => None,
             };
             // The active side connects its queue pair as soon as the REP has told it the peer's.
             if let (Some(CmEvent::Established { qp, peer }), Some(send)) = (&event, send_psn)
