@@ -37,20 +37,13 @@ pub(crate) fn connection(
             why,
         });
     }
-    if a.rdma_cm {
+    if a.rdma_cm
+        && let Some(why) = rdma_cm_refuses(conn, transport, a)
+    {
         return Err(Error::Conflict {
             a: "-R",
             b: flag,
-            why: match conn {
-                // perftest: "UC is not supported in librdmacm" (rdma_cm has no UC port space).
-                ConnType::Uc => {
-                    "rdma_cm connects RC (and UD) queue pairs only, and perftest refuses UC with -R too; use -c RC with -R, or -c UC without -R"
-                }
-                // perftest reaches UD through rdma_cm's UDP port space (SIDR); roceperf does not yet.
-                _ => {
-                    "UD through rdma_cm (the UDP port space and its SIDR REQ/REP exchange) is not implemented in roceperf yet; use -c UD without -R (the queue pairs are then described out of band), or -c RC with -R"
-                }
-            },
+            why,
         });
     }
     if conn == ConnType::Ud
@@ -63,6 +56,25 @@ pub(crate) fn connection(
         });
     }
     Ok(conn)
+}
+
+/// Why `-R` cannot connect queue pairs of type `conn` here, if it cannot.
+fn rdma_cm_refuses(conn: ConnType, transport: TransportKind, a: &Args) -> Option<&'static str> {
+    match conn {
+        // perftest: "UC is not supported in librdmacm" (rdma_cm has no UC port space).
+        ConnType::Uc => Some(
+            "rdma_cm connects RC (and UD) queue pairs only, and perftest refuses UC with -R too; use -c RC with -R, or -c UC without -R",
+        ),
+        // The soft transport resolves UD services itself (SIDR); librdmacm's UDP port space and
+        // perftest's exchange over a UD rdma_cm queue pair are not done yet.
+        ConnType::Ud if transport != TransportKind::Soft => Some(
+            "UD through librdmacm (its UDP port space) is not implemented in roceperf yet; use --transport soft with -R -c UD, -c UD without -R, or -c RC with -R",
+        ),
+        ConnType::Ud if a.oob == super::args::OobArg::Perftest => Some(
+            "UD through rdma_cm with --oob perftest (perftest's exchange over the UD queue pair) is not implemented in roceperf yet; use roceperf's own dialect (without --oob perftest), or -c UD without -R",
+        ),
+        _ => None,
+    }
 }
 
 /// What a UD size over the MTU is told: it names -s and the MTU and where the MTU comes from.

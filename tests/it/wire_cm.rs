@@ -1,7 +1,7 @@
-//! The CM messages of `-R` (REQ, REP, RTU, REJ, MRA, DREQ, DREP, SIDR_REQ, SIDR_REP), framed as the soft transport sends
-//! them (RoCE v2/IPv4, UD SEND ONLY from QP1 to QP1, DETH with the GSI Q_Key, a 256-byte MAD): every
-//! field survives a parse, and tshark, an independent decoder, reads them as CM messages with the
-//! values we wrote. Needs tshark (fails without it, like `wire_tshark`).
+//! The CM messages of `-R` (REQ, REP, RTU, REJ, MRA, DREQ, DREP, SIDR_REQ, SIDR_REP), framed as
+//! the soft transport sends them (RoCE v2/IPv4, UD SEND ONLY from QP1 to QP1, DETH with the GSI
+//! Q_Key, a 256-byte MAD): every field survives a parse, and tshark, an independent decoder, reads
+//! them as CM messages with the values we wrote. Needs tshark (fails without it, like `wire_tshark`).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 

@@ -157,6 +157,8 @@ pub enum CmEvent {
     Resolved {
         /// The resolution.
         conn: ConnId,
+        /// The server's address.
+        from: IpAddr,
         /// The server's QPN.
         qpn: u32,
         /// The Q_Key its datagrams must carry.

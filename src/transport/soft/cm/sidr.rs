@@ -222,6 +222,7 @@ impl CmAgent {
         self.events.push_back(match rep.status {
             SidrStatus::Success => CmEvent::Resolved {
                 conn,
+                from,
                 qpn: rep.qpn,
                 qkey: rep.qkey,
                 private_data: rep.private_data.to_vec(),

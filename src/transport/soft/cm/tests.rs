@@ -313,6 +313,7 @@ fn sidr_resolves_the_servers_qpn_and_qkey() {
     let [
         CmEvent::Resolved {
             conn,
+            from: _,
             qpn: 0x42,
             qkey: 0x0123_4567,
             private_data,
