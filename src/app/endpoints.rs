@@ -157,7 +157,7 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.connection = plan.connection;
     if plan.oob.rdma_cm && plan.connection == ConnType::Ud {
         // rdma_cm gives every queue pair of its UDP port space one Q_Key, and says it in SIDR_REP.
-        cfg.qkey = crate::wire::cm::RDMA_UDP_QKEY;
+        cfg.qkey = crate::transport::cm::RDMA_UDP_QKEY;
     }
     cfg.buffer_len = plan.layout.buffer_len();
     // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
