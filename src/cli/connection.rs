@@ -71,7 +71,7 @@ fn rdma_cm_refuses(conn: ConnType, transport: TransportKind, a: &Args) -> Option
             "UD through librdmacm (its UDP port space) is not implemented in roceperf yet; use --transport soft with -R -c UD, -c UD without -R, or -c RC with -R",
         ),
         ConnType::Ud if a.oob == super::args::OobArg::Perftest => Some(
-            "UD through rdma_cm with --oob perftest (perftest's exchange over the UD queue pair) is not implemented in roceperf yet; use roceperf's own dialect (without --oob perftest), or -c UD without -R",
+            "UD through rdma_cm with --oob perftest (perftest's exchange over the UD queue pair) is not implemented in roceperf yet; use roceperf's own dialect (without --oob perftest), -c UD without -R, or -c RC with -R",
         ),
         _ => None,
     }
@@ -103,19 +103,25 @@ mod tests {
 
     #[test]
     fn rdma_cm_refuses_uc_and_ud_naming_both_flags_and_what_to_use() {
-        for (test, c) in [("write_bw", "UC"), ("send_lat", "UC"), ("send_bw", "UD")] {
-            let e = parse(test, &["--transport", "soft", "-d", "lo", "-R", "-c", c])
+        let soft = ["--transport", "soft", "-d", "lo"];
+        let verbs = ["--transport", "verbs", "-d", "rxe0"];
+        let perftest = ["--transport", "soft", "-d", "lo", "--oob", "perftest"];
+        for (test, c, on) in [
+            ("write_bw", "UC", &soft[..]),
+            ("send_lat", "UC", &soft[..]),
+            ("send_bw", "UD", &verbs[..]),
+            ("send_lat", "UD", &perftest[..]),
+        ] {
+            let e = parse(test, &[on, &["-R", "-c", c]].concat())
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("-R") && e.contains(&format!("-c {c}")), "{e}");
             assert!(e.contains("-c RC with -R"), "{e}");
         }
-        let ok = parse(
-            "send_bw",
-            &["--transport", "soft", "-d", "lo", "-R", "-c", "RC"],
-        )
-        .unwrap();
-        assert!(ok.rdma_cm);
+        for (test, c) in [("send_bw", "RC"), ("send_bw", "UD"), ("send_lat", "UD")] {
+            let ok = parse(test, &[&soft[..], &["-R", "-c", c]].concat()).unwrap();
+            assert!(ok.rdma_cm, "{test} -R -c {c} runs on soft in our dialect");
+        }
     }
 
     #[test]
