@@ -6,7 +6,7 @@ use super::exit::Error;
 use super::notes::Note;
 use super::plan::Plan;
 use crate::cli::IoArg;
-use crate::params::{Recovery, RoceVersion, Verb};
+use crate::params::{ConnType, Recovery, RoceVersion, Verb};
 use crate::transport::cm::CmEndpoint;
 use crate::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
 use crate::transport::soft::netdev::AddrFamily;
@@ -155,6 +155,10 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.recovery = d.recovery;
     cfg.qps = plan.qps as usize + comm_qps(plan);
     cfg.connection = plan.connection;
+    if plan.oob.rdma_cm && plan.connection == ConnType::Ud {
+        // rdma_cm gives every queue pair of its UDP port space one Q_Key, and says it in SIDR_REP.
+        cfg.qkey = crate::transport::cm::RDMA_UDP_QKEY;
+    }
     cfg.buffer_len = plan.layout.buffer_len();
     // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
     // defaults as a floor so a sweep's finishing phase never finds a full queue.

@@ -37,20 +37,13 @@ pub(crate) fn connection(
             why,
         });
     }
-    if a.rdma_cm {
+    if a.rdma_cm
+        && let Some(why) = rdma_cm_refuses(conn, transport, a)
+    {
         return Err(Error::Conflict {
             a: "-R",
             b: flag,
-            why: match conn {
-                // perftest: "UC is not supported in librdmacm" (rdma_cm has no UC port space).
-                ConnType::Uc => {
-                    "rdma_cm connects RC (and UD) queue pairs only, and perftest refuses UC with -R too; use -c RC with -R, or -c UC without -R"
-                }
-                // perftest reaches UD through rdma_cm's UDP port space (SIDR); roceperf does not yet.
-                _ => {
-                    "UD through rdma_cm (the UDP port space and its SIDR REQ/REP exchange) is not implemented in roceperf yet; use -c UD without -R (the queue pairs are then described out of band), or -c RC with -R"
-                }
-            },
+            why,
         });
     }
     if conn == ConnType::Ud
@@ -63,6 +56,25 @@ pub(crate) fn connection(
         });
     }
     Ok(conn)
+}
+
+/// Why `-R` cannot connect queue pairs of type `conn` here, if it cannot.
+fn rdma_cm_refuses(conn: ConnType, transport: TransportKind, a: &Args) -> Option<&'static str> {
+    match conn {
+        // perftest: "UC is not supported in librdmacm" (rdma_cm has no UC port space).
+        ConnType::Uc => Some(
+            "rdma_cm connects RC (and UD) queue pairs only, and perftest refuses UC with -R too; use -c RC with -R, or -c UC without -R",
+        ),
+        // The soft transport resolves UD services itself (SIDR); librdmacm's UDP port space and
+        // perftest's exchange over a UD rdma_cm queue pair are not done yet.
+        ConnType::Ud if transport != TransportKind::Soft => Some(
+            "UD through librdmacm (its UDP port space) is not implemented in roceperf yet; use --transport soft with -R -c UD, -c UD without -R, or -c RC with -R",
+        ),
+        ConnType::Ud if a.oob == super::args::OobArg::Perftest => Some(
+            "UD through rdma_cm with --oob perftest (perftest's exchange over the UD queue pair) is not implemented in roceperf yet; use roceperf's own dialect (without --oob perftest), -c UD without -R, or -c RC with -R",
+        ),
+        _ => None,
+    }
 }
 
 /// What a UD size over the MTU is told: it names -s and the MTU and where the MTU comes from.
@@ -91,19 +103,25 @@ mod tests {
 
     #[test]
     fn rdma_cm_refuses_uc_and_ud_naming_both_flags_and_what_to_use() {
-        for (test, c) in [("write_bw", "UC"), ("send_lat", "UC"), ("send_bw", "UD")] {
-            let e = parse(test, &["--transport", "soft", "-d", "lo", "-R", "-c", c])
+        let soft = ["--transport", "soft", "-d", "lo"];
+        let verbs = ["--transport", "verbs", "-d", "rxe0"];
+        let perftest = ["--transport", "soft", "-d", "lo", "--oob", "perftest"];
+        for (test, c, on) in [
+            ("write_bw", "UC", &soft[..]),
+            ("send_lat", "UC", &soft[..]),
+            ("send_bw", "UD", &verbs[..]),
+            ("send_lat", "UD", &perftest[..]),
+        ] {
+            let e = parse(test, &[on, &["-R", "-c", c]].concat())
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("-R") && e.contains(&format!("-c {c}")), "{e}");
             assert!(e.contains("-c RC with -R"), "{e}");
         }
-        let ok = parse(
-            "send_bw",
-            &["--transport", "soft", "-d", "lo", "-R", "-c", "RC"],
-        )
-        .unwrap();
-        assert!(ok.rdma_cm);
+        for (test, c) in [("send_bw", "RC"), ("send_bw", "UD"), ("send_lat", "UD")] {
+            let ok = parse(test, &[&soft[..], &["-R", "-c", c]].concat()).unwrap();
+            assert!(ok.rdma_cm, "{test} -R -c {c} runs on soft in our dialect");
+        }
     }
 
     #[test]

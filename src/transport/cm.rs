@@ -8,7 +8,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::Result;
-pub use crate::wire::cm::RejectReason;
+pub use crate::wire::cm::{RDMA_UDP_QKEY, RejectReason};
 
 /// What a queue pair asks for when it connects through the CM (rdma_cm's `struct rdma_conn_param`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! `-R` on the soft transport, endpoint level: two soft endpoints on lo connect their queue pairs
 //! through the CM (REQ / REP / RTU as MADs on QP1, RoCE v2) and then carry WRITE, SEND and READ with
 //! every byte checked; a REQ for a port nobody listens on is rejected with "invalid service ID";
-//! a REQ to an address where nobody answers times out after its retries.
+//! a REQ to an address where nobody answers times out after its retries; UD queue pairs resolve
+//! each other through SIDR.
 
 use crate::soft_support;
 
@@ -199,4 +200,76 @@ fn dreq_and_drep_take_the_connection_down_on_both_sides() {
     );
     assert_eq!(ea, [CmEvent::Disconnected { qp: 0 }]);
     assert_eq!(eb, [CmEvent::Disconnected { qp: 0 }]);
+}
+
+/// `-c UD`: a queue pair is resolved (SIDR_REQ → SIDR_REP), not connected. A port nobody listens on
+/// reads as REJ "invalid service ID" (SIDR status "not supported"), a refusal as "consumer reject";
+/// an accepted request gives each side the other's QPN, the requester's from its private data.
+#[test]
+fn ud_queue_pairs_resolve_each_other_through_sidr() {
+    let port = free_port("127.0.5.11");
+    let ud = |ip| SoftConfig {
+        qps: 1,
+        connection: roceperf::params::ConnType::Ud,
+        qkey: roceperf::transport::cm::RDMA_UDP_QKEY,
+        ..udp_cfg(ip, port)
+    };
+    let mut a = SoftEndpoint::open(ud("127.0.5.11")).unwrap();
+    let mut b = SoftEndpoint::open(ud("127.0.5.12")).unwrap();
+    let server: SocketAddr = "127.0.5.11:18515".parse().unwrap();
+    a.cm_listen(18514).unwrap(); // another port
+    b.cm_connect(0, server, &PARAMS, &[]).unwrap();
+    let (ea, eb) = run_cm(&mut a, &mut b, |_, eb| !eb.is_empty(), |_, _| {});
+    assert!(ea.is_empty(), "{ea:?}");
+    let invalid = CmEvent::Rejected {
+        qp: 0,
+        reason: RejectReason::InvalidServiceId,
+    };
+    assert_eq!(eb, [invalid]);
+    a.cm_listen(18515).unwrap();
+    b.cm_connect(0, server, &PARAMS, &[]).unwrap();
+    let (_, eb) = run_cm(
+        &mut a,
+        &mut b,
+        |_, eb| !eb.is_empty(),
+        |a, e| {
+            if let CmEvent::Request { req, .. } = e {
+                a.cm_reject(*req).unwrap();
+            }
+        },
+    );
+    let refused = CmEvent::Rejected {
+        qp: 0,
+        reason: RejectReason::ConsumerDefined,
+    };
+    assert_eq!(eb, [refused]);
+    let (qa, qb) = (a.local_info().qps[0].qpn, b.local_info().qps[0].qpn);
+    b.cm_connect(0, server, &PARAMS, &[]).unwrap();
+    let (ea, eb) = run_cm(
+        &mut a,
+        &mut b,
+        |ea, eb| established(ea) == 1 && established(eb) == 1,
+        |a, e| {
+            if let CmEvent::Request { req, peer_qpn, .. } = e {
+                assert_eq!(*peer_qpn, qb, "the requester's QPN");
+                a.cm_accept(*req, 0, &PARAMS).unwrap();
+            }
+        },
+    );
+    for (events, want, ip) in [(&ea, qb, "127.0.5.12"), (&eb, qa, "127.0.5.11")] {
+        let peer = events
+            .iter()
+            .find_map(|e| match e {
+                CmEvent::Established { qp: 0, peer } => Some(*peer),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            (peer.qpn, peer.psn, peer.ip.to_string()),
+            (want, 0, ip.into())
+        );
+    }
+    // No CM connection to tear down: disconnecting is immediate.
+    b.cm_disconnect(0).unwrap();
+    assert_eq!(b.cm_poll().unwrap(), Some(CmEvent::Disconnected { qp: 0 }));
 }

@@ -254,3 +254,37 @@ fn a_req_nobody_answers_ends_in_exit_2() {
         c.stderr
     );
 }
+
+/// `-R -c UD`: each UD queue pair learns the server's QPN and Q_Key from a SIDR_REP (rdma_cm's UDP
+/// port space) instead of REQ / REP / RTU; the datagrams then carry rdma_cm's Q_Key.
+#[test]
+fn ud_send_tests_over_soft_with_rdma_cm_sidr_and_validate() {
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
+    for (test, qps) in [("send_bw", "2"), ("send_lat", "1")] {
+        let args = vec![
+            "-d",
+            "lo",
+            "-R",
+            "-c",
+            "UD",
+            "-q",
+            qps,
+            "-s",
+            "1000",
+            "-n",
+            "300",
+            "--validate",
+        ];
+        let (s, c) = on_lo(test, args);
+        assert_connected_through_the_cm(test, 1000.0, &s, &c);
+        for out in [&s.stdout, &c.stdout] {
+            let note = out.lines().find(|l| l.contains("through the CM")).unwrap();
+            assert!(note.contains("PSN 0x0"), "UD has no PSN to agree: {note}");
+            assert_eq!(
+                note.matches("QPN").count(),
+                qps.parse::<usize>().unwrap(),
+                "{note}"
+            );
+        }
+    }
+}

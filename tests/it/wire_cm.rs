@@ -1,14 +1,15 @@
-//! The CM messages of `-R` (REQ, REP, RTU, REJ, MRA, DREQ, DREP), framed as the soft transport sends
-//! them (RoCE v2/IPv4, UD SEND ONLY from QP1 to QP1, DETH with the GSI Q_Key, a 256-byte MAD): every
-//! field survives a parse, and tshark, an independent decoder, reads them as CM messages with the
-//! values we wrote. Needs tshark (fails without it, like `wire_tshark`).
+//! The CM messages of `-R` (REQ, REP, RTU, REJ, MRA, DREQ, DREP, SIDR_REQ, SIDR_REP), framed as
+//! the soft transport sends them (RoCE v2/IPv4, UD SEND ONLY from QP1 to QP1, DETH with the GSI
+//! Q_Key, a 256-byte MAD): every field survives a parse, and tshark, an independent decoder, reads
+//! them as CM messages with the values we wrote. Needs tshark (fails without it, like `wire_tshark`).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use proptest::prelude::*;
 use roceperf::wire::cm::{
-    Answered, CmMessage, CmPath, CmaHeader, DrepRepr, DreqRepr, MraRepr, RDMA_PS_TCP, RejRepr,
-    RejectReason, RepRepr, ReqRepr, RtuRepr, service_id,
+    Answered, CmMessage, CmPath, CmaHeader, DrepRepr, DreqRepr, MraRepr, RDMA_PS_TCP, RDMA_PS_UDP,
+    RDMA_UDP_QKEY, RejRepr, RejectReason, RepRepr, ReqRepr, RtuRepr, SidrRepRepr, SidrReqRepr,
+    SidrStatus, service_id,
 };
 use roceperf::wire::mad::MAD_LEN;
 use roceperf::wire::{
@@ -103,7 +104,30 @@ fn messages() -> Vec<CmMessage> {
         }),
         CmMessage::Dreq(DreqRepr::new(0x9abc_def0, 0x1234_5678, 0x11)),
         CmMessage::Drep(DrepRepr::new(0x1234_5678, 0x9abc_def0)),
+        CmMessage::SidrReq(Box::new(sidr_req())),
+        CmMessage::SidrRep(Box::new(SidrRepRepr::answer(
+            &sidr_req(),
+            SidrStatus::Success,
+            0x33,
+            RDMA_UDP_QKEY,
+        ))),
     ]
+}
+
+/// A SIDR_REQ as rdma_cm sends it for a UD service (`RDMA_PS_UDP`).
+fn sidr_req() -> SidrReqRepr {
+    let mut private_data = [0u8; 216];
+    CmaHeader {
+        src: SocketAddr::new(IpAddr::V4(CLIENT), 40124),
+        dst: IpAddr::V4(SERVER),
+    }
+    .emit(&mut private_data);
+    SidrReqRepr {
+        request_id: 0x0bad_cafe,
+        partition_key: 0xffff,
+        service_id: service_id(RDMA_PS_UDP, 18515),
+        private_data,
+    }
 }
 
 /// One CM message as a whole Ethernet frame, as the soft transport puts it on the wire.
@@ -160,6 +184,7 @@ const FIELDS: &[&str] = &[
     "infiniband.cm.rej.reason",
     "infiniband.cm.dreq.remotecommid",
     "_ws.col.Info",
+    "infiniband.mad.data",
 ];
 
 #[test]
@@ -213,6 +238,31 @@ fn tshark_reads_every_cm_message_as_we_wrote_it() {
         lines[5][17]
     );
     assert!(lines[6][17].contains("DisconnectReply"), "{}", lines[6][17]);
+    // Wireshark names the SIDR messages but decodes none of their fields: its MAD data field shows
+    // the class data, which must read as tables 119 and 120 lay it out.
+    assert!(lines[7][17].contains("ServiceIDResReq"), "{}", lines[7][17]);
+    let sidr_req = concat!(
+        "0badcafe",         // RequestID
+        "ffff0000",         // P_Key, reserved
+        "0000000001114853", // ServiceID: RDMA_PS_UDP, port 18515
+        "0040",             // CMA header: version 0, IPv4
+        "9cbc",             // source port 40124
+    );
+    assert!(lines[7][18].starts_with(sidr_req), "{}", lines[7][18]);
+    assert!(lines[7][18].contains("0a0900010000"), "CMA source address");
+    assert!(
+        lines[8][17].contains("ServiceIDResReqResp"),
+        "{}",
+        lines[8][17]
+    );
+    let sidr_rep = concat!(
+        "0badcafe",         // RequestID
+        "00000000",         // status success, no additional information, reserved
+        "00003300",         // QPN 0x33, reserved
+        "0000000001114853", // ServiceID
+        "01234567",         // Q_Key: RDMA_UDP_QKEY
+    );
+    assert!(lines[8][18].starts_with(sidr_rep), "{}", lines[8][18]);
 }
 
 proptest! {

@@ -26,6 +26,10 @@ mod field {
 pub(crate) const CMA_HEADER_LEN: usize = field::DST_ADDR.end;
 /// rdma_cm's port space for reliable connections (`RDMA_PS_TCP`).
 pub const RDMA_PS_TCP: u16 = 0x0106;
+/// rdma_cm's port space for datagram services (`RDMA_PS_UDP`), resolved with SIDR.
+pub const RDMA_PS_UDP: u16 = 0x0111;
+/// The Q_Key rdma_cm gives every QP of the UDP port space (`RDMA_UDP_QKEY`).
+pub const RDMA_UDP_QKEY: u32 = 0x0123_4567;
 /// The only CMA header version.
 const CMA_VERSION: u8 = 0;
 

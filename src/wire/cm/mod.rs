@@ -5,6 +5,8 @@
 //! answer a REQ or REP with REJ (and a reason), or with MRA (more time needed); DREQ → DREP tear the
 //! connection down. rdma_cm (`librdmacm`, the kernel's `cma.c`) puts a 36-byte [`CmaHeader`] in front
 //! of the REQ's private data and derives the service ID from the port ([`service_id`]).
+//! Unreliable datagram services are resolved instead with SIDR_REQ → SIDR_REP (rdma_cm's UDP port
+//! space, [`RDMA_PS_UDP`]): the reply carries the server's QPN and Q_Key.
 //!
 //! Fields are named as in the spec's tables; bit fields are read from the most significant bit of
 //! their byte, as the kernel's `ibta_vol1_c12.h` declares them.
@@ -63,13 +65,18 @@ mod dreq;
 mod rej;
 mod reply;
 mod req;
+mod sidr;
 
 pub(crate) use cma::{CMA_HEADER_LEN, service_port};
-pub use cma::{CmaHeader, RDMA_PS_TCP, service_id};
+pub use cma::{CmaHeader, RDMA_PS_TCP, RDMA_PS_UDP, RDMA_UDP_QKEY, service_id};
 pub use dreq::{DrepRepr, DreqRepr};
 pub use rej::{RejRepr, RejectReason};
 pub use reply::{MraRepr, RepRepr, RtuRepr};
 pub use req::{CmPath, ReqRepr};
+pub use sidr::{
+    SIDR_REP_INFO_LEN, SIDR_REP_PRIVATE_LEN, SIDR_REQ_PRIVATE_LEN, SidrRepRepr, SidrReqRepr,
+    SidrStatus,
+};
 
 use super::mad::{
     CM_CLASS_VERSION, MAD_BASE_VERSION, MAD_DATA_LEN, MAD_LEN, MGMT_CLASS_CM, MadHeader, MadPacket,
@@ -92,6 +99,10 @@ pub mod attr {
     pub const DREQ: u16 = 0x0015;
     /// DisconnectReply.
     pub const DREP: u16 = 0x0016;
+    /// ServiceIDResolutionRequest.
+    pub const SIDR_REQ: u16 = 0x0017;
+    /// ServiceIDResolutionResponse.
+    pub const SIDR_REP: u16 = 0x0018;
 }
 
 /// Transport service type of a REQ (`CM_REQ_TRANSPORT_SERVICE_TYPE`).
@@ -147,6 +158,10 @@ pub enum CmMessage {
     Dreq(DreqRepr),
     /// DisconnectReply.
     Drep(DrepRepr),
+    /// ServiceIDResolutionRequest.
+    SidrReq(Box<SidrReqRepr>),
+    /// ServiceIDResolutionResponse.
+    SidrRep(Box<SidrRepRepr>),
 }
 
 impl CmMessage {
@@ -160,6 +175,8 @@ impl CmMessage {
             CmMessage::Rtu(_) => attr::RTU,
             CmMessage::Dreq(_) => attr::DREQ,
             CmMessage::Drep(_) => attr::DREP,
+            CmMessage::SidrReq(_) => attr::SIDR_REQ,
+            CmMessage::SidrRep(_) => attr::SIDR_REP,
         }
     }
 
@@ -173,10 +190,13 @@ impl CmMessage {
             CmMessage::Rtu(_) => "RTU",
             CmMessage::Dreq(_) => "DREQ",
             CmMessage::Drep(_) => "DREP",
+            CmMessage::SidrReq(_) => "SIDR_REQ",
+            CmMessage::SidrRep(_) => "SIDR_REP",
         }
     }
 
-    /// The sender's communication ID (every CM message starts with it).
+    /// The sender's communication ID (every CM message starts with it; a SIDR message's is the
+    /// requester's RequestID).
     pub fn local_comm_id(&self) -> u32 {
         match self {
             CmMessage::Req(m) => m.local_comm_id,
@@ -186,11 +206,13 @@ impl CmMessage {
             CmMessage::Rtu(m) => m.local_comm_id,
             CmMessage::Dreq(m) => m.local_comm_id,
             CmMessage::Drep(m) => m.local_comm_id,
+            CmMessage::SidrReq(m) => m.request_id,
+            CmMessage::SidrRep(m) => m.request_id,
         }
     }
 
     /// Parses a whole MAD: `(TransactionID, message)`. Fails on a MAD that is not a CM message of
-    /// class version 2, or whose AttributeID names no message parsed here (LAP, APR, SIDR).
+    /// class version 2, or whose AttributeID names no message parsed here (LAP, APR).
     pub fn parse(mad: &[u8]) -> Result<(u64, CmMessage)> {
         let p = MadPacket::new_checked(mad)?;
         if p.base_version() != MAD_BASE_VERSION {
@@ -211,9 +233,11 @@ impl CmMessage {
             attr::RTU => CmMessage::Rtu(RtuRepr::parse(d)?),
             attr::DREQ => CmMessage::Dreq(DreqRepr::parse(d)?),
             attr::DREP => CmMessage::Drep(DrepRepr::parse(d)?),
+            attr::SIDR_REQ => CmMessage::SidrReq(Box::new(SidrReqRepr::parse(d)?)),
+            attr::SIDR_REP => CmMessage::SidrRep(Box::new(SidrRepRepr::parse(d)?)),
             _ => {
                 return Err(Error::Malformed(
-                    "CM attribute is not REQ/MRA/REJ/REP/RTU/DREQ/DREP",
+                    "CM attribute is not REQ/MRA/REJ/REP/RTU/DREQ/DREP/SIDR_REQ/SIDR_REP",
                 ));
             }
         };
@@ -236,6 +260,8 @@ impl CmMessage {
             CmMessage::Rtu(m) => m.emit(d),
             CmMessage::Dreq(m) => m.emit(d),
             CmMessage::Drep(m) => m.emit(d),
+            CmMessage::SidrReq(m) => m.emit(d),
+            CmMessage::SidrRep(m) => m.emit(d),
         }
         MAD_LEN
     }

@@ -4,7 +4,7 @@ use super::rej::{REJ_ARI_LEN, REJ_PRIVATE_LEN};
 use super::req::REQ_PRIVATE_LEN;
 use super::*;
 use crate::wire::Gid;
-use crate::wire::mad::{MAD_HEADER_LEN, MAD_LEN};
+use crate::wire::mad::{MAD_DATA_LEN, MAD_HEADER_LEN, MAD_LEN};
 
 fn gid(a: u8) -> Gid {
     Gid::from_ip(IpAddr::V4(Ipv4Addr::new(10, 9, 0, a)))
@@ -183,7 +183,7 @@ fn foreign_mads_are_refused() {
     b[1] = 0x81; // a vendor class
     assert!(CmMessage::parse(&b).is_err());
     b[1] = 0x07;
-    b[17] = 0x19; // SIDR_REQ: not parsed here
+    b[17] = 0x19; // LAP: not parsed here
     assert!(CmMessage::parse(&b).is_err());
 }
 
@@ -202,4 +202,82 @@ fn cma_header_and_service_ids() {
     assert_eq!(service_id(RDMA_PS_TCP, 18515), 0x0106_4853);
     assert_eq!(service_port(RDMA_PS_TCP, 0x0106_4853), Some(18515));
     assert_eq!(service_port(RDMA_PS_TCP, 0x0111_4853), None);
+}
+
+#[test]
+fn sidr_req_bytes_as_table_119_lays_them_out() {
+    let mut private_data = [0u8; SIDR_REQ_PRIVATE_LEN];
+    CmaHeader {
+        src: SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 9, 0, 1)), 40001),
+        dst: IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2)),
+    }
+    .emit(&mut private_data);
+    private_data[SIDR_REQ_PRIVATE_LEN - 1] = 0x5a;
+    let req = SidrReqRepr {
+        request_id: 0xdead_beef,
+        partition_key: 0xffff,
+        service_id: service_id(RDMA_PS_UDP, 18515),
+        private_data,
+    };
+    let mut want = vec![0u8; MAD_DATA_LEN];
+    want[0..4].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    want[4..6].copy_from_slice(&[0xff, 0xff]);
+    want[8..16].copy_from_slice(&[0, 0, 0, 0, 0x01, 0x11, 0x48, 0x53]);
+    want[16..18].copy_from_slice(&[0, 0x40]); // CMA header: version 0, IPv4
+    want[18..20].copy_from_slice(&40001u16.to_be_bytes());
+    want[32..36].copy_from_slice(&[10, 9, 0, 1]);
+    want[48..52].copy_from_slice(&[10, 9, 0, 2]);
+    want[231] = 0x5a;
+    let m = CmMessage::SidrReq(Box::new(req));
+    let b = mad(&m, 3);
+    assert_eq!(&b[16..18], &[0x00, 0x17], "attribute ID");
+    assert_eq!(&b[MAD_HEADER_LEN..], &want[..]);
+    let (tid, back) = CmMessage::parse(&b).unwrap();
+    assert_eq!((tid, &back), (3, &m));
+    assert_eq!(back.local_comm_id(), 0xdead_beef);
+    let CmMessage::SidrReq(r) = back else {
+        unreachable!()
+    };
+    let cma = CmaHeader::parse(&r.private_data).unwrap();
+    assert_eq!(cma.src.port(), 40001);
+    assert_eq!(service_port(RDMA_PS_UDP, r.service_id), Some(18515));
+    assert_eq!(service_port(RDMA_PS_TCP, r.service_id), None);
+}
+
+#[test]
+fn sidr_rep_bytes_as_table_120_lays_them_out() {
+    let req = SidrReqRepr {
+        request_id: 0x0102_0304,
+        partition_key: 0xffff,
+        service_id: service_id(RDMA_PS_UDP, 18515),
+        private_data: [0; SIDR_REQ_PRIVATE_LEN],
+    };
+    let mut rep = SidrRepRepr::answer(&req, SidrStatus::Success, 0x00ab_cdef, RDMA_UDP_QKEY);
+    rep.info_length = 2;
+    rep.info[0] = 0x11;
+    rep.info[SIDR_REP_INFO_LEN - 1] = 0x22;
+    rep.private_data[0] = 0x33;
+    rep.private_data[SIDR_REP_PRIVATE_LEN - 1] = 0x44;
+    let mut want = vec![0u8; MAD_DATA_LEN];
+    want[0..4].copy_from_slice(&[1, 2, 3, 4]);
+    want[4] = 0; // status: success
+    want[5] = 2;
+    want[8..11].copy_from_slice(&[0xab, 0xcd, 0xef]);
+    want[12..20].copy_from_slice(&[0, 0, 0, 0, 0x01, 0x11, 0x48, 0x53]);
+    want[20..24].copy_from_slice(&[0x01, 0x23, 0x45, 0x67]);
+    want[24] = 0x11;
+    want[95] = 0x22;
+    want[96] = 0x33;
+    want[231] = 0x44;
+    let m = CmMessage::SidrRep(Box::new(rep));
+    let b = mad(&m, 4);
+    assert_eq!(&b[16..18], &[0x00, 0x18], "attribute ID");
+    assert_eq!(&b[MAD_HEADER_LEN..], &want[..]);
+    assert_eq!(CmMessage::parse(&b).unwrap(), (4, m));
+    for code in 0..=6u8 {
+        assert_eq!(SidrStatus::from_code(code).code(), code);
+    }
+    assert_eq!(SidrStatus::from_code(1), SidrStatus::Unsupported);
+    assert_eq!(SidrStatus::from_code(2), SidrStatus::Reject);
+    assert_eq!(SidrStatus::Reject.to_string(), "\"rejected\" (status 2)");
 }

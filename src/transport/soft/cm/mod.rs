@@ -11,8 +11,10 @@
 //! the time it asks for); then the connection times out and the peer gets a REJ "timeout", as
 //! `ib_cm` does. Duplicates are answered as the spec says: a REQ again gets the REP again, a REP
 //! the RTU, a DREQ the DREP, and a REQ for a service nobody listens on a REJ "invalid service ID".
+//! UD services are resolved instead (SIDR_REQ → SIDR_REP, in [`sidr`]).
 
 mod conn;
+mod sidr;
 #[cfg(test)]
 mod tests;
 
@@ -25,9 +27,10 @@ use crate::transport::RoceMtu;
 use crate::transport::rng::SplitMix64;
 use crate::wire::cm::{
     Answered, CmMessage, CmPath, CmaHeader, DrepRepr, RDMA_PS_TCP, RejRepr, RejectReason, ReqRepr,
-    service_id, service_port,
+    SidrStatus, service_id, service_port,
 };
 use conn::{Conn, State};
+pub use sidr::SIDR_PRIVATE_DATA_LEN;
 
 /// The CM response timeout we announce (4.096 µs × 2^20 ≈ 4.3 s, rdma_cm's `CMA_CM_RESPONSE_TIMEOUT`).
 const CM_RESPONSE_TIMEOUT: u8 = 20;
@@ -136,6 +139,40 @@ pub enum CmEvent {
         /// The connection.
         conn: ConnId,
     },
+    /// A SIDR_REQ for a UD port we listen on: [`CmAgent::answer_sidr`] or
+    /// [`CmAgent::refuse_sidr`] it.
+    SidrRequest {
+        /// The resolution.
+        conn: ConnId,
+        /// Where the SIDR_REQ came from.
+        from: IpAddr,
+        /// The port (service ID) asked for.
+        port: u16,
+        /// rdma_cm's addressing, when the SIDR_REQ carries a valid header.
+        cma: Option<CmaHeader>,
+        /// Private data after the CMA header.
+        private_data: Vec<u8>,
+    },
+    /// Our SIDR_REQ was answered: the UD service's queue pair.
+    Resolved {
+        /// The resolution.
+        conn: ConnId,
+        /// The server's address.
+        from: IpAddr,
+        /// The server's QPN.
+        qpn: u32,
+        /// The Q_Key its datagrams must carry.
+        qkey: u32,
+        /// The SIDR_REP's private data.
+        private_data: Vec<u8>,
+    },
+    /// Our SIDR_REQ was answered with a status other than success.
+    Unresolved {
+        /// The resolution.
+        conn: ConnId,
+        /// The SIDR_REP's status.
+        status: SidrStatus,
+    },
 }
 
 /// What the agent counted.
@@ -162,6 +199,7 @@ pub(crate) struct CmAgent {
     events: VecDeque<CmEvent>,
     tid_hi: u64,
     counters: CmCounters,
+    sidr: sidr::Sidr,
 }
 
 impl CmAgent {
@@ -178,6 +216,7 @@ impl CmAgent {
             events: VecDeque::new(),
             tid_hi,
             counters: CmCounters::default(),
+            sidr: sidr::Sidr::default(),
         }
     }
 
@@ -309,6 +348,8 @@ impl CmAgent {
         match msg {
             CmMessage::Req(req) => self.on_req(from, tid, &req),
             CmMessage::Drep(d) => self.on_reply(now, from, d.remote_comm_id, CmMessage::Drep(d)),
+            CmMessage::SidrReq(req) => self.on_sidr_req(from, tid, *req),
+            CmMessage::SidrRep(rep) => self.on_sidr_rep(from, &rep),
             other => {
                 let ours = match &other {
                     CmMessage::Rep(m) => m.remote_comm_id,
@@ -316,7 +357,10 @@ impl CmAgent {
                     CmMessage::Rej(m) => m.remote_comm_id,
                     CmMessage::Mra(m) => m.remote_comm_id,
                     CmMessage::Dreq(m) => m.remote_comm_id,
-                    CmMessage::Req(_) | CmMessage::Drep(_) => unreachable!("handled above"),
+                    CmMessage::Req(_)
+                    | CmMessage::Drep(_)
+                    | CmMessage::SidrReq(_)
+                    | CmMessage::SidrRep(_) => unreachable!("handled above"),
                 };
                 if let CmMessage::Dreq(d) = &other
                     && self.find(ours, from).is_none()
@@ -350,11 +394,13 @@ impl CmAgent {
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns.iter().filter_map(|c| c.deadline).min()
+        let conns = self.conns.iter().filter_map(|c| c.deadline).min();
+        conns.into_iter().chain(self.sidr.deadline()).min()
     }
 
     /// Resends what went unanswered, or gives up on it.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.sidr_timeout(now);
         for i in 0..self.conns.len() {
             let c = &mut self.conns[i];
             if c.deadline.is_none_or(|d| d > now) {
@@ -518,7 +564,7 @@ impl CmAgent {
     fn new_comm_id(&mut self) -> u32 {
         loop {
             let id = self.rng.next_u64() as u32;
-            if id != 0 && !self.conns.iter().any(|c| c.id == id) {
+            if id != 0 && !self.conns.iter().any(|c| c.id == id) && !self.sidr.uses(id) {
                 return id;
             }
         }

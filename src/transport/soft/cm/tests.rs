@@ -271,3 +271,158 @@ fn junk_is_counted_and_dropped() {
     assert_eq!(a.counters.dropped, 3);
     assert!(events(&mut a).is_empty());
 }
+
+fn ask(client: &mut CmAgent, port: u16, now: Instant) -> ConnId {
+    client.resolve(
+        now,
+        SocketAddr::new(ip(A), 33001),
+        SocketAddr::new(ip(B), port),
+        b"ud?",
+    )
+}
+
+#[test]
+fn sidr_resolves_the_servers_qpn_and_qkey() {
+    let (mut a, mut b) = (agent(1), agent(2));
+    b.listen_ud(18515);
+    b.listen(18515); // a TCP-space listener on the same port is another service
+    let ca = ask(&mut a, 18515, t(0));
+    assert_eq!(carry(&mut a, A, &mut b, t(1)), 1);
+    let ev = events(&mut b);
+    let [
+        CmEvent::SidrRequest {
+            conn,
+            from,
+            port: 18515,
+            cma: Some(cma),
+            private_data,
+        },
+    ] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(*from, ip(A));
+    assert_eq!(cma.src, SocketAddr::new(ip(A), 33001));
+    assert_eq!(&private_data[..3], b"ud?");
+    assert_eq!(private_data.len(), SIDR_PRIVATE_DATA_LEN);
+    b.answer_sidr(*conn, 0x42, crate::wire::cm::RDMA_UDP_QKEY, b"ok")
+        .unwrap();
+    assert!(b.answer_sidr(*conn, 0x42, 1, b"").is_err(), "answered once");
+    assert_eq!(carry(&mut b, B, &mut a, t(2)), 1);
+    let ev = events(&mut a);
+    let [
+        CmEvent::Resolved {
+            conn,
+            from: _,
+            qpn: 0x42,
+            qkey: 0x0123_4567,
+            private_data,
+        },
+    ] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!((*conn, &private_data[..2]), (ca, &b"ok"[..]));
+    assert_eq!(a.poll_timeout(), None, "nothing left to resend");
+}
+
+#[test]
+fn sidr_for_a_port_nobody_listens_on_is_not_supported_and_a_refusal_is_a_reject() {
+    let (mut a, mut b) = (agent(1), agent(2));
+    b.listen(18515); // only the TCP port space: no UD service
+    let ca = ask(&mut a, 18515, t(0));
+    carry(&mut a, A, &mut b, t(1));
+    assert!(events(&mut b).is_empty());
+    carry(&mut b, B, &mut a, t(1));
+    assert_eq!(
+        events(&mut a),
+        [CmEvent::Unresolved {
+            conn: ca,
+            status: SidrStatus::Unsupported
+        }]
+    );
+    b.listen_ud(18516);
+    let ca = ask(&mut a, 18516, t(2));
+    carry(&mut a, A, &mut b, t(3));
+    let ev = events(&mut b);
+    let [CmEvent::SidrRequest { conn, .. }] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    b.refuse_sidr(*conn, SidrStatus::Reject).unwrap();
+    carry(&mut b, B, &mut a, t(3));
+    assert_eq!(
+        events(&mut a),
+        [CmEvent::Unresolved {
+            conn: ca,
+            status: SidrStatus::Reject
+        }]
+    );
+}
+
+#[test]
+fn sidr_req_is_resent_until_answered_and_a_repeat_gets_the_same_answer() {
+    let (mut a, mut b) = (agent(1), agent(2));
+    b.listen_ud(18515);
+    let ca = ask(&mut a, 18515, t(0));
+    assert_eq!(lose(&mut a), 1);
+    assert_eq!(a.poll_timeout(), Some(t(100)));
+    a.handle_timeout(t(100));
+    assert_eq!(a.counters.retransmits, 1);
+    carry(&mut a, A, &mut b, t(101));
+    let ev = events(&mut b);
+    let [CmEvent::SidrRequest { conn, .. }] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    b.answer_sidr(*conn, 0x77, 5, b"").unwrap();
+    assert_eq!(lose(&mut b), 1, "the SIDR_REP is lost");
+    a.handle_timeout(t(200));
+    carry(&mut a, A, &mut b, t(201));
+    assert!(events(&mut b).is_empty(), "a repeat raises no new request");
+    assert_eq!(
+        carry(&mut b, B, &mut a, t(202)),
+        1,
+        "the same SIDR_REP again"
+    );
+    let ev = events(&mut a);
+    assert!(
+        matches!(ev[..], [CmEvent::Resolved { conn, qpn: 0x77, qkey: 5, .. }] if conn == ca),
+        "{ev:?}"
+    );
+    // A late duplicate of the SIDR_REP is for nothing we still ask.
+    let mut buf = [0u8; MAD_LEN];
+    let rep = crate::wire::cm::SidrRepRepr::answer(
+        &crate::wire::cm::SidrReqRepr {
+            request_id: ca.0,
+            partition_key: 0xffff,
+            service_id: 0,
+            private_data: [0; 216],
+        },
+        SidrStatus::Success,
+        1,
+        1,
+    );
+    CmMessage::SidrRep(Box::new(rep)).emit(9, &mut buf);
+    a.handle(t(203), ip(B), &buf);
+    assert!(events(&mut a).is_empty());
+    assert_eq!(a.counters.dropped, 1);
+}
+
+#[test]
+fn an_unanswered_sidr_req_times_out() {
+    let mut a = agent(1);
+    let ca = ask(&mut a, 18515, t(0));
+    for k in 1..=4 {
+        lose(&mut a);
+        a.handle_timeout(t(100 * k));
+    }
+    assert_eq!(lose(&mut a), 0, "no resend after the last");
+    assert_eq!(
+        events(&mut a),
+        [CmEvent::TimedOut {
+            conn: ca,
+            unanswered: "SIDR_REQ",
+            sent: 4
+        }]
+    );
+    assert_eq!(a.poll_timeout(), None);
+}

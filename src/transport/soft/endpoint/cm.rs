@@ -1,12 +1,14 @@
 //! `-R` on the soft transport: the CM agent on QP1 (UD SEND ONLY packets with a DETH holding the GSI
 //! Q_Key, as rxe sends and expects them), its framing, and queue pairs connected from what the CM
-//! agreed ([`CmEndpoint`]).
+//! agreed ([`CmEndpoint`]). UD queue pairs resolve the peer's instead ([`ud`]).
+
+mod ud;
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 
 use super::SoftEndpoint;
-use crate::params::TransportKind;
+use crate::params::{ConnType, TransportKind};
 use crate::transport::cm::{CmEndpoint, CmEvent, CmPeer, CmQpParams};
 use crate::transport::soft::backend::io_error;
 use crate::transport::soft::cm::{self as agent, CmAgent, CmConfig, ConnId, QpOffer};
@@ -41,6 +43,8 @@ pub(super) struct CmSide {
     psn: u32,
     /// The port our REQs name as theirs in the CMA header.
     src_port: u16,
+    /// SIDR requests not yet answered.
+    sidr: Vec<ud::SidrRequest>,
 }
 
 /// The UD payload (a MAD) of a QP1 packet (BTH..pad) for us, or `None` when it is not one.
@@ -100,6 +104,7 @@ impl SoftEndpoint {
                 events: VecDeque::new(),
                 psn: seed as u32 & 0xff_ffff,
                 src_port: 32768 + (seed >> 40) as u16 % 28000,
+                sidr: Vec::new(),
             }));
         }
         self.cm.as_deref_mut().expect("just made")
@@ -171,6 +176,9 @@ impl SoftEndpoint {
                 agent::CmEvent::Disconnected { conn } => {
                     qp_of(conn).map(|qp| CmEvent::Disconnected { qp })
                 }
+                e @ (agent::CmEvent::SidrRequest { .. }
+                | agent::CmEvent::Resolved { .. }
+                | agent::CmEvent::Unresolved { .. }) => self.sidr_event(side, e)?,
             };
             // The active side connects its queue pair as soon as the REP has told it the peer's.
             if let (Some(CmEvent::Established { qp, peer }), Some(send)) = (&event, send_psn)
@@ -294,7 +302,13 @@ fn cm_error(e: agent::CmError) -> Error {
 
 impl CmEndpoint for SoftEndpoint {
     fn cm_listen(&mut self, port: u16) -> Result<()> {
-        self.cm_side().agent.listen(port);
+        let ud = self.cfg.connection == ConnType::Ud;
+        let agent = &mut self.cm_side().agent;
+        if ud {
+            agent.listen_ud(port);
+        } else {
+            agent.listen(port);
+        }
         Ok(())
     }
 
@@ -305,6 +319,9 @@ impl CmEndpoint for SoftEndpoint {
         params: &CmQpParams,
         private_data: &[u8],
     ) -> Result<()> {
+        if self.cfg.connection == ConnType::Ud {
+            return self.cm_resolve(qp, to);
+        }
         let offer = self.offer(qp, params, self.mtu)?;
         let Some(ip) = self.local_ip else {
             return Err(Error::InvalidRequest(
@@ -321,6 +338,9 @@ impl CmEndpoint for SoftEndpoint {
 
     fn cm_accept(&mut self, req: u32, qp: usize, params: &CmQpParams) -> Result<()> {
         let conn = ConnId(req);
+        if self.cfg.connection == ConnType::Ud {
+            return self.cm_answer_sidr(conn, qp);
+        }
         let side = self.cm_side();
         let Some(&(_, peer, from)) = side.requests.iter().find(|(c, _, _)| *c == conn) else {
             return Err(Error::InvalidRequest(format!(
@@ -339,6 +359,9 @@ impl CmEndpoint for SoftEndpoint {
     }
 
     fn cm_reject(&mut self, req: u32) -> Result<()> {
+        if let Some(done) = self.cm_refuse_sidr(ConnId(req)) {
+            return done;
+        }
         let side = self.cm_side();
         side.requests.retain(|(c, _, _)| c.0 != req);
         side.agent
@@ -347,6 +370,14 @@ impl CmEndpoint for SoftEndpoint {
     }
 
     fn cm_disconnect(&mut self, qp: usize) -> Result<()> {
+        if self.cfg.connection == ConnType::Ud {
+            // A UD queue pair has no CM connection (rdma_cm sends no DREQ for it): nothing to
+            // tear down.
+            self.cm_side()
+                .events
+                .push_back(CmEvent::Disconnected { qp });
+            return Ok(());
+        }
         let now = self.now();
         let side = self.cm_side();
         let Some(&(conn, ..)) = side.qps.iter().rev().find(|&&(_, q, _)| q == qp) else {
