@@ -59,8 +59,9 @@ pub(crate) fn from_peer(src: Source, peer: Source) -> bool {
 }
 
 /// Checks a UDP datagram (BTH..ICRC) sent to the socket at `local` and returns its IB part
-/// (BTH..pad) and its source, or counts the drop.
-#[inline]
+/// (BTH..pad) and its source, or counts the drop. Always inlined: its one caller, the receive
+/// loop, would otherwise build the datagram and the result in memory for every packet.
+#[inline(always)]
 pub(crate) fn check_udp<'a>(
     d: &RxDatagram<'a>,
     local: SocketAddr,
