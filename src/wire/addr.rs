@@ -121,9 +121,11 @@ impl Gid {
     }
 
     /// The GID that stands for an IP address: IPv4-mapped `::ffff:a.b.c.d`, or the IPv6 address.
+    #[inline]
     pub fn from_ip(ip: IpAddr) -> Gid {
         match ip {
-            IpAddr::V4(v4) => Gid(v4.to_ipv6_mapped().octets()),
+            // As one 128-bit value (::ffff in bits 32-47): a receiver builds one per packet.
+            IpAddr::V4(v4) => Gid((0xffff_u128 << 32 | u128::from(v4.to_bits())).to_be_bytes()),
             IpAddr::V6(v6) => Gid(v6.octets()),
         }
     }

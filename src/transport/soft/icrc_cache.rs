@@ -7,15 +7,15 @@ use crate::wire::Icrc;
 /// Entries kept: a ping-pong alternates two lengths (a request and its ACK), a stream one or two.
 const ENTRIES: usize = 4;
 
-/// Up to four ICRCs started over a header, by `K` (a length, or a peer and a length); a new key
-/// replaces the oldest entry.
-pub(crate) struct HeaderIcrcs<K: Copy + PartialEq> {
-    entries: [Option<(K, Icrc)>; ENTRIES],
+/// Up to four ICRCs started over a header (`V`: the start, or the start and what else its header
+/// fixes), by `K` (a length, or a peer and a length); a new key replaces the oldest entry.
+pub(crate) struct HeaderIcrcs<K: Copy + PartialEq, V: Copy = Icrc> {
+    entries: [Option<(K, V)>; ENTRIES],
     next: usize,
 }
 
-impl<K: Copy + PartialEq> HeaderIcrcs<K> {
-    pub(crate) fn new() -> HeaderIcrcs<K> {
+impl<K: Copy + PartialEq, V: Copy> HeaderIcrcs<K, V> {
+    pub(crate) fn new() -> HeaderIcrcs<K, V> {
         HeaderIcrcs {
             entries: [None; ENTRIES],
             next: 0,
@@ -24,7 +24,7 @@ impl<K: Copy + PartialEq> HeaderIcrcs<K> {
 
     /// The ICRC started over the header `key` stands for; `start` computes it when it is not kept.
     #[inline]
-    pub(crate) fn get(&mut self, key: K, start: impl FnOnce() -> Icrc) -> Icrc {
+    pub(crate) fn get(&mut self, key: K, start: impl FnOnce() -> V) -> V {
         if let Some((_, icrc)) = self.entries.iter().flatten().find(|(k, _)| *k == key) {
             return *icrc;
         }
