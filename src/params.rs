@@ -371,36 +371,54 @@ pub enum Recovery {
     /// Selective repeat: the responder keeps what arrives out of order and the requester resends
     /// only the PSNs it reports missing.
     Sr,
+    /// Go-back-N with this side's requester timed exactly as against rxe or a NIC (a fixed window,
+    /// a resend only after a NAK or the ACK timeout) even when the peer is roceperf: the baseline
+    /// that roceperf's own go-back-N and selective repeat are measured against.
+    #[serde(rename = "gbn-rxe")]
+    GbnRxe,
 }
 
 impl Recovery {
-    /// Both recoveries.
-    pub const ALL: [Recovery; 2] = [Recovery::Gbn, Recovery::Sr];
+    /// Every recovery.
+    pub const ALL: [Recovery; 3] = [Recovery::Gbn, Recovery::Sr, Recovery::GbnRxe];
 
-    /// `gbn` or `sr`.
+    /// `gbn`, `sr` or `gbn-rxe`.
     pub fn name(&self) -> &'static str {
         match self {
             Recovery::Gbn => "gbn",
             Recovery::Sr => "sr",
+            Recovery::GbnRxe => "gbn-rxe",
         }
     }
 
-    /// The recovery two sides agree on: selective repeat only when both ask for it.
+    /// The recovery two sides agree on: selective repeat only when both ask for it; otherwise
+    /// go-back-N, timed as rxe times it when this side asked for that (the requester's timing is
+    /// its own affair: the wire is go-back-N's either way).
     pub fn agree(self, peer: Recovery) -> Recovery {
-        if self == Recovery::Sr && peer == Recovery::Sr {
-            Recovery::Sr
-        } else {
-            Recovery::Gbn
+        match (self, peer) {
+            (Recovery::Sr, Recovery::Sr) => Recovery::Sr,
+            (Recovery::GbnRxe, _) => Recovery::GbnRxe,
+            _ => Recovery::Gbn,
+        }
+    }
+
+    /// What this side tells its peer out of band: `gbn-rxe` is go-back-N on the wire, so a peer
+    /// that predates it hears `gbn`.
+    pub fn asked(self) -> Recovery {
+        match self {
+            Recovery::GbnRxe => Recovery::Gbn,
+            r => r,
         }
     }
 }
 
-word!(Recovery, "recovery", "gbn or sr");
+word!(Recovery, "recovery", "gbn, sr or gbn-rxe");
 
-// `--recovery gbn|sr`.
+// `--recovery gbn|sr|gbn-rxe`.
 value_enum!(Recovery {
-    Gbn => "go-back-N, as rxe and RDMA NICs",
+    Gbn => "go-back-N, as rxe and RDMA NICs speak it (between roceperf peers: a probe after the measured round trip, a window sized to the path)",
     Sr => "selective repeat (soft transport, both sides)",
+    GbnRxe => "go-back-N timed as rxe times it even against roceperf: a fixed window, resends after a NAK or the ACK timeout",
 });
 
 /// Which end of the test this process is: perftest's rule is that the side with a host argument is the client.

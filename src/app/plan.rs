@@ -325,7 +325,7 @@ impl Plan {
             bidirectional: self.bidirectional,
             warmup: self.warmup,
             validate: self.validate,
-            recovery: self.device.recovery,
+            recovery: self.device.recovery.asked(),
             run_infinitely: self.mode.is_endless(),
             latency_gap_ns: self.latency_gap.as_nanos() as u64,
             connection: self.connection,

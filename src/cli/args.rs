@@ -225,8 +225,9 @@ pub struct Args {
     #[arg(long = "impair-seed", value_name = "N")]
     pub impair_seed: Option<u64>,
 
-    /// Loss recovery of the RC engine: gbn (go-back-N, what rxe and NICs speak) or sr (selective
-    /// repeat; used only when the peer asks for it too, else gbn) [default: gbn] (soft only).
+    /// Loss recovery of the RC engine: gbn (go-back-N, what rxe and NICs speak), sr (selective
+    /// repeat; used only when the peer asks for it too, else gbn) or gbn-rxe (go-back-N timed as rxe
+    /// times it, even against roceperf: the baseline) [default: gbn] (soft only).
     #[arg(long, value_enum)]
     pub recovery: Option<Recovery>,
 

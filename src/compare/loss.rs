@@ -81,17 +81,26 @@ pub(crate) fn rate_text(p: f64) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Series {
     V2Gbn,
+    /// Go-back-N timed as rxe times it (`--recovery gbn-rxe`): what a NIC pair would do.
+    V2GbnRxe,
     V2Sr,
     V1Gbn,
     Tcp,
 }
 
 impl Series {
-    const ALL: [Series; 4] = [Series::V2Gbn, Series::V2Sr, Series::V1Gbn, Series::Tcp];
+    const ALL: [Series; 5] = [
+        Series::V2Gbn,
+        Series::V2GbnRxe,
+        Series::V2Sr,
+        Series::V1Gbn,
+        Series::Tcp,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Series::V2Gbn => "RoCE v2 gbn",
+            Series::V2GbnRxe => "RoCE v2 gbn-rxe",
             Series::V2Sr => "RoCE v2 sr",
             Series::V1Gbn => "RoCE v1 gbn",
             Series::Tcp => "TCP",
@@ -101,6 +110,7 @@ impl Series {
     fn recovery(self) -> Option<Recovery> {
         match self {
             Series::V2Sr => Some(Recovery::Sr),
+            Series::V2GbnRxe => Some(Recovery::GbnRxe),
             Series::Tcp => None,
             _ => Some(Recovery::Gbn),
         }
@@ -135,8 +145,8 @@ impl Series {
             _ => LegSpec::roce(TransportChoice::Soft, RoceVersion::V2, VETH_DEV),
         };
         spec.extra.push("--validate".into());
-        if self == Series::V2Sr {
-            spec.extra.extend(["--recovery".into(), "sr".into()]);
+        if let Some(r) = self.recovery().filter(|r| *r != Recovery::Gbn) {
+            spec.extra.extend(["--recovery".into(), r.name().into()]);
         }
         if rate > 0.0 && self.impaired_by_us(sweep.via, sweep.burst.is_some()) {
             let mut impair = format!("loss={},seed={seed}", rate_text(rate));
@@ -408,6 +418,13 @@ fn series_of(run: &CompareRun) -> Series {
             .any(|n| n.contains("loss recovery: selective repeat")) =>
         {
             Series::V2Sr
+        }
+        _ if run
+            .notes
+            .iter()
+            .any(|n| n.contains("loss recovery: go-back-N timed as rxe")) =>
+        {
+            Series::V2GbnRxe
         }
         _ => Series::V2Gbn,
     }

@@ -116,9 +116,15 @@ pub fn table(set: &CompareSet) -> String {
             }
             out.push('\n');
         }
+        let w = series
+            .iter()
+            .map(|s| s.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(6);
         let _ = writeln!(
             out,
-            "\n {:<12} {:<8} {:>13} {:>10} {:>9} {:>9}",
+            "\n {:<w$} {:<8} {:>13} {:>10} {:>9} {:>9}",
             "series", "loss", "retx B / B", "NAKs", "timeouts", "p99.9 µs"
         );
         for s in &series {
@@ -133,7 +139,7 @@ pub fn table(set: &CompareSet) -> String {
                 };
                 let _ = writeln!(
                     out,
-                    " {:<12} {:<8} {:>13} {:>10} {:>9} {:>9}",
+                    " {:<w$} {:<8} {:>13} {:>10} {:>9} {:>9}",
                     s,
                     rate_text(rate),
                     opt(p.loss.retransmitted_per_byte(), 4),

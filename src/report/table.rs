@@ -8,7 +8,8 @@ use std::fmt::Write;
 
 /// Widest output line.
 pub(crate) const WIDTH: usize = 100;
-/// Longest transport label shown in full; longer ones are cut with `…`.
+/// Longest transport label always shown in full (more when the other columns leave room); longer
+/// ones are cut with `…`.
 const LABEL_MAX: usize = 20;
 
 const HEADERS: [&str; 10] = [
@@ -38,14 +39,23 @@ fn num(v: f64) -> String {
     format!("{v:.decimals$}")
 }
 
+/// `s` in at most `max` characters, cut with `…`; a label's ` @ …` tail (a loss sweep's rate) is
+/// kept whole, since it is what tells the rows of one series apart.
 fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_owned()
-    } else {
-        let mut t: String = s.chars().take(max - 1).collect();
-        t.push('…');
-        t
+    let len = s.chars().count();
+    if len <= max {
+        return s.to_owned();
     }
+    if let Some(at) = s.rfind(" @ ") {
+        let tail = &s[at..];
+        let keep = max.saturating_sub(tail.chars().count());
+        if keep >= 4 {
+            return cut(&s[..at], keep) + tail;
+        }
+    }
+    let mut t: String = s.chars().take(max - 1).collect();
+    t.push('…');
+    t
 }
 
 /// The side-by-side table: one row per (test, transport, size), `-` where a figure does not apply.
@@ -67,7 +77,7 @@ pub(crate) fn side_by_side(set: &CompareSet) -> String {
                 let (lat, bw) = (figures.latency(), figures.bandwidth());
                 rows.push([
                     test.name().to_owned(),
-                    cut(&run.label, LABEL_MAX),
+                    run.label.clone(),
                     fmt_size(size),
                     lat.map_or_else(dash, |l| num(l.median_us)),
                     lat.map_or_else(dash, |l| num(l.p99_us)),
@@ -83,9 +93,19 @@ pub(crate) fn side_by_side(set: &CompareSet) -> String {
     }
     let mut widths = HEADERS.map(|h| h.chars().count());
     for row in &rows {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
+        for (i, (w, c)) in widths.iter_mut().zip(row).enumerate() {
+            // The label's width is decided below, from what the other columns leave.
+            if i != 1 {
+                *w = (*w).max(c.chars().count());
+            }
         }
+    }
+    // Labels get what the other columns leave of the line, and at least LABEL_MAX.
+    let others: usize = widths.iter().sum::<usize>() - widths[1] + 2 * (widths.len() - 1);
+    let label_max = WIDTH.saturating_sub(others).max(LABEL_MAX);
+    for row in &mut rows {
+        row[1] = cut(&row[1], label_max);
+        widths[1] = widths[1].max(row[1].chars().count());
     }
     let mut out = String::new();
     let line = |out: &mut String, cells: &[&str]| {
@@ -269,6 +289,13 @@ pub fn render(set: &CompareSet) -> String {
 mod tests {
     use super::*;
     use crate::results::testdata::set;
+
+    #[test]
+    fn a_cut_label_keeps_its_rate() {
+        assert_eq!(cut("RoCE v2 gbn @ 0.01%", 22), "RoCE v2 gbn @ 0.01%");
+        assert_eq!(cut("RoCE v2 gbn-rxe @ 0.01%", 22), "RoCE v2 gbn-r… @ 0.01%");
+        assert_eq!(cut("RoCE v1 (soft, veth pair)", 20), "RoCE v1 (soft, veth…");
+    }
 
     #[test]
     fn table_has_a_row_per_transport_and_size_within_100_columns() {

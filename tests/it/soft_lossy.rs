@@ -115,3 +115,29 @@ fn a_peer_that_does_not_ask_for_selective_repeat_gets_go_back_n() {
     exchange(&mut a, &mut b);
     assert!(a.counters().retransmitted_packets > 0);
 }
+
+#[test]
+fn gbn_rxe_keeps_rxe_timing_against_a_roceperf_peer_and_still_repairs() {
+    let port = free_port("127.0.15.5");
+    let mut a = lossy("127.0.15.5", port, Recovery::GbnRxe, 41);
+    let mut b = lossy("127.0.15.6", port, Recovery::Sr, 42);
+    // What each side tells the other: gbn-rxe is go-back-N on the wire.
+    assert_eq!(Recovery::GbnRxe.asked(), Recovery::Gbn);
+    assert_eq!(a.agree_recovery(Recovery::Sr.asked()), Recovery::GbnRxe);
+    assert_eq!(b.agree_recovery(Recovery::GbnRxe.asked()), Recovery::Gbn);
+    assert!(
+        a.describe()
+            .contains("loss recovery: go-back-N timed as rxe times it"),
+        "{}",
+        a.describe()
+    );
+    assert!(
+        b.describe()
+            .contains("go-back-N: this side asked for --recovery sr, the peer did not"),
+        "{}",
+        b.describe()
+    );
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    assert!(a.counters().retransmitted_packets > 0);
+}

@@ -75,8 +75,9 @@ pub struct SoftEndpoint {
     impair: Option<ImpairConfig>,
     /// The loss recovery both sides agreed on (go-back-N until [`Self::agree_recovery`]).
     recovery: Recovery,
-    /// The peer's answer to our `--recovery sr`, once known: the header says what runs and why.
-    recovery_note: Option<Recovery>,
+    /// This side asked for a recovery other than the default and the peer has answered: the
+    /// header says what runs and why.
+    recovery_note: bool,
     /// The peer is roceperf (it negotiated out of band): go-back-N runs with its probe timer and
     /// loss-reactive window (`QpConfig::gbn_fast`, `gbn_loss_window`); against perftest, as rxe's.
     roceperf_peer: bool,
@@ -156,7 +157,7 @@ impl SoftEndpoint {
             gso: plan.gso,
             impair: plan.impair,
             recovery: Recovery::Gbn,
-            recovery_note: None,
+            recovery_note: false,
             roceperf_peer: false,
             slots,
             epoch: datapath::monotonic_ns(),
@@ -172,10 +173,11 @@ impl SoftEndpoint {
     /// and ACK timeout run when this is never called: a perftest peer). Call before
     /// [`Endpoint::connect`].
     pub fn agree_recovery(&mut self, peer: Recovery) -> Recovery {
-        self.roceperf_peer = true;
         self.recovery = self.cfg.recovery.agree(peer);
-        if self.cfg.recovery == Recovery::Sr {
-            self.recovery_note = Some(peer);
+        // `gbn-rxe` asks for rxe's timing against a roceperf peer too.
+        self.roceperf_peer = self.recovery != Recovery::GbnRxe;
+        if self.cfg.recovery != Recovery::Gbn {
+            self.recovery_note = true;
         }
         self.recovery
     }
@@ -284,15 +286,12 @@ impl SoftEndpoint {
             ),
         ];
         lines.extend(self.notes.iter().map(|n| format!("note: {n}")));
-        match self.recovery_note {
-            Some(Recovery::Sr) => lines.push(
-                "loss recovery: selective repeat (--recovery sr on both sides; see docs/lossy-roce.md)"
-                    .into(),
-            ),
-            Some(Recovery::Gbn) => lines.push(
-                "loss recovery: go-back-N: this side asked for --recovery sr, the peer did not".into(),
-            ),
-            None => {}
+        if self.recovery_note {
+            lines.push(match self.recovery {
+                Recovery::Sr => "loss recovery: selective repeat (--recovery sr on both sides; see docs/lossy-roce.md)",
+                Recovery::GbnRxe => "loss recovery: go-back-N timed as rxe times it (--recovery gbn-rxe: a fixed window, resends after a NAK or the ACK timeout)",
+                Recovery::Gbn => "loss recovery: go-back-N: this side asked for --recovery sr, the peer did not",
+            }.into());
         }
         if let Some(i) = &self.impair {
             lines.push(format!(
