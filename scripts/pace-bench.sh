@@ -48,7 +48,7 @@ for tr in $TRANSPORTS; do
                     echo "$tr $test $rate: client failed" >&2; cat "$TMP/c.out" >&2; exit 1; }
                 wait "$spid"
                 read -r achieved err < <(python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['results'][0]['bandwidth']['pacing']; print(p['achieved'], p['error_pct'])" "$TMP/c.json")
-                received=$(python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['results'][0]['bandwidth'].get('pacing') or {}; print(p.get('achieved','-') if p.get('measured_at')=='receiver' else '-')" "$TMP/s.json")
+                received=$(python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['results'][0]['bandwidth'].get('pacing') or {}; print('%.6f' % p['achieved'] if p.get('measured_at')=='receiver' and 'achieved' in p else '-')" "$TMP/s.json")
                 printf '%-5s %-9s %6s %10s %14.6f %14s %9.3f\n' "$tr" "$test" "$burst" "$rate" "$achieved" "$received" "$err"
                 worst=$(python3 -c "import sys; print(max(float(sys.argv[1]), abs(float(sys.argv[2]))))" "$worst" "$err")
             done
