@@ -53,6 +53,8 @@ pub(crate) enum Note {
         port: u16,
         /// The peer's queue pairs as the CM agreed them, e.g. `QPN 0x12 PSN 0x3456`.
         peers: String,
+        /// The exchange: `REQ/REP/RTU` (RC), or `SIDR_REQ/SIDR_REP` (UD: service ID resolution).
+        exchange: &'static str,
     },
 }
 
@@ -81,9 +83,13 @@ impl fmt::Display for Note {
                 f,
                 "rate limit {rate}: roceperf's software pacer releases bursts of {burst} messages on a fixed schedule against the monotonic clock (perftest's default HW type falls back to SW on Ethernet)"
             ),
-            Note::RdmaCm { port, peers } => write!(
+            Note::RdmaCm {
+                port,
+                peers,
+                exchange,
+            } => write!(
                 f,
-                "connection setup through the CM (-R): REQ/REP/RTU on QP1, service port {port}; peer {peers}"
+                "connection setup through the CM (-R): {exchange} on QP1, service port {port}; peer {peers}"
             ),
         }
     }

@@ -14,7 +14,7 @@ use super::endpoints::Described;
 use super::exit::Error;
 use super::notes::Note;
 use super::plan::Plan;
-use crate::params::{Role, TransportKind};
+use crate::params::{ConnType, Role, TransportKind};
 use crate::transport::ConnInfo;
 use crate::transport::cm::{CmEndpoint, CmEvent, CmPeer, CmQpParams, RejectReason};
 
@@ -238,6 +238,26 @@ pub(crate) fn connect<E: Described>(
     Ok(peers)
 }
 
+/// `-R -c UD`, server side: SIDR has no RTU, so nothing tells this side that its SIDR_REP arrived.
+/// Until the peer shows it has moved on (`moved_on`: its next out-of-band message is waiting), the
+/// CM keeps running, so that a requester whose SIDR_REP was lost gets it again when it asks again,
+/// instead of waiting out its connect timeout while this side waits at the barrier. Gives up
+/// quietly after `--connect-timeout`: what comes next reports a peer that never came.
+pub(crate) fn answer_repeats<E: Described>(
+    plan: &Plan,
+    ep: &mut E,
+    moved_on: &mut dyn FnMut() -> Result<bool, Error>,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + plan.oob.connect_timeout;
+    let cm = cm_of(plan, ep)?;
+    while !moved_on()? && Instant::now() < deadline {
+        // A UD service has no connection events left to act on: only the repeats matter.
+        cm.cm_poll()
+            .map_err(|e| Error::RdmaCm(CmSetupError::Transport(e)))?;
+    }
+    Ok(())
+}
+
 /// The peer's queue pairs as the CM agreed them (QPNs, PSNs, MTU) in `peer`, and the header's note.
 pub(crate) fn adopt(plan: &Plan, peer: &mut ConnInfo, cm: &[CmPeer], notes: &mut Vec<Note>) {
     for (q, p) in peer.qps.iter_mut().zip(cm) {
@@ -258,6 +278,11 @@ pub(crate) fn adopt(plan: &Plan, peer: &mut ConnInfo, cm: &[CmPeer], notes: &mut
             described.join(", "),
             cm.first().map_or(String::new(), |p| p.ip.to_string())
         ),
+        exchange: if plan.connection == ConnType::Ud {
+            "SIDR_REQ/SIDR_REP"
+        } else {
+            "REQ/REP/RTU"
+        },
     });
 }
 

@@ -17,7 +17,7 @@ use super::plan::Plan;
 use super::{report, signals};
 use crate::bench::interval::{IntervalSample, Intervals};
 use crate::bench::{affinity::Pinned, bw};
-use crate::params::{Role, Verb};
+use crate::params::{ConnType, Role, Verb};
 use crate::report::progress::SweepProgress;
 use crate::results::{RunInfo, SizeResult};
 use crate::transport::{ConnInfo, RemoteAddr};
@@ -142,7 +142,12 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                 check_datagram_mtu(plan, &link.peer)?;
                 match link.cm {
                     Some(CmConnect::Now { server, by_qpn }) => {
-                        connect_through_cm(plan, ep, &mut link, server, by_qpn)?
+                        connect_through_cm(plan, ep, &mut link, server, by_qpn)?;
+                        if server.is_none() && plan.connection == ConnType::Ud {
+                            super::rdma_cm::answer_repeats(plan, ep, &mut || {
+                                dialect.peer_arrived()
+                            })?;
+                        }
                     }
                     Some(CmConnect::Done) => {}
                     None => ep.connect(&link.peer).map_err(|e| setup_error(plan, e))?,
@@ -251,7 +256,7 @@ pub(crate) fn drive<D: Dialect, E: Described>(
 /// may be smaller than ours (`Plan::fit_datagrams` already fitted ours).
 fn check_datagram_mtu(plan: &Plan, peer: &ConnInfo) -> Result<(), Error> {
     let mtu = u64::from(peer.mtu);
-    if plan.connection == crate::params::ConnType::Ud && plan.max_size() > mtu {
+    if plan.connection == ConnType::Ud && plan.max_size() > mtu {
         return Err(Error::Usage(crate::cli::Error::Invalid {
             flag: "-s",
             why: crate::cli::ud_too_big(plan.max_size(), mtu, "the peer's offer"),

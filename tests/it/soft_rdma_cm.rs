@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{Done, SIX, Side, pair_on, pair_on_lo, rows};
+use common::{Done, SIX, Side, assert_contains, pair_on, pair_on_lo, rows};
 use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -280,6 +280,7 @@ fn ud_send_tests_over_soft_with_rdma_cm_sidr_and_validate() {
         for out in [&s.stdout, &c.stdout] {
             let note = out.lines().find(|l| l.contains("through the CM")).unwrap();
             assert!(note.contains("PSN 0x0"), "UD has no PSN to agree: {note}");
+            assert!(note.contains("SIDR_REQ/SIDR_REP on QP1"), "{note}");
             assert_eq!(
                 note.matches("QPN").count(),
                 qps.parse::<usize>().unwrap(),
@@ -287,4 +288,30 @@ fn ud_send_tests_over_soft_with_rdma_cm_sidr_and_validate() {
             );
         }
     }
+}
+
+/// SIDR has no RTU: a server whose SIDR_REP is lost must still answer the requester's repeats
+/// while it waits for the peer out of band (before, the requester asked nine times unanswered and
+/// both sides failed after the connect timeout). The server's impairer drops what it sends, which
+/// for a UD send_bw server is only its SIDR_REPs; seed 3 loses the first one.
+#[test]
+fn a_lost_sidr_rep_is_sent_again_when_the_requester_asks_again() {
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
+    let base = vec!["-d", "lo", "-R", "-c", "UD", "-s", "1000", "-n", "300"];
+    let mut server = base.clone();
+    server.extend([
+        "--impair",
+        "loss=50%,seed=3",
+        "-v",
+        "--connect-timeout",
+        "8",
+    ]);
+    let mut client = base.clone();
+    client.extend(["--connect-timeout", "8"]);
+    let (s, c) = pair_on_lo("send_bw", server, client);
+    assert_eq!(c.code(), 0, "{}{}", c.stdout, c.stderr);
+    assert_eq!(s.code(), 0, "{}{}", s.stdout, s.stderr);
+    // The scenario happened: the server's impairer dropped a SIDR_REP.
+    assert_contains(&s.stderr, "deliberate impairment: dropped");
+    assert!(!s.stderr.contains("dropped 0 "), "{}", s.stderr);
 }
