@@ -159,7 +159,11 @@ mod tests {
         assert_eq!(d, [0, 0xab, 0xcd, 0xef, b'h', b'i']);
         assert_eq!(ud_request_parts(&d), (0x00ab_cdef, &b"hi"[..]));
         assert_eq!(ud_request_parts(&d[..4]), (0x00ab_cdef, &[][..]));
-        assert_eq!(ud_request_parts(&d[..3]), (0, &[][..]), "too short for a QPN");
+        assert_eq!(
+            ud_request_parts(&d[..3]),
+            (0, &[][..]),
+            "too short for a QPN"
+        );
     }
 
     #[test]

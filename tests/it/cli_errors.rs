@@ -145,7 +145,15 @@ fn rdma_cm_with_uc_or_ud_is_a_usage_error_naming_both_flags() {
     }
     let port = free_port().to_string();
     let args = [
-        "--transport", "verbs", "-d", "nosuchrdma0", "-R", "-c", "UD", "-p", &port,
+        "--transport",
+        "verbs",
+        "-d",
+        "nosuchrdma0",
+        "-R",
+        "-c",
+        "UD",
+        "-p",
+        &port,
     ];
     let d = spawn("send_bw", &args).wait(20, "verbs -R -c UD");
     assert_eq!(d.code(), 2, "{}", d.stderr);

@@ -18,8 +18,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ptr;
 
 use super::VerbsEndpoint;
-use crate::transport::cm::{CmEndpoint, CmEvent, CmPeer, CmQpParams, RejectReason};
 use crate::params::ConnType;
+use crate::transport::cm::{CmEndpoint, CmEvent, CmPeer, CmQpParams, RejectReason};
 use crate::transport::{Error, Result, RoceMtu};
 use rdma_mummy_sys as sys;
 use sys::rdma_cm_event_type as ev;

@@ -34,7 +34,9 @@ impl SoftEndpoint {
         let now = self.now();
         let side = self.cm_side();
         let local = SocketAddr::new(ip, side.src_port);
-        let conn = side.agent.resolve(now, local, to, &ud_request_data(qpn, &[]));
+        let conn = side
+            .agent
+            .resolve(now, local, to, &ud_request_data(qpn, &[]));
         side.qps.push((conn, qp, 0));
         Ok(())
     }

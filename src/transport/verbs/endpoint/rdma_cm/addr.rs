@@ -71,7 +71,9 @@ pub(super) fn ip_of(ss: &libc::sockaddr_storage) -> Option<IpAddr> {
         libc::AF_INET => {
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in, whose family it has.
             let sin: libc::sockaddr_in = unsafe { ptr::read(ptr::from_ref(ss).cast()) };
-            Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))))
+            Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                sin.sin_addr.s_addr,
+            ))))
         }
         libc::AF_INET6 => {
             // SAFETY: as above, for sockaddr_in6.

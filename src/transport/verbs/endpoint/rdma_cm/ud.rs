@@ -322,10 +322,7 @@ mod tests {
         let asked: IpAddr = "10.9.0.1".parse().unwrap();
         let (dest, peer) = resolved(&sidr_rep(0x11, RDMA_UDP_QKEY), asked, RDMA_UDP_QKEY, 1024)
             .expect("rdma_cm's Q_Key");
-        assert_eq!(
-            (dest.remote_qpn, dest.remote_qkey),
-            (0x11, RDMA_UDP_QKEY)
-        );
+        assert_eq!((dest.remote_qpn, dest.remote_qkey), (0x11, RDMA_UDP_QKEY));
         assert_eq!(dest.ah.dgid, Gid::from_ip(asked));
         assert_eq!(
             (dest.ah.sgid_index, dest.ah.hop_limit, dest.ah.port),
@@ -359,14 +356,25 @@ mod tests {
         let (dest, peer) = requester(&local(ours), from, 0x0100_0022, RDMA_UDP_QKEY).unwrap();
         assert_eq!(dest.ah.dgid, Gid::from_ip(from));
         assert_eq!(
-            (dest.ah.sgid_index, dest.ah.hop_limit, dest.remote_qpn, dest.remote_qkey),
+            (
+                dest.ah.sgid_index,
+                dest.ah.hop_limit,
+                dest.remote_qpn,
+                dest.remote_qkey
+            ),
             (1, 0xff, 0x22, RDMA_UDP_QKEY)
         );
-        assert_eq!((peer.ip, peer.qpn, peer.psn, peer.mtu), (from, 0x22, 0, 1024));
+        assert_eq!(
+            (peer.ip, peer.qpn, peer.psn, peer.mtu),
+            (from, 0x22, 0, 1024)
+        );
         let m = requester(&local(ours), from, 0, RDMA_UDP_QKEY)
             .unwrap_err()
             .to_string();
-        assert!(m.contains("no queue pair number") && m.contains("10.9.0.1"), "{m}");
+        assert!(
+            m.contains("no queue pair number") && m.contains("10.9.0.1"),
+            "{m}"
+        );
         let v6: IpAddr = "fd00::1".parse().unwrap();
         assert_eq!(
             requester(&local(ours), v6, 0x22, RDMA_UDP_QKEY),
@@ -395,6 +403,9 @@ mod tests {
         let CmEvent::Unanswered { qp: 2, detail } = unreachable(2, -110) else {
             panic!()
         };
-        assert!(detail.starts_with("no SIDR_REP to our SIDR_REQ"), "{detail}");
+        assert!(
+            detail.starts_with("no SIDR_REP to our SIDR_REQ"),
+            "{detail}"
+        );
     }
 }
