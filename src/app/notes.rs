@@ -51,6 +51,8 @@ pub(crate) enum Note {
     RdmaCm {
         /// The port (service ID) the server listened on.
         port: u16,
+        /// UD: the queue pairs were resolved (SIDR_REQ / SIDR_REP), not connected.
+        resolved: bool,
         /// The peer's queue pairs as the CM agreed them, e.g. `QPN 0x12 PSN 0x3456`.
         peers: String,
     },
@@ -81,9 +83,18 @@ impl fmt::Display for Note {
                 f,
                 "rate limit {rate}: roceperf's software pacer releases bursts of {burst} messages on a fixed schedule against the monotonic clock (perftest's default HW type falls back to SW on Ethernet)"
             ),
-            Note::RdmaCm { port, peers } => write!(
+            Note::RdmaCm {
+                port,
+                resolved,
+                peers,
+            } => write!(
                 f,
-                "connection setup through the CM (-R): REQ/REP/RTU on QP1, service port {port}; peer {peers}"
+                "connection setup through the CM (-R): {} on QP1, service port {port}; peer {peers}",
+                if *resolved {
+                    "SIDR_REQ/SIDR_REP (UD: the peer's QPN and Q_Key resolved)"
+                } else {
+                    "REQ/REP/RTU"
+                }
             ),
         }
     }

@@ -253,6 +253,7 @@ pub(crate) fn adopt(plan: &Plan, peer: &mut ConnInfo, cm: &[CmPeer], notes: &mut
         .collect();
     notes.push(Note::RdmaCm {
         port: plan.oob.port,
+        resolved: plan.connection == crate::params::ConnType::Ud,
         peers: format!(
             "{} at {}",
             described.join(", "),
