@@ -91,7 +91,7 @@ impl fmt::Display for Note {
                 f,
                 "connection setup through the CM (-R): {} on QP1, service port {port}; peer {peers}",
                 if *resolved {
-                    "SIDR_REQ/SIDR_REP (UD: the peer's QPN and Q_Key resolved)"
+                    "SIDR_REQ/SIDR_REP (UD queue pairs are resolved, not connected)"
                 } else {
                     "REQ/REP/RTU"
                 }
