@@ -35,6 +35,13 @@
 #      perftest's messages then ride a CM-connected queue pair (no TCP at all) and the data queue pairs
 #      are connected through the CM; the figures are compared as in B. The capture must show the CM's
 #      ConnectRequest, ConnectReply and ReadyToUse, decoded by tshark (C-cm).
+#   S. UD resolved through rdma_cm (-R -c UD, issue 17 item 3) roceperf vs roceperf: each STESTS item
+#      (default send_bw:UD send_lat:UD), both host roles, shaped as V (-s USIZE -n UITERS --validate,
+#      -u 18 for latency):
+#        guest: roce_<test> --transport verbs -d rxe0 -x 1 -R -c UD ...  (librdmacm's UDP port space:
+#               the kernel's CM sends and answers the SIDR_REQ / SIDR_REP)
+#        host:  roce_<test> --transport soft -R -c UD $HOST_SOFT_ARGS ... (our own SIDR on QP1)
+#      The capture must show the SIDR exchange, decoded by tshark (C-sidr).
 #   C. the capture of br0 (RoCE v2 + TCP 18515) is checked frame by frame for ICRC
 #      (scripts/lab/30-verify-icrc.py) and decoded with tshark (summary + verbose) into OUTDIR.
 # Pass/fail per run lands in OUTDIR/results.txt ("PASS|FAIL|KNOWN phase test host-role detail").
@@ -42,8 +49,8 @@
 # scripts/lab/rxelab.sh deps && build),
 # (netns, tap), and the six roce_* binaries (built here with cargo build --release --bins).
 # Knobs: TESTS, SIZE, ITERS, BW_ITERS (phase B's *_bw message count), HOST_SOFT_ARGS (how the soft
-# transport finds br0), PHASES ("A B D M R"; "U V" run UC/UD), DUR (phase D's -D, default 4), FIG_TOL,
-# UTESTS, USIZE, UITERS (phases U and V), ATOMIC_OPS ("FETCH_AND_ADD CMP_AND_SWAP"), INTEROP_NS (the host namespace, default rxelab-interop;
+# transport finds br0), PHASES ("A B D M R"; "U V S" run UC/UD), DUR (phase D's -D, default 4), FIG_TOL,
+# UTESTS, USIZE, UITERS (phases U and V; USIZE and UITERS S's too), STESTS (phase S), ATOMIC_OPS ("FETCH_AND_ADD CMP_AND_SWAP"), INTEROP_NS (the host namespace, default rxelab-interop;
 # override to run two labs at once).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -73,6 +80,7 @@ SIZE=${SIZE:-4096}; ITERS=${ITERS:-200}
 # (our sender) vs 10.97 MiB/s (ib_send_bw server) at 200; 21.62 vs 22.53 at 2000.
 BW_ITERS=${BW_ITERS:-2000}
 UTESTS=${UTESTS:-"send_bw:UD write_bw:UC send_lat:UD write_lat:UC"}
+STESTS=${STESTS:-"send_bw:UD send_lat:UD"}
 USIZE=${USIZE:-1024}; UITERS=${UITERS:-1000}
 HOST_SOFT_ARGS=${HOST_SOFT_ARGS:-"--transport soft --roce v2 -d br0"}
 
@@ -80,7 +88,7 @@ HOST_SOFT_ARGS=${HOST_SOFT_ARGS:-"--transport soft --roce v2 -d br0"}
 lab_guest_ready
 (cd "$REPO" && cargo build --release --bins)
 mkdir -p "$OUT/guest"
-for t in $TESTS $(for u in $UTESTS; do echo "${u%%:*}"; done | sort -u); do
+for t in $TESTS $(for u in $UTESTS $STESTS; do echo "${u%%:*}"; done | sort -u); do
     b="$REPO/target/release/roce_$t"
     [ -x "$b" ] || { echo "interop-rxe: $b missing: the roce_* binaries are not built yet" >&2; exit 2; }
     cp "$b" "$OUT/guest/"          # the guest shares the host's glibc; it runs /mnt/roce_<test>
@@ -105,7 +113,7 @@ log "clock: clocksource $(cat /sys/devices/system/clocksource/clocksource0/curre
 echo "GUEST TSC_MHZ $(awk -F: '/^cpu MHz/ {gsub(/ /, "", $2); print $2; exit}' /proc/cpuinfo)"
 for phase in ${PHASES//,/ }; do
   items=${TESTS//,/ }
-  case $phase in U|V) items=${UTESTS//,/ } ;; esac
+  case $phase in U|V) items=${UTESTS//,/ } ;; S) items=${STESTS//,/ } ;; esac
   for item in $items; do
     t=${item%%:*}; c=${item#*:}
     size=$SIZE; aop=""
@@ -123,6 +131,9 @@ for phase in ${PHASES//,/ }; do
       U) cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -c $c -s $USIZE -n $UITERS"
          case $t in *_lat) cmd="$cmd -C" ;; esac ;;
       V) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 -c $c --validate -s $USIZE -n $UITERS"
+         case $t in *_lat) cmd="$cmd -u 18" ;; esac ;;
+      # UD resolved through librdmacm (RDMA_PS_UDP) and the kernel's CM; the out-of-band channel is ours
+      S) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 -R -c $c --validate -s $USIZE -n $UITERS"
          case $t in *_lat) cmd="$cmd -u 18" ;; esac ;;
       # rdma_cm: no TCP; a client whose REQ finds no listener yet fails and is retried (connect_retry)
       R) n=$ITERS; case $t in *_bw) n=$BW_ITERS ;; esac
@@ -154,7 +165,7 @@ JOB
 # the TSC as its clocksource, gettimeofday() becomes a vDSO TSC read and perftest's fit lands on the
 # kernel's own calibration. Latency tests also get -C (raw cycles; no fit at all), converted below with
 # the guest's "cpu MHz", the value perftest itself uses whenever its fit agrees within 2 %.
-JOB_ENV="TESTS=${ITEMS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS DUR=$DUR UTESTS=${UTESTS// /,} USIZE=$USIZE UITERS=$UITERS" SMP=2 KAPPEND="tsc=reliable" \
+JOB_ENV="TESTS=${ITEMS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS DUR=$DUR UTESTS=${UTESTS// /,} STESTS=${STESTS// /,} USIZE=$USIZE UITERS=$UITERS" SMP=2 KAPPEND="tsc=reliable" \
 QEMU_EXTRA="-netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:00:09:02" \
     ip netns exec $NS bash "$LABDIR/20-run-vm.sh" "$OUT/job/interop.sh" "$OUT/guest" 3600 > "$OUT/guest.run.log" 2>&1 &
 VMPID=$!
@@ -180,6 +191,9 @@ host_run() {   # host_run PHASE TEST[:TYPE] ROLE: our soft binary in the namespa
     # V's latency tests wait 1 s (-u 18) before counting an iteration lost: round trips into this TCG
     # guest reach hundreds of ms now and then, and the default 67 ms would count them as losses.
     [ "$phase" = V ] && args="$HOST_SOFT_ARGS -c $c -s $USIZE -n $UITERS --validate" \
+        && [[ $t == *_lat ]] && args="$args -u 18"
+    # S: as V, with the UD queue pairs resolved through the CM (our SIDR against the guest's kernel CM)
+    [ "$phase" = S ] && args="$HOST_SOFT_ARGS -R -c $c -s $USIZE -n $UITERS --validate" \
         && [[ $t == *_lat ]] && args="$args -u 18"
     log="$OUT/host_${phase}_${item/:/_}_${role}.log"
     if [ "$role" = client ]; then
@@ -210,7 +224,7 @@ host_run() {   # host_run PHASE TEST[:TYPE] ROLE: our soft binary in the namespa
 }
 for phase in $PHASES; do
     items=$ITEMS
-    case $phase in U|V) items=$UTESTS ;; esac
+    case $phase in U|V) items=$UTESTS ;; S) items=$STESTS ;; esac
     for item in $items; do
         host_run "$phase" "$item" client    # guest serves
         host_run "$phase" "$item" server    # guest is the client
@@ -299,6 +313,13 @@ if [[ " $PHASES " == *" R "* ]]; then
     v=PASS
     for m in ConnectRequest ConnectReply ReadyToUse; do [[ $cm == *"$m="* ]] || v=FAIL; done
     echo "$v C-cm tshark decodes the CM exchange:${cm:- none}" | tee -a "$OUT/results.txt"
+fi
+if [[ " $PHASES " == *" S "* ]]; then
+    # -R -c UD: the SIDR exchange on the bridge (ours and the kernel's requests, both answers)
+    cm=$(grep -o 'CM: [A-Za-z]*' "$OUT/interop.summary.txt" | sort | uniq -c | awk '{printf "%s %s=%s", sep, $3, $1; sep=","}')
+    v=PASS
+    for m in ServiceIDResReq ServiceIDResReqResp; do [[ $cm == *" $m="* || $cm == "$m="* ]] || v=FAIL; done
+    echo "$v C-sidr tshark decodes the SIDR exchange:${cm:- none}" | tee -a "$OUT/results.txt"
 fi
 tshark -r "$OUT/interop.pcap" -V > "$OUT/interop.decode.txt" 2>/dev/null || true
 ! grep -q '^FAIL' "$OUT/results.txt"

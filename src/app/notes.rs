@@ -51,10 +51,10 @@ pub(crate) enum Note {
     RdmaCm {
         /// The port (service ID) the server listened on.
         port: u16,
+        /// UD: the queue pairs were resolved (SIDR_REQ / SIDR_REP), not connected.
+        resolved: bool,
         /// The peer's queue pairs as the CM agreed them, e.g. `QPN 0x12 PSN 0x3456`.
         peers: String,
-        /// The exchange: `REQ/REP/RTU` (RC), or `SIDR_REQ/SIDR_REP` (UD: service ID resolution).
-        exchange: &'static str,
     },
 }
 
@@ -85,11 +85,16 @@ impl fmt::Display for Note {
             ),
             Note::RdmaCm {
                 port,
+                resolved,
                 peers,
-                exchange,
             } => write!(
                 f,
-                "connection setup through the CM (-R): {exchange} on QP1, service port {port}; peer {peers}"
+                "connection setup through the CM (-R): {} on QP1, service port {port}; peer {peers}",
+                if *resolved {
+                    "SIDR_REQ/SIDR_REP (UD queue pairs are resolved, not connected)"
+                } else {
+                    "REQ/REP/RTU"
+                }
             ),
         }
     }

@@ -273,16 +273,12 @@ pub(crate) fn adopt(plan: &Plan, peer: &mut ConnInfo, cm: &[CmPeer], notes: &mut
         .collect();
     notes.push(Note::RdmaCm {
         port: plan.oob.port,
+        resolved: plan.connection == ConnType::Ud,
         peers: format!(
             "{} at {}",
             described.join(", "),
             cm.first().map_or(String::new(), |p| p.ip.to_string())
         ),
-        exchange: if plan.connection == ConnType::Ud {
-            "SIDR_REQ/SIDR_REP"
-        } else {
-            "REQ/REP/RTU"
-        },
     });
 }
 

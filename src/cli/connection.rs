@@ -38,7 +38,7 @@ pub(crate) fn connection(
         });
     }
     if a.rdma_cm
-        && let Some(why) = rdma_cm_refuses(conn, transport, a)
+        && let Some(why) = rdma_cm_refuses(conn, a)
     {
         return Err(Error::Conflict {
             a: "-R",
@@ -58,18 +58,16 @@ pub(crate) fn connection(
     Ok(conn)
 }
 
-/// Why `-R` cannot connect queue pairs of type `conn` here, if it cannot.
-fn rdma_cm_refuses(conn: ConnType, transport: TransportKind, a: &Args) -> Option<&'static str> {
+/// Why `-R` cannot connect queue pairs of type `conn` here, if it cannot. (`-R` on a transport
+/// without a CM is refused where the transport is chosen.)
+fn rdma_cm_refuses(conn: ConnType, a: &Args) -> Option<&'static str> {
     match conn {
         // perftest: "UC is not supported in librdmacm" (rdma_cm has no UC port space).
         ConnType::Uc => Some(
             "rdma_cm connects RC (and UD) queue pairs only, and perftest refuses UC with -R too; use -c RC with -R, or -c UC without -R",
         ),
-        // The soft transport resolves UD services itself (SIDR); librdmacm's UDP port space and
-        // perftest's exchange over a UD rdma_cm queue pair are not done yet.
-        ConnType::Ud if transport != TransportKind::Soft => Some(
-            "UD through librdmacm (its UDP port space) is not implemented in roceperf yet; use --transport soft with -R -c UD, -c UD without -R, or -c RC with -R",
-        ),
+        // UD services are resolved in roceperf's dialect on both soft (SIDR itself) and verbs
+        // (librdmacm's UDP port space); perftest's exchange over a UD rdma_cm queue pair is not done.
         ConnType::Ud if a.oob == super::args::OobArg::Perftest => Some(
             "UD through rdma_cm with --oob perftest (perftest's exchange over the UD queue pair) is not implemented in roceperf yet; use roceperf's own dialect (without --oob perftest), -c UD without -R, or -c RC with -R",
         ),
@@ -106,11 +104,13 @@ mod tests {
         let soft = ["--transport", "soft", "-d", "lo"];
         let verbs = ["--transport", "verbs", "-d", "rxe0"];
         let perftest = ["--transport", "soft", "-d", "lo", "--oob", "perftest"];
+        let verbs_perftest = ["--transport", "verbs", "-d", "rxe0", "--oob", "perftest"];
         for (test, c, on) in [
             ("write_bw", "UC", &soft[..]),
             ("send_lat", "UC", &soft[..]),
-            ("send_bw", "UD", &verbs[..]),
+            ("write_lat", "UC", &verbs[..]),
             ("send_lat", "UD", &perftest[..]),
+            ("send_bw", "UD", &verbs_perftest[..]),
         ] {
             let e = parse(test, &[on, &["-R", "-c", c]].concat())
                 .unwrap_err()
@@ -118,9 +118,12 @@ mod tests {
             assert!(e.contains("-R") && e.contains(&format!("-c {c}")), "{e}");
             assert!(e.contains("-c RC with -R"), "{e}");
         }
-        for (test, c) in [("send_bw", "RC"), ("send_bw", "UD"), ("send_lat", "UD")] {
-            let ok = parse(test, &[&soft[..], &["-R", "-c", c]].concat()).unwrap();
-            assert!(ok.rdma_cm, "{test} -R -c {c} runs on soft in our dialect");
+        for on in [&soft[..], &verbs[..]] {
+            for (test, c) in [("send_bw", "RC"), ("send_bw", "UD"), ("send_lat", "UD")] {
+                let ok = parse(test, &[on, &["-R", "-c", c]].concat()).unwrap();
+                assert!(ok.rdma_cm, "{test} -R -c {c} runs on {on:?} in our dialect");
+                assert_eq!(ok.connection.to_string(), c);
+            }
         }
     }
 

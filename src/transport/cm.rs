@@ -4,11 +4,16 @@
 //! transport connects the queue pair itself once they are agreed.
 //!
 //! `soft` speaks the CM protocol on QP1 itself; `verbs` goes through librdmacm; `tcp` has no CM.
+//!
+//! UD queue pairs are resolved rather than connected (rdma_cm's UDP port space: SIDR_REQ /
+//! SIDR_REP). Both transports speak the same dialect of it, kept here: the requester's QPN in the
+//! first 4 bytes of the request's private data ([`ud_request_data`]), and what a refusal means
+//! ([`sidr_refused`]).
 
 use std::net::{IpAddr, SocketAddr};
 
 use super::Result;
-pub use crate::wire::cm::{RDMA_UDP_QKEY, RejectReason};
+pub use crate::wire::cm::{RDMA_UDP_QKEY, RejectReason, SidrStatus};
 
 /// What a queue pair asks for when it connects through the CM (rdma_cm's `struct rdma_conn_param`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,4 +109,82 @@ pub trait CmEndpoint {
     /// Drives the transport once (a software transport receives and sends here; completions stay
     /// for `poll_cq`) and returns the next event, if any. Does not block for long.
     fn cm_poll(&mut self) -> Result<Option<CmEvent>>;
+}
+
+/// The private data of a UD queue pair's SIDR_REQ in roceperf's dialect: a SIDR_REQ has no field
+/// for the requester's QPN (a plain rdma_cm server learns it from the first datagram), so ours carry
+/// it first, big-endian, before the application's own private data.
+pub fn ud_request_data(qpn: u32, private_data: &[u8]) -> Vec<u8> {
+    let mut v = qpn.to_be_bytes().to_vec();
+    v.extend_from_slice(private_data);
+    v
+}
+
+/// The requester's QPN and the application's private data of a SIDR_REQ made by
+/// [`ud_request_data`]; QPN 0 (no queue pair) when the data is too short to hold one.
+pub fn ud_request_parts(private_data: &[u8]) -> (u32, &[u8]) {
+    match private_data.split_first_chunk::<4>() {
+        Some((qpn, rest)) => (u32::from_be_bytes(*qpn), rest),
+        None => (0, &[]),
+    }
+}
+
+/// What a SIDR_REP that did not resolve the service means for queue pair `qp`: nobody listens on
+/// that port yet (Linux's CM answers "service ID not supported"), as a REJ "invalid service ID"
+/// does, so the client asks again; a refusal, as a consumer reject; anything else, no answer.
+pub fn sidr_refused(qp: usize, status: SidrStatus) -> CmEvent {
+    match status {
+        SidrStatus::Unsupported => CmEvent::Rejected {
+            qp,
+            reason: RejectReason::InvalidServiceId,
+        },
+        SidrStatus::Reject => CmEvent::Rejected {
+            qp,
+            reason: RejectReason::ConsumerDefined,
+        },
+        status => CmEvent::Unanswered {
+            qp,
+            detail: format!("the SIDR_REP said {status}"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ud_requests_carry_the_requester_qpn_first() {
+        let d = ud_request_data(0x00ab_cdef, b"hi");
+        assert_eq!(d, [0, 0xab, 0xcd, 0xef, b'h', b'i']);
+        assert_eq!(ud_request_parts(&d), (0x00ab_cdef, &b"hi"[..]));
+        assert_eq!(ud_request_parts(&d[..4]), (0x00ab_cdef, &[][..]));
+        assert_eq!(
+            ud_request_parts(&d[..3]),
+            (0, &[][..]),
+            "too short for a QPN"
+        );
+    }
+
+    #[test]
+    fn a_sidr_refusal_is_a_rejection_the_client_understands() {
+        assert_eq!(
+            sidr_refused(1, SidrStatus::Unsupported),
+            CmEvent::Rejected {
+                qp: 1,
+                reason: RejectReason::InvalidServiceId
+            }
+        );
+        assert_eq!(
+            sidr_refused(0, SidrStatus::Reject),
+            CmEvent::Rejected {
+                qp: 0,
+                reason: RejectReason::ConsumerDefined
+            }
+        );
+        let CmEvent::Unanswered { qp: 2, detail } = sidr_refused(2, SidrStatus::NoQp) else {
+            panic!()
+        };
+        assert!(detail.contains("no QP available"), "{detail}");
+    }
 }

@@ -119,11 +119,16 @@ fn help_and_version_exit_zero() {
 
 #[test]
 fn rdma_cm_with_uc_or_ud_is_a_usage_error_naming_both_flags() {
-    // UC everywhere (as perftest); UD where roceperf does not resolve it through SIDR yet: verbs
-    // (librdmacm's UDP port space) and perftest's dialect. Soft in our dialect runs it (soft_rdma_cm).
+    // UC everywhere (as perftest); UD in perftest's dialect, which roceperf does not speak over a UD
+    // rdma_cm queue pair yet. Our dialect runs it: soft through its own SIDR (soft_rdma_cm), verbs
+    // through librdmacm's UDP port space (below: past the flags, to the missing device).
     for (test, c, extra) in [
         ("write_bw", "UC", &["--transport", "soft", "-d", "lo"][..]),
-        ("send_bw", "UD", &["--transport", "verbs", "-d", "rxe0"][..]),
+        (
+            "send_bw",
+            "UD",
+            &["--transport", "verbs", "-d", "rxe0", "--oob", "perftest"][..],
+        ),
         (
             "send_bw",
             "UD",
@@ -138,4 +143,23 @@ fn rdma_cm_with_uc_or_ud_is_a_usage_error_naming_both_flags() {
             &format!("-R and -c {c} cannot be used together"),
         );
     }
+    let port = free_port().to_string();
+    let args = [
+        "--transport",
+        "verbs",
+        "-d",
+        "nosuchrdma0",
+        "-R",
+        "-c",
+        "UD",
+        "-p",
+        &port,
+    ];
+    let d = spawn("send_bw", &args).wait(20, "verbs -R -c UD");
+    assert_eq!(d.code(), 2, "{}", d.stderr);
+    assert!(
+        !d.stderr.contains("cannot be used together"),
+        "verbs resolves UD through librdmacm: {}",
+        d.stderr
+    );
 }

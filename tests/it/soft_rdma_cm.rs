@@ -280,7 +280,10 @@ fn ud_send_tests_over_soft_with_rdma_cm_sidr_and_validate() {
         for out in [&s.stdout, &c.stdout] {
             let note = out.lines().find(|l| l.contains("through the CM")).unwrap();
             assert!(note.contains("PSN 0x0"), "UD has no PSN to agree: {note}");
-            assert!(note.contains("SIDR_REQ/SIDR_REP on QP1"), "{note}");
+            assert!(
+                note.contains("SIDR_REQ/SIDR_REP"),
+                "resolved, not connected: {note}"
+            );
             assert_eq!(
                 note.matches("QPN").count(),
                 qps.parse::<usize>().unwrap(),

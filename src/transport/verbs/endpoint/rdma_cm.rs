@@ -7,18 +7,27 @@
 //! with the attributes `rdma_init_qp_attr` gives (peer QPN, both PSNs, path MTU, address vector),
 //! as librdmacm would for a QP of its own. The active side then completes with `rdma_establish`
 //! (after `RDMA_CM_EVENT_CONNECT_RESPONSE`), the passive side with `rdma_accept`.
+//!
+//! UD queue pairs (`-c UD`) take ids in rdma_cm's UDP port space instead, where `rdma_connect`
+//! resolves the service (SIDR_REQ / SIDR_REP) rather than connects it: see [`ud`].
 
 use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ptr;
 
 use super::VerbsEndpoint;
+use crate::params::ConnType;
 use crate::transport::cm::{CmEndpoint, CmEvent, CmPeer, CmQpParams, RejectReason};
 use crate::transport::{Error, Result, RoceMtu};
 use rdma_mummy_sys as sys;
 use sys::rdma_cm_event_type as ev;
+
+mod addr;
+mod ud;
+
+use addr::{gid_ip, peer_of, sockaddr};
 
 /// The soname the shim loads.
 const LIBRDMACM: &CStr = c"librdmacm.so.1";
@@ -40,10 +49,13 @@ struct Conn {
 pub(super) struct RdmaCm {
     channel: *mut sys::rdma_event_channel,
     listen: *mut sys::rdma_cm_id,
+    /// UD: ids in the UDP port space, resolved (SIDR) rather than connected.
+    ud: bool,
     /// Per queue pair.
     conns: Vec<Option<Conn>>,
-    /// Requests not yet accepted or rejected: handle, id, peer address.
-    requests: Vec<(u32, *mut sys::rdma_cm_id, IpAddr)>,
+    /// Requests not yet accepted or rejected: handle, id, peer address, its QPN (UD: as our
+    /// dialect's private data carries it; RC: unused).
+    requests: Vec<(u32, *mut sys::rdma_cm_id, IpAddr, u32)>,
     next_req: u32,
     events: VecDeque<CmEvent>,
 }
@@ -56,71 +68,15 @@ fn os_err(call: &str) -> Error {
     }
 }
 
-/// `ip:port` as the `struct sockaddr_storage` librdmacm takes.
-pub(super) fn sockaddr(addr: SocketAddr) -> libc::sockaddr_storage {
-    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid (unspecified) address.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*a.ip()).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { ptr::write(ptr::from_mut(&mut ss).cast(), sin) };
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: 0,
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as above, for sockaddr_in6.
-            unsafe { ptr::write(ptr::from_mut(&mut ss).cast(), sin6) };
-        }
-    }
-    ss
-}
-
-/// The IP address a GID stands for on RoCE v2 (IPv4-mapped or IPv6).
-pub(super) fn gid_ip(gid: [u8; 16]) -> IpAddr {
-    let v6 = Ipv6Addr::from(gid);
-    match v6.to_ipv4_mapped() {
-        Some(v4) => IpAddr::V4(v4),
-        None => IpAddr::V6(v6),
-    }
-}
-
-/// The peer as RTR attributes describe it: QPN, its first PSN, the path MTU, its address.
-pub(super) fn peer_of(rtr: &sys::ibv_qp_attr, responder_resources: u8) -> CmPeer {
-    // SAFETY: ibv_gid is a union of byte views of the same 16 bytes.
-    let dgid = unsafe { rtr.ah_attr.grh.dgid.raw };
-    CmPeer {
-        ip: gid_ip(dgid),
-        qpn: rtr.dest_qp_num,
-        psn: rtr.rq_psn,
-        mtu: RoceMtu::from_ib_enum(rtr.path_mtu).map_or(1024, RoceMtu::bytes),
-        responder_resources,
-    }
-}
-
-/// What an rdma_cm event means for a queue pair that was not established by it.
-pub(super) fn failure(
-    event: u32,
-    status: i32,
-) -> Option<std::result::Result<RejectReason, String>> {
+/// What an rdma_cm event means for queue pair `qp`, when it was not established by it (`ud`: an id
+/// of the UDP port space, where a SIDR_REP that refuses comes as UNREACHABLE with its status).
+pub(super) fn failure(qp: usize, event: u32, status: i32, ud: bool) -> Option<CmEvent> {
     let name = match event {
         ev::RDMA_CM_EVENT_REJECTED => {
-            return Some(Ok(RejectReason::from_code(status.unsigned_abs() as u16)));
+            let reason = RejectReason::from_code(status.unsigned_abs() as u16);
+            return Some(CmEvent::Rejected { qp, reason });
         }
+        ev::RDMA_CM_EVENT_UNREACHABLE if ud => return Some(ud::unreachable(qp, status)),
         ev::RDMA_CM_EVENT_ADDR_ERROR => {
             "address resolution failed (no route to the peer from an RDMA device?)"
         }
@@ -129,15 +85,16 @@ pub(super) fn failure(
         ev::RDMA_CM_EVENT_UNREACHABLE => "peer unreachable (no REP to our REQ)",
         _ => return None,
     };
-    Some(Err(format!(
+    let detail = format!(
         "{name}, status {status} ({})",
         io::Error::from_raw_os_error(status.abs())
-    )))
+    );
+    Some(CmEvent::Unanswered { qp, detail })
 }
 
 impl RdmaCm {
     /// An event channel, non-blocking, or why librdmacm is not usable.
-    pub(super) fn open() -> Result<RdmaCm> {
+    pub(super) fn open(ud: bool) -> Result<RdmaCm> {
         // SAFETY: no arguments; returns NULL with errno on failure.
         let channel = unsafe { sys::rdma_create_event_channel() };
         if channel.is_null() {
@@ -164,6 +121,7 @@ impl RdmaCm {
         Ok(RdmaCm {
             channel,
             listen: ptr::null_mut(),
+            ud,
             conns: Vec::new(),
             requests: Vec::new(),
             next_req: 1,
@@ -173,15 +131,13 @@ impl RdmaCm {
 
     fn create_id(&mut self) -> Result<*mut sys::rdma_cm_id> {
         let mut id = ptr::null_mut();
-        // SAFETY: a live channel and an out-pointer.
-        let rc = unsafe {
-            sys::rdma_create_id(
-                self.channel,
-                &mut id,
-                ptr::null_mut(),
-                sys::rdma_port_space::RDMA_PS_TCP,
-            )
+        let ps = if self.ud {
+            sys::rdma_port_space::RDMA_PS_UDP
+        } else {
+            sys::rdma_port_space::RDMA_PS_TCP
         };
+        // SAFETY: a live channel and an out-pointer.
+        let rc = unsafe { sys::rdma_create_id(self.channel, &mut id, ptr::null_mut(), ps) };
         if rc != 0 {
             return Err(os_err("rdma_create_id"));
         }
@@ -203,7 +159,7 @@ impl Drop for RdmaCm {
             for c in self.conns.iter().flatten() {
                 sys::rdma_destroy_id(c.id);
             }
-            for &(_, id, _) in &self.requests {
+            for &(_, id, ..) in &self.requests {
                 sys::rdma_destroy_id(id);
             }
             if !self.listen.is_null() {
@@ -217,7 +173,11 @@ impl Drop for RdmaCm {
 impl VerbsEndpoint {
     fn rdma_cm(&mut self) -> Result<&mut RdmaCm> {
         if self.cm.is_none() {
-            self.cm = Some(Box::new(RdmaCm::open()?));
+            let ud = self.cfg.connection == ConnType::Ud;
+            if ud {
+                ud::check_qkey(self.cfg.qkey)?;
+            }
+            self.cm = Some(Box::new(RdmaCm::open(ud)?));
         }
         Ok(self.cm.as_deref_mut().expect("just opened"))
     }
@@ -310,6 +270,10 @@ impl VerbsEndpoint {
             .cm
             .as_deref_mut()
             .expect("events come from an open channel");
+        if kind == ev::RDMA_CM_EVENT_CONNECT_REQUEST && cm.ud {
+            cm.ud_request(e);
+            return Ok(());
+        }
         if kind == ev::RDMA_CM_EVENT_CONNECT_REQUEST {
             let handle = cm.next_req;
             cm.next_req += 1;
@@ -335,7 +299,7 @@ impl VerbsEndpoint {
             // SAFETY: as above.
             unsafe { sys::rdma_init_qp_attr(id, &mut attr, &mut mask) };
             let peer = peer_of(&attr, 0);
-            cm.requests.push((handle, id, peer.ip));
+            cm.requests.push((handle, id, peer.ip, peer.qpn));
             cm.events.push_back(CmEvent::Request {
                 req: handle,
                 from: peer.ip,
@@ -348,7 +312,7 @@ impl VerbsEndpoint {
             return Ok(());
         };
         let conn = cm.conns[qp].as_ref().expect("found above");
-        let (params, peer_ip) = (conn.params, conn.peer_ip);
+        let (params, peer_ip, ud) = (conn.params, conn.peer_ip, cm.ud);
         match kind {
             ev::RDMA_CM_EVENT_ADDR_RESOLVED => {
                 let mut t = params.ack_timeout;
@@ -398,6 +362,11 @@ impl VerbsEndpoint {
                     .events
                     .push_back(CmEvent::Established { qp, peer });
             }
+            ev::RDMA_CM_EVENT_ESTABLISHED if ud => {
+                // SAFETY: a UD id's ESTABLISHED carries the SIDR_REP's resolution.
+                let resolved = unsafe { e.param.ud };
+                self.ud_resolved(qp, &resolved, peer_ip)?;
+            }
             ev::RDMA_CM_EVENT_ESTABLISHED => {
                 // The passive side: the RTU came. Its peer as the RTR programmed it.
                 // SAFETY: ibv_qp_attr is plain old data; the id is live.
@@ -414,17 +383,11 @@ impl VerbsEndpoint {
             ev::RDMA_CM_EVENT_DISCONNECTED => {
                 self.cm_mut().events.push_back(CmEvent::Disconnected { qp });
             }
-            _ => match failure(kind, status) {
-                Some(Ok(reason)) => self
-                    .cm_mut()
-                    .events
-                    .push_back(CmEvent::Rejected { qp, reason }),
-                Some(Err(detail)) => self
-                    .cm_mut()
-                    .events
-                    .push_back(CmEvent::Unanswered { qp, detail }),
-                None => {}
-            },
+            _ => {
+                if let Some(event) = failure(qp, kind, status, ud) {
+                    self.cm_mut().events.push_back(event);
+                }
+            }
         }
         Ok(())
     }
@@ -477,7 +440,13 @@ impl CmEndpoint for VerbsEndpoint {
             )));
         }
         let src = self.cm_source(to);
+        let qpn = self.qpns[qp];
         let cm = self.rdma_cm()?;
+        let private = if cm.ud {
+            crate::transport::cm::ud_request_data(qpn, private_data)
+        } else {
+            private_data.to_vec()
+        };
         if let Some(old) = cm.conns.get_mut(qp).and_then(Option::take) {
             // A retry after a REJ: the old id is spent.
             // SAFETY: an id of ours, no longer used.
@@ -490,7 +459,7 @@ impl CmEndpoint for VerbsEndpoint {
         cm.conns[qp] = Some(Conn {
             id,
             params: *params,
-            private: private_data.to_vec(),
+            private,
             peer_ip: to.ip(),
         });
         let mut dst = sockaddr(to);
@@ -515,7 +484,8 @@ impl CmEndpoint for VerbsEndpoint {
                 "no pending CM request {req}"
             )));
         };
-        let (_, id, ip) = cm.requests.swap_remove(i);
+        let (_, id, ip, peer_qpn) = cm.requests.swap_remove(i);
+        let ud = cm.ud;
         if cm.conns.len() <= qp {
             cm.conns.resize_with(qp + 1, || None);
         }
@@ -531,6 +501,9 @@ impl CmEndpoint for VerbsEndpoint {
                 self.setup.device
             )));
         }
+        if ud {
+            return self.ud_accept(qp, id, ip, peer_qpn, params);
+        }
         self.cm_ready(qp, id, params)?;
         let mut cp = self.cm_conn_param(qp, params, &[]);
         // SAFETY: the request's id; `cp` outlives the call.
@@ -543,7 +516,7 @@ impl CmEndpoint for VerbsEndpoint {
     fn cm_reject(&mut self, req: u32) -> Result<()> {
         let cm = self.rdma_cm()?;
         if let Some(i) = cm.requests.iter().position(|r| r.0 == req) {
-            let (_, id, _) = cm.requests.swap_remove(i);
+            let (_, id, ..) = cm.requests.swap_remove(i);
             // SAFETY: the request's id, rejected then destroyed once.
             unsafe {
                 sys::rdma_reject(id, ptr::null(), 0);
@@ -555,6 +528,11 @@ impl CmEndpoint for VerbsEndpoint {
 
     fn cm_disconnect(&mut self, qp: usize) -> Result<()> {
         let cm = self.rdma_cm()?;
+        if cm.ud {
+            // A resolved UD queue pair has no connection (rdma_cm sends no DREQ for it).
+            cm.events.push_back(CmEvent::Disconnected { qp });
+            return Ok(());
+        }
         match cm.conns.get(qp).and_then(Option::as_ref) {
             // SAFETY: a connected id of ours.
             Some(c) if unsafe { sys::rdma_disconnect(c.id) } == 0 => Ok(()),

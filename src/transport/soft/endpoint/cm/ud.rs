@@ -4,13 +4,13 @@
 //!
 //! A SIDR_REQ has no field for the requester's QPN (a real rdma_cm server learns it from the first
 //! datagram it receives), so our requests carry it in the first 4 bytes of the private data after
-//! rdma_cm's header: the server pairs the request with the peer's queue pair and can send to it
-//! at once (send_lat's server answers first datagrams).
+//! rdma_cm's header ([`ud_request_data`], the verbs transport's too): the server pairs the request
+//! with the peer's queue pair and can send to it at once (send_lat's server answers first datagrams).
 
 use std::net::{IpAddr, SocketAddr};
 
 use super::{CmSide, SoftEndpoint, cm_error};
-use crate::transport::cm::{CmEvent, CmPeer, RejectReason};
+use crate::transport::cm::{CmEvent, CmPeer, sidr_refused, ud_request_data, ud_request_parts};
 use crate::transport::soft::backend::io_error;
 use crate::transport::soft::cm::{self as agent, ConnId};
 use crate::transport::soft::io::device::Device;
@@ -19,13 +19,6 @@ use crate::wire::cm::SidrStatus;
 
 /// A SIDR request waiting for the application: the resolution, the requester's QPN and address.
 pub(super) type SidrRequest = (ConnId, u32, IpAddr);
-
-/// The requester's QPN as our SIDR_REQs carry it (0 when the private data is shorter).
-fn requester_qpn(private_data: &[u8]) -> u32 {
-    private_data
-        .get(..4)
-        .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-}
 
 impl SoftEndpoint {
     /// Sends the SIDR_REQ of UD queue pair `qp` to the service at `to`.
@@ -41,7 +34,9 @@ impl SoftEndpoint {
         let now = self.now();
         let side = self.cm_side();
         let local = SocketAddr::new(ip, side.src_port);
-        let conn = side.agent.resolve(now, local, to, &qpn.to_be_bytes());
+        let conn = side
+            .agent
+            .resolve(now, local, to, &ud_request_data(qpn, &[]));
         side.qps.push((conn, qp, 0));
         Ok(())
     }
@@ -103,13 +98,13 @@ impl SoftEndpoint {
                 private_data,
                 ..
             } => {
-                let peer_qpn = requester_qpn(&private_data);
+                let (peer_qpn, app) = ud_request_parts(&private_data);
                 side.sidr.push((conn, peer_qpn, from));
                 Some(CmEvent::Request {
                     req: conn.0,
                     from,
                     peer_qpn,
-                    private_data: private_data.get(4..).unwrap_or_default().to_vec(),
+                    private_data: app.to_vec(),
                 })
             }
             agent::CmEvent::Resolved {
@@ -128,21 +123,9 @@ impl SoftEndpoint {
                     peer: self.ud_peer(ip, qpn),
                 })
             }
-            agent::CmEvent::Unresolved { conn, status } => qp_of(conn).map(|qp| match status {
-                // Nobody listens on that UD port (yet): what a REJ "invalid service ID" says.
-                SidrStatus::Unsupported => CmEvent::Rejected {
-                    qp,
-                    reason: RejectReason::InvalidServiceId,
-                },
-                SidrStatus::Reject => CmEvent::Rejected {
-                    qp,
-                    reason: RejectReason::ConsumerDefined,
-                },
-                status => CmEvent::Unanswered {
-                    qp,
-                    detail: format!("the SIDR_REP said {status}"),
-                },
-            }),
+            agent::CmEvent::Unresolved { conn, status } => {
+                qp_of(conn).map(|qp| sidr_refused(qp, status))
+            }
             _ => None,
         })
     }

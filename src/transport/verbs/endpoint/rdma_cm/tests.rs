@@ -39,12 +39,44 @@ fn rtr_attributes_describe_the_peer() {
 #[test]
 fn failed_events_name_their_cause_and_rejections_their_reason() {
     assert_eq!(
-        failure(ev::RDMA_CM_EVENT_REJECTED, 8),
-        Some(Ok(RejectReason::InvalidServiceId))
+        failure(3, ev::RDMA_CM_EVENT_REJECTED, 8, false),
+        Some(CmEvent::Rejected {
+            qp: 3,
+            reason: RejectReason::InvalidServiceId
+        })
     );
-    let Some(Err(m)) = failure(ev::RDMA_CM_EVENT_UNREACHABLE, -110) else {
+    let Some(CmEvent::Unanswered { qp: 0, detail }) =
+        failure(0, ev::RDMA_CM_EVENT_UNREACHABLE, -110, false)
+    else {
         panic!()
     };
-    assert!(m.starts_with("peer unreachable"), "{m}");
-    assert_eq!(failure(ev::RDMA_CM_EVENT_ESTABLISHED, 0), None);
+    assert!(detail.starts_with("peer unreachable"), "{detail}");
+    assert_eq!(failure(0, ev::RDMA_CM_EVENT_ESTABLISHED, 0, false), None);
+}
+
+#[test]
+fn a_ud_id_unreachable_is_the_sidr_rep_status() {
+    // Linux's CM answers a SIDR_REQ for a port nobody listens on with "service ID not supported"
+    // (1): the client asks again, as after a REJ "invalid service ID".
+    assert_eq!(
+        failure(1, ev::RDMA_CM_EVENT_UNREACHABLE, 1, true),
+        Some(CmEvent::Rejected {
+            qp: 1,
+            reason: RejectReason::InvalidServiceId
+        })
+    );
+    let Some(CmEvent::Unanswered { detail, .. }) =
+        failure(1, ev::RDMA_CM_EVENT_UNREACHABLE, -110, true)
+    else {
+        panic!()
+    };
+    assert!(detail.contains("no SIDR_REP"), "{detail}");
+}
+
+#[test]
+fn a_peer_sockaddr_reads_back_as_its_ip() {
+    for a in ["10.9.0.1:0", "[fd00::2]:7"] {
+        let a: SocketAddr = a.parse().unwrap();
+        assert_eq!(addr::ip_of(&sockaddr(a)), Some(a.ip()));
+    }
 }
