@@ -51,6 +51,12 @@ impl UdQp {
 
     queue_accessors!();
 
+    /// Sends to queue pair `qpn` from now on: a plain rdma_cm requester's QPN is learnt from its
+    /// first datagram, after the SIDR_REP pointed this queue pair at it.
+    pub fn set_remote_qpn(&mut self, qpn: u32) {
+        self.q.cfg.remote_qpn = qpn;
+    }
+
     /// Posts a SEND (with or without immediate) of at most one path MTU.
     pub fn post_send(&mut self, wr: &SendRequest) -> Result<()> {
         if !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) {
