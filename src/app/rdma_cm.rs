@@ -302,9 +302,13 @@ pub(crate) fn answer_repeats<E: Described>(
 }
 
 /// The peer's queue pairs as the CM agreed them (QPNs, PSNs, MTU) in `peer`, and the header's note.
+/// QPN 0: a UD requester the CM told nothing of (perftest's SIDR_REQ carries no QPN, and its send_bw
+/// client sends no first datagram); its out-of-band QPN stays, and the note says so.
 pub(crate) fn adopt(plan: &Plan, peer: &mut ConnInfo, cm: &[CmPeer], notes: &mut Vec<Note>) {
     for (q, p) in peer.qps.iter_mut().zip(cm) {
-        q.qpn = p.qpn;
+        if p.qpn != 0 {
+            q.qpn = p.qpn;
+        }
         q.psn = p.psn;
     }
     if let Some(p) = cm.first() {
@@ -312,7 +316,10 @@ pub(crate) fn adopt(plan: &Plan, peer: &mut ConnInfo, cm: &[CmPeer], notes: &mut
     }
     let described: Vec<String> = cm
         .iter()
-        .map(|p| format!("QPN {:#x} PSN {:#x}", p.qpn, p.psn))
+        .map(|p| match p.qpn {
+            0 => "QPN not told (its SIDR_REQ carries none)".to_string(),
+            qpn => format!("QPN {qpn:#x} PSN {:#x}", p.psn),
+        })
         .collect();
     notes.push(Note::RdmaCm {
         port: plan.oob.port,
