@@ -35,6 +35,12 @@
 #      perftest's messages then ride a CM-connected queue pair (no TCP at all) and the data queue pairs
 #      are connected through the CM; the figures are compared as in B. The capture must show the CM's
 #      ConnectRequest, ConnectReply and ReadyToUse, decoded by tshark (C-cm).
+#      R's items are TESTS' and then RTESTS' (default send_bw:UD send_lat:UD: -R -c UD, issue 17 item 3):
+#        guest: taskset -c 1 ib_<test> -d rxe0 -x 1 -F -R -c UD -s USIZE -n UITERS [-C]
+#        host:  roce_<test> -R -c UD --oob perftest -s USIZE -n UITERS $HOST_SOFT_ARGS
+#      perftest's messages still ride an RC queue pair (REQ/REP/RTU); the UD data queue pairs are
+#      resolved by SIDR, and for send_lat the client sends each its QPN in a first datagram (C-sidr).
+#      TESTS="" PHASES=R runs just the RTESTS items.
 #   S. UD resolved through rdma_cm (-R -c UD, issue 17 item 3) roceperf vs roceperf: each STESTS item
 #      (default send_bw:UD send_lat:UD), both host roles, shaped as V (-s USIZE -n UITERS --validate,
 #      -u 18 for latency):
@@ -50,7 +56,8 @@
 # (netns, tap), and the six roce_* binaries (built here with cargo build --release --bins).
 # Knobs: TESTS, SIZE, ITERS, BW_ITERS (phase B's *_bw message count), HOST_SOFT_ARGS (how the soft
 # transport finds br0), PHASES ("A B D M R"; "U V S" run UC/UD), DUR (phase D's -D, default 4), FIG_TOL,
-# UTESTS, USIZE, UITERS (phases U and V; USIZE and UITERS S's too), STESTS (phase S), ATOMIC_OPS ("FETCH_AND_ADD CMP_AND_SWAP"), INTEROP_NS (the host namespace, default rxelab-interop;
+# UTESTS, USIZE, UITERS (phases U and V; USIZE and UITERS S's and R's typed items too), STESTS (phase S),
+# RTESTS (phase R's items with a connection type, after TESTS'; TESTS may be empty), ATOMIC_OPS ("FETCH_AND_ADD CMP_AND_SWAP"), INTEROP_NS (the host namespace, default rxelab-interop;
 # override to run two labs at once).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -58,7 +65,7 @@ REPO=$(cd "$HERE/.." && pwd)
 LABDIR=$REPO/scripts/lab
 OUT=$(mkdir -p "${1:-/tmp/roceperf-interop-rxe}" && cd "${1:-/tmp/roceperf-interop-rxe}" && pwd)
 NS=${INTEROP_NS:-rxelab-interop}   # the host network namespace (override to run two labs at once)
-TESTS=${TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat atomic_bw atomic_lat"}
+TESTS=${TESTS-"write_bw read_bw send_bw write_lat read_lat send_lat atomic_bw atomic_lat"}
 ATOMIC_OPS=${ATOMIC_OPS:-"FETCH_AND_ADD CMP_AND_SWAP"}
 # The items of phases other than U and V: a test, and for an atomic test its -A (atomic_bw:CMP_AND_SWAP).
 ITEMS=""
@@ -81,6 +88,7 @@ SIZE=${SIZE:-4096}; ITERS=${ITERS:-200}
 BW_ITERS=${BW_ITERS:-2000}
 UTESTS=${UTESTS:-"send_bw:UD write_bw:UC send_lat:UD write_lat:UC"}
 STESTS=${STESTS:-"send_bw:UD send_lat:UD"}
+RTESTS=${RTESTS-"send_bw:UD send_lat:UD"}
 USIZE=${USIZE:-1024}; UITERS=${UITERS:-1000}
 HOST_SOFT_ARGS=${HOST_SOFT_ARGS:-"--transport soft --roce v2 -d br0"}
 
@@ -88,7 +96,7 @@ HOST_SOFT_ARGS=${HOST_SOFT_ARGS:-"--transport soft --roce v2 -d br0"}
 lab_guest_ready
 (cd "$REPO" && cargo build --release --bins)
 mkdir -p "$OUT/guest"
-for t in $TESTS $(for u in $UTESTS $STESTS; do echo "${u%%:*}"; done | sort -u); do
+for t in $TESTS $(for u in $UTESTS $STESTS $RTESTS; do echo "${u%%:*}"; done | sort -u); do
     b="$REPO/target/release/roce_$t"
     [ -x "$b" ] || { echo "interop-rxe: $b missing: the roce_* binaries are not built yet" >&2; exit 2; }
     cp "$b" "$OUT/guest/"          # the guest shares the host's glibc; it runs /mnt/roce_<test>
@@ -113,11 +121,13 @@ log "clock: clocksource $(cat /sys/devices/system/clocksource/clocksource0/curre
 echo "GUEST TSC_MHZ $(awk -F: '/^cpu MHz/ {gsub(/ /, "", $2); print $2; exit}' /proc/cpuinfo)"
 for phase in ${PHASES//,/ }; do
   items=${TESTS//,/ }
-  case $phase in U|V) items=${UTESTS//,/ } ;; S) items=${STESTS//,/ } ;; esac
+  case $phase in U|V) items=${UTESTS//,/ } ;; S) items=${STESTS//,/ } ;; R) items="$items ${RTESTS//,/ }" ;; esac
   for item in $items; do
     t=${item%%:*}; c=${item#*:}
-    size=$SIZE; aop=""
+    size=$SIZE; aop=""; n=$ITERS
     case $t in atomic_*) aop=" -A $c"; size=8 ;; esac
+    # a typed item (R's RTESTS): that connection type, shaped as phase U
+    case $c in RC|UC|UD) aop=" -c $c"; size=$USIZE; n=$UITERS ;; esac
     case $phase in
       A) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 --validate -s $size$aop -n $ITERS" ;;
       # pinned: one vCPU's TSC throughout (the lab's advice); -C: latency in cycles, see the host script
@@ -136,7 +146,7 @@ for phase in ${PHASES//,/ }; do
       S) cmd="/mnt/roce_$t --transport verbs -d rxe0 -x 1 -R -c $c --validate -s $USIZE -n $UITERS"
          case $t in *_lat) cmd="$cmd -u 18" ;; esac ;;
       # rdma_cm: no TCP; a client whose REQ finds no listener yet fails and is retried (connect_retry)
-      R) n=$ITERS; case $t in *_bw) n=$BW_ITERS ;; esac
+      R) [ -z "$aop" ] || [[ $aop == " -A"* ]] && case $t in *_bw) n=$BW_ITERS ;; esac
          cmd="taskset -c 1 ib_$t -d rxe0 -x 1 -F -R -s $size$aop -n $n"
          case $t in *_lat) cmd="$cmd -C" ;; esac ;;
     esac
@@ -165,7 +175,7 @@ JOB
 # the TSC as its clocksource, gettimeofday() becomes a vDSO TSC read and perftest's fit lands on the
 # kernel's own calibration. Latency tests also get -C (raw cycles; no fit at all), converted below with
 # the guest's "cpu MHz", the value perftest itself uses whenever its fit agrees within 2 %.
-JOB_ENV="TESTS=${ITEMS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS DUR=$DUR UTESTS=${UTESTS// /,} STESTS=${STESTS// /,} USIZE=$USIZE UITERS=$UITERS" SMP=2 KAPPEND="tsc=reliable" \
+JOB_ENV="TESTS=${ITEMS// /,} PHASES=${PHASES// /,} SIZE=$SIZE ITERS=$ITERS BW_ITERS=$BW_ITERS DUR=$DUR UTESTS=${UTESTS// /,} STESTS=${STESTS// /,} RTESTS=${RTESTS// /,} USIZE=$USIZE UITERS=$UITERS" SMP=2 KAPPEND="tsc=reliable" \
 QEMU_EXTRA="-netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:00:09:02" \
     ip netns exec $NS bash "$LABDIR/20-run-vm.sh" "$OUT/job/interop.sh" "$OUT/guest" 3600 > "$OUT/guest.run.log" 2>&1 &
 VMPID=$!
@@ -185,6 +195,7 @@ host_run() {   # host_run PHASE TEST[:TYPE] ROLE: our soft binary in the namespa
     [ "$phase" = A ] && args="$args --validate"
     [ "$phase" = B ] && args="$args --oob perftest"
     [ "$phase" = R ] && args="$args -R --oob perftest"
+    [ "$phase" = R ] && [[ $c == @(RC|UC|UD) ]] && args="$HOST_SOFT_ARGS -c $c -s $USIZE -n $UITERS -R --oob perftest"
     [ "$phase" = M ] && args="$HOST_SOFT_ARGS -s $((2 * SIZE)) -n $n --oob perftest"
     [ "$phase" = D ] && args="$HOST_SOFT_ARGS -s $size$aop -D $DUR --oob perftest"
     [ "$phase" = U ] && args="$HOST_SOFT_ARGS -c $c -s $USIZE -n $UITERS --oob perftest"
@@ -224,7 +235,7 @@ host_run() {   # host_run PHASE TEST[:TYPE] ROLE: our soft binary in the namespa
 }
 for phase in $PHASES; do
     items=$ITEMS
-    case $phase in U|V) items=$UTESTS ;; S) items=$STESTS ;; esac
+    case $phase in U|V) items=$UTESTS ;; S) items=$STESTS ;; R) items="$ITEMS $RTESTS" ;; esac
     for item in $items; do
         host_run "$phase" "$item" client    # guest serves
         host_run "$phase" "$item" server    # guest is the client
@@ -261,10 +272,10 @@ figure() {   # figure FILE TEST: the figure from the first result row for $SIZE
 for fp in B U R; do
     [[ " $PHASES " == *" $fp "* ]] || continue
     mhz=$(awk '/^GUEST TSC_MHZ/ {print $3; exit}' "$OUT/guest/job.log")
-    items=$ITEMS; [ $fp = U ] && items=$UTESTS
+    items=$ITEMS; [ $fp = U ] && items=$UTESTS; [ $fp = R ] && items="$ITEMS $RTESTS"
     for item in $items; do
         t=${item%%:*}
-        fsize=$SIZE; [ $fp = U ] && fsize=$USIZE
+        fsize=$SIZE; { [ $fp = U ] || [[ ${item#*:} == @(RC|UC|UD) ]]; } && fsize=$USIZE
         case $t in atomic_*) fsize=8 ;; esac
         for role in client server; do
             grole=server; [ $role = server ] && grole=client
@@ -314,7 +325,7 @@ if [[ " $PHASES " == *" R "* ]]; then
     for m in ConnectRequest ConnectReply ReadyToUse; do [[ $cm == *"$m="* ]] || v=FAIL; done
     echo "$v C-cm tshark decodes the CM exchange:${cm:- none}" | tee -a "$OUT/results.txt"
 fi
-if [[ " $PHASES " == *" S "* ]]; then
+if [[ " $PHASES " == *" S "* ]] || { [[ " $PHASES " == *" R "* ]] && [[ " $RTESTS " == *":UD"* ]]; }; then
     # -R -c UD: the SIDR exchange on the bridge (ours and the kernel's requests, both answers)
     cm=$(grep -o 'CM: [A-Za-z]*' "$OUT/interop.summary.txt" | sort | uniq -c | awk '{printf "%s %s=%s", sep, $3, $1; sep=","}')
     v=PASS

@@ -291,6 +291,9 @@ impl<E: Described> CmEndpoint for CommLink<E> {
     fn cm_disconnect(&mut self, qp: usize) -> transport::Result<()> {
         inner_cm(self)?.cm_disconnect(qp)
     }
+    fn cm_ud_peer(&mut self, qp: usize, qpn: u32) -> transport::Result<()> {
+        inner_cm(self)?.cm_ud_peer(qp, qpn)
+    }
     fn cm_poll(&mut self) -> transport::Result<Option<CmEvent>> {
         inner_cm(self)?.cm_poll()
     }

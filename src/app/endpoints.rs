@@ -155,6 +155,8 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.recovery = d.recovery;
     cfg.qps = plan.qps as usize + comm_qps(plan);
     cfg.connection = plan.connection;
+    // perftest's -R message queue pair is RC whatever -c says.
+    cfg.rc_tail = comm_qps(plan);
     if plan.oob.rdma_cm && plan.connection == ConnType::Ud {
         // rdma_cm gives every queue pair of its UDP port space one Q_Key, and says it in SIDR_REP.
         cfg.qkey = crate::transport::cm::RDMA_UDP_QKEY;

@@ -23,7 +23,7 @@ use crate::oob::perftest::{
     self, BwReport, KeyRecord, OobStream, PerftestChannel, PerftestError, ScriptOptions, Session,
     SessionConfig, SysData, Timeouts,
 };
-use crate::params::{ConnType, DEFAULT_QKEY, Metric, Role, RunMode, TestKind, Verb};
+use crate::params::{ConnType, DEFAULT_QKEY, Metric, Role, RunMode, TestKind, TransportKind, Verb};
 use crate::results::{Measured, SizeResult};
 use crate::stats::BandwidthStats;
 use crate::transport::cm::CmPeer;
@@ -46,6 +46,13 @@ pub(crate) fn run<E: Described>(plan: &Plan, pinned: &Pinned, mut ep: E) -> Resu
 /// `-R`: perftest's messages ride a queue pair the CM connects first (perftest's
 /// `establish_connection` with `use_rdma_cm`), on the endpoint's extra, last queue pair.
 fn run_rdma_cm<E: Described>(plan: &Plan, pinned: &Pinned, mut ep: E) -> Result<(), Error> {
+    if plan.connection == ConnType::Ud && plan.transport != TransportKind::Soft {
+        // The message queue pair must be RC beside the UD ones: only soft opens them so.
+        return Err(Error::RdmaCm(rdma_cm::CmSetupError::Unsupported {
+            transport: plan.transport,
+            why: "does not run -c UD in perftest's dialect yet (perftest's messages ride an RC queue pair beside the UD ones); use --transport soft, or roceperf's own dialect (without --oob perftest)".into(),
+        }));
+    }
     let comm = plan.qps as usize;
     let peer = match comm_connect(plan, &mut ep, comm) {
         Ok(p) => p,
@@ -79,7 +86,7 @@ fn comm_connect<E: Described>(plan: &Plan, ep: &mut E, comm: usize) -> Result<Cm
             (None, None)
         }
     };
-    let peers = rdma_cm::connect(plan, ep, comm..comm + 1, server, None, wait)?;
+    let peers = rdma_cm::connect(plan, ep, comm..comm + 1, server, None, wait, false)?;
     peers
         .into_iter()
         .next()
@@ -253,9 +260,14 @@ impl<'p, S: OobStream> Perftest<'p, S> {
         let version = peer.version.text.clone();
         let mut peer = peer.conn_info(plan.max_size(), plan.transport);
         // perftest exchanges neither: its queue pairs are of the -c both sides were given, and every UD
-        // queue pair of it uses the one Q_Key 0x11111111.
+        // queue pair of it uses the one Q_Key 0x11111111 (with -R, rdma_cm's UDP port space's).
         peer.connection = plan.connection;
-        peer.qkey = (plan.connection == ConnType::Ud).then_some(DEFAULT_QKEY);
+        let qkey = if plan.oob.rdma_cm {
+            crate::transport::cm::RDMA_UDP_QKEY
+        } else {
+            DEFAULT_QKEY
+        };
+        peer.qkey = (plan.connection == ConnType::Ud).then_some(qkey);
         let mut notes = vec![Note::PerftestPeer {
             version: version.clone(),
         }];
@@ -355,8 +367,12 @@ impl<S: OobStream> Dialect for Perftest<'_, S> {
                     let plan = self.plan;
                     let server = self.cm_server.filter(|_| plan.role == Role::Client);
                     let wait = Some(plan.oob.connect_timeout);
-                    self.cm_peers =
-                        rdma_cm::connect(plan, ep, 0..plan.qps as usize, server, None, wait)?;
+                    // perftest's UD requester tells its QPN in a first datagram where its server
+                    // needs it (latency tests and -b).
+                    let hello = plan.connection == ConnType::Ud
+                        && (plan.test.metric == Metric::Latency || plan.bidirectional);
+                    let qps = 0..plan.qps as usize;
+                    self.cm_peers = rdma_cm::connect(plan, ep, qps, server, None, wait, hello)?;
                 }
                 perftest::Action::CmDisconnect => {
                     rdma_cm::disconnect(self.plan, ep, 0..self.plan.qps as usize);

@@ -10,6 +10,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
+mod hello;
+
 use super::endpoints::Described;
 use super::exit::Error;
 use super::notes::Note;
@@ -88,6 +90,16 @@ pub enum CmSetupError {
         /// The QPN of the peer's out-of-band description.
         oob: u32,
     },
+    /// `-R -c UD` in perftest's dialect, server: the client's first datagram (its QPN) never came.
+    #[error(
+        "-R -c UD: no first datagram from the client on queue pair {qp} within {secs} s (perftest's client sends its QPN that way after the SIDR_REP, for latency tests and -b); does the client run the same test, with -c UD and the same -q? (--connect-timeout sets this limit)"
+    )]
+    NoUdHello {
+        /// Our queue pair.
+        qp: usize,
+        /// The limit.
+        secs: u64,
+    },
     /// The transport failed while connecting.
     #[error("-R: {0}")]
     Transport(#[from] crate::transport::Error),
@@ -119,7 +131,9 @@ fn cm_of<'e, E: Described>(plan: &Plan, ep: &'e mut E) -> Result<&'e mut dyn CmE
 /// listening on `-p`. `expect` (the peer's QPNs from its out-of-band description, per queue pair)
 /// pairs each request with its queue pair and is checked against the CM's answers; without it,
 /// requests are accepted onto the queue pairs in the order they come. `wait`: how long to wait for
-/// the peer (`None`: forever, a server waiting for its first client). Returns each queue pair's peer.
+/// the peer (`None`: forever, a server waiting for its first client). `hello`: UD queue pairs in
+/// perftest's dialect whose requester tells its QPN in a first datagram ([`hello`]). Returns each
+/// queue pair's peer.
 pub(crate) fn connect<E: Described>(
     plan: &Plan,
     ep: &mut E,
@@ -127,12 +141,12 @@ pub(crate) fn connect<E: Described>(
     server: Option<IpAddr>,
     expect: Option<&[u32]>,
     wait: Option<Duration>,
+    hello: bool,
 ) -> Result<Vec<CmPeer>, Error> {
     let p = params(plan);
     let port = plan.oob.port;
     let deadline = wait.map(|w| Instant::now() + w);
     let secs = wait.map_or(0, |w| w.as_secs());
-    let cm = cm_of(plan, ep)?;
     let n = qps.len();
     let mut peers: Vec<Option<CmPeer>> = vec![None; n];
     let cm_error = |e| Error::RdmaCm(CmSetupError::Transport(e));
@@ -140,7 +154,9 @@ pub(crate) fn connect<E: Described>(
         (Role::Client, Some(ip)) => {
             let to = SocketAddr::new(ip, port);
             for qp in qps.clone() {
-                cm.cm_connect(qp, to, &p, &[]).map_err(cm_error)?;
+                cm_of(plan, ep)?
+                    .cm_connect(qp, to, &p, &[])
+                    .map_err(cm_error)?;
             }
             let mut retry_at: Vec<Option<Instant>> = vec![None; n];
             let mut last = "no answer yet".to_string();
@@ -158,12 +174,17 @@ pub(crate) fn connect<E: Described>(
                 for (k, at) in retry_at.iter_mut().enumerate() {
                     if at.is_some_and(|t| now >= t) {
                         *at = None;
-                        cm.cm_connect(qps.start + k, to, &p, &[])
+                        cm_of(plan, ep)?
+                            .cm_connect(qps.start + k, to, &p, &[])
                             .map_err(cm_error)?;
                     }
                 }
-                match cm.cm_poll().map_err(cm_error)? {
+                match cm_of(plan, ep)?.cm_poll().map_err(cm_error)? {
                     Some(CmEvent::Established { qp, peer }) if qps.contains(&qp) => {
+                        // perftest's server waits for this datagram before it takes the next request.
+                        if hello && peers[qp - qps.start].is_none() {
+                            hello::send(ep, qp).map_err(cm_error)?;
+                        }
                         peers[qp - qps.start] = Some(peer);
                     }
                     Some(CmEvent::Rejected { qp, reason }) if qps.contains(&qp) => {
@@ -188,7 +209,7 @@ pub(crate) fn connect<E: Described>(
             }
         }
         _ => {
-            cm.cm_listen(port).map_err(cm_error)?;
+            cm_of(plan, ep)?.cm_listen(port).map_err(cm_error)?;
             let mut next = 0;
             while peers.iter().any(Option::is_none) {
                 if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -199,6 +220,7 @@ pub(crate) fn connect<E: Described>(
                         secs,
                     }));
                 }
+                let cm = cm_of(plan, ep)?;
                 match cm.cm_poll().map_err(cm_error)? {
                     Some(CmEvent::Request { req, peer_qpn, .. }) => {
                         let slot = match expect {
@@ -210,6 +232,11 @@ pub(crate) fn connect<E: Described>(
                             Some(k) => {
                                 next += 1;
                                 cm.cm_accept(req, qps.start + k, &p).map_err(cm_error)?;
+                                // Before anything more is received: the requester's first datagram
+                                // follows its SIDR_REP at once.
+                                if hello {
+                                    hello::expect(ep, qps.start + k).map_err(cm_error)?;
+                                }
                             }
                             // Not one of the peer's queue pairs (or one too many): refuse it.
                             None => cm.cm_reject(req).map_err(cm_error)?,
@@ -223,7 +250,23 @@ pub(crate) fn connect<E: Described>(
             }
         }
     }
-    let peers: Vec<CmPeer> = peers.into_iter().flatten().collect();
+    let mut peers: Vec<CmPeer> = peers.into_iter().flatten().collect();
+    if hello && plan.role != Role::Client {
+        let limit = plan.oob.connect_timeout;
+        let learnt = hello::receive(ep, qps.clone(), limit).map_err(|e| match e {
+            hello::Wait::Missing(qp) => Error::RdmaCm(CmSetupError::NoUdHello {
+                qp,
+                secs: limit.as_secs(),
+            }),
+            hello::Wait::Transport(e) => cm_error(e),
+        })?;
+        for (k, qpn) in learnt.into_iter().enumerate() {
+            cm_of(plan, ep)?
+                .cm_ud_peer(qps.start + k, qpn)
+                .map_err(cm_error)?;
+            peers[k].qpn = qpn;
+        }
+    }
     if let Some(qpns) = expect {
         for (k, (peer, &oob)) in peers.iter().zip(qpns).enumerate() {
             if peer.qpn != oob {
@@ -259,9 +302,13 @@ pub(crate) fn answer_repeats<E: Described>(
 }
 
 /// The peer's queue pairs as the CM agreed them (QPNs, PSNs, MTU) in `peer`, and the header's note.
+/// QPN 0: a UD requester the CM told nothing of (perftest's SIDR_REQ carries no QPN, and its send_bw
+/// client sends no first datagram); its out-of-band QPN stays, and the note says so.
 pub(crate) fn adopt(plan: &Plan, peer: &mut ConnInfo, cm: &[CmPeer], notes: &mut Vec<Note>) {
     for (q, p) in peer.qps.iter_mut().zip(cm) {
-        q.qpn = p.qpn;
+        if p.qpn != 0 {
+            q.qpn = p.qpn;
+        }
         q.psn = p.psn;
     }
     if let Some(p) = cm.first() {
@@ -269,7 +316,10 @@ pub(crate) fn adopt(plan: &Plan, peer: &mut ConnInfo, cm: &[CmPeer], notes: &mut
     }
     let described: Vec<String> = cm
         .iter()
-        .map(|p| format!("QPN {:#x} PSN {:#x}", p.qpn, p.psn))
+        .map(|p| match p.qpn {
+            0 => "QPN not told (its SIDR_REQ carries none)".to_string(),
+            qpn => format!("QPN {qpn:#x} PSN {:#x}", p.psn),
+        })
         .collect();
     notes.push(Note::RdmaCm {
         port: plan.oob.port,

@@ -334,7 +334,7 @@ fn connect_through_cm<E: Described>(
     let qpns: Vec<u32> = link.peer.qps.iter().map(|q| q.qpn).collect();
     let expect = by_qpn.then_some(&qpns[..]);
     let wait = Some(plan.oob.connect_timeout);
-    let peers = super::rdma_cm::connect(plan, ep, 0..qpns.len(), server, expect, wait)?;
+    let peers = super::rdma_cm::connect(plan, ep, 0..qpns.len(), server, expect, wait, false)?;
     super::rdma_cm::adopt(plan, &mut link.peer, &peers, &mut link.notes);
     Ok(())
 }

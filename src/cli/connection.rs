@@ -67,13 +67,21 @@ fn rdma_cm_refuses(conn: ConnType, a: &Args) -> Option<&'static str> {
             "rdma_cm connects RC (and UD) queue pairs only, and perftest refuses UC with -R too; use -c RC with -R, or -c UC without -R",
         ),
         // UD services are resolved in roceperf's dialect on both soft (SIDR itself) and verbs
-        // (librdmacm's UDP port space); perftest's exchange over a UD rdma_cm queue pair is not done.
-        ConnType::Ud if a.oob == super::args::OobArg::Perftest => Some(
-            "UD through rdma_cm with --oob perftest (perftest's exchange over the UD queue pair) is not implemented in roceperf yet; use roceperf's own dialect (without --oob perftest), -c UD without -R, or -c RC with -R",
-        ),
+        // (librdmacm's UDP port space), in perftest's on soft only: its messages ride an RC queue
+        // pair beside the UD ones, which the verbs endpoint does not open (an automatic transport
+        // that turns out to be verbs is refused where the transport is chosen).
+        ConnType::Ud
+            if a.oob == super::args::OobArg::Perftest
+                && a.transport == super::args::TransportArg::Verbs =>
+        {
+            Some(VERBS_PERFTEST_UD)
+        }
         _ => None,
     }
 }
+
+/// Why `--transport verbs --oob perftest -R -c UD` is refused (also said when -d picks verbs).
+pub(crate) const VERBS_PERFTEST_UD: &str = "UD through rdma_cm in perftest's dialect (--oob perftest: its messages on an RC queue pair beside the UD ones) is implemented on --transport soft only, not on verbs yet; use --transport soft, roceperf's own dialect (without --oob perftest), -c UD without -R, or -c RC with -R";
 
 /// What a UD size over the MTU is told: it names -s and the MTU and where the MTU comes from.
 pub(crate) fn too_big(size: u64, mtu: u64, source: &str) -> String {
@@ -109,8 +117,8 @@ mod tests {
             ("write_bw", "UC", &soft[..]),
             ("send_lat", "UC", &soft[..]),
             ("write_lat", "UC", &verbs[..]),
-            ("send_lat", "UD", &perftest[..]),
             ("send_bw", "UD", &verbs_perftest[..]),
+            ("send_lat", "UD", &verbs_perftest[..]),
         ] {
             let e = parse(test, &[on, &["-R", "-c", c]].concat())
                 .unwrap_err()
@@ -118,10 +126,20 @@ mod tests {
             assert!(e.contains("-R") && e.contains(&format!("-c {c}")), "{e}");
             assert!(e.contains("-c RC with -R"), "{e}");
         }
-        for on in [&soft[..], &verbs[..]] {
+        let e = parse(
+            "send_bw",
+            &[&verbs_perftest[..], &["-R", "-c", "UD"]].concat(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("soft only") && e.contains("--transport soft"),
+            "{e}"
+        );
+        for on in [&soft[..], &verbs[..], &perftest[..]] {
             for (test, c) in [("send_bw", "RC"), ("send_bw", "UD"), ("send_lat", "UD")] {
                 let ok = parse(test, &[on, &["-R", "-c", c]].concat()).unwrap();
-                assert!(ok.rdma_cm, "{test} -R -c {c} runs on {on:?} in our dialect");
+                assert!(ok.rdma_cm, "{test} -R -c {c} runs on {on:?}");
                 assert_eq!(ok.connection.to_string(), c);
             }
         }

@@ -106,6 +106,15 @@ pub trait CmEndpoint {
     fn cm_reject(&mut self, req: u32) -> Result<()>;
     /// Disconnects queue pair `qp` (DREQ); [`CmEvent::Disconnected`] follows.
     fn cm_disconnect(&mut self, qp: usize) -> Result<()>;
+    /// Points resolved UD queue pair `qp` at the peer's queue pair `qpn`: a plain rdma_cm requester's
+    /// SIDR_REQ does not carry its QPN, so perftest's server learns it from the requester's first
+    /// datagram ([`ud_hello_qpn`]). Transports that cannot say so.
+    fn cm_ud_peer(&mut self, qp: usize, qpn: u32) -> Result<()> {
+        let _ = (qp, qpn);
+        Err(super::Error::Unavailable(
+            "this transport cannot re-point a UD queue pair learnt through rdma_cm; use --transport soft".into(),
+        ))
+    }
     /// Drives the transport once (a software transport receives and sends here; completions stay
     /// for `poll_cq`) and returns the next event, if any. Does not block for long.
     fn cm_poll(&mut self) -> Result<Option<CmEvent>>;
@@ -127,6 +136,26 @@ pub fn ud_request_parts(private_data: &[u8]) -> (u32, &[u8]) {
         Some((qpn, rest)) => (u32::from_be_bytes(*qpn), rest),
         None => (0, &[]),
     }
+}
+
+/// Bytes of perftest's UD "connection parameters" datagram (`-R -c UD`, latency or `-b`): after the
+/// SIDR exchange the requester sends each resolved queue pair one SEND with immediate of 4 bytes,
+/// its QPN in the immediate, so that the server (whose SIDR_REQ told it no QPN) can answer.
+pub const UD_HELLO_LEN: u32 = 4;
+
+/// The 4 bytes of that datagram: perftest sends whatever its buffer holds; ours is the QPN, in the
+/// byte order of perftest's `memcpy` of it (little-endian hosts), which no one reads.
+pub fn ud_hello(qpn: u32) -> [u8; UD_HELLO_LEN as usize] {
+    qpn.to_le_bytes()
+}
+
+/// The requester's QPN from that datagram's receive: `byte_len` (the 40-byte GRH in front of the
+/// 4 bytes, as a UD receive counts it) and its immediate. `None` for anything else.
+pub fn ud_hello_qpn(byte_len: u32, imm: Option<u32>) -> Option<u32> {
+    (u64::from(byte_len) == crate::params::UD_GRH_LEN + u64::from(UD_HELLO_LEN))
+        .then_some(imm)
+        .flatten()
+        .map(|q| q & 0x00ff_ffff)
 }
 
 /// What a SIDR_REP that did not resolve the service means for queue pair `qp`: nobody listens on
@@ -164,6 +193,19 @@ mod tests {
             (0, &[][..]),
             "too short for a QPN"
         );
+    }
+
+    #[test]
+    fn perftests_ud_hello_is_4_bytes_behind_the_grh_with_the_qpn_as_immediate() {
+        assert_eq!(ud_hello(0x0001_2345), [0x45, 0x23, 0x01, 0]);
+        assert_eq!(ud_hello_qpn(44, Some(0x0001_2345)), Some(0x0001_2345));
+        assert_eq!(
+            ud_hello_qpn(4, Some(0x11)),
+            None,
+            "no GRH counted: not a UD receive"
+        );
+        assert_eq!(ud_hello_qpn(44, None), None, "no immediate");
+        assert_eq!(ud_hello_qpn(1064, Some(0x11)), None, "a test message");
     }
 
     #[test]

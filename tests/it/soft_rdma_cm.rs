@@ -179,6 +179,56 @@ fn six_tests_in_perftests_rdma_cm_dialect() {
     }
 }
 
+/// perftest's `-R -c UD` (`--oob perftest -R -c UD`, what `ib_send_bw -R -c UD` speaks), both
+/// sides ours: the messages on an RC queue pair beside the UD ones, which SIDR resolves. Where
+/// perftest's server needs the client's QPN (send_lat, send_bw -b) the client sends it in a first
+/// datagram on each queue pair (a SIDR_REQ carries none in perftest's dialect), so the server's
+/// note names the client's queue pairs, as the client's lines print them.
+#[test]
+fn ud_send_tests_in_perftests_rdma_cm_dialect() {
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
+    for (test, extra) in [
+        ("send_bw", &[][..]),
+        ("send_bw", &["-b", "-q", "2"][..]),
+        ("send_lat", &[][..]),
+    ] {
+        let common = [
+            "-d", "lo", "-R", "-c", "UD", "--oob", "perftest", "-s", "1000", "-n", "200",
+        ];
+        let side = |bind: &'static str| {
+            let mut v = vec!["--bind", bind];
+            v.extend(common);
+            v.extend(extra);
+            Side { ns: None, args: v }
+        };
+        let (s, c) = pair_on(test, side("127.0.7.1"), side("127.0.7.2"), "127.0.7.1");
+        common::assert_both_ok(test, &s, &c);
+        let r = rows(&c.stdout);
+        assert!(!r.is_empty() && r[0][0] == 1000.0, "{}", c.stdout);
+        for out in [&c.stdout, &s.stdout] {
+            assert_contains(out, "SIDR_REQ/SIDR_REP");
+            assert_contains(out, "perftest's dialect");
+        }
+        if test == "send_lat" || !extra.is_empty() {
+            let local: Vec<&str> = c
+                .stdout
+                .lines()
+                .filter_map(|l| l.split("local address: LID 0000 QPN ").nth(1))
+                .filter_map(|l| l.split_whitespace().next())
+                .collect();
+            assert_eq!(
+                local.len(),
+                1 + usize::from(!extra.is_empty()),
+                "{}",
+                c.stdout
+            );
+            for qpn in local {
+                assert_contains(&s.stdout, &format!("QPN {qpn} PSN 0x0"));
+            }
+        }
+    }
+}
+
 /// A client whose REQ names a port nobody listens on gets REJ "invalid service ID" from the
 /// server's CM, keeps asking until --connect-timeout is up (the server may not listen yet), then
 /// exits 2 naming the reason.

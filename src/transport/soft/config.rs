@@ -96,6 +96,9 @@ pub struct SoftConfig {
     pub connection: ConnType,
     /// UD: the Q_Key our queue pairs accept (perftest's fixed 0x11111111 by default).
     pub qkey: u32,
+    /// The last this many queue pairs are RC whatever `connection` says: perftest's `-R` message
+    /// queue pair is RC even when the test's are UD (its `create_comm_struct`).
+    pub rc_tail: usize,
 }
 
 impl SoftConfig {
@@ -129,6 +132,7 @@ impl SoftConfig {
             packet_rx_ring: 1024,
             connection: ConnType::Rc,
             qkey: DEFAULT_QKEY,
+            rc_tail: 0,
         }
     }
 }

@@ -333,6 +333,15 @@ impl SoftEndpoint {
         self.cfg.connection
     }
 
+    /// Queue pair `i`'s connection type: `-c`'s, but RC for the last `rc_tail` ones.
+    fn conn_of(&self, i: usize) -> ConnType {
+        if i + self.cfg.rc_tail >= self.slots.len() {
+            ConnType::Rc
+        } else {
+            self.cfg.connection
+        }
+    }
+
     /// Connects queue pair `i` to `remote`, a queue pair of `peer`, with path MTU `mtu`.
     fn connect_slot(
         &mut self,
@@ -376,8 +385,10 @@ impl SoftEndpoint {
             )));
         };
         let remote_qkey = peer.qkey.unwrap_or(crate::params::DEFAULT_QKEY);
-        let qp = Engine::new(self.cfg.connection, qcfg, mem, self.cfg.qkey, remote_qkey)
-            .map_err(SoftError::from)?;
+        let conn = self.conn_of(i);
+        let slot = &mut self.slots[i];
+        let qp =
+            Engine::new(conn, qcfg, mem, self.cfg.qkey, remote_qkey).map_err(SoftError::from)?;
         slot.qp = Some(qp);
         slot.peer = path.peer_source();
         slot.path = Some(path);

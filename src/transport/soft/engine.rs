@@ -44,6 +44,17 @@ impl Engine {
         matches!(self, Engine::Ud(_))
     }
 
+    /// UD: sends to queue pair `qpn` from now on; false (nothing changed) for RC and UC.
+    pub(crate) fn set_remote_qpn(&mut self, qpn: u32) -> bool {
+        match self {
+            Engine::Ud(q) => {
+                q.set_remote_qpn(qpn);
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub(crate) fn post_send(&mut self, wr: &SendRequest) -> Result<()> {
         match self {
             Engine::Rc(q) => q.post_send(wr),

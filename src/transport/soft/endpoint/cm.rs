@@ -302,11 +302,16 @@ fn cm_error(e: agent::CmError) -> Error {
 
 impl CmEndpoint for SoftEndpoint {
     fn cm_listen(&mut self, port: u16) -> Result<()> {
-        let ud = self.cfg.connection == ConnType::Ud;
+        // Each kind of queue pair we have listens in its port space (perftest's -R message queue
+        // pair is RC beside UD test queue pairs).
+        let n = self.slots.len();
+        let ud = (0..n).any(|i| self.conn_of(i) == ConnType::Ud);
+        let rc = (0..n).any(|i| self.conn_of(i) != ConnType::Ud);
         let agent = &mut self.cm_side().agent;
         if ud {
             agent.listen_ud(port);
-        } else {
+        }
+        if rc {
             agent.listen(port);
         }
         Ok(())
@@ -319,7 +324,7 @@ impl CmEndpoint for SoftEndpoint {
         params: &CmQpParams,
         private_data: &[u8],
     ) -> Result<()> {
-        if self.cfg.connection == ConnType::Ud {
+        if self.conn_of(qp) == ConnType::Ud {
             return self.cm_resolve(qp, to);
         }
         let offer = self.offer(qp, params, self.mtu)?;
@@ -338,7 +343,7 @@ impl CmEndpoint for SoftEndpoint {
 
     fn cm_accept(&mut self, req: u32, qp: usize, params: &CmQpParams) -> Result<()> {
         let conn = ConnId(req);
-        if self.cfg.connection == ConnType::Ud {
+        if self.cm_side().sidr.iter().any(|r| r.0 == conn) {
             return self.cm_answer_sidr(conn, qp);
         }
         let side = self.cm_side();
@@ -370,7 +375,7 @@ impl CmEndpoint for SoftEndpoint {
     }
 
     fn cm_disconnect(&mut self, qp: usize) -> Result<()> {
-        if self.cfg.connection == ConnType::Ud {
+        if self.conn_of(qp) == ConnType::Ud {
             // A UD queue pair has no CM connection (rdma_cm sends no DREQ for it): nothing to
             // tear down.
             self.cm_side()
@@ -386,6 +391,17 @@ impl CmEndpoint for SoftEndpoint {
             )));
         };
         side.agent.disconnect(now, conn).map_err(cm_error)
+    }
+
+    fn cm_ud_peer(&mut self, qp: usize, qpn: u32) -> Result<()> {
+        let engine = self.connected(qp)?;
+        if engine.set_remote_qpn(qpn) {
+            Ok(())
+        } else {
+            Err(Error::InvalidRequest(format!(
+                "queue pair {qp} is not a UD queue pair"
+            )))
+        }
     }
 
     fn cm_poll(&mut self) -> Result<Option<CmEvent>> {

@@ -336,3 +336,35 @@ fn ud_drops_a_foreign_q_key_a_missing_receive_and_counts_lost_datagrams() {
         ]
     );
 }
+
+/// perftest's `-R -c UD` server: its queue pair is resolved before it knows the requester's QPN
+/// (a librdmacm SIDR_REQ carries none); it receives the first datagram, then learns the QPN from it.
+#[test]
+fn a_ud_queue_pair_without_the_peers_qpn_receives_and_sends_only_once_told() {
+    let (mut a, _) = ud_pair(DEFAULT_QKEY);
+    let (mb, lb, _) = mem(2);
+    let mut b = UdQp::new(cfg(B, 0, 900, 0, lb), mb, DEFAULT_QKEY, DEFAULT_QKEY).unwrap();
+    let e = b
+        .post_send(&SendRequest::new(1, SendOp::Send, 0, 4, None))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not know its peer's QPN"), "{e}");
+    a.post_send(&SendRequest::new(2, SendOp::SendWithImm(A), 0, 4, None))
+        .unwrap();
+    let pkts = drain(|buf| a.poll_transmit(Instant::ZERO, buf));
+    b.post_recv(&RecvRequest {
+        wr_id: 3,
+        offset: 0,
+        len: 44,
+    })
+    .unwrap();
+    b.handle_packet(&pkts[0], || Grh([0; 40]));
+    let c = b.poll_completion().unwrap();
+    assert_eq!((c.byte_len, c.imm), (44, Some(A)));
+    b.set_remote_qpn(c.imm.unwrap());
+    b.post_send(&SendRequest::new(4, SendOp::Send, 0, 4, None))
+        .unwrap();
+    let pkts = drain(|buf| b.poll_transmit(Instant::ZERO, buf));
+    let (r, _) = IbRepr::parse(&pkts[0]).unwrap();
+    assert_eq!(r.bth.dest_qp, A);
+}

@@ -35,14 +35,24 @@ pub struct UdQp {
 impl UdQp {
     /// A UD queue pair in RTS sending to `cfg.remote_qpn` with `remote_qkey`, accepting `qkey`.
     /// Of `cfg` it uses the QPNs, the send PSN, path MTU, queue depths, lkey and completion tag.
+    /// Remote QPN 0: not known yet (a plain rdma_cm requester's, until [`UdQp::set_remote_qpn`]);
+    /// it receives, and refuses to send.
     pub fn new(
-        cfg: QpConfig,
+        mut cfg: QpConfig,
         mem: MemoryTable,
         qkey: u32,
         remote_qkey: u32,
     ) -> std::result::Result<UdQp, ConfigError> {
+        let unknown = cfg.remote_qpn == 0;
+        if unknown {
+            cfg.remote_qpn = 1; // only to pass the check; never sent to
+        }
+        let mut q = Queues::new(cfg, mem)?;
+        if unknown {
+            q.cfg.remote_qpn = 0;
+        }
         Ok(UdQp {
-            q: Queues::new(cfg, mem)?,
+            q,
             qkey,
             remote_qkey,
             expected: None,
@@ -51,12 +61,24 @@ impl UdQp {
 
     queue_accessors!();
 
+    /// Sends to queue pair `qpn` from now on: a plain rdma_cm requester's QPN is learnt from its
+    /// first datagram, after the SIDR_REP pointed this queue pair at it.
+    pub fn set_remote_qpn(&mut self, qpn: u32) {
+        self.q.cfg.remote_qpn = qpn;
+    }
+
     /// Posts a SEND (with or without immediate) of at most one path MTU.
     pub fn post_send(&mut self, wr: &SendRequest) -> Result<()> {
         if !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) {
             return Err(Error::InvalidRequest(format!(
                 "work request {} ({:?}): a UD queue pair carries only SENDs",
                 wr.wr_id, wr.op
+            )));
+        }
+        if self.q.cfg.remote_qpn == 0 {
+            return Err(Error::InvalidRequest(format!(
+                "work request {}: this UD queue pair does not know its peer's QPN yet (its SIDR_REQ carried none, and no datagram from it told it)",
+                wr.wr_id
             )));
         }
         let mtu = u64::from(self.q.cfg.pmtu);
