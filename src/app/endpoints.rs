@@ -219,6 +219,8 @@ pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
         timeout: d.qp_timeout.unwrap_or(defaults.timeout),
         retry_cnt: d.retry_count.unwrap_or(defaults.retry_cnt),
         connection: plan.connection,
+        // perftest's -R message queue pair is RC whatever -c says.
+        rc_tail: comm_qps(plan),
         // As on soft: rdma_cm's UDP port space has one Q_Key, which librdmacm's SIDR_REP names.
         qkey: if plan.oob.rdma_cm && plan.connection == ConnType::Ud {
             crate::transport::cm::RDMA_UDP_QKEY

@@ -23,7 +23,7 @@ use crate::oob::perftest::{
     self, BwReport, KeyRecord, OobStream, PerftestChannel, PerftestError, ScriptOptions, Session,
     SessionConfig, SysData, Timeouts,
 };
-use crate::params::{ConnType, DEFAULT_QKEY, Metric, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::params::{ConnType, DEFAULT_QKEY, Metric, Role, RunMode, TestKind, Verb};
 use crate::results::{Measured, SizeResult};
 use crate::stats::BandwidthStats;
 use crate::transport::cm::CmPeer;
@@ -46,13 +46,6 @@ pub(crate) fn run<E: Described>(plan: &Plan, pinned: &Pinned, mut ep: E) -> Resu
 /// `-R`: perftest's messages ride a queue pair the CM connects first (perftest's
 /// `establish_connection` with `use_rdma_cm`), on the endpoint's extra, last queue pair.
 fn run_rdma_cm<E: Described>(plan: &Plan, pinned: &Pinned, mut ep: E) -> Result<(), Error> {
-    if plan.connection == ConnType::Ud && plan.transport != TransportKind::Soft {
-        // The message queue pair must be RC beside the UD ones: only soft opens them so.
-        return Err(Error::RdmaCm(rdma_cm::CmSetupError::Unsupported {
-            transport: plan.transport,
-            why: "does not run -c UD in perftest's dialect yet (perftest's messages ride an RC queue pair beside the UD ones); use --transport soft, or roceperf's own dialect (without --oob perftest)".into(),
-        }));
-    }
     let comm = plan.qps as usize;
     let peer = match comm_connect(plan, &mut ep, comm) {
         Ok(p) => p,

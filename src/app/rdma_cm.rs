@@ -231,11 +231,15 @@ pub(crate) fn connect<E: Described>(
                         match slot {
                             Some(k) => {
                                 next += 1;
-                                cm.cm_accept(req, qps.start + k, &p).map_err(cm_error)?;
-                                // Before anything more is received: the requester's first datagram
-                                // follows its SIDR_REP at once.
-                                if hello {
-                                    hello::expect(ep, qps.start + k).map_err(cm_error)?;
+                                let qp = qps.start + k;
+                                // The requester's first datagram follows its SIDR_REP at once: post
+                                // its receive before the SIDR_REP leaves where the queue pair takes
+                                // one already (verbs, in INIT), else right after (soft).
+                                let early = hello && hello::expect(ep, qp).is_ok();
+                                let cm = cm_of(plan, ep)?;
+                                cm.cm_accept(req, qp, &p).map_err(cm_error)?;
+                                if hello && !early {
+                                    hello::expect(ep, qp).map_err(cm_error)?;
                                 }
                             }
                             // Not one of the peer's queue pairs (or one too many): refuse it.

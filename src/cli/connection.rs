@@ -38,7 +38,7 @@ pub(crate) fn connection(
         });
     }
     if a.rdma_cm
-        && let Some(why) = rdma_cm_refuses(conn, a)
+        && let Some(why) = rdma_cm_refuses(conn)
     {
         return Err(Error::Conflict {
             a: "-R",
@@ -60,28 +60,18 @@ pub(crate) fn connection(
 
 /// Why `-R` cannot connect queue pairs of type `conn` here, if it cannot. (`-R` on a transport
 /// without a CM is refused where the transport is chosen.)
-fn rdma_cm_refuses(conn: ConnType, a: &Args) -> Option<&'static str> {
+fn rdma_cm_refuses(conn: ConnType) -> Option<&'static str> {
     match conn {
         // perftest: "UC is not supported in librdmacm" (rdma_cm has no UC port space).
         ConnType::Uc => Some(
             "rdma_cm connects RC (and UD) queue pairs only, and perftest refuses UC with -R too; use -c RC with -R, or -c UC without -R",
         ),
-        // UD services are resolved in roceperf's dialect on both soft (SIDR itself) and verbs
-        // (librdmacm's UDP port space), in perftest's on soft only: its messages ride an RC queue
-        // pair beside the UD ones, which the verbs endpoint does not open (an automatic transport
-        // that turns out to be verbs is refused where the transport is chosen).
-        ConnType::Ud
-            if a.oob == super::args::OobArg::Perftest
-                && a.transport == super::args::TransportArg::Verbs =>
-        {
-            Some(VERBS_PERFTEST_UD)
-        }
+        // UD services are resolved in both dialects on both soft (SIDR itself) and verbs
+        // (librdmacm's UDP port space); in perftest's, its messages ride an RC queue pair beside
+        // the UD ones.
         _ => None,
     }
 }
-
-/// Why `--transport verbs --oob perftest -R -c UD` is refused (also said when -d picks verbs).
-pub(crate) const VERBS_PERFTEST_UD: &str = "UD through rdma_cm in perftest's dialect (--oob perftest: its messages on an RC queue pair beside the UD ones) is implemented on --transport soft only, not on verbs yet; use --transport soft, roceperf's own dialect (without --oob perftest), -c UD without -R, or -c RC with -R";
 
 /// What a UD size over the MTU is told: it names -s and the MTU and where the MTU comes from.
 pub(crate) fn too_big(size: u64, mtu: u64, source: &str) -> String {
@@ -108,7 +98,7 @@ mod tests {
     }
 
     #[test]
-    fn rdma_cm_refuses_uc_and_ud_naming_both_flags_and_what_to_use() {
+    fn rdma_cm_refuses_uc_naming_both_flags_and_what_to_use() {
         let soft = ["--transport", "soft", "-d", "lo"];
         let verbs = ["--transport", "verbs", "-d", "rxe0"];
         let perftest = ["--transport", "soft", "-d", "lo", "--oob", "perftest"];
@@ -117,8 +107,7 @@ mod tests {
             ("write_bw", "UC", &soft[..]),
             ("send_lat", "UC", &soft[..]),
             ("write_lat", "UC", &verbs[..]),
-            ("send_bw", "UD", &verbs_perftest[..]),
-            ("send_lat", "UD", &verbs_perftest[..]),
+            ("send_bw", "UC", &verbs_perftest[..]),
         ] {
             let e = parse(test, &[on, &["-R", "-c", c]].concat())
                 .unwrap_err()
@@ -126,17 +115,7 @@ mod tests {
             assert!(e.contains("-R") && e.contains(&format!("-c {c}")), "{e}");
             assert!(e.contains("-c RC with -R"), "{e}");
         }
-        let e = parse(
-            "send_bw",
-            &[&verbs_perftest[..], &["-R", "-c", "UD"]].concat(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("soft only") && e.contains("--transport soft"),
-            "{e}"
-        );
-        for on in [&soft[..], &verbs[..], &perftest[..]] {
+        for on in [&soft[..], &verbs[..], &perftest[..], &verbs_perftest[..]] {
             for (test, c) in [("send_bw", "RC"), ("send_bw", "UD"), ("send_lat", "UD")] {
                 let ok = parse(test, &[on, &["-R", "-c", c]].concat()).unwrap();
                 assert!(ok.rdma_cm, "{test} -R -c {c} runs on {on:?}");

@@ -119,14 +119,13 @@ fn help_and_version_exit_zero() {
 
 #[test]
 fn rdma_cm_with_uc_or_ud_is_a_usage_error_naming_both_flags() {
-    // UC everywhere (as perftest); UD in perftest's dialect on verbs, which does not open its RC
-    // message queue pair beside UD ones yet. Soft runs both dialects (soft_rdma_cm); verbs runs our
-    // dialect through librdmacm's UDP port space (below: past the flags, to the missing device).
+    // UC everywhere (as perftest). UD runs in both dialects on soft (soft_rdma_cm) and on verbs
+    // through librdmacm's UDP port space (below: past the flags, to the missing device).
     for (test, c, extra) in [
         ("write_bw", "UC", &["--transport", "soft", "-d", "lo"][..]),
         (
             "send_bw",
-            "UD",
+            "UC",
             &["--transport", "verbs", "-d", "rxe0", "--oob", "perftest"][..],
         ),
     ] {
@@ -150,11 +149,15 @@ fn rdma_cm_with_uc_or_ud_is_a_usage_error_naming_both_flags() {
         "-p",
         &port,
     ];
-    let d = spawn("send_bw", &args).wait(20, "verbs -R -c UD");
-    assert_eq!(d.code(), 2, "{}", d.stderr);
-    assert!(
-        !d.stderr.contains("cannot be used together"),
-        "verbs resolves UD through librdmacm: {}",
-        d.stderr
-    );
+    for oob in ["roceperf", "perftest"] {
+        let mut with = args.to_vec();
+        with.extend(["--oob", oob]);
+        let d = spawn("send_bw", &with).wait(20, "verbs -R -c UD");
+        assert_eq!(d.code(), 2, "{}", d.stderr);
+        assert!(
+            !d.stderr.contains("cannot be used together") && !d.stderr.contains("soft only"),
+            "verbs resolves UD through librdmacm in the {oob} dialect: {}",
+            d.stderr
+        );
+    }
 }

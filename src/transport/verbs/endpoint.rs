@@ -1,5 +1,5 @@
-//! [`VerbsEndpoint`]: `n` queue pairs (RC, UC or UD: `-c`) on one device, one shared CQ, one
-//! registered buffer per QP.
+//! [`VerbsEndpoint`]: `n` queue pairs (RC, UC or UD: `-c`; the last `rc_tail` RC) on one device,
+//! one shared CQ, one registered buffer per QP.
 //!
 //! QP attributes follow perftest's `ctx_connect` (reference §3.3) so a perftest-built peer sees what
 //! it expects: INIT with the remote access rights, RTR with the negotiated MTU, `min_rnr_timer` 12,
@@ -162,12 +162,13 @@ impl VerbsEndpoint {
         for i in 0..cfg.qps {
             let buf = PinnedBuf::new(cfg.buf_size)
                 .map_err(|source| VerbsError::OutOfMemory { qp: i, source })?;
+            let conn = cfg.conn_of(i);
             // SAFETY: `buf` lives in the same `Qp` as the MR and is freed only after it (field order).
             let mr = unsafe { pd.reg_mr(buf.addr() as usize, buf.len(), access_flags(cfg.access)) }
                 .map_err(|e| call_err("ibv_reg_mr", &name, e))?;
             let mut qp = pd
                 .create_qp_builder()
-                .setup_qp_type(match cfg.connection {
+                .setup_qp_type(match conn {
                     ConnType::Rc => QueuePairType::ReliableConnection,
                     ConnType::Uc => QueuePairType::UnreliableConnection,
                     ConnType::Ud => QueuePairType::UnreliableDatagram,
@@ -183,7 +184,7 @@ impl VerbsEndpoint {
                 .map_err(|e| call_err("ibv_create_qp", &name, e))?;
             // SAFETY: the pointer stays valid as long as `qp`, which lives in the same `Qp`.
             let raw = unsafe { qp.qp().as_ptr() };
-            let init = qp_attrs::init(cfg.connection, port.port, cfg.access, cfg.qkey);
+            let init = qp_attrs::init(conn, port.port, cfg.access, cfg.qkey);
             match init.access {
                 Some(access) => {
                     let mut a = QueuePairAttribute::new();

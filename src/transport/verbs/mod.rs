@@ -77,6 +77,9 @@ pub struct VerbsConfig {
     pub connection: ConnType,
     /// UD: the Q_Key our queue pairs accept (perftest's 0x11111111, which perftest never exchanges).
     pub qkey: u32,
+    /// The last this many queue pairs are RC whatever `connection` says: perftest's `-R` message
+    /// queue pair is RC even when the test's are UD (its `create_comm_struct`).
+    pub rc_tail: usize,
 }
 
 impl Default for VerbsConfig {
@@ -102,11 +105,21 @@ impl Default for VerbsConfig {
             traffic_class: 0,
             connection: ConnType::Rc,
             qkey: DEFAULT_QKEY,
+            rc_tail: 0,
         }
     }
 }
 
 impl VerbsConfig {
+    /// Queue pair `i`'s connection type: `-c`'s, but RC for the last `rc_tail` ones.
+    pub fn conn_of(&self, i: usize) -> ConnType {
+        if i + self.rc_tail >= self.qps {
+            ConnType::Rc
+        } else {
+            self.connection
+        }
+    }
+
     /// The GID part of the configuration.
     pub(crate) fn gid_policy(&self) -> GidPolicy {
         GidPolicy {
@@ -351,6 +364,20 @@ impl crate::transport::Endpoint for VerbsEndpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn perftests_message_queue_pair_is_rc_behind_ud_test_queue_pairs() {
+        let cfg = VerbsConfig {
+            qps: 3,
+            connection: ConnType::Ud,
+            rc_tail: 1,
+            ..VerbsConfig::default()
+        };
+        let kinds: Vec<ConnType> = (0..3).map(|i| cfg.conn_of(i)).collect();
+        assert_eq!(kinds, [ConnType::Ud, ConnType::Ud, ConnType::Rc]);
+        let plain = VerbsConfig { rc_tail: 0, ..cfg };
+        assert!((0..3).all(|i| plain.conn_of(i) == ConnType::Ud));
+    }
 
     #[test]
     fn config_validation_names_the_flag() {

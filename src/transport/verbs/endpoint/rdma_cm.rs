@@ -9,7 +9,10 @@
 //! (after `RDMA_CM_EVENT_CONNECT_RESPONSE`), the passive side with `rdma_accept`.
 //!
 //! UD queue pairs (`-c UD`) take ids in rdma_cm's UDP port space instead, where `rdma_connect`
-//! resolves the service (SIDR_REQ / SIDR_REP) rather than connects it: see [`ud`].
+//! resolves the service (SIDR_REQ / SIDR_REP) rather than connects it: see [`ud`]. Both kinds may
+//! live on one endpoint (perftest's `-R` message queue pair is RC beside UD test queue pairs): one
+//! event channel, each id in its queue pair's port space, a listener in each space in use, and a
+//! request accepted by its kind.
 
 use std::collections::VecDeque;
 use std::ffi::CStr;
@@ -25,9 +28,11 @@ use rdma_mummy_sys as sys;
 use sys::rdma_cm_event_type as ev;
 
 mod addr;
+mod request;
 mod ud;
 
 use addr::{gid_ip, peer_of, sockaddr};
+use request::Request;
 
 /// The soname the shim loads.
 const LIBRDMACM: &CStr = c"librdmacm.so.1";
@@ -43,19 +48,18 @@ struct Conn {
     params: CmQpParams,
     private: Vec<u8>,
     peer_ip: IpAddr,
+    /// An id of the UDP port space (a UD queue pair, resolved rather than connected).
+    ud: bool,
 }
 
 /// The rdma_cm state of one verbs endpoint.
 pub(super) struct RdmaCm {
     channel: *mut sys::rdma_event_channel,
-    listen: *mut sys::rdma_cm_id,
-    /// UD: ids in the UDP port space, resolved (SIDR) rather than connected.
-    ud: bool,
+    /// The listeners: one per port space in use (TCP's for RC queue pairs, UDP's for UD ones).
+    listen: Vec<*mut sys::rdma_cm_id>,
     /// Per queue pair.
     conns: Vec<Option<Conn>>,
-    /// Requests not yet accepted or rejected: handle, id, peer address, its QPN (UD: as our
-    /// dialect's private data carries it; RC: unused).
-    requests: Vec<(u32, *mut sys::rdma_cm_id, IpAddr, u32)>,
+    requests: Vec<Request>,
     next_req: u32,
     events: VecDeque<CmEvent>,
 }
@@ -94,7 +98,7 @@ pub(super) fn failure(qp: usize, event: u32, status: i32, ud: bool) -> Option<Cm
 
 impl RdmaCm {
     /// An event channel, non-blocking, or why librdmacm is not usable.
-    pub(super) fn open(ud: bool) -> Result<RdmaCm> {
+    pub(super) fn open() -> Result<RdmaCm> {
         // SAFETY: no arguments; returns NULL with errno on failure.
         let channel = unsafe { sys::rdma_create_event_channel() };
         if channel.is_null() {
@@ -120,8 +124,7 @@ impl RdmaCm {
         }
         Ok(RdmaCm {
             channel,
-            listen: ptr::null_mut(),
-            ud,
+            listen: Vec::new(),
             conns: Vec::new(),
             requests: Vec::new(),
             next_req: 1,
@@ -129,9 +132,10 @@ impl RdmaCm {
         })
     }
 
-    fn create_id(&mut self) -> Result<*mut sys::rdma_cm_id> {
+    /// A new id on our channel, in the UDP port space for a UD queue pair (`ud`), TCP's otherwise.
+    fn create_id(&mut self, ud: bool) -> Result<*mut sys::rdma_cm_id> {
         let mut id = ptr::null_mut();
-        let ps = if self.ud {
+        let ps = if ud {
             sys::rdma_port_space::RDMA_PS_UDP
         } else {
             sys::rdma_port_space::RDMA_PS_TCP
@@ -159,11 +163,11 @@ impl Drop for RdmaCm {
             for c in self.conns.iter().flatten() {
                 sys::rdma_destroy_id(c.id);
             }
-            for &(_, id, ..) in &self.requests {
-                sys::rdma_destroy_id(id);
+            for r in &self.requests {
+                sys::rdma_destroy_id(r.id);
             }
-            if !self.listen.is_null() {
-                sys::rdma_destroy_id(self.listen);
+            for &id in &self.listen {
+                sys::rdma_destroy_id(id);
             }
             sys::rdma_destroy_event_channel(self.channel);
         }
@@ -173,13 +177,19 @@ impl Drop for RdmaCm {
 impl VerbsEndpoint {
     fn rdma_cm(&mut self) -> Result<&mut RdmaCm> {
         if self.cm.is_none() {
-            let ud = self.cfg.connection == ConnType::Ud;
-            if ud {
+            if self.kinds().0 {
                 ud::check_qkey(self.cfg.qkey)?;
             }
-            self.cm = Some(Box::new(RdmaCm::open(ud)?));
+            self.cm = Some(Box::new(RdmaCm::open()?));
         }
         Ok(self.cm.as_deref_mut().expect("just opened"))
+    }
+
+    /// Whether this endpoint has (UD, non-UD) queue pairs: the port spaces it uses.
+    fn kinds(&self) -> (bool, bool) {
+        let n = self.qps.len();
+        let ud = (0..n).any(|i| self.cfg.conn_of(i) == ConnType::Ud);
+        (ud, (0..n).any(|i| self.cfg.conn_of(i) != ConnType::Ud))
     }
 
     /// rdma_cm's attributes for `state` on `id`, applied to queue pair `qp`; returns them.
@@ -270,49 +280,22 @@ impl VerbsEndpoint {
             .cm
             .as_deref_mut()
             .expect("events come from an open channel");
-        if kind == ev::RDMA_CM_EVENT_CONNECT_REQUEST && cm.ud {
+        // SAFETY: a request's id is the new, live id librdmacm made for it.
+        if kind == ev::RDMA_CM_EVENT_CONNECT_REQUEST
+            && unsafe { (*id).ps } == sys::rdma_port_space::RDMA_PS_UDP
+        {
             cm.ud_request(e);
             return Ok(());
         }
         if kind == ev::RDMA_CM_EVENT_CONNECT_REQUEST {
-            let handle = cm.next_req;
-            cm.next_req += 1;
-            // SAFETY: a CONNECT_REQUEST carries the connection parameters.
-            let conn = unsafe { e.param.conn };
-            let private = if conn.private_data.is_null() {
-                Vec::new()
-            } else {
-                // SAFETY: librdmacm's private data, valid until the event is acknowledged.
-                unsafe {
-                    std::slice::from_raw_parts(
-                        conn.private_data.cast::<u8>(),
-                        usize::from(conn.private_data_len),
-                    )
-                }
-                .to_vec()
-            };
-            // The REQ's QPN and sender, as rdma_cm would program them into an RTR.
-            // SAFETY: ibv_qp_attr is plain old data; the id is live.
-            let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
-            attr.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
-            let mut mask = 0;
-            // SAFETY: as above.
-            unsafe { sys::rdma_init_qp_attr(id, &mut attr, &mut mask) };
-            let peer = peer_of(&attr, 0);
-            cm.requests.push((handle, id, peer.ip, peer.qpn));
-            cm.events.push_back(CmEvent::Request {
-                req: handle,
-                from: peer.ip,
-                peer_qpn: peer.qpn,
-                private_data: private,
-            });
+            cm.rc_request(e);
             return Ok(());
         }
         let Some(qp) = cm.qp_of(id) else {
             return Ok(());
         };
         let conn = cm.conns[qp].as_ref().expect("found above");
-        let (params, peer_ip, ud) = (conn.params, conn.peer_ip, cm.ud);
+        let (params, peer_ip, ud) = (conn.params, conn.peer_ip, conn.ud);
         match kind {
             ev::RDMA_CM_EVENT_ADDR_RESOLVED => {
                 let mut t = params.ack_timeout;
@@ -406,23 +389,30 @@ impl VerbsEndpoint {
 impl CmEndpoint for VerbsEndpoint {
     fn cm_listen(&mut self, port: u16) -> Result<()> {
         let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+        let (ud, rc) = self.kinds();
         let cm = self.rdma_cm()?;
-        if !cm.listen.is_null() {
+        if !cm.listen.is_empty() {
             return Ok(());
         }
-        let id = cm.create_id()?;
-        let mut ss = sockaddr(any);
-        // SAFETY: a fresh id and an address that outlives the call.
-        if unsafe { sys::rdma_bind_addr(id, ptr::from_mut(&mut ss).cast()) } != 0 {
-            return Err(os_err(
-                "rdma_bind_addr (is -p taken by another rdma_cm listener?)",
-            ));
+        // Each kind of queue pair we have listens in its port space.
+        for space in [ud.then_some(true), rc.then_some(false)]
+            .into_iter()
+            .flatten()
+        {
+            let id = cm.create_id(space)?;
+            cm.listen.push(id);
+            let mut ss = sockaddr(any);
+            // SAFETY: a fresh id and an address that outlives the call.
+            if unsafe { sys::rdma_bind_addr(id, ptr::from_mut(&mut ss).cast()) } != 0 {
+                return Err(os_err(
+                    "rdma_bind_addr (is -p taken by another rdma_cm listener?)",
+                ));
+            }
+            // SAFETY: a bound id.
+            if unsafe { sys::rdma_listen(id, 64) } != 0 {
+                return Err(os_err("rdma_listen"));
+            }
         }
-        // SAFETY: a bound id.
-        if unsafe { sys::rdma_listen(id, 64) } != 0 {
-            return Err(os_err("rdma_listen"));
-        }
-        cm.listen = id;
         Ok(())
     }
 
@@ -441,8 +431,9 @@ impl CmEndpoint for VerbsEndpoint {
         }
         let src = self.cm_source(to);
         let qpn = self.qpns[qp];
+        let ud = self.cfg.conn_of(qp) == ConnType::Ud;
         let cm = self.rdma_cm()?;
-        let private = if cm.ud {
+        let private = if ud {
             crate::transport::cm::ud_request_data(qpn, private_data)
         } else {
             private_data.to_vec()
@@ -452,7 +443,7 @@ impl CmEndpoint for VerbsEndpoint {
             // SAFETY: an id of ours, no longer used.
             unsafe { sys::rdma_destroy_id(old.id) };
         }
-        let id = cm.create_id()?;
+        let id = cm.create_id(ud)?;
         if cm.conns.len() <= qp {
             cm.conns.resize_with(qp + 1, || None);
         }
@@ -461,6 +452,7 @@ impl CmEndpoint for VerbsEndpoint {
             params: *params,
             private,
             peer_ip: to.ip(),
+            ud,
         });
         let mut dst = sockaddr(to);
         let mut src = src.map(sockaddr);
@@ -478,14 +470,30 @@ impl CmEndpoint for VerbsEndpoint {
     }
 
     fn cm_accept(&mut self, req: u32, qp: usize, params: &CmQpParams) -> Result<()> {
+        let ours = self.cfg.conn_of(qp);
         let cm = self.rdma_cm()?;
-        let Some(i) = cm.requests.iter().position(|r| r.0 == req) else {
+        let Some(i) = cm.requests.iter().position(|r| r.handle == req) else {
             return Err(Error::InvalidRequest(format!(
                 "no pending CM request {req}"
             )));
         };
-        let (_, id, ip, peer_qpn) = cm.requests.swap_remove(i);
-        let ud = cm.ud;
+        if cm.requests[i].ud != (ours == ConnType::Ud) {
+            let kind = if cm.requests[i].ud {
+                "a SIDR_REQ"
+            } else {
+                "a REQ"
+            };
+            return Err(Error::InvalidRequest(format!(
+                "CM request {req} is {kind}, but queue pair {qp} is {ours}: accept it onto a queue pair of its kind"
+            )));
+        }
+        let Request {
+            id,
+            from: ip,
+            qpn: peer_qpn,
+            ud,
+            ..
+        } = cm.requests.swap_remove(i);
         if cm.conns.len() <= qp {
             cm.conns.resize_with(qp + 1, || None);
         }
@@ -494,6 +502,7 @@ impl CmEndpoint for VerbsEndpoint {
             params: *params,
             private: Vec::new(),
             peer_ip: ip,
+            ud,
         });
         if let Err(theirs) = self.cm_same_device(id) {
             return Err(Error::InvalidRequest(format!(
@@ -515,8 +524,8 @@ impl CmEndpoint for VerbsEndpoint {
 
     fn cm_reject(&mut self, req: u32) -> Result<()> {
         let cm = self.rdma_cm()?;
-        if let Some(i) = cm.requests.iter().position(|r| r.0 == req) {
-            let (_, id, ..) = cm.requests.swap_remove(i);
+        if let Some(i) = cm.requests.iter().position(|r| r.handle == req) {
+            let id = cm.requests.swap_remove(i).id;
             // SAFETY: the request's id, rejected then destroyed once.
             unsafe {
                 sys::rdma_reject(id, ptr::null(), 0);
@@ -527,8 +536,9 @@ impl CmEndpoint for VerbsEndpoint {
     }
 
     fn cm_disconnect(&mut self, qp: usize) -> Result<()> {
+        let ud = self.cfg.conn_of(qp) == ConnType::Ud;
         let cm = self.rdma_cm()?;
-        if cm.ud {
+        if ud {
             // A resolved UD queue pair has no connection (rdma_cm sends no DREQ for it).
             cm.events.push_back(CmEvent::Disconnected { qp });
             return Ok(());
@@ -541,6 +551,10 @@ impl CmEndpoint for VerbsEndpoint {
                 "queue pair {qp} was not connected through the CM"
             ))),
         }
+    }
+
+    fn cm_ud_peer(&mut self, qp: usize, qpn: u32) -> Result<()> {
+        self.ud_repoint(qp, qpn)
     }
 
     fn cm_poll(&mut self) -> Result<Option<CmEvent>> {

@@ -137,13 +137,17 @@ pub(super) fn resolved(
 
 /// Where the server's sends to the requester at `ip` (queue pair `qpn`) go: a GRH to the GID of
 /// that address from ours, with rdma_cm's Q_Key `qkey`, which every queue pair of the port space takes.
+/// `later`: a SIDR_REQ without a QPN is perftest's (librdmacm's carry none), whose QPN comes in a
+/// first datagram ([`VerbsEndpoint::cm_ud_peer`](crate::transport::cm::CmEndpoint::cm_ud_peer)):
+/// queue pair 0 until then, which this side does not send to.
 pub(super) fn requester(
     local: &LocalSide,
     ip: IpAddr,
     qpn: u32,
     qkey: u32,
+    later: bool,
 ) -> std::result::Result<(Datagram, CmPeer), UdCmError> {
-    if qpn == 0 {
+    if qpn == 0 && !later {
         return Err(UdCmError::NoQpn { peer: ip });
     }
     if local.gid.is_ipv4_mapped() != ip.is_ipv4() {
@@ -207,7 +211,13 @@ impl RdmaCm {
         let from = ip_of(&peer).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         let req = self.next_req;
         self.next_req += 1;
-        self.requests.push((req, e.id, from, peer_qpn));
+        self.requests.push(super::Request {
+            handle: req,
+            id: e.id,
+            from,
+            qpn: peer_qpn,
+            ud: true,
+        });
         self.events.push_back(CmEvent::Request {
             req,
             from,
@@ -245,7 +255,9 @@ impl VerbsEndpoint {
         peer_qpn: u32,
         params: &CmQpParams,
     ) -> Result<()> {
-        let (dest, peer) = requester(&self.local_side(), ip, peer_qpn, self.cfg.qkey)?;
+        // perftest's dialect (its RC message queue pair at the end): its requester tells its QPN later.
+        let later = self.cfg.rc_tail > 0;
+        let (dest, peer) = requester(&self.local_side(), ip, peer_qpn, self.cfg.qkey, later)?;
         self.ud_point(qp, &dest)?;
         let mut cp = self.cm_conn_param(qp, params, &[]);
         // SAFETY: the request's id; `cp` outlives the call. On a UD id this sends the SIDR_REP with
@@ -257,6 +269,21 @@ impl VerbsEndpoint {
             .events
             .push_back(CmEvent::Established { qp, peer });
         Ok(())
+    }
+
+    /// Resolved UD queue pair `qp` sends to the peer's queue pair `qpn` from now on (perftest's
+    /// requester told it in its first datagram); the address handle, to the requester's address,
+    /// stays.
+    pub(super) fn ud_repoint(&mut self, qp: usize, qpn: u32) -> Result<()> {
+        match self.qps.get_mut(qp).and_then(|q| q.dest.as_mut()) {
+            Some(d) => {
+                d.remote_qpn = qpn & 0x00ff_ffff;
+                Ok(())
+            }
+            None => Err(Error::InvalidRequest(format!(
+                "queue pair {qp} is not a UD queue pair resolved through the CM"
+            ))),
+        }
     }
 
     /// UD queue pair `qp` to RTR and RTS, its sends to `dest`.
@@ -353,7 +380,8 @@ mod tests {
     fn the_server_sends_to_the_requester_from_our_gid() {
         let ours = Gid::from_ip("10.9.0.2".parse().unwrap());
         let from: IpAddr = "10.9.0.1".parse().unwrap();
-        let (dest, peer) = requester(&local(ours), from, 0x0100_0022, RDMA_UDP_QKEY).unwrap();
+        let (dest, peer) =
+            requester(&local(ours), from, 0x0100_0022, RDMA_UDP_QKEY, false).unwrap();
         assert_eq!(dest.ah.dgid, Gid::from_ip(from));
         assert_eq!(
             (
@@ -368,7 +396,7 @@ mod tests {
             (peer.ip, peer.qpn, peer.psn, peer.mtu),
             (from, 0x22, 0, 1024)
         );
-        let m = requester(&local(ours), from, 0, RDMA_UDP_QKEY)
+        let m = requester(&local(ours), from, 0, RDMA_UDP_QKEY, false)
             .unwrap_err()
             .to_string();
         assert!(
@@ -377,9 +405,19 @@ mod tests {
         );
         let v6: IpAddr = "fd00::1".parse().unwrap();
         assert_eq!(
-            requester(&local(ours), v6, 0x22, RDMA_UDP_QKEY),
+            requester(&local(ours), v6, 0x22, RDMA_UDP_QKEY, false),
             Err(UdCmError::Family { peer: v6, ours })
         );
+    }
+
+    #[test]
+    fn perftests_requester_without_a_qpn_is_resolved_to_queue_pair_0_until_it_tells_one() {
+        let ours = Gid::from_ip("10.9.0.2".parse().unwrap());
+        let from: IpAddr = "10.9.0.1".parse().unwrap();
+        let (dest, peer) = requester(&local(ours), from, 0, RDMA_UDP_QKEY, true)
+            .expect("perftest's SIDR_REQ names no QPN");
+        assert_eq!((dest.ah.dgid, dest.remote_qpn), (Gid::from_ip(from), 0));
+        assert_eq!((peer.ip, peer.qpn), (from, 0));
     }
 
     #[test]
