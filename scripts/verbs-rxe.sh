@@ -13,7 +13,8 @@
 #   name, and a SEND to a vanished peer that must end in retry-exceeded), in several shapes (-q, -s, -I, -m).
 # MODE=six: the six test binaries and the two atomic ones (both -A, --validate) with --transport verbs.
 # MODE=rdma_cm: -R (issue 17): the six binaries with their queue pairs connected through librdmacm (our
-#   dialect, --validate), and roce_write_bw -R --oob perftest against ib_write_bw -R, both roles.
+#   dialect, --validate), and roce_write_bw -R --oob perftest against ib_write_bw -R, both roles, and
+#   roce_send_{bw,lat} -R -c UD --oob perftest against ib_send_{bw,lat} -R -c UD (and send_bw -b), both roles.
 # NETMTU=9000 gives the veths jumbo frames, so rxe's active MTU (and the path MTU) becomes 4096.
 # ONLY=REGEX runs only the lines whose names match (e.g. ONLY=retry_exceeded_named).
 # Exit: 0 when every line passed, 1 otherwise, 2 when the lab guest cannot be built.
@@ -63,6 +64,15 @@ rdma_cm_tests() {   # -R through librdmacm: ours against ours, then against perf
     echo "rdma_cm_vs_ib_write_bw_server|ib_write_bw -R -d $S -x 1 -F -n 300|/mnt/roce_write_bw --transport verbs -R --oob perftest $U -d $C -n 300 $SIP"
     echo "rdma_cm_vs_ib_write_bw_client|/mnt/roce_write_bw --transport verbs -R --oob perftest $U -d $S -n 300|ib_write_bw -R -d $C -x 1 -F -n 300 $SIP"
     echo "rdma_cm_vs_ib_send_lat_server|ib_send_lat -R -d $S -x 1 -F -n 300|/mnt/roce_send_lat --transport verbs -R --oob perftest $U -d $C -n 300 $SIP"
+    # -R -c UD in perftest's dialect: its messages on an RC queue pair (TCP port space), the test's UD
+    # queue pairs resolved by SIDR (UDP port space); latency and -b send a first datagram with the QPN.
+    local ud="-c UD -s 1024 -n 300"
+    for t in send_bw send_lat; do
+        echo "rdma_cm_ud_vs_ib_${t}_server|ib_$t -R $ud -d $S -x 1 -F|/mnt/roce_$t --transport verbs -R --oob perftest $ud -d $C $SIP"
+        echo "rdma_cm_ud_vs_ib_${t}_client|/mnt/roce_$t --transport verbs -R --oob perftest $ud -d $S|ib_$t -R $ud -d $C -x 1 -F $SIP"
+    done
+    echo "rdma_cm_ud_vs_ib_send_bw_bidir_server|ib_send_bw -R $ud -b -d $S -x 1 -F|/mnt/roce_send_bw --transport verbs -R --oob perftest $ud -b -d $C $SIP"
+    echo "rdma_cm_ud_vs_ib_send_bw_bidir_client|/mnt/roce_send_bw --transport verbs -R --oob perftest $ud -b -d $S|ib_send_bw -R $ud -b -d $C -x 1 -F $SIP"
 }
 # Error cases: NAME|EXPECTED_EXIT|TEXT THE MESSAGE MUST CONTAIN|COMMAND
 ERRORS=(
