@@ -280,10 +280,10 @@ impl VerbsEndpoint {
             .cm
             .as_deref_mut()
             .expect("events come from an open channel");
-        // SAFETY: a request's id is the new, live id librdmacm made for it.
-        if kind == ev::RDMA_CM_EVENT_CONNECT_REQUEST
-            && unsafe { (*id).ps } == sys::rdma_port_space::RDMA_PS_UDP
-        {
+        // SAFETY: every event's id is live until the event is acknowledged (a request's is the new
+        // id librdmacm made for it).
+        let space = unsafe { (*id).ps };
+        if kind == ev::RDMA_CM_EVENT_CONNECT_REQUEST && space == sys::rdma_port_space::RDMA_PS_UDP {
             cm.ud_request(e);
             return Ok(());
         }
