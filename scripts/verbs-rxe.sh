@@ -67,6 +67,10 @@ rdma_cm_tests() {   # -R through librdmacm: ours against ours, then against perf
     # -R -c UD in perftest's dialect: its messages on an RC queue pair (TCP port space), the test's UD
     # queue pairs resolved by SIDR (UDP port space); latency and -b send a first datagram with the QPN.
     local ud="-c UD -s 1024 -n 300"
+    # ... and in our dialect, verbs on both sides (the UDP port space only).
+    for t in send_bw send_lat; do
+        echo "rdma_cm_ud_ours_$t|/mnt/roce_$t --transport verbs -R $ud $U -d $S|/mnt/roce_$t --transport verbs -R $ud $U -d $C $SIP"
+    done
     for t in send_bw send_lat; do
         echo "rdma_cm_ud_vs_ib_${t}_server|ib_$t -R $ud -d $S -x 1 -F|/mnt/roce_$t --transport verbs -R --oob perftest $ud -d $C $SIP"
         echo "rdma_cm_ud_vs_ib_${t}_client|/mnt/roce_$t --transport verbs -R --oob perftest $ud -d $S|ib_$t -R $ud -d $C -x 1 -F $SIP"

@@ -234,9 +234,9 @@ pub struct Args {
     /// Connect the queue pairs through the CM, as rdma_cm does: REQ / REP / RTU on QP1, the peer named
     /// by IP address and -p as the port (SYMMETRIC) (verbs, soft only; soft needs RoCE v2). With
     /// --oob perftest the out-of-band messages ride a CM-connected queue pair too, as ib_*_bw -R's do.
-    /// -c UD (roceperf's dialect): the server's QPN and Q_Key come from a SIDR_REQ / SIDR_REP
-    /// exchange in rdma_cm's UDP port space (verbs: through librdmacm's); -c UC is refused, as
-    /// perftest refuses it.
+    /// -c UD: the server's QPN and Q_Key come from a SIDR_REQ / SIDR_REP exchange in rdma_cm's UDP
+    /// port space (verbs: through librdmacm's); with --oob perftest the message queue pair stays RC,
+    /// as ib_send_* -R -c UD's; -c UC is refused, as perftest refuses it.
     #[arg(short = 'R', long = "rdma_cm")]
     pub rdma_cm: bool,
 
