@@ -155,26 +155,13 @@ fn a_probe_due_after_everything_was_sent_is_transmit_work() {
 /// WRITEs in [`pings`].
 const PINGS: u64 = 2000;
 
-/// [`PINGS`] WRITEs of 64 bytes, one at a time (a ping-pong's shape), over 5 µs links that lose 5 %
-/// both ways: the time it took and A's counters.
+/// [`PINGS`] lossy pings ([`lossy_pings`]) with go-back-N timed as between roceperf endpoints or as rxe:
+/// the time it took and A's counters.
 fn pings(fast: bool) -> (u64, Counters) {
-    let link = LinkConfig {
-        delay_ns: 5_000,
-        loss: 0.05,
-        ..LinkConfig::perfect()
-    };
     let mut s = Setup::new(1024, 4096);
-    s.ab = link.clone();
-    s.ba = link;
     s.seed = 11;
     s.gbn_fast = fast;
-    let (mut p, _, kb) = s.build();
-    for i in 0..PINGS {
-        p.a.post_send(&wr(i, SendOp::Write, 0, 64, at(&kb, 1024)))
-            .unwrap();
-        run_to(&mut p, i as usize + 1, 0);
-    }
-    (p.now, *p.a.counters())
+    lossy_pings(s, PINGS)
 }
 
 #[test]

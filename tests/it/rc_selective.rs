@@ -22,7 +22,6 @@ fn selective_repeat_delivers_exactly_once_over_five_percent_loss() {
 }
 
 use crate::rc_harness::*;
-use roceperf::transport::SendOp;
 use roceperf::transport::soft::rc::{Counters, QpConfig};
 
 /// `msgs` 64 KiB WRITEs of one recovery with the soft transport's window (1024 PSNs) at `loss`
@@ -65,25 +64,12 @@ fn selective_repeat_keeps_goodput_where_go_back_n_collapses() {
 /// One WRITE at a time, each answered (a ping-pong's shape), over a link that loses 5 % both ways:
 /// go-back-N waits its 67 ms ACK timeout for every lost tail packet, selective repeat its short one.
 fn ping_pong(recovery: Recovery) -> (u64, Counters) {
-    let link = LinkConfig {
-        delay_ns: 5_000,
-        loss: 0.05,
-        ..LinkConfig::perfect()
-    };
     let mut s = Setup::new(1024, 4096);
-    s.ab = link.clone();
-    s.ba = link;
     s.seed = 9;
     if recovery == Recovery::Sr {
         s.tweak = |c: &mut QpConfig| c.recovery = Recovery::Sr;
     }
-    let (mut p, _, kb) = s.build();
-    for i in 0..200u64 {
-        p.a.post_send(&wr(i, SendOp::Write, 0, 64, at(&kb, 1024)))
-            .unwrap();
-        run_to(&mut p, i as usize + 1, 0);
-    }
-    (p.now, *p.a.counters())
+    lossy_pings(s, 200)
 }
 
 #[test]

@@ -161,6 +161,32 @@ pub fn run_to(p: &mut SimPair, na: usize, nb: usize) {
     );
 }
 
+/// A ping-pong's shape at virtual time: `n` WRITEs of 64 bytes, one at a time, each waited for,
+/// over 5 µs links that lose 5 % both ways (`s` says the rest: seed, recovery, go-back-N's timing).
+/// Returns the virtual time it took and A's counters.
+pub fn lossy_pings(mut s: Setup, n: u64) -> (u64, roceperf::transport::soft::rc::Counters) {
+    let link = LinkConfig {
+        delay_ns: 5_000,
+        loss: 0.05,
+        ..LinkConfig::perfect()
+    };
+    s.ab = link.clone();
+    s.ba = link;
+    let (mut p, _, kb) = s.build();
+    for i in 0..n {
+        p.a.post_send(&wr(
+            i,
+            roceperf::transport::SendOp::Write,
+            0,
+            64,
+            at(&kb, 1024),
+        ))
+        .unwrap();
+        run_to(&mut p, i as usize + 1, 0);
+    }
+    (p.now, *p.a.counters())
+}
+
 /// Asserts that `c` ended with `status`, showing how that status reads when it did not.
 #[track_caller]
 pub fn ended_with(c: &Completion, status: CompletionStatus) {
