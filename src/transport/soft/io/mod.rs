@@ -100,6 +100,21 @@ impl IoError {
     }
 }
 
+/// A non-blocking, close-on-exec UDP socket of `ip`'s family.
+pub(crate) fn udp_socket(ip: IpAddr) -> rustix::io::Result<std::os::fd::OwnedFd> {
+    let family = if ip.is_ipv4() {
+        rustix::net::AddressFamily::INET
+    } else {
+        rustix::net::AddressFamily::INET6
+    };
+    rustix::net::socket_with(
+        family,
+        rustix::net::SocketType::DGRAM,
+        rustix::net::SocketFlags::NONBLOCK | rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+}
+
 /// Sets an integer socket option that rustix has no typed setter for, naming it in the error.
 pub(crate) fn setsockopt_int(
     fd: impl AsFd,

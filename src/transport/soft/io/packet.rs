@@ -323,18 +323,7 @@ fn kernel_at_least(major: u32, minor: u32) -> bool {
 /// `None` when the port is taken (whoever owns it receives them instead) or the socket cannot be
 /// made: then things are as they were without it.
 pub fn udp_sink(at: SocketAddr) -> Option<OwnedFd> {
-    let family = if at.is_ipv4() {
-        AddressFamily::INET
-    } else {
-        AddressFamily::INET6
-    };
-    let fd = rustix::net::socket_with(
-        family,
-        SocketType::DGRAM,
-        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-        None,
-    )
-    .ok()?;
+    let fd = super::udp_socket(at.ip()).ok()?;
     // `ret #0`: keep no byte of anything.
     let drop_all = [libc::sock_filter {
         code: 0x06,

@@ -18,7 +18,6 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use rustix::io::Errno;
 use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery, Ipv6PathMtuDiscovery};
-use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::batch::{RxBatch, TxBatch};
 use super::{IoError, ROCE_V2_PORT, grow_buffer, setsockopt_int};
@@ -97,18 +96,8 @@ impl UdpSocket {
 
     /// Binds `addr` without checking it against an interface (`scope` is the IPv6 scope id).
     pub fn bind_scoped(addr: IpAddr, scope: u32, cfg: &UdpConfig) -> Result<UdpSocket, IoError> {
-        let family = if addr.is_ipv4() {
-            AddressFamily::INET
-        } else {
-            AddressFamily::INET6
-        };
-        let fd = rustix::net::socket_with(
-            family,
-            SocketType::DGRAM,
-            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-            None,
-        )
-        .map_err(|e| IoError::os("socket(SOCK_DGRAM) for RoCE v2", e))?;
+        let fd = super::udp_socket(addr)
+            .map_err(|e| IoError::os("socket(SOCK_DGRAM) for RoCE v2", e))?;
         match addr {
             IpAddr::V4(_) => {
                 sockopt::set_ip_mtu_discover(&fd, Ipv4PathMtuDiscovery::DO)
