@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{Done, SIX, Side, assert_contains, pair_on, pair_on_lo, rows};
+use common::{Done, SIX, assert_contains, pair_here, pair_on_lo, rows};
 use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -64,18 +64,7 @@ fn the_atomic_tests_over_soft_with_rdma_cm_and_validate() {
         ];
         let mut client = server.clone();
         client.extend(["--json", json.to_str().unwrap()]);
-        let (s, c) = pair_on(
-            test,
-            Side {
-                ns: None,
-                args: server,
-            },
-            Side {
-                ns: None,
-                args: client,
-            },
-            "127.0.0.1",
-        );
+        let (s, c) = pair_here(test, server, client, "127.0.0.1");
         assert_connected_through_the_cm(test, 8.0, &s, &c);
         let note = c
             .stdout
@@ -153,18 +142,7 @@ fn six_tests_in_perftests_rdma_cm_dialect() {
         server.extend(common);
         let mut client = vec!["--bind", "127.0.7.2"];
         client.extend(common);
-        let (s, c) = pair_on(
-            test,
-            Side {
-                ns: None,
-                args: server,
-            },
-            Side {
-                ns: None,
-                args: client,
-            },
-            "127.0.7.1",
-        );
+        let (s, c) = pair_here(test, server, client, "127.0.7.1");
         common::assert_both_ok(test, &s, &c);
         let r = rows(&c.stdout);
         assert!(
@@ -199,9 +177,9 @@ fn ud_send_tests_in_perftests_rdma_cm_dialect() {
             let mut v = vec!["--bind", bind];
             v.extend(common);
             v.extend(extra);
-            Side { ns: None, args: v }
+            v
         };
-        let (s, c) = pair_on(test, side("127.0.7.1"), side("127.0.7.2"), "127.0.7.1");
+        let (s, c) = pair_here(test, side("127.0.7.1"), side("127.0.7.2"), "127.0.7.1");
         common::assert_both_ok(test, &s, &c);
         let r = rows(&c.stdout);
         assert!(!r.is_empty() && r[0][0] == 1000.0, "{}", c.stdout);

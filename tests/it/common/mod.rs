@@ -281,8 +281,13 @@ pub fn pair_on(test: &str, server: Side, client: Side, host: &str) -> (Done, Don
 /// Runs a server and a client of `test` on lo, each with its own arguments; the client connects to
 /// 127.0.0.1. Returns (server, client) once both have exited.
 pub fn pair_on_lo(test: &str, server: Vec<&str>, client: Vec<&str>) -> (Done, Done) {
+    pair_here(test, server, client, "127.0.0.1")
+}
+
+/// [`pair_on`] with both sides in this namespace, the client asking for `peer`.
+pub fn pair_here(test: &str, server: Vec<&str>, client: Vec<&str>, peer: &str) -> (Done, Done) {
     let side = |args| Side { ns: None, args };
-    pair_on(test, side(server), side(client), "127.0.0.1")
+    pair_on(test, side(server), side(client), peer)
 }
 
 /// The six perftest tests, as the binaries are named.

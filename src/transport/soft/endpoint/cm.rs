@@ -81,6 +81,16 @@ fn write_gsi_packet(buf: &mut [u8], psn: u32, mad: &[u8]) -> usize {
 }
 
 impl SoftEndpoint {
+    /// The address our CM messages come from: the interface's IP and the CM side's source port.
+    fn cm_local(&mut self) -> Result<SocketAddr> {
+        let Some(ip) = self.local_ip else {
+            return Err(Error::InvalidRequest(
+                "-R needs RoCE v2: the CM addresses the peer by IP address".into(),
+            ));
+        };
+        Ok(SocketAddr::new(ip, self.cm_side().src_port))
+    }
+
     /// The CM side, created on first use with a GUID from our MAC (as rxe's node GUID) or random.
     fn cm_side(&mut self) -> &mut CmSide {
         if self.cm.is_none() {
@@ -328,14 +338,9 @@ impl CmEndpoint for SoftEndpoint {
             return self.cm_resolve(qp, to);
         }
         let offer = self.offer(qp, params, self.mtu)?;
-        let Some(ip) = self.local_ip else {
-            return Err(Error::InvalidRequest(
-                "-R needs RoCE v2: the CM addresses the peer by IP address".into(),
-            ));
-        };
+        let local = self.cm_local()?;
         let now = self.now();
         let side = self.cm_side();
-        let local = SocketAddr::new(ip, side.src_port);
         let conn = side.agent.connect(now, local, to, &offer, private_data);
         side.qps.push((conn, qp, offer.psn));
         Ok(())

@@ -26,14 +26,9 @@ impl SoftEndpoint {
         let qpn = self.slots.get(qp).map(|s| s.qpn).ok_or_else(|| {
             Error::InvalidRequest(format!("queue pair {qp} of {}", self.slots.len()))
         })?;
-        let Some(ip) = self.local_ip else {
-            return Err(Error::InvalidRequest(
-                "-R needs RoCE v2: the CM addresses the peer by IP address".into(),
-            ));
-        };
+        let local = self.cm_local()?;
         let now = self.now();
         let side = self.cm_side();
-        let local = SocketAddr::new(ip, side.src_port);
         let conn = side
             .agent
             .resolve(now, local, to, &ud_request_data(qpn, &[]));
