@@ -66,3 +66,34 @@ fn v1_over_udp_is_a_usage_error() {
     let e = SoftEndpoint::open(cfg).err().unwrap().to_string();
     assert!(e.contains("--io packet") && e.contains("--roce v2"), "{e}");
 }
+
+/// `--recovery gbn-rxe` turns off this side's roceperf go-back-N timing (the probe and the
+/// loss-reactive window) even though the peer is roceperf; the peer, which asked for gbn, keeps it.
+#[test]
+fn gbn_rxe_runs_this_sides_queue_pairs_as_rxe_and_leaves_the_peers_alone() {
+    let port = free_port();
+    let cfg = |bind: &str, recovery: Recovery| {
+        let mut c = SoftConfig::new("lo", RoceVersion::V2);
+        c.udp_port = port;
+        c.bind = Some(bind.parse().unwrap());
+        c.recovery = recovery;
+        c
+    };
+    let (Ok(mut a), Ok(mut b)) = (
+        SoftEndpoint::open(cfg("127.0.15.9", Recovery::GbnRxe)),
+        SoftEndpoint::open(cfg("127.0.15.10", Recovery::Gbn)),
+    ) else {
+        panic!("two soft endpoints on 127.0.15.9 and .10 (lo holds 127.0.0.0/8)");
+    };
+    assert_eq!(a.agree_recovery(Recovery::Gbn.asked()), Recovery::GbnRxe);
+    assert_eq!(b.agree_recovery(Recovery::GbnRxe.asked()), Recovery::Gbn);
+    let (ia, ib) = (a.local_info(), b.local_info());
+    a.connect(&ib).unwrap();
+    b.connect(&ia).unwrap();
+    let timing = |e: &SoftEndpoint| match e.slots[0].qp.as_ref() {
+        Some(Engine::Rc(q)) => (q.config().gbn_fast, q.config().gbn_loss_window),
+        _ => panic!("an RC queue pair"),
+    };
+    assert_eq!(timing(&a), (false, false), "gbn-rxe: rxe's timing");
+    assert_eq!(timing(&b), (true, true), "gbn between roceperf endpoints");
+}
