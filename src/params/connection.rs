@@ -68,6 +68,24 @@ impl ConnType {
             ConnType::Rc | ConnType::Uc => 0,
         }
     }
+
+    /// Queue pair `i` of `qps` whose `-c` is `self`: the last `rc_tail` are RC whatever `-c`
+    /// says (perftest's `-R` message queue pair beside UD test queue pairs).
+    pub fn of_qp(self, i: usize, qps: usize, rc_tail: usize) -> ConnType {
+        if i + rc_tail >= qps {
+            ConnType::Rc
+        } else {
+            self
+        }
+    }
+
+    /// The rdma_cm port spaces `qps` queue pairs of this `-c` with `rc_tail` RC ones use:
+    /// (UDP for UD, TCP for the rest).
+    pub fn port_spaces(self, qps: usize, rc_tail: usize) -> (bool, bool) {
+        let kinds = (0..qps).map(|i| self.of_qp(i, qps, rc_tail));
+        let ud = kinds.clone().any(|c| c == ConnType::Ud);
+        (ud, kinds.clone().any(|c| c != ConnType::Ud))
+    }
 }
 
 impl fmt::Display for ConnType {
@@ -125,6 +143,16 @@ impl clap::ValueEnum for ConnType {
 mod tests {
     use super::*;
     use crate::params::Metric;
+
+    #[test]
+    fn the_rc_tail_is_rc_and_says_which_port_spaces_are_used() {
+        let kinds: Vec<ConnType> = (0..3).map(|i| ConnType::Ud.of_qp(i, 3, 1)).collect();
+        assert_eq!(kinds, [ConnType::Ud, ConnType::Ud, ConnType::Rc]);
+        assert_eq!(ConnType::Ud.port_spaces(3, 1), (true, true));
+        assert_eq!(ConnType::Ud.port_spaces(2, 0), (true, false));
+        assert_eq!(ConnType::Rc.port_spaces(2, 1), (false, true));
+        assert_eq!(ConnType::Uc.port_spaces(1, 0), (false, true));
+    }
 
     #[test]
     fn names_parse_in_either_case_and_serialize_as_perftest_spells_them() {

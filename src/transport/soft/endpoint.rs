@@ -335,11 +335,9 @@ impl SoftEndpoint {
 
     /// Queue pair `i`'s connection type: `-c`'s, but RC for the last `rc_tail` ones.
     fn conn_of(&self, i: usize) -> ConnType {
-        if i + self.cfg.rc_tail >= self.slots.len() {
-            ConnType::Rc
-        } else {
-            self.cfg.connection
-        }
+        self.cfg
+            .connection
+            .of_qp(i, self.slots.len(), self.cfg.rc_tail)
     }
 
     /// Connects queue pair `i` to `remote`, a queue pair of `peer`, with path MTU `mtu`.

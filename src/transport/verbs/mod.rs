@@ -113,11 +113,7 @@ impl Default for VerbsConfig {
 impl VerbsConfig {
     /// Queue pair `i`'s connection type: `-c`'s, but RC for the last `rc_tail` ones.
     pub fn conn_of(&self, i: usize) -> ConnType {
-        if i + self.rc_tail >= self.qps {
-            ConnType::Rc
-        } else {
-            self.connection
-        }
+        self.connection.of_qp(i, self.qps, self.rc_tail)
     }
 
     /// The GID part of the configuration.

@@ -314,9 +314,10 @@ impl CmEndpoint for SoftEndpoint {
     fn cm_listen(&mut self, port: u16) -> Result<()> {
         // Each kind of queue pair we have listens in its port space (perftest's -R message queue
         // pair is RC beside UD test queue pairs).
-        let n = self.slots.len();
-        let ud = (0..n).any(|i| self.conn_of(i) == ConnType::Ud);
-        let rc = (0..n).any(|i| self.conn_of(i) != ConnType::Ud);
+        let (ud, rc) = self
+            .cfg
+            .connection
+            .port_spaces(self.slots.len(), self.cfg.rc_tail);
         let agent = &mut self.cm_side().agent;
         if ud {
             agent.listen_ud(port);

@@ -187,9 +187,9 @@ impl VerbsEndpoint {
 
     /// Whether this endpoint has (UD, non-UD) queue pairs: the port spaces it uses.
     fn kinds(&self) -> (bool, bool) {
-        let n = self.qps.len();
-        let ud = (0..n).any(|i| self.cfg.conn_of(i) == ConnType::Ud);
-        (ud, (0..n).any(|i| self.cfg.conn_of(i) != ConnType::Ud))
+        self.cfg
+            .connection
+            .port_spaces(self.qps.len(), self.cfg.rc_tail)
     }
 
     /// rdma_cm's attributes for `state` on `id`, applied to queue pair `qp`; returns them.
