@@ -45,6 +45,20 @@ pub struct CmPeer {
     pub responder_resources: u8,
 }
 
+impl CmPeer {
+    /// The peer of a UD resolution: queue pair `qpn` at `ip`, no PSN (datagrams are not
+    /// sequenced), and our own path MTU.
+    pub fn ud(ip: IpAddr, qpn: u32, mtu: u32) -> CmPeer {
+        CmPeer {
+            ip,
+            qpn,
+            psn: 0,
+            mtu,
+            responder_resources: 0,
+        }
+    }
+}
+
 /// What happened to a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CmEvent {

@@ -52,7 +52,7 @@ impl SoftEndpoint {
         })?;
         // rdma_cm gives every QP of the UDP port space one Q_Key: the requester's is ours.
         self.connect_ud_from_cm(qp, from, peer_qpn, qkey)?;
-        let peer = self.ud_peer(from, peer_qpn);
+        let peer = CmPeer::ud(from, peer_qpn, self.mtu.bytes());
         let side = self.cm_side();
         side.agent
             .answer_sidr(conn, qpn, qkey, &[])
@@ -115,7 +115,7 @@ impl SoftEndpoint {
                 self.connect_ud_from_cm(qp, ip, qpn, qkey)?;
                 Some(CmEvent::Established {
                     qp,
-                    peer: self.ud_peer(ip, qpn),
+                    peer: CmPeer::ud(ip, qpn, self.mtu.bytes()),
                 })
             }
             agent::CmEvent::Unresolved { conn, status } => {
@@ -123,18 +123,6 @@ impl SoftEndpoint {
             }
             _ => None,
         })
-    }
-
-    /// The UD peer at `ip` with queue pair `qpn`, as the application sees it (no PSN: datagrams
-    /// are not sequenced; the path MTU is ours).
-    fn ud_peer(&self, ip: IpAddr, qpn: u32) -> CmPeer {
-        CmPeer {
-            ip,
-            qpn,
-            psn: 0,
-            mtu: self.mtu.bytes(),
-            responder_resources: 0,
-        }
     }
 
     /// Points UD queue pair `qp` at queue pair `qpn` of `ip`, with `qkey` on what it sends.

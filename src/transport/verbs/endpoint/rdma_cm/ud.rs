@@ -99,17 +99,6 @@ pub(super) fn route_of(ah: &sys::ibv_ah_attr) -> Route {
     }
 }
 
-/// The peer of a UD resolution: no PSN (datagrams are not sequenced) and our own path MTU.
-fn ud_peer(ip: IpAddr, qpn: u32, mtu: u32) -> CmPeer {
-    CmPeer {
-        ip,
-        qpn,
-        psn: 0,
-        mtu,
-        responder_resources: 0,
-    }
-}
-
 /// What the client's `RDMA_CM_EVENT_ESTABLISHED` resolved, having asked `asked`: where its sends go
 /// and the peer, once the SIDR_REP's Q_Key is found to be `qkey`, ours.
 pub(super) fn resolved(
@@ -132,7 +121,7 @@ pub(super) fn resolved(
         remote_qpn: qpn,
         remote_qkey: ud.qkey,
     };
-    Ok((dest, ud_peer(gid_ip(route.dgid.0), qpn, mtu)))
+    Ok((dest, CmPeer::ud(gid_ip(route.dgid.0), qpn, mtu)))
 }
 
 /// Where the server's sends to the requester at `ip` (queue pair `qpn`) go: a GRH to the GID of
@@ -169,7 +158,7 @@ pub(super) fn requester(
         remote_qpn: qpn,
         remote_qkey: qkey,
     };
-    Ok((dest, ud_peer(ip, qpn, local.mtu)))
+    Ok((dest, CmPeer::ud(ip, qpn, local.mtu)))
 }
 
 /// `RDMA_CM_EVENT_UNREACHABLE` on a UD id: a SIDR_REP that refused (its status, positive), or no
@@ -356,7 +345,7 @@ mod tests {
             (1, 64, 1),
             "the kernel's route, as resolved"
         );
-        assert_eq!(peer, ud_peer(asked, 0x11, 1024));
+        assert_eq!(peer, CmPeer::ud(asked, 0x11, 1024));
     }
 
     #[test]
