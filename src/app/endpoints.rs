@@ -6,7 +6,7 @@ use super::exit::Error;
 use super::notes::Note;
 use super::plan::Plan;
 use crate::cli::IoArg;
-use crate::params::{ConnType, Recovery, RoceVersion, Verb};
+use crate::params::{ConnType, Metric, Recovery, RoceVersion, Verb};
 use crate::transport::cm::CmEndpoint;
 use crate::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
 use crate::transport::soft::netdev::AddrFamily;
@@ -149,6 +149,8 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.mtu = d.mtu;
     cfg.timeout = d.qp_timeout.unwrap_or(cfg.timeout);
     cfg.gso = !d.no_gso;
+    // GRO merges a stream's datagrams; a latency test's come one at a time and only pay for it.
+    cfg.gro = plan.test.metric == Metric::Bandwidth;
     cfg.retry_cnt = d.retry_count.unwrap_or(cfg.retry_cnt);
     cfg.impair = d.impair;
     cfg.impair_seed = d.impair_seed;

@@ -7,7 +7,8 @@ use super::plan::Plan;
 use crate::bench::interval::{Hooks, Intervals};
 use crate::bench::pace::PaceSpec;
 use crate::bench::{self, Layout, bw, lat, validate};
-use crate::params::{Metric, RateUnits, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::cli::OobArg;
+use crate::params::{ConnType, Metric, RateUnits, Role, RunMode, TestKind, TransportKind, Verb};
 use crate::results::{Measured, SizeResult};
 use crate::stats::{BandwidthStats, LatencyStats, Pacing};
 use crate::transport::{self, Endpoint, RemoteAddr};
@@ -248,6 +249,7 @@ pub(crate) fn measure<E: Endpoint>(
                 unreliable: plan.connection.is_unreliable() && run.marked,
                 loss_timeout: loss_timeout(plan),
                 atomic: plan.atomics,
+                signal_every: lat_signal_every(plan),
             };
             let m = lat::run(ep, &spec, run.role, remotes[0], recvs, &mut stop)?;
             let stats = LatencyStats::from_histogram(&m.histogram, &plan.output.percentiles);
@@ -262,6 +264,23 @@ pub(crate) fn measure<E: Endpoint>(
                 lost: m.lost,
             }))
         }
+    }
+}
+
+/// Latency tests on a soft RC queue pair between roceperf peers: SEND and WRITE are signaled one in
+/// this many (see [`lat::LatSpec::signal_every`]).
+const SOFT_LAT_SIGNAL_EVERY: u32 = 16;
+
+/// How often a latency test signals its SEND or WRITE: one in [`SOFT_LAT_SIGNAL_EVERY`] on a soft RC
+/// queue pair between roceperf peers, whose ACKs cost the host a packet each; every post otherwise,
+/// as perftest (a NIC acknowledges in hardware; a verbs or TCP queue is one deep in a latency test;
+/// a perftest peer's loop is its own).
+pub(crate) fn lat_signal_every(plan: &Plan) -> u32 {
+    let soft_rc = plan.transport == TransportKind::Soft && plan.connection == ConnType::Rc;
+    if soft_rc && plan.oob.dialect == OobArg::Roceperf {
+        SOFT_LAT_SIGNAL_EVERY
+    } else {
+        1
     }
 }
 

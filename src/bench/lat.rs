@@ -61,6 +61,13 @@ pub struct LatSpec {
     pub loss_timeout: std::time::Duration,
     /// Atomic tests: the operations.
     pub atomic: Option<Atomics>,
+    /// SEND and WRITE: a send is signaled every this many iterations, and on every iteration outside
+    /// the sampled window (warm-up, the tail of a timed run, the last post); 1 signals every post, as
+    /// perftest does. One operation is still in flight at a time: the next post waits for the peer's
+    /// message, not for this one's completion. A soft queue pair asks its peer for an ACK only on a
+    /// signaled send (as rxe does), so signaling every post would put a second packet, the ACK, on
+    /// every hop of the ping-pong; a NIC acknowledges in hardware, off the host's path.
+    pub signal_every: u32,
 }
 
 /// Counts completions while waiting; fails on an error completion.
@@ -269,7 +276,13 @@ pub fn run<E: Endpoint>(
     let tail = half + size - 1;
     let initiator = role == Role::Client;
     let mut i = 0u64;
+    // Signaled sends posted; each one's completion also retires the unsignaled ones before it.
     let mut posted = 0u64;
+    // READ and atomics wait for each completion (it carries the data), so only SEND and WRITE defer theirs.
+    let every = match spec.verb {
+        Verb::Send | Verb::Write => u64::from(spec.signal_every.max(1)),
+        Verb::Read | Verb::Atomic => 1,
+    };
     // The responder's (server's) wait for iteration i's message, or the client's wait for the reply.
     // On `stop` it leaves the loop labelled `$run`.
     macro_rules! wait_for_peer {
@@ -320,20 +333,33 @@ pub fn run<E: Endpoint>(
         if !initiator {
             wait_for_peer!(i, 'run);
         }
-        // The previous post must be complete before the next (one operation in flight, as perftest).
-        while w.sends < posted {
-            w.poll(ep)?;
-            if w.stopped(stop)? {
-                break 'run;
+        // The signaled posts so far must be complete before the next (one operation in flight, as
+        // perftest, when every post is signaled); each completion retires every unsignaled send
+        // before it too, so at most 2 × `every` sends are ever unacknowledged.
+        if i % every == every - 1 {
+            while w.sends < posted {
+                w.poll(ep)?;
+                if w.stopped(stop)? {
+                    break 'run;
+                }
             }
         }
         let gap_ns = gap(spec, i, initiator, &mut || w.poll(ep))?;
         let now = Instant::now();
-        if initiator && rec.win.over(now) {
+        // A timed run ends after a multiple of `every` iterations, so that both sides' last posts
+        // are signaled (the responder's last is its answer to the initiator's); the few after the
+        // window are not recorded.
+        if initiator && rec.win.over(now) && i % every == 0 {
             rec.stamp(i, now, gap_ns);
             break;
         }
         rec.stamp(i, now, gap_ns);
+        // Signaled every `every` posts, around the sampled window and on the last post of a run.
+        let signaled = every == 1
+            || i % every == every - 1
+            || i + 1 == total
+            || i <= spec.warmup
+            || !rec.in_sample;
         if spec.validate {
             match spec.verb {
                 // A READ that completed without placing data must not pass on the previous one's bytes.
@@ -357,12 +383,12 @@ pub fn run<E: Endpoint>(
                 offset,
                 len: spec.size as u32,
                 remote,
-                signaled: true,
+                signaled,
                 inline: false,
             },
         };
         ep.post_send(0, &wr).map_err(tr("posting a request"))?;
-        posted += 1;
+        posted += u64::from(signaled);
         match spec.verb {
             Verb::Atomic => {
                 while w.sends < posted {

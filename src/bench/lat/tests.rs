@@ -18,6 +18,7 @@ fn spec(verb: Verb, size: u64, n: u64) -> LatSpec {
         unreliable: false,
         loss_timeout: std::time::Duration::from_millis(67),
         atomic: None,
+        signal_every: 1,
     }
 }
 

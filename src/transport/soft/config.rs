@@ -84,6 +84,11 @@ pub struct SoftConfig {
     /// on the sending host (lo, veth) show super-datagrams: turn it off to see every packet.
     /// Impairment keeps it: it works on each RoCE packet inside.
     pub gso: bool,
+    /// UDP with `gso`: the kernel also merges received datagrams (UDP_GRO), so a stream's receiver
+    /// takes a super-datagram per receive. A ping-pong has nothing to merge, and a socket with
+    /// UDP_GRO pays for it on every datagram it receives (0.1–0.15 µs a hop on lo, measured), so
+    /// latency tests turn it off; the kernel then hands over a peer's super-datagrams segment by segment.
+    pub gro: bool,
     /// AF_PACKET backend only: receive through a PACKET_MMAP ring of this many frames instead of
     /// `recvmmsg` (0: no ring). An idle poll then costs a memory load instead of a syscall. The
     /// queue pairs share it as their window of unacknowledged PSNs (a frame beyond the ring is
@@ -129,6 +134,7 @@ impl SoftConfig {
             max_rd_atomic: 16,
             max_unacked_psns: 1024,
             gso: true,
+            gro: true,
             packet_rx_ring: 1024,
             connection: ConnType::Rc,
             qkey: DEFAULT_QKEY,

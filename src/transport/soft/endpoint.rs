@@ -71,6 +71,8 @@ pub struct SoftEndpoint {
     notes: Vec<SoftNote>,
     /// UDP GSO/GRO was planned (the peer may still turn sending off: `out.gso`).
     gso: bool,
+    /// UDP GRO is on (off for latency tests: `SoftConfig::gro`).
+    gro: bool,
     /// The deliberate impairment in force, if any.
     impair: Option<ImpairConfig>,
     /// The loss recovery both sides agreed on (go-back-N until [`Self::agree_recovery`]).
@@ -155,6 +157,7 @@ impl SoftEndpoint {
             mtu: plan.mtu,
             notes: plan.notes,
             gso: plan.gso,
+            gro: plan.gro,
             impair: plan.impair,
             recovery: Recovery::Gbn,
             recovery_note: false,
@@ -238,12 +241,18 @@ impl SoftEndpoint {
     fn setup_lines(&self, interface_tables: bool) -> Vec<String> {
         let backend = match self.nic.inner().backend() {
             Backend::Udp(s) if self.gso => format!(
-                "UDP socket {}, GSO/GRO: {}",
+                "UDP socket {}, {}: {}{}",
                 s.local_addr(),
+                if self.gro { "GSO/GRO" } else { "GSO" },
                 if self.nic.inner().gso_sending() {
                     "up to 64 packets per send (a capture on this host may show them merged; --no-gso shows each)"
                 } else {
                     "1 packet per send (the peer needs single datagrams)"
+                },
+                if self.gro {
+                    ""
+                } else {
+                    "; no GRO (a latency test receives one packet at a time)"
                 },
             ),
             Backend::Udp(s) => format!("UDP socket {}", s.local_addr()),

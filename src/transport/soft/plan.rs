@@ -111,8 +111,10 @@ pub(crate) struct SetupPlan {
     pub mtu: RoceMtu,
     /// What was adjusted, for the header.
     pub notes: Vec<SoftNote>,
-    /// UDP GSO/GRO on.
+    /// UDP GSO (or AF_PACKET super-frames) on.
     pub gso: bool,
+    /// UDP GRO on (`SoftConfig::gro`, with GSO only).
+    pub gro: bool,
     /// Deliberate impairment in force.
     pub impair: Option<ImpairConfig>,
     /// Bytes of a transmit slot (and receive slot without GRO): a whole frame around the largest packet.
@@ -224,11 +226,12 @@ pub(crate) fn plan(
     // as it joins a super-datagram, so an impaired run measures the same fast path as a clean one.
     let packet_gso = cfg.gso && cfg.io == IoKind::Packet && cfg.version == RoceVersion::V2;
     let gso = (cfg.gso && cfg.io == IoKind::Udp) || packet_gso;
+    let gro = cfg.gso && cfg.gro && cfg.io == IoKind::Udp;
     // GRO hands over up to 64 KiB of merged datagrams at once; a super-frame brings its headers
     // and the virtio_net_hdr.
-    let rx_slot = match (gso, packet_gso) {
-        (true, true) => PACKET_GSO_RX_SLOT,
-        (true, false) => 65_536,
+    let rx_slot = match (packet_gso, gro) {
+        (true, _) => PACKET_GSO_RX_SLOT,
+        (false, true) => 65_536,
         _ => slot_len,
     };
     let backend = match cfg.io {
@@ -237,7 +240,7 @@ pub(crate) fn plan(
                 port: cfg.udp_port,
                 batch: cfg.batch,
                 slot_len: rx_slot,
-                gro: gso,
+                gro,
                 zero_checksum: !gso,
                 ..UdpConfig::default()
             },
@@ -275,6 +278,7 @@ pub(crate) fn plan(
         mtu,
         notes,
         gso,
+        gro,
         impair,
         slot_len,
         rx_slot,

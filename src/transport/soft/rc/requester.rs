@@ -431,7 +431,9 @@ impl Requester {
                 let seg = Seg::of(k, w.npkts);
                 let n = packet::payload_len(u64::from(w.wr.len), pmtu, k);
                 let start = k as usize * pmtu as usize;
-                let ack_req = force_ack || seg.ends() || self.noack_pkts >= ctx.cfg.ack_req_every;
+                let ack_req = force_ack
+                    || (seg.ends() && w.wr.signaled)
+                    || self.noack_pkts >= ctx.cfg.ack_req_every;
                 let is_write = matches!(w.wr.op, SendOp::Write | SendOp::WriteWithImm(_));
                 let (opcode, imm) = match w.wr.op {
                     SendOp::Send => (packet::send_opcode(seg, false), None),
