@@ -349,7 +349,7 @@ pub fn run<E: Endpoint>(
         // A timed run ends after a multiple of `every` iterations, so that both sides' last posts
         // are signaled (the responder's last is its answer to the initiator's); the few after the
         // window are not recorded.
-        if initiator && rec.win.over(now) && i % every == 0 {
+        if initiator && rec.win.over(now) && i.is_multiple_of(every) {
             rec.stamp(i, now, gap_ns);
             break;
         }
