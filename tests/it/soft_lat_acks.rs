@@ -153,12 +153,12 @@ fn signaling_every_post_acknowledges_every_message_as_perftest_does() {
         spec(Verb::Write, RunMode::Iterations(n), 1),
         ("127.0.14.7", "127.0.14.8"),
     );
+    let posts = 5 + n + 1;
     for (side, k) in [("client", client.counters()), ("server", server.counters())] {
         assert!(
-            k.acks_sent >= 5 + n + 1,
-            "the {side} sent {} ACKs for {} messages: {k:?}",
-            k.acks_sent,
-            5 + n + 1
+            k.acks_sent >= posts,
+            "the {side} sent {} ACKs for {posts} messages: {k:?}",
+            k.acks_sent
         );
     }
 }
