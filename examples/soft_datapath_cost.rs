@@ -6,7 +6,7 @@
 //!
 //! `cargo run --release --example soft_datapath_cost -- [write|send|read|bw|idle] [messages] [size]`
 //!
-//! - `write`, `send`, `read`: a latency ping-pong as roce_*_lat runs it (one message each way per
+//! - `write`, `send`, `read`: a latency ping-pong as roce_*_lat runs it on soft (one message each way per
 //!   iteration for WRITE and SEND, a READ and its response for READ), default 2 bytes.
 //! - `bw`: a stream of WRITEs (default 64 KiB) with 128 in flight, as roce_write_bw runs it.
 //! - `idle`: `messages` polls of each endpoint with nothing in flight: what a busy-polling side
@@ -121,7 +121,15 @@ fn main() {
         addr: ia.qps[0].vaddr + half,
         rkey: ia.qps[0].rkey,
     };
-    let wr = |id, op, remote| SendRequest::new(id, op, 0, size, remote);
+    // As roce_write_lat and roce_send_lat on soft: one SEND or WRITE in 16 signaled (so acknowledged
+    // by the peer, whose ACK retires the unsignaled ones before it too), and the last.
+    let signaled = |id: u64| id % 16 == 15 || id + 1 == count;
+    let wr = |id: u64, op, remote| SendRequest {
+        signaled: signaled(id) || !matches!(op, SendOp::Write | SendOp::Send),
+        ..SendRequest::new(id, op, 0, size, remote)
+    };
+    // Signaled SENDs or WRITEs each side has posted.
+    let mut posted_signaled = 0u64;
     let recv = RecvRequest {
         wr_id: 0,
         offset: half,
@@ -159,7 +167,7 @@ fn main() {
                     } else {
                         b.buffer(0)[tail] == marker
                     };
-                    if arrived && sb == i {
+                    if arrived {
                         break;
                     }
                 }
@@ -176,16 +184,17 @@ fn main() {
                     } else {
                         a.buffer(0)[tail] == marker
                     };
-                    if arrived && sa > i {
+                    if arrived {
                         break;
                     }
                 }
                 if send {
                     a.post_recv(0, &recv).expect("recv");
                 }
+                posted_signaled += u64::from(signaled(i));
                 trips.push(t0.elapsed().as_nanos() as u64);
             }
-            while sb < count {
+            while sa < posted_signaled || sb < posted_signaled {
                 poll(&mut a, &mut polls, &mut sa, &mut ra);
                 poll(&mut b, &mut polls, &mut sb, &mut rb);
             }
