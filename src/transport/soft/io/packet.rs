@@ -273,10 +273,12 @@ impl PacketSocket {
 
     /// Receives up to a batch of RoCE frames without blocking; returns how many (0 when none wait).
     pub fn recv_batch(&self, rx: &mut RxBatch) -> Result<usize, IoError> {
-        rx.recv(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
-            context: format!("recvmmsg on AF_PACKET {}", self.dev),
-            source,
-        })
+        // The frame's metadata comes in its sockaddr_ll: no control message.
+        rx.recv(self.fd.as_raw_fd(), false)
+            .map_err(|source| IoError::Os {
+                context: format!("recvmmsg on AF_PACKET {}", self.dev),
+                source,
+            })
     }
 
     /// Sends the queued super-frames (a `PACKET_VNET_HDR` socket); what the kernel did not take

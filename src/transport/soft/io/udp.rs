@@ -68,6 +68,8 @@ impl Default for UdpConfig {
 pub struct UdpSocket {
     fd: OwnedFd,
     local: SocketAddr,
+    /// Received datagrams come with control messages (UDP_GRO, PKTINFO) that must be read.
+    control: bool,
 }
 
 // Kernel constants that not every libc version exports.
@@ -161,7 +163,11 @@ impl UdpSocket {
             },
             _ => IoError::os(format!("bind UDP {local}"), e),
         })?;
-        Ok(UdpSocket { fd, local })
+        Ok(UdpSocket {
+            fd,
+            local,
+            control: cfg.gro || cfg.pktinfo,
+        })
     }
 
     /// The bound address and port.
@@ -177,10 +183,11 @@ impl UdpSocket {
 
     /// Receives up to a batch of datagrams without blocking; returns how many (0 when none wait).
     pub fn recv_batch(&self, rx: &mut RxBatch) -> Result<usize, IoError> {
-        rx.recv(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
-            context: format!("recvmmsg on UDP {}", self.local),
-            source,
-        })
+        rx.recv(self.fd.as_raw_fd(), self.control)
+            .map_err(|source| IoError::Os {
+                context: format!("recvmmsg on UDP {}", self.local),
+                source,
+            })
     }
 
     /// Sends the queued datagrams of `tx` with as few `sendmmsg` calls as the kernel allows without

@@ -113,13 +113,15 @@ impl RxBatch {
         self.slots.count()
     }
 
-    /// One non-blocking receive on `fd` into this batch; 0 when nothing waits.
+    /// One non-blocking receive on `fd` into this batch; 0 when nothing waits. `control`: the socket
+    /// hands out control messages the caller reads (UDP_GRO sizes, PKTINFO addresses).
     ///
     /// While datagrams come one at a time (a ping-pong, or a spin on an idle socket) it is a plain
-    /// `recvmsg` into the first slot, which costs the kernel less than `recvmmsg`'s loop; two
-    /// receives in a row that find data mean a stream, and it goes back to `recvmmsg` for whole
-    /// batches until one of those finds at most one datagram.
-    pub(crate) fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+    /// `recvmsg` into the first slot, which costs the kernel less than `recvmmsg`'s loop, or, with
+    /// no control message to read, `recvfrom`, which spares it the message header and iovec copies
+    /// too; two receives in a row that find data mean a stream, and it goes back to `recvmmsg` for
+    /// whole batches until one of those finds at most one datagram.
+    pub(crate) fn recv(&mut self, fd: RawFd, control: bool) -> io::Result<usize> {
         self.filled = 0;
         let n = if self.single { 1 } else { self.slots.count() };
         // The kernel overwrites these lengths in the headers of the datagrams it returns; restore
@@ -131,7 +133,9 @@ impl RxBatch {
             h.msg_hdr.msg_flags = 0;
         }
         self.dirty = 0;
-        let got = if self.single {
+        let got = if self.single && !control {
+            self.recv_one_from(fd)
+        } else if self.single {
             // SAFETY: header 0 points into this batch's own live arrays (see new).
             let rc = unsafe { libc::recvmsg(fd, &mut self.hdrs[0].msg_hdr, libc::MSG_DONTWAIT) };
             if rc >= 0 {
@@ -176,6 +180,38 @@ impl RxBatch {
             self.single = self.filled <= 1;
         }
         Ok(self.filled)
+    }
+
+    /// `recvfrom` into slot 0, recorded in header 0 as `recvmsg` would (length, address, MSG_TRUNC,
+    /// no control message); 1, or -1 with errno set.
+    fn recv_one_from(&mut self, fd: RawFd) -> libc::c_int {
+        let h = &mut self.hdrs[0];
+        let mut namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: iovec 0 describes slot 0 and name 0 is a live sockaddr_storage, both this batch's
+        // own; MSG_TRUNC makes the call return the datagram's real length, which may exceed the slot.
+        let rc = unsafe {
+            libc::recvfrom(
+                fd,
+                self.iovs[0].iov_base,
+                self.iovs[0].iov_len,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                &mut self.names[0] as *mut _ as *mut libc::sockaddr,
+                &mut namelen,
+            )
+        };
+        if rc < 0 {
+            return -1;
+        }
+        let len = rc as usize;
+        h.msg_len = len.min(self.iovs[0].iov_len) as libc::c_uint;
+        h.msg_hdr.msg_namelen = namelen;
+        h.msg_hdr.msg_controllen = 0;
+        h.msg_hdr.msg_flags = if len > self.iovs[0].iov_len {
+            libc::MSG_TRUNC
+        } else {
+            0
+        };
+        1
     }
 
     fn data(&self, i: usize) -> (&[u8], bool) {

@@ -210,10 +210,35 @@ pub(crate) fn send_queued(
     while *sent < queued {
         let pending = queued - *sent;
         // One datagram (a ping-pong's whole turn): plain sendmsg, which the kernel enters and
-        // leaves with less work than sendmmsg's loop over a vector of one.
+        // leaves with less work than sendmmsg's loop over a vector of one, or sendto for one
+        // buffer and no control message, which spares it the header and iovec copies too.
         let rc = if pending == 1 {
-            // SAFETY: header `sent` lies within `hdrs` and was filled by the caller.
-            let rc = unsafe { libc::sendmsg(fd, &hdrs[*sent].msg_hdr, libc::MSG_DONTWAIT) };
+            let m = &hdrs[*sent].msg_hdr;
+            let rc = if m.msg_iovlen == 1 && m.msg_controllen == 0 {
+                // SAFETY: the header's one iovec and its address were filled by the caller and
+                // point into the batch's live arrays.
+                unsafe {
+                    let iov = &*m.msg_iov;
+                    // No address (a bound AF_PACKET socket) must be a null one: sendto passes any
+                    // other on, where sendmsg drops an empty one.
+                    let name = if m.msg_namelen == 0 {
+                        std::ptr::null()
+                    } else {
+                        m.msg_name as *const libc::sockaddr
+                    };
+                    libc::sendto(
+                        fd,
+                        iov.iov_base,
+                        iov.iov_len,
+                        libc::MSG_DONTWAIT,
+                        name,
+                        m.msg_namelen,
+                    )
+                }
+            } else {
+                // SAFETY: header `sent` lies within `hdrs` and was filled by the caller.
+                unsafe { libc::sendmsg(fd, m, libc::MSG_DONTWAIT) }
+            };
             if rc < 0 { -1 } else { 1 }
         } else {
             // SAFETY: headers sent..queued lie within `hdrs` and were filled by the caller.
