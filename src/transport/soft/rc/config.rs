@@ -39,7 +39,8 @@ pub struct QpConfig {
     pub rq_depth: usize,
     /// Unacknowledged PSNs the requester lets out before it waits (rxe: 128).
     pub max_unacked_psns: u32,
-    /// AckReq is set on every last packet and after this many packets without one (rxe: 64).
+    /// AckReq is set on the last packet of every signaled message and after this many packets without
+    /// one (rxe: 64); an unsignaled message needs no answer of its own.
     pub(crate) ack_req_every: u32,
     /// lkey of the region that `SendRequest::offset` and `RecvRequest::offset` address.
     pub local_lkey: u32,
