@@ -7,7 +7,6 @@ use super::plan::Plan;
 use crate::bench::interval::{Hooks, Intervals};
 use crate::bench::pace::PaceSpec;
 use crate::bench::{self, Layout, bw, lat, validate};
-use crate::cli::OobArg;
 use crate::params::{ConnType, Metric, RateUnits, Role, RunMode, TestKind, TransportKind, Verb};
 use crate::results::{Measured, SizeResult};
 use crate::stats::{BandwidthStats, LatencyStats, Pacing};
@@ -28,6 +27,8 @@ pub(crate) struct SizeRun {
     /// The peer marks each latency message with its iteration (a roceperf peer; a perftest one does
     /// not), so UC/UD latency tests can count a lost message and go on (`bench::unreliable`).
     pub marked: bool,
+    /// Latency tests: one SEND or WRITE in this many is signaled ([`lat_signal_every`]).
+    pub signal_every: u32,
 }
 
 /// `--validate`, before a size starts: the source holds the size's pattern (bandwidth tests send it as is;
@@ -249,7 +250,7 @@ pub(crate) fn measure<E: Endpoint>(
                 unreliable: plan.connection.is_unreliable() && run.marked,
                 loss_timeout: loss_timeout(plan),
                 atomic: plan.atomics,
-                signal_every: lat_signal_every(plan),
+                signal_every: run.signal_every,
             };
             let m = lat::run(ep, &spec, run.role, remotes[0], recvs, &mut stop)?;
             let stats = LatencyStats::from_histogram(&m.histogram, &plan.output.percentiles);
@@ -267,17 +268,18 @@ pub(crate) fn measure<E: Endpoint>(
     }
 }
 
-/// Latency tests on a soft RC queue pair between roceperf peers: SEND and WRITE are signaled one in
-/// this many (see [`lat::LatSpec::signal_every`]).
+/// Latency tests between two soft RC queue pairs: SEND and WRITE are signaled one in this many (see
+/// [`lat::LatSpec::signal_every`]).
 const SOFT_LAT_SIGNAL_EVERY: u32 = 16;
 
-/// How often a latency test signals its SEND or WRITE: one in [`SOFT_LAT_SIGNAL_EVERY`] on a soft RC
-/// queue pair between roceperf peers, whose ACKs cost the host a packet each; every post otherwise,
-/// as perftest (a NIC acknowledges in hardware; a verbs or TCP queue is one deep in a latency test;
-/// a perftest peer's loop is its own).
-pub(crate) fn lat_signal_every(plan: &Plan) -> u32 {
+/// How often a latency test signals its SEND or WRITE, given the peer's transport (`None`: a perftest
+/// peer): one in [`SOFT_LAT_SIGNAL_EVERY`] when both sides are soft RC queue pairs, whose ACKs cost
+/// the host a packet each; every post otherwise, as perftest (a NIC acknowledges in hardware, and a
+/// verbs or TCP queue is one deep in a latency test). Both sides must agree: a timed run ends after
+/// a multiple of it, so that the responder's last answer is signaled too.
+pub(crate) fn lat_signal_every(plan: &Plan, peer: Option<TransportKind>) -> u32 {
     let soft_rc = plan.transport == TransportKind::Soft && plan.connection == ConnType::Rc;
-    if soft_rc && plan.oob.dialect == OobArg::Roceperf {
+    if soft_rc && peer == Some(TransportKind::Soft) {
         SOFT_LAT_SIGNAL_EVERY
     } else {
         1
@@ -304,5 +306,34 @@ pub(crate) fn combine(mine: SizeResult, theirs: &SizeResult, count_both: bool) -
             ..mine
         },
         _ => mine,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Options;
+
+    fn plan(args: &[&str]) -> Plan {
+        let mut v = vec!["roce_write_lat"];
+        v.extend_from_slice(args);
+        Plan::new(
+            Options::try_parse_from("write_lat".parse().unwrap(), v)
+                .unwrap()
+                .unwrap(),
+        )
+    }
+
+    #[test]
+    fn only_two_soft_rc_queue_pairs_signal_one_latency_message_in_sixteen() {
+        let soft = plan(&["-d", "lo"]);
+        assert_eq!(lat_signal_every(&soft, Some(TransportKind::Soft)), 16);
+        // A verbs peer's queue is one deep; a perftest peer (None) runs its own loop.
+        assert_eq!(lat_signal_every(&soft, Some(TransportKind::Verbs)), 1);
+        assert_eq!(lat_signal_every(&soft, None), 1);
+        let uc = plan(&["-d", "lo", "-c", "UC"]);
+        assert_eq!(lat_signal_every(&uc, Some(TransportKind::Soft)), 1);
+        let tcp = plan(&["--transport", "tcp"]);
+        assert_eq!(lat_signal_every(&tcp, Some(TransportKind::Tcp)), 1);
     }
 }

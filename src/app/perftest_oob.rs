@@ -391,6 +391,8 @@ impl<S: OobStream> Dialect for Perftest<'_, S> {
                         mode: self.run_mode,
                         warmup: 0,
                         marked: false,
+                        // perftest's loop signals every post; ours does too against it.
+                        signal_every: 1,
                     }));
                 }
                 perftest::Action::AwaitPeer => {

@@ -59,6 +59,8 @@ pub(crate) struct Roceperf<'p> {
     sent_early: bool,
     /// Bidirectional: this side's and the peer's results of the row just settled.
     parts: Option<(SizeResult, SizeResult)>,
+    /// Latency tests: one SEND or WRITE in this many is signaled, agreed from both transports.
+    signal_every: u32,
 }
 
 impl<'p> Roceperf<'p> {
@@ -94,6 +96,7 @@ impl<'p> Roceperf<'p> {
             peer_recovery: Recovery::Gbn,
             sent_early: false,
             parts: None,
+            signal_every: 1,
         })
     }
 
@@ -146,6 +149,7 @@ impl Dialect for Roceperf<'_> {
                     self.chan.exchange(Step::Conn, &ep.local_info())?;
                 self.chan.end_handshake()?;
                 ep.agree_recovery(self.peer_recovery);
+                self.signal_every = measure::lat_signal_every(plan, Some(peer.transport));
                 let notes = ep.adapt_to_peer(&peer);
                 if peer.transport != plan.transport && plan.transport != TransportKind::Tcp {
                     // soft and verbs put the same packets on the wire; the label only says who made
@@ -193,6 +197,7 @@ impl Dialect for Roceperf<'_> {
                     mode: plan.mode,
                     warmup: plan.warmup,
                     marked: true,
+                    signal_every: self.signal_every,
                 }))
             }
             Phase::Results(i) => {

@@ -162,3 +162,46 @@ fn signaling_every_post_acknowledges_every_message_as_perftest_does() {
         );
     }
 }
+
+#[test]
+fn the_binaries_ask_for_one_ack_in_sixteen_between_soft_peers_and_validate_every_message() {
+    for test in ["write_lat", "send_lat"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
+        let args = |json: &std::path::Path| {
+            vec![
+                "-d".to_string(),
+                "lo".into(),
+                "-n".into(),
+                "3000".into(),
+                "--validate".into(),
+                "--json".into(),
+                json.to_str().unwrap().into(),
+            ]
+        };
+        let (sa, ca) = (args(&sj), args(&cj));
+        let (s, c) = crate::common::pair_on_lo(
+            test,
+            sa.iter().map(String::as_str).collect(),
+            ca.iter().map(String::as_str).collect(),
+        );
+        crate::common::assert_both_ok(test, &s, &c);
+        for (side, path) in [("server", &sj), ("client", &cj)] {
+            let doc = crate::common::json_file(path);
+            assert_eq!(
+                doc["results"][0]["iterations"], 3000,
+                "{test} {side}: {doc}"
+            );
+            let k = &doc["test"]["counters"];
+            let (acks, dups) = (
+                k["acks_sent"].as_u64().unwrap(),
+                k["duplicate_requests"].as_u64().unwrap(),
+            );
+            // The warm-up's, one in 16 of the 3001 others: a few hundred, not one per message.
+            assert!(
+                acks - dups.min(acks) < 3000 / 4,
+                "{test}: the {side} sent {acks} ACKs ({dups} for duplicates) for 3000 messages: {k}"
+            );
+        }
+    }
+}
