@@ -230,29 +230,34 @@ impl Requester {
             g.probe_due = false;
             self.seek(comp);
         } else {
-            g.probe = Some(comp);
+            // Nothing unacknowledged asked for an answer (a latency test's unsignaled messages):
+            // they were not in doubt until now, and what the silence doubts is the newest. Asking
+            // with it answers for all of them in one round trip (and delivers it if it was the
+            // one lost), where the oldest, long delivered, would only move the question on.
+            let unasked = !comp.before(self.asked_high);
+            g.probe = Some(if unasked { self.sent_high.sub(1) } else { comp });
             g.probe_due = true;
         }
         None
     }
 
-    /// Sends the probe: the oldest unacknowledged PSN alone, with AckReq; transmission then goes on
-    /// where it was.
+    /// Sends the probe: the oldest unacknowledged PSN alone, with AckReq (the newest when none of
+    /// them asked for one); transmission then goes on where it was.
     pub(super) fn gbn_send_probe(
         &mut self,
         now: Instant,
         buf: &mut [u8],
         ctx: &mut Ctx<'_>,
     ) -> usize {
-        let comp = self.comp_psn;
         let g = self.gbn.as_mut().expect("go-back-N with gbn_fast");
         g.probe_due = false;
-        let w = *self
-            .sq
-            .front()
-            .expect("a probe is sent while a work request is out");
-        let k = comp.diff(w.first_psn) as u32;
-        let sent = self.emit(&w, k, comp, None, true, buf, ctx);
+        // An ACK since the timeout may have covered the PSN chosen: then the oldest it left.
+        let comp = self.comp_psn;
+        let psn = g.probe.filter(|p| !p.before(comp)).unwrap_or(comp);
+        let (w, k) = self
+            .wqe_of(psn)
+            .expect("a probe is sent while its work request is out");
+        let sent = self.emit(&w, k, psn, None, true, buf, ctx);
         ctx.counters.retransmitted_packets += 1;
         ctx.counters.retransmitted_bytes += sent.payload as u64;
         self.sent(now, sent.payload, ctx);

@@ -73,6 +73,8 @@ pub(super) struct Emitted {
     pub(crate) consumed: u32,
     /// Payload bytes (data only).
     pub payload: usize,
+    /// It carries AckReq: its answer comes at once, not with a later packet's.
+    pub asked: bool,
 }
 
 /// Why the send queue goes back to its oldest unacknowledged PSN.
@@ -108,6 +110,8 @@ pub struct Requester {
     pub(crate) rd_atomic_inflight: u32,
     /// Packets sent since the last one with AckReq.
     pub(crate) noack_pkts: u32,
+    /// One past the newest PSN sent with AckReq: PSNs from here on have not asked for an answer.
+    pub(crate) asked_high: Psn,
     /// Retries left before RETRY_EXC_ERR.
     pub(crate) retry_left: u8,
     /// RNR retries left before RNR_RETRY_EXC_ERR.
@@ -148,6 +152,7 @@ impl Requester {
             comp_psn: psn,
             rd_atomic_inflight: 0,
             noack_pkts: 0,
+            asked_high: psn,
             retry_left: retry_cnt,
             rnr_left: rnr_retry,
             started_retry: false,
@@ -196,6 +201,14 @@ impl Requester {
     /// the cursor).
     pub(crate) fn may_transmit(&self) -> bool {
         self.cursor < self.sq.len() || self.sr.is_some() || self.gbn.is_some_and(|g| g.probe_due)
+    }
+
+    /// The unacknowledged work request holding `psn`, with the packet's index in it.
+    pub(crate) fn wqe_of(&self, psn: Psn) -> Option<(Wqe, u32)> {
+        self.sq
+            .iter()
+            .find(|w| psn.in_window(w.first_psn, w.npkts))
+            .map(|w| (*w, psn.diff(w.first_psn) as u32))
     }
 
     /// Points transmission at `psn`: the work request holding it, or the end of the queue.
@@ -341,11 +354,17 @@ impl Requester {
             {
                 self.rto.time(psn, now);
             }
-        } else if self.sr.is_some() || self.gbn.is_some() {
+        } else if (self.sr.is_some() || self.gbn.is_some()) && sent.asked {
+            // Only a packet that asks for an ACK is timed: the others are answered whenever a
+            // later one asks (a latency test signals one message in 16), and that wait is no
+            // round trip.
             self.rto.time(psn, now);
         }
         if next.after(self.sent_high) {
             self.sent_high = next;
+        }
+        if sent.asked && next.after(self.asked_high) {
+            self.asked_high = next;
         }
         self.sent(now, sent.payload, ctx);
         Some(sent.len)
@@ -482,6 +501,7 @@ impl Requester {
             len,
             consumed,
             payload,
+            asked,
         }
     }
 
