@@ -256,6 +256,16 @@ mod tests {
         buf
     }
 
+    /// The Ethernet header of a frame from 02:..:01 to 02:..:02.
+    fn eth() -> EthernetRepr {
+        EthernetRepr {
+            dst: MacAddr([2, 0, 0, 0, 0, 2]),
+            src: MacAddr([2, 0, 0, 0, 0, 1]),
+            vlan: None,
+            ethertype: 0,
+        }
+    }
+
     fn datagram<'a>(data: &'a [u8], src: &str) -> RxDatagram<'a> {
         RxDatagram {
             data,
@@ -352,12 +362,7 @@ mod tests {
         let (me, other) = (Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 0, 3));
         let frame = |dst: Ipv4Addr| {
             let repr = RoceFrameRepr {
-                eth: EthernetRepr {
-                    dst: MacAddr([2, 0, 0, 0, 0, 2]),
-                    src: MacAddr([2, 0, 0, 0, 0, 1]),
-                    vlan: None,
-                    ethertype: 0,
-                },
+                eth: eth(),
                 net: NetRepr::V2v4(ipv4_repr(Ipv4Addr::new(10, 0, 0, 1), dst), UdpRepr::roce(1)),
                 ib: IbRepr::new(BthRepr::new(Opcode::RC_SEND_ONLY, 0x12, 9)),
             };
@@ -404,12 +409,7 @@ mod tests {
     fn a_ud_receive_gets_the_network_header_rxe_would_give_it() {
         let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
         let repr = RoceFrameRepr {
-            eth: EthernetRepr {
-                dst: MacAddr([2, 0, 0, 0, 0, 2]),
-                src: MacAddr([2, 0, 0, 0, 0, 1]),
-                vlan: None,
-                ethertype: 0,
-            },
+            eth: eth(),
             net: NetRepr::V2v4(ipv4_repr(src, dst), UdpRepr::roce(0xc000)),
             ib: IbRepr {
                 deth: Some(crate::wire::DethRepr {
