@@ -234,7 +234,8 @@ mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
-    use crate::wire::{BthRepr, EthernetRepr, IbRepr, MacAddr, Opcode, RoceFrameRepr};
+    use crate::transport::soft::io::packet_gso::tests::eth;
+    use crate::wire::{BthRepr, IbRepr, Opcode, RoceFrameRepr};
 
     /// An RDMA WRITE ONLY of 8 bytes to QP 0x12 (BTH + RETH + payload).
     fn ib_bytes() -> Vec<u8> {
@@ -254,16 +255,6 @@ mod tests {
         let len = net.emit_transport(&ib, &[7; 8], &mut buf);
         buf.truncate(len - ICRC_LEN);
         buf
-    }
-
-    /// The Ethernet header of a frame from 02:..:01 to 02:..:02.
-    fn eth() -> EthernetRepr {
-        EthernetRepr {
-            dst: MacAddr([2, 0, 0, 0, 0, 2]),
-            src: MacAddr([2, 0, 0, 0, 0, 1]),
-            vlan: None,
-            ethertype: 0,
-        }
     }
 
     fn datagram<'a>(data: &'a [u8], src: &str) -> RxDatagram<'a> {
