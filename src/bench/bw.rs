@@ -524,6 +524,7 @@ pub fn passive<E: Endpoint>(
 }
 
 mod receive;
+pub(crate) use receive::check_recv;
 pub use receive::{receiver, receiver_with};
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 //!   Between roceperf peers only: a perftest peer marks no iteration, so against it the plain RC loop
 //!   runs (and, like perftest's own, waits for a lost message until the stall limit).
 
-use super::bw::{BwMeasurement, BwSpec, RecvState, check_target, payload_len};
+use super::bw::{BwMeasurement, BwSpec, RecvState, check_recv};
 use super::interval::{Intervals, Ticker};
 use super::lat::{LatMeasurement, LatSpec, Recorder, marker};
 use super::{
@@ -119,11 +119,7 @@ pub(super) fn receiver<E: Endpoint>(
             if c.op != CompletionOp::Recv {
                 continue;
             }
-            check_len(c, exact_len, spec.layout.recv_headroom)?;
-            if spec.validate {
-                let len = payload_len(c, &spec.layout);
-                check_target(ep, spec, c.qp as usize, len, "SEND received")?;
-            }
+            check_recv(ep, spec, c, exact_len)?;
             got += 1;
             recvs.replace(ep, &spec.layout, c.qp as usize)?;
         }

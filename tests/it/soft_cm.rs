@@ -59,6 +59,35 @@ fn run_cm(
     (ea, eb)
 }
 
+/// Runs the CM until `b` hears an answer, `a` refusing every request; returns `b`'s events.
+fn reject_all(a: &mut SoftEndpoint, b: &mut SoftEndpoint) -> Vec<CmEvent> {
+    let (_, eb) = run_cm(
+        a,
+        b,
+        |_, eb| !eb.is_empty(),
+        |a, e| {
+            if let CmEvent::Request { req, .. } = e {
+                a.cm_reject(*req).unwrap();
+            }
+        },
+    );
+    eb
+}
+
+/// Runs the CM until one connection stands on each side, `a` accepting requests onto queue pair 0.
+fn accept_one(a: &mut SoftEndpoint, b: &mut SoftEndpoint) -> (Vec<CmEvent>, Vec<CmEvent>) {
+    run_cm(
+        a,
+        b,
+        |ea, eb| established(ea) == 1 && established(eb) == 1,
+        |a, e| {
+            if let CmEvent::Request { req, .. } = e {
+                a.cm_accept(*req, 0, &PARAMS).unwrap();
+            }
+        },
+    )
+}
+
 fn established(events: &[CmEvent]) -> usize {
     events
         .iter()
@@ -137,16 +166,7 @@ fn the_listener_may_refuse_with_consumer_reject() {
     a.cm_listen(7).unwrap();
     b.cm_connect(0, "127.0.5.5:7".parse().unwrap(), &PARAMS, &[])
         .unwrap();
-    let (_, eb) = run_cm(
-        &mut a,
-        &mut b,
-        |_, eb| !eb.is_empty(),
-        |a, e| {
-            if let CmEvent::Request { req, .. } = e {
-                a.cm_reject(*req).unwrap();
-            }
-        },
-    );
+    let eb = reject_all(&mut a, &mut b);
     assert_eq!(
         eb,
         [CmEvent::Rejected {
@@ -181,16 +201,7 @@ fn dreq_and_drep_take_the_connection_down_on_both_sides() {
     a.cm_listen(9).unwrap();
     b.cm_connect(0, "127.0.5.9:9".parse().unwrap(), &PARAMS, &[])
         .unwrap();
-    run_cm(
-        &mut a,
-        &mut b,
-        |ea, eb| established(ea) == 1 && established(eb) == 1,
-        |a, e| {
-            if let CmEvent::Request { req, .. } = e {
-                a.cm_accept(*req, 0, &PARAMS).unwrap();
-            }
-        },
-    );
+    accept_one(&mut a, &mut b);
     a.cm_disconnect(0).unwrap();
     let (ea, eb) = run_cm(
         &mut a,
@@ -228,16 +239,7 @@ fn ud_queue_pairs_resolve_each_other_through_sidr() {
     assert_eq!(eb, [invalid]);
     a.cm_listen(18515).unwrap();
     b.cm_connect(0, server, &PARAMS, &[]).unwrap();
-    let (_, eb) = run_cm(
-        &mut a,
-        &mut b,
-        |_, eb| !eb.is_empty(),
-        |a, e| {
-            if let CmEvent::Request { req, .. } = e {
-                a.cm_reject(*req).unwrap();
-            }
-        },
-    );
+    let eb = reject_all(&mut a, &mut b);
     let refused = CmEvent::Rejected {
         qp: 0,
         reason: RejectReason::ConsumerDefined,
@@ -245,16 +247,11 @@ fn ud_queue_pairs_resolve_each_other_through_sidr() {
     assert_eq!(eb, [refused]);
     let (qa, qb) = (a.local_info().qps[0].qpn, b.local_info().qps[0].qpn);
     b.cm_connect(0, server, &PARAMS, &[]).unwrap();
-    let (ea, eb) = run_cm(
-        &mut a,
-        &mut b,
-        |ea, eb| established(ea) == 1 && established(eb) == 1,
-        |a, e| {
-            if let CmEvent::Request { req, peer_qpn, .. } = e {
-                assert_eq!(*peer_qpn, qb, "the requester's QPN");
-                a.cm_accept(*req, 0, &PARAMS).unwrap();
-            }
-        },
+    let (ea, eb) = accept_one(&mut a, &mut b);
+    assert!(
+        ea.iter()
+            .any(|e| matches!(e, CmEvent::Request { peer_qpn, .. } if *peer_qpn == qb)),
+        "the requester's QPN: {ea:?}"
     );
     for (events, want, ip) in [(&ea, qb, "127.0.5.12"), (&eb, qa, "127.0.5.11")] {
         let peer = events

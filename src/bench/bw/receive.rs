@@ -44,11 +44,7 @@ pub fn receiver_with<E: Endpoint>(
         for c in &comps[..n] {
             check(c)?;
             if c.op == CompletionOp::Recv {
-                check_len(c, exact_len, spec.layout.recv_headroom)?;
-                if spec.validate {
-                    let len = payload_len(c, &spec.layout);
-                    check_target(ep, spec, c.qp as usize, len, "SEND received")?;
-                }
+                check_recv(ep, spec, c, exact_len)?;
                 got[c.qp as usize] += 1;
                 recvs.replace(ep, &spec.layout, c.qp as usize)?;
             }
@@ -129,4 +125,20 @@ pub fn receiver_with<E: Endpoint>(
             })
         }
     }
+}
+
+/// Checks a SEND's receive completion `c`: its length (`exact_len` where every SEND is of that size)
+/// and, under `--validate`, what landed.
+pub(crate) fn check_recv<E: Endpoint>(
+    ep: &E,
+    spec: &BwSpec,
+    c: &Completion,
+    exact_len: Option<u64>,
+) -> Result<()> {
+    check_len(c, exact_len, spec.layout.recv_headroom)?;
+    if spec.validate {
+        let len = payload_len(c, &spec.layout);
+        check_target(ep, spec, c.qp as usize, len, "SEND received")?;
+    }
+    Ok(())
 }

@@ -234,7 +234,8 @@ mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
-    use crate::wire::{BthRepr, EthernetRepr, IbRepr, MacAddr, Opcode, RoceFrameRepr};
+    use crate::transport::soft::io::packet_gso::tests::eth;
+    use crate::wire::{BthRepr, IbRepr, Opcode, RoceFrameRepr};
 
     /// An RDMA WRITE ONLY of 8 bytes to QP 0x12 (BTH + RETH + payload).
     fn ib_bytes() -> Vec<u8> {
@@ -352,12 +353,7 @@ mod tests {
         let (me, other) = (Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 0, 3));
         let frame = |dst: Ipv4Addr| {
             let repr = RoceFrameRepr {
-                eth: EthernetRepr {
-                    dst: MacAddr([2, 0, 0, 0, 0, 2]),
-                    src: MacAddr([2, 0, 0, 0, 0, 1]),
-                    vlan: None,
-                    ethertype: 0,
-                },
+                eth: eth(),
                 net: NetRepr::V2v4(ipv4_repr(Ipv4Addr::new(10, 0, 0, 1), dst), UdpRepr::roce(1)),
                 ib: IbRepr::new(BthRepr::new(Opcode::RC_SEND_ONLY, 0x12, 9)),
             };
@@ -404,12 +400,7 @@ mod tests {
     fn a_ud_receive_gets_the_network_header_rxe_would_give_it() {
         let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
         let repr = RoceFrameRepr {
-            eth: EthernetRepr {
-                dst: MacAddr([2, 0, 0, 0, 0, 2]),
-                src: MacAddr([2, 0, 0, 0, 0, 1]),
-                vlan: None,
-                ethertype: 0,
-            },
+            eth: eth(),
             net: NetRepr::V2v4(ipv4_repr(src, dst), UdpRepr::roce(0xc000)),
             ib: IbRepr {
                 deth: Some(crate::wire::DethRepr {

@@ -371,4 +371,4 @@ pub fn split_frames(buf: &mut [u8], mut each: impl FnMut(&[u8])) -> usize {
 }
 
 #[cfg(test)]
-mod tests;
+pub(in crate::transport::soft) mod tests;

@@ -17,7 +17,31 @@ use super::timer::{self, Timer};
 /// What a response did to the QP.
 pub type Outcome = Option<CompletionStatus>;
 
+/// The AETH of an Acknowledge; `None`, counted as a bad response, when it carries none.
+#[inline]
+pub(super) fn ack_kind(repr: &IbRepr, ctx: &mut Ctx<'_>) -> Option<AethKind> {
+    let kind = repr.aeth.map(|aeth| aeth.kind());
+    if kind.is_none() {
+        ctx.counters.drops.bad_response += 1;
+    }
+    kind
+}
+
 impl Requester {
+    /// The PSN of response `repr` when it can still answer something outstanding; `None`, counted as
+    /// stale, otherwise.
+    #[inline]
+    pub(super) fn answering_psn(&self, repr: &IbRepr, ctx: &mut Ctx<'_>) -> Option<Psn> {
+        let psn = Psn::new(repr.bth.psn);
+        // Only PSNs in [comp_psn - 1, sent_high) can answer anything still outstanding; an ACK
+        // for comp_psn - 1 is a plain duplicate.
+        if !psn.before(self.sent_high) || psn.before(self.comp_psn) {
+            ctx.counters.drops.stale_response += 1;
+            return None;
+        }
+        Some(psn)
+    }
+
     /// Handles one response packet. `Some(status)` means the QP must enter ERROR with `status` for the
     /// oldest work request.
     pub(crate) fn handle_response(
@@ -31,20 +55,10 @@ impl Requester {
         if self.sr.is_some() {
             return self.sr_response(now, kind, repr, payload, ctx);
         }
-        let psn = Psn::new(repr.bth.psn);
-        // Only PSNs in [comp_psn - 1, sent_high) can answer anything still outstanding; an ACK
-        // for comp_psn - 1 is a plain duplicate.
-        if !psn.before(self.sent_high) || psn.before(self.comp_psn) {
-            ctx.counters.drops.stale_response += 1;
-            return None;
-        }
+        let psn = self.answering_psn(repr, ctx)?;
         match kind {
             Response::Acknowledge => {
-                let Some(aeth) = repr.aeth else {
-                    ctx.counters.drops.bad_response += 1;
-                    return None;
-                };
-                match aeth.kind() {
+                match ack_kind(repr, ctx)? {
                     AethKind::Ack { .. } => {
                         ctx.counters.acks_received += 1;
                         let outcome = self.acknowledge_before(now, psn.add(1), ctx);

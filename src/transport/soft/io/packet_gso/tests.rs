@@ -13,7 +13,8 @@ use crate::wire::{
 
 const MAX: usize = 14 + 48 + 4096 + 64;
 
-fn eth() -> EthernetRepr {
+/// The Ethernet header of a test frame from 02:..:01 to 02:..:02 (the ingress tests use it too).
+pub(in crate::transport::soft) fn eth() -> EthernetRepr {
     EthernetRepr {
         dst: MacAddr([2, 0, 0, 0, 0, 2]),
         src: MacAddr([2, 0, 0, 0, 0, 1]),

@@ -4,7 +4,7 @@
 use crate::transport::{CompletionStatus, SendOp};
 use crate::wire::{AethKind, IbRepr, NakCode};
 
-use super::super::completer::Outcome;
+use super::super::completer::{Outcome, ack_kind};
 use super::super::ctx::Ctx;
 use super::super::packet::{self, Response};
 use super::super::psn::Psn;
@@ -118,19 +118,11 @@ impl Requester {
         payload: &[u8],
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
-        let psn = Psn::new(repr.bth.psn);
-        if !psn.before(self.sent_high) || psn.before(self.comp_psn) {
-            ctx.counters.drops.stale_response += 1;
-            return None;
-        }
+        let psn = self.answering_psn(repr, ctx)?;
         let heard = self.sr_heard();
         match kind {
             Response::Acknowledge => {
-                let Some(aeth) = repr.aeth else {
-                    ctx.counters.drops.bad_response += 1;
-                    return None;
-                };
-                match aeth.kind() {
+                match ack_kind(repr, ctx)? {
                     AethKind::Ack { .. } => {
                         ctx.counters.acks_received += 1;
                         self.sr_cumulative(psn.add(1));
