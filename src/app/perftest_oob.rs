@@ -11,7 +11,7 @@
 use super::comm_link;
 use super::endpoints::{Described, setup_error};
 use super::exit::Error;
-use super::measure::{SizeRun, combine};
+use super::measure::{self, SizeRun, combine};
 use super::notes::Note;
 use super::plan::Plan;
 use super::rdma_cm;
@@ -391,8 +391,8 @@ impl<S: OobStream> Dialect for Perftest<'_, S> {
                         mode: self.run_mode,
                         warmup: 0,
                         marked: false,
-                        // perftest's loop signals every post; ours does too against it.
-                        signal_every: 1,
+                        // perftest's loop is its own: ours signals every post against it.
+                        signal_every: measure::lat_signal_every(self.plan, None),
                     }));
                 }
                 perftest::Action::AwaitPeer => {

@@ -283,6 +283,8 @@ pub fn run<E: Endpoint>(
         Verb::Send | Verb::Write => u64::from(spec.signal_every.max(1)),
         Verb::Read | Verb::Atomic => 1,
     };
+    // `i % every`, kept by counting: a division per iteration would sit on the measured path.
+    let mut phase = 0u64;
     // The responder's (server's) wait for iteration i's message, or the client's wait for the reply.
     // On `stop` it leaves the loop labelled `$run`.
     macro_rules! wait_for_peer {
@@ -336,7 +338,9 @@ pub fn run<E: Endpoint>(
         // The signaled posts so far must be complete before the next (one operation in flight, as
         // perftest, when every post is signaled); each completion retires every unsignaled send
         // before it too, so at most 2 × `every` sends are ever unacknowledged.
-        if i % every == every - 1 {
+        // Iteration i is signaled by schedule (both sides keep the same one).
+        let due = phase == every - 1;
+        if due {
             while w.sends < posted {
                 w.poll(ep)?;
                 if w.stopped(stop)? {
@@ -349,17 +353,13 @@ pub fn run<E: Endpoint>(
         // A timed run ends after a multiple of `every` iterations, so that both sides' last posts
         // are signaled (the responder's last is its answer to the initiator's); the few after the
         // window are not recorded.
-        if initiator && rec.win.over(now) && i.is_multiple_of(every) {
+        if initiator && rec.win.over(now) && phase == 0 {
             rec.stamp(i, now, gap_ns);
             break;
         }
         rec.stamp(i, now, gap_ns);
         // Signaled every `every` posts, around the sampled window and on the last post of a run.
-        let signaled = every == 1
-            || i % every == every - 1
-            || i + 1 == total
-            || i <= spec.warmup
-            || !rec.in_sample;
+        let signaled = due || i + 1 == total || i <= spec.warmup || !rec.in_sample;
         if spec.validate {
             match spec.verb {
                 // A READ that completed without placing data must not pass on the previous one's bytes.
@@ -419,6 +419,7 @@ pub fn run<E: Endpoint>(
             _ => {}
         }
         i += 1;
+        phase = if due { 0 } else { phase + 1 };
     }
     // Reap the last send completion so that none is left to be counted in the next size. The peer
     // keeps polling until this side's results arrive, so the completion comes (or the connection

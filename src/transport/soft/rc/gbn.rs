@@ -224,25 +224,21 @@ impl Requester {
         }
         self.noack_pkts = 0;
         self.timers.stop(Timer::Retransmit);
+        let probe = self.probe_psn();
         let g = self.gbn.as_mut().expect("go-back-N with gbn_fast");
         if read_or_atomic {
             g.probe = None;
             g.probe_due = false;
             self.seek(comp);
         } else {
-            // Nothing unacknowledged asked for an answer (a latency test's unsignaled messages):
-            // they were not in doubt until now, and what the silence doubts is the newest. Asking
-            // with it answers for all of them in one round trip (and delivers it if it was the
-            // one lost), where the oldest, long delivered, would only move the question on.
-            let unasked = !comp.before(self.asked_high);
-            g.probe = Some(if unasked { self.sent_high.sub(1) } else { comp });
+            g.probe = Some(probe);
             g.probe_due = true;
         }
         None
     }
 
-    /// Sends the probe: the oldest unacknowledged PSN alone, with AckReq (the newest when none of
-    /// them asked for one); transmission then goes on where it was.
+    /// Sends the probe ([`Requester::probe_psn`]) alone, with AckReq; transmission then goes on
+    /// where it was.
     pub(super) fn gbn_send_probe(
         &mut self,
         now: Instant,

@@ -203,6 +203,19 @@ impl Requester {
         self.cursor < self.sq.len() || self.sr.is_some() || self.gbn.is_some_and(|g| g.probe_due)
     }
 
+    /// What a fast timeout probes with: the oldest unacknowledged PSN, or the newest sent when none of
+    /// the unacknowledged ones asked for an ACK (a latency test's unsignaled messages). Those were
+    /// not in doubt until now: the silence doubts the newest, and asking with it answers for all of
+    /// them in one round trip (and delivers it if it was the one lost), where the oldest, long
+    /// delivered, would only move the question on to a second timeout.
+    pub(crate) fn probe_psn(&self) -> Psn {
+        if self.comp_psn.before(self.asked_high) {
+            self.comp_psn
+        } else {
+            self.sent_high.sub(1)
+        }
+    }
+
     /// The unacknowledged work request holding `psn`, with the packet's index in it.
     pub(crate) fn wqe_of(&self, psn: Psn) -> Option<(Wqe, u32)> {
         self.sq

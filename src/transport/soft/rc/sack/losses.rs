@@ -239,14 +239,7 @@ impl Requester {
             // A probe, not the whole window: on a loaded host a fast timeout is as likely a peer
             // that was not scheduled as a loss, and its answer (with the SACKs of whatever did
             // arrive) shows what is really missing.
-            // The oldest unacknowledged PSN, or the newest when none of them asked for an answer
-            // (a latency test's unsignaled messages): see `Requester::gbn_timeout`.
-            let comp = self.comp_psn;
-            let probe = if comp.before(self.asked_high) {
-                comp
-            } else {
-                self.sent_high.sub(1)
-            };
+            let probe = self.probe_psn();
             self.rto.cancel();
             let sr = self.sr();
             sr.queued.clear(probe);
