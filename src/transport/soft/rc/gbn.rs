@@ -250,9 +250,11 @@ impl Requester {
         // An ACK since the timeout may have covered the PSN chosen: then the oldest it left.
         let comp = self.comp_psn;
         let psn = g.probe.filter(|p| !p.before(comp)).unwrap_or(comp);
-        let (w, k) = self
-            .wqe_of(psn)
+        let w = self
+            .wqe_index(psn)
+            .and_then(|i| self.sq.get(i).copied())
             .expect("a probe is sent while its work request is out");
+        let k = psn.diff(w.first_psn) as u32;
         let sent = self.emit(&w, k, psn, None, true, buf, ctx);
         ctx.counters.retransmitted_packets += 1;
         ctx.counters.retransmitted_bytes += sent.payload as u64;

@@ -216,12 +216,21 @@ impl Requester {
         }
     }
 
-    /// The unacknowledged work request holding `psn`, with the packet's index in it.
-    pub(crate) fn wqe_of(&self, psn: Psn) -> Option<(Wqe, u32)> {
-        self.sq
-            .iter()
-            .find(|w| psn.in_window(w.first_psn, w.npkts))
-            .map(|w| (*w, psn.diff(w.first_psn) as u32))
+    /// The index in `sq` of the started work request holding `p`.
+    pub(crate) fn wqe_index(&self, p: Psn) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.sq.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let w = self.sq.get(mid)?;
+            if p.before(w.first_psn) {
+                hi = mid;
+            } else if p.in_window(w.first_psn, w.npkts) {
+                return w.started.then_some(mid);
+            } else {
+                lo = mid + 1;
+            }
+        }
+        None
     }
 
     /// Points transmission at `psn`: the work request holding it, or the end of the queue.

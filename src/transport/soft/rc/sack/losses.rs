@@ -11,23 +11,6 @@ use super::super::timer::Timer;
 use super::{PsnOrder, REORDER_THRESHOLD, Sack};
 
 impl Requester {
-    /// The index in `sq` of the started work request holding `p`.
-    pub(super) fn wqe_index(&self, p: Psn) -> Option<usize> {
-        let (mut lo, mut hi) = (0, self.sq.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let w = self.sq.get(mid)?;
-            if p.before(w.first_psn) {
-                hi = mid;
-            } else if p.in_window(w.first_psn, w.npkts) {
-                return w.started.then_some(mid);
-            } else {
-                lo = mid + 1;
-            }
-        }
-        None
-    }
-
     pub(super) fn sr(&mut self) -> &mut Sack {
         self.sr.as_mut().expect("selective repeat is on")
     }
