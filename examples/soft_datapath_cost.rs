@@ -121,11 +121,14 @@ fn main() {
         addr: ia.qps[0].vaddr + half,
         rkey: ia.qps[0].rkey,
     };
-    // As roce_write_lat and roce_send_lat on soft: one SEND or WRITE in 16 signaled (so acknowledged
-    // by the peer, whose ACK retires the unsignaled ones before it too), and the last.
-    let signaled = |id: u64| id % 16 == 15 || id + 1 == count;
+    // The ping-pongs as roce_write_lat and roce_send_lat run on soft: one SEND or WRITE in 16
+    // signaled (so acknowledged by the peer, whose ACK retires the unsignaled ones before it too),
+    // and the last. READ and the bandwidth stream (64 KiB: one completion per message, as
+    // roce_write_bw) signal every one.
+    let ping_pong = matches!(mode.as_str(), "write" | "send");
+    let signaled = |id: u64| !ping_pong || id % 16 == 15 || id + 1 == count;
     let wr = |id: u64, op, remote| SendRequest {
-        signaled: signaled(id) || !matches!(op, SendOp::Write | SendOp::Send),
+        signaled: signaled(id),
         ..SendRequest::new(id, op, 0, size, remote)
     };
     // Signaled SENDs or WRITEs each side has posted.
