@@ -120,6 +120,9 @@ pub(super) struct Recorder {
     cpu_end: Option<CpuSample>,
     cpu: bool,
     in_sample: bool,
+    /// The last stamp's sample, recorded by [`commit`](Self::commit) once the post it preceded is on
+    /// its way: the histogram's bookkeeping stays off the measured path.
+    pending: Option<u64>,
 }
 
 impl Recorder {
@@ -135,6 +138,7 @@ impl Recorder {
             cpu_end: None,
             cpu: spec.cpu_util,
             in_sample: false,
+            pending: None,
         }
     }
 
@@ -167,12 +171,22 @@ impl Recorder {
         {
             let ns =
                 (now.duration_since(p).as_nanos() as u64).saturating_sub(gap_ns) / self.rtt_factor;
-            self.hist.saturating_record(ns.max(1));
+            self.commit();
+            self.pending = Some(ns.max(1));
         }
         self.prev = Some(now);
     }
 
+    /// Records the last stamp's sample; call it after the post that followed the stamp has left.
+    #[inline]
+    pub(super) fn commit(&mut self) {
+        if let Some(ns) = self.pending.take() {
+            self.hist.saturating_record(ns);
+        }
+    }
+
     pub(super) fn finish(mut self, size: u64) -> LatMeasurement {
+        self.commit();
         if self.cpu && self.cpu_end.is_none() {
             self.cpu_end = CpuSample::read();
         }
@@ -389,6 +403,10 @@ pub fn run<E: Endpoint>(
         };
         ep.post_send(0, &wr).map_err(tr("posting a request"))?;
         posted += u64::from(signaled);
+        // The poll sends what was just posted (a soft endpoint transmits at its next poll); only
+        // then is the sample put into the histogram, outside the round trip being measured.
+        w.poll(ep)?;
+        rec.commit();
         match spec.verb {
             Verb::Atomic => {
                 while w.sends < posted {

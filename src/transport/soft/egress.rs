@@ -16,7 +16,7 @@ pub(crate) fn fill(
     qp: &mut Engine,
     path: &Path,
     icrcs: &mut TxIcrcs,
-    now: rc::Instant,
+    now: impl rc::Now,
     acks: LoneAck,
     buf: &mut [u8],
 ) -> Option<usize> {

@@ -73,7 +73,12 @@ impl Engine {
 
     /// Feeds one verified packet (BTH..pad); `grh` builds the network header a UD receive delivers.
     #[inline]
-    pub(crate) fn handle_packet(&mut self, now: rc::Instant, ib: &[u8], grh: impl FnOnce() -> Grh) {
+    pub(crate) fn handle_packet(
+        &mut self,
+        now: impl rc::Now,
+        ib: &[u8],
+        grh: impl FnOnce() -> Grh,
+    ) {
         match self {
             Engine::Rc(q) => q.handle_packet(now, ib),
             Engine::Uc(q) => q.handle_packet(ib),
@@ -82,7 +87,7 @@ impl Engine {
     }
 
     #[inline]
-    pub(crate) fn poll_transmit(&mut self, now: rc::Instant, buf: &mut [u8]) -> Option<usize> {
+    pub(crate) fn poll_transmit(&mut self, now: impl rc::Now, buf: &mut [u8]) -> Option<usize> {
         match self {
             Engine::Rc(q) => q.poll_transmit(now, buf),
             Engine::Uc(q) => q.poll_transmit(now, buf),
@@ -94,7 +99,7 @@ impl Engine {
     #[inline]
     pub(crate) fn poll_transmit_holding_ack(
         &mut self,
-        now: rc::Instant,
+        now: impl rc::Now,
         buf: &mut [u8],
     ) -> Option<usize> {
         match self {

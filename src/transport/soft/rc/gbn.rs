@@ -35,7 +35,7 @@ use crate::transport::CompletionStatus;
 use super::ctx::Ctx;
 use super::psn::Psn;
 use super::requester::{Requester, RetryCause};
-use super::time::Instant;
+use super::time::{Instant, Now};
 use super::timer::Timer;
 
 /// The least the window is cut to: rxe's fixed window (never below the configured one).
@@ -241,7 +241,7 @@ impl Requester {
     /// where it was.
     pub(super) fn gbn_send_probe(
         &mut self,
-        now: Instant,
+        now: &mut impl Now,
         buf: &mut [u8],
         ctx: &mut Ctx<'_>,
     ) -> usize {

@@ -57,4 +57,4 @@ pub use mr::{MemoryRegion, MrError};
 pub use psn::Psn;
 pub use qp::LoneAck;
 pub use qp::{Qp, QpState};
-pub use time::Instant;
+pub use time::{Instant, Now};

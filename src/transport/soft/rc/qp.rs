@@ -20,7 +20,7 @@ use super::psn::Psn;
 use super::requester::{self, Requester, RetryCause};
 use super::responder::Responder;
 use super::ring::Ring;
-use super::time::Instant;
+use super::time::{Instant, Now};
 use super::timer::Timer;
 
 /// Most packets one message may take: a quarter of the 24-bit PSN space.
@@ -222,7 +222,7 @@ impl Qp {
     }
 
     /// Feeds one received packet: the bytes from the BTH to the end of the pad (no ICRC).
-    pub fn handle_packet(&mut self, now: Instant, ib: &[u8]) {
+    pub fn handle_packet(&mut self, now: impl Now, ib: &[u8]) {
         self.counters.rx_packets += 1;
         let Ok((repr, payload)) = IbRepr::parse(ib) else {
             self.counters.drops.malformed += 1;
@@ -232,7 +232,7 @@ impl Qp {
     }
 
     /// Feeds one packet the caller already parsed (an endpoint demultiplexing by QPN does).
-    pub(crate) fn handle_parsed(&mut self, now: Instant, repr: &IbRepr, payload: &[u8]) {
+    pub(crate) fn handle_parsed(&mut self, mut now: impl Now, repr: &IbRepr, payload: &[u8]) {
         let bth = &repr.bth;
         if bth.tver != 0 || bth.pkey & 0x7fff != 0x7fff {
             self.counters.drops.malformed += 1;
@@ -263,7 +263,10 @@ impl Qp {
                 }
             }
             Kind::Response(r) => {
-                if let Some(status) = self.req.handle_response(now, r, repr, payload, &mut ctx) {
+                if let Some(status) =
+                    self.req
+                        .handle_response(now.now(), r, repr, payload, &mut ctx)
+                {
                     self.enter_error(status, false);
                 }
             }
@@ -272,8 +275,8 @@ impl Qp {
 
     /// Writes the next packet to send into `buf` (at least `max_packet_len()` bytes) and returns its
     /// length, or `None` when nothing is ready. Call until `None` after every other call.
-    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        self.transmit(now, buf, LoneAck::Send)
+    pub fn poll_transmit(&mut self, mut now: impl Now, buf: &mut [u8]) -> Option<usize> {
+        self.transmit(&mut now, buf, LoneAck::Send)
     }
 
     /// As [`poll_transmit`](Self::poll_transmit), but `None` rather than a plain ACK that is the only
@@ -282,10 +285,10 @@ impl Qp {
     /// in the same batch, instead of a batch of its own now. The ACK stays queued.
     pub(crate) fn poll_transmit_holding_ack(
         &mut self,
-        now: Instant,
+        mut now: impl Now,
         buf: &mut [u8],
     ) -> Option<usize> {
-        self.transmit(now, buf, LoneAck::Hold)
+        self.transmit(&mut now, buf, LoneAck::Hold)
     }
 
     /// Whether a transmission with `acks` may find a packet now: false when nothing is queued (or,
@@ -300,7 +303,7 @@ impl Qp {
         }
     }
 
-    fn transmit(&mut self, now: Instant, buf: &mut [u8], acks: LoneAck) -> Option<usize> {
+    fn transmit(&mut self, now: &mut impl Now, buf: &mut [u8], acks: LoneAck) -> Option<usize> {
         let mut ctx = Ctx {
             cfg: &self.cfg,
             mem: &mut self.mem,

@@ -13,7 +13,7 @@ use super::psn::Psn;
 use super::ring::Ring;
 use super::rto::Rto;
 use super::sack::{Sack, SrExt};
-use super::time::Instant;
+use super::time::{Instant, Now};
 use super::timer::{self, Timer, TimerTable};
 
 /// One posted send work request and its transmission progress.
@@ -324,7 +324,7 @@ impl Requester {
     /// Writes the next request packet into `buf`; `None` when nothing may be sent now.
     pub fn poll_transmit(
         &mut self,
-        now: Instant,
+        now: &mut impl Now,
         buf: &mut [u8],
         ctx: &mut Ctx<'_>,
     ) -> Option<usize> {
@@ -374,13 +374,13 @@ impl Requester {
             if let Some(g) = &mut self.gbn
                 && std::mem::take(&mut g.time_resend)
             {
-                self.rto.time(psn, now);
+                self.rto.time(psn, now.now());
             }
         } else if (self.sr.is_some() || self.gbn.is_some()) && sent.asked {
             // Only a packet that asks for an ACK is timed: the others are answered whenever a
             // later one asks (a latency test signals one message in 16), and that wait is no
             // round trip.
-            self.rto.time(psn, now);
+            self.rto.time(psn, now.now());
         }
         if next.after(self.sent_high) {
             self.sent_high = next;
@@ -403,11 +403,12 @@ impl Requester {
     }
 
     /// After any transmission: the retransmission timer runs, and the payload is counted.
-    pub(super) fn sent(&mut self, now: Instant, payload: usize, ctx: &mut Ctx<'_>) {
+    pub(super) fn sent(&mut self, now: &mut impl Now, payload: usize, ctx: &mut Ctx<'_>) {
         if self.timers.get(Timer::Retransmit).is_none()
             && let Some(t) = self.retx_timeout(ctx)
         {
-            self.timers.set(Timer::Retransmit, now.saturating_add(t));
+            self.timers
+                .set(Timer::Retransmit, now.now().saturating_add(t));
         }
         ctx.counters.tx_payload_bytes += payload as u64;
     }

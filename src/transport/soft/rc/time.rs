@@ -34,6 +34,29 @@ impl Instant {
     }
 }
 
+/// Where the engine gets the time when it needs it: a fixed [`Instant`], or a closure that reads a
+/// clock on first use. Most packets need none (a request; a send while the retransmission timer
+/// already runs and no round trip is being timed), and a clock read costs more than their whole
+/// bookkeeping, so the engine asks only where a timer is armed or a round trip timed.
+pub trait Now {
+    /// The time (a closure may read its clock on the first call and return the same value after).
+    fn now(&mut self) -> Instant;
+}
+
+impl Now for Instant {
+    #[inline]
+    fn now(&mut self) -> Instant {
+        *self
+    }
+}
+
+impl<F: FnMut() -> Instant> Now for F {
+    #[inline]
+    fn now(&mut self) -> Instant {
+        self()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

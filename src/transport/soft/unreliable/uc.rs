@@ -12,7 +12,7 @@ use super::{MAX_HEADER_LEN, Queues, RecvWqe, UnreliableCounters};
 use crate::transport::soft::rc::mr::{MemoryTable, Span};
 use crate::transport::soft::rc::packet::Seg;
 use crate::transport::soft::rc::psn::Psn;
-use crate::transport::soft::rc::{ConfigError, Instant, QpConfig};
+use crate::transport::soft::rc::{ConfigError, Now, QpConfig};
 use crate::transport::{
     Access, Completion, CompletionOp, CompletionStatus, Error, RecvRequest, Result, SendOp,
     SendRequest,
@@ -142,7 +142,7 @@ impl UcQp {
     }
 
     /// Writes the next packet into `buf` (at least `max_packet_len()` bytes); `None` when idle.
-    pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<usize> {
+    pub fn poll_transmit(&mut self, _now: impl Now, buf: &mut [u8]) -> Option<usize> {
         let (w, seg, span) = self.q.next_segment()?;
         let imm = match w.wr.op {
             SendOp::SendWithImm(i) | SendOp::WriteWithImm(i) if seg.ends() => Some(i),

@@ -11,7 +11,7 @@ use super::{MAX_HEADER_LEN, Queues, UnreliableCounters};
 use crate::params::UD_GRH_LEN;
 use crate::transport::soft::rc::mr::MemoryTable;
 use crate::transport::soft::rc::psn::Psn;
-use crate::transport::soft::rc::{ConfigError, Instant, QpConfig};
+use crate::transport::soft::rc::{ConfigError, Now, QpConfig};
 use crate::transport::{
     Completion, CompletionOp, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
 };
@@ -91,7 +91,7 @@ impl UdQp {
     }
 
     /// Writes the next datagram into `buf` (at least `max_packet_len()` bytes); `None` when idle.
-    pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<usize> {
+    pub fn poll_transmit(&mut self, _now: impl Now, buf: &mut [u8]) -> Option<usize> {
         let (w, _, span) = self.q.next_segment()?;
         let (opcode, imm) = match w.wr.op {
             SendOp::SendWithImm(i) => (Opcode::UD_SEND_ONLY_WITH_IMMEDIATE, Some(i)),

@@ -6,7 +6,7 @@ use crate::transport::{CompletionStatus, SendOp};
 use super::super::ctx::Ctx;
 use super::super::psn::Psn;
 use super::super::requester::{Requester, RetryCause, Wqe};
-use super::super::time::Instant;
+use super::super::time::Now;
 use super::super::timer::Timer;
 use super::{PsnOrder, REORDER_THRESHOLD, Sack};
 
@@ -154,7 +154,7 @@ impl Requester {
     /// The next resend, if any: one packet, or for a READ one request for a run of missing responses.
     pub(in crate::transport::soft::rc) fn sr_poll_retransmit(
         &mut self,
-        now: Instant,
+        now: &mut impl Now,
         buf: &mut [u8],
         ctx: &mut Ctx<'_>,
     ) -> Option<usize> {
