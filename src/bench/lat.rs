@@ -120,7 +120,7 @@ pub(super) struct Recorder {
     cpu_end: Option<CpuSample>,
     cpu: bool,
     in_sample: bool,
-    /// The last stamp's sample, recorded by [`commit`](Self::commit) once the post it preceded is on
+    /// The last stamp's interval (ns, less any gap), recorded by [`commit`](Self::commit) once the post it preceded is on
     /// its way: the histogram's bookkeeping stays off the measured path.
     pending: Option<u64>,
 }
@@ -169,10 +169,9 @@ impl Recorder {
             && i > self.warmup
             && inside
         {
-            let ns =
-                (now.duration_since(p).as_nanos() as u64).saturating_sub(gap_ns) / self.rtt_factor;
             self.commit();
-            self.pending = Some(ns.max(1));
+            // The round trip as measured; `commit` divides it (a division is tens of cycles).
+            self.pending = Some((now.duration_since(p).as_nanos() as u64).saturating_sub(gap_ns));
         }
         self.prev = Some(now);
     }
@@ -180,8 +179,8 @@ impl Recorder {
     /// Records the last stamp's sample; call it after the post that followed the stamp has left.
     #[inline]
     pub(super) fn commit(&mut self) {
-        if let Some(ns) = self.pending.take() {
-            self.hist.saturating_record(ns);
+        if let Some(rtt) = self.pending.take() {
+            self.hist.saturating_record((rtt / self.rtt_factor).max(1));
         }
     }
 
