@@ -440,6 +440,11 @@ mod tests {
     }
 
     fn pair() -> (Qp, Qp, RemoteAddr, RemoteAddr) {
+        pair_with(|_| {})
+    }
+
+    /// Two connected queue pairs whose configurations `tune` adjusts.
+    fn pair_with(tune: impl Fn(&mut QpConfig)) -> (Qp, Qp, RemoteAddr, RemoteAddr) {
         let qp = |qpn, peer, psn, peer_psn| {
             let mut mem = MemoryTable::new(qpn);
             let keys = mem.add_registered(4096, Access(1 | 2 | 4 | 8));
@@ -447,7 +452,9 @@ mod tests {
                 addr: keys.va,
                 rkey: keys.rkey,
             };
-            let q = Qp::new(QpConfig::new(qpn, peer, psn, peer_psn, keys.lkey), mem).unwrap();
+            let mut cfg = QpConfig::new(qpn, peer, psn, peer_psn, keys.lkey);
+            tune(&mut cfg);
+            let q = Qp::new(cfg, mem).unwrap();
             (q, remote)
         };
         let ((a, ra), (b, rb)) = (qp(0x11, 0x12, 1, 2), qp(0x12, 0x11, 2, 1));
@@ -523,6 +530,45 @@ mod tests {
         let ack = sent.iter().position(|&o| o == Opcode::RC_ACKNOWLEDGE);
         assert_eq!(ack, Some(ACK_BEHIND_MAX as usize), "{sent:?}");
         assert_eq!(sent.len(), 41);
+    }
+
+    #[test]
+    fn the_clock_is_read_only_to_arm_a_timer_time_a_round_trip_or_take_an_answer() {
+        // Go-back-N between two roceperf peers times the round trips of packets that ask for an ACK.
+        let (mut a, mut b, _, rb) = pair_with(|c| c.gbn_fast = true);
+        let mut buf = vec![0u8; a.max_packet_len()];
+        let reads = std::cell::Cell::new(0u32);
+        let clock = || {
+            reads.set(reads.get() + 1);
+            Instant::from_nanos(1_000)
+        };
+        let unsignaled = |id| SendRequest {
+            signaled: false,
+            ..write(id, rb)
+        };
+        a.post_send(&unsignaled(1)).unwrap();
+        a.post_send(&unsignaled(2)).unwrap();
+        a.post_send(&write(3, rb)).unwrap();
+        // The first send arms the retransmission timer: one read.
+        let n = a.poll_transmit(clock, &mut buf).unwrap();
+        assert_eq!(reads.get(), 1);
+        // A request arriving needs no time, nor does a send while the timer runs and asks nothing.
+        b.handle_packet(clock, &buf[..n]);
+        let n = a.poll_transmit(clock, &mut buf).unwrap();
+        b.handle_packet(clock, &buf[..n]);
+        assert_eq!(reads.get(), 1);
+        // The signaled WRITE asks for an ACK: its round trip is timed.
+        let n = a.poll_transmit(clock, &mut buf).unwrap();
+        assert_eq!(reads.get(), 2);
+        b.handle_packet(clock, &buf[..n]);
+        // B's answer needs no time to leave; it does to arrive (round trip, timers).
+        let n = b.poll_transmit(clock, &mut buf).expect("B acknowledges");
+        assert_eq!(opcode(&buf[..n]), Opcode::RC_ACKNOWLEDGE);
+        assert_eq!(reads.get(), 2);
+        a.handle_packet(clock, &buf[..n]);
+        assert!(reads.get() > 2);
+        let c = a.poll_completion().expect("the signaled WRITE completes");
+        assert_eq!((c.wr_id, c.status), (3, CompletionStatus::Success));
     }
 
     #[test]
