@@ -192,3 +192,23 @@ fn virtual_time_loss_table() {
         "selective repeat against go-back-N as rxe at 1 %: {b:?}"
     );
 }
+
+/// A case the property test drew (CI, stop 24): bursts of loss on go-back-N as rxe run it, where the
+/// answers to a READ were lost more times in a row than RC retries. The READ fails with
+/// RetryExceeded, as rxe's would; the check accepts that only when the links really lost that many
+/// packets in a row, and checks everything else.
+#[test]
+fn a_burst_that_outlasts_every_retry_may_fail_a_request_with_retry_exceeded() {
+    let loss = 0.037_388_705_641_026_38;
+    let link = LinkConfig {
+        delay_ns: 2_000,
+        loss,
+        burst: 2.0,
+        duplicate: 0.014_846_375_788_473_809,
+        reorder: 0.006_358_830_571_236_623,
+        reorder_delay_ns: 10_000,
+        corrupt: loss / 4.0,
+        ..LinkConfig::perfect()
+    };
+    run_with(355_456_135_290_553_827, link, Recover::Rxe);
+}

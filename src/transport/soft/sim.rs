@@ -128,6 +128,10 @@ pub struct LinkStats {
     pub corrupted: u64,
     /// Corrupted packets dropped at the receiver (the ICRC stand-in caught them).
     pub(crate) corrupt_dropped: u64,
+    /// The most packets lost in a row: past the retry count, RC is allowed to give up.
+    pub longest_loss_run: u64,
+    /// Packets lost in a row up to the last one offered.
+    loss_run: u64,
 }
 
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
@@ -290,6 +294,18 @@ impl Link {
 
     /// Offers a packet at `now`.
     pub fn send(&mut self, now: u64, packet: &[u8]) {
+        let lost_before = self.stats.lost;
+        self.offer(now, packet);
+        let s = &mut self.stats;
+        s.loss_run = if s.lost > lost_before {
+            s.loss_run + 1
+        } else {
+            0
+        };
+        s.longest_loss_run = s.longest_loss_run.max(s.loss_run);
+    }
+
+    fn offer(&mut self, now: u64, packet: &[u8]) {
         self.stats.sent += 1;
         if let Some(log) = &mut self.log {
             log.push(packet.to_vec());
@@ -494,6 +510,17 @@ mod tests {
         assert_eq!(l.recv(1_000).as_deref(), Some(&b"one"[..]));
         assert_eq!(l.recv(1_010).as_deref(), Some(&b"two"[..]));
         assert_eq!(l.stats.delivered, 2);
+    }
+
+    #[test]
+    fn the_longest_run_of_losses_is_counted() {
+        let mut l = Link::new(LinkConfig::perfect(), 1);
+        // Packets 2-4 and 7-8 are lost: the longest run is three.
+        l.drop_rule = Some(Box::new(|i, _| matches!(i, 2..=4 | 7..=8)));
+        for i in 0..10u64 {
+            l.send(i * 100, b"p");
+        }
+        assert_eq!((l.stats.lost, l.stats.longest_loss_run), (5, 3));
     }
 
     #[test]
