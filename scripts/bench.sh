@@ -19,7 +19,8 @@
 #
 # Servers run on core SERVER_CPU and clients on CLIENT_CPU (--cpu for roceperf and roce_ref, taskset
 # for the others). Each phase (lo; veth MTU 1500; veth MTU 9000) runs ROUNDS rounds of every run in
-# turn; the table shows, per row, the medians over the rounds and PASS or MISS against the target.
+# turn; the table shows, per row, the medians over the rounds, the median of the rounds' ratios (each
+# round's figure against its reference from the same round) and PASS or MISS against the target.
 # This is a benchmark, not a test: it exits 0 unless something failed to run.
 # The veth rows need root: two namespaces ($ROCEPERF_NETNS_PREFIX, default rpbench) joined by a veth
 # pair from scripts/netns.sh, removed at the end. VETH=0 skips them.
@@ -272,6 +273,19 @@ show() { # show <figures...>: "9.81 / 12.1 / 302" (3 significant digits or more)
         for (i = 1; i <= n; i++) s = s (i > 1 ? " / " : "") sprintf(v[i] >= 100 ? "%.0f" : v[i] >= 10 ? "%.1f" : "%.2f", v[i]); print s }'; fi
 }
 
+# ratio <ours key> <ref key> [ref scale]: the median over rounds of ours / reference, each from the same
+# round (run back to back, so a round that the machine slowed counts against both); the ratio of the
+# medians when the two did not run the same rounds.
+ratio() {
+    local a=$WORK/$1 b=$WORK/$2 scale=${3:-1}
+    if [[ -s $a && -s $b && $(wc -l <"$a") -eq $(wc -l <"$b") ]]; then
+        paste -d' ' <(cut -d' ' -f1 "$a") <(cut -d' ' -f1 "$b") |
+            awk -v s="$scale" '$2 * s > 0 { print $1 / ($2 * s) }' | median | awk '{ printf "%.2f", $1 }'
+    else
+        awk -v a="$4" -v b="$5" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'
+    fi
+}
+
 ROWS=0 MISSES=0 PASSES=0
 # row <label> <ours key> <ref key> <op> <target> [ref scale]: op is <= or >= (a target), info or secondary.
 row() {
@@ -287,7 +301,7 @@ row() {
             *) verdict="not run" ;;
         esac
     else
-        ratio=$(awk -v a="${o[0]}" -v b="${t[0]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+        ratio=$(ratio "$ours" "$theirs" "$scale" "${o[0]}" "${t[0]}")
         case $op in
             "<=") verdict=$(awk -v r="$ratio" -v g="$target" 'BEGIN { print (r != "-" && r <= g) ? "PASS" : "MISS" }') ;;
             ">=") verdict=$(awk -v r="$ratio" -v g="$target" 'BEGIN { print (r != "-" && r >= g) ? "PASS" : "MISS" }') ;;
@@ -301,7 +315,8 @@ row() {
 }
 
 echo
-echo "bench.sh: medians of $ROUNDS round(s) of $DURATION s; servers on core $SERVER_CPU, clients on core $CLIENT_CPU; [the link crossed]"
+echo "bench.sh: medians of $ROUNDS round(s) of $DURATION s; a ratio is the median of each round's ours / reference (run back to back);"
+echo "  servers on core $SERVER_CPU, clients on core $CLIENT_CPU; [the link crossed]"
 printf "%-72s %-22s %-22s %6s  %-7s %s\n" "LATENCY, us one-way (read_lat: round trip)" "ours med/p99/p99.9" "reference" "ratio" "target" "result"
 row "soft v2 write_lat 2 B / roce_ref udp-pingpong 36 B [lo]" lo_soft_write_lat lo_udp36 "<=" 1.2
 row "soft v2 send_lat 2 B / roce_ref udp-pingpong 20 B [lo]" lo_soft_send_lat lo_udp20 "<=" 1.2
