@@ -14,6 +14,7 @@
 //!   for tests.
 
 mod backend;
+mod bytes;
 pub mod cm;
 pub mod config;
 pub mod counters;

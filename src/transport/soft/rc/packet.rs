@@ -1,5 +1,6 @@
 //! Building RC packets with `crate::wire` and classifying received opcodes.
 
+use crate::transport::soft::bytes::{copy_payload, zero};
 use crate::wire::{AethRepr, AtomicEthPacket, BthPacket, BthRepr, IbRepr, Opcode, bth_field};
 
 use super::psn::Psn;
@@ -195,8 +196,8 @@ pub fn emit(buf: &mut [u8], repr: &IbRepr, payload: &[u8]) -> usize {
         buf.len()
     );
     repr.emit(&mut buf[..hl]);
-    buf[hl..hl + payload.len()].copy_from_slice(payload);
-    buf[hl + payload.len()..total].fill(0);
+    copy_payload(&mut buf[hl..hl + payload.len()], payload);
+    zero(&mut buf[hl + payload.len()..total]);
     total
 }
 
@@ -214,8 +215,8 @@ pub(crate) fn emit_with_ext(buf: &mut [u8], repr: &IbRepr, ext: &SrExt, payload:
     );
     repr.emit(&mut buf[..hl]);
     ext.emit(&mut buf[hl..hl + el]);
-    buf[hl + el..hl + el + payload.len()].copy_from_slice(payload);
-    buf[hl + el + payload.len()..total].fill(0);
+    copy_payload(&mut buf[hl + el..hl + el + payload.len()], payload);
+    zero(&mut buf[hl + el + payload.len()..total]);
     total
 }
 

@@ -1,5 +1,6 @@
 //! The responder running an in-sequence request (SEND, WRITE, READ, atomic) against rules and memory.
 
+use crate::transport::soft::bytes::copy_payload;
 use crate::transport::{Access, Completion, CompletionOp, CompletionStatus};
 use crate::wire::{IbRepr, NakCode, RethRepr};
 
@@ -65,7 +66,10 @@ impl Responder {
                     return Err(INVALID);
                 }
                 if !payload.is_empty() {
-                    ctx.mem.span_mut(recv.span)[at..at + payload.len()].copy_from_slice(payload);
+                    copy_payload(
+                        &mut ctx.mem.span_mut(recv.span)[at..at + payload.len()],
+                        payload,
+                    );
                 }
                 let written = at + payload.len();
                 self.msg = InMsg::Send { recv, written };
@@ -105,7 +109,7 @@ impl Responder {
                 if let Some(span) = span
                     && !payload.is_empty()
                 {
-                    ctx.mem.span_mut(span)[written..end].copy_from_slice(payload);
+                    copy_payload(&mut ctx.mem.span_mut(span)[written..end], payload);
                 }
                 self.msg = InMsg::Write {
                     span,
