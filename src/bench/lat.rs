@@ -120,8 +120,8 @@ pub(super) struct Recorder {
     cpu_end: Option<CpuSample>,
     cpu: bool,
     in_sample: bool,
-    /// The last stamp's interval (ns, less any gap), recorded by [`commit`](Self::commit) once the post it preceded is on
-    /// its way: the histogram's bookkeeping stays off the measured path.
+    /// The last stamp's interval (ns, less any gap), recorded by [`commit`](Self::commit) once the
+    /// post it preceded is on its way: the histogram's bookkeeping stays off the measured path.
     pending: Option<u64>,
 }
 

@@ -1,6 +1,7 @@
 //! Copies and zero pads of a packet's few payload bytes, done inline: a latency test's 2-byte
 //! payload and 0–3 pad bytes would otherwise each cost a call into libc's `memcpy` or `memset`
-//! (a slice copy of unknown length always makes one), which takes longer than the copy.
+//! (a slice copy of unknown length always makes one), which takes longer than the copy. Every
+//! engine uses it where a payload is built or placed (RC requests and READ responses, UC, UD).
 
 /// Copies `src` into `dst`, which must be as long (as `copy_from_slice` requires); up to 16 bytes
 /// with two overlapping loads and stores, longer through `copy_from_slice`.

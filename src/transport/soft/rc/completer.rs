@@ -4,6 +4,7 @@
 //! that passes a READ/atomic still waiting for its data means those responses were lost (an
 //! implied NAK) and starts a retry at once, as rxe does.
 
+use crate::transport::soft::bytes::copy_payload;
 use crate::transport::{CompletionStatus, SendOp};
 use crate::wire::{AethKind, IbRepr, NakCode};
 
@@ -186,7 +187,7 @@ impl Requester {
         let start = k as usize * pmtu as usize;
         let local = w.local;
         w.received += 1;
-        ctx.mem.span_mut(local)[start..start + want].copy_from_slice(payload);
+        copy_payload(&mut ctx.mem.span_mut(local)[start..start + want], payload);
         self.comp_psn = psn.add(1);
         if last {
             self.complete_head(CompletionStatus::Success, ctx);

@@ -9,6 +9,7 @@
 //! memory rules refuse is dropped whole. Each case is counted in [`UnreliableCounters`].
 
 use super::{MAX_HEADER_LEN, Queues, RecvWqe, UnreliableCounters};
+use crate::transport::soft::bytes::copy_payload;
 use crate::transport::soft::rc::mr::{MemoryTable, Span};
 use crate::transport::soft::rc::packet::Seg;
 use crate::transport::soft::rc::psn::Psn;
@@ -288,8 +289,10 @@ impl UcQp {
                     );
                     return self.drop_message(|c| c.bad_length += 1);
                 }
-                self.q.mem.span_mut(recv.span)[written..written + payload.len()]
-                    .copy_from_slice(payload);
+                copy_payload(
+                    &mut self.q.mem.span_mut(recv.span)[written..written + payload.len()],
+                    payload,
+                );
                 let written = written + payload.len();
                 self.msg = InMsg::Send { recv, written };
                 if seg.ends() {
@@ -311,7 +314,7 @@ impl UcQp {
                 if end > span.len || !last_fits {
                     return self.drop_message(|c| c.bad_length += 1);
                 }
-                self.q.mem.span_mut(span)[written..end].copy_from_slice(payload);
+                copy_payload(&mut self.q.mem.span_mut(span)[written..end], payload);
                 self.msg = InMsg::Write { span, written: end };
                 if seg.ends() {
                     self.msg = InMsg::Idle;

@@ -9,6 +9,7 @@
 
 use super::{MAX_HEADER_LEN, Queues, UnreliableCounters};
 use crate::params::UD_GRH_LEN;
+use crate::transport::soft::bytes::copy_payload;
 use crate::transport::soft::rc::mr::MemoryTable;
 use crate::transport::soft::rc::psn::Psn;
 use crate::transport::soft::rc::{ConfigError, Now, QpConfig};
@@ -161,7 +162,7 @@ impl UdQp {
         }
         let dst = &mut self.q.mem.span_mut(recv.span)[..total];
         dst[..head].copy_from_slice(&grh().0);
-        dst[head..].copy_from_slice(payload);
+        copy_payload(&mut dst[head..], payload);
         self.q.counters.messages_received += 1;
         self.q.complete(
             recv.wr_id,

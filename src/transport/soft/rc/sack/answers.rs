@@ -1,6 +1,7 @@
 //! Selective repeat, the requester's answers: ACKs, SACK NAKs, READ responses and atomic ACKs
 //! recorded as what arrived, work requests completed as far as everything before them is done.
 
+use crate::transport::soft::bytes::copy_payload;
 use crate::transport::{CompletionStatus, SendOp};
 use crate::wire::{AethKind, IbRepr, NakCode};
 
@@ -204,7 +205,7 @@ impl Requester {
                     return None;
                 }
                 let start = k as usize * ctx.cfg.pmtu as usize;
-                ctx.mem.span_mut(w.local)[start..start + want].copy_from_slice(payload);
+                copy_payload(&mut ctx.mem.span_mut(w.local)[start..start + want], payload);
                 let sr = self.sr();
                 sr.got.set(psn);
                 if psn.add(1).after(sr.high_resp) {
