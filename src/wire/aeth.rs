@@ -10,15 +10,9 @@ mod field {
     pub const MSN: Field = 1..4;
 }
 
-header_view!(
+header!(
     /// A view of an AETH at the start of a buffer.
-    AethPacket,
-    field::MSN.end,
-    "AETH"
-);
-
-header_fields!(
-    AethPacket
+    AethPacket, "AETH", len = field::MSN.end;
     get {
         /// Syndrome byte (ACK / RNR NAK / NAK and its code).
         pub syndrome: u8 = field::SYNDROME;

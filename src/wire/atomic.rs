@@ -16,15 +16,9 @@ mod field {
     pub(crate) const ORIG: Field = 0..8;
 }
 
-header_view!(
+header!(
     /// A view of an AtomicETH at the start of a buffer.
-    AtomicEthPacket,
-    field::COMPARE.end,
-    "AtomicETH"
-);
-
-header_fields!(
-    AtomicEthPacket
+    AtomicEthPacket, "AtomicETH", len = field::COMPARE.end;
     get {
         /// Swap value (compare-and-swap) or addend (fetch-and-add).
         pub swap_add: u64 = field::SWAP_ADD;
@@ -101,15 +95,9 @@ impl AtomicEthRepr {
     }
 }
 
-header_view!(
+header!(
     /// A view of an AtomicAckETH at the start of a buffer.
-    AtomicAckEthPacket,
-    field::ORIG.end,
-    "AtomicAckETH"
-);
-
-header_fields!(
-    AtomicAckEthPacket
+    AtomicAckEthPacket, "AtomicAckETH", len = field::ORIG.end;
     get {
         /// The remote data before the atomic operation.
         pub orig: u64 = field::ORIG;

@@ -42,15 +42,9 @@ pub(crate) mod field {
 
 use field::{FLG_ACK_REQ, FLG_BECN, FLG_FECN, FLG_MIGREQ, FLG_SE, PAD_MASK, PAD_SHIFT, TVER_MASK};
 
-header_view!(
+header!(
     /// A view of a BTH at the start of a buffer.
-    BthPacket,
-    field::PSN.end,
-    "BTH"
-);
-
-header_fields!(
-    BthPacket
+    BthPacket, "BTH", len = field::PSN.end;
     get {
         /// P_Key.
         pub pkey: u16 = field::PKEY;

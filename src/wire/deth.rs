@@ -14,15 +14,9 @@ mod field {
     pub(crate) const SRC_QP: Field = 5..8;
 }
 
-header_view!(
+header!(
     /// A view of a DETH at the start of a buffer.
-    DethPacket,
-    field::SRC_QP.end,
-    "DETH"
-);
-
-header_fields!(
-    DethPacket
+    DethPacket, "DETH", len = field::SRC_QP.end;
     get {
         /// Q_Key.
         pub qkey: u32 = field::QKEY;

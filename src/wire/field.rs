@@ -82,11 +82,42 @@ pub(crate) fn need(what: &'static str, need: usize, have: usize) -> super::Resul
     }
 }
 
-/// Declares a smoltcp-style zero-copy view over a fixed-length header: the struct, `LEN`, checked and
-/// unchecked constructors, `check_len` and `into_inner`. `header_fields!` declares its plain field
-/// accessors; the others are written by hand next to it.
-macro_rules! header_view {
-    ($(#[$doc:meta])* $name:ident, $len:expr, $what:literal) => {
+/// Declares a smoltcp-style zero-copy view over a fixed-length header, in one place: the struct,
+/// `LEN`, checked and unchecked constructors, `check_len`, `into_inner`, and the plain accessors from
+/// its `field` table, one line a field.
+///
+/// ```text
+/// header!(
+///     /// A view of a UDP header at the start of a buffer.
+///     UdpPacket, "UDP header", len = field::CHECKSUM.end;
+///     get { pub src_port: u16 = field::SRC_PORT; }
+///     set { pub(crate) set_src_port: u16 = field::SRC_PORT; }
+/// );
+/// ```
+///
+/// `u8` is one byte at an offset, `u24` three bytes read into a `u32`. Bit flags and fields with
+/// rules of their own are written by hand next to the invocation.
+macro_rules! header {
+    (@ty u8) => { u8 };
+    (@ty u16) => { u16 };
+    (@ty u24) => { u32 };
+    (@ty u32) => { u32 };
+    (@ty u64) => { u64 };
+    (@get u8, $b:expr, $f:expr) => { $b[$f] };
+    (@get u16, $b:expr, $f:expr) => { $crate::wire::field::get_u16($b, $f) };
+    (@get u24, $b:expr, $f:expr) => { $crate::wire::field::get_u24($b, $f) };
+    (@get u32, $b:expr, $f:expr) => { $crate::wire::field::get_u32($b, $f) };
+    (@get u64, $b:expr, $f:expr) => { $crate::wire::field::get_u64($b, $f) };
+    (@set u8, $b:expr, $f:expr, $v:expr) => { $b[$f] = $v };
+    (@set u16, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u16($b, $f, $v) };
+    (@set u24, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u24($b, $f, $v) };
+    (@set u32, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u32($b, $f, $v) };
+    (@set u64, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u64($b, $f, $v) };
+    (
+        $(#[$doc:meta])* $name:ident, $what:literal, len = $len:expr;
+        $(get { $( $(#[$gdoc:meta])* $gvis:vis $get:ident: $gk:ident = $gf:expr; )* })?
+        $(set { $( $(#[$sdoc:meta])* $svis:vis $set:ident: $sk:ident = $sf:expr; )* })?
+    ) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub struct $name<T: AsRef<[u8]>> {
@@ -122,50 +153,22 @@ macro_rules! header_view {
             pub fn into_inner(self) -> T {
                 self.buffer
             }
-        }
-    };
-}
 
-/// Declares the plain accessors of a `header_view!` view from its `field` table, one line a field:
-/// `get { pub name: u16 = field::NAME; }` reads the field (`u8` one byte at an offset, `u24` three
-/// bytes into a `u32`), `set { pub set_name: u16 = field::NAME; }` writes it. Bit flags and fields
-/// with rules of their own are written by hand next to them.
-macro_rules! header_fields {
-    (@ty u8) => { u8 };
-    (@ty u16) => { u16 };
-    (@ty u24) => { u32 };
-    (@ty u32) => { u32 };
-    (@ty u64) => { u64 };
-    (@get u8, $b:expr, $f:expr) => { $b[$f] };
-    (@get u16, $b:expr, $f:expr) => { $crate::wire::field::get_u16($b, $f) };
-    (@get u24, $b:expr, $f:expr) => { $crate::wire::field::get_u24($b, $f) };
-    (@get u32, $b:expr, $f:expr) => { $crate::wire::field::get_u32($b, $f) };
-    (@get u64, $b:expr, $f:expr) => { $crate::wire::field::get_u64($b, $f) };
-    (@set u8, $b:expr, $f:expr, $v:expr) => { $b[$f] = $v };
-    (@set u16, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u16($b, $f, $v) };
-    (@set u24, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u24($b, $f, $v) };
-    (@set u32, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u32($b, $f, $v) };
-    (@set u64, $b:expr, $f:expr, $v:expr) => { $crate::wire::field::set_u64($b, $f, $v) };
-    (
-        $view:ident
-        $(get { $( $(#[$gdoc:meta])* $gvis:vis $get:ident: $gk:ident = $gf:expr; )* })?
-        $(set { $( $(#[$sdoc:meta])* $svis:vis $set:ident: $sk:ident = $sf:expr; )* })?
-    ) => {
-        $(impl<T: AsRef<[u8]>> $view<T> {
-            $(
+            $($(
                 $(#[$gdoc])*
                 #[inline]
-                $gvis fn $get(&self) -> header_fields!(@ty $gk) {
-                    header_fields!(@get $gk, self.buffer.as_ref(), $gf)
+                $gvis fn $get(&self) -> header!(@ty $gk) {
+                    header!(@get $gk, self.buffer.as_ref(), $gf)
                 }
-            )*
-        })?
-        $(impl<T: AsRef<[u8]> + AsMut<[u8]>> $view<T> {
+            )*)?
+        }
+
+        $(impl<T: AsRef<[u8]> + AsMut<[u8]>> $name<T> {
             $(
                 $(#[$sdoc])*
                 #[inline]
-                $svis fn $set(&mut self, v: header_fields!(@ty $sk)) {
-                    header_fields!(@set $sk, self.buffer.as_mut(), $sf, v)
+                $svis fn $set(&mut self, v: header!(@ty $sk)) {
+                    header!(@set $sk, self.buffer.as_mut(), $sf, v)
                 }
             )*
         })?

@@ -6,11 +6,9 @@ use super::{Error, Gid, Result};
 /// GRH Next Header value announcing an IBA transport header.
 pub(crate) const NXTHDR_IBA: u8 = 0x1b;
 
-header_view!(
+header!(
     /// A view of a GRH at the start of a buffer.
-    GrhPacket,
-    Ipv6Packet::<&[u8]>::LEN,
-    "GRH"
+    GrhPacket, "GRH", len = Ipv6Packet::<&[u8]>::LEN;
 );
 
 /// The GRH has IPv6's byte layout, so its fields are read through an IPv6 view of the same bytes.

@@ -41,16 +41,10 @@ pub(super) mod field {
     pub(crate) const VER4_IHL5: u8 = 0x45;
 }
 
-header_view!(
+header!(
     /// A view of an IPv4 header at the start of a buffer. `check_len` also checks that the IHL and
     /// Total Length fit the buffer, so `payload()` never panics on a checked view.
-    Ipv4Packet,
-    field::DST_ADDR.end,
-    "IPv4 header"
-);
-
-header_fields!(
-    Ipv4Packet
+    Ipv4Packet, "IPv4 header", len = field::DST_ADDR.end;
     get {
         /// TOS byte (DSCP + ECN); masked in the ICRC.
         pub tos: u8 = field::DSCP_ECN;

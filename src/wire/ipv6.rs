@@ -25,15 +25,9 @@ pub(super) mod field {
     pub(crate) const DST_ADDR: Field = 24..40;
 }
 
-header_view!(
+header!(
     /// A view of an IPv6 header at the start of a buffer.
-    Ipv6Packet,
-    field::DST_ADDR.end,
-    "IPv6 header"
-);
-
-header_fields!(
-    Ipv6Packet
+    Ipv6Packet, "IPv6 header", len = field::DST_ADDR.end;
     get {
         /// Payload Length.
         pub payload_len: u16 = field::LENGTH;

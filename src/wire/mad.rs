@@ -44,15 +44,9 @@ mod field {
     pub(crate) const ATTR_MOD: Field = 20..24;
 }
 
-header_view!(
+header!(
     /// A view of a whole MAD (header and class data).
-    MadPacket,
-    MAD_LEN,
-    "MAD"
-);
-
-header_fields!(
-    MadPacket
+    MadPacket, "MAD", len = MAD_LEN;
     get {
         /// BaseVersion (1).
         pub(crate) base_version: u8 = field::BASE_VERSION;

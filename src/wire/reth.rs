@@ -12,15 +12,9 @@ mod field {
     pub(crate) const DMA_LEN: Field = 12..16;
 }
 
-header_view!(
+header!(
     /// A view of a RETH at the start of a buffer.
-    RethPacket,
-    field::DMA_LEN.end,
-    "RETH"
-);
-
-header_fields!(
-    RethPacket
+    RethPacket, "RETH", len = field::DMA_LEN.end;
     get {
         /// Remote virtual address.
         pub va: u64 = field::VA;

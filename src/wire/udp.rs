@@ -20,15 +20,9 @@ pub(super) mod field {
     pub(crate) const CHECKSUM: Field = 6..8;
 }
 
-header_view!(
+header!(
     /// A view of a UDP header at the start of a buffer.
-    UdpPacket,
-    field::CHECKSUM.end,
-    "UDP header"
-);
-
-header_fields!(
-    UdpPacket
+    UdpPacket, "UDP header", len = field::CHECKSUM.end;
     get {
         /// Source port (flow entropy on RoCE v2).
         pub src_port: u16 = field::SRC_PORT;
