@@ -110,7 +110,8 @@ pub(crate) fn path_to(
 ) -> Result<Path, PeerMismatch> {
     match local.socket {
         Some(sock) => udp_path(local, sock, peer),
-        None => frame_path(local, peer, lqpn, rqpn, resolve),
+        // Framed RoCE v2 picks its UDP source port as rxe does, from the two QPNs.
+        None => frame_path(local, peer, rxe_udp_sport(lqpn, rqpn), resolve),
     }
 }
 
@@ -143,12 +144,11 @@ fn udp_path(local: &LocalEnd, sock: SocketAddr, peer: &ConnInfo) -> Result<Path,
     Ok(Path::Udp { dst, net })
 }
 
-/// AF_PACKET backend: every header, the peer's MAC included.
+/// AF_PACKET backend: every header, the peer's MAC included; RoCE v2 from UDP port `src_port`.
 fn frame_path(
     local: &LocalEnd,
     peer: &ConnInfo,
-    lqpn: u32,
-    rqpn: u32,
+    src_port: u16,
     resolve: impl FnOnce(IpAddr, IpAddr) -> Result<MacAddr, String>,
 ) -> Result<Path, PeerMismatch> {
     // A verbs or perftest peer sends only its GID: a link-local one holds the MAC, an IP-based
@@ -179,7 +179,7 @@ fn frame_path(
         RoceVersion::V2 => {
             let udp = UdpRepr {
                 dst_port: local.udp_port,
-                ..UdpRepr::roce(rxe_udp_sport(lqpn, rqpn))
+                ..UdpRepr::roce(src_port)
             };
             match (local.ip, peer.gid.to_ip()) {
                 (Some(IpAddr::V4(s)), IpAddr::V4(d)) => NetRepr::V2v4(ipv4_repr(s, d), udp),
