@@ -1,26 +1,6 @@
 //! Vocabulary shared by every layer above the wire: which test, which transport, which RoCE version.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
-
-mod connection;
-mod rate;
-
-pub use connection::{ConnType, DEFAULT_QKEY, UD_GRH_LEN};
-pub use rate::{RateLimit, RateLimitType, RateUnits, parse_gap, parse_rate};
-
-/// A name that is not one of a vocabulary's words; the message lists the words.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{given:?} is not a {what}; use {choices}")]
-pub struct ParseError {
-    /// What was given.
-    pub given: String,
-    /// What it should have been, e.g. `transport`.
-    pub what: &'static str,
-    /// The accepted words, e.g. `verbs, soft or tcp`.
-    pub choices: &'static str,
-}
 
 /// The first of `words` whose name is `s`, or an error naming the choices.
 fn parse_word<T: Copy>(
@@ -43,26 +23,34 @@ fn parse_word<T: Copy>(
 
 /// A vocabulary word: `Display` is its `name()`, and `FromStr` takes back any of its type's `ALL`,
 /// naming `what` was expected and the `choices` otherwise.
+/// `word!(T in T::EVERY, ...)` parses against another list than `ALL`.
 macro_rules! word {
     ($ty:ident, $what:literal, $choices:literal) => {
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        word!($ty in $ty::ALL, $what, $choices);
+    };
+    ($ty:ident in $all:expr, $what:literal, $choices:literal) => {
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.name())
             }
         }
 
-        impl FromStr for $ty {
-            type Err = ParseError;
-            fn from_str(s: &str) -> Result<Self, ParseError> {
-                parse_word(s, &$ty::ALL, $ty::name, $what, $choices)
+        impl ::std::str::FromStr for $ty {
+            type Err = $crate::params::ParseError;
+            fn from_str(s: &str) -> Result<Self, $crate::params::ParseError> {
+                $crate::params::parse_word(s, &$all, $ty::name, $what, $choices)
             }
         }
     };
 }
 
-/// A `--flag` value: every one of the type's `ALL`, each with its one-line help in `--help`.
+/// A `--flag` value: every one of the type's `ALL`, each with its one-line help in `--help`, spelt
+/// as its `name()` (or, `value_enum!(T by letter { ... })`, as another method's word).
 macro_rules! value_enum {
     ($ty:ident { $($variant:ident => $help:literal,)+ }) => {
+        value_enum!($ty by name { $($variant => $help,)+ });
+    };
+    ($ty:ident by $spelling:ident { $($variant:ident => $help:literal,)+ }) => {
         impl clap::ValueEnum for $ty {
             fn value_variants<'a>() -> &'a [Self] {
                 &$ty::ALL
@@ -72,10 +60,28 @@ macro_rules! value_enum {
                 let help = match self {
                     $($ty::$variant => $help,)+
                 };
-                Some(clap::builder::PossibleValue::new(self.name()).help(help))
+                Some(clap::builder::PossibleValue::new(self.$spelling()).help(help))
             }
         }
     };
+}
+
+mod connection;
+mod rate;
+
+pub use connection::{ConnType, DEFAULT_QKEY, UD_GRH_LEN};
+pub use rate::{RateLimit, RateLimitType, RateUnits, parse_gap, parse_rate};
+
+/// A name that is not one of a vocabulary's words; the message lists the words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{given:?} is not a {what}; use {choices}")]
+pub struct ParseError {
+    /// What was given.
+    pub given: String,
+    /// What it should have been, e.g. `transport`.
+    pub what: &'static str,
+    /// The accepted words, e.g. `verbs, soft or tcp`.
+    pub choices: &'static str,
 }
 
 /// The RDMA verb a test exercises.
@@ -117,41 +123,17 @@ impl AtomicOp {
     }
 }
 
-impl fmt::Display for AtomicOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+word!(
+    AtomicOp,
+    "atomic operation",
+    "FETCH_AND_ADD or CMP_AND_SWAP"
+);
 
-impl FromStr for AtomicOp {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        parse_word(
-            s,
-            &AtomicOp::ALL,
-            AtomicOp::name,
-            "atomic operation",
-            "FETCH_AND_ADD or CMP_AND_SWAP",
-        )
-    }
-}
-
-/// `-A FETCH_AND_ADD|CMP_AND_SWAP`, with the one-line help each value shows in `--help`.
-impl clap::ValueEnum for AtomicOp {
-    fn value_variants<'a>() -> &'a [Self] {
-        &AtomicOp::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        let help = match self {
-            AtomicOp::FetchAndAdd => "add 1 to the remote word, return its old value",
-            AtomicOp::CmpAndSwap => {
-                "swap the remote word if it holds the compare value, return its old value"
-            }
-        };
-        Some(clap::builder::PossibleValue::new(self.name()).help(help))
-    }
-}
+// `-A FETCH_AND_ADD|CMP_AND_SWAP`.
+value_enum!(AtomicOp {
+    FetchAndAdd => "add 1 to the remote word, return its old value",
+    CmpAndSwap => "swap the remote word if it holds the compare value, return its old value",
+});
 
 /// Whether a test measures bandwidth or latency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -273,25 +255,12 @@ impl TestKind {
     }
 }
 
-// Not `word!`: a test name parses against every test, atomics included, not just `ALL`'s six.
-impl fmt::Display for TestKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for TestKind {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        parse_word(
-            s,
-            &TestKind::EVERY,
-            TestKind::name,
-            "test",
-            "send_bw, write_bw, read_bw, send_lat, write_lat, read_lat, atomic_bw or atomic_lat",
-        )
-    }
-}
+// A test name parses against every test, atomics included, not just `ALL`'s six.
+word!(
+    TestKind in TestKind::EVERY,
+    "test",
+    "send_bw, write_bw, read_bw, send_lat, write_lat, read_lat, atomic_bw or atomic_lat"
+);
 
 /// Bytes every atomic moves: one 64-bit word (perftest fixes `-s` at 8 for its atomic tests).
 pub const ATOMIC_SIZE: u64 = 8;

@@ -63,21 +63,12 @@ impl fmt::Display for RateUnits {
     }
 }
 
-/// `--rate_units M|g|p`, with the one-line help each value shows in `--help`.
-impl clap::ValueEnum for RateUnits {
-    fn value_variants<'a>() -> &'a [Self] {
-        &RateUnits::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        let help = match self {
-            RateUnits::MibPerSec => "MiB/s of payload (2^20 bytes/s)",
-            RateUnits::GbPerSec => "Gb/s of payload (10^9 bit/s)",
-            RateUnits::MsgPerSec => "messages per second",
-        };
-        Some(clap::builder::PossibleValue::new(self.letter()).help(help))
-    }
-}
+// `--rate_units M|g|p`.
+value_enum!(RateUnits by letter {
+    MibPerSec => "MiB/s of payload (2^20 bytes/s)",
+    GbPerSec => "Gb/s of payload (10^9 bit/s)",
+    MsgPerSec => "messages per second",
+});
 
 /// `--rate_limit_type`: who paces. roceperf implements `SW`; the others need a NIC's pacer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -113,21 +104,12 @@ impl fmt::Display for RateLimitType {
     }
 }
 
-/// `--rate_limit_type SW|HW|PP`, with the one-line help each value shows in `--help`.
-impl clap::ValueEnum for RateLimitType {
-    fn value_variants<'a>() -> &'a [Self] {
-        &RateLimitType::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        let help = match self {
-            RateLimitType::Sw => "roceperf's own pacer (every transport)",
-            RateLimitType::Hw => "the QP's static rate (refused: no transport here offers it)",
-            RateLimitType::Pp => "NIC packet pacing (refused: no transport here offers it)",
-        };
-        Some(clap::builder::PossibleValue::new(self.name()).help(help))
-    }
-}
+// `--rate_limit_type SW|HW|PP`.
+value_enum!(RateLimitType {
+    Sw => "roceperf's own pacer (every transport)",
+    Hw => "the QP's static rate (refused: no transport here offers it)",
+    Pp => "NIC packet pacing (refused: no transport here offers it)",
+});
 
 /// A run's rate limit: what the user asked for, in the user's units.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
