@@ -19,9 +19,9 @@ mod reporting;
 mod tests;
 mod values;
 
-pub use args::{Args, IoArg, OobArg, OutputArg, TransportArg};
+pub use args::{Args, IoArg, OobArg, TransportArg};
 pub use checks::{BUILT_TRANSPORTS, TransportReason};
 pub(crate) use connection::too_big as ud_too_big;
-pub use options::{DEFAULT_PERCENTILES, DeviceOptions, Error, Options};
+pub use options::{DEFAULT_PERCENTILES, DeviceOptions, Error, Options, OutputOptions};
 pub use reporting::DEFAULT_OUT_JSON;
 pub use values::parse_size;

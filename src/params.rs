@@ -135,6 +135,19 @@ value_enum!(AtomicOp {
     CmpAndSwap => "swap the remote word if it holds the compare value, return its old value",
 });
 
+/// `--output`: the one figure printed instead of the report (perftest's spelling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputSelect {
+    /// Average bandwidth only.
+    Bandwidth,
+    /// Average latency only.
+    Latency,
+    /// Message rate only.
+    #[value(name = "message_rate")]
+    MessageRate,
+}
+
 /// Whether a test measures bandwidth or latency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

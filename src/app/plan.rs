@@ -5,14 +5,11 @@
 
 use crate::bench::Layout;
 use crate::bench::atomic::Atomics;
-use crate::cli::{DeviceOptions, OobArg, Options, OutputArg, TransportReason};
-use crate::gate::{GateArgs, GateOutputArgs};
+use crate::cli::{DeviceOptions, OobArg, Options, OutputOptions, TransportReason};
 use crate::oob::{self, TestParams};
 use crate::params::{
     AtomicOp, ConnType, Metric, RateLimit, Role, RunMode, TestKind, TransportKind, Verb,
 };
-use crate::report::OutputSelect;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Everything one run does, resolved from the options.
@@ -61,7 +58,7 @@ pub struct Plan {
     /// What the transport is opened with.
     pub device: DeviceOptions,
     /// What is printed and written.
-    pub output: OutputPlan,
+    pub output: OutputOptions,
     /// `-c`: the queue pairs' connection type.
     pub connection: ConnType,
     /// `-s` was given: a UD run refuses a size over the MTU rather than capping it.
@@ -150,51 +147,6 @@ pub struct OobPlan {
     pub rdma_cm: bool,
 }
 
-/// What is printed and written, all local to this side.
-#[derive(Debug, Clone)]
-pub struct OutputPlan {
-    /// `--output`: one number instead of the report.
-    pub single: Option<OutputSelect>,
-    /// `--report_gbits`.
-    pub report_gbits: bool,
-    /// Latency percentiles to report.
-    pub percentiles: Vec<f64>,
-    /// `--csv`.
-    pub csv: Option<PathBuf>,
-    /// `--json`.
-    pub json: Option<PathBuf>,
-    /// `--results`.
-    pub results: Option<PathBuf>,
-    /// `--run_infinitely`: a report line every this long.
-    pub report_interval: Option<Duration>,
-    /// `--json-stream`: JSON lines, one per interval, then the summary.
-    pub json_stream: Option<PathBuf>,
-    /// `--out_json`: perftest's JSON, to this file.
-    pub out_json: Option<PathBuf>,
-    /// `--report-both`: this side's and the peer's figures too (`-b`).
-    pub report_both: bool,
-    /// `-v` count.
-    pub verbosity: u8,
-    /// Gate thresholds.
-    pub gate: GateArgs,
-    /// Gate reports.
-    pub gate_output: GateOutputArgs,
-}
-
-impl OutputPlan {
-    /// With -v, says `msg` on stderr.
-    pub(crate) fn verbose(&self, msg: impl FnOnce() -> String) {
-        if self.verbosity > 0 {
-            eprintln!("roceperf: {}", msg());
-        }
-    }
-
-    /// True when only one number is printed (no header, table or banner).
-    pub(crate) fn quiet(&self) -> bool {
-        self.single.is_some()
-    }
-}
-
 impl Plan {
     /// Resolves the options.
     pub fn new(opts: Options) -> Plan {
@@ -254,25 +206,7 @@ impl Plan {
                 rdma_cm: opts.rdma_cm,
             },
             device: opts.device,
-            output: OutputPlan {
-                single: opts.output.map(|o| match o {
-                    OutputArg::Bandwidth => OutputSelect::Bandwidth,
-                    OutputArg::MessageRate => OutputSelect::MessageRate,
-                    OutputArg::Latency => OutputSelect::Latency,
-                }),
-                report_gbits: opts.report_gbits,
-                percentiles: opts.percentiles,
-                csv: opts.csv,
-                json: opts.json,
-                results: opts.results,
-                report_interval: opts.report_interval,
-                json_stream: opts.json_stream,
-                out_json: opts.out_json,
-                report_both: opts.report_both,
-                verbosity: opts.verbose,
-                gate: opts.gate,
-                gate_output: opts.gate_output,
-            },
+            output: opts.output,
             sizes: opts.sizes,
             connection: opts.connection,
             size_given: opts.size_given,

@@ -6,7 +6,8 @@
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::{
-    AtomicOp, ConnType, RateLimitType, RateUnits, Recovery, RoceVersion, TestKind, TransportKind,
+    AtomicOp, ConnType, OutputSelect, RateLimitType, RateUnits, Recovery, RoceVersion, TestKind,
+    TransportKind,
 };
 use crate::transport::ImpairConfig;
 use clap::{CommandFactory, Parser, ValueEnum};
@@ -135,7 +136,7 @@ pub struct Args {
 
     /// Print only one number: average bandwidth, message rate, or average latency.
     #[arg(long = "output", value_enum)]
-    pub output: Option<OutputArg>,
+    pub output: Option<OutputSelect>,
 
     /// Add a CPU_Util[%] column (duration mode only, as in perftest).
     #[arg(long = "cpu_util")]
@@ -401,18 +402,6 @@ impl TransportArg {
             TransportArg::Tcp => Some(TransportKind::Tcp),
         }
     }
-}
-
-/// `--output` values (perftest's spelling).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputArg {
-    /// Average bandwidth only.
-    Bandwidth,
-    /// Average latency only.
-    Latency,
-    /// Message rate only.
-    #[value(name = "message_rate")]
-    MessageRate,
 }
 
 /// `--report-interval SECS`: 0.01 .. 86400 seconds.

@@ -2,8 +2,9 @@
 //!
 //! Which transport, which flags it takes, the soft backend, the test's flags, the run's shape.
 
-use super::args::{Args, IoArg, OobArg, OutputArg};
+use super::args::{Args, IoArg, OobArg};
 use super::options::{DEFAULT_PERCENTILES, Error};
+use crate::params::OutputSelect;
 use crate::params::{
     ATOMIC_SIZE, AtomicOp, Metric, RoceVersion, RunMode, TestKind, TransportKind, Verb, all_sizes,
 };
@@ -252,14 +253,14 @@ pub(crate) fn test_flags(test: TestKind, a: &Args) -> Result<(), Error> {
         );
     }
     match a.output {
-        Some(OutputArg::Latency) if bw => {
+        Some(OutputSelect::Latency) if bw => {
             return not_applicable(
                 "--output=latency",
                 format!("{test} (a bandwidth test)"),
                 "it reports no latency",
             );
         }
-        Some(OutputArg::Bandwidth | OutputArg::MessageRate) if !bw => {
+        Some(OutputSelect::Bandwidth | OutputSelect::MessageRate) if !bw => {
             return not_applicable(
                 "--output=bandwidth/message_rate",
                 format!("{test} (a latency test)"),

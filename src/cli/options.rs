@@ -2,12 +2,13 @@
 //!
 //! A flag that does not apply is an error that names it.
 
-use super::args::{Args, IoArg, OobArg, OutputArg};
+use super::args::{Args, IoArg, OobArg};
 use super::checks::{self, TransportReason};
 use super::{pacing, reporting};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::{
-    AtomicOp, ConnType, RateLimit, Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind,
+    AtomicOp, ConnType, OutputSelect, RateLimit, Recovery, RoceVersion, Role, RunMode, TestKind,
+    TransportKind,
 };
 use crate::transport::ImpairConfig;
 use clap::FromArgMatches;
@@ -94,28 +95,14 @@ pub struct Options {
     pub cq_mod: Option<u32>,
     /// `-b`.
     pub bidirectional: bool,
-    /// `--report_gbits`.
-    pub report_gbits: bool,
-    /// `--output`.
-    pub output: Option<OutputArg>,
     /// `--cpu_util`.
     pub cpu_util: bool,
     /// `--cpu`.
     pub cpu: Option<usize>,
     /// Warm-up iterations.
     pub warmup: u64,
-    /// Percentiles to report.
-    pub percentiles: Vec<f64>,
-    /// `--csv`.
-    pub csv: Option<PathBuf>,
-    /// `--json`.
-    pub json: Option<PathBuf>,
-    /// `--results`.
-    pub results: Option<PathBuf>,
     /// `--connect-timeout`.
     pub connect_timeout: Duration,
-    /// `-v` count.
-    pub verbose: u8,
     /// `--validate`.
     pub validate: bool,
     /// `--oob`.
@@ -126,22 +113,57 @@ pub struct Options {
     pub rate_limit: Option<RateLimit>,
     /// `--latency_gap` (zero when not given).
     pub latency_gap: Duration,
-    /// `--run_infinitely`: a report line every this long (the run mode is then [`RunMode::endless`]).
-    pub report_interval: Option<Duration>,
-    /// `--json-stream`.
-    pub json_stream: Option<PathBuf>,
-    /// `--out_json` / `--out_json_file`: where perftest's JSON goes.
-    pub out_json: Option<PathBuf>,
-    /// `--report-both`.
-    pub report_both: bool,
-    /// Gate thresholds.
-    pub gate: GateArgs,
-    /// Gate reports.
-    pub gate_output: GateOutputArgs,
     /// `-c`: the connection type.
     pub connection: ConnType,
     /// `-s` was given (a UD run caps the default size to the MTU but refuses a larger `-s`).
     pub size_given: bool,
+    /// What is printed and written.
+    pub output: OutputOptions,
+}
+
+/// What is printed and written, all local to this side (the peer never checks it).
+#[derive(Debug, Clone)]
+pub struct OutputOptions {
+    /// `--output`: one number instead of the report.
+    pub single: Option<OutputSelect>,
+    /// `--report_gbits`.
+    pub report_gbits: bool,
+    /// Latency percentiles to report.
+    pub percentiles: Vec<f64>,
+    /// `--csv`.
+    pub csv: Option<PathBuf>,
+    /// `--json`.
+    pub json: Option<PathBuf>,
+    /// `--results`.
+    pub results: Option<PathBuf>,
+    /// `--run_infinitely`: a report line every this long (the run mode is then [`RunMode::endless`]).
+    pub report_interval: Option<Duration>,
+    /// `--json-stream`: JSON lines, one per interval, then the summary.
+    pub json_stream: Option<PathBuf>,
+    /// `--out_json` / `--out_json_file`: where perftest's JSON goes.
+    pub out_json: Option<PathBuf>,
+    /// `--report-both`: this side's and the peer's figures too (`-b`).
+    pub report_both: bool,
+    /// `-v` count.
+    pub verbosity: u8,
+    /// Gate thresholds.
+    pub gate: GateArgs,
+    /// Gate reports.
+    pub gate_output: GateOutputArgs,
+}
+
+impl OutputOptions {
+    /// With -v, says `msg` on stderr.
+    pub(crate) fn verbose(&self, msg: impl FnOnce() -> String) {
+        if self.verbosity > 0 {
+            eprintln!("roceperf: {}", msg());
+        }
+    }
+
+    /// True when only one number is printed (no header, table or banner).
+    pub(crate) fn quiet(&self) -> bool {
+        self.single.is_some()
+    }
 }
 
 /// What the endpoint is opened with (each transport takes the part it understands).
@@ -270,30 +292,32 @@ impl Options {
             tx_depth,
             cq_mod: a.cq_mod,
             bidirectional: a.bidirectional,
-            report_gbits: a.report_gbits,
-            output: a.output,
             cpu_util: a.cpu_util,
             cpu: a.cpu,
             warmup: a.warmup.unwrap_or(100),
-            percentiles,
-            csv: a.csv,
-            json: a.json,
-            results: a.results,
             connect_timeout: Duration::from_secs(a.connect_timeout),
-            verbose: a.verbose,
             validate: a.validate,
             oob: a.oob,
             rdma_cm: a.rdma_cm,
             rate_limit,
             latency_gap,
-            report_interval: reporting.interval,
-            json_stream: reporting.json_stream,
-            out_json: reporting.out_json,
-            report_both: reporting.report_both,
-            gate: a.gate,
-            gate_output: a.gate_output,
             connection,
             size_given: a.size.is_some(),
+            output: OutputOptions {
+                single: a.output,
+                report_gbits: a.report_gbits,
+                percentiles,
+                csv: a.csv,
+                json: a.json,
+                results: a.results,
+                report_interval: reporting.interval,
+                json_stream: reporting.json_stream,
+                out_json: reporting.out_json,
+                report_both: reporting.report_both,
+                verbosity: a.verbose,
+                gate: a.gate,
+                gate_output: a.gate_output,
+            },
         })
     }
 }

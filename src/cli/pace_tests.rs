@@ -125,12 +125,12 @@ fn pacing_flags_without_a_limit_or_on_latency_tests_are_named() {
 fn run_infinitely_is_endless_with_perftests_interval_rules() {
     let o = parse(WBW, &["--run_infinitely"]).unwrap();
     assert_eq!(
-        (o.mode, o.report_interval),
+        (o.mode, o.output.report_interval),
         (RunMode::endless(), Some(Duration::from_secs(1)))
     );
     // perftest prints a line every -D seconds.
     let o = parse(WBW, &["--run_infinitely", "-D", "3"]).unwrap();
-    assert_eq!(o.report_interval, Some(Duration::from_secs(3)));
+    assert_eq!(o.output.report_interval, Some(Duration::from_secs(3)));
     let o = parse(
         WBW,
         &[
@@ -141,9 +141,9 @@ fn run_infinitely_is_endless_with_perftests_interval_rules() {
         ],
     )
     .unwrap();
-    assert_eq!(o.report_interval, Some(Duration::from_millis(250)));
+    assert_eq!(o.output.report_interval, Some(Duration::from_millis(250)));
     let o = parse(SBW, &["--run_infinitely", "--json-stream", "s.jsonl"]).unwrap();
-    assert_eq!(o.json_stream, Some(PathBuf::from("s.jsonl")));
+    assert_eq!(o.output.json_stream, Some(PathBuf::from("s.jsonl")));
     // perftest refuses rate limits here (#327); roceperf paces a run without end too.
     assert!(
         parse(WBW, &["--run_infinitely", "--rate_limit", "1"])
@@ -191,11 +191,16 @@ fn run_infinitely_refuses_what_it_cannot_do() {
 #[test]
 fn out_json_and_report_both_follow_perftest() {
     let o = parse(WBW, &["--out_json"]).unwrap();
-    assert_eq!(o.out_json, Some(PathBuf::from("perftest_out.json")));
+    assert_eq!(o.output.out_json, Some(PathBuf::from("perftest_out.json")));
     let o = parse(SLAT, &["--out_json_file=/tmp/x.json"]).unwrap();
-    assert_eq!(o.out_json, Some(PathBuf::from("/tmp/x.json")));
-    assert_eq!(parse(WBW, &[]).unwrap().out_json, None);
-    assert!(parse(WBW, &["-b", "--report-both"]).unwrap().report_both);
+    assert_eq!(o.output.out_json, Some(PathBuf::from("/tmp/x.json")));
+    assert_eq!(parse(WBW, &[]).unwrap().output.out_json, None);
+    assert!(
+        parse(WBW, &["-b", "--report-both"])
+            .unwrap()
+            .output
+            .report_both
+    );
     refused(parse(WBW, &["--report-both"]), &["--report-both", "-b"]);
     refused(
         parse(SLAT, &["--report-both"]),

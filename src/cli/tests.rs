@@ -43,7 +43,7 @@ fn defaults_follow_perftest() {
         (l.role, l.sizes.clone(), l.tx_depth, l.host.as_deref()),
         (Role::Client, vec![2], 1, Some("10.0.0.1"))
     );
-    assert_eq!(l.percentiles, DEFAULT_PERCENTILES.to_vec());
+    assert_eq!(l.output.percentiles, DEFAULT_PERCENTILES.to_vec());
 }
 
 #[test]
@@ -230,5 +230,5 @@ fn clap_rejects_bad_values_and_repeats() {
 #[test]
 fn percentiles_are_sorted_and_deduplicated() {
     let o = parse(SLAT, &["--percentiles", "99.9,50,99,50"]).unwrap();
-    assert_eq!(o.percentiles, vec![50.0, 99.0, 99.9]);
+    assert_eq!(o.output.percentiles, vec![50.0, 99.0, 99.9]);
 }

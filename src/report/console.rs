@@ -17,7 +17,7 @@
 //! * `CQE Poll Batch` (newer perftest only) is not printed, and CPU utilisation appears in [`extras`]
 //!   rather than as a trailing column, because the column header is printed before it is known.
 
-use super::OutputSelect;
+use crate::params::OutputSelect;
 use crate::params::{Metric, Role, TransportKind, Verb};
 use crate::results::{AddressLine, EndlessRun, Measured, RunInfo, SizeResult};
 use crate::stats::{self, BandwidthStats, LatencyStats, percentile_label};

@@ -19,20 +19,6 @@ pub mod table;
 
 pub use console::{address_block, extras, header_block, table_footer, table_header, table_row};
 
-use serde::{Deserialize, Serialize};
-
-/// perftest --output=...: print one number instead of the report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutputSelect {
-    /// Average bandwidth.
-    Bandwidth,
-    /// Average latency.
-    Latency,
-    /// Average message rate.
-    MessageRate,
-}
-
 /// `2 B`, `64 KiB`, `1 MiB`, `1000 B`: powers of two in binary units, anything else in bytes.
 pub(crate) fn fmt_size(bytes: u64) -> String {
     for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {

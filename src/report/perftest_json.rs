@@ -9,7 +9,7 @@
 //! `results_local` and `results_remote` (the shape of perftest PR #322) instead of rewriting the file
 //! three times. Strings are JSON-escaped and a non-finite number is written as 0.
 
-use super::OutputSelect;
+use crate::params::OutputSelect;
 use crate::params::{Metric, Role, TransportKind, Verb};
 use crate::results::{Measured, RunInfo, SizeResult};
 use crate::stats::{self, BandwidthStats, LatencyStats};
