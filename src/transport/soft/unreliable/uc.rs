@@ -60,6 +60,7 @@ impl UcRequest {
 /// RC's SEND or RDMA WRITE opcode `rc` as UC's: an opcode's top three bits name the transport (RC
 /// 000, UC 001) and its low five the operation and the packet's place (IBA 9.2), so UC's SEND and
 /// WRITE opcodes are RC's with bit 5 set.
+#[inline]
 fn uc_opcode(rc: Opcode) -> Opcode {
     debug_assert!(rc.0 < 0x20, "{rc:?} is not an RC opcode");
     Opcode(rc.0 | 0x20)
