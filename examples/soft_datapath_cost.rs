@@ -160,17 +160,21 @@ fn main() {
                 } else {
                     (SendOp::Write, Some(to_b), Some(to_a))
                 };
+                // Message i stands at a side: its receive completed (SEND), or the marker landed at
+                // its target's tail (WRITE).
+                let arrived = |ep: &SoftEndpoint, recvd: u64| {
+                    if send {
+                        recvd > i
+                    } else {
+                        ep.buffer(0)[tail] == marker
+                    }
+                };
                 a.post_send(0, &wr(i, op, ra_)).expect("post a");
                 // b waits for a's message, then answers with its own.
                 loop {
                     poll(&mut a, &mut polls, &mut sa, &mut ra);
                     poll(&mut b, &mut polls, &mut sb, &mut rb);
-                    let arrived = if send {
-                        rb > i
-                    } else {
-                        b.buffer(0)[tail] == marker
-                    };
-                    if arrived {
+                    if arrived(&b, rb) {
                         break;
                     }
                 }
@@ -182,12 +186,7 @@ fn main() {
                 loop {
                     poll(&mut b, &mut polls, &mut sb, &mut rb);
                     poll(&mut a, &mut polls, &mut sa, &mut ra);
-                    let arrived = if send {
-                        ra > i
-                    } else {
-                        a.buffer(0)[tail] == marker
-                    };
-                    if arrived {
+                    if arrived(&a, ra) {
                         break;
                     }
                 }

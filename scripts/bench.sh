@@ -189,58 +189,56 @@ sockperf_lat() {
 }
 
 SKIPPED=""
-phase_lo() {
+# rounds <label> <body>: runs the function <body> ROUNDS times, saying which round it is. Every
+# round runs every benchmark of the phase once, so a noisy moment costs each of them one sample.
+rounds() {
     local r
-    use_lo
     for r in $(seq 1 "$ROUNDS"); do
-        echo "bench.sh: lo, round $r of $ROUNDS (${DURATION} s per run)" >&2
-        ref lo_udp36 udp-pingpong -s 36
-        roce_lat lo_soft_write_lat write_lat --transport soft --roce v2 -d lo
-        roce_lat lo_tcp_write_lat write_lat --transport tcp
-        ref lo_tcp26 tcp-pingpong -s 26
-        ref lo_udp20 udp-pingpong -s 20
-        roce_lat lo_soft_send_lat send_lat --transport soft --roce v2 -d lo
-        roce_lat lo_tcp_send_lat send_lat --transport tcp
-        ref lo_udp32 udp-pingpong -s 32 --reply-size 24
-        roce_lat lo_soft_read_lat read_lat --transport soft --roce v2 -d lo
-        roce_lat lo_tcp_read_lat read_lat --transport tcp
-        sockperf_lat lo_sockperf
-        roce_bw lo_tcp_write_bw write_bw --transport tcp
-        roce_bw lo_soft_write_bw write_bw --transport soft --roce v2 -d lo
-        iperf lo_iperf
-        roce_bw lo_soft_send_bw send_bw --transport soft --roce v2 -d lo
-        ref lo_tcp_stream tcp-stream -s 64K
-        roce_bw lo_soft_read_bw read_bw --transport soft --roce v2 -d lo
+        echo "bench.sh: $1, round $r of $ROUNDS" >&2
+        "$2"
     done
 }
 
-phase_veth() {
-    local r
-    for r in $(seq 1 "$ROUNDS"); do
-        echo "bench.sh: veth MTU 1500, round $r of $ROUNDS" >&2
-        ref veth_pkt76 packet-pingpong -d veth0 -s 76
-        roce_lat veth_v1_write_lat write_lat --transport soft --roce v1 --io packet -d veth0
-        roce_bw veth_tcp_write_bw write_bw --transport tcp
-        roce_bw veth_soft_write_bw write_bw --transport soft --roce v2 -d veth0
-        roce_bw veth_soft_send_bw send_bw --transport soft --roce v2 -d veth0
-        roce_bw veth_soft_read_bw read_bw --transport soft --roce v2 -d veth0
-    done
+lo_round() {
+    ref lo_udp36 udp-pingpong -s 36
+    roce_lat lo_soft_write_lat write_lat --transport soft --roce v2 -d lo
+    roce_lat lo_tcp_write_lat write_lat --transport tcp
+    ref lo_tcp26 tcp-pingpong -s 26
+    ref lo_udp20 udp-pingpong -s 20
+    roce_lat lo_soft_send_lat send_lat --transport soft --roce v2 -d lo
+    roce_lat lo_tcp_send_lat send_lat --transport tcp
+    ref lo_udp32 udp-pingpong -s 32 --reply-size 24
+    roce_lat lo_soft_read_lat read_lat --transport soft --roce v2 -d lo
+    roce_lat lo_tcp_read_lat read_lat --transport tcp
+    sockperf_lat lo_sockperf
+    roce_bw lo_tcp_write_bw write_bw --transport tcp
+    roce_bw lo_soft_write_bw write_bw --transport soft --roce v2 -d lo
+    iperf lo_iperf
+    roce_bw lo_soft_send_bw send_bw --transport soft --roce v2 -d lo
+    ref lo_tcp_stream tcp-stream -s 64K
+    roce_bw lo_soft_read_bw read_bw --transport soft --roce v2 -d lo
 }
 
-phase_veth9k() {
-    local r
-    for r in $(seq 1 "$ROUNDS"); do
-        echo "bench.sh: veth MTU 9000, round $r of $ROUNDS" >&2
-        roce_bw v9k_udp_write_bw write_bw --transport soft --roce v2 --io udp -d veth0
-        roce_bw v9k_v1pkt_write_bw write_bw --transport soft --roce v1 --io packet -d veth0
-        roce_bw v9k_v2pkt_write_bw write_bw --transport soft --roce v2 --io packet -d veth0
-        # RoCE's 4096-byte MTU: BTH 12 + 4096 + ICRC 4 in UDP; GRH 40 + the same after Ethernet.
-        ref v9k_ref_udp udp-stream -s 4112
-        ref v9k_ref_pkt packet-stream -d veth0 -s 4152
-    done
+veth_round() {
+    ref veth_pkt76 packet-pingpong -d veth0 -s 76
+    roce_lat veth_v1_write_lat write_lat --transport soft --roce v1 --io packet -d veth0
+    roce_bw veth_tcp_write_bw write_bw --transport tcp
+    roce_bw veth_soft_write_bw write_bw --transport soft --roce v2 -d veth0
+    roce_bw veth_soft_send_bw send_bw --transport soft --roce v2 -d veth0
+    roce_bw veth_soft_read_bw read_bw --transport soft --roce v2 -d veth0
 }
 
-phase_lo
+veth9k_round() {
+    roce_bw v9k_udp_write_bw write_bw --transport soft --roce v2 --io udp -d veth0
+    roce_bw v9k_v1pkt_write_bw write_bw --transport soft --roce v1 --io packet -d veth0
+    roce_bw v9k_v2pkt_write_bw write_bw --transport soft --roce v2 --io packet -d veth0
+    # RoCE's 4096-byte MTU: BTH 12 + 4096 + ICRC 4 in UDP; GRH 40 + the same after Ethernet.
+    ref v9k_ref_udp udp-stream -s 4112
+    ref v9k_ref_pkt packet-stream -d veth0 -s 4152
+}
+
+use_lo
+rounds "lo (${DURATION} s per run)" lo_round
 if [[ $VETH == 0 ]]; then
     SKIPPED="VETH=0"
 elif [[ $(id -u) != 0 ]]; then
@@ -249,8 +247,12 @@ elif ! use_veth 1500; then
     SKIPPED="scripts/netns.sh up failed"
     FAILED+=("scripts/netns.sh up")
 else
-    phase_veth
-    if use_veth 9000; then phase_veth9k; else FAILED+=("scripts/netns.sh up --mtu 9000"); fi
+    rounds "veth MTU 1500" veth_round
+    if use_veth 9000; then
+        rounds "veth MTU 9000" veth9k_round
+    else
+        FAILED+=("scripts/netns.sh up --mtu 9000")
+    fi
 fi
 
 # ---- the table ----

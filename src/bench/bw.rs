@@ -524,7 +524,7 @@ pub fn passive<E: Endpoint>(
 }
 
 mod receive;
-pub(crate) use receive::check_recv;
+pub(crate) use receive::take_recv;
 pub use receive::{receiver, receiver_with};
 
 #[cfg(test)]

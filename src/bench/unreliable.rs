@@ -18,7 +18,7 @@
 //!   Between roceperf peers only: a perftest peer marks no iteration, so against it the plain RC loop
 //!   runs (and, like perftest's own, waits for a lost message until the stall limit).
 
-use super::bw::{BwMeasurement, BwSpec, RecvState, check_recv};
+use super::bw::{BwMeasurement, BwSpec, RecvState, take_recv};
 use super::interval::{Intervals, Ticker};
 use super::lat::{LatMeasurement, LatSpec, Recorder, marker};
 use super::{
@@ -115,13 +115,9 @@ pub(super) fn receiver<E: Endpoint>(
         let n = ep.poll_cq(&mut comps).map_err(tr("polling completions"))?;
         let before = got;
         for c in &comps[..n] {
-            check(c)?;
-            if c.op != CompletionOp::Recv {
-                continue;
+            if take_recv(ep, spec, recvs, c, exact_len)?.is_some() {
+                got += 1;
             }
-            check_recv(ep, spec, c, exact_len)?;
-            got += 1;
-            recvs.replace(ep, &spec.layout, c.qp as usize)?;
         }
         if got > before {
             quiet.events += 1;

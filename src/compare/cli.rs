@@ -188,6 +188,13 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         .tempdir()
         .context("cannot create a temporary directory for the runs' logs")?;
     let timeout = cli.timeout.map(Duration::from_secs);
+    // The client runs the same way against either server, only pinned where it can be.
+    let client = |cpu| ClientSide {
+        bin_dir: bin_dir.clone(),
+        work: work.path().to_owned(),
+        cpu,
+        timeout,
+    };
     proc::catch_interrupts();
     let set = if cli.local {
         if cli.device.is_some() {
@@ -202,13 +209,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         };
         let (server_cpu, client_cpu) = local::cores();
         let mut server = LocalServer::new(bin_dir.clone(), work.path().to_owned(), server_cpu);
-        let client = ClientSide {
-            bin_dir,
-            work: work.path().to_owned(),
-            cpu: client_cpu,
-            timeout,
-        };
-        run_live(&plan, &mut server, &client)
+        run_live(&plan, &mut server, &client(client_cpu))
     } else {
         let host = hosts[0];
         let plan = Plan {
@@ -223,13 +224,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             };
-        let client = ClientSide {
-            bin_dir,
-            work: work.path().to_owned(),
-            cpu: None,
-            timeout,
-        };
-        run_live(&plan, &mut server, &client)
+        run_live(&plan, &mut server, &client(None))
     };
     let nothing_ran = set.runs.is_empty();
     let code = report_and_gate(cli, &set)?;

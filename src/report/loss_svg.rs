@@ -2,7 +2,7 @@
 //! log10 loss axis, one curve per transport and recovery. The loss-free point sits one decade left
 //! of the smallest rate, labelled 0.
 
-use super::svg::{COLORS, SIZE, draw_legend, draw_line, house_mesh, styled};
+use super::svg::{COLORS, SIZE, draw_legend, draw_marked_line, house_mesh, styled};
 use plotters::prelude::*;
 
 /// One curve: its legend and (loss rate 0..1, value) points.
@@ -84,10 +84,7 @@ pub fn loss_svg(
                         .map(|&(r, y)| (x(r), y))
                         .collect();
                     pts.sort_by_key(|p| p.0);
-                    draw_line(&mut chart, pts.clone(), color, s.label)?;
-                    chart
-                        .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
-                        .map_err(|e| e.to_string())?;
+                    draw_marked_line(&mut chart, &pts, color, s.label, 4)?;
                 }
                 draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
             }};

@@ -152,11 +152,10 @@ fn results_body(out: &mut String, info: &RunInfo, r: &SizeResult, single: Option
                     // Transactions per second: one per round trip (READ: per sample).
                     let rtt = stats.mean_us * f64::from(info.test.rtt_factor());
                     let tps = if rtt > 0.0 { 1e6 / rtt } else { 0.0 };
+                    size_fields(out, r);
                     let _ = write!(
                         out,
-                        "\"MsgSize\": {},\n\"n_iterations\": {},\n\"t_avg\": {},\n\"tps_average\": {}",
-                        r.size,
-                        r.iterations,
+                        "\"t_avg\": {},\n\"tps_average\": {}",
                         num(stats.mean_us, 2),
                         num(tps, 2)
                     );
@@ -169,6 +168,15 @@ fn results_body(out: &mut String, info: &RunInfo, r: &SizeResult, single: Option
             }
         }
     }
+}
+
+/// The fields a full record of one size starts with, bandwidth or latency.
+fn size_fields(out: &mut String, r: &SizeResult) {
+    let _ = write!(
+        out,
+        "\"MsgSize\": {},\n\"n_iterations\": {},\n",
+        r.size, r.iterations
+    );
 }
 
 fn bw_results(
@@ -195,11 +203,10 @@ fn bw_results(
         None => {
             // perftest's REPORT_FMT_EXT_JSON: six decimals when a Gb/s figure is below 0.1.
             let d = if gbits && avg < 0.1 { 6 } else { 2 };
+            size_fields(out, r);
             let _ = write!(
                 out,
-                "\"MsgSize\": {},\n\"n_iterations\": {},\n\"BW_peak\": {},\n\"BW_average\": {},\n\"MsgRate\": {}",
-                r.size,
-                r.iterations,
+                "\"BW_peak\": {},\n\"BW_average\": {},\n\"MsgRate\": {}",
                 num(peak.unwrap_or(0.0), d),
                 num(avg, d),
                 num(b.msg_rate_mpps, 6)
@@ -219,11 +226,10 @@ fn lat_results(
         s.get(p)
             .unwrap_or_else(|| stats::value_at_percentile(h, p) as f64 / 1000.0)
     };
+    size_fields(out, r);
     let _ = write!(
         out,
-        "\"MsgSize\": {},\n\"n_iterations\": {},\n\"t_min\": {},\n\"t_max\": {},\n\"t_typical\": {},\n\"t_avg\": {},\n\"t_stdev\": {},\n\"percentile_99\": {},\n\"percentile_99.9\": {}",
-        r.size,
-        r.iterations,
+        "\"t_min\": {},\n\"t_max\": {},\n\"t_typical\": {},\n\"t_avg\": {},\n\"t_stdev\": {},\n\"percentile_99\": {},\n\"percentile_99.9\": {}",
         num(s.min_us, 2),
         num(s.max_us, 2),
         num(s.median_us, 2),

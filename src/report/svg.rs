@@ -201,17 +201,10 @@ pub(crate) fn bandwidth_svg(title: &str, series: &[BandwidthSeries]) -> Result<S
                 .map(|&(sz, g)| (milli(log2(sz)), g))
                 .collect();
             points.sort_by_key(|p| p.0);
-            draw_line(&mut chart, points.clone(), color, s.label)?;
             // Markers: a single-size run is a point, not an invisible zero-length line; with one size
             // the points also carry their value, as there is no curve to read against the axis.
             let radius = if single_size { 6 } else { 4 };
-            chart
-                .draw_series(
-                    points
-                        .iter()
-                        .map(|&p| Circle::new(p, radius, color.filled())),
-                )
-                .map_err(|e| e.to_string())?;
+            draw_marked_line(&mut chart, &points, color, s.label, radius)?;
             if single_size {
                 chart
                     .draw_series(points.iter().map(|&(x, y)| {
@@ -263,6 +256,25 @@ pub(crate) fn draw_line<DB: DrawingBackend, CT: CoordTranslate<From = (i32, f64)
         .map_err(|e| e.to_string())?
         .label(label)
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3)));
+    Ok(())
+}
+
+/// [`draw_line`] with a dot of `radius` at each point: the measured values on the curve.
+pub(crate) fn draw_marked_line<DB: DrawingBackend, CT: CoordTranslate<From = (i32, f64)>>(
+    chart: &mut ChartContext<'_, DB, CT>,
+    points: &[(i32, f64)],
+    color: RGBColor,
+    label: &str,
+    radius: i32,
+) -> Result<(), String> {
+    draw_line(chart, points.to_vec(), color, label)?;
+    chart
+        .draw_series(
+            points
+                .iter()
+                .map(|&p| Circle::new(p, radius, color.filled())),
+        )
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 

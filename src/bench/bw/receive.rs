@@ -42,11 +42,8 @@ pub fn receiver_with<E: Endpoint>(
     let mut poll = |ep: &mut E, got: &mut [u64], recvs: &mut RecvState| -> Result<usize> {
         let n = ep.poll_cq(&mut comps).map_err(tr("polling completions"))?;
         for c in &comps[..n] {
-            check(c)?;
-            if c.op == CompletionOp::Recv {
-                check_recv(ep, spec, c, exact_len)?;
-                got[c.qp as usize] += 1;
-                recvs.replace(ep, &spec.layout, c.qp as usize)?;
+            if let Some(qp) = take_recv(ep, spec, recvs, c, exact_len)? {
+                got[qp] += 1;
             }
         }
         Ok(n)
@@ -127,18 +124,27 @@ pub fn receiver_with<E: Endpoint>(
     }
 }
 
-/// Checks a SEND's receive completion `c`: its length (`exact_len` where every SEND is of that size)
-/// and, under `--validate`, what landed.
-pub(crate) fn check_recv<E: Endpoint>(
-    ep: &E,
+/// Takes one completion of a send_bw receiver: checks it, and if it is a SEND's receive, checks its
+/// length (`exact_len` where every SEND is of that size) and, under `--validate`, what landed, then
+/// posts the receive again. Returns the queue pair the SEND arrived on, for the caller to count.
+#[inline]
+pub(crate) fn take_recv<E: Endpoint>(
+    ep: &mut E,
     spec: &BwSpec,
+    recvs: &mut RecvState,
     c: &Completion,
     exact_len: Option<u64>,
-) -> Result<()> {
+) -> Result<Option<usize>> {
+    check(c)?;
+    if c.op != CompletionOp::Recv {
+        return Ok(None);
+    }
     check_len(c, exact_len, spec.layout.recv_headroom)?;
+    let qp = c.qp as usize;
     if spec.validate {
         let len = payload_len(c, &spec.layout);
-        check_target(ep, spec, c.qp as usize, len, "SEND received")?;
+        check_target(ep, spec, qp, len, "SEND received")?;
     }
-    Ok(())
+    recvs.replace(ep, &spec.layout, qp)?;
+    Ok(Some(qp))
 }

@@ -23,29 +23,24 @@ pub trait OobStream: Read + Write {
     fn shutdown_write(&mut self) -> std::io::Result<()>;
 }
 
-impl OobStream for TcpStream {
-    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> std::io::Result<()> {
-        TcpStream::set_read_timeout(self, timeout)
-    }
-    fn set_nonblocking(&mut self, nonblocking: bool) -> std::io::Result<()> {
-        TcpStream::set_nonblocking(self, nonblocking)
-    }
-    fn shutdown_write(&mut self) -> std::io::Result<()> {
-        TcpStream::shutdown(self, std::net::Shutdown::Write)
-    }
+/// TCP and Unix stream sockets have the same inherent methods; the trait forwards to them.
+macro_rules! oob_stream {
+    ($($stream:ty),*) => {$(
+        impl OobStream for $stream {
+            fn set_read_timeout(&mut self, timeout: Option<Duration>) -> std::io::Result<()> {
+                <$stream>::set_read_timeout(self, timeout)
+            }
+            fn set_nonblocking(&mut self, nonblocking: bool) -> std::io::Result<()> {
+                <$stream>::set_nonblocking(self, nonblocking)
+            }
+            fn shutdown_write(&mut self) -> std::io::Result<()> {
+                <$stream>::shutdown(self, std::net::Shutdown::Write)
+            }
+        }
+    )*};
 }
 
-impl OobStream for UnixStream {
-    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> std::io::Result<()> {
-        UnixStream::set_read_timeout(self, timeout)
-    }
-    fn set_nonblocking(&mut self, nonblocking: bool) -> std::io::Result<()> {
-        UnixStream::set_nonblocking(self, nonblocking)
-    }
-    fn shutdown_write(&mut self) -> std::io::Result<()> {
-        UnixStream::shutdown(self, std::net::Shutdown::Write)
-    }
-}
+oob_stream!(TcpStream, UnixStream);
 
 /// Connects to a perftest server (the client side), retrying a refused or unreachable peer for up to `wait`
 /// (perftest itself does not retry, so start order matters less with us). Sets TCP_NODELAY so that each

@@ -87,17 +87,21 @@ impl<T: Copy> HoldQueue<T> {
 /// What happens to one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Verdict {
-    /// Goes on, maybe with a flipped bit, maybe twice.
-    Pass { corrupt: bool, dup: bool },
-    /// Never arrives.
-    Drop,
-    /// Goes on at `until`: `reordered` (held by `reorder_delay`) or only delayed.
-    Hold {
-        until: Instant,
-        reordered: bool,
+    /// Goes on, maybe with a flipped bit, maybe twice, now or (`hold`) later.
+    Pass {
         corrupt: bool,
         dup: bool,
+        hold: Option<Hold>,
     },
+    /// Never arrives.
+    Drop,
+}
+
+/// When a packet held back goes on: at `until`, `reordered` (held by `reorder_delay`) or only delayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Hold {
+    until: Instant,
+    reordered: bool,
 }
 
 /// The impairment of one direction: thresholds, the loss process, the generator, the hold queues.
@@ -187,16 +191,14 @@ impl<T: Copy> Fault<T> {
         let dup = self.hit(self.duplicate);
         let reordered =
             self.hit(self.reorder) && !self.reordered.as_ref().is_some_and(|q| q.is_full());
-        if reordered || self.delay_ns > 0 {
-            let hold = self.delay_ns + if reordered { self.reorder_ns } else { 0 };
-            return Verdict::Hold {
-                until: Instant::from_nanos(now.as_nanos().saturating_add(hold)),
+        let hold = (reordered || self.delay_ns > 0).then(|| {
+            let ns = self.delay_ns + if reordered { self.reorder_ns } else { 0 };
+            Hold {
+                until: Instant::from_nanos(now.as_nanos().saturating_add(ns)),
                 reordered,
-                corrupt,
-                dup,
-            };
-        }
-        Verdict::Pass { corrupt, dup }
+            }
+        });
+        Verdict::Pass { corrupt, dup, hold }
     }
 
     /// Flips one bit of `pkt`.
@@ -209,8 +211,9 @@ impl<T: Copy> Fault<T> {
         self.stats.corrupted += 1;
     }
 
-    /// Holds `pkt` as `verdict` says (with its copy when duplicated); false when there is no room.
-    fn hold(&mut self, to: T, pkt: &mut [u8], until: Instant, reordered: bool) -> bool {
+    /// Holds `pkt` as `hold` says; false when there is no room.
+    fn hold(&mut self, to: T, pkt: &mut [u8], hold: Hold) -> bool {
+        let Hold { until, reordered } = hold;
         let q = if reordered {
             self.reordered.as_mut()
         } else {
@@ -380,26 +383,7 @@ impl<D: Device> Device for Impaired<D> {
             let n = fill(buf)?;
             produced = true;
             match f.decide(now) {
-                Verdict::Pass { corrupt, dup } => {
-                    if dup {
-                        f.scratch[..n].copy_from_slice(&buf[..n]);
-                        copy = n;
-                    }
-                    if corrupt {
-                        f.flip(&mut buf[..n]);
-                    }
-                    Some(n)
-                }
-                Verdict::Drop => {
-                    f.stats.dropped += 1;
-                    None
-                }
-                Verdict::Hold {
-                    until,
-                    reordered,
-                    corrupt,
-                    dup,
-                } => {
+                Verdict::Pass { corrupt, dup, hold } => {
                     let pkt = &mut buf[..n];
                     if dup {
                         f.scratch[..n].copy_from_slice(pkt);
@@ -408,11 +392,14 @@ impl<D: Device> Device for Impaired<D> {
                     if corrupt {
                         f.flip(pkt);
                     }
-                    if f.hold(to, pkt, until, reordered) {
-                        None
-                    } else {
-                        Some(n)
+                    match hold {
+                        Some(h) if f.hold(to, pkt, h) => None,
+                        _ => Some(n),
                     }
+                }
+                Verdict::Drop => {
+                    f.stats.dropped += 1;
+                    None
                 }
             }
         });
@@ -450,38 +437,23 @@ impl<D: Device> Device for Impaired<D> {
         }
         self.dev.receive(now, |meta, pkt| match f.decide(now) {
             Verdict::Drop => f.stats.dropped += 1,
-            Verdict::Pass { corrupt, dup } => {
-                if corrupt {
+            Verdict::Pass { corrupt, dup, hold } => {
+                // The received packet is borrowed: flip or hold a copy of it (the original stays
+                // intact for the duplicate).
+                if corrupt || hold.is_some() {
                     let n = pkt.len().min(f.scratch.len());
                     let mut copy = std::mem::take(&mut f.scratch);
                     copy[..n].copy_from_slice(&pkt[..n]);
-                    f.flip(&mut copy[..n]);
-                    each(meta, &copy[..n]);
+                    if corrupt {
+                        f.flip(&mut copy[..n]);
+                    }
+                    if !hold.is_some_and(|h| f.hold(meta, &mut copy[..n], h)) {
+                        each(meta, &copy[..n]);
+                    }
                     f.scratch = copy;
                 } else {
                     each(meta, pkt);
                 }
-                if dup {
-                    f.stats.duplicated += 1;
-                    each(meta, pkt);
-                }
-            }
-            Verdict::Hold {
-                until,
-                reordered,
-                corrupt,
-                dup,
-            } => {
-                let n = pkt.len().min(f.scratch.len());
-                let mut copy = std::mem::take(&mut f.scratch);
-                copy[..n].copy_from_slice(&pkt[..n]);
-                if corrupt {
-                    f.flip(&mut copy[..n]);
-                }
-                if !f.hold(meta, &mut copy[..n], until, reordered) {
-                    each(meta, &copy[..n]);
-                }
-                f.scratch = copy;
                 if dup {
                     f.stats.duplicated += 1;
                     each(meta, pkt);

@@ -18,7 +18,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
-use super::batch::{CtrlBuf, send_queued};
+use super::batch::{CtrlBuf, msg_headers, send_queued, slot_iovecs, zeroed_names};
 use super::slots::Slots;
 use super::sockaddr;
 
@@ -57,25 +57,10 @@ impl GsoTxBatch {
     pub fn new(entries: usize, max_packet: usize) -> GsoTxBatch {
         assert!(max_packet <= MAX_ENTRY_BYTES);
         let mut mem = Slots::new(entries, MAX_ENTRY_BYTES);
-        // SAFETY: plain data; all-zero is valid.
-        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let zero_name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut iovs: Box<[libc::iovec]> = (0..entries)
-            .map(|i| libc::iovec {
-                iov_base: mem.slot_ptr(i) as *mut libc::c_void,
-                iov_len: 0,
-            })
-            .collect();
-        let mut names = vec![zero_name; entries].into_boxed_slice();
-        let mut ctrl = vec![CtrlBuf([0; 128]); entries].into_boxed_slice();
-        let mut hdrs = vec![zero_hdr; entries].into_boxed_slice();
-        for (i, h) in hdrs.iter_mut().enumerate() {
-            h.msg_hdr.msg_iov = &mut iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-            h.msg_hdr.msg_control = ctrl[i].0.as_mut_ptr() as *mut libc::c_void;
-        }
+        let mut iovs = slot_iovecs(&mut mem, 0);
+        let mut names = zeroed_names(entries);
+        let mut ctrl = CtrlBuf::boxed(entries);
+        let hdrs = msg_headers(&mut iovs, Some(&mut names), Some(&mut ctrl));
         GsoTxBatch {
             mem,
             hdrs,

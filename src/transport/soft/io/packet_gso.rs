@@ -14,7 +14,7 @@
 
 use std::os::fd::RawFd;
 
-use super::batch::send_queued;
+use super::batch::{msg_headers, send_queued, slot_iovecs};
 use super::slots::Slots;
 
 /// Bytes of the `virtio_net_hdr` in front of every frame on a `PACKET_VNET_HDR` socket.
@@ -157,20 +157,9 @@ impl PacketGsoTx {
         let entry_len = VNET_HDR_LEN + MAX_HEADERS + MAX_PAYLOAD;
         assert!(max_packet <= MAX_HEADERS + MAX_PAYLOAD);
         let mut mem = Slots::new(entries, entry_len);
-        // SAFETY: plain data; all-zero is valid.
-        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
-        let mut iovs: Box<[libc::iovec]> = (0..entries)
-            .map(|i| libc::iovec {
-                iov_base: mem.slot_ptr(i) as *mut libc::c_void,
-                iov_len: 0,
-            })
-            .collect();
-        let mut hdrs = vec![zero_hdr; entries].into_boxed_slice();
-        for (i, h) in hdrs.iter_mut().enumerate() {
-            // No address: the socket sends on the interface it is bound to.
-            h.msg_hdr.msg_iov = &mut iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-        }
+        let mut iovs = slot_iovecs(&mut mem, 0);
+        // No address: the socket sends on the interface it is bound to.
+        let hdrs = msg_headers(&mut iovs, None, None);
         PacketGsoTx {
             mem,
             hdrs,

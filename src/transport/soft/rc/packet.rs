@@ -59,6 +59,7 @@ pub fn payload_len(len: u64, pmtu: u32, index: u32) -> usize {
 }
 
 /// The SEND opcode for a segment, with or without immediate.
+#[inline]
 pub(crate) fn send_opcode(seg: Seg, imm: bool) -> Opcode {
     match (seg, imm) {
         (Seg::First, _) => Opcode::RC_SEND_FIRST,
@@ -71,6 +72,7 @@ pub(crate) fn send_opcode(seg: Seg, imm: bool) -> Opcode {
 }
 
 /// The RDMA WRITE opcode for a segment, with or without immediate.
+#[inline]
 pub(crate) fn write_opcode(seg: Seg, imm: bool) -> Opcode {
     match (seg, imm) {
         (Seg::First, _) => Opcode::RC_RDMA_WRITE_FIRST,

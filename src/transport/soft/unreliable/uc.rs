@@ -11,7 +11,7 @@
 use super::{MAX_HEADER_LEN, Queues, RecvWqe, UnreliableCounters};
 use crate::transport::soft::bytes::copy_payload;
 use crate::transport::soft::rc::mr::{MemoryTable, Span};
-use crate::transport::soft::rc::packet::Seg;
+use crate::transport::soft::rc::packet::{self, Seg};
 use crate::transport::soft::rc::psn::Psn;
 use crate::transport::soft::rc::{ConfigError, Now, QpConfig};
 use crate::transport::{
@@ -57,28 +57,13 @@ impl UcRequest {
     }
 }
 
-/// The UC SEND opcode for a segment.
-fn send_opcode(seg: Seg, imm: bool) -> Opcode {
-    match (seg, imm) {
-        (Seg::First, _) => Opcode::UC_SEND_FIRST,
-        (Seg::Middle, _) => Opcode::UC_SEND_MIDDLE,
-        (Seg::Last, false) => Opcode::UC_SEND_LAST,
-        (Seg::Last, true) => Opcode::UC_SEND_LAST_WITH_IMMEDIATE,
-        (Seg::Only, false) => Opcode::UC_SEND_ONLY,
-        (Seg::Only, true) => Opcode::UC_SEND_ONLY_WITH_IMMEDIATE,
-    }
-}
-
-/// The UC RDMA WRITE opcode for a segment.
-fn write_opcode(seg: Seg, imm: bool) -> Opcode {
-    match (seg, imm) {
-        (Seg::First, _) => Opcode::UC_RDMA_WRITE_FIRST,
-        (Seg::Middle, _) => Opcode::UC_RDMA_WRITE_MIDDLE,
-        (Seg::Last, false) => Opcode::UC_RDMA_WRITE_LAST,
-        (Seg::Last, true) => Opcode::UC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
-        (Seg::Only, false) => Opcode::UC_RDMA_WRITE_ONLY,
-        (Seg::Only, true) => Opcode::UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
-    }
+/// RC's SEND or RDMA WRITE opcode `rc` as UC's: an opcode's top three bits name the transport (RC
+/// 000, UC 001) and its low five the operation and the packet's place (IBA 9.2), so UC's SEND and
+/// WRITE opcodes are RC's with bit 5 set.
+#[inline]
+fn uc_opcode(rc: Opcode) -> Opcode {
+    debug_assert!(rc.0 < 0x20, "{rc:?} is not an RC opcode");
+    Opcode(rc.0 | 0x20)
 }
 
 /// The message the responder is in the middle of.
@@ -149,10 +134,10 @@ impl UcQp {
             SendOp::SendWithImm(i) | SendOp::WriteWithImm(i) if seg.ends() => Some(i),
             _ => None,
         };
-        let opcode = match w.wr.op {
-            SendOp::Write | SendOp::WriteWithImm(_) => write_opcode(seg, imm.is_some()),
-            _ => send_opcode(seg, imm.is_some()),
-        };
+        let opcode = uc_opcode(match w.wr.op {
+            SendOp::Write | SendOp::WriteWithImm(_) => packet::write_opcode(seg, imm.is_some()),
+            _ => packet::send_opcode(seg, imm.is_some()),
+        });
         let mut repr = self.q.bth(opcode, self.q.cfg.remote_qpn, span.len);
         repr.imm = imm;
         if opcode.has_reth() {

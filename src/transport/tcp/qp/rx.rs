@@ -288,27 +288,23 @@ impl QpState {
             }
             // Its acknowledgements were taken with its header.
             FrameOp::Ack => return Ok(()),
-            FrameOp::ReadResp => {
+            FrameOp::ReadResp | FrameOp::AtomicResp => {
+                // Placement matched the oldest outstanding request: a READ for a READ response
+                // (whose data has landed), an atomic for an atomic response.
                 let r = self
                     .reads
                     .pop_front()
-                    .expect("placement matched a pending READ");
+                    .expect("placement matched a pending READ or atomic");
                 self.outstanding -= 1;
+                let byte_len = if h.op == FrameOp::AtomicResp {
+                    // The original travels in the header's offset field; it lands in host order.
+                    self.buf[r.offset..r.offset + 8].copy_from_slice(&h.offset.to_ne_bytes());
+                    8
+                } else {
+                    h.len
+                };
                 if r.signaled {
-                    cq.push_back(success(r.wr_id, CompletionOp::Read, h.len, None));
-                }
-                return Ok(());
-            }
-            FrameOp::AtomicResp => {
-                let r = self
-                    .reads
-                    .pop_front()
-                    .expect("placement matched a pending atomic");
-                self.outstanding -= 1;
-                // The original travels in the header's offset field; it lands in host order.
-                self.buf[r.offset..r.offset + 8].copy_from_slice(&h.offset.to_ne_bytes());
-                if r.signaled {
-                    cq.push_back(success(r.wr_id, r.op, 8, None));
+                    cq.push_back(success(r.wr_id, r.op, byte_len, None));
                 }
                 return Ok(());
             }

@@ -6,7 +6,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::RawFd;
 
-use super::{CtrlBuf, UDP_GRO};
+use super::{CtrlBuf, UDP_GRO, msg_headers, slot_iovecs, zeroed_names};
 use crate::transport::soft::io::slots::Slots;
 use crate::transport::soft::io::sockaddr;
 
@@ -66,25 +66,10 @@ impl RxBatch {
     pub fn new(batch: usize, slot_len: usize) -> RxBatch {
         let mut slots = Slots::new(batch, slot_len);
         let slot_len = slots.slot_len();
-        // SAFETY: these kernel structs are plain data; all-zero is valid.
-        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let zero_name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut iovs: Box<[libc::iovec]> = (0..batch)
-            .map(|i| libc::iovec {
-                iov_base: slots.slot_ptr(i) as *mut libc::c_void,
-                iov_len: slot_len,
-            })
-            .collect();
-        let mut names = vec![zero_name; batch].into_boxed_slice();
-        let mut ctrl = vec![CtrlBuf([0; 128]); batch].into_boxed_slice();
-        let mut hdrs = vec![zero_hdr; batch].into_boxed_slice();
-        for (i, h) in hdrs.iter_mut().enumerate() {
-            h.msg_hdr.msg_iov = &mut iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-            h.msg_hdr.msg_control = ctrl[i].0.as_mut_ptr() as *mut libc::c_void;
-        }
+        let mut iovs = slot_iovecs(&mut slots, slot_len);
+        let mut names = zeroed_names(batch);
+        let mut ctrl = CtrlBuf::boxed(batch);
+        let hdrs = msg_headers(&mut iovs, Some(&mut names), Some(&mut ctrl));
         RxBatch {
             slots,
             hdrs,

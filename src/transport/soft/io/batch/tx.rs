@@ -5,6 +5,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
+use super::{msg_headers, slot_iovecs, zeroed_names};
 use crate::transport::soft::io::slots::Slots;
 use crate::transport::soft::io::sockaddr;
 
@@ -25,23 +26,9 @@ impl TxBatch {
     /// Room for `batch` packets of up to `slot_len` bytes.
     pub fn new(batch: usize, slot_len: usize) -> TxBatch {
         let mut slots = Slots::new(batch, slot_len);
-        // SAFETY: plain data; all-zero is valid.
-        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let zero_name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut iovs: Box<[libc::iovec]> = (0..batch)
-            .map(|i| libc::iovec {
-                iov_base: slots.slot_ptr(i) as *mut libc::c_void,
-                iov_len: 0,
-            })
-            .collect();
-        let mut names = vec![zero_name; batch].into_boxed_slice();
-        let mut hdrs = vec![zero_hdr; batch].into_boxed_slice();
-        for (i, h) in hdrs.iter_mut().enumerate() {
-            h.msg_hdr.msg_iov = &mut iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_name = &mut names[i] as *mut _ as *mut libc::c_void;
-        }
+        let mut iovs = slot_iovecs(&mut slots, 0);
+        let mut names = zeroed_names(batch);
+        let hdrs = msg_headers(&mut iovs, Some(&mut names), None);
         TxBatch {
             slots,
             hdrs,
