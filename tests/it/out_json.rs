@@ -123,15 +123,7 @@ fn ours_with_stdout(net: &Net, name: &str, test: &str, args: &[&str]) -> (String
         );
         pair_on(test, server, client, "10.77.0.1")
     };
-    assert_eq!(
-        (c.code(), s.code()),
-        (0, 0),
-        "{name}\nclient:\n{}{}\nserver:\n{}{}",
-        c.stdout,
-        c.stderr,
-        s.stdout,
-        s.stderr
-    );
+    common::assert_both_ok(name, &s, &c);
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p}: {e}"));
     (read(&sf), read(&cf), c.stdout)
 }

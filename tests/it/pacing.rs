@@ -5,7 +5,7 @@
 //! check is a bound that a loaded machine keeps (the accuracy figures are a benchmark, not a test).
 
 use crate::common::schema::{assert_csv_header, assert_valid_file};
-use crate::common::{self, Side, pair_on};
+use crate::common::{self, pair_here};
 use serde_json::Value;
 use std::process::Command;
 use std::sync::Mutex;
@@ -121,27 +121,13 @@ fn paced_pair(dir: &std::path::Path, test: &str, args: &[&str], host: &str) -> (
         a
     };
     let (sa, ca) = (side(&sf), side(&cf));
-    let (s, c) = pair_on(
+    let (s, c) = pair_here(
         test,
-        Side {
-            ns: None,
-            args: sa.iter().map(String::as_str).collect(),
-        },
-        Side {
-            ns: None,
-            args: ca.iter().map(String::as_str).collect(),
-        },
+        sa.iter().map(String::as_str).collect(),
+        ca.iter().map(String::as_str).collect(),
         host,
     );
-    assert_eq!(
-        (c.code(), s.code()),
-        (0, 0),
-        "client:\n{}{}\nserver:\n{}{}",
-        c.stdout,
-        c.stderr,
-        s.stdout,
-        s.stderr
-    );
+    common::assert_both_ok(test, &s, &c);
     for role in ["client", "server"] {
         assert_csv_header("result", &dir.join(format!("{role}.csv")));
     }

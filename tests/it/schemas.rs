@@ -8,7 +8,7 @@ use crate::common::assert_contains;
 use crate::common::schema::{
     assert_csv_header, assert_valid, assert_valid_file, golden_csv_header, schema,
 };
-use crate::common::{Side, pair_on};
+use crate::common::{self, pair_on_lo};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -33,25 +33,8 @@ fn run_pair(dir: &Path, name: &str, test: &str, args: &[&str]) {
         a.extend(f.iter().map(String::as_str));
         a
     }
-    let (s, c) = pair_on(
-        test,
-        Side {
-            ns: None,
-            args: side(args, &sf),
-        },
-        Side {
-            ns: None,
-            args: side(args, &cf),
-        },
-        "127.0.0.1",
-    );
-    assert_eq!(
-        (c.code(), s.code()),
-        (0, 0),
-        "{name}\nclient: {}\nserver: {}",
-        c.stderr,
-        s.stderr
-    );
+    let (s, c) = pair_on_lo(test, side(args, &sf), side(args, &cf));
+    common::assert_both_ok(name, &s, &c);
 }
 
 #[test]
@@ -225,18 +208,7 @@ fn results_dir_files_match_the_schema_and_golden_header() {
         "--results",
         dir.path().to_str().unwrap(),
     ];
-    let (s, c) = pair_on(
-        "read_bw",
-        Side {
-            ns: None,
-            args: args.to_vec(),
-        },
-        Side {
-            ns: None,
-            args: args.to_vec(),
-        },
-        "127.0.0.1",
-    );
+    let (s, c) = pair_on_lo("read_bw", args.to_vec(), args.to_vec());
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
     let mut names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()

@@ -136,13 +136,7 @@ fn validate_holds_under_deliberate_loss_duplication_and_reordering() {
         )
         .wait(120, test);
         let s = sp.wait(30, test);
-        assert_eq!(
-            (c.code(), s.code()),
-            (0, 0),
-            "{test}: {}\n{}",
-            c.stderr,
-            s.stderr
-        );
+        common::assert_both_ok(test, &s, &c);
         // Both sides impaired what they sent, and the losses were repaired by retransmission.
         let mut retransmitted = 0;
         for j in [&sj, &cj] {
@@ -196,13 +190,7 @@ fn kernel_loss_and_duplication_on_a_veth_pair_are_repaired_with_validate() {
                 },
                 "10.77.0.1",
             );
-            assert_eq!(
-                (c.code(), s.code()),
-                (0, 0),
-                "{impair} {test}: {}\n{}",
-                c.stderr,
-                s.stderr
-            );
+            common::assert_both_ok(&format!("{impair} {test}"), &s, &c);
             for j in [&sj, &cj] {
                 let doc = common::json_file(j);
                 repaired += doc["test"]["counters"][counter].as_u64().unwrap();
@@ -286,25 +274,50 @@ fn running_pair(test: &str, run: [&str; 2]) -> (common::Proc, common::Proc) {
     (server, client)
 }
 
+/// Kills the `killed` side ("server" or "client") of `running_pair(test, run)` and waits for the
+/// other to end: with exit 1 (a work completion error while running, README, exit codes: not a
+/// setup error or a panic's 101) and a message naming each of `causes`. Returns how long after the
+/// kill it ended, and its stderr.
+fn survivor_of_a_kill(
+    test: &str,
+    run: [&str; 2],
+    killed: &str,
+    causes: &[&str],
+) -> (Duration, String) {
+    let (server, client) = running_pair(test, run);
+    let killed_at = Instant::now();
+    let (survivor, name) = match killed {
+        "server" => {
+            server.kill();
+            (client, "client")
+        }
+        _ => {
+            client.kill();
+            (server, "server")
+        }
+    };
+    let d = survivor.wait(30, &format!("{name} after its {killed} was killed"));
+    assert_eq!(d.code(), 1, "{}", d.stderr);
+    for cause in causes {
+        assert!(
+            d.stderr.contains(cause),
+            "a clear error naming the cause: {}",
+            d.stderr
+        );
+    }
+    (killed_at.elapsed(), d.stderr)
+}
+
 #[test]
 fn a_server_killed_mid_run_ends_the_client_with_a_retry_error() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
-    let (server, client) = running_pair("write_bw", ["-D", "60"]);
-    let killed_at = Instant::now();
-    server.kill();
-    let c = client.wait(30, "client after its server was killed");
-    // A work completion error while running (README, exit codes): 1, not a setup error or a panic's 101.
-    assert_eq!(c.code(), 1, "{}", c.stderr);
-    assert!(
-        c.stderr.contains("retry counter exceeded"),
-        "a clear error naming the cause: {}",
-        c.stderr
+    let (took, stderr) = survivor_of_a_kill(
+        "write_bw",
+        ["-D", "60"],
+        "server",
+        &["retry counter exceeded"],
     );
-    eprintln!(
-        "client ended {:?} after the kill: {}",
-        killed_at.elapsed(),
-        c.stderr.trim()
-    );
+    eprintln!("client ended {took:?} after the kill: {}", stderr.trim());
 }
 
 /// The other way round: a send_bw receiver whose sender is killed mid-run gets no retry timer (it
@@ -312,22 +325,13 @@ fn a_server_killed_mid_run_ends_the_client_with_a_retry_error() {
 #[test]
 fn a_sender_killed_mid_run_ends_the_send_bw_receiver_with_a_clear_error() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
-    let (server, client) = running_pair("send_bw", ["-n", "100000000"]);
-    let killed_at = Instant::now();
-    client.kill();
-    let s = server.wait(30, "server after its client was killed");
-    assert_eq!(s.code(), 1, "{}", s.stderr);
-    assert!(
-        s.stderr.contains("nothing arrived from the peer")
-            && s.stderr.contains("finished or gone away"),
-        "a clear error naming the cause: {}",
-        s.stderr
+    let (took, _) = survivor_of_a_kill(
+        "send_bw",
+        ["-n", "100000000"],
+        "client",
+        &["nothing arrived from the peer", "finished or gone away"],
     );
-    assert!(
-        killed_at.elapsed() < Duration::from_secs(8),
-        "{:?}",
-        killed_at.elapsed()
-    );
+    assert!(took < Duration::from_secs(8), "{took:?}");
 }
 
 #[test]
@@ -391,11 +395,7 @@ fn junk_sent_to_port_4791_mid_run_is_dropped_counted_and_the_run_completes() {
         junk.send_to(&[0u8; 9000], to).unwrap(); // cut by the receive slot: malformed
         std::thread::sleep(Duration::from_millis(100));
     }
-    let c = client.wait(60, "client");
-    let s = server.wait(30, "server");
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
-    let doc = common::json_file(&json);
-    let d = &doc["test"]["counters"]["drops"];
+    let d = common::drops_once_both_ok(server, client, &json);
     assert_eq!(d["unknown_qpn"], 3, "{d}");
     assert!(d["bad_icrc"].as_u64().unwrap() >= 3, "{d}");
     assert!(d["malformed"].as_u64().unwrap() >= 6, "{d}");
