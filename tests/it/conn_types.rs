@@ -242,12 +242,5 @@ fn both_sides_must_run_the_same_connection_type() {
         vec!["-d", "lo", "-c", "UC", "-n", "10"],
         vec!["-d", "lo", "-n", "10"],
     );
-    for (side, d) in [("server", &s), ("client", &c)] {
-        assert_eq!(d.code(), 2, "{side}: {}", d.stderr);
-        assert!(
-            d.stderr.contains("give both sides the same -c"),
-            "{side}: {}",
-            d.stderr
-        );
-    }
+    common::assert_both_refused(&s, &c, &["give both sides the same -c"]);
 }

@@ -382,12 +382,8 @@ fn port_zero_is_a_usage_error_naming_p() {
         let mut args = vec!["--transport", "tcp", "-p", "0"];
         args.extend(host);
         let d = spawn("write_bw", &args).wait(10, "-p 0");
-        assert_eq!(d.code(), 2, "{}", d.stderr);
-        assert!(
-            d.stderr.contains("--port") && d.stderr.contains("-p 0 would listen on a port"),
-            "{}",
-            d.stderr
-        );
+        d.assert_usage_error("--port");
+        d.assert_stderr("-p 0 would listen on a port");
     }
 }
 
