@@ -41,72 +41,40 @@ fn run_pair(dir: &Path, name: &str, test: &str, args: &[&str]) {
 fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_header() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    type Run = (&'static str, &'static str, &'static [&'static str]);
-    let runs: [Run; 9] = [
-        ("tcp_bw", "write_bw", &["--transport", "tcp", "-n", "50"]),
+    let runs = [
+        ("tcp_bw", "write_bw", "--transport tcp -n 50"),
         (
             "tcp_lat_sizes",
             "send_lat",
-            &[
-                "--transport",
-                "tcp",
-                "-n",
-                "50",
-                "-s",
-                "64",
-                "--percentiles",
-                "50,99.9",
-            ],
+            "--transport tcp -n 50 -s 64 --percentiles 50,99.9",
         ),
-        (
-            "tcp_bidir",
-            "write_bw",
-            &["--transport", "tcp", "-b", "-n", "50", "-q", "2"],
-        ),
+        ("tcp_bidir", "write_bw", "--transport tcp -b -n 50 -q 2"),
         (
             "soft_duration",
             "send_bw",
-            &[
-                "--transport",
-                "soft",
-                "-d",
-                "lo",
-                "-D",
-                "1",
-                "-s",
-                "4096",
-                "--cpu_util",
-            ],
+            "--transport soft -d lo -D 1 -s 4096 --cpu_util",
         ),
-        (
-            "soft_read_lat",
-            "read_lat",
-            &["--transport", "soft", "-d", "lo", "-n", "100"],
-        ),
-        (
-            "soft_ud",
-            "send_bw",
-            &["--transport", "soft", "-d", "lo", "-c", "UD", "-n", "100"],
-        ),
+        ("soft_read_lat", "read_lat", "--transport soft -d lo -n 100"),
+        ("soft_ud", "send_bw", "--transport soft -d lo -c UD -n 100"),
         (
             "tcp_atomic",
             "atomic_bw",
-            &["--transport", "tcp", "-n", "50", "-A", "CMP_AND_SWAP"],
+            "--transport tcp -n 50 -A CMP_AND_SWAP",
         ),
         (
             "tcp_paced",
             "send_bw",
-            &["--transport", "tcp", "-n", "50", "--rate_limit", "1"],
+            "--transport tcp -n 50 --rate_limit 1",
         ),
         (
             "tcp_gap",
             "write_lat",
-            &["--transport", "tcp", "-n", "20", "--latency_gap", "5"],
+            "--transport tcp -n 20 --latency_gap 5",
         ),
     ];
     let mut seen = BTreeSet::new();
     for (name, test, args) in runs {
-        run_pair(d, name, test, args);
+        run_pair(d, name, test, &common::argv(args));
         for role in ["client", "server"] {
             let doc = assert_valid_file("result", &d.join(format!("{name}-{role}.json")));
             assert_csv_header("result", &d.join(format!("{name}-{role}.csv")));

@@ -7,7 +7,7 @@
 use crate::common;
 use crate::soft_support;
 
-use common::{Done, SIX, Side, pair_on, pair_on_lo, rows, spawn};
+use common::{Done, SIX, pair_on_lo, rows, spawn};
 use soft_support::{NetnsPair, is_root};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Mutex;
@@ -168,7 +168,6 @@ fn kernel_loss_and_duplication_on_a_veth_pair_are_repaired_with_validate() {
         ("--duplicate", "duplicate_requests"),
     ] {
         let pair = NetnsPair::up(&[impair, "2%"]);
-        let (a, b) = (pair.ns('a'), pair.ns('b'));
         let mut repaired = 0;
         for test in ["write_bw", "read_bw", "send_bw"] {
             let dir = tempfile::tempdir().unwrap();
@@ -178,18 +177,7 @@ fn kernel_loss_and_duplication_on_a_veth_pair_are_repaired_with_validate() {
             sargs.extend(["--json", sj.to_str().unwrap()]);
             let mut cargs = args;
             cargs.extend(["--json", cj.to_str().unwrap()]);
-            let (s, c) = pair_on(
-                test,
-                Side {
-                    ns: Some(&a),
-                    args: sargs,
-                },
-                Side {
-                    ns: Some(&b),
-                    args: cargs,
-                },
-                "10.77.0.1",
-            );
+            let (s, c) = pair.run_pair(test, sargs, cargs);
             common::assert_both_ok(&format!("{impair} {test}"), &s, &c);
             for j in [&sj, &cj] {
                 let doc = common::json_file(j);
@@ -210,7 +198,6 @@ fn six_tests_over_soft_v1_and_v2_packet_across_a_veth_pair() {
     }
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let pair = NetnsPair::up(&[]);
-    let (a, b) = (pair.ns('a'), pair.ns('b'));
     for roce in ["v1", "v2"] {
         for test in SIX {
             let size = common::several_packets(test);
@@ -227,15 +214,7 @@ fn six_tests_over_soft_v1_and_v2_packet_across_a_veth_pair() {
                 "200",
                 "--validate",
             ];
-            let (s, c) = pair_on(
-                test,
-                Side {
-                    ns: Some(&a),
-                    args: args.clone(),
-                },
-                Side { ns: Some(&b), args },
-                "10.77.0.1",
-            );
+            let (s, c) = pair.run_pair(test, args.clone(), args);
             assert_ran(test, size.parse().unwrap(), &s, &c);
             assert!(
                 c.stdout.contains("AF_PACKET")
