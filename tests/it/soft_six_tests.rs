@@ -102,39 +102,19 @@ fn validate_holds_under_deliberate_loss_duplication_and_reordering() {
     for test in ["send_bw", "write_lat", "read_bw"] {
         let dir = tempfile::tempdir().unwrap();
         let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
-        let args = vec!["-d", "lo", "-s", "9000", "-n", "200", "--validate"];
+        let args = ["-d", "lo", "-s", "9000", "-n", "200", "--validate"];
         let port = common::free_port().to_string();
-        let mut sargs = vec![
-            "-p",
-            port.as_str(),
-            "--cpu",
-            "0",
-            "--json",
-            sj.to_str().unwrap(),
-        ];
-        sargs.extend(&args);
-        let sp = common::spawn_env(
-            test,
-            &sargs,
-            &[("ROCEPERF_IMPAIR", "loss=2%,duplicate=2%,reorder=5%,seed=3")],
-        );
+        // One side: pinned to `core`, writing `json`, impairing what it sends with `seed`.
+        let side = |core: &str, json: &std::path::Path, seed: u8, host: &[&str]| {
+            let mut v = vec!["-p", &port, "--cpu", core, "--json", json.to_str().unwrap()];
+            v.extend(args);
+            v.extend(host);
+            let impair = format!("loss=2%,duplicate=2%,reorder=5%,seed={seed}");
+            common::spawn_env(test, &v, &[("ROCEPERF_IMPAIR", &impair)])
+        };
+        let sp = side("0", &sj, 3, &[]);
         assert!(sp.wait_stdout("Waiting for client", 20));
-        let mut cargs = vec![
-            "-p",
-            port.as_str(),
-            "--cpu",
-            "1",
-            "--json",
-            cj.to_str().unwrap(),
-        ];
-        cargs.extend(&args);
-        cargs.push("127.0.0.1");
-        let c = common::spawn_env(
-            test,
-            &cargs,
-            &[("ROCEPERF_IMPAIR", "loss=2%,duplicate=2%,reorder=5%,seed=4")],
-        )
-        .wait(120, test);
+        let c = side("1", &cj, 4, &["127.0.0.1"]).wait(120, test);
         let s = sp.wait(30, test);
         common::assert_both_ok(test, &s, &c);
         // Both sides impaired what they sent, and the losses were repaired by retransmission.
