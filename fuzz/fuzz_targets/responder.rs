@@ -19,6 +19,16 @@ fn filled(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// Asserts that the guards on both sides of a region of `len` bytes in `after` are as in `before`.
+fn assert_guards_kept(after: &[u8], before: &[u8], len: usize, region: &str) {
+    assert_eq!(&after[..GUARD], &before[..GUARD], "write before {region}");
+    assert_eq!(
+        &after[GUARD + len..],
+        &before[GUARD + len..],
+        "write after {region}"
+    );
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut mem = MemoryTable::new(5);
     // Buffer 0: a fully open region with guards on both sides.
@@ -124,33 +134,14 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let mem = qp.memory();
-    let after_open = mem.buffer(open_buf);
-    assert_eq!(
-        &after_open[..GUARD],
-        &before_open[..GUARD],
-        "write before the open region"
-    );
-    assert_eq!(
-        &after_open[GUARD + 4096..],
-        &before_open[GUARD + 4096..],
-        "write after the open region"
-    );
+    assert_guards_kept(mem.buffer(open_buf), &before_open, 4096, "the open region");
     assert_eq!(
         mem.buffer(ro_buf),
         &before_ro[..],
         "write into the read-only region or its guards"
     );
     let after_local = mem.buffer(local_buf);
-    assert_eq!(
-        &after_local[..GUARD],
-        &before_local[..GUARD],
-        "write before the local region"
-    );
-    assert_eq!(
-        &after_local[GUARD + 2048..],
-        &before_local[GUARD + 2048..],
-        "write after the local region"
-    );
+    assert_guards_kept(after_local, &before_local, 2048, "the local region");
     // The peer has no right to write the local region: only receives and our own READ/atomic results.
     let changed_outside_posted = after_local[GUARD..GUARD + 2048]
         .iter()

@@ -1,5 +1,6 @@
 //! Unit tests of the pacing and reporting flags: perftest's defaults, and the combinations refused.
 
+use super::tests::clap_err;
 use super::*;
 use crate::params::{Metric, RateLimitType, RateUnits, RunMode, TestKind, Verb};
 use std::path::PathBuf;
@@ -219,9 +220,7 @@ fn bad_values_are_clap_errors() {
         vec!["--latency_gap", "1s"],
         vec!["--report-interval", "0"],
     ] {
-        let mut v = vec!["roce_test"];
-        v.extend_from_slice(&args);
-        let e = Options::try_parse_from(WBW, v).expect_err("clap rejects");
+        let e = clap_err(&args);
         assert_eq!(e.exit_code(), 2, "{args:?}");
     }
 }

@@ -13,7 +13,8 @@ fn parse(test: TestKind, args: &[&str]) -> Result<Options, Error> {
     Options::try_parse_from(test, v).expect("clap accepts the syntax")
 }
 
-fn clap_err(args: &[&str]) -> clap::Error {
+/// The error clap gives write_bw's command line `args` (the pacing tests use it too).
+pub(super) fn clap_err(args: &[&str]) -> clap::Error {
     let mut v = vec!["roce_test"];
     v.extend_from_slice(args);
     Options::try_parse_from(WBW, v).expect_err("clap rejects")

@@ -122,6 +122,65 @@ pub struct RunInfo {
     pub run_infinitely: Option<EndlessRun>,
 }
 
+impl RunInfo {
+    /// A run of `test` over `transport` (RoCE `roce`) as `role`, started now by this version, with
+    /// perftest's defaults where it has any (one queue pair, a send queue of 128, a completion every
+    /// 100 messages, a 4096-byte MTU, 1000 iterations) and none of what only a run learns (device,
+    /// peer, core, queue pairs, percentiles, counters). The binaries describe their runs from their
+    /// options; this is for runs described by hand, as tests and crafted result files do.
+    pub fn new(
+        test: TestKind,
+        role: Role,
+        transport: TransportKind,
+        roce: Option<RoceVersion>,
+    ) -> RunInfo {
+        RunInfo {
+            test,
+            atomic_type: None,
+            role,
+            transport,
+            roce,
+            device: String::new(),
+            peer: None,
+            qps: 1,
+            tx_depth: 128,
+            rx_depth: None,
+            cq_mod: 100,
+            mtu: 4096,
+            link_type: match transport {
+                TransportKind::Tcp => "TCP",
+                _ => "Ethernet",
+            }
+            .into(),
+            gid_index: None,
+            inline_size: 0,
+            out_reads: None,
+            cpu: None,
+            local: vec![],
+            remote: vec![],
+            report_gbits: false,
+            percentiles: vec![],
+            iterations: 1000,
+            duration_s: None,
+            margin_s: None,
+            warmup: 0,
+            bidirectional: false,
+            started_at: super::now_rfc3339(),
+            notes: vec![],
+            version: env!("CARGO_PKG_VERSION").into(),
+            counters: None,
+            impair: None,
+            recovery: None,
+            connection: None,
+            rdma_cm: false,
+            exchange_rdma_cm: false,
+            rate_limit: None,
+            latency_gap_ns: None,
+            run_infinitely: None,
+        }
+    }
+}
+
 /// A run without end (`--run_infinitely`): its intervals and what stopped it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EndlessRun {

@@ -10,22 +10,9 @@ use crate::stats::{self, BandwidthStats, LatencyStats};
 /// A write_bw client over soft RoCE v2, like the perftest reference run.
 pub fn bw_info() -> RunInfo {
     RunInfo {
-        test: TestKind::new(Verb::Write, Metric::Bandwidth),
-        atomic_type: None,
-        role: Role::Client,
-        transport: TransportKind::Soft,
-        roce: Some(RoceVersion::V2),
         device: "lo".into(),
         peer: Some("127.0.0.1".into()),
-        qps: 1,
-        tx_depth: 128,
-        rx_depth: None,
-        cq_mod: 100,
-        mtu: 4096,
-        link_type: "Ethernet".into(),
         gid_index: Some(3),
-        inline_size: 0,
-        out_reads: None,
         cpu: Some(1),
         local: vec![AddressLine {
             lid: 0,
@@ -45,25 +32,17 @@ pub fn bw_info() -> RunInfo {
             vaddr: Some(0x7fbb4c981000),
             gid: Some([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 10, 0, 0, 4]),
         }],
-        report_gbits: false,
         percentiles: vec![90.0, 99.0, 99.9, 99.99],
         iterations: 5000,
-        duration_s: None,
-        margin_s: None,
-        warmup: 0,
-        bidirectional: false,
         started_at: "2026-11-29T10:24:25Z".into(),
         notes: vec!["transport soft: -d lo is a network interface, not an RDMA device".into()],
         version: "0.1.0".into(),
-        counters: None,
-        impair: None,
-        recovery: None,
-        connection: None,
-        rdma_cm: false,
-        exchange_rdma_cm: false,
-        rate_limit: None,
-        latency_gap_ns: None,
-        run_infinitely: None,
+        ..RunInfo::new(
+            TestKind::new(Verb::Write, Metric::Bandwidth),
+            Role::Client,
+            TransportKind::Soft,
+            Some(RoceVersion::V2),
+        )
     }
 }
 

@@ -35,31 +35,32 @@ fn on_lo(test: &str, args: Vec<&str>) -> (Done, Done) {
     pair_on_lo(test, args.clone(), args)
 }
 
+/// Runs both atomic tests with both operations, each pair through `run(test, op)`, and checks that
+/// each ran; `over` ends the name each is reported by.
+fn assert_each_atomic_runs(over: &str, run: impl Fn(&str, &str) -> (Done, Done)) {
+    for op in OPS {
+        for (test, kind) in [("atomic_bw", "BW"), ("atomic_lat", "Latency")] {
+            let (s, c) = run(test, op);
+            assert_ran(
+                &format!("{test} -A {op}{over}"),
+                &format!("Atomic {op} {kind} Test"),
+                &s,
+                &c,
+            );
+        }
+    }
+}
+
 #[test]
 fn atomic_bw_and_lat_over_soft_v2_on_lo_with_validate() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
-    for op in OPS {
-        let (s, c) = on_lo(
-            "atomic_bw",
-            vec!["-d", "lo", "-A", op, "-n", "300", "-q", "2", "--validate"],
-        );
-        assert_ran(
-            &format!("atomic_bw -A {op}"),
-            &format!("Atomic {op} BW Test"),
-            &s,
-            &c,
-        );
-        let (s, c) = on_lo(
-            "atomic_lat",
-            vec!["-d", "lo", "-A", op, "-n", "300", "--validate"],
-        );
-        assert_ran(
-            &format!("atomic_lat -A {op}"),
-            &format!("Atomic {op} Latency Test"),
-            &s,
-            &c,
-        );
-    }
+    assert_each_atomic_runs("", |test, op| {
+        let qps = if test == "atomic_bw" { "-q 2" } else { "" };
+        on_lo(
+            test,
+            common::argv(&format!("-d lo -A {op} -n 300 {qps} --validate")),
+        )
+    });
 }
 
 #[test]
@@ -69,18 +70,7 @@ fn atomic_bw_bidirectional_and_timed_over_soft_with_validate_and_loss() {
     // resend requests, which the responder must answer from its saved results, never run twice.
     let (s, c) = on_lo(
         "atomic_bw",
-        vec![
-            "-d",
-            "lo",
-            "-b",
-            "-A",
-            "CMP_AND_SWAP",
-            "-n",
-            "300",
-            "--validate",
-            "--impair",
-            "loss=2%,seed=7",
-        ],
+        common::argv("-d lo -b -A CMP_AND_SWAP -n 300 --validate --impair loss=2%,seed=7"),
     );
     assert_ran(
         "atomic_bw -b",
@@ -95,7 +85,7 @@ fn atomic_bw_bidirectional_and_timed_over_soft_with_validate_and_loss() {
     let server = client.clone();
     client.extend(["--json", json.to_str().unwrap()]);
     let (s, c) = pair_on_lo("atomic_bw", server, client);
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok("atomic_bw -D 2", &s, &c);
     let doc = common::json_file(&json);
     assert_eq!(doc["test"]["test"]["verb"], "atomic", "{doc}");
     assert_eq!(doc["test"]["atomic_type"], "FETCH_AND_ADD", "{doc}");
@@ -105,19 +95,11 @@ fn atomic_bw_bidirectional_and_timed_over_soft_with_validate_and_loss() {
 #[test]
 fn atomics_over_the_tcp_baseline_with_validate() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
-    for op in OPS {
-        for (test, kind) in [("atomic_bw", "BW"), ("atomic_lat", "Latency")] {
-            // -s 8 is what atomics move anyway, so it is accepted (as perftest accepts it).
-            let args = ["-A", op, "-n", "300", "-s", "8", "--validate"];
-            let (s, c) = pair_with(test, &args, &args);
-            assert_ran(
-                &format!("{test} -A {op} over tcp"),
-                &format!("Atomic {op} {kind} Test"),
-                &s,
-                &c,
-            );
-        }
-    }
+    assert_each_atomic_runs(" over tcp", |test, op| {
+        // -s 8 is what atomics move anyway, so it is accepted (as perftest accepts it).
+        let args = ["-A", op, "-n", "300", "-s", "8", "--validate"];
+        pair_with(test, &args, &args)
+    });
 }
 
 #[test]
@@ -128,14 +110,7 @@ fn the_two_sides_must_run_the_same_atomic() {
         &["-n", "300"],
         &["-n", "300", "-A", "CMP_AND_SWAP"],
     );
-    for (side, d) in [("server", &s), ("client", &c)] {
-        assert_eq!(d.code(), 2, "{side}: {}", d.stderr);
-        assert!(
-            d.stderr.contains("atomic type") && d.stderr.contains("give both sides the same -A"),
-            "{side}: {}",
-            d.stderr
-        );
-    }
+    common::assert_both_refused(&s, &c, &["atomic type", "give both sides the same -A"]);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //!
 //! The pairs run one at a time: each busy-polls two cores.
 
-use crate::common::{self, Done, Side, pair_on, rows, spawn};
+use crate::common::{self, Done, Side, pair_on, pair_on_lo, rows, spawn};
 use crate::soft_support::{NetnsPair, is_root};
 use serde_json::Value;
 use std::path::Path;
@@ -43,15 +43,7 @@ fn run(test: &str, args: &[&str], ns: Option<(&str, &str)>, host: &str) -> Run {
         },
         host,
     );
-    assert_eq!(
-        (client.code(), server.code()),
-        (0, 0),
-        "{test} {args:?}\nclient:\n{}{}\nserver:\n{}{}",
-        client.stdout,
-        client.stderr,
-        server.stdout,
-        server.stderr
-    );
+    common::assert_both_ok(&format!("{test} {args:?}"), &server, &client);
     let read = |p: &Path| -> Value { common::json_file(p) };
     Run {
         sj: read(&sj),
@@ -245,24 +237,10 @@ fn what_cannot_run_is_refused_with_exit_2_naming_the_flags() {
 #[test]
 fn both_sides_must_run_the_same_connection_type() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
-    let (s, c) = pair_on(
+    let (s, c) = pair_on_lo(
         "send_bw",
-        Side {
-            ns: None,
-            args: vec!["-d", "lo", "-c", "UC", "-n", "10"],
-        },
-        Side {
-            ns: None,
-            args: vec!["-d", "lo", "-n", "10"],
-        },
-        "127.0.0.1",
+        vec!["-d", "lo", "-c", "UC", "-n", "10"],
+        vec!["-d", "lo", "-n", "10"],
     );
-    for (side, d) in [("server", &s), ("client", &c)] {
-        assert_eq!(d.code(), 2, "{side}: {}", d.stderr);
-        assert!(
-            d.stderr.contains("give both sides the same -c"),
-            "{side}: {}",
-            d.stderr
-        );
-    }
+    common::assert_both_refused(&s, &c, &["give both sides the same -c"]);
 }

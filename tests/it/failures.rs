@@ -296,11 +296,7 @@ fn packets_not_from_the_peer_and_empty_datagrams_are_dropped_and_counted() {
         sent += 1;
         std::thread::sleep(Duration::from_millis(10));
     }
-    let c = client.wait(60, "client");
-    let s = server.wait(30, "server");
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
-    let doc = common::json_file(&json);
-    let d = &doc["test"]["counters"]["drops"];
+    let d = common::drops_once_both_ok(server, client, &json);
     assert_eq!(d["empty"], 3, "{d}");
     let wrong = d["wrong_source"].as_u64().unwrap();
     assert!(wrong >= 1 && wrong <= sent, "{wrong} of {sent}: {d}");
@@ -386,12 +382,8 @@ fn port_zero_is_a_usage_error_naming_p() {
         let mut args = vec!["--transport", "tcp", "-p", "0"];
         args.extend(host);
         let d = spawn("write_bw", &args).wait(10, "-p 0");
-        assert_eq!(d.code(), 2, "{}", d.stderr);
-        assert!(
-            d.stderr.contains("--port") && d.stderr.contains("-p 0 would listen on a port"),
-            "{}",
-            d.stderr
-        );
+        d.assert_usage_error("--port");
+        d.assert_stderr("-p 0 would listen on a port");
     }
 }
 
@@ -409,13 +401,7 @@ fn validate_says_what_it_checks_and_read_bw_checks_every_read() {
         ),
     ] {
         let (s, c) = common::pair(test, &["-s", "65536", "-n", "200", "--validate"]);
-        assert_eq!(
-            (s.code(), c.code()),
-            (0, 0),
-            "{test}: {}\n{}",
-            s.stderr,
-            c.stderr
-        );
+        common::assert_both_ok(test, &s, &c);
         for (side, d) in [("server", &s), ("client", &c)] {
             assert!(d.stdout.contains(says), "{test} {side}: {}", d.stdout);
         }

@@ -258,18 +258,22 @@ fn a_baseline_that_matches_nothing_fails_and_unmatched_rows_are_skipped() {
     );
 }
 
+/// Writes `text` to `name` and checks that a gate over it is a bad input whose stderr holds
+/// `needle`; returns stderr.
+#[track_caller]
+fn bad_file(f: &Files, name: &str, text: &str, needle: &str) -> String {
+    let o = gate(&["--min-bw", "1Gb/s"], &[&f.text(name, text)]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+    assert!(err.contains(needle), "{name}: {needle:?} not in {err}");
+    err
+}
+
 #[test]
 fn malformed_json_is_a_bad_input_naming_the_file() {
     let f = Files::new();
-    let bad = f.text(
-        "broken.json",
-        "{\"schema\": \"roceperf.result\", \"results\": [",
-    );
-    let err = bad_input(
-        &["--min-bw", "1Gb/s"],
-        &[&bad],
-        "broken.json is not valid JSON",
-    );
+    let json = "{\"schema\": \"roceperf.result\", \"results\": [";
+    let err = bad_file(&f, "broken.json", json, "broken.json is not valid JSON");
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -291,48 +295,47 @@ fn a_missing_file_is_a_bad_input_naming_it() {
 #[test]
 fn wrong_schema_or_version_is_a_bad_input() {
     let f = Files::new();
-    let other = f.text(
-        "other.json",
-        r#"{"schema": "someone.else", "schema_version": 1}"#,
-    );
-    bad_input(
-        &["--min-bw", "1Gb/s"],
-        &[&other],
-        "schema \"someone.else\" is unknown",
-    );
-    let none = f.text("plain.json", r#"{"results": []}"#);
-    bad_input(&["--min-bw", "1Gb/s"], &[&none], "no \"schema\" key");
     let i = info(write_bw(), TransportKind::Tcp, None);
-    let mut doc = results::to_json(&i, &[bw(1.0)]);
-    doc["schema_version"] = 99.into();
-    let future = f.text("future.json", &doc.to_string());
-    bad_input(
-        &["--min-bw", "1Gb/s"],
-        &[&future],
-        "schema_version 99 is not supported",
-    );
-    doc["schema_version"] = 1.into();
-    doc["results"][0]["bandwidth"] = serde_json::Value::Null;
-    let broken = f.text("broken-result.json", &doc.to_string());
-    bad_input(&["--min-bw", "1Gb/s"], &[&broken], "results[0]");
+    let mut future = results::to_json(&i, &[bw(1.0)]);
+    future["schema_version"] = 99.into();
+    let mut broken = results::to_json(&i, &[bw(1.0)]);
+    broken["results"][0]["bandwidth"] = serde_json::Value::Null;
+    for (name, text, needle) in [
+        (
+            "other.json",
+            r#"{"schema": "someone.else", "schema_version": 1}"#.to_string(),
+            "schema \"someone.else\" is unknown",
+        ),
+        (
+            "plain.json",
+            r#"{"results": []}"#.to_string(),
+            "no \"schema\" key",
+        ),
+        (
+            "future.json",
+            future.to_string(),
+            "schema_version 99 is not supported",
+        ),
+        ("broken-result.json", broken.to_string(), "results[0]"),
+    ] {
+        bad_file(&f, name, &text, needle);
+    }
 }
 
 #[test]
 fn malformed_csv_rows_are_named_by_line() {
     let f = Files::new();
-    let csv = f.text(
-        "bad.csv",
-        "test,transport,roce,size_bytes,bw_avg_gbps\nwrite_bw,soft,v2,65536,91.5\nwrite_bw,carrier-pigeon,,8,1\n",
-    );
-    bad_input(
-        &["--min-bw", "1Gb/s"],
-        &[&csv],
-        "bad.csv line 3: transport \"carrier-pigeon\"",
-    );
-    let no_cols = f.text("x.csv", "a,b\n1,2\n");
-    bad_input(&["--min-bw", "1Gb/s"], &[&no_cols], "no \"test\" column");
-    let empty = f.text("empty.csv", &results::csv::header_line());
-    bad_input(&["--min-bw", "1Gb/s"], &[&empty], "holds no results");
+    for (name, text, needle) in [
+        (
+            "bad.csv",
+            "test,transport,roce,size_bytes,bw_avg_gbps\nwrite_bw,soft,v2,65536,91.5\nwrite_bw,carrier-pigeon,,8,1\n".to_string(),
+            "bad.csv line 3: transport \"carrier-pigeon\"",
+        ),
+        ("x.csv", "a,b\n1,2\n".to_string(), "no \"test\" column"),
+        ("empty.csv", results::csv::header_line(), "holds no results"),
+    ] {
+        bad_file(&f, name, &text, needle);
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! The recorded documents in `tests/data/perftest_json/` were written by perftest 26.04.17 (built
 //! from linux-rdma/perftest 00b55b6) over kernel Soft-RoCE in the lab VM (`scripts/lab/jobs/perftest-json.sh`).
 
-use crate::common::{self, Side, free_port, pair_on, skip_unless, spawn_in};
+use crate::common::{self, free_port, skip_unless, spawn_in};
 use crate::soft_support::{NetnsPair, is_root};
 use serde_json::Value;
 use std::path::Path;
@@ -111,27 +111,9 @@ fn ours_with_stdout(net: &Net, name: &str, test: &str, args: &[&str]) -> (String
         let client = spawn_in(Some(&b), test, &cv).wait(120, "client");
         (server.wait(30, "server"), client)
     } else {
-        let (server, client) = (
-            Side {
-                ns: Some(&a),
-                args: sa,
-            },
-            Side {
-                ns: Some(&b),
-                args: ca,
-            },
-        );
-        pair_on(test, server, client, "10.77.0.1")
+        net.pair.run_pair(test, sa, ca)
     };
-    assert_eq!(
-        (c.code(), s.code()),
-        (0, 0),
-        "{name}\nclient:\n{}{}\nserver:\n{}{}",
-        c.stdout,
-        c.stderr,
-        s.stdout,
-        s.stderr
-    );
+    common::assert_both_ok(name, &s, &c);
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p}: {e}"));
     (read(&sf), read(&cf), c.stdout)
 }
@@ -164,32 +146,23 @@ fn same_as_perftest(name: &str, role: &str, ours: &str) {
 fn bandwidth_documents_are_perftests_field_for_field() {
     let Some(d) = net() else { return };
     let d = &d;
-    type Case = (&'static str, &'static str, &'static [&'static str]);
-    let cases: [Case; 5] = [
-        ("write_bw", "write_bw", &["-s", "65536", "-n", "300"]),
+    let cases = [
+        ("write_bw", "write_bw", "-s 65536 -n 300"),
         (
             "write_bw_gbits",
             "write_bw",
-            &[
-                "-s",
-                "64",
-                "-n",
-                "300",
-                "--report_gbits",
-                "--rate_limit",
-                "0.05",
-            ],
+            "-s 64 -n 300 --report_gbits --rate_limit 0.05",
         ),
-        ("send_bw", "send_bw", &["-s", "65536", "-n", "300"]),
-        ("read_bw", "read_bw", &["-s", "65536", "-n", "300"]),
+        ("send_bw", "send_bw", "-s 65536 -n 300"),
+        ("read_bw", "read_bw", "-s 65536 -n 300"),
         (
             "write_bw_duration_cpu",
             "write_bw",
-            &["-s", "65536", "-D", "2", "--cpu_util"],
+            "-s 65536 -D 2 --cpu_util",
         ),
     ];
     for (name, test, args) in cases {
-        let (s, c) = ours(d, name, test, args);
+        let (s, c) = ours(d, name, test, &common::argv(args));
         same_as_perftest(name, "server", &s);
         same_as_perftest(name, "client", &c);
     }

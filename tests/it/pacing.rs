@@ -5,8 +5,9 @@
 //! check is a bound that a loaded machine keeps (the accuracy figures are a benchmark, not a test).
 
 use crate::common::schema::{assert_csv_header, assert_valid_file};
-use crate::common::{self, Side, pair_on};
+use crate::common::{self, pair_on_lo};
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -104,44 +105,28 @@ fn refused_combinations_exit_2_and_name_their_flags() {
     }
 }
 
-/// A paced pair of `test` with `args` on both sides, each writing --json and --csv into `dir`.
-fn paced_pair(dir: &std::path::Path, test: &str, args: &[&str], host: &str) -> (Value, String) {
+/// A paced pair of `test` on lo with the command line `args` on both sides, each writing --json and
+/// --csv into `dir`.
+fn paced_pair(dir: &Path, test: &str, args: &str) -> (Value, String) {
     let files = |role: &str| {
-        vec![
-            "--json".to_string(),
-            dir.join(format!("{role}.json")).display().to_string(),
-            "--csv".to_string(),
-            dir.join(format!("{role}.csv")).display().to_string(),
+        [
+            dir.join(format!("{role}.json")),
+            dir.join(format!("{role}.csv")),
         ]
     };
-    let (sf, cf) = (files("server"), files("client"));
-    let side = |f: &Vec<String>| {
-        let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        a.extend(f.iter().cloned());
+    fn side<'a>(args: &'a str, [json, csv]: &'a [PathBuf; 2]) -> Vec<&'a str> {
+        let mut a = common::argv(args);
+        a.extend([
+            "--json",
+            json.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+        ]);
         a
-    };
-    let (sa, ca) = (side(&sf), side(&cf));
-    let (s, c) = pair_on(
-        test,
-        Side {
-            ns: None,
-            args: sa.iter().map(String::as_str).collect(),
-        },
-        Side {
-            ns: None,
-            args: ca.iter().map(String::as_str).collect(),
-        },
-        host,
-    );
-    assert_eq!(
-        (c.code(), s.code()),
-        (0, 0),
-        "client:\n{}{}\nserver:\n{}{}",
-        c.stdout,
-        c.stderr,
-        s.stdout,
-        s.stderr
-    );
+    }
+    let (sf, cf) = (files("server"), files("client"));
+    let (s, c) = pair_on_lo(test, side(args, &sf), side(args, &cf));
+    common::assert_both_ok(test, &s, &c);
     for role in ["client", "server"] {
         assert_csv_header("result", &dir.join(format!("{role}.csv")));
     }
@@ -152,7 +137,7 @@ fn paced_pair(dir: &std::path::Path, test: &str, args: &[&str], host: &str) -> (
 }
 
 /// The pacing object of the first result, and its CSV row's rate cells.
-fn pacing(doc: &Value, csv: &std::path::Path) -> (Value, Vec<String>) {
+fn pacing(doc: &Value, csv: &Path) -> (Value, Vec<String>) {
     let p = doc["results"][0]["bandwidth"]["pacing"].clone();
     let mut rdr = ::csv::Reader::from_path(csv).unwrap();
     let h = rdr.headers().unwrap().clone();
@@ -173,10 +158,11 @@ fn a_paced_tcp_run_never_sends_faster_than_permitted_and_says_so() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     // 2000 messages/s in bursts of 10: a burst every 5 ms, so 200 messages take 19 periods at least.
-    let args = common::argv(
+    let (doc, stdout) = paced_pair(
+        dir.path(),
+        "write_bw",
         "--transport tcp -s 4096 -n 200 --warmup 0 --rate_limit 2000 --rate_units p --burst_size 10",
     );
-    let (doc, stdout) = paced_pair(dir.path(), "write_bw", &args, "127.0.0.1");
     assert_eq!(doc["test"]["rate_limit"]["type"], "SW");
     assert_eq!(doc["test"]["rate_limit"]["burst_size"], 10);
     let bw = &doc["results"][0]["bandwidth"];
@@ -213,8 +199,11 @@ fn a_paced_soft_duration_run_counts_whole_periods_on_both_sides() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     // 0.2 Gb/s of 8 KiB messages (3052 msg/s), bursts of 8, over soft RoCE v2 on lo, for 2 s.
-    let args = common::argv("--transport soft -d lo -s 8192 -D 2 --rate_limit 0.2 --burst_size 8");
-    let (doc, _) = paced_pair(dir.path(), "send_bw", &args, "127.0.0.1");
+    let (doc, _) = paced_pair(
+        dir.path(),
+        "send_bw",
+        "--transport soft -d lo -s 8192 -D 2 --rate_limit 0.2 --burst_size 8",
+    );
     let (p, _) = pacing(&doc, &dir.path().join("client.csv"));
     let achieved = p["achieved"].as_f64().unwrap();
     // The window spans whole periods: bursts released inside it, never more than the schedule's.
@@ -233,11 +222,12 @@ fn atomics_and_uc_are_paced_and_the_gap_spaces_ud_latency_iterations() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     // An atomic test is paced like any bandwidth test (perftest refuses its SW limiter there).
     let dir = tempfile::tempdir().unwrap();
-    let args = common::argv(
+    let t0 = std::time::Instant::now();
+    let (doc, out) = paced_pair(
+        dir.path(),
+        "atomic_bw",
         "--transport soft -d lo -A CMP_AND_SWAP -n 600 --validate --rate_limit 2000 --rate_units p --burst_size 20",
     );
-    let t0 = std::time::Instant::now();
-    let (doc, out) = paced_pair(dir.path(), "atomic_bw", &args, "127.0.0.1");
     // 30 bursts of 20, 10 ms apart: the last leaves 290 ms after the first.
     assert!(t0.elapsed() >= std::time::Duration::from_millis(290));
     let (p, cells) = pacing(&doc, &dir.path().join("client.csv"));
@@ -246,17 +236,22 @@ fn atomics_and_uc_are_paced_and_the_gap_spaces_ud_latency_iterations() {
     assert_eq!(doc["test"]["atomic_type"], "CMP_AND_SWAP");
     // UC: the pacer shapes what the writer posts; nothing is resent either way.
     let dir = tempfile::tempdir().unwrap();
-    let args = common::argv("--transport soft -d lo -c UC -s 4096 -n 400 --rate_limit 0.05");
-    let (doc, _) = paced_pair(dir.path(), "write_bw", &args, "127.0.0.1");
+    let (doc, _) = paced_pair(
+        dir.path(),
+        "write_bw",
+        "--transport soft -d lo -c UC -s 4096 -n 400 --rate_limit 0.05",
+    );
     let p = &doc["results"][0]["bandwidth"]["pacing"];
     assert!(p["achieved"].as_f64().unwrap() <= 0.05 * 1.01, "{p}");
     assert_eq!(doc["test"]["connection"], "UC");
     // UD send_lat: the gap spaces the iterations and stays out of every sample.
     let dir = tempfile::tempdir().unwrap();
-    let args =
-        common::argv("--transport soft -d lo -c UD -s 64 -n 40 --warmup 0 --latency_gap 5ms");
     let t0 = std::time::Instant::now();
-    let (doc, out) = paced_pair(dir.path(), "send_lat", &args, "127.0.0.1");
+    let (doc, out) = paced_pair(
+        dir.path(),
+        "send_lat",
+        "--transport soft -d lo -c UD -s 64 -n 40 --warmup 0 --latency_gap 5ms",
+    );
     assert!(
         t0.elapsed() >= std::time::Duration::from_millis(39 * 5),
         "{out}"

@@ -4,124 +4,73 @@
 
 use crate::common;
 
-use common::{Side, pair_on, pair_on_lo, rows};
+use common::{pair_on_lo, rows};
 use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Runs `test` with `args` on both sides; asserts exit 0 and the number of rows each side prints.
 fn pair_rows(test: &str, args: &[&str], want_client: usize, want_server: usize) {
-    let _one = ONE_PAIR_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut a = vec!["-d", "lo", "--oob", "perftest"];
     a.extend_from_slice(args);
     let (s, c) = pair_on_lo(test, a.clone(), a);
-    assert_eq!(
-        (c.code(), s.code()),
-        (0, 0),
-        "{test} {args:?}\nclient:\n{}{}\nserver:\n{}{}",
-        c.stdout,
-        c.stderr,
-        s.stdout,
-        s.stderr
-    );
-    assert_eq!(rows(&c.stdout).len(), want_client, "client: {}", c.stdout);
-    assert_eq!(rows(&s.stdout).len(), want_server, "server: {}", s.stdout);
+    let what = format!("{test} {args:?}");
+    common::assert_both_ok(&what, &s, &c);
+    let (cr, sr) = (rows(&c.stdout), rows(&s.stdout));
+    assert_eq!(cr.len(), want_client, "{what} client: {}", c.stdout);
+    assert_eq!(sr.len(), want_server, "{what} server: {}", s.stdout);
     assert!(
         c.stdout
             .contains("perftest's dialect, peer announced version 6.27"),
-        "{}",
+        "{what}: {}",
         c.stdout
     );
-    if let (Some(cr), Some(sr)) = (rows(&c.stdout).last(), rows(&s.stdout).last()) {
-        assert_eq!(cr[0], sr[0], "both sides report the same size");
+    if let (Some(cr), Some(sr)) = (cr.last(), sr.last()) {
+        assert_eq!(cr[0], sr[0], "{what}: both sides report the same size");
+    }
+}
+
+/// Each test, and the option sets whose exchange order differs (-b, -a, -q), in perftest's dialect.
+#[test]
+fn every_test_pairs_in_perftests_dialect_and_prints_its_rows() {
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
+    // (test, args, client rows, server rows): a WRITE or atomic_bw server prints the client's
+    // report; a read_lat or atomic_lat server prints no row, as ib_read_lat and ib_atomic_lat.
+    for (test, args, want_client, want_server) in [
+        ("send_bw", "-n 200", 1, 1),
+        ("write_bw", "-n 200", 1, 1),
+        ("read_bw", "-n 200 -q 2", 1, 1),
+        ("send_lat", "-n 200 -s 5000", 1, 1),
+        ("write_lat", "-n 200", 1, 1),
+        ("read_lat", "-n 200", 1, 0),
+        ("atomic_bw", "-n 200 -q 2 -A CMP_AND_SWAP", 1, 1),
+        ("atomic_bw", "-n 200 -b", 1, 1),
+        ("atomic_lat", "-n 200", 1, 0),
+        ("write_bw", "-n 200 -b -s 8K", 1, 1),
+        ("send_bw", "-n 200 -b -s 8K", 1, 1),
+        ("send_bw", "-a -n 10", 23, 23),
+        ("write_lat", "-a -n 10", 23, 23),
+    ] {
+        pair_rows(test, &common::argv(args), want_client, want_server);
     }
 }
 
 #[test]
-fn send_bw() {
-    pair_rows("send_bw", &["-n", "200"], 1, 1);
-}
-
-#[test]
-fn write_bw_server_prints_the_clients_report() {
-    pair_rows("write_bw", &["-n", "200"], 1, 1);
-}
-
-#[test]
-fn read_bw() {
-    pair_rows("read_bw", &["-n", "200", "-q", "2"], 1, 1);
-}
-
-#[test]
-fn send_lat() {
-    pair_rows("send_lat", &["-n", "200", "-s", "5000"], 1, 1);
-}
-
-#[test]
-fn write_lat() {
-    pair_rows("write_lat", &["-n", "200"], 1, 1);
-}
-
-#[test]
-fn read_lat_server_prints_no_row_as_ib_read_lat() {
-    pair_rows("read_lat", &["-n", "200"], 1, 0);
-}
-
-#[test]
-fn atomic_bw_server_prints_the_clients_report() {
-    pair_rows(
-        "atomic_bw",
-        &["-n", "200", "-q", "2", "-A", "CMP_AND_SWAP"],
-        1,
-        1,
-    );
-    pair_rows("atomic_bw", &["-n", "200", "-b"], 1, 1);
-}
-
-#[test]
-fn atomic_lat_server_prints_no_row_as_ib_atomic_lat() {
-    pair_rows("atomic_lat", &["-n", "200"], 1, 0);
-}
-
-#[test]
-fn bidirectional_write_and_send_bw() {
-    pair_rows("write_bw", &["-n", "200", "-b", "-s", "8K"], 1, 1);
-    pair_rows("send_bw", &["-n", "200", "-b", "-s", "8K"], 1, 1);
-}
-
-#[test]
-fn all_sizes_sweeps() {
-    pair_rows("send_bw", &["-a", "-n", "10"], 23, 23);
-    pair_rows("write_lat", &["-a", "-n", "10"], 23, 23);
-}
-
-#[test]
 fn a_roceperf_dialect_peer_is_named() {
-    let _one = ONE_PAIR_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let (s, c) = pair_on(
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
+    let (s, c) = pair_on_lo(
         "write_bw",
-        Side {
-            ns: None,
-            args: vec!["-d", "lo", "-n", "20"],
-        },
-        Side {
-            ns: None,
-            args: vec![
-                "-d",
-                "lo",
-                "-n",
-                "20",
-                "--oob",
-                "perftest",
-                "--connect-timeout",
-                "2",
-            ],
-        },
-        "127.0.0.1",
+        vec!["-d", "lo", "-n", "20"],
+        vec![
+            "-d",
+            "lo",
+            "-n",
+            "20",
+            "--oob",
+            "perftest",
+            "--connect-timeout",
+            "2",
+        ],
     );
     c.assert_usage_error("--oob perftest");
     // Its peer spoke another dialect: a setup error (README, exit codes), not a run failure or a panic.

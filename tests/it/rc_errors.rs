@@ -75,9 +75,7 @@ fn misaligned_atomic_is_nak_invalid_request() {
 
 #[test]
 fn read_without_responder_resources_is_nak_invalid_request() {
-    let mut s = Setup::new(1024, 4096);
-    s.tweak = |c| c.max_dest_rd_atomic = 0;
-    let (mut p, _, kb) = s.build();
+    let (mut p, _, kb) = Setup::tweaked(1024, 4096, |c| c.max_dest_rd_atomic = 0).build();
     p.a.post_send(&wr(1, SendOp::Read, 0, 64, at(&kb, 0)))
         .unwrap();
     run_to(&mut p, 1, 0);
@@ -390,9 +388,7 @@ fn naks_outside_the_outstanding_window_are_ignored() {
 
 #[test]
 fn rnr_nak_waits_and_retries_until_a_receive_is_posted() {
-    let mut s = Setup::new(1024, 4096);
-    s.tweak = |c| c.min_rnr_timer = 1; // 10 µs
-    let (mut p, _, _) = s.build();
+    let (mut p, _, _) = Setup::tweaked(1024, 4096, |c| c.min_rnr_timer = 1 /* 10 µs */).build();
     fill(&mut p.a, 0, 300, 4);
     p.a.post_send(&wr(1, SendOp::Send, 0, 300, None)).unwrap();
     assert!(p.run_until(LIMIT, |p| p.a.counters().naks_received.rnr >= 3));
@@ -413,12 +409,11 @@ fn rnr_nak_waits_and_retries_until_a_receive_is_posted() {
 
 #[test]
 fn rnr_wait_follows_the_timer_in_the_nak() {
-    let mut s = Setup::new(1024, 4096);
-    s.tweak = |c| {
+    let (mut p, _, _) = Setup::tweaked(1024, 4096, |c| {
         c.min_rnr_timer = 14; // 1.28 ms
         c.rnr_retry = 1;
-    };
-    let (mut p, _, _) = s.build();
+    })
+    .build();
     p.a.post_send(&wr(1, SendOp::Send, 0, 1, None)).unwrap();
     run_to(&mut p, 1, 0);
     assert_eq!(p.a_done[0].status, CompletionStatus::RnrRetryExceeded);
@@ -436,12 +431,11 @@ fn rnr_wait_follows_the_timer_in_the_nak() {
 
 #[test]
 fn rnr_retry_exhaustion_ends_in_an_error_completion() {
-    let mut s = Setup::new(256, 1 << 16);
-    s.tweak = |c| {
+    let (mut p, _, _) = Setup::tweaked(256, 1 << 16, |c| {
         c.rnr_retry = 3;
         c.min_rnr_timer = 1;
-    };
-    let (mut p, _, _) = s.build();
+    })
+    .build();
     p.a.post_send(&wr(1, SendOp::Send, 0, 1000, None)).unwrap();
     p.a.post_send(&wr(
         2,
@@ -793,9 +787,7 @@ fn psn_gap_is_answered_once_and_duplicates_are_re_acked() {
 
 #[test]
 fn rnr_on_the_last_packet_of_a_write_with_imm_keeps_the_earlier_data() {
-    let mut s = Setup::new(256, 1 << 16);
-    s.tweak = |c| c.min_rnr_timer = 1;
-    let (mut p, _, kb) = s.build();
+    let (mut p, _, kb) = Setup::tweaked(256, 1 << 16, |c| c.min_rnr_timer = 1).build();
     fill(&mut p.a, 0, 1000, 21);
     p.a.post_send(&wr(1, SendOp::WriteWithImm(77), 0, 1000, at(&kb, 512)))
         .unwrap();

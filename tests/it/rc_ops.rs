@@ -1,6 +1,5 @@
 //! Every RC operation over a perfect simulated link, at the message sizes around the path MTU.
 
-use crate::common::assert_contains;
 use crate::rc_harness;
 
 use rc_harness::*;
@@ -10,86 +9,85 @@ use roceperf::wire::Opcode;
 
 const MIB8: usize = 8 << 20;
 
-fn sizes(pmtu: u32) -> Vec<usize> {
-    let m = pmtu as usize;
-    vec![0, 1, m - 1, m, m + 1, 3 * m + 7, MIB8]
+/// Calls `f` with each path MTU (256 and 4096) and each message size around it.
+fn for_each_size(mut f: impl FnMut(u32, usize)) {
+    for pmtu in [256, 4096] {
+        let m = pmtu as usize;
+        for len in [0, 1, m - 1, m, m + 1, 3 * m + 7, MIB8] {
+            f(pmtu, len);
+        }
+    }
 }
 
 #[test]
 fn send_and_send_with_imm_deliver_every_size() {
-    for pmtu in [256, 4096] {
-        for len in sizes(pmtu) {
-            for imm in [None, Some(0xdead_beef)] {
-                let (mut p, _, _) = Setup::new(pmtu, MIB8 + 64).build();
-                fill(&mut p.a, 0, len, len as u64);
-                p.b.post_recv(&recv(7, 64, len as u32)).unwrap();
-                let op = imm.map_or(SendOp::Send, SendOp::SendWithImm);
-                p.a.post_send(&wr(1, op, 0, len as u32, None)).unwrap();
-                run_to(&mut p, 1, 1);
-                ok(&p.a_done[0], 1, CompletionOp::Send, len as u32);
-                ok(&p.b_done[0], 7, CompletionOp::Recv, len as u32);
-                assert_eq!(p.b_done[0].imm, imm);
-                assert!(
-                    bytes(&p.b, 64, len) == pattern(len as u64, len),
-                    "SEND {len} B at PMTU {pmtu}"
-                );
-                let npkts = len.div_ceil(pmtu as usize).max(1) as u64;
-                assert_eq!(p.a.counters().tx_packets, npkts, "one packet per PMTU");
-            }
+    for_each_size(|pmtu, len| {
+        for imm in [None, Some(0xdead_beef)] {
+            let (mut p, _, _) = Setup::new(pmtu, MIB8 + 64).build();
+            fill(&mut p.a, 0, len, len as u64);
+            p.b.post_recv(&recv(7, 64, len as u32)).unwrap();
+            let op = imm.map_or(SendOp::Send, SendOp::SendWithImm);
+            p.a.post_send(&wr(1, op, 0, len as u32, None)).unwrap();
+            run_to(&mut p, 1, 1);
+            ok(&p.a_done[0], 1, CompletionOp::Send, len as u32);
+            ok(&p.b_done[0], 7, CompletionOp::Recv, len as u32);
+            assert_eq!(p.b_done[0].imm, imm);
+            assert!(
+                bytes(&p.b, 64, len) == pattern(len as u64, len),
+                "SEND {len} B at PMTU {pmtu}"
+            );
+            let npkts = len.div_ceil(pmtu as usize).max(1) as u64;
+            assert_eq!(p.a.counters().tx_packets, npkts, "one packet per PMTU");
         }
-    }
+    });
 }
 
 #[test]
 fn write_and_write_with_imm_land_at_the_remote_address() {
-    for pmtu in [256, 4096] {
-        for len in sizes(pmtu) {
-            for imm in [None, Some(42)] {
-                let (mut p, _, kb) = Setup::new(pmtu, MIB8 + 64).build();
-                fill(&mut p.a, 0, len, 3 + len as u64);
-                if imm.is_some() {
-                    p.b.post_recv(&recv(9, 0, 0)).unwrap();
-                }
-                let op = imm.map_or(SendOp::Write, SendOp::WriteWithImm);
-                p.a.post_send(&wr(2, op, 0, len as u32, at(&kb, 32)))
-                    .unwrap();
-                run_to(&mut p, 1, usize::from(imm.is_some()));
-                ok(&p.a_done[0], 2, CompletionOp::Write, len as u32);
-                if imm.is_some() {
-                    ok(&p.b_done[0], 9, CompletionOp::RecvWithImm, len as u32);
-                    assert_eq!(p.b_done[0].imm, imm);
-                } else {
-                    assert!(p.b_done.is_empty(), "a plain WRITE consumes no receive");
-                }
-                assert!(
-                    bytes(&p.b, 32, len) == pattern(3 + len as u64, len),
-                    "WRITE {len} B at PMTU {pmtu}"
-                );
-                assert_eq!(bytes(&p.b, 0, 32), vec![0; 32], "nothing before the target");
+    for_each_size(|pmtu, len| {
+        for imm in [None, Some(42)] {
+            let (mut p, _, kb) = Setup::new(pmtu, MIB8 + 64).build();
+            fill(&mut p.a, 0, len, 3 + len as u64);
+            if imm.is_some() {
+                p.b.post_recv(&recv(9, 0, 0)).unwrap();
             }
+            let op = imm.map_or(SendOp::Write, SendOp::WriteWithImm);
+            p.a.post_send(&wr(2, op, 0, len as u32, at(&kb, 32)))
+                .unwrap();
+            run_to(&mut p, 1, usize::from(imm.is_some()));
+            ok(&p.a_done[0], 2, CompletionOp::Write, len as u32);
+            if imm.is_some() {
+                ok(&p.b_done[0], 9, CompletionOp::RecvWithImm, len as u32);
+                assert_eq!(p.b_done[0].imm, imm);
+            } else {
+                assert!(p.b_done.is_empty(), "a plain WRITE consumes no receive");
+            }
+            assert!(
+                bytes(&p.b, 32, len) == pattern(3 + len as u64, len),
+                "WRITE {len} B at PMTU {pmtu}"
+            );
+            assert_eq!(bytes(&p.b, 0, 32), vec![0; 32], "nothing before the target");
         }
-    }
+    });
 }
 
 #[test]
 fn read_fetches_every_size() {
-    for pmtu in [256, 4096] {
-        for len in sizes(pmtu) {
-            let (mut p, _, kb) = Setup::new(pmtu, MIB8 + 64).build();
-            fill(&mut p.b, 8, len, 5 + len as u64);
-            p.a.post_send(&wr(3, SendOp::Read, 16, len as u32, at(&kb, 8)))
-                .unwrap();
-            run_to(&mut p, 1, 0);
-            ok(&p.a_done[0], 3, CompletionOp::Read, len as u32);
-            assert!(
-                bytes(&p.a, 16, len) == pattern(5 + len as u64, len),
-                "READ {len} B at PMTU {pmtu}"
-            );
-            let npkts = len.div_ceil(pmtu as usize).max(1) as u64;
-            assert_eq!(p.b.counters().tx_packets, npkts, "one response per PMTU");
-            assert_eq!(p.a.counters().tx_packets, 1, "one READ request");
-        }
-    }
+    for_each_size(|pmtu, len| {
+        let (mut p, _, kb) = Setup::new(pmtu, MIB8 + 64).build();
+        fill(&mut p.b, 8, len, 5 + len as u64);
+        p.a.post_send(&wr(3, SendOp::Read, 16, len as u32, at(&kb, 8)))
+            .unwrap();
+        run_to(&mut p, 1, 0);
+        ok(&p.a_done[0], 3, CompletionOp::Read, len as u32);
+        assert!(
+            bytes(&p.a, 16, len) == pattern(5 + len as u64, len),
+            "READ {len} B at PMTU {pmtu}"
+        );
+        let npkts = len.div_ceil(pmtu as usize).max(1) as u64;
+        assert_eq!(p.b.counters().tx_packets, npkts, "one response per PMTU");
+        assert_eq!(p.a.counters().tx_packets, 1, "one READ request");
+    });
 }
 
 #[test]
@@ -256,11 +254,10 @@ fn ack_req_marks_last_packets_and_every_64th() {
 
 #[test]
 fn window_limits_unacked_psns_and_outstanding_reads() {
-    let mut s = Setup::new(256, 1 << 20);
-    s.tweak = |c| {
+    let s = Setup::tweaked(256, 1 << 20, |c| {
         c.max_rd_atomic = 2;
         c.max_unacked_psns = 16;
-    };
+    });
     let (mut p, _, kb) = s.build();
     // Hold everything on the wire for a while and look at what A dared to send.
     for i in 0..5 {
@@ -311,25 +308,17 @@ fn unsignaled_requests_complete_silently_and_in_order() {
 #[test]
 fn bad_work_requests_are_refused_with_a_reason() {
     let (mut p, _, kb) = Setup::new(256, 4096).build();
-    let e =
-        p.a.post_send(&wr(1, SendOp::Send, 4000, 200, None))
-            .unwrap_err()
-            .to_string();
-    assert_contains(&e, "local range 4000+200");
-    let e =
-        p.a.post_send(&wr(2, SendOp::FetchAdd(1), 0, 4, at(&kb, 0)))
-            .unwrap_err()
-            .to_string();
-    assert_contains(&e, "exactly 8 bytes");
-    let e =
-        p.a.post_send(&wr(3, SendOp::Write, 0, 8, None))
-            .unwrap_err()
-            .to_string();
-    assert_contains(&e, "remote address");
-    let e =
-        p.a.post_send(&wr(4, SendOp::Read, 0, 1 << 31, at(&kb, 0)))
-            .unwrap_err()
-            .to_string();
-    assert_contains(&e, "larger MTU");
+    for (request, reason) in [
+        (wr(1, SendOp::Send, 4000, 200, None), "local range 4000+200"),
+        (
+            wr(2, SendOp::FetchAdd(1), 0, 4, at(&kb, 0)),
+            "exactly 8 bytes",
+        ),
+        (wr(3, SendOp::Write, 0, 8, None), "remote address"),
+        (wr(4, SendOp::Read, 0, 1 << 31, at(&kb, 0)), "larger MTU"),
+    ] {
+        let e = p.a.post_send(&request).unwrap_err().to_string();
+        assert!(e.contains(reason), "{reason:?} not in {e}");
+    }
     assert_eq!(p.a.outstanding(), (0, 0));
 }

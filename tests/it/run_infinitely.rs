@@ -27,8 +27,8 @@ fn files(dir: &Path, role: &str) -> Vec<String> {
     ]
 }
 
-/// Starts a server and a client of `test` with `args` (plus files in `dir`); `host` is the server's.
-fn start(test: &str, args: &[&str], dir: &Path, host: &str) -> (Proc, Proc) {
+/// Starts a server and a client of `test` with `args` (plus files in `dir`) on 127.0.0.1.
+fn start(test: &str, args: &[&str], dir: &Path) -> (Proc, Proc) {
     let port = free_port().to_string();
     let side = |role: &str, core: &'static str| {
         let mut a: Vec<String> = ["-p", &port, "--cpu", core]
@@ -43,7 +43,7 @@ fn start(test: &str, args: &[&str], dir: &Path, host: &str) -> (Proc, Proc) {
     let server = spawn(test, &sa.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(server.wait_stdout("Waiting for client", 20), "no server");
     let mut ca = side("client", "1");
-    ca.push(host.into());
+    ca.push("127.0.0.1".into());
     let client = spawn(test, &ca.iter().map(String::as_str).collect::<Vec<_>>());
     (server, client)
 }
@@ -65,6 +65,73 @@ fn signal(p: &Proc, sig: libc::c_int) {
     // SAFETY: kill() on the pid of a child this test started and has not reaped yet.
     let rc = unsafe { libc::kill(p.pid() as libc::pid_t, sig) };
     assert_eq!(rc, 0, "kill failed");
+}
+
+/// How a test stops a run without end: which side it signals, with what, once that side has
+/// printed how many interval lines.
+struct Stop {
+    side: &'static str,
+    signal: libc::c_int,
+    after_rows: usize,
+}
+
+impl Stop {
+    fn client(signal: libc::c_int, after_rows: usize) -> Stop {
+        Stop {
+            side: "client",
+            signal,
+            after_rows,
+        }
+    }
+
+    fn server(signal: libc::c_int, after_rows: usize) -> Stop {
+        Stop {
+            side: "server",
+            signal,
+            after_rows,
+        }
+    }
+}
+
+/// Runs a pair of `test` with `args` (files in `dir`) until `stop`, then checks what both sides
+/// left: the signalled side stopped by the signal after 2 intervals or more, the other by its peer
+/// after `peer_intervals` or more. Returns (client, server).
+fn run_until_stopped(
+    test: &str,
+    args: &str,
+    dir: &Path,
+    stop: Stop,
+    peer_intervals: usize,
+) -> (Done, Done) {
+    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
+    let (server, client) = start(test, &common::argv(args), dir);
+    let (signalled, peer, peer_side) = match stop.side {
+        "client" => (client, server, "server"),
+        "server" => (server, client, "client"),
+        side => panic!("no side {side}"),
+    };
+    let signal_name = match stop.signal {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        sig => panic!("signal {sig} not expected"),
+    };
+    await_rows(
+        &signalled,
+        stop.after_rows,
+        &format!("{test} {}", stop.side),
+    );
+    signal(&signalled, stop.signal);
+    let signalled = signalled.wait(60, &format!("{test} {} after {signal_name}", stop.side));
+    let peer = peer.wait(
+        60,
+        &format!("{test} {peer_side} after the {} stopped", stop.side),
+    );
+    check_side(&signalled, dir, stop.side, signal_name, 2);
+    check_side(&peer, dir, peer_side, "peer", peer_intervals);
+    match stop.side {
+        "client" => (signalled, peer),
+        _ => (peer, signalled),
+    }
 }
 
 /// Checks what one side left: exit 0, its intervals, the summary, and every file whole.
@@ -164,34 +231,29 @@ fn check_side(d: &Done, dir: &Path, role: &str, stopped_by: &str, min_intervals:
 
 #[test]
 fn sigint_to_the_client_ends_a_tcp_write_bw_pair_cleanly_with_every_file_whole() {
-    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
-    let args = common::argv("--transport tcp -s 16384 --run_infinitely --report-interval 0.3");
-    let (server, client) = start("write_bw", &args, dir.path(), "127.0.0.1");
-    await_rows(&client, 3, "client");
-    signal(&client, libc::SIGINT);
-    let c = client.wait(60, "client after SIGINT");
-    let s = server.wait(60, "server after the client stopped");
-    check_side(&c, dir.path(), "client", "SIGINT", 2);
     // A WRITE server measures nothing itself: it prints the client's summary and stops with it.
-    check_side(&s, dir.path(), "server", "peer", 0);
+    let (_, s) = run_until_stopped(
+        "write_bw",
+        "--transport tcp -s 16384 --run_infinitely --report-interval 0.3",
+        dir.path(),
+        Stop::client(libc::SIGINT, 3),
+        0,
+    );
     assert_eq!(rows(&s.stdout).len(), 1, "{}", s.stdout);
 }
 
 #[test]
 fn sigterm_to_a_soft_send_bw_server_stops_both_sides_cleanly() {
-    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
-    let args =
-        common::argv("--transport soft -d lo -s 4096 --run_infinitely -D 1 --rate_limit 0.1");
-    let (server, client) = start("send_bw", &args, dir.path(), "127.0.0.1");
     // The receiver counts arrivals per interval (perftest's -D spelling: a line a second).
-    await_rows(&server, 2, "server");
-    signal(&server, libc::SIGTERM);
-    let s = server.wait(60, "server after SIGTERM");
-    let c = client.wait(60, "client after the server stopped");
-    check_side(&s, dir.path(), "server", "SIGTERM", 2);
-    check_side(&c, dir.path(), "client", "peer", 1);
+    let (c, _) = run_until_stopped(
+        "send_bw",
+        "--transport soft -d lo -s 4096 --run_infinitely -D 1 --rate_limit 0.1",
+        dir.path(),
+        Stop::server(libc::SIGTERM, 2),
+        1,
+    );
     assert!(
         c.stdout.contains("Rate limit      : target 0.1 Gb/s"),
         "{}",
@@ -257,39 +319,27 @@ fn column(dir: &Path, role: &str, column: &str) -> Vec<String> {
 
 #[test]
 fn an_atomic_run_and_a_ud_run_go_on_until_stopped() {
-    let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     // atomic_bw, paced and validated: the responder still checks every word after the signal.
-    let dir = tempfile::tempdir().unwrap();
-    let args = common::argv(
-        "--transport soft -d lo -A CMP_AND_SWAP --validate --rate_limit 2000 --rate_units p --run_infinitely --report-interval 0.3",
-    );
-    let (server, client) = start("atomic_bw", &args, dir.path(), "127.0.0.1");
-    await_rows(&client, 3, "atomic client");
-    signal(&client, libc::SIGINT);
-    let c = client.wait(60, "atomic client after SIGINT");
-    let s = server.wait(60, "atomic server after the client stopped");
-    check_side(&c, dir.path(), "client", "SIGINT", 2);
-    check_side(&s, dir.path(), "server", "peer", 0);
-    assert!(
-        column(dir.path(), "client", "atomic_type")
-            .iter()
-            .all(|a| a == "CMP_AND_SWAP")
-    );
     // send_bw over UD: the receiver reports what arrives each interval.
-    let dir = tempfile::tempdir().unwrap();
-    let args = common::argv(
-        "--transport soft -d lo -c UD -s 1024 --rate_limit 0.05 --run_infinitely --report-interval 0.3",
-    );
-    let (server, client) = start("send_bw", &args, dir.path(), "127.0.0.1");
-    await_rows(&server, 3, "UD server");
-    signal(&server, libc::SIGTERM);
-    let s = server.wait(60, "UD server after SIGTERM");
-    let c = client.wait(60, "UD client after the server stopped");
-    check_side(&s, dir.path(), "server", "SIGTERM", 2);
-    check_side(&c, dir.path(), "client", "peer", 1);
-    assert!(
-        column(dir.path(), "server", "connection")
-            .iter()
-            .all(|c| c == "UD")
-    );
+    for (test, args, stop, peer_intervals, (side, name, value)) in [
+        (
+            "atomic_bw",
+            "--transport soft -d lo -A CMP_AND_SWAP --validate --rate_limit 2000 --rate_units p --run_infinitely --report-interval 0.3",
+            Stop::client(libc::SIGINT, 3),
+            0,
+            ("client", "atomic_type", "CMP_AND_SWAP"),
+        ),
+        (
+            "send_bw",
+            "--transport soft -d lo -c UD -s 1024 --rate_limit 0.05 --run_infinitely --report-interval 0.3",
+            Stop::server(libc::SIGTERM, 3),
+            1,
+            ("server", "connection", "UD"),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        run_until_stopped(test, args, dir.path(), stop, peer_intervals);
+        let cells = column(dir.path(), side, name);
+        assert!(cells.iter().all(|c| c == value), "{test}: {name} {cells:?}");
+    }
 }

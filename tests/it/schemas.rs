@@ -8,7 +8,7 @@ use crate::common::assert_contains;
 use crate::common::schema::{
     assert_csv_header, assert_valid, assert_valid_file, golden_csv_header, schema,
 };
-use crate::common::{Side, pair_on};
+use crate::common::{self, pair_on_lo};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -33,97 +33,48 @@ fn run_pair(dir: &Path, name: &str, test: &str, args: &[&str]) {
         a.extend(f.iter().map(String::as_str));
         a
     }
-    let (s, c) = pair_on(
-        test,
-        Side {
-            ns: None,
-            args: side(args, &sf),
-        },
-        Side {
-            ns: None,
-            args: side(args, &cf),
-        },
-        "127.0.0.1",
-    );
-    assert_eq!(
-        (c.code(), s.code()),
-        (0, 0),
-        "{name}\nclient: {}\nserver: {}",
-        c.stderr,
-        s.stderr
-    );
+    let (s, c) = pair_on_lo(test, side(args, &sf), side(args, &cf));
+    common::assert_both_ok(name, &s, &c);
 }
 
 #[test]
 fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_header() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    type Run = (&'static str, &'static str, &'static [&'static str]);
-    let runs: [Run; 9] = [
-        ("tcp_bw", "write_bw", &["--transport", "tcp", "-n", "50"]),
+    let runs = [
+        ("tcp_bw", "write_bw", "--transport tcp -n 50"),
         (
             "tcp_lat_sizes",
             "send_lat",
-            &[
-                "--transport",
-                "tcp",
-                "-n",
-                "50",
-                "-s",
-                "64",
-                "--percentiles",
-                "50,99.9",
-            ],
+            "--transport tcp -n 50 -s 64 --percentiles 50,99.9",
         ),
-        (
-            "tcp_bidir",
-            "write_bw",
-            &["--transport", "tcp", "-b", "-n", "50", "-q", "2"],
-        ),
+        ("tcp_bidir", "write_bw", "--transport tcp -b -n 50 -q 2"),
         (
             "soft_duration",
             "send_bw",
-            &[
-                "--transport",
-                "soft",
-                "-d",
-                "lo",
-                "-D",
-                "1",
-                "-s",
-                "4096",
-                "--cpu_util",
-            ],
+            "--transport soft -d lo -D 1 -s 4096 --cpu_util",
         ),
-        (
-            "soft_read_lat",
-            "read_lat",
-            &["--transport", "soft", "-d", "lo", "-n", "100"],
-        ),
-        (
-            "soft_ud",
-            "send_bw",
-            &["--transport", "soft", "-d", "lo", "-c", "UD", "-n", "100"],
-        ),
+        ("soft_read_lat", "read_lat", "--transport soft -d lo -n 100"),
+        ("soft_ud", "send_bw", "--transport soft -d lo -c UD -n 100"),
         (
             "tcp_atomic",
             "atomic_bw",
-            &["--transport", "tcp", "-n", "50", "-A", "CMP_AND_SWAP"],
+            "--transport tcp -n 50 -A CMP_AND_SWAP",
         ),
         (
             "tcp_paced",
             "send_bw",
-            &["--transport", "tcp", "-n", "50", "--rate_limit", "1"],
+            "--transport tcp -n 50 --rate_limit 1",
         ),
         (
             "tcp_gap",
             "write_lat",
-            &["--transport", "tcp", "-n", "20", "--latency_gap", "5"],
+            "--transport tcp -n 20 --latency_gap 5",
         ),
     ];
     let mut seen = BTreeSet::new();
     for (name, test, args) in runs {
-        run_pair(d, name, test, args);
+        run_pair(d, name, test, &common::argv(args));
         for role in ["client", "server"] {
             let doc = assert_valid_file("result", &d.join(format!("{name}-{role}.json")));
             assert_csv_header("result", &d.join(format!("{name}-{role}.csv")));
@@ -225,18 +176,7 @@ fn results_dir_files_match_the_schema_and_golden_header() {
         "--results",
         dir.path().to_str().unwrap(),
     ];
-    let (s, c) = pair_on(
-        "read_bw",
-        Side {
-            ns: None,
-            args: args.to_vec(),
-        },
-        Side {
-            ns: None,
-            args: args.to_vec(),
-        },
-        "127.0.0.1",
-    );
+    let (s, c) = pair_on_lo("read_bw", args.to_vec(), args.to_vec());
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
     let mut names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()

@@ -4,6 +4,7 @@
 //! Needs root, tcpdump and tshark; says so and returns when one is missing.
 
 use crate::soft_support;
+use crate::vectors::read_pcap;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use roceperf::params::RoceVersion;
 use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use roceperf::transport::soft::io::impair::ImpairConfig;
-use soft_support::endpoints::{connect, exchange, udp_cfg, veth_packet_cfg};
+use soft_support::endpoints::{connect, exchange, exchange_across, udp_cfg, veth_packet_cfg};
 use soft_support::{NetnsPair, is_root};
 
 fn have(tool: &str) -> bool {
@@ -102,35 +103,6 @@ impl Capture {
     }
 }
 
-/// The frames of a classic pcap file (Ethernet link type).
-fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
-    let b = std::fs::read(path).unwrap();
-    assert!(b.len() >= 24, "pcap too short");
-    let magic = u32::from_le_bytes(b[0..4].try_into().unwrap());
-    let le = match magic {
-        0xa1b2_c3d4 | 0xa1b2_3c4d => true,
-        0xd4c3_b2a1 | 0x4d3c_b2a1 => false,
-        m => panic!("not a pcap file: magic {m:#x}"),
-    };
-    let u32_at = |o: usize| {
-        let w: [u8; 4] = b[o..o + 4].try_into().unwrap();
-        if le {
-            u32::from_le_bytes(w)
-        } else {
-            u32::from_be_bytes(w)
-        }
-    };
-    assert_eq!(u32_at(20), 1, "link type must be Ethernet");
-    let mut out = Vec::new();
-    let mut at = 24;
-    while at + 16 <= b.len() {
-        let caplen = u32_at(at + 8) as usize;
-        out.push(b[at + 16..at + 16 + caplen].to_vec());
-        at += 16 + caplen;
-    }
-    out
-}
-
 /// roce-wire.md §5.2, written out independently: CRC-32 over eight 0xFF bytes and the masked headers.
 fn icrc_verifies(f: &[u8]) -> Result<(), String> {
     let ethertype = u16::from_be_bytes([f[12], f[13]]);
@@ -213,7 +185,7 @@ fn tshark(path: &Path) -> Vec<(String, String)> {
 }
 
 fn judge(path: &Path) -> (usize, usize) {
-    let frames = pcap_frames(path);
+    let frames = read_pcap(path);
     let decoded = tshark(path);
     assert_eq!(frames.len(), decoded.len());
     let (mut v1, mut v2) = (0, 0);
@@ -260,17 +232,23 @@ fn udp_v2_on_loopback_decodes_as_rroce_with_valid_icrcs() {
     );
 }
 
+/// A namespace pair whose veth takes no super-frames (`netns.sh up --wire-segments`: the kernel
+/// cuts them as it would for a NIC without segmentation offload), and a capture of `filter` on side
+/// a's veth0.
+fn capture_on_a_segmenting_veth(filter: &str) -> (NetnsPair, Capture) {
+    let pair = NetnsPair::up(&["--mtu", "9000", "--wire-segments"]);
+    let cap = Capture::start(Some(&pair.ns('a')), "veth0", filter);
+    (pair, cap)
+}
+
 #[test]
 fn packet_v1_and_v2_across_veth_decode_as_roce_and_rroce_with_valid_icrcs() {
     if !can_run() {
         return;
     }
     // RoCE v2 over AF_PACKET leaves in super-frames, which a plain veth carries whole: this one
-    // takes none (`--wire-segments`), so the kernel cuts them as it would for a NIC without
-    // segmentation offload, and every packet is judged as the wire carries it.
-    let pair = NetnsPair::up(&["--mtu", "9000", "--wire-segments"]);
-    let ns_a = pair.ns('a');
-    let cap = Capture::start(Some(&ns_a), "veth0", "ether proto 0x8915 or udp port 4791");
+    // takes none, and every packet is judged as the wire carries it.
+    let (pair, cap) = capture_on_a_segmenting_veth("ether proto 0x8915 or udp port 4791");
     let mut sent = 0;
     for version in [RoceVersion::V1, RoceVersion::V2] {
         let open = move |bind: &'static str| {
@@ -280,10 +258,7 @@ fn packet_v1_and_v2_across_veth_decode_as_roce_and_rroce_with_valid_icrcs() {
                 SoftEndpoint::open(c).unwrap()
             }
         };
-        let mut a = pair.in_ns('a', open("10.77.0.1"));
-        let mut b = pair.in_ns('b', open("10.77.0.2"));
-        connect(&mut a, &mut b);
-        exchange(&mut a, &mut b);
+        let (a, b) = exchange_across(&pair, open);
         sent += a.counters().tx_packets + b.counters().tx_packets;
     }
     let (path, _dir) = cap.finish();
@@ -304,9 +279,7 @@ fn udp_gso_segments_on_the_wire_carry_icrcs_for_their_ip_ids() {
     if !can_run() {
         return;
     }
-    let pair = NetnsPair::up(&["--mtu", "9000", "--wire-segments"]);
-    let ns_a = pair.ns('a');
-    let cap = Capture::start(Some(&ns_a), "veth0", "udp port 4791");
+    let (pair, cap) = capture_on_a_segmenting_veth("udp port 4791");
     let open = |bind: &'static str| {
         move || {
             let mut c = SoftConfig::new("veth0", RoceVersion::V2);
@@ -317,14 +290,11 @@ fn udp_gso_segments_on_the_wire_carry_icrcs_for_their_ip_ids() {
             SoftEndpoint::open(c).unwrap()
         }
     };
-    let mut a = pair.in_ns('a', open("10.77.0.1"));
-    let mut b = pair.in_ns('b', open("10.77.0.2"));
-    connect(&mut a, &mut b);
-    exchange(&mut a, &mut b);
+    let (a, b) = exchange_across(&pair, open);
     let sent = a.counters().tx_packets + b.counters().tx_packets;
     let batches = a.counters().tx_batches + b.counters().tx_batches;
     let (path, _dir) = cap.finish();
-    let frames = pcap_frames(&path);
+    let frames = read_pcap(&path);
     let (v1, v2) = judge(&path);
     assert_eq!(
         (v1, v2 as u64),

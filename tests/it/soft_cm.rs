@@ -74,6 +74,21 @@ fn reject_all(a: &mut SoftEndpoint, b: &mut SoftEndpoint) -> Vec<CmEvent> {
     eb
 }
 
+/// A pair of one queue pair each: `a` (at `a_ip`) listens on CM port `listen`, `b` (at `b_ip`) has
+/// sent a REQ for queue pair 0 to `a_ip`:`connect_to`.
+fn connecting(
+    a_ip: &str,
+    b_ip: &str,
+    listen: u16,
+    connect_to: u16,
+) -> (SoftEndpoint, SoftEndpoint) {
+    let (mut a, mut b, _) = pair(a_ip, b_ip, 1);
+    a.cm_listen(listen).unwrap();
+    let server = format!("{a_ip}:{connect_to}").parse().unwrap();
+    b.cm_connect(0, server, &PARAMS, &[]).unwrap();
+    (a, b)
+}
+
 /// Runs the CM until one connection stands on each side, `a` accepting requests onto queue pair 0.
 fn accept_one(a: &mut SoftEndpoint, b: &mut SoftEndpoint) -> (Vec<CmEvent>, Vec<CmEvent>) {
     run_cm(
@@ -145,10 +160,7 @@ fn queue_pairs_connected_through_the_cm_carry_write_send_and_read() {
 
 #[test]
 fn a_req_for_a_port_nobody_listens_on_is_rejected_with_invalid_service_id() {
-    let (mut a, mut b, _) = pair("127.0.5.3", "127.0.5.4", 1);
-    a.cm_listen(18515).unwrap();
-    b.cm_connect(0, "127.0.5.3:18516".parse().unwrap(), &PARAMS, &[])
-        .unwrap();
+    let (mut a, mut b) = connecting("127.0.5.3", "127.0.5.4", 18515, 18516);
     let (ea, eb) = run_cm(&mut a, &mut b, |_, eb| !eb.is_empty(), |_, _| {});
     assert!(ea.is_empty(), "{ea:?}");
     assert_eq!(
@@ -162,10 +174,7 @@ fn a_req_for_a_port_nobody_listens_on_is_rejected_with_invalid_service_id() {
 
 #[test]
 fn the_listener_may_refuse_with_consumer_reject() {
-    let (mut a, mut b, _) = pair("127.0.5.5", "127.0.5.6", 1);
-    a.cm_listen(7).unwrap();
-    b.cm_connect(0, "127.0.5.5:7".parse().unwrap(), &PARAMS, &[])
-        .unwrap();
+    let (mut a, mut b) = connecting("127.0.5.5", "127.0.5.6", 7, 7);
     let eb = reject_all(&mut a, &mut b);
     assert_eq!(
         eb,
@@ -197,10 +206,7 @@ fn a_req_nobody_answers_times_out_after_its_retries() {
 
 #[test]
 fn dreq_and_drep_take_the_connection_down_on_both_sides() {
-    let (mut a, mut b, _) = pair("127.0.5.9", "127.0.5.10", 1);
-    a.cm_listen(9).unwrap();
-    b.cm_connect(0, "127.0.5.9:9".parse().unwrap(), &PARAMS, &[])
-        .unwrap();
+    let (mut a, mut b) = connecting("127.0.5.9", "127.0.5.10", 9, 9);
     accept_one(&mut a, &mut b);
     a.cm_disconnect(0).unwrap();
     let (ea, eb) = run_cm(

@@ -81,7 +81,7 @@ fn selective_repeat_repairs_deliberate_impairment_when_both_sides_ask() {
     let mut b = lossy("127.0.15.2", port, Recovery::Sr, 22);
     assert_eq!(a.agree_recovery(Recovery::Sr), Recovery::Sr);
     assert_eq!(b.agree_recovery(Recovery::Sr), Recovery::Sr);
-    assert!(a.describe().contains("loss recovery: selective repeat"));
+    assert_contains(&a.describe(), "loss recovery: selective repeat");
     connect(&mut a, &mut b);
     for _ in 0..3 {
         exchange(&mut a, &mut b);
@@ -105,11 +105,9 @@ fn a_peer_that_does_not_ask_for_selective_repeat_gets_go_back_n() {
     let mut b = lossy("127.0.15.4", port, Recovery::Gbn, 32);
     assert_eq!(a.agree_recovery(Recovery::Gbn), Recovery::Gbn);
     assert_eq!(b.agree_recovery(Recovery::Sr), Recovery::Gbn);
-    assert!(
-        a.describe()
-            .contains("go-back-N: this side asked for --recovery sr, the peer did not"),
-        "{}",
-        a.describe()
+    assert_contains(
+        &a.describe(),
+        "go-back-N: this side asked for --recovery sr, the peer did not",
     );
     connect(&mut a, &mut b);
     exchange(&mut a, &mut b);
@@ -125,17 +123,13 @@ fn gbn_rxe_keeps_rxe_timing_against_a_roceperf_peer_and_still_repairs() {
     assert_eq!(Recovery::GbnRxe.asked(), Recovery::Gbn);
     assert_eq!(a.agree_recovery(Recovery::Sr.asked()), Recovery::GbnRxe);
     assert_eq!(b.agree_recovery(Recovery::GbnRxe.asked()), Recovery::Gbn);
-    assert!(
-        a.describe()
-            .contains("loss recovery: go-back-N timed as rxe times it"),
-        "{}",
-        a.describe()
+    assert_contains(
+        &a.describe(),
+        "loss recovery: go-back-N timed as rxe times it",
     );
-    assert!(
-        b.describe()
-            .contains("go-back-N: this side asked for --recovery sr, the peer did not"),
-        "{}",
-        b.describe()
+    assert_contains(
+        &b.describe(),
+        "go-back-N: this side asked for --recovery sr, the peer did not",
     );
     connect(&mut a, &mut b);
     exchange(&mut a, &mut b);

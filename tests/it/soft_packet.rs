@@ -64,26 +64,22 @@ fn collect(sock: &PacketSocket, rx: &mut RxBatch, want: usize) -> Vec<(u16, u8, 
     got
 }
 
+/// A packet socket with `cfg` on veth0 of `pair`'s side `side`, and that veth's MAC.
+fn packet_socket(pair: &NetnsPair, side: char, cfg: PacketConfig) -> (PacketSocket, MacAddr) {
+    pair.in_ns(side, move || {
+        let dev = NetDev::by_name("veth0").unwrap();
+        (PacketSocket::open(&dev, &cfg).unwrap(), dev.mac.unwrap())
+    })
+}
+
 #[test]
 fn filter_in_the_kernel_passes_only_roce_frames() {
     if crate::common::skip_unless(is_root(), "needs root for network namespaces and AF_PACKET") {
         return;
     }
     let pair = NetnsPair::up(&[]);
-    let (rx_sock, a_mac) = pair.in_ns('a', || {
-        let dev = NetDev::by_name("veth0").unwrap();
-        (
-            PacketSocket::open(&dev, &PacketConfig::default()).unwrap(),
-            dev.mac.unwrap(),
-        )
-    });
-    let (tx_sock, b_mac) = pair.in_ns('b', || {
-        let dev = NetDev::by_name("veth0").unwrap();
-        (
-            PacketSocket::open(&dev, &PacketConfig::default()).unwrap(),
-            dev.mac.unwrap(),
-        )
-    });
+    let (rx_sock, a_mac) = packet_socket(&pair, 'a', PacketConfig::default());
+    let (tx_sock, b_mac) = packet_socket(&pair, 'b', PacketConfig::default());
     let frames = [
         frame(a_mac, b_mac, 0x8915, &[0x61; 60]), // RoCE v1: pass
         frame(a_mac, b_mac, 0x0800, &ipv4_udp(4791, 17, 0x62)), // RoCE v2/IPv4: pass
@@ -289,21 +285,15 @@ fn packet_mmap_ring_receives_filtered_frames_byte_for_byte() {
         return;
     }
     let pair = NetnsPair::up(&[]);
-    let (mut rx_sock, a_mac) = pair.in_ns('a', || {
-        let dev = NetDev::by_name("veth0").unwrap();
-        let cfg = PacketConfig {
+    let (mut rx_sock, a_mac) = packet_socket(
+        &pair,
+        'a',
+        PacketConfig {
             rx_ring_frames: 32,
             ..PacketConfig::default()
-        };
-        (PacketSocket::open(&dev, &cfg).unwrap(), dev.mac.unwrap())
-    });
-    let (tx_sock, b_mac) = pair.in_ns('b', || {
-        let dev = NetDev::by_name("veth0").unwrap();
-        (
-            PacketSocket::open(&dev, &PacketConfig::default()).unwrap(),
-            dev.mac.unwrap(),
-        )
-    });
+        },
+    );
+    let (tx_sock, b_mac) = packet_socket(&pair, 'b', PacketConfig::default());
     // More frames than ring slots, sent in rounds, so the ring wraps and slots are reused.
     let mut expected = Vec::new();
     let mut got = Vec::new();
@@ -372,14 +362,8 @@ fn virtio_net_hdr_super_frames_arrive_whole_or_cut_and_split_into_valid_frames()
         &["--mtu", "9000", "--wire-segments"][..],
     ] {
         let pair = NetnsPair::up(args);
-        let (rx_sock, a_mac) = pair.in_ns('a', move || {
-            let dev = NetDev::by_name("veth0").unwrap();
-            (PacketSocket::open(&dev, &vnet()).unwrap(), dev.mac.unwrap())
-        });
-        let (tx_sock, b_mac) = pair.in_ns('b', move || {
-            let dev = NetDev::by_name("veth0").unwrap();
-            (PacketSocket::open(&dev, &vnet()).unwrap(), dev.mac.unwrap())
-        });
+        let (rx_sock, a_mac) = packet_socket(&pair, 'a', vnet());
+        let (tx_sock, b_mac) = packet_socket(&pair, 'b', vnet());
         assert!(
             tx_sock.vnet_hdr() && rx_sock.vnet_hdr(),
             "Linux 6.2 or later"

@@ -28,6 +28,13 @@ fn assert_connected_through_the_cm(test: &str, size: f64, s: &Done, c: &Done) {
     }
 }
 
+/// The line of `out` that says how the queue pairs connected through the CM.
+fn cm_note(out: &str) -> &str {
+    out.lines()
+        .find(|l| l.contains("through the CM"))
+        .unwrap_or_else(|| panic!("no CM note in:\n{out}"))
+}
+
 #[test]
 fn six_tests_over_soft_with_rdma_cm_and_validate() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
@@ -44,38 +51,20 @@ fn the_atomic_tests_over_soft_with_rdma_cm_and_validate() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     for (test, op, qps) in [
-        ("atomic_bw", "FETCH_AND_ADD", "2"),
-        ("atomic_bw", "CMP_AND_SWAP", "1"),
-        ("atomic_lat", "CMP_AND_SWAP", "1"),
-        ("atomic_lat", "FETCH_AND_ADD", "1"),
+        ("atomic_bw", "FETCH_AND_ADD", 2),
+        ("atomic_bw", "CMP_AND_SWAP", 1),
+        ("atomic_lat", "CMP_AND_SWAP", 1),
+        ("atomic_lat", "FETCH_AND_ADD", 1),
     ] {
         let json = dir.path().join(format!("{test}-{op}.json"));
-        let server = vec![
-            "-d",
-            "lo",
-            "-R",
-            "-A",
-            op,
-            "-q",
-            qps,
-            "-n",
-            "300",
-            "--validate",
-        ];
+        let line = format!("-d lo -R -A {op} -q {qps} -n 300 --validate");
+        let server = common::argv(&line);
         let mut client = server.clone();
         client.extend(["--json", json.to_str().unwrap()]);
         let (s, c) = pair_here(test, server, client, "127.0.0.1");
         assert_connected_through_the_cm(test, 8.0, &s, &c);
-        let note = c
-            .stdout
-            .lines()
-            .find(|l| l.contains("through the CM"))
-            .unwrap();
-        assert_eq!(
-            note.matches("QPN").count(),
-            qps.parse::<usize>().unwrap(),
-            "{note}"
-        );
+        let note = cm_note(&c.stdout);
+        assert_eq!(note.matches("QPN").count(), qps, "{note}");
         let doc: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         assert_eq!(
@@ -91,18 +80,7 @@ fn several_queue_pairs_each_get_their_own_cm_connection() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("c.json");
-    let server = vec![
-        "-d",
-        "lo",
-        "-R",
-        "-q",
-        "3",
-        "-s",
-        "8192",
-        "-n",
-        "200",
-        "--validate",
-    ];
+    let server = common::argv("-d lo -R -q 3 -s 8192 -n 200 --validate");
     let mut client = server.clone();
     client.extend(["--json", json.to_str().unwrap()]);
     let (s, c) = pair_on_lo("write_bw", server, client);
@@ -110,11 +88,7 @@ fn several_queue_pairs_each_get_their_own_cm_connection() {
     assert!(c.stdout.contains(" rdma_cm QPs\t : ON"), "{}", c.stdout);
     let doc = common::json_file(&json);
     assert_eq!(doc["test"]["rdma_cm"], true, "{doc}");
-    let note = c
-        .stdout
-        .lines()
-        .find(|l| l.contains("through the CM"))
-        .unwrap();
+    let note = cm_note(&c.stdout);
     assert_eq!(note.matches("QPN").count(), 3, "{note}");
 }
 
@@ -214,38 +188,14 @@ fn ud_send_tests_in_perftests_rdma_cm_dialect() {
 fn a_req_for_a_port_nobody_listens_on_ends_in_exit_2_naming_the_rej() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let port = common::free_port();
-    let other = (port + 1).to_string();
-    let port = port.to_string();
-    let server = common::spawn(
-        "write_bw",
-        &[
-            "-d",
-            "lo",
-            "--bind",
-            "127.0.7.5",
-            "-R",
-            "--oob",
-            "perftest",
-            "-p",
-            &port,
-        ],
-    );
+    let other = port + 1;
+    let line = format!("-d lo --bind 127.0.7.5 -R --oob perftest -p {port}");
+    let server = common::spawn("write_bw", &common::argv(&line));
     assert!(server.wait_stdout("Waiting for client", 20));
-    let args = [
-        "-d",
-        "lo",
-        "--bind",
-        "127.0.7.6",
-        "-R",
-        "--oob",
-        "perftest",
-        "-p",
-        &other,
-        "--connect-timeout",
-        "2",
-        "127.0.7.5",
-    ];
-    let c = common::spawn("write_bw", &args).wait(30, "client");
+    let line = format!(
+        "-d lo --bind 127.0.7.6 -R --oob perftest -p {other} --connect-timeout 2 127.0.7.5"
+    );
+    let c = common::spawn("write_bw", &common::argv(&line)).wait(30, "client");
     server.kill();
     assert_eq!(c.code(), 2, "{}{}", c.stdout, c.stderr);
     assert!(
@@ -261,18 +211,8 @@ fn a_req_for_a_port_nobody_listens_on_ends_in_exit_2_naming_the_rej() {
 /// exit 2 and says what to check.
 #[test]
 fn a_req_nobody_answers_ends_in_exit_2() {
-    let args = [
-        "-d",
-        "lo",
-        "--bind",
-        "127.0.7.8",
-        "-R",
-        "--oob",
-        "perftest",
-        "--connect-timeout",
-        "2",
-        "127.0.7.9",
-    ];
+    let args =
+        common::argv("-d lo --bind 127.0.7.8 -R --oob perftest --connect-timeout 2 127.0.7.9");
     let c = common::spawn("write_bw", &args).wait(30, "client");
     assert_eq!(c.code(), 2, "{}{}", c.stdout, c.stderr);
     assert!(
@@ -288,35 +228,18 @@ fn a_req_nobody_answers_ends_in_exit_2() {
 #[test]
 fn ud_send_tests_over_soft_with_rdma_cm_sidr_and_validate() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
-    for (test, qps) in [("send_bw", "2"), ("send_lat", "1")] {
-        let args = vec![
-            "-d",
-            "lo",
-            "-R",
-            "-c",
-            "UD",
-            "-q",
-            qps,
-            "-s",
-            "1000",
-            "-n",
-            "300",
-            "--validate",
-        ];
-        let (s, c) = on_lo(test, args);
+    for (test, qps) in [("send_bw", 2), ("send_lat", 1)] {
+        let line = format!("-d lo -R -c UD -q {qps} -s 1000 -n 300 --validate");
+        let (s, c) = on_lo(test, common::argv(&line));
         assert_connected_through_the_cm(test, 1000.0, &s, &c);
         for out in [&s.stdout, &c.stdout] {
-            let note = out.lines().find(|l| l.contains("through the CM")).unwrap();
+            let note = cm_note(out);
             assert!(note.contains("PSN 0x0"), "UD has no PSN to agree: {note}");
             assert!(
                 note.contains("SIDR_REQ/SIDR_REP"),
                 "resolved, not connected: {note}"
             );
-            assert_eq!(
-                note.matches("QPN").count(),
-                qps.parse::<usize>().unwrap(),
-                "{note}"
-            );
+            assert_eq!(note.matches("QPN").count(), qps, "{note}");
         }
     }
 }
@@ -330,20 +253,7 @@ fn a_lost_sidr_rep_is_sent_again_when_the_requester_asks_again() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
-    let base = vec![
-        "-d",
-        "lo",
-        "-R",
-        "-c",
-        "UD",
-        "-s",
-        "1000",
-        "-n",
-        "300",
-        "--validate",
-        "--connect-timeout",
-        "8",
-    ];
+    let base = common::argv("-d lo -R -c UD -s 1000 -n 300 --validate --connect-timeout 8");
     let mut server = base.clone();
     server.extend([
         "--impair",

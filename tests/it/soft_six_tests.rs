@@ -7,7 +7,7 @@
 use crate::common;
 use crate::soft_support;
 
-use common::{Done, SIX, Side, pair_on, pair_on_lo, rows, spawn};
+use common::{Done, SIX, pair_on_lo, rows, spawn};
 use soft_support::{NetnsPair, is_root};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Mutex;
@@ -102,47 +102,21 @@ fn validate_holds_under_deliberate_loss_duplication_and_reordering() {
     for test in ["send_bw", "write_lat", "read_bw"] {
         let dir = tempfile::tempdir().unwrap();
         let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
-        let args = vec!["-d", "lo", "-s", "9000", "-n", "200", "--validate"];
+        let args = ["-d", "lo", "-s", "9000", "-n", "200", "--validate"];
         let port = common::free_port().to_string();
-        let mut sargs = vec![
-            "-p",
-            port.as_str(),
-            "--cpu",
-            "0",
-            "--json",
-            sj.to_str().unwrap(),
-        ];
-        sargs.extend(&args);
-        let sp = common::spawn_env(
-            test,
-            &sargs,
-            &[("ROCEPERF_IMPAIR", "loss=2%,duplicate=2%,reorder=5%,seed=3")],
-        );
+        // One side: pinned to `core`, writing `json`, impairing what it sends with `seed`.
+        let side = |core: &str, json: &std::path::Path, seed: u8, host: &[&str]| {
+            let mut v = vec!["-p", &port, "--cpu", core, "--json", json.to_str().unwrap()];
+            v.extend(args);
+            v.extend(host);
+            let impair = format!("loss=2%,duplicate=2%,reorder=5%,seed={seed}");
+            common::spawn_env(test, &v, &[("ROCEPERF_IMPAIR", &impair)])
+        };
+        let sp = side("0", &sj, 3, &[]);
         assert!(sp.wait_stdout("Waiting for client", 20));
-        let mut cargs = vec![
-            "-p",
-            port.as_str(),
-            "--cpu",
-            "1",
-            "--json",
-            cj.to_str().unwrap(),
-        ];
-        cargs.extend(&args);
-        cargs.push("127.0.0.1");
-        let c = common::spawn_env(
-            test,
-            &cargs,
-            &[("ROCEPERF_IMPAIR", "loss=2%,duplicate=2%,reorder=5%,seed=4")],
-        )
-        .wait(120, test);
+        let c = side("1", &cj, 4, &["127.0.0.1"]).wait(120, test);
         let s = sp.wait(30, test);
-        assert_eq!(
-            (c.code(), s.code()),
-            (0, 0),
-            "{test}: {}\n{}",
-            c.stderr,
-            s.stderr
-        );
+        common::assert_both_ok(test, &s, &c);
         // Both sides impaired what they sent, and the losses were repaired by retransmission.
         let mut retransmitted = 0;
         for j in [&sj, &cj] {
@@ -174,7 +148,6 @@ fn kernel_loss_and_duplication_on_a_veth_pair_are_repaired_with_validate() {
         ("--duplicate", "duplicate_requests"),
     ] {
         let pair = NetnsPair::up(&[impair, "2%"]);
-        let (a, b) = (pair.ns('a'), pair.ns('b'));
         let mut repaired = 0;
         for test in ["write_bw", "read_bw", "send_bw"] {
             let dir = tempfile::tempdir().unwrap();
@@ -184,25 +157,8 @@ fn kernel_loss_and_duplication_on_a_veth_pair_are_repaired_with_validate() {
             sargs.extend(["--json", sj.to_str().unwrap()]);
             let mut cargs = args;
             cargs.extend(["--json", cj.to_str().unwrap()]);
-            let (s, c) = pair_on(
-                test,
-                Side {
-                    ns: Some(&a),
-                    args: sargs,
-                },
-                Side {
-                    ns: Some(&b),
-                    args: cargs,
-                },
-                "10.77.0.1",
-            );
-            assert_eq!(
-                (c.code(), s.code()),
-                (0, 0),
-                "{impair} {test}: {}\n{}",
-                c.stderr,
-                s.stderr
-            );
+            let (s, c) = pair.run_pair(test, sargs, cargs);
+            common::assert_both_ok(&format!("{impair} {test}"), &s, &c);
             for j in [&sj, &cj] {
                 let doc = common::json_file(j);
                 repaired += doc["test"]["counters"][counter].as_u64().unwrap();
@@ -222,7 +178,6 @@ fn six_tests_over_soft_v1_and_v2_packet_across_a_veth_pair() {
     }
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
     let pair = NetnsPair::up(&[]);
-    let (a, b) = (pair.ns('a'), pair.ns('b'));
     for roce in ["v1", "v2"] {
         for test in SIX {
             let size = common::several_packets(test);
@@ -239,15 +194,7 @@ fn six_tests_over_soft_v1_and_v2_packet_across_a_veth_pair() {
                 "200",
                 "--validate",
             ];
-            let (s, c) = pair_on(
-                test,
-                Side {
-                    ns: Some(&a),
-                    args: args.clone(),
-                },
-                Side { ns: Some(&b), args },
-                "10.77.0.1",
-            );
+            let (s, c) = pair.run_pair(test, args.clone(), args);
             assert_ran(test, size.parse().unwrap(), &s, &c);
             assert!(
                 c.stdout.contains("AF_PACKET")
@@ -286,25 +233,50 @@ fn running_pair(test: &str, run: [&str; 2]) -> (common::Proc, common::Proc) {
     (server, client)
 }
 
+/// Kills the `killed` side ("server" or "client") of `running_pair(test, run)` and waits for the
+/// other to end: with exit 1 (a work completion error while running, README, exit codes: not a
+/// setup error or a panic's 101) and a message naming each of `causes`. Returns how long after the
+/// kill it ended, and its stderr.
+fn survivor_of_a_kill(
+    test: &str,
+    run: [&str; 2],
+    killed: &str,
+    causes: &[&str],
+) -> (Duration, String) {
+    let (server, client) = running_pair(test, run);
+    let killed_at = Instant::now();
+    let (survivor, name) = match killed {
+        "server" => {
+            server.kill();
+            (client, "client")
+        }
+        _ => {
+            client.kill();
+            (server, "server")
+        }
+    };
+    let d = survivor.wait(30, &format!("{name} after its {killed} was killed"));
+    assert_eq!(d.code(), 1, "{}", d.stderr);
+    for cause in causes {
+        assert!(
+            d.stderr.contains(cause),
+            "a clear error naming the cause: {}",
+            d.stderr
+        );
+    }
+    (killed_at.elapsed(), d.stderr)
+}
+
 #[test]
 fn a_server_killed_mid_run_ends_the_client_with_a_retry_error() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
-    let (server, client) = running_pair("write_bw", ["-D", "60"]);
-    let killed_at = Instant::now();
-    server.kill();
-    let c = client.wait(30, "client after its server was killed");
-    // A work completion error while running (README, exit codes): 1, not a setup error or a panic's 101.
-    assert_eq!(c.code(), 1, "{}", c.stderr);
-    assert!(
-        c.stderr.contains("retry counter exceeded"),
-        "a clear error naming the cause: {}",
-        c.stderr
+    let (took, stderr) = survivor_of_a_kill(
+        "write_bw",
+        ["-D", "60"],
+        "server",
+        &["retry counter exceeded"],
     );
-    eprintln!(
-        "client ended {:?} after the kill: {}",
-        killed_at.elapsed(),
-        c.stderr.trim()
-    );
+    eprintln!("client ended {took:?} after the kill: {}", stderr.trim());
 }
 
 /// The other way round: a send_bw receiver whose sender is killed mid-run gets no retry timer (it
@@ -312,22 +284,13 @@ fn a_server_killed_mid_run_ends_the_client_with_a_retry_error() {
 #[test]
 fn a_sender_killed_mid_run_ends_the_send_bw_receiver_with_a_clear_error() {
     let _one = common::one_at_a_time(&ONE_PAIR_AT_A_TIME);
-    let (server, client) = running_pair("send_bw", ["-n", "100000000"]);
-    let killed_at = Instant::now();
-    client.kill();
-    let s = server.wait(30, "server after its client was killed");
-    assert_eq!(s.code(), 1, "{}", s.stderr);
-    assert!(
-        s.stderr.contains("nothing arrived from the peer")
-            && s.stderr.contains("finished or gone away"),
-        "a clear error naming the cause: {}",
-        s.stderr
+    let (took, _) = survivor_of_a_kill(
+        "send_bw",
+        ["-n", "100000000"],
+        "client",
+        &["nothing arrived from the peer", "finished or gone away"],
     );
-    assert!(
-        killed_at.elapsed() < Duration::from_secs(8),
-        "{:?}",
-        killed_at.elapsed()
-    );
+    assert!(took < Duration::from_secs(8), "{took:?}");
 }
 
 #[test]
@@ -391,11 +354,7 @@ fn junk_sent_to_port_4791_mid_run_is_dropped_counted_and_the_run_completes() {
         junk.send_to(&[0u8; 9000], to).unwrap(); // cut by the receive slot: malformed
         std::thread::sleep(Duration::from_millis(100));
     }
-    let c = client.wait(60, "client");
-    let s = server.wait(30, "server");
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
-    let doc = common::json_file(&json);
-    let d = &doc["test"]["counters"]["drops"];
+    let d = common::drops_once_both_ok(server, client, &json);
     assert_eq!(d["unknown_qpn"], 3, "{d}");
     assert!(d["bad_icrc"].as_u64().unwrap() >= 3, "{d}");
     assert!(d["malformed"].as_u64().unwrap() >= 6, "{d}");

@@ -220,9 +220,8 @@ fn several_queue_pairs() {
 
 #[test]
 fn output_selects_a_single_number() {
-    let (s, c) = pair_with(
+    let (s, c) = pair(
         "write_bw",
-        &["-n", "50", "--output=bandwidth", "--report_gbits"],
         &["-n", "50", "--output=bandwidth", "--report_gbits"],
     );
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);

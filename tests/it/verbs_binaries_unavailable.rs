@@ -98,12 +98,17 @@ fn fake_sysfs(with_verbs: bool) -> tempfile::TempDir {
     d
 }
 
-#[test]
-fn kernel_without_rdma_is_named_by_the_binaries() {
-    if common::skip_unless(
+/// True (and says so) when rdma-core is not installed: the binaries then stop before any of this.
+fn skip_without_libibverbs() -> bool {
+    common::skip_unless(
         libibverbs_path().is_some(),
         "needs rdma-core (libibverbs1) installed",
-    ) {
+    )
+}
+
+#[test]
+fn kernel_without_rdma_is_named_by_the_binaries() {
+    if skip_without_libibverbs() {
         return;
     }
     // A host with RDMA gets a sysfs without it; elsewhere the real one is the case itself.
@@ -125,10 +130,7 @@ fn kernel_without_rdma_is_named_by_the_binaries() {
 /// The sysfs is faked, so this runs the same on hosts with RDMA devices.
 #[test]
 fn no_devices_lists_interfaces_for_soft_through_the_binaries() {
-    if common::skip_unless(
-        libibverbs_path().is_some(),
-        "needs rdma-core (libibverbs1) installed",
-    ) {
+    if skip_without_libibverbs() {
         return;
     }
     let d = fake_sysfs(true);

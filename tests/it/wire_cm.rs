@@ -22,13 +22,19 @@ use crate::wire_tshark::tshark_fields;
 const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 1);
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 2);
 
-fn req() -> ReqRepr {
-    let mut private_data = [0u8; 92];
+/// `N` bytes of private data that start with rdma_cm's header for `CLIENT`:`src_port` → `SERVER`.
+fn cma_private_data<const N: usize>(src_port: u16) -> [u8; N] {
+    let mut private_data = [0u8; N];
     CmaHeader {
-        src: SocketAddr::new(IpAddr::V4(CLIENT), 40123),
+        src: SocketAddr::new(IpAddr::V4(CLIENT), src_port),
         dst: IpAddr::V4(SERVER),
     }
     .emit(&mut private_data);
+    private_data
+}
+
+fn req() -> ReqRepr {
+    let private_data = cma_private_data(40123);
     ReqRepr {
         local_comm_id: 0x1234_5678,
         service_id: service_id(RDMA_PS_TCP, 18515),
@@ -116,17 +122,11 @@ fn messages() -> Vec<CmMessage> {
 
 /// A SIDR_REQ as rdma_cm sends it for a UD service (`RDMA_PS_UDP`).
 fn sidr_req() -> SidrReqRepr {
-    let mut private_data = [0u8; 216];
-    CmaHeader {
-        src: SocketAddr::new(IpAddr::V4(CLIENT), 40124),
-        dst: IpAddr::V4(SERVER),
-    }
-    .emit(&mut private_data);
     SidrReqRepr {
         request_id: 0x0bad_cafe,
         partition_key: 0xffff,
         service_id: service_id(RDMA_PS_UDP, 18515),
-        private_data,
+        private_data: cma_private_data(40124),
     }
 }
 

@@ -110,31 +110,39 @@ fn duration_mode_counts_inside_the_window_and_drains() {
     );
 }
 
-/// send_bw over `qps` TCP queue pairs, the sender starting `late` after the receiver; returns the
-/// sender's and the receiver's measurements.
-fn send_pair(s: BwSpec, qps: usize, late: std::time::Duration) -> (BwMeasurement, BwMeasurement) {
-    let (mut server, mut client) = pair(qps, s.layout.buffer_len(), 64);
-    let remotes = s.layout.remotes(&server.local_info());
-    let done = Arc::new(AtomicBool::new(false));
-    let d2 = done.clone();
-    let rs = s;
-    let t = std::thread::spawn(move || {
+/// Runs `s`'s receiver on `server` in a thread which, once it has measured, keeps serving until
+/// `done` is set: over TCP a signaled SEND completes only once the peer has applied it.
+fn spawn_receiver(
+    mut server: Tcp,
+    s: BwSpec,
+    done: &Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Result<BwMeasurement>> {
+    let done = done.clone();
+    std::thread::spawn(move || {
         let mut st = RecvState::default();
-        let r = receiver(&mut server, &rs, &mut st, &mut || false).unwrap();
-        // Keep serving until the sender is done: its last SENDs complete on our acknowledgement.
+        let r = receiver(&mut server, &s, &mut st, &mut || false)?;
         passive(
             &mut server,
             SERVING,
-            &mut || d2.load(Ordering::Acquire),
-            Some((&mut st, rs.layout)),
+            &mut || done.load(Ordering::Acquire),
+            Some((&mut st, s.layout)),
         )
         .unwrap();
-        r
-    });
+        Ok(r)
+    })
+}
+
+/// send_bw over `qps` TCP queue pairs, the sender starting `late` after the receiver; returns the
+/// sender's and the receiver's measurements.
+fn send_pair(s: BwSpec, qps: usize, late: std::time::Duration) -> (BwMeasurement, BwMeasurement) {
+    let (server, mut client) = pair(qps, s.layout.buffer_len(), 64);
+    let remotes = s.layout.remotes(&server.local_info());
+    let done = Arc::new(AtomicBool::new(false));
+    let t = spawn_receiver(server, s, &done);
     std::thread::sleep(late);
     let m = active(&mut client, &s, &remotes, None).unwrap();
     done.store(true, Ordering::Release);
-    (m, t.join().unwrap())
+    (m, t.join().unwrap().unwrap())
 }
 
 #[test]
@@ -227,30 +235,14 @@ fn validate_accepts_the_pattern_and_names_a_corrupted_byte() {
     let mut s = spec(Verb::Send, 300, RunMode::Iterations(20));
     s.validate = true;
     for corrupt in [false, true] {
-        let (mut server, mut client) = pair(1, s.layout.buffer_len(), 64);
+        let (server, mut client) = pair(1, s.layout.buffer_len(), 64);
         validate::fill(&mut client.buffer_mut(0)[..300], validate::seed(300, None));
         if corrupt {
             client.buffer_mut(0)[123] ^= 0xff;
         }
         let remotes = s.layout.remotes(&server.local_info());
-        // Over TCP a signaled SEND completes only once the peer has applied it, so the receiver
-        // keeps polling until the sender is done.
         let done = Arc::new(AtomicBool::new(false));
-        let sender_done = done.clone();
-        let t = std::thread::spawn(move || {
-            let mut st = RecvState::default();
-            let r = receiver(&mut server, &s, &mut st, &mut || false);
-            if r.is_ok() {
-                passive(
-                    &mut server,
-                    SERVING,
-                    &mut || sender_done.load(Ordering::Acquire),
-                    Some((&mut st, s.layout)),
-                )
-                .unwrap();
-            }
-            r
-        });
+        let t = spawn_receiver(server, s, &done);
         let sent = active(&mut client, &s, &remotes, None);
         assert_eq!(sent.is_ok(), !corrupt, "{:?}", sent.err());
         done.store(true, Ordering::Release);

@@ -83,6 +83,11 @@ fn slurm_hostlists() {
     assert_eq!(slurm_first_host("vm").as_deref(), Some("vm"));
 }
 
+/// The host `launcher` names as the coordinator, with `vars` set, for a job of 4.
+fn coordinator_host(launcher: Launcher, vars: &[(&str, &str)]) -> String {
+    coordinator(&env(vars), launcher, 4, None).unwrap().0.0
+}
+
 #[test]
 fn coordinator_from_the_launcher() {
     let e = env(&[
@@ -92,31 +97,36 @@ fn coordinator_from_the_launcher() {
     ]);
     let ((h, p), _) = coordinator(&e, Launcher::Slurm, 4, None).unwrap();
     assert_eq!((h.as_str(), p), ("cn003", DEFAULT_COORDINATOR_PORT));
-    let e = env(&[("SLURM_STEP_NUM_NODES", "1"), ("SLURM_STEP_NODELIST", "vm")]);
     assert_eq!(
-        coordinator(&e, Launcher::Slurm, 4, None).unwrap().0.0,
+        coordinator_host(
+            Launcher::Slurm,
+            &[("SLURM_STEP_NUM_NODES", "1"), ("SLURM_STEP_NODELIST", "vm")]
+        ),
         "127.0.0.1"
     );
-    let e = env(&[("SLURM_LAUNCH_NODE_IPADDR", "10.0.0.1")]);
     assert_eq!(
-        coordinator(&e, Launcher::Slurm, 4, None).unwrap().0.0,
+        coordinator_host(Launcher::Slurm, &[("SLURM_LAUNCH_NODE_IPADDR", "10.0.0.1")]),
         "10.0.0.1"
     );
     let uri = "2052587520.0;tcp://192.0.2.2,10.1.1.1:46489;tcp6://[fd00::2]:45799";
-    let e = env(&[
-        ("OMPI_MCA_orte_hnp_uri", uri),
-        ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
-    ]);
     assert_eq!(
-        coordinator(&e, Launcher::OpenMpi, 4, None).unwrap().0.0,
+        coordinator_host(
+            Launcher::OpenMpi,
+            &[
+                ("OMPI_MCA_orte_hnp_uri", uri),
+                ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+            ]
+        ),
         "192.0.2.2"
     );
-    let e = env(&[
-        ("OMPI_MCA_orte_hnp_uri", uri),
-        ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
-    ]);
     assert_eq!(
-        coordinator(&e, Launcher::OpenMpi, 4, None).unwrap().0.0,
+        coordinator_host(
+            Launcher::OpenMpi,
+            &[
+                ("OMPI_MCA_orte_hnp_uri", uri),
+                ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+            ]
+        ),
         "127.0.0.1"
     );
     assert!(coordinator(&env(&[]), Launcher::Kubernetes, 4, None).is_err());

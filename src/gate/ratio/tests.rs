@@ -53,6 +53,12 @@ fn set(v2_gbps: f64, v2_median: f64) -> Vec<ResultRow> {
     ]
 }
 
+/// Asserts that `check`'s message says `text`.
+#[track_caller]
+fn assert_says(check: &CheckResult, text: &str) {
+    assert!(check.message.contains(text), "{}", check.message);
+}
+
 fn run(rows: &[ResultRow], text: &str, bound: Bound) -> Vec<CheckResult> {
     let mut out = Vec::new();
     checks(rows, &parse_ratio(text).unwrap(), bound, &mut out);
@@ -140,11 +146,7 @@ fn ratios_within_the_limit_pass_and_beyond_it_fail() {
     let slow = set(6.6, 10.8);
     let out = run(&slow, "soft-v2/tcp:bw=0.6", Bound::Min);
     assert_eq!(out[0].verdict, Verdict::Fail);
-    assert!(
-        out[0].message.contains("is 0.550x tcp's"),
-        "{}",
-        out[0].message
-    );
+    assert_says(&out[0], "is 0.550x tcp's");
 }
 
 #[test]
@@ -176,13 +178,7 @@ fn a_missing_side_fails_rather_than_passing_vacuously() {
     let out = run(&rows, "soft-v2/tcp:bw=0.5", Bound::Min);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].verdict, Verdict::Fail);
-    assert!(
-        out[0]
-            .message
-            .contains("no tcp result at this test and size"),
-        "{}",
-        out[0].message
-    );
+    assert_says(&out[0], "no tcp result at this test and size");
     // Soft v2's run failed: TCP's result has nothing to be compared with.
     let mut rows = set(13.2, 10.8);
     rows.remove(1);
@@ -193,11 +189,7 @@ fn a_missing_side_fails_rather_than_passing_vacuously() {
     let out = run(&rows, "verbs-v2/verbs-v1:bw=1", Bound::Min);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].subject, "(no bandwidth result)");
-    assert!(
-        out[0]
-            .message
-            .contains("found no bandwidth result of verbs-v2 or verbs-v1")
-    );
+    assert_says(&out[0], "found no bandwidth result of verbs-v2 or verbs-v1");
 }
 
 #[test]

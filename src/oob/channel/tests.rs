@@ -30,14 +30,28 @@ fn spawn_server_with(port: u16, handshake: Duration) -> thread::JoinHandle<Resul
 }
 
 fn client(port: u16) -> Result<Channel> {
-    Channel::connect(
-        "127.0.0.1",
-        port,
-        Duration::from_secs(5),
-        Duration::from_secs(5),
-        Duration::from_secs(5),
-        |_| {},
-    )
+    client_with(port, Duration::from_secs(5), Duration::from_secs(5))
+}
+
+/// A client of 127.0.0.1:`port` that stops trying to connect after `connect` and gives the rest
+/// (I/O, handshake) `timeout` each.
+fn client_with(port: u16, connect: Duration, timeout: Duration) -> Result<Channel> {
+    Channel::connect("127.0.0.1", port, connect, timeout, timeout, |_| {})
+}
+
+/// A client and the server it connected to, on a fresh port.
+fn connected() -> (Channel, Channel) {
+    let port = free_port();
+    let server = spawn_server(port);
+    let c = client(port).unwrap();
+    (c, server.join().unwrap().unwrap())
+}
+
+/// A server on a fresh port and a plain TCP connection to it, to send it what a client would not.
+fn server_and_raw_peer() -> (thread::JoinHandle<Result<Channel>>, TcpStream) {
+    let port = free_port();
+    let server = spawn_server(port);
+    (server, TcpStream::connect(("127.0.0.1", port)).unwrap())
 }
 
 #[test]
@@ -75,16 +89,9 @@ fn client_retries_until_the_server_is_up() {
 #[test]
 fn client_gives_up_naming_the_address() {
     let port = free_port();
-    let err = Channel::connect(
-        "127.0.0.1",
-        port,
-        Duration::from_millis(300),
-        Duration::from_secs(1),
-        Duration::from_secs(1),
-        |_| {},
-    )
-    .err()
-    .unwrap();
+    let err = client_with(port, Duration::from_millis(300), Duration::from_secs(1))
+        .err()
+        .unwrap();
     assert!(matches!(err, Error::Unreachable { .. }));
     assert!(
         err.to_string().contains(&format!("127.0.0.1:{port}")),
@@ -94,9 +101,7 @@ fn client_gives_up_naming_the_address() {
 
 #[test]
 fn garbage_hello_is_named() {
-    let port = free_port();
-    let server = spawn_server(port);
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let (server, mut s) = server_and_raw_peer();
     s.write_all(b"\x16\x03\x01garbage bytes here").unwrap();
     let err = server.join().unwrap().err().unwrap();
     assert!(matches!(err, Error::Garbage { .. }), "{err}");
@@ -105,9 +110,7 @@ fn garbage_hello_is_named() {
 
 #[test]
 fn short_hello_then_close_is_garbage_not_a_hang() {
-    let port = free_port();
-    let server = spawn_server(port);
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let (server, mut s) = server_and_raw_peer();
     s.write_all(b"rocep").unwrap();
     drop(s);
     let err = server.join().unwrap().err().unwrap();
@@ -116,9 +119,7 @@ fn short_hello_then_close_is_garbage_not_a_hang() {
 
 #[test]
 fn wrong_version_is_named() {
-    let port = free_port();
-    let server = spawn_server(port);
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let (server, mut s) = server_and_raw_peer();
     let mut h = hello();
     h[9] = 99;
     s.write_all(&h).unwrap();
@@ -128,10 +129,7 @@ fn wrong_version_is_named() {
 
 #[test]
 fn oversized_or_unexpected_messages_are_garbage() {
-    let port = free_port();
-    let server = spawn_server(port);
-    let mut c = client(port).unwrap();
-    let mut s = server.join().unwrap().unwrap();
+    let (mut c, mut s) = connected();
     c.stream.write_all(&u32::MAX.to_be_bytes()).unwrap();
     assert!(matches!(
         s.recv::<u64>(Step::Barrier),
@@ -144,10 +142,7 @@ fn oversized_or_unexpected_messages_are_garbage() {
 
 #[test]
 fn abort_reaches_the_peer_with_its_reason() {
-    let port = free_port();
-    let server = spawn_server(port);
-    let mut c = client(port).unwrap();
-    let mut s = server.join().unwrap().unwrap();
+    let (mut c, mut s) = connected();
     c.abort("no RDMA device", Failure::Setup);
     match s.recv::<u64>(Step::Barrier) {
         Err(Error::PeerAborted {
@@ -167,10 +162,7 @@ fn abort_reaches_the_peer_with_its_reason() {
 
 #[test]
 fn peer_has_data_sees_a_message_or_a_close() {
-    let port = free_port();
-    let server = spawn_server(port);
-    let mut c = client(port).unwrap();
-    let s = server.join().unwrap().unwrap();
+    let (mut c, s) = connected();
     assert!(!s.peer_has_data().unwrap());
     c.send(Step::Results, &1u64).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -301,22 +301,15 @@ fn extras_give_both_units_and_the_tail() {
 fn single_values_use_perftest_format() {
     let bw = bw_result();
     // The test data's elapsed time is rounded to whole ns, hence ...450084 rather than ...450000.
-    assert_eq!(
-        single_value_in(OutputSelect::Bandwidth, &bw, false),
-        "11028.450084\n"
-    );
-    assert_eq!(
-        single_value_in(OutputSelect::MessageRate, &bw, false),
-        "0.176455\n"
-    );
-    assert_eq!(
-        single_value_in(OutputSelect::Bandwidth, &bw, true),
-        "92.513345\n"
-    );
-    assert_eq!(
-        single_value_in(OutputSelect::Latency, &bw, false),
-        "5.667161\n"
-    );
+    for (select, gbits, want) in [
+        (OutputSelect::Bandwidth, false, "11028.450084\n"),
+        (OutputSelect::MessageRate, false, "0.176455\n"),
+        (OutputSelect::Bandwidth, true, "92.513345\n"),
+        (OutputSelect::Latency, false, "5.667161\n"),
+    ] {
+        let got = single_value_in(select, &bw, gbits);
+        assert_eq!(got, want, "{select:?}, report_gbits {gbits}");
+    }
     let lat = lat_result();
     let Measured::Latency { stats, .. } = &lat.measured else {
         unreachable!()

@@ -296,6 +296,19 @@ mod tests {
         }
     }
 
+    /// This side and a peer of two queue pairs and path MTU `mtu`, both running `connection`.
+    fn both_running(connection: ConnType, mtu: u32) -> (LocalSide, ConnInfo) {
+        let l = LocalSide {
+            connection,
+            ..local()
+        };
+        let p = ConnInfo {
+            connection,
+            ..peer(2, mtu)
+        };
+        (l, p)
+    }
+
     fn peer(n: usize, mtu: u32) -> ConnInfo {
         ConnInfo {
             needs_single_datagrams: false,
@@ -368,12 +381,7 @@ mod tests {
 
     #[test]
     fn uc_connects_without_acknowledgement_attributes() {
-        let l = LocalSide {
-            connection: ConnType::Uc,
-            ..local()
-        };
-        let mut p2 = peer(2, 4096);
-        p2.connection = ConnType::Uc;
+        let (l, p2) = both_running(ConnType::Uc, 4096);
         let q = plan(&l, &p2).unwrap().qps[0];
         let rtr = q
             .rtr
@@ -392,12 +400,7 @@ mod tests {
 
     #[test]
     fn ud_takes_no_remote_attributes_but_an_address_handle_and_q_keys() {
-        let l = LocalSide {
-            connection: ConnType::Ud,
-            ..local()
-        };
-        let mut p2 = peer(2, 1024);
-        p2.connection = ConnType::Ud;
+        let (l, mut p2) = both_running(ConnType::Ud, 1024);
         p2.qkey = Some(0x4242);
         let q = plan(&l, &p2).unwrap().qps[1];
         assert_eq!(q.rtr, None, "RTR carries only the state");

@@ -330,6 +330,28 @@ pub fn assert_both_ok(what: &str, s: &Done, c: &Done) {
     );
 }
 
+/// Asserts that both sides stopped with a usage or setup error (exit 2) whose message holds each of
+/// `texts`, naming the side that did not.
+#[track_caller]
+pub fn assert_both_refused(s: &Done, c: &Done, texts: &[&str]) {
+    for (side, d) in [("server", s), ("client", c)] {
+        assert_eq!(d.code(), 2, "{side}: {}", d.stderr);
+        for text in texts {
+            assert!(d.stderr.contains(text), "{side}: {}", d.stderr);
+        }
+    }
+}
+
+/// The drop counters a pair started by hand wrote to `json`, once the client (within 60 s) and then
+/// the server (within 30 s) have exited 0.
+#[track_caller]
+pub fn drops_once_both_ok(server: Proc, client: Proc, json: &std::path::Path) -> serde_json::Value {
+    let c = client.wait(60, "client");
+    let s = server.wait(30, "server");
+    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    json_file(json)["test"]["counters"]["drops"].clone()
+}
+
 /// The JSON document a run wrote to `path` (`--json`).
 #[track_caller]
 pub fn json_file(path: &std::path::Path) -> serde_json::Value {

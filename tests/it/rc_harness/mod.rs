@@ -61,6 +61,14 @@ impl Setup {
         }
     }
 
+    /// [`Setup::new`] with `tweak` applied to both sides' configuration.
+    pub fn tweaked(pmtu: u32, buf_len: usize, tweak: fn(&mut QpConfig)) -> Setup {
+        Setup {
+            tweak,
+            ..Setup::new(pmtu, buf_len)
+        }
+    }
+
     /// A pair with 1024-byte MTU and 4 KiB buffers whose A→B link loses every packet, with `tweak`
     /// applied to both sides' configuration: the setup of the retry-exhaustion tests.
     pub fn dead_link(tweak: fn(&mut QpConfig)) -> Setup {

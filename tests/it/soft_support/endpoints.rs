@@ -76,6 +76,22 @@ pub fn free_port(ip: &str) -> u16 {
         .port()
 }
 
+/// Opens side a's endpoint in its namespace of `pair` with `open("10.77.0.1")` and side b's with
+/// `open("10.77.0.2")`, connects them and has them [`exchange`]; returns both, for their counters.
+pub fn exchange_across<F>(
+    pair: &crate::soft_support::NetnsPair,
+    open: impl Fn(&'static str) -> F,
+) -> (SoftEndpoint, SoftEndpoint)
+where
+    F: FnOnce() -> SoftEndpoint + Send + 'static,
+{
+    let mut a = pair.in_ns('a', open("10.77.0.1"));
+    let mut b = pair.in_ns('b', open("10.77.0.2"));
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    (a, b)
+}
+
 pub fn connect(a: &mut SoftEndpoint, b: &mut SoftEndpoint) {
     let (ia, ib) = (a.local_info(), b.local_info());
     a.connect(&ib).unwrap();

@@ -58,6 +58,19 @@ impl NetnsPair {
         format!("{}{side}", self.prefix)
     }
 
+    /// Runs a server of `test` in side a's namespace and a client in side b's, which asks for the
+    /// server at 10.77.0.1 ([`crate::common::pair_on`]); returns (server, client) once both exited.
+    pub fn run_pair(
+        &self,
+        test: &str,
+        server: Vec<&str>,
+        client: Vec<&str>,
+    ) -> (crate::common::Done, crate::common::Done) {
+        let (a, b) = (self.ns('a'), self.ns('b'));
+        let side = |ns, args| crate::common::Side { ns: Some(ns), args };
+        crate::common::pair_on(test, side(&a, server), side(&b, client), "10.77.0.1")
+    }
+
     /// Runs `f` on a thread that has entered side `side`'s network namespace; sockets it opens stay
     /// in that namespace after it returns them.
     pub fn in_ns<T: Send + 'static>(

@@ -68,6 +68,19 @@ fn start(client: &mut CmAgent, port: u16) -> ConnId {
     )
 }
 
+/// Two agents, `b` listening on `port` and `a`'s REQ to it carried at t(1): (a, b, a's connection,
+/// the request `b` holds).
+fn requested(port: u16) -> (CmAgent, CmAgent, ConnId, ConnId) {
+    let (mut a, mut b) = (agent(1), agent(2));
+    b.listen(port);
+    let ca = start(&mut a, port);
+    carry(&mut a, A, &mut b, t(1));
+    let Some(CmEvent::Request { conn, .. }) = b.poll_event() else {
+        panic!("no request")
+    };
+    (a, b, ca, conn)
+}
+
 #[test]
 fn req_rep_rtu_connects_both_sides_with_each_others_queue_pairs() {
     let (mut a, mut b) = (agent(1), agent(2));
@@ -136,13 +149,7 @@ fn a_req_for_a_port_nobody_listens_on_is_rejected_as_invalid_service_id() {
 
 #[test]
 fn the_application_may_reject_with_consumer_reject() {
-    let (mut a, mut b) = (agent(1), agent(2));
-    b.listen(7);
-    start(&mut a, 7);
-    carry(&mut a, A, &mut b, t(1));
-    let Some(CmEvent::Request { conn, .. }) = b.poll_event() else {
-        panic!()
-    };
+    let (mut a, mut b, _, conn) = requested(7);
     b.reject(conn, RejectReason::ConsumerDefined).unwrap();
     assert!(b.accept(t(1), conn, &offer(1, 1)).is_err(), "decided once");
     carry(&mut b, B, &mut a, t(2));
@@ -158,13 +165,7 @@ fn the_application_may_reject_with_consumer_reject() {
 
 #[test]
 fn a_lost_rep_is_recovered_by_the_resent_req() {
-    let (mut a, mut b) = (agent(1), agent(2));
-    b.listen(9);
-    start(&mut a, 9);
-    carry(&mut a, A, &mut b, t(1));
-    let Some(CmEvent::Request { conn, .. }) = b.poll_event() else {
-        panic!()
-    };
+    let (mut a, mut b, _, conn) = requested(9);
     b.accept(t(1), conn, &offer(0x200, 5)).unwrap();
     assert_eq!(lose(&mut b), 1, "the REP is lost");
     a.handle_timeout(t(150));
@@ -231,13 +232,7 @@ fn an_mra_buys_time() {
 
 #[test]
 fn dreq_drep_disconnects_both_and_a_repeated_dreq_is_answered() {
-    let (mut a, mut b) = (agent(1), agent(2));
-    b.listen(9);
-    let ca = start(&mut a, 9);
-    carry(&mut a, A, &mut b, t(1));
-    let Some(CmEvent::Request { conn: cb, .. }) = b.poll_event() else {
-        panic!()
-    };
+    let (mut a, mut b, ca, cb) = requested(9);
     b.accept(t(1), cb, &offer(2, 2)).unwrap();
     carry(&mut b, B, &mut a, t(2));
     carry(&mut a, A, &mut b, t(3));

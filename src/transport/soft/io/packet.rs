@@ -406,15 +406,20 @@ mod tests {
         f
     }
 
+    /// A UDP header for `dport` (length 20), then 16 zero bytes.
+    fn udp_datagram(dport: u16) -> Vec<u8> {
+        let mut udp = vec![0xc0, 0x00, 0, 0, 0, 20, 0, 0];
+        udp[2..4].copy_from_slice(&dport.to_be_bytes());
+        udp.extend_from_slice(&[0u8; 16]);
+        udp
+    }
+
     fn ipv4_udp(ihl_words: u8, frag: u16, proto: u8, dport: u16) -> Vec<u8> {
         let mut ip = vec![0u8; ihl_words as usize * 4];
         ip[0] = 0x40 | ihl_words;
         ip[6..8].copy_from_slice(&frag.to_be_bytes());
         ip[9] = proto;
-        let mut udp = vec![0xc0, 0x00, 0, 0, 0, 20, 0, 0];
-        udp[2..4].copy_from_slice(&dport.to_be_bytes());
-        ip.extend_from_slice(&udp);
-        ip.extend_from_slice(&[0u8; 16]);
+        ip.extend_from_slice(&udp_datagram(dport));
         eth(0x0800, &ip)
     }
 
@@ -422,10 +427,7 @@ mod tests {
         let mut ip = vec![0u8; 40];
         ip[0] = 0x60;
         ip[6] = nh;
-        let mut udp = vec![0xc0, 0x00, 0, 0, 0, 20, 0, 0];
-        udp[2..4].copy_from_slice(&dport.to_be_bytes());
-        ip.extend_from_slice(&udp);
-        ip.extend_from_slice(&[0u8; 16]);
+        ip.extend_from_slice(&udp_datagram(dport));
         eth(0x86dd, &ip)
     }
 

@@ -255,13 +255,18 @@ mod tests {
             .port()
     }
 
+    /// A socket on 127.0.0.1 and one on `b_ip`, on one free port.
+    fn loopback_pair(b_ip: IpAddr) -> (UdpSocket, UdpSocket) {
+        let port = free_port(b_ip);
+        let a = UdpSocket::bind_scoped("127.0.0.1".parse().unwrap(), 0, &cfg(port)).unwrap();
+        let b = UdpSocket::bind_scoped(b_ip, 0, &cfg(port)).unwrap();
+        (a, b)
+    }
+
     #[test]
     fn batch_round_trip_over_loopback_v4() {
-        let a_ip: IpAddr = "127.0.0.1".parse().unwrap();
         let b_ip: IpAddr = "127.0.0.3".parse().unwrap();
-        let port = free_port(b_ip);
-        let a = UdpSocket::bind_scoped(a_ip, 0, &cfg(port)).unwrap();
-        let b = UdpSocket::bind_scoped(b_ip, 0, &cfg(port)).unwrap();
+        let (a, b) = loopback_pair(b_ip);
         let mut tx = TxBatch::new(8, 256);
         for k in 0..8u8 {
             assert!(tx.push(b.local_addr(), |buf| {
@@ -311,11 +316,8 @@ mod tests {
 
     #[test]
     fn one_datagram_at_a_time_until_two_receives_in_a_row_find_data() {
-        let a_ip: IpAddr = "127.0.0.1".parse().unwrap();
         let b_ip: IpAddr = "127.0.0.6".parse().unwrap();
-        let port = free_port(b_ip);
-        let a = UdpSocket::bind_scoped(a_ip, 0, &cfg(port)).unwrap();
-        let b = UdpSocket::bind_scoped(b_ip, 0, &cfg(port)).unwrap();
+        let (a, b) = loopback_pair(b_ip);
         let mut tx = TxBatch::new(8, 64);
         let mut send = |count: u8| {
             for k in 0..count {

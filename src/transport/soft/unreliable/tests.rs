@@ -153,23 +153,27 @@ fn uc_delivers_sends_and_writes_whole() {
     );
 }
 
-#[test]
-fn a_uc_gap_drops_the_rest_of_its_message_and_the_next_first_resynchronises() {
-    let (mut a, mut b, _) = uc_pair();
-    for id in 0..3 {
+/// Posts `n` receives (4 KiB at offset 4096) on `b` and `n` 600-byte SENDs on `a`, wr_ids 0 up;
+/// returns the packets `a` sends.
+fn sends_of_600(a: &mut UcQp, b: &mut UcQp, n: u64) -> Vec<Vec<u8>> {
+    for id in 0..n {
         b.post_recv(&RecvRequest {
             wr_id: id,
             offset: 4096,
             len: 4096,
         })
         .unwrap();
-    }
-    // Three 600-byte SENDs: 3 packets each (PSN 100..108). Lose the second packet of the first.
-    for id in 0..3 {
         a.post_send(&SendRequest::new(id, SendOp::Send, 0, 600, None))
             .unwrap();
     }
-    let pkts = drain(|buf| a.poll_transmit(Instant::ZERO, buf));
+    drain(|buf| a.poll_transmit(Instant::ZERO, buf))
+}
+
+#[test]
+fn a_uc_gap_drops_the_rest_of_its_message_and_the_next_first_resynchronises() {
+    let (mut a, mut b, _) = uc_pair();
+    // Three 600-byte SENDs: 3 packets each (PSN 100..108). Lose the second packet of the first.
+    let pkts = sends_of_600(&mut a, &mut b, 3);
     assert_eq!(pkts.len(), 9);
     for (i, p) in pkts.iter().enumerate() {
         if i != 1 {
@@ -190,17 +194,7 @@ fn a_uc_gap_drops_the_rest_of_its_message_and_the_next_first_resynchronises() {
 
     // Losing a FIRST: the MIDDLE and LAST that follow are dropped, the next message is whole.
     let (mut a, mut b, _) = uc_pair();
-    for id in 0..2 {
-        b.post_recv(&RecvRequest {
-            wr_id: id,
-            offset: 4096,
-            len: 4096,
-        })
-        .unwrap();
-        a.post_send(&SendRequest::new(id, SendOp::Send, 0, 600, None))
-            .unwrap();
-    }
-    let pkts = drain(|buf| a.poll_transmit(Instant::ZERO, buf));
+    let pkts = sends_of_600(&mut a, &mut b, 2);
     for p in &pkts[1..] {
         b.handle_packet(p);
     }

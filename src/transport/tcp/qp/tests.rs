@@ -93,6 +93,13 @@ fn deliver<'a>(
     }
 }
 
+/// Drains all `from` has to send and [`deliver`]s it to `to` in one read; returns its length.
+fn carry(from: &mut QpState, to: &mut QpState, cq: &mut VecDeque<Completion>) -> usize {
+    let stream = drain(from, usize::MAX);
+    deliver(to, &stream, usize::MAX, cq).unwrap();
+    stream.len()
+}
+
 fn pattern(len: usize, seed: usize) -> Vec<u8> {
     (0..len).map(|i| ((i * 7 + seed) % 251) as u8).collect()
 }
@@ -274,29 +281,22 @@ fn acknowledgements_complete_the_sender_at_every_split() {
 
 #[test]
 fn acknowledgements_take_a_frame_of_their_own_only_when_nothing_waits_to_leave() {
-    let mut a = qp(4096);
+    let (mut a, mut b) = (qp(4096), qp(4096));
+    let mut cq = VecDeque::new();
     a.post_send(&wr(1, SendOp::Write, 0, 2, 0, true)).unwrap();
     a.post_send(&wr(2, SendOp::Write, 0, 2, 0, true)).unwrap();
-    let stream = drain(&mut a, usize::MAX);
-    let mut b = qp(4096);
-    let mut cq = VecDeque::new();
-    deliver(&mut b, &stream, usize::MAX, &mut cq).unwrap();
+    carry(&mut a, &mut b, &mut cq);
     // Nothing queued: one ACK frame for both.
     b.queue_acks();
-    let ack = drain(&mut b, usize::MAX);
-    assert_eq!(ack.len(), HEADER_LEN);
-    deliver(&mut a, &ack, usize::MAX, &mut cq).unwrap();
+    assert_eq!(carry(&mut b, &mut a, &mut cq), HEADER_LEN);
     assert_eq!(cq.len(), 2, "both WRITEs complete");
     // A reply queued and not started: the ack rides on its header, as one 26-byte message.
     a.post_send(&wr(3, SendOp::Write, 0, 2, 0, true)).unwrap();
-    let stream = drain(&mut a, usize::MAX);
-    deliver(&mut b, &stream, usize::MAX, &mut cq).unwrap();
+    carry(&mut a, &mut b, &mut cq);
     b.post_send(&wr(9, SendOp::Write, 0, 2, 0, true)).unwrap();
     b.queue_acks();
-    let reply = drain(&mut b, usize::MAX);
-    assert_eq!(reply.len(), HEADER_LEN + 2);
     cq.clear();
-    deliver(&mut a, &reply, usize::MAX, &mut cq).unwrap();
+    assert_eq!(carry(&mut b, &mut a, &mut cq), HEADER_LEN + 2);
     assert_eq!(
         cq.iter().copied().collect::<Vec<_>>(),
         [done(3, CompletionOp::Write, 2, None)]
@@ -305,8 +305,7 @@ fn acknowledgements_take_a_frame_of_their_own_only_when_nothing_waits_to_leave()
     b.post_send(&wr(10, SendOp::Write, 0, 2, 0, true)).unwrap();
     transmit(&mut b, 5);
     a.post_send(&wr(4, SendOp::Write, 0, 2, 0, true)).unwrap();
-    let stream = drain(&mut a, usize::MAX);
-    deliver(&mut b, &stream, usize::MAX, &mut cq).unwrap();
+    carry(&mut a, &mut b, &mut cq);
     b.queue_acks();
     assert_eq!(b.tx.len(), 2, "the half-sent WRITE, then an ACK");
 }
