@@ -101,10 +101,7 @@ pub(crate) fn run_info(
         rx_depth: (plan.test.verb == Verb::Send).then_some(plan.depths.rx),
         cq_mod: plan.depths.cq_mod(plan.max_size()),
         mtu: local.mtu.min(peer.mtu),
-        link_type: match plan.transport {
-            TransportKind::Tcp => "TCP".into(),
-            _ => "Ethernet".into(),
-        },
+        link_type: RunInfo::link_type_of(plan.transport).into(),
         gid_index: local.gid_index,
         inline_size: match plan.transport {
             TransportKind::Verbs => plan.device.inline_size.unwrap_or(0),

@@ -4,9 +4,9 @@
 
 use super::args::{Args, IoArg, OobArg};
 use super::options::{DEFAULT_PERCENTILES, Error};
-use crate::params::OutputSelect;
 use crate::params::{
-    ATOMIC_SIZE, AtomicOp, Metric, RoceVersion, RunMode, TestKind, TransportKind, Verb, all_sizes,
+    ATOMIC_SIZE, AtomicOp, Metric, OutputSelect, RoceVersion, RunMode, TestKind, TransportKind,
+    Verb, all_sizes,
 };
 use crate::transport::probe;
 use std::fmt;

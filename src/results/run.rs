@@ -123,6 +123,15 @@ pub struct RunInfo {
 }
 
 impl RunInfo {
+    /// The link type perftest's header prints for a run over `transport`: RoCE runs over
+    /// Ethernet, the baseline over TCP.
+    pub fn link_type_of(transport: TransportKind) -> &'static str {
+        match transport {
+            TransportKind::Tcp => "TCP",
+            _ => "Ethernet",
+        }
+    }
+
     /// A run of `test` over `transport` (RoCE `roce`) as `role`, started now by this version, with
     /// perftest's defaults where it has any (one queue pair, a send queue of 128, a completion every
     /// 100 messages, a 4096-byte MTU, 1000 iterations) and none of what only a run learns (device,
@@ -147,11 +156,7 @@ impl RunInfo {
             rx_depth: None,
             cq_mod: 100,
             mtu: 4096,
-            link_type: match transport {
-                TransportKind::Tcp => "TCP",
-                _ => "Ethernet",
-            }
-            .into(),
+            link_type: RunInfo::link_type_of(transport).into(),
             gid_index: None,
             inline_size: 0,
             out_reads: None,
@@ -227,6 +232,21 @@ mod gid_text {
 mod tests {
     use super::*;
     use crate::results::testdata::*;
+
+    #[test]
+    fn the_link_type_is_tcps_for_the_baseline_and_ethernet_for_roce() {
+        use crate::params::{Metric, Verb};
+        let test = TestKind::new(Verb::Write, Metric::Latency);
+        for (transport, want) in [
+            (TransportKind::Tcp, "TCP"),
+            (TransportKind::Soft, "Ethernet"),
+            (TransportKind::Verbs, "Ethernet"),
+        ] {
+            assert_eq!(RunInfo::link_type_of(transport), want, "{transport}");
+            let info = RunInfo::new(test, Role::Client, transport, None);
+            assert_eq!(info.link_type, want, "{transport}");
+        }
+    }
 
     #[test]
     fn run_info_round_trips_through_json() {
