@@ -1,8 +1,15 @@
 //! DisconnectRequest (DREQ, table 112) and DisconnectReply (DREP, table 113).
 
-use super::{check, get_u24_hi, private, set_u24_hi};
+use super::{check, comm_ids, get_u24_hi, private, set_private, set_u24_hi};
 use crate::wire::Result;
 use crate::wire::field::{get_u32, set_u32};
+
+/// Byte layout of the DREQ within the CM class data, after the communication IDs.
+mod field {
+    /// RemoteQPN/EECN (24 bits), then a reserved byte.
+    pub(crate) const REMOTE_QPN: usize = 8;
+    pub(crate) const PRIVATE_DATA: usize = 12;
+}
 
 /// Bytes of private data a DREQ carries.
 pub(crate) const DREQ_PRIVATE_LEN: usize = 220;
@@ -37,19 +44,19 @@ impl DreqRepr {
     pub fn parse(b: &[u8]) -> Result<DreqRepr> {
         check("CM DREQ", b)?;
         Ok(DreqRepr {
-            local_comm_id: get_u32(b, 0..4),
-            remote_comm_id: get_u32(b, 4..8),
-            remote_qpn: get_u24_hi(b, 8),
-            private_data: private(b, 12),
+            local_comm_id: get_u32(b, comm_ids::LOCAL),
+            remote_comm_id: get_u32(b, comm_ids::REMOTE),
+            remote_qpn: get_u24_hi(b, field::REMOTE_QPN),
+            private_data: private(b, field::PRIVATE_DATA),
         })
     }
 
     /// Writes the CM class data of this DREQ into `b`.
     pub fn emit(&self, b: &mut [u8]) {
-        set_u32(b, 0..4, self.local_comm_id);
-        set_u32(b, 4..8, self.remote_comm_id);
-        set_u24_hi(b, 8, self.remote_qpn);
-        b[12..12 + DREQ_PRIVATE_LEN].copy_from_slice(&self.private_data);
+        set_u32(b, comm_ids::LOCAL, self.local_comm_id);
+        set_u32(b, comm_ids::REMOTE, self.remote_comm_id);
+        set_u24_hi(b, field::REMOTE_QPN, self.remote_qpn);
+        set_private(b, field::PRIVATE_DATA, &self.private_data);
     }
 }
 

@@ -44,20 +44,32 @@ macro_rules! comm_ids_message {
             pub fn parse(b: &[u8]) -> $crate::wire::Result<$name> {
                 super::check(concat!("CM ", $what), b)?;
                 Ok($name {
-                    local_comm_id: $crate::wire::field::get_u32(b, 0..4),
-                    remote_comm_id: $crate::wire::field::get_u32(b, 4..8),
-                    private_data: super::private(b, 8),
+                    local_comm_id: $crate::wire::field::get_u32(b, super::comm_ids::LOCAL),
+                    remote_comm_id: $crate::wire::field::get_u32(b, super::comm_ids::REMOTE),
+                    private_data: super::private(b, super::comm_ids::END),
                 })
             }
 
             #[doc = concat!("Writes the CM class data of this ", $what, " into `b`.")]
             pub fn emit(&self, b: &mut [u8]) {
-                $crate::wire::field::set_u32(b, 0..4, self.local_comm_id);
-                $crate::wire::field::set_u32(b, 4..8, self.remote_comm_id);
-                b[8..8 + $private_len].copy_from_slice(&self.private_data);
+                $crate::wire::field::set_u32(b, super::comm_ids::LOCAL, self.local_comm_id);
+                $crate::wire::field::set_u32(b, super::comm_ids::REMOTE, self.remote_comm_id);
+                super::set_private(b, super::comm_ids::END, &self.private_data);
             }
         }
     };
+}
+
+/// The two communication IDs every CM message but REQ and the SIDR pair opens with.
+mod comm_ids {
+    use crate::wire::field::Field;
+
+    /// The sender's communication ID.
+    pub(super) const LOCAL: Field = 0..4;
+    /// The receiver's communication ID.
+    pub(super) const REMOTE: Field = 4..8;
+    /// Where what follows them starts.
+    pub(super) const END: usize = REMOTE.end;
 }
 
 mod cma;
@@ -272,20 +284,41 @@ fn check(what: &'static str, data: &[u8]) -> Result<()> {
     super::field::need(what, MAD_DATA_LEN, data.len())
 }
 
-/// Reads `width` bits of byte `at`, `skip` bits below its most significant bit (the spec's bit
-/// offset), as the kernel's `IBA_FIELD_BLOC` reads them.
-#[inline]
-fn get_bits(b: &[u8], at: usize, skip: u32, width: u32) -> u8 {
-    let shift = 8 - skip - width;
-    (b[at] >> shift) & ((1u16 << width) - 1) as u8
+/// A bit field of CM class data: `width` bits of byte `at`, `skip` bits below its most significant
+/// bit (the spec's bit offset), as the kernel's `IBA_FIELD_BLOC` places them.
+#[derive(Debug, Clone, Copy)]
+struct Bits {
+    at: usize,
+    skip: u32,
+    width: u32,
 }
 
-/// Writes the low `width` bits of `v` as [`get_bits`] reads them, leaving the byte's other bits.
+impl Bits {
+    /// The field `width` bits wide, `skip` bits into byte `at`.
+    const fn new(at: usize, skip: u32, width: u32) -> Bits {
+        Bits { at, skip, width }
+    }
+
+    /// How far the field's lowest bit sits above bit 0 of its byte, and its mask there.
+    #[inline]
+    fn shift_mask(self) -> (u32, u8) {
+        let shift = 8 - self.skip - self.width;
+        (shift, (((1u16 << self.width) - 1) as u8) << shift)
+    }
+}
+
+/// Reads the bit field `f`.
 #[inline]
-fn set_bits(b: &mut [u8], at: usize, skip: u32, width: u32, v: u8) {
-    let shift = 8 - skip - width;
-    let mask = (((1u16 << width) - 1) as u8) << shift;
-    b[at] = (b[at] & !mask) | ((v << shift) & mask);
+fn get_bits(b: &[u8], f: Bits) -> u8 {
+    let (shift, mask) = f.shift_mask();
+    (b[f.at] & mask) >> shift
+}
+
+/// Writes the low bits of `v` into the bit field `f`, leaving the byte's other bits.
+#[inline]
+fn set_bits(b: &mut [u8], f: Bits, v: u8) {
+    let (shift, mask) = f.shift_mask();
+    b[f.at] = (b[f.at] & !mask) | ((v << shift) & mask);
 }
 
 /// Reads the top 24 bits of the big-endian word at `at` (QPNs, PSNs, EECNs: a byte follows them).
@@ -304,6 +337,12 @@ fn set_u24_hi(b: &mut [u8], at: usize, v: u32) {
 #[inline]
 fn private<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
     b[at..at + N].try_into().expect("bounds checked by check()")
+}
+
+/// Writes private data (or another fixed-size block) at `at`, as [`private`] reads it.
+#[inline]
+fn set_private<const N: usize>(b: &mut [u8], at: usize, data: &[u8; N]) {
+    b[at..at + N].copy_from_slice(data);
 }
 
 #[cfg(test)]

@@ -1,8 +1,23 @@
 //! ConnectReject (REJ, table 108) and its reasons (table 109).
 
-use super::{Answered, check, get_bits, private, set_bits};
+use super::{Answered, Bits, check, comm_ids, get_bits, private, set_bits, set_private};
 use crate::wire::Result;
 use crate::wire::field::{get_u16, get_u32, set_u16, set_u32};
+
+/// Byte layout of the REJ within the CM class data, after the communication IDs.
+mod field {
+    use super::Bits;
+    use crate::wire::field::Field;
+
+    /// MessageRejected:2, which message is rejected.
+    pub(crate) const MESSAGE_REJECTED: Bits = Bits::new(8, 0, 2);
+    /// RejectedInfoLength:7, the bytes of ARI that count.
+    pub(crate) const REJECTED_INFO_LENGTH: Bits = Bits::new(9, 0, 7);
+    pub(crate) const REASON: Field = 10..12;
+    /// Additional Rejection Information.
+    pub(crate) const ARI: usize = 12;
+    pub(crate) const PRIVATE_DATA: usize = 84;
+}
 
 /// Bytes of Additional Rejection Information.
 pub(crate) const REJ_ARI_LEN: usize = 72;
@@ -164,24 +179,24 @@ impl RejRepr {
     pub fn parse(b: &[u8]) -> Result<RejRepr> {
         check("CM REJ", b)?;
         Ok(RejRepr {
-            local_comm_id: get_u32(b, 0..4),
-            remote_comm_id: get_u32(b, 4..8),
-            message_rejected: Answered::from_bits(get_bits(b, 8, 0, 2)),
-            rejected_info_length: get_bits(b, 9, 0, 7),
-            reason: RejectReason::from_code(get_u16(b, 10..12)),
-            ari: private(b, 12),
-            private_data: private(b, 84),
+            local_comm_id: get_u32(b, comm_ids::LOCAL),
+            remote_comm_id: get_u32(b, comm_ids::REMOTE),
+            message_rejected: Answered::from_bits(get_bits(b, field::MESSAGE_REJECTED)),
+            rejected_info_length: get_bits(b, field::REJECTED_INFO_LENGTH),
+            reason: RejectReason::from_code(get_u16(b, field::REASON)),
+            ari: private(b, field::ARI),
+            private_data: private(b, field::PRIVATE_DATA),
         })
     }
 
     /// Writes the CM class data of this REJ into `b`.
     pub fn emit(&self, b: &mut [u8]) {
-        set_u32(b, 0..4, self.local_comm_id);
-        set_u32(b, 4..8, self.remote_comm_id);
-        set_bits(b, 8, 0, 2, self.message_rejected.bits());
-        set_bits(b, 9, 0, 7, self.rejected_info_length);
-        set_u16(b, 10..12, self.reason.code());
-        b[12..12 + REJ_ARI_LEN].copy_from_slice(&self.ari);
-        b[84..84 + REJ_PRIVATE_LEN].copy_from_slice(&self.private_data);
+        set_u32(b, comm_ids::LOCAL, self.local_comm_id);
+        set_u32(b, comm_ids::REMOTE, self.remote_comm_id);
+        set_bits(b, field::MESSAGE_REJECTED, self.message_rejected.bits());
+        set_bits(b, field::REJECTED_INFO_LENGTH, self.rejected_info_length);
+        set_u16(b, field::REASON, self.reason.code());
+        set_private(b, field::ARI, &self.ari);
+        set_private(b, field::PRIVATE_DATA, &self.private_data);
     }
 }

@@ -1,15 +1,17 @@
 //! ConnectReply (REP, table 110), ReadyToUse (RTU, table 111) and MsgRcptAck (MRA, table 107).
 
-use super::{Answered, check, get_bits, get_u24_hi, private, set_bits, set_u24_hi};
+use super::{
+    Answered, Bits, check, comm_ids, get_bits, get_u24_hi, private, set_bits, set_private,
+    set_u24_hi,
+};
 use crate::wire::Result;
 use crate::wire::field::{get_u32, get_u64, set_u32, set_u64};
 
-/// Byte layout of the REP within the CM class data.
-mod field {
+/// Byte layout of the REP within the CM class data, after the communication IDs.
+mod rep_field {
+    use super::Bits;
     use crate::wire::field::Field;
 
-    pub(crate) const LOCAL_COMM_ID: Field = 0..4;
-    pub(crate) const REMOTE_COMM_ID: Field = 4..8;
     pub(crate) const LOCAL_QKEY: Field = 8..12;
     /// LocalQPN (24 bits).
     pub(crate) const LOCAL_QPN: usize = 12;
@@ -19,12 +21,24 @@ mod field {
     pub(crate) const STARTING_PSN: usize = 20;
     pub(crate) const RESPONDER_RESOURCES: usize = 24;
     pub(crate) const INITIATOR_DEPTH: usize = 25;
-    /// TargetACKDelay:5, FailoverAccepted:2, End-to-end flow control:1.
-    pub(crate) const ACK_DELAY_FAILOVER_FLOW: usize = 26;
-    /// RNRRetryCount:3, SRQ:1.
-    pub(crate) const RNR_SRQ: usize = 27;
+    pub(crate) const TARGET_ACK_DELAY: Bits = Bits::new(26, 0, 5);
+    pub(crate) const FAILOVER_ACCEPTED: Bits = Bits::new(26, 5, 2);
+    pub(crate) const END_TO_END_FLOW_CONTROL: Bits = Bits::new(26, 7, 1);
+    pub(crate) const RNR_RETRY_COUNT: Bits = Bits::new(27, 0, 3);
+    pub(crate) const SRQ: Bits = Bits::new(27, 3, 1);
     pub(crate) const LOCAL_CA_GUID: Field = 28..36;
     pub(crate) const PRIVATE_DATA: usize = 36;
+}
+
+/// Byte layout of the MRA within the CM class data, after the communication IDs.
+mod mra_field {
+    use super::Bits;
+
+    /// MessageMRAed:2, which message is acknowledged.
+    pub(crate) const MESSAGE_MRAED: Bits = Bits::new(8, 0, 2);
+    /// ServiceTimeout:5.
+    pub(crate) const SERVICE_TIMEOUT: Bits = Bits::new(9, 0, 5);
+    pub(crate) const PRIVATE_DATA: usize = 10;
 }
 
 /// Bytes of private data a REP carries.
@@ -73,21 +87,21 @@ impl RepRepr {
     /// Parses the CM class data of a REP.
     pub fn parse(b: &[u8]) -> Result<RepRepr> {
         check("CM REP", b)?;
-        use field::*;
+        use rep_field::*;
         Ok(RepRepr {
-            local_comm_id: get_u32(b, LOCAL_COMM_ID),
-            remote_comm_id: get_u32(b, REMOTE_COMM_ID),
+            local_comm_id: get_u32(b, comm_ids::LOCAL),
+            remote_comm_id: get_u32(b, comm_ids::REMOTE),
             local_qkey: get_u32(b, LOCAL_QKEY),
             local_qpn: get_u24_hi(b, LOCAL_QPN),
             local_eecn: get_u24_hi(b, LOCAL_EECN),
             starting_psn: get_u24_hi(b, STARTING_PSN),
             responder_resources: b[RESPONDER_RESOURCES],
             initiator_depth: b[INITIATOR_DEPTH],
-            target_ack_delay: get_bits(b, ACK_DELAY_FAILOVER_FLOW, 0, 5),
-            failover_accepted: get_bits(b, ACK_DELAY_FAILOVER_FLOW, 5, 2),
-            end_to_end_flow_control: get_bits(b, ACK_DELAY_FAILOVER_FLOW, 7, 1) == 1,
-            rnr_retry_count: get_bits(b, RNR_SRQ, 0, 3),
-            srq: get_bits(b, RNR_SRQ, 3, 1) == 1,
+            target_ack_delay: get_bits(b, TARGET_ACK_DELAY),
+            failover_accepted: get_bits(b, FAILOVER_ACCEPTED),
+            end_to_end_flow_control: get_bits(b, END_TO_END_FLOW_CONTROL) == 1,
+            rnr_retry_count: get_bits(b, RNR_RETRY_COUNT),
+            srq: get_bits(b, SRQ) == 1,
             local_ca_guid: get_u64(b, LOCAL_CA_GUID),
             private_data: private(b, PRIVATE_DATA),
         })
@@ -95,28 +109,26 @@ impl RepRepr {
 
     /// Writes the CM class data of this REP into `b` (232 bytes, zeroed by the caller).
     pub fn emit(&self, b: &mut [u8]) {
-        use field::*;
-        set_u32(b, LOCAL_COMM_ID, self.local_comm_id);
-        set_u32(b, REMOTE_COMM_ID, self.remote_comm_id);
+        use rep_field::*;
+        set_u32(b, comm_ids::LOCAL, self.local_comm_id);
+        set_u32(b, comm_ids::REMOTE, self.remote_comm_id);
         set_u32(b, LOCAL_QKEY, self.local_qkey);
         set_u24_hi(b, LOCAL_QPN, self.local_qpn);
         set_u24_hi(b, LOCAL_EECN, self.local_eecn);
         set_u24_hi(b, STARTING_PSN, self.starting_psn);
         b[RESPONDER_RESOURCES] = self.responder_resources;
         b[INITIATOR_DEPTH] = self.initiator_depth;
-        set_bits(b, ACK_DELAY_FAILOVER_FLOW, 0, 5, self.target_ack_delay);
-        set_bits(b, ACK_DELAY_FAILOVER_FLOW, 5, 2, self.failover_accepted);
+        set_bits(b, TARGET_ACK_DELAY, self.target_ack_delay);
+        set_bits(b, FAILOVER_ACCEPTED, self.failover_accepted);
         set_bits(
             b,
-            ACK_DELAY_FAILOVER_FLOW,
-            7,
-            1,
+            END_TO_END_FLOW_CONTROL,
             self.end_to_end_flow_control.into(),
         );
-        set_bits(b, RNR_SRQ, 0, 3, self.rnr_retry_count);
-        set_bits(b, RNR_SRQ, 3, 1, self.srq.into());
+        set_bits(b, RNR_RETRY_COUNT, self.rnr_retry_count);
+        set_bits(b, SRQ, self.srq.into());
         set_u64(b, LOCAL_CA_GUID, self.local_ca_guid);
-        b[PRIVATE_DATA..PRIVATE_DATA + REP_PRIVATE_LEN].copy_from_slice(&self.private_data);
+        set_private(b, PRIVATE_DATA, &self.private_data);
     }
 }
 
@@ -147,20 +159,20 @@ impl MraRepr {
     pub fn parse(b: &[u8]) -> Result<MraRepr> {
         check("CM MRA", b)?;
         Ok(MraRepr {
-            local_comm_id: get_u32(b, 0..4),
-            remote_comm_id: get_u32(b, 4..8),
-            message_mraed: Answered::from_bits(get_bits(b, 8, 0, 2)),
-            service_timeout: get_bits(b, 9, 0, 5),
-            private_data: private(b, 10),
+            local_comm_id: get_u32(b, comm_ids::LOCAL),
+            remote_comm_id: get_u32(b, comm_ids::REMOTE),
+            message_mraed: Answered::from_bits(get_bits(b, mra_field::MESSAGE_MRAED)),
+            service_timeout: get_bits(b, mra_field::SERVICE_TIMEOUT),
+            private_data: private(b, mra_field::PRIVATE_DATA),
         })
     }
 
     /// Writes the CM class data of this MRA into `b`.
     pub fn emit(&self, b: &mut [u8]) {
-        set_u32(b, 0..4, self.local_comm_id);
-        set_u32(b, 4..8, self.remote_comm_id);
-        set_bits(b, 8, 0, 2, self.message_mraed.bits());
-        set_bits(b, 9, 0, 5, self.service_timeout);
-        b[10..10 + MRA_PRIVATE_LEN].copy_from_slice(&self.private_data);
+        set_u32(b, comm_ids::LOCAL, self.local_comm_id);
+        set_u32(b, comm_ids::REMOTE, self.remote_comm_id);
+        set_bits(b, mra_field::MESSAGE_MRAED, self.message_mraed.bits());
+        set_bits(b, mra_field::SERVICE_TIMEOUT, self.service_timeout);
+        set_private(b, mra_field::PRIVATE_DATA, &self.private_data);
     }
 }

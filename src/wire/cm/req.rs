@@ -1,12 +1,13 @@
 //! ConnectRequest (REQ, IBTA table 106): what the active side proposes for the connection.
 
-use super::{check, get_bits, get_u24_hi, private, set_bits, set_u24_hi};
+use super::{Bits, check, get_bits, get_u24_hi, private, set_bits, set_private, set_u24_hi};
 use crate::wire::Gid;
 use crate::wire::Result;
 use crate::wire::field::{get_array, get_u16, get_u32, get_u64, set_u16, set_u32, set_u64};
 
 /// Byte layout of the REQ within the CM class data.
 mod field {
+    use super::Bits;
     use crate::wire::field::Field;
 
     pub(crate) const LOCAL_COMM_ID: Field = 0..4;
@@ -19,28 +20,52 @@ mod field {
     /// LocalEECN (24 bits), then InitiatorDepth.
     pub(crate) const LOCAL_EECN: usize = 36;
     pub(crate) const INITIATOR_DEPTH: usize = 39;
-    /// RemoteEECN (24 bits), then RemoteCMResponseTimeout:5, TransportServiceType:2, E2E flow:1.
+    /// RemoteEECN (24 bits), then the response timeout, service type and flow control byte.
     pub(crate) const REMOTE_EECN: usize = 40;
-    pub(crate) const TIMEOUT_TYPE_FLOW: usize = 43;
-    /// StartingPSN (24 bits), then LocalCMResponseTimeout:5, RetryCount:3.
+    pub(crate) const REMOTE_CM_RESPONSE_TIMEOUT: Bits = Bits::new(43, 0, 5);
+    pub(crate) const TRANSPORT_SERVICE_TYPE: Bits = Bits::new(43, 5, 2);
+    pub(crate) const END_TO_END_FLOW_CONTROL: Bits = Bits::new(43, 7, 1);
+    /// StartingPSN (24 bits), then the response timeout and retry count byte.
     pub(crate) const STARTING_PSN: usize = 44;
-    pub(crate) const TIMEOUT_RETRY: usize = 47;
+    pub(crate) const LOCAL_CM_RESPONSE_TIMEOUT: Bits = Bits::new(47, 0, 5);
+    pub(crate) const RETRY_COUNT: Bits = Bits::new(47, 5, 3);
     pub(crate) const PARTITION_KEY: Field = 48..50;
-    /// PathPacketPayloadMTU:4, RDCExists:1, RNRRetryCount:3.
-    pub(crate) const MTU_RDC_RNR: usize = 50;
-    /// MaxCMRetries:4, SRQ:1, ExtendedTransportType:3.
-    pub(crate) const RETRIES_SRQ_EXT: usize = 51;
-    pub(crate) const PRIMARY_PATH: usize = 52;
-    pub(crate) const ALTERNATE_PATH: usize = 96;
+    pub(crate) const PATH_MTU: Bits = Bits::new(50, 0, 4);
+    pub(crate) const RDC_EXISTS: Bits = Bits::new(50, 4, 1);
+    pub(crate) const RNR_RETRY_COUNT: Bits = Bits::new(50, 5, 3);
+    pub(crate) const MAX_CM_RETRIES: Bits = Bits::new(51, 0, 4);
+    pub(crate) const SRQ: Bits = Bits::new(51, 4, 1);
+    pub(crate) const EXTENDED_TRANSPORT_TYPE: Bits = Bits::new(51, 5, 3);
+    pub(crate) const PRIMARY_PATH: Field = 52..96;
+    pub(crate) const ALTERNATE_PATH: Field = 96..140;
     /// SAP supported: bit 5 of the alternate path's last byte.
-    pub(crate) const SAP_SUPPORTED: usize = 139;
+    pub(crate) const SAP_SUPPORTED: Bits = Bits::new(139, 5, 1);
     pub(crate) const PRIVATE_DATA: usize = 140;
+}
+
+/// Byte layout of one path within a REQ.
+mod path_field {
+    use super::Bits;
+    use crate::wire::field::Field;
+
+    pub(crate) const LOCAL_LID: Field = 0..2;
+    pub(crate) const REMOTE_LID: Field = 2..4;
+    pub(crate) const LOCAL_GID: Field = 4..20;
+    pub(crate) const REMOTE_GID: Field = 20..36;
+    /// FlowLabel in the top 20 bits, then reserved bits and the packet rate.
+    pub(crate) const FLOW_LABEL: Field = 36..40;
+    /// Bits below the flow label in its word.
+    pub(crate) const FLOW_LABEL_SHIFT: u32 = 12;
+    pub(crate) const PACKET_RATE: Bits = Bits::new(39, 2, 6);
+    pub(crate) const TRAFFIC_CLASS: usize = 40;
+    pub(crate) const HOP_LIMIT: usize = 41;
+    pub(crate) const SL: Bits = Bits::new(42, 0, 4);
+    pub(crate) const SUBNET_LOCAL: Bits = Bits::new(42, 4, 1);
+    pub(crate) const LOCAL_ACK_TIMEOUT: Bits = Bits::new(43, 0, 5);
 }
 
 /// Bytes of private data a REQ carries.
 pub(crate) const REQ_PRIVATE_LEN: usize = 92;
-/// Bytes of one path in a REQ.
-const PATH_LEN: usize = 44;
 
 /// One path of a REQ (primary or alternate), as the active side sees it ("local" is the sender).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -71,33 +96,39 @@ pub struct CmPath {
 
 impl CmPath {
     fn parse(b: &[u8]) -> CmPath {
+        use path_field::*;
         CmPath {
-            local_lid: get_u16(b, 0..2),
-            remote_lid: get_u16(b, 2..4),
-            local_gid: Gid::from(get_array::<16>(b, 4..20)),
-            remote_gid: Gid::from(get_array::<16>(b, 20..36)),
-            flow_label: get_u32(b, 36..40) >> 12,
-            packet_rate: get_bits(b, 39, 2, 6),
-            traffic_class: b[40],
-            hop_limit: b[41],
-            sl: get_bits(b, 42, 0, 4),
-            subnet_local: get_bits(b, 42, 4, 1) == 1,
-            local_ack_timeout: get_bits(b, 43, 0, 5),
+            local_lid: get_u16(b, LOCAL_LID),
+            remote_lid: get_u16(b, REMOTE_LID),
+            local_gid: Gid::from(get_array::<16>(b, LOCAL_GID)),
+            remote_gid: Gid::from(get_array::<16>(b, REMOTE_GID)),
+            flow_label: get_u32(b, FLOW_LABEL) >> FLOW_LABEL_SHIFT,
+            packet_rate: get_bits(b, PACKET_RATE),
+            traffic_class: b[TRAFFIC_CLASS],
+            hop_limit: b[HOP_LIMIT],
+            sl: get_bits(b, SL),
+            subnet_local: get_bits(b, SUBNET_LOCAL) == 1,
+            local_ack_timeout: get_bits(b, LOCAL_ACK_TIMEOUT),
         }
     }
 
     fn emit(&self, b: &mut [u8]) {
-        set_u16(b, 0..2, self.local_lid);
-        set_u16(b, 2..4, self.remote_lid);
-        b[4..20].copy_from_slice(&<[u8; 16]>::from(self.local_gid));
-        b[20..36].copy_from_slice(&<[u8; 16]>::from(self.remote_gid));
-        set_u32(b, 36..40, (self.flow_label & 0xf_ffff) << 12);
-        set_bits(b, 39, 2, 6, self.packet_rate);
-        b[40] = self.traffic_class;
-        b[41] = self.hop_limit;
-        set_bits(b, 42, 0, 4, self.sl);
-        set_bits(b, 42, 4, 1, u8::from(self.subnet_local));
-        set_bits(b, 43, 0, 5, self.local_ack_timeout);
+        use path_field::*;
+        set_u16(b, LOCAL_LID, self.local_lid);
+        set_u16(b, REMOTE_LID, self.remote_lid);
+        b[LOCAL_GID].copy_from_slice(&<[u8; 16]>::from(self.local_gid));
+        b[REMOTE_GID].copy_from_slice(&<[u8; 16]>::from(self.remote_gid));
+        set_u32(
+            b,
+            FLOW_LABEL,
+            (self.flow_label & 0xf_ffff) << FLOW_LABEL_SHIFT,
+        );
+        set_bits(b, PACKET_RATE, self.packet_rate);
+        b[TRAFFIC_CLASS] = self.traffic_class;
+        b[HOP_LIMIT] = self.hop_limit;
+        set_bits(b, SL, self.sl);
+        set_bits(b, SUBNET_LOCAL, u8::from(self.subnet_local));
+        set_bits(b, LOCAL_ACK_TIMEOUT, self.local_ack_timeout);
     }
 
     /// True for an absent path (the alternate of most REQs): no LID and no GID.
@@ -178,22 +209,22 @@ impl ReqRepr {
             local_eecn: get_u24_hi(b, LOCAL_EECN),
             initiator_depth: b[INITIATOR_DEPTH],
             remote_eecn: get_u24_hi(b, REMOTE_EECN),
-            remote_cm_response_timeout: get_bits(b, TIMEOUT_TYPE_FLOW, 0, 5),
-            transport_service_type: get_bits(b, TIMEOUT_TYPE_FLOW, 5, 2),
-            end_to_end_flow_control: get_bits(b, TIMEOUT_TYPE_FLOW, 7, 1) == 1,
+            remote_cm_response_timeout: get_bits(b, REMOTE_CM_RESPONSE_TIMEOUT),
+            transport_service_type: get_bits(b, TRANSPORT_SERVICE_TYPE),
+            end_to_end_flow_control: get_bits(b, END_TO_END_FLOW_CONTROL) == 1,
             starting_psn: get_u24_hi(b, STARTING_PSN),
-            local_cm_response_timeout: get_bits(b, TIMEOUT_RETRY, 0, 5),
-            retry_count: get_bits(b, TIMEOUT_RETRY, 5, 3),
+            local_cm_response_timeout: get_bits(b, LOCAL_CM_RESPONSE_TIMEOUT),
+            retry_count: get_bits(b, RETRY_COUNT),
             partition_key: get_u16(b, PARTITION_KEY),
-            path_mtu: get_bits(b, MTU_RDC_RNR, 0, 4),
-            rdc_exists: get_bits(b, MTU_RDC_RNR, 4, 1) == 1,
-            rnr_retry_count: get_bits(b, MTU_RDC_RNR, 5, 3),
-            max_cm_retries: get_bits(b, RETRIES_SRQ_EXT, 0, 4),
-            srq: get_bits(b, RETRIES_SRQ_EXT, 4, 1) == 1,
-            extended_transport_type: get_bits(b, RETRIES_SRQ_EXT, 5, 3),
-            primary: CmPath::parse(&b[PRIMARY_PATH..PRIMARY_PATH + PATH_LEN]),
-            alternate: CmPath::parse(&b[ALTERNATE_PATH..ALTERNATE_PATH + PATH_LEN]),
-            sap_supported: get_bits(b, SAP_SUPPORTED, 5, 1) == 1,
+            path_mtu: get_bits(b, PATH_MTU),
+            rdc_exists: get_bits(b, RDC_EXISTS) == 1,
+            rnr_retry_count: get_bits(b, RNR_RETRY_COUNT),
+            max_cm_retries: get_bits(b, MAX_CM_RETRIES),
+            srq: get_bits(b, SRQ) == 1,
+            extended_transport_type: get_bits(b, EXTENDED_TRANSPORT_TYPE),
+            primary: CmPath::parse(&b[PRIMARY_PATH]),
+            alternate: CmPath::parse(&b[ALTERNATE_PATH]),
+            sap_supported: get_bits(b, SAP_SUPPORTED) == 1,
             private_data: private(b, PRIVATE_DATA),
         })
     }
@@ -210,30 +241,30 @@ impl ReqRepr {
         set_u24_hi(b, LOCAL_EECN, self.local_eecn);
         b[INITIATOR_DEPTH] = self.initiator_depth;
         set_u24_hi(b, REMOTE_EECN, self.remote_eecn);
-        set_bits(b, TIMEOUT_TYPE_FLOW, 0, 5, self.remote_cm_response_timeout);
-        set_bits(b, TIMEOUT_TYPE_FLOW, 5, 2, self.transport_service_type);
         set_bits(
             b,
-            TIMEOUT_TYPE_FLOW,
-            7,
-            1,
+            REMOTE_CM_RESPONSE_TIMEOUT,
+            self.remote_cm_response_timeout,
+        );
+        set_bits(b, TRANSPORT_SERVICE_TYPE, self.transport_service_type);
+        set_bits(
+            b,
+            END_TO_END_FLOW_CONTROL,
             self.end_to_end_flow_control.into(),
         );
         set_u24_hi(b, STARTING_PSN, self.starting_psn);
-        set_bits(b, TIMEOUT_RETRY, 0, 5, self.local_cm_response_timeout);
-        set_bits(b, TIMEOUT_RETRY, 5, 3, self.retry_count);
+        set_bits(b, LOCAL_CM_RESPONSE_TIMEOUT, self.local_cm_response_timeout);
+        set_bits(b, RETRY_COUNT, self.retry_count);
         set_u16(b, PARTITION_KEY, self.partition_key);
-        set_bits(b, MTU_RDC_RNR, 0, 4, self.path_mtu);
-        set_bits(b, MTU_RDC_RNR, 4, 1, self.rdc_exists.into());
-        set_bits(b, MTU_RDC_RNR, 5, 3, self.rnr_retry_count);
-        set_bits(b, RETRIES_SRQ_EXT, 0, 4, self.max_cm_retries);
-        set_bits(b, RETRIES_SRQ_EXT, 4, 1, self.srq.into());
-        set_bits(b, RETRIES_SRQ_EXT, 5, 3, self.extended_transport_type);
-        self.primary
-            .emit(&mut b[PRIMARY_PATH..PRIMARY_PATH + PATH_LEN]);
-        self.alternate
-            .emit(&mut b[ALTERNATE_PATH..ALTERNATE_PATH + PATH_LEN]);
-        set_bits(b, SAP_SUPPORTED, 5, 1, self.sap_supported.into());
-        b[PRIVATE_DATA..PRIVATE_DATA + REQ_PRIVATE_LEN].copy_from_slice(&self.private_data);
+        set_bits(b, PATH_MTU, self.path_mtu);
+        set_bits(b, RDC_EXISTS, self.rdc_exists.into());
+        set_bits(b, RNR_RETRY_COUNT, self.rnr_retry_count);
+        set_bits(b, MAX_CM_RETRIES, self.max_cm_retries);
+        set_bits(b, SRQ, self.srq.into());
+        set_bits(b, EXTENDED_TRANSPORT_TYPE, self.extended_transport_type);
+        self.primary.emit(&mut b[PRIMARY_PATH]);
+        self.alternate.emit(&mut b[ALTERNATE_PATH]);
+        set_bits(b, SAP_SUPPORTED, self.sap_supported.into());
+        set_private(b, PRIVATE_DATA, &self.private_data);
     }
 }

@@ -1,7 +1,7 @@
 //! Service ID Resolution: SIDR_REQ (table 119) and SIDR_REP (table 120), with which an unreliable
 //! datagram client learns the QPN and Q_Key behind a service ID (rdma_cm's UDP port space).
 
-use super::{check, get_u24_hi, private, set_u24_hi};
+use super::{check, get_u24_hi, private, set_private, set_u24_hi};
 use crate::wire::Result;
 use crate::wire::field::{get_u16, get_u32, get_u64, set_u16, set_u32, set_u64};
 
@@ -69,7 +69,7 @@ impl SidrReqRepr {
         set_u32(b, REQUEST_ID, self.request_id);
         set_u16(b, PARTITION_KEY, self.partition_key);
         set_u64(b, SERVICE_ID, self.service_id);
-        b[PRIVATE_DATA..PRIVATE_DATA + SIDR_REQ_PRIVATE_LEN].copy_from_slice(&self.private_data);
+        set_private(b, PRIVATE_DATA, &self.private_data);
     }
 }
 
@@ -196,7 +196,7 @@ impl SidrRepRepr {
         set_u24_hi(b, QPN, self.qpn);
         set_u64(b, SERVICE_ID, self.service_id);
         set_u32(b, QKEY, self.qkey);
-        b[INFO..INFO + SIDR_REP_INFO_LEN].copy_from_slice(&self.info);
-        b[PRIVATE_DATA..PRIVATE_DATA + SIDR_REP_PRIVATE_LEN].copy_from_slice(&self.private_data);
+        set_private(b, INFO, &self.info);
+        set_private(b, PRIVATE_DATA, &self.private_data);
     }
 }
