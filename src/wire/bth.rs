@@ -53,14 +53,6 @@ header!(
         /// PSN (24 bits).
         pub psn: u24 = field::PSN;
     }
-    set {
-        /// Sets the P_Key.
-        pub set_pkey: u16 = field::PKEY;
-        /// Sets DestQP (low 24 bits are used).
-        pub set_dest_qp: u24 = field::DEST_QP;
-        /// Sets the PSN (low 24 bits are used).
-        pub set_psn: u24 = field::PSN;
-    }
 );
 
 impl<T: AsRef<[u8]>> BthPacket<T> {
@@ -107,60 +99,6 @@ impl<T: AsRef<[u8]>> BthPacket<T> {
     #[inline]
     pub fn ack_req(&self) -> bool {
         self.b()[field::ACK_REQ] & FLG_ACK_REQ != 0
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> BthPacket<T> {
-    #[inline]
-    fn bm(&mut self) -> &mut [u8] {
-        self.buffer.as_mut()
-    }
-    #[inline]
-    fn set_bit(&mut self, at: usize, mask: u8, on: bool) {
-        let b = &mut self.bm()[at];
-        *b = if on { *b | mask } else { *b & !mask };
-    }
-    /// Sets the OpCode.
-    #[inline]
-    pub fn set_opcode(&mut self, op: Opcode) {
-        self.bm()[field::OPCODE] = op.0;
-    }
-    /// Sets SE.
-    #[inline]
-    pub fn set_solicited(&mut self, on: bool) {
-        self.set_bit(field::FLAGS, FLG_SE, on);
-    }
-    /// Sets M (MigReq).
-    #[inline]
-    pub fn set_migreq(&mut self, on: bool) {
-        self.set_bit(field::FLAGS, FLG_MIGREQ, on);
-    }
-    /// Sets PadCnt (low 2 bits of `pad` are used).
-    #[inline]
-    pub fn set_pad_count(&mut self, pad: u8) {
-        let b = &mut self.bm()[field::FLAGS];
-        *b = (*b & !PAD_MASK) | ((pad << PAD_SHIFT) & PAD_MASK);
-    }
-    /// Sets TVer (low 4 bits are used).
-    #[inline]
-    pub fn set_tver(&mut self, tver: u8) {
-        let b = &mut self.bm()[field::FLAGS];
-        *b = (*b & !TVER_MASK) | (tver & TVER_MASK);
-    }
-    /// Sets FECN.
-    #[inline]
-    pub fn set_fecn(&mut self, on: bool) {
-        self.set_bit(field::ECN, FLG_FECN, on);
-    }
-    /// Sets BECN.
-    #[inline]
-    pub fn set_becn(&mut self, on: bool) {
-        self.set_bit(field::ECN, FLG_BECN, on);
-    }
-    /// Sets AckReq.
-    #[inline]
-    pub fn set_ack_req(&mut self, on: bool) {
-        self.set_bit(field::ACK_REQ, FLG_ACK_REQ, on);
     }
 }
 
@@ -303,21 +241,6 @@ mod tests {
         big.emit(&mut buf);
         let back = BthRepr::parse(&BthPacket::new_unchecked(&buf[..]));
         assert_eq!((back.dest_qp, back.psn, back.pad_count), (0x345678, 1, 3));
-    }
-
-    #[test]
-    fn setters_touch_only_their_field() {
-        let mut buf = HW_BTH;
-        let mut p = BthPacket::new_unchecked(&mut buf[..]);
-        p.set_psn(0x123456);
-        p.set_pad_count(1);
-        p.set_becn(true);
-        p.set_ack_req(false);
-        let r = BthRepr::parse(&p);
-        assert_eq!(r.psn, 0x123456);
-        assert_eq!(r.pad_count, 1);
-        assert!(r.becn && r.migreq && !r.ack_req);
-        assert_eq!(r.dest_qp, 0x00010a);
     }
 
     #[test]

@@ -340,7 +340,8 @@ mod tests {
             ));
         }
         // PadCnt 2 but nothing after the headers.
-        BthPacket::new_unchecked(&mut buf[..]).set_pad_count(2);
+        r.bth.pad_count = 2;
+        r.emit(&mut buf);
         assert_eq!(
             IbRepr::parse(&buf).unwrap_err(),
             Error::PadExceedsPayload {
