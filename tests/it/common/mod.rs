@@ -342,6 +342,23 @@ pub fn assert_both_refused(s: &Done, c: &Done, texts: &[&str]) {
     }
 }
 
+/// Runs `roce_<test> args` alone and asserts a usage or setup error: exit 2 within 20 s, with a
+/// message that holds each of `texts`; a failure names the command line. Returns what it printed.
+#[track_caller]
+pub fn assert_refused(test: &str, args: &[&str], texts: &[&str]) -> Done {
+    let case = format!("{test} {args:?}");
+    let d = spawn(test, args).wait(20, &case);
+    assert_eq!(d.code(), 2, "{case}: {}", d.stderr);
+    for text in texts {
+        assert!(
+            d.stderr.contains(text),
+            "{case}: expected {text:?} in {}",
+            d.stderr
+        );
+    }
+    d
+}
+
 /// The drop counters a pair started by hand wrote to `json`, once the client (within 60 s) and then
 /// the server (within 30 s) have exited 0.
 #[track_caller]
