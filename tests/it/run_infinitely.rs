@@ -220,9 +220,7 @@ fn check_side(d: &Done, dir: &Path, role: &str, stopped_by: &str, min_intervals:
         );
     }
     // perftest's document: valid JSON, the whole run's figures.
-    let pt: Value =
-        serde_json::from_slice(&std::fs::read(dir.join(format!("{role}.perftest.json"))).unwrap())
-            .unwrap_or_else(|e| panic!("{role}: --out_json is not JSON: {e}"));
+    let pt = common::json_file(&dir.join(format!("{role}.perftest.json")));
     assert_eq!(
         pt["results"]["n_iterations"],
         doc["results"][0]["iterations"]

@@ -206,9 +206,7 @@ fn the_schemas_reject_unknown_and_missing_keys() {
         "write_lat",
         &["--transport", "tcp", "-n", "20"],
     );
-    let doc: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("neg-client.json")).unwrap())
-            .unwrap();
+    let doc = common::json_file(&dir.path().join("neg-client.json"));
     assert_valid("result", &doc, "the real document");
     let validator = jsonschema::validator_for(&schema("result")).unwrap();
     type Mutation = (&'static str, fn(&mut Value));

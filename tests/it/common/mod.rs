@@ -369,11 +369,12 @@ pub fn drops_once_both_ok(server: Proc, client: Proc, json: &std::path::Path) ->
     json_file(json)["test"]["counters"]["drops"].clone()
 }
 
-/// The JSON document a run wrote to `path` (`--json`).
+/// The JSON document in `path` (what a run wrote with `--json`, a schema, ...), panicking with the path
+/// when it cannot be read or is not JSON.
 #[track_caller]
 pub fn json_file(path: &std::path::Path) -> serde_json::Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()))
 }
 
 /// The numeric rows of the result table: lines that start with a space and a number.
