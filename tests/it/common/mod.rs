@@ -83,11 +83,24 @@ impl Done {
         assert!(self.stderr.contains(text), "{}", self.stderr);
     }
 
+    /// Asserts exit code `code` and a stderr that says each of `texts`; a failure names `what` and
+    /// shows stderr.
+    #[track_caller]
+    pub fn assert_ended(&self, code: i32, texts: &[&str], what: &str) {
+        assert_eq!(self.code(), code, "{what}: {}", self.stderr);
+        for text in texts {
+            assert!(
+                self.stderr.contains(text),
+                "{what}: expected {text:?} in {}",
+                self.stderr
+            );
+        }
+    }
+
     /// Asserts a usage or setup error: exit code 2, and stderr says `text`.
     #[track_caller]
     pub fn assert_usage_error(&self, text: &str) {
-        assert_eq!(self.code(), 2, "{}", self.stderr);
-        self.assert_stderr(text);
+        self.assert_ended(2, &[text], "a usage error");
     }
 }
 
@@ -335,10 +348,7 @@ pub fn assert_both_ok(what: &str, s: &Done, c: &Done) {
 #[track_caller]
 pub fn assert_both_refused(s: &Done, c: &Done, texts: &[&str]) {
     for (side, d) in [("server", s), ("client", c)] {
-        assert_eq!(d.code(), 2, "{side}: {}", d.stderr);
-        for text in texts {
-            assert!(d.stderr.contains(text), "{side}: {}", d.stderr);
-        }
+        d.assert_ended(2, texts, side);
     }
 }
 
@@ -348,14 +358,7 @@ pub fn assert_both_refused(s: &Done, c: &Done, texts: &[&str]) {
 pub fn assert_refused(test: &str, args: &[&str], texts: &[&str]) -> Done {
     let case = format!("{test} {args:?}");
     let d = spawn(test, args).wait(20, &case);
-    assert_eq!(d.code(), 2, "{case}: {}", d.stderr);
-    for text in texts {
-        assert!(
-            d.stderr.contains(text),
-            "{case}: expected {text:?} in {}",
-            d.stderr
-        );
-    }
+    d.assert_ended(2, texts, &case);
     d
 }
 
