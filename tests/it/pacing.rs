@@ -4,10 +4,10 @@
 //! No assertion here depends on how fast the machine is: pacing can only make a run slower, so each
 //! check is a bound that a loaded machine keeps (the accuracy figures are a benchmark, not a test).
 
+use crate::common;
 use crate::common::schema::{assert_csv_header, assert_valid_file};
-use crate::common::{self, pair_on_lo};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -62,27 +62,10 @@ fn refused_combinations_exit_2_and_name_their_flags() {
 }
 
 /// A paced pair of `test` on lo with the command line `args` on both sides, each writing --json and
-/// --csv into `dir`.
+/// --csv into `dir` (`common::pair_writing_files`): the client's document, checked against its
+/// schema, and stdout, once both CSVs start with the golden header.
 fn paced_pair(dir: &Path, test: &str, args: &str) -> (Value, String) {
-    let files = |role: &str| {
-        [
-            dir.join(format!("{role}.json")),
-            dir.join(format!("{role}.csv")),
-        ]
-    };
-    fn side<'a>(args: &'a str, [json, csv]: &'a [PathBuf; 2]) -> Vec<&'a str> {
-        let mut a = common::argv(args);
-        a.extend([
-            "--json",
-            json.to_str().unwrap(),
-            "--csv",
-            csv.to_str().unwrap(),
-        ]);
-        a
-    }
-    let (sf, cf) = (files("server"), files("client"));
-    let (s, c) = pair_on_lo(test, side(args, &sf), side(args, &cf));
-    common::assert_both_ok(test, &s, &c);
+    let (_, c) = common::pair_writing_files(dir, "", test, &common::argv(args));
     for role in ["client", "server"] {
         assert_csv_header("result", &dir.join(format!("{role}.csv")));
     }

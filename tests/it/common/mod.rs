@@ -11,7 +11,7 @@ pub use skip::{skip, skip_unless};
 
 use std::fs::File;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -295,6 +295,28 @@ pub fn pair_on(test: &str, server: Side, client: Side, host: &str) -> (Done, Don
 /// 127.0.0.1. Returns (server, client) once both have exited.
 pub fn pair_on_lo(test: &str, server: Vec<&str>, client: Vec<&str>) -> (Done, Done) {
     pair_here(test, server, client, "127.0.0.1")
+}
+
+/// Runs `test` on lo with `args` on both sides, each side also writing `--json` and `--csv` into `dir`
+/// as `<prefix><role>.json` and `<prefix><role>.csv`; asserts that both exited 0 and returns them.
+pub fn pair_writing_files(dir: &Path, prefix: &str, test: &str, args: &[&str]) -> (Done, Done) {
+    let files = |role: &str| {
+        let f = |ext: &str| {
+            dir.join(format!("{prefix}{role}.{ext}"))
+                .display()
+                .to_string()
+        };
+        [f("json"), f("csv")]
+    };
+    let (sf, cf) = (files("server"), files("client"));
+    fn side<'a>(args: &[&'a str], [json, csv]: &'a [String; 2]) -> Vec<&'a str> {
+        let mut a = args.to_vec();
+        a.extend(["--json", json, "--csv", csv]);
+        a
+    }
+    let (s, c) = pair_on_lo(test, side(args, &sf), side(args, &cf));
+    assert_both_ok(&format!("{test} {args:?}"), &s, &c);
+    (s, c)
 }
 
 /// [`pair_on`] with both sides in this namespace, the client asking for `peer`.
