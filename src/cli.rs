@@ -16,7 +16,7 @@ mod pace_tests;
 mod pacing;
 mod reporting;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod values;
 
 pub use args::{Args, IoArg, OobArg, TransportArg};

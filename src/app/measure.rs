@@ -312,16 +312,10 @@ pub(crate) fn combine(mine: SizeResult, theirs: &SizeResult, count_both: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::Options;
+    use crate::cli::tests::parse_raw;
 
     fn plan(args: &[&str]) -> Plan {
-        let mut v = vec!["roce_write_lat"];
-        v.extend_from_slice(args);
-        Plan::new(
-            Options::try_parse_from("write_lat".parse().unwrap(), v)
-                .unwrap()
-                .unwrap(),
-        )
+        Plan::new(parse_raw("write_lat".parse().unwrap(), args).unwrap())
     }
 
     #[test]

@@ -272,12 +272,11 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::tests::parse_raw;
 
     fn plan(test: &str, args: &[&str]) -> Plan {
-        let mut v = vec!["roce_test", "--transport", "tcp"];
-        v.extend_from_slice(args);
-        let test = test.parse().unwrap();
-        Plan::new(Options::try_parse_from(test, v).unwrap().unwrap())
+        let args = [&["--transport", "tcp"], args].concat();
+        Plan::new(parse_raw(test.parse().unwrap(), &args).unwrap())
     }
 
     #[test]
@@ -307,13 +306,8 @@ mod tests {
     #[test]
     fn unreliable_receivers_post_a_receive_for_every_message_of_a_size() {
         let soft = |args: &[&str]| {
-            let mut v = vec!["roce_send_bw", "-d", "lo"];
-            v.extend_from_slice(args);
-            Plan::new(
-                Options::try_parse_from("send_bw".parse().unwrap(), v)
-                    .unwrap()
-                    .unwrap(),
-            )
+            let args = [&["-d", "lo"], args].concat();
+            Plan::new(parse_raw("send_bw".parse().unwrap(), &args).unwrap())
         };
         let ud = soft(&["-c", "UD", "-n", "1000"]);
         assert_eq!((ud.depths.rx, ud.depths.initial_receives), (1100, 1100));

@@ -89,12 +89,10 @@ pub(crate) fn ud_sweep(a: &Args) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use crate::cli::{Error, Options};
-    use crate::params::{ConnType, TestKind};
+    use crate::params::ConnType;
 
     fn parse(test: &str, args: &[&str]) -> Result<Options, Error> {
-        let mut v = vec!["roce_test"];
-        v.extend_from_slice(args);
-        Options::try_parse_from(test.parse::<TestKind>().unwrap(), v).expect("clap accepts it")
+        crate::cli::tests::parse_raw(test.parse().unwrap(), args)
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Unit tests of the pacing and reporting flags: perftest's defaults, and the combinations refused.
 
-use super::tests::clap_err;
+use super::tests::{clap_err, parse_raw};
 use super::*;
 use crate::params::{Metric, RateLimitType, RateUnits, RunMode, TestKind, Verb};
 use std::path::PathBuf;
@@ -11,12 +11,12 @@ const SBW: TestKind = TestKind::new(Verb::Send, Metric::Bandwidth);
 const SLAT: TestKind = TestKind::new(Verb::Send, Metric::Latency);
 
 fn parse_on(transport: &str, test: TestKind, args: &[&str]) -> Result<Options, Error> {
-    let mut v = vec!["roce_test", "--transport", transport];
+    let mut v = vec!["--transport", transport];
     if transport == "soft" {
         v.extend(["-d", "lo"]);
     }
     v.extend_from_slice(args);
-    Options::try_parse_from(test, v).expect("clap accepts the syntax")
+    parse_raw(test, &v)
 }
 
 fn parse(test: TestKind, args: &[&str]) -> Result<Options, Error> {

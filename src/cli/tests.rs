@@ -7,17 +7,19 @@ use crate::params::{Metric, RoceVersion, Role, RunMode, TestKind, TransportKind,
 const WBW: TestKind = TestKind::new(Verb::Write, Metric::Bandwidth);
 const SLAT: TestKind = TestKind::new(Verb::Send, Metric::Latency);
 
+/// `test`'s options from the command line `args` (what follows the program name), whose syntax clap
+/// must accept; the error is what the checks refuse. The unit tests of cli and app parse through it.
+pub(crate) fn parse_raw(test: TestKind, args: &[&str]) -> Result<Options, Error> {
+    Options::try_parse_from(test, [&["roce_test"], args].concat()).expect("clap accepts the syntax")
+}
+
 fn parse(test: TestKind, args: &[&str]) -> Result<Options, Error> {
-    let mut v = vec!["roce_test", "--transport", "tcp"];
-    v.extend_from_slice(args);
-    Options::try_parse_from(test, v).expect("clap accepts the syntax")
+    parse_raw(test, &[&["--transport", "tcp"], args].concat())
 }
 
 /// The error clap gives write_bw's command line `args` (the pacing tests use it too).
 pub(super) fn clap_err(args: &[&str]) -> clap::Error {
-    let mut v = vec!["roce_test"];
-    v.extend_from_slice(args);
-    Options::try_parse_from(WBW, v).expect_err("clap rejects")
+    Options::try_parse_from(WBW, [&["roce_test"], args].concat()).expect_err("clap rejects")
 }
 
 #[test]
@@ -110,12 +112,6 @@ fn flags_that_do_not_apply_are_errors_naming_them() {
     assert!(parse(SLAT, &["--output", "bandwidth"]).is_err());
     assert!(parse(WBW, &["--output", "latency"]).is_err());
     assert!(parse(WBW, &["--cpu_util"]).is_err());
-}
-
-fn parse_raw(test: TestKind, args: &[&str]) -> Result<Options, Error> {
-    let mut v = vec!["roce_test"];
-    v.extend_from_slice(args);
-    Options::try_parse_from(test, v).expect("clap accepts the syntax")
 }
 
 #[test]

@@ -120,10 +120,10 @@ mod tests {
             points: vec![(0.0, 12.0), (0.01, 9.0)],
         };
         let svg = loss_svg("write_bw 64 KiB", "goodput (Gb/s)", &[a, b], false).unwrap();
-        let texts = crate::report::svg::tests::texts(&svg);
-        for needle in ["0", "1%", "0.01%", "RoCE v2 sr", "TCP", "write_bw 64 KiB"] {
-            assert!(texts.iter().any(|t| t == needle), "{needle}: {texts:?}");
-        }
+        crate::report::svg::tests::assert_texts(
+            &svg,
+            &["0", "1%", "0.01%", "RoCE v2 sr", "TCP", "write_bw 64 KiB"],
+        );
         let lat = LossSeries {
             label: "x",
             points: vec![(0.0, 20.0), (0.05, 67_000.0)],

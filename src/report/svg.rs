@@ -299,12 +299,23 @@ pub(crate) mod tests {
     use crate::stats::new_latency_histogram;
 
     /// The text of every `<text>` element, trimmed.
-    pub(crate) fn texts(svg: &str) -> Vec<String> {
+    fn texts(svg: &str) -> Vec<String> {
         let doc = roxmltree::Document::parse(svg).unwrap();
         doc.descendants()
             .filter(|n| n.has_tag_name("text"))
             .filter_map(|n| n.text().map(|t| t.trim().to_owned()))
             .collect()
+    }
+
+    /// Asserts that each of `wanted` is the whole text of a `<text>` element of `svg`; returns
+    /// [`texts`].
+    #[track_caller]
+    pub(crate) fn assert_texts(svg: &str, wanted: &[&str]) -> Vec<String> {
+        let t = texts(svg);
+        for want in wanted {
+            assert!(t.iter().any(|x| x == want), "{want:?} missing from {t:?}");
+        }
+        t
     }
 
     #[test]
@@ -345,19 +356,19 @@ pub(crate) mod tests {
             ],
         )
         .unwrap();
-        let t = texts(&svg);
-        for want in [
-            "write_lat 2 B",
-            "RoCE v2 (soft)",
-            "TCP",
-            "50%",
-            "90%",
-            "99%",
-            "99.9%",
-            "99.99%",
-        ] {
-            assert!(t.iter().any(|x| x == want), "{want:?} missing from {t:?}");
-        }
+        let t = assert_texts(
+            &svg,
+            &[
+                "write_lat 2 B",
+                "RoCE v2 (soft)",
+                "TCP",
+                "50%",
+                "90%",
+                "99%",
+                "99.9%",
+                "99.99%",
+            ],
+        );
         assert!(t.iter().any(|x| x.contains("µs")));
         let doc = roxmltree::Document::parse(&svg).unwrap();
         // Two curves of CURVE_POINTS + 1 points each, plus legend lines.
@@ -389,16 +400,16 @@ pub(crate) mod tests {
             ],
         )
         .unwrap();
-        let t = texts(&svg);
-        for want in [
-            "RoCE v1 (soft)",
-            "TCP",
-            "4 KiB",
-            "64 KiB",
-            "bandwidth (Gb/s)",
-        ] {
-            assert!(t.iter().any(|x| x == want), "{want:?} missing from {t:?}");
-        }
+        let t = assert_texts(
+            &svg,
+            &[
+                "RoCE v1 (soft)",
+                "TCP",
+                "4 KiB",
+                "64 KiB",
+                "bandwidth (Gb/s)",
+            ],
+        );
         let doc = roxmltree::Document::parse(&svg).unwrap();
         assert_eq!(
             doc.descendants()
@@ -427,9 +438,6 @@ pub(crate) mod tests {
             ],
         )
         .unwrap();
-        let t = texts(&svg);
-        for want in ["38.79 Gb/s", "21.30 Gb/s", "64 KiB"] {
-            assert!(t.iter().any(|x| x == want), "{want:?} missing from {t:?}");
-        }
+        assert_texts(&svg, &["38.79 Gb/s", "21.30 Gb/s", "64 KiB"]);
     }
 }

@@ -123,15 +123,7 @@ fn what_atomics_refuse_is_a_usage_error_naming_the_flag() {
         ("write_bw", &["-A", "CMP_AND_SWAP"][..], "-A does not apply"),
         ("atomic_lat", &["-q", "2"][..], "-q does not apply"),
     ] {
-        let mut full = vec!["--transport", "tcp"];
-        full.extend_from_slice(args);
-        let d = spawn(test, &full).wait(20, &format!("{test} {args:?}"));
-        assert_eq!(d.code(), 2, "{test} {args:?}: {}", d.stderr);
-        assert!(
-            d.stderr.contains(expect),
-            "{test} {args:?}: expected {expect:?} in {}",
-            d.stderr
-        );
+        common::assert_refused(test, &[&["--transport", "tcp"], args].concat(), &[expect]);
     }
 }
 

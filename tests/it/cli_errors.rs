@@ -4,13 +4,7 @@ use crate::common;
 use common::{free_port, spawn};
 
 fn usage_error(test: &str, args: &[&str], expect: &str) {
-    let d = spawn(test, args).wait(20, &format!("{test} {args:?}"));
-    assert_eq!(d.code(), 2, "{args:?}: {}", d.stderr);
-    assert!(
-        d.stderr.contains(expect),
-        "{args:?}: expected {expect:?} in {}",
-        d.stderr
-    );
+    let d = common::assert_refused(test, args, &[expect]);
     assert!(
         !d.stdout.contains("Waiting for client"),
         "{args:?} must not start a server"

@@ -271,8 +271,7 @@ fn a_comparison_read_back_keeps_its_links_and_repetitions_and_takes_ratio_gates(
         .unwrap()
         .unwrap()
         .path();
-    let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("compare.json")).unwrap()).unwrap();
+    let doc = common::json_file(&dir.join("compare.json"));
     for r in doc["runs"].as_array().unwrap() {
         assert_eq!(r["link"], veth, "{r}");
         assert_eq!(

@@ -205,9 +205,7 @@ pub fn rank<S: AsRef<OsStr>>(r: usize, n: usize, args: &[S]) -> Command {
 
 /// fabric.json of a results directory.
 pub fn fabric_json(dir: &Path) -> Value {
-    let p = dir.join("fabric.json");
-    let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: not JSON: {e}", p.display()))
+    crate::common::json_file(&dir.join("fabric.json"))
 }
 
 /// The pairs of attempt 1, as (client, server, status).

@@ -4,129 +4,68 @@
 //! No assertion here depends on how fast the machine is: pacing can only make a run slower, so each
 //! check is a bound that a loaded machine keeps (the accuracy figures are a benchmark, not a test).
 
+use crate::common;
 use crate::common::schema::{assert_csv_header, assert_valid_file};
-use crate::common::{self, pair_on_lo};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Mutex;
 
 static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Runs `roce_<test> args` to completion: (exit code, stderr).
-fn run(test: &str, args: &[&str]) -> (i32, String) {
-    let out = Command::new(common::bin(test)).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn refused_combinations_exit_2_and_name_their_flags() {
-    let cases: [(&str, &[&str], &[&str]); 8] = [
+    let cases: [(&str, &str, &[&str]); 8] = [
         (
             "send_lat",
-            &["--transport", "tcp", "--rate_limit", "1"],
+            "--transport tcp --rate_limit 1",
             &["--rate_limit", "send_lat"],
         ),
         (
             "write_bw",
-            &[
-                "--transport",
-                "tcp",
-                "--rate_limit",
-                "1",
-                "--rate_limit_type",
-                "HW",
-            ],
+            "--transport tcp --rate_limit 1 --rate_limit_type HW",
             &["--rate_limit_type HW", "tcp"],
         ),
         (
             "write_bw",
-            &[
-                "-d",
-                "lo",
-                "--transport",
-                "soft",
-                "--rate_limit",
-                "1",
-                "--rate_limit_type",
-                "PP",
-            ],
+            "-d lo --transport soft --rate_limit 1 --rate_limit_type PP",
             &["--rate_limit_type PP", "soft"],
         ),
         (
             "send_bw",
-            &[
-                "--transport",
-                "verbs",
-                "--rate_limit",
-                "1",
-                "--rate_limit_type",
-                "HW",
-            ],
+            "--transport verbs --rate_limit 1 --rate_limit_type HW",
             &["--rate_limit_type HW", "verbs", "sideway"],
         ),
         (
             "write_bw",
-            &["--transport", "tcp", "--burst_size", "8"],
+            "--transport tcp --burst_size 8",
             &["--burst_size", "--rate_limit"],
         ),
         (
             "read_bw",
-            &["--transport", "tcp", "--latency_gap", "10"],
+            "--transport tcp --latency_gap 10",
             &["--latency_gap", "read_bw"],
         ),
         (
             "write_bw",
-            &[
-                "--transport",
-                "tcp",
-                "--rate_limit",
-                "1",
-                "--rate_units",
-                "kbit",
-            ],
+            "--transport tcp --rate_limit 1 --rate_units kbit",
             &["--rate_units"],
         ),
         (
             "write_bw",
-            &["--transport", "tcp", "--rate_limit=-3"],
+            "--transport tcp --rate_limit=-3",
             &["--rate_limit"],
         ),
     ];
     for (test, args, words) in cases {
-        let (code, err) = run(test, args);
-        assert_eq!(code, 2, "{test} {args:?}: {err}");
-        for w in words {
-            assert!(err.contains(w), "{test} {args:?}: {w:?} not in {err}");
-        }
+        common::assert_refused(test, &common::argv(args), words);
     }
 }
 
 /// A paced pair of `test` on lo with the command line `args` on both sides, each writing --json and
-/// --csv into `dir`.
+/// --csv into `dir` (`common::pair_writing_files`): the client's document, checked against its
+/// schema, and stdout, once both CSVs start with the golden header.
 fn paced_pair(dir: &Path, test: &str, args: &str) -> (Value, String) {
-    let files = |role: &str| {
-        [
-            dir.join(format!("{role}.json")),
-            dir.join(format!("{role}.csv")),
-        ]
-    };
-    fn side<'a>(args: &'a str, [json, csv]: &'a [PathBuf; 2]) -> Vec<&'a str> {
-        let mut a = common::argv(args);
-        a.extend([
-            "--json",
-            json.to_str().unwrap(),
-            "--csv",
-            csv.to_str().unwrap(),
-        ]);
-        a
-    }
-    let (sf, cf) = (files("server"), files("client"));
-    let (s, c) = pair_on_lo(test, side(args, &sf), side(args, &cf));
-    common::assert_both_ok(test, &s, &c);
+    let (_, c) = common::pair_writing_files(dir, "", test, &common::argv(args));
     for role in ["client", "server"] {
         assert_csv_header("result", &dir.join(format!("{role}.csv")));
     }

@@ -569,13 +569,7 @@ fn read_is_retried_after_a_lost_middle_response() {
         a.drops.stale_response, 4,
         "responses 7..=10 were out of order and dropped"
     );
-    let reqs: Vec<IbRepr> =
-        p.ab.log
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|b| head(b).2)
-            .collect();
+    let reqs: Vec<IbRepr> = logged(&p.ab).into_iter().map(|h| h.2).collect();
     assert_eq!(reqs.len(), 2, "the first READ and one resumed READ");
     let (first, again) = (reqs[0].reth.unwrap(), reqs[1].reth.unwrap());
     assert_eq!(
@@ -590,10 +584,7 @@ fn read_is_retried_after_a_lost_middle_response() {
         1,
         "B replays from its saved READ"
     );
-    let replay: Vec<Opcode> = p.ba.log.as_ref().unwrap()[10..]
-        .iter()
-        .map(|b| head(b).0)
-        .collect();
+    let replay: Vec<Opcode> = logged(&p.ba)[10..].iter().map(|h| h.0).collect();
     assert_eq!(
         replay,
         [

@@ -182,23 +182,13 @@ fn psn_wraps_around_for_every_operation() {
     assert_eq!(bytes(&p.a, 49152, 4096), pattern(13, 4096));
     assert_eq!(bytes(&p.a, 53248, 4096), pattern(13, 4096));
     // 32 SEND + 32 WRITE packets, then a READ of 32 PSNs, then the atomic: A's PSNs crossed 0.
-    let psns: Vec<u32> =
-        p.ab.log
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|b| head(b).1)
-            .collect();
+    let sent = logged(&p.ab);
+    let psns: Vec<u32> = sent.iter().map(|h| h.1).collect();
     assert!(psns.contains(&0xff_ffff) && psns.contains(&0), "{psns:x?}");
-    let requests: Vec<_> =
-        p.ab.log
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|b| head(b))
-            .filter(|h| h.0 != Opcode::RC_ACKNOWLEDGE)
-            .collect();
-    let (op, psn, _) = requests.last().unwrap();
+    let (op, psn, _) = sent
+        .iter()
+        .rfind(|h| h.0 != Opcode::RC_ACKNOWLEDGE)
+        .unwrap();
     assert_eq!(*op, Opcode::RC_FETCH_ADD);
     assert_eq!(Psn::new(*psn), Psn::new(0xff_fff0).add(32 + 32 + 32));
     assert_eq!(p.b.expected_psn(), Psn::new(0xff_fff0).add(97).value());

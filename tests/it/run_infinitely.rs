@@ -220,9 +220,7 @@ fn check_side(d: &Done, dir: &Path, role: &str, stopped_by: &str, min_intervals:
         );
     }
     // perftest's document: valid JSON, the whole run's figures.
-    let pt: Value =
-        serde_json::from_slice(&std::fs::read(dir.join(format!("{role}.perftest.json"))).unwrap())
-            .unwrap_or_else(|e| panic!("{role}: --out_json is not JSON: {e}"));
+    let pt = common::json_file(&dir.join(format!("{role}.perftest.json")));
     assert_eq!(
         pt["results"]["n_iterations"],
         doc["results"][0]["iterations"]
@@ -266,42 +264,26 @@ fn a_run_without_end_is_refused_where_it_cannot_stop_cleanly() {
     for (test, args, words) in [
         (
             "write_lat",
-            vec!["--transport", "tcp", "--run_infinitely"],
-            vec!["--run_infinitely", "write_lat"],
+            "--transport tcp --run_infinitely",
+            &["--run_infinitely", "write_lat"][..],
         ),
         (
             "write_bw",
-            vec!["--transport", "tcp", "--run_infinitely", "-n", "50"],
-            vec!["-n"],
+            "--transport tcp --run_infinitely -n 50",
+            &["-n"],
         ),
         (
             "write_bw",
-            vec![
-                "--transport",
-                "soft",
-                "-d",
-                "lo",
-                "--run_infinitely",
-                "--oob",
-                "perftest",
-            ],
-            vec!["--oob perftest"],
+            "--transport soft -d lo --run_infinitely --oob perftest",
+            &["--oob perftest"],
         ),
         (
             "send_bw",
-            vec!["--transport", "tcp", "--json-stream", "x.jsonl"],
-            vec!["--json-stream"],
+            "--transport tcp --json-stream x.jsonl",
+            &["--json-stream"],
         ),
     ] {
-        let out = std::process::Command::new(common::bin(test))
-            .args(&args)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        for w in words {
-            assert!(err.contains(w), "{w:?} not in {err}");
-        }
+        common::assert_refused(test, &common::argv(args), words);
     }
 }
 

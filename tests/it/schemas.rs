@@ -11,31 +11,7 @@ use crate::common::schema::{
 use crate::common::{self, pair_on_lo};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::process::Command;
-
-/// Runs `test` as server and client with the same `args` on 127.0.0.1; each side writes `--json` and
-/// `--csv` into `dir` as `<name>-server.*` / `<name>-client.*`.
-fn run_pair(dir: &Path, name: &str, test: &str, args: &[&str]) {
-    let files = |role: &str| {
-        [
-            "--json".to_string(),
-            dir.join(format!("{name}-{role}.json"))
-                .display()
-                .to_string(),
-            "--csv".to_string(),
-            dir.join(format!("{name}-{role}.csv")).display().to_string(),
-        ]
-    };
-    let (sf, cf) = (files("server"), files("client"));
-    fn side<'a>(args: &[&'a str], f: &'a [String; 4]) -> Vec<&'a str> {
-        let mut a: Vec<&str> = args.to_vec();
-        a.extend(f.iter().map(String::as_str));
-        a
-    }
-    let (s, c) = pair_on_lo(test, side(args, &sf), side(args, &cf));
-    common::assert_both_ok(name, &s, &c);
-}
 
 #[test]
 fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_header() {
@@ -74,7 +50,7 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
     ];
     let mut seen = BTreeSet::new();
     for (name, test, args) in runs {
-        run_pair(d, name, test, &common::argv(args));
+        common::pair_writing_files(d, &format!("{name}-"), test, &common::argv(args));
         for role in ["client", "server"] {
             let doc = assert_valid_file("result", &d.join(format!("{name}-{role}.json")));
             assert_csv_header("result", &d.join(format!("{name}-{role}.csv")));
@@ -200,15 +176,13 @@ fn results_dir_files_match_the_schema_and_golden_header() {
 #[test]
 fn the_schemas_reject_unknown_and_missing_keys() {
     let dir = tempfile::tempdir().unwrap();
-    run_pair(
+    common::pair_writing_files(
         dir.path(),
-        "neg",
+        "neg-",
         "write_lat",
-        &["--transport", "tcp", "-n", "20"],
+        &common::argv("--transport tcp -n 20"),
     );
-    let doc: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("neg-client.json")).unwrap())
-            .unwrap();
+    let doc = common::json_file(&dir.path().join("neg-client.json"));
     assert_valid("result", &doc, "the real document");
     let validator = jsonschema::validator_for(&schema("result")).unwrap();
     type Mutation = (&'static str, fn(&mut Value));

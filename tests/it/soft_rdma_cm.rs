@@ -65,8 +65,7 @@ fn the_atomic_tests_over_soft_with_rdma_cm_and_validate() {
         assert_connected_through_the_cm(test, 8.0, &s, &c);
         let note = cm_note(&c.stdout);
         assert_eq!(note.matches("QPN").count(), qps, "{note}");
-        let doc: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let doc = common::json_file(&json);
         assert_eq!(
             (&doc["test"]["rdma_cm"], &doc["test"]["atomic_type"]),
             (&true.into(), &op.into()),

@@ -255,15 +255,9 @@ fn survivor_of_a_kill(
             (server, "server")
         }
     };
-    let d = survivor.wait(30, &format!("{name} after its {killed} was killed"));
-    assert_eq!(d.code(), 1, "{}", d.stderr);
-    for cause in causes {
-        assert!(
-            d.stderr.contains(cause),
-            "a clear error naming the cause: {}",
-            d.stderr
-        );
-    }
+    let what = format!("{name} after its {killed} was killed");
+    let d = survivor.wait(30, &what);
+    d.assert_ended(1, causes, &what);
     (killed_at.elapsed(), d.stderr)
 }
 

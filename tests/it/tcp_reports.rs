@@ -38,8 +38,7 @@ fn json_parses_with_schema_parameters_results_and_histogram() {
     let json_s = json.to_str().unwrap();
     let (s, c) = pair_with("send_lat", &["-n", "100"], &["-n", "100", "--json", json_s]);
     assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = common::json_file(&json);
     assert_eq!(v["schema_version"], 1, "{v}");
     assert_eq!(v["test"]["test"]["verb"], "send", "{v}");
     assert_eq!(v["test"]["role"], "client", "{v}");

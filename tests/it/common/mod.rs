@@ -11,7 +11,7 @@ pub use skip::{skip, skip_unless};
 
 use std::fs::File;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -83,11 +83,24 @@ impl Done {
         assert!(self.stderr.contains(text), "{}", self.stderr);
     }
 
+    /// Asserts exit code `code` and a stderr that says each of `texts`; a failure names `what` and
+    /// shows stderr.
+    #[track_caller]
+    pub fn assert_ended(&self, code: i32, texts: &[&str], what: &str) {
+        assert_eq!(self.code(), code, "{what}: {}", self.stderr);
+        for text in texts {
+            assert!(
+                self.stderr.contains(text),
+                "{what}: expected {text:?} in {}",
+                self.stderr
+            );
+        }
+    }
+
     /// Asserts a usage or setup error: exit code 2, and stderr says `text`.
     #[track_caller]
     pub fn assert_usage_error(&self, text: &str) {
-        assert_eq!(self.code(), 2, "{}", self.stderr);
-        self.assert_stderr(text);
+        self.assert_ended(2, &[text], "a usage error");
     }
 }
 
@@ -284,6 +297,28 @@ pub fn pair_on_lo(test: &str, server: Vec<&str>, client: Vec<&str>) -> (Done, Do
     pair_here(test, server, client, "127.0.0.1")
 }
 
+/// Runs `test` on lo with `args` on both sides, each side also writing `--json` and `--csv` into `dir`
+/// as `<prefix><role>.json` and `<prefix><role>.csv`; asserts that both exited 0 and returns them.
+pub fn pair_writing_files(dir: &Path, prefix: &str, test: &str, args: &[&str]) -> (Done, Done) {
+    let files = |role: &str| {
+        let f = |ext: &str| {
+            dir.join(format!("{prefix}{role}.{ext}"))
+                .display()
+                .to_string()
+        };
+        [f("json"), f("csv")]
+    };
+    let (sf, cf) = (files("server"), files("client"));
+    fn side<'a>(args: &[&'a str], [json, csv]: &'a [String; 2]) -> Vec<&'a str> {
+        let mut a = args.to_vec();
+        a.extend(["--json", json, "--csv", csv]);
+        a
+    }
+    let (s, c) = pair_on_lo(test, side(args, &sf), side(args, &cf));
+    assert_both_ok(&format!("{test} {args:?}"), &s, &c);
+    (s, c)
+}
+
 /// [`pair_on`] with both sides in this namespace, the client asking for `peer`.
 pub fn pair_here(test: &str, server: Vec<&str>, client: Vec<&str>, peer: &str) -> (Done, Done) {
     let side = |args| Side { ns: None, args };
@@ -335,11 +370,18 @@ pub fn assert_both_ok(what: &str, s: &Done, c: &Done) {
 #[track_caller]
 pub fn assert_both_refused(s: &Done, c: &Done, texts: &[&str]) {
     for (side, d) in [("server", s), ("client", c)] {
-        assert_eq!(d.code(), 2, "{side}: {}", d.stderr);
-        for text in texts {
-            assert!(d.stderr.contains(text), "{side}: {}", d.stderr);
-        }
+        d.assert_ended(2, texts, side);
     }
+}
+
+/// Runs `roce_<test> args` alone and asserts a usage or setup error: exit 2 within 20 s, with a
+/// message that holds each of `texts`; a failure names the command line. Returns what it printed.
+#[track_caller]
+pub fn assert_refused(test: &str, args: &[&str], texts: &[&str]) -> Done {
+    let case = format!("{test} {args:?}");
+    let d = spawn(test, args).wait(20, &case);
+    d.assert_ended(2, texts, &case);
+    d
 }
 
 /// The drop counters a pair started by hand wrote to `json`, once the client (within 60 s) and then
@@ -352,11 +394,12 @@ pub fn drops_once_both_ok(server: Proc, client: Proc, json: &std::path::Path) ->
     json_file(json)["test"]["counters"]["drops"].clone()
 }
 
-/// The JSON document a run wrote to `path` (`--json`).
+/// The JSON document in `path` (what a run wrote with `--json`, a schema, ...), panicking with the path
+/// when it cannot be read or is not JSON.
 #[track_caller]
 pub fn json_file(path: &std::path::Path) -> serde_json::Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()))
 }
 
 /// The numeric rows of the result table: lines that start with a space and a number.

@@ -1,16 +1,17 @@
 //! The documented formats of what the binaries write: the JSON Schemas of `results/schema/` and the golden
 //! CSV headers of `tests/data/golden/`, checked against real output.
 
+use super::json_file;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// `results/schema/<name>.json` (`result` or `compare`), parsed.
 pub fn schema(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("results/schema")
-        .join(format!("{name}.json"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    json_file(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("results/schema")
+            .join(format!("{name}.json")),
+    )
 }
 
 /// Panics, listing every violation, unless `doc` (from `what`) is valid against schema `name`.
@@ -31,10 +32,7 @@ pub fn assert_valid(name: &str, doc: &Value, what: &str) {
 
 /// Reads a JSON file and checks it against schema `name`; returns it.
 pub fn assert_valid_file(name: &str, path: &Path) -> Value {
-    let doc: Value = serde_json::from_slice(
-        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    )
-    .unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()));
+    let doc = json_file(path);
     assert_valid(name, &doc, &path.display().to_string());
     doc
 }

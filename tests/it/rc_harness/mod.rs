@@ -3,7 +3,7 @@
 
 use roceperf::params::Recovery;
 use roceperf::transport::soft::rc::{MemoryTable, MrKeys, Qp, QpConfig};
-use roceperf::transport::soft::sim::{LinkConfig, SimPair};
+use roceperf::transport::soft::sim::{Link, LinkConfig, SimPair};
 use roceperf::transport::{
     Access, Completion, CompletionOp, CompletionStatus, RecvRequest, RemoteAddr,
 };
@@ -214,4 +214,10 @@ pub fn ok(c: &Completion, wr_id: u64, op: CompletionOp, byte_len: u32) {
 pub fn head(packet: &[u8]) -> (Opcode, u32, IbRepr) {
     let (r, _) = IbRepr::parse(packet).expect("engine emits parseable packets");
     (r.bth.opcode, r.bth.psn, r)
+}
+
+/// [`head`] of every packet `link` logged, in order (its `log` must have been switched on).
+pub fn logged(link: &Link) -> Vec<(Opcode, u32, IbRepr)> {
+    let log = link.log.as_ref().expect("the link's log is on");
+    log.iter().map(|b| head(b)).collect()
 }
