@@ -247,7 +247,7 @@ impl Qp {
             return;
         };
         if let QpState::Error(_) = self.state {
-            self.counters.drops.qp_error += 1;
+            self.counters.drops.protocol.qp_error += 1;
             return;
         }
         let mut ctx = Ctx {
