@@ -10,7 +10,9 @@
 
 use super::atomic::{self, AtomicRun, Atomics};
 use super::bw::RecvState;
-use super::{Layout, Result, Watchdog, Window, check, check_len, cpu::CpuSample, tr, validate};
+use super::{
+    Layout, Result, Watchdog, Window, check, check_len, cpu::CpuSample, exact_len, tr, validate,
+};
 use crate::params::RunMode;
 use crate::params::{Role, Verb};
 use crate::transport::{Completion, CompletionOp, Endpoint, RemoteAddr, SendOp, SendRequest};
@@ -68,6 +70,17 @@ pub struct LatSpec {
     /// signaled send (as rxe does), so signaling every post would put a second packet, the ACK, on
     /// every hop of the ping-pong; a NIC acknowledges in hardware, off the host's path.
     pub signal_every: u32,
+}
+
+impl LatSpec {
+    /// How many iterations each side runs: `warmup + n + 1` in iteration mode (module docs), no bound
+    /// in duration mode.
+    pub(super) fn posts(&self) -> u64 {
+        match self.mode {
+            RunMode::Iterations(n) => self.warmup + n + 1,
+            RunMode::Duration { .. } => u64::MAX,
+        }
+    }
 }
 
 /// Counts completions while waiting; fails on an error completion.
@@ -254,10 +267,7 @@ pub fn run<E: Endpoint>(
     }
     let size = spec.size as usize;
     let half = spec.layout.half as usize;
-    let total = match spec.mode {
-        RunMode::Iterations(n) => spec.warmup + n + 1,
-        RunMode::Duration { .. } => u64::MAX,
-    };
+    let total = spec.posts();
     let mut rec = Recorder::new(spec);
     let mut w = Waiter {
         comps: [Completion::EMPTY; 16],
@@ -269,7 +279,7 @@ pub fn run<E: Endpoint>(
             Verb::Read => "a READ response",
             Verb::Atomic => "an atomic's response",
         }),
-        exact_len: matches!(spec.mode, RunMode::Iterations(_)).then_some(spec.size),
+        exact_len: exact_len(spec.mode, spec.size),
         headroom: spec.layout.recv_headroom,
     };
     let target = remote;

@@ -451,6 +451,12 @@ fn check_len(c: &transport::Completion, size: Option<u64>, headroom: u64) -> Res
     }
 }
 
+/// The size every received SEND has, for [`check_len`]: the run's size in iterations mode; none in
+/// duration mode, where the last ones of the previous size may still arrive.
+fn exact_len(mode: RunMode, size: u64) -> Option<u64> {
+    matches!(mode, RunMode::Iterations(_)).then_some(size)
+}
+
 /// Checks a completion's status.
 fn check(c: &transport::Completion) -> Result<()> {
     if c.status == CompletionStatus::Success {

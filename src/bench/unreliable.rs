@@ -22,7 +22,8 @@ use super::bw::{BwMeasurement, BwSpec, RecvState, take_recv};
 use super::interval::{Intervals, Ticker};
 use super::lat::{LatMeasurement, LatSpec, Recorder, marker};
 use super::{
-    Error, Result, STALL_LIMIT, StopCheck, Window, check, check_len, cpu::CpuSample, tr, validate,
+    Error, Result, STALL_LIMIT, StopCheck, Window, check, check_len, cpu::CpuSample, exact_len, tr,
+    validate,
 };
 use crate::params::{Role, RunMode, Verb};
 use crate::transport::{Completion, CompletionOp, Endpoint, RemoteAddr, SendOp, SendRequest};
@@ -95,7 +96,7 @@ pub(super) fn receiver<E: Endpoint>(
         RunMode::Iterations(n) => Some((spec.warmup + n) * qps),
         RunMode::Duration { .. } => None,
     };
-    let exact_len = expected.map(|_| spec.size);
+    let exact_len = exact_len(spec.mode, spec.size);
     let warm = spec.warmup * qps;
     let mut comps = [Completion::EMPTY; 64];
     let mut got = 0u64;
@@ -246,11 +247,8 @@ pub(super) fn latency<E: Endpoint>(
 ) -> Result<LatMeasurement> {
     let size = spec.size as usize;
     let half = spec.layout.half as usize;
-    let total = match spec.mode {
-        RunMode::Iterations(n) => spec.warmup + n + 1,
-        RunMode::Duration { .. } => u64::MAX,
-    };
-    let exact = matches!(spec.mode, RunMode::Iterations(_)).then_some(spec.size);
+    let total = spec.posts();
+    let exact = exact_len(spec.mode, spec.size);
     let mut rec = Recorder::new(spec);
     let (op, to) = match spec.verb {
         Verb::Write => (SendOp::Write, Some(remote)),

@@ -25,7 +25,7 @@ fn lost_packet_gets_one_psn_sequence_nak_and_go_back_n() {
     assert_eq!(b.naks_sent.psn_seq, 1, "one NAK per gap");
     assert_eq!(a.naks_received.psn_seq, 1);
     assert_eq!(
-        b.drops.out_of_sequence, 5,
+        b.drops.protocol.out_of_sequence, 5,
         "packets 5..=9 after the NAK are dropped silently"
     );
     assert_eq!(a.retries, 1);
@@ -383,7 +383,7 @@ fn naks_outside_the_outstanding_window_are_ignored() {
     p.pump();
     assert!(p.a_done.is_empty());
     assert_eq!(p.a.state(), QpState::Ready);
-    assert_eq!(p.a.counters().drops.stale_response, 2);
+    assert_eq!(p.a.counters().drops.protocol.stale_response, 2);
 }
 
 #[test]
@@ -566,7 +566,7 @@ fn read_is_retried_after_a_lost_middle_response() {
         "the timer recovers a lost READ response"
     );
     assert_eq!(
-        a.drops.stale_response, 4,
+        a.drops.protocol.stale_response, 4,
         "responses 7..=10 were out of order and dropped"
     );
     let reqs: Vec<IbRepr> = logged(&p.ab).into_iter().map(|h| h.2).collect();
@@ -873,5 +873,5 @@ fn duplicate_read_must_stay_inside_the_saved_one() {
         poke(&mut p, &wider, &[]).is_empty(),
         "a duplicate asking for more than the original is dropped"
     );
-    assert_eq!(p.b.counters().drops.duplicate_unmatched, 2);
+    assert_eq!(p.b.counters().drops.protocol.duplicate_unmatched, 2);
 }

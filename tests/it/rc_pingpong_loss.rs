@@ -85,7 +85,7 @@ fn a_lost_ack_during_a_write_ping_pong_is_recovered_by_a_re_ack() {
     assert_eq!(p.a.counters().retransmitted_packets, 7);
     assert_eq!(p.b.counters().duplicate_requests, 7);
     assert_eq!(p.b.counters().acks_sent, 20 + 7);
-    assert_eq!(p.a.counters().drops.stale_response, 0);
+    assert_eq!(p.a.counters().drops.protocol.stale_response, 0);
 }
 
 /// One way across the link of [`lazy_ping_pong`]: long enough that 16 round trips (what an

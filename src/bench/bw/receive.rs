@@ -3,7 +3,7 @@
 
 use super::{BwMeasurement, BwSpec, RecvState, check_target, payload_len};
 use crate::bench::interval::{Intervals, Ticker};
-use crate::bench::{Result, Watchdog, Window, check, check_len, cpu::CpuSample, tr};
+use crate::bench::{Result, Watchdog, Window, check, check_len, cpu::CpuSample, exact_len, tr};
 use crate::params::RunMode;
 use crate::transport::{Completion, CompletionOp, Endpoint};
 use std::time::Instant;
@@ -36,9 +36,7 @@ pub fn receiver_with<E: Endpoint>(
     let mut got = vec![0u64; qps];
     let mut comps = [Completion::EMPTY; 64];
     let want = |n: u64| move |got: &[u64]| got.iter().all(|&g| g >= n);
-    // In iterations mode every SEND is of this size; in duration mode the last ones of the previous
-    // size may still arrive.
-    let exact_len = matches!(spec.mode, RunMode::Iterations(_)).then_some(spec.size);
+    let exact_len = exact_len(spec.mode, spec.size);
     let mut poll = |ep: &mut E, got: &mut [u64], recvs: &mut RecvState| -> Result<usize> {
         let n = ep.poll_cq(&mut comps).map_err(tr("polling completions"))?;
         for c in &comps[..n] {

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::io::impair::ImpairStats;
-use super::rc::{Counters, NakCounts};
+use super::rc::{Counters, NakCounts, ProtocolDrops};
 use super::unreliable::UnreliableCounters;
 
 /// Received packets dropped, by reason.
@@ -23,20 +23,12 @@ pub struct DropSummary {
     pub wrong_source: u64,
     /// Zero-length UDP datagrams.
     pub empty: u64,
-    /// Dropped by an engine, all reasons below together.
-    pub protocol: u64,
-    /// Requests beyond the expected PSN after the one PSN-sequence NAK was sent.
-    pub out_of_sequence: u64,
-    /// Duplicate requests with nothing to replay.
-    pub duplicate_unmatched: u64,
-    /// ACKs and responses for PSNs no work request waits for (stale, duplicated, out of order).
-    pub stale_response: u64,
-    /// Responses whose opcode, length or AETH do not fit the request they answer.
-    pub(crate) bad_response: u64,
-    /// Requests left for the peer to retransmit because the answer queue was full.
-    pub(crate) response_queue_full: u64,
-    /// Packets for a queue pair in the error state.
-    pub(crate) qp_error: u64,
+    /// Dropped by an engine, all of `protocol`'s reasons together.
+    #[serde(rename = "protocol")]
+    pub protocol_total: u64,
+    /// Dropped by an engine, by reason (in the JSON report, keys of their own after `protocol`).
+    #[serde(flatten)]
+    pub protocol: ProtocolDrops,
 }
 
 /// The counters `-v` prints and the JSON report carries.
@@ -94,22 +86,12 @@ impl SoftCounters {
         self.naks_sent.add(&k.naks_sent);
         self.naks_received.add(&k.naks_received);
         self.remote_access_violations += k.remote_access_violations;
-        let d = k.drops;
+        let d = &k.drops;
         let c = &mut self.drops;
         c.unknown_qpn += d.unknown_qpn;
         c.malformed += d.malformed;
-        c.protocol += d.out_of_sequence
-            + d.duplicate_unmatched
-            + d.stale_response
-            + d.bad_response
-            + d.response_queue_full
-            + d.qp_error;
-        c.out_of_sequence += d.out_of_sequence;
-        c.duplicate_unmatched += d.duplicate_unmatched;
-        c.stale_response += d.stale_response;
-        c.bad_response += d.bad_response;
-        c.response_queue_full += d.response_queue_full;
-        c.qp_error += d.qp_error;
+        c.protocol_total += d.protocol.total();
+        c.protocol.add(&d.protocol);
     }
 }
 
@@ -123,6 +105,7 @@ impl std::fmt::Display for SoftCounters {
             )
         };
         let d = &self.drops;
+        let p = &d.protocol;
         writeln!(
             f,
             " packets: sent {} in {} batches, received {} in {} batches",
@@ -148,18 +131,18 @@ impl std::fmt::Display for SoftCounters {
             d.not_for_us,
             d.wrong_source,
             d.empty,
-            d.protocol,
+            d.protocol_total,
             self.remote_access_violations
         )?;
         writeln!(
             f,
             " protocol drops: out-of-sequence {} duplicate-unmatched {} stale-response {} bad-response {} response-queue-full {} qp-error {}",
-            d.out_of_sequence,
-            d.duplicate_unmatched,
-            d.stale_response,
-            d.bad_response,
-            d.response_queue_full,
-            d.qp_error
+            p.out_of_sequence,
+            p.duplicate_unmatched,
+            p.stale_response,
+            p.bad_response,
+            p.response_queue_full,
+            p.qp_error
         )?;
         let u = &self.unreliable;
         if !u.is_empty() {
@@ -202,13 +185,34 @@ mod tests {
     fn counters_print_every_drop_reason() {
         let mut c = SoftCounters::default();
         c.drops.bad_icrc = 3;
-        c.drops.stale_response = 4;
-        c.drops.qp_error = 5;
+        c.drops.protocol.stale_response = 4;
+        c.drops.protocol.qp_error = 5;
         c.acks_sent = 6;
         c.naks_received.psn_seq = 2;
         // The JSON report keeps its field names.
         let json = serde_json::to_value(c).unwrap();
         assert_eq!(json["naks_received"]["psn_sequence"], 2, "{json}");
+        // The engines' protocol reasons are flattened in after their total, as keys of their own.
+        let drops: Vec<_> = json["drops"].as_object().unwrap().keys().collect();
+        assert_eq!(
+            drops,
+            [
+                "bad_icrc",
+                "unknown_qpn",
+                "malformed",
+                "not_for_us",
+                "wrong_source",
+                "empty",
+                "protocol",
+                "out_of_sequence",
+                "duplicate_unmatched",
+                "stale_response",
+                "bad_response",
+                "response_queue_full",
+                "qp_error"
+            ]
+        );
+        assert_eq!(json["drops"]["stale_response"], 4, "{json}");
         let text = c.to_string();
         for needle in [
             "bad-icrc 3",
@@ -235,15 +239,15 @@ mod tests {
     #[test]
     fn engine_drops_add_up_into_protocol() {
         let mut k = Counters::default();
-        k.drops.stale_response = 2;
-        k.drops.qp_error = 1;
+        k.drops.protocol.stale_response = 2;
+        k.drops.protocol.qp_error = 1;
         k.drops.unknown_qpn = 4;
         k.acks_sent = 3;
         let mut c = SoftCounters::default();
         c.add_engine(&k);
         c.add_engine(&k);
-        assert_eq!(c.drops.protocol, 6);
-        assert_eq!(c.drops.stale_response, 4);
+        assert_eq!(c.drops.protocol_total, 6);
+        assert_eq!(c.drops.protocol.stale_response, 4);
         assert_eq!(c.drops.unknown_qpn, 8);
         assert_eq!(c.acks_sent, 6);
     }

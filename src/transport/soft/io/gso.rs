@@ -203,6 +203,7 @@ impl GsoTxBatch {
 #[cfg(test)]
 mod tests {
     use super::super::batch::RxBatch;
+    use super::super::udp::tests::{free_port, recv_datagrams};
     use super::super::udp::{UdpConfig, UdpSocket};
     use super::*;
     use std::net::IpAddr;
@@ -210,11 +211,7 @@ mod tests {
     #[test]
     fn runs_of_equal_packets_share_an_entry_and_arrive_one_by_one() {
         let ip: IpAddr = "127.0.0.13".parse().unwrap();
-        let port = std::net::UdpSocket::bind((ip, 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port(ip);
         let rx_cfg = UdpConfig {
             port,
             ..UdpConfig::default()
@@ -251,18 +248,11 @@ mod tests {
         assert_eq!(b.pending(), 0);
         let mut rb = RxBatch::new(16, 512);
         let mut got = Vec::new();
-        for _ in 0..1000 {
-            rx.recv_batch(&mut rb).unwrap();
-            for i in 0..rb.len() {
-                let d = rb.datagram(i).data;
-                assert!(d.iter().all(|&x| x == d[0]));
-                got.push((d[0] as usize, d.len()));
-            }
-            if got.len() >= 6 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        recv_datagrams(&rx, &mut rb, 6, |d| {
+            let d = d.data;
+            assert!(d.iter().all(|&x| x == d[0]));
+            got.push((d[0] as usize, d.len()));
+        });
         let want: Vec<(usize, usize)> = lens.iter().copied().enumerate().collect();
         assert_eq!(
             got, want,

@@ -234,7 +234,8 @@ impl AsRawFd for UdpSocket {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
+    use super::super::batch::RxDatagram;
     use super::*;
 
     fn cfg(port: u16) -> UdpConfig {
@@ -247,7 +248,7 @@ mod tests {
     }
 
     /// A free high port for a test, so parallel tests and a real roceperf on 4791 never collide.
-    fn free_port(ip: IpAddr) -> u16 {
+    pub(in crate::transport::soft::io) fn free_port(ip: IpAddr) -> u16 {
         std::net::UdpSocket::bind((ip, 0))
             .unwrap()
             .local_addr()
@@ -282,20 +283,12 @@ mod tests {
         assert_eq!(tx.pending(), 0);
         let mut rx = RxBatch::new(8, 256);
         let mut got = Vec::new();
-        for _ in 0..1000 {
-            b.recv_batch(&mut rx).unwrap();
-            for i in 0..rx.len() {
-                let d = rx.datagram(i);
-                assert_eq!(d.src, Some(a.local_addr()));
-                assert_eq!(d.dst, Some(b_ip));
-                assert!(!d.truncated);
-                got.push((d.data[0], d.data.len()));
-            }
-            if got.len() == 8 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        recv_datagrams(&b, &mut rx, 8, |d| {
+            assert_eq!(d.src, Some(a.local_addr()));
+            assert_eq!(d.dst, Some(b_ip));
+            assert!(!d.truncated);
+            got.push((d.data[0], d.data.len()));
+        });
         assert_eq!(
             got,
             (0..8u8).map(|k| (k, 3 + k as usize)).collect::<Vec<_>>()
@@ -312,6 +305,28 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         panic!("nothing arrived on {}", s.local_addr());
+    }
+
+    /// Receives until `n` datagrams have arrived (they may take a moment on a loaded host), handing
+    /// each to `each`; gives up after about a second, leaving the caller's checks to fail.
+    pub(in crate::transport::soft::io) fn recv_datagrams(
+        s: &UdpSocket,
+        rx: &mut RxBatch,
+        n: usize,
+        mut each: impl FnMut(RxDatagram<'_>),
+    ) {
+        let mut got = 0;
+        for _ in 0..1000 {
+            s.recv_batch(rx).unwrap();
+            for i in 0..rx.len() {
+                each(rx.datagram(i));
+            }
+            got += rx.len();
+            if got >= n {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     #[test]
@@ -385,12 +400,7 @@ mod tests {
         .unwrap();
         a.send_to(b"roce", b.local_addr()).unwrap();
         let mut rx = RxBatch::new(4, 64);
-        for _ in 0..1000 {
-            if b.recv_batch(&mut rx).unwrap() > 0 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        recv_some(&b, &mut rx);
         assert_eq!(rx.len(), 1);
         assert_eq!(rx.datagram(0).data, b"roce");
         assert_eq!(rx.datagram(0).dst, Some(ip));
@@ -404,12 +414,7 @@ mod tests {
         let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         a.send_to(&[0x55; 300], b.local_addr()).unwrap();
         let mut rx = RxBatch::new(2, 64);
-        for _ in 0..1000 {
-            if b.recv_batch(&mut rx).unwrap() > 0 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        recv_some(&b, &mut rx);
         assert!(rx.datagram(0).truncated);
         assert_eq!(rx.datagram(0).data.len(), 64);
     }

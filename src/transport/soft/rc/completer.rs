@@ -23,7 +23,7 @@ pub type Outcome = Option<CompletionStatus>;
 pub(super) fn ack_kind(repr: &IbRepr, ctx: &mut Ctx<'_>) -> Option<AethKind> {
     let kind = repr.aeth.map(|aeth| aeth.kind());
     if kind.is_none() {
-        ctx.counters.drops.bad_response += 1;
+        ctx.counters.drops.protocol.bad_response += 1;
     }
     kind
 }
@@ -37,7 +37,7 @@ impl Requester {
         // Only PSNs in [comp_psn - 1, sent_high) can answer anything still outstanding; an ACK
         // for comp_psn - 1 is a plain duplicate.
         if !psn.before(self.sent_high) || psn.before(self.comp_psn) {
-            ctx.counters.drops.stale_response += 1;
+            ctx.counters.drops.protocol.stale_response += 1;
             return None;
         }
         Some(psn)
@@ -96,18 +96,18 @@ impl Requester {
                         Some(status)
                     }
                     AethKind::Reserved(_) => {
-                        ctx.counters.drops.bad_response += 1;
+                        ctx.counters.drops.protocol.bad_response += 1;
                         None
                     }
                 }
             }
             Response::AtomicAcknowledge => {
                 let (Some(aeth), Some(ack)) = (repr.aeth, repr.atomic_ack_eth) else {
-                    ctx.counters.drops.bad_response += 1;
+                    ctx.counters.drops.protocol.bad_response += 1;
                     return None;
                 };
                 if !matches!(aeth.kind(), AethKind::Ack { .. }) {
-                    ctx.counters.drops.bad_response += 1;
+                    ctx.counters.drops.protocol.bad_response += 1;
                     return None;
                 }
                 if let Some(e) = self.acknowledge_before(now, psn, ctx) {
@@ -118,7 +118,7 @@ impl Requester {
                     || !w.started
                     || !matches!(w.wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. })
                 {
-                    ctx.counters.drops.stale_response += 1;
+                    ctx.counters.drops.protocol.stale_response += 1;
                     return None;
                 }
                 let local = w.local;
@@ -149,7 +149,7 @@ impl Requester {
             .aeth
             .is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. }))
         {
-            ctx.counters.drops.bad_response += 1;
+            ctx.counters.drops.protocol.bad_response += 1;
             return None;
         }
         if let Some(e) = self.acknowledge_before(now, psn, ctx) {
@@ -157,16 +157,16 @@ impl Requester {
         }
         let pmtu = ctx.cfg.pmtu;
         let Some(w) = self.sq.front_mut() else {
-            ctx.counters.drops.stale_response += 1;
+            ctx.counters.drops.protocol.stale_response += 1;
             return None;
         };
         if !matches!(w.wr.op, SendOp::Read) || !w.started {
-            ctx.counters.drops.stale_response += 1;
+            ctx.counters.drops.protocol.stale_response += 1;
             return None;
         }
         // In order only: a later response means an earlier one was lost; the timer recovers.
         if psn != w.first_psn.add(w.received) {
-            ctx.counters.drops.stale_response += 1;
+            ctx.counters.drops.protocol.stale_response += 1;
             return None;
         }
         let k = w.received;
@@ -181,7 +181,7 @@ impl Requester {
         };
         let want = packet::payload_len(u64::from(w.wr.len), pmtu, k);
         if !fits || payload.len() != want {
-            ctx.counters.drops.bad_response += 1;
+            ctx.counters.drops.protocol.bad_response += 1;
             return None;
         }
         let start = k as usize * pmtu as usize;

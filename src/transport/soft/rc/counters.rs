@@ -34,6 +34,14 @@ pub struct DropCounts {
     pub unknown_qpn: u64,
     /// Truncated or inconsistent headers, bad TVer or P_Key, a non-RC or unknown opcode.
     pub malformed: u64,
+    /// Dropped for a protocol reason.
+    pub protocol: ProtocolDrops,
+}
+
+/// Packets dropped for a protocol reason, by reason (also the soft endpoint's report, summed over its
+/// queue pairs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ProtocolDrops {
     /// A request beyond the expected PSN after the one PSN-sequence NAK was sent.
     pub out_of_sequence: u64,
     /// A duplicate request with nothing to replay, or one that does not match its saved READ.
@@ -46,6 +54,28 @@ pub struct DropCounts {
     pub(crate) response_queue_full: u64,
     /// The QP is in the error state.
     pub(crate) qp_error: u64,
+}
+
+impl ProtocolDrops {
+    /// All reasons together.
+    pub fn total(&self) -> u64 {
+        self.out_of_sequence
+            + self.duplicate_unmatched
+            + self.stale_response
+            + self.bad_response
+            + self.response_queue_full
+            + self.qp_error
+    }
+
+    /// Adds another queue pair's counts.
+    pub fn add(&mut self, d: &ProtocolDrops) {
+        self.out_of_sequence += d.out_of_sequence;
+        self.duplicate_unmatched += d.duplicate_unmatched;
+        self.stale_response += d.stale_response;
+        self.bad_response += d.bad_response;
+        self.response_queue_full += d.response_queue_full;
+        self.qp_error += d.qp_error;
+    }
 }
 
 /// Everything one queue pair counts.

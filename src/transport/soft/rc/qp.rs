@@ -247,7 +247,7 @@ impl Qp {
             return;
         };
         if let QpState::Error(_) = self.state {
-            self.counters.drops.qp_error += 1;
+            self.counters.drops.protocol.qp_error += 1;
             return;
         }
         let mut ctx = Ctx {
@@ -364,7 +364,7 @@ impl Qp {
             }
             match timer {
                 // The RNR wait is over: send the refused packet again.
-                Timer::Rnr => self.req.resume_after_rnr(),
+                Timer::Rnr => self.req.resend_unacknowledged(),
                 Timer::Retransmit => {
                     if !self.req.outstanding() {
                         continue;

@@ -303,17 +303,13 @@ impl Requester {
             // own, a fair round-trip sample (Karn's rule forbids only ambiguous ones).
             g.time_resend = cause != RetryCause::Timeout;
         }
-        if self.sr.is_some() {
-            self.sr_resend_all();
-        } else {
-            self.seek(self.comp_psn);
-        }
+        self.resend_unacknowledged();
         None
     }
 
-    /// The RNR wait is over: send the refused packet again (selective repeat: everything not yet
-    /// received, from it on).
-    pub(crate) fn resume_after_rnr(&mut self) {
+    /// Sends again from the oldest unacknowledged PSN (selective repeat: everything not yet received,
+    /// from it on): after a retry, or once an RNR wait is over.
+    pub(crate) fn resend_unacknowledged(&mut self) {
         if self.sr.is_some() {
             self.sr_resend_all();
         } else {

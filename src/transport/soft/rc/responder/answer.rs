@@ -111,7 +111,7 @@ impl Responder {
                 });
                 match found {
                     Some(job) => self.push(job),
-                    None => ctx.counters.drops.duplicate_unmatched += 1,
+                    None => ctx.counters.drops.protocol.duplicate_unmatched += 1,
                 }
             }
             Request::CompareSwap | Request::FetchAdd => {
@@ -125,10 +125,10 @@ impl Responder {
                         orig,
                         msn: self.msn,
                     }),
-                    None => ctx.counters.drops.duplicate_unmatched += 1,
+                    None => ctx.counters.drops.protocol.duplicate_unmatched += 1,
                 }
             }
-            Request::Unsupported => ctx.counters.drops.duplicate_unmatched += 1,
+            Request::Unsupported => ctx.counters.drops.protocol.duplicate_unmatched += 1,
         }
     }
 

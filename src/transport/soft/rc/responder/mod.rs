@@ -118,7 +118,7 @@ impl Responder {
     ) -> bool {
         if self.jobs.is_full() {
             // Leave it unexecuted; the requester retransmits it.
-            ctx.counters.drops.response_queue_full += 1;
+            ctx.counters.drops.protocol.response_queue_full += 1;
             return false;
         }
         if self.reorder.is_some() {
@@ -128,7 +128,7 @@ impl Responder {
         let d = psn.diff(self.epsn);
         if d > 0 {
             if self.nak_sent {
-                ctx.counters.drops.out_of_sequence += 1;
+                ctx.counters.drops.protocol.out_of_sequence += 1;
             } else {
                 self.nak_sent = true;
                 ctx.counters.naks_sent.psn_seq += 1;

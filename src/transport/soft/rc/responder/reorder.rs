@@ -142,7 +142,7 @@ impl Responder {
         }
         let ro = self.reorder.as_mut().expect("selective repeat is on");
         if d as u32 >= ro.window() {
-            ctx.counters.drops.out_of_sequence += 1;
+            ctx.counters.drops.protocol.out_of_sequence += 1;
             self.want_sack();
             return false;
         }
@@ -169,7 +169,7 @@ impl Responder {
             Err(refusal) if d == 0 => return self.refuse(refusal, psn, ctx),
             Err(_) => {
                 // Left for the requester to resend; it is refused (or placed) in order then.
-                ctx.counters.drops.out_of_sequence += 1;
+                ctx.counters.drops.protocol.out_of_sequence += 1;
                 self.want_sack();
                 return false;
             }

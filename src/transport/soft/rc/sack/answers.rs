@@ -149,14 +149,14 @@ impl Requester {
                         return Some(self.fatal_nak(code, ctx));
                     }
                     AethKind::Reserved(_) => {
-                        ctx.counters.drops.bad_response += 1;
+                        ctx.counters.drops.protocol.bad_response += 1;
                         return None;
                     }
                 }
             }
             Response::AtomicAcknowledge => {
                 let (Some(aeth), Some(ack)) = (repr.aeth, repr.atomic_ack_eth) else {
-                    ctx.counters.drops.bad_response += 1;
+                    ctx.counters.drops.protocol.bad_response += 1;
                     return None;
                 };
                 let w = self.wqe_index(psn).and_then(|i| self.sq.get(i).copied());
@@ -166,7 +166,7 @@ impl Requester {
                             && matches!(w.wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. })
                     });
                 let Some(w) = w.filter(|_| ok) else {
-                    ctx.counters.drops.stale_response += 1;
+                    ctx.counters.drops.protocol.stale_response += 1;
                     return None;
                 };
                 ctx.counters.acks_received += 1;
@@ -181,27 +181,27 @@ impl Requester {
                     .aeth
                     .is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. }))
                 {
-                    ctx.counters.drops.bad_response += 1;
+                    ctx.counters.drops.protocol.bad_response += 1;
                     return None;
                 }
                 let Some(i) = self.wqe_index(psn) else {
-                    ctx.counters.drops.stale_response += 1;
+                    ctx.counters.drops.protocol.stale_response += 1;
                     return None;
                 };
                 let w = *self.sq.get(i).expect("found");
                 if !matches!(w.wr.op, SendOp::Read) {
-                    ctx.counters.drops.stale_response += 1;
+                    ctx.counters.drops.protocol.stale_response += 1;
                     return None;
                 }
                 let k = psn.diff(w.first_psn) as u32;
                 let want = packet::payload_len(u64::from(w.wr.len), ctx.cfg.pmtu, k);
                 if payload.len() != want {
-                    ctx.counters.drops.bad_response += 1;
+                    ctx.counters.drops.protocol.bad_response += 1;
                     return None;
                 }
                 self.sr_cumulative(w.first_psn);
                 if self.sr().got.get(psn) || !self.sr().got.covers(psn) {
-                    ctx.counters.drops.stale_response += 1;
+                    ctx.counters.drops.protocol.stale_response += 1;
                     return None;
                 }
                 let start = k as usize * ctx.cfg.pmtu as usize;
