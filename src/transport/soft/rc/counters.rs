@@ -1,29 +1,44 @@
 //! Per-QP counters: plain fields, read by reports and tests.
 
-/// NAKs by kind (also the soft endpoint's report, summed over its queue pairs).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct NakCounts {
-    /// PSN sequence error (0x60).
-    #[serde(rename = "psn_sequence")]
-    pub psn_seq: u64,
-    /// RNR NAK (0x20 | timer).
-    pub rnr: u64,
-    /// Invalid request (0x61).
-    pub invalid_request: u64,
-    /// Remote access error (0x62).
-    pub remote_access: u64,
-    /// Remote operational error (0x63) and unknown NAK codes.
-    pub remote_operational: u64,
-}
+/// Declares a struct of `u64` counters with `add`, which sums another's into it field by field: the
+/// fields are listed once, so a counter added to the struct cannot be left out of the sums.
+macro_rules! counters {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* $fvis:vis $field:ident: u64, )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[$fmeta])* $fvis $field: u64, )*
+        }
 
-impl NakCounts {
-    /// Adds another queue pair's counts.
-    pub fn add(&mut self, n: &NakCounts) {
-        self.psn_seq += n.psn_seq;
-        self.rnr += n.rnr;
-        self.invalid_request += n.invalid_request;
-        self.remote_access += n.remote_access;
-        self.remote_operational += n.remote_operational;
+        impl $name {
+            /// Adds another queue pair's counts.
+            pub fn add(&mut self, other: &$name) {
+                $( self.$field += other.$field; )*
+            }
+        }
+    };
+}
+pub(crate) use counters;
+
+counters! {
+    /// NAKs by kind (also the soft endpoint's report, summed over its queue pairs).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+    pub struct NakCounts {
+        /// PSN sequence error (0x60).
+        #[serde(rename = "psn_sequence")]
+        pub psn_seq: u64,
+        /// RNR NAK (0x20 | timer).
+        pub rnr: u64,
+        /// Invalid request (0x61).
+        pub invalid_request: u64,
+        /// Remote access error (0x62).
+        pub remote_access: u64,
+        /// Remote operational error (0x63) and unknown NAK codes.
+        pub remote_operational: u64,
     }
 }
 
@@ -38,22 +53,24 @@ pub struct DropCounts {
     pub protocol: ProtocolDrops,
 }
 
-/// Packets dropped for a protocol reason, by reason (also the soft endpoint's report, summed over its
-/// queue pairs).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ProtocolDrops {
-    /// A request beyond the expected PSN after the one PSN-sequence NAK was sent.
-    pub out_of_sequence: u64,
-    /// A duplicate request with nothing to replay, or one that does not match its saved READ.
-    pub duplicate_unmatched: u64,
-    /// A response or ACK for PSNs this QP is not waiting for (stale, duplicated or out of order).
-    pub stale_response: u64,
-    /// A response whose opcode, length or AETH does not fit the request it answers.
-    pub(crate) bad_response: u64,
-    /// The response queue was full; the request is left for the peer to retransmit.
-    pub(crate) response_queue_full: u64,
-    /// The QP is in the error state.
-    pub(crate) qp_error: u64,
+counters! {
+    /// Packets dropped for a protocol reason, by reason (also the soft endpoint's report, summed over its
+    /// queue pairs).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+    pub struct ProtocolDrops {
+        /// A request beyond the expected PSN after the one PSN-sequence NAK was sent.
+        pub out_of_sequence: u64,
+        /// A duplicate request with nothing to replay, or one that does not match its saved READ.
+        pub duplicate_unmatched: u64,
+        /// A response or ACK for PSNs this QP is not waiting for (stale, duplicated or out of order).
+        pub stale_response: u64,
+        /// A response whose opcode, length or AETH does not fit the request it answers.
+        pub(crate) bad_response: u64,
+        /// The response queue was full; the request is left for the peer to retransmit.
+        pub(crate) response_queue_full: u64,
+        /// The QP is in the error state.
+        pub(crate) qp_error: u64,
+    }
 }
 
 impl ProtocolDrops {
@@ -65,16 +82,6 @@ impl ProtocolDrops {
             + self.bad_response
             + self.response_queue_full
             + self.qp_error
-    }
-
-    /// Adds another queue pair's counts.
-    pub fn add(&mut self, d: &ProtocolDrops) {
-        self.out_of_sequence += d.out_of_sequence;
-        self.duplicate_unmatched += d.duplicate_unmatched;
-        self.stale_response += d.stale_response;
-        self.bad_response += d.bad_response;
-        self.response_queue_full += d.response_queue_full;
-        self.qp_error += d.qp_error;
     }
 }
 

@@ -56,6 +56,7 @@ pub use uc::UcQp;
 pub use ud::{Grh, UdQp};
 
 use super::rc::QpConfig;
+use super::rc::counters::counters;
 use super::rc::mr::{MemoryTable, Span};
 use super::rc::packet::{self, Seg};
 use super::rc::psn::Psn;
@@ -66,46 +67,34 @@ use crate::transport::{
 };
 use crate::wire::{BthRepr, IbRepr, Opcode};
 
-/// What an unreliable queue pair counts: the messages that made it and the ways the others did not.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct UnreliableCounters {
-    /// Messages whose last packet was sent.
-    pub(crate) messages_sent: u64,
-    /// Messages delivered whole: a SEND into a receive, a WRITE into memory.
-    pub messages_received: u64,
-    /// Messages cut short by a lost packet (UC: the rest of the message was dropped).
-    pub messages_dropped: u64,
-    /// Jumps in the peer's PSNs: each is at least one packet that never arrived.
-    pub psn_gaps: u64,
-    /// Packets missing in those jumps.
-    pub(crate) packets_missing: u64,
-    /// Packets dropped because they belonged to a message already broken (UC), or came out of order.
-    pub(crate) packets_discarded: u64,
-    /// SENDs dropped because no receive was posted (no RNR NAK on UC and UD: the message is lost).
-    pub(crate) no_receive: u64,
-    /// Datagrams with another Q_Key than this QP's (UD).
-    pub(crate) qkey_mismatch: u64,
-    /// Messages longer than their receive, or with packet lengths the MTU forbids.
-    pub(crate) bad_length: u64,
-    /// WRITEs refused for a bad rkey, bounds or rights (UC drops them silently).
-    pub(crate) access_violations: u64,
+counters! {
+    /// What an unreliable queue pair counts: the messages that made it and the ways the others did not.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+    pub struct UnreliableCounters {
+        /// Messages whose last packet was sent.
+        pub(crate) messages_sent: u64,
+        /// Messages delivered whole: a SEND into a receive, a WRITE into memory.
+        pub messages_received: u64,
+        /// Messages cut short by a lost packet (UC: the rest of the message was dropped).
+        pub messages_dropped: u64,
+        /// Jumps in the peer's PSNs: each is at least one packet that never arrived.
+        pub psn_gaps: u64,
+        /// Packets missing in those jumps.
+        pub(crate) packets_missing: u64,
+        /// Packets dropped because they belonged to a message already broken (UC), or came out of order.
+        pub(crate) packets_discarded: u64,
+        /// SENDs dropped because no receive was posted (no RNR NAK on UC and UD: the message is lost).
+        pub(crate) no_receive: u64,
+        /// Datagrams with another Q_Key than this QP's (UD).
+        pub(crate) qkey_mismatch: u64,
+        /// Messages longer than their receive, or with packet lengths the MTU forbids.
+        pub(crate) bad_length: u64,
+        /// WRITEs refused for a bad rkey, bounds or rights (UC drops them silently).
+        pub(crate) access_violations: u64,
+    }
 }
 
 impl UnreliableCounters {
-    /// Adds another queue pair's counts.
-    pub fn add(&mut self, o: &UnreliableCounters) {
-        self.messages_sent += o.messages_sent;
-        self.messages_received += o.messages_received;
-        self.messages_dropped += o.messages_dropped;
-        self.psn_gaps += o.psn_gaps;
-        self.packets_missing += o.packets_missing;
-        self.packets_discarded += o.packets_discarded;
-        self.no_receive += o.no_receive;
-        self.qkey_mismatch += o.qkey_mismatch;
-        self.bad_length += o.bad_length;
-        self.access_violations += o.access_violations;
-    }
-
     /// True when nothing was counted (an RC run: the JSON leaves the block out).
     pub fn is_empty(&self) -> bool {
         *self == UnreliableCounters::default()
