@@ -23,12 +23,25 @@ pub struct DropSummary {
     pub wrong_source: u64,
     /// Zero-length UDP datagrams.
     pub empty: u64,
-    /// Dropped by an engine, all of `protocol`'s reasons together.
-    #[serde(rename = "protocol")]
-    pub protocol_total: u64,
-    /// Dropped by an engine, by reason (in the JSON report, keys of their own after `protocol`).
+    /// Dropped by an engine, by reason. The JSON report gives their total under `protocol`, then
+    /// each reason as a key of its own.
     #[serde(flatten)]
     pub protocol: ProtocolDrops,
+}
+
+/// The engines' drops as the report's `drops` holds them: `protocol`, their total (derived, so it
+/// always matches the reasons), then each reason by its field's name.
+impl Serialize for ProtocolDrops {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let reasons = self.by_name();
+        let mut m = s.serialize_map(Some(1 + reasons.len()))?;
+        m.serialize_entry("protocol", &self.total())?;
+        for (name, n) in reasons {
+            m.serialize_entry(name, &n)?;
+        }
+        m.end()
+    }
 }
 
 /// The counters `-v` prints and the JSON report carries.
@@ -75,7 +88,7 @@ pub struct SoftCounters {
 }
 
 impl SoftCounters {
-    /// Adds one engine's counters (its drops also into the `protocol` total).
+    /// Adds one engine's counters.
     pub(crate) fn add_engine(&mut self, k: &Counters) {
         self.retransmitted_packets += k.retransmitted_packets;
         self.retransmitted_bytes += k.retransmitted_bytes;
@@ -90,7 +103,6 @@ impl SoftCounters {
         let c = &mut self.drops;
         c.unknown_qpn += d.unknown_qpn;
         c.malformed += d.malformed;
-        c.protocol_total += d.protocol.total();
         c.protocol.add(&d.protocol);
     }
 }
@@ -131,7 +143,7 @@ impl std::fmt::Display for SoftCounters {
             d.not_for_us,
             d.wrong_source,
             d.empty,
-            d.protocol_total,
+            p.total(),
             self.remote_access_violations
         )?;
         writeln!(
@@ -213,6 +225,8 @@ mod tests {
             ]
         );
         assert_eq!(json["drops"]["stale_response"], 4, "{json}");
+        // Their total is derived from them, however they were counted.
+        assert_eq!(json["drops"]["protocol"], 9, "{json}");
         let text = c.to_string();
         for needle in [
             "bad-icrc 3",
@@ -228,7 +242,7 @@ mod tests {
             "malformed 0",
             "wrong-source 0",
             "empty 0",
-            "out-of-bounds-access 0",
+            "protocol 9 out-of-bounds-access 0",
             "psn-sequence 2",
         ] {
             assert!(text.contains(needle), "{needle}: {text}");
@@ -246,7 +260,7 @@ mod tests {
         let mut c = SoftCounters::default();
         c.add_engine(&k);
         c.add_engine(&k);
-        assert_eq!(c.drops.protocol_total, 6);
+        assert_eq!(c.drops.protocol.total(), 6);
         assert_eq!(c.drops.protocol.stale_response, 4);
         assert_eq!(c.drops.unknown_qpn, 8);
         assert_eq!(c.acks_sent, 6);

@@ -1,7 +1,8 @@
 //! Per-QP counters: plain fields, read by reports and tests.
 
-/// Declares a struct of `u64` counters with `add`, which sums another's into it field by field: the
-/// fields are listed once, so a counter added to the struct cannot be left out of the sums.
+/// Declares a struct of `u64` counters with `add`, which sums another's into it field by field, and
+/// `by_name`: the fields are listed once, so a counter added to the struct cannot be left out of the
+/// sums or of what is built from `by_name`.
 macro_rules! counters {
     (
         $(#[$meta:meta])*
@@ -18,6 +19,11 @@ macro_rules! counters {
             /// Adds another queue pair's counts.
             pub fn add(&mut self, other: &$name) {
                 $( self.$field += other.$field; )*
+            }
+
+            /// Each count with its field's name, in declaration order.
+            pub fn by_name(&self) -> [(&'static str, u64); [$(stringify!($field)),*].len()] {
+                [$( (stringify!($field), self.$field) ),*]
             }
         }
     };
@@ -56,7 +62,7 @@ pub struct DropCounts {
 counters! {
     /// Packets dropped for a protocol reason, by reason (also the soft endpoint's report, summed over its
     /// queue pairs).
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
     pub struct ProtocolDrops {
         /// A request beyond the expected PSN after the one PSN-sequence NAK was sent.
         pub out_of_sequence: u64,
@@ -76,12 +82,7 @@ counters! {
 impl ProtocolDrops {
     /// All reasons together.
     pub fn total(&self) -> u64 {
-        self.out_of_sequence
-            + self.duplicate_unmatched
-            + self.stale_response
-            + self.bad_response
-            + self.response_queue_full
-            + self.qp_error
+        self.by_name().iter().map(|&(_, n)| n).sum()
     }
 }
 
