@@ -60,7 +60,8 @@ macro_rules! comm_ids_message {
     };
 }
 
-/// The two communication IDs every CM message but REQ and the SIDR pair opens with.
+/// The communication IDs CM messages open with: the sender's (every message but the SIDR pair's),
+/// then the receiver's (all of those but REQ, which has none yet).
 mod comm_ids {
     use crate::wire::field::Field;
 

@@ -1,6 +1,8 @@
 //! ConnectRequest (REQ, IBTA table 106): what the active side proposes for the connection.
 
-use super::{Bits, check, get_bits, get_u24_hi, private, set_bits, set_private, set_u24_hi};
+use super::{
+    Bits, check, comm_ids, get_bits, get_u24_hi, private, set_bits, set_private, set_u24_hi,
+};
 use crate::wire::Gid;
 use crate::wire::Result;
 use crate::wire::field::{get_array, get_u16, get_u32, get_u64, set_u16, set_u32, set_u64};
@@ -10,7 +12,6 @@ mod field {
     use super::Bits;
     use crate::wire::field::Field;
 
-    pub(crate) const LOCAL_COMM_ID: Field = 0..4;
     pub(crate) const SERVICE_ID: Field = 8..16;
     pub(crate) const LOCAL_CA_GUID: Field = 16..24;
     pub(crate) const LOCAL_QKEY: Field = 28..32;
@@ -200,7 +201,7 @@ impl ReqRepr {
         check("CM REQ", b)?;
         use field::*;
         Ok(ReqRepr {
-            local_comm_id: get_u32(b, LOCAL_COMM_ID),
+            local_comm_id: get_u32(b, comm_ids::LOCAL),
             service_id: get_u64(b, SERVICE_ID),
             local_ca_guid: get_u64(b, LOCAL_CA_GUID),
             local_qkey: get_u32(b, LOCAL_QKEY),
@@ -232,7 +233,7 @@ impl ReqRepr {
     /// Writes the CM class data of this REQ into `b` (232 bytes, zeroed by the caller).
     pub fn emit(&self, b: &mut [u8]) {
         use field::*;
-        set_u32(b, LOCAL_COMM_ID, self.local_comm_id);
+        set_u32(b, comm_ids::LOCAL, self.local_comm_id);
         set_u64(b, SERVICE_ID, self.service_id);
         set_u64(b, LOCAL_CA_GUID, self.local_ca_guid);
         set_u32(b, LOCAL_QKEY, self.local_qkey);
