@@ -153,7 +153,11 @@ fn results_dir_files_match_the_schema_and_golden_header() {
         dir.path().to_str().unwrap(),
     ];
     let (s, c) = pair_on_lo("read_bw", args.to_vec(), args.to_vec());
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok(
+        "results_dir_files_match_the_schema_and_golden_header",
+        &s,
+        &c,
+    );
     let mut names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

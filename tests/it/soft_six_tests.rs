@@ -54,7 +54,11 @@ fn a_sweep_with_several_qps_validates_every_size_and_reports_counters() {
     let mut client = server.clone();
     client.extend(["-v", "--json", json_arg]);
     let (s, c) = pair_on_lo("write_bw", server, client);
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok(
+        "a_sweep_with_several_qps_validates_every_size_and_reports_counters",
+        &s,
+        &c,
+    );
     assert_eq!(rows(&c.stdout).len(), 23, "{}", c.stdout);
     assert!(
         c.stderr.contains("soft transport counters:") && c.stderr.contains("drops: bad-icrc 0"),
@@ -80,7 +84,11 @@ fn send_sweeps_meet_posted_receives_from_the_first_message() {
         let client = server.clone();
         server.extend(["--json", json.to_str().unwrap()]);
         let (s, c) = pair_on_lo(test, server, client);
-        assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+        common::assert_both_ok(
+            "send_sweeps_meet_posted_receives_from_the_first_message",
+            &s,
+            &c,
+        );
         let doc = common::json_file(&json);
         let k = &doc["test"]["counters"];
         assert_eq!(k["naks_sent"]["rnr"], 0, "{test}: {k}");
@@ -250,10 +258,11 @@ fn survivor_of_a_kill(
             server.kill();
             (client, "client")
         }
-        _ => {
+        "client" => {
             client.kill();
             (server, "server")
         }
+        other => panic!("no side {other}"),
     };
     let what = format!("{name} after its {killed} was killed");
     let d = survivor.wait(30, &what);

@@ -14,7 +14,7 @@ fn csv_appends_one_row_per_size_with_one_header() {
             &["-n", "20", "-a"],
             &["-n", "20", "-a", "--csv", csv_s],
         );
-        assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+        common::assert_both_ok("csv_appends_one_row_per_size_with_one_header", &s, &c);
     }
     let mut rdr = csv::Reader::from_path(&csv).unwrap();
     let headers = rdr.headers().unwrap().clone();
@@ -37,7 +37,11 @@ fn json_parses_with_schema_parameters_results_and_histogram() {
     let json = dir.path().join("lat.json");
     let json_s = json.to_str().unwrap();
     let (s, c) = pair_with("send_lat", &["-n", "100"], &["-n", "100", "--json", json_s]);
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok(
+        "json_parses_with_schema_parameters_results_and_histogram",
+        &s,
+        &c,
+    );
     let v = common::json_file(&json);
     assert_eq!(v["schema_version"], 1, "{v}");
     assert_eq!(v["test"]["test"]["verb"], "send", "{v}");
@@ -65,7 +69,7 @@ fn results_dir_gets_both_files_on_both_sides() {
         &["-n", "20", "--results", d_s],
         &["-n", "20", "--results", d_s],
     );
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok("results_dir_gets_both_files_on_both_sides", &s, &c);
     let names: Vec<String> = std::fs::read_dir(&d)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

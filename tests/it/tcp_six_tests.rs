@@ -83,7 +83,7 @@ fn all_sizes_sweep_two_bytes_to_eight_mib() {
 #[test]
 fn latency_sweep_runs_every_size() {
     let (s, c) = pair("write_lat", &["-a", "-n", "5", "--warmup", "2"]);
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok("latency_sweep_runs_every_size", &s, &c);
     assert_eq!(rows(&c.stdout).len(), 23);
     assert_eq!(rows(&s.stdout).len(), 23);
 }
@@ -91,7 +91,7 @@ fn latency_sweep_runs_every_size() {
 #[test]
 fn duration_mode_counts_iterations() {
     let (s, c) = pair("send_bw", &["-D", "2", "-s", "4K"]);
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok("duration_mode_counts_iterations", &s, &c);
     for out in [&c.stdout, &s.stdout] {
         let r = rows(out);
         assert_eq!(r.len(), 1, "{out}");
@@ -102,7 +102,7 @@ fn duration_mode_counts_iterations() {
 #[test]
 fn duration_mode_latency() {
     let (s, c) = pair("write_lat", &["-D", "2"]);
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok("duration_mode_latency", &s, &c);
     assert!(rows(&c.stdout)[0][1] > 0.0, "{}", c.stdout);
     assert!(rows(&s.stdout)[0][1] > 0.0, "{}", s.stdout);
 }
@@ -123,7 +123,7 @@ fn bidirectional_write_bw_sums_both_directions() {
         &sa.iter().map(String::as_str).collect::<Vec<_>>(),
         &ca.iter().map(String::as_str).collect::<Vec<_>>(),
     );
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok("bidirectional_write_bw_sums_both_directions", &s, &c);
     assert!(c.stdout.contains("Bidirectional BW Test"), "{}", c.stdout);
     assert_eq!(rows(&c.stdout).len(), 1);
     assert_eq!(rows(&s.stdout).len(), 1);
@@ -173,7 +173,7 @@ fn bidirectional_write_bw_sums_both_directions() {
 #[test]
 fn bidirectional_send_bw_receives_while_sending() {
     let (s, c) = pair("send_bw", &["-b", "-n", "300", "-s", "32K"]);
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok("bidirectional_send_bw_receives_while_sending", &s, &c);
     for out in [&c.stdout, &s.stdout] {
         assert_contains(out, "Send Bidirectional BW Test");
         let r = rows(out);
@@ -184,7 +184,7 @@ fn bidirectional_send_bw_receives_while_sending() {
 #[test]
 fn bidirectional_duration_write_bw() {
     let (s, c) = pair("write_bw", &["-b", "-D", "2", "-s", "4K"]);
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok("bidirectional_duration_write_bw", &s, &c);
     assert!(rows(&c.stdout)[0][1] > 0.0, "{}", c.stdout);
 }
 
@@ -197,7 +197,7 @@ fn several_queue_pairs() {
         &["-q", "3", "-n", "40", "-s", "8K"],
         &["--json", cj.to_str().unwrap()],
     );
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok("several_queue_pairs", &s, &c);
     assert!(c.stdout.contains("Number of qps   : 3"), "{}", c.stdout);
     // Three queue pairs on each side, each with its own number.
     let doc = common::json_file(&cj);
@@ -224,7 +224,7 @@ fn output_selects_a_single_number() {
         "write_bw",
         &["-n", "50", "--output=bandwidth", "--report_gbits"],
     );
-    assert_eq!((c.code(), s.code()), (0, 0), "{}\n{}", c.stderr, s.stderr);
+    common::assert_both_ok("output_selects_a_single_number", &s, &c);
     let v: f64 = c
         .stdout
         .trim()
