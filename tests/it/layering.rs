@@ -1,17 +1,18 @@
 //! The architecture, checked: the `crate::` edges between top-level modules (unit tests aside) follow
-//! the table in docs/ARCHITECTURE.md (which must itself have no cycle), and no source file is over 600
+//! the table in docs/ARCHITECTURE.md (which must itself have no cycle), and no source file is over 1,200
 //! lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const MAX_LINES: usize = 600;
+/// Past this a file is hard to hold in one reading; below it, the sibling rule (siblings.rs) decides the cuts.
+const MAX_LINES: usize = 1200;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -41,7 +42,7 @@ fn module_of(rel: &Path) -> Option<String> {
 
 /// Code without comments (line comments, doc comments) and without string literals' contents, so
 /// that a `crate::` in prose or in a message is not an edge.
-fn code_only(src: &str) -> String {
+pub(crate) fn code_only(src: &str) -> String {
     let mut out = String::with_capacity(src.len());
     for line in src.lines() {
         let mut in_str = false;
@@ -66,7 +67,7 @@ fn code_only(src: &str) -> String {
 
 /// The first one or two path segments of every path a `use` tree starting at `s` names
 /// (`{a, b::{c, d}}` gives `a`, `b::c`, `b::d`), up to the end of the tree.
-fn tree_paths(s: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+pub(crate) fn tree_paths(s: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
     let b = s.as_bytes();
     let mut i = 0;
     let mut segs: Vec<String> = prefix.to_vec();
@@ -144,7 +145,7 @@ fn edges_of(src: &str) -> BTreeSet<String> {
 }
 
 /// A file without its unit tests: everything before `#[cfg(test)]` at column 0.
-fn non_test_part(text: &str) -> String {
+pub(crate) fn non_test_part(text: &str) -> String {
     text.lines()
         .take_while(|l| !l.starts_with("#[cfg(test)]"))
         .collect::<Vec<_>>()
@@ -281,7 +282,7 @@ fn every_module_edge_is_one_the_architecture_allows() {
 }
 
 #[test]
-fn no_source_file_is_over_600_lines() {
+fn no_source_file_is_over_1200_lines() {
     let mut files = Vec::new();
     for dir in ["src", "examples", "fuzz/fuzz_targets"] {
         rust_files(&root().join(dir), &mut files);
