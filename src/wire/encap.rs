@@ -3,7 +3,16 @@
 
 use std::fmt;
 
-use super::Encapsulation;
+/// Which encapsulation a frame uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encapsulation {
+    /// RoCE v1 (GRH).
+    V1,
+    /// RoCE v2 over IPv4.
+    V2v4,
+    /// RoCE v2 over IPv6.
+    V2v6,
+}
 
 impl Encapsulation {
     /// Every encapsulation, v1 first.

@@ -7,8 +7,9 @@
 use super::ethernet::ethertype;
 use super::field::need;
 use super::{
-    BthPacket, Error, EthernetFrame, EthernetRepr, GrhPacket, GrhRepr, ICRC_LEN, IbRepr, Icrc,
-    Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, ROCE_V2_PORT, Result, UdpPacket, UdpRepr,
+    BthPacket, Encapsulation, Error, EthernetFrame, EthernetRepr, GrhPacket, GrhRepr, ICRC_LEN,
+    IbRepr, Icrc, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, ROCE_V2_PORT, Result, UdpPacket,
+    UdpRepr,
 };
 
 /// The network layer of a RoCE frame.
@@ -128,17 +129,6 @@ impl NetRepr {
             }
         }
     }
-}
-
-/// Which encapsulation a frame uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Encapsulation {
-    /// RoCE v1 (GRH).
-    V1,
-    /// RoCE v2 over IPv4.
-    V2v4,
-    /// RoCE v2 over IPv6.
-    V2v6,
 }
 
 /// A checked view of a whole RoCE frame: every header up to the BTH validated, the IB region and the

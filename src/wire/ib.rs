@@ -5,8 +5,58 @@
 use super::field::{get_u32, need, set_u32};
 use super::{
     AethPacket, AethRepr, AtomicAckEthPacket, AtomicAckEthRepr, AtomicEthPacket, AtomicEthRepr,
-    BthPacket, BthRepr, DethPacket, DethRepr, Error, Result, RethPacket, RethRepr,
+    BthPacket, BthRepr, DethPacket, DethRepr, Error, Opcode, Result, RethPacket, RethRepr,
 };
+
+/// Bytes from the start of the BTH to the start of the payload for each opcode, 0 for one this crate
+/// does not know: the header set the opcode prescribes, summed once, so a packet's question is one load.
+static STACK_LEN: [u8; 256] = {
+    use super::opcode::hdr::*;
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        if let Some(f) = super::opcode::header_set(i as u8) {
+            let mut len = BthPacket::<&[u8]>::LEN;
+            if f & DETH != 0 {
+                len += DethPacket::<&[u8]>::LEN;
+            }
+            if f & RETH != 0 {
+                len += RethPacket::<&[u8]>::LEN;
+            }
+            if f & ATOMIC != 0 {
+                len += AtomicEthPacket::<&[u8]>::LEN;
+            }
+            if f & AETH != 0 {
+                len += AethPacket::<&[u8]>::LEN;
+            }
+            if f & ATOMIC_ACK != 0 {
+                len += AtomicAckEthPacket::<&[u8]>::LEN;
+            }
+            if f & IMM != 0 {
+                len += IMMDT_LEN;
+            }
+            if f & IETH != 0 {
+                len += IETH_LEN;
+            }
+            if f & CNP_RESV != 0 {
+                len += CNP_RESERVED_LEN;
+            }
+            t[i] = len as u8;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// Bytes from the start of the BTH to the start of the payload that `op` prescribes (BTH and
+/// extension headers); None if the opcode is unknown.
+#[inline]
+pub fn stack_len(op: Opcode) -> Option<usize> {
+    match STACK_LEN[usize::from(op.0)] {
+        0 => None,
+        n => Some(usize::from(n)),
+    }
+}
 
 /// Length of the reserved block that follows a CNP's BTH.
 pub(crate) const CNP_RESERVED_LEN: usize = 16;
@@ -22,9 +72,9 @@ mod field {
 }
 
 /// Length of the ImmDt header.
-pub(super) const IMMDT_LEN: usize = field::IMM_DATA.end;
+const IMMDT_LEN: usize = field::IMM_DATA.end;
 /// Length of the IETH header.
-pub(super) const IETH_LEN: usize = field::IETH_RKEY.end;
+const IETH_LEN: usize = field::IETH_RKEY.end;
 
 /// Pad bytes after a payload of `payload_len` bytes: `(-len) & 3`.
 #[inline]
@@ -82,7 +132,7 @@ impl IbRepr {
         let bth = BthRepr::parse(&BthPacket::new_checked(ib)?);
         let mut repr = IbRepr::new(bth);
         let op = bth.opcode;
-        let Some(hdr_len) = op.header_len() else {
+        let Some(hdr_len) = stack_len(op) else {
             return Ok((repr, &ib[BthPacket::<&[u8]>::LEN..]));
         };
         need("IB extension headers", hdr_len, ib.len())?;
@@ -136,10 +186,7 @@ impl IbRepr {
     /// Header bytes this repr emits (BTH + extension headers); 12 for an unknown opcode.
     #[inline]
     pub fn header_len(&self) -> usize {
-        self.bth
-            .opcode
-            .header_len()
-            .unwrap_or(BthPacket::<&[u8]>::LEN)
+        stack_len(self.bth.opcode).unwrap_or(BthPacket::<&[u8]>::LEN)
     }
 
     /// True when exactly the extension headers the opcode prescribes are present (always true for an

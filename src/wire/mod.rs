@@ -81,13 +81,13 @@ pub use atomic::{AtomicAckEthPacket, AtomicAckEthRepr, AtomicEthPacket, AtomicEt
 pub(crate) use bth::field as bth_field;
 pub use bth::{BthPacket, BthRepr};
 pub use deth::{DethPacket, DethRepr};
+pub use encap::Encapsulation;
 pub use error::{Error, Result};
 pub(crate) use ethernet::EthernetFrame;
 pub use ethernet::{EthernetRepr, VlanTag};
-pub use frame::{Encapsulation, NetRepr, RoceFrame, RoceFrameRepr};
+pub use frame::{NetRepr, RoceFrame, RoceFrameRepr};
 pub use grh::{GrhPacket, GrhRepr};
-pub(crate) use ib::CNP_RESERVED_LEN;
-pub use ib::{IbRepr, pad_len};
+pub use ib::{IbRepr, pad_len, stack_len};
 pub use icrc::{ICRC_LEN, Icrc, icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6, split_icrc};
 pub use icrc_ipv4_id::Ipv4IdCache;
 pub use icrc_ipv4_id::Ipv4IdInfluence;

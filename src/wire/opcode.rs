@@ -2,14 +2,14 @@
 
 use core::fmt;
 
-/// Which extension headers follow the BTH, as a bit set private to this module.
-mod hdr {
-    pub const RETH: u8 = 1 << 0;
-    pub const AETH: u8 = 1 << 1;
+/// Which extension headers follow the BTH, as a bit set ([`header_set`]); `ib` sums their lengths.
+pub(super) mod hdr {
+    pub(crate) const RETH: u8 = 1 << 0;
+    pub(crate) const AETH: u8 = 1 << 1;
     pub(crate) const IMM: u8 = 1 << 2;
     pub(crate) const IETH: u8 = 1 << 3;
-    pub const DETH: u8 = 1 << 4;
-    pub const ATOMIC: u8 = 1 << 5;
+    pub(crate) const DETH: u8 = 1 << 4;
+    pub(crate) const ATOMIC: u8 = 1 << 5;
     pub(crate) const ATOMIC_ACK: u8 = 1 << 6;
     /// The 16 reserved bytes that follow a CNP's BTH.
     pub(crate) const CNP_RESV: u8 = 1 << 7;
@@ -119,48 +119,27 @@ opcodes! {
 /// Bit in [`INFO`] marking an opcode this crate knows.
 const KNOWN: u16 = 1 << 8;
 
-/// For each of the 256 opcodes: the header set (bits 0-7), [`KNOWN`] (bit 8) and the header length
-/// (bits 9-15), so the per-packet questions are one table load.
+/// For each of the 256 opcodes: the header set (bits 0-7) and [`KNOWN`] (bit 8), so the per-packet
+/// questions are one table load.
 static INFO: [u16; 256] = {
     let mut t = [0u16; 256];
     let mut i = 0;
     while i < 256 {
-        if let Some((_, f)) = lookup(i as u8) {
-            t[i] = KNOWN | f as u16 | ((stack_len(f) as u16) << 9);
+        if let Some(f) = header_set(i as u8) {
+            t[i] = KNOWN | f as u16;
         }
         i += 1;
     }
     t
 };
 
-/// Header bytes from the BTH to the payload for a header set.
-const fn stack_len(f: u8) -> usize {
-    let mut len = super::BthPacket::<&[u8]>::LEN;
-    if f & DETH != 0 {
-        len += super::DethPacket::<&[u8]>::LEN;
+/// The header set ([`hdr`] bits) of opcode `v`, None when this crate does not know it; usable in
+/// constants (`ib`'s table of header lengths is built from it).
+pub(super) const fn header_set(v: u8) -> Option<u8> {
+    match lookup(v) {
+        Some((_, f)) => Some(f),
+        None => None,
     }
-    if f & RETH != 0 {
-        len += super::RethPacket::<&[u8]>::LEN;
-    }
-    if f & ATOMIC != 0 {
-        len += super::AtomicEthPacket::<&[u8]>::LEN;
-    }
-    if f & AETH != 0 {
-        len += super::AethPacket::<&[u8]>::LEN;
-    }
-    if f & ATOMIC_ACK != 0 {
-        len += super::AtomicAckEthPacket::<&[u8]>::LEN;
-    }
-    if f & IMM != 0 {
-        len += super::ib::IMMDT_LEN;
-    }
-    if f & IETH != 0 {
-        len += super::ib::IETH_LEN;
-    }
-    if f & CNP_RESV != 0 {
-        len += super::CNP_RESERVED_LEN;
-    }
-    len
 }
 
 impl Opcode {
@@ -174,17 +153,6 @@ impl Opcode {
     #[inline]
     fn has(self, bit: u8) -> bool {
         INFO[usize::from(self.0)] & u16::from(bit) != 0
-    }
-
-    /// Bytes from the start of the BTH to the start of the payload; None if the opcode is unknown.
-    #[inline]
-    pub fn header_len(self) -> Option<usize> {
-        let v = INFO[usize::from(self.0)];
-        if v & KNOWN != 0 {
-            Some(usize::from(v >> 9))
-        } else {
-            None
-        }
     }
 
     /// True when a RETH follows the BTH (and DETH).
@@ -300,7 +268,7 @@ mod tests {
             (Opcode::CNP, 28),
         ];
         for &(op, len) in table {
-            assert_eq!(op.header_len(), Some(len), "{op:?}");
+            assert_eq!(crate::wire::stack_len(op), Some(len), "{op:?}");
         }
     }
 
@@ -309,7 +277,7 @@ mod tests {
         for low in 0..=0x0bu8 {
             let rc = Opcode(low);
             let uc = Opcode(0x20 | low);
-            assert_eq!(rc.header_len(), uc.header_len());
+            assert_eq!(crate::wire::stack_len(rc), crate::wire::stack_len(uc));
             assert_eq!(&rc.name()[3..], &uc.name()[3..]);
             assert!(uc.name().starts_with("UC_"));
         }
@@ -324,7 +292,7 @@ mod tests {
         for v in [0x15u8, 0x18, 0x1c, 0x1d, 0x40, 0x5f, 0x60, 0x66, 0x80, 0xff] {
             let op = Opcode(v);
             assert!(!op.is_known());
-            assert_eq!(op.header_len(), None);
+            assert_eq!(crate::wire::stack_len(op), None);
             assert_eq!(op.name(), "UNKNOWN");
             assert!(!op.has_reth() && !op.has_aeth() && !op.has_immdt());
             assert_eq!(op.0, v);
