@@ -98,6 +98,27 @@ pub enum Verb {
     Atomic,
 }
 
+impl Verb {
+    /// SEND: every message consumes a receive the responder posted (two-sided), so a receiver
+    /// keeps receives posted and counts its completions.
+    pub fn consumes_receive(self) -> bool {
+        self == Verb::Send
+    }
+
+    /// WRITE, READ and atomics: the initiator reaches the peer's memory by its key, and the peer's
+    /// application posts nothing.
+    pub fn is_one_sided(self) -> bool {
+        !self.consumes_receive()
+    }
+
+    /// READ and atomics: the responder answers with data the requester reads back, so a latency
+    /// sample is one whole round trip, the responder only serves, and perftest counts outstanding
+    /// reads.
+    pub fn reads_back(self) -> bool {
+        matches!(self, Verb::Read | Verb::Atomic)
+    }
+}
+
 /// Which 8-byte atomic an atomic test runs (perftest's `-A`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum AtomicOp {
@@ -168,32 +189,46 @@ pub struct TestKind {
 }
 
 impl TestKind {
+    /// `send_bw`.
+    pub const SEND_BW: TestKind = TestKind::new(Verb::Send, Metric::Bandwidth);
+    /// `write_bw`.
+    pub const WRITE_BW: TestKind = TestKind::new(Verb::Write, Metric::Bandwidth);
+    /// `read_bw`.
+    pub const READ_BW: TestKind = TestKind::new(Verb::Read, Metric::Bandwidth);
+    /// `send_lat`.
+    pub const SEND_LAT: TestKind = TestKind::new(Verb::Send, Metric::Latency);
+    /// `write_lat`.
+    pub const WRITE_LAT: TestKind = TestKind::new(Verb::Write, Metric::Latency);
+    /// `read_lat`.
+    pub const READ_LAT: TestKind = TestKind::new(Verb::Read, Metric::Latency);
+    /// `atomic_bw`.
+    pub const ATOMIC_BW: TestKind = TestKind::new(Verb::Atomic, Metric::Bandwidth);
+    /// `atomic_lat`.
+    pub const ATOMIC_LAT: TestKind = TestKind::new(Verb::Atomic, Metric::Latency);
+
     /// All six tests in the order the binaries are usually listed.
     pub const ALL: [TestKind; 6] = [
-        TestKind::new(Verb::Send, Metric::Bandwidth),
-        TestKind::new(Verb::Write, Metric::Bandwidth),
-        TestKind::new(Verb::Read, Metric::Bandwidth),
-        TestKind::new(Verb::Send, Metric::Latency),
-        TestKind::new(Verb::Write, Metric::Latency),
-        TestKind::new(Verb::Read, Metric::Latency),
+        TestKind::SEND_BW,
+        TestKind::WRITE_BW,
+        TestKind::READ_BW,
+        TestKind::SEND_LAT,
+        TestKind::WRITE_LAT,
+        TestKind::READ_LAT,
     ];
 
     /// The two atomic tests (`roce_atomic_bw`, `roce_atomic_lat`), beside the six of [`Self::ALL`].
-    pub const ATOMICS: [TestKind; 2] = [
-        TestKind::new(Verb::Atomic, Metric::Bandwidth),
-        TestKind::new(Verb::Atomic, Metric::Latency),
-    ];
+    pub const ATOMICS: [TestKind; 2] = [TestKind::ATOMIC_BW, TestKind::ATOMIC_LAT];
 
     /// Every test there is a binary for: [`Self::ALL`], then [`Self::ATOMICS`].
     pub const EVERY: [TestKind; 8] = [
-        TestKind::ALL[0],
-        TestKind::ALL[1],
-        TestKind::ALL[2],
-        TestKind::ALL[3],
-        TestKind::ALL[4],
-        TestKind::ALL[5],
-        TestKind::ATOMICS[0],
-        TestKind::ATOMICS[1],
+        TestKind::SEND_BW,
+        TestKind::WRITE_BW,
+        TestKind::READ_BW,
+        TestKind::SEND_LAT,
+        TestKind::WRITE_LAT,
+        TestKind::READ_LAT,
+        TestKind::ATOMIC_BW,
+        TestKind::ATOMIC_LAT,
     ];
 
     /// Builds a test kind.
@@ -220,28 +255,10 @@ impl TestKind {
         TestKind::EVERY.into_iter().find(|t| t.name() == name)
     }
 
-    /// The title perftest prints in its header block, e.g. `RDMA_Write BW Test`.
-    pub fn perftest_title(&self) -> &'static str {
-        match (self.verb, self.metric) {
-            (Verb::Send, Metric::Bandwidth) => "Send BW Test",
-            (Verb::Write, Metric::Bandwidth) => "RDMA_Write BW Test",
-            (Verb::Read, Metric::Bandwidth) => "RDMA_Read BW Test",
-            (Verb::Send, Metric::Latency) => "Send Latency Test",
-            (Verb::Write, Metric::Latency) => "RDMA_Write Latency Test",
-            (Verb::Read, Metric::Latency) => "RDMA_Read Latency Test",
-            // perftest puts the -A operation between the two words: "Atomic FETCH_AND_ADD BW Test".
-            (Verb::Atomic, Metric::Bandwidth) => "Atomic BW Test",
-            (Verb::Atomic, Metric::Latency) => "Atomic Latency Test",
-        }
-    }
-
     /// Latency samples are round trips; SEND and WRITE report half of one, READ and atomics a whole
     /// one (as perftest).
     pub fn rtt_factor(&self) -> u32 {
-        match self.verb {
-            Verb::Send | Verb::Write => 2,
-            Verb::Read | Verb::Atomic => 1,
-        }
+        if self.verb.reads_back() { 1 } else { 2 }
     }
 
     /// perftest's default message size: 65536 for bandwidth tests, 2 for latency tests, 8 (the only
@@ -566,6 +583,36 @@ mod tests {
         let d = RunMode::Duration { secs: 5, margin: 1 };
         assert!(!d.is_endless());
         assert_eq!(d.duration_secs(), Some(5));
+    }
+
+    #[test]
+    fn verbs_say_what_they_ask_of_the_peer() {
+        let of = |p: fn(Verb) -> bool| [Verb::Send, Verb::Write, Verb::Read, Verb::Atomic].map(p);
+        assert_eq!(of(Verb::consumes_receive), [true, false, false, false]);
+        assert_eq!(of(Verb::is_one_sided), [false, true, true, true]);
+        assert_eq!(of(Verb::reads_back), [false, false, true, true]);
+        let factors = TestKind::EVERY.map(|t| (t.name(), t.rtt_factor()));
+        assert_eq!(
+            factors,
+            [
+                ("send_bw", 2),
+                ("write_bw", 2),
+                ("read_bw", 1),
+                ("send_lat", 2),
+                ("write_lat", 2),
+                ("read_lat", 1),
+                ("atomic_bw", 1),
+                ("atomic_lat", 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_test_name_is_told_every_test() {
+        let e = "write".parse::<TestKind>().unwrap_err();
+        for t in TestKind::EVERY {
+            assert!(e.choices.contains(t.name()), "{e}");
+        }
     }
 
     #[test]
