@@ -1,7 +1,7 @@
 //! What a run's buffers need, checked against the host before anything is allocated: a run that
 //! cannot fit is a setup error naming the flags and the amount, not an abort half-way through setup.
 
-use super::exit::Error;
+use super::Error;
 use super::plan::Plan;
 use crate::transport::memory::human_bytes;
 use std::fmt;

@@ -19,9 +19,43 @@ pub mod pace;
 pub mod unreliable;
 pub mod validate;
 
-use crate::params::RunMode;
-use crate::transport::{self, CompletionStatus, ConnInfo, RemoteAddr};
+use crate::params::{Role, RunMode};
+use crate::transport::{self, CompletionStatus, ConnInfo, Endpoint, RemoteAddr};
 use std::time::Instant;
+
+/// The receiving side of send_bw: over RC [`bw::receiver_with`], which waits for every SEND; over UC
+/// and UD [`unreliable::receiver`], which counts a lost one instead. The choice is made here, above
+/// both, so that neither driver reaches the other.
+pub fn bw_receiver<E: Endpoint>(
+    ep: &mut E,
+    spec: &bw::BwSpec,
+    recvs: &mut bw::RecvState,
+    stop: &mut dyn FnMut() -> bool,
+    intervals: Option<interval::Intervals<'_>>,
+) -> Result<bw::BwMeasurement> {
+    if spec.unreliable {
+        unreliable::receiver(ep, spec, recvs, stop, intervals)
+    } else {
+        bw::receiver_with(ep, spec, recvs, stop, intervals)
+    }
+}
+
+/// One size of a latency test: [`lat::run`], or, for SEND and WRITE over UC and UD between roceperf
+/// peers, [`unreliable::latency`], which counts a lost iteration and goes on.
+pub fn latency<E: Endpoint>(
+    ep: &mut E,
+    spec: &lat::LatSpec,
+    role: Role,
+    remote: RemoteAddr,
+    recvs: &mut bw::RecvState,
+    stop: &mut dyn FnMut() -> bool,
+) -> Result<lat::LatMeasurement> {
+    if spec.unreliable && !spec.verb.reads_back() {
+        unreliable::latency(ep, spec, role, remote, recvs, stop)
+    } else {
+        lat::run(ep, spec, role, remote, recvs, stop)
+    }
+}
 
 /// Errors while a test runs (exit code 1), or while choosing the core (exit code 2).
 #[derive(Debug, thiserror::Error)]

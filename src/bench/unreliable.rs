@@ -254,7 +254,7 @@ pub(super) fn latency<E: Endpoint>(
         Verb::Write => (SendOp::Write, Some(remote)),
         _ => (SendOp::Send, None),
     };
-    if spec.verb == Verb::Send {
+    if spec.verb.consumes_receive() {
         recvs.fill(ep, &spec.layout, 1)?;
     }
     let mut inbox = Inbox {

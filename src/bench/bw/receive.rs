@@ -1,5 +1,5 @@
-//! The receiving side of send_bw over RC: counts incoming SENDs and measures its own bandwidth (UC
-//! and UD hand over to [`super::super::unreliable`]).
+//! The receiving side of send_bw over RC: counts incoming SENDs and measures its own bandwidth (for UC
+//! and UD, [`crate::bench::bw_receiver`] picks [`crate::bench::unreliable`] instead).
 
 use super::{BwMeasurement, BwSpec, RecvState, check_target, payload_len};
 use crate::bench::interval::{Intervals, Ticker};
@@ -28,9 +28,6 @@ pub fn receiver_with<E: Endpoint>(
     stop: &mut dyn FnMut() -> bool,
     intervals: Option<Intervals<'_>>,
 ) -> Result<BwMeasurement> {
-    if spec.unreliable {
-        return crate::bench::unreliable::receiver(ep, spec, recvs, stop, intervals);
-    }
     let qps = ep.qp_count();
     recvs.fill(ep, &spec.layout, spec.rx_depth)?;
     let mut got = vec![0u64; qps];
