@@ -302,6 +302,9 @@ word!(TestKind in TestKind::EVERY, "test", TestKind::names());
 /// Bytes every atomic moves: one 64-bit word (perftest fixes `-s` at 8 for its atomic tests).
 pub const ATOMIC_SIZE: u64 = 8;
 
+/// perftest's TCP port of the out-of-band channel, `-p`'s default.
+pub const DEFAULT_OOB_PORT: u16 = 18515;
+
 /// What moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

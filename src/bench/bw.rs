@@ -9,13 +9,11 @@ use super::pace::{PaceSpec, PacedWindow, Pacer};
 use super::{ClockTicker, Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr, validate};
 use crate::params::RunMode;
 use crate::params::Verb;
+use crate::stats::PEAK_MAX_MESSAGES;
 use crate::transport::{
     Completion, CompletionOp, Endpoint, RecvRequest, RemoteAddr, SendOp, SendRequest,
 };
 use std::time::Instant;
-
-/// perftest measures the peak only up to this many messages (its calculation is quadratic).
-pub const PEAK_MAX_MESSAGES: u64 = 20_000;
 
 /// What one bandwidth run measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,7 +51,7 @@ pub struct BwSpec {
     pub warmup: u64,
     /// Receives kept posted per queue pair by a SEND receiver.
     pub rx_depth: u32,
-    /// Measure perftest's peak (iteration mode, one queue pair, at most [`PEAK_MAX_MESSAGES`]).
+    /// Measure perftest's peak (iteration mode, one queue pair, at most `stats::PEAK_MAX_MESSAGES`).
     pub peak: bool,
     /// Measure CPU utilisation (duration mode).
     pub cpu_util: bool,
@@ -156,7 +154,9 @@ pub fn active_with<E: Endpoint>(
         )?;
     }
     let peak = match spec.mode {
-        RunMode::Iterations(n) if spec.peak && ep.qp_count() == 1 && n <= PEAK_MAX_MESSAGES => {
+        RunMode::Iterations(n)
+            if spec.peak && ep.qp_count() == 1 && n <= PEAK_MAX_MESSAGES as u64 =>
+        {
             Some(PeakRecorder {
                 origin: Instant::now(),
                 posted: Vec::with_capacity(n as usize),
