@@ -23,15 +23,15 @@ pub mod exit;
 mod measure;
 mod notes;
 mod perftest_oob;
-pub mod plan;
-pub mod rdma_cm;
+mod plan;
+mod rdma_cm;
 mod report;
-pub mod resources;
+mod resources;
 mod roceperf_oob;
 mod session;
 mod signals;
 
-pub use plan::Plan;
+use plan::Plan;
 
 use crate::cli::{OobArg, Options};
 use crate::oob::Failure;
@@ -43,7 +43,7 @@ use std::process::ExitCode;
 
 /// Everything that can stop a run, with the exit code it maps to.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// The command line does not make a run (exit 2).
     #[error("{0}\n\nFor more information, try '--help'.")]
     Usage(#[from] cli::Error),
@@ -92,7 +92,7 @@ pub enum Error {
 
 impl Error {
     /// Whether the test failed or its setup did; the peer is told the same in an abort.
-    pub fn failure(&self) -> Failure {
+    pub(crate) fn failure(&self) -> Failure {
         match self {
             Error::Bench(e) if !e.is_setup() => Failure::Test,
             Error::GateFailed { .. } | Error::PerftestMidTest(_) => Failure::Test,
@@ -107,7 +107,7 @@ impl Error {
     }
 
     /// The process exit code for this error.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         match self.failure() {
             Failure::Test => exit::TEST_FAILED,
             Failure::Setup => exit::USAGE,
@@ -134,7 +134,7 @@ pub fn main(test: TestKind) -> ExitCode {
 /// RoCE endpoints (soft, verbs) are opened before the out-of-band channel, so a missing device or library
 /// is reported at once rather than after a peer has connected; the TCP baseline binds its data sockets to
 /// the channel's local address, so it is created after the parameter check.
-pub fn run(plan: &Plan) -> Result<(), Error> {
+pub(crate) fn run(plan: &Plan) -> Result<(), Error> {
     resources::check(plan)?;
     let pinned = bench::affinity::pin(plan.cpu, plan.role)?;
     plan.output

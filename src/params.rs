@@ -101,20 +101,20 @@ pub enum Verb {
 impl Verb {
     /// SEND: every message consumes a receive the responder posted (two-sided), so a receiver
     /// keeps receives posted and counts its completions.
-    pub fn consumes_receive(self) -> bool {
+    pub(crate) fn consumes_receive(self) -> bool {
         self == Verb::Send
     }
 
     /// WRITE, READ and atomics: the initiator reaches the peer's memory by its key, and the peer's
     /// application posts nothing.
-    pub fn is_one_sided(self) -> bool {
+    pub(crate) fn is_one_sided(self) -> bool {
         !self.consumes_receive()
     }
 
     /// READ and atomics: the responder answers with data the requester reads back, so a latency
     /// sample is one whole round trip, the responder only serves, and perftest counts outstanding
     /// reads.
-    pub fn reads_back(self) -> bool {
+    pub(crate) fn reads_back(self) -> bool {
         matches!(self, Verb::Read | Verb::Atomic)
     }
 }
@@ -216,10 +216,7 @@ impl TestKind {
         TestKind::READ_LAT,
     ];
 
-    /// The two atomic tests (`roce_atomic_bw`, `roce_atomic_lat`), beside the six of [`Self::ALL`].
-    pub const ATOMICS: [TestKind; 2] = [TestKind::ATOMIC_BW, TestKind::ATOMIC_LAT];
-
-    /// Every test there is a binary for: [`Self::ALL`], then [`Self::ATOMICS`].
+    /// Every test there is a binary for: [`Self::ALL`], then the two atomic tests.
     pub const EVERY: [TestKind; 8] = [
         TestKind::SEND_BW,
         TestKind::WRITE_BW,
@@ -283,7 +280,7 @@ impl TestKind {
     }
 
     /// True for `atomic_bw` and `atomic_lat`.
-    pub fn is_atomic(&self) -> bool {
+    pub(crate) fn is_atomic(&self) -> bool {
         self.verb == Verb::Atomic
     }
 
@@ -300,10 +297,10 @@ impl TestKind {
 word!(TestKind in TestKind::EVERY, "test", TestKind::names());
 
 /// Bytes every atomic moves: one 64-bit word (perftest fixes `-s` at 8 for its atomic tests).
-pub const ATOMIC_SIZE: u64 = 8;
+pub(crate) const ATOMIC_SIZE: u64 = 8;
 
 /// perftest's TCP port of the out-of-band channel, `-p`'s default.
-pub const DEFAULT_OOB_PORT: u16 = 18515;
+pub(crate) const DEFAULT_OOB_PORT: u16 = 18515;
 
 /// What moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -460,7 +457,7 @@ const ENDLESS_SECS: u64 = u64::MAX / 4;
 
 impl RunMode {
     /// `--run_infinitely`: a duration-mode run that only a stop ends, measured from its first second.
-    pub const fn endless() -> RunMode {
+    pub(crate) const fn endless() -> RunMode {
         RunMode::Duration {
             secs: ENDLESS_SECS,
             margin: 0,
@@ -468,7 +465,7 @@ impl RunMode {
     }
 
     /// True for a run without end.
-    pub fn is_endless(&self) -> bool {
+    pub(crate) fn is_endless(&self) -> bool {
         *self == RunMode::endless()
     }
 
@@ -481,7 +478,7 @@ impl RunMode {
     }
 
     /// `-D` seconds, in duration mode (none for a run without end).
-    pub fn duration_secs(&self) -> Option<u64> {
+    pub(crate) fn duration_secs(&self) -> Option<u64> {
         match *self {
             _ if self.is_endless() => None,
             RunMode::Duration { secs, .. } => Some(secs),
@@ -490,7 +487,7 @@ impl RunMode {
     }
 
     /// `-f` margin seconds, in duration mode (none for a run without end).
-    pub fn margin_secs(&self) -> Option<u64> {
+    pub(crate) fn margin_secs(&self) -> Option<u64> {
         match *self {
             _ if self.is_endless() => None,
             RunMode::Duration { margin, .. } => Some(margin),
@@ -499,7 +496,7 @@ impl RunMode {
     }
 
     /// True in duration mode.
-    pub fn is_duration(&self) -> bool {
+    pub(crate) fn is_duration(&self) -> bool {
         matches!(self, RunMode::Duration { .. })
     }
 }
@@ -569,10 +566,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for t in TestKind::ALL {
-            assert_eq!(TestKind::from_name(t.name()), Some(t));
-        }
-        for t in TestKind::ATOMICS {
+        for t in TestKind::EVERY {
             assert_eq!(TestKind::from_name(t.name()), Some(t));
             assert_eq!(t.name().parse(), Ok(t));
         }

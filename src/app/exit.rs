@@ -3,9 +3,9 @@
 //! 0 ok, [`TEST_FAILED`], [`USAGE`]; which error maps to which is [`super::Error::exit_code`].
 
 /// The test ran and failed: an error completion, a `--validate` mismatch, a peer lost mid-test, a gate.
-pub const TEST_FAILED: u8 = 1;
+pub(crate) const TEST_FAILED: u8 = 1;
 /// A usage or setup error: a bad flag, a parameter mismatch, no device, no server.
-pub const USAGE: u8 = 2;
+pub(crate) const USAGE: u8 = 2;
 
 /// The six binaries' global allocator: the system's, except that an allocation the host refuses
 /// ends the process with exit code 2 and a message (lower -q or -s), rather than an abort (134).

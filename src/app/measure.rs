@@ -211,7 +211,7 @@ pub(crate) fn measure<E: Endpoint>(
                     },
                     None => Hooks::none(),
                 };
-                bw::active_with(ep, &spec, remotes, duplex, hooks)?
+                bw::active(ep, &spec, remotes, duplex, hooks)?
             } else if receiving {
                 bench::bw_receiver(ep, &spec, recvs, &mut stop, endless)?
             } else {

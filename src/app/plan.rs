@@ -15,7 +15,7 @@ use std::time::Duration;
 /// A plan reads as its options (it dereferences to [`Options`]: `plan.qps` is `-q` itself, never a
 /// copy); its own fields are only what is derived from them, computed once here.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The options, as checked (a UD run's sizes fitted to the path MTU by [`Plan::fit_datagrams`]).
     opts: Options,
     /// Atomic tests: the operations each queue pair runs (words, result slots).
@@ -39,7 +39,7 @@ impl std::ops::Deref for Plan {
 
 /// Receive depths of every size (the send queue's is `-t`, [`Options::tx_depth`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Depths {
+pub(crate) struct Depths {
     /// Receives kept posted per queue pair by SEND tests (perftest's rx_depth 512, capped at the iterations).
     pub rx: u32,
     /// Receives posted per queue pair before a size starts: a SEND receiver keeps `rx`, a latency side one.
@@ -87,7 +87,7 @@ impl Depths {
 
 impl Plan {
     /// Resolves the options.
-    pub fn new(opts: Options) -> Plan {
+    pub(crate) fn new(opts: Options) -> Plan {
         let depths = Depths::new(&opts);
         let atomics = opts.atomic_type.map(|op| match opts.test.metric {
             Metric::Bandwidth => Atomics::bandwidth(op, opts.tx_depth, opts.validate),
@@ -124,26 +124,26 @@ impl Plan {
 
     /// How long the whole handshake may take once connected (hello to connection details in our
     /// dialect, everything before the data path connects in perftest's): `--connect-timeout`.
-    pub fn handshake_timeout(&self) -> Duration {
+    pub(crate) fn handshake_timeout(&self) -> Duration {
         self.connect_timeout
     }
 
     /// Completions are signaled every this many operations at `size`: -Q, or perftest's rule
     /// (100, but 1 above 8 KiB), never more than the operations in flight.
-    pub fn cq_mod_at(&self, size: u64) -> u32 {
+    pub(crate) fn cq_mod_at(&self, size: u64) -> u32 {
         let q = self.cq_mod.unwrap_or(if size > 8192 { 1 } else { 100 });
         q.min(self.tx_depth).max(1)
     }
 
     /// The largest message size of the run.
-    pub fn max_size(&self) -> u64 {
+    pub(crate) fn max_size(&self) -> u64 {
         self.sizes.iter().copied().max().unwrap_or(1)
     }
 
     /// UD, once the endpoint says which path MTU it offers (`mtu` bytes, from `source`): a datagram
     /// carries at most one MTU, so the default size and `-a`'s sweep stop at it (as perftest's do) and
     /// an `-s` above it is a usage error naming both. Other connection types run as planned.
-    pub fn fit_datagrams(&self, mtu: u32, source: &str) -> Result<Plan, crate::cli::Error> {
+    pub(crate) fn fit_datagrams(&self, mtu: u32, source: &str) -> Result<Plan, crate::cli::Error> {
         if self.connection != ConnType::Ud {
             return Ok(self.clone());
         }
@@ -165,7 +165,7 @@ impl Plan {
     }
 
     /// The parameters the peer must share: only what changes the traffic (see [`TestParams`]).
-    pub fn test_params(&self) -> TestParams {
+    pub(crate) fn test_params(&self) -> TestParams {
         TestParams {
             test: self.test,
             transport: self.transport,

@@ -29,7 +29,7 @@ const DISCONNECT_WAIT: Duration = Duration::from_secs(6);
 
 /// Why the CM could not connect the queue pairs (exit 2).
 #[derive(Debug, thiserror::Error)]
-pub enum CmSetupError {
+pub(crate) enum CmSetupError {
     /// The transport cannot connect through the CM.
     #[error("-R: the {transport} transport {why}")]
     Unsupported {

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 /// What one bandwidth run measured.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BwMeasurement {
+pub(crate) struct BwMeasurement {
     /// Message size.
     pub size: u64,
     /// Messages counted (all of them, or those completed inside the duration window).
@@ -36,7 +36,7 @@ pub struct BwMeasurement {
 
 /// How to run one size.
 #[derive(Debug, Clone, Copy)]
-pub struct BwSpec {
+pub(crate) struct BwSpec {
     /// SEND, WRITE or READ.
     pub verb: Verb,
     /// Message size.
@@ -118,18 +118,9 @@ struct PeakRecorder {
 
 /// Streams operations at the peer and measures. The active side of every bandwidth test.
 /// `duplex`: both sides SEND (bidirectional send_bw), so this side also reposts the receives the
-/// peer's SENDs consume.
-pub fn active<E: Endpoint>(
-    ep: &mut E,
-    spec: &BwSpec,
-    remotes: &[RemoteAddr],
-    duplex: Option<&mut RecvState>,
-) -> Result<BwMeasurement> {
-    active_with(ep, spec, remotes, duplex, Hooks::none())
-}
-
-/// [`active`] with a run without end's hooks: interval samples, and a stop that ends the run.
-pub fn active_with<E: Endpoint>(
+/// peer's SENDs consume. `hooks`: a run without end's interval samples, and the stop that ends it
+/// ([`Hooks::none`] otherwise).
+pub(crate) fn active<E: Endpoint>(
     ep: &mut E,
     spec: &BwSpec,
     remotes: &[RemoteAddr],
@@ -489,7 +480,7 @@ impl RecvState {
 }
 
 /// What [`passive`] is doing, for its errors, when the caller has nothing more specific to say.
-pub const SERVING: &str = "serving the peer";
+pub(crate) const SERVING: &str = "serving the peer";
 
 /// The passive side of WRITE and READ tests: keep the transport running (it applies WRITEs and answers
 /// READs) until `stop` says the peer is done. With `recvs`, SENDs that still arrive get fresh receives.
@@ -524,8 +515,7 @@ pub fn passive<E: Endpoint>(
 }
 
 mod receive;
-pub(crate) use receive::take_recv;
-pub use receive::{receiver, receiver_with};
+pub(crate) use receive::{receiver, take_recv};
 
 #[cfg(test)]
 mod tests;

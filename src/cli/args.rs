@@ -323,7 +323,7 @@ it is the client, exactly like perftest. Give both sides the same options.";
 
 /// The command line of one binary: the atomic tests explain atomics and show `-A` (and hide `-a` and
 /// `-I`, which they refuse); the others hide `-A`.
-pub fn command_for(test: TestKind) -> clap::Command {
+pub(crate) fn command_for(test: TestKind) -> clap::Command {
     let cmd = Args::command();
     if test.is_atomic() {
         cmd.long_about(ATOMIC_ABOUT)

@@ -178,7 +178,7 @@ impl Options {
 
     /// Checks the combination of flags and fills in defaults. The checks run in a fixed order (transport
     /// first, then the test, then the run's shape), so the first error reported is always the same.
-    pub fn from_args(test: TestKind, a: Args) -> Result<Options, Error> {
+    pub(crate) fn from_args(test: TestKind, a: Args) -> Result<Options, Error> {
         let choice = checks::resolve_transport(&a);
         let transport = choice.kind;
         checks::built(&choice)?;

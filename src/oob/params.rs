@@ -11,7 +11,7 @@ use std::fmt;
 
 /// Everything that must be the same on the two sides of a test: what changes the traffic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TestParams {
+pub(crate) struct TestParams {
     /// Which of the six tests (the binary's name).
     pub test: TestKind,
     /// The transport.

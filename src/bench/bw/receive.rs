@@ -10,18 +10,9 @@ use std::time::Instant;
 
 /// The receiving side of send_bw: counts incoming SENDs and measures its own bandwidth, from its first
 /// receive to its last (iteration mode; see the clock comment inside). In duration mode it runs until
-/// `stop` says the sender is done.
-pub fn receiver<E: Endpoint>(
-    ep: &mut E,
-    spec: &BwSpec,
-    recvs: &mut RecvState,
-    stop: &mut dyn FnMut() -> bool,
-) -> Result<BwMeasurement> {
-    receiver_with(ep, spec, recvs, stop, None)
-}
-
-/// [`receiver`] with interval samples of what arrives (duration mode), for a run without end.
-pub fn receiver_with<E: Endpoint>(
+/// `stop` says the sender is done. `intervals`: a run without end's samples of what arrives (duration
+/// mode).
+pub(crate) fn receiver<E: Endpoint>(
     ep: &mut E,
     spec: &BwSpec,
     recvs: &mut RecvState,
