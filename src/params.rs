@@ -217,16 +217,10 @@ impl TestKind {
     ];
 
     /// Every test there is a binary for: [`Self::ALL`], then the two atomic tests.
-    pub const EVERY: [TestKind; 8] = [
-        TestKind::SEND_BW,
-        TestKind::WRITE_BW,
-        TestKind::READ_BW,
-        TestKind::SEND_LAT,
-        TestKind::WRITE_LAT,
-        TestKind::READ_LAT,
-        TestKind::ATOMIC_BW,
-        TestKind::ATOMIC_LAT,
-    ];
+    pub const EVERY: [TestKind; 8] = {
+        let [a, b, c, d, e, f] = TestKind::ALL;
+        [a, b, c, d, e, f, TestKind::ATOMIC_BW, TestKind::ATOMIC_LAT]
+    };
 
     /// Builds a test kind.
     pub const fn new(verb: Verb, metric: Metric) -> Self {
