@@ -1,19 +1,19 @@
 //! What every `roce_*` binary does: options, plan, transport, session, report, exit code.
 //!
-//! The options are resolved once into a [`Plan`]; then the datapath is pinned, the transport opened,
+//! The options are resolved once into a `Plan`; then the datapath is pinned, the transport opened,
 //! and the session run in the chosen out-of-band dialect.
 //!
 //! The test binaries (the six, and the two atomic ones) are one line each:
 //! `roceperf::app::main(TestKind::WRITE_BW)`.
-//! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error ([`Error::exit_code`]).
+//! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error (`Error::exit_code`).
 //!
-//! Rooms, in the order a run passes them: [`plan`] (options resolved once), `endpoints` (opening the
+//! Rooms, in the order a run passes them: `plan` (options resolved once), `endpoints` (opening the
 //! transport), `roceperf_oob` / `perftest_oob` (the two dialects), `session` (the one loop both drive),
 //! `measure` (one size on the data path), `report` (what is printed and written), [`exit`] (exit
-//! codes), `notes` (typed header notes and warnings), [`resources`] (the memory a run needs,
-//! checked up front), [`rdma_cm`] (`-R`: queue pairs connected through the CM).
+//! codes), `notes` (typed header notes and warnings), `resources` (the memory a run needs,
+//! checked up front), `rdma_cm` (`-R`: queue pairs connected through the CM).
 //!
-//! What the rooms share lives here, so that none of them reaches another for it: the [`Error`]
+//! What the rooms share lives here, so that none of them reaches another for it: the `Error`
 //! every room returns.
 
 mod comm_link;

@@ -1,6 +1,6 @@
 //! Exit codes, and the allocator that ends the process with one when the host refuses memory.
 //!
-//! 0 ok, [`TEST_FAILED`], [`USAGE`]; which error maps to which is [`super::Error::exit_code`].
+//! 0 ok, `TEST_FAILED`, `USAGE`; which error maps to which is `app::Error::exit_code`.
 
 /// The test ran and failed: an error completion, a `--validate` mismatch, a peer lost mid-test, a gate.
 pub(crate) const TEST_FAILED: u8 = 1;

@@ -1,7 +1,8 @@
-//! The run plan: the validated options resolved once, at the top, into what each part needs.
+//! The run plan: the validated options, and what they resolve to, computed once at the top.
 //!
-//! Per-size parameters, depths, buffer layout, validation, the out-of-band connection, the output: so
-//! nothing below the app ever looks at the options again.
+//! The plan keeps the options whole rather than copying them field by field, and adds only what is
+//! derived (atomic sequences, receive depths, buffer layout, timeouts); what the drivers below the
+//! app get is built from it (`bench`'s specs), so nothing below the app looks at the options.
 
 use crate::bench::Layout;
 use crate::bench::atomic::Atomics;

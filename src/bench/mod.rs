@@ -24,7 +24,7 @@ use crate::transport::{self, CompletionStatus, ConnInfo, Endpoint, RemoteAddr};
 use std::time::Instant;
 
 /// The receiving side of send_bw: over RC [`bw::receiver`], which waits for every SEND; over UC
-/// and UD [`unreliable::receiver`], which counts a lost one instead. The choice is made here, above
+/// and UD `unreliable::receiver`, which counts a lost one instead. The choice is made here, above
 /// both, so that neither driver reaches the other.
 pub(crate) fn bw_receiver<E: Endpoint>(
     ep: &mut E,
@@ -41,7 +41,7 @@ pub(crate) fn bw_receiver<E: Endpoint>(
 }
 
 /// One size of a latency test: [`lat::run`], or, for SEND and WRITE over UC and UD between roceperf
-/// peers, [`unreliable::latency`], which counts a lost iteration and goes on.
+/// peers, `unreliable::latency`, which counts a lost iteration and goes on.
 pub fn latency<E: Endpoint>(
     ep: &mut E,
     spec: &lat::LatSpec,
