@@ -1,17 +1,20 @@
 //! What every `roce_*` binary does: options, plan, transport, session, report, exit code.
 //!
-//! The options are resolved once into a [`Plan`]; then the datapath is pinned, the transport opened,
+//! The options are resolved once into a `Plan`; then the datapath is pinned, the transport opened,
 //! and the session run in the chosen out-of-band dialect.
 //!
 //! The test binaries (the six, and the two atomic ones) are one line each:
-//! `roceperf::app::main(TestKind::new(verb, metric))`.
-//! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error ([`Error::exit_code`]).
+//! `roceperf::app::main(TestKind::WRITE_BW)`.
+//! Exit codes: 0 ok, 1 the test failed while running, 2 usage or setup error (`Error::exit_code`).
 //!
-//! Rooms, in the order a run passes them: [`plan`] (options resolved once), `endpoints` (opening the
+//! Rooms, in the order a run passes them: `plan` (options resolved once), `endpoints` (opening the
 //! transport), `roceperf_oob` / `perftest_oob` (the two dialects), `session` (the one loop both drive),
-//! `measure` (one size on the data path), `report` (what is printed and written), [`exit`] (errors and
-//! exit codes), `notes` (typed header notes and warnings), [`resources`] (the memory a run needs,
-//! checked up front), [`rdma_cm`] (`-R`: queue pairs connected through the CM).
+//! `measure` (one size on the data path), `report` (what is printed and written), [`exit`] (exit
+//! codes), `notes` (typed header notes and warnings), `resources` (the memory a run needs,
+//! checked up front), `rdma_cm` (`-R`: queue pairs connected through the CM).
+//!
+//! What the rooms share lives here, so that none of them reaches another for it: the `Error`
+//! every room returns.
 
 mod comm_link;
 mod endless;
@@ -20,23 +23,97 @@ pub mod exit;
 mod measure;
 mod notes;
 mod perftest_oob;
-pub mod plan;
-pub mod rdma_cm;
+mod plan;
+mod rdma_cm;
 mod report;
-pub mod resources;
+mod resources;
 mod roceperf_oob;
 mod session;
 mod signals;
 
-pub use exit::Error;
-pub use plan::Plan;
+use plan::Plan;
 
-use crate::bench;
 use crate::cli::{OobArg, Options};
+use crate::oob::Failure;
 use crate::params::{TestKind, TransportKind};
+use crate::{bench, cli, oob, transport};
 use endpoints::Described;
 use roceperf_oob::Roceperf;
 use std::process::ExitCode;
+
+/// Everything that can stop a run, with the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    /// The command line does not make a run (exit 2).
+    #[error("{0}\n\nFor more information, try '--help'.")]
+    Usage(#[from] cli::Error),
+    /// Out-of-band setup, parameter check or result exchange (exit 2), or the peer lost in a step of
+    /// the running test or reporting that its test failed (exit 1).
+    #[error("{0}")]
+    Oob(#[from] oob::Error),
+    /// The test itself (exit 1), or choosing the core (exit 2).
+    #[error("{0}")]
+    Bench(#[from] bench::Error),
+    /// Creating or connecting the transport (exit 2).
+    #[error("setting up the {transport} transport: {source}")]
+    Setup {
+        /// Which transport.
+        transport: TransportKind,
+        /// Its error.
+        #[source]
+        source: transport::Error,
+    },
+    /// The run's buffers do not fit this host (exit 2).
+    #[error("{0}")]
+    Memory(#[from] resources::Shortfall),
+    /// Writing --csv / --json / --results (exit 2).
+    #[error("{0}")]
+    Report(#[from] crate::results::WriteError),
+    /// A gate threshold or baseline comparison failed (exit 1); the table above says which.
+    #[error("{failed} gate check(s) failed (see the table above)")]
+    GateFailed {
+        /// Number of failed checks.
+        failed: usize,
+    },
+    /// perftest's out-of-band dialect failed in its setup (exit 2).
+    #[error("--oob perftest: {0}")]
+    Perftest(#[from] oob::perftest::PerftestError),
+    /// perftest's out-of-band dialect lost the peer after the test began (exit 1): a perftest peer
+    /// that fails simply closes the connection.
+    #[error("--oob perftest: {0}")]
+    PerftestMidTest(oob::perftest::PerftestError),
+    /// A gate could not be evaluated: unreadable baseline, unwritable JUnit file (exit 2).
+    #[error("gate: {0}")]
+    GateInput(String),
+    /// `-R`: the CM could not connect the queue pairs (exit 2).
+    #[error("{0}")]
+    RdmaCm(#[from] rdma_cm::CmSetupError),
+}
+
+impl Error {
+    /// Whether the test failed or its setup did; the peer is told the same in an abort.
+    pub(crate) fn failure(&self) -> Failure {
+        match self {
+            Error::Bench(e) if !e.is_setup() => Failure::Test,
+            Error::GateFailed { .. } | Error::PerftestMidTest(_) => Failure::Test,
+            // The peer vanished after the test began (per-size barriers, results): the test failed.
+            Error::Oob(oob::Error::Closed { during, .. }) if during.is_during_test() => {
+                Failure::Test
+            }
+            // The peer failed and said how: this side exits as the peer does.
+            Error::Oob(oob::Error::PeerAborted { failure, .. }) => *failure,
+            _ => Failure::Setup,
+        }
+    }
+
+    /// The process exit code for this error.
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self.failure() {
+            Failure::Test => exit::TEST_FAILED,
+            Failure::Setup => exit::USAGE,
+        }
+    }
+}
 
 /// Entry point of the test binaries: options, plan, run, exit code.
 pub fn main(test: TestKind) -> ExitCode {
@@ -57,7 +134,7 @@ pub fn main(test: TestKind) -> ExitCode {
 /// RoCE endpoints (soft, verbs) are opened before the out-of-band channel, so a missing device or library
 /// is reported at once rather than after a peer has connected; the TCP baseline binds its data sockets to
 /// the channel's local address, so it is created after the parameter check.
-pub fn run(plan: &Plan) -> Result<(), Error> {
+pub(crate) fn run(plan: &Plan) -> Result<(), Error> {
     resources::check(plan)?;
     let pinned = bench::affinity::pin(plan.cpu, plan.role)?;
     plan.output
@@ -100,7 +177,7 @@ fn run_roce<E: Described>(
     pinned: &bench::affinity::Pinned,
     ep: E,
 ) -> Result<(), Error> {
-    match plan.oob.dialect {
+    match plan.oob {
         OobArg::Perftest => perftest_oob::run(plan, pinned, ep),
         OobArg::Roceperf => {
             let mut oob = Roceperf::open(plan)?;
@@ -111,5 +188,67 @@ fn run_roce<E: Described>(
                 session::run(plan, pinned, oob, ep)
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oob::Step;
+
+    fn closed(during: Step) -> Error {
+        Error::Oob(oob::Error::Closed {
+            peer: "127.0.0.1:18515".into(),
+            during,
+            partial: None,
+        })
+    }
+
+    #[test]
+    fn a_peer_lost_or_failed_mid_test_fails_the_test_and_one_lost_in_setup_is_a_setup_error() {
+        assert_eq!(closed(Step::Barrier).exit_code(), exit::TEST_FAILED);
+        assert_eq!(closed(Step::Results).exit_code(), exit::TEST_FAILED);
+        assert_eq!(closed(Step::Params).exit_code(), exit::USAGE);
+        assert_eq!(closed(Step::Hello).exit_code(), exit::USAGE);
+        assert_eq!(
+            Error::GateFailed { failed: 1 }.exit_code(),
+            exit::TEST_FAILED
+        );
+        let aborted = |failure| {
+            Error::Oob(oob::Error::PeerAborted {
+                peer: "127.0.0.1:18515".into(),
+                reason: "queue pair 0: work request 7 failed: retry exceeded".into(),
+                failure,
+            })
+        };
+        assert_eq!(aborted(Failure::Test).exit_code(), exit::TEST_FAILED);
+        assert_eq!(aborted(Failure::Setup).exit_code(), exit::USAGE);
+        let lost = oob::perftest::PerftestError::PeerClosed {
+            step: "post-run barrier".into(),
+            got: 0,
+            want: 108,
+        };
+        assert_eq!(Error::PerftestMidTest(lost).exit_code(), exit::TEST_FAILED);
+        assert_eq!(Error::Bench(bench::Error::Pin(3)).exit_code(), exit::USAGE);
+        assert_eq!(
+            Error::Bench(bench::Error::Validation {
+                what: "SEND received",
+                size: 2,
+                iteration: None,
+                offset: 0,
+                expected: 1,
+                found: 0,
+            })
+            .exit_code(),
+            exit::TEST_FAILED
+        );
+        let atomic = bench::Error::AtomicTarget {
+            qp: 0,
+            word: 3,
+            ops: 1100,
+            expected: 2,
+            found: 1,
+        };
+        assert_eq!(Error::Bench(atomic).exit_code(), exit::TEST_FAILED);
     }
 }

@@ -6,6 +6,8 @@
 //! Flags that mean the same thing as in perftest keep perftest's spelling (`-s 64K`, `-a`, `-n`, `-D`,
 //! `--report_gbits`, ...). A flag that does not apply to the chosen test or transport is an error that
 //! says so, never silently ignored.
+//!
+//! The [`Error`] every check returns lives here, so that no check reaches another file for it.
 
 pub mod args;
 mod checks;
@@ -20,8 +22,53 @@ pub(crate) mod tests;
 mod values;
 
 pub use args::{Args, IoArg, OobArg, TransportArg};
-pub use checks::{BUILT_TRANSPORTS, TransportReason};
+pub use checks::{BUILT_TRANSPORTS, DEFAULT_PERCENTILES, TransportReason};
 pub(crate) use connection::too_big as ud_too_big;
-pub use options::{DEFAULT_PERCENTILES, DeviceOptions, Error, Options, OutputOptions};
+pub use options::{DeviceOptions, Options, OutputOptions};
 pub use reporting::DEFAULT_OUT_JSON;
 pub use values::parse_size;
+
+use crate::params::TransportKind;
+
+/// Validation errors; the message names the flag and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A flag that does not apply to this test or transport was given.
+    #[error("{flag} does not apply to {what}: {why}; drop it")]
+    NotApplicable {
+        /// The flag as typed.
+        flag: &'static str,
+        /// The test or transport it does not apply to.
+        what: String,
+        /// Why.
+        why: &'static str,
+    },
+    /// Two flags that cannot be combined.
+    #[error("{a} and {b} cannot be used together: {why}")]
+    Conflict {
+        /// First flag.
+        a: &'static str,
+        /// Second flag.
+        b: &'static str,
+        /// Why, and what to do.
+        why: &'static str,
+    },
+    /// A value out of range or inconsistent with another.
+    #[error("invalid value for {flag}: {why}")]
+    Invalid {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong and what is allowed.
+        why: String,
+    },
+    /// The chosen transport exists in the design but not in this build yet.
+    #[error(
+        "--transport {transport} is not built yet in this roceperf{reason}; run the TCP baseline with --transport tcp"
+    )]
+    NotBuilt {
+        /// The transport chosen.
+        transport: TransportKind,
+        /// Why auto chose it, when it did.
+        reason: String,
+    },
+}

@@ -1,8 +1,8 @@
 //! roceperf: a RoCE performance benchmark suite, the equivalent of linux-rdma's perftest.
 //!
-//! The layers (see DESIGN.md): `wire` knows packet formats and nothing of state; `transport::soft::rc`
-//! is a sans-IO Reliable Connection engine that knows nothing of sockets or clocks; transports know
-//! nothing of reports; reports know nothing of transports.
+//! The layers (see docs/ARCHITECTURE.md): `wire` knows packet formats and nothing of state;
+//! `transport::soft::rc` is a sans-IO Reliable Connection engine that knows nothing of sockets or
+//! clocks; transports know nothing of reports; reports know nothing of transports.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 

@@ -22,13 +22,13 @@ fn parse_word<T: Copy>(
 }
 
 /// A vocabulary word: `Display` is its `name()`, and `FromStr` takes back any of its type's `ALL`,
-/// naming `what` was expected and the `choices` otherwise.
+/// naming `what` was expected and the `choices` (a `&'static str`) otherwise.
 /// `word!(T in T::EVERY, ...)` parses against another list than `ALL`.
 macro_rules! word {
-    ($ty:ident, $what:literal, $choices:literal) => {
+    ($ty:ident, $what:literal, $choices:expr) => {
         word!($ty in $ty::ALL, $what, $choices);
     };
-    ($ty:ident in $all:expr, $what:literal, $choices:literal) => {
+    ($ty:ident in $all:expr, $what:literal, $choices:expr) => {
         impl ::std::fmt::Display for $ty {
             fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.name())
@@ -96,6 +96,27 @@ pub enum Verb {
     Read,
     /// One-sided 8-byte atomic (FETCH_AND_ADD or CMP_AND_SWAP, see [`AtomicOp`]).
     Atomic,
+}
+
+impl Verb {
+    /// SEND: every message consumes a receive the responder posted (two-sided), so a receiver
+    /// keeps receives posted and counts its completions.
+    pub(crate) fn consumes_receive(self) -> bool {
+        self == Verb::Send
+    }
+
+    /// WRITE, READ and atomics: the initiator reaches the peer's memory by its key, and the peer's
+    /// application posts nothing.
+    pub(crate) fn is_one_sided(self) -> bool {
+        !self.consumes_receive()
+    }
+
+    /// READ and atomics: the responder answers with data the requester reads back, so a latency
+    /// sample is one whole round trip, the responder only serves, and perftest counts outstanding
+    /// reads.
+    pub(crate) fn reads_back(self) -> bool {
+        matches!(self, Verb::Read | Verb::Atomic)
+    }
 }
 
 /// Which 8-byte atomic an atomic test runs (perftest's `-A`).
@@ -168,33 +189,38 @@ pub struct TestKind {
 }
 
 impl TestKind {
+    /// `send_bw`.
+    pub const SEND_BW: TestKind = TestKind::new(Verb::Send, Metric::Bandwidth);
+    /// `write_bw`.
+    pub const WRITE_BW: TestKind = TestKind::new(Verb::Write, Metric::Bandwidth);
+    /// `read_bw`.
+    pub const READ_BW: TestKind = TestKind::new(Verb::Read, Metric::Bandwidth);
+    /// `send_lat`.
+    pub const SEND_LAT: TestKind = TestKind::new(Verb::Send, Metric::Latency);
+    /// `write_lat`.
+    pub const WRITE_LAT: TestKind = TestKind::new(Verb::Write, Metric::Latency);
+    /// `read_lat`.
+    pub const READ_LAT: TestKind = TestKind::new(Verb::Read, Metric::Latency);
+    /// `atomic_bw`.
+    pub const ATOMIC_BW: TestKind = TestKind::new(Verb::Atomic, Metric::Bandwidth);
+    /// `atomic_lat`.
+    pub const ATOMIC_LAT: TestKind = TestKind::new(Verb::Atomic, Metric::Latency);
+
     /// All six tests in the order the binaries are usually listed.
     pub const ALL: [TestKind; 6] = [
-        TestKind::new(Verb::Send, Metric::Bandwidth),
-        TestKind::new(Verb::Write, Metric::Bandwidth),
-        TestKind::new(Verb::Read, Metric::Bandwidth),
-        TestKind::new(Verb::Send, Metric::Latency),
-        TestKind::new(Verb::Write, Metric::Latency),
-        TestKind::new(Verb::Read, Metric::Latency),
+        TestKind::SEND_BW,
+        TestKind::WRITE_BW,
+        TestKind::READ_BW,
+        TestKind::SEND_LAT,
+        TestKind::WRITE_LAT,
+        TestKind::READ_LAT,
     ];
 
-    /// The two atomic tests (`roce_atomic_bw`, `roce_atomic_lat`), beside the six of [`Self::ALL`].
-    pub const ATOMICS: [TestKind; 2] = [
-        TestKind::new(Verb::Atomic, Metric::Bandwidth),
-        TestKind::new(Verb::Atomic, Metric::Latency),
-    ];
-
-    /// Every test there is a binary for: [`Self::ALL`], then [`Self::ATOMICS`].
-    pub const EVERY: [TestKind; 8] = [
-        TestKind::ALL[0],
-        TestKind::ALL[1],
-        TestKind::ALL[2],
-        TestKind::ALL[3],
-        TestKind::ALL[4],
-        TestKind::ALL[5],
-        TestKind::ATOMICS[0],
-        TestKind::ATOMICS[1],
-    ];
+    /// Every test there is a binary for: [`Self::ALL`], then the two atomic tests.
+    pub const EVERY: [TestKind; 8] = {
+        let [a, b, c, d, e, f] = TestKind::ALL;
+        [a, b, c, d, e, f, TestKind::ATOMIC_BW, TestKind::ATOMIC_LAT]
+    };
 
     /// Builds a test kind.
     pub const fn new(verb: Verb, metric: Metric) -> Self {
@@ -215,33 +241,26 @@ impl TestKind {
         }
     }
 
+    /// Every test's name, listed as a sentence does (`send_bw, write_bw, ... atomic_bw or
+    /// atomic_lat`), for the messages that name the choices.
+    pub fn names() -> &'static str {
+        static NAMES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        NAMES.get_or_init(|| {
+            let names = TestKind::EVERY.map(|t| t.name());
+            let (last, rest) = names.split_last().expect("there are tests");
+            format!("{} or {last}", rest.join(", "))
+        })
+    }
+
     /// Parses a short name such as `write_bw` or `atomic_lat`.
     pub fn from_name(name: &str) -> Option<Self> {
         TestKind::EVERY.into_iter().find(|t| t.name() == name)
     }
 
-    /// The title perftest prints in its header block, e.g. `RDMA_Write BW Test`.
-    pub fn perftest_title(&self) -> &'static str {
-        match (self.verb, self.metric) {
-            (Verb::Send, Metric::Bandwidth) => "Send BW Test",
-            (Verb::Write, Metric::Bandwidth) => "RDMA_Write BW Test",
-            (Verb::Read, Metric::Bandwidth) => "RDMA_Read BW Test",
-            (Verb::Send, Metric::Latency) => "Send Latency Test",
-            (Verb::Write, Metric::Latency) => "RDMA_Write Latency Test",
-            (Verb::Read, Metric::Latency) => "RDMA_Read Latency Test",
-            // perftest puts the -A operation between the two words: "Atomic FETCH_AND_ADD BW Test".
-            (Verb::Atomic, Metric::Bandwidth) => "Atomic BW Test",
-            (Verb::Atomic, Metric::Latency) => "Atomic Latency Test",
-        }
-    }
-
     /// Latency samples are round trips; SEND and WRITE report half of one, READ and atomics a whole
     /// one (as perftest).
     pub fn rtt_factor(&self) -> u32 {
-        match self.verb {
-            Verb::Send | Verb::Write => 2,
-            Verb::Read | Verb::Atomic => 1,
-        }
+        if self.verb.reads_back() { 1 } else { 2 }
     }
 
     /// perftest's default message size: 65536 for bandwidth tests, 2 for latency tests, 8 (the only
@@ -255,7 +274,7 @@ impl TestKind {
     }
 
     /// True for `atomic_bw` and `atomic_lat`.
-    pub fn is_atomic(&self) -> bool {
+    pub(crate) fn is_atomic(&self) -> bool {
         self.verb == Verb::Atomic
     }
 
@@ -269,14 +288,13 @@ impl TestKind {
 }
 
 // A test name parses against every test, atomics included, not just `ALL`'s six.
-word!(
-    TestKind in TestKind::EVERY,
-    "test",
-    "send_bw, write_bw, read_bw, send_lat, write_lat, read_lat, atomic_bw or atomic_lat"
-);
+word!(TestKind in TestKind::EVERY, "test", TestKind::names());
 
 /// Bytes every atomic moves: one 64-bit word (perftest fixes `-s` at 8 for its atomic tests).
-pub const ATOMIC_SIZE: u64 = 8;
+pub(crate) const ATOMIC_SIZE: u64 = 8;
+
+/// perftest's TCP port of the out-of-band channel, `-p`'s default.
+pub(crate) const DEFAULT_OOB_PORT: u16 = 18515;
 
 /// What moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -433,7 +451,7 @@ const ENDLESS_SECS: u64 = u64::MAX / 4;
 
 impl RunMode {
     /// `--run_infinitely`: a duration-mode run that only a stop ends, measured from its first second.
-    pub const fn endless() -> RunMode {
+    pub(crate) const fn endless() -> RunMode {
         RunMode::Duration {
             secs: ENDLESS_SECS,
             margin: 0,
@@ -441,7 +459,7 @@ impl RunMode {
     }
 
     /// True for a run without end.
-    pub fn is_endless(&self) -> bool {
+    pub(crate) fn is_endless(&self) -> bool {
         *self == RunMode::endless()
     }
 
@@ -454,7 +472,7 @@ impl RunMode {
     }
 
     /// `-D` seconds, in duration mode (none for a run without end).
-    pub fn duration_secs(&self) -> Option<u64> {
+    pub(crate) fn duration_secs(&self) -> Option<u64> {
         match *self {
             _ if self.is_endless() => None,
             RunMode::Duration { secs, .. } => Some(secs),
@@ -463,7 +481,7 @@ impl RunMode {
     }
 
     /// `-f` margin seconds, in duration mode (none for a run without end).
-    pub fn margin_secs(&self) -> Option<u64> {
+    pub(crate) fn margin_secs(&self) -> Option<u64> {
         match *self {
             _ if self.is_endless() => None,
             RunMode::Duration { margin, .. } => Some(margin),
@@ -472,7 +490,7 @@ impl RunMode {
     }
 
     /// True in duration mode.
-    pub fn is_duration(&self) -> bool {
+    pub(crate) fn is_duration(&self) -> bool {
         matches!(self, RunMode::Duration { .. })
     }
 }
@@ -542,10 +560,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for t in TestKind::ALL {
-            assert_eq!(TestKind::from_name(t.name()), Some(t));
-        }
-        for t in TestKind::ATOMICS {
+        for t in TestKind::EVERY {
             assert_eq!(TestKind::from_name(t.name()), Some(t));
             assert_eq!(t.name().parse(), Ok(t));
         }
@@ -566,6 +581,36 @@ mod tests {
         let d = RunMode::Duration { secs: 5, margin: 1 };
         assert!(!d.is_endless());
         assert_eq!(d.duration_secs(), Some(5));
+    }
+
+    #[test]
+    fn verbs_say_what_they_ask_of_the_peer() {
+        let of = |p: fn(Verb) -> bool| [Verb::Send, Verb::Write, Verb::Read, Verb::Atomic].map(p);
+        assert_eq!(of(Verb::consumes_receive), [true, false, false, false]);
+        assert_eq!(of(Verb::is_one_sided), [false, true, true, true]);
+        assert_eq!(of(Verb::reads_back), [false, false, true, true]);
+        let factors = TestKind::EVERY.map(|t| (t.name(), t.rtt_factor()));
+        assert_eq!(
+            factors,
+            [
+                ("send_bw", 2),
+                ("write_bw", 2),
+                ("read_bw", 1),
+                ("send_lat", 2),
+                ("write_lat", 2),
+                ("read_lat", 1),
+                ("atomic_bw", 1),
+                ("atomic_lat", 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_test_name_is_told_every_test() {
+        assert_eq!(
+            "write".parse::<TestKind>().unwrap_err().to_string(),
+            "\"write\" is not a test; use send_bw, write_bw, read_bw, send_lat, write_lat, read_lat, atomic_bw or atomic_lat"
+        );
     }
 
     #[test]

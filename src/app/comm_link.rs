@@ -15,7 +15,7 @@ use std::io::{self, ErrorKind};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::endpoints::Described;
+use super::endpoints::{COMM_RECV_SLOTS, Described};
 use super::notes::Note;
 use crate::oob::perftest::OobStream;
 use crate::params::Recovery;
@@ -27,8 +27,6 @@ use crate::transport::{
 
 /// Bytes of one message slot (perftest's largest -R message is its 64-byte key record).
 const SLOT: usize = 256;
-/// Receives kept posted on the message queue pair.
-pub(crate) const RECV_SLOTS: usize = 4;
 /// Work request ID of our SENDs (receives carry their slot number).
 const SEND_WR: u64 = u64::MAX;
 /// How long a SEND may wait for its completion (the peer's RNR retries included).
@@ -133,10 +131,10 @@ pub(crate) fn link<E: Described>(
     mut ep: E,
     qps: usize,
 ) -> transport::Result<(CommLink<E>, CommStream<E>)> {
-    for slot in 0..RECV_SLOTS {
+    for slot in 0..COMM_RECV_SLOTS {
         post_slot(&mut ep, qps, slot).map_err(|e| {
             transport::Error::Connection(format!(
-                "posting receive {slot} of {RECV_SLOTS} on the out-of-band queue pair: {e}"
+                "posting receive {slot} of {COMM_RECV_SLOTS} on the out-of-band queue pair: {e}"
             ))
         })?;
     }
@@ -359,7 +357,7 @@ impl<E: Endpoint> io::Write for CommStream<E> {
                 "an out-of-band SEND while the data path holds the endpoint",
             ));
         };
-        let at = RECV_SLOTS * SLOT;
+        let at = COMM_RECV_SLOTS * SLOT;
         ep.buffer_mut(qp)[at..at + n].copy_from_slice(&buf[..n]);
         let wr = SendRequest {
             wr_id: SEND_WR,

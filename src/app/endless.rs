@@ -5,7 +5,7 @@
 //! perftest's JSON rewritten whole with the interval (`--out_json`, as perftest rewrites it). Nothing a
 //! stop can cut in half: lines are single writes, files are replaced by renaming.
 
-use super::exit::Error;
+use super::Error;
 use super::measure;
 use super::plan::Plan;
 use crate::bench::interval::IntervalSample;

@@ -2,7 +2,7 @@
 //!
 //! Beyond the [`Endpoint`] contract: its setup notes, counters and the detail of a failed completion.
 
-use super::exit::Error;
+use super::Error;
 use super::notes::Note;
 use super::plan::Plan;
 use crate::cli::IoArg;
@@ -115,9 +115,13 @@ impl Described for VerbsEndpoint {
     }
 }
 
+/// Receives kept posted on `-R --oob perftest`'s message queue pair: [`super::comm_link`] posts
+/// them, and the queue pair is opened deep enough for them.
+pub(crate) const COMM_RECV_SLOTS: usize = 4;
+
 /// Queue pairs opened beyond the test's: `-R --oob perftest` carries perftest's messages on one.
 pub(crate) fn comm_qps(plan: &Plan) -> usize {
-    usize::from(plan.oob.rdma_cm && plan.oob.dialect == crate::cli::OobArg::Perftest)
+    usize::from(plan.rdma_cm && plan.oob == crate::cli::OobArg::Perftest)
 }
 
 /// The error of a transport that could not be set up.
@@ -159,14 +163,14 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.connection = plan.connection;
     // perftest's -R message queue pair is RC whatever -c says.
     cfg.rc_tail = comm_qps(plan);
-    if plan.oob.rdma_cm && plan.connection == ConnType::Ud {
+    if plan.rdma_cm && plan.connection == ConnType::Ud {
         // rdma_cm gives every queue pair of its UDP port space one Q_Key, and says it in SIDR_REP.
         cfg.qkey = crate::transport::cm::RDMA_UDP_QKEY;
     }
     cfg.buffer_len = plan.layout.buffer_len();
     // The drivers never have more than -t sends or rx_depth receives outstanding; keep the engine's
     // defaults as a floor so a sweep's finishing phase never finds a full queue.
-    cfg.sq_depth = cfg.sq_depth.max(plan.depths.tx as usize);
+    cfg.sq_depth = cfg.sq_depth.max(plan.tx_depth as usize);
     cfg.rq_depth = cfg.rq_depth.max(plan.depths.rx as usize);
     SoftEndpoint::open(cfg).map_err(|e| {
         let mut source: transport::Error = e.into();
@@ -208,13 +212,13 @@ pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
         ipv6: d.ipv6,
         qps: plan.qps as usize + comm_qps(plan),
         buf_size: plan.layout.buffer_len(),
-        tx_depth: plan.depths.tx.max(1),
+        tx_depth: plan.tx_depth.max(1),
         // -R --oob perftest: the message queue pair keeps comm_link's receives posted.
         rx_depth: plan
             .depths
             .rx
             .max(1)
-            .max((super::comm_link::RECV_SLOTS * comm_qps(plan)) as u32),
+            .max((COMM_RECV_SLOTS * comm_qps(plan)) as u32),
         inline_size: d.inline_size.unwrap_or(0),
         mtu: d.mtu,
         access,
@@ -224,7 +228,7 @@ pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
         // perftest's -R message queue pair is RC whatever -c says.
         rc_tail: comm_qps(plan),
         // As on soft: rdma_cm's UDP port space has one Q_Key, which librdmacm's SIDR_REP names.
-        qkey: if plan.oob.rdma_cm && plan.connection == ConnType::Ud {
+        qkey: if plan.rdma_cm && plan.connection == ConnType::Ud {
             crate::transport::cm::RDMA_UDP_QKEY
         } else {
             defaults.qkey
@@ -240,10 +244,10 @@ pub(crate) fn open_tcp(plan: &Plan, bind: IpAddr) -> Result<TcpEndpoint, Error> 
         role: plan.role,
         qps: plan.qps as usize,
         buf_len: plan.layout.buffer_len(),
-        sq_depth: plan.depths.tx as usize,
+        sq_depth: plan.tx_depth as usize,
         rq_depth: plan.depths.rx as usize,
         bind,
-        connect_timeout: plan.oob.connect_timeout,
+        connect_timeout: plan.connect_timeout,
         socket_buffer: None,
         spin_polls: transport::tcp::DEFAULT_SPIN_POLLS,
     })

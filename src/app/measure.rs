@@ -2,7 +2,7 @@
 //!
 //! The drivers' raw measurements become [`SizeResult`]s here.
 
-use super::exit::Error;
+use super::Error;
 use super::plan::Plan;
 use crate::bench::interval::{Hooks, Intervals};
 use crate::bench::pace::PaceSpec;
@@ -64,7 +64,7 @@ pub(crate) fn prepare<E: Endpoint>(plan: &Plan, ep: &mut E, size: u64) {
     if plan.validate {
         prepare_validation(plan, ep, size);
     }
-    if plan.test == TestKind::new(Verb::Write, Metric::Latency) {
+    if plan.test == TestKind::WRITE_LAT {
         lat::clear_marker(ep, &plan.layout, size);
     }
 }
@@ -72,7 +72,7 @@ pub(crate) fn prepare<E: Endpoint>(plan: &Plan, ep: &mut E, size: u64) {
 /// True where `--validate` checks the WRITE target at the end of each size: the side written to.
 pub(crate) fn checks_write_target(plan: &Plan) -> bool {
     plan.validate
-        && plan.test == TestKind::new(Verb::Write, Metric::Bandwidth)
+        && plan.test == TestKind::WRITE_BW
         && (plan.role == Role::Server || plan.bidirectional)
 }
 
@@ -178,8 +178,8 @@ pub(crate) fn measure<E: Endpoint>(
                 verb: test.verb,
                 size,
                 mode: run.mode,
-                tx_depth: plan.depths.tx,
-                cq_mod: plan.depths.cq_mod(size),
+                tx_depth: plan.tx_depth,
+                cq_mod: plan.cq_mod_at(size),
                 warmup: run.warmup,
                 rx_depth: plan.depths.rx,
                 // With TCP a completion means the kernel took the bytes, so the first socket buffer's
@@ -197,9 +197,9 @@ pub(crate) fn measure<E: Endpoint>(
                 unreliable: plan.connection.is_unreliable(),
                 atomic: plan.atomics,
             };
-            let receiving = !plan.bidirectional && !client && test.verb == Verb::Send;
+            let receiving = !plan.bidirectional && !client && test.verb.consumes_receive();
             let m = if plan.bidirectional || client {
-                let duplex = (plan.bidirectional && test.verb == Verb::Send).then_some(recvs);
+                let duplex = (plan.bidirectional && test.verb.consumes_receive()).then_some(recvs);
                 let hooks = match endless {
                     // Rebuilt, so that the sink's borrow shortens to the stop's.
                     Some(i) => Hooks {
@@ -211,9 +211,9 @@ pub(crate) fn measure<E: Endpoint>(
                     },
                     None => Hooks::none(),
                 };
-                bw::active_with(ep, &spec, remotes, duplex, hooks)?
+                bw::active(ep, &spec, remotes, duplex, hooks)?
             } else if receiving {
-                bw::receiver_with(ep, &spec, recvs, &mut stop, endless)?
+                bench::bw_receiver(ep, &spec, recvs, &mut stop, endless)?
             } else {
                 bw::passive(ep, bw::SERVING, &mut stop, None)?;
                 return Ok(None);
@@ -233,7 +233,7 @@ pub(crate) fn measure<E: Endpoint>(
             }))
         }
         Metric::Latency => {
-            if matches!(test.verb, Verb::Read | Verb::Atomic) && !client {
+            if test.verb.reads_back() && !client {
                 bw::passive(ep, bw::SERVING, &mut stop, None)?;
                 return Ok(None);
             }
@@ -252,7 +252,7 @@ pub(crate) fn measure<E: Endpoint>(
                 atomic: plan.atomics,
                 signal_every: run.signal_every,
             };
-            let m = lat::run(ep, &spec, run.role, remotes[0], recvs, &mut stop)?;
+            let m = bench::latency(ep, &spec, run.role, remotes[0], recvs, &mut stop)?;
             let stats = LatencyStats::from_histogram(&m.histogram, &plan.output.percentiles);
             Ok(Some(SizeResult {
                 size,

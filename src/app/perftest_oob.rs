@@ -8,9 +8,9 @@
 //! ib_read_lat's server), and the key records advertise the target half of each buffer, so the peer's
 //! WRITEs land where our drivers look.
 
+use super::Error;
 use super::comm_link;
 use super::endpoints::{Described, setup_error};
-use super::exit::Error;
 use super::measure::{self, SizeRun, combine};
 use super::notes::Note;
 use super::plan::Plan;
@@ -23,7 +23,7 @@ use crate::oob::perftest::{
     self, BwReport, KeyRecord, OobStream, PerftestChannel, PerftestError, ScriptOptions, Session,
     SessionConfig, SysData, Timeouts,
 };
-use crate::params::{ConnType, DEFAULT_QKEY, Metric, Role, RunMode, TestKind, Verb};
+use crate::params::{ConnType, DEFAULT_QKEY, Metric, Role, RunMode, TestKind};
 use crate::results::{Measured, SizeResult};
 use crate::stats::BandwidthStats;
 use crate::transport::cm::CmPeer;
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 /// Runs the whole test against a perftest-dialect peer on an opened endpoint.
 pub(crate) fn run<E: Described>(plan: &Plan, pinned: &Pinned, mut ep: E) -> Result<(), Error> {
-    if plan.oob.rdma_cm {
+    if plan.rdma_cm {
         return run_rdma_cm(plan, pinned, ep);
     }
     let outcome = tcp_stream(plan)
@@ -71,9 +71,8 @@ fn run_rdma_cm<E: Described>(plan: &Plan, pinned: &Pinned, mut ep: E) -> Result<
 /// Connects queue pair `comm` to the peer's message queue pair through the CM: the client to the
 /// server's address and -p, the server by listening there (waiting as long as perftest's does).
 fn comm_connect<E: Described>(plan: &Plan, ep: &mut E, comm: usize) -> Result<CmPeer, Error> {
-    let o = &plan.oob;
-    let (server, wait) = match (&o.host, plan.role) {
-        (Some(host), Role::Client) => (Some(resolve(plan, host)?), Some(o.connect_timeout)),
+    let (server, wait) = match (&plan.host, plan.role) {
+        (Some(host), Role::Client) => (Some(resolve(plan, host)?), Some(plan.connect_timeout)),
         _ => {
             print_waiting(plan);
             (None, None)
@@ -88,7 +87,7 @@ fn comm_connect<E: Described>(plan: &Plan, ep: &mut E, comm: usize) -> Result<Cm
 
 /// The server's address (`-R` names the peer by IP address; a name is looked up, IPv6 with --ipv6).
 fn resolve(plan: &Plan, host: &str) -> Result<IpAddr, Error> {
-    let found = (host, plan.oob.port)
+    let found = (host, plan.port)
         .to_socket_addrs()
         .map_err(|source| {
             Error::Perftest(PerftestError::Io {
@@ -108,27 +107,25 @@ fn resolve(plan: &Plan, host: &str) -> Result<IpAddr, Error> {
 
 /// The TCP connection of perftest's usual exchange: connected (client) or accepted (server).
 fn tcp_stream(plan: &Plan) -> Result<TcpStream, Error> {
-    let o = &plan.oob;
-    Ok(match &o.host {
+    Ok(match &plan.host {
         Some(host) if plan.role == Role::Client => {
-            perftest::connect(HostPort::new(host, o.port), o.connect_timeout)?
+            perftest::connect(HostPort::new(host, plan.port), plan.connect_timeout)?
         }
         _ => {
             print_waiting(plan);
-            perftest::accept(SocketAddr::from((Ipv4Addr::UNSPECIFIED, o.port)))?
+            perftest::accept(SocketAddr::from((Ipv4Addr::UNSPECIFIED, plan.port)))?
         }
     })
 }
 
 /// perftest's channel over `stream`, with the plan's timeouts.
 fn channel<S: OobStream>(plan: &Plan, stream: S) -> PerftestChannel<S> {
-    let o = &plan.oob;
     let timeouts = Timeouts {
-        run: Some(o.io_timeout + Duration::from_secs(60)),
+        run: Some(plan.io_timeout + Duration::from_secs(60)),
         ..Timeouts::default()
     };
     let mut chan = PerftestChannel::new(stream, plan.role == Role::Client, timeouts);
-    chan.limit_setup(o.handshake_timeout);
+    chan.limit_setup(plan.handshake_timeout());
     chan
 }
 
@@ -182,7 +179,7 @@ impl<'p, S: OobStream> Perftest<'p, S> {
             } else {
                 1 << 23
             },
-            rdma_cm: plan.oob.rdma_cm,
+            rdma_cm: plan.rdma_cm,
         };
         let mut local = ep.local_info();
         for q in &mut local.qps {
@@ -202,8 +199,8 @@ impl<'p, S: OobStream> Perftest<'p, S> {
         let passive = !client
             && !plan.bidirectional
             && match plan.test.metric {
-                Metric::Bandwidth => plan.test.verb != Verb::Send,
-                Metric::Latency => matches!(plan.test.verb, Verb::Read | Verb::Atomic),
+                Metric::Bandwidth => plan.test.verb.is_one_sided(),
+                Metric::Latency => plan.test.verb.reads_back(),
             };
         // perftest's latency loops post exactly -n times per side and time the gaps between posts; our
         // driver posts once more to close the last round trip, so it is given one iteration fewer (n
@@ -216,10 +213,7 @@ impl<'p, S: OobStream> Perftest<'p, S> {
         };
         // In ib_write_lat the server makes the first WRITE and the client waits for it (send_lat is the
         // other way round, as ours); a client that wrote first would meet a server that does not look.
-        let run_role = match (
-            plan.test == TestKind::new(Verb::Write, Metric::Latency),
-            plan.role,
-        ) {
+        let run_role = match (plan.test == TestKind::WRITE_LAT, plan.role) {
             (true, Role::Client) => Role::Server,
             (true, Role::Server) => Role::Client,
             (false, role) => role,
@@ -255,7 +249,7 @@ impl<'p, S: OobStream> Perftest<'p, S> {
         // perftest exchanges neither: its queue pairs are of the -c both sides were given, and every UD
         // queue pair of it uses the one Q_Key 0x11111111 (with -R, rdma_cm's UDP port space's).
         peer.connection = plan.connection;
-        let qkey = if plan.oob.rdma_cm {
+        let qkey = if plan.rdma_cm {
             crate::transport::cm::RDMA_UDP_QKEY
         } else {
             DEFAULT_QKEY
@@ -264,7 +258,7 @@ impl<'p, S: OobStream> Perftest<'p, S> {
         let mut notes = vec![Note::PerftestPeer {
             version: version.clone(),
         }];
-        if plan.oob.rdma_cm {
+        if plan.rdma_cm {
             rdma_cm::adopt(plan, &mut peer, &self.cm_peers, &mut notes);
         }
         self.queue
@@ -284,7 +278,7 @@ impl<'p, S: OobStream> Perftest<'p, S> {
             warmup: 0,
             notes,
             connected: format!("connected to perftest {version} peer"),
-            cm: plan.oob.rdma_cm.then_some(CmConnect::Done),
+            cm: plan.rdma_cm.then_some(CmConnect::Done),
             peer,
         })))
     }
@@ -359,7 +353,7 @@ impl<S: OobStream> Dialect for Perftest<'_, S> {
                 perftest::Action::CmConnect => {
                     let plan = self.plan;
                     let server = self.cm_server.filter(|_| plan.role == Role::Client);
-                    let wait = Some(plan.oob.connect_timeout);
+                    let wait = Some(plan.connect_timeout);
                     // perftest's UD requester tells its QPN in a first datagram where its server
                     // needs it (latency tests and -b).
                     let hello = plan.connection == ConnType::Ud

@@ -1,81 +1,50 @@
-//! The run plan: the validated options resolved once, at the top, into what each part needs.
+//! The run plan: the validated options, and what they resolve to, computed once at the top.
 //!
-//! Per-size parameters, depths, buffer layout, validation, the out-of-band connection, the output: so
-//! nothing below the app ever looks at the options again.
+//! The plan keeps the options whole rather than copying them field by field, and adds only what is
+//! derived (atomic sequences, receive depths, buffer layout, timeouts); what the drivers below the
+//! app get is built from it (`bench`'s specs), so nothing below the app looks at the options.
 
 use crate::bench::Layout;
 use crate::bench::atomic::Atomics;
-use crate::cli::{DeviceOptions, OobArg, Options, OutputOptions, TransportReason};
+use crate::cli::Options;
 use crate::oob::{self, TestParams};
-use crate::params::{
-    AtomicOp, ConnType, Metric, RateLimit, Role, RunMode, TestKind, TransportKind, Verb,
-};
+use crate::params::{ConnType, Metric, Role, RunMode, TestKind};
 use std::time::Duration;
 
-/// Everything one run does, resolved from the options.
+/// Everything one run does: the validated options it came from, and what they resolve to.
+///
+/// A plan reads as its options (it dereferences to [`Options`]: `plan.qps` is `-q` itself, never a
+/// copy); its own fields are only what is derived from them, computed once here.
 #[derive(Debug, Clone)]
-pub struct Plan {
-    /// The test this binary runs.
-    pub test: TestKind,
-    /// `-A`, atomic tests only.
-    pub atomic_type: Option<AtomicOp>,
+pub(crate) struct Plan {
+    /// The options, as checked (a UD run's sizes fitted to the path MTU by [`Plan::fit_datagrams`]).
+    opts: Options,
     /// Atomic tests: the operations each queue pair runs (words, result slots).
     pub atomics: Option<Atomics>,
-    /// Server (no host) or client.
-    pub role: Role,
-    /// The transport.
-    pub transport: TransportKind,
-    /// Why this transport (printed with the results).
-    pub transport_reason: TransportReason,
-    /// Message sizes to run, in order.
-    pub sizes: Vec<u64>,
-    /// `-a` was given.
-    pub all_sizes: bool,
-    /// Iterations or duration.
-    pub mode: RunMode,
-    /// Queue pairs.
-    pub qps: u32,
-    /// Queue depths and completion moderation.
+    /// Receive depths of every size.
     pub depths: Depths,
     /// How each queue pair's buffer is split (sized for the largest message).
     pub layout: Layout,
-    /// Warm-up iterations.
-    pub warmup: u64,
-    /// `-b`.
-    pub bidirectional: bool,
-    /// `--validate`.
-    pub validate: bool,
-    /// `--cpu`: the core of the datapath thread.
-    pub cpu: Option<usize>,
-    /// `--cpu_util`.
-    pub cpu_util: bool,
-    /// `--rate_limit`: what this side's sends are paced to (bandwidth tests).
-    pub rate_limit: Option<RateLimit>,
-    /// `--latency_gap`: the wait between latency iterations.
-    pub latency_gap: Duration,
-    /// The out-of-band connection.
-    pub oob: OobPlan,
-    /// What the transport is opened with.
-    pub device: DeviceOptions,
-    /// What is printed and written.
-    pub output: OutputOptions,
-    /// `-c`: the queue pairs' connection type.
-    pub connection: ConnType,
-    /// `-s` was given: a UD run refuses a size over the MTU rather than capping it.
-    pub size_given: bool,
+    /// How long a blocking out-of-band read waits for the peer: the default, plus the connect
+    /// timeout (the peer may still be retrying its own), plus a timed run's length.
+    pub io_timeout: Duration,
 }
 
-/// Queue depths of every size, and the completion moderation of each.
+impl std::ops::Deref for Plan {
+    type Target = Options;
+
+    fn deref(&self) -> &Options {
+        &self.opts
+    }
+}
+
+/// Receive depths of every size (the send queue's is `-t`, [`Options::tx_depth`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Depths {
-    /// Operations in flight per queue pair (1 for latency tests).
-    pub tx: u32,
+pub(crate) struct Depths {
     /// Receives kept posted per queue pair by SEND tests (perftest's rx_depth 512, capped at the iterations).
     pub rx: u32,
     /// Receives posted per queue pair before a size starts: a SEND receiver keeps `rx`, a latency side one.
     pub initial_receives: u32,
-    /// `-Q`, when given.
-    cq_mod: Option<u32>,
 }
 
 impl Depths {
@@ -84,8 +53,9 @@ impl Depths {
     /// timeout): in bandwidth tests the receiving side keeps rx posted and a sender none; in latency
     /// tests one, on both sides.
     fn new(opts: &Options) -> Depths {
-        let rx = match (opts.test.verb, opts.test.metric) {
-            (Verb::Send, Metric::Bandwidth) => {
+        let receives = opts.test.verb.consumes_receive();
+        let rx = match opts.test.metric {
+            Metric::Bandwidth if receives => {
                 let n = match opts.mode {
                     RunMode::Iterations(n) => n,
                     RunMode::Duration { .. } => 512,
@@ -103,56 +73,25 @@ impl Depths {
             }
             _ => 1,
         };
-        let initial_receives = match (opts.test.verb, opts.test.metric) {
-            (Verb::Send, Metric::Bandwidth) if opts.role == Role::Server || opts.bidirectional => {
-                rx
-            }
-            (Verb::Send, Metric::Latency) => 1,
-            _ => 0,
+        let initial_receives = match opts.test.metric {
+            _ if !receives => 0,
+            Metric::Bandwidth if opts.role == Role::Server || opts.bidirectional => rx,
+            Metric::Bandwidth => 0,
+            Metric::Latency => 1,
         };
         Depths {
-            tx: opts.tx_depth,
             rx,
             initial_receives,
-            cq_mod: opts.cq_mod,
         }
     }
-
-    /// Completions are signaled every this many operations at `size`: -Q, or perftest's rule
-    /// (100, but 1 above 8 KiB), never more than the operations in flight.
-    pub fn cq_mod(&self, size: u64) -> u32 {
-        let q = self.cq_mod.unwrap_or(if size > 8192 { 1 } else { 100 });
-        q.min(self.tx).max(1)
-    }
-}
-
-/// The out-of-band connection: which dialect, to whom, how long to wait.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OobPlan {
-    /// roceperf's dialect or perftest's.
-    pub dialect: OobArg,
-    /// The server's host, on the client.
-    pub host: Option<String>,
-    /// The TCP port.
-    pub port: u16,
-    /// How long a client retries a server that is not up yet.
-    pub connect_timeout: Duration,
-    /// How long a blocking read waits for the peer: the default, plus the connect timeout (the peer
-    /// may still be retrying its own), plus a timed run's length.
-    pub io_timeout: Duration,
-    /// How long the whole handshake may take once connected (hello to connection details in our
-    /// dialect, everything before the data path connects in perftest's): `--connect-timeout`.
-    pub handshake_timeout: Duration,
-    /// `-R`: the queue pairs are connected through the CM, on `port`.
-    pub rdma_cm: bool,
 }
 
 impl Plan {
     /// Resolves the options.
-    pub fn new(opts: Options) -> Plan {
+    pub(crate) fn new(opts: Options) -> Plan {
         let depths = Depths::new(&opts);
         let atomics = opts.atomic_type.map(|op| match opts.test.metric {
-            Metric::Bandwidth => Atomics::bandwidth(op, depths.tx, opts.validate),
+            Metric::Bandwidth => Atomics::bandwidth(op, opts.tx_depth, opts.validate),
             Metric::Latency => Atomics::latency(op),
         });
         // Atomics: the result slots in the first half, the words and their tally in the second.
@@ -167,61 +106,45 @@ impl Plan {
             .mode
             .duration_secs()
             .map_or(Duration::ZERO, Duration::from_secs);
+        let layout = Layout::for_size(max_size);
+        // --validate, READ bandwidth: the requester reads every READ into a slot of its own.
+        let reads = opts.test == TestKind::READ_BW && opts.role == Role::Client;
+        let layout = if opts.validate && reads {
+            layout.with_read_slots(opts.tx_depth)
+        } else {
+            layout.with_recv_headroom(opts.connection.recv_headroom())
+        };
         Plan {
-            test: opts.test,
-            atomic_type: opts.atomic_type,
             atomics,
-            role: opts.role,
-            transport: opts.transport,
-            transport_reason: opts.transport_reason,
-            all_sizes: opts.all_sizes,
-            mode: opts.mode,
-            qps: opts.qps,
             depths,
-            layout: {
-                let layout = Layout::for_size(max_size);
-                // --validate, READ bandwidth: the requester reads every READ into a slot of its own.
-                let reads = opts.test == TestKind::new(Verb::Read, Metric::Bandwidth)
-                    && opts.role == Role::Client;
-                if opts.validate && reads {
-                    layout.with_read_slots(depths.tx)
-                } else {
-                    layout.with_recv_headroom(opts.connection.recv_headroom())
-                }
-            },
-            warmup: opts.warmup,
-            bidirectional: opts.bidirectional,
-            validate: opts.validate,
-            cpu: opts.cpu,
-            cpu_util: opts.cpu_util,
-            rate_limit: opts.rate_limit,
-            latency_gap: opts.latency_gap,
-            oob: OobPlan {
-                dialect: opts.oob,
-                host: opts.host,
-                port: opts.port,
-                connect_timeout: opts.connect_timeout,
-                io_timeout: oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run,
-                handshake_timeout: opts.connect_timeout,
-                rdma_cm: opts.rdma_cm,
-            },
-            device: opts.device,
-            output: opts.output,
-            sizes: opts.sizes,
-            connection: opts.connection,
-            size_given: opts.size_given,
+            layout,
+            io_timeout: oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run,
+            opts,
         }
     }
 
+    /// How long the whole handshake may take once connected (hello to connection details in our
+    /// dialect, everything before the data path connects in perftest's): `--connect-timeout`.
+    pub(crate) fn handshake_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// Completions are signaled every this many operations at `size`: -Q, or perftest's rule
+    /// (100, but 1 above 8 KiB), never more than the operations in flight.
+    pub(crate) fn cq_mod_at(&self, size: u64) -> u32 {
+        let q = self.cq_mod.unwrap_or(if size > 8192 { 1 } else { 100 });
+        q.min(self.tx_depth).max(1)
+    }
+
     /// The largest message size of the run.
-    pub fn max_size(&self) -> u64 {
+    pub(crate) fn max_size(&self) -> u64 {
         self.sizes.iter().copied().max().unwrap_or(1)
     }
 
     /// UD, once the endpoint says which path MTU it offers (`mtu` bytes, from `source`): a datagram
     /// carries at most one MTU, so the default size and `-a`'s sweep stop at it (as perftest's do) and
     /// an `-s` above it is a usage error naming both. Other connection types run as planned.
-    pub fn fit_datagrams(&self, mtu: u32, source: &str) -> Result<Plan, crate::cli::Error> {
+    pub(crate) fn fit_datagrams(&self, mtu: u32, source: &str) -> Result<Plan, crate::cli::Error> {
         if self.connection != ConnType::Ud {
             return Ok(self.clone());
         }
@@ -237,14 +160,13 @@ impl Plan {
         } else {
             self.sizes.iter().map(|&s| s.min(mtu)).collect()
         };
-        Ok(Plan {
-            sizes,
-            ..self.clone()
-        })
+        let mut fitted = self.clone();
+        fitted.opts.sizes = sizes;
+        Ok(fitted)
     }
 
     /// The parameters the peer must share: only what changes the traffic (see [`TestParams`]).
-    pub fn test_params(&self) -> TestParams {
+    pub(crate) fn test_params(&self) -> TestParams {
         TestParams {
             test: self.test,
             transport: self.transport,
@@ -263,7 +185,7 @@ impl Plan {
             run_infinitely: self.mode.is_endless(),
             latency_gap_ns: self.latency_gap.as_nanos() as u64,
             connection: self.connection,
-            rdma_cm: self.oob.rdma_cm,
+            rdma_cm: self.rdma_cm,
             atomic_type: self.atomic_type,
         }
     }
@@ -273,6 +195,7 @@ impl Plan {
 mod tests {
     use super::*;
     use crate::cli::tests::parse_raw;
+    use crate::params::AtomicOp;
 
     fn plan(test: &str, args: &[&str]) -> Plan {
         let args = [&["--transport", "tcp"], args].concat();
@@ -283,10 +206,10 @@ mod tests {
     fn completion_moderation_follows_perftest() {
         let p = plan("write_bw", &[]);
         assert_eq!(
-            (p.depths.tx, p.depths.cq_mod(65536), p.depths.cq_mod(64)),
+            (p.tx_depth, p.cq_mod_at(65536), p.cq_mod_at(64)),
             (128, 1, 100)
         );
-        assert_eq!(plan("write_bw", &["-Q", "4"]).depths.cq_mod(64), 4);
+        assert_eq!(plan("write_bw", &["-Q", "4"]).cq_mod_at(64), 4);
     }
 
     #[test]
@@ -373,7 +296,7 @@ mod tests {
     fn io_timeout_covers_the_connect_timeout_and_the_run() {
         let p = plan("write_bw", &["-D", "5", "--connect-timeout", "3"]);
         assert_eq!(
-            p.oob.io_timeout,
+            p.io_timeout,
             oob::DEFAULT_IO_TIMEOUT + Duration::from_secs(8)
         );
     }

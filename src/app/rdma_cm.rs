@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 mod hello;
 
+use super::Error;
 use super::endpoints::Described;
-use super::exit::Error;
 use super::notes::Note;
 use super::plan::Plan;
 use crate::params::{ConnType, Role, TransportKind};
@@ -29,7 +29,7 @@ const DISCONNECT_WAIT: Duration = Duration::from_secs(6);
 
 /// Why the CM could not connect the queue pairs (exit 2).
 #[derive(Debug, thiserror::Error)]
-pub enum CmSetupError {
+pub(crate) enum CmSetupError {
     /// The transport cannot connect through the CM.
     #[error("-R: the {transport} transport {why}")]
     Unsupported {
@@ -144,7 +144,7 @@ pub(crate) fn connect<E: Described>(
     hello: bool,
 ) -> Result<Vec<CmPeer>, Error> {
     let p = params(plan);
-    let port = plan.oob.port;
+    let port = plan.port;
     let deadline = wait.map(|w| Instant::now() + w);
     let secs = wait.map_or(0, |w| w.as_secs());
     let n = qps.len();
@@ -256,7 +256,7 @@ pub(crate) fn connect<E: Described>(
     }
     let mut peers: Vec<CmPeer> = peers.into_iter().flatten().collect();
     if hello && plan.role != Role::Client {
-        let limit = plan.oob.connect_timeout;
+        let limit = plan.connect_timeout;
         let learnt = hello::receive(ep, qps.clone(), limit).map_err(|e| match e {
             hello::Wait::Missing(qp) => Error::RdmaCm(CmSetupError::NoUdHello {
                 qp,
@@ -295,7 +295,7 @@ pub(crate) fn answer_repeats<E: Described>(
     ep: &mut E,
     moved_on: &mut dyn FnMut() -> Result<bool, Error>,
 ) -> Result<(), Error> {
-    let deadline = Instant::now() + plan.oob.connect_timeout;
+    let deadline = Instant::now() + plan.connect_timeout;
     let cm = cm_of(plan, ep)?;
     while !moved_on()? && Instant::now() < deadline {
         // A UD service has no connection events left to act on: only the repeats matter.
@@ -326,7 +326,7 @@ pub(crate) fn adopt(plan: &Plan, peer: &mut ConnInfo, cm: &[CmPeer], notes: &mut
         })
         .collect();
     notes.push(Note::RdmaCm {
-        port: plan.oob.port,
+        port: plan.port,
         resolved: plan.connection == ConnType::Ud,
         peers: format!(
             "{} at {}",

@@ -1,11 +1,11 @@
 //! What the run prints and writes: description, header, rows, footer, result files, gate verdict.
 
+use super::Error;
 use super::endpoints::Described;
-use super::exit::Error;
 use super::notes::{self, Note};
 use super::plan::Plan;
 use crate::bench::affinity::Pinned;
-use crate::params::{Metric, TransportKind, Verb};
+use crate::params::{Metric, TransportKind};
 use crate::report;
 use crate::results::{self, AddressLine, RunInfo, SizeResult};
 use crate::transport::ConnInfo;
@@ -23,8 +23,8 @@ pub(crate) fn print_waiting(plan: &Plan) {
 }
 
 fn address_lines(plan: &Plan, info: &ConnInfo) -> Vec<AddressLine> {
-    let read = matches!(plan.test.verb, Verb::Read | Verb::Atomic);
-    let one_sided = plan.test.verb != Verb::Send;
+    let read = plan.test.verb.reads_back();
+    let one_sided = plan.test.verb.is_one_sided();
     info.qps
         .iter()
         .map(|q| AddressLine {
@@ -95,11 +95,11 @@ pub(crate) fn run_info(
         transport: plan.transport,
         roce: plan.device.roce,
         device: plan.device.device.clone().unwrap_or(fallback_device),
-        peer: plan.oob.host.clone(),
+        peer: plan.host.clone(),
         qps: plan.qps,
-        tx_depth: plan.depths.tx,
-        rx_depth: (plan.test.verb == Verb::Send).then_some(plan.depths.rx),
-        cq_mod: plan.depths.cq_mod(plan.max_size()),
+        tx_depth: plan.tx_depth,
+        rx_depth: plan.test.verb.consumes_receive().then_some(plan.depths.rx),
+        cq_mod: plan.cq_mod_at(plan.max_size()),
         mtu: local.mtu.min(peer.mtu),
         link_type: RunInfo::link_type_of(plan.transport).into(),
         gid_index: local.gid_index,
@@ -107,7 +107,10 @@ pub(crate) fn run_info(
             TransportKind::Verbs => plan.device.inline_size.unwrap_or(0),
             _ => 0,
         },
-        out_reads: matches!(plan.test.verb, Verb::Read | Verb::Atomic)
+        out_reads: plan
+            .test
+            .verb
+            .reads_back()
             .then(|| local.qps.first().map_or(1, |q| q.max_rd_atomic)),
         cpu: Some(pinned.core),
         local: address_lines(plan, local),
@@ -136,7 +139,7 @@ pub(crate) fn run_info(
                 stopped_by: None,
             }),
         connection: (plan.transport != TransportKind::Tcp).then_some(plan.connection),
-        rdma_cm: plan.oob.rdma_cm,
+        rdma_cm: plan.rdma_cm,
         exchange_rdma_cm: super::endpoints::comm_qps(plan) > 0,
     }
 }

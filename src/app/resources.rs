@@ -1,14 +1,14 @@
 //! What a run's buffers need, checked against the host before anything is allocated: a run that
 //! cannot fit is a setup error naming the flags and the amount, not an abort half-way through setup.
 
-use super::exit::Error;
+use super::Error;
 use super::plan::Plan;
 use crate::transport::memory::human_bytes;
 use std::fmt;
 
 /// The buffer memory a run needs, and the flags that decide it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Need {
+pub(crate) struct Need {
     /// `-q`.
     pub qps: u32,
     /// The largest message (`-s`, or `-a`'s largest).
@@ -21,7 +21,7 @@ pub struct Need {
 
 impl Need {
     /// Bytes of every queue pair's buffer together.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         u64::from(self.qps).saturating_mul(self.per_qp)
     }
 
@@ -36,7 +36,7 @@ impl Need {
 
 /// A limit the buffers must fit in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
+pub(crate) enum Limit {
     /// The host's physical memory (`MemTotal`).
     Physical(u64),
     /// The address space this process may use (`ulimit -v`, RLIMIT_AS).
@@ -75,7 +75,7 @@ impl fmt::Display for Limit {
     if need.qps == 1 { "" } else { "s" },
     human_bytes(need.per_qp)
 )]
-pub struct Shortfall {
+pub(crate) struct Shortfall {
     /// What the run needs.
     pub need: Need,
     /// The limit it exceeds.
@@ -83,7 +83,7 @@ pub struct Shortfall {
 }
 
 /// The first limit the need exceeds, if any.
-pub fn judge(need: Need, limits: &[Limit]) -> Result<(), Shortfall> {
+pub(crate) fn judge(need: Need, limits: &[Limit]) -> Result<(), Shortfall> {
     match limits.iter().find(|l| need.total() > l.bytes()) {
         Some(&limit) => Err(Shortfall { need, limit }),
         None => Ok(()),

@@ -3,8 +3,8 @@
 //! The parameter check, the connection details, a barrier before every size, the results exchange
 //! after it, and a last barrier.
 
+use super::Error;
 use super::endpoints::Described;
-use super::exit::Error;
 use super::measure::{self, SizeRun, combine};
 use super::notes::Warning;
 use super::plan::Plan;
@@ -66,23 +66,22 @@ pub(crate) struct Roceperf<'p> {
 impl<'p> Roceperf<'p> {
     /// Connects (client) or accepts (server) the out-of-band channel.
     pub(crate) fn open(plan: &'p Plan) -> Result<Roceperf<'p>, Error> {
-        let o = &plan.oob;
-        let chan = match (&plan.role, &o.host) {
+        let chan = match (&plan.role, &plan.host) {
             (Role::Client, Some(host)) => Channel::connect(
                 host,
-                o.port,
-                o.connect_timeout,
-                o.io_timeout,
-                o.handshake_timeout,
+                plan.port,
+                plan.connect_timeout,
+                plan.io_timeout,
+                plan.handshake_timeout(),
                 |server| {
                     Warning::Retrying {
                         server: server.to_string(),
-                        secs: o.connect_timeout.as_secs(),
+                        secs: plan.connect_timeout.as_secs(),
                     }
                     .emit()
                 },
             )?,
-            _ => Channel::accept(o.port, o.io_timeout, o.handshake_timeout, || {
+            _ => Channel::accept(plan.port, plan.io_timeout, plan.handshake_timeout(), || {
                 print_waiting(plan)
             })?,
         };
@@ -161,7 +160,7 @@ impl Dialect for Roceperf<'_> {
                 } else {
                     Phase::Prepare(0)
                 };
-                let cm = plan.oob.rdma_cm.then(|| CmConnect::Now {
+                let cm = plan.rdma_cm.then(|| CmConnect::Now {
                     server: (plan.role == Role::Client)
                         .then(|| data_ip(&peer, self.chan.peer().ip())),
                     by_qpn: true,

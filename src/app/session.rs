@@ -8,16 +8,16 @@
 //! ([`super::roceperf_oob`]) and perftest's ([`super::perftest_oob`]) differ only in that order and in
 //! what they exchange.
 
+use super::Error;
 use super::endless::Outputs;
 use super::endpoints::{Described, setup_error};
-use super::exit::Error;
 use super::measure::{self, SizeRun};
 use super::notes::{self, Note, Warning};
 use super::plan::Plan;
 use super::{report, signals};
 use crate::bench::interval::{IntervalSample, Intervals};
 use crate::bench::{affinity::Pinned, bw};
-use crate::params::{ConnType, Role, Verb};
+use crate::params::{ConnType, Role};
 use crate::report::progress::SweepProgress;
 use crate::results::{RunInfo, SizeResult};
 use crate::transport::{ConnInfo, RemoteAddr};
@@ -185,7 +185,7 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                         signals::catch();
                         let receiving = !plan.bidirectional
                             && plan.role == Role::Server
-                            && plan.test.verb == Verb::Send;
+                            && plan.test.verb.consumes_receive();
                         let at = if receiving { "receiver" } else { "sender" };
                         let mut sink = |s: &IntervalSample| o.interval(run.size, s, at);
                         let hooks = plan.output.report_interval.map(|every| Intervals {
@@ -333,7 +333,7 @@ fn connect_through_cm<E: Described>(
 ) -> Result<(), Error> {
     let qpns: Vec<u32> = link.peer.qps.iter().map(|q| q.qpn).collect();
     let expect = by_qpn.then_some(&qpns[..]);
-    let wait = Some(plan.oob.connect_timeout);
+    let wait = Some(plan.connect_timeout);
     let peers = super::rdma_cm::connect(plan, ep, 0..qpns.len(), server, expect, wait, false)?;
     super::rdma_cm::adopt(plan, &mut link.peer, &peers, &mut link.notes);
     Ok(())

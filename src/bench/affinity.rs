@@ -14,7 +14,7 @@ fn default_core(ids: &[CoreId], role: Role) -> Option<CoreId> {
 
 /// The core the datapath runs on and why that one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pinned {
+pub(crate) struct Pinned {
     /// Core id.
     pub core: usize,
     /// Why this core (printed with the results).
@@ -24,7 +24,7 @@ pub struct Pinned {
 /// Pins the calling thread to `requested`, or by default to the last core this process may use
 /// (core 0 usually takes most interrupts and housekeeping) for a server and the one before it for a
 /// client, so that a test over loopback does not put both busy-polling sides on one core.
-pub fn pin(requested: Option<usize>, role: Role) -> Result<Pinned> {
+pub(crate) fn pin(requested: Option<usize>, role: Role) -> Result<Pinned> {
     let ids = core_affinity::get_core_ids().unwrap_or_default();
     let available = || {
         ids.iter()

@@ -29,13 +29,13 @@ use crate::transport::rng::mix;
 use crate::transport::{Completion, Endpoint, RemoteAddr, SendOp, SendRequest};
 
 /// What FETCH_AND_ADD adds (perftest's `ATOMIC_ADD_VALUE`).
-pub const ADD: u64 = 1;
+pub(crate) const ADD: u64 = 1;
 
 /// Bytes from one word (or result slot) to the next: a cache line, as perftest steps its addresses.
-pub const STRIDE: u64 = 64;
+pub(crate) const STRIDE: u64 = 64;
 
 /// Words a bandwidth test cycles over per queue pair: a 4 KiB page of cache lines (perftest's cycle).
-pub const BW_WORDS: u64 = 64;
+pub(crate) const BW_WORDS: u64 = 64;
 
 /// Result slots a bandwidth test cycles over when nothing is checked (perftest's local cycle).
 const PLAIN_SLOTS: u64 = 64;
@@ -45,7 +45,7 @@ const TALLY_TAG: u64 = 0xa7_0a11 << 40;
 const TALLY_COUNT: u64 = (1 << 40) - 1;
 
 /// The work request id of a tally (the drivers number their own requests from 0).
-pub const TALLY_WR_ID: u64 = u64::MAX;
+pub(crate) const TALLY_WR_ID: u64 = u64::MAX;
 
 /// The operations of one test: which, over how many words, into how many result slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +85,7 @@ impl Atomics {
 
     /// Bytes each half of a queue pair's buffer needs: the result slots (source half), the words and
     /// the tally (target half).
-    pub fn half_len(&self) -> u64 {
+    pub(crate) fn half_len(&self) -> u64 {
         (self.slots * STRIDE).max((self.words + 1) * STRIDE)
     }
 
@@ -142,7 +142,7 @@ impl Atomics {
     }
 
     /// What word `word` of queue pair `qp` holds once `ops` operations have run.
-    pub fn final_value(&self, qp: usize, word: u64, ops: u64) -> u64 {
+    pub(crate) fn final_value(&self, qp: usize, word: u64, ops: u64) -> u64 {
         let count = if ops > word {
             (ops - word - 1) / self.words + 1
         } else {
@@ -157,7 +157,7 @@ impl Atomics {
     }
 
     /// The tally of queue pair `qp` after `ops` operations: a CMP_AND_SWAP of the (zeroed) tally word.
-    pub fn tally_request(&self, ops: u64, target: RemoteAddr) -> SendRequest {
+    pub(crate) fn tally_request(&self, ops: u64, target: RemoteAddr) -> SendRequest {
         SendRequest {
             wr_id: TALLY_WR_ID,
             op: SendOp::CompareSwap {
@@ -177,7 +177,7 @@ impl Atomics {
 
     /// Before a size: queue pair `qp`'s words hold `v(0)`, its tally 0, its result slots 0. `target`
     /// is the offset of the target region (the buffer's second half).
-    pub fn prepare(&self, buf: &mut [u8], target: usize, qp: usize) {
+    pub(crate) fn prepare(&self, buf: &mut [u8], target: usize, qp: usize) {
         for w in 0..self.words {
             let at = target + (w * STRIDE) as usize;
             buf[at..at + 8].copy_from_slice(&self.value(qp, w, 0).to_ne_bytes());
@@ -189,7 +189,7 @@ impl Atomics {
 
     /// `--validate` at the responder: queue pair `qp`'s tally says how many operations the peer ran,
     /// and every word must hold what that many operations leave.
-    pub fn check_target(&self, buf: &[u8], target: usize, qp: usize) -> Result<()> {
+    pub(crate) fn check_target(&self, buf: &[u8], target: usize, qp: usize) -> Result<()> {
         let at = target + self.tally_offset() as usize;
         let bytes: [u8; 8] = buf[at..at + 8].try_into().expect("8 bytes");
         let (ops, mut order) = [Order::Host, Order::Big]
@@ -228,7 +228,7 @@ fn palindrome(r: u64) -> u64 {
 
 /// The order a device keeps 64-bit atomic values in, as far as its values have shown it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Order {
+pub(crate) enum Order {
     /// Not known yet: every value so far read the same either way.
     #[default]
     Unknown,
@@ -249,7 +249,7 @@ impl Order {
 
     /// Whether `bytes` hold `expected` in this order; while unknown, either order passes and the one
     /// that matched alone becomes the order. The error is the value found.
-    pub fn check(&mut self, bytes: [u8; 8], expected: u64) -> std::result::Result<(), u64> {
+    pub(crate) fn check(&mut self, bytes: [u8; 8], expected: u64) -> std::result::Result<(), u64> {
         let (host, big) = (u64::from_ne_bytes(bytes), u64::from_be_bytes(bytes));
         match *self {
             Order::Unknown if host == expected => {
@@ -271,7 +271,7 @@ impl Order {
 /// A requester's operations across a run's warm-up and measurement: how many each queue pair posted,
 /// and the order its device returns originals in.
 #[derive(Debug, Clone)]
-pub struct AtomicRun {
+pub(crate) struct AtomicRun {
     /// The operations.
     pub seq: Atomics,
     ops: Vec<u64>,
@@ -280,7 +280,7 @@ pub struct AtomicRun {
 
 impl AtomicRun {
     /// Nothing posted yet on any of `qps` queue pairs.
-    pub fn new(seq: Atomics, qps: usize) -> AtomicRun {
+    pub(crate) fn new(seq: Atomics, qps: usize) -> AtomicRun {
         AtomicRun {
             seq,
             ops: vec![0; qps],
@@ -289,18 +289,18 @@ impl AtomicRun {
     }
 
     /// Operations queue pair `qp` has posted so far.
-    pub fn posted(&self, qp: usize) -> u64 {
+    pub(crate) fn posted(&self, qp: usize) -> u64 {
         self.ops[qp]
     }
 
     /// Queue pair `qp` has posted `n` more.
-    pub fn add(&mut self, qp: usize, n: u64) {
+    pub(crate) fn add(&mut self, qp: usize, n: u64) {
         self.ops[qp] += n;
     }
 
     /// `--validate`: operation `k` of queue pair `qp` has completed; checks its original in `buf`, then
     /// clears the slot, so that an operation which returns nothing there cannot pass on this one's.
-    pub fn check(&mut self, buf: &mut [u8], qp: usize, k: u64) -> Result<()> {
+    pub(crate) fn check(&mut self, buf: &mut [u8], qp: usize, k: u64) -> Result<()> {
         let at = self.seq.slot(k) as usize;
         let slot = &mut buf[at..at + 8];
         let expected = self.seq.expected(qp, k);
@@ -320,7 +320,7 @@ impl AtomicRun {
 
     /// `--validate`, after the last operation: sets every queue pair's tally at the peer (`targets`, one
     /// per queue pair) and checks that each found the tally word zeroed.
-    pub fn tally<E: Endpoint>(&mut self, ep: &mut E, targets: &[RemoteAddr]) -> Result<()> {
+    pub(crate) fn tally<E: Endpoint>(&mut self, ep: &mut E, targets: &[RemoteAddr]) -> Result<()> {
         let qps = ep.qp_count();
         for (q, target) in targets.iter().enumerate().take(qps) {
             let wr = self.seq.tally_request(self.ops[q], *target);

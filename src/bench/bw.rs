@@ -9,17 +9,15 @@ use super::pace::{PaceSpec, PacedWindow, Pacer};
 use super::{ClockTicker, Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr, validate};
 use crate::params::RunMode;
 use crate::params::Verb;
+use crate::stats::PEAK_MAX_MESSAGES;
 use crate::transport::{
     Completion, CompletionOp, Endpoint, RecvRequest, RemoteAddr, SendOp, SendRequest,
 };
 use std::time::Instant;
 
-/// perftest measures the peak only up to this many messages (its calculation is quadratic).
-pub const PEAK_MAX_MESSAGES: u64 = 20_000;
-
 /// What one bandwidth run measured.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BwMeasurement {
+pub(crate) struct BwMeasurement {
     /// Message size.
     pub size: u64,
     /// Messages counted (all of them, or those completed inside the duration window).
@@ -38,7 +36,7 @@ pub struct BwMeasurement {
 
 /// How to run one size.
 #[derive(Debug, Clone, Copy)]
-pub struct BwSpec {
+pub(crate) struct BwSpec {
     /// SEND, WRITE or READ.
     pub verb: Verb,
     /// Message size.
@@ -53,7 +51,7 @@ pub struct BwSpec {
     pub warmup: u64,
     /// Receives kept posted per queue pair by a SEND receiver.
     pub rx_depth: u32,
-    /// Measure perftest's peak (iteration mode, one queue pair, at most [`PEAK_MAX_MESSAGES`]).
+    /// Measure perftest's peak (iteration mode, one queue pair, at most `stats::PEAK_MAX_MESSAGES`).
     pub peak: bool,
     /// Measure CPU utilisation (duration mode).
     pub cpu_util: bool,
@@ -120,18 +118,9 @@ struct PeakRecorder {
 
 /// Streams operations at the peer and measures. The active side of every bandwidth test.
 /// `duplex`: both sides SEND (bidirectional send_bw), so this side also reposts the receives the
-/// peer's SENDs consume.
-pub fn active<E: Endpoint>(
-    ep: &mut E,
-    spec: &BwSpec,
-    remotes: &[RemoteAddr],
-    duplex: Option<&mut RecvState>,
-) -> Result<BwMeasurement> {
-    active_with(ep, spec, remotes, duplex, Hooks::none())
-}
-
-/// [`active`] with a run without end's hooks: interval samples, and a stop that ends the run.
-pub fn active_with<E: Endpoint>(
+/// peer's SENDs consume. `hooks`: a run without end's interval samples, and the stop that ends it
+/// ([`Hooks::none`] otherwise).
+pub(crate) fn active<E: Endpoint>(
     ep: &mut E,
     spec: &BwSpec,
     remotes: &[RemoteAddr],
@@ -156,7 +145,9 @@ pub fn active_with<E: Endpoint>(
         )?;
     }
     let peak = match spec.mode {
-        RunMode::Iterations(n) if spec.peak && ep.qp_count() == 1 && n <= PEAK_MAX_MESSAGES => {
+        RunMode::Iterations(n)
+            if spec.peak && ep.qp_count() == 1 && n <= PEAK_MAX_MESSAGES as u64 =>
+        {
             Some(PeakRecorder {
                 origin: Instant::now(),
                 posted: Vec::with_capacity(n as usize),
@@ -489,7 +480,7 @@ impl RecvState {
 }
 
 /// What [`passive`] is doing, for its errors, when the caller has nothing more specific to say.
-pub const SERVING: &str = "serving the peer";
+pub(crate) const SERVING: &str = "serving the peer";
 
 /// The passive side of WRITE and READ tests: keep the transport running (it applies WRITEs and answers
 /// READs) until `stop` says the peer is done. With `recvs`, SENDs that still arrive get fresh receives.
@@ -524,8 +515,7 @@ pub fn passive<E: Endpoint>(
 }
 
 mod receive;
-pub(crate) use receive::take_recv;
-pub use receive::{receiver, receiver_with};
+pub(crate) use receive::{receiver, take_recv};
 
 #[cfg(test)]
 mod tests;

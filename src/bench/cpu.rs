@@ -3,14 +3,14 @@
 
 /// The first line of `/proc/stat`: cumulative user (niced included) and idle jiffies of all cores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CpuSample {
+pub(crate) struct CpuSample {
     user: u64,
     idle: u64,
 }
 
 impl CpuSample {
     /// Reads `/proc/stat`; `None` where it does not exist.
-    pub fn read() -> Option<CpuSample> {
+    pub(crate) fn read() -> Option<CpuSample> {
         CpuSample::parse(&std::fs::read_to_string("/proc/stat").ok()?)
     }
 
@@ -29,7 +29,7 @@ impl CpuSample {
     }
 
     /// Percentage of user time between `self` (start) and `end`, as perftest reports it.
-    pub fn util_until(&self, end: &CpuSample) -> Option<f64> {
+    pub(crate) fn util_until(&self, end: &CpuSample) -> Option<f64> {
         let user = end.user.checked_sub(self.user)?;
         let idle = end.idle.checked_sub(self.idle)?;
         (user + idle > 0).then(|| 100.0 * user as f64 / (user + idle) as f64)

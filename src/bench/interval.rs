@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// The messages of one interval of a running test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IntervalSample {
+pub(crate) struct IntervalSample {
     /// 0 for the first interval.
     pub index: u64,
     /// Nanoseconds from the start of the run to the start of the interval.
@@ -22,13 +22,13 @@ pub struct IntervalSample {
 
 impl IntervalSample {
     /// The interval's length in nanoseconds.
-    pub fn elapsed_ns(&self) -> u64 {
+    pub(crate) fn elapsed_ns(&self) -> u64 {
         self.end_ns - self.start_ns
     }
 }
 
 /// Where a run's interval samples go: every `every`, `sink` gets the interval's sample.
-pub struct Intervals<'a> {
+pub(crate) struct Intervals<'a> {
     /// The interval's length (`--report-interval`).
     pub every: Duration,
     /// Called at the end of each interval.
@@ -36,7 +36,7 @@ pub struct Intervals<'a> {
 }
 
 /// What a run without end hands its loop: where interval samples go, and whether to stop.
-pub struct Hooks<'a> {
+pub(crate) struct Hooks<'a> {
     /// The interval samples.
     pub intervals: Option<Intervals<'a>>,
     /// Asked at most every half millisecond; true ends the run (cleanly, with a final measurement).
@@ -45,7 +45,7 @@ pub struct Hooks<'a> {
 
 impl<'a> Hooks<'a> {
     /// No intervals, no stop: a run that ends on its own.
-    pub fn none() -> Hooks<'a> {
+    pub(crate) fn none() -> Hooks<'a> {
         Hooks {
             intervals: None,
             stop: None,

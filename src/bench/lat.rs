@@ -251,9 +251,10 @@ pub fn clear_marker<E: Endpoint>(ep: &mut E, layout: &Layout, size: u64) {
     ep.buffer_mut(0)[tail] = 0;
 }
 
-/// Runs one size of a latency test. `remote` addresses the peer's target half on queue pair 0. The client
-/// stops after its iterations or duration; a server (and any side in duration mode) also stops when `stop`
-/// says the peer is done. A READ server only serves: use [`super::bw::passive`] for it.
+/// Runs one size of a latency test, waiting for every message (RC, or a peer that marks no iteration;
+/// [`super::latency`] hands UC/UD between roceperf peers to [`super::unreliable`]). `remote` addresses
+/// the peer's target half on queue pair 0. The client stops after its iterations or duration; a server
+/// (and any side in duration mode) also stops when `stop` says the peer is done. A READ server only serves: use [`super::bw::passive`] for it.
 pub fn run<E: Endpoint>(
     ep: &mut E,
     spec: &LatSpec,
@@ -262,9 +263,6 @@ pub fn run<E: Endpoint>(
     recvs: &mut RecvState,
     stop: &mut dyn FnMut() -> bool,
 ) -> Result<LatMeasurement> {
-    if spec.unreliable && spec.verb != Verb::Read {
-        return super::unreliable::latency(ep, spec, role, remote, recvs, stop);
-    }
     let size = spec.size as usize;
     let half = spec.layout.half as usize;
     let total = spec.posts();
@@ -291,7 +289,7 @@ pub fn run<E: Endpoint>(
         Verb::Atomic => (SendOp::FetchAdd(atomic::ADD), Some(remote), 0),
     };
     let mut atomics = spec.atomic.map(|seq| AtomicRun::new(seq, 1));
-    if spec.verb == Verb::Send {
+    if spec.verb.consumes_receive() {
         recvs.fill(ep, &spec.layout, 1)?;
     }
     // The marker byte is cleared by the caller with [`clear_marker`] before the two sides synchronise:
@@ -302,9 +300,10 @@ pub fn run<E: Endpoint>(
     // Signaled sends posted; each one's completion also retires the unsignaled ones before it.
     let mut posted = 0u64;
     // READ and atomics wait for each completion (it carries the data), so only SEND and WRITE defer theirs.
-    let every = match spec.verb {
-        Verb::Send | Verb::Write => u64::from(spec.signal_every.max(1)),
-        Verb::Read | Verb::Atomic => 1,
+    let every = if spec.verb.reads_back() {
+        1
+    } else {
+        u64::from(spec.signal_every.max(1))
     };
     // `i % every`, kept by counting: a division per iteration would sit on the measured path.
     let mut phase = 0u64;

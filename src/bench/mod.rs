@@ -9,19 +9,53 @@
 //! local source (what this side sends, or what the peer READs), the second the target (where the peer's
 //! WRITEs and SENDs land, and where READ responses go), so a side never mistakes its own data for the peer's.
 
-pub mod affinity;
+pub(crate) mod affinity;
 pub mod atomic;
 pub mod bw;
-pub mod cpu;
-pub mod interval;
+pub(crate) mod cpu;
+pub(crate) mod interval;
 pub mod lat;
-pub mod pace;
-pub mod unreliable;
-pub mod validate;
+pub(crate) mod pace;
+pub(crate) mod unreliable;
+pub(crate) mod validate;
 
-use crate::params::RunMode;
-use crate::transport::{self, CompletionStatus, ConnInfo, RemoteAddr};
+use crate::params::{Role, RunMode};
+use crate::transport::{self, CompletionStatus, ConnInfo, Endpoint, RemoteAddr};
 use std::time::Instant;
+
+/// The receiving side of send_bw: over RC [`bw::receiver`], which waits for every SEND; over UC
+/// and UD `unreliable::receiver`, which counts a lost one instead. The choice is made here, above
+/// both, so that neither driver reaches the other.
+pub(crate) fn bw_receiver<E: Endpoint>(
+    ep: &mut E,
+    spec: &bw::BwSpec,
+    recvs: &mut bw::RecvState,
+    stop: &mut dyn FnMut() -> bool,
+    intervals: Option<interval::Intervals<'_>>,
+) -> Result<bw::BwMeasurement> {
+    if spec.unreliable {
+        unreliable::receiver(ep, spec, recvs, stop, intervals)
+    } else {
+        bw::receiver(ep, spec, recvs, stop, intervals)
+    }
+}
+
+/// One size of a latency test: [`lat::run`], or, for SEND and WRITE over UC and UD between roceperf
+/// peers, `unreliable::latency`, which counts a lost iteration and goes on.
+pub fn latency<E: Endpoint>(
+    ep: &mut E,
+    spec: &lat::LatSpec,
+    role: Role,
+    remote: RemoteAddr,
+    recvs: &mut bw::RecvState,
+    stop: &mut dyn FnMut() -> bool,
+) -> Result<lat::LatMeasurement> {
+    if spec.unreliable && !spec.verb.reads_back() {
+        unreliable::latency(ep, spec, role, remote, recvs, stop)
+    } else {
+        lat::run(ep, spec, role, remote, recvs, stop)
+    }
+}
 
 /// Errors while a test runs (exit code 1), or while choosing the core (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -172,7 +206,7 @@ pub enum Error {
 impl Error {
     /// True for setup errors (exit code 2) rather than test failures (exit code 1). A peer that went
     /// away while the test ran (its connection dropped) failed the test: exit 1, as a retry error.
-    pub fn is_setup(&self) -> bool {
+    pub(crate) fn is_setup(&self) -> bool {
         matches!(
             self,
             Error::NoSuchCore { .. } | Error::Pin(_) | Error::PeerSize { .. }
@@ -212,7 +246,7 @@ impl Layout {
 
     /// With `headroom` bytes in front of every received message (UD's GRH): the source half grows by
     /// a cache line, so the header never lands on bytes this side sends.
-    pub fn with_recv_headroom(self, headroom: u64) -> Layout {
+    pub(crate) fn with_recv_headroom(self, headroom: u64) -> Layout {
         if headroom == 0 {
             return self;
         }
@@ -225,7 +259,7 @@ impl Layout {
 
     /// With room for `depth` READ slots of the largest message, at most
     /// [`validate::READ_SLOTS_BUDGET`] bytes (but always one slot).
-    pub fn with_read_slots(self, depth: u32) -> Layout {
+    pub(crate) fn with_read_slots(self, depth: u32) -> Layout {
         let want = u64::from(depth.max(1)).saturating_mul(self.half);
         Layout {
             read_slots: want.min(validate::READ_SLOTS_BUDGET.max(self.half)),
@@ -522,7 +556,7 @@ pub(crate) mod testing {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
-    pub fn pair(qps: usize, buf_len: usize, depth: usize) -> (TcpEndpoint, TcpEndpoint) {
+    pub(crate) fn pair(qps: usize, buf_len: usize, depth: usize) -> (TcpEndpoint, TcpEndpoint) {
         let cfg = |role| TcpConfig {
             role,
             qps,
@@ -546,14 +580,14 @@ pub(crate) mod testing {
     }
 
     /// `server` answering passively on its own thread until [`Serving::stop`].
-    pub struct Serving {
+    pub(crate) struct Serving {
         done: Arc<AtomicBool>,
         thread: std::thread::JoinHandle<TcpEndpoint>,
     }
 
     impl Serving {
         /// Starts serving `server` as a passive side does (READs, atomics, ACKs).
-        pub fn start(mut server: TcpEndpoint) -> Serving {
+        pub(crate) fn start(mut server: TcpEndpoint) -> Serving {
             let done = Arc::new(AtomicBool::new(false));
             let until = done.clone();
             let thread = std::thread::spawn(move || {
@@ -570,7 +604,7 @@ pub(crate) mod testing {
         }
 
         /// Stops serving and gives the endpoint back.
-        pub fn stop(self) -> TcpEndpoint {
+        pub(crate) fn stop(self) -> TcpEndpoint {
             self.done.store(true, Ordering::Release);
             self.thread.join().unwrap()
         }

@@ -13,11 +13,11 @@
 //! Pure: the caller supplies the time, so the tests drive it with a virtual clock.
 
 /// How far behind its schedule a sender may fall and still catch up, in nanoseconds (at least a period).
-pub const CATCH_UP: u64 = 1_000_000_000;
+pub(crate) const CATCH_UP: u64 = 1_000_000_000;
 
 /// How to pace: messages per second and messages per burst.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PaceSpec {
+pub(crate) struct PaceSpec {
     /// Target rate, messages per second (> 0).
     pub msgs_per_sec: f64,
     /// Messages released back to back each period (≥ 1).
@@ -26,14 +26,14 @@ pub struct PaceSpec {
 
 impl PaceSpec {
     /// Nanoseconds between two bursts.
-    pub fn period_ns(&self) -> f64 {
+    pub(crate) fn period_ns(&self) -> f64 {
         f64::from(self.burst.max(1)) * 1e9 / self.msgs_per_sec
     }
 }
 
 /// The pacer's state. Times are nanoseconds on the caller's clock.
 #[derive(Debug, Clone)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     period: f64,
     burst: u64,
     /// Lateness beyond which missed bursts are dropped, ns.
@@ -50,7 +50,7 @@ pub struct Pacer {
 
 impl Pacer {
     /// A pacer whose first burst is due at `now`.
-    pub fn new(spec: PaceSpec, now: u64) -> Pacer {
+    pub(crate) fn new(spec: PaceSpec, now: u64) -> Pacer {
         let period = spec.period_ns();
         Pacer {
             period,
@@ -71,7 +71,7 @@ impl Pacer {
     /// Messages that may be posted at `now` (0 until the next burst is due). A newly released burst is
     /// reported by [`Pacer::released`] changing.
     #[inline]
-    pub fn grant(&mut self, now: u64) -> u64 {
+    pub(crate) fn grant(&mut self, now: u64) -> u64 {
         if self.budget == 0 {
             let due = self.due(self.released);
             if now < due {
@@ -91,27 +91,22 @@ impl Pacer {
 
     /// `n` granted messages were posted.
     #[inline]
-    pub fn take(&mut self, n: u64) {
+    pub(crate) fn take(&mut self, n: u64) {
         self.budget = self.budget.saturating_sub(n);
     }
 
     /// When the burst released last was due (the schedule's time, not when it was noticed).
-    pub fn last_due(&self) -> u64 {
+    pub(crate) fn last_due(&self) -> u64 {
         self.last_due
     }
 
     /// When the period of the burst released last ends: the earliest a next burst could be due.
-    pub fn period_end(&self) -> u64 {
+    pub(crate) fn period_end(&self) -> u64 {
         self.due(self.released)
     }
 
-    /// True while the burst released last still has messages to send.
-    pub fn in_burst(&self) -> bool {
-        self.budget > 0
-    }
-
     /// Bursts released since the schedule last started (a counter that changes on every release).
-    pub fn released(&self) -> u64 {
+    pub(crate) fn released(&self) -> u64 {
         self.released
     }
 }
@@ -309,10 +304,10 @@ mod tests {
         assert_eq!(p.grant(499), 0);
         assert_eq!(p.grant(500), 10);
         p.take(3);
-        assert!(p.in_burst());
+        assert_eq!(p.budget, 7, "the burst still has messages to send");
         assert_eq!(p.grant(600), 7, "the rest of the burst, whatever the time");
         p.take(7);
-        assert!(!p.in_burst());
+        assert_eq!(p.budget, 0);
         assert_eq!(p.released(), 1);
         assert_eq!(p.grant(10_000_499), 0);
         assert_eq!(p.grant(10_000_500), 10);

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 /// How long a receiver keeps draining after the peer said it is done: what is still in flight (in
 /// the kernel's socket buffer, on the wire) arrives within microseconds, or milliseconds in a VM.
-pub const DRAIN_QUIET: Duration = Duration::from_millis(300);
+pub(crate) const DRAIN_QUIET: Duration = Duration::from_millis(300);
 
 /// Tracks silence from the peer: a receiver that has heard nothing for [`STALL_LIMIT`] while the
 /// peer is not done fails; once the peer is done, [`DRAIN_QUIET`] of silence ends the wait.
@@ -254,7 +254,7 @@ pub(super) fn latency<E: Endpoint>(
         Verb::Write => (SendOp::Write, Some(remote)),
         _ => (SendOp::Send, None),
     };
-    if spec.verb == Verb::Send {
+    if spec.verb.consumes_receive() {
         recvs.fill(ep, &spec.layout, 1)?;
     }
     let mut inbox = Inbox {

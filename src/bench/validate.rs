@@ -20,13 +20,13 @@
 use super::{Error, Result};
 
 /// Largest room for READ slots per queue pair: 64 MiB (or one slot of the largest message).
-pub const READ_SLOTS_BUDGET: u64 = 64 << 20;
+pub(crate) const READ_SLOTS_BUDGET: u64 = 64 << 20;
 
 /// READ bandwidth under `--validate`: where READ `k` of a size lands, so that no READ overwrites
 /// another before it is checked. Slot `k % count`; while a READ is in flight or completed but not yet
 /// checked, at most `count` READs are outstanding, so the slot is not reused before its check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadSlots {
+pub(crate) struct ReadSlots {
     /// Offset of the first slot in the buffer.
     pub start: u64,
     /// Bytes from one slot to the next (the size, rounded up to a cache line).
@@ -37,7 +37,7 @@ pub struct ReadSlots {
 
 impl ReadSlots {
     /// The slots for `size` in `layout` with `depth` READs wanted in flight; `None` without room.
-    pub fn new(layout: &super::Layout, size: u64, depth: u32) -> Option<ReadSlots> {
+    pub(crate) fn new(layout: &super::Layout, size: u64, depth: u32) -> Option<ReadSlots> {
         let stride = size.max(1).div_ceil(64) * 64;
         let count = (layout.read_slots / stride).min(u64::from(depth.max(1)));
         (count > 0).then_some(ReadSlots {
@@ -48,14 +48,14 @@ impl ReadSlots {
     }
 
     /// The buffer offset READ `k` lands at.
-    pub fn offset(&self, k: u64) -> u64 {
+    pub(crate) fn offset(&self, k: u64) -> u64 {
         self.start + (k % self.count) * self.stride
     }
 }
 
 /// What `--validate` checks in a test, as the header says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Checked {
+pub(crate) enum Checked {
     /// Latency tests: every message against its own pattern.
     EveryMessage,
     /// READ bandwidth: every READ in a slot of its own.
@@ -70,7 +70,7 @@ pub enum Checked {
 
 impl Checked {
     /// What a test checks.
-    pub fn of(test: crate::params::TestKind) -> Checked {
+    pub(crate) fn of(test: crate::params::TestKind) -> Checked {
         use crate::params::{Metric, Verb};
         match (test.metric, test.verb) {
             (_, Verb::Atomic) => Checked::EveryAtomic,
@@ -105,7 +105,7 @@ impl std::fmt::Display for Checked {
 }
 
 /// Seed of the pattern for `size` at `iteration` (`None`: one pattern for the whole size).
-pub fn seed(size: u64, iteration: Option<u64>) -> u64 {
+pub(crate) fn seed(size: u64, iteration: Option<u64>) -> u64 {
     let it = iteration.map_or(0x5eed, |i| i.wrapping_add(1));
     size.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ it.wrapping_mul(0xbf58_476d_1ce4_e5b9)
 }
@@ -118,13 +118,8 @@ fn word(seed: u64, word: u64) -> [u8; 8] {
     (z ^ (z >> 31)).to_le_bytes()
 }
 
-/// The pattern byte at `offset` for `seed`.
-pub fn byte(seed: u64, offset: u64) -> u8 {
-    word(seed, offset / 8)[(offset % 8) as usize]
-}
-
 /// Fills `buf` (which starts at pattern offset 0) with the pattern of `seed`.
-pub fn fill(buf: &mut [u8], seed: u64) {
+pub(crate) fn fill(buf: &mut [u8], seed: u64) {
     for (i, chunk) in buf.chunks_mut(8).enumerate() {
         let w = word(seed, i as u64);
         chunk.copy_from_slice(&w[..chunk.len()]);
@@ -132,7 +127,7 @@ pub fn fill(buf: &mut [u8], seed: u64) {
 }
 
 /// The first offset where `buf` differs from the pattern of `seed`, with the expected and found byte.
-pub fn first_mismatch(buf: &[u8], seed: u64) -> Option<(u64, u8, u8)> {
+pub(crate) fn first_mismatch(buf: &[u8], seed: u64) -> Option<(u64, u8, u8)> {
     for (i, chunk) in buf.chunks(8).enumerate() {
         let w = word(seed, i as u64);
         if chunk != &w[..chunk.len()] {
@@ -145,7 +140,7 @@ pub fn first_mismatch(buf: &[u8], seed: u64) -> Option<(u64, u8, u8)> {
 }
 
 /// Checks `buf` against the pattern; the error names the test step, size, iteration and offset.
-pub fn check(
+pub(crate) fn check(
     buf: &[u8],
     size: u64,
     iteration: Option<u64>,
@@ -168,6 +163,11 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pattern byte at `offset` for `seed`.
+    fn byte(seed: u64, offset: u64) -> u8 {
+        word(seed, offset / 8)[(offset % 8) as usize]
+    }
 
     #[test]
     fn fill_then_check_passes_and_a_flipped_byte_is_found() {

@@ -1,11 +1,11 @@
 //! roce_send_bw: perftest's ib_send_bw, over any roceperf transport.
 
-use roceperf::params::{Metric, TestKind, Verb};
+use roceperf::params::TestKind;
 
 /// An allocation the host refuses ends the run with exit code 2 and a message, not an abort.
 #[global_allocator]
 static ALLOC: roceperf::app::exit::ExitOnOom = roceperf::app::exit::ExitOnOom;
 
 fn main() -> std::process::ExitCode {
-    roceperf::app::main(TestKind::new(Verb::Send, Metric::Bandwidth))
+    roceperf::app::main(TestKind::SEND_BW)
 }

@@ -6,8 +6,8 @@
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::{
-    AtomicOp, ConnType, OutputSelect, RateLimitType, RateUnits, Recovery, RoceVersion, TestKind,
-    TransportKind,
+    AtomicOp, ConnType, DEFAULT_OOB_PORT, OutputSelect, RateLimitType, RateUnits, Recovery,
+    RoceVersion, TestKind, TransportKind,
 };
 use crate::transport::ImpairConfig;
 use clap::{CommandFactory, Parser, ValueEnum};
@@ -59,7 +59,7 @@ pub struct Args {
     pub ib_port: Option<u8>,
 
     /// TCP port of the out-of-band channel, 1..65535 (SYMMETRIC).
-    #[arg(short = 'p', long = "port", default_value_t = 18515, value_parser = values::parse_port)]
+    #[arg(short = 'p', long = "port", default_value_t = DEFAULT_OOB_PORT, value_parser = values::parse_port)]
     pub port: u16,
 
     /// GID index 0..64 (verbs, soft only).
@@ -323,7 +323,7 @@ it is the client, exactly like perftest. Give both sides the same options.";
 
 /// The command line of one binary: the atomic tests explain atomics and show `-A` (and hide `-a` and
 /// `-I`, which they refuse); the others hide `-A`.
-pub fn command_for(test: TestKind) -> clap::Command {
+pub(crate) fn command_for(test: TestKind) -> clap::Command {
     let cmd = Args::command();
     if test.is_atomic() {
         cmd.long_about(ATOMIC_ABOUT)

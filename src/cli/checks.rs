@@ -2,14 +2,17 @@
 //!
 //! Which transport, which flags it takes, the soft backend, the test's flags, the run's shape.
 
+use super::Error;
 use super::args::{Args, IoArg, OobArg};
-use super::options::{DEFAULT_PERCENTILES, Error};
 use crate::params::{
     ATOMIC_SIZE, AtomicOp, Metric, OutputSelect, RoceVersion, RunMode, TestKind, TransportKind,
     Verb, all_sizes,
 };
 use crate::transport::probe;
 use std::fmt;
+
+/// Default percentiles reported below the table.
+pub const DEFAULT_PERCENTILES: [f64; 4] = [90.0, 99.0, 99.9, 99.99];
 
 /// The transports this build can run; the others are a clear "not built yet" usage error.
 pub const BUILT_TRANSPORTS: &[TransportKind] = &[

@@ -4,8 +4,8 @@
 //! arrived); what the command line alone can tell is checked here, the rest where the run plan meets
 //! the endpoint (`app::plan::Plan::fit_datagrams`).
 
+use super::Error;
 use super::args::Args;
-use super::options::Error;
 use crate::params::{ConnType, TestKind, TransportKind};
 
 /// The largest UD message when no MTU is known yet: the largest RoCE path MTU.

@@ -4,7 +4,7 @@
 
 use super::args::{Args, IoArg, OobArg};
 use super::checks::{self, TransportReason};
-use super::{pacing, reporting};
+use super::{Error, pacing, reporting};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::{
     AtomicOp, ConnType, OutputSelect, RateLimit, Recovery, RoceVersion, Role, RunMode, TestKind,
@@ -15,52 +15,6 @@ use clap::FromArgMatches;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// Default percentiles reported below the table.
-pub const DEFAULT_PERCENTILES: [f64; 4] = [90.0, 99.0, 99.9, 99.99];
-
-/// Validation errors; the message names the flag and what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
-    /// A flag that does not apply to this test or transport was given.
-    #[error("{flag} does not apply to {what}: {why}; drop it")]
-    NotApplicable {
-        /// The flag as typed.
-        flag: &'static str,
-        /// The test or transport it does not apply to.
-        what: String,
-        /// Why.
-        why: &'static str,
-    },
-    /// Two flags that cannot be combined.
-    #[error("{a} and {b} cannot be used together: {why}")]
-    Conflict {
-        /// First flag.
-        a: &'static str,
-        /// Second flag.
-        b: &'static str,
-        /// Why, and what to do.
-        why: &'static str,
-    },
-    /// A value out of range or inconsistent with another.
-    #[error("invalid value for {flag}: {why}")]
-    Invalid {
-        /// The flag.
-        flag: &'static str,
-        /// What is wrong and what is allowed.
-        why: String,
-    },
-    /// The chosen transport exists in the design but not in this build yet.
-    #[error(
-        "--transport {transport} is not built yet in this roceperf{reason}; run the TCP baseline with --transport tcp"
-    )]
-    NotBuilt {
-        /// The transport chosen.
-        transport: TransportKind,
-        /// Why auto chose it, when it did.
-        reason: String,
-    },
-}
 
 /// Validated options: everything the run needs, with defaults filled in.
 #[derive(Debug, Clone)]
@@ -224,7 +178,7 @@ impl Options {
 
     /// Checks the combination of flags and fills in defaults. The checks run in a fixed order (transport
     /// first, then the test, then the run's shape), so the first error reported is always the same.
-    pub fn from_args(test: TestKind, a: Args) -> Result<Options, Error> {
+    pub(crate) fn from_args(test: TestKind, a: Args) -> Result<Options, Error> {
         let choice = checks::resolve_transport(&a);
         let transport = choice.kind;
         checks::built(&choice)?;

@@ -2,13 +2,13 @@
 
 use super::tests::{clap_err, parse_raw};
 use super::*;
-use crate::params::{Metric, RateLimitType, RateUnits, RunMode, TestKind, Verb};
+use crate::params::{RateLimitType, RateUnits, RunMode, TestKind};
 use std::path::PathBuf;
 use std::time::Duration;
 
-const WBW: TestKind = TestKind::new(Verb::Write, Metric::Bandwidth);
-const SBW: TestKind = TestKind::new(Verb::Send, Metric::Bandwidth);
-const SLAT: TestKind = TestKind::new(Verb::Send, Metric::Latency);
+const WBW: TestKind = TestKind::WRITE_BW;
+const SBW: TestKind = TestKind::SEND_BW;
+const SLAT: TestKind = TestKind::SEND_LAT;
 
 fn parse_on(transport: &str, test: TestKind, args: &[&str]) -> Result<Options, Error> {
     let mut v = vec!["--transport", transport];

@@ -2,8 +2,8 @@
 //!
 //! Which tests and transports take them, and perftest's defaults (units g, burst = `-t`).
 
+use super::Error;
 use super::args::Args;
-use super::options::Error;
 use crate::params::{Metric, RateLimit, RateLimitType, TestKind, TransportKind};
 use std::time::Duration;
 

@@ -1,8 +1,8 @@
 //! The checks of the reporting flags: `--run_infinitely` and its intervals, `--json-stream`,
 //! perftest's `--out_json`, and `--report-both`.
 
+use super::Error;
 use super::args::{Args, OobArg};
-use super::options::Error;
 use crate::params::{Metric, TestKind};
 use std::path::PathBuf;
 use std::time::Duration;

@@ -2,10 +2,10 @@
 
 use super::values::parse_size;
 use super::*;
-use crate::params::{Metric, RoceVersion, Role, RunMode, TestKind, TransportKind, Verb};
+use crate::params::{RoceVersion, Role, RunMode, TestKind, TransportKind};
 
-const WBW: TestKind = TestKind::new(Verb::Write, Metric::Bandwidth);
-const SLAT: TestKind = TestKind::new(Verb::Send, Metric::Latency);
+const WBW: TestKind = TestKind::WRITE_BW;
+const SLAT: TestKind = TestKind::SEND_LAT;
 
 /// `test`'s options from the command line `args` (what follows the program name), whose syntax clap
 /// must accept; the error is what the checks refuse. The unit tests of cli and app parse through it.

@@ -5,6 +5,7 @@
 
 use crate::params::parse_int;
 pub use crate::params::parse_size;
+use crate::transport::RoceMtu;
 
 pub(crate) fn parse_iters(s: &str) -> Result<u64, String> {
     match parse_int(s.trim()) {
@@ -29,7 +30,7 @@ pub(crate) fn parse_port(s: &str) -> Result<u16, String> {
 
 pub(crate) fn parse_mtu(s: &str) -> Result<u32, String> {
     match s.trim().parse::<u32>() {
-        Ok(v) if [256, 512, 1024, 2048, 4096].contains(&v) => Ok(v),
+        Ok(v) if RoceMtu::from_bytes(v).is_some() => Ok(v),
         _ => Err(format!(
             "'{s}' is not an MTU; use 256, 512, 1024, 2048 or 4096"
         )),

@@ -73,11 +73,7 @@ struct Cli {
 }
 
 fn parse_test(s: &str) -> Result<TestKind, String> {
-    TestKind::from_name(s).ok_or_else(|| {
-        format!(
-            "{s:?} is not a test; use send_bw, write_bw, read_bw, send_lat, write_lat or read_lat"
-        )
-    })
+    TestKind::from_name(s).ok_or_else(|| format!("{s:?} is not a test; use {}", TestKind::names()))
 }
 
 fn bad_input(messages: impl IntoIterator<Item = String>) -> ExitCode {

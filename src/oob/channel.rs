@@ -62,7 +62,7 @@ impl Channel {
     /// `on_listen` runs once the port is open (the binary prints perftest's "Waiting for client" banner).
     /// From the connection on, the whole handshake (hello to [`Channel::end_handshake`]) must be over
     /// within `handshake`, however the peer paces its bytes.
-    pub fn accept(
+    pub(crate) fn accept(
         port: u16,
         io_timeout: Duration,
         handshake: Duration,
@@ -83,7 +83,7 @@ impl Channel {
     /// Client: connects to `host:port`, retrying a server that is not up yet until `connect_timeout`.
     /// `on_retry` runs once, at the first refused attempt (the binary says it is waiting). Connected,
     /// the whole handshake must be over within `handshake`, as in [`Channel::accept`].
-    pub fn connect(
+    pub(crate) fn connect(
         host: &str,
         port: u16,
         connect_timeout: Duration,
@@ -145,7 +145,7 @@ impl Channel {
     }
 
     /// The peer's address.
-    pub fn peer(&self) -> SocketAddr {
+    pub(crate) fn peer(&self) -> SocketAddr {
         self.peer
     }
 
@@ -306,7 +306,7 @@ impl Channel {
     }
 
     /// Sends one message of `kind`.
-    pub fn send<T: Serialize>(&mut self, kind: Step, body: &T) -> Result<()> {
+    pub(crate) fn send<T: Serialize>(&mut self, kind: Step, body: &T) -> Result<()> {
         let json = serde_json::to_vec(&Envelope {
             kind: kind.name().to_string(),
             body,
@@ -319,7 +319,7 @@ impl Channel {
     }
 
     /// Receives one message that must be of `kind`; an `abort` from the peer becomes [`Error::PeerAborted`].
-    pub fn recv<T: DeserializeOwned>(&mut self, kind: Step) -> Result<T> {
+    pub(crate) fn recv<T: DeserializeOwned>(&mut self, kind: Step) -> Result<T> {
         let mut len = [0u8; 4];
         self.read_exact(&mut len, kind)?;
         let len = u32::from_be_bytes(len);
@@ -380,7 +380,11 @@ impl Channel {
     }
 
     /// Lock-step exchange: the client writes then reads, the server reads then writes.
-    pub fn exchange<T: Serialize + DeserializeOwned>(&mut self, kind: Step, mine: &T) -> Result<T> {
+    pub(crate) fn exchange<T: Serialize + DeserializeOwned>(
+        &mut self,
+        kind: Step,
+        mine: &T,
+    ) -> Result<T> {
         match self.role {
             Role::Client => {
                 self.send(kind, mine)?;
@@ -404,7 +408,7 @@ impl Channel {
     }
 
     /// Both sides reach the same point; `step` (e.g. the size index) must match, or the sides are out of step.
-    pub fn barrier(&mut self, step: u64) -> Result<()> {
+    pub(crate) fn barrier(&mut self, step: u64) -> Result<()> {
         let theirs: u64 = self.exchange(Step::Barrier, &step)?;
         if theirs != step {
             return Err(Error::Mismatch(Mismatch {
@@ -419,7 +423,7 @@ impl Channel {
 
     /// Tells the peer this side is stopping, why, and whether the test or its setup failed (best
     /// effort: the peer may already be gone).
-    pub fn abort(&mut self, reason: &str, failure: Failure) {
+    pub(crate) fn abort(&mut self, reason: &str, failure: Failure) {
         let _ = self.stream.set_write_timeout(Some(Duration::from_secs(1)));
         let body = Abort {
             reason: reason.to_string(),

@@ -11,7 +11,7 @@ use std::fmt;
 
 /// Everything that must be the same on the two sides of a test: what changes the traffic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TestParams {
+pub(crate) struct TestParams {
     /// Which of the six tests (the binary's name).
     pub test: TestKind,
     /// The transport.
@@ -194,7 +194,6 @@ impl TestParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::params::{Metric, Verb};
 
     #[test]
     fn soft_pairs_with_verbs_but_not_with_tcp() {
@@ -222,7 +221,7 @@ mod tests {
 
     fn base() -> TestParams {
         TestParams {
-            test: TestKind::new(Verb::Write, Metric::Bandwidth),
+            test: TestKind::WRITE_BW,
             transport: TransportKind::Tcp,
             roce: None,
             all_sizes: false,
@@ -314,7 +313,7 @@ mod tests {
     #[test]
     fn test_kind_is_checked_before_anything_else() {
         let mut peer = base();
-        peer.test = TestKind::new(Verb::Read, Metric::Bandwidth);
+        peer.test = TestKind::READ_BW;
         peer.size = 2;
         let m = base().first_mismatch(&peer).unwrap();
         assert_eq!((m.name, m.theirs.as_str()), ("test", "read_bw"));
@@ -323,7 +322,7 @@ mod tests {
     #[test]
     fn atomic_type_must_agree() {
         let fa = TestParams {
-            test: TestKind::new(Verb::Atomic, Metric::Bandwidth),
+            test: TestKind::ATOMIC_BW,
             atomic_type: Some(crate::params::AtomicOp::FetchAndAdd),
             ..base()
         };

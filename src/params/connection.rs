@@ -42,7 +42,7 @@ impl ConnType {
     }
 
     /// True for UC and UD: nothing is acknowledged or resent, so loss shows as missing messages.
-    pub fn is_unreliable(&self) -> bool {
+    pub(crate) fn is_unreliable(&self) -> bool {
         *self != ConnType::Rc
     }
 
@@ -62,7 +62,7 @@ impl ConnType {
     }
 
     /// Bytes of receive-buffer room in front of each received message (the GRH of UD).
-    pub fn recv_headroom(&self) -> u64 {
+    pub(crate) fn recv_headroom(&self) -> u64 {
         match self {
             ConnType::Ud => UD_GRH_LEN,
             ConnType::Rc | ConnType::Uc => 0,
@@ -71,7 +71,7 @@ impl ConnType {
 
     /// Queue pair `i` of `qps` whose `-c` is `self`: the last `rc_tail` are RC whatever `-c`
     /// says (perftest's `-R` message queue pair beside UD test queue pairs).
-    pub fn of_qp(self, i: usize, qps: usize, rc_tail: usize) -> ConnType {
+    pub(crate) fn of_qp(self, i: usize, qps: usize, rc_tail: usize) -> ConnType {
         if i + rc_tail >= qps {
             ConnType::Rc
         } else {
@@ -81,7 +81,7 @@ impl ConnType {
 
     /// The rdma_cm port spaces `qps` queue pairs of this `-c` with `rc_tail` RC ones use:
     /// (UDP for UD, TCP for the rest).
-    pub fn port_spaces(self, qps: usize, rc_tail: usize) -> (bool, bool) {
+    pub(crate) fn port_spaces(self, qps: usize, rc_tail: usize) -> (bool, bool) {
         let kinds = (0..qps).map(|i| self.of_qp(i, qps, rc_tail));
         let ud = kinds.clone().any(|c| c == ConnType::Ud);
         (ud, kinds.clone().any(|c| c != ConnType::Ud))

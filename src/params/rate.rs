@@ -29,7 +29,7 @@ impl RateUnits {
     ];
 
     /// perftest's letter: `M`, `g` or `p`.
-    pub fn letter(&self) -> &'static str {
+    pub(crate) fn letter(&self) -> &'static str {
         match self {
             RateUnits::MibPerSec => "M",
             RateUnits::GbPerSec => "g",
@@ -38,7 +38,7 @@ impl RateUnits {
     }
 
     /// The unit as printed: `MiB/s`, `Gb/s`, `msg/s`.
-    pub fn symbol(&self) -> &'static str {
+    pub(crate) fn symbol(&self) -> &'static str {
         match self {
             RateUnits::MibPerSec => "MiB/s",
             RateUnits::GbPerSec => "Gb/s",
@@ -47,7 +47,7 @@ impl RateUnits {
     }
 
     /// `rate` in these units, as messages of `size` bytes per second.
-    pub fn msgs_per_sec(&self, rate: f64, size: u64) -> f64 {
+    pub(crate) fn msgs_per_sec(&self, rate: f64, size: u64) -> f64 {
         let size = size.max(1) as f64;
         match self {
             RateUnits::MibPerSec => rate * 1_048_576.0 / size,
@@ -127,7 +127,7 @@ pub struct RateLimit {
 
 impl RateLimit {
     /// The limit in messages per second at message size `size`.
-    pub fn msgs_per_sec(&self, size: u64) -> f64 {
+    pub(crate) fn msgs_per_sec(&self, size: u64) -> f64 {
         self.units.msgs_per_sec(self.value, size)
     }
 }

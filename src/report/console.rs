@@ -97,7 +97,7 @@ pub fn header_block(info: &RunInfo) -> String {
         kv(&mut s, "TX depth", info.tx_depth);
     }
     if let Some(rx) = info.rx_depth
-        && info.test.verb == Verb::Send
+        && info.test.verb.consumes_receive()
         && (info.role == Role::Server || info.bidirectional)
     {
         kv(&mut s, "RX depth", rx);
@@ -110,7 +110,7 @@ pub fn header_block(info: &RunInfo) -> String {
     if let Some(gid) = info.gid_index {
         kv(&mut s, "GID index", gid);
     }
-    if matches!(info.test.verb, Verb::Read | Verb::Atomic) {
+    if info.test.verb.reads_back() {
         kv(&mut s, "Outstand reads", info.out_reads.unwrap_or(0));
     } else {
         kv(

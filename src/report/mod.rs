@@ -3,7 +3,7 @@
 //! The console report follows perftest's layout; a comparison gets a terminal table and histograms and
 //! its files (HdrHistogram logs, SVG plots, through the [`export`] manager).
 //!
-//! Reports know nothing of transports (DESIGN.md): everything they print comes from the results model
+//! Reports know nothing of transports (docs/ARCHITECTURE.md): everything they print comes from the results model
 //! (`crate::results`): a [`RunInfo`](crate::results::RunInfo), which the binary fills from its options
 //! and its transport, and [`SizeResult`](crate::results::SizeResult)s, which the drivers measure.
 

@@ -94,7 +94,7 @@ fn test_info(out: &mut String, info: &RunInfo) {
         let _ = writeln!(out, "\"TX_depth\": {},", info.tx_depth);
     }
     if let Some(rx) = info.rx_depth
-        && info.test.verb == Verb::Send
+        && info.test.verb.consumes_receive()
         && (info.role == Role::Server || info.bidirectional)
     {
         let _ = writeln!(out, "\"RX_depth\": {rx},");
@@ -107,14 +107,11 @@ fn test_info(out: &mut String, info: &RunInfo) {
     if let Some(gid) = info.gid_index {
         let _ = writeln!(out, "\"GID_index\": {gid},");
     }
-    match info.test.verb {
-        // perftest prints the outstanding reads for READ and atomic tests, the inline size otherwise.
-        Verb::Read | Verb::Atomic => {
-            let _ = writeln!(out, "\"Outstand_reads\": {},", info.out_reads.unwrap_or(0));
-        }
-        _ => {
-            let _ = writeln!(out, "\"Max_inline_data\": {},", info.inline_size);
-        }
+    // perftest prints the outstanding reads for READ and atomic tests, the inline size otherwise.
+    if info.test.verb.reads_back() {
+        let _ = writeln!(out, "\"Outstand_reads\": {},", info.out_reads.unwrap_or(0));
+    } else {
+        let _ = writeln!(out, "\"Max_inline_data\": {},", info.inline_size);
     }
     let on = |b: bool| if b { "ON" } else { "OFF" };
     let _ = writeln!(out, "\"rdma_cm_QPs\": \"{}\",", on(info.rdma_cm));

@@ -22,6 +22,7 @@ pub mod verbs;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use crate::wire::ROCE_V2_PORT;
 pub use crate::wire::{Gid, MacAddr};
 pub(crate) use mtu::RoceMtu;
 pub use param::Param;

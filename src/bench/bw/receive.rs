@@ -1,5 +1,5 @@
-//! The receiving side of send_bw over RC: counts incoming SENDs and measures its own bandwidth (UC
-//! and UD hand over to [`super::super::unreliable`]).
+//! The receiving side of send_bw over RC: counts incoming SENDs and measures its own bandwidth (for UC
+//! and UD, [`crate::bench::bw_receiver`] picks [`crate::bench::unreliable`] instead).
 
 use super::{BwMeasurement, BwSpec, RecvState, check_target, payload_len};
 use crate::bench::interval::{Intervals, Ticker};
@@ -10,27 +10,15 @@ use std::time::Instant;
 
 /// The receiving side of send_bw: counts incoming SENDs and measures its own bandwidth, from its first
 /// receive to its last (iteration mode; see the clock comment inside). In duration mode it runs until
-/// `stop` says the sender is done.
-pub fn receiver<E: Endpoint>(
-    ep: &mut E,
-    spec: &BwSpec,
-    recvs: &mut RecvState,
-    stop: &mut dyn FnMut() -> bool,
-) -> Result<BwMeasurement> {
-    receiver_with(ep, spec, recvs, stop, None)
-}
-
-/// [`receiver`] with interval samples of what arrives (duration mode), for a run without end.
-pub fn receiver_with<E: Endpoint>(
+/// `stop` says the sender is done. `intervals`: a run without end's samples of what arrives (duration
+/// mode).
+pub(crate) fn receiver<E: Endpoint>(
     ep: &mut E,
     spec: &BwSpec,
     recvs: &mut RecvState,
     stop: &mut dyn FnMut() -> bool,
     intervals: Option<Intervals<'_>>,
 ) -> Result<BwMeasurement> {
-    if spec.unreliable {
-        return crate::bench::unreliable::receiver(ep, spec, recvs, stop, intervals);
-    }
     let qps = ep.qp_count();
     recvs.fill(ep, &spec.layout, spec.rx_depth)?;
     let mut got = vec![0u64; qps];

@@ -64,7 +64,7 @@ fn against_passive(
         );
         (served, server)
     });
-    let m = active(&mut client, s, &remotes, None);
+    let m = active(&mut client, s, &remotes, None, Hooks::none());
     // Let the server apply what is still in the socket before it stops.
     std::thread::sleep(std::time::Duration::from_millis(50));
     done.store(true, Ordering::Release);
@@ -120,7 +120,7 @@ fn spawn_receiver(
     let done = done.clone();
     std::thread::spawn(move || {
         let mut st = RecvState::default();
-        let r = receiver(&mut server, &s, &mut st, &mut || false)?;
+        let r = receiver(&mut server, &s, &mut st, &mut || false, None)?;
         passive(
             &mut server,
             SERVING,
@@ -140,7 +140,7 @@ fn send_pair(s: BwSpec, qps: usize, late: std::time::Duration) -> (BwMeasurement
     let done = Arc::new(AtomicBool::new(false));
     let t = spawn_receiver(server, s, &done);
     std::thread::sleep(late);
-    let m = active(&mut client, &s, &remotes, None).unwrap();
+    let m = active(&mut client, &s, &remotes, None, Hooks::none()).unwrap();
     done.store(true, Ordering::Release);
     (m, t.join().unwrap().unwrap())
 }
@@ -165,10 +165,10 @@ fn send_bw_receiver_names_a_sender_with_another_size() {
     let remotes = theirs.layout.remotes(&server.local_info());
     let t = std::thread::spawn(move || {
         let mut st = RecvState::default();
-        receiver(&mut server, &ours, &mut st, &mut || false)
+        receiver(&mut server, &ours, &mut st, &mut || false, None)
     });
     // The sender's last SENDs may never complete once the receiver has given up; its result is moot.
-    let _ = std::thread::spawn(move || active(&mut client, &theirs, &remotes, None));
+    let _ = std::thread::spawn(move || active(&mut client, &theirs, &remotes, None, Hooks::none()));
     let err = t.join().unwrap().unwrap_err();
     assert!(
         matches!(
@@ -190,7 +190,7 @@ fn a_silent_sender_trips_the_receivers_watchdog_soon_after_the_peer_is_done() {
     let t0 = std::time::Instant::now();
     let mut st = RecvState::default();
     // The out-of-band channel says the peer is done, yet nothing ever arrives.
-    let err = receiver(&mut server, &s, &mut st, &mut || true).unwrap_err();
+    let err = receiver(&mut server, &s, &mut st, &mut || true, None).unwrap_err();
     assert!(
         matches!(
             err,
@@ -243,7 +243,7 @@ fn validate_accepts_the_pattern_and_names_a_corrupted_byte() {
         let remotes = s.layout.remotes(&server.local_info());
         let done = Arc::new(AtomicBool::new(false));
         let t = spawn_receiver(server, s, &done);
-        let sent = active(&mut client, &s, &remotes, None);
+        let sent = active(&mut client, &s, &remotes, None, Hooks::none());
         assert_eq!(sent.is_ok(), !corrupt, "{:?}", sent.err());
         done.store(true, Ordering::Release);
         match (corrupt, t.join().unwrap()) {
@@ -355,7 +355,7 @@ fn an_endless_run_reports_intervals_and_stops_when_asked() {
         }),
         stop: Some(&mut stop),
     };
-    let m = active_with(&mut client, &s, &remotes, None, hooks).unwrap();
+    let m = active(&mut client, &s, &remotes, None, hooks).unwrap();
     serving.stop();
     let got = samples.into_inner();
     assert_eq!(got.len(), 3, "stopped after the third interval");
@@ -389,7 +389,7 @@ fn atomic_bw_checks_every_original_and_the_server_every_word() {
             }
             let remotes = s.layout.remotes(&server.local_info());
             let serving = Serving::start(server);
-            let m = active(&mut client, &s, &remotes, None).unwrap();
+            let m = active(&mut client, &s, &remotes, None, Hooks::none()).unwrap();
             let mut server = serving.stop();
             assert!(m.messages > 0, "{op} {mode:?}");
             for q in 0..2 {

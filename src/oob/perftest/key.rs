@@ -9,15 +9,13 @@
 
 use super::{PerftestError, Result, show_bytes};
 use crate::params::TransportKind;
-use crate::transport::{ConnInfo, QpInfo};
+use crate::transport::{ConnInfo, QpInfo, ROCE_V2_PORT};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Bytes of a key record with a GID, NUL included.
 pub(crate) const KEY_LEN_GID: usize = 108;
 /// Bytes of a key record without a GID, NUL included (recognised only to explain the mismatch).
 pub(crate) const KEY_LEN_NO_GID: usize = 59;
-/// UDP port of RoCE v2.
-pub(crate) const ROCE_V2_PORT: u16 = 4791;
 
 /// One queue pair's key record, as perftest's `struct pingpong_dest` carries it over TCP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -42,14 +42,14 @@
 //! caught only where that report is meaningful (we are the server of write/read_bw, or `-b`); elsewhere
 //! it shows on the data path (remote access or length errors) or not at all (a smaller read).
 
-pub mod binkey;
+pub(crate) mod binkey;
 pub mod channel;
 pub mod key;
 pub mod msg;
 pub mod script;
 pub mod session;
 
-pub(crate) use channel::OobStream;
+pub use channel::OobStream;
 pub use channel::{PerftestChannel, Timeouts, accept, connect};
 pub use key::KeyRecord;
 pub use msg::PeerVersion;

@@ -6,13 +6,11 @@ use super::{PerftestError, Result, show_bytes};
 
 /// Size of the version block: perftest's `char version[16]`, NUL-padded.
 pub(crate) const VERSION_LEN: usize = 16;
-/// The version we announce: below 6.28, so no perftest runs its build-dependent negotiation with us.
+/// The version we announce: below 6.28, so no perftest runs its build-dependent negotiation with us
+/// (from 6.28 on perftest negotiates parameters, but only with a peer that announces 6.28 too).
 pub(crate) const OUR_VERSION: &str = "6.27";
 /// perftest refuses peers below this version, and so do we.
 pub(crate) const MIN_PEER_VERSION: f64 = 5.70;
-/// From this version on perftest negotiates parameters, but only with a peer that announces it too.
-#[allow(clippy::approx_constant)] // a version number, not 2π
-pub const NEGOTIATION_VERSION: f64 = 6.28;
 /// Size of each system-data block (a big-endian `int`).
 pub(crate) const SYSDATA_LEN: usize = 4;
 /// Size of the MTU block (ASCII digit of `enum ibv_mtu` and a NUL) for peers from 5.31 on.
@@ -63,11 +61,6 @@ impl PeerVersion {
             text: text.to_string(),
             value,
         })
-    }
-
-    /// True when the peer is recent enough to negotiate parameters if *we* announced 6.28+ (we do not).
-    pub fn could_negotiate(&self) -> bool {
-        self.value >= NEGOTIATION_VERSION
     }
 }
 
@@ -210,7 +203,6 @@ mod tests {
         assert!(b[4..].iter().all(|&x| x == 0));
         let v = PeerVersion::parse(&b).unwrap();
         assert_eq!(v.text, "6.27");
-        assert!(!v.could_negotiate());
     }
 
     #[test]
@@ -221,7 +213,7 @@ mod tests {
             b
         };
         assert_eq!(PeerVersion::parse(&mk("6.06")).unwrap().value, 6.06);
-        assert!(PeerVersion::parse(&mk("6.29")).unwrap().could_negotiate());
+        assert_eq!(PeerVersion::parse(&mk("6.29")).unwrap().value, 6.29);
         assert!(matches!(
             PeerVersion::parse(&mk("5.60")),
             Err(PerftestError::PeerTooOld(v)) if v == "5.60"

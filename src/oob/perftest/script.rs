@@ -8,7 +8,7 @@
 //! the barrier after the server posted its receives completes).
 
 use super::{PerftestError, Result};
-use crate::params::{Metric, Role, TestKind, Verb};
+use crate::params::{Metric, Role, TestKind};
 
 /// Which barrier a single key exchange (on QP 0) is; only the name differs, the bytes are the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,18 +215,19 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
     // The keys, the QP connection and the keys again, with the barriers each test puts among them.
     let (keys, connect, again) = (Step::Keys, Step::Connect, Step::KeysAgain);
     let after_connect = barrier(Barrier::AfterConnect, false);
-    s.extend(match (test.verb, test.metric) {
+    let receives = test.verb.consumes_receive();
+    s.extend(match test.metric {
         // send_bw.c / send_lat.c: the barrier comes before the keys again.
-        (Verb::Send, _) => vec![keys, connect, after_connect, again],
-        (_, Metric::Bandwidth) => vec![keys, connect, again, after_connect],
+        _ if receives => vec![keys, connect, after_connect, again],
+        Metric::Bandwidth => vec![keys, connect, again, after_connect],
         // write_lat.c / read_lat.c: an extra barrier first.
-        (_, Metric::Latency) => {
+        Metric::Latency => {
             let before_keys = barrier(Barrier::BeforeKeys, false);
             vec![before_keys, keys, connect, again, after_connect]
         }
     });
-    match (test.verb, test.metric) {
-        (Verb::Write | Verb::Read | Verb::Atomic, Metric::Bandwidth) => {
+    match test.metric {
+        Metric::Bandwidth if !receives => {
             // write_bw.c / read_bw.c / atomic_bw.c (the same exchanges; atomic_bw has no -a)
             if !bidir {
                 // Only the client runs; the server sits in the end-of-test barrier meanwhile, then both
@@ -267,7 +268,7 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
                 ]);
             }
         }
-        (Verb::Send, Metric::Bandwidth) => {
+        Metric::Bandwidth => {
             // send_bw.c: receivers post before the barrier that releases the sender.
             let receiver = !client || bidir;
             let report = bidir && !opt.duration;
@@ -290,7 +291,7 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
                 Step::Done,
             ]);
         }
-        (Verb::Send, Metric::Latency) => {
+        Metric::Latency if receives => {
             // send_lat.c: both sides ping-pong; receives are posted before each size's barrier.
             for &size in &sizes {
                 s.extend([
@@ -301,12 +302,12 @@ pub fn script(test: TestKind, role: Role, opt: &ScriptOptions) -> Result<Vec<Ste
             }
             s.extend([barrier(Barrier::Close, true), Step::Done]);
         }
-        (Verb::Write, Metric::Latency) => {
+        Metric::Latency if !test.verb.reads_back() => {
             // write_lat.c: no close handshake and no "done" at the end.
             s.extend(sizes.iter().map(|&size| Step::Run { size }));
             s.push(Step::AwaitClose);
         }
-        (Verb::Read | Verb::Atomic, Metric::Latency) => {
+        Metric::Latency => {
             // read_lat.c and atomic_lat.c: only the client reads (or runs atomics); the server goes
             // straight to the close handshake.
             if client {

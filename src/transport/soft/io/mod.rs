@@ -30,8 +30,7 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use crate::transport::Param;
 
-/// The UDP port RoCE v2 is sent to (`ROCE_V2_UDP_DPORT`).
-pub const ROCE_V2_PORT: u16 = 4791;
+pub(crate) use crate::wire::ROCE_V2_PORT;
 
 /// Errors of the I/O backends; each message says what to do next.
 #[derive(Debug, thiserror::Error)]
