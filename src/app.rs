@@ -26,7 +26,6 @@ mod report;
 pub mod resources;
 mod roceperf_oob;
 mod session;
-mod signals;
 
 pub use exit::Error;
 pub use plan::Plan;
