@@ -51,9 +51,11 @@ repetition and compare.json also holds every repetition's figures.";
 #[derive(Debug, Parser)]
 #[command(name = "roce_compare", version, after_help = EXAMPLES)]
 struct Cli {
-    /// Tests to run (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat) [default: write_lat
-    /// at 2 B and write_bw at 64 KiB]; in two-host mode also the server's HOST.
-    #[arg(value_name = "TEST|HOST")]
+    #[arg(value_name = "TEST|HOST", help = format!(
+        "Tests to run ({}) [default: write_lat at 2 B and write_bw at 64 KiB]; in two-host mode also \
+         the server's HOST",
+        test_names()
+    ))]
     args: Vec<String>,
     /// Run every transport on this machine, across one veth pair between two network namespaces when
     /// this process may make one (root), else on lo (without RoCE v1).
@@ -169,16 +171,18 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
     if cli.local && !hosts.is_empty() {
         return usage(&format!(
-            "{:?} is not a test (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat); --local takes no host",
-            hosts[0]
+            "{:?} is not a test ({}); --local takes no host",
+            hosts[0],
+            test_names()
         ));
     }
     if !cli.local && hosts.len() != 1 {
         return usage(&match hosts.len() {
             0 => "say what to compare: --local (this machine), HOST (with a roce_compare --server there), or --from FILES".to_string(),
             _ => format!(
-                "one server host only, got {}; tests are send_bw, write_bw, read_bw, send_lat, write_lat, read_lat",
-                hosts.join(", ")
+                "one server host only, got {}; tests are {}",
+                hosts.join(", "),
+                test_names()
             ),
         });
     }
@@ -302,6 +306,11 @@ fn run_live(plan: &Plan, server: &mut dyn ServerSide, client: &ClientSide) -> Co
     let steps = (plan.tests.len() * plan.legs.len() * plan.repeat.max(1)) as u64;
     let progress = SweepProgress::steps(steps, "runs");
     run::run_plan(plan, server, client, &progress)
+}
+
+/// Every test there is a binary for: `send_bw, write_bw, ..., atomic_lat`.
+fn test_names() -> String {
+    TestKind::EVERY.map(|t| t.name()).join(", ")
 }
 
 /// Where the `roce_<test>` binaries are: beside this one.

@@ -212,6 +212,17 @@ pub(crate) fn side_args(
     a
 }
 
+/// write_lat at 2 B, 100 iterations: the test the unit tests run.
+#[cfg(test)]
+pub(crate) fn sample_test() -> TestSpec {
+    TestSpec {
+        test: TestKind::new(crate::params::Verb::Write, crate::params::Metric::Latency),
+        sizes: Sizes::One(2),
+        iters: Some(100),
+        duration: None,
+    }
+}
+
 /// One side of one run, as a job of the control protocol: the test and the transport leg.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareRun {

@@ -96,7 +96,7 @@ pub(crate) struct RemoteServer {
 impl RemoteServer {
     /// Connects to `roce_compare --server` at `host:port`, retrying for up to `wait`, and checks that
     /// it runs this roceperf version.
-    pub fn connect(
+    pub(crate) fn connect(
         host: &str,
         port: u16,
         wait: Duration,
@@ -327,21 +327,11 @@ pub fn plan(tests: Vec<TestSpec>, host: &str, device: Option<&str>) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::leg::Sizes;
-    use crate::params::{Metric, TestKind, Verb};
+    use crate::compare::leg::sample_test as spec;
 
-    fn spec() -> TestSpec {
-        TestSpec {
-            test: TestKind::new(Verb::Write, Metric::Latency),
-            sizes: Sizes::One(2),
-            iters: Some(100),
-            duration: None,
-        }
-    }
-
-    #[test]
-    fn a_run_is_one_job_line_with_its_test_and_leg() {
-        let job: ToWorker<CompareRun> = ToWorker::Job(Job {
+    /// The server side of a TCP write_lat run, as the client asks for it.
+    fn tcp_job() -> ToWorker<CompareRun> {
+        ToWorker::Job(Job {
             id: 1,
             run: CompareRun {
                 test: spec(),
@@ -353,7 +343,12 @@ mod tests {
             server_addr: None,
             impair: None,
             timeout_ms: 1000,
-        });
+        })
+    }
+
+    #[test]
+    fn a_run_is_one_job_line_with_its_test_and_leg() {
+        let job = tcp_job();
         let text = serde_json::to_string(&job).unwrap();
         assert!(
             text.starts_with(r#"{"type":"job","id":1,"test":{"test":{"verb":"write""#),
@@ -388,20 +383,7 @@ mod tests {
     #[test]
     fn the_server_side_refuses_strangers_and_jobs_before_its_welcome() {
         let (port, t, _dir) = server(2);
-        let job = ToWorker::Job(Job {
-            id: 1,
-            run: CompareRun {
-                test: spec(),
-                leg: LegSpec::tcp(),
-            },
-            side: Side::Server,
-            port: None,
-            peer: 0,
-            server_addr: None,
-            impair: None,
-            timeout_ms: 1000,
-        });
-        let job = format!("{}\n", serde_json::to_string(&job).unwrap());
+        let job = format!("{}\n", serde_json::to_string(&tcp_job()).unwrap());
         for line in ["GET / HTTP/1.0\n", job.as_str()] {
             let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
             let mut reader = BufReader::new(stream.try_clone().unwrap());

@@ -92,7 +92,7 @@ pub(crate) struct LocalServer {
 
 impl LocalServer {
     /// A server side that starts binaries from `bin_dir` with logs in `work`.
-    pub fn new(bin_dir: PathBuf, work: PathBuf, cpu: Option<usize>) -> LocalServer {
+    pub(crate) fn new(bin_dir: PathBuf, work: PathBuf, cpu: Option<usize>) -> LocalServer {
         LocalServer {
             bin_dir,
             work,
@@ -398,23 +398,13 @@ fn load_client_json(path: &Path) -> Result<CompareRun> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::leg::Sizes;
-    use crate::params::{Metric, TestKind, Verb};
+    use crate::compare::leg::sample_test as spec;
 
     #[test]
     fn result_rows_are_counted_and_headers_are_not() {
         let out = " #bytes #iterations    BW peak[Gb/sec]\n 2       1000  0.10\n 4       1000  0.2\n\
                    ---------------\n Size 4[B] : latency 1 2\n";
         assert_eq!(count_result_rows(out), 2);
-    }
-
-    fn spec() -> TestSpec {
-        TestSpec {
-            test: TestKind::new(Verb::Write, Metric::Latency),
-            sizes: Sizes::One(2),
-            iters: Some(100),
-            duration: None,
-        }
     }
 
     #[test]
@@ -429,27 +419,27 @@ mod tests {
                 && err.to_string().contains("cargo build --release --bins"),
             "{err}"
         );
-        let script = "#!/bin/sh\necho 'error: -d nosuch0 is not an interface' >&2\nexit 2\n";
         let path = bin.join("roce_write_lat");
-        std::fs::write(&path, script).unwrap();
-        let exec = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
-        std::fs::set_permissions(&path, exec).unwrap();
-        server.start(&spec(), &Leg::tcp("127.0.0.1")).unwrap();
-        let err = server
-            .finish(false, Instant::now() + Duration::from_secs(10))
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "server roce_write_lat exited with status 2: error: -d nosuch0 is not an interface"
-        );
-        std::fs::write(&path, "#!/bin/sh\nsleep 30\n").unwrap();
-        server.start(&spec(), &Leg::tcp("127.0.0.1")).unwrap();
-        let err = server
-            .finish(false, Instant::now() + Duration::from_millis(100))
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "server roce_write_lat did not finish and was killed"
-        );
+        let failing = "#!/bin/sh\necho 'error: -d nosuch0 is not an interface' >&2\nexit 2\n";
+        for (script, wait, says) in [
+            (
+                failing,
+                Duration::from_secs(10),
+                "server roce_write_lat exited with status 2: error: -d nosuch0 is not an interface",
+            ),
+            (
+                "#!/bin/sh\nsleep 30\n",
+                Duration::from_millis(100),
+                "server roce_write_lat did not finish and was killed",
+            ),
+        ] {
+            std::fs::write(&path, script).unwrap();
+            let exec =
+                <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+            std::fs::set_permissions(&path, exec).unwrap();
+            server.start(&spec(), &Leg::tcp("127.0.0.1")).unwrap();
+            let err = server.finish(false, Instant::now() + wait).unwrap_err();
+            assert_eq!(err.to_string(), says);
+        }
     }
 }

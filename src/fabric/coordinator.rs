@@ -144,7 +144,7 @@ fn first_difference(
 
 impl Coordinator {
     /// Rank 0 listening on `listener` for a job of `n` ranks; `hello` is rank 0's own (the reference).
-    pub fn new(
+    pub(crate) fn new(
         listener: TcpListener,
         n: usize,
         hello: Hello,
@@ -166,7 +166,7 @@ impl Coordinator {
     }
 
     /// Checks one hello against rank 0's: the first disagreement, in words.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         h: &Hello,
         host_of: &dyn Fn(usize) -> Option<String>,
@@ -211,7 +211,7 @@ impl Coordinator {
     }
 
     /// Waits for the ranks and runs `plan` over them; Err(Mismatch) when ranks disagree (exit 2).
-    pub fn run(self, mut plan: Plan, obs: &mut impl Observer) -> Result<Finished, Mismatch> {
+    pub(crate) fn run(self, mut plan: Plan, obs: &mut impl Observer) -> Result<Finished, Mismatch> {
         let (tx, rx) = mpsc::channel();
         let listener = self
             .listener

@@ -43,6 +43,9 @@ use std::time::Duration;
 /// Extra time past a job's own timeout before rank 0 counts its rank as lost.
 pub(crate) const GRACE: Duration = Duration::from_secs(15);
 
+/// How long a test binary may take to parse its flags and print its help.
+const PREFLIGHT: Duration = Duration::from_secs(30);
+
 /// How long a rank waits for any word from rank 0 before it concludes rank 0 is gone (generous: rank 0
 /// may be writing a big matrix's snapshot; it pings every 5 s).
 pub(crate) const SILENCE_LIMIT: Duration = Duration::from_secs(120);
@@ -172,31 +175,23 @@ pub fn run(args: &[String]) -> u8 {
     rank0(&opts, &place, hello, runner, serve, &bin_dir)
 }
 
-fn preflight(opts: &FabricOptions, bin_dir: &Path) -> Result<(), String> {
+/// Runs each test binary once per leg with the test flags and `--help` (clap parses every flag before
+/// it honours --help), logging in `dir`: a flag a binary refuses stops the run before it starts.
+fn preflight(opts: &FabricOptions, bin_dir: &Path, dir: &Path) -> Result<(), String> {
     for test in &opts.tests {
         let bin = bin_dir.join(format!("roce_{}", test.name()));
         for leg in opts.legs() {
-            let out = std::process::Command::new(&bin)
-                .args(opts.leg_args(leg))
-                .arg("--help")
-                .output()
-                .map_err(|e| {
-                    format!(
-                        "cannot run {}: {e} (--bin-dir DIR says where the roce_* binaries are)",
-                        bin.display()
-                    )
-                })?;
-            if !out.status.success() {
-                let err = String::from_utf8_lossy(&out.stderr);
-                let first = err
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("")
-                    .trim()
-                    .to_owned();
+            let mut args = opts.leg_args(leg);
+            args.push("--help".into());
+            let launch = child::Launch::new(bin.clone(), args);
+            let mut probe = child::Child::spawn(&launch, dir, "preflight")
+                .map_err(|e| format!("{e} (--bin-dir DIR says where the roce_* binaries are)"))?;
+            let ended = probe.wait(std::time::Instant::now() + PREFLIGHT, || false);
+            if !ended.success() {
                 return Err(format!(
-                    "roce_{} refuses the test flags: {first}",
-                    test.name()
+                    "roce_{} refuses the test flags: {}",
+                    test.name(),
+                    probe.tail().unwrap_or_default()
                 ));
             }
         }
@@ -237,7 +232,7 @@ fn rank0(
         Ok(i) => i.unwrap_or_default(),
         Err(e) => return fail(Some(0), e, 2),
     };
-    if let Err(e) = preflight(opts, bin_dir) {
+    if let Err(e) = preflight(opts, bin_dir, &serve.dir) {
         return fail(Some(0), e, 2);
     }
     let started_at = crate::results::now_rfc3339();

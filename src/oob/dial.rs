@@ -18,7 +18,7 @@ pub(crate) struct HostPort {
 
 impl HostPort {
     /// `host` may be a name, an IPv4 or IPv6 address, or an IPv6 address in brackets.
-    pub fn new(host: &str, port: u16) -> HostPort {
+    pub(crate) fn new(host: &str, port: u16) -> HostPort {
         let bare = host
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
