@@ -29,7 +29,6 @@ mod report;
 mod resources;
 mod roceperf_oob;
 mod session;
-mod signals;
 
 use plan::Plan;
 

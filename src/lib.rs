@@ -13,6 +13,7 @@ pub mod compare;
 pub mod fabric;
 pub mod gate;
 pub mod oob;
+pub mod orchestrate;
 pub mod params;
 pub mod report;
 pub mod results;

@@ -207,7 +207,7 @@ impl Dialect for Roceperf<'_> {
                 // the client, which is still running.
                 self.sent_early = plan.role == Role::Server
                     && plan.mode.is_endless()
-                    && super::signals::received().is_some();
+                    && crate::orchestrate::signals::received().is_some();
                 if plan.role == Role::Client || self.sent_early {
                     self.chan.send(Step::Results, &self.mine)?;
                 }

@@ -10,7 +10,7 @@ use crate::params::{
     RoceVersion, TestKind, TransportKind,
 };
 use crate::transport::ImpairConfig;
-use clap::{CommandFactory, Parser, ValueEnum};
+use clap::{ArgGroup, CommandFactory, Parser, ValueEnum};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -35,6 +35,16 @@ one host need distinct addresses: 127.0.0.x on lo is automatic, otherwise use tw
 Exit status: 0 ok, 1 the test failed (error completion, --validate mismatch, a gate missed), 2 usage or \
 setup error.";
 
+/// Arg group of the flags naming this host's own resources (device, HCA port, GID index, core, local
+/// address, verbosity): the two sides of a run may give them differently, and `roce_fabric` lets them
+/// differ from rank to rank.
+pub(crate) const PER_HOST: &str = "per_host";
+
+/// Arg group of the flags that choose or tune the RoCE device, its queue pairs and the soft
+/// transport's sockets: the TCP baseline refuses them (`--oob` past its default), so `roce_fabric
+/// --compare` leaves them out of its TCP leg.
+pub(crate) const ROCE_SETUP: &str = "roce_setup";
+
 /// The raw command line, as clap parses it. Validation into [`Options`] happens in [`Options::from_args`].
 ///
 /// [`Options`]: super::Options
@@ -44,18 +54,20 @@ setup error.";
     version,
     about = "roceperf: RoCE and TCP performance test (perftest-compatible flags)",
     long_about = "roceperf: RoCE and TCP performance test.\n\nStarted without a host argument the program is the server; with one it is the client and connects to that server, exactly like perftest. Give both sides the same options.",
-    after_help = AFTER_HELP
+    after_help = AFTER_HELP,
+    group(ArgGroup::new(PER_HOST).multiple(true)),
+    group(ArgGroup::new(ROCE_SETUP).multiple(true))
 )]
 pub struct Args {
     /// Server host name or address; given, this process is the client.
     pub host: Option<String>,
 
     /// RDMA device (mlx5_0, rxe0) or network interface (eth0) (verbs, soft only).
-    #[arg(short = 'd', long = "ib-dev")]
+    #[arg(short = 'd', long = "ib-dev", group = PER_HOST, group = ROCE_SETUP)]
     pub device: Option<String>,
 
     /// HCA port number, from 1 (verbs only).
-    #[arg(short = 'i', long = "ib-port", value_parser = clap::value_parser!(u8).range(1..))]
+    #[arg(short = 'i', long = "ib-port", value_parser = clap::value_parser!(u8).range(1..), group = PER_HOST, group = ROCE_SETUP)]
     pub ib_port: Option<u8>,
 
     /// TCP port of the out-of-band channel, 1..65535 (SYMMETRIC).
@@ -63,7 +75,7 @@ pub struct Args {
     pub port: u16,
 
     /// GID index 0..64 (verbs, soft only).
-    #[arg(short = 'x', long = "gid-index", value_parser = clap::value_parser!(u8).range(0..=64))]
+    #[arg(short = 'x', long = "gid-index", value_parser = clap::value_parser!(u8).range(0..=64), group = PER_HOST, group = ROCE_SETUP)]
     pub gid_index: Option<u8>,
 
     /// Message size in bytes, with an optional K or M suffix (SYMMETRIC) [default: 65536 BW, 2 LAT].
@@ -109,7 +121,7 @@ pub struct Args {
     pub cq_mod: Option<u32>,
 
     /// Path MTU 256..4096 (verbs, soft only).
-    #[arg(short = 'm', long = "mtu", value_parser = values::parse_mtu)]
+    #[arg(short = 'm', long = "mtu", value_parser = values::parse_mtu, group = ROCE_SETUP)]
     pub mtu: Option<u32>,
 
     /// Connection type (SYMMETRIC) (verbs, soft only): RC for every test; UC for send and write tests
@@ -119,7 +131,7 @@ pub struct Args {
     pub connection: Option<ConnType>,
 
     /// Maximum inline size 0..1024 (verbs; soft accepts it as a no-op and says so).
-    #[arg(short = 'I', long = "inline_size", value_parser = clap::value_parser!(u32).range(0..=1024))]
+    #[arg(short = 'I', long = "inline_size", value_parser = clap::value_parser!(u32).range(0..=1024), group = ROCE_SETUP)]
     pub inline_size: Option<u32>,
 
     /// Accepted for perftest compatibility: roceperf never reads the CPU frequency, so there is no warning to silence.
@@ -147,11 +159,11 @@ pub struct Args {
     pub transport: TransportArg,
 
     /// RoCE version (verbs, soft only).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, group = ROCE_SETUP)]
     pub roce: Option<RoceVersion>,
 
     /// Core the datapath thread is pinned to [default: the last core].
-    #[arg(long)]
+    #[arg(long, group = PER_HOST)]
     pub cpu: Option<usize>,
 
     /// Iterations run before measuring and excluded from the results (SYMMETRIC) [default: 100].
@@ -181,35 +193,35 @@ pub struct Args {
     pub connect_timeout: u64,
 
     /// More detail about each setup step, and the soft transport's counters at the end (repeat for more).
-    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, group = PER_HOST)]
     pub verbose: u8,
 
     /// I/O backend of the soft transport [default: udp for RoCE v2, packet for v1] (soft only).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, group = ROCE_SETUP)]
     pub io: Option<IoArg>,
 
     /// Use IPv6 addresses and GIDs for RoCE v2 (soft, verbs only).
-    #[arg(long)]
+    #[arg(long, group = ROCE_SETUP)]
     pub ipv6: bool,
 
     /// Send one UDP datagram (or AF_PACKET frame) per RoCE packet and receive without UDP_GRO,
     /// instead of GSO super-datagrams (super-frames with --io packet; soft RoCE v2 only). Slower;
     /// the packets on the wire are the same, but a capture taken on this host (lo, veth) then
     /// shows each packet rather than 64 KiB batches.
-    #[arg(long = "no-gso")]
+    #[arg(long = "no-gso", group = ROCE_SETUP)]
     pub no_gso: bool,
 
     /// Local address of the soft endpoint [default: the interface's first address; on lo the next free 127.0.0.x] (soft only).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", group = PER_HOST, group = ROCE_SETUP)]
     pub bind: Option<IpAddr>,
 
     /// Local ACK timeout exponent: 4.096 µs × 2^N before a retransmission (UC/UD latency tests: before
     /// an iteration without a reply counts as lost) [default: 14, 67 ms] (verbs, soft only).
-    #[arg(short = 'u', long = "qp-timeout", value_parser = clap::value_parser!(u8).range(1..=31))]
+    #[arg(short = 'u', long = "qp-timeout", value_parser = clap::value_parser!(u8).range(1..=31), group = ROCE_SETUP)]
     pub qp_timeout: Option<u8>,
 
     /// Retransmissions without progress before a request fails with "retry counter exceeded" [default: 7] (verbs, soft only).
-    #[arg(long = "retry_count", value_parser = clap::value_parser!(u8).range(0..=7))]
+    #[arg(long = "retry_count", value_parser = clap::value_parser!(u8).range(0..=7), group = ROCE_SETUP)]
     pub retry_count: Option<u8>,
 
     /// Check every byte received against the sender's pattern; a mismatch fails the test (SYMMETRIC).
@@ -242,7 +254,7 @@ pub struct Args {
     pub rdma_cm: bool,
 
     /// Out-of-band dialect: roceperf's own, or perftest's (to pair with a real ib_* peer).
-    #[arg(long, value_enum, default_value_t = OobArg::Roceperf, help = oob_help())]
+    #[arg(long, value_enum, default_value_t = OobArg::Roceperf, help = oob_help(), group = ROCE_SETUP)]
     pub oob: OobArg,
 
     /// Pace what this side sends to at most RATE in --rate_units (bandwidth tests only).

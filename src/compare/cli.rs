@@ -7,8 +7,9 @@
 
 use super::leg::{Sizes, TestSpec};
 use super::run::{self, ClientSide, LocalServer, Plan, ServerSide};
-use super::{files, local, loss, loss_report, proc, remote};
+use super::{files, local, loss, loss_report, remote};
 use crate::gate::{self, GateArgs, GateOutputArgs, SetGateArgs, parse_transport_arg};
+use crate::orchestrate::{child, signals};
 use crate::params::{Metric, TestKind, TransportKind, Verb};
 use crate::report::export::ExportManager;
 use crate::report::{emit, progress::SweepProgress, table};
@@ -50,9 +51,11 @@ repetition and compare.json also holds every repetition's figures.";
 #[derive(Debug, Parser)]
 #[command(name = "roce_compare", version, after_help = EXAMPLES)]
 struct Cli {
-    /// Tests to run (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat) [default: write_lat
-    /// at 2 B and write_bw at 64 KiB]; in two-host mode also the server's HOST.
-    #[arg(value_name = "TEST|HOST")]
+    #[arg(value_name = "TEST|HOST", help = format!(
+        "Tests to run ({}) [default: write_lat at 2 B and write_bw at 64 KiB]; in two-host mode also \
+         the server's HOST",
+        test_names()
+    ))]
     args: Vec<String>,
     /// Run every transport on this machine, across one veth pair between two network namespaces when
     /// this process may make one (root), else on lo (without RoCE v1).
@@ -168,21 +171,23 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
     if cli.local && !hosts.is_empty() {
         return usage(&format!(
-            "{:?} is not a test (send_bw, write_bw, read_bw, send_lat, write_lat, read_lat); --local takes no host",
-            hosts[0]
+            "{:?} is not a test ({}); --local takes no host",
+            hosts[0],
+            test_names()
         ));
     }
     if !cli.local && hosts.len() != 1 {
         return usage(&match hosts.len() {
             0 => "say what to compare: --local (this machine), HOST (with a roce_compare --server there), or --from FILES".to_string(),
             _ => format!(
-                "one server host only, got {}; tests are send_bw, write_bw, read_bw, send_lat, write_lat, read_lat",
-                hosts.join(", ")
+                "one server host only, got {}; tests are {}",
+                hosts.join(", "),
+                test_names()
             ),
         });
     }
     let specs = test_specs(cli, &tests);
-    let bin_dir = proc::exe_dir()?;
+    let bin_dir = bin_dir()?;
     let work = tempfile::Builder::new()
         .prefix("roce_compare-")
         .tempdir()
@@ -195,7 +200,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         cpu,
         timeout,
     };
-    proc::catch_interrupts();
+    signals::catch();
     let set = if cli.local {
         if cli.device.is_some() {
             return usage(
@@ -216,19 +221,20 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             repeat: cli.repeat as usize,
             ..remote::plan(specs, host, cli.device.as_deref())
         };
-        let mut server =
-            match remote::RemoteServer::connect(host, cli.control_port, Duration::from_secs(10)) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("roce_compare: error: {e}");
-                    return Ok(ExitCode::from(2));
-                }
-            };
+        let connected =
+            remote::RemoteServer::connect(host, cli.control_port, Duration::from_secs(10), timeout);
+        let mut server = match connected {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("roce_compare: error: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        };
         run_live(&plan, &mut server, &client(None))
     };
     let nothing_ran = set.runs.is_empty();
     let code = report_and_gate(cli, &set)?;
-    if proc::interrupted() {
+    if signals::stop_requested() {
         eprintln!("roce_compare: interrupted; the report above holds the runs that finished");
         return Ok(ExitCode::from(130));
     }
@@ -262,11 +268,11 @@ fn loss_sweep(cli: &Cli, tests: &[TestKind], hosts: &[&str]) -> anyhow::Result<E
         rates: cli.loss_sweep.clone(),
         via: cli.loss_via,
         burst: cli.loss_burst,
-        bin_dir: proc::exe_dir()?,
+        bin_dir: bin_dir()?,
         work: work.path().to_owned(),
         timeout: cli.timeout.map(Duration::from_secs),
     };
-    proc::catch_interrupts();
+    signals::catch();
     let steps = (sweep.tests.len() * sweep.rates.len() * 4) as u64;
     let progress = SweepProgress::steps(steps, "runs");
     let set = match loss::run(&sweep, &progress) {
@@ -300,6 +306,16 @@ fn run_live(plan: &Plan, server: &mut dyn ServerSide, client: &ClientSide) -> Co
     let steps = (plan.tests.len() * plan.legs.len() * plan.repeat.max(1)) as u64;
     let progress = SweepProgress::steps(steps, "runs");
     run::run_plan(plan, server, client, &progress)
+}
+
+/// Every test there is a binary for: `send_bw, write_bw, ..., atomic_lat`.
+fn test_names() -> String {
+    TestKind::EVERY.map(|t| t.name()).join(", ")
+}
+
+/// Where the `roce_<test>` binaries are: beside this one.
+fn bin_dir() -> anyhow::Result<PathBuf> {
+    child::exe_dir().context("cannot find where roce_compare runs from")
 }
 
 /// Splits positional arguments into tests (`write_lat`, `roce_write_lat`) and anything else (hosts).
@@ -359,7 +375,7 @@ fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
             .unwrap_or_default()
     );
     let cfg = remote::ServeConfig {
-        bin_dir: proc::exe_dir()?,
+        bin_dir: bin_dir()?,
         device: cli.device.clone(),
         cpu: None,
         once: cli.once,

@@ -2,6 +2,7 @@
 //!
 //! A failed run's message becomes its note in the report.
 
+use crate::orchestrate::child::SpawnError;
 use std::path::PathBuf;
 
 /// Errors of the live comparison (`--local`, `--server`, `HOST`).
@@ -98,6 +99,20 @@ pub enum Error {
     /// A loss sweep could not be set up; the text says what to do.
     #[error("loss sweep: {0}")]
     LossSweep(String),
+    /// One side of a run failed; the text says which and how (an [`Error::Exited`] or
+    /// [`Error::Killed`] as the side's job worded it).
+    #[error("{0}")]
+    Side(String),
+}
+
+impl From<SpawnError> for Error {
+    fn from(e: SpawnError) -> Error {
+        match e {
+            SpawnError::Log { path, source } => Error::Log { path, source },
+            SpawnError::IpMissing => Error::IpMissing,
+            SpawnError::Spawn { program, source } => Error::Spawn { program, source },
+        }
+    }
 }
 
 /// Results of the live comparison.

@@ -1,13 +1,18 @@
 //! What a live comparison runs: the test, the transport leg, and both sides' command lines.
 //!
-//! [`TestSpec`] is the test, [`LegSpec`] the transport; both the local orchestrator and the two-host
-//! control server build the `roce_<test>` command lines here, so the two sides of a run can never
-//! disagree on a flag.
+//! [`TestSpec`] is the test, [`LegSpec`] the transport; together they are a run's job ([`CompareRun`]
+//! in the control protocol). Both sides of a run on this host and the two-host control server build
+//! the `roce_<test>` command lines here ([`Sides`]), so the two sides of a run can never disagree on a
+//! flag, and word their failures here.
 
+use super::error::Error;
+use crate::orchestrate::child::{Child, Ended, Launch, SpawnError, exit_text};
+use crate::orchestrate::control::{Job, Side};
+use crate::orchestrate::worker::Jobs;
 use crate::params::{RoceVersion, TestKind, TransportKind};
 use crate::results::default_label;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Which message sizes a test runs.
@@ -142,7 +147,7 @@ impl LegSpec {
 
     /// Checks what a peer sent before it reaches a command line: a device is an interface or RDMA
     /// device name, nothing else.
-    pub fn validate(&self) -> Result<(), super::error::Error> {
+    pub fn validate(&self) -> Result<(), Error> {
         if let Some(d) = &self.device {
             let ok = !d.is_empty()
                 && d.len() <= 64
@@ -150,11 +155,11 @@ impl LegSpec {
                 && d.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "_.:@-".contains(c));
             if !ok {
-                return Err(super::error::Error::BadDevice(d.clone()));
+                return Err(Error::BadDevice(d.clone()));
             }
         }
         if !self.extra.is_empty() {
-            return Err(super::error::Error::ExtraFlags(self.extra.clone()));
+            return Err(Error::ExtraFlags(self.extra.clone()));
         }
         Ok(())
     }
@@ -205,6 +210,90 @@ pub(crate) fn side_args(
         a.push(h.to_owned());
     }
     a
+}
+
+/// write_lat at 2 B, 100 iterations: the test the unit tests run.
+#[cfg(test)]
+pub(crate) fn sample_test() -> TestSpec {
+    TestSpec {
+        test: TestKind::new(crate::params::Verb::Write, crate::params::Metric::Latency),
+        sizes: Sizes::One(2),
+        iters: Some(100),
+        duration: None,
+    }
+}
+
+/// One side of one run, as a job of the control protocol: the test and the transport leg.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareRun {
+    /// The test.
+    pub test: TestSpec,
+    /// The transport.
+    pub leg: LegSpec,
+}
+
+/// How this host runs the sides of a comparison's runs: `roce_<test>` from `bin_dir`.
+#[derive(Debug, Clone)]
+pub(crate) struct Sides {
+    /// Where the `roce_<test>` binaries are.
+    pub(crate) bin_dir: PathBuf,
+    /// Core of the side's datapath; None: the binary's default.
+    pub(crate) cpu: Option<usize>,
+    /// Network namespace the side runs in.
+    pub(crate) netns: Option<String>,
+    /// The jobs come from a peer (`roce_compare --server`): each is checked before it reaches a
+    /// command line, and only server sides run.
+    pub(crate) from_peer: bool,
+    /// `-d` on this host, which replaces a peer's device name for RoCE runs.
+    pub(crate) device: Option<String>,
+}
+
+impl Jobs for Sides {
+    type Run = CompareRun;
+
+    fn command(&self, job: &Job<CompareRun>, port: u16, json: &Path) -> Result<Launch, String> {
+        let CompareRun { test, leg } = &job.run;
+        let mut leg = leg.clone();
+        if self.from_peer {
+            leg.validate().map_err(|e| e.to_string())?;
+            if job.side != Side::Server || job.impair.is_some() {
+                return Err(
+                    "roce_compare --server runs the server side of a run, unimpaired".into(),
+                );
+            }
+            if leg.device.is_some() && self.device.is_some() {
+                leg.device.clone_from(&self.device);
+            }
+        }
+        let host = job
+            .server_addr
+            .as_deref()
+            .filter(|_| job.side == Side::Client);
+        Ok(Launch {
+            program: self.bin_dir.join(binary_name(test.test)),
+            args: side_args(test, &leg, port, self.cpu, json, host),
+            netns: self.netns.clone(),
+            env: Vec::new(),
+        })
+    }
+
+    fn describe(&self, job: &Job<CompareRun>, child: &Child, ended: &Ended) -> String {
+        let what = format!("{} {}", job.side.name(), child.name());
+        let tail = child.tail().map(|t| format!(": {t}")).unwrap_or_default();
+        match ended {
+            Ended::Exited(s) => Error::Exited {
+                what,
+                status: exit_text(*s),
+                tail,
+            },
+            Ended::Killed(_) | Ended::Lost(_) => Error::Killed { what, tail },
+        }
+        .to_string()
+    }
+
+    fn not_started(&self, _job: &Job<CompareRun>, err: SpawnError) -> String {
+        Error::from(err).to_string()
+    }
 }
 
 #[cfg(test)]

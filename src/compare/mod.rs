@@ -2,8 +2,9 @@
 //!
 //! A [`CompareSet`](crate::results::CompareSet) is filled either live, by the orchestrator in [`run`]
 //! that starts each transport's `roce_<test>` server and client in turn (on this machine: [`local`];
-//! between two hosts: [`remote`]; their command lines: [`leg`]; the child processes: [`proc`]), or from
-//! result files made elsewhere ([`files`], `roce_compare --from`). [`loss`] sweeps every transport
+//! between two hosts: [`remote`], a two-rank run of `crate::orchestrate`'s control protocol; their
+//! command lines: [`leg`]; the child processes: `crate::orchestrate::child`), or from result files made
+//! elsewhere ([`files`], `roce_compare --from`). [`loss`] sweeps every transport
 //! across one lossy link (`--loss-sweep`), [`loss_report`] shows and writes what it found. `crate::report` renders the set and
 //! writes its files; `crate::gate` judges it. [`cli`] is `roce_compare` itself.
 
@@ -14,6 +15,5 @@ pub mod leg;
 pub mod local;
 pub mod loss;
 pub mod loss_report;
-pub mod proc;
 pub mod remote;
 pub mod run;

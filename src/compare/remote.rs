@@ -1,80 +1,34 @@
 //! Two-host comparisons: `roce_compare --server` on one host, `roce_compare HOST` on the other.
 //!
-//! The client drives. Over one TCP control connection (default port 18514) it asks the server side to
-//! start the `roce_<test>` server of each run, runs its own client against it, then asks the server
-//! side how its half ended. Messages are JSON lines; the server side builds the command line itself
-//! from a structured request (test, sizes, transport, RoCE version, device name), so a peer can never
-//! make it run anything else. A dropped control connection kills whatever it started.
+//! A two-host comparison is a two-rank run of the control protocol (`orchestrate::control`): the
+//! client drives, the server works, as rank 0 drives a `roce_fabric` rank. Over one TCP connection
+//! (default port 18514) the server says hello, the client checks its version and welcomes it; then for
+//! each run the client sends the server side's job (test, sizes, transport, RoCE version, device name;
+//! the server picks the port and says it), runs its own client against it, and waits for the server
+//! side's outcome. The server builds the command line itself from the structured job, so a peer can
+//! never make it run anything else. A dropped control connection kills whatever it started.
 
 use super::error::{Error, Result};
-use super::leg::{LegSpec, TestSpec, TransportChoice};
-use super::run::{Leg, LocalServer, Plan, ServerSide};
+use super::leg::{CompareRun, LegSpec, Sides, TestSpec, TransportChoice};
+use super::run::{GRACE, Leg, Plan, ServerSide};
+use crate::orchestrate::control::{self, Hello, Job, Outcome, Side, ToDriver, ToWorker};
+use crate::orchestrate::worker::{self, Serve};
 use crate::params::RoceVersion;
 use crate::results::Skipped;
-use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
+use std::collections::BTreeMap;
+use std::io::BufReader;
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// Default TCP port of the control connection.
 pub(crate) const DEFAULT_CONTROL_PORT: u16 = 18514;
 
-/// What the client side asks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum Request {
-    /// First message: the client's roceperf version (both sides must match).
-    Hello {
-        /// `CARGO_PKG_VERSION` of the client.
-        version: String,
-    },
-    /// Start the server of one run.
-    Start {
-        /// The test.
-        test: TestSpec,
-        /// The transport.
-        leg: LegSpec,
-    },
-    /// Wait for that server to end (at most `wait_ms`), or kill it.
-    Finish {
-        /// Kill it now.
-        kill: bool,
-        /// How long to wait before killing it.
-        wait_ms: u64,
-    },
-}
-
-/// The server side's answer to every request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Reply {
-    /// Whether the request worked.
-    pub ok: bool,
-    /// The out-of-band port of a started server.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    /// What went wrong.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-impl Reply {
-    fn ok(port: Option<u16>) -> Reply {
-        Reply {
-            ok: true,
-            port,
-            error: None,
-        }
-    }
-
-    fn err(e: String) -> Reply {
-        Reply {
-            ok: false,
-            port: None,
-            error: Some(e),
-        }
-    }
-}
+/// How long a server has to say hello, start a run's server side or say how a killed one ended.
+const ANSWER: Duration = Duration::from_secs(10);
+/// How long a server has to start a run's server side.
+const START: Duration = Duration::from_secs(30);
 
 /// How `roce_compare --server` serves.
 #[derive(Debug, Clone)]
@@ -103,76 +57,51 @@ pub fn serve(listener: &TcpListener, cfg: &ServeConfig) -> std::io::Result<()> {
     }
 }
 
-fn session(stream: TcpStream, cfg: &ServeConfig) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
-    let work = tempfile::tempdir()?;
-    let mut server = LocalServer::new(cfg.bin_dir.clone(), work.path().to_owned(), cfg.cpu);
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut writer = stream;
-    let mut greeted = false;
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            // The client is gone: whatever it started must not keep a core busy.
-            let _ = server.finish(true, Instant::now());
-            return Ok(());
-        }
-        let reply = match serde_json::from_str::<Request>(&line) {
-            Err(e) => Reply::err(format!("not a roce_compare request ({e})")),
-            Ok(Request::Hello { version }) if version == env!("CARGO_PKG_VERSION") => {
-                greeted = true;
-                Reply::ok(None)
-            }
-            Ok(Request::Hello { version }) => Reply::err(format!(
-                "this server runs roceperf {}, the client {version}; use the same version on both hosts",
-                env!("CARGO_PKG_VERSION")
-            )),
-            Ok(_) if !greeted => Reply::err("say hello first".into()),
-            Ok(Request::Start { test, mut leg }) => match leg.validate() {
-                Err(e) => Reply::err(e.to_string()),
-                Ok(()) => {
-                    if leg.device.is_some() && cfg.device.is_some() {
-                        leg.device.clone_from(&cfg.device);
-                    }
-                    let label = leg.label();
-                    let local = Leg {
-                        spec: leg,
-                        label,
-                        server_netns: None,
-                        client_netns: None,
-                        host: String::new(),
-                        link: None,
-                    };
-                    match server.start(&test, &local) {
-                        Ok(port) => Reply::ok(Some(port)),
-                        Err(e) => Reply::err(e.to_string()),
-                    }
-                }
-            },
-            Ok(Request::Finish { kill, wait_ms }) => {
-                match server.finish(kill, Instant::now() + Duration::from_millis(wait_ms)) {
-                    Ok(()) => Reply::ok(None),
-                    Err(e) => Reply::err(e.to_string()),
-                }
-            }
-        };
-        let mut text = serde_json::to_string(&reply).map_err(std::io::Error::other)?;
-        text.push('\n');
-        writer.write_all(text.as_bytes())?;
-    }
+/// One client's comparison: this host works for it as a rank works for rank 0.
+fn session(stream: TcpStream, cfg: &ServeConfig) -> std::result::Result<(), String> {
+    let work =
+        tempfile::tempdir().map_err(|e| format!("cannot create a scratch directory: {e}"))?;
+    let hello = Hello::new(1, 2, BTreeMap::new(), None, cfg.device.clone());
+    let sides = Sides {
+        bin_dir: cfg.bin_dir.clone(),
+        cpu: cfg.cpu,
+        netns: None,
+        from_peer: true,
+        device: cfg.device.clone(),
+    };
+    let how = Serve {
+        driver: "the roce_compare client",
+        // A client may run its side of a long sweep without a word; its connection says it lives.
+        silence: None,
+        dir: work.path().to_owned(),
+    };
+    worker::serve(stream, hello, sides, &how)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// The server side of a run on another host, reached over the control connection.
 pub(crate) struct RemoteServer {
-    reader: BufReader<TcpStream>,
     writer: TcpStream,
+    /// What the server says, read by a thread of its own so that every wait can have a deadline.
+    events: Receiver<std::io::Result<ToDriver>>,
     peer: String,
+    /// Per-run timeout of the client (`--timeout`); None: each test's own.
+    timeout: Option<Duration>,
+    jobs: u64,
+    /// The job of the server side that runs.
+    running: Option<u64>,
 }
 
 impl RemoteServer {
-    /// Connects to `roce_compare --server` at `host:port`, retrying for up to `wait`.
-    pub fn connect(host: &str, port: u16, wait: Duration) -> Result<RemoteServer> {
+    /// Connects to `roce_compare --server` at `host:port`, retrying for up to `wait`, and checks that
+    /// it runs this roceperf version.
+    pub(crate) fn connect(
+        host: &str,
+        port: u16,
+        wait: Duration,
+        timeout: Option<Duration>,
+    ) -> Result<RemoteServer> {
         let server = crate::oob::HostPort::new(host, port);
         let peer = server.to_string();
         let control = |detail: String| Error::Control {
@@ -193,18 +122,29 @@ impl RemoteServer {
             )
         })?;
         let _ = stream.set_nodelay(true);
-        let reader = BufReader::new(stream.try_clone().map_err(|e| control(e.to_string()))?);
+        let reader = stream.try_clone().map_err(|e| control(e.to_string()))?;
+        let (tx, events) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(reader);
+            loop {
+                let msg = control::recv::<ToDriver, _>(&mut reader).and_then(|m| {
+                    m.ok_or_else(|| std::io::Error::other("closed the control connection"))
+                });
+                let end = msg.is_err();
+                if tx.send(msg).is_err() || end {
+                    return;
+                }
+            }
+        });
         let mut me = RemoteServer {
-            reader,
             writer: stream,
-            peer: peer.clone(),
+            events,
+            peer,
+            timeout,
+            jobs: 0,
+            running: None,
         };
-        me.ask(
-            &Request::Hello {
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
-            Duration::from_secs(10),
-        )?;
+        me.welcome()?;
         Ok(me)
     }
 
@@ -215,49 +155,138 @@ impl RemoteServer {
         }
     }
 
-    fn ask(&mut self, req: &Request, wait: Duration) -> Result<Reply> {
-        let mut text = serde_json::to_string(req).map_err(|e| self.control(e.to_string()))?;
-        text.push('\n');
-        let mut line = String::new();
-        let io = self
-            .writer
-            .write_all(text.as_bytes())
-            .and_then(|()| self.reader.get_ref().set_read_timeout(Some(wait)))
-            .and_then(|()| self.reader.read_line(&mut line));
-        match io {
-            Err(e) => return Err(self.control(format!("control connection: {e}"))),
-            Ok(0) => return Err(self.control("closed the control connection".into())),
-            Ok(_) => {}
+    /// Checks the server's hello and welcomes it (or tells it why not).
+    fn welcome(&mut self) -> Result<()> {
+        let ours = env!("CARGO_PKG_VERSION");
+        let refusal = match self.next(Instant::now() + ANSWER)? {
+            Some(ToDriver::Hello(h)) if h.protocol != control::PROTOCOL => format!(
+                "it speaks {}, this client {}; use the same roceperf on both hosts",
+                h.protocol,
+                control::PROTOCOL
+            ),
+            Some(ToDriver::Hello(h)) if h.version != ours => format!(
+                "this server runs roceperf {}, the client {ours}; use the same version on both hosts",
+                h.version
+            ),
+            Some(ToDriver::Hello(_)) => return self.tell(&ToWorker::Welcome { size: 2 }),
+            Some(_) => "its first message is not a hello".into(),
+            None => format!(
+                "said no hello within {} s; is it roce_compare --server of the same roceperf version?",
+                ANSWER.as_secs()
+            ),
+        };
+        let abort = ToWorker::Abort {
+            code: 2,
+            reason: refusal.clone(),
+        };
+        let _ = self.tell(&abort);
+        Err(self.control(refusal))
+    }
+
+    fn tell(&mut self, msg: &ToWorker<CompareRun>) -> Result<()> {
+        control::send(&mut self.writer, msg)
+            .map_err(|e| self.control(format!("control connection: {e}")))
+    }
+
+    /// The server's next message, or None when `deadline` passes first.
+    fn next(&self, deadline: Instant) -> Result<Option<ToDriver>> {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match self.events.recv_timeout(wait) {
+            Ok(Ok(msg)) => Ok(Some(msg)),
+            Ok(Err(e)) => Err(self.control(e.to_string())),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(self.control("closed the control connection".into()))
+            }
         }
-        let reply: Reply = serde_json::from_str(&line)
-            .map_err(|e| self.control(format!("sent a reply that is not roce_compare's: {e}")))?;
-        if reply.ok {
-            Ok(reply)
-        } else {
-            Err(self.control(reply.error.unwrap_or_else(|| "failed".into())))
+    }
+
+    /// The outcome of job `id`, or None when `deadline` passes first.
+    fn outcome(&self, id: u64, deadline: Instant) -> Result<Option<Outcome>> {
+        loop {
+            match self.next(deadline)? {
+                Some(ToDriver::Done { job, outcome }) if job == id => return Ok(Some(outcome)),
+                Some(_) => {}
+                None => return Ok(None),
+            }
         }
+    }
+
+    /// Stops job `id` and waits for its outcome.
+    fn cancel(&mut self, id: u64) -> Result<Option<Outcome>> {
+        self.tell(&ToWorker::Cancel { job: id })?;
+        self.outcome(id, Instant::now() + ANSWER)
     }
 }
 
 impl ServerSide for RemoteServer {
     fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16> {
-        let req = Request::Start {
-            test: *test,
-            leg: leg.spec.clone(),
+        self.jobs += 1;
+        let id = self.jobs;
+        // A safety net: the client ends its server side long before.
+        let timeout = self.timeout.unwrap_or_else(|| test.timeout()) + 2 * GRACE;
+        let job = Job {
+            id,
+            run: CompareRun {
+                test: *test,
+                leg: leg.spec.clone(),
+            },
+            side: Side::Server,
+            port: None,
+            peer: 0,
+            server_addr: None,
+            impair: None,
+            timeout_ms: timeout.as_millis() as u64,
         };
-        let reply = self.ask(&req, Duration::from_secs(30))?;
-        reply
-            .port
-            .ok_or_else(|| self.control("started a server but sent no port".into()))
+        self.tell(&ToWorker::Job(job))?;
+        let deadline = Instant::now() + START;
+        loop {
+            match self.next(deadline)? {
+                Some(ToDriver::Started { job, port }) if job == id => {
+                    self.running = Some(id);
+                    return Ok(port);
+                }
+                Some(ToDriver::Done { job, outcome }) if job == id => {
+                    let why = outcome.error.unwrap_or_else(|| "it ended at once".into());
+                    return Err(self.control(why));
+                }
+                Some(_) => {}
+                None => {
+                    let _ = self.cancel(id);
+                    return Err(self.control(format!(
+                        "did not start the server within {} s",
+                        START.as_secs()
+                    )));
+                }
+            }
+        }
     }
 
     fn finish(&mut self, kill: bool, deadline: Instant) -> Result<()> {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        let req = Request::Finish {
-            kill,
-            wait_ms: wait.as_millis() as u64,
+        let Some(id) = self.running.take() else {
+            return Ok(());
         };
-        self.ask(&req, wait + Duration::from_secs(10)).map(|_| ())
+        if kill {
+            self.cancel(id)?;
+            return Ok(());
+        }
+        let outcome = match self.outcome(id, deadline)? {
+            Some(o) => o,
+            None => self
+                .cancel(id)?
+                .ok_or_else(|| self.control("did not say how the server it killed ended".into()))?,
+        };
+        match outcome.error {
+            None => Ok(()),
+            Some(e) => Err(self.control(e)),
+        }
+    }
+}
+
+impl Drop for RemoteServer {
+    /// Ends the session, so that the server serves the next comparison (or exits with `--once`).
+    fn drop(&mut self) {
+        let _ = self.tell(&ToWorker::Finish { code: 0 });
     }
 }
 
@@ -298,35 +327,42 @@ pub fn plan(tests: Vec<TestSpec>, host: &str, device: Option<&str>) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::leg::Sizes;
-    use crate::params::{Metric, TestKind, Verb};
+    use crate::compare::leg::sample_test as spec;
 
-    fn spec() -> TestSpec {
-        TestSpec {
-            test: TestKind::new(Verb::Write, Metric::Latency),
-            sizes: Sizes::One(2),
-            iters: Some(100),
-            duration: None,
-        }
+    /// The server side of a TCP write_lat run, as the client asks for it.
+    fn tcp_job() -> ToWorker<CompareRun> {
+        ToWorker::Job(Job {
+            id: 1,
+            run: CompareRun {
+                test: spec(),
+                leg: LegSpec::tcp(),
+            },
+            side: Side::Server,
+            port: None,
+            peer: 0,
+            server_addr: None,
+            impair: None,
+            timeout_ms: 1000,
+        })
     }
 
     #[test]
-    fn requests_are_json_lines_with_an_op() {
-        let r = Request::Start {
-            test: spec(),
-            leg: LegSpec::tcp(),
-        };
-        let text = serde_json::to_string(&r).unwrap();
+    fn a_run_is_one_job_line_with_its_test_and_leg() {
+        let job = tcp_job();
+        let text = serde_json::to_string(&job).unwrap();
         assert!(
-            text.starts_with(r#"{"op":"start","test":{"test":{"verb":"write""#),
+            text.starts_with(r#"{"type":"job","id":1,"test":{"test":{"verb":"write""#),
             "{text}"
         );
         assert!(!text.contains('\n'));
-        assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
+        assert_eq!(
+            serde_json::from_str::<ToWorker<CompareRun>>(&text).unwrap(),
+            job
+        );
     }
 
-    #[test]
-    fn the_server_side_refuses_strangers_and_bad_devices() {
+    /// A `roce_compare --server` without binaries on a loopback port, serving `sessions` clients.
+    fn server(sessions: usize) -> (u16, std::thread::JoinHandle<()>, tempfile::TempDir) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let dir = tempfile::tempdir().unwrap();
@@ -336,48 +372,50 @@ mod tests {
             cpu: None,
             once: true,
         };
-        let t = std::thread::spawn(move || serve(&listener, &cfg));
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut writer = stream;
-        let mut ask = |text: &str| {
-            writer.write_all(text.as_bytes()).unwrap();
-            writer.write_all(b"\n").unwrap();
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            serde_json::from_str::<Reply>(&line).unwrap()
+        let t = std::thread::spawn(move || {
+            for _ in 0..sessions {
+                serve(&listener, &cfg).unwrap();
+            }
+        });
+        (port, t, dir)
+    }
+
+    #[test]
+    fn the_server_side_refuses_strangers_and_jobs_before_its_welcome() {
+        let (port, t, _dir) = server(2);
+        let job = format!("{}\n", serde_json::to_string(&tcp_job()).unwrap());
+        for line in ["GET / HTTP/1.0\n", job.as_str()] {
+            let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let hello = control::recv::<ToDriver, _>(&mut reader).unwrap();
+            assert!(matches!(hello, Some(ToDriver::Hello(_))), "{hello:?}");
+            std::io::Write::write_all(&mut &stream, line.as_bytes()).unwrap();
+            // The session ends without running anything.
+            assert_eq!(control::recv::<ToDriver, _>(&mut reader).unwrap(), None);
+        }
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn the_client_drives_the_server_side_which_refuses_bad_devices_and_names_missing_binaries() {
+        let (port, t, _dir) = server(1);
+        let mut s =
+            RemoteServer::connect("127.0.0.1", port, Duration::from_secs(10), None).unwrap();
+        let bad = Leg {
+            spec: LegSpec::roce(TransportChoice::Auto, RoceVersion::V2, "eth0; reboot"),
+            ..Leg::tcp("127.0.0.1")
         };
-        let r = ask("GET / HTTP/1.0");
-        assert!(r.error.unwrap().starts_with("not a roce_compare request"));
-        let start = serde_json::to_string(&Request::Start {
-            test: spec(),
-            leg: LegSpec::roce(TransportChoice::Auto, RoceVersion::V2, "eth0; reboot"),
-        })
-        .unwrap();
-        assert_eq!(ask(&start).error.as_deref(), Some("say hello first"));
-        let r = ask(r#"{"op":"hello","version":"0.0.0-other"}"#);
-        assert!(r.error.unwrap().contains("same version"));
-        let hello = serde_json::to_string(&Request::Hello {
-            version: env!("CARGO_PKG_VERSION").into(),
-        })
-        .unwrap();
-        assert!(ask(&hello).ok);
-        let r = ask(&start);
+        let err = s.start(&spec(), &bad).unwrap_err().to_string();
         assert!(
-            r.error.unwrap().contains("is not a device"),
-            "bad device refused"
+            err.starts_with(&format!("127.0.0.1:{port}: ")) && err.contains("is not a device"),
+            "{err}"
         );
         // No binaries in bin_dir: the start fails with how to build them.
-        let tcp = serde_json::to_string(&Request::Start {
-            test: spec(),
-            leg: LegSpec::tcp(),
-        })
-        .unwrap();
-        let r = ask(&tcp);
-        assert!(r.error.unwrap().contains("cargo build"));
-        drop(writer);
-        drop(reader);
-        t.join().unwrap().unwrap();
+        let err = s.start(&spec(), &Leg::tcp("127.0.0.1")).unwrap_err();
+        assert!(err.to_string().contains("cargo build"), "{err}");
+        assert!(s.finish(false, Instant::now()).is_ok(), "nothing runs");
+        drop(s);
+        t.join().unwrap();
     }
 
     #[test]

@@ -8,8 +8,11 @@
 
 use super::error::{Error, Result};
 use super::files::run_of;
-use super::leg::{LegSpec, TestSpec, binary_name, side_args};
-use super::proc::{Proc, exit_text, free_port, interrupted};
+use super::leg::{self, LegSpec, Sides, TestSpec};
+use crate::orchestrate::child::{Child, Ended, exit_text};
+use crate::orchestrate::control::{Job, Side};
+use crate::orchestrate::signals::stop_requested as interrupted;
+use crate::orchestrate::worker::{self, Jobs, Running};
 use crate::report::progress::SweepProgress;
 use crate::results::read::{self, ReadError};
 use crate::results::{CompareRun, CompareSet, Skipped};
@@ -17,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How long a side gets to exit by itself after its peer is done or gone, before it is killed.
-const GRACE: Duration = Duration::from_secs(10);
+pub(crate) const GRACE: Duration = Duration::from_secs(10);
 /// How often a running client's progress is looked at.
 const TICK: Duration = Duration::from_millis(250);
 
@@ -83,13 +86,13 @@ pub(crate) struct LocalServer {
     pub work: PathBuf,
     /// Core of the server's datapath.
     pub cpu: Option<usize>,
-    running: Option<Proc>,
+    running: Option<(Job<leg::CompareRun>, Sides, Running)>,
     runs: usize,
 }
 
 impl LocalServer {
     /// A server side that starts binaries from `bin_dir` with logs in `work`.
-    pub fn new(bin_dir: PathBuf, work: PathBuf, cpu: Option<usize>) -> LocalServer {
+    pub(crate) fn new(bin_dir: PathBuf, work: PathBuf, cpu: Option<usize>) -> LocalServer {
         LocalServer {
             bin_dir,
             work,
@@ -100,34 +103,61 @@ impl LocalServer {
     }
 }
 
+/// One side of run `n` of `test` over `leg`, as a job: the server picks its port, the client is told
+/// it.
+fn side_job(
+    n: usize,
+    test: &TestSpec,
+    leg: &Leg,
+    side: Side,
+    port: Option<u16>,
+) -> Job<leg::CompareRun> {
+    Job {
+        id: n as u64,
+        run: leg::CompareRun {
+            test: *test,
+            leg: leg.spec.clone(),
+        },
+        side,
+        port,
+        peer: 0,
+        server_addr: (side == Side::Client).then(|| leg.host.clone()),
+        impair: None,
+        timeout_ms: 0,
+    }
+}
+
 impl ServerSide for LocalServer {
     fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16> {
         self.runs += 1;
-        let port = free_port()?;
+        let job = side_job(self.runs, test, leg, Side::Server, None);
+        let sides = Sides {
+            bin_dir: self.bin_dir.clone(),
+            cpu: self.cpu,
+            netns: leg.server_netns.clone(),
+            from_peer: false,
+            device: None,
+        };
         let name = format!("{}-server-{}", test.test, self.runs);
-        let json = self.work.join(format!("{name}.json"));
-        let args = side_args(test, &leg.spec, port, self.cpu, &json, None);
-        let bin = self.bin_dir.join(binary_name(test.test));
-        self.running = Some(Proc::spawn(
-            &bin,
-            &args,
-            leg.server_netns.as_deref(),
-            &self.work,
-            &name,
-            "server",
-        )?);
+        let running = worker::start(&sides, &job, &self.work, &name)
+            .map_err(|o| Error::Side(o.error.unwrap_or_default()))?;
+        let port = running.port;
+        self.running = Some((job, sides, running));
         Ok(port)
     }
 
     fn finish(&mut self, kill: bool, deadline: Instant) -> Result<()> {
-        let Some(mut p) = self.running.take() else {
+        let Some((job, sides, mut running)) = self.running.take() else {
             return Ok(());
         };
         if kill {
-            p.kill();
+            running.kill();
             return Ok(());
         }
-        p.finish(deadline)
+        match worker::finish(&sides, &job, &mut running, deadline, || false).error {
+            None => Ok(()),
+            Some(e) => Err(Error::Side(e)),
+        }
     }
 }
 
@@ -184,9 +214,9 @@ pub(crate) fn run_plan(
                 let sizes = test.size_list().len();
                 // A sweep's bar also counts the sizes its client has printed, so a long run shows
                 // progress.
-                let mut on_tick = |p: &Proc| {
+                let mut on_tick = |done: usize| {
                     if sizes > 1 && !progress.is_hidden() {
-                        progress.start_step(format!("{what}: {}/{sizes} sizes", p.sizes_done()));
+                        progress.start_step(format!("{what}: {done}/{sizes} sizes"));
                     }
                 };
                 out.push(match run_one(test, leg, server, client, n, &mut on_tick) {
@@ -253,59 +283,62 @@ fn collect(
 }
 
 /// One run: server, client, the client's results. Err is the note the table shows (the failures of
-/// both sides, composed).
+/// both sides, composed). `on_tick` is told, now and then, how many sizes the client has finished.
 fn run_one(
     test: &TestSpec,
     leg: &Leg,
     server: &mut dyn ServerSide,
     client: &ClientSide,
     n: usize,
-    on_tick: &mut dyn FnMut(&Proc),
+    on_tick: &mut dyn FnMut(usize),
 ) -> std::result::Result<CompareRun, String> {
     let timeout = client.timeout.unwrap_or_else(|| test.timeout());
     let port = server.start(test, leg).map_err(|e| e.to_string())?;
     let name = format!("{}-client-{n}", test.test);
     let json = client.work.join(format!("{name}.json"));
-    let args = side_args(test, &leg.spec, port, client.cpu, &json, Some(&leg.host));
-    let bin = client.bin_dir.join(binary_name(test.test));
+    let sides = Sides {
+        bin_dir: client.bin_dir.clone(),
+        cpu: client.cpu,
+        netns: leg.client_netns.clone(),
+        from_peer: false,
+        device: None,
+    };
+    let job = side_job(n, test, leg, Side::Client, Some(port));
     let deadline = Instant::now() + timeout;
-    let mut proc = match Proc::spawn(
-        &bin,
-        &args,
-        leg.client_netns.as_deref(),
-        &client.work,
-        &name,
-        "client",
-    ) {
-        Ok(p) => p,
+    let spawned = sides
+        .command(&job, port, &json)
+        .map_err(Error::Side)
+        .and_then(|launch| Child::spawn(&launch, &client.work, &name).map_err(Error::from));
+    let mut child = match spawned {
+        Ok(c) => c,
         Err(e) => {
             let _ = server.finish(true, Instant::now());
             return Err(e.to_string());
         }
     };
-    let exit = loop {
-        let step = deadline.min(Instant::now() + TICK);
-        match proc.wait_until(step) {
-            Some(status) => break Some(status),
-            None if Instant::now() >= deadline || interrupted() => break None,
-            None => on_tick(&proc),
+    let stdout = child.stdout_log().to_owned();
+    let mut last_tick = Instant::now();
+    let ended = child.wait(deadline, || {
+        if last_tick.elapsed() >= TICK {
+            last_tick = Instant::now();
+            let text = std::fs::read_to_string(&stdout).unwrap_or_default();
+            on_tick(count_result_rows(&text));
         }
-    };
-    match exit {
-        None => {
-            proc.kill();
+        false
+    });
+    let tail = child.tail().map(|t| format!(": {t}")).unwrap_or_default();
+    match ended {
+        Ended::Killed(_) | Ended::Lost(_) => {
             let server_err = server.finish(true, Instant::now()).err();
             Err(format!(
-                "timed out after {} s (--timeout) and was killed; client{}{}",
+                "timed out after {} s (--timeout) and was killed; client{tail}{}",
                 timeout.as_secs(),
-                proc.tail(),
                 server_err.map(|s| format!("; {s}")).unwrap_or_default()
             ))
         }
-        Some(status) if !status.success() => {
+        Ended::Exited(status) if !status.success() => {
             // The server usually stops by itself once its client gave up; its reason may be the real one.
             let server_err = server.finish(false, Instant::now() + GRACE).err();
-            let tail = proc.tail();
             // Both sides usually print the same verdict (the server quotes the client's); say it once.
             let verdict = tail.rsplit(" / ").next().unwrap_or_default();
             let verdict = verdict
@@ -318,7 +351,7 @@ fn run_one(
                 .unwrap_or_default();
             Err(format!("client {}{tail}{server_part}", exit_text(status)))
         }
-        Some(_) => {
+        Ended::Exited(_) => {
             let server_err = server.finish(false, Instant::now() + GRACE).err();
             let mut run = load_client_json(&json).map_err(|e| e.to_string())?;
             if let Some(e) = server_err {
@@ -328,6 +361,18 @@ fn run_one(
             Ok(run)
         }
     }
+}
+
+/// Message sizes a run has finished so far: the result rows of its perftest-style table (rows start
+/// with the size and the iteration count).
+fn count_result_rows(text: &str) -> usize {
+    text.lines()
+        .filter(|l| {
+            let mut words = l.split_whitespace();
+            let is_num = |w: Option<&str>| w.is_some_and(|w| w.parse::<u64>().is_ok());
+            is_num(words.next()) && is_num(words.next())
+        })
+        .count()
 }
 
 /// The run a client wrote with `--json`. The client's file is enough in every test: a client always
@@ -348,4 +393,53 @@ fn load_client_json(path: &Path) -> Result<CompareRun> {
         Err(e @ ReadError::Csv { .. }) => return Err(bad(e.to_string())),
     };
     run_of(doc).map(|(run, _)| run).map_err(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::leg::sample_test as spec;
+
+    #[test]
+    fn result_rows_are_counted_and_headers_are_not() {
+        let out = " #bytes #iterations    BW peak[Gb/sec]\n 2       1000  0.10\n 4       1000  0.2\n\
+                   ---------------\n Size 4[B] : latency 1 2\n";
+        assert_eq!(count_result_rows(out), 2);
+    }
+
+    #[test]
+    fn a_server_that_fails_or_cannot_start_is_named_with_its_stderr_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let mut server = LocalServer::new(bin.clone(), dir.path().to_owned(), None);
+        let err = server.start(&spec(), &Leg::tcp("127.0.0.1")).unwrap_err();
+        assert!(
+            err.to_string().starts_with("cannot start ")
+                && err.to_string().contains("cargo build --release --bins"),
+            "{err}"
+        );
+        let path = bin.join("roce_write_lat");
+        let failing = "#!/bin/sh\necho 'error: -d nosuch0 is not an interface' >&2\nexit 2\n";
+        for (script, wait, says) in [
+            (
+                failing,
+                Duration::from_secs(10),
+                "server roce_write_lat exited with status 2: error: -d nosuch0 is not an interface",
+            ),
+            (
+                "#!/bin/sh\nsleep 30\n",
+                Duration::from_millis(100),
+                "server roce_write_lat did not finish and was killed",
+            ),
+        ] {
+            std::fs::write(&path, script).unwrap();
+            let exec =
+                <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+            std::fs::set_permissions(&path, exec).unwrap();
+            server.start(&spec(), &Leg::tcp("127.0.0.1")).unwrap();
+            let err = server.finish(false, Instant::now() + wait).unwrap_err();
+            assert_eq!(err.to_string(), says);
+        }
+    }
 }

@@ -1,15 +1,18 @@
-//! roce_fabric's command line: its own options, the tests to run, and the test flags it passes through
-//! to the single-pair binaries unchanged.
+//! roce_fabric's command line: its own options (clap), the tests to run, and the test flags it passes
+//! through to the single-pair binaries unchanged.
 //!
-//! The test flags are the binaries' to parse; `flags` knows just enough of them to pass them on.
+//! The test flags are the binaries' to parse; `flags` knows just enough of them, from the binaries'
+//! own clap definition, to tell them apart from roce_fabric's options and pass them on.
 
 use super::flags::{
-    NOT_TCP, PER_RANK, REFUSED, canonical, flag_value, grouped, value_follows, without,
+    REFUSED, canonical, flag_value, grouped, known, not_for_tcp, per_host, value_follows, without,
 };
 use super::rules::Rules;
 use super::schedule::Pattern;
 use crate::params::TestKind;
+use clap::{Arg, CommandFactory, FromArgMatches, Parser};
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,9 +21,7 @@ pub(crate) const DEFAULT_COORDINATOR_PORT: u16 = 18510;
 /// Default first out-of-band port of the pair tests: a pair's port is this plus its server's rank.
 pub(crate) const DEFAULT_BASE_PORT: u16 = 18515;
 /// First address of the ranks' soft endpoints on lo: rank r binds 127.0.0.(10 + r).
-pub(crate) const DEFAULT_LOOPBACK_BASE: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 0, 0, 10);
-/// Default time rank 0 waits for every rank to join.
-pub(crate) const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_LOOPBACK_BASE: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 10);
 
 /// One transport leg of a fabric run: the user's flags as given, or one leg of `--compare`.
 #[derive(
@@ -49,6 +50,154 @@ impl Leg {
             Leg::Tcp => "tcp",
         }
     }
+}
+
+const ABOUT: &str = "\
+roce_fabric: the roceperf tests between every pair of N hosts, launched by srun, mpirun or a \
+Kubernetes Indexed Job. Each rank runs the single-pair binaries (roce_write_bw, ...) against the peers \
+rank 0 assigns; rank 0 gathers an n x n matrix per test and names the slow hosts and pairs.";
+
+const EXAMPLES: &str = "\
+Examples:
+  srun -N 16 --ntasks-per-node=1 roce_fabric write_bw -s 1M -d mlx5_0 --results /shared/fabric
+  mpirun -np 16 --map-by node roce_fabric write_lat --transport soft -d eth0
+  mpirun --oversubscribe -np 4 roce_fabric write_bw --transport soft -d lo -n 200   (one host)
+
+Rank and size come from SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/PMI_SIZE, \
+PMIX_RANK or JOB_COMPLETION_INDEX. Check the matrix with roce_gate fabric.json --min-bw ... --no-flagged.
+
+Exit status: 0 every pair ran, 1 a pair failed or a rank was lost (the matrix is still written), 2 usage \
+or setup error, or ranks that disagree on the version or a parameter.";
+
+/// roce_fabric's own options, as clap parses them (the test flags never reach clap: [`split`]).
+#[derive(Debug, Parser)]
+#[command(
+    name = "roce_fabric",
+    version,
+    about = ABOUT,
+    override_usage = "roce_fabric [FABRIC OPTIONS] TEST... [TEST FLAGS]",
+    next_help_heading = "Fabric options"
+)]
+struct Cli {
+    /// The tests (the list is filled in from the test binaries: [`command`]).
+    #[arg(value_name = "TEST")]
+    tests: Vec<String>,
+    /// Where rank 0 listens [default: from the launcher; 127.0.0.1 on one host; port 18510].
+    #[arg(long, value_name = "HOST[:PORT]")]
+    coordinator: Option<String>,
+    /// This process's rank, when no launcher gives it.
+    #[arg(long, value_name = "N")]
+    rank: Option<usize>,
+    /// Ranks in the job, when no launcher gives it (with a Kubernetes Indexed Job's
+    /// JOB_COMPLETION_INDEX).
+    #[arg(long = "world-size", value_name = "N")]
+    world_size: Option<usize>,
+    /// Which pairs: all (n-1 rounds of n/2 pairs, both directions), ring or bisection [default: all].
+    #[arg(long, value_name = "all|ring|bisection", value_parser = parse_pattern)]
+    pattern: Option<Pattern>,
+    /// Pairs to test, one 'CLIENT SERVER' rank pair per line.
+    #[arg(long, value_name = "FILE", conflicts_with = "pattern")]
+    pairs: Option<PathBuf>,
+    /// One pair at a time instead of a whole round at once.
+    #[arg(long)]
+    serial: bool,
+    /// RoCE v1, RoCE v2 and TCP matrices in one job.
+    #[arg(long)]
+    compare: bool,
+    /// Where rank 0 writes fabric.json, fabric.csv and heatmaps [default: results/fabric-<timestamp>].
+    #[arg(long, value_name = "DIR")]
+    results: Option<PathBuf>,
+    /// Flag a pair whose median latency is over X times the lowest.
+    #[arg(long = "lat-factor", value_name = "X", default_value = "2.1",
+          value_parser = Rules::parse_factor)]
+    lat_factor: f64,
+    /// Flag a pair whose bandwidth is under P of the highest.
+    #[arg(long = "bw-fraction", value_name = "P", default_value = "93%",
+          value_parser = Rules::parse_fraction)]
+    bw_fraction: f64,
+    /// Do not retest flagged pairs alone.
+    #[arg(long = "no-retest")]
+    no_retest: bool,
+    /// How long rank 0 waits for every rank (and a rank for rank 0), in seconds.
+    #[arg(long = "join-timeout", value_name = "SECS", default_value = "60", value_parser = parse_secs)]
+    join_timeout: Duration,
+    /// Longest one pair test may take, in seconds [default: from -n/-D, at least 30].
+    #[arg(long = "pair-timeout", value_name = "SECS", value_parser = parse_secs)]
+    pair_timeout: Option<Duration>,
+    /// The address the other ranks reach this rank at [default: as rank 0 sees it; 127.0.0.(10+rank)
+    /// for soft on lo].
+    #[arg(long, value_name = "ADDR")]
+    advertise: Option<String>,
+    /// Where the roce_* binaries are [default: next to roce_fabric].
+    #[arg(long = "bin-dir", value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    /// Soft on lo: rank r binds ADDR + r, so that two jobs on one host do not meet.
+    #[arg(long = "loopback-base", value_name = "ADDR", default_value = "127.0.0.10",
+          value_parser = parse_loopback)]
+    loopback_base: Ipv4Addr,
+    /// First out-of-band port of the pair tests; a pair uses N + its server's rank.
+    #[arg(short = 'p', long = "port", value_name = "N", default_value_t = DEFAULT_BASE_PORT)]
+    port: u16,
+}
+
+/// The test names, from the test binaries' list: `send_bw write_bw ... atomic_lat`.
+fn test_names() -> String {
+    TestKind::EVERY.map(|t| t.name()).join(" ")
+}
+
+/// `a, b and c`.
+fn listed(items: &[String]) -> String {
+    match items.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => items.join(""),
+    }
+}
+
+/// roce_fabric's clap command: [`Cli`] with its help completed from the test binaries' definitions
+/// (test names, the flags that may differ per rank and those the TCP leg leaves out).
+fn command() -> clap::Command {
+    let k = known();
+    let test_flags = format!(
+        "Test flags: every other flag is one of the single-pair binaries' (-d, -s, -n, -D, \
+         --transport, --roce, --validate, ...: roce_write_bw --help), passed to them unchanged. {} may \
+         differ per rank; the TCP leg of --compare leaves out {} and sets --transport tcp.",
+        listed(&k.names(|f| f.per_host)),
+        listed(&k.names(|f| f.roce_setup)),
+    );
+    Cli::command()
+        .mut_arg("tests", |a: Arg| {
+            a.help(format!(
+                "The tests: {}, or all (the first six)",
+                test_names()
+            ))
+            .help_heading(None::<&str>)
+        })
+        .after_help(format!("{test_flags}\n\n{EXAMPLES}"))
+}
+
+fn parse_secs(v: &str) -> Result<Duration, String> {
+    match v.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+        _ => Err("give a number of seconds above zero".into()),
+    }
+}
+
+fn parse_pattern(v: &str) -> Result<Pattern, String> {
+    match v {
+        "all" | "all-pairs" => Ok(Pattern::AllPairs),
+        "ring" => Ok(Pattern::Ring),
+        "bisection" => Ok(Pattern::Bisection),
+        _ => {
+            Err("use all (every pair, both directions), ring or bisection, or --pairs FILE".into())
+        }
+    }
+}
+
+fn parse_loopback(v: &str) -> Result<Ipv4Addr, String> {
+    v.parse()
+        .ok()
+        .filter(Ipv4Addr::is_loopback)
+        .ok_or_else(|| "give an address in 127.0.0.0/8".into())
 }
 
 /// Everything roce_fabric was asked to do.
@@ -85,37 +234,24 @@ pub struct FabricOptions {
     /// `--bin-dir DIR`: where the roce_* binaries are (default: next to roce_fabric).
     pub(crate) bin_dir: Option<PathBuf>,
     /// `--loopback-base ADDR`: for soft on lo, rank r binds ADDR + r (default 127.0.0.10).
-    pub(crate) loopback_base: std::net::Ipv4Addr,
+    pub(crate) loopback_base: Ipv4Addr,
     /// First out-of-band port of the pair tests (`-p`).
     pub(crate) base_port: u16,
-    /// `-h`/`--help`.
-    pub help: bool,
-    /// `-V`/`--version`.
-    pub version: bool,
 }
 
 /// A command line roce_fabric cannot run.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+pub enum UsageError {
+    /// What clap found (a bad option value), or `--help` and `--version`, which clap prints.
+    #[error("{0}")]
+    Clap(clap::Error),
+    /// What roce_fabric found past clap.
+    #[error("{0}")]
+    Usage(String),
+}
 
 fn usage(msg: impl Into<String>) -> UsageError {
-    UsageError(msg.into())
-}
-
-fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, UsageError> {
-    v.parse()
-        .map_err(|_| usage(format!("{flag} {v:?}: not a number")))
-}
-
-fn parse_secs(flag: &str, v: &str) -> Result<Duration, UsageError> {
-    let s: f64 = parse_num(flag, v)?;
-    if !(s.is_finite() && s > 0.0) {
-        return Err(usage(format!(
-            "{flag} {v}: give a number of seconds above zero"
-        )));
-    }
-    Ok(Duration::from_secs_f64(s))
+    UsageError::Usage(msg.into())
 }
 
 /// Parses a test name: `write_bw`, `roce_write_bw`; `all` is the six.
@@ -126,145 +262,110 @@ pub(crate) fn parse_tests(word: &str) -> Option<Vec<TestKind>> {
     TestKind::from_name(word.strip_prefix("roce_").unwrap_or(word)).map(|t| vec![t])
 }
 
-/// Parses roce_fabric's arguments (without the program name).
-pub fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
-    let mut o = FabricOptions {
-        tests: Vec::new(),
-        pass: Vec::new(),
-        coordinator: None,
-        rank: None,
-        world_size: None,
-        pattern: Pattern::AllPairs,
-        serial: false,
-        compare: false,
-        results: None,
-        rules: Rules::default(),
-        retest: true,
-        join_timeout: DEFAULT_JOIN_TIMEOUT,
-        pair_timeout: None,
-        advertise: None,
-        bin_dir: None,
-        loopback_base: DEFAULT_LOOPBACK_BASE,
-        base_port: DEFAULT_BASE_PORT,
-        help: false,
-        version: false,
+/// Whether `tok` is one of roce_fabric's own options in `cmd`, and if so, whether its value is the
+/// next token (`--rank 3`, not `--rank=3` or `-p18600`).
+fn own_option(cmd: &clap::Command, tok: &str) -> Option<bool> {
+    let arg = match tok.strip_prefix("--") {
+        Some(long) => {
+            let name = long.split('=').next().unwrap_or(long);
+            cmd.get_arguments().find(|a| {
+                a.get_long() == Some(name)
+                    || a.get_all_aliases().is_some_and(|al| al.contains(&name))
+            })?
+        }
+        None => {
+            let c = tok.chars().nth(1)?;
+            cmd.get_arguments().find(|a| a.get_short() == Some(c))?
+        }
     };
-    let mut pattern: Option<String> = None;
-    let mut pairs_file: Option<PathBuf> = None;
+    let attached = tok.contains('=') || (!tok.starts_with("--") && tok.len() > 2);
+    Some(arg.get_action().takes_values() && !attached)
+}
+
+/// Splits the command line into what clap parses (roce_fabric's options and the test names) and the
+/// test flags passed through (each with its value, as the binaries' definition says).
+fn split(cmd: &clap::Command, args: &[String]) -> Result<(Vec<String>, Vec<String>), UsageError> {
+    let (mut own, mut pass) = (Vec::new(), Vec::new());
     let mut i = 0;
     while i < args.len() {
-        let tok = args[i].as_str();
-        i += 1;
-        if !tok.starts_with('-') || tok == "-" {
-            match parse_tests(tok) {
-                Some(t) => o.tests.extend(t),
-                None => {
-                    return Err(usage(format!(
-                        "unexpected argument {tok:?}: give test names (write_bw, send_lat, ... or all) and \
-                         test flags; roce_fabric picks every peer itself, so there is no host argument"
-                    )));
-                }
-            }
-            continue;
-        }
-        let (name, inline) = match tok.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_owned())),
-            _ => (tok, None),
-        };
-        // `-p18600`: the short port flag with its value attached.
-        let (name, inline) = if name.starts_with("-p") && name.len() > 2 && !name.starts_with("--")
-        {
-            ("-p", Some(name[2..].to_owned()))
+        let tok = &args[i];
+        let (to, n) = if !tok.starts_with('-') || tok == "-" {
+            (&mut own, 1)
+        } else if let Some(value_next) = own_option(cmd, tok) {
+            (&mut own, if value_next { 2 } else { 1 })
         } else {
-            (name, inline)
+            let long = canonical(tok);
+            if let Some((_, why)) = REFUSED.iter().find(|(f, _)| *f == long) {
+                return Err(usage(format!("{tok} is not a roce_fabric flag: {why}")));
+            }
+            (&mut pass, if value_follows(args, i) { 2 } else { 1 })
         };
-        let value = |i: &mut usize| -> Result<String, UsageError> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            let v = args
-                .get(*i)
-                .ok_or_else(|| usage(format!("{name} needs a value")))?;
-            *i += 1;
-            Ok(v.clone())
-        };
-        match name {
-            "-h" | "--help" => o.help = true,
-            "-V" | "--version" => o.version = true,
-            "--coordinator" => o.coordinator = Some(value(&mut i)?),
-            "--rank" => o.rank = Some(parse_num(name, &value(&mut i)?)?),
-            "--world-size" => o.world_size = Some(parse_num(name, &value(&mut i)?)?),
-            "--pattern" => pattern = Some(value(&mut i)?),
-            "--pairs" => pairs_file = Some(PathBuf::from(value(&mut i)?)),
-            "--serial" => o.serial = true,
-            "--compare" => o.compare = true,
-            "--results" => o.results = Some(PathBuf::from(value(&mut i)?)),
-            "--lat-factor" => {
-                o.rules.lat_factor = Rules::parse_factor(&value(&mut i)?).map_err(usage)?
-            }
-            "--bw-fraction" => {
-                o.rules.bw_fraction = Rules::parse_fraction(&value(&mut i)?).map_err(usage)?
-            }
-            "--no-retest" => o.retest = false,
-            "--join-timeout" => o.join_timeout = parse_secs(name, &value(&mut i)?)?,
-            "--pair-timeout" => o.pair_timeout = Some(parse_secs(name, &value(&mut i)?)?),
-            "--advertise" => o.advertise = Some(value(&mut i)?),
-            "--bin-dir" => o.bin_dir = Some(PathBuf::from(value(&mut i)?)),
-            "--loopback-base" => {
-                let v = value(&mut i)?;
-                o.loopback_base = v
-                    .parse()
-                    .ok()
-                    .filter(|a: &std::net::Ipv4Addr| a.is_loopback())
-                    .ok_or_else(|| {
-                        usage(format!(
-                            "--loopback-base {v}: give an address in 127.0.0.0/8"
-                        ))
-                    })?;
-            }
-            "-p" | "--port" => o.base_port = parse_num(name, &value(&mut i)?)?,
-            _ => {
-                let long = canonical(tok);
-                if let Some((_, why)) = REFUSED.iter().find(|(f, _)| *f == long) {
-                    return Err(usage(format!("{tok} is not a roce_fabric flag: {why}")));
+        to.extend(args[i..(i + n).min(args.len())].iter().cloned());
+        i += n;
+    }
+    Ok((own, pass))
+}
+
+/// Parses roce_fabric's arguments (without the program name).
+pub fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
+    let mut cmd = command();
+    cmd.build();
+    let (own, pass) = split(&cmd, args)?;
+    let matches = cmd
+        .try_get_matches_from(std::iter::once("roce_fabric".to_owned()).chain(own))
+        .map_err(UsageError::Clap)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(UsageError::Clap)?;
+    let mut tests = Vec::new();
+    for word in &cli.tests {
+        match parse_tests(word) {
+            Some(t) => {
+                for t in t {
+                    if !tests.contains(&t) {
+                        tests.push(t);
+                    }
                 }
-                if long == "--results" {
-                    unreachable!("--results is roce_fabric's own");
-                }
-                o.pass.push(tok.to_owned());
-                if value_follows(args, i - 1) {
-                    o.pass.push(args[i].clone());
-                    i += 1;
-                }
+            }
+            None => {
+                return Err(usage(format!(
+                    "unexpected argument {word:?}: give test names ({}, or all) and test flags; \
+                     roce_fabric picks every peer itself, so there is no host argument",
+                    TestKind::EVERY.map(|t| t.name()).join(", ")
+                )));
             }
         }
     }
-    o.pattern = match (pattern.as_deref(), pairs_file) {
-        (Some(_), Some(_)) => return Err(usage("give --pattern or --pairs, not both")),
-        (_, Some(f)) => Pattern::from_file(&f).map_err(usage)?,
-        (None | Some("all") | Some("all-pairs"), None) => Pattern::AllPairs,
-        (Some("ring"), None) => Pattern::Ring,
-        (Some("bisection"), None) => Pattern::Bisection,
-        (Some(p), None) => {
-            return Err(usage(format!(
-                "--pattern {p}: use all (every pair, both directions), ring or bisection, or --pairs FILE"
-            )));
-        }
+    let pattern = match (&cli.pairs, cli.pattern) {
+        (Some(f), _) => Pattern::from_file(f).map_err(usage)?,
+        (None, p) => p.unwrap_or(Pattern::AllPairs),
     };
-    if o.help || o.version {
-        return Ok(o);
-    }
+    let o = FabricOptions {
+        tests,
+        pass,
+        coordinator: cli.coordinator,
+        rank: cli.rank,
+        world_size: cli.world_size,
+        pattern,
+        serial: cli.serial,
+        compare: cli.compare,
+        results: cli.results,
+        rules: Rules {
+            lat_factor: cli.lat_factor,
+            bw_fraction: cli.bw_fraction,
+        },
+        retest: !cli.no_retest,
+        join_timeout: cli.join_timeout,
+        pair_timeout: cli.pair_timeout,
+        advertise: cli.advertise,
+        bin_dir: cli.bin_dir,
+        loopback_base: cli.loopback_base,
+        base_port: cli.port,
+    };
     if o.tests.is_empty() {
-        return Err(usage(
-            "no test given: name one or more of send_bw write_bw read_bw send_lat write_lat read_lat (or all)",
-        ));
+        return Err(usage(format!(
+            "no test given: name one or more of {} (or all)",
+            test_names()
+        )));
     }
-    let mut seen = Vec::new();
-    o.tests.retain(|t| {
-        let new = !seen.contains(t);
-        seen.push(*t);
-        new
-    });
     if o.compare && flag_value(&o.pass, "--roce").is_some() {
         return Err(usage(
             "--compare runs RoCE v1, v2 and TCP itself: leave out --roce",
@@ -302,7 +403,7 @@ impl FabricOptions {
                 a
             }
             Leg::Tcp => {
-                let mut a = without(&self.pass, NOT_TCP);
+                let mut a = without(&self.pass, not_for_tcp);
                 a.extend(["--transport".to_owned(), "tcp".to_owned()]);
                 a
             }
@@ -347,7 +448,7 @@ impl FabricOptions {
         );
         m.insert("--port".into(), self.base_port.to_string());
         for (k, v) in grouped(&self.pass) {
-            if !PER_RANK.contains(&k.as_str()) {
+            if !per_host(&k) {
                 m.insert(k, v.join(" "));
             }
         }

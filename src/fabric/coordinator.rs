@@ -1,37 +1,24 @@
 //! Rank 0's I/O: accept the ranks, check that they agree, feed the driver their answers and the time,
-//! send what it asks, ping idle ranks, and stop cleanly on SIGTERM/SIGINT (a launcher giving up) with
-//! what has been measured so far.
+//! send what it asks, ping idle ranks, and stop cleanly on SIGTERM/SIGINT (a launcher giving up;
+//! `orchestrate::signals`) with what has been measured so far.
 
 use super::driver::{Driver, Member, MemberState, Output, PairRecord, Plan};
-use super::proto::{self, Hello, PROTOCOL, ToCoordinator, ToWorker};
-use super::worker::PING_INTERVAL;
+use super::job::ToWorker;
+use crate::orchestrate::control::{self, Hello, PROTOCOL, ToDriver};
+use crate::orchestrate::signals::stop_requested as terminated;
 use std::collections::BTreeMap;
 use std::io::{BufReader, BufWriter};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-static TERMINATED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    TERMINATED.store(true, Ordering::SeqCst);
-}
-
-/// Makes SIGTERM and SIGINT end the run with the matrix so far instead of killing rank 0 outright.
-pub(crate) fn catch_termination() {
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
-    }
-}
+/// How often rank 0 pings every rank.
+const PING_INTERVAL: Duration = Duration::from_secs(5);
 
 /// What rank 0's reader threads report.
 enum Event {
     Hello(usize, Box<Hello>, TcpStream, SocketAddr, SocketAddr),
-    Msg(usize, ToCoordinator),
+    Msg(usize, ToDriver),
     Closed(usize, String),
     Garbage(SocketAddr, String),
 }
@@ -104,8 +91,8 @@ fn read_conn(conn: usize, stream: TcpStream, tx: Sender<Event>) {
         return;
     };
     let mut reader = BufReader::new(stream);
-    match proto::recv::<ToCoordinator, _>(&mut reader) {
-        Ok(Some(ToCoordinator::Hello(h))) => {
+    match control::recv::<ToDriver, _>(&mut reader) {
+        Ok(Some(ToDriver::Hello(h))) => {
             let _ = tx.send(Event::Hello(conn, Box::new(h), write_half, peer, local));
         }
         Ok(_) | Err(_) => {
@@ -119,7 +106,7 @@ fn read_conn(conn: usize, stream: TcpStream, tx: Sender<Event>) {
     // Ranks answer only when a job ends, which may take as long as the longest test.
     let _ = reader.get_ref().set_read_timeout(None);
     loop {
-        match proto::recv::<ToCoordinator, _>(&mut reader) {
+        match control::recv::<ToDriver, _>(&mut reader) {
             Ok(Some(msg)) => {
                 if tx.send(Event::Msg(conn, msg)).is_err() {
                     return;
@@ -157,7 +144,7 @@ fn first_difference(
 
 impl Coordinator {
     /// Rank 0 listening on `listener` for a job of `n` ranks; `hello` is rank 0's own (the reference).
-    pub fn new(
+    pub(crate) fn new(
         listener: TcpListener,
         n: usize,
         hello: Hello,
@@ -179,7 +166,7 @@ impl Coordinator {
     }
 
     /// Checks one hello against rank 0's: the first disagreement, in words.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         h: &Hello,
         host_of: &dyn Fn(usize) -> Option<String>,
@@ -224,7 +211,7 @@ impl Coordinator {
     }
 
     /// Waits for the ranks and runs `plan` over them; Err(Mismatch) when ranks disagree (exit 2).
-    pub fn run(self, mut plan: Plan, obs: &mut impl Observer) -> Result<Finished, Mismatch> {
+    pub(crate) fn run(self, mut plan: Plan, obs: &mut impl Observer) -> Result<Finished, Mismatch> {
         let (tx, rx) = mpsc::channel();
         let listener = self
             .listener
@@ -240,10 +227,7 @@ impl Coordinator {
         let deadline = start + self.join_timeout;
         let mut last_ping = Instant::now();
         // Join: every rank, or the deadline.
-        while hellos.len() < self.n
-            && Instant::now() < deadline
-            && !TERMINATED.load(Ordering::SeqCst)
-        {
+        while hellos.len() < self.n && Instant::now() < deadline && !terminated() {
             let wait = deadline
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(200));
@@ -257,9 +241,9 @@ impl Coordinator {
                             code: 2,
                             reason: m.0.clone(),
                         };
-                        let _ = proto::send(&mut writer, &abort);
+                        let _ = control::send(&mut writer, &abort);
                         for c in conns.values_mut() {
-                            let _ = proto::send(&mut c.writer, &abort);
+                            let _ = control::send(&mut c.writer, &abort);
                         }
                         return Err(m);
                     }
@@ -290,7 +274,7 @@ impl Coordinator {
             if last_ping.elapsed() >= PING_INTERVAL {
                 last_ping = Instant::now();
                 for c in conns.values_mut() {
-                    let _ = proto::send(&mut c.writer, &ToWorker::Ping);
+                    let _ = control::send(&mut c.writer, &ToWorker::Ping);
                 }
             }
         }
@@ -336,7 +320,7 @@ impl Coordinator {
                         .unwrap_or_else(|| "?".into()),
                     addr: "?".into(),
                     device: None,
-                    state: MemberState::Missing(if TERMINATED.load(Ordering::SeqCst) {
+                    state: MemberState::Missing(if terminated() {
                         "the job was terminated before it joined".into()
                     } else {
                         format!("it did not join within {waited} s")
@@ -350,7 +334,7 @@ impl Coordinator {
             }
         }
         for w in writers.values_mut() {
-            let _ = proto::send(w, &ToWorker::Welcome { size: self.n });
+            let _ = control::send(w, &ToWorker::Welcome { size: self.n });
         }
         plan.n = self.n;
         let mut driver = Driver::new(plan, members);
@@ -360,7 +344,7 @@ impl Coordinator {
             while let Some(out) = driver.poll_output() {
                 match out {
                     Output::Send(rank, msg) => {
-                        let failed = writers.get_mut(&rank).map(|w| proto::send(w, &msg).err());
+                        let failed = writers.get_mut(&rank).map(|w| control::send(w, &msg).err());
                         if let Some(Some(e)) = failed {
                             writers.remove(&rank);
                             driver.on_lost(
@@ -379,7 +363,7 @@ impl Coordinator {
             if driver.is_finished() {
                 break;
             }
-            if TERMINATED.load(Ordering::SeqCst) {
+            if terminated() {
                 interrupted = true;
                 break;
             }
@@ -389,7 +373,7 @@ impl Coordinator {
                 .map_or(Duration::from_millis(200), |d| d.saturating_sub(now))
                 .min(Duration::from_millis(200));
             match rx.recv_timeout(wait) {
-                Ok(Event::Msg(conn, ToCoordinator::Done { job, outcome })) => {
+                Ok(Event::Msg(conn, ToDriver::Done { job, outcome })) => {
                     if let Some(&rank) = rank_of_conn.get(&conn) {
                         driver.on_done(start.elapsed(), rank, job, outcome);
                     }
@@ -406,9 +390,12 @@ impl Coordinator {
                         "rank {} arrived after the run started without it; restart the whole job",
                         h.rank
                     );
-                    let _ = proto::send(&mut w, &ToWorker::Abort { code: 1, reason });
+                    let _ = control::send(&mut w, &ToWorker::Abort { code: 1, reason });
                 }
-                Ok(Event::Msg(_, ToCoordinator::Hello(_)) | Event::Garbage(..)) => {}
+                Ok(
+                    Event::Msg(_, ToDriver::Hello(_) | ToDriver::Started { .. })
+                    | Event::Garbage(..),
+                ) => {}
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -416,14 +403,14 @@ impl Coordinator {
             if last_ping.elapsed() >= PING_INTERVAL {
                 last_ping = Instant::now();
                 for w in writers.values_mut() {
-                    let _ = proto::send(w, &ToWorker::Ping);
+                    let _ = control::send(w, &ToWorker::Ping);
                 }
             }
         }
         let code =
             u8::from(interrupted || !super::summary::all_ok(driver.members(), driver.phases()));
         for w in writers.values_mut() {
-            let _ = proto::send(w, &ToWorker::Finish { code });
+            let _ = control::send(w, &ToWorker::Finish { code });
         }
         Ok(Finished {
             driver,

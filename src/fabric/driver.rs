@@ -9,9 +9,10 @@ pub use super::plan::{Output, Plan};
 
 use super::args::Leg;
 use super::cell::{Cell, Figures, Grid, MatrixMetric, Status};
-use super::proto::{Job, Side, SideOutcome, ToWorker};
+use super::job::{Job, PairRun, ToWorker};
 use super::rules::{self, Diagnosis};
 use super::schedule::Pair;
+use crate::orchestrate::control::{Outcome, Side};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
@@ -29,8 +30,8 @@ struct Running {
     alone: bool,
     client_job: u64,
     server_job: u64,
-    client: Option<SideOutcome>,
-    server: Option<SideOutcome>,
+    client: Option<Outcome>,
+    server: Option<Outcome>,
     deadline: Duration,
 }
 
@@ -141,7 +142,7 @@ impl Driver {
     }
 
     /// A rank reported the end of a job.
-    pub(crate) fn on_done(&mut self, now: Duration, rank: usize, job: u64, outcome: SideOutcome) {
+    pub(crate) fn on_done(&mut self, now: Duration, rank: usize, job: u64, outcome: Outcome) {
         // Client jobs are odd, their server's the next even id.
         let key = if job % 2 == 1 { job } else { job - 1 };
         let Some(r) = self.running.get_mut(&key) else {
@@ -183,12 +184,7 @@ impl Driver {
         let name = self.members[rank].name();
         for key in keys {
             let mut r = self.running.remove(&key).expect("running");
-            let gone = SideOutcome {
-                exit_code: None,
-                error: Some(format!("{name} was lost")),
-                result: None,
-                elapsed_ms: 0,
-            };
+            let gone = Outcome::failed(format!("{name} was lost"));
             let (mine, other, other_rank, other_job) = if r.pair.client == rank {
                 (&mut r.client, &mut r.server, r.pair.server, r.server_job)
             } else {
@@ -200,12 +196,9 @@ impl Driver {
                     other_rank,
                     ToWorker::Cancel { job: other_job },
                 ));
-                *other = Some(SideOutcome {
-                    exit_code: None,
-                    error: Some(format!("cancelled: its peer {name} was lost")),
-                    result: None,
-                    elapsed_ms: 0,
-                });
+                *other = Some(Outcome::failed(format!(
+                    "cancelled: its peer {name} was lost"
+                )));
             }
             self.complete(r);
         }
@@ -402,10 +395,12 @@ impl Driver {
         ] {
             let job = Job {
                 id: job_id,
-                test: test.name().to_owned(),
-                leg,
+                run: PairRun {
+                    test: test.name().to_owned(),
+                    leg,
+                },
                 side,
-                port,
+                port: Some(port),
                 peer,
                 server_addr: (side == Side::Client).then(|| self.members[pair.server].addr.clone()),
                 impair: self.impair_for(pair, me),
@@ -448,8 +443,8 @@ impl Driver {
         alone: bool,
         status: Status,
         error: Option<String>,
-        client: Option<&SideOutcome>,
-        server: Option<&SideOutcome>,
+        client: Option<&Outcome>,
+        server: Option<&Outcome>,
         result: Option<serde_json::Value>,
     ) -> PairRecord {
         let p = &self.phases[self.phase];
@@ -531,13 +526,8 @@ impl Driver {
     }
 }
 
-fn no_answer() -> SideOutcome {
-    SideOutcome {
-        exit_code: None,
-        error: Some("no answer".into()),
-        result: None,
-        elapsed_ms: 0,
-    }
+fn no_answer() -> Outcome {
+    Outcome::failed("no answer".into())
 }
 
 #[cfg(test)]

@@ -1,15 +1,29 @@
-//! One side of one pair test: the single-pair binary (`roce_write_bw`, ...) started as server or
-//! client with the rank's test flags, `-p`, `--bind` and `--json`, watched until it ends, times out or
-//! is cancelled, and its result JSON read back. The pair runs exactly the code a two-host run does.
+//! One side of one pair test as a rank runs it: the single-pair binary (`roce_write_bw`, ...) started
+//! as server or client with the rank's own test flags of the job's leg, `-p`, `--bind` and `--json`,
+//! through the one child runner and worker loop (`crate::orchestrate`); how its failures read in
+//! fabric.json. The pair runs exactly the code a two-host run does.
 
 use super::args::{FabricOptions, Leg};
-use super::proto::{Job, Side, SideOutcome};
-use std::io::Read;
-use std::os::unix::process::CommandExt;
+use crate::orchestrate::child::{Child, Ended, Launch, Stop};
+use crate::orchestrate::control::{self, Side};
+use crate::orchestrate::signals;
+use crate::orchestrate::worker::Jobs;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+
+/// What rank 0 says about a pair test: the test and which leg of the rank's own flags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairRun {
+    /// `write_bw`, ...
+    pub test: String,
+    /// Which leg's flags.
+    pub(crate) leg: Leg,
+}
+
+/// One side of a pair test, as rank 0 asks a rank to run it.
+pub type Job = control::Job<PairRun>;
+/// Rank 0's messages to a rank.
+pub type ToWorker = control::ToWorker<PairRun>;
 
 /// How a rank runs its jobs: its flags, where the binaries are, and its own soft address on lo.
 #[derive(Debug, Clone)]
@@ -20,16 +34,6 @@ pub struct Runner {
     pub(crate) bin_dir: PathBuf,
     /// `--bind` for the soft transport, when this rank picked its own loopback address.
     pub bind: Option<String>,
-    /// Scratch directory for result files and logs.
-    pub(crate) workdir: PathBuf,
-}
-
-/// The directory of the running executable, where the roce_* binaries are installed next to it.
-pub(crate) fn default_bin_dir() -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .unwrap_or_else(|| PathBuf::from("."))
 }
 
 /// The loopback address a rank uses for soft on lo: `base` + rank (127.0.0.10, .11, ... by default).
@@ -37,138 +41,113 @@ pub(crate) fn loopback_addr(base: std::net::Ipv4Addr, rank: usize) -> String {
     std::net::Ipv4Addr::from(u32::from(base).wrapping_add(rank as u32)).to_string()
 }
 
-impl Runner {
-    /// The binary and its arguments for `job`, writing its result to `json`.
-    pub(crate) fn command_line(&self, job: &Job, json: &Path) -> (PathBuf, Vec<String>) {
-        let bin = self.bin_dir.join(format!("roce_{}", job.test));
-        let mut args = self.options.leg_args(job.leg);
-        args.extend(["-p".to_owned(), job.port.to_string()]);
-        if let (Some(b), false) = (&self.bind, job.leg == Leg::Tcp) {
+impl Jobs for Runner {
+    type Run = PairRun;
+
+    fn command(&self, job: &Job, port: u16, json: &Path) -> Result<Launch, String> {
+        let bin = self.bin_dir.join(format!("roce_{}", job.run.test));
+        if !bin.exists() {
+            return Err(format!(
+                "{} not found (roce_fabric runs the roce_* binaries installed next to it; --bin-dir DIR names another place)",
+                bin.display()
+            ));
+        }
+        let mut args = self.options.leg_args(job.run.leg);
+        args.extend(["-p".to_owned(), port.to_string()]);
+        if let (Some(b), false) = (&self.bind, job.run.leg == Leg::Tcp) {
             args.extend(["--bind".to_owned(), b.clone()]);
         }
         args.extend(["--json".to_owned(), json.display().to_string()]);
         if let (Side::Client, Some(addr)) = (job.side, &job.server_addr) {
             args.push(addr.clone());
         }
-        (bin, args)
+        let mut launch = Launch::new(bin, args);
+        if let Some(spec) = &job.impair {
+            launch.env.push(("ROCEPERF_IMPAIR".into(), spec.clone()));
+        }
+        Ok(launch)
     }
 
-    /// Runs `job` to its end; `cancel` holding the job's id stops it.
-    pub fn run(&self, job: &Job, cancel: &AtomicU64) -> SideOutcome {
-        let started = Instant::now();
-        let fail = |error: String| SideOutcome {
-            exit_code: None,
-            error: Some(error),
-            result: None,
-            elapsed_ms: started.elapsed().as_millis() as u64,
-        };
-        let json = self.workdir.join(format!("job{}.json", job.id));
-        let log = self.workdir.join(format!("job{}.log", job.id));
-        let (bin, args) = self.command_line(job, &json);
-        if !bin.exists() {
-            return fail(format!(
-                "{} not found (roce_fabric runs the roce_* binaries installed next to it; --bin-dir DIR names another place)",
-                bin.display()
-            ));
-        }
-        let stderr = match std::fs::File::create(&log) {
-            Ok(f) => f,
-            Err(e) => return fail(format!("cannot create {}: {e}", log.display())),
-        };
-        let mut cmd = Command::new(&bin);
-        cmd.args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr);
-        match &job.impair {
-            Some(spec) => cmd.env("ROCEPERF_IMPAIR", spec),
-            None => &mut cmd,
-        };
-        // SAFETY: prctl is async-signal-safe and touches no memory of the parent; it makes the kernel kill
-        // the binary when this rank dies, so that a killed rank leaves no server waiting for a client.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => return fail(format!("cannot start {}: {e}", bin.display())),
-        };
-        let timeout = Duration::from_millis(job.timeout_ms);
-        let mut stopped = None;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(s)) => break Some(s),
-                Ok(None) => {}
-                Err(e) => {
-                    stopped = Some(format!("waiting for {}: {e}", bin.display()));
-                    break None;
-                }
-            }
-            if cancel.load(Ordering::Acquire) == job.id {
-                stopped = Some("cancelled: its peer was lost".to_owned());
-            } else if started.elapsed() > timeout {
-                stopped = Some(format!(
-                    "killed after {} s without finishing (--pair-timeout)",
-                    timeout.as_secs()
-                ));
-            }
-            if stopped.is_some() {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let exit_code = status.and_then(|s| s.code());
-        let mut err_text = String::new();
-        if let Ok(mut f) = std::fs::File::open(&log) {
-            let _ = f.read_to_string(&mut err_text);
-        }
-        let _ = std::fs::remove_file(&log);
-        let result = std::fs::read(&json)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        let _ = std::fs::remove_file(&json);
-        let error = match (exit_code, stopped) {
-            (Some(0), _) => None,
-            (_, Some(why)) => Some(why),
-            (code, None) => Some(last_lines(&err_text).unwrap_or_else(|| match code {
-                Some(c) => format!("{} exited with code {c}", bin.display()),
-                None => format!("{} was killed by a signal", bin.display()),
-            })),
-        };
-        SideOutcome {
-            exit_code,
-            error,
-            result: if job.side == Side::Client {
-                result
-            } else {
-                None
-            },
-            elapsed_ms: started.elapsed().as_millis() as u64,
+    fn describe(&self, job: &Job, child: &Child, ended: &Ended) -> String {
+        let bin = child.program().display();
+        match ended {
+            Ended::Killed(Stop::Cancelled) => "cancelled: its peer was lost".into(),
+            Ended::Killed(Stop::Deadline) => format!(
+                "killed after {} s without finishing (--pair-timeout)",
+                job.timeout_ms / 1000
+            ),
+            Ended::Killed(Stop::Interrupted) => format!(
+                "killed: this rank got {}",
+                signals::received().unwrap_or("a signal")
+            ),
+            Ended::Lost(e) => format!("waiting for {bin}: {e}"),
+            Ended::Exited(status) => child.tail().unwrap_or_else(|| match status.code() {
+                Some(c) => format!("{bin} exited with code {c}"),
+                None => format!("{bin} was killed by a signal"),
+            }),
         }
     }
 }
 
-/// The last few non-empty lines of a binary's stderr (its error message), at most 600 characters.
-fn last_lines(text: &str) -> Option<String> {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
-    if tail.is_empty() {
-        return None;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_runs_the_rank_s_own_flags_of_its_leg_with_port_bind_json_and_host() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("roce_write_lat"), "").unwrap();
+        let args = [
+            "write_lat",
+            "--compare",
+            "--transport",
+            "soft",
+            "-d",
+            "lo",
+            "-n",
+            "10",
+        ];
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let runner = Runner {
+            options: super::super::args::parse(&args).unwrap(),
+            bin_dir: dir.path().to_owned(),
+            bind: Some("127.0.0.12".into()),
+        };
+        let mut job = Job {
+            id: 1,
+            run: PairRun {
+                test: "write_lat".into(),
+                leg: Leg::RoceV2,
+            },
+            side: Side::Client,
+            port: Some(18517),
+            peer: 2,
+            server_addr: Some("127.0.0.12".into()),
+            impair: Some("loss=1%".into()),
+            timeout_ms: 30_000,
+        };
+        let l = runner.command(&job, 18517, Path::new("/j.json")).unwrap();
+        assert_eq!(l.program, dir.path().join("roce_write_lat"));
+        assert_eq!(
+            l.args.join(" "),
+            "--transport soft -d lo -n 10 --roce v2 -p 18517 --bind 127.0.0.12 --json /j.json 127.0.0.12"
+        );
+        assert_eq!(
+            l.env,
+            [("ROCEPERF_IMPAIR".to_owned(), "loss=1%".to_owned())]
+        );
+        job.run.leg = Leg::Tcp;
+        job.side = Side::Server;
+        let l = runner.command(&job, 18517, Path::new("/j.json")).unwrap();
+        assert_eq!(
+            l.args.join(" "),
+            "-n 10 --transport tcp -p 18517 --json /j.json"
+        );
+        job.run.test = "read_lat".into();
+        let err = runner.command(&job, 1, Path::new("/j")).unwrap_err();
+        assert!(
+            err.contains("roce_read_lat not found") && err.contains("--bin-dir"),
+            "{err}"
+        );
     }
-    let mut cut = tail.len().min(600);
-    while !tail.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    Some(tail[..cut].to_owned())
 }

@@ -2,6 +2,7 @@
 //! MPICH/PMI, PMIx, a Kubernetes Indexed Job) or flags, and where rank 0 (the coordinator) listens.
 
 use super::args::DEFAULT_COORDINATOR_PORT;
+use crate::orchestrate::control::hostname;
 
 /// What started the ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -373,16 +374,6 @@ pub fn place(
         coordinator,
         coordinator_source,
     })
-}
-
-/// This machine's host name (for naming ranks in messages).
-pub(crate) fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown-host".into())
 }
 
 #[cfg(test)]

@@ -2,10 +2,12 @@
 //! from the launcher (srun, mpirun, a Kubernetes Indexed Job), a TCP rendezvous at rank 0, n × n
 //! matrices, outliers named by ClusterKit's rules, and a verdict `roce_gate` can read.
 //!
-//! Layout: `args` (command line), `launch` (rank, size, coordinator), `schedule` (which pairs when),
-//! `proto` (rendezvous messages), `worker` and `job` (a rank running the binaries), `driver` (rank 0's
-//! sans-IO scheduler) and `coordinator` (its I/O), `cell`, `rules` (outliers), `summary`, `files`,
-//! `heatmap` (outputs), `gate` (judging a fabric.json), `scale` (the arithmetic of big runs).
+//! Layout: `args` (command line, clap) and `flags` (what it knows of the single-pair binaries' flags,
+//! read from their clap definition), `launch` (rank, size, coordinator), `schedule` (which pairs when),
+//! `job` (what a rank runs for a pair test, through `crate::orchestrate`'s runner, control protocol and
+//! worker loop), `driver` (rank 0's sans-IO scheduler, `plan` its vocabulary) and `coordinator` (its
+//! I/O), `cell`, `rules` (outliers), `summary`, `files`, `sink`, `heatmap` (outputs), `gate` (judging a
+//! fabric.json), `scale` (the arithmetic of big runs).
 
 pub mod args;
 pub mod cell;
@@ -15,30 +17,38 @@ pub mod files;
 pub mod flags;
 pub mod gate;
 pub mod heatmap;
-pub mod help;
 pub mod job;
 pub mod launch;
 pub mod plan;
-pub mod proto;
 pub mod rules;
 pub mod scale;
 pub mod schedule;
 pub mod sink;
 pub mod summary;
-pub mod worker;
 
-use args::FabricOptions;
+use crate::oob::HostPort;
+use crate::oob::dial::{self, DialError, Retry};
+use crate::orchestrate::control::Hello;
+use crate::orchestrate::worker::{self, Serve};
+use crate::orchestrate::{child, signals};
+use args::{FabricOptions, UsageError};
 use driver::Plan;
-use proto::Hello;
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 /// Extra time past a job's own timeout before rank 0 counts its rank as lost.
 pub(crate) const GRACE: Duration = Duration::from_secs(15);
+
+/// How long a test binary may take to parse its flags and print its help.
+const PREFLIGHT: Duration = Duration::from_secs(30);
+
+/// How long a rank waits for any word from rank 0 before it concludes rank 0 is gone (generous: rank 0
+/// may be writing a big matrix's snapshot; it pings every 5 s).
+pub(crate) const SILENCE_LIMIT: Duration = Duration::from_secs(120);
 
 /// `ROCEPERF_FABRIC_IMPAIR`: impair chosen pairs or ranks (read on rank 0) to rehearse the outlier rules.
 pub(crate) const IMPAIR_ENV: &str = "ROCEPERF_FABRIC_IMPAIR";
@@ -63,10 +73,38 @@ fn fail(rank: Option<usize>, msg: impl std::fmt::Display, code: u8) -> u8 {
     code
 }
 
+/// Connects to rank 0 at `host:port`, retrying until `timeout` (rank 0 may start last, and its name
+/// may not resolve yet: a Kubernetes pod's record appears when the pod does).
+pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String> {
+    let target = HostPort::new(host, port);
+    let retry = Retry {
+        wait: timeout,
+        pause: Duration::from_millis(200),
+        attempt: Some(Duration::from_secs(2)),
+    };
+    dial::connect_host(&target, retry)
+        .map(|(stream, _)| stream)
+        .map_err(|e| {
+            let reason = match e {
+                DialError::Fatal(e) | DialError::GaveUp(Some(e)) => e.to_string(),
+                DialError::GaveUp(None) => "no address".into(),
+            };
+            format!(
+                "cannot reach the coordinator (rank 0) at {target} within {} s: {reason}",
+                timeout.as_secs()
+            )
+        })
+}
+
 /// Runs roce_fabric with `args` (without the program name); the exit code.
 pub fn run(args: &[String]) -> u8 {
     let opts = match args::parse(args) {
         Ok(o) => o,
+        // clap's own: a usage error (exit 2), or --help and --version (exit 0).
+        Err(UsageError::Clap(e)) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
         Err(e) => {
             return fail(
                 None,
@@ -75,14 +113,6 @@ pub fn run(args: &[String]) -> u8 {
             );
         }
     };
-    if opts.help {
-        println!("{}", help::HELP);
-        return 0;
-    }
-    if opts.version {
-        println!("roce_fabric {}", env!("CARGO_PKG_VERSION"));
-        return 0;
-    }
     let env = |k: &str| std::env::var(k).ok();
     let place = match launch::place(
         &env,
@@ -94,7 +124,10 @@ pub fn run(args: &[String]) -> u8 {
         Err(e) => return fail(None, e, 2),
     };
     let rank = place.rank;
-    let bin_dir = opts.bin_dir.clone().unwrap_or_else(job::default_bin_dir);
+    let bin_dir = opts
+        .bin_dir
+        .clone()
+        .unwrap_or_else(|| child::exe_dir().unwrap_or_else(|_| PathBuf::from(".")));
     let bind = opts
         .soft_on_loopback()
         .then(|| job::loopback_addr(opts.loopback_base, rank));
@@ -108,65 +141,57 @@ pub fn run(args: &[String]) -> u8 {
             );
         }
     };
-    let hello = Hello {
-        protocol: proto::PROTOCOL.into(),
-        version: env!("CARGO_PKG_VERSION").into(),
+    let hello = Hello::new(
         rank,
-        size: place.size,
-        params: opts.shared_params(),
-        host: launch::hostname(),
-        addr: opts.advertise.clone().or_else(|| bind.clone()),
-        device: opts.device(),
-        pid: std::process::id(),
-    };
+        place.size,
+        opts.shared_params(),
+        opts.advertise.clone().or_else(|| bind.clone()),
+        opts.device(),
+    );
     let runner = job::Runner {
         options: opts.clone(),
         bin_dir: bin_dir.clone(),
         bind,
-        workdir: workdir.path().to_path_buf(),
+    };
+    let serve = Serve {
+        driver: "the coordinator (rank 0)",
+        silence: Some(SILENCE_LIMIT),
+        dir: workdir.path().to_path_buf(),
     };
     let (host, port) = place.coordinator.clone();
     if rank != 0 {
-        let stream = match worker::connect(&host, port, opts.join_timeout) {
+        let stream = match connect(&host, port, opts.join_timeout) {
             Ok(s) => s,
             Err(e) => {
                 let hint = format!("{e} (coordinator from {})", place.coordinator_source);
                 return fail(Some(rank), hint, 1);
             }
         };
-        return match worker::serve(stream, hello, runner) {
+        return match worker::serve(stream, hello, runner, &serve) {
             Ok(code) => code,
             Err(e) => fail(Some(rank), &e, e.exit_code()),
         };
     }
-    rank0(&opts, &place, hello, runner, &bin_dir)
+    rank0(&opts, &place, hello, runner, serve, &bin_dir)
 }
 
-fn preflight(opts: &FabricOptions, bin_dir: &Path) -> Result<(), String> {
+/// Runs each test binary once per leg with the test flags and `--help` (clap parses every flag before
+/// it honours --help), logging in `dir`: a flag a binary refuses stops the run before it starts.
+fn preflight(opts: &FabricOptions, bin_dir: &Path, dir: &Path) -> Result<(), String> {
     for test in &opts.tests {
         let bin = bin_dir.join(format!("roce_{}", test.name()));
         for leg in opts.legs() {
-            let out = std::process::Command::new(&bin)
-                .args(opts.leg_args(leg))
-                .arg("--help")
-                .output()
-                .map_err(|e| {
-                    format!(
-                        "cannot run {}: {e} (--bin-dir DIR says where the roce_* binaries are)",
-                        bin.display()
-                    )
-                })?;
-            if !out.status.success() {
-                let err = String::from_utf8_lossy(&out.stderr);
-                let first = err
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("")
-                    .trim()
-                    .to_owned();
+            let mut args = opts.leg_args(leg);
+            args.push("--help".into());
+            let launch = child::Launch::new(bin.clone(), args);
+            let mut probe = child::Child::spawn(&launch, dir, "preflight")
+                .map_err(|e| format!("{e} (--bin-dir DIR says where the roce_* binaries are)"))?;
+            let ended = probe.wait(std::time::Instant::now() + PREFLIGHT, || false);
+            if !ended.success() {
                 return Err(format!(
-                    "roce_{} refuses the test flags: {first}",
-                    test.name()
+                    "roce_{} refuses the test flags: {}",
+                    test.name(),
+                    probe.tail().unwrap_or_default()
                 ));
             }
         }
@@ -174,11 +199,14 @@ fn preflight(opts: &FabricOptions, bin_dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Rank 0: checks what it can alone, then coordinates the run while its own worker (`runner`, served
+/// as `serve` says) works for it from a thread, as every other rank does.
 fn rank0(
     opts: &FabricOptions,
     place: &launch::Place,
     hello: Hello,
     runner: job::Runner,
+    serve: Serve,
     bin_dir: &Path,
 ) -> u8 {
     let n = place.size;
@@ -204,7 +232,7 @@ fn rank0(
         Ok(i) => i.unwrap_or_default(),
         Err(e) => return fail(Some(0), e, 2),
     };
-    if let Err(e) = preflight(opts, bin_dir) {
+    if let Err(e) = preflight(opts, bin_dir, &serve.dir) {
         return fail(Some(0), e, 2);
     }
     let started_at = crate::results::now_rfc3339();
@@ -254,15 +282,15 @@ fn rank0(
             );
         }
     };
-    coordinator::catch_termination();
+    signals::catch();
     let mut own_hello = hello.clone();
     own_hello.addr = None;
     let worker_thread = {
         let port = place.coordinator.1;
         let timeout = opts.join_timeout;
-        std::thread::spawn(move || match worker::connect("127.0.0.1", port, timeout) {
-            Ok(s) => worker::serve(s, hello, runner).map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+        std::thread::spawn(move || match connect("127.0.0.1", port, timeout) {
+            Ok(s) => worker::serve(s, hello, runner, &serve).map_err(|e| e.to_string()),
+            Err(e) => Err(e),
         })
     };
     let plan = Plan {

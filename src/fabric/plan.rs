@@ -4,7 +4,7 @@
 use super::args::Leg;
 use super::cell::Grid;
 use super::cell::Status;
-use super::proto::ToWorker;
+use super::job::ToWorker;
 use super::rules::{Diagnosis, Limit, Rules};
 use super::schedule::Step;
 use crate::params::TestKind;

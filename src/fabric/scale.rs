@@ -6,9 +6,10 @@ use super::args::Leg;
 use super::cell::{Cell, Grid};
 use super::coordinator::Coordinator;
 use super::driver::{Driver, Member, MemberState, Output, Plan};
-use super::proto::{self, Hello, SideOutcome, ToCoordinator, ToWorker};
+use super::job::{Job, PairRun, ToWorker};
 use super::rules::Rules;
 use super::schedule::{Pattern, Step};
+use crate::orchestrate::control::{self, Hello, Outcome, Side, ToDriver};
 use crate::params::TestKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, TcpListener};
@@ -68,7 +69,7 @@ fn sample_hello(n: usize) -> Hello {
         ("--port", "18515"),
     ];
     Hello {
-        protocol: proto::PROTOCOL.into(),
+        protocol: control::PROTOCOL.into(),
         version: env!("CARGO_PKG_VERSION").into(),
         rank: n - 1,
         size: n,
@@ -86,7 +87,7 @@ fn sample_hello(n: usize) -> Hello {
 /// (cells, everything) rank 0 holds for `n` ranks and `phases` (leg, test) matrices.
 fn memory(n: usize, phases: usize, members_bytes: u64, running: usize) -> (u64, u64) {
     let cells = phases as u64 * (n * n) as u64 * std::mem::size_of::<Option<Cell>>() as u64;
-    let running = (running * 2 * std::mem::size_of::<SideOutcome>() * 2) as u64;
+    let running = (running * 2 * std::mem::size_of::<Outcome>() * 2) as u64;
     let total = cells
         + members_bytes
         + running
@@ -115,25 +116,27 @@ fn schedule(n: usize) -> (Vec<Step>, usize, bool, usize) {
 pub fn estimate(n: usize, retests: u64, result_bytes: u64) -> ScaleReport {
     let (steps, rounds, disjoint, max_concurrent) = schedule(n);
     let pair_tests = steps.iter().map(|s| s.pairs.len() as u64).sum::<u64>() + retests;
-    let job = proto::Job {
+    let job = Job {
         id: 2 * pair_tests,
-        test: "write_bw".into(),
-        leg: Leg::AsGiven,
-        side: proto::Side::Client,
-        port: 18515 + n as u16,
+        run: PairRun {
+            test: "write_bw".into(),
+            leg: Leg::AsGiven,
+        },
+        side: Side::Client,
+        port: Some(18515 + n as u16),
         peer: n - 1,
         server_addr: Some("10.0.255.255".into()),
         impair: None,
         timeout_ms: 60_000,
     };
     let done = |client: bool| {
-        let outcome = SideOutcome {
+        let outcome = Outcome {
             exit_code: Some(0),
             error: None,
             result: None,
             elapsed_ms: 1000,
         };
-        line_len(&ToCoordinator::Done {
+        line_len(&ToDriver::Done {
             job: 2 * pair_tests,
             outcome,
         }) + if client { result_bytes } else { 0 }
@@ -151,7 +154,7 @@ pub fn estimate(n: usize, retests: u64, result_bytes: u64) -> ScaleReport {
         messages_out: 2 * pair_tests + 2 * n as u64,
         messages_in: 2 * pair_tests + n as u64,
         bytes_out: 2 * pair_tests * line_len(&ToWorker::Job(job)),
-        bytes_in: n as u64 * line_len(&ToCoordinator::Hello(sample_hello(n)))
+        bytes_in: n as u64 * line_len(&ToDriver::Hello(sample_hello(n)))
             + pair_tests * (done(true) + done(false)),
         rank0_bytes,
         cell_bytes,
@@ -217,7 +220,7 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
         .map(|m| (std::mem::size_of::<Member>() + m.host.len() + m.addr.len() + 8) as u64)
         .sum();
     let mut d = Driver::new(plan, members);
-    let hello_bytes = line_len(&ToCoordinator::Hello(sample_hello(n)));
+    let hello_bytes = line_len(&ToDriver::Hello(sample_hello(n)));
     let (mut out_msgs, mut in_msgs, mut out_bytes, mut in_bytes) =
         (2 * n as u64, n as u64, 0u64, n as u64 * hello_bytes);
     let mut spool = 0u64;
@@ -234,7 +237,7 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
                     out_bytes += serde_json::to_vec(&ToWorker::Job(job.clone()))
                         .map_or(0, |v| v.len() as u64 + 1);
                     let is_slow = slow.is_some_and(|s| s == rank || s == job.peer);
-                    jobs.push((rank, job.id, is_slow && job.side == proto::Side::Client));
+                    jobs.push((rank, job.id, is_slow && job.side == Side::Client));
                 }
                 Output::Send(..) => out_msgs += 1,
                 Output::Record(rec) => {
@@ -253,7 +256,7 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
         for (rank, id, is_slow) in std::mem::take(&mut jobs) {
             in_msgs += 1;
             let client = id % 2 == 1;
-            let outcome = SideOutcome {
+            let outcome = Outcome {
                 exit_code: Some(0),
                 error: None,
                 result: client.then(|| {
@@ -267,7 +270,7 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
             };
             let mut bare = outcome.clone();
             bare.result = None;
-            in_bytes += line_len(&ToCoordinator::Done {
+            in_bytes += line_len(&ToDriver::Done {
                 job: id,
                 outcome: bare,
             }) + if client { result_bytes } else { 0 };
@@ -299,7 +302,7 @@ pub fn measure_rendezvous(n: usize) -> std::io::Result<Duration> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
     let port = listener.local_addr()?.port();
     let hello = |rank: usize| Hello {
-        protocol: proto::PROTOCOL.into(),
+        protocol: control::PROTOCOL.into(),
         version: env!("CARGO_PKG_VERSION").into(),
         rank,
         size: n,
@@ -318,13 +321,13 @@ pub fn measure_rendezvous(n: usize) -> std::io::Result<Duration> {
         .map(|rank| {
             let h = hello(rank);
             std::thread::spawn(move || -> std::io::Result<u8> {
-                let s = super::worker::connect("127.0.0.1", port, Duration::from_secs(30))
+                let s = super::connect("127.0.0.1", port, Duration::from_secs(30))
                     .map_err(std::io::Error::other)?;
                 let mut w = std::io::BufWriter::new(s.try_clone()?);
-                proto::send(&mut w, &ToCoordinator::Hello(h))?;
+                control::send(&mut w, &ToDriver::Hello(h))?;
                 let mut r = std::io::BufReader::new(s);
                 loop {
-                    match proto::recv::<ToWorker, _>(&mut r)? {
+                    match control::recv::<ToWorker, _>(&mut r)? {
                         Some(ToWorker::Finish { code }) => return Ok(code),
                         Some(_) => {}
                         None => return Err(std::io::Error::other("closed")),

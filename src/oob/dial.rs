@@ -1,7 +1,7 @@
 //! Reaching a server that may not be up yet: one connect-retry loop for every client.
 //!
-//! The host and port as given, resolved once; used by roceperf's dialect, perftest's, and
-//! `roce_compare`'s control connection.
+//! The host and port as given, resolved once (or every round, for a name that may not exist yet); used
+//! by roceperf's dialect, perftest's, and the control connections of `roce_compare` and `roce_fabric`.
 
 use std::fmt;
 use std::io;
@@ -18,7 +18,7 @@ pub(crate) struct HostPort {
 
 impl HostPort {
     /// `host` may be a name, an IPv4 or IPv6 address, or an IPv6 address in brackets.
-    pub fn new(host: &str, port: u16) -> HostPort {
+    pub(crate) fn new(host: &str, port: u16) -> HostPort {
         let bare = host
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
@@ -81,17 +81,41 @@ pub fn connect(
     retryable: impl Fn(&io::Error) -> bool,
     on_retry: impl FnOnce(),
 ) -> Result<(TcpStream, SocketAddr), DialError> {
+    in_rounds(|| Ok(addrs.to_vec()), retry, retryable, on_retry)
+}
+
+/// [`connect`] to `server`, resolving its name again every round: a name that does not resolve yet
+/// (the DNS record of a pod that is starting) is retried like a server that does not listen yet.
+pub(crate) fn connect_host(
+    server: &HostPort,
+    retry: Retry,
+) -> Result<(TcpStream, SocketAddr), DialError> {
+    in_rounds(|| server.resolve(), retry, |_| true, || {})
+}
+
+/// The one connect-retry loop: each round resolves with `addrs`, then tries every address.
+fn in_rounds(
+    addrs: impl Fn() -> io::Result<Vec<SocketAddr>>,
+    retry: Retry,
+    retryable: impl Fn(&io::Error) -> bool,
+    on_retry: impl FnOnce(),
+) -> Result<(TcpStream, SocketAddr), DialError> {
     let deadline = Instant::now() + retry.wait;
     let mut on_retry = Some(on_retry);
     let mut last = None;
     loop {
-        for a in addrs {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let timeout = retry.attempt.unwrap_or(left).max(Duration::from_millis(10));
-            match TcpStream::connect_timeout(a, timeout) {
-                Ok(stream) => return Ok((stream, *a)),
-                Err(e) => last = Some(e),
+        match addrs() {
+            Ok(addrs) => {
+                for a in addrs {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let timeout = retry.attempt.unwrap_or(left).max(Duration::from_millis(10));
+                    match TcpStream::connect_timeout(&a, timeout) {
+                        Ok(stream) => return Ok((stream, a)),
+                        Err(e) => last = Some(e),
+                    }
+                }
             }
+            Err(e) => last = Some(e),
         }
         match last {
             Some(e) if !retryable(&e) => return Err(DialError::Fatal(e)),
@@ -165,5 +189,27 @@ mod tests {
             connect(&[], short, |_| true, || {}),
             Err(DialError::GaveUp(None))
         ));
+    }
+
+    #[test]
+    fn a_name_that_does_not_resolve_yet_is_retried_until_the_end() {
+        let retry = Retry {
+            wait: Duration::from_millis(150),
+            pause: Duration::from_millis(50),
+            attempt: None,
+        };
+        let started = Instant::now();
+        let nowhere = HostPort::new("no-such-host.invalid", 1);
+        match connect_host(&nowhere, retry) {
+            Err(DialError::GaveUp(Some(e))) => assert!(!e.to_string().is_empty()),
+            other => panic!("expected to give up naming the lookup error, got {other:?}"),
+        }
+        assert!(
+            started.elapsed() >= Duration::from_millis(100),
+            "it retried"
+        );
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let here = HostPort::new("127.0.0.1", l.local_addr().unwrap().port());
+        assert!(connect_host(&here, retry).is_ok());
     }
 }

@@ -5,7 +5,8 @@
 
 use crate::common::assert_contains;
 use crate::fabric_support::*;
-use roceperf::fabric::proto::{self, Hello, ToCoordinator, ToWorker};
+use roceperf::fabric::job::ToWorker;
+use roceperf::orchestrate::control::{self, Hello, ToDriver};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -147,9 +148,9 @@ fn a_rank_of_another_version_is_refused_with_exit_2() {
         &job.log(0),
     );
     // Rank 1 speaks the protocol but runs another roceperf.
-    let s = roceperf::fabric::worker::connect("127.0.0.1", coord, Duration::from_secs(30)).unwrap();
+    let s = roceperf::fabric::connect("127.0.0.1", coord, Duration::from_secs(30)).unwrap();
     let hello = Hello {
-        protocol: proto::PROTOCOL.into(),
+        protocol: control::PROTOCOL.into(),
         version: "9.9.9".into(),
         rank: 1,
         size: 2,
@@ -159,12 +160,12 @@ fn a_rank_of_another_version_is_refused_with_exit_2() {
         device: None,
         pid: 1,
     };
-    proto::send(
+    control::send(
         &mut std::io::BufWriter::new(s.try_clone().unwrap()),
-        &ToCoordinator::Hello(hello),
+        &ToDriver::Hello(hello),
     )
     .unwrap();
-    let reply = proto::recv::<ToWorker, _>(&mut std::io::BufReader::new(s)).unwrap();
+    let reply = control::recv::<ToWorker, _>(&mut std::io::BufReader::new(s)).unwrap();
     match reply {
         Some(ToWorker::Abort { code: 2, reason }) => {
             assert!(

@@ -26,7 +26,7 @@ fn tests_fabric_flags_and_test_flags_are_told_apart() {
 
 #[test]
 fn what_roce_fabric_refuses_says_why() {
-    let e = |a: &str| parse(&v(a)).unwrap_err().0;
+    let e = |a: &str| parse(&v(a)).unwrap_err().to_string();
     assert!(e("write_bw 10.0.0.1").contains("no host argument"));
     assert!(e("write_bw --json x.json").contains("fabric.json"));
     assert!(e("write_bw --min-bw 10Gb/s").contains("roce_gate fabric.json"));

@@ -35,8 +35,8 @@ fn members(n: usize) -> Vec<Member> {
         .collect()
 }
 
-fn ok(gbps: f64) -> SideOutcome {
-    SideOutcome {
+fn ok(gbps: f64) -> Outcome {
+    Outcome {
         exit_code: Some(0),
         error: None,
         result: Some(
@@ -50,7 +50,7 @@ fn ok(gbps: f64) -> SideOutcome {
 /// that runs it); returns the records and the jobs seen.
 fn run(
     d: &mut Driver,
-    answer: impl Fn(usize, &Job) -> SideOutcome,
+    answer: impl Fn(usize, &Job) -> Outcome,
 ) -> (Vec<PairRecord>, Vec<(usize, Job)>) {
     let mut records = Vec::new();
     let mut seen = Vec::new();
@@ -86,7 +86,7 @@ fn every_pair_runs_with_its_port_address_and_impairment() {
         .find(|(_, j)| j.side == Side::Client && j.peer == 2)
         .unwrap();
     assert_eq!(client.1.server_addr.as_deref(), Some("10.0.0.2"));
-    assert_eq!(client.1.port, 20002);
+    assert_eq!(client.1.port, Some(20002));
     let impaired = jobs.iter().filter(|(_, j)| j.impair.is_some()).count();
     assert_eq!(impaired, 4, "both sides of 0->1 and of 1->0");
     assert!(d.is_finished());
@@ -116,7 +116,7 @@ fn a_missing_rank_leaves_its_cells_missing_and_a_failure_stays_in_its_cell() {
     let mut d = Driver::new(plan(4, true), m);
     let (records, _) = run(&mut d, |_, j| {
         if j.peer == 2 && j.side == Side::Client {
-            SideOutcome {
+            Outcome {
                 exit_code: Some(1),
                 error: Some("boom".into()),
                 result: None,

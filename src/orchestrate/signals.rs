@@ -1,5 +1,9 @@
-//! SIGINT and SIGTERM during a run without end: the first one stops the run cleanly (final summary,
-//! files written whole, exit 0), a second one ends the process as the signal normally would.
+//! SIGINT and SIGTERM for the whole tree: the first one asks whatever runs to stop cleanly (a run
+//! without end prints its summary, a comparison reports what ran, rank 0 writes its matrix), a second
+//! one ends the process as the signal normally would.
+//!
+//! One flag, set by one handler, read by everyone who must stop: the run loops and the child runner
+//! ([`super::child`]), which kills a running child when it is set.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -16,7 +20,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// From now on SIGINT and SIGTERM ask the run to stop instead of killing the process.
+/// From now on SIGINT and SIGTERM ask the process to stop instead of killing it.
 pub(crate) fn catch() {
     let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     for sig in [libc::SIGINT, libc::SIGTERM] {
@@ -27,7 +31,7 @@ pub(crate) fn catch() {
     }
 }
 
-/// The signal that asked the run to stop, if one has: `SIGINT` or `SIGTERM`.
+/// The signal that asked the process to stop, if one has: `SIGINT` or `SIGTERM`.
 pub(crate) fn received() -> Option<&'static str> {
     match RECEIVED.load(Ordering::SeqCst) {
         0 => None,
@@ -35,4 +39,9 @@ pub(crate) fn received() -> Option<&'static str> {
         libc::SIGTERM => Some("SIGTERM"),
         _ => Some("a signal"),
     }
+}
+
+/// Whether SIGINT or SIGTERM asked the process to stop.
+pub(crate) fn stop_requested() -> bool {
+    received().is_some()
 }
