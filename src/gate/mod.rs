@@ -270,6 +270,30 @@ pub(crate) fn check_set(
     Ok(evaluate_set(rows, set_rows, &baseline, args, set))
 }
 
+// How gates show a figure: shared by the thresholds (`judge`), the ratios and the spread checks.
+
+/// `92.41 Gb/s`.
+pub(crate) fn fmt_gbps(v: f64) -> String {
+    format!("{v:.2} Gb/s")
+}
+
+/// `1.234 µs`, `12.35 µs`, `123.5 µs`: about four significant digits.
+pub(crate) fn fmt_us(v: f64) -> String {
+    let decimals = if v < 10.0 {
+        3
+    } else if v < 100.0 {
+        2
+    } else {
+        1
+    };
+    format!("{v:.decimals$} µs")
+}
+
+/// `1.234 Mpps`.
+pub(crate) fn fmt_mpps(v: f64) -> String {
+    format!("{v:.3} Mpps")
+}
+
 /// `--transport` / `--gate-transport`: `verbs`, `soft` or `tcp`, the error says which are.
 pub(crate) fn parse_transport_arg(s: &str) -> Result<TransportKind, String> {
     crate::results::parse_transport(s)
