@@ -22,34 +22,7 @@ pub(crate) const DEFAULT_LOOPBACK_BASE: std::net::Ipv4Addr = std::net::Ipv4Addr:
 /// Default time rank 0 waits for every rank to join.
 pub(crate) const DEFAULT_JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// One transport leg of a fabric run: the user's flags as given, or one leg of `--compare`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Leg {
-    /// The flags as the user gave them.
-    #[serde(rename = "given")]
-    AsGiven,
-    /// `--roce v1` added.
-    RoceV1,
-    /// `--roce v2` added.
-    RoceV2,
-    /// `--transport tcp`, device flags removed.
-    Tcp,
-}
-
-impl Leg {
-    /// Short name for file names and JSON: `given`, `v1`, `v2`, `tcp`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Leg::AsGiven => "given",
-            Leg::RoceV1 => "v1",
-            Leg::RoceV2 => "v2",
-            Leg::Tcp => "tcp",
-        }
-    }
-}
+pub use crate::results::fabric::Leg;
 
 /// Everything roce_fabric was asked to do.
 #[derive(Debug, Clone)]

@@ -4,8 +4,9 @@
 //!
 //! Layout: `args` (command line), `launch` (rank, size, coordinator), `schedule` (which pairs when),
 //! `proto` (rendezvous messages), `worker` and `job` (a rank running the binaries), `driver` (rank 0's
-//! sans-IO scheduler) and `coordinator` (its I/O), `cell`, `rules` (outliers), `summary`, `files`,
-//! `heatmap` (outputs), `gate` (judging a fabric.json), `scale` (the arithmetic of big runs).
+//! sans-IO scheduler) and `coordinator` (its I/O), `cell`, `rules` (outliers), `summary`, `files`
+//! (the document, written by `report::export`), `scale` (the arithmetic of big runs); `gate::fabric`
+//! judges a fabric.json.
 
 pub mod args;
 pub mod cell;
@@ -13,8 +14,6 @@ pub mod coordinator;
 pub mod driver;
 pub mod files;
 pub mod flags;
-pub mod gate;
-pub mod heatmap;
 pub mod help;
 pub mod job;
 pub mod launch;

@@ -12,11 +12,15 @@
 //! comparison against the run-to-run spread when both sides hold repetitions ([`spread`], by the
 //! rank test of [`rank`]).
 //!
+//! A fabric run's matrix (fabric.json) is judged pair by pair instead ([`fabric`]): `roce_gate` hands
+//! it there when an input is one.
+//!
 //! A gate never passes vacuously: a threshold that no result can be held to (`--max-p99` over bandwidth
 //! runs only), a ratio whose transports have no result, and a baseline that shares no result with the
 //! inputs are failures, not passes.
 
 pub mod cli;
+pub mod fabric;
 pub mod input;
 pub mod judge;
 pub mod output;

@@ -10,6 +10,7 @@
 pub mod console;
 pub mod export;
 pub mod hdrlog;
+pub mod heatmap;
 pub mod histogram_text;
 pub mod loss_svg;
 pub mod perftest_json;
