@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 /// What to hold a matrix to.
 #[derive(Debug, Clone, clap::Args)]
-pub struct FabricGate {
+pub(crate) struct FabricGate {
     /// Lowest acceptable bandwidth of any pair, e.g. 90Gb/s.
     #[arg(long, value_name = "RATE", value_parser = threshold::parse_bandwidth)]
     pub(crate) min_bw: Option<Bandwidth>,
@@ -28,7 +28,7 @@ pub struct FabricGate {
     pub(crate) no_flagged: bool,
     /// A fabric.json to compare with, pair by pair (matched by host names, or ranks).
     #[arg(long, value_name = "FILE")]
-    pub baseline: Option<PathBuf>,
+    pub(crate) baseline: Option<PathBuf>,
     /// How much worse than the baseline a pair may be.
     #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = threshold::parse_percent)]
     pub(crate) max_regression: Percent,
@@ -51,15 +51,15 @@ struct Cli {
 
 /// One check's outcome.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Check {
+pub(crate) struct Check {
     /// What was checked: `min pair bandwidth`.
-    pub name: String,
+    pub(crate) name: String,
     /// Of what: `write_bw over soft v2`.
     pub(crate) subject: String,
     /// Whether it passed.
-    pub pass: bool,
+    pub(crate) pass: bool,
     /// The evidence: the worst pair and its value against the limit.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 /// Whether `path` is a fabric.json (its schema says so, near the top).
@@ -84,7 +84,7 @@ fn hosts(doc: &FabricDoc) -> Vec<String> {
 /// A file as the fabric gate reads it: a fabric matrix, or a document that is not one (an error for
 /// an input, and for a baseline once an input is judged against it).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Loaded {
+pub(crate) enum Loaded {
     /// A fabric.json.
     Matrix(Box<FabricDoc>),
     /// Something else roceperf or anyone wrote.
@@ -92,7 +92,7 @@ pub enum Loaded {
 }
 
 /// Judges one fabric.json (and its baseline).
-pub fn judge(
+pub(crate) fn judge(
     doc: &FabricDoc,
     baseline: Option<&Loaded>,
     g: &FabricGate,
@@ -290,7 +290,7 @@ fn against_baseline(doc: &FabricDoc, base: &FabricDoc, pct: f64) -> Result<Vec<C
 }
 
 /// The checks as a table.
-pub fn table(file: &Path, checks: &[Check]) -> String {
+pub(crate) fn table(file: &Path, checks: &[Check]) -> String {
     let mut out = format!("roce_gate: {}\n", file.display());
     for c in checks {
         let _ = writeln!(

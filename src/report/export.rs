@@ -133,15 +133,13 @@ impl<'d> ExportFile<'d> {
     }
 }
 
+/// What an exporter makes of a document: its files, or the error naming the file it could not make.
+pub(crate) type Files<'d> = Result<Vec<ExportFile<'d>>, WriteError>;
+
 /// One format.
 pub(crate) trait Exporter {
-    /// The files of this format for `doc` at `place` (none when the format does not apply to it);
-    /// errors name the file.
-    fn export<'d>(
-        &self,
-        doc: &Document<'d>,
-        place: &Place,
-    ) -> Result<Vec<ExportFile<'d>>, WriteError>;
+    /// The files of this format for `doc` at `place` (none when the format does not apply to it).
+    fn export<'d>(&self, doc: &Document<'d>, place: &Place) -> Files<'d>;
 }
 
 /// What [`ExportManager::write`] did: the files written, in order, and the error it stopped at.

@@ -515,40 +515,40 @@ pub(crate) fn write_json(w: &mut dyn Write, doc: &FabricDoc, spool: &Path) -> io
 
 /// One row of fabric.csv: one pair test (a retest is a row of its own, attempt 2).
 #[derive(Debug, Clone, PartialEq)]
-pub struct PairRow<'a> {
+pub(crate) struct PairRow<'a> {
     /// The leg.
-    pub leg: Leg,
+    pub(crate) leg: Leg,
     /// Its transport (`soft v2`), empty when unknown.
-    pub label: &'a str,
+    pub(crate) label: &'a str,
     /// The test.
-    pub test: TestKind,
+    pub(crate) test: TestKind,
     /// The round of the schedule.
-    pub round: u32,
+    pub(crate) round: u32,
     /// 1, or 2 for a retest.
-    pub attempt: u8,
+    pub(crate) attempt: u8,
     /// Client rank.
-    pub client: usize,
+    pub(crate) client: usize,
     /// Server rank.
-    pub server: usize,
+    pub(crate) server: usize,
     /// Client host.
-    pub client_host: &'a str,
+    pub(crate) client_host: &'a str,
     /// Server host.
-    pub server_host: &'a str,
+    pub(crate) server_host: &'a str,
     /// `ok`, `failed`, `missing`.
-    pub status: &'static str,
+    pub(crate) status: &'static str,
     /// Whether the pair was flagged (attempt 1 only).
-    pub flagged: bool,
+    pub(crate) flagged: bool,
     /// The message size of the figures, 0 when it did not run.
-    pub size_bytes: u64,
+    pub(crate) size_bytes: u64,
     /// Figures, NaN where one does not apply: average and peak bandwidth (Gb/s), message rate (Mpps),
     /// median, p99 and maximum latency (µs).
-    pub figures: [f32; 6],
+    pub(crate) figures: [f32; 6],
     /// What went wrong.
-    pub error: Option<&'a str>,
+    pub(crate) error: Option<&'a str>,
 }
 
 /// The pair tests of a fabric run, row by row, in the order fabric.csv lists them.
-pub trait PairRows {
+pub(crate) trait PairRows {
     /// Every row, in order.
     fn rows(&self) -> Box<dyn Iterator<Item = PairRow<'_>> + '_>;
 }
@@ -617,13 +617,13 @@ pub(crate) fn write_csv(w: &mut dyn Write, pairs: &dyn PairRows) -> Result<(), :
 
 /// A fabric run's outputs: its document, the pair tests behind it (fabric.csv) and the spool of pair
 /// records (fabric.json's `"pairs"`).
-pub struct FabricRun<'a> {
+pub(crate) struct FabricRun<'a> {
     /// The document.
-    pub doc: FabricDoc,
+    pub(crate) doc: FabricDoc,
     /// The pair tests.
-    pub pairs: &'a dyn PairRows,
+    pub(crate) pairs: &'a dyn PairRows,
     /// The JSON lines of the pair records.
-    pub spool: &'a Path,
+    pub(crate) spool: &'a Path,
 }
 
 #[cfg(test)]

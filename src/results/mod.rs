@@ -1,8 +1,9 @@
 //! The results model and the one reader and writer of roceperf's JSON and CSV schemas.
 //!
 //! What a run was ([`RunInfo`]), what each message size measured ([`SizeResult`]), the figures reports
-//! and gates compare ([`Figures`]), a comparison of transports ([`CompareSet`]), flat rows for gates
-//! ([`ResultRow`]), and their files.
+//! and gates compare ([`Figures`]), a comparison of transports ([`CompareSet`]), a fabric run's matrices
+//! ([`fabric::FabricDoc`]), flat rows for gates ([`ResultRow`]), and their files: the one way each is
+//! written ([`files`]) and read ([`read`]).
 //!
 //! Everything above reads results through here: `report` renders them, `compare` produces comparison
 //! sets, `gate` judges them. This module knows nothing of transports, command lines or terminals; it

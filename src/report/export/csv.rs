@@ -1,19 +1,15 @@
 //! CSV: a run's rows appended under one header (`--csv`, `--results`), one row per interval of a run
 //! without end, a comparison's `compare.csv`, a fabric's `fabric.csv`.
 
-use super::{Content, Document, ExportFile, Exporter, Place};
+use super::{Content, Document, ExportFile, Exporter, Files, Place};
 use crate::results::csv::{compare_csv, csv_error, header_line, interval_row, run_rows};
-use crate::results::{WriteError, fabric, results_paths};
+use crate::results::{fabric, results_paths};
 
 /// CSV, in the columns `crate::results::csv` defines for each document.
 pub(crate) struct CsvExporter;
 
 impl Exporter for CsvExporter {
-    fn export<'d>(
-        &self,
-        doc: &Document<'d>,
-        place: &Place,
-    ) -> Result<Vec<ExportFile<'d>>, WriteError> {
+    fn export<'d>(&self, doc: &Document<'d>, place: &Place) -> Files<'d> {
         let file = match *doc {
             Document::Start(_) => return Ok(Vec::new()),
             Document::Run { info, results, .. } => {

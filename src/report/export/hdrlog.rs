@@ -1,6 +1,6 @@
 //! HdrHistogram interval logs: one `.hlog` per latency run and size of a comparison.
 
-use super::{Document, ExportFile, Exporter, Place};
+use super::{Document, ExportFile, Exporter, Files, Place};
 use crate::report::{fmt_size, hdrlog};
 use crate::results::time::parse_rfc3339;
 use crate::results::{CompareRun, Measured, WriteError};
@@ -23,11 +23,7 @@ pub(crate) fn hlog_name(run: &CompareRun, size: u64) -> String {
 }
 
 impl Exporter for HdrLogExporter {
-    fn export<'d>(
-        &self,
-        doc: &Document<'d>,
-        place: &Place,
-    ) -> Result<Vec<ExportFile<'d>>, WriteError> {
+    fn export<'d>(&self, doc: &Document<'d>, place: &Place) -> Files<'d> {
         let Document::Compare(set) = *doc else {
             return Ok(Vec::new());
         };

@@ -1,19 +1,15 @@
 //! JSON: a run's `roceperf.result` (`--json`, `--results`), a comparison's `compare.json`, a fabric's
 //! `fabric.json` (its pair records streamed from the spool). Pretty-printed, replaced whole.
 
-use super::{Content, Document, ExportFile, Exporter, Place};
+use super::{Content, Document, ExportFile, Exporter, Files, Place};
 use crate::results::json::pretty;
-use crate::results::{WriteError, fabric, results_paths, to_json};
+use crate::results::{fabric, results_paths, to_json};
 
 /// The roceperf JSON document of each document.
 pub(crate) struct JsonExporter;
 
 impl Exporter for JsonExporter {
-    fn export<'d>(
-        &self,
-        doc: &Document<'d>,
-        place: &Place,
-    ) -> Result<Vec<ExportFile<'d>>, WriteError> {
+    fn export<'d>(&self, doc: &Document<'d>, place: &Place) -> Files<'d> {
         let file = match *doc {
             // A run without end writes its document once, at its end.
             Document::Start(_) | Document::Interval { .. } => return Ok(Vec::new()),

@@ -2,7 +2,7 @@
 //! the first bandwidth test and size) and `p99.svg` (p99 latency against loss, the first latency test
 //! and size), for a comparison whose runs carry loss points (`ExportManager::loss_sweep`).
 
-use super::{Document, ExportFile, Exporter, Place};
+use super::{Document, ExportFile, Exporter, Files, Place};
 use crate::params::Metric;
 use crate::report::fmt_size;
 use crate::report::loss_svg::{LossSeries, loss_svg};
@@ -14,11 +14,7 @@ use crate::results::loss::{loss_csv, sweep_points, sweep_shape};
 pub(crate) struct LossExporter;
 
 impl Exporter for LossExporter {
-    fn export<'d>(
-        &self,
-        doc: &Document<'d>,
-        place: &Place,
-    ) -> Result<Vec<ExportFile<'d>>, WriteError> {
+    fn export<'d>(&self, doc: &Document<'d>, place: &Place) -> Files<'d> {
         let Document::Compare(set) = *doc else {
             return Ok(Vec::new());
         };

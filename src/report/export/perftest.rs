@@ -1,10 +1,9 @@
 //! perftest's `--out_json` document (`--out_json_file`): the last size of a run, or the last interval
 //! of a run without end, replaced whole each time as perftest rewrites it.
 
-use super::{Document, ExportFile, Exporter, Place};
+use super::{Document, ExportFile, Exporter, Files, Place};
 use crate::params::OutputSelect;
 use crate::report::perftest_json::{PerftestJson, perftest_json};
-use crate::results::WriteError;
 
 /// perftest's JSON of one size; `single`: `--output`'s one figure.
 pub(crate) struct PerftestJsonExporter {
@@ -13,11 +12,7 @@ pub(crate) struct PerftestJsonExporter {
 }
 
 impl Exporter for PerftestJsonExporter {
-    fn export<'d>(
-        &self,
-        doc: &Document<'d>,
-        place: &Place,
-    ) -> Result<Vec<ExportFile<'d>>, WriteError> {
+    fn export<'d>(&self, doc: &Document<'d>, place: &Place) -> Files<'d> {
         let (info, result, both) = match *doc {
             // perftest's file holds one size: the last, as its rewrites leave it.
             Document::Run {

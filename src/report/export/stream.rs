@@ -1,7 +1,7 @@
 //! `--json-stream`: a run without end as JSON lines (schema `roceperf.stream`): what the run is, one
 //! line per interval as it ends, then the run's whole document.
 
-use super::{Content, Document, ExportFile, Exporter, Place};
+use super::{Content, Document, ExportFile, Exporter, Files, Place};
 use crate::results::{WriteError, to_json};
 use serde_json::{Value, json};
 
@@ -14,11 +14,7 @@ pub(crate) const STREAM_SCHEMA_VERSION: u32 = 1;
 pub(crate) struct JsonStreamExporter;
 
 impl Exporter for JsonStreamExporter {
-    fn export<'d>(
-        &self,
-        doc: &Document<'d>,
-        place: &Place,
-    ) -> Result<Vec<ExportFile<'d>>, WriteError> {
+    fn export<'d>(&self, doc: &Document<'d>, place: &Place) -> Files<'d> {
         let line = match *doc {
             Document::Start(info) => json!({
                 "event": "start",

@@ -2,7 +2,7 @@
 //! `bandwidth.svg` (every bandwidth run by message size); a fabric's heatmap per matrix,
 //! `heatmap-[LEG-]TEST-FIGURE.svg`.
 
-use super::{Document, ExportFile, Exporter, Place};
+use super::{Document, ExportFile, Exporter, Files, Place};
 use crate::params::Metric;
 use crate::report::{fmt_size, heatmap, svg};
 use crate::results::fabric::Leg;
@@ -13,11 +13,7 @@ use std::path::Path;
 pub(crate) struct SvgExporter;
 
 impl Exporter for SvgExporter {
-    fn export<'d>(
-        &self,
-        doc: &Document<'d>,
-        place: &Place,
-    ) -> Result<Vec<ExportFile<'d>>, WriteError> {
+    fn export<'d>(&self, doc: &Document<'d>, place: &Place) -> Files<'d> {
         match *doc {
             Document::Compare(set) => {
                 let mut files = Vec::new();
