@@ -294,18 +294,41 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
 
 /// Parses the contents of a JSON result file; `path` names it in errors.
 pub fn parse_json_bytes(path: &Path, bytes: &[u8]) -> Result<Document, ReadError> {
-    let doc: Value =
-        serde_json::from_slice(strip_bom(bytes)).map_err(|source| ReadError::Json {
-            path: path.to_owned(),
-            source,
-        })?;
-    parse_json(doc).map_err(|problem| ReadError::Schema {
+    let bytes = strip_bom(bytes);
+    let schema_err = |problem| ReadError::Schema {
         path: path.to_owned(),
         problem,
-    })
+    };
+    if let Some(fabric) = fabric_from_bytes(bytes) {
+        return fabric.map_err(schema_err);
+    }
+    let doc: Value = serde_json::from_slice(bytes).map_err(|source| ReadError::Json {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_json(doc).map_err(schema_err)
 }
 
-/// Reads a JSON result file: a run's or a comparison's.
+/// A fabric matrix of this build's version read straight from its bytes, its pair records (gigabytes
+/// at scale) skipped rather than built into a tree first; None for anything else, which
+/// [`parse_json`] reads and names.
+fn fabric_from_bytes(bytes: &[u8]) -> Option<Result<Document, SchemaError>> {
+    #[derive(Deserialize)]
+    struct Head {
+        schema: String,
+        schema_version: u64,
+    }
+    let head: Head = serde_json::from_slice(bytes).ok()?;
+    (head.schema == FABRIC_SCHEMA && head.schema_version == u64::from(FABRIC_SCHEMA_VERSION)).then(
+        || {
+            serde_json::from_slice(bytes)
+                .map(|d| Document::Fabric(Box::new(d)))
+                .map_err(SchemaError::Fabric)
+        },
+    )
+}
+
+/// Reads a JSON result file: a run's, a comparison's or a fabric matrix.
 pub fn read_json(path: &Path) -> Result<Document, ReadError> {
     parse_json_bytes(path, &read_bytes(path)?)
 }

@@ -131,6 +131,14 @@ fn the_document_reads_back_as_written() {
     want.matrices[0].values[0][1] = Some(9.123457);
     want.summary.flagged[0].retest_value = Some(4.444444);
     assert_eq!(*back, want);
+    // From a file's bytes, its pair records skipped, a byte-order mark ignored.
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    std::fs::write(&spool, "{\"result\":{\"schema\":\"roceperf.result\"}}\n").unwrap();
+    let mut bytes = "\u{feff}".as_bytes().to_vec();
+    write_json(&mut bytes, &doc(), &spool).unwrap();
+    let read = crate::results::read::parse_json_bytes(Path::new("f.json"), &bytes).unwrap();
+    assert_eq!(read, Document::Fabric(Box::new(want)));
 }
 
 #[test]
