@@ -1,92 +1,70 @@
-//! What a run without end (`--run_infinitely`) writes while it goes on and when it stops.
+//! What a run writes, and what a run without end (`--run_infinitely`) writes while it goes on and when
+//! it stops.
 //!
-//! Each interval: a perftest row on the console (as ib_write_bw's run_infinitely prints one per
-//! period), a CSV row appended whole (`--csv`, `--results`), a JSON line (`--json-stream`), and
-//! perftest's JSON rewritten whole with the interval (`--out_json`, as perftest rewrites it). Nothing a
-//! stop can cut in half: lines are single writes, files are replaced by renaming.
+//! A run's files come from one export manager built from its output options ([`exports`]). A run
+//! without end keeps it open ([`Outputs`]): each interval, a perftest row on the console (as
+//! ib_write_bw's run_infinitely prints one per period), a CSV row appended whole (`--csv`,
+//! `--results`), perftest's JSON rewritten whole with the interval (`--out_json`, as perftest rewrites
+//! it) and a JSON line (`--json-stream`). Nothing a stop can cut in half: lines are single writes,
+//! files are replaced by renaming.
 
 use super::Error;
 use super::measure;
 use super::plan::Plan;
 use crate::bench::interval::IntervalSample;
+use crate::cli::OutputOptions;
 use crate::report;
-use crate::results::{self, Measured, RunInfo, SizeResult, WriteError};
-use serde_json::{Value, json};
-use std::fs::File;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use crate::report::export::{
+    CsvExporter, Document, ExportManager, JsonExporter, JsonStreamExporter, PerftestJsonExporter,
+    Place, Written,
+};
+use crate::results::{Measured, RunInfo, SizeResult, WriteError};
 
-/// The `schema` of the first line of a `--json-stream` file.
-pub(crate) const STREAM_SCHEMA: &str = "roceperf.stream";
-/// Bumped whenever a line's key is renamed or removed or changes meaning.
-pub(crate) const STREAM_SCHEMA_VERSION: u32 = 1;
-
-/// A `--json-stream` file: one JSON object a line, each written whole and flushed.
-struct JsonLines {
-    path: PathBuf,
-    file: File,
-}
-
-impl JsonLines {
-    fn create(path: &Path) -> Result<JsonLines, WriteError> {
-        let file = File::create(path).map_err(|source| WriteError::Io {
-            action: "create",
-            path: path.to_owned(),
-            source,
-        })?;
-        Ok(JsonLines {
-            path: path.to_owned(),
-            file,
-        })
+/// A run's files, from its output options: `--csv` (rows appended), `--json`, `--results` (both,
+/// timestamped), `--out_json` (perftest's document) and, for a run without end, `--json-stream`, in
+/// that order.
+pub(crate) fn exports(out: &OutputOptions) -> ExportManager {
+    let mut m = ExportManager::new();
+    if let Some(p) = &out.csv {
+        m = m.with(CsvExporter, Place::File(p.clone()));
     }
-
-    fn line(&mut self, v: &Value) -> Result<(), WriteError> {
-        let mut text = serde_json::to_vec(v).map_err(|source| WriteError::Json {
-            path: self.path.clone(),
-            source,
-        })?;
-        text.push(b'\n');
-        self.file
-            .write_all(&text)
-            .and_then(|()| self.file.flush())
-            .map_err(|source| WriteError::Io {
-                action: "write",
-                path: self.path.clone(),
-                source,
-            })
+    if let Some(p) = &out.json {
+        m = m.with(JsonExporter, Place::File(p.clone()));
     }
+    if let Some(dir) = &out.results {
+        m = m
+            .with(CsvExporter, Place::Dir(dir.clone()))
+            .with(JsonExporter, Place::Dir(dir.clone()));
+    }
+    if let Some(p) = &out.out_json {
+        let perftest = PerftestJsonExporter { single: out.single };
+        m = m.with(perftest, Place::File(p.clone()));
+    }
+    if let Some(p) = &out.json_stream {
+        m = m.with(JsonStreamExporter, Place::File(p.clone()));
+    }
+    m
 }
 
 /// The outputs of one run without end, from its first interval to its summary.
 pub(crate) struct Outputs<'p> {
     plan: &'p Plan,
     info: RunInfo,
-    stream: Option<JsonLines>,
+    exports: ExportManager,
     intervals: u64,
     /// The first write that failed; the run goes on, and the error ends it with exit 2 afterwards.
     failed: Option<WriteError>,
 }
 
 impl<'p> Outputs<'p> {
-    /// Opens `--json-stream` and writes its first line: what the run is.
+    /// Opens the run's outputs: `--json-stream` gets its first line, what the run is.
     pub(crate) fn open(plan: &'p Plan, info: &RunInfo) -> Result<Outputs<'p>, Error> {
-        let mut stream = match &plan.output.json_stream {
-            Some(p) => Some(JsonLines::create(p)?),
-            None => None,
-        };
-        if let Some(s) = stream.as_mut() {
-            s.line(&json!({
-                "event": "start",
-                "schema": STREAM_SCHEMA,
-                "schema_version": STREAM_SCHEMA_VERSION,
-                "tool": {"name": "roceperf", "version": info.version},
-                "test": info,
-            }))?;
-        }
+        let mut exports = exports(&plan.output);
+        exports.write(&Document::Start(info)).result()?;
         Ok(Outputs {
             plan,
             info: info.clone(),
-            stream,
+            exports,
             intervals: 0,
             failed: None,
         })
@@ -109,35 +87,17 @@ impl<'p> Outputs<'p> {
             None => report::table_row(&self.info, &r),
         };
         report::emit(&row);
-        let span = (s.start_ns as f64 / 1e9, s.end_ns as f64 / 1e9);
-        if let Err(e) = self.write(&r, s.index, span) {
-            self.failed.get_or_insert(e);
-        }
-    }
-
-    fn write(&mut self, r: &SizeResult, index: u64, span: (f64, f64)) -> Result<(), WriteError> {
-        let out = &self.plan.output;
-        if let Some(p) = &out.csv {
-            results::append_csv_interval(p, &self.info, r, span)?;
-        }
-        if let Some(dir) = &out.results {
-            results::create_results_dir(dir)?;
-            let (csv, _) = results::results_paths(dir, &self.info);
-            results::append_csv_interval(&csv, &self.info, r, span)?;
-        }
-        if let Some(s) = self.stream.as_mut() {
-            // The result object exactly as a run's document holds it (units included).
-            let mut doc = results::to_json(&self.info, std::slice::from_ref(r));
-            let result = doc["results"][0].take();
-            s.line(&json!({
-                "event": "interval",
-                "index": index,
-                "start_s": span.0,
-                "end_s": span.1,
-                "result": result,
-            }))?;
-        }
-        write_out_json(self.plan, &self.info, r, None)
+        let doc = Document::Interval {
+            info: &self.info,
+            result: &r,
+            index: s.index,
+            span: (s.start_ns as f64 / 1e9, s.end_ns as f64 / 1e9),
+        };
+        let failed = &mut self.failed;
+        self.exports.write_each(&doc, |e| {
+            failed.get_or_insert(e);
+            true
+        });
     }
 
     /// Interval lines written so far.
@@ -145,36 +105,17 @@ impl<'p> Outputs<'p> {
         self.intervals
     }
 
-    /// After the summary: the stream's last line (the run's whole document), and the first error.
-    pub(crate) fn finish(mut self, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
-        if let Some(s) = self.stream.as_mut() {
-            let end = json!({"event": "end", "document": results::to_json(info, results)});
-            if let Err(e) = s.line(&end) {
-                self.failed.get_or_insert(e);
-            }
-        }
-        match self.failed {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
+    /// After the summary: the run's files, the stream's last line (the run's whole document); what was
+    /// written, and the first error of the whole run.
+    pub(crate) fn finish(mut self, doc: &Document<'_>) -> Written {
+        let failed = &mut self.failed;
+        let paths = self.exports.write_each(doc, |e| {
+            failed.get_or_insert(e);
+            true
+        });
+        Written {
+            paths,
+            error: self.failed,
         }
     }
-}
-
-/// `--out_json`: perftest's document for `r` (with `both`, `--report-both`'s two sides), replaced whole.
-pub(crate) fn write_out_json(
-    plan: &Plan,
-    info: &RunInfo,
-    r: &SizeResult,
-    both: Option<(&SizeResult, &SizeResult)>,
-) -> Result<(), WriteError> {
-    let Some(path) = &plan.output.out_json else {
-        return Ok(());
-    };
-    let doc = report::perftest_json::PerftestJson {
-        info,
-        result: r,
-        single: plan.output.single,
-        both,
-    };
-    results::write_atomic(path, report::perftest_json::perftest_json(&doc).as_bytes())
 }

@@ -7,6 +7,7 @@ use super::plan::Plan;
 use crate::bench::affinity::Pinned;
 use crate::params::{Metric, TransportKind};
 use crate::report;
+use crate::report::export::Document;
 use crate::results::{self, AddressLine, RunInfo, SizeResult};
 use crate::transport::ConnInfo;
 
@@ -182,14 +183,28 @@ pub(crate) fn conclude<E: Described>(
         }
         print!("{tail}");
     }
-    write_files(plan, &info, results)?;
-    // perftest's file holds one size: the last, as its rewrites leave it.
-    if let Some(last) = results.last() {
-        super::endless::write_out_json(plan, &info, last, both)?;
+    let doc = Document::Run {
+        info: &info,
+        results,
+        both,
+    };
+    let written = match endless {
+        Some(o) => o.finish(&doc),
+        None => super::endless::exports(&plan.output).write(&doc),
+    };
+    if let Some(dir) = &plan.output.results
+        && !plan.output.quiet()
+    {
+        let (csv, json) = results::results_paths(dir, &info);
+        if written.paths.contains(&csv) && written.paths.contains(&json) {
+            println!(
+                " Results written to {} and {}",
+                csv.display(),
+                json.display()
+            );
+        }
     }
-    if let Some(o) = endless {
-        o.finish(&info, results)?;
-    }
+    written.result()?;
     gate(plan, &info, results)
 }
 
@@ -217,7 +232,7 @@ fn gate(plan: &Plan, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error
         print!("{}", report.github_annotations());
     }
     if let Some(path) = &out.gate_output.junit {
-        std::fs::write(path, report.junit_xml()).map_err(|e| {
+        report.write_junit(path).map_err(|e| {
             Error::GateInput(format!(
                 "cannot write the JUnit report {}: {e}; check that its directory exists and is writable",
                 path.display()
@@ -228,29 +243,4 @@ fn gate(plan: &Plan, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error
         0 => Ok(()),
         failed => Err(Error::GateFailed { failed }),
     }
-}
-
-/// `--csv`, `--json` and `--results`.
-fn write_files(plan: &Plan, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
-    let out = &plan.output;
-    if let Some(p) = &out.csv {
-        results::append_csv(p, info, results)?;
-    }
-    if let Some(p) = &out.json {
-        results::write_json(p, info, results)?;
-    }
-    if let Some(dir) = &out.results {
-        results::create_results_dir(dir)?;
-        let (csv, json) = results::results_paths(dir, info);
-        results::append_csv(&csv, info, results)?;
-        results::write_json(&json, info, results)?;
-        if !out.quiet() {
-            println!(
-                " Results written to {} and {}",
-                csv.display(),
-                json.display()
-            );
-        }
-    }
-    Ok(())
 }

@@ -11,7 +11,7 @@ use super::{files, local, loss, loss_report, remote};
 use crate::gate::{self, GateArgs, GateOutputArgs, SetGateArgs, parse_transport_arg};
 use crate::orchestrate::{child, signals};
 use crate::params::{Metric, TestKind, TransportKind, Verb};
-use crate::report::export::ExportManager;
+use crate::report::export::{Document, ExportManager};
 use crate::report::{emit, progress::SweepProgress, table};
 use crate::results::{CompareSet, ResultRow, compare_dir};
 use anyhow::Context;
@@ -285,7 +285,9 @@ fn loss_sweep(cli: &Cli, tests: &[TestKind], hosts: &[&str]) -> anyhow::Result<E
     emit(&loss_report::table(&set));
     if !cli.no_files {
         let dir = compare_dir(&cli.results, &set.started_at);
-        let files = loss_report::write_files(&dir, &set)?;
+        let files = ExportManager::loss_sweep(&dir)
+            .write(&Document::Compare(&set))
+            .result()?;
         emit(&format!("\nLoss sweep files in {}:\n", dir.display()));
         for f in files {
             emit(&format!(
@@ -401,9 +403,11 @@ fn report_and_gate(cli: &Cli, set: &CompareSet) -> anyhow::Result<ExitCode> {
     emit(&table::render(set));
     if !cli.no_files {
         let dir = compare_dir(&cli.results, &set.started_at);
-        let files = ExportManager::comparison().write(&dir, set)?;
+        let files = ExportManager::comparison(&dir)
+            .write(&Document::Compare(set))
+            .result()?;
         emit(&format!("\nFiles in {}:\n", dir.display()));
-        for n in files.paths() {
+        for n in files {
             emit(&format!(
                 "  {}\n",
                 n.file_name().unwrap_or_default().to_string_lossy()
@@ -435,7 +439,8 @@ fn report_and_gate(cli: &Cli, set: &CompareSet) -> anyhow::Result<ExitCode> {
         emit(&report.github_annotations());
     }
     if let Some(path) = &cli.gate_output.junit {
-        std::fs::write(path, report.junit_xml())
+        report
+            .write_junit(path)
             .with_context(|| format!("cannot write the JUnit report {}", path.display()))?;
     }
     Ok(ExitCode::from(report.exit_code() as u8))

@@ -6,6 +6,7 @@
 //! label are told apart by side, else by file.
 
 use crate::params::Role;
+use crate::results::fabric::FABRIC_SCHEMA;
 use crate::results::json::{COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION, SCHEMA_VERSION};
 use crate::results::read::{self, DocKind, Document, ReadError, SchemaError};
 use crate::results::{CompareRun, CompareSet, role_name};
@@ -36,6 +37,11 @@ fn problem_text(problem: &SchemaError) -> String {
         }
         SchemaError::Results { source, .. } => format!("\"results\" cannot be read: {source}"),
         SchemaError::Comparison(e) => e.to_string(),
+        SchemaError::Version {
+            kind: DocKind::Fabric,
+            ..
+        }
+        | SchemaError::Fabric(_) => not_a_result(Some(FABRIC_SCHEMA)),
     }
 }
 
@@ -57,6 +63,7 @@ pub(crate) fn run_of(doc: Result<Document, SchemaError>) -> Result<(CompareRun, 
             }
             Ok((CompareRun::from_run(&info, results), info.role))
         }
+        Ok(Document::Fabric(_)) => Err(not_a_result(Some(FABRIC_SCHEMA))),
         // A comparison where a run's results were expected, whatever its state.
         Ok(Document::Compare(_))
         | Err(SchemaError::Version {

@@ -18,6 +18,7 @@ use super::local::{self, NetnsPair, VETH_DEV, VETH_SERVER_IP};
 use super::run::{ClientSide, Leg, LocalServer, Plan, ServerSide, run_plan};
 use crate::params::{Recovery, RoceVersion, TransportKind};
 use crate::report::progress::SweepProgress;
+use crate::results::loss::rate_text;
 use crate::results::read::{self, Document};
 use crate::results::{CompareRun, CompareSet, LossPoint, Skipped};
 use std::path::{Path, PathBuf};
@@ -69,12 +70,6 @@ pub(crate) fn parse_rate(s: &str) -> std::result::Result<f64, String> {
     } else {
         Err(format!("'{s}' is not a loss rate below 100%"))
     }
-}
-
-/// `1%`, `0.01%`: a rate as the table and labels show it.
-pub(crate) fn rate_text(p: f64) -> String {
-    let s = format!("{:.4}", p * 100.0);
-    format!("{}%", s.trim_end_matches('0').trim_end_matches('.'))
 }
 
 /// One curve of the sweep.

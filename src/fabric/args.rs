@@ -23,34 +23,7 @@ pub(crate) const DEFAULT_BASE_PORT: u16 = 18515;
 /// First address of the ranks' soft endpoints on lo: rank r binds 127.0.0.(10 + r).
 pub(crate) const DEFAULT_LOOPBACK_BASE: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 10);
 
-/// One transport leg of a fabric run: the user's flags as given, or one leg of `--compare`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Leg {
-    /// The flags as the user gave them.
-    #[serde(rename = "given")]
-    AsGiven,
-    /// `--roce v1` added.
-    RoceV1,
-    /// `--roce v2` added.
-    RoceV2,
-    /// `--transport tcp`, device flags removed.
-    Tcp,
-}
-
-impl Leg {
-    /// Short name for file names and JSON: `given`, `v1`, `v2`, `tcp`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Leg::AsGiven => "given",
-            Leg::RoceV1 => "v1",
-            Leg::RoceV2 => "v2",
-            Leg::Tcp => "tcp",
-        }
-    }
-}
+pub use crate::results::fabric::Leg;
 
 const ABOUT: &str = "\
 roce_fabric: the roceperf tests between every pair of N hosts, launched by srun, mpirun or a \

@@ -2,16 +2,9 @@
 //! error), read from the single-pair binary's result JSON and kept small, since rank 0 holds n² of them.
 
 use crate::params::{Metric, TestKind};
+use crate::results::fabric::PairState;
+pub(crate) use crate::results::fabric::{MatrixMetric, fmt_value};
 use serde_json::Value;
-
-/// Four significant digits (at most 6 decimals): `12.34`, `0.1812`, `0.0003456`.
-pub(crate) fn fmt_value(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
-    }
-    let decimals = (3 - v.abs().log10().floor() as i32).clamp(0, 7) as usize;
-    format!("{v:.decimals$}")
-}
 
 /// How a pair test ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -28,76 +21,17 @@ pub enum Status {
 impl Status {
     /// `ok`, `failed`, `missing`.
     pub fn name(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Failed => "failed",
-            Status::Missing => "missing",
-        }
+        PairState::from(self).name()
     }
 }
 
-/// A figure a matrix shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum MatrixMetric {
-    /// Average bandwidth, Gb/s.
-    BwAvg,
-    /// Message rate, Mpps.
-    MsgRate,
-    /// Median one-way latency, µs.
-    LatMedian,
-    /// 99th-percentile one-way latency, µs.
-    LatP99,
-}
-
-impl MatrixMetric {
-    /// The matrices of a test: bandwidth and message rate, or latency median and p99.
-    pub fn of(test: TestKind) -> &'static [MatrixMetric] {
-        match test.metric {
-            Metric::Bandwidth => &[MatrixMetric::BwAvg, MatrixMetric::MsgRate],
-            Metric::Latency => &[MatrixMetric::LatMedian, MatrixMetric::LatP99],
+impl From<Status> for PairState {
+    fn from(s: Status) -> PairState {
+        match s {
+            Status::Ok => PairState::Ok,
+            Status::Failed => PairState::Failed,
+            Status::Missing => PairState::Missing,
         }
-    }
-
-    /// The figure outliers are judged on: bandwidth, or the median latency.
-    pub fn flagged(test: TestKind) -> MatrixMetric {
-        match test.metric {
-            Metric::Bandwidth => MatrixMetric::BwAvg,
-            Metric::Latency => MatrixMetric::LatMedian,
-        }
-    }
-
-    /// Name in file names, JSON and CSV: `bw_avg_gbps`, `lat_p99_us`.
-    pub fn name(self) -> &'static str {
-        match self {
-            MatrixMetric::BwAvg => "bw_avg_gbps",
-            MatrixMetric::MsgRate => "msg_rate_mpps",
-            MatrixMetric::LatMedian => "lat_median_us",
-            MatrixMetric::LatP99 => "lat_p99_us",
-        }
-    }
-
-    /// Title words: `bandwidth`, `median latency`.
-    pub fn title(self) -> &'static str {
-        match self {
-            MatrixMetric::BwAvg => "bandwidth",
-            MatrixMetric::MsgRate => "message rate",
-            MatrixMetric::LatMedian => "median latency",
-            MatrixMetric::LatP99 => "p99 latency",
-        }
-    }
-
-    /// Unit: `Gb/s`, `Mpps`, `us`.
-    pub fn unit(self) -> &'static str {
-        match self {
-            MatrixMetric::BwAvg => "Gb/s",
-            MatrixMetric::MsgRate => "Mpps",
-            MatrixMetric::LatMedian | MatrixMetric::LatP99 => "us",
-        }
-    }
-
-    /// Whether a larger value is better (bandwidth) or worse (latency).
-    pub(crate) fn higher_is_better(self) -> bool {
-        matches!(self, MatrixMetric::BwAvg | MatrixMetric::MsgRate)
     }
 }
 

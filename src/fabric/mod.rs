@@ -6,8 +6,8 @@
 //! read from their clap definition), `launch` (rank, size, coordinator), `schedule` (which pairs when),
 //! `job` (what a rank runs for a pair test, through `crate::orchestrate`'s runner, control protocol and
 //! worker loop), `driver` (rank 0's sans-IO scheduler, `plan` its vocabulary) and `coordinator` (its
-//! I/O), `cell`, `rules` (outliers), `summary`, `files`, `sink`, `heatmap` (outputs), `gate` (judging a
-//! fabric.json), `scale` (the arithmetic of big runs).
+//! I/O), `cell`, `rules` (outliers), `summary`, `files` and `sink` (the document, written by
+//! `report::export`), `scale` (the arithmetic of big runs); `gate::fabric` judges a fabric.json.
 
 pub mod args;
 pub mod cell;
@@ -15,8 +15,6 @@ pub mod coordinator;
 pub mod driver;
 pub mod files;
 pub mod flags;
-pub mod gate;
-pub mod heatmap;
 pub mod job;
 pub mod launch;
 pub mod plan;

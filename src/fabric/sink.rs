@@ -1,14 +1,16 @@
 //! Rank 0's outputs while the run goes and at its end: the progress bar, the spool of pair records,
-//! a snapshot of fabric.json whenever a rank is lost (a launcher such as mpirun may kill rank 0 a
-//! second later), and at the end fabric.json, fabric.csv, the heatmaps and the printed summary.
+//! a snapshot of fabric.json and fabric.csv whenever a rank is lost (a launcher such as mpirun may
+//! kill rank 0 a second later), and at the end fabric.json, fabric.csv, the heatmaps (all through the
+//! export pipeline) and the printed summary.
 
-use super::args::Leg;
 use super::cell::MatrixMetric;
 use super::coordinator::Observer;
 use super::driver::{Driver, Member, PairRecord, Phase};
 use super::files::{self, RunInfo};
+use super::say;
 use super::summary::{self, LegLabels};
-use super::{heatmap, say};
+use crate::report::export::{Document, ExportManager};
+use crate::results::fabric::FabricRun;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
@@ -70,18 +72,20 @@ impl Sink {
         })
     }
 
-    /// Writes fabric.json and fabric.csv (through a temporary name, so a reader never sees half a file).
-    fn write_tables(
+    /// Writes the run's files through `exports` (each replaced whole, so a reader never sees half a
+    /// file), saying each that cannot be written and going on.
+    fn write_files(
         &mut self,
+        mut exports: ExportManager,
         members: &[Member],
         phases: &[Phase],
         interrupted: bool,
-    ) -> Vec<PathBuf> {
+    ) {
         let _ = self.spool.flush();
         let mut info = self.info.clone();
         info.finished_at = crate::results::now_rfc3339();
         info.interrupted = interrupted;
-        let header = files::header(
+        let doc = files::document(
             &info,
             members,
             phases,
@@ -89,35 +93,36 @@ impl Sink {
             &self.gids,
             &self.scheduled,
         );
-        let mut written = Vec::new();
-        let json = self.dir.join("fabric.json");
-        let tmp = self.dir.join(".fabric.json.tmp");
-        match files::write_json(&tmp, &header, &self.spool_path)
-            .and_then(|()| std::fs::rename(&tmp, &json))
-        {
-            Ok(()) => written.push(json),
-            Err(e) => say(&format!(
-                "roce_fabric: error: cannot write {}: {e}",
-                json.display()
-            )),
-        }
-        let csv = self.dir.join("fabric.csv");
-        match files::write_csv(&tmp, members, phases, &self.labels)
-            .and_then(|()| std::fs::rename(&tmp, &csv))
-        {
-            Ok(()) => written.push(csv),
-            Err(e) => say(&format!(
-                "roce_fabric: error: cannot write {}: {e}",
-                csv.display()
-            )),
-        }
-        written
+        let pairs = files::PairTests {
+            members,
+            phases,
+            labels: &self.labels,
+        };
+        let run = FabricRun {
+            doc,
+            pairs: &pairs,
+            spool: &self.spool_path,
+        };
+        exports.write_each(&Document::Fabric(&run), |e| {
+            let path = e.path().to_owned();
+            say(&format!(
+                "roce_fabric: error: cannot write {}: {}",
+                path.display(),
+                e.into_io()
+            ));
+            true
+        });
     }
 
     /// Writes every file and prints the heatmaps and the summary; the exit code.
     pub fn finish(mut self, members: &[Member], phases: &[Phase], interrupted: bool) -> u8 {
         self.bar.finish_and_clear();
-        self.write_tables(members, phases, interrupted);
+        self.write_files(
+            ExportManager::fabric(&self.dir),
+            members,
+            phases,
+            interrupted,
+        );
         let _ = std::fs::remove_file(&self.spool_path);
         let color = summary::use_color();
         let mut text = String::new();
@@ -131,23 +136,6 @@ impl Sink {
                     color,
                 ));
                 text.push('\n');
-                let leg = if p.leg == Leg::AsGiven {
-                    String::new()
-                } else {
-                    format!("{}-", p.leg.name())
-                };
-                let svg = self
-                    .dir
-                    .join(format!("heatmap-{leg}{}-{}.svg", p.test.name(), m.name()));
-                let title = summary::phase_title(p, &self.labels);
-                if let Err(e) =
-                    std::fs::write(&svg, heatmap::heatmap_svg(p, m, &title, &self.scheduled))
-                {
-                    say(&format!(
-                        "roce_fabric: error: cannot write {}: {e}",
-                        svg.display()
-                    ));
-                }
             }
         }
         text.push_str(&summary::summary_text(
@@ -180,7 +168,8 @@ impl Observer for Sink {
         // The launcher may take rank 0 down within a second of a rank's death (mpirun does): leave a
         // matrix that names the lost rank now; the final one replaces it if the run goes on.
         if let Some(d) = driver {
-            self.write_tables(d.members(), d.phases(), true);
+            let tables = ExportManager::fabric_tables(&self.dir);
+            self.write_files(tables, d.members(), d.phases(), true);
         }
     }
 

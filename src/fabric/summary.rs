@@ -5,19 +5,20 @@ use super::args::Leg;
 use super::cell::{Grid, MatrixMetric, Status, fmt_value};
 use super::driver::{Member, MemberState, Phase};
 use super::rules::Rules;
+use crate::results::fabric::PairState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-/// How a cell is shown when it has no value.
+/// How a pair of a matrix ended (or that it did not run); None where the schedule has no pair.
 pub(crate) fn cell_state(
     grid: &Grid,
     scheduled: &BTreeSet<(usize, usize)>,
     c: usize,
     s: usize,
-) -> Option<&'static str> {
+) -> Option<PairState> {
     match grid.get(c, s) {
-        Some(cell) => Some(cell.status.name()),
-        None if scheduled.contains(&(c, s)) => Some("not_run"),
+        Some(cell) => Some(cell.status.into()),
+        None if scheduled.contains(&(c, s)) => Some(PairState::NotRun),
         None => None,
     }
 }
@@ -113,8 +114,8 @@ pub(crate) fn heatmap_text(
                         SHADES[(t * 3.999) as usize].to_string()
                     }
                 }
-                (None, Some("failed")) => "x".into(),
-                (None, Some("missing")) | (None, Some("not_run")) => "-".into(),
+                (None, Some(PairState::Failed)) => "x".into(),
+                (None, Some(PairState::Missing | PairState::NotRun)) => "-".into(),
                 (None, _) => ".".into(),
             };
             if wide {

@@ -86,6 +86,10 @@ fn bad_input(messages: impl IntoIterator<Item = String>) -> ExitCode {
 /// roce_gate: parses the command line, reads the inputs, checks them, prints and writes the verdicts;
 /// returns the exit status.
 pub fn main() -> ExitCode {
+    // A roce_fabric matrix (fabric.json) is judged pair by pair, with its own flags.
+    if let Some(code) = super::fabric::main_if_fabric() {
+        return code;
+    }
     let cli = Cli::parse();
     if !cli.gate.is_active() && !cli.set.is_active() {
         return bad_input([
@@ -142,7 +146,7 @@ pub fn main() -> ExitCode {
         }
     }
     if let Some(path) = &cli.output.junit
-        && let Err(e) = std::fs::write(path, report.junit_xml())
+        && let Err(e) = report.write_junit(path)
     {
         return bad_input([format!(
             "cannot write the JUnit report {}: {e}; check that its directory exists and is writable",

@@ -5,7 +5,7 @@
 
 use super::ratio::{self, Bound};
 use super::spread::{self, Compared};
-use super::{CheckResult, GateArgs, GateReport, SetGateArgs, Verdict};
+use super::{CheckResult, GateArgs, GateReport, SetGateArgs, Verdict, fmt_gbps, fmt_mpps, fmt_us};
 use crate::results::{BandwidthFigures, Figures, LatencyFigures, ResultRow};
 
 /// Checks `rows` against the thresholds of `args` and against `baseline` (ignored when empty and no
@@ -74,28 +74,6 @@ pub(crate) fn evaluate_set(
         baseline_checks(rows, baseline, args, set.alpha, &mut report.checks);
     }
     report
-}
-
-/// `92.41 Gb/s`.
-pub(crate) fn fmt_gbps(v: f64) -> String {
-    format!("{v:.2} Gb/s")
-}
-
-/// `1.234 µs`, `12.35 µs`, `123.5 µs`: about four significant digits.
-pub(crate) fn fmt_us(v: f64) -> String {
-    let decimals = if v < 10.0 {
-        3
-    } else if v < 100.0 {
-        2
-    } else {
-        1
-    };
-    format!("{v:.decimals$} µs")
-}
-
-/// `1.234 Mpps`.
-pub(crate) fn fmt_mpps(v: f64) -> String {
-    format!("{v:.3} Mpps")
 }
 
 fn threshold_checks(row: &ResultRow, args: &GateArgs, out: &mut Vec<CheckResult>) {

@@ -12,11 +12,15 @@
 //! comparison against the run-to-run spread when both sides hold repetitions ([`spread`], by the
 //! rank test of [`rank`]).
 //!
+//! A fabric run's matrix (fabric.json) is judged pair by pair instead ([`fabric`]): `roce_gate` hands
+//! it there when an input is one.
+//!
 //! A gate never passes vacuously: a threshold that no result can be held to (`--max-p99` over bandwidth
 //! runs only), a ratio whose transports have no result, and a baseline that shares no result with the
 //! inputs are failures, not passes.
 
 pub mod cli;
+pub mod fabric;
 pub mod input;
 pub mod judge;
 pub mod output;
@@ -268,6 +272,30 @@ pub(crate) fn check_set(
 ) -> Result<GateReport, Vec<InputError>> {
     let baseline = load_all(&args.baseline)?;
     Ok(evaluate_set(rows, set_rows, &baseline, args, set))
+}
+
+// How gates show a figure: shared by the thresholds (`judge`), the ratios and the spread checks.
+
+/// `92.41 Gb/s`.
+pub(crate) fn fmt_gbps(v: f64) -> String {
+    format!("{v:.2} Gb/s")
+}
+
+/// `1.234 µs`, `12.35 µs`, `123.5 µs`: about four significant digits.
+pub(crate) fn fmt_us(v: f64) -> String {
+    let decimals = if v < 10.0 {
+        3
+    } else if v < 100.0 {
+        2
+    } else {
+        1
+    };
+    format!("{v:.decimals$} µs")
+}
+
+/// `1.234 Mpps`.
+pub(crate) fn fmt_mpps(v: f64) -> String {
+    format!("{v:.3} Mpps")
 }
 
 /// `--transport` / `--gate-transport`: `verbs`, `soft` or `tcp`, the error says which are.

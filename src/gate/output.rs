@@ -144,6 +144,13 @@ impl GateReport {
         out
     }
 
+    /// Writes [`GateReport::junit_xml`] to `path`, replaced whole as every result file is; the error is
+    /// the OS's, for the caller to say with the file's name.
+    pub(crate) fn write_junit(&self, path: &std::path::Path) -> std::io::Result<()> {
+        crate::results::write_atomic(path, self.junit_xml().as_bytes())
+            .map_err(crate::results::WriteError::into_io)
+    }
+
     /// GitHub Actions workflow commands: `::error file=…,line=…,title=…::message` per failure and
     /// `::warning` per skip, one per line.
     pub(crate) fn github_annotations(&self) -> String {

@@ -5,9 +5,8 @@
 //! the ratio holds where an absolute threshold would flake. The syntax is `NUM/DEN:FIGURE=X`: NUM's
 //! FIGURE divided by DEN's, held to X.
 
-use super::judge::{fmt_gbps, fmt_mpps, fmt_us};
 use super::rank::median;
-use super::{CheckResult, Verdict};
+use super::{CheckResult, Verdict, fmt_gbps, fmt_mpps, fmt_us};
 use crate::params::{RoceVersion, TransportKind};
 use crate::results::{Figures, ResultRow};
 use std::fmt;

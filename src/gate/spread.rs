@@ -117,7 +117,7 @@ pub(super) fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::judge::fmt_gbps;
+    use crate::gate::fmt_gbps;
     use crate::params::{Metric, RoceVersion, TestKind, TransportKind, Verb};
     use crate::results::BandwidthFigures;
 

@@ -1,7 +1,8 @@
-//! Rendering results: the perftest console report, a comparison's table, plots and logs, a progress bar.
+//! Rendering results: the perftest console report, a comparison's table, plots and logs, a progress bar,
+//! and every file roceperf writes.
 //!
-//! The console report follows perftest's layout; a comparison gets a terminal table and histograms and
-//! its files (HdrHistogram logs, SVG plots, through the [`export`] manager).
+//! The console report follows perftest's layout; a comparison gets a terminal table and histograms.
+//! Files, of a run, a comparison or a fabric matrix alike, go through the [`export`] pipeline.
 //!
 //! Reports know nothing of transports (docs/ARCHITECTURE.md): everything they print comes from the results model
 //! (`crate::results`): a [`RunInfo`](crate::results::RunInfo), which the binary fills from its options
@@ -10,6 +11,7 @@
 pub mod console;
 pub mod export;
 pub mod hdrlog;
+pub mod heatmap;
 pub mod histogram_text;
 pub mod loss_svg;
 pub mod perftest_json;

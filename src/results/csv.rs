@@ -8,10 +8,8 @@
 //! Latency percentile columns are fixed (p90, p99, p99.9, p99.99) whatever `--percentiles` asked for,
 //! computed from the histogram, so that rows from different runs line up.
 
-use super::files::WriteError;
+use super::files::{WriteError, append_under_header};
 use super::{CompareRun, CompareSet, Figures, Measured, RunInfo, SizeResult, role_name};
-use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// The column names, in order. Changing this list is a breaking change for users' spreadsheets.
@@ -160,77 +158,43 @@ pub fn row_in(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)>) -> V
 /// An existing file must start with exactly our header; otherwise nothing is written and the error names
 /// the file and both headers, so rows never end up under the wrong columns.
 pub fn append_csv(path: &Path, info: &RunInfo, results: &[SizeResult]) -> Result<(), WriteError> {
-    append_rows(path, results.iter().map(|r| row(info, r)))
+    let rows = run_rows(info, results).map_err(|source| csv_error(path, source))?;
+    append_under_header(path, &header_line(), &rows)
 }
 
-/// Appends one `--run_infinitely` interval's row (`span`: seconds from the run's start), as
-/// [`append_csv`] does: the header first in a new file, the line whole in one write.
-pub fn append_csv_interval(
-    path: &Path,
+/// The rows of a run's results as CSV text (no header): one line per message size.
+pub(crate) fn run_rows(info: &RunInfo, results: &[SizeResult]) -> Result<Vec<u8>, ::csv::Error> {
+    rows_text(results.iter().map(|r| row(info, r)))
+}
+
+/// The row of one `--run_infinitely` interval (`span`: seconds from the run's start) as CSV text.
+pub(crate) fn interval_row(
     info: &RunInfo,
     r: &SizeResult,
     span: (f64, f64),
-) -> Result<(), WriteError> {
-    append_rows(path, std::iter::once(row_in(info, r, Some(span))))
+) -> Result<Vec<u8>, ::csv::Error> {
+    rows_text(std::iter::once(row_in(info, r, Some(span))))
 }
 
-fn append_rows(path: &Path, rows: impl Iterator<Item = Vec<String>>) -> Result<(), WriteError> {
-    let io = |action: &'static str| {
-        move |source| WriteError::Io {
-            action,
-            path: path.to_owned(),
-            source,
-        }
-    };
-    let mut file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(io("open"))?;
-    let expected = header_line();
-    let len = file.metadata().map_err(io("read"))?.len();
-    let mut out = Vec::new();
-    if len == 0 {
-        out.extend_from_slice(expected.as_bytes());
-        out.push(b'\n');
-    } else {
-        file.seek(SeekFrom::Start(0)).map_err(io("read"))?;
-        let mut first = String::new();
-        BufReader::new(&file)
-            .read_line(&mut first)
-            .map_err(io("read"))?;
-        let found = first.trim_end_matches(['\r', '\n']);
-        if found != expected {
-            return Err(WriteError::CsvHeaderMismatch {
-                path: path.to_owned(),
-                expected,
-                found: found.to_owned(),
-            });
-        }
-        // A file cut short mid-line (a crash) must not glue our first row onto its last one.
-        file.seek(SeekFrom::End(-1)).map_err(io("read"))?;
-        let mut last = [0u8; 1];
-        std::io::Read::read_exact(&mut file, &mut last).map_err(io("read"))?;
-        if last[0] != b'\n' {
-            out.push(b'\n');
-        }
+/// The error of a CSV text that could not be made for `path`.
+pub(crate) fn csv_error(path: &Path, source: ::csv::Error) -> WriteError {
+    WriteError::Csv {
+        path: path.to_owned(),
+        source,
     }
-    {
-        let mut w = ::csv::WriterBuilder::new()
-            .has_headers(false)
-            .terminator(::csv::Terminator::Any(b'\n'))
-            .from_writer(&mut out);
-        for cells in rows {
-            w.write_record(cells).map_err(|source| WriteError::Csv {
-                path: path.to_owned(),
-                source,
-            })?;
-        }
-        w.flush().map_err(io("write"))?;
+}
+
+/// Rows as CSV text without a header, each line ending in `\n`.
+fn rows_text(rows: impl Iterator<Item = Vec<String>>) -> Result<Vec<u8>, ::csv::Error> {
+    let mut w = ::csv::WriterBuilder::new()
+        .has_headers(false)
+        .terminator(::csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    for cells in rows {
+        w.write_record(cells)?;
     }
-    // One write of whole lines: two processes appending to one file interleave rows, never cells.
-    file.write_all(&out).map_err(io("write"))
+    w.into_inner()
+        .map_err(|e| ::csv::Error::from(e.into_error()))
 }
 
 /// compare.csv's columns, in order. Names carry their units; cells that do not apply are empty.

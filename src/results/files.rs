@@ -6,7 +6,8 @@
 use super::RunInfo;
 use super::run::role_name;
 use super::time::{compact_timestamp, now_rfc3339};
-use std::io::Write;
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// Why a results file could not be written. Every variant names the file and what to do about it.
@@ -57,6 +58,29 @@ pub enum WriteError {
     },
 }
 
+impl WriteError {
+    /// The file that could not be written.
+    pub fn path(&self) -> &Path {
+        match self {
+            WriteError::Io { path, .. }
+            | WriteError::CsvHeaderMismatch { path, .. }
+            | WriteError::Csv { path, .. }
+            | WriteError::Json { path, .. } => path,
+        }
+    }
+
+    /// The error without the file's name, for a caller that names the file in its own words: the OS's
+    /// error, or this one.
+    pub fn into_io(self) -> std::io::Error {
+        match self {
+            WriteError::Io { source, .. } => source,
+            WriteError::Csv { source, .. } => source.into(),
+            WriteError::Json { source, .. } => source.into(),
+            e @ WriteError::CsvHeaderMismatch { .. } => std::io::Error::other(e),
+        }
+    }
+}
+
 /// `(csv, json)` paths for a run in `dir`: `<dir>/<YYYYmmdd-HHMMSS>-<test>-<transport>[-<roce>]-<role>.{csv,json}`.
 ///
 /// The timestamp is taken from `info.started_at` (UTC), so both files of a run share it and names sort by
@@ -87,8 +111,18 @@ pub(crate) fn create_results_dir(dir: &Path) -> Result<(), WriteError> {
     })
 }
 
-/// Writes `bytes` to `path` through a temporary file, so that a reader never sees half a file.
+/// Writes `bytes` to `path` as a whole ([`replace_with`]).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    replace_with(path, |w| w.write_all(bytes))
+}
+
+/// Replaces `path` with what `write` writes, through a temporary file beside it that is then renamed
+/// over it, so that a reader never sees half a file. Every file roceperf writes whole goes through
+/// here (what is appended or streamed goes through [`append_under_header`] and [`LineStream`]).
+pub(crate) fn replace_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), WriteError> {
     let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
     tmp_name.push(".partial");
     let tmp = path.with_file_name(tmp_name);
@@ -97,13 +131,112 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> 
         path: path.to_owned(),
         source,
     };
-    std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes))
-        .map_err(|e| io("write", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
+    let written = std::fs::File::create(&tmp).and_then(|f| {
+        let mut w = std::io::BufWriter::new(f);
+        write(&mut w)?;
+        w.flush()
+    });
+    let renamed = written.map_err(|e| io("write", e)).and_then(|()| {
+        std::fs::rename(&tmp, path).map_err(|e| io("rename a temporary file onto", e))
+    });
+    if renamed.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        io("rename a temporary file onto", e)
-    })
+    }
+    renamed
+}
+
+/// Appends `rows` (CSV lines) to `path`, writing `header` first when the file is new or empty.
+///
+/// An existing file must start with exactly `header`; otherwise nothing is written and the error names
+/// the file and both headers, so rows never end up under the wrong columns. The rows go out in one
+/// write of whole lines: two processes appending to one file interleave rows, never cells.
+pub(crate) fn append_under_header(
+    path: &Path,
+    header: &str,
+    rows: &[u8],
+) -> Result<(), WriteError> {
+    let io = |action: &'static str| {
+        move |source| WriteError::Io {
+            action,
+            path: path.to_owned(),
+            source,
+        }
+    };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(io("open"))?;
+    let len = file.metadata().map_err(io("read"))?.len();
+    let mut out = Vec::with_capacity(header.len() + 2 + rows.len());
+    if len == 0 {
+        out.extend_from_slice(header.as_bytes());
+        out.push(b'\n');
+    } else {
+        file.seek(SeekFrom::Start(0)).map_err(io("read"))?;
+        let mut first = String::new();
+        BufReader::new(&file)
+            .read_line(&mut first)
+            .map_err(io("read"))?;
+        let found = first.trim_end_matches(['\r', '\n']);
+        if found != header {
+            return Err(WriteError::CsvHeaderMismatch {
+                path: path.to_owned(),
+                expected: header.to_owned(),
+                found: found.to_owned(),
+            });
+        }
+        // A file cut short mid-line (a crash) must not glue our first row onto its last one.
+        file.seek(SeekFrom::End(-1)).map_err(io("read"))?;
+        let mut last = [0u8; 1];
+        file.read_exact(&mut last).map_err(io("read"))?;
+        if last[0] != b'\n' {
+            out.push(b'\n');
+        }
+    }
+    out.extend_from_slice(rows);
+    file.write_all(&out).map_err(io("write"))
+}
+
+/// A file of JSON lines (`--json-stream`), created once and kept open until the run ends, each line
+/// written whole and flushed, so that a reader following it (`tail -f`, a FIFO) sees whole lines.
+#[derive(Debug)]
+pub(crate) struct LineStream {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl LineStream {
+    /// Creates (or empties) `path`.
+    pub(crate) fn create(path: &Path) -> Result<LineStream, WriteError> {
+        let file = std::fs::File::create(path).map_err(|source| WriteError::Io {
+            action: "create",
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(LineStream {
+            path: path.to_owned(),
+            file,
+        })
+    }
+
+    /// The file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `line` (which ends in a newline) in one write, then flushes.
+    pub(crate) fn line(&mut self, line: &[u8]) -> Result<(), WriteError> {
+        self.file
+            .write_all(line)
+            .and_then(|()| self.file.flush())
+            .map_err(|source| WriteError::Io {
+                action: "write",
+                path: self.path.clone(),
+                source,
+            })
+    }
 }
 
 /// `results/20261129-102425`: the directory of a comparison started at `started_at` (RFC 3339).

@@ -1,15 +1,16 @@
 //! The results model and the one reader and writer of roceperf's JSON and CSV schemas.
 //!
 //! What a run was ([`RunInfo`]), what each message size measured ([`SizeResult`]), the figures reports
-//! and gates compare ([`Figures`]), a comparison of transports ([`CompareSet`]), flat rows for gates
-//! ([`ResultRow`]), and their files.
+//! and gates compare ([`Figures`]), a comparison of transports ([`CompareSet`]), a fabric run's matrices
+//! ([`fabric::FabricDoc`]), flat rows for gates ([`ResultRow`]), and their files: the one way each is
+//! written ([`files`]) and read ([`read`]).
 //!
 //! Everything above reads results through here: `report` renders them, `compare` produces comparison
 //! sets, `gate` judges them. This module knows nothing of transports, command lines or terminals; it
 //! uses only `params` (the vocabulary) and `stats` (the summaries).
 
 pub mod csv;
-mod csv_read;
+pub mod fabric;
 pub mod figures;
 pub mod files;
 pub mod json;
@@ -25,13 +26,15 @@ pub mod time;
 #[cfg(test)]
 pub(crate) mod testdata;
 
-pub use csv::{append_csv, append_csv_interval};
-pub use csv_read::parse_transport;
+pub use csv::append_csv;
 pub use figures::{BandwidthFigures, Figures, LatencyFigures};
+pub(crate) use files::{
+    LineStream, append_under_header, compare_dir, create_results_dir, replace_with, write_atomic,
+};
 pub use files::{WriteError, results_paths};
-pub(crate) use files::{compare_dir, create_results_dir, write_atomic};
 pub use json::{to_json, write_json};
 pub use loss::LossPoint;
+pub use read::parse_transport;
 pub use read::{Document, ReadError, SchemaError};
 pub use repeat::Repetitions;
 pub use row::ResultRow;

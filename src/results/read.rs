@@ -1,10 +1,16 @@
 //! The one reader of roceperf's result files, JSON and CSV, with typed errors.
 //!
-//! It reads a run's `roceperf.result` JSON, a comparison's `roceperf.compare` JSON, and the CSVs (a
-//! run's `--csv`, a comparison's `compare.csv`). What is wrong with a file comes back typed
+//! It reads a run's `roceperf.result` JSON, a comparison's `roceperf.compare` JSON, a fabric run's
+//! `roceperf.fabric` JSON, and the CSVs (a run's `--csv`, a comparison's `compare.csv`; the CSV
+//! reader is `read/csv.rs`). What is wrong with a file comes back typed
 //! ([`ReadError`], [`SchemaError`]), so that each tool can say it in its own words (`roce_gate` for a
 //! CI log, `roce_compare` for its user) from one parse.
 
+mod csv;
+
+pub use csv::parse_transport;
+
+use super::fabric::{FABRIC_SCHEMA, FABRIC_SCHEMA_VERSION, FabricDoc};
 use super::json::{COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION};
 use super::{CompareRun, CompareSet, ResultRow, RunInfo, SizeResult, Skipped};
 use serde::Deserialize;
@@ -24,6 +30,8 @@ pub enum Document {
     },
     /// A comparison's `roceperf.compare`.
     Compare(CompareSet),
+    /// A fabric run's `roceperf.fabric` (its pair records skipped), boxed as the run is.
+    Fabric(Box<FabricDoc>),
 }
 
 /// Which kind of document a schema name announces.
@@ -33,6 +41,8 @@ pub enum DocKind {
     Run,
     /// `roceperf.compare`.
     Compare,
+    /// `roceperf.fabric`.
+    Fabric,
 }
 
 impl DocKind {
@@ -41,6 +51,7 @@ impl DocKind {
         match self {
             DocKind::Run => "result",
             DocKind::Compare => "comparison",
+            DocKind::Fabric => "fabric matrix",
         }
     }
 
@@ -49,6 +60,7 @@ impl DocKind {
         match self {
             DocKind::Run => SCHEMA_VERSION,
             DocKind::Compare => COMPARE_SCHEMA_VERSION,
+            DocKind::Fabric => FABRIC_SCHEMA_VERSION,
         }
     }
 }
@@ -87,6 +99,8 @@ pub enum SchemaError {
     },
     /// A comparison document's body cannot be read.
     Comparison(serde_json::Error),
+    /// A fabric document's body cannot be read.
+    Fabric(serde_json::Error),
 }
 
 impl fmt::Display for SchemaError {
@@ -125,7 +139,7 @@ impl fmt::Display for SchemaError {
                 index: Some(i),
                 source,
             } => write!(f, "results[{i}]: {source}"),
-            SchemaError::Comparison(e) => write!(f, "{e}"),
+            SchemaError::Comparison(e) | SchemaError::Fabric(e) => write!(f, "{e}"),
         }
     }
 }
@@ -134,7 +148,7 @@ impl std::error::Error for SchemaError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             SchemaError::Test { source, .. } | SchemaError::Results { source, .. } => Some(source),
-            SchemaError::Comparison(e) => Some(e),
+            SchemaError::Comparison(e) | SchemaError::Fabric(e) => Some(e),
             _ => None,
         }
     }
@@ -180,7 +194,8 @@ pub enum ReadError {
     },
 }
 
-/// Reads a JSON document roceperf wrote: its schema and version, then the run or the comparison.
+/// Reads a JSON document roceperf wrote: its schema and version, then the run, the comparison or the
+/// fabric matrix.
 pub fn parse_json(doc: Value) -> Result<Document, SchemaError> {
     let Value::Object(obj) = &doc else {
         return Err(SchemaError::NotAnObject);
@@ -188,6 +203,7 @@ pub fn parse_json(doc: Value) -> Result<Document, SchemaError> {
     let kind = match obj.get("schema") {
         Some(Value::String(s)) if s == SCHEMA => DocKind::Run,
         Some(Value::String(s)) if s == COMPARE_SCHEMA => DocKind::Compare,
+        Some(Value::String(s)) if s == FABRIC_SCHEMA => DocKind::Fabric,
         Some(Value::String(s)) => return Err(SchemaError::UnknownSchema(s.clone())),
         Some(other) => return Err(SchemaError::SchemaNotAString(other.clone())),
         None => return Err(SchemaError::NoSchema),
@@ -199,6 +215,9 @@ pub fn parse_json(doc: Value) -> Result<Document, SchemaError> {
     match kind {
         DocKind::Run => parse_run(obj),
         DocKind::Compare => parse_compare(doc).map(Document::Compare),
+        DocKind::Fabric => serde_json::from_value(doc)
+            .map(|d| Document::Fabric(Box::new(d)))
+            .map_err(SchemaError::Fabric),
     }
 }
 
@@ -275,28 +294,53 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
 
 /// Parses the contents of a JSON result file; `path` names it in errors.
 pub fn parse_json_bytes(path: &Path, bytes: &[u8]) -> Result<Document, ReadError> {
-    let doc: Value =
-        serde_json::from_slice(strip_bom(bytes)).map_err(|source| ReadError::Json {
-            path: path.to_owned(),
-            source,
-        })?;
-    parse_json(doc).map_err(|problem| ReadError::Schema {
+    let bytes = strip_bom(bytes);
+    let schema_err = |problem| ReadError::Schema {
         path: path.to_owned(),
         problem,
-    })
+    };
+    if let Some(fabric) = fabric_from_bytes(bytes) {
+        return fabric.map_err(schema_err);
+    }
+    let doc: Value = serde_json::from_slice(bytes).map_err(|source| ReadError::Json {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_json(doc).map_err(schema_err)
 }
 
-/// Reads a JSON result file: a run's or a comparison's.
+/// A fabric matrix of this build's version read straight from its bytes, its pair records (gigabytes
+/// at scale) skipped rather than built into a tree first; None for anything else, which
+/// [`parse_json`] reads and names.
+fn fabric_from_bytes(bytes: &[u8]) -> Option<Result<Document, SchemaError>> {
+    #[derive(Deserialize)]
+    struct Head {
+        schema: String,
+        schema_version: u64,
+    }
+    let head: Head = serde_json::from_slice(bytes).ok()?;
+    (head.schema == FABRIC_SCHEMA && head.schema_version == u64::from(FABRIC_SCHEMA_VERSION)).then(
+        || {
+            serde_json::from_slice(bytes)
+                .map(|d| Document::Fabric(Box::new(d)))
+                .map_err(SchemaError::Fabric)
+        },
+    )
+}
+
+/// Reads a JSON result file: a run's, a comparison's or a fabric matrix.
 pub fn read_json(path: &Path) -> Result<Document, ReadError> {
     parse_json_bytes(path, &read_bytes(path)?)
 }
 
 impl Document {
-    /// The document as flat rows, each naming `source` as its file.
-    pub fn rows(&self, source: &Path) -> Vec<ResultRow> {
+    /// The document as flat rows, each naming `source` as its file; a fabric matrix has none (its
+    /// judge reads the matrices), and to a reader of rows its schema is not one of theirs.
+    pub fn rows(&self, source: &Path) -> Result<Vec<ResultRow>, SchemaError> {
         match self {
-            Document::Run { info, results } => ResultRow::from_run(info, results, source),
-            Document::Compare(set) => ResultRow::from_compare(set, source),
+            Document::Run { info, results } => Ok(ResultRow::from_run(info, results, source)),
+            Document::Compare(set) => Ok(ResultRow::from_compare(set, source)),
+            Document::Fabric(_) => Err(SchemaError::UnknownSchema(FABRIC_SCHEMA.into())),
         }
     }
 }
@@ -349,9 +393,14 @@ pub fn parse_rows(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, ReadError
         _ => looks_json,
     };
     if json {
-        Ok(parse_json_bytes(path, bytes)?.rows(path))
+        parse_json_bytes(path, bytes)?
+            .rows(path)
+            .map_err(|problem| ReadError::Schema {
+                path: path.to_owned(),
+                problem,
+            })
     } else {
-        super::csv_read::parse_csv(path, bytes)
+        csv::parse_csv(path, bytes)
     }
 }
 

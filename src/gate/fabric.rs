@@ -1,11 +1,11 @@
-//! `roce_gate` on a fabric matrix (fabric.json): the lowest pair bandwidth, the highest pair median and
-//! p99 latency, no flagged pairs, every scheduled pair run, and no pair worse than in a baseline matrix.
-//! Thresholds are typed as everywhere else (`--min-bw 90Gb/s --max-p99 5us`, gate::threshold).
+//! `roce_gate` on a fabric matrix (fabric.json, read by `crate::results` as a typed
+//! [`FabricDoc`]): the lowest pair bandwidth, the highest pair median and p99 latency, no flagged pairs,
+//! every scheduled pair run, and no pair worse than in a baseline matrix. Thresholds are typed as
+//! everywhere else (`--min-bw 90Gb/s --max-p99 5us`, [`threshold`]).
 
-use super::cell::fmt_value;
-use super::files::SCHEMA;
-use crate::gate::threshold::{self, Bandwidth, Latency, Percent};
-use serde_json::Value;
+use super::threshold::{self, Bandwidth, Latency, Percent};
+use crate::results::fabric::{FABRIC_SCHEMA, FabricDoc, Matrix, MatrixMetric, fmt_value};
+use crate::results::read::{self, DocKind, Document, ReadError, SchemaError};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 /// What to hold a matrix to.
 #[derive(Debug, Clone, clap::Args)]
-pub struct FabricGate {
+pub(crate) struct FabricGate {
     /// Lowest acceptable bandwidth of any pair, e.g. 90Gb/s.
     #[arg(long, value_name = "RATE", value_parser = threshold::parse_bandwidth)]
     pub(crate) min_bw: Option<Bandwidth>,
@@ -28,7 +28,7 @@ pub struct FabricGate {
     pub(crate) no_flagged: bool,
     /// A fabric.json to compare with, pair by pair (matched by host names, or ranks).
     #[arg(long, value_name = "FILE")]
-    pub baseline: Option<PathBuf>,
+    pub(crate) baseline: Option<PathBuf>,
     /// How much worse than the baseline a pair may be.
     #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = threshold::parse_percent)]
     pub(crate) max_regression: Percent,
@@ -51,84 +51,52 @@ struct Cli {
 
 /// One check's outcome.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Check {
+pub(crate) struct Check {
     /// What was checked: `min pair bandwidth`.
-    pub name: String,
+    pub(crate) name: String,
     /// Of what: `write_bw over soft v2`.
     pub(crate) subject: String,
     /// Whether it passed.
-    pub pass: bool,
+    pub(crate) pass: bool,
     /// The evidence: the worst pair and its value against the limit.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
-/// Whether `path` is a fabric.json (its schema says so).
+/// Whether `path` is a fabric.json (its schema says so, near the top).
 pub(crate) fn is_fabric(path: &Path) -> bool {
     let Ok(mut f) = std::fs::File::open(path) else {
         return false;
     };
     let mut head = vec![0u8; 256];
     let n = std::io::Read::read(&mut f, &mut head).unwrap_or(0);
-    String::from_utf8_lossy(&head[..n]).contains(&format!("\"{SCHEMA}\""))
+    String::from_utf8_lossy(&head[..n]).contains(&format!("\"{FABRIC_SCHEMA}\""))
 }
 
-struct Matrix<'a> {
-    subject: String,
-    key: String,
-    m: &'a Value,
+/// `leg/test/metric`: what a matrix is matched by in a baseline.
+fn key(m: &Matrix) -> String {
+    format!("{}/{}/{}", m.leg.name(), m.test, m.metric.name())
 }
 
-fn matrices(doc: &Value) -> Vec<Matrix<'_>> {
-    doc["matrices"]
-        .as_array()
-        .map(|ms| {
-            ms.iter()
-                .map(|m| {
-                    let label = m["label"].as_str().unwrap_or("");
-                    let test = m["test"].as_str().unwrap_or("?");
-                    let subject = if label.is_empty() {
-                        test.to_owned()
-                    } else {
-                        format!("{test} over {label}")
-                    };
-                    let key = format!(
-                        "{}/{test}/{}",
-                        m["leg"].as_str().unwrap_or(""),
-                        m["metric"].as_str().unwrap_or("")
-                    );
-                    Matrix { subject, key, m }
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+fn hosts(doc: &FabricDoc) -> Vec<String> {
+    doc.hosts.iter().map(|h| h.host.clone()).collect()
 }
 
-fn cells(m: &Value) -> Vec<(usize, usize, f64)> {
-    let mut out = Vec::new();
-    for (c, row) in m["values"].as_array().into_iter().flatten().enumerate() {
-        for (s, v) in row.as_array().into_iter().flatten().enumerate() {
-            if let Some(v) = v.as_f64() {
-                out.push((c, s, v));
-            }
-        }
-    }
-    out
-}
-
-fn hosts(doc: &Value) -> Vec<String> {
-    doc["hosts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|h| h["host"].as_str().unwrap_or("?").to_owned())
-        .collect()
+/// A file as the fabric gate reads it: a fabric matrix, or a document that is not one (an error for
+/// an input, and for a baseline once an input is judged against it).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Loaded {
+    /// A fabric.json.
+    Matrix(Box<FabricDoc>),
+    /// Something else roceperf or anyone wrote.
+    NotAMatrix,
 }
 
 /// Judges one fabric.json (and its baseline).
-pub fn judge(doc: &Value, baseline: Option<&Value>, g: &FabricGate) -> Result<Vec<Check>, String> {
-    if doc["schema"].as_str() != Some(SCHEMA) {
-        return Err("not a roce_fabric matrix (schema is not roceperf.fabric)".into());
-    }
+pub(crate) fn judge(
+    doc: &FabricDoc,
+    baseline: Option<&Loaded>,
+    g: &FabricGate,
+) -> Result<Vec<Check>, String> {
     let names = hosts(doc);
     let pair = |c: usize, s: usize| {
         format!(
@@ -138,17 +106,17 @@ pub fn judge(doc: &Value, baseline: Option<&Value>, g: &FabricGate) -> Result<Ve
         )
     };
     let mut checks = Vec::new();
-    let mut limit_check = |name: &str, metric: &str, limit: f64, text: &str, min: bool| {
+    let mut limit_check = |name: &str, metric: MatrixMetric, limit: f64, text: &str, min: bool| {
         let mut held = false;
-        for mx in matrices(doc).iter().filter(|mx| mx.m["metric"] == metric) {
+        for mx in doc.matrices.iter().filter(|mx| mx.metric == metric) {
             held = true;
-            let cs = cells(mx.m);
+            let cs: Vec<(usize, usize, f64)> = mx.cells().collect();
             let worst = if min {
                 cs.iter().copied().min_by(|a, b| a.2.total_cmp(&b.2))
             } else {
                 cs.iter().copied().max_by(|a, b| a.2.total_cmp(&b.2))
             };
-            let unit = mx.m["unit"].as_str().unwrap_or("");
+            let unit = &mx.unit;
             let (pass, detail) = match worst {
                 None => (false, "no pair has a value".to_owned()),
                 Some((c, s, v)) => {
@@ -170,7 +138,7 @@ pub fn judge(doc: &Value, baseline: Option<&Value>, g: &FabricGate) -> Result<Ve
             };
             checks.push(Check {
                 name: name.to_owned(),
-                subject: mx.subject.clone(),
+                subject: mx.title(),
                 pass,
                 detail,
             });
@@ -180,41 +148,48 @@ pub fn judge(doc: &Value, baseline: Option<&Value>, g: &FabricGate) -> Result<Ve
                 name: name.to_owned(),
                 subject: "(no matrix)".into(),
                 pass: false,
-                detail: format!("the matrix has no {metric} values to hold to {text}"),
+                detail: format!(
+                    "the matrix has no {} values to hold to {text}",
+                    metric.name()
+                ),
             });
         }
     };
     if let Some(b) = &g.min_bw {
-        limit_check("min pair bandwidth", "bw_avg_gbps", b.gbps, &b.text, true);
+        limit_check(
+            "min pair bandwidth",
+            MatrixMetric::BwAvg,
+            b.gbps,
+            &b.text,
+            true,
+        );
     }
     if let Some(l) = &g.max_p50 {
         limit_check(
             "max pair median latency",
-            "lat_median_us",
+            MatrixMetric::LatMedian,
             l.us,
             &l.text,
             false,
         );
     }
     if let Some(l) = &g.max_p99 {
-        limit_check("max pair p99 latency", "lat_p99_us", l.us, &l.text, false);
+        limit_check(
+            "max pair p99 latency",
+            MatrixMetric::LatP99,
+            l.us,
+            &l.text,
+            false,
+        );
     }
     if g.no_flagged {
         // A flag its retest alone did not confirm is load-dependent, not a bad pair: it does not fail.
-        let mut flagged = doc["summary"]["flagged"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        flagged.retain(|f| f["confirmed"] != false);
-        let list: Vec<String> = flagged
+        let list: Vec<String> = doc
+            .summary
+            .flagged
             .iter()
-            .map(|f| {
-                let (c, s) = (
-                    f["client"].as_u64().unwrap_or(0) as usize,
-                    f["server"].as_u64().unwrap_or(0) as usize,
-                );
-                format!("{} {}", f["test"].as_str().unwrap_or("?"), pair(c, s))
-            })
+            .filter(|f| f.confirmed != Some(false))
+            .map(|f| format!("{} {}", f.test, pair(f.client, f.server)))
             .collect();
         checks.push(Check {
             name: "no flagged pairs".into(),
@@ -227,61 +202,55 @@ pub fn judge(doc: &Value, baseline: Option<&Value>, g: &FabricGate) -> Result<Ve
             },
         });
     }
-    let s = &doc["summary"];
-    let (failed, missing, not_run) = (
-        s["failed"].as_u64().unwrap_or(0),
-        s["missing"].as_u64().unwrap_or(0),
-        s["not_run"].as_u64().unwrap_or(0),
-    );
+    let s = &doc.summary;
     checks.push(Check {
         name: "every pair ran".into(),
         subject: "every matrix".into(),
-        pass: failed + missing + not_run == 0 && doc["interrupted"] != true,
+        pass: s.failed + s.missing + s.not_run == 0 && !doc.interrupted,
         detail: format!(
-            "{} ok, {failed} failed, {} not run",
-            s["ok"].as_u64().unwrap_or(0),
-            missing + not_run
+            "{} ok, {} failed, {} not run",
+            s.ok,
+            s.failed,
+            s.missing + s.not_run
         ),
     });
-    if let Some(base) = baseline {
-        checks.extend(against_baseline(doc, base, g.max_regression.0)?);
+    match baseline {
+        None => {}
+        Some(Loaded::NotAMatrix) => return Err("the baseline is not a roce_fabric matrix".into()),
+        Some(Loaded::Matrix(base)) => {
+            checks.extend(against_baseline(doc, base, g.max_regression.0)?)
+        }
     }
     Ok(checks)
 }
 
-fn against_baseline(doc: &Value, base: &Value, pct: f64) -> Result<Vec<Check>, String> {
-    if base["schema"].as_str() != Some(SCHEMA) {
-        return Err("the baseline is not a roce_fabric matrix".into());
-    }
+fn against_baseline(doc: &FabricDoc, base: &FabricDoc, pct: f64) -> Result<Vec<Check>, String> {
     let (now_hosts, base_hosts) = (hosts(doc), hosts(base));
     let unique =
         |h: &[String]| h.iter().collect::<std::collections::BTreeSet<_>>().len() == h.len();
     let by_host = unique(&now_hosts) && unique(&base_hosts) && now_hosts != base_hosts;
-    let key = |hosts: &[String], c: usize, s: usize| {
+    let pair_key = |hosts: &[String], c: usize, s: usize| {
         if by_host {
             format!("{} -> {}", hosts[c], hosts[s])
         } else {
             format!("{c} -> {s}")
         }
     };
-    let base_m: BTreeMap<String, &Value> =
-        matrices(base).into_iter().map(|m| (m.key, m.m)).collect();
+    let base_m: BTreeMap<String, &Matrix> = base.matrices.iter().map(|m| (key(m), m)).collect();
     let mut checks = Vec::new();
-    for mx in matrices(doc) {
-        let Some(bm) = base_m.get(&mx.key) else {
+    for mx in &doc.matrices {
+        let Some(bm) = base_m.get(&key(mx)) else {
             continue;
         };
-        let higher = mx.m["metric"]
-            .as_str()
-            .is_some_and(|m| m.starts_with("bw") || m.starts_with("msg"));
-        let old: BTreeMap<String, f64> = cells(bm)
-            .into_iter()
-            .map(|(c, s, v)| (key(&base_hosts, c, s), v))
+        let higher = mx.metric.higher_is_better();
+        let old: BTreeMap<String, f64> = bm
+            .cells()
+            .map(|(c, s, v)| (pair_key(&base_hosts, c, s), v))
             .collect();
         let mut worse = Vec::new();
         let mut compared = 0;
-        for (c, s, v) in cells(mx.m) {
-            let k = key(&now_hosts, c, s);
+        for (c, s, v) in mx.cells() {
+            let k = pair_key(&now_hosts, c, s);
             let Some(&o) = old.get(&k) else { continue };
             compared += 1;
             let change = if higher {
@@ -298,8 +267,8 @@ fn against_baseline(doc: &Value, base: &Value, pct: f64) -> Result<Vec<Check>, S
             }
         }
         checks.push(Check {
-            name: format!("baseline {}", mx.m["metric"].as_str().unwrap_or("")),
-            subject: mx.subject.clone(),
+            name: format!("baseline {}", mx.metric.name()),
+            subject: mx.title(),
             pass: compared > 0 && worse.is_empty(),
             detail: if compared == 0 {
                 "no pair in common with the baseline".into()
@@ -321,7 +290,7 @@ fn against_baseline(doc: &Value, base: &Value, pct: f64) -> Result<Vec<Check>, S
 }
 
 /// The checks as a table.
-pub fn table(file: &Path, checks: &[Check]) -> String {
+pub(crate) fn table(file: &Path, checks: &[Check]) -> String {
     let mut out = format!("roce_gate: {}\n", file.display());
     for c in checks {
         let _ = writeln!(
@@ -343,9 +312,31 @@ pub fn table(file: &Path, checks: &[Check]) -> String {
     out
 }
 
+/// Reads `p`; the error names the file and what is wrong with it.
+fn load(p: &Path) -> Result<Loaded, String> {
+    match read::read_json(p) {
+        Ok(Document::Fabric(doc)) => Ok(Loaded::Matrix(doc)),
+        Ok(_) => Ok(Loaded::NotAMatrix),
+        Err(ReadError::Read { source, .. }) => Err(format!("{}: {source}", p.display())),
+        Err(ReadError::Json { source, .. }) => {
+            Err(format!("{}: not valid JSON: {source}", p.display()))
+        }
+        Err(ReadError::Schema {
+            problem:
+                problem @ (SchemaError::Version {
+                    kind: DocKind::Fabric,
+                    ..
+                }
+                | SchemaError::Fabric(_)),
+            ..
+        }) => Err(format!("{}: {problem}", p.display())),
+        Err(_) => Ok(Loaded::NotAMatrix),
+    }
+}
+
 /// roce_gate's hook: when an input file is a fabric.json, judge the matrices here and give the exit
 /// code (0 pass, 1 fail, 2 bad input); None lets roce_gate handle ordinary results.
-pub fn main_if_fabric() -> Option<ExitCode> {
+pub(crate) fn main_if_fabric() -> Option<ExitCode> {
     let args: Vec<String> = std::env::args().collect();
     if !args
         .iter()
@@ -355,10 +346,6 @@ pub fn main_if_fabric() -> Option<ExitCode> {
         return None;
     }
     let cli = <Cli as clap::Parser>::parse_from(&args);
-    let load = |p: &Path| -> Result<Value, String> {
-        let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        serde_json::from_slice(&bytes).map_err(|e| format!("{}: not valid JSON: {e}", p.display()))
-    };
     let bad = |m: String| {
         eprintln!("roce_gate: error: {m}");
         Some(ExitCode::from(2))
@@ -370,7 +357,13 @@ pub fn main_if_fabric() -> Option<ExitCode> {
     let mut failed = false;
     for f in &cli.files {
         let doc = match load(f) {
-            Ok(d) => d,
+            Ok(Loaded::Matrix(d)) => d,
+            Ok(Loaded::NotAMatrix) => {
+                return bad(format!(
+                    "{}: not a roce_fabric matrix (schema is not {FABRIC_SCHEMA})",
+                    f.display()
+                ));
+            }
             Err(e) => return bad(e),
         };
         let checks = match judge(&doc, baseline.as_ref(), &cli.gate) {

@@ -2,9 +2,9 @@
 //!
 //! Columns are found by name, so that either file (and a spreadsheet's re-save of it) reads the same.
 
-use super::read::ReadError;
-use super::{BandwidthFigures, Figures, LatencyFigures, ResultRow};
+use super::ReadError;
 use crate::params::{RoceVersion, Role, TestKind, TransportKind};
+use crate::results::{BandwidthFigures, Figures, LatencyFigures, ResultRow};
 use std::path::Path;
 
 /// Columns a CSV must have (besides the figures): present in both per-run CSVs and compare.csv.

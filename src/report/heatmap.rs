@@ -1,12 +1,9 @@
-//! A matrix as an SVG heatmap (plotters' SVG backend: text stays `<text>`, no font library needed):
-//! one square per (client, server), coloured from worst (red) to best (green), flagged pairs outlined,
-//! failed and not-run pairs grey with a mark.
+//! A fabric matrix as an SVG heatmap (plotters' SVG backend: text stays `<text>`, no font library
+//! needed): one square per (client, server), coloured from worst (red) to best (green), flagged pairs
+//! outlined, failed and not-run pairs grey with a mark.
 
-use super::cell::{MatrixMetric, fmt_value};
-use super::driver::Phase;
-use super::summary::cell_state;
+use crate::results::fabric::{Matrix, PairState, fmt_value};
 use plotters::prelude::*;
-use std::collections::BTreeSet;
 
 /// Largest square side in pixels (smaller for big matrices).
 const MAX_CELL: u32 = 48;
@@ -22,34 +19,25 @@ fn shade(t: f64) -> RGBColor {
     RGBColor(r as u8, g as u8, 60)
 }
 
-/// The heatmap of one metric of one phase, as SVG text.
-pub(crate) fn heatmap_svg(
-    p: &Phase,
-    metric: MatrixMetric,
-    title: &str,
-    scheduled: &BTreeSet<(usize, usize)>,
-) -> String {
-    let n = p.grid.n.max(1);
+/// The heatmap of one matrix of a run of `ranks` ranks, as SVG text.
+pub(crate) fn heatmap_svg(m: &Matrix, ranks: usize) -> String {
+    let metric = m.metric;
+    let n = ranks.max(1);
     let cell = (MAX_CELL as usize).min((900 / n).max(2)) as u32;
     let margin = 70u32;
     let side = cell * n as u32;
     // Wide enough for the title and the legend lines however few ranks there are.
     let size = ((side + margin + 30).max(480), side + margin + 80);
-    let values: Vec<f64> = p.grid.iter().filter_map(|(_, c)| c.value(metric)).collect();
+    let values: Vec<f64> = m.cells().map(|(_, _, v)| v).collect();
     let lo = values.iter().copied().fold(f64::MAX, f64::min);
     let hi = values.iter().copied().fold(f64::MIN, f64::max);
-    let flagged: BTreeSet<(usize, usize)> = if metric == MatrixMetric::flagged(p.test) {
-        p.flagged.iter().copied().collect()
-    } else {
-        BTreeSet::new()
-    };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         let _ = root.fill(&WHITE);
         let font = ("sans-serif", 14).into_font();
         let small = ("sans-serif", (cell as i32 / 3).clamp(7, 11)).into_font();
-        let _ = root.draw(&Text::new(title.to_owned(), (10, 8), font.clone()));
+        let _ = root.draw(&Text::new(m.title(), (10, 8), font.clone()));
         let _ = root.draw(&Text::new(
             format!(
                 "{} [{}]; row = client rank, column = server rank",
@@ -77,7 +65,8 @@ pub(crate) fn heatmap_svg(
         for row in 0..n {
             for col in 0..n {
                 let (x, y) = (x0 + col as i32 * c, y0 + row as i32 * c);
-                let value = p.grid.get(row, col).and_then(|x| x.value(metric));
+                let value = m.value(row, col);
+                let state = m.state(row, col);
                 let fill = match value {
                     Some(v) => {
                         let mut t = if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
@@ -86,7 +75,7 @@ pub(crate) fn heatmap_svg(
                         }
                         shade(t)
                     }
-                    None => match cell_state(&p.grid, scheduled, row, col) {
+                    None => match state {
                         None => RGBColor(245, 245, 245),
                         Some(_) => RGBColor(160, 160, 160),
                     },
@@ -95,18 +84,18 @@ pub(crate) fn heatmap_svg(
                     [(x, y), (x + c - 1, y + c - 1)],
                     fill.filled(),
                 ));
-                if flagged.contains(&(row, col)) {
+                if m.is_flagged(row, col) {
                     let _ = root.draw(&Rectangle::new(
                         [(x + 1, y + 1), (x + c - 2, y + c - 2)],
                         BLACK.stroke_width(2),
                     ));
                 }
-                match (value, cell_state(&p.grid, scheduled, row, col)) {
+                match (value, state) {
                     (Some(v), _) if c >= 36 => {
                         let text = fmt_value(v);
                         let _ = root.draw(&Text::new(text, (x + 3, y + c / 2 - 5), small.clone()));
                     }
-                    (None, Some("failed")) => {
+                    (None, Some(PairState::Failed)) => {
                         let _ = root.draw(&Text::new("x", (x + c / 3, y + c / 4), small.clone()));
                     }
                     (None, Some(_)) => {

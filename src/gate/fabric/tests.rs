@@ -1,14 +1,20 @@
 use super::*;
 use serde_json::json;
 
-fn doc(values: serde_json::Value, flagged: serde_json::Value) -> Value {
-    json!({
+/// A two-rank matrix as fabric.json holds it, read the way roce_gate reads one.
+fn doc(values: serde_json::Value, flagged: serde_json::Value) -> FabricDoc {
+    let doc = json!({
         "schema": "roceperf.fabric",
+        "schema_version": 1,
         "hosts": [{"host": "a"}, {"host": "b"}],
         "matrices": [{"leg": "given", "label": "soft v2", "test": "write_bw", "metric": "bw_avg_gbps", "unit": "Gb/s",
                       "values": values}],
         "summary": {"ok": 2, "failed": 0, "missing": 0, "not_run": 0, "flagged": flagged},
-    })
+    });
+    match read::parse_json(doc).unwrap() {
+        Document::Fabric(d) => *d,
+        other => panic!("not read as a fabric matrix: {other:?}"),
+    }
 }
 
 fn gate(min_bw: Option<&str>, no_flagged: bool) -> FabricGate {
@@ -42,7 +48,11 @@ fn the_weakest_pair_is_held_to_the_floor() {
 
 #[test]
 fn only_confirmed_flags_fail_no_flagged() {
-    let unconfirmed = json!([{"test": "write_bw", "client": 0, "server": 1, "confirmed": false}]);
+    let flag = |confirmed: bool| {
+        json!([{"leg": "given", "test": "write_bw", "metric": "bw_avg_gbps", "client": 0, "server": 1,
+                "confirmed": confirmed}])
+    };
+    let unconfirmed = flag(false);
     assert!(
         judge(
             &doc(json!([[null, 1.0], [1.0, null]]), unconfirmed),
@@ -52,7 +62,7 @@ fn only_confirmed_flags_fail_no_flagged() {
         .unwrap()[0]
             .pass
     );
-    let confirmed = json!([{"test": "write_bw", "client": 0, "server": 1, "confirmed": true}]);
+    let confirmed = flag(true);
     let c = judge(
         &doc(json!([[null, 1.0], [1.0, null]]), confirmed),
         None,
@@ -66,6 +76,7 @@ fn only_confirmed_flags_fail_no_flagged() {
 fn a_baseline_matrix_is_compared_pair_by_pair() {
     let old = doc(json!([[null, 100.0], [100.0, null]]), json!([]));
     let new = doc(json!([[null, 99.0], [80.0, null]]), json!([]));
+    let old = Loaded::Matrix(Box::new(old));
     let checks = judge(&new, Some(&old), &gate(None, false)).unwrap();
     let base = checks
         .iter()
@@ -83,5 +94,38 @@ fn a_baseline_matrix_is_compared_pair_by_pair() {
         "1 % worse is within 5 %: {}",
         base.detail
     );
-    assert!(judge(&json!({"schema": "x"}), None, &gate(None, false)).is_err());
+    let err = judge(&new, Some(&Loaded::NotAMatrix), &gate(None, false)).unwrap_err();
+    assert_eq!(err, "the baseline is not a roce_fabric matrix");
+}
+
+#[test]
+fn inputs_are_read_as_matrices_or_not_and_errors_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let fabric = write(
+        "f.json",
+        r#"{"schema": "roceperf.fabric", "schema_version": 1}"#,
+    );
+    assert!(is_fabric(&fabric));
+    assert_eq!(load(&fabric).unwrap(), Loaded::Matrix(Box::default()));
+    let run = write("r.json", r#"{"schema": "roceperf.result"}"#);
+    assert!(!is_fabric(&run));
+    assert_eq!(load(&run).unwrap(), Loaded::NotAMatrix);
+    let bad = write("b.json", "{");
+    assert!(load(&bad).unwrap_err().contains("b.json: not valid JSON"));
+    let future = write(
+        "v.json",
+        r#"{"schema": "roceperf.fabric", "schema_version": 9}"#,
+    );
+    let err = load(&future).unwrap_err();
+    assert!(
+        err.contains("v.json: fabric matrix schema_version 9 is not supported"),
+        "{err}"
+    );
+    let err = load(&dir.path().join("none.json")).unwrap_err();
+    assert!(err.starts_with(&format!("{}: ", dir.path().join("none.json").display())));
 }

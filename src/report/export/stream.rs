@@ -1,0 +1,64 @@
+//! `--json-stream`: a run without end as JSON lines (schema `roceperf.stream`): what the run is, one
+//! line per interval as it ends, then the run's whole document.
+
+use super::{Content, Document, ExportFile, Exporter, Files, Place};
+use crate::results::{WriteError, to_json};
+use serde_json::{Value, json};
+
+/// The `schema` of the first line of a `--json-stream` file.
+pub(crate) const STREAM_SCHEMA: &str = "roceperf.stream";
+/// Bumped whenever a line's key is renamed or removed or changes meaning.
+pub(crate) const STREAM_SCHEMA_VERSION: u32 = 1;
+
+/// One JSON object a line.
+pub(crate) struct JsonStreamExporter;
+
+impl Exporter for JsonStreamExporter {
+    fn export<'d>(&self, doc: &Document<'d>, place: &Place) -> Files<'d> {
+        let line = match *doc {
+            Document::Start(info) => json!({
+                "event": "start",
+                "schema": STREAM_SCHEMA,
+                "schema_version": STREAM_SCHEMA_VERSION,
+                "tool": {"name": "roceperf", "version": info.version},
+                "test": info,
+            }),
+            Document::Interval {
+                info,
+                result,
+                index,
+                span,
+            } => {
+                // The result object exactly as a run's document holds it (units included).
+                let mut doc = to_json(info, std::slice::from_ref(result));
+                let result = doc["results"][0].take();
+                json!({
+                    "event": "interval",
+                    "index": index,
+                    "start_s": span.0,
+                    "end_s": span.1,
+                    "result": result,
+                })
+            }
+            Document::Run { info, results, .. } => {
+                json!({"event": "end", "document": to_json(info, results)})
+            }
+            Document::Compare(_) | Document::Fabric(_) => return Ok(Vec::new()),
+        };
+        let path = place.join("stream.jsonl");
+        Ok(vec![ExportFile {
+            content: Content::Line(line_of(&path, &line)?),
+            path,
+        }])
+    }
+}
+
+/// `v` as one line of text.
+fn line_of(path: &std::path::Path, v: &Value) -> Result<Vec<u8>, WriteError> {
+    let mut text = serde_json::to_vec(v).map_err(|source| WriteError::Json {
+        path: path.to_owned(),
+        source,
+    })?;
+    text.push(b'\n');
+    Ok(text)
+}
