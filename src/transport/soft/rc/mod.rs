@@ -1,4 +1,5 @@
-//! Sans-IO Reliable Connection engine: requester, responder, completer, PSNs, memory regions.
+//! Sans-IO Reliable Connection engine: requester (with its completer), responder, PSNs, memory
+//! regions.
 //!
 //! [`Qp`] is the state machine. It consumes and produces InfiniBand transport bytes (BTH to pad;
 //! the I/O backends add Ethernet/IP/UDP or GRH and the ICRC with `crate::wire`), takes `now` as
@@ -30,7 +31,6 @@
 
 #![warn(missing_docs)]
 
-mod completer;
 pub mod config;
 pub mod counters;
 mod ctx;
@@ -46,6 +46,7 @@ mod rto;
 mod sack;
 mod time;
 mod timer;
+mod wqe;
 
 pub(crate) use config::ConfigError;
 pub use config::QpConfig;

@@ -9,9 +9,8 @@ use crate::transport::{Access, Completion, CompletionOp, CompletionStatus};
 use crate::wire::{AethRepr, AtomicEthRepr, BthRepr, IbRepr, NakCode, RethRepr};
 
 use super::super::ctx::Ctx;
-use super::super::packet::{self, Request, Seg};
+use super::super::packet::{self, Request, SACK_MAX_PSNS, Seg, SrExt};
 use super::super::psn::Psn;
-use super::super::sack::{SACK_MAX_PSNS, SrExt};
 use super::answer::Job;
 use super::{Refusal, Responder, recv_completion};
 
