@@ -59,6 +59,7 @@ enum LossRecovery {
 
 impl LossRecovery {
     /// Selective repeat's state, where the caller knows it runs.
+    #[inline]
     fn sack(&mut self) -> &mut Sack {
         match self {
             LossRecovery::Selective(sr) => sr,
@@ -67,6 +68,7 @@ impl LossRecovery {
     }
 
     /// Selective repeat's state, to read, where the caller knows it runs.
+    #[inline]
     fn sack_ref(&self) -> &Sack {
         match self {
             LossRecovery::Selective(sr) => sr,
@@ -75,6 +77,7 @@ impl LossRecovery {
     }
 
     /// Go-back-N's probe and window, when they run.
+    #[inline]
     fn gbn(&mut self) -> Option<&mut GbnLoss> {
         match self {
             LossRecovery::Probing(g) => Some(g),
@@ -83,6 +86,7 @@ impl LossRecovery {
     }
 
     /// Round trips are measured and a silence is answered after one (selective repeat, `gbn`).
+    #[inline]
     fn fast(&self) -> bool {
         !matches!(self, LossRecovery::GoBackN)
     }
@@ -442,6 +446,7 @@ impl Requester {
     }
 
     /// A resend that was just emitted: counted as such, and the timer runs.
+    #[inline]
     fn resent(&mut self, now: &mut impl Now, sent: Emitted, ctx: &mut Ctx<'_>) -> usize {
         ctx.counters.retransmitted_packets += 1;
         ctx.counters.retransmitted_bytes += sent.payload as u64;
@@ -452,6 +457,7 @@ impl Requester {
     /// Writes packet `k` of `w` at `psn` into `buf` ([`Wqe::emit`]), asking for an ACK when
     /// `force_ack` says so or when `ack_req_every` packets went without asking (rxe's rule).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn emit(
         &mut self,
         w: &Wqe,
@@ -818,6 +824,7 @@ impl Requester {
     }
 
     /// Selective repeat: everything before `limit` reached the responder.
+    #[inline]
     fn sr_cumulative(&mut self, limit: Psn) {
         let (comp, sent_high) = (self.comp_psn, self.sent_high);
         self.recovery

@@ -32,7 +32,7 @@ pub(super) struct PsnBits {
 
 impl PsnBits {
     /// A clear window of `window` PSNs (a power of two) from `base`.
-    pub fn new(window: u32, base: Psn) -> PsnBits {
+    pub(super) fn new(window: u32, base: Psn) -> PsnBits {
         debug_assert!(window.is_power_of_two() && window >= 64);
         PsnBits {
             words: vec![0u64; window as usize / 64].into_boxed_slice(),
@@ -41,22 +41,26 @@ impl PsnBits {
     }
 
     /// PSNs the window covers.
-    pub fn window(&self) -> u32 {
+    #[inline]
+    pub(super) fn window(&self) -> u32 {
         self.words.len() as u32 * 64
     }
 
     /// True when `p` is in the window.
-    pub fn covers(&self, p: Psn) -> bool {
+    #[inline]
+    pub(super) fn covers(&self, p: Psn) -> bool {
         p.in_window(self.base, self.window())
     }
 
+    #[inline]
     fn at(&self, p: Psn) -> (usize, u64) {
         let i = p.value() & (self.window() - 1);
         ((i / 64) as usize, 1 << (i % 64))
     }
 
     /// The flag of `p`.
-    pub fn get(&self, p: Psn) -> bool {
+    #[inline]
+    pub(super) fn get(&self, p: Psn) -> bool {
         if p.before(self.base) {
             return true;
         }
@@ -68,7 +72,8 @@ impl PsnBits {
     }
 
     /// Sets the flag of `p`; false (and nothing set) when `p` is outside the window.
-    pub fn set(&mut self, p: Psn) -> bool {
+    #[inline]
+    pub(super) fn set(&mut self, p: Psn) -> bool {
         if !self.covers(p) {
             return false;
         }
@@ -78,7 +83,8 @@ impl PsnBits {
     }
 
     /// Clears the flag of `p` (nothing outside the window).
-    pub fn clear(&mut self, p: Psn) {
+    #[inline]
+    pub(super) fn clear(&mut self, p: Psn) {
         if self.covers(p) {
             let (w, b) = self.at(p);
             self.words[w] &= !b;
@@ -86,7 +92,8 @@ impl PsnBits {
     }
 
     /// Moves the window to start at `to`, clearing the flags of the PSNs it leaves.
-    pub fn advance(&mut self, to: Psn) {
+    #[inline]
+    pub(super) fn advance(&mut self, to: Psn) {
         let n = to.diff(self.base);
         if n <= 0 {
             return;
@@ -105,7 +112,7 @@ impl PsnBits {
     }
 
     /// Clears every flag and starts the window at `base`.
-    pub fn reset(&mut self, base: Psn) {
+    pub(super) fn reset(&mut self, base: Psn) {
         self.words.fill(0);
         self.base = base;
     }
@@ -171,16 +178,19 @@ impl Sack {
     }
 
     /// PSNs the state covers.
+    #[inline]
     pub(super) fn window(&self) -> u32 {
         self.got.window()
     }
 
+    #[inline]
     fn mark(&mut self, p: Psn) -> &mut u32 {
         let i = p.value() & (self.window() - 1);
         &mut self.marks[i as usize]
     }
 
     /// Queues `p` to be sent again, once.
+    #[inline]
     fn queue(&mut self, p: Psn) {
         if !self.queued.get(p) && self.queued.set(p) && self.retx.push_back(p).is_err() {
             // No room: the timeout will resend it.
@@ -189,11 +199,13 @@ impl Sack {
     }
 
     /// What has been heard of: the cumulative ACK, the highest PSNs known to have arrived.
+    #[inline]
     pub(super) fn heard(&self) -> (Psn, Psn, Psn) {
         (self.cum, self.high_req, self.high_resp)
     }
 
     /// True when PSN `p` of `w` needs nothing more.
+    #[inline]
     pub(super) fn done(&self, w: &Wqe, p: Psn) -> bool {
         match w.wr.op {
             SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write | SendOp::WriteWithImm(_) => {
@@ -205,6 +217,7 @@ impl Sack {
 
     /// The first PSN of `w` from `comp` on that still needs something (one past its last when
     /// none does).
+    #[inline]
     pub(super) fn done_until(&self, w: &Wqe, comp: Psn) -> Psn {
         let end = w.last_psn().add(1);
         let mut p = comp.max_with(w.first_psn);
@@ -219,6 +232,7 @@ impl Sack {
     }
 
     /// Everything before `comp` is done and completed: the window moves on.
+    #[inline]
     pub(super) fn advance(&mut self, comp: Psn) {
         self.got.advance(comp);
         self.queued.advance(comp);
@@ -283,6 +297,7 @@ impl Sack {
     }
 
     /// The atomic at `psn` was answered: true the first time (its original value is to be kept).
+    #[inline]
     pub(super) fn atomic_answered(&mut self, psn: Psn) -> bool {
         if self.got.get(psn) {
             return false;
@@ -293,6 +308,7 @@ impl Sack {
 
     /// READ response `psn` arrived: true when it is new and in the window (its data is to be
     /// placed), false when stale.
+    #[inline]
     pub(super) fn read_response(&mut self, psn: Psn) -> bool {
         if self.got.get(psn) || !self.got.covers(psn) {
             return false;
@@ -410,6 +426,7 @@ impl Sack {
 
     /// The next resend, if any (`comp`: the oldest PSN not done): one packet, or for a READ one
     /// request for a run of missing responses. The caller sends it and calls [`Sack::resent`].
+    #[inline]
     pub(super) fn next_resend(&mut self, sq: &SendQueue, comp: Psn) -> Option<Resend> {
         loop {
             let p = self.retx.pop_front()?;
@@ -445,6 +462,7 @@ impl Sack {
 
     /// The resend of `at` left while `frontier` was one past the newest PSN sent: it is lost
     /// again once something sent after it arrives.
+    #[inline]
     pub(super) fn resent(&mut self, at: Psn, frontier: Psn, response: bool) {
         *self.mark(at) = frontier.value();
         let fifo = if response {
