@@ -535,10 +535,10 @@ impl Requester {
         payload: &[u8],
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
-        if let LossRecovery::Selective(_) = self.recovery {
-            return self.sr_response(now, kind, repr, payload, ctx);
-        }
         let psn = self.answering_psn(repr, ctx)?;
+        if let LossRecovery::Selective(_) = self.recovery {
+            return self.sr_response(now, psn, kind, (repr, payload), ctx);
+        }
         match kind {
             Response::Acknowledge => {
                 match ack_kind(repr, ctx)? {
@@ -856,18 +856,17 @@ impl Requester {
         }
     }
 
-    /// A response under selective repeat: recorded as what arrived, then work requests completed
-    /// as far as everything before them is done. `Some(status)` ends the QP, as
+    /// Response `repr` at `psn` under selective repeat: recorded as what arrived, then work
+    /// requests completed as far as everything before them is done. `Some(status)` ends the QP, as
     /// [`handle_response`](Requester::handle_response).
     fn sr_response(
         &mut self,
         now: Instant,
+        psn: Psn,
         kind: Response,
-        repr: &IbRepr,
-        payload: &[u8],
+        (repr, payload): (&IbRepr, &[u8]),
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
-        let psn = self.answering_psn(repr, ctx)?;
         let heard = self.sr_heard();
         match kind {
             Response::Acknowledge => {
