@@ -4,8 +4,8 @@
 //! Selective repeat (only between two sides that negotiated it; docs/lossy-roce.md): SEND packets
 //! carry 8 bytes before their data (the receive they fill, counted from 0, and their offset in it),
 //! WRITE MIDDLE/LAST a RETH of their own (this packet's address, the R_Key, the message length), and
-//! the SACK NAK a bitmap after its AETH. [`SrExt`] reads and writes the first two; the requester
-//! (`sack.rs`) and the responder (`responder/reorder.rs`) both speak it.
+//! the SACK NAK a bitmap after its AETH. `SrExt` reads and writes the first two: the requester's
+//! packets (`wqe.rs`) carry it, the responder (`responder/reorder.rs`) reads it.
 
 use crate::transport::soft::bytes::{copy_payload, zero};
 use crate::wire::{

@@ -60,7 +60,7 @@ const ACK_BEHIND_MAX: u32 = 16;
 pub enum LoneAck {
     /// Everything queued goes, the ACK last.
     Send,
-    /// A plain ACK that is all that is left stays queued (see [`Qp::poll_transmit_holding_ack`]).
+    /// A plain ACK that is all that is left stays queued (see `Qp::poll_transmit_holding_ack`).
     Hold,
 }
 
