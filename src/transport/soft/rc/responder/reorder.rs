@@ -64,7 +64,7 @@ pub(super) struct Reorder {
 
 impl Reorder {
     /// A window of `window` PSNs (a power of two).
-    pub fn new(window: u32, epsn: Psn) -> Reorder {
+    pub(super) fn new(window: u32, epsn: Psn) -> Reorder {
         debug_assert!(window.is_power_of_two());
         Reorder {
             slots: vec![Pending::Empty; window as usize].into_boxed_slice(),
@@ -88,13 +88,13 @@ impl Reorder {
     }
 
     /// Packets held beyond the expected PSN.
-    pub fn held(&self) -> u32 {
+    pub(super) fn held(&self) -> u32 {
         self.held
     }
 
     /// The SACK bitmap after `epsn` into `out` (bit 7 of byte 0 is `epsn + 1`), of at most `max_bits`
     /// PSNs; returns its length, a multiple of 4.
-    pub fn bitmap(
+    pub(super) fn bitmap(
         &self,
         epsn: Psn,
         max_bits: u32,
