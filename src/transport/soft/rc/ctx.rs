@@ -21,7 +21,7 @@ pub(crate) struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Queues a completion. Room was reserved when the work request was posted.
-    pub fn complete(&mut self, c: Completion) {
+    pub(super) fn complete(&mut self, c: Completion) {
         let pushed = self.cq.push_back(c);
         debug_assert!(
             pushed.is_ok(),

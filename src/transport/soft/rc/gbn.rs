@@ -30,21 +30,16 @@
 //! any go-back-N responder, but it only runs between roceperf endpoints so that a run against rxe or
 //! perftest behaves as theirs do (fixed window, the `-u` ACK timeout).
 
-use crate::transport::CompletionStatus;
-
-use super::ctx::Ctx;
 use super::psn::Psn;
-use super::requester::{Requester, RetryCause};
-use super::time::{Instant, Now};
-use super::timer::Timer;
+use super::time::Instant;
 
 /// The least the window is cut to: rxe's fixed window (never below the configured one).
-pub(super) const FLOOR: u32 = 128;
+const FLOOR: u32 = 128;
 /// PSNs the window grows by per window of PSNs acknowledged.
-pub(super) const GROWTH: u32 = 8;
+const GROWTH: u32 = 8;
 /// A cut window is kept when its first clean round's expected goodput is at least this share of the
 /// round's before the cut (otherwise the window before the cut is restored).
-pub(super) const KEEP: f64 = 0.9;
+const KEEP: f64 = 0.9;
 
 /// A round being timed: from `start` (acknowledged at `at`) until `window` more PSNs are.
 #[derive(Clone, Copy, Debug)]
@@ -77,19 +72,19 @@ pub(super) struct GbnLoss {
     episodes: u64,
     acked_total: u64,
     /// The probe a fast timeout asked for: `Some` until answered or overtaken by a go-back.
-    pub probe: Option<Psn>,
+    probe: Option<Psn>,
     /// The probe is still to be sent.
-    pub probe_due: bool,
+    probe_due: bool,
     /// The probe's ACK named it and nothing after it: the PSN after it is believed dropped, and the
     /// next silence goes back N to it (cleared when anything after it is acknowledged).
-    pub suspect: Option<Psn>,
+    suspect: Option<Psn>,
     /// The next resend may be timed (it follows a NAK or a probe's answer).
-    pub time_resend: bool,
+    time_resend: bool,
 }
 
 impl GbnLoss {
     /// A window of `cap` PSNs for a requester starting at `psn`, reacting to loss when `adaptive`.
-    pub fn new(psn: Psn, cap: u32, adaptive: bool) -> GbnLoss {
+    pub(super) fn new(psn: Psn, cap: u32, adaptive: bool) -> GbnLoss {
         GbnLoss {
             adaptive,
             window: cap,
@@ -109,13 +104,83 @@ impl GbnLoss {
     }
 
     /// Unacknowledged PSNs allowed out now.
-    pub fn window(&self) -> u32 {
+    pub(super) fn window(&self) -> u32 {
         self.window
+    }
+
+    /// A probe is waiting to be sent.
+    pub(super) fn probe_due(&self) -> bool {
+        self.probe_due
+    }
+
+    /// A fast timeout asks with `probe` (`None`: it goes back N at once, a READ or atomic being
+    /// asked for again, and there is nothing to probe).
+    pub(super) fn schedule_probe(&mut self, probe: Option<Psn>) {
+        self.probe = probe;
+        self.probe_due = probe.is_some();
+    }
+
+    /// Everything was acknowledged between the timeout and the probe's turn: nothing to ask.
+    pub(super) fn cancel_probe(&mut self) {
+        self.probe_due = false;
+        self.probe = None;
+    }
+
+    /// The probe is sent now: the PSN it asks with, the one chosen at the timeout unless an ACK
+    /// since covered it (then `comp`, the oldest it left).
+    pub(super) fn take_probe(&mut self, comp: Psn) -> Psn {
+        self.probe_due = false;
+        self.probe.filter(|p| !p.before(comp)).unwrap_or(comp)
+    }
+
+    /// An ACK of `psn` arrived and was applied, leaving `comp` the oldest unacknowledged PSN and
+    /// `sent_high` one past the newest sent. When it names the probe exactly while PSNs sent after
+    /// it are out, the responder had nothing after the probe when it answered: those PSNs were
+    /// dropped, unless this ACK is an older one of the probe's PSN (sent before the probe arrived)
+    /// and the rest is merely late. The next silence tells: it goes back N at once.
+    pub(super) fn probe_answered(&mut self, psn: Psn, comp: Psn, sent_high: Psn) {
+        let Some(probe) = self.probe else { return };
+        if psn.before(probe) {
+            return;
+        }
+        self.probe = None;
+        if psn == probe && comp.before(sent_high) {
+            self.suspect = Some(comp);
+        }
+    }
+
+    /// The probe's answer made `comp` suspect and nothing came since: the silence goes back N.
+    pub(super) fn suspects(&self, comp: Psn) -> bool {
+        self.suspect == Some(comp)
+    }
+
+    /// The requester goes back to `lost` with everything before `sent_high` sent ([`lost`]), told
+    /// to by the responder (a NAK or a probe's answer) or by its own timer. After the responder's
+    /// word it holds nothing from `lost` on, and what was sent before the resend arrives before it:
+    /// the resend's ACK is its own, a fair round-trip sample (Karn's rule forbids only ambiguous
+    /// ones).
+    ///
+    /// [`lost`]: GbnLoss::lost
+    pub(super) fn went_back(&mut self, lost: Psn, sent_high: Psn, told: bool) {
+        self.lost(lost, sent_high);
+        self.time_resend = told;
+    }
+
+    /// Whether the resend being sent may be timed (once per go-back).
+    pub(super) fn take_time_resend(&mut self) -> bool {
+        std::mem::take(&mut self.time_resend)
+    }
+
+    /// Everything before `comp` is acknowledged at `now`, after a silence or not: no probe is due
+    /// any more, and the window reacts ([`acknowledged`](GbnLoss::acknowledged)).
+    pub(super) fn progress(&mut self, comp: Psn, now: Instant) {
+        self.probe_due = false; // not a silence any more
+        self.acknowledged(comp, now);
     }
 
     /// The requester goes back to `lost` with everything before `sent_high` sent: the probe is over,
     /// and the first loss of an episode halves an adaptive window (true when it did).
-    pub fn lost(&mut self, lost: Psn, sent_high: Psn) -> bool {
+    pub(super) fn lost(&mut self, lost: Psn, sent_high: Psn) -> bool {
         self.probe = None;
         self.probe_due = false;
         self.suspect = None;
@@ -133,7 +198,7 @@ impl GbnLoss {
 
     /// Everything before `comp` is acknowledged at `now`: the window grows by [`GROWTH`] PSNs per
     /// window, and a clean round is timed (a cut that cost delivery rate is undone).
-    pub fn acknowledged(&mut self, comp: Psn, now: Instant) {
+    pub(super) fn acknowledged(&mut self, comp: Psn, now: Instant) {
         let n = comp.diff(self.acked);
         if n <= 0 {
             return;
@@ -196,88 +261,6 @@ impl GbnLoss {
             at: now,
             window: self.window,
         });
-    }
-}
-
-impl Requester {
-    /// A timeout under go-back-N with `gbn`: a fast one sends the probe (or, when the oldest work
-    /// request is a READ or atomic, asks for it again and goes back N) without spending the retry
-    /// budget; past the fast ones, [`retry`](Requester::retry) as rxe.
-    pub(super) fn gbn_timeout(&mut self, ctx: &mut Ctx<'_>) -> Option<CompletionStatus> {
-        let in_flight = self.sent_high.diff(self.comp_psn);
-        if !self.outstanding() || self.rto.fast_timeout(in_flight, ctx.cfg).is_none() {
-            return self.retry(RetryCause::Timeout, ctx);
-        }
-        let comp = self.comp_psn;
-        if self.gbn.is_some_and(|g| g.suspect == Some(comp)) {
-            // The probe's ACK said the responder had nothing after it, and nothing came since.
-            return self.retry(RetryCause::Probe, ctx);
-        }
-        ctx.counters.retries += 1;
-        self.rto.fast_spent += 1;
-        let read_or_atomic = self.sq.front().is_some_and(|w| w.is_read_or_atomic());
-        if read_or_atomic || self.rto.timed() == Some(comp) {
-            // Karn's rule: the packet timed is sent again, its answer may be the resend's, and a
-            // sample that includes this timeout would lengthen the next one (a lost ping would
-            // soon cost the ACK timeout again).
-            self.rto.cancel();
-        }
-        self.noack_pkts = 0;
-        self.timers.stop(Timer::Retransmit);
-        let probe = self.probe_psn();
-        let g = self.gbn.as_mut().expect("go-back-N with gbn_fast");
-        if read_or_atomic {
-            g.probe = None;
-            g.probe_due = false;
-            self.seek(comp);
-        } else {
-            g.probe = Some(probe);
-            g.probe_due = true;
-        }
-        None
-    }
-
-    /// Sends the probe ([`Requester::probe_psn`]) alone, with AckReq; transmission then goes on
-    /// where it was.
-    pub(super) fn gbn_send_probe(
-        &mut self,
-        now: &mut impl Now,
-        buf: &mut [u8],
-        ctx: &mut Ctx<'_>,
-    ) -> usize {
-        let g = self.gbn.as_mut().expect("go-back-N with gbn_fast");
-        g.probe_due = false;
-        // An ACK since the timeout may have covered the PSN chosen: then the oldest it left.
-        let comp = self.comp_psn;
-        let psn = g.probe.filter(|p| !p.before(comp)).unwrap_or(comp);
-        let w = self
-            .wqe_index(psn)
-            .and_then(|i| self.sq.get(i).copied())
-            .expect("a probe is sent while its work request is out");
-        let k = psn.diff(w.first_psn) as u32;
-        let sent = self.emit(&w, k, psn, None, true, buf, ctx);
-        ctx.counters.retransmitted_packets += 1;
-        ctx.counters.retransmitted_bytes += sent.payload as u64;
-        self.sent(now, sent.payload, ctx);
-        sent.len
-    }
-
-    /// An ACK of `psn` arrived and was applied. When it names the probe exactly while PSNs sent
-    /// after it are out, the responder had nothing after the probe when it answered: those PSNs were
-    /// dropped, unless this ACK is an older one of the probe's PSN (sent before the probe arrived)
-    /// and the rest is merely late. The next silence tells: it goes back N at once.
-    pub(super) fn gbn_probe_answered(&mut self, psn: Psn) {
-        let comp = self.comp_psn;
-        let sent_high = self.sent_high;
-        let Some(g) = self.gbn.as_mut() else { return };
-        let Some(probe) = g.probe else { return };
-        if psn.before(probe) {
-            return;
-        }
-        g.probe = None;
-        if psn == probe && comp.before(sent_high) {
-            g.suspect = Some(comp);
-        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! Sans-IO Reliable Connection engine: requester, responder, completer, PSNs, memory regions.
+//! Sans-IO Reliable Connection engine: requester (with its completer), responder, PSNs, memory
+//! regions.
 //!
 //! [`Qp`] is the state machine. It consumes and produces InfiniBand transport bytes (BTH to pad;
 //! the I/O backends add Ethernet/IP/UDP or GRH and the ICRC with `crate::wire`), takes `now` as
@@ -29,8 +30,8 @@
 //! ```
 
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
-mod completer;
 pub mod config;
 pub mod counters;
 mod ctx;
@@ -46,6 +47,7 @@ mod rto;
 mod sack;
 mod time;
 mod timer;
+mod wqe;
 
 pub(crate) use config::ConfigError;
 pub use config::QpConfig;

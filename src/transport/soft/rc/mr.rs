@@ -2,7 +2,7 @@
 //!
 //! As with verbs, a buffer is plain memory and a memory region (MR) is a registered window into
 //! it. Every buffer gets a synthetic virtual address, so a region's `va` is what a peer puts in a
-//! RETH. Remote WRITE/READ/atomics resolve through [`MemoryTable::resolve_remote`], which checks the
+//! RETH. Remote WRITE/READ/atomics resolve through `MemoryTable::resolve_remote`, which checks the
 //! rkey, the bounds and the access rights before any byte is touched.
 
 use crate::transport::memory::{self, OutOfMemory};

@@ -1,10 +1,18 @@
-//! Building RC packets with `crate::wire` and classifying received opcodes.
+//! Building RC packets with `crate::wire` and classifying received opcodes, selective repeat's
+//! extension of request packets among them.
+//!
+//! Selective repeat (only between two sides that negotiated it; docs/lossy-roce.md): SEND packets
+//! carry 8 bytes before their data (the receive they fill, counted from 0, and their offset in it),
+//! WRITE MIDDLE/LAST a RETH of their own (this packet's address, the R_Key, the message length), and
+//! the SACK NAK a bitmap after its AETH. `SrExt` reads and writes the first two: the requester's
+//! packets (`wqe.rs`) carry it, the responder (`responder/reorder.rs`) reads it.
 
 use crate::transport::soft::bytes::{copy_payload, zero};
-use crate::wire::{AethRepr, AtomicEthPacket, BthPacket, BthRepr, IbRepr, Opcode, bth_field};
+use crate::wire::{
+    AethRepr, AtomicEthPacket, BthPacket, BthRepr, IbRepr, Opcode, RethPacket, RethRepr, bth_field,
+};
 
 use super::psn::Psn;
-use super::sack::SrExt;
 
 /// P_Key every RC packet carries (rxe: IB_DEFAULT_PKEY_FULL).
 pub(crate) const PKEY: u16 = 0xffff;
@@ -164,6 +172,75 @@ pub(crate) fn classify(op: Opcode) -> Option<Kind> {
     })
 }
 
+/// Bytes a SEND packet carries before its data under selective repeat.
+pub(crate) const SEND_EXT_LEN: usize = 8;
+/// Bytes a WRITE MIDDLE/LAST packet carries before its data under selective repeat.
+pub(crate) const WRITE_EXT_LEN: usize = 16;
+/// PSNs after the first missing one that a SACK NAK reports at most (512 bytes of bitmap; no more
+/// than the path MTU's worth of bytes).
+pub(crate) const SACK_MAX_PSNS: u32 = 4096;
+
+/// Selective repeat's extension before the data of a request packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SrExt {
+    /// A SEND packet: the receive it fills (counted from 0 over the receive-consuming messages) and
+    /// the offset of its data in the message.
+    Send {
+        /// Which receive.
+        recv_seq: u32,
+        /// Byte offset in the message.
+        offset: u32,
+    },
+    /// A WRITE MIDDLE or LAST packet: the address of its own data, the R_Key, the message length.
+    Write(RethRepr),
+}
+
+impl SrExt {
+    /// Bytes on the wire.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            SrExt::Send { .. } => SEND_EXT_LEN,
+            SrExt::Write(_) => WRITE_EXT_LEN,
+        }
+    }
+
+    /// Writes it at the start of `buf`.
+    pub(crate) fn emit(&self, buf: &mut [u8]) {
+        match self {
+            SrExt::Send { recv_seq, offset } => {
+                buf[..4].copy_from_slice(&recv_seq.to_be_bytes());
+                buf[4..8].copy_from_slice(&offset.to_be_bytes());
+            }
+            SrExt::Write(reth) => reth.emit(buf),
+        }
+    }
+
+    /// Splits the extension a request packet of kind `req` carries off its payload; `None` when the
+    /// payload is too short to hold it. Packets without one give `(None, payload)`.
+    pub(crate) fn split(req: Request, payload: &[u8]) -> Option<(Option<SrExt>, &[u8])> {
+        match req {
+            Request::Send(_) => {
+                let (ext, data) = payload.split_at_checked(SEND_EXT_LEN)?;
+                let word =
+                    |i: usize| u32::from_be_bytes([ext[i], ext[i + 1], ext[i + 2], ext[i + 3]]);
+                Some((
+                    Some(SrExt::Send {
+                        recv_seq: word(0),
+                        offset: word(4),
+                    }),
+                    data,
+                ))
+            }
+            Request::Write(seg) if !seg.starts() => {
+                let (ext, data) = payload.split_at_checked(WRITE_EXT_LEN)?;
+                let reth = RethRepr::parse(&RethPacket::new_unchecked(ext));
+                Some((Some(SrExt::Write(reth)), data))
+            }
+            _ => Some((None, payload)),
+        }
+    }
+}
+
 /// BTH.DestQP of a packet without parsing the rest: what an endpoint demultiplexes on.
 pub fn peek_dest_qp(ib: &[u8]) -> Option<u32> {
     let b = ib.get(bth_field::DEST_QP)?;
@@ -258,5 +335,35 @@ mod tests {
         assert_eq!(classify(Opcode(0x15)), None);
         assert_eq!(classify(Opcode(0x24)), None, "UC SEND_ONLY is not RC");
         assert_eq!(classify(Opcode(0x81)), None, "CNP");
+    }
+
+    #[test]
+    fn extensions_round_trip_and_short_payloads_are_refused() {
+        let mut buf = [0u8; 16];
+        let send = SrExt::Send {
+            recv_seq: 0x0102_0304,
+            offset: 8192,
+        };
+        send.emit(&mut buf);
+        let mut pkt = buf[..8].to_vec();
+        pkt.extend_from_slice(b"data");
+        let (ext, data) = SrExt::split(Request::Send(Seg::Middle), &pkt).unwrap();
+        assert_eq!((ext, data), (Some(send), &b"data"[..]));
+        let write = SrExt::Write(RethRepr {
+            va: 0x1234_5678_9abc,
+            rkey: 7,
+            dma_len: 65536,
+        });
+        write.emit(&mut buf);
+        let (ext, data) = SrExt::split(Request::Write(Seg::Last), &buf).unwrap();
+        assert_eq!((ext, data.len()), (Some(write), 0));
+        // WRITE FIRST/ONLY have their RETH in the header already; READs carry nothing.
+        assert_eq!(
+            SrExt::split(Request::Write(Seg::First), b"abcd"),
+            Some((None, &b"abcd"[..]))
+        );
+        assert_eq!(SrExt::split(Request::Read, b""), Some((None, &b""[..])));
+        assert_eq!(SrExt::split(Request::Send(Seg::Only), &[0; 7]), None);
+        assert_eq!(SrExt::split(Request::Write(Seg::Middle), &[0; 15]), None);
     }
 }

@@ -1,4 +1,5 @@
-//! The queue pair: one sans-IO RC state machine that joins requester, completer and responder.
+//! The queue pair: one sans-IO RC state machine that joins requester (and its completer) and
+//! responder.
 //!
 //! Shaped like quinn-proto's `Connection`: the caller feeds packets and work requests with an
 //! explicit `now` (an [`Instant`] on its own clock), pulls packets to send into its own buffers, pulls
@@ -17,11 +18,11 @@ use super::ctx::Ctx;
 use super::mr::MemoryTable;
 use super::packet::{self, Kind, MAX_HEADER_LEN};
 use super::psn::Psn;
-use super::requester::{self, Requester, RetryCause};
+use super::requester::Requester;
 use super::responder::Responder;
 use super::ring::Ring;
 use super::time::{Instant, Now};
-use super::timer::Timer;
+use super::wqe;
 
 /// Most packets one message may take: a quarter of the 24-bit PSN space.
 pub(crate) const MAX_MESSAGE_PACKETS: u32 = 1 << 22;
@@ -59,7 +60,7 @@ const ACK_BEHIND_MAX: u32 = 16;
 pub enum LoneAck {
     /// Everything queued goes, the ACK last.
     Send,
-    /// A plain ACK that is all that is left stays queued (see [`Qp::poll_transmit_holding_ack`]).
+    /// A plain ACK that is all that is left stays queued (see `Qp::poll_transmit_holding_ack`).
     Hold,
 }
 
@@ -148,17 +149,17 @@ impl Qp {
 
     /// Work requests posted and not yet completed, send and receive.
     pub fn outstanding(&self) -> (usize, usize) {
-        (self.req.sq.len(), self.resp.rq.len())
+        (self.req.posted(), self.resp.rq.len())
     }
 
     fn reserve(&self) -> bool {
         // Every queued work request must find room for its completion, even if nobody polls.
-        self.cq.len() + self.req.sq.len() + self.resp.receives_held() < self.cq.capacity()
+        self.cq.len() + self.req.posted() + self.resp.receives_held() < self.cq.capacity()
     }
 
     /// Posts a SEND, WRITE, READ or atomic. The local range is checked now; the remote one by the peer.
     pub fn post_send(&mut self, wr: &SendRequest) -> Result<()> {
-        if self.req.sq.is_full() || !self.reserve() {
+        if self.req.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
         }
         let atomic = matches!(wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. });
@@ -187,10 +188,10 @@ impl Qp {
                 wr.wr_id, wr.op
             )));
         }
-        let local =
-            self.mem
-                .send_buffer(self.cfg.local_lkey, wr, requester::local_access(wr.op))?;
-        if self.flushed_at_once(wr.wr_id, requester_op(wr.op))? {
+        let local = self
+            .mem
+            .send_buffer(self.cfg.local_lkey, wr, wqe::local_access(wr.op))?;
+        if self.flushed_at_once(wr.wr_id, wqe::completion_op(wr.op))? {
             return Ok(());
         }
         self.req.push(*wr, local, self.cfg.pmtu);
@@ -350,7 +351,7 @@ impl Qp {
 
     /// When `handle_timeout` must be called next (on the clock of `now`), if ever.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.req.timers.next_timeout()
+        self.req.next_timeout()
     }
 
     /// Fires the timers that are due at `now`.
@@ -358,36 +359,14 @@ impl Qp {
         if let QpState::Error(_) = self.state {
             return;
         }
-        for timer in Timer::VALUES {
-            if !self.req.timers.expire(timer, now) {
-                continue;
-            }
-            match timer {
-                // The RNR wait is over: send the refused packet again.
-                Timer::Rnr => self.req.resend_unacknowledged(),
-                Timer::Retransmit => {
-                    if !self.req.outstanding() {
-                        continue;
-                    }
-                    self.counters.timeouts += 1;
-                    let mut ctx = Ctx {
-                        cfg: &self.cfg,
-                        mem: &mut self.mem,
-                        cq: &mut self.cq,
-                        counters: &mut self.counters,
-                    };
-                    let outcome = if self.req.sr.is_some() {
-                        self.req.sr_timeout(&mut ctx)
-                    } else if self.req.gbn.is_some() {
-                        self.req.gbn_timeout(&mut ctx)
-                    } else {
-                        self.req.retry(RetryCause::Timeout, &mut ctx)
-                    };
-                    if let Some(status) = outcome {
-                        self.enter_error(status, false);
-                    }
-                }
-            }
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            mem: &mut self.mem,
+            cq: &mut self.cq,
+            counters: &mut self.counters,
+        };
+        if let Some(status) = self.req.handle_timeout(now, &mut ctx) {
+            self.enter_error(status, false);
         }
     }
 
@@ -402,17 +381,6 @@ impl Qp {
         self.req.fail_all(status, &mut ctx);
         self.resp.fail_all(keep_answers, &mut ctx);
         self.state = QpState::Error(status);
-    }
-}
-
-fn requester_op(op: SendOp) -> crate::transport::CompletionOp {
-    use crate::transport::CompletionOp as C;
-    match op {
-        SendOp::Send | SendOp::SendWithImm(_) => C::Send,
-        SendOp::Write | SendOp::WriteWithImm(_) => C::Write,
-        SendOp::Read => C::Read,
-        SendOp::FetchAdd(_) => C::FetchAdd,
-        SendOp::CompareSwap { .. } => C::CompareSwap,
     }
 }
 

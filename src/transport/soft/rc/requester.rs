@@ -1,85 +1,41 @@
-//! The requester: turns send work requests into request packets, in PSN order, and goes back N.
+//! The requester: turns send work requests into request packets, in PSN order, and completes them
+//! from the responder's answers (ACKs, NAKs, READ responses, atomic ACKs: the completer's part).
+//!
+//! One state machine with private fields, as quinn-proto's `Connection`: the queue pair hands it
+//! work requests, response packets and timer expiries with an explicit `now`, and pulls request
+//! packets. How it recovers from loss is a sub-state that owns its logic ([`LossRecovery`]):
+//! go-back-N as rxe, go-back-N with a probe and a loss-reactive window between roceperf endpoints
+//! ([`GbnLoss`], `gbn.rs`), or selective repeat ([`Sack`], `sack.rs`). The sub-states are handed
+//! what they need (the send queue, PSNs) as arguments; this file alone moves the requester's state.
+//!
+//! ACKs are cumulative. A NAK or a READ response also acknowledges everything before its PSN. An ACK
+//! that passes a READ/atomic still waiting for its data means those responses were lost (an
+//! implied NAK) and starts a retry at once, as rxe does.
 
 use std::time::Duration;
 
-use crate::transport::{Access, Completion, CompletionOp, CompletionStatus, SendOp, SendRequest};
-use crate::wire::{AtomicEthRepr, Opcode, RethRepr};
+use crate::transport::soft::bytes::copy_payload;
+use crate::transport::{Completion, CompletionStatus, SendOp, SendRequest};
+use crate::wire::{AethKind, IbRepr, NakCode};
 
 use super::ctx::Ctx;
 use super::gbn::GbnLoss;
 use super::mr::Span;
-use super::packet::{self, Seg};
+use super::packet::{self, Response, Seg};
 use super::psn::Psn;
-use super::ring::Ring;
 use super::rto::Rto;
-use super::sack::{Sack, SrExt};
+use super::sack::Sack;
 use super::time::{Instant, Now};
 use super::timer::{self, Timer, TimerTable};
+use super::wqe::{self, Emitted, SendQueue, Wqe};
 
-/// One posted send work request and its transmission progress.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Wqe {
-    /// The request as posted.
-    pub wr: SendRequest,
-    /// Local bytes: the source of SEND/WRITE, the destination of READ and atomics.
-    pub local: Span,
-    /// PSN of its first packet.
-    pub(crate) first_psn: Psn,
-    /// PSNs it occupies (a READ occupies one per response packet).
-    pub npkts: u32,
-    /// READ response packets received so far.
-    pub received: u32,
-    /// Transmitted at least once (counts against `max_rd_atomic` for READ/atomics).
-    pub started: bool,
-    /// Selective repeat: the receive this message consumes at the peer, counted from 0 over the
-    /// messages that consume one (SEND, WRITE with immediate), so an early packet finds its buffer.
-    pub(crate) recv_seq: u32,
-    /// Selective repeat: the responder is known to have this READ or atomic request.
-    pub(crate) req_acked: bool,
-}
-
-impl Wqe {
-    /// READ and atomics are answered with data; they wait for responses, not ACKs.
-    pub(crate) fn is_read_or_atomic(&self) -> bool {
-        matches!(
-            self.wr.op,
-            SendOp::Read | SendOp::FetchAdd(_) | SendOp::CompareSwap { .. }
-        )
-    }
-
-    /// PSN of its last packet.
-    pub(crate) fn last_psn(&self) -> Psn {
-        self.first_psn.add(self.npkts - 1)
-    }
-
-    /// The completion opcode it reports.
-    pub(crate) fn completion_op(&self) -> CompletionOp {
-        match self.wr.op {
-            SendOp::Send | SendOp::SendWithImm(_) => CompletionOp::Send,
-            SendOp::Write | SendOp::WriteWithImm(_) => CompletionOp::Write,
-            SendOp::Read => CompletionOp::Read,
-            SendOp::FetchAdd(_) => CompletionOp::FetchAdd,
-            SendOp::CompareSwap { .. } => CompletionOp::CompareSwap,
-        }
-    }
-}
-
-/// What [`Requester::emit`] wrote.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Emitted {
-    /// Packet length.
-    pub len: usize,
-    /// PSNs it occupies (a READ: one per response packet it asks for... to the end).
-    pub(crate) consumed: u32,
-    /// Payload bytes (data only).
-    pub payload: usize,
-    /// It carries AckReq: its answer comes at once, not with a later packet's.
-    pub asked: bool,
-}
+/// What a response or a timeout did to the QP: `Some(status)` means the QP must enter ERROR with
+/// `status` for the oldest work request.
+pub(super) type Outcome = Option<CompletionStatus>;
 
 /// Why the send queue goes back to its oldest unacknowledged PSN.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum RetryCause {
+enum RetryCause {
     /// The retransmission timer expired.
     Timeout,
     /// The responder sent NAK PSN sequence error.
@@ -90,51 +46,95 @@ pub(crate) enum RetryCause {
     Probe,
 }
 
+/// How the requester recovers from loss: its sub-state, fixed when the QP is created.
+enum LossRecovery {
+    /// Go-back-N as rxe: the configured window, the ACK timeout.
+    GoBackN,
+    /// Go-back-N between roceperf endpoints (`QpConfig::gbn_fast`): a probe after the measured
+    /// round trip, and a window that reacts to loss.
+    Probing(GbnLoss),
+    /// Selective repeat: only what is missing is sent again.
+    Selective(Box<Sack>),
+}
+
+impl LossRecovery {
+    /// Selective repeat's state, where the caller knows it runs.
+    #[inline]
+    fn sack(&mut self) -> &mut Sack {
+        match self {
+            LossRecovery::Selective(sr) => sr,
+            _ => unreachable!("selective repeat is on"),
+        }
+    }
+
+    /// Selective repeat's state, to read, where the caller knows it runs.
+    #[inline]
+    fn sack_ref(&self) -> &Sack {
+        match self {
+            LossRecovery::Selective(sr) => sr,
+            _ => unreachable!("selective repeat is on"),
+        }
+    }
+
+    /// Go-back-N's probe and window, when they run.
+    #[inline]
+    fn gbn(&mut self) -> Option<&mut GbnLoss> {
+        match self {
+            LossRecovery::Probing(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Round trips are measured and a silence is answered after one (selective repeat, `gbn`).
+    #[inline]
+    fn fast(&self) -> bool {
+        !matches!(self, LossRecovery::GoBackN)
+    }
+}
+
 /// Send-queue state: what was posted, what was sent, what was acknowledged.
-pub struct Requester {
+pub(super) struct Requester {
     /// Posted, not yet completed work requests, oldest first.
-    pub(crate) sq: Ring<Wqe>,
+    sq: SendQueue,
     /// PSN the next posted work request starts at.
-    pub(crate) next_psn: Psn,
+    next_psn: Psn,
     /// Index in `sq` of the work request being transmitted (== `sq.len()` when all are sent).
-    pub(crate) cursor: usize,
+    cursor: usize,
     /// Next packet of that work request.
-    pub(crate) cursor_pkt: u32,
+    cursor_pkt: u32,
     /// PSN of the next packet to transmit (goes back on retry).
-    pub(crate) req_psn: Psn,
+    req_psn: Psn,
     /// One past the highest PSN ever transmitted.
-    pub(crate) sent_high: Psn,
+    sent_high: Psn,
     /// Oldest PSN not yet acknowledged.
-    pub(crate) comp_psn: Psn,
+    comp_psn: Psn,
     /// READ/atomic work requests started and not completed.
-    pub(crate) rd_atomic_inflight: u32,
+    rd_atomic_inflight: u32,
     /// Packets sent since the last one with AckReq.
-    pub(crate) noack_pkts: u32,
+    noack_pkts: u32,
     /// One past the newest PSN sent with AckReq: PSNs from here on have not asked for an answer.
-    pub(crate) asked_high: Psn,
+    asked_high: Psn,
     /// Retries left before RETRY_EXC_ERR.
-    pub(crate) retry_left: u8,
+    retry_left: u8,
     /// RNR retries left before RNR_RETRY_EXC_ERR.
-    pub(crate) rnr_left: u8,
+    rnr_left: u8,
     /// A retry was started and no progress has been seen since (rxe's `started_retry`).
-    pub(crate) started_retry: bool,
+    started_retry: bool,
     /// The retransmission timer and the RNR wait (nothing is sent while it runs).
-    pub(super) timers: TimerTable,
+    timers: TimerTable,
     /// Receive-consuming messages posted so far (the next one's `recv_seq`).
-    pub(super) recv_seq_next: u32,
-    /// Selective repeat's state, when the QP runs it.
-    pub(super) sr: Option<Box<Sack>>,
-    /// Go-back-N's probe and window, when the QP runs them (`QpConfig::gbn_fast`).
-    pub(super) gbn: Option<GbnLoss>,
+    recv_seq_next: u32,
+    /// How loss is recovered from, and that recovery's own state.
+    recovery: LossRecovery,
     /// The round-trip estimate behind the fast retransmission timeout (selective repeat, `gbn`).
-    pub(super) rto: Rto,
+    rto: Rto,
 }
 
 impl Requester {
     /// An idle requester starting at `psn` with room for `depth` work requests; `sr` gives it
-    /// selective repeat with a window of that many PSNs, `gbn` go-back-N's probe with a window of
-    /// that many PSNs (reacting to loss when its flag says so).
-    pub fn new(
+    /// selective repeat with a window of that many PSNs, else `gbn` go-back-N's probe with a window
+    /// of that many PSNs (reacting to loss when its flag says so).
+    pub(super) fn new(
         psn: Psn,
         depth: usize,
         retry_cnt: u8,
@@ -142,8 +142,15 @@ impl Requester {
         sr: Option<u32>,
         gbn: Option<(u32, bool)>,
     ) -> Requester {
+        let recovery = match (sr, gbn) {
+            (Some(window), _) => LossRecovery::Selective(Box::new(Sack::new(psn, window))),
+            (None, Some((cap, adaptive))) => {
+                LossRecovery::Probing(GbnLoss::new(psn, cap, adaptive))
+            }
+            (None, None) => LossRecovery::GoBackN,
+        };
         Requester {
-            sq: Ring::with_capacity(depth),
+            sq: SendQueue::with_capacity(depth),
             next_psn: psn,
             cursor: 0,
             cursor_pkt: 0,
@@ -158,14 +165,13 @@ impl Requester {
             started_retry: false,
             timers: TimerTable::default(),
             recv_seq_next: 0,
-            sr: sr.map(|window| Box::new(Sack::new(psn, window))),
-            gbn: gbn.map(|(cap, adaptive)| GbnLoss::new(psn, cap, adaptive)),
+            recovery,
             rto: Rto::default(),
         }
     }
 
     /// Queues a checked work request; the caller made sure there is room.
-    pub fn push(&mut self, wr: SendRequest, local: Span, pmtu: u32) {
+    pub(super) fn push(&mut self, wr: SendRequest, local: Span, pmtu: u32) {
         let npkts = match wr.op {
             SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => 1,
             _ => packet::packets_for(u64::from(wr.len), pmtu),
@@ -191,16 +197,65 @@ impl Requester {
         debug_assert!(pushed.is_ok(), "post_send checks room first");
     }
 
+    /// Work requests posted and not yet completed.
+    pub(super) fn posted(&self) -> usize {
+        self.sq.len()
+    }
+
+    /// The send queue has no room for another work request.
+    pub(super) fn is_full(&self) -> bool {
+        self.sq.is_full()
+    }
+
     /// True while a transmitted work request waits for its ACK or response.
-    pub fn outstanding(&self) -> bool {
+    pub(super) fn outstanding(&self) -> bool {
         self.sq.front().is_some_and(|w| w.started)
     }
 
     /// Whether [`poll_transmit`](Self::poll_transmit) may have a packet: a work request not yet
     /// (fully) sent, or go-back-N's probe. Selective repeat always may (its resends are not behind
     /// the cursor).
-    pub(crate) fn may_transmit(&self) -> bool {
-        self.cursor < self.sq.len() || self.sr.is_some() || self.gbn.is_some_and(|g| g.probe_due)
+    pub(super) fn may_transmit(&self) -> bool {
+        self.cursor < self.sq.len()
+            || match &self.recovery {
+                LossRecovery::Selective(_) => true,
+                LossRecovery::Probing(g) => g.probe_due(),
+                LossRecovery::GoBackN => false,
+            }
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must be called next, if ever.
+    pub(super) fn next_timeout(&self) -> Option<Instant> {
+        self.timers.next_timeout()
+    }
+
+    /// Fires the timers due at `now`: the end of an RNR wait sends the refused packet again, the
+    /// retransmission timer goes back (or probes, under selective repeat and `gbn`).
+    pub(super) fn handle_timeout(&mut self, now: Instant, ctx: &mut Ctx<'_>) -> Outcome {
+        for timer in Timer::VALUES {
+            if !self.timers.expire(timer, now) {
+                continue;
+            }
+            match timer {
+                // The RNR wait is over: send the refused packet again.
+                Timer::Rnr => self.resend_unacknowledged(),
+                Timer::Retransmit => {
+                    if !self.outstanding() {
+                        continue;
+                    }
+                    ctx.counters.timeouts += 1;
+                    let outcome = match self.recovery {
+                        LossRecovery::Selective(_) => self.sr_timeout(ctx),
+                        LossRecovery::Probing(_) => self.gbn_timeout(ctx),
+                        LossRecovery::GoBackN => self.retry(RetryCause::Timeout, ctx),
+                    };
+                    if outcome.is_some() {
+                        return outcome;
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// What a fast timeout probes with: the oldest unacknowledged PSN, or the newest sent when none of
@@ -208,7 +263,7 @@ impl Requester {
     /// not in doubt until now: the silence doubts the newest, and asking with it answers for all of
     /// them in one round trip (and delivers it if it was the one lost), where the oldest, long
     /// delivered, would only move the question on to a second timeout.
-    pub(crate) fn probe_psn(&self) -> Psn {
+    fn probe_psn(&self) -> Psn {
         if self.comp_psn.before(self.asked_high) {
             self.comp_psn
         } else {
@@ -216,25 +271,8 @@ impl Requester {
         }
     }
 
-    /// The index in `sq` of the started work request holding `p`.
-    pub(crate) fn wqe_index(&self, p: Psn) -> Option<usize> {
-        let (mut lo, mut hi) = (0, self.sq.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let w = self.sq.get(mid)?;
-            if p.before(w.first_psn) {
-                hi = mid;
-            } else if p.in_window(w.first_psn, w.npkts) {
-                return w.started.then_some(mid);
-            } else {
-                lo = mid + 1;
-            }
-        }
-        None
-    }
-
     /// Points transmission at `psn`: the work request holding it, or the end of the queue.
-    pub(crate) fn seek(&mut self, psn: Psn) {
+    fn seek(&mut self, psn: Psn) {
         self.req_psn = psn;
         for (i, w) in self.sq.iter().enumerate() {
             if psn.in_window(w.first_psn, w.npkts) {
@@ -248,7 +286,7 @@ impl Requester {
     }
 
     /// Arms (or stops) the retransmission timer after progress.
-    pub(crate) fn rearm(&mut self, now: Instant, ctx: &Ctx<'_>) {
+    fn rearm(&mut self, now: Instant, ctx: &Ctx<'_>) {
         match self.retx_timeout(ctx) {
             Some(t) if self.outstanding() => {
                 self.timers.set(Timer::Retransmit, now.saturating_add(t))
@@ -258,10 +296,10 @@ impl Requester {
     }
 
     /// The ACK timeout for the next arming: the configured one, doubled per retry already spent
-    /// without progress when the QP backs off (`retry_backoff_max_shift`); selective repeat's shorter
-    /// one while it has fast retries left.
-    pub(super) fn retx_timeout(&self, ctx: &Ctx<'_>) -> Option<Duration> {
-        if (self.sr.is_some() || self.gbn.is_some())
+    /// without progress when the QP backs off (`retry_backoff_max_shift`); selective repeat's and
+    /// `gbn`'s shorter one while they have fast retries left.
+    fn retx_timeout(&self, ctx: &Ctx<'_>) -> Option<Duration> {
+        if self.recovery.fast()
             && let Some(t) = self
                 .rto
                 .fast_timeout(self.sent_high.diff(self.comp_psn), ctx.cfg)
@@ -275,7 +313,7 @@ impl Requester {
 
     /// Goes back N to the oldest unacknowledged PSN. Returns the error that ends the QP when the
     /// retry budget is spent.
-    pub fn retry(&mut self, cause: RetryCause, ctx: &mut Ctx<'_>) -> Option<CompletionStatus> {
+    fn retry(&mut self, cause: RetryCause, ctx: &mut Ctx<'_>) -> Outcome {
         if !self.outstanding() {
             return None;
         }
@@ -296,12 +334,8 @@ impl Requester {
         self.noack_pkts = 0;
         self.timers.stop(Timer::Retransmit);
         self.rto.cancel();
-        if let Some(g) = &mut self.gbn {
-            g.lost(self.comp_psn, self.sent_high);
-            // After a NAK (or a probe's answer) the responder holds nothing from the rewind point
-            // on, and what was sent before the resend arrives before it: the resend's ACK is its
-            // own, a fair round-trip sample (Karn's rule forbids only ambiguous ones).
-            g.time_resend = cause != RetryCause::Timeout;
+        if let Some(g) = self.recovery.gbn() {
+            g.went_back(self.comp_psn, self.sent_high, cause != RetryCause::Timeout);
         }
         self.resend_unacknowledged();
         None
@@ -309,16 +343,18 @@ impl Requester {
 
     /// Sends again from the oldest unacknowledged PSN (selective repeat: everything not yet received,
     /// from it on): after a retry, or once an RNR wait is over.
-    pub(crate) fn resend_unacknowledged(&mut self) {
-        if self.sr.is_some() {
-            self.sr_resend_all();
-        } else {
-            self.seek(self.comp_psn);
+    fn resend_unacknowledged(&mut self) {
+        match &mut self.recovery {
+            LossRecovery::Selective(sr) => {
+                self.rto.cancel();
+                sr.resend_all(&self.sq, self.comp_psn, self.sent_high);
+            }
+            _ => self.seek(self.comp_psn),
         }
     }
 
     /// Writes the next request packet into `buf`; `None` when nothing may be sent now.
-    pub fn poll_transmit(
+    pub(super) fn poll_transmit(
         &mut self,
         now: &mut impl Now,
         buf: &mut [u8],
@@ -327,20 +363,20 @@ impl Requester {
         if self.timers.get(Timer::Rnr).is_some() {
             return None;
         }
-        if self.sr.is_some()
-            && let Some(n) = self.sr_poll_retransmit(now, buf, ctx)
-        {
-            return Some(n);
-        }
-        if let Some(g) = &mut self.gbn
-            && g.probe_due
-        {
-            if self.sq.front().is_some_and(|w| w.started) {
-                return Some(self.gbn_send_probe(now, buf, ctx));
+        match &mut self.recovery {
+            LossRecovery::Selective(_) => {
+                if let Some(n) = self.sr_poll_retransmit(now, buf, ctx) {
+                    return Some(n);
+                }
             }
-            // Everything was acknowledged between the timeout and this call: nothing to ask.
-            g.probe_due = false;
-            g.probe = None;
+            LossRecovery::Probing(g) if g.probe_due() => {
+                if self.sq.front().is_some_and(|w| w.started) {
+                    return Some(self.gbn_send_probe(now, buf, ctx));
+                }
+                // Everything was acknowledged between the timeout and this call: nothing to ask.
+                g.cancel_probe();
+            }
+            _ => {}
         }
         let w = *self.sq.get(self.cursor)?;
         if self.req_psn.diff(self.comp_psn) >= self.window(ctx) as i32 {
@@ -367,12 +403,12 @@ impl Requester {
         if psn.before(self.sent_high) {
             ctx.counters.retransmitted_packets += 1;
             ctx.counters.retransmitted_bytes += sent.payload as u64;
-            if let Some(g) = &mut self.gbn
-                && std::mem::take(&mut g.time_resend)
+            if let Some(g) = self.recovery.gbn()
+                && g.take_time_resend()
             {
                 self.rto.time(psn, now.now());
             }
-        } else if (self.sr.is_some() || self.gbn.is_some()) && sent.asked {
+        } else if self.recovery.fast() && sent.asked {
             // Only a packet that asks for an ACK is timed: the others are answered whenever a
             // later one asks (a latency test signals one message in 16), and that wait is no
             // round trip.
@@ -390,16 +426,16 @@ impl Requester {
 
     /// Unacknowledged PSNs allowed out: the configured window (selective repeat: the responder's
     /// window of early requests, half what the requester's bitmaps cover; `gbn`: its window now).
-    pub(super) fn window(&self, ctx: &Ctx<'_>) -> u32 {
-        match (&self.sr, &self.gbn) {
-            (Some(sr), _) => sr.window() / 2,
-            (None, Some(g)) => g.window(),
-            (None, None) => ctx.cfg.max_unacked_psns,
+    fn window(&self, ctx: &Ctx<'_>) -> u32 {
+        match &self.recovery {
+            LossRecovery::Selective(sr) => sr.window() / 2,
+            LossRecovery::Probing(g) => g.window(),
+            LossRecovery::GoBackN => ctx.cfg.max_unacked_psns,
         }
     }
 
     /// After any transmission: the retransmission timer runs, and the payload is counted.
-    pub(super) fn sent(&mut self, now: &mut impl Now, payload: usize, ctx: &mut Ctx<'_>) {
+    fn sent(&mut self, now: &mut impl Now, payload: usize, ctx: &mut Ctx<'_>) {
         if self.timers.get(Timer::Retransmit).is_none()
             && let Some(t) = self.retx_timeout(ctx)
         {
@@ -409,10 +445,20 @@ impl Requester {
         ctx.counters.tx_payload_bytes += payload as u64;
     }
 
-    /// Writes packet `k` of `w` at `psn` into `buf`. A READ asks for its packets from `k` on (only
-    /// `read_pkts` of them when given); `force_ack` sets AckReq (retransmissions ask for an answer).
+    /// A resend that was just emitted: counted as such, and the timer runs.
+    #[inline]
+    fn resent(&mut self, now: &mut impl Now, sent: Emitted, ctx: &mut Ctx<'_>) -> usize {
+        ctx.counters.retransmitted_packets += 1;
+        ctx.counters.retransmitted_bytes += sent.payload as u64;
+        self.sent(now, sent.payload, ctx);
+        sent.len
+    }
+
+    /// Writes packet `k` of `w` at `psn` into `buf` ([`Wqe::emit`]), asking for an ACK when
+    /// `force_ack` says so or when `ack_req_every` packets went without asking (rxe's rule).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn emit(
+    #[inline(always)]
+    fn emit(
         &mut self,
         w: &Wqe,
         k: u32,
@@ -420,112 +466,17 @@ impl Requester {
         read_pkts: Option<u32>,
         force_ack: bool,
         buf: &mut [u8],
-        ctx: &mut Ctx<'_>,
+        ctx: &Ctx<'_>,
     ) -> Emitted {
-        let pmtu = ctx.cfg.pmtu;
-        let dest = ctx.cfg.remote_qpn;
-        let sr = self.sr.is_some();
-        let remote =
-            w.wr.remote
-                .unwrap_or(crate::transport::RemoteAddr { addr: 0, rkey: 0 });
-        let (len, consumed, payload, asked) = match w.wr.op {
-            SendOp::Read => {
-                // A (re)issued READ asks for everything from packet k on, in one request.
-                let skip = u64::from(k) * u64::from(pmtu);
-                let rest = u64::from(w.wr.len) - skip.min(u64::from(w.wr.len));
-                let bytes = match read_pkts {
-                    Some(n) => rest.min(u64::from(n) * u64::from(pmtu)),
-                    None => rest,
-                };
-                let mut r = packet::repr(Opcode::RC_RDMA_READ_REQUEST, dest, psn, true, 0);
-                r.reth = Some(RethRepr {
-                    va: remote.addr.wrapping_add(skip),
-                    rkey: remote.rkey,
-                    dma_len: bytes as u32,
-                });
-                (packet::emit(buf, &r, &[]), w.npkts - k, 0, true)
-            }
-            SendOp::FetchAdd(add) => {
-                let mut r = packet::repr(Opcode::RC_FETCH_ADD, dest, psn, true, 0);
-                r.atomic_eth = Some(AtomicEthRepr {
-                    va: remote.addr,
-                    rkey: remote.rkey,
-                    swap_add: add,
-                    compare: 0,
-                });
-                (packet::emit(buf, &r, &[]), 1, 0, true)
-            }
-            SendOp::CompareSwap { compare, swap } => {
-                let mut r = packet::repr(Opcode::RC_COMPARE_SWAP, dest, psn, true, 0);
-                r.atomic_eth = Some(AtomicEthRepr {
-                    va: remote.addr,
-                    rkey: remote.rkey,
-                    swap_add: swap,
-                    compare,
-                });
-                (packet::emit(buf, &r, &[]), 1, 0, true)
-            }
-            SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write | SendOp::WriteWithImm(_) => {
-                let seg = Seg::of(k, w.npkts);
-                let n = packet::payload_len(u64::from(w.wr.len), pmtu, k);
-                let start = k as usize * pmtu as usize;
-                let ack_req = force_ack
-                    || (seg.ends() && w.wr.signaled)
-                    || self.noack_pkts >= ctx.cfg.ack_req_every;
-                let is_write = matches!(w.wr.op, SendOp::Write | SendOp::WriteWithImm(_));
-                let (opcode, imm) = match w.wr.op {
-                    SendOp::Send => (packet::send_opcode(seg, false), None),
-                    SendOp::SendWithImm(i) => (packet::send_opcode(seg, true), Some(i)),
-                    SendOp::Write => (packet::write_opcode(seg, false), None),
-                    SendOp::WriteWithImm(i) => (packet::write_opcode(seg, true), Some(i)),
-                    _ => unreachable!("matched above"),
-                };
-                // Selective repeat places every packet on arrival: SENDs say which receive and
-                // where in it, WRITE MIDDLE/LAST carry their own RETH (docs/lossy-roce.md).
-                let ext = match (sr, is_write, seg.starts()) {
-                    (true, false, _) => Some(SrExt::Send {
-                        recv_seq: w.recv_seq,
-                        offset: start as u32,
-                    }),
-                    (true, true, false) => Some(SrExt::Write(RethRepr {
-                        va: remote.addr.wrapping_add(start as u64),
-                        rkey: remote.rkey,
-                        dma_len: w.wr.len,
-                    })),
-                    _ => None,
-                };
-                let ext_len = ext.map_or(0, |e| e.len());
-                let mut r = packet::repr(opcode, dest, psn, ack_req, ext_len + n);
-                if seg.ends() {
-                    r.imm = imm;
-                }
-                if seg.starts() && is_write {
-                    r.reth = Some(RethRepr {
-                        va: remote.addr,
-                        rkey: remote.rkey,
-                        dma_len: w.wr.len,
-                    });
-                }
-                let src = &ctx.mem.span(w.local)[start..start + n];
-                let len = match ext {
-                    None => packet::emit(buf, &r, src),
-                    Some(e) => packet::emit_with_ext(buf, &r, &e, src),
-                };
-                (len, 1, n, ack_req)
-            }
-        };
-        // AckReq bookkeeping: rxe asks again after `ack_req_every` packets without asking.
-        self.noack_pkts = if asked { 0 } else { self.noack_pkts + 1 };
-        Emitted {
-            len,
-            consumed,
-            payload,
-            asked,
-        }
+        let ask = force_ack || self.noack_pkts >= ctx.cfg.ack_req_every;
+        let sr = matches!(self.recovery, LossRecovery::Selective(_));
+        let sent = w.emit(k, psn, read_pkts, ask, sr, buf, ctx);
+        self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
+        sent
     }
 
     /// Completes the oldest work request with `status` and removes it.
-    pub(crate) fn complete_head(&mut self, status: CompletionStatus, ctx: &mut Ctx<'_>) {
+    fn complete_head(&mut self, status: CompletionStatus, ctx: &mut Ctx<'_>) {
         let Some(w) = self.sq.pop_front() else { return };
         if w.is_read_or_atomic() && w.started {
             self.rd_atomic_inflight = self.rd_atomic_inflight.saturating_sub(1);
@@ -536,7 +487,7 @@ impl Requester {
                 wr_id: w.wr.wr_id,
                 qp: ctx.cfg.cq_tag,
                 status,
-                op: w.completion_op(),
+                op: wqe::completion_op(w.wr.op),
                 byte_len: if status == CompletionStatus::Success {
                     w.wr.len
                 } else {
@@ -548,7 +499,7 @@ impl Requester {
     }
 
     /// Fails the oldest work request with `status` and flushes the rest (the QP enters ERROR).
-    pub(crate) fn fail_all(&mut self, status: CompletionStatus, ctx: &mut Ctx<'_>) {
+    pub(super) fn fail_all(&mut self, status: CompletionStatus, ctx: &mut Ctx<'_>) {
         if !self.sq.is_empty() {
             self.complete_head(status, ctx);
         }
@@ -559,12 +510,536 @@ impl Requester {
         self.cursor_pkt = 0;
         self.timers.stop_all();
     }
+
+    /// The PSN of response `repr` when it can still answer something outstanding; `None`, counted as
+    /// stale, otherwise.
+    #[inline]
+    fn answering_psn(&self, repr: &IbRepr, ctx: &mut Ctx<'_>) -> Option<Psn> {
+        let psn = Psn::new(repr.bth.psn);
+        // Only PSNs in [comp_psn - 1, sent_high) can answer anything still outstanding; an ACK
+        // for comp_psn - 1 is a plain duplicate.
+        if !psn.before(self.sent_high) || psn.before(self.comp_psn) {
+            ctx.counters.drops.protocol.stale_response += 1;
+            return None;
+        }
+        Some(psn)
+    }
+
+    /// Handles one response packet. `Some(status)` means the QP must enter ERROR with `status` for the
+    /// oldest work request.
+    pub(super) fn handle_response(
+        &mut self,
+        now: Instant,
+        kind: Response,
+        repr: &IbRepr,
+        payload: &[u8],
+        ctx: &mut Ctx<'_>,
+    ) -> Outcome {
+        let psn = self.answering_psn(repr, ctx)?;
+        if let LossRecovery::Selective(_) = self.recovery {
+            return self.sr_response(now, psn, kind, (repr, payload), ctx);
+        }
+        match kind {
+            Response::Acknowledge => {
+                match ack_kind(repr, ctx)? {
+                    AethKind::Ack { .. } => {
+                        ctx.counters.acks_received += 1;
+                        let outcome = self.acknowledge_before(now, psn.add(1), ctx);
+                        let (comp, sent_high) = (self.comp_psn, self.sent_high);
+                        if let Some(g) = self.recovery.gbn() {
+                            g.probe_answered(psn, comp, sent_high);
+                        }
+                        outcome
+                    }
+                    AethKind::Nak(NakCode::PsnSequenceError) => {
+                        ctx.counters.naks_received.psn_seq += 1;
+                        if let Some(e) = self.acknowledge_before(now, psn, ctx) {
+                            return Some(e);
+                        }
+                        self.retry(RetryCause::NakSequence, ctx)
+                    }
+                    AethKind::RnrNak { timer: code } => {
+                        ctx.counters.naks_received.rnr += 1;
+                        if let Some(e) = self.acknowledge_before(now, psn, ctx) {
+                            return Some(e);
+                        }
+                        if !self.outstanding() {
+                            return None;
+                        }
+                        if let Some(e) = self.rnr_wait(now, code, ctx) {
+                            return Some(e);
+                        }
+                        // Then go back to the refused packet.
+                        self.seek(self.comp_psn);
+                        None
+                    }
+                    AethKind::Nak(code) => {
+                        let status = self.fatal_nak(code, ctx);
+                        if let Some(e) = self.acknowledge_before(now, psn, ctx) {
+                            return Some(e);
+                        }
+                        Some(status)
+                    }
+                    AethKind::Reserved(_) => {
+                        ctx.counters.drops.protocol.bad_response += 1;
+                        None
+                    }
+                }
+            }
+            Response::AtomicAcknowledge => {
+                let (Some(aeth), Some(ack)) = (repr.aeth, repr.atomic_ack_eth) else {
+                    ctx.counters.drops.protocol.bad_response += 1;
+                    return None;
+                };
+                if !matches!(aeth.kind(), AethKind::Ack { .. }) {
+                    ctx.counters.drops.protocol.bad_response += 1;
+                    return None;
+                }
+                if let Some(e) = self.acknowledge_before(now, psn, ctx) {
+                    return Some(e);
+                }
+                let w = self.sq.front()?;
+                if w.first_psn != psn
+                    || !w.started
+                    || !matches!(w.wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. })
+                {
+                    ctx.counters.drops.protocol.stale_response += 1;
+                    return None;
+                }
+                let local = w.local;
+                ctx.counters.acks_received += 1;
+                ctx.mem.span_mut(local)[..8].copy_from_slice(&ack.orig.to_ne_bytes());
+                self.comp_psn = psn.add(1);
+                self.complete_head(CompletionStatus::Success, ctx);
+                if self.req_psn.before(self.comp_psn) {
+                    self.seek(self.comp_psn);
+                }
+                self.progress(now, ctx);
+                None
+            }
+            Response::ReadResponse(seg) => self.read_response(now, psn, seg, repr, payload, ctx),
+        }
+    }
+
+    /// A READ response under go-back-N: placed in order only.
+    fn read_response(
+        &mut self,
+        now: Instant,
+        psn: Psn,
+        seg: Seg,
+        repr: &IbRepr,
+        payload: &[u8],
+        ctx: &mut Ctx<'_>,
+    ) -> Outcome {
+        if repr
+            .aeth
+            .is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. }))
+        {
+            ctx.counters.drops.protocol.bad_response += 1;
+            return None;
+        }
+        if let Some(e) = self.acknowledge_before(now, psn, ctx) {
+            return Some(e);
+        }
+        let pmtu = ctx.cfg.pmtu;
+        let Some(w) = self.sq.front_mut() else {
+            ctx.counters.drops.protocol.stale_response += 1;
+            return None;
+        };
+        if !matches!(w.wr.op, SendOp::Read) || !w.started {
+            ctx.counters.drops.protocol.stale_response += 1;
+            return None;
+        }
+        // In order only: a later response means an earlier one was lost; the timer recovers.
+        if psn != w.first_psn.add(w.received) {
+            ctx.counters.drops.protocol.stale_response += 1;
+            return None;
+        }
+        let k = w.received;
+        let last = k + 1 == w.npkts;
+        // A resumed READ may be answered MIDDLE/LAST (rxe) or FIRST/ONLY (a fresh response to the
+        // reissued request); accept both, as long as the packet's end matches the message's end.
+        let fits = match seg {
+            Seg::First => !last,
+            Seg::Middle => !last && k > 0,
+            Seg::Last => last && k > 0,
+            Seg::Only => last,
+        };
+        let want = packet::payload_len(u64::from(w.wr.len), pmtu, k);
+        if !fits || payload.len() != want {
+            ctx.counters.drops.protocol.bad_response += 1;
+            return None;
+        }
+        let start = k as usize * pmtu as usize;
+        let local = w.local;
+        w.received += 1;
+        copy_payload(&mut ctx.mem.span_mut(local)[start..start + want], payload);
+        self.comp_psn = psn.add(1);
+        if last {
+            self.complete_head(CompletionStatus::Success, ctx);
+        }
+        if self.req_psn.before(self.comp_psn) {
+            self.seek(self.comp_psn);
+        }
+        self.progress(now, ctx);
+        None
+    }
+
+    /// Everything before `limit` was received by the responder: completes the SEND/WRITE work
+    /// requests that end before it. A READ/atomic that ends before it without its data means its
+    /// responses were lost: go back N (implied NAK).
+    fn acknowledge_before(&mut self, now: Instant, limit: Psn, ctx: &mut Ctx<'_>) -> Outcome {
+        let before = self.comp_psn;
+        while let Some(w) = self.sq.front() {
+            if !w.started || !w.first_psn.before(limit) {
+                break;
+            }
+            if w.is_read_or_atomic() {
+                if w.last_psn().before(limit) {
+                    self.comp_psn = w.first_psn.add(w.received);
+                    if self.comp_psn != before {
+                        self.progress(now, ctx);
+                    }
+                    return self.retry(RetryCause::ImpliedNak, ctx);
+                }
+                break;
+            }
+            if !w.last_psn().before(limit) {
+                // Part of a long SEND/WRITE is acknowledged.
+                if limit.after(self.comp_psn) {
+                    self.comp_psn = limit;
+                }
+                break;
+            }
+            self.comp_psn = w.last_psn().add(1);
+            self.complete_head(CompletionStatus::Success, ctx);
+        }
+        if self.comp_psn != before {
+            if self.req_psn.before(self.comp_psn) {
+                self.seek(self.comp_psn);
+            }
+            self.progress(now, ctx);
+        }
+        None
+    }
+
+    /// Forward progress: fresh retry budgets, a round-trip sample when the timed packet is now
+    /// acknowledged, the loss-reactive window's growth, and a fresh timer.
+    fn progress(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+        self.retry_left = ctx.cfg.retry_cnt;
+        self.rnr_left = ctx.cfg.rnr_retry;
+        self.started_retry = false;
+        self.rto.fast_spent = 0;
+        if self.rto.timed().is_some_and(|p| p.before(self.comp_psn)) {
+            self.rto.arrived(now);
+        }
+        let comp = self.comp_psn;
+        if let Some(g) = self.recovery.gbn() {
+            g.progress(comp, now);
+        }
+        self.rearm(now, ctx);
+    }
+
+    /// An RNR NAK with timer `code`: spends an RNR retry (7 means unlimited) and waits the peer's RNR
+    /// time instead of the retransmit timeout; the QP's error once the retries are spent.
+    fn rnr_wait(&mut self, now: Instant, code: u8, ctx: &mut Ctx<'_>) -> Outcome {
+        if ctx.cfg.rnr_retry != 7 {
+            if self.rnr_left == 0 {
+                return Some(CompletionStatus::RnrRetryExceeded);
+            }
+            self.rnr_left -= 1;
+        }
+        self.timers.stop(Timer::Retransmit);
+        let wait = timer::rnr_timer(code);
+        self.timers.set(Timer::Rnr, now.saturating_add(wait));
+        None
+    }
+
+    /// Counts a NAK that ends the QP and gives the status its oldest work request fails with.
+    fn fatal_nak(&mut self, code: NakCode, ctx: &mut Ctx<'_>) -> CompletionStatus {
+        match code {
+            NakCode::InvalidRequest => {
+                ctx.counters.naks_received.invalid_request += 1;
+                CompletionStatus::RemoteInvalidRequestError
+            }
+            NakCode::RemoteAccessError => {
+                ctx.counters.naks_received.remote_access += 1;
+                CompletionStatus::RemoteAccessError
+            }
+            _ => {
+                ctx.counters.naks_received.remote_operational += 1;
+                CompletionStatus::RemoteOperationalError
+            }
+        }
+    }
+
+    /// A timeout under go-back-N with `gbn`: a fast one sends the probe (or, when the oldest work
+    /// request is a READ or atomic, asks for it again and goes back N) without spending the retry
+    /// budget; past the fast ones, [`retry`](Requester::retry) as rxe.
+    fn gbn_timeout(&mut self, ctx: &mut Ctx<'_>) -> Outcome {
+        let in_flight = self.sent_high.diff(self.comp_psn);
+        if !self.outstanding() || self.rto.fast_timeout(in_flight, ctx.cfg).is_none() {
+            return self.retry(RetryCause::Timeout, ctx);
+        }
+        let comp = self.comp_psn;
+        if matches!(&self.recovery, LossRecovery::Probing(g) if g.suspects(comp)) {
+            // The probe's ACK said the responder had nothing after it, and nothing came since.
+            return self.retry(RetryCause::Probe, ctx);
+        }
+        ctx.counters.retries += 1;
+        self.rto.fast_spent += 1;
+        let read_or_atomic = self.sq.front().is_some_and(|w| w.is_read_or_atomic());
+        if read_or_atomic || self.rto.timed() == Some(comp) {
+            // Karn's rule: the packet timed is sent again, its answer may be the resend's, and a
+            // sample that includes this timeout would lengthen the next one (a lost ping would
+            // soon cost the ACK timeout again).
+            self.rto.cancel();
+        }
+        self.noack_pkts = 0;
+        self.timers.stop(Timer::Retransmit);
+        let probe = self.probe_psn();
+        let g = self.recovery.gbn().expect("go-back-N with gbn_fast");
+        if read_or_atomic {
+            g.schedule_probe(None);
+            self.seek(comp);
+        } else {
+            g.schedule_probe(Some(probe));
+        }
+        None
+    }
+
+    /// Sends the probe ([`Requester::probe_psn`]) alone, with AckReq; transmission then goes on
+    /// where it was.
+    fn gbn_send_probe(&mut self, now: &mut impl Now, buf: &mut [u8], ctx: &mut Ctx<'_>) -> usize {
+        let comp = self.comp_psn;
+        let g = self.recovery.gbn().expect("go-back-N with gbn_fast");
+        let psn = g.take_probe(comp);
+        let w = self
+            .sq
+            .started_at(psn)
+            .expect("a probe is sent while its work request is out");
+        let k = psn.diff(w.first_psn) as u32;
+        let sent = self.emit(&w, k, psn, None, true, buf, ctx);
+        self.resent(now, sent, ctx)
+    }
+
+    /// Selective repeat: everything before `limit` reached the responder.
+    #[inline]
+    fn sr_cumulative(&mut self, limit: Psn) {
+        let (comp, sent_high) = (self.comp_psn, self.sent_high);
+        self.recovery
+            .sack()
+            .cumulative(limit, &mut self.sq, comp, sent_high);
+    }
+
+    /// Selective repeat: completes what is done from the oldest work request on and moves
+    /// `comp_psn` to the first PSN still missing.
+    fn sr_advance(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+        let before = self.comp_psn;
+        while let Some(w) = self.sq.front().copied() {
+            if !w.started {
+                break;
+            }
+            let end = w.last_psn().add(1);
+            let p = self.recovery.sack_ref().done_until(&w, self.comp_psn);
+            self.comp_psn = p;
+            if p != end {
+                break;
+            }
+            self.complete_head(CompletionStatus::Success, ctx);
+        }
+        if self.comp_psn != before {
+            let comp = self.comp_psn;
+            self.recovery.sack().advance(comp);
+            self.rto.fast_spent = 0;
+            self.progress(now, ctx);
+        }
+    }
+
+    /// Response `repr` at `psn` under selective repeat: recorded as what arrived, then work
+    /// requests completed as far as everything before them is done. `Some(status)` ends the QP, as
+    /// [`handle_response`](Requester::handle_response).
+    fn sr_response(
+        &mut self,
+        now: Instant,
+        psn: Psn,
+        kind: Response,
+        (repr, payload): (&IbRepr, &[u8]),
+        ctx: &mut Ctx<'_>,
+    ) -> Outcome {
+        let heard = self.sr_heard();
+        match kind {
+            Response::Acknowledge => {
+                match ack_kind(repr, ctx)? {
+                    AethKind::Ack { .. } => {
+                        ctx.counters.acks_received += 1;
+                        self.sr_cumulative(psn.add(1));
+                    }
+                    AethKind::Nak(NakCode::PsnSequenceError) => {
+                        ctx.counters.naks_received.psn_seq += 1;
+                        self.sr_cumulative(psn);
+                        let sent_high = self.sent_high;
+                        self.recovery
+                            .sack()
+                            .sack(psn, payload, &mut self.sq, sent_high);
+                    }
+                    AethKind::RnrNak { timer: code } => {
+                        ctx.counters.naks_received.rnr += 1;
+                        self.sr_cumulative(psn);
+                        self.sr_advance(now, ctx);
+                        if !self.outstanding() {
+                            return None;
+                        }
+                        return self.rnr_wait(now, code, ctx);
+                    }
+                    AethKind::Nak(code) => {
+                        // Fatal, exactly as under go-back-N.
+                        self.sr_cumulative(psn);
+                        self.sr_advance(now, ctx);
+                        return Some(self.fatal_nak(code, ctx));
+                    }
+                    AethKind::Reserved(_) => {
+                        ctx.counters.drops.protocol.bad_response += 1;
+                        return None;
+                    }
+                }
+            }
+            Response::AtomicAcknowledge => {
+                let (Some(aeth), Some(ack)) = (repr.aeth, repr.atomic_ack_eth) else {
+                    ctx.counters.drops.protocol.bad_response += 1;
+                    return None;
+                };
+                let w = self.sq.started_at(psn);
+                let ok = matches!(aeth.kind(), AethKind::Ack { .. })
+                    && w.is_some_and(|w| {
+                        w.first_psn == psn
+                            && matches!(w.wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. })
+                    });
+                let Some(w) = w.filter(|_| ok) else {
+                    ctx.counters.drops.protocol.stale_response += 1;
+                    return None;
+                };
+                ctx.counters.acks_received += 1;
+                self.sr_cumulative(psn);
+                if self.recovery.sack().atomic_answered(psn) {
+                    ctx.mem.span_mut(w.local)[..8].copy_from_slice(&ack.orig.to_ne_bytes());
+                }
+            }
+            Response::ReadResponse(_) => {
+                if repr
+                    .aeth
+                    .is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. }))
+                {
+                    ctx.counters.drops.protocol.bad_response += 1;
+                    return None;
+                }
+                let Some(i) = self.sq.index_of(psn) else {
+                    ctx.counters.drops.protocol.stale_response += 1;
+                    return None;
+                };
+                let w = *self.sq.get(i).expect("found");
+                if !matches!(w.wr.op, SendOp::Read) {
+                    ctx.counters.drops.protocol.stale_response += 1;
+                    return None;
+                }
+                let k = psn.diff(w.first_psn) as u32;
+                let want = packet::payload_len(u64::from(w.wr.len), ctx.cfg.pmtu, k);
+                if payload.len() != want {
+                    ctx.counters.drops.protocol.bad_response += 1;
+                    return None;
+                }
+                self.sr_cumulative(w.first_psn);
+                if !self.recovery.sack().read_response(psn) {
+                    ctx.counters.drops.protocol.stale_response += 1;
+                    return None;
+                }
+                let start = k as usize * ctx.cfg.pmtu as usize;
+                copy_payload(&mut ctx.mem.span_mut(w.local)[start..start + want], payload);
+                let w = self.sq.get_mut(i).expect("found");
+                w.received += 1;
+                w.req_acked = true;
+            }
+        }
+        let comp = self.comp_psn;
+        self.recovery.sack().find_losses(&self.sq, comp);
+        self.sr_advance(now, ctx);
+        self.sr_time(now);
+        // News of anything having arrived restarts the timer: the peer is alive and answering, and
+        // what was lost meanwhile is found from the answers. A timeout is then a silence (a lost
+        // tail, or a dead link), not a resend that waits behind a full window.
+        if self.sr_heard() != heard {
+            self.rto.fast_spent = 0;
+            self.rearm(now, ctx);
+        }
+        None
+    }
+
+    /// What the requester has heard of under selective repeat: its oldest PSN not done, the
+    /// cumulative ACK, the highest PSNs known to have arrived.
+    fn sr_heard(&self) -> (Psn, (Psn, Psn, Psn)) {
+        (self.comp_psn, self.recovery.sack_ref().heard())
+    }
+
+    /// Selective repeat: takes a round-trip sample when the packet being timed is known to have
+    /// arrived.
+    fn sr_time(&mut self, now: Instant) {
+        let Some(p) = self.rto.timed() else {
+            return;
+        };
+        let done = p.before(self.comp_psn)
+            || self
+                .sq
+                .started_at(p)
+                .is_some_and(|w| self.recovery.sack_ref().done(&w, p));
+        if done {
+            self.rto.arrived(now);
+        }
+    }
+
+    /// Selective repeat's next resend, if any ([`Sack::next_resend`]), with AckReq.
+    fn sr_poll_retransmit(
+        &mut self,
+        now: &mut impl Now,
+        buf: &mut [u8],
+        ctx: &mut Ctx<'_>,
+    ) -> Option<usize> {
+        let comp = self.comp_psn;
+        let r = self.recovery.sack().next_resend(&self.sq, comp)?;
+        let frontier = self.sent_high;
+        self.rto.cancel();
+        let at = r.wqe.first_psn.add(r.k);
+        let sent = self.emit(&r.wqe, r.k, at, r.read_pkts, true, buf, ctx);
+        self.recovery.sack().resent(at, frontier, r.response);
+        Some(self.resent(now, sent, ctx))
+    }
+
+    /// A timeout under selective repeat: a fast one resends what is missing without spending the
+    /// retry budget; past the fast ones, [`retry`](Requester::retry) as under go-back-N.
+    fn sr_timeout(&mut self, ctx: &mut Ctx<'_>) -> Outcome {
+        let in_flight = self.sent_high.diff(self.comp_psn);
+        if self.outstanding() && self.rto.fast_timeout(in_flight, ctx.cfg).is_some() {
+            ctx.counters.retries += 1;
+            self.rto.fast_spent += 1;
+            self.noack_pkts = 0;
+            self.timers.stop(Timer::Retransmit);
+            // A probe, not the whole window: on a loaded host a fast timeout is as likely a peer
+            // that was not scheduled as a loss, and its answer (with the SACKs of whatever did
+            // arrive) shows what is really missing.
+            let probe = self.probe_psn();
+            self.rto.cancel();
+            self.recovery.sack().probe(probe);
+            return None;
+        }
+        self.retry(RetryCause::Timeout, ctx)
+    }
 }
 
-/// Local rights a work request needs on its own buffer.
-pub(crate) fn local_access(op: SendOp) -> Access {
-    match op {
-        SendOp::Read | SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => Access::LOCAL_WRITE,
-        _ => Access(0),
+/// The AETH of an Acknowledge; `None`, counted as a bad response, when it carries none.
+#[inline]
+fn ack_kind(repr: &IbRepr, ctx: &mut Ctx<'_>) -> Option<AethKind> {
+    let kind = repr.aeth.map(|aeth| aeth.kind());
+    if kind.is_none() {
+        ctx.counters.drops.protocol.bad_response += 1;
     }
+    kind
 }

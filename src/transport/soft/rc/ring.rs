@@ -11,7 +11,7 @@ pub(crate) struct Ring<T> {
 
 impl<T> Ring<T> {
     /// An empty ring with room for `capacity` items, allocated now.
-    pub fn with_capacity(capacity: usize) -> Ring<T> {
+    pub(crate) fn with_capacity(capacity: usize) -> Ring<T> {
         Ring {
             items: VecDeque::with_capacity(capacity),
             capacity,
@@ -24,22 +24,22 @@ impl<T> Ring<T> {
     }
 
     /// Number of items held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
 
     /// True when empty.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
     /// True when no further item fits.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.items.len() >= self.capacity
     }
 
     /// Free slots.
-    pub fn room(&self) -> usize {
+    pub(crate) fn room(&self) -> usize {
         self.capacity - self.items.len()
     }
 
@@ -58,7 +58,7 @@ impl<T> Ring<T> {
     }
 
     /// The oldest item.
-    pub fn front(&self) -> Option<&T> {
+    pub(crate) fn front(&self) -> Option<&T> {
         self.items.front()
     }
 
@@ -73,7 +73,7 @@ impl<T> Ring<T> {
     }
 
     /// The item `index` places after the oldest.
-    pub fn get(&self, index: usize) -> Option<&T> {
+    pub(crate) fn get(&self, index: usize) -> Option<&T> {
         self.items.get(index)
     }
 
@@ -83,12 +83,12 @@ impl<T> Ring<T> {
     }
 
     /// Oldest to newest.
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.items.iter()
     }
 
     /// Removes everything, keeping the allocation.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.items.clear();
     }
 }

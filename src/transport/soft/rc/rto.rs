@@ -31,31 +31,31 @@ pub(super) struct Rto {
 
 impl Rto {
     /// Times the new packet `psn` sent at `now`, unless one is being timed already.
-    pub fn time(&mut self, psn: Psn, now: Instant) {
+    pub(super) fn time(&mut self, psn: Psn, now: Instant) {
         if self.timing.is_none() {
             self.timing = Some((psn, now));
         }
     }
 
     /// Forgets the packet being timed (it is being resent: its answer would be ambiguous).
-    pub fn cancel(&mut self) {
+    pub(super) fn cancel(&mut self) {
         self.timing = None;
     }
 
     /// The packet being timed, if any.
-    pub fn timed(&self) -> Option<Psn> {
+    pub(super) fn timed(&self) -> Option<Psn> {
         self.timing.map(|(p, _)| p)
     }
 
     /// The timed packet is known to have arrived at `now`: one sample.
-    pub fn arrived(&mut self, now: Instant) {
+    pub(super) fn arrived(&mut self, now: Instant) {
         if let Some((_, sent)) = self.timing.take() {
             self.sample(now.as_nanos().saturating_sub(sent.as_nanos()));
         }
     }
 
     /// A round-trip sample (RFC 6298's smoothing).
-    pub fn sample(&mut self, rtt_ns: u64) {
+    pub(super) fn sample(&mut self, rtt_ns: u64) {
         if self.srtt_ns == 0 {
             self.srtt_ns = rtt_ns.max(1);
             self.rttvar_ns = rtt_ns / 2;
@@ -70,7 +70,7 @@ impl Rto {
     /// configured ACK timeout (or either is off): the measured round trip plus four deviations, at
     /// least `rto_small_ns` with at most three packets out and `rto_ns` otherwise, doubled per
     /// timeout without progress.
-    pub fn fast_timeout(&self, in_flight: i32, cfg: &QpConfig) -> Option<Duration> {
+    pub(super) fn fast_timeout(&self, in_flight: i32, cfg: &QpConfig) -> Option<Duration> {
         let floor = if in_flight <= FEW_IN_FLIGHT {
             cfg.rto_small_ns
         } else {

@@ -9,88 +9,19 @@
 //! probe; the answer's SACKs tell the rest. READ responses are placed as they come;
 //! a missing run is asked for again with a READ for just that run.
 //!
-//! On the wire (only between two sides that negotiated it): SEND packets carry 8 bytes before their
-//! data (the receive they fill, counted from 0, and their offset in it), WRITE MIDDLE/LAST a RETH of
-//! their own (this packet's address, the R_Key, the message length), and the SACK NAK a bitmap after
-//! its AETH. [`SrExt`] reads and writes the first two.
+//! [`Sack`] is the requester's sub-state for it: it records answers, finds losses and picks the next
+//! resend, reading the send queue it is handed; the requester (`requester.rs`) completes work
+//! requests, sends packets and runs the timers. What selective repeat adds on the wire is in
+//! `packet.rs` ([`SrExt`](super::packet::SrExt)).
 
-use crate::wire::{RethPacket, RethRepr};
-
-use super::packet::Request;
 use super::psn::Psn;
 use super::ring::Ring;
+use super::wqe::{SendQueue, Wqe};
+use crate::transport::SendOp;
 
-/// Bytes a SEND packet carries before its data under selective repeat.
-pub const SEND_EXT_LEN: usize = 8;
-/// Bytes a WRITE MIDDLE/LAST packet carries before its data under selective repeat.
-pub const WRITE_EXT_LEN: usize = 16;
-/// PSNs after the first missing one that a SACK NAK reports at most (512 bytes of bitmap; no more
-/// than the path MTU's worth of bytes).
-pub const SACK_MAX_PSNS: u32 = 4096;
 /// Later PSNs that must be known to have arrived before a missing one counts as lost, so that a
 /// little reordering does not look like loss (TCP's duplicate-ACK threshold).
 const REORDER_THRESHOLD: u32 = 3;
-
-/// Selective repeat's extension before the data of a request packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SrExt {
-    /// A SEND packet: the receive it fills (counted from 0 over the receive-consuming messages) and
-    /// the offset of its data in the message.
-    Send {
-        /// Which receive.
-        recv_seq: u32,
-        /// Byte offset in the message.
-        offset: u32,
-    },
-    /// A WRITE MIDDLE or LAST packet: the address of its own data, the R_Key, the message length.
-    Write(RethRepr),
-}
-
-impl SrExt {
-    /// Bytes on the wire.
-    pub fn len(&self) -> usize {
-        match self {
-            SrExt::Send { .. } => SEND_EXT_LEN,
-            SrExt::Write(_) => WRITE_EXT_LEN,
-        }
-    }
-
-    /// Writes it at the start of `buf`.
-    pub fn emit(&self, buf: &mut [u8]) {
-        match self {
-            SrExt::Send { recv_seq, offset } => {
-                buf[..4].copy_from_slice(&recv_seq.to_be_bytes());
-                buf[4..8].copy_from_slice(&offset.to_be_bytes());
-            }
-            SrExt::Write(reth) => reth.emit(buf),
-        }
-    }
-
-    /// Splits the extension a request packet of kind `req` carries off its payload; `None` when the
-    /// payload is too short to hold it. Packets without one give `(None, payload)`.
-    pub fn split(req: Request, payload: &[u8]) -> Option<(Option<SrExt>, &[u8])> {
-        match req {
-            Request::Send(_) => {
-                let (ext, data) = payload.split_at_checked(SEND_EXT_LEN)?;
-                let word =
-                    |i: usize| u32::from_be_bytes([ext[i], ext[i + 1], ext[i + 2], ext[i + 3]]);
-                Some((
-                    Some(SrExt::Send {
-                        recv_seq: word(0),
-                        offset: word(4),
-                    }),
-                    data,
-                ))
-            }
-            Request::Write(seg) if !seg.starts() => {
-                let (ext, data) = payload.split_at_checked(WRITE_EXT_LEN)?;
-                let reth = RethRepr::parse(&RethPacket::new_unchecked(ext));
-                Some((Some(SrExt::Write(reth)), data))
-            }
-            _ => Some((None, payload)),
-        }
-    }
-}
 
 /// One flag per PSN of a window that starts at `base`: PSNs before it count as set, PSNs beyond
 /// the window as clear.
@@ -101,7 +32,7 @@ pub(super) struct PsnBits {
 
 impl PsnBits {
     /// A clear window of `window` PSNs (a power of two) from `base`.
-    pub fn new(window: u32, base: Psn) -> PsnBits {
+    pub(super) fn new(window: u32, base: Psn) -> PsnBits {
         debug_assert!(window.is_power_of_two() && window >= 64);
         PsnBits {
             words: vec![0u64; window as usize / 64].into_boxed_slice(),
@@ -110,22 +41,26 @@ impl PsnBits {
     }
 
     /// PSNs the window covers.
-    pub fn window(&self) -> u32 {
+    #[inline]
+    pub(super) fn window(&self) -> u32 {
         self.words.len() as u32 * 64
     }
 
     /// True when `p` is in the window.
-    pub fn covers(&self, p: Psn) -> bool {
+    #[inline]
+    pub(super) fn covers(&self, p: Psn) -> bool {
         p.in_window(self.base, self.window())
     }
 
+    #[inline]
     fn at(&self, p: Psn) -> (usize, u64) {
         let i = p.value() & (self.window() - 1);
         ((i / 64) as usize, 1 << (i % 64))
     }
 
     /// The flag of `p`.
-    pub fn get(&self, p: Psn) -> bool {
+    #[inline]
+    pub(super) fn get(&self, p: Psn) -> bool {
         if p.before(self.base) {
             return true;
         }
@@ -137,7 +72,8 @@ impl PsnBits {
     }
 
     /// Sets the flag of `p`; false (and nothing set) when `p` is outside the window.
-    pub fn set(&mut self, p: Psn) -> bool {
+    #[inline]
+    pub(super) fn set(&mut self, p: Psn) -> bool {
         if !self.covers(p) {
             return false;
         }
@@ -147,7 +83,8 @@ impl PsnBits {
     }
 
     /// Clears the flag of `p` (nothing outside the window).
-    pub fn clear(&mut self, p: Psn) {
+    #[inline]
+    pub(super) fn clear(&mut self, p: Psn) {
         if self.covers(p) {
             let (w, b) = self.at(p);
             self.words[w] &= !b;
@@ -155,7 +92,8 @@ impl PsnBits {
     }
 
     /// Moves the window to start at `to`, clearing the flags of the PSNs it leaves.
-    pub fn advance(&mut self, to: Psn) {
+    #[inline]
+    pub(super) fn advance(&mut self, to: Psn) {
         let n = to.diff(self.base);
         if n <= 0 {
             return;
@@ -174,14 +112,14 @@ impl PsnBits {
     }
 
     /// Clears every flag and starts the window at `base`.
-    pub fn reset(&mut self, base: Psn) {
+    pub(super) fn reset(&mut self, base: Psn) {
         self.words.fill(0);
         self.base = base;
     }
 }
 
 /// The requester's selective-repeat state.
-pub struct Sack {
+pub(super) struct Sack {
     /// PSNs done: SEND/WRITE PSNs the responder SACKed, READ response PSNs received, atomics
     /// answered. (SEND/WRITE PSNs below `cum` are done too.)
     got: PsnBits,
@@ -206,9 +144,23 @@ pub struct Sack {
     marks: Box<[u32]>,
 }
 
+/// What to send again next ([`Sack::next_resend`]): packet `k` of `wqe`, or for a READ a request
+/// for `read_pkts` of its responses from `k` on.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Resend {
+    /// The work request.
+    pub(super) wqe: Wqe,
+    /// Its packet (a READ: its first response packet asked for).
+    pub(super) k: u32,
+    /// A READ asks for a run of this many responses; `None`: all from `k` on, or not a READ.
+    pub(super) read_pkts: Option<u32>,
+    /// It asks again for READ responses (rather than resending a request the responder lacks).
+    pub(super) response: bool,
+}
+
 impl Sack {
     /// Selective repeat over a window of `window` PSNs (rounded up to a power of two) from `psn`.
-    pub fn new(psn: Psn, window: u32) -> Sack {
+    pub(super) fn new(psn: Psn, window: u32) -> Sack {
         let window = window.clamp(64, 1 << 16).next_power_of_two();
         Sack {
             got: PsnBits::new(window, psn),
@@ -226,21 +178,308 @@ impl Sack {
     }
 
     /// PSNs the state covers.
-    pub fn window(&self) -> u32 {
+    #[inline]
+    pub(super) fn window(&self) -> u32 {
         self.got.window()
     }
 
+    #[inline]
     fn mark(&mut self, p: Psn) -> &mut u32 {
         let i = p.value() & (self.window() - 1);
         &mut self.marks[i as usize]
     }
 
     /// Queues `p` to be sent again, once.
+    #[inline]
     fn queue(&mut self, p: Psn) {
         if !self.queued.get(p) && self.queued.set(p) && self.retx.push_back(p).is_err() {
             // No room: the timeout will resend it.
             self.queued.clear(p);
         }
+    }
+
+    /// What has been heard of: the cumulative ACK, the highest PSNs known to have arrived.
+    #[inline]
+    pub(super) fn heard(&self) -> (Psn, Psn, Psn) {
+        (self.cum, self.high_req, self.high_resp)
+    }
+
+    /// True when PSN `p` of `w` needs nothing more.
+    #[inline]
+    pub(super) fn done(&self, w: &Wqe, p: Psn) -> bool {
+        match w.wr.op {
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write | SendOp::WriteWithImm(_) => {
+                p.before(self.cum) || self.got.get(p)
+            }
+            _ => self.got.get(p),
+        }
+    }
+
+    /// The first PSN of `w` from `comp` on that still needs something (one past its last when
+    /// none does).
+    #[inline]
+    pub(super) fn done_until(&self, w: &Wqe, comp: Psn) -> Psn {
+        let end = w.last_psn().add(1);
+        let mut p = comp.max_with(w.first_psn);
+        while p.before(end) && self.done(w, p) {
+            p = if p.before(self.cum) && !w.is_read_or_atomic() {
+                self.cum.min_with(end)
+            } else {
+                p.add(1)
+            };
+        }
+        p
+    }
+
+    /// Everything before `comp` is done and completed: the window moves on.
+    #[inline]
+    pub(super) fn advance(&mut self, comp: Psn) {
+        self.got.advance(comp);
+        self.queued.advance(comp);
+    }
+
+    /// Everything before `limit` reached the responder (`comp`: the oldest PSN not done,
+    /// `sent_high`: one past the newest sent); the READs and atomics it passes are known asked.
+    pub(super) fn cumulative(&mut self, limit: Psn, sq: &mut SendQueue, comp: Psn, sent_high: Psn) {
+        if !limit.after(self.cum) || limit.after(sent_high) {
+            return;
+        }
+        let start = sq.index_of(self.cum.max_with(comp)).unwrap_or(0);
+        for i in start..sq.len() {
+            let w = sq.get_mut(i).expect("in range");
+            if !w.first_psn.before(limit) {
+                break;
+            }
+            if w.is_read_or_atomic() {
+                w.req_acked = true;
+            }
+        }
+        self.cum = limit;
+        if limit.after(self.high_req) {
+            self.high_req = limit;
+        }
+    }
+
+    /// The SACK bitmap of a NAK naming `epsn`: bit 7 of byte 0 is `epsn + 1`, and so on.
+    pub(super) fn sack(&mut self, epsn: Psn, bitmap: &[u8], sq: &mut SendQueue, sent_high: Psn) {
+        let mut hint = 0;
+        for (i, byte) in bitmap.iter().enumerate() {
+            for b in 0..8 {
+                if byte & (0x80 >> b) == 0 {
+                    continue;
+                }
+                let q = epsn.add(1 + (i * 8 + b) as u32);
+                if !q.before(sent_high) {
+                    return;
+                }
+                let Some(at) =
+                    (hint..sq.len()).find(|&j| sq.get(j).is_some_and(|w| !q.after(w.last_psn())))
+                else {
+                    return;
+                };
+                hint = at;
+                let w = sq.get_mut(at).expect("found");
+                if !q.in_window(w.first_psn, w.npkts) {
+                    continue;
+                }
+                if w.is_read_or_atomic() {
+                    if q == w.first_psn {
+                        w.req_acked = true;
+                    }
+                } else {
+                    self.got.set(q);
+                }
+                if q.add(1).after(self.high_req) {
+                    self.high_req = q.add(1);
+                }
+            }
+        }
+    }
+
+    /// The atomic at `psn` was answered: true the first time (its original value is to be kept).
+    #[inline]
+    pub(super) fn atomic_answered(&mut self, psn: Psn) -> bool {
+        if self.got.get(psn) {
+            return false;
+        }
+        self.got.set(psn);
+        true
+    }
+
+    /// READ response `psn` arrived: true when it is new and in the window (its data is to be
+    /// placed), false when stale.
+    #[inline]
+    pub(super) fn read_response(&mut self, psn: Psn) -> bool {
+        if self.got.get(psn) || !self.got.covers(psn) {
+            return false;
+        }
+        self.got.set(psn);
+        if psn.add(1).after(self.high_resp) {
+            self.high_resp = psn.add(1);
+        }
+        true
+    }
+
+    /// Queues what is now known lost (`comp`: the oldest PSN not done): PSNs below the highest
+    /// known to have arrived that have not, and resent ones overtaken by something sent after
+    /// their resend.
+    pub(super) fn find_losses(&mut self, sq: &SendQueue, comp: Psn) {
+        let high_req = self.high_req.sub(REORDER_THRESHOLD);
+        let mut p = self.scan_req.max_with(comp);
+        while p.before(high_req) {
+            let Some(w) = sq.started_at(p) else { break };
+            let next = match w.wr.op {
+                SendOp::Read => {
+                    if p == w.first_psn && !w.req_acked && w.received == 0 {
+                        self.queue(p);
+                    }
+                    w.last_psn().add(1)
+                }
+                SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => {
+                    if !w.req_acked && !self.done(&w, p) {
+                        self.queue(p);
+                    }
+                    p.add(1)
+                }
+                _ => {
+                    if !self.done(&w, p) {
+                        self.queue(p);
+                    }
+                    p.add(1)
+                }
+            };
+            p = next;
+        }
+        if high_req.after(self.scan_req) {
+            self.scan_req = high_req;
+        }
+        let high_resp = self.high_resp.sub(REORDER_THRESHOLD);
+        let mut p = self.scan_resp.max_with(comp);
+        while p.before(high_resp) {
+            let Some(w) = sq.started_at(p) else { break };
+            if matches!(w.wr.op, SendOp::Read) && (w.req_acked || w.received > 0) {
+                if !self.done(&w, p) {
+                    self.queue(p);
+                }
+                p = p.add(1);
+            } else {
+                p = w.last_psn().add(1);
+            }
+        }
+        if high_resp.after(self.scan_resp) {
+            self.scan_resp = high_resp;
+        }
+        // Resends overtaken by later traffic were lost too.
+        for resp in [false, true] {
+            loop {
+                let (fifo, high) = if resp {
+                    (&mut self.resent_resp, self.high_resp.sub(REORDER_THRESHOLD))
+                } else {
+                    (&mut self.resent_req, self.high_req.sub(REORDER_THRESHOLD))
+                };
+                let Some(&(p, mark)) = fifo.front() else {
+                    break;
+                };
+                if !high.after(mark) {
+                    break;
+                }
+                fifo.pop_front();
+                let current = *self.mark(p) == mark.value();
+                if !current || p.before(comp) {
+                    continue;
+                }
+                let done = match sq.started_at(p) {
+                    Some(w) => self.done(&w, p),
+                    None => true,
+                };
+                if !done {
+                    self.queue(p);
+                }
+            }
+        }
+    }
+
+    /// Queues everything sent and not known to have arrived, from `comp` (the oldest PSN not done)
+    /// to `sent_high` (one past the newest sent): a timeout, or the end of an RNR wait.
+    pub(super) fn resend_all(&mut self, sq: &SendQueue, comp: Psn, sent_high: Psn) {
+        self.retx.clear();
+        self.resent_req.clear();
+        self.resent_resp.clear();
+        self.queued.reset(comp);
+        for w in sq.iter() {
+            if !w.started {
+                break;
+            }
+            let mut p = comp.max_with(w.first_psn);
+            while p.in_window(w.first_psn, w.npkts) && p.before(sent_high) {
+                if matches!(w.wr.op, SendOp::Read) && !w.req_acked && w.received == 0 {
+                    self.queue(w.first_psn);
+                    break;
+                }
+                if !self.done(w, p) {
+                    self.queue(p);
+                }
+                p = p.add(1);
+            }
+        }
+    }
+
+    /// The next resend, if any (`comp`: the oldest PSN not done): one packet, or for a READ one
+    /// request for a run of missing responses. The caller sends it and calls [`Sack::resent`].
+    #[inline]
+    pub(super) fn next_resend(&mut self, sq: &SendQueue, comp: Psn) -> Option<Resend> {
+        loop {
+            let p = self.retx.pop_front()?;
+            if !self.queued.get(p) || p.before(comp) {
+                continue;
+            }
+            self.queued.clear(p);
+            let Some(w) = sq.started_at(p) else { continue };
+            if self.done(&w, p) {
+                continue;
+            }
+            let (k, read_pkts, response) = match w.wr.op {
+                SendOp::Read if !w.req_acked && w.received == 0 => (0, None, false),
+                SendOp::Read => {
+                    let k = p.diff(w.first_psn) as u32;
+                    let mut n = 1;
+                    while k + n < w.npkts && !self.done(&w, p.add(n)) {
+                        self.queued.clear(p.add(n));
+                        n += 1;
+                    }
+                    (k, Some(n), true)
+                }
+                _ => (p.diff(w.first_psn) as u32, None, false),
+            };
+            return Some(Resend {
+                wqe: w,
+                k,
+                read_pkts,
+                response,
+            });
+        }
+    }
+
+    /// The resend of `at` left while `frontier` was one past the newest PSN sent: it is lost
+    /// again once something sent after it arrives.
+    #[inline]
+    pub(super) fn resent(&mut self, at: Psn, frontier: Psn, response: bool) {
+        *self.mark(at) = frontier.value();
+        let fifo = if response {
+            &mut self.resent_resp
+        } else {
+            &mut self.resent_req
+        };
+        if fifo.is_full() {
+            fifo.pop_front();
+        }
+        let _ = fifo.push_back((at, frontier));
+    }
+
+    /// A fast timeout probes with `p`: it is queued afresh (an earlier entry for it goes stale).
+    pub(super) fn probe(&mut self, p: Psn) {
+        self.queued.clear(p);
+        self.queue(p);
     }
 }
 
@@ -258,9 +497,6 @@ impl PsnOrder for Psn {
         if other.before(self) { other } else { self }
     }
 }
-
-mod answers;
-mod losses;
 
 #[cfg(test)]
 mod tests;

@@ -171,20 +171,20 @@ impl Responder {
     }
 
     /// True when an answer is queued.
-    pub fn has_answers(&self) -> bool {
+    pub(crate) fn has_answers(&self) -> bool {
         !self.jobs.is_empty()
     }
 
     /// True when the only answer queued is a plain (cumulative) ACK: it may wait for the next
     /// transmission and follow whatever the requester sends then (IB lets ACKs be coalesced, and an
     /// ACK need not precede the packets sent after the request it answers).
-    pub fn only_ack_queued(&self) -> bool {
+    pub(crate) fn only_ack_queued(&self) -> bool {
         self.jobs.len() == 1
             && matches!(self.jobs.front(), Some(Job::Ack { syndrome, .. }) if *syndrome == AethRepr::ack(0).syndrome)
     }
 
     /// Writes the next answer into `buf`; `None` when there is none.
-    pub fn poll_transmit(&mut self, buf: &mut [u8], ctx: &mut Ctx<'_>) -> Option<usize> {
+    pub(crate) fn poll_transmit(&mut self, buf: &mut [u8], ctx: &mut Ctx<'_>) -> Option<usize> {
         let dest = ctx.cfg.remote_qpn;
         let pmtu = ctx.cfg.pmtu;
         let job = self.jobs.front_mut()?;

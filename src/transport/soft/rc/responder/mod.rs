@@ -22,7 +22,7 @@ use reorder::Reorder;
 
 /// A posted receive: where the next SEND (or WRITE-with-immediate notice) goes.
 #[derive(Clone, Copy, Debug)]
-pub struct RecvWqe {
+pub(super) struct RecvWqe {
     /// The caller's id.
     pub wr_id: u64,
     /// Checked destination bytes.
@@ -53,7 +53,7 @@ enum Refusal {
 }
 
 /// Receive-side state of a queue pair.
-pub struct Responder {
+pub(super) struct Responder {
     epsn: Psn,
     msn: u32,
     nak_sent: bool,
@@ -73,7 +73,12 @@ pub struct Responder {
 impl Responder {
     /// A responder expecting `psn` first, with `rq_depth` receives and `max_dest_rd_atomic` slots;
     /// `sr` gives it selective repeat with a window of that many PSNs (a power of two).
-    pub fn new(psn: Psn, rq_depth: usize, max_dest_rd_atomic: u32, sr: Option<u32>) -> Responder {
+    pub(super) fn new(
+        psn: Psn,
+        rq_depth: usize,
+        max_dest_rd_atomic: u32,
+        sr: Option<u32>,
+    ) -> Responder {
         let slots = max_dest_rd_atomic as usize;
         Responder {
             epsn: psn,
@@ -90,17 +95,17 @@ impl Responder {
     }
 
     /// The PSN it expects next.
-    pub fn expected_psn(&self) -> Psn {
+    pub(super) fn expected_psn(&self) -> Psn {
         self.epsn
     }
 
     /// Receives that will still produce a completion: posted ones plus the one a SEND is filling.
-    pub fn receives_held(&self) -> usize {
+    pub(super) fn receives_held(&self) -> usize {
         self.rq.len() + usize::from(matches!(self.msg, InMsg::Send { .. }))
     }
 
     /// Posts a checked receive; the caller made sure there is room.
-    pub fn push_recv(&mut self, wr: &RecvRequest, span: Span) {
+    pub(super) fn push_recv(&mut self, wr: &RecvRequest, span: Span) {
         let pushed = self.rq.push_back(RecvWqe {
             wr_id: wr.wr_id,
             span,
@@ -109,7 +114,7 @@ impl Responder {
     }
 
     /// Handles one request packet. `true` means the QP must enter ERROR (a fatal NAK is queued).
-    pub fn handle_request(
+    pub(super) fn handle_request(
         &mut self,
         req: Request,
         repr: &IbRepr,
@@ -184,7 +189,7 @@ impl Responder {
     }
 
     /// Flushes every posted receive (the QP entered ERROR). `keep_answers` keeps a queued fatal NAK.
-    pub fn fail_all(&mut self, keep_answers: bool, ctx: &mut Ctx<'_>) {
+    pub(super) fn fail_all(&mut self, keep_answers: bool, ctx: &mut Ctx<'_>) {
         if let InMsg::Send { recv, .. } = self.msg {
             ctx.complete(recv_completion(
                 recv.wr_id,

@@ -9,9 +9,8 @@ use crate::transport::{Access, Completion, CompletionOp, CompletionStatus};
 use crate::wire::{AethRepr, AtomicEthRepr, BthRepr, IbRepr, NakCode, RethRepr};
 
 use super::super::ctx::Ctx;
-use super::super::packet::{self, Request, Seg};
+use super::super::packet::{self, Request, SACK_MAX_PSNS, Seg, SrExt};
 use super::super::psn::Psn;
-use super::super::sack::{SACK_MAX_PSNS, SrExt};
 use super::answer::Job;
 use super::{Refusal, Responder, recv_completion};
 
@@ -65,7 +64,7 @@ pub(super) struct Reorder {
 
 impl Reorder {
     /// A window of `window` PSNs (a power of two).
-    pub fn new(window: u32, epsn: Psn) -> Reorder {
+    pub(super) fn new(window: u32, epsn: Psn) -> Reorder {
         debug_assert!(window.is_power_of_two());
         Reorder {
             slots: vec![Pending::Empty; window as usize].into_boxed_slice(),
@@ -89,13 +88,13 @@ impl Reorder {
     }
 
     /// Packets held beyond the expected PSN.
-    pub fn held(&self) -> u32 {
+    pub(super) fn held(&self) -> u32 {
         self.held
     }
 
     /// The SACK bitmap after `epsn` into `out` (bit 7 of byte 0 is `epsn + 1`), of at most `max_bits`
     /// PSNs; returns its length, a multiple of 4.
-    pub fn bitmap(
+    pub(super) fn bitmap(
         &self,
         epsn: Psn,
         max_bits: u32,
