@@ -19,7 +19,7 @@ mod reporting;
 pub(crate) mod tests;
 mod values;
 
-pub use args::{Args, IoArg, OobArg, TransportArg};
+pub use args::{Args, OobArg, TransportArg};
 pub use checks::{BUILT_TRANSPORTS, TransportReason};
 pub(crate) use connection::too_big as ud_too_big;
 pub use options::{DEFAULT_PERCENTILES, DeviceOptions, Error, Options, OutputOptions};

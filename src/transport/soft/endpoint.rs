@@ -36,7 +36,7 @@ use crate::transport::{
 };
 use crate::wire::{Encapsulation, Ipv4IdCache};
 
-pub use super::config::{IoKind, SoftConfig, SoftError};
+pub use super::config::{SoftConfig, SoftError};
 pub use super::counters::{DropSummary, SoftCounters};
 
 mod cm;

@@ -33,7 +33,7 @@ pub mod rc;
 pub mod sim;
 pub mod unreliable;
 
-pub use config::{IoKind, PeerMismatch, SoftConfig, SoftError};
+pub use config::{PeerMismatch, SoftConfig, SoftError};
 pub use counters::{DropSummary, SoftCounters};
 pub use endpoint::SoftEndpoint;
 pub use plan::SoftNote;

@@ -7,14 +7,14 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use super::config::{IoKind, SoftConfig, SoftError};
+use super::config::{SoftConfig, SoftError};
 use super::io::IoError;
 use super::io::impair::ImpairConfig;
 use super::io::packet::PacketConfig;
 use super::io::udp::UdpConfig;
 use super::netdev::{GidEntry, GidKind, NetDev};
 use super::rc::ConfigError;
-use crate::params::RoceVersion;
+use crate::params::{IoKind, RoceVersion};
 use crate::transport::rng;
 use crate::transport::{Param, RoceMtu};
 use crate::wire::{Encapsulation, Gid, ICRC_LEN};
