@@ -219,8 +219,8 @@ pub(crate) fn soft_io(transport: TransportKind, a: &Args) -> Result<Option<IoKin
             why: "RoCE v1 carries no IP header; drop --ipv6 or use --roce v2",
         });
     }
-    let io =
-        a.io.unwrap_or(if v1 { IoKind::Packet } else { IoKind::Udp });
+    let default = if v1 { IoKind::Packet } else { IoKind::Udp };
+    let io = a.io.unwrap_or(default);
     if a.no_gso && v1 {
         return not_applicable(
             "--no-gso",

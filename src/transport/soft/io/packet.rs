@@ -345,7 +345,7 @@ fn frame_meta(f: &RxFrame<'_>) -> RxMeta {
 
 impl PacketDevice {
     /// The device on `sock`, with batches as `cfg` says.
-    pub(crate) fn new(sock: PacketSocket, cfg: &PacketConfig) -> PacketDevice {
+    fn new(sock: PacketSocket, cfg: &PacketConfig) -> PacketDevice {
         let (batch, slot_len) = (cfg.batch, cfg.slot_len);
         // A super-frame brings its headers and the virtio_net_hdr.
         let rx_slot = if cfg.vnet_hdr {
@@ -583,6 +583,53 @@ impl AsRawFd for PacketSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The AF_PACKET device on `lo` as `cfg` says, or `None` without CAP_NET_RAW (nothing to test).
+    fn on_lo(cfg: &PacketConfig) -> Option<PacketDevice> {
+        let lo = NetDev::by_name("lo").unwrap();
+        match PacketDevice::open(&lo, cfg) {
+            Err(IoError::NeedCapNetRaw { .. }) => None,
+            other => Some(other.unwrap()),
+        }
+    }
+
+    #[test]
+    fn the_device_says_what_it_is_and_sends_single_frames_once_asked() {
+        let ring = PacketConfig {
+            rx_ring_frames: 64,
+            ..PacketConfig::default()
+        };
+        let Some(mut d) = on_lo(&ring) else { return };
+        let ifindex = d.sock.ifindex();
+        assert_eq!(d.local_addr(), None);
+        assert!(!d.takes_super_frames() && !d.gso_sending() && !d.stop_gso());
+        assert_eq!(d.describe(), format!("AF_PACKET on ifindex {ifindex}"));
+        let vnet = PacketConfig {
+            vnet_hdr: true,
+            ..PacketConfig::default()
+        };
+        let Some(mut d) = on_lo(&vnet) else { return };
+        if !d.sock.vnet_hdr() {
+            return; // a kernel before 6.2 gets single frames
+        }
+        assert!(d.takes_super_frames() && d.gso_sending());
+        assert_eq!(
+            d.describe(),
+            format!(
+                "AF_PACKET on ifindex {ifindex}, virtio_net_hdr super-frames: up to 64 packets per frame sent, split on receipt (--no-gso sends each)"
+            )
+        );
+        assert!(d.stop_gso() && !d.stop_gso() && !d.gso_sending());
+        assert!(
+            d.takes_super_frames(),
+            "receiving is not the peer's business"
+        );
+        assert!(
+            d.describe().ends_with(
+                "1 packet per frame sent (the peer needs single frames), split on receipt"
+            )
+        );
+    }
 
     /// Runs the subset of classic BPF that `roce_filter` uses, as the kernel would.
     fn run(prog: &[libc::sock_filter], pkt: &[u8]) -> u32 {

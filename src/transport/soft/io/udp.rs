@@ -362,7 +362,7 @@ impl Device for UdpDevice {
     fn receive(
         &mut self,
         _now: Instant,
-        mut each: impl FnMut(RxMeta, &[u8]),
+        mut each: impl FnMut(Self::Meta, &[u8]),
     ) -> Result<usize, IoError> {
         let n = self.sock.recv_batch(&mut self.rx)?;
         let mut packets = 0;
@@ -622,6 +622,65 @@ pub(super) mod tests {
         assert_eq!(lens, [4, 4, 2]);
         d.gro_segment = Some(0);
         assert_eq!(gro_packets(d).count(), 1);
+    }
+
+    /// A device plan on `ip`:`port` with GSO and GRO, as a bandwidth test opens it.
+    fn gso_plan(ip: IpAddr, port: u16, may_move: bool) -> UdpPlan {
+        UdpPlan {
+            cfg: UdpConfig {
+                port,
+                gro: true,
+                zero_checksum: false,
+                slot_len: 65_536,
+                ..UdpConfig::default()
+            },
+            ip,
+            may_move,
+            tx_slot: 2048,
+            gso: true,
+        }
+    }
+
+    #[test]
+    fn the_device_says_what_it_is_and_sends_single_datagrams_once_asked() {
+        let lo = NetDev::by_name("lo").unwrap();
+        let ip: IpAddr = "127.0.0.23".parse().unwrap();
+        let port = free_port(ip);
+        let mut d = UdpDevice::open(&lo, &gso_plan(ip, port, false)).unwrap();
+        assert_eq!(d.local_addr(), Some(SocketAddr::new(ip, port)));
+        assert!(d.takes_super_frames() && d.gso_sending());
+        assert_eq!(
+            d.describe(),
+            format!(
+                "UDP socket {ip}:{port}, GSO/GRO: up to 64 packets per send (a capture on this host may show them merged; --no-gso shows each)"
+            )
+        );
+        assert!(d.stop_gso(), "GSO was on");
+        assert!(!d.stop_gso() && !d.gso_sending());
+        assert_eq!(
+            d.describe(),
+            format!(
+                "UDP socket {ip}:{port}, GSO/GRO: 1 packet per send (the peer needs single datagrams)"
+            )
+        );
+        assert!(
+            d.takes_super_frames(),
+            "receiving is not the peer's business"
+        );
+    }
+
+    #[test]
+    fn a_taken_port_moves_only_a_plan_that_may_move() {
+        let lo = NetDev::by_name("lo").unwrap();
+        let first: IpAddr = "127.0.0.1".parse().unwrap();
+        let port = free_port(first);
+        let _taken = UdpDevice::open(&lo, &gso_plan(first, port, false)).unwrap();
+        let err = UdpDevice::open(&lo, &gso_plan(first, port, false)).err();
+        assert!(matches!(err, Some(IoError::PortInUse { .. })), "{err:?}");
+        let moved = UdpDevice::open(&lo, &gso_plan(first, port, true)).unwrap();
+        let at = moved.local_addr().unwrap();
+        assert!(loopback_alternatives().any(|alt| alt == at.ip()), "{at}");
+        assert_eq!(at.port(), port);
     }
 
     #[test]
