@@ -24,8 +24,8 @@
 
 use std::time::Instant;
 
-use roceperf::params::RoceVersion;
-use roceperf::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
+use roceperf::params::{IoKind, RoceVersion};
+use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use roceperf::transport::{
     Completion, CompletionOp, CompletionStatus, Endpoint, RecvRequest, RemoteAddr, SendOp,
     SendRequest,

@@ -21,7 +21,7 @@ mod reporting;
 pub(crate) mod tests;
 mod values;
 
-pub use args::{Args, IoArg, OobArg, TransportArg};
+pub use args::{Args, OobArg, TransportArg};
 pub use checks::{BUILT_TRANSPORTS, DEFAULT_PERCENTILES, TransportReason};
 pub(crate) use connection::too_big as ud_too_big;
 pub use options::{DeviceOptions, Options, OutputOptions};

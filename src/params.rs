@@ -67,9 +67,11 @@ macro_rules! value_enum {
 }
 
 mod connection;
+mod io_kind;
 mod rate;
 
 pub use connection::{ConnType, DEFAULT_QKEY, UD_GRH_LEN};
+pub use io_kind::IoKind;
 pub use rate::{RateLimit, RateLimitType, RateUnits, parse_gap, parse_rate};
 
 /// A name that is not one of a vocabulary's words; the message lists the words.

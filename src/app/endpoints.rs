@@ -5,10 +5,9 @@
 use super::Error;
 use super::notes::Note;
 use super::plan::Plan;
-use crate::cli::IoArg;
 use crate::params::{ConnType, Metric, Recovery, RoceVersion, Verb};
 use crate::transport::cm::CmEndpoint;
-use crate::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
+use crate::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use crate::transport::soft::netdev::AddrFamily;
 use crate::transport::tcp::{TcpConfig, TcpEndpoint};
 use crate::transport::verbs::{VerbsConfig, VerbsEndpoint};
@@ -138,11 +137,7 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     let device = d.device.as_deref().unwrap_or("lo");
     let version = d.roce.unwrap_or(RoceVersion::V2);
     let mut cfg = SoftConfig::new(device, version);
-    cfg.io = match d.io {
-        Some(IoArg::Packet) => IoKind::Packet,
-        Some(IoArg::Udp) => IoKind::Udp,
-        None => cfg.io,
-    };
+    cfg.io = d.io.unwrap_or(cfg.io);
     cfg.bind = d.bind;
     cfg.family = if d.ipv6 || d.bind.is_some_and(|b| b.is_ipv6()) {
         AddrFamily::Ipv6

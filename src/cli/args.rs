@@ -6,8 +6,8 @@
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::{
-    AtomicOp, ConnType, DEFAULT_OOB_PORT, OutputSelect, RateLimitType, RateUnits, Recovery,
-    RoceVersion, TestKind, TransportKind,
+    AtomicOp, ConnType, DEFAULT_OOB_PORT, IoKind, OutputSelect, RateLimitType, RateUnits,
+    Recovery, RoceVersion, TestKind, TransportKind,
 };
 use crate::transport::ImpairConfig;
 use clap::{ArgGroup, CommandFactory, Parser, ValueEnum};
@@ -198,7 +198,7 @@ pub struct Args {
 
     /// I/O backend of the soft transport [default: udp for RoCE v2, packet for v1] (soft only).
     #[arg(long, value_enum, group = ROCE_SETUP)]
-    pub io: Option<IoArg>,
+    pub io: Option<IoKind>,
 
     /// Use IPv6 addresses and GIDs for RoCE v2 (soft, verbs only).
     #[arg(long, group = ROCE_SETUP)]
@@ -380,15 +380,6 @@ pub enum OobArg {
     Roceperf,
     /// perftest's binary dialect, so a real ib_* server or client is the peer.
     Perftest,
-}
-
-/// `--io` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IoArg {
-    /// A UDP socket on port 4791 (RoCE v2 only, unprivileged).
-    Udp,
-    /// AF_PACKET raw frames (RoCE v1 and v2, needs CAP_NET_RAW).
-    Packet,
 }
 
 /// `--transport` values.

@@ -3,10 +3,10 @@
 //! Which transport, which flags it takes, the soft backend, the test's flags, the run's shape.
 
 use super::Error;
-use super::args::{Args, IoArg, OobArg};
+use super::args::{Args, OobArg};
 use crate::params::{
-    ATOMIC_SIZE, AtomicOp, Metric, OutputSelect, RoceVersion, RunMode, TestKind, TransportKind,
-    Verb, all_sizes,
+    ATOMIC_SIZE, AtomicOp, IoKind, Metric, OutputSelect, RoceVersion, RunMode, TestKind,
+    TransportKind, Verb, all_sizes,
 };
 use crate::transport::probe;
 use std::fmt;
@@ -187,7 +187,7 @@ pub(crate) fn rdma_cm(transport: TransportKind, a: &Args) -> Result<(), Error> {
 
 /// The soft transport's backend (`None` for the other transports), after checking that the soft
 /// flags given can work together.
-pub(crate) fn soft_io(transport: TransportKind, a: &Args) -> Result<Option<IoArg>, Error> {
+pub(crate) fn soft_io(transport: TransportKind, a: &Args) -> Result<Option<IoKind>, Error> {
     if transport != TransportKind::Soft {
         return Ok(None);
     }
@@ -208,7 +208,7 @@ pub(crate) fn soft_io(transport: TransportKind, a: &Args) -> Result<Option<IoArg
         });
     }
     let v1 = a.roce == Some(RoceVersion::V1);
-    if v1 && a.io == Some(IoArg::Udp) {
+    if v1 && a.io == Some(IoKind::Udp) {
         return Err(Error::Conflict {
             a: "--roce v1",
             b: "--io udp",
@@ -222,7 +222,8 @@ pub(crate) fn soft_io(transport: TransportKind, a: &Args) -> Result<Option<IoArg
             why: "RoCE v1 carries no IP header; drop --ipv6 or use --roce v2",
         });
     }
-    let io = a.io.unwrap_or(if v1 { IoArg::Packet } else { IoArg::Udp });
+    let default = if v1 { IoKind::Packet } else { IoKind::Udp };
+    let io = a.io.unwrap_or(default);
     if a.no_gso && v1 {
         return not_applicable(
             "--no-gso",

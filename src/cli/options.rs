@@ -2,13 +2,13 @@
 //!
 //! A flag that does not apply is an error that names it.
 
-use super::args::{Args, IoArg, OobArg};
+use super::args::{Args, OobArg};
 use super::checks::{self, TransportReason};
 use super::{Error, pacing, reporting};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::{
-    AtomicOp, ConnType, OutputSelect, RateLimit, Recovery, RoceVersion, Role, RunMode, TestKind,
-    TransportKind,
+    AtomicOp, ConnType, IoKind, OutputSelect, RateLimit, Recovery, RoceVersion, Role, RunMode,
+    TestKind, TransportKind,
 };
 use crate::transport::ImpairConfig;
 use clap::FromArgMatches;
@@ -136,7 +136,7 @@ pub struct DeviceOptions {
     /// `-I`.
     pub inline_size: Option<u32>,
     /// `--io` (soft), with its default filled in for the soft transport.
-    pub io: Option<IoArg>,
+    pub io: Option<IoKind>,
     /// `--ipv6`.
     pub ipv6: bool,
     /// `--no-gso`.

@@ -2,7 +2,7 @@
 
 use super::values::parse_size;
 use super::*;
-use crate::params::{RoceVersion, Role, RunMode, TestKind, TransportKind};
+use crate::params::{IoKind, RoceVersion, Role, RunMode, TestKind, TransportKind};
 
 const WBW: TestKind = TestKind::WRITE_BW;
 const SLAT: TestKind = TestKind::SEND_LAT;
@@ -120,7 +120,7 @@ fn soft_defaults_to_v2_over_udp_and_v1_over_packet() {
     assert_eq!(o.transport, TransportKind::Soft);
     assert_eq!(
         (o.device.roce, o.device.io),
-        (Some(RoceVersion::V2), Some(IoArg::Udp))
+        (Some(RoceVersion::V2), Some(IoKind::Udp))
     );
     assert!(
         o.transport_reason
@@ -130,7 +130,7 @@ fn soft_defaults_to_v2_over_udp_and_v1_over_packet() {
     let o = parse_raw(WBW, &["-d", "lo", "--roce", "v1"]).unwrap();
     assert_eq!(
         (o.device.roce, o.device.io),
-        (Some(RoceVersion::V1), Some(IoArg::Packet))
+        (Some(RoceVersion::V1), Some(IoKind::Packet))
     );
     let o = parse_raw(SLAT, &["--transport", "soft", "-d", "lo", "-I", "64"]).unwrap();
     assert_eq!(
@@ -175,10 +175,10 @@ fn soft_flag_combinations_that_cannot_work_are_named() {
     let e = parse_raw(WBW, &["-d", "lo", "--roce", "v1", "--no-gso"]).unwrap_err();
     assert!(e.to_string().contains("AF_PACKET"), "{e}");
     let o = parse_raw(WBW, &["-d", "lo", "--no-gso"]).unwrap();
-    assert!(o.device.no_gso && o.device.io == Some(IoArg::Udp));
+    assert!(o.device.no_gso && o.device.io == Some(IoKind::Udp));
     let o = parse_raw(WBW, &["-d", "lo", "--io", "packet", "--no-gso"]).unwrap();
     assert!(
-        o.device.no_gso && o.device.io == Some(IoArg::Packet),
+        o.device.no_gso && o.device.io == Some(IoKind::Packet),
         "RoCE v2 super-frames"
     );
 }

@@ -7,8 +7,8 @@ use crate::soft_support;
 
 use std::time::{Duration, Instant};
 
-use roceperf::params::RoceVersion;
-use roceperf::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
+use roceperf::params::{IoKind, RoceVersion};
+use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use roceperf::transport::soft::io::impair::ImpairConfig;
 use roceperf::transport::{Completion, CompletionStatus, Endpoint, SendOp};
 use soft_support::endpoints::{

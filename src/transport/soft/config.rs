@@ -1,37 +1,15 @@
-//! What configures a soft endpoint ([`SoftConfig`], [`IoKind`]) and what can go wrong setting one
-//! up ([`SoftError`]).
+//! What configures a soft endpoint ([`SoftConfig`]) and what can go wrong setting one up
+//! ([`SoftError`]).
 
 use std::net::IpAddr;
-
-use serde::Serialize;
 
 use super::io::impair::{ImpairConfig, ImpairParseError};
 use super::io::{IoError, ROCE_V2_PORT};
 use super::netdev::{AddrFamily, NetdevError};
 use super::rc::ConfigError;
-use crate::params::{ConnType, DEFAULT_QKEY, Recovery, RoceVersion, TransportKind};
+use crate::params::{ConnType, DEFAULT_QKEY, IoKind, Recovery, RoceVersion, TransportKind};
 use crate::transport::memory::OutOfMemory;
 use crate::transport::{Error, Gid, Param};
-
-/// Which I/O backend carries the packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IoKind {
-    /// A UDP socket on port 4791: RoCE v2 only, unprivileged.
-    Udp,
-    /// AF_PACKET raw frames: RoCE v1 and v2, needs CAP_NET_RAW.
-    Packet,
-}
-
-impl IoKind {
-    /// `udp` or `packet`, as on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            IoKind::Udp => "udp",
-            IoKind::Packet => "packet",
-        }
-    }
-}
 
 /// Everything that configures a soft endpoint.
 #[derive(Debug, Clone, PartialEq)]

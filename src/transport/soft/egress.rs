@@ -1,13 +1,13 @@
 //! The transmit framing: each engine packet as its path wants it on the wire. UDP leaves the headers
-//! to the kernel and appends the ICRC; AF_PACKET writes every header around it. The device
-//! ([`super::nic::Nic`]) then moves the ICRC of segment k of an IPv4 GSO super-datagram to the IP ID
-//! the kernel gives it.
+//! to the kernel and appends the ICRC; AF_PACKET writes every header around it. The device (the UDP
+//! or AF_PACKET backend in [`super::io`]) then moves the ICRC of segment k of an IPv4 GSO
+//! super-datagram to the IP ID the kernel gives it.
 
 use super::engine::Engine;
 use super::icrc_cache::HeaderIcrcs;
 use super::path::Path;
 use super::rc::{self, LoneAck};
-use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, Ipv4IdCache, NetRepr};
+use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, NetRepr};
 
 /// Lets `qp` write its next packet along `path` into `buf`, finished for the wire (the ICRC valid
 /// for IPv4 ID 0); `None` when it has none (`acks`: a lone ACK may be kept for the next call).
@@ -59,16 +59,6 @@ pub(crate) fn frame(
     }
 }
 
-/// Rewrites the ICRC of a UDP payload (BTH..ICRC) computed under IPv4 ID 0 to the one under ID `id`.
-#[inline]
-pub(crate) fn move_icrc_to_ipv4_id(pkt: &mut [u8], id: u16, ipv4_ids: &mut Ipv4IdCache) {
-    let ib_len = pkt.len() - ICRC_LEN;
-    let delta = ipv4_ids.get(ib_len).delta(id);
-    let icrc = &mut pkt[ib_len..];
-    let v = u32::from_le_bytes([icrc[0], icrc[1], icrc[2], icrc[3]]);
-    icrc.copy_from_slice(&(v ^ delta).to_le_bytes());
-}
-
 /// Writes Ethernet and network headers in front of the `ib_len` bytes the engine wrote at
 /// `buf[header_len..]` and the ICRC after them; returns the frame length. `start` is the ICRC
 /// started over the header `net` emits for `ib_len` bytes ([`NetRepr::icrc_start`]).
@@ -97,8 +87,11 @@ mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
+    use crate::transport::soft::io::move_icrc_to_ipv4_id;
     use crate::transport::soft::path::{ipv4_repr, ipv6_repr};
-    use crate::wire::{BthRepr, Gid, GrhRepr, IbRepr, MacAddr, Opcode, RoceFrameRepr, UdpRepr};
+    use crate::wire::{
+        BthRepr, Gid, GrhRepr, IbRepr, Ipv4IdCache, MacAddr, Opcode, RoceFrameRepr, UdpRepr,
+    };
 
     /// A SEND ONLY of 4 bytes, BTH..pad, as an engine would write it.
     fn ib() -> Vec<u8> {

@@ -17,11 +17,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::backend::Backend;
 use super::config::PeerMismatch;
 use super::egress::TxIcrcs;
 use super::engine::Engine;
 use super::ingress::RxIcrcs;
+use super::io::device::Backend;
 use super::io::fault::Impaired;
 use super::io::impair::ImpairConfig;
 use super::netdev::{GidKind, NetDev};
@@ -36,7 +36,7 @@ use crate::transport::{
 };
 use crate::wire::{Encapsulation, Ipv4IdCache};
 
-pub use super::config::{IoKind, SoftConfig, SoftError};
+pub use super::config::{SoftConfig, SoftError};
 pub use super::counters::{DropSummary, SoftCounters};
 
 mod cm;
@@ -69,10 +69,8 @@ pub struct SoftEndpoint {
     mtu: RoceMtu,
     /// Setup decisions worth telling the user (MTU capped, address moved).
     notes: Vec<SoftNote>,
-    /// UDP GSO/GRO was planned (the peer may still turn sending off: `out.gso`).
+    /// UDP GSO (or AF_PACKET super-frames) was planned (the peer may still turn sending off).
     gso: bool,
-    /// UDP GRO is on (off for latency tests: `SoftConfig::gro`).
-    gro: bool,
     /// The deliberate impairment in force, if any.
     impair: Option<ImpairConfig>,
     /// The loss recovery both sides agreed on (go-back-N until [`Self::agree_recovery`]).
@@ -115,9 +113,12 @@ impl SoftEndpoint {
             impair.get_or_insert_with(ImpairConfig::default).seed = seed;
         }
         let mut plan = plan::plan(&cfg, &dev, impair, rng::mix(rng::run_seed()))?;
-        let (backend, moved) = Backend::open(&dev, &plan.backend)?;
-        if let Some(alt) = moved {
-            plan.moved_to(alt, cfg.udp_port);
+        let nic = Nic::open(&dev, &plan.backend)?;
+        // A second endpoint on lo may have taken the next free address (`UdpPlan::may_move`).
+        if let Some(bound) = nic.local_addr().map(|a| a.ip())
+            && plan.local_ip != Some(bound)
+        {
+            plan.moved_to(bound, cfg.udp_port);
         }
         let access = Access::LOCAL_WRITE
             | Access::REMOTE_WRITE
@@ -144,7 +145,6 @@ impl SoftEndpoint {
                 })
             })
             .collect::<std::result::Result<Vec<_>, SoftError>>()?;
-        let nic = Nic::new(backend, cfg.batch, plan.slot_len, plan.rx_slot, plan.gso);
         Ok(SoftEndpoint {
             nic: Impaired::new(nic, plan.impair.as_ref()),
             ipv4_ids: Ipv4IdCache::new(),
@@ -157,7 +157,6 @@ impl SoftEndpoint {
             mtu: plan.mtu,
             notes: plan.notes,
             gso: plan.gso,
-            gro: plan.gro,
             impair: plan.impair,
             recovery: Recovery::Gbn,
             recovery_note: false,
@@ -221,7 +220,7 @@ impl SoftEndpoint {
         for q in self.slots.iter().filter_map(|s| s.qp.as_ref()) {
             q.add_counters(&mut c);
         }
-        c.tx_batches += self.nic.inner().tx_batches;
+        c.tx_batches += self.nic.inner().tx_batches();
         (c.impair, c.impair_rx) = self.nic.stats();
         c
     }
@@ -239,34 +238,7 @@ impl SoftEndpoint {
     }
 
     fn setup_lines(&self, interface_tables: bool) -> Vec<String> {
-        let backend = match self.nic.inner().backend() {
-            Backend::Udp(s) if self.gso => format!(
-                "UDP socket {}, {}: {}{}",
-                s.local_addr(),
-                if self.gro { "GSO/GRO" } else { "GSO" },
-                if self.nic.inner().gso_sending() {
-                    "up to 64 packets per send (a capture on this host may show them merged; --no-gso shows each)"
-                } else {
-                    "1 packet per send (the peer needs single datagrams)"
-                },
-                if self.gro {
-                    ""
-                } else {
-                    "; no GRO (a latency test receives one packet at a time)"
-                },
-            ),
-            Backend::Udp(s) => format!("UDP socket {}", s.local_addr()),
-            Backend::Packet(s) if s.vnet_hdr() => format!(
-                "AF_PACKET on ifindex {}, virtio_net_hdr super-frames: {}",
-                s.ifindex(),
-                if self.nic.inner().gso_sending() {
-                    "up to 64 packets per frame sent, split on receipt (--no-gso sends each)"
-                } else {
-                    "1 packet per frame sent (the peer needs single frames), split on receipt"
-                },
-            ),
-            Backend::Packet(s) => format!("AF_PACKET on ifindex {}", s.ifindex()),
-        };
+        let backend = self.nic.inner().describe();
         let interface = if interface_tables {
             self.dev.describe().replace('\n', "\n  ")
         } else {
@@ -324,10 +296,7 @@ impl SoftEndpoint {
     fn local_end(&self) -> LocalEnd {
         LocalEnd {
             version: self.cfg.version,
-            socket: match self.nic.inner().backend() {
-                Backend::Udp(s) => Some(s.local_addr()),
-                Backend::Packet(_) => None,
-            },
+            socket: self.nic.inner().local_addr(),
             ip: self.local_ip,
             gid: self.gid,
             mac: self.dev.mac,
@@ -445,12 +414,15 @@ impl Endpoint for SoftEndpoint {
                 .position(|e| e.gid == self.gid && e.kind == GidKind::of(self.cfg.version))
                 .map(|i| i as u32),
             mac: self.dev.mac,
-            addr: match self.nic.inner().backend() {
-                Backend::Udp(s) => Some(s.local_addr().to_string()),
-                Backend::Packet(_) => self
-                    .local_ip
-                    .map(|ip| SocketAddr::new(ip, self.cfg.udp_port).to_string()),
-            },
+            addr: self
+                .nic
+                .inner()
+                .local_addr()
+                .or_else(|| {
+                    self.local_ip
+                        .map(|ip| SocketAddr::new(ip, self.cfg.udp_port))
+                })
+                .map(|a| a.to_string()),
             mtu: self.mtu.bytes(),
             qps: self
                 .slots

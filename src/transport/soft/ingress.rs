@@ -26,20 +26,6 @@ pub(crate) struct FrameFilter {
     pub gid: Gid,
 }
 
-/// The packets of one received datagram: with UDP_GRO, one datagram may hold several packets of
-/// `gro_segment` bytes each (the last may be shorter). A zero-length datagram is one empty packet,
-/// so that it is counted ([`check_udp`] drops it as `empty`).
-#[inline]
-pub(crate) fn gro_packets<'a>(d: RxDatagram<'a>) -> impl Iterator<Item = RxDatagram<'a>> {
-    let seg = d.gro_segment.map(usize::from).filter(|&s| s > 0);
-    let seg = seg.unwrap_or(d.data.len()).max(1);
-    let empty = d.data.is_empty().then_some(d.data);
-    d.data
-        .chunks(seg)
-        .chain(empty)
-        .map(move |part| RxDatagram { data: part, ..d })
-}
-
 /// ICRCs started over received headers, by the BTH-through-pad length, the sender's address and
 /// port, and our address. The length comes first: it tells entries apart in one compare, where
 /// the addresses (enums) cost several. With the start comes how IPv4 ID 1 moves the ICRC (0 on
@@ -235,6 +221,7 @@ mod tests {
 
     use super::*;
     use crate::transport::soft::io::packet_gso::tests::eth;
+    use crate::transport::soft::io::udp::gro_packets;
     use crate::wire::{BthRepr, IbRepr, Opcode, RoceFrameRepr};
 
     /// An RDMA WRITE ONLY of 8 bytes to QP 0x12 (BTH + RETH + payload).
@@ -334,18 +321,6 @@ mod tests {
         assert!(from_peer(peer, peer));
         assert!(!from_peer(Gid::from_ip("10.0.0.9".parse().unwrap()), peer));
         assert!(!from_peer(Gid::from_ip("::1".parse().unwrap()), peer));
-    }
-
-    #[test]
-    fn gro_datagrams_split_into_their_packets() {
-        let data = [1u8; 10];
-        let mut d = datagram(&data, "10.0.0.1:4791");
-        assert_eq!(gro_packets(d).count(), 1);
-        d.gro_segment = Some(4);
-        let lens: Vec<usize> = gro_packets(d).map(|p| p.data.len()).collect();
-        assert_eq!(lens, [4, 4, 2]);
-        d.gro_segment = Some(0);
-        assert_eq!(gro_packets(d).count(), 1);
     }
 
     #[test]

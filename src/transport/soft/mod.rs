@@ -3,17 +3,17 @@
 //! - [`endpoint`]: [`SoftEndpoint`], the transport's [`Endpoint`](crate::transport::Endpoint), and
 //!   its datapath; [`config`] and [`counters`] are what it takes and what it counts.
 //! - [`plan`]: every setup decision as a pure function of the configuration and the interface;
-//!   `backend` then opens the socket it names; [`netdev`] tells what the interface is.
+//!   `nic` then opens the backend it names; [`netdev`] tells what the interface is.
 //! - [`path`]: how each queue pair frames packets to its peer, decided at connect ([`neighbour`]
 //!   finds the peer's MAC when it sent none).
 //! - `ingress` and `egress`: the receive checks and the transmit framing, per packet; `nic`: the
-//!   backend and its batches as an [`io::device::Device`], which [`io::fault`] impairs.
+//!   backend in use (the UDP or AF_PACKET [`io::device::Device`], each with its own batches), which
+//!   [`io::fault`] impairs.
 //! - [`cm`]: the Communication Manager (REQ / REP / RTU on QP1) behind `-R`, sans-IO.
 //! - [`rc`]: the RC engine; [`unreliable`]: the UC and UD engines beside it (`-c`), one of the three
 //!   behind each queue pair (`engine`); [`io`]: the sockets and batches; [`sim`]: a simulated link
 //!   for tests.
 
-mod backend;
 mod bytes;
 pub mod cm;
 pub mod config;
@@ -33,7 +33,7 @@ pub mod rc;
 pub mod sim;
 pub mod unreliable;
 
-pub use config::{IoKind, PeerMismatch, SoftConfig, SoftError};
+pub use config::{PeerMismatch, SoftConfig, SoftError};
 pub use counters::{DropSummary, SoftCounters};
 pub use endpoint::SoftEndpoint;
 pub use plan::SoftNote;

@@ -5,16 +5,17 @@
 //! notes that tell the user what was adjusted.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
-use super::config::{IoKind, SoftConfig, SoftError};
+use super::config::{SoftConfig, SoftError};
 use super::io::IoError;
 use super::io::impair::ImpairConfig;
 use super::io::packet::PacketConfig;
-use super::io::udp::UdpConfig;
+use super::io::udp::{UdpConfig, UdpPlan};
 use super::netdev::{GidEntry, GidKind, NetDev};
+use super::nic::BackendPlan;
 use super::rc::ConfigError;
-use crate::params::RoceVersion;
+use crate::params::{IoKind, RoceVersion};
 use crate::transport::rng;
 use crate::transport::{Param, RoceMtu};
 use crate::wire::{Encapsulation, Gid, ICRC_LEN};
@@ -72,23 +73,6 @@ impl fmt::Display for SoftNote {
     }
 }
 
-/// How to open the I/O backend.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum BackendPlan {
-    /// A UDP socket on `ip`.
-    Udp {
-        /// The socket's settings.
-        cfg: UdpConfig,
-        /// The address to bind.
-        ip: IpAddr,
-        /// On `lo` with the default address only: if the port is taken, the next free 127.0.0.x
-        /// may be used instead (an address the user asked for is never moved).
-        may_move: bool,
-    },
-    /// An AF_PACKET socket on the interface.
-    Packet(PacketConfig),
-}
-
 /// Number and first PSN of one queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QpIds {
@@ -113,23 +97,17 @@ pub(crate) struct SetupPlan {
     pub notes: Vec<SoftNote>,
     /// UDP GSO (or AF_PACKET super-frames) on.
     pub gso: bool,
-    /// UDP GRO on (`SoftConfig::gro`, with GSO only).
-    pub gro: bool,
     /// Deliberate impairment in force.
     pub impair: Option<ImpairConfig>,
-    /// Bytes of a transmit slot (and receive slot without GRO): a whole frame around the largest packet.
-    pub(crate) slot_len: usize,
-    /// Bytes of a receive slot.
-    pub(crate) rx_slot: usize,
-    /// The backend to open.
+    /// The backend to open, with its batches.
     pub backend: BackendPlan,
     /// One entry per queue pair.
     pub qps: Vec<QpIds>,
 }
 
 impl SetupPlan {
-    /// After the backend moved to `using` (see [`BackendPlan::Udp::may_move`]): our address and GID
-    /// follow, and a note says why.
+    /// After the backend moved to `using` (see [`UdpPlan::may_move`]): our address and GID follow,
+    /// and a note says why.
     pub(crate) fn moved_to(&mut self, using: IpAddr, port: u16) {
         if let Some(taken) = self.local_ip {
             self.notes
@@ -227,19 +205,13 @@ pub(crate) fn plan(
     let packet_gso = cfg.gso && cfg.io == IoKind::Packet && cfg.version == RoceVersion::V2;
     let gso = (cfg.gso && cfg.io == IoKind::Udp) || packet_gso;
     let gro = cfg.gso && cfg.gro && cfg.io == IoKind::Udp;
-    // GRO hands over up to 64 KiB of merged datagrams at once; a super-frame brings its headers
-    // and the virtio_net_hdr.
-    let rx_slot = match (packet_gso, gro) {
-        (true, _) => PACKET_GSO_RX_SLOT,
-        (false, true) => 65_536,
-        _ => slot_len,
-    };
     let backend = match cfg.io {
-        IoKind::Udp => BackendPlan::Udp {
+        IoKind::Udp => BackendPlan::Udp(UdpPlan {
             cfg: UdpConfig {
                 port: cfg.udp_port,
                 batch: cfg.batch,
-                slot_len: rx_slot,
+                // GRO hands over up to 64 KiB of merged datagrams at once.
+                slot_len: if gro { 65_536 } else { slot_len },
                 gro,
                 zero_checksum: !gso,
                 ..UdpConfig::default()
@@ -249,7 +221,9 @@ pub(crate) fn plan(
                 && cfg.gid_index.is_none()
                 && dev.loopback
                 && local_ip.is_some_and(|ip| ip.is_ipv4()),
-        },
+            tx_slot: slot_len,
+            gso,
+        }),
         IoKind::Packet => {
             if !dev.loopback {
                 dev.require_mac()?;
@@ -278,18 +252,11 @@ pub(crate) fn plan(
         mtu,
         notes,
         gso,
-        gro,
         impair,
-        slot_len,
-        rx_slot,
         backend,
         qps: qp_ids(seed, cfg.qps),
     })
 }
-
-/// Bytes of a receive slot for AF_PACKET super-frames: the virtio_net_hdr, Ethernet with a VLAN
-/// tag, and the largest IP packet.
-const PACKET_GSO_RX_SLOT: usize = super::io::packet_gso::VNET_HDR_LEN + 18 + 65_535;
 
 /// The entry `-x` selects: index N of the interface's whole GID table, as `-v` prints it (`GID[N]`)
 /// and perftest and `show_gids` number it. Fails when the index is out of range, names an entry of
@@ -348,11 +315,6 @@ fn qp_ids(seed: u64, n: usize) -> Vec<QpIds> {
             psn: (rng::mix(seed ^ i as u64) & 0xff_ffff) as u32,
         })
         .collect()
-}
-
-/// The loopback addresses a second endpoint on `lo` tries, in order, when 127.0.0.1's port is taken.
-pub(crate) fn loopback_alternatives() -> impl Iterator<Item = IpAddr> {
-    (2..=254u8).map(|x| IpAddr::V4(Ipv4Addr::new(127, 0, 0, x)))
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use roceperf::params::RoceVersion;
-use roceperf::transport::soft::endpoint::{IoKind, SoftConfig, SoftEndpoint};
+use roceperf::params::{IoKind, RoceVersion};
+use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use roceperf::transport::soft::io::impair::ImpairConfig;
 use roceperf::transport::{
     Completion, CompletionOp, CompletionStatus, Endpoint, RecvRequest, RemoteAddr, SendOp,

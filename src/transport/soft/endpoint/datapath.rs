@@ -14,15 +14,14 @@
 use super::{QpSlot, SoftEndpoint};
 use crate::transport::Completion;
 use crate::transport::Result;
-use crate::transport::soft::backend::{Backend, io_error};
 use crate::transport::soft::counters::SoftCounters;
 use crate::transport::soft::egress;
 use crate::transport::soft::ingress::{
     FrameFilter, RxNet, Source, check_frame, check_udp, from_peer, qp_index,
 };
 use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
-use crate::transport::soft::io::device::Device;
-use crate::transport::soft::nic::RxMeta;
+use crate::transport::soft::io::device::{Backend, Device, RxMeta};
+use crate::transport::soft::nic::io_error;
 use crate::transport::soft::rc::{self, LoneAck};
 
 /// Idle polls between two timer checks. Timers are milliseconds (4.096 µs × 2^timeout) or, for an
@@ -134,10 +133,7 @@ impl SoftEndpoint {
             ip: self.local_ip,
             gid: self.gid,
         };
-        let local = match self.nic.inner().backend() {
-            Backend::Udp(s) => Some(s.local_addr()),
-            Backend::Packet(_) => None,
-        };
+        let local = self.nic.inner().local_addr();
         // An impaired device releases what it held by the clock; a plain one only hands packets on.
         let dev_now = if self.impair.is_some() {
             clock.now()

@@ -2,8 +2,8 @@
 //! usage errors.
 
 use super::*;
+use crate::params::IoKind;
 use crate::params::RoceVersion;
-use crate::transport::soft::config::IoKind;
 
 fn free_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0")

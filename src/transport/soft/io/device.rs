@@ -1,14 +1,78 @@
-//! The link-facing device every backend of the soft transport is: the UDP socket, the AF_PACKET
-//! socket and the simulated link all move finished RoCE packets through [`Device`], so one impairer
-//! ([`super::fault::Impaired`]) wraps any of them, as smoltcp's `phy::FaultInjector` wraps any
-//! `phy::Device`.
+//! The link-facing device every backend of the soft transport is: the UDP backend (`UdpDevice`),
+//! the AF_PACKET backend (`PacketDevice`) and the simulated link all move finished RoCE packets
+//! through [`Device`], so one impairer ([`super::fault::Impaired`]) wraps any of them, as smoltcp's
+//! `phy::FaultInjector` wraps any `phy::Device`.
 //!
 //! A device works per RoCE packet, whatever it does below: the UDP backend packs runs of packets into
 //! GSO super-datagrams and splits GRO datagrams back into packets, so whatever wraps it still sees,
 //! drops or delays one RoCE packet at a time, and the fast path stays the fast path.
+//!
+//! A socket backend is also a `Backend`: it opens from its part of the setup plan and answers what
+//! the endpoint asks besides moving packets (its address, whether it takes super-frames, its GSO
+//! state, its counters, how it describes itself), so the endpoint never asks which backend it holds.
+
+use std::net::{IpAddr, SocketAddr};
 
 use super::IoError;
+use crate::transport::soft::netdev::NetDev;
 use crate::transport::soft::rc::Instant;
+
+/// What a received packet carries besides its bytes, for the receive checks: a socket backend hands
+/// over either UDP payloads (the kernel read the headers) or whole frames (every header is there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RxMeta {
+    /// One RoCE v2 packet of a UDP datagram.
+    Datagram {
+        /// The sender.
+        src: Option<SocketAddr>,
+        /// Our address it was sent to.
+        dst: Option<IpAddr>,
+        /// The datagram was cut.
+        truncated: bool,
+    },
+    /// One link-layer frame.
+    Frame {
+        /// `PACKET_HOST`, `PACKET_OTHERHOST`, ...
+        pkttype: u8,
+        /// The interface it arrived on.
+        ifindex: i32,
+        /// The frame was cut.
+        truncated: bool,
+    },
+}
+
+/// A socket backend of the soft transport: a [`Device`] that sends to the peer's UDP address, or to
+/// nothing when a frame carries its own (`Addr`), and hands over [`RxMeta`]. Every method is
+/// answered by the backend itself: a new backend answers them all, and nothing above matches on
+/// which backend it is.
+pub(crate) trait Backend: Device<Addr = Option<SocketAddr>, Meta = RxMeta> + Sized {
+    /// What opening it takes: its part of the setup plan.
+    type Plan;
+
+    /// Opens it on `dev` as `plan` says, with its batches.
+    fn open(dev: &NetDev, plan: &Self::Plan) -> Result<Self, IoError>;
+
+    /// The local UDP address when the kernel writes the headers (a UDP socket); `None` when every
+    /// frame carries its own addresses.
+    fn local_addr(&self) -> Option<SocketAddr>;
+
+    /// Whether it receives super-datagrams or super-frames whole and splits them (so the peer may
+    /// send them), rather than needing one packet per frame (an AF_PACKET receive ring).
+    fn takes_super_frames(&self) -> bool;
+
+    /// True while packets leave in GSO super-datagrams or super-frames.
+    fn gso_sending(&self) -> bool;
+
+    /// Sends one packet per datagram or frame from now on (a peer that cannot take super-frames);
+    /// true when it was sending super-frames until now.
+    fn stop_gso(&mut self) -> bool;
+
+    /// Transmit syscalls so far (batches handed to the kernel).
+    fn tx_batches(&self) -> u64;
+
+    /// What it is, for the run header: socket, address or interface, and how it batches.
+    fn describe(&self) -> String;
+}
 
 /// A place finished RoCE packets leave through and arrive from, in batches.
 ///

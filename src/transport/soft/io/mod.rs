@@ -9,9 +9,11 @@
 //! [`slots::Slots`], so the busy-polling datapath never allocates: [`batch`] (`recvmmsg` /
 //! `sendmmsg`), [`gso`] (UDP segmentation offload), [`packet_gso`] (the same for RoCE v2 over
 //! AF_PACKET, through `virtio_net_hdr` super-frames), [`ring`] (PACKET_MMAP receive ring for
-//! AF_PACKET). Every backend, and the simulated link, is a [`device::Device`]; [`fault`] wraps any of
-//! them to drop, duplicate, reorder, delay or corrupt packets on purpose as an [`impair`] spec says;
-//! [`sockaddr`] converts addresses without allocating.
+//! AF_PACKET). Each backend's file holds its socket and its device (`UdpDevice`, `PacketDevice`),
+//! which owns its batches; every device, and the simulated link, is a [`device::Device`], and each
+//! socket backend a `device::Backend`; [`fault`] wraps any of them to drop, duplicate, reorder,
+//! delay or corrupt packets on purpose as an [`impair`] spec says; [`sockaddr`] converts addresses
+//! without allocating.
 
 pub mod batch;
 pub mod device;
@@ -29,6 +31,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 
 use crate::transport::Param;
+use crate::wire::{ICRC_LEN, Ipv4IdCache};
 
 pub(crate) use crate::wire::ROCE_V2_PORT;
 
@@ -97,6 +100,18 @@ impl IoError {
             source: errno.into(),
         }
     }
+}
+
+/// Rewrites the ICRC of a UDP payload (BTH..ICRC) computed under IPv4 ID 0 to the one under ID `id`:
+/// the kernel gives segment k of an IPv4 GSO super-datagram (or super-frame) ID k, and the ICRC
+/// covers it, so both backends that send super-datagrams move it for every segment after the first.
+#[inline]
+pub(crate) fn move_icrc_to_ipv4_id(pkt: &mut [u8], id: u16, ipv4_ids: &mut Ipv4IdCache) {
+    let ib_len = pkt.len() - ICRC_LEN;
+    let delta = ipv4_ids.get(ib_len).delta(id);
+    let icrc = &mut pkt[ib_len..];
+    let v = u32::from_le_bytes([icrc[0], icrc[1], icrc[2], icrc[3]]);
+    icrc.copy_from_slice(&(v ^ delta).to_le_bytes());
 }
 
 /// A non-blocking, close-on-exec UDP socket of `ip`'s family.

@@ -8,6 +8,8 @@
 //! only RoCE frames ([`roce_filter`]), and only then is bound to the interface with ETH_P_ALL, so no
 //! unrelated frame is ever queued to us. Our own transmitted frames are not looped back to us
 //! (PACKET_IGNORE_OUTGOING). Frames move in `recvmmsg`/`sendmmsg` batches over preallocated slots.
+//! `PacketDevice` is the backend the endpoint holds: the socket with its receive ring or batch,
+//! and its transmit batch of single frames or of `virtio_net_hdr` super-frames.
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -15,11 +17,14 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
-use super::batch::{RxBatch, TxBatch};
-use super::packet_gso::PacketGsoTx;
+use super::batch::{RxBatch, RxFrame, TxBatch};
+use super::device::{Backend, Device, RxMeta};
+use super::packet_gso::{PacketGsoTx, SUPER_FRAME_SLOT, split_frames};
 use super::ring::RxRing;
-use super::{IoError, ROCE_V2_PORT, grow_buffer, setsockopt_int};
+use super::{IoError, ROCE_V2_PORT, grow_buffer, move_icrc_to_ipv4_id, setsockopt_int};
 use crate::transport::soft::netdev::NetDev;
+use crate::transport::soft::rc::Instant;
+use crate::wire::Ipv4IdCache;
 
 /// Ethertype of RoCE v1 (`ETH_P_IBOE`).
 pub const ETH_P_IBOE: u16 = 0x8915;
@@ -272,6 +277,7 @@ impl PacketSocket {
     }
 
     /// Receives up to a batch of RoCE frames without blocking; returns how many (0 when none wait).
+    #[inline]
     pub fn recv_batch(&self, rx: &mut RxBatch) -> Result<usize, IoError> {
         // The frame's metadata comes in its sockaddr_ll: no control message.
         rx.recv(self.fd.as_raw_fd(), false)
@@ -283,6 +289,7 @@ impl PacketSocket {
 
     /// Sends the queued super-frames (a `PACKET_VNET_HDR` socket); what the kernel did not take
     /// stays queued. Returns how many went out.
+    #[inline]
     pub fn send_gso_batch(&self, tx: &mut PacketGsoTx) -> Result<usize, IoError> {
         tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
             context: format!("sendmmsg(virtio_net_hdr) on AF_PACKET {}", self.dev),
@@ -291,11 +298,222 @@ impl PacketSocket {
     }
 
     /// Sends the queued frames; what the kernel did not take stays queued. Returns how many went out.
+    #[inline]
     pub fn send_batch(&self, tx: &mut TxBatch) -> Result<usize, IoError> {
         tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
             context: format!("sendmmsg on AF_PACKET {}", self.dev),
             source,
         })
+    }
+}
+
+/// How the AF_PACKET backend sends: one frame per slot, or `virtio_net_hdr` super-frames.
+enum FrameTx {
+    /// One frame per `sendmmsg` slot (RoCE v1, or no `virtio_net_hdr`).
+    Single(TxBatch),
+    /// Runs of RoCE v2 frames of one flow joined into super-frames (a `PACKET_VNET_HDR` socket).
+    Super(PacketGsoTx),
+}
+
+/// The AF_PACKET backend: a [`PacketSocket`] with its receive ring or batch and its transmit batch,
+/// as one [`Device`] that moves one RoCE frame at a time.
+///
+/// With `virtio_net_hdr`, segment k of an IPv4 super-frame leaves with IP ID k, so its ICRC (written
+/// for ID 0) is moved here, and a received super-frame is split back into its frames.
+pub(crate) struct PacketDevice {
+    sock: PacketSocket,
+    rx: RxBatch,
+    tx: FrameTx,
+    /// Bytes of a transmit slot: the largest frame.
+    max_frame: usize,
+    /// How the IPv4 ID moves the ICRC, per packet length, for super-frame segments.
+    ipv4_ids: Ipv4IdCache,
+    /// Frames per receive batch (and per turn of the ring).
+    batch: usize,
+    tx_batches: u64,
+}
+
+/// What a received frame carries besides its bytes.
+#[inline]
+fn frame_meta(f: &RxFrame<'_>) -> RxMeta {
+    RxMeta::Frame {
+        pkttype: f.pkttype,
+        ifindex: f.ifindex,
+        truncated: f.truncated,
+    }
+}
+
+impl PacketDevice {
+    /// The device on `sock`, with batches as `cfg` says.
+    fn new(sock: PacketSocket, cfg: &PacketConfig) -> PacketDevice {
+        let (batch, slot_len) = (cfg.batch, cfg.slot_len);
+        // A super-frame brings its headers and the virtio_net_hdr.
+        let rx_slot = if cfg.vnet_hdr {
+            SUPER_FRAME_SLOT
+        } else {
+            slot_len
+        };
+        // A socket with virtio_net_hdr takes every frame through the super-frame batch.
+        let tx = if sock.vnet_hdr() {
+            FrameTx::Super(PacketGsoTx::new(batch.min(32), slot_len))
+        } else {
+            FrameTx::Single(TxBatch::new(batch, slot_len))
+        };
+        PacketDevice {
+            sock,
+            rx: RxBatch::new(batch, rx_slot),
+            tx,
+            max_frame: slot_len,
+            ipv4_ids: Ipv4IdCache::new(),
+            batch,
+            tx_batches: 0,
+        }
+    }
+}
+
+impl Device for PacketDevice {
+    /// Ignored: a frame carries its own addresses.
+    type Addr = Option<SocketAddr>;
+    type Meta = RxMeta;
+
+    fn max_packet(&self) -> usize {
+        self.max_frame
+    }
+
+    #[inline]
+    fn tx_full(&self) -> bool {
+        match &self.tx {
+            FrameTx::Single(b) => b.is_full(),
+            FrameTx::Super(p) => p.is_full(),
+        }
+    }
+
+    #[inline]
+    fn tx_pending(&self) -> usize {
+        match &self.tx {
+            FrameTx::Single(b) => b.pending(),
+            FrameTx::Super(p) => p.pending(),
+        }
+    }
+
+    #[inline]
+    fn tx_push(
+        &mut self,
+        _now: Instant,
+        _to: Option<SocketAddr>,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
+        match &mut self.tx {
+            FrameTx::Single(b) => b.try_push_frame(fill),
+            // As for UDP: segment k of an IPv4 super-frame leaves with IP ID k.
+            FrameTx::Super(p) => match p.try_push(fill) {
+                Some(k @ 1..) => {
+                    if let (pkt, true) = p.last_packet_mut() {
+                        move_icrc_to_ipv4_id(pkt, k, &mut self.ipv4_ids);
+                    }
+                    true
+                }
+                Some(0) => true,
+                None => false,
+            },
+        }
+    }
+
+    #[inline]
+    fn flush(&mut self, _now: Instant) -> Result<(), IoError> {
+        if self.tx_pending() == 0 {
+            return Ok(());
+        }
+        self.tx_batches += 1;
+        match &mut self.tx {
+            FrameTx::Single(b) => self.sock.send_batch(b),
+            FrameTx::Super(p) => self.sock.send_gso_batch(p),
+        }
+        .map(|_| ())
+    }
+
+    #[inline]
+    fn receive(
+        &mut self,
+        _now: Instant,
+        mut each: impl FnMut(RxMeta, &[u8]),
+    ) -> Result<usize, IoError> {
+        if let Some(ring) = self.sock.rx_ring() {
+            let mut got = 0;
+            while got < self.batch {
+                let Some(f) = ring.peek() else { break };
+                got += 1;
+                each(frame_meta(&f), f.data);
+                ring.release();
+            }
+            return Ok(got);
+        }
+        let n = self.sock.recv_batch(&mut self.rx)?;
+        if self.sock.vnet_hdr() {
+            // virtio_net_hdr first: a super-frame is split into its packets, in place.
+            let mut packets = 0;
+            for i in 0..n {
+                let (buf, pkttype, ifindex, truncated) = self.rx.frame_mut(i);
+                let meta = RxMeta::Frame {
+                    pkttype,
+                    ifindex,
+                    truncated,
+                };
+                packets += split_frames(buf, |f| each(meta, f));
+            }
+            return Ok(packets);
+        }
+        for i in 0..n {
+            let f = self.rx.frame(i);
+            each(frame_meta(&f), f.data);
+        }
+        Ok(n)
+    }
+}
+
+impl Backend for PacketDevice {
+    type Plan = PacketConfig;
+
+    fn open(dev: &NetDev, cfg: &PacketConfig) -> Result<PacketDevice, IoError> {
+        Ok(PacketDevice::new(PacketSocket::open(dev, cfg)?, cfg))
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        None
+    }
+
+    fn takes_super_frames(&self) -> bool {
+        self.sock.vnet_hdr()
+    }
+
+    fn gso_sending(&self) -> bool {
+        matches!(&self.tx, FrameTx::Super(p) if p.segmenting())
+    }
+
+    fn stop_gso(&mut self) -> bool {
+        match &mut self.tx {
+            FrameTx::Super(p) => p.stop_segments(),
+            FrameTx::Single(_) => false,
+        }
+    }
+
+    fn tx_batches(&self) -> u64 {
+        self.tx_batches
+    }
+
+    fn describe(&self) -> String {
+        let ifindex = self.sock.ifindex();
+        if !self.sock.vnet_hdr() {
+            return format!("AF_PACKET on ifindex {ifindex}");
+        }
+        format!(
+            "AF_PACKET on ifindex {ifindex}, virtio_net_hdr super-frames: {}",
+            if self.gso_sending() {
+                "up to 64 packets per frame sent, split on receipt (--no-gso sends each)"
+            } else {
+                "1 packet per frame sent (the peer needs single frames), split on receipt"
+            },
+        )
     }
 }
 
@@ -365,6 +583,53 @@ impl AsRawFd for PacketSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The AF_PACKET device on `lo` as `cfg` says, or `None` without CAP_NET_RAW (nothing to test).
+    fn on_lo(cfg: &PacketConfig) -> Option<PacketDevice> {
+        let lo = NetDev::by_name("lo").unwrap();
+        match PacketDevice::open(&lo, cfg) {
+            Err(IoError::NeedCapNetRaw { .. }) => None,
+            other => Some(other.unwrap()),
+        }
+    }
+
+    #[test]
+    fn the_device_says_what_it_is_and_sends_single_frames_once_asked() {
+        let ring = PacketConfig {
+            rx_ring_frames: 64,
+            ..PacketConfig::default()
+        };
+        let Some(mut d) = on_lo(&ring) else { return };
+        let ifindex = d.sock.ifindex();
+        assert_eq!(d.local_addr(), None);
+        assert!(!d.takes_super_frames() && !d.gso_sending() && !d.stop_gso());
+        assert_eq!(d.describe(), format!("AF_PACKET on ifindex {ifindex}"));
+        let vnet = PacketConfig {
+            vnet_hdr: true,
+            ..PacketConfig::default()
+        };
+        let Some(mut d) = on_lo(&vnet) else { return };
+        if !d.sock.vnet_hdr() {
+            return; // a kernel before 6.2 gets single frames
+        }
+        assert!(d.takes_super_frames() && d.gso_sending());
+        assert_eq!(
+            d.describe(),
+            format!(
+                "AF_PACKET on ifindex {ifindex}, virtio_net_hdr super-frames: up to 64 packets per frame sent, split on receipt (--no-gso sends each)"
+            )
+        );
+        assert!(d.stop_gso() && !d.stop_gso() && !d.gso_sending());
+        assert!(
+            d.takes_super_frames(),
+            "receiving is not the peer's business"
+        );
+        assert!(
+            d.describe().ends_with(
+                "1 packet per frame sent (the peer needs single frames), split on receipt"
+            )
+        );
+    }
 
     /// Runs the subset of classic BPF that `roce_filter` uses, as the kernel would.
     fn run(prog: &[libc::sock_filter], pkt: &[u8]) -> u32 {

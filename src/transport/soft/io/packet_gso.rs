@@ -20,6 +20,10 @@ use super::slots::Slots;
 /// Bytes of the `virtio_net_hdr` in front of every frame on a `PACKET_VNET_HDR` socket.
 pub const VNET_HDR_LEN: usize = 10;
 
+/// Bytes of a receive slot for super-frames: the `virtio_net_hdr`, Ethernet with a VLAN tag, and
+/// the largest IP packet.
+pub(crate) const SUPER_FRAME_SLOT: usize = VNET_HDR_LEN + 18 + 65_535;
+
 /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: the checksum from `csum_start` on is left to the kernel or NIC.
 const F_NEEDS_CSUM: u8 = 1;
 /// `VIRTIO_NET_HDR_GSO_NONE`.

@@ -11,17 +11,23 @@
 //! datagrams are accepted (`UDP_NO_CHECK6_RX`), which rxe and ConnectX send.
 //!
 //! Packets move in batches: [`RxBatch`] for `recvmmsg`, [`TxBatch`] for `sendmmsg`, each with its
-//! headers, iovecs, addresses and packet slots allocated once.
+//! headers, iovecs, addresses and packet slots allocated once. `UdpDevice` is the backend the
+//! endpoint holds: the socket with its batches, GSO super-datagrams on the way out (each segment's
+//! ICRC moved to the IPv4 ID the kernel gives it) and GRO datagrams split on the way in.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use rustix::io::Errno;
 use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery, Ipv6PathMtuDiscovery};
 
-use super::batch::{RxBatch, TxBatch};
-use super::{IoError, ROCE_V2_PORT, grow_buffer, setsockopt_int};
+use super::batch::{RxBatch, RxDatagram, TxBatch};
+use super::device::{Backend, Device, RxMeta};
+use super::gso::GsoTxBatch;
+use super::{IoError, ROCE_V2_PORT, grow_buffer, move_icrc_to_ipv4_id, setsockopt_int};
 use crate::transport::soft::netdev::NetDev;
+use crate::transport::soft::rc::Instant;
+use crate::wire::Ipv4IdCache;
 
 /// Largest UDP payload of a RoCE packet at MTU 4096: BTH 12 + RETH 16 + ImmDt 4 + 4096 + ICRC 4,
 /// rounded up with room to spare.
@@ -182,6 +188,7 @@ impl UdpSocket {
     }
 
     /// Receives up to a batch of datagrams without blocking; returns how many (0 when none wait).
+    #[inline]
     pub fn recv_batch(&self, rx: &mut RxBatch) -> Result<usize, IoError> {
         rx.recv(self.fd.as_raw_fd(), self.control)
             .map_err(|source| IoError::Os {
@@ -192,6 +199,7 @@ impl UdpSocket {
 
     /// Sends the queued datagrams of `tx` with as few `sendmmsg` calls as the kernel allows without
     /// blocking; what the kernel did not take stays queued. Returns how many were sent now.
+    #[inline]
     pub fn send_batch(&self, tx: &mut TxBatch) -> Result<usize, IoError> {
         tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
             context: format!("sendmmsg from UDP {}{}", self.local, refused_hint(&source)),
@@ -201,6 +209,7 @@ impl UdpSocket {
 
     /// Sends the queued super-datagrams of `tx` (UDP_SEGMENT); what the kernel did not take stays
     /// queued. Returns how many super-datagrams went out. The socket needs `zero_checksum: false`.
+    #[inline]
     pub fn send_gso_batch(&self, tx: &mut super::gso::GsoTxBatch) -> Result<usize, IoError> {
         tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
             context: format!(
@@ -210,6 +219,226 @@ impl UdpSocket {
             ),
             source,
         })
+    }
+}
+
+/// How to open the UDP backend: the socket, where, and its transmit side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UdpPlan {
+    /// The socket's settings, and the receive batch's (`batch`, `slot_len`).
+    pub cfg: UdpConfig,
+    /// The address to bind.
+    pub ip: IpAddr,
+    /// On `lo` with the default address only: if the port is taken, the next free 127.0.0.x
+    /// may be used instead (an address the user asked for is never moved).
+    pub may_move: bool,
+    /// Bytes of a transmit slot: the largest packet.
+    pub tx_slot: usize,
+    /// Runs of packets to one peer leave as GSO super-datagrams.
+    pub gso: bool,
+}
+
+/// The loopback addresses a second endpoint on `lo` tries, in order, when 127.0.0.1's port is taken.
+fn loopback_alternatives() -> impl Iterator<Item = IpAddr> {
+    (2..=254u8).map(|x| IpAddr::V4(Ipv4Addr::new(127, 0, 0, x)))
+}
+
+/// The packets of one received datagram: with UDP_GRO, one datagram may hold several packets of
+/// `gro_segment` bytes each (the last may be shorter). A zero-length datagram is one empty packet,
+/// so that it is counted (the receive checks drop it as `empty`).
+#[inline]
+pub(crate) fn gro_packets<'a>(d: RxDatagram<'a>) -> impl Iterator<Item = RxDatagram<'a>> {
+    let seg = d.gro_segment.map(usize::from).filter(|&s| s > 0);
+    let seg = seg.unwrap_or(d.data.len()).max(1);
+    let empty = d.data.is_empty().then_some(d.data);
+    d.data
+        .chunks(seg)
+        .chain(empty)
+        .map(move |part| RxDatagram { data: part, ..d })
+}
+
+/// The UDP backend: a [`UdpSocket`] with its receive batch and its transmit batch, plain or GSO, as
+/// one [`Device`] that moves one RoCE packet at a time.
+///
+/// With GSO, consecutive packets to one peer share a super-datagram; segment k of an IPv4 one leaves
+/// with IP ID k, so its ICRC (written for ID 0) is moved here. With GRO, a received datagram is split
+/// back into its packets. Whatever wraps the device (the impairer) therefore sees single packets.
+pub(crate) struct UdpDevice {
+    sock: UdpSocket,
+    rx: RxBatch,
+    /// One packet per datagram, when GSO is off (then `gso` is `None`).
+    plain: TxBatch,
+    /// UDP segmentation offload, until the peer asks for single datagrams.
+    gso: Option<GsoTxBatch>,
+    /// How the IPv4 ID moves the ICRC, per packet length, for GSO segments.
+    ipv4_ids: Ipv4IdCache,
+    /// GSO was planned (the peer may have turned it off since) and GRO is on: what it says it is.
+    gso_planned: bool,
+    gro: bool,
+    tx_batches: u64,
+}
+
+impl UdpDevice {
+    /// The device on `sock`, with batches as `plan` says.
+    pub(crate) fn new(sock: UdpSocket, plan: &UdpPlan) -> UdpDevice {
+        let batch = plan.cfg.batch;
+        UdpDevice {
+            sock,
+            rx: RxBatch::new(batch, plan.cfg.slot_len),
+            plain: TxBatch::new(batch, plan.tx_slot),
+            gso: plan
+                .gso
+                .then(|| GsoTxBatch::new(batch.min(32), plan.tx_slot)),
+            ipv4_ids: Ipv4IdCache::new(),
+            gso_planned: plan.gso,
+            gro: plan.cfg.gro,
+            tx_batches: 0,
+        }
+    }
+}
+
+impl Device for UdpDevice {
+    /// The peer's UDP address (a packet without one is not sent).
+    type Addr = Option<SocketAddr>;
+    type Meta = RxMeta;
+
+    fn max_packet(&self) -> usize {
+        self.plain.slot_len()
+    }
+
+    #[inline]
+    fn tx_full(&self) -> bool {
+        self.gso
+            .as_ref()
+            .map_or(self.plain.is_full(), |g| g.is_full())
+    }
+
+    #[inline]
+    fn tx_pending(&self) -> usize {
+        self.gso
+            .as_ref()
+            .map_or(self.plain.pending(), |g| g.pending())
+    }
+
+    #[inline]
+    fn tx_push(
+        &mut self,
+        _now: Instant,
+        to: Option<SocketAddr>,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
+        let Some(dst) = to else {
+            return false;
+        };
+        match self.gso.as_mut() {
+            Some(g) => match g.try_push(dst, fill) {
+                // The kernel gives segment k of an IPv4 super-datagram ID k (the first keeps the 0
+                // every ICRC is computed for): move its ICRC there.
+                Some(k @ 1..) if dst.is_ipv4() => {
+                    move_icrc_to_ipv4_id(g.last_packet_mut(), k, &mut self.ipv4_ids);
+                    true
+                }
+                Some(_) => true,
+                None => false,
+            },
+            None => self.plain.try_push(dst, fill),
+        }
+    }
+
+    #[inline]
+    fn flush(&mut self, _now: Instant) -> Result<(), IoError> {
+        if self.tx_pending() == 0 {
+            return Ok(());
+        }
+        self.tx_batches += 1;
+        match self.gso.as_mut() {
+            Some(g) => self.sock.send_gso_batch(g),
+            None => self.sock.send_batch(&mut self.plain),
+        }
+        .map(|_| ())
+    }
+
+    #[inline]
+    fn receive(
+        &mut self,
+        _now: Instant,
+        mut each: impl FnMut(Self::Meta, &[u8]),
+    ) -> Result<usize, IoError> {
+        let n = self.sock.recv_batch(&mut self.rx)?;
+        let mut packets = 0;
+        for i in 0..n {
+            for one in gro_packets(self.rx.datagram(i)) {
+                packets += 1;
+                let meta = RxMeta::Datagram {
+                    src: one.src,
+                    dst: one.dst,
+                    truncated: one.truncated,
+                };
+                each(meta, one.data);
+            }
+        }
+        Ok(packets)
+    }
+}
+
+impl Backend for UdpDevice {
+    type Plan = UdpPlan;
+
+    /// Binds the planned address; a second endpoint on `lo` whose plan allows it takes the next
+    /// free 127.0.0.x by itself when that one's port is taken (the peer learns it from ConnInfo).
+    fn open(dev: &NetDev, plan: &UdpPlan) -> Result<UdpDevice, IoError> {
+        let sock = match UdpSocket::bind(dev, plan.ip, &plan.cfg) {
+            Ok(sock) => sock,
+            Err(IoError::PortInUse { .. }) if plan.may_move => loopback_alternatives()
+                .find_map(|alt| UdpSocket::bind(dev, alt, &plan.cfg).ok())
+                .ok_or(IoError::PortInUse {
+                    addr: plan.ip,
+                    port: plan.cfg.port,
+                })?,
+            Err(e) => return Err(e),
+        };
+        Ok(UdpDevice::new(sock, plan))
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        Some(self.sock.local_addr())
+    }
+
+    fn takes_super_frames(&self) -> bool {
+        true
+    }
+
+    fn gso_sending(&self) -> bool {
+        self.gso.is_some()
+    }
+
+    fn stop_gso(&mut self) -> bool {
+        self.gso.take().is_some()
+    }
+
+    fn tx_batches(&self) -> u64 {
+        self.tx_batches
+    }
+
+    fn describe(&self) -> String {
+        let addr = self.sock.local_addr();
+        if !self.gso_planned {
+            return format!("UDP socket {addr}");
+        }
+        format!(
+            "UDP socket {addr}, {}: {}{}",
+            if self.gro { "GSO/GRO" } else { "GSO" },
+            if self.gso_sending() {
+                "up to 64 packets per send (a capture on this host may show them merged; --no-gso shows each)"
+            } else {
+                "1 packet per send (the peer needs single datagrams)"
+            },
+            if self.gro {
+                ""
+            } else {
+                "; no GRO (a latency test receives one packet at a time)"
+            },
+        )
     }
 }
 
@@ -235,7 +464,6 @@ impl AsRawFd for UdpSocket {
 
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::batch::RxDatagram;
     use super::*;
 
     fn cfg(port: u16) -> UdpConfig {
@@ -376,6 +604,83 @@ pub(super) mod tests {
         assert_eq!(recv_some(&b, &mut rx), 1);
         assert!(rx.datagram(0).truncated);
         assert_eq!(rx.datagram(0).data.len(), 64);
+    }
+
+    #[test]
+    fn gro_datagrams_split_into_their_packets() {
+        let data = [1u8; 10];
+        let mut d = RxDatagram {
+            data: &data,
+            src: Some("10.0.0.1:4791".parse().unwrap()),
+            dst: None,
+            truncated: false,
+            gro_segment: None,
+        };
+        assert_eq!(gro_packets(d).count(), 1);
+        d.gro_segment = Some(4);
+        let lens: Vec<usize> = gro_packets(d).map(|p| p.data.len()).collect();
+        assert_eq!(lens, [4, 4, 2]);
+        d.gro_segment = Some(0);
+        assert_eq!(gro_packets(d).count(), 1);
+    }
+
+    /// A device plan on `ip`:`port` with GSO and GRO, as a bandwidth test opens it.
+    fn gso_plan(ip: IpAddr, port: u16, may_move: bool) -> UdpPlan {
+        UdpPlan {
+            cfg: UdpConfig {
+                port,
+                gro: true,
+                zero_checksum: false,
+                slot_len: 65_536,
+                ..UdpConfig::default()
+            },
+            ip,
+            may_move,
+            tx_slot: 2048,
+            gso: true,
+        }
+    }
+
+    #[test]
+    fn the_device_says_what_it_is_and_sends_single_datagrams_once_asked() {
+        let lo = NetDev::by_name("lo").unwrap();
+        let ip: IpAddr = "127.0.0.23".parse().unwrap();
+        let port = free_port(ip);
+        let mut d = UdpDevice::open(&lo, &gso_plan(ip, port, false)).unwrap();
+        assert_eq!(d.local_addr(), Some(SocketAddr::new(ip, port)));
+        assert!(d.takes_super_frames() && d.gso_sending());
+        assert_eq!(
+            d.describe(),
+            format!(
+                "UDP socket {ip}:{port}, GSO/GRO: up to 64 packets per send (a capture on this host may show them merged; --no-gso shows each)"
+            )
+        );
+        assert!(d.stop_gso(), "GSO was on");
+        assert!(!d.stop_gso() && !d.gso_sending());
+        assert_eq!(
+            d.describe(),
+            format!(
+                "UDP socket {ip}:{port}, GSO/GRO: 1 packet per send (the peer needs single datagrams)"
+            )
+        );
+        assert!(
+            d.takes_super_frames(),
+            "receiving is not the peer's business"
+        );
+    }
+
+    #[test]
+    fn a_taken_port_moves_only_a_plan_that_may_move() {
+        let lo = NetDev::by_name("lo").unwrap();
+        let first: IpAddr = "127.0.0.1".parse().unwrap();
+        let port = free_port(first);
+        let _taken = UdpDevice::open(&lo, &gso_plan(first, port, false)).unwrap();
+        let err = UdpDevice::open(&lo, &gso_plan(first, port, false)).err();
+        assert!(matches!(err, Some(IoError::PortInUse { .. })), "{err:?}");
+        let moved = UdpDevice::open(&lo, &gso_plan(first, port, true)).unwrap();
+        let at = moved.local_addr().unwrap();
+        assert!(loopback_alternatives().any(|alt| alt == at.ip()), "{at}");
+        assert_eq!(at.port(), port);
     }
 
     #[test]

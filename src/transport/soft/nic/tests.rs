@@ -6,20 +6,26 @@ use crate::transport::soft::ingress::check_udp;
 use crate::transport::soft::io::batch::RxDatagram;
 use crate::transport::soft::io::fault::Impaired;
 use crate::transport::soft::io::impair::ImpairConfig;
-use crate::transport::soft::io::udp::{UdpConfig, UdpSocket};
+use crate::transport::soft::io::udp::{UdpConfig, UdpPlan, UdpSocket};
 use crate::transport::soft::path::ipv4_repr;
-use crate::wire::{BthRepr, IbRepr, NetRepr, Opcode, UdpRepr};
+use crate::wire::{BthRepr, IbRepr, Ipv4IdCache, NetRepr, Opcode, UdpRepr};
 
 fn nic(ip: Ipv4Addr, port: u16, gso: bool) -> Nic {
-    let cfg = UdpConfig {
-        port,
-        gro: gso,
-        zero_checksum: !gso,
-        slot_len: if gso { 65_536 } else { 2048 },
-        ..UdpConfig::default()
+    let plan = UdpPlan {
+        cfg: UdpConfig {
+            port,
+            gro: gso,
+            zero_checksum: !gso,
+            slot_len: if gso { 65_536 } else { 2048 },
+            ..UdpConfig::default()
+        },
+        ip: ip.into(),
+        may_move: false,
+        tx_slot: 2048,
+        gso,
     };
-    let sock = UdpSocket::bind_scoped(ip.into(), 0, &cfg).unwrap();
-    Nic::new(Backend::Udp(sock), 64, 2048, cfg.slot_len, gso)
+    let sock = UdpSocket::bind_scoped(plan.ip, 0, &plan.cfg).unwrap();
+    Nic::Udp(UdpDevice::new(sock, &plan))
 }
 
 /// RoCE packets (SEND MIDDLE of 1000 bytes, PSN k) sent through an impaired GSO device arrive one
@@ -55,9 +61,9 @@ fn impairment_works_per_packet_inside_gso_super_datagrams() {
     }
     tx.flush(now).unwrap();
     assert!(
-        tx.inner().tx_batches < u64::from(sent) / 8,
+        tx.inner().tx_batches() < u64::from(sent) / 8,
         "GSO stayed on: {} sends for {sent} packets",
-        tx.inner().tx_batches
+        tx.inner().tx_batches()
     );
     let (stats, _) = tx.stats();
     let expect = u64::from(sent) - stats.dropped + stats.duplicated;

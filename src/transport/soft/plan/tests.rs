@@ -68,14 +68,10 @@ fn rocev2_takes_the_first_address_of_the_family_and_the_active_mtu() {
     assert_eq!(p.gid.to_string(), "::ffff:10.77.0.1");
     assert_eq!(p.mtu.bytes(), 1024);
     assert!(p.gso && p.notes.is_empty());
-    assert_eq!(p.rx_slot, 65_536);
-    assert!(matches!(
-        p.backend,
-        BackendPlan::Udp {
-            may_move: false,
-            ..
-        }
-    ));
+    let BackendPlan::Udp(udp) = &p.backend else {
+        panic!("{:?}", p.backend)
+    };
+    assert_eq!((udp.cfg.slot_len, udp.may_move), (65_536, false));
     let mut cfg = v2("veth0");
     cfg.family = AddrFamily::Ipv6;
     let p = plan(&cfg, &veth(), None, 0).unwrap();
@@ -201,17 +197,11 @@ fn an_address_elsewhere_is_refused_and_lo_may_move_only_its_default() {
         "{e}"
     );
     let p = plan(&v2("lo"), &lo(), None, 0).unwrap();
-    assert!(matches!(p.backend, BackendPlan::Udp { may_move: true, .. }));
+    assert!(matches!(p.backend, BackendPlan::Udp(ref u) if u.may_move));
     let mut cfg = v2("lo");
     cfg.bind = Some("127.0.0.1".parse().unwrap());
     let p = plan(&cfg, &lo(), None, 0).unwrap();
-    assert!(matches!(
-        p.backend,
-        BackendPlan::Udp {
-            may_move: false,
-            ..
-        }
-    ));
+    assert!(matches!(p.backend, BackendPlan::Udp(ref u) if !u.may_move));
     let mut p = plan(&v2("lo"), &lo(), None, 0).unwrap();
     p.moved_to("127.0.0.2".parse().unwrap(), 4791);
     assert_eq!(p.gid.to_string(), "::ffff:127.0.0.2");
@@ -230,7 +220,7 @@ fn impairment_keeps_gso_on() {
     let p = plan(&v2("veth0"), &veth(), Some(loss), 0).unwrap();
     // The impairer works per RoCE packet inside super-datagrams: the fast path stays on.
     assert!(p.gso && p.impair == Some(loss));
-    assert!(p.rx_slot > p.slot_len);
+    assert!(matches!(p.backend, BackendPlan::Udp(ref u) if u.cfg.slot_len > u.tx_slot));
     assert!(p.notes.is_empty(), "{:?}", p.notes);
     // An impairment that does nothing is none at all.
     let p = plan(&v2("veth0"), &veth(), Some(ImpairConfig::default()), 0).unwrap();

@@ -4,7 +4,8 @@
 use std::net::Ipv4Addr;
 
 use super::*;
-use crate::transport::soft::egress::{frame_around, move_icrc_to_ipv4_id};
+use crate::transport::soft::egress::frame_around;
+use crate::transport::soft::io::move_icrc_to_ipv4_id;
 use crate::transport::soft::path::{ipv4_repr, ipv6_repr};
 use crate::wire::{
     BthRepr, EthernetRepr, Gid, GrhRepr, ICRC_LEN, IbRepr, Ipv4IdCache, MacAddr, NetRepr, Opcode,
