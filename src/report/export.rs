@@ -64,7 +64,7 @@ pub(crate) fn takes_format_files(cmd: &clap::Command) -> bool {
 }
 
 /// perftest's `DEFAULT_JSON_FILE_NAME`, in the working directory.
-pub const DEFAULT_OUT_JSON: &str = "perftest_out.json";
+pub(crate) const DEFAULT_OUT_JSON: &str = "perftest_out.json";
 
 /// The files a single run writes, as its flags name them (flattened into `cli::Args`).
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
