@@ -25,7 +25,6 @@ pub use args::{Args, OobArg, TransportArg};
 pub use checks::{BUILT_TRANSPORTS, DEFAULT_PERCENTILES, TransportReason};
 pub(crate) use connection::too_big as ud_too_big;
 pub use options::{DeviceOptions, Options, OutputOptions};
-pub use reporting::DEFAULT_OUT_JSON;
 pub use values::parse_size;
 
 use crate::params::TransportKind;

@@ -1,9 +1,9 @@
 //! What a run writes, and what a run without end (`--run_infinitely`) writes while it goes on and when
 //! it stops.
 //!
-//! A run's files come from one export manager built from its output options ([`exports`]). A run
-//! without end keeps it open ([`Outputs`]): each interval, a perftest row on the console (as
-//! ib_write_bw's run_infinitely prints one per period), a CSV row appended whole (`--csv`,
+//! A run's files come from one export manager that `report::export` builds from its output options
+//! ([`exports`]). A run without end keeps it open ([`Outputs`]): each interval, a perftest row on the
+//! console (as ib_write_bw's run_infinitely prints one per period), a CSV row appended whole (`--csv`,
 //! `--results`), perftest's JSON rewritten whole with the interval (`--out_json`, as perftest rewrites
 //! it) and a JSON line (`--json-stream`). Nothing a stop can cut in half: lines are single writes,
 //! files are replaced by renaming.
@@ -14,36 +14,12 @@ use super::plan::Plan;
 use crate::bench::interval::IntervalSample;
 use crate::cli::OutputOptions;
 use crate::report;
-use crate::report::export::{
-    CsvExporter, Document, ExportManager, JsonExporter, JsonStreamExporter, PerftestJsonExporter,
-    Place, Written,
-};
+use crate::report::export::{Document, ExportManager, Written};
 use crate::results::{Measured, RunInfo, SizeResult, WriteError};
 
-/// A run's files, from its output options: `--csv` (rows appended), `--json`, `--results` (both,
-/// timestamped), `--out_json` (perftest's document) and, for a run without end, `--json-stream`, in
-/// that order.
+/// A run's files, from its output options (`report::export` builds the manager from their flags).
 pub(crate) fn exports(out: &OutputOptions) -> ExportManager {
-    let mut m = ExportManager::new();
-    if let Some(p) = &out.csv {
-        m = m.with(CsvExporter, Place::File(p.clone()));
-    }
-    if let Some(p) = &out.json {
-        m = m.with(JsonExporter, Place::File(p.clone()));
-    }
-    if let Some(dir) = &out.results {
-        m = m
-            .with(CsvExporter, Place::Dir(dir.clone()))
-            .with(JsonExporter, Place::Dir(dir.clone()));
-    }
-    if let Some(p) = &out.out_json {
-        let perftest = PerftestJsonExporter { single: out.single };
-        m = m.with(perftest, Place::File(p.clone()));
-    }
-    if let Some(p) = &out.json_stream {
-        m = m.with(JsonStreamExporter, Place::File(p.clone()));
-    }
-    m
+    ExportManager::for_run(&out.files, &out.reporting_files, out.single)
 }
 
 /// The outputs of one run without end, from its first interval to its summary.

@@ -192,7 +192,7 @@ pub(crate) fn conclude<E: Described>(
         Some(o) => o.finish(&doc),
         None => super::endless::exports(&plan.output).write(&doc),
     };
-    if let Some(dir) = &plan.output.results
+    if let Some(dir) = &plan.output.files.results
         && !plan.output.quiet()
     {
         let (csv, json) = results::results_paths(dir, &info);
@@ -215,6 +215,7 @@ fn gate(plan: &Plan, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error
         return Ok(());
     }
     let source = out
+        .files
         .json
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from(format!("{} run", info.test)));

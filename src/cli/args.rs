@@ -6,13 +6,13 @@
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::{
-    AtomicOp, ConnType, DEFAULT_OOB_PORT, IoKind, OutputSelect, RateLimitType, RateUnits,
-    Recovery, RoceVersion, TestKind, TransportKind,
+    AtomicOp, ConnType, DEFAULT_OOB_PORT, IoKind, OutputSelect, RateLimitType, RateUnits, Recovery,
+    RoceVersion, TestKind, TransportKind,
 };
+use crate::report::export::{ReportingFiles, RunFiles};
 use crate::transport::ImpairConfig;
 use clap::{ArgGroup, CommandFactory, Parser, ValueEnum};
 use std::net::IpAddr;
-use std::path::PathBuf;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -174,17 +174,9 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', value_parser = values::parse_percentile)]
     pub percentiles: Option<Vec<f64>>,
 
-    /// Append one CSV row per message size to FILE (header written once).
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
-
-    /// Write the parameters, per-size results and histograms as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Write both CSV and JSON into DIR with timestamped names.
-    #[arg(long, value_name = "DIR")]
-    pub results: Option<PathBuf>,
+    /// `--csv`, `--json`, `--results` and the formats every tool writes.
+    #[command(flatten)]
+    pub files: RunFiles,
 
     /// Seconds a client keeps retrying a server that is not up yet, and either side gives the whole
     /// out-of-band handshake once connected.
@@ -288,17 +280,9 @@ pub struct Args {
     #[arg(long = "report-interval", value_name = "SECS", value_parser = parse_interval)]
     pub report_interval: Option<std::time::Duration>,
 
-    /// With --run_infinitely: JSON lines to FILE, one object per interval as it ends, then the summary.
-    #[arg(long = "json-stream", value_name = "FILE")]
-    pub json_stream: Option<PathBuf>,
-
-    /// Also write the report as perftest's --out_json does, field for field (to --out_json_file).
-    #[arg(long = "out_json")]
-    pub out_json: bool,
-
-    /// File for --out_json (implies it) [default: perftest_out.json].
-    #[arg(long = "out_json_file", value_name = "FILE")]
-    pub out_json_file: Option<PathBuf>,
+    /// `--json-stream`, `--out_json` and `--out_json_file`.
+    #[command(flatten)]
+    pub reporting_files: ReportingFiles,
 
     /// With -b: this side's and the peer's figures separately too, on the console and in --out_json.
     #[arg(long = "report-both")]

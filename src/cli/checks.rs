@@ -424,7 +424,7 @@ pub(crate) fn percentiles(given: Option<Vec<f64>>) -> Vec<f64> {
 
 /// `--results` must be a directory, or not exist yet.
 pub(crate) fn results_dir(a: &Args) -> Result<(), Error> {
-    match &a.results {
+    match &a.files.results {
         Some(dir) if dir.exists() && !dir.is_dir() => Err(Error::Invalid {
             flag: "--results",
             why: format!("{} exists and is not a directory", dir.display()),

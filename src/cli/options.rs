@@ -10,10 +10,10 @@ use crate::params::{
     AtomicOp, ConnType, IoKind, OutputSelect, RateLimit, Recovery, RoceVersion, Role, RunMode,
     TestKind, TransportKind,
 };
+use crate::report::export::{ReportingFiles, RunFiles};
 use crate::transport::ImpairConfig;
 use clap::FromArgMatches;
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Validated options: everything the run needs, with defaults filled in.
@@ -84,18 +84,12 @@ pub struct OutputOptions {
     pub report_gbits: bool,
     /// Latency percentiles to report.
     pub percentiles: Vec<f64>,
-    /// `--csv`.
-    pub csv: Option<PathBuf>,
-    /// `--json`.
-    pub json: Option<PathBuf>,
-    /// `--results`.
-    pub results: Option<PathBuf>,
+    /// `--csv`, `--json`, `--results` and the formats every tool writes.
+    pub files: RunFiles,
     /// `--run_infinitely`: a report line every this long (the run mode is then [`RunMode::endless`]).
     pub report_interval: Option<Duration>,
-    /// `--json-stream`: JSON lines, one per interval, then the summary.
-    pub json_stream: Option<PathBuf>,
-    /// `--out_json` / `--out_json_file`: where perftest's JSON goes.
-    pub out_json: Option<PathBuf>,
+    /// `--json-stream`, `--out_json` and `--out_json_file` (checked against the run).
+    pub reporting_files: ReportingFiles,
     /// `--report-both`: this side's and the peer's figures too (`-b`).
     pub report_both: bool,
     /// `-v` count.
@@ -261,12 +255,9 @@ impl Options {
                 single: a.output,
                 report_gbits: a.report_gbits,
                 percentiles,
-                csv: a.csv,
-                json: a.json,
-                results: a.results,
+                files: a.files,
                 report_interval: reporting.interval,
-                json_stream: reporting.json_stream,
-                out_json: reporting.out_json,
+                reporting_files: a.reporting_files,
                 report_both: reporting.report_both,
                 verbosity: a.verbose,
                 gate: a.gate,

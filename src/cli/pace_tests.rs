@@ -144,7 +144,10 @@ fn run_infinitely_is_endless_with_perftests_interval_rules() {
     .unwrap();
     assert_eq!(o.output.report_interval, Some(Duration::from_millis(250)));
     let o = parse(SBW, &["--run_infinitely", "--json-stream", "s.jsonl"]).unwrap();
-    assert_eq!(o.output.json_stream, Some(PathBuf::from("s.jsonl")));
+    assert_eq!(
+        o.output.reporting_files.json_stream,
+        Some(PathBuf::from("s.jsonl"))
+    );
     // perftest refuses rate limits here (#327); roceperf paces a run without end too.
     assert!(
         parse(WBW, &["--run_infinitely", "--rate_limit", "1"])
@@ -192,10 +195,19 @@ fn run_infinitely_refuses_what_it_cannot_do() {
 #[test]
 fn out_json_and_report_both_follow_perftest() {
     let o = parse(WBW, &["--out_json"]).unwrap();
-    assert_eq!(o.output.out_json, Some(PathBuf::from("perftest_out.json")));
+    assert_eq!(
+        o.output.reporting_files.out_json(),
+        Some(PathBuf::from("perftest_out.json"))
+    );
     let o = parse(SLAT, &["--out_json_file=/tmp/x.json"]).unwrap();
-    assert_eq!(o.output.out_json, Some(PathBuf::from("/tmp/x.json")));
-    assert_eq!(parse(WBW, &[]).unwrap().output.out_json, None);
+    assert_eq!(
+        o.output.reporting_files.out_json(),
+        Some(PathBuf::from("/tmp/x.json"))
+    );
+    assert_eq!(
+        parse(WBW, &[]).unwrap().output.reporting_files.out_json(),
+        None
+    );
     assert!(
         parse(WBW, &["-b", "--report-both"])
             .unwrap()

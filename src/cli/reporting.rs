@@ -4,21 +4,13 @@
 use super::Error;
 use super::args::{Args, OobArg};
 use crate::params::{Metric, TestKind};
-use std::path::PathBuf;
 use std::time::Duration;
 
-/// perftest's `DEFAULT_JSON_FILE_NAME`, in the working directory.
-pub const DEFAULT_OUT_JSON: &str = "perftest_out.json";
-
-/// How the run reports, beyond the table and `--csv`/`--json`.
+/// How the run reports, beyond the table and its files (whose flags `Options` keeps as given).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Reporting {
     /// `--run_infinitely`: a report line every this long.
     pub interval: Option<Duration>,
-    /// `--json-stream`.
-    pub json_stream: Option<PathBuf>,
-    /// `--out_json` / `--out_json_file`: where perftest's JSON goes.
-    pub out_json: Option<PathBuf>,
     /// `--report-both`.
     pub report_both: bool,
 }
@@ -30,7 +22,7 @@ pub(crate) fn reporting(test: TestKind, a: &Args) -> Result<Reporting, Error> {
     } else {
         let needs = [
             (a.report_interval.is_some(), "--report-interval"),
-            (a.json_stream.is_some(), "--json-stream"),
+            (a.reporting_files.json_stream.is_some(), "--json-stream"),
         ];
         if let Some((_, flag)) = needs.into_iter().find(|f| f.0) {
             return Err(Error::Invalid {
@@ -57,15 +49,8 @@ pub(crate) fn reporting(test: TestKind, a: &Args) -> Result<Reporting, Error> {
             });
         }
     }
-    let out_json = (a.out_json || a.out_json_file.is_some()).then(|| {
-        a.out_json_file
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_OUT_JSON))
-    });
     Ok(Reporting {
         interval,
-        json_stream: a.json_stream.clone(),
-        out_json,
         report_both: a.report_both,
     })
 }

@@ -229,3 +229,11 @@ fn percentiles_are_sorted_and_deduplicated() {
     let o = parse(SLAT, &["--percentiles", "99.9,50,99,50"]).unwrap();
     assert_eq!(o.output.percentiles, vec![50.0, 99.0, 99.9]);
 }
+
+#[test]
+fn every_test_binary_takes_every_format_flag() {
+    for test in TestKind::EVERY {
+        let cmd = super::args::command_for(test);
+        assert!(crate::report::export::takes_format_files(&cmd), "{test}");
+    }
+}

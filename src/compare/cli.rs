@@ -11,7 +11,7 @@ use super::{files, local, loss, loss_report, remote};
 use crate::gate::{self, GateArgs, GateOutputArgs, SetGateArgs, parse_transport_arg};
 use crate::orchestrate::{child, signals};
 use crate::params::{Metric, TestKind, TransportKind, Verb};
-use crate::report::export::{Document, ExportManager};
+use crate::report::export::{Document, ExportManager, FormatFiles};
 use crate::report::{emit, progress::SweepProgress, table};
 use crate::results::{CompareSet, ResultRow, compare_dir};
 use anyhow::Context;
@@ -103,6 +103,9 @@ struct Cli {
     /// Print the report only; write no files.
     #[arg(long)]
     no_files: bool,
+    /// The formats every tool writes, each to the file its flag names (--no-files leaves them be).
+    #[command(flatten)]
+    formats: FormatFiles,
     /// Loss sweep: run every test over RoCE v2 (go-back-N and selective repeat), RoCE v1 and TCP across
     /// one veth pair at each of these packet loss rates, e.g. 0,0.01%,0.1%,1%,5% (needs root).
     #[arg(long = "loss-sweep", value_name = "RATES", value_delimiter = ',',
@@ -414,6 +417,10 @@ fn report_and_gate(cli: &Cli, set: &CompareSet) -> anyhow::Result<ExitCode> {
             ));
         }
     }
+    ExportManager::new()
+        .with_formats(&cli.formats)
+        .write(&Document::Compare(set))
+        .result()?;
     if !cli.gate.is_active() && !cli.set_gate.is_active() {
         return Ok(ExitCode::SUCCESS);
     }
@@ -456,5 +463,17 @@ pub fn main() -> ExitCode {
             eprintln!("roce_compare: error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn roce_compare_takes_every_format_flag() {
+        assert!(crate::report::export::takes_format_files(
+            &super::Cli::command()
+        ));
     }
 }

@@ -10,6 +10,7 @@ use super::flags::{
 use super::rules::Rules;
 use super::schedule::Pattern;
 use crate::params::TestKind;
+use crate::report::export::FormatFiles;
 use clap::{Arg, CommandFactory, FromArgMatches, Parser};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -80,6 +81,9 @@ struct Cli {
     /// Where rank 0 writes fabric.json, fabric.csv and heatmaps [default: results/fabric-<timestamp>].
     #[arg(long, value_name = "DIR")]
     results: Option<PathBuf>,
+    /// The formats every tool writes, each to the file its flag names (rank 0 writes them).
+    #[command(flatten)]
+    formats: FormatFiles,
     /// Flag a pair whose median latency is over X times the lowest.
     #[arg(long = "lat-factor", value_name = "X", default_value = "2.1",
           value_parser = Rules::parse_factor)]
@@ -194,6 +198,8 @@ pub struct FabricOptions {
     pub compare: bool,
     /// `--results DIR` (rank 0 writes there).
     pub results: Option<PathBuf>,
+    /// The files of the formats every tool writes (rank 0 writes them).
+    pub(crate) formats: FormatFiles,
     /// Outlier rules.
     pub rules: Rules,
     /// Retest flagged pairs alone (`--no-retest` turns it off).
@@ -321,6 +327,7 @@ pub fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
         serial: cli.serial,
         compare: cli.compare,
         results: cli.results,
+        formats: cli.formats,
         rules: Rules {
             lat_factor: cli.lat_factor,
             bw_fraction: cli.bw_fraction,

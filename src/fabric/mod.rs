@@ -254,7 +254,7 @@ fn rank0(
         interrupted: false,
         validate: flags::flag_value(&opts.pass, "--validate").is_some(),
     };
-    let mut sink = match sink::Sink::new(&dir, info, scheduled) {
+    let mut sink = match sink::Sink::new(&dir, info, scheduled, opts.formats.clone()) {
         Ok(s) => s,
         Err(e) => {
             return fail(

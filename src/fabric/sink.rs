@@ -1,7 +1,7 @@
 //! Rank 0's outputs while the run goes and at its end: the progress bar, the spool of pair records,
 //! a snapshot of fabric.json and fabric.csv whenever a rank is lost (a launcher such as mpirun may
 //! kill rank 0 a second later), and at the end fabric.json, fabric.csv, the heatmaps (all through the
-//! export pipeline) and the printed summary.
+//! export pipeline, with the files the format flags name) and the printed summary.
 
 use super::cell::MatrixMetric;
 use super::coordinator::Observer;
@@ -9,7 +9,7 @@ use super::driver::{Driver, Member, PairRecord, Phase};
 use super::files::{self, RunInfo};
 use super::say;
 use super::summary::{self, LegLabels};
-use crate::report::export::{Document, ExportManager};
+use crate::report::export::{Document, ExportManager, FormatFiles};
 use crate::results::fabric::FabricRun;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -26,6 +26,8 @@ pub(crate) struct Sink {
     gids: BTreeMap<(usize, &'static str), String>,
     info: RunInfo,
     scheduled: BTreeSet<(usize, usize)>,
+    /// The files the format flags name, written with the tables.
+    formats: FormatFiles,
 }
 
 fn label_of(result: &serde_json::Value) -> Option<String> {
@@ -37,11 +39,13 @@ fn label_of(result: &serde_json::Value) -> Option<String> {
 }
 
 impl Sink {
-    /// A sink writing into `dir` (created); `scheduled` are the (client, server) pairs of the plan.
+    /// A sink writing into `dir` (created), and to the files `formats` names; `scheduled` are the
+    /// (client, server) pairs of the plan.
     pub fn new(
         dir: &Path,
         info: RunInfo,
         scheduled: BTreeSet<(usize, usize)>,
+        formats: FormatFiles,
     ) -> std::io::Result<Sink> {
         std::fs::create_dir_all(dir)?;
         let spool_path = dir.join(".pairs.jsonl");
@@ -69,6 +73,7 @@ impl Sink {
             gids: BTreeMap::new(),
             info,
             scheduled,
+            formats,
         })
     }
 
@@ -118,7 +123,7 @@ impl Sink {
     pub fn finish(mut self, members: &[Member], phases: &[Phase], interrupted: bool) -> u8 {
         self.bar.finish_and_clear();
         self.write_files(
-            ExportManager::fabric(&self.dir),
+            ExportManager::fabric(&self.dir).with_formats(&self.formats),
             members,
             phases,
             interrupted,
@@ -168,7 +173,7 @@ impl Observer for Sink {
         // The launcher may take rank 0 down within a second of a rank's death (mpirun does): leave a
         // matrix that names the lost rank now; the final one replaces it if the run goes on.
         if let Some(d) = driver {
-            let tables = ExportManager::fabric_tables(&self.dir);
+            let tables = ExportManager::fabric_tables(&self.dir).with_formats(&self.formats);
             self.write_files(tables, d.members(), d.phases(), true);
         }
     }

@@ -12,6 +12,12 @@
 //! Exporters only make bytes; the manager writes them, each file in one of three ways (see [`Content`]),
 //! all of them in `crate::results::files`: replaced whole through a temporary file, rows appended under
 //! a checked CSV header, or lines of a stream kept open.
+//!
+//! The flags that name a file of a format are declared here too, as clap `Args` the binaries flatten:
+//! [`FormatFiles`] (every tool: the six tests, `roce_compare`, `roce_fabric`), [`RunFiles`] and
+//! [`ReportingFiles`] (a single run's). Each tool's manager is built from them here
+//! ([`ExportManager::for_run`], [`ExportManager::with_formats`]), so a new format with a flag of its
+//! own is its file in `export/`, its `mod` line, and its flag and registration in [`FormatFiles`].
 
 mod csv;
 mod hdrlog;
@@ -29,6 +35,7 @@ pub(crate) use perftest::PerftestJsonExporter;
 pub(crate) use stream::JsonStreamExporter;
 pub(crate) use svg::SvgExporter;
 
+use crate::params::OutputSelect;
 use crate::results::fabric::FabricRun;
 use crate::results::{
     CompareSet, LineStream, RunInfo, SizeResult, WriteError, append_under_header,
@@ -36,6 +43,77 @@ use crate::results::{
 };
 use std::io;
 use std::path::{Path, PathBuf};
+
+/// The files of the formats any document can be written in, one flag a format: the six tests,
+/// `roce_compare` and `roce_fabric` all flatten this, so a flag declared here is a flag of each, and
+/// each hands it whole to its manager ([`ExportManager::with_formats`], which registers every field).
+/// None yet: `--metrics FILE` will be the first.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct FormatFiles {}
+
+/// Whether `cmd` takes the flags of [`FormatFiles`]: flattened whole (clap names its group after the
+/// struct), every flag of it there. Each tool's tests ask, so that no tool is left without a format.
+#[cfg(test)]
+pub(crate) fn takes_format_files(cmd: &clap::Command) -> bool {
+    use clap::Args;
+    let own = FormatFiles::augment_args(clap::Command::new("formats"));
+    cmd.get_groups().any(|g| g.get_id() == "FormatFiles")
+        && own
+            .get_arguments()
+            .all(|a| cmd.get_arguments().any(|b| b.get_id() == a.get_id()))
+}
+
+/// perftest's `DEFAULT_JSON_FILE_NAME`, in the working directory.
+pub(crate) const DEFAULT_OUT_JSON: &str = "perftest_out.json";
+
+/// The files a single run writes, as its flags name them (flattened into `cli::Args`).
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct RunFiles {
+    /// Append one CSV row per message size to FILE (header written once).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+
+    /// Write the parameters, per-size results and histograms as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write both CSV and JSON into DIR with timestamped names.
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
+
+    /// The formats every tool writes.
+    #[command(flatten)]
+    pub formats: FormatFiles,
+}
+
+/// A single run's files that belong with its reporting flags: a run without end's `--json-stream` and
+/// perftest's `--out_json`. Declared apart from [`RunFiles`] because `--help` lists them there, after
+/// `--report-interval`; `cli` checks that they fit the run.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct ReportingFiles {
+    /// With --run_infinitely: JSON lines to FILE, one object per interval as it ends, then the summary.
+    #[arg(long = "json-stream", value_name = "FILE")]
+    pub json_stream: Option<PathBuf>,
+
+    /// Also write the report as perftest's --out_json does, field for field (to --out_json_file).
+    #[arg(long = "out_json")]
+    pub out_json: bool,
+
+    /// File for --out_json (implies it) [default: perftest_out.json].
+    #[arg(long = "out_json_file", value_name = "FILE")]
+    pub out_json_file: Option<PathBuf>,
+}
+
+impl ReportingFiles {
+    /// Where perftest's JSON goes: `--out_json_file`, or [`DEFAULT_OUT_JSON`] with `--out_json` alone.
+    pub(crate) fn out_json(&self) -> Option<PathBuf> {
+        (self.out_json || self.out_json_file.is_some()).then(|| {
+            self.out_json_file
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_OUT_JSON))
+        })
+    }
+}
 
 /// What is exported: one of the documents roceperf writes.
 #[derive(Clone, Copy)]
@@ -179,6 +257,46 @@ impl ExportManager {
     pub(crate) fn with(mut self, exporter: impl Exporter + 'static, place: Place) -> ExportManager {
         self.exporters.push((Box::new(exporter), place));
         self
+    }
+
+    /// Adds a format written to `file`, when the flag gave one.
+    pub(crate) fn with_file(
+        self,
+        exporter: impl Exporter + 'static,
+        file: &Option<PathBuf>,
+    ) -> ExportManager {
+        match file {
+            Some(p) => self.with(exporter, Place::File(p.clone())),
+            None => self,
+        }
+    }
+
+    /// Adds every format [`FormatFiles`] names a file for: the one place a format's flag becomes
+    /// its exporter (a field left out here does not compile).
+    pub(crate) fn with_formats(self, files: &FormatFiles) -> ExportManager {
+        let FormatFiles {} = files;
+        self
+    }
+
+    /// A single run's files: `--csv` (rows appended), `--json`, `--results` (both, timestamped),
+    /// perftest's `--out_json` (with `--output`'s one figure: `single`), `--json-stream` (a run
+    /// without end) and every format of [`FormatFiles`], in that order.
+    pub(crate) fn for_run(
+        files: &RunFiles,
+        reporting: &ReportingFiles,
+        single: Option<OutputSelect>,
+    ) -> ExportManager {
+        let mut m = ExportManager::new()
+            .with_file(CsvExporter, &files.csv)
+            .with_file(JsonExporter, &files.json);
+        if let Some(dir) = &files.results {
+            m = m
+                .with(CsvExporter, Place::Dir(dir.clone()))
+                .with(JsonExporter, Place::Dir(dir.clone()));
+        }
+        m.with_file(PerftestJsonExporter { single }, &reporting.out_json())
+            .with_file(JsonStreamExporter, &reporting.json_stream)
+            .with_formats(&files.formats)
     }
 
     /// A comparison's files in `dir`: compare.csv, compare.json, the HdrHistogram logs, the plots.

@@ -88,3 +88,8 @@ fn pair_timeouts_follow_the_test_flags() {
         .pair_timeout_for(crate::params::TestKind::from_name("write_bw").unwrap());
     assert_eq!(f, Duration::from_secs(7));
 }
+
+#[test]
+fn roce_fabric_takes_every_format_flag_as_its_own() {
+    assert!(crate::report::export::takes_format_files(&command()));
+}

@@ -68,6 +68,33 @@ fn a_manager_writes_only_its_formats() {
     assert_eq!(names(tmp.path()), ["compare.json"]);
 }
 
+/// A single run's file flags as clap parses them.
+fn run_flags(args: &[&str]) -> (RunFiles, ReportingFiles) {
+    use clap::{Args, FromArgMatches};
+    let cmd = ReportingFiles::augment_args(RunFiles::augment_args(clap::Command::new("run")));
+    let m = cmd.try_get_matches_from(std::iter::once("run").chain(args.iter().copied()));
+    let m = m.unwrap();
+    (
+        RunFiles::from_arg_matches(&m).unwrap(),
+        ReportingFiles::from_arg_matches(&m).unwrap(),
+    )
+}
+
+#[test]
+fn perftest_document_goes_to_out_json_file_or_its_default() {
+    assert_eq!(run_flags(&[]).1.out_json(), None);
+    assert_eq!(
+        run_flags(&["--out_json"]).1.out_json(),
+        Some(PathBuf::from(DEFAULT_OUT_JSON))
+    );
+    assert_eq!(
+        run_flags(&["--out_json_file", "p.json"]).1.out_json(),
+        Some(PathBuf::from("p.json"))
+    );
+    let none = ExportManager::for_run(&RunFiles::default(), &ReportingFiles::default(), None);
+    assert!(none.exporters.is_empty());
+}
+
 #[test]
 fn a_run_is_written_as_the_results_schema_writes_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -76,15 +103,18 @@ fn a_run_is_written_as_the_results_schema_writes_it() {
     let json = tmp.path().join("run.json");
     let perftest = tmp.path().join("perftest.json");
     let dir = tmp.path().join("results");
-    let mut m = ExportManager::new()
-        .with(CsvExporter, Place::File(csv.clone()))
-        .with(JsonExporter, Place::File(json.clone()))
-        .with(CsvExporter, Place::Dir(dir.clone()))
-        .with(JsonExporter, Place::Dir(dir.clone()))
-        .with(
-            PerftestJsonExporter { single: None },
-            Place::File(perftest.clone()),
-        );
+    // Built as a run builds it, from its flags, given out of order: the manager keeps its own.
+    let (files, reporting) = run_flags(&[
+        "--out_json_file",
+        perftest.to_str().unwrap(),
+        "--results",
+        dir.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    let mut m = ExportManager::for_run(&files, &reporting, None);
     let doc = Document::Run {
         info: &info,
         results: &results,
