@@ -136,13 +136,6 @@ pub enum SoftError {
     /// `ROCEPERF_IMPAIR` is malformed.
     #[error(transparent)]
     Impair(#[from] ImpairParseError),
-    /// RoCE v1 over the UDP backend.
-    #[error(
-        "RoCE v1 (Ethertype 0x8915) cannot travel over a UDP socket; use {} packet (needs CAP_NET_RAW) or {} v2",
-        Param::Io,
-        Param::Roce
-    )]
-    V1OverUdp,
     /// Too few or too many queue pairs.
     #[error(
         "{} {qps}: the soft transport supports 1..65535 queue pairs",
@@ -310,7 +303,7 @@ mod tests {
             "connection to the peer failed: the peer's MTU 1500 is not a RoCE MTU"
         );
         assert_eq!(
-            Error::from(SoftError::V1OverUdp).to_string(),
+            Error::from(SoftError::from(IoError::V1OverUdp)).to_string(),
             "RoCE v1 (Ethertype 0x8915) cannot travel over a UDP socket; use --io packet (needs CAP_NET_RAW) or --roce v2"
         );
     }

@@ -2,13 +2,14 @@
 //!
 //! - [`endpoint`]: [`SoftEndpoint`], the transport's [`Endpoint`](crate::transport::Endpoint), and
 //!   its datapath; [`config`] and [`counters`] are what it takes and what it counts.
-//! - [`plan`]: every setup decision as a pure function of the configuration and the interface;
-//!   `nic` then opens the backend it names; [`netdev`] tells what the interface is.
+//! - [`plan`]: every setup decision as a pure function of the configuration and the interface
+//!   (each backend plans its own part); the endpoint then opens the backend it names as an `io`
+//!   `Nic`; [`netdev`] tells what the interface is.
 //! - [`path`]: how each queue pair frames packets to its peer, decided at connect ([`neighbour`]
 //!   finds the peer's MAC when it sent none).
-//! - `ingress` and `egress`: the receive checks and the transmit framing, per packet; `nic`: the
-//!   backend in use (the UDP or AF_PACKET [`io::device::Device`], each with its own batches), which
-//!   [`io::fault`] impairs.
+//! - `ingress` and `egress`: the receive checks and the transmit framing, per packet; the `Nic`:
+//!   the backend in use (the UDP or AF_PACKET [`io::device::Device`], each with its own batches),
+//!   which [`io::fault`] impairs.
 //! - [`cm`]: the Communication Manager (REQ / REP / RTU on QP1) behind `-R`, sans-IO.
 //! - [`rc`]: the RC engine; [`unreliable`]: the UC and UD engines beside it (`-c`), one of the three
 //!   behind each queue pair (`engine`); [`io`]: the sockets and batches; [`sim`]: a simulated link
@@ -26,7 +27,6 @@ mod ingress;
 pub mod io;
 pub mod neighbour;
 pub mod netdev;
-mod nic;
 pub mod path;
 pub mod plan;
 pub mod rc;

@@ -5,17 +5,15 @@
 //! notes that tell the user what was adjusted.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use super::config::{SoftConfig, SoftError};
-use super::io::IoError;
+use super::io::device::PlanInput;
 use super::io::impair::ImpairConfig;
-use super::io::packet::PacketConfig;
-use super::io::udp::{UdpConfig, UdpPlan};
+use super::io::{BackendPlan, IoError};
 use super::netdev::{GidEntry, GidKind, NetDev};
-use super::nic::BackendPlan;
 use super::rc::ConfigError;
-use crate::params::{IoKind, RoceVersion};
+use crate::params::RoceVersion;
 use crate::transport::rng;
 use crate::transport::{Param, RoceMtu};
 use crate::wire::{Encapsulation, Gid, ICRC_LEN};
@@ -106,7 +104,7 @@ pub(crate) struct SetupPlan {
 }
 
 impl SetupPlan {
-    /// After the backend moved to `using` (see [`UdpPlan::may_move`]): our address and GID follow,
+    /// After the backend moved to `using` (the UDP backend's `may_move`): our address and GID follow,
     /// and a note says why.
     pub(crate) fn moved_to(&mut self, using: IpAddr, port: u16) {
         if let Some(taken) = self.local_ip {
@@ -120,9 +118,7 @@ impl SetupPlan {
 
 /// The checks that need no interface; they come before the interface is looked up.
 pub(crate) fn check_config(cfg: &SoftConfig) -> Result<(), SoftError> {
-    if cfg.version == RoceVersion::V1 && cfg.io == IoKind::Udp {
-        return Err(SoftError::V1OverUdp);
-    }
+    BackendPlan::check(cfg.io, cfg.version)?;
     if cfg.qps == 0 || cfg.qps > 0xffff {
         return Err(SoftError::QpCount { qps: cfg.qps });
     }
@@ -199,59 +195,31 @@ pub(crate) fn plan(
     };
     // Slots: a whole frame (Ethernet + VLAN room + network header) around the largest packet.
     let slot_len = 18 + 48 + 40 + mtu.bytes() as usize + 3 + ICRC_LEN;
-    // GSO: UDP_SEGMENT on a UDP socket; virtio_net_hdr super-frames for RoCE v2 over AF_PACKET
-    // (RoCE v1 has no UDP to segment). Impairment keeps it: the impairer works on each RoCE packet
-    // as it joins a super-datagram, so an impaired run measures the same fast path as a clean one.
-    let packet_gso = cfg.gso && cfg.io == IoKind::Packet && cfg.version == RoceVersion::V2;
-    let gso = (cfg.gso && cfg.io == IoKind::Udp) || packet_gso;
-    let gro = cfg.gso && cfg.gro && cfg.io == IoKind::Udp;
-    let backend = match cfg.io {
-        IoKind::Udp => BackendPlan::Udp(UdpPlan {
-            cfg: UdpConfig {
-                port: cfg.udp_port,
-                batch: cfg.batch,
-                // GRO hands over up to 64 KiB of merged datagrams at once.
-                slot_len: if gro { 65_536 } else { slot_len },
-                gro,
-                zero_checksum: !gso,
-                ..UdpConfig::default()
-            },
-            ip: local_ip.expect("v2 has a local address"),
-            may_move: bind.is_none()
-                && cfg.gid_index.is_none()
-                && dev.loopback
-                && local_ip.is_some_and(|ip| ip.is_ipv4()),
-            tx_slot: slot_len,
-            gso,
-        }),
-        IoKind::Packet => {
-            if !dev.loopback {
-                dev.require_mac()?;
-            }
-            BackendPlan::Packet(PacketConfig {
-                udp_port: cfg.udp_port,
-                batch: cfg.batch,
-                slot_len,
-                // netem (when present) must see our frames; bypassing the qdisc would skip it.
-                qdisc_bypass: false,
-                // A ring's slots hold single frames; super-frames arrive through recvmmsg.
-                rx_ring_frames: if packet_gso { 0 } else { cfg.packet_rx_ring },
-                vnet_hdr: packet_gso,
-                // Off loopback, RoCE v2 frames also climb the kernel's UDP stack: give them a sink.
-                udp_sink: local_ip
-                    .filter(|_| !dev.loopback)
-                    .map(|ip| SocketAddr::new(ip, cfg.udp_port)),
-                ..PacketConfig::default()
-            })
-        }
-    };
+    // Each backend plans itself from the same decisions (its batches, GSO, where it binds).
+    // Impairment keeps GSO: the impairer works on each RoCE packet as it joins a super-datagram, so
+    // an impaired run measures the same fast path as a clean one.
+    let backend = BackendPlan::new(
+        cfg.io,
+        &PlanInput {
+            dev,
+            encap,
+            local_ip,
+            address_asked: cfg.bind.is_some() || cfg.gid_index.is_some(),
+            udp_port: cfg.udp_port,
+            batch: cfg.batch,
+            slot_len,
+            gso: cfg.gso,
+            gro: cfg.gro,
+            rx_ring: cfg.packet_rx_ring,
+        },
+    )?;
     Ok(SetupPlan {
         encap,
         local_ip,
         gid,
         mtu,
         notes,
-        gso,
+        gso: backend.gso(),
         impair,
         backend,
         qps: qp_ids(seed, cfg.qps),

@@ -14,7 +14,7 @@ use crate::transport::soft::cm::{self as agent, CmAgent, CmConfig, ConnId, QpOff
 use crate::transport::soft::config::SoftError;
 use crate::transport::soft::egress::{self, TxIcrcs};
 use crate::transport::soft::io::device::Device;
-use crate::transport::soft::nic::io_error;
+use crate::transport::soft::io::io_error;
 use crate::transport::soft::path::{Path, path_to};
 use crate::transport::soft::rc::Instant;
 use crate::transport::{ConnInfo, Error, QpInfo, Result, RoceMtu, rng};

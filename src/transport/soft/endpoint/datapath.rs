@@ -21,7 +21,7 @@ use crate::transport::soft::ingress::{
 };
 use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
 use crate::transport::soft::io::device::{Backend, Device, RxMeta};
-use crate::transport::soft::nic::io_error;
+use crate::transport::soft::io::io_error;
 use crate::transport::soft::rc::{self, LoneAck};
 
 /// Idle polls between two timer checks. Timers are milliseconds (4.096 µs × 2^timeout) or, for an

@@ -10,12 +10,58 @@
 //! A socket backend is also a `Backend`: it opens from its part of the setup plan and answers what
 //! the endpoint asks besides moving packets (its address, whether it takes super-frames, its GSO
 //! state, its counters, how it describes itself), so the endpoint never asks which backend it holds.
+//! Its part of the setup plan is a [`Plan`], which the backend makes itself from the [`PlanInput`]
+//! the planner decided for every backend alike, so the planner never asks which backend it plans.
 
 use std::net::{IpAddr, SocketAddr};
 
 use super::IoError;
+use crate::params::RoceVersion;
 use crate::transport::soft::netdev::NetDev;
 use crate::transport::soft::rc::Instant;
+use crate::wire::Encapsulation;
+
+/// What the setup planner decided before any backend is planned, the same for every backend: each
+/// [`Plan`] is made from this alone.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlanInput<'a> {
+    /// The interface.
+    pub dev: &'a NetDev,
+    /// RoCE v1, v2/IPv4 or v2/IPv6.
+    pub encap: Encapsulation,
+    /// Our IP address (RoCE v2; `None` for v1).
+    pub local_ip: Option<IpAddr>,
+    /// The address was asked for (`--bind` or `-x`), so it must not move.
+    pub address_asked: bool,
+    /// The UDP port of both sides (4791 except in tests).
+    pub udp_port: u16,
+    /// Packets per receive and transmit batch.
+    pub batch: usize,
+    /// Bytes of a packet slot: a whole frame around the largest packet of the path MTU.
+    pub slot_len: usize,
+    /// Super-datagrams or super-frames are wanted (`--no-gso` not given).
+    pub gso: bool,
+    /// With `gso`, merged receives are wanted too (bandwidth tests; a ping-pong has nothing to merge).
+    pub gro: bool,
+    /// Frames of a receive ring, for a backend that has one (0: none).
+    pub rx_ring: usize,
+}
+
+/// A backend's part of the setup plan: how to open it, decided from the [`PlanInput`] before any
+/// socket is opened, as a pure function.
+pub(crate) trait Plan: Sized {
+    /// Refuses a RoCE version the backend cannot carry; asked before the interface is looked up.
+    fn check(version: RoceVersion) -> Result<(), IoError> {
+        let _ = version;
+        Ok(())
+    }
+
+    /// Plans the backend from what the planner decided.
+    fn new(input: &PlanInput<'_>) -> Result<Self, IoError>;
+
+    /// Whether packets will leave in super-datagrams or super-frames (told in the run header).
+    fn gso(&self) -> bool;
+}
 
 /// What a received packet carries besides its bytes, for the receive checks: a socket backend hands
 /// over either UDP payloads (the kernel read the headers) or whole frames (every header is there).
@@ -46,7 +92,8 @@ pub(crate) enum RxMeta {
 /// answered by the backend itself: a new backend answers them all, and nothing above matches on
 /// which backend it is.
 pub(crate) trait Backend: Device<Addr = Option<SocketAddr>, Meta = RxMeta> + Sized {
-    /// What opening it takes: its part of the setup plan.
+    /// What opening it takes: its part of the setup plan (a [`Plan`], or the [`Nic`](super::Nic)'s
+    /// plan of whichever backend was asked for).
     type Plan;
 
     /// Opens it on `dev` as `plan` says, with its batches.

@@ -10,30 +10,46 @@
 //! `sendmmsg`), [`gso`] (UDP segmentation offload), [`packet_gso`] (the same for RoCE v2 over
 //! AF_PACKET, through `virtio_net_hdr` super-frames), [`ring`] (PACKET_MMAP receive ring for
 //! AF_PACKET). Each backend's file holds its socket and its device (`UdpDevice`, `PacketDevice`),
-//! which owns its batches; every device, and the simulated link, is a [`device::Device`], and each
-//! socket backend a `device::Backend`; [`fault`] wraps any of them to drop, duplicate, reorder,
-//! delay or corrupt packets on purpose as an [`impair`] spec says; [`sockaddr`] converts addresses
-//! without allocating.
+//! which owns its batches, and its plan, which it makes itself; every device, and the simulated
+//! link, is a [`device::Device`], and each socket backend a `device::Backend` whose plan is a
+//! `device::Plan`; [`fault`] wraps any of them to drop, duplicate, reorder, delay or corrupt
+//! packets on purpose as an [`impair`] spec says; [`sockaddr`] converts addresses without
+//! allocating.
+//!
+//! The backends are listed once, below: one line each declares the backend's module, its variant
+//! of `Nic` (the backend an endpoint opened) and of `BackendPlan`, and `--io`'s word for it
+//! (`nic` holds the macro). A new backend is its `--io` word (`params::IoKind`), its file here,
+//! and its line in the list.
 
 pub mod batch;
 pub mod device;
 pub mod fault;
 pub mod gso;
 pub mod impair;
-pub mod packet;
+mod nic;
 pub mod packet_gso;
 pub mod ring;
 pub mod slots;
 pub mod sockaddr;
-pub mod udp;
 
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 
-use crate::transport::Param;
+use super::netdev::NetdevError;
+use crate::transport::{Error, Param};
 use crate::wire::{ICRC_LEN, Ipv4IdCache};
 
 pub(crate) use crate::wire::ROCE_V2_PORT;
+
+// The backends, one line each: `--io`'s word (an `IoKind` variant), then the module of the
+// backend's file and its device. The line declares the module, the `Nic` and `BackendPlan`
+// variants and the dispatch to the backend's checks and plan (see `nic`).
+nic::backends! {
+    /// RoCE v2 over a UDP socket (`--io udp`).
+    Udp(udp::UdpDevice),
+    /// RoCE v1 and v2 over AF_PACKET (`--io packet`).
+    Packet(packet::PacketDevice),
+}
 
 /// Errors of the I/O backends; each message says what to do next.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +87,16 @@ pub enum IoError {
         /// The interface.
         dev: String,
     },
+    /// RoCE v1 over the UDP backend.
+    #[error(
+        "RoCE v1 (Ethertype 0x8915) cannot travel over a UDP socket; use {} packet (needs CAP_NET_RAW) or {} v2",
+        Param::Io,
+        Param::Roce
+    )]
+    V1OverUdp,
+    /// The interface cannot carry what the backend needs (AF_PACKET off loopback: a MAC).
+    #[error(transparent)]
+    Netdev(#[from] NetdevError),
     /// A system call failed.
     #[error("{context}: {source}")]
     Os {
@@ -99,6 +125,14 @@ impl IoError {
             context: context.into(),
             source: errno.into(),
         }
+    }
+}
+
+/// A backend failure on the datapath as the transport error.
+pub(crate) fn io_error(e: IoError) -> Error {
+    match e {
+        IoError::Os { context, source } => Error::Io { context, source },
+        other => Error::Unavailable(other.to_string()),
     }
 }
 

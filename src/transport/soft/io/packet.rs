@@ -18,13 +18,13 @@ use rustix::io::Errno;
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::batch::{RxBatch, RxFrame, TxBatch};
-use super::device::{Backend, Device, RxMeta};
+use super::device::{Backend, Device, Plan, PlanInput, RxMeta};
 use super::packet_gso::{PacketGsoTx, SUPER_FRAME_SLOT, split_frames};
 use super::ring::RxRing;
 use super::{IoError, ROCE_V2_PORT, grow_buffer, move_icrc_to_ipv4_id, setsockopt_int};
 use crate::transport::soft::netdev::NetDev;
 use crate::transport::soft::rc::Instant;
-use crate::wire::Ipv4IdCache;
+use crate::wire::{Encapsulation, Ipv4IdCache};
 
 /// Ethertype of RoCE v1 (`ETH_P_IBOE`).
 pub const ETH_P_IBOE: u16 = 0x8915;
@@ -72,6 +72,37 @@ impl Default for PacketConfig {
             udp_sink: None,
             vnet_hdr: false,
         }
+    }
+}
+
+impl Plan for PacketConfig {
+    fn new(input: &PlanInput<'_>) -> Result<PacketConfig, IoError> {
+        let dev = input.dev;
+        if !dev.loopback {
+            dev.require_mac()?;
+        }
+        // virtio_net_hdr super-frames for RoCE v2 (RoCE v1 has no UDP to segment).
+        let vnet_hdr = input.gso && input.encap != Encapsulation::V1;
+        Ok(PacketConfig {
+            udp_port: input.udp_port,
+            batch: input.batch,
+            slot_len: input.slot_len,
+            // netem (when present) must see our frames; bypassing the qdisc would skip it.
+            qdisc_bypass: false,
+            // A ring's slots hold single frames; super-frames arrive through recvmmsg.
+            rx_ring_frames: if vnet_hdr { 0 } else { input.rx_ring },
+            vnet_hdr,
+            // Off loopback, RoCE v2 frames also climb the kernel's UDP stack: give them a sink.
+            udp_sink: input
+                .local_ip
+                .filter(|_| !dev.loopback)
+                .map(|ip| SocketAddr::new(ip, input.udp_port)),
+            ..PacketConfig::default()
+        })
+    }
+
+    fn gso(&self) -> bool {
+        self.vnet_hdr
     }
 }
 

@@ -22,9 +22,10 @@ use rustix::io::Errno;
 use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery, Ipv6PathMtuDiscovery};
 
 use super::batch::{RxBatch, RxDatagram, TxBatch};
-use super::device::{Backend, Device, RxMeta};
+use super::device::{Backend, Device, Plan, PlanInput, RxMeta};
 use super::gso::GsoTxBatch;
 use super::{IoError, ROCE_V2_PORT, grow_buffer, move_icrc_to_ipv4_id, setsockopt_int};
+use crate::params::RoceVersion;
 use crate::transport::soft::netdev::NetDev;
 use crate::transport::soft::rc::Instant;
 use crate::wire::Ipv4IdCache;
@@ -236,6 +237,41 @@ pub(crate) struct UdpPlan {
     pub tx_slot: usize,
     /// Runs of packets to one peer leave as GSO super-datagrams.
     pub gso: bool,
+}
+
+impl Plan for UdpPlan {
+    /// A UDP socket carries RoCE v2 only: RoCE v1 has no IP header.
+    fn check(version: RoceVersion) -> Result<(), IoError> {
+        match version {
+            RoceVersion::V1 => Err(IoError::V1OverUdp),
+            RoceVersion::V2 => Ok(()),
+        }
+    }
+
+    fn new(input: &PlanInput<'_>) -> Result<UdpPlan, IoError> {
+        let gso = input.gso;
+        let gro = input.gso && input.gro;
+        let ip = input.local_ip.expect("v2 has a local address");
+        Ok(UdpPlan {
+            cfg: UdpConfig {
+                port: input.udp_port,
+                batch: input.batch,
+                // GRO hands over up to 64 KiB of merged datagrams at once.
+                slot_len: if gro { 65_536 } else { input.slot_len },
+                gro,
+                zero_checksum: !gso,
+                ..UdpConfig::default()
+            },
+            ip,
+            may_move: !input.address_asked && input.dev.loopback && ip.is_ipv4(),
+            tx_slot: input.slot_len,
+            gso,
+        })
+    }
+
+    fn gso(&self) -> bool {
+        self.gso
+    }
 }
 
 /// The loopback addresses a second endpoint on `lo` tries, in order, when 127.0.0.1's port is taken.

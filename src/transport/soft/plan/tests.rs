@@ -1,6 +1,7 @@
 //! The setup plan against made-up interfaces: no socket is opened.
 
 use super::*;
+use crate::params::IoKind;
 use crate::transport::soft::netdev::AddrFamily;
 use crate::wire::MacAddr;
 

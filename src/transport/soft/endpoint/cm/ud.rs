@@ -13,7 +13,7 @@ use super::{CmSide, SoftEndpoint, cm_error};
 use crate::transport::cm::{CmEvent, CmPeer, sidr_refused, ud_request_data, ud_request_parts};
 use crate::transport::soft::cm::{self as agent, ConnId};
 use crate::transport::soft::io::device::Device;
-use crate::transport::soft::nic::io_error;
+use crate::transport::soft::io::io_error;
 use crate::transport::{Error, QpInfo, Result};
 use crate::wire::cm::SidrStatus;
 

@@ -1,13 +1,15 @@
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 
-use super::*;
 use crate::transport::soft::counters::DropSummary;
 use crate::transport::soft::ingress::check_udp;
+use crate::transport::soft::io::Nic;
 use crate::transport::soft::io::batch::RxDatagram;
+use crate::transport::soft::io::device::{Backend, Device, RxMeta};
 use crate::transport::soft::io::fault::Impaired;
 use crate::transport::soft::io::impair::ImpairConfig;
-use crate::transport::soft::io::udp::{UdpConfig, UdpPlan, UdpSocket};
+use crate::transport::soft::io::udp::{UdpConfig, UdpDevice, UdpPlan, UdpSocket};
 use crate::transport::soft::path::ipv4_repr;
+use crate::transport::soft::rc::Instant;
 use crate::wire::{BthRepr, IbRepr, Ipv4IdCache, NetRepr, Opcode, UdpRepr};
 
 fn nic(ip: Ipv4Addr, port: u16, gso: bool) -> Nic {
@@ -73,10 +75,11 @@ fn impairment_works_per_packet_inside_gso_super_datagrams() {
     let mut psns = Vec::new();
     for _ in 0..2000 {
         rx.receive(now, |meta, data| {
+            // One whole packet a call: the device splits what GRO merged.
             let RxMeta::Datagram {
                 src,
                 dst,
-                truncated,
+                truncated: false,
             } = meta
             else {
                 panic!("{meta:?}")
@@ -85,7 +88,7 @@ fn impairment_works_per_packet_inside_gso_super_datagrams() {
                 data,
                 src,
                 dst,
-                truncated,
+                truncated: false,
                 gro_segment: None,
             };
             let (ib, _src) = check_udp(
