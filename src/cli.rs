@@ -9,7 +9,7 @@
 //!
 //! The [`Error`] every check returns lives here, so that no check reaches another file for it.
 
-pub mod args;
+pub(crate) mod args;
 mod checks;
 mod connection;
 mod options;
@@ -21,11 +21,11 @@ mod reporting;
 pub(crate) mod tests;
 mod values;
 
-pub use args::{Args, OobArg, TransportArg};
-pub use checks::{BUILT_TRANSPORTS, DEFAULT_PERCENTILES, TransportReason};
+pub(crate) use args::OobArg;
+pub(crate) use checks::TransportReason;
 pub(crate) use connection::too_big as ud_too_big;
-pub use options::{DeviceOptions, Options, OutputOptions};
-pub use values::parse_size;
+pub use options::Options;
+pub(crate) use options::OutputOptions;
 
 use crate::params::TransportKind;
 

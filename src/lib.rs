@@ -5,6 +5,7 @@
 //! clocks; transports know nothing of reports; reports know nothing of transports.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(unreachable_pub)]
 
 pub mod app;
 pub mod bench;

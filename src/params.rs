@@ -70,9 +70,10 @@ mod connection;
 mod io_kind;
 mod rate;
 
-pub use connection::{ConnType, DEFAULT_QKEY, UD_GRH_LEN};
+pub(crate) use connection::UD_GRH_LEN;
+pub use connection::{ConnType, DEFAULT_QKEY};
 pub use io_kind::IoKind;
-pub use rate::{RateLimit, RateLimitType, RateUnits, parse_gap, parse_rate};
+pub(crate) use rate::{RateLimit, RateLimitType, RateUnits, parse_gap, parse_rate};
 
 /// A name that is not one of a vocabulary's words; the message lists the words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -498,13 +499,13 @@ impl RunMode {
 }
 
 /// The sizes `-a` sweeps: 2 B .. 8 MiB in powers of two, as perftest.
-pub fn all_sizes() -> Vec<u64> {
+pub(crate) fn all_sizes() -> Vec<u64> {
     (1..=23).map(|e| 1u64 << e).collect()
 }
 
 /// Parses a message size: bytes, decimal or `0x` hex, optionally with a K or M suffix (`64K`, `1M`),
 /// 1 .. 2^31-1 bytes. The error says what to type.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let (num, mult) = match t.chars().last() {
         Some('K') | Some('k') => (&t[..t.len() - 1], 1024u64),

@@ -353,7 +353,9 @@ mod percentile_map {
         map.end()
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Percentile>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<Percentile>, D::Error> {
         struct PctVisitor;
         impl<'de> Visitor<'de> for PctVisitor {
             type Value = Vec<Percentile>;

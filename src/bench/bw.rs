@@ -485,7 +485,7 @@ pub(crate) const SERVING: &str = "serving the peer";
 /// The passive side of WRITE and READ tests: keep the transport running (it applies WRITEs and answers
 /// READs) until `stop` says the peer is done. With `recvs`, SENDs that still arrive get fresh receives.
 /// `during` names the wait in a transport error (e.g. [`SERVING`]).
-pub fn passive<E: Endpoint>(
+pub(crate) fn passive<E: Endpoint>(
     ep: &mut E,
     during: &'static str,
     stop: &mut dyn FnMut() -> bool,

@@ -10,7 +10,7 @@
 //! WRITEs and SENDs land, and where READ responses go), so a side never mistakes its own data for the peer's.
 
 pub(crate) mod affinity;
-pub mod atomic;
+pub(crate) mod atomic;
 pub mod bw;
 pub(crate) mod cpu;
 pub(crate) mod interval;
@@ -42,7 +42,7 @@ pub(crate) fn bw_receiver<E: Endpoint>(
 
 /// One size of a latency test: [`lat::run`], or, for SEND and WRITE over UC and UD between roceperf
 /// peers, `unreliable::latency`, which counts a lost iteration and goes on.
-pub fn latency<E: Endpoint>(
+pub(crate) fn latency<E: Endpoint>(
     ep: &mut E,
     spec: &lat::LatSpec,
     role: Role,
@@ -215,7 +215,7 @@ impl Error {
 }
 
 /// Result type of the drivers.
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 fn tr(during: &'static str) -> impl FnOnce(transport::Error) -> Error {
     move |source| Error::Transport { during, source }

@@ -58,7 +58,7 @@ pub(crate) const ROCE_SETUP: &str = "roce_setup";
     group(ArgGroup::new(PER_HOST).multiple(true)),
     group(ArgGroup::new(ROCE_SETUP).multiple(true))
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Server host name or address; given, this process is the client.
     pub host: Option<String>,
 
@@ -368,7 +368,7 @@ pub enum OobArg {
 
 /// `--transport` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TransportArg {
+pub(crate) enum TransportArg {
     /// verbs for an RDMA device, soft for a network interface.
     Auto,
     /// An RDMA NIC through libibverbs.
@@ -381,7 +381,7 @@ pub enum TransportArg {
 
 impl TransportArg {
     /// The transport named, or `None` for `auto`.
-    pub fn kind(self) -> Option<TransportKind> {
+    pub(crate) fn kind(self) -> Option<TransportKind> {
         match self {
             TransportArg::Auto => None,
             TransportArg::Verbs => Some(TransportKind::Verbs),

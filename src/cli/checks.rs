@@ -12,10 +12,10 @@ use crate::transport::probe;
 use std::fmt;
 
 /// Default percentiles reported below the table.
-pub const DEFAULT_PERCENTILES: [f64; 4] = [90.0, 99.0, 99.9, 99.99];
+pub(crate) const DEFAULT_PERCENTILES: [f64; 4] = [90.0, 99.0, 99.9, 99.99];
 
 /// The transports this build can run; the others are a clear "not built yet" usage error.
-pub const BUILT_TRANSPORTS: &[TransportKind] = &[
+pub(crate) const BUILT_TRANSPORTS: &[TransportKind] = &[
     TransportKind::Verbs,
     TransportKind::Soft,
     TransportKind::Tcp,

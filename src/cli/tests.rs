@@ -1,5 +1,6 @@
 //! Unit tests of the command line: defaults, checks, and the messages that name flags.
 
+use super::checks::DEFAULT_PERCENTILES;
 use super::values::parse_size;
 use super::*;
 use crate::params::{IoKind, RoceVersion, Role, RunMode, TestKind, TransportKind};

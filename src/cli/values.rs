@@ -4,7 +4,7 @@
 //! Each error message says what is allowed.
 
 use crate::params::parse_int;
-pub use crate::params::parse_size;
+pub(crate) use crate::params::parse_size;
 use crate::transport::RoceMtu;
 
 pub(crate) fn parse_iters(s: &str) -> Result<u64, String> {

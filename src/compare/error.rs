@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 /// Errors of the live comparison (`--local`, `--server`, `HOST`).
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// A child's log file could not be created.
     #[error("cannot create the log {path}: {source}")]
     Log {
@@ -116,4 +116,4 @@ impl From<SpawnError> for Error {
 }
 
 /// Results of the live comparison.
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// Which message sizes a test runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Sizes {
+pub(crate) enum Sizes {
     /// The test's own default (2 B for latency, 64 KiB for bandwidth).
     Default,
     /// One size (`-s`).
@@ -29,7 +29,7 @@ pub enum Sizes {
 
 /// One test as every transport runs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TestSpec {
+pub(crate) struct TestSpec {
     /// Which test.
     pub test: TestKind,
     /// Message sizes.
@@ -55,7 +55,7 @@ impl TestSpec {
 
     /// How long one run (server and client) may take before both are killed: generous, since a
     /// timeout only exists to turn a hang into a clear failure.
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         let sizes = self.size_list();
         let per_size = match self.duration {
             Some(secs) => sizes.iter().map(|_| secs as f64 + 5.0).sum::<f64>(),
@@ -91,7 +91,7 @@ impl TestSpec {
 /// `--transport` as the binaries spell it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TransportChoice {
+pub(crate) enum TransportChoice {
     /// verbs for an RDMA device, soft for a network interface.
     Auto,
     /// The userspace RoCE stack.
@@ -102,7 +102,7 @@ pub enum TransportChoice {
 
 /// A transport leg: what moves the bytes and over which device. The same on both sides.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LegSpec {
+pub(crate) struct LegSpec {
     /// `--transport`.
     pub transport: TransportChoice,
     /// `--roce`; None for TCP.
@@ -116,7 +116,7 @@ pub struct LegSpec {
 
 impl LegSpec {
     /// RoCE `version` over `device`, with `transport` (soft, or auto to let the binary pick verbs).
-    pub fn roce(transport: TransportChoice, version: RoceVersion, device: &str) -> LegSpec {
+    pub(crate) fn roce(transport: TransportChoice, version: RoceVersion, device: &str) -> LegSpec {
         LegSpec {
             transport,
             roce: Some(version),
@@ -126,7 +126,7 @@ impl LegSpec {
     }
 
     /// The TCP baseline.
-    pub fn tcp() -> LegSpec {
+    pub(crate) fn tcp() -> LegSpec {
         LegSpec {
             transport: TransportChoice::Tcp,
             roce: None,
@@ -136,7 +136,7 @@ impl LegSpec {
     }
 
     /// The label shown before the run says which transport it got: `RoCE v2 (soft)`, `RoCE v1`, `TCP`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match (self.transport, self.roce) {
             (TransportChoice::Tcp, _) => "TCP".into(),
             (TransportChoice::Soft, r) => default_label(TransportKind::Soft, r),
@@ -147,7 +147,7 @@ impl LegSpec {
 
     /// Checks what a peer sent before it reaches a command line: a device is an interface or RDMA
     /// device name, nothing else.
-    pub fn validate(&self) -> Result<(), Error> {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
         if let Some(d) = &self.device {
             let ok = !d.is_empty()
                 && d.len() <= 64
@@ -225,7 +225,7 @@ pub(crate) fn sample_test() -> TestSpec {
 
 /// One side of one run, as a job of the control protocol: the test and the transport leg.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompareRun {
+pub(crate) struct CompareRun {
     /// The test.
     pub test: TestSpec,
     /// The transport.

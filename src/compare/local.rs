@@ -55,7 +55,7 @@ pub(crate) fn missing_v1_privileges(caps: u64) -> Option<String> {
 }
 
 /// Two network namespaces joined by a veth pair (as scripts/netns.sh makes them), deleted on drop.
-pub struct NetnsPair {
+pub(crate) struct NetnsPair {
     /// Namespace of the server (10.77.0.1).
     pub server: String,
     /// Namespace of the client (10.77.0.2).
@@ -86,7 +86,7 @@ fn ip(args: &[&str]) -> Result<()> {
 impl NetnsPair {
     /// Creates `<prefix>a` and `<prefix>b` with `veth0` in each (10.77.0.1/24 and 10.77.0.2/24, MTU
     /// 9000).
-    pub fn up(prefix: &str) -> Result<NetnsPair> {
+    pub(crate) fn up(prefix: &str) -> Result<NetnsPair> {
         let pair = NetnsPair {
             server: format!("{prefix}a"),
             client: format!("{prefix}b"),
@@ -130,7 +130,7 @@ impl NetnsPair {
     }
 
     /// How the runs across this pair name their link: `veth (netns rpc42a<->rpc42b, MTU 9000)`.
-    pub fn link(&self) -> String {
+    pub(crate) fn link(&self) -> String {
         format!(
             "veth (netns {}<->{}, MTU {VETH_MTU})",
             self.server, self.client
@@ -159,7 +159,7 @@ pub(crate) const LOOPBACK_LINK: &str = "lo";
 /// The `--local` plan. With `netns` (two namespaces joined by a veth pair): RoCE v2 (soft), RoCE v1
 /// (soft) and TCP all across that veth pair, so that every row measures the same link. Without it
 /// (the error says why): RoCE v2 and TCP on lo, RoCE v1 skipped with that reason.
-pub fn plan(tests: Vec<TestSpec>, netns: std::result::Result<&NetnsPair, &Error>) -> Plan {
+pub(crate) fn plan(tests: Vec<TestSpec>, netns: std::result::Result<&NetnsPair, &Error>) -> Plan {
     let v1_label = "RoCE v1 (soft)".to_string();
     let v2_label = "RoCE v2 (soft)".to_string();
     let (legs, skipped) = match netns {
@@ -233,7 +233,7 @@ pub(crate) fn netns_pair() -> Result<NetnsPair> {
 }
 
 /// Cores for the server and the client: the last two, so that neither shares with the other.
-pub fn cores() -> (Option<usize>, Option<usize>) {
+pub(crate) fn cores() -> (Option<usize>, Option<usize>) {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
     if n >= 2 {
         (Some(n - 1), Some(n - 2))

@@ -40,7 +40,7 @@ pub(crate) enum LossVia {
 
 /// What a loss sweep runs.
 #[derive(Debug, Clone)]
-pub struct Sweep {
+pub(crate) struct Sweep {
     /// The tests, each at every rate over every transport.
     pub tests: Vec<TestSpec>,
     /// Loss rates, 0.0..1.0, in the order given.
@@ -314,7 +314,7 @@ fn link() -> Result<NetnsPair> {
 }
 
 /// Runs the sweep: every rate, every series, every test. Runs that fail are skipped with the reason.
-pub fn run(sweep: &Sweep, progress: &SweepProgress) -> Result<CompareSet> {
+pub(crate) fn run(sweep: &Sweep, progress: &SweepProgress) -> Result<CompareSet> {
     let pair = link()?;
     let (server_cpu, client_cpu) = local::cores();
     let mut all = CompareSet {

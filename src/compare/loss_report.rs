@@ -16,7 +16,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 
 /// The console report: per test and size, a goodput (or p99) matrix by loss rate and series, then
 /// what the loss cost each run, then how the loss was made.
-pub fn table(set: &CompareSet) -> String {
+pub(crate) fn table(set: &CompareSet) -> String {
     let pts = sweep_points(set);
     let (cases, series, rates) = sweep_shape(&pts);
     let mut out = String::new();

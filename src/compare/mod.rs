@@ -9,11 +9,11 @@
 //! writes its files; `crate::gate` judges it. [`cli`] is `roce_compare` itself.
 
 pub mod cli;
-pub mod error;
-pub mod files;
-pub mod leg;
-pub mod local;
-pub mod loss;
-pub mod loss_report;
-pub mod remote;
-pub mod run;
+pub(crate) mod error;
+pub(crate) mod files;
+pub(crate) mod leg;
+pub(crate) mod local;
+pub(crate) mod loss;
+pub(crate) mod loss_report;
+pub(crate) mod remote;
+pub(crate) mod run;

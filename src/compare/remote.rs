@@ -32,7 +32,7 @@ const START: Duration = Duration::from_secs(30);
 
 /// How `roce_compare --server` serves.
 #[derive(Debug, Clone)]
-pub struct ServeConfig {
+pub(crate) struct ServeConfig {
     /// Where the `roce_<test>` binaries are.
     pub(crate) bin_dir: PathBuf,
     /// `-d` on this host; overrides the client's device name for RoCE runs.
@@ -44,7 +44,7 @@ pub struct ServeConfig {
 }
 
 /// Serves control connections one after another (one comparison at a time: it is a benchmark).
-pub fn serve(listener: &TcpListener, cfg: &ServeConfig) -> std::io::Result<()> {
+pub(crate) fn serve(listener: &TcpListener, cfg: &ServeConfig) -> std::io::Result<()> {
     loop {
         let (stream, peer) = listener.accept()?;
         eprintln!("roce_compare: comparison requested by {peer}");
@@ -292,7 +292,7 @@ impl Drop for RemoteServer {
 
 /// The two-host plan: RoCE v2 and v1 over `device` (verbs when it is an RDMA device, soft otherwise),
 /// then TCP; without a device the RoCE legs are skipped with a note.
-pub fn plan(tests: Vec<TestSpec>, host: &str, device: Option<&str>) -> Plan {
+pub(crate) fn plan(tests: Vec<TestSpec>, host: &str, device: Option<&str>) -> Plan {
     let mut legs = Vec::new();
     let mut skipped = Vec::new();
     for v in [RoceVersion::V2, RoceVersion::V1] {

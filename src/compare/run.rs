@@ -26,7 +26,7 @@ const TICK: Duration = Duration::from_millis(250);
 
 /// One transport as this comparison runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Leg {
+pub(crate) struct Leg {
     /// Transport, RoCE version and device, the same on both sides.
     pub(crate) spec: LegSpec,
     /// How the leg is named in notes before its run says which transport it got.
@@ -44,7 +44,7 @@ pub struct Leg {
 
 impl Leg {
     /// The TCP baseline leg, in this network namespace, the client connecting to `host`.
-    pub fn tcp(host: &str) -> Leg {
+    pub(crate) fn tcp(host: &str) -> Leg {
         Leg {
             spec: LegSpec::tcp(),
             label: "TCP".into(),
@@ -58,7 +58,7 @@ impl Leg {
 
 /// The legs to run, and those that cannot run here (with why).
 #[derive(Debug, Clone, Default)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Tests, each run over every leg.
     pub tests: Vec<TestSpec>,
     /// Transports that can be tried.

@@ -24,7 +24,7 @@ pub(crate) const DEFAULT_BASE_PORT: u16 = 18515;
 /// First address of the ranks' soft endpoints on lo: rank r binds 127.0.0.(10 + r).
 pub(crate) const DEFAULT_LOOPBACK_BASE: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 10);
 
-pub use crate::results::fabric::Leg;
+pub(crate) use crate::results::fabric::Leg;
 
 const ABOUT: &str = "\
 roce_fabric: the roceperf tests between every pair of N hosts, launched by srun, mpirun or a \
@@ -179,7 +179,7 @@ fn parse_loopback(v: &str) -> Result<Ipv4Addr, String> {
 
 /// Everything roce_fabric was asked to do.
 #[derive(Debug, Clone)]
-pub struct FabricOptions {
+pub(crate) struct FabricOptions {
     /// The tests, in the order given.
     pub tests: Vec<TestKind>,
     /// Test flags passed through to the binaries, as given (no port, host or output flags).
@@ -220,7 +220,7 @@ pub struct FabricOptions {
 
 /// A command line roce_fabric cannot run.
 #[derive(Debug, thiserror::Error)]
-pub enum UsageError {
+pub(crate) enum UsageError {
     /// What clap found (a bad option value), or `--help` and `--version`, which clap prints.
     #[error("{0}")]
     Clap(clap::Error),
@@ -286,7 +286,7 @@ fn split(cmd: &clap::Command, args: &[String]) -> Result<(Vec<String>, Vec<Strin
 }
 
 /// Parses roce_fabric's arguments (without the program name).
-pub fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
+pub(crate) fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
     let mut cmd = command();
     cmd.build();
     let (own, pass) = split(&cmd, args)?;
@@ -364,7 +364,7 @@ pub fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
 
 impl FabricOptions {
     /// The legs this run has: the flags as given, or RoCE v1, RoCE v2 and TCP with `--compare`.
-    pub fn legs(&self) -> Vec<Leg> {
+    pub(crate) fn legs(&self) -> Vec<Leg> {
         if self.compare {
             vec![Leg::RoceV1, Leg::RoceV2, Leg::Tcp]
         } else {
@@ -391,7 +391,7 @@ impl FabricOptions {
     }
 
     /// The device (`-d`) this rank tests with, if given.
-    pub fn device(&self) -> Option<String> {
+    pub(crate) fn device(&self) -> Option<String> {
         flag_value(&self.pass, "--ib-dev")
     }
 

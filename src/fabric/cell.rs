@@ -9,7 +9,7 @@ use serde_json::Value;
 /// How a pair test ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     /// Both sides exited 0 and the client wrote its result.
     Ok,
     /// A side failed; the cell carries the error.
@@ -20,7 +20,7 @@ pub enum Status {
 
 impl Status {
     /// `ok`, `failed`, `missing`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         PairState::from(self).name()
     }
 }
@@ -38,7 +38,7 @@ impl From<Status> for PairState {
 /// The figures of one pair test, at one message size; NaN where a figure does not apply (f32 keeps a
 /// cell small: the full-precision result is in fabric.json).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Figures {
+pub(crate) struct Figures {
     /// Message size the figures are for.
     pub size_bytes: u64,
     /// Average bandwidth, Gb/s.
@@ -102,7 +102,7 @@ impl Figures {
     }
 
     /// One figure, None when absent.
-    pub fn get(&self, m: MatrixMetric) -> Option<f64> {
+    pub(crate) fn get(&self, m: MatrixMetric) -> Option<f64> {
         let v = match m {
             MatrixMetric::BwAvg => self.bw_gbps,
             MatrixMetric::MsgRate => self.msg_rate_mpps,
@@ -114,14 +114,14 @@ impl Figures {
 }
 
 /// The GIDs a result names: the client's own (`test.local[0].gid`) and its server's (`test.remote[0].gid`).
-pub fn gids(result: &Value) -> (Option<String>, Option<String>) {
+pub(crate) fn gids(result: &Value) -> (Option<String>, Option<String>) {
     let gid = |side: &str| result["test"][side][0]["gid"].as_str().map(str::to_owned);
     (gid("local"), gid("remote"))
 }
 
 /// One cell: a pair test's outcome, kept compact (about 48 bytes).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Cell {
+pub(crate) struct Cell {
     /// How it ended.
     pub status: Status,
     /// The round (of the schedule) it ran in.
@@ -134,7 +134,7 @@ pub struct Cell {
 
 impl Cell {
     /// A pair that did not run, and why.
-    pub fn missing(round: usize, why: String) -> Cell {
+    pub(crate) fn missing(round: usize, why: String) -> Cell {
         Cell {
             status: Status::Missing,
             round: round as u32,
@@ -144,7 +144,7 @@ impl Cell {
     }
 
     /// The value a matrix shows for this cell, when it ran.
-    pub fn value(&self, m: MatrixMetric) -> Option<f64> {
+    pub(crate) fn value(&self, m: MatrixMetric) -> Option<f64> {
         (self.status == Status::Ok)
             .then(|| self.figures.get(m))
             .flatten()
@@ -154,7 +154,7 @@ impl Cell {
 /// The n × n cells of one (leg, test): row = client rank, column = server rank; None where the schedule
 /// has no pair (the diagonal, and pairs a ring or bisection skips).
 #[derive(Debug, Clone)]
-pub struct Grid {
+pub(crate) struct Grid {
     /// Ranks.
     pub n: usize,
     cells: Vec<Option<Cell>>,
@@ -164,7 +164,7 @@ pub struct Grid {
 
 impl Grid {
     /// An empty grid for `n` ranks.
-    pub fn new(n: usize) -> Grid {
+    pub(crate) fn new(n: usize) -> Grid {
         Grid {
             n,
             cells: vec![None; n * n],
@@ -173,17 +173,17 @@ impl Grid {
     }
 
     /// The cell of (client, server).
-    pub fn get(&self, client: usize, server: usize) -> Option<&Cell> {
+    pub(crate) fn get(&self, client: usize, server: usize) -> Option<&Cell> {
         self.cells[client * self.n + server].as_ref()
     }
 
     /// Sets the cell of (client, server).
-    pub fn set(&mut self, client: usize, server: usize, cell: Cell) {
+    pub(crate) fn set(&mut self, client: usize, server: usize, cell: Cell) {
         self.cells[client * self.n + server] = Some(cell);
     }
 
     /// Every filled cell with its (client, server).
-    pub fn iter(&self) -> impl Iterator<Item = ((usize, usize), &Cell)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = ((usize, usize), &Cell)> {
         let n = self.n;
         self.cells
             .iter()

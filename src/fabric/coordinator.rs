@@ -31,10 +31,10 @@ struct Conn {
 /// Why a run could not start (exit 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Mismatch(pub String);
+pub(crate) struct Mismatch(pub String);
 
 /// The end of a run.
-pub struct Finished {
+pub(crate) struct Finished {
     /// Members and results.
     pub driver: Driver,
     /// Whether SIGTERM/SIGINT cut the run short.
@@ -355,7 +355,7 @@ impl Coordinator {
                         }
                     }
                     Output::Record(rec) => obs.record(&rec),
-                    Output::Lost(_, text) => obs.lost(&text, Some(&driver)),
+                    Output::Lost(text) => obs.lost(&text, Some(&driver)),
                 }
             }
             let (done, total, label) = driver.progress();

@@ -3,9 +3,8 @@
 //! It never touches a socket or a clock: the coordinator feeds it messages and the time, and sends what
 //! it asks, so a 1,024-rank run can be simulated in a test.
 
-pub use super::plan::Impair;
 pub(crate) use super::plan::{Member, MemberState, PairRecord, Phase, parse_impair};
-pub use super::plan::{Output, Plan};
+pub(crate) use super::plan::{Output, Plan};
 
 use super::args::Leg;
 use super::cell::{Cell, Figures, Grid, MatrixMetric, Status};
@@ -36,7 +35,7 @@ struct Running {
 }
 
 /// The scheduler.
-pub struct Driver {
+pub(crate) struct Driver {
     plan: Plan,
     members: Vec<Member>,
     phases: Vec<Phase>,
@@ -52,7 +51,7 @@ pub struct Driver {
 
 impl Driver {
     /// A driver for `plan` over `members` (one per rank, in rank order).
-    pub fn new(plan: Plan, members: Vec<Member>) -> Driver {
+    pub(crate) fn new(plan: Plan, members: Vec<Member>) -> Driver {
         let mut phases = Vec::new();
         for &leg in &plan.legs {
             for &test in &plan.tests {
@@ -84,7 +83,7 @@ impl Driver {
     }
 
     /// Starts the run.
-    pub fn start(&mut self, now: Duration) {
+    pub(crate) fn start(&mut self, now: Duration) {
         self.advance(now);
     }
 
@@ -105,7 +104,7 @@ impl Driver {
 
     /// (pair tests done, pair tests in the plan, what runs now), for a progress bar. Retests are not in
     /// the total.
-    pub fn progress(&self) -> (u64, u64, String) {
+    pub(crate) fn progress(&self) -> (u64, u64, String) {
         let label = match self.phases.get(self.phase) {
             None => "done".to_owned(),
             Some(p) => {
@@ -170,10 +169,10 @@ impl Driver {
         let during = self.progress().2;
         let reason = format!("{reason} (during {during})");
         self.members[rank].state = MemberState::Lost(reason.clone());
-        self.out.push_back(Output::Lost(
-            rank,
-            format!("{} was lost: {reason}", self.members[rank].name()),
-        ));
+        self.out.push_back(Output::Lost(format!(
+            "{} was lost: {reason}",
+            self.members[rank].name()
+        )));
         let mut keys: Vec<u64> = self
             .running
             .iter()
@@ -228,7 +227,7 @@ impl Driver {
     }
 
     /// Ends the run: the members and the phases' results.
-    pub fn finish(self) -> (Vec<Member>, Vec<Phase>) {
+    pub(crate) fn finish(self) -> (Vec<Member>, Vec<Phase>) {
         (self.members, self.phases)
     }
 

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The run's description for fabric.json.
 #[derive(Debug, Clone)]
-pub struct RunInfo {
+pub(crate) struct RunInfo {
     /// RFC 3339 UTC.
     pub started_at: String,
     /// RFC 3339 UTC.

@@ -27,7 +27,7 @@ pub type ToWorker = control::ToWorker<PairRun>;
 
 /// How a rank runs its jobs: its flags, where the binaries are, and its own soft address on lo.
 #[derive(Debug, Clone)]
-pub struct Runner {
+pub(crate) struct Runner {
     /// The rank's options (its test flags).
     pub options: FabricOptions,
     /// Where the roce_* binaries are.

@@ -7,7 +7,7 @@ use crate::orchestrate::control::hostname;
 /// What started the ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Launcher {
+pub(crate) enum Launcher {
     /// `--rank` and `--world-size`.
     Flags,
     /// Open MPI's `mpirun` (`OMPI_COMM_WORLD_RANK`).
@@ -24,7 +24,7 @@ pub enum Launcher {
 
 impl Launcher {
     /// `slurm`, `openmpi`, ...
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Launcher::Flags => "flags",
             Launcher::OpenMpi => "openmpi",
@@ -38,7 +38,7 @@ impl Launcher {
 
 /// This rank's place in the job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
+pub(crate) struct Place {
     /// This rank, 0..size.
     pub rank: usize,
     /// Ranks in the job.
@@ -54,7 +54,7 @@ pub struct Place {
 /// Why rank, size or coordinator cannot be found.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{0}")]
-pub struct LaunchError(pub String);
+pub(crate) struct LaunchError(pub String);
 
 fn num(env: &dyn Fn(&str) -> Option<String>, var: &str) -> Result<Option<usize>, LaunchError> {
     match env(var) {
@@ -306,7 +306,7 @@ fn ompi_hnp_host(uri: &str) -> Option<String> {
 /// Where rank 0 listens: `--coordinator`, else what the launcher tells: loopback when every rank is on
 /// this host, the first host of the Slurm step (where srun places rank 0), `mpirun`'s host for Open
 /// MPI (rank 0's under the default mapping), `SLURM_LAUNCH_NODE_IPADDR` as the last Slurm resort.
-pub fn coordinator(
+pub(crate) fn coordinator(
     env: &dyn Fn(&str) -> Option<String>,
     launcher: Launcher,
     size: usize,
@@ -359,7 +359,7 @@ pub fn coordinator(
 }
 
 /// Rank, size and coordinator, from flags and the environment.
-pub fn place(
+pub(crate) fn place(
     env: &dyn Fn(&str) -> Option<String>,
     rank_flag: Option<usize>,
     size_flag: Option<usize>,

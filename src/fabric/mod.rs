@@ -9,20 +9,20 @@
 //! I/O), `cell`, `rules` (outliers), `summary`, `files` and `sink` (the document, written by
 //! `report::export`), `scale` (the arithmetic of big runs); `gate::fabric` judges a fabric.json.
 
-pub mod args;
-pub mod cell;
-pub mod coordinator;
-pub mod driver;
-pub mod files;
-pub mod flags;
+pub(crate) mod args;
+pub(crate) mod cell;
+pub(crate) mod coordinator;
+pub(crate) mod driver;
+pub(crate) mod files;
+pub(crate) mod flags;
 pub mod job;
-pub mod launch;
-pub mod plan;
-pub mod rules;
+pub(crate) mod launch;
+pub(crate) mod plan;
+pub(crate) mod rules;
 pub mod scale;
-pub mod schedule;
-pub mod sink;
-pub mod summary;
+pub(crate) mod schedule;
+pub(crate) mod sink;
+pub(crate) mod summary;
 
 use crate::oob::HostPort;
 use crate::oob::dial::{self, DialError, Retry};

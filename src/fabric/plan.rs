@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// What rank 0 knows of a rank.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Member {
+pub(crate) struct Member {
     /// Its rank.
     pub rank: usize,
     /// Its host name (`?` when it never joined).
@@ -29,7 +29,7 @@ pub struct Member {
 /// Whether a rank takes part.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "status", content = "reason", rename_all = "snake_case")]
-pub enum MemberState {
+pub(crate) enum MemberState {
     /// Joined and answering.
     Present,
     /// Never joined (the reason says how long rank 0 waited).
@@ -40,7 +40,7 @@ pub enum MemberState {
 
 impl Member {
     /// `rank 2 (host cn07, 10.0.0.7)`.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         if self.host == "?" {
             format!("rank {} (host unknown)", self.rank)
         } else if self.addr == "?" {
@@ -54,7 +54,7 @@ impl Member {
 /// A pair whose sides get `ROCEPERF_IMPAIR` (`ROCEPERF_FABRIC_IMPAIR`, to rehearse the outlier rules),
 /// or every test of one rank when `b` is None.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Impair {
+pub(crate) struct Impair {
     /// One rank of the pair.
     pub a: usize,
     /// The other (None: every pair of `a`).
@@ -87,7 +87,7 @@ pub(crate) fn parse_impair(text: &str) -> Result<Vec<Impair>, String> {
 
 /// What to run.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Ranks in the job.
     pub n: usize,
     /// Transport legs, in order.
@@ -114,7 +114,7 @@ pub struct Plan {
 
 /// One pair test's full outcome, as it goes into fabric.json.
 #[derive(Debug, Clone, Serialize)]
-pub struct PairRecord {
+pub(crate) struct PairRecord {
     /// Transport leg.
     pub(crate) leg: Leg,
     /// Test name.
@@ -151,18 +151,18 @@ pub struct PairRecord {
 
 /// What the driver asks of the coordinator.
 #[derive(Debug, Clone)]
-pub enum Output {
+pub(crate) enum Output {
     /// Send a message to a rank.
     Send(usize, ToWorker),
     /// A pair test ended (or was skipped): write it out.
     Record(Box<PairRecord>),
-    /// A rank was lost (say so now).
-    Lost(usize, String),
+    /// A rank was lost (say so now): the message names it.
+    Lost(String),
 }
 
 /// The results of one (leg, test).
 #[derive(Debug, Clone)]
-pub struct Phase {
+pub(crate) struct Phase {
     /// Transport leg.
     pub(crate) leg: Leg,
     /// Test.

@@ -11,7 +11,7 @@ pub(crate) const DEFAULT_BW_FRACTION: f64 = 0.93;
 
 /// The tolerance rules.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Rules {
+pub(crate) struct Rules {
     /// Flag a latency above `lat_factor` × the matrix's lowest.
     pub(crate) lat_factor: f64,
     /// Flag a bandwidth below `bw_fraction` × the matrix's highest.
@@ -59,7 +59,7 @@ impl Rules {
 
     /// The limit a matrix's values are held to: `fraction × max` for bandwidth, `factor × min` for
     /// latency; None when no cell has a value.
-    pub fn limit(&self, grid: &Grid, metric: MatrixMetric) -> Option<Limit> {
+    pub(crate) fn limit(&self, grid: &Grid, metric: MatrixMetric) -> Option<Limit> {
         let values = grid.iter().filter_map(|(_, c)| c.value(metric));
         if metric.higher_is_better() {
             let best = values.fold(f64::NAN, f64::max);
@@ -81,7 +81,7 @@ impl Rules {
 
 /// The limit of one matrix.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Limit {
+pub(crate) struct Limit {
     /// The figure judged.
     pub metric: MatrixMetric,
     /// The matrix's best value (max bandwidth or min latency).
@@ -101,7 +101,7 @@ impl Limit {
     }
 
     /// The rule in words: `bandwidth < 93% of the highest (11.52 Gb/s) = 10.71 Gb/s`.
-    pub fn describe(&self, rules: &Rules) -> String {
+    pub(crate) fn describe(&self, rules: &Rules) -> String {
         let m = self.metric;
         if m.higher_is_better() {
             format!(
@@ -128,7 +128,7 @@ impl Limit {
 }
 
 /// The pairs of a grid whose value breaches the limit, in (client, server) order.
-pub fn flagged(grid: &Grid, limit: &Limit) -> Vec<(usize, usize)> {
+pub(crate) fn flagged(grid: &Grid, limit: &Limit) -> Vec<(usize, usize)> {
     grid.iter()
         .filter(|(_, c)| c.value(limit.metric).is_some_and(|v| limit.breached(v)))
         .map(|(p, _)| p)

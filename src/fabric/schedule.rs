@@ -6,7 +6,7 @@ use std::path::Path;
 
 /// Which pairs to test.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pattern {
+pub(crate) enum Pattern {
     /// Every pair, both directions: n−1 rounds of n/2 pairs (n rounds with one bye each when n is odd).
     AllPairs,
     /// Each rank with the next one (n−1 with 0), both directions.
@@ -22,7 +22,7 @@ pub enum Pattern {
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
-pub struct Pair {
+pub(crate) struct Pair {
     /// The rank that runs the client side (the matrix row).
     pub client: usize,
     /// The rank that runs the server side (the matrix column).
@@ -31,7 +31,7 @@ pub struct Pair {
 
 /// Pairs that run at the same time: no rank appears twice.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Step {
+pub(crate) struct Step {
     /// The round this step belongs to (a round is one matching, run in both directions).
     pub round: usize,
     /// The pairs.
@@ -79,7 +79,7 @@ impl Pattern {
     }
 
     /// A short description, the same on every rank that was given the same pattern.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Pattern::AllPairs => "all".into(),
             Pattern::Ring => "ring".into(),
@@ -92,7 +92,7 @@ impl Pattern {
     }
 
     /// The steps for `n` ranks, in order. Fails when a pair names a rank outside 0..n.
-    pub fn steps(&self, n: usize) -> Result<Vec<Step>, String> {
+    pub(crate) fn steps(&self, n: usize) -> Result<Vec<Step>, String> {
         let rounds: Vec<Vec<(usize, usize)>> = match self {
             Pattern::AllPairs => circle_rounds(n),
             Pattern::Ring => ring_rounds(n),

@@ -41,7 +41,7 @@ fn label_of(result: &serde_json::Value) -> Option<String> {
 impl Sink {
     /// A sink writing into `dir` (created), and to the files `formats` names; `scheduled` are the
     /// (client, server) pairs of the plan.
-    pub fn new(
+    pub(crate) fn new(
         dir: &Path,
         info: RunInfo,
         scheduled: BTreeSet<(usize, usize)>,
@@ -120,7 +120,7 @@ impl Sink {
     }
 
     /// Writes every file and prints the heatmaps and the summary; the exit code.
-    pub fn finish(mut self, members: &[Member], phases: &[Phase], interrupted: bool) -> u8 {
+    pub(crate) fn finish(mut self, members: &[Member], phases: &[Phase], interrupted: bool) -> u8 {
         self.bar.finish_and_clear();
         self.write_files(
             ExportManager::fabric(&self.dir).with_formats(&self.formats),

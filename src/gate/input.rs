@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Why an input file cannot be gated. Each message names the file and says what to do.
 #[derive(Debug, thiserror::Error)]
-pub enum InputError {
+pub(crate) enum InputError {
     /// The file cannot be opened or read.
     #[error("cannot read {}: {source}; check the path (and that the run that writes it succeeded)", path.display())]
     Read {
@@ -92,7 +92,7 @@ pub(crate) const STDIN_NAME: &str = "<stdin>";
 
 /// Reads `path` as a result JSON, a comparison JSON or a results CSV (by extension, else by content);
 /// `-` is standard input (JSON or CSV by content).
-pub fn load(path: &Path) -> Result<Vec<ResultRow>, InputError> {
+pub(crate) fn load(path: &Path) -> Result<Vec<ResultRow>, InputError> {
     if path == Path::new("-") {
         let name = Path::new(STDIN_NAME);
         let mut bytes = Vec::new();
@@ -109,7 +109,7 @@ pub fn load(path: &Path) -> Result<Vec<ResultRow>, InputError> {
 
 /// Parses the contents of a result file; `path` picks the format by extension and names the file in
 /// errors. Never panics, whatever the bytes.
-pub fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, InputError> {
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, InputError> {
     non_empty(path, read::parse_rows(path, bytes)?)
 }
 

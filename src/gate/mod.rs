@@ -20,21 +20,20 @@
 //! inputs are failures, not passes.
 
 pub mod cli;
-pub mod fabric;
-pub mod input;
-pub mod judge;
-pub mod output;
-pub mod rank;
-pub mod ratio;
-pub mod spread;
-pub mod threshold;
+pub(crate) mod fabric;
+pub(crate) mod input;
+pub(crate) mod judge;
+pub(crate) mod output;
+pub(crate) mod rank;
+pub(crate) mod ratio;
+pub(crate) mod spread;
+pub(crate) mod threshold;
 
-pub use input::load;
 pub(crate) use input::{InputError, load_all};
 pub(crate) use judge::{evaluate, evaluate_set};
 pub(crate) use ratio::Ratio;
 pub(crate) use threshold::Percent;
-pub use threshold::{Bandwidth, Latency, MsgRate};
+pub(crate) use threshold::{Bandwidth, Latency, MsgRate};
 
 use crate::params::TransportKind;
 use crate::results::{ResultRow, RunInfo, SizeResult};
@@ -177,7 +176,7 @@ impl GateArgs {
 
 /// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// The result meets the limit.
     Pass,
     /// The result misses the limit (or the limit could not be applied to anything).
@@ -188,7 +187,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// `pass`, `FAIL`, `skip`: capitals make a failure easy to spot in a log.
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Verdict::Pass => "pass",
             Verdict::Fail => "FAIL",
@@ -199,7 +198,7 @@ impl Verdict {
 
 /// One check of one result against one limit.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CheckResult {
+pub(crate) struct CheckResult {
     /// The result checked, e.g. `write_bw soft v2 65536 B`, or `(no latency result)`.
     pub(crate) subject: String,
     /// What is compared, e.g. `bandwidth`, `p99 latency`, `bandwidth vs baseline`.
@@ -222,24 +221,24 @@ pub struct CheckResult {
 
 /// Every check of a gate run.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GateReport {
+pub(crate) struct GateReport {
     /// In the order made: per result, thresholds then baseline.
     pub checks: Vec<CheckResult>,
 }
 
 impl GateReport {
     /// Number of checks with this verdict.
-    pub fn count(&self, v: Verdict) -> usize {
+    pub(crate) fn count(&self, v: Verdict) -> usize {
         self.checks.iter().filter(|c| c.verdict == v).count()
     }
 
     /// True when no check failed.
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.count(Verdict::Fail) == 0
     }
 
     /// 0 when every check passed (or was skipped), 1 when one failed.
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         if self.passed() { 0 } else { 1 }
     }
 }
@@ -258,7 +257,7 @@ pub(crate) fn check_run(
 /// Checks `rows` against the thresholds of `args` and, when `args.baseline` names files, against them.
 ///
 /// Fails only when a baseline file cannot be read; the errors name each file.
-pub fn check(rows: &[ResultRow], args: &GateArgs) -> Result<GateReport, Vec<InputError>> {
+pub(crate) fn check(rows: &[ResultRow], args: &GateArgs) -> Result<GateReport, Vec<InputError>> {
     let baseline = load_all(&args.baseline)?;
     Ok(evaluate(rows, &baseline, args))
 }

@@ -10,7 +10,7 @@ fn width(s: &str) -> usize {
 
 impl GateReport {
     /// The pass/fail table, a summary line first, then one line per check and the failure messages.
-    pub fn table(&self) -> String {
+    pub(crate) fn table(&self) -> String {
         let headers = ["result", "check", "limit", "measured", "verdict"];
         let cells: Vec<[&str; 5]> = self
             .checks
@@ -63,7 +63,7 @@ impl GateReport {
     }
 
     /// `roce_gate: PASS, 6 checks: 6 passed` or `roce_gate: FAIL, 6 checks: 5 passed, 1 failed`.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let (p, f, s) = (
             self.count(Verdict::Pass),
             self.count(Verdict::Fail),

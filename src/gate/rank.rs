@@ -112,7 +112,7 @@ pub(crate) fn repetitions_for(alpha: f64) -> usize {
 }
 
 /// The median of `values` (the mean of the two middle ones for an even count); None when empty.
-pub fn median(values: &[f64]) -> Option<f64> {
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let k = v.len();

@@ -13,7 +13,7 @@ use std::fmt;
 
 /// Which transport one side of a ratio names: `tcp`, `soft`, `soft-v2`, `verbs-v1`...
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Side {
+pub(crate) struct Side {
     /// What moved the bytes.
     pub transport: TransportKind,
     /// The RoCE version it must have; None: any (`soft` alone).
@@ -24,7 +24,7 @@ pub struct Side {
 
 impl Side {
     /// Whether `row` is a result of this side.
-    pub fn matches(&self, row: &ResultRow) -> bool {
+    pub(crate) fn matches(&self, row: &ResultRow) -> bool {
         row.transport == self.transport && self.roce.is_none_or(|v| row.roce == Some(v))
     }
 }
@@ -37,7 +37,7 @@ impl fmt::Display for Side {
 
 /// The figure a ratio compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Figure {
+pub(crate) enum Figure {
     /// Average bandwidth (`bw`).
     Bandwidth,
     /// Message rate (`msg-rate`).
@@ -66,7 +66,7 @@ const FIGURES: [(&str, Figure); 8] = [
 
 impl Figure {
     /// `bandwidth`, `median latency`, ...: how a report names it.
-    pub fn what(self) -> &'static str {
+    pub(crate) fn what(self) -> &'static str {
         match self {
             Figure::Bandwidth => "bandwidth",
             Figure::MsgRate => "message rate",
@@ -79,7 +79,7 @@ impl Figure {
 
     /// The figure of one result; None when it is not of this kind (a bandwidth figure of a latency
     /// test).
-    pub fn of(self, f: &Figures) -> Option<f64> {
+    pub(crate) fn of(self, f: &Figures) -> Option<f64> {
         match (self, f) {
             (Figure::Bandwidth, Figures::Bandwidth(b)) => Some(b.gbps),
             (Figure::MsgRate, Figures::Bandwidth(b)) => Some(b.mpps),
@@ -112,7 +112,7 @@ impl Figure {
 
 /// Whether a ratio is a floor or a ceiling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
+pub(crate) enum Bound {
     /// `--min-ratio`: at least X.
     Min,
     /// `--max-ratio`: at most X.
@@ -130,7 +130,7 @@ impl Bound {
 
 /// One relative gate: NUM's figure ÷ DEN's figure, held to `limit`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Ratio {
+pub(crate) struct Ratio {
     /// The transport on top.
     pub(crate) num: Side,
     /// The transport it is measured against.
@@ -242,7 +242,7 @@ fn times(v: f64) -> String {
 /// and size (from the same file when there is one, then the same side), a failure for a result of
 /// either side without a counterpart, and a failure when neither side has a result of the figure, so
 /// that the gate never passes vacuously.
-pub fn checks(rows: &[ResultRow], ratio: &Ratio, bound: Bound, out: &mut Vec<CheckResult>) {
+pub(crate) fn checks(rows: &[ResultRow], ratio: &Ratio, bound: Bound, out: &mut Vec<CheckResult>) {
     let flag = bound.flag();
     let fig = ratio.figure;
     let has = |side: &Side| -> Vec<&ResultRow> {

@@ -8,7 +8,7 @@ use std::fmt;
 
 /// A bandwidth limit, compared in Gb/s (10^9 bit/s of payload).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Bandwidth {
+pub(crate) struct Bandwidth {
     /// The limit in Gb/s.
     pub gbps: f64,
     /// What the user typed.
@@ -17,7 +17,7 @@ pub struct Bandwidth {
 
 /// A latency limit, compared in microseconds.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Latency {
+pub(crate) struct Latency {
     /// The limit in µs.
     pub us: f64,
     /// What the user typed.
@@ -26,7 +26,7 @@ pub struct Latency {
 
 /// A message-rate limit, compared in Mpps (10^6 messages/s).
 #[derive(Debug, Clone, PartialEq)]
-pub struct MsgRate {
+pub(crate) struct MsgRate {
     /// The limit in Mpps.
     pub mpps: f64,
     /// What the user typed.

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 /// First bytes of the hello each side sends.
-pub const MAGIC: &[u8; 8] = b"roceperf";
+pub(crate) const MAGIC: &[u8; 8] = b"roceperf";
 
 /// Version of this out-of-band protocol; both sides must speak the same. Version 2: the parameters
 /// no longer carry `report_gbits` (display options are each side's own). Version 3: an abort says
@@ -18,7 +18,7 @@ pub const MAGIC: &[u8; 8] = b"roceperf";
 pub(crate) const PROTOCOL_VERSION: u16 = 3;
 
 /// Bytes of the hello: magic, version (u16 big-endian), two reserved bytes.
-pub const HELLO_LEN: usize = 12;
+pub(crate) const HELLO_LEN: usize = 12;
 
 /// How long a blocking read waits for the peer before giving up, unless the caller sets another.
 pub(crate) const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);

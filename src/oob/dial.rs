@@ -54,7 +54,7 @@ impl ToSocketAddrs for HostPort {
 
 /// How a client keeps trying a server that is not up yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retry {
+pub(crate) struct Retry {
     /// Give up this long after the first attempt.
     pub wait: Duration,
     /// Pause between two rounds of attempts.
@@ -65,7 +65,7 @@ pub struct Retry {
 
 /// Why [`connect`] made no connection.
 #[derive(Debug)]
-pub enum DialError {
+pub(crate) enum DialError {
     /// The last address of a round failed in a way the caller said not to retry.
     Fatal(io::Error),
     /// `wait` is over; the last error seen (`None`: there was no address to try).
@@ -75,7 +75,7 @@ pub enum DialError {
 /// Connects to the first of `addrs` that answers, in rounds until `retry.wait` is over. A round fails
 /// for good when its last error is not `retryable` (a refused connection usually is: the server is not
 /// listening yet). `on_retry` runs once, before the first pause.
-pub fn connect(
+pub(crate) fn connect(
     addrs: &[SocketAddr],
     retry: Retry,
     retryable: impl Fn(&io::Error) -> bool,

@@ -6,7 +6,7 @@ use std::time::Duration;
 /// The steps of roceperf's dialect. Each message's kind on the wire is its step's name, and errors
 /// name the step they happened in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Step {
+pub(crate) enum Step {
     /// Socket options right after connecting.
     Setup,
     /// The 12-byte hello each way.
@@ -27,7 +27,7 @@ pub enum Step {
 
 impl Step {
     /// The name used on the wire (message kinds) and in error messages.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Step::Setup => "setup",
             Step::Hello => "the hello",
@@ -56,7 +56,7 @@ impl fmt::Display for Step {
 /// What kind of failure stopped a side, as an abort tells the peer: both sides exit with the code it maps to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Failure {
+pub(crate) enum Failure {
     /// A usage or setup error (exit code 2): no device, a parameter the transport refused.
     Setup,
     /// The test ran and failed (exit code 1): an error completion, a `--validate` mismatch.
@@ -73,7 +73,7 @@ pub(crate) fn cut_short(partial: &Option<(usize, usize)>) -> String {
 /// Out-of-band errors: setup errors (exit code 2), except a peer lost in a step of the running test
 /// ([`Step::is_during_test`]), which failed the test (exit code 1).
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// The client gave up connecting to the server.
     #[error(
         "could not reach the server at {addr} within {secs} s ({reason}); start the server first (the same command without a host argument), or check the host, -p and --connect-timeout"

@@ -9,18 +9,17 @@
 //! framed as a 4-byte big-endian length and a JSON object `{"kind": ..., "body": ...}`.
 
 mod channel;
-pub mod dial;
+pub(crate) mod dial;
 mod error;
 mod params;
 pub mod perftest;
 
 pub(crate) use channel::{Channel, DEFAULT_IO_TIMEOUT};
-pub use channel::{HELLO_LEN, MAGIC};
 pub(crate) use dial::HostPort;
 pub(crate) use error::Failure;
-pub use error::{Error, Step};
-pub use params::Mismatch;
+pub(crate) use error::{Error, Step};
+pub(crate) use params::Mismatch;
 pub(crate) use params::TestParams;
 
 /// Result type of the out-of-band layer.
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;

@@ -62,7 +62,7 @@ pub(crate) struct TestParams {
 
 /// The first parameter that differs between this side and the peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mismatch {
+pub(crate) struct Mismatch {
     /// Parameter name, e.g. `size`.
     pub name: &'static str,
     /// This side's value.

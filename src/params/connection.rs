@@ -11,7 +11,7 @@ pub const DEFAULT_QKEY: u32 = 0x1111_1111;
 
 /// Bytes of GRH (or, on RoCE v2 over IPv4, 20 zero bytes and the IPv4 header) that verbs puts in
 /// front of every UD message in the receive buffer: a UD receive needs this much more room.
-pub const UD_GRH_LEN: u64 = 40;
+pub(crate) const UD_GRH_LEN: u64 = 40;
 
 /// IB transport service of the queue pairs: reliable or unreliable, connected or datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]

@@ -6,6 +6,8 @@ use std::fmt;
 use std::time::Duration;
 
 /// `--rate_units`: perftest's letters, with perftest's meanings.
+// Each variant is a rate, and says so: `MibPerSec` reads better than `Mib` where it is used.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum RateUnits {
     /// `M`: MiB/s of payload (2^20 bytes/s; perftest's `MEGA_BYTE_PS`).
@@ -133,7 +135,7 @@ impl RateLimit {
 }
 
 /// Parses `--rate_limit`: a positive number (perftest takes a float).
-pub fn parse_rate(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(format!(
@@ -144,7 +146,7 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 
 /// Parses `--latency_gap`: microseconds as perftest counts them (`10`), or with a unit (`500ns`,
 /// `10us`, `1ms`) for gaps finer than a microsecond.
-pub fn parse_gap(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_gap(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let err = || {
         format!(

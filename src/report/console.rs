@@ -54,7 +54,7 @@ fn verb_title(v: Verb) -> &'static str {
 
 /// The title perftest prints: `RDMA_Write BW Test`, `Send Bidirectional BW Test`, `Send Latency Test`,
 /// `Atomic FETCH_AND_ADD BW Test`.
-pub fn title(info: &RunInfo) -> String {
+pub(crate) fn title(info: &RunInfo) -> String {
     let kind = match info.test.metric {
         Metric::Bandwidth if info.bidirectional => "Bidirectional BW",
         Metric::Bandwidth => "BW",
@@ -393,7 +393,7 @@ pub fn extras(info: &RunInfo, r: &SizeResult) -> String {
 }
 
 /// `--report-both`: perftest's "Local results" and "Remote results" blocks, each a table of one row.
-pub fn report_both(info: &RunInfo, local: &SizeResult, remote: &SizeResult) -> String {
+pub(crate) fn report_both(info: &RunInfo, local: &SizeResult, remote: &SizeResult) -> String {
     let mut s = String::new();
     for (title, r) in [("Local", local), ("Remote", remote)] {
         s.push_str(RESULT_LINE);
@@ -406,7 +406,7 @@ pub fn report_both(info: &RunInfo, local: &SizeResult, remote: &SizeResult) -> S
 }
 
 /// A run without end's last line: its intervals and what stopped it.
-pub fn endless_line(run: &EndlessRun) -> String {
+pub(crate) fn endless_line(run: &EndlessRun) -> String {
     format!(
         " {:<16}: {} interval lines of {}[s], stopped by {}\n",
         "Run",

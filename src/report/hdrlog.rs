@@ -21,7 +21,7 @@ pub(crate) fn tag_of(label: &str) -> String {
 }
 
 /// The log text: a comment, the start time, and one interval of `duration` holding `h`, tagged `tag`.
-pub fn interval_log(
+pub(crate) fn interval_log(
     h: &Histogram<u64>,
     tag: &str,
     comment: &str,

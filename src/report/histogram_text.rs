@@ -108,7 +108,7 @@ fn merge_empty(bs: Vec<Bucket>) -> Vec<Bucket> {
 
 /// Draws `h` in at most `width` columns: `  1.25 -    1.6 µs |██████▌      |  45.21%    4521`.
 /// Consecutive empty buckets share one line.
-pub fn render(h: &Histogram<u64>, width: usize) -> String {
+pub(crate) fn render(h: &Histogram<u64>, width: usize) -> String {
     let bs = merge_empty(buckets(h));
     if bs.is_empty() {
         return "  (no samples)\n".into();

@@ -6,7 +6,7 @@ use super::svg::{COLORS, SIZE, draw_legend, draw_marked_line, house_mesh, styled
 use plotters::prelude::*;
 
 /// One curve: its legend and (loss rate 0..1, value) points.
-pub struct LossSeries<'a> {
+pub(crate) struct LossSeries<'a> {
     /// Legend text, e.g. "RoCE v2 sr".
     pub label: &'a str,
     /// (loss probability, value), any order; a 0 rate is drawn at the axis' left end.
@@ -14,7 +14,7 @@ pub struct LossSeries<'a> {
 }
 
 /// `y` against the loss rate (log x), one curve per series; `log_y` for latencies that span decades.
-pub fn loss_svg(
+pub(crate) fn loss_svg(
     title: &str,
     y_desc: &str,
     series: &[LossSeries],

@@ -8,16 +8,16 @@
 //! (`crate::results`): a [`RunInfo`](crate::results::RunInfo), which the binary fills from its options
 //! and its transport, and [`SizeResult`](crate::results::SizeResult)s, which the drivers measure.
 
-pub mod console;
+pub(crate) mod console;
 pub mod export;
-pub mod hdrlog;
-pub mod heatmap;
-pub mod histogram_text;
-pub mod loss_svg;
-pub mod perftest_json;
-pub mod progress;
-pub mod svg;
-pub mod table;
+pub(crate) mod hdrlog;
+pub(crate) mod heatmap;
+pub(crate) mod histogram_text;
+pub(crate) mod loss_svg;
+pub(crate) mod perftest_json;
+pub(crate) mod progress;
+pub(crate) mod svg;
+pub(crate) mod table;
 
 pub use console::{address_block, extras, header_block, table_footer, table_header, table_row};
 
@@ -33,7 +33,7 @@ pub(crate) fn fmt_size(bytes: u64) -> String {
 
 /// Writes to stdout, ignoring a closed pipe (`| head`): the verdict is in the exit status and the files,
 /// and a reader that has seen enough is no reason to panic.
-pub fn emit(text: &str) {
+pub(crate) fn emit(text: &str) {
     use std::io::Write;
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }

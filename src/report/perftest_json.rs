@@ -17,7 +17,7 @@ use std::fmt::Write;
 
 /// What goes into one `--out_json` document.
 #[derive(Debug, Clone, Copy)]
-pub struct PerftestJson<'a> {
+pub(crate) struct PerftestJson<'a> {
     /// The run.
     pub info: &'a RunInfo,
     /// The row the console shows (bidirectional: the sum of both sides).
@@ -238,7 +238,7 @@ fn lat_results(
 }
 
 /// The whole document, ending in a newline.
-pub fn perftest_json(doc: &PerftestJson<'_>) -> String {
+pub(crate) fn perftest_json(doc: &PerftestJson<'_>) -> String {
     let mut out = String::with_capacity(1024);
     out.push_str("{\n");
     test_info(&mut out, doc.info);

@@ -5,25 +5,25 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 
 /// Progress over the message sizes of a sweep; printing through it keeps rows and bar apart.
-pub struct SweepProgress {
+pub(crate) struct SweepProgress {
     bar: ProgressBar,
 }
 
 impl SweepProgress {
     /// A bar over `sizes` steps, drawn on stderr only when both stdout and stderr are terminals.
-    pub fn new(sizes: u64) -> SweepProgress {
+    pub(crate) fn new(sizes: u64) -> SweepProgress {
         let visible = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
         Self::with_visibility(sizes, visible)
     }
 
     /// A bar that never draws (tests, or when the binary knows better).
-    pub fn hidden(sizes: u64) -> SweepProgress {
+    pub(crate) fn hidden(sizes: u64) -> SweepProgress {
         Self::with_visibility(sizes, false)
     }
 
     /// A bar over `steps` steps named `unit` ("runs"), drawn as [`SweepProgress::new`] decides, with
     /// a ticking clock so that one long step still shows life.
-    pub fn steps(steps: u64, unit: &str) -> SweepProgress {
+    pub(crate) fn steps(steps: u64, unit: &str) -> SweepProgress {
         let visible = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
         let p = Self::styled(steps, visible, unit, 20);
         if visible {
@@ -55,37 +55,38 @@ impl SweepProgress {
     }
 
     /// Whether the bar draws anything.
-    pub fn is_hidden(&self) -> bool {
+    pub(crate) fn is_hidden(&self) -> bool {
         self.bar.is_hidden()
     }
 
     /// Announces the size being measured now.
-    pub fn start_size(&self, size: u64) {
+    pub(crate) fn start_size(&self, size: u64) {
         self.bar.set_message(format!("measuring {size} B"));
     }
 
     /// Announces the step being run now.
-    pub fn start_step(&self, msg: String) {
+    pub(crate) fn start_step(&self, msg: String) {
         self.bar.set_message(msg);
     }
 
     /// Counts one size as done.
-    pub fn finish_size(&self) {
+    pub(crate) fn finish_size(&self) {
         self.bar.inc(1);
     }
 
     /// Sizes done so far.
-    pub fn done(&self) -> u64 {
+    #[cfg(test)]
+    fn done(&self) -> u64 {
         self.bar.position()
     }
 
     /// Prints `text` (whole lines, as the console functions return them) to stdout without tearing the bar.
-    pub fn print(&self, text: &str) {
+    pub(crate) fn print(&self, text: &str) {
         self.bar.suspend(|| print!("{text}"));
     }
 
     /// Removes the bar from the screen.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.bar.finish_and_clear();
     }
 }

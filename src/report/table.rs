@@ -258,7 +258,7 @@ pub(crate) fn histograms(set: &CompareSet) -> String {
 
 /// How each transport ran (device, addresses, GID, MTU, core and why), from the notes of its first
 /// run; empty when no run has notes.
-pub fn setups(set: &CompareSet) -> String {
+pub(crate) fn setups(set: &CompareSet) -> String {
     let mut out = String::new();
     let mut seen: Vec<&str> = Vec::new();
     for run in &set.runs {
@@ -278,7 +278,7 @@ pub fn setups(set: &CompareSet) -> String {
 }
 
 /// The whole terminal report: the table, how each transport ran, then the histograms.
-pub fn render(set: &CompareSet) -> String {
+pub(crate) fn render(set: &CompareSet) -> String {
     let mut out = side_by_side(set);
     out.push_str(&setups(set));
     out.push_str(&histograms(set));

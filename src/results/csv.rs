@@ -71,13 +71,13 @@ pub fn header_line() -> String {
 }
 
 /// The cells of one row, in [`COLUMNS`] order.
-pub fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
+pub(crate) fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
     row_in(info, r, None)
 }
 
 /// The cells of one row; `interval`: the seconds from the run's start to the interval's start and
 /// end, for an interval row of `--run_infinitely` (empty cells for a whole run).
-pub fn row_in(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)>) -> Vec<String> {
+pub(crate) fn row_in(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)>) -> Vec<String> {
     fn opt<T: ToString>(v: Option<T>) -> String {
         v.map(|v| v.to_string()).unwrap_or_default()
     }

@@ -30,7 +30,7 @@ pub(crate) fn fmt_value(v: f64) -> String {
 /// One transport leg of a fabric run: the user's flags as given, or one leg of `--compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Leg {
+pub(crate) enum Leg {
     /// The flags as the user gave them.
     #[serde(rename = "given")]
     AsGiven,
@@ -44,7 +44,7 @@ pub enum Leg {
 
 impl Leg {
     /// Short name for file names and CSV: `given`, `v1`, `v2`, `tcp`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Leg::AsGiven => "given",
             Leg::RoceV1 => "v1",
@@ -56,7 +56,7 @@ impl Leg {
 
 /// A figure a matrix shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum MatrixMetric {
+pub(crate) enum MatrixMetric {
     /// Average bandwidth, Gb/s.
     #[serde(rename = "bw_avg_gbps")]
     BwAvg,
@@ -73,7 +73,7 @@ pub enum MatrixMetric {
 
 impl MatrixMetric {
     /// The matrices of a test: bandwidth and message rate, or latency median and p99.
-    pub fn of(test: TestKind) -> &'static [MatrixMetric] {
+    pub(crate) fn of(test: TestKind) -> &'static [MatrixMetric] {
         match test.metric {
             Metric::Bandwidth => &[MatrixMetric::BwAvg, MatrixMetric::MsgRate],
             Metric::Latency => &[MatrixMetric::LatMedian, MatrixMetric::LatP99],
@@ -81,7 +81,7 @@ impl MatrixMetric {
     }
 
     /// The figure outliers are judged on: bandwidth, or the median latency.
-    pub fn flagged(test: TestKind) -> MatrixMetric {
+    pub(crate) fn flagged(test: TestKind) -> MatrixMetric {
         match test.metric {
             Metric::Bandwidth => MatrixMetric::BwAvg,
             Metric::Latency => MatrixMetric::LatMedian,
@@ -89,7 +89,7 @@ impl MatrixMetric {
     }
 
     /// Name in file names, JSON and CSV: `bw_avg_gbps`, `lat_p99_us`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             MatrixMetric::BwAvg => "bw_avg_gbps",
             MatrixMetric::MsgRate => "msg_rate_mpps",
@@ -99,7 +99,7 @@ impl MatrixMetric {
     }
 
     /// Title words: `bandwidth`, `median latency`.
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             MatrixMetric::BwAvg => "bandwidth",
             MatrixMetric::MsgRate => "message rate",
@@ -109,7 +109,7 @@ impl MatrixMetric {
     }
 
     /// Unit: `Gb/s`, `Mpps`, `us`.
-    pub fn unit(self) -> &'static str {
+    pub(crate) fn unit(self) -> &'static str {
         match self {
             MatrixMetric::BwAvg => "Gb/s",
             MatrixMetric::MsgRate => "Mpps",
@@ -126,7 +126,7 @@ impl MatrixMetric {
 /// How a scheduled pair of a matrix ended, or that it did not run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum PairState {
+pub(crate) enum PairState {
     /// Both sides exited 0 and the client wrote its result.
     Ok,
     /// A side failed.
@@ -139,7 +139,7 @@ pub enum PairState {
 
 impl PairState {
     /// `ok`, `failed`, `missing`, `not_run`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             PairState::Ok => "ok",
             PairState::Failed => "failed",
@@ -152,7 +152,7 @@ impl PairState {
 /// Whether a rank took part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum HostState {
+pub(crate) enum HostState {
     /// Joined and answered.
     Present,
     /// Never joined.
@@ -165,7 +165,7 @@ pub enum HostState {
 /// lenient (a key that is absent takes its default), so that a hand-made or older matrix still reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct FabricDoc {
+pub(crate) struct FabricDoc {
     /// [`FABRIC_SCHEMA`].
     pub schema: String,
     /// [`FABRIC_SCHEMA_VERSION`].
@@ -232,7 +232,7 @@ impl Default for FabricDoc {
 /// `"tool"`: the program and version that wrote a document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct Tool {
+pub(crate) struct Tool {
     /// `roceperf`.
     pub name: String,
     /// Its version.
@@ -251,7 +251,7 @@ impl Default for Tool {
 
 /// One leg of the run and the transport its results named (`soft v2`, `tcp`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LegLabel {
+pub(crate) struct LegLabel {
     /// The leg.
     pub leg: Leg,
     /// Its transport; None when no pair of it gave a result.
@@ -262,7 +262,7 @@ pub struct LegLabel {
 /// `"rules"`: the outlier rules the matrices were judged by.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
-pub struct RulesDoc {
+pub(crate) struct RulesDoc {
     /// A latency above this many times the lowest is flagged.
     pub lat_factor: f64,
     /// A bandwidth below this fraction of the highest is flagged.
@@ -274,7 +274,7 @@ pub struct RulesDoc {
 /// One rank.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct Host {
+pub(crate) struct Host {
     /// Its rank.
     pub rank: usize,
     /// Its host name (`?` when it never joined).
@@ -308,7 +308,7 @@ impl Default for Host {
 
 /// The n × n values of one figure of one (leg, test): row = client rank, column = server rank.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Matrix {
+pub(crate) struct Matrix {
     /// The leg.
     pub leg: Leg,
     /// Its transport (`soft v2`), empty when unknown.
@@ -343,7 +343,7 @@ pub struct Matrix {
 
 impl Matrix {
     /// `write_bw over soft v2`, or the test alone when its transport is unknown.
-    pub fn title(&self) -> String {
+    pub(crate) fn title(&self) -> String {
         if self.label.is_empty() {
             self.test.clone()
         } else {
@@ -352,17 +352,17 @@ impl Matrix {
     }
 
     /// The value of (client, server), when it has one.
-    pub fn value(&self, client: usize, server: usize) -> Option<f64> {
+    pub(crate) fn value(&self, client: usize, server: usize) -> Option<f64> {
         *self.values.get(client)?.get(server)?
     }
 
     /// How (client, server) ended, None where the schedule has no pair.
-    pub fn state(&self, client: usize, server: usize) -> Option<PairState> {
+    pub(crate) fn state(&self, client: usize, server: usize) -> Option<PairState> {
         *self.status.get(client)?.get(server)?
     }
 
     /// Whether (client, server) was flagged.
-    pub fn is_flagged(&self, client: usize, server: usize) -> bool {
+    pub(crate) fn is_flagged(&self, client: usize, server: usize) -> bool {
         self.flagged
             .as_ref()
             .and_then(|f| f.get(client)?.get(server).copied())
@@ -370,7 +370,7 @@ impl Matrix {
     }
 
     /// Every (client, server, value) that has a value, row by row.
-    pub fn cells(&self) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+    pub(crate) fn cells(&self) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
         self.values.iter().enumerate().flat_map(|(c, row)| {
             row.iter()
                 .enumerate()
@@ -381,7 +381,7 @@ impl Matrix {
 
 /// A judged matrix's limit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MatrixLimit {
+pub(crate) struct MatrixLimit {
     /// The matrix's best value (highest bandwidth, lowest latency).
     pub reference: f64,
     /// The value a pair must not be worse than.
@@ -393,7 +393,7 @@ pub struct MatrixLimit {
 /// `"summary"`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Pair tests that ran and succeeded.
     pub ok: u64,
     /// Pair tests that failed.
@@ -410,7 +410,7 @@ pub struct Summary {
 
 /// One flagged pair.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Flag {
+pub(crate) struct Flag {
     /// Its leg.
     pub leg: Leg,
     /// Its test's name.
@@ -456,7 +456,7 @@ fn unknown() -> String {
 
 /// One bad host of a (leg, test).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BadHostDoc {
+pub(crate) struct BadHostDoc {
     /// Its leg.
     pub leg: Leg,
     /// The test's name.

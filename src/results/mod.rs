@@ -10,35 +10,38 @@
 //! uses only `params` (the vocabulary) and `stats` (the summaries).
 
 pub mod csv;
-pub mod fabric;
-pub mod figures;
-pub mod files;
+pub(crate) mod fabric;
+pub(crate) mod figures;
+pub(crate) mod files;
 pub mod json;
-pub mod loss;
-pub mod read;
-pub mod repeat;
-pub mod row;
-pub mod run;
-pub mod set;
-pub mod size;
-pub mod time;
+pub(crate) mod loss;
+pub(crate) mod read;
+pub(crate) mod repeat;
+pub(crate) mod row;
+pub(crate) mod run;
+pub(crate) mod set;
+pub(crate) mod size;
+pub(crate) mod time;
 
 #[cfg(test)]
 pub(crate) mod testdata;
 
 pub use csv::append_csv;
-pub use figures::{BandwidthFigures, Figures, LatencyFigures};
+pub(crate) use figures::Figures;
+pub use figures::{BandwidthFigures, LatencyFigures};
+pub(crate) use files::WriteError;
+pub use files::results_paths;
 pub(crate) use files::{
     LineStream, append_under_header, compare_dir, create_results_dir, replace_with, write_atomic,
 };
-pub use files::{WriteError, results_paths};
 pub use json::{to_json, write_json};
-pub use loss::LossPoint;
-pub use read::parse_transport;
-pub use read::{Document, ReadError, SchemaError};
+pub(crate) use loss::LossPoint;
+pub(crate) use read::parse_transport;
 pub use repeat::Repetitions;
-pub use row::ResultRow;
-pub use run::{AddressLine, EndlessRun, RunInfo, role_name};
-pub use set::{CompareRun, CompareSet, Skipped, default_label};
+pub(crate) use row::ResultRow;
+pub(crate) use run::EndlessRun;
+pub use run::{AddressLine, RunInfo, role_name};
+pub(crate) use set::Skipped;
+pub use set::{CompareRun, CompareSet, default_label};
 pub use size::{Measured, SizeResult};
 pub use time::now_rfc3339;

@@ -8,7 +8,7 @@
 
 mod csv;
 
-pub use csv::parse_transport;
+pub(crate) use csv::parse_transport;
 
 use super::fabric::{FABRIC_SCHEMA, FABRIC_SCHEMA_VERSION, FabricDoc};
 use super::json::{COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION};
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 /// A document roceperf wrote.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Document {
+pub(crate) enum Document {
     /// A run's `roceperf.result`: its description and one result per message size.
     Run {
         /// The run description (`"test"`), boxed: it is most of the document's size.
@@ -36,7 +36,7 @@ pub enum Document {
 
 /// Which kind of document a schema name announces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DocKind {
+pub(crate) enum DocKind {
     /// `roceperf.result`.
     Run,
     /// `roceperf.compare`.
@@ -47,7 +47,7 @@ pub enum DocKind {
 
 impl DocKind {
     /// `result` or `comparison`.
-    pub fn noun(self) -> &'static str {
+    pub(crate) fn noun(self) -> &'static str {
         match self {
             DocKind::Run => "result",
             DocKind::Compare => "comparison",
@@ -56,7 +56,7 @@ impl DocKind {
     }
 
     /// The schema version this build reads and writes.
-    pub fn version(self) -> u32 {
+    pub(crate) fn version(self) -> u32 {
         match self {
             DocKind::Run => SCHEMA_VERSION,
             DocKind::Compare => COMPARE_SCHEMA_VERSION,
@@ -67,7 +67,7 @@ impl DocKind {
 
 /// What is wrong with a JSON document, in the order the reader checks.
 #[derive(Debug)]
-pub enum SchemaError {
+pub(crate) enum SchemaError {
     /// The document is not a JSON object.
     NotAnObject,
     /// `"schema"` is there but is not a string.
@@ -157,7 +157,7 @@ impl std::error::Error for SchemaError {
 /// Why a result file cannot be read. Each variant names the file; [`SchemaError`] and CSV problems say
 /// what is wrong inside it.
 #[derive(Debug, thiserror::Error)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// The file cannot be opened or read.
     #[error("cannot read {}: {source}", path.display())]
     Read {
@@ -196,7 +196,7 @@ pub enum ReadError {
 
 /// Reads a JSON document roceperf wrote: its schema and version, then the run, the comparison or the
 /// fabric matrix.
-pub fn parse_json(doc: Value) -> Result<Document, SchemaError> {
+pub(crate) fn parse_json(doc: Value) -> Result<Document, SchemaError> {
     let Value::Object(obj) = &doc else {
         return Err(SchemaError::NotAnObject);
     };
@@ -293,7 +293,7 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
 }
 
 /// Parses the contents of a JSON result file; `path` names it in errors.
-pub fn parse_json_bytes(path: &Path, bytes: &[u8]) -> Result<Document, ReadError> {
+pub(crate) fn parse_json_bytes(path: &Path, bytes: &[u8]) -> Result<Document, ReadError> {
     let bytes = strip_bom(bytes);
     let schema_err = |problem| ReadError::Schema {
         path: path.to_owned(),
@@ -329,14 +329,14 @@ fn fabric_from_bytes(bytes: &[u8]) -> Option<Result<Document, SchemaError>> {
 }
 
 /// Reads a JSON result file: a run's, a comparison's or a fabric matrix.
-pub fn read_json(path: &Path) -> Result<Document, ReadError> {
+pub(crate) fn read_json(path: &Path) -> Result<Document, ReadError> {
     parse_json_bytes(path, &read_bytes(path)?)
 }
 
 impl Document {
     /// The document as flat rows, each naming `source` as its file; a fabric matrix has none (its
     /// judge reads the matrices), and to a reader of rows its schema is not one of theirs.
-    pub fn rows(&self, source: &Path) -> Result<Vec<ResultRow>, SchemaError> {
+    pub(crate) fn rows(&self, source: &Path) -> Result<Vec<ResultRow>, SchemaError> {
         match self {
             Document::Run { info, results } => Ok(ResultRow::from_run(info, results, source)),
             Document::Compare(set) => Ok(ResultRow::from_compare(set, source)),
@@ -347,7 +347,7 @@ impl Document {
 
 /// What `load` gives for every one of `files`, all together, or every error it met (so one run names
 /// all the bad inputs, not just the first).
-pub fn load_every<P, T, E, I>(
+pub(crate) fn load_every<P, T, E, I>(
     files: &[P],
     mut load: impl FnMut(&P) -> Result<I, E>,
 ) -> Result<Vec<T>, Vec<E>>
@@ -371,13 +371,13 @@ where
 
 /// Reads `path` as rows: a result JSON, a comparison JSON or a results CSV (by extension, else by
 /// content). The rows may be empty.
-pub fn read_rows(path: &Path) -> Result<Vec<ResultRow>, ReadError> {
+pub(crate) fn read_rows(path: &Path) -> Result<Vec<ResultRow>, ReadError> {
     parse_rows(path, &read_bytes(path)?)
 }
 
 /// Parses the contents of a result file as rows; `path` picks the format by extension and names the
 /// file in errors. Never panics, whatever the bytes.
-pub fn parse_rows(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, ReadError> {
+pub(crate) fn parse_rows(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, ReadError> {
     let bytes = strip_bom(bytes);
     let ext = path
         .extension()

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// One (run, message size) result: what was measured, where it came from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ResultRow {
+pub(crate) struct ResultRow {
     /// The file the row was read from (or the run's own output path).
     pub source: PathBuf,
     /// 1-based line in a CSV file, for annotations.
@@ -37,12 +37,12 @@ pub(crate) type RowKey = (TestKind, TransportKind, Option<RoceVersion>, u64);
 
 impl ResultRow {
     /// `(test, transport, roce, size)`: what a baseline row must share to be compared with this one.
-    pub fn key(&self) -> RowKey {
+    pub(crate) fn key(&self) -> RowKey {
         (self.test, self.transport, self.roce, self.size)
     }
 
     /// `write_bw soft v2 65536 B`: the row as a report names it.
-    pub fn subject(&self) -> String {
+    pub(crate) fn subject(&self) -> String {
         let mut s = format!("{} {}", self.test, self.transport);
         if let Some(r) = self.roce {
             s.push(' ');
@@ -53,7 +53,11 @@ impl ResultRow {
     }
 
     /// Rows for a run's results, as a binary holds them after measuring (`source` is its JSON path, if any).
-    pub fn from_run(info: &RunInfo, results: &[SizeResult], source: &Path) -> Vec<ResultRow> {
+    pub(crate) fn from_run(
+        info: &RunInfo,
+        results: &[SizeResult],
+        source: &Path,
+    ) -> Vec<ResultRow> {
         results
             .iter()
             .map(|r| ResultRow {
@@ -72,7 +76,7 @@ impl ResultRow {
     }
 
     /// Rows for every run of a comparison.
-    pub fn from_compare(set: &CompareSet, source: &Path) -> Vec<ResultRow> {
+    pub(crate) fn from_compare(set: &CompareSet, source: &Path) -> Vec<ResultRow> {
         set.runs
             .iter()
             .flat_map(|run| {

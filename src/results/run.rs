@@ -213,11 +213,16 @@ mod gid_text {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use std::net::Ipv6Addr;
 
-    pub fn serialize<S: Serializer>(gid: &Option<[u8; 16]>, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(
+        gid: &Option<[u8; 16]>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         gid.map(|g| Ipv6Addr::from(g).to_string()).serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<[u8; 16]>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<[u8; 16]>, D::Error> {
         Option::<String>::deserialize(d)?
             .map(|text| {
                 text.parse::<Ipv6Addr>().map(|a| a.octets()).map_err(|_| {

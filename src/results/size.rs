@@ -120,7 +120,7 @@ pub(crate) struct HistogramRepr {
 
 impl HistogramRepr {
     /// Encodes `h`; the V2 format is HdrHistogram's portable one (Java, C, Go and Python read it too).
-    pub fn encode(h: &Histogram<u64>) -> HistogramRepr {
+    pub(crate) fn encode(h: &Histogram<u64>) -> HistogramRepr {
         use base64::Engine;
         use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
         let mut bytes = Vec::new();
@@ -138,7 +138,7 @@ impl HistogramRepr {
     }
 
     /// Decodes the histogram, naming what is wrong when it cannot.
-    pub fn decode(&self) -> Result<Histogram<u64>, String> {
+    pub(crate) fn decode(&self) -> Result<Histogram<u64>, String> {
         use base64::Engine;
         if self.encoding != HISTOGRAM_ENCODING {
             return Err(format!(
@@ -159,19 +159,19 @@ impl HistogramRepr {
 }
 
 /// serde `with` module for `Measured::Latency::histogram`: the [`HistogramRepr`] object.
-pub mod histogram_serde {
+pub(crate) mod histogram_serde {
     use super::HistogramRepr;
     use hdrhistogram::Histogram;
     use serde::de::Error;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     /// Serializes as a [`HistogramRepr`].
-    pub fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
         HistogramRepr::encode(h).serialize(s)
     }
 
     /// Deserializes from a [`HistogramRepr`].
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
         HistogramRepr::deserialize(d)?
             .decode()
             .map_err(D::Error::custom)

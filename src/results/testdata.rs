@@ -8,7 +8,7 @@ use crate::params::{Metric, RoceVersion, Role, TestKind, TransportKind, Verb};
 use crate::stats::{self, BandwidthStats, LatencyStats};
 
 /// A write_bw client over soft RoCE v2, like the perftest reference run.
-pub fn bw_info() -> RunInfo {
+pub(crate) fn bw_info() -> RunInfo {
     RunInfo {
         device: "lo".into(),
         peer: Some("127.0.0.1".into()),
@@ -47,7 +47,7 @@ pub fn bw_info() -> RunInfo {
 }
 
 /// A send_lat server over TCP.
-pub fn lat_info() -> RunInfo {
+pub(crate) fn lat_info() -> RunInfo {
     RunInfo {
         test: TestKind::new(Verb::Send, Metric::Latency),
         atomic_type: None,
@@ -68,7 +68,7 @@ pub fn lat_info() -> RunInfo {
 }
 
 /// The ib_write_bw reference row: 65536 B x 5000, 11030.12 peak / 11028.45 average MiB/s.
-pub fn bw_result() -> SizeResult {
+pub(crate) fn bw_result() -> SizeResult {
     let mib = 1_048_576.0;
     let elapsed = (5000.0 * 65536.0 / (11028.45 * mib) * 1e9_f64).round() as u64;
     let best = 65536.0 * 1e9 / (11030.12 * mib);
@@ -82,7 +82,7 @@ pub fn bw_result() -> SizeResult {
 }
 
 /// A latency result for 2-byte messages: 1000 samples from 950 ns to 3120 ns.
-pub fn lat_result() -> SizeResult {
+pub(crate) fn lat_result() -> SizeResult {
     let mut h = stats::new_latency_histogram();
     for i in 0..1000u64 {
         h.record(950 + (i * i) % 2171).unwrap();
@@ -100,7 +100,7 @@ pub fn lat_result() -> SizeResult {
 }
 
 /// A latency result whose samples are spread around `base_ns` with a tail.
-pub fn lat(size: u64, base_ns: u64, samples: u64) -> SizeResult {
+pub(crate) fn lat(size: u64, base_ns: u64, samples: u64) -> SizeResult {
     let mut h = stats::new_latency_histogram();
     for i in 0..samples {
         // Deterministic spread: mostly within 40 % of base, every 100th sample 5x, one 20x.
@@ -127,7 +127,7 @@ pub fn lat(size: u64, base_ns: u64, samples: u64) -> SizeResult {
 }
 
 /// A bandwidth result of `gbps` at `size`.
-pub fn bw(size: u64, gbps: f64) -> SizeResult {
+pub(crate) fn bw(size: u64, gbps: f64) -> SizeResult {
     let messages = 10_000;
     let elapsed = (size as f64 * 8.0 * messages as f64 / gbps).round() as u64;
     SizeResult {
@@ -140,7 +140,7 @@ pub fn bw(size: u64, gbps: f64) -> SizeResult {
 }
 
 /// RoCE v1 (soft), RoCE v2 (soft) and TCP; write_lat at 2 B and write_bw at 4 KiB .. 64 KiB.
-pub fn set() -> CompareSet {
+pub(crate) fn set() -> CompareSet {
     let wlat = TestKind::new(Verb::Write, Metric::Latency);
     let wbw = TestKind::new(Verb::Write, Metric::Bandwidth);
     let transports = [
@@ -188,7 +188,10 @@ pub fn set() -> CompareSet {
 }
 
 /// True when two histograms hold the same counts at the same values.
-pub fn same_histogram(a: &hdrhistogram::Histogram<u64>, b: &hdrhistogram::Histogram<u64>) -> bool {
+pub(crate) fn same_histogram(
+    a: &hdrhistogram::Histogram<u64>,
+    b: &hdrhistogram::Histogram<u64>,
+) -> bool {
     a.len() == b.len()
         && a.iter_recorded().zip(b.iter_recorded()).all(|(x, y)| {
             x.value_iterated_to() == y.value_iterated_to()

@@ -13,7 +13,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::Result;
-pub use crate::wire::cm::{RDMA_UDP_QKEY, RejectReason, SidrStatus};
+pub(crate) use crate::wire::cm::SidrStatus;
+pub use crate::wire::cm::{RDMA_UDP_QKEY, RejectReason};
 
 /// What a queue pair asks for when it connects through the CM (rdma_cm's `struct rdma_conn_param`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +138,7 @@ pub trait CmEndpoint {
 /// The private data of a UD queue pair's SIDR_REQ in roceperf's dialect: a SIDR_REQ has no field
 /// for the requester's QPN (a plain rdma_cm server learns it from the first datagram), so ours carry
 /// it first, big-endian, before the application's own private data.
-pub fn ud_request_data(qpn: u32, private_data: &[u8]) -> Vec<u8> {
+pub(crate) fn ud_request_data(qpn: u32, private_data: &[u8]) -> Vec<u8> {
     let mut v = qpn.to_be_bytes().to_vec();
     v.extend_from_slice(private_data);
     v
@@ -145,7 +146,7 @@ pub fn ud_request_data(qpn: u32, private_data: &[u8]) -> Vec<u8> {
 
 /// The requester's QPN and the application's private data of a SIDR_REQ made by
 /// [`ud_request_data`]; QPN 0 (no queue pair) when the data is too short to hold one.
-pub fn ud_request_parts(private_data: &[u8]) -> (u32, &[u8]) {
+pub(crate) fn ud_request_parts(private_data: &[u8]) -> (u32, &[u8]) {
     match private_data.split_first_chunk::<4>() {
         Some((qpn, rest)) => (u32::from_be_bytes(*qpn), rest),
         None => (0, &[]),
@@ -155,17 +156,17 @@ pub fn ud_request_parts(private_data: &[u8]) -> (u32, &[u8]) {
 /// Bytes of perftest's UD "connection parameters" datagram (`-R -c UD`, latency or `-b`): after the
 /// SIDR exchange the requester sends each resolved queue pair one SEND with immediate of 4 bytes,
 /// its QPN in the immediate, so that the server (whose SIDR_REQ told it no QPN) can answer.
-pub const UD_HELLO_LEN: u32 = 4;
+pub(crate) const UD_HELLO_LEN: u32 = 4;
 
 /// The 4 bytes of that datagram: perftest sends whatever its buffer holds; ours is the QPN, in the
 /// byte order of perftest's `memcpy` of it (little-endian hosts), which no one reads.
-pub fn ud_hello(qpn: u32) -> [u8; UD_HELLO_LEN as usize] {
+pub(crate) fn ud_hello(qpn: u32) -> [u8; UD_HELLO_LEN as usize] {
     qpn.to_le_bytes()
 }
 
 /// The requester's QPN from that datagram's receive: `byte_len` (the 40-byte GRH in front of the
 /// 4 bytes, as a UD receive counts it) and its immediate. `None` for anything else.
-pub fn ud_hello_qpn(byte_len: u32, imm: Option<u32>) -> Option<u32> {
+pub(crate) fn ud_hello_qpn(byte_len: u32, imm: Option<u32>) -> Option<u32> {
     (u64::from(byte_len) == crate::params::UD_GRH_LEN + u64::from(UD_HELLO_LEN))
         .then_some(imm)
         .flatten()
@@ -175,7 +176,7 @@ pub fn ud_hello_qpn(byte_len: u32, imm: Option<u32>) -> Option<u32> {
 /// What a SIDR_REP that did not resolve the service means for queue pair `qp`: nobody listens on
 /// that port yet (Linux's CM answers "service ID not supported"), as a REJ "invalid service ID"
 /// does, so the client asks again; a refusal, as a consumer reject; anything else, no answer.
-pub fn sidr_refused(qp: usize, status: SidrStatus) -> CmEvent {
+pub(crate) fn sidr_refused(qp: usize, status: SidrStatus) -> CmEvent {
     match status {
         SidrStatus::Unsupported => CmEvent::Rejected {
             qp,

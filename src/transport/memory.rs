@@ -34,7 +34,7 @@ pub(crate) fn handled<T>(alloc: impl FnOnce() -> T) -> T {
 
 /// `len` zeroed bytes, or [`OutOfMemory`]. Zeroed pages come from the allocator (`calloc`'s lazily
 /// zeroed pages for large sizes), so nothing is touched that the run does not touch.
-pub fn zeroed(len: usize) -> Result<Box<[u8]>, OutOfMemory> {
+pub(crate) fn zeroed(len: usize) -> Result<Box<[u8]>, OutOfMemory> {
     if len == 0 {
         return Ok(Box::default());
     }

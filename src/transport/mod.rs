@@ -11,23 +11,23 @@
 //! its flag, for messages) and [`rng::SplitMix64`].
 
 pub mod cm;
-pub mod memory;
-pub mod mtu;
-pub mod param;
-pub mod probe;
-pub mod rng;
+pub(crate) mod memory;
+pub(crate) mod mtu;
+pub(crate) mod param;
+pub(crate) mod probe;
+pub(crate) mod rng;
 pub mod soft;
-pub mod tcp;
+pub(crate) mod tcp;
 pub mod verbs;
 
 use serde::{Deserialize, Serialize};
 
 pub(crate) use crate::wire::ROCE_V2_PORT;
-pub use crate::wire::{Gid, MacAddr};
+pub(crate) use crate::wire::{Gid, MacAddr};
 pub(crate) use mtu::RoceMtu;
-pub use param::Param;
+pub(crate) use param::Param;
 /// The soft transport's deliberate impairment (`--impair`), which the command line parses.
-pub use soft::io::impair::ImpairConfig;
+pub(crate) use soft::io::impair::ImpairConfig;
 
 /// Access rights of a registered buffer, as in `ibv_access_flags`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -330,7 +330,7 @@ pub enum Error {
 }
 
 /// Result type of the transport layer.
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 /// One side of a test: `qp_count()` queue pairs, each with its own buffer, sharing one completion queue.
 pub trait Endpoint {

@@ -6,11 +6,9 @@ use std::fmt;
 
 /// A run parameter, displayed as its command-line flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Param {
+pub(crate) enum Param {
     /// `-d`: the RDMA device or network interface.
     Device,
-    /// `-i`: the RDMA port.
-    IbPort,
     /// `-x`: the GID index.
     GidIndex,
     /// `--roce`: RoCE v1 or v2.
@@ -29,26 +27,19 @@ pub enum Param {
     Inline,
     /// `-o`: outstanding RDMA READs.
     OutReads,
-    /// `-u`: local ACK timeout exponent.
-    QpTimeout,
-    /// `--retry_count`: transport retries.
-    RetryCount,
     /// `--io`: the soft transport's I/O backend.
     Io,
     /// `--bind`: the soft transport's local address.
     Bind,
-    /// `--no-gso`: no UDP segmentation offload.
-    NoGso,
     /// `--transport`: verbs, soft or tcp.
     Transport,
 }
 
 impl Param {
     /// The flag as typed on the command line.
-    pub const fn flag(self) -> &'static str {
+    pub(crate) const fn flag(self) -> &'static str {
         match self {
             Param::Device => "-d",
-            Param::IbPort => "-i",
             Param::GidIndex => "-x",
             Param::Roce => "--roce",
             Param::Ipv6 => "--ipv6",
@@ -58,11 +49,8 @@ impl Param {
             Param::RxDepth => "-r",
             Param::Inline => "-I",
             Param::OutReads => "-o",
-            Param::QpTimeout => "-u",
-            Param::RetryCount => "--retry_count",
             Param::Io => "--io",
             Param::Bind => "--bind",
-            Param::NoGso => "--no-gso",
             Param::Transport => "--transport",
         }
     }

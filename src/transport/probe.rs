@@ -24,7 +24,7 @@ pub(crate) fn rdma_devices() -> Vec<String> {
 }
 
 /// The network interfaces of this network namespace, sorted by index (empty when they cannot be listed).
-pub fn interfaces() -> Vec<String> {
+pub(crate) fn interfaces() -> Vec<String> {
     super::soft::netdev::NetDev::list()
         .map(|l| l.into_iter().map(|d| d.name).collect())
         .unwrap_or_default()

@@ -7,7 +7,7 @@ mod field {
     /// Syndrome.
     pub(crate) const SYNDROME: usize = 0;
     /// Message sequence number (24 bits).
-    pub const MSN: Field = 1..4;
+    pub(super) const MSN: Field = 1..4;
 }
 
 header!(

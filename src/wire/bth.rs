@@ -20,7 +20,7 @@ pub(crate) mod field {
     /// AckReq and resv7.
     pub(crate) const ACK_REQ: usize = 8;
     /// PSN (24 bits).
-    pub const PSN: Field = 9..12;
+    pub(crate) const PSN: Field = 9..12;
 
     /// SE, solicited event, in `FLAGS`.
     pub(crate) const FLG_SE: u8 = 0x80;

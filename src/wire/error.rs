@@ -52,4 +52,4 @@ pub enum Error {
 }
 
 /// Result of the wire layer.
-pub type Result<T> = core::result::Result<T, Error>;
+pub(crate) type Result<T> = core::result::Result<T, Error>;

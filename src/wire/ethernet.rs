@@ -20,7 +20,7 @@ mod field {
 }
 
 /// EtherType values RoCE uses.
-pub mod ethertype {
+pub(crate) mod ethertype {
     /// IPv4 (RoCE v2).
     pub(crate) const IPV4: u16 = 0x0800;
     /// IPv6 (RoCE v2).

@@ -51,7 +51,7 @@ static STACK_LEN: [u8; 256] = {
 /// Bytes from the start of the BTH to the start of the payload that `op` prescribes (BTH and
 /// extension headers); None if the opcode is unknown.
 #[inline]
-pub fn stack_len(op: Opcode) -> Option<usize> {
+pub(crate) fn stack_len(op: Opcode) -> Option<usize> {
     match STACK_LEN[usize::from(op.0)] {
         0 => None,
         n => Some(usize::from(n)),

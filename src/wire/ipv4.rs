@@ -23,9 +23,9 @@ pub(super) mod field {
     /// Flags and fragment offset.
     pub(crate) const FLG_OFF: Field = 6..8;
     /// TTL.
-    pub const TTL: usize = 8;
+    pub(crate) const TTL: usize = 8;
     /// Protocol.
-    pub const PROTOCOL: usize = 9;
+    pub(crate) const PROTOCOL: usize = 9;
     /// Header checksum.
     pub(crate) const CHECKSUM: Field = 10..12;
     /// Source address.

@@ -85,7 +85,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> MadPacket<T> {
 
 /// The fields of the common MAD header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MadHeader {
+pub(crate) struct MadHeader {
     /// MgmtClass.
     pub(crate) mgmt_class: u8,
     /// ClassVersion.
@@ -104,7 +104,7 @@ pub struct MadHeader {
 
 impl MadHeader {
     /// The header of a CM message `attr_id` in transaction `tid`, as Linux's CM writes it.
-    pub fn cm(attr_id: u16, tid: u64) -> MadHeader {
+    pub(crate) fn cm(attr_id: u16, tid: u64) -> MadHeader {
         MadHeader {
             mgmt_class: MGMT_CLASS_CM,
             class_version: CM_CLASS_VERSION,
@@ -116,22 +116,9 @@ impl MadHeader {
         }
     }
 
-    /// Reads the header of a MAD view (the base version is the caller's to check).
-    pub fn parse<T: AsRef<[u8]>>(p: &MadPacket<T>) -> MadHeader {
-        MadHeader {
-            mgmt_class: p.mgmt_class(),
-            class_version: p.class_version(),
-            method: p.method(),
-            status: p.status(),
-            tid: p.tid(),
-            attr_id: p.attr_id(),
-            attr_mod: p.attr_mod(),
-        }
-    }
-
     /// Writes the 24 header bytes (base version 1, reserved and class-specific zero) at the start of
     /// `buf`. Panics if `buf` is shorter.
-    pub fn emit(&self, buf: &mut [u8]) {
+    pub(crate) fn emit(&self, buf: &mut [u8]) {
         let b = &mut buf[..MAD_HEADER_LEN];
         b[field::BASE_VERSION] = MAD_BASE_VERSION;
         b[field::MGMT_CLASS] = self.mgmt_class;
@@ -160,7 +147,14 @@ mod tests {
         assert_eq!(&buf[16..18], &[0x00, 0x10]);
         let p = MadPacket::new_checked(&buf[..]).unwrap();
         assert_eq!(p.base_version(), 1);
-        assert_eq!(MadHeader::parse(&p), h);
+        assert_eq!(
+            (p.mgmt_class(), p.class_version(), p.method(), p.status()),
+            (h.mgmt_class, h.class_version, h.method, h.status)
+        );
+        assert_eq!(
+            (p.tid(), p.attr_id(), p.attr_mod()),
+            (h.tid, h.attr_id, h.attr_mod)
+        );
         assert_eq!(p.data().len(), MAD_DATA_LEN);
         assert!(MadPacket::new_checked(&buf[..255]).is_err());
     }

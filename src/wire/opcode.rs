@@ -268,7 +268,7 @@ mod tests {
             (Opcode::CNP, 28),
         ];
         for &(op, len) in table {
-            assert_eq!(crate::wire::stack_len(op), Some(len), "{op:?}");
+            assert_eq!(crate::wire::ib::stack_len(op), Some(len), "{op:?}");
         }
     }
 
@@ -277,7 +277,10 @@ mod tests {
         for low in 0..=0x0bu8 {
             let rc = Opcode(low);
             let uc = Opcode(0x20 | low);
-            assert_eq!(crate::wire::stack_len(rc), crate::wire::stack_len(uc));
+            assert_eq!(
+                crate::wire::ib::stack_len(rc),
+                crate::wire::ib::stack_len(uc)
+            );
             assert_eq!(&rc.name()[3..], &uc.name()[3..]);
             assert!(uc.name().starts_with("UC_"));
         }
@@ -292,7 +295,7 @@ mod tests {
         for v in [0x15u8, 0x18, 0x1c, 0x1d, 0x40, 0x5f, 0x60, 0x66, 0x80, 0xff] {
             let op = Opcode(v);
             assert!(!op.is_known());
-            assert_eq!(crate::wire::stack_len(op), None);
+            assert_eq!(crate::wire::ib::stack_len(op), None);
             assert_eq!(op.name(), "UNKNOWN");
             assert!(!op.has_reth() && !op.has_aeth() && !op.has_immdt());
             assert_eq!(op.0, v);

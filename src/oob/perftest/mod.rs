@@ -49,15 +49,14 @@ pub mod msg;
 pub mod script;
 pub mod session;
 
-pub use channel::OobStream;
-pub use channel::{PerftestChannel, Timeouts, accept, connect};
-pub use key::KeyRecord;
-pub use msg::PeerVersion;
-pub use msg::{BwReport, SysData};
-pub use script::Barrier;
-pub use script::{ScriptOptions, Step, script};
-pub use session::PeerSetup;
-pub use session::{Action, Session, SessionConfig};
+pub(crate) use channel::OobStream;
+pub(crate) use channel::{PerftestChannel, Timeouts};
+pub use channel::{accept, connect};
+pub(crate) use key::KeyRecord;
+pub(crate) use msg::{BwReport, SysData};
+pub(crate) use script::ScriptOptions;
+pub use script::script;
+pub(crate) use session::{Action, Session, SessionConfig};
 
 /// Errors of the perftest dialect; each names the step and says what to check.
 #[derive(Debug, thiserror::Error)]
@@ -173,7 +172,7 @@ pub enum PerftestError {
 }
 
 /// Result type of the perftest dialect.
-pub type Result<T> = std::result::Result<T, PerftestError>;
+pub(crate) type Result<T> = std::result::Result<T, PerftestError>;
 
 /// Bytes escaped for an error message: printable ASCII as is, the rest as `\xNN`, at most 120 bytes.
 pub(crate) fn show_bytes(bytes: &[u8]) -> String {

@@ -24,7 +24,7 @@ fn every_file_of_a_comparison_is_written_and_reads_back() {
         serde_json::from_slice(&std::fs::read(file("compare.json")).unwrap()).unwrap();
     assert_eq!(
         crate::results::read::parse_json(doc).unwrap(),
-        crate::results::Document::Compare(set.clone())
+        crate::results::read::Document::Compare(set.clone())
     );
     assert_eq!(
         std::fs::read_to_string(file("compare.csv")).unwrap(),

@@ -171,7 +171,7 @@ const COLUMN_NAMES: [&str; 6] = [
 ];
 
 /// `verbs`, `soft` or `tcp`.
-pub fn parse_transport(name: &str) -> Option<TransportKind> {
+pub(crate) fn parse_transport(name: &str) -> Option<TransportKind> {
     [
         TransportKind::Verbs,
         TransportKind::Soft,

@@ -36,8 +36,9 @@ use crate::transport::{
 };
 use crate::wire::{Encapsulation, Ipv4IdCache};
 
-pub use super::config::{SoftConfig, SoftError};
-pub use super::counters::{DropSummary, SoftCounters};
+pub use super::config::SoftConfig;
+pub(crate) use super::config::SoftError;
+pub(crate) use super::counters::SoftCounters;
 
 mod cm;
 mod datapath;

@@ -16,24 +16,19 @@
 //!   for tests.
 
 mod bytes;
-pub mod cm;
-pub mod config;
-pub mod counters;
+pub(crate) mod cm;
+pub(crate) mod config;
+pub(crate) mod counters;
 mod egress;
 pub mod endpoint;
 mod engine;
 mod icrc_cache;
 mod ingress;
 pub mod io;
-pub mod neighbour;
+pub(crate) mod neighbour;
 pub mod netdev;
-pub mod path;
-pub mod plan;
+pub(crate) mod path;
+pub(crate) mod plan;
 pub mod rc;
 pub mod sim;
 pub mod unreliable;
-
-pub use config::{PeerMismatch, SoftConfig, SoftError};
-pub use counters::{DropSummary, SoftCounters};
-pub use endpoint::SoftEndpoint;
-pub use plan::SoftNote;

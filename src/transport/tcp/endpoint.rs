@@ -41,7 +41,7 @@ pub(crate) struct TcpEndpoint {
 
 impl TcpEndpoint {
     /// Registers the buffers and, on the server, opens the listener the client will connect to.
-    pub fn new(cfg: TcpConfig) -> Result<TcpEndpoint> {
+    pub(crate) fn new(cfg: TcpConfig) -> Result<TcpEndpoint> {
         if cfg.qps == 0 || cfg.buf_len == 0 || cfg.sq_depth == 0 {
             return Err(Error::InvalidRequest(
                 "a TCP endpoint needs at least one queue pair, a buffer and a send queue".into(),

@@ -87,7 +87,7 @@ pub(super) struct Header {
 
 impl Header {
     /// A frame with no immediate, flags or acknowledgements (READ response headers).
-    pub fn bare(op: FrameOp, len: u32, offset: u64) -> Header {
+    pub(super) fn bare(op: FrameOp, len: u32, offset: u64) -> Header {
         Header {
             op,
             flags: 0,
@@ -99,7 +99,7 @@ impl Header {
     }
 
     /// An ACK frame: acknowledges `acks` frames and carries nothing else.
-    pub fn ack(acks: u32) -> Header {
+    pub(super) fn ack(acks: u32) -> Header {
         Header {
             acks,
             ..Header::bare(FrameOp::Ack, 0, 0)
@@ -107,7 +107,7 @@ impl Header {
     }
 
     /// Writes the 24-byte little-endian form: op, flags, 2 reserved, len, offset, imm, acks.
-    pub fn emit(&self) -> [u8; HEADER_LEN] {
+    pub(super) fn emit(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0] = self.op as u8;
         b[1] = self.flags;
@@ -132,7 +132,7 @@ impl Header {
     }
 
     /// Parses a header; `None` when the opcode or reserved bytes are not ours (a corrupt stream).
-    pub fn parse(b: &[u8]) -> Option<Header> {
+    pub(super) fn parse(b: &[u8]) -> Option<Header> {
         let op = FrameOp::from_u8(b[0])?;
         if b[1] & !FLAG_ACK_REQ != 0 || b[2..4] != [0, 0] {
             return None;
@@ -149,7 +149,7 @@ impl Header {
 
     /// Whether a payload follows the header on the wire (an atomic's operand block is not one: see
     /// [`Self::operands_len`]).
-    pub fn has_payload(&self) -> bool {
+    pub(super) fn has_payload(&self) -> bool {
         !matches!(
             self.op,
             FrameOp::ReadReq

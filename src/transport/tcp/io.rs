@@ -26,7 +26,7 @@ pub(super) struct Link {
 
 impl Link {
     /// A connected, non-blocking, registered socket; assumed ready until a call would block.
-    pub fn new(stream: TcpStream) -> Link {
+    pub(super) fn new(stream: TcpStream) -> Link {
         Link {
             stream,
             readable: true,
@@ -72,7 +72,7 @@ impl Link {
     }
 
     /// Writes as much of the send queue as the socket takes; signaled frames then wait for their ack.
-    pub fn flush(&mut self, qp: &mut QpState, idx: usize) -> Result<bool> {
+    pub(super) fn flush(&mut self, qp: &mut QpState, idx: usize) -> Result<bool> {
         let mut wrote = false;
         while self.writable && qp.has_tx() {
             // A ping-pong writes a frame or two: filling 256 slices for them would cost more than
@@ -126,7 +126,7 @@ impl Link {
 
     /// Reads what the socket has and applies whole and partial frames; stops when the socket is empty,
     /// when a SEND waits for a receive to be posted, or after `budget` bytes so the caller can transmit.
-    pub fn receive(
+    pub(super) fn receive(
         &mut self,
         qp: &mut QpState,
         idx: usize,
@@ -223,7 +223,7 @@ const IDLE_SLEEP: Timespec = Timespec {
 
 impl Poller {
     /// An empty epoll set that reports up to `slots` events per wait.
-    pub fn new(slots: usize) -> Result<Poller> {
+    pub(super) fn new(slots: usize) -> Result<Poller> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)
             .map_err(|e| io_err("creating an epoll instance")(e.into()))?;
         let empty = epoll::Event {
@@ -237,7 +237,7 @@ impl Poller {
     }
 
     /// Watches `stream` (edge-triggered, both directions and hang-ups) as queue pair `idx`.
-    pub fn register(&self, stream: &TcpStream, idx: usize) -> Result<()> {
+    pub(super) fn register(&self, stream: &TcpStream, idx: usize) -> Result<()> {
         use epoll::EventFlags as F;
         epoll::add(
             &self.epoll,
@@ -250,7 +250,7 @@ impl Poller {
 
     /// What became ready since the last call, waiting up to [`IDLE_SLEEP_MS`] for something when
     /// `sleep`: (queue pair, readable, writable) per event. An interrupted wait reports nothing.
-    pub fn wait(
+    pub(super) fn wait(
         &mut self,
         sleep: bool,
     ) -> Result<impl ExactSizeIterator<Item = (usize, bool, bool)> + '_> {

@@ -130,7 +130,7 @@ pub(super) struct QpState {
 impl QpState {
     /// Queue pair `idx` with a zeroed `buf_len`-byte buffer and queues sized for the given depths.
     #[cfg(test)]
-    pub fn new(idx: usize, buf_len: usize, sq_depth: usize, rq_depth: usize) -> QpState {
+    pub(crate) fn new(idx: usize, buf_len: usize, sq_depth: usize, rq_depth: usize) -> QpState {
         Self::with_buffer(
             idx,
             vec![0u8; buf_len].into_boxed_slice(),
@@ -179,7 +179,7 @@ impl QpState {
     }
 
     /// The registered buffer.
-    pub fn buf(&self) -> &[u8] {
+    pub(super) fn buf(&self) -> &[u8] {
         &self.buf
     }
 
@@ -189,7 +189,7 @@ impl QpState {
     }
 
     /// Records the peer's buffer (address, length) and how many READs and atomics it answers at once.
-    pub fn set_peer(&mut self, vaddr: u64, len: u64, max_reads: usize) {
+    pub(super) fn set_peer(&mut self, vaddr: u64, len: u64, max_reads: usize) {
         self.peer_vaddr = vaddr;
         self.peer_len = len;
         self.peer_max_reads = max_reads;
@@ -201,7 +201,7 @@ impl QpState {
     }
 
     /// Queues a work request as a frame; nothing is written until the I/O layer asks [`Self::tx_slices`].
-    pub fn post_send(&mut self, wr: &SendRequest) -> Result<()> {
+    pub(super) fn post_send(&mut self, wr: &SendRequest) -> Result<()> {
         let qp = self.idx;
         if self.outstanding >= self.sq_depth {
             return Err(Error::QueueFull);
@@ -316,7 +316,7 @@ impl QpState {
     }
 
     /// Posts a receive for the next incoming SEND or WRITE with immediate.
-    pub fn post_recv(&mut self, wr: &RecvRequest) -> Result<()> {
+    pub(super) fn post_recv(&mut self, wr: &RecvRequest) -> Result<()> {
         if wr
             .offset
             .checked_add(wr.len as u64)
@@ -365,7 +365,7 @@ impl QpState {
     }
 
     /// Work requests posted and not yet completed.
-    pub fn outstanding(&self) -> usize {
+    pub(super) fn outstanding(&self) -> usize {
         self.outstanding
     }
 
@@ -398,7 +398,7 @@ impl QpState {
     }
 
     /// The socket took `n` bytes of what [`Self::tx_slices`] offered: retire the frames they finish.
-    pub fn sent(&mut self, mut n: usize) {
+    pub(super) fn sent(&mut self, mut n: usize) {
         while n > 0 {
             let f = self
                 .tx

@@ -125,7 +125,7 @@ impl fmt::Display for GidEntry {
 
 /// The user's wishes: `-x`, `--roce`, `--ipv6`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct GidPolicy {
+pub(crate) struct GidPolicy {
     /// `-x N`: this index, as given.
     pub index: Option<u32>,
     /// `--roce v1|v2`: only entries of that type.
@@ -218,7 +218,7 @@ pub fn format_table(table: &[GidEntry]) -> String {
 }
 
 /// Chooses the source GID from `table` under `policy` (see the module documentation).
-pub fn select(table: &[GidEntry], policy: &GidPolicy) -> Result<GidChoice, GidError> {
+pub(crate) fn select(table: &[GidEntry], policy: &GidPolicy) -> Result<GidChoice, GidError> {
     if let Some(index) = policy.index {
         return select_given(table, policy, index);
     }

@@ -8,12 +8,12 @@
 //!
 //! Without the `verbs` cargo feature every entry point returns [`VerbsError::NotBuilt`].
 
-pub mod error;
+pub(crate) mod error;
 pub mod gid;
-pub mod loader;
-pub mod qp_attrs;
-pub mod sysfs;
-pub mod wc;
+pub(crate) mod loader;
+pub(crate) mod qp_attrs;
+pub(crate) mod sysfs;
+pub(crate) mod wc;
 
 #[cfg(feature = "verbs")]
 mod buffer;
@@ -29,7 +29,6 @@ mod limits;
 mod post;
 
 pub use error::VerbsError;
-pub use gid::GidType;
 pub(crate) use gid::{GidChoice, GidEntry, GidPolicy};
 
 use crate::params::{ConnType, DEFAULT_QKEY, RoceVersion};

@@ -19,7 +19,7 @@ use crate::transport::{Access, ConnInfo, Gid, Param, RoceMtu};
 
 /// What this side brings to the connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalSide {
+pub(crate) struct LocalSide {
     /// Source GID.
     pub gid: Gid,
     /// Its index in the port's table.
@@ -133,7 +133,7 @@ pub(crate) struct Rts {
 
 /// UD: where every send goes, since the QP itself is connected to nobody.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Datagram {
+pub(crate) struct Datagram {
     /// The address handle's attributes.
     pub(crate) ah: Route,
     /// The peer QP's number.
@@ -144,7 +144,7 @@ pub struct Datagram {
 
 /// One queue pair's transitions once the peer is known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QpPlan {
+pub(crate) struct QpPlan {
     /// RC and UC: the peer's address and PSN in RTR; UD: `None` (RTR takes only the state).
     pub(crate) rtr: Option<Rtr>,
     /// RTS.
@@ -155,7 +155,7 @@ pub struct QpPlan {
 
 /// The whole connection: the agreed MTU and one plan per QP.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Path MTU in bytes.
     pub path_mtu: u32,
     /// Per QP, in index order.
@@ -163,7 +163,7 @@ pub struct Plan {
 }
 
 /// Checks the peer's description against ours and computes every transition, or names the mismatch.
-pub fn plan(local: &LocalSide, peer: &ConnInfo) -> Result<Plan, VerbsError> {
+pub(crate) fn plan(local: &LocalSide, peer: &ConnInfo) -> Result<Plan, VerbsError> {
     if peer.transport != TransportKind::Verbs {
         return Err(VerbsError::Peer(format!(
             "the peer runs {t} {}, this side {t} verbs; give both sides the same {t}",

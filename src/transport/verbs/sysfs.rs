@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// A sysfs tree (`/sys` on a real host).
 #[derive(Debug, Clone)]
-pub struct Sysfs {
+pub(crate) struct Sysfs {
     root: PathBuf,
 }
 
@@ -27,7 +27,7 @@ impl Default for Sysfs {
 
 impl Sysfs {
     /// A tree rooted at `root` (for tests: a recorded copy).
-    pub fn at(root: impl Into<PathBuf>) -> Sysfs {
+    pub(crate) fn at(root: impl Into<PathBuf>) -> Sysfs {
         Sysfs { root: root.into() }
     }
 
@@ -38,11 +38,6 @@ impl Sysfs {
     /// True when the kernel has the RDMA userspace interface (ib_uverbs): `class/infiniband_verbs`.
     pub(crate) fn has_uverbs(&self) -> bool {
         self.path("class/infiniband_verbs").is_dir()
-    }
-
-    /// RDMA device names under `class/infiniband`, sorted.
-    pub fn rdma_devices(&self) -> Vec<String> {
-        list_dir(&self.path("class/infiniband"))
     }
 
     /// Network interfaces under `class/net`, sorted, loopback last (it is rarely what a user wants
@@ -168,7 +163,6 @@ mod tests {
         assert_eq!(t[1].netdev.as_deref(), Some("veth0"));
         assert!(t[2].is_zero());
         assert_eq!(s.netdevs_of("rxe0", 1), vec!["veth0"]);
-        assert_eq!(s.rdma_devices(), vec!["rxe0"]);
         assert!(s.has_uverbs());
     }
 
@@ -257,7 +251,6 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = Sysfs::at(d.path());
         assert!(!s.has_uverbs());
-        assert!(s.rdma_devices().is_empty());
         assert!(s.gid_table("mlx5_0", 1).is_empty());
     }
 }

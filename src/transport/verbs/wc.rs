@@ -59,7 +59,7 @@ pub(crate) fn map_status(status: u32) -> CompletionStatus {
 }
 
 /// A one-line report of a failed completion: the verbs name, the vendor syndrome and what to check.
-pub fn describe(status: u32, vendor_err: u32, qp: u32, wr_id: u64) -> String {
+pub(crate) fn describe(status: u32, vendor_err: u32, qp: u32, wr_id: u64) -> String {
     let hint = match map_status(status) {
         CompletionStatus::FatalError => match status {
             2 => {

@@ -11,7 +11,7 @@ mod field {
     use crate::wire::field::Field;
 
     /// CMA version (0).
-    pub const VERSION: usize = 0;
+    pub(super) const VERSION: usize = 0;
     /// IP version in bits 7:4.
     pub(crate) const IP_VERSION: usize = 1;
     /// The active side's port.

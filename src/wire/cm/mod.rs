@@ -86,10 +86,8 @@ pub use dreq::{DrepRepr, DreqRepr};
 pub use rej::{RejRepr, RejectReason};
 pub use reply::{MraRepr, RepRepr, RtuRepr};
 pub use req::{CmPath, ReqRepr};
-pub use sidr::{
-    SIDR_REP_INFO_LEN, SIDR_REP_PRIVATE_LEN, SIDR_REQ_PRIVATE_LEN, SidrRepRepr, SidrReqRepr,
-    SidrStatus,
-};
+pub(crate) use sidr::{SIDR_REP_PRIVATE_LEN, SIDR_REQ_PRIVATE_LEN};
+pub use sidr::{SidrRepRepr, SidrReqRepr, SidrStatus};
 
 use super::mad::{
     CM_CLASS_VERSION, MAD_BASE_VERSION, MAD_DATA_LEN, MAD_LEN, MGMT_CLASS_CM, MadHeader, MadPacket,

@@ -9,33 +9,33 @@ use crate::wire::field::{get_u16, get_u32, get_u64, set_u16, set_u32, set_u64};
 mod req_field {
     use crate::wire::field::Field;
 
-    pub const REQUEST_ID: Field = 0..4;
-    pub const PARTITION_KEY: Field = 4..6;
-    pub const SERVICE_ID: Field = 8..16;
-    pub const PRIVATE_DATA: usize = 16;
+    pub(super) const REQUEST_ID: Field = 0..4;
+    pub(super) const PARTITION_KEY: Field = 4..6;
+    pub(super) const SERVICE_ID: Field = 8..16;
+    pub(super) const PRIVATE_DATA: usize = 16;
 }
 
 /// Byte layout of the SIDR_REP within the CM class data.
 mod rep_field {
     use crate::wire::field::Field;
 
-    pub const REQUEST_ID: Field = 0..4;
-    pub const STATUS: usize = 4;
-    pub const INFO_LENGTH: usize = 5;
+    pub(super) const REQUEST_ID: Field = 0..4;
+    pub(super) const STATUS: usize = 4;
+    pub(super) const INFO_LENGTH: usize = 5;
     /// QPN (24 bits), then a vendor byte.
-    pub const QPN: usize = 8;
-    pub const SERVICE_ID: Field = 12..20;
-    pub const QKEY: Field = 20..24;
-    pub const INFO: usize = 24;
-    pub const PRIVATE_DATA: usize = 96;
+    pub(super) const QPN: usize = 8;
+    pub(super) const SERVICE_ID: Field = 12..20;
+    pub(super) const QKEY: Field = 20..24;
+    pub(super) const INFO: usize = 24;
+    pub(super) const PRIVATE_DATA: usize = 96;
 }
 
 /// Bytes of private data a SIDR_REQ carries.
-pub const SIDR_REQ_PRIVATE_LEN: usize = 216;
+pub(crate) const SIDR_REQ_PRIVATE_LEN: usize = 216;
 /// Bytes of additional information a SIDR_REP carries.
-pub const SIDR_REP_INFO_LEN: usize = 72;
+pub(crate) const SIDR_REP_INFO_LEN: usize = 72;
 /// Bytes of private data a SIDR_REP carries.
-pub const SIDR_REP_PRIVATE_LEN: usize = 136;
+pub(crate) const SIDR_REP_PRIVATE_LEN: usize = 136;
 
 /// The fields of a SIDR_REQ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

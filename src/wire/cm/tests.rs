@@ -2,6 +2,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use super::rej::{REJ_ARI_LEN, REJ_PRIVATE_LEN};
 use super::req::REQ_PRIVATE_LEN;
+use super::sidr::SIDR_REP_INFO_LEN;
 use super::*;
 use crate::wire::Gid;
 use crate::wire::mad::{MAD_DATA_LEN, MAD_HEADER_LEN, MAD_LEN};

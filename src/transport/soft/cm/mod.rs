@@ -30,7 +30,6 @@ use crate::wire::cm::{
     SidrStatus, service_id, service_port,
 };
 use conn::{Conn, State};
-pub use sidr::SIDR_PRIVATE_DATA_LEN;
 
 /// The CM response timeout we announce (4.096 µs × 2^20 ≈ 4.3 s, rdma_cm's `CMA_CM_RESPONSE_TIMEOUT`).
 const CM_RESPONSE_TIMEOUT: u8 = 20;
@@ -66,11 +65,11 @@ impl Default for CmConfig {
 
 /// A connection of the agent: our communication ID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConnId(pub u32);
+pub(crate) struct ConnId(pub u32);
 
 /// What one side's queue pair brings to a connection (sent in a REQ or REP, read from one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QpOffer {
+pub(crate) struct QpOffer {
     /// The queue pair's number.
     pub qpn: u32,
     /// The REQ's or REP's StartingPSN: the first PSN this queue pair *expects to receive*, which the
@@ -93,7 +92,7 @@ pub struct QpOffer {
 
 /// What the application learns from the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CmEvent {
+pub(crate) enum CmEvent {
     /// A REQ for a service we listen on: [`CmAgent::accept`] or [`CmAgent::reject`] it.
     Request {
         /// The new connection.
@@ -204,7 +203,7 @@ pub(crate) struct CmAgent {
 
 impl CmAgent {
     /// An agent with no connection and no listener.
-    pub fn new(cfg: CmConfig) -> CmAgent {
+    pub(crate) fn new(cfg: CmConfig) -> CmAgent {
         let mut rng = SplitMix64::new(cfg.seed);
         let tid_hi = (rng.next_u64() & 0xffff_ffff) << 32;
         CmAgent {
@@ -229,7 +228,7 @@ impl CmAgent {
     }
 
     /// Accepts REQs for `port` from now on (rdma_cm's `rdma_listen` on a TCP port space ID).
-    pub fn listen(&mut self, port: u16) {
+    pub(crate) fn listen(&mut self, port: u16) {
         if !self.listening.contains(&port) {
             self.listening.push(port);
         }
@@ -238,7 +237,7 @@ impl CmAgent {
     /// Sends a REQ for `offer`'s queue pair from `local` (our address; its port goes in the CMA
     /// header) to the listener at `peer`, with `private_data` after the CMA header (at most
     /// [`CM_PRIVATE_DATA_LEN`] bytes; more is cut).
-    pub fn connect(
+    pub(crate) fn connect(
         &mut self,
         now: Instant,
         local: SocketAddr,
@@ -302,7 +301,12 @@ impl CmAgent {
 
     /// Accepts a [`CmEvent::Request`] with our queue pair: sends the REP (our responder resources
     /// and initiator depth capped by what the REQ asked). Established once the RTU arrives.
-    pub fn accept(&mut self, now: Instant, conn: ConnId, offer: &QpOffer) -> Result<(), CmError> {
+    pub(crate) fn accept(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        offer: &QpOffer,
+    ) -> Result<(), CmError> {
         let guid = self.cfg.guid;
         let i = self.index(conn, "accept", &[State::ReqRcvd])?;
         let mut c = self.conns.swap_remove(i);
@@ -315,7 +319,7 @@ impl CmAgent {
     }
 
     /// Rejects a [`CmEvent::Request`] with `reason` (rdma_cm's `rdma_reject` says "consumer reject").
-    pub fn reject(&mut self, conn: ConnId, reason: RejectReason) -> Result<(), CmError> {
+    pub(crate) fn reject(&mut self, conn: ConnId, reason: RejectReason) -> Result<(), CmError> {
         let i = self.index(conn, "reject", &[State::ReqRcvd])?;
         let c = &mut self.conns[i];
         c.state = State::Closed;
@@ -376,7 +380,7 @@ impl CmAgent {
     }
 
     /// The next MAD to send: writes it into `buf` (256 bytes) and returns its destination.
-    pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(IpAddr, usize)> {
+    pub(crate) fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(IpAddr, usize)> {
         let (ip, tid, msg) = self.outbox.pop_front()?;
         self.counters.tx += 1;
         Some((ip, msg.emit(tid, buf)))
@@ -393,13 +397,13 @@ impl CmAgent {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         let conns = self.conns.iter().filter_map(|c| c.deadline).min();
         conns.into_iter().chain(self.sidr.deadline()).min()
     }
 
     /// Resends what went unanswered, or gives up on it.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
         self.sidr_timeout(now);
         for i in 0..self.conns.len() {
             let c = &mut self.conns[i];

@@ -17,7 +17,7 @@ use crate::wire::cm::{
 };
 
 /// Bytes of a SIDR_REQ's private data after rdma_cm's header that the application may use.
-pub const SIDR_PRIVATE_DATA_LEN: usize = SIDR_REQ_PRIVATE_LEN - CMA_HEADER_LEN;
+pub(crate) const SIDR_PRIVATE_DATA_LEN: usize = SIDR_REQ_PRIVATE_LEN - CMA_HEADER_LEN;
 
 /// The agent's resolutions, asked and answered.
 #[derive(Debug, Default)]
@@ -74,7 +74,7 @@ impl Sidr {
 impl CmAgent {
     /// Answers SIDR_REQs for `port` of the UDP port space from now on (rdma_listen on an
     /// `RDMA_PS_UDP` ID).
-    pub fn listen_ud(&mut self, port: u16) {
+    pub(crate) fn listen_ud(&mut self, port: u16) {
         if !self.sidr.listening.contains(&port) {
             self.sidr.listening.push(port);
         }
@@ -83,7 +83,7 @@ impl CmAgent {
     /// Sends a SIDR_REQ from `local` to the UD service at `peer`, with `private_data` after the CMA
     /// header (at most [`SIDR_PRIVATE_DATA_LEN`] bytes; more is cut). [`CmEvent::Resolved`],
     /// [`CmEvent::Unresolved`] or [`CmEvent::TimedOut`] follows.
-    pub fn resolve(
+    pub(crate) fn resolve(
         &mut self,
         now: Instant,
         local: SocketAddr,
@@ -122,7 +122,7 @@ impl CmAgent {
 
     /// Answers a [`CmEvent::SidrRequest`] with our UD queue pair's number and Q_Key, and
     /// `private_data` (at most [`SIDR_REP_PRIVATE_LEN`] bytes; more is cut).
-    pub fn answer_sidr(
+    pub(crate) fn answer_sidr(
         &mut self,
         conn: ConnId,
         qpn: u32,
@@ -133,7 +133,7 @@ impl CmAgent {
     }
 
     /// Refuses a [`CmEvent::SidrRequest`] with `status` (rdma_reject sends "rejected").
-    pub fn refuse_sidr(&mut self, conn: ConnId, status: SidrStatus) -> Result<(), CmError> {
+    pub(crate) fn refuse_sidr(&mut self, conn: ConnId, status: SidrStatus) -> Result<(), CmError> {
         self.finish_sidr(conn, "refuse", status, 0, 0, &[])
     }
 

@@ -1,6 +1,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use super::sidr::SIDR_PRIVATE_DATA_LEN;
 use super::*;
 use crate::wire::mad::MAD_LEN;
 

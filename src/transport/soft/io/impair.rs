@@ -11,10 +11,10 @@
 use std::fmt;
 
 /// The environment variable the soft transport reads its impairment from when `--impair` is absent.
-pub const IMPAIR_ENV: &str = "ROCEPERF_IMPAIR";
+pub(crate) const IMPAIR_ENV: &str = "ROCEPERF_IMPAIR";
 
 /// How long a reordered packet is held back when the spec does not say (`reorder_delay`).
-pub const DEFAULT_REORDER_NS: u64 = 10_000;
+pub(crate) const DEFAULT_REORDER_NS: u64 = 10_000;
 
 /// What happens to the packets of one direction. Probabilities are per RoCE packet, 0.0..=1.0.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

@@ -28,9 +28,9 @@ pub mod gso;
 pub mod impair;
 mod nic;
 pub mod packet_gso;
-pub mod ring;
-pub mod slots;
-pub mod sockaddr;
+pub(crate) mod ring;
+pub(crate) mod slots;
+pub(crate) mod sockaddr;
 
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};

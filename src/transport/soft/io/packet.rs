@@ -27,7 +27,7 @@ use crate::transport::soft::rc::Instant;
 use crate::wire::{Encapsulation, Ipv4IdCache};
 
 /// Ethertype of RoCE v1 (`ETH_P_IBOE`).
-pub const ETH_P_IBOE: u16 = 0x8915;
+pub(crate) const ETH_P_IBOE: u16 = 0x8915;
 
 // Kernel constants that not every libc version exports (include/uapi/linux/if_packet.h).
 const PACKET_VNET_HDR: libc::c_int = 15;
@@ -131,7 +131,7 @@ impl Plan for PacketConfig {
 ///
 /// VLAN tags never reach the filter at offset 12: the kernel moves them into packet metadata on
 /// receive, for AF_PACKET as for everyone else.
-pub fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
+pub(crate) fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
     const LD_H_ABS: u16 = 0x28; // BPF_LD | BPF_H | BPF_ABS
     const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
     const LD_H_IND: u16 = 0x48; // BPF_LD | BPF_H | BPF_IND
@@ -573,7 +573,7 @@ fn kernel_at_least(major: u32, minor: u32) -> bool {
 /// keeps a GSO super-frame whole on the way to the filter instead of cut into its packets first.
 /// `None` when the port is taken (whoever owns it receives them instead) or the socket cannot be
 /// made: then things are as they were without it.
-pub fn udp_sink(at: SocketAddr) -> Option<OwnedFd> {
+pub(crate) fn udp_sink(at: SocketAddr) -> Option<OwnedFd> {
     let fd = super::udp_socket(at.ip()).ok()?;
     // `ret #0`: keep no byte of anything.
     let drop_all = [libc::sock_filter {

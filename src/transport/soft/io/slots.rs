@@ -4,7 +4,7 @@
 //! created. Receiving and sending reuse the same slots forever, so the hot path never allocates.
 
 /// `count` slots of `slot_len` bytes in one contiguous, zero-initialised allocation.
-pub struct Slots {
+pub(crate) struct Slots {
     mem: Box<[u8]>,
     slot_len: usize,
     count: usize,
@@ -13,7 +13,7 @@ pub struct Slots {
 impl Slots {
     /// Allocates `count` slots of `slot_len` bytes (rounded up to a multiple of 64 so that slots do
     /// not share cache lines).
-    pub fn new(count: usize, slot_len: usize) -> Slots {
+    pub(crate) fn new(count: usize, slot_len: usize) -> Slots {
         assert!(
             count > 0 && slot_len > 0,
             "a slot pool needs at least one non-empty slot"
@@ -27,22 +27,22 @@ impl Slots {
     }
 
     /// Number of slots.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.count
     }
 
     /// Bytes per slot.
-    pub fn slot_len(&self) -> usize {
+    pub(crate) fn slot_len(&self) -> usize {
         self.slot_len
     }
 
     /// Slot `i`, whole.
-    pub fn slot(&self, i: usize) -> &[u8] {
+    pub(crate) fn slot(&self, i: usize) -> &[u8] {
         &self.mem[i * self.slot_len..(i + 1) * self.slot_len]
     }
 
     /// Slot `i`, whole, writable.
-    pub fn slot_mut(&mut self, i: usize) -> &mut [u8] {
+    pub(crate) fn slot_mut(&mut self, i: usize) -> &mut [u8] {
         &mut self.mem[i * self.slot_len..(i + 1) * self.slot_len]
     }
 

@@ -3,7 +3,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// Writes `addr` into `out` and returns the length the kernel expects.
-pub fn encode(addr: SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
+pub(crate) fn encode(addr: SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
     match addr {
         SocketAddr::V4(a) => {
             // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in.
@@ -34,7 +34,7 @@ pub fn encode(addr: SocketAddr, out: &mut libc::sockaddr_storage) -> libc::sockl
 }
 
 /// Reads an IPv4 or IPv6 socket address the kernel wrote; `None` for other families.
-pub fn decode(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+pub(crate) fn decode(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match ss.ss_family as i32 {
         libc::AF_INET => {
             // SAFETY: the family says this is a sockaddr_in.

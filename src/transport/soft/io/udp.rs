@@ -32,7 +32,7 @@ use crate::wire::Ipv4IdCache;
 
 /// Largest UDP payload of a RoCE packet at MTU 4096: BTH 12 + RETH 16 + ImmDt 4 + 4096 + ICRC 4,
 /// rounded up with room to spare.
-pub const MAX_ROCE_UDP_PAYLOAD: usize = 4096 + 128;
+pub(crate) const MAX_ROCE_UDP_PAYLOAD: usize = 4096 + 128;
 
 /// Socket and batch sizes of the UDP backend.
 #[derive(Debug, Clone, PartialEq, Eq)]

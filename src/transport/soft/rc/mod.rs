@@ -32,17 +32,17 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
-pub mod config;
-pub mod counters;
+pub(crate) mod config;
+pub(crate) mod counters;
 mod ctx;
 mod gbn;
-pub mod mr;
-pub mod packet;
-pub mod psn;
-pub mod qp;
+pub(crate) mod mr;
+pub(crate) mod packet;
+pub(crate) mod psn;
+pub(crate) mod qp;
 mod requester;
 mod responder;
-pub mod ring;
+pub(crate) mod ring;
 mod rto;
 mod sack;
 mod time;
@@ -53,10 +53,10 @@ pub(crate) use config::ConfigError;
 pub use config::QpConfig;
 pub use counters::Counters;
 pub(crate) use counters::NakCounts;
-pub use counters::{DropCounts, ProtocolDrops};
+pub(crate) use counters::ProtocolDrops;
 pub use mr::{BufferId, MemoryTable, MrKeys};
-pub use mr::{MemoryRegion, MrError};
 pub use psn::Psn;
 pub use qp::LoneAck;
 pub use qp::{Qp, QpState};
-pub use time::{Instant, Now};
+pub use time::Instant;
+pub(crate) use time::Now;

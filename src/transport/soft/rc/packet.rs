@@ -9,7 +9,7 @@
 
 use crate::transport::soft::bytes::{copy_payload, zero};
 use crate::wire::{
-    AethRepr, AtomicEthPacket, BthPacket, BthRepr, IbRepr, Opcode, RethPacket, RethRepr, bth_field,
+    AethRepr, AtomicEthPacket, BthPacket, BthRepr, IbRepr, Opcode, RethPacket, RethRepr,
 };
 
 use super::psn::Psn;
@@ -22,7 +22,7 @@ pub(crate) const MAX_HEADER_LEN: usize = BthPacket::<&[u8]>::LEN + AtomicEthPack
 
 /// Position of a packet within its message.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Seg {
+pub(crate) enum Seg {
     /// First of several.
     First,
     /// Neither first nor last.
@@ -35,7 +35,7 @@ pub enum Seg {
 
 impl Seg {
     /// Position of packet `index` in a message of `npkts` packets.
-    pub fn of(index: u32, npkts: u32) -> Seg {
+    pub(crate) fn of(index: u32, npkts: u32) -> Seg {
         match (index == 0, index + 1 >= npkts) {
             (true, true) => Seg::Only,
             (true, false) => Seg::First,
@@ -45,12 +45,12 @@ impl Seg {
     }
 
     /// True for Last and Only: the packet ends the message.
-    pub fn ends(self) -> bool {
+    pub(crate) fn ends(self) -> bool {
         matches!(self, Seg::Last | Seg::Only)
     }
 
     /// True for First and Only: the packet starts the message.
-    pub fn starts(self) -> bool {
+    pub(crate) fn starts(self) -> bool {
         matches!(self, Seg::First | Seg::Only)
     }
 }
@@ -61,7 +61,7 @@ pub(crate) fn packets_for(len: u64, pmtu: u32) -> u32 {
 }
 
 /// Payload bytes of packet `index` of a `len`-byte message.
-pub fn payload_len(len: u64, pmtu: u32, index: u32) -> usize {
+pub(crate) fn payload_len(len: u64, pmtu: u32, index: u32) -> usize {
     let start = u64::from(index) * u64::from(pmtu);
     len.saturating_sub(start).min(u64::from(pmtu)) as usize
 }
@@ -104,7 +104,7 @@ pub(crate) fn read_response_opcode(seg: Seg) -> Opcode {
 
 /// What a request packet asks of a responder.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Request {
+pub(crate) enum Request {
     /// A SEND packet.
     Send(Seg),
     /// An RDMA WRITE packet.
@@ -121,18 +121,18 @@ pub enum Request {
 
 /// What a response packet tells a requester.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Response {
+pub(crate) enum Response {
     /// ACK or NAK.
     Acknowledge,
     /// ATOMIC ACKNOWLEDGE.
     AtomicAcknowledge,
     /// A READ response packet.
-    ReadResponse(Seg),
+    Read(Seg),
 }
 
 /// A received RC opcode, sorted by who handles it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Handled by the responder.
     Request(Request),
     /// Handled by the completer.
@@ -162,10 +162,10 @@ pub(crate) fn classify(op: Opcode) -> Option<Kind> {
             Q(Request::Unsupported)
         }
         Opcode(0x1c) | Opcode(0x1d) => Q(Request::Unsupported),
-        Opcode::RC_RDMA_READ_RESPONSE_FIRST => R(Response::ReadResponse(Seg::First)),
-        Opcode::RC_RDMA_READ_RESPONSE_MIDDLE => R(Response::ReadResponse(Seg::Middle)),
-        Opcode::RC_RDMA_READ_RESPONSE_LAST => R(Response::ReadResponse(Seg::Last)),
-        Opcode::RC_RDMA_READ_RESPONSE_ONLY => R(Response::ReadResponse(Seg::Only)),
+        Opcode::RC_RDMA_READ_RESPONSE_FIRST => R(Response::Read(Seg::First)),
+        Opcode::RC_RDMA_READ_RESPONSE_MIDDLE => R(Response::Read(Seg::Middle)),
+        Opcode::RC_RDMA_READ_RESPONSE_LAST => R(Response::Read(Seg::Last)),
+        Opcode::RC_RDMA_READ_RESPONSE_ONLY => R(Response::Read(Seg::Only)),
         Opcode::RC_ACKNOWLEDGE => R(Response::Acknowledge),
         Opcode::RC_ATOMIC_ACKNOWLEDGE => R(Response::AtomicAcknowledge),
         _ => return None,
@@ -241,14 +241,14 @@ impl SrExt {
     }
 }
 
-/// BTH.DestQP of a packet without parsing the rest: what an endpoint demultiplexes on.
-pub fn peek_dest_qp(ib: &[u8]) -> Option<u32> {
-    let b = ib.get(bth_field::DEST_QP)?;
-    Some(u32::from_be_bytes([0, b[0], b[1], b[2]]))
-}
-
 /// A header stack with only a BTH filled in; the caller adds extension headers.
-pub fn repr(opcode: Opcode, dest_qp: u32, psn: Psn, ack_req: bool, payload_len: usize) -> IbRepr {
+pub(crate) fn repr(
+    opcode: Opcode,
+    dest_qp: u32,
+    psn: Psn,
+    ack_req: bool,
+    payload_len: usize,
+) -> IbRepr {
     IbRepr::new(BthRepr {
         pad_count: crate::wire::pad_len(payload_len) as u8,
         pkey: PKEY,
@@ -265,7 +265,7 @@ pub(crate) fn acknowledge(dest_qp: u32, psn: Psn, aeth: AethRepr) -> IbRepr {
 }
 
 /// Writes headers, payload and zero pad into `buf`; returns the packet length.
-pub fn emit(buf: &mut [u8], repr: &IbRepr, payload: &[u8]) -> usize {
+pub(crate) fn emit(buf: &mut [u8], repr: &IbRepr, payload: &[u8]) -> usize {
     let hl = repr.header_len();
     let pad = crate::wire::pad_len(payload.len());
     let total = hl + payload.len() + pad;
@@ -317,14 +317,6 @@ mod tests {
         assert_eq!(payload_len(257, 256, 0), 256);
         assert_eq!(payload_len(257, 256, 1), 1);
         assert_eq!(payload_len(0, 256, 0), 0);
-    }
-
-    #[test]
-    fn dest_qp_is_read_from_the_bth() {
-        let mut buf = [0u8; 12];
-        repr(Opcode::RC_SEND_ONLY, 0x00ab_cdef, Psn::new(1), true, 0).emit(&mut buf);
-        assert_eq!(peek_dest_qp(&buf), Some(0x00ab_cdef));
-        assert_eq!(peek_dest_qp(&buf[..7]), None);
     }
 
     #[test]

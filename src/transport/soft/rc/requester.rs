@@ -617,7 +617,7 @@ impl Requester {
                 self.progress(now, ctx);
                 None
             }
-            Response::ReadResponse(seg) => self.read_response(now, psn, seg, repr, payload, ctx),
+            Response::Read(seg) => self.read_response(now, psn, seg, repr, payload, ctx),
         }
     }
 
@@ -925,7 +925,7 @@ impl Requester {
                     ctx.mem.span_mut(w.local)[..8].copy_from_slice(&ack.orig.to_ne_bytes());
                 }
             }
-            Response::ReadResponse(_) => {
+            Response::Read(_) => {
                 if repr
                     .aeth
                     .is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. }))

@@ -46,8 +46,8 @@ macro_rules! queue_accessors {
     };
 }
 
-pub mod uc;
-pub mod ud;
+pub(crate) mod uc;
+pub(crate) mod ud;
 
 #[cfg(test)]
 mod tests;

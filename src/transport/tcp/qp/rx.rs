@@ -52,7 +52,7 @@ impl QpState {
     }
 
     /// A read into what [`Self::recv_into`] offered returned `n` bytes.
-    pub fn received(&mut self, n: usize) {
+    pub(crate) fn received(&mut self, n: usize) {
         match &mut self.rx {
             Some(fr) => {
                 let into_payload = n.min(fr.hdr.len as usize - fr.done);
@@ -65,7 +65,7 @@ impl QpState {
 
     /// Applies the bytes received so far: places payloads, completes frames (into `cq`) and queues READ
     /// responses. Sets `progressed` when a frame completed.
-    pub fn process(
+    pub(crate) fn process(
         &mut self,
         cq: &mut VecDeque<Completion>,
         progressed: &mut bool,

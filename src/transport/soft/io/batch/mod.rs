@@ -15,7 +15,8 @@ use std::ptr;
 
 use super::slots::Slots;
 
-pub use rx::{RxBatch, RxDatagram, RxFrame};
+pub use rx::RxBatch;
+pub(crate) use rx::{RxDatagram, RxFrame};
 pub use tx::TxBatch;
 pub(crate) use tx::send_queued;
 
