@@ -68,7 +68,16 @@ pub fn write_document(path: &Path, doc: &Value) -> Result<(), WriteError> {
 
 /// `doc` as the files hold it: pretty-printed with a final newline; errors name `path`, its file.
 pub(crate) fn pretty(path: &Path, doc: &Value) -> Result<Vec<u8>, WriteError> {
-    let mut text = serde_json::to_vec_pretty(doc).map_err(|source| WriteError::Json {
+    newline_ended(path, serde_json::to_vec_pretty(doc))
+}
+
+/// `doc` on one line with a final newline, a record of a JSON-lines file; errors name `path`.
+pub(crate) fn one_line(path: &Path, doc: &Value) -> Result<Vec<u8>, WriteError> {
+    newline_ended(path, serde_json::to_vec(doc))
+}
+
+fn newline_ended(path: &Path, encoded: serde_json::Result<Vec<u8>>) -> Result<Vec<u8>, WriteError> {
+    let mut text = encoded.map_err(|source| WriteError::Json {
         path: path.to_owned(),
         source,
     })?;

@@ -2,8 +2,9 @@
 //! line per interval as it ends, then the run's whole document.
 
 use super::{Content, Document, ExportFile, Exporter, Files, Place};
-use crate::results::{WriteError, to_json};
-use serde_json::{Value, json};
+use crate::results::json::one_line;
+use crate::results::to_json;
+use serde_json::json;
 
 /// The `schema` of the first line of a `--json-stream` file.
 pub(crate) const STREAM_SCHEMA: &str = "roceperf.stream";
@@ -47,18 +48,8 @@ impl Exporter for JsonStreamExporter {
         };
         let path = place.join("stream.jsonl");
         Ok(vec![ExportFile {
-            content: Content::Line(line_of(&path, &line)?),
+            content: Content::Line(one_line(&path, &line)?),
             path,
         }])
     }
-}
-
-/// `v` as one line of text.
-fn line_of(path: &std::path::Path, v: &Value) -> Result<Vec<u8>, WriteError> {
-    let mut text = serde_json::to_vec(v).map_err(|source| WriteError::Json {
-        path: path.to_owned(),
-        source,
-    })?;
-    text.push(b'\n');
-    Ok(text)
 }
