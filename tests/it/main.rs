@@ -42,7 +42,6 @@ mod repo_paths;
 mod report_pipeline;
 mod run_infinitely;
 mod schemas;
-mod siblings;
 mod soft_bench;
 mod soft_capture;
 mod soft_cm;

@@ -7,7 +7,7 @@
 //! from `b` (`use b::Thing;` in the parent, then `super::Thing` in `a`), so that a re-export does not
 //! hide a circle.
 
-use super::layering::{code_only, non_test_part, rust_files, tree_paths};
+use super::{code_only, non_test_part, rust_files, tree_paths};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
