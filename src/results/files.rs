@@ -119,30 +119,87 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> 
 /// Replaces `path` with what `write` writes, through a temporary file beside it that is then renamed
 /// over it, so that a reader never sees half a file. Every file roceperf writes whole goes through
 /// here (what is appended or streamed goes through [`append_under_header`] and [`LineStream`]).
+///
+/// Only a missing path or a regular file is replaced. A symbolic link is followed: the file it names is
+/// replaced (through a temporary file beside that file) and the link kept. A device, FIFO or socket is
+/// written in place, never renamed over, and its write errors are reported (`/dev/full`: no space).
 pub(crate) fn replace_with(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), WriteError> {
-    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
-    tmp_name.push(".partial");
-    let tmp = path.with_file_name(tmp_name);
     let io = |action, source| WriteError::Io {
         action,
         path: path.to_owned(),
         source,
     };
-    let written = std::fs::File::create(&tmp).and_then(|f| {
-        let mut w = std::io::BufWriter::new(f);
-        write(&mut w)?;
-        w.flush()
-    });
-    let renamed = written.map_err(|e| io("write", e)).and_then(|()| {
-        std::fs::rename(&tmp, path).map_err(|e| io("rename a temporary file onto", e))
-    });
-    if renamed.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    match landing(path).map_err(|e| io("look up", e))? {
+        Landing::InPlace(at) => OpenOptions::new()
+            .write(true)
+            .open(&at)
+            .and_then(|f| {
+                let mut w = std::io::BufWriter::new(f);
+                write(&mut w)?;
+                w.flush()
+            })
+            .map_err(|e| io("write", e)),
+        Landing::Replace(at) => {
+            let mut tmp_name = at.file_name().unwrap_or_default().to_owned();
+            tmp_name.push(".partial");
+            let tmp = at.with_file_name(tmp_name);
+            let written = std::fs::File::create(&tmp).and_then(|f| {
+                let mut w = std::io::BufWriter::new(f);
+                write(&mut w)?;
+                w.flush()
+            });
+            let renamed = written.map_err(|e| io("write", e)).and_then(|()| {
+                std::fs::rename(&tmp, &at).map_err(|e| io("rename a temporary file onto", e))
+            });
+            if renamed.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            renamed
+        }
     }
-    renamed
+}
+
+/// Where a whole-file write lands.
+#[derive(Debug, PartialEq, Eq)]
+enum Landing {
+    /// A new or regular file, replaced by renaming a finished temporary file over it.
+    Replace(PathBuf),
+    /// A device, FIFO or socket: written where it is, never replaced.
+    InPlace(PathBuf),
+}
+
+/// Where writing `path` whole lands, with symbolic links followed (as the kernel does, at most 40).
+fn landing(path: &Path) -> std::io::Result<Landing> {
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        let meta = match std::fs::symlink_metadata(&at) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Landing::Replace(at)),
+            Err(e) => return Err(e),
+        };
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            let to = std::fs::read_link(&at)?;
+            // A relative link is relative to the directory that holds it.
+            at = match at.parent() {
+                Some(dir) if to.is_relative() => dir.join(to),
+                _ => to,
+            };
+        } else if kind.is_file() {
+            return Ok(Landing::Replace(at));
+        } else if kind.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "it is a directory",
+            ));
+        } else {
+            return Ok(Landing::InPlace(at));
+        }
+    }
+    Err(std::io::Error::from_raw_os_error(libc::ELOOP))
 }
 
 /// Appends `rows` (CSV lines) to `path`, writing `header` first when the file is new or empty.
@@ -251,6 +308,86 @@ pub(crate) fn compare_dir(results: &Path, started_at: &str) -> PathBuf {
 mod tests {
     use super::*;
     use crate::results::testdata::*;
+
+    fn write_text(path: &Path, text: &str) -> Result<(), WriteError> {
+        replace_with(path, |w| w.write_all(text.as_bytes()))
+    }
+
+    #[test]
+    fn a_symlink_is_followed_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("real.json");
+        std::fs::write(&target, "old").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink("real.json", &link).unwrap();
+        write_text(&link, "new").unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        // A link to a file not there yet creates that file, beside which the temporary file was made.
+        let dangling = dir.path().join("later.json");
+        std::os::unix::fs::symlink(dir.path().join("sub/made.json"), &dangling).unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        write_text(&dangling, "made").unwrap();
+        assert!(
+            std::fs::symlink_metadata(&dangling)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("sub/made.json")).unwrap(),
+            "made"
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 4, "no temporary file left: {names:?}");
+    }
+
+    #[test]
+    fn a_fifo_is_written_in_place_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("results.fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+        };
+        write_text(&fifo, "{\"through\": \"the fifo\"}\n").unwrap();
+        // Checked before the reader is joined: had the FIFO been replaced, the reader would wait forever.
+        use std::os::unix::fs::FileTypeExt;
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+        assert_eq!(reader.join().unwrap(), "{\"through\": \"the fifo\"}\n");
+        assert!(!dir.path().join("results.fifo.partial").exists());
+    }
+
+    #[test]
+    fn a_directory_or_a_link_loop_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = write_text(dir.path(), "x").unwrap_err().to_string();
+        assert!(
+            err.contains(&dir.path().display().to_string()) && err.contains("directory"),
+            "{err}"
+        );
+        let a = dir.path().join("a");
+        std::os::unix::fs::symlink("b", &a).unwrap();
+        std::os::unix::fs::symlink("a", dir.path().join("b")).unwrap();
+        let err = write_text(&a, "x").unwrap_err().to_string();
+        assert!(err.contains("symbolic links"), "{err}");
+    }
 
     #[test]
     fn results_paths_are_timestamped_and_named() {

@@ -26,6 +26,7 @@ mod gate_ratio;
 mod layering;
 mod oob_errors;
 mod out_json;
+mod output_targets;
 mod pacing;
 mod perftest_oob_six;
 mod perftest_oob_stub;
