@@ -19,6 +19,7 @@ use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::batch::{RxBatch, RxFrame, TxBatch};
 use super::device::{Backend, Device, Plan, PlanInput, RxMeta};
+use super::kernel_rx::{KernelRx, KernelRxGuard};
 use super::packet_gso::{PacketGsoTx, SUPER_FRAME_SLOT, split_frames};
 use super::ring::RxRing;
 use super::{IoError, ROCE_V2_PORT, grow_buffer, move_icrc_to_ipv4_id, setsockopt_int};
@@ -51,9 +52,11 @@ pub struct PacketConfig {
     /// Receive through a PACKET_MMAP ring of this many frame slots instead of `recvmmsg`
     /// (0: no ring). Polling an idle ring costs a memory load, not a syscall.
     pub rx_ring_frames: usize,
-    /// RoCE v2 off loopback: our address and UDP port, where a socket that keeps nothing spares the
-    /// kernel's own UDP stack its work on our frames ([`udp_sink`]).
-    pub udp_sink: Option<SocketAddr>,
+    /// RoCE v2 off loopback: our address and UDP port, whose frames the kernel's own IP/UDP receive
+    /// is kept off as [`kernel_rx`](Self::kernel_rx) says ([`super::kernel_rx`]).
+    pub v2_local: Option<SocketAddr>,
+    /// How: a TCX ingress program (falling back to a sink socket), the sink socket, or nothing.
+    pub kernel_rx: KernelRx,
     /// Every frame sent and received carries a `virtio_net_hdr` first (PACKET_VNET_HDR), so RoCE
     /// v2 frames move as segmentation-offload super-frames ([`super::packet_gso`]). Excludes a
     /// receive ring, whose slots are sized for single frames.
@@ -69,7 +72,8 @@ impl Default for PacketConfig {
             socket_buffer: 8 << 20,
             qdisc_bypass: false,
             rx_ring_frames: 0,
-            udp_sink: None,
+            v2_local: None,
+            kernel_rx: KernelRx::Tcx,
             vnet_hdr: false,
         }
     }
@@ -92,11 +96,12 @@ impl Plan for PacketConfig {
             // A ring's slots hold single frames; super-frames arrive through recvmmsg.
             rx_ring_frames: if vnet_hdr { 0 } else { input.rx_ring },
             vnet_hdr,
-            // Off loopback, RoCE v2 frames also climb the kernel's UDP stack: give them a sink.
-            udp_sink: input
+            // Off loopback, RoCE v2 frames also climb the kernel's IP/UDP receive unless kept off.
+            v2_local: input
                 .local_ip
                 .filter(|_| !dev.loopback)
                 .map(|ip| SocketAddr::new(ip, input.udp_port)),
+            kernel_rx: input.kernel_rx,
             ..PacketConfig::default()
         })
     }
@@ -182,8 +187,8 @@ pub struct PacketSocket {
     // Declared before `fd` so the ring is unmapped before the socket closes.
     ring: Option<RxRing>,
     fd: OwnedFd,
-    /// The UDP socket of [`PacketConfig::udp_sink`], when one could be made.
-    _sink: Option<OwnedFd>,
+    /// What keeps the kernel's IP/UDP receive off our RoCE v2 frames ([`PacketConfig::v2_local`]).
+    kernel_rx: Option<KernelRxGuard>,
     vnet: bool,
     ifindex: u32,
     dev: String,
@@ -246,7 +251,7 @@ impl PacketSocket {
         }
         // Before Linux 6.2 a packet socket cannot describe a received UDP super-frame and drops
         // it: such a kernel gets single frames and a receive ring instead.
-        let vnet = cfg.vnet_hdr && kernel_at_least(6, 2);
+        let vnet = cfg.vnet_hdr && super::kernel_at_least(6, 2);
         if vnet {
             setsockopt_int(&fd, libc::SOL_PACKET, PACKET_VNET_HDR, 1, "PACKET_VNET_HDR")?;
         }
@@ -284,7 +289,9 @@ impl PacketSocket {
         Ok(PacketSocket {
             ring,
             fd,
-            _sink: cfg.udp_sink.and_then(udp_sink),
+            kernel_rx: cfg
+                .v2_local
+                .map(|to| KernelRxGuard::open(dev.index, to, cfg.kernel_rx)),
             vnet,
             ifindex: dev.index,
             dev: dev.name.clone(),
@@ -294,6 +301,14 @@ impl PacketSocket {
     /// The interface index the socket is bound to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
+    }
+
+    /// Whether a TCX ingress program keeps the kernel's IP/UDP receive off our RoCE v2 frames (false
+    /// when a sink socket does, or nothing: RoCE v1, loopback, or the program could not be attached).
+    pub fn skips_kernel_udp(&self) -> bool {
+        self.kernel_rx
+            .as_ref()
+            .is_some_and(KernelRxGuard::skips_kernel_udp)
     }
 
     /// Whether every frame carries a `virtio_net_hdr` first ([`PacketConfig::vnet_hdr`]).
@@ -534,75 +549,21 @@ impl Backend for PacketDevice {
 
     fn describe(&self) -> String {
         let ifindex = self.sock.ifindex();
-        if !self.sock.vnet_hdr() {
-            return format!("AF_PACKET on ifindex {ifindex}");
-        }
-        format!(
-            "AF_PACKET on ifindex {ifindex}, virtio_net_hdr super-frames: {}",
-            if self.gso_sending() {
+        let mut line = format!("AF_PACKET on ifindex {ifindex}");
+        if self.sock.vnet_hdr() {
+            line += ", virtio_net_hdr super-frames: ";
+            line += if self.gso_sending() {
                 "up to 64 packets per frame sent, split on receipt (--no-gso sends each)"
             } else {
                 "1 packet per frame sent (the peer needs single frames), split on receipt"
-            },
-        )
+            };
+        }
+        if let Some(guard) = &self.sock.kernel_rx {
+            line += "; ";
+            line += &guard.describe();
+        }
+        line
     }
-}
-
-/// Whether the running kernel is at least `major.minor` (false when its release cannot be read).
-fn kernel_at_least(major: u32, minor: u32) -> bool {
-    // SAFETY: all-zero is a valid utsname, which uname fills with NUL-terminated strings.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a live utsname.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return false;
-    }
-    // SAFETY: uname NUL-terminated the release inside its array.
-    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy();
-    let mut parts = release
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let (have_major, have_minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    (have_major, have_minor) >= (major, minor)
-}
-
-/// A UDP socket on `at` that drops every datagram in its filter. While RoCE v2 frames reach an
-/// AF_PACKET endpoint through its tap, the kernel also hands each to its own UDP stack, which,
-/// finding no socket on the port, counts it in UdpNoPorts and tries an ICMP port-unreachable for it
-/// (about half the receive side's system time per frame across a veth pair). With this socket the
-/// lookup finds a home for them and the filter discards them before any queueing; UDP_GRO on it
-/// keeps a GSO super-frame whole on the way to the filter instead of cut into its packets first.
-/// `None` when the port is taken (whoever owns it receives them instead) or the socket cannot be
-/// made: then things are as they were without it.
-pub(crate) fn udp_sink(at: SocketAddr) -> Option<OwnedFd> {
-    let fd = super::udp_socket(at.ip()).ok()?;
-    // `ret #0`: keep no byte of anything.
-    let drop_all = [libc::sock_filter {
-        code: 0x06,
-        jt: 0,
-        jf: 0,
-        k: 0,
-    }];
-    let fprog = libc::sock_fprog {
-        len: 1,
-        filter: drop_all.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: fprog points at drop_all, which outlives the call; the kernel copies the program.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_FILTER,
-            &fprog as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return None;
-    }
-    // Best effort: without it a super-frame is cut up before the filter drops the pieces.
-    let _ = setsockopt_int(&fd, libc::SOL_UDP, super::batch::UDP_GRO, 1, "UDP_GRO");
-    rustix::net::bind(&fd, &at).ok()?;
-    Some(fd)
 }
 
 impl AsRawFd for PacketSocket {

@@ -1,0 +1,224 @@
+//! RoCE v2 over AF_PACKET keeps the kernel's IP/UDP receive off its frames: with the TCX ingress
+//! program attached, a UDP socket bound to the receiver's address and port 4791 gets nothing while
+//! RoCE traffic completes, UDP to another port or address still arrives, and the program is gone
+//! once the endpoint is; without the capabilities to load it, the sink socket takes over and the
+//! header says why. Across a veth pair between two network namespaces; needs root.
+
+use crate::soft_support;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::process::Command;
+use std::time::Duration;
+
+use roceperf::params::RoceVersion;
+use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
+use roceperf::transport::soft::io::kernel_rx::KernelRx;
+use soft_support::endpoints::{connect, exchange, veth_packet_cfg};
+use soft_support::{NetnsPair, is_root};
+
+/// A RoCE v2 AF_PACKET endpoint on veth0 at `ip`, with the guard `kernel_rx`.
+fn v2_cfg(ip: &str, kernel_rx: KernelRx) -> SoftConfig {
+    let mut c = veth_packet_cfg(RoceVersion::V2);
+    c.bind = Some(ip.parse().unwrap());
+    c.kernel_rx = Some(kernel_rx);
+    c
+}
+
+/// A non-blocking UDP socket bound to `at` (opened in whichever namespace the caller's thread is).
+fn bound(at: &str) -> std::io::Result<UdpSocket> {
+    let s = UdpSocket::bind(at)?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+/// The datagrams waiting on `s` after a moment for stragglers.
+fn drain(s: &UdpSocket) -> Vec<Vec<u8>> {
+    std::thread::sleep(Duration::from_millis(100));
+    let mut got = Vec::new();
+    let mut buf = [0u8; 9000];
+    while let Ok(n) = s.recv(&mut buf) {
+        got.push(buf[..n].to_vec());
+    }
+    got
+}
+
+/// Sends `text` from side b to each of `to` through an ordinary UDP socket.
+fn send_from_b(pair: &NetnsPair, to: &[&str], text: &'static [u8]) {
+    let to: Vec<SocketAddr> = to.iter().map(|a| a.parse().unwrap()).collect();
+    pair.in_ns('b', move || {
+        for dst in to {
+            let any = if dst.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+            UdpSocket::bind(any).unwrap().send_to(text, dst).unwrap();
+        }
+    });
+}
+
+/// Side a at `a_ip` (and b at `b_ip`) with the TCX guard: what a UDP socket on a's RoCE address and
+/// port sees, and what arrives elsewhere (`others`, addresses of side a that must still get UDP).
+fn tcx_keeps_the_stack_off(a_ip: &'static str, b_ip: &'static str, others: [&'static str; 2]) {
+    let pair = NetnsPair::up(&[]);
+    // A second address on side a: the program drops only what is sent to the endpoint's own.
+    let extra = Command::new("ip")
+        .args([
+            "-n",
+            &pair.ns('a'),
+            "addr",
+            "add",
+            "10.77.0.3/24",
+            "dev",
+            "veth0",
+        ])
+        .status()
+        .unwrap();
+    assert!(extra.success());
+    let mut a = pair.in_ns('a', move || {
+        SoftEndpoint::open(v2_cfg(a_ip, KernelRx::Tcx)).unwrap()
+    });
+    let mut b = pair.in_ns('b', move || {
+        SoftEndpoint::open(v2_cfg(b_ip, KernelRx::Tcx)).unwrap()
+    });
+    let roce_port = if a_ip.contains(':') {
+        format!("[{a_ip}]:4791")
+    } else {
+        format!("{a_ip}:4791")
+    };
+    let header = a.setup_notes().join("\n");
+    assert!(
+        header.contains(&format!(
+            "kernel IP/UDP receive skipped for frames to {roce_port} (a TCX ingress program drops them after this socket's copy)"
+        )),
+        "{header}"
+    );
+    // No sink holds the port, so anyone may bind it; with the program in place it gets nothing.
+    let watch = roce_port.clone();
+    let (on_roce, on_others) = pair.in_ns('a', move || {
+        let others: Vec<UdpSocket> = others.iter().map(|o| bound(o).unwrap()).collect();
+        (bound(&watch).unwrap(), others)
+    });
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    let tx = b.counters().tx_packets;
+    assert!(tx >= 10, "the exchange sent {tx} packets to side a");
+    send_from_b(&pair, &[&roce_port], b"stray");
+    send_from_b(&pair, &others, b"passes");
+    assert_eq!(
+        drain(&on_roce).len(),
+        0,
+        "the kernel's UDP received RoCE frames (or the stray datagram) sent to {roce_port}"
+    );
+    for (s, at) in on_others.iter().zip(others) {
+        assert_eq!(drain(s), [b"passes".to_vec()], "UDP to {at} must pass");
+    }
+    // The link closes with the endpoint: the kernel's UDP receives again.
+    drop(a);
+    send_from_b(&pair, &[&roce_port], b"after");
+    assert_eq!(
+        drain(&on_roce),
+        [b"after".to_vec()],
+        "the program outlived its endpoint"
+    );
+}
+
+#[test]
+fn v2_over_af_packet_ipv4_frames_skip_the_kernel_udp_receive() {
+    if crate::common::skip_unless(is_root(), "needs root for namespaces, AF_PACKET and BPF") {
+        return;
+    }
+    // Port 4792 of our address, and 4791 of another address of ours.
+    tcx_keeps_the_stack_off(
+        "10.77.0.1",
+        "10.77.0.2",
+        ["10.77.0.1:4792", "10.77.0.3:4791"],
+    );
+}
+
+#[test]
+fn v2_over_af_packet_ipv6_frames_skip_the_kernel_udp_receive() {
+    if crate::common::skip_unless(is_root(), "needs root for namespaces, AF_PACKET and BPF") {
+        return;
+    }
+    // The IPv6 program passes IPv4 to the same port, and another IPv6 port.
+    tcx_keeps_the_stack_off("fd77::1", "fd77::2", ["10.77.0.1:4791", "[fd77::1]:4792"]);
+}
+
+/// Drops the capabilities that loading a BPF program needs (CAP_NET_ADMIN 12, CAP_SYS_ADMIN 21,
+/// CAP_BPF 39) from the calling thread's effective set; CAP_NET_RAW stays (capabilities are per
+/// thread, so the test's other threads keep them).
+fn drop_bpf_caps() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Default, Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut h = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut d = [Data::default(); 2];
+    // SAFETY: capget/capset with a v3 header and two data words, as the ABI requires.
+    unsafe {
+        assert_eq!(libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()), 0);
+        d[0].effective &= !((1 << 12) | (1 << 21));
+        d[1].effective &= !(1 << (39 - 32));
+        assert_eq!(libc::syscall(libc::SYS_capset, &h, d.as_ptr()), 0);
+    }
+}
+
+#[test]
+fn without_the_capabilities_for_bpf_a_sink_socket_takes_the_frames_and_the_header_says_why() {
+    if crate::common::skip_unless(is_root(), "needs root for namespaces, AF_PACKET and BPF") {
+        return;
+    }
+    let pair = NetnsPair::up(&[]);
+    let mut a = pair.in_ns('a', || {
+        drop_bpf_caps();
+        SoftEndpoint::open(v2_cfg("10.77.0.1", KernelRx::Tcx)).unwrap()
+    });
+    let header = a.setup_notes().join("\n");
+    assert!(
+        header.contains(
+            "frames to 10.77.0.1:4791 also climb the kernel's IP/UDP receive, into a socket that drops them (no TCX ingress program: loading one needs CAP_BPF and CAP_NET_ADMIN (run as root))"
+        ),
+        "{header}"
+    );
+    // Asked for by configuration (or ROCEPERF_KERNEL_RX=sink), the sink runs without trying TCX.
+    let mut b = pair.in_ns('b', || {
+        SoftEndpoint::open(v2_cfg("10.77.0.2", KernelRx::Sink)).unwrap()
+    });
+    let header = b.setup_notes().join("\n");
+    assert!(
+        header.contains("(no TCX ingress program: ROCEPERF_KERNEL_RX=sink asked for the socket)"),
+        "{header}"
+    );
+    // The sink holds the port, and the RoCE traffic completes beside it.
+    let taken = pair.in_ns('a', || bound("10.77.0.1:4791").map(drop));
+    assert_eq!(
+        taken.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::AddrInUse)
+    );
+    connect(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+}
+
+#[test]
+fn a_bad_kernel_rx_word_is_a_setup_error_that_names_the_choices() {
+    let port = crate::common::free_port().to_string();
+    let done = crate::common::spawn_env(
+        "write_lat",
+        &["--transport", "soft", "-d", "lo", "-p", &port, "-n", "5"],
+        &[("ROCEPERF_KERNEL_RX", "xdp")],
+    )
+    .wait(20, "a server with ROCEPERF_KERNEL_RX=xdp");
+    done.assert_ended(
+        2,
+        &["ROCEPERF_KERNEL_RX=xdp", "use tcx", "sink", "or off"],
+        "ROCEPERF_KERNEL_RX=xdp",
+    );
+}
