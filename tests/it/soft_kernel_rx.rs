@@ -222,3 +222,36 @@ fn a_bad_kernel_rx_word_is_a_setup_error_that_names_the_choices() {
         "ROCEPERF_KERNEL_RX=xdp",
     );
 }
+
+#[test]
+fn v2_without_super_frames_moves_as_v1_does() {
+    if crate::common::skip_unless(is_root(), "needs root for namespaces and AF_PACKET") {
+        return;
+    }
+    let pair = NetnsPair::up(&["--mtu", "9000"]);
+    // The backend line up to the guard: how frames move, which must be the same words for both.
+    let batching = |ep: &SoftEndpoint| {
+        let line = ep.setup_notes()[0].clone();
+        let over = line.split(" over ").nth(1).unwrap().to_string();
+        over.split(';').next().unwrap().to_string()
+    };
+    let (v1, v2, v2_super) = pair.in_ns('a', || {
+        let v1 = SoftEndpoint::open(veth_packet_cfg(RoceVersion::V1)).unwrap();
+        let mut single = v2_cfg("10.77.0.1", KernelRx::Tcx);
+        single.gso = false; // --no-gso
+        let v2 = SoftEndpoint::open(single).unwrap();
+        let v2_super = SoftEndpoint::open(v2_cfg("10.77.0.1", KernelRx::Off)).unwrap();
+        (v1, v2, v2_super)
+    });
+    assert!(
+        batching(&v1).contains("single frames, a receive ring of"),
+        "{}",
+        batching(&v1)
+    );
+    assert_eq!(batching(&v2), batching(&v1));
+    assert!(
+        batching(&v2_super).contains("virtio_net_hdr super-frames"),
+        "{}",
+        batching(&v2_super)
+    );
+}

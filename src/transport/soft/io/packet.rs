@@ -550,6 +550,14 @@ impl Backend for PacketDevice {
     fn describe(&self) -> String {
         let ifindex = self.sock.ifindex();
         let mut line = format!("AF_PACKET on ifindex {ifindex}");
+        // RoCE v1, and v2 with --no-gso, move alike: the same words say so.
+        match &self.sock.ring {
+            _ if self.sock.vnet_hdr() => {}
+            Some(ring) => {
+                line += &format!(", single frames, a receive ring of {} frames", ring.frames())
+            }
+            None => line += &format!(", single frames in batches of {}", self.batch),
+        }
         if self.sock.vnet_hdr() {
             line += ", virtio_net_hdr super-frames: ";
             line += if self.gso_sending() {
@@ -595,7 +603,20 @@ mod tests {
         let ifindex = d.sock.ifindex();
         assert_eq!(d.local_addr(), None);
         assert!(!d.takes_super_frames() && !d.gso_sending() && !d.stop_gso());
-        assert_eq!(d.describe(), format!("AF_PACKET on ifindex {ifindex}"));
+        // 64 frames asked for, as many as fill the ring's last block given.
+        let frames = d.sock.ring.as_ref().map_or(0, RxRing::frames);
+        assert!((64..128).contains(&frames), "{frames}");
+        assert_eq!(
+            d.describe(),
+            format!("AF_PACKET on ifindex {ifindex}, single frames, a receive ring of {frames} frames")
+        );
+        let Some(d) = on_lo(&PacketConfig::default()) else {
+            return;
+        };
+        assert_eq!(
+            d.describe(),
+            format!("AF_PACKET on ifindex {ifindex}, single frames in batches of 64")
+        );
         let vnet = PacketConfig {
             vnet_hdr: true,
             ..PacketConfig::default()
