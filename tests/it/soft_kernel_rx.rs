@@ -53,10 +53,48 @@ fn send_from_b(pair: &NetnsPair, to: &[&str], text: &'static [u8]) {
     });
 }
 
-/// Side a at `a_ip` (and b at `b_ip`) with the TCX guard: what a UDP socket on a's RoCE address and
-/// port sees, and what arrives elsewhere (`others`, addresses of side a that must still get UDP).
-fn tcx_keeps_the_stack_off(a_ip: &'static str, b_ip: &'static str, others: [&'static str; 2]) {
-    let pair = NetnsPair::up(&[]);
+/// UDP datagrams the kernel's UDP receive has seen in the calling thread's namespace, of IPv4 or
+/// IPv6 (delivered, to no port, or in error): what a frame that climbed the stack leaves behind.
+fn udp_seen(v6: bool) -> u64 {
+    let (file, keys) = if v6 {
+        ("snmp6", ["Udp6InDatagrams", "Udp6NoPorts", "Udp6InErrors"])
+    } else {
+        ("snmp", ["InDatagrams", "NoPorts", "InErrors"])
+    };
+    let text = std::fs::read_to_string(format!("/proc/thread-self/net/{file}")).unwrap();
+    if v6 {
+        // One "name value" a line.
+        return text
+            .lines()
+            .filter_map(|l| l.split_once(char::is_whitespace))
+            .filter(|(k, _)| keys.contains(k))
+            .map(|(_, v)| v.trim().parse::<u64>().unwrap())
+            .sum();
+    }
+    // Two "Udp:" lines, names then values.
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .filter(|(k, _)| keys.contains(k))
+        .map(|(_, v)| v.parse::<u64>().unwrap())
+        .sum()
+}
+
+/// Side a at `a_ip` (and b at `b_ip`) with the TCX guard, sending single frames or super-frames
+/// (`gso`): what the kernel's UDP receive sees on both sides during RoCE traffic, what a UDP socket
+/// on a's RoCE address and port gets, and what arrives elsewhere (`others`, addresses of side a
+/// that must still get UDP).
+fn tcx_keeps_the_stack_off(
+    a_ip: &'static str,
+    b_ip: &'static str,
+    others: [&'static str; 2],
+    gso: bool,
+) {
+    // MTU 9000: frames of a 4096-byte MTU are longer than a page, which an AF_PACKET sender hands
+    // over with only the Ethernet header in the linear part; the program must look past it.
+    let pair = NetnsPair::up(&["--mtu", "9000"]);
     // A second address on side a: the program drops only what is sent to the endpoint's own.
     let extra = Command::new("ip")
         .args([
@@ -71,17 +109,20 @@ fn tcx_keeps_the_stack_off(a_ip: &'static str, b_ip: &'static str, others: [&'st
         .status()
         .unwrap();
     assert!(extra.success());
-    let mut a = pair.in_ns('a', move || {
-        SoftEndpoint::open(v2_cfg(a_ip, KernelRx::Tcx)).unwrap()
-    });
-    let mut b = pair.in_ns('b', move || {
-        SoftEndpoint::open(v2_cfg(b_ip, KernelRx::Tcx)).unwrap()
-    });
-    let roce_port = if a_ip.contains(':') {
-        format!("[{a_ip}]:4791")
-    } else {
-        format!("{a_ip}:4791")
+    let cfg = move |ip| SoftConfig {
+        gso,
+        ..v2_cfg(ip, KernelRx::Tcx)
     };
+    let mut a = pair.in_ns('a', move || SoftEndpoint::open(cfg(a_ip)).unwrap());
+    let mut b = pair.in_ns('b', move || SoftEndpoint::open(cfg(b_ip)).unwrap());
+    let port_of = |ip: &str| {
+        if ip.contains(':') {
+            format!("[{ip}]:4791")
+        } else {
+            format!("{ip}:4791")
+        }
+    };
+    let (roce_port, b_port) = (port_of(a_ip), port_of(b_ip));
     let header = a.setup_notes().join("\n");
     assert!(
         header.contains(&format!(
@@ -95,10 +136,31 @@ fn tcx_keeps_the_stack_off(a_ip: &'static str, b_ip: &'static str, others: [&'st
         let others: Vec<UdpSocket> = others.iter().map(|o| bound(o).unwrap()).collect();
         (bound(&watch).unwrap(), others)
     });
+    let on_b = pair.in_ns('b', move || bound(&b_port).unwrap());
+    let v6 = a_ip.contains(':');
+    let seen = || {
+        [
+            pair.in_ns('a', move || udp_seen(v6)),
+            pair.in_ns('b', move || udp_seen(v6)),
+        ]
+    };
+    let before = seen();
     connect(&mut a, &mut b);
+    // Side b receives the 200 KB WRITE, side a the 30 KB READ's responses: frames both under and
+    // over a page.
     exchange(&mut a, &mut b);
-    let tx = b.counters().tx_packets;
-    assert!(tx >= 10, "the exchange sent {tx} packets to side a");
+    let (to_a, to_b) = (b.counters().tx_packets, a.counters().tx_packets);
+    assert!(to_a >= 8 && to_b >= 50, "{to_a} packets to a, {to_b} to b");
+    assert_eq!(
+        seen(),
+        before,
+        "the kernel's UDP receive saw RoCE frames (sides a, b)"
+    );
+    assert_eq!(
+        drain(&on_b).len(),
+        0,
+        "the kernel's UDP on side b received RoCE frames"
+    );
     send_from_b(&pair, &[&roce_port], b"stray");
     send_from_b(&pair, &others, b"passes");
     assert_eq!(
@@ -125,11 +187,9 @@ fn v2_over_af_packet_ipv4_frames_skip_the_kernel_udp_receive() {
         return;
     }
     // Port 4792 of our address, and 4791 of another address of ours.
-    tcx_keeps_the_stack_off(
-        "10.77.0.1",
-        "10.77.0.2",
-        ["10.77.0.1:4792", "10.77.0.3:4791"],
-    );
+    let others = ["10.77.0.1:4792", "10.77.0.3:4791"];
+    tcx_keeps_the_stack_off("10.77.0.1", "10.77.0.2", others, false);
+    tcx_keeps_the_stack_off("10.77.0.1", "10.77.0.2", others, true);
 }
 
 #[test]
@@ -138,7 +198,9 @@ fn v2_over_af_packet_ipv6_frames_skip_the_kernel_udp_receive() {
         return;
     }
     // The IPv6 program passes IPv4 to the same port, and another IPv6 port.
-    tcx_keeps_the_stack_off("fd77::1", "fd77::2", ["10.77.0.1:4791", "[fd77::1]:4792"]);
+    let others = ["10.77.0.1:4791", "[fd77::1]:4792"];
+    tcx_keeps_the_stack_off("fd77::1", "fd77::2", others, false);
+    tcx_keeps_the_stack_off("fd77::1", "fd77::2", others, true);
 }
 
 /// Drops the capabilities that loading a BPF program needs (CAP_NET_ADMIN 12, CAP_SYS_ADMIN 21,

@@ -43,24 +43,37 @@ const LDX_B: u8 = 0x71; // BPF_LDX | BPF_MEM | BPF_B
 const MOV64_K: u8 = 0xb7; // BPF_ALU64 | BPF_MOV | BPF_K
 const MOV64_X: u8 = 0xbf; // BPF_ALU64 | BPF_MOV | BPF_X
 const ADD64_K: u8 = 0x07; // BPF_ALU64 | BPF_ADD | BPF_K
+const JA: u8 = 0x05; // BPF_JMP | BPF_JA
 const JGT_X: u8 = 0x2d; // BPF_JMP | BPF_JGT | BPF_X (64-bit pointers)
+const JNE_K: u8 = 0x55; // BPF_JMP | BPF_JNE | BPF_K (a helper's 64-bit result)
 // The 32-bit jumps compare the low word only: a loaded address word is zero-extended, while a 64-bit
 // jump would sign-extend the immediate (any address whose last byte is 128 or more).
 const JNE32_K: u8 = 0x56; // BPF_JMP32 | BPF_JNE | BPF_K
 const JSET32_K: u8 = 0x46; // BPF_JMP32 | BPF_JSET | BPF_K
+const CALL: u8 = 0x85; // BPF_JMP | BPF_CALL
 const EXIT: u8 = 0x95; // BPF_JMP | BPF_EXIT
 
-// Registers: r1 holds the context on entry, r0 the verdict on exit.
+/// `bpf_skb_load_bytes(skb, offset, to, len)`: copies bytes of the frame, linear or not.
+const SKB_LOAD_BYTES: i32 = 26;
+
+// Registers: r1 holds the context on entry and is a helper's first argument, r0 the verdict on exit
+// and a helper's result, r10 the frame pointer; r6 and r7 survive a helper call.
 const R0: u8 = 0;
 const R1: u8 = 1;
-/// The frame's first byte.
-const DATA: u8 = 2;
-/// One past its last.
-const END: u8 = 3;
-/// `DATA` plus the bytes the program reads, checked against `END`.
-const NEED: u8 = 4;
+const R2: u8 = 2;
+const R3: u8 = 3;
+const R4: u8 = 4;
 /// What was loaded from the frame.
 const V: u8 = 5;
+/// Where the frame's header is read: the frame itself, or its copy on the stack.
+const HDR: u8 = 6;
+/// The copy's result.
+const R7: u8 = 7;
+const FP: u8 = 10;
+/// Where the header's copy starts, below the frame pointer. The 2 bytes that `64` would leave
+/// align the copy's IPv4 and IPv6 addresses (frame offsets 30 and 38) to 4 bytes: the verifier
+/// refuses a misaligned load from the stack.
+const COPY_AT: i16 = -62;
 
 /// A program being written: instructions, and the jumps still to be pointed at the final `exit`.
 struct Asm {
@@ -79,24 +92,57 @@ impl Asm {
         self
     }
 
-    /// `V = *(size *)(DATA + at)`: a little-endian load of the frame's bytes at `at`.
+    /// A jump to the final `exit` (pointed there by [`finish`](Self::finish)).
+    fn jump_to_exit(&mut self, code: u8, dst: u8, src: u8, imm: i32) -> &mut Asm {
+        self.to_exit.push(self.insns.len());
+        self.op(code, dst, src, 0, imm)
+    }
+
+    /// Points the forward jump at `from` to the next instruction to be written.
+    fn land(&mut self, from: usize) {
+        self.insns[from].off = (self.insns.len() - from - 1) as i16;
+    }
+
+    /// Points `HDR` at the frame's first `len` bytes, r0 at `TCX_NEXT`; leaves with it when the
+    /// frame is shorter. Where the bytes are linear (`skb->data` to `skb->data_end`: a frame under
+    /// a page, or whose sender said where its headers end) `HDR` is the frame itself; an AF_PACKET
+    /// sender's frame longer than a page has only its Ethernet header there, so the first `len`
+    /// bytes are copied to the stack with `bpf_skb_load_bytes` and `HDR` points at the copy.
+    fn header(&mut self, len: usize) -> &mut Asm {
+        self.op(LDX_W, R2, R1, SKB_DATA, 0)
+            .op(LDX_W, R3, R1, SKB_DATA_END, 0)
+            .op(MOV64_K, R0, 0, 0, TCX_NEXT)
+            .op(MOV64_X, R4, R2, 0, 0)
+            .op(ADD64_K, R4, 0, 0, len as i32);
+        let to_copy = self.insns.len();
+        self.op(JGT_X, R4, R3, 0, 0).op(MOV64_X, HDR, R2, 0, 0);
+        let to_checks = self.insns.len();
+        self.op(JA, 0, 0, 0, 0);
+        self.land(to_copy);
+        // bpf_skb_load_bytes(r1 = skb, r2 = 0, r3 = fp + COPY_AT, r4 = len): 0, or an error when
+        // the frame is shorter than len.
+        self.op(MOV64_K, R2, 0, 0, 0)
+            .op(MOV64_X, R3, FP, 0, 0)
+            .op(ADD64_K, R3, 0, 0, COPY_AT as i32)
+            .op(MOV64_K, R4, 0, 0, len as i32)
+            .op(CALL, 0, 0, 0, SKB_LOAD_BYTES)
+            .op(MOV64_X, R7, R0, 0, 0)
+            .op(MOV64_K, R0, 0, 0, TCX_NEXT)
+            .jump_to_exit(JNE_K, R7, 0, 0)
+            .op(MOV64_X, HDR, FP, 0, 0)
+            .op(ADD64_K, HDR, 0, 0, COPY_AT as i32);
+        self.land(to_checks);
+        self
+    }
+
+    /// `V = *(size *)(HDR + at)`: a little-endian load of the frame's bytes at `at`.
     fn load(&mut self, code: u8, at: usize) -> &mut Asm {
-        self.op(code, V, DATA, at as i16, 0)
+        self.op(code, V, HDR, at as i16, 0)
     }
 
-    /// Leaves with `TCX_NEXT` (r0 was set first) unless `V == value` in its low 32 bits.
+    /// Leaves with `TCX_NEXT` unless `V == value` in its low 32 bits.
     fn unless_eq(&mut self, value: u32) -> &mut Asm {
-        self.to_exit.push(self.insns.len());
-        self.op(JNE32_K, V, 0, 0, value as i32)
-    }
-
-    /// Leaves unless the frame holds at least `len` bytes (what the verifier needs to see before a
-    /// load from it).
-    fn need(&mut self, len: usize) -> &mut Asm {
-        self.op(MOV64_X, NEED, DATA, 0, 0)
-            .op(ADD64_K, NEED, 0, 0, len as i32);
-        self.to_exit.push(self.insns.len());
-        self.op(JGT_X, NEED, END, 0, 0)
+        self.jump_to_exit(JNE32_K, V, 0, value as i32)
     }
 
     /// The bytes `at..at + b.len()` (2 or 4) must be `b`.
@@ -142,17 +188,20 @@ mod at {
 /// RoCE v1 frames, the other IP family and every other address or port among them.
 ///
 /// ```text
-/// IPv4 (20 instructions)                    IPv6 (22 instructions)
-///  r2 = skb->data; r3 = skb->data_end        the same three
-///  r0 = TCX_NEXT
-///  r4 = r2 + 38; if r4 > r3 goto exit        r4 = r2 + 58; if r4 > r3 goto exit
+///  r2 = skb->data; r3 = skb->data_end; r0 = TCX_NEXT
+///  if r2 + N > r3 goto copy                  N = 38 (IPv4: up to the UDP port), 58 (IPv6)
+///  r6 = r2; goto checks                      the header is linear: read it in place
+///  copy: r7 = bpf_skb_load_bytes(skb, 0, fp - 62, N); r0 = TCX_NEXT
+///  if r7 != 0 goto exit                      shorter than N
+///  r6 = fp - 62                              read the copy
+///  checks, IPv4:                             checks, IPv6:
 ///  ethertype == 0x0800                       ethertype == 0x86dd
 ///  version/IHL == 0x45 (the port at 36)      next header == 17 (UDP)
 ///  protocol == 17 (UDP)                      destination == ours (4 words)
 ///  fragment offset == 0                      destination port == ours
 ///  destination == ours
 ///  destination port == ours
-///  r0 = TCX_DROP; exit                       r0 = TCX_DROP; exit
+///  r0 = TCX_DROP; exit:                      (every failed check jumps to exit)
 /// ```
 ///
 /// Every comparison is of bytes as they sit in the frame, loaded little-endian: port 4791
@@ -160,36 +209,32 @@ mod at {
 /// fragment, an IPv6 extension header) goes on to the stack, as it did without the program.
 pub(crate) fn drop_program(to: SocketAddr) -> Vec<Insn> {
     let mut a = Asm {
-        insns: Vec::with_capacity(24),
+        insns: Vec::with_capacity(40),
         to_exit: Vec::new(),
     };
-    a.op(LDX_W, DATA, R1, SKB_DATA, 0)
-        .op(LDX_W, END, R1, SKB_DATA_END, 0)
-        .op(MOV64_K, R0, 0, 0, TCX_NEXT);
     let port = to.port().to_be_bytes();
     match to.ip() {
         IpAddr::V4(ip) => {
-            a.need(at::V4_DPORT + 2)
+            a.header(at::V4_DPORT + 2)
                 .bytes_eq(at::ETHERTYPE, &0x0800u16.to_be_bytes())
                 .load(LDX_B, at::V4_VERSION_IHL)
                 .unless_eq(0x45)
                 .load(LDX_B, at::V4_PROTOCOL)
-                .unless_eq(17);
-            // Flags and fragment offset: any offset bit set (0x1fff big-endian) is a later fragment.
-            a.load(LDX_H, at::V4_FRAGMENT);
-            a.to_exit.push(a.insns.len());
-            a.op(
-                JSET32_K,
-                V,
-                0,
-                0,
-                u16::from_le_bytes(0x1fffu16.to_be_bytes()) as i32,
-            )
-            .bytes_eq(at::V4_DST, &ip.octets())
-            .bytes_eq(at::V4_DPORT, &port);
+                .unless_eq(17)
+                // Flags and fragment offset: an offset bit set (0x1fff big-endian) is a later
+                // fragment.
+                .load(LDX_H, at::V4_FRAGMENT)
+                .jump_to_exit(
+                    JSET32_K,
+                    V,
+                    0,
+                    u16::from_le_bytes(0x1fffu16.to_be_bytes()) as i32,
+                )
+                .bytes_eq(at::V4_DST, &ip.octets())
+                .bytes_eq(at::V4_DPORT, &port);
         }
         IpAddr::V6(ip) => {
-            a.need(at::V6_DPORT + 2)
+            a.header(at::V6_DPORT + 2)
                 .bytes_eq(at::ETHERTYPE, &0x86ddu16.to_be_bytes())
                 .load(LDX_B, at::V6_NEXT_HEADER)
                 .unless_eq(17);
