@@ -14,7 +14,7 @@ use roceperf::params::RoceVersion;
 use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use roceperf::transport::soft::io::kernel_rx::KernelRx;
 use soft_support::endpoints::{connect, exchange, veth_packet_cfg};
-use soft_support::{NetnsPair, is_root};
+use soft_support::{CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN, NetnsPair, is_root};
 
 /// A RoCE v2 AF_PACKET endpoint on veth0 at `ip`, with the guard `kernel_rx`.
 fn v2_cfg(ip: &str, kernel_rx: KernelRx) -> SoftConfig {
@@ -188,8 +188,9 @@ fn v2_over_af_packet_ipv4_frames_skip_the_kernel_udp_receive() {
     }
     // Port 4792 of our address, and 4791 of another address of ours.
     let others = ["10.77.0.1:4792", "10.77.0.3:4791"];
-    tcx_keeps_the_stack_off("10.77.0.1", "10.77.0.2", others, false);
-    tcx_keeps_the_stack_off("10.77.0.1", "10.77.0.2", others, true);
+    for gso in [false, true] {
+        tcx_keeps_the_stack_off("10.77.0.1", "10.77.0.2", others, gso);
+    }
 }
 
 #[test]
@@ -199,37 +200,8 @@ fn v2_over_af_packet_ipv6_frames_skip_the_kernel_udp_receive() {
     }
     // The IPv6 program passes IPv4 to the same port, and another IPv6 port.
     let others = ["10.77.0.1:4791", "[fd77::1]:4792"];
-    tcx_keeps_the_stack_off("fd77::1", "fd77::2", others, false);
-    tcx_keeps_the_stack_off("fd77::1", "fd77::2", others, true);
-}
-
-/// Drops the capabilities that loading a BPF program needs (CAP_NET_ADMIN 12, CAP_SYS_ADMIN 21,
-/// CAP_BPF 39) from the calling thread's effective set; CAP_NET_RAW stays (capabilities are per
-/// thread, so the test's other threads keep them).
-fn drop_bpf_caps() {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Default, Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let mut h = Header {
-        version: 0x2008_0522,
-        pid: 0,
-    };
-    let mut d = [Data::default(); 2];
-    // SAFETY: capget/capset with a v3 header and two data words, as the ABI requires.
-    unsafe {
-        assert_eq!(libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()), 0);
-        d[0].effective &= !((1 << 12) | (1 << 21));
-        d[1].effective &= !(1 << (39 - 32));
-        assert_eq!(libc::syscall(libc::SYS_capset, &h, d.as_ptr()), 0);
+    for gso in [false, true] {
+        tcx_keeps_the_stack_off("fd77::1", "fd77::2", others, gso);
     }
 }
 
@@ -240,7 +212,8 @@ fn without_the_capabilities_for_bpf_a_sink_socket_takes_the_frames_and_the_heade
     }
     let pair = NetnsPair::up(&[]);
     let mut a = pair.in_ns('a', || {
-        drop_bpf_caps();
+        // What loading a BPF program needs; CAP_NET_RAW stays.
+        soft_support::drop_capabilities(&[CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_BPF]);
         SoftEndpoint::open(v2_cfg("10.77.0.1", KernelRx::Tcx)).unwrap()
     });
     let header = a.setup_notes().join("\n");

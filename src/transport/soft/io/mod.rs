@@ -34,6 +34,8 @@ pub(crate) mod ring;
 pub(crate) mod slots;
 pub(crate) mod sockaddr;
 mod tcx;
+#[cfg(test)]
+mod test_frames;
 
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};

@@ -582,6 +582,7 @@ impl AsRawFd for PacketSocket {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_frames::{eth, ipv4_udp, ipv6_udp};
     use super::*;
 
     /// The AF_PACKET device on `lo` as `cfg` says, or `None` without CAP_NET_RAW (nothing to test).
@@ -677,37 +678,8 @@ mod tests {
         }
     }
 
-    fn eth(ethertype: u16, rest: &[u8]) -> Vec<u8> {
-        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
-        f.extend_from_slice(&ethertype.to_be_bytes());
-        f.extend_from_slice(rest);
-        f
-    }
-
-    /// A UDP header for `dport` (length 20), then 16 zero bytes.
-    fn udp_datagram(dport: u16) -> Vec<u8> {
-        let mut udp = vec![0xc0, 0x00, 0, 0, 0, 20, 0, 0];
-        udp[2..4].copy_from_slice(&dport.to_be_bytes());
-        udp.extend_from_slice(&[0u8; 16]);
-        udp
-    }
-
-    fn ipv4_udp(ihl_words: u8, frag: u16, proto: u8, dport: u16) -> Vec<u8> {
-        let mut ip = vec![0u8; ihl_words as usize * 4];
-        ip[0] = 0x40 | ihl_words;
-        ip[6..8].copy_from_slice(&frag.to_be_bytes());
-        ip[9] = proto;
-        ip.extend_from_slice(&udp_datagram(dport));
-        eth(0x0800, &ip)
-    }
-
-    fn ipv6_udp(nh: u8, dport: u16) -> Vec<u8> {
-        let mut ip = vec![0u8; 40];
-        ip[0] = 0x60;
-        ip[6] = nh;
-        ip.extend_from_slice(&udp_datagram(dport));
-        eth(0x86dd, &ip)
-    }
+    /// Where the test frames go: the classic filter looks at no address.
+    const OURS: [u8; 4] = [10, 77, 0, 1];
 
     #[test]
     fn filter_passes_roce_and_nothing_else() {
@@ -716,27 +688,27 @@ mod tests {
         let pass = |f: &[u8]| run(&prog, f) != 0;
         assert!(pass(&eth(0x8915, &[0x60; 60])), "RoCE v1");
         assert!(
-            pass(&ipv4_udp(5, 0x4000, 17, 4791)),
+            pass(&ipv4_udp(OURS, 5, 0x4000, 17, 4791)),
             "RoCE v2 / IPv4 with DF"
         );
         assert!(
-            pass(&ipv4_udp(6, 0, 17, 4791)),
+            pass(&ipv4_udp(OURS, 6, 0, 17, 4791)),
             "IPv4 with options: port found after IHL"
         );
-        assert!(pass(&ipv6_udp(17, 4791)), "RoCE v2 / IPv6");
-        assert!(!pass(&ipv4_udp(5, 0x4000, 17, 4792)), "other UDP port");
-        assert!(!pass(&ipv4_udp(5, 0, 6, 4791)), "TCP to 4791");
+        assert!(pass(&ipv6_udp("fd77::1", 17, 4791)), "RoCE v2 / IPv6");
+        assert!(!pass(&ipv4_udp(OURS, 5, 0x4000, 17, 4792)), "other UDP port");
+        assert!(!pass(&ipv4_udp(OURS, 5, 0, 6, 4791)), "TCP to 4791");
         assert!(
-            !pass(&ipv4_udp(5, 0x2000 | 0x10, 17, 4791)),
+            !pass(&ipv4_udp(OURS, 5, 0x2000 | 0x10, 17, 4791)),
             "non-first fragment"
         );
-        assert!(!pass(&ipv6_udp(6, 4791)), "IPv6 TCP");
-        assert!(!pass(&ipv6_udp(17, 53)), "IPv6 other port");
+        assert!(!pass(&ipv6_udp("fd77::1", 6, 4791)), "IPv6 TCP");
+        assert!(!pass(&ipv6_udp("fd77::1", 17, 53)), "IPv6 other port");
         assert!(!pass(&eth(0x0806, &[0; 28])), "ARP");
         assert!(!pass(&eth(0x0800, &[0x45])), "truncated IPv4");
         assert!(!pass(&[0u8; 10]), "runt frame");
         // The port is a parameter: tests use a free port instead of 4791.
-        assert!(run(&roce_filter(1234), &ipv4_udp(5, 0, 17, 1234)) != 0);
-        assert!(!pass(&ipv4_udp(5, 0, 17, 1234)));
+        assert!(run(&roce_filter(1234), &ipv4_udp(OURS, 5, 0, 17, 1234)) != 0);
+        assert!(!pass(&ipv4_udp(OURS, 5, 0, 17, 1234)));
     }
 }

@@ -1,3 +1,4 @@
+use super::super::test_frames::{eth, ipv4_udp as v4, ipv6_udp as v6};
 use super::*;
 
 const OURS: &str = "10.77.0.1:4791";
@@ -126,42 +127,6 @@ fn verdict_of(prog: &[Insn], frame: &[u8]) -> i32 {
         "the verdict depends on what is linear"
     );
     whole
-}
-
-fn eth(ethertype: u16, rest: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
-    f.extend_from_slice(&ethertype.to_be_bytes());
-    f.extend_from_slice(rest);
-    f
-}
-
-/// A UDP header to `dport` and a 16-byte BTH + ICRC's worth of zeros.
-fn udp(dport: u16) -> Vec<u8> {
-    let mut u = vec![0xc0, 0x00, 0, 0, 0, 24, 0, 0];
-    u[2..4].copy_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&[0u8; 16]);
-    u
-}
-
-fn v4(dst: [u8; 4], ihl: u8, frag: u16, proto: u8, dport: u16) -> Vec<u8> {
-    let mut ip = vec![0u8; ihl as usize * 4];
-    ip[0] = 0x40 | ihl;
-    ip[6..8].copy_from_slice(&frag.to_be_bytes());
-    ip[9] = proto;
-    ip[12..16].copy_from_slice(&[10, 77, 0, 2]);
-    ip[16..20].copy_from_slice(&dst);
-    ip.extend_from_slice(&udp(dport));
-    eth(0x0800, &ip)
-}
-
-fn v6(dst: &str, nh: u8, dport: u16) -> Vec<u8> {
-    let dst: std::net::Ipv6Addr = dst.parse().unwrap();
-    let mut ip = vec![0u8; 40];
-    ip[0] = 0x60;
-    ip[6] = nh;
-    ip[24..40].copy_from_slice(&dst.octets());
-    ip.extend_from_slice(&udp(dport));
-    eth(0x86dd, &ip)
 }
 
 #[test]
