@@ -5,8 +5,9 @@
 //! Why it works: a packet socket bound with ETH_P_ALL is a tap, and the kernel hands a received
 //! frame to its taps before tc ingress runs (`__netif_receive_skb_core`), so our socket has its copy
 //! when the program drops the frame, and the IP stack never sees it. Without it, each frame also
-//! climbs IP and UDP receive into a socket that discards it (`super::kernel_rx`'s fallback), which
-//! doubled the receive side's kernel work per frame across a veth pair.
+//! climbs IP and UDP receive into a socket that discards it (`super::kernel_rx`'s fallback): about
+//! 1.8 us more per RoCE v2 round trip than RoCE v1's across a veth pair, which the program brings
+//! down to 0.1 us.
 //!
 //! The program is a table of eBPF instructions written out here (no C, no libbpf), loaded with the
 //! raw `bpf(2)` syscall as `BPF_PROG_TYPE_SCHED_CLS` and attached with `BPF_LINK_CREATE` to
@@ -334,6 +335,8 @@ unsafe fn bpf_fd<T>(cmd: libc::c_long, attr: &T) -> std::io::Result<OwnedFd> {
 
 /// Loads `prog` as a tc program; with `log`, the verifier writes what it found there.
 fn load(prog: &[Insn], log: Option<&mut [u8]>) -> std::io::Result<OwnedFd> {
+    // The kernel asks every program for a license; it decides only whether GPL-only helpers may be
+    // called, and bpf_skb_load_bytes is not one. "GPL" is what tc programs conventionally declare.
     const LICENSE: &[u8] = b"GPL\0";
     let mut name = [0u8; 16];
     name[..13].copy_from_slice(b"roceperf_v2rx");
