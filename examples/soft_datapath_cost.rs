@@ -20,7 +20,8 @@
 //!
 //! Across a veth pair instead of lo (`scripts/netns.sh up`, root): `SDC_NETNS=rpa,rpb` opens one
 //! endpoint in each namespace on `veth0` (10.77.0.1 and 10.77.0.2), and `SDC_IO=packet`,
-//! `SDC_ROCE=v1` pick the AF_PACKET backend and RoCE v1.
+//! `SDC_ROCE=v1` pick the AF_PACKET backend and RoCE v1; `SDC_NO_GSO=1` sends RoCE v2 as `--no-gso`
+//! does (over AF_PACKET: single frames and the receive ring, as RoCE v1 moves).
 
 use std::time::Instant;
 
@@ -36,6 +37,9 @@ fn endpoint(dev: &str, ip: &str, port: u16) -> SoftEndpoint {
     let mut c = SoftConfig::new(dev, if v1 { RoceVersion::V1 } else { RoceVersion::V2 });
     if std::env::var("SDC_IO").is_ok_and(|v| v == "packet") {
         c.io = IoKind::Packet;
+    }
+    if std::env::var("SDC_NO_GSO").is_ok_and(|v| v == "1") {
+        c.gso = false;
     }
     if !v1 {
         c.bind = Some(ip.parse().expect("an address"));

@@ -10,11 +10,20 @@
 #     soft v2 write/send/read_lat  <= 0.8 x  roceperf --transport tcp, same test, same run
 #     tcp write_lat                <= 1.1 x  roce_ref tcp-pingpong -s 26 (24-byte frame header + 2 B)
 #     soft v1 AF_PACKET write_lat  <= 1.2 x  roce_ref packet-pingpong -s 76 across a veth pair
+#   one host path for both RoCE versions (issue 28), across a veth pair at MTU 9000; RoCE v2 over
+#   AF_PACKET with --no-gso moves as RoCE v1 does (single frames, the receive ring, and a TCX program
+#   that keeps the kernel's IP/UDP receive off its frames):
+#     soft v2 AF_PACKET write_lat and write_bw within 0.9-1.1 x soft v1 AF_PACKET's
+#     each soft write_lat median <= its backend's floor + 0.5 us: roce_ref packet-pingpong of the
+#     frame after its Ethernet header (v1: -s 76 = GRH 40 + BTH 12 + RETH 16 + 2 B + pad 2 + ICRC 4;
+#     v2/IPv4: -s 64 = IPv4 20 + UDP 8 + the same 36), udp-pingpong -s 36 for the UDP socket
 #   bandwidth, 64 KiB, Gb/s:
 #     soft v2 write/send/read_bw   >= 1.0 x  tcp write_bw, on lo and across a veth pair (MTU 1500)
 #     soft v1 and v2 AF_PACKET write_bw >= 0.5 x soft v2 UDP write_bw, same veth pair at MTU 9000
+#       (v2 here with its virtio_net_hdr super-frames, as --io packet sends by default)
 #     tcp write_bw                 >= 1.0 x  iperf3 -l 64K on lo
 #   info and secondary rows: roce_ref's AF_PACKET stream against its UDP stream at RoCE's 4096 MTU,
+#   each AF_PACKET write_bw against roce_ref packet-stream of its frame (v1 -s 4152, v2 -s 4140),
 #   tcp write_bw against roce_ref tcp-stream, iperf3 against roce_ref tcp-stream, sockperf.
 #
 # Servers run on core SERVER_CPU and clients on CLIENT_CPU (--cpu for roceperf and roce_ref, taskset
@@ -229,12 +238,22 @@ veth_round() {
 }
 
 veth9k_round() {
+    # Latency, 2 B: each soft row beside the floor of its path, at the size of its frame or datagram.
+    ref v9k_pkt76 packet-pingpong -d veth0 -s 76
+    roce_lat v9k_v1pkt_write_lat write_lat --transport soft --roce v1 --io packet -d veth0
+    ref v9k_pkt64 packet-pingpong -d veth0 -s 64
+    roce_lat v9k_v2pkt1_write_lat write_lat --transport soft --roce v2 --io packet --no-gso -d veth0
+    ref v9k_udp36 udp-pingpong -s 36
+    roce_lat v9k_udp_write_lat write_lat --transport soft --roce v2 --io udp -d veth0
     roce_bw v9k_udp_write_bw write_bw --transport soft --roce v2 --io udp -d veth0
     roce_bw v9k_v1pkt_write_bw write_bw --transport soft --roce v1 --io packet -d veth0
+    roce_bw v9k_v2pkt1_write_bw write_bw --transport soft --roce v2 --io packet --no-gso -d veth0
     roce_bw v9k_v2pkt_write_bw write_bw --transport soft --roce v2 --io packet -d veth0
-    # RoCE's 4096-byte MTU: BTH 12 + 4096 + ICRC 4 in UDP; GRH 40 + the same after Ethernet.
+    # RoCE's 4096-byte MTU: BTH 12 + 4096 + ICRC 4 in UDP; GRH 40 + the same after Ethernet (v1),
+    # IPv4 20 + UDP 8 + the same (v2).
     ref v9k_ref_udp udp-stream -s 4112
     ref v9k_ref_pkt packet-stream -d veth0 -s 4152
+    ref v9k_ref_pkt4140 packet-stream -d veth0 -s 4140
 }
 
 use_lo
@@ -288,31 +307,54 @@ ratio() {
     fi
 }
 
+# diff <ours key> <ref key>: the median over rounds of ours - reference, each from the same round
+# (microseconds for latency); the difference of the medians when the two did not run the same rounds.
+diff_of() {
+    local a=$WORK/$1 b=$WORK/$2
+    if [[ -s $a && -s $b && $(wc -l <"$a") -eq $(wc -l <"$b") ]]; then
+        paste -d' ' <(cut -d' ' -f1 "$a") <(cut -d' ' -f1 "$b") |
+            awk '{ print $1 - $2 }' | median | awk '{ printf "%+.2f", $1 }'
+    else
+        awk -v a="$3" -v b="$4" 'BEGIN { printf "%+.2f", a - b }'
+    fi
+}
+
 ROWS=0 MISSES=0 PASSES=0
-# row <label> <ours key> <ref key> <op> <target> [ref scale]: op is <= or >= (a target), info or secondary.
+# row <label> <ours key> <ref key> <op> <target> [ref scale]: op is <= or >= (a ratio's target),
+# within (a ratio between LO-HI), diff<= (ours - reference, in the figures' unit, at most the
+# target), info or secondary.
 row() {
     local label=$1 ours=$2 theirs=$3 op=$4 target=$5 scale=${6:-1} o t ratio verdict tgt
     read -r -a o <<<"$(figures "$ours")"
     read -r -a t <<<"$(figures "$theirs" "$scale")"
     tgt="$op $target"
-    case $op in info | secondary) tgt="-" ;; esac
+    case $op in
+        info | secondary) tgt="-" ;;
+        within) tgt="$target" ;;
+        diff\<=) tgt="<= +$target" ;;
+    esac
     if ((${#o[@]} == 0 || ${#t[@]} == 0)); then
         ratio="-"
         case "$ours $theirs" in
             *veth* | *v9k*) verdict=${SKIPPED:+skipped}; verdict=${verdict:-not run} ;;
             *) verdict="not run" ;;
         esac
+    elif [[ $op == "diff<=" ]]; then
+        ratio=$(diff_of "$ours" "$theirs" "${o[0]}" "${t[0]}")
+        verdict=$(awk -v r="$ratio" -v g="$target" 'BEGIN { print (r + 0 <= g + 0) ? "PASS" : "MISS" }')
     else
         ratio=$(ratio "$ours" "$theirs" "$scale" "${o[0]}" "${t[0]}")
         case $op in
             "<=") verdict=$(awk -v r="$ratio" -v g="$target" 'BEGIN { print (r != "-" && r <= g) ? "PASS" : "MISS" }') ;;
             ">=") verdict=$(awk -v r="$ratio" -v g="$target" 'BEGIN { print (r != "-" && r >= g) ? "PASS" : "MISS" }') ;;
+            within) verdict=$(awk -v r="$ratio" -v g="$target" 'BEGIN { split(g, b, "-")
+                print (r != "-" && r >= b[1] && r <= b[2]) ? "PASS" : "MISS" }') ;;
             *) verdict=$op ;;
         esac
     fi
     [[ $verdict == MISS ]] && MISSES=$((MISSES + 1))
     [[ $verdict == PASS ]] && PASSES=$((PASSES + 1))
-    [[ $op == "<=" || $op == ">=" ]] && ROWS=$((ROWS + 1))
+    [[ $op == "<=" || $op == ">=" || $op == within || $op == "diff<=" ]] && ROWS=$((ROWS + 1))
     printf "%-72s %-22s %-22s %6s  %-7s %s\n" "$label" "$(show "${o[@]}")" "$(show "${t[@]}")" "$ratio" "$tgt" "$verdict"
 }
 
@@ -329,6 +371,12 @@ row "soft v2 read_lat 2 B / roceperf tcp read_lat [lo]" lo_soft_read_lat lo_tcp_
 row "tcp write_lat 2 B / roce_ref tcp-pingpong 26 B [lo]" lo_tcp_write_lat lo_tcp26 "<=" 1.1
 row "soft v1 AF_PACKET write_lat 2 B / roce_ref packet-pingpong 76 B [veth]" veth_v1_write_lat veth_pkt76 "<=" 1.2
 row "tcp write_lat 2 B / sockperf tcp ping-pong (epoll: not a floor) [lo]" lo_tcp_write_lat lo_sockperf secondary -
+printf "%-72s %-22s %-22s %6s  %-7s %s\n" "ONE PATH, us one-way: v2 --io packet --no-gso moves as v1 [veth 9000]" "ours med/p99/p99.9" "reference" "ratio" "target" "result"
+row "soft v2 AF_PACKET write_lat 2 B / soft v1 AF_PACKET write_lat 2 B" v9k_v2pkt1_write_lat v9k_v1pkt_write_lat within 0.9-1.1
+row "soft v1 AF_PACKET write_lat 2 B - roce_ref packet-pingpong 76 B" v9k_v1pkt_write_lat v9k_pkt76 "diff<=" 0.5
+row "soft v2 AF_PACKET write_lat 2 B - roce_ref packet-pingpong 64 B" v9k_v2pkt1_write_lat v9k_pkt64 "diff<=" 0.5
+row "soft v2 UDP write_lat 2 B - roce_ref udp-pingpong 36 B" v9k_udp_write_lat v9k_udp36 "diff<=" 0.5
+row "soft v2 AF_PACKET write_bw 64 KiB / soft v1 AF_PACKET write_bw (Gb/s)" v9k_v2pkt1_write_bw v9k_v1pkt_write_bw within 0.9-1.1
 printf "%-72s %-22s %-22s %6s  %-7s %s\n" "BANDWIDTH, Gb/s, 64 KiB messages" "ours" "reference" "ratio" "target" "result"
 row "soft v2 write_bw / roceperf tcp write_bw [lo]" lo_soft_write_bw lo_tcp_write_bw ">=" 1.0
 row "soft v2 send_bw / roceperf tcp write_bw [lo]" lo_soft_send_bw lo_tcp_write_bw ">=" 1.0
@@ -337,9 +385,12 @@ row "soft v2 write_bw / roceperf tcp write_bw [veth 1500]" veth_soft_write_bw ve
 row "soft v2 send_bw / roceperf tcp write_bw [veth 1500]" veth_soft_send_bw veth_tcp_write_bw ">=" 1.0
 row "soft v2 read_bw / roceperf tcp write_bw [veth 1500]" veth_soft_read_bw veth_tcp_write_bw ">=" 1.0
 row "soft v1 AF_PACKET write_bw / soft v2 UDP write_bw [veth 9000]" v9k_v1pkt_write_bw v9k_udp_write_bw ">=" 0.5
-row "soft v2 AF_PACKET write_bw / soft v2 UDP write_bw [veth 9000]" v9k_v2pkt_write_bw v9k_udp_write_bw ">=" 0.5
+row "soft v2 AF_PACKET (super-frames) write_bw / soft v2 UDP write_bw [veth 9000]" v9k_v2pkt_write_bw v9k_udp_write_bw ">=" 0.5
 row "tcp write_bw / iperf3 -l 64K [lo]" lo_tcp_write_bw lo_iperf ">=" 1.0
 row "roce_ref packet-stream 4152 B / udp-stream 4112 B [veth 9000]" v9k_ref_pkt v9k_ref_udp info -
+row "soft v1 AF_PACKET write_bw / roce_ref packet-stream 4152 B [veth 9000]" v9k_v1pkt_write_bw v9k_ref_pkt info -
+row "soft v2 AF_PACKET --no-gso write_bw / roce_ref packet-stream 4140 B [veth 9000]" v9k_v2pkt1_write_bw v9k_ref_pkt4140 info -
+row "soft v2 UDP write_bw / roce_ref udp-stream 4112 B [veth 9000]" v9k_udp_write_bw v9k_ref_udp info -
 row "tcp write_bw / roce_ref tcp-stream 64K [lo]" lo_tcp_write_bw lo_tcp_stream info -
 row "iperf3 -l 64K / roce_ref tcp-stream 64K [lo]" lo_iperf lo_tcp_stream secondary -
 echo "RESOURCES, 64 KiB bandwidth runs: CPU time (user+sys) per KiB and per packet of the measured window, each side (client | server); peak RSS; share of it in the kernel"
@@ -358,13 +409,15 @@ resrow veth_tcp_write_bw "tcp write_bw [veth 1500]"
 resrow veth_soft_write_bw "soft v2 write_bw [veth 1500]"
 resrow v9k_udp_write_bw "soft v2 UDP write_bw [veth 9000]"
 resrow v9k_v1pkt_write_bw "soft v1 AF_PACKET write_bw [veth 9000]"
-resrow v9k_v2pkt_write_bw "soft v2 AF_PACKET write_bw [veth 9000]"
+resrow v9k_v2pkt1_write_bw "soft v2 AF_PACKET --no-gso write_bw [veth 9000]"
+resrow v9k_v2pkt_write_bw "soft v2 AF_PACKET super-frames write_bw [veth 9000]"
 echo "  both sides busy-poll, so CPU time is about the run's length: per KiB it is the inverse of what the side moved,"
 echo "  and the sys share says how much of it the kernel took. CPU counts the whole process (set-up, warm-up);"
 echo "  the goal for peak RSS is the buffers (128 KiB per queue pair at 64 KiB) + 32 MiB."
 echo "references: roce_ref (this repo) busy-polls pinned non-blocking sockets; udp-pingpong sizes are the UDP payloads"
 echo "  of the RoCE v2 packets (BTH+RETH+ICRC), tcp-pingpong the tcp transport's 24-byte header + 2 B, packet-pingpong"
-echo "  a RoCE v1 frame after its Ethernet header; latency one-way = RTT/2 except read_lat (RTT, against the RTT)."
+echo "  a RoCE v1 (76 B) or v2/IPv4 (64 B) frame after its Ethernet header; latency one-way = RTT/2 except read_lat"
+echo "  (RTT, against the RTT). A diff<= row's figure is ours - reference in us, the median of each round's difference."
 [[ -n $SKIPPED ]] && echo "veth rows skipped: $SKIPPED"
 echo "bench.sh: $PASSES of $ROWS targets met, $MISSES missed, $((ROWS - PASSES - MISSES)) not run"
 if ((${#FAILED[@]})); then

@@ -199,7 +199,9 @@ pub(crate) struct Args {
     /// Send one UDP datagram (or AF_PACKET frame) per RoCE packet and receive without UDP_GRO,
     /// instead of GSO super-datagrams (super-frames with --io packet; soft RoCE v2 only). Slower;
     /// the packets on the wire are the same, but a capture taken on this host (lo, veth) then
-    /// shows each packet rather than 64 KiB batches.
+    /// shows each packet rather than 64 KiB batches. With --io packet, RoCE v2 then moves exactly
+    /// as RoCE v1 does (single frames, the same receive ring): `--roce v2 --io packet --no-gso`
+    /// against `--roce v1` compares the two versions on one host path.
     #[arg(long = "no-gso", group = ROCE_SETUP)]
     pub no_gso: bool,
 

@@ -48,6 +48,7 @@ mod soft_capture;
 mod soft_cm;
 mod soft_endpoint;
 mod soft_io_rate;
+mod soft_kernel_rx;
 mod soft_lat_acks;
 mod soft_lossy;
 mod soft_netdev;

@@ -47,7 +47,7 @@ fn udp_v4_on_loopback_moves_every_byte_of_write_send_and_read() {
     );
     assert!(
         a.describe()
-            .contains("RoCE v2/IPv4 over UDP socket 127.0.3.1"),
+            .contains("RoCE v2/IPv4 (udp I/O) over UDP socket 127.0.3.1"),
         "{}",
         a.describe()
     );

@@ -232,39 +232,11 @@ fn udp_backend_on_loopback_sends_ip_id_zero() {
     assert_eq!(urx.datagram(0).data, b"hi");
 }
 
-/// Drops CAP_NET_RAW from the calling thread's effective set (capabilities are per thread).
-fn drop_cap_net_raw() {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Default, Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const CAP_NET_RAW: u32 = 13;
-    let mut h = Header {
-        version: 0x2008_0522,
-        pid: 0,
-    };
-    let mut d = [Data::default(); 2];
-    // SAFETY: capget/capset with a v3 header and two data words, as the ABI requires.
-    unsafe {
-        assert_eq!(libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()), 0);
-        d[0].effective &= !(1 << CAP_NET_RAW);
-        assert_eq!(libc::syscall(libc::SYS_capset, &h, d.as_ptr()), 0);
-    }
-}
-
 #[test]
 fn missing_cap_net_raw_names_the_capability_and_the_alternatives() {
     let err = std::thread::spawn(|| {
         if is_root() {
-            drop_cap_net_raw();
+            soft_support::drop_capabilities(&[soft_support::CAP_NET_RAW]);
         }
         let lo = NetDev::by_name("lo").unwrap();
         PacketSocket::open(&lo, &PacketConfig::default()).err()

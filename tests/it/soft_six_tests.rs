@@ -37,7 +37,7 @@ fn six_tests_over_soft_v2_udp_on_lo_with_validate() {
         let (s, c) = pair_on_lo(test, args.clone(), args);
         assert_ran(test, size.parse().unwrap(), &s, &c);
         assert!(
-            c.stdout.contains("RoCE v2/IPv4 over UDP socket"),
+            c.stdout.contains("RoCE v2/IPv4 (udp I/O) over UDP socket"),
             "{}",
             c.stdout
         );

@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 
 use super::io::impair::{ImpairConfig, ImpairParseError};
+use super::io::kernel_rx::{KernelRx, KernelRxParseError};
 use super::io::{IoError, ROCE_V2_PORT};
 use super::netdev::{AddrFamily, NetdevError};
 use super::rc::ConfigError;
@@ -72,6 +73,10 @@ pub struct SoftConfig {
     /// queue pairs share it as their window of unacknowledged PSNs (a frame beyond the ring is
     /// lost), so the default matches `max_unacked_psns`: 4.3 MiB of slots at a 4096 MTU.
     pub packet_rx_ring: usize,
+    /// AF_PACKET backend, RoCE v2: how the kernel's own IP/UDP receive is kept off the frames the
+    /// packet socket took (a TCX ingress program, falling back to a sink socket); `None` reads
+    /// `ROCEPERF_KERNEL_RX` ([`KernelRx::from_env`]).
+    pub kernel_rx: Option<KernelRx>,
     /// Unacknowledged PSNs a requester lets out before it waits. rxe uses 128; a userspace peer
     /// whose thread may be descheduled for milliseconds needs a deeper window to keep the link busy.
     pub max_unacked_psns: u32,
@@ -114,6 +119,7 @@ impl SoftConfig {
             gso: true,
             gro: true,
             packet_rx_ring: 1024,
+            kernel_rx: None,
             connection: ConnType::Rc,
             qkey: DEFAULT_QKEY,
             rc_tail: 0,
@@ -136,6 +142,9 @@ pub enum SoftError {
     /// `ROCEPERF_IMPAIR` is malformed.
     #[error(transparent)]
     Impair(#[from] ImpairParseError),
+    /// `ROCEPERF_KERNEL_RX` is none of its words.
+    #[error(transparent)]
+    KernelRx(#[from] KernelRxParseError),
     /// Too few or too many queue pairs.
     #[error(
         "{} {qps}: the soft transport supports 1..65535 queue pairs",

@@ -25,6 +25,7 @@ use super::io::Nic;
 use super::io::device::Backend;
 use super::io::fault::Impaired;
 use super::io::impair::ImpairConfig;
+use super::io::kernel_rx::KernelRx;
 use super::netdev::{GidKind, NetDev};
 use super::path::{LocalEnd, Path, path_to};
 use super::plan::{self, SoftNote};
@@ -102,8 +103,11 @@ pub struct SoftEndpoint {
 
 impl SoftEndpoint {
     /// Discovers the interface, opens the backend and registers one buffer per QP.
-    pub fn open(cfg: SoftConfig) -> std::result::Result<SoftEndpoint, SoftError> {
+    pub fn open(mut cfg: SoftConfig) -> std::result::Result<SoftEndpoint, SoftError> {
         plan::check_config(&cfg)?;
+        if cfg.kernel_rx.is_none() {
+            cfg.kernel_rx = Some(KernelRx::from_env()?);
+        }
         let dev = NetDev::by_name(&cfg.device)?;
         dev.require_up()?;
         let mut impair = match cfg.impair {
@@ -247,7 +251,7 @@ impl SoftEndpoint {
         };
         let mut lines = vec![
             format!(
-                "soft transport: {} over {backend} ({} I/O)",
+                "soft transport: {} ({} I/O) over {backend}",
                 self.encap,
                 self.cfg.io.name()
             ),

@@ -211,6 +211,7 @@ pub(crate) fn plan(
             gso: cfg.gso,
             gro: cfg.gro,
             rx_ring: cfg.packet_rx_ring,
+            kernel_rx: cfg.kernel_rx.unwrap_or_default(),
         },
     )?;
     Ok(SetupPlan {

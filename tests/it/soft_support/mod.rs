@@ -101,6 +101,42 @@ impl Drop for NetnsPair {
     }
 }
 
+/// Capability numbers (include/uapi/linux/capability.h).
+pub const CAP_NET_ADMIN: u32 = 12;
+pub const CAP_NET_RAW: u32 = 13;
+pub const CAP_SYS_ADMIN: u32 = 21;
+pub const CAP_BPF: u32 = 39;
+
+/// Drops `caps` from the calling thread's effective set (capabilities are per thread, so the test's
+/// other threads keep them).
+pub fn drop_capabilities(caps: &[u32]) {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Default, Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut h = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut d = [Data::default(); 2];
+    // SAFETY: capget/capset with a v3 header and two data words, as the ABI requires.
+    unsafe {
+        assert_eq!(libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()), 0);
+        for &c in caps {
+            d[(c / 32) as usize].effective &= !(1 << (c % 32));
+        }
+        assert_eq!(libc::syscall(libc::SYS_capset, &h, d.as_ptr()), 0);
+    }
+}
+
 /// Pins the calling thread to core `core` (modulo the cores there are), as a measurement's two sides
 /// would be in two roceperf processes.
 pub fn pin(core: usize) {

@@ -16,6 +16,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::IoError;
+use super::kernel_rx::KernelRx;
 use crate::params::RoceVersion;
 use crate::transport::soft::netdev::NetDev;
 use crate::transport::soft::rc::Instant;
@@ -45,6 +46,8 @@ pub(crate) struct PlanInput<'a> {
     pub gro: bool,
     /// Frames of a receive ring, for a backend that has one (0: none).
     pub rx_ring: usize,
+    /// How a frame backend keeps the kernel's IP/UDP receive off the RoCE v2 frames it took.
+    pub kernel_rx: KernelRx,
 }
 
 /// A backend's part of the setup plan: how to open it, decided from the [`PlanInput`] before any

@@ -14,7 +14,8 @@
 //! link, is a [`device::Device`], and each socket backend a `device::Backend` whose plan is a
 //! `device::Plan`; [`fault`] wraps any of them to drop, duplicate, reorder, delay or corrupt
 //! packets on purpose as an [`impair`] spec says; [`sockaddr`] converts addresses without
-//! allocating.
+//! allocating; [`kernel_rx`] keeps the kernel's own IP/UDP receive off the RoCE v2 frames an
+//! AF_PACKET socket took (a TCX ingress program, `tcx`, or a sink socket).
 //!
 //! The backends are listed once, below: one line each declares the backend's module, its variant
 //! of `Nic` (the backend an endpoint opened) and of `BackendPlan`, and `--io`'s word for it
@@ -26,11 +27,15 @@ pub mod device;
 pub mod fault;
 pub mod gso;
 pub mod impair;
+pub mod kernel_rx;
 mod nic;
 pub mod packet_gso;
 pub(crate) mod ring;
 pub(crate) mod slots;
 pub(crate) mod sockaddr;
+mod tcx;
+#[cfg(test)]
+mod test_frames;
 
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
@@ -214,6 +219,23 @@ pub(crate) fn grow_buffer(fd: impl AsFd, rx: bool, bytes: usize) -> Result<(), I
         )
     };
     plain.map_err(|e| IoError::os(format!("setsockopt({what}={bytes})"), e))
+}
+
+/// Whether the running kernel is at least `major.minor` (false when its release cannot be read).
+pub(crate) fn kernel_at_least(major: u32, minor: u32) -> bool {
+    // SAFETY: all-zero is a valid utsname, which uname fills with NUL-terminated strings.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a live utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return false;
+    }
+    // SAFETY: uname NUL-terminated the release inside its array.
+    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (have_major, have_minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (have_major, have_minor) >= (major, minor)
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::batch::{RxBatch, RxFrame, TxBatch};
 use super::device::{Backend, Device, Plan, PlanInput, RxMeta};
+use super::kernel_rx::{KernelRx, KernelRxGuard};
 use super::packet_gso::{PacketGsoTx, SUPER_FRAME_SLOT, split_frames};
 use super::ring::RxRing;
 use super::{IoError, ROCE_V2_PORT, grow_buffer, move_icrc_to_ipv4_id, setsockopt_int};
@@ -51,9 +52,11 @@ pub struct PacketConfig {
     /// Receive through a PACKET_MMAP ring of this many frame slots instead of `recvmmsg`
     /// (0: no ring). Polling an idle ring costs a memory load, not a syscall.
     pub rx_ring_frames: usize,
-    /// RoCE v2 off loopback: our address and UDP port, where a socket that keeps nothing spares the
-    /// kernel's own UDP stack its work on our frames ([`udp_sink`]).
-    pub udp_sink: Option<SocketAddr>,
+    /// RoCE v2 off loopback: our address and UDP port, whose frames the kernel's own IP/UDP receive
+    /// is kept off as [`kernel_rx`](Self::kernel_rx) says ([`super::kernel_rx`]).
+    pub v2_local: Option<SocketAddr>,
+    /// How: a TCX ingress program (falling back to a sink socket), the sink socket, or nothing.
+    pub kernel_rx: KernelRx,
     /// Every frame sent and received carries a `virtio_net_hdr` first (PACKET_VNET_HDR), so RoCE
     /// v2 frames move as segmentation-offload super-frames ([`super::packet_gso`]). Excludes a
     /// receive ring, whose slots are sized for single frames.
@@ -69,7 +72,8 @@ impl Default for PacketConfig {
             socket_buffer: 8 << 20,
             qdisc_bypass: false,
             rx_ring_frames: 0,
-            udp_sink: None,
+            v2_local: None,
+            kernel_rx: KernelRx::Tcx,
             vnet_hdr: false,
         }
     }
@@ -92,11 +96,12 @@ impl Plan for PacketConfig {
             // A ring's slots hold single frames; super-frames arrive through recvmmsg.
             rx_ring_frames: if vnet_hdr { 0 } else { input.rx_ring },
             vnet_hdr,
-            // Off loopback, RoCE v2 frames also climb the kernel's UDP stack: give them a sink.
-            udp_sink: input
+            // Off loopback, RoCE v2 frames also climb the kernel's IP/UDP receive unless kept off.
+            v2_local: input
                 .local_ip
                 .filter(|_| !dev.loopback)
                 .map(|ip| SocketAddr::new(ip, input.udp_port)),
+            kernel_rx: input.kernel_rx,
             ..PacketConfig::default()
         })
     }
@@ -182,8 +187,8 @@ pub struct PacketSocket {
     // Declared before `fd` so the ring is unmapped before the socket closes.
     ring: Option<RxRing>,
     fd: OwnedFd,
-    /// The UDP socket of [`PacketConfig::udp_sink`], when one could be made.
-    _sink: Option<OwnedFd>,
+    /// What keeps the kernel's IP/UDP receive off our RoCE v2 frames ([`PacketConfig::v2_local`]).
+    kernel_rx: Option<KernelRxGuard>,
     vnet: bool,
     ifindex: u32,
     dev: String,
@@ -246,7 +251,7 @@ impl PacketSocket {
         }
         // Before Linux 6.2 a packet socket cannot describe a received UDP super-frame and drops
         // it: such a kernel gets single frames and a receive ring instead.
-        let vnet = cfg.vnet_hdr && kernel_at_least(6, 2);
+        let vnet = cfg.vnet_hdr && super::kernel_at_least(6, 2);
         if vnet {
             setsockopt_int(&fd, libc::SOL_PACKET, PACKET_VNET_HDR, 1, "PACKET_VNET_HDR")?;
         }
@@ -284,7 +289,9 @@ impl PacketSocket {
         Ok(PacketSocket {
             ring,
             fd,
-            _sink: cfg.udp_sink.and_then(udp_sink),
+            kernel_rx: cfg
+                .v2_local
+                .map(|to| KernelRxGuard::open(dev.index, to, cfg.kernel_rx)),
             vnet,
             ifindex: dev.index,
             dev: dev.name.clone(),
@@ -294,6 +301,14 @@ impl PacketSocket {
     /// The interface index the socket is bound to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
+    }
+
+    /// Whether a TCX ingress program keeps the kernel's IP/UDP receive off our RoCE v2 frames (false
+    /// when a sink socket does, or nothing: RoCE v1, loopback, or the program could not be attached).
+    pub fn skips_kernel_udp(&self) -> bool {
+        self.kernel_rx
+            .as_ref()
+            .is_some_and(KernelRxGuard::skips_kernel_udp)
     }
 
     /// Whether every frame carries a `virtio_net_hdr` first ([`PacketConfig::vnet_hdr`]).
@@ -534,75 +549,29 @@ impl Backend for PacketDevice {
 
     fn describe(&self) -> String {
         let ifindex = self.sock.ifindex();
-        if !self.sock.vnet_hdr() {
-            return format!("AF_PACKET on ifindex {ifindex}");
+        let mut line = format!("AF_PACKET on ifindex {ifindex}");
+        // RoCE v1, and v2 with --no-gso, move alike: the same words say so.
+        match &self.sock.ring {
+            _ if self.sock.vnet_hdr() => {}
+            Some(ring) => {
+                line += &format!(", single frames, a receive ring of {} frames", ring.frames())
+            }
+            None => line += &format!(", single frames in batches of {}", self.batch),
         }
-        format!(
-            "AF_PACKET on ifindex {ifindex}, virtio_net_hdr super-frames: {}",
-            if self.gso_sending() {
+        if self.sock.vnet_hdr() {
+            line += ", virtio_net_hdr super-frames: ";
+            line += if self.gso_sending() {
                 "up to 64 packets per frame sent, split on receipt (--no-gso sends each)"
             } else {
                 "1 packet per frame sent (the peer needs single frames), split on receipt"
-            },
-        )
+            };
+        }
+        if let Some(guard) = &self.sock.kernel_rx {
+            line += "; ";
+            line += &guard.describe();
+        }
+        line
     }
-}
-
-/// Whether the running kernel is at least `major.minor` (false when its release cannot be read).
-fn kernel_at_least(major: u32, minor: u32) -> bool {
-    // SAFETY: all-zero is a valid utsname, which uname fills with NUL-terminated strings.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a live utsname.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return false;
-    }
-    // SAFETY: uname NUL-terminated the release inside its array.
-    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy();
-    let mut parts = release
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let (have_major, have_minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    (have_major, have_minor) >= (major, minor)
-}
-
-/// A UDP socket on `at` that drops every datagram in its filter. While RoCE v2 frames reach an
-/// AF_PACKET endpoint through its tap, the kernel also hands each to its own UDP stack, which,
-/// finding no socket on the port, counts it in UdpNoPorts and tries an ICMP port-unreachable for it
-/// (about half the receive side's system time per frame across a veth pair). With this socket the
-/// lookup finds a home for them and the filter discards them before any queueing; UDP_GRO on it
-/// keeps a GSO super-frame whole on the way to the filter instead of cut into its packets first.
-/// `None` when the port is taken (whoever owns it receives them instead) or the socket cannot be
-/// made: then things are as they were without it.
-pub(crate) fn udp_sink(at: SocketAddr) -> Option<OwnedFd> {
-    let fd = super::udp_socket(at.ip()).ok()?;
-    // `ret #0`: keep no byte of anything.
-    let drop_all = [libc::sock_filter {
-        code: 0x06,
-        jt: 0,
-        jf: 0,
-        k: 0,
-    }];
-    let fprog = libc::sock_fprog {
-        len: 1,
-        filter: drop_all.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: fprog points at drop_all, which outlives the call; the kernel copies the program.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_FILTER,
-            &fprog as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return None;
-    }
-    // Best effort: without it a super-frame is cut up before the filter drops the pieces.
-    let _ = setsockopt_int(&fd, libc::SOL_UDP, super::batch::UDP_GRO, 1, "UDP_GRO");
-    rustix::net::bind(&fd, &at).ok()?;
-    Some(fd)
 }
 
 impl AsRawFd for PacketSocket {
@@ -613,6 +582,7 @@ impl AsRawFd for PacketSocket {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_frames::{eth, ipv4_udp, ipv6_udp};
     use super::*;
 
     /// The AF_PACKET device on `lo` as `cfg` says, or `None` without CAP_NET_RAW (nothing to test).
@@ -634,7 +604,20 @@ mod tests {
         let ifindex = d.sock.ifindex();
         assert_eq!(d.local_addr(), None);
         assert!(!d.takes_super_frames() && !d.gso_sending() && !d.stop_gso());
-        assert_eq!(d.describe(), format!("AF_PACKET on ifindex {ifindex}"));
+        // 64 frames asked for, as many as fill the ring's last block given.
+        let frames = d.sock.ring.as_ref().map_or(0, RxRing::frames);
+        assert!((64..128).contains(&frames), "{frames}");
+        assert_eq!(
+            d.describe(),
+            format!("AF_PACKET on ifindex {ifindex}, single frames, a receive ring of {frames} frames")
+        );
+        let Some(d) = on_lo(&PacketConfig::default()) else {
+            return;
+        };
+        assert_eq!(
+            d.describe(),
+            format!("AF_PACKET on ifindex {ifindex}, single frames in batches of 64")
+        );
         let vnet = PacketConfig {
             vnet_hdr: true,
             ..PacketConfig::default()
@@ -695,37 +678,8 @@ mod tests {
         }
     }
 
-    fn eth(ethertype: u16, rest: &[u8]) -> Vec<u8> {
-        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
-        f.extend_from_slice(&ethertype.to_be_bytes());
-        f.extend_from_slice(rest);
-        f
-    }
-
-    /// A UDP header for `dport` (length 20), then 16 zero bytes.
-    fn udp_datagram(dport: u16) -> Vec<u8> {
-        let mut udp = vec![0xc0, 0x00, 0, 0, 0, 20, 0, 0];
-        udp[2..4].copy_from_slice(&dport.to_be_bytes());
-        udp.extend_from_slice(&[0u8; 16]);
-        udp
-    }
-
-    fn ipv4_udp(ihl_words: u8, frag: u16, proto: u8, dport: u16) -> Vec<u8> {
-        let mut ip = vec![0u8; ihl_words as usize * 4];
-        ip[0] = 0x40 | ihl_words;
-        ip[6..8].copy_from_slice(&frag.to_be_bytes());
-        ip[9] = proto;
-        ip.extend_from_slice(&udp_datagram(dport));
-        eth(0x0800, &ip)
-    }
-
-    fn ipv6_udp(nh: u8, dport: u16) -> Vec<u8> {
-        let mut ip = vec![0u8; 40];
-        ip[0] = 0x60;
-        ip[6] = nh;
-        ip.extend_from_slice(&udp_datagram(dport));
-        eth(0x86dd, &ip)
-    }
+    /// Where the test frames go: the classic filter looks at no address.
+    const OURS: [u8; 4] = [10, 77, 0, 1];
 
     #[test]
     fn filter_passes_roce_and_nothing_else() {
@@ -734,27 +688,27 @@ mod tests {
         let pass = |f: &[u8]| run(&prog, f) != 0;
         assert!(pass(&eth(0x8915, &[0x60; 60])), "RoCE v1");
         assert!(
-            pass(&ipv4_udp(5, 0x4000, 17, 4791)),
+            pass(&ipv4_udp(OURS, 5, 0x4000, 17, 4791)),
             "RoCE v2 / IPv4 with DF"
         );
         assert!(
-            pass(&ipv4_udp(6, 0, 17, 4791)),
+            pass(&ipv4_udp(OURS, 6, 0, 17, 4791)),
             "IPv4 with options: port found after IHL"
         );
-        assert!(pass(&ipv6_udp(17, 4791)), "RoCE v2 / IPv6");
-        assert!(!pass(&ipv4_udp(5, 0x4000, 17, 4792)), "other UDP port");
-        assert!(!pass(&ipv4_udp(5, 0, 6, 4791)), "TCP to 4791");
+        assert!(pass(&ipv6_udp("fd77::1", 17, 4791)), "RoCE v2 / IPv6");
+        assert!(!pass(&ipv4_udp(OURS, 5, 0x4000, 17, 4792)), "other UDP port");
+        assert!(!pass(&ipv4_udp(OURS, 5, 0, 6, 4791)), "TCP to 4791");
         assert!(
-            !pass(&ipv4_udp(5, 0x2000 | 0x10, 17, 4791)),
+            !pass(&ipv4_udp(OURS, 5, 0x2000 | 0x10, 17, 4791)),
             "non-first fragment"
         );
-        assert!(!pass(&ipv6_udp(6, 4791)), "IPv6 TCP");
-        assert!(!pass(&ipv6_udp(17, 53)), "IPv6 other port");
+        assert!(!pass(&ipv6_udp("fd77::1", 6, 4791)), "IPv6 TCP");
+        assert!(!pass(&ipv6_udp("fd77::1", 17, 53)), "IPv6 other port");
         assert!(!pass(&eth(0x0806, &[0; 28])), "ARP");
         assert!(!pass(&eth(0x0800, &[0x45])), "truncated IPv4");
         assert!(!pass(&[0u8; 10]), "runt frame");
         // The port is a parameter: tests use a free port instead of 4791.
-        assert!(run(&roce_filter(1234), &ipv4_udp(5, 0, 17, 1234)) != 0);
-        assert!(!pass(&ipv4_udp(5, 0, 17, 1234)));
+        assert!(run(&roce_filter(1234), &ipv4_udp(OURS, 5, 0, 17, 1234)) != 0);
+        assert!(!pass(&ipv4_udp(OURS, 5, 0, 17, 1234)));
     }
 }
