@@ -8,12 +8,15 @@
 //! across one lossy link (`--loss-sweep`), [`loss_report`] shows and writes what it found. `crate::report` renders the set and
 //! writes its files; `crate::gate` judges it. [`cli`] is `roce_compare` itself.
 
+pub(crate) mod ceiling;
 pub mod cli;
 pub(crate) mod error;
 pub(crate) mod files;
+pub(crate) mod floor;
 pub(crate) mod leg;
 pub(crate) mod local;
 pub(crate) mod loss;
 pub(crate) mod loss_report;
+pub(crate) mod port;
 pub(crate) mod remote;
 pub(crate) mod run;

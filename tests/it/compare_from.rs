@@ -245,7 +245,7 @@ fn a_comparison_read_back_keeps_its_links_and_repetitions_and_takes_ratio_gates(
             ),
             run(TransportKind::Tcp, None, &[12.0, 11.0, 12.5]),
         ],
-        skipped: vec![],
+        ..CompareSet::default()
     };
     let json = tmp.path().join("compare.json");
     results::json::write_document(&json, &set.to_json()).unwrap();
