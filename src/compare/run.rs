@@ -332,12 +332,14 @@ fn run_one(
     let (json, _) = run_sides(test, leg, None, server, client, (n, &name), on_tick)?;
     let (mut run, info) = load_client_json(&json.path).map_err(|e| e.to_string())?;
     run.notes.extend(json.server_note);
-    if let Some(why) = &client.cpu_note {
-        for note in &mut run.notes {
-            // The binary says "datapath on core N chosen with --cpu": the --cpu roce_compare gave it.
-            if note.starts_with("datapath on ") {
-                *note = format!("datapath on {why}");
-            }
+    for note in &mut run.notes {
+        // The binary says "datapath on core N chosen with --cpu" (the --cpu roce_compare gave it), or
+        // "... by default ...; choose another with --cpu": roce_compare's flag is --client-cpu.
+        if note.starts_with("datapath on ") {
+            *note = match &client.cpu_note {
+                Some(why) => format!("datapath on {why}"),
+                None => note.replace("with --cpu", "with roce_compare's --client-cpu"),
+            };
         }
     }
     run.link = leg.link.clone();

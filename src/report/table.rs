@@ -4,7 +4,7 @@
 //! Everything fits in 100 columns.
 
 use super::{fmt_size, histogram_text};
-use crate::params::{Metric, Verb};
+use crate::params::{Metric, RoceVersion, Verb};
 use crate::results::{CompareRun, CompareSet, HostPath, Measured};
 use std::fmt::Write;
 
@@ -75,24 +75,49 @@ pub(crate) fn what_it_measures(set: &CompareSet) -> String {
     let paths: Vec<HostPath> = set.runs.iter().filter_map(|r| r.path).collect();
     let soft = paths.iter().any(|p| *p != HostPath::RdmaNic);
     let nic = paths.contains(&HostPath::RdmaNic);
+    // The paths RoCE v1 shares with another RoCE version: there the rows differ by protocol.
+    let mut shared: Vec<&str> = Vec::new();
+    for v1 in set.runs.iter().filter(|r| r.roce == Some(RoceVersion::V1)) {
+        let others = set
+            .runs
+            .iter()
+            .filter(|r| r.roce.is_some() && r.roce != v1.roce);
+        if let Some(p) = v1
+            .path
+            .filter(|p| others.clone().any(|r| r.path == Some(*p)))
+            && !shared.contains(&p.short())
+        {
+            shared.push(p.short());
+        }
+    }
+    let protocol = match shared.as_slice() {
+        [] => "No two RoCE versions share a host path here, so no row's difference is the \
+               protocol's alone."
+            .to_string(),
+        paths => format!(
+            "RoCE v1 and v2 over {} take one host path: their rows differ by protocol (headers, \
+             ICRC coverage, addressing).",
+            paths.join(" and ")
+        ),
+    };
     let text = match (soft, nic) {
-        (true, _) => {
+        (true, _) => format!(
             "What this measures: roceperf's userspace RoCE (soft) and TCP through this host's \
-             network stack. Rows of one host path (RoCE v1 and v2 over AF_PACKET) differ by \
-             protocol: headers, ICRC coverage, addressing; rows of different paths differ first by \
-             what the host charges for each path. So each row stands beside the floor of its own \
-             path (roce_ref, same run, same cores) and what the stack adds above it: compare those, \
+             network stack. {protocol} Rows of different paths differ first by what the host \
+             charges for each path, so each row stands beside the floor of its own path \
+             (roce_ref, same run, same cores) and what the stack adds above it: compare those, \
              not the raw figures across paths. It tells nothing of RDMA NICs; on real NICs run \
-             `roce_compare --server -d mlx5_0` on one host and `roce_compare HOST -d mlx5_0` on the other."
-        }
-        (false, true) => {
+             `roce_compare --server -d mlx5_0` on one host and `roce_compare HOST -d mlx5_0` on \
+             the other."
+        ),
+        (false, true) => format!(
             "What this measures: RoCE through the RDMA NICs (verbs) between two hosts, and TCP \
-             through the kernel. RoCE v1 and v2 on one NIC differ by protocol; the wire ceilings \
-             (--link-speed, or the port's own) say how close each came to what its headers allow."
-        }
+             through the kernel. {protocol} The wire ceilings (--link-speed, or the port's own) \
+             say how close each came to what its headers allow."
+        ),
         (false, false) => return String::new(),
     };
-    wrap(text, WIDTH) + "\n"
+    wrap(&text, WIDTH) + "\n"
 }
 
 /// The title above a test's rows: what its figures are.
@@ -635,9 +660,30 @@ mod tests {
             "no paths: files that do not say"
         );
         let text = what_it_measures(&local_set());
-        assert!(text.contains("differ by protocol"), "{text}");
-        assert!(text.contains("roce_compare HOST -d mlx5_0"), "{text}");
+        let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words.contains(
+                "RoCE v1 and v2 over AF_PACKET take one host path: their rows differ by protocol"
+            ),
+            "{text}"
+        );
+        assert!(words.contains("`roce_compare HOST -d mlx5_0`"), "{text}");
         assert!(render(&local_set()).starts_with("What this measures: "));
+        // Two hosts, soft's defaults: v2 over its UDP socket, v1 over AF_PACKET.
+        let mut two = local_set();
+        for run in &mut two.runs {
+            if run.roce == Some(RoceVersion::V2) {
+                run.path = Some(HostPath::UdpGso);
+            }
+        }
+        let words = what_it_measures(&two)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            words.contains("No two RoCE versions share a host path here"),
+            "{words}"
+        );
     }
 
     #[test]
