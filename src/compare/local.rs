@@ -19,11 +19,7 @@ use std::process::Command;
 const V1_CAPS: [(u32, &str, &str); 3] = [
     (21, "CAP_SYS_ADMIN", "create network namespaces"),
     (12, "CAP_NET_ADMIN", "create and configure the veth pair"),
-    (
-        13,
-        "CAP_NET_RAW",
-        "open AF_PACKET sockets for RoCE v1 frames",
-    ),
+    (13, "CAP_NET_RAW", "open AF_PACKET sockets for RoCE frames"),
 ];
 
 /// Server side address of the veth pair (namespace a); the client is .2 in namespace b.
