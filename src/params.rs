@@ -503,6 +503,16 @@ pub(crate) fn all_sizes() -> Vec<u64> {
     (1..=23).map(|e| 1u64 << e).collect()
 }
 
+/// A percentile for `--percentiles`, in (0, 100]: `99.9`. The error says what to type.
+pub(crate) fn parse_percentile(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a percentile; use numbers in (0, 100], e.g. 50,99,99.9"
+        )),
+    }
+}
+
 /// Parses a message size: bytes, decimal or `0x` hex, optionally with a K or M suffix (`64K`, `1M`),
 /// 1 .. 2^31-1 bytes. The error says what to type.
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {

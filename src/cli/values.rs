@@ -37,14 +37,7 @@ pub(crate) fn parse_mtu(s: &str) -> Result<u32, String> {
     }
 }
 
-pub(crate) fn parse_percentile(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
-        _ => Err(format!(
-            "'{s}' is not a percentile; use numbers in (0, 100], e.g. 50,99,99.9"
-        )),
-    }
-}
+pub(crate) use crate::params::parse_percentile;
 
 /// `--impair SPEC`, checked now so that a typo is a usage error before anything opens.
 pub(crate) fn parse_impair(s: &str) -> Result<crate::transport::ImpairConfig, String> {

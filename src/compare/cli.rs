@@ -5,15 +5,15 @@
 //! notes about transports that could not run), 1 a gate failed, 2 usage error or nothing could run.
 //! The binary only calls [`main`].
 
-use super::leg::{Sizes, TestSpec};
+use super::leg::{Sizes, TestSpec, Tuning};
 use super::run::{self, ClientSide, LocalServer, Plan, ServerSide};
-use super::{files, local, loss, loss_report, remote};
+use super::{files, local, loss, loss_report, port, remote};
 use crate::gate::{self, GateArgs, GateOutputArgs, SetGateArgs, parse_transport_arg};
 use crate::orchestrate::{child, signals};
 use crate::params::{Metric, TestKind, TransportKind, Verb};
 use crate::report::export::{Document, ExportManager, FormatFiles};
 use crate::report::{emit, progress::SweepProgress, table};
-use crate::results::{CompareSet, ResultRow, compare_dir};
+use crate::results::{CompareSet, ResultRow, WirePort, compare_dir};
 use anyhow::Context;
 use clap::Parser;
 use std::path::{Path, PathBuf};
@@ -21,11 +21,24 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 const EXAMPLES: &str = "\
+What it measures:
+  --local runs roceperf's userspace RoCE (soft) and TCP on this host. RoCE v1 and RoCE v2 take one
+  host path (AF_PACKET, the same batching), so their rows differ by protocol: headers, ICRC
+  coverage, addressing. TCP and RoCE v2 over its UDP socket take other paths; each row shows the
+  floor of its own path (roce_ref, same run, same cores) and what the stack adds above it, so compare
+  those, not the rows' raw figures. It tells nothing of RDMA NICs: for them run two hosts,
+  roce_compare --server -d mlx5_0 on one and roce_compare HOST -d mlx5_0 on the other.
+
 Examples:
-  Everything on this machine: write_lat at 2 B and write_bw at 64 KiB over RoCE v2 (soft), RoCE
-  v1 (soft) and TCP, all across one veth pair between two network namespaces (as root; otherwise
-  RoCE v2 and TCP on lo, and RoCE v1 skipped):
+  Everything on this machine: write_lat at 2 B and write_bw at 64 KiB over RoCE v1 and v2 (soft,
+  AF_PACKET), TCP and RoCE v2 over its UDP socket, all across one veth pair between two network
+  namespaces (as root; otherwise RoCE v2 over its UDP socket and TCP on lo, the AF_PACKET rows
+  skipped):
     roce_compare --local
+
+  The same with the cores, queue pairs and percentiles of your choice, and each protocol's goodput
+  ceiling on a 100 Gb/s port (what v1, v2 and TCP would differ by there):
+    roce_compare --local --server-cpu 3 --client-cpu 2 -q 4 --percentiles 50,99 --link-speed 100G
 
   Five interleaved repetitions of each, to gate against a baseline beyond the run-to-run spread;
   and a same-run gate a slow machine does not trip (soft v2 median latency at most 2x TCP's):
@@ -33,8 +46,8 @@ Examples:
     roce_compare --local write_lat -D 2 --max-ratio soft-v2/tcp:p50=2
 
   Two hosts (verbs where -d is an RDMA device, soft where it is an interface):
-    server$ roce_compare --server -d eth0
-    client$ roce_compare -d eth0 192.0.2.10 send_lat read_bw -a
+    server$ roce_compare --server -d mlx5_0
+    client$ roce_compare -d mlx5_0 192.0.2.10 send_lat read_bw -a
 
   Compare runs made with --results, and re-render an earlier comparison with a gate:
     roce_compare --from results/*-write_lat-*-client.json
@@ -42,12 +55,13 @@ Examples:
 
 Runs of one test, transport and RoCE version at different sizes are merged into one curve. The files
 go to <results>/<timestamp>/: compare.csv, compare.json, one .hlog per latency run, latency.svg and
-bandwidth.svg. \"vs TCP\" needs a TCP run of the same test and size. The table, the files and the
-plots say which link each run crossed. With --repeat N the table shows each transport's median
-repetition and compare.json also holds every repetition's figures.";
+bandwidth.svg. \"÷v1\" divides a row's figure by RoCE v1's on the same host path (none across
+paths). The table, the files and the plots say which link each run crossed. With --repeat N the
+table shows each transport's median repetition and compare.json also holds every repetition's
+figures.";
 
-/// Compare RoCE v1, RoCE v2 and TCP side by side: table, histograms, CSV, JSON, HdrHistogram logs and
-/// SVG plots.
+/// Compare RoCE v1, RoCE v2 and TCP side by side, each row against the floor of its host path: table,
+/// histograms, CSV, JSON, HdrHistogram logs and SVG plots.
 #[derive(Debug, Parser)]
 #[command(name = "roce_compare", version, after_help = EXAMPLES)]
 struct Cli {
@@ -58,7 +72,7 @@ struct Cli {
     ))]
     args: Vec<String>,
     /// Run every transport on this machine, across one veth pair between two network namespaces when
-    /// this process may make one (root), else on lo (without RoCE v1).
+    /// this process may make one (root), else on lo (without the AF_PACKET rows).
     #[arg(long, conflicts_with_all = ["server", "from"])]
     local: bool,
     /// Serve two-host comparisons: start each run's server when a `roce_compare HOST` asks.
@@ -94,6 +108,41 @@ struct Cli {
     #[arg(long, value_name = "N", default_value_t = 1, conflicts_with_all = ["server", "from"],
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     repeat: u32,
+    /// Core of every run's server side (and its floor's) [default: the last core this process may
+    /// use]; with --server, of the servers it starts [default: the binaries']. The binaries' --cpu.
+    #[arg(long, value_name = "N", conflicts_with = "from", help_heading = RUN_OPTIONS)]
+    server_cpu: Option<usize>,
+    /// Core of every run's client side (and its floor's) [default: with --local the second-to-last
+    /// core, else the binaries' default]. The binaries' --cpu.
+    #[arg(long, value_name = "N", conflicts_with_all = ["from", "server"], help_heading = RUN_OPTIONS)]
+    client_cpu: Option<usize>,
+    /// Queue pairs of the bandwidth runs [default: the binaries' 1]. The binaries' -q.
+    #[arg(short = 'q', long = "qp", value_name = "QPS", help_heading = RUN_OPTIONS,
+          value_parser = clap::value_parser!(u32).range(1..=16384))]
+    qps: Option<u32>,
+    /// Operations in flight per queue pair in the bandwidth runs [default: the binaries' 128]. The
+    /// binaries' -t.
+    #[arg(short = 't', long = "tx-depth", value_name = "N", help_heading = RUN_OPTIONS,
+          value_parser = clap::value_parser!(u32).range(1..=15000))]
+    tx_depth: Option<u32>,
+    /// Iterations every run makes before it measures [default: the binaries' 100]. The binaries'
+    /// --warmup.
+    #[arg(long, value_name = "N", help_heading = RUN_OPTIONS)]
+    warmup: Option<u64>,
+    /// Percentiles the latency runs report, comma-separated [default: the binaries' 90,99,99.9,99.99].
+    /// The binaries' --percentiles.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', help_heading = RUN_OPTIONS,
+          value_parser = crate::params::parse_percentile)]
+    percentiles: Option<Vec<f64>>,
+    /// Show each bandwidth result as a share of its protocol's goodput ceiling on a port of this
+    /// speed (100G, 25G, 2.5G): headers and ICRC per packet, packets per message, Ethernet's framing,
+    /// TCP/IP's headers [default: a NIC's own speed in two-host mode; none on lo or a veth pair].
+    #[arg(long, value_name = "SPEED", value_parser = port::parse_speed, help_heading = WIRE)]
+    link_speed: Option<f64>,
+    /// The MTU of that port [default: the runs' link's: the veth pair's 9000, a NIC's own; 9000 on lo].
+    #[arg(long, value_name = "BYTES", requires = "link_speed", help_heading = WIRE,
+          value_parser = clap::value_parser!(u32).range(576..=65536))]
+    link_mtu: Option<u32>,
     /// Seconds one run may take before its server and client are killed [default: from the work].
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
@@ -140,6 +189,11 @@ struct Cli {
     gate_output: GateOutputArgs,
 }
 
+/// The help heading of the options passed to every run.
+const RUN_OPTIONS: &str = "Run options (passed to every run)";
+/// The help heading of the wire ceilings' options.
+const WIRE: &str = "What the wire would allow";
+
 /// A usage error: printed as clap prints its own, exit 2.
 fn usage(msg: &str) -> anyhow::Result<ExitCode> {
     eprintln!("roce_compare: error: {msg}\n\nFor more information, try '--help'.");
@@ -152,18 +206,22 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         || cli.iters.is_some()
         || cli.duration.is_some()
         || cli.timeout.is_some();
+    let tuned = cli.qps.is_some()
+        || cli.tx_depth.is_some()
+        || cli.warmup.is_some()
+        || cli.percentiles.is_some();
     if !cli.from.is_empty() {
-        if !cli.args.is_empty() || live_flags || cli.device.is_some() {
+        if !cli.args.is_empty() || live_flags || tuned || cli.device.is_some() {
             return usage(
-                "--from compares files; tests, a host, -s, -a, -n, -D, -d and --timeout are for live runs",
+                "--from compares files; tests, a host, -s, -a, -n, -D, -q, -t, --warmup, --percentiles, -d and --timeout are for live runs",
             );
         }
         return from_files(cli);
     }
     if cli.server {
-        if !cli.args.is_empty() || live_flags {
+        if !cli.args.is_empty() || live_flags || tuned || cli.link_speed.is_some() {
             return usage(
-                "--server takes its tests and sizes from the client; give them to `roce_compare HOST`",
+                "--server takes its tests, sizes and run options from the client; give them to `roce_compare HOST`",
             );
         }
         return serve(cli);
@@ -196,15 +254,9 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         .tempdir()
         .context("cannot create a temporary directory for the runs' logs")?;
     let timeout = cli.timeout.map(Duration::from_secs);
-    // The client runs the same way against either server, only pinned where it can be.
-    let client = |cpu| ClientSide {
-        bin_dir: bin_dir.clone(),
-        work: work.path().to_owned(),
-        cpu,
-        timeout,
-    };
     signals::catch();
-    let set = if cli.local {
+    let mut notes = Vec::new();
+    let (mut set, link_mtu) = if cli.local {
         if cli.device.is_some() {
             return usage(
                 "-d is for two-host runs; --local uses a veth pair between two namespaces (as root), else lo",
@@ -215,9 +267,18 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             repeat: cli.repeat as usize,
             ..local::plan(specs, netns.as_ref())
         };
-        let (server_cpu, client_cpu) = local::cores();
-        let mut server = LocalServer::new(bin_dir.clone(), work.path().to_owned(), server_cpu);
-        run_live(&plan, &mut server, &client(client_cpu))
+        let cores = local::Cores::choose(cli.server_cpu, cli.client_cpu);
+        notes.push(format!("cores: {}", cores.note()));
+        let mut server = LocalServer::new(bin_dir.clone(), work.path().to_owned(), cores.server);
+        let client = ClientSide {
+            bin_dir: bin_dir.clone(),
+            work: work.path().to_owned(),
+            cpu: cores.client,
+            cpu_note: Some(cores.client_note()),
+            timeout,
+        };
+        let mtu = netns.as_ref().ok().map(|_| local::VETH_MTU);
+        (run_live(&plan, &mut server, &client), mtu)
     } else {
         let host = hosts[0];
         let plan = Plan {
@@ -233,8 +294,27 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(2));
             }
         };
-        run_live(&plan, &mut server, &client(None))
+        notes.push(format!(
+            "cores: server: as roce_compare --server on {host} chose (its --server-cpu, else the binaries' default); client: {}",
+            match cli.client_cpu {
+                Some(c) => format!("core {c} chosen with --client-cpu"),
+                None => "the binaries' default (the second-to-last core; --client-cpu)".into(),
+            }
+        ));
+        let client = ClientSide {
+            bin_dir: bin_dir.clone(),
+            work: work.path().to_owned(),
+            cpu: cli.client_cpu,
+            cpu_note: cli
+                .client_cpu
+                .map(|c| format!("core {c} chosen with --client-cpu")),
+            timeout,
+        };
+        (run_live(&plan, &mut server, &client), None)
     };
+    notes.extend(run_notes(cli));
+    set.notes = notes;
+    attach_wire(cli, &mut set, link_mtu);
     let nothing_ran = set.runs.is_empty();
     let code = report_and_gate(cli, &set)?;
     if signals::stop_requested() {
@@ -267,6 +347,7 @@ fn loss_sweep(cli: &Cli, tests: &[TestKind], hosts: &[&str]) -> anyhow::Result<E
         .tempdir()
         .context("cannot create a temporary directory for the runs' logs")?;
     let sweep = loss::Sweep {
+        cores: local::Cores::choose(cli.server_cpu, cli.client_cpu),
         tests: test_specs(cli, tests),
         rates: cli.loss_sweep.clone(),
         via: cli.loss_via,
@@ -359,8 +440,75 @@ fn test_specs(cli: &Cli, tests: &[TestKind]) -> Vec<TestSpec> {
             sizes,
             iters: cli.iters,
             duration: cli.duration,
+            tuning: Tuning {
+                qps: cli.qps,
+                tx_depth: cli.tx_depth,
+                warmup: cli.warmup,
+                percentiles: cli.percentiles.clone().unwrap_or_default(),
+            },
         })
         .collect()
+}
+
+/// What chose the runs' length and options, one note each: the user's flag, or the binaries' default.
+fn run_notes(cli: &Cli) -> Vec<String> {
+    let length = match (cli.iters, cli.duration) {
+        (Some(n), _) => format!("iterations: -n {n} per size (--iters)"),
+        (_, Some(d)) => format!("iterations: as many as {d} s per size allows (--duration)"),
+        _ => "iterations: each test's default (the binaries'; -n or -D to choose)".into(),
+    };
+    let given = |flag: &str, v: Option<String>, default: &str| match v {
+        Some(v) => format!("{flag} {v} (as given)"),
+        None => format!("{flag}: the binaries' default{default}"),
+    };
+    let percentiles = cli
+        .percentiles
+        .as_ref()
+        .map(|p| p.iter().map(f64::to_string).collect::<Vec<_>>().join(","));
+    vec![
+        length,
+        format!(
+            "run options: {}; {}; {}; {}",
+            given("-q", cli.qps.map(|q| q.to_string()), " (1)"),
+            given("-t", cli.tx_depth.map(|t| t.to_string()), " (128)"),
+            given("--warmup", cli.warmup.map(|w| w.to_string()), " (100)"),
+            given("--percentiles", percentiles, ""),
+        ),
+    ]
+}
+
+/// The port of the wire ceilings: `--link-speed` (with `--link-mtu`, else `link_mtu`, the runs' link's,
+/// else the device's, else [`port::DEFAULT_MTU`]), or in two-host mode the NIC's own; then every
+/// bandwidth row's ceiling.
+fn attach_wire(cli: &Cli, set: &mut CompareSet, link_mtu: Option<u32>) {
+    let probed = cli
+        .device
+        .as_deref()
+        .filter(|_| !cli.local)
+        .and_then(|d| port::probe(Path::new("/sys"), d));
+    let wire = match cli.link_speed {
+        Some(speed) => {
+            let (mtu, why) = match (cli.link_mtu, link_mtu, &probed) {
+                (Some(m), _, _) => (m, "--link-mtu".to_string()),
+                (None, Some(m), _) => (m, "the MTU of the runs' link".into()),
+                (None, None, Some(p)) => (p.mtu, format!("the MTU from {}", p.source)),
+                (None, None, None) => (
+                    port::DEFAULT_MTU,
+                    "a jumbo MTU, the runs' link having no Ethernet one; --link-mtu to choose"
+                        .into(),
+                ),
+            };
+            Some(WirePort {
+                speed_gbps: speed,
+                mtu,
+                source: format!("--link-speed; {why}"),
+            })
+        }
+        None => probed,
+    };
+    if let Some(w) = wire {
+        port::attach(set, w);
+    }
 }
 
 /// `roce_compare --server`: serve comparisons on the control port.
@@ -382,7 +530,7 @@ fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
     let cfg = remote::ServeConfig {
         bin_dir: bin_dir()?,
         device: cli.device.clone(),
-        cpu: None,
+        cpu: cli.server_cpu,
         once: cli.once,
     };
     remote::serve(&listener, &cfg).context("serving comparisons")?;
@@ -391,7 +539,10 @@ fn serve(cli: &Cli) -> anyhow::Result<ExitCode> {
 
 fn from_files(cli: &Cli) -> anyhow::Result<ExitCode> {
     match files::compare_files(&cli.from) {
-        Ok(set) => report_and_gate(cli, &set),
+        Ok(mut set) => {
+            attach_wire(cli, &mut set, None);
+            report_and_gate(cli, &set)
+        }
         Err(errors) => {
             for e in errors {
                 eprintln!("roce_compare: error: {e}");

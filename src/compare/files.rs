@@ -9,7 +9,7 @@ use crate::params::Role;
 use crate::results::fabric::FABRIC_SCHEMA;
 use crate::results::json::{COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION, SCHEMA_VERSION};
 use crate::results::read::{self, DocKind, Document, ReadError, SchemaError};
-use crate::results::{CompareRun, CompareSet, role_name};
+use crate::results::{CompareRun, CompareSet, RunInfo, role_name};
 use std::path::Path;
 
 /// What is wrong with a document given as a run's results, as roce_compare says it.
@@ -53,15 +53,17 @@ fn not_a_result(schema: Option<&str>) -> String {
     )
 }
 
-/// The run of a `roceperf.result` document and the side that wrote it; the error says, in
-/// roce_compare's words, what is wrong with the document.
-pub(crate) fn run_of(doc: Result<Document, SchemaError>) -> Result<(CompareRun, Role), String> {
+/// The run of a `roceperf.result` document and its description (the side that wrote it, its MTU);
+/// the error says, in roce_compare's words, what is wrong with the document.
+pub(crate) fn run_of(
+    doc: Result<Document, SchemaError>,
+) -> Result<(CompareRun, Box<RunInfo>), String> {
     match doc {
         Ok(Document::Run { info, results }) => {
             if results.is_empty() {
                 return Err("it holds no results".into());
             }
-            Ok((CompareRun::from_run(&info, results), info.role))
+            Ok((CompareRun::from_run(&info, results), info))
         }
         Ok(Document::Fabric(_)) => Err(not_a_result(Some(FABRIC_SCHEMA))),
         // A comparison where a run's results were expected, whatever its state.
@@ -122,7 +124,8 @@ pub(crate) fn load(path: &Path) -> Result<Vec<Loaded>, String> {
             | SchemaError::Comparison(_)),
         ) => Err(in_file(problem_text(&problem))),
         doc => {
-            let (run, role) = run_of(doc).map_err(in_file)?;
+            let (run, info) = run_of(doc).map_err(in_file)?;
+            let role = info.role;
             Ok(vec![Loaded {
                 run,
                 role: Some(role),
@@ -195,7 +198,7 @@ pub(crate) fn compare_files(paths: &[impl AsRef<Path>]) -> Result<CompareSet, Ve
         started_at: crate::results::now_rfc3339(),
         version: env!("CARGO_PKG_VERSION").into(),
         runs: assemble(load_all(paths)?),
-        skipped: Vec::new(),
+        ..CompareSet::default()
     })
 }
 
@@ -231,8 +234,11 @@ mod tests {
         doc["results"] = json!([]);
         assert_eq!(words(doc), "it holds no results");
         assert!(words(set().to_json()).contains("(schema \"roceperf.compare\")"));
-        let (got, role) = run_of(parse_json(run)).unwrap();
-        assert_eq!((got.label.as_str(), role), ("RoCE v2 (soft)", Role::Client));
+        let (got, info) = run_of(parse_json(run)).unwrap();
+        assert_eq!(
+            (got.label.as_str(), info.role),
+            ("RoCE v2 (soft)", Role::Client)
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! flag, and word their failures here.
 
 use super::error::Error;
+use super::floor::{FloorJob, REF_BINARY};
 use crate::orchestrate::child::{Child, Ended, Launch, SpawnError, exit_text};
 use crate::orchestrate::control::{Job, Side};
 use crate::orchestrate::worker::Jobs;
@@ -27,8 +28,48 @@ pub(crate) enum Sizes {
     All,
 }
 
+/// The run options a user sets on the single binaries, passed to every run that takes them.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub(crate) struct Tuning {
+    /// `-q`, queue pairs (bandwidth tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qps: Option<u32>,
+    /// `-t`, operations in flight per queue pair (bandwidth tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_depth: Option<u32>,
+    /// `--warmup`, iterations run before measuring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<u64>,
+    /// `--percentiles` (latency tests); empty: the binaries' own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub percentiles: Vec<f64>,
+}
+
+impl Tuning {
+    /// The flags of these options that `test` takes: `-q` and `-t` only bandwidth tests,
+    /// `--percentiles` only latency tests.
+    fn args(&self, test: TestKind) -> Vec<String> {
+        let bandwidth = test.metric == crate::params::Metric::Bandwidth;
+        let mut a = Vec::new();
+        if let (Some(q), true) = (self.qps, bandwidth) {
+            a.extend(["-q".into(), q.to_string()]);
+        }
+        if let (Some(t), true) = (self.tx_depth, bandwidth) {
+            a.extend(["-t".into(), t.to_string()]);
+        }
+        if let Some(w) = self.warmup {
+            a.extend(["--warmup".into(), w.to_string()]);
+        }
+        if !self.percentiles.is_empty() && !bandwidth {
+            let p: Vec<String> = self.percentiles.iter().map(f64::to_string).collect();
+            a.extend(["--percentiles".into(), p.join(",")]);
+        }
+        a
+    }
+}
+
 /// One test as every transport runs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct TestSpec {
     /// Which test.
     pub test: TestKind,
@@ -38,6 +79,9 @@ pub(crate) struct TestSpec {
     pub iters: Option<u64>,
     /// `-D` seconds; None: count iterations.
     pub duration: Option<u64>,
+    /// `-q`, `-t`, `--warmup`, `--percentiles` as the user set them.
+    #[serde(default)]
+    pub tuning: Tuning,
 }
 
 /// Bytes per second below which even the soft transport on a loaded machine is considered hung.
@@ -70,7 +114,7 @@ impl TestSpec {
         Duration::from_secs_f64(30.0 + per_size)
     }
 
-    /// The flags every side of this test gets: sizes, iterations or duration.
+    /// The flags every side of this test gets: sizes, iterations or duration, and the tuning.
     fn args(&self) -> Vec<String> {
         let mut a = Vec::new();
         match self.sizes {
@@ -84,6 +128,7 @@ impl TestSpec {
         if let Some(d) = self.duration {
             a.extend(["-D".into(), d.to_string()]);
         }
+        a.extend(self.tuning.args(self.test));
         a
     }
 }
@@ -220,16 +265,21 @@ pub(crate) fn sample_test() -> TestSpec {
         sizes: Sizes::One(2),
         iters: Some(100),
         duration: None,
+        tuning: Tuning::default(),
     }
 }
 
-/// One side of one run, as a job of the control protocol: the test and the transport leg.
+/// One side of one run, as a job of the control protocol: the test and the transport leg, or the
+/// floor of that leg's path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct CompareRun {
     /// The test.
     pub test: TestSpec,
     /// The transport.
     pub leg: LegSpec,
+    /// Instead of the test: `roce_ref` over the leg's path, its floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<FloorJob>,
 }
 
 /// How this host runs the sides of a comparison's runs: `roce_<test>` from `bin_dir`.
@@ -252,7 +302,7 @@ impl Jobs for Sides {
     type Run = CompareRun;
 
     fn command(&self, job: &Job<CompareRun>, port: u16, json: &Path) -> Result<Launch, String> {
-        let CompareRun { test, leg } = &job.run;
+        let CompareRun { test, leg, floor } = &job.run;
         let mut leg = leg.clone();
         if self.from_peer {
             leg.validate().map_err(|e| e.to_string())?;
@@ -269,9 +319,19 @@ impl Jobs for Sides {
             .server_addr
             .as_deref()
             .filter(|_| job.side == Side::Client);
+        let (program, args) = match floor {
+            Some(f) => (
+                REF_BINARY.to_owned(),
+                f.args(port, self.cpu, leg.device.as_deref(), host),
+            ),
+            None => (
+                binary_name(test.test),
+                side_args(test, &leg, port, self.cpu, json, host),
+            ),
+        };
         Ok(Launch {
-            program: self.bin_dir.join(binary_name(test.test)),
-            args: side_args(test, &leg, port, self.cpu, json, host),
+            program: self.bin_dir.join(program),
+            args,
             netns: self.netns.clone(),
             env: Vec::new(),
         })
@@ -307,6 +367,7 @@ mod tests {
             sizes: Sizes::Default,
             iters: Some(200),
             duration: None,
+            tuning: Tuning::default(),
         }
     }
 
@@ -337,6 +398,79 @@ mod tests {
         let a = side_args(&all, &LegSpec::tcp(), 1, None, Path::new("j"), None);
         assert_eq!(a.join(" "), "-p 1 --transport tcp -a -D 2 --json j");
         assert_eq!(binary_name(all.test), "roce_write_lat");
+    }
+
+    #[test]
+    fn the_tuning_reaches_every_run_that_takes_it() {
+        let tuning = Tuning {
+            qps: Some(4),
+            tx_depth: Some(64),
+            warmup: Some(500),
+            percentiles: vec![50.0, 99.9],
+        };
+        let lat = TestSpec {
+            tuning: tuning.clone(),
+            ..wlat()
+        };
+        let bw = TestSpec {
+            test: TestKind::new(Verb::Write, Metric::Bandwidth),
+            tuning,
+            ..wlat()
+        };
+        let args = |spec: &TestSpec| {
+            side_args(spec, &LegSpec::tcp(), 1, Some(3), Path::new("j"), None).join(" ")
+        };
+        // Latency tests take one queue pair and one operation in flight: -q and -t are left out.
+        assert_eq!(
+            args(&lat),
+            "-p 1 --transport tcp -n 200 --warmup 500 --percentiles 50,99.9 --cpu 3 --json j"
+        );
+        assert_eq!(
+            args(&bw),
+            "-p 1 --transport tcp -n 200 -q 4 -t 64 --warmup 500 --cpu 3 --json j"
+        );
+    }
+
+    #[test]
+    fn a_floor_job_runs_roce_ref_with_the_sides_core() {
+        let sides = Sides {
+            bin_dir: PathBuf::from("/b"),
+            cpu: Some(1),
+            netns: Some("nsa".into()),
+            from_peer: false,
+            device: None,
+        };
+        let floor = crate::compare::floor::plan(
+            crate::results::HostPath::AfPacket,
+            (TransportKind::Soft, Some(RoceVersion::V1)),
+            wlat().test,
+            2,
+            4096,
+            None,
+        )
+        .unwrap()
+        .job;
+        let job = Job {
+            id: 1,
+            run: CompareRun {
+                test: wlat(),
+                leg: LegSpec::roce(TransportChoice::Soft, RoceVersion::V1, "veth0"),
+                floor: Some(floor),
+            },
+            side: Side::Server,
+            port: None,
+            peer: 0,
+            server_addr: None,
+            impair: None,
+            timeout_ms: 0,
+        };
+        let launch = sides.command(&job, 9, Path::new("j")).unwrap();
+        assert_eq!(launch.program, PathBuf::from("/b/roce_ref"));
+        assert_eq!(
+            launch.args.join(" "),
+            "packet-pingpong -d veth0 -s 76 --cpu 1 --json"
+        );
+        assert_eq!(launch.netns.as_deref(), Some("nsa"));
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! the sweep.
 
 use super::error::{Error, Result};
+use super::floor::FloorJob;
 use super::leg::{LegSpec, TestSpec, TransportChoice};
 use super::local::{self, NetnsPair, VETH_DEV, VETH_SERVER_IP};
 use super::run::{ClientSide, Leg, LocalServer, Plan, ServerSide, run_plan};
@@ -55,6 +56,8 @@ pub(crate) struct Sweep {
     pub work: PathBuf,
     /// Per-run timeout.
     pub timeout: Option<Duration>,
+    /// The cores of the two sides, and what chose them.
+    pub(crate) cores: local::Cores,
 }
 
 /// `1%`, `0.01%`, `0.05` or `0` as a probability.
@@ -160,6 +163,7 @@ impl Series {
                 "veth (netns {}<->{}, MTU {SWEEP_MTU}, no GSO)",
                 pair.server, pair.client
             )),
+            path: None,
         }
     }
 }
@@ -248,9 +252,9 @@ impl LossServer<'_> {
 }
 
 impl ServerSide for LossServer<'_> {
-    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16> {
+    fn start(&mut self, test: &TestSpec, leg: &Leg, floor: Option<&FloorJob>) -> Result<u16> {
         self.flush();
-        let port = self.inner.start(test, leg)?;
+        let port = self.inner.start(test, leg, floor)?;
         let kernel = leg.spec.transport == TransportChoice::Tcp
             || (leg.spec.roce == Some(RoceVersion::V2)
                 && !leg.spec.extra.iter().any(|a| a == "--impair"));
@@ -316,12 +320,11 @@ fn link() -> Result<NetnsPair> {
 /// Runs the sweep: every rate, every series, every test. Runs that fail are skipped with the reason.
 pub(crate) fn run(sweep: &Sweep, progress: &SweepProgress) -> Result<CompareSet> {
     let pair = link()?;
-    let (server_cpu, client_cpu) = local::cores();
     let mut all = CompareSet {
         started_at: crate::results::now_rfc3339(),
         version: env!("CARGO_PKG_VERSION").into(),
         runs: Vec::new(),
-        skipped: Vec::new(),
+        ..CompareSet::default()
     };
     let burst = sweep.burst.is_some();
     for (i, &rate) in sweep.rates.iter().enumerate() {
@@ -350,9 +353,10 @@ pub(crate) fn run(sweep: &Sweep, progress: &SweepProgress) -> Result<CompareSet>
                 .collect(),
             skipped: Vec::new(),
             repeat: 1,
+            floors: false,
         };
         let mut server = LossServer {
-            inner: LocalServer::new(sweep.bin_dir.clone(), work.clone(), server_cpu),
+            inner: LocalServer::new(sweep.bin_dir.clone(), work.clone(), sweep.cores.server),
             pair: &pair,
             kernel_rate: if sweep.via == LossVia::Kernel && !burst {
                 rate
@@ -366,7 +370,8 @@ pub(crate) fn run(sweep: &Sweep, progress: &SweepProgress) -> Result<CompareSet>
         let client = ClientSide {
             bin_dir: sweep.bin_dir.clone(),
             work: work.clone(),
-            cpu: client_cpu,
+            cpu: sweep.cores.client,
+            cpu_note: Some(sweep.cores.client_note()),
             timeout: sweep.timeout,
         };
         let set = run_plan(&plan, &mut server, &client, progress);

@@ -9,6 +9,7 @@
 //! never make it run anything else. A dropped control connection kills whatever it started.
 
 use super::error::{Error, Result};
+use super::floor::FloorJob;
 use super::leg::{CompareRun, LegSpec, Sides, TestSpec, TransportChoice};
 use super::run::{GRACE, Leg, Plan, ServerSide};
 use crate::orchestrate::control::{self, Hello, Job, Outcome, Side, ToDriver, ToWorker};
@@ -220,7 +221,7 @@ impl RemoteServer {
 }
 
 impl ServerSide for RemoteServer {
-    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16> {
+    fn start(&mut self, test: &TestSpec, leg: &Leg, floor: Option<&FloorJob>) -> Result<u16> {
         self.jobs += 1;
         let id = self.jobs;
         // A safety net: the client ends its server side long before.
@@ -228,8 +229,9 @@ impl ServerSide for RemoteServer {
         let job = Job {
             id,
             run: CompareRun {
-                test: *test,
+                test: test.clone(),
                 leg: leg.spec.clone(),
+                floor: floor.copied(),
             },
             side: Side::Server,
             port: None,
@@ -306,6 +308,7 @@ pub(crate) fn plan(tests: Vec<TestSpec>, host: &str, device: Option<&str>) -> Pl
                     client_netns: None,
                     host: host.into(),
                     link: None,
+                    path: None,
                 });
             }
             None => skipped.push(Skipped {
@@ -321,6 +324,7 @@ pub(crate) fn plan(tests: Vec<TestSpec>, host: &str, device: Option<&str>) -> Pl
         legs,
         skipped,
         repeat: 1,
+        floors: true,
     }
 }
 
@@ -336,6 +340,7 @@ mod tests {
             run: CompareRun {
                 test: spec(),
                 leg: LegSpec::tcp(),
+                floor: None,
             },
             side: Side::Server,
             port: None,
@@ -405,13 +410,13 @@ mod tests {
             spec: LegSpec::roce(TransportChoice::Auto, RoceVersion::V2, "eth0; reboot"),
             ..Leg::tcp("127.0.0.1")
         };
-        let err = s.start(&spec(), &bad).unwrap_err().to_string();
+        let err = s.start(&spec(), &bad, None).unwrap_err().to_string();
         assert!(
             err.starts_with(&format!("127.0.0.1:{port}: ")) && err.contains("is not a device"),
             "{err}"
         );
         // No binaries in bin_dir: the start fails with how to build them.
-        let err = s.start(&spec(), &Leg::tcp("127.0.0.1")).unwrap_err();
+        let err = s.start(&spec(), &Leg::tcp("127.0.0.1"), None).unwrap_err();
         assert!(err.to_string().contains("cargo build"), "{err}");
         assert!(s.finish(false, Instant::now()).is_ok(), "nothing runs");
         drop(s);

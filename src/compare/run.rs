@@ -4,18 +4,20 @@
 //! Where the server runs is behind [`ServerSide`]: a child process on this machine ([`LocalServer`], for
 //! `--local`) or a `roce_compare --server` on another host (`compare::remote`). A leg that cannot run
 //! or fails becomes a [`Skipped`] note with the reason and the tail of the failing side's stderr, never
-//! a silent gap in the table.
+//! a silent gap in the table. With [`Plan::floors`], each run is followed by its floor (`super::floor`):
+//! `roce_ref` over the run's host path, through the same server side and client.
 
 use super::error::{Error, Result};
 use super::files::run_of;
-use super::leg::{self, LegSpec, Sides, TestSpec};
+use super::floor::{self, FloorJob, FloorPlan};
+use super::leg::{self, LegSpec, Sides, TestSpec, TransportChoice};
 use crate::orchestrate::child::{Child, Ended, exit_text};
 use crate::orchestrate::control::{Job, Side};
 use crate::orchestrate::signals::stop_requested as interrupted;
 use crate::orchestrate::worker::{self, Jobs, Running};
 use crate::report::progress::SweepProgress;
 use crate::results::read::{self, ReadError};
-use crate::results::{CompareRun, CompareSet, Skipped};
+use crate::results::{CompareRun, CompareSet, Floor, HostPath, Skipped, path_label};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -40,6 +42,9 @@ pub(crate) struct Leg {
     /// The link the traffic crosses, recorded in the run (`lo`, `veth (netns ..., MTU 9000)`); None
     /// when this side cannot know it.
     pub link: Option<String>,
+    /// The way the packets go through the host; None: the transport's default, known once the run
+    /// says which transport it got (`--transport auto`).
+    pub(crate) path: Option<HostPath>,
 }
 
 impl Leg {
@@ -52,7 +57,21 @@ impl Leg {
             client_netns: None,
             host: host.into(),
             link: None,
+            path: Some(HostPath::TcpSocket),
         }
+    }
+
+    /// Names `run` (which this leg made) by the path it took: the leg's own label, or for a leg that
+    /// let the binary pick its transport, the transport it got with its default path.
+    fn name_run(&self, run: &mut CompareRun) {
+        let path = self
+            .path
+            .unwrap_or_else(|| HostPath::default_for(run.transport, run.roce));
+        run.path = Some(path);
+        run.label = match self.spec.transport {
+            TransportChoice::Auto => path_label(run.transport, run.roce, path),
+            _ => self.label.clone(),
+        };
     }
 }
 
@@ -67,12 +86,15 @@ pub(crate) struct Plan {
     pub skipped: Vec<Skipped>,
     /// How many times each test runs over each leg (`--repeat`; 0 counts as 1).
     pub repeat: usize,
+    /// Follow each run with its floor (`roce_ref` over its path); a loss sweep does not.
+    pub floors: bool,
 }
 
 /// Where the server side of a run lives.
 pub(crate) trait ServerSide {
-    /// Starts the `roce_<test>` server of `leg`; returns the out-of-band port the client must use.
-    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16>;
+    /// Starts the `roce_<test>` server of `leg` (with `floor`, the `roce_ref` server of that floor);
+    /// returns the port the client must use.
+    fn start(&mut self, test: &TestSpec, leg: &Leg, floor: Option<&FloorJob>) -> Result<u16>;
     /// Waits until `deadline` for the server to exit (kills it at once when `kill`); Err says how it
     /// failed, with its stderr tail.
     fn finish(&mut self, kill: bool, deadline: Instant) -> Result<()>;
@@ -103,20 +125,22 @@ impl LocalServer {
     }
 }
 
-/// One side of run `n` of `test` over `leg`, as a job: the server picks its port, the client is told
-/// it.
+/// One side of run `n` of `test` over `leg` (or of its `floor`), as a job: the server picks its port,
+/// the client is told it.
 fn side_job(
     n: usize,
     test: &TestSpec,
     leg: &Leg,
+    floor: Option<&FloorJob>,
     side: Side,
     port: Option<u16>,
 ) -> Job<leg::CompareRun> {
     Job {
         id: n as u64,
         run: leg::CompareRun {
-            test: *test,
+            test: test.clone(),
             leg: leg.spec.clone(),
+            floor: floor.copied(),
         },
         side,
         port,
@@ -128,9 +152,9 @@ fn side_job(
 }
 
 impl ServerSide for LocalServer {
-    fn start(&mut self, test: &TestSpec, leg: &Leg) -> Result<u16> {
+    fn start(&mut self, test: &TestSpec, leg: &Leg, floor: Option<&FloorJob>) -> Result<u16> {
         self.runs += 1;
-        let job = side_job(self.runs, test, leg, Side::Server, None);
+        let job = side_job(self.runs, test, leg, floor, Side::Server, None);
         let sides = Sides {
             bin_dir: self.bin_dir.clone(),
             cpu: self.cpu,
@@ -138,7 +162,8 @@ impl ServerSide for LocalServer {
             from_peer: false,
             device: None,
         };
-        let name = format!("{}-server-{}", test.test, self.runs);
+        let what = if floor.is_some() { "floor" } else { "server" };
+        let name = format!("{}-{what}-{}", test.test, self.runs);
         let running = worker::start(&sides, &job, &self.work, &name)
             .map_err(|o| Error::Side(o.error.unwrap_or_default()))?;
         let port = running.port;
@@ -170,6 +195,9 @@ pub(crate) struct ClientSide {
     pub work: PathBuf,
     /// Core of the client's datapath.
     pub cpu: Option<usize>,
+    /// What chose that core, as the runs' notes say it (the binary would say `--cpu`, which the
+    /// user did not give it); None: leave the binary's note.
+    pub cpu_note: Option<String>,
     /// Per-run timeout; None: [`TestSpec::timeout`].
     pub timeout: Option<Duration>,
 }
@@ -188,6 +216,7 @@ pub(crate) fn run_plan(
         version: env!("CARGO_PKG_VERSION").into(),
         runs: Vec::new(),
         skipped: plan.skipped.clone(),
+        ..CompareSet::default()
     };
     let repeat = plan.repeat.max(1);
     let mut n = 0usize;
@@ -220,7 +249,13 @@ pub(crate) fn run_plan(
                     }
                 };
                 out.push(match run_one(test, leg, server, client, n, &mut on_tick) {
-                    Ok(run) => Ok(run),
+                    Ok((mut run, mtu)) => {
+                        if plan.floors {
+                            progress.start_step(format!("{what}: its floor"));
+                            run.floors = floors(test, leg, &run, mtu, server, client, n);
+                        }
+                        Ok(run)
+                    }
                     Err(_) if interrupted() => Err(Skipped {
                         label,
                         reason: "interrupted while running; server and client were killed".into(),
@@ -282,8 +317,9 @@ fn collect(
     set.runs.extend(CompareRun::from_repetitions(runs));
 }
 
-/// One run: server, client, the client's results. Err is the note the table shows (the failures of
-/// both sides, composed). `on_tick` is told, now and then, how many sizes the client has finished.
+/// One run: server, client, the client's results, named by the path it took. Err is the note the
+/// table shows (the failures of both sides, composed). `on_tick` is told, now and then, how many
+/// sizes the client has finished.
 fn run_one(
     test: &TestSpec,
     leg: &Leg,
@@ -291,10 +327,48 @@ fn run_one(
     client: &ClientSide,
     n: usize,
     on_tick: &mut dyn FnMut(usize),
-) -> std::result::Result<CompareRun, String> {
-    let timeout = client.timeout.unwrap_or_else(|| test.timeout());
-    let port = server.start(test, leg).map_err(|e| e.to_string())?;
+) -> std::result::Result<(CompareRun, u32), String> {
     let name = format!("{}-client-{n}", test.test);
+    let (json, _) = run_sides(test, leg, None, server, client, (n, &name), on_tick)?;
+    let (mut run, info) = load_client_json(&json.path).map_err(|e| e.to_string())?;
+    run.notes.extend(json.server_note);
+    for note in &mut run.notes {
+        // The binary says "datapath on core N chosen with --cpu" (the --cpu roce_compare gave it), or
+        // "... by default ...; choose another with --cpu": roce_compare's flag is --client-cpu.
+        if note.starts_with("datapath on ") {
+            *note = match &client.cpu_note {
+                Some(why) => format!("datapath on {why}"),
+                None => note.replace("with --cpu", "with roce_compare's --client-cpu"),
+            };
+        }
+    }
+    run.link = leg.link.clone();
+    leg.name_run(&mut run);
+    Ok((run, info.mtu))
+}
+
+/// What a client left: its result file, and the note of a server that failed after it succeeded.
+struct ClientDone {
+    path: std::path::PathBuf,
+    server_note: Option<String>,
+}
+
+/// Runs the server and the client of `test` over `leg` (or of its `floor`); `name` is the client's
+/// (its logs and result file). Ok: the client's result file and its stdout log.
+fn run_sides(
+    test: &TestSpec,
+    leg: &Leg,
+    floor: Option<&FloorJob>,
+    server: &mut dyn ServerSide,
+    client: &ClientSide,
+    (n, name): (usize, &str),
+    on_tick: &mut dyn FnMut(usize),
+) -> std::result::Result<(ClientDone, std::path::PathBuf), String> {
+    let timeout = match floor {
+        Some(_) => FLOOR_TIMEOUT,
+        None => client.timeout.unwrap_or_else(|| test.timeout()),
+    };
+    let port = server.start(test, leg, floor).map_err(|e| e.to_string())?;
     let json = client.work.join(format!("{name}.json"));
     let sides = Sides {
         bin_dir: client.bin_dir.clone(),
@@ -303,12 +377,12 @@ fn run_one(
         from_peer: false,
         device: None,
     };
-    let job = side_job(n, test, leg, Side::Client, Some(port));
+    let job = side_job(n, test, leg, floor, Side::Client, Some(port));
     let deadline = Instant::now() + timeout;
     let spawned = sides
         .command(&job, port, &json)
         .map_err(Error::Side)
-        .and_then(|launch| Child::spawn(&launch, &client.work, &name).map_err(Error::from));
+        .and_then(|launch| Child::spawn(&launch, &client.work, name).map_err(Error::from));
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
@@ -330,8 +404,9 @@ fn run_one(
     match ended {
         Ended::Killed(_) | Ended::Lost(_) => {
             let server_err = server.finish(true, Instant::now()).err();
+            let flag = if floor.is_some() { "" } else { " (--timeout)" };
             Err(format!(
-                "timed out after {} s (--timeout) and was killed; client{tail}{}",
+                "timed out after {} s{flag} and was killed; client{tail}{}",
                 timeout.as_secs(),
                 server_err.map(|s| format!("; {s}")).unwrap_or_default()
             ))
@@ -352,15 +427,87 @@ fn run_one(
             Err(format!("client {}{tail}{server_part}", exit_text(status)))
         }
         Ended::Exited(_) => {
-            let server_err = server.finish(false, Instant::now() + GRACE).err();
-            let mut run = load_client_json(&json).map_err(|e| e.to_string())?;
-            if let Some(e) = server_err {
-                run.notes.push(e.to_string());
-            }
-            run.link = leg.link.clone();
-            Ok(run)
+            let server_note = server
+                .finish(false, Instant::now() + GRACE)
+                .err()
+                .map(|e| e.to_string());
+            let done = ClientDone {
+                path: json,
+                server_note,
+            };
+            Ok((done, stdout))
         }
     }
+}
+
+/// How long a floor (a ping-pong of 20,000 round trips, or a stream of a few seconds) may take.
+const FLOOR_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The floors of `run` (which `leg` made over `test`, at RoCE MTU `mtu`): per size, `roce_ref` over
+/// its path, each distinct reference run once, or a note saying why there is none.
+fn floors(
+    test: &TestSpec,
+    leg: &Leg,
+    run: &CompareRun,
+    mtu: u32,
+    server: &mut dyn ServerSide,
+    client: &ClientSide,
+    n: usize,
+) -> Vec<Floor> {
+    let path = run
+        .path
+        .unwrap_or_else(|| HostPath::default_for(run.transport, run.roce));
+    let device = leg.spec.device.as_deref();
+    // Each reference's outcome (client stdout, or why it failed), by job.
+    let mut measured: Vec<(FloorJob, std::result::Result<String, String>)> = Vec::new();
+    let mut out = Vec::new();
+    for result in &run.results {
+        let size = result.size;
+        let figures = result.figures();
+        let figure = match (figures.latency(), figures.bandwidth()) {
+            (Some(l), _) => l.median_us,
+            (_, Some(b)) => b.gbps,
+            _ => continue,
+        };
+        let plan: FloorPlan = match floor::plan(
+            path,
+            (run.transport, run.roce),
+            run.test,
+            size,
+            mtu,
+            test.duration,
+        ) {
+            Ok(p) => p,
+            Err(why) => {
+                out.push(Floor::missing(size, why));
+                continue;
+            }
+        };
+        let reference = plan.job.describe(device);
+        let printed = match measured.iter().find(|(j, _)| *j == plan.job) {
+            Some((_, printed)) => printed.clone(),
+            None => {
+                let name = format!("{}-floor-{n}-{}", test.test, measured.len());
+                let printed = run_sides(
+                    test,
+                    leg,
+                    Some(&plan.job),
+                    server,
+                    client,
+                    (n, &name),
+                    &mut |_| {},
+                )
+                .map(|(_, stdout)| std::fs::read_to_string(stdout).unwrap_or_default());
+                measured.push((plan.job, printed.clone()));
+                printed
+            }
+        };
+        out.push(match printed {
+            Ok(text) => floor::floor_of(&plan, reference, size, &text, figure),
+            Err(why) => Floor::missing(size, format!("{reference} failed: {why}")),
+        });
+    }
+    out
 }
 
 /// Message sizes a run has finished so far: the result rows of its perftest-style table (rows start
@@ -378,7 +525,7 @@ fn count_result_rows(text: &str) -> usize {
 /// The run a client wrote with `--json`. The client's file is enough in every test: a client always
 /// posts, so it always measures, and where the server measures too (send_bw's receiver) the client's
 /// sending rate is the figure perftest's client reports.
-fn load_client_json(path: &Path) -> Result<CompareRun> {
+fn load_client_json(path: &Path) -> Result<(CompareRun, Box<crate::results::RunInfo>)> {
     let bad = |detail: String| Error::Results {
         path: path.to_owned(),
         detail,
@@ -392,7 +539,7 @@ fn load_client_json(path: &Path) -> Result<CompareRun> {
         }
         Err(e @ ReadError::Csv { .. }) => return Err(bad(e.to_string())),
     };
-    run_of(doc).map(|(run, _)| run).map_err(bad)
+    run_of(doc).map_err(bad)
 }
 
 #[cfg(test)]
@@ -413,7 +560,9 @@ mod tests {
         let bin = dir.path().join("bin");
         std::fs::create_dir(&bin).unwrap();
         let mut server = LocalServer::new(bin.clone(), dir.path().to_owned(), None);
-        let err = server.start(&spec(), &Leg::tcp("127.0.0.1")).unwrap_err();
+        let err = server
+            .start(&spec(), &Leg::tcp("127.0.0.1"), None)
+            .unwrap_err();
         assert!(
             err.to_string().starts_with("cannot start ")
                 && err.to_string().contains("cargo build --release --bins"),
@@ -437,7 +586,7 @@ mod tests {
             let exec =
                 <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
             std::fs::set_permissions(&path, exec).unwrap();
-            server.start(&spec(), &Leg::tcp("127.0.0.1")).unwrap();
+            server.start(&spec(), &Leg::tcp("127.0.0.1"), None).unwrap();
             let err = server.finish(false, Instant::now() + wait).unwrap_err();
             assert_eq!(err.to_string(), says);
         }

@@ -183,11 +183,12 @@ fn baseline_checks(
     let allowed = args.max_regression.0;
     let mut matched_any = false;
     for row in rows {
-        // Prefer a baseline row from the same side (client/server) when a file holds both.
+        // Prefer a baseline row of the same host path (a comparison may hold RoCE v2 over two), then
+        // from the same side (client/server) when a file holds both.
         let base = baseline
             .iter()
             .filter(|b| b.key() == row.key())
-            .min_by_key(|b| b.role != row.role);
+            .min_by_key(|b| (b.path != row.path, b.role != row.role));
         let Some(base) = base else {
             out.push(CheckResult {
                 subject: row.subject(),

@@ -239,9 +239,9 @@ fn times(v: f64) -> String {
 }
 
 /// Every check `ratio` makes over `rows`: one per result of NUM with a DEN counterpart at the same test
-/// and size (from the same file when there is one, then the same side), a failure for a result of
-/// either side without a counterpart, and a failure when neither side has a result of the figure, so
-/// that the gate never passes vacuously.
+/// and size (of the same host path when there is one, then from the same file, then the same side),
+/// a failure for a result of either side without a counterpart, and a failure when neither side has
+/// a result of the figure, so that the gate never passes vacuously.
 pub(crate) fn checks(rows: &[ResultRow], ratio: &Ratio, bound: Bound, out: &mut Vec<CheckResult>) {
     let flag = bound.flag();
     let fig = ratio.figure;
@@ -287,7 +287,7 @@ pub(crate) fn checks(rows: &[ResultRow], ratio: &Ratio, bound: Bound, out: &mut 
         let den = dens
             .iter()
             .filter(|d| same_place(n, d))
-            .min_by_key(|d| (d.source != n.source, d.role != n.role));
+            .min_by_key(|d| (d.path != n.path, d.source != n.source, d.role != n.role));
         let Some(d) = den else {
             out.push(fail(
                 n.subject(),

@@ -134,6 +134,7 @@ mod tests {
             size: 65536,
             figures: f(reps.first().copied().unwrap_or(0.0)),
             repeats: reps.iter().map(|&g| f(g)).collect(),
+            path: None,
         }
     }
 

@@ -28,6 +28,7 @@ fn row(test: TestKind, size: u64, figures: Figures) -> ResultRow {
         size,
         figures,
         repeats: Vec::new(),
+        path: None,
     }
 }
 

@@ -217,7 +217,16 @@ pub(crate) const COMPARE_COLUMNS: &[&str] = &[
     "bw_avg_mibps",
     "bw_peak_gbps",
     "msg_rate_mpps",
-    "ratio_to_tcp",
+    "path",
+    "floor_reference",
+    "floor_us",
+    "above_floor_us",
+    "floor_gbps",
+    "share_of_floor",
+    "floor_note",
+    "ceiling_gbps",
+    "share_of_ceiling",
+    "ratio_to_v1",
 ];
 
 /// compare.csv's last column when a run of the comparison records the link it crossed (a comparison
@@ -268,11 +277,7 @@ fn csv_rows(set: &CompareSet, run: &CompareRun, link: bool) -> Vec<Vec<String>> 
                 // Figures::of follows the measurement's kind, so the kinds always agree.
                 _ => row.extend(std::iter::repeat_n(String::new(), 11)),
             }
-            row.push(
-                set.ratio_to_tcp(run, r.size)
-                    .map(|x| format!("{x:.4}"))
-                    .unwrap_or_default(),
-            );
+            row.extend(beside_cells(set, run, r.size));
             debug_assert_eq!(row.len(), COMPARE_COLUMNS.len());
             if link {
                 row.push(run.link.clone().unwrap_or_default());
@@ -280,6 +285,27 @@ fn csv_rows(set: &CompareSet, run: &CompareRun, link: bool) -> Vec<Vec<String>> 
             row
         })
         .collect()
+}
+
+/// The cells after the figures: the host path, its floor, the wire's ceiling and the ratio to RoCE v1
+/// on the same path (empty where they do not apply).
+fn beside_cells(set: &CompareSet, run: &CompareRun, size: u64) -> [String; 10] {
+    let f3 = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_default();
+    let f4 = |v: Option<f64>| v.map(|v| format!("{v:.4}")).unwrap_or_default();
+    let floor = run.floor_at(size);
+    let ceiling = run.ceiling_at(size);
+    [
+        run.path.map(|p| p.name().to_owned()).unwrap_or_default(),
+        floor.and_then(|f| f.reference.clone()).unwrap_or_default(),
+        f3(floor.and_then(|f| f.median_us)),
+        f3(floor.and_then(|f| f.above_us)),
+        f3(floor.and_then(|f| f.gbps)),
+        f4(floor.and_then(|f| f.share)),
+        floor.and_then(|f| f.note.clone()).unwrap_or_default(),
+        f3(ceiling.map(|c| c.gbps)),
+        f4(ceiling.map(|c| c.share)),
+        f4(set.ratio_to_v1(run, size)),
+    ]
 }
 
 /// compare.csv as text: the header, then every run's rows in order.
@@ -424,7 +450,8 @@ mod tests {
         assert_eq!(v2_64k["test"], "write_bw");
         assert_eq!(v2_64k["roce"], "v2");
         assert!((v2_64k["bw_avg_gbps"].parse::<f64>().unwrap() - 45.0).abs() < 1e-3);
-        assert_eq!(v2_64k["ratio_to_tcp"], "1.8000");
+        assert_eq!(v2_64k["ratio_to_v1"], "", "no path recorded: no ratio");
+        assert_eq!(v2_64k["path"], "");
         assert_eq!(v2_64k["lat_median_us"], "");
         let tcp_lat = rows
             .iter()

@@ -108,14 +108,23 @@ fn units(m: &Measured) -> Value {
 impl CompareSet {
     /// The comparison as a `roceperf.compare` JSON document.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut doc = json!({
             "schema": COMPARE_SCHEMA,
             "schema_version": COMPARE_SCHEMA_VERSION,
             "tool": {"name": "roceperf", "version": self.version},
             "started_at": self.started_at,
             "runs": self.runs,
             "skipped": self.skipped,
-        })
+        });
+        if let Value::Object(map) = &mut doc {
+            if !self.notes.is_empty() {
+                map.insert("notes".into(), json!(self.notes));
+            }
+            if let Some(w) = &self.wire {
+                map.insert("wire".into(), json!(w));
+            }
+        }
+        doc
     }
 }
 

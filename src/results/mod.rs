@@ -9,10 +9,12 @@
 //! sets, `gate` judges them. This module knows nothing of transports, command lines or terminals; it
 //! uses only `params` (the vocabulary) and `stats` (the summaries).
 
+pub(crate) mod ceiling;
 pub mod csv;
 pub(crate) mod fabric;
 pub(crate) mod figures;
 pub(crate) mod files;
+pub(crate) mod floor;
 pub mod json;
 pub(crate) mod loss;
 pub(crate) mod read;
@@ -26,6 +28,7 @@ pub(crate) mod time;
 #[cfg(test)]
 pub(crate) mod testdata;
 
+pub use ceiling::{WireCeiling, WirePort};
 pub use csv::append_csv;
 pub(crate) use figures::Figures;
 pub use figures::{BandwidthFigures, LatencyFigures};
@@ -34,6 +37,7 @@ pub use files::results_paths;
 pub(crate) use files::{
     LineStream, append_under_header, compare_dir, create_results_dir, replace_with, write_atomic,
 };
+pub use floor::{Floor, HostPath, path_label};
 pub use json::{to_json, write_json};
 pub(crate) use loss::LossPoint;
 pub(crate) use read::parse_transport;

@@ -266,6 +266,10 @@ fn parse_compare(doc: Value) -> Result<CompareSet, SchemaError> {
         runs: Vec<CompareRun>,
         #[serde(default)]
         skipped: Vec<Skipped>,
+        #[serde(default)]
+        notes: Vec<String>,
+        #[serde(default)]
+        wire: Option<super::WirePort>,
     }
     #[derive(Deserialize)]
     struct Tool {
@@ -277,6 +281,8 @@ fn parse_compare(doc: Value) -> Result<CompareSet, SchemaError> {
         version: d.tool.version,
         runs: d.runs,
         skipped: d.skipped,
+        notes: d.notes,
+        wire: d.wire,
     })
 }
 

@@ -4,7 +4,7 @@
 //! (so a gate can weigh a change against the run-to-run spread), and shows the median repetition's
 //! full result (histogram included) in its table, files and plots.
 
-use super::{BandwidthFigures, CompareRun, Figures, LatencyFigures, SizeResult};
+use super::{BandwidthFigures, CompareRun, Figures, Floor, LatencyFigures, SizeResult};
 use serde::{Deserialize, Serialize};
 
 /// One message size's figures in each repetition, in the order the repetitions ran.
@@ -48,37 +48,47 @@ fn goodness(r: &SizeResult) -> f64 {
 impl CompareRun {
     /// One run from the repetitions of one transport and test (in the order they ran; None when
     /// there are none): per size, the full result of the median repetition by the headline figure
-    /// (bandwidth, or median latency; of an even count, the worse of the two middle ones), and every
-    /// repetition's figures in [`CompareRun::repetitions`]. Notes are those of the first repetition
-    /// followed by any new ones the others add.
+    /// (bandwidth, or median latency; of an even count, the worse of the two middle ones) with that
+    /// repetition's floor, and every repetition's figures in [`CompareRun::repetitions`]. Notes are
+    /// those of the first repetition followed by any new ones the others add.
     pub fn from_repetitions(reps: Vec<CompareRun>) -> Option<CompareRun> {
         let mut iter = reps.into_iter();
         let mut out = iter.next()?;
-        let mut all: Vec<Vec<SizeResult>> = vec![std::mem::take(&mut out.results)];
+        let mut all: Vec<(Vec<SizeResult>, Vec<Floor>)> = vec![(
+            std::mem::take(&mut out.results),
+            std::mem::take(&mut out.floors),
+        )];
         for rep in iter {
             for note in rep.notes {
                 if !out.notes.contains(&note) {
                     out.notes.push(note);
                 }
             }
-            all.push(rep.results);
+            all.push((rep.results, rep.floors));
         }
-        let mut sizes: Vec<u64> = all.iter().flatten().map(|r| r.size).collect();
+        let mut sizes: Vec<u64> = all.iter().flat_map(|a| &a.0).map(|r| r.size).collect();
         sizes.sort_unstable();
         sizes.dedup();
         for size in sizes {
-            let mut at: Vec<&SizeResult> =
-                all.iter().flatten().filter(|r| r.size == size).collect();
+            // Each repetition's result at this size, with that repetition's floors.
+            let mut at: Vec<(&SizeResult, &[Floor])> = all
+                .iter()
+                .flat_map(|(results, floors)| results.iter().map(move |r| (r, floors.as_slice())))
+                .filter(|(r, _)| r.size == size)
+                .collect();
             let mut rep = Repetitions {
                 size,
                 ..Repetitions::default()
             };
-            for r in &at {
+            for (r, _) in &at {
                 rep.push(r.figures());
             }
             // Worst first, so that the lower middle of an even count is the worse one.
-            at.sort_by(|a, b| goodness(a).total_cmp(&goodness(b)));
-            out.results.push(at[(at.len() - 1) / 2].clone());
+            at.sort_by(|a, b| goodness(a.0).total_cmp(&goodness(b.0)));
+            let (median, floors) = at[(at.len() - 1) / 2];
+            out.results.push(median.clone());
+            out.floors
+                .extend(floors.iter().filter(|f| f.size == size).cloned());
             out.repetitions.push(rep);
         }
         Some(out)
@@ -144,13 +154,20 @@ mod tests {
     }
 
     #[test]
-    fn latency_repetitions_pick_the_median_by_median_latency() {
+    fn latency_repetitions_pick_the_median_by_median_latency_with_its_floor() {
         let set = set();
         let lat_run = &set.runs[1];
         let reps = [3000, 1000, 2000, 9000, 4000]
-            .map(|ns| with(lat_run, vec![lat(2, ns, 100)], "n"))
+            .map(|ns| CompareRun {
+                floors: vec![Floor::missing(2, format!("rep of {ns} ns"))],
+                ..with(lat_run, vec![lat(2, ns, 100)], "n")
+            })
             .to_vec();
         let run = CompareRun::from_repetitions(reps).unwrap();
+        // The floor shown is the one measured beside the median repetition.
+        assert_eq!(run.floors.len(), 1);
+        let note = run.floors[0].note.as_deref().unwrap();
+        assert_eq!(note, "rep of 3000 ns");
         let median = run.results[0].figures().latency().unwrap().median_us;
         let all: Vec<f64> = run
             .repeated_figures(2)

@@ -2,7 +2,7 @@
 //!
 //! Every result file (a run's JSON or CSV, a comparison's JSON or CSV) can give them.
 
-use super::{CompareSet, Figures, RunInfo, SizeResult};
+use super::{CompareSet, Figures, HostPath, RunInfo, SizeResult};
 use crate::params::{RoceVersion, Role, TestKind, TransportKind};
 use std::path::{Path, PathBuf};
 
@@ -30,6 +30,9 @@ pub(crate) struct ResultRow {
     /// Every repetition's figures when the result was repeated (`roce_compare --repeat N`; `figures`
     /// is then the median repetition's); empty for a result measured once.
     pub repeats: Vec<Figures>,
+    /// The host path a comparison's row took, when it says (two rows of one transport and RoCE
+    /// version, on two paths, are told apart by it).
+    pub path: Option<HostPath>,
 }
 
 /// The key a baseline is matched on.
@@ -41,12 +44,19 @@ impl ResultRow {
         (self.test, self.transport, self.roce, self.size)
     }
 
-    /// `write_bw soft v2 65536 B`: the row as a report names it.
+    /// `write_bw soft v2 65536 B`: the row as a report names it, with its host path when that is not
+    /// the transport's default (`write_lat soft v2 (AF_PACKET) 2 B`).
     pub(crate) fn subject(&self) -> String {
         let mut s = format!("{} {}", self.test, self.transport);
         if let Some(r) = self.roce {
             s.push(' ');
             s.push_str(r.name());
+        }
+        if let Some(p) = self
+            .path
+            .filter(|p| *p != HostPath::default_for(self.transport, self.roce))
+        {
+            s.push_str(&format!(" ({})", p.short()));
         }
         s.push_str(&format!(" {} B", self.size));
         s
@@ -71,6 +81,7 @@ impl ResultRow {
                 size: r.size,
                 figures: r.figures(),
                 repeats: Vec::new(),
+                path: None,
             })
             .collect()
     }
@@ -91,8 +102,28 @@ impl ResultRow {
                     size: r.size,
                     figures: r.figures(),
                     repeats: run.repeated_figures(r.size),
+                    path: run.path,
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::testdata::set;
+
+    #[test]
+    fn a_row_off_its_transports_default_path_says_which_it_took() {
+        let mut set = set();
+        set.runs[1].path = Some(HostPath::AfPacket);
+        set.runs[0].path = Some(HostPath::AfPacket);
+        let rows = ResultRow::from_compare(&set, Path::new("compare.json"));
+        // RoCE v2 over AF_PACKET is not soft v2's default (its UDP socket): said; v1's is.
+        assert_eq!(rows[1].subject(), "write_lat soft v2 (AF_PACKET) 2 B");
+        assert_eq!(rows[0].subject(), "write_lat soft v1 2 B");
+        assert_eq!(rows[2].subject(), "write_lat tcp 2 B");
+        assert_eq!(rows[1].path, Some(HostPath::AfPacket));
     }
 }

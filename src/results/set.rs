@@ -1,8 +1,9 @@
-//! A comparison set: transports running the same tests, the ones that could not, and ratios to TCP.
+//! A comparison set: transports running the same tests, the ones that could not, and each RoCE row
+//! against RoCE v1 on the same host path.
 //!
 //! The set knows nothing of how its runs were made: live by `compare`, or read from result files.
 
-use super::{LossPoint, Repetitions, RunInfo, SizeResult};
+use super::{Floor, HostPath, LossPoint, Repetitions, RunInfo, SizeResult, WireCeiling, WirePort};
 use crate::params::{Metric, RoceVersion, TestKind, TransportKind};
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +34,15 @@ pub struct CompareRun {
     /// In a loss sweep: the loss the run met and what repairing it cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<LossPoint>,
+    /// The way its packets went through the host; None when not known (a run read from its own file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HostPath>,
+    /// Per message size, the floor of that path measured in the same comparison (or why there is none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub floors: Vec<Floor>,
+    /// Per message size of a bandwidth test, its protocol's goodput ceiling at the comparison's port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ceilings: Vec<WireCeiling>,
 }
 
 /// A transport that could not run, and why (e.g. RoCE v1 needs CAP_NET_RAW for a veth pair).
@@ -59,6 +69,12 @@ pub struct CompareSet {
     /// Transports that could not run.
     #[serde(default)]
     pub skipped: Vec<Skipped>,
+    /// What chose the comparison's settings (cores, iterations, the floors' reference), one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The port the wire ceilings are worked out for; None: no ceilings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<WirePort>,
 }
 
 /// The label a transport gets by default: `RoCE v2 (soft)`, `RoCE v1 (verbs)`, `TCP`.
@@ -94,6 +110,9 @@ impl CompareRun {
             link: None,
             repetitions: Vec::new(),
             loss: None,
+            path: None,
+            floors: Vec::new(),
+            ceilings: Vec::new(),
         }
     }
 
@@ -104,22 +123,27 @@ impl CompareRun {
 }
 
 impl CompareSet {
-    /// The TCP run of `test`, if there is one.
-    pub fn tcp_run(&self, test: TestKind) -> Option<&CompareRun> {
-        self.runs
-            .iter()
-            .find(|r| r.test == test && r.transport == TransportKind::Tcp)
+    /// The RoCE v1 run of `run`'s test that took the same host path (and transport), if there is one.
+    pub fn v1_on_path_of(&self, run: &CompareRun) -> Option<&CompareRun> {
+        let path = run.path?;
+        self.runs.iter().find(|r| {
+            r.test == run.test
+                && r.transport == run.transport
+                && r.roce == Some(RoceVersion::V1)
+                && r.path == Some(path)
+        })
     }
 
-    /// How many times better than TCP `run` is at `size`: bandwidth ÷ TCP's bandwidth for bandwidth
-    /// tests, TCP's median ÷ the median for latency tests (so above 1 is better either way).
-    /// None without a TCP result at that size or when a figure is zero.
-    pub fn ratio_to_tcp(&self, run: &CompareRun, size: u64) -> Option<f64> {
-        let tcp = self.tcp_run(run.test)?.at(size)?.figures();
+    /// `run`'s headline figure ÷ RoCE v1's at `size` on the same host path: median latency ÷ v1's for
+    /// latency tests, Gb/s ÷ v1's for bandwidth tests, so that what differs is the protocol, not the
+    /// host's path. None without such a v1 run (rows of other paths, TCP), or when a figure is zero.
+    pub fn ratio_to_v1(&self, run: &CompareRun, size: u64) -> Option<f64> {
+        run.roce?;
+        let v1 = self.v1_on_path_of(run)?.at(size)?.figures();
         let this = run.at(size)?.figures();
         let ratio = match run.test.metric {
-            Metric::Bandwidth => this.bandwidth()?.gbps / tcp.bandwidth()?.gbps,
-            Metric::Latency => tcp.latency()?.median_us / this.latency()?.median_us,
+            Metric::Bandwidth => this.bandwidth()?.gbps / v1.bandwidth()?.gbps,
+            Metric::Latency => this.latency()?.median_us / v1.latency()?.median_us,
         };
         ratio.is_finite().then_some(ratio)
     }
@@ -179,18 +203,30 @@ mod tests {
     }
 
     #[test]
-    fn ratio_to_tcp_is_better_above_one() {
-        let set = set();
+    fn the_ratio_compares_v2_with_v1_on_one_path_only() {
+        let mut set = set();
+        // Without paths nothing is comparable.
+        assert_eq!(set.ratio_to_v1(&set.runs[4], 65536), None);
+        for run in &mut set.runs {
+            run.path = Some(HostPath::default_for(run.transport, run.roce));
+        }
+        // The fixture's v1 is soft over AF_PACKET, its v2 over the UDP socket: different paths.
+        assert_eq!(set.ratio_to_v1(&set.runs[4], 65536), None);
+        for run in &mut set.runs {
+            if run.roce.is_some() {
+                run.path = Some(HostPath::AfPacket);
+            }
+        }
         let v2_bw = &set.runs[4];
         assert_eq!(v2_bw.label, "RoCE v2 (soft)");
-        let r = set.ratio_to_tcp(v2_bw, 65536).unwrap();
-        assert!((r - 1.8).abs() < 1e-3, "{r}");
-        let v1_lat = &set.runs[0];
-        let r = set.ratio_to_tcp(v1_lat, 2).unwrap();
-        // Both medians sit at the same point of the same spread: 6000 / 1800 ns base.
-        assert!((r - 6000.0 / 1800.0).abs() < 0.01, "{r}");
-        let tcp = &set.runs[2];
-        assert_eq!(set.ratio_to_tcp(tcp, 2), Some(1.0));
-        assert_eq!(set.ratio_to_tcp(v1_lat, 4096), None);
+        // 0.9 x (20 + 15 x 2) Gb/s over 1.0 x 50.
+        let r = set.ratio_to_v1(v2_bw, 65536).unwrap();
+        assert!((r - 0.9).abs() < 1e-6, "{r}");
+        // Latency: the median over v1's, both at the same point of the same spread: 2000 / 1800.
+        let r = set.ratio_to_v1(&set.runs[1], 2).unwrap();
+        assert!((r - 2000.0 / 1800.0).abs() < 0.01, "{r}");
+        assert_eq!(set.ratio_to_v1(&set.runs[0], 2), Some(1.0));
+        assert_eq!(set.ratio_to_v1(&set.runs[2], 2), None, "TCP has no v1");
+        assert_eq!(set.ratio_to_v1(&set.runs[1], 4096), None);
     }
 }

@@ -160,6 +160,9 @@ pub(crate) fn set() -> CompareSet {
             link: None,
             repetitions: vec![],
             loss: None,
+            path: None,
+            floors: vec![],
+            ceilings: vec![],
         });
     }
     for (t, r, _, factor) in transports {
@@ -177,6 +180,9 @@ pub(crate) fn set() -> CompareSet {
             link: None,
             repetitions: vec![],
             loss: None,
+            path: None,
+            floors: vec![],
+            ceilings: vec![],
         });
     }
     CompareSet {
@@ -184,6 +190,8 @@ pub(crate) fn set() -> CompareSet {
         version: "0.1.0".into(),
         runs,
         skipped: vec![],
+        notes: vec![],
+        wire: None,
     }
 }
 

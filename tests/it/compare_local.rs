@@ -1,8 +1,10 @@
-//! roce_compare live: `--local` runs RoCE v2 (soft), RoCE v1 (soft) and TCP across one veth pair
-//! between two network namespaces (as root; otherwise v2 and TCP on loopback and v1 skipped with a
-//! note), says which link every row crossed, prints the side-by-side table and writes its files;
-//! `--repeat` keeps every repetition; two-host mode runs against a `roce_compare --server` on loopback; the progress bar
-//! shows on a terminal only; timeouts, usage errors and "nothing could run" have their exit codes.
+//! roce_compare live: `--local` runs RoCE v1 and v2 over AF_PACKET (one host path), TCP and RoCE v2
+//! over its UDP socket across one veth pair between two network namespaces (as root; otherwise the
+//! UDP socket's v2 and TCP on loopback and the AF_PACKET rows skipped with a note), each row beside
+//! the floor of its path, says which link every row crossed, prints the tables and writes its files;
+//! the run options reach every run; `--repeat` keeps every repetition; two-host mode runs against a
+//! `roce_compare --server` on loopback; the progress bar shows on a terminal only; timeouts, usage
+//! errors and "nothing could run" have their exit codes.
 
 use crate::common::assert_contains;
 use crate::common::free_port;
@@ -78,13 +80,25 @@ fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// Table rows of `test` (lines starting with the test name and a transport label).
+/// Table rows of `test`: the lines under its title (`write_lat: ...`), its header and rule, up to
+/// the blank line or the legend that ends them.
 fn rows<'a>(stdout: &'a str, test: &str) -> Vec<&'a str> {
     stdout
         .lines()
-        .filter(|l| l.starts_with(&format!("{test} ")) && !l.contains("samples"))
+        .skip_while(|l| !l.starts_with(&format!("{test}: ")))
+        .skip(3)
+        .take_while(|l| !l.is_empty() && !l.starts_with("floor = "))
         .collect()
 }
+
+/// The labels of `--local`'s rows as root, in the table's order, and without root.
+const ROOT_LABELS: [&str; 4] = [
+    "RoCE v1 (soft, AF_PACKET)",
+    "RoCE v2 (soft, AF_PACKET)",
+    "RoCE v2 (soft, UDP socket)",
+    "TCP",
+];
+const USER_LABELS: [&str; 2] = ["RoCE v2 (soft, UDP socket)", "TCP"];
 
 fn the_only_dir(results: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(results)
@@ -102,31 +116,57 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
     let (out, pid) = compare_pid(&["--local", "-n", "100", "--results", path(&results)], 240);
     let (stdout, stderr) = expect_code(&out, 0);
 
-    // The table: v1 (or its skip note), v2 and TCP, for write_lat at 2 B and write_bw at 64 KiB.
+    // The tables: v1 and v2 over AF_PACKET (or their skip notes), v2 over the UDP socket and TCP,
+    // for write_lat at 2 B and write_bw at 64 KiB.
     let lat = rows(&stdout, "write_lat");
     let bw = rows(&stdout, "write_bw");
-    let v1_expected = is_root();
+    let root = is_root();
+    let labels: &[&str] = if root { &ROOT_LABELS } else { &USER_LABELS };
     for (rows, size) in [(&lat, "2 B"), (&bw, "64 KiB")] {
-        let has = |label: &str| rows.iter().any(|r| r.contains(label) && r.contains(size));
-        assert!(has("RoCE v2 (soft)"), "{stdout}");
-        assert!(has("TCP"), "{stdout}");
-        assert_eq!(has("RoCE v1 (soft)"), v1_expected, "{stdout}");
+        assert_eq!(rows.len(), labels.len(), "{stdout}");
+        for (row, label) in rows.iter().zip(labels) {
+            assert!(
+                row.starts_with(label) && row.contains(size),
+                "{label}: {row}\n{stdout}"
+            );
+        }
     }
-    let tcp_lat = lat.iter().find(|r| r.contains("TCP")).unwrap();
-    assert!(tcp_lat.ends_with("1.00x"), "{tcp_lat}");
-    if !v1_expected {
+    // The ratio column compares v2 with v1 on their one path only: TCP and the UDP socket get none.
+    let last = |row: &str| row.split_whitespace().last().unwrap().to_owned();
+    for rows in [&lat, &bw] {
+        for row in rows.iter() {
+            let ratio = last(row);
+            if root && row.contains("AF_PACKET") {
+                let r: f64 = ratio.parse().unwrap_or_else(|_| panic!("{row}"));
+                assert!(r > 0.0, "{row}");
+            } else {
+                assert_eq!(ratio, "-", "{row}");
+            }
+        }
+    }
+    assert!(!stdout.contains("vs TCP"), "{stdout}");
+    if !root {
         assert!(
-            stdout.contains("skipped RoCE v1 (soft)") && stdout.contains("CAP_NET_RAW"),
+            stdout.contains("skipped RoCE v1 (soft, AF_PACKET)") && stdout.contains("CAP_NET_RAW"),
             "{stdout}"
         );
     }
     assert!(!stdout.contains("failed "), "no run failed: {stdout}");
+    assert!(stdout.starts_with("What this measures: "), "{stdout}");
+    let prose = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_contains(&prose, "`roce_compare HOST -d mlx5_0`");
+    if root {
+        assert_contains(&prose, "RoCE v1 and v2 over AF_PACKET take one host path");
+    }
+    // What chose the cores, said as roce_compare chose them (never the binaries' "--cpu").
+    assert_contains(&prose, "roce_compare's default, the last two cores");
+    assert!(!stdout.contains("chosen with --cpu"), "{stdout}");
     // One histogram per latency run, and everything within 100 columns.
     let titles = stdout
         .lines()
         .filter(|l| l.starts_with("write_lat ") && l.contains("100 samples"))
         .count();
-    assert_eq!(titles, if v1_expected { 3 } else { 2 }, "{stdout}");
+    assert_eq!(titles, labels.len(), "{stdout}");
     for line in stdout.lines() {
         assert!(line.chars().count() <= 100, "{line}");
     }
@@ -148,7 +188,7 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
         .deserialize()
         .map(Result::unwrap)
         .collect();
-    let runs_per_test = if v1_expected { 3 } else { 2 };
+    let runs_per_test = labels.len();
     assert_eq!(csv_rows.len(), 2 * runs_per_test, "{csv_rows:?}");
     for r in &csv_rows {
         match r["test"].as_str() {
@@ -171,27 +211,76 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
             other => panic!("unexpected transport {other}"),
         };
         assert_eq!(r["roce"], expected_roce, "{r:?}");
+        // Every row has its floor, measured: a reference, and its figure.
+        assert!(r["floor_reference"].starts_with("roce_ref "), "{r:?}");
+        let floor = match r["test"].as_str() {
+            "write_lat" => &r["floor_us"],
+            _ => &r["floor_gbps"],
+        };
+        assert!(floor.parse::<f64>().unwrap() > 0.0, "{r:?}");
+        let path = if r["label"].contains("AF_PACKET") {
+            "af_packet"
+        } else if r["label"].contains("UDP") {
+            "udp_gso"
+        } else {
+            "tcp_socket"
+        };
+        assert_eq!(r["path"], path, "{r:?}");
     }
     crate::common::schema::assert_csv_header("compare-linked", &dir.join("compare.csv"));
     let doc = crate::common::schema::assert_valid_file("compare", &dir.join("compare.json"));
     assert_eq!(doc["schema"], "roceperf.compare");
     let runs = doc["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2 * runs_per_test);
-    let labels: Vec<&str> = runs.iter().map(|r| r["label"].as_str().unwrap()).collect();
-    let expected: Vec<&str> = if v1_expected {
-        vec!["RoCE v1 (soft)", "RoCE v2 (soft)", "TCP"]
-    } else {
-        vec!["RoCE v2 (soft)", "TCP"]
-    };
-    assert_eq!(labels[..runs_per_test], expected[..]);
-    assert_eq!(labels[runs_per_test..], expected[..]);
+    let names: Vec<&str> = runs.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(names[..runs_per_test], labels[..]);
+    assert_eq!(names[runs_per_test..], labels[..]);
     assert_eq!(
         doc["skipped"].as_array().unwrap().len(),
-        usize::from(!v1_expected)
+        if root { 0 } else { 2 }
     );
+    // Both RoCE rows of a test took one backend, and say so; every row carries its floor, from the
+    // reference of its own path.
+    for run in runs {
+        let label = run["label"].as_str().unwrap();
+        let want = if label.contains("AF_PACKET") {
+            "af_packet"
+        } else if label.contains("UDP") {
+            "udp_gso"
+        } else {
+            "tcp_socket"
+        };
+        assert_eq!(run["path"], want, "{run}");
+        let floors = run["floors"].as_array().unwrap();
+        assert_eq!(floors.len(), 1, "{run}");
+        let reference = floors[0]["reference"].as_str().unwrap();
+        let mode = match (want, run["test"]["metric"].as_str().unwrap()) {
+            ("af_packet", "latency") => "packet-pingpong",
+            ("af_packet", _) => "packet-stream",
+            ("udp_gso", "latency") => "udp-pingpong",
+            ("udp_gso", _) => "udp-stream",
+            (_, "latency") => "tcp-pingpong",
+            _ => "tcp-stream",
+        };
+        assert!(reference.starts_with(&format!("roce_ref {mode} ")), "{run}");
+        let figure = floors[0].get("median_us").or(floors[0].get("gbps"));
+        assert!(figure.and_then(|v| v.as_f64()).unwrap() > 0.0, "{run}");
+    }
+    let paths = |metric: &str| -> Vec<&str> {
+        runs.iter()
+            .filter(|r| {
+                r["test"]["metric"] == metric && r["label"].as_str().unwrap().contains("AF_PACKET")
+            })
+            .map(|r| r["path"].as_str().unwrap())
+            .collect()
+    };
+    if root {
+        assert_eq!(paths("latency"), ["af_packet", "af_packet"]);
+        assert_eq!(paths("bandwidth"), ["af_packet", "af_packet"]);
+    }
     // Like for like: every row crossed one link, the veth pair between our namespaces as root, else
     // lo; the table, compare.json, compare.csv and the plots say which.
-    let link = if v1_expected {
+    let link = if root {
         format!("veth (netns rpc{pid}a<->rpc{pid}b, MTU 9000)")
     } else {
         "lo".to_string()
@@ -233,10 +322,10 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
         let doc = roxmltree::Document::parse(&text).unwrap();
         assert_eq!(doc.root_element().tag_name().name(), "svg");
         assert!(
-            text.contains("RoCE v2 (soft)") && text.contains("TCP"),
+            text.contains("RoCE v2 (soft, UDP socket)") && text.contains("TCP"),
             "{svg}"
         );
-        let legend = if v1_expected {
+        let legend = if root {
             "TCP over veth (netns"
         } else {
             "TCP over lo"
@@ -281,8 +370,15 @@ fn two_host_mode_runs_against_a_compare_server_on_loopback() {
     );
     let (stdout, _) = expect_code(&out, 0);
     let lat = rows(&stdout, "write_lat");
-    assert!(lat.iter().any(|r| r.contains("RoCE v2 (soft)")), "{stdout}");
-    assert!(lat.iter().any(|r| r.contains("TCP")), "{stdout}");
+    // Soft's default paths between two hosts: v2 over its UDP socket, v1 over AF_PACKET; each
+    // with its floor, from a roce_ref server the compare server started.
+    let v2 = lat
+        .iter()
+        .find(|r| r.starts_with("RoCE v2 (soft, UDP socket)"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(v2.contains(" +"), "a floor and the stack above it: {v2}");
+    assert!(lat.iter().any(|r| r.starts_with("TCP ")), "{stdout}");
+    assert!(!stdout.contains("--cpu;"), "{stdout}");
     assert!(
         rows(&stdout, "write_bw").is_empty(),
         "only the test asked for: {stdout}"
@@ -313,7 +409,7 @@ fn runs_that_outlive_the_timeout_are_killed_and_nothing_ran_is_exit_2() {
     let (stdout, stderr) = expect_code(&out, 2);
     assert_contains(
         &stdout,
-        "failed RoCE v2 (soft), write_lat: timed out after 1 s (--timeout)",
+        "failed RoCE v2 (soft, UDP socket), write_lat: timed out after 1 s (--timeout)",
     );
     assert_contains(&stdout, "failed TCP, write_lat: timed out");
     assert_contains(&stderr, "no transport could run");
@@ -361,7 +457,7 @@ fn the_progress_bar_shows_on_a_terminal() {
         "names the run: {stdout:?}"
     );
     assert!(
-        stdout.contains("write_lat  TCP"),
+        stdout.contains("write_lat: one-way latency"),
         "and the table: {stdout:?}"
     );
 }
@@ -414,9 +510,18 @@ fn repeated_runs_keep_every_repetition_for_the_gates() {
     let (stdout, _) = expect_code(&out, 0);
     // One row per transport, the median repetition's, and a line that says so.
     let lat = rows(&stdout, "write_lat");
-    assert_eq!(lat.len(), if is_root() { 3 } else { 2 }, "{stdout}");
+    let soft_v2 = if is_root() { 2 } else { 1 };
+    assert_eq!(
+        lat.len(),
+        soft_v2 + if is_root() { 2 } else { 1 },
+        "{stdout}"
+    );
     assert_contains(&stdout, "each row: the median of up to 2 repetitions");
-    assert_contains(&stdout, "roce_gate: PASS, 1 checks: 1 passed");
+    // Both RoCE v2 rows (AF_PACKET and the UDP socket) are held to TCP's.
+    assert_contains(
+        &stdout,
+        &format!("roce_gate: PASS, {soft_v2} checks: {soft_v2} passed"),
+    );
     let json = the_only_dir(&results).join("compare.json");
     let doc = crate::common::json_file(&json);
     for run in doc["runs"].as_array().unwrap() {
@@ -437,4 +542,57 @@ fn repeated_runs_keep_every_repetition_for_the_gates() {
     let gate_out = String::from_utf8_lossy(&gate.stdout);
     assert_eq!(gate.status.code(), Some(1), "{gate_out}");
     assert_contains(&gate_out, "FAIL: write_lat soft v2 2 B median latency is");
+}
+
+#[test]
+fn the_run_options_reach_every_run_and_the_notes_say_what_chose_them() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if crate::common::skip_unless(
+        cores >= 2,
+        "needs two cores for --server-cpu 1 --client-cpu 0",
+    ) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let mut args = words(
+        "--local write_lat -n 100 --server-cpu 1 --client-cpu 0 --warmup 7 --percentiles 50,99",
+    );
+    args.extend(["--results", path(&results)]);
+    let out = compare(&args, 240);
+    let (stdout, _) = expect_code(&out, 0);
+    assert_contains(
+        &stdout,
+        "cores: server on core 1 chosen with --server-cpu; client on core 0 chosen with --client-cpu",
+    );
+    assert_contains(&stdout, "--warmup 7 (as given)");
+    assert!(!stdout.contains("chosen with --cpu"), "{stdout}");
+    let doc = crate::common::json_file(&the_only_dir(&results).join("compare.json"));
+    let notes = doc["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("--percentiles 50,99 (as given)")),
+        "{notes:?}"
+    );
+    for run in doc["runs"].as_array().unwrap() {
+        // The client's core, and why, as roce_compare chose it.
+        let notes: Vec<&str> = run["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        assert!(
+            notes.contains(&"datapath on core 0 chosen with --client-cpu"),
+            "{notes:?}"
+        );
+        // The percentiles the binaries were asked for, and no others.
+        let pct = run["results"][0]["latency"]["percentiles"]
+            .as_object()
+            .unwrap();
+        let keys: Vec<&str> = pct.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["p50", "p99"], "{run}");
+    }
 }

@@ -462,6 +462,9 @@ fn comparison(dir: &Path) -> (PathBuf, PathBuf) {
                 link: None,
                 repetitions: vec![],
                 loss: None,
+                path: None,
+                floors: vec![],
+                ceilings: vec![],
             });
         }
     }
@@ -470,6 +473,7 @@ fn comparison(dir: &Path) -> (PathBuf, PathBuf) {
         version: "0.1.0".into(),
         runs,
         skipped: vec![],
+        ..CompareSet::default()
     };
     let files = report::export::write_compare_files(dir, &set).unwrap();
     let written = |name: &str| files.iter().find(|p| p.ends_with(name)).unwrap().clone();

@@ -68,6 +68,9 @@ fn run(
             vec![]
         },
         loss: None,
+        path: None,
+        floors: vec![],
+        ceilings: vec![],
     }
 }
 
@@ -78,6 +81,7 @@ fn comparison(dir: &Path, name: &str, runs: Vec<CompareRun>) -> PathBuf {
         version: "0.1.0".into(),
         runs,
         skipped: vec![],
+        ..CompareSet::default()
     };
     let path = dir.join(name);
     write_document(&path, &set.to_json()).unwrap();

@@ -112,8 +112,10 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
         assert!(seen.contains(want), "no run wrote {want}: {seen:?}");
     }
 
-    // A comparison of those runs: compare.json and compare.csv.
+    // A comparison of those runs, with the wire ceilings of a 100 Gb/s port: compare.json and
+    // compare.csv.
     let out = Command::new(env!("CARGO_BIN_EXE_roce_compare"))
+        .args(["--link-speed", "100G", "--link-mtu", "1500"])
         .arg("--from")
         .args(
             ["tcp_bw", "tcp_lat_sizes", "soft_duration", "soft_read_lat"]
@@ -137,6 +139,17 @@ fn every_result_json_and_csv_the_binaries_write_matches_its_schema_and_golden_he
         .path();
     let doc = assert_valid_file("compare", &cmp.join("compare.json"));
     assert_eq!(doc["runs"].as_array().unwrap().len(), 4);
+    assert_eq!(doc["wire"]["speed_gbps"], 100.0);
+    assert_eq!(doc["wire"]["mtu"], 1500);
+    let tcp_bw = doc["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["test"]["metric"] == "bandwidth")
+        .unwrap();
+    let c = &tcp_bw["ceilings"][0];
+    assert_eq!(c["protocol"], "TCP/IPv4");
+    assert_eq!(c["payload_mtu"], 1448, "MSS at MTU 1500: {c}");
     assert_csv_header("compare", &cmp.join("compare.csv"));
 }
 

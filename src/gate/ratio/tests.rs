@@ -34,6 +34,7 @@ fn row(
         size,
         figures,
         repeats: Vec::new(),
+        path: None,
     }
 }
 

@@ -54,6 +54,7 @@ pub(super) fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, Rea
     let [c_test, c_transport, c_roce, c_size] = key_cols;
     let c_role = col("role");
     let c_label = col("label");
+    let c_path = col("path");
     let figure_cols = COLUMN_NAMES.map(col);
     if figure_cols.iter().all(Option::is_none) {
         return Err(err(
@@ -155,6 +156,8 @@ pub(super) fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, Rea
             size,
             figures,
             repeats: Vec::new(),
+            path: opt_cell(c_path)
+                .and_then(|p| serde_json::from_value(serde_json::Value::from(p)).ok()),
         });
     }
     Ok(rows)

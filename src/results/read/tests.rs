@@ -25,6 +25,26 @@ fn compare_csv() -> Vec<u8> {
 }
 
 #[test]
+fn both_files_of_a_comparison_say_each_rows_host_path() {
+    let mut set = testdata::set();
+    for run in &mut set.runs {
+        run.path = Some(crate::results::HostPath::AfPacket);
+    }
+    let json = serde_json::to_vec(&set.to_json()).unwrap();
+    let csv = crate::results::csv::compare_csv(&set).unwrap().into_bytes();
+    for (name, bytes) in [("c.json", json), ("c.csv", csv)] {
+        let rows = parse_rows(Path::new(name), &bytes).unwrap();
+        assert!(
+            rows.iter()
+                .all(|r| r.path == Some(crate::results::HostPath::AfPacket)),
+            "{name}"
+        );
+    }
+    let rows = parse_rows(Path::new("c.csv"), &compare_csv()).unwrap();
+    assert!(rows.iter().all(|r| r.path.is_none()), "no path recorded");
+}
+
+#[test]
 fn comparison_files_give_one_row_per_transport_and_size() {
     for (name, bytes) in [("c.json", compare_json()), ("c.csv", compare_csv())] {
         let rows = parse_rows(Path::new(name), &bytes).unwrap();
