@@ -3,7 +3,8 @@
 //! Everything fits in 100 columns.
 
 use super::{fmt_size, histogram_text};
-use crate::results::{CompareSet, Measured};
+use crate::results::{CompareRun, CompareSet, Measured};
+use crate::stats::{MIN_SAMPLES_BEYOND, withheld_reason};
 use std::fmt::Write;
 
 /// Widest output line.
@@ -58,9 +59,41 @@ fn cut(s: &str, max: usize) -> String {
     t
 }
 
+/// The header of the spread column, shown when a run was repeated (`--repeat N`).
+const SPREAD_HEADER: &str = "spread";
+
+/// A percentile's cell: `n/a` when withheld (fewer than 10 samples beyond it).
+fn pct_cell(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_owned(), num)
+}
+
+/// The spread column's cell: half the range (highest − lowest) of the repetitions' headline figure,
+/// in percent of the row's (`±4.1%`); `-` for a row not repeated.
+fn spread_cell(run: &CompareRun, size: u64, shown: f64) -> String {
+    match run.spread(size) {
+        Some((lo, hi)) if shown > 0.0 => {
+            let pct = (hi - lo) / 2.0 / shown * 100.0;
+            let decimals = if pct < 10.0 { 1 } else { 0 };
+            format!("±{pct:.decimals$}%")
+        }
+        _ => "-".to_owned(),
+    }
+}
+
 /// The side-by-side table: one row per (test, transport, size), `-` where a figure does not apply.
 pub(crate) fn side_by_side(set: &CompareSet) -> String {
-    let mut rows: Vec<[String; 10]> = Vec::new();
+    let repeated = set
+        .runs
+        .iter()
+        .map(|r| r.repetitions_run())
+        .max()
+        .unwrap_or(0);
+    let mut headers = HEADERS.to_vec();
+    if repeated > 0 {
+        headers.push(SPREAD_HEADER);
+    }
+    let mut withheld = false;
+    let mut rows: Vec<Vec<String>> = Vec::new();
     for test in set.tests() {
         let runs: Vec<_> = set.runs.iter().filter(|r| r.test == test).collect();
         let mut sizes: Vec<u64> = runs
@@ -75,23 +108,29 @@ pub(crate) fn side_by_side(set: &CompareSet) -> String {
                 let dash = || "-".to_string();
                 let figures = r.figures();
                 let (lat, bw) = (figures.latency(), figures.bandwidth());
-                rows.push([
+                withheld |= lat.is_some_and(|l| l.p99_us.is_none() || l.p999_us.is_none());
+                let mut row = vec![
                     test.name().to_owned(),
                     run.label.clone(),
                     fmt_size(size),
                     lat.map_or_else(dash, |l| num(l.median_us)),
-                    lat.map_or_else(dash, |l| num(l.p99_us)),
-                    lat.map_or_else(dash, |l| num(l.p999_us)),
+                    lat.map_or_else(dash, |l| pct_cell(l.p99_us)),
+                    lat.map_or_else(dash, |l| pct_cell(l.p999_us)),
                     lat.map_or_else(dash, |l| num(l.max_us)),
                     bw.map_or_else(dash, |b| num(b.gbps)),
                     bw.map_or_else(dash, |b| format!("{:.3}", b.mpps)),
                     set.ratio_to_tcp(run, size)
                         .map_or_else(dash, |x| format!("{x:.2}x")),
-                ]);
+                ];
+                if repeated > 0 {
+                    let shown = lat.map_or_else(|| bw.map_or(0.0, |b| b.gbps), |l| l.median_us);
+                    row.push(spread_cell(run, size, shown));
+                }
+                rows.push(row);
             }
         }
     }
-    let mut widths = HEADERS.map(|h| h.chars().count());
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (i, (w, c)) in widths.iter_mut().zip(row).enumerate() {
             // The label's width is decided below, from what the other columns leave.
@@ -110,7 +149,7 @@ pub(crate) fn side_by_side(set: &CompareSet) -> String {
     let mut out = String::new();
     let line = |out: &mut String, cells: &[&str]| {
         let mut text = String::new();
-        for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
             let pad = " ".repeat(w - c.chars().count());
             // Names left-aligned, numbers right-aligned so that digits line up.
             if i < 2 {
@@ -121,7 +160,7 @@ pub(crate) fn side_by_side(set: &CompareSet) -> String {
         }
         let _ = writeln!(out, "{}", text.trim_end());
     };
-    line(&mut out, &HEADERS);
+    line(&mut out, &headers);
     let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
     let _ = writeln!(out, "{}", "-".repeat(total.min(WIDTH)));
     let mut last_test = None;
@@ -138,13 +177,24 @@ pub(crate) fn side_by_side(set: &CompareSet) -> String {
          vs TCP = times better than TCP (bandwidth / TCP's, TCP's median / median)\n",
     );
     out.push_str(&links(set));
-    if let Some(n) = set.runs.iter().map(|r| r.repetitions_run()).max()
-        && n > 0
-    {
+    if withheld {
         out.push_str(&wrap(
             &format!(
-                "each row: the median of up to {n} repetitions (by bandwidth or median latency); \
-                 compare.json holds every repetition's figures"
+                "n/a: withheld, fewer than {MIN_SAMPLES_BEYOND} samples beyond the percentile \
+                 (p99 {}, p99.9 {}); run more iterations (-n) or longer (-D)",
+                withheld_reason(99.0),
+                withheld_reason(99.9)
+            ),
+            WIDTH,
+        ));
+    }
+    if repeated > 0 {
+        out.push_str(&wrap(
+            &format!(
+                "each row: the median of up to {repeated} repetitions (by bandwidth or median latency); \
+                 {SPREAD_HEADER}: ± half the range (highest − lowest) of the repetitions' median \
+                 latency or bandwidth, in % of the row's; compare.json holds every repetition's \
+                 figures"
             ),
             WIDTH,
         ));
@@ -393,6 +443,78 @@ mod tests {
             )),
             "{text}"
         );
+    }
+
+    #[test]
+    fn withheld_percentiles_are_na_and_the_table_says_why() {
+        let mut set = set();
+        assert!(
+            !side_by_side(&set).contains("n/a"),
+            "10,000 samples hold p99.9"
+        );
+        set.runs[0].results = vec![crate::results::testdata::lat(2, 1800, 1000)];
+        let text = side_by_side(&set);
+        let v1 = text
+            .lines()
+            .find(|l| l.starts_with("write_lat") && l.contains("RoCE v1"))
+            .unwrap();
+        let cells: Vec<&str> = v1
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        // test, transport, size, median, p99, p99.9, max, Gb/s, Mpps, vs TCP.
+        assert_eq!(cells.len(), 10, "{v1}");
+        assert!(cells[4].parse::<f64>().is_ok(), "p99 holds at 1,000: {v1}");
+        assert_eq!(cells[5], "n/a", "{v1}");
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains(
+                "n/a: withheld, fewer than 10 samples beyond the percentile (p99 needs 1,000 \
+                 samples, p99.9 needs 10,000 samples)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn repeated_rows_show_the_spread_of_their_repetitions() {
+        let mut set = set();
+        assert!(!side_by_side(&set).contains(SPREAD_HEADER));
+        let run = &set.runs[4];
+        let reps = [30.0, 10.0, 20.0]
+            .map(|g| crate::results::CompareRun {
+                results: vec![crate::results::testdata::bw(65536, g)],
+                ..run.clone()
+            })
+            .to_vec();
+        set.runs[4] = crate::results::CompareRun::from_repetitions(reps).unwrap();
+        let text = side_by_side(&set);
+        let header = text.lines().next().unwrap();
+        assert!(header.ends_with(SPREAD_HEADER), "{header}");
+        let v2 = text
+            .lines()
+            .find(|l| l.starts_with("write_bw") && l.contains("RoCE v2"))
+            .unwrap();
+        // 10 to 30 Gb/s around the shown 20: ± 10 / 20 = 50 %.
+        assert!(v2.ends_with(" ±50%"), "{v2}");
+        assert!(v2.contains(" 20.00 "), "the median repetition: {v2}");
+        // Rows not repeated: a dash.
+        let tcp = text
+            .lines()
+            .find(|l| l.starts_with("write_bw") && l.contains("TCP"))
+            .unwrap();
+        assert!(tcp.ends_with(" -"), "{tcp}");
+        assert!(
+            text.split_whitespace().collect::<Vec<_>>().join(" ").contains(
+                "spread: ± half the range (highest − lowest) of the repetitions' median latency \
+                 or bandwidth, in % of the row's"
+            ),
+            "{text}"
+        );
+        for line in text.lines() {
+            assert!(line.chars().count() <= WIDTH, "{line}");
+        }
     }
 
     #[test]
