@@ -506,9 +506,14 @@ pub(crate) fn all_sizes() -> Vec<u64> {
 /// A percentile for `--percentiles`, in (0, 100]: `99.9`. The error says what to type.
 pub(crate) fn parse_percentile(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
+        Ok(v) if v > 0.0 && v < 100.0 => Ok(v),
+        // No sample ever lies beyond p100, so it could never be printed; the maximum is, as max.
+        Ok(100.0) => Err(format!(
+            "'{s}': p100 is the maximum, which every latency line prints as max; use numbers in \
+             (0, 100), e.g. 50,99,99.9"
+        )),
         _ => Err(format!(
-            "'{s}' is not a percentile; use numbers in (0, 100], e.g. 50,99,99.9"
+            "'{s}' is not a percentile; use numbers in (0, 100), e.g. 50,99,99.9"
         )),
     }
 }

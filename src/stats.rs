@@ -3,6 +3,10 @@
 //! Everything here is a pure function of recorded numbers: no clock, no I/O. Latency values are recorded
 //! in ONE-WAY nanoseconds and reported in microseconds; bandwidth is reported both in Gb/s (10^9 bit/s)
 //! and MiB/s (2^20 byte/s) so that nobody has to guess which "MB" a number means.
+//!
+//! A percentile is reported only when at least 10 samples lie beyond it (n·(1 − p/100) ≥ 10: p99 needs
+//! 1,000 samples, p99.9 10,000); otherwise it is withheld (None, JSON null) and every report says what
+//! it needs ([`withheld_reason`]). This module owns that rule; the readers and writers ask it.
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -24,13 +28,79 @@ pub fn new_latency_histogram() -> Histogram<u64> {
         .expect("constant latency histogram bounds are valid")
 }
 
-/// One latency percentile: `pct` in percent (99.9), value in microseconds.
+/// Samples that must lie beyond a percentile before it is reported. With fewer, the "p99.9" of 1,000
+/// samples is the largest one, and its value moves with a single outlier: a figure that does not hold.
+pub(crate) const MIN_SAMPLES_BEYOND: u64 = 10;
+
+/// How many samples `pct` needs to hold, n·(1 − pct/100) ≥ [`MIN_SAMPLES_BEYOND`]: p90 100, p99
+/// 1,000, p99.9 10,000, p99.99 100,000; `u64::MAX` from p100 on (no sample ever lies beyond it).
+///
+/// `1 - 0.9` is 0.09999999999999998 in binary, so the quotient is rounded when it is within float
+/// noise of a whole number, and rounded up otherwise.
+pub(crate) fn samples_needed(pct: f64) -> u64 {
+    let beyond = 1.0 - pct.clamp(0.0, 100.0) / 100.0;
+    if beyond <= 0.0 {
+        return u64::MAX;
+    }
+    let n = MIN_SAMPLES_BEYOND as f64 / beyond;
+    let whole = n.round();
+    let n = if (n - whole).abs() <= 1e-6 * whole.max(1.0) {
+        whole
+    } else {
+        n.ceil()
+    };
+    // `as` saturates: a percentile a hair below 100 needs more samples than a u64 holds.
+    n as u64
+}
+
+/// Whether a percentile of `samples` samples holds (at least [`MIN_SAMPLES_BEYOND`] lie beyond it).
+pub(crate) fn percentile_holds(samples: u64, pct: f64) -> bool {
+    samples >= samples_needed(pct)
+}
+
+/// Why a percentile is withheld, for a report: `needs 10,000 samples`.
+pub fn withheld_reason(pct: f64) -> String {
+    match samples_needed(pct) {
+        u64::MAX => format!("no sample lies beyond {}: see max", percentile_label(pct)),
+        n => format!("needs {} samples", thousands(n)),
+    }
+}
+
+/// Why a result's `pct` is withheld, in a sentence: `p99.9 needs 10,000 samples (10 beyond it);
+/// this result has 1,000`.
+pub(crate) fn withheld_because(samples: u64, pct: f64) -> String {
+    let label = percentile_label(pct);
+    match samples_needed(pct) {
+        u64::MAX => format!("no sample ever lies beyond {label}; the maximum is max"),
+        n => format!(
+            "{label} needs {} samples ({MIN_SAMPLES_BEYOND} beyond it); this result has {}",
+            thousands(n),
+            thousands(samples)
+        ),
+    }
+}
+
+/// `100000` as `100,000`.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One latency percentile: `pct` in percent (99.9), value in microseconds unless withheld.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Percentile {
     /// The percentile in percent, e.g. 99.9.
     pub(crate) pct: f64,
-    /// The latency at that percentile, in microseconds.
-    pub us: f64,
+    /// The latency at that percentile, in microseconds; None when withheld: fewer than
+    /// [`MIN_SAMPLES_BEYOND`] samples lie beyond it ([`samples_needed`] says how many it needs).
+    pub us: Option<f64>,
 }
 
 impl Percentile {
@@ -47,7 +117,11 @@ pub(crate) fn percentile_label(pct: f64) -> String {
 
 /// Latency summary in microseconds. max is the TRUE max (perftest hides the largest two samples).
 /// stdev is a real standard deviation (perftest truncates to int). median = perftest's t_typical.
+///
+/// Its JSON adds `percentiles_withheld`, why each null percentile is null; read back, a percentile
+/// that does not hold at `samples` is withheld whatever the file says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "LatencyStatsRepr", from = "LatencyStatsRepr")]
 pub struct LatencyStats {
     /// Number of samples in the histogram.
     pub samples: u64,
@@ -61,18 +135,69 @@ pub struct LatencyStats {
     pub mean_us: f64,
     /// Population standard deviation, µs.
     pub(crate) stdev_us: f64,
-    /// The requested percentiles, in the order asked for.
-    #[serde(with = "percentile_map")]
+    /// The requested percentiles, in the order asked for; those that do not hold are withheld.
     pub percentiles: Vec<Percentile>,
 }
 
+/// The serde form of [`LatencyStats`]: its fields, and why each withheld percentile is.
+#[derive(Serialize, Deserialize)]
+struct LatencyStatsRepr {
+    samples: u64,
+    min_us: f64,
+    max_us: f64,
+    median_us: f64,
+    mean_us: f64,
+    stdev_us: f64,
+    #[serde(with = "percentile_map")]
+    percentiles: Vec<Percentile>,
+    /// Derived from `samples`: written for readers of the file, recomputed when read.
+    #[serde(
+        default,
+        skip_deserializing,
+        skip_serializing_if = "Withheld::is_empty"
+    )]
+    percentiles_withheld: Withheld,
+}
+
+impl From<LatencyStats> for LatencyStatsRepr {
+    fn from(s: LatencyStats) -> Self {
+        LatencyStatsRepr {
+            percentiles_withheld: Withheld::of(&s.percentiles),
+            samples: s.samples,
+            min_us: s.min_us,
+            max_us: s.max_us,
+            median_us: s.median_us,
+            mean_us: s.mean_us,
+            stdev_us: s.stdev_us,
+            percentiles: s.percentiles,
+        }
+    }
+}
+
+impl From<LatencyStatsRepr> for LatencyStats {
+    fn from(r: LatencyStatsRepr) -> Self {
+        LatencyStats {
+            samples: r.samples,
+            min_us: r.min_us,
+            max_us: r.max_us,
+            median_us: r.median_us,
+            mean_us: r.mean_us,
+            stdev_us: r.stdev_us,
+            percentiles: r.percentiles,
+        }
+        .checked()
+    }
+}
+
 impl LatencyStats {
-    /// `percentiles` e.g. [90.0, 99.0, 99.9, 99.99]. Panics never; empty histogram -> all zeros, samples 0.
+    /// `percentiles` e.g. [90.0, 99.0, 99.9, 99.99]. Panics never; empty histogram -> all zeros, samples
+    /// 0, every percentile withheld.
     ///
     /// Every figure carries the histogram's precision (3 significant digits): min is the lowest value
     /// equivalent to the smallest sample, max and the percentiles the highest value equivalent to theirs,
     /// so a reported max is never below the real one. Percentiles outside 0..=100 are clamped; NaN ones
-    /// are dropped.
+    /// are dropped. A percentile with fewer than [`MIN_SAMPLES_BEYOND`] samples beyond it is withheld
+    /// (its `us` is None).
     pub fn from_histogram(h: &Histogram<u64>, percentiles: &[f64]) -> LatencyStats {
         // NaN has no meaning and a repeated percentile would repeat a JSON key: drop both.
         let mut seen: Vec<f64> = Vec::with_capacity(percentiles.len());
@@ -83,6 +208,12 @@ impl LatencyStats {
             }
             fresh
         });
+        let percentiles: Vec<Percentile> = wanted
+            .map(|pct| Percentile {
+                pct,
+                us: held_value_at_percentile(h, pct).map(|ns| ns as f64 / 1000.0),
+            })
+            .collect();
         if h.is_empty() {
             return LatencyStats {
                 samples: 0,
@@ -91,7 +222,7 @@ impl LatencyStats {
                 median_us: 0.0,
                 mean_us: 0.0,
                 stdev_us: 0.0,
-                percentiles: wanted.map(|pct| Percentile { pct, us: 0.0 }).collect(),
+                percentiles,
             };
         }
         let us = |ns: u64| ns as f64 / 1000.0;
@@ -102,19 +233,91 @@ impl LatencyStats {
             median_us: us(value_at_percentile(h, 50.0)),
             mean_us: h.mean() / 1000.0,
             stdev_us: h.stdev() / 1000.0,
-            percentiles: wanted
-                .map(|pct| Percentile {
-                    pct,
-                    us: us(value_at_percentile(h, pct)),
-                })
-                .collect(),
+            percentiles,
         }
     }
 
-    /// The value of percentile `pct` if it was computed, e.g. `get(99.9)`.
+    /// The value of percentile `pct` if it was computed and holds, e.g. `get(99.9)`.
     pub fn get(&self, pct: f64) -> Option<f64> {
-        self.percentiles.iter().find(|p| p.pct == pct).map(|p| p.us)
+        self.percentiles
+            .iter()
+            .find(|p| p.pct == pct)
+            .and_then(|p| p.us)
     }
+
+    /// The value at `pct`, µs, as every report shows it: from `histogram` when it holds samples (so
+    /// that every reader gets the same figure whatever `--percentiles` asked for), else from this
+    /// summary; None when withheld (or neither has it).
+    pub(crate) fn at(&self, histogram: &Histogram<u64>, pct: f64) -> Option<f64> {
+        if histogram.is_empty() {
+            self.get(pct)
+        } else {
+            held_value_at_percentile(histogram, pct).map(|ns| ns as f64 / 1000.0)
+        }
+    }
+
+    /// This summary with every percentile that does not hold at its sample count withheld: what a
+    /// reader makes of a summary it deserialized, whatever number the file gives.
+    fn checked(mut self) -> LatencyStats {
+        let n = self.samples;
+        for p in &mut self.percentiles {
+            if !percentile_holds(n, p.pct) {
+                p.us = None;
+            }
+        }
+        self
+    }
+}
+
+/// Why each withheld percentile of a summary is withheld; in JSON, an object
+/// `{"p99.9": {"reason": "not_enough_samples", "samples_needed": 10000}}` in the order asked for.
+#[derive(Default)]
+struct Withheld(Vec<f64>);
+
+impl Withheld {
+    /// The percentiles of `ps` that are withheld.
+    fn of(ps: &[Percentile]) -> Withheld {
+        Withheld(
+            ps.iter()
+                .filter(|p| p.us.is_none())
+                .map(|p| p.pct)
+                .collect(),
+        )
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The machine-readable reason of a withheld percentile.
+pub(crate) const WITHHELD_REASON: &str = "not_enough_samples";
+
+impl Serialize for Withheld {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        #[derive(Serialize)]
+        struct Why {
+            reason: &'static str,
+            /// None (JSON null) past p100, which no sample count reaches.
+            samples_needed: Option<u64>,
+        }
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for &pct in &self.0 {
+            let needed = samples_needed(pct);
+            let why = Why {
+                reason: WITHHELD_REASON,
+                samples_needed: (needed != u64::MAX).then_some(needed),
+            };
+            map.serialize_entry(&percentile_label(pct), &why)?;
+        }
+        map.end()
+    }
+}
+
+/// The recorded value at `pct` when at least [`MIN_SAMPLES_BEYOND`] samples lie beyond it, else None.
+pub(crate) fn held_value_at_percentile(h: &Histogram<u64>, pct: f64) -> Option<u64> {
+    percentile_holds(h.len(), pct).then(|| value_at_percentile(h, pct))
 }
 
 /// The recorded value at percentile `pct` (clamped to 0..=100), immune to floating-point noise in the rank.
@@ -337,7 +540,8 @@ fn tangent_index(hull: &[(i128, i128)], b: (i128, i128)) -> usize {
     lo
 }
 
-/// Serde form of the percentile list: a JSON object `{"p90": 1.05, "p99.9": 3.1}` in the order asked for.
+/// Serde form of the percentile list: a JSON object `{"p90": 1.05, "p99.9": null}` in the order asked
+/// for, null for a withheld percentile.
 mod percentile_map {
     use super::{Percentile, percentile_label};
     use serde::de::{Error, MapAccess, Visitor};
@@ -360,11 +564,13 @@ mod percentile_map {
         impl<'de> Visitor<'de> for PctVisitor {
             type Value = Vec<Percentile>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object such as {\"p99\": 1.5} (percentile label to microseconds)")
+                f.write_str(
+                    "an object such as {\"p99\": 1.5} (percentile label to microseconds, or null)",
+                )
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut out = Vec::new();
-                while let Some((key, us)) = map.next_entry::<String, f64>()? {
+                while let Some((key, us)) = map.next_entry::<String, Option<f64>>()? {
                     let pct = key
                         .strip_prefix('p')
                         .and_then(|n| n.parse::<f64>().ok())

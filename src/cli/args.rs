@@ -170,7 +170,9 @@ pub(crate) struct Args {
     #[arg(long)]
     pub warmup: Option<u64>,
 
-    /// Latency percentiles reported below the table, comma-separated [default: 90,99,99.9,99.99].
+    /// Latency percentiles reported below the table, comma-separated [default: 90,99,99.9,99.99]. One
+    /// is printed only when 10 samples lie beyond it (p99 needs 1,000 samples, p99.9 10,000, p99.99
+    /// 100,000), else shown as n/a with what it needs.
     #[arg(long, value_delimiter = ',', value_parser = values::parse_percentile)]
     pub percentiles: Option<Vec<f64>>,
 

@@ -226,6 +226,18 @@ fn clap_rejects_bad_values_and_repeats() {
 }
 
 #[test]
+fn p100_is_refused_as_the_maximum_it_is() {
+    // No sample ever lies beyond p100, so it could never be printed.
+    let e = clap_err(&["--percentiles", "99,100"]);
+    assert_eq!(e.exit_code(), 2);
+    let text = e.to_string();
+    assert!(
+        text.contains("p100 is the maximum") && text.contains("max"),
+        "{text}"
+    );
+}
+
+#[test]
 fn percentiles_are_sorted_and_deduplicated() {
     let o = parse(SLAT, &["--percentiles", "99.9,50,99,50"]).unwrap();
     assert_eq!(o.output.percentiles, vec![50.0, 99.0, 99.9]);

@@ -57,8 +57,10 @@ Runs of one test, transport and RoCE version at different sizes are merged into 
 go to <results>/<timestamp>/: compare.csv, compare.json, one .hlog per latency run, latency.svg and
 bandwidth.svg. \"÷v1\" divides a row's figure by RoCE v1's on the same host path (none across
 paths). The table, the files and the plots say which link each run crossed. With --repeat N the
-table shows each transport's median repetition and compare.json also holds every repetition's
-figures.";
+table shows each transport's median repetition with the spread of all of them (± half their range,
+in %), and compare.json also holds every repetition's figures. A percentile with fewer than 10
+samples beyond it is n/a (withheld), so latency tests take 100,000 iterations per size unless -n or
+-D says otherwise.";
 
 /// Compare RoCE v1, RoCE v2 and TCP side by side, each row against the floor of its host path: table,
 /// histograms, CSV, JSON, HdrHistogram logs and SVG plots.
@@ -90,7 +92,9 @@ struct Cli {
     /// Every size from 2 B to 8 MiB, for every test.
     #[arg(short = 'a', long = "all", conflicts_with = "size")]
     all: bool,
-    /// Iterations per size [default: each test's own].
+    /// Iterations per size [default: 100,000 for latency tests, by count, so that p99.99 rests on 10
+    /// samples beyond it (with -a, the test's own 1,000: p99.9 and p99.99 are then withheld); each
+    /// bandwidth test's own].
     #[arg(short = 'n', long = "iters", value_parser = clap::value_parser!(u64).range(5..=1u64 << 32))]
     iters: Option<u64>,
     /// Seconds per size instead of -n iterations.
@@ -247,7 +251,8 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
             ),
         });
     }
-    let specs = test_specs(cli, &tests);
+    let specs = test_specs(cli, &tests, true);
+    emit(&latency_samples_note(cli, &specs));
     let bin_dir = bin_dir()?;
     let work = tempfile::Builder::new()
         .prefix("roce_compare-")
@@ -348,7 +353,7 @@ fn loss_sweep(cli: &Cli, tests: &[TestKind], hosts: &[&str]) -> anyhow::Result<E
         .context("cannot create a temporary directory for the runs' logs")?;
     let sweep = loss::Sweep {
         cores: local::Cores::choose(cli.server_cpu, cli.client_cpu),
-        tests: test_specs(cli, tests),
+        tests: test_specs(cli, tests, false),
         rates: cli.loss_sweep.clone(),
         via: cli.loss_via,
         burst: cli.loss_burst,
@@ -418,8 +423,14 @@ fn split_args(args: &[String]) -> (Vec<TestKind>, Vec<&str>) {
     (tests, hosts)
 }
 
-/// The tests with the sizes and run length the flags ask for.
-fn test_specs(cli: &Cli, tests: &[TestKind]) -> Vec<TestSpec> {
+/// Iterations per size a latency test of a live comparison takes when neither -n nor -D is given:
+/// enough that p99.99, the highest percentile the binaries print, has 10 samples beyond it.
+const LATENCY_ITERS: u64 = 100_000;
+
+/// The tests with the sizes and run length the flags ask for; `live`: a comparison's own runs, whose
+/// latency tests default to [`LATENCY_ITERS`] (a loss sweep keeps each test's own count: its lossy
+/// runs wait out retransmission timeouts).
+fn test_specs(cli: &Cli, tests: &[TestKind], live: bool) -> Vec<TestSpec> {
     let tests = if tests.is_empty() {
         vec![
             TestKind::new(Verb::Write, Metric::Latency),
@@ -435,17 +446,22 @@ fn test_specs(cli: &Cli, tests: &[TestKind]) -> Vec<TestSpec> {
     };
     tests
         .into_iter()
-        .map(|test| TestSpec {
-            test,
-            sizes,
-            iters: cli.iters,
-            duration: cli.duration,
-            tuning: Tuning {
-                qps: cli.qps,
-                tx_depth: cli.tx_depth,
-                warmup: cli.warmup,
-                percentiles: cli.percentiles.clone().unwrap_or_default(),
-            },
+        .map(|test| {
+            // -a's 23 sizes up to 8 MiB at 100,000 round trips each would take hours.
+            let by_default =
+                live && test.metric == Metric::Latency && cli.duration.is_none() && !cli.all;
+            TestSpec {
+                test,
+                sizes,
+                iters: cli.iters.or(by_default.then_some(LATENCY_ITERS)),
+                duration: cli.duration,
+                tuning: Tuning {
+                    qps: cli.qps,
+                    tx_depth: cli.tx_depth,
+                    warmup: cli.warmup,
+                    percentiles: cli.percentiles.clone().unwrap_or_default(),
+                },
+            }
         })
         .collect()
 }
@@ -455,7 +471,10 @@ fn run_notes(cli: &Cli) -> Vec<String> {
     let length = match (cli.iters, cli.duration) {
         (Some(n), _) => format!("iterations: -n {n} per size (--iters)"),
         (_, Some(d)) => format!("iterations: as many as {d} s per size allows (--duration)"),
-        _ => "iterations: each test's default (the binaries'; -n or -D to choose)".into(),
+        _ if cli.all => "iterations: each test's default (the binaries'; -n or -D to choose)".into(),
+        _ => "iterations: latency tests 100,000 per size (roce_compare's default), bandwidth tests \
+              the binaries' default (-n or -D to choose)"
+            .into(),
     };
     let given = |flag: &str, v: Option<String>, default: &str| match v {
         Some(v) => format!("{flag} {v} (as given)"),
@@ -509,6 +528,25 @@ fn attach_wire(cli: &Cli, set: &mut CompareSet, link_mtu: Option<u32>) {
     if let Some(w) = wire {
         port::attach(set, w);
     }
+}
+
+/// The header line that says how many samples the latency tests take, when roce_compare chose it;
+/// empty when the user did (-n, -D) or no latency test runs.
+fn latency_samples_note(cli: &Cli, specs: &[TestSpec]) -> String {
+    let lat = specs.iter().any(|s| s.test.metric == Metric::Latency);
+    if !lat || cli.iters.is_some() || cli.duration.is_some() {
+        return String::new();
+    }
+    if cli.all {
+        return "roce_compare: with -a, latency tests take each test's own 1,000 iterations per size, \
+                so p99.9 and p99.99 are withheld (n/a); -n 100000 makes them hold\n"
+            .into();
+    }
+    // The figure is spelt out for people; this keeps it the constant's.
+    const _: () = assert!(LATENCY_ITERS == 100_000);
+    "roce_compare: latency tests take 100,000 iterations per size (by count, not duration), so that \
+     p99.99 rests on 10 samples beyond it; -n N or -D SECS to change\n"
+        .into()
 }
 
 /// `roce_compare --server`: serve comparisons on the control port.
@@ -619,7 +657,51 @@ pub fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use clap::CommandFactory;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("roce_compare").chain(args.iter().copied())).unwrap()
+    }
+
+    fn iters(args: &[&str], live: bool) -> Vec<(String, Option<u64>)> {
+        let c = cli(args);
+        let (tests, _) = split_args(&c.args);
+        test_specs(&c, &tests, live)
+            .iter()
+            .map(|s| (s.test.name().to_owned(), s.iters))
+            .collect()
+    }
+
+    #[test]
+    fn latency_runs_take_100000_samples_unless_told() {
+        let want = |n| vec![("write_lat".into(), n), ("write_bw".into(), None)];
+        assert_eq!(iters(&["--local"], true), want(Some(100_000)));
+        assert_eq!(
+            iters(&["--local", "-n", "500"], true),
+            vec![
+                ("write_lat".into(), Some(500)),
+                ("write_bw".into(), Some(500))
+            ]
+        );
+        assert_eq!(iters(&["--local", "-D", "2"], true), want(None));
+        assert_eq!(iters(&["--local", "-a"], true), want(None));
+        // A loss sweep keeps each test's own count.
+        assert_eq!(iters(&["--local"], false), want(None));
+        // The header says so, and says nothing when the user chose.
+        let note = |args: &[&str]| {
+            let c = cli(args);
+            latency_samples_note(&c, &test_specs(&c, &split_args(&c.args).0, true))
+        };
+        assert!(
+            note(&["--local"]).contains("latency tests take 100,000 iterations per size (by count"),
+            "{}",
+            note(&["--local"])
+        );
+        assert!(note(&["--local", "-a"]).contains("p99.9 and p99.99 are withheld"));
+        assert_eq!(note(&["--local", "-n", "500"]), "");
+        assert_eq!(note(&["--local", "write_bw"]), "");
+    }
 
     #[test]
     fn roce_compare_takes_every_format_flag() {

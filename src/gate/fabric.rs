@@ -6,6 +6,7 @@
 use super::threshold::{self, Bandwidth, Latency, Percent};
 use crate::results::fabric::{FABRIC_SCHEMA, FabricDoc, Matrix, MatrixMetric, fmt_value};
 use crate::results::read::{self, DocKind, Document, ReadError, SchemaError};
+use crate::stats::{samples_needed, thousands};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -118,6 +119,16 @@ pub(crate) fn judge(
             };
             let unit = &mx.unit;
             let (pass, detail) = match worst {
+                // A latency run's p99 is withheld below 1,000 samples: every pair's, at one -n.
+                None if metric == MatrixMetric::LatP99 => (
+                    false,
+                    format!(
+                        "no pair has a value: a pair's p99 is withheld, not enough samples (it \
+                         needs {} samples, 10 beyond it); run the latency test with -n {} or more",
+                        thousands(samples_needed(99.0)),
+                        samples_needed(99.0)
+                    ),
+                ),
                 None => (false, "no pair has a value".to_owned()),
                 Some((c, s, v)) => {
                     let bad = cs

@@ -7,6 +7,7 @@ use super::ratio::{self, Bound};
 use super::spread::{self, Compared};
 use super::{CheckResult, GateArgs, GateReport, SetGateArgs, Verdict, fmt_gbps, fmt_mpps, fmt_us};
 use crate::results::{BandwidthFigures, Figures, LatencyFigures, ResultRow};
+use crate::stats::{samples_needed, thousands, withheld_because};
 
 /// Checks `rows` against the thresholds of `args` and against `baseline` (ignored when empty and no
 /// baseline file was named). Pure: no I/O.
@@ -77,7 +78,7 @@ pub(crate) fn evaluate_set(
 }
 
 fn threshold_checks(row: &ResultRow, args: &GateArgs, out: &mut Vec<CheckResult>) {
-    let mut push = |what: &str, flag: &'static str, limit: String, measured: String, ok: bool| {
+    let check = |what: &str, flag: &'static str, limit: String, measured: String, ok: bool| {
         let verdict = if ok { Verdict::Pass } else { Verdict::Fail };
         let message = if ok {
             String::new()
@@ -93,7 +94,7 @@ fn threshold_checks(row: &ResultRow, args: &GateArgs, out: &mut Vec<CheckResult>
                 row.subject()
             )
         };
-        out.push(CheckResult {
+        CheckResult {
             subject: row.subject(),
             what: what.to_owned(),
             flag,
@@ -103,47 +104,92 @@ fn threshold_checks(row: &ResultRow, args: &GateArgs, out: &mut Vec<CheckResult>
             message,
             source: Some(row.source.clone()),
             line: row.line,
-        });
+        }
     };
     match row.figures {
         Figures::Bandwidth(BandwidthFigures { gbps, mpps }) => {
             if let Some(t) = &args.min_bw {
-                push(
+                out.push(check(
                     "bandwidth",
                     "--min-bw",
                     format!(">= {}", t.text),
                     fmt_gbps(gbps),
                     gbps >= t.gbps,
-                );
+                ));
             }
             if let Some(t) = &args.min_msg_rate {
-                push(
+                out.push(check(
                     "message rate",
                     "--min-msg-rate",
                     format!(">= {}", t.text),
                     fmt_mpps(mpps),
                     mpps >= t.mpps,
-                );
+                ));
             }
         }
         Figures::Latency(LatencyFigures {
+            samples,
             median_us,
             p99_us,
             p999_us,
             max_us,
         }) => {
             let lat = [
-                (&args.max_p50, "median latency", "--max-p50", median_us),
-                (&args.max_p99, "p99 latency", "--max-p99", p99_us),
-                (&args.max_p999, "p99.9 latency", "--max-p999", p999_us),
-                (&args.max_max, "max latency", "--max-max", max_us),
+                (
+                    &args.max_p50,
+                    "median latency",
+                    "--max-p50",
+                    Some(median_us),
+                    50.0,
+                ),
+                (&args.max_p99, "p99 latency", "--max-p99", p99_us, 99.0),
+                (&args.max_p999, "p99.9 latency", "--max-p999", p999_us, 99.9),
+                (
+                    &args.max_max,
+                    "max latency",
+                    "--max-max",
+                    Some(max_us),
+                    100.0,
+                ),
             ];
-            for (limit, what, flag, v) in lat {
-                if let Some(t) = limit {
-                    push(what, flag, format!("<= {}", t.text), fmt_us(v), v <= t.us);
-                }
+            for (limit, what, flag, v, pct) in lat {
+                let Some(t) = limit else { continue };
+                out.push(match v {
+                    Some(v) => check(what, flag, format!("<= {}", t.text), fmt_us(v), v <= t.us),
+                    // A withheld percentile cannot be held to a limit: fail, saying what it needs.
+                    None => withheld(row, what, flag, &t.text, samples, pct),
+                });
             }
         }
+    }
+}
+
+/// The failed check of a threshold on a percentile the result withholds (fewer than 10 samples
+/// beyond it), saying how many samples it needs.
+fn withheld(
+    row: &ResultRow,
+    what: &str,
+    flag: &'static str,
+    limit: &str,
+    samples: u64,
+    pct: f64,
+) -> CheckResult {
+    CheckResult {
+        subject: row.subject(),
+        what: what.to_owned(),
+        flag,
+        limit: format!("<= {limit}"),
+        measured: "n/a".into(),
+        verdict: Verdict::Fail,
+        message: format!(
+            "{} {what} is withheld, not enough samples: {}; run more iterations (-n {}) or longer \
+             (-D), or drop {flag}",
+            row.subject(),
+            withheld_because(samples, pct),
+            samples_needed(pct)
+        ),
+        source: Some(row.source.clone()),
+        line: row.line,
     }
 }
 
@@ -165,7 +211,7 @@ fn compared(f: &Figures) -> Vec<Compared> {
             },
             Compared {
                 what: "p99 vs baseline",
-                value: |f| f.latency().map(|l| l.p99_us),
+                value: |f| f.latency().and_then(|l| l.p99_us),
                 higher_better: false,
                 fmt: fmt_us,
             },
@@ -218,6 +264,27 @@ fn baseline_checks(
             }
             let (Some(cur), Some(base_v)) = ((c.value)(&row.figures), (c.value)(&base.figures))
             else {
+                // The kinds match, so a missing figure is a withheld percentile.
+                let side = if (c.value)(&row.figures).is_none() {
+                    "the result"
+                } else {
+                    "the baseline"
+                };
+                out.push(CheckResult {
+                    subject: row.subject(),
+                    what: c.what.to_owned(),
+                    flag: "--max-regression",
+                    limit: "-".into(),
+                    measured: "n/a".into(),
+                    verdict: Verdict::Skip,
+                    message: format!(
+                        "{}: {side} withholds this figure, not enough samples (p99 needs {})",
+                        row.subject(),
+                        thousands(samples_needed(99.0))
+                    ),
+                    source: Some(row.source.clone()),
+                    line: row.line,
+                });
                 continue;
             };
             let (what, higher_better, fmt) = (c.what, c.higher_better, c.fmt);

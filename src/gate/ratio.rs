@@ -9,6 +9,7 @@ use super::rank::median;
 use super::{CheckResult, Verdict, fmt_gbps, fmt_mpps, fmt_us};
 use crate::params::{RoceVersion, TransportKind};
 use crate::results::{Figures, ResultRow};
+use crate::stats::withheld_because;
 use std::fmt;
 
 /// Which transport one side of a ratio names: `tcp`, `soft`, `soft-v2`, `verbs-v1`...
@@ -78,15 +79,32 @@ impl Figure {
     }
 
     /// The figure of one result; None when it is not of this kind (a bandwidth figure of a latency
-    /// test).
+    /// test) or is withheld (a percentile with fewer than 10 samples beyond it).
     pub(crate) fn of(self, f: &Figures) -> Option<f64> {
         match (self, f) {
             (Figure::Bandwidth, Figures::Bandwidth(b)) => Some(b.gbps),
             (Figure::MsgRate, Figures::Bandwidth(b)) => Some(b.mpps),
             (Figure::Median, Figures::Latency(l)) => Some(l.median_us),
-            (Figure::P99, Figures::Latency(l)) => Some(l.p99_us),
-            (Figure::P999, Figures::Latency(l)) => Some(l.p999_us),
+            (Figure::P99, Figures::Latency(l)) => l.p99_us,
+            (Figure::P999, Figures::Latency(l)) => l.p999_us,
             (Figure::Max, Figures::Latency(l)) => Some(l.max_us),
+            _ => None,
+        }
+    }
+
+    /// Whether a result is of this figure's kind (a latency figure of a latency test), held or not.
+    fn applies(self, f: &Figures) -> bool {
+        match f {
+            Figures::Bandwidth(_) => matches!(self, Figure::Bandwidth | Figure::MsgRate),
+            Figures::Latency(_) => !matches!(self, Figure::Bandwidth | Figure::MsgRate),
+        }
+    }
+
+    /// The percentile a withheld figure is: 99 or 99.9; None for a figure never withheld.
+    fn percentile(self) -> Option<f64> {
+        match self {
+            Figure::P99 => Some(99.0),
+            Figure::P999 => Some(99.9),
             _ => None,
         }
     }
@@ -247,7 +265,7 @@ pub(crate) fn checks(rows: &[ResultRow], ratio: &Ratio, bound: Bound, out: &mut 
     let fig = ratio.figure;
     let has = |side: &Side| -> Vec<&ResultRow> {
         rows.iter()
-            .filter(|r| side.matches(r) && fig.of(&r.figures).is_some())
+            .filter(|r| side.matches(r) && fig.applies(&r.figures))
             .collect()
     };
     let (nums, dens) = (has(&ratio.num), has(&ratio.den));
@@ -301,7 +319,26 @@ pub(crate) fn checks(rows: &[ResultRow], ratio: &Ratio, bound: Bound, out: &mut 
             continue;
         };
         let (a, b) = (fig.of_row(n), fig.of_row(d));
-        let (Some(a), Some(b)) = (a, b) else { continue };
+        let (Some(a), Some(b)) = (a, b) else {
+            // Only a percentile is ever missing from a result of its kind: it was withheld.
+            let short = if a.is_none() { n } else { d };
+            let why = match (fig.percentile(), short.figures.latency()) {
+                (Some(pct), Some(l)) => withheld_because(l.samples, pct),
+                _ => format!("{} is missing", fig.what()),
+            };
+            out.push(fail(
+                n.subject(),
+                format!(
+                    "{}: {} of {} is withheld, not enough samples: {why}; run more iterations \
+                     (roce_compare -n) or drop {flag} {ratio}",
+                    n.subject(),
+                    fig.what(),
+                    short.subject()
+                ),
+                Some(n),
+            ));
+            continue;
+        };
         let r = a / b;
         let measured = format!("{} ({} / {})", times(r), fig.show(a), fig.show(b));
         if !(b > 0.0 && r.is_finite()) {

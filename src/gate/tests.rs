@@ -48,9 +48,10 @@ fn wlat(median_us: f64) -> ResultRow {
         TestKind::new(Verb::Write, Metric::Latency),
         2,
         Figures::Latency(LatencyFigures {
+            samples: 10_000,
             median_us,
-            p99_us: median_us * 2.0,
-            p999_us: median_us * 3.0,
+            p99_us: Some(median_us * 2.0),
+            p999_us: Some(median_us * 3.0),
             max_us: median_us * 10.0,
         }),
     )
@@ -122,4 +123,66 @@ fn baseline_regressions_in_both_directions() {
     let r = evaluate(&[wbw(100.0), other], &base, &args);
     assert!(r.passed());
     assert_eq!(r.count(Verdict::Skip), 1);
+}
+
+/// A write_lat row of `samples` samples whose p99.9 is withheld (and p99 too below 1,000).
+fn wlat_of(samples: u64, median_us: f64) -> ResultRow {
+    let mut r = wlat(median_us);
+    if let Figures::Latency(l) = &mut r.figures {
+        l.samples = samples;
+        l.p999_us = None;
+        if samples < 1000 {
+            l.p99_us = None;
+        }
+    }
+    r
+}
+
+#[test]
+fn a_threshold_on_a_withheld_percentile_fails_saying_how_many_samples_it_needs() {
+    let args = GateArgs {
+        max_p999: Some(threshold::parse_latency("1s").unwrap()),
+        max_p99: Some(threshold::parse_latency("1s").unwrap()),
+        ..GateArgs::default()
+    };
+    let r = evaluate(&[wlat_of(1000, 2.0)], &[], &args);
+    assert_eq!(r.exit_code(), 1, "{}", r.table());
+    let fail: Vec<&CheckResult> = r
+        .checks
+        .iter()
+        .filter(|c| c.verdict == Verdict::Fail)
+        .collect();
+    assert_eq!(fail.len(), 1, "p99 holds at 1,000 samples: {}", r.table());
+    assert_eq!(
+        (fail[0].flag, fail[0].measured.as_str()),
+        ("--max-p999", "n/a")
+    );
+    assert_eq!(
+        fail[0].message,
+        "write_lat soft v2 2 B p99.9 latency is withheld, not enough samples: p99.9 needs 10,000 \
+         samples (10 beyond it); this result has 1,000; run more iterations (-n 10000) or longer \
+         (-D), or drop --max-p999"
+    );
+    // At 500 samples both fail.
+    let r = evaluate(&[wlat_of(500, 2.0)], &[], &args);
+    assert_eq!(r.count(Verdict::Fail), 2, "{}", r.table());
+    assert!(
+        r.checks
+            .iter()
+            .any(|c| c.message.contains("p99 needs 1,000 samples"))
+    );
+    // A baseline comparison of p99 skips (rather than fails) what either side withholds.
+    let args = GateArgs {
+        baseline: vec!["base.json".into()],
+        ..GateArgs::default()
+    };
+    let r = evaluate(&[wlat_of(500, 2.0)], &[wlat(2.0)], &args);
+    assert!(r.passed(), "{}", r.table());
+    assert!(
+        r.checks
+            .iter()
+            .any(|c| c.verdict == Verdict::Skip && c.message.contains("the result withholds")),
+        "{}",
+        r.table()
+    );
 }

@@ -15,12 +15,15 @@
 //!   (perftest truncates deviations to whole µs), and the latency columns come from the HDR histogram
 //!   (3 significant digits) in duration mode too, where perftest prints only an average;
 //! * `CQE Poll Batch` (newer perftest only) is not printed, and CPU utilisation appears in [`extras`]
-//!   rather than as a trailing column, because the column header is printed before it is known.
+//!   rather than as a trailing column, because the column header is printed before it is known;
+//! * a percentile with fewer than 10 samples beyond it is `n/a` in its column (the row keeps its nine
+//!   columns) and `p99.9 n/a (needs 10,000 samples)` in [`extras`]: perftest prints the largest sample
+//!   of a 1,000-iteration run as its "99.9% percentile".
 
 use crate::params::OutputSelect;
 use crate::params::{Metric, Role, TransportKind, Verb};
 use crate::results::{AddressLine, EndlessRun, Measured, RunInfo, SizeResult};
-use crate::stats::{self, BandwidthStats, LatencyStats, percentile_label};
+use crate::stats::{BandwidthStats, LatencyStats, percentile_label, withheld_reason};
 use std::fmt::Write;
 
 /// perftest's RESULT_LINE: 87 dashes and a newline.
@@ -264,17 +267,13 @@ pub fn table_header(info: &RunInfo) -> String {
 pub fn table_row(info: &RunInfo, r: &SizeResult) -> String {
     match &r.measured {
         Measured::Bandwidth(b) => bw_row(info.report_gbits, r.size, r.iterations, b),
-        Measured::Latency {
-            stats: summary,
-            histogram,
-        } => {
-            let pct = |p: f64| {
-                summary
-                    .get(p)
-                    .unwrap_or_else(|| stats::value_at_percentile(histogram, p) as f64 / 1000.0)
-            };
-            lat_row(r.size, r.iterations, summary, pct(99.0), pct(99.9))
-        }
+        Measured::Latency { stats, histogram } => lat_row(
+            r.size,
+            r.iterations,
+            stats,
+            stats.at(histogram, 99.0),
+            stats.at(histogram, 99.9),
+        ),
     }
 }
 
@@ -298,9 +297,15 @@ fn bw_row(gbits: bool, size: u64, iters: u64, b: &BandwidthStats) -> String {
     }
 }
 
-fn lat_row(size: u64, iters: u64, s: &LatencyStats, p99: f64, p999: f64) -> String {
+/// A percentile's cell: two decimals, or `n/a` when withheld (one word, so the row keeps its columns).
+fn pct_cell(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.2}"))
+}
+
+fn lat_row(size: u64, iters: u64, s: &LatencyStats, p99: Option<f64>, p999: Option<f64>) -> String {
+    let (p99, p999) = (pct_cell(p99), pct_cell(p999));
     format!(
-        " {size:<7} {iters}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{p99:<7.2} \t\t{p999:<7.2}\n",
+        " {size:<7} {iters}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{p99:<7} \t\t{p999:<7}\n",
         s.min_us, s.max_us, s.median_us, s.mean_us, s.stdev_us
     )
 }
@@ -313,7 +318,8 @@ pub fn table_footer() -> String {
 /// The richer figures for one size, printed BELOW the table. One line per size, starting with a word so
 /// that scripts matching result rows (a number after the leading space) do not pick it up:
 /// bandwidth in both Gb/s and MiB/s, the average and peak, message rate and elapsed time; latency as
-/// min, median, the requested percentiles, true max, mean and real stdev, in µs with ns resolution.
+/// min, median, the requested percentiles (`p99.9 n/a (needs 10,000 samples)` for one with fewer than
+/// 10 samples beyond it), true max, mean and real stdev, in µs with ns resolution.
 pub fn extras(info: &RunInfo, r: &SizeResult) -> String {
     let mut s = String::new();
     let key = format!("Size {}[B]", r.size);
@@ -347,7 +353,14 @@ pub fn extras(info: &RunInfo, r: &SizeResult) -> String {
                 .iter()
                 .filter(|p| p.pct != 50.0 && wanted(p.pct))
             {
-                let _ = write!(s, "  {} {:.3}", p.label(), p.us);
+                match p.us {
+                    Some(us) => {
+                        let _ = write!(s, "  {} {us:.3}", p.label());
+                    }
+                    None => {
+                        let _ = write!(s, "  {} n/a ({})", p.label(), withheld_reason(p.pct));
+                    }
+                }
             }
             let _ = write!(
                 s,

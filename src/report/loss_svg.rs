@@ -2,7 +2,7 @@
 //! log10 loss axis, one curve per transport and recovery. The loss-free point sits one decade left
 //! of the smallest rate, labelled 0.
 
-use super::svg::{COLORS, SIZE, draw_legend, draw_marked_line, house_mesh, styled};
+use super::svg::{COLORS, draw_marked_line, figure, house_mesh, styled};
 use plotters::prelude::*;
 
 /// One curve: its legend and (loss rate 0..1, value) points.
@@ -51,11 +51,14 @@ pub(crate) fn loss_svg(
         .fold(f64::INFINITY, f64::min)
         .min(y_hi)
         / 1.5;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut b = styled(&root, title);
+    let legend: Vec<(String, RGBColor)> = series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.label.to_owned(), COLORS[i % COLORS.len()]))
+        .collect();
+    // The legend goes below the chart (svg::figure), where it covers no curve.
+    figure(&legend, |root| {
+        let mut b = styled(root, title);
         b.y_label_area_size(80);
         let x_range = (zero_tick - 300..(hi * 1000.0) as i32 + 300).with_key_points(ticks);
         let fmt_x = move |v: &i32| {
@@ -84,9 +87,8 @@ pub(crate) fn loss_svg(
                         .map(|&(r, y)| (x(r), y))
                         .collect();
                     pts.sort_by_key(|p| p.0);
-                    draw_marked_line(&mut chart, &pts, color, s.label, 4)?;
+                    draw_marked_line(&mut chart, &pts, color, 4)?;
                 }
-                draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
             }};
         }
         if log_y {
@@ -100,9 +102,8 @@ pub(crate) fn loss_svg(
                     .map_err(|e| e.to_string())?
             );
         }
-        root.present().map_err(|e| e.to_string())?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -120,6 +121,7 @@ mod tests {
             points: vec![(0.0, 12.0), (0.01, 9.0)],
         };
         let svg = loss_svg("write_bw 64 KiB", "goodput (Gb/s)", &[a, b], false).unwrap();
+        crate::report::svg::tests::assert_legend_covers_nothing(&svg, 2);
         crate::report::svg::tests::assert_texts(
             &svg,
             &["0", "1%", "0.01%", "RoCE v2 sr", "TCP", "write_bw 64 KiB"],

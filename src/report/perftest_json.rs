@@ -7,12 +7,14 @@
 //! document valid JSON: `--output=bandwidth|message_rate` writes its one key without perftest's
 //! trailing comma, and `--report-both` writes one document holding `results` (the sum, as before),
 //! `results_local` and `results_remote` (the shape of perftest PR #322) instead of rewriting the file
-//! three times. Strings are JSON-escaped and a non-finite number is written as 0.
+//! three times. Strings are JSON-escaped and a non-finite number is written as 0. And a percentile
+//! with fewer than 10 samples beyond it (`percentile_99.9` of a 1,000-iteration run, which perftest
+//! fills with its largest sample) is `null`.
 
 use crate::params::OutputSelect;
 use crate::params::{Metric, Role, TransportKind, Verb};
 use crate::results::{Measured, RunInfo, SizeResult};
-use crate::stats::{self, BandwidthStats, LatencyStats};
+use crate::stats::{BandwidthStats, LatencyStats};
 use std::fmt::Write;
 
 /// What goes into one `--out_json` document.
@@ -219,10 +221,8 @@ fn lat_results(
     s: &LatencyStats,
     h: &hdrhistogram::Histogram<u64>,
 ) {
-    let pct = |p: f64| {
-        s.get(p)
-            .unwrap_or_else(|| stats::value_at_percentile(h, p) as f64 / 1000.0)
-    };
+    // A withheld percentile (fewer than 10 samples beyond it) is null, not perftest's largest sample.
+    let pct = |p: f64| s.at(h, p).map_or_else(|| "null".to_owned(), |v| num(v, 2));
     size_fields(out, r);
     let _ = write!(
         out,
@@ -232,8 +232,8 @@ fn lat_results(
         num(s.median_us, 2),
         num(s.mean_us, 2),
         num(s.stdev_us, 2),
-        num(pct(99.0), 2),
-        num(pct(99.9), 2)
+        pct(99.0),
+        pct(99.9)
     );
 }
 

@@ -6,6 +6,7 @@
 use super::{fmt_size, histogram_text};
 use crate::params::{Metric, RoceVersion, Verb};
 use crate::results::{CompareRun, CompareSet, HostPath, Measured};
+use crate::stats::{MIN_SAMPLES_BEYOND, withheld_reason};
 use std::fmt::Write;
 
 /// Widest output line.
@@ -67,6 +68,45 @@ fn cut(s: &str, max: usize) -> String {
     let mut t: String = s.chars().take(max - 1).collect();
     t.push('…');
     t
+}
+
+/// The header of the spread column, shown when a run was repeated (`--repeat N`).
+const SPREAD_HEADER: &str = "spread";
+
+/// A percentile's cell: `n/a` when withheld (fewer than 10 samples beyond it).
+fn pct_cell(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_owned(), num)
+}
+
+/// The spread column's cell: half the range (highest − lowest) of the repetitions' headline figure,
+/// in percent of the row's (`±4.1%`); `-` for a row not repeated.
+fn spread_cell(run: &CompareRun, size: u64, shown: f64) -> String {
+    match run.spread(size) {
+        Some((lo, hi)) if shown > 0.0 => {
+            let pct = (hi - lo) / 2.0 / shown * 100.0;
+            let decimals = if pct < 10.0 { 1 } else { 0 };
+            format!("±{pct:.decimals$}%")
+        }
+        _ => "-".to_owned(),
+    }
+}
+
+/// How many repetitions the most repeated run took (0: none was repeated).
+fn repetitions(set: &CompareSet) -> usize {
+    set.runs
+        .iter()
+        .map(|r| r.repetitions_run())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Whether a latency row has a percentile withheld (fewer than 10 samples beyond it).
+fn any_withheld(set: &CompareSet) -> bool {
+    set.runs.iter().flat_map(|r| &r.results).any(|r| {
+        r.figures()
+            .latency()
+            .is_some_and(|l| l.p99_us.is_none() || l.p999_us.is_none())
+    })
 }
 
 /// What the comparison measures and what it does not, in a few lines above its table: a soft
@@ -146,6 +186,10 @@ fn grid(set: &CompareSet, test: crate::params::TestKind) -> (Vec<String>, Vec<Ve
         }
     }
     header.push("÷v1");
+    let repeated = repetitions(set) > 0;
+    if repeated {
+        header.push(SPREAD_HEADER);
+    }
     let mut sizes: Vec<u64> = runs
         .iter()
         .flat_map(|r| r.results.iter().map(|x| x.size))
@@ -161,7 +205,9 @@ fn grid(set: &CompareSet, test: crate::params::TestKind) -> (Vec<String>, Vec<Ve
             let floor = run.floor_at(size);
             let mut row = vec![run.label.clone(), fmt_size(size)];
             if let Some(l) = figures.latency() {
-                row.extend([l.median_us, l.p99_us, l.p999_us, l.max_us].map(num));
+                row.push(num(l.median_us));
+                row.extend([l.p99_us, l.p999_us].map(pct_cell));
+                row.push(num(l.max_us));
                 row.push(floor.and_then(|f| f.median_us).map_or_else(dash, num));
                 row.push(floor.and_then(|f| f.above_us).map_or_else(dash, signed));
             }
@@ -179,6 +225,13 @@ fn grid(set: &CompareSet, test: crate::params::TestKind) -> (Vec<String>, Vec<Ve
                 set.ratio_to_v1(run, size)
                     .map_or_else(dash, |x| format!("{x:.2}")),
             );
+            if repeated {
+                let shown = figures.latency().map_or_else(
+                    || figures.bandwidth().map_or(0.0, |b| b.gbps),
+                    |l| l.median_us,
+                );
+                row.push(spread_cell(run, size, shown));
+            }
             rows.push(row);
         }
     }
@@ -241,13 +294,25 @@ pub(crate) fn side_by_side(set: &CompareSet) -> String {
     out.push_str(&floor_notes(set));
     out.push_str(&ceilings(set));
     out.push_str(&links(set));
-    if let Some(n) = set.runs.iter().map(|r| r.repetitions_run()).max()
-        && n > 0
-    {
+    if any_withheld(set) {
+        out.push_str(&wrap(
+            &format!(
+                "n/a: withheld, fewer than {MIN_SAMPLES_BEYOND} samples beyond the percentile \
+                 (p99 {}, p99.9 {}); run more iterations (-n) or longer (-D)",
+                withheld_reason(99.0),
+                withheld_reason(99.9)
+            ),
+            WIDTH,
+        ));
+    }
+    let n = repetitions(set);
+    if n > 0 {
         out.push_str(&wrap(
             &format!(
                 "each row: the median of up to {n} repetitions (by bandwidth or median latency), \
-                 with the floor measured beside it; compare.json holds every repetition's figures"
+                 with the floor measured beside it; {SPREAD_HEADER}: ± half the range (highest − \
+                 lowest) of the repetitions' median latency or bandwidth, in % of the row's; \
+                 compare.json holds every repetition's figures"
             ),
             WIDTH,
         ));
@@ -835,4 +900,77 @@ mod tests {
             titles[2]
         );
     }
+
+    #[test]
+    fn withheld_percentiles_are_na_and_the_table_says_why() {
+        let mut set = set();
+        assert!(
+            !side_by_side(&set).contains("n/a"),
+            "10,000 samples hold p99.9"
+        );
+        set.runs[0].results = vec![crate::results::testdata::lat(2, 1800, 1000)];
+        let text = side_by_side(&set);
+        let v1 = text
+            .lines()
+            .find(|l| l.starts_with("write_lat") && l.contains("RoCE v1"))
+            .unwrap();
+        let cells: Vec<&str> = v1
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        // test, transport, size, median, p99, p99.9, max, Gb/s, Mpps, vs TCP.
+        assert_eq!(cells.len(), 10, "{v1}");
+        assert!(cells[4].parse::<f64>().is_ok(), "p99 holds at 1,000: {v1}");
+        assert_eq!(cells[5], "n/a", "{v1}");
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains(
+                "n/a: withheld, fewer than 10 samples beyond the percentile (p99 needs 1,000 \
+                 samples, p99.9 needs 10,000 samples)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn repeated_rows_show_the_spread_of_their_repetitions() {
+        let mut set = set();
+        assert!(!side_by_side(&set).contains(SPREAD_HEADER));
+        let run = &set.runs[4];
+        let reps = [30.0, 10.0, 20.0]
+            .map(|g| crate::results::CompareRun {
+                results: vec![crate::results::testdata::bw(65536, g)],
+                ..run.clone()
+            })
+            .to_vec();
+        set.runs[4] = crate::results::CompareRun::from_repetitions(reps).unwrap();
+        let text = side_by_side(&set);
+        let header = text.lines().next().unwrap();
+        assert!(header.ends_with(SPREAD_HEADER), "{header}");
+        let v2 = text
+            .lines()
+            .find(|l| l.starts_with("write_bw") && l.contains("RoCE v2"))
+            .unwrap();
+        // 10 to 30 Gb/s around the shown 20: ± 10 / 20 = 50 %.
+        assert!(v2.ends_with(" ±50%"), "{v2}");
+        assert!(v2.contains(" 20.00 "), "the median repetition: {v2}");
+        // Rows not repeated: a dash.
+        let tcp = text
+            .lines()
+            .find(|l| l.starts_with("write_bw") && l.contains("TCP"))
+            .unwrap();
+        assert!(tcp.ends_with(" -"), "{tcp}");
+        assert!(
+            text.split_whitespace().collect::<Vec<_>>().join(" ").contains(
+                "spread: ± half the range (highest − lowest) of the repetitions' median latency \
+                 or bandwidth, in % of the row's"
+            ),
+            "{text}"
+        );
+        for line in text.lines() {
+            assert!(line.chars().count() <= WIDTH, "{line}");
+        }
+    }
+
 }

@@ -6,7 +6,8 @@
 //! The columns are stable and carry their units in their names. Bandwidth and latency rows share one
 //! column set (cells that do not apply are empty), so a file that mixes tests still imports as one table.
 //! Latency percentile columns are fixed (p90, p99, p99.9, p99.99) whatever `--percentiles` asked for,
-//! computed from the histogram, so that rows from different runs line up.
+//! computed from the histogram, so that rows from different runs line up; a percentile with fewer than
+//! 10 samples beyond it (p99.9 of fewer than 10,000 samples) is an empty cell, as in compare.csv.
 
 use super::files::{WriteError, append_under_header};
 use super::{CompareRun, CompareSet, Figures, Measured, RunInfo, SizeResult, role_name};
@@ -119,18 +120,10 @@ pub(crate) fn row_in(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)
             cells.extend(std::iter::repeat_n(String::new(), 6));
             // Three decimals of a microsecond is the histogram's 1 ns resolution.
             let us = |v: f64| f(v, 3);
-            let pct = |p: f64| {
-                stats.get(p).unwrap_or_else(|| {
-                    if histogram.is_empty() {
-                        0.0
-                    } else {
-                        crate::stats::value_at_percentile(histogram, p) as f64 / 1000.0
-                    }
-                })
-            };
             cells.push(stats.samples.to_string());
             cells.extend([stats.min_us, stats.median_us, stats.mean_us, stats.stdev_us].map(us));
-            cells.extend(PERCENTILE_COLUMNS.map(|p| us(pct(p))));
+            // A withheld percentile (fewer than 10 samples beyond it) is an empty cell.
+            cells.extend(PERCENTILE_COLUMNS.map(|p| opt(stats.at(histogram, p).map(us))));
             cells.push(us(stats.max_us));
         }
     }
@@ -252,17 +245,10 @@ fn csv_rows(set: &CompareSet, run: &CompareRun, link: bool) -> Vec<Vec<String>> 
             match (&r.measured, r.figures()) {
                 (Measured::Latency { stats, .. }, Figures::Latency(l)) => {
                     row.push(stats.samples.to_string());
-                    row.extend(
-                        [
-                            stats.min_us,
-                            l.median_us,
-                            stats.mean_us,
-                            l.p99_us,
-                            l.p999_us,
-                            l.max_us,
-                        ]
-                        .map(f3),
-                    );
+                    row.extend([stats.min_us, l.median_us, stats.mean_us].map(f3));
+                    // Withheld percentiles are empty cells.
+                    row.extend([l.p99_us, l.p999_us].map(|v| v.map(f3).unwrap_or_default()));
+                    row.push(f3(l.max_us));
                     row.extend(std::iter::repeat_n(String::new(), 4));
                 }
                 (Measured::Bandwidth(b), Figures::Bandwidth(bf)) => {

@@ -2,10 +2,11 @@
 //!
 //! Average bandwidth and message rate for a bandwidth result; median, p99, p99.9 and true maximum for
 //! a latency result. Latency percentiles come from the histogram, so every transport gets the same
-//! percentiles whatever it was asked to report (a result without samples falls back to its summary).
+//! percentiles whatever it was asked to report (a result without samples falls back to its summary),
+//! and a percentile with fewer than 10 samples beyond it is withheld (None), never a number.
 
 use super::{Measured, SizeResult};
-use crate::stats::{LatencyStats, value_at_percentile};
+use crate::stats::LatencyStats;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -24,13 +25,16 @@ pub struct BandwidthFigures {
 /// Latency figures, one-way µs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencyFigures {
+    /// Samples the figures rest on (0: not known, in a file that did not say).
+    #[serde(default)]
+    pub samples: u64,
     /// Median.
     pub median_us: f64,
-    /// 99th percentile.
-    pub p99_us: f64,
-    /// 99.9th percentile.
+    /// 99th percentile; None (JSON null) when withheld: fewer than 1,000 samples.
+    pub p99_us: Option<f64>,
+    /// 99.9th percentile; None (JSON null) when withheld: fewer than 10,000 samples.
     #[serde(rename = "p99_9_us")]
-    pub p999_us: f64,
+    pub p999_us: Option<f64>,
     /// True maximum.
     pub max_us: f64,
 }
@@ -48,17 +52,15 @@ impl LatencyFigures {
     /// The figures of a latency summary and its histogram (percentiles from the histogram when it has
     /// samples, else from the summary).
     pub fn of(stats: &LatencyStats, histogram: &Histogram<u64>) -> LatencyFigures {
-        let pct = |p: f64| {
-            if histogram.is_empty() {
-                stats.get(p).unwrap_or(0.0)
-            } else {
-                value_at_percentile(histogram, p) as f64 / 1000.0
-            }
-        };
         LatencyFigures {
+            samples: if histogram.is_empty() {
+                stats.samples
+            } else {
+                histogram.len()
+            },
             median_us: stats.median_us,
-            p99_us: pct(99.0),
-            p999_us: pct(99.9),
+            p99_us: stats.at(histogram, 99.0),
+            p999_us: stats.at(histogram, 99.9),
             max_us: stats.max_us,
         }
     }
@@ -115,7 +117,12 @@ mod tests {
         };
         let l = r.figures().latency().unwrap();
         assert_eq!((l.median_us, l.max_us), (stats.median_us, stats.max_us));
-        assert!(l.p999_us >= l.p99_us && l.p99_us >= l.median_us, "{l:?}");
+        // 1,000 samples: p99 has 10 beyond it, p99.9 one.
+        assert_eq!(l.samples, 1000);
+        assert!(l.p99_us.unwrap() >= l.median_us, "{l:?}");
+        assert_eq!(l.p999_us, None);
+        let l = lat(2, 2000, 10_000).figures().latency().unwrap();
+        assert!(l.p999_us.unwrap() >= l.p99_us.unwrap(), "{l:?}");
         assert_eq!(r.figures().bandwidth(), None);
         let b = bw(65536, 40.0).figures().bandwidth().unwrap();
         assert!((b.gbps - 40.0).abs() < 1e-6, "{b:?}");

@@ -180,7 +180,13 @@ mod tests {
         let doc = to_json(&lat_info(), std::slice::from_ref(&r));
         let res = &doc["results"][0];
         assert_eq!(res["cpu_util_pct"], 12.5);
-        assert!(res["latency"]["percentiles"]["p99.99"].is_f64());
+        // 1,000 samples: p99 holds, p99.9 and p99.99 are null with their reason.
+        assert!(res["latency"]["percentiles"]["p99"].is_f64());
+        assert!(res["latency"]["percentiles"]["p99.99"].is_null());
+        assert_eq!(
+            res["latency"]["percentiles_withheld"]["p99.99"]["samples_needed"],
+            100_000
+        );
         assert!(res["latency"]["stdev_us"].is_f64());
         assert_eq!(res["histogram"]["encoding"], HISTOGRAM_ENCODING);
         assert_eq!(res["test"], Value::Null);

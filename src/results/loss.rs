@@ -86,8 +86,8 @@ pub(crate) fn sweep_points(set: &CompareSet) -> Vec<SweepPoint<'_>> {
                     size: r.size,
                     gbps: f.bandwidth().map(|b| b.gbps),
                     p50_us: lat.map(|l| l.median_us),
-                    p99_us: lat.map(|l| l.p99_us),
-                    p999_us: lat.map(|l| l.p999_us),
+                    p99_us: lat.and_then(|l| l.p99_us),
+                    p999_us: lat.and_then(|l| l.p999_us),
                 }
             })
         })

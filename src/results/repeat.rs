@@ -37,11 +37,19 @@ impl Repetitions {
     }
 }
 
+/// The headline figure a repetition is chosen and spread by: bandwidth (Gb/s), or median latency (µs).
+fn headline(f: &Figures) -> f64 {
+    match f {
+        Figures::Bandwidth(b) => b.gbps,
+        Figures::Latency(l) => l.median_us,
+    }
+}
+
 /// How good a result is on its headline figure, higher better: bandwidth, or minus the median latency.
 fn goodness(r: &SizeResult) -> f64 {
     match r.figures() {
-        Figures::Bandwidth(b) => b.gbps,
-        Figures::Latency(l) => -l.median_us,
+        f @ Figures::Bandwidth(_) => headline(&f),
+        f @ Figures::Latency(_) => -headline(&f),
     }
 }
 
@@ -103,6 +111,19 @@ impl CompareRun {
             .unwrap_or(0)
     }
 
+    /// The lowest and highest headline figure (median latency in µs, or bandwidth in Gb/s, the figure
+    /// the shown repetition was chosen by) across the repetitions at `size`; None when fewer than two
+    /// repetitions ran there.
+    pub fn spread(&self, size: u64) -> Option<(f64, f64)> {
+        let values: Vec<f64> = self.repeated_figures(size).iter().map(headline).collect();
+        if values.len() < 2 {
+            return None;
+        }
+        let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some((lo, hi))
+    }
+
     /// The figures of every repetition at `size`; empty when the run was not repeated.
     pub fn repeated_figures(&self, size: u64) -> Vec<Figures> {
         self.repetitions
@@ -150,6 +171,18 @@ mod tests {
             .collect();
         assert_eq!(order, [30.0, 10.0, 20.0]);
         assert!(run.repeated_figures(2).is_empty());
+        // The spread of the bandwidths: 10 to 30 Gb/s at 64 KiB, 5 to 7 at 4 KiB.
+        let (lo, hi) = run.spread(65536).unwrap();
+        assert!(
+            (lo - 10.0).abs() < 1e-6 && (hi - 30.0).abs() < 1e-6,
+            "{lo} {hi}"
+        );
+        let (lo, hi) = run.spread(4096).unwrap();
+        assert!(
+            (lo - 5.0).abs() < 1e-6 && (hi - 7.0).abs() < 1e-6,
+            "{lo} {hi}"
+        );
+        assert_eq!(run.spread(2), None);
         assert!(CompareRun::from_repetitions(vec![]).is_none());
     }
 
@@ -160,7 +193,7 @@ mod tests {
         let reps = [3000, 1000, 2000, 9000, 4000]
             .map(|ns| CompareRun {
                 floors: vec![Floor::missing(2, format!("rep of {ns} ns"))],
-                ..with(lat_run, vec![lat(2, ns, 100)], "n")
+                ..with(lat_run, vec![lat(2, ns, 10_000)], "n")
             })
             .to_vec();
         let run = CompareRun::from_repetitions(reps).unwrap();
@@ -178,6 +211,9 @@ mod tests {
         let mut sorted = all.clone();
         sorted.sort_by(f64::total_cmp);
         assert_eq!(median, sorted[2], "{all:?}");
+        // The spread beside the median: the lowest and highest repetition's median latency.
+        assert_eq!(run.spread(2), Some((sorted[0], sorted[4])));
+        assert_eq!(run.spread(4096), None);
         // The serde form: per size, one figure object per repetition under the test's kind.
         let v = serde_json::to_value(&run.repetitions).unwrap();
         assert_eq!(v[0]["size_bytes"], 2);

@@ -30,13 +30,16 @@ fn uniform_1_to_1000_us() {
     assert_eq!(labels, ["p90", "p99", "p99.9", "p99.99"]);
     assert!(close(s.get(90.0).unwrap(), 900.0, 1e-3));
     assert!(close(s.get(99.0).unwrap(), 990.0, 1e-3));
-    assert!(
-        close(s.get(99.9).unwrap(), 999.0, 1e-3),
-        "p99.9 {:?}",
-        s.get(99.9)
-    );
-    assert!(close(s.get(99.99).unwrap(), 1000.0, 1e-3));
+    // One sample beyond p99.9, none beyond p99.99: withheld.
+    assert_eq!((s.get(99.9), s.get(99.99)), (None, None));
     assert_eq!(s.get(50.0), None);
+    // The rank arithmetic itself, below the rule: the 999th sample, not the 1000th.
+    assert!(close(value_at_percentile(&h, 99.9) as f64, 999_000.0, 1e-3));
+    assert!(close(
+        value_at_percentile(&h, 99.99) as f64,
+        1_000_000.0,
+        1e-3
+    ));
 }
 
 #[test]
@@ -69,19 +72,107 @@ fn empty_histogram_is_all_zero() {
         (0.0, 0.0, 0.0, 0.0)
     );
     assert_eq!(s.percentiles.len(), 2);
-    assert!(s.percentiles.iter().all(|p| p.us == 0.0));
+    assert!(
+        s.percentiles.iter().all(|p| p.us.is_none()),
+        "no sample: withheld"
+    );
 }
 
 #[test]
 fn out_of_range_percentiles_are_clamped() {
-    let s = LatencyStats::from_histogram(&hist_of([1000, 2000]), &[-5.0, 250.0]);
-    assert!(close(s.percentiles[0].us, 1.0, 1e-3));
-    assert!(close(s.percentiles[1].us, 2.0, 1e-3));
+    let h = hist_of((0..20).map(|i| if i < 10 { 1000 } else { 2000 }));
+    let s = LatencyStats::from_histogram(&h, &[-5.0, 50.0, 250.0]);
+    assert!(close(s.percentiles[0].us.unwrap(), 1.0, 1e-3));
+    assert!(close(s.percentiles[1].us.unwrap(), 1.0, 1e-3));
+    // Clamped to p100: no sample ever lies beyond it.
+    assert_eq!(s.percentiles[2].us, None);
+}
+
+#[test]
+fn samples_needed_puts_ten_beyond_the_percentile() {
+    for (pct, n) in [
+        (0.0, 10),
+        (50.0, 20),
+        (90.0, 100),
+        (99.0, 1_000),
+        (99.9, 10_000),
+        (99.99, 100_000),
+        (99.999, 1_000_000),
+        (95.0, 200),
+        (99.5, 2_000),
+        // 10 / (1/3) = 30, but 10 / 0.3333 = 30.003: one more sample.
+        (66.67, 31),
+    ] {
+        assert_eq!(samples_needed(pct), n, "p{pct}");
+        assert!(
+            percentile_holds(n, pct) && !percentile_holds(n - 1, pct),
+            "p{pct}"
+        );
+    }
+    assert_eq!(samples_needed(100.0), u64::MAX);
+    assert_eq!(withheld_reason(99.9), "needs 10,000 samples");
+    assert_eq!(
+        withheld_because(1000, 99.9),
+        "p99.9 needs 10,000 samples (10 beyond it); this result has 1,000"
+    );
+    assert_eq!(thousands(0), "0");
+    assert_eq!(thousands(999), "999");
+    assert_eq!(thousands(1000), "1,000");
+    assert_eq!(thousands(1_234_567), "1,234,567");
+}
+
+#[test]
+fn percentiles_are_withheld_below_ten_samples_beyond_them() {
+    let pcts = [90.0, 99.0, 99.9, 99.99];
+    let held = |n: u64| -> Vec<bool> {
+        let s = LatencyStats::from_histogram(&hist_of((1..=n).map(|v| v * 10)), &pcts);
+        s.percentiles.iter().map(|p| p.us.is_some()).collect()
+    };
+    assert_eq!(held(99), [false, false, false, false]);
+    assert_eq!(held(100), [true, false, false, false]);
+    assert_eq!(held(999), [true, false, false, false]);
+    assert_eq!(held(1000), [true, true, false, false]);
+    assert_eq!(held(10_000), [true, true, true, false]);
+    assert_eq!(held(100_000), [true, true, true, true]);
+    // get() and at() agree: None for a withheld percentile, whatever the histogram holds.
+    let h = hist_of((1..=1000).map(|v| v * 10));
+    let s = LatencyStats::from_histogram(&h, &pcts);
+    assert_eq!(s.get(99.9), None);
+    assert_eq!(s.at(&h, 99.9), None);
+    assert!(s.at(&h, 99.0).is_some());
+    // Asked for p90 only, at() still gives p99 from the histogram.
+    let only90 = LatencyStats::from_histogram(&h, &[90.0]);
+    assert_eq!(only90.at(&h, 99.0), s.get(99.0));
+}
+
+#[test]
+fn withheld_percentiles_are_null_with_a_reason_in_json() {
+    let h = hist_of((1..=1000).map(|v| v * 10));
+    let s = LatencyStats::from_histogram(&h, &[99.0, 99.9, 99.99]);
+    let v = serde_json::to_value(&s).unwrap();
+    assert!(v["percentiles"]["p99"].is_f64(), "{v}");
+    assert!(v["percentiles"]["p99.9"].is_null(), "{v}");
+    assert!(v["percentiles"]["p99.99"].is_null(), "{v}");
+    let w = &v["percentiles_withheld"];
+    assert_eq!(w["p99.9"]["reason"], WITHHELD_REASON);
+    assert_eq!(w["p99.9"]["samples_needed"], 10_000);
+    assert_eq!(w["p99.99"]["samples_needed"], 100_000);
+    assert!(w.get("p99").is_none(), "{v}");
+    let back: LatencyStats = serde_json::from_value(v).unwrap();
+    assert_eq!(back, s);
+    // Every percentile held: no percentiles_withheld key.
+    let all = serde_json::to_value(LatencyStats::from_histogram(&h, &[90.0])).unwrap();
+    assert!(all.get("percentiles_withheld").is_none(), "{all}");
+    // A file's number for a percentile its samples do not hold is read as withheld.
+    let mut forged = serde_json::to_value(&s).unwrap();
+    forged["percentiles"]["p99.9"] = 12.5.into();
+    let read: LatencyStats = serde_json::from_value(forged).unwrap();
+    assert_eq!(read.get(99.9), None);
 }
 
 #[test]
 fn latency_stats_json_uses_percentile_keys() {
-    let s = LatencyStats::from_histogram(&hist_of([1000, 2000, 3000]), &[90.0, 99.9]);
+    let s = LatencyStats::from_histogram(&hist_of((1..=10_000).map(|v| v * 10)), &[90.0, 99.9]);
     let v = serde_json::to_value(&s).unwrap();
     assert!(v["percentiles"]["p90"].is_f64());
     assert!(v["percentiles"]["p99.9"].is_f64());

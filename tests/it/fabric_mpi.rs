@@ -63,8 +63,9 @@ fn soft_v2_on_four_loopback_addresses_fills_and_validates_every_cell() {
 fn tcp_latency_and_bandwidth_matrices() {
     let job = Job::new(4, "t");
     let results = &job.results;
+    // 1,000 iterations: the least that hold a pair's p99 (10 samples beyond it).
     let args =
-        job.args("write_lat send_bw --transport tcp -n 100 --warmup 10 --validate --no-retest");
+        job.args("write_lat send_bw --transport tcp -n 1000 --warmup 10 --validate --no-retest");
     let (stdout, _) = expect_code(&run(&mut mpirun(4, &[], &args), 240), 0);
     let doc = fabric_json(results);
     let metrics: Vec<String> = doc["matrices"]

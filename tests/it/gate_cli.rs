@@ -35,13 +35,14 @@ fn bw(gbps: f64) -> SizeResult {
 }
 
 /// A 2-byte latency result: 990 samples at `body_ns`, 10 at `tail_ns` (so p99 = body, p99.9 = tail).
+/// 10,000 samples, the least that hold p99.9: 99 % at `body_ns`, 1 % in the tail.
 fn lat(body_ns: u64, tail_ns: u64) -> SizeResult {
     let mut h = stats::new_latency_histogram();
-    h.record_n(body_ns, 990).unwrap();
-    h.record_n(tail_ns, 10).unwrap();
+    h.record_n(body_ns, 9900).unwrap();
+    h.record_n(tail_ns, 100).unwrap();
     SizeResult {
         size: 2,
-        iterations: 1000,
+        iterations: 10_000,
         measured: Measured::Latency {
             // Asked for p90 only: the gate must still find p99 and p99.9 (from the histogram).
             stats: LatencyStats::from_histogram(&h, &[90.0]),
@@ -201,6 +202,39 @@ fn latency_thresholds_read_csv_and_use_every_percentile() {
     let json = f.json("lat.json", &i, &[lat(2_000, 40_000)]);
     assert_exit(&gate(&["--max-p999", "10us"], &[&json]), 1);
     assert_exit(&gate(&["--max-p999", "41us"], &[&json]), 0);
+}
+
+#[test]
+fn a_threshold_on_a_percentile_withheld_in_csv_or_json_fails_saying_why() {
+    let f = Files::new();
+    let i = info(write_lat(), TransportKind::Soft, Some(RoceVersion::V2));
+    // 1,000 samples: p99 holds, p99.9 is an empty cell in the CSV and null in the JSON.
+    let mut h = stats::new_latency_histogram();
+    h.record_n(2_000, 1000).unwrap();
+    let r = SizeResult {
+        size: 2,
+        iterations: 1000,
+        measured: Measured::Latency {
+            stats: LatencyStats::from_histogram(&h, &[99.0, 99.9]),
+            histogram: h,
+        },
+        cpu_util: None,
+        lost: None,
+    };
+    let csv = f.csv("withheld.csv", &[(&i, std::slice::from_ref(&r))]);
+    let json = f.json("withheld.json", &i, std::slice::from_ref(&r));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(doc["results"][0]["latency"]["percentiles"]["p99.9"].is_null());
+    for file in [&csv, &json] {
+        gate_stdout(&["--max-p99", "1s"], &[file], 0);
+        let out = gate_stdout(&["--max-p999", "1s"], &[file], 1);
+        assert_contains(
+            &out,
+            "write_lat soft v2 2 B p99.9 latency is withheld, not enough samples: p99.9 needs \
+             10,000 samples (10 beyond it); this result has 1,000",
+        );
+    }
 }
 
 #[test]

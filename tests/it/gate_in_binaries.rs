@@ -22,13 +22,29 @@ fn a_lenient_gate_passes_with_exit_0_and_writes_junit() {
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("gate.xml");
     let gate = ["--max-p99", "10s", "--junit", junit.to_str().unwrap()];
-    let (s, c) = pair_plus("send_lat", &["-n", "50"], &gate);
+    // 1,000 samples: the least that holds p99 (10 beyond it).
+    let (s, c) = pair_plus("send_lat", &["-n", "1000"], &gate);
     common::assert_both_ok("a_lenient_gate_passes_with_exit_0_and_writes_junit", &s, &c);
     assert!(c.stdout.contains("pass"), "{}", c.stdout);
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(
         xml.contains("<testcase") && !xml.contains("<failure"),
         "{xml}"
+    );
+}
+
+#[test]
+fn a_limit_on_a_withheld_percentile_fails_with_exit_1_saying_what_it_needs() {
+    let (s, c) = pair_plus("send_lat", &["-n", "500"], &["--max-p99", "10s"]);
+    assert_eq!(s.code(), 0, "the server had no gate: {}", s.stderr);
+    assert_eq!(c.code(), 1, "{}\n{}", c.stdout, c.stderr);
+    assert!(
+        c.stdout.contains(
+            "p99 latency is withheld, not enough samples: p99 needs 1,000 samples (10 beyond \
+             it); this result has 500; run more iterations (-n 1000)"
+        ),
+        "{}",
+        c.stdout
     );
 }
 

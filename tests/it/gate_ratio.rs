@@ -45,9 +45,10 @@ fn run(
                 latency: reps
                     .iter()
                     .map(|&m| LatencyFigures {
+                        samples: 10_000,
                         median_us: m,
-                        p99_us: m,
-                        p999_us: m,
+                        p99_us: Some(m),
+                        p999_us: Some(m),
                         max_us: m,
                     })
                     .collect(),

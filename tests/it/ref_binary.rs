@@ -104,11 +104,11 @@ fn udp_pingpong_between_two_processes_reports_one_way_latency() {
     assert_eq!(c["size_bytes"], 36);
     assert_eq!(c["iterations"], 300);
     let median = positive(&c, "median_us");
-    let p99 = positive(&c, "p99_us");
-    let p999 = positive(&c, "p99_9_us");
     positive(&c, "min_us");
-    positive(&c, "max_us");
-    assert!(median <= p99 && p99 <= p999, "{c}");
+    let max = positive(&c, "max_us");
+    assert!(median <= max, "{c}");
+    // 300 round trips put fewer than 10 samples beyond p99: withheld, not the largest sample.
+    assert!(c["p99_us"].is_null() && c["p99_9_us"].is_null(), "{c}");
     assert_eq!(s["role"], "server");
     assert_eq!(s["answered"], 350, "warm-up and measured round trips: {s}");
 }

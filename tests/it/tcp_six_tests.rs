@@ -56,16 +56,23 @@ fn read_lat() {
 
 #[test]
 fn latency_rows_have_perftest_columns_and_percentiles_below() {
-    let (_, c) = pair("send_lat", &["-n", "100", "-s", "64"]);
+    let (_, c) = pair("send_lat", &["-n", "1000", "-s", "64"]);
     assert_eq!(c.code(), 0, "{}", c.stderr);
     assert!(c.stdout.contains("t_typical[usec]"), "{}", c.stdout);
     let r = rows(&c.stdout);
-    // #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
-    assert_eq!(r[0].len(), 9, "{:?}", r[0]);
-    assert_eq!((r[0][0], r[0][1]), (64.0, 100.0));
-    let (min, max, median) = (r[0][2], r[0][3], r[0][4]);
-    assert!(min <= median && median <= max, "{:?}", r[0]);
-    assert!(c.stdout.contains("p99.99"), "{}", c.stdout);
+    // #bytes #iterations t_min t_max t_typical t_avg t_stdev p99, and p99.9 is n/a: 1,000 samples
+    // put one beyond it.
+    assert_eq!(r[0].len(), 8, "{:?}", r[0]);
+    assert_eq!((r[0][0], r[0][1]), (64.0, 1000.0));
+    let (min, max, median, p99) = (r[0][2], r[0][3], r[0][4], r[0][7]);
+    assert!(min <= median && median <= p99 && p99 <= max, "{:?}", r[0]);
+    let row = c.stdout.lines().find(|l| l.starts_with(" 64 ")).unwrap();
+    assert_eq!(row.split_whitespace().nth(8), Some("n/a"), "{row}");
+    assert!(
+        c.stdout.contains("  p99.99 n/a (needs 100,000 samples)"),
+        "{}",
+        c.stdout
+    );
 }
 
 #[test]
@@ -231,4 +238,53 @@ fn output_selects_a_single_number() {
         .parse()
         .unwrap_or_else(|_| panic!("one number: {:?}", c.stdout));
     assert!(v > 0.0);
+}
+
+/// A 500-sample run: no tail percentile holds (p90 has 50 samples beyond it, p99 only 5). The console
+/// marks each as n/a with what it needs, the JSON writes null with the reason, the CSV empty cells.
+#[test]
+fn a_500_sample_run_withholds_every_percentile_it_cannot_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, c) = common::pair_writing_files(
+        dir.path(),
+        "n500-",
+        "write_lat",
+        &["--transport", "tcp", "-n", "500"],
+    );
+    common::assert_both_ok("a_500_sample_run_withholds_every_percentile", &s, &c);
+    let row = c.stdout.lines().find(|l| l.starts_with(" 2 ")).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells.len(), 9, "perftest's nine columns: {row}");
+    assert_eq!((cells[7], cells[8]), ("n/a", "n/a"), "{row}");
+    for want in [
+        "  p99 n/a (needs 1,000 samples)",
+        "  p99.9 n/a (needs 10,000 samples)",
+        "  p99.99 n/a (needs 100,000 samples)",
+        "(500 samples, one-way)",
+    ] {
+        assert_contains(&c.stdout, want);
+    }
+    assert!(!c.stdout.contains("p90 n/a"), "{}", c.stdout);
+    let doc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("n500-client.json")).unwrap(),
+    )
+    .unwrap();
+    let lat = &doc["results"][0]["latency"];
+    assert_eq!(lat["samples"], 500);
+    assert!(lat["percentiles"]["p90"].is_f64(), "{lat}");
+    for (label, needed) in [("p99", 1_000), ("p99.9", 10_000), ("p99.99", 100_000)] {
+        assert!(lat["percentiles"][label].is_null(), "{label}: {lat}");
+        let why = &lat["percentiles_withheld"][label];
+        assert_eq!(why["reason"], "not_enough_samples", "{lat}");
+        assert_eq!(why["samples_needed"], needed, "{lat}");
+    }
+    let csv = std::fs::read_to_string(dir.path().join("n500-client.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let cells: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let cell = |name: &str| cells[header.iter().position(|h| *h == name).unwrap()];
+    assert!(cell("lat_p90_us").parse::<f64>().is_ok());
+    for name in ["lat_p99_us", "lat_p99_9_us", "lat_p99_99_us"] {
+        assert_eq!(cell(name), "", "{name}");
+    }
 }

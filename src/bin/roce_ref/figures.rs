@@ -36,8 +36,8 @@ impl RoundTrips {
             min_us: s.min_us,
             median_us: s.median_us,
             mean_us: s.mean_us,
-            p99_us: s.get(99.0).unwrap_or(0.0),
-            p99_9_us: s.get(99.9).unwrap_or(0.0),
+            p99_us: s.get(99.0),
+            p99_9_us: s.get(99.9),
             max_us: s.max_us,
         }
     }
@@ -118,10 +118,10 @@ pub struct LatencyFigures {
     pub median_us: f64,
     /// Mean one-way latency.
     pub mean_us: f64,
-    /// 99th percentile.
-    pub p99_us: f64,
-    /// 99.9th percentile.
-    pub p99_9_us: f64,
+    /// 99th percentile; None (null) when withheld: fewer than 1,000 round trips.
+    pub p99_us: Option<f64>,
+    /// 99.9th percentile; None (null) when withheld: fewer than 10,000 round trips.
+    pub p99_9_us: Option<f64>,
     /// Largest.
     pub max_us: f64,
 }
@@ -160,6 +160,14 @@ impl StreamFigures {
             sent_bytes: sent.map(|(bytes, _)| bytes),
         }
     }
+}
+
+/// A percentile for people: `1.23`, or `n/a (needs 10,000 samples)` when withheld.
+fn pct_text(v: Option<f64>, pct: f64) -> String {
+    v.map_or_else(
+        || format!("n/a ({})", roceperf::stats::withheld_reason(pct)),
+        |v| format!("{v:.2}"),
+    )
 }
 
 /// What a run found.
@@ -219,15 +227,15 @@ impl Report {
         match &self.figures {
             Figures::Latency(l) => format!(
                 "{head} out, {} B back, {} round trips after {} warm-up\n\
-                 one-way latency (half the round trip), us: min {:.2}  median {:.2}  mean {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",
+                 one-way latency (half the round trip), us: min {:.2}  median {:.2}  mean {:.2}  p99 {}  p99.9 {}  max {:.2}",
                 l.reply_size_bytes,
                 l.iterations,
                 l.warmup_iterations,
                 l.min_us,
                 l.median_us,
                 l.mean_us,
-                l.p99_us,
-                l.p99_9_us,
+                pct_text(l.p99_us, 99.0),
+                pct_text(l.p99_9_us, 99.9),
                 l.max_us
             ),
             Figures::Stream(s) => {
@@ -263,7 +271,37 @@ mod tests {
         assert!((f.min_us - 4.0).abs() < 0.005, "{}", f.min_us);
         assert!((f.max_us - 20.0).abs() < 0.02, "{}", f.max_us);
         assert!((f.mean_us - 7.4).abs() < 0.01, "{}", f.mean_us);
-        assert!((f.p99_us - 20.0).abs() < 0.02);
+        // Five round trips hold no tail percentile: withheld, and said so.
+        assert_eq!((f.p99_us, f.p99_9_us), (None, None));
+        let mut r = RoundTrips::new();
+        for i in 0..1000u64 {
+            r.record(if i < 990 { 8_000 } else { 40_000 });
+        }
+        let f = r.figures(36, 5);
+        assert!((f.p99_us.unwrap() - 4.0).abs() < 0.005, "{f:?}");
+        assert_eq!(f.p99_9_us, None);
+        let report = Report {
+            tool: "roce_ref",
+            mode: "udp-pingpong",
+            role: "client",
+            peer: "127.0.0.1".into(),
+            cpu: 1,
+            server_cpu: None,
+            size_bytes: 36,
+            figures: Figures::Latency(f),
+        };
+        assert!(
+            report
+                .summary()
+                .contains("p99.9 n/a (needs 10,000 samples)"),
+            "{}",
+            report.summary()
+        );
+        assert!(
+            report.json().contains("\"p99_9_us\":null"),
+            "{}",
+            report.json()
+        );
     }
 
     #[test]

@@ -129,3 +129,29 @@ fn inputs_are_read_as_matrices_or_not_and_errors_name_the_file() {
     let err = load(&dir.path().join("none.json")).unwrap_err();
     assert!(err.starts_with(&format!("{}: ", dir.path().join("none.json").display())));
 }
+
+#[test]
+fn a_p99_matrix_without_values_says_its_runs_took_too_few_samples() {
+    let doc = json!({
+        "schema": "roceperf.fabric",
+        "schema_version": 1,
+        "hosts": [{"host": "a"}, {"host": "b"}],
+        "matrices": [{"leg": "given", "label": "tcp", "test": "write_lat", "metric": "lat_p99_us", "unit": "us",
+                      "values": [[null, null], [null, null]]}],
+        "summary": {"ok": 2, "failed": 0, "missing": 0, "not_run": 0, "flagged": []},
+    });
+    let Document::Fabric(d) = read::parse_json(doc).unwrap() else {
+        panic!("not a fabric matrix")
+    };
+    let g = FabricGate {
+        max_p99: Some(threshold::parse_latency("1s").unwrap()),
+        ..gate(None, false)
+    };
+    let checks = judge(&d, None, &g).unwrap();
+    assert!(!checks[0].pass);
+    assert_eq!(
+        checks[0].detail,
+        "no pair has a value: a pair's p99 is withheld, not enough samples (it needs 1,000 \
+         samples, 10 beyond it); run the latency test with -n 1000 or more"
+    );
+}

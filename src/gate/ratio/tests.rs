@@ -17,9 +17,10 @@ fn row(
             mpps: v / 0.5,
         }),
         Metric::Latency => Figures::Latency(LatencyFigures {
+            samples: 10_000,
             median_us: v,
-            p99_us: 2.0 * v,
-            p999_us: 3.0 * v,
+            p99_us: Some(2.0 * v),
+            p999_us: Some(3.0 * v),
             max_us: 9.0 * v,
         }),
     };
@@ -226,4 +227,25 @@ fn repetitions_are_judged_by_their_median_and_files_pair_with_themselves() {
             "1.200x (30.00 Gb/s / 25.00 Gb/s)"
         ]
     );
+}
+
+#[test]
+fn a_ratio_of_a_withheld_percentile_fails_naming_the_side_and_what_it_needs() {
+    let mut rows = set(13.2, 10.8);
+    // TCP's latency run took 1,000 samples: its p99.9 is withheld.
+    if let Figures::Latency(l) = &mut rows[5].figures {
+        l.samples = 1000;
+        l.p999_us = None;
+    }
+    let out = run(&rows, "soft-v2/tcp:p999=2", Bound::Max);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].verdict, Verdict::Fail);
+    assert_says(
+        &out[0],
+        "write_lat soft v2 2 B: p99.9 latency of write_lat tcp 2 B is withheld, not enough \
+         samples: p99.9 needs 10,000 samples (10 beyond it); this result has 1,000",
+    );
+    // Its p99 holds: that ratio is judged as before.
+    let out = run(&rows, "soft-v2/tcp:p99=2", Bound::Max);
+    assert_eq!(out[0].verdict, Verdict::Pass, "{out:?}");
 }

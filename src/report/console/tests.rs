@@ -65,11 +65,11 @@ fn lat_row_matches_ib_send_lat() {
         percentiles: vec![
             Percentile {
                 pct: 99.0,
-                us: 1.10,
+                us: Some(1.10),
             },
             Percentile {
                 pct: 99.9,
-                us: 3.12,
+                us: Some(3.12),
             },
         ],
     };
@@ -102,11 +102,11 @@ fn lat_row_matches_ib_send_lat() {
                 percentiles: vec![
                     Percentile {
                         pct: 99.0,
-                        us: 300.125,
+                        us: Some(300.125),
                     },
                     Percentile {
                         pct: 99.9,
-                        us: 9999.999,
+                        us: Some(9999.999),
                     },
                 ],
             },
@@ -135,6 +135,31 @@ fn lat_row_falls_back_to_the_histogram_for_missing_percentiles() {
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cols.len(), 9, "{row:?}");
     assert_eq!(cols[7], format!("{p99:.2}"));
+}
+
+#[test]
+fn percentiles_without_10_samples_beyond_them_are_withheld_in_row_and_extras() {
+    // 500 samples: even p99 has only 5 beyond it. The row keeps its nine columns, "n/a" in both.
+    let r = crate::results::testdata::lat(2, 2000, 500);
+    let row = table_row(&lat_info(), &r);
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols.len(), 9, "{row:?}");
+    assert_eq!((cols[7], cols[8]), ("n/a", "n/a"), "{row:?}");
+    let e = extras(&lat_info(), &r);
+    assert!(e.contains("  p90 "), "{e}");
+    assert!(!e.contains("p90 n/a"), "p90 has 50 samples beyond it: {e}");
+    for (label, needs) in [("p99", "1,000"), ("p99.9", "10,000"), ("p99.99", "100,000")] {
+        let want = format!("  {label} n/a (needs {needs} samples)");
+        assert!(e.contains(&want), "{want:?} missing from {e}");
+    }
+    // 1,000 samples: p99 holds (exactly 10 beyond it), p99.9 does not.
+    let row = table_row(&lat_info(), &lat_result());
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert!(cols[7].parse::<f64>().is_ok(), "{row:?}");
+    assert_eq!(cols[8], "n/a", "{row:?}");
+    let e = extras(&lat_info(), &lat_result());
+    assert!(e.contains("  p99.9 n/a (needs 10,000 samples)"), "{e}");
+    assert!(!e.contains("p99 n/a"), "{e}");
 }
 
 #[test]

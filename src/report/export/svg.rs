@@ -90,7 +90,8 @@ fn legend(label: String, run: &CompareRun) -> String {
     }
 }
 
-/// The first latency test at its smallest size, one series per transport.
+/// The first latency test at its smallest size, one series per transport that holds a percentile;
+/// None when none does (no latency.svg then).
 fn latency_plot(set: &CompareSet) -> Option<LatencyPlot<'_>> {
     let test = set
         .tests()
@@ -104,7 +105,8 @@ fn latency_plot(set: &CompareSet) -> Option<LatencyPlot<'_>> {
     let series: Vec<(String, &hdrhistogram::Histogram<u64>)> = runs
         .iter()
         .filter_map(|run| match &run.at(size)?.measured {
-            Measured::Latency { histogram, .. } if !histogram.is_empty() => {
+            // A run whose samples do not hold even the median has no curve to draw.
+            Measured::Latency { histogram, .. } if svg::held_end(histogram.len()).is_some() => {
                 Some((legend(run.label.clone(), run), histogram))
             }
             _ => None,
@@ -162,5 +164,18 @@ mod tests {
         assert_eq!(labels, ["RoCE v1 (soft)", "RoCE v2 (soft) over lo", "TCP"]);
         let bw = bandwidth_plot(&set);
         assert_eq!(bw[1].0, "RoCE v2 (soft) over veth (netns a<->b, MTU 9000)");
+    }
+
+    #[test]
+    fn a_run_that_holds_no_percentile_is_left_out_of_the_latency_plot() {
+        let mut set = set();
+        set.runs[0].results = vec![crate::results::testdata::lat(2, 1800, 19)];
+        let (_, lat) = latency_plot(&set).unwrap();
+        let labels: Vec<&str> = lat.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["RoCE v2 (soft)", "TCP"]);
+        for run in &mut set.runs {
+            run.results = vec![crate::results::testdata::lat(2, 1800, 10)];
+        }
+        assert!(latency_plot(&set).is_none(), "no latency.svg");
     }
 }

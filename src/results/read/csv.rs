@@ -5,6 +5,7 @@
 use super::ReadError;
 use crate::params::{RoceVersion, Role, TestKind, TransportKind};
 use crate::results::{BandwidthFigures, Figures, LatencyFigures, ResultRow};
+use crate::stats::percentile_holds;
 use std::path::Path;
 
 /// Columns a CSV must have (besides the figures): present in both per-run CSVs and compare.csv.
@@ -55,6 +56,7 @@ pub(super) fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, Rea
     let c_role = col("role");
     let c_label = col("label");
     let c_path = col("path");
+    let c_samples = col("lat_samples");
     let figure_cols = COLUMN_NAMES.map(col);
     if figure_cols.iter().all(Option::is_none) {
         return Err(err(
@@ -127,10 +129,22 @@ pub(super) fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, Rea
                 let need = |v: Result<Option<f64>, ReadError>, name: &str| {
                     v?.ok_or_else(|| err(line, format!("latency row without {name}")))
                 };
+                let samples = opt_cell(c_samples)
+                    .ok_or_else(|| err(line, "latency row without lat_samples".into()))?;
+                let samples: u64 = samples.parse().map_err(|_| {
+                    err(
+                        line,
+                        format!("lat_samples {samples:?} is not a whole number"),
+                    )
+                })?;
+                // An empty percentile cell is a withheld percentile (fewer than 10 samples beyond
+                // it), and so is a number where the samples do not hold it.
+                let held = |v: Option<f64>, pct: f64| v.filter(|_| percentile_holds(samples, pct));
                 Figures::Latency(LatencyFigures {
+                    samples,
                     median_us,
-                    p99_us: need(p99, "lat_p99_us")?,
-                    p999_us: need(p999, "lat_p99_9_us")?,
+                    p99_us: held(p99?, 99.0),
+                    p999_us: held(p999?, 99.9),
                     max_us: need(max, "lat_max_us")?,
                 })
             }
