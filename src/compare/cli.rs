@@ -471,10 +471,14 @@ fn run_notes(cli: &Cli) -> Vec<String> {
     let length = match (cli.iters, cli.duration) {
         (Some(n), _) => format!("iterations: -n {n} per size (--iters)"),
         (_, Some(d)) => format!("iterations: as many as {d} s per size allows (--duration)"),
-        _ if cli.all => "iterations: each test's default (the binaries'; -n or -D to choose)".into(),
-        _ => "iterations: latency tests 100,000 per size (roce_compare's default), bandwidth tests \
+        _ if cli.all => {
+            "iterations: each test's default (the binaries'; -n or -D to choose)".into()
+        }
+        _ => {
+            "iterations: latency tests 100,000 per size (roce_compare's default), bandwidth tests \
               the binaries' default (-n or -D to choose)"
-            .into(),
+                .into()
+        }
     };
     let given = |flag: &str, v: Option<String>, default: &str| match v {
         Some(v) => format!("{flag} {v} (as given)"),

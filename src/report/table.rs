@@ -901,6 +901,14 @@ mod tests {
         );
     }
 
+    /// The first line starting with `label` in the table under the title of `test`.
+    fn row_in<'a>(text: &'a str, test: &str, label: &str) -> &'a str {
+        text.lines()
+            .skip_while(|l| !l.starts_with(&format!("{test}:")))
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} row under {test}: {text}"))
+    }
+
     #[test]
     fn withheld_percentiles_are_na_and_the_table_says_why() {
         let mut set = set();
@@ -910,19 +918,16 @@ mod tests {
         );
         set.runs[0].results = vec![crate::results::testdata::lat(2, 1800, 1000)];
         let text = side_by_side(&set);
-        let v1 = text
-            .lines()
-            .find(|l| l.starts_with("write_lat") && l.contains("RoCE v1"))
-            .unwrap();
+        let v1 = row_in(&text, "write_lat", "RoCE v1");
         let cells: Vec<&str> = v1
             .split("  ")
             .map(str::trim)
             .filter(|c| !c.is_empty())
             .collect();
-        // test, transport, size, median, p99, p99.9, max, Gb/s, Mpps, vs TCP.
-        assert_eq!(cells.len(), 10, "{v1}");
-        assert!(cells[4].parse::<f64>().is_ok(), "p99 holds at 1,000: {v1}");
-        assert_eq!(cells[5], "n/a", "{v1}");
+        // transport, size, median, p99, p99.9, max, floor, +stack, ÷v1.
+        assert_eq!(cells.len(), 9, "{v1}");
+        assert!(cells[3].parse::<f64>().is_ok(), "p99 holds at 1,000: {v1}");
+        assert_eq!(cells[4], "n/a", "{v1}");
         let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
             flat.contains(
@@ -946,20 +951,14 @@ mod tests {
             .to_vec();
         set.runs[4] = crate::results::CompareRun::from_repetitions(reps).unwrap();
         let text = side_by_side(&set);
-        let header = text.lines().next().unwrap();
+        let header = row_in(&text, "write_bw", "transport");
         assert!(header.ends_with(SPREAD_HEADER), "{header}");
-        let v2 = text
-            .lines()
-            .find(|l| l.starts_with("write_bw") && l.contains("RoCE v2"))
-            .unwrap();
+        let v2 = row_in(&text, "write_bw", "RoCE v2");
         // 10 to 30 Gb/s around the shown 20: ± 10 / 20 = 50 %.
         assert!(v2.ends_with(" ±50%"), "{v2}");
         assert!(v2.contains(" 20.00 "), "the median repetition: {v2}");
         // Rows not repeated: a dash.
-        let tcp = text
-            .lines()
-            .find(|l| l.starts_with("write_bw") && l.contains("TCP"))
-            .unwrap();
+        let tcp = row_in(&text, "write_bw", "TCP");
         assert!(tcp.ends_with(" -"), "{tcp}");
         assert!(
             text.split_whitespace().collect::<Vec<_>>().join(" ").contains(
@@ -972,5 +971,4 @@ mod tests {
             assert!(line.chars().count() <= WIDTH, "{line}");
         }
     }
-
 }
