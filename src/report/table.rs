@@ -317,23 +317,9 @@ pub(crate) fn side_by_side(set: &CompareSet) -> String {
             WIDTH,
         ));
     }
-    // Transports skipped for one reason are named together, the reason said once.
-    let mut said: Vec<(bool, &str, Vec<&str>)> = Vec::new();
     for s in &set.skipped {
-        match said
-            .iter_mut()
-            .find(|(f, r, _)| *f == s.failed && *r == s.reason)
-        {
-            Some((_, _, labels)) => labels.push(&s.label),
-            None => said.push((s.failed, &s.reason, vec![&s.label])),
-        }
-    }
-    for (failed, reason, labels) in said {
-        let what = if failed { "failed" } else { "skipped" };
-        out.push_str(&wrap(
-            &format!("{what} {}: {reason}", labels.join(", ")),
-            WIDTH,
-        ));
+        let what = if s.failed { "failed" } else { "skipped" };
+        out.push_str(&wrap(&format!("{what} {}: {}", s.label, s.reason), WIDTH));
     }
     out
 }
@@ -777,16 +763,6 @@ mod tests {
         let text = render(&set);
         assert!(text.contains("…"), "{text}");
         assert!(text.contains("skipped RoCE v1 (verbs): no RDMA device"));
-        set.skipped.push(crate::results::Skipped {
-            label: "RoCE v2 (verbs)".into(),
-            reason: "no RDMA device".into(),
-            failed: false,
-        });
-        let text = render(&set);
-        assert!(
-            text.contains("skipped RoCE v1 (verbs), RoCE v2 (verbs): no RDMA device\n"),
-            "{text}"
-        );
         for line in text.lines() {
             assert!(line.chars().count() <= WIDTH, "{line}");
         }
