@@ -390,7 +390,10 @@ fn load_client_json(path: &Path) -> Result<CompareRun> {
         Err(ReadError::Json { source, .. }) => {
             return Err(bad(format!("not valid JSON: {source}")));
         }
-        Err(e @ ReadError::Csv { .. }) => return Err(bad(e.to_string())),
+        Err(
+            e
+            @ (ReadError::Csv { .. } | ReadError::NotAResult { .. } | ReadError::Unbounded { .. }),
+        ) => return Err(bad(e.to_string())),
     };
     run_of(doc).map(|(run, _)| run).map_err(bad)
 }
