@@ -66,6 +66,7 @@ macro_rules! value_enum {
     };
 }
 
+pub(crate) mod argv;
 mod connection;
 mod io_kind;
 mod rate;

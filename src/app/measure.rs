@@ -3,6 +3,7 @@
 //! The drivers' raw measurements become [`SizeResult`]s here.
 
 use super::Error;
+use super::notes::Warning;
 use super::plan::Plan;
 use crate::bench::interval::{Hooks, Intervals};
 use crate::bench::pace::PaceSpec;
@@ -158,7 +159,8 @@ pub(crate) fn check_atomic_target<E: Endpoint>(plan: &Plan, ep: &E) -> Result<()
     Ok(())
 }
 
-/// Measures one size on this side; `None` where this side only serves (the peer measures).
+/// Measures one size on this side; `None` where this side only serves (the peer measures). A timed
+/// run that measured for longer than asked, by more than its margin, says so on stderr.
 pub(crate) fn measure<E: Endpoint>(
     plan: &Plan,
     ep: &mut E,
@@ -168,6 +170,50 @@ pub(crate) fn measure<E: Endpoint>(
     recvs: &mut bw::RecvState,
     endless: Option<Intervals<'_>>,
 ) -> Result<Option<SizeResult>, Error> {
+    let began = Instant::now();
+    let (result, window) = measure_size(plan, ep, run, stop, remotes, recvs, endless)?;
+    if result.is_some()
+        && let Some(w) = overran(
+            run.mode,
+            window.unwrap_or_else(|| began.elapsed()),
+            window.is_some(),
+        )
+    {
+        w.emit();
+    }
+    Ok(result)
+}
+
+/// The warning for a timed run whose measurement `took` longer than asked by more than its margin
+/// (at least 1 s): the measured `window` (`-D` less both margins), or the whole run.
+fn overran(mode: RunMode, took: Duration, window: bool) -> Option<Warning> {
+    let RunMode::Duration { secs, margin } = mode else {
+        return None;
+    };
+    let expected = match window {
+        true => secs.saturating_sub(2 * margin),
+        false => secs,
+    };
+    (!mode.is_endless() && took > Duration::from_secs(expected + margin.max(1))).then_some(
+        Warning::Overran {
+            secs,
+            margin,
+            expected,
+            took,
+        },
+    )
+}
+
+/// [`measure`]'s work: the result, and the measured window where the driver times one (bandwidth).
+fn measure_size<E: Endpoint>(
+    plan: &Plan,
+    ep: &mut E,
+    run: &SizeRun,
+    stop: &mut dyn FnMut() -> bool,
+    remotes: &[RemoteAddr],
+    recvs: &mut bw::RecvState,
+    endless: Option<Intervals<'_>>,
+) -> Result<(Option<SizeResult>, Option<Duration>), Error> {
     let mut stop = stop;
     let client = run.role == Role::Client;
     let test = plan.test;
@@ -216,7 +262,7 @@ pub(crate) fn measure<E: Endpoint>(
                 bench::bw_receiver(ep, &spec, recvs, &mut stop, endless)?
             } else {
                 bw::passive(ep, bw::SERVING, &mut stop, None)?;
-                return Ok(None);
+                return Ok((None, None));
             };
             let iterations = match run.mode {
                 RunMode::Iterations(n) => n,
@@ -224,18 +270,19 @@ pub(crate) fn measure<E: Endpoint>(
             };
             let at = if receiving { "receiver" } else { "sender" };
             let b = bandwidth(plan, size, m.messages, m.elapsed_ns, m.best_ns_per_msg, at);
-            Ok(Some(SizeResult {
+            let result = SizeResult {
                 size,
                 iterations,
                 measured: Measured::Bandwidth(b),
                 cpu_util: m.cpu_util,
                 lost: m.lost,
-            }))
+            };
+            Ok((Some(result), Some(Duration::from_nanos(m.elapsed_ns))))
         }
         Metric::Latency => {
             if test.verb.reads_back() && !client {
                 bw::passive(ep, bw::SERVING, &mut stop, None)?;
-                return Ok(None);
+                return Ok((None, None));
             }
             let spec = lat::LatSpec {
                 verb: test.verb,
@@ -254,7 +301,7 @@ pub(crate) fn measure<E: Endpoint>(
             };
             let m = bench::latency(ep, &spec, run.role, remotes[0], recvs, &mut stop)?;
             let stats = LatencyStats::from_histogram(&m.histogram, &plan.output.percentiles);
-            Ok(Some(SizeResult {
+            let result = SizeResult {
                 size,
                 iterations: stats.samples,
                 measured: Measured::Latency {
@@ -263,7 +310,10 @@ pub(crate) fn measure<E: Endpoint>(
                 },
                 cpu_util: m.cpu_util,
                 lost: m.lost,
-            }))
+            };
+            // The latency window starts with the run, warm-up inside it: the run's time is the
+            // measurement's.
+            Ok((Some(result), None))
         }
     }
 }
@@ -329,5 +379,26 @@ mod tests {
         assert_eq!(lat_signal_every(&uc, Some(TransportKind::Soft)), 1);
         let tcp = plan(&["--transport", "tcp"]);
         assert_eq!(lat_signal_every(&tcp, Some(TransportKind::Tcp)), 1);
+    }
+
+    #[test]
+    fn a_timed_measurement_longer_than_its_margin_is_said() {
+        let d4 = RunMode::Duration { secs: 4, margin: 1 };
+        // The window of -D 4 -f 1 is 2 s: 3 s is within the margin, 3.1 s is not.
+        assert_eq!(overran(d4, Duration::from_secs(3), true), None);
+        let w = overran(d4, Duration::from_millis(3100), true).unwrap();
+        assert!(w.to_string().starts_with(
+            "this -D 4 run took 3.1 s to measure what takes 2 s, more than the 1 s margin (-f) longer"
+        ));
+        assert_eq!(overran(d4, Duration::from_secs(5), false), None);
+        assert!(overran(d4, Duration::from_secs(6), false).is_some());
+        assert_eq!(
+            overran(RunMode::Iterations(5), Duration::from_secs(60), false),
+            None
+        );
+        assert_eq!(
+            overran(RunMode::endless(), Duration::from_secs(1 << 40), false),
+            None
+        );
     }
 }

@@ -117,6 +117,18 @@ pub(crate) enum Warning {
     },
     /// The transport's account of a failed completion.
     FailureDetail(String),
+    /// A timed run's measurement took longer than `-D` asks by more than its margin: the process was
+    /// stopped or starved, and the figures cover a longer window than asked.
+    Overran {
+        /// `-D`.
+        secs: u64,
+        /// `-f`.
+        margin: u64,
+        /// What was to take `expected` seconds (the whole run, or its measured window).
+        expected: u64,
+        /// How long it took.
+        took: std::time::Duration,
+    },
     /// `-v`: the transport's counters at the end (several lines, each ending in a newline).
     Counters {
         /// The transport.
@@ -134,6 +146,24 @@ impl fmt::Display for Warning {
                 "no server at {server} yet; retrying for up to {secs} s (--connect-timeout)"
             ),
             Warning::FailureDetail(d) => f.write_str(d),
+            Warning::Overran {
+                secs,
+                margin,
+                expected,
+                took,
+            } => {
+                let by = match margin {
+                    0 => "more than 1 s".to_string(),
+                    m => format!("more than the {m} s margin (-f)"),
+                };
+                write!(
+                    f,
+                    "this -D {secs} run took {:.1} s to measure what takes {expected} s, {by} \
+                     longer: the process was stopped or starved of CPU meanwhile, so its figures \
+                     cover a longer window than asked; rerun it undisturbed",
+                    took.as_secs_f64()
+                )
+            }
             Warning::Counters { transport, text } => {
                 write!(f, "{transport} transport counters:\n{text}")
             }

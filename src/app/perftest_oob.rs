@@ -195,7 +195,8 @@ impl<'p, S: OobStream> Perftest<'p, S> {
             sys: SysData::local(),
             mtu: local.mtu,
         };
-        let session = Session::new(chan, &cfg, Some(KeyRecord::from_conn_info(&local)))?;
+        let mut session = Session::new(chan, &cfg, Some(KeyRecord::from_conn_info(&local)))?;
+        session.announce_run(plan.test_params().run_length());
         let passive = !client
             && !plan.bidirectional
             && match plan.test.metric {

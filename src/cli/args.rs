@@ -166,8 +166,8 @@ pub(crate) struct Args {
     #[arg(long, group = PER_HOST)]
     pub cpu: Option<usize>,
 
-    /// Iterations run before measuring and excluded from the results (SYMMETRIC) [default: 100].
-    #[arg(long)]
+    /// Iterations run before measuring and excluded from the results, at most 2^32 (SYMMETRIC) [default: 100].
+    #[arg(long, value_parser = values::parse_warmup)]
     pub warmup: Option<u64>,
 
     /// Latency percentiles reported below the table, comma-separated [default: 90,99,99.9,99.99]. One

@@ -7,13 +7,26 @@ use crate::params::parse_int;
 pub(crate) use crate::params::parse_size;
 use crate::transport::RoceMtu;
 
+/// The most iterations `-n` and `--warmup` take: perftest's `-n` limit.
+const MAX_ITERS: u64 = 1 << 32;
+
+/// `-n`: 5 .. 2^32 iterations.
 pub(crate) fn parse_iters(s: &str) -> Result<u64, String> {
+    parse_count(s, 5, "iterations")
+}
+
+/// `--warmup`: 0 .. 2^32 iterations, bounded as `-n` is, so that a warm-up cannot outlast any run.
+pub(crate) fn parse_warmup(s: &str) -> Result<u64, String> {
+    parse_count(s, 0, "warm-up iterations")
+}
+
+fn parse_count(s: &str, min: u64, what: &str) -> Result<u64, String> {
     match parse_int(s.trim()) {
-        Some(v) if (5..=1u64 << 32).contains(&v) => Ok(v),
+        Some(v) if (min..=MAX_ITERS).contains(&v) => Ok(v),
         Some(_) => Err(format!(
-            "'{s}' is out of range; iterations are 5 .. 4294967296"
+            "'{s}' is out of range; {what} are {min} .. {MAX_ITERS}"
         )),
-        None => Err(format!("'{s}' is not a number of iterations")),
+        None => Err(format!("'{s}' is not a number of {what}")),
     }
 }
 

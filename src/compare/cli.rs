@@ -15,7 +15,7 @@ use crate::report::export::{Document, ExportManager, FormatFiles};
 use crate::report::{emit, progress::SweepProgress, table};
 use crate::results::{CompareSet, ResultRow, WirePort, compare_dir};
 use anyhow::Context;
-use clap::Parser;
+use clap::{FromArgMatches, Parser};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -649,7 +649,8 @@ fn report_and_gate(cli: &Cli, set: &CompareSet) -> anyhow::Result<ExitCode> {
 /// roce_compare: parses the command line, runs or reads the comparison, reports it and applies the
 /// gates; returns the exit status.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = crate::params::argv::matches(<Cli as clap::CommandFactory>::command());
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {

@@ -7,7 +7,7 @@
 
 use crate::params::Role;
 use crate::results::fabric::FABRIC_SCHEMA;
-use crate::results::json::{COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION, SCHEMA_VERSION};
+use crate::results::json::COMPARE_SCHEMA;
 use crate::results::read::{self, DocKind, Document, ReadError, SchemaError};
 use crate::results::{CompareRun, CompareSet, RunInfo, role_name};
 use std::path::Path;
@@ -20,18 +20,9 @@ fn problem_text(problem: &SchemaError) -> String {
         }
         SchemaError::UnknownSchema(s) => not_a_result(Some(s)),
         SchemaError::Version {
-            kind: DocKind::Run,
+            kind: kind @ (DocKind::Run | DocKind::Compare),
             found,
-        } => format!(
-            "schema_version {found:?} is not {SCHEMA_VERSION}; use the roceperf version that wrote it"
-        ),
-        SchemaError::Version {
-            kind: DocKind::Compare,
-            found,
-        } => format!(
-            "schema_version {} is not {COMPARE_SCHEMA_VERSION}",
-            found.map_or("(missing)".to_string(), |v| v.to_string())
-        ),
+        } => SchemaError::version_text(*kind, *found, "roce_compare"),
         SchemaError::Test { source, .. } => {
             format!("\"test\" is not a roceperf run description: {source}")
         }
@@ -99,7 +90,10 @@ pub(crate) fn load(path: &Path) -> Result<Vec<Loaded>, String> {
         Err(ReadError::Json { source, .. }) => {
             return Err(format!("{} is not valid JSON: {source}", path.display()));
         }
-        Err(e @ ReadError::Csv { .. }) => return Err(e.to_string()),
+        Err(
+            e
+            @ (ReadError::Csv { .. } | ReadError::NotAResult { .. } | ReadError::Unbounded { .. }),
+        ) => return Err(e.to_string()),
     };
     let file = path.file_name().map_or_else(
         || path.display().to_string(),
@@ -222,7 +216,8 @@ mod tests {
         doc["schema_version"] = json!(2);
         assert_eq!(
             words(doc),
-            "schema_version Some(2) is not 1; use the roceperf version that wrote it"
+            "result schema_version 2 is not supported (this roce_compare reads version 1); use the \
+             roce_compare of the roceperf version that wrote it"
         );
         let mut doc = run.clone();
         doc["test"] = json!(5);

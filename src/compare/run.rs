@@ -537,7 +537,10 @@ fn load_client_json(path: &Path) -> Result<(CompareRun, Box<crate::results::RunI
         Err(ReadError::Json { source, .. }) => {
             return Err(bad(format!("not valid JSON: {source}")));
         }
-        Err(e @ ReadError::Csv { .. }) => return Err(bad(e.to_string())),
+        Err(
+            e
+            @ (ReadError::Csv { .. } | ReadError::NotAResult { .. } | ReadError::Unbounded { .. }),
+        ) => return Err(bad(e.to_string())),
     };
     run_of(doc).map_err(bad)
 }

@@ -285,6 +285,12 @@ fn split(cmd: &clap::Command, args: &[String]) -> Result<(Vec<String>, Vec<Strin
     Ok((own, pass))
 }
 
+/// roce_fabric's arguments (without the program name) as the text it passes on; one that is not UTF-8
+/// is named by its flag, roce_fabric's own or the test binaries'.
+pub(crate) fn text(args: &[std::ffi::OsString]) -> Result<Vec<String>, String> {
+    crate::params::argv::utf8(&[&command(), &crate::cli::args::Args::command()], args)
+}
+
 /// Parses roce_fabric's arguments (without the program name).
 pub(crate) fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
     let mut cmd = command();

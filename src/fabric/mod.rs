@@ -53,8 +53,11 @@ pub(crate) const IMPAIR_ENV: &str = "ROCEPERF_FABRIC_IMPAIR";
 
 /// The binary's entry point: parse, run, exit.
 pub fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    ExitCode::from(run(&args))
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    match args::text(&args) {
+        Ok(args) => ExitCode::from(run(&args)),
+        Err(e) => ExitCode::from(fail(None, e, 2)),
+    }
 }
 
 /// Writes a line to stderr, ignoring a closed one: a launcher that gives up (mpirun aborting the job)

@@ -7,7 +7,7 @@ use super::{GateArgs, GateOutputArgs, SetGateArgs, parse_transport_arg};
 use crate::params::{TestKind, TransportKind};
 use crate::report::emit;
 use crate::results::ResultRow;
-use clap::Parser;
+use clap::{FromArgMatches, Parser};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -90,7 +90,8 @@ pub fn main() -> ExitCode {
     if let Some(code) = super::fabric::main_if_fabric() {
         return code;
     }
-    let cli = Cli::parse();
+    let matches = crate::params::argv::matches(<Cli as clap::CommandFactory>::command());
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if !cli.gate.is_active() && !cli.set.is_active() {
         return bad_input([
             "nothing to check: give a threshold (--min-bw, --min-msg-rate, --max-p50, --max-p99, \

@@ -348,15 +348,20 @@ fn load(p: &Path) -> Result<Loaded, String> {
 /// roce_gate's hook: when an input file is a fabric.json, judge the matrices here and give the exit
 /// code (0 pass, 1 fail, 2 bad input); None lets roce_gate handle ordinary results.
 pub(crate) fn main_if_fabric() -> Option<ExitCode> {
-    let args: Vec<String> = std::env::args().collect();
+    // Paths may be any bytes: the arguments stay OsStrings, and clap names one that must be text.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if !args
         .iter()
         .skip(1)
-        .any(|a| !a.starts_with('-') && is_fabric(Path::new(a)))
+        .any(|a| !a.as_encoded_bytes().starts_with(b"-") && is_fabric(Path::new(a)))
     {
         return None;
     }
-    let cli = <Cli as clap::Parser>::parse_from(&args);
+    let matches =
+        crate::params::argv::matches_from(<Cli as clap::CommandFactory>::command(), &args)
+            .unwrap_or_else(|e| e.exit());
+    let cli =
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let bad = |m: String| {
         eprintln!("roce_gate: error: {m}");
         Some(ExitCode::from(2))

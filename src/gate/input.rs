@@ -45,6 +45,9 @@ pub(crate) enum InputError {
         /// What is wrong.
         what: String,
     },
+    /// Bytes no result file starts with, or a stream cut at the limit.
+    #[error("{0}")]
+    NotAResult(ReadError),
     /// The file is well-formed but holds no result to check.
     #[error("{} holds no results; a gate over nothing would pass vacuously, so give a file from a finished run", path.display())]
     Empty {
@@ -57,17 +60,8 @@ pub(crate) enum InputError {
 /// user to the roce_gate that matches the file.
 fn schema_text(problem: &SchemaError) -> String {
     match problem {
-        SchemaError::Version {
-            kind,
-            found: Some(v),
-        } => format!(
-            "{} schema_version {v} is not supported (this roce_gate reads version {}); \
-             use the roce_gate of the roceperf version that wrote it",
-            kind.noun(),
-            kind.version()
-        ),
-        SchemaError::Version { found: None, .. } => {
-            "\"schema_version\" is missing or not a number".into()
+        SchemaError::Version { kind, found } => {
+            SchemaError::version_text(*kind, *found, "roce_gate")
         }
         other => other.to_string(),
     }
@@ -83,6 +77,9 @@ impl From<ReadError> for InputError {
                 what: schema_text(&problem),
             },
             ReadError::Csv { path, line, what } => InputError::Csv { path, line, what },
+            e @ (ReadError::NotAResult { .. } | ReadError::Unbounded { .. }) => {
+                InputError::NotAResult(e)
+            }
         }
     }
 }
@@ -95,13 +92,14 @@ pub(crate) const STDIN_NAME: &str = "<stdin>";
 pub(crate) fn load(path: &Path) -> Result<Vec<ResultRow>, InputError> {
     if path == Path::new("-") {
         let name = Path::new(STDIN_NAME);
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes).map_err(|source| {
-            InputError::Read {
-                path: name.to_owned(),
-                source,
-            }
-        })?;
+        let stdin = std::io::stdin();
+        // A redirected regular file is bounded by its size; a pipe or a device by the reader's limit.
+        let regular = std::os::fd::AsFd::as_fd(&stdin)
+            .try_clone_to_owned()
+            .ok()
+            .and_then(|fd| std::fs::File::from(fd).metadata().ok())
+            .is_some_and(|m| m.is_file());
+        let bytes = read::read_from(name, stdin.lock(), regular)?;
         return parse(name, &bytes);
     }
     non_empty(path, read::read_rows(path)?)

@@ -1,7 +1,7 @@
 //! The out-of-band TCP connection: connect with retries, accept, hello, framed messages, barriers.
 
 use super::dial::{self, DialError, HostPort, Retry};
-use super::{Error, Failure, Mismatch, Result, Step, TestParams};
+use super::{Error, Failure, Mismatch, Result, Said, Step, TestParams};
 use crate::params::Role;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -75,7 +75,13 @@ impl Channel {
             .accept()
             .map_err(|source| Error::Listen { port, source })?;
         let mut ch = Channel::new(stream, peer, Role::Server, io_timeout, handshake)?;
-        ch.read_hello()?;
+        if let Err(e) = ch.read_hello() {
+            if matches!(e, Error::Garbage { .. }) {
+                // A client of another dialect (`--oob perftest`) reads our hello and names ours.
+                ch.say_hello_and_drain();
+            }
+            return Err(e);
+        }
         ch.write_all(&hello(), Step::Hello)?;
         Ok(ch)
     }
@@ -264,6 +270,22 @@ impl Channel {
             .map_err(|e| self.io_error(during, e))
     }
 
+    /// Best effort, before closing on a client that did not say our hello: ours, and what the client
+    /// sent beyond it read away (a few KiB at most), so that closing sends FIN rather than a reset that could drop our
+    /// hello before the client reads it.
+    fn say_hello_and_drain(&mut self) {
+        let _ = self.write_all(&hello(), Step::Hello);
+        let _ = self
+            .stream
+            .set_read_timeout(Some(Duration::from_millis(100)));
+        let mut rest = [0u8; 256];
+        for _ in 0..16 {
+            if !matches!(self.stream.read(&mut rest), Ok(n) if n > 0) {
+                break;
+            }
+        }
+    }
+
     fn read_hello(&mut self) -> Result<()> {
         let mut h = [0u8; HELLO_LEN];
         let peer = self.peer.to_string();
@@ -416,6 +438,7 @@ impl Channel {
                 ours: step.to_string(),
                 theirs: theirs.to_string(),
                 hint: "the two sides are out of step; run the same roceperf version with the same flags",
+                said: Said::Values,
             }));
         }
         Ok(())

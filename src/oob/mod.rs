@@ -18,8 +18,8 @@ pub(crate) use channel::{Channel, DEFAULT_IO_TIMEOUT};
 pub(crate) use dial::HostPort;
 pub(crate) use error::Failure;
 pub(crate) use error::{Error, Step};
-pub(crate) use params::Mismatch;
 pub(crate) use params::TestParams;
+pub(crate) use params::{Mismatch, RunLength, Said};
 
 /// Result type of the out-of-band layer.
 pub(crate) type Result<T> = std::result::Result<T, Error>;

@@ -71,17 +71,63 @@ pub(crate) struct Mismatch {
     pub theirs: String,
     /// What to do, e.g. `give both sides the same -s`.
     pub hint: &'static str,
+    /// How the values are said.
+    pub said: Said,
+}
+
+/// How a [`Mismatch`] says the two values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Said {
+    /// `size: this side 65536, peer 1024`.
+    Values,
+    /// `run length: this side runs -n 1000, the peer -D 2`: each value is the flag that gives it.
+    Runs,
 }
 
 impl fmt::Display for Mismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: this side {}, peer {} — {}",
-            self.name, self.ours, self.theirs, self.hint
-        )
+        let (name, ours, theirs, hint) = (self.name, &self.ours, &self.theirs, self.hint);
+        match self.said {
+            Said::Values => write!(f, "{name}: this side {ours}, peer {theirs} — {hint}"),
+            Said::Runs => write!(
+                f,
+                "{name}: this side runs {ours}, the peer {theirs} — {hint}"
+            ),
+        }
     }
 }
+
+/// How long a run goes: `-n` iterations or `-D` seconds, said as the flag that sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunLength {
+    /// `-n`.
+    Iterations(u64),
+    /// `-D`.
+    Seconds(u64),
+}
+
+impl RunLength {
+    /// What to tell a user whose two sides run `a` and `b`.
+    pub(crate) fn hint(a: RunLength, b: RunLength) -> &'static str {
+        match (a, b) {
+            (RunLength::Iterations(_), RunLength::Iterations(_)) => "give both sides the same -n",
+            (RunLength::Seconds(_), RunLength::Seconds(_)) => "give both sides the same -D",
+            _ => "give both sides the same -n, or both the same -D",
+        }
+    }
+}
+
+impl fmt::Display for RunLength {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunLength::Iterations(n) => write!(f, "-n {n}"),
+            RunLength::Seconds(s) => write!(f, "-D {s}"),
+        }
+    }
+}
+
+/// The name of the run-length parameter, said with [`Said::Runs`].
+const RUN_LENGTH: &str = "run length";
 
 fn opt<T: fmt::Display>(v: &Option<T>) -> String {
     v.as_ref()
@@ -89,8 +135,18 @@ fn opt<T: fmt::Display>(v: &Option<T>) -> String {
 }
 
 impl TestParams {
-    /// The parameters in the order they are checked: name, value as shown, what to do.
-    fn fields(&self) -> [(&'static str, String, &'static str); 18] {
+    /// How long the run goes: `-D` seconds, else `-n` iterations.
+    pub(crate) fn run_length(&self) -> RunLength {
+        match self.duration {
+            Some(secs) => RunLength::Seconds(secs),
+            None => RunLength::Iterations(self.iterations),
+        }
+    }
+
+    /// The parameters in the order they are checked: name, value as shown, what to do. What another
+    /// parameter follows from comes first: `-c` and `-m` before the sizes (UD's default size is the
+    /// MTU), the run's length as one (`-n` or `-D`) before its margin.
+    fn fields(&self) -> [(&'static str, String, &'static str); 17] {
         [
             (
                 "test",
@@ -104,24 +160,21 @@ impl TestParams {
             ),
             ("roce", opt(&self.roce), "give both sides the same --roce"),
             (
+                "connection type",
+                self.connection.to_string(),
+                "give both sides the same -c",
+            ),
+            ("mtu", opt(&self.mtu), "give both sides the same -m"),
+            (
                 "all sizes",
                 self.all_sizes.to_string(),
                 "give -a to both sides or to neither",
             ),
             ("size", self.size.to_string(), "give both sides the same -s"),
-            (
-                "iterations",
-                self.iterations.to_string(),
-                "give both sides the same -n",
-            ),
-            (
-                "duration",
-                opt(&self.duration),
-                "give both sides the same -D",
-            ),
+            // Said with [`Said::Runs`] and its hint from both values ([`RunLength::hint`]).
+            (RUN_LENGTH, self.run_length().to_string(), ""),
             ("margin", opt(&self.margin), "give both sides the same -f"),
             ("qps", self.qps.to_string(), "give both sides the same -q"),
-            ("mtu", opt(&self.mtu), "give both sides the same -m"),
             (
                 "bidirectional",
                 self.bidirectional.to_string(),
@@ -146,11 +199,6 @@ impl TestParams {
                 "latency gap",
                 format!("{} ns", self.latency_gap_ns),
                 "give both sides the same --latency_gap",
-            ),
-            (
-                "connection type",
-                self.connection.to_string(),
-                "give both sides the same -c",
             ),
             (
                 "rdma_cm",
@@ -182,11 +230,21 @@ impl TestParams {
             .into_iter()
             .zip(peer.fields())
             .find(|(a, b)| a.1 != b.1 && !lenient(a.0))
-            .map(|((name, ours, hint), (_, theirs, _))| Mismatch {
-                name,
-                ours,
-                theirs,
-                hint,
+            .map(|((name, ours, hint), (_, theirs, _))| match name {
+                RUN_LENGTH => Mismatch {
+                    name,
+                    ours,
+                    theirs,
+                    hint: RunLength::hint(self.run_length(), peer.run_length()),
+                    said: Said::Runs,
+                },
+                _ => Mismatch {
+                    name,
+                    ours,
+                    theirs,
+                    hint,
+                    said: Said::Values,
+                },
             })
     }
 }
@@ -258,6 +316,59 @@ mod tests {
         old.as_object_mut().unwrap().remove("connection");
         let old: TestParams = serde_json::from_value(old).unwrap();
         assert_eq!(old.connection, ConnType::Rc);
+    }
+
+    #[test]
+    fn a_run_length_is_said_as_the_flags_that_give_it() {
+        let timed = TestParams {
+            iterations: 0,
+            duration: Some(2),
+            margin: Some(0),
+            ..base()
+        };
+        let m = base().first_mismatch(&timed).unwrap();
+        assert_eq!(
+            m.to_string(),
+            "run length: this side runs -n 5000, the peer -D 2 — give both sides the same -n, or \
+             both the same -D"
+        );
+        let longer = TestParams {
+            iterations: 6000,
+            ..base()
+        };
+        let m = longer.first_mismatch(&base()).unwrap();
+        assert_eq!(
+            m.to_string(),
+            "run length: this side runs -n 6000, the peer -n 5000 — give both sides the same -n"
+        );
+        let m = timed
+            .first_mismatch(&TestParams {
+                duration: Some(3),
+                ..timed.clone()
+            })
+            .unwrap();
+        assert_eq!(m.hint, "give both sides the same -D");
+    }
+
+    #[test]
+    fn the_connection_type_and_mtu_come_before_the_sizes_they_set() {
+        // UD's default size is the MTU: a UD side's 4096 against an RC side's 65536 is -c's doing.
+        let ud = TestParams {
+            connection: ConnType::Ud,
+            size: 4096,
+            mtu: Some(4096),
+            ..base()
+        };
+        assert_eq!(
+            ud.first_mismatch(&base()).map(|m| m.name),
+            Some("connection type")
+        );
+        let small = TestParams {
+            mtu: Some(1024),
+            size: 1024,
+            ..ud.clone()
+        };
+        assert_eq!(ud.first_mismatch(&small).map(|m| m.name), Some("mtu"));
     }
 
     #[test]

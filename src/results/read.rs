@@ -6,7 +6,10 @@
 //! ([`ReadError`], [`SchemaError`]), so that each tool can say it in its own words (`roce_gate` for a
 //! CI log, `roce_compare` for its user) from one parse.
 
+mod bounded;
 mod csv;
+
+pub(crate) use bounded::read_from;
 
 pub(crate) use csv::parse_transport;
 
@@ -144,6 +147,22 @@ impl fmt::Display for SchemaError {
     }
 }
 
+impl SchemaError {
+    /// A `schema_version` this build does not read, as `tool` says it: the number, the version this
+    /// `tool` reads, and which tool to use instead.
+    pub(crate) fn version_text(kind: DocKind, found: Option<u64>, tool: &str) -> String {
+        match found {
+            Some(v) => format!(
+                "{} schema_version {v} is not supported (this {tool} reads version {}); use the \
+                 {tool} of the roceperf version that wrote it",
+                kind.noun(),
+                kind.version()
+            ),
+            None => "\"schema_version\" is missing or not a number".into(),
+        }
+    }
+}
+
 impl std::error::Error for SchemaError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -181,6 +200,24 @@ pub(crate) enum ReadError {
         path: PathBuf,
         /// What is wrong.
         problem: SchemaError,
+    },
+    /// A byte no result file starts with (a device, a binary file, text of another kind).
+    #[error("{}: byte {offset} (0x{byte:02X}) cannot start a result file: it is not a result file (roceperf's JSON or CSV, which are text); give the file a run wrote with --json, --csv or --results", path.display())]
+    NotAResult {
+        /// The file.
+        path: PathBuf,
+        /// Where the byte is, from 0.
+        offset: usize,
+        /// The byte.
+        byte: u8,
+    },
+    /// A source that is not a regular file gave more than the limit without ending.
+    #[error("{} is not a regular file and gave more than {} MiB without ending, more than any result file holds: give a result file, or a stream that ends", path.display(), limit >> 20)]
+    Unbounded {
+        /// The file.
+        path: PathBuf,
+        /// The limit, in bytes.
+        limit: u64,
     },
     /// The CSV file cannot be parsed or lacks our columns.
     #[error("{}{}: {what}", path.display(), line.map(|l| format!(" line {l}")).unwrap_or_default())]
@@ -291,11 +328,10 @@ fn strip_bom(bytes: &[u8]) -> &[u8] {
     bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes)
 }
 
+/// The whole of `path`, within a bound ([`bounded`]): what cannot start a result file fails at its
+/// first bytes, and a source that is not a regular file is cut at [`STREAM_LIMIT`].
 fn read_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
-    std::fs::read(path).map_err(|source| ReadError::Read {
-        path: path.to_owned(),
-        source,
-    })
+    bounded::read_file(path)
 }
 
 /// Parses the contents of a JSON result file; `path` names it in errors.

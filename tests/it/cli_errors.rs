@@ -155,3 +155,106 @@ fn rdma_cm_with_uc_or_ud_is_a_usage_error_naming_both_flags() {
         );
     }
 }
+
+#[test]
+fn warmup_is_bounded_like_n() {
+    // Issue 33, defect 12: 2^64 - 1 warm-up iterations used to start a pair that never ended.
+    tcp_usage_errors(&[
+        (
+            "write_bw",
+            &["--warmup", "18446744073709551615"],
+            "warm-up iterations are 0 .. 4294967296",
+        ),
+        ("send_lat", &["--warmup", "4294967297"], "--warmup"),
+    ]);
+}
+
+/// Runs `bin` with `args`, some of them not UTF-8; what it printed, once it exited (within 20 s).
+fn run_os(bin: &str, args: &[&std::ffi::OsStr]) -> common::Done {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(bin)
+        .args(args)
+        .env_remove("GITHUB_ACTIONS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{bin} {args:?}: still running after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    common::Done {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn an_argument_that_is_not_utf8_is_named_by_its_flag() {
+    // Issue 33, defect 11: clap said only "invalid UTF-8 was detected in one or more arguments", and
+    // roce_gate and roce_fabric panicked.
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let bad = OsStr::from_bytes(b"eth\xff");
+    let eq = |flag: &str| {
+        let mut v = format!("{flag}=").into_bytes();
+        v.extend_from_slice(b"\xff");
+        std::ffi::OsString::from_vec(v)
+    };
+    use std::os::unix::ffi::OsStringExt;
+    let write_bw = common::bin("write_bw");
+    let gate = env!("CARGO_BIN_EXE_roce_gate");
+    let compare = env!("CARGO_BIN_EXE_roce_compare");
+    let fabric = env!("CARGO_BIN_EXE_roce_fabric");
+    let s = OsStr::new;
+    let ib_dev = eq("--ib-dev");
+    for (bin, args, flag) in [
+        (write_bw, vec![s("-d"), bad], "-d"),
+        (write_bw, vec![ib_dev.as_os_str()], "--ib-dev"),
+        (write_bw, vec![s("--transport"), s("tcp"), bad], "HOST"),
+        (gate, vec![s("r.json"), s("--max-p99"), bad], "--max-p99"),
+        (compare, vec![s("--local"), s("-d"), bad], "-d"),
+        (fabric, vec![s("write_bw"), s("-d"), bad], "-d"),
+    ] {
+        let d = run_os(bin, &args);
+        let what = format!("{bin} {args:?}");
+        d.assert_ended(2, &[flag, "\\xFF", "not valid UTF-8"], &what);
+        assert!(!d.stderr.contains("panicked"), "{what}: {}", d.stderr);
+    }
+    // A path need not be UTF-8: roce_gate reads it (here: finds it missing), a test binary takes it.
+    let d = run_os(gate, &[bad, s("--max-p99"), s("1s")]);
+    d.assert_ended(
+        2,
+        &["cannot read eth\u{fffd}"],
+        "roce_gate with a file not named in UTF-8",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join(bad);
+    let port = free_port().to_string();
+    let d = run_os(
+        write_bw,
+        &[
+            s("--transport"),
+            s("tcp"),
+            s("-p"),
+            s(&port),
+            s("--connect-timeout"),
+            s("1"),
+            s("--json"),
+            json.as_os_str(),
+            s("127.0.0.1"),
+        ],
+    );
+    d.assert_ended(
+        2,
+        &["could not reach the server"],
+        "--json not named in UTF-8",
+    );
+}

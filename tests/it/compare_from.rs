@@ -288,3 +288,28 @@ fn a_comparison_read_back_keeps_its_links_and_repetitions_and_takes_ratio_gates(
     let o = compare(&["--repeat", "3"], std::slice::from_ref(&json));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
 }
+
+#[test]
+fn a_newer_schema_version_is_said_as_roce_gate_says_it() {
+    // Issue 33, defect 10: the number, and what this build reads, not `Some(99) is not 1`.
+    let tmp = tempfile::tempdir().unwrap();
+    let future = tmp.path().join("future.json");
+    std::fs::write(
+        &future,
+        r#"{"schema": "roceperf.result", "schema_version": 99}"#,
+    )
+    .unwrap();
+    let o = compare(&["--no-files"], std::slice::from_ref(&future));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert_contains(
+        &text(&o.stderr),
+        "future.json: result schema_version 99 is not supported (this roce_compare reads version 1); \
+         use the roce_compare of the roceperf version that wrote it",
+    );
+    let gate = common::gate(&["--max-p99", "1s"], &[&future]);
+    assert_contains(
+        &text(&gate.stderr),
+        "result schema_version 99 is not supported (this roce_gate reads version 1); \
+         use the roce_gate of the roceperf version that wrote it",
+    );
+}

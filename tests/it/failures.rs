@@ -472,3 +472,37 @@ fn roce_gate_refuses_negative_latencies_and_reads_standard_input() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert_contains(&err, "<stdin> line 2: lat_median_us");
 }
+
+#[test]
+fn a_timed_run_that_overran_its_duration_says_so() {
+    // Issue 33: a client stopped (SIGSTOP) for 6 s during -D 4 measured a window of about 8 s and said
+    // nothing. The run still ends 0 (its figures are what they are) but stderr names the overrun.
+    let port = free_port().to_string();
+    let args = ["-D", "4"];
+    let server = tcp_server("write_bw", &port, &args);
+    let client = spawn(
+        "write_bw",
+        &[
+            "--transport",
+            "tcp",
+            "-p",
+            &port,
+            "-D",
+            "4",
+            "--cpu",
+            "1",
+            "127.0.0.1",
+        ],
+    );
+    assert!(client.wait_stdout("#bytes", 20), "the client never started");
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&client, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(6));
+    signal(&client, libc::SIGCONT);
+    let c = client.wait(60, "client");
+    let s = server.wait(30, "server");
+    common::assert_both_ok("a client stopped for 6 s during -D 4", &s, &c);
+    c.assert_stderr("this -D 4 run took");
+    c.assert_stderr("more than the 1 s margin (-f)");
+    c.assert_stderr("stopped or starved");
+}

@@ -9,6 +9,7 @@ mod soft_support;
 mod vectors;
 
 mod atomic_tests;
+mod bounded_inputs;
 mod cli_errors;
 mod compare_from;
 mod compare_local;

@@ -133,3 +133,36 @@ fn a_traffic_parameter_still_must_match_alongside_local_options() {
         assert!(!d.stderr.contains("report_gbits"), "{side}: {}", d.stderr);
     }
 }
+
+#[test]
+fn iterations_against_a_duration_name_both_run_lengths() {
+    // Issue 33, defect 8: a -D peer used to show as "iterations: this side 1000, peer 0".
+    let (s, c) = pair_with("write_bw", &["-n", "1000"], &["-D", "2"]);
+    common::assert_both_refused(&s, &c, &["parameter mismatch: run length"]);
+    s.assert_stderr("this side runs -n 1000, the peer -D 2");
+    c.assert_stderr("this side runs -D 2, the peer -n 1000");
+    let (s, c) = pair_with("write_bw", &["-D", "4"], &["-D", "3"]);
+    common::assert_both_refused(&s, &c, &["give both sides the same -D"]);
+    s.assert_stderr("this side runs -D 4, the peer -D 3");
+    c.assert_stderr("this side runs -D 3, the peer -D 4");
+}
+
+#[test]
+fn the_connection_type_and_mtu_are_named_before_the_sizes_they_set() {
+    // Issue 33, defect 9: under UD the default size follows the MTU, so -c UD against -c RC (no -s)
+    // used to be said as "size: this side 4096, peer 65536".
+    let (s, c) = common::pair_on_lo(
+        "send_bw",
+        vec!["-d", "lo", "-c", "UD", "-n", "20"],
+        vec!["-d", "lo", "-n", "20"],
+    );
+    common::assert_both_refused(&s, &c, &["parameter mismatch: connection type"]);
+    s.assert_stderr("this side UD, peer RC — give both sides the same -c");
+    let (s, c) = common::pair_on_lo(
+        "send_bw",
+        vec!["-d", "lo", "-c", "UD", "-m", "1024", "-n", "20"],
+        vec!["-d", "lo", "-c", "UD", "-m", "2048", "-n", "20"],
+    );
+    common::assert_both_refused(&s, &c, &["parameter mismatch: mtu"]);
+    c.assert_stderr("this side 2048, peer 1024 — give both sides the same -m");
+}

@@ -6,6 +6,7 @@
 //! then nothing for `stall` (the peer sent a message of another size: it is at another step).
 
 use super::{PerftestError, Result};
+use crate::oob::channel::MAGIC as ROCEPERF_MAGIC;
 use crate::oob::dial::{self, DialError, Retry};
 use std::fmt;
 use std::io::{ErrorKind, Read, Write};
@@ -133,6 +134,8 @@ pub struct PerftestChannel<S: OobStream> {
     setup: Option<(Instant, Duration)>,
     /// Every message written and read, when recording (tests compare it with real traces).
     log: Option<Vec<(bool, Vec<u8>)>>,
+    /// A whole message has been read: the first bytes, where roceperf's own hello would show, are past.
+    greeted: bool,
 }
 
 impl<S: OobStream> PerftestChannel<S> {
@@ -145,6 +148,7 @@ impl<S: OobStream> PerftestChannel<S> {
             pending: Vec::new(),
             setup: None,
             log: None,
+            greeted: false,
         }
     }
 
@@ -267,6 +271,9 @@ impl<S: OobStream> PerftestChannel<S> {
                 Ok(n) => {
                     got += n;
                     since = Instant::now();
+                    if !self.greeted && buf[..got].starts_with(ROCEPERF_MAGIC) {
+                        return Err(PerftestError::RoceperfPeer);
+                    }
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     if self.setup_left().is_some_and(|l| l.is_zero()) {
@@ -287,6 +294,7 @@ impl<S: OobStream> PerftestChannel<S> {
                 Err(e) => return Err(io(e)),
             }
         }
+        self.greeted = true;
         if let Some(log) = &mut self.log {
             log.push((false, buf.to_vec()));
         }

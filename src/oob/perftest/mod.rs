@@ -132,6 +132,21 @@ pub enum PerftestError {
         "the peer did not start with a perftest version string (received {0}): is it really an ib_* tool? A roceperf peer needs --oob perftest too, or neither side"
     )]
     NotPerftest(String),
+    /// The peer started with roceperf's own hello: it speaks the other dialect.
+    #[error(
+        "the peer speaks roceperf's own out-of-band dialect (its first bytes are roceperf's hello, not a perftest version string): give --oob perftest to both sides or to neither"
+    )]
+    RoceperfPeer,
+    /// A roceperf peer in this dialect runs another `-n` or `-D` (said after its version's NUL).
+    #[error("the peer is roceperf too, and this side runs {ours}, the peer {theirs}: {hint}")]
+    RunLength {
+        /// Ours, as its flag: `-n 1000`.
+        ours: String,
+        /// The peer's: `-D 2`.
+        theirs: String,
+        /// What to do.
+        hint: &'static str,
+    },
     /// The peer's report disagrees with our parameters.
     #[error(
         "the perftest peer ran {field} {theirs} but we ran {field} {ours}: give both sides the same {field}"

@@ -3,6 +3,7 @@
 //! Every block is sent with one `write()` and read with one exact read; sizes never vary with content.
 
 use super::{PerftestError, Result, show_bytes};
+use crate::oob::RunLength;
 
 /// Size of the version block: perftest's `char version[16]`, NUL-padded.
 pub(crate) const VERSION_LEN: usize = 16;
@@ -30,6 +31,40 @@ pub fn encode_version() -> [u8; VERSION_LEN] {
     b
 }
 
+/// After the version's NUL, a roceperf peer's run length: this tag, `n` or `D`, and the count or
+/// seconds (8 bytes, big-endian). perftest reads the block as a C string (`atof`) and never sees it;
+/// two roceperf peers compare it, since some tests exchange nothing else that shows `-n` (send_bw).
+const RUN_TAG: &[u8; 2] = b"rp";
+/// Where the run length starts: after `"6.27"` and its NUL.
+const RUN_AT: usize = OUR_VERSION.len() + 1;
+
+/// Our version block with our run length after the NUL ([`RUN_TAG`]).
+pub(crate) fn encode_version_with(run: RunLength) -> [u8; VERSION_LEN] {
+    let mut b = encode_version();
+    let (mode, value) = match run {
+        RunLength::Iterations(n) => (b'n', n),
+        RunLength::Seconds(s) => (b'D', s),
+    };
+    b[RUN_AT..RUN_AT + 2].copy_from_slice(RUN_TAG);
+    b[RUN_AT + 2] = mode;
+    b[RUN_AT + 3..].copy_from_slice(&value.to_be_bytes());
+    b
+}
+
+/// The run length a roceperf peer put after its version's NUL; `None` for anything else.
+fn run_after_nul(tail: &[u8]) -> Option<RunLength> {
+    let [t0, t1, mode, value @ ..] = tail else {
+        return None;
+    };
+    let value: [u8; 8] = value.try_into().ok()?;
+    let value = u64::from_be_bytes(value);
+    match ([*t0, *t1] == *RUN_TAG, *mode) {
+        (true, b'n') => Some(RunLength::Iterations(value)),
+        (true, b'D') => Some(RunLength::Seconds(value)),
+        _ => None,
+    }
+}
+
 /// The version a peer announced, as text and as perftest compares it (`atof`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeerVersion {
@@ -37,6 +72,8 @@ pub struct PeerVersion {
     pub text: String,
     /// Its numeric value as `atof` reads it.
     pub value: f64,
+    /// A roceperf peer's run length ([`encode_version_with`]); `None` from perftest.
+    pub(crate) run: Option<RunLength>,
 }
 
 impl PeerVersion {
@@ -50,7 +87,10 @@ impl PeerVersion {
             && text.bytes().all(|c| c.is_ascii_digit() || c == b'.')
             && text.bytes().filter(|&c| c == b'.').count() <= 1
             && text.as_bytes()[0].is_ascii_digit();
-        if !numeric || block[end..].iter().any(|&b| b != 0) {
+        // After the NUL: NULs (perftest's strncpy), or a roceperf peer's run length.
+        let tail = block.get(end + 1..).unwrap_or_default();
+        let run = run_after_nul(tail);
+        if !numeric || (run.is_none() && tail.iter().any(|&b| b != 0)) {
             return Err(not_perftest());
         }
         let value: f64 = text.parse().map_err(|_| not_perftest())?;
@@ -60,6 +100,7 @@ impl PeerVersion {
         Ok(PeerVersion {
             text: text.to_string(),
             value,
+            run,
         })
     }
 }
@@ -229,6 +270,30 @@ mod tests {
         // Junk after the NUL means this is not a NUL-padded C string.
         let mut b = mk("6.06");
         b[10] = b'x';
+        assert!(matches!(
+            PeerVersion::parse(&b),
+            Err(PerftestError::NotPerftest(_))
+        ));
+    }
+
+    #[test]
+    fn a_roceperf_peer_says_its_run_length_where_perftest_does_not_look() {
+        let b = encode_version_with(RunLength::Iterations(1000));
+        // What perftest's atof reads: "6.27", then the NUL.
+        assert_eq!(&b[..5], b"6.27\0");
+        assert_eq!(&b[5..8], b"rpn");
+        assert_eq!(u64::from_be_bytes(b[8..].try_into().unwrap()), 1000);
+        let v = PeerVersion::parse(&b).unwrap();
+        assert_eq!(
+            (v.text.as_str(), v.run),
+            ("6.27", Some(RunLength::Iterations(1000)))
+        );
+        let timed = PeerVersion::parse(&encode_version_with(RunLength::Seconds(2))).unwrap();
+        assert_eq!(timed.run, Some(RunLength::Seconds(2)));
+        assert_eq!(PeerVersion::parse(&encode_version()).unwrap().run, None);
+        // Another mode letter is junk after the NUL, as before.
+        let mut b = encode_version_with(RunLength::Seconds(2));
+        b[7] = b'x';
         assert!(matches!(
             PeerVersion::parse(&b),
             Err(PerftestError::NotPerftest(_))

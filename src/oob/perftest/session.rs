@@ -23,6 +23,7 @@ use super::key::{KEY_LEN_GID, KeyRecord, check_gid_families};
 use super::msg::{self, BwReport, PeerVersion, REPORT_FIELD_LEN, REPORT_FIELDS, SysData};
 use super::script::{ScriptOptions, Step, script};
 use super::{PerftestError, Result};
+use crate::oob::RunLength;
 use crate::params::{Role, TestKind, TransportKind};
 use crate::transport::ConnInfo;
 use std::time::Duration;
@@ -130,6 +131,8 @@ pub struct Session<S: OobStream> {
     last_run_size: Option<u64>,
     /// `-R`: the binary key record's length, once the peer's version says which.
     bin_key_len: Option<usize>,
+    /// Our run length, said to a roceperf peer after the version's NUL ([`Session::announce_run`]).
+    run: Option<RunLength>,
 }
 
 impl<S: OobStream> Session<S> {
@@ -165,11 +168,19 @@ impl<S: OobStream> Session<S> {
             peer_report: None,
             last_run_size: None,
             bin_key_len: None,
+            run: None,
         };
         if let Some(k) = keys {
             s.set_local_keys(k)?;
         }
         Ok(s)
+    }
+
+    /// Says our run length after the version's NUL, where perftest does not look and a roceperf
+    /// peer does: two roceperf sides that run another `-n` or `-D` then stop at the version exchange,
+    /// naming both. Before the first [`Session::next`].
+    pub(crate) fn announce_run(&mut self, run: RunLength) {
+        self.run = Some(run);
     }
 
     /// The script this session follows.
@@ -231,8 +242,31 @@ impl<S: OobStream> Session<S> {
             match step {
                 Step::Version => {
                     let mut b = [0u8; msg::VERSION_LEN];
-                    self.chan.exchange(name, &msg::encode_version(), &mut b)?;
+                    let mine = match self.run {
+                        Some(run) => msg::encode_version_with(run),
+                        None => msg::encode_version(),
+                    };
+                    match self.chan.exchange(name, &mine, &mut b) {
+                        Err(e @ PerftestError::RoceperfPeer) => {
+                            // A roceperf-dialect client waits for the server's hello: our version
+                            // block tells it, in its own words, that this side speaks perftest's.
+                            if !self.chan.is_client() {
+                                let _ = self.chan.send(name, &mine);
+                            }
+                            return Err(e);
+                        }
+                        other => other?,
+                    }
                     let version = PeerVersion::parse(&b)?;
+                    if let (Some(ours), Some(theirs)) = (self.run, version.run)
+                        && ours != theirs
+                    {
+                        return Err(PerftestError::RunLength {
+                            ours: ours.to_string(),
+                            theirs: theirs.to_string(),
+                            hint: RunLength::hint(ours, theirs),
+                        });
+                    }
                     if self.opts.rdma_cm {
                         self.bin_key_len = Some(binkey::bin_key_len(&version));
                     }
