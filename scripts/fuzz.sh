@@ -3,17 +3,23 @@
 #   scripts/fuzz.sh all [SECONDS]     each target in turn, SECONDS each (default 60)
 #   scripts/fuzz.sh build             only builds every target (what scripts/test.sh does on stable)
 # Targets: wire_frame (whole Ethernet frames), wire_ib (BTH and extension headers), responder (an RC
-# queue pair fed arbitrary packets, checking guarded memory).
+# queue pair fed arbitrary packets, checking guarded memory), oob_roceperf (our out-of-band dialect's
+# hello and framed JSON messages), oob_perftest (a perftest-dialect session fed a hostile peer, and its
+# block parsers), results_read (result files through roce_gate's and roce_compare --from's readers),
+# impair_spec (the --impair parser and the spec it prints back).
 # Works on stable Rust: RUSTC_BOOTSTRAP=1 unlocks the nightly flags cargo-fuzz passes to rustc.
 # The corpus (fuzz/corpus/TARGET, not in git) is seeded from the repository's own data: the wire targets
-# from tests/data/vectors (the .hex frames and the rxe pcaps), responder from fuzz/seeds/responder.
+# from tests/data/vectors (the .hex frames and the rxe pcaps), responder from fuzz/seeds/responder,
+# oob_roceperf from messages the main crate's own encoder writes (its unit tests' shapes), oob_perftest
+# from the recorded perftest traces (tests/data/perftest_oob, the peer's side), results_read from
+# tests/data and results/schema (JSON and CSV), impair_spec from every --impair spec in tests and docs.
 # A crash leaves its input in fuzz/artifacts/TARGET/ and ends this script with libFuzzer's exit status.
 set -euo pipefail
 target=${1:-wire_frame}
 secs=${2:-60}
 shift $(( $# > 2 ? 2 : $# ))
 repo=$(cd "$(dirname "$0")/.." && pwd)
-targets=(wire_frame wire_ib responder)
+targets=(wire_frame wire_ib responder oob_roceperf oob_perftest results_read impair_spec)
 
 if [[ $target == build ]]; then
     # The fuzz workspace on stable, without cargo-fuzz and without sanitizers: every target compiles
@@ -33,6 +39,8 @@ corpus="$repo/fuzz/corpus/$target"
 mkdir -p "$corpus"
 if [[ $target == responder ]]; then
     cp -n "$repo"/fuzz/seeds/responder/* "$corpus/"
+elif [[ $target != wire_frame && $target != wire_ib ]]; then
+    python3 "$repo/scripts/fuzz_seeds.py" "$repo" "$target" "$corpus"
 else
     python3 - "$repo/tests/data/vectors" "$corpus" "$target" <<'PY'
 import pathlib, struct, sys

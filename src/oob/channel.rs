@@ -1,44 +1,17 @@
 //! The out-of-band TCP connection: connect with retries, accept, hello, framed messages, barriers.
 
 use super::dial::{self, DialError, HostPort, Retry};
+use super::frame::{self, HELLO_LEN};
 use super::{Error, Failure, Mismatch, Result, Said, Step, TestParams};
 use crate::params::Role;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-/// First bytes of the hello each side sends.
-pub(crate) const MAGIC: &[u8; 8] = b"roceperf";
-
-/// Version of this out-of-band protocol; both sides must speak the same. Version 2: the parameters
-/// no longer carry `report_gbits` (display options are each side's own). Version 3: an abort says
-/// whether the test failed or its setup did ([`Abort`]).
-pub(crate) const PROTOCOL_VERSION: u16 = 3;
-
-/// Bytes of the hello: magic, version (u16 big-endian), two reserved bytes.
-pub(crate) const HELLO_LEN: usize = 12;
-
 /// How long a blocking read waits for the peer before giving up, unless the caller sets another.
 pub(crate) const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Largest message accepted; anything longer is garbage (a results message with histograms is far smaller).
-const MAX_MESSAGE: u32 = 64 << 20;
-
-/// One framed message: its kind and a JSON body.
-#[derive(Serialize, Deserialize)]
-struct Envelope<T> {
-    kind: String,
-    body: T,
-}
-
-/// The body of an `abort` message: why this side stopped, and what kind of failure that was.
-#[derive(Serialize, Deserialize)]
-struct Abort {
-    reason: String,
-    failure: Failure,
-}
 
 /// The out-of-band connection to the peer.
 pub(crate) struct Channel {
@@ -48,13 +21,6 @@ pub(crate) struct Channel {
     timeout: Duration,
     /// Until [`Channel::end_handshake`]: when the whole handshake must be over, and how long it was given.
     handshake: Option<(Instant, Duration)>,
-}
-
-fn hello() -> [u8; HELLO_LEN] {
-    let mut h = [0u8; HELLO_LEN];
-    h[..8].copy_from_slice(MAGIC);
-    h[8..10].copy_from_slice(&PROTOCOL_VERSION.to_be_bytes());
-    h
 }
 
 impl Channel {
@@ -82,7 +48,7 @@ impl Channel {
             }
             return Err(e);
         }
-        ch.write_all(&hello(), Step::Hello)?;
+        ch.write_all(&frame::hello(), Step::Hello)?;
         Ok(ch)
     }
 
@@ -111,7 +77,7 @@ impl Channel {
         match dial::connect(&addrs, retry, |_| true, || on_retry(&target)) {
             Ok((stream, a)) => {
                 let mut ch = Channel::new(stream, a, Role::Client, io_timeout, handshake)?;
-                ch.write_all(&hello(), Step::Hello)?;
+                ch.write_all(&frame::hello(), Step::Hello)?;
                 ch.read_hello()?;
                 Ok(ch)
             }
@@ -274,7 +240,7 @@ impl Channel {
     /// sent beyond it read away (a few KiB at most), so that closing sends FIN rather than a reset that could drop our
     /// hello before the client reads it.
     fn say_hello_and_drain(&mut self) {
-        let _ = self.write_all(&hello(), Step::Hello);
+        let _ = self.write_all(&frame::hello(), Step::Hello);
         let _ = self
             .stream
             .set_read_timeout(Some(Duration::from_millis(100)));
@@ -306,37 +272,12 @@ impl Channel {
             }
             Err(e) => return Err(e),
         }
-        if &h[..8] != MAGIC {
-            return Err(Error::Garbage {
-                peer,
-                detail: format!(
-                    "expected the hello {:?}, got bytes {}",
-                    String::from_utf8_lossy(MAGIC),
-                    hex(&h)
-                ),
-            });
-        }
-        let theirs = u16::from_be_bytes([h[8], h[9]]);
-        if theirs != PROTOCOL_VERSION {
-            return Err(Error::Version {
-                peer,
-                theirs,
-                ours: PROTOCOL_VERSION,
-            });
-        }
-        Ok(())
+        frame::check_hello(&h, &peer)
     }
 
     /// Sends one message of `kind`.
     pub(crate) fn send<T: Serialize>(&mut self, kind: Step, body: &T) -> Result<()> {
-        let json = serde_json::to_vec(&Envelope {
-            kind: kind.name().to_string(),
-            body,
-        })
-        .expect("our messages always serialise");
-        let mut frame = Vec::with_capacity(4 + json.len());
-        frame.extend_from_slice(&(json.len() as u32).to_be_bytes());
-        frame.extend_from_slice(&json);
+        let frame = frame::encode(kind, body);
         self.write_all(&frame, kind)
     }
 
@@ -344,14 +285,8 @@ impl Channel {
     pub(crate) fn recv<T: DeserializeOwned>(&mut self, kind: Step) -> Result<T> {
         let mut len = [0u8; 4];
         self.read_exact(&mut len, kind)?;
-        let len = u32::from_be_bytes(len);
-        if len == 0 || len > MAX_MESSAGE {
-            return Err(Error::Garbage {
-                peer: self.peer.to_string(),
-                detail: format!("a {len}-byte message announced while waiting for {kind}"),
-            });
-        }
-        let mut buf = vec![0u8; len as usize];
+        let len = frame::message_len(len, kind, &self.peer.to_string())?;
+        let mut buf = vec![0u8; len];
         self.read_exact(&mut buf, kind).map_err(|e| match e {
             // Say what came of the whole message, its 4 length bytes included.
             Error::Handshake {
@@ -369,36 +304,7 @@ impl Channel {
             },
             e => e,
         })?;
-        let env: Envelope<serde_json::Value> =
-            serde_json::from_slice(&buf).map_err(|e| Error::Garbage {
-                peer: self.peer.to_string(),
-                detail: format!("an unreadable message while waiting for {kind}: {e}"),
-            })?;
-        if env.kind == Step::Abort.name() {
-            let (reason, failure) = match serde_json::from_value::<Abort>(env.body) {
-                Ok(a) => (a.reason, a.failure),
-                Err(_) => ("no reason given".to_string(), Failure::Setup),
-            };
-            return Err(Error::PeerAborted {
-                peer: self.peer.to_string(),
-                reason,
-                failure,
-            });
-        }
-        if env.kind != kind.name() {
-            return Err(Error::Garbage {
-                peer: self.peer.to_string(),
-                detail: format!(
-                    "it sent {:?} while this side waited for {:?}",
-                    env.kind,
-                    kind.name()
-                ),
-            });
-        }
-        serde_json::from_value(env.body).map_err(|e| Error::Garbage {
-            peer: self.peer.to_string(),
-            detail: format!("a malformed {kind} message: {e}"),
-        })
+        frame::decode(&buf, kind, &self.peer.to_string())
     }
 
     /// Lock-step exchange: the client writes then reads, the server reads then writes.
@@ -448,7 +354,7 @@ impl Channel {
     /// effort: the peer may already be gone).
     pub(crate) fn abort(&mut self, reason: &str, failure: Failure) {
         let _ = self.stream.set_write_timeout(Some(Duration::from_secs(1)));
-        let body = Abort {
+        let body = frame::Abort {
             reason: reason.to_string(),
             failure,
         };
@@ -476,13 +382,6 @@ impl Channel {
             _ => Err(self.io_error(Step::Test, e)),
         }
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter()
-        .map(|x| format!("{x:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 mod channel;
 pub(crate) mod dial;
 mod error;
+pub mod frame;
 mod params;
 pub mod perftest;
 

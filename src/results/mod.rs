@@ -17,7 +17,7 @@ pub(crate) mod files;
 pub(crate) mod floor;
 pub mod json;
 pub(crate) mod loss;
-pub(crate) mod read;
+pub mod read;
 pub(crate) mod repeat;
 pub(crate) mod row;
 pub(crate) mod run;

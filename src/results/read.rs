@@ -446,5 +446,36 @@ pub(crate) fn parse_rows(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, Re
     }
 }
 
+/// What `roce_gate -` reads from `bytes` arriving on a pipe named `name`: the bounded read (the first
+/// bytes checked as they arrive), then rows by the name's extension or the content. The number of
+/// rows, or the error as the tools print it (the entry `fuzz/fuzz_targets/results_read.rs` drives).
+pub fn rows_from_pipe(name: &Path, bytes: &[u8]) -> Result<usize, String> {
+    let read = read_from(name, bytes, false).map_err(|e| e.to_string())?;
+    assert_eq!(read, bytes, "the bounded read changed the bytes");
+    parse_rows(name, &read)
+        .map(|rows| rows.len())
+        .map_err(|e| e.to_string())
+}
+
+/// What a reader of rows makes of a file `name` holding `bytes`, read whole without the first-bytes
+/// check; for the fuzzer to compare with [`rows_from_pipe`].
+pub fn rows_from_bytes(name: &Path, bytes: &[u8]) -> Result<usize, String> {
+    parse_rows(name, bytes)
+        .map(|rows| rows.len())
+        .map_err(|e| e.to_string())
+}
+
+/// What `roce_compare --from` and `roce_gate --fabric` make of a JSON file `name` holding `bytes`:
+/// the document's kind and its rows' count (a fabric matrix has none), or the error as printed.
+pub fn document_from_bytes(name: &Path, bytes: &[u8]) -> Result<(&'static str, usize), String> {
+    let doc = parse_json_bytes(name, bytes).map_err(|e| e.to_string())?;
+    let kind = match &doc {
+        Document::Run { .. } => DocKind::Run,
+        Document::Compare(_) => DocKind::Compare,
+        Document::Fabric(_) => DocKind::Fabric,
+    };
+    Ok((kind.noun(), doc.rows(name).map_or(0, |r| r.len())))
+}
+
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! Unit tests of the out-of-band channel over loopback TCP.
 
 use super::*;
+use crate::oob::frame::{MAGIC, hello};
 use std::sync::mpsc;
 use std::thread;
 use std::time::Instant;

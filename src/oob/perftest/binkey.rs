@@ -15,9 +15,9 @@ use super::{PerftestError, Result, show_bytes};
 const TAIL_MARKERS_VERSION: f64 = 6.29;
 
 /// Bytes of `struct pingpong_dest` up to perftest 6.28.
-pub(crate) const BIN_KEY_LEN: usize = 56;
+pub const BIN_KEY_LEN: usize = 56;
 /// Bytes of `struct pingpong_dest` from perftest 6.29 (it gained `tail_markers_vaddr`).
-pub(crate) const BIN_KEY_LEN_TAIL: usize = 64;
+pub const BIN_KEY_LEN_TAIL: usize = 64;
 
 /// The binary record's length for a peer of `version`.
 pub(crate) fn bin_key_len(version: &PeerVersion) -> usize {
@@ -35,7 +35,7 @@ fn gid_at(len: usize) -> usize {
 }
 
 /// The record as a peer expecting `len` bytes reads it (`gid_index`: ours, which perftest prints).
-pub(crate) fn encode(k: &KeyRecord, gid_index: u32, len: usize) -> Vec<u8> {
+pub fn encode(k: &KeyRecord, gid_index: u32, len: usize) -> Vec<u8> {
     let mut b = vec![0u8; len];
     let put32 = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_be_bytes());
     put32(&mut b, 0, u32::from(k.lid));
@@ -52,7 +52,7 @@ pub(crate) fn encode(k: &KeyRecord, gid_index: u32, len: usize) -> Vec<u8> {
 }
 
 /// Parses a binary record of `b.len()` bytes (56 or 64); `step` names the exchange in errors.
-pub(crate) fn parse(step: &str, b: &[u8]) -> Result<KeyRecord> {
+pub fn parse(step: &str, b: &[u8]) -> Result<KeyRecord> {
     if b.len() != BIN_KEY_LEN && b.len() != BIN_KEY_LEN_TAIL {
         return Err(PerftestError::Malformed {
             step: step.to_string(),

@@ -6,8 +6,8 @@
 //! then nothing for `stall` (the peer sent a message of another size: it is at another step).
 
 use super::{PerftestError, Result};
-use crate::oob::channel::MAGIC as ROCEPERF_MAGIC;
 use crate::oob::dial::{self, DialError, Retry};
+use crate::oob::frame::MAGIC as ROCEPERF_MAGIC;
 use std::fmt;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};

@@ -42,7 +42,7 @@
 //! caught only where that report is meaningful (we are the server of write/read_bw, or `-b`); elsewhere
 //! it shows on the data path (remote access or length errors) or not at all (a smaller read).
 
-pub(crate) mod binkey;
+pub mod binkey;
 pub mod channel;
 pub mod key;
 pub mod msg;

@@ -6,16 +6,16 @@ use super::{PerftestError, Result, show_bytes};
 use crate::oob::RunLength;
 
 /// Size of the version block: perftest's `char version[16]`, NUL-padded.
-pub(crate) const VERSION_LEN: usize = 16;
+pub const VERSION_LEN: usize = 16;
 /// The version we announce: below 6.28, so no perftest runs its build-dependent negotiation with us
 /// (from 6.28 on perftest negotiates parameters, but only with a peer that announces 6.28 too).
 pub(crate) const OUR_VERSION: &str = "6.27";
 /// perftest refuses peers below this version, and so do we.
 pub(crate) const MIN_PEER_VERSION: f64 = 5.70;
 /// Size of each system-data block (a big-endian `int`).
-pub(crate) const SYSDATA_LEN: usize = 4;
+pub const SYSDATA_LEN: usize = 4;
 /// Size of the MTU block (ASCII digit of `enum ibv_mtu` and a NUL) for peers from 5.31 on.
-pub(crate) const MTU_LEN: usize = 2;
+pub const MTU_LEN: usize = 2;
 /// Size of each of the five report fields.
 pub(crate) const REPORT_FIELD_LEN: usize = 8;
 /// Number of report fields: size, iterations, peak, average, message rate.
@@ -135,12 +135,12 @@ impl SysData {
 }
 
 /// Encodes one system-data int (big-endian, as perftest's `hton_int`).
-pub(crate) fn encode_sysdata(value: u32) -> [u8; SYSDATA_LEN] {
+pub fn encode_sysdata(value: u32) -> [u8; SYSDATA_LEN] {
     value.to_be_bytes()
 }
 
 /// Parses one system-data int; `field` names it in errors. Zero or above 1 GiB is refused.
-pub(crate) fn parse_sysdata(step: &str, field: &'static str, b: &[u8; SYSDATA_LEN]) -> Result<u32> {
+pub fn parse_sysdata(step: &str, field: &'static str, b: &[u8; SYSDATA_LEN]) -> Result<u32> {
     let v = u32::from_be_bytes(*b);
     if v == 0 || v > 1 << 30 {
         return Err(PerftestError::Malformed {
@@ -170,12 +170,12 @@ pub(crate) fn mtu_bytes(e: u8) -> u32 {
 }
 
 /// Encodes the MTU block: the enum's ASCII digit and a NUL, e.g. `"3\0"` for 1024.
-pub(crate) fn encode_mtu(bytes: u32) -> [u8; MTU_LEN] {
+pub fn encode_mtu(bytes: u32) -> [u8; MTU_LEN] {
     [b'0' + mtu_enum(bytes), 0]
 }
 
 /// Parses the MTU block strictly: one digit 1..5, then NUL. Returns bytes.
-pub(crate) fn parse_mtu(step: &str, b: &[u8; MTU_LEN]) -> Result<u32> {
+pub fn parse_mtu(step: &str, b: &[u8; MTU_LEN]) -> Result<u32> {
     if b[1] != 0 || !(b'1'..=b'5').contains(&b[0]) {
         return Err(PerftestError::Malformed {
             step: step.to_string(),

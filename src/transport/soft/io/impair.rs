@@ -226,15 +226,27 @@ impl fmt::Display for ImpairConfig {
     }
 }
 
-/// `v` with up to six significant decimals and no trailing zeros.
+/// `v` with up to six decimals and no trailing zeros, when that reads back as exactly `v`; else
+/// the shortest text that does (so a printed spec reproduces the run, even `loss=1e-9`).
 fn short(v: f64) -> String {
     let s = format!("{v:.6}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
-    s.to_string()
+    if s.parse::<f64>() == Ok(v) {
+        s.to_string()
+    } else {
+        v.to_string()
+    }
 }
 
+/// A probability as a percentage (`1%`), or as the fraction itself where no short percentage reads
+/// back as exactly it: six decimals of a percentage turned 1e-9 into `0%` and 0.999999999 into `100%`.
 fn percent(p: f64) -> String {
-    format!("{}%", short(p * 100.0))
+    let pct = format!("{p_100:.6}", p_100 = p * 100.0);
+    let pct = pct.trim_end_matches('0').trim_end_matches('.');
+    match pct.parse::<f64>() {
+        Ok(v) if v / 100.0 == p => format!("{pct}%"),
+        _ => p.to_string(),
+    }
 }
 
 fn duration(ns: u64) -> String {
@@ -337,5 +349,32 @@ mod tests {
         assert!(ImpairConfig::parse("loss=100%,burst=4").is_err());
         assert!(ImpairConfig::parse("delay=5").is_err());
         assert!(ImpairConfig::parse("rx:corrupt=1%").unwrap().rx.corrupt == 0.01);
+    }
+
+    #[test]
+    fn a_printed_spec_reads_back_as_exactly_the_impairment() {
+        // Found by fuzz/fuzz_targets/impair_spec.rs: six decimals of a percentage printed a tiny loss
+        // as `loss=0%` (the header and the results said no loss), and a loss just below 100% as
+        // `loss=100%`, which with a burst does not even parse.
+        for spec in [
+            "loss=0.0000001%,seed=1",
+            "loss=99.9999999%,burst=2",
+            "rx:dup=0.123456789,burst=1.00000001,loss=3%",
+            "reorder=0.003,corrupt=7%,delay=1500ns",
+        ] {
+            let c = ImpairConfig::parse(spec).unwrap();
+            let printed = c.spec();
+            let back = ImpairConfig::parse(&printed)
+                .unwrap_or_else(|e| panic!("{spec} printed as {printed}: {e}"));
+            assert_eq!(back, c, "{spec} printed as {printed}");
+        }
+        let tiny = ImpairConfig::parse("loss=0.000000001").unwrap();
+        assert_eq!(tiny.spec(), "loss=0.000000001,seed=1");
+        assert_eq!(
+            ImpairConfig::parse("loss=1%,dup=0.5%,corrupt=7%")
+                .unwrap()
+                .spec(),
+            "loss=1%,dup=0.5%,corrupt=7%,seed=1"
+        );
     }
 }
