@@ -7,7 +7,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(e) = roceperf::oob::frame::read_peer_stream(data) {
+    if let Err(e) =
+        roceperf::oob::frame::read_peer_stream::<Option<roceperf::results::SizeResult>>(data)
+    {
         panic!("{e}");
     }
 });

@@ -3,7 +3,6 @@
 //! this says what the bytes mean, so the fuzzer can feed it a hostile peer's (`read_peer_stream`).
 
 use super::{Error, Failure, Result, Step, TestParams};
-use crate::results::SizeResult;
 use crate::transport::ConnInfo;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -143,10 +142,15 @@ where
 }
 
 /// Reads `data` as the bytes a peer sends on this dialect's channel: the hello, then framed
-/// messages, each decoded as every kind this side waits for. How many messages decoded as some kind,
+/// messages, each decoded as every kind this side waits for, `R` being what a results message
+/// carries (the application's `Option<SizeResult>`: named by the caller, since oob sits below
+/// results). How many messages decoded as some kind,
 /// or the first whose re-encoding does not decode to the same value (the fuzzer's entry,
 /// `fuzz/fuzz_targets/oob_roceperf.rs`; the channel's I/O is around these same functions).
-pub fn read_peer_stream(data: &[u8]) -> std::result::Result<usize, String> {
+pub fn read_peer_stream<R>(data: &[u8]) -> std::result::Result<usize, String>
+where
+    R: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug,
+{
     let Some((h, mut rest)) = data.split_first_chunk::<HELLO_LEN>() else {
         return Ok(0);
     };
@@ -167,7 +171,7 @@ pub fn read_peer_stream(data: &[u8]) -> std::result::Result<usize, String> {
         let any = round_trip::<TestParams>(buf, Step::Params)?
             | round_trip::<ConnInfo>(buf, Step::Conn)?
             | round_trip::<u64>(buf, Step::Barrier)?
-            | round_trip::<Option<SizeResult>>(buf, Step::Results)?;
+            | round_trip::<R>(buf, Step::Results)?;
         if let Err(e @ Error::PeerAborted { .. }) = decode::<u64>(buf, Step::Barrier, "peer")
             && e.to_string().is_empty()
         {
@@ -193,7 +197,7 @@ mod tests {
     fn a_peer_stream_of_our_own_messages_decodes_whole_and_junk_stops_it() {
         let mut stream = hello().to_vec();
         stream.extend(encode(Step::Barrier, &7u64));
-        stream.extend(encode(Step::Results, &None::<SizeResult>));
+        stream.extend(encode(Step::Results, &None::<u64>));
         stream.extend(encode(
             Step::Abort,
             &Abort {
@@ -202,11 +206,15 @@ mod tests {
             },
         ));
         // The abort is no message of a waited kind: two decode.
-        assert_eq!(read_peer_stream(&stream), Ok(2));
+        assert_eq!(read_peer_stream::<Option<u64>>(&stream), Ok(2));
         stream.extend([0, 0, 0, 0]);
         stream.extend(encode(Step::Barrier, &8u64));
-        assert_eq!(read_peer_stream(&stream), Ok(2), "a 0-byte message ends it");
-        assert_eq!(read_peer_stream(b"roceperf"), Ok(0));
+        assert_eq!(
+            read_peer_stream::<Option<u64>>(&stream),
+            Ok(2),
+            "a 0-byte message ends it"
+        );
+        assert_eq!(read_peer_stream::<Option<u64>>(b"roceperf"), Ok(0));
     }
 
     #[test]
