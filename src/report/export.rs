@@ -11,7 +11,9 @@
 //!
 //! Exporters only make bytes; the manager writes them, each file in one of three ways (see [`Content`]),
 //! all of them in `crate::results::files`: replaced whole through a temporary file, rows appended under
-//! a checked CSV header, or lines of a stream kept open.
+//! a checked CSV header, or lines of a stream kept open. Before a run is measured,
+//! [`ExportManager::probe`] tries each place as its format will write it, naming the flag of one that
+//! cannot be written.
 //!
 //! The flags that name a file of a format are declared here too, as clap `Args` the binaries flatten:
 //! [`FormatFiles`] (every tool: the six tests, `roce_compare`, `roce_fabric`), [`RunFiles`] and
