@@ -49,13 +49,13 @@ pub(crate) fn probe_file(path: &Path, writes: &Writes) -> Result<(), WriteError>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(io("look up", e)),
     };
-    match writes {
-        Writes::Whole => {
-            // The real write makes `<name>.partial` there and renames it: the directory must take a
-            // new file (a read-only file is replaced all the same).
-            temporary_in(parent(&at)).map_err(|e| io("write", e))
-        }
-        Writes::Rows(header) if exists => {
+    match (writes, exists) {
+        // A whole file is written as `<name>.partial` beside it and renamed: the directory must take a
+        // new file (a read-only file is replaced all the same). A missing file to append to or stream
+        // into is tried the same way, never made under its own name, which another process appending to
+        // it meanwhile would then lose with the probe's removal.
+        (Writes::Whole, _) | (_, false) => temporary_in(parent(&at)).map_err(|e| io("write", e)),
+        (Writes::Rows(header), true) => {
             let mut file = OpenOptions::new()
                 .read(true)
                 .append(true)
@@ -68,17 +68,12 @@ pub(crate) fn probe_file(path: &Path, writes: &Writes) -> Result<(), WriteError>
                 check_header(&mut file, path, header)
             }
         }
-        Writes::Lines if exists => OpenOptions::new()
+        // Opened as the stream will be, without emptying it.
+        (Writes::Lines, true) => OpenOptions::new()
             .write(true)
             .open(&at)
             .map(drop)
             .map_err(|e| io("open", e)),
-        Writes::Rows(_) | Writes::Lines => OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&at)
-            .and_then(|_| std::fs::remove_file(&at))
-            .map_err(|e| io("create", e)),
     }
 }
 
