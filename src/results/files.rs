@@ -317,6 +317,14 @@ pub(crate) fn compare_dir(results: &Path, started_at: &str) -> PathBuf {
     results.join(stamp)
 }
 
+/// Makes a FIFO at `path`, for the tests of what is written to one.
+#[cfg(test)]
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,9 +375,7 @@ mod tests {
     fn a_fifo_is_written_in_place_not_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("results.fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        mkfifo(&fifo);
         let reader = {
             let fifo = fifo.clone();
             std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())

@@ -27,14 +27,22 @@ fn full_device(path: &Path) {
     );
 }
 
-#[test]
-fn json_to_a_device_node_reports_its_error_and_leaves_the_node() {
+/// A temporary directory holding `full`, a device node as `/dev/full` (None, said, without root).
+fn full_device_in_a_tempdir() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
     if skip_unless(is_root(), "needs root to make a device node (mknod)") {
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let node = dir.path().join("full");
     full_device(&node);
+    Some((dir, node))
+}
+
+#[test]
+fn json_to_a_device_node_reports_its_error_and_leaves_the_node() {
+    let Some((dir, node)) = full_device_in_a_tempdir() else {
+        return;
+    };
     let json = node.to_str().unwrap();
     let (_server, client) =
         common::pair_with("write_bw", &RUN, &[&RUN[..], &["--json", json]].concat());
@@ -173,12 +181,9 @@ fn results_on_a_read_only_filesystem_are_refused_before_the_peer_is_contacted() 
 fn a_write_that_fails_at_the_end_is_told_to_the_peer() {
     // Issue 33, defect 3: the side whose --json cannot take the bytes (a full device) exits 2, and so
     // does its peer, which is told why before either exits.
-    if skip_unless(is_root(), "needs root to make a device node (mknod)") {
+    let Some((_dir, node)) = full_device_in_a_tempdir() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let node = dir.path().join("full");
-    full_device(&node);
+    };
     let json = node.to_str().unwrap();
     for (server_extra, client_extra, failing) in [
         (&[][..], &["--json", json][..], "client"),

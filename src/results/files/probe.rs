@@ -112,12 +112,22 @@ fn parent(at: &Path) -> &Path {
     }
 }
 
-/// Creates a file in `dir` under a name nothing else uses, and removes it.
+/// Creates a file in `dir` under a name nothing else uses, and removes it. Made here rather than
+/// with `tempfile`, whose error names its random file where the user's path is what to name.
 fn temporary_in(dir: &Path) -> std::io::Result<()> {
-    tempfile::Builder::new()
-        .prefix(".roceperf-probe-")
-        .tempfile_in(dir)?
-        .close()
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    for attempt in 0..8 {
+        let name = format!(".roceperf-probe-{}-{nanos}-{attempt}", std::process::id());
+        let at = dir.join(name);
+        match OpenOptions::new().write(true).create_new(true).open(&at) {
+            Ok(_) => return std::fs::remove_file(&at),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::ErrorKind::AlreadyExists.into())
 }
 
 /// Whether this process may write `at` (a device, FIFO or socket, which is not opened: a FIFO's
@@ -172,7 +182,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains(&missing.display().to_string()) && err.contains("No such file"),
+            err.contains(&missing.display().to_string())
+                && err.contains("No such file")
+                && !err.contains("probe"),
             "{err}"
         );
         let csv = dir.path().join("other.csv");
@@ -189,9 +201,7 @@ mod tests {
     fn a_fifo_is_asked_not_opened() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("out.fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        super::super::mkfifo(&fifo);
         // Opening it for writing would wait for a reader forever.
         probe_file(&fifo, &Writes::Whole).unwrap();
         probe_file(&fifo, &Writes::Lines).unwrap();
