@@ -68,6 +68,9 @@ pub(crate) enum Error {
     /// Writing --csv / --json / --results (exit 2).
     #[error("{0}")]
     Report(#[from] crate::results::WriteError),
+    /// An output flag names a path the run could not write, found at set-up (exit 2).
+    #[error("{0}")]
+    Output(#[from] crate::results::Unusable),
     /// A gate threshold or baseline comparison failed (exit 1); the table above says which.
     #[error("{failed} gate check(s) failed (see the table above)")]
     GateFailed {
@@ -130,11 +133,14 @@ pub fn main(test: TestKind) -> ExitCode {
 
 /// Runs one test as the plan says, printing the report; the error says what failed.
 ///
-/// RoCE endpoints (soft, verbs) are opened before the out-of-band channel, so a missing device or library
+/// Every output path is tried first ([`report::probe_outputs`]). RoCE endpoints (soft, verbs) are opened before the out-of-band channel, so a missing device or library
 /// is reported at once rather than after a peer has connected; the TCP baseline binds its data sockets to
 /// the channel's local address, so it is created after the parameter check.
 pub(crate) fn run(plan: &Plan) -> Result<(), Error> {
     resources::check(plan)?;
+    // Before the peer is contacted (a server before it listens): a measurement is never lost to a
+    // path found unusable at the end.
+    report::probe_outputs(plan)?;
     let pinned = bench::affinity::pin(plan.cpu, plan.role)?;
     plan.output
         .verbose(|| format!("datapath pinned to {}", pinned.reason));

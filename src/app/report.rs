@@ -161,13 +161,13 @@ pub(crate) fn row(plan: &Plan, info: &RunInfo, r: &SizeResult) -> String {
 }
 
 /// After the last size, in either dialect: the transport's counters into the run info, the table's
-/// footer and extras (unless a single value was asked for), the result files, then the gate.
-/// `both`: `--report-both`'s two sides of the last row; `endless`: a run without end's outputs, whose
-/// stream ends with the run's document.
+/// footer and extras (unless a single value was asked for), then the result files ([`gate`] follows,
+/// after the dialect's last exchange). `both`: `--report-both`'s two sides of the last row;
+/// `endless`: a run without end's outputs, whose stream ends with the run's document.
 pub(crate) fn conclude<E: Described>(
     plan: &Plan,
     ep: &E,
-    mut info: RunInfo,
+    info: &mut RunInfo,
     results: &[SizeResult],
     both: Option<(&SizeResult, &SizeResult)>,
     endless: Option<super::endless::Outputs>,
@@ -176,7 +176,7 @@ pub(crate) fn conclude<E: Described>(
     if !plan.output.quiet() {
         let mut tail = report::table_footer();
         for r in results {
-            tail.push_str(&report::extras(&info, r));
+            tail.push_str(&report::extras(info, r));
         }
         if let Some(run) = &info.run_infinitely {
             tail.push_str(&report::console::endless_line(run));
@@ -184,7 +184,7 @@ pub(crate) fn conclude<E: Described>(
         print!("{tail}");
     }
     let doc = Document::Run {
-        info: &info,
+        info,
         results,
         both,
     };
@@ -195,7 +195,7 @@ pub(crate) fn conclude<E: Described>(
     if let Some(dir) = &plan.output.files.results
         && !plan.output.quiet()
     {
-        let (csv, json) = results::results_paths(dir, &info);
+        let (csv, json) = results::results_paths(dir, info);
         if written.paths.contains(&csv) && written.paths.contains(&json) {
             println!(
                 " Results written to {} and {}",
@@ -205,11 +205,26 @@ pub(crate) fn conclude<E: Described>(
         }
     }
     written.result()?;
-    gate(plan, &info, results)
+    Ok(())
+}
+
+/// Tries every path the run will write (its export manager's, and the gate's `--junit`), leaving
+/// nothing changed; the first that cannot be written, naming its flag.
+pub(crate) fn probe_outputs(plan: &Plan) -> Result<(), Error> {
+    super::endless::exports(&plan.output).probe()?;
+    if let Some(junit) = &plan.output.gate_output.junit {
+        results::probe_file(junit, &results::Writes::Whole).map_err(|source| {
+            results::Unusable {
+                flag: "--junit",
+                source,
+            }
+        })?;
+    }
+    Ok(())
 }
 
 /// Checks the gate thresholds given on the command line against this run (nothing when none was given).
-fn gate(plan: &Plan, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
+pub(crate) fn gate(plan: &Plan, info: &RunInfo, results: &[SizeResult]) -> Result<(), Error> {
     let out = &plan.output;
     if !out.gate.is_active() {
         return Ok(());

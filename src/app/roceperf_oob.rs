@@ -41,6 +41,9 @@ enum Phase {
     Results(usize),
     /// Size `i`: the peer's results.
     Collect(usize),
+    /// Every size settled: the session writes the result files, so that a write that fails is told
+    /// to the peer in place of the last barrier.
+    Conclude,
     /// The last barrier: neither side closes its data connections before the other has its results.
     Close,
     /// Over.
@@ -130,7 +133,7 @@ impl<'p> Roceperf<'p> {
         if i + 1 < self.plan.sizes.len() {
             Phase::Prepare(i + 1)
         } else {
-            Phase::Close
+            Phase::Conclude
         }
     }
 
@@ -156,7 +159,7 @@ impl Dialect for Roceperf<'_> {
                     peer.transport = plan.transport;
                 }
                 self.phase = if plan.sizes.is_empty() {
-                    Phase::Close
+                    Phase::Conclude
                 } else {
                     Phase::Prepare(0)
                 };
@@ -247,6 +250,10 @@ impl Dialect for Roceperf<'_> {
                 };
                 self.phase = self.after(i);
                 Ok(Action::Row(r))
+            }
+            Phase::Conclude => {
+                self.phase = Phase::Close;
+                Ok(Action::Conclude)
             }
             Phase::Close => {
                 self.chan.barrier(u64::MAX)?;

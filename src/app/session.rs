@@ -41,6 +41,11 @@ pub(crate) enum Action {
     AwaitPeer,
     /// A size is settled: print its row.
     Row(SizeResult),
+    /// Every size is settled: print the footer and write the result files now, before the dialect's
+    /// last exchange, so that a write that fails is told to the peer before either side exits. A
+    /// dialect that cannot tell its peer (perftest's) never asks; the loop then concludes when it is
+    /// finished.
+    Conclude,
     /// The dialect is over.
     Finished,
 }
@@ -136,6 +141,7 @@ pub(crate) fn drive<D: Dialect, E: Described>(
     let mut parts: Option<(SizeResult, SizeResult)> = None;
     let mut endless: Option<Outputs> = None;
     let mut landed = LandedWrites::new(plan);
+    let mut concluded = false;
     loop {
         match dialect.next(ep)? {
             Action::Connect(link) => {
@@ -238,6 +244,13 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                     results.push(r);
                 }
             }
+            Action::Conclude => {
+                progress.finish();
+                if let Some(info) = info.as_mut() {
+                    conclude(plan, ep, info, &results, &parts, endless.take())?;
+                    concluded = true;
+                }
+            }
             Action::Finished => break,
         }
     }
@@ -245,12 +258,27 @@ pub(crate) fn drive<D: Dialect, E: Described>(
     let Some(mut info) = info else {
         return Err(dialect.unconnected());
     };
+    if !concluded {
+        conclude(plan, ep, &mut info, &results, &parts, endless)?;
+    }
+    report::gate(plan, &info, &results)
+}
+
+/// The run's footer and files ([`report::conclude`]), once every size is settled.
+fn conclude<E: Described>(
+    plan: &Plan,
+    ep: &E,
+    info: &mut RunInfo,
+    results: &[SizeResult],
+    parts: &Option<(SizeResult, SizeResult)>,
+    endless: Option<Outputs>,
+) -> Result<(), Error> {
     if let (Some(run), Some(o)) = (info.run_infinitely.as_mut(), &endless) {
         run.intervals = o.intervals();
         run.stopped_by = Some(signals::received().unwrap_or("peer").to_string());
     }
     let both = parts.as_ref().map(|(m, t)| (m, t));
-    report::conclude(plan, ep, info, &results, both, endless)
+    report::conclude(plan, ep, info, results, both, endless)
 }
 
 /// UD: every message of the run must fit the path MTU, the smaller of the two sides' offers; the peer's

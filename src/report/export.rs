@@ -11,7 +11,9 @@
 //!
 //! Exporters only make bytes; the manager writes them, each file in one of three ways (see [`Content`]),
 //! all of them in `crate::results::files`: replaced whole through a temporary file, rows appended under
-//! a checked CSV header, or lines of a stream kept open.
+//! a checked CSV header, or lines of a stream kept open. Before a run is measured,
+//! [`ExportManager::probe`] tries each place as its format will write it, naming the flag of one that
+//! cannot be written.
 //!
 //! The flags that name a file of a format are declared here too, as clap `Args` the binaries flatten:
 //! [`FormatFiles`] (every tool: the six tests, `roce_compare`, `roce_fabric`), [`RunFiles`] and
@@ -38,8 +40,8 @@ pub(crate) use svg::SvgExporter;
 use crate::params::OutputSelect;
 use crate::results::fabric::FabricRun;
 use crate::results::{
-    CompareSet, LineStream, RunInfo, SizeResult, WriteError, append_under_header,
-    create_results_dir, replace_with, write_atomic,
+    CompareSet, LineStream, RunInfo, SizeResult, Unusable, WriteError, Writes, append_under_header,
+    create_results_dir, probe_dir, probe_file, replace_with, write_atomic,
 };
 use std::io;
 use std::path::{Path, PathBuf};
@@ -218,6 +220,11 @@ pub(crate) type Files<'d> = Result<Vec<ExportFile<'d>>, WriteError>;
 pub(crate) trait Exporter {
     /// The files of this format for `doc` at `place` (none when the format does not apply to it).
     fn export<'d>(&self, doc: &Document<'d>, place: &Place) -> Files<'d>;
+
+    /// How this format writes a file the user named ([`Place::File`]), for its probe at set-up.
+    fn writes(&self) -> Writes {
+        Writes::Whole
+    }
 }
 
 /// What [`ExportManager::write`] did: the files written, in order, and the error it stopped at.
@@ -239,10 +246,17 @@ impl Written {
     }
 }
 
+/// One format of a manager: its exporter, its place, and the flag that named the place.
+struct Target {
+    exporter: Box<dyn Exporter>,
+    place: Place,
+    flag: Option<&'static str>,
+}
+
 /// Writes documents in several formats, each to its place, in the order they were added.
 #[derive(Default)]
 pub(crate) struct ExportManager {
-    exporters: Vec<(Box<dyn Exporter>, Place)>,
+    exporters: Vec<Target>,
     /// The streams opened so far, by path.
     streams: Vec<LineStream>,
 }
@@ -254,21 +268,54 @@ impl ExportManager {
     }
 
     /// Adds a format, written to `place`.
-    pub(crate) fn with(mut self, exporter: impl Exporter + 'static, place: Place) -> ExportManager {
-        self.exporters.push((Box::new(exporter), place));
+    pub(crate) fn with(self, exporter: impl Exporter + 'static, place: Place) -> ExportManager {
+        self.with_flag(exporter, place, None)
+    }
+
+    /// Adds a format, written to `place`, which `flag` named (said when [`ExportManager::probe`]
+    /// finds it unusable).
+    fn with_flag(
+        mut self,
+        exporter: impl Exporter + 'static,
+        place: Place,
+        flag: Option<&'static str>,
+    ) -> ExportManager {
+        self.exporters.push(Target {
+            exporter: Box::new(exporter),
+            place,
+            flag,
+        });
         self
     }
 
-    /// Adds a format written to `file`, when the flag gave one.
+    /// Adds a format written to `file`, when `flag` gave one.
     pub(crate) fn with_file(
         self,
         exporter: impl Exporter + 'static,
         file: &Option<PathBuf>,
+        flag: &'static str,
     ) -> ExportManager {
         match file {
-            Some(p) => self.with(exporter, Place::File(p.clone())),
+            Some(p) => self.with_flag(exporter, Place::File(p.clone()), Some(flag)),
             None => self,
         }
+    }
+
+    /// Tries every place as its format will write it (a file beside a whole file, a CSV's header, a
+    /// directory made and written into), leaving nothing changed: run at set-up, before the peer is
+    /// contacted, so that a path that cannot be written stops the run before it is measured.
+    pub(crate) fn probe(&self) -> Result<(), Unusable> {
+        for t in &self.exporters {
+            let probed = match &t.place {
+                Place::File(p) => probe_file(p, &t.exporter.writes()),
+                Place::Dir(d) => probe_dir(d),
+            };
+            probed.map_err(|source| Unusable {
+                flag: t.flag.unwrap_or("output"),
+                source,
+            })?;
+        }
+        Ok(())
     }
 
     /// Adds every format [`FormatFiles`] names a file for: the one place a format's flag becomes
@@ -287,16 +334,25 @@ impl ExportManager {
         single: Option<OutputSelect>,
     ) -> ExportManager {
         let mut m = ExportManager::new()
-            .with_file(CsvExporter, &files.csv)
-            .with_file(JsonExporter, &files.json);
+            .with_file(CsvExporter, &files.csv, "--csv")
+            .with_file(JsonExporter, &files.json, "--json");
         if let Some(dir) = &files.results {
+            let results = Some("--results");
             m = m
-                .with(CsvExporter, Place::Dir(dir.clone()))
-                .with(JsonExporter, Place::Dir(dir.clone()));
+                .with_flag(CsvExporter, Place::Dir(dir.clone()), results)
+                .with_flag(JsonExporter, Place::Dir(dir.clone()), results);
         }
-        m.with_file(PerftestJsonExporter { single }, &reporting.out_json())
-            .with_file(JsonStreamExporter, &reporting.json_stream)
-            .with_formats(&files.formats)
+        let out_json = match reporting.out_json_file {
+            Some(_) => "--out_json_file",
+            None => "--out_json",
+        };
+        m.with_file(
+            PerftestJsonExporter { single },
+            &reporting.out_json(),
+            out_json,
+        )
+        .with_file(JsonStreamExporter, &reporting.json_stream, "--json-stream")
+        .with_formats(&files.formats)
     }
 
     /// A comparison's files in `dir`: compare.csv, compare.json, the HdrHistogram logs, the plots.
@@ -348,7 +404,10 @@ impl ExportManager {
         mut failed: impl FnMut(WriteError) -> bool,
     ) -> Vec<PathBuf> {
         let mut paths = Vec::new();
-        for (exporter, place) in &self.exporters {
+        for Target {
+            exporter, place, ..
+        } in &self.exporters
+        {
             let written = exporter.export(doc, place).and_then(|files| {
                 if let (Place::Dir(dir), false) = (place, files.is_empty()) {
                     create_results_dir(dir)?;

@@ -10,6 +10,9 @@ use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+mod probe;
+pub(crate) use probe::{Unusable, Writes, probe_dir, probe_file};
+
 /// Why a results file could not be written. Every variant names the file and what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -231,19 +234,7 @@ pub(crate) fn append_under_header(
         out.extend_from_slice(header.as_bytes());
         out.push(b'\n');
     } else {
-        file.seek(SeekFrom::Start(0)).map_err(io("read"))?;
-        let mut first = String::new();
-        BufReader::new(&file)
-            .read_line(&mut first)
-            .map_err(io("read"))?;
-        let found = first.trim_end_matches(['\r', '\n']);
-        if found != header {
-            return Err(WriteError::CsvHeaderMismatch {
-                path: path.to_owned(),
-                expected: header.to_owned(),
-                found: found.to_owned(),
-            });
-        }
+        check_header(&mut file, path, header)?;
         // A file cut short mid-line (a crash) must not glue our first row onto its last one.
         file.seek(SeekFrom::End(-1)).map_err(io("read"))?;
         let mut last = [0u8; 1];
@@ -254,6 +245,28 @@ pub(crate) fn append_under_header(
     }
     out.extend_from_slice(rows);
     file.write_all(&out).map_err(io("write"))
+}
+
+/// Checks that the CSV `file` (at `path`, not empty) starts with exactly `header`: rows must never
+/// end up under the wrong columns.
+fn check_header(file: &mut std::fs::File, path: &Path, header: &str) -> Result<(), WriteError> {
+    let io = |source| WriteError::Io {
+        action: "read",
+        path: path.to_owned(),
+        source,
+    };
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut first = String::new();
+    BufReader::new(&*file).read_line(&mut first).map_err(io)?;
+    let found = first.trim_end_matches(['\r', '\n']);
+    if found != header {
+        return Err(WriteError::CsvHeaderMismatch {
+            path: path.to_owned(),
+            expected: header.to_owned(),
+            found: found.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// A file of JSON lines (`--json-stream`), created once and kept open until the run ends, each line
@@ -302,6 +315,14 @@ pub(crate) fn compare_dir(results: &Path, started_at: &str) -> PathBuf {
         .or_else(|| compact_timestamp(&now_rfc3339()))
         .unwrap_or_default();
     results.join(stamp)
+}
+
+/// Makes a FIFO at `path`, for the tests of what is written to one.
+#[cfg(test)]
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
 }
 
 #[cfg(test)]
@@ -354,9 +375,7 @@ mod tests {
     fn a_fifo_is_written_in_place_not_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("results.fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        mkfifo(&fifo);
         let reader = {
             let fifo = fifo.clone();
             std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())

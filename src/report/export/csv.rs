@@ -3,7 +3,7 @@
 
 use super::{Content, Document, ExportFile, Exporter, Files, Place};
 use crate::results::csv::{compare_csv, csv_error, header_line, interval_row, run_rows};
-use crate::results::{fabric, results_paths};
+use crate::results::{Writes, fabric, results_paths};
 
 /// CSV, in the columns `crate::results::csv` defines for each document.
 pub(crate) struct CsvExporter;
@@ -37,6 +37,11 @@ impl Exporter for CsvExporter {
             },
         };
         Ok(vec![file])
+    }
+
+    fn writes(&self) -> Writes {
+        // A file the user names takes a run's rows (a comparison's and a fabric's go in directories).
+        Writes::Rows(header_line())
     }
 }
 

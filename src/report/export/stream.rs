@@ -3,7 +3,7 @@
 
 use super::{Content, Document, ExportFile, Exporter, Files, Place};
 use crate::results::json::one_line;
-use crate::results::to_json;
+use crate::results::{Writes, to_json};
 use serde_json::json;
 
 /// The `schema` of the first line of a `--json-stream` file.
@@ -51,5 +51,9 @@ impl Exporter for JsonStreamExporter {
             content: Content::Line(one_line(&path, &line)?),
             path,
         }])
+    }
+
+    fn writes(&self) -> Writes {
+        Writes::Lines
     }
 }

@@ -96,6 +96,51 @@ fn perftest_document_goes_to_out_json_file_or_its_default() {
 }
 
 #[test]
+fn a_run_probes_each_place_as_its_format_writes_it_and_names_the_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = |name: &str| tmp.path().join(name).to_str().unwrap().to_owned();
+    let other = t("other.csv");
+    std::fs::write(&other, "a,b\n").unwrap();
+    let ours = t("ours.csv");
+    std::fs::write(&ours, format!("{}\n", crate::results::csv::header_line())).unwrap();
+    let usable = run_flags(&[
+        "--csv",
+        &ours,
+        "--json",
+        &t("r.json"),
+        "--results",
+        &t("results/deep"),
+        "--out_json_file",
+        &t("p.json"),
+        "--json-stream",
+        &t("s.jsonl"),
+    ]);
+    ExportManager::for_run(&usable.0, &usable.1, None)
+        .probe()
+        .unwrap();
+    assert_eq!(names(tmp.path()), ["other.csv", "ours.csv"], "nothing left");
+    let missing = t("no/dir/f");
+    for (flag, path, found) in [
+        ("--csv", &other, "its header does not match"),
+        ("--json", &missing, "No such file"),
+        ("--results", &format!("{other}/sub"), "Not a directory"),
+        ("--out_json_file", &missing, "No such file"),
+        ("--json-stream", &missing, "No such file"),
+    ] {
+        let (files, reporting) = run_flags(&[flag, path]);
+        let err = ExportManager::for_run(&files, &reporting, None)
+            .probe()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!("{flag}: ")) && err.contains(path) && err.contains(found),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "a,b\n");
+}
+
+#[test]
 fn a_run_is_written_as_the_results_schema_writes_it() {
     let tmp = tempfile::tempdir().unwrap();
     let (info, results) = (bw_info(), [bw_result()]);
