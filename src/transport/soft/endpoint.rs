@@ -59,6 +59,8 @@ struct QpSlot {
     peer: Gid,
     /// ICRCs started over this queue pair's path header, by packet length.
     tx_icrcs: TxIcrcs,
+    /// Its unacknowledged PSNs when the datapath last looked (ACKs only lower the true figure).
+    unacked: u32,
 }
 
 /// The soft transport's endpoint. See the module documentation.
@@ -97,6 +99,9 @@ pub struct SoftEndpoint {
     counters: SoftCounters,
     /// Round-robin start for completions and transmission, so no QP starves.
     next_qp: usize,
+    /// The sum of the slots' `unacked`: at least the PSNs all queue pairs have out together, which
+    /// the datapath holds to `max_unacked_psns` (see `datapath::SoftEndpoint::transmit`).
+    in_flight: u32,
     /// The CM on QP1 (`-R`), once asked for.
     cm: Option<Box<cm::CmSide>>,
 }
@@ -147,6 +152,7 @@ impl SoftEndpoint {
                     path: None,
                     peer: Gid::ZERO,
                     tx_icrcs: TxIcrcs::new(),
+                    unacked: 0,
                 })
             })
             .collect::<std::result::Result<Vec<_>, SoftError>>()?;
@@ -171,6 +177,7 @@ impl SoftEndpoint {
             idle_polls: 0,
             counters: SoftCounters::default(),
             next_qp: 0,
+            in_flight: 0,
             cm: None,
         })
     }

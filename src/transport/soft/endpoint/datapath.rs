@@ -221,18 +221,44 @@ impl SoftEndpoint {
         } else {
             rc::Instant::ZERO
         };
+        let budget = self.cfg.max_unacked_psns;
+        let mut recounted = false;
         let mut blocked = false;
+        let mut starved = None;
         let mut i = self.next_qp;
         for _ in 0..n {
-            let slot = &mut self.slots[i];
+            let at = i;
             i = if i + 1 == n { 0 } else { i + 1 };
+            // Asking an idle engine through the batch (GSO entry checks, framing) costs more.
+            let Some(had) = self.slots[at]
+                .qp
+                .as_ref()
+                .filter(|q| q.has_transmit_work(acks))
+                .map(|q| q.unacked_psns())
+            else {
+                continue;
+            };
+            // What all queue pairs have out together stays within the budget: the peer buffers it
+            // in one socket buffer or ring, and an overflow costs every window behind it again
+            // (thousands of queue pairs collapsed into resends). ACKs only lower the sum, so it is
+            // counted again once it reaches the budget; nothing is acknowledged during this call.
+            self.in_flight = self.in_flight - self.slots[at].unacked + had;
+            self.slots[at].unacked = had;
+            if self.in_flight >= budget && !recounted {
+                self.in_flight = recount(&mut self.slots);
+                recounted = true;
+            }
+            let room = budget.saturating_sub(self.in_flight);
+            let slot = &mut self.slots[at];
             let (Some(qp), Some(path), icrcs) =
                 (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
             else {
                 continue;
             };
-            // Asking an idle engine through the batch (GSO entry checks, framing) costs more.
-            if !qp.has_transmit_work(acks) {
+            qp.cap_unacked(had + room);
+            if room == 0 && !qp.has_uncapped_work(acks) {
+                // It waits for room; the next transmission starts with it.
+                starved.get_or_insert(at);
                 continue;
             }
             let to = path.addr();
@@ -256,14 +282,17 @@ impl SoftEndpoint {
                     break;
                 }
             }
+            let sent = qp.unacked_psns();
+            self.in_flight = self.in_flight - had + sent;
+            slot.unacked = sent;
             if blocked {
                 break;
             }
         }
-        self.next_qp = if self.next_qp + 1 >= n {
-            0
-        } else {
-            self.next_qp + 1
+        self.next_qp = match starved {
+            Some(at) => at,
+            None if self.next_qp + 1 >= n => 0,
+            None => self.next_qp + 1,
         };
         if self.nic.tx_pending() > 0 {
             // Held (delayed) packets of an impaired device leave by the clock.
@@ -271,6 +300,18 @@ impl SoftEndpoint {
         }
         Ok(())
     }
+}
+
+/// Looks at every queue pair's unacknowledged PSNs again (ACKs and go-backs lowered them since);
+/// their sum.
+#[cold]
+fn recount(slots: &mut [QpSlot]) -> u32 {
+    let mut sum = 0u32;
+    for s in slots.iter_mut() {
+        s.unacked = s.qp.as_ref().map_or(0, |q| q.unacked_psns());
+        sum = sum.saturating_add(s.unacked);
+    }
+    sum
 }
 
 /// Hands one verified packet (BTH..pad) from `src` to the queue pair its BTH.DestQP names, if it

@@ -274,6 +274,20 @@ impl Qp {
         }
     }
 
+    /// PSNs this queue pair's requester sent and has not seen acknowledged (0 in the error state).
+    pub fn unacked_psns(&self) -> u32 {
+        match self.state {
+            QpState::Error(_) => 0,
+            QpState::Ready => self.req.unacked(),
+        }
+    }
+
+    /// Holds the requester to at most `cap` unacknowledged PSNs (an endpoint sharing one receive
+    /// buffer among many queue pairs); answers, probes and selective repeat's resends still go.
+    pub fn cap_unacked(&mut self, cap: u32) {
+        self.req.set_cap(cap);
+    }
+
     /// Writes the next packet to send into `buf` (at least `max_packet_len()` bytes) and returns its
     /// length, or `None` when nothing is ready. Call until `None` after every other call.
     pub fn poll_transmit(&mut self, mut now: impl Now, buf: &mut [u8]) -> Option<usize> {
@@ -301,6 +315,17 @@ impl Qp {
         match self.state {
             QpState::Error(_) => answers,
             QpState::Ready => answers || self.req.may_transmit(),
+        }
+    }
+
+    /// As [`has_transmit_work`](Self::has_transmit_work) for a requester whose cap
+    /// ([`cap_unacked`](Self::cap_unacked)) is reached: answers, a probe or a selective resend.
+    pub fn has_uncapped_work(&self, acks: LoneAck) -> bool {
+        let answers =
+            self.resp.has_answers() && !(acks == LoneAck::Hold && self.resp.only_ack_queued());
+        match self.state {
+            QpState::Error(_) => answers,
+            QpState::Ready => answers || self.req.may_resend(),
         }
     }
 

@@ -128,6 +128,9 @@ pub(super) struct Requester {
     recovery: LossRecovery,
     /// The round-trip estimate behind the fast retransmission timeout (selective repeat, `gbn`).
     rto: Rto,
+    /// Unacknowledged PSNs the endpoint lets this requester have now (its share of what all its
+    /// queue pairs may have out together): below the window when the endpoint's budget is short.
+    cap: u32,
 }
 
 impl Requester {
@@ -167,6 +170,7 @@ impl Requester {
             recv_seq_next: 0,
             recovery,
             rto: Rto::default(),
+            cap: u32::MAX,
         }
     }
 
@@ -212,16 +216,31 @@ impl Requester {
         self.sq.front().is_some_and(|w| w.started)
     }
 
+    /// PSNs sent and not yet acknowledged (after a go-back, only those sent again).
+    pub(super) fn unacked(&self) -> u32 {
+        self.req_psn.diff(self.comp_psn).max(0) as u32
+    }
+
+    /// Lets at most `cap` PSNs be unacknowledged, whatever the window allows (the endpoint's share).
+    pub(super) fn set_cap(&mut self, cap: u32) {
+        self.cap = cap;
+    }
+
     /// Whether [`poll_transmit`](Self::poll_transmit) may have a packet: a work request not yet
     /// (fully) sent, or go-back-N's probe. Selective repeat always may (its resends are not behind
     /// the cursor).
     pub(super) fn may_transmit(&self) -> bool {
-        self.cursor < self.sq.len()
-            || match &self.recovery {
-                LossRecovery::Selective(_) => true,
-                LossRecovery::Probing(g) => g.probe_due(),
-                LossRecovery::GoBackN => false,
-            }
+        self.cursor < self.sq.len() || self.may_resend()
+    }
+
+    /// Whether a packet the endpoint's cap does not hold may be due: go-back-N's probe, or any of
+    /// selective repeat's resends.
+    pub(super) fn may_resend(&self) -> bool {
+        match &self.recovery {
+            LossRecovery::Selective(_) => true,
+            LossRecovery::Probing(g) => g.probe_due(),
+            LossRecovery::GoBackN => false,
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must be called next, if ever.
@@ -379,7 +398,7 @@ impl Requester {
             _ => {}
         }
         let w = *self.sq.get(self.cursor)?;
-        if self.req_psn.diff(self.comp_psn) >= self.window(ctx) as i32 {
+        if self.req_psn.diff(self.comp_psn) >= self.window(ctx).min(self.cap) as i32 {
             return None;
         }
         if w.is_read_or_atomic() && !w.started {
