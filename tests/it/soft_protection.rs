@@ -4,13 +4,13 @@
 //! 0x62) for its PSN, and not one byte of the responder's region changes. A plain UDP socket on
 //! the peer's address plays the requester, so what is asserted is the datagram that came back.
 
-use crate::soft_support::endpoints::{connect, free_port, pattern, udp_cfg, with_icrc_v2};
+use crate::soft_support::endpoints::{connect, free_port, pattern, remote, udp_cfg, with_icrc_v2};
 
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
-use roceperf::transport::{Completion, Endpoint};
+use roceperf::transport::{Completion, CompletionStatus, Endpoint, SendOp, SendRequest};
 
 /// The request forged.
 #[derive(Clone, Copy, Debug)]
@@ -126,6 +126,88 @@ fn forged_request_is_refused_and_changes_nothing(op: Op, fault: Fault, net: u8) 
     assert_eq!(changed, None, "{what}: the region changed");
     let c = b.counters();
     assert_eq!(c.naks_sent.remote_access, 1, "{what}: {c:?}");
+    // Issue 33, defect 5: the responder's side names the request it refused and the NAK it sent.
+    let failure = b
+        .failure()
+        .unwrap_or_else(|| panic!("{what}: no failure named"));
+    let opcode = match op {
+        Op::Write => "RC_RDMA_WRITE_ONLY",
+        Op::Read => "RC_RDMA_READ_REQUEST",
+        Op::FetchAdd => "RC_FETCH_ADD",
+    };
+    for part in [
+        format!(
+            "queue pair 0 (QPN {:#08x}), whose peer is {a_ip}:{port}",
+            ours.qpn
+        ),
+        format!("refused {opcode} at PSN {psn:#08x}"),
+        format!("rkey {rkey:#010x}, address {va:#x}"),
+        "NAK remote access error (syndrome 0x62)".to_string(),
+    ] {
+        assert!(
+            failure.contains(&part),
+            "{what}: {failure:?} lacks {part:?}"
+        );
+    }
+}
+
+/// Issue 33, defect 5: the forger uses the PSN the responder expects next, which the real
+/// requester has not sent yet; the responder NAKs it to the requester and stops answering. The
+/// requester ignores a NAK for a PSN it never sent, but no longer forgets it: when its own WRITE then
+/// runs out of retries, it names that NAK instead of blaming only the silence.
+#[test]
+fn a_requester_names_the_nak_its_peer_sent_for_a_psn_it_never_sent() {
+    let (a_ip, b_ip) = ("127.0.47.1", "127.0.47.2");
+    let port = free_port(a_ip);
+    let mut ca = udp_cfg(a_ip, port);
+    ca.timeout = 6; // ≈262 µs per try
+    let mut a = SoftEndpoint::open(ca).unwrap();
+    let mut b = SoftEndpoint::open(udp_cfg(b_ip, port)).unwrap();
+    connect(&mut a, &mut b);
+    let (peer, ours) = (a.local_info().qps[0].clone(), b.local_info().qps[0].clone());
+    // Same address as the requester (the check is on the source address), another port.
+    let forger = UdpSocket::bind((a_ip, 0)).unwrap();
+    let forged_port = forger.local_addr().unwrap().port();
+    let ib = request(
+        Op::Write,
+        ours.qpn,
+        peer.psn,
+        ours.vaddr,
+        ours.rkey ^ 0x8000_0000,
+    );
+    let pkt = with_icrc_v2((a_ip, forged_port), (b_ip, port), ib);
+    forger.send_to(&pkt, (b_ip, port)).unwrap();
+    let mut comps = [Completion::EMPTY; 8];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while a.failure().is_none() && Instant::now() < deadline {
+        assert_eq!(a.poll_cq(&mut comps).unwrap(), 0);
+        b.poll_cq(&mut comps).unwrap();
+    }
+    let write = SendRequest::new(1, SendOp::Write, 0, 4096, Some(remote(&b, 0, 0)));
+    a.post_send(0, &write).unwrap();
+    let mut got = None;
+    while got.is_none() && Instant::now() < deadline + Duration::from_secs(5) {
+        if a.poll_cq(&mut comps).unwrap() > 0 {
+            got = Some(comps[0]);
+        }
+        b.poll_cq(&mut comps).unwrap();
+    }
+    let c = got.expect("the WRITE completes once its retries run out");
+    assert_eq!(c.status, CompletionStatus::RetryExceeded, "{c:?}");
+    let failure = a.failure().expect("the foreign NAK is named");
+    for part in [
+        format!(
+            "the peer answered PSN {:#08x}, which this side had not sent",
+            peer.psn
+        ),
+        "NAK remote access error (syndrome 0x62)".to_string(),
+    ] {
+        assert!(failure.contains(&part), "{failure:?} lacks {part:?}");
+    }
+    assert!(
+        b.failure()
+            .is_some_and(|f| f.contains("RC_RDMA_WRITE_ONLY"))
+    );
 }
 
 #[test]

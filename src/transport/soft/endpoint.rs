@@ -516,4 +516,21 @@ impl Endpoint for SoftEndpoint {
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize> {
         self.poll(out)
     }
+
+    fn failure(&self) -> Option<String> {
+        // Rare and after the fact: a look at every queue pair costs nothing the datapath pays.
+        self.slots.iter().enumerate().find_map(|(i, s)| {
+            let failure = s.qp.as_ref()?.failure()?;
+            // Only the connected peer's packets reach a queue pair (`ingress::from_peer`), so
+            // what it refused came from (or claimed) that address.
+            let from = match s.path.as_ref().and_then(|p| p.addr()) {
+                Some(a) => a.to_string(),
+                None => s.peer.to_string(),
+            };
+            Some(format!(
+                "queue pair {i} (QPN {:#08x}), whose peer is {from}: {failure}",
+                s.qpn
+            ))
+        })
+    }
 }

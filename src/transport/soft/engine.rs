@@ -129,6 +129,14 @@ impl Engine {
         }
     }
 
+    /// RC's failure that no completion names ([`rc::Qp::failure`]); UC and UD have none.
+    pub(crate) fn failure(&self) -> Option<rc::QpFailure> {
+        match self {
+            Engine::Rc(q) => q.failure(),
+            Engine::Uc(_) | Engine::Ud(_) => None,
+        }
+    }
+
     /// PSNs sent and not yet acknowledged (RC; UC and UD are never acknowledged: 0).
     #[inline]
     pub(crate) fn unacked_psns(&self) -> u32 {

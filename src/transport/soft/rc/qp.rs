@@ -274,6 +274,12 @@ impl Qp {
         }
     }
 
+    /// The first failure of this queue pair that no completion names: the request its responder
+    /// refused with a fatal NAK, else a fatal NAK the peer sent for a PSN never sent from here.
+    pub fn failure(&self) -> Option<super::QpFailure> {
+        self.resp.refused.or(self.req.foreign_nak)
+    }
+
     /// PSNs this queue pair's requester sent and has not seen acknowledged (0 in the error state).
     pub fn unacked_psns(&self) -> u32 {
         match self.state {

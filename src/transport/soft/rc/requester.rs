@@ -19,6 +19,7 @@ use crate::transport::{Completion, CompletionStatus, SendOp, SendRequest};
 use crate::wire::{AethKind, IbRepr, NakCode};
 
 use super::ctx::Ctx;
+use super::failure::QpFailure;
 use super::gbn::GbnLoss;
 use super::mr::Span;
 use super::packet::{self, Response, Seg};
@@ -128,6 +129,8 @@ pub(super) struct Requester {
     recovery: LossRecovery,
     /// The round-trip estimate behind the fast retransmission timeout (selective repeat, `gbn`).
     rto: Rto,
+    /// The first fatal NAK the peer sent for a PSN this side had not sent, to name in the run's error.
+    pub(super) foreign_nak: Option<QpFailure>,
     /// Unacknowledged PSNs the endpoint lets this requester have now (its share of what all its
     /// queue pairs may have out together): below the window when the endpoint's budget is short.
     cap: u32,
@@ -171,6 +174,7 @@ impl Requester {
             recovery,
             rto: Rto::default(),
             cap: u32::MAX,
+            foreign_nak: None,
         }
     }
 
@@ -533,12 +537,22 @@ impl Requester {
     /// The PSN of response `repr` when it can still answer something outstanding; `None`, counted as
     /// stale, otherwise.
     #[inline]
-    fn answering_psn(&self, repr: &IbRepr, ctx: &mut Ctx<'_>) -> Option<Psn> {
+    fn answering_psn(&mut self, repr: &IbRepr, ctx: &mut Ctx<'_>) -> Option<Psn> {
         let psn = Psn::new(repr.bth.psn);
         // Only PSNs in [comp_psn - 1, sent_high) can answer anything still outstanding; an ACK
         // for comp_psn - 1 is a plain duplicate.
         if !psn.before(self.sent_high) || psn.before(self.comp_psn) {
             ctx.counters.drops.protocol.stale_response += 1;
+            if !psn.before(self.sent_high)
+                && let Some(AethKind::Nak(nak)) = repr.aeth.map(|a| a.kind())
+                && nak != NakCode::PsnSequenceError
+            {
+                // Not ours to fail on, but the peer's queue pair is in ERROR now: say why later.
+                self.foreign_nak.get_or_insert(QpFailure::ForeignNak {
+                    psn: psn.value(),
+                    nak,
+                });
+            }
             return None;
         }
         Some(psn)
