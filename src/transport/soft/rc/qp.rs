@@ -316,23 +316,19 @@ impl Qp {
     /// holding, only a lone ACK). Cheap, and it may say true when the requester turns out to be
     /// blocked (window, READ credits, RNR wait), for a caller that skips idle queue pairs.
     pub fn has_transmit_work(&self, acks: LoneAck) -> bool {
-        let answers =
-            self.resp.has_answers() && !(acks == LoneAck::Hold && self.resp.only_ack_queued());
-        match self.state {
-            QpState::Error(_) => answers,
-            QpState::Ready => answers || self.req.may_transmit(),
-        }
+        self.has_answers(acks) || (self.state == QpState::Ready && self.req.may_transmit())
     }
 
     /// As [`has_transmit_work`](Self::has_transmit_work) for a requester whose cap
     /// ([`cap_unacked`](Self::cap_unacked)) is reached: answers, a probe or a selective resend.
     pub fn has_uncapped_work(&self, acks: LoneAck) -> bool {
-        let answers =
-            self.resp.has_answers() && !(acks == LoneAck::Hold && self.resp.only_ack_queued());
-        match self.state {
-            QpState::Error(_) => answers,
-            QpState::Ready => answers || self.req.may_resend(),
-        }
+        self.has_answers(acks) || (self.state == QpState::Ready && self.req.may_resend())
+    }
+
+    /// The responder has something to send with `acks` (in any state: a fatal NAK goes in ERROR).
+    #[inline]
+    fn has_answers(&self, acks: LoneAck) -> bool {
+        self.resp.has_answers() && !(acks == LoneAck::Hold && self.resp.only_ack_queued())
     }
 
     fn transmit(&mut self, now: &mut impl Now, buf: &mut [u8], acks: LoneAck) -> Option<usize> {
