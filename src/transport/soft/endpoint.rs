@@ -102,6 +102,10 @@ pub struct SoftEndpoint {
     /// The sum of the slots' `unacked`: at least the PSNs all queue pairs have out together, which
     /// the datapath holds to `max_unacked_psns` (see `datapath::SoftEndpoint::transmit`).
     in_flight: u32,
+    /// `max_unacked_psns` (or one queue pair's window, when deeper: selective repeat's) when the
+    /// queue pairs' windows together exceed it; the datapath then shares it among them. `None`
+    /// (one queue pair, say): nothing to share, no bookkeeping.
+    shared_budget: Option<u32>,
     /// The CM on QP1 (`-R`), once asked for.
     cm: Option<Box<cm::CmSide>>,
 }
@@ -178,6 +182,7 @@ impl SoftEndpoint {
             counters: SoftCounters::default(),
             next_qp: 0,
             in_flight: 0,
+            shared_budget: None,
             cm: None,
         })
     }
@@ -374,9 +379,13 @@ impl SoftEndpoint {
         };
         let remote_qkey = peer.qkey.unwrap_or(crate::params::DEFAULT_QKEY);
         let conn = self.conn_of(i);
-        let slot = &mut self.slots[i];
         let qp =
             Engine::new(conn, qcfg, mem, self.cfg.qkey, remote_qkey).map_err(SoftError::from)?;
+        let window = qp.window_max();
+        let budget = self.cfg.max_unacked_psns.max(window);
+        let windows = u64::from(window) * self.slots.len() as u64;
+        self.shared_budget = (windows > budget.into()).then_some(budget);
+        let slot = &mut self.slots[i];
         slot.qp = Some(qp);
         slot.peer = path.peer_source();
         slot.path = Some(path);

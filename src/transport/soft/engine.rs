@@ -146,6 +146,14 @@ impl Engine {
         }
     }
 
+    /// The most PSNs an RC requester's window lets out (UC and UD wait for nothing: 0).
+    pub(crate) fn window_max(&self) -> u32 {
+        match self {
+            Engine::Rc(q) => q.window_max(),
+            Engine::Uc(_) | Engine::Ud(_) => 0,
+        }
+    }
+
     /// Holds an RC requester to `cap` unacknowledged PSNs (UC and UD: nothing to hold).
     #[inline]
     pub(crate) fn cap_unacked(&mut self, cap: u32) {

@@ -221,7 +221,7 @@ impl SoftEndpoint {
         } else {
             rc::Instant::ZERO
         };
-        let budget = self.cfg.max_unacked_psns;
+        let budget = self.shared_budget;
         let mut recounted = false;
         let mut blocked = false;
         let mut starved = None;
@@ -230,37 +230,30 @@ impl SoftEndpoint {
             let at = i;
             i = if i + 1 == n { 0 } else { i + 1 };
             // Asking an idle engine through the batch (GSO entry checks, framing) costs more.
-            let Some(had) = self.slots[at]
+            if !self.slots[at]
                 .qp
                 .as_ref()
-                .filter(|q| q.has_transmit_work(acks))
-                .map(|q| q.unacked_psns())
-            else {
+                .is_some_and(|q| q.has_transmit_work(acks))
+            {
                 continue;
-            };
-            // What all queue pairs have out together stays within the budget: the peer buffers it
-            // in one socket buffer or ring, and an overflow costs every window behind it again
-            // (thousands of queue pairs collapsed into resends). ACKs only lower the sum, so it is
-            // counted again once it reaches the budget; nothing is acknowledged during this call.
-            self.in_flight = self.in_flight - self.slots[at].unacked + had;
-            self.slots[at].unacked = had;
-            if self.in_flight >= budget && !recounted {
-                self.in_flight = recount(&mut self.slots);
-                recounted = true;
             }
-            let room = budget.saturating_sub(self.in_flight);
+            let had = match budget {
+                Some(budget) => match self.share(at, budget, &mut recounted, acks) {
+                    Some(had) => Some(had),
+                    None => {
+                        // It waits for room; the next transmission starts with it.
+                        starved.get_or_insert(at);
+                        continue;
+                    }
+                },
+                None => None,
+            };
             let slot = &mut self.slots[at];
             let (Some(qp), Some(path), icrcs) =
                 (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
             else {
                 continue;
             };
-            qp.cap_unacked(had + room);
-            if room == 0 && !qp.has_uncapped_work(acks) {
-                // It waits for room; the next transmission starts with it.
-                starved.get_or_insert(at);
-                continue;
-            }
             let to = path.addr();
             loop {
                 if self.nic.tx_full() {
@@ -282,9 +275,11 @@ impl SoftEndpoint {
                     break;
                 }
             }
-            let sent = qp.unacked_psns();
-            self.in_flight = self.in_flight - had + sent;
-            slot.unacked = sent;
+            if let Some(had) = had {
+                let sent = qp.unacked_psns();
+                self.in_flight = self.in_flight - had + sent;
+                slot.unacked = sent;
+            }
             if blocked {
                 break;
             }
@@ -299,6 +294,37 @@ impl SoftEndpoint {
             self.nic.flush(dev_now).map_err(io_error)?;
         }
         Ok(())
+    }
+}
+
+impl SoftEndpoint {
+    /// Caps queue pair `at`'s requester at its share of `budget`, the PSNs all queue pairs may
+    /// have unacknowledged together: the peer buffers them in one socket buffer or ring, and an
+    /// overflow costs every window behind it again (thousands of queue pairs collapsed into
+    /// resends). Its unacknowledged PSNs now, or `None` when it has nothing to send but what the
+    /// cap holds. ACKs only lower the sum, so it is counted again once it reaches the budget (once
+    /// per transmission: nothing is acknowledged during one).
+    #[inline]
+    fn share(
+        &mut self,
+        at: usize,
+        budget: u32,
+        recounted: &mut bool,
+        acks: LoneAck,
+    ) -> Option<u32> {
+        let slot = &mut self.slots[at];
+        let qp = slot.qp.as_mut()?;
+        let had = qp.unacked_psns();
+        self.in_flight = self.in_flight - slot.unacked + had;
+        slot.unacked = had;
+        if self.in_flight >= budget && !*recounted {
+            self.in_flight = recount(&mut self.slots);
+            *recounted = true;
+        }
+        let room = budget.saturating_sub(self.in_flight);
+        let qp = self.slots[at].qp.as_mut()?;
+        qp.cap_unacked(had + room);
+        (room > 0 || qp.has_uncapped_work(acks)).then_some(had)
     }
 }
 

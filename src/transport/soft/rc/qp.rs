@@ -288,6 +288,11 @@ impl Qp {
         }
     }
 
+    /// The most PSNs the requester's window ever lets out unacknowledged.
+    pub fn window_max(&self) -> u32 {
+        self.req.window_max(self.cfg.max_unacked_psns)
+    }
+
     /// Holds the requester to at most `cap` unacknowledged PSNs (an endpoint sharing one receive
     /// buffer among many queue pairs); answers, probes and selective repeat's resends still go.
     pub fn cap_unacked(&mut self, cap: u32) {

@@ -225,6 +225,14 @@ impl Requester {
         self.req_psn.diff(self.comp_psn).max(0) as u32
     }
 
+    /// The most PSNs its window ever lets out (`configured`: go-back-N's configured window).
+    pub(super) fn window_max(&self, configured: u32) -> u32 {
+        match &self.recovery {
+            LossRecovery::Selective(sr) => sr.window() / 2,
+            _ => configured,
+        }
+    }
+
     /// Lets at most `cap` PSNs be unacknowledged, whatever the window allows (the endpoint's share).
     pub(super) fn set_cap(&mut self, cap: u32) {
         self.cap = cap;
