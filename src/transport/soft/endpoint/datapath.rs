@@ -230,14 +230,10 @@ impl SoftEndpoint {
             let at = i;
             i = if i + 1 == n { 0 } else { i + 1 };
             // Asking an idle engine through the batch (GSO entry checks, framing) costs more.
-            if !self.slots[at]
-                .qp
-                .as_ref()
-                .is_some_and(|q| q.has_transmit_work(acks))
-            {
-                continue;
-            }
+            let work = |s: &QpSlot| s.qp.as_ref().is_some_and(|q| q.has_transmit_work(acks));
             let had = match budget {
+                None => None,
+                Some(_) if !work(&self.slots[at]) => continue,
                 Some(budget) => match self.share(at, budget, &mut recounted, acks) {
                     Some(had) => Some(had),
                     None => {
@@ -246,9 +242,11 @@ impl SoftEndpoint {
                         continue;
                     }
                 },
-                None => None,
             };
             let slot = &mut self.slots[at];
+            if had.is_none() && !work(slot) {
+                continue;
+            }
             let (Some(qp), Some(path), icrcs) =
                 (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
             else {
