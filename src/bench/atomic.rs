@@ -336,7 +336,7 @@ impl AtomicRun {
                 .poll_cq(&mut comps)
                 .map_err(tr("waiting for the tally"))?;
             for c in &comps[..n] {
-                check(c)?;
+                check(ep, c)?;
                 if c.wr_id != TALLY_WR_ID {
                     continue;
                 }

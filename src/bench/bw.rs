@@ -338,7 +338,7 @@ fn stream<E: Endpoint>(
         if n > 0 {
             let t = Instant::now();
             for c in &comps[..n] {
-                check(c)?;
+                check(ep, c)?;
                 let q = c.qp as usize;
                 if matches!(c.op, CompletionOp::Recv | CompletionOp::RecvWithImm) {
                     if spec.validate {
@@ -479,12 +479,16 @@ impl RecvState {
     }
 }
 
+/// Stop checks (every 0.5 ms) between two questions to the transport whether a queue pair failed.
+const FAILURE_CHECK_EVERY: u32 = 64;
+
 /// What [`passive`] is doing, for its errors, when the caller has nothing more specific to say.
 pub(crate) const SERVING: &str = "serving the peer";
 
 /// The passive side of WRITE and READ tests: keep the transport running (it applies WRITEs and answers
 /// READs) until `stop` says the peer is done. With `recvs`, SENDs that still arrive get fresh receives.
-/// `during` names the wait in a transport error (e.g. [`SERVING`]).
+/// `during` names the wait in a transport error (e.g. [`SERVING`]); a queue pair that failed where
+/// no completion says so ([`Endpoint::failure`]) ends it with that failure named.
 pub(crate) fn passive<E: Endpoint>(
     ep: &mut E,
     during: &'static str,
@@ -493,6 +497,7 @@ pub(crate) fn passive<E: Endpoint>(
 ) -> Result<()> {
     let mut comps = [Completion::EMPTY; 64];
     let mut sc = StopCheck::new();
+    let mut checks = 0u32;
     loop {
         let n = match ep.poll_cq(&mut comps) {
             Ok(n) => n,
@@ -501,15 +506,26 @@ pub(crate) fn passive<E: Endpoint>(
             Err(e) => return Err(tr(during)(e)),
         };
         for c in &comps[..n] {
-            check(c)?;
+            check(ep, c)?;
             if let Some((r, layout)) = recvs.as_mut()
                 && matches!(c.op, CompletionOp::Recv | CompletionOp::RecvWithImm)
             {
                 r.replace(ep, layout, c.qp as usize)?;
             }
         }
-        if sc.check(stop) {
-            return Ok(());
+        if sc.due().is_some() {
+            // A queue pair whose responder refused a request is in ERROR: the peer's requests
+            // now go unanswered, and only this side knows which request it was and why. Asking
+            // looks at every queue pair, so it is asked every 32 ms, not at every stop check.
+            checks = checks.wrapping_add(1);
+            if checks.is_multiple_of(FAILURE_CHECK_EVERY)
+                && let Some(failure) = ep.failure()
+            {
+                return Err(super::Error::QpFailed(failure));
+            }
+            if stop() {
+                return Ok(());
+            }
         }
     }
 }

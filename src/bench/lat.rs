@@ -104,7 +104,7 @@ impl Waiter {
             self.dog.progress();
         }
         for c in &self.comps[..n] {
-            check(c)?;
+            check(ep, c)?;
             match c.op {
                 CompletionOp::Recv | CompletionOp::RecvWithImm => {
                     check_len(c, self.exact_len, self.headroom)?;

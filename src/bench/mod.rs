@@ -70,7 +70,11 @@ pub enum Error {
         source: transport::Error,
     },
     /// A work request completed with an error.
-    #[error("queue pair {qp}: work request {wr_id} failed: {}", status.describe())]
+    #[error(
+        "queue pair {qp}: work request {wr_id} failed: {}{}",
+        status.describe(),
+        before.as_ref().map(|b| format!("; before that, {b}")).unwrap_or_default()
+    )]
     Completion {
         /// Queue pair index.
         qp: u32,
@@ -78,7 +82,13 @@ pub enum Error {
         wr_id: u64,
         /// The error status.
         status: CompletionStatus,
+        /// What the transport saw fail first that no completion names ([`Endpoint::failure`]).
+        before: Option<String>,
     },
+    /// A queue pair of this side failed where no completion says so (its responder refused a
+    /// request); the transport names the request and the answer.
+    #[error("{0}")]
+    QpFailed(String),
     /// The requested core is not available.
     #[error(
         "--cpu {requested}: no such core available to this process (available: {available}); choose one of them"
@@ -491,8 +501,8 @@ fn exact_len(mode: RunMode, size: u64) -> Option<u64> {
     matches!(mode, RunMode::Iterations(_)).then_some(size)
 }
 
-/// Checks a completion's status.
-fn check(c: &transport::Completion) -> Result<()> {
+/// Checks a completion's status; a failure says what `ep` saw fail before it, if anything.
+fn check<E: Endpoint + ?Sized>(ep: &E, c: &transport::Completion) -> Result<()> {
     if c.status == CompletionStatus::Success {
         Ok(())
     } else {
@@ -500,6 +510,7 @@ fn check(c: &transport::Completion) -> Result<()> {
             qp: c.qp,
             wr_id: c.wr_id,
             status: c.status,
+            before: ep.failure(),
         })
     }
 }

@@ -200,7 +200,7 @@ impl Inbox {
             .map_err(tr("polling completions"))?;
         for k in 0..n {
             let c = self.comps[k];
-            check(&c)?;
+            check(ep, &c)?;
             match c.op {
                 CompletionOp::Recv | CompletionOp::RecvWithImm => {
                     check_len(&c, exact, spec.layout.recv_headroom)?;

@@ -370,6 +370,14 @@ pub trait Endpoint {
 
     /// Drives the transport and moves up to `out.len()` completions into `out`; returns how many.
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize>;
+
+    /// The first queue-pair failure this side saw that no completion of its own names (its
+    /// responder refused a request with a fatal NAK; the peer NAKed a PSN this side never sent),
+    /// said in full: which queue pair, what arrived from where, what was answered. `None` when
+    /// there is none or the transport cannot tell (verbs reports these as asynchronous events).
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
 #[cfg(test)]

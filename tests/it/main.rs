@@ -57,6 +57,7 @@ mod soft_netns;
 mod soft_noalloc;
 mod soft_packet;
 mod soft_process;
+mod soft_protection;
 mod soft_rdma_cm;
 mod soft_six_tests;
 mod tcp_reports;

@@ -428,3 +428,47 @@ fn ipv4_icrc_is_checked_whatever_the_senders_ip_id() {
     let d = b.counters().drops;
     assert_eq!((d.bad_icrc, d.unknown_qpn), (1, 1), "{d:?}");
 }
+
+/// Issue 33, defect 4: a thousand queue pairs, each with a window's worth of 64 KiB WRITEs posted,
+/// once sent all of it at once into the peer's one socket buffer (8 MiB): most of it was dropped,
+/// every queue pair went back N into the same overflow, and the run ended in "retry counter
+/// exceeded" with resends several times the data. The endpoint now holds what all its queue pairs
+/// have out together to `max_unacked_psns`, so the same posts finish with few resends.
+#[test]
+fn a_thousand_queue_pairs_share_the_peers_buffer_without_collapse() {
+    const QPS: usize = 1024;
+    let port = free_port("127.0.16.1");
+    let cfg = |bind| SoftConfig {
+        qps: QPS,
+        buffer_len: 1 << 17,
+        ..udp_cfg(bind, port)
+    };
+    let mut a = SoftEndpoint::open(cfg("127.0.16.1")).unwrap();
+    let mut b = SoftEndpoint::open(cfg("127.0.16.2")).unwrap();
+    // As the binaries do between two roceperf endpoints: go-back-N with the probe and loss window.
+    a.agree_recovery(roceperf::params::Recovery::Gbn);
+    b.agree_recovery(roceperf::params::Recovery::Gbn);
+    connect(&mut a, &mut b);
+    for qp in 0..QPS {
+        for k in 0..2u64 {
+            let to = remote(&b, qp, k << 16);
+            a.post_send(qp, &wr(k, SendOp::Write, k << 16, 1 << 16, Some(to)))
+                .unwrap();
+        }
+    }
+    let (done, _) = soft_support::endpoints::drive(&mut a, &mut b, 2 * QPS, 0);
+    let failed: Vec<_> = done
+        .iter()
+        .filter(|c| c.status != CompletionStatus::Success)
+        .take(3)
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}; {:?}", a.counters());
+    let c = a.counters();
+    // 2048 WRITEs of 16 packets: 32768 packets; a few resends are the loopback's business.
+    assert!(
+        c.retransmitted_packets * 10 < c.tx_packets,
+        "resends {} of {} packets: {c:?}",
+        c.retransmitted_packets,
+        c.tx_packets
+    );
+}

@@ -121,7 +121,7 @@ pub(crate) fn take_recv<E: Endpoint>(
     c: &Completion,
     exact_len: Option<u64>,
 ) -> Result<Option<usize>> {
-    check(c)?;
+    check(ep, c)?;
     if c.op != CompletionOp::Recv {
         return Ok(None);
     }

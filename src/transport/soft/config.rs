@@ -77,8 +77,11 @@ pub struct SoftConfig {
     /// packet socket took (a TCX ingress program, falling back to a sink socket); `None` reads
     /// `ROCEPERF_KERNEL_RX` ([`KernelRx::from_env`]).
     pub kernel_rx: Option<KernelRx>,
-    /// Unacknowledged PSNs a requester lets out before it waits. rxe uses 128; a userspace peer
-    /// whose thread may be descheduled for milliseconds needs a deeper window to keep the link busy.
+    /// Unacknowledged PSNs a requester lets out before it waits, and all the endpoint's requesters
+    /// together. rxe uses 128 a queue pair; a userspace peer whose thread may be descheduled for
+    /// milliseconds needs a deeper window to keep the link busy. The peer buffers what is out in
+    /// one socket buffer or ring (8 MiB, 1024 frames), so thousands of queue pairs with a window
+    /// each would overflow it, and every go-back-N resend of the loss overflow it again.
     pub max_unacked_psns: u32,
     /// `-c`: RC, UC or UD queue pairs.
     pub connection: ConnType,

@@ -59,6 +59,8 @@ struct QpSlot {
     peer: Gid,
     /// ICRCs started over this queue pair's path header, by packet length.
     tx_icrcs: TxIcrcs,
+    /// Its unacknowledged PSNs when the datapath last looked (ACKs only lower the true figure).
+    unacked: u32,
 }
 
 /// The soft transport's endpoint. See the module documentation.
@@ -97,6 +99,13 @@ pub struct SoftEndpoint {
     counters: SoftCounters,
     /// Round-robin start for completions and transmission, so no QP starves.
     next_qp: usize,
+    /// The sum of the slots' `unacked`: at least the PSNs all queue pairs have out together, which
+    /// the datapath holds to `max_unacked_psns` (see `datapath::SoftEndpoint::transmit`).
+    in_flight: u32,
+    /// `max_unacked_psns` (or one queue pair's window, when deeper: selective repeat's) when the
+    /// queue pairs' windows together exceed it; the datapath then shares it among them. `None`
+    /// (one queue pair, say): nothing to share, no bookkeeping.
+    shared_budget: Option<u32>,
     /// The CM on QP1 (`-R`), once asked for.
     cm: Option<Box<cm::CmSide>>,
 }
@@ -147,6 +156,7 @@ impl SoftEndpoint {
                     path: None,
                     peer: Gid::ZERO,
                     tx_icrcs: TxIcrcs::new(),
+                    unacked: 0,
                 })
             })
             .collect::<std::result::Result<Vec<_>, SoftError>>()?;
@@ -171,6 +181,8 @@ impl SoftEndpoint {
             idle_polls: 0,
             counters: SoftCounters::default(),
             next_qp: 0,
+            in_flight: 0,
+            shared_budget: None,
             cm: None,
         })
     }
@@ -367,9 +379,13 @@ impl SoftEndpoint {
         };
         let remote_qkey = peer.qkey.unwrap_or(crate::params::DEFAULT_QKEY);
         let conn = self.conn_of(i);
-        let slot = &mut self.slots[i];
         let qp =
             Engine::new(conn, qcfg, mem, self.cfg.qkey, remote_qkey).map_err(SoftError::from)?;
+        let window = qp.window_max();
+        let budget = self.cfg.max_unacked_psns.max(window);
+        let windows = u64::from(window) * self.slots.len() as u64;
+        self.shared_budget = (windows > budget.into()).then_some(budget);
+        let slot = &mut self.slots[i];
         slot.qp = Some(qp);
         slot.peer = path.peer_source();
         slot.path = Some(path);
@@ -508,5 +524,22 @@ impl Endpoint for SoftEndpoint {
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize> {
         self.poll(out)
+    }
+
+    fn failure(&self) -> Option<String> {
+        // Rare and after the fact: a look at every queue pair costs nothing the datapath pays.
+        self.slots.iter().enumerate().find_map(|(i, s)| {
+            let failure = s.qp.as_ref()?.failure()?;
+            // Only the connected peer's packets reach a queue pair (`ingress::from_peer`), so
+            // what it refused came from (or claimed) that address.
+            let from = match s.path.as_ref().and_then(|p| p.addr()) {
+                Some(a) => a.to_string(),
+                None => s.peer.to_string(),
+            };
+            Some(format!(
+                "queue pair {i} (QPN {:#08x}), whose peer is {from}: {failure}",
+                s.qpn
+            ))
+        })
     }
 }

@@ -119,6 +119,49 @@ impl Engine {
         }
     }
 
+    /// As [`has_transmit_work`](Self::has_transmit_work) once the endpoint's cap holds the
+    /// requester: only what the cap does not hold.
+    #[inline]
+    pub(crate) fn has_uncapped_work(&self, acks: rc::LoneAck) -> bool {
+        match self {
+            Engine::Rc(q) => q.has_uncapped_work(acks),
+            Engine::Uc(_) | Engine::Ud(_) => true,
+        }
+    }
+
+    /// RC's failure that no completion names ([`rc::Qp::failure`]); UC and UD have none.
+    pub(crate) fn failure(&self) -> Option<rc::QpFailure> {
+        match self {
+            Engine::Rc(q) => q.failure(),
+            Engine::Uc(_) | Engine::Ud(_) => None,
+        }
+    }
+
+    /// PSNs sent and not yet acknowledged (RC; UC and UD are never acknowledged: 0).
+    #[inline]
+    pub(crate) fn unacked_psns(&self) -> u32 {
+        match self {
+            Engine::Rc(q) => q.unacked_psns(),
+            Engine::Uc(_) | Engine::Ud(_) => 0,
+        }
+    }
+
+    /// The most PSNs an RC requester's window lets out (UC and UD wait for nothing: 0).
+    pub(crate) fn window_max(&self) -> u32 {
+        match self {
+            Engine::Rc(q) => q.window_max(),
+            Engine::Uc(_) | Engine::Ud(_) => 0,
+        }
+    }
+
+    /// Holds an RC requester to `cap` unacknowledged PSNs (UC and UD: nothing to hold).
+    #[inline]
+    pub(crate) fn cap_unacked(&mut self, cap: u32) {
+        if let Engine::Rc(q) = self {
+            q.cap_unacked(cap);
+        }
+    }
+
     #[inline]
     pub(crate) fn poll_completion(&mut self) -> Option<Completion> {
         match self {

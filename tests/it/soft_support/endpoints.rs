@@ -40,12 +40,22 @@ pub fn send_only_v2(
     psn: u32,
     payload: [u8; 4],
 ) -> Vec<u8> {
-    use roceperf::wire::{Icrc, Ipv4Repr, UdpRepr};
     let (q, p) = (qpn.to_be_bytes(), psn.to_be_bytes());
     let mut pkt = vec![
         0x04, 0x00, 0xff, 0xff, 0, q[1], q[2], q[3], 0x80, p[1], p[2], p[3],
     ];
     pkt.extend_from_slice(&payload);
+    with_icrc_v2((src, src_port), (dst, dst_port), pkt)
+}
+
+/// `pkt` (BTH to the end of the payload) with the ICRC it has when sent from `src`:`src_port` to
+/// `dst`:`dst_port` (RoCE v2 over IPv4, the IP ID 0) appended: a forged packet the receiver accepts.
+pub fn with_icrc_v2(
+    (src, src_port): (&str, u16),
+    (dst, dst_port): (&str, u16),
+    mut pkt: Vec<u8>,
+) -> Vec<u8> {
+    use roceperf::wire::{Icrc, Ipv4Repr, UdpRepr};
     let ip = Ipv4Repr::roce(src.parse().unwrap(), dst.parse().unwrap());
     let udp = UdpRepr {
         src_port,

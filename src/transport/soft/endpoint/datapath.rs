@@ -221,20 +221,37 @@ impl SoftEndpoint {
         } else {
             rc::Instant::ZERO
         };
+        let budget = self.shared_budget;
+        let mut recounted = false;
         let mut blocked = false;
+        let mut starved = None;
         let mut i = self.next_qp;
         for _ in 0..n {
-            let slot = &mut self.slots[i];
+            let at = i;
             i = if i + 1 == n { 0 } else { i + 1 };
+            // Asking an idle engine through the batch (GSO entry checks, framing) costs more.
+            let work = |s: &QpSlot| s.qp.as_ref().is_some_and(|q| q.has_transmit_work(acks));
+            let had = match budget {
+                None => None,
+                Some(_) if !work(&self.slots[at]) => continue,
+                Some(budget) => match self.share(at, budget, &mut recounted, acks) {
+                    Some(had) => Some(had),
+                    None => {
+                        // It waits for room; the next transmission starts with it.
+                        starved.get_or_insert(at);
+                        continue;
+                    }
+                },
+            };
+            let slot = &mut self.slots[at];
+            if had.is_none() && !work(slot) {
+                continue;
+            }
             let (Some(qp), Some(path), icrcs) =
                 (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
             else {
                 continue;
             };
-            // Asking an idle engine through the batch (GSO entry checks, framing) costs more.
-            if !qp.has_transmit_work(acks) {
-                continue;
-            }
             let to = path.addr();
             loop {
                 if self.nic.tx_full() {
@@ -256,14 +273,19 @@ impl SoftEndpoint {
                     break;
                 }
             }
+            if let Some(had) = had {
+                let sent = qp.unacked_psns();
+                self.in_flight = self.in_flight - had + sent;
+                slot.unacked = sent;
+            }
             if blocked {
                 break;
             }
         }
-        self.next_qp = if self.next_qp + 1 >= n {
-            0
-        } else {
-            self.next_qp + 1
+        self.next_qp = match starved {
+            Some(at) => at,
+            None if self.next_qp + 1 >= n => 0,
+            None => self.next_qp + 1,
         };
         if self.nic.tx_pending() > 0 {
             // Held (delayed) packets of an impaired device leave by the clock.
@@ -271,6 +293,49 @@ impl SoftEndpoint {
         }
         Ok(())
     }
+}
+
+impl SoftEndpoint {
+    /// Caps queue pair `at`'s requester at its share of `budget`, the PSNs all queue pairs may
+    /// have unacknowledged together: the peer buffers them in one socket buffer or ring, and an
+    /// overflow costs every window behind it again (thousands of queue pairs collapsed into
+    /// resends). Its unacknowledged PSNs now, or `None` when it has nothing to send but what the
+    /// cap holds. ACKs only lower the sum, so it is counted again once it reaches the budget (once
+    /// per transmission: nothing is acknowledged during one).
+    #[inline]
+    fn share(
+        &mut self,
+        at: usize,
+        budget: u32,
+        recounted: &mut bool,
+        acks: LoneAck,
+    ) -> Option<u32> {
+        let slot = &mut self.slots[at];
+        let qp = slot.qp.as_mut()?;
+        let had = qp.unacked_psns();
+        self.in_flight = self.in_flight - slot.unacked + had;
+        slot.unacked = had;
+        if self.in_flight >= budget && !*recounted {
+            self.in_flight = recount(&mut self.slots);
+            *recounted = true;
+        }
+        let room = budget.saturating_sub(self.in_flight);
+        let qp = self.slots[at].qp.as_mut()?;
+        qp.cap_unacked(had + room);
+        (room > 0 || qp.has_uncapped_work(acks)).then_some(had)
+    }
+}
+
+/// Looks at every queue pair's unacknowledged PSNs again (ACKs and go-backs lowered them since);
+/// their sum.
+#[cold]
+fn recount(slots: &mut [QpSlot]) -> u32 {
+    let mut sum = 0u32;
+    for s in slots.iter_mut() {
+        s.unacked = s.qp.as_ref().map_or(0, |q| q.unacked_psns());
+        sum = sum.saturating_add(s.unacked);
+    }
+    sum
 }
 
 /// Hands one verified packet (BTH..pad) from `src` to the queue pair its BTH.DestQP names, if it

@@ -35,6 +35,7 @@
 pub(crate) mod config;
 pub(crate) mod counters;
 mod ctx;
+mod failure;
 mod gbn;
 pub(crate) mod mr;
 pub(crate) mod packet;
@@ -54,6 +55,7 @@ pub use config::QpConfig;
 pub use counters::Counters;
 pub(crate) use counters::NakCounts;
 pub(crate) use counters::ProtocolDrops;
+pub use failure::QpFailure;
 pub use mr::{BufferId, MemoryTable, MrKeys};
 pub use psn::Psn;
 pub use qp::LoneAck;

@@ -274,6 +274,31 @@ impl Qp {
         }
     }
 
+    /// The first failure of this queue pair that no completion names: the request its responder
+    /// refused with a fatal NAK, else a fatal NAK the peer sent for a PSN never sent from here.
+    pub fn failure(&self) -> Option<super::QpFailure> {
+        self.resp.refused.or(self.req.foreign_nak)
+    }
+
+    /// PSNs this queue pair's requester sent and has not seen acknowledged (0 in the error state).
+    pub fn unacked_psns(&self) -> u32 {
+        match self.state {
+            QpState::Error(_) => 0,
+            QpState::Ready => self.req.unacked(),
+        }
+    }
+
+    /// The most PSNs the requester's window ever lets out unacknowledged.
+    pub fn window_max(&self) -> u32 {
+        self.req.window_max(self.cfg.max_unacked_psns)
+    }
+
+    /// Holds the requester to at most `cap` unacknowledged PSNs (an endpoint sharing one receive
+    /// buffer among many queue pairs); answers, probes and selective repeat's resends still go.
+    pub fn cap_unacked(&mut self, cap: u32) {
+        self.req.set_cap(cap);
+    }
+
     /// Writes the next packet to send into `buf` (at least `max_packet_len()` bytes) and returns its
     /// length, or `None` when nothing is ready. Call until `None` after every other call.
     pub fn poll_transmit(&mut self, mut now: impl Now, buf: &mut [u8]) -> Option<usize> {
@@ -296,12 +321,19 @@ impl Qp {
     /// holding, only a lone ACK). Cheap, and it may say true when the requester turns out to be
     /// blocked (window, READ credits, RNR wait), for a caller that skips idle queue pairs.
     pub fn has_transmit_work(&self, acks: LoneAck) -> bool {
-        let answers =
-            self.resp.has_answers() && !(acks == LoneAck::Hold && self.resp.only_ack_queued());
-        match self.state {
-            QpState::Error(_) => answers,
-            QpState::Ready => answers || self.req.may_transmit(),
-        }
+        self.has_answers(acks) || (self.state == QpState::Ready && self.req.may_transmit())
+    }
+
+    /// As [`has_transmit_work`](Self::has_transmit_work) for a requester whose cap
+    /// ([`cap_unacked`](Self::cap_unacked)) is reached: answers, a probe or a selective resend.
+    pub fn has_uncapped_work(&self, acks: LoneAck) -> bool {
+        self.has_answers(acks) || (self.state == QpState::Ready && self.req.may_resend())
+    }
+
+    /// The responder has something to send with `acks` (in any state: a fatal NAK goes in ERROR).
+    #[inline]
+    fn has_answers(&self, acks: LoneAck) -> bool {
+        self.resp.has_answers() && !(acks == LoneAck::Hold && self.resp.only_ack_queued())
     }
 
     fn transmit(&mut self, now: &mut impl Now, buf: &mut [u8], acks: LoneAck) -> Option<usize> {

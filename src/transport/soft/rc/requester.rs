@@ -19,6 +19,7 @@ use crate::transport::{Completion, CompletionStatus, SendOp, SendRequest};
 use crate::wire::{AethKind, IbRepr, NakCode};
 
 use super::ctx::Ctx;
+use super::failure::QpFailure;
 use super::gbn::GbnLoss;
 use super::mr::Span;
 use super::packet::{self, Response, Seg};
@@ -128,6 +129,11 @@ pub(super) struct Requester {
     recovery: LossRecovery,
     /// The round-trip estimate behind the fast retransmission timeout (selective repeat, `gbn`).
     rto: Rto,
+    /// The first fatal NAK the peer sent for a PSN this side had not sent, to name in the run's error.
+    pub(super) foreign_nak: Option<QpFailure>,
+    /// Unacknowledged PSNs the endpoint lets this requester have now (its share of what all its
+    /// queue pairs may have out together): below the window when the endpoint's budget is short.
+    cap: u32,
 }
 
 impl Requester {
@@ -167,6 +173,8 @@ impl Requester {
             recv_seq_next: 0,
             recovery,
             rto: Rto::default(),
+            cap: u32::MAX,
+            foreign_nak: None,
         }
     }
 
@@ -212,16 +220,39 @@ impl Requester {
         self.sq.front().is_some_and(|w| w.started)
     }
 
+    /// PSNs sent and not yet acknowledged (after a go-back, only those sent again).
+    pub(super) fn unacked(&self) -> u32 {
+        self.req_psn.diff(self.comp_psn).max(0) as u32
+    }
+
+    /// The most PSNs its window ever lets out (`configured`: go-back-N's configured window).
+    pub(super) fn window_max(&self, configured: u32) -> u32 {
+        match &self.recovery {
+            LossRecovery::Selective(sr) => sr.window() / 2,
+            _ => configured,
+        }
+    }
+
+    /// Lets at most `cap` PSNs be unacknowledged, whatever the window allows (the endpoint's share).
+    pub(super) fn set_cap(&mut self, cap: u32) {
+        self.cap = cap;
+    }
+
     /// Whether [`poll_transmit`](Self::poll_transmit) may have a packet: a work request not yet
     /// (fully) sent, or go-back-N's probe. Selective repeat always may (its resends are not behind
     /// the cursor).
     pub(super) fn may_transmit(&self) -> bool {
-        self.cursor < self.sq.len()
-            || match &self.recovery {
-                LossRecovery::Selective(_) => true,
-                LossRecovery::Probing(g) => g.probe_due(),
-                LossRecovery::GoBackN => false,
-            }
+        self.cursor < self.sq.len() || self.may_resend()
+    }
+
+    /// Whether a packet the endpoint's cap does not hold may be due: go-back-N's probe, or any of
+    /// selective repeat's resends.
+    pub(super) fn may_resend(&self) -> bool {
+        match &self.recovery {
+            LossRecovery::Selective(_) => true,
+            LossRecovery::Probing(g) => g.probe_due(),
+            LossRecovery::GoBackN => false,
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must be called next, if ever.
@@ -379,7 +410,7 @@ impl Requester {
             _ => {}
         }
         let w = *self.sq.get(self.cursor)?;
-        if self.req_psn.diff(self.comp_psn) >= self.window(ctx) as i32 {
+        if self.req_psn.diff(self.comp_psn) >= self.window(ctx).min(self.cap) as i32 {
             return None;
         }
         if w.is_read_or_atomic() && !w.started {
@@ -514,12 +545,22 @@ impl Requester {
     /// The PSN of response `repr` when it can still answer something outstanding; `None`, counted as
     /// stale, otherwise.
     #[inline]
-    fn answering_psn(&self, repr: &IbRepr, ctx: &mut Ctx<'_>) -> Option<Psn> {
+    fn answering_psn(&mut self, repr: &IbRepr, ctx: &mut Ctx<'_>) -> Option<Psn> {
         let psn = Psn::new(repr.bth.psn);
         // Only PSNs in [comp_psn - 1, sent_high) can answer anything still outstanding; an ACK
         // for comp_psn - 1 is a plain duplicate.
         if !psn.before(self.sent_high) || psn.before(self.comp_psn) {
             ctx.counters.drops.protocol.stale_response += 1;
+            if !psn.before(self.sent_high)
+                && let Some(AethKind::Nak(nak)) = repr.aeth.map(|a| a.kind())
+                && nak != NakCode::PsnSequenceError
+            {
+                // Not ours to fail on, but the peer's queue pair is in ERROR now: say why later.
+                self.foreign_nak.get_or_insert(QpFailure::ForeignNak {
+                    psn: psn.value(),
+                    nak,
+                });
+            }
             return None;
         }
         Some(psn)

@@ -13,6 +13,7 @@ use crate::transport::{Completion, CompletionOp, CompletionStatus, RecvRequest};
 use crate::wire::{AethRepr, IbRepr, NakCode};
 
 use super::ctx::Ctx;
+use super::failure::QpFailure;
 use super::mr::Span;
 use super::packet::Request;
 use super::psn::Psn;
@@ -68,6 +69,8 @@ pub(super) struct Responder {
     consumed: u32,
     /// A SACK answer is queued.
     sack_queued: bool,
+    /// The request it refused with a fatal NAK, to name in the run's error.
+    pub(super) refused: Option<QpFailure>,
 }
 
 impl Responder {
@@ -91,6 +94,7 @@ impl Responder {
             reorder: sr.map(|window| Box::new(Reorder::new(window, psn))),
             consumed: 0,
             sack_queued: false,
+            refused: None,
         }
     }
 
@@ -152,13 +156,19 @@ impl Responder {
         self.nak_sent = false;
         match self.execute(req, psn, repr, payload, ctx) {
             Ok(()) => false,
-            Err(refusal) => self.refuse(refusal, psn, ctx),
+            Err(refusal) => self.refuse(refusal, psn, Some(repr), ctx),
         }
     }
 
-    /// Answers the request at `psn`, in sequence but refused: an RNR NAK (the QP stays up), or a NAK
-    /// that ends the QP (`true`).
-    fn refuse(&mut self, refusal: Refusal, psn: Psn, ctx: &mut Ctx<'_>) -> bool {
+    /// Answers the request at `psn` (`repr`, when it is at hand), in sequence but refused: an RNR
+    /// NAK (the QP stays up), or a NAK that ends the QP (`true`), noted to name the request.
+    fn refuse(
+        &mut self,
+        refusal: Refusal,
+        psn: Psn,
+        repr: Option<&IbRepr>,
+        ctx: &mut Ctx<'_>,
+    ) -> bool {
         match refusal {
             Refusal::Rnr => {
                 ctx.counters.naks_sent.rnr += 1;
@@ -171,6 +181,15 @@ impl Responder {
                 false
             }
             Refusal::Nak(code) => {
+                self.refused.get_or_insert(match repr {
+                    Some(r) => QpFailure::refused(r, code),
+                    None => QpFailure::Refused {
+                        psn: psn.value(),
+                        opcode: None,
+                        target: None,
+                        nak: code,
+                    },
+                });
                 match code {
                     NakCode::InvalidRequest => ctx.counters.naks_sent.invalid_request += 1,
                     NakCode::RemoteAccessError => ctx.counters.naks_sent.remote_access += 1,

@@ -165,7 +165,7 @@ impl Responder {
                     ro.high = psn.add(1);
                 }
             }
-            Err(refusal) if d == 0 => return self.refuse(refusal, psn, ctx),
+            Err(refusal) if d == 0 => return self.refuse(refusal, psn, Some(repr), ctx),
             Err(_) => {
                 // Left for the requester to resend; it is refused (or placed) in order then.
                 ctx.counters.drops.protocol.out_of_sequence += 1;
@@ -182,6 +182,7 @@ impl Responder {
                 break;
             }
             ro.held -= 1;
+            let mut asked = None;
             let run = match p {
                 Pending::Empty => unreachable!("checked"),
                 Pending::Placed { ack_req, end } => {
@@ -198,6 +199,7 @@ impl Responder {
                     ));
                     r.bth.ack_req = ack_req;
                     r.reth = Some(reth);
+                    asked = Some(r);
                     self.execute(Request::Read, epsn, &r, &[], ctx)
                 }
                 Pending::Atomic { req, eth, ack_req } => {
@@ -208,11 +210,12 @@ impl Responder {
                     let mut r = IbRepr::new(BthRepr::new(op, ctx.cfg.qpn, epsn.value()));
                     r.bth.ack_req = ack_req;
                     r.atomic_eth = Some(eth);
+                    asked = Some(r);
                     self.execute(req, epsn, &r, &[], ctx)
                 }
             };
             if let Err(refusal) = run {
-                return self.refuse(refusal, epsn, ctx);
+                return self.refuse(refusal, epsn, asked.as_ref(), ctx);
             }
         }
         if self.reorder.as_ref().is_some_and(|r| r.held > 0) {
