@@ -129,6 +129,8 @@ pub(crate) enum Warning {
         /// How long it took.
         took: std::time::Duration,
     },
+    /// A failed run's files could not be written either (the write error); the run's own error follows.
+    FailedRunNotWritten(String),
     /// `-v`: the transport's counters at the end (several lines, each ending in a newline).
     Counters {
         /// The transport.
@@ -164,6 +166,11 @@ impl fmt::Display for Warning {
                     took.as_secs_f64()
                 )
             }
+            Warning::FailedRunNotWritten(e) => write!(
+                f,
+                "the failed run's result files (its completed sizes, counters and error) were not \
+                 written either: {e}"
+            ),
             Warning::Counters { transport, text } => {
                 write!(f, "{transport} transport counters:\n{text}")
             }

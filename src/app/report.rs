@@ -142,6 +142,7 @@ pub(crate) fn run_info(
         connection: (plan.transport != TransportKind::Tcp).then_some(plan.connection),
         rdma_cm: plan.rdma_cm,
         exchange_rdma_cm: super::endpoints::comm_qps(plan) > 0,
+        error: None,
     }
 }
 
@@ -183,6 +184,45 @@ pub(crate) fn conclude<E: Described>(
         }
         print!("{tail}");
     }
+    write_files(plan, info, results, both, endless)?;
+    Ok(())
+}
+
+/// A run that failed after connecting, in either dialect: its files all the same, with the sizes that
+/// completed, the transport's counters now and `error`. Nothing is printed but where they went; a file
+/// that cannot be written is a warning, as `error` is what the run exits with.
+pub(crate) fn keep_failed<E: Described>(
+    plan: &Plan,
+    ep: &E,
+    info: &mut RunInfo,
+    results: &[SizeResult],
+    endless: Option<super::endless::Outputs>,
+    error: &Error,
+) {
+    info.counters = ep.counters().map(|(_, v)| v);
+    info.error = Some(results::RunError {
+        message: error.to_string(),
+        failed: match error.failure() {
+            crate::oob::Failure::Test => results::FailedPart::Test,
+            crate::oob::Failure::Setup => results::FailedPart::Setup,
+        },
+        exit_code: error.exit_code(),
+        detail: ep.failure_detail(),
+    });
+    if let Err(e) = write_files(plan, info, results, None, endless) {
+        super::notes::Warning::FailedRunNotWritten(e.to_string()).emit();
+    }
+}
+
+/// The run's document through its export manager (or a run without end's outputs, whose stream ends
+/// with it); with `--results`, says where it went.
+fn write_files(
+    plan: &Plan,
+    info: &RunInfo,
+    results: &[SizeResult],
+    both: Option<(&SizeResult, &SizeResult)>,
+    endless: Option<super::endless::Outputs>,
+) -> Result<(), results::WriteError> {
     let doc = Document::Run {
         info,
         results,
@@ -204,8 +244,7 @@ pub(crate) fn conclude<E: Described>(
             );
         }
     }
-    written.result()?;
-    Ok(())
+    written.result().map(drop)
 }
 
 /// Tries every path the run will write (its export manager's, and the gate's `--junit`), leaving

@@ -121,12 +121,50 @@ pub(crate) fn run<D: Dialect, E: Described>(
     explain_outcome(plan, &ep, outcome)
 }
 
-/// The loop: does what the dialect asks until it is finished, then concludes.
+/// The loop: does what the dialect asks until it is finished, then concludes. A run that fails once
+/// connected, before its files were written, still writes them with its error
+/// ([`report::keep_failed`]); the error passes through.
 pub(crate) fn drive<D: Dialect, E: Described>(
     plan: &Plan,
     pinned: &Pinned,
     dialect: &mut D,
     ep: &mut E,
+) -> Result<(), Error> {
+    let mut sweep = Sweep {
+        info: None,
+        results: Vec::with_capacity(plan.sizes.len()),
+        endless: None,
+        concluded: false,
+    };
+    let outcome = steps(plan, pinned, dialect, ep, &mut sweep);
+    if let Err(e) = &outcome
+        && !sweep.concluded
+        && let Some(info) = sweep.info.as_mut()
+    {
+        report::keep_failed(plan, ep, info, &sweep.results, sweep.endless.take(), e);
+    }
+    outcome
+}
+
+/// What the loop has of the run so far, kept for its files when it fails.
+struct Sweep<'p> {
+    /// The run's description, once connected.
+    info: Option<RunInfo>,
+    /// The sizes settled.
+    results: Vec<SizeResult>,
+    /// A run without end's outputs, until concluded.
+    endless: Option<Outputs<'p>>,
+    /// The files were written (or tried): a failure after that writes nothing again.
+    concluded: bool,
+}
+
+/// [`drive`]'s loop, its state in `sweep`.
+fn steps<'p, D: Dialect, E: Described>(
+    plan: &'p Plan,
+    pinned: &Pinned,
+    dialect: &mut D,
+    ep: &mut E,
+    sweep: &mut Sweep<'p>,
 ) -> Result<(), Error> {
     let out = &plan.output;
     let progress = if dialect.shows_progress() && plan.sizes.len() > 1 {
@@ -136,12 +174,8 @@ pub(crate) fn drive<D: Dialect, E: Described>(
     };
     let mut recvs = bw::RecvState::default();
     let mut remotes: Vec<RemoteAddr> = Vec::new();
-    let mut info: Option<RunInfo> = None;
-    let mut results: Vec<SizeResult> = Vec::with_capacity(plan.sizes.len());
     let mut parts: Option<(SizeResult, SizeResult)> = None;
-    let mut endless: Option<Outputs> = None;
     let mut landed = LandedWrites::new(plan);
-    let mut concluded = false;
     loop {
         match dialect.next(ep)? {
             Action::Connect(link) => {
@@ -172,10 +206,10 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                     report::print_header(&i);
                 }
                 if plan.mode.is_endless() {
-                    endless = Some(Outputs::open(plan, &i)?);
+                    sweep.endless = Some(Outputs::open(plan, &i)?);
                 }
                 remotes = link.remotes;
-                info = Some(i);
+                sweep.info = Some(i);
             }
             Action::Prepare { size } => {
                 landed.sizes += 1;
@@ -186,7 +220,7 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                 recvs.fill(ep, &plan.layout, plan.depths.initial_receives)?;
             }
             Action::Run(run) => {
-                let mine = match endless.as_mut() {
+                let mine = match sweep.endless.as_mut() {
                     Some(o) => {
                         // From here the first SIGINT/SIGTERM ends the run with its summary.
                         signals::catch();
@@ -230,8 +264,8 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                 landed.count_lost(ep, &mut r);
                 progress.finish_size();
                 parts = dialect.parts();
-                if let Some(i) = &info {
-                    if endless.is_some() && !out.quiet() {
+                if let Some(i) = &sweep.info {
+                    if sweep.endless.is_some() && !out.quiet() {
                         // Below the interval lines, the whole run's.
                         progress.print(crate::report::console::RESULT_LINE);
                     }
@@ -241,27 +275,28 @@ pub(crate) fn drive<D: Dialect, E: Described>(
                     {
                         progress.print(&crate::report::console::report_both(i, mine, theirs));
                     }
-                    results.push(r);
+                    sweep.results.push(r);
                 }
             }
             Action::Conclude => {
                 progress.finish();
-                if let Some(info) = info.as_mut() {
-                    conclude(plan, ep, info, &results, &parts, endless.take())?;
-                    concluded = true;
+                if let Some(info) = sweep.info.as_mut() {
+                    sweep.concluded = true;
+                    conclude(plan, ep, info, &sweep.results, &parts, sweep.endless.take())?;
                 }
             }
             Action::Finished => break,
         }
     }
     progress.finish();
-    let Some(mut info) = info else {
+    let Some(info) = sweep.info.as_mut() else {
         return Err(dialect.unconnected());
     };
-    if !concluded {
-        conclude(plan, ep, &mut info, &results, &parts, endless)?;
+    if !sweep.concluded {
+        sweep.concluded = true;
+        conclude(plan, ep, info, &sweep.results, &parts, sweep.endless.take())?;
     }
-    report::gate(plan, &info, &results)
+    report::gate(plan, info, &sweep.results)
 }
 
 /// The run's footer and files ([`report::conclude`]), once every size is settled.

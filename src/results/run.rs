@@ -120,6 +120,10 @@ pub struct RunInfo {
     /// `--run_infinitely`: how the run without end went; absent for other runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_infinitely: Option<EndlessRun>,
+    /// Why the run stopped before its end, when it failed after connecting (the results are the sizes
+    /// that completed, the counters the transport's then); absent for a run that finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunError>,
 }
 
 impl RunInfo {
@@ -182,8 +186,33 @@ impl RunInfo {
             rate_limit: None,
             latency_gap_ns: None,
             run_infinitely: None,
+            error: None,
         }
     }
+}
+
+/// How a run failed, as its files keep it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunError {
+    /// The error as the binary printed it.
+    pub message: String,
+    /// What failed: the test while it ran, or its set-up.
+    pub failed: FailedPart,
+    /// The binary's exit code: 1 for a failed test, 2 for a set-up error.
+    pub exit_code: u8,
+    /// The transport's account of the first failed completion, when it knows more than the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The part of a run that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailedPart {
+    /// The test ran and failed (exit code 1).
+    Test,
+    /// Its set-up failed: a parameter, a resource, the peer lost before the test began (exit code 2).
+    Setup,
 }
 
 /// A run without end (`--run_infinitely`): its intervals and what stopped it.

@@ -506,3 +506,54 @@ fn a_timed_run_that_overran_its_duration_says_so() {
     c.assert_stderr("more than the 1 s margin (-f)");
     c.assert_stderr("stopped or starved");
 }
+
+/// Issue 33, defect 5: a run that fails mid-sweep still writes its `--json`: the sizes that completed,
+/// the transport's counters at that point and the error (its message, the part that failed, the
+/// exit code); the exit code stays 1.
+#[test]
+fn a_run_that_fails_mid_sweep_still_writes_its_json_with_the_error_and_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let port = free_port().to_string();
+    let both = ["-d", "lo", "-a", "-n", "1000", "-p", &port];
+    let mut s = vec!["--bind", "127.0.18.10", "--cpu", "0"];
+    s.extend_from_slice(&both);
+    let server = spawn("write_bw", &s);
+    assert!(server.wait_stdout("Waiting for client", 20), "server up");
+    let mut c = vec!["--bind", "127.0.18.11", "--cpu", "1"];
+    c.extend_from_slice(&["--json", json.to_str().unwrap()]);
+    c.extend_from_slice(&both);
+    c.push("127.0.0.1");
+    let client = spawn("write_bw", &c);
+    let t0 = Instant::now();
+    while common::rows(&client.stdout_now()).is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no first row");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    signal(&server, libc::SIGKILL);
+    drop(server.kill());
+    let c = client.wait(60, "client whose server was killed after its first size");
+    assert_eq!(c.code(), 1, "{}", c.stderr);
+    let doc = crate::common::schema::assert_valid_file("result", &json);
+    let t = &doc["test"];
+    let printed = c
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("error: "))
+        .unwrap_or_else(|| panic!("no error line: {}", c.stderr));
+    assert!(
+        t["error"]["message"].as_str().unwrap().starts_with(printed),
+        "{}",
+        t["error"]
+    );
+    assert_eq!(t["error"]["failed"], "test", "{}", t["error"]);
+    assert_eq!(t["error"]["exit_code"], 1, "{}", t["error"]);
+    assert!(t["counters"]["tx_packets"].as_u64().unwrap() > 0, "{t}");
+    let sizes = doc["results"].as_array().unwrap();
+    assert!(
+        !sizes.is_empty() && sizes.len() < 23,
+        "the sizes that completed, not all 23: {}",
+        sizes.len()
+    );
+    assert_eq!(sizes[0]["size_bytes"], 2);
+}
