@@ -159,29 +159,11 @@ pub(crate) fn check_atomic_target<E: Endpoint>(plan: &Plan, ep: &E) -> Result<()
     Ok(())
 }
 
-/// Measures one size on this side; `None` where this side only serves (the peer measures). A timed
-/// run that measured for longer than asked, by more than its margin, says so on stderr.
-pub(crate) fn measure<E: Endpoint>(
-    plan: &Plan,
-    ep: &mut E,
-    run: &SizeRun,
-    stop: &mut dyn FnMut() -> bool,
-    remotes: &[RemoteAddr],
-    recvs: &mut bw::RecvState,
-    endless: Option<Intervals<'_>>,
-) -> Result<Option<SizeResult>, Error> {
-    let began = Instant::now();
-    let (result, window) = measure_size(plan, ep, run, stop, remotes, recvs, endless)?;
-    if result.is_some()
-        && let Some(w) = overran(
-            run.mode,
-            window.unwrap_or_else(|| began.elapsed()),
-            window.is_some(),
-        )
-    {
+/// Says on stderr when a timed run's measurement `took` longer than asked by more than its margin.
+fn warn_if_overran(mode: RunMode, took: Duration, window: bool) {
+    if let Some(w) = overran(mode, took, window) {
         w.emit();
     }
-    Ok(result)
 }
 
 /// The warning for a timed run whose measurement `took` longer than asked by more than its margin
@@ -204,8 +186,9 @@ fn overran(mode: RunMode, took: Duration, window: bool) -> Option<Warning> {
     )
 }
 
-/// [`measure`]'s work: the result, and the measured window where the driver times one (bandwidth).
-fn measure_size<E: Endpoint>(
+/// Measures one size on this side; `None` where this side only serves (the peer measures). A timed
+/// run that measured for longer than asked, by more than its margin, says so on stderr.
+pub(crate) fn measure<E: Endpoint>(
     plan: &Plan,
     ep: &mut E,
     run: &SizeRun,
@@ -213,7 +196,8 @@ fn measure_size<E: Endpoint>(
     remotes: &[RemoteAddr],
     recvs: &mut bw::RecvState,
     endless: Option<Intervals<'_>>,
-) -> Result<(Option<SizeResult>, Option<Duration>), Error> {
+) -> Result<Option<SizeResult>, Error> {
+    let began = Instant::now();
     let mut stop = stop;
     let client = run.role == Role::Client;
     let test = plan.test;
@@ -262,7 +246,7 @@ fn measure_size<E: Endpoint>(
                 bench::bw_receiver(ep, &spec, recvs, &mut stop, endless)?
             } else {
                 bw::passive(ep, bw::SERVING, &mut stop, None)?;
-                return Ok((None, None));
+                return Ok(None);
             };
             let iterations = match run.mode {
                 RunMode::Iterations(n) => n,
@@ -277,12 +261,13 @@ fn measure_size<E: Endpoint>(
                 cpu_util: m.cpu_util,
                 lost: m.lost,
             };
-            Ok((Some(result), Some(Duration::from_nanos(m.elapsed_ns))))
+            warn_if_overran(run.mode, Duration::from_nanos(m.elapsed_ns), true);
+            Ok(Some(result))
         }
         Metric::Latency => {
             if test.verb.reads_back() && !client {
                 bw::passive(ep, bw::SERVING, &mut stop, None)?;
-                return Ok((None, None));
+                return Ok(None);
             }
             let spec = lat::LatSpec {
                 verb: test.verb,
@@ -313,7 +298,8 @@ fn measure_size<E: Endpoint>(
             };
             // The latency window starts with the run, warm-up inside it: the run's time is the
             // measurement's.
-            Ok((Some(result), None))
+            warn_if_overran(run.mode, began.elapsed(), false);
+            Ok(Some(result))
         }
     }
 }
