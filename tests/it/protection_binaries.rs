@@ -121,7 +121,9 @@ fn answer(wire: &Forger, what: &str) -> (IbRepr, Vec<u8>) {
 }
 
 /// A server and its client, running; whichever is left when the test ends early (a failed
-/// assertion) is killed, so a stopped client never outlives its test.
+/// assertion) is killed, so a stopped client never outlives its test. Killed, not waited for:
+/// a server that crashed under ptrace was reaped by the tracer, and a second panic while one
+/// unwinds would abort every test.
 struct Run {
     server: Option<Proc>,
     client: Option<Proc>,
@@ -133,7 +135,9 @@ impl Drop for Run {
             .into_iter()
             .flatten()
         {
-            drop(p.kill());
+            // SAFETY: kill(2) on a child this test started and has not reaped (a server the
+            // tracer reaped is taken out first), so the pid is still its own.
+            unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGKILL) };
         }
     }
 }
@@ -289,7 +293,10 @@ fn forged_request_to_a_running_server(op: Op, fault: Fault, net: u8) {
         return;
     }
     let _one = one_at_a_time(&ONE_AT_A_TIME);
-    let what = format!("{op:?} with a bad {fault:?}");
+    let what = match fault {
+        Fault::Rkey => format!("a forged {op:?} with another queue pair's rkey"),
+        Fault::Bounds => format!("a forged {op:?} past the region's end"),
+    };
     let test = if op == Op::Read {
         "read_bw"
     } else {
@@ -315,15 +322,22 @@ fn forged_request_to_a_running_server(op: Op, fault: Fault, net: u8) {
     let (forged, rkey, va) = forge(op, fault, &t, psn, &before, len);
     let traced = Traced::seize(pid);
     wire.send(&forged);
-    traced.until_it_answers();
+    if let Err(end) = traced.until_it_answers() {
+        // Reaped by the tracer: its pid is no longer this test's to signal.
+        let stderr = run.server.take().map(|p| p.stderr_now());
+        panic!(
+            "{what}: the server {end} instead of answering\n{}",
+            stderr.unwrap_or_default()
+        );
+    }
     let after = tracee::read_mem(pid, at, len + 64);
     traced.detach();
 
-    assert_nakked(&wire, &t, psn, &what);
     // (b) Not one byte changed.
     if let Some(i) = before.iter().zip(&after).position(|(b, a)| b != a) {
         panic!("{what}: byte {i} changed (the region is {len} bytes, then 64 past it)");
     }
+    assert_nakked(&wire, &t, psn, &what);
 
     // How the server ends: exit 1, the request named (defect 5), on stderr and in its JSON.
     let s = run

@@ -158,6 +158,11 @@ impl Proc {
         std::fs::read_to_string(&self.out).unwrap_or_default()
     }
 
+    /// What the process has written to stderr so far.
+    pub fn stderr_now(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
     /// Waits at most `secs`; kills the process and panics (naming it) if it is still running.
     pub fn wait(mut self, secs: u64, what: &str) -> Done {
         let deadline = Instant::now() + Duration::from_secs(secs);

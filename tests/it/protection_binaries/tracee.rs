@@ -75,17 +75,19 @@ fn ptrace(req: libc::c_uint, pid: libc::pid_t, addr: usize, data: usize) -> libc
     rc
 }
 
-/// Waits for the next stop of `pid`; panics if it exited instead.
-fn wait_stop(pid: libc::pid_t) -> libc::c_int {
+/// The next stop of `pid`, or how it ended (it is reaped then: the caller must not wait for it).
+fn wait_stop(pid: libc::pid_t) -> Result<libc::c_int, String> {
     let mut status = 0;
     // SAFETY: waitpid with a pointer to a local.
     let rc = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
     assert_eq!(rc, pid, "waitpid: {}", IoError::last_os_error());
-    assert!(
-        libc::WIFSTOPPED(status),
-        "process {pid} ended while traced (status {status:#x})"
-    );
-    status
+    if libc::WIFSTOPPED(status) {
+        Ok(status)
+    } else if libc::WIFEXITED(status) {
+        Err(format!("exited with code {}", libc::WEXITSTATUS(status)))
+    } else {
+        Err(format!("was killed by signal {}", libc::WTERMSIG(status)))
+    }
 }
 
 impl Traced {
@@ -99,13 +101,16 @@ impl Traced {
             libc::PTRACE_O_TRACESYSGOOD as usize,
         );
         ptrace(libc::PTRACE_INTERRUPT, pid, 0, 0);
-        wait_stop(pid);
+        if let Err(end) = wait_stop(pid) {
+            panic!("process {pid} {end} before it could be traced");
+        }
         Traced { pid }
     }
 
     /// Lets it run until it has received a datagram (a receive returned data) and then enters a
-    /// system call that sends: the answer to what it received. It stays stopped there.
-    pub(super) fn until_it_answers(&self) {
+    /// system call that sends: the answer to what it received. It stays stopped there. `Err` says
+    /// how it ended instead (a crash); it is reaped then.
+    pub(super) fn until_it_answers(&self) -> Result<(), String> {
         let recv = [libc::SYS_recvfrom, libc::SYS_recvmsg, libc::SYS_recvmmsg];
         let send = [libc::SYS_sendto, libc::SYS_sendmsg, libc::SYS_sendmmsg];
         let mut received = false;
@@ -113,7 +118,7 @@ impl Traced {
         let mut signal = 0;
         loop {
             ptrace(libc::PTRACE_SYSCALL, self.pid, 0, signal);
-            let status = wait_stop(self.pid);
+            let status = wait_stop(self.pid)?;
             signal = 0;
             let sig = libc::WSTOPSIG(status);
             if sig != libc::SIGTRAP | 0x80 {
@@ -137,7 +142,7 @@ impl Traced {
                     libc::PTRACE_SYSCALL_INFO_ENTRY => {
                         entered = info.u.entry.nr as libc::c_long;
                         if received && send.contains(&entered) {
-                            return;
+                            return Ok(());
                         }
                     }
                     // The exit does not say which call returned: the entry before it does.
