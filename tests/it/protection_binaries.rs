@@ -18,13 +18,16 @@
 //!   address (every queue pair's is 0x100000000000), so the test WRITEs a random marker to the
 //!   region's first 64 bytes and another to its last 64 (both acknowledged: the forging is sound
 //!   and the region's length is the one `bench::Layout` gives), and finds the one place in the
-//!   server's writable memory that holds both, 64 bytes apart from its length.
+//!   server's writable memory that holds the first at its start and the second at its end (the
+//!   receive batch holds copies of each, but not a region's length apart).
 //! - A queue pair that refused a request ends the run within tens of milliseconds and frees the
 //!   region, so the server is traced (ptrace) while the forged request goes out and stopped at the
 //!   system call that sends its answer; the region and the 64 bytes after it are read there.
 //! - The atomics go to a write_bw server: every soft region grants WRITE, READ and atomics
 //!   whatever the test, and write_bw's region length is `bench::Layout`'s (atomic_bw's follows
 //!   its operation slots).
+//! - The client, resumed, fails too (exit 1) and says "remote access error", in one of two ways
+//!   that depend on a race it cannot see (see the end of the test).
 
 mod forger;
 mod tracee;
@@ -105,7 +108,8 @@ fn signal(p: &Proc, sig: libc::c_int) {
     assert_eq!(rc, 0, "kill({sig}): {}", std::io::Error::last_os_error());
 }
 
-/// 64 bytes no other process on this host holds: the run's pid, the time and `tag`, hashed.
+/// 64 bytes nothing else in the server holds: `tag` and this process's id under a fresh random
+/// hash key.
 fn marker(tag: u8) -> Vec<u8> {
     use std::hash::{BuildHasher, RandomState};
     let s = RandomState::new();
@@ -207,7 +211,11 @@ fn expected_psn(wire: &Forger, t: &Target) -> u32 {
     let (q, psn) = (t.q, t.client.psn.wrapping_sub(1));
     wire.send(&forger::write(q.qpn, psn, q.vaddr, q.rkey, &[0; 8]));
     let (ack, _) = answer(wire, "a duplicate WRITE");
-    assert_eq!(ack.bth.opcode, Opcode::RC_ACKNOWLEDGE, "{ack:?}");
+    assert_eq!(
+        (ack.bth.opcode, ack.bth.dest_qp),
+        (Opcode::RC_ACKNOWLEDGE, t.client.qpn),
+        "the answer to a duplicate WRITE: {ack:?}"
+    );
     (ack.bth.psn + 1) & 0xff_ffff
 }
 
@@ -379,6 +387,9 @@ fn forged_request_to_a_running_server(op: Op, fault: Fault, net: u8) {
         (Some(1), Some("test")),
         "{error}"
     );
+    // The counters then: the one NAK remote access, the forged request's.
+    let naks = &doc["test"]["counters"]["naks_sent"];
+    assert_eq!(naks["remote_access"], 1, "{what}: {naks}");
 
     // The client, resumed, fails its run too (exit 1), and what it can say is the NAK: the
     // server sent it to the client's queue pair for a PSN the client had not yet sent. Resumed,
