@@ -101,13 +101,6 @@ fn qp_lines(stdout: &str, prefix: &str) -> Vec<QpLine> {
         .collect()
 }
 
-/// Sends `sig` to a running binary.
-fn signal(p: &Proc, sig: libc::c_int) {
-    // SAFETY: kill(2) on a child process this test started and still owns.
-    let rc = unsafe { libc::kill(p.pid() as libc::pid_t, sig) };
-    assert_eq!(rc, 0, "kill({sig}): {}", std::io::Error::last_os_error());
-}
-
 /// 64 bytes nothing else in the server holds: `tag` and this process's id under a fresh random
 /// hash key.
 fn marker(tag: u8) -> Vec<u8> {
@@ -314,7 +307,7 @@ fn forged_request_to_a_running_server(op: Op, fault: Fault, net: u8) {
     let json = dir.path().join("server.json");
     let mut run = Run::start(test, net, json.to_str().unwrap());
     std::thread::sleep(Duration::from_millis(300));
-    signal(run.client(), libc::SIGSTOP);
+    run.client().signal(libc::SIGSTOP);
     // What the client sent before it stopped reaches the server and is answered.
     std::thread::sleep(Duration::from_millis(300));
     let t = Target::from_header(&run.server().stdout_now());
@@ -399,7 +392,7 @@ fn forged_request_to_a_running_server(op: Op, fault: Fault, net: u8) {
     // is kept as a NAK for a PSN never sent and named when its requests go unanswered ("the peer
     // answered PSN ..., which this side had not sent, with NAK remote access error").
     let client = run.client.take().unwrap();
-    signal(&client, libc::SIGCONT);
+    client.signal(libc::SIGCONT);
     let c = client.wait(60, "the client, resumed");
     c.assert_ended(1, &["remote access error"], &format!("{what}: the client"));
 }

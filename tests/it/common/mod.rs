@@ -153,6 +153,13 @@ impl Proc {
         self.child.id()
     }
 
+    /// Sends it signal `sig` (SIGSTOP, SIGCONT, ...).
+    pub fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill(2) on a child process this test started and has not reaped.
+        let rc = unsafe { libc::kill(self.pid() as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill({sig}): {}", std::io::Error::last_os_error());
+    }
+
     /// What the process has written to stdout so far.
     pub fn stdout_now(&self) -> String {
         std::fs::read_to_string(&self.out).unwrap_or_default()

@@ -107,6 +107,15 @@ fn sin(ip: Ipv4Addr) -> libc::sockaddr_in {
     }
 }
 
+/// A raw IPv4 socket of `protocol`; `what` names it if it cannot be had.
+fn raw_socket(protocol: libc::c_int, what: &str) -> OwnedFd {
+    // SAFETY: a plain socket(2) call; the descriptor is owned at once.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, protocol);
+        OwnedFd::from_raw_fd(check(fd, what))
+    }
+}
+
 fn check(rc: libc::c_int, what: &str) -> libc::c_int {
     assert!(rc >= 0, "{what}: {}", IoError::last_os_error());
     rc
@@ -115,26 +124,8 @@ fn check(rc: libc::c_int, what: &str) -> libc::c_int {
 impl Forger {
     /// Frames from `client`:4791 to `server`:4791, and copies of what `server` sends to `client`.
     pub(super) fn open(client: Ipv4Addr, server: Ipv4Addr) -> Forger {
-        // SAFETY: plain socket(2) calls; each descriptor is owned at once.
-        let (tx, rx) = unsafe {
-            let tx = check(
-                libc::socket(
-                    libc::AF_INET,
-                    libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                    libc::IPPROTO_RAW,
-                ),
-                "raw IP socket (needs CAP_NET_RAW)",
-            );
-            let rx = check(
-                libc::socket(
-                    libc::AF_INET,
-                    libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                    libc::IPPROTO_UDP,
-                ),
-                "raw UDP socket",
-            );
-            (OwnedFd::from_raw_fd(tx), OwnedFd::from_raw_fd(rx))
-        };
+        let tx = raw_socket(libc::IPPROTO_RAW, "raw IP socket (needs CAP_NET_RAW)");
+        let rx = raw_socket(libc::IPPROTO_UDP, "raw UDP socket (needs CAP_NET_RAW)");
         // A raw socket bound to an address and connected to another gets only the datagrams
         // between them (raw_v4_match): the server's answers to the client, nothing of other tests.
         let len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
