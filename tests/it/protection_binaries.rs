@@ -254,7 +254,8 @@ fn forge(
         (Fault::Bounds, Op::Write | Op::Read) => (end - 8, q.rkey),
         (Fault::Bounds, _) => (end, q.rkey),
     };
-    let word = u64::from_be_bytes(region[64..72].try_into().unwrap());
+    // The word at offset 64 as the responder compares it: in host order.
+    let word = u64::from_ne_bytes(region[64..72].try_into().unwrap());
     let req = match op {
         Op::Write => forger::write(q.qpn, psn, va, rkey, &[0xee; 64]),
         Op::Read => forger::read(q.qpn, psn, va, rkey, 64),
