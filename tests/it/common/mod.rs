@@ -153,9 +153,21 @@ impl Proc {
         self.child.id()
     }
 
+    /// Sends it signal `sig` (SIGSTOP, SIGCONT, ...).
+    pub fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill(2) on a child process this test started and has not reaped.
+        let rc = unsafe { libc::kill(self.pid() as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill({sig}): {}", std::io::Error::last_os_error());
+    }
+
     /// What the process has written to stdout so far.
     pub fn stdout_now(&self) -> String {
         std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// What the process has written to stderr so far.
+    pub fn stderr_now(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
     }
 
     /// Waits at most `secs`; kills the process and panics (naming it) if it is still running.
