@@ -26,6 +26,7 @@ use super::io::device::Backend;
 use super::io::fault::Impaired;
 use super::io::impair::ImpairConfig;
 use super::io::kernel_rx::KernelRx;
+use super::marks;
 use super::netdev::{GidKind, NetDev};
 use super::path::{LocalEnd, Path, path_to};
 use super::plan::{self, SoftNote};
@@ -311,9 +312,18 @@ impl SoftEndpoint {
 
     /// What this side contributes to every path.
     fn local_end(&self) -> LocalEnd {
+        let socket = self.nic.inner().local_addr();
+        let cfg = &self.cfg;
         LocalEnd {
+            classes: marks::classes(
+                cfg.version,
+                &cfg.marks,
+                cfg.cnp_dscp,
+                cfg.cnp_prio,
+                socket.is_none(),
+            ),
             version: self.cfg.version,
-            socket: self.nic.inner().local_addr(),
+            socket,
             ip: self.local_ip,
             gid: self.gid,
             mac: self.dev.mac,
@@ -349,7 +359,8 @@ impl SoftEndpoint {
             (s.qpn, s.psn, s.keys.lkey)
         };
         let dev = &self.dev;
-        let path = path_to(&local, peer, qpn, remote.qpn, |l, p| {
+        let label = self.cfg.marks.flow_label(i);
+        let path = path_to(&local, peer, (qpn, remote.qpn), label, |l, p| {
             super::neighbour::resolve(dev, l, p)
         })
         .map_err(SoftError::from)?;
