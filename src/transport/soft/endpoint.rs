@@ -292,6 +292,13 @@ impl SoftEndpoint {
                 Recovery::Gbn => "loss recovery: go-back-N: this side asked for --recovery sr, the peer did not",
             }.into());
         }
+        let framed = self.nic.inner().local_addr().is_none();
+        lines.push(marks::describe(
+            &self.classes(),
+            &self.cfg.marks,
+            self.encap,
+            framed,
+        ));
         if let Some(i) = &self.impair {
             lines.push(format!(
                 "deliberate impairment: {i} (per RoCE packet{})",
@@ -310,18 +317,23 @@ impl SoftEndpoint {
         rc::Instant::from_nanos(datapath::monotonic_ns().saturating_sub(self.epoch))
     }
 
+    /// `--tclass`, `-S`, `--flow_label` as configured.
+    pub fn marks(&self) -> &crate::params::Marks {
+        &self.cfg.marks
+    }
+
+    /// What data and CNPs are marked with on this endpoint's backend.
+    pub(crate) fn classes(&self) -> marks::Classes {
+        let cfg = &self.cfg;
+        let framed = self.nic.inner().local_addr().is_none();
+        marks::classes(cfg.version, &cfg.marks, cfg.cnp_dscp, cfg.cnp_prio, framed)
+    }
+
     /// What this side contributes to every path.
     fn local_end(&self) -> LocalEnd {
         let socket = self.nic.inner().local_addr();
-        let cfg = &self.cfg;
         LocalEnd {
-            classes: marks::classes(
-                cfg.version,
-                &cfg.marks,
-                cfg.cnp_dscp,
-                cfg.cnp_prio,
-                socket.is_none(),
-            ),
+            classes: self.classes(),
             version: self.cfg.version,
             socket,
             ip: self.local_ip,

@@ -3,8 +3,8 @@
 //! and the socket priority of the UDP backend. Pure.
 
 use crate::params::RoceVersion;
-use crate::params::marks::{ECT0, Marks, v2_tos};
-use crate::wire::VlanTag;
+use crate::params::marks::{ECT0, Marks, ecn_name, v2_tos};
+use crate::wire::{Encapsulation, VlanTag};
 
 /// One class of packets on the wire: its TOS / traffic class byte and its priority tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -68,6 +68,65 @@ pub(crate) fn classes(
     }
 }
 
+/// `0x6a (DSCP 26, ECT(0))`: a TOS / traffic class byte in words; RoCE v1's has no ECN field.
+fn class_words(tclass: u8, encap: Encapsulation) -> String {
+    match encap {
+        Encapsulation::V1 => format!("{tclass:#04x}"),
+        _ => format!("{tclass:#04x} (DSCP {}, {})", tclass >> 2, ecn_name(tclass)),
+    }
+}
+
+/// The run header's line on what the packets carry, for `encap` (framed: AF_PACKET).
+pub(crate) fn describe(c: &Classes, marks: &Marks, encap: Encapsulation, framed: bool) -> String {
+    let field = match encap {
+        Encapsulation::V1 => "GRH traffic class",
+        Encapsulation::V2v4 => "IPv4 TOS",
+        Encapsulation::V2v6 => "IPv6 traffic class",
+    };
+    let mut s = format!(
+        "marks: {field} {} on data, {} on CNPs",
+        class_words(c.data.tclass, encap),
+        class_words(c.cnp.tclass, encap)
+    );
+    if encap == Encapsulation::V1 {
+        s.push_str(" (a GRH has no ECN field: nothing ECN-capable, as ConnectX sends v1)");
+    }
+    match (c.data.vlan, c.cnp.vlan, c.so_priority, marks.sl) {
+        (Some(d), Some(n), _, _) => s.push_str(&format!(
+            "; -S {}: 802.1Q priority tag PCP {} VLAN 0 (CNPs PCP {})",
+            marks.sl_or_default(),
+            d.pcp,
+            n.pcp
+        )),
+        (_, _, Some(p), _) => s.push_str(&format!(
+            "; -S {p}: SO_PRIORITY {p} (the kernel's frames carry a tag only through a VLAN device's egress-qos-map)"
+        )),
+        (_, _, _, Some(0)) => s.push_str("; -S 0: untagged frames"),
+        _ => {}
+    }
+    if !marks.flow_labels.is_empty() {
+        let labels = marks.flow_labels_display();
+        s.push_str(&match (encap, framed) {
+            (Encapsulation::V2v4, true) => format!(
+                "; --flow_label {labels}: IPv4 has no flow label, it chose each queue pair's UDP source port as rxe does"
+            ),
+            (Encapsulation::V2v4, false) => format!(
+                "; --flow_label {labels}: not applied (IPv4 has no flow label, and the UDP socket's source port is fixed)"
+            ),
+            (Encapsulation::V2v6, false) => format!(
+                "; --flow_label {labels}: not applied (the UDP socket's kernel writes the IPv6 header; --io packet writes it)"
+            ),
+            (Encapsulation::V2v6, true) => format!(
+                "; --flow_label {labels}: IPv6 flow label per queue pair, round-robin, and rxe's UDP source port of it"
+            ),
+            (Encapsulation::V1, _) => {
+                format!("; --flow_label {labels}: GRH flow label per queue pair, round-robin")
+            }
+        });
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +172,25 @@ mod tests {
         assert_eq!((c.data.vlan, c.cnp.vlan), (None, None), "-S 0: untagged");
         let c = classes(RoceVersion::V2, &marks(None, Some(5)), 48, 6, false);
         assert_eq!((c.data.vlan, c.so_priority), (None, Some(5)));
+    }
+
+    #[test]
+    fn the_header_line_says_what_each_packet_carries() {
+        let m = Marks {
+            tclass: Some(104),
+            sl: Some(3),
+            flow_labels: vec![5],
+        };
+        let c = classes(RoceVersion::V2, &m, 48, 6, true);
+        assert_eq!(
+            describe(&c, &m, Encapsulation::V2v6, true),
+            "marks: IPv6 traffic class 0x6a (DSCP 26, ECT(0)) on data, 0xc2 (DSCP 48, ECT(0)) on CNPs; \
+             -S 3: 802.1Q priority tag PCP 3 VLAN 0 (CNPs PCP 6); --flow_label 5: IPv6 flow label per \
+             queue pair, round-robin, and rxe's UDP source port of it"
+        );
+        let c = classes(RoceVersion::V2, &m, 48, 6, false);
+        let line = describe(&c, &m, Encapsulation::V2v4, false);
+        assert!(line.contains("-S 3: SO_PRIORITY 3"), "{line}");
+        assert!(line.contains("--flow_label 5: not applied"), "{line}");
     }
 }
