@@ -137,8 +137,13 @@ fn tune(s: &TcpStream, dial: Dial) -> Result<()> {
         set_int(s, level, name, tclass.into()).map_err(io_err(what))?;
     }
     if let Some(prio) = dial.priority {
-        set_int(s, libc::SOL_SOCKET, libc::SO_PRIORITY, prio.into())
-            .map_err(io_err("setting SO_PRIORITY (-S)"))?;
+        set_int(s, libc::SOL_SOCKET, libc::SO_PRIORITY, prio.into()).map_err(io_err(
+            if prio > 6 {
+                "setting SO_PRIORITY (-S; above 6 it needs CAP_NET_ADMIN: run as root or give -S 0..6)"
+            } else {
+                "setting SO_PRIORITY (-S)"
+            },
+        ))?;
     }
     if let Some(bytes) = dial.socket_buffer {
         // The kernel caps both at its [rw]mem_max anyway; an int is what setsockopt takes.

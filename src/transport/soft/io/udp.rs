@@ -190,7 +190,18 @@ impl UdpSocket {
             }
         }
         if let Some(prio) = cfg.priority {
-            setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_PRIORITY, prio.into(), "SO_PRIORITY")?;
+            setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_PRIORITY, prio.into(), "SO_PRIORITY")
+                .map_err(|e| match e {
+                    IoError::Os { source, .. } if source.raw_os_error() == Some(libc::EPERM) => {
+                        IoError::Os {
+                            context: format!(
+                                "-S {prio}: setsockopt(SO_PRIORITY={prio}) needs CAP_NET_ADMIN above 6; run as root or give -S 0..6"
+                            ),
+                            source,
+                        }
+                    }
+                    e => e,
+                })?;
         }
         if cfg.gro {
             setsockopt_int(&fd, libc::SOL_UDP, super::batch::UDP_GRO, 1, "UDP_GRO")?;
@@ -918,5 +929,68 @@ pub(super) mod tests {
             .unwrap();
         assert!(matches!(err, IoError::AddrNotOnInterface { .. }), "{err}");
         assert!(err.to_string().contains("'lo'"), "{err}");
+    }
+
+    /// A CNP leaves with its own class by a control message, data with the socket's; the receiver
+    /// reads each datagram's class (IP_RECVTOS / IPV6_RECVTCLASS), GSO or not, IPv4 and IPv6.
+    #[test]
+    fn cnps_take_their_own_class_and_the_receiver_reads_every_class() {
+        for (a_ip, b_ip, gso) in [
+            ("127.0.0.24", "127.0.0.25", true),
+            ("127.0.0.24", "127.0.0.25", false),
+            ("::1", "::1", true),
+        ] {
+            let (a_ip, b_ip): (IpAddr, IpAddr) = (a_ip.parse().unwrap(), b_ip.parse().unwrap());
+            let marked = |ip: IpAddr, port: u16| UdpPlan {
+                cfg: UdpConfig {
+                    port,
+                    tclass: Some(0x6a),
+                    cnp_tclass: 0xc2,
+                    priority: Some(3),
+                    recv_tclass: true,
+                    zero_checksum: !gso,
+                    ..UdpConfig::default()
+                },
+                ip,
+                may_move: false,
+                tx_slot: 2048,
+                gso,
+            };
+            let lo = NetDev::by_name("lo").unwrap();
+            let mut a = UdpDevice::open(&lo, &marked(a_ip, free_port(a_ip))).unwrap();
+            let mut b = UdpDevice::open(&lo, &marked(b_ip, free_port(b_ip))).unwrap();
+            let to = b.local_addr();
+            let now = Instant::ZERO;
+            // Data, a CNP (BTH opcode 0x81, 16 reserved bytes, ICRC), data: the CNP leaves at once,
+            // on its own; the data around it as one batch.
+            for op in [0x04u8, Opcode::CNP.0, 0x04] {
+                assert!(a.tx_push(now, to, |buf| {
+                    buf[..32].fill(0);
+                    buf[0] = op;
+                    Some(32)
+                }));
+            }
+            a.flush(now).unwrap();
+            let mut got = Vec::new();
+            for _ in 0..1000 {
+                b.receive(now, |meta, data| {
+                    let RxMeta::Datagram { tclass, .. } = meta else {
+                        panic!("{meta:?}")
+                    };
+                    got.push((data[0], tclass));
+                })
+                .unwrap();
+                if got.len() >= 3 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            got.sort();
+            assert_eq!(
+                got,
+                [(0x04, 0x6a), (0x04, 0x6a), (Opcode::CNP.0, 0xc2)],
+                "{a_ip} GSO {gso}"
+            );
+        }
     }
 }
