@@ -198,3 +198,69 @@ fn packet_frames_carry_the_priority_tag_tclass_and_flow_label() {
         "v2/IPv4, v2/IPv6, v1: {kinds:?}"
     );
 }
+
+/// The TCP baseline between two namespaces: `--tclass 104` is the DSCP 26 of every data segment
+/// (the kernel keeps TCP's own ECN bits: 0x68, not ECT), `-S` is accepted, the header and `--json`
+/// say both, and two sides that disagree on `--tclass` are told so by name.
+#[test]
+fn tcp_segments_carry_the_tclass_and_the_sides_must_agree() {
+    if !can_run() {
+        return;
+    }
+    let pair = NetnsPair::up(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("client.json");
+    let cap = Capture::start(Some(&pair.ns('a')), "veth0", "tcp and greater 200");
+    let args = [
+        "--transport",
+        "tcp",
+        "--tclass",
+        "104",
+        "-S",
+        "3",
+        "-n",
+        "200",
+    ];
+    let mut client = args.to_vec();
+    client.extend(["--json", json.to_str().unwrap()]);
+    let (s, c) = pair.run_pair("write_bw", args.to_vec(), client);
+    crate::common::assert_both_ok("tcp with --tclass", &s, &c);
+    let (path, _dir) = cap.finish();
+    // The data connection is the one that carried the most segments (the out-of-band channel, a
+    // connection of its own, is not marked).
+    let frames = read_pcap(&path);
+    let ports = |f: &[u8]| {
+        let n = seen(f).net;
+        let (a, b) = (
+            u16::from_be_bytes([n[20], n[21]]),
+            u16::from_be_bytes([n[22], n[23]]),
+        );
+        (a.min(b), a.max(b))
+    };
+    let mut by_conn = std::collections::HashMap::<(u16, u16), Vec<u8>>::new();
+    for f in &frames {
+        by_conn.entry(ports(f)).or_default().push(seen(f).net[1]);
+    }
+    let data = by_conn.values().max_by_key(|t| t.len()).unwrap();
+    assert!(data.len() > 10, "{} data segments", data.len());
+    assert!(
+        data.iter().all(|&tos| tos == 0x68),
+        "TOS of the data segments: {data:x?}"
+    );
+    crate::common::assert_contains(
+        &c.stdout,
+        "IP_TOS / IPV6_TCLASS 0x68 on the data connections",
+    );
+    let doc = crate::common::json_file(&json);
+    assert_eq!(
+        doc["test"]["marks"],
+        serde_json::json!({"tclass": 104, "sl": 3, "so_priority": 3})
+    );
+    // The sides must agree.
+    let (s, c) = pair.run_pair(
+        "write_bw",
+        vec!["--transport", "tcp", "--tclass", "104"],
+        vec!["--transport", "tcp"],
+    );
+    crate::common::assert_both_refused(&s, &c, &["tclass", "--tclass"]);
+}

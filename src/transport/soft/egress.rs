@@ -235,4 +235,88 @@ mod tests {
             );
         }
     }
+
+    /// tshark (which the project's scripts install; without it this fails rather than passes)
+    /// decodes a CNP the egress framed: RRoCE, 802.1Q priority 6, DSCP 48 with ECT(0), the
+    /// opcode it names "Unknown OpCode" (0x81), destination QP and PSN 0.
+    #[test]
+    fn tshark_decodes_a_cnp_the_egress_wrote() {
+        use crate::transport::soft::marks::classes;
+        let c = classes(
+            crate::params::RoceVersion::V2,
+            &crate::params::Marks {
+                sl: Some(3),
+                ..Default::default()
+            },
+            48,
+            6,
+            true,
+        );
+        let path = Path::Frame {
+            eth: EthernetRepr {
+                dst: MacAddr([2, 0, 0, 0, 0, 2]),
+                src: MacAddr([2, 0, 0, 0, 0, 1]),
+                vlan: c.data.vlan,
+                ethertype: 0,
+            },
+            net: NetRepr::V2v4(
+                ipv4_repr(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)),
+                UdpRepr::roce(0xc000),
+            )
+            .with_tclass(c.data.tclass),
+            cnp: c.cnp,
+        };
+        let mut bth = BthRepr::new(Opcode::CNP, 0x12_3456, 0);
+        bth.becn = true;
+        let mut buf = vec![0u8; 128];
+        let len = frame(&path, &mut TxIcrcs::new(), &mut buf, |out| {
+            out[..28].fill(0);
+            bth.emit(&mut out[..12]);
+            Some(28)
+        })
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let pcap = dir.path().join("cnp.pcap");
+        let mut file = Vec::new();
+        for w in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
+            file.extend_from_slice(&w.to_le_bytes());
+        }
+        for w in [0u32, 0, len as u32, len as u32] {
+            file.extend_from_slice(&w.to_le_bytes());
+        }
+        file.extend_from_slice(&buf[..len]);
+        std::fs::write(&pcap, file).unwrap();
+        let fields = [
+            "_ws.col.Protocol",
+            "vlan.priority",
+            "vlan.id",
+            "ip.dsfield.dscp",
+            "ip.dsfield.ecn",
+            "infiniband.bth.opcode",
+            "infiniband.bth.destqp",
+            "infiniband.bth.psn",
+            "_ws.col.Info",
+        ];
+        let mut cmd = std::process::Command::new("tshark");
+        cmd.arg("-r").arg(&pcap).args(["-T", "fields"]);
+        for f in fields {
+            cmd.args(["-e", f]);
+        }
+        let out = cmd
+            .output()
+            .expect("tshark runs (apt-get install -y tshark; scripts/deps.sh installs it)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let got: Vec<&str> = text.trim_end().split('\t').collect();
+        assert_eq!(
+            got[..8],
+            ["RRoCE", "6", "0", "48", "2", "129", "0x123456", "0"],
+            "{text}"
+        );
+        assert!(got[8].contains("Unknown OpCode"), "{text}");
+    }
 }
