@@ -347,10 +347,10 @@ const FLOW_LABEL_HELP: &str = "\
 IPv6 / GRH flow labels 0..1048575, comma-separated; queue pair i takes label i mod n, as perftest \
 assigns them (verbs, soft only) [default: 0]. \
 verbs: the address handle's GRH flow label (RoCE v2: rxe and ConnectX derive the UDP source port \
-from it). soft: RoCE v1's GRH flow label and RoCE v2/IPv6's, written in the header on AF_PACKET; \
-RoCE v2's UDP source port follows it as rxe's does (--io packet). On the UDP backend the socket's \
-kernel writes the IPv6 header: the label is leased through IPV6_FLOWLABEL_MGR and sent with \
-IPV6_FLOWINFO_SEND. RoCE v2/IPv4 has no flow label: only the UDP source port follows it (--io packet).";
+from it). soft over AF_PACKET (--io packet): RoCE v1's GRH flow label and RoCE v2/IPv6's, and \
+RoCE v2's UDP source port follows it as rxe's does (IPv4 has no flow label: only the port). soft \
+over UDP: not applied, and the header says so: the socket's kernel writes the IPv6 header with its \
+own label (net.ipv6.auto_flowlabels) and the source port is the socket's. tcp: refused.";
 
 /// What `roce_atomic_bw --help` and `roce_atomic_lat --help` say before the flags.
 const ATOMIC_ABOUT: &str = "\
