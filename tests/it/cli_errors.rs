@@ -42,7 +42,11 @@ fn out_of_range_values_name_the_flag() {
         &["-d", "lo", "--flow_label", "1,1048576"],
         "a flow label is 20 bits, 0 .. 1048575",
     );
-    usage_error("atomic_lat", &["-d", "lo", "--flow_label", "x"], "--flow_label");
+    usage_error(
+        "atomic_lat",
+        &["-d", "lo", "--flow_label", "x"],
+        "--flow_label",
+    );
 }
 
 #[test]
