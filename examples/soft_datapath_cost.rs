@@ -21,7 +21,9 @@
 //! Across a veth pair instead of lo (`scripts/netns.sh up`, root): `SDC_NETNS=rpa,rpb` opens one
 //! endpoint in each namespace on `veth0` (10.77.0.1 and 10.77.0.2), and `SDC_IO=packet`,
 //! `SDC_ROCE=v1` pick the AF_PACKET backend and RoCE v1; `SDC_NO_GSO=1` sends RoCE v2 as `--no-gso`
-//! does (over AF_PACKET: single frames and the receive ring, as RoCE v1 moves).
+//! does (over AF_PACKET: single frames and the receive ring, as RoCE v1 moves). `SDC_NO_CE=1` opens
+//! the endpoints without reading ECN marks (`SoftConfig::read_ce`: on UDP, no IP_RECVTOS control
+//! message per datagram, so one-at-a-time receives are `recvfrom` again), to price the CE reading.
 
 use std::time::Instant;
 
@@ -40,6 +42,9 @@ fn endpoint(dev: &str, ip: &str, port: u16) -> SoftEndpoint {
     }
     if std::env::var("SDC_NO_GSO").is_ok_and(|v| v == "1") {
         c.gso = false;
+    }
+    if std::env::var("SDC_NO_CE").is_ok_and(|v| v == "1") {
+        c.read_ce = false;
     }
     if !v1 {
         c.bind = Some(ip.parse().expect("an address"));

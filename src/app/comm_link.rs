@@ -249,6 +249,9 @@ impl<E: Described> Described for CommLink<E> {
     fn lossy(&self) -> (Option<String>, Option<Recovery>) {
         self.ep().lossy()
     }
+    fn wire_marks(&self) -> Option<crate::results::RunMarks> {
+        self.ep().wire_marks()
+    }
     fn cm(&mut self) -> Option<&mut dyn CmEndpoint> {
         Some(self)
     }

@@ -6,6 +6,7 @@ use super::Error;
 use super::notes::Note;
 use super::plan::Plan;
 use crate::params::{ConnType, Metric, Recovery, RoceVersion, Verb};
+use crate::results::RunMarks;
 use crate::transport::cm::CmEndpoint;
 use crate::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use crate::transport::soft::netdev::AddrFamily;
@@ -44,6 +45,11 @@ pub(crate) trait Described: Endpoint {
     fn mtu_offered(&self) -> Option<u32> {
         None
     }
+    /// What the packets carry for `--tclass`, `-S`, `--flow_label` (the flags as given, and what
+    /// the transport itself put on the wire), where the transport writes the packets (soft).
+    fn wire_marks(&self) -> Option<RunMarks> {
+        None
+    }
     /// UC/UD: messages the transport itself saw arrive whole, when it can count them (soft counts
     /// WRITEs too, which no receive completion shows).
     fn messages_received(&self) -> Option<u64> {
@@ -79,6 +85,19 @@ impl Described for SoftEndpoint {
     }
     fn mtu_offered(&self) -> Option<u32> {
         Some(self.mtu())
+    }
+    fn wire_marks(&self) -> Option<RunMarks> {
+        let c = self.classes();
+        let m = self.marks();
+        Some(RunMarks {
+            tclass: m.tclass,
+            sl: m.sl,
+            flow_labels: m.flow_labels.clone(),
+            data_tclass: Some(c.data.tclass),
+            cnp_tclass: Some(c.cnp.tclass),
+            priority_tag: c.data.vlan.map(|t| t.pcp),
+            so_priority: c.so_priority,
+        })
     }
     fn messages_received(&self) -> Option<u64> {
         let c = SoftEndpoint::counters(self);
@@ -154,6 +173,7 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.impair = d.impair;
     cfg.impair_seed = d.impair_seed;
     cfg.recovery = d.recovery;
+    cfg.marks = d.marks.clone();
     cfg.qps = plan.qps as usize + comm_qps(plan);
     cfg.connection = plan.connection;
     // perftest's -R message queue pair is RC whatever -c says.
@@ -220,6 +240,9 @@ pub(crate) fn open_verbs(plan: &Plan) -> Result<VerbsEndpoint, Error> {
         timeout: d.qp_timeout.unwrap_or(defaults.timeout),
         retry_cnt: d.retry_count.unwrap_or(defaults.retry_cnt),
         connection: plan.connection,
+        sl: d.marks.sl_or_default(),
+        traffic_class: d.marks.tclass_or_default(),
+        flow_labels: d.marks.flow_labels.clone(),
         // perftest's -R message queue pair is RC whatever -c says.
         rc_tail: comm_qps(plan),
         // As on soft: rdma_cm's UDP port space has one Q_Key, which librdmacm's SIDR_REP names.
@@ -244,6 +267,8 @@ pub(crate) fn open_tcp(plan: &Plan, bind: IpAddr) -> Result<TcpEndpoint, Error> 
         bind,
         connect_timeout: plan.connect_timeout,
         socket_buffer: None,
+        tclass: plan.device.marks.tclass,
+        priority: plan.device.marks.sl,
         spin_polls: transport::tcp::DEFAULT_SPIN_POLLS,
     })
     .map_err(|source| setup_error(plan, source))

@@ -187,6 +187,8 @@ impl Plan {
             connection: self.connection,
             rdma_cm: self.rdma_cm,
             atomic_type: self.atomic_type,
+            tclass: self.device.marks.tclass_or_default(),
+            sl: self.device.marks.sl_or_default(),
         }
     }
 }

@@ -42,15 +42,19 @@ fn address_lines(plan: &Plan, info: &ConnInfo) -> Vec<AddressLine> {
 
 /// The header's notes that follow from the plan, the core and the addresses.
 fn run_notes(plan: &Plan, pinned: &Pinned, local: &ConnInfo, peer: &ConnInfo) -> Vec<Note> {
-    let mut notes = vec![
-        Note::Transport {
-            kind: plan.transport,
-            reason: plan.transport_reason.clone(),
-        },
-        Note::Datapath {
-            reason: pinned.reason.clone(),
-        },
-    ];
+    let mut notes = marks_note(plan).into_iter().collect::<Vec<_>>();
+    notes.splice(
+        0..0,
+        [
+            Note::Transport {
+                kind: plan.transport,
+                reason: plan.transport_reason.clone(),
+            },
+            Note::Datapath {
+                reason: pinned.reason.clone(),
+            },
+        ],
+    );
     if plan.validate {
         notes.push(Note::Validate(crate::bench::validate::Checked::of(
             plan.test,
@@ -79,6 +83,40 @@ fn run_notes(plan: &Plan, pinned: &Pinned, local: &ConnInfo, peer: &ConnInfo) ->
         }
     }
     notes
+}
+
+/// What verbs and tcp do with `--tclass`, `-S` and `--flow_label`, when any was given (the soft
+/// endpoint says it itself, with what it put on the wire).
+fn marks_note(plan: &Plan) -> Option<Note> {
+    let m = &plan.device.marks;
+    if m.is_default() {
+        return None;
+    }
+    let line = match plan.transport {
+        TransportKind::Soft => return None,
+        TransportKind::Verbs => format!(
+            "marks: address handle SL {}, GRH traffic class {:#04x}, flow label {} (per queue pair, round-robin); the NIC maps the SL to its 802.1Q priority",
+            m.sl_or_default(),
+            m.tclass_or_default(),
+            m.flow_labels_display()
+        ),
+        TransportKind::Tcp => {
+            let mut parts = Vec::new();
+            if let Some(t) = m.tclass {
+                parts.push(format!(
+                    "IP_TOS / IPV6_TCLASS {t:#04x} on the data connections (DSCP {}; the kernel keeps TCP's own ECN bits)",
+                    t >> 2
+                ));
+            }
+            if let Some(p) = m.sl {
+                parts.push(format!(
+                    "-S {p}: SO_PRIORITY {p} (an 802.1Q priority only through a VLAN device's egress-qos-map)"
+                ));
+            }
+            format!("marks: {}", parts.join("; "))
+        }
+    };
+    Some(Note::Setup(line))
 }
 
 /// The run's description, once both sides' connection details are known.
@@ -143,7 +181,21 @@ pub(crate) fn run_info(
         rdma_cm: plan.rdma_cm,
         exchange_rdma_cm: super::endpoints::comm_qps(plan) > 0,
         error: None,
+        marks: given_marks(plan),
     }
+}
+
+/// `--tclass`, `-S`, `--flow_label` as given, where any was (the soft endpoint adds what it put on
+/// the wire: [`Described::wire_marks`]); tcp's `-S` is its sockets' SO_PRIORITY.
+fn given_marks(plan: &Plan) -> Option<results::RunMarks> {
+    let m = &plan.device.marks;
+    (!m.is_default()).then(|| results::RunMarks {
+        tclass: m.tclass,
+        sl: m.sl,
+        flow_labels: m.flow_labels.clone(),
+        so_priority: m.sl.filter(|_| plan.transport == TransportKind::Tcp),
+        ..results::RunMarks::default()
+    })
 }
 
 /// perftest's header block, the address block and the table's header.

@@ -200,6 +200,9 @@ fn steps<'p, D: Dialect, E: Described>(
                     report::run_info(plan, link.fallback_device, pinned, &local, &link.peer);
                 i.warmup = link.warmup;
                 (i.impair, i.recovery) = ep.lossy();
+                if let Some(m) = ep.wire_marks() {
+                    i.marks = Some(m);
+                }
                 i.notes.extend(notes::lines(&ep.notes()));
                 i.notes.extend(notes::lines(&link.notes));
                 if !out.quiet() {

@@ -577,6 +577,8 @@ pub(crate) mod testing {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             connect_timeout: Duration::from_secs(5),
             socket_buffer: None,
+            tclass: None,
+            priority: None,
             spin_polls: crate::transport::tcp::DEFAULT_SPIN_POLLS,
         };
         let mut s = TcpEndpoint::new(cfg(Role::Server)).unwrap();

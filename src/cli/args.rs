@@ -220,6 +220,21 @@ pub(crate) struct Args {
     #[arg(long = "retry_count", value_parser = clap::value_parser!(u8).range(0..=7), group = ROCE_SETUP)]
     pub retry_count: Option<u8>,
 
+    /// Traffic class 0..255: the IPv4 TOS / IPv6 traffic class of RoCE v2 and TCP, the GRH traffic
+    /// class of RoCE v1 (SYMMETRIC) [default: 0].
+    #[arg(long = "tclass", value_name = "N", long_help = TCLASS_HELP)]
+    pub tclass: Option<u8>,
+
+    /// Service level 0..15: the address handle's SL (verbs), the 802.1Q priority sl & 7 of the frames
+    /// soft writes (--io packet), SO_PRIORITY (soft over UDP, tcp) (SYMMETRIC) [default: 0].
+    #[arg(short = 'S', long = "sl", value_name = "N", value_parser = clap::value_parser!(u8).range(0..=15), long_help = SL_HELP)]
+    pub sl: Option<u8>,
+
+    /// IPv6 / GRH flow labels 0..1048575, comma-separated, assigned to the queue pairs round-robin
+    /// (verbs, soft only) [default: 0].
+    #[arg(long = "flow_label", value_name = "FL0,FL1,...", value_delimiter = ',', value_parser = values::parse_flow_label, long_help = FLOW_LABEL_HELP, group = ROCE_SETUP)]
+    pub flow_label: Option<Vec<u32>>,
+
     /// Check every byte received against the sender's pattern; a mismatch fails the test (SYMMETRIC).
     #[arg(long)]
     pub validate: bool,
@@ -300,6 +315,42 @@ pub(crate) struct Args {
     #[command(flatten)]
     pub gate_output: GateOutputArgs,
 }
+
+/// `--tclass`'s long help: what it sets on each transport and what its ECN bits do.
+const TCLASS_HELP: &str = "\
+Traffic class 0..255 (SYMMETRIC) [default: 0]: the upper six bits are the DSCP a switch classifies by \
+(RoCE's usual lossless class is DSCP 26: --tclass 104), the lower two the ECN field. \
+verbs: the GRH traffic class of the address handle (RoCE v2: the IP TOS / traffic class). \
+soft, RoCE v2: the IPv4 TOS or IPv6 traffic class of every packet (IP_TOS / IPV6_TCLASS on the UDP \
+socket, the header bytes on AF_PACKET). Data leaves ECN-capable, ECT(0), so a switch (or iptables -j ECN \
+on one host) can mark it CE instead of dropping it and the receiver counts it \
+(np_ecn_marked_roce_packets); ECN bits given here are kept as given: --tclass 1 sends ECT(1), \
+--tclass 3 sends CE on every packet. CNPs leave with their own class, DSCP 48 and ECT(0) (TOS 0xC2), \
+as ConnectX sends them. \
+soft, RoCE v1: the GRH traffic class, as given (a GRH has no ECN field: no ECT is added, as ConnectX \
+marks no v1 traffic). \
+tcp: IP_TOS / IPV6_TCLASS on the data sockets; the kernel keeps TCP's own ECN bits, so only the DSCP \
+applies.";
+
+/// `-S`'s long help: what a service level becomes on each transport.
+const SL_HELP: &str = "\
+Service level 0..15 (SYMMETRIC) [default: 0]. \
+verbs: the address handle's SL, which the NIC maps to an 802.1Q priority (on ConnectX, priority = SL & 7). \
+soft over AF_PACKET (--io packet): a non-zero -S puts an 802.1Q priority tag (TPID 0x8100, PCP sl & 7, \
+VLAN 0) on every frame; -S 0 or no -S sends untagged frames, as before. CNPs carry priority 6 (np_cnp_prio). \
+soft over UDP and tcp: SO_PRIORITY sl on the socket: the kernel's frames carry a tag only when they \
+leave through a VLAN device whose egress map maps that priority (ip link ... egress-qos-map), and a \
+qdisc may classify by it.";
+
+/// `--flow_label`'s long help.
+const FLOW_LABEL_HELP: &str = "\
+IPv6 / GRH flow labels 0..1048575, comma-separated; queue pair i takes label i mod n, as perftest \
+assigns them (verbs, soft only) [default: 0]. \
+verbs: the address handle's GRH flow label (RoCE v2: rxe and ConnectX derive the UDP source port \
+from it). soft over AF_PACKET (--io packet): RoCE v1's GRH flow label and RoCE v2/IPv6's, and \
+RoCE v2's UDP source port follows it as rxe's does (IPv4 has no flow label: only the port). soft \
+over UDP: not applied, and the header says so: the socket's kernel writes the IPv6 header with its \
+own label (net.ipv6.auto_flowlabels) and the source port is the socket's. tcp: refused.";
 
 /// What `roce_atomic_bw --help` and `roce_atomic_lat --help` say before the flags.
 const ATOMIC_ABOUT: &str = "\

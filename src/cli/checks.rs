@@ -128,6 +128,7 @@ pub(crate) fn transport_flags(transport: TransportKind, a: &Args) -> Result<(), 
             a.qp_timeout.is_some(), "-u" => "TCP retransmits on its own timers";
             a.retry_count.is_some(), "--retry_count" => "TCP retransmits on its own timers";
             a.ipv6, "--ipv6" => "the TCP baseline follows the host address given";
+            a.flow_label.is_some(), "--flow_label" => "the kernel labels TCP's IPv6 flows itself (net.ipv6.auto_flowlabels); --tclass and -S apply";
         );
     }
     if transport != TransportKind::Soft {

@@ -7,8 +7,8 @@ use super::checks::{self, TransportReason};
 use super::{Error, pacing, reporting};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::{
-    AtomicOp, ConnType, IoKind, OutputSelect, RateLimit, Recovery, RoceVersion, Role, RunMode,
-    TestKind, TransportKind,
+    AtomicOp, ConnType, IoKind, Marks, OutputSelect, RateLimit, Recovery, RoceVersion, Role,
+    RunMode, TestKind, TransportKind,
 };
 use crate::report::export::{ReportingFiles, RunFiles};
 use crate::transport::ImpairConfig;
@@ -147,6 +147,8 @@ pub struct DeviceOptions {
     pub impair_seed: Option<u64>,
     /// `--recovery` (soft): what this side asks for; the peer must ask for `sr` too.
     pub recovery: Recovery,
+    /// `--tclass`, `-S`, `--flow_label`: what every packet is marked with.
+    pub marks: Marks,
 }
 
 impl Options {
@@ -232,6 +234,11 @@ impl Options {
                 impair: a.impair,
                 impair_seed: a.impair_seed,
                 recovery: a.recovery.unwrap_or_default(),
+                marks: Marks {
+                    tclass: a.tclass,
+                    sl: a.sl,
+                    flow_labels: a.flow_label.unwrap_or_default(),
+                },
             },
             sizes,
             all_sizes: a.all,

@@ -56,3 +56,16 @@ pub(crate) use crate::params::parse_percentile;
 pub(crate) fn parse_impair(s: &str) -> Result<crate::transport::ImpairConfig, String> {
     crate::transport::ImpairConfig::parse_from(s, "--impair").map_err(|e| e.to_string())
 }
+
+/// `--flow_label`'s entries: 0 .. 2^20 - 1 each.
+pub(crate) fn parse_flow_label(s: &str) -> Result<u32, String> {
+    match parse_int(s.trim()) {
+        Some(v) if v <= u64::from(crate::params::marks::FLOW_LABEL_MAX) => Ok(v as u32),
+        Some(_) => Err(format!(
+            "'{s}' is out of range; a flow label is 20 bits, 0 .. 1048575"
+        )),
+        None => Err(format!(
+            "'{s}' is not a flow label; give numbers 0 .. 1048575, comma-separated"
+        )),
+    }
+}

@@ -1,7 +1,9 @@
 //! The parameters both sides must agree on, and the check that names the first one that differs.
 //!
 //! Only what changes the traffic is here: the test, transport, RoCE version, sizes, iterations or
-//! duration, queue pairs, MTU, direction, warm-up and validation. How each side shows or stores its
+//! duration, queue pairs, MTU, direction, warm-up, validation, traffic class and service level
+//! (`--flow_label` stays per side: a label names one direction's flows and changes no class of
+//! service, as perftest assigns each side's own). How each side shows or stores its
 //! figures (`--report_gbits`, `--output`, `--csv`, `--json`, `--results`, `--percentiles`, `-v`,
 //! `--cpu`, gate thresholds) is its own business and never travels.
 
@@ -58,6 +60,13 @@ pub(crate) struct TestParams {
     /// `-A`: the atomic operation (atomic tests only).
     #[serde(default)]
     pub atomic_type: Option<AtomicOp>,
+    /// `--tclass` (0 when not given, as perftest): the class both directions' packets travel in
+    /// (a peer that does not say sends 0).
+    #[serde(default)]
+    pub tclass: u8,
+    /// `-S` (0 when not given): the priority both directions' frames travel at.
+    #[serde(default)]
+    pub sl: u8,
 }
 
 /// The first parameter that differs between this side and the peer.
@@ -146,7 +155,7 @@ impl TestParams {
     /// The parameters in the order they are checked: name, value as shown, what to do. What another
     /// parameter follows from comes first: `-c` and `-m` before the sizes (UD's default size is the
     /// MTU), the run's length as one (`-n` or `-D`) before its margin.
-    fn fields(&self) -> [(&'static str, String, &'static str); 17] {
+    fn fields(&self) -> [(&'static str, String, &'static str); 19] {
         [
             (
                 "test",
@@ -209,6 +218,16 @@ impl TestParams {
                 "atomic type",
                 opt(&self.atomic_type),
                 "give both sides the same -A",
+            ),
+            (
+                "tclass",
+                self.tclass.to_string(),
+                "give both sides the same --tclass (each side marks what it sends)",
+            ),
+            (
+                "sl",
+                self.sl.to_string(),
+                "give both sides the same -S (each side marks what it sends)",
             ),
         ]
     }
@@ -298,7 +317,32 @@ mod tests {
             latency_gap_ns: 0,
             connection: ConnType::Rc,
             rdma_cm: false,
+            tclass: 0,
+            sl: 0,
         }
+    }
+
+    #[test]
+    fn tclass_and_sl_must_match_and_an_older_peer_sends_0() {
+        let marked = TestParams {
+            tclass: 104,
+            ..base()
+        };
+        assert_eq!(
+            marked.first_mismatch(&base()).unwrap().to_string(),
+            "tclass: this side 104, peer 0 — give both sides the same --tclass (each side marks what it sends)"
+        );
+        let sl = TestParams { sl: 3, ..base() };
+        assert_eq!(
+            base().first_mismatch(&sl).unwrap().to_string(),
+            "sl: this side 0, peer 3 — give both sides the same -S (each side marks what it sends)"
+        );
+        let mut old = serde_json::to_value(base()).unwrap();
+        let o = old.as_object_mut().unwrap();
+        o.remove("tclass");
+        o.remove("sl");
+        let old: TestParams = serde_json::from_value(old).unwrap();
+        assert_eq!((old.tclass, old.sl), (0, 0));
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub(crate) use read::parse_transport;
 pub use repeat::Repetitions;
 pub(crate) use row::ResultRow;
 pub(crate) use run::EndlessRun;
-pub use run::{AddressLine, FailedPart, RunError, RunInfo, role_name};
+pub use run::{AddressLine, FailedPart, RunError, RunInfo, RunMarks, role_name};
 pub(crate) use set::Skipped;
 pub use set::{CompareRun, CompareSet, default_label};
 pub use size::{Measured, SizeResult};

@@ -7,6 +7,34 @@ use crate::params::{
 };
 use serde::{Deserialize, Serialize};
 
+/// What a run marked its packets with: `--tclass`, `-S` and `--flow_label` as given, and what the
+/// soft transport put on the wire for them (the kernel or the NIC decides that elsewhere).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunMarks {
+    /// `--tclass` as given; absent when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tclass: Option<u8>,
+    /// `-S` as given; absent when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sl: Option<u8>,
+    /// `--flow_label`'s list (queue pair `i` took entry `i % len`); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flow_labels: Vec<u32>,
+    /// Soft: the TOS / traffic class byte data packets left with (RoCE v2: ECT(0) added unless
+    /// `--tclass` set the ECN bits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_tclass: Option<u8>,
+    /// Soft: the TOS / traffic class byte CNPs leave with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cnp_tclass: Option<u8>,
+    /// Soft over AF_PACKET: the 802.1Q priority (PCP) of the tag on data frames; absent untagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_tag: Option<u8>,
+    /// The socket's SO_PRIORITY (soft over UDP, tcp); absent when not set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub so_priority: Option<u8>,
+}
+
 /// One perftest "local address:" / "remote address:" line (+ GID line).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddressLine {
@@ -124,6 +152,10 @@ pub struct RunInfo {
     /// that completed, the counters the transport's then); absent for a run that finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RunError>,
+    /// `--tclass`, `-S`, `--flow_label` and what they made of the packets; absent when the run
+    /// marked nothing (no flag given, and not the soft transport, which marks RoCE v2 ECN-capable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<RunMarks>,
 }
 
 impl RunInfo {
@@ -187,6 +219,7 @@ impl RunInfo {
             latency_gap_ns: None,
             run_infinitely: None,
             error: None,
+            marks: None,
         }
     }
 }

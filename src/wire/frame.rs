@@ -44,6 +44,28 @@ impl NetRepr {
         }
     }
 
+    /// The IPv4 TOS, IPv6 traffic class or GRH TClass byte.
+    #[inline]
+    pub fn tclass(&self) -> u8 {
+        match self {
+            NetRepr::V1(grh) => grh.tclass,
+            NetRepr::V2v4(ip, _) => ip.tos,
+            NetRepr::V2v6(ip, _) => ip.traffic_class,
+        }
+    }
+
+    /// This header with its TOS / traffic class byte set to `tclass` (masked in the ICRC: a start
+    /// kept for one class is the start for every other).
+    #[inline]
+    pub fn with_tclass(mut self, tclass: u8) -> NetRepr {
+        match &mut self {
+            NetRepr::V1(grh) => grh.tclass = tclass,
+            NetRepr::V2v4(ip, _) => ip.tos = tclass,
+            NetRepr::V2v6(ip, _) => ip.traffic_class = tclass,
+        }
+        self
+    }
+
     /// The ICRC of `ib` (BTH through pad) under this network header.
     pub fn icrc(&self, ib: &[u8]) -> u32 {
         self.icrc_start(ib.len()).finish_ib(ib)

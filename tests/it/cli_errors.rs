@@ -31,7 +31,22 @@ fn out_of_range_values_name_the_flag() {
         ("send_lat", &["--percentiles", "99,200"], "percentile"),
         ("write_bw", &["--output", "everything"], "--output"),
         ("write_bw", &["--cpu", "4096"], "--cpu 4096"),
+        ("write_bw", &["--tclass", "256"], "--tclass"),
+        ("write_bw", &["-S", "16"], "--sl"),
+        ("send_lat", &["--sl", "x"], "--sl"),
+        ("write_bw", &["--flow_label", "7"], "--flow_label"),
     ]);
+    // Soft and verbs take --flow_label; each entry is 20 bits.
+    usage_error(
+        "write_bw",
+        &["-d", "lo", "--flow_label", "1,1048576"],
+        "a flow label is 20 bits, 0 .. 1048575",
+    );
+    usage_error(
+        "atomic_lat",
+        &["-d", "lo", "--flow_label", "x"],
+        "--flow_label",
+    );
 }
 
 #[test]

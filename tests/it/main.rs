@@ -53,6 +53,7 @@ mod soft_io_rate;
 mod soft_kernel_rx;
 mod soft_lat_acks;
 mod soft_lossy;
+mod soft_marks;
 mod soft_netdev;
 mod soft_netns;
 mod soft_noalloc;

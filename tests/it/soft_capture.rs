@@ -26,7 +26,7 @@ fn have(tool: &str) -> bool {
 
 /// Root, tcpdump and tshark; otherwise records the skip (see `common::skip`).
 #[track_caller]
-fn can_run() -> bool {
+pub(crate) fn can_run() -> bool {
     !crate::common::skip_unless(
         is_root() && have("tcpdump") && have("tshark"),
         "needs root, tcpdump and tshark (apt-get install -y tcpdump tshark)",
@@ -34,7 +34,7 @@ fn can_run() -> bool {
 }
 
 /// A running tcpdump writing to a temporary pcap.
-struct Capture {
+pub(crate) struct Capture {
     child: Child,
     stderr: BufReader<std::process::ChildStderr>,
     path: PathBuf,
@@ -42,7 +42,7 @@ struct Capture {
 }
 
 impl Capture {
-    fn start(netns: Option<&str>, iface: &str, filter: &str) -> Capture {
+    pub(crate) fn start(netns: Option<&str>, iface: &str, filter: &str) -> Capture {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.pcap");
         let mut cmd = match netns {
@@ -91,7 +91,7 @@ impl Capture {
     }
 
     /// Stops tcpdump (SIGINT flushes the file) and returns the pcap path.
-    fn finish(mut self) -> (PathBuf, tempfile::TempDir) {
+    pub(crate) fn finish(mut self) -> (PathBuf, tempfile::TempDir) {
         std::thread::sleep(std::time::Duration::from_millis(200));
         // SAFETY: signalling the child we spawned, by its pid.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };

@@ -8,9 +8,14 @@ use super::io::kernel_rx::{KernelRx, KernelRxParseError};
 use super::io::{IoError, ROCE_V2_PORT};
 use super::netdev::{AddrFamily, NetdevError};
 use super::rc::ConfigError;
-use crate::params::{ConnType, DEFAULT_QKEY, IoKind, Recovery, RoceVersion, TransportKind};
+use crate::params::{ConnType, DEFAULT_QKEY, IoKind, Marks, Recovery, RoceVersion, TransportKind};
 use crate::transport::memory::OutOfMemory;
 use crate::transport::{Error, Gid, Param};
+
+/// ConnectX's default CNP DSCP (`np_cnp_dscp`).
+pub(crate) const DEFAULT_CNP_DSCP: u8 = 48;
+/// ConnectX's default CNP 802.1Q priority (`np_cnp_prio`).
+pub(crate) const DEFAULT_CNP_PRIO: u8 = 6;
 
 /// Everything that configures a soft endpoint.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,6 +95,17 @@ pub struct SoftConfig {
     /// The last this many queue pairs are RC whatever `connection` says: perftest's `-R` message
     /// queue pair is RC even when the test's are UD (its `create_comm_struct`).
     pub rc_tail: usize,
+    /// `--tclass`, `-S`, `--flow_label`: what every data packet is marked with ([`super::marks`]).
+    pub marks: Marks,
+    /// The DSCP CNPs leave with, with ECT(0) (ConnectX's `np_cnp_dscp`, 48: TOS 0xC2).
+    pub cnp_dscp: u8,
+    /// The 802.1Q priority of CNPs when frames are tagged (`-S` on AF_PACKET); ConnectX's
+    /// `np_cnp_prio`, whose default firmware gives (cong.c only queries it): 6.
+    pub cnp_prio: u8,
+    /// Read the ECN field of every RoCE v2 packet received, to count CE marks (and answer them with
+    /// CNPs). AF_PACKET reads it from the header it has anyway; a UDP socket asks for IP_RECVTOS /
+    /// IPV6_RECVTCLASS, so every receive is a `recvmsg` with a control message to read.
+    pub read_ce: bool,
 }
 
 impl SoftConfig {
@@ -126,6 +142,10 @@ impl SoftConfig {
             connection: ConnType::Rc,
             qkey: DEFAULT_QKEY,
             rc_tail: 0,
+            marks: Marks::default(),
+            cnp_dscp: DEFAULT_CNP_DSCP,
+            cnp_prio: DEFAULT_CNP_PRIO,
+            read_ce: true,
         }
     }
 }

@@ -74,6 +74,9 @@ pub struct SoftCounters {
     pub naks_received: NakCounts,
     /// Remote accesses refused for a bad rkey, bounds or rights (out-of-bounds access).
     pub remote_access_violations: u64,
+    /// RoCE v2 packets received for a queue pair marked Congestion Experienced (ECN 11), as
+    /// ConnectX counts them (`hw_counters/np_ecn_marked_roce_packets`).
+    pub np_ecn_marked_roce_packets: u64,
     /// Receive drops, by reason.
     pub drops: DropSummary,
     /// What the deliberate impairment did to transmitted packets.
@@ -131,6 +134,11 @@ impl std::fmt::Display for SoftCounters {
             self.duplicate_requests,
             self.acks_sent,
             self.acks_received
+        )?;
+        writeln!(
+            f,
+            " ECN: CE-marked RoCE packets received (np_ecn_marked_roce_packets) {}",
+            self.np_ecn_marked_roce_packets
         )?;
         writeln!(f, " NAKs sent: {}", n(&self.naks_sent))?;
         writeln!(f, " NAKs received: {}", n(&self.naks_received))?;

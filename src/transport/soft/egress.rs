@@ -7,7 +7,7 @@ use super::engine::Engine;
 use super::icrc_cache::HeaderIcrcs;
 use super::path::Path;
 use super::rc::{self, LoneAck};
-use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, NetRepr};
+use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, NetRepr, Opcode};
 
 /// Lets `qp` write its next packet along `path` into `buf`, finished for the wire (the ICRC valid
 /// for IPv4 ID 0); `None` when it has none (`acks`: a lone ACK may be kept for the next call).
@@ -50,10 +50,26 @@ pub(crate) fn frame(
             buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
             Some(len + ICRC_LEN)
         }
-        Path::Frame { eth, net } => {
+        Path::Frame { eth, net, cnp } => {
             let at = eth.header_len() + net.header_len();
             let len = write_ib(&mut buf[at..])?;
             let start = icrcs.get(len, || net.icrc_start(len));
+            // A CNP leaves with its own class (DSCP and priority tag); the ICRC masks the class, so
+            // the start kept for data is its start too. Data and CNPs are both tagged or both not,
+            // so the headers have one length.
+            if buf[at] == Opcode::CNP.0 {
+                let eth = EthernetRepr {
+                    vlan: cnp.vlan,
+                    ..*eth
+                };
+                return Some(frame_around(
+                    buf,
+                    &eth,
+                    &net.with_tclass(cnp.tclass),
+                    len,
+                    start,
+                ));
+            }
             Some(frame_around(buf, eth, net, len, start))
         }
     }
@@ -163,5 +179,144 @@ mod tests {
             );
             assert_eq!(pkt[ib.len()..], at_id.icrc(&ib).to_le_bytes(), "ID {id}");
         }
+    }
+
+    #[test]
+    fn a_cnp_leaves_with_its_own_class_and_a_valid_icrc() {
+        use crate::transport::soft::marks::Class;
+        use crate::wire::VlanTag;
+        let tag = |pcp| {
+            Some(VlanTag {
+                pcp,
+                dei: false,
+                vid: 0,
+            })
+        };
+        let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let path = Path::Frame {
+            eth: EthernetRepr {
+                dst: MacAddr([2, 0, 0, 0, 0, 2]),
+                src: MacAddr([2, 0, 0, 0, 0, 1]),
+                vlan: tag(3),
+                ethertype: 0,
+            },
+            net: NetRepr::V2v4(ipv4_repr(a, b), UdpRepr::roce(0xc000)).with_tclass(0x6a),
+            cnp: Class {
+                tclass: 0xc2,
+                vlan: tag(6),
+            },
+        };
+        let mut icrcs = TxIcrcs::new();
+        // A hand-made CNP: BTH opcode 0x81 with BECN, PSN 0, 16 reserved zero bytes.
+        let mut bth = BthRepr::new(Opcode::CNP, 0x12, 0);
+        bth.becn = true;
+        let mut cnp_ib = [0u8; 28];
+        bth.emit(&mut cnp_ib[..12]);
+        let data_ib = ib();
+        for (ib, tclass, pcp) in [(&cnp_ib[..], 0xc2, 6), (&data_ib[..], 0x6a, 3)] {
+            let mut buf = vec![0u8; 256];
+            let len = frame(&path, &mut icrcs, &mut buf, |out| {
+                out[..ib.len()].copy_from_slice(ib);
+                Some(ib.len())
+            })
+            .unwrap();
+            let (repr, _) = RoceFrameRepr::parse(&buf[..len]).expect("valid frame and ICRC");
+            assert_eq!(repr.net.tclass(), tclass);
+            assert_eq!(repr.eth.vlan.map(|t| t.pcp), Some(pcp));
+            // The IPv4 header checksum follows the TOS.
+            let sum: u32 = buf[18..38]
+                .chunks(2)
+                .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                .sum();
+            assert_eq!(
+                (sum & 0xffff) + (sum >> 16),
+                0xffff,
+                "header checksum valid"
+            );
+        }
+    }
+
+    /// tshark (which the project's scripts install; without it this fails rather than passes)
+    /// decodes a CNP the egress framed: RRoCE, 802.1Q priority 6, DSCP 48 with ECT(0), the
+    /// opcode it names "Unknown OpCode" (0x81), destination QP and PSN 0.
+    #[test]
+    fn tshark_decodes_a_cnp_the_egress_wrote() {
+        use crate::transport::soft::marks::classes;
+        let c = classes(
+            crate::params::RoceVersion::V2,
+            &crate::params::Marks {
+                sl: Some(3),
+                ..Default::default()
+            },
+            48,
+            6,
+            true,
+        );
+        let path = Path::Frame {
+            eth: EthernetRepr {
+                dst: MacAddr([2, 0, 0, 0, 0, 2]),
+                src: MacAddr([2, 0, 0, 0, 0, 1]),
+                vlan: c.data.vlan,
+                ethertype: 0,
+            },
+            net: NetRepr::V2v4(
+                ipv4_repr(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)),
+                UdpRepr::roce(0xc000),
+            )
+            .with_tclass(c.data.tclass),
+            cnp: c.cnp,
+        };
+        let mut bth = BthRepr::new(Opcode::CNP, 0x12_3456, 0);
+        bth.becn = true;
+        let mut buf = vec![0u8; 128];
+        let len = frame(&path, &mut TxIcrcs::new(), &mut buf, |out| {
+            out[..28].fill(0);
+            bth.emit(&mut out[..12]);
+            Some(28)
+        })
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let pcap = dir.path().join("cnp.pcap");
+        let mut file = Vec::new();
+        for w in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
+            file.extend_from_slice(&w.to_le_bytes());
+        }
+        for w in [0u32, 0, len as u32, len as u32] {
+            file.extend_from_slice(&w.to_le_bytes());
+        }
+        file.extend_from_slice(&buf[..len]);
+        std::fs::write(&pcap, file).unwrap();
+        let fields = [
+            "_ws.col.Protocol",
+            "vlan.priority",
+            "vlan.id",
+            "ip.dsfield.dscp",
+            "ip.dsfield.ecn",
+            "infiniband.bth.opcode",
+            "infiniband.bth.destqp",
+            "infiniband.bth.psn",
+            "_ws.col.Info",
+        ];
+        let mut cmd = std::process::Command::new("tshark");
+        cmd.arg("-r").arg(&pcap).args(["-T", "fields"]);
+        for f in fields {
+            cmd.args(["-e", f]);
+        }
+        let out = cmd
+            .output()
+            .expect("tshark runs (apt-get install -y tshark; scripts/deps.sh installs it)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let got: Vec<&str> = text.trim_end().split('\t').collect();
+        assert_eq!(
+            got[..8],
+            ["RRoCE", "6", "0", "48", "2", "129", "0x123456", "0"],
+            "{text}"
+        );
+        assert!(got[8].contains("Unknown OpCode"), "{text}");
     }
 }

@@ -26,6 +26,7 @@ use super::io::device::Backend;
 use super::io::fault::Impaired;
 use super::io::impair::ImpairConfig;
 use super::io::kernel_rx::KernelRx;
+use super::marks;
 use super::netdev::{GidKind, NetDev};
 use super::path::{LocalEnd, Path, path_to};
 use super::plan::{self, SoftNote};
@@ -291,6 +292,13 @@ impl SoftEndpoint {
                 Recovery::Gbn => "loss recovery: go-back-N: this side asked for --recovery sr, the peer did not",
             }.into());
         }
+        let framed = self.nic.inner().local_addr().is_none();
+        lines.push(marks::describe(
+            &self.classes(),
+            &self.cfg.marks,
+            self.encap,
+            framed,
+        ));
         if let Some(i) = &self.impair {
             lines.push(format!(
                 "deliberate impairment: {i} (per RoCE packet{})",
@@ -309,11 +317,25 @@ impl SoftEndpoint {
         rc::Instant::from_nanos(datapath::monotonic_ns().saturating_sub(self.epoch))
     }
 
+    /// `--tclass`, `-S`, `--flow_label` as configured.
+    pub fn marks(&self) -> &crate::params::Marks {
+        &self.cfg.marks
+    }
+
+    /// What data and CNPs are marked with on this endpoint's backend.
+    pub(crate) fn classes(&self) -> marks::Classes {
+        let cfg = &self.cfg;
+        let framed = self.nic.inner().local_addr().is_none();
+        marks::classes(cfg.version, &cfg.marks, cfg.cnp_dscp, cfg.cnp_prio, framed)
+    }
+
     /// What this side contributes to every path.
     fn local_end(&self) -> LocalEnd {
+        let socket = self.nic.inner().local_addr();
         LocalEnd {
+            classes: self.classes(),
             version: self.cfg.version,
-            socket: self.nic.inner().local_addr(),
+            socket,
             ip: self.local_ip,
             gid: self.gid,
             mac: self.dev.mac,
@@ -349,7 +371,8 @@ impl SoftEndpoint {
             (s.qpn, s.psn, s.keys.lkey)
         };
         let dev = &self.dev;
-        let path = path_to(&local, peer, qpn, remote.qpn, |l, p| {
+        let label = self.cfg.marks.flow_label(i);
+        let path = path_to(&local, peer, (qpn, remote.qpn), label, |l, p| {
             super::neighbour::resolve(dev, l, p)
         })
         .map_err(SoftError::from)?;

@@ -10,6 +10,7 @@ use super::io::batch::{RxDatagram, RxFrame};
 use super::io::udp::MAX_ROCE_UDP_PAYLOAD;
 use super::path::{ipv4_repr, ipv6_repr};
 use super::unreliable::Grh;
+use crate::params::marks::{CE, ECN_MASK};
 use crate::wire::{
     Encapsulation, Gid, GrhPacket, ICRC_LEN, Icrc, Ipv4IdCache, Ipv4Packet, Ipv6Packet, NetRepr,
     RoceFrame, UdpRepr,
@@ -112,14 +113,22 @@ pub(crate) fn check_udp<'a>(
     Some((ib, Gid::from_ip(src.ip())))
 }
 
+/// True when a RoCE v2 packet's TOS / traffic class byte `tclass` says a switch marked it
+/// Congestion Experienced. RoCE v1 has no ECN field (its GRH traffic class is not read so).
+#[inline]
+pub(crate) fn is_ce(tclass: u8) -> bool {
+    tclass & ECN_MASK == CE
+}
+
 /// Checks a whole received frame (from the ring or a batch): not cut, for this host, headers, ICRC
-/// (over the real IP header) and destination; returns BTH..pad and the source, or counts the drop.
+/// (over the real IP header) and destination; returns BTH..pad, the source and whether a RoCE v2
+/// packet arrived marked CE, or counts the drop.
 #[inline]
 pub(crate) fn check_frame<'a>(
     f: &RxFrame<'a>,
     me: &FrameFilter,
     drops: &mut DropSummary,
-) -> Option<(&'a [u8], Source)> {
+) -> Option<(&'a [u8], Source, bool)> {
     if f.truncated {
         drops.malformed += 1;
         return None;
@@ -134,23 +143,28 @@ pub(crate) fn check_frame<'a>(
     };
     // The checked view holds the whole network header, so the unchecked views below are in bounds.
     let net = view.net_header();
-    let (ours, src) = match (me.encap, view.encapsulation()) {
+    let (ours, src, ce) = match (me.encap, view.encapsulation()) {
         (Encapsulation::V1, Encapsulation::V1) => {
             let grh = GrhPacket::new_unchecked(net);
-            (grh.dgid() == me.gid, grh.sgid())
+            (grh.dgid() == me.gid, grh.sgid(), false)
         }
         (Encapsulation::V2v4, Encapsulation::V2v4) => {
             let ip = Ipv4Packet::new_unchecked(net);
             (
                 me.ip == Some(IpAddr::V4(ip.dst())),
                 Gid::from_ip(IpAddr::V4(ip.src())),
+                is_ce(ip.tos()),
             )
         }
         (Encapsulation::V2v6, Encapsulation::V2v6) => {
             let ip = Ipv6Packet::new_unchecked(net);
-            (me.ip == Some(IpAddr::V6(ip.dst())), Gid::from(ip.src()))
+            (
+                me.ip == Some(IpAddr::V6(ip.dst())),
+                Gid::from(ip.src()),
+                is_ce(ip.traffic_class()),
+            )
         }
-        _ => (false, Gid::ZERO),
+        _ => (false, Gid::ZERO, false),
     };
     if !ours {
         drops.not_for_us += 1;
@@ -162,7 +176,7 @@ pub(crate) fn check_frame<'a>(
         drops.bad_icrc += 1;
         return None;
     }
-    Some((view.ib(), src))
+    Some((view.ib(), src, ce))
 }
 
 /// Where a verified packet came in: what a UD receive needs to rebuild its network header.
@@ -176,6 +190,8 @@ pub(crate) enum RxNet<'a> {
         dst: IpAddr,
         /// UDP payload bytes.
         len: usize,
+        /// The TOS / traffic class the socket read (0 when it reads none).
+        tclass: u8,
     },
     /// A whole frame, headers included.
     Frame(&'a [u8]),
@@ -183,14 +199,28 @@ pub(crate) enum RxNet<'a> {
 
 impl RxNet<'_> {
     /// The 40 bytes verbs puts in front of a UD message, as rxe fills them: RoCE v1's GRH; on RoCE v2
-    /// 20 zero bytes and the IPv4 header, or the IPv6 header. A UDP socket hides the sender's IPv4 ID,
-    /// TOS and TTL: those are rebuilt as roceperf sends them (0, 0, 64), the rest is exact.
+    /// 20 zero bytes and the IPv4 header, or the IPv6 header. A UDP socket hides the sender's IPv4 ID
+    /// and TTL (rebuilt as roceperf sends them, 0 and 64) and the flow label (0); the TOS / traffic
+    /// class is the one the socket read (IP_RECVTOS), the rest is exact.
     pub(crate) fn grh(&self) -> Grh {
         let mut g = [0u8; 40];
         match *self {
-            RxNet::Udp { src, dst, len } => match (src, dst) {
-                (IpAddr::V4(s), IpAddr::V4(d)) => ipv4_repr(s, d).emit(&mut g[20..], 8 + len),
-                (IpAddr::V6(s), IpAddr::V6(d)) => ipv6_repr(s, d).emit(&mut g, 8 + len),
+            RxNet::Udp {
+                src,
+                dst,
+                len,
+                tclass,
+            } => match (src, dst) {
+                (IpAddr::V4(s), IpAddr::V4(d)) => crate::wire::Ipv4Repr {
+                    tos: tclass,
+                    ..ipv4_repr(s, d)
+                }
+                .emit(&mut g[20..], 8 + len),
+                (IpAddr::V6(s), IpAddr::V6(d)) => crate::wire::Ipv6Repr {
+                    traffic_class: tclass,
+                    ..ipv6_repr(s, d)
+                }
+                .emit(&mut g, 8 + len),
                 _ => {}
             },
             RxNet::Frame(frame) => {
@@ -251,6 +281,7 @@ mod tests {
             dst: None,
             truncated: false,
             gro_segment: None,
+            tclass: 0,
         }
     }
 
@@ -352,7 +383,23 @@ mod tests {
         };
         let mut drops = DropSummary::default();
         let good = frame(me);
-        let (got, src) = check_frame(&rx(&good), &filter, &mut drops).expect("ours");
+        let (got, src, ce) = check_frame(&rx(&good), &filter, &mut drops).expect("ours");
+        assert!(!ce);
+        // A switch's CE mark (TOS 0x02 -> 0x03, checksum redone as a switch does; the ICRC masks
+        // the TOS) is seen; ECT(1) is not CE.
+        for (tos, marked) in [(0x03u8, true), (0x6b, true), (0x01, false)] {
+            let mut m = good.clone();
+            m[15] = tos;
+            m[24..26].fill(0);
+            let sum: u32 = m[14..34]
+                .chunks(2)
+                .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                .sum();
+            let c = !(((sum & 0xffff) + (sum >> 16)) as u16);
+            m[24..26].copy_from_slice(&c.to_be_bytes());
+            let (_, _, ce) = check_frame(&rx(&m), &filter, &mut drops).expect("still ours");
+            assert_eq!(ce, marked, "TOS {tos:#04x}");
+        }
         assert_eq!(qp_index(got, 0x10), 2);
         assert_eq!(src, Gid::from_ip(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))));
         assert_eq!(check_frame(&rx(&frame(other)), &filter, &mut drops), None);
@@ -397,6 +444,7 @@ mod tests {
             src: src.into(),
             dst: dst.into(),
             len: udp_len,
+            tclass: 0,
         }
         .grh()
         .0;
@@ -406,6 +454,7 @@ mod tests {
             src: "fd00::1".parse().unwrap(),
             dst: "fd00::2".parse().unwrap(),
             len: 100,
+            tclass: 0x6a,
         }
         .grh()
         .0;
@@ -413,5 +462,7 @@ mod tests {
             (v6[0] >> 4, v6[6], u16::from_be_bytes([v6[4], v6[5]])),
             (6, 17, 108)
         );
+        // The traffic class the socket read (0x6a) is the header's.
+        assert_eq!(((v6[0] & 0xf) << 4) | (v6[1] >> 4), 0x6a);
     }
 }

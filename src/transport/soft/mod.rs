@@ -25,6 +25,7 @@ mod engine;
 mod icrc_cache;
 mod ingress;
 pub mod io;
+pub(crate) mod marks;
 pub(crate) mod neighbour;
 pub mod netdev;
 pub(crate) mod path;

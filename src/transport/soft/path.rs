@@ -5,6 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 
 use super::config::PeerMismatch;
+use super::marks::{Class, Classes};
 use crate::params::RoceVersion;
 use crate::transport::ConnInfo;
 use crate::wire::{EthernetRepr, Gid, GrhRepr, Ipv4Repr, Ipv6Repr, MacAddr, NetRepr, UdpRepr};
@@ -16,7 +17,8 @@ pub(crate) enum Path {
     Udp {
         /// The peer's socket address.
         dst: SocketAddr,
-        /// The IP and UDP headers the kernel will write, for the ICRC.
+        /// The IP and UDP headers the kernel will write, for the ICRC (the socket's options set
+        /// their class: the device's).
         net: NetRepr,
     },
     /// AF_PACKET: every header ours.
@@ -25,6 +27,8 @@ pub(crate) enum Path {
         eth: EthernetRepr,
         /// The GRH, or IP and UDP headers.
         net: NetRepr,
+        /// The class CNPs leave with: their TOS / traffic class and priority tag.
+        cnp: Class,
     },
 }
 
@@ -69,6 +73,8 @@ pub(crate) struct LocalEnd {
     pub loopback: bool,
     /// The RoCE v2 UDP port of both sides.
     pub udp_port: u16,
+    /// What data and CNPs are marked with.
+    pub classes: Classes,
 }
 
 /// rxe's UDP source port for a QP pair (roce-wire.md §8.1): symmetric, in 0xC000..=0xFFFF.
@@ -76,7 +82,12 @@ pub(crate) fn rxe_udp_sport(lqpn: u32, rqpn: u32) -> u16 {
     let mut v = u64::from(lqpn) * u64::from(rqpn);
     v ^= v >> 20;
     v ^= v >> 40;
-    let fl = (v & 0xf_ffff) as u32;
+    udp_sport_of_flow_label((v & 0xf_ffff) as u32)
+}
+
+/// The UDP source port a flow label gives (the kernel's `rdma_flow_label_to_udp_sport`), which rxe
+/// uses when the address handle has a flow label (`rdma_get_udp_sport`).
+pub(crate) fn udp_sport_of_flow_label(fl: u32) -> u16 {
     (((fl & 0x3fff) ^ ((fl & 0xf_c000) >> 14)) | 0xc000) as u16
 }
 
@@ -98,20 +109,63 @@ pub(crate) fn ipv6_repr(src: Ipv6Addr, dst: Ipv6Addr) -> Ipv6Repr {
     }
 }
 
-/// The framing for QP `lqpn` towards the peer's QP `rqpn`. `resolve(local, peer)` asks the
-/// kernel's neighbour table for a peer MAC, when nothing else gives it (AF_PACKET, RoCE v2, a
-/// peer that sent only its GID).
+/// The framing for QP `lqpn` towards the peer's QP `rqpn`, with IPv6 / GRH flow label
+/// `flow_label` (`--flow_label`, 0 without). `resolve(local, peer)` asks the kernel's neighbour
+/// table for a peer MAC, when nothing else gives it (AF_PACKET, RoCE v2, a peer that sent only its
+/// GID).
 pub(crate) fn path_to(
     local: &LocalEnd,
     peer: &ConnInfo,
-    lqpn: u32,
-    rqpn: u32,
+    (lqpn, rqpn): (u32, u32),
+    flow_label: u32,
     resolve: impl FnOnce(IpAddr, IpAddr) -> Result<MacAddr, String>,
 ) -> Result<Path, PeerMismatch> {
-    match local.socket {
+    let path = match local.socket {
         Some(sock) => udp_path(local, sock, peer),
-        // Framed RoCE v2 picks its UDP source port as rxe does, from the two QPNs.
-        None => frame_path(local, peer, rxe_udp_sport(lqpn, rqpn), resolve),
+        // Framed RoCE v2 picks its UDP source port as rxe does: from the flow label when there is
+        // one, else from the two QPNs.
+        None => {
+            let sport = match flow_label {
+                0 => rxe_udp_sport(lqpn, rqpn),
+                fl => udp_sport_of_flow_label(fl),
+            };
+            frame_path(local, peer, sport, resolve)
+        }
+    }?;
+    Ok(path.marked(&local.classes, flow_label))
+}
+
+impl Path {
+    /// This path with data's class and `flow_label` in its headers, and CNPs' class beside them
+    /// (AF_PACKET; the UDP backend's socket has no flow label, see `io::udp`).
+    fn marked(self, classes: &Classes, flow_label: u32) -> Path {
+        let label = |net: NetRepr| match net {
+            NetRepr::V1(mut grh) => {
+                grh.flow_label = flow_label;
+                NetRepr::V1(grh)
+            }
+            NetRepr::V2v6(mut ip, udp) => {
+                ip.flow_label = flow_label;
+                NetRepr::V2v6(ip, udp)
+            }
+            v4 => v4,
+        };
+        match self {
+            // The kernel writes these headers: the reprs are for the ICRC, which masks both fields,
+            // and say what the socket sends (its IP_TOS / IPV6_TCLASS).
+            Path::Udp { dst, net } => Path::Udp {
+                dst,
+                net: net.with_tclass(classes.data.tclass),
+            },
+            Path::Frame { mut eth, net, .. } => {
+                eth.vlan = classes.data.vlan;
+                Path::Frame {
+                    eth,
+                    net: label(net.with_tclass(classes.data.tclass)),
+                    cnp: classes.cnp,
+                }
+            }
+        }
     }
 }
 
@@ -188,7 +242,11 @@ fn frame_path(
             }
         }
     };
-    Ok(Path::Frame { eth, net })
+    Ok(Path::Frame {
+        eth,
+        net,
+        cnp: Class::default(),
+    })
 }
 
 #[cfg(test)]
@@ -222,6 +280,7 @@ mod tests {
             ifindex: 7,
             loopback: false,
             udp_port: 4791,
+            classes: Classes::default(),
         }
     }
 
@@ -240,7 +299,8 @@ mod tests {
     fn udp_path_takes_the_peer_socket_and_scopes_link_local_peers() {
         let me = local(RoceVersion::V2, Some("10.0.0.1:4791"), Some("10.0.0.1"));
         let p = peer(Gid::ZERO, Some("10.0.0.2:5000"), None);
-        let Path::Udp { dst, net } = path_to(&me, &p, 0x11, 0x12, no_neighbour).unwrap() else {
+        let Path::Udp { dst, net } = path_to(&me, &p, (0x11, 0x12), 0, no_neighbour).unwrap()
+        else {
             panic!("UDP backend frames nothing")
         };
         assert_eq!(dst, "10.0.0.2:5000".parse().unwrap());
@@ -252,20 +312,20 @@ mod tests {
 
         let me6 = local(RoceVersion::V2, Some("[fe80::1]:4791"), Some("fe80::1"));
         let p6 = peer("fe80::2".parse().unwrap(), None, None);
-        let Path::Udp { dst, .. } = path_to(&me6, &p6, 1, 2, no_neighbour).unwrap() else {
+        let Path::Udp { dst, .. } = path_to(&me6, &p6, (1, 2), 0, no_neighbour).unwrap() else {
             panic!()
         };
         assert_eq!(dst, "[fe80::2%7]:4791".parse().unwrap());
 
         let mixed = peer(Gid::ZERO, Some("[fd00::2]:4791"), None);
-        let e = path_to(&me, &mixed, 1, 2, no_neighbour).unwrap_err();
+        let e = path_to(&me, &mixed, (1, 2), 0, no_neighbour).unwrap_err();
         assert_eq!(
             e.to_string(),
             "this side uses 10.0.0.1 and the peer fd00::2: both must be IPv4 or both IPv6"
         );
         let bad = peer(Gid::ZERO, Some("nowhere"), None);
         assert_eq!(
-            path_to(&me, &bad, 1, 2, no_neighbour).unwrap_err(),
+            path_to(&me, &bad, (1, 2), 0, no_neighbour).unwrap_err(),
             PeerMismatch::Address("nowhere".into())
         );
     }
@@ -277,7 +337,8 @@ mod tests {
         me.gid = Gid::link_local_eui64(MacAddr([2, 0, 0, 0, 0, 1]));
         let their_mac = MacAddr([2, 0, 0, 0, 0, 2]);
         let p = peer(Gid::link_local_eui64(their_mac), None, None);
-        let Path::Frame { eth, net } = path_to(&me, &p, 1, 2, no_neighbour).unwrap() else {
+        let Path::Frame { eth, net, .. } = path_to(&me, &p, (1, 2), 0, no_neighbour).unwrap()
+        else {
             panic!()
         };
         assert_eq!(eth.dst, their_mac);
@@ -285,12 +346,12 @@ mod tests {
         // A v1 GID that holds no MAC, from a peer that sent none.
         let q = peer(Gid::from_ip("10.0.0.2".parse().unwrap()), None, None);
         assert_eq!(
-            path_to(&me, &q, 1, 2, no_neighbour).unwrap_err(),
+            path_to(&me, &q, (1, 2), 0, no_neighbour).unwrap_err(),
             PeerMismatch::NoMac
         );
         // RoCE v2: the neighbour table, and rxe's source port.
         let me = local(RoceVersion::V2, None, Some("10.0.0.1"));
-        let Path::Frame { eth, net } = path_to(&me, &q, 0x11, 0x12, |l, p| {
+        let Path::Frame { eth, net, .. } = path_to(&me, &q, (0x11, 0x12), 0, |l, p| {
             assert_eq!(
                 (l.to_string(), p.to_string()),
                 ("10.0.0.1".into(), "10.0.0.2".into())
@@ -302,7 +363,61 @@ mod tests {
         };
         assert_eq!(eth.dst, their_mac);
         assert!(matches!(net, NetRepr::V2v4(_, u) if u.src_port == 0xc132 && u.dst_port == 4791));
-        let e = path_to(&me, &q, 1, 2, |_, _| Err("unreachable".into())).unwrap_err();
+        let e = path_to(&me, &q, (1, 2), 0, |_, _| Err("unreachable".into())).unwrap_err();
         assert_eq!(e, PeerMismatch::Neighbour("unreachable".into()));
+    }
+
+    #[test]
+    fn marks_go_into_every_header_and_the_flow_label_picks_the_source_port() {
+        use crate::params::{Marks, RoceVersion as V};
+        use crate::transport::soft::marks::classes;
+        let marks = Marks {
+            tclass: Some(104),
+            sl: Some(3),
+            flow_labels: vec![0x12345],
+        };
+        // RoCE v2/IPv6 over AF_PACKET: traffic class with ECT(0), flow label, priority tag, and
+        // rxe's source port of the flow label.
+        let mut me = local(V::V2, None, Some("fd00::1"));
+        me.classes = classes(V::V2, &marks, 48, 6, true);
+        let p = peer(
+            "fd00::2".parse().unwrap(),
+            None,
+            Some(MacAddr([2, 0, 0, 0, 0, 2])),
+        );
+        let Path::Frame { eth, net, cnp } =
+            path_to(&me, &p, (1, 2), 0x12345, no_neighbour).unwrap()
+        else {
+            panic!()
+        };
+        let NetRepr::V2v6(ip, udp) = net else {
+            panic!("{net:?}")
+        };
+        assert_eq!((ip.traffic_class, ip.flow_label), (106, 0x12345));
+        assert_eq!(udp.src_port, udp_sport_of_flow_label(0x12345));
+        assert_eq!(udp.src_port, 0xc000 | (0x2345 ^ 0x4));
+        assert_eq!(eth.vlan.map(|t| (t.pcp, t.vid)), Some((3, 0)));
+        assert_eq!((cnp.tclass, cnp.vlan.map(|t| t.pcp)), (0xc2, Some(6)));
+        // RoCE v1: the GRH's class as given, and the flow label.
+        let mut me = local(V::V1, None, None);
+        me.gid = Gid::link_local_eui64(MacAddr([2, 0, 0, 0, 0, 1]));
+        me.classes = classes(V::V1, &marks, 48, 6, true);
+        let p = peer(
+            Gid::link_local_eui64(MacAddr([2, 0, 0, 0, 0, 2])),
+            None,
+            None,
+        );
+        let Path::Frame { net, .. } = path_to(&me, &p, (1, 2), 7, no_neighbour).unwrap() else {
+            panic!()
+        };
+        assert!(matches!(net, NetRepr::V1(g) if g.tclass == 104 && g.flow_label == 7));
+        // The UDP backend: the reprs say what the socket sends (for the ICRC, which masks it).
+        let mut me = local(V::V2, Some("10.0.0.1:4791"), Some("10.0.0.1"));
+        me.classes = classes(V::V2, &Marks::default(), 48, 6, false);
+        let p = peer(Gid::ZERO, Some("10.0.0.2:4791"), None);
+        let Path::Udp { net, .. } = path_to(&me, &p, (1, 2), 0, no_neighbour).unwrap() else {
+            panic!()
+        };
+        assert_eq!(net.tclass(), 0x02, "ECT(0) by default");
     }
 }

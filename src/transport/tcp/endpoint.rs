@@ -88,6 +88,8 @@ impl TcpEndpoint {
         Dial {
             timeout: self.cfg.connect_timeout,
             socket_buffer: self.cfg.socket_buffer,
+            tclass: self.cfg.tclass,
+            priority: self.cfg.priority,
         }
     }
 

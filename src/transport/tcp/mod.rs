@@ -68,6 +68,10 @@ pub(crate) struct TcpConfig {
     pub connect_timeout: Duration,
     /// SO_SNDBUF / SO_RCVBUF to ask for; `None` leaves the kernel's autotuning alone.
     pub socket_buffer: Option<usize>,
+    /// `--tclass`: IP_TOS / IPV6_TCLASS of the data connections; `None` leaves the kernel's 0.
+    pub tclass: Option<u8>,
+    /// `-S`: SO_PRIORITY of the data connections.
+    pub priority: Option<u8>,
     /// Idle `poll_cq` calls before it sleeps until a socket is ready ([`DEFAULT_SPIN_POLLS`]; `u64::MAX`
     /// spins forever). Over loopback the kernel moves TCP data in the *sender's* and the receiver's
     /// system calls and softirqs, on the same cores as the datapath threads: a thread that spins on an

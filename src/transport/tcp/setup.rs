@@ -14,6 +14,10 @@ pub(super) struct Dial {
     pub timeout: Duration,
     /// SO_SNDBUF / SO_RCVBUF to ask for; `None` leaves the kernel's autotuning alone.
     pub socket_buffer: Option<usize>,
+    /// IP_TOS / IPV6_TCLASS (`--tclass`); `None` leaves the kernel's 0.
+    pub tclass: Option<u8>,
+    /// SO_PRIORITY (`-S`).
+    pub priority: Option<u8>,
 }
 
 /// The server's listener for the data connections, on an ephemeral port of `bind`.
@@ -46,7 +50,7 @@ pub(super) fn connect_all(
             .max(Duration::from_millis(1));
         let mut s = TcpStream::connect_timeout(&addr, left)
             .map_err(io_err(format!("connecting data connection {i} to {addr}")))?;
-        tune(&s, dial.socket_buffer)?;
+        tune(&s, dial)?;
         s.write_all(&greeting(i as u32, p.psn))
             .map_err(io_err(format!(
                 "greeting the data connection {i} at {addr}"
@@ -108,7 +112,7 @@ pub(super) fn accept_all(
                 )));
             }
         };
-        tune(&s, dial.socket_buffer)?;
+        tune(&s, dial)?;
         attach(idx, s)?;
         taken[idx] = true;
         attached += 1;
@@ -116,15 +120,62 @@ pub(super) fn accept_all(
     Ok(())
 }
 
-/// TCP_NODELAY (a frame leaves at once) and, when asked, fixed socket buffer sizes.
-fn tune(s: &TcpStream, socket_buffer: Option<usize>) -> Result<()> {
+/// TCP_NODELAY (a frame leaves at once) and, when asked, fixed socket buffer sizes, the traffic
+/// class and the priority. Set on the connected socket, they mark every data segment (not the
+/// handshake); the kernel keeps TCP's own ECN bits, so only `--tclass`'s DSCP applies.
+fn tune(s: &TcpStream, dial: Dial) -> Result<()> {
     s.set_nodelay(true).map_err(io_err("setting TCP_NODELAY"))?;
-    if let Some(bytes) = socket_buffer {
+    if let Some(tclass) = dial.tclass {
+        let (level, name, what) = match s.local_addr().map(|a| a.is_ipv4()) {
+            Ok(false) => (
+                libc::IPPROTO_IPV6,
+                libc::IPV6_TCLASS,
+                "setting IPV6_TCLASS (--tclass)",
+            ),
+            _ => (libc::IPPROTO_IP, libc::IP_TOS, "setting IP_TOS (--tclass)"),
+        };
+        set_int(s, level, name, tclass.into()).map_err(io_err(what))?;
+    }
+    if let Some(prio) = dial.priority {
+        set_int(s, libc::SOL_SOCKET, libc::SO_PRIORITY, prio.into()).map_err(io_err(
+            if prio > 6 {
+                "setting SO_PRIORITY (-S; above 6 it needs CAP_NET_ADMIN: run as root or give -S 0..6)"
+            } else {
+                "setting SO_PRIORITY (-S)"
+            },
+        ))?;
+    }
+    if let Some(bytes) = dial.socket_buffer {
         // The kernel caps both at its [rw]mem_max anyway; an int is what setsockopt takes.
         let bytes = bytes.min(i32::MAX as usize);
         rustix::net::sockopt::set_socket_send_buffer_size(s, bytes)
             .and_then(|()| rustix::net::sockopt::set_socket_recv_buffer_size(s, bytes))
             .map_err(|e| io_err("setting the socket buffer size")(e.into()))?;
+    }
+    Ok(())
+}
+
+/// One integer socket option.
+fn set_int(
+    s: &TcpStream,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the stream's descriptor is open for the call; `value` is a live c_int and its size
+    // is passed, which is what every integer option reads.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            level,
+            name,
+            std::ptr::from_ref(&value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

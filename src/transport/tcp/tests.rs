@@ -18,6 +18,8 @@ fn cfg(role: Role, buf_len: usize) -> TcpConfig {
         bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
         connect_timeout: Duration::from_secs(5),
         socket_buffer: None,
+        tclass: None,
+        priority: None,
         spin_polls: DEFAULT_SPIN_POLLS,
     }
 }

@@ -24,6 +24,7 @@ impl AddressHandle {
         attr.grh.sgid_index = route.sgid_index;
         attr.grh.hop_limit = route.hop_limit;
         attr.grh.traffic_class = route.traffic_class;
+        attr.grh.flow_label = route.flow_label;
         attr.is_global = 1;
         attr.dlid = 0;
         attr.sl = route.sl;

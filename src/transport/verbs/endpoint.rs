@@ -257,6 +257,7 @@ impl VerbsEndpoint {
             port: self.setup.port,
             sl: self.cfg.sl,
             traffic_class: self.cfg.traffic_class,
+            flow_labels: self.cfg.flow_labels.clone(),
             timeout: self.cfg.timeout,
             retry_cnt: self.cfg.retry_cnt,
             connection: self.cfg.connection,
@@ -275,7 +276,7 @@ impl VerbsEndpoint {
                 .setup_dest_lid(0)
                 .setup_grh(
                     &VerbsGid::from(Ipv6Addr::from(r.dgid)),
-                    0,
+                    r.flow_label,
                     r.sgid_index,
                     r.hop_limit,
                     r.traffic_class,

@@ -72,6 +72,8 @@ pub struct VerbsConfig {
     pub sl: u8,
     /// `--tclass`: traffic class in the GRH.
     pub traffic_class: u8,
+    /// `--flow_label`: GRH flow labels, queue pair `i` takes entry `i % len`.
+    pub flow_labels: Vec<u32>,
     /// `-c`: RC, UC or UD queue pairs.
     pub connection: ConnType,
     /// UD: the Q_Key our queue pairs accept (perftest's 0x11111111, which perftest never exchanges).
@@ -102,6 +104,7 @@ impl Default for VerbsConfig {
             retry_cnt: 7,
             sl: 0,
             traffic_class: 0,
+            flow_labels: Vec::new(),
             connection: ConnType::Rc,
             qkey: DEFAULT_QKEY,
             rc_tail: 0,

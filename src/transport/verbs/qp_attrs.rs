@@ -36,12 +36,24 @@ pub(crate) struct LocalSide {
     pub sl: u8,
     /// GRH traffic class (`--tclass`).
     pub traffic_class: u8,
+    /// GRH flow labels (`--flow_label`), queue pair `i` takes entry `i % len`; none: 0.
+    pub flow_labels: Vec<u32>,
     /// ACK timeout exponent (`-u`).
     pub timeout: u8,
     /// Transport retries (`--retry_count`).
     pub retry_cnt: u8,
     /// `-c`: the queue pairs' connection type.
     pub connection: ConnType,
+}
+
+impl LocalSide {
+    /// Queue pair `qp`'s flow label: `--flow_label`'s list round-robin, as perftest assigns it.
+    pub(crate) fn flow_label(&self, qp: usize) -> u32 {
+        match self.flow_labels.len() {
+            0 => 0,
+            n => self.flow_labels[qp % n],
+        }
+    }
 }
 
 /// Attributes of the RESET → INIT transition.
@@ -79,6 +91,8 @@ pub(crate) struct Route {
     pub hop_limit: u8,
     /// GRH traffic class.
     pub traffic_class: u8,
+    /// GRH flow label (20 bits; ConnectX and rxe derive RoCE v2's UDP source port from it).
+    pub flow_label: u32,
     /// Service level.
     pub sl: u8,
     /// Port number.
@@ -219,6 +233,7 @@ pub(crate) fn plan(local: &LocalSide, peer: &ConnInfo) -> Result<Plan, VerbsErro
         sgid_index: local.gid_index as u8,
         hop_limit: 0xff,
         traffic_class: local.traffic_class,
+        flow_label: 0,
         sl: local.sl,
         port: local.port,
     };
@@ -227,7 +242,12 @@ pub(crate) fn plan(local: &LocalSide, peer: &ConnInfo) -> Result<Plan, VerbsErro
         .qps
         .iter()
         .zip(&local.psns)
-        .map(|(p, &psn)| {
+        .enumerate()
+        .map(|(i, (p, &psn))| {
+            let route = Route {
+                flow_label: local.flow_label(i),
+                ..route
+            };
             let rtr = Rtr {
                 path_mtu: code,
                 dest_qp_num: p.qpn & 0x00ff_ffff,
@@ -290,6 +310,7 @@ mod tests {
             port: 1,
             sl: 0,
             traffic_class: 106,
+            flow_labels: Vec::new(),
             timeout: 14,
             retry_cnt: 7,
             connection: ConnType::Rc,
@@ -339,6 +360,7 @@ mod tests {
             sgid_index: 3,
             hop_limit: 0xff,
             traffic_class: 106,
+            flow_label: 0,
             sl: 0,
             port: 1,
         }
@@ -469,5 +491,32 @@ mod tests {
         l.mtu = 2048;
         assert_eq!(plan(&l, &peer(2, 4096)).unwrap().path_mtu, 2048);
         assert_eq!(plan(&local(), &peer(2, 1500)).unwrap().path_mtu, 1024);
+    }
+
+    #[test]
+    fn sl_traffic_class_and_flow_labels_reach_every_queue_pairs_route() {
+        let l = LocalSide {
+            sl: 5,
+            traffic_class: 104,
+            flow_labels: vec![0x111, 0x222],
+            ..local()
+        };
+        let p = plan(&l, &peer(2, 1024)).unwrap();
+        let routes: Vec<Route> = p.qps.iter().map(|q| q.rtr.unwrap().route).collect();
+        assert_eq!(
+            routes
+                .iter()
+                .map(|r| (r.sl, r.traffic_class, r.flow_label))
+                .collect::<Vec<_>>(),
+            [(5, 104, 0x111), (5, 104, 0x222)]
+        );
+        // UD's address handles carry the same route.
+        let (mut ud, peer) = both_running(ConnType::Ud, 1024);
+        ud.flow_labels = vec![9];
+        ud.sl = 2;
+        let p = plan(&ud, &peer).unwrap();
+        let ah = p.qps[1].datagram.unwrap().ah;
+        assert_eq!((ah.sl, ah.flow_label), (2, 9));
+        assert_eq!(l.flow_label(5), 0x222);
     }
 }

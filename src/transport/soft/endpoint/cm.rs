@@ -229,7 +229,7 @@ impl SoftEndpoint {
         }
         let peer = self.cm_conn_info(ip, &[]);
         let dev = &self.dev;
-        let path = path_to(&self.local_end(), &peer, GSI_QPN, GSI_QPN, |l, p| {
+        let path = path_to(&self.local_end(), &peer, (GSI_QPN, GSI_QPN), 0, |l, p| {
             crate::transport::soft::neighbour::resolve(dev, l, p)
         })
         .map_err(SoftError::from)?;

@@ -17,7 +17,7 @@ use crate::transport::Result;
 use crate::transport::soft::counters::SoftCounters;
 use crate::transport::soft::egress;
 use crate::transport::soft::ingress::{
-    FrameFilter, RxNet, Source, check_frame, check_udp, from_peer, qp_index,
+    FrameFilter, RxNet, Source, check_frame, check_udp, from_peer, is_ce, qp_index,
 };
 use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
 use crate::transport::soft::io::device::{Backend, Device, RxMeta};
@@ -157,6 +157,7 @@ impl SoftEndpoint {
                             src,
                             dst,
                             truncated,
+                            tclass,
                         },
                         Some(local),
                     ) => {
@@ -166,13 +167,16 @@ impl SoftEndpoint {
                             dst,
                             truncated,
                             gro_segment: None,
+                            tclass,
                         };
                         let net = src.map(|s| RxNet::Udp {
                             src: s.ip(),
                             dst: dst.unwrap_or(local.ip()),
                             len: data.len(),
+                            tclass,
                         });
-                        (check_udp(&d, local, ids, icrcs, &mut c.drops), net)
+                        let checked = check_udp(&d, local, ids, icrcs, &mut c.drops);
+                        (checked.map(|(ib, src)| (ib, src, is_ce(tclass))), net)
                     }
                     (
                         RxMeta::Frame {
@@ -192,14 +196,14 @@ impl SoftEndpoint {
                     }
                     (RxMeta::Datagram { .. }, None) => (None, None),
                 };
-                if let (Some((ib, src)), Some(net)) = (packet, net) {
+                if let (Some((ib, src, ce)), Some(net)) = (packet, net) {
                     match cm.as_deref_mut() {
                         // -R: QP1 carries the CM's MADs.
                         Some(side) if super::cm::is_gsi(ib) => {
                             side.receive(clock.now(), ib, src, c)
                         }
                         // The engine reads the clock only for what needs it (an ACK, a response).
-                        _ => deliver(slots, c, || clock.now(), ib, src, net),
+                        _ => deliver(slots, c, || clock.now(), (ib, src, ce), net),
                     }
                 }
             })
@@ -345,8 +349,7 @@ fn deliver(
     slots: &mut [QpSlot],
     c: &mut SoftCounters,
     now: impl rc::Now,
-    ib: &[u8],
-    src: Source,
+    (ib, src, ce): (&[u8], Source, bool),
     net: RxNet<'_>,
 ) {
     // QPNs are consecutive from the first slot's, so the index is a subtraction.
@@ -357,6 +360,13 @@ fn deliver(
         }) => {
             // A datagram queue pair takes any sender's datagrams that carry its Q_Key (the engine checks).
             if qp.is_datagram() || from_peer(src, *peer) {
+                if ce {
+                    // Congestion experienced: a switch (or `iptables -j ECN` on one host) marked
+                    // this verified RoCE v2 packet for queue pair `index`. This is where the
+                    // notification point learns of it: its engine is to schedule a CNP to the
+                    // sender (at most one per min_time_between_cnps), as a ConnectX does.
+                    c.np_ecn_marked_roce_packets += 1;
+                }
                 qp.handle_packet(now, ib, || net.grh());
             } else {
                 c.drops.wrong_source += 1;

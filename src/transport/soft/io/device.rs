@@ -13,6 +13,7 @@
 //! Its part of the setup plan is a [`Plan`], which the backend makes itself from the [`PlanInput`]
 //! the planner decided for every backend alike, so the planner never asks which backend it plans.
 
+use crate::params::Marks;
 use std::net::{IpAddr, SocketAddr};
 
 use super::IoError;
@@ -48,6 +49,15 @@ pub(crate) struct PlanInput<'a> {
     pub rx_ring: usize,
     /// How a frame backend keeps the kernel's IP/UDP receive off the RoCE v2 frames it took.
     pub kernel_rx: KernelRx,
+    /// `--tclass`, `-S`, `--flow_label`.
+    pub marks: &'a Marks,
+    /// CNPs' DSCP and 802.1Q priority.
+    pub cnp_dscp: u8,
+    /// CNPs' 802.1Q priority, when frames are tagged.
+    pub cnp_prio: u8,
+    /// Read each packet's ECN field (a UDP socket must then hand over a control message with every
+    /// datagram; a frame carries it in its header).
+    pub read_ce: bool,
 }
 
 /// A backend's part of the setup plan: how to open it, decided from the [`PlanInput`] before any
@@ -78,6 +88,8 @@ pub(crate) enum RxMeta {
         dst: Option<IpAddr>,
         /// The datagram was cut.
         truncated: bool,
+        /// Its IPv4 TOS / IPv6 traffic class, when the socket reads it (0 otherwise).
+        tclass: u8,
     },
     /// One link-layer frame.
     Frame {

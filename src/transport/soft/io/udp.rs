@@ -26,9 +26,10 @@ use super::device::{Backend, Device, Plan, PlanInput, RxMeta};
 use super::gso::GsoTxBatch;
 use super::{IoError, ROCE_V2_PORT, grow_buffer, move_icrc_to_ipv4_id, setsockopt_int};
 use crate::params::RoceVersion;
+use crate::transport::soft::marks;
 use crate::transport::soft::netdev::NetDev;
 use crate::transport::soft::rc::Instant;
-use crate::wire::Ipv4IdCache;
+use crate::wire::{Ipv4IdCache, Opcode};
 
 /// Largest UDP payload of a RoCE packet at MTU 4096: BTH 12 + RETH 16 + ImmDt 4 + 4096 + ICRC 4,
 /// rounded up with room to spare.
@@ -55,6 +56,17 @@ pub struct UdpConfig {
     /// bound to one unicast address receives only datagrams sent to it, so the endpoint leaves this
     /// off and spares the kernel a control message per datagram.
     pub pktinfo: bool,
+    /// IP_TOS / IPV6_TCLASS: the class of every datagram (RoCE v2 data: ECT(0) unless `--tclass`
+    /// says otherwise); `None` leaves the kernel's 0.
+    pub tclass: Option<u8>,
+    /// The class CNPs leave with, set per datagram by a control message.
+    pub cnp_tclass: u8,
+    /// SO_PRIORITY (`-S`): the kernel's frames carry it as an 802.1Q priority only through a VLAN
+    /// device's egress map.
+    pub priority: Option<u8>,
+    /// IP_RECVTOS / IPV6_RECVTCLASS: every datagram comes with its TOS / traffic class, so a CE
+    /// mark is seen (and every receive is a `recvmsg` with a control message to read).
+    pub recv_tclass: bool,
 }
 
 impl Default for UdpConfig {
@@ -67,6 +79,10 @@ impl Default for UdpConfig {
             gro: false,
             zero_checksum: true,
             pktinfo: false,
+            tclass: None,
+            cnp_tclass: 0,
+            priority: None,
+            recv_tclass: false,
         }
     }
 }
@@ -117,6 +133,12 @@ impl UdpSocket {
                 if cfg.pktinfo {
                     setsockopt_int(&fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1, "IP_PKTINFO")?;
                 }
+                if let Some(tos) = cfg.tclass {
+                    setsockopt_int(&fd, libc::IPPROTO_IP, libc::IP_TOS, tos.into(), "IP_TOS")?;
+                }
+                if cfg.recv_tclass {
+                    setsockopt_int(&fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1, "IP_RECVTOS")?;
+                }
             }
             IpAddr::V6(_) => {
                 sockopt::set_ipv6_v6only(&fd, true).map_err(failed("IPV6_V6ONLY", 1))?;
@@ -147,7 +169,39 @@ impl UdpSocket {
                         "IPV6_RECVPKTINFO",
                     )?;
                 }
+                if let Some(tclass) = cfg.tclass {
+                    setsockopt_int(
+                        &fd,
+                        libc::IPPROTO_IPV6,
+                        libc::IPV6_TCLASS,
+                        tclass.into(),
+                        "IPV6_TCLASS",
+                    )?;
+                }
+                if cfg.recv_tclass {
+                    setsockopt_int(
+                        &fd,
+                        libc::IPPROTO_IPV6,
+                        libc::IPV6_RECVTCLASS,
+                        1,
+                        "IPV6_RECVTCLASS",
+                    )?;
+                }
             }
+        }
+        if let Some(prio) = cfg.priority {
+            setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_PRIORITY, prio.into(), "SO_PRIORITY")
+                .map_err(|e| match e {
+                    IoError::Os { source, .. } if source.raw_os_error() == Some(libc::EPERM) => {
+                        IoError::Os {
+                            context: format!(
+                                "-S {prio}: setsockopt(SO_PRIORITY={prio}) needs CAP_NET_ADMIN above 6; run as root or give -S 0..6"
+                            ),
+                            source,
+                        }
+                    }
+                    e => e,
+                })?;
         }
         if cfg.gro {
             setsockopt_int(&fd, libc::SOL_UDP, super::batch::UDP_GRO, 1, "UDP_GRO")?;
@@ -173,7 +227,7 @@ impl UdpSocket {
         Ok(UdpSocket {
             fd,
             local,
-            control: cfg.gro || cfg.pktinfo,
+            control: cfg.gro || cfg.pktinfo || cfg.recv_tclass,
         })
     }
 
@@ -196,6 +250,49 @@ impl UdpSocket {
                 context: format!("recvmmsg on UDP {}", self.local),
                 source,
             })
+    }
+
+    /// Sends one datagram to `dst` with its own class `tclass` (IP_TOS / IPV6_TCLASS as a control
+    /// message: the socket's option stays data's): a CNP.
+    pub fn send_with_tclass(&self, data: &[u8], dst: SocketAddr, tclass: u8) -> Result<(), IoError> {
+        // SAFETY: a plain kernel struct; all-zero is valid.
+        let mut name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let namelen = super::sockaddr::encode(dst, &mut name);
+        let mut ctrl = super::batch::CtrlBuf([0; 128]);
+        let mut iov = libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        // SAFETY: a plain kernel struct; all-zero is valid.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = std::ptr::from_mut(&mut name).cast();
+        msg.msg_namelen = namelen;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = ctrl.0.as_mut_ptr().cast();
+        let (level, kind) = match dst {
+            SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_TOS),
+            SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
+        };
+        let int = std::mem::size_of::<libc::c_int>() as u32;
+        // SAFETY: CMSG_SPACE/LEN are size computations; the 128-byte control buffer holds one cmsg
+        // with an int, and msg describes it; name, iov and data outlive the call, which only reads.
+        let rc = unsafe {
+            msg.msg_controllen = libc::CMSG_SPACE(int) as _;
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = level;
+            (*c).cmsg_type = kind;
+            (*c).cmsg_len = libc::CMSG_LEN(int) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::c_int, tclass.into());
+            libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT)
+        };
+        if rc < 0 {
+            return Err(IoError::Os {
+                context: format!("sendmsg (a CNP, traffic class {tclass:#04x}) from UDP {}", self.local),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(())
     }
 
     /// Sends the queued datagrams of `tx` with as few `sendmmsg` calls as the kernel allows without
@@ -252,6 +349,13 @@ impl Plan for UdpPlan {
         let gso = input.gso;
         let gro = input.gso && input.gro;
         let ip = input.local_ip.expect("v2 has a local address");
+        let classes = marks::classes(
+            RoceVersion::V2,
+            input.marks,
+            input.cnp_dscp,
+            input.cnp_prio,
+            false,
+        );
         Ok(UdpPlan {
             cfg: UdpConfig {
                 port: input.udp_port,
@@ -260,6 +364,10 @@ impl Plan for UdpPlan {
                 slot_len: if gro { 65_536 } else { input.slot_len },
                 gro,
                 zero_checksum: !gso,
+                tclass: Some(classes.data.tclass),
+                cnp_tclass: classes.cnp.tclass,
+                priority: classes.so_priority,
+                recv_tclass: input.read_ce,
                 ..UdpConfig::default()
             },
             ip,
@@ -312,7 +420,14 @@ pub(crate) struct UdpDevice {
     gso_planned: bool,
     gro: bool,
     tx_batches: u64,
+    /// The class CNPs leave with ([`UdpSocket::send_with_tclass`]).
+    cnp_tclass: u8,
+    /// A CNP taken out of the transmit path, sent on its own.
+    cnp: [u8; CNP_SLOT],
 }
+
+/// Bytes of a CNP: BTH 12, 16 reserved, ICRC 4.
+const CNP_SLOT: usize = 32;
 
 impl UdpDevice {
     /// The device on `sock`, with batches as `plan` says.
@@ -329,6 +444,8 @@ impl UdpDevice {
             gso_planned: plan.gso,
             gro: plan.cfg.gro,
             tx_batches: 0,
+            cnp_tclass: plan.cfg.cnp_tclass,
+            cnp: [0; CNP_SLOT],
         }
     }
 }
@@ -366,7 +483,21 @@ impl Device for UdpDevice {
         let Some(dst) = to else {
             return false;
         };
-        match self.gso.as_mut() {
+        // A CNP takes its own class, which the socket's option (data's) cannot give it: it is
+        // copied out of the batch's slot and sent alone with a control message. One compare per
+        // packet; CNPs are rare (at most one per queue pair per min_time_between_cnps).
+        let mut cnp_len = 0;
+        let cnp = &mut self.cnp;
+        let fill = |b: &mut [u8]| {
+            let n = fill(b)?;
+            if b[0] == Opcode::CNP.0 && n <= CNP_SLOT {
+                cnp[..n].copy_from_slice(&b[..n]);
+                cnp_len = n;
+                return None;
+            }
+            Some(n)
+        };
+        let queued = match self.gso.as_mut() {
             Some(g) => match g.try_push(dst, fill) {
                 // The kernel gives segment k of an IPv4 super-datagram ID k (the first keeps the 0
                 // every ICRC is computed for): move its ICRC there.
@@ -378,7 +509,16 @@ impl Device for UdpDevice {
                 None => false,
             },
             None => self.plain.try_push(dst, fill),
+        };
+        if cnp_len > 0 {
+            // A CNP the socket refuses (its send buffer full) is lost, as one dropped on a
+            // congested wire: the notification point sends another on the next CE mark.
+            let _ = self
+                .sock
+                .send_with_tclass(&self.cnp[..cnp_len], dst, self.cnp_tclass);
+            return true;
         }
+        queued
     }
 
     #[inline]
@@ -409,6 +549,7 @@ impl Device for UdpDevice {
                     src: one.src,
                     dst: one.dst,
                     truncated: one.truncated,
+                    tclass: one.tclass,
                 };
                 each(meta, one.data);
             }
@@ -651,6 +792,7 @@ pub(super) mod tests {
             dst: None,
             truncated: false,
             gro_segment: None,
+            tclass: 0,
         };
         assert_eq!(gro_packets(d).count(), 1);
         d.gro_segment = Some(4);
@@ -787,5 +929,68 @@ pub(super) mod tests {
             .unwrap();
         assert!(matches!(err, IoError::AddrNotOnInterface { .. }), "{err}");
         assert!(err.to_string().contains("'lo'"), "{err}");
+    }
+
+    /// A CNP leaves with its own class by a control message, data with the socket's; the receiver
+    /// reads each datagram's class (IP_RECVTOS / IPV6_RECVTCLASS), GSO or not, IPv4 and IPv6.
+    #[test]
+    fn cnps_take_their_own_class_and_the_receiver_reads_every_class() {
+        for (a_ip, b_ip, gso) in [
+            ("127.0.0.24", "127.0.0.25", true),
+            ("127.0.0.24", "127.0.0.25", false),
+            ("::1", "::1", true),
+        ] {
+            let (a_ip, b_ip): (IpAddr, IpAddr) = (a_ip.parse().unwrap(), b_ip.parse().unwrap());
+            let marked = |ip: IpAddr, port: u16| UdpPlan {
+                cfg: UdpConfig {
+                    port,
+                    tclass: Some(0x6a),
+                    cnp_tclass: 0xc2,
+                    priority: Some(3),
+                    recv_tclass: true,
+                    zero_checksum: !gso,
+                    ..UdpConfig::default()
+                },
+                ip,
+                may_move: false,
+                tx_slot: 2048,
+                gso,
+            };
+            let lo = NetDev::by_name("lo").unwrap();
+            let mut a = UdpDevice::open(&lo, &marked(a_ip, free_port(a_ip))).unwrap();
+            let mut b = UdpDevice::open(&lo, &marked(b_ip, free_port(b_ip))).unwrap();
+            let to = b.local_addr();
+            let now = Instant::ZERO;
+            // Data, a CNP (BTH opcode 0x81, 16 reserved bytes, ICRC), data: the CNP leaves at once,
+            // on its own; the data around it as one batch.
+            for op in [0x04u8, Opcode::CNP.0, 0x04] {
+                assert!(a.tx_push(now, to, |buf| {
+                    buf[..32].fill(0);
+                    buf[0] = op;
+                    Some(32)
+                }));
+            }
+            a.flush(now).unwrap();
+            let mut got = Vec::new();
+            for _ in 0..1000 {
+                b.receive(now, |meta, data| {
+                    let RxMeta::Datagram { tclass, .. } = meta else {
+                        panic!("{meta:?}")
+                    };
+                    got.push((data[0], tclass));
+                })
+                .unwrap();
+                if got.len() >= 3 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            got.sort();
+            assert_eq!(
+                got,
+                [(0x04, 0x6a), (0x04, 0x6a), (Opcode::CNP.0, 0xc2)],
+                "{a_ip} GSO {gso}"
+            );
+        }
     }
 }

@@ -25,6 +25,9 @@ pub struct RxDatagram<'a> {
     /// With UDP_GRO on: the kernel merged datagrams of this size into `data` (the last may be
     /// shorter); split before use. `None`: `data` is one datagram.
     pub gro_segment: Option<u16>,
+    /// The IPv4 TOS / IPv6 traffic class (IP_RECVTOS / IPV6_RECVTCLASS, on a socket that asks
+    /// for it; 0 otherwise): its low two bits say whether a switch marked it CE.
+    pub tclass: u8,
 }
 
 /// One received link-layer frame (AF_PACKET), borrowed from an [`RxBatch`].
@@ -212,13 +215,14 @@ impl RxBatch {
     /// Datagram `i` of the last receive on a UDP socket.
     pub fn datagram(&self, i: usize) -> RxDatagram<'_> {
         let (data, truncated) = self.data(i);
-        let (dst, gro_segment) = self.udp_cmsgs(i);
+        let (dst, gro_segment, tclass) = self.udp_cmsgs(i);
         RxDatagram {
             data,
             src: sockaddr::decode(&self.names[i]),
             dst,
             truncated,
             gro_segment,
+            tclass,
         }
     }
 
@@ -257,11 +261,12 @@ impl RxBatch {
         }
     }
 
-    /// The destination address (IP_PKTINFO / IPV6_PKTINFO) and the GRO segment size (UDP_GRO)
-    /// from the control messages of datagram `i`.
-    fn udp_cmsgs(&self, i: usize) -> (Option<IpAddr>, Option<u16>) {
+    /// The destination address (IP_PKTINFO / IPV6_PKTINFO), the GRO segment size (UDP_GRO) and
+    /// the TOS / traffic class (IP_TOS / IPV6_TCLASS) from the control messages of datagram `i`.
+    #[inline]
+    fn udp_cmsgs(&self, i: usize) -> (Option<IpAddr>, Option<u16>, u8) {
         let msg = &self.hdrs[i].msg_hdr;
-        let (mut dst, mut gro) = (None, None);
+        let (mut dst, mut gro, mut tclass) = (None, None, 0);
         // SAFETY: msg_control/msg_controllen describe the control bytes the kernel wrote for packet
         // i; each payload is read unaligned with the type the kernel documents for it.
         unsafe {
@@ -281,11 +286,16 @@ impl RxBatch {
                         let size = std::ptr::read_unaligned(data as *const libc::c_int);
                         gro = u16::try_from(size).ok();
                     }
+                    // IPv4 hands over the TOS as one byte, IPv6 the traffic class as an int.
+                    (libc::IPPROTO_IP, libc::IP_TOS) => tclass = *data,
+                    (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
+                        tclass = std::ptr::read_unaligned(data as *const libc::c_int) as u8;
+                    }
                     _ => {}
                 }
                 c = libc::CMSG_NXTHDR(msg, c);
             }
         }
-        (dst, gro)
+        (dst, gro, tclass)
     }
 }

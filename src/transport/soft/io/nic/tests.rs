@@ -80,6 +80,7 @@ fn impairment_works_per_packet_inside_gso_super_datagrams() {
                 src,
                 dst,
                 truncated: false,
+                ..
             } = meta
             else {
                 panic!("{meta:?}")
@@ -90,6 +91,7 @@ fn impairment_works_per_packet_inside_gso_super_datagrams() {
                 dst,
                 truncated: false,
                 gro_segment: None,
+                tclass: 0,
             };
             let (ib, _src) = check_udp(
                 &d,

@@ -94,6 +94,7 @@ pub(super) fn route_of(ah: &sys::ibv_ah_attr) -> Route {
         sgid_index: ah.grh.sgid_index,
         hop_limit: ah.grh.hop_limit,
         traffic_class: ah.grh.traffic_class,
+        flow_label: ah.grh.flow_label,
         sl: ah.sl,
         port: ah.port_num,
     }
@@ -152,6 +153,7 @@ pub(super) fn requester(
             sgid_index: local.gid_index as u8,
             hop_limit: 0xff,
             traffic_class: local.traffic_class,
+            flow_label: local.flow_label(0),
             sl: local.sl,
             port: local.port,
         },
@@ -312,6 +314,7 @@ mod tests {
             port: 1,
             sl: 0,
             traffic_class: 0,
+            flow_labels: Vec::new(),
             timeout: 14,
             retry_cnt: 7,
             connection: ConnType::Ud,
