@@ -31,6 +31,11 @@ impl Sysfs {
         Sysfs { root: root.into() }
     }
 
+    /// The tree's root.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
     fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }
@@ -75,6 +80,21 @@ impl Sysfs {
         }
         out.sort_by_key(|e| e.index);
         out
+    }
+
+    /// The directory of `dev` port `port` (`class/infiniband/<dev>/ports/<port>`), whose files `-W` names.
+    pub(crate) fn port_dir(&self, dev: &str, port: u8) -> PathBuf {
+        self.path(&format!("class/infiniband/{dev}/ports/{port}"))
+    }
+
+    /// The network interface behind `dev` port `port`: the first its GID table names, else the first
+    /// under the device's `device/net/` (a port whose GIDs are not populated yet).
+    pub(crate) fn port_netdev(&self, dev: &str, port: u8) -> Option<String> {
+        self.netdevs_of(dev, port).into_iter().next().or_else(|| {
+            list_dir(&self.path(&format!("class/infiniband/{dev}/device/net")))
+                .into_iter()
+                .next()
+        })
     }
 
     /// The network interfaces a device's GIDs belong to (what `-d` would name for `--transport soft`).
