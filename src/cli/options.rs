@@ -12,6 +12,7 @@ use crate::params::{
 };
 use crate::report::export::{ReportingFiles, RunFiles};
 use crate::transport::ImpairConfig;
+use crate::transport::verbs::counters::CounterRequest;
 use clap::FromArgMatches;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -71,6 +72,9 @@ pub struct Options {
     pub connection: ConnType,
     /// `-s` was given (a UD run caps the default size to the MTU but refuses a larger `-s`).
     pub size_given: bool,
+    /// `-W` on verbs (its default set when absent): the NIC counters read around each size; `None`
+    /// for the other transports.
+    pub report_counters: Option<CounterRequest>,
     /// What is printed and written.
     pub output: OutputOptions,
 }
@@ -200,6 +204,7 @@ impl Options {
         let latency_gap = pacing::latency_gap(test, &a)?;
         let percentiles = checks::percentiles(a.percentiles.clone());
         checks::results_dir(&a)?;
+        let report_counters = checks::report_counters(transport, &a)?;
         Ok(Options {
             test,
             atomic_type,
@@ -251,6 +256,7 @@ impl Options {
             latency_gap,
             connection,
             size_given: a.size.is_some(),
+            report_counters,
             output: OutputOptions {
                 single: a.output,
                 report_gbits: a.report_gbits,

@@ -1,0 +1,112 @@
+//! Verbs: the NIC's counters around each size (`-W`, or the default congestion set), resolved once
+//! at set-up, read when a size starts and ends, and kept in the run's description.
+//!
+//! perftest reads once at set-up and then at each row, so its first row counts the handshake too;
+//! here each size counts from its own start (a row with no run on this side, perftest's passive
+//! server, counts from the previous row).
+
+use super::Error;
+use super::notes::Warning;
+use super::plan::Plan;
+use crate::results::{NicCounters, SizeCounters};
+use crate::transport::verbs::counters::PortCounters;
+use crate::transport::verbs::sysfs::Sysfs;
+use std::sync::Arc;
+
+/// The counters `-W` asks for on `device` port `port`; a name the port lacks is an error now, before
+/// the peer is contacted. With -v, says what is read and why PFC counters are not.
+pub(crate) fn open(
+    plan: &Plan,
+    device: &str,
+    port: u8,
+) -> Result<Option<Arc<PortCounters>>, Error> {
+    let Some(req) = &plan.report_counters else {
+        return Ok(None);
+    };
+    let pc = PortCounters::open(Sysfs::default().root(), device, port, req)?;
+    if let Some(pc) = &pc {
+        plan.output.verbose(|| {
+            let names: Vec<&str> = pc.counters.iter().map(|c| c.name.as_str()).collect();
+            format!("NIC counters read around each size: {}", names.join(", "))
+        });
+        if let Some(note) = &pc.pfc_note {
+            plan.output.verbose(|| note.clone());
+        }
+    } else {
+        plan.output
+            .verbose(|| format!("{device} port {port} exposes none of the NIC counters asked for"));
+    }
+    Ok(pc.map(Arc::new))
+}
+
+/// One run's readings: the last value of every counter, and the sizes settled.
+pub(crate) struct Window {
+    counters: Option<Arc<PortCounters>>,
+    /// Each counter's name, unit and PFC priority, as the results keep them.
+    names: Vec<(String, bool, Option<u8>)>,
+    /// When the current size started.
+    before: Option<Vec<u64>>,
+    /// When it ended, once it has.
+    after: Option<Vec<u64>>,
+}
+
+impl Window {
+    /// The plan's counters, nothing read yet.
+    pub(crate) fn new(plan: &Plan) -> Window {
+        let counters = plan.nic.clone();
+        let names = counters.as_ref().map_or_else(Vec::new, |pc| {
+            pc.counters
+                .iter()
+                .map(|c| (c.name.clone(), c.words, c.pfc_priority))
+                .collect()
+        });
+        Window {
+            counters,
+            names,
+            before: None,
+            after: None,
+        }
+    }
+
+    /// What the run's description says before any size ran (where they are read), if anything is.
+    pub(crate) fn describe(&self) -> Option<NicCounters> {
+        self.counters.as_ref().map(|pc| NicCounters {
+            device: pc.device.clone(),
+            port: pc.port,
+            netdev: pc.netdev.clone(),
+            sizes: Vec::new(),
+        })
+    }
+
+    /// A size starts (or the run is connected).
+    pub(crate) fn start(&mut self) {
+        self.before = self.read();
+        self.after = None;
+    }
+
+    /// The size ran.
+    pub(crate) fn end(&mut self) {
+        self.after = self.read();
+    }
+
+    /// A row is settled: its counters from its start to its end (now, when it had no run here); the
+    /// next row without a run of its own counts from here.
+    pub(crate) fn settle(&mut self, size: u64) -> Option<SizeCounters> {
+        let after = self.after.take().or_else(|| self.read())?;
+        let before = self.before.replace(after.clone())?;
+        Some(SizeCounters::new(size, &self.names, &before, &after))
+    }
+
+    /// Every counter now; a failure is said once and ends the reading.
+    fn read(&mut self) -> Option<Vec<u64>> {
+        let pc = self.counters.as_ref()?;
+        match pc.read() {
+            Ok(v) => Some(v),
+            Err(e) => {
+                Warning::NicCountersLost(e.to_string()).emit();
+                self.counters = None;
+                None
+            }
+        }
+    }
+}
