@@ -110,3 +110,82 @@ impl Window {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::tests::parse_raw;
+    use crate::params::TestKind;
+    use crate::params::parse_request;
+    use std::path::Path;
+
+    fn put(root: &Path, name: &str, value: u64) {
+        let p = root.join("class/infiniband/mlx5_0/ports/1").join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, format!("{value}\n")).unwrap();
+    }
+
+    /// A fake port whose counters move between the reads, as the session makes them.
+    #[test]
+    fn each_row_counts_its_own_size_and_a_row_without_a_run_counts_from_the_last() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        put(r, "counters/port_xmit_data", 100);
+        put(r, "hw_counters/np_cnp_sent", 1);
+        let args = [
+            "--transport",
+            "verbs",
+            "-d",
+            "mlx5_0",
+            "-W",
+            "default,counters/port_xmit_data",
+        ];
+        let mut plan = Plan::new(parse_raw(TestKind::WRITE_BW, &args).unwrap());
+        let req = plan.report_counters.clone().unwrap();
+        assert_eq!(
+            req,
+            parse_request("default,counters/port_xmit_data").unwrap()
+        );
+        plan.nic = PortCounters::open(r, "mlx5_0", 1, &req)
+            .unwrap()
+            .map(Arc::new);
+        let mut w = Window::new(&plan);
+        let described = w.describe().unwrap();
+        assert_eq!((described.device.as_str(), described.port), ("mlx5_0", 1));
+        assert!(described.sizes.is_empty());
+        w.start(); // connected
+        put(r, "hw_counters/np_cnp_sent", 3); // the handshake is not the first size's
+        w.start();
+        put(r, "counters/port_xmit_data", 1124);
+        put(r, "hw_counters/np_cnp_sent", 10);
+        w.end();
+        put(r, "hw_counters/np_cnp_sent", 50); // after the run: the next size's
+        let first = w.settle(65536).unwrap();
+        assert_eq!(first.size_bytes, 65536);
+        let deltas: Vec<_> = first
+            .counters
+            .iter()
+            .map(|c| (c.name.as_str(), c.delta))
+            .collect();
+        assert_eq!(
+            deltas,
+            [
+                ("counters/port_xmit_data", Some(1024)),
+                ("hw_counters/np_cnp_sent", Some(7))
+            ]
+        );
+        assert_eq!(first.counters[0].bytes, Some(4096));
+        // A row with no run on this side (perftest's passive server): from the last read to now.
+        let second = w.settle(131072).unwrap();
+        assert_eq!(second.counters[1].delta, Some(40));
+        assert_eq!(second.counters[0].delta, Some(0));
+        // A counter that vanishes: said once, and the run goes on without counters.
+        std::fs::remove_file(r.join("class/infiniband/mlx5_0/ports/1/hw_counters/np_cnp_sent"))
+            .unwrap();
+        w.start();
+        w.end();
+        assert!(w.settle(8).is_none());
+        w.start();
+        assert!(w.settle(8).is_none());
+    }
+}

@@ -5,13 +5,13 @@
 
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
+use crate::params::CounterRequest;
 use crate::params::{
     AtomicOp, ConnType, DEFAULT_OOB_PORT, IoKind, OutputSelect, RateLimitType, RateUnits, Recovery,
     RoceVersion, TestKind, TransportKind,
 };
 use crate::report::export::{ReportingFiles, RunFiles};
 use crate::transport::ImpairConfig;
-use crate::transport::verbs::counters::CounterRequest;
 use clap::{ArgGroup, CommandFactory, Parser, ValueEnum};
 use std::net::IpAddr;
 
@@ -231,7 +231,7 @@ pub(crate) struct Args {
         short = 'W',
         long = "report-counters",
         value_name = "LIST",
-        value_parser = crate::transport::verbs::counters::parse_request,
+        value_parser = crate::params::parse_request,
         long_help = REPORT_COUNTERS_HELP,
         group = PER_HOST
     )]

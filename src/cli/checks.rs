@@ -4,12 +4,12 @@
 
 use super::Error;
 use super::args::{Args, OobArg};
+use crate::params::CounterRequest;
 use crate::params::{
     ATOMIC_SIZE, AtomicOp, IoKind, Metric, OutputSelect, RoceVersion, RunMode, TestKind,
     TransportKind, Verb, all_sizes,
 };
 use crate::transport::probe;
-use crate::transport::verbs::counters::CounterRequest;
 use std::fmt;
 
 /// Default percentiles reported below the table.

@@ -6,13 +6,13 @@ use super::args::{Args, OobArg};
 use super::checks::{self, TransportReason};
 use super::{Error, pacing, reporting};
 use crate::gate::{GateArgs, GateOutputArgs};
+use crate::params::CounterRequest;
 use crate::params::{
     AtomicOp, ConnType, IoKind, OutputSelect, RateLimit, Recovery, RoceVersion, Role, RunMode,
     TestKind, TransportKind,
 };
 use crate::report::export::{ReportingFiles, RunFiles};
 use crate::transport::ImpairConfig;
-use crate::transport::verbs::counters::CounterRequest;
 use clap::FromArgMatches;
 use std::net::IpAddr;
 use std::time::Duration;

@@ -211,7 +211,7 @@ fn verbs_is_chosen_explicitly_and_keeps_verbs_flags() {
 /// `-W` is perftest's on verbs, the default set when absent; the other transports refuse it by name.
 #[test]
 fn report_counters_are_verbs_only_and_default_to_the_congestion_set() {
-    use crate::transport::verbs::counters::CounterRequest;
+    use crate::params::CounterRequest;
     let verbs = |extra: &[&str]| {
         parse_raw(
             WBW,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::params::parse_request;
 use std::fs;
 
 const PORT: &str = "class/infiniband/mlx5_0/ports/1";
@@ -228,38 +229,6 @@ fn an_ethtool_counter_needs_a_netdev_behind_the_port() {
         Sysfs::at(d.path()).port_netdev("mlx5_1", 1).as_deref(),
         Some("ens1f1np1")
     );
-}
-
-#[test]
-fn the_list_is_parsed_as_perftest_spells_it() {
-    assert_eq!(
-        req("counters/port_xmit_data,hw_counters/out_of_buffer"),
-        CounterRequest {
-            default_set: false,
-            named: vec![
-                "counters/port_xmit_data".into(),
-                "hw_counters/out_of_buffer".into()
-            ]
-        }
-    );
-    assert_eq!(req("none"), CounterRequest::none());
-    assert!(req("none").is_empty());
-    assert!(req("default").default_set);
-    assert_eq!(req("a/b,a/b").named, ["a/b"], "a repeat is read once");
-    for bad in [
-        "",
-        "a,,b",
-        "/sys/x",
-        "../x",
-        "counters/../../x",
-        "hw_counters/",
-        "none,default",
-    ] {
-        let e = parse_request(bad).unwrap_err();
-        assert!(!e.is_empty(), "{bad}");
-    }
-    assert!(parse_request("a,,b").unwrap_err().contains("empty name"));
-    assert!(parse_request("../x").unwrap_err().contains("counters/NAME"));
 }
 
 #[test]
