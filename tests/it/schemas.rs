@@ -248,11 +248,17 @@ fn nic_counters_match_the_schema(doc: &Value, validator: &jsonschema::Validator)
     let mut good = doc.clone();
     good["test"]["nic_counters"] = serde_json::to_value(&nic).unwrap();
     assert_valid("result", &good, "a document with nic_counters");
-    assert_eq!(good["test"]["nic_counters"]["sizes"][0]["counters"][0]["bytes"], 40);
+    assert_eq!(
+        good["test"]["nic_counters"]["sizes"][0]["counters"][0]["bytes"],
+        40
+    );
     assert!(good["test"]["nic_counters"]["sizes"][0]["counters"][2]["delta"].is_null());
     let mut stray = good.clone();
     stray["test"]["nic_counters"]["sizes"][0]["counters"][1]["surprise"] = 1.into();
-    assert!(!validator.is_valid(&stray), "the schema accepts a stray counter key");
+    assert!(
+        !validator.is_valid(&stray),
+        "the schema accepts a stray counter key"
+    );
     let mut prio = good.clone();
     prio["test"]["nic_counters"]["sizes"][0]["counters"][2]["pfc_priority"] = 8.into();
     assert!(!validator.is_valid(&prio), "the schema accepts priority 8");

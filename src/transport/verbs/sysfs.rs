@@ -132,10 +132,11 @@ pub(crate) fn parse_gid(text: &str) -> Option<Gid> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn put(root: &Path, rel: &str, text: &str) {
+    /// Writes `text` to `rel` under `root`, making its directories (a fake tree's file).
+    pub(crate) fn put(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, text).unwrap();

@@ -1,14 +1,8 @@
 use super::*;
 use crate::params::parse_request;
-use std::fs;
+use crate::transport::verbs::sysfs::tests::put;
 
 const PORT: &str = "class/infiniband/mlx5_0/ports/1";
-
-fn put(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, text).unwrap();
-}
 
 /// A ConnectX port as sysfs lays it out: a few `counters/`, a few `hw_counters/`, a non-counter file.
 fn mlx5_tree() -> tempfile::TempDir {
@@ -73,31 +67,26 @@ fn named_counters_are_read_before_and_after_in_the_order_given() {
 #[test]
 fn a_name_the_port_lacks_is_refused_with_what_it_has() {
     let d = mlx5_tree();
-    let e = PortCounters::open(d.path(), "mlx5_0", 1, &req("hw_counters/np_cnp_snt"))
-        .unwrap_err()
-        .to_string();
+    let refused = |port: u8, list: &str| {
+        PortCounters::open(d.path(), "mlx5_0", port, &req(list))
+            .unwrap_err()
+            .to_string()
+    };
+    let e = refused(1, "hw_counters/np_cnp_snt");
     assert!(e.starts_with("-W hw_counters/np_cnp_snt: "), "{e}");
     assert!(e.contains("hw_counters/ has no np_cnp_snt"), "{e}");
-    assert!(
-        e.contains("it has: np_cnp_sent, out_of_buffer, resp_cqe_error, rp_cnp_handled"),
-        "{e}"
-    );
+    let has = "it has: np_cnp_sent, out_of_buffer, resp_cqe_error, rp_cnp_handled";
+    assert!(e.contains(has), "{e}");
     // A directory the port lacks: the port's own directory is listed.
-    let e = PortCounters::open(d.path(), "mlx5_0", 1, &req("hw_cntrs/out_of_buffer"))
-        .unwrap_err()
-        .to_string();
+    let e = refused(1, "hw_cntrs/out_of_buffer");
     assert!(e.contains("it has: counters/, hw_counters/, state"), "{e}");
     // Another port, or device: nothing there, and the message says what to check.
-    let e = PortCounters::open(d.path(), "mlx5_0", 2, &req("counters/port_xmit_data"))
-        .unwrap_err()
-        .to_string();
+    let e = refused(2, "counters/port_xmit_data");
     assert!(
         e.contains("nothing (is this the right device and port? -d, -i)"),
         "{e}"
     );
-    let e = PortCounters::open(d.path(), "mlx5_0", 1, &req("state"))
-        .unwrap_err()
-        .to_string();
+    let e = refused(1, "state");
     assert!(
         e.contains("is not a counter (it reads \"4: ACTIVE\")"),
         "{e}"
