@@ -12,6 +12,7 @@ use crate::results::{NicCounters, SizeCounters};
 use crate::transport::verbs::counters::PortCounters;
 use crate::transport::verbs::sysfs::Sysfs;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The counters `-W` asks for on `device` port `port`; a name the port lacks is an error now, before
 /// the peer is contacted. With -v, says what is read and why PFC counters are not.
@@ -48,6 +49,8 @@ pub(crate) struct Window {
     before: Option<Vec<u64>>,
     /// When it ended, once it has.
     after: Option<Vec<u64>>,
+    /// When the last read was.
+    read_at: Option<Instant>,
 }
 
 impl Window {
@@ -65,6 +68,7 @@ impl Window {
             names,
             before: None,
             after: None,
+            read_at: None,
         }
     }
 
@@ -84,8 +88,12 @@ impl Window {
         self.after = None;
     }
 
-    /// The size ran.
+    /// The size ran. A size shorter than the kernel's cache of `hw_counters/` waits it out, so that
+    /// its end is not read as its start.
     pub(crate) fn end(&mut self) {
+        if let (Some(pc), Some(at)) = (&self.counters, self.read_at) {
+            std::thread::sleep(pc.lifespan.saturating_sub(at.elapsed()));
+        }
         self.after = self.read();
     }
 
@@ -100,6 +108,7 @@ impl Window {
     /// Every counter now; a failure is said once and ends the reading.
     fn read(&mut self) -> Option<Vec<u64>> {
         let pc = self.counters.as_ref()?;
+        self.read_at = Some(Instant::now());
         match pc.read() {
             Ok(v) => Some(v),
             Err(e) => {

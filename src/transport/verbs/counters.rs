@@ -11,6 +11,7 @@ use super::ethtool::{self, Ethtool, EthtoolError};
 use super::sysfs::Sysfs;
 use crate::params::{CounterRequest, ETHTOOL_PREFIX};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The default set's RDMA counters, read from `hw_counters/` when the driver has them: mlx5's names
 /// first, then kernel Soft-RoCE's (rxe), which names its own.
@@ -111,6 +112,9 @@ pub enum CounterError {
     },
 }
 
+/// Not a counter: how many milliseconds the kernel caches `hw_counters/` values.
+const LIFESPAN: &str = "hw_counters/lifespan";
+
 /// Where a counter's value comes from.
 #[derive(Debug)]
 enum Source {
@@ -145,6 +149,10 @@ pub struct PortCounters {
     pub counters: Vec<Counter>,
     /// Why the default set has no PFC counters, when it asked for them and found none.
     pub pfc_note: Option<String>,
+    /// How long the kernel keeps `hw_counters/` values before it asks the driver again
+    /// (`hw_counters/lifespan`, 10 ms by default): a read sooner than that after the last one
+    /// returns the same values. Zero when no `hw_counters/` file is read.
+    pub lifespan: Duration,
     /// The netdev's statistics, when a counter is one, and how many it has.
     ethtool: Option<(Ethtool, usize)>,
 }
@@ -168,6 +176,7 @@ impl PortCounters {
             netdev,
             counters: Vec::new(),
             pfc_note: None,
+            lifespan: Duration::ZERO,
             ethtool: None,
         };
         let mut stats: Option<Vec<String>> = None;
@@ -190,7 +199,7 @@ impl PortCounters {
                 return Err(missing(&dir, name));
             }
             let text = std::fs::read_to_string(&path).unwrap_or_default();
-            if text.trim().parse::<u64>().is_err() {
+            if text.trim().parse::<u64>().is_err() || name == LIFESPAN {
                 return Err(CounterError::NotACounter {
                     name: name.clone(),
                     path: path.display().to_string(),
@@ -218,6 +227,15 @@ impl PortCounters {
                 }
             }
             pc.default_pfc(&mut stats);
+        }
+        if pc
+            .counters
+            .iter()
+            .any(|c| c.name.starts_with("hw_counters/"))
+        {
+            let ms = std::fs::read_to_string(dir.join(LIFESPAN)).ok();
+            pc.lifespan =
+                Duration::from_millis(ms.and_then(|t| t.trim().parse().ok()).unwrap_or(10));
         }
         Ok((!pc.counters.is_empty()).then_some(pc))
     }
@@ -377,6 +395,7 @@ fn list(dir: &Path) -> Vec<String> {
                         n
                     }
                 })
+                .filter(|n| n != "lifespan")
                 .collect()
         })
         .unwrap_or_default();
