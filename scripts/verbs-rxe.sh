@@ -84,7 +84,7 @@ rdma_cm_tests() {   # -R through librdmacm: ours against ours, then against perf
 counters_tests() {   # -W: rxe's own counters around each size, both sides
     local w="-W hw_counters/sent_pkts,hw_counters/rcvd_pkts,hw_counters/duplicate_request,hw_counters/rcvd_seq_err"
     echo "counters_default_write_bw|/mnt/roce_write_bw --transport verbs $U -d $S -n 500 --json /mnt/counters-default-server.json|/mnt/roce_write_bw --transport verbs $U -d $C -n 500 --json /mnt/counters-default-client.json $SIP"
-    echo "counters_W_write_bw_sweep|/mnt/roce_write_bw --transport verbs $U -d $S -n 20 -a $w|/mnt/roce_write_bw --transport verbs $U -d $C -n 20 -a $w --json /mnt/counters-W-client.json $SIP"
+    echo "counters_W_write_bw_sweep|/mnt/roce_write_bw --transport verbs $U -d $S -n 5 --warmup 0 -a $w|/mnt/roce_write_bw --transport verbs $U -d $C -n 5 --warmup 0 -a $w --json /mnt/counters-W-client.json $SIP"
     echo "counters_W_send_lat|/mnt/roce_send_lat --transport verbs $U -d $S -n 300 $w|/mnt/roce_send_lat --transport verbs $U -d $C -n 300 $w $SIP"
 }
 # Error cases: NAME|EXPECTED_EXIT|TEXT THE MESSAGE MUST CONTAIN|COMMAND
