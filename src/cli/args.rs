@@ -233,7 +233,8 @@ pub(crate) struct Args {
         value_name = "LIST",
         value_parser = crate::params::parse_request,
         long_help = REPORT_COUNTERS_HELP,
-        group = PER_HOST
+        group = PER_HOST,
+        group = ROCE_SETUP
     )]
     pub report_counters: Option<CounterRequest>,
 
