@@ -92,7 +92,7 @@ impl Window {
     /// its end is not read as its start.
     pub(crate) fn end(&mut self) {
         if let (Some(pc), Some(at)) = (&self.counters, self.read_at) {
-            std::thread::sleep(pc.lifespan.saturating_sub(at.elapsed()));
+            std::thread::sleep(pc.refresh_after().saturating_sub(at.elapsed()));
         }
         self.after = self.read();
     }

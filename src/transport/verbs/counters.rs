@@ -305,6 +305,17 @@ impl PortCounters {
         });
     }
 
+    /// How long after a read the next one surely asks the driver again: the kernel refreshes
+    /// `hw_counters/` when `lifespan`, rounded up to whole jiffies, has passed since its last
+    /// refresh, and its check counts the jiffy it ends in (at HZ=100, 10 ms can last 20 ms). Twice
+    /// the lifespan and one more 100 Hz jiffy covers every HZ. Zero without `hw_counters/`.
+    pub fn refresh_after(&self) -> Duration {
+        if self.lifespan.is_zero() {
+            return Duration::ZERO;
+        }
+        2 * self.lifespan + Duration::from_millis(10)
+    }
+
     /// Every counter's value now, in the order of [`PortCounters::counters`].
     pub fn read(&self) -> Result<Vec<u64>, CounterError> {
         let stats = match &self.ethtool {

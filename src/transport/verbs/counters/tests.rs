@@ -111,8 +111,10 @@ fn the_default_set_reads_what_the_driver_has_and_skips_the_rest() {
         ]
     );
     assert_eq!(pc.read().unwrap(), [0, 7, 5]);
-    // hw_counters/ values are cached this long: the end of a shorter size waits it out.
+    // hw_counters/ values are cached this long (and up to a jiffy more): the end of a shorter size
+    // waits it out.
     assert_eq!(pc.lifespan, Duration::from_millis(20));
+    assert_eq!(pc.refresh_after(), Duration::from_millis(50));
     // No GID names a netdev in this tree: no PFC counters, and why.
     assert!(pc.netdev.is_none());
     let note = pc.pfc_note.as_deref().unwrap();
