@@ -223,7 +223,6 @@ fn steps<'p, D: Dialect, E: Described>(
                 recvs.fill(ep, &plan.layout, plan.depths.initial_receives)?;
             }
             Action::Run(run) => {
-                nic.start();
                 let mine = match sweep.endless.as_mut() {
                     Some(o) => {
                         // From here the first SIGINT/SIGTERM ends the run with its summary.

@@ -21,7 +21,7 @@ pub struct NicCounters {
     pub sizes: Vec<SizeCounters>,
 }
 
-/// The counters over one size's run.
+/// The counters over one row: from the previous row's end to this size's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SizeCounters {
     /// The row's message size.
@@ -36,9 +36,9 @@ pub struct CounterDelta {
     /// The counter: a path under the port's sysfs directory (`hw_counters/np_cnp_sent`), or
     /// `ethtool/<name>` for a statistic of the netdev.
     pub name: String,
-    /// Its value before the size ran.
+    /// Its value at the previous row's end (the first row: when the run was connected).
     pub before: u64,
-    /// Its value after.
+    /// Its value when the size ended.
     pub after: u64,
     /// `after - before`; null when the counter went backwards (it was reset during the run).
     pub delta: Option<u64>,

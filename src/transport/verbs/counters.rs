@@ -136,7 +136,7 @@ pub struct Counter {
     source: Source,
 }
 
-/// The counters of one port, resolved: read them before and after a run.
+/// The counters of one port, resolved: read them around the sizes of a run.
 #[derive(Debug)]
 pub struct PortCounters {
     /// The RDMA device.
