@@ -7,7 +7,8 @@
 #          edition 2024 (1.85)
 #   demo   build + iproute2 (roce_compare --local runs RoCE v1 across a veth pair between namespaces)
 #   test   the test suite: build + rustfmt and clippy, g++ (the fuzz targets link libFuzzer), tshark
-#          (independent RoCE decoder), iproute2 (network namespaces), tcpdump, libibverbs1 (the verbs
+#          (independent RoCE decoder), iproute2 (network namespaces), tcpdump, ethtool (what -W's
+#          SIOCETHTOOL reading is checked against), libibverbs1 (the verbs
 #          tests check its error paths on this kernel), iptables (impairment without netem), setpriv,
 #          openmpi-bin (roce_fabric under mpirun), slurmctld, slurmd, slurm-client and munge (roce_fabric
 #          under srun, scripts/slurm.sh)
@@ -98,6 +99,8 @@ if [[ $purpose == test || $purpose == bench ]]; then
     want tshark tshark
     want ip iproute2
     want tcpdump tcpdump
+    # -W reads a netdev's statistics through SIOCETHTOOL; its test compares them with `ethtool -S`.
+    want ethtool ethtool
     # netns.sh's loss/duplication fallback on kernels without netem.
     want iptables-legacy iptables
     # The verbs tests need libibverbs present (they then hide it, or meet this kernel's missing RDMA).

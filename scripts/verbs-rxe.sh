@@ -15,6 +15,9 @@
 # MODE=rdma_cm: -R (issue 17): the six binaries with their queue pairs connected through librdmacm (our
 #   dialect, --validate), and roce_write_bw -R --oob perftest against ib_write_bw -R, both roles, and
 #   roce_send_{bw,lat} -R -c UD --oob perftest against ib_send_{bw,lat} -R -c UD (and send_bw -b), both roles.
+# MODE=counters: -W (issue 29): roce_write_bw and roce_send_lat over rxe print rxe's hw_counters deltas
+#   under each row (the default set, then a -W list, with --json into OUTDIR), and a name rxe lacks is
+#   refused at set-up; the run fails unless rxe's packet counters moved.
 # NETMTU=9000 gives the veths jumbo frames, so rxe's active MTU (and the path MTU) becomes 4096.
 # ONLY=REGEX runs only the lines whose names match (e.g. ONLY=retry_exceeded_named).
 # Exit: 0 when every line passed, 1 otherwise, 2 when the lab guest cannot be built.
@@ -78,6 +81,12 @@ rdma_cm_tests() {   # -R through librdmacm: ours against ours, then against perf
     echo "rdma_cm_ud_vs_ib_send_bw_bidir_server|ib_send_bw -R $ud -b -d $S -x 1 -F|/mnt/roce_send_bw --transport verbs -R --oob perftest $ud -b -d $C $SIP"
     echo "rdma_cm_ud_vs_ib_send_bw_bidir_client|/mnt/roce_send_bw --transport verbs -R --oob perftest $ud -b -d $S|ib_send_bw -R $ud -b -d $C -x 1 -F $SIP"
 }
+counters_tests() {   # -W: rxe's own counters around each size, both sides
+    local w="-W hw_counters/sent_pkts,hw_counters/rcvd_pkts,hw_counters/duplicate_request,hw_counters/rcvd_seq_err"
+    echo "counters_default_write_bw|/mnt/roce_write_bw --transport verbs $U -d $S -n 500 --json /mnt/counters-default-server.json|/mnt/roce_write_bw --transport verbs $U -d $C -n 500 --json /mnt/counters-default-client.json $SIP"
+    echo "counters_W_write_bw_sweep|/mnt/roce_write_bw --transport verbs $U -d $S -n 5 --warmup 0 -a $w|/mnt/roce_write_bw --transport verbs $U -d $C -n 5 --warmup 0 -a $w --json /mnt/counters-W-client.json $SIP"
+    echo "counters_W_send_lat|/mnt/roce_send_lat --transport verbs $U -d $S -n 300 $w|/mnt/roce_send_lat --transport verbs $U -d $C -n 300 $w $SIP"
+}
 # Error cases: NAME|EXPECTED_EXIT|TEXT THE MESSAGE MUST CONTAIN|COMMAND
 ERRORS=(
     "unknown_device|2|RDMA devices here: rxe0, rxe1|$SMOKE devices -d mlx5_9"
@@ -96,13 +105,19 @@ rm -f "$OUT"/verbs_smoke "$OUT"/roce_* "$OUT/tests.txt" "$OUT/errors.txt"
 cargo_flags=(); [ "$PROFILE" = release ] && cargo_flags=(--release)
 ( cd "$ROOT" && cargo build "${cargo_flags[@]}" --example verbs_smoke )
 cp "$ROOT/target/$PROFILE/examples/verbs_smoke" "$OUT/"
-if [ "$MODE" = six ] || [ "$MODE" = rdma_cm ]; then
+if [ "$MODE" = six ] || [ "$MODE" = rdma_cm ] || [ "$MODE" = counters ]; then
     ( cd "$ROOT" && cargo build "${cargo_flags[@]}" --bins )
     for t in "${SIX[@]}"; do cp "$ROOT/target/$PROFILE/roce_$t" "$OUT/"; done
-    if [ "$MODE" = six ]; then mapfile -t TESTS < <(six_tests); else mapfile -t TESTS < <(rdma_cm_tests); fi
+    case $MODE in
+        six) mapfile -t TESTS < <(six_tests) ;;
+        rdma_cm) mapfile -t TESTS < <(rdma_cm_tests) ;;
+        counters) mapfile -t TESTS < <(counters_tests) ;;
+    esac
     # The binaries name an unknown device and list the real ones, before waiting for any peer.
     ERRORS+=("roce_unknown_device|2|RDMA devices here: rxe0, rxe1|/mnt/roce_write_bw --transport verbs -d mlx5_9")
     ERRORS+=("roce_auto_unknown_name_is_soft|2|auto chose soft|/mnt/roce_write_bw -d mlx5_9")
+    # A counter rxe does not have: refused before the peer is contacted, with the names rxe has.
+    [ "$MODE" = counters ] && ERRORS+=("counters_unknown_name|2|hw_counters/ has no np_cnp_snt; it has:|/mnt/roce_write_bw --transport verbs -d $C -W hw_counters/np_cnp_snt $SIP")
     [ "$MODE" = rdma_cm ] && ERRORS+=("rdma_cm_nobody_listens|2|REJ \"invalid service ID\" (reason 8)|/mnt/roce_write_bw --transport verbs -R --oob perftest -d $C -p 19999 --connect-timeout 3 $SIP")
 else
     TESTS=("${SMOKE_TESTS[@]}")
@@ -124,3 +139,7 @@ JOB_ENV="MTU=${NETMTU:-1500}" bash "$LABDIR/20-run-vm.sh" "$ROOT/scripts/verbs-r
 [ -f "$OUT/job.log" ] || { echo "verbs-rxe: the guest wrote no job.log; see $OUT/console.log" >&2; exit 1; }
 grep -E '^(PASS|FAIL) |^verbs-rxe: ' "$OUT/job.log"
 grep -q '^verbs-rxe: [0-9]* passed, 0 failed' "$OUT/job.log"
+if [ "$MODE" = counters ]; then   # the counters printed under the rows, and rxe's packets among them
+    grep -E $'^\thw_counters/' "$OUT/job.log"
+    grep -qE $'^\thw_counters/(sent|rcvd)_pkts=[1-9]' "$OUT/job.log" || { echo "verbs-rxe: no rxe packet counter moved under a row" >&2; exit 1; }
+fi

@@ -11,7 +11,8 @@
 //! transport), `roceperf_oob` / `perftest_oob` (the two dialects), `session` (the one loop both drive),
 //! `measure` (one size on the data path), `report` (what is printed and written), [`exit`] (exit
 //! codes), `notes` (typed header notes and warnings), `resources` (the memory a run needs,
-//! checked up front), `rdma_cm` (`-R`: queue pairs connected through the CM).
+//! checked up front), `rdma_cm` (`-R`: queue pairs connected through the CM), `nic` (verbs: the
+//! NIC's counters around each size, `-W`).
 //!
 //! What the rooms share lives here, so that none of them reaches another for it: the `Error`
 //! every room returns.
@@ -21,6 +22,7 @@ mod endless;
 mod endpoints;
 pub mod exit;
 mod measure;
+mod nic;
 mod notes;
 mod perftest_oob;
 mod plan;
@@ -90,6 +92,9 @@ pub(crate) enum Error {
     /// `-R`: the CM could not connect the queue pairs (exit 2).
     #[error("{0}")]
     RdmaCm(#[from] rdma_cm::CmSetupError),
+    /// `-W` names a counter the NIC's port does not have, or it cannot be read (exit 2).
+    #[error("{0}")]
+    NicCounters(#[from] transport::verbs::counters::CounterError),
 }
 
 impl Error {
@@ -152,7 +157,9 @@ pub(crate) fn run(plan: &Plan) -> Result<(), Error> {
         }
         TransportKind::Verbs => {
             let ep = endpoints::open_verbs(plan)?;
-            run_roce(&fitted(plan, &ep)?, &pinned, ep)
+            let mut plan = fitted(plan, &ep)?;
+            plan.nic = nic::open(&plan, &ep.setup().device, ep.setup().port)?;
+            run_roce(&plan, &pinned, ep)
         }
         TransportKind::Tcp => {
             let mut oob = Roceperf::open(plan)?;

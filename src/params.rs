@@ -70,12 +70,14 @@ pub(crate) mod argv;
 mod connection;
 mod io_kind;
 pub mod marks;
+mod nic_counters;
 mod rate;
 
 pub(crate) use connection::UD_GRH_LEN;
 pub use connection::{ConnType, DEFAULT_QKEY};
 pub use io_kind::IoKind;
 pub use marks::Marks;
+pub use nic_counters::{CounterRequest, ETHTOOL_PREFIX, parse_request};
 pub(crate) use rate::{RateLimit, RateLimitType, RateUnits, parse_gap, parse_rate};
 
 /// A name that is not one of a vocabulary's words; the message lists the words.

@@ -131,6 +131,8 @@ pub(crate) enum Warning {
     },
     /// A failed run's files could not be written either (the write error); the run's own error follows.
     FailedRunNotWritten(String),
+    /// The NIC's counters could not be read after set-up (the error); the run goes on without them.
+    NicCountersLost(String),
     /// `-v`: the transport's counters at the end (several lines, each ending in a newline).
     Counters {
         /// The transport.
@@ -170,6 +172,10 @@ impl fmt::Display for Warning {
                 f,
                 "the failed run's result files (its completed sizes, counters and error) were not \
                  written either: {e}"
+            ),
+            Warning::NicCountersLost(e) => write!(
+                f,
+                "the NIC's counters (-W) are no longer read, the rest of the run goes on: {e}"
             ),
             Warning::Counters { transport, text } => {
                 write!(f, "{transport} transport counters:\n{text}")

@@ -28,6 +28,9 @@ pub(crate) struct Plan {
     /// How long a blocking out-of-band read waits for the peer: the default, plus the connect
     /// timeout (the peer may still be retrying its own), plus a timed run's length.
     pub io_timeout: Duration,
+    /// Verbs: the NIC counters `-W` resolved to on the opened device, read around each size; `None`
+    /// until the device is open, and for the other transports.
+    pub nic: Option<std::sync::Arc<crate::transport::verbs::counters::PortCounters>>,
 }
 
 impl std::ops::Deref for Plan {
@@ -119,6 +122,7 @@ impl Plan {
             depths,
             layout,
             io_timeout: oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run,
+            nic: None,
             opts,
         }
     }

@@ -165,6 +165,7 @@ pub(crate) fn run_info(
         notes: notes::lines(&run_notes(plan, pinned, local, peer)),
         version: env!("CARGO_PKG_VERSION").to_string(),
         counters: None,
+        nic_counters: None,
         impair: None,
         recovery: None,
         rate_limit: plan.rate_limit,

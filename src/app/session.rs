@@ -176,6 +176,7 @@ fn steps<'p, D: Dialect, E: Described>(
     let mut remotes: Vec<RemoteAddr> = Vec::new();
     let mut parts: Option<(SizeResult, SizeResult)> = None;
     let mut landed = LandedWrites::new(plan);
+    let mut nic = super::nic::Window::new(plan);
     loop {
         match dialect.next(ep)? {
             Action::Connect(link) => {
@@ -205,6 +206,8 @@ fn steps<'p, D: Dialect, E: Described>(
                 }
                 i.notes.extend(notes::lines(&ep.notes()));
                 i.notes.extend(notes::lines(&link.notes));
+                i.nic_counters = nic.describe();
+                nic.start();
                 if !out.quiet() {
                     report::print_header(&i);
                 }
@@ -244,6 +247,7 @@ fn steps<'p, D: Dialect, E: Described>(
                         measure::measure(plan, ep, &run, &mut stop, &remotes, &mut recvs, None)?
                     }
                 };
+                nic.end();
                 dialect.measured(run.size, mine);
             }
             Action::AwaitPeer => {
@@ -267,7 +271,8 @@ fn steps<'p, D: Dialect, E: Described>(
                 landed.count_lost(ep, &mut r);
                 progress.finish_size();
                 parts = dialect.parts();
-                if let Some(i) = &sweep.info {
+                let counters = nic.settle(r.size);
+                if let Some(i) = sweep.info.as_mut() {
                     if sweep.endless.is_some() && !out.quiet() {
                         // Below the interval lines, the whole run's.
                         progress.print(crate::report::console::RESULT_LINE);
@@ -277,6 +282,13 @@ fn steps<'p, D: Dialect, E: Described>(
                         && !out.quiet()
                     {
                         progress.print(&crate::report::console::report_both(i, mine, theirs));
+                    }
+                    if let (Some(c), Some(n)) = (counters, i.nic_counters.as_mut()) {
+                        if !out.quiet() {
+                            let netdev = n.netdev.as_deref();
+                            progress.print(&crate::report::nic_counters::nic_counters(&c, netdev));
+                        }
+                        n.sizes.push(c);
                     }
                     sweep.results.push(r);
                 }

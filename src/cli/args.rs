@@ -5,6 +5,7 @@
 
 use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
+use crate::params::CounterRequest;
 use crate::params::{
     AtomicOp, ConnType, DEFAULT_OOB_PORT, IoKind, OutputSelect, RateLimitType, RateUnits, Recovery,
     RoceVersion, TestKind, TransportKind,
@@ -239,6 +240,19 @@ pub(crate) struct Args {
     #[arg(long)]
     pub validate: bool,
 
+    /// The NIC's counters to read before and after each size and print as deltas under its row, as
+    /// perftest's -W (verbs only) [default: the congestion set].
+    #[arg(
+        short = 'W',
+        long = "report-counters",
+        value_name = "LIST",
+        value_parser = crate::params::parse_request,
+        long_help = REPORT_COUNTERS_HELP,
+        group = PER_HOST,
+        group = ROCE_SETUP
+    )]
+    pub report_counters: Option<CounterRequest>,
+
     /// Impair the soft transport's own packets, per RoCE packet and seeded, e.g.
     /// loss=0.5%,burst=8,dup=0.1%,reorder=1%,delay=50us,corrupt=0.01% (rx: before a key impairs what
     /// arrives instead of what leaves); ROCEPERF_IMPAIR is read when it is absent (soft only).
@@ -400,6 +414,23 @@ FETCH_AND_ADD adds 1 to a word of the peer's memory; CMP_AND_SWAP replaces the w
 compare value. Either way the peer's NIC (the soft stack's responder, or the TCP baseline's poll loop) \
 runs the read-modify-write and sends back the word's old value, so every operation is a round trip \
 that the responder executes in order, with no CPU of the peer involved on RDMA hardware.";
+
+/// `-W`'s long help: what it reads, when, and the default set.
+const REPORT_COUNTERS_HELP: &str = "\
+The NIC's counters to read before and after each size, printed as deltas under its row \
+(name=delta, one a line, as perftest's -W) and written to --json (nic_counters) (verbs only). \
+LIST is comma-separated: paths under /sys/class/infiniband/<dev>/ports/<port>/, e.g. \
+counters/port_xmit_data,hw_counters/out_of_buffer (port_xmit_data and port_rcv_data count 4-byte \
+words: the bytes are printed beside them); ethtool/NAME for a statistic of the port's network \
+interface (what ethtool -S lists, e.g. ethtool/rx_prio3_pause); default for the default set; none \
+for no counters. A name the port does not have is refused before the run, with those it has. \
+Without -W, verbs runs read the congestion set where the driver has it: hw_counters/ np_cnp_sent, \
+np_ecn_marked_roce_packets, rp_cnp_handled, rp_cnp_ignored, out_of_sequence, packet_seq_err, \
+local_ack_timeout_err, rnr_nak_retry_err, implied_nak_seq_err, duplicate_request, out_of_buffer \
+(mlx5), sent_pkts, rcvd_pkts, out_of_seq_request, rcvd_seq_err, retry_exceeded_err, \
+retry_rnr_exceeded_err, rcvd_rnr_err, send_rnr_err, completer_retry_err (rxe), and the netdev's \
+PFC pause counters (rx_prio<N>_pause, tx_prio<N>_pause, rx_prio<N>_pause_duration). Each side \
+reads its own NIC. The soft transport counts its own packets instead: -v and --json's counters.";
 
 /// Which perftest versions pair with `--oob perftest` (see `oob::perftest` for why).
 const PERFTEST_VERSIONS: &str = "pairs with perftest 5.70 and later (tested against 6.06, Debian bookworm; \

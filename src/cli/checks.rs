@@ -4,6 +4,7 @@
 
 use super::Error;
 use super::args::{Args, OobArg};
+use crate::params::CounterRequest;
 use crate::params::{
     ATOMIC_SIZE, AtomicOp, IoKind, Metric, OutputSelect, RoceVersion, RunMode, TestKind,
     TransportKind, Verb, all_sizes,
@@ -446,4 +447,26 @@ pub(crate) fn lossy_flags(transport: TransportKind, a: &Args) -> Result<(), Erro
         a.recovery.is_some(), "--recovery" => "only the soft transport's RC engine has a choice of loss recovery (RDMA NICs and rxe go back N)";
     );
     Ok(())
+}
+
+/// `-W` reads an RDMA NIC's port counters: verbs only. On verbs, what to read (the default set when
+/// `-W` is absent).
+pub(crate) fn report_counters(
+    transport: TransportKind,
+    a: &Args,
+) -> Result<Option<CounterRequest>, Error> {
+    match (transport, &a.report_counters) {
+        (TransportKind::Verbs, given) => Ok(Some(given.clone().unwrap_or_default())),
+        (_, None) => Ok(None),
+        (TransportKind::Soft, Some(_)) => not_applicable(
+            "-W",
+            "--transport soft".into(),
+            "it reads an RDMA NIC's port counters from sysfs, and the soft transport has no NIC; it counts its own packets instead (-v, and counters in --json)",
+        ),
+        (TransportKind::Tcp, Some(_)) => not_applicable(
+            "-W",
+            "--transport tcp".into(),
+            "it reads an RDMA NIC's port counters from sysfs; the kernel's TCP counters are nstat's (or roce_compare --loss-sweep's)",
+        ),
+    }
 }

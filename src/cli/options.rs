@@ -6,6 +6,7 @@ use super::args::{Args, OobArg};
 use super::checks::{self, TransportReason};
 use super::{Error, pacing, reporting};
 use crate::gate::{GateArgs, GateOutputArgs};
+use crate::params::CounterRequest;
 use crate::params::{
     AtomicOp, ConnType, IoKind, Marks, OutputSelect, RateLimit, Recovery, RoceVersion, Role,
     RunMode, TestKind, TransportKind,
@@ -71,6 +72,9 @@ pub struct Options {
     pub connection: ConnType,
     /// `-s` was given (a UD run caps the default size to the MTU but refuses a larger `-s`).
     pub size_given: bool,
+    /// `-W` on verbs (its default set when absent): the NIC counters read around each size; `None`
+    /// for the other transports.
+    pub report_counters: Option<CounterRequest>,
     /// What is printed and written.
     pub output: OutputOptions,
 }
@@ -202,6 +206,7 @@ impl Options {
         let latency_gap = pacing::latency_gap(test, &a)?;
         let percentiles = checks::percentiles(a.percentiles.clone());
         checks::results_dir(&a)?;
+        let report_counters = checks::report_counters(transport, &a)?;
         Ok(Options {
             test,
             atomic_type,
@@ -258,6 +263,7 @@ impl Options {
             latency_gap,
             connection,
             size_given: a.size.is_some(),
+            report_counters,
             output: OutputOptions {
                 single: a.output,
                 report_gbits: a.report_gbits,

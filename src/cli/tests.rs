@@ -208,6 +208,50 @@ fn verbs_is_chosen_explicitly_and_keeps_verbs_flags() {
     assert_eq!(o.device.io, None);
 }
 
+/// `-W` is perftest's on verbs, the default set when absent; the other transports refuse it by name.
+#[test]
+fn report_counters_are_verbs_only_and_default_to_the_congestion_set() {
+    use crate::params::CounterRequest;
+    let verbs = |extra: &[&str]| {
+        parse_raw(
+            WBW,
+            &[&["--transport", "verbs", "-d", "mlx5_0"], extra].concat(),
+        )
+        .unwrap()
+        .report_counters
+    };
+    assert_eq!(verbs(&[]), Some(CounterRequest::default()));
+    let w = verbs(&["-W", "counters/port_xmit_data,hw_counters/out_of_buffer"]).unwrap();
+    assert!(!w.default_set);
+    assert_eq!(
+        w.named,
+        ["counters/port_xmit_data", "hw_counters/out_of_buffer"]
+    );
+    let long = verbs(&["--report-counters", "default,ethtool/rx_prio3_pause"]).unwrap();
+    assert!(long.default_set && long.named == ["ethtool/rx_prio3_pause"]);
+    assert_eq!(verbs(&["-W", "none"]), Some(CounterRequest::none()));
+    assert_eq!(parse(WBW, &[]).unwrap().report_counters, None);
+    let soft = parse_raw(WBW, &["-d", "lo", "-W", "hw_counters/np_cnp_sent"]).unwrap_err();
+    let text = soft.to_string();
+    assert!(
+        text.starts_with("-W does not apply to --transport soft"),
+        "{text}"
+    );
+    assert!(text.contains("counts its own packets"), "{text}");
+    let tcp = parse(WBW, &["-W", "counters/port_xmit_data"]).unwrap_err();
+    assert!(
+        tcp.to_string()
+            .starts_with("-W does not apply to --transport tcp")
+    );
+    for bad in ["", "a,,b", "/sys/class/x", "counters/../x", "none,default"] {
+        let e = clap_err(&["--transport", "verbs", "-W", bad]).to_string();
+        assert!(
+            e.contains("-W") || e.contains("--report-counters"),
+            "{bad}: {e}"
+        );
+    }
+}
+
 #[test]
 fn clap_rejects_bad_values_and_repeats() {
     for args in [

@@ -301,7 +301,7 @@ mod tests {
     #[test]
     fn the_groups_say_what_differs_per_host_and_what_tcp_leaves_out() {
         let names = known().names(|f| f.per_host);
-        assert_eq!(names, ["-d", "-i", "-x", "--cpu", "-v", "--bind"]);
+        assert_eq!(names, ["-d", "-i", "-x", "--cpu", "-v", "--bind", "-W"]);
         for f in ["--ib-dev", "--gid-index", "--cpu", "--bind", "--verbose"] {
             assert!(per_host(f), "{f}");
         }
@@ -313,6 +313,7 @@ mod tests {
             "--io",
             "--oob",
             "--transport",
+            "--report-counters",
         ] {
             assert!(not_for_tcp(f), "{f}");
         }

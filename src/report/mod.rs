@@ -14,6 +14,7 @@ pub(crate) mod hdrlog;
 pub(crate) mod heatmap;
 pub(crate) mod histogram_text;
 pub(crate) mod loss_svg;
+pub(crate) mod nic_counters;
 pub(crate) mod perftest_json;
 pub(crate) mod progress;
 pub(crate) mod svg;

@@ -17,6 +17,7 @@ pub(crate) mod files;
 pub(crate) mod floor;
 pub mod json;
 pub(crate) mod loss;
+pub mod nic;
 pub mod read;
 pub(crate) mod repeat;
 pub(crate) mod row;
@@ -41,6 +42,7 @@ pub(crate) use files::{
 pub use floor::{Floor, HostPath, path_label};
 pub use json::{to_json, write_json};
 pub(crate) use loss::LossPoint;
+pub use nic::{CounterDelta, NicCounters, SizeCounters};
 pub(crate) use read::parse_transport;
 pub use repeat::Repetitions;
 pub(crate) use row::ResultRow;

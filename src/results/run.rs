@@ -121,6 +121,10 @@ pub struct RunInfo {
     /// transport keeps any; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<serde_json::Value>,
+    /// Verbs: the NIC's counters over each size (`-W`, or the default congestion set); absent for the
+    /// other transports and where the driver exposes none of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_counters: Option<super::nic::NicCounters>,
     /// The deliberate impairment of a soft run, as its spec (`loss=1%,burst=8,seed=7`: what
     /// `--impair` or `ROCEPERF_IMPAIR` gave, seed included); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -210,6 +214,7 @@ impl RunInfo {
             notes: vec![],
             version: env!("CARGO_PKG_VERSION").into(),
             counters: None,
+            nic_counters: None,
             impair: None,
             recovery: None,
             connection: None,

@@ -71,6 +71,11 @@ fn flags_that_do_not_apply_say_so() {
             "-x does not apply to --transport tcp",
         ),
         ("write_bw", &["--roce", "v2"], "--roce does not apply"),
+        (
+            "write_bw",
+            &["-W", "counters/port_xmit_data"],
+            "-W does not apply to --transport tcp",
+        ),
         ("send_lat", &["-t", "8"], "-t does not apply to send_lat"),
         ("write_bw", &["--cpu_util"], "give -D too"),
         ("write_bw", &["-D", "4", "-f", "2"], "twice the margin"),
@@ -94,6 +99,29 @@ fn soft_without_an_interface_is_a_usage_error_naming_d() {
         "write_bw",
         &["-d", "lo", "--roce", "v1", "--io", "udp"],
         "cannot travel over a UDP socket",
+    );
+}
+
+/// `-W` reads an RDMA NIC's counters: on soft (the six tests and the atomics alike) it is a usage
+/// error that says where the soft transport's own counters are.
+#[test]
+fn report_counters_on_soft_is_a_usage_error_naming_the_transport() {
+    for test in ["write_bw", "read_lat", "atomic_bw"] {
+        usage_error(
+            test,
+            &["-d", "lo", "-W", "hw_counters/np_cnp_sent"],
+            "-W does not apply to --transport soft",
+        );
+    }
+    usage_error(
+        "send_bw",
+        &["-d", "lo", "--report-counters", "counters/port_xmit_data"],
+        "counts its own packets instead (-v, and counters in --json)",
+    );
+    usage_error(
+        "write_bw",
+        &["--transport", "verbs", "-W", "counters/../../etc"],
+        "is not a counter under the port's directory",
     );
 }
 

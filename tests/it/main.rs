@@ -25,6 +25,7 @@ mod gate_cli;
 mod gate_in_binaries;
 mod gate_ratio;
 mod layering;
+mod nic_counters;
 mod oob_errors;
 mod out_json;
 mod output_targets;

@@ -227,6 +227,41 @@ fn the_schemas_reject_unknown_and_missing_keys() {
         mutate(&mut bad);
         assert!(!validator.is_valid(&bad), "the schema accepts {what}");
     }
+    nic_counters_match_the_schema(&doc, &validator);
+}
+
+/// A verbs run's `nic_counters` (no RDMA NIC here: written by the results model itself into a real
+/// document) validates, and the schema refuses a stray key or priority.
+fn nic_counters_match_the_schema(doc: &Value, validator: &jsonschema::Validator) {
+    use roceperf::results::{NicCounters, SizeCounters};
+    let names = [
+        ("counters/port_xmit_data".to_string(), true, None),
+        ("hw_counters/np_cnp_sent".to_string(), false, None),
+        ("ethtool/rx_prio3_pause".to_string(), false, Some(3)),
+    ];
+    let nic = NicCounters {
+        device: "mlx5_0".into(),
+        port: 1,
+        netdev: Some("ens1f0np0".into()),
+        sizes: vec![SizeCounters::new(65536, &names, &[10, 0, 9], &[20, 4, 3])],
+    };
+    let mut good = doc.clone();
+    good["test"]["nic_counters"] = serde_json::to_value(&nic).unwrap();
+    assert_valid("result", &good, "a document with nic_counters");
+    assert_eq!(
+        good["test"]["nic_counters"]["sizes"][0]["counters"][0]["bytes"],
+        40
+    );
+    assert!(good["test"]["nic_counters"]["sizes"][0]["counters"][2]["delta"].is_null());
+    let mut stray = good.clone();
+    stray["test"]["nic_counters"]["sizes"][0]["counters"][1]["surprise"] = 1.into();
+    assert!(
+        !validator.is_valid(&stray),
+        "the schema accepts a stray counter key"
+    );
+    let mut prio = good.clone();
+    prio["test"]["nic_counters"]["sizes"][0]["counters"][2]["pfc_priority"] = 8.into();
+    assert!(!validator.is_valid(&prio), "the schema accepts priority 8");
 }
 
 /// `compare.json` repeats the parts it shares with a run's document: they must not drift apart.

@@ -8,7 +8,9 @@
 //!
 //! Without the `verbs` cargo feature every entry point returns [`VerbsError::NotBuilt`].
 
+pub mod counters;
 pub(crate) mod error;
+pub mod ethtool;
 pub mod gid;
 pub(crate) mod loader;
 pub(crate) mod qp_attrs;

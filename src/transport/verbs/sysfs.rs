@@ -31,6 +31,11 @@ impl Sysfs {
         Sysfs { root: root.into() }
     }
 
+    /// The tree's root.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
     fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }
@@ -77,6 +82,21 @@ impl Sysfs {
         out
     }
 
+    /// The directory of `dev` port `port` (`class/infiniband/<dev>/ports/<port>`), whose files `-W` names.
+    pub(crate) fn port_dir(&self, dev: &str, port: u8) -> PathBuf {
+        self.path(&format!("class/infiniband/{dev}/ports/{port}"))
+    }
+
+    /// The network interface behind `dev` port `port`: the first its GID table names, else the first
+    /// under the device's `device/net/` (a port whose GIDs are not populated yet).
+    pub(crate) fn port_netdev(&self, dev: &str, port: u8) -> Option<String> {
+        self.netdevs_of(dev, port).into_iter().next().or_else(|| {
+            list_dir(&self.path(&format!("class/infiniband/{dev}/device/net")))
+                .into_iter()
+                .next()
+        })
+    }
+
     /// The network interfaces a device's GIDs belong to (what `-d` would name for `--transport soft`).
     pub(crate) fn netdevs_of(&self, dev: &str, port: u8) -> Vec<String> {
         let mut v: Vec<String> = self
@@ -112,10 +132,11 @@ pub(crate) fn parse_gid(text: &str) -> Option<Gid> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn put(root: &Path, rel: &str, text: &str) {
+    /// Writes `text` to `rel` under `root`, making its directories (a fake tree's file).
+    pub(crate) fn put(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, text).unwrap();
