@@ -187,6 +187,8 @@ impl Plan {
             connection: self.connection,
             rdma_cm: self.rdma_cm,
             atomic_type: self.atomic_type,
+            cc: self.device.cc,
+            cc_params: self.device.cc_params,
         }
     }
 }

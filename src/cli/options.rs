@@ -7,8 +7,8 @@ use super::checks::{self, TransportReason};
 use super::{Error, pacing, reporting};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::{
-    AtomicOp, ConnType, IoKind, OutputSelect, RateLimit, Recovery, RoceVersion, Role, RunMode,
-    TestKind, TransportKind,
+    AtomicOp, CcParams, CongestionControl, ConnType, IoKind, OutputSelect, RateLimit, Recovery,
+    RoceVersion, Role, RunMode, TestKind, TransportKind,
 };
 use crate::report::export::{ReportingFiles, RunFiles};
 use crate::transport::ImpairConfig;
@@ -147,6 +147,10 @@ pub struct DeviceOptions {
     pub impair_seed: Option<u64>,
     /// `--recovery` (soft): what this side asks for; the peer must ask for `sr` too.
     pub recovery: Recovery,
+    /// `--cc` (soft): congestion control.
+    pub cc: CongestionControl,
+    /// `--cc-param` (soft): DCQCN's parameters.
+    pub cc_params: CcParams,
 }
 
 impl Options {
@@ -232,6 +236,9 @@ impl Options {
                 impair: a.impair,
                 impair_seed: a.impair_seed,
                 recovery: a.recovery.unwrap_or_default(),
+                cc: a.cc.unwrap_or_default(),
+                cc_params: CcParams::parse(a.cc_param.iter().map(String::as_str))
+                    .expect("each --cc-param was checked as it was parsed"),
             },
             sizes,
             all_sizes: a.all,

@@ -8,7 +8,10 @@ use super::io::kernel_rx::{KernelRx, KernelRxParseError};
 use super::io::{IoError, ROCE_V2_PORT};
 use super::netdev::{AddrFamily, NetdevError};
 use super::rc::ConfigError;
-use crate::params::{ConnType, DEFAULT_QKEY, IoKind, Recovery, RoceVersion, TransportKind};
+use crate::params::{
+    CcParams, CongestionControl, ConnType, DEFAULT_QKEY, IoKind, Recovery, RoceVersion,
+    TransportKind,
+};
 use crate::transport::memory::OutOfMemory;
 use crate::transport::{Error, Gid, Param};
 
@@ -50,6 +53,10 @@ pub struct SoftConfig {
     /// `--recovery`: the loss recovery this side asks for; selective repeat runs only when the peer
     /// asks for it too ([`SoftEndpoint::agree_recovery`](super::SoftEndpoint::agree_recovery)).
     pub recovery: Recovery,
+    /// `--cc`: congestion control of every RC queue pair (both sides agree out of band).
+    pub cc: CongestionControl,
+    /// `--cc-param`: DCQCN's parameters.
+    pub cc_params: CcParams,
     /// Local ACK timeout code (4.096 µs × 2^t).
     pub timeout: u8,
     /// Retransmissions without progress before the QP fails (a dead peer becomes an error).
@@ -115,6 +122,8 @@ impl SoftConfig {
             impair: None,
             impair_seed: None,
             recovery: Recovery::Gbn,
+            cc: CongestionControl::default(),
+            cc_params: CcParams::default(),
             timeout: 14,
             retry_cnt: 7,
             max_rd_atomic: 16,

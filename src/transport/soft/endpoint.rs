@@ -370,6 +370,8 @@ impl SoftEndpoint {
         qcfg.cq_tag = i as u32;
         qcfg.recovery = self.recovery;
         qcfg.gbn_fast = self.roceperf_peer;
+        qcfg.cc = self.cfg.cc;
+        qcfg.cc_params = self.cfg.cc_params;
         qcfg.gbn_loss_window = self.roceperf_peer;
         let slot = &mut self.slots[i];
         let Some(mem) = slot.mem.take() else {

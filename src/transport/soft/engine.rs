@@ -205,7 +205,10 @@ impl Engine {
     /// Adds this engine's counters to the endpoint's.
     pub(crate) fn add_counters(&self, c: &mut SoftCounters) {
         match self {
-            Engine::Rc(q) => c.add_engine(q.counters()),
+            Engine::Rc(q) => {
+                c.add_engine(q.counters());
+                c.cc.add(&q.cc_counters());
+            }
             Engine::Uc(q) => c.unreliable.add(q.counters()),
             Engine::Ud(q) => c.unreliable.add(q.counters()),
         }

@@ -132,11 +132,13 @@ impl Dcqcn {
     }
 
     /// The target rate R_T, bit/s (`None` while unlimited).
+    #[cfg(test)]
     pub(crate) fn target_bps(&self) -> Option<f64> {
         self.limited.then_some(self.rt)
     }
 
     /// α (`None` before the first CNP).
+    #[cfg(test)]
     pub(crate) fn alpha(&self) -> Option<f64> {
         (self.stats.cnp_handled > 0).then_some(self.alpha)
     }

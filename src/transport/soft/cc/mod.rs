@@ -15,7 +15,7 @@ use crate::params::{CcParams, CongestionControl};
 use dcqcn::Dcqcn;
 
 /// What one queue pair's congestion control counted (summed over queue pairs by the endpoint).
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CcCounters {
     /// CNPs sent as notification point (mlx5: `np_cnp_sent`).
     pub np_cnp_sent: u64,
@@ -23,10 +23,10 @@ pub struct CcCounters {
     pub rp_cnp_handled: u64,
     /// CNPs that cut the rate.
     pub rp_rate_cuts: u64,
-    /// The rate the reaction point paces at now, Mb/s (0: not limited).
-    pub rp_current_rate_mbps: f64,
-    /// The lowest rate a cut left, Mb/s (0: never cut).
-    pub rp_min_rate_mbps: f64,
+    /// The rate the reaction point paces at now, kb/s (0: not limited).
+    pub rp_current_rate_kbps: u64,
+    /// The lowest rate a cut left, kb/s (0: never cut).
+    pub rp_min_rate_kbps: u64,
 }
 
 impl CcCounters {
@@ -36,11 +36,11 @@ impl CcCounters {
         self.np_cnp_sent += o.np_cnp_sent;
         self.rp_cnp_handled += o.rp_cnp_handled;
         self.rp_rate_cuts += o.rp_rate_cuts;
-        self.rp_current_rate_mbps += o.rp_current_rate_mbps;
-        if o.rp_min_rate_mbps > 0.0
-            && (self.rp_min_rate_mbps == 0.0 || o.rp_min_rate_mbps < self.rp_min_rate_mbps)
+        self.rp_current_rate_kbps += o.rp_current_rate_kbps;
+        if o.rp_min_rate_kbps > 0
+            && (self.rp_min_rate_kbps == 0 || o.rp_min_rate_kbps < self.rp_min_rate_kbps)
         {
-            self.rp_min_rate_mbps = o.rp_min_rate_mbps;
+            self.rp_min_rate_kbps = o.rp_min_rate_kbps;
         }
     }
 
@@ -184,8 +184,8 @@ impl RateControl {
         let Some(rp) = &self.rp else { return };
         c.rp_cnp_handled = rp.stats.cnp_handled;
         c.rp_rate_cuts = rp.stats.rate_cuts;
-        c.rp_current_rate_mbps = rp.rate_bps().unwrap_or(0.0) / 1e6;
-        c.rp_min_rate_mbps = rp.stats.min_rate_bps / 1e6;
+        c.rp_current_rate_kbps = (rp.rate_bps().unwrap_or(0.0) / 1e3).round() as u64;
+        c.rp_min_rate_kbps = (rp.stats.min_rate_bps / 1e3).round() as u64;
     }
 }
 
@@ -231,10 +231,8 @@ mod tests {
         let mut c = CcCounters::default();
         rc.count(&mut c);
         let a = 1023.0 / 1024.0;
-        assert!(
-            (c.rp_current_rate_mbps - 10_000.0 * (1.0 - a / 2.0)).abs() < 1e-6,
-            "{c:?}"
-        );
+        let want: f64 = 10e6 * (1.0 - a / 2.0);
+        assert_eq!(c.rp_current_rate_kbps, want.round() as u64, "{c:?}");
         // Paced: 1 ms of 4 KiB packets carries the rate (within the burst and the increases).
         let (mut t, mut bytes, end) = (1_000_000u64, 0u64, 2_000_000u64);
         while t < end {

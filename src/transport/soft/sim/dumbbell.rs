@@ -288,10 +288,8 @@ mod tests {
         let (at, cc) = first.expect("a CNP came back");
         let a0 = 1023.0 / 1024.0;
         assert_eq!(cc.rp_rate_cuts, 1);
-        assert!(
-            (cc.rp_min_rate_mbps - 25_000.0 * (1.0 - a0 / 2.0)).abs() < 1e-6,
-            "{cc:?}"
-        );
+        let want_kbps: f64 = 25e6 * (1.0 - a0 / 2.0);
+        assert_eq!(cc.rp_min_rate_kbps, want_kbps.round() as u64, "{cc:?}");
         assert!(at > 0 && sim.port_stats().marked > 0);
         assert!(sim.receiver_cc(0).np_cnp_sent > 0);
         // The queue stays below the buffer: nothing dropped, and the flow gets the port.
