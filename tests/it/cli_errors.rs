@@ -263,7 +263,11 @@ fn an_argument_that_is_not_utf8_is_named_by_its_flag() {
 fn congestion_control_flags_name_the_parameter_and_where_they_apply() {
     tcp_usage_errors(&[
         ("write_bw", &["--cc-param", "rp_bogus=1"], "rp_bogus"),
-        ("write_bw", &["--cc-param", "rp_bogus=1"], "np_min_time_between_cnps"),
+        (
+            "write_bw",
+            &["--cc-param", "rp_bogus=1"],
+            "np_min_time_between_cnps",
+        ),
         ("write_bw", &["--cc-param", "np_cnp_dscp=64"], "0 to 63"),
         ("write_bw", &["--cc", "cubic"], "--cc"),
         (

@@ -32,6 +32,7 @@ mod pacing;
 mod perftest_oob_six;
 mod perftest_oob_stub;
 mod perftest_oob_traces;
+mod rc_cnp;
 mod rc_errors;
 mod rc_gbn;
 mod rc_lossy;
