@@ -67,12 +67,14 @@ macro_rules! value_enum {
 }
 
 pub(crate) mod argv;
+mod cc;
 mod connection;
 mod io_kind;
 pub mod marks;
 mod nic_counters;
 mod rate;
 
+pub use cc::{CcParamError, CcParamInfo, CcParams, CongestionControl};
 pub(crate) use connection::UD_GRH_LEN;
 pub use connection::{ConnType, DEFAULT_QKEY};
 pub use io_kind::IoKind;

@@ -174,6 +174,8 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.impair_seed = d.impair_seed;
     cfg.recovery = d.recovery;
     cfg.marks = d.marks.clone();
+    cfg.cc = d.cc;
+    cfg.cc_params = d.cc_params;
     cfg.qps = plan.qps as usize + comm_qps(plan);
     cfg.connection = plan.connection;
     // perftest's -R message queue pair is RC whatever -c says.

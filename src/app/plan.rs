@@ -193,6 +193,8 @@ impl Plan {
             atomic_type: self.atomic_type,
             tclass: self.device.marks.tclass_or_default(),
             sl: self.device.marks.sl_or_default(),
+            cc: self.device.cc,
+            cc_params: self.device.cc_params,
         }
     }
 }

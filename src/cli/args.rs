@@ -7,8 +7,8 @@ use super::values;
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::CounterRequest;
 use crate::params::{
-    AtomicOp, ConnType, DEFAULT_OOB_PORT, IoKind, OutputSelect, RateLimitType, RateUnits, Recovery,
-    RoceVersion, TestKind, TransportKind,
+    AtomicOp, CongestionControl, ConnType, DEFAULT_OOB_PORT, IoKind, OutputSelect, RateLimitType,
+    RateUnits, Recovery, RoceVersion, TestKind, TransportKind,
 };
 use crate::report::export::{ReportingFiles, RunFiles};
 use crate::transport::ImpairConfig;
@@ -268,6 +268,19 @@ pub(crate) struct Args {
     /// times it, even against roceperf: the baseline) [default: gbn] (soft only).
     #[arg(long, value_enum)]
     pub recovery: Option<Recovery>,
+
+    /// Congestion control of the soft transport, checked against the peer: dcqcn (what a ConnectX
+    /// runs out of the box: CE-marked packets are answered with CNPs, a CNP cuts the sender's rate,
+    /// timers and bytes sent bring it back) or none [default: dcqcn] (soft only: on verbs the NIC's
+    /// firmware does congestion control, set in /sys/kernel/debug/mlx5/<pci>/cc_params/; TCP has
+    /// its own, net.ipv4.tcp_congestion_control).
+    #[arg(long, value_enum)]
+    pub cc: Option<CongestionControl>,
+
+    /// A DCQCN parameter by ConnectX's name, e.g. rp_ai_rate=10 or np_min_time_between_cnps=50
+    /// (repeatable; docs/congestion.md lists them with units and defaults) (soft only).
+    #[arg(long = "cc-param", value_name = "NAME=VALUE", value_parser = values::parse_cc_param)]
+    pub cc_param: Vec<String>,
 
     /// Connect the queue pairs through the CM, as rdma_cm does: REQ / REP / RTU on QP1, the peer named
     /// by IP address and -p as the port (SYMMETRIC) (verbs, soft only; soft needs RoCE v2). With

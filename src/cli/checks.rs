@@ -436,7 +436,8 @@ pub(crate) fn results_dir(a: &Args) -> Result<(), Error> {
 }
 
 /// `--impair`, `--impair-seed` and `--recovery` belong to the soft transport (issue 15): its own
-/// packets are impaired and its own RC engine repairs them.
+/// packets are impaired and its own RC engine repairs them; `--cc` and `--cc-param` too (issue 29):
+/// on verbs the NIC's firmware runs congestion control, on TCP the kernel.
 pub(crate) fn lossy_flags(transport: TransportKind, a: &Args) -> Result<(), Error> {
     if transport == TransportKind::Soft {
         return Ok(());
@@ -445,6 +446,16 @@ pub(crate) fn lossy_flags(transport: TransportKind, a: &Args) -> Result<(), Erro
         a.impair.is_some(), "--impair" => "it impairs the soft transport's own packets; impair any transport's link with scripts/netns.sh (iptables), or compare under loss with roce_compare --loss-sweep";
         a.impair_seed.is_some(), "--impair-seed" => "it seeds the soft transport's impairment";
         a.recovery.is_some(), "--recovery" => "only the soft transport's RC engine has a choice of loss recovery (RDMA NICs and rxe go back N)";
+    );
+    if transport == TransportKind::Verbs {
+        refuse_first_given!(format!("--transport {transport}");
+            a.cc.is_some(), "--cc" => "the NIC's firmware does congestion control on verbs; roceperf does not configure it (ConnectX: /sys/kernel/debug/mlx5/<pci>/cc_params/ and the ROCE_CC_PRIO_MASK firmware setting)";
+            !a.cc_param.is_empty(), "--cc-param" => "the NIC's firmware does congestion control on verbs; set a ConnectX's in /sys/kernel/debug/mlx5/<pci>/cc_params/<name>";
+        );
+    }
+    refuse_first_given!(format!("--transport {transport}");
+        a.cc.is_some(), "--cc" => "TCP runs the kernel's congestion control: choose it with sysctl net.ipv4.tcp_congestion_control";
+        !a.cc_param.is_empty(), "--cc-param" => "DCQCN's parameters belong to the soft transport; TCP runs the kernel's congestion control";
     );
     Ok(())
 }

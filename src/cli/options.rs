@@ -8,8 +8,8 @@ use super::{Error, pacing, reporting};
 use crate::gate::{GateArgs, GateOutputArgs};
 use crate::params::CounterRequest;
 use crate::params::{
-    AtomicOp, ConnType, IoKind, Marks, OutputSelect, RateLimit, Recovery, RoceVersion, Role,
-    RunMode, TestKind, TransportKind,
+    AtomicOp, CcParams, CongestionControl, ConnType, IoKind, Marks, OutputSelect, RateLimit,
+    Recovery, RoceVersion, Role, RunMode, TestKind, TransportKind,
 };
 use crate::report::export::{ReportingFiles, RunFiles};
 use crate::transport::ImpairConfig;
@@ -153,6 +153,10 @@ pub struct DeviceOptions {
     pub recovery: Recovery,
     /// `--tclass`, `-S`, `--flow_label`: what every packet is marked with.
     pub marks: Marks,
+    /// `--cc` (soft): congestion control.
+    pub cc: CongestionControl,
+    /// `--cc-param` (soft): DCQCN's parameters.
+    pub cc_params: CcParams,
 }
 
 impl Options {
@@ -244,6 +248,9 @@ impl Options {
                     sl: a.sl,
                     flow_labels: a.flow_label.unwrap_or_default(),
                 },
+                cc: a.cc.unwrap_or_default(),
+                cc_params: CcParams::parse(a.cc_param.iter().map(String::as_str))
+                    .expect("each --cc-param was checked as it was parsed"),
             },
             sizes,
             all_sizes: a.all,

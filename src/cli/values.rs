@@ -52,6 +52,15 @@ pub(crate) fn parse_mtu(s: &str) -> Result<u32, String> {
 
 pub(crate) use crate::params::parse_percentile;
 
+/// `--cc-param name=value`, checked now: an unknown name or a bad value is a usage error that
+/// names the parameter and lists the valid ones.
+pub(crate) fn parse_cc_param(s: &str) -> Result<String, String> {
+    crate::params::CcParams::default()
+        .set(s)
+        .map(|()| s.trim().to_string())
+        .map_err(|e| e.to_string())
+}
+
 /// `--impair SPEC`, checked now so that a typo is a usage error before anything opens.
 pub(crate) fn parse_impair(s: &str) -> Result<crate::transport::ImpairConfig, String> {
     crate::transport::ImpairConfig::parse_from(s, "--impair").map_err(|e| e.to_string())

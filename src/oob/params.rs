@@ -7,7 +7,9 @@
 //! figures (`--report_gbits`, `--output`, `--csv`, `--json`, `--results`, `--percentiles`, `-v`,
 //! `--cpu`, gate thresholds) is its own business and never travels.
 
-use crate::params::{AtomicOp, ConnType, Recovery, RoceVersion, TestKind, TransportKind};
+use crate::params::{
+    AtomicOp, CcParams, CongestionControl, ConnType, Recovery, RoceVersion, TestKind, TransportKind,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -67,6 +69,13 @@ pub(crate) struct TestParams {
     /// `-S` (0 when not given): the priority both directions' frames travel at.
     #[serde(default)]
     pub sl: u8,
+    /// `--cc`: the soft transport's congestion control (a peer that does not say runs DCQCN, the
+    /// default; verbs and TCP never change it).
+    #[serde(default)]
+    pub cc: CongestionControl,
+    /// `--cc-param`: DCQCN's parameters (a peer that does not say runs the defaults).
+    #[serde(default)]
+    pub cc_params: CcParams,
 }
 
 /// The first parameter that differs between this side and the peer.
@@ -155,7 +164,7 @@ impl TestParams {
     /// The parameters in the order they are checked: name, value as shown, what to do. What another
     /// parameter follows from comes first: `-c` and `-m` before the sizes (UD's default size is the
     /// MTU), the run's length as one (`-n` or `-D`) before its margin.
-    fn fields(&self) -> [(&'static str, String, &'static str); 19] {
+    fn fields(&self) -> [(&'static str, String, &'static str); 21] {
         [
             (
                 "test",
@@ -228,6 +237,12 @@ impl TestParams {
                 "sl",
                 self.sl.to_string(),
                 "give both sides the same -S (each side marks what it sends)",
+            ),
+            ("cc", self.cc.to_string(), "give both sides the same --cc"),
+            (
+                "cc-param",
+                self.cc_params.to_string(),
+                "give both sides the same --cc-param values",
             ),
         ]
     }
@@ -319,6 +334,8 @@ mod tests {
             rdma_cm: false,
             tclass: 0,
             sl: 0,
+            cc: CongestionControl::Dcqcn,
+            cc_params: CcParams::default(),
         }
     }
 
@@ -343,6 +360,35 @@ mod tests {
         o.remove("sl");
         let old: TestParams = serde_json::from_value(old).unwrap();
         assert_eq!((old.tclass, old.sl), (0, 0));
+    }
+
+    #[test]
+    fn congestion_control_and_its_parameters_must_match() {
+        let none = TestParams {
+            cc: CongestionControl::None,
+            ..base()
+        };
+        assert_eq!(
+            none.first_mismatch(&base()).unwrap().to_string(),
+            "cc: this side none, peer dcqcn — give both sides the same --cc"
+        );
+        let tuned = TestParams {
+            cc_params: CcParams::parse(["rp_ai_rate=10"]).unwrap(),
+            ..base()
+        };
+        assert_eq!(
+            base().first_mismatch(&tuned).unwrap().to_string(),
+            "cc-param: this side defaults, peer rp_ai_rate=10 — give both sides the same --cc-param values"
+        );
+        let mut old = serde_json::to_value(base()).unwrap();
+        old.as_object_mut().unwrap().remove("cc");
+        old.as_object_mut().unwrap().remove("cc_params");
+        let old: TestParams = serde_json::from_value(old).unwrap();
+        assert_eq!(
+            old.first_mismatch(&base()),
+            None,
+            "an older peer runs the defaults"
+        );
     }
 
     #[test]

@@ -301,3 +301,27 @@ fn an_argument_that_is_not_utf8_is_named_by_its_flag() {
         "--json not named in UTF-8",
     );
 }
+
+#[test]
+fn congestion_control_flags_name_the_parameter_and_where_they_apply() {
+    tcp_usage_errors(&[
+        ("write_bw", &["--cc-param", "rp_bogus=1"], "rp_bogus"),
+        (
+            "write_bw",
+            &["--cc-param", "rp_bogus=1"],
+            "np_min_time_between_cnps",
+        ),
+        ("write_bw", &["--cc-param", "np_cnp_dscp=64"], "0 to 63"),
+        ("write_bw", &["--cc", "cubic"], "--cc"),
+        (
+            "write_bw",
+            &["--cc", "none"],
+            "net.ipv4.tcp_congestion_control",
+        ),
+        (
+            "atomic_lat",
+            &["--cc-param", "rp_ai_rate=10"],
+            "--cc-param does not apply to --transport tcp",
+        ),
+    ]);
+}

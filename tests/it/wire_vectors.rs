@@ -6,8 +6,8 @@ use crate::vectors;
 use std::net::Ipv4Addr;
 
 use roceperf::wire::{
-    AethKind, BthRepr, Encapsulation, Error, Gid, IbRepr, Ipv4Repr, NakCode, NetRepr, Opcode,
-    RoceFrame, RoceFrameRepr, UdpRepr,
+    AethKind, BthRepr, CnpRepr, Encapsulation, Error, Gid, IbRepr, Ipv4Repr, NakCode, NetRepr,
+    Opcode, RoceFrame, RoceFrameRepr, UdpRepr,
 };
 
 fn parse(name: &str) -> (Vec<u8>, RoceFrameRepr, Vec<u8>) {
@@ -193,6 +193,45 @@ fn v2_send_imm_fields() {
     assert_bth(&r, Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, 0x107);
     assert_eq!(r.ib.imm, Some(0xdead_beef));
     assert_eq!(payload, b"abcd");
+}
+
+/// The ConnectX-4 Lx CNP (scapy's `roce.uts`): every field, the ICRC, and our CNP emitted from the
+/// parsed form, byte for byte.
+#[test]
+fn v2_cnp_connectx4lx_fields_and_our_cnp_is_the_same_frame() {
+    let (frame, r, payload) = parse("v2_cnp_connectx4lx");
+    let (ip, udp) = v4(&r);
+    assert_eq!(
+        ip,
+        Ipv4Repr {
+            tos: 0xc2, // DSCP 48, ECT(0)
+            ident: 0x718c,
+            ..Ipv4Repr::roce(Ipv4Addr::new(10, 0, 17, 1), Ipv4Addr::new(10, 0, 18, 1))
+        }
+    );
+    assert_eq!((udp.src_port, udp.dst_port, udp.checksum), (0, 4791, 0));
+    let b = assert_bth(&r, Opcode::CNP, 0);
+    assert!(b.becn && !b.fecn && !b.ack_req && !b.solicited && !b.migreq);
+    assert_eq!(
+        (b.pkey, b.dest_qp, b.pad_count, b.tver),
+        (0xffff, 0x118, 0, 0)
+    );
+    assert!(
+        payload.is_empty(),
+        "the 16 reserved bytes are the CNP's header, not payload"
+    );
+    assert_eq!(wire_icrc(&frame), [0x82, 0xfd, 0x00, 0x2a]);
+    // Our CNP for the same queue pair, framed with the capture's network header, is the capture.
+    let view = RoceFrame::new_checked(&frame).unwrap();
+    let cnp = CnpRepr::parse(view.ib()).unwrap();
+    assert_eq!(cnp, CnpRepr { dest_qp: 0x118 });
+    let ours = RoceFrameRepr { ib: cnp.ib(), ..r };
+    let mut out = vec![0u8; frame.len()];
+    assert_eq!(ours.emit(&mut out, &[]), frame.len());
+    assert_eq!(out, frame);
+    let mut ib = [0u8; CnpRepr::LEN];
+    assert_eq!(cnp.emit(&mut ib), CnpRepr::LEN);
+    assert_eq!(&ib[..], view.ib());
 }
 
 #[test]

@@ -8,14 +8,12 @@ use super::io::kernel_rx::{KernelRx, KernelRxParseError};
 use super::io::{IoError, ROCE_V2_PORT};
 use super::netdev::{AddrFamily, NetdevError};
 use super::rc::ConfigError;
-use crate::params::{ConnType, DEFAULT_QKEY, IoKind, Marks, Recovery, RoceVersion, TransportKind};
+use crate::params::{
+    CcParams, CongestionControl, ConnType, DEFAULT_QKEY, IoKind, Marks, Recovery, RoceVersion,
+    TransportKind,
+};
 use crate::transport::memory::OutOfMemory;
 use crate::transport::{Error, Gid, Param};
-
-/// ConnectX's default CNP DSCP (`np_cnp_dscp`).
-pub(crate) const DEFAULT_CNP_DSCP: u8 = 48;
-/// ConnectX's default CNP 802.1Q priority (`np_cnp_prio`).
-pub(crate) const DEFAULT_CNP_PRIO: u8 = 6;
 
 /// Everything that configures a soft endpoint.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +53,10 @@ pub struct SoftConfig {
     /// `--recovery`: the loss recovery this side asks for; selective repeat runs only when the peer
     /// asks for it too ([`SoftEndpoint::agree_recovery`](super::SoftEndpoint::agree_recovery)).
     pub recovery: Recovery,
+    /// `--cc`: congestion control of every RC queue pair (both sides agree out of band).
+    pub cc: CongestionControl,
+    /// `--cc-param`: DCQCN's parameters.
+    pub cc_params: CcParams,
     /// Local ACK timeout code (4.096 µs × 2^t).
     pub timeout: u8,
     /// Retransmissions without progress before the QP fails (a dead peer becomes an error).
@@ -97,11 +99,6 @@ pub struct SoftConfig {
     pub rc_tail: usize,
     /// `--tclass`, `-S`, `--flow_label`: what every data packet is marked with ([`super::marks`]).
     pub marks: Marks,
-    /// The DSCP CNPs leave with, with ECT(0) (ConnectX's `np_cnp_dscp`, 48: TOS 0xC2).
-    pub cnp_dscp: u8,
-    /// The 802.1Q priority of CNPs when frames are tagged (`-S` on AF_PACKET); ConnectX's
-    /// `np_cnp_prio`, whose default firmware gives (cong.c only queries it): 6.
-    pub cnp_prio: u8,
     /// Read the ECN field of every RoCE v2 packet received, to count CE marks (and answer them with
     /// CNPs). AF_PACKET reads it from the header it has anyway; a UDP socket asks for IP_RECVTOS /
     /// IPV6_RECVTCLASS, so every receive is a `recvmsg` with a control message to read.
@@ -109,6 +106,18 @@ pub struct SoftConfig {
 }
 
 impl SoftConfig {
+    /// The DSCP CNPs leave with, with ECT(0): `--cc-param np_cnp_dscp` (ConnectX's 48: TOS 0xC2).
+    pub(crate) fn cnp_dscp(&self) -> u8 {
+        // The parser holds it to 0..=63.
+        self.cc_params.np_cnp_dscp as u8
+    }
+
+    /// The 802.1Q priority of CNPs when frames are tagged: `--cc-param np_cnp_prio` (6).
+    pub(crate) fn cnp_prio(&self) -> u8 {
+        // The parser holds it to 0..=7.
+        self.cc_params.np_cnp_prio as u8
+    }
+
     /// Defaults: UDP backend for v2 (AF_PACKET for v1), IPv4, one QP with a 64 KiB buffer.
     pub fn new(device: &str, version: RoceVersion) -> SoftConfig {
         SoftConfig {
@@ -131,6 +140,8 @@ impl SoftConfig {
             impair: None,
             impair_seed: None,
             recovery: Recovery::Gbn,
+            cc: CongestionControl::default(),
+            cc_params: CcParams::default(),
             timeout: 14,
             retry_cnt: 7,
             max_rd_atomic: 16,
@@ -143,8 +154,6 @@ impl SoftConfig {
             qkey: DEFAULT_QKEY,
             rc_tail: 0,
             marks: Marks::default(),
-            cnp_dscp: DEFAULT_CNP_DSCP,
-            cnp_prio: DEFAULT_CNP_PRIO,
             read_ce: true,
         }
     }

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::cc::CcCounters;
 use super::io::impair::ImpairStats;
 use super::rc::{Counters, NakCounts, ProtocolDrops};
 use super::unreliable::UnreliableCounters;
@@ -88,6 +89,10 @@ pub struct SoftCounters {
     /// absent for RC.
     #[serde(skip_serializing_if = "UnreliableCounters::is_empty")]
     pub unreliable: UnreliableCounters,
+    /// Congestion control (`--cc dcqcn`), summed over the RC queue pairs: CNPs sent and handled,
+    /// rate cuts, the pacing rate now and the lowest a cut left; absent when nothing happened.
+    #[serde(skip_serializing_if = "CcCounters::is_empty")]
+    pub cc: CcCounters,
 }
 
 impl SoftCounters {
@@ -179,6 +184,18 @@ impl std::fmt::Display for SoftCounters {
                 u.qkey_mismatch,
                 u.bad_length,
                 u.access_violations
+            )?;
+        }
+        let c = &self.cc;
+        if !c.is_empty() {
+            writeln!(
+                f,
+                " congestion (DCQCN): CNPs sent {} handled {}, rate cuts {}, pacing now {:.3} Gb/s, lowest {:.3} Gb/s",
+                c.np_cnp_sent,
+                c.rp_cnp_handled,
+                c.rp_rate_cuts,
+                c.rp_current_rate_kbps as f64 / 1e6,
+                c.rp_min_rate_kbps as f64 / 1e6
             )?;
         }
         for (i, what) in [

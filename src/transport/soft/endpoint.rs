@@ -326,7 +326,13 @@ impl SoftEndpoint {
     pub(crate) fn classes(&self) -> marks::Classes {
         let cfg = &self.cfg;
         let framed = self.nic.inner().local_addr().is_none();
-        marks::classes(cfg.version, &cfg.marks, cfg.cnp_dscp, cfg.cnp_prio, framed)
+        marks::classes(
+            cfg.version,
+            &cfg.marks,
+            cfg.cnp_dscp(),
+            cfg.cnp_prio(),
+            framed,
+        )
     }
 
     /// What this side contributes to every path.
@@ -393,6 +399,8 @@ impl SoftEndpoint {
         qcfg.cq_tag = i as u32;
         qcfg.recovery = self.recovery;
         qcfg.gbn_fast = self.roceperf_peer;
+        qcfg.cc = self.cfg.cc;
+        qcfg.cc_params = self.cfg.cc_params;
         qcfg.gbn_loss_window = self.roceperf_peer;
         let slot = &mut self.slots[i];
         let Some(mem) = slot.mem.take() else {

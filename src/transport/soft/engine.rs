@@ -86,6 +86,16 @@ impl Engine {
         }
     }
 
+    /// A packet for this queue pair arrived CE-marked: RC's notification point owes the peer a CNP
+    /// (at most one per `np_min_time_between_cnps`); UC and UD take no part in DCQCN here, so the
+    /// mark is only counted (by the caller).
+    #[inline]
+    pub(crate) fn on_congestion_experienced(&mut self, now: rc::Instant) {
+        if let Engine::Rc(q) = self {
+            q.on_congestion_experienced(now);
+        }
+    }
+
     #[inline]
     pub(crate) fn poll_transmit(&mut self, now: impl rc::Now, buf: &mut [u8]) -> Option<usize> {
         match self {
@@ -205,7 +215,10 @@ impl Engine {
     /// Adds this engine's counters to the endpoint's.
     pub(crate) fn add_counters(&self, c: &mut SoftCounters) {
         match self {
-            Engine::Rc(q) => c.add_engine(q.counters()),
+            Engine::Rc(q) => {
+                c.add_engine(q.counters());
+                c.cc.add(&q.cc_counters());
+            }
             Engine::Uc(q) => c.unreliable.add(q.counters()),
             Engine::Ud(q) => c.unreliable.add(q.counters()),
         }

@@ -11,11 +11,14 @@
 //!   the backend in use (the UDP or AF_PACKET [`io::device::Device`], each with its own batches),
 //!   which [`io::fault`] impairs.
 //! - [`cm`]: the Communication Manager (REQ / REP / RTU on QP1) behind `-R`, sans-IO.
+//! - [`cc`]: congestion control (`--cc`): the CNPs a queue pair sends for CE-marked packets, and
+//!   DCQCN's rate and the pacer that holds its requests to it.
 //! - [`rc`]: the RC engine; [`unreliable`]: the UC and UD engines beside it (`-c`), one of the three
 //!   behind each queue pair (`engine`); [`io`]: the sockets and batches; [`sim`]: a simulated link
 //!   for tests.
 
 mod bytes;
+pub mod cc;
 pub(crate) mod cm;
 pub(crate) mod config;
 pub(crate) mod counters;

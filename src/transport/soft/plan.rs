@@ -213,8 +213,8 @@ pub(crate) fn plan(
             rx_ring: cfg.packet_rx_ring,
             kernel_rx: cfg.kernel_rx.unwrap_or_default(),
             marks: &cfg.marks,
-            cnp_dscp: cfg.cnp_dscp,
-            cnp_prio: cfg.cnp_prio,
+            cnp_dscp: cfg.cnp_dscp(),
+            cnp_prio: cfg.cnp_prio(),
             read_ce: cfg.read_ce,
         },
     )?;

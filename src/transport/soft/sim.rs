@@ -5,7 +5,8 @@
 //! arrival or timer. A seed fixes every random choice, so a failing run can be replayed exactly.
 //! The link is a [`Device`] (the wire: delay and jitter) inside the same impairer the endpoints use
 //! ([`Impaired`]: loss, bursts, duplication, reordering, corruption), so the engine's simulations
-//! and the binaries share one impairer. This is test and benchmark infrastructure: it allocates per
+//! and the binaries share one impairer. [`Bottleneck`] is a switch port that queues, drops at its
+//! tail and marks CE (RED); [`Dumbbell`] runs N flows through one, for congestion control. This is test and benchmark infrastructure: it allocates per
 //! packet, the engine does not.
 
 use std::cmp::Reverse;
@@ -18,6 +19,12 @@ use super::io::device::Device;
 use super::io::fault::Impaired;
 use super::io::impair::{ImpairConfig, Impairment};
 use super::rc::{Instant, Qp};
+
+mod bottleneck;
+mod dumbbell;
+
+pub use bottleneck::{Bottleneck, BottleneckConfig, BottleneckStats, Departed};
+pub use dumbbell::{Dumbbell, DumbbellConfig};
 
 /// The simulated link's seeded generator: the transports' SplitMix64, fast and reproducible.
 pub use crate::transport::rng::SplitMix64 as SimRng;

@@ -348,7 +348,7 @@ fn recount(slots: &mut [QpSlot]) -> u32 {
 fn deliver(
     slots: &mut [QpSlot],
     c: &mut SoftCounters,
-    now: impl rc::Now,
+    mut now: impl rc::Now,
     (ib, src, ce): (&[u8], Source, bool),
     net: RxNet<'_>,
 ) {
@@ -362,10 +362,11 @@ fn deliver(
             if qp.is_datagram() || from_peer(src, *peer) {
                 if ce {
                     // Congestion experienced: a switch (or `iptables -j ECN` on one host) marked
-                    // this verified RoCE v2 packet for queue pair `index`. This is where the
-                    // notification point learns of it: its engine is to schedule a CNP to the
-                    // sender (at most one per min_time_between_cnps), as a ConnectX does.
+                    // this verified RoCE v2 packet. The notification point schedules a CNP to the
+                    // sender (at most one per np_min_time_between_cnps), as a ConnectX does; it
+                    // reads the clock only here, on a marked packet.
                     c.np_ecn_marked_roce_packets += 1;
+                    qp.on_congestion_experienced(now.now());
                 }
                 qp.handle_packet(now, ib, || net.grh());
             } else {

@@ -1,6 +1,6 @@
 //! Queue-pair attributes: what `modify_qp` would set on a verbs QP.
 
-use crate::params::Recovery;
+use crate::params::{CcParams, CongestionControl, Recovery};
 
 /// Attributes of one RC queue pair; both ends must agree on `pmtu` and on each other's QPNs and PSNs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +66,10 @@ pub struct QpConfig {
     pub rto_ns: u64,
     /// The same with at most three packets out (a ping-pong), ns: a lost tail packet costs this.
     pub rto_small_ns: u64,
+    /// Congestion control (`--cc`): DCQCN's notification and reaction point, or none.
+    pub cc: CongestionControl,
+    /// DCQCN's parameters (`--cc-param`), ConnectX's names and defaults.
+    pub cc_params: CcParams,
 }
 
 impl QpConfig {
@@ -103,6 +107,8 @@ impl QpConfig {
             gbn_loss_window: false,
             rto_ns: 1_000_000,
             rto_small_ns: 250_000,
+            cc: CongestionControl::default(),
+            cc_params: CcParams::default(),
         }
     }
 

@@ -7,10 +7,11 @@
 //! per packet: every queue is a ring sized at creation.
 
 use crate::params::Recovery;
+use crate::transport::soft::cc::{CcCounters, Notifier, RateControl};
 use crate::transport::{
     Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
 };
-use crate::wire::IbRepr;
+use crate::wire::{CnpRepr, IbRepr, Opcode};
 
 use super::config::{ConfigError, QpConfig};
 use super::counters::Counters;
@@ -49,6 +50,8 @@ pub struct Qp {
     responder_turn: bool,
     /// Request packets sent while a lone ACK waited behind them (at most [`ACK_BEHIND_MAX`]).
     ack_behind: u32,
+    /// DCQCN's notification point: the CNP owed to the peer for CE-marked packets.
+    np: Notifier,
 }
 
 /// Most request packets a lone ACK waits behind before it goes anyway, so that a requester with a
@@ -92,6 +95,7 @@ impl Qp {
                 cfg.rnr_retry,
                 sr.then_some(sr_window.saturating_mul(2)),
                 (!sr && cfg.gbn_fast).then_some((cfg.max_unacked_psns, cfg.gbn_loss_window)),
+                RateControl::new(cfg.cc, &cfg.cc_params),
             ),
             resp: Responder::new(
                 Psn::new(cfg.recv_psn),
@@ -102,6 +106,7 @@ impl Qp {
             state: QpState::Ready,
             responder_turn: false,
             ack_behind: 0,
+            np: Notifier::new(cfg.cc, &cfg.cc_params),
             mem,
             cfg,
         })
@@ -243,6 +248,14 @@ impl Qp {
             self.counters.drops.unknown_qpn += 1;
             return;
         }
+        if bth.opcode == Opcode::CNP {
+            // The peer saw our packets CE-marked: DCQCN's reaction point cuts (ignored with
+            // `--cc none`, and in the error state, where nothing is sent anyway).
+            if self.state == QpState::Ready {
+                self.req.on_cnp(now.now(), self.counters.tx_payload_bytes);
+            }
+            return;
+        }
         let Some(kind) = packet::classify(bth.opcode) else {
             self.counters.drops.malformed += 1;
             return;
@@ -272,6 +285,26 @@ impl Qp {
                 }
             }
         }
+    }
+
+    /// A packet this queue pair received arrived CE-marked (the caller read the IP header's ECN
+    /// field): as DCQCN's notification point it owes the peer's queue pair a CNP, at most one per
+    /// `np_min_time_between_cnps` (none with `--cc none`). The CNP leaves with the next
+    /// transmission, ahead of everything else; the caller's egress gives it the CNP's class.
+    pub fn on_congestion_experienced(&mut self, now: Instant) {
+        if self.state == QpState::Ready {
+            self.np.congestion_experienced(now.as_nanos());
+        }
+    }
+
+    /// What its congestion control counted: CNPs sent and handled, rate cuts, its rate.
+    pub fn cc_counters(&self) -> CcCounters {
+        let mut c = CcCounters {
+            np_cnp_sent: self.np.sent,
+            ..CcCounters::default()
+        };
+        self.req.count_cc(&mut c);
+        c
     }
 
     /// The first failure of this queue pair that no completion names: the request its responder
@@ -321,13 +354,17 @@ impl Qp {
     /// holding, only a lone ACK). Cheap, and it may say true when the requester turns out to be
     /// blocked (window, READ credits, RNR wait), for a caller that skips idle queue pairs.
     pub fn has_transmit_work(&self, acks: LoneAck) -> bool {
-        self.has_answers(acks) || (self.state == QpState::Ready && self.req.may_transmit())
+        self.np.pending()
+            || self.has_answers(acks)
+            || (self.state == QpState::Ready && self.req.may_transmit())
     }
 
     /// As [`has_transmit_work`](Self::has_transmit_work) for a requester whose cap
     /// ([`cap_unacked`](Self::cap_unacked)) is reached: answers, a probe or a selective resend.
     pub fn has_uncapped_work(&self, acks: LoneAck) -> bool {
-        self.has_answers(acks) || (self.state == QpState::Ready && self.req.may_resend())
+        self.np.pending()
+            || self.has_answers(acks)
+            || (self.state == QpState::Ready && self.req.may_resend())
     }
 
     /// The responder has something to send with `acks` (in any state: a fatal NAK goes in ERROR).
@@ -337,6 +374,14 @@ impl Qp {
     }
 
     fn transmit(&mut self, now: &mut impl Now, buf: &mut [u8], acks: LoneAck) -> Option<usize> {
+        if self.np.pending() {
+            self.np.take();
+            self.counters.tx_packets += 1;
+            let cnp = CnpRepr {
+                dest_qp: self.cfg.remote_qpn,
+            };
+            return Some(cnp.emit(buf));
+        }
         let mut ctx = Ctx {
             cfg: &self.cfg,
             mem: &mut self.mem,

@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use crate::transport::soft::bytes::copy_payload;
+use crate::transport::soft::cc::{CcCounters, RateControl};
 use crate::transport::{Completion, CompletionStatus, SendOp, SendRequest};
 use crate::wire::{AethKind, IbRepr, NakCode};
 
@@ -134,6 +135,8 @@ pub(super) struct Requester {
     /// Unacknowledged PSNs the endpoint lets this requester have now (its share of what all its
     /// queue pairs may have out together): below the window when the endpoint's budget is short.
     cap: u32,
+    /// DCQCN's reaction point and the pacer that holds requests to its rate (`--cc`).
+    rate: RateControl,
 }
 
 impl Requester {
@@ -147,6 +150,7 @@ impl Requester {
         rnr_retry: u8,
         sr: Option<u32>,
         gbn: Option<(u32, bool)>,
+        rate: RateControl,
     ) -> Requester {
         let recovery = match (sr, gbn) {
             (Some(window), _) => LossRecovery::Selective(Box::new(Sack::new(psn, window))),
@@ -175,6 +179,7 @@ impl Requester {
             rto: Rto::default(),
             cap: u32::MAX,
             foreign_nak: None,
+            rate,
         }
     }
 
@@ -203,6 +208,16 @@ impl Requester {
         self.next_psn = self.next_psn.add(npkts);
         let pushed = self.sq.push_back(wqe);
         debug_assert!(pushed.is_ok(), "post_send checks room first");
+    }
+
+    /// A CNP for this queue pair arrived at `now`, `bytes` of payload sent so far: DCQCN cuts.
+    pub(super) fn on_cnp(&mut self, now: Instant, bytes: u64) {
+        self.rate.on_cnp(now.as_nanos(), bytes);
+    }
+
+    /// The reaction point's counts into `c`.
+    pub(super) fn count_cc(&self, c: &mut CcCounters) {
+        self.rate.count(c);
     }
 
     /// Work requests posted and not yet completed.
@@ -270,6 +285,8 @@ impl Requester {
             match timer {
                 // The RNR wait is over: send the refused packet again.
                 Timer::Rnr => self.resend_unacknowledged(),
+                // The pacer lets the next request go: the transmission that follows sends it.
+                Timer::Pace => {}
                 Timer::Retransmit => {
                     if !self.outstanding() {
                         continue;
@@ -413,6 +430,15 @@ impl Requester {
         if self.req_psn.diff(self.comp_psn) >= self.window(ctx).min(self.cap) as i32 {
             return None;
         }
+        // Paced (a CNP cut the rate): the one branch a packet pays before any CNP.
+        if self.rate.limited() {
+            let t = now.now().as_nanos();
+            if !self.rate.may_send(t, ctx.counters.tx_payload_bytes) {
+                let due = Instant::from_nanos(self.rate.due());
+                self.timers.set(Timer::Pace, due);
+                return None;
+            }
+        }
         if w.is_read_or_atomic() && !w.started {
             if self.rd_atomic_inflight >= ctx.cfg.max_rd_atomic {
                 return None;
@@ -470,10 +496,15 @@ impl Requester {
         if self.timers.get(Timer::Retransmit).is_none()
             && let Some(t) = self.retx_timeout(ctx)
         {
-            self.timers
-                .set(Timer::Retransmit, now.now().saturating_add(t));
+            let at = now.now();
+            // The starting rate DCQCN cuts from is measured from the first packet on.
+            self.rate.mark(at.as_nanos(), ctx.counters.tx_payload_bytes);
+            self.timers.set(Timer::Retransmit, at.saturating_add(t));
         }
         ctx.counters.tx_payload_bytes += payload as u64;
+        if self.rate.limited() {
+            self.rate.sent(now.now().as_nanos(), payload);
+        }
     }
 
     /// A resend that was just emitted: counted as such, and the timer runs.

@@ -11,11 +11,13 @@ pub(crate) enum Timer {
     Rnr = 0,
     /// The local ACK timeout: go back to the oldest unacknowledged PSN.
     Retransmit = 1,
+    /// The pacer of a rate-limited queue pair (`--cc dcqcn` after a CNP): the next request may leave.
+    Pace = 2,
 }
 
 impl Timer {
     /// Every timer, in the order `Qp::handle_timeout` fires the due ones.
-    pub(crate) const VALUES: [Timer; 2] = [Timer::Rnr, Timer::Retransmit];
+    pub(crate) const VALUES: [Timer; 3] = [Timer::Rnr, Timer::Retransmit, Timer::Pace];
 }
 
 /// The deadline of every [`Timer`]; `None` where stopped.

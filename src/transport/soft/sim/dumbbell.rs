@@ -1,0 +1,402 @@
+//! N flows through one bottleneck at virtual time: N sender queue pairs, each behind its own NIC
+//! (an access link at line rate), share one [`Bottleneck`] to N receiver queue pairs; every
+//! receiver answers (ACKs, CNPs) over an uncongested reverse link of its own. A CE mark the
+//! bottleneck set reaches the receiving queue pair as the datapath hands it on
+//! ([`Qp::on_congestion_experienced`]). Each sender keeps its send queue full of RDMA WRITEs, so
+//! the flows are long-lived, as in DCQCN's fairness experiments.
+
+use crate::transport::{Access, RemoteAddr, SendOp, SendRequest};
+
+use super::super::cc::CcCounters;
+use super::super::rc::{Instant, MemoryTable, Qp, QpConfig};
+use super::bottleneck::{Bottleneck, BottleneckConfig, BottleneckStats};
+use super::{Link, LinkConfig, SimRng};
+
+/// How the flows are set up.
+#[derive(Clone, Debug)]
+pub struct DumbbellConfig {
+    /// Number of flows.
+    pub flows: usize,
+    /// Each sender's NIC, Gb/s (its access link's rate).
+    pub line_gbps: f64,
+    /// The shared port.
+    pub bottleneck: BottleneckConfig,
+    /// One-way delay of the access and reverse links, ns.
+    pub link_delay_ns: u64,
+    /// Size of each WRITE, bytes.
+    pub message: u32,
+    /// When flow `i` starts posting: `i × stagger_ns`.
+    pub stagger_ns: u64,
+    /// The queue pairs' attributes (QPNs, PSNs and keys are filled in per flow).
+    pub qp: QpConfig,
+}
+
+/// One flow's two queue pairs and links.
+struct Flow {
+    tx: Qp,
+    rx: Qp,
+    access: Link,
+    reverse: Link,
+    rkey: u32,
+    va: u64,
+    next_wr: u64,
+    /// Payload bytes of completed WRITEs.
+    done_bytes: u64,
+}
+
+/// The simulation.
+pub struct Dumbbell {
+    cfg: DumbbellConfig,
+    flows: Vec<Flow>,
+    /// The shared port.
+    pub port: Bottleneck,
+    /// Virtual time, ns.
+    pub now: u64,
+    buf: Vec<u8>,
+}
+
+impl Dumbbell {
+    /// The flows of `cfg`, with every random choice derived from `seed`.
+    pub fn new(cfg: DumbbellConfig, seed: u64) -> Dumbbell {
+        let mut rng = SimRng::new(seed);
+        let access = LinkConfig {
+            delay_ns: cfg.link_delay_ns,
+            rate_gbps: cfg.line_gbps,
+            ..LinkConfig::perfect()
+        };
+        let reverse = LinkConfig {
+            delay_ns: cfg.link_delay_ns,
+            ..LinkConfig::perfect()
+        };
+        let len = cfg.message as usize;
+        let flows = (0..cfg.flows as u32)
+            .map(|i| {
+                let (a, b) = (0x100 + i, 0x200 + i);
+                let mut mem_a = MemoryTable::new(a);
+                let ka = mem_a.add_registered(len, Access::LOCAL_WRITE);
+                let mut mem_b = MemoryTable::new(b);
+                let kb = mem_b.add_registered(len, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+                let qp = |qpn, peer, lkey| QpConfig {
+                    qpn,
+                    remote_qpn: peer,
+                    send_psn: qpn,
+                    recv_psn: peer,
+                    local_lkey: lkey,
+                    ..cfg.qp.clone()
+                };
+                Flow {
+                    tx: Qp::new(qp(a, b, ka.lkey), mem_a).expect("valid sender"),
+                    rx: Qp::new(qp(b, a, kb.lkey), mem_b).expect("valid receiver"),
+                    access: Link::new(access.clone(), rng.next_u64()),
+                    reverse: Link::new(reverse.clone(), rng.next_u64()),
+                    rkey: kb.rkey,
+                    va: kb.va,
+                    next_wr: 0,
+                    done_bytes: 0,
+                }
+            })
+            .collect();
+        let port = Bottleneck::new(cfg.bottleneck.clone(), rng.next_u64());
+        Dumbbell {
+            buf: vec![0u8; cfg.qp.pmtu as usize + 128],
+            cfg,
+            flows,
+            port,
+            now: 0,
+        }
+    }
+
+    /// Payload bytes of WRITEs flow `i` completed so far.
+    pub fn delivered(&self, i: usize) -> u64 {
+        self.flows[i].done_bytes
+    }
+
+    /// Flow `i`'s sender's congestion-control counters.
+    pub fn sender_cc(&self, i: usize) -> CcCounters {
+        self.flows[i].tx.cc_counters()
+    }
+
+    /// Flow `i`'s receiver's congestion-control counters.
+    pub fn receiver_cc(&self, i: usize) -> CcCounters {
+        self.flows[i].rx.cc_counters()
+    }
+
+    /// Flow `i`'s sender's request packets sent again.
+    pub fn retransmitted(&self, i: usize) -> u64 {
+        self.flows[i].tx.counters().retransmitted_packets
+    }
+
+    /// What the port did.
+    pub fn port_stats(&self) -> BottleneckStats {
+        self.port.stats
+    }
+
+    /// Runs everything due now until quiet.
+    fn pump(&mut self) {
+        let now_i = Instant::from_nanos(self.now);
+        let now = self.now;
+        loop {
+            let mut moved = false;
+            for (i, f) in self.flows.iter_mut().enumerate() {
+                if now >= i as u64 * self.cfg.stagger_ns {
+                    while f.tx.outstanding().0 < f.tx.config().sq_depth {
+                        let wr = SendRequest {
+                            signaled: true,
+                            ..SendRequest::new(
+                                f.next_wr,
+                                SendOp::Write,
+                                0,
+                                self.cfg.message,
+                                Some(RemoteAddr {
+                                    addr: f.va,
+                                    rkey: f.rkey,
+                                }),
+                            )
+                        };
+                        if f.tx.post_send(&wr).is_err() {
+                            break;
+                        }
+                        f.next_wr += 1;
+                    }
+                }
+                while let Some(n) = f.tx.poll_transmit(now_i, &mut self.buf) {
+                    f.access.send(now, &self.buf[..n]);
+                    moved = true;
+                }
+                while let Some(n) = f.rx.poll_transmit(now_i, &mut self.buf) {
+                    f.reverse.send(now, &self.buf[..n]);
+                    moved = true;
+                }
+                // Every RoCE v2 data packet leaves ECN-capable (ECT(0)).
+                while let Some(p) = f.access.recv(now) {
+                    self.port.offer(now, i, p, true);
+                    moved = true;
+                }
+                while let Some(p) = f.reverse.recv(now) {
+                    f.tx.handle_packet(now_i, &p);
+                    moved = true;
+                }
+                for qp in [&mut f.tx, &mut f.rx] {
+                    if qp.poll_timeout().is_some_and(|t| t <= now_i) {
+                        qp.handle_timeout(now_i);
+                        moved = true;
+                    }
+                }
+                while let Some(c) = f.tx.poll_completion() {
+                    assert_eq!(
+                        c.status,
+                        crate::transport::CompletionStatus::Success,
+                        "{c:?}"
+                    );
+                    f.done_bytes += u64::from(c.byte_len);
+                    moved = true;
+                }
+                while f.rx.poll_completion().is_some() {}
+            }
+            while let Some(d) = self.port.recv(now) {
+                let rx = &mut self.flows[d.flow].rx;
+                rx.handle_packet(now_i, &d.bytes);
+                if d.ce {
+                    rx.on_congestion_experienced(now_i);
+                }
+                moved = true;
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn next_event(&self) -> Option<u64> {
+        let starts = (0..self.flows.len() as u64)
+            .map(|i| i * self.cfg.stagger_ns)
+            .filter(|&t| t > self.now);
+        self.flows
+            .iter()
+            .flat_map(|f| {
+                [
+                    f.access.next_arrival(),
+                    f.reverse.next_arrival(),
+                    f.tx.poll_timeout().map(Instant::as_nanos),
+                    f.rx.poll_timeout().map(Instant::as_nanos),
+                ]
+            })
+            .flatten()
+            .chain(self.port.next_arrival())
+            .chain(starts)
+            .min()
+    }
+
+    /// Runs until virtual time `until_ns`, calling `each` after every step (for samples).
+    pub fn run(&mut self, until_ns: u64, mut each: impl FnMut(&Dumbbell)) {
+        loop {
+            self.pump();
+            each(self);
+            match self.next_event() {
+                Some(t) if t <= until_ns => self.now = self.now.max(t),
+                _ => {
+                    self.now = until_ns;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::{CcParams, CongestionControl};
+
+    fn setup(flows: usize, cc: CongestionControl, p: CcParams) -> DumbbellConfig {
+        let mut qp = QpConfig::new(0, 0, 0, 0, 0);
+        qp.pmtu = 4096;
+        qp.cc = cc;
+        qp.cc_params = p;
+        qp.sq_depth = 32;
+        DumbbellConfig {
+            flows,
+            line_gbps: 25.0,
+            bottleneck: BottleneckConfig::dcqcn_25g(),
+            link_delay_ns: 1_000,
+            message: 65_536,
+            stagger_ns: 2_000_000,
+            qp,
+        }
+    }
+
+    #[test]
+    fn the_first_cnp_cuts_the_starting_rate_by_alpha_over_two() {
+        // One 25 Gb/s sender into a 10 Gb/s port: the queue passes Kmin, packets come marked, the
+        // receiver answers with a CNP, and the sender's first cut is R_C (1 − α₀/2), α₀ = 1023/1024.
+        let mut cfg = setup(
+            1,
+            CongestionControl::Dcqcn,
+            CcParams {
+                rp_max_rate: 25_000,
+                ..CcParams::default()
+            },
+        );
+        cfg.bottleneck.rate_gbps = 10.0;
+        let mut sim = Dumbbell::new(cfg, 1);
+        let mut first = None;
+        sim.run(5_000_000, |s| {
+            if first.is_none() && s.sender_cc(0).rp_cnp_handled > 0 {
+                first = Some((s.now, s.sender_cc(0)));
+            }
+        });
+        let (at, cc) = first.expect("a CNP came back");
+        let a0 = 1023.0 / 1024.0;
+        assert_eq!(cc.rp_rate_cuts, 1);
+        let want_kbps: f64 = 25e6 * (1.0 - a0 / 2.0);
+        assert_eq!(cc.rp_min_rate_kbps, want_kbps.round() as u64, "{cc:?}");
+        assert!(at > 0 && sim.port_stats().marked > 0);
+        assert!(sim.receiver_cc(0).np_cnp_sent > 0);
+        // The queue stays below the buffer: nothing dropped, and the flow gets the port.
+        assert_eq!(sim.port_stats().dropped, 0, "{:?}", sim.port_stats());
+    }
+
+    /// The paper's timing where ConnectX's defaults are tuned for a NIC's own switch thresholds:
+    /// a CNP at most every 50 µs, α's period K = 55 µs with g = 1/256, F = 5, a cut at most every
+    /// 50 µs, R_T ← R_C on every cut.
+    fn paper() -> CcParams {
+        CcParams {
+            np_min_time_between_cnps: 50,
+            rp_rate_reduce_monitor_period: 50,
+            rp_dce_tcp_rtt: 55,
+            rp_dce_tcp_g: 1020,
+            rp_threshold: 5,
+            rp_clamp_tgt_rate: 1,
+            rp_time_reset: 55,
+            rp_byte_reset: 10_000_000,
+            rp_ai_rate: 40,
+            rp_hai_rate: 200,
+            // The senders' NICs are 25 Gb/s: the rate a limiter lets go at.
+            rp_max_rate: 25_000,
+            ..CcParams::default()
+        }
+    }
+
+    /// Goodput of each flow over [from, to) of a run of `to` ns.
+    fn goodputs(sim: &mut Dumbbell, from: u64, to: u64) -> Vec<f64> {
+        let n = sim.flows.len();
+        let mut at_from = vec![0; n];
+        let mut taken = false;
+        sim.run(to, |s| {
+            if !taken && s.now >= from {
+                taken = true;
+                at_from = (0..n).map(|i| s.delivered(i)).collect();
+            }
+        });
+        (0..n)
+            .map(|i| (sim.delivered(i) - at_from[i]) as f64 * 8.0 / (to - from) as f64)
+            .collect()
+    }
+
+    fn jain(x: &[f64]) -> f64 {
+        let s: f64 = x.iter().sum();
+        s * s / (x.len() as f64 * x.iter().map(|v| v * v).sum::<f64>())
+    }
+
+    /// Flows that start 1 ms apart, each at line rate, measured over 20 ms once the last has run
+    /// for 20 ms: each flow's goodput against its fair share of what the port delivered.
+    fn converged(n: usize) -> (Vec<f64>, BottleneckStats) {
+        let mut cfg = setup(n, CongestionControl::Dcqcn, paper());
+        // The paper's marking: Kmin 5 KB, Kmax 200 KB, Pmax 1 %.
+        cfg.bottleneck.kmin_bytes = 5_000;
+        cfg.bottleneck.kmax_bytes = 200_000;
+        cfg.bottleneck.pmax = 0.01;
+        cfg.stagger_ns = 1_000_000;
+        let start_last = (n as u64 - 1) * cfg.stagger_ns;
+        let mut sim = Dumbbell::new(cfg, 7 + n as u64);
+        let g = goodputs(&mut sim, start_last + 20_000_000, start_last + 40_000_000);
+        (g, sim.port_stats())
+    }
+
+    #[test]
+    fn two_to_four_flows_converge_to_within_ten_percent_of_their_fair_share() {
+        for n in [2usize, 3, 4] {
+            let (g, port) = converged(n);
+            let total: f64 = g.iter().sum();
+            // 4 KiB of payload in a 4,150-byte packet (headers and ICRC): 24.6 Gb/s of goodput.
+            assert!(total > 0.9 * 25.0 * 4096.0 / 4150.0, "{n} flows: {g:.2?}");
+            let fair = total / n as f64;
+            for (i, x) in g.iter().enumerate() {
+                assert!(
+                    (x - fair).abs() <= 0.1 * fair,
+                    "{n} flows: flow {i} got {x:.2} Gb/s, fair share {fair:.2} (all: {g:.2?}, port {port:?})"
+                );
+            }
+            assert_eq!(port.dropped, 0, "{n} flows: {port:?}");
+        }
+    }
+
+    #[test]
+    fn eight_flows_share_the_port_fairly_and_drop_nothing() {
+        let (g, port) = converged(8);
+        let total: f64 = g.iter().sum();
+        assert!(total > 0.9 * 25.0 * 4096.0 / 4150.0, "{g:.2?}");
+        let fair = total / 8.0;
+        // Within 15 % (not yet 10 %: one flow keeps about 12 % more at this setting), and
+        // Jain's index above 0.99.
+        assert!(g.iter().all(|x| (x - fair).abs() <= 0.15 * fair), "{g:.2?}");
+        assert!(jain(&g) > 0.99, "{g:.2?}: Jain {}", jain(&g));
+        assert_eq!(port.dropped, 0, "{port:?}");
+    }
+
+    #[test]
+    fn without_congestion_control_the_queue_sits_at_the_buffer_and_drops() {
+        let cfg = setup(4, CongestionControl::None, CcParams::default());
+        let buffer = cfg.bottleneck.buffer_bytes;
+        let mut sim = Dumbbell::new(cfg, 11);
+        sim.run(10_000_000, |_| {});
+        let s = sim.port_stats();
+        assert!(s.max_queue_bytes > buffer - 5_000, "{s:?}");
+        assert!(s.dropped > 0, "{s:?}");
+        assert!(
+            (0..4).all(|i| sim.sender_cc(i) == CcCounters::default()),
+            "no CNP, no cut"
+        );
+        assert!((0..4).map(|i| sim.retransmitted(i)).sum::<u64>() > 0);
+    }
+}
