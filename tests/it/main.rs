@@ -50,6 +50,7 @@ mod schemas;
 mod soft_bench;
 mod soft_capture;
 mod soft_cm;
+mod soft_congestion;
 mod soft_endpoint;
 mod soft_io_rate;
 mod soft_kernel_rx;

@@ -188,14 +188,23 @@ impl std::fmt::Display for SoftCounters {
         }
         let c = &self.cc;
         if !c.is_empty() {
+            // A queue pair whose rate climbed back is unpaced: its current rate is none, not 0.
+            let gbps = |kbps: u64| match kbps {
+                0 => "unpaced".to_string(),
+                k => format!("{:.3} Gb/s", k as f64 / 1e6),
+            };
             writeln!(
                 f,
-                " congestion (DCQCN): CNPs sent {} handled {}, rate cuts {}, pacing now {:.3} Gb/s, lowest {:.3} Gb/s",
+                " congestion (DCQCN): CNPs sent {} handled {}, rate cuts {}, pacing now {}, lowest {}",
                 c.np_cnp_sent,
                 c.rp_cnp_handled,
                 c.rp_rate_cuts,
-                c.rp_current_rate_kbps as f64 / 1e6,
-                c.rp_min_rate_kbps as f64 / 1e6
+                gbps(c.rp_current_rate_kbps),
+                if c.rp_rate_cuts == 0 {
+                    "no cut".to_string()
+                } else {
+                    gbps(c.rp_min_rate_kbps)
+                }
             )?;
         }
         for (i, what) in [

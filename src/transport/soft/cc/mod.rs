@@ -108,7 +108,14 @@ pub(crate) struct RateControl {
     /// (When, payload bytes sent by then) at the start of the interval the starting rate is
     /// measured over: the first packet, or the moment the limiter last let go.
     epoch: Option<(u64, u64)>,
+    /// The starting rate the last first cut used, bits/s (0: none yet).
+    last_start_bps: f64,
 }
+
+/// The shortest interval a starting rate is measured over. A CNP that comes sooner after the
+/// limiter let go (a burst of CE marks outlives one cut) would measure a few packets' time, or
+/// none: the previous starting rate stands then.
+const MIN_START_INTERVAL_NS: u64 = 100_000;
 
 impl RateControl {
     /// A reaction point as `cc` asks (none with `--cc none`: CNPs are then ignored).
@@ -117,6 +124,7 @@ impl RateControl {
             rp: (cc == CongestionControl::Dcqcn).then(|| Dcqcn::new(p)),
             next_ns: 0,
             epoch: None,
+            last_start_bps: 0.0,
         }
     }
 
@@ -137,13 +145,26 @@ impl RateControl {
 
     /// A CNP for this queue pair arrived at `now`, `bytes` of payload sent so far.
     pub(crate) fn on_cnp(&mut self, now: u64, bytes: u64) {
-        let epoch = self.epoch;
         let Some(rp) = &mut self.rp else { return };
         let was = rp.limited();
-        rp.on_cnp(now, || match epoch {
-            Some((t, b)) if now > t => (bytes - b) as f64 * 8e9 / (now - t) as f64,
+        let measured = match self.epoch {
+            Some((t, b)) if now > t => Some(((bytes - b) as f64 * 8e9 / (now - t) as f64, now - t)),
+            _ => None,
+        };
+        let prev = self.last_start_bps;
+        let start = match measured {
+            Some((bps, span)) if span >= MIN_START_INTERVAL_NS || prev == 0.0 => bps,
+            _ if prev > 0.0 => prev,
             _ => 0.0,
+        };
+        let mut used = false;
+        rp.on_cnp(now, || {
+            used = true;
+            start
         });
+        if used {
+            self.last_start_bps = start;
+        }
         if !was {
             self.next_ns = now;
         }
@@ -247,5 +268,33 @@ mod tests {
         let gbps = bytes as f64 * 8.0 / 1e6;
         // 10 Gb/s (1 − α/2) ≈ 5.005 Gb/s, plus at most the 16 KiB burst.
         assert!((4.95..5.15).contains(&gbps), "{gbps} Gb/s");
+    }
+
+    #[test]
+    fn a_cnp_right_after_the_limiter_let_go_keeps_the_last_starting_rate() {
+        let p = CcParams {
+            rp_max_rate: 0,
+            ..CcParams::default()
+        };
+        let mut rc = RateControl::new(CongestionControl::Dcqcn, &p);
+        rc.mark(0, 0);
+        // 10 Gb/s over the first millisecond, then the first cut.
+        rc.on_cnp(1_000_000, 1_250_000);
+        let start = rc.last_start_bps;
+        assert_eq!(start, 10e9);
+        // The limiter lets go; a CNP 2 µs later measured only what left since: no rate at all.
+        // The previous starting rate stands rather than a cut from (almost) nothing.
+        rc.epoch = Some((5_000_000, 6_000_000));
+        rc.rp = Some(Dcqcn::new(&p));
+        rc.on_cnp(5_002_000, 6_000_000);
+        assert_eq!(rc.last_start_bps, start);
+        let mut c = CcCounters::default();
+        rc.count(&mut c);
+        assert!(c.rp_current_rate_kbps > 4_000_000, "{c:?}");
+        // After a long enough interval, what was sent is the new start.
+        rc.epoch = Some((10_000_000, 0));
+        rc.rp = Some(Dcqcn::new(&p));
+        rc.on_cnp(11_000_000, 250_000);
+        assert_eq!(rc.last_start_bps, 2e9);
     }
 }

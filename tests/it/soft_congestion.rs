@@ -1,0 +1,163 @@
+//! ECN → CNP → DCQCN end to end through the binaries: a soft `roce_write_bw` pair between two
+//! namespaces, the client's RoCE v2 datagrams CE-marked by the kernel (`iptables -j ECN
+//! --ecn-ip-ect 3` on a random share, as a switch's marking would), `--validate` on. With `--cc dcqcn`
+//! the server counts the marks and answers with CNPs that the capture shows (parsed by the wire code:
+//! ICRC, opcode 0x81, BECN, the client's QP, DSCP 48 with ECT(0)) and the client cuts its rate; with
+//! `--cc none` the marks are counted and nothing answers them. Needs root, iptables, tcpdump and
+//! tshark; says so and returns when one is missing. Goodput under marking is a timing figure: it is
+//! `scripts/bench.sh`'s CONGESTION rows, not asserted here.
+
+use std::process::Command;
+
+use crate::soft_capture::{Capture, can_run};
+use crate::soft_support::NetnsPair;
+use crate::vectors::read_pcap;
+
+use roceperf::wire::{CnpRepr, RoceFrame};
+
+/// Marks `share` of side `side`'s outgoing RoCE v2 datagrams CE in the pair's namespace.
+fn mark_ce(pair: &NetnsPair, side: char, share: &str) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &pair.ns(side), "iptables", "-t", "mangle"])
+        .args(["-A", "OUTPUT", "-p", "udp", "--dport", "4791"])
+        .args([
+            "-m",
+            "statistic",
+            "--mode",
+            "random",
+            "--probability",
+            share,
+        ])
+        .args(["-j", "ECN", "--ecn-ip-ect", "3"])
+        .output()
+        .expect("run iptables");
+    assert!(
+        out.status.success(),
+        "iptables ECN rule: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// iptables with the ECN target; otherwise records the skip.
+#[track_caller]
+fn have_iptables() -> bool {
+    let ok = Command::new("iptables")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    !crate::common::skip_unless(ok, "needs iptables (apt-get install -y iptables)")
+}
+
+/// The CNPs among captured frames (ICRC verified): each one's IP TOS and what it names.
+fn cnps(frames: &[Vec<u8>]) -> Vec<(u8, CnpRepr)> {
+    frames
+        .iter()
+        .filter_map(|f| {
+            let frame = RoceFrame::new_checked(f.as_slice()).ok()?;
+            frame.verify_icrc().ok()?;
+            let cnp = CnpRepr::parse(frame.ib()).ok()?;
+            Some((frame.net_header()[1], cnp))
+        })
+        .collect()
+}
+
+/// The soft counters of a run's `--json`.
+fn counters(path: &std::path::Path) -> serde_json::Value {
+    crate::common::json_file(path)["test"]["counters"].clone()
+}
+
+fn run(cc: &str) -> (serde_json::Value, serde_json::Value, Vec<Vec<u8>>, String) {
+    let pair = NetnsPair::up(&[]);
+    mark_ce(&pair, 'b', "0.05");
+    let dir = tempfile::tempdir().unwrap();
+    let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
+    // What comes back to the client (ns b) from the server: ACKs and CNPs.
+    let cap = Capture::start(Some(&pair.ns('b')), "veth0", "udp and src host 10.77.0.1");
+    let args = [
+        "-d",
+        "veth0",
+        "-s",
+        "65536",
+        "-n",
+        "3000",
+        "--validate",
+        "--cc",
+        cc,
+        "-v",
+    ];
+    let with = |json: &std::path::Path| {
+        let mut a = args.to_vec();
+        a.extend(["--json", json.to_str().unwrap()]);
+        a.into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    let (sa, ca) = (with(&sj), with(&cj));
+    let (s, c) = pair.run_pair(
+        "write_bw",
+        sa.iter().map(String::as_str).collect(),
+        ca.iter().map(String::as_str).collect(),
+    );
+    crate::common::assert_both_ok(&format!("--cc {cc} under CE marks"), &s, &c);
+    let (path, _d) = cap.finish();
+    (
+        counters(&sj),
+        counters(&cj),
+        read_pcap(&path),
+        format!("{}{}", c.stdout, c.stderr),
+    )
+}
+
+#[test]
+fn ce_marks_bring_cnps_back_and_dcqcn_cuts_the_rate() {
+    if !can_run() || !have_iptables() {
+        return;
+    }
+    let (server, client, frames, output) = run("dcqcn");
+    let marked = server["np_ecn_marked_roce_packets"].as_u64().unwrap();
+    let sent = server["cc"]["np_cnp_sent"].as_u64().unwrap();
+    assert!(marked > 100, "the server counts the marks: {server}");
+    assert!(
+        (1..=marked).contains(&sent),
+        "one CNP at most per mark: {server}"
+    );
+    assert_eq!(client["np_ecn_marked_roce_packets"], 0, "{client}");
+    let handled = client["cc"]["rp_cnp_handled"].as_u64().unwrap();
+    assert!(handled > 0 && handled <= sent, "{client} after {sent} CNPs");
+    assert!(
+        client["cc"]["rp_rate_cuts"].as_u64().unwrap() > 0,
+        "{client}"
+    );
+    let lowest = client["cc"]["rp_min_rate_kbps"].as_u64().unwrap();
+    assert!(lowest > 0, "a cut leaves a rate: {client}");
+    crate::common::assert_contains(&output, "congestion (DCQCN): CNPs sent 0 handled");
+    // The CNPs on the wire, as the project's wire code reads them.
+    let cnps = cnps(&frames);
+    assert!(!cnps.is_empty(), "no CNP among {} frames", frames.len());
+    assert!(
+        cnps.len() as u64 <= sent,
+        "{} captured, {sent} sent",
+        cnps.len()
+    );
+    for (tclass, cnp) in &cnps {
+        assert_eq!(*tclass, 0xc2, "DSCP 48 with ECT(0)");
+        assert!(cnp.dest_qp > 0);
+    }
+}
+
+#[test]
+fn with_cc_none_marks_are_counted_and_nothing_answers_them() {
+    if !can_run() || !have_iptables() {
+        return;
+    }
+    let (server, client, frames, _) = run("none");
+    assert!(
+        server["np_ecn_marked_roce_packets"].as_u64().unwrap() > 100,
+        "{server}"
+    );
+    for side in [&server, &client] {
+        let cc = &side["cc"];
+        for key in ["np_cnp_sent", "rp_cnp_handled", "rp_rate_cuts"] {
+            assert!(cc.is_null() || cc[key] == 0, "{key}: {side}");
+        }
+    }
+    assert_eq!(cnps(&frames).len(), 0, "{} frames", frames.len());
+}
