@@ -22,6 +22,11 @@
 #     soft v1 and v2 AF_PACKET write_bw >= 0.5 x soft v2 UDP write_bw, same veth pair at MTU 9000
 #       (v2 here with its virtio_net_hdr super-frames, as --io packet sends by default)
 #     tcp write_bw                 >= 1.0 x  iperf3 -l 64K on lo
+#   congestion signals (issue 29), soft v2 write_bw --validate across the veth pair, 1 % of the
+#   client's datagrams CE-marked by iptables' ECN target:
+#     --cc dcqcn at the paper's parameters <= 0.8 x unmarked; --cc none within 0.9-1.1 x unmarked;
+#     --cc dcqcn at ConnectX's defaults: info (it recovers within a few byte counters, see
+#     docs/congestion.md)
 #   info and secondary rows: roce_ref's AF_PACKET stream against its UDP stream at RoCE's 4096 MTU,
 #   each AF_PACKET write_bw against roce_ref packet-stream of its frame (v1 -s 4152, v2 -s 4140),
 #   tcp write_bw against roce_ref tcp-stream, iperf3 against roce_ref tcp-stream, sockperf.
@@ -36,6 +41,7 @@
 #
 #   scripts/bench.sh                      # defaults: DURATION=5 ROUNDS=3 SERVER_CPU=0 CLIENT_CPU=1
 #   DURATION=2 ROUNDS=1 scripts/bench.sh  # quick look
+#   PHASES=congestion scripts/bench.sh    # some phases only: lo, veth, veth9k, congestion
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +51,7 @@ SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 PORT=${BASE_PORT:-18600}
 VETH=${VETH:-auto}
+PHASES=${PHASES:-lo,veth,veth9k,congestion}
 export ROCEPERF_NETNS_PREFIX=${ROCEPERF_NETNS_PREFIX:-rpbench}
 BIN=${BIN:-target/release}   # BIN=DIR: another build's binaries (e.g. a baseline), roce_ref taken from there too
 # A run that takes this long is stuck: it is killed and reported as failed.
@@ -202,6 +209,7 @@ SKIPPED=""
 # round runs every benchmark of the phase once, so a noisy moment costs each of them one sample.
 rounds() {
     local r
+    [[ ,$PHASES, == *,$3,* ]] || return 0
     for r in $(seq 1 "$ROUNDS"); do
         echo "bench.sh: $1, round $r of $ROUNDS" >&2
         "$2"
@@ -237,6 +245,34 @@ veth_round() {
     roce_bw veth_soft_read_bw read_bw --transport soft --roce v2 -d veth0
 }
 
+# ce_marks <share>: the client side's (b) RoCE v2 datagrams CE-marked at random by the kernel, as a
+# switch marks (0: no marks). On a GSO super-datagram the mark covers its every segment, as a switch's
+# would a burst that arrived together.
+ce_marks() {
+    "${ON_B[@]}" iptables -t mangle -F OUTPUT
+    [[ $1 == 0 ]] && return 0
+    "${ON_B[@]}" iptables -t mangle -A OUTPUT -p udp --dport 4791 -m statistic --mode random \
+        --probability "$1" -j ECN --ecn-ip-ect 3
+}
+
+# DCQCN at the SIGCOMM'15 paper's timing (docs/congestion.md): alpha every 55 us with g = 1/256, the
+# rate timer every 55 us, a 10 MB byte counter, F = 5, AI 40 and HAI 200 Mb/s, a CNP per 50 us at most.
+PAPER_CC=(--cc-param rp_dce_tcp_rtt=55 --cc-param rp_dce_tcp_g=1020 --cc-param rp_time_reset=55
+    --cc-param rp_byte_reset=10485760 --cc-param rp_threshold=5 --cc-param rp_ai_rate=40
+    --cc-param rp_hai_rate=200 --cc-param np_min_time_between_cnps=50)
+
+# Congestion signals (issue 29): the same soft v2 write_bw with --validate, unmarked and with 1 % of
+# the client's datagrams CE-marked, under DCQCN (ConnectX's defaults, then the paper's) and --cc none.
+ce_round() {
+    ce_marks 0
+    roce_bw ce_unmarked write_bw --transport soft --roce v2 -d veth0 --validate
+    ce_marks 0.01
+    roce_bw ce_dcqcn write_bw --transport soft --roce v2 -d veth0 --validate --cc dcqcn
+    roce_bw ce_dcqcn_paper write_bw --transport soft --roce v2 -d veth0 --validate --cc dcqcn "${PAPER_CC[@]}"
+    roce_bw ce_none write_bw --transport soft --roce v2 -d veth0 --validate --cc none
+    ce_marks 0
+}
+
 veth9k_round() {
     # Latency, 2 B: each soft row beside the floor of its path, at the size of its frame or datagram.
     ref v9k_pkt76 packet-pingpong -d veth0 -s 76
@@ -257,7 +293,7 @@ veth9k_round() {
 }
 
 use_lo
-rounds "lo (${DURATION} s per run)" lo_round
+rounds "lo (${DURATION} s per run)" lo_round lo
 if [[ $VETH == 0 ]]; then
     SKIPPED="VETH=0"
 elif [[ $(id -u) != 0 ]]; then
@@ -266,9 +302,14 @@ elif ! use_veth 1500; then
     SKIPPED="scripts/netns.sh up failed"
     FAILED+=("scripts/netns.sh up")
 else
-    rounds "veth MTU 1500" veth_round
+    rounds "veth MTU 1500" veth_round veth
+    if command -v iptables >/dev/null; then
+        rounds "veth MTU 1500, CE marks" ce_round congestion
+    else
+        FAILED+=("iptables (apt-get install -y iptables) for the CONGESTION rows")
+    fi
     if use_veth 9000; then
-        rounds "veth MTU 9000" veth9k_round
+        rounds "veth MTU 9000" veth9k_round veth9k
     else
         FAILED+=("scripts/netns.sh up --mtu 9000")
     fi
@@ -393,6 +434,10 @@ row "soft v2 AF_PACKET --no-gso write_bw / roce_ref packet-stream 4140 B [veth 9
 row "soft v2 UDP write_bw / roce_ref udp-stream 4112 B [veth 9000]" v9k_udp_write_bw v9k_ref_udp info -
 row "tcp write_bw / roce_ref tcp-stream 64K [lo]" lo_tcp_write_bw lo_tcp_stream info -
 row "iperf3 -l 64K / roce_ref tcp-stream 64K [lo]" lo_iperf lo_tcp_stream secondary -
+printf "%-72s %-22s %-22s %6s  %-7s %s\n" "CONGESTION, Gb/s, 64 KiB write_bw --validate, 1% CE marks [veth 1500]" "marked" "unmarked" "ratio" "target" "result"
+row "soft v2 --cc dcqcn, the paper's parameters / unmarked" ce_dcqcn_paper ce_unmarked "<=" 0.8
+row "soft v2 --cc dcqcn, ConnectX's defaults / unmarked" ce_dcqcn ce_unmarked info -
+row "soft v2 --cc none / unmarked" ce_none ce_unmarked within 0.9-1.1
 echo "RESOURCES, 64 KiB bandwidth runs: CPU time (user+sys) per KiB and per packet of the measured window, each side (client | server); peak RSS; share of it in the kernel"
 printf "%-44s %-20s %-20s %-20s %s\n" "run [link]" "ns/KiB c | s" "ns/packet c | s" "peak RSS MiB c | s" "sys % c | s"
 resrow() { # resrow <label> <key>
