@@ -245,14 +245,15 @@ veth_round() {
     roce_bw veth_soft_read_bw read_bw --transport soft --roce v2 -d veth0
 }
 
-# ce_marks <share>: the client side's (b) RoCE v2 datagrams CE-marked at random by the kernel, as a
-# switch marks (0: no marks). On a GSO super-datagram the mark covers its every segment, as a switch's
-# would a burst that arrived together.
+# ce_marks <share> [codepoint]: the client side's (b) RoCE v2 datagrams marked at random by the kernel,
+# CE (3) as a switch marks, or ECT(0) (2), what they carry already: the unmarked runs take the same
+# rule, so both pay the same host path. On a GSO super-datagram the mark covers its every segment, as a
+# switch's would a burst that arrived together. "off" removes the rule.
 ce_marks() {
     "${ON_B[@]}" iptables -t mangle -F OUTPUT
-    [[ $1 == 0 ]] && return 0
+    [[ $1 == off ]] && return 0
     "${ON_B[@]}" iptables -t mangle -A OUTPUT -p udp --dport 4791 -m statistic --mode random \
-        --probability "$1" -j ECN --ecn-ip-ect 3
+        --probability "$1" -j ECN --ecn-ip-ect "${2:-3}"
 }
 
 # DCQCN at the SIGCOMM'15 paper's timing (docs/congestion.md): alpha every 55 us with g = 1/256, the
@@ -264,13 +265,13 @@ PAPER_CC=(--cc-param rp_dce_tcp_rtt=55 --cc-param rp_dce_tcp_g=1020 --cc-param r
 # Congestion signals (issue 29): the same soft v2 write_bw with --validate, unmarked and with 1 % of
 # the client's datagrams CE-marked, under DCQCN (ConnectX's defaults, then the paper's) and --cc none.
 ce_round() {
-    ce_marks 0
+    ce_marks 0.01 2
     roce_bw ce_unmarked write_bw --transport soft --roce v2 -d veth0 --validate
     ce_marks 0.01
     roce_bw ce_dcqcn write_bw --transport soft --roce v2 -d veth0 --validate --cc dcqcn
     roce_bw ce_dcqcn_paper write_bw --transport soft --roce v2 -d veth0 --validate --cc dcqcn "${PAPER_CC[@]}"
     roce_bw ce_none write_bw --transport soft --roce v2 -d veth0 --validate --cc none
-    ce_marks 0
+    ce_marks off
 }
 
 veth9k_round() {
