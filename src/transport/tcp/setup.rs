@@ -134,10 +134,10 @@ fn tune(s: &TcpStream, dial: Dial) -> Result<()> {
             ),
             _ => (libc::IPPROTO_IP, libc::IP_TOS, "setting IP_TOS (--tclass)"),
         };
-        set_int(s, level, name, tclass.into()).map_err(io_err(what))?;
+        crate::transport::sockopt::set_int(s, level, name, tclass.into()).map_err(io_err(what))?;
     }
     if let Some(prio) = dial.priority {
-        set_int(s, libc::SOL_SOCKET, libc::SO_PRIORITY, prio.into()).map_err(io_err(
+        crate::transport::sockopt::set_int(s, libc::SOL_SOCKET, libc::SO_PRIORITY, prio.into()).map_err(io_err(
             if prio > 6 {
                 "setting SO_PRIORITY (-S; above 6 it needs CAP_NET_ADMIN: run as root or give -S 0..6)"
             } else {
@@ -151,31 +151,6 @@ fn tune(s: &TcpStream, dial: Dial) -> Result<()> {
         rustix::net::sockopt::set_socket_send_buffer_size(s, bytes)
             .and_then(|()| rustix::net::sockopt::set_socket_recv_buffer_size(s, bytes))
             .map_err(|e| io_err("setting the socket buffer size")(e.into()))?;
-    }
-    Ok(())
-}
-
-/// One integer socket option.
-fn set_int(
-    s: &TcpStream,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: the stream's descriptor is open for the call; `value` is a live c_int and its size
-    // is passed, which is what every integer option reads.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            level,
-            name,
-            std::ptr::from_ref(&value).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

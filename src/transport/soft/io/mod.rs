@@ -38,7 +38,7 @@ mod tcx;
 mod test_frames;
 
 use std::net::IpAddr;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 
 use super::netdev::NetdevError;
 use crate::transport::{Error, Param};
@@ -176,22 +176,10 @@ pub(crate) fn setsockopt_int(
     value: libc::c_int,
     what: &str,
 ) -> Result<(), IoError> {
-    // SAFETY: `fd` is an open descriptor (borrowed for the call); `value` is a live c_int and its
-    // size is passed, which is what every integer option reads.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_fd().as_raw_fd(),
-            level,
-            name,
-            &value as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        Err(IoError::last_os(format!("setsockopt({what}={value})")))
-    } else {
-        Ok(())
-    }
+    crate::transport::sockopt::set_int(fd, level, name, value).map_err(|source| IoError::Os {
+        context: format!("setsockopt({what}={value})"),
+        source,
+    })
 }
 
 /// Grows a socket buffer to `bytes`: SO_*BUFFORCE when privileged (ignores rmem_max), else the
