@@ -14,6 +14,7 @@
 //! - Encapsulations: [`EthernetRepr`], [`GrhRepr`] (v1), [`Ipv4Repr`] / [`Ipv6Repr`] + [`UdpRepr`] (v2).
 //! - Management: [`mad`] (the 256-byte MADs of QP1) and [`cm`] (the Communication Manager's
 //!   REQ / REP / RTU / REJ / DREQ / DREP, rdma_cm's IP header and service IDs).
+//! - [`pfc`]: MAC Control pause frames (PFC and global pause), which lossless RoCE runs on.
 //! - [`Icrc`] and [`icrc_v1`] / [`icrc_v2_ipv4`] / [`icrc_v2_ipv6`].
 //! - A whole frame: [`RoceFrame`] (checked view) and [`RoceFrameRepr`] (parse verifies the ICRC, emit
 //!   computes it).
@@ -71,6 +72,7 @@ mod ipv4;
 mod ipv6;
 pub mod mad;
 mod opcode;
+pub mod pfc;
 mod reth;
 mod udp;
 
