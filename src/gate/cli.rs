@@ -90,6 +90,10 @@ pub fn main() -> ExitCode {
     if let Some(code) = super::fabric::main_if_fabric() {
         return code;
     }
+    // A congestion study (congestion.json) is judged per discipline, with its own flags.
+    if let Some(code) = super::congestion::main_if_congestion() {
+        return code;
+    }
     let matches = crate::params::argv::matches(<Cli as clap::CommandFactory>::command());
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if !cli.gate.is_active() && !cli.set.is_active() {

@@ -20,6 +20,7 @@
 //! inputs are failures, not passes.
 
 pub mod cli;
+pub(crate) mod congestion;
 pub(crate) mod fabric;
 pub(crate) mod input;
 pub(crate) mod judge;
