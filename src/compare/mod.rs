@@ -12,6 +12,7 @@
 
 pub(crate) mod ceiling;
 pub mod cli;
+pub mod congestion;
 pub(crate) mod error;
 pub(crate) mod files;
 pub(crate) mod floor;
