@@ -93,13 +93,16 @@ want make make   # cmake only recommends it
 libclang_ok || add libclang-dev
 if [[ $purpose == demo ]]; then
     want ip iproute2
+    # roce_compare --congestion turns the veths' offloads off so that the switch queues real frames.
+    want ethtool ethtool
 fi
 if [[ $purpose == test || $purpose == bench ]]; then
     want c++ g++
     want tshark tshark
     want ip iproute2
     want tcpdump tcpdump
-    # -W reads a netdev's statistics through SIOCETHTOOL; its test compares them with `ethtool -S`.
+    # -W reads a netdev's statistics through SIOCETHTOOL; its test compares them with `ethtool -S`;
+    # the congested link's topology (tests/it/switch.rs) turns the veths' offloads off with it.
     want ethtool ethtool
     # netns.sh's loss/duplication fallback on kernels without netem.
     want iptables-legacy iptables

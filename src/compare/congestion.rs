@@ -1,6 +1,8 @@
 //! `roce_compare --congestion`: N flows through one congested link under each discipline, with a
-//! victim latency probe (docs/congestion.md). [`plan`] decides what runs from the flags, [`build`]
-//! turns what the runs wrote into the study's document (`crate::results::congestion`).
+//! victim latency probe (docs/congestion.md). Its namespaces and switch are [`topology`]; [`plan`]
+//! decides what runs from the flags, [`build`] turns what the runs wrote into the study's document
+//! (`crate::results::congestion`).
 
 pub(crate) mod build;
 pub(crate) mod plan;
+pub mod topology;

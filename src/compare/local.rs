@@ -60,7 +60,8 @@ pub(crate) struct NetnsPair {
     pub client: String,
 }
 
-fn ip(args: &[&str]) -> Result<()> {
+/// Runs `ip ARGS`; the error names the command and what it printed, or a missing iproute2.
+pub(crate) fn ip(args: &[&str]) -> Result<()> {
     let out = Command::new("ip").args(args).output().map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             Error::IpMissing
@@ -144,12 +145,18 @@ impl NetnsPair {
     }
 
     fn delete(&self) {
-        for ns in [&self.server, &self.client] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", ns])
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
+        delete_netns(&[&self.server, &self.client]);
+    }
+}
+
+/// Deletes network namespaces (and the veth ends in them), quietly: those that do not exist are
+/// what a clean run leaves.
+pub(crate) fn delete_netns(names: &[&str]) {
+    for ns in names {
+        let _ = Command::new("ip")
+            .args(["netns", "del", ns])
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 

@@ -13,7 +13,7 @@
 pub(crate) mod ceiling;
 pub mod cli;
 #[allow(dead_code)] // TEMP: run by roce_compare --congestion, next commits
-pub(crate) mod congestion;
+pub mod congestion;
 pub(crate) mod error;
 pub(crate) mod files;
 pub(crate) mod floor;

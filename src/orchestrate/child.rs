@@ -223,6 +223,37 @@ impl Child {
         }
     }
 
+    /// Whether it has ended (and was reaped), without waiting.
+    pub(crate) fn has_ended(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Asks it to stop with SIGTERM (a child that writes its files on the way out, as `roce_switch`
+    /// does) and waits up to `grace` for it to end; kills it after that.
+    pub(crate) fn terminate(&mut self, grace: Duration) -> Ended {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: kill(2) on our own child, which has not been reaped (try_wait said so).
+            unsafe {
+                libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + grace;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Ended::Exited(status),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+                Ok(None) => {
+                    self.kill();
+                    return Ended::Killed(Stop::Deadline);
+                }
+                Err(e) => {
+                    self.kill();
+                    return Ended::Lost(e.to_string());
+                }
+            }
+        }
+    }
+
     /// Kills the process and reaps it.
     pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
@@ -364,6 +395,25 @@ mod tests {
         });
         assert_eq!(end, Ended::Killed(Stop::Cancelled));
         assert_eq!(end.code(), None);
+    }
+
+    #[test]
+    fn terminate_lets_a_child_finish_on_sigterm_and_kills_one_that_ignores_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let polite = sh("trap 'echo bye; exit 0' TERM; echo up; while :; do sleep 0.01; done");
+        let mut c = Child::spawn(&polite, dir.path(), "p").unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let end = c.terminate(Duration::from_secs(10));
+        assert!(end.success(), "{end:?}");
+        let out = std::fs::read_to_string(c.stdout_log()).unwrap();
+        assert!(out.ends_with("bye\n"), "{out}");
+        let deaf = sh("trap '' TERM; while :; do sleep 0.01; done");
+        let mut c = Child::spawn(&deaf, dir.path(), "d").unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            c.terminate(Duration::from_millis(200)),
+            Ended::Killed(Stop::Deadline)
+        );
     }
 
     #[test]

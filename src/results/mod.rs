@@ -26,6 +26,7 @@ pub(crate) mod row;
 pub(crate) mod run;
 pub(crate) mod set;
 pub(crate) mod size;
+pub mod switch;
 pub(crate) mod time;
 
 #[cfg(test)]

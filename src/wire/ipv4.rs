@@ -119,6 +119,32 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 }
 
+/// Sets the ECN field (the TOS byte's low two bits) of the IPv4 header at the start of `header`
+/// and rewrites its checksum, as a switch marking Congestion Experienced does. `header` holds at
+/// least the header's IHL × 4 bytes; a shorter or not-IPv4 header is left alone (false).
+pub fn set_ipv4_ecn(header: &mut [u8], ecn: u8) -> bool {
+    let Some(&ver_ihl) = header.first() else {
+        return false;
+    };
+    let len = usize::from(ver_ihl & field::IHL_MASK) * 4;
+    if ver_ihl >> 4 != 4 || len < 20 || header.len() < len {
+        return false;
+    }
+    header[field::DSCP_ECN] = (header[field::DSCP_ECN] & !3) | (ecn & 3);
+    header[field::CHECKSUM].fill(0);
+    let sum = checksum(&header[..len]);
+    header[field::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
+    true
+}
+
+/// True when the IPv4 header at the start of `header` (IHL × 4 bytes) carries a correct checksum.
+pub fn ipv4_checksum_ok(header: &[u8]) -> bool {
+    let len = header
+        .first()
+        .map_or(0, |b| usize::from(b & field::IHL_MASK) * 4);
+    len >= 20 && header.len() >= len && checksum(&header[..len]) == 0
+}
+
 /// The Internet checksum (RFC 1071) of `data`: 0 when `data` holds a correct checksum.
 fn checksum(data: &[u8]) -> u16 {
     let mut sum = 0u32;

@@ -99,7 +99,7 @@ pub use ib::{IbRepr, pad_len};
 pub use icrc::{ICRC_LEN, Icrc, icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6, split_icrc};
 pub use icrc_ipv4_id::Ipv4IdCache;
 pub(crate) use ipv4::Ipv4Packet;
-pub use ipv4::Ipv4Repr;
+pub use ipv4::{Ipv4Repr, ipv4_checksum_ok, set_ipv4_ecn};
 pub(crate) use ipv6::Ipv6Packet;
 pub use ipv6::Ipv6Repr;
 pub use opcode::Opcode;

@@ -1,0 +1,354 @@
+//! One switch port: an AF_PACKET socket bound to an interface for every EtherType, frames received in
+//! batches (`recvmmsg`, each with the VLAN tag the kernel moved into its metadata) into a fixed set
+//! of buffers, and sent in batches (`sendmmsg`) straight to the driver (past the qdisc).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::error::{Error, Result};
+use crate::frame::{ETH_HEADER, VLAN_TAG};
+
+/// Frames taken per `recvmmsg`.
+pub const BATCH: usize = 64;
+/// `PACKET_AUXDATA`: each frame's VLAN tag as a control message.
+const PACKET_AUXDATA: libc::c_int = 8;
+const PACKET_STATISTICS: libc::c_int = 6;
+const PACKET_QDISC_BYPASS: libc::c_int = 20;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+/// The receive buffer asked for: a burst at 10 Gb/s for a few ms waits here while the switch sleeps.
+const RCVBUF: libc::c_int = 32 << 20;
+/// Room for one `tpacket_auxdata` control message.
+const CONTROL: usize = 64;
+
+/// `struct tpacket_auxdata` (linux/if_packet.h).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct AuxData {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+    tp_vlan_tci: u16,
+    tp_vlan_tpid: u16,
+}
+
+/// `struct tpacket_stats`.
+#[repr(C)]
+#[derive(Default)]
+struct TpacketStats {
+    tp_packets: u32,
+    tp_drops: u32,
+}
+
+/// A received frame: where its bytes are and the tag the kernel took off, if any.
+#[derive(Debug, Clone, Copy)]
+pub struct Rx {
+    /// Its buffer's index.
+    pub slot: usize,
+    /// Its length.
+    pub len: usize,
+    /// The 802.1Q TCI from its metadata.
+    pub tci: Option<u16>,
+    /// It did not fit the buffer (larger than the port's MTU allows).
+    pub truncated: bool,
+}
+
+/// One port.
+pub struct Sock {
+    fd: OwnedFd,
+    /// The interface.
+    pub name: String,
+    /// Its MAC.
+    pub mac: [u8; 6],
+    /// Its MTU.
+    pub mtu: usize,
+    /// The receive buffers, `slot_len` bytes each.
+    bufs: Vec<u8>,
+    slot_len: usize,
+    controls: Vec<[u8; CONTROL]>,
+    iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+/// The largest frame a port of `mtu` passes: header, a tag, the MTU.
+pub fn max_frame(mtu: usize) -> usize {
+    ETH_HEADER + VLAN_TAG + mtu
+}
+
+impl Sock {
+    /// Opens the port on `name`.
+    pub fn open(name: &str) -> Result<Sock> {
+        let c = CString::new(name)
+            .map_err(|_| Error::Usage(format!("{name:?} is not an interface name")))?;
+        // SAFETY: c is a valid NUL-terminated string.
+        let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
+        if ifindex == 0 {
+            return Err(Error::Usage(format!(
+                "no interface {name} in this network namespace (ip link show lists them; run the switch in the \
+                 namespace that holds its ports: ip netns exec NS roce_switch ...)"
+            )));
+        }
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: plain socket creation; ownership goes to OwnedFd at once.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                libc::c_int::from(proto),
+            )
+        };
+        if raw < 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => Error::Usage(format!(
+                    "opening an AF_PACKET socket on {name} needs CAP_NET_RAW: run roce_switch as root"
+                )),
+                _ => Error::setup(format!("opening an AF_PACKET socket on {name}"), e),
+            });
+        }
+        // SAFETY: raw is a fresh descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let s = fd.as_raw_fd();
+        let ctx = |what: &str| format!("{what} on the AF_PACKET socket of {name}");
+        set_int(s, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            .map_err(|e| Error::setup(ctx("PACKET_IGNORE_OUTGOING"), e))?;
+        set_int(s, libc::SOL_PACKET, PACKET_AUXDATA, 1)
+            .map_err(|e| Error::setup(ctx("PACKET_AUXDATA"), e))?;
+        set_int(s, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1)
+            .map_err(|e| Error::setup(ctx("PACKET_QDISC_BYPASS"), e))?;
+        if set_int(s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF).is_err() {
+            set_int(s, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF)
+                .map_err(|e| Error::setup(ctx("SO_RCVBUF"), e))?;
+        }
+        let mtu =
+            ifreq(s, name, libc::SIOCGIFMTU).map_err(|e| Error::setup(ctx("SIOCGIFMTU"), e))?;
+        // SAFETY: the kernel filled the mtu member of the union.
+        let mtu = unsafe { mtu.ifr_ifru.ifru_mtu } as usize;
+        let hw = ifreq(s, name, libc::SIOCGIFHWADDR)
+            .map_err(|e| Error::setup(ctx("SIOCGIFHWADDR"), e))?;
+        let mut mac = [0u8; 6];
+        // SAFETY: the kernel filled the hwaddr member of the union.
+        let data = unsafe { hw.ifr_ifru.ifru_hwaddr.sa_data };
+        for (m, d) in mac.iter_mut().zip(data.iter()) {
+            *m = *d as u8;
+        }
+        // SAFETY: all-zero is a valid sockaddr_ll.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = ifindex as i32;
+        // SAFETY: sll is a valid sockaddr_ll of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                s,
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(Error::setup(ctx("bind"), io::Error::last_os_error()));
+        }
+        // One byte more than the largest frame: a frame that fills it was cut (MSG_TRUNC says so too).
+        let slot_len = max_frame(mtu) + 1;
+        Ok(Sock {
+            fd,
+            name: name.to_owned(),
+            mac,
+            mtu,
+            bufs: vec![0; slot_len * BATCH],
+            slot_len,
+            controls: vec![[0; CONTROL]; BATCH],
+            // SAFETY: all-zero iovecs and mmsghdrs are valid (null pointers, zero lengths).
+            iovs: vec![unsafe { std::mem::zeroed() }; BATCH],
+            // SAFETY: as above.
+            msgs: vec![unsafe { std::mem::zeroed() }; BATCH],
+        })
+    }
+
+    /// The descriptor, for `ppoll`.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Receive buffer `slot`'s frame.
+    pub fn frame(&self, rx: &Rx) -> &[u8] {
+        let at = rx.slot * self.slot_len;
+        &self.bufs[at..at + rx.len.min(self.slot_len)]
+    }
+
+    /// Receive buffer `slot`'s frame, to rewrite.
+    pub fn frame_mut(&mut self, rx: &Rx) -> &mut [u8] {
+        let at = rx.slot * self.slot_len;
+        &mut self.bufs[at..at + rx.len.min(self.slot_len)]
+    }
+
+    /// Receives up to [`BATCH`] frames into `out` (cleared first); none when nothing waits.
+    pub fn recv(&mut self, out: &mut Vec<Rx>) -> io::Result<()> {
+        out.clear();
+        let base = self.bufs.as_mut_ptr();
+        for i in 0..BATCH {
+            // SAFETY: slot i lies inside bufs.
+            self.iovs[i] = libc::iovec {
+                iov_base: unsafe { base.add(i * self.slot_len) } as *mut libc::c_void,
+                iov_len: self.slot_len,
+            };
+            let h = &mut self.msgs[i].msg_hdr;
+            h.msg_name = std::ptr::null_mut();
+            h.msg_namelen = 0;
+            h.msg_iov = &mut self.iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = self.controls[i].as_mut_ptr() as *mut libc::c_void;
+            h.msg_controllen = CONTROL as _;
+            h.msg_flags = 0;
+            self.msgs[i].msg_len = 0;
+        }
+        // SAFETY: every mmsghdr points at live buffers of the lengths given, owned by self.
+        let n = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(()),
+                _ => Err(e),
+            };
+        }
+        for i in 0..n as usize {
+            let m = &self.msgs[i];
+            let len = m.msg_len as usize;
+            out.push(Rx {
+                slot: i,
+                len,
+                tci: aux_tci(&m.msg_hdr),
+                truncated: len >= self.slot_len || m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+            });
+        }
+        Ok(())
+    }
+
+    /// Sends `frames` (each a list of byte runs, sent as one frame) in as few `sendmmsg` calls as it
+    /// takes; returns how many the kernel took (a full transmit queue refuses the rest).
+    pub fn send(&self, iovs: &mut [[libc::iovec; 3]], counts: &[usize]) -> io::Result<usize> {
+        let n = counts.len().min(iovs.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: all-zero mmsghdrs are valid; filled below.
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        let mut sent = 0;
+        while sent < n {
+            let k = (n - sent).min(BATCH);
+            for j in 0..k {
+                let h = &mut msgs[j].msg_hdr;
+                h.msg_iov = iovs[sent + j].as_mut_ptr();
+                h.msg_iovlen = counts[sent + j] as _;
+            }
+            // SAFETY: every message's iovecs point at live frames the caller holds during the call.
+            let rc = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), k as u32, 0) };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(sent),
+                    _ => Err(e),
+                };
+            }
+            sent += rc as usize;
+            if (rc as usize) < k {
+                break;
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Frames the kernel dropped because this socket's receive buffer was full, since the last call.
+    pub fn kernel_drops(&self) -> u64 {
+        let mut st = TpacketStats::default();
+        let mut len = std::mem::size_of::<TpacketStats>() as libc::socklen_t;
+        // SAFETY: st and len are live and sized as the option needs.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                PACKET_STATISTICS,
+                &mut st as *mut TpacketStats as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if rc == 0 { u64::from(st.tp_drops) } else { 0 }
+    }
+}
+
+/// The VLAN TCI in a received message's `PACKET_AUXDATA`, if the kernel took a tag off.
+fn aux_tci(h: &libc::msghdr) -> Option<u16> {
+    // SAFETY: the kernel wrote h's control buffer; CMSG_* walk only within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
+                let aux = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const AuxData);
+                let valid = aux.tp_status & TP_STATUS_VLAN_VALID != 0 || aux.tp_vlan_tci != 0;
+                return valid.then_some(aux.tp_vlan_tci);
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    None
+}
+
+/// setsockopt of one int.
+fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: value lives across the call and its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            &value as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// An ifreq ioctl on `dev`.
+fn ifreq(fd: RawFd, dev: &str, req: libc::c_ulong) -> io::Result<libc::ifreq> {
+    let bytes = dev.as_bytes();
+    if bytes.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: ifreq is plain old data; all-zero is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: these requests read ifr_name and write one member of ifr_ifru of a valid ifreq.
+    let rc = unsafe { libc::ioctl(fd, req as _, &mut ifr) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ifr)
+    }
+}
+
+/// The link speed of `name` in Mb/s from sysfs (veth says 10000), if it says one.
+pub fn speed_mbps(name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
+    text.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|&s| s > 0)
+        .map(|s| s as u64)
+}
