@@ -12,7 +12,6 @@
 
 pub(crate) mod ceiling;
 pub mod cli;
-#[allow(dead_code)] // TEMP: run by roce_compare --congestion, next commits
 pub mod congestion;
 pub(crate) mod error;
 pub(crate) mod files;

@@ -149,7 +149,6 @@ pub(crate) enum Document<'a> {
     /// A fabric run's matrices.
     Fabric(&'a FabricRun<'a>),
     /// A congestion study (`roce_compare --congestion`).
-    #[allow(dead_code)] // TEMP: used by compare::congestion, next commits
     Congestion(&'a CongestionDoc),
 }
 
@@ -390,7 +389,6 @@ impl ExportManager {
 
     /// A congestion study's files in `dir`: congestion.json, congestion.csv, a rate plot per
     /// discipline and the victim's latency plot.
-    #[allow(dead_code)] // TEMP: used by compare::congestion, next commits
     pub(crate) fn congestion(dir: &Path) -> ExportManager {
         let place = || Place::Dir(dir.to_owned());
         ExportManager::new()

@@ -8,7 +8,6 @@
 //! (`crate::results`): a [`RunInfo`](crate::results::RunInfo), which the binary fills from its options
 //! and its transport, and [`SizeResult`](crate::results::SizeResult)s, which the drivers measure.
 
-#[allow(dead_code)] // TEMP: used by compare::congestion, next commits
 pub(crate) mod congestion;
 pub(crate) mod console;
 pub mod export;

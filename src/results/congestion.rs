@@ -62,13 +62,14 @@ impl Discipline {
         }
     }
 
-    /// The discipline word the switch takes (`roce_switch --discipline`): `lossy`, `ecn` or `pfc`.
-    /// PFC with DCQCN pauses and marks: the switch runs `pfc` with its ECN thresholds set.
+    /// The discipline word the switch takes (`roce_switch --discipline`): `lossy`, `ecn`, `pfc`,
+    /// or `pfc-ecn` (PFC with DCQCN: the switch pauses and marks).
     pub(crate) fn switch(self) -> &'static str {
         match self {
             Discipline::LossyGbn | Discipline::LossySr | Discipline::TcpCubic => "lossy",
             Discipline::EcnDcqcn => "ecn",
-            Discipline::Pfc | Discipline::PfcDcqcn => "pfc",
+            Discipline::Pfc => "pfc",
+            Discipline::PfcDcqcn => "pfc-ecn",
         }
     }
 
@@ -97,11 +98,6 @@ impl Discipline {
             Discipline::LossySr => Some(Recovery::Sr),
             _ => None,
         }
-    }
-
-    /// Whether the switch must never drop its data (PFC).
-    pub(crate) fn lossless(self) -> bool {
-        matches!(self, Discipline::Pfc | Discipline::PfcDcqcn)
     }
 
     /// `lossy-gbn` etc. back to the discipline; the error lists the names.
@@ -247,7 +243,7 @@ pub(crate) struct Ran {
     pub recovery: Option<Recovery>,
     /// Whether the client checked every byte (`--validate`).
     pub validate: bool,
-    /// The switch's discipline: `lossy`, `ecn`, `pfc`.
+    /// The switch's discipline: `lossy`, `ecn`, `pfc`, `pfc-ecn`.
     pub switch: String,
     /// The client's command line.
     pub client_args: Vec<String>,

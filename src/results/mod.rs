@@ -10,7 +10,6 @@
 //! uses only `params` (the vocabulary) and `stats` (the summaries).
 
 pub(crate) mod ceiling;
-#[allow(dead_code)] // TEMP: used by compare::congestion, next commits
 pub(crate) mod congestion;
 pub mod csv;
 pub(crate) mod fabric;

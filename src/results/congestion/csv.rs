@@ -47,6 +47,7 @@ pub(crate) const COLUMNS: &[&str] = &[
 ];
 
 /// The header line (without its line end).
+#[cfg(test)]
 pub(crate) fn header_line() -> String {
     COLUMNS.join(",")
 }

@@ -35,7 +35,7 @@ fn disciplines_say_what_they_run() {
             ("lossy-sr", "lossy", "soft", "none", Some("sr")),
             ("ecn-dcqcn", "ecn", "soft", "dcqcn", None),
             ("pfc", "pfc", "soft", "none", None),
-            ("pfc-dcqcn", "pfc", "soft", "dcqcn", None),
+            ("pfc-dcqcn", "pfc-ecn", "soft", "dcqcn", None),
             ("tcp-cubic", "lossy", "tcp", "cubic", None),
         ]
     );
