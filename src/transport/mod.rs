@@ -16,7 +16,7 @@ pub(crate) mod mtu;
 pub(crate) mod param;
 pub(crate) mod probe;
 pub(crate) mod rng;
-pub(crate) mod sockopt;
+pub mod sockopt;
 pub mod soft;
 pub(crate) mod tcp;
 pub mod verbs;

@@ -1,11 +1,12 @@
 //! The one raw integer `setsockopt` both socket transports use for options rustix has no typed
-//! setter for (`IP_TOS`, `IPV6_TCLASS`, `SO_PRIORITY`, UDP's GSO and checksum options).
+//! setter for (`IP_TOS`, `IPV6_TCLASS`, `SO_PRIORITY`, UDP's GSO and checksum options), and the
+//! AF_PACKET options of `roce_switch`.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 
 /// Sets the integer socket option `level`/`name` to `value` on `fd`.
-pub(crate) fn set_int(
+pub fn set_int(
     fd: impl AsFd,
     level: libc::c_int,
     name: libc::c_int,

@@ -65,6 +65,7 @@ mod soft_process;
 mod soft_protection;
 mod soft_rdma_cm;
 mod soft_six_tests;
+mod switch;
 mod tcp_reports;
 mod tcp_six_tests;
 mod verbs_binaries_unavailable;

@@ -2,9 +2,11 @@
 //! batches (`recvmmsg`, each with the VLAN tag the kernel moved into its metadata) into a fixed set
 //! of buffers, and sent in batches (`sendmmsg`) straight to the driver (past the qdisc).
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use roceperf::transport::sockopt::set_int;
+use roceperf::transport::soft::netdev::{NetDev, NetdevError};
 
 use crate::error::{Error, Result};
 use crate::frame::{ETH_HEADER, VLAN_TAG};
@@ -81,16 +83,14 @@ pub fn max_frame(mtu: usize) -> usize {
 impl Sock {
     /// Opens the port on `name`.
     pub fn open(name: &str) -> Result<Sock> {
-        let c = CString::new(name)
-            .map_err(|_| Error::Usage(format!("{name:?} is not an interface name")))?;
-        // SAFETY: c is a valid NUL-terminated string.
-        let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
-        if ifindex == 0 {
-            return Err(Error::Usage(format!(
-                "no interface {name} in this network namespace (ip link show lists them; run the switch in the \
-                 namespace that holds its ports: ip netns exec NS roce_switch ...)"
-            )));
-        }
+        let dev = NetDev::by_name(name).map_err(|e| match e {
+            NetdevError::NotFound { available, .. } => Error::Usage(format!(
+                "no interface {name} in this network namespace (here: {}); run the switch in the \
+                 namespace that holds its ports: ip netns exec NS roce_switch ...",
+                available.join(", ")
+            )),
+            other => Error::Usage(format!("interface {name}: {other}")),
+        })?;
         let proto = (libc::ETH_P_ALL as u16).to_be();
         // SAFETY: plain socket creation; ownership goes to OwnedFd at once.
         let raw = unsafe {
@@ -111,39 +111,29 @@ impl Sock {
         }
         // SAFETY: raw is a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let s = fd.as_raw_fd();
         let ctx = |what: &str| format!("{what} on the AF_PACKET socket of {name}");
-        set_int(s, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-            .map_err(|e| Error::setup(ctx("PACKET_IGNORE_OUTGOING"), e))?;
-        set_int(s, libc::SOL_PACKET, PACKET_AUXDATA, 1)
-            .map_err(|e| Error::setup(ctx("PACKET_AUXDATA"), e))?;
-        set_int(s, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1)
-            .map_err(|e| Error::setup(ctx("PACKET_QDISC_BYPASS"), e))?;
-        if set_int(s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF).is_err() {
-            set_int(s, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF)
+        for (opt, what) in [
+            (PACKET_IGNORE_OUTGOING, "PACKET_IGNORE_OUTGOING"),
+            (PACKET_AUXDATA, "PACKET_AUXDATA"),
+            (PACKET_QDISC_BYPASS, "PACKET_QDISC_BYPASS"),
+        ] {
+            set_int(&fd, libc::SOL_PACKET, opt, 1).map_err(|e| Error::setup(ctx(what), e))?;
+        }
+        if set_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF).is_err() {
+            set_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF)
                 .map_err(|e| Error::setup(ctx("SO_RCVBUF"), e))?;
         }
-        let mtu =
-            ifreq(s, name, libc::SIOCGIFMTU).map_err(|e| Error::setup(ctx("SIOCGIFMTU"), e))?;
-        // SAFETY: the kernel filled the mtu member of the union.
-        let mtu = unsafe { mtu.ifr_ifru.ifru_mtu } as usize;
-        let hw = ifreq(s, name, libc::SIOCGIFHWADDR)
-            .map_err(|e| Error::setup(ctx("SIOCGIFHWADDR"), e))?;
-        let mut mac = [0u8; 6];
-        // SAFETY: the kernel filled the hwaddr member of the union.
-        let data = unsafe { hw.ifr_ifru.ifru_hwaddr.sa_data };
-        for (m, d) in mac.iter_mut().zip(data.iter()) {
-            *m = *d as u8;
-        }
+        let mtu = dev.link_mtu as usize;
+        let mac = dev.mac.map_or([0; 6], |m| m.0);
         // SAFETY: all-zero is a valid sockaddr_ll.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = proto;
-        sll.sll_ifindex = ifindex as i32;
+        sll.sll_ifindex = dev.index as i32;
         // SAFETY: sll is a valid sockaddr_ll of the size passed.
         let rc = unsafe {
             libc::bind(
-                s,
+                fd.as_raw_fd(),
                 &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
                 std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
             )
@@ -302,45 +292,6 @@ fn aux_tci(h: &libc::msghdr) -> Option<u16> {
         }
     }
     None
-}
-
-/// setsockopt of one int.
-fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: value lives across the call and its size is passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            opt,
-            &value as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// An ifreq ioctl on `dev`.
-fn ifreq(fd: RawFd, dev: &str, req: libc::c_ulong) -> io::Result<libc::ifreq> {
-    let bytes = dev.as_bytes();
-    if bytes.len() >= libc::IFNAMSIZ {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
-    // SAFETY: ifreq is plain old data; all-zero is valid.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    // SAFETY: these requests read ifr_name and write one member of ifr_ifru of a valid ifreq.
-    let rc = unsafe { libc::ioctl(fd, req as _, &mut ifr) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ifr)
-    }
 }
 
 /// The link speed of `name` in Mb/s from sysfs (veth says 10000), if it says one.

@@ -102,6 +102,16 @@ impl Topology {
         for ns in t.names() {
             ip(&["netns", "add", &ns])?;
             ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            // IPv4 only: IPv6's neighbour discovery and MLD would queue at the bottleneck too.
+            ip(&[
+                "netns",
+                "exec",
+                &ns,
+                "sh",
+                "-c",
+                "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; \
+                 echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6",
+            ])?;
         }
         let mtu = spec.mtu.to_string();
         for (side, addr, port) in HOSTS {
@@ -192,6 +202,16 @@ impl Topology {
                 ))
             })?
             .join("roce_switch");
+        self.start_switch_at(program, spec, logs)
+    }
+
+    /// [`Topology::start_switch`] with the `roce_switch` binary at `program` (a test's build).
+    pub fn start_switch_at(
+        &self,
+        program: PathBuf,
+        spec: &SwitchSpec,
+        logs: &Path,
+    ) -> Result<RunningSwitch> {
         let stats = logs.join(format!("{}-switch-{}.json", self.prefix, spec.discipline));
         let mut launch = Launch::new(program, spec.args(&stats));
         launch.netns = Some(self.switch_ns());
