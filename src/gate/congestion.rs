@@ -237,8 +237,9 @@ pub(crate) fn judge(doc: &CongestionDoc, g: &CongestionGate, source: &Path) -> G
         );
     }
     for (t, named) in targets(&g.max_victim_p99, &DEFAULT_VICTIM, g.no_defaults) {
-        let j = absent(&t, named)
-            .unwrap_or_else(|| victim_check(doc, doc.run(t.discipline).expect("present"), t.value));
+        let j = absent(&t, named).unwrap_or_else(|| {
+            victim_check(doc, doc.run(t.discipline).expect("present"), t.value, named)
+        });
         push(
             t.discipline.name().into(),
             "victim p99 ÷ idle p99",
@@ -280,11 +281,21 @@ pub(crate) fn judge(doc: &CongestionDoc, g: &CongestionGate, source: &Path) -> G
     GateReport { checks }
 }
 
-/// The victim's p99 under `run` ÷ its p99 on the idle bottleneck, held to `limit`.
-fn victim_check(doc: &CongestionDoc, run: &DisciplineRun, limit: f64) -> Judged {
+/// The victim's p99 under `run` ÷ its p99 on the idle bottleneck, held to `limit`. A study run
+/// without a victim skips the default target and fails one the user named.
+fn victim_check(doc: &CongestionDoc, run: &DisciplineRun, limit: f64, named: bool) -> Judged {
     let d = run.discipline;
+    if doc.setup.victim_size_bytes.is_none() {
+        return Judged {
+            verdict: if named { Verdict::Fail } else { Verdict::Skip },
+            measured: "no victim".into(),
+            message: format!("{d}: the study ran without a victim (--no-victim)"),
+        };
+    }
     let (Some(loaded), Some(idle)) = (run.victim.as_ref(), doc.idle_victim.as_ref()) else {
-        return missing(format!("{d}: the study ran no victim (drop --no-victim)"));
+        return missing(format!(
+            "{d}: the victim wrote no latency (see the run's error)"
+        ));
     };
     let withheld = |which: &str, samples: u64| {
         missing(format!(

@@ -151,6 +151,16 @@ impl Study {
         if disciplines.is_empty() {
             disciplines = Discipline::ALL.to_vec();
         }
+        if args.kmin.is_some() != args.kmax.is_some() {
+            return Err(
+                "give --kmin and --kmax together (or neither: the switch's defaults)".into(),
+            );
+        }
+        if args.xoff.is_some() != args.xon.is_some() {
+            return Err(
+                "give --xoff and --xon together (or neither: the switch's defaults)".into(),
+            );
+        }
         if let (Some(lo), Some(hi)) = (args.kmin, args.kmax)
             && lo > hi
         {
@@ -323,6 +333,12 @@ mod tests {
             Study::new(&a, None, None)
                 .unwrap_err()
                 .contains("Kmin must be at most Kmax")
+        );
+        let a = args(&["--congestion", "--kmin", "10k"]).unwrap();
+        assert!(
+            Study::new(&a, None, None)
+                .unwrap_err()
+                .contains("--kmin and --kmax together")
         );
         let a = args(&["--congestion", "--xoff", "100k", "--xon", "200k"]).unwrap();
         assert!(

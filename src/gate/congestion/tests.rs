@@ -112,6 +112,17 @@ fn a_target_given_replaces_the_defaults_and_one_on_a_missing_discipline_fails() 
             .len(),
         4
     );
+    // Without a victim the default victim target is skipped, a named one fails.
+    let mut quiet = doc();
+    quiet.setup.victim_size_bytes = None;
+    let r = judge(&quiet, &CongestionGate::default(), Path::new("c.json"));
+    assert_eq!(r.checks[6].verdict, Verdict::Skip);
+    let named = CongestionGate {
+        max_victim_p99: vec![parse_target("ecn-dcqcn=3").unwrap()],
+        ..CongestionGate::default()
+    };
+    let r = judge(&quiet, &named, Path::new("c.json"));
+    assert_eq!(r.checks[6].verdict, Verdict::Fail);
 }
 
 #[test]
