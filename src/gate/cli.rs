@@ -32,6 +32,8 @@ Examples:
 
 Inputs: a run's JSON (--results), its CSV (--csv), or roce_compare's compare.json / compare.csv;
 - reads one of them from standard input (JSON or CSV by content).
+A roce_fabric matrix (fabric.json) and a roce_compare --congestion study (congestion.json) are judged
+with flags of their own: roce_gate FILE --help lists them (docs/ci-gate.md, docs/congestion.md).
 Units: bandwidth Gb/s, Mb/s, GB/s, MiB/s, GiB/s (b = bit, B = byte); time ns, us (µs), ms, s;
 message rate pps, Kpps, Mpps; regression N% (5% when not given).
 Limits are inclusive: --min-bw 90Gb/s passes at exactly 90 Gb/s.
