@@ -50,6 +50,12 @@ Examples:
     server$ roce_compare --server -d mlx5_0
     client$ roce_compare -d mlx5_0 192.0.2.10 send_lat read_bw -a
 
+  A congestion study (as root): 4 flows and a latency victim through a 1 Gb/s switch port under
+  lossy go-back-N and selective repeat, ECN with DCQCN, PFC, PFC with DCQCN and TCP cubic, 10 s
+  each; then hold it to issue 30's targets:
+    roce_compare --congestion
+    roce_gate results/<timestamp>/congestion.json
+
   Compare runs made with --results, and re-render an earlier comparison with a gate:
     roce_compare --from results/*-write_lat-*-client.json
     roce_compare --from results/20261129-102425/compare.json --gate-transport soft --min-bw 10Gb/s

@@ -146,7 +146,8 @@ fn victim_table(doc: &CongestionDoc) -> Option<String> {
         {
             let mut r = vec!["idle bottleneck".to_string()];
             r.extend(victim_cells(doc.idle_victim.as_ref()));
-            r.push("1.00".into());
+            let held = doc.idle_victim.as_ref().and_then(|v| v.p99_us).is_some();
+            r.push(if held { "1.00" } else { "-" }.into());
             r
         },
     ];

@@ -24,8 +24,8 @@ pub(crate) struct CongestionArgs {
     #[arg(long, value_name = "N", default_value_t = 4, requires = "congestion",
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub(crate) flows: u32,
-    /// The bottleneck's rate, Gb/s of wire bits [default: 1: what the soft transport and the
-    /// switch sustain on a small machine; see docs/congestion.md].
+    /// The bottleneck's rate, Gb/s of wire bits; the default is what the soft transport over single
+    /// frames and the switch sustain on a two-core machine (docs/congestion.md).
     #[arg(long, value_name = "GBPS", default_value_t = 1.0, requires = "congestion",
           value_parser = parse_gbps)]
     pub(crate) bottleneck: f64,
