@@ -385,17 +385,8 @@ fn loss_sweep(cli: &Cli, tests: &[TestKind], hosts: &[&str]) -> anyhow::Result<E
     };
     emit(&loss_report::table(&set));
     if !cli.no_files {
-        let dir = compare_dir(&cli.results, &set.started_at);
-        let files = ExportManager::loss_sweep(&dir)
-            .write(&Document::Compare(&set))
-            .result()?;
-        emit(&format!("\nLoss sweep files in {}:\n", dir.display()));
-        for f in files {
-            emit(&format!(
-                "  {}\n",
-                f.file_name().unwrap_or_default().to_string_lossy()
-            ));
-        }
+        let doc = Document::Compare(&set);
+        write_files(cli, ExportManager::loss_sweep, &doc, "Loss sweep files")?;
     }
     if set.runs.is_empty() {
         eprintln!("roce_compare: error: no run of the loss sweep succeeded; see the notes above");
@@ -452,17 +443,13 @@ fn congestion(cli: &Cli) -> anyhow::Result<ExitCode> {
     };
     emit(&crate::report::congestion::render(&doc));
     if !cli.no_files {
-        let dir = compare_dir(&cli.results, &doc.started_at);
-        let files = ExportManager::congestion(&dir)
-            .write(&Document::Congestion(&doc))
-            .result()?;
-        emit(&format!("\nCongestion study files in {}:\n", dir.display()));
-        for f in files {
-            emit(&format!(
-                "  {}\n",
-                f.file_name().unwrap_or_default().to_string_lossy()
-            ));
-        }
+        let doc = Document::Congestion(&doc);
+        write_files(
+            cli,
+            ExportManager::congestion,
+            &doc,
+            "Congestion study files",
+        )?;
     }
     ExportManager::new()
         .with_formats(&cli.formats)
@@ -680,21 +667,41 @@ fn from_files(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Writes `doc`'s files with the manager `formats` makes for `<results>/<timestamp>/`, and lists
+/// them under `title`.
+fn write_files(
+    cli: &Cli,
+    formats: fn(&Path) -> ExportManager,
+    doc: &Document<'_>,
+    title: &str,
+) -> anyhow::Result<()> {
+    let started_at = match doc {
+        Document::Compare(set) => &set.started_at,
+        Document::Congestion(study) => &study.started_at,
+        _ => return Ok(()),
+    };
+    let dir = compare_dir(&cli.results, started_at);
+    let files = formats(&dir).write(doc).result()?;
+    emit(&format!("\n{title} in {}:\n", dir.display()));
+    for f in files {
+        emit(&format!(
+            "  {}\n",
+            f.file_name().unwrap_or_default().to_string_lossy()
+        ));
+    }
+    Ok(())
+}
+
 /// Prints the table and histograms, writes the files, and applies the gates.
 fn report_and_gate(cli: &Cli, set: &CompareSet) -> anyhow::Result<ExitCode> {
     emit(&table::render(set));
     if !cli.no_files {
-        let dir = compare_dir(&cli.results, &set.started_at);
-        let files = ExportManager::comparison(&dir)
-            .write(&Document::Compare(set))
-            .result()?;
-        emit(&format!("\nFiles in {}:\n", dir.display()));
-        for n in files {
-            emit(&format!(
-                "  {}\n",
-                n.file_name().unwrap_or_default().to_string_lossy()
-            ));
-        }
+        write_files(
+            cli,
+            ExportManager::comparison,
+            &Document::Compare(set),
+            "Files",
+        )?;
     }
     ExportManager::new()
         .with_formats(&cli.formats)

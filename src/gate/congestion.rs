@@ -317,16 +317,6 @@ fn victim_check(doc: &CongestionDoc, run: &DisciplineRun, limit: f64, named: boo
     })
 }
 
-/// Whether `path` is a congestion.json (its schema says so, near the top).
-pub(crate) fn is_congestion(path: &Path) -> bool {
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return false;
-    };
-    let mut head = vec![0u8; 256];
-    let n = std::io::Read::read(&mut f, &mut head).unwrap_or(0);
-    String::from_utf8_lossy(&head[..n]).contains(&format!("\"{CONGESTION_SCHEMA}\""))
-}
-
 /// roce_gate's command line when its inputs are congestion studies.
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -347,19 +337,7 @@ struct Cli {
 /// roce_gate's hook: when an input file is a congestion.json, judge it here and give the exit code
 /// (0 pass, 1 fail, 2 bad input); None lets roce_gate go on.
 pub(crate) fn main_if_congestion() -> Option<ExitCode> {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if !args
-        .iter()
-        .skip(1)
-        .any(|a| !a.as_encoded_bytes().starts_with(b"-") && is_congestion(Path::new(a)))
-    {
-        return None;
-    }
-    let matches =
-        crate::params::argv::matches_from(<Cli as clap::CommandFactory>::command(), &args)
-            .unwrap_or_else(|e| e.exit());
-    let cli =
-        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let cli: Cli = super::args_for(CONGESTION_SCHEMA)?;
     Some(run(&cli.files, &cli.gate, &cli.output))
 }
 

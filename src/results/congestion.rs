@@ -378,6 +378,21 @@ pub(crate) struct Series {
     pub gbps: Vec<Vec<f64>>,
 }
 
+impl Ran {
+    /// What `d` runs, by the client's command line `client_args` (validated when it has
+    /// `--validate`).
+    pub(crate) fn of(d: Discipline, client_args: Vec<String>) -> Ran {
+        Ran {
+            transport: d.transport(),
+            cc: d.cc().into(),
+            recovery: d.recovery(),
+            validate: client_args.iter().any(|a| a == "--validate"),
+            switch: d.switch().into(),
+            client_args,
+        }
+    }
+}
+
 impl Victim {
     /// The victim's figures from its latency histogram (ns), each percentile withheld by `stats`'
     /// rule (10 samples beyond it).

@@ -7,10 +7,9 @@
 //! `roce_gate` on it exits as its figures say. Usage errors exit 2. Needs root and ethtool.
 
 use crate::common::schema::{assert_csv_header, assert_valid_file};
-use crate::common::{self, assert_contains};
+use crate::common::{self, assert_contains, the_only_dir};
 use crate::soft_support::is_root;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
@@ -25,15 +24,6 @@ fn compare(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-fn the_only_dir(results: &Path) -> PathBuf {
-    let dirs: Vec<PathBuf> = std::fs::read_dir(results)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    dirs[0].clone()
 }
 
 fn u(v: &Value) -> u64 {

@@ -223,14 +223,7 @@ pub(crate) fn discipline_run(
     };
     DisciplineRun {
         discipline: d,
-        ran: Ran {
-            transport: d.transport(),
-            cc: d.cc().into(),
-            recovery: d.recovery(),
-            validate: client_args.iter().any(|a| a == "--validate"),
-            switch: d.switch().into(),
-            client_args,
-        },
+        ran: Ran::of(d, client_args),
         outcome,
         flows,
         totals,

@@ -33,14 +33,7 @@ fn flow(i: u32, gbps: f64, retx: Option<u64>, cnps: Option<u64>) -> Flow {
 fn run(d: Discipline, flows: Vec<Flow>, totals: Totals, victim_p99_tail: u64) -> DisciplineRun {
     DisciplineRun {
         discipline: d,
-        ran: Ran {
-            transport: d.transport(),
-            cc: d.cc().into(),
-            recovery: d.recovery(),
-            validate: true,
-            switch: d.switch().into(),
-            client_args: vec!["roce_write_bw".into(), "-q".into(), "2".into()],
-        },
+        ran: Ran::of(d, vec!["roce_write_bw".into(), "--validate".into()]),
         outcome: Outcome {
             ok: true,
             error: None,
