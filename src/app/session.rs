@@ -279,6 +279,12 @@ fn steps<'p, D: Dialect, E: Described>(
                         progress.print(crate::report::console::RESULT_LINE);
                     }
                     progress.print(&report::row(plan, i, &r));
+                    if let (true, Some(line)) = (
+                        out.verbosity > 0 && !out.quiet(),
+                        crate::report::console::qp_shares(&r),
+                    ) {
+                        progress.print(&line);
+                    }
                     if let (true, Some((mine, theirs))) = (out.report_both, &parts)
                         && !out.quiet()
                     {
