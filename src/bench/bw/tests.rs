@@ -431,13 +431,9 @@ fn assert_shares_add_up(m: &BwMeasurement, qps: usize) {
     assert!(s.t_ms.windows(2).all(|w| w[0] < w[1]), "{:?}", s.t_ms);
 }
 
-#[test]
-fn write_bw_counts_each_queue_pairs_share_and_series() {
-    let s = BwSpec {
-        qp_series: Some(1),
-        ..spec(Verb::Write, 4096, RunMode::Iterations(400))
-    };
-    let (mut server, mut client) = pair(3, s.layout.buffer_len(), 64);
+/// `active` over `qps` TCP queue pairs against a passive server; its measurement.
+fn active_on_qps(s: &BwSpec, qps: usize) -> BwMeasurement {
+    let (mut server, mut client) = pair(qps, s.layout.buffer_len(), 64);
     let remotes = s.layout.remotes(&server.local_info());
     let done = Arc::new(AtomicBool::new(false));
     let d2 = done.clone();
@@ -450,9 +446,19 @@ fn write_bw_counts_each_queue_pairs_share_and_series() {
         )
         .unwrap()
     });
-    let m = active(&mut client, &s, &remotes, None, Hooks::none()).unwrap();
+    let m = active(&mut client, s, &remotes, None, Hooks::none()).unwrap();
     done.store(true, Ordering::Release);
     t.join().unwrap();
+    m
+}
+
+#[test]
+fn write_bw_counts_each_queue_pairs_share_and_series() {
+    let s = BwSpec {
+        qp_series: Some(1),
+        ..spec(Verb::Write, 4096, RunMode::Iterations(400))
+    };
+    let m = active_on_qps(&s, 3);
     assert_eq!(m.per_qp, vec![400, 400, 400]);
     assert_shares_add_up(&m, 3);
 }
@@ -463,22 +469,7 @@ fn a_timed_run_counts_each_queue_pairs_share_inside_its_window() {
         qp_series: Some(1),
         ..spec(Verb::Write, 1024, RunMode::Duration { secs: 1, margin: 0 })
     };
-    let (mut server, mut client) = pair(2, s.layout.buffer_len(), 64);
-    let remotes = s.layout.remotes(&server.local_info());
-    let done = Arc::new(AtomicBool::new(false));
-    let d2 = done.clone();
-    let t = std::thread::spawn(move || {
-        passive(
-            &mut server,
-            SERVING,
-            &mut || d2.load(Ordering::Acquire),
-            None,
-        )
-        .unwrap()
-    });
-    let m = active(&mut client, &s, &remotes, None, Hooks::none()).unwrap();
-    done.store(true, Ordering::Release);
-    t.join().unwrap();
+    let m = active_on_qps(&s, 2);
     assert!(m.per_qp.iter().all(|&n| n > 0), "{:?}", m.per_qp);
     assert_shares_add_up(&m, 2);
     // Sampled every millisecond of a one-second window: many samples, none past its end.
