@@ -11,6 +11,8 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub mod flows;
+
 /// Lowest latency the histogram tracks, in nanoseconds.
 pub(crate) const LATENCY_LOWEST_NS: u64 = 1;
 /// Highest latency the histogram tracks (100 s), in nanoseconds; record with `saturating_record`.
@@ -359,6 +361,12 @@ pub struct BandwidthStats {
     /// A paced run (`--rate_limit`): its target and what this measurement achieved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing: Option<Pacing>,
+    /// Each queue pair's share (the result's `qps`, lifted out of `bandwidth` by its serde form).
+    #[serde(skip)]
+    pub qps: Vec<flows::QpShare>,
+    /// `--qp-series`: each queue pair's bytes over time (the result's `qp_series`, likewise).
+    #[serde(skip)]
+    pub qp_series: Option<Box<flows::QpSeries>>,
 }
 
 /// A paced run's target rate next to what it achieved, in the target's units.
@@ -443,6 +451,8 @@ impl BandwidthStats {
             peak_mibps: best.map(|b| msg_size as f64 * 1e9 / b / MIB),
             msg_rate_mpps,
             pacing: None,
+            qps: Vec::new(),
+            qp_series: None,
         }
     }
 }
@@ -463,6 +473,9 @@ impl BandwidthStats {
             msg_rate_mpps: self.msg_rate_mpps + other.msg_rate_mpps,
             // This side's target and rate: each side paces only what it sends.
             pacing: self.pacing.clone(),
+            qps: flows::QpShare::combined(&self.qps, &other.qps),
+            // The series is where this side's own operations completed.
+            qp_series: self.qp_series.clone(),
         }
     }
 }
