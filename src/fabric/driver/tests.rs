@@ -262,22 +262,18 @@ fn an_incast_starts_every_sender_at_once_each_on_its_own_port() {
         }
     }
     // Three servers on rank 0 and three clients, before any answer; the port follows the client.
-    let servers: Vec<(usize, Option<u16>)> = jobs
-        .iter()
-        .filter(|(_, j)| j.side == Side::Server)
-        .map(|(r, j)| (*r, j.port))
-        .collect();
+    let on = |side: Side| -> Vec<(usize, Option<u16>)> {
+        jobs.iter()
+            .filter(|(_, j)| j.side == side)
+            .map(|(r, j)| (*r, j.port))
+            .collect()
+    };
     assert_eq!(
-        servers,
+        on(Side::Server),
         [(0, Some(20001)), (0, Some(20002)), (0, Some(20003))]
     );
-    let clients: Vec<(usize, Option<u16>)> = jobs
-        .iter()
-        .filter(|(_, j)| j.side == Side::Client)
-        .map(|(r, j)| (*r, j.port))
-        .collect();
     assert_eq!(
-        clients,
+        on(Side::Client),
         [(1, Some(20001)), (2, Some(20002)), (3, Some(20003))]
     );
     let mut records = Vec::new();
