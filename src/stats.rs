@@ -82,6 +82,14 @@ pub(crate) fn withheld_because(samples: u64, pct: f64) -> String {
     }
 }
 
+/// Jain's fairness index of `shares`: (Σx)² / (n·Σx²), 1 when all are equal, 1/n when one takes
+/// everything; None for no shares or all zero.
+pub(crate) fn jain_index(shares: &[f64]) -> Option<f64> {
+    let sum: f64 = shares.iter().sum();
+    let squares: f64 = shares.iter().map(|x| x * x).sum();
+    (!shares.is_empty() && squares > 0.0).then(|| sum * sum / (shares.len() as f64 * squares))
+}
+
 /// `100000` as `100,000`.
 pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();

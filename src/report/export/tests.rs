@@ -341,6 +341,7 @@ fn a_fabric_run_gets_its_tables_and_a_heatmap_per_matrix() {
         status: vec![vec![None]],
         flagged: None,
         limit: None,
+        incast: None,
     };
     let run = FabricRun {
         doc: FabricDoc {
