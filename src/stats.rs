@@ -11,6 +11,8 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub mod flows;
+
 /// Lowest latency the histogram tracks, in nanoseconds.
 pub(crate) const LATENCY_LOWEST_NS: u64 = 1;
 /// Highest latency the histogram tracks (100 s), in nanoseconds; record with `saturating_record`.
@@ -78,6 +80,14 @@ pub(crate) fn withheld_because(samples: u64, pct: f64) -> String {
             thousands(samples)
         ),
     }
+}
+
+/// Jain's fairness index of `shares`: (Σx)² / (n·Σx²), 1 when all are equal, 1/n when one takes
+/// everything; None for no shares or all zero.
+pub(crate) fn jain_index(shares: &[f64]) -> Option<f64> {
+    let sum: f64 = shares.iter().sum();
+    let squares: f64 = shares.iter().map(|x| x * x).sum();
+    (!shares.is_empty() && squares > 0.0).then(|| sum * sum / (shares.len() as f64 * squares))
 }
 
 /// `100000` as `100,000`.
@@ -359,6 +369,12 @@ pub struct BandwidthStats {
     /// A paced run (`--rate_limit`): its target and what this measurement achieved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing: Option<Pacing>,
+    /// Each queue pair's share (the result's `qps`, lifted out of `bandwidth` by its serde form).
+    #[serde(skip)]
+    pub qps: Vec<flows::QpShare>,
+    /// `--qp-series`: each queue pair's bytes over time (the result's `qp_series`, likewise).
+    #[serde(skip)]
+    pub qp_series: Option<Box<flows::QpSeries>>,
 }
 
 /// A paced run's target rate next to what it achieved, in the target's units.
@@ -443,6 +459,8 @@ impl BandwidthStats {
             peak_mibps: best.map(|b| msg_size as f64 * 1e9 / b / MIB),
             msg_rate_mpps,
             pacing: None,
+            qps: Vec::new(),
+            qp_series: None,
         }
     }
 }
@@ -463,6 +481,9 @@ impl BandwidthStats {
             msg_rate_mpps: self.msg_rate_mpps + other.msg_rate_mpps,
             // This side's target and rate: each side paces only what it sends.
             pacing: self.pacing.clone(),
+            qps: flows::QpShare::combined(&self.qps, &other.qps),
+            // The series is where this side's own operations completed.
+            qp_series: self.qp_series.clone(),
         }
     }
 }

@@ -8,6 +8,7 @@ use super::plan::Plan;
 use crate::params::{ConnType, Metric, Recovery, RoceVersion, Verb};
 use crate::results::RunMarks;
 use crate::transport::cm::CmEndpoint;
+use crate::transport::qp_counters::QpCounters;
 use crate::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use crate::transport::soft::netdev::AddrFamily;
 use crate::transport::tcp::{TcpConfig, TcpEndpoint};
@@ -66,7 +67,51 @@ pub(crate) trait Described: Endpoint {
     }
 }
 
-impl Described for TcpEndpoint {}
+impl Described for TcpEndpoint {
+    /// Each connection's retransmissions (`TCP_INFO`) and their totals.
+    fn counters(&self) -> Option<(String, serde_json::Value)> {
+        let per_qp = self.qp_counters();
+        let (packets, bytes) = per_qp.iter().fold((0, 0), |(p, b), c| {
+            (p + c.retransmitted_packets, b + c.retransmitted_bytes)
+        });
+        let text = format!(
+            " TCP (TCP_INFO): retransmitted segments {packets}, bytes {bytes}; ECN marks, CNPs and rates n/a (the kernel's own)\n"
+        );
+        let value = serde_json::json!({
+            "retransmitted_packets": packets,
+            "retransmitted_bytes": bytes,
+        });
+        Some(with_per_qp(text, value, &per_qp))
+    }
+}
+
+/// Queue pairs `-v` lists one by one; the JSON has them all.
+const PER_QP_LINES: usize = 16;
+
+/// The counters' text and JSON object with each queue pair's own (`per_qp`) added.
+fn with_per_qp(
+    mut text: String,
+    mut value: serde_json::Value,
+    per_qp: &[QpCounters],
+) -> (String, serde_json::Value) {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    for c in per_qp.iter().take(PER_QP_LINES) {
+        text.push_str(&c.line());
+        text.push('\n');
+    }
+    if per_qp.len() > PER_QP_LINES {
+        let more = per_qp.len() - PER_QP_LINES;
+        text.push_str(&format!(
+            " ... {more} more queue pairs (all in --json: test.counters.per_qp)\n"
+        ));
+    }
+    if let (serde_json::Value::Object(m), Ok(list)) = (&mut value, serde_json::to_value(per_qp)) {
+        m.insert("per_qp".into(), list);
+    }
+    (text, value)
+}
 
 impl Described for SoftEndpoint {
     fn notes(&self) -> Vec<Note> {
@@ -75,7 +120,8 @@ impl Described for SoftEndpoint {
     }
     fn counters(&self) -> Option<(String, serde_json::Value)> {
         let c = SoftEndpoint::counters(self);
-        Some((c.to_string(), serde_json::to_value(c).ok()?))
+        let v = serde_json::to_value(c).ok()?;
+        Some(with_per_qp(c.to_string(), v, &self.qp_counters()))
     }
     fn agree_recovery(&mut self, peer: Recovery) {
         SoftEndpoint::agree_recovery(self, peer);

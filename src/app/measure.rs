@@ -10,6 +10,7 @@ use crate::bench::pace::PaceSpec;
 use crate::bench::{self, Layout, bw, lat, validate};
 use crate::params::{ConnType, Metric, RateUnits, Role, RunMode, TestKind, TransportKind, Verb};
 use crate::results::{Measured, SizeResult};
+use crate::stats::flows::QpShare;
 use crate::stats::{BandwidthStats, LatencyStats, Pacing};
 use crate::transport::{self, Endpoint, RemoteAddr};
 use std::time::{Duration, Instant};
@@ -226,6 +227,7 @@ pub(crate) fn measure<E: Endpoint>(
                 }),
                 unreliable: plan.connection.is_unreliable(),
                 atomic: plan.atomics,
+                qp_series: plan.output.qp_series,
             };
             let receiving = !plan.bidirectional && !client && test.verb.consumes_receive();
             let m = if plan.bidirectional || client {
@@ -253,7 +255,9 @@ pub(crate) fn measure<E: Endpoint>(
                 RunMode::Duration { .. } => m.messages,
             };
             let at = if receiving { "receiver" } else { "sender" };
-            let b = bandwidth(plan, size, m.messages, m.elapsed_ns, m.best_ns_per_msg, at);
+            let mut b = bandwidth(plan, size, m.messages, m.elapsed_ns, m.best_ns_per_msg, at);
+            b.qps = QpShare::from_counts(size, &m.per_qp, m.elapsed_ns);
+            b.qp_series = m.series.map(Box::new);
             let result = SizeResult {
                 size,
                 iterations,

@@ -343,7 +343,7 @@ impl<S: OobStream> Dialect for Perftest<'_, S> {
                 && let Some(r) = self.settle(size, mine)
             {
                 self.held = Some(action);
-                return Ok(Action::Row(r));
+                return Ok(Action::Row(Box::new(r)));
             }
             match action {
                 perftest::Action::NeedLocalKeys { .. } => {
@@ -403,7 +403,7 @@ impl<S: OobStream> Dialect for Perftest<'_, S> {
                         && let Some(t) = self.session.peer_report()
                     {
                         self.queue.push_back(Action::Finished);
-                        return Ok(Action::Row(from_report(self.plan, &t)));
+                        return Ok(Action::Row(Box::new(from_report(self.plan, &t))));
                     }
                     return Ok(Action::Finished);
                 }

@@ -249,7 +249,7 @@ impl Dialect for Roceperf<'_> {
                     }));
                 };
                 self.phase = self.after(i);
-                Ok(Action::Row(r))
+                Ok(Action::Row(Box::new(r)))
             }
             Phase::Conclude => {
                 self.phase = Phase::Close;

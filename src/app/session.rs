@@ -40,7 +40,7 @@ pub(crate) enum Action {
     /// The peer is still busy: keep serving it until the dialect says it has arrived.
     AwaitPeer,
     /// A size is settled: print its row.
-    Row(SizeResult),
+    Row(Box<SizeResult>),
     /// Every size is settled: print the footer and write the result files now, before the dialect's
     /// last exchange, so that a write that fails is told to the peer before either side exits. A
     /// dialect that cannot tell its peer (perftest's) never asks; the loop then concludes when it is
@@ -267,7 +267,8 @@ fn steps<'p, D: Dialect, E: Described>(
                     return Err(e);
                 }
             }
-            Action::Row(mut r) => {
+            Action::Row(r) => {
+                let mut r = *r;
                 landed.count_lost(ep, &mut r);
                 progress.finish_size();
                 parts = dialect.parts();
@@ -278,6 +279,12 @@ fn steps<'p, D: Dialect, E: Described>(
                         progress.print(crate::report::console::RESULT_LINE);
                     }
                     progress.print(&report::row(plan, i, &r));
+                    if let (true, Some(line)) = (
+                        out.verbosity > 0 && !out.quiet(),
+                        crate::report::console::qp_shares(&r),
+                    ) {
+                        progress.print(&line);
+                    }
                     if let (true, Some((mine, theirs))) = (out.report_both, &parts)
                         && !out.quiet()
                     {

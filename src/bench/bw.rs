@@ -6,10 +6,12 @@
 use super::atomic::{self, AtomicRun, Atomics};
 use super::interval::{Hooks, Stopper, Ticker};
 use super::pace::{PaceSpec, PacedWindow, Pacer};
+use super::qp_series::SeriesRecorder;
 use super::{ClockTicker, Layout, Result, StopCheck, Window, check, cpu::CpuSample, tr, validate};
 use crate::params::RunMode;
 use crate::params::Verb;
 use crate::stats::PEAK_MAX_MESSAGES;
+use crate::stats::flows::QpSeries;
 use crate::transport::{
     Completion, CompletionOp, Endpoint, RecvRequest, RemoteAddr, SendOp, SendRequest,
 };
@@ -32,6 +34,11 @@ pub(crate) struct BwMeasurement {
     /// UC/UD receiver, `-n` runs: messages sent to this side that never arrived (see
     /// [`super::unreliable`]); `None` where nothing is counted.
     pub lost: Option<u64>,
+    /// Of `messages`, those completed on each queue pair (index = queue pair); empty where this
+    /// side counts only the total (a UC/UD receiver).
+    pub per_qp: Vec<u64>,
+    /// `--qp-series`: each queue pair's bytes over the measured interval.
+    pub series: Option<QpSeries>,
 }
 
 /// How to run one size.
@@ -66,6 +73,8 @@ pub(crate) struct BwSpec {
     pub unreliable: bool,
     /// Atomic tests: the operations (which one, over which words, into which result slots).
     pub atomic: Option<Atomics>,
+    /// `--qp-series MS`: sample each queue pair's completed bytes every MS milliseconds.
+    pub qp_series: Option<u32>,
 }
 
 /// `--validate`: checks the target region of queue pair `q` (where SENDs and READ data land).
@@ -226,6 +235,9 @@ fn stream<E: Endpoint>(
     let mut sample_start: Option<(Instant, Option<CpuSample>)> = None;
     let mut sample_end: Option<(Instant, Option<CpuSample>)> = None;
     let mut counted = 0u64;
+    // Per queue pair: what `counted` counts (timed runs), for each one's share and series.
+    let mut counted_qp = vec![0u64; qps];
+    let mut series = spec.qp_series.map(|ms| SeriesRecorder::new(ms, qps, mode));
     let mut posting = true;
     let mut clock = ClockTicker::new();
     loop {
@@ -375,6 +387,7 @@ fn stream<E: Endpoint>(
                 done[q] = c.wr_id + 1;
                 if sample_start.is_some() && sample_end.is_none() {
                     counted += newly;
+                    counted_qp[q] += newly;
                 }
                 if let Some(p) = peak.as_mut() {
                     p.completed
@@ -382,6 +395,25 @@ fn stream<E: Endpoint>(
                 }
             }
             last_completion = t;
+            // --qp-series, at this clock read: iterations from the first post, a timed run
+            // inside its window, from the window's start.
+            if let Some(r) = series.as_mut() {
+                let (origin, counts) = if duration {
+                    let inside = sample_end.is_none().then_some(sample_start).flatten();
+                    (inside.map(|(s, _)| s), &counted_qp)
+                } else {
+                    (first_post, &done)
+                };
+                if let Some(o) = origin
+                    && r.due(t.saturating_duration_since(o).as_nanos() as u64)
+                {
+                    r.sample(
+                        t.saturating_duration_since(o).as_nanos() as u64,
+                        counts,
+                        spec.size,
+                    );
+                }
+            }
         }
         if (0..qps).all(|q| done[q] == total[q]) {
             break;
@@ -392,7 +424,7 @@ fn stream<E: Endpoint>(
             a.add(q, n);
         }
     }
-    let (messages, elapsed_ns, cpu_util) = match mode {
+    let (messages, elapsed_ns, cpu_util, per_qp) = match mode {
         RunMode::Iterations(_) => {
             let mut first = first_post.unwrap_or(last_completion);
             let mut end = last_completion;
@@ -403,10 +435,12 @@ fn stream<E: Endpoint>(
                 first = win.start;
                 end = end.max(at(p.period_end()));
             }
+            let per_qp = total.clone();
             (
                 total.iter().sum(),
                 end.duration_since(first).as_nanos() as u64,
                 None,
+                per_qp,
             )
         }
         RunMode::Duration { .. } => {
@@ -414,14 +448,26 @@ fn stream<E: Endpoint>(
             let (e, ce) = sample_end.unwrap_or((last_completion, None));
             let util = cs.zip(ce).and_then(|(a, b)| a.util_until(&b));
             let elapsed = e.duration_since(s).as_nanos() as u64;
+            // Paced, the row counts the window's posts (whole bursts); the shares count what
+            // completed inside it, which may differ from that by the bursts in flight at its edges.
             match paced.elapsed_ns() {
-                Some(paced_ns) => (paced.messages(), paced_ns, util),
-                None => (counted, elapsed, util),
+                Some(paced_ns) => (paced.messages(), paced_ns, util, counted_qp),
+                None => (counted, elapsed, util, counted_qp),
             }
         }
     };
     let best_ns_per_msg =
         peak.and_then(|p| crate::stats::perftest_peak(&p.posted, &p.completed, cq_mod));
+    let series = series.map(|r| {
+        let (origin, end) = if duration {
+            let s = sample_start.map_or(win.start, |(s, _)| s);
+            (s, sample_end.map_or(last_completion, |(e, _)| e))
+        } else {
+            (first_post.unwrap_or(last_completion), last_completion)
+        };
+        let end_ns = end.saturating_duration_since(origin).as_nanos() as u64;
+        r.finish(end_ns, &per_qp, spec.size)
+    });
     Ok(BwMeasurement {
         size: spec.size,
         messages,
@@ -429,6 +475,8 @@ fn stream<E: Endpoint>(
         best_ns_per_msg,
         cpu_util,
         lost: None,
+        per_qp,
+        series,
     })
 }
 

@@ -16,6 +16,7 @@ pub(crate) mod cpu;
 pub(crate) mod interval;
 pub mod lat;
 pub(crate) mod pace;
+pub(crate) mod qp_series;
 pub(crate) mod unreliable;
 pub(crate) mod validate;
 

@@ -152,6 +152,9 @@ pub(super) fn receiver<E: Endpoint>(
             best_ns_per_msg: None,
             cpu_util: None,
             lost: expected.map(|e| e.saturating_sub(got)),
+            // Counted as one total (the warm-up is the peer's, across its queue pairs).
+            per_qp: Vec::new(),
+            series: None,
         },
         RunMode::Duration { .. } => {
             let now = Instant::now();
@@ -164,6 +167,8 @@ pub(super) fn receiver<E: Endpoint>(
                 best_ns_per_msg: None,
                 cpu_util: cs.zip(ce).and_then(|(a, b)| a.util_until(&b)),
                 lost: None,
+                per_qp: Vec::new(),
+                series: None,
             }
         }
     };

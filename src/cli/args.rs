@@ -334,6 +334,11 @@ pub(crate) struct Args {
     #[arg(long = "report-both")]
     pub report_both: bool,
 
+    /// Record each queue pair's completed bytes every MS milliseconds of the measured run, into the
+    /// JSON result's `qp_series` (cumulative; bandwidth tests only; local: changes no traffic).
+    #[arg(long = "qp-series", value_name = "MS", value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    pub qp_series: Option<u32>,
+
     /// Thresholds checked after the run.
     #[command(flatten)]
     pub gate: GateArgs,

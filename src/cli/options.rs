@@ -96,6 +96,8 @@ pub struct OutputOptions {
     pub reporting_files: ReportingFiles,
     /// `--report-both`: this side's and the peer's figures too (`-b`).
     pub report_both: bool,
+    /// `--qp-series MS`: each queue pair's bytes sampled every MS ms into the JSON result.
+    pub qp_series: Option<u32>,
     /// `-v` count.
     pub verbosity: u8,
     /// Gate thresholds.
@@ -279,6 +281,7 @@ impl Options {
                 report_interval: reporting.interval,
                 reporting_files: a.reporting_files,
                 report_both: reporting.report_both,
+                qp_series: reporting.qp_series,
                 verbosity: a.verbose,
                 gate: a.gate,
                 gate_output: a.gate_output,

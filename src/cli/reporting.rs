@@ -1,5 +1,5 @@
 //! The checks of the reporting flags: `--run_infinitely` and its intervals, `--json-stream`,
-//! perftest's `--out_json`, and `--report-both`.
+//! perftest's `--out_json`, `--report-both` and `--qp-series`.
 
 use super::Error;
 use super::args::{Args, OobArg};
@@ -13,6 +13,8 @@ pub(crate) struct Reporting {
     pub interval: Option<Duration>,
     /// `--report-both`.
     pub report_both: bool,
+    /// `--qp-series`: milliseconds between samples of each queue pair's bytes.
+    pub qp_series: Option<u32>,
 }
 
 /// Checks the reporting flags against the test and the run's shape.
@@ -49,10 +51,40 @@ pub(crate) fn reporting(test: TestKind, a: &Args) -> Result<Reporting, Error> {
             });
         }
     }
+    if a.qp_series.is_some() {
+        qp_series(test, a)?;
+    }
     Ok(Reporting {
         interval,
         report_both: a.report_both,
+        qp_series: a.qp_series,
     })
+}
+
+/// `--qp-series`: a bandwidth test with a JSON result to hold the series, and an end to record.
+fn qp_series(test: TestKind, a: &Args) -> Result<(), Error> {
+    if test.metric != Metric::Bandwidth {
+        return Err(Error::NotApplicable {
+            flag: "--qp-series",
+            what: format!("{test} (a latency test)"),
+            why: "it samples each queue pair's bytes in a bandwidth run; a latency test has one queue pair",
+        });
+    }
+    if a.run_infinitely {
+        return Err(Error::Conflict {
+            a: "--qp-series",
+            b: "--run_infinitely",
+            why: "a run without end reports intervals (--json-stream); the series is written with a run's result",
+        });
+    }
+    if a.files.json.is_none() && a.files.results.is_none() {
+        return Err(Error::Invalid {
+            flag: "--qp-series",
+            why: "the series is written into the JSON result only; give --json FILE or --results DIR too"
+                .into(),
+        });
+    }
+    Ok(())
 }
 
 /// `--run_infinitely`: bandwidth tests, one size, roceperf's dialect; the interval from

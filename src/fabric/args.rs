@@ -36,6 +36,7 @@ Examples:
   srun -N 16 --ntasks-per-node=1 roce_fabric write_bw -s 1M -d mlx5_0 --results /shared/fabric
   mpirun -np 16 --map-by node roce_fabric write_lat --transport soft -d eth0
   mpirun --oversubscribe -np 4 roce_fabric write_bw --transport soft -d lo -n 200   (one host)
+  srun -N 9 roce_fabric write_bw -s 1M -d mlx5_0 --pattern incast --incast-receiver 0   (8 into 1)
 
 Rank and size come from SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/PMI_SIZE, \
 PMIX_RANK or JOB_COMPLETION_INDEX. Check the matrix with roce_gate fabric.json --min-bw ... --no-flagged.
@@ -66,9 +67,16 @@ struct Cli {
     /// JOB_COMPLETION_INDEX).
     #[arg(long = "world-size", value_name = "N")]
     world_size: Option<usize>,
-    /// Which pairs: all (n-1 rounds of n/2 pairs, both directions), ring or bisection [default: all].
-    #[arg(long, value_name = "all|ring|bisection", value_parser = parse_pattern)]
+    /// Which pairs: all (n-1 rounds of n/2 pairs, both directions), ring, bisection, or incast
+    /// (every other rank sends to one receiver at once) [default: all].
+    #[arg(long, value_name = "all|ring|bisection|incast", value_parser = parse_pattern)]
     pattern: Option<Pattern>,
+    /// Incast: the rank every sender sends to [default: 0].
+    #[arg(long = "incast-receiver", value_name = "RANK")]
+    incast_receiver: Option<usize>,
+    /// Incast: how many ranks send at once, the first N other than the receiver [default: all others].
+    #[arg(long = "incast-senders", value_name = "N")]
+    incast_senders: Option<usize>,
     /// Pairs to test, one 'CLIENT SERVER' rank pair per line.
     #[arg(long, value_name = "FILE", conflicts_with = "pattern")]
     pairs: Option<PathBuf>,
@@ -164,9 +172,14 @@ fn parse_pattern(v: &str) -> Result<Pattern, String> {
         "all" | "all-pairs" => Ok(Pattern::AllPairs),
         "ring" => Ok(Pattern::Ring),
         "bisection" => Ok(Pattern::Bisection),
-        _ => {
-            Err("use all (every pair, both directions), ring or bisection, or --pairs FILE".into())
-        }
+        "incast" => Ok(Pattern::Incast {
+            receiver: 0,
+            senders: None,
+        }),
+        _ => Err(
+            "use all (every pair, both directions), ring, bisection or incast, or --pairs FILE"
+                .into(),
+        ),
     }
 }
 
@@ -319,10 +332,28 @@ pub(crate) fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
             }
         }
     }
-    let pattern = match (&cli.pairs, cli.pattern) {
+    let mut pattern = match (&cli.pairs, cli.pattern) {
         (Some(f), _) => Pattern::from_file(f).map_err(usage)?,
         (None, p) => p.unwrap_or(Pattern::AllPairs),
     };
+    match &mut pattern {
+        Pattern::Incast { receiver, senders } => {
+            *receiver = cli.incast_receiver.unwrap_or(0);
+            *senders = cli.incast_senders;
+        }
+        _ => {
+            let flag = match (cli.incast_receiver, cli.incast_senders) {
+                (Some(_), _) => Some("--incast-receiver"),
+                (None, Some(_)) => Some("--incast-senders"),
+                (None, None) => None,
+            };
+            if let Some(flag) = flag {
+                return Err(usage(format!(
+                    "{flag} applies to --pattern incast only; add --pattern incast or leave it out"
+                )));
+            }
+        }
+    }
     let o = FabricOptions {
         tests,
         pass,

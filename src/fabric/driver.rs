@@ -47,6 +47,9 @@ pub(crate) struct Driver {
     out: VecDeque<Output>,
     done: u64,
     total: u64,
+    /// A step gives some rank several pairs (an incast's receiver): each pair's port follows its
+    /// client's rank, not its server's, so the receiver's servers listen apart.
+    port_by_client: bool,
 }
 
 impl Driver {
@@ -67,6 +70,11 @@ impl Driver {
             }
         }
         let per_phase: usize = plan.steps.iter().map(|s| s.pairs.len()).sum();
+        let port_by_client = plan.steps.iter().any(|s| {
+            let mut servers: Vec<usize> = s.pairs.iter().map(|p| p.server).collect();
+            servers.sort_unstable();
+            servers.windows(2).any(|w| w[0] == w[1])
+        });
         let total = (per_phase * phases.len()) as u64;
         Driver {
             plan,
@@ -79,6 +87,7 @@ impl Driver {
             out: VecDeque::new(),
             done: 0,
             total,
+            port_by_client,
         }
     }
 
@@ -333,7 +342,11 @@ impl Driver {
     fn judge(&mut self) {
         let p = &mut self.phases[self.phase];
         let metric = MatrixMetric::flagged(p.test);
-        p.limit = self.plan.rules.limit(&p.grid, metric);
+        // Senders that share a receiver split it: an unequal share is what an incast measures, not a
+        // bad link, so no outlier rule judges them.
+        p.limit = (!self.port_by_client)
+            .then(|| self.plan.rules.limit(&p.grid, metric))
+            .flatten();
         p.flagged = p
             .limit
             .map(|l| rules::flagged(&p.grid, &l))
@@ -385,7 +398,7 @@ impl Driver {
             .get(test_idx)
             .copied()
             .unwrap_or(Duration::from_secs(120));
-        let port = self.plan.base_port.saturating_add(pair.server as u16);
+        let port = self.port(pair);
         let (client_job, server_job) = (self.next_job, self.next_job + 1);
         self.next_job += 2;
         for (side, job_id, me, peer) in [
@@ -423,6 +436,17 @@ impl Driver {
         );
     }
 
+    /// The pair's out-of-band port: the base port plus its server's rank, or its client's when a
+    /// step gives a server several pairs.
+    fn port(&self, pair: Pair) -> u16 {
+        let rank = if self.port_by_client {
+            pair.client
+        } else {
+            pair.server
+        };
+        self.plan.base_port.saturating_add(rank as u16)
+    }
+
     fn store(&mut self, pair: Pair, attempt: u8, cell: Cell) {
         let grid = &mut self.phases[self.phase].grid;
         if attempt == 1 {
@@ -457,7 +481,7 @@ impl Driver {
             server: pair.server,
             client_host: self.members[pair.client].host.clone(),
             server_host: self.members[pair.server].host.clone(),
-            port: self.plan.base_port.saturating_add(pair.server as u16),
+            port: self.port(pair),
             status,
             error,
             client_exit: client.and_then(|o| o.exit_code),

@@ -9,8 +9,8 @@ use super::driver::{Member, MemberState, Phase};
 use super::rules::Rules;
 use super::summary::{LegLabels, cell_state};
 use crate::results::fabric::{
-    BadHostDoc, FabricDoc, Flag, Host, HostState, LegLabel, Matrix, MatrixLimit, PairRow, PairRows,
-    RulesDoc, Summary, Tool,
+    BadHostDoc, FabricDoc, Flag, Host, HostState, IncastShare, LegLabel, Matrix, MatrixLimit,
+    PairRow, PairRows, RulesDoc, Summary, Tool,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,6 +37,8 @@ pub(crate) struct RunInfo {
     pub interrupted: bool,
     /// Whether the binaries ran with `--validate` (an ok cell is then a validated one).
     pub validate: bool,
+    /// `--pattern incast`: the receiver and the senders.
+    pub(crate) incast: Option<(usize, Vec<usize>)>,
 }
 
 /// The fabric document of the run so far.
@@ -128,7 +130,14 @@ pub(crate) fn document(
                     value: l.value,
                     rule: l.describe(&info.rules),
                 }),
+                incast: None,
             });
+            let m = matrices.last_mut().expect("just pushed");
+            if let Some((receiver, senders)) = &info.incast
+                && matches!(metric, MatrixMetric::BwAvg | MatrixMetric::MsgRate)
+            {
+                m.incast = Some(IncastShare::of(&m.values, *receiver, senders));
+            }
         }
         for &(c, s) in &p.flagged {
             let retest = p.grid.retests.get(&(c, s));

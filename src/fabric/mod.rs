@@ -256,6 +256,12 @@ fn rank0(
         retest: opts.retest,
         interrupted: false,
         validate: flags::flag_value(&opts.pass, "--validate").is_some(),
+        incast: match opts.pattern {
+            schedule::Pattern::Incast { receiver, senders } => {
+                schedule::Pattern::incast(receiver, senders, n).ok()
+            }
+            _ => None,
+        },
     };
     let mut sink = match sink::Sink::new(&dir, info, scheduled, opts.formats.clone()) {
         Ok(s) => s,

@@ -1,5 +1,6 @@
 //! Which pairs test when: every pair by the circle method, a ring, a bisection, or a list from a file,
-//! as steps of disjoint (client, server) pairs that run at the same time.
+//! as steps of disjoint (client, server) pairs that run at the same time; or an incast, one step of
+//! many senders into one receiver.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -15,6 +16,14 @@ pub(crate) enum Pattern {
     Bisection,
     /// (client, server) pairs from `--pairs FILE`, in file order.
     Pairs(Vec<(usize, usize)>),
+    /// Many to one: `senders` ranks (None: every other rank) each run a client against `receiver`,
+    /// all in one step, so the receiver serves them at once.
+    Incast {
+        /// `--incast-receiver`.
+        receiver: usize,
+        /// `--incast-senders`.
+        senders: Option<usize>,
+    },
 }
 
 /// One pair test: `client` runs the binary with `server`'s address. Bandwidth flows client → server for
@@ -29,7 +38,7 @@ pub(crate) struct Pair {
     pub server: usize,
 }
 
-/// Pairs that run at the same time: no rank appears twice.
+/// Pairs that run at the same time: no rank appears twice, but for an incast's receiver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Step {
     /// The round this step belongs to (a round is one matching, run in both directions).
@@ -88,7 +97,37 @@ impl Pattern {
                 let list: Vec<String> = p.iter().map(|(c, s)| format!("{c}>{s}")).collect();
                 format!("pairs {}", list.join(","))
             }
+            Pattern::Incast { receiver, senders } => match senders {
+                Some(k) => format!("incast {k}>{receiver}"),
+                None => format!("incast all>{receiver}"),
+            },
         }
+    }
+
+    /// The incast's receiver and senders for `n` ranks: the first `senders` ranks other than the
+    /// receiver, in rank order. Fails naming the flag when the job is too small for it.
+    pub(crate) fn incast(
+        receiver: usize,
+        senders: Option<usize>,
+        n: usize,
+    ) -> Result<(usize, Vec<usize>), String> {
+        if receiver >= n {
+            return Err(format!(
+                "--incast-receiver {receiver}: the job has {n} ranks (0..{}); give one of them",
+                n.saturating_sub(1)
+            ));
+        }
+        let others: Vec<usize> = (0..n).filter(|&r| r != receiver).collect();
+        let k = senders.unwrap_or(others.len());
+        if k == 0 || k > others.len() {
+            return Err(format!(
+                "--incast-senders {k}: the job has {} ranks besides the receiver; give 1 to {} \
+                 (or leave it out for all of them)",
+                others.len(),
+                others.len()
+            ));
+        }
+        Ok((receiver, others[..k].to_vec()))
     }
 
     /// The steps for `n` ranks, in order. Fails when a pair names a rank outside 0..n.
@@ -106,6 +145,17 @@ impl Pattern {
                     ));
                 }
                 return Ok(pack(list));
+            }
+            Pattern::Incast { receiver, senders } => {
+                let (receiver, senders) = Pattern::incast(*receiver, *senders, n)?;
+                let pairs = senders
+                    .into_iter()
+                    .map(|client| Pair {
+                        client,
+                        server: receiver,
+                    })
+                    .collect();
+                return Ok(vec![Step { round: 0, pairs }]);
             }
         };
         // Each round of a symmetric pattern runs its matching twice: a → b, then b → a.

@@ -150,6 +150,14 @@ impl Sink {
             &self.labels,
             &self.scheduled,
         ));
+        if let Some((receiver, senders)) = &self.info.incast {
+            text.push_str(&summary::incast_text(
+                phases,
+                &self.labels,
+                *receiver,
+                senders,
+            ));
+        }
         if interrupted {
             text.push_str("  interrupted: SIGTERM/SIGINT ended the run early; pairs not run are marked not_run\n");
         }

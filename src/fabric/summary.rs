@@ -254,3 +254,52 @@ pub(crate) fn summary_text(
     }
     out
 }
+
+/// An incast's lines: per bandwidth matrix, each sender's share of the receiver, their sum and
+/// Jain's index (`write_bw: 1 -> 0 4.1, 2 -> 0 3.9 Gb/s; sum 8.0 Gb/s, Jain's index 0.999`).
+pub(crate) fn incast_text(
+    phases: &[Phase],
+    labels: &LegLabels,
+    receiver: usize,
+    senders: &[usize],
+) -> String {
+    let mut out = String::new();
+    for p in phases {
+        let metric = MatrixMetric::BwAvg;
+        if !MatrixMetric::of(p.test).contains(&metric) {
+            continue;
+        }
+        let values: Vec<Vec<Option<f64>>> = (0..p.grid.n)
+            .map(|c| {
+                (0..p.grid.n)
+                    .map(|s| p.grid.get(c, s).and_then(|x| x.value(metric)))
+                    .collect()
+            })
+            .collect();
+        let share = crate::results::fabric::IncastShare::of(&values, receiver, senders);
+        let each: Vec<String> = senders
+            .iter()
+            .map(|&c| match values[c][receiver] {
+                Some(v) => format!("{c} -> {receiver} {}", fmt_value(v)),
+                None => format!("{c} -> {receiver} none"),
+            })
+            .collect();
+        let jain = share
+            .jain
+            .map_or("no index (no sender measured)".to_owned(), |j| {
+                format!("Jain's index {j:.3}")
+            });
+        let _ = writeln!(
+            out,
+            "  incast, {}: {} {}; sum {} {} from {} of {} senders, {jain}",
+            phase_title(p, labels),
+            each.join(", "),
+            metric.unit(),
+            fmt_value(share.sum),
+            metric.unit(),
+            share.measured,
+            senders.len()
+        );
+    }
+    out
+}

@@ -1,7 +1,8 @@
 //! The worker's side of the control protocol, the same for a `roce_fabric` rank and a
-//! `roce_compare --server`: say hello, wait for the driver's welcome, then run the jobs it sends one
-//! at a time (each through the one child runner, [`super::child`]), answering each; cancel a job when
-//! told; leave when the driver says the session is over, aborts it, or is gone.
+//! `roce_compare --server`: say hello, wait for the driver's welcome, then run the jobs it sends as
+//! they come, each in its own thread (through the one child runner, [`super::child`]; a fabric
+//! incast's receiver runs one server per sender at once), answering each; cancel a job when told;
+//! leave when the driver says the session is over, aborts it, or is gone.
 //!
 //! What a job runs is the tool's to say ([`Jobs`]): it turns the structured request into a command
 //! line (or refuses it) and words what went wrong. [`start`] and [`finish`] are the two halves of one
@@ -14,15 +15,45 @@ use serde::de::DeserializeOwned;
 use std::io::{BufReader, BufWriter};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-/// A cancel that stops every job (the session is over).
-const CANCEL_ALL: u64 = u64::MAX;
+/// The jobs the driver cancelled, or all of them (the session is over).
+#[derive(Default)]
+struct Cancels {
+    all: AtomicBool,
+    jobs: Mutex<Vec<u64>>,
+}
+
+impl Cancels {
+    fn cancel(&self, job: u64) {
+        self.jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(job);
+    }
+
+    fn cancel_all(&self) {
+        self.all.store(true, Ordering::Release);
+    }
+
+    fn all(&self) -> bool {
+        self.all.load(Ordering::Acquire)
+    }
+
+    fn is_cancelled(&self, job: u64) -> bool {
+        self.all()
+            || self
+                .jobs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&job)
+    }
+}
 
 /// What a tool's jobs run, and how it words their failures.
-pub(crate) trait Jobs: Send + 'static {
+pub(crate) trait Jobs: Send + Sync + 'static {
     /// The tool's part of a job: the test and its flags.
     type Run: Serialize + DeserializeOwned + Send + 'static;
 
@@ -179,20 +210,30 @@ pub(crate) fn serve<J: Jobs>(
     stream.set_read_timeout(how.silence).map_err(io)?;
     let writer: Writer = Arc::new(Mutex::new(BufWriter::new(stream.try_clone().map_err(io)?)));
     say(&writer, &ToDriver::Hello(hello)).map_err(io)?;
-    let cancel = Arc::new(AtomicU64::new(0));
+    let cancels = Arc::new(Cancels::default());
     let (jobs_tx, jobs_rx) = mpsc::channel::<Job<J::Run>>();
     let job_thread = {
-        let (writer, cancel, dir) = (writer.clone(), cancel.clone(), how.dir.clone());
+        let (writer, cancels, dir) = (writer.clone(), cancels.clone(), how.dir.clone());
         std::thread::Builder::new()
             .name("worker-jobs".into())
             .spawn(move || {
-                for job in jobs_rx {
-                    if cancel.load(Ordering::Acquire) == CANCEL_ALL
-                        || run_job(&jobs, &job, &cancel, &writer, &dir).is_err()
-                    {
-                        break;
+                // One thread a job, so that jobs sent together run together; the scope waits for
+                // them all once the session ends (every job cancelled then).
+                let deaf = AtomicBool::new(false);
+                std::thread::scope(|scope| {
+                    for job in jobs_rx {
+                        if cancels.all() || deaf.load(Ordering::Acquire) {
+                            break;
+                        }
+                        let (jobs, cancels, writer, dir, deaf) =
+                            (&jobs, &cancels, &writer, &dir, &deaf);
+                        scope.spawn(move || {
+                            if run_job(jobs, &job, cancels, writer, dir).is_err() {
+                                deaf.store(true, Ordering::Release);
+                            }
+                        });
                     }
-                }
+                });
             })
             .map_err(io)?
     };
@@ -209,7 +250,7 @@ pub(crate) fn serve<J: Jobs>(
                     break Err(lost("the job runner stopped".into()));
                 }
             }
-            Ok(Some(ToWorker::Cancel { job })) => cancel.store(job, Ordering::Release),
+            Ok(Some(ToWorker::Cancel { job })) => cancels.cancel(job),
             Ok(Some(ToWorker::Ping)) => {}
             Ok(Some(ToWorker::Finish { code })) => break Ok(code),
             Ok(Some(ToWorker::Abort { code, reason })) => {
@@ -229,7 +270,7 @@ pub(crate) fn serve<J: Jobs>(
         }
     };
     // The driver sends Finish once every job it wants has answered: what still runs is not wanted.
-    cancel.store(CANCEL_ALL, Ordering::Release);
+    cancels.cancel_all();
     drop(jobs_tx);
     let _ = job_thread.join();
     result
@@ -239,7 +280,7 @@ pub(crate) fn serve<J: Jobs>(
 fn run_job<J: Jobs>(
     jobs: &J,
     job: &Job<J::Run>,
-    cancel: &AtomicU64,
+    cancels: &Cancels,
     writer: &Writer,
     dir: &Path,
 ) -> std::io::Result<()> {
@@ -254,13 +295,9 @@ fn run_job<J: Jobs>(
                 say(writer, &started)?;
             }
             let deadline = Instant::now() + Duration::from_millis(job.timeout_ms);
-            let outcome = finish(
-                jobs,
-                job,
-                &mut running,
-                deadline,
-                || matches!(cancel.load(Ordering::Acquire), c if c == job.id || c == CANCEL_ALL),
-            );
+            let outcome = finish(jobs, job, &mut running, deadline, || {
+                cancels.is_cancelled(job.id)
+            });
             running.remove_files();
             outcome
         }
@@ -428,6 +465,45 @@ mod tests {
         let (id, out) = d.done();
         assert_eq!((id, out.exit_code), (4, None));
         assert_eq!(out.error.as_deref(), Some("sh killed (Cancelled): "));
+        d.send(&ToWorker::Finish { code: 0 });
+        assert_eq!(d.end().unwrap(), 0);
+    }
+
+    #[test]
+    fn jobs_sent_together_run_together_and_each_cancel_reaches_its_own() {
+        let mut d = Driver::start();
+        let _hello = d.recv();
+        d.send(&ToWorker::Welcome { size: 2 });
+        // Job 1 waits for what job 2 does: run one after the other, job 1 would time out.
+        let flag = d._dir.path().join("flag");
+        let wait = format!("while [ ! -e {0} ]; do sleep 0.01; done", flag.display());
+        d.send(&job(1, &wait, Side::Server, Some(1)));
+        d.send(&job(
+            2,
+            &format!("touch {}", flag.display()),
+            Side::Server,
+            Some(2),
+        ));
+        let mut ended = [d.done(), d.done()];
+        ended.sort_by_key(|(id, _)| *id);
+        for (id, out) in &ended {
+            assert_eq!(
+                (out.exit_code, out.error.as_deref()),
+                (Some(0), None),
+                "job {id}"
+            );
+        }
+        // Two jobs running, both cancelled: neither cancel hides the other.
+        d.send(&job(3, "sleep 30", Side::Server, Some(1)));
+        d.send(&job(4, "sleep 30", Side::Server, Some(2)));
+        d.send(&ToWorker::Cancel { job: 3 });
+        d.send(&ToWorker::Cancel { job: 4 });
+        let mut ended = [d.done(), d.done()];
+        ended.sort_by_key(|(id, _)| *id);
+        assert_eq!(
+            ended.map(|(id, out)| (id, out.exit_code)),
+            [(3, None), (4, None)]
+        );
         d.send(&ToWorker::Finish { code: 0 });
         assert_eq!(d.end().unwrap(), 0);
     }

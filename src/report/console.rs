@@ -405,6 +405,47 @@ pub fn extras(info: &RunInfo, r: &SizeResult) -> String {
     s
 }
 
+/// Queue pairs `-v` names one by one under a row; the rest are in the JSON result.
+const QP_LINE_MAX: usize = 16;
+
+/// `-v`, a bandwidth row of several queue pairs: each one's goodput, their spread and Jain's
+/// fairness index (1 when all are equal, 1/n when one takes everything); `None` otherwise.
+pub(crate) fn qp_shares(r: &SizeResult) -> Option<String> {
+    let Measured::Bandwidth(b) = &r.measured else {
+        return None;
+    };
+    if b.qps.len() < 2 {
+        return None;
+    }
+    let rates: Vec<f64> = b.qps.iter().map(|q| q.goodput_gbps).collect();
+    let mut s = String::from(" per QP [Gb/s]:");
+    for q in b.qps.iter().take(QP_LINE_MAX) {
+        let _ = write!(s, " {}: {:.3}", q.qp, q.goodput_gbps);
+    }
+    if b.qps.len() > QP_LINE_MAX {
+        let _ = write!(s, " ... {} more (all in --json)", b.qps.len() - QP_LINE_MAX);
+    }
+    let (lo, hi) = rates
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let _ = writeln!(
+        s,
+        "; min {lo:.3} max {hi:.3}, Jain's index {:.4}",
+        jain(&rates)
+    );
+    Some(s)
+}
+
+/// Jain's fairness index of `x`: (Σx)² ÷ (n Σx²); 1 for an empty or all-zero list.
+pub(crate) fn jain(x: &[f64]) -> f64 {
+    let (sum, squares) = x.iter().fold((0.0, 0.0), |(s, q), v| (s + v, q + v * v));
+    if squares == 0.0 {
+        1.0
+    } else {
+        sum * sum / (x.len() as f64 * squares)
+    }
+}
+
 /// `--report-both`: perftest's "Local results" and "Remote results" blocks, each a table of one row.
 pub(crate) fn report_both(info: &RunInfo, local: &SizeResult, remote: &SizeResult) -> String {
     let mut s = String::new();

@@ -61,6 +61,26 @@ pub(crate) const COLUMNS: &[&str] = &[
     "rate_achieved",
     "interval_start_s",
     "interval_end_s",
+    "qp",
+    "qp_bytes",
+    "retransmitted_packets",
+    "retransmitted_bytes",
+    "ce_marked_packets",
+    "cnps_sent",
+    "cnps_handled",
+    "rate_cuts",
+];
+
+/// The transport's counters the CSV carries (`test.counters` in JSON), in [`COLUMNS`] order from
+/// `retransmitted_packets`: key paths into the run's total counters, and the keys of a queue
+/// pair's (`per_qp`).
+const COUNTER_COLUMNS: [(&[&str], &str); 6] = [
+    (&["retransmitted_packets"], "retransmitted_packets"),
+    (&["retransmitted_bytes"], "retransmitted_bytes"),
+    (&["np_ecn_marked_roce_packets"], "ce_marked_packets"),
+    (&["cc", "np_cnp_sent"], "cnps_sent"),
+    (&["cc", "rp_cnp_handled"], "cnps_handled"),
+    (&["cc", "rp_rate_cuts"], "rate_cuts"),
 ];
 
 /// The percentiles behind `lat_p90_us` .. `lat_p99_99_us`.
@@ -71,14 +91,67 @@ pub fn header_line() -> String {
     COLUMNS.join(",")
 }
 
-/// The cells of one row, in [`COLUMNS`] order.
-pub(crate) fn row(info: &RunInfo, r: &SizeResult) -> Vec<String> {
-    row_in(info, r, None)
-}
-
 /// The cells of one row; `interval`: the seconds from the run's start to the interval's start and
 /// end, for an interval row of `--run_infinitely` (empty cells for a whole run).
 pub(crate) fn row_in(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)>) -> Vec<String> {
+    let mut cells = figure_cells(info, r, interval);
+    cells.extend(std::iter::repeat_n(
+        String::new(),
+        COLUMNS.len() - cells.len(),
+    ));
+    cells
+}
+
+/// The rows of one size: its row, then with several queue pairs one row per queue pair (`qp` set:
+/// its messages as `iterations`, its goodput as `bw_avg_gbps`, its bytes as `qp_bytes`). `last`:
+/// the run's last size, whose rows carry the transport's counters, read when the run ended (the
+/// totals on the size's row, each queue pair's on its own).
+fn size_rows(info: &RunInfo, r: &SizeResult, last: bool) -> Vec<Vec<String>> {
+    let counters = info.counters.as_ref().filter(|_| last);
+    let mut row = figure_cells(info, r, None);
+    row.extend([String::new(), String::new()]);
+    row.extend(COUNTER_COLUMNS.map(|(path, _)| {
+        counters
+            .and_then(|c| path.iter().try_fold(c, |v, k| v.get(k)))
+            .and_then(serde_json::Value::as_u64)
+            // A soft run without a CNP has no `cc` object: none sent, handled or cut.
+            .or_else(|| (counters.is_some() && path[0] == "cc").then_some(0))
+            .map(|v| v.to_string())
+            .unwrap_or_default()
+    }));
+    let mut rows = vec![row];
+    let Measured::Bandwidth(b) = &r.measured else {
+        return rows;
+    };
+    if b.qps.len() < 2 {
+        return rows;
+    }
+    let per_qp = counters
+        .and_then(|c| c.get("per_qp"))
+        .and_then(|v| v.as_array());
+    for q in &b.qps {
+        let mut one = r.clone();
+        one.iterations = q.messages;
+        let mut stats =
+            crate::stats::BandwidthStats::compute(r.size, q.messages, b.elapsed_ns, None);
+        stats.pacing = None;
+        one.measured = Measured::Bandwidth(stats);
+        let mut cells = figure_cells(info, &one, None);
+        cells.extend([q.qp.to_string(), q.bytes.to_string()]);
+        let mine = per_qp.and_then(|l| l.get(q.qp as usize));
+        cells.extend(COUNTER_COLUMNS.map(|(_, key)| {
+            mine.and_then(|c| c.get(key))
+                .and_then(serde_json::Value::as_u64)
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        }));
+        rows.push(cells);
+    }
+    rows
+}
+
+/// The cells of a row up to `interval_end_s`.
+fn figure_cells(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)>) -> Vec<String> {
     fn opt<T: ToString>(v: Option<T>) -> String {
         v.map(|v| v.to_string()).unwrap_or_default()
     }
@@ -142,7 +215,7 @@ pub(crate) fn row_in(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)
     cells.push(opt(pacing.map(|p| f(p.achieved, 6))));
     cells.push(opt(interval.map(|(s, _)| f(s, 3))));
     cells.push(opt(interval.map(|(_, e)| f(e, 3))));
-    debug_assert_eq!(cells.len(), COLUMNS.len());
+    debug_assert_eq!(cells.len(), COLUMNS.len() - 2 - COUNTER_COLUMNS.len());
     cells
 }
 
@@ -155,9 +228,16 @@ pub fn append_csv(path: &Path, info: &RunInfo, results: &[SizeResult]) -> Result
     append_under_header(path, &header_line(), &rows)
 }
 
-/// The rows of a run's results as CSV text (no header): one line per message size.
+/// The rows of a run's results as CSV text (no header): one line per message size, each followed
+/// by its queue pairs' lines when it has several ([`size_rows`]).
 pub(crate) fn run_rows(info: &RunInfo, results: &[SizeResult]) -> Result<Vec<u8>, ::csv::Error> {
-    rows_text(results.iter().map(|r| row(info, r)))
+    let n = results.len();
+    rows_text(
+        results
+            .iter()
+            .enumerate()
+            .flat_map(|(i, r)| size_rows(info, r, i + 1 == n)),
+    )
 }
 
 /// The row of one `--run_infinitely` interval (`span`: seconds from the run's start) as CSV text.
@@ -339,8 +419,11 @@ mod tests {
     fn columns_are_unique_and_rows_fit_them() {
         let mut seen = std::collections::HashSet::new();
         assert!(COLUMNS.iter().all(|c| seen.insert(*c)));
-        assert_eq!(row(&bw_info(), &bw_result()).len(), COLUMNS.len());
-        assert_eq!(row(&lat_info(), &lat_result()).len(), COLUMNS.len());
+        assert_eq!(row_in(&bw_info(), &bw_result(), None).len(), COLUMNS.len());
+        assert_eq!(
+            row_in(&lat_info(), &lat_result(), None).len(),
+            COLUMNS.len()
+        );
     }
 
     #[test]
@@ -377,6 +460,65 @@ mod tests {
         let p90: f64 = lat["lat_p90_us"].parse().unwrap();
         let max: f64 = lat["lat_max_us"].parse().unwrap();
         assert!(p90 <= p99 && p99 <= max && max > 3.0, "{p90} {p99} {max}");
+    }
+
+    #[test]
+    fn several_queue_pairs_add_a_row_each_and_the_last_size_carries_the_counters() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qps.csv");
+        let mut info = bw_info();
+        info.counters = Some(serde_json::json!({
+            "retransmitted_packets": 5, "retransmitted_bytes": 20480,
+            "np_ecn_marked_roce_packets": 9,
+            "per_qp": [
+                {"qp": 0, "retransmitted_packets": 5, "retransmitted_bytes": 20480,
+                 "ce_marked_packets": 9, "cnps_sent": 0, "cnps_handled": 0, "rate_cuts": 0},
+                {"qp": 1, "retransmitted_packets": 0, "retransmitted_bytes": 0,
+                 "ce_marked_packets": null, "cnps_sent": null, "cnps_handled": null, "rate_cuts": null}
+            ]
+        }));
+        let mut r = bw_result();
+        if let Measured::Bandwidth(b) = &mut r.measured {
+            b.qps = crate::stats::flows::QpShare::from_counts(65536, &[3000, 2000], b.elapsed_ns);
+        }
+        append_csv(&path, &info, &[r.clone(), r]).unwrap();
+        let (headers, rows) = read_rows(&path);
+        assert_eq!(headers, COLUMNS);
+        assert_eq!(rows.len(), 6, "two sizes, each with its two queue pairs");
+        let (first, last) = (&rows[0], &rows[3]);
+        assert_eq!(
+            (
+                first["qp"].as_str(),
+                first["retransmitted_packets"].as_str()
+            ),
+            ("", "")
+        );
+        assert_eq!(last["qp"], "");
+        assert_eq!(last["retransmitted_packets"], "5");
+        assert_eq!(last["ce_marked_packets"], "9");
+        assert_eq!(last["cnps_sent"], "0", "no cc object: nothing sent");
+        let (q0, q1) = (&rows[4], &rows[5]);
+        assert_eq!(
+            (q0["qp"].as_str(), q0["iterations"].as_str()),
+            ("0", "3000")
+        );
+        assert_eq!(q0["qp_bytes"], (3000 * 65536).to_string());
+        assert_eq!(q0["retransmitted_bytes"], "20480");
+        assert_eq!(
+            (q1["qp"].as_str(), q1["ce_marked_packets"].as_str()),
+            ("1", "")
+        );
+        let total: f64 = last["bw_avg_gbps"].parse().unwrap();
+        let shares: f64 = [q0, q1]
+            .iter()
+            .map(|q| q["bw_avg_gbps"].parse::<f64>().unwrap())
+            .sum();
+        // 5000 messages in the row, 3000 + 2000 in its queue pairs: the shares add up.
+        assert!((total - shares).abs() < 1e-5, "{total} {shares}");
+        assert_eq!(
+            rows[1]["retransmitted_packets"], "",
+            "only the last size's rows"
+        );
     }
 
     #[test]

@@ -339,6 +339,46 @@ pub(crate) struct Matrix {
     /// The judged figure only: the limit the pairs were held to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<MatrixLimit>,
+    /// `--pattern incast`, bandwidth and message rate: what the senders got of the receiver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incast: Option<IncastShare>,
+}
+
+/// An incast's senders against its receiver, in one matrix's figure: their sum and how evenly they
+/// shared it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct IncastShare {
+    /// The receiver's rank.
+    pub receiver: usize,
+    /// The senders' ranks.
+    pub senders: Vec<usize>,
+    /// How many senders gave a value (the sum and the index are over these).
+    pub measured: usize,
+    /// The senders' values summed, in the matrix's unit.
+    pub sum: f64,
+    /// Jain's fairness index of the senders' values (1: equal shares, 1/N: one took all).
+    pub jain: Option<f64>,
+}
+
+impl IncastShare {
+    /// The share of `receiver` among `senders` in `values` (row = client, column = server).
+    pub(crate) fn of(
+        values: &[Vec<Option<f64>>],
+        receiver: usize,
+        senders: &[usize],
+    ) -> IncastShare {
+        let got: Vec<f64> = senders
+            .iter()
+            .filter_map(|&c| values.get(c)?.get(receiver).copied().flatten())
+            .collect();
+        IncastShare {
+            receiver,
+            senders: senders.to_vec(),
+            measured: got.len(),
+            sum: got.iter().sum(),
+            jain: crate::stats::jain_index(&got),
+        }
+    }
 }
 
 impl Matrix {

@@ -3,6 +3,7 @@
 //! Bandwidth figures, or a latency summary with its histogram; the serde form is shared by the result
 //! files and the out-of-band channel.
 
+use crate::stats::flows::{QpSeries, QpShare};
 use crate::stats::{BandwidthStats, LatencyStats};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,12 @@ pub(crate) struct SizeResultRepr {
     lost_messages: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     bandwidth: Option<BandwidthStats>,
+    /// Each queue pair's share of a bandwidth result (kept in [`BandwidthStats::qps`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    qps: Vec<QpShare>,
+    /// `--qp-series` (kept in [`BandwidthStats::qp_series`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    qp_series: Option<Box<QpSeries>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     latency: Option<LatencyStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,8 +69,13 @@ pub(crate) struct SizeResultRepr {
 
 impl From<SizeResult> for SizeResultRepr {
     fn from(r: SizeResult) -> Self {
+        let (mut qps, mut qp_series) = (Vec::new(), None);
         let (bandwidth, latency, histogram) = match r.measured {
-            Measured::Bandwidth(b) => (Some(b), None, None),
+            Measured::Bandwidth(mut b) => {
+                qps = std::mem::take(&mut b.qps);
+                qp_series = b.qp_series.take();
+                (Some(b), None, None)
+            }
             Measured::Latency { stats, histogram } => {
                 (None, Some(stats), Some(HistogramRepr::encode(&histogram)))
             }
@@ -74,6 +86,8 @@ impl From<SizeResult> for SizeResultRepr {
             cpu_util_pct: r.cpu_util,
             lost_messages: r.lost,
             bandwidth,
+            qps,
+            qp_series,
             latency,
             histogram,
         }
@@ -85,7 +99,11 @@ impl TryFrom<SizeResultRepr> for SizeResult {
 
     fn try_from(r: SizeResultRepr) -> Result<Self, String> {
         let measured = match (r.bandwidth, r.latency, r.histogram) {
-            (Some(b), None, None) => Measured::Bandwidth(b),
+            (Some(b), None, None) => Measured::Bandwidth(BandwidthStats {
+                qps: r.qps,
+                qp_series: r.qp_series,
+                ..b
+            }),
             (None, Some(stats), Some(h)) => Measured::Latency {
                 stats,
                 histogram: h.decode()?,

@@ -340,3 +340,13 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn jains_index_is_one_for_equal_shares_and_one_over_n_for_one_taker() {
+    assert_eq!(jain_index(&[3.0, 3.0, 3.0]), Some(1.0));
+    assert_eq!(jain_index(&[4.0, 0.0, 0.0, 0.0]), Some(0.25));
+    let j = jain_index(&[1.0, 2.0]).unwrap();
+    assert!((j - 0.9).abs() < 1e-12, "{j}");
+    assert_eq!(jain_index(&[]), None);
+    assert_eq!(jain_index(&[0.0, 0.0]), None);
+}

@@ -15,6 +15,7 @@ pub(crate) mod memory;
 pub(crate) mod mtu;
 pub(crate) mod param;
 pub(crate) mod probe;
+pub mod qp_counters;
 pub(crate) mod rng;
 pub mod sockopt;
 pub mod soft;

@@ -173,6 +173,16 @@ pub fn quanta_to_ns(quanta: u16, speed_mbps: u64) -> u64 {
     (u64::from(quanta) * 512_000).div_ceil(speed_mbps.max(1))
 }
 
+/// The link speed pause quanta are timed at when an interface reports none, Mb/s: veth's (it
+/// reports 10000), the congested link's switch and the soft endpoint's rule alike.
+pub const DEFAULT_SPEED_MBPS: u64 = 10_000;
+
+/// How often a sender of pause frames refreshes a pause it wants to last: at half the longest pause
+/// (0xFFFF quanta) at `speed_mbps`, so that the receiver never sees it expire.
+pub fn refresh_ns(speed_mbps: u64) -> u64 {
+    quanta_to_ns(u16::MAX, speed_mbps) / 2
+}
+
 /// The fewest quanta that cover `ns` on a link of `speed_mbps`, at most 0xFFFF.
 pub fn ns_to_quanta(ns: u64, speed_mbps: u64) -> u16 {
     let q = (u128::from(ns) * u128::from(speed_mbps.max(1))).div_ceil(512_000);
@@ -267,5 +277,6 @@ mod tests {
         assert_eq!(ns_to_quanta(1, 10_000), 1);
         assert_eq!(ns_to_quanta(u64::MAX, 10_000), 0xffff, "capped");
         assert_eq!(ns_to_quanta(0, 10_000), 0);
+        assert_eq!(refresh_ns(DEFAULT_SPEED_MBPS), 1_677_696);
     }
 }

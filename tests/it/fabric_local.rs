@@ -182,3 +182,80 @@ fn a_rank_of_another_version_is_refused_with_exit_2() {
             .contains("9.9.9")
     );
 }
+
+#[test]
+fn an_incast_sends_every_other_rank_into_the_receiver_and_sums_their_shares() {
+    let job = Job::new(3, "incast");
+    let args = job
+        .args("write_bw --transport tcp -n 300 --warmup 10 -s 65536 --pattern incast --no-retest");
+    let ranks: Vec<Child> = (0..3)
+        .map(|r| spawn(rank(r, 3, &args), &job.log(r)))
+        .collect();
+    let codes: Vec<i32> = ranks.into_iter().map(|c| wait(c, 240)).collect();
+    let log0 = std::fs::read_to_string(job.log(0)).unwrap();
+    assert_eq!(codes, [0, 0, 0], "rank 0:\n{log0}");
+    let doc = fabric_json(&job.results);
+    assert_eq!(doc["pattern"], "incast all>0");
+    let mut pairs = first_pairs(&doc);
+    pairs.sort();
+    assert_eq!(pairs, [(1, 0, "ok".into()), (2, 0, "ok".into())]);
+    // One step: both senders in round 0, not alone, each on its own port (the base plus its rank).
+    let recs: Vec<&serde_json::Value> = doc["pairs"].as_array().unwrap().iter().collect();
+    let ports: std::collections::BTreeSet<u64> =
+        recs.iter().map(|p| p["port"].as_u64().unwrap()).collect();
+    assert_eq!(ports.len(), 2, "{recs:?}");
+    for p in &recs {
+        assert_eq!(
+            (p["round"].as_u64(), p["alone"].as_bool()),
+            (Some(0), Some(false))
+        );
+        assert_eq!(
+            p["port"].as_u64().unwrap() - p["client"].as_u64().unwrap(),
+            ports.iter().min().unwrap() - 1
+        );
+    }
+    // The bandwidth matrix carries the incast's share: the senders' sum and Jain's index.
+    let m = doc["matrices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "bw_avg_gbps")
+        .unwrap();
+    let share = &m["incast"];
+    assert_eq!(share["receiver"], 0);
+    assert_eq!(share["senders"], serde_json::json!([1, 2]));
+    assert_eq!(share["measured"], 2);
+    let (a, b) = (
+        m["values"][1][0].as_f64().unwrap(),
+        m["values"][2][0].as_f64().unwrap(),
+    );
+    assert!(a > 0.0 && b > 0.0);
+    assert!(
+        (share["sum"].as_f64().unwrap() - (a + b)).abs() < 1e-5,
+        "{share}"
+    );
+    let jain = share["jain"].as_f64().unwrap();
+    let want = (a + b).powi(2) / (2.0 * (a * a + b * b));
+    assert!((jain - want).abs() < 1e-6 && jain <= 1.0, "{share}");
+    // Latency matrices have none; the summary prints the share.
+    assert!(
+        doc["matrices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["metric"] == "msg_rate_mpps")
+            .all(|m| m["incast"]["senders"] == serde_json::json!([1, 2]))
+    );
+    assert_contains(&log0, "incast, write_bw");
+    assert_contains(&log0, "from 2 of 2 senders, Jain's index");
+}
+
+#[test]
+fn an_incast_receiver_outside_the_job_is_a_usage_error_naming_the_flag() {
+    let job = Job::new(3, "incast-bad");
+    let args = job.args("write_bw --transport tcp --pattern incast --incast-receiver 3");
+    let code = wait(spawn(rank(0, 3, &args), &job.log(0)), 60);
+    let log0 = std::fs::read_to_string(job.log(0)).unwrap();
+    assert_eq!(code, 2, "{log0}");
+    assert_contains(&log0, "--incast-receiver 3: the job has 3 ranks (0..2)");
+}

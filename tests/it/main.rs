@@ -35,6 +35,7 @@ mod perftest_oob_six;
 mod perftest_oob_stub;
 mod perftest_oob_traces;
 mod protection_binaries;
+mod qp_shares;
 mod rc_cnp;
 mod rc_errors;
 mod rc_gbn;

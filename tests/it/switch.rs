@@ -201,6 +201,7 @@ fn lossy_drops_what_exceeds_the_buffer_and_the_receiver_gets_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let mut spec = SwitchSpec::new("lossy", 0.1);
     spec.buffer = Some(100_000);
+    spec.sample_us = Some(500);
     let sw = start(&t, &spec, dir.path());
     let rx = receiver(&t);
     let (got, ce) = send_and_count(&t, 0, BLAST, None, &rx);
@@ -222,6 +223,12 @@ fn lossy_drops_what_exceeds_the_buffer_and_the_receiver_gets_the_rest() {
         e.max_queue_bytes <= 100_000 && e.max_queue_bytes > 90_000,
         "{e:?}"
     );
+    // The queue sampled every 500 µs: within the buffer, in time order, full at some point.
+    let q = &s.queue_samples;
+    assert!(q.len() > 10, "{q:?}");
+    assert!(q.windows(2).all(|w| w[0][0] < w[1][0]), "{q:?}");
+    assert!(q.iter().all(|&[_, b]| b <= 100_000));
+    assert!(q.iter().any(|&[_, b]| b > 50_000), "{q:?}");
     // Each forwarded datagram is an Ethernet + IPv4 + UDP frame around its payload.
     assert!(
         e.forwarded_bytes >= got as u64 * (PAYLOAD as u64 + 42),

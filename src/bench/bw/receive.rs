@@ -3,6 +3,7 @@
 
 use super::{BwMeasurement, BwSpec, RecvState, check_target, payload_len};
 use crate::bench::interval::{Intervals, Ticker};
+use crate::bench::qp_series::SeriesRecorder;
 use crate::bench::{Result, Watchdog, Window, check, check_len, cpu::CpuSample, exact_len, tr};
 use crate::params::RunMode;
 use crate::transport::{Completion, CompletionOp, Endpoint};
@@ -47,6 +48,11 @@ pub(crate) fn receiver<E: Endpoint>(
     let base: Vec<u64> = got.clone();
     let win = Window::new(spec.mode);
     let mut last = win.start;
+    // --qp-series: what each queue pair received since the measurement began, at each sample.
+    let mut series = spec
+        .qp_series
+        .map(|ms| SeriesRecorder::new(ms, qps, spec.mode));
+    let mut since = vec![0u64; qps];
     match spec.mode {
         RunMode::Iterations(n) => {
             let target = spec.warmup + n;
@@ -55,26 +61,44 @@ pub(crate) fn receiver<E: Endpoint>(
             // server does (tposted[0] on its first receive completion). Starting when this side began to
             // wait would add the peer's start-up delay, which a perftest peer does not count.
             let mut first = (spec.warmup > 0).then_some(win.start);
+            let measured = |got: &[u64], into: &mut [u64]| {
+                for (d, g) in into.iter_mut().zip(got) {
+                    *d = g.saturating_sub(spec.warmup);
+                }
+            };
             while !got.iter().all(|&g| g >= target) {
                 if poll(ep, &mut got, recvs)? > 0 {
                     last = Instant::now();
-                    first.get_or_insert(last);
+                    let f = *first.get_or_insert(last);
                     dog.progress();
+                    let at = last.saturating_duration_since(f).as_nanos() as u64;
+                    if let Some(r) = series.as_mut()
+                        && r.due(at)
+                    {
+                        measured(&got, &mut since);
+                        r.sample(at, &since, spec.size);
+                    }
                 }
                 dog.check(stop)?;
             }
+            measured(&got, &mut since);
+            let elapsed_ns = last.duration_since(first.unwrap_or(last)).as_nanos() as u64;
             Ok(BwMeasurement {
                 size: spec.size,
                 messages: n * qps as u64,
-                elapsed_ns: last.duration_since(first.unwrap_or(last)).as_nanos() as u64,
+                elapsed_ns,
                 best_ns_per_msg: None,
                 cpu_util: None,
                 lost: None,
+                series: series.map(|r| r.finish(elapsed_ns, &since, spec.size)),
+                per_qp: since,
             })
         }
         RunMode::Duration { .. } => {
             let mut start: Option<(Instant, u64, Option<CpuSample>)> = None;
             let mut end: Option<(Instant, u64, Option<CpuSample>)> = None;
+            // Each queue pair's count when the window opened.
+            let mut at_start = vec![0u64; qps];
             let mut ticker = intervals.map(|i| Ticker::new(i, win.start));
             loop {
                 if poll(ep, &mut got, recvs)? > 0 {
@@ -87,8 +111,19 @@ pub(crate) fn receiver<E: Endpoint>(
                 }
                 if start.is_none() && win.in_sample(now) {
                     start = Some((now, count, spec.cpu_util.then(CpuSample::read).flatten()));
+                    at_start.copy_from_slice(&got);
                 } else if start.is_some() && end.is_none() && !win.in_sample(now) {
                     end = Some((now, count, spec.cpu_util.then(CpuSample::read).flatten()));
+                    in_window(&got, &at_start, &mut since);
+                } else if let Some((s, ..)) = start
+                    && end.is_none()
+                    && let Some(r) = series.as_mut()
+                {
+                    let at = now.saturating_duration_since(s).as_nanos() as u64;
+                    if r.due(at) {
+                        in_window(&got, &at_start, &mut since);
+                        r.sample(at, &since, spec.size);
+                    }
                 }
                 if dog.check(stop)? {
                     break;
@@ -98,15 +133,30 @@ pub(crate) fn receiver<E: Endpoint>(
             let total = got.iter().sum::<u64>() - base.iter().sum::<u64>();
             let (s, c0, cs) = start.unwrap_or((win.start, 0, None));
             let (e, c1, ce) = end.unwrap_or((now, total, None));
+            if end.is_none() {
+                // The window never closed (the sender stopped first): everything since it opened.
+                let from = if start.is_some() { &at_start } else { &base };
+                in_window(&got, from, &mut since);
+            }
+            let elapsed_ns = e.duration_since(s).as_nanos() as u64;
             Ok(BwMeasurement {
                 size: spec.size,
                 messages: c1 - c0,
-                elapsed_ns: e.duration_since(s).as_nanos() as u64,
+                elapsed_ns,
                 best_ns_per_msg: None,
                 cpu_util: cs.zip(ce).and_then(|(a, b)| a.util_until(&b)),
                 lost: None,
+                series: series.map(|r| r.finish(elapsed_ns, &since, spec.size)),
+                per_qp: since,
             })
         }
+    }
+}
+
+/// Each queue pair's count `got` less its count `from` when the window opened, into `into`.
+fn in_window(got: &[u64], from: &[u64], into: &mut [u64]) {
+    for ((d, g), f) in into.iter_mut().zip(got).zip(from) {
+        *d = g - f;
     }
 }
 

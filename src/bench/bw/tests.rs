@@ -22,6 +22,7 @@ fn spec(verb: Verb, size: u64, mode: RunMode) -> BwSpec {
         pace: None,
         unreliable: false,
         atomic: None,
+        qp_series: None,
     }
 }
 
@@ -415,4 +416,76 @@ fn atomic_bw_without_validate_runs_the_same_operations() {
     );
     let (m, _) = run_passive(s);
     assert_eq!((m.size, m.messages), (8, 100));
+}
+
+/// Each queue pair's share and series add up to the row's (TCP connections as queue pairs).
+fn assert_shares_add_up(m: &BwMeasurement, qps: usize) {
+    assert_eq!(m.per_qp.len(), qps);
+    assert_eq!(m.per_qp.iter().sum::<u64>(), m.messages);
+    let s = m.series.as_ref().expect("--qp-series asked");
+    assert_eq!(s.interval_ms, 1);
+    let last = s.bytes.last().unwrap();
+    let shares: Vec<u64> = m.per_qp.iter().map(|&n| n * m.size).collect();
+    assert_eq!(last, &shares, "the last sample is each queue pair's bytes");
+    assert!(s.bytes.iter().all(|row| row.len() == qps));
+    assert!(s.t_ms.windows(2).all(|w| w[0] < w[1]), "{:?}", s.t_ms);
+}
+
+/// `active` over `qps` TCP queue pairs against a passive server; its measurement.
+fn active_on_qps(s: &BwSpec, qps: usize) -> BwMeasurement {
+    let (mut server, mut client) = pair(qps, s.layout.buffer_len(), 64);
+    let remotes = s.layout.remotes(&server.local_info());
+    let done = Arc::new(AtomicBool::new(false));
+    let d2 = done.clone();
+    let t = std::thread::spawn(move || {
+        passive(
+            &mut server,
+            SERVING,
+            &mut || d2.load(Ordering::Acquire),
+            None,
+        )
+        .unwrap()
+    });
+    let m = active(&mut client, s, &remotes, None, Hooks::none()).unwrap();
+    done.store(true, Ordering::Release);
+    t.join().unwrap();
+    m
+}
+
+#[test]
+fn write_bw_counts_each_queue_pairs_share_and_series() {
+    let s = BwSpec {
+        qp_series: Some(1),
+        ..spec(Verb::Write, 4096, RunMode::Iterations(400))
+    };
+    let m = active_on_qps(&s, 3);
+    assert_eq!(m.per_qp, vec![400, 400, 400]);
+    assert_shares_add_up(&m, 3);
+}
+
+#[test]
+fn a_timed_run_counts_each_queue_pairs_share_inside_its_window() {
+    let s = BwSpec {
+        qp_series: Some(1),
+        ..spec(Verb::Write, 1024, RunMode::Duration { secs: 1, margin: 0 })
+    };
+    let m = active_on_qps(&s, 2);
+    assert!(m.per_qp.iter().all(|&n| n > 0), "{:?}", m.per_qp);
+    assert_shares_add_up(&m, 2);
+    // Sampled every millisecond of a one-second window: many samples, none past its end.
+    let series = m.series.unwrap();
+    assert!(series.t_ms.len() > 10, "{}", series.t_ms.len());
+    assert!(*series.t_ms.last().unwrap() <= m.elapsed_ns as f64 / 1e6 + 1e-9);
+}
+
+#[test]
+fn the_send_bw_receiver_counts_each_queue_pairs_share_where_they_arrive() {
+    let s = BwSpec {
+        qp_series: Some(1),
+        ..spec(Verb::Send, 300, RunMode::Iterations(200))
+    };
+    let (m, r) = send_pair(s, 2, std::time::Duration::ZERO);
+    assert_eq!(m.per_qp, vec![200, 200]);
+    assert_eq!(r.per_qp, vec![200, 200]);
+    assert_shares_add_up(&r, 2);
 }

@@ -4,7 +4,7 @@
 
 use roceperf::results::switch::{EgressStats, PfcStats, PortStats, SWITCH_SCHEMA, SwitchStats};
 use roceperf::wire::MacAddr;
-use roceperf::wire::pfc::{PAUSE_FRAME_LEN, PauseRepr, quanta_to_ns};
+use roceperf::wire::pfc::{DEFAULT_SPEED_MBPS, PAUSE_FRAME_LEN, PauseRepr, refresh_ns};
 
 use crate::cli::Config;
 use crate::error::{Error, Result};
@@ -14,8 +14,6 @@ use crate::ring::Ring;
 use crate::sock::{BATCH, Rx, Sock, max_frame, speed_mbps};
 use crate::sys;
 
-/// Link speed assumed for pause quanta when sysfs gives none (veth reports 10000).
-const ASSUMED_MBPS: u64 = 10_000;
 /// The longest sleep, so that a stop signal between the check and `ppoll` waits at most this.
 const MAX_SLEEP_NS: u64 = 100_000_000;
 /// MACs the switch remembers.
@@ -89,18 +87,18 @@ impl Switch {
         let speeds: Vec<Option<u64>> = cfg.ports.iter().map(|p| speed_mbps(p)).collect();
         let slowest = speeds
             .iter()
-            .map(|s| s.unwrap_or(ASSUMED_MBPS))
+            .map(|s| s.unwrap_or(DEFAULT_SPEED_MBPS))
             .min()
-            .unwrap_or(ASSUMED_MBPS);
+            .unwrap_or(DEFAULT_SPEED_MBPS);
         let speed_note = if speeds.iter().all(Option::is_some) {
             format!("{slowest} Mb/s (the ingress ports' sysfs speed)")
         } else {
             format!(
-                "{ASSUMED_MBPS} Mb/s assumed (an ingress port's sysfs speed is unknown; veth reports 10000)"
+                "{DEFAULT_SPEED_MBPS} Mb/s assumed (an ingress port's sysfs speed is unknown; veth reports 10000)"
             )
         };
-        // The sender's pause lasts 0xffff quanta at its link speed: refresh at half of that.
-        let refresh_ns = quanta_to_ns(0xffff, slowest) / 2;
+        // The sender's pause lasts 0xffff quanta at its link speed: refreshed at half of that.
+        let refresh_ns = refresh_ns(slowest);
         let buffer = cfg.red.buffer_bytes as usize;
         let port = Port::new(
             PortConfig {

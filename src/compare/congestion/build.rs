@@ -9,11 +9,12 @@
 
 use super::plan::{CONVERGE_BAND, PRIO, Study};
 use crate::results::congestion::figures::{
-    convergence, goodput_fraction, interval_rates, jain, steady_jain,
+    convergence, goodput_fraction, interval_rates, steady_jain,
 };
 use crate::results::congestion::{
     Convergence, Discipline, DisciplineRun, Flow, Outcome, Ran, Series, Totals, Victim,
 };
+use crate::stats::jain_index;
 use serde_json::Value;
 
 /// What the switch counted over a run (from `roce_switch --stats`).
@@ -202,7 +203,7 @@ pub(crate) fn discipline_run(
     let totals = Totals {
         goodput_gbps: goodput,
         goodput_fraction: goodput_fraction(goodput, study.bottleneck_gbps),
-        jain: jain(&rates),
+        jain: jain_index(&rates),
         jain_steady,
         steady_from_s,
         steady_basis,

@@ -32,7 +32,9 @@ fn what_roce_fabric_refuses_says_why() {
     assert!(e("write_bw --min-bw 10Gb/s").contains("roce_gate fabric.json"));
     assert!(e("-d lo").contains("no test given"));
     assert!(e("write_bw --compare --roce v2").contains("leave out --roce"));
-    assert!(e("write_bw --pattern star").contains("ring or bisection"));
+    assert!(e("write_bw --pattern star").contains("ring, bisection or incast"));
+    assert!(e("write_bw --incast-senders 2").contains("--pattern incast only"));
+    assert!(e("write_bw --pattern ring --incast-receiver 1").contains("--incast-receiver applies"));
     assert!(e("write_bw --bw-fraction 120%").contains("between 0 and 100%"));
     assert!(e("write_bw --loopback-base 10.0.0.1").contains("127.0.0.0/8"));
     // An unknown flag followed by a flag stays alone: the binary names it in the preflight.
@@ -92,4 +94,29 @@ fn pair_timeouts_follow_the_test_flags() {
 #[test]
 fn roce_fabric_takes_every_format_flag_as_its_own() {
     assert!(crate::report::export::takes_format_files(&command()));
+}
+
+#[test]
+fn an_incast_takes_its_receiver_and_senders_and_keeps_them_from_the_binaries() {
+    let o = parse(&v(
+        "write_bw --pattern incast -s 64K --incast-receiver 2 --incast-senders 3",
+    ))
+    .unwrap();
+    assert_eq!(
+        o.pattern,
+        Pattern::Incast {
+            receiver: 2,
+            senders: Some(3)
+        }
+    );
+    assert_eq!(o.pass, v("-s 64K"));
+    assert_eq!(o.shared_params()["--pattern"], "incast 3>2");
+    let o = parse(&v("write_bw --pattern incast")).unwrap();
+    assert_eq!(
+        o.pattern,
+        Pattern::Incast {
+            receiver: 0,
+            senders: None
+        }
+    );
 }

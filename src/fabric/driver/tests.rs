@@ -242,3 +242,62 @@ fn impairment_specs() {
     );
     assert!(parse_impair("x").is_err());
 }
+
+#[test]
+fn an_incast_starts_every_sender_at_once_each_on_its_own_port() {
+    let mut p = plan(4, false);
+    p.steps = Pattern::Incast {
+        receiver: 0,
+        senders: None,
+    }
+    .steps(4)
+    .unwrap();
+    p.impair.clear();
+    let mut d = Driver::new(p, members(4));
+    d.start(Duration::ZERO);
+    let mut jobs = Vec::new();
+    while let Some(o) = d.poll_output() {
+        if let Output::Send(r, ToWorker::Job(j)) = o {
+            jobs.push((r, j));
+        }
+    }
+    // Three servers on rank 0 and three clients, before any answer; the port follows the client.
+    let on = |side: Side| -> Vec<(usize, Option<u16>)> {
+        jobs.iter()
+            .filter(|(_, j)| j.side == side)
+            .map(|(r, j)| (*r, j.port))
+            .collect()
+    };
+    assert_eq!(
+        on(Side::Server),
+        [(0, Some(20001)), (0, Some(20002)), (0, Some(20003))]
+    );
+    assert_eq!(
+        on(Side::Client),
+        [(1, Some(20001)), (2, Some(20002)), (3, Some(20003))]
+    );
+    let mut records = Vec::new();
+    for (r, j) in jobs {
+        // Unequal shares: an incast is not judged by the outlier rules, so nothing is retested.
+        d.on_done(Duration::ZERO, r, j.id, ok(if r == 2 { 1.0 } else { 3.0 }));
+        while let Some(o) = d.poll_output() {
+            if let Output::Record(rec) = o {
+                records.push(*rec);
+            }
+        }
+    }
+    assert!(d.is_finished());
+    let got: Vec<(usize, usize, u16, bool)> = records
+        .iter()
+        .map(|r| (r.client, r.server, r.port, r.alone))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, 0, 20001, false),
+            (2, 0, 20002, false),
+            (3, 0, 20003, false)
+        ]
+    );
+    assert!(d.phases()[0].limit.is_none() && d.phases()[0].flagged.is_empty());
+}

@@ -73,3 +73,48 @@ fn a_pairs_file_is_packed_into_disjoint_steps() {
     std::fs::write(&f, "0 0\n").unwrap();
     assert!(Pattern::from_file(&f).unwrap_err().contains("itself"));
 }
+
+#[test]
+fn an_incast_is_one_step_of_senders_into_the_receiver() {
+    let p = |receiver, senders| Pattern::Incast { receiver, senders };
+    let pairs = |steps: Vec<Step>| -> Vec<(usize, usize)> {
+        assert_eq!(steps.len(), 1, "one step");
+        steps[0]
+            .pairs
+            .iter()
+            .map(|p| (p.client, p.server))
+            .collect()
+    };
+    // Every other rank by default; the first N others in rank order with --incast-senders N.
+    assert_eq!(
+        pairs(p(0, None).steps(4).unwrap()),
+        [(1, 0), (2, 0), (3, 0)]
+    );
+    assert_eq!(pairs(p(2, Some(2)).steps(5).unwrap()), [(0, 2), (1, 2)]);
+    assert_eq!(pairs(p(1, Some(1)).steps(2).unwrap()), [(0, 1)]);
+    assert_eq!(p(3, Some(2)).describe(), "incast 2>3");
+    assert_eq!(p(0, None).describe(), "incast all>0");
+    // The flag that does not fit the job is named.
+    let e = p(3, None).steps(3).unwrap_err();
+    assert!(
+        e.starts_with("--incast-receiver 3: the job has 3 ranks (0..2)"),
+        "{e}"
+    );
+    let e = p(0, Some(3)).steps(3).unwrap_err();
+    assert!(
+        e.starts_with("--incast-senders 3: the job has 2 ranks besides"),
+        "{e}"
+    );
+    assert!(
+        p(0, Some(0))
+            .steps(3)
+            .unwrap_err()
+            .starts_with("--incast-senders 0")
+    );
+    assert!(
+        p(0, None)
+            .steps(1)
+            .unwrap_err()
+            .contains("--incast-senders")
+    );
+}

@@ -344,3 +344,29 @@ fn single_values_use_perftest_format() {
         format!("{:.6}\n", stats.mean_us)
     );
 }
+
+#[test]
+fn the_per_qp_line_names_each_share_and_their_fairness() {
+    let mut r = bw_result();
+    assert_eq!(qp_shares(&r), None, "no shares, no line");
+    let shares = |r: &mut SizeResult, size, counts: &[u64], ns| {
+        if let Measured::Bandwidth(b) = &mut r.measured {
+            b.qps = crate::stats::flows::QpShare::from_counts(size, counts, ns);
+        }
+    };
+    shares(&mut r, 1000, &[3000, 1000], 1_000_000);
+    let line = qp_shares(&r).unwrap();
+    assert_eq!(
+        line,
+        " per QP [Gb/s]: 0: 24.000 1: 8.000; min 8.000 max 24.000, Jain's index 0.8000\n"
+    );
+    shares(&mut r, 1, &[1; 20], 8);
+    let line = qp_shares(&r).unwrap();
+    assert!(
+        line.contains(" 15: 1.000 ... 4 more (all in --json)"),
+        "{line}"
+    );
+    assert!(line.ends_with("Jain's index 1.0000\n"), "{line}");
+    assert!((jain(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
+    assert_eq!(jain(&[]), 1.0);
+}

@@ -1,5 +1,5 @@
-//! The arithmetic of a congestion study, pure: Jain's fairness index, rates from cumulative byte
-//! series, time to converge, goodput against the bottleneck, and steady-state fairness.
+//! The arithmetic of a congestion study, pure: rates from cumulative byte series, time to converge,
+//! goodput against the bottleneck, and steady-state fairness (Jain's index is `stats::jain_index`).
 //!
 //! **Time to converge** (the rule the document and docs/congestion.md state): rates are taken over a
 //! sliding window of `window_ms` ending at each sample; the fair share in a window is the flows'
@@ -9,14 +9,7 @@
 //! later window is fair too; when the last window is not fair, they never did.
 
 use super::Convergence;
-
-/// Jain's fairness index, (Σx)² ÷ (n·Σx²): 1 when every x is equal, 1/n when one has everything.
-/// None for no flow, or when every x is 0 (nothing to share).
-pub(crate) fn jain(xs: &[f64]) -> Option<f64> {
-    let sum: f64 = xs.iter().sum();
-    let squares: f64 = xs.iter().map(|x| x * x).sum();
-    (!xs.is_empty() && squares > 0.0).then(|| sum * sum / (xs.len() as f64 * squares))
-}
+use crate::stats::jain_index;
 
 /// Gb/s from `bytes` over `ms` milliseconds (0 over no time).
 pub(crate) fn gbps(bytes: u64, ms: f64) -> f64 {
@@ -165,7 +158,7 @@ pub(crate) fn jain_from(t_ms: &[f64], cumulative: &[Vec<u64>], from_ms: f64) -> 
             gbps(flow[end].saturating_sub(b0), t_ms[end] - t0)
         })
         .collect();
-    jain(&rates)
+    jain_index(&rates)
 }
 
 /// Steady state: from convergence when the flows converged, else the second half of the series.
@@ -198,19 +191,6 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9
-    }
-
-    #[test]
-    fn jains_index_by_hand() {
-        assert_eq!(jain(&[1.0, 1.0, 1.0, 1.0]), Some(1.0));
-        // One of four has everything: 1/n.
-        assert_eq!(jain(&[4.0, 0.0, 0.0, 0.0]), Some(0.25));
-        // (1+2+3)^2 / (3 * (1+4+9)) = 36 / 42.
-        assert!(close(jain(&[1.0, 2.0, 3.0]).unwrap(), 36.0 / 42.0));
-        // (3+1)^2 / (2 * (9+1)) = 16 / 20.
-        assert!(close(jain(&[3.0, 1.0]).unwrap(), 0.8));
-        assert_eq!(jain(&[]), None);
-        assert_eq!(jain(&[0.0, 0.0]), None, "nothing to share");
     }
 
     #[test]

@@ -47,6 +47,7 @@ fn doc() -> FabricDoc {
                 value: 8.484_814_813_77,
                 rule: "bandwidth < 93% of the highest".into(),
             }),
+            incast: None,
         }],
         summary: Summary {
             ok: 2,
@@ -229,4 +230,26 @@ fn values_show_four_significant_digits() {
     assert_eq!(fmt_value(0.00034561), "0.0003456");
     assert_eq!(fmt_value(1234.4), "1234");
     assert_eq!(fmt_value(0.0), "0");
+}
+
+#[test]
+fn an_incast_share_sums_its_senders_and_takes_their_jain_index() {
+    // Senders 1 and 2 into 0; rank 3 sent nothing (failed): the share is over the two measured.
+    let v = vec![
+        vec![None, None, None, None],
+        vec![Some(3.0), None, None, None],
+        vec![Some(6.0), None, None, None],
+        vec![None, None, None, None],
+    ];
+    let s = IncastShare::of(&v, 0, &[1, 2, 3]);
+    assert_eq!(
+        (s.receiver, s.senders.clone(), s.measured, s.sum),
+        (0, vec![1, 2, 3], 2, 9.0)
+    );
+    assert!((s.jain.unwrap() - 0.9).abs() < 1e-12, "{s:?}");
+    let text = serde_json::to_string(&s).unwrap();
+    assert!(
+        text.contains("\"sum\":9.0") && text.contains("\"measured\":2"),
+        "{text}"
+    );
 }

@@ -57,6 +57,8 @@ pub(super) fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, Rea
     let c_label = col("label");
     let c_path = col("path");
     let c_samples = col("lat_samples");
+    // A queue pair's row (`qp` set) details the size's row above it, which carries the figures.
+    let c_qp = col("qp");
     let figure_cols = COLUMN_NAMES.map(col);
     if figure_cols.iter().all(Option::is_none) {
         return Err(err(
@@ -73,6 +75,9 @@ pub(super) fn parse_csv(path: &Path, bytes: &[u8]) -> Result<Vec<ResultRow>, Rea
         let line = rec.position().map(|p| p.line() as usize);
         let cell = |c: usize| rec.get(c).unwrap_or("").trim();
         let opt_cell = |c: Option<usize>| c.map(cell).filter(|s| !s.is_empty());
+        if opt_cell(c_qp).is_some() {
+            continue;
+        }
         let test = TestKind::from_name(cell(c_test)).ok_or_else(|| {
             err(
                 line,

@@ -220,3 +220,32 @@ fn a_negative_figure_in_a_csv_is_refused_naming_line_and_column() {
         );
     }
 }
+
+#[test]
+fn a_run_csv_with_queue_pair_rows_reads_back_as_its_sizes() {
+    let mut info = testdata::bw_info();
+    info.counters = Some(json!({"retransmitted_packets": 1}));
+    let mut r = testdata::bw_result();
+    if let crate::results::Measured::Bandwidth(b) = &mut r.measured {
+        b.qps = crate::stats::flows::QpShare::from_counts(65536, &[2500, 2500], b.elapsed_ns);
+    }
+    let mut bytes = crate::results::csv::header_line().into_bytes();
+    bytes.push(b'\n');
+    bytes.extend(crate::results::csv::run_rows(&info, &[r.clone(), r]).unwrap());
+    assert_eq!(
+        bytes.iter().filter(|&&b| b == b'\n').count(),
+        7,
+        "header, 2 × (size + 2 QPs)"
+    );
+    let rows = parse_rows(Path::new("qps.csv"), &bytes).unwrap();
+    assert_eq!(rows.len(), 2, "the queue pairs' rows detail their size's");
+    assert!(rows.iter().all(|row| row.size == 65536));
+    let Figures::Bandwidth(b) = &rows[0].figures else {
+        panic!("{:?}", rows[0].figures)
+    };
+    assert!(
+        (b.gbps - 92.514).abs() < 1e-3,
+        "the size's figure, not a share: {}",
+        b.gbps
+    );
+}

@@ -32,6 +32,7 @@ use super::path::{LocalEnd, Path, path_to};
 use super::plan::{self, SoftNote};
 use super::rc::{self, MemoryTable, MrKeys, QpConfig};
 use crate::params::{ConnType, Recovery, TransportKind};
+use crate::transport::qp_counters::QpCounters;
 use crate::transport::{
     Access, Completion, ConnInfo, Endpoint, Error, Gid, QpInfo, RecvRequest, Result, RoceMtu,
     SendRequest, rng,
@@ -62,6 +63,8 @@ struct QpSlot {
     tx_icrcs: TxIcrcs,
     /// Its unacknowledged PSNs when the datapath last looked (ACKs only lower the true figure).
     unacked: u32,
+    /// Packets it received CE-marked (its share of `np_ecn_marked_roce_packets`).
+    ce_marked: u64,
 }
 
 /// The soft transport's endpoint. See the module documentation.
@@ -158,6 +161,7 @@ impl SoftEndpoint {
                     peer: Gid::ZERO,
                     tx_icrcs: TxIcrcs::new(),
                     unacked: 0,
+                    ce_marked: 0,
                 })
             })
             .collect::<std::result::Result<Vec<_>, SoftError>>()?;
@@ -241,6 +245,26 @@ impl SoftEndpoint {
         c.tx_batches += self.nic.inner().tx_batches();
         (c.impair, c.impair_rx) = self.nic.stats();
         c
+    }
+
+    /// Each queue pair's own counters (`test.counters.per_qp`), in queue-pair order.
+    pub fn qp_counters(&self) -> Vec<QpCounters> {
+        self.slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut c = QpCounters {
+                    qp: i as u32,
+                    qpn: Some(s.qpn),
+                    ce_marked_packets: Some(s.ce_marked),
+                    ..QpCounters::default()
+                };
+                if let Some(q) = &s.qp {
+                    q.qp_counters(&mut c);
+                }
+                c
+            })
+            .collect()
     }
 
     /// What this endpoint is and why, for `-v`: interface (with its MTU and GID tables), backend, GID,

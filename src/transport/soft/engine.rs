@@ -7,6 +7,7 @@ use super::counters::SoftCounters;
 use super::rc::{self, MemoryTable, Qp, QpConfig};
 use super::unreliable::{Grh, UcQp, UdQp};
 use crate::params::ConnType;
+use crate::transport::qp_counters::QpCounters;
 use crate::transport::{Completion, RecvRequest, Result, SendRequest};
 
 /// One soft queue pair's engine.
@@ -209,6 +210,31 @@ impl Engine {
             Engine::Rc(q) => q.memory_mut(),
             Engine::Uc(q) => q.memory_mut(),
             Engine::Ud(q) => q.memory_mut(),
+        }
+    }
+
+    /// Its own counters into `c` (the caller set its index, QPN and CE marks). RC counts what it
+    /// resent and its congestion control; UC and UD never resend, send or handle a CNP, or pace:
+    /// zeros, and no rate.
+    pub(crate) fn qp_counters(&self, c: &mut QpCounters) {
+        let gbps = |kbps: u64| (kbps > 0).then(|| kbps as f64 / 1e6);
+        match self {
+            Engine::Rc(q) => {
+                let k = q.counters();
+                let cc = q.cc_counters();
+                c.retransmitted_packets = k.retransmitted_packets;
+                c.retransmitted_bytes = k.retransmitted_bytes;
+                c.cnps_sent = Some(cc.np_cnp_sent);
+                c.cnps_handled = Some(cc.rp_cnp_handled);
+                c.rate_cuts = Some(cc.rp_rate_cuts);
+                c.rate_now_gbps = gbps(cc.rp_current_rate_kbps);
+                c.rate_lowest_gbps = gbps(cc.rp_min_rate_kbps);
+            }
+            Engine::Uc(_) | Engine::Ud(_) => {
+                c.cnps_sent = Some(0);
+                c.cnps_handled = Some(0);
+                c.rate_cuts = Some(0);
+            }
         }
     }
 

@@ -5,6 +5,7 @@ use super::qp::{QpState, closed};
 use super::setup::{self, Dial};
 use super::{TcpConfig, io_err};
 use crate::params::{Role, TransportKind};
+use crate::transport::qp_counters::QpCounters;
 use crate::transport::{
     Completion, ConnInfo, Endpoint, Error, QpInfo, RecvRequest, Result, SendRequest,
 };
@@ -40,6 +41,26 @@ pub(crate) struct TcpEndpoint {
 }
 
 impl TcpEndpoint {
+    /// Each connection's retransmissions from `TCP_INFO` (read now: one system call each), in the
+    /// per-queue-pair shape the soft transport fills; what TCP cannot count (ECN marks it keeps to
+    /// itself, CNPs, DCQCN's rate) is `None`. A connection not made, or a kernel that does not say,
+    /// counts 0 (bytes: the segments' count is all an older kernel gives).
+    pub(crate) fn qp_counters(&self) -> Vec<QpCounters> {
+        self.qps
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let (segments, bytes) = q.link.as_ref().map_or((None, None), Link::retransmissions);
+                QpCounters {
+                    qp: i as u32,
+                    retransmitted_packets: segments.unwrap_or(0),
+                    retransmitted_bytes: bytes.unwrap_or(0),
+                    ..QpCounters::default()
+                }
+            })
+            .collect()
+    }
+
     /// Registers the buffers and, on the server, opens the listener the client will connect to.
     pub(crate) fn new(cfg: TcpConfig) -> Result<TcpEndpoint> {
         if cfg.qps == 0 || cfg.buf_len == 0 || cfg.sq_depth == 0 {

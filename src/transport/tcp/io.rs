@@ -24,7 +24,44 @@ pub(super) struct Link {
     last_read: usize,
 }
 
+/// Where the kernel's `struct tcp_info` (linux/tcp.h) holds `tcpi_total_retrans` (u32) and
+/// `tcpi_bytes_retrans` (u64, Linux 4.19 and later); libc's struct ends before the latter.
+const TCPI_TOTAL_RETRANS: usize = 100;
+const TCPI_BYTES_RETRANS: usize = 208;
+
 impl Link {
+    /// The connection's retransmissions from `TCP_INFO`: segments and bytes sent again over its
+    /// life; bytes `None` on a kernel too old to count them, both `None` if the call fails. One
+    /// system call: read when the counters are, never per message.
+    pub(super) fn retransmissions(&self) -> (Option<u64>, Option<u64>) {
+        let mut info = [0u8; 256];
+        let mut len = info.len() as libc::socklen_t;
+        // SAFETY: the stream's descriptor is open for the call; `info` is a live buffer of `len`
+        // bytes, which the kernel fills up to `len` and shortens `len` to what it wrote.
+        let rc = unsafe {
+            libc::getsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&self.stream),
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                info.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            return (None, None);
+        }
+        let len = len as usize;
+        let at = |o: usize, n: usize| (len >= o + n).then(|| &info[o..o + n]);
+        let segments = at(TCPI_TOTAL_RETRANS, 4)
+            .map(|b| u64::from(u32::from_ne_bytes([b[0], b[1], b[2], b[3]])));
+        let bytes = at(TCPI_BYTES_RETRANS, 8).map(|b| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(b);
+            u64::from_ne_bytes(w)
+        });
+        (segments, bytes)
+    }
+
     /// A connected, non-blocking, registered socket; assumed ready until a call would block.
     pub(super) fn new(stream: TcpStream) -> Link {
         Link {

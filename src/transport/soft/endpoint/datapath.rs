@@ -356,7 +356,10 @@ fn deliver(
     let index = qp_index(ib, slots.first().map_or(0, |s| s.qpn));
     match slots.get_mut(index) {
         Some(QpSlot {
-            qp: Some(qp), peer, ..
+            qp: Some(qp),
+            peer,
+            ce_marked,
+            ..
         }) => {
             // A datagram queue pair takes any sender's datagrams that carry its Q_Key (the engine checks).
             if qp.is_datagram() || from_peer(src, *peer) {
@@ -366,6 +369,7 @@ fn deliver(
                     // sender (at most one per np_min_time_between_cnps), as a ConnectX does; it
                     // reads the clock only here, on a marked packet.
                     c.np_ecn_marked_roce_packets += 1;
+                    *ce_marked += 1;
                     qp.on_congestion_experienced(now.now());
                 }
                 qp.handle_packet(now, ib, || net.grh());

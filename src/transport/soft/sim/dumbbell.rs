@@ -377,8 +377,9 @@ mod tests {
         let total: f64 = g.iter().sum();
         assert!(total > 0.9 * 25.0 * 4096.0 / 4150.0, "{g:.2?}");
         let fair = total / 8.0;
-        // Within 15 % (not yet 10 %: one flow keeps about 12 % more at this setting), and
-        // Jain's index above 0.99.
+        // Within 15 %, and Jain's index above 0.99: at this marking the queue passes Kmax every
+        // few ms and each flow is cut at the CNP pace, so a flow that escaped one RED mark keeps
+        // ~8 % for a few cycles (docs/congestion.md, "Why eight flows are held to 15 %").
         assert!(g.iter().all(|x| (x - fair).abs() <= 0.15 * fair), "{g:.2?}");
         assert!(jain(&g) > 0.99, "{g:.2?}: Jain {}", jain(&g));
         assert_eq!(port.dropped, 0, "{port:?}");
