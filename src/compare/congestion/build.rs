@@ -267,7 +267,7 @@ mod tests {
         s
     }
 
-    /// Two flows, each 1.25 MB per 10 ms (1 Gb/s), flow 1 from 20 ms on.
+    /// Two flows, each 1.25 MB per 10 ms (1 Gb/s), flow 1 from 20 ms on, to 60 ms.
     fn client() -> Value {
         json!({
             "schema": "roceperf.result",
@@ -289,9 +289,10 @@ mod tests {
                 ],
                 "qp_series": {
                     "interval_ms": 10,
-                    "t_ms": [10.0, 20.0, 30.0, 40.0, 50.0],
+                    "t_ms": [10.0, 20.0, 30.0, 40.0, 50.0, 60.0],
                     "bytes": [[1_250_000, 0], [2_500_000, 0], [3_750_000, 1_250_000],
-                              [5_000_000, 2_500_000], [6_250_000, 3_750_000]]
+                              [5_000_000, 2_500_000], [6_250_000, 3_750_000],
+                              [7_500_000, 5_000_000]]
                 }
             }]
         })
@@ -374,8 +375,11 @@ mod tests {
         // The series, per flow: flow 1 catches up from 30 ms; with 20 ms windows the window ending
         // at 40 ms is the first of the fair run to the end.
         let sr = run.series.as_ref().unwrap();
-        assert_eq!(sr.bytes[1], [0, 0, 1_250_000, 2_500_000, 3_750_000]);
-        assert_eq!(sr.gbps[0], [1.0; 5]);
+        assert_eq!(
+            sr.bytes[1],
+            [0, 0, 1_250_000, 2_500_000, 3_750_000, 5_000_000]
+        );
+        assert_eq!(sr.gbps[0], [1.0; 6]);
         assert_eq!(run.convergence.time_s, Some(0.04));
         assert_eq!(
             (t.jain_steady, t.steady_basis.as_str()),

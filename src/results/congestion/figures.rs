@@ -6,7 +6,8 @@
 //! total over it ÷ N (so it measures how evenly the flows share what got through, not how much got
 //! through: that is the goodput fraction). A window is *fair* when every flow's rate is within
 //! ±`band` of that share. The flows converged at the end of the first fair window from which every
-//! later window is fair too; when the last window is not fair, they never did.
+//! later window is fair too, provided that run of fair windows lasts at least one window more (a
+//! run that is fair only at its very end has not shown it settled); otherwise they never did.
 
 use super::Convergence;
 use crate::stats::jain_index;
@@ -128,6 +129,13 @@ pub(crate) fn convergence(
         .rposition(|(_, rates)| fair(rates, band).is_err())
         .map_or(0, |i| i + 1);
     let k = windows[first].0;
+    let settled = t_ms[t_ms.len() - 1] - t_ms[k];
+    if settled + 1e-9 < window_ms {
+        return never(format!(
+            "never settled: fair only over the last {settled:.0} ms, less than one {window_ms} ms \
+             window"
+        ));
+    }
     Convergence {
         time_s: Some(t_ms[k] / 1000.0),
         reason: None,
@@ -271,6 +279,23 @@ mod tests {
         assert!(close(j.unwrap(), 0.9), "{j:?}");
         assert_eq!(from, Some(0.03));
         assert_eq!(basis, "second half (never converged)");
+    }
+
+    #[test]
+    fn flows_fair_only_at_the_very_end_have_not_settled() {
+        // Two flows, 10 ms samples, 20 ms windows: unequal until 50 ms, then equal for 10 ms only.
+        let t: Vec<f64> = (1..=6).map(|k| k as f64 * 10.0).collect();
+        let a: Vec<u64> = vec![2, 4, 6, 8, 10, 11]
+            .iter()
+            .map(|m| m * 1_000_000)
+            .collect();
+        let b: Vec<u64> = vec![0, 0, 0, 0, 10, 11]
+            .iter()
+            .map(|m| m * 1_000_000)
+            .collect();
+        let c = convergence(&t, &[a, b], 20.0, 0.1);
+        assert_eq!(c.time_s, None);
+        assert!(c.reason.unwrap().starts_with("never"));
     }
 
     #[test]
