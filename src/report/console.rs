@@ -430,20 +430,11 @@ pub(crate) fn qp_shares(r: &SizeResult) -> Option<String> {
         .fold((f64::MAX, 0.0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
     let _ = writeln!(
         s,
-        "; min {lo:.3} max {hi:.3}, Jain's index {:.4}",
-        jain(&rates)
+        "; min {lo:.3} max {hi:.3}, Jain's index {}",
+        crate::stats::jain_index(&rates)
+            .map_or("n/a (nothing moved)".to_string(), |j| format!("{j:.4}"))
     );
     Some(s)
-}
-
-/// Jain's fairness index of `x`: (Σx)² ÷ (n Σx²); 1 for an empty or all-zero list.
-pub(crate) fn jain(x: &[f64]) -> f64 {
-    let (sum, squares) = x.iter().fold((0.0, 0.0), |(s, q), v| (s + v, q + v * v));
-    if squares == 0.0 {
-        1.0
-    } else {
-        sum * sum / (x.len() as f64 * squares)
-    }
 }
 
 /// `--report-both`: perftest's "Local results" and "Remote results" blocks, each a table of one row.
