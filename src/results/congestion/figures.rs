@@ -285,14 +285,8 @@ mod tests {
     fn flows_fair_only_at_the_very_end_have_not_settled() {
         // Two flows, 10 ms samples, 20 ms windows: unequal until 50 ms, then equal for 10 ms only.
         let t: Vec<f64> = (1..=6).map(|k| k as f64 * 10.0).collect();
-        let a: Vec<u64> = vec![2, 4, 6, 8, 10, 11]
-            .iter()
-            .map(|m| m * 1_000_000)
-            .collect();
-        let b: Vec<u64> = vec![0, 0, 0, 0, 10, 11]
-            .iter()
-            .map(|m| m * 1_000_000)
-            .collect();
+        let a: Vec<u64> = [2, 4, 6, 8, 10, 11].iter().map(|m| m * 1_000_000).collect();
+        let b: Vec<u64> = [0, 0, 0, 0, 10, 11].iter().map(|m| m * 1_000_000).collect();
         let c = convergence(&t, &[a, b], 20.0, 0.1);
         assert_eq!(c.time_s, None);
         assert!(c.reason.unwrap().starts_with("never"));
