@@ -26,8 +26,12 @@ fn compare(args: &[&str]) -> Output {
         .unwrap()
 }
 
+#[track_caller]
 fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+    match v.as_u64() {
+        Some(n) => n,
+        None => panic!("not a count: {v}"),
+    }
 }
 
 #[test]
