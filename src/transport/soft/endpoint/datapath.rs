@@ -17,7 +17,7 @@ use crate::transport::Result;
 use crate::transport::soft::counters::SoftCounters;
 use crate::transport::soft::egress;
 use crate::transport::soft::ingress::{
-    FrameFilter, RxNet, Source, check_frame, check_udp, from_peer, is_ce, qp_index,
+    FrameFilter, RxNet, Source, check_frame, check_udp, from_peer, is_ce, is_mac_control, qp_index,
 };
 use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
 use crate::transport::soft::io::device::{Backend, Device, RxMeta};
@@ -147,6 +147,7 @@ impl SoftEndpoint {
             &mut self.rx_icrcs,
         );
         let cm = &mut self.cm;
+        let pfc = &mut self.pfc;
         let n = self
             .nic
             .receive(dev_now, |meta, data| {
@@ -186,6 +187,12 @@ impl SoftEndpoint {
                         },
                         _,
                     ) => {
+                        // A PFC or pause frame (the filter passes them beside RoCE) sets what
+                        // the transmissions hold; it is no packet for a queue pair.
+                        if is_mac_control(data) {
+                            pfc.on_frame(clock.now().as_nanos(), data);
+                            return;
+                        }
                         let f = RxFrame {
                             data,
                             pkttype,
@@ -217,6 +224,11 @@ impl SoftEndpoint {
     /// Lets every engine with something to send fill the transmit batch, framing each packet, and
     /// sends it; `acks` says whether a lone ACK goes now or waits for the next call.
     fn transmit(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
+        // One load while no pause frame holds anything; a paused priority's frames stay queued
+        // in their engines, no drop and no reordering.
+        if self.pfc.engaged() && self.transmit_paused(clock)? {
+            return Ok(());
+        }
         let n = self.slots.len();
         // Only an impaired device holds packets by the clock; the engines read it when a timer is
         // armed or a round trip timed (most sends of a latency test do neither).
@@ -300,6 +312,50 @@ impl SoftEndpoint {
 }
 
 impl SoftEndpoint {
+    /// The transmission while a PFC pause holds something: ends the pauses whose time passed, tells
+    /// the engines whether CNPs wait, and when data's priority is held sends only the CNPs that
+    /// may go (their own priority not paused). True when the transmission is done with that.
+    #[cold]
+    #[inline(never)]
+    fn transmit_paused(&mut self, clock: &mut PollClock) -> Result<bool> {
+        let held = self.pfc.held(clock.now().as_nanos());
+        if self.pfc.tell_cnps_held(held.cnps) {
+            for q in self.slots.iter_mut().filter_map(|s| s.qp.as_mut()) {
+                q.hold_cnps(held.cnps);
+            }
+        }
+        if !held.data {
+            return Ok(false);
+        }
+        if held.cnps {
+            return Ok(true);
+        }
+        let dev_now = if self.impair.is_some() {
+            clock.now()
+        } else {
+            rc::Instant::ZERO
+        };
+        for slot in self.slots.iter_mut() {
+            let (Some(qp), Some(path), icrcs) =
+                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
+            else {
+                continue;
+            };
+            let to = path.addr();
+            while !self.nic.tx_full()
+                && self
+                    .nic
+                    .tx_push(dev_now, to, |buf| egress::fill_cnp(qp, path, icrcs, buf))
+            {
+                self.counters.tx_packets += 1;
+            }
+        }
+        if self.nic.tx_pending() > 0 {
+            self.nic.flush(dev_now).map_err(io_error)?;
+        }
+        Ok(true)
+    }
+
     /// Caps queue pair `at`'s requester at its share of `budget`, the PSNs all queue pairs may
     /// have unacknowledged together: the peer buffers them in one socket buffer or ring, and an
     /// overflow costs every window behind it again (thousands of queue pairs collapsed into
