@@ -5,8 +5,8 @@
 //!
 //! A pause frame for priority N with a non-zero time stops the transmission of N's frames for
 //! quanta × 512 bit times at the link's speed from its arrival; a later one replaces what was left;
-//! a zero time resumes at once. The datapath asks [`PauseState::engaged`] (one load) per
-//! transmission and, only while something is paused, which of its two classes (data, CNPs) it
+//! a zero time resumes at once. The datapath asks [`PauseState::armed`] (one load) per
+//! transmission and, only once a pause frame has come, which of its two classes (data, CNPs) it
 //! must hold.
 
 use serde::Serialize;
@@ -121,6 +121,8 @@ pub(crate) struct PauseState {
     since: [u64; 9],
     /// What the engines were last told about CNPs (they keep a held CNP queued).
     cnps_held: bool,
+    /// A pause frame has arrived: the datapath then reads before it sends ([`Self::armed`]).
+    armed: bool,
     counters: PfcCounters,
 }
 
@@ -136,6 +138,7 @@ impl PauseState {
             until: [0; 9],
             since: [0; 9],
             cnps_held: false,
+            armed: false,
             counters: PfcCounters::default(),
         }
     }
@@ -150,11 +153,14 @@ impl PauseState {
         (self.data_prio, self.cnp_prio)
     }
 
-    /// True while something is paused or the engines hold CNPs: only then does a transmission
-    /// need [`held`](Self::held). One load, false on a run that never saw a pause frame.
+    /// True once a pause frame has arrived: from then on every transmission asks
+    /// [`held`](Self::held), and a poll receives before its first transmission, so that pause
+    /// frames which arrived while this side was off the CPU stop it before it sends (a NIC reads
+    /// them as they arrive; a descheduled poll loop cannot). One load per poll and transmission;
+    /// false on a run without PFC, whose polls keep their order.
     #[inline(always)]
-    pub(crate) fn engaged(&self) -> bool {
-        self.paused != 0 || self.cnps_held
+    pub(crate) fn armed(&self) -> bool {
+        self.armed
     }
 
     /// Takes a received MAC Control frame (from the Ethernet header on) at `now`: a pause frame
@@ -165,6 +171,7 @@ impl PauseState {
             self.counters.malformed += 1;
             return;
         };
+        self.armed = true;
         match repr.kind {
             PauseKind::Priority { enable, quanta } => {
                 for (p, &q) in quanta.iter().enumerate() {
@@ -254,9 +261,9 @@ mod tests {
     #[test]
     fn a_pause_holds_its_priority_for_its_quanta_at_the_link_speed() {
         let mut s = PauseState::new(10_000, 3, 6);
-        assert!(!s.engaged(), "nothing paused: the datapath pays one load");
+        assert!(!s.armed(), "no pause frame: the datapath pays one load");
         s.on_frame(1_000, &pfc(3, 1000));
-        assert!(s.engaged());
+        assert!(s.armed());
         assert_eq!(
             s.held(1_000 + Q1000_NS - 1),
             Held {
@@ -265,7 +272,7 @@ mod tests {
             }
         );
         assert_eq!(s.held(1_000 + Q1000_NS), Held::default(), "expired");
-        assert!(!s.engaged());
+        assert!(s.armed(), "the next pause may come at any time");
         let c = s.counters(1_000_000).prio[3];
         assert_eq!((c.pause, c.resume, c.paused_ns), (1, 0, Q1000_NS));
     }
@@ -391,7 +398,7 @@ mod tests {
         bad[15] = 0x02; // opcode 0x0102
         s.on_frame(0, &bad);
         s.on_frame(0, &bad[..40]);
-        assert!(!s.engaged());
+        assert!(!s.armed());
         let c = s.counters(0);
         assert_eq!(c.malformed, 2);
         assert!(!c.is_empty() && !c.prio.iter().any(|p| p.seen));

@@ -74,11 +74,17 @@ impl SoftEndpoint {
     /// turn that finds nothing to do costs one receive syscall and no clock read.
     pub(super) fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
         let mut clock = PollClock::new(self.epoch);
+        // Once PFC frames come (AF_PACKET), what arrived is read first: a pause that came while
+        // this side was off the CPU must stop it before it sends, not after a burst.
+        let mut received = 0;
+        if self.pfc.armed() {
+            received = self.receive_first(&mut clock)?;
+        }
         // Work posted since the last call leaves first, with the ACKs the last call held back: a
         // ping-pong's reply must not wait behind a receive syscall (the doorbell of a real NIC rings
         // at post time; ours at the next poll), and the ACK rides in the same batch.
         self.transmit(&mut clock, LoneAck::Send)?;
-        let received = self.receive(&mut clock)?;
+        received += self.receive(&mut clock)?;
         self.idle_polls += 1;
         let mut fired = false;
         if clock.was_read() || self.idle_polls >= TIMER_CHECK_EVERY {
@@ -127,6 +133,9 @@ impl SoftEndpoint {
     }
 
     /// Receives one batch and feeds every valid packet to its queue pair; how many packets came.
+    /// Always inlined: the poll's own receive must stay in the poll (a call costs it more than
+    /// the PFC receive that precedes it, behind a cold branch, costs in code size).
+    #[inline(always)]
     fn receive(&mut self, clock: &mut PollClock) -> Result<usize> {
         let me = FrameFilter {
             encap: self.encap,
@@ -224,9 +233,9 @@ impl SoftEndpoint {
     /// Lets every engine with something to send fill the transmit batch, framing each packet, and
     /// sends it; `acks` says whether a lone ACK goes now or waits for the next call.
     fn transmit(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
-        // One load while no pause frame holds anything; a paused priority's frames stay queued
-        // in their engines, no drop and no reordering.
-        if self.pfc.engaged() && self.transmit_paused(clock)? {
+        // One load on a run without PFC; a paused priority's frames stay queued in their
+        // engines, no drop and no reordering.
+        if self.pfc.armed() && self.transmit_paused(clock)? {
             return Ok(());
         }
         let n = self.slots.len();
@@ -312,7 +321,23 @@ impl SoftEndpoint {
 }
 
 impl SoftEndpoint {
-    /// The transmission while a PFC pause holds something: ends the pauses whose time passed, tells
+    /// The receive a poll makes before it sends once PFC frames come (see `poll`): everything
+    /// waiting, not one batch, since the newest pause may sit behind a batch of ACKs after this
+    /// side was off the CPU (bounded, so a flood cannot keep it from sending what it may).
+    #[cold]
+    #[inline(never)]
+    fn receive_first(&mut self, clock: &mut PollClock) -> Result<usize> {
+        let mut received = 0;
+        for _ in 0..64 {
+            match self.receive(clock)? {
+                0 => break,
+                n => received += n,
+            }
+        }
+        Ok(received)
+    }
+
+    /// The transmission once PFC frames come: ends the pauses whose time passed, tells
     /// the engines whether CNPs wait, and when data's priority is held sends only the CNPs that
     /// may go (their own priority not paused). True when the transmission is done with that.
     #[cold]

@@ -637,6 +637,27 @@ mod tests {
     }
 
     #[test]
+    fn a_held_cnp_waits_while_other_packets_go_and_leaves_first_once_released() {
+        let (mut a, _, _, rb) = pair_with(|c| c.cc = crate::params::CongestionControl::Dcqcn);
+        let now = Instant::ZERO;
+        let mut buf = vec![0u8; a.max_packet_len()];
+        a.on_congestion_experienced(now);
+        a.hold_cnps(true);
+        assert_eq!(a.poll_cnp(&mut buf), None, "held");
+        a.post_send(&write(1, rb)).unwrap();
+        let n = a.poll_transmit(now, &mut buf).expect("the WRITE goes");
+        assert_eq!(opcode(&buf[..n]), Opcode::RC_RDMA_WRITE_ONLY);
+        assert_eq!(a.poll_transmit(now, &mut buf), None, "the CNP still waits");
+        assert!(a.has_transmit_work(LoneAck::Send), "it is owed");
+        a.hold_cnps(false);
+        a.post_send(&write(2, rb)).unwrap();
+        let n = a.poll_transmit(now, &mut buf).expect("the CNP goes first");
+        assert_eq!(opcode(&buf[..n]), Opcode::CNP);
+        assert_eq!(a.poll_cnp(&mut buf), None, "one CNP");
+        assert_eq!(a.cc_counters().np_cnp_sent, 1);
+    }
+
+    #[test]
     fn a_nak_is_never_held() {
         let (mut a, mut b, _, rb) = pair();
         let now = Instant::ZERO;
