@@ -84,7 +84,13 @@ impl SoftEndpoint {
         // ping-pong's reply must not wait behind a receive syscall (the doorbell of a real NIC rings
         // at post time; ours at the next poll), and the ACK rides in the same batch.
         self.transmit(&mut clock, LoneAck::Send)?;
-        received += self.receive(&mut clock)?;
+        // And again all that waits, so that the answers' transmission below sees a pause that
+        // came behind a batch of ACKs.
+        received += if self.pfc.armed() {
+            self.receive_first(&mut clock)?
+        } else {
+            self.receive(&mut clock)?
+        };
         self.idle_polls += 1;
         let mut fired = false;
         if clock.was_read() || self.idle_polls >= TIMER_CHECK_EVERY {
@@ -156,7 +162,7 @@ impl SoftEndpoint {
             &mut self.rx_icrcs,
         );
         let cm = &mut self.cm;
-        let pfc = &mut self.pfc;
+        let (pfc, epoch) = (&mut self.pfc, self.epoch);
         let n = self
             .nic
             .receive(dev_now, |meta, data| {
@@ -197,9 +203,11 @@ impl SoftEndpoint {
                         _,
                     ) => {
                         // A PFC or pause frame (the filter passes them beside RoCE) sets what
-                        // the transmissions hold; it is no packet for a queue pair.
+                        // the transmissions hold; it is no packet for a queue pair. Timed by a
+                        // clock read of its own: the poll's may be a whole window's sending old,
+                        // and a pause timed from then runs out before the next poll looks.
                         if is_mac_control(data) {
-                            pfc.on_frame(clock.now().as_nanos(), data);
+                            pfc.on_frame(monotonic_ns().saturating_sub(epoch), data);
                             return;
                         }
                         let f = RxFrame {
