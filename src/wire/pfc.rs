@@ -173,10 +173,6 @@ pub fn quanta_to_ns(quanta: u16, speed_mbps: u64) -> u64 {
     (u64::from(quanta) * 512_000).div_ceil(speed_mbps.max(1))
 }
 
-/// The link speed pause quanta are timed at when an interface reports none, Mb/s: veth's (it
-/// reports 10000), the congested link's switch and the soft endpoint's rule alike.
-pub const DEFAULT_SPEED_MBPS: u64 = 10_000;
-
 /// How often a sender of pause frames refreshes a pause it wants to last: at half the longest pause
 /// (0xFFFF quanta) at `speed_mbps`, so that the receiver never sees it expire.
 pub fn refresh_ns(speed_mbps: u64) -> u64 {
@@ -187,6 +183,33 @@ pub fn refresh_ns(speed_mbps: u64) -> u64 {
 pub fn ns_to_quanta(ns: u64, speed_mbps: u64) -> u16 {
     let q = (u128::from(ns) * u128::from(speed_mbps.max(1))).div_ceil(512_000);
     q.min(u128::from(u16::MAX)) as u16
+}
+
+/// The link speed pause quanta are timed at when the interface reports none: sysfs `speed` fails
+/// (`lo`, a veth that is down, tun) or reads -1 or 0. 10 Gb/s is what a veth that is up reports, so
+/// the switch fixture and the soft endpoints across veth pairs time a quantum alike (51.2 ns).
+pub const ASSUMED_SPEED_MBPS: u64 = 10_000;
+
+/// The speed (Mb/s) to time pause quanta at on a link whose sysfs `speed` reads `reported` (`None`
+/// when it could not be read): a positive figure as it is, else [`ASSUMED_SPEED_MBPS`]. The switch
+/// that sends pause frames and the endpoint that honours them both take this rule.
+pub fn link_speed_mbps(reported: Option<i64>) -> u64 {
+    match reported {
+        Some(mbps) if mbps > 0 => mbps as u64,
+        _ => ASSUMED_SPEED_MBPS,
+    }
+}
+
+/// The priority (0..=7) a frame is classified to, as a switch that trusts the priority tag and
+/// then DSCP does: the 802.1Q PCP of a tagged frame, else DSCP >> 3 (DSCP 26 → 3, CNPs' 48 → 6),
+/// else 0 (RoCE v1 untagged: no IP header to read). The endpoint pauses its own frames by the
+/// same rule, so a pause for the priority a switch put them in stops them.
+pub fn frame_priority(pcp: Option<u8>, dscp: Option<u8>) -> u8 {
+    match (pcp, dscp) {
+        (Some(pcp), _) => pcp & 7,
+        (None, Some(dscp)) => (dscp >> 3) & 7,
+        (None, None) => 0,
+    }
 }
 
 #[cfg(test)]
@@ -277,6 +300,25 @@ mod tests {
         assert_eq!(ns_to_quanta(1, 10_000), 1);
         assert_eq!(ns_to_quanta(u64::MAX, 10_000), 0xffff, "capped");
         assert_eq!(ns_to_quanta(0, 10_000), 0);
-        assert_eq!(refresh_ns(DEFAULT_SPEED_MBPS), 1_677_696);
+        assert_eq!(refresh_ns(ASSUMED_SPEED_MBPS), 1_677_696);
+    }
+
+    #[test]
+    fn a_link_without_a_speed_counts_as_10_gbps() {
+        assert_eq!(link_speed_mbps(Some(25_000)), 25_000);
+        for none in [None, Some(-1), Some(0)] {
+            assert_eq!(link_speed_mbps(none), ASSUMED_SPEED_MBPS, "{none:?}");
+        }
+        assert_eq!(quanta_to_ns(0xffff, link_speed_mbps(None)), 3_355_392);
+    }
+
+    #[test]
+    fn the_priority_is_the_tag_else_dscp_over_8() {
+        assert_eq!(frame_priority(Some(3), Some(48)), 3, "the tag wins");
+        assert_eq!(frame_priority(Some(11), None), 3, "three bits");
+        assert_eq!(frame_priority(None, Some(26)), 3, "DSCP 26 (AF31)");
+        assert_eq!(frame_priority(None, Some(48)), 6, "CNPs' DSCP 48");
+        assert_eq!(frame_priority(None, Some(0)), 0);
+        assert_eq!(frame_priority(None, None), 0, "untagged RoCE v1");
     }
 }

@@ -63,6 +63,7 @@ mod soft_netdev;
 mod soft_netns;
 mod soft_noalloc;
 mod soft_packet;
+mod soft_pfc;
 mod soft_process;
 mod soft_protection;
 mod soft_rdma_cm;

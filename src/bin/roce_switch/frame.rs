@@ -1,6 +1,7 @@
 //! What the switch reads in a frame: where it goes, its priority, whether it is ECN-capable; and the
 //! one rewrite it makes, the CE mark.
 
+use roceperf::wire::pfc::frame_priority;
 use roceperf::wire::set_ipv4_ecn;
 
 /// `ETH_P_8021Q`: an 802.1Q tag follows the source address.
@@ -73,7 +74,7 @@ pub fn classify(frame: &[u8], tci: Option<u16>) -> Class {
     };
     Class {
         ecn,
-        prio: pcp.or(tos.map(|t| t >> 5)).unwrap_or(0),
+        prio: frame_priority(pcp, tos.map(|t| t >> 2)),
         ip,
     }
 }

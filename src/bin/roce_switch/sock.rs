@@ -67,6 +67,8 @@ pub struct Sock {
     pub mac: [u8; 6],
     /// Its MTU.
     pub mtu: usize,
+    /// The link speed its sysfs `speed` reports, Mb/s (`None`: unreadable; it may read -1).
+    pub speed: Option<i64>,
     /// The receive buffers, `slot_len` bytes each.
     bufs: Vec<u8>,
     slot_len: usize,
@@ -148,6 +150,7 @@ impl Sock {
             name: name.to_owned(),
             mac,
             mtu,
+            speed: dev.sysfs_speed(),
             bufs: vec![0; slot_len * BATCH],
             slot_len,
             controls: vec![[0; CONTROL]; BATCH],
@@ -292,14 +295,4 @@ fn aux_tci(h: &libc::msghdr) -> Option<u16> {
         }
     }
     None
-}
-
-/// The link speed of `name` in Mb/s from sysfs (veth says 10000), if it says one.
-pub fn speed_mbps(name: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
-    text.trim()
-        .parse::<i64>()
-        .ok()
-        .filter(|&s| s > 0)
-        .map(|s| s as u64)
 }

@@ -4,14 +4,16 @@
 
 use roceperf::results::switch::{EgressStats, PfcStats, PortStats, SWITCH_SCHEMA, SwitchStats};
 use roceperf::wire::MacAddr;
-use roceperf::wire::pfc::{DEFAULT_SPEED_MBPS, PAUSE_FRAME_LEN, PauseRepr, refresh_ns};
+use roceperf::wire::pfc::{
+    ASSUMED_SPEED_MBPS, PAUSE_FRAME_LEN, PauseRepr, link_speed_mbps, refresh_ns,
+};
 
 use crate::cli::Config;
 use crate::error::{Error, Result};
 use crate::frame::{self, ETH_HEADER, VLAN_TAG};
 use crate::port::{MIN_FRAME, Pfc, Port, PortConfig, Verdict, WIRE_OVERHEAD};
 use crate::ring::Ring;
-use crate::sock::{BATCH, Rx, Sock, max_frame, speed_mbps};
+use crate::sock::{BATCH, Rx, Sock, max_frame};
 use crate::sys;
 
 /// The longest sleep, so that a stop signal between the check and `ppoll` waits at most this.
@@ -84,17 +86,19 @@ impl Switch {
             socks.push(Sock::open(name)?);
         }
         let egress = socks.len() - 1;
-        let speeds: Vec<Option<u64>> = cfg.ports.iter().map(|p| speed_mbps(p)).collect();
-        let slowest = speeds
+        // Pause quanta are timed at an ingress port's speed by the rule the soft endpoint that
+        // honours them takes (`wire::pfc::link_speed_mbps`): the slowest port's, for the shortest pause.
+        let ingress = &socks[..egress];
+        let slowest = ingress
             .iter()
-            .map(|s| s.unwrap_or(DEFAULT_SPEED_MBPS))
+            .map(|s| link_speed_mbps(s.speed))
             .min()
-            .unwrap_or(DEFAULT_SPEED_MBPS);
-        let speed_note = if speeds.iter().all(Option::is_some) {
+            .unwrap_or(ASSUMED_SPEED_MBPS);
+        let speed_note = if ingress.iter().all(|s| s.speed.is_some_and(|v| v > 0)) {
             format!("{slowest} Mb/s (the ingress ports' sysfs speed)")
         } else {
             format!(
-                "{DEFAULT_SPEED_MBPS} Mb/s assumed (an ingress port's sysfs speed is unknown; veth reports 10000)"
+                "{ASSUMED_SPEED_MBPS} Mb/s assumed (an ingress port's sysfs speed is unknown; veth reports 10000)"
             )
         };
         // The sender's pause lasts 0xffff quanta at its link speed: refreshed at half of that.

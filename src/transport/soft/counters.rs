@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::cc::CcCounters;
 use super::io::impair::ImpairStats;
+use super::pfc::PfcCounters;
 use super::rc::{Counters, NakCounts, ProtocolDrops};
 use super::unreliable::UnreliableCounters;
 
@@ -93,6 +94,10 @@ pub struct SoftCounters {
     /// rate cuts, the pacing rate now and the lowest a cut left; absent when nothing happened.
     #[serde(skip_serializing_if = "CcCounters::is_empty")]
     pub cc: CcCounters,
+    /// PFC and global pause frames received (AF_PACKET), as mlx5 names them: per priority that
+    /// saw one, `rx_prio{N}_pause`, `_pause_duration` (µs held) and `_resume`; absent when none came.
+    #[serde(skip_serializing_if = "PfcCounters::is_empty")]
+    pub pfc: PfcCounters,
 }
 
 impl SoftCounters {
@@ -206,6 +211,9 @@ impl std::fmt::Display for SoftCounters {
                     gbps(c.rp_min_rate_kbps)
                 }
             )?;
+        }
+        if !self.pfc.is_empty() {
+            writeln!(f, " {}", self.pfc)?;
         }
         for (i, what) in [
             (&self.impair, ""),

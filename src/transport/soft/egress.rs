@@ -26,6 +26,16 @@ pub(crate) fn fill(
     })
 }
 
+/// As [`fill`], the CNP `qp` owes its peer only (a PFC pause holds every other packet).
+pub(crate) fn fill_cnp(
+    qp: &mut Engine,
+    path: &Path,
+    icrcs: &mut TxIcrcs,
+    buf: &mut [u8],
+) -> Option<usize> {
+    frame(path, icrcs, buf, |ib| qp.poll_cnp(ib))
+}
+
 /// A path's ICRCs started over its header, by BTH-through-pad length.
 pub(crate) type TxIcrcs = HeaderIcrcs<usize>;
 

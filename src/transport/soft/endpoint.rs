@@ -29,6 +29,7 @@ use super::io::kernel_rx::KernelRx;
 use super::marks;
 use super::netdev::{GidKind, NetDev};
 use super::path::{LocalEnd, Path, path_to};
+use super::pfc::PauseState;
 use super::plan::{self, SoftNote};
 use super::rc::{self, MemoryTable, MrKeys, QpConfig};
 use crate::params::{ConnType, Recovery, TransportKind};
@@ -112,6 +113,8 @@ pub struct SoftEndpoint {
     shared_budget: Option<u32>,
     /// The CM on QP1 (`-R`), once asked for.
     cm: Option<Box<cm::CmSide>>,
+    /// What PFC pause frames hold (AF_PACKET: the datapath takes them with the RoCE frames).
+    pfc: PauseState,
 }
 
 impl SoftEndpoint {
@@ -165,6 +168,19 @@ impl SoftEndpoint {
                 })
             })
             .collect::<std::result::Result<Vec<_>, SoftError>>()?;
+        let framed = nic.local_addr().is_none();
+        let classes = marks::classes(
+            cfg.version,
+            &cfg.marks,
+            cfg.cnp_dscp(),
+            cfg.cnp_prio(),
+            framed,
+        );
+        let pfc = PauseState::new(
+            crate::wire::pfc::link_speed_mbps(dev.sysfs_speed()),
+            classes.data.priority(plan.encap),
+            classes.cnp.priority(plan.encap),
+        );
         Ok(SoftEndpoint {
             nic: Impaired::new(nic, plan.impair.as_ref()),
             ipv4_ids: Ipv4IdCache::new(),
@@ -189,6 +205,7 @@ impl SoftEndpoint {
             in_flight: 0,
             shared_budget: None,
             cm: None,
+            pfc,
         })
     }
 
@@ -244,6 +261,7 @@ impl SoftEndpoint {
         }
         c.tx_batches += self.nic.inner().tx_batches();
         (c.impair, c.impair_rx) = self.nic.stats();
+        c.pfc = self.pfc.counters(self.now().as_nanos());
         c
     }
 
@@ -323,6 +341,9 @@ impl SoftEndpoint {
             self.encap,
             framed,
         ));
+        if interface_tables {
+            lines.push(self.pfc_line(framed));
+        }
         if let Some(i) = &self.impair {
             lines.push(format!(
                 "deliberate impairment: {i} (per RoCE packet{})",
@@ -334,6 +355,26 @@ impl SoftEndpoint {
             ));
         }
         lines
+    }
+
+    /// The `-v` line on PFC: which priorities pause frames hold, the speed their quanta are timed
+    /// at; on the UDP backend, that none can arrive.
+    fn pfc_line(&self, framed: bool) -> String {
+        if !framed {
+            return "PFC: not honoured on the UDP backend (the kernel hands MAC Control frames to no \
+                    socket); a lossless run needs --io packet"
+                .into();
+        }
+        let (data, cnp) = self.pfc.priorities();
+        let speed = self.pfc.speed_mbps();
+        let source = match self.dev.sysfs_speed() {
+            Some(s) if s > 0 => "the interface's speed",
+            _ => "assumed: the interface reports no speed",
+        };
+        format!(
+            "PFC: pause frames for priority {data} hold data, for priority {cnp} CNPs; quanta of \
+             512 bit times at {speed} Mb/s ({source})"
+        )
     }
 
     /// The engines' time now (outside a poll, which reads it at most once through its `PollClock`).

@@ -97,6 +97,21 @@ impl Engine {
         }
     }
 
+    /// A PFC pause holds (or releases) CNPs' priority: RC keeps an owed CNP queued meanwhile.
+    pub(crate) fn hold_cnps(&mut self, held: bool) {
+        if let Engine::Rc(q) = self {
+            q.hold_cnps(held);
+        }
+    }
+
+    /// The CNP RC owes the peer, not held: what leaves while a pause holds data's priority.
+    pub(crate) fn poll_cnp(&mut self, buf: &mut [u8]) -> Option<usize> {
+        match self {
+            Engine::Rc(q) => q.poll_cnp(buf),
+            Engine::Uc(_) | Engine::Ud(_) => None,
+        }
+    }
+
     #[inline]
     pub(crate) fn poll_transmit(&mut self, now: impl rc::Now, buf: &mut [u8]) -> Option<usize> {
         match self {

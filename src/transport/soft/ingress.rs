@@ -11,6 +11,7 @@ use super::io::udp::MAX_ROCE_UDP_PAYLOAD;
 use super::path::{ipv4_repr, ipv6_repr};
 use super::unreliable::Grh;
 use crate::params::marks::{CE, ECN_MASK};
+use crate::wire::pfc::MAC_CONTROL_ETHERTYPE;
 use crate::wire::{
     Encapsulation, Gid, GrhPacket, ICRC_LEN, Icrc, Ipv4IdCache, Ipv4Packet, Ipv6Packet, NetRepr,
     RoceFrame, UdpRepr,
@@ -177,6 +178,14 @@ pub(crate) fn check_frame<'a>(
         return None;
     }
     Some((view.ib(), src, ce))
+}
+
+/// True for a MAC Control frame (EtherType 0x8808: a PFC or global pause frame), which the
+/// AF_PACKET filter passes beside RoCE frames for the pause state (`soft::pfc`) to read; a RoCE
+/// frame costs this one compare.
+#[inline(always)]
+pub(crate) fn is_mac_control(frame: &[u8]) -> bool {
+    frame.get(12..14) == Some(&MAC_CONTROL_ETHERTYPE.to_be_bytes()[..])
 }
 
 /// Where a verified packet came in: what a UD receive needs to rebuild its network header.
@@ -416,6 +425,18 @@ mod tests {
         assert_eq!(drops.bad_icrc, 1);
         assert_eq!(check_frame(&rx(&good[..30]), &filter, &mut drops), None);
         assert_eq!(drops.malformed, 1);
+    }
+
+    #[test]
+    fn mac_control_frames_are_told_from_roce_frames_by_their_ethertype() {
+        let mut pause = [0u8; 60];
+        crate::wire::pfc::PauseRepr::priority(crate::wire::MacAddr([2, 0, 0, 0, 0, 9]), 3, 1)
+            .emit(&mut pause);
+        assert!(is_mac_control(&pause));
+        assert!(!is_mac_control(&pause[..13]), "a runt is not");
+        let mut v2 = pause;
+        v2[12..14].copy_from_slice(&[0x08, 0x00]);
+        assert!(!is_mac_control(&v2));
     }
 
     #[test]

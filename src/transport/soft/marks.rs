@@ -15,6 +15,15 @@ pub(crate) struct Class {
     pub vlan: Option<VlanTag>,
 }
 
+impl Class {
+    /// The priority a switch classifies this class's frames to, and a pause frame for which
+    /// holds them ([`crate::wire::pfc::frame_priority`]): the tag's PCP, else DSCP >> 3 (RoCE v2).
+    pub(crate) fn priority(&self, encap: Encapsulation) -> u8 {
+        let dscp = (encap != Encapsulation::V1).then_some(self.tclass >> 2);
+        crate::wire::pfc::frame_priority(self.vlan.map(|t| t.pcp), dscp)
+    }
+}
+
 /// The classes of a soft endpoint's packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Classes {
@@ -172,6 +181,21 @@ mod tests {
         assert_eq!((c.data.vlan, c.cnp.vlan), (None, None), "-S 0: untagged");
         let c = classes(RoceVersion::V2, &marks(None, Some(5)), 48, 6, false);
         assert_eq!((c.data.vlan, c.so_priority), (None, Some(5)));
+    }
+
+    #[test]
+    fn the_priority_is_the_tag_else_the_dscp_over_8() {
+        let c = classes(RoceVersion::V2, &marks(None, Some(3)), 48, 6, true);
+        let v4 = Encapsulation::V2v4;
+        assert_eq!((c.data.priority(v4), c.cnp.priority(v4)), (3, 6));
+        // Untagged: --tclass 106 (DSCP 26) is priority 3, CNPs' DSCP 48 is 6.
+        let c = classes(RoceVersion::V2, &marks(Some(106), None), 48, 6, true);
+        assert_eq!((c.data.priority(v4), c.cnp.priority(v4)), (3, 6));
+        let c = classes(RoceVersion::V2, &Marks::default(), 48, 5, true);
+        assert_eq!((c.data.priority(v4), c.cnp.priority(v4)), (0, 6));
+        // RoCE v1 untagged has no DSCP to trust.
+        let c = classes(RoceVersion::V1, &marks(Some(106), None), 48, 6, true);
+        assert_eq!(c.data.priority(Encapsulation::V1), 0);
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! - `ingress` and `egress`: the receive checks and the transmit framing, per packet; the `Nic`:
 //!   the backend in use (the UDP or AF_PACKET [`io::device::Device`], each with its own batches),
 //!   which [`io::fault`] impairs.
+//! - [`pfc`]: the pause state PFC frames set on the AF_PACKET backend, which holds the transmit
+//!   path's frames of a paused priority, and its counters.
 //! - [`cm`]: the Communication Manager (REQ / REP / RTU on QP1) behind `-R`, sans-IO.
 //! - [`cc`]: congestion control (`--cc`): the CNPs a queue pair sends for CE-marked packets, and
 //!   DCQCN's rate and the pacer that holds its requests to it.
@@ -32,6 +34,7 @@ pub(crate) mod marks;
 pub(crate) mod neighbour;
 pub mod netdev;
 pub(crate) mod path;
+pub(crate) mod pfc;
 pub(crate) mod plan;
 pub mod rc;
 pub mod sim;

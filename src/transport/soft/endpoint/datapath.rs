@@ -17,7 +17,7 @@ use crate::transport::Result;
 use crate::transport::soft::counters::SoftCounters;
 use crate::transport::soft::egress;
 use crate::transport::soft::ingress::{
-    FrameFilter, RxNet, Source, check_frame, check_udp, from_peer, is_ce, qp_index,
+    FrameFilter, RxNet, Source, check_frame, check_udp, from_peer, is_ce, is_mac_control, qp_index,
 };
 use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
 use crate::transport::soft::io::device::{Backend, Device, RxMeta};
@@ -74,11 +74,23 @@ impl SoftEndpoint {
     /// turn that finds nothing to do costs one receive syscall and no clock read.
     pub(super) fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
         let mut clock = PollClock::new(self.epoch);
+        // Once PFC frames come (AF_PACKET), what arrived is read first: a pause that came while
+        // this side was off the CPU must stop it before it sends, not after a burst.
+        let mut received = 0;
+        if self.pfc.armed() {
+            received = self.receive_first(&mut clock)?;
+        }
         // Work posted since the last call leaves first, with the ACKs the last call held back: a
         // ping-pong's reply must not wait behind a receive syscall (the doorbell of a real NIC rings
         // at post time; ours at the next poll), and the ACK rides in the same batch.
         self.transmit(&mut clock, LoneAck::Send)?;
-        let received = self.receive(&mut clock)?;
+        // And again all that waits, so that the answers' transmission below sees a pause that
+        // came behind a batch of ACKs.
+        received += if self.pfc.armed() {
+            self.receive_first(&mut clock)?
+        } else {
+            self.receive(&mut clock)?
+        };
         self.idle_polls += 1;
         let mut fired = false;
         if clock.was_read() || self.idle_polls >= TIMER_CHECK_EVERY {
@@ -127,6 +139,9 @@ impl SoftEndpoint {
     }
 
     /// Receives one batch and feeds every valid packet to its queue pair; how many packets came.
+    /// Always inlined: the poll's own receive must stay in the poll (a call costs it more than
+    /// the PFC receive that precedes it, behind a cold branch, costs in code size).
+    #[inline(always)]
     fn receive(&mut self, clock: &mut PollClock) -> Result<usize> {
         let me = FrameFilter {
             encap: self.encap,
@@ -147,6 +162,7 @@ impl SoftEndpoint {
             &mut self.rx_icrcs,
         );
         let cm = &mut self.cm;
+        let (pfc, epoch) = (&mut self.pfc, self.epoch);
         let n = self
             .nic
             .receive(dev_now, |meta, data| {
@@ -186,6 +202,14 @@ impl SoftEndpoint {
                         },
                         _,
                     ) => {
+                        // A PFC or pause frame (the filter passes them beside RoCE) sets what
+                        // the transmissions hold; it is no packet for a queue pair. Timed by a
+                        // clock read of its own: the poll's may be a whole window's sending old,
+                        // and a pause timed from then runs out before the next poll looks.
+                        if is_mac_control(data) {
+                            pfc.on_frame(monotonic_ns().saturating_sub(epoch), data);
+                            return;
+                        }
                         let f = RxFrame {
                             data,
                             pkttype,
@@ -217,6 +241,11 @@ impl SoftEndpoint {
     /// Lets every engine with something to send fill the transmit batch, framing each packet, and
     /// sends it; `acks` says whether a lone ACK goes now or waits for the next call.
     fn transmit(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
+        // One load on a run without PFC; a paused priority's frames stay queued in their
+        // engines, no drop and no reordering.
+        if self.pfc.armed() && self.transmit_paused(clock)? {
+            return Ok(());
+        }
         let n = self.slots.len();
         // Only an impaired device holds packets by the clock; the engines read it when a timer is
         // armed or a round trip timed (most sends of a latency test do neither).
@@ -300,6 +329,66 @@ impl SoftEndpoint {
 }
 
 impl SoftEndpoint {
+    /// The receive a poll makes before it sends once PFC frames come (see `poll`): everything
+    /// waiting, not one batch, since the newest pause may sit behind a batch of ACKs after this
+    /// side was off the CPU (bounded, so a flood cannot keep it from sending what it may).
+    #[cold]
+    #[inline(never)]
+    fn receive_first(&mut self, clock: &mut PollClock) -> Result<usize> {
+        let mut received = 0;
+        for _ in 0..64 {
+            match self.receive(clock)? {
+                0 => break,
+                n => received += n,
+            }
+        }
+        Ok(received)
+    }
+
+    /// The transmission once PFC frames come: ends the pauses whose time passed, tells
+    /// the engines whether CNPs wait, and when data's priority is held sends only the CNPs that
+    /// may go (their own priority not paused). True when the transmission is done with that.
+    #[cold]
+    #[inline(never)]
+    fn transmit_paused(&mut self, clock: &mut PollClock) -> Result<bool> {
+        let held = self.pfc.held(clock.now().as_nanos());
+        if self.pfc.tell_cnps_held(held.cnps) {
+            for q in self.slots.iter_mut().filter_map(|s| s.qp.as_mut()) {
+                q.hold_cnps(held.cnps);
+            }
+        }
+        if !held.data {
+            return Ok(false);
+        }
+        if held.cnps {
+            return Ok(true);
+        }
+        let dev_now = if self.impair.is_some() {
+            clock.now()
+        } else {
+            rc::Instant::ZERO
+        };
+        for slot in self.slots.iter_mut() {
+            let (Some(qp), Some(path), icrcs) =
+                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
+            else {
+                continue;
+            };
+            let to = path.addr();
+            while !self.nic.tx_full()
+                && self
+                    .nic
+                    .tx_push(dev_now, to, |buf| egress::fill_cnp(qp, path, icrcs, buf))
+            {
+                self.counters.tx_packets += 1;
+            }
+        }
+        if self.nic.tx_pending() > 0 {
+            self.nic.flush(dev_now).map_err(io_error)?;
+        }
+        Ok(true)
+    }
+
     /// Caps queue pair `at`'s requester at its share of `budget`, the PSNs all queue pairs may
     /// have unacknowledged together: the peer buffers them in one socket buffer or ring, and an
     /// overflow costs every window behind it again (thousands of queue pairs collapsed into

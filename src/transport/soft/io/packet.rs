@@ -5,8 +5,8 @@
 //! is CAP_NET_RAW.
 //!
 //! The socket is created with protocol 0 (it receives nothing), gets a classic BPF filter that passes
-//! only RoCE frames ([`roce_filter`]), and only then is bound to the interface with ETH_P_ALL, so no
-//! unrelated frame is ever queued to us. Our own transmitted frames are not looped back to us
+//! only RoCE frames and MAC Control frames (PFC and global pause, [`roce_filter`]), and only then is
+//! bound to the interface with ETH_P_ALL, so no unrelated frame is ever queued to us. Our own transmitted frames are not looped back to us
 //! (PACKET_IGNORE_OUTGOING). Frames move in `recvmmsg`/`sendmmsg` batches over preallocated slots.
 //! `PacketDevice` is the backend the endpoint holds: the socket with its receive ring or batch,
 //! and its transmit batch of single frames or of `virtio_net_hdr` super-frames.
@@ -25,6 +25,7 @@ use super::ring::RxRing;
 use super::{IoError, ROCE_V2_PORT, grow_buffer, move_icrc_to_ipv4_id, setsockopt_int};
 use crate::transport::soft::netdev::NetDev;
 use crate::transport::soft::rc::Instant;
+use crate::wire::pfc::MAC_CONTROL_ETHERTYPE;
 use crate::wire::{Encapsulation, Ipv4IdCache};
 
 /// Ethertype of RoCE v1 (`ETH_P_IBOE`).
@@ -111,31 +112,34 @@ impl Plan for PacketConfig {
     }
 }
 
-/// The classic BPF program that passes RoCE frames only, written out by hand. Jump offsets count
-/// from the next instruction.
+/// The classic BPF program that passes RoCE frames and MAC Control frames (PFC and global pause,
+/// which the endpoint honours: `soft::pfc`) only, written out by hand. Jump offsets count from the
+/// next instruction.
 ///
 /// ```text
 ///  0: ldh [12]                 ; Ethertype
-///  1: jeq #0x8915, 15, 2       ; RoCE v1 -> ACCEPT
-///  2: jeq #0x0800, 4, 3        ; IPv4
-///  3: jeq #0x86dd, 11, 16      ; IPv6, else DROP
-///  4: ldb [23]                 ; IPv4 protocol
-///  5: jeq #17, 6, 16           ; UDP, else DROP
-///  6: ldh [20]                 ; flags + fragment offset
-///  7: jset #0x1fff, 16, 8      ; a non-first fragment has no UDP header: DROP
-///  8: ldxb 4*([14]&0xf)        ; X = IPv4 header length
-///  9: ldh [x+16]               ; UDP destination port at 14 + IHL + 2
-/// 10: jeq #port, 15, 16
-/// 11: ldb [20]                 ; IPv6 next header (RoCE never sends extension headers)
-/// 12: jeq #17, 13, 16
-/// 13: ldh [56]                 ; UDP destination port at 14 + 40 + 2
-/// 14: jeq #port, 15, 16
-/// 15: ret #262144              ; ACCEPT the whole frame
-/// 16: ret #0                   ; DROP
+///  1: jeq #0x8915, 16, 2       ; RoCE v1 -> ACCEPT
+///  2: jeq #0x8808, 16, 3       ; MAC Control (PFC, pause) -> ACCEPT
+///  3: jeq #0x0800, 5, 4        ; IPv4
+///  4: jeq #0x86dd, 12, 17      ; IPv6, else DROP
+///  5: ldb [23]                 ; IPv4 protocol
+///  6: jeq #17, 7, 17           ; UDP, else DROP
+///  7: ldh [20]                 ; flags + fragment offset
+///  8: jset #0x1fff, 17, 9      ; a non-first fragment has no UDP header: DROP
+///  9: ldxb 4*([14]&0xf)        ; X = IPv4 header length
+/// 10: ldh [x+16]               ; UDP destination port at 14 + IHL + 2
+/// 11: jeq #port, 16, 17
+/// 12: ldb [20]                 ; IPv6 next header (RoCE never sends extension headers)
+/// 13: jeq #17, 14, 17
+/// 14: ldh [56]                 ; UDP destination port at 14 + 40 + 2
+/// 15: jeq #port, 16, 17
+/// 16: ret #262144              ; ACCEPT the whole frame
+/// 17: ret #0                   ; DROP
 /// ```
 ///
 /// VLAN tags never reach the filter at offset 12: the kernel moves them into packet metadata on
-/// receive, for AF_PACKET as for everyone else.
+/// receive, for AF_PACKET as for everyone else. A RoCE v2 frame pays one more compare in the
+/// kernel for the MAC Control test; the datapath tells the two apart by the same two bytes.
 pub(crate) fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
     const LD_H_ABS: u16 = 0x28; // BPF_LD | BPF_H | BPF_ABS
     const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
@@ -144,8 +148,8 @@ pub(crate) fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
     const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
     const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
     const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-    const ACCEPT: usize = 15;
-    const DROP: usize = 16;
+    const ACCEPT: usize = 16;
+    const DROP: usize = 17;
     // Jumps are written with absolute targets and converted to the relative offsets BPF wants.
     let at = |idx: usize, target: usize| (target - idx - 1) as u8;
     let op = |code: u16, k: u32| libc::sock_filter {
@@ -164,19 +168,20 @@ pub(crate) fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
     vec![
         op(LD_H_ABS, 12),
         jmp(1, JEQ_K, ETH_P_IBOE as u32, ACCEPT, 2),
-        jmp(2, JEQ_K, 0x0800, 4, 3),
-        jmp(3, JEQ_K, 0x86dd, 11, DROP),
+        jmp(2, JEQ_K, u32::from(MAC_CONTROL_ETHERTYPE), ACCEPT, 3),
+        jmp(3, JEQ_K, 0x0800, 5, 4),
+        jmp(4, JEQ_K, 0x86dd, 12, DROP),
         op(LD_B_ABS, 23),
-        jmp(5, JEQ_K, 17, 6, DROP),
+        jmp(6, JEQ_K, 17, 7, DROP),
         op(LD_H_ABS, 20),
-        jmp(7, JSET_K, 0x1fff, DROP, 8),
+        jmp(8, JSET_K, 0x1fff, DROP, 9),
         op(LDX_MSH, 14),
         op(LD_H_IND, 16),
-        jmp(10, JEQ_K, port, ACCEPT, DROP),
+        jmp(11, JEQ_K, port, ACCEPT, DROP),
         op(LD_B_ABS, 20),
-        jmp(12, JEQ_K, 17, 13, DROP),
+        jmp(13, JEQ_K, 17, 14, DROP),
         op(LD_H_ABS, 56),
-        jmp(14, JEQ_K, port, ACCEPT, DROP),
+        jmp(15, JEQ_K, port, ACCEPT, DROP),
         op(RET_K, 262_144),
         op(RET_K, 0),
     ]
@@ -684,7 +689,7 @@ mod tests {
     #[test]
     fn filter_passes_roce_and_nothing_else() {
         let prog = roce_filter(4791);
-        assert_eq!(prog.len(), 17);
+        assert_eq!(prog.len(), 18);
         let pass = |f: &[u8]| run(&prog, f) != 0;
         assert!(pass(&eth(0x8915, &[0x60; 60])), "RoCE v1");
         assert!(
@@ -705,6 +710,11 @@ mod tests {
         assert!(!pass(&ipv6_udp("fd77::1", 6, 4791)), "IPv6 TCP");
         assert!(!pass(&ipv6_udp("fd77::1", 17, 53)), "IPv6 other port");
         assert!(!pass(&eth(0x0806, &[0; 28])), "ARP");
+        let mut pause = [0u8; 60];
+        crate::wire::pfc::PauseRepr::priority(crate::wire::MacAddr([2, 0, 0, 0, 0, 9]), 3, 9)
+            .emit(&mut pause);
+        assert!(pass(&pause), "PFC pause, which the endpoint honours");
+        assert!(!pass(&eth(0x88cc, &[0; 46])), "LLDP");
         assert!(!pass(&eth(0x0800, &[0x45])), "truncated IPv4");
         assert!(!pass(&[0u8; 10]), "runt frame");
         // The port is a parameter: tests use a free port instead of 4791.

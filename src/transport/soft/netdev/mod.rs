@@ -239,6 +239,14 @@ impl NetDev {
         s
     }
 
+    /// The link speed sysfs reports (`/sys/class/net/<name>/speed`, Mb/s); `None` when it cannot
+    /// be read (`lo`, a veth that is down). It may read -1 (unknown): see
+    /// [`crate::wire::pfc::link_speed_mbps`].
+    pub fn sysfs_speed(&self) -> Option<i64> {
+        let path = format!("/sys/class/net/{}/speed", self.name);
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    }
+
     /// One line: name, index, state, link MTU and MAC (the first line of [`NetDev::describe`]).
     pub fn summary(&self) -> String {
         let mut s = format!(

@@ -52,6 +52,8 @@ pub struct Qp {
     ack_behind: u32,
     /// DCQCN's notification point: the CNP owed to the peer for CE-marked packets.
     np: Notifier,
+    /// A PFC pause holds CNPs' priority: an owed CNP stays queued (`hold_cnps`).
+    cnps_held: bool,
 }
 
 /// Most request packets a lone ACK waits behind before it goes anyway, so that a requester with a
@@ -107,6 +109,7 @@ impl Qp {
             responder_turn: false,
             ack_behind: 0,
             np: Notifier::new(cfg.cc, &cfg.cc_params),
+            cnps_held: false,
             mem,
             cfg,
         })
@@ -373,14 +376,31 @@ impl Qp {
         self.resp.has_answers() && !(acks == LoneAck::Hold && self.resp.only_ack_queued())
     }
 
+    /// While `held` (a PFC pause of CNPs' priority), an owed CNP stays queued and the other
+    /// packets go; it leaves first once released.
+    pub(crate) fn hold_cnps(&mut self, held: bool) {
+        self.cnps_held = held;
+    }
+
+    /// Writes the CNP owed to the peer, if any and not held, into `buf`: all that may leave while
+    /// a PFC pause holds every other packet's priority.
+    pub(crate) fn poll_cnp(&mut self, buf: &mut [u8]) -> Option<usize> {
+        if !self.np.pending() || self.cnps_held {
+            return None;
+        }
+        self.np.take();
+        self.counters.tx_packets += 1;
+        let cnp = CnpRepr {
+            dest_qp: self.cfg.remote_qpn,
+        };
+        Some(cnp.emit(buf))
+    }
+
     fn transmit(&mut self, now: &mut impl Now, buf: &mut [u8], acks: LoneAck) -> Option<usize> {
-        if self.np.pending() {
-            self.np.take();
-            self.counters.tx_packets += 1;
-            let cnp = CnpRepr {
-                dest_qp: self.cfg.remote_qpn,
-            };
-            return Some(cnp.emit(buf));
+        if self.np.pending()
+            && let Some(n) = self.poll_cnp(buf)
+        {
+            return Some(n);
         }
         let mut ctx = Ctx {
             cfg: &self.cfg,
@@ -614,6 +634,27 @@ mod tests {
         assert!(reads.get() > 2);
         let c = a.poll_completion().expect("the signaled WRITE completes");
         assert_eq!((c.wr_id, c.status), (3, CompletionStatus::Success));
+    }
+
+    #[test]
+    fn a_held_cnp_waits_while_other_packets_go_and_leaves_first_once_released() {
+        let (mut a, _, _, rb) = pair_with(|c| c.cc = crate::params::CongestionControl::Dcqcn);
+        let now = Instant::ZERO;
+        let mut buf = vec![0u8; a.max_packet_len()];
+        a.on_congestion_experienced(now);
+        a.hold_cnps(true);
+        assert_eq!(a.poll_cnp(&mut buf), None, "held");
+        a.post_send(&write(1, rb)).unwrap();
+        let n = a.poll_transmit(now, &mut buf).expect("the WRITE goes");
+        assert_eq!(opcode(&buf[..n]), Opcode::RC_RDMA_WRITE_ONLY);
+        assert_eq!(a.poll_transmit(now, &mut buf), None, "the CNP still waits");
+        assert!(a.has_transmit_work(LoneAck::Send), "it is owed");
+        a.hold_cnps(false);
+        a.post_send(&write(2, rb)).unwrap();
+        let n = a.poll_transmit(now, &mut buf).expect("the CNP goes first");
+        assert_eq!(opcode(&buf[..n]), Opcode::CNP);
+        assert_eq!(a.poll_cnp(&mut buf), None, "one CNP");
+        assert_eq!(a.cc_counters().np_cnp_sent, 1);
     }
 
     #[test]
