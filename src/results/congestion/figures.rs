@@ -10,7 +10,8 @@
 //! run that is fair only at its very end has not shown it settled); otherwise they never did.
 
 use super::Convergence;
-use crate::stats::jain_index;
+/// Jain's index over the flows' goodputs (`stats`' one formula), for the document's builders.
+pub(crate) use crate::stats::jain_index;
 
 /// Gb/s from `bytes` over `ms` milliseconds (0 over no time).
 pub(crate) fn gbps(bytes: u64, ms: f64) -> f64 {
