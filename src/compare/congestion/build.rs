@@ -9,12 +9,11 @@
 
 use super::plan::{CONVERGE_BAND, PRIO, Study};
 use crate::results::congestion::figures::{
-    convergence, goodput_fraction, interval_rates, steady_jain,
+    convergence, goodput_fraction, interval_rates, jain_index, steady_jain,
 };
 use crate::results::congestion::{
     Convergence, Discipline, DisciplineRun, Flow, Outcome, Ran, Series, Totals, Victim,
 };
-use crate::stats::jain_index;
 use serde_json::Value;
 
 /// What the switch counted over a run (from `roce_switch --stats`).
