@@ -162,8 +162,11 @@ EOF
                 '{mode: $m, size: $s, unit: "round trip", instructions: ($v / 10)}')")
         fi
     done
-    commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-    git diff --quiet HEAD 2>/dev/null || commit="$commit+changes"
+    if commit=$(git rev-parse --short HEAD 2>/dev/null); then
+        git diff --quiet HEAD 2>/dev/null || commit="$commit+changes"
+    else
+        commit=unknown   # not a git checkout
+    fi
     mkdir -p "$(dirname "$json")"
     printf '%s\n' "${runs[@]}" | jq -s --slurpfile f <(printf '%s\n' "${figures[@]}") \
         --arg commit "$commit" --arg at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
