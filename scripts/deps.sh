@@ -12,8 +12,8 @@
 #          tests check its error paths on this kernel), iptables (impairment without netem), setpriv,
 #          openmpi-bin (roce_fabric under mpirun), slurmctld, slurmd, slurm-client and munge (roce_fabric
 #          under srun, scripts/slurm.sh), valgrind and jq (scripts/instructions.sh: callgrind's counts, their JSON)
-#   bench  the benchmarks: test (whose jq bench.sh reads the JSON results with) + iperf3, sockperf (the
-#          secondary baselines)
+#   bench  the benchmarks: test + iperf3, sockperf (the secondary baselines); bench.sh reads the JSON
+#          results with test's jq
 # Usage: scripts/deps.sh build|demo|test|bench
 # Exit: 0 ready; 2 something this script cannot install (no root or sudo, no Rust or too old a Rust:
 # it prints the command that gets one).
