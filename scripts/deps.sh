@@ -11,8 +11,9 @@
 #          SIOCETHTOOL reading is checked against), libibverbs1 (the verbs
 #          tests check its error paths on this kernel), iptables (impairment without netem), setpriv,
 #          openmpi-bin (roce_fabric under mpirun), slurmctld, slurmd, slurm-client and munge (roce_fabric
-#          under srun, scripts/slurm.sh)
-#   bench  the benchmarks: test + iperf3, sockperf (the secondary baselines), jq (bench.sh reads the JSON results)
+#          under srun, scripts/slurm.sh), valgrind and jq (scripts/instructions.sh: callgrind's counts, their JSON)
+#   bench  the benchmarks: test + iperf3, sockperf (the secondary baselines); bench.sh reads the JSON
+#          results with test's jq
 # Usage: scripts/deps.sh build|demo|test|bench
 # Exit: 0 ready; 2 something this script cannot install (no root or sudo, no Rust or too old a Rust:
 # it prints the command that gets one).
@@ -118,12 +119,14 @@ if [[ $purpose == test || $purpose == bench ]]; then
     want slurmd slurmd
     want srun slurm-client
     want munged munge
+    # The instruction-count gate (scripts/instructions.sh): callgrind counts, jq reads and writes the figures.
+    want valgrind valgrind
+    want jq jq
 fi
 if [[ $purpose == bench ]]; then
     want iperf3 iperf3
     want sockperf sockperf
     want taskset util-linux
-    want jq jq
 fi
 
 if ((${#need[@]})); then

@@ -39,3 +39,6 @@ cargo test --test it --locked -- fabric_mpi fabric_slurm --test-threads=1
 cargo test --doc --locked
 # The same-run performance gate: a release build, then about 20 s of runs judged by ratios within them.
 bash scripts/ci-gate.sh
+# The instruction-count gate: the soft datapath's instructions under callgrind against .ci/instructions.json
+# (about 30-40 s); counts do not move with the machine's load. Its figures stay in target/ (given back).
+bash scripts/instructions.sh --json "${CARGO_TARGET_DIR:-target}/instructions.json"

@@ -25,6 +25,7 @@ mod failures;
 mod gate_cli;
 mod gate_in_binaries;
 mod gate_ratio;
+mod instructions_script;
 mod layering;
 mod nic_counters;
 mod oob_errors;
