@@ -5,9 +5,10 @@
 //! notes about transports that could not run), 1 a gate failed, 2 usage error or nothing could run.
 //! The binary only calls [`main`].
 
+use super::congestion::plan::CongestionArgs;
 use super::leg::{Sizes, TestSpec, Tuning};
 use super::run::{self, ClientSide, LocalServer, Plan, ServerSide};
-use super::{files, local, loss, loss_report, port, remote};
+use super::{congestion, files, local, loss, loss_report, port, remote};
 use crate::gate::{self, GateArgs, GateOutputArgs, SetGateArgs, parse_transport_arg};
 use crate::orchestrate::{child, signals};
 use crate::params::{Metric, TestKind, TransportKind, Verb};
@@ -48,6 +49,12 @@ Examples:
   Two hosts (verbs where -d is an RDMA device, soft where it is an interface):
     server$ roce_compare --server -d mlx5_0
     client$ roce_compare -d mlx5_0 192.0.2.10 send_lat read_bw -a
+
+  A congestion study (as root): 4 flows and a latency victim through a 1 Gb/s switch port under
+  lossy go-back-N and selective repeat, ECN with DCQCN, PFC, PFC with DCQCN and TCP cubic, 10 s
+  each; then hold it to issue 30's targets:
+    roce_compare --congestion
+    roce_gate results/<timestamp>/congestion.json
 
   Compare runs made with --results, and re-render an earlier comparison with a gate:
     roce_compare --from results/*-write_lat-*-client.json
@@ -186,6 +193,8 @@ struct Cli {
     )]
     gate_transport: Option<TransportKind>,
     #[command(flatten)]
+    congestion: CongestionArgs,
+    #[command(flatten)]
     gate: GateArgs,
     #[command(flatten)]
     set_gate: SetGateArgs,
@@ -205,6 +214,9 @@ fn usage(msg: &str) -> anyhow::Result<ExitCode> {
 }
 
 fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
+    if cli.congestion.congestion {
+        return congestion(cli);
+    }
     let live_flags = cli.size.is_some()
         || cli.all
         || cli.iters.is_some()
@@ -373,23 +385,84 @@ fn loss_sweep(cli: &Cli, tests: &[TestKind], hosts: &[&str]) -> anyhow::Result<E
     };
     emit(&loss_report::table(&set));
     if !cli.no_files {
-        let dir = compare_dir(&cli.results, &set.started_at);
-        let files = ExportManager::loss_sweep(&dir)
-            .write(&Document::Compare(&set))
-            .result()?;
-        emit(&format!("\nLoss sweep files in {}:\n", dir.display()));
-        for f in files {
-            emit(&format!(
-                "  {}\n",
-                f.file_name().unwrap_or_default().to_string_lossy()
-            ));
-        }
+        let doc = Document::Compare(&set);
+        write_files(cli, ExportManager::loss_sweep, &doc, "Loss sweep files")?;
     }
     if set.runs.is_empty() {
         eprintln!("roce_compare: error: no run of the loss sweep succeeded; see the notes above");
         return Ok(ExitCode::from(2));
     }
     report_and_gate(cli, &set)
+}
+
+/// `--congestion`: the study on this machine, its tables and its files.
+fn congestion(cli: &Cli) -> anyhow::Result<ExitCode> {
+    let others = !cli.args.is_empty()
+        || cli.local
+        || cli.server
+        || !cli.from.is_empty()
+        || !cli.loss_sweep.is_empty()
+        || cli.all
+        || cli.iters.is_some()
+        || cli.device.is_some()
+        || cli.qps.is_some()
+        || cli.repeat > 1;
+    if others {
+        return usage(
+            "--congestion runs its own write_bw flows (--flows N, not -q) and write_lat victim on              this machine for -D seconds each; it takes no test, host, -d, -a, -n, -q, --repeat,              --local, --server, --from or --loss-sweep",
+        );
+    }
+    if cli.gate.is_active() || cli.set_gate.is_active() {
+        return usage(
+            "--congestion's targets are roce_gate's: run roce_gate on its congestion.json              (docs/congestion.md)",
+        );
+    }
+    let study = match congestion::plan::Study::new(&cli.congestion, cli.size, cli.duration) {
+        Ok(s) => s,
+        Err(e) => return usage(&e),
+    };
+    let work = tempfile::Builder::new()
+        .prefix("roce_compare-congestion-")
+        .tempdir()
+        .context("cannot create a temporary directory for the runs' logs")?;
+    let env = congestion::run::Env {
+        bin_dir: bin_dir()?,
+        work: work.path().to_owned(),
+        cores: local::Cores::choose(cli.server_cpu, cli.client_cpu),
+        timeout: cli.timeout.map(Duration::from_secs),
+    };
+    signals::catch();
+    let steps = study.disciplines.len() as u64 + u64::from(study.victim.is_some());
+    let progress = SweepProgress::steps(steps, "runs");
+    let doc = match congestion::run::run(&study, &env, &progress) {
+        Ok(doc) => doc,
+        Err(e) => {
+            eprintln!("roce_compare: error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    emit(&crate::report::congestion::render(&doc));
+    if !cli.no_files {
+        let doc = Document::Congestion(&doc);
+        write_files(
+            cli,
+            ExportManager::congestion,
+            &doc,
+            "Congestion study files",
+        )?;
+    }
+    ExportManager::new()
+        .with_formats(&cli.formats)
+        .write(&Document::Congestion(&doc))
+        .result()?;
+    if signals::stop_requested() {
+        return Ok(ExitCode::from(130));
+    }
+    if doc.runs.iter().all(|r| !r.outcome.ok) {
+        eprintln!("roce_compare: error: no discipline's run succeeded; see the notes above");
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Every run of the plan, with a progress bar on the terminal (none when stdout is piped).
@@ -594,21 +667,41 @@ fn from_files(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Writes `doc`'s files with the manager `formats` makes for `<results>/<timestamp>/`, and lists
+/// them under `title`.
+fn write_files(
+    cli: &Cli,
+    formats: fn(&Path) -> ExportManager,
+    doc: &Document<'_>,
+    title: &str,
+) -> anyhow::Result<()> {
+    let started_at = match doc {
+        Document::Compare(set) => &set.started_at,
+        Document::Congestion(study) => &study.started_at,
+        _ => return Ok(()),
+    };
+    let dir = compare_dir(&cli.results, started_at);
+    let files = formats(&dir).write(doc).result()?;
+    emit(&format!("\n{title} in {}:\n", dir.display()));
+    for f in files {
+        emit(&format!(
+            "  {}\n",
+            f.file_name().unwrap_or_default().to_string_lossy()
+        ));
+    }
+    Ok(())
+}
+
 /// Prints the table and histograms, writes the files, and applies the gates.
 fn report_and_gate(cli: &Cli, set: &CompareSet) -> anyhow::Result<ExitCode> {
     emit(&table::render(set));
     if !cli.no_files {
-        let dir = compare_dir(&cli.results, &set.started_at);
-        let files = ExportManager::comparison(&dir)
-            .write(&Document::Compare(set))
-            .result()?;
-        emit(&format!("\nFiles in {}:\n", dir.display()));
-        for n in files {
-            emit(&format!(
-                "  {}\n",
-                n.file_name().unwrap_or_default().to_string_lossy()
-            ));
-        }
+        write_files(
+            cli,
+            ExportManager::comparison,
+            &Document::Compare(set),
+            "Files",
+        )?;
     }
     ExportManager::new()
         .with_formats(&cli.formats)

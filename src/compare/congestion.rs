@@ -1,4 +1,9 @@
-//! `roce_compare --congestion`: flows through one congested link (docs/congestion.md), its
-//! namespaces and switch in [`topology`].
+//! `roce_compare --congestion`: N flows through one congested link under each discipline, with a
+//! victim latency probe (docs/congestion.md). Its namespaces and switch are [`topology`]; [`plan`]
+//! decides what runs from the flags, [`run`] runs it, [`build`] turns what the runs wrote into the
+//! study's document (`crate::results::congestion`).
 
+pub(crate) mod build;
+pub(crate) mod plan;
+pub(crate) mod run;
 pub mod topology;

@@ -6,6 +6,7 @@
 //! label are told apart by side, else by file.
 
 use crate::params::Role;
+use crate::results::congestion::CONGESTION_SCHEMA;
 use crate::results::fabric::FABRIC_SCHEMA;
 use crate::results::json::COMPARE_SCHEMA;
 use crate::results::read::{self, DocKind, Document, ReadError, SchemaError};
@@ -33,6 +34,11 @@ fn problem_text(problem: &SchemaError) -> String {
             ..
         }
         | SchemaError::Fabric(_) => not_a_result(Some(FABRIC_SCHEMA)),
+        SchemaError::Version {
+            kind: DocKind::Congestion,
+            ..
+        }
+        | SchemaError::Congestion(_) => not_a_result(Some(CONGESTION_SCHEMA)),
     }
 }
 
@@ -57,6 +63,7 @@ pub(crate) fn run_of(
             Ok((CompareRun::from_run(&info, results), info))
         }
         Ok(Document::Fabric(_)) => Err(not_a_result(Some(FABRIC_SCHEMA))),
+        Ok(Document::Congestion(_)) => Err(not_a_result(Some(CONGESTION_SCHEMA))),
         // A comparison where a run's results were expected, whatever its state.
         Ok(Document::Compare(_))
         | Err(SchemaError::Version {

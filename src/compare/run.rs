@@ -151,6 +151,19 @@ fn side_job(
     }
 }
 
+impl LocalServer {
+    /// The name of its current run's server (or floor) side: its logs and result file.
+    fn name(&self, test: &TestSpec, floor: bool) -> String {
+        let what = if floor { "floor" } else { "server" };
+        format!("{}-{what}-{}", test.test, self.runs)
+    }
+
+    /// The result JSON its last server of `test` wrote.
+    pub(crate) fn server_json(&self, test: &TestSpec) -> PathBuf {
+        self.work.join(format!("{}.json", self.name(test, false)))
+    }
+}
+
 impl ServerSide for LocalServer {
     fn start(&mut self, test: &TestSpec, leg: &Leg, floor: Option<&FloorJob>) -> Result<u16> {
         self.runs += 1;
@@ -162,8 +175,7 @@ impl ServerSide for LocalServer {
             from_peer: false,
             device: None,
         };
-        let what = if floor.is_some() { "floor" } else { "server" };
-        let name = format!("{}-{what}-{}", test.test, self.runs);
+        let name = self.name(test, floor.is_some());
         let running = worker::start(&sides, &job, &self.work, &name)
             .map_err(|o| Error::Side(o.error.unwrap_or_default()))?;
         let port = running.port;
@@ -348,14 +360,17 @@ fn run_one(
 }
 
 /// What a client left: its result file, and the note of a server that failed after it succeeded.
-struct ClientDone {
-    path: std::path::PathBuf,
-    server_note: Option<String>,
+pub(crate) struct ClientDone {
+    /// The client's result JSON.
+    pub(crate) path: std::path::PathBuf,
+    /// What the server said when it failed after its client succeeded.
+    pub(crate) server_note: Option<String>,
 }
 
 /// Runs the server and the client of `test` over `leg` (or of its `floor`); `name` is the client's
-/// (its logs and result file). Ok: the client's result file and its stdout log.
-fn run_sides(
+/// (its logs and result file). Ok: the client's result file and its stdout log. A congestion study
+/// runs two of these at once (the bulk flows and the victim), each with its own server side.
+pub(crate) fn run_sides(
     test: &TestSpec,
     leg: &Leg,
     floor: Option<&FloorJob>,

@@ -32,6 +32,8 @@ Examples:
 
 Inputs: a run's JSON (--results), its CSV (--csv), or roce_compare's compare.json / compare.csv;
 - reads one of them from standard input (JSON or CSV by content).
+A roce_fabric matrix (fabric.json) and a roce_compare --congestion study (congestion.json) are judged
+with flags of their own: roce_gate FILE --help lists them (docs/ci-gate.md, docs/congestion.md).
 Units: bandwidth Gb/s, Mb/s, GB/s, MiB/s, GiB/s (b = bit, B = byte); time ns, us (µs), ms, s;
 message rate pps, Kpps, Mpps; regression N% (5% when not given).
 Limits are inclusive: --min-bw 90Gb/s passes at exactly 90 Gb/s.
@@ -88,6 +90,10 @@ fn bad_input(messages: impl IntoIterator<Item = String>) -> ExitCode {
 pub fn main() -> ExitCode {
     // A roce_fabric matrix (fabric.json) is judged pair by pair, with its own flags.
     if let Some(code) = super::fabric::main_if_fabric() {
+        return code;
+    }
+    // A congestion study (congestion.json) is judged per discipline, with its own flags.
+    if let Some(code) = super::congestion::main_if_congestion() {
         return code;
     }
     let matches = crate::params::argv::matches(<Cli as clap::CommandFactory>::command());

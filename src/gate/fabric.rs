@@ -63,16 +63,6 @@ pub(crate) struct Check {
     pub(crate) detail: String,
 }
 
-/// Whether `path` is a fabric.json (its schema says so, near the top).
-pub(crate) fn is_fabric(path: &Path) -> bool {
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return false;
-    };
-    let mut head = vec![0u8; 256];
-    let n = std::io::Read::read(&mut f, &mut head).unwrap_or(0);
-    String::from_utf8_lossy(&head[..n]).contains(&format!("\"{FABRIC_SCHEMA}\""))
-}
-
 /// `leg/test/metric`: what a matrix is matched by in a baseline.
 fn key(m: &Matrix) -> String {
     format!("{}/{}/{}", m.leg.name(), m.test, m.metric.name())
@@ -348,20 +338,7 @@ fn load(p: &Path) -> Result<Loaded, String> {
 /// roce_gate's hook: when an input file is a fabric.json, judge the matrices here and give the exit
 /// code (0 pass, 1 fail, 2 bad input); None lets roce_gate handle ordinary results.
 pub(crate) fn main_if_fabric() -> Option<ExitCode> {
-    // Paths may be any bytes: the arguments stay OsStrings, and clap names one that must be text.
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if !args
-        .iter()
-        .skip(1)
-        .any(|a| !a.as_encoded_bytes().starts_with(b"-") && is_fabric(Path::new(a)))
-    {
-        return None;
-    }
-    let matches =
-        crate::params::argv::matches_from(<Cli as clap::CommandFactory>::command(), &args)
-            .unwrap_or_else(|e| e.exit());
-    let cli =
-        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let cli: Cli = super::args_for(FABRIC_SCHEMA)?;
     let bad = |m: String| {
         eprintln!("roce_gate: error: {m}");
         Some(ExitCode::from(2))

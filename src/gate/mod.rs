@@ -20,6 +20,7 @@
 //! inputs are failures, not passes.
 
 pub mod cli;
+pub(crate) mod congestion;
 pub(crate) mod fabric;
 pub(crate) mod input;
 pub(crate) mod judge;
@@ -271,6 +272,34 @@ pub(crate) fn check_set(
 ) -> Result<GateReport, Vec<InputError>> {
     let baseline = load_all(&args.baseline)?;
     Ok(evaluate_set(rows, set_rows, &baseline, args, set))
+}
+
+/// Whether `path` is a document of `schema` (its schema says so near the top): how `roce_gate`
+/// tells a fabric matrix or a congestion study, judged with flags of their own, from results.
+pub(crate) fn announces(path: &Path, schema: &str) -> bool {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut head = vec![0u8; 256];
+    let n = std::io::Read::read(&mut f, &mut head).unwrap_or(0);
+    String::from_utf8_lossy(&head[..n]).contains(&format!("\"{schema}\""))
+}
+
+/// roce_gate's command line read as `C` when one of its file arguments is a document of `schema`
+/// (paths may be any bytes: they stay OsStrings, and clap names one that must be text); None when
+/// none is. A usage error exits 2 as clap says it.
+pub(crate) fn args_for<C: clap::Parser>(schema: &str) -> Option<C> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if !args
+        .iter()
+        .skip(1)
+        .any(|a| !a.as_encoded_bytes().starts_with(b"-") && announces(Path::new(a), schema))
+    {
+        return None;
+    }
+    let matches =
+        crate::params::argv::matches_from(C::command(), &args).unwrap_or_else(|e| e.exit());
+    Some(C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()))
 }
 
 // How gates show a figure: shared by the thresholds (`judge`), the ratios and the spread checks.

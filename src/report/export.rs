@@ -3,7 +3,7 @@
 //! their output options and that writes what its exporters make.
 //!
 //! What is exported is one [`Document`]: a single run (as it starts, at each interval of a run without
-//! end, and whole), a comparison, or a fabric matrix. A format that applies to several documents (JSON,
+//! end, and whole), a comparison, a fabric matrix, or a congestion study. A format that applies to several documents (JSON,
 //! CSV, SVG) is written once for all of them; a format that does not apply to a document makes no file
 //! for it. The formats: [`CsvExporter`], [`JsonExporter`], [`PerftestJsonExporter`] (perftest's
 //! `--out_json`), [`JsonStreamExporter`] (`--json-stream`), [`HdrLogExporter`], [`SvgExporter`] (a
@@ -38,6 +38,7 @@ pub(crate) use stream::JsonStreamExporter;
 pub(crate) use svg::SvgExporter;
 
 use crate::params::OutputSelect;
+use crate::results::congestion::CongestionDoc;
 use crate::results::fabric::FabricRun;
 use crate::results::{
     CompareSet, LineStream, RunInfo, SizeResult, Unusable, WriteError, Writes, append_under_header,
@@ -147,6 +148,8 @@ pub(crate) enum Document<'a> {
     Compare(&'a CompareSet),
     /// A fabric run's matrices.
     Fabric(&'a FabricRun<'a>),
+    /// A congestion study (`roce_compare --congestion`).
+    Congestion(&'a CongestionDoc),
 }
 
 /// Where a format's files go: the file the user named, or a directory in which each format names its
@@ -382,6 +385,16 @@ impl ExportManager {
     /// A fabric run's files in `dir`: its tables and a heatmap per matrix.
     pub(crate) fn fabric(dir: &Path) -> ExportManager {
         ExportManager::fabric_tables(dir).with(SvgExporter, Place::Dir(dir.to_owned()))
+    }
+
+    /// A congestion study's files in `dir`: congestion.json, congestion.csv, a rate plot per
+    /// discipline and the victim's latency plot.
+    pub(crate) fn congestion(dir: &Path) -> ExportManager {
+        let place = || Place::Dir(dir.to_owned());
+        ExportManager::new()
+            .with(JsonExporter, place())
+            .with(CsvExporter, place())
+            .with(SvgExporter, place())
     }
 
     /// Writes `doc` in every format, stopping at the first error.

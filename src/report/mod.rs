@@ -8,6 +8,7 @@
 //! (`crate::results`): a [`RunInfo`](crate::results::RunInfo), which the binary fills from its options
 //! and its transport, and [`SizeResult`](crate::results::SizeResult)s, which the drivers measure.
 
+pub(crate) mod congestion;
 pub(crate) mod console;
 pub mod export;
 pub(crate) mod hdrlog;

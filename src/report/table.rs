@@ -447,7 +447,7 @@ fn links(set: &CompareSet) -> String {
 
 /// Breaks `text` at spaces into lines of at most `width` columns, continuation lines indented by
 /// two; a word longer than a line (a path) is cut.
-fn wrap(text: &str, width: usize) -> String {
+pub(crate) fn wrap(text: &str, width: usize) -> String {
     const INDENT: &str = "  ";
     let mut lines: Vec<String> = Vec::new();
     let mut line = String::new();

@@ -10,6 +10,7 @@
 //! uses only `params` (the vocabulary) and `stats` (the summaries).
 
 pub(crate) mod ceiling;
+pub(crate) mod congestion;
 pub mod csv;
 pub(crate) mod fabric;
 pub(crate) mod figures;

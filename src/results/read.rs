@@ -1,7 +1,7 @@
 //! The one reader of roceperf's result files, JSON and CSV, with typed errors.
 //!
 //! It reads a run's `roceperf.result` JSON, a comparison's `roceperf.compare` JSON, a fabric run's
-//! `roceperf.fabric` JSON, and the CSVs (a run's `--csv`, a comparison's `compare.csv`; the CSV
+//! `roceperf.fabric` JSON, a congestion study's `roceperf.congestion` JSON, and the CSVs (a run's `--csv`, a comparison's `compare.csv`; the CSV
 //! reader is `read/csv.rs`). What is wrong with a file comes back typed
 //! ([`ReadError`], [`SchemaError`]), so that each tool can say it in its own words (`roce_gate` for a
 //! CI log, `roce_compare` for its user) from one parse.
@@ -13,6 +13,7 @@ pub(crate) use bounded::read_from;
 
 pub(crate) use csv::parse_transport;
 
+use super::congestion::{CONGESTION_SCHEMA, CONGESTION_SCHEMA_VERSION, CongestionDoc};
 use super::fabric::{FABRIC_SCHEMA, FABRIC_SCHEMA_VERSION, FabricDoc};
 use super::json::{COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION, SCHEMA, SCHEMA_VERSION};
 use super::{CompareRun, CompareSet, ResultRow, RunInfo, SizeResult, Skipped};
@@ -35,6 +36,8 @@ pub(crate) enum Document {
     Compare(CompareSet),
     /// A fabric run's `roceperf.fabric` (its pair records skipped), boxed as the run is.
     Fabric(Box<FabricDoc>),
+    /// A congestion study's `roceperf.congestion`.
+    Congestion(Box<CongestionDoc>),
 }
 
 /// Which kind of document a schema name announces.
@@ -46,6 +49,8 @@ pub(crate) enum DocKind {
     Compare,
     /// `roceperf.fabric`.
     Fabric,
+    /// `roceperf.congestion`.
+    Congestion,
 }
 
 impl DocKind {
@@ -55,6 +60,7 @@ impl DocKind {
             DocKind::Run => "result",
             DocKind::Compare => "comparison",
             DocKind::Fabric => "fabric matrix",
+            DocKind::Congestion => "congestion study",
         }
     }
 
@@ -64,6 +70,7 @@ impl DocKind {
             DocKind::Run => SCHEMA_VERSION,
             DocKind::Compare => COMPARE_SCHEMA_VERSION,
             DocKind::Fabric => FABRIC_SCHEMA_VERSION,
+            DocKind::Congestion => CONGESTION_SCHEMA_VERSION,
         }
     }
 }
@@ -104,6 +111,8 @@ pub(crate) enum SchemaError {
     Comparison(serde_json::Error),
     /// A fabric document's body cannot be read.
     Fabric(serde_json::Error),
+    /// A congestion document's body cannot be read.
+    Congestion(serde_json::Error),
 }
 
 impl fmt::Display for SchemaError {
@@ -142,7 +151,9 @@ impl fmt::Display for SchemaError {
                 index: Some(i),
                 source,
             } => write!(f, "results[{i}]: {source}"),
-            SchemaError::Comparison(e) | SchemaError::Fabric(e) => write!(f, "{e}"),
+            SchemaError::Comparison(e) | SchemaError::Fabric(e) | SchemaError::Congestion(e) => {
+                write!(f, "{e}")
+            }
         }
     }
 }
@@ -167,7 +178,9 @@ impl std::error::Error for SchemaError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             SchemaError::Test { source, .. } | SchemaError::Results { source, .. } => Some(source),
-            SchemaError::Comparison(e) | SchemaError::Fabric(e) => Some(e),
+            SchemaError::Comparison(e) | SchemaError::Fabric(e) | SchemaError::Congestion(e) => {
+                Some(e)
+            }
             _ => None,
         }
     }
@@ -241,6 +254,7 @@ pub(crate) fn parse_json(doc: Value) -> Result<Document, SchemaError> {
         Some(Value::String(s)) if s == SCHEMA => DocKind::Run,
         Some(Value::String(s)) if s == COMPARE_SCHEMA => DocKind::Compare,
         Some(Value::String(s)) if s == FABRIC_SCHEMA => DocKind::Fabric,
+        Some(Value::String(s)) if s == CONGESTION_SCHEMA => DocKind::Congestion,
         Some(Value::String(s)) => return Err(SchemaError::UnknownSchema(s.clone())),
         Some(other) => return Err(SchemaError::SchemaNotAString(other.clone())),
         None => return Err(SchemaError::NoSchema),
@@ -255,6 +269,9 @@ pub(crate) fn parse_json(doc: Value) -> Result<Document, SchemaError> {
         DocKind::Fabric => serde_json::from_value(doc)
             .map(|d| Document::Fabric(Box::new(d)))
             .map_err(SchemaError::Fabric),
+        DocKind::Congestion => serde_json::from_value(doc)
+            .map(|d| Document::Congestion(Box::new(d)))
+            .map_err(SchemaError::Congestion),
     }
 }
 
@@ -383,6 +400,7 @@ impl Document {
             Document::Run { info, results } => Ok(ResultRow::from_run(info, results, source)),
             Document::Compare(set) => Ok(ResultRow::from_compare(set, source)),
             Document::Fabric(_) => Err(SchemaError::UnknownSchema(FABRIC_SCHEMA.into())),
+            Document::Congestion(_) => Err(SchemaError::UnknownSchema(CONGESTION_SCHEMA.into())),
         }
     }
 }
@@ -473,6 +491,7 @@ pub fn document_from_bytes(name: &Path, bytes: &[u8]) -> Result<(&'static str, u
         Document::Run { .. } => DocKind::Run,
         Document::Compare(_) => DocKind::Compare,
         Document::Fabric(_) => DocKind::Fabric,
+        Document::Congestion(_) => DocKind::Congestion,
     };
     Ok((kind.noun(), doc.rows(name).map_or(0, |r| r.len())))
 }

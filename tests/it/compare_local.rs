@@ -7,7 +7,7 @@
 //! errors and "nothing could run" have their exit codes.
 
 use crate::common::assert_contains;
-use crate::common::free_port;
+use crate::common::{free_port, the_only_dir};
 use base64::Engine;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
@@ -99,15 +99,6 @@ const ROOT_LABELS: [&str; 4] = [
     "TCP",
 ];
 const USER_LABELS: [&str; 2] = ["RoCE v2 (soft, UDP socket)", "TCP"];
-
-fn the_only_dir(results: &Path) -> PathBuf {
-    let dirs: Vec<PathBuf> = std::fs::read_dir(results)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    dirs[0].clone()
-}
 
 #[test]
 fn local_compare_prints_every_transport_and_writes_the_files() {

@@ -11,6 +11,7 @@ mod vectors;
 mod atomic_tests;
 mod bounded_inputs;
 mod cli_errors;
+mod compare_congestion;
 mod compare_from;
 mod compare_local;
 mod conn_types;

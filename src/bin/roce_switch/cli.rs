@@ -31,7 +31,8 @@ const LONG_ABOUT: &str = concat!(
      its bytes in the queue pass --xoff the switch sends an 802.1Qbb PFC pause (0xffff quanta) out of \
      every port that sent that priority, again before it expires while above --xon, and a resume \
      (0 quanta) at --xon. A lossless frame that still does not fit is a headroom drop; other \
-     priorities tail-drop.\n\n",
+     priorities tail-drop.\n",
+    "  pfc-ecn  both: pauses as pfc and marks as ecn (DCQCN over a lossless priority).\n\n",
     "Sizes take k/M (10^3, 10^6) or KiB/MiB. SIGINT or SIGTERM stops the switch and writes --stats \
      (JSON, results/schema/switch.schema.json). Exit codes: 0 stopped by a signal, stats written; \
      1 a failure while switching; 2 a usage or setup error (a missing interface, not root)."

@@ -56,6 +56,17 @@ fn run() -> Result<()> {
                 cfg.xon,
                 sw.refresh_ns / 1_000
             ),
+            port::Discipline::PfcEcn => format!(
+                ", priority {} lossless, Xoff {} B, Xon {} B, refreshed every {} us; Kmin {} B, \
+                 Kmax {} B, Pmax {}",
+                cfg.pfc_prio,
+                cfg.xoff,
+                cfg.xon,
+                sw.refresh_ns / 1_000,
+                cfg.red.kmin_bytes,
+                cfg.red.kmax_bytes,
+                cfg.red.pmax
+            ),
         },
         sw.speed_note,
     );

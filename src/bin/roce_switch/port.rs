@@ -29,6 +29,10 @@ pub enum Discipline {
     Ecn,
     /// Lossless priority: pause at Xoff, resume at Xon; other priorities lossy.
     Pfc,
+    /// PFC and ECN together, as a switch carrying DCQCN over a lossless priority runs: pauses as
+    /// `pfc`, marks as `ecn`.
+    #[value(name = "pfc-ecn")]
+    PfcEcn,
 }
 
 impl Discipline {
@@ -38,7 +42,18 @@ impl Discipline {
             Discipline::Lossy => "lossy",
             Discipline::Ecn => "ecn",
             Discipline::Pfc => "pfc",
+            Discipline::PfcEcn => "pfc-ecn",
         }
+    }
+
+    /// Whether it pauses (`pfc`, `pfc-ecn`).
+    pub fn pauses(self) -> bool {
+        matches!(self, Discipline::Pfc | Discipline::PfcEcn)
+    }
+
+    /// Whether it marks CE (`ecn`, `pfc-ecn`).
+    pub fn marks(self) -> bool {
+        matches!(self, Discipline::Ecn | Discipline::PfcEcn)
     }
 }
 
@@ -209,14 +224,14 @@ impl Port {
         self.counts.offered.0 += 1;
         self.counts.offered.1 += len;
         let queued = self.bytes;
-        let lossless = self.cfg.discipline == Discipline::Pfc && prio == self.cfg.pfc_prio;
+        let lossless = self.cfg.discipline.pauses() && prio == self.cfg.pfc_prio;
         let verdict = if queued + len > self.cfg.red.buffer_bytes {
             if lossless {
                 Err(Drop::Headroom)
             } else {
                 Err(Drop::Tail)
             }
-        } else if self.cfg.discipline == Discipline::Ecn {
+        } else if self.cfg.discipline.marks() {
             let p = self.cfg.red.mark_probability(queued);
             let hit = p > 0.0 && (p >= 1.0 || self.rng.chance(p));
             match ecn {
@@ -274,7 +289,7 @@ impl Port {
     /// PFC: what to send now, if anything: a pause when the lossless priority's bytes pass Xoff
     /// (again every `refresh_ns` while they stay above Xon), a resume when they fall to Xon.
     pub fn pfc(&mut self, now: u64) -> Option<Pfc> {
-        if self.cfg.discipline != Discipline::Pfc {
+        if !self.cfg.discipline.pauses() {
             return None;
         }
         let q = self.prio_bytes[usize::from(self.cfg.pfc_prio)];
@@ -465,6 +480,25 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(run(42), run(42));
+    }
+
+    #[test]
+    fn pfc_ecn_pauses_and_marks() {
+        let mut p = Port::new(cfg(Discipline::PfcEcn), 7, 64);
+        let mut marked = 0;
+        for _ in 0..9 {
+            if let Verdict::Queued { mark: true, .. } = p.offer(0, 976, Ecn::Ect, 3) {
+                marked += 1;
+            }
+        }
+        // Above Kmax (6000) every frame is marked; above Xoff (4000) the priority is paused.
+        assert!(marked >= 2, "{marked}");
+        assert_eq!(p.pfc(0), Some(Pfc::Pause));
+        let mut only_pfc = Port::new(cfg(Discipline::Pfc), 7, 64);
+        for _ in 0..9 {
+            only_pfc.offer(0, 976, Ecn::Ect, 3);
+        }
+        assert_eq!(only_pfc.counts.marked, 0, "pfc alone never marks");
     }
 
     #[test]

@@ -110,10 +110,10 @@ fn inputs_are_read_as_matrices_or_not_and_errors_name_the_file() {
         "f.json",
         r#"{"schema": "roceperf.fabric", "schema_version": 1}"#,
     );
-    assert!(is_fabric(&fabric));
+    assert!(crate::gate::announces(&fabric, FABRIC_SCHEMA));
     assert_eq!(load(&fabric).unwrap(), Loaded::Matrix(Box::default()));
     let run = write("r.json", r#"{"schema": "roceperf.result"}"#);
-    assert!(!is_fabric(&run));
+    assert!(!crate::gate::announces(&run, FABRIC_SCHEMA));
     assert_eq!(load(&run).unwrap(), Loaded::NotAMatrix);
     let bad = write("b.json", "{");
     assert!(load(&bad).unwrap_err().contains("b.json: not valid JSON"));

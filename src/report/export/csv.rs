@@ -1,7 +1,9 @@
 //! CSV: a run's rows appended under one header (`--csv`, `--results`), one row per interval of a run
-//! without end, a comparison's `compare.csv`, a fabric's `fabric.csv`.
+//! without end, a comparison's `compare.csv`, a fabric's `fabric.csv`, a congestion study's
+//! `congestion.csv`.
 
 use super::{Content, Document, ExportFile, Exporter, Files, Place};
+use crate::results::congestion::csv::congestion_csv;
 use crate::results::csv::{compare_csv, csv_error, header_line, interval_row, run_rows};
 use crate::results::{Writes, fabric, results_paths};
 
@@ -27,6 +29,11 @@ impl Exporter for CsvExporter {
             Document::Compare(set) => {
                 let path = place.join("compare.csv");
                 let text = compare_csv(set).map_err(|e| csv_error(&path, e))?;
+                ExportFile::whole(path, text)
+            }
+            Document::Congestion(study) => {
+                let path = place.join("congestion.csv");
+                let text = congestion_csv(study).map_err(|e| csv_error(&path, e))?;
                 ExportFile::whole(path, text)
             }
             Document::Fabric(run) => ExportFile {

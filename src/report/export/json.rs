@@ -1,9 +1,9 @@
 //! JSON: a run's `roceperf.result` (`--json`, `--results`), a comparison's `compare.json`, a fabric's
-//! `fabric.json` (its pair records streamed from the spool). Pretty-printed, replaced whole.
+//! `fabric.json` (its pair records streamed from the spool), a congestion study's `congestion.json`. Pretty-printed, replaced whole.
 
 use super::{Content, Document, ExportFile, Exporter, Files, Place};
 use crate::results::json::pretty;
-use crate::results::{fabric, results_paths, to_json};
+use crate::results::{WriteError, fabric, results_paths, to_json};
 
 /// The roceperf JSON document of each document.
 pub(crate) struct JsonExporter;
@@ -22,6 +22,14 @@ impl Exporter for JsonExporter {
                 let path = place.join("compare.json");
                 let bytes = pretty(&path, &set.to_json())?;
                 ExportFile::whole(path, bytes)
+            }
+            Document::Congestion(study) => {
+                let path = place.join("congestion.json");
+                let value = serde_json::to_value(study).map_err(|source| WriteError::Json {
+                    path: path.clone(),
+                    source,
+                })?;
+                ExportFile::whole(path.clone(), pretty(&path, &value)?)
             }
             Document::Fabric(run) => ExportFile {
                 path: place.join("fabric.json"),

@@ -44,7 +44,9 @@ impl Exporter for JsonStreamExporter {
             Document::Run { info, results, .. } => {
                 json!({"event": "end", "document": to_json(info, results)})
             }
-            Document::Compare(_) | Document::Fabric(_) => return Ok(Vec::new()),
+            Document::Compare(_) | Document::Fabric(_) | Document::Congestion(_) => {
+                return Ok(Vec::new());
+            }
         };
         let path = place.join("stream.jsonl");
         Ok(vec![ExportFile {

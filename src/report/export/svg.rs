@@ -1,10 +1,11 @@
 //! SVG: a comparison's `latency.svg` (the first latency test at its smallest size, by percentile) and
 //! `bandwidth.svg` (every bandwidth run by message size); a fabric's heatmap per matrix,
-//! `heatmap-[LEG-]TEST-FIGURE.svg`.
+//! `heatmap-[LEG-]TEST-FIGURE.svg`; a congestion study's `rate-DISCIPLINE.svg` and `victim.svg`.
 
 use super::{Document, ExportFile, Exporter, Files, Place};
 use crate::params::Metric;
-use crate::report::{fmt_size, heatmap, svg};
+use crate::report::{congestion, fmt_size, heatmap, svg};
+use crate::results::congestion::CongestionDoc;
 use crate::results::fabric::Leg;
 use crate::results::{CompareRun, CompareSet, Measured, WriteError};
 use std::path::Path;
@@ -65,9 +66,53 @@ impl Exporter for SvgExporter {
                     ExportFile::whole(place.join(&name), heatmap::heatmap_svg(m, run.doc.ranks))
                 })
                 .collect()),
+            Document::Congestion(study) => congestion_plots(study, place),
             Document::Start(_) | Document::Interval { .. } | Document::Run { .. } => Ok(Vec::new()),
         }
     }
+}
+
+/// A congestion study's plots: `rate-DISCIPLINE.svg` (goodput per flow over time) for each run with a
+/// series, and `victim.svg` (the victim's latency by percentile per discipline, the idle bottleneck
+/// as the reference) when a victim holds a percentile.
+fn congestion_plots<'d>(study: &CongestionDoc, place: &Place) -> Files<'d> {
+    let mut files = Vec::new();
+    for run in study.runs.iter().filter(|r| r.series.is_some()) {
+        let path = place.join(&format!("rate-{}.svg", run.discipline));
+        let text = congestion::rate_svg(study, run).map_err(|e| draw_err(&path, e))?;
+        files.push(ExportFile::whole(path, text));
+    }
+    let idle = study
+        .idle_victim
+        .iter()
+        .map(|v| ("idle bottleneck (reference)".to_string(), &v.histogram));
+    let loaded = study.runs.iter().filter_map(|r| {
+        Some((
+            r.discipline.name().to_string(),
+            &r.victim.as_ref()?.histogram,
+        ))
+    });
+    let series: Vec<(String, &hdrhistogram::Histogram<u64>)> = idle
+        .chain(loaded)
+        .filter(|(_, h)| svg::held_end(h.len()).is_some())
+        .collect();
+    if let (Some(size), false) = (study.setup.victim_size_bytes, series.is_empty()) {
+        let path = place.join("victim.svg");
+        let refs: Vec<svg::LatencySeries> = series
+            .iter()
+            .map(|(label, h)| svg::LatencySeries {
+                label,
+                histogram: h,
+            })
+            .collect();
+        let title = format!(
+            "victim write_lat {} through the bottleneck: one-way latency by percentile",
+            fmt_size(size)
+        );
+        let text = svg::latency_svg(&title, &refs).map_err(|e| draw_err(&path, e))?;
+        files.push(ExportFile::whole(path, text));
+    }
+    Ok(files)
 }
 
 /// The error of a plot that could not be drawn, naming its file.

@@ -403,3 +403,55 @@ fn a_fabric_run_gets_its_tables_and_a_heatmap_per_matrix() {
         .unwrap();
     assert!(none.is_empty());
 }
+
+#[test]
+fn a_congestion_study_is_written_as_json_csv_and_plots_and_reads_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let study = crate::results::congestion::testdata::doc();
+    let doc = Document::Congestion(&study);
+    let written = ExportManager::congestion(tmp.path())
+        .write(&doc)
+        .result()
+        .unwrap();
+    let names: Vec<_> = written
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "congestion.json",
+            "congestion.csv",
+            "rate-lossy-gbn.svg",
+            "rate-ecn-dcqcn.svg",
+            "victim.svg"
+        ]
+    );
+    let back = crate::results::read::read_json(&written[0]).unwrap();
+    assert_eq!(
+        back,
+        crate::results::read::Document::Congestion(Box::new(study.clone()))
+    );
+    assert_eq!(
+        std::fs::read_to_string(&written[1]).unwrap(),
+        crate::results::congestion::csv::congestion_csv(&study).unwrap()
+    );
+    let victim = std::fs::read_to_string(&written[4]).unwrap();
+    crate::report::svg::tests::assert_texts(
+        &victim,
+        &[
+            "idle bottleneck (reference): 2,000 samples, to p99.5",
+            "lossy-gbn: 2,000 samples, to p99.5",
+            "ecn-dcqcn: 2,000 samples, to p99.5",
+        ],
+    );
+    // The formats that do not apply to it make nothing.
+    let none = ExportManager::new()
+        .with(HdrLogExporter, Place::Dir(tmp.path().join("n")))
+        .with(LossExporter, Place::Dir(tmp.path().join("n")))
+        .with(JsonStreamExporter, Place::File(tmp.path().join("s.jsonl")))
+        .write(&doc)
+        .result()
+        .unwrap();
+    assert!(none.is_empty());
+}

@@ -41,6 +41,16 @@ pub fn gate(args: &[&str], files: &[&std::path::Path]) -> std::process::Output {
         .unwrap()
 }
 
+/// The one directory a run made under `results` (a comparison's `<timestamp>/`).
+pub fn the_only_dir(results: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(results)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
 /// Asserts that `text` contains `needle` (and shows `text` when it does not).
 #[track_caller]
 pub fn assert_contains(text: &str, needle: &str) {

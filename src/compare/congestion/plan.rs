@@ -1,0 +1,365 @@
+//! What a congestion study runs, decided once from its flags: the disciplines, the bulk flows' test
+//! and transport legs, the victim's, and the switch's settings. Pure; `super::run` carries it out.
+
+use crate::compare::leg::{LegSpec, Sizes, TestSpec, TransportChoice, Tuning};
+use crate::params::{Metric, RoceVersion, TestKind, Verb};
+use crate::results::congestion::Discipline;
+
+/// The 802.1Q priority the flows carry (`-S`) and PFC keeps lossless: RoCE's customary 3.
+pub(crate) const PRIO: u8 = 3;
+/// A flow is converged within ±10 % of its fair share (DCQCN's paper and issue 29's tests).
+pub(crate) const CONVERGE_BAND: f64 = 0.1;
+/// The victim starts this long after the bulk client, once the flows are running.
+pub(crate) const VICTIM_DELAY_MS: u64 = 500;
+
+/// `roce_compare --congestion`'s flags (flattened into roce_compare's command line).
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+#[command(next_help_heading = "Congestion study (--congestion; as root)")]
+pub(crate) struct CongestionArgs {
+    /// Run N flows through one rate-limited switch port under each discipline, with a latency
+    /// victim through the same port; write congestion.json, .csv and plots (docs/congestion.md).
+    #[arg(long)]
+    pub(crate) congestion: bool,
+    /// Flows into the bottleneck: queue pairs of one roce_write_bw (TCP: connections).
+    #[arg(long, value_name = "N", default_value_t = 4, requires = "congestion",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) flows: u32,
+    /// The bottleneck's rate, Gb/s of wire bits; the default is what the soft transport over single
+    /// frames and the switch sustain on a two-core machine (docs/congestion.md).
+    #[arg(long, value_name = "GBPS", default_value_t = 1.0, requires = "congestion",
+          value_parser = parse_gbps)]
+    pub(crate) bottleneck: f64,
+    /// The switch's egress buffer, bytes (K, M: ×1024) [default: roce_switch's].
+    #[arg(long, value_name = "BYTES", requires = "congestion", value_parser = crate::params::parse_size)]
+    pub(crate) buffer: Option<u64>,
+    /// ECN: no CE mark below this queue, bytes [default: roce_switch's, scaled to the rate].
+    #[arg(long, value_name = "BYTES", requires = "congestion", value_parser = crate::params::parse_size)]
+    pub(crate) kmin: Option<u64>,
+    /// ECN: the marking probability reaches --pmax at this queue, bytes [default: roce_switch's].
+    #[arg(long, value_name = "BYTES", requires = "congestion", value_parser = crate::params::parse_size)]
+    pub(crate) kmax: Option<u64>,
+    /// ECN: the marking probability at Kmax, 0..1 [default: roce_switch's].
+    #[arg(long, value_name = "P", requires = "congestion", value_parser = parse_probability)]
+    pub(crate) pmax: Option<f64>,
+    /// PFC: pause the senders when the queue passes this, bytes [default: roce_switch's].
+    #[arg(long, value_name = "BYTES", requires = "congestion", value_parser = crate::params::parse_size)]
+    pub(crate) xoff: Option<u64>,
+    /// PFC: resume them when it falls to this, bytes [default: roce_switch's].
+    #[arg(long, value_name = "BYTES", requires = "congestion", value_parser = crate::params::parse_size)]
+    pub(crate) xon: Option<u64>,
+    /// Disciplines to run, comma-separated, in this order [default: all six: lossy-gbn, lossy-sr,
+    /// ecn-dcqcn, pfc, pfc-dcqcn, tcp-cubic].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "congestion",
+          value_parser = Discipline::parse)]
+    pub(crate) disciplines: Vec<Discipline>,
+    /// Run no victim (the latency probe through the bottleneck, and its idle reference).
+    #[arg(long, requires = "congestion")]
+    pub(crate) no_victim: bool,
+    /// The victim's message size, bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 64, requires = "congestion",
+          value_parser = crate::params::parse_size)]
+    pub(crate) victim_size: u64,
+    /// Interval of the per-flow goodput series (the clients' --qp-series), ms.
+    #[arg(long, value_name = "MS", default_value_t = 10, requires = "congestion",
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub(crate) series_ms: u64,
+    /// Window over which time to converge takes each flow's rate, ms.
+    #[arg(long, value_name = "MS", default_value_t = 100, requires = "congestion",
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub(crate) converge_window_ms: u64,
+}
+
+/// `--bottleneck`: a rate above 0 and at most 400 Gb/s.
+fn parse_gbps(s: &str) -> Result<f64, String> {
+    s.trim()
+        .trim_end_matches("Gb/s")
+        .trim_end_matches('G')
+        .parse::<f64>()
+        .ok()
+        .filter(|g| *g > 0.0 && *g <= 400.0)
+        .ok_or_else(|| format!("{s:?} is not a rate in Gb/s; give one such as 1 or 2.5"))
+}
+
+/// `--pmax`: a probability in 0..=1.
+fn parse_probability(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|p| (0.0..=1.0).contains(p))
+        .ok_or_else(|| format!("{s:?} is not a probability; give one such as 0.2"))
+}
+
+/// The switch's settings the user gave; None: roce_switch's default (its stats say what it took).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(crate) struct Thresholds {
+    /// `--buffer`.
+    pub(crate) buffer: Option<u64>,
+    /// `--kmin`, `--kmax`.
+    pub(crate) kmin: Option<u64>,
+    /// Likewise.
+    pub(crate) kmax: Option<u64>,
+    /// `--pmax`.
+    pub(crate) pmax: Option<f64>,
+    /// `--xoff`, `--xon`.
+    pub(crate) xoff: Option<u64>,
+    /// Likewise.
+    pub(crate) xon: Option<u64>,
+}
+
+/// A congestion study, decided.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Study {
+    /// In the order run.
+    pub(crate) disciplines: Vec<Discipline>,
+    /// Flows.
+    pub(crate) flows: u32,
+    /// Gb/s.
+    pub(crate) bottleneck_gbps: f64,
+    /// The switch's thresholds as given.
+    pub(crate) thresholds: Thresholds,
+    /// The bulk flows' message size.
+    pub(crate) size: u64,
+    /// Seconds per discipline.
+    pub(crate) duration_s: u64,
+    /// The victim's message size; None without a victim.
+    pub(crate) victim: Option<u64>,
+    /// `--qp-series`, ms.
+    pub(crate) series_ms: u64,
+    /// Convergence window, ms.
+    pub(crate) converge_window_ms: u64,
+}
+
+/// The bulk flows' message size when `-s` is not given: 64 KiB, write_bw's own.
+const DEFAULT_SIZE: u64 = 65536;
+/// Seconds per discipline when `-D` is not given.
+pub(crate) const DEFAULT_DURATION_S: u64 = 10;
+
+impl Study {
+    /// The study `args` asks for, with roce_compare's `-s` and `-D`; Err: a usage error to print.
+    pub(crate) fn new(
+        args: &CongestionArgs,
+        size: Option<u64>,
+        duration: Option<u64>,
+    ) -> Result<Study, String> {
+        let mut disciplines: Vec<Discipline> = Vec::new();
+        for d in &args.disciplines {
+            if disciplines.contains(d) {
+                return Err(format!("--disciplines names {d} twice; name each once"));
+            }
+            disciplines.push(*d);
+        }
+        if disciplines.is_empty() {
+            disciplines = Discipline::ALL.to_vec();
+        }
+        if args.kmin.is_some() != args.kmax.is_some() {
+            return Err(
+                "give --kmin and --kmax together (or neither: the switch's defaults)".into(),
+            );
+        }
+        if args.xoff.is_some() != args.xon.is_some() {
+            return Err(
+                "give --xoff and --xon together (or neither: the switch's defaults)".into(),
+            );
+        }
+        if let (Some(lo), Some(hi)) = (args.kmin, args.kmax)
+            && lo > hi
+        {
+            return Err(format!(
+                "--kmin {lo} is above --kmax {hi}; Kmin must be at most Kmax"
+            ));
+        }
+        if let (Some(off), Some(on)) = (args.xoff, args.xon)
+            && on >= off
+        {
+            return Err(format!("--xon {on} must be below --xoff {off}"));
+        }
+        let duration_s = duration.unwrap_or(DEFAULT_DURATION_S);
+        Ok(Study {
+            disciplines,
+            flows: args.flows,
+            bottleneck_gbps: args.bottleneck,
+            thresholds: Thresholds {
+                buffer: args.buffer,
+                kmin: args.kmin,
+                kmax: args.kmax,
+                pmax: args.pmax,
+                xoff: args.xoff,
+                xon: args.xon,
+            },
+            size: size.unwrap_or(DEFAULT_SIZE),
+            duration_s,
+            victim: (!args.no_victim).then_some(args.victim_size),
+            series_ms: args.series_ms,
+            converge_window_ms: args.converge_window_ms,
+        })
+    }
+
+    /// The bulk flows: one roce_write_bw of N queue pairs for `-D` seconds.
+    pub(crate) fn bulk_test(&self) -> TestSpec {
+        TestSpec {
+            test: TestKind::new(Verb::Write, Metric::Bandwidth),
+            sizes: Sizes::One(self.size),
+            iters: None,
+            duration: Some(self.duration_s),
+            tuning: Tuning {
+                qps: Some(self.flows),
+                ..Tuning::default()
+            },
+        }
+    }
+
+    /// The bulk flows' transport under `d`: soft RoCE v2 over AF_PACKET, one frame per packet (so
+    /// the switch queues packets, not super-frames), priority 3, `--cc` and `--recovery` as `d`
+    /// says; TCP for tcp-cubic. Every run validated, every run with its per-flow series.
+    pub(crate) fn bulk_leg(&self, d: Discipline, device: &str) -> LegSpec {
+        let mut leg = match d.transport() {
+            crate::params::TransportKind::Tcp => LegSpec::tcp(),
+            _ => {
+                let mut l = LegSpec::roce(TransportChoice::Soft, RoceVersion::V2, device);
+                l.extra = soft_flags(d.cc());
+                if let Some(r) = d.recovery() {
+                    l.extra.extend(["--recovery".into(), r.name().into()]);
+                }
+                l
+            }
+        };
+        leg.extra.extend([
+            "--validate".into(),
+            "--qp-series".into(),
+            self.series_ms.to_string(),
+        ]);
+        leg
+    }
+
+    /// The victim's test: write_lat of its size, starting [`VICTIM_DELAY_MS`] into the bulk run
+    /// and ending before it (`-D` one second shorter, at least one).
+    pub(crate) fn victim_test(&self) -> Option<TestSpec> {
+        Some(TestSpec {
+            test: TestKind::new(Verb::Write, Metric::Latency),
+            sizes: Sizes::One(self.victim?),
+            iters: None,
+            duration: Some(self.duration_s.saturating_sub(1).max(1)),
+            tuning: Tuning::default(),
+        })
+    }
+
+    /// The victim's transport: soft RoCE v2 on the data's priority (so PFC pauses it too), no rate
+    /// control (one message in flight needs none).
+    pub(crate) fn victim_leg(&self, device: &str) -> LegSpec {
+        let mut l = LegSpec::roce(TransportChoice::Soft, RoceVersion::V2, device);
+        l.extra = soft_flags("none");
+        l
+    }
+}
+
+/// The soft flags every RoCE run of a study takes.
+fn soft_flags(cc: &str) -> Vec<String> {
+    ["--io", "packet", "--no-gso", "-S", "3", "--cc", cc]
+        .map(String::from)
+        .to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct T {
+        #[command(flatten)]
+        a: CongestionArgs,
+    }
+
+    fn args(v: &[&str]) -> Result<CongestionArgs, clap::Error> {
+        T::try_parse_from(std::iter::once("t").chain(v.iter().copied())).map(|t| t.a)
+    }
+
+    #[test]
+    fn the_defaults_run_every_discipline_with_four_flows_and_a_victim() {
+        let a = args(&["--congestion"]).unwrap();
+        let s = Study::new(&a, None, None).unwrap();
+        assert_eq!(s.disciplines, Discipline::ALL);
+        assert_eq!((s.flows, s.bottleneck_gbps, s.size), (4, 1.0, 65536));
+        assert_eq!((s.duration_s, s.victim), (DEFAULT_DURATION_S, Some(64)));
+        assert_eq!(s.thresholds, Thresholds::default());
+    }
+
+    #[test]
+    fn each_discipline_runs_what_it_names() {
+        let a = args(&["--congestion", "--flows", "2", "--series-ms", "20"]).unwrap();
+        let s = Study::new(&a, Some(4096), Some(3)).unwrap();
+        let t = s.bulk_test();
+        assert_eq!(
+            (t.test.name(), t.sizes, t.duration, t.tuning.qps),
+            ("write_bw", Sizes::One(4096), Some(3), Some(2))
+        );
+        let ecn = s.bulk_leg(Discipline::EcnDcqcn, "veth0");
+        assert_eq!(
+            (ecn.transport, ecn.roce, ecn.device.as_deref()),
+            (TransportChoice::Soft, Some(RoceVersion::V2), Some("veth0"))
+        );
+        assert_eq!(
+            ecn.extra.join(" "),
+            "--io packet --no-gso -S 3 --cc dcqcn --validate --qp-series 20"
+        );
+        let sr = s.bulk_leg(Discipline::LossySr, "veth0").extra.join(" ");
+        assert_eq!(
+            sr,
+            "--io packet --no-gso -S 3 --cc none --recovery sr --validate --qp-series 20"
+        );
+        let tcp = s.bulk_leg(Discipline::TcpCubic, "veth0");
+        assert_eq!(tcp.transport, TransportChoice::Tcp);
+        assert_eq!(tcp.extra.join(" "), "--validate --qp-series 20");
+        let v = s.victim_test().unwrap();
+        assert_eq!(
+            (v.test.name(), v.sizes, v.duration),
+            ("write_lat", Sizes::One(64), Some(2))
+        );
+        assert_eq!(
+            s.victim_leg("veth0").extra.join(" "),
+            "--io packet --no-gso -S 3 --cc none"
+        );
+    }
+
+    #[test]
+    fn usage_errors_say_what_to_give() {
+        let a = args(&["--congestion", "--disciplines", "pfc,pfc"]).unwrap();
+        assert_eq!(
+            Study::new(&a, None, None).unwrap_err(),
+            "--disciplines names pfc twice; name each once"
+        );
+        let a = args(&["--congestion", "--kmin", "200k", "--kmax", "100k"]).unwrap();
+        assert!(
+            Study::new(&a, None, None)
+                .unwrap_err()
+                .contains("Kmin must be at most Kmax")
+        );
+        let a = args(&["--congestion", "--kmin", "10k"]).unwrap();
+        assert!(
+            Study::new(&a, None, None)
+                .unwrap_err()
+                .contains("--kmin and --kmax together")
+        );
+        let a = args(&["--congestion", "--xoff", "100k", "--xon", "200k"]).unwrap();
+        assert!(
+            Study::new(&a, None, None)
+                .unwrap_err()
+                .contains("below --xoff")
+        );
+        let e = args(&["--congestion", "--disciplines", "red"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"red\" is not a discipline; use lossy-gbn"),
+            "{e}"
+        );
+        let e = args(&["--flows", "3"]).unwrap_err().to_string();
+        assert!(e.contains("--congestion"), "{e}");
+        let e = args(&["--congestion", "--bottleneck", "0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a rate in Gb/s"), "{e}");
+        let a = args(&["--congestion", "--no-victim"]).unwrap();
+        assert_eq!(Study::new(&a, None, None).unwrap().victim_test(), None);
+    }
+}

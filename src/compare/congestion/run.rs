@@ -1,0 +1,428 @@
+//! Carries out a congestion study: the topology up once; the victim alone through the idle switch
+//! (its reference); then per discipline the switch started with it, the bulk flows (one
+//! roce_write_bw of N queue pairs from the senders' namespace to the receiver's) and the victim
+//! (roce_write_lat from its own namespace, started once the flows run) through it at once, and the
+//! switch stopped for its stats. Every process starts through the comparison's runner
+//! ([`run_sides`], `orchestrate::child`), each pair with its own server side.
+
+use super::build::{Left, SwitchCounts, discipline_run};
+use super::plan::{CONVERGE_BAND, PRIO, Study, VICTIM_DELAY_MS};
+use super::topology::{HOST_DEV, Host, SwitchSpec, Topology, TopologySpec};
+use crate::compare::leg::{LegSpec, TestSpec, side_args};
+use crate::compare::local::{Cores, effective_caps, missing_v1_privileges};
+use crate::compare::run::{ClientSide, Leg, LocalServer, run_sides};
+use crate::orchestrate::signals::stop_requested;
+use crate::report::progress::SweepProgress;
+use crate::results::congestion::{
+    CONGESTION_SCHEMA, CONGESTION_SCHEMA_VERSION, CongestionDoc, ConvergenceRule, Discipline,
+    DisciplineRun, Outcome, Placement, Setup, Tool, Victim,
+};
+use crate::results::read::{self, Document};
+use crate::results::switch::SwitchStats;
+use crate::results::{Measured, now_rfc3339};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where the binaries are, where the runs' logs go, and the cores of the two sides.
+pub(crate) struct Env {
+    /// The `roce_*` binaries' directory.
+    pub(crate) bin_dir: PathBuf,
+    /// Logs and result files of every run.
+    pub(crate) work: PathBuf,
+    /// The bulk flows' server (receiver) and client (senders) cores; the victim's sides share them.
+    pub(crate) cores: Cores,
+    /// `--timeout`: how long one run may take; None: from its duration.
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl From<&SwitchStats> for SwitchCounts {
+    fn from(s: &SwitchStats) -> SwitchCounts {
+        SwitchCounts {
+            offered_bytes: s.egress.offered_bytes,
+            // The switch counts headroom drops among its drops; the document keeps them apart.
+            dropped_packets: s.egress.dropped_packets
+                - s.egress.headroom_drops.min(s.egress.dropped_packets),
+            headroom_drops: s.egress.headroom_drops,
+            marked_packets: s.egress.marked_packets,
+            max_queue_bytes: s.egress.max_queue_bytes,
+            pause_frames_sent: s.pfc.pause_frames_sent,
+            paused_ns: s.pfc.paused_ns,
+            queue_samples: s.queue_samples.clone(),
+        }
+    }
+}
+
+/// The switch's settings for `d`: the study's rate, the thresholds given (the switch's own
+/// defaults otherwise), PFC on the data's priority, the queue sampled every 100 µs.
+fn switch_spec(study: &Study, d: Discipline) -> SwitchSpec {
+    let t = &study.thresholds;
+    let mut s = SwitchSpec::new(d.switch(), study.bottleneck_gbps);
+    s.buffer = t.buffer;
+    if let (Some(lo), Some(hi)) = (t.kmin, t.kmax) {
+        s.red = Some((lo, hi, t.pmax.unwrap_or(0.2)));
+    }
+    if let (Some(off), Some(on)) = (t.xoff, t.xon) {
+        s.pfc = Some((off, on));
+    }
+    s.pfc_prio = Some(PRIO);
+    s.sample_us = Some(100);
+    s
+}
+
+/// A transport leg from `from`'s namespace to the receiver's, across the switch.
+fn leg(spec: LegSpec, topo: &Topology, from: &Host) -> Leg {
+    let label = spec.label();
+    Leg {
+        spec,
+        label,
+        server_netns: Some(topo.receiver().netns),
+        client_netns: Some(from.netns.clone()),
+        host: topo.receiver().addr.into(),
+        link: Some(topo.link()),
+        path: None,
+    }
+}
+
+/// One pair of sides run to the end through [`run_sides`] with a server side of its own in `work`:
+/// the client's result JSON and the server's, or why it failed.
+fn pair(
+    env: &Env,
+    test: &TestSpec,
+    leg: &Leg,
+    work: &Path,
+    name: &str,
+) -> (Result<PathBuf, String>, PathBuf) {
+    if let Err(e) = std::fs::create_dir_all(work) {
+        return (
+            Err(format!("cannot create {}: {e}", work.display())),
+            PathBuf::new(),
+        );
+    }
+    let mut server = LocalServer::new(env.bin_dir.clone(), work.to_owned(), env.cores.server);
+    let client = ClientSide {
+        bin_dir: env.bin_dir.clone(),
+        work: work.to_owned(),
+        cpu: env.cores.client,
+        cpu_note: None,
+        timeout: env.timeout,
+    };
+    let done = run_sides(
+        test,
+        leg,
+        None,
+        &mut server,
+        &client,
+        (1, name),
+        &mut |_| {},
+    );
+    let server_json = server.server_json(test);
+    let done = done.and_then(|(d, _)| match d.server_note {
+        Some(note) => Err(format!("server: {note}")),
+        None => Ok(d.path),
+    });
+    (done, server_json)
+}
+
+/// The latency histogram of a victim's result file.
+fn victim_histogram(path: &Path) -> Result<hdrhistogram::Histogram<u64>, String> {
+    match read::read_json(path).map_err(|e| e.to_string())? {
+        Document::Run { results, .. } => match results.into_iter().next().map(|r| r.measured) {
+            Some(Measured::Latency { histogram, .. }) => Ok(histogram),
+            _ => Err(format!("{}: no latency result", path.display())),
+        },
+        _ => Err(format!("{}: not a run's result", path.display())),
+    }
+}
+
+/// A JSON file, or None when it is missing or not JSON (its figures are then null).
+fn json(path: &Path) -> Option<serde_json::Value> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// The victim alone through the idle switch (lossy, nothing else running): its reference.
+fn idle_victim(study: &Study, topo: &Topology, env: &Env) -> Result<Victim, String> {
+    let test = study.victim_test().ok_or("no victim")?;
+    let work = env.work.join("idle");
+    std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
+    let switch = topo
+        .start_switch(&switch_spec(study, Discipline::LossyGbn), &work)
+        .map_err(|e| e.to_string())?;
+    let victim = leg(study.victim_leg(HOST_DEV), topo, &topo.victim());
+    let (done, _) = pair(env, &test, &victim, &work, "victim-client");
+    let stopped = switch.stop();
+    let path = done.map_err(|e| format!("the idle victim failed: {e}"))?;
+    stopped.map_err(|e| e.to_string())?;
+    victim_histogram(&path).map(Victim::from_histogram)
+}
+
+/// The command line the bulk client ran (its port and result file left out).
+fn client_args(spec: &LegSpec, test: &TestSpec, env: &Env, topo: &Topology) -> Vec<String> {
+    let mut a = vec![crate::compare::leg::binary_name(test.test)];
+    let host = topo.receiver().addr;
+    let args = side_args(
+        test,
+        spec,
+        0,
+        env.cores.client,
+        Path::new("client.json"),
+        Some(host),
+    );
+    // `-p 0` and `--json client.json` are the runner's.
+    let mut it = args.into_iter().skip(2).peekable();
+    while let Some(x) = it.next() {
+        if x == "--json" {
+            it.next();
+        } else {
+            a.push(x);
+        }
+    }
+    a
+}
+
+/// One discipline: the switch, the bulk flows and the victim at once, the switch's stats.
+fn discipline(study: &Study, topo: &Topology, env: &Env, d: Discipline) -> DisciplineRun {
+    let work = env.work.join(d.name());
+    let test = study.bulk_test();
+    let spec = study.bulk_leg(d, HOST_DEV);
+    let args = client_args(&spec, &test, env, topo);
+    let failed = |error: String, left: Left| {
+        let outcome = Outcome {
+            ok: false,
+            error: Some(error),
+            client_exit: None,
+            server_exit: None,
+            victim_exit: None,
+            switch_exit: None,
+        };
+        discipline_run(study, d, args.clone(), outcome, left)
+    };
+    if let Err(e) = std::fs::create_dir_all(&work) {
+        return failed(
+            format!("cannot create {}: {e}", work.display()),
+            Left::default(),
+        );
+    }
+    let switch = match topo.start_switch(&switch_spec(study, d), &work) {
+        Ok(s) => s,
+        Err(e) => return failed(e.to_string(), Left::default()),
+    };
+    let bulk = leg(spec, topo, &topo.senders());
+    let victim_test = study.victim_test();
+    let victim_leg = leg(study.victim_leg(HOST_DEV), topo, &topo.victim());
+    let ((bulk_done, server_json), victim_done) = std::thread::scope(|s| {
+        let b = s.spawn(|| pair(env, &test, &bulk, &work.join("bulk"), "write_bw-client"));
+        let v = victim_test.as_ref().map(|vt| {
+            std::thread::sleep(Duration::from_millis(VICTIM_DELAY_MS));
+            pair(env, vt, &victim_leg, &work.join("victim"), "victim-client").0
+        });
+        let b = b
+            .join()
+            .unwrap_or_else(|_| (Err("the bulk runner panicked".into()), PathBuf::new()));
+        (b, v)
+    });
+    let stats = switch.stop();
+    let mut errors = Vec::new();
+    let client = bulk_done
+        .as_ref()
+        .map_err(|e| errors.push(format!("bulk flows: {e}")))
+        .ok()
+        .and_then(|p| json(p));
+    let server = json(&server_json);
+    let victim = match victim_done {
+        None => None,
+        Some(Ok(p)) => victim_histogram(&p)
+            .map_err(|e| errors.push(format!("victim: {e}")))
+            .ok(),
+        Some(Err(e)) => {
+            errors.push(format!("victim: {e}"));
+            None
+        }
+    };
+    let switch = match &stats {
+        Ok(s) => Some(SwitchCounts::from(s)),
+        Err(e) => {
+            errors.push(format!("switch: {e}"));
+            None
+        }
+    };
+    let outcome = Outcome {
+        ok: errors.is_empty(),
+        error: (!errors.is_empty()).then(|| errors.join("; ")),
+        client_exit: bulk_done.is_ok().then_some(0),
+        server_exit: bulk_done.is_ok().then_some(0),
+        victim_exit: victim.as_ref().map(|_| 0),
+        switch_exit: stats.is_ok().then_some(0),
+    };
+    let left = Left {
+        client: client.as_ref(),
+        server: server.as_ref(),
+        victim,
+        switch,
+    };
+    let mut run = discipline_run(study, d, args.clone(), outcome, left);
+    if let Ok(s) = &stats {
+        run.ran.switch = s.discipline.clone();
+    }
+    run
+}
+
+/// TCP's congestion control in the senders' namespace: cubic, said explicitly (a namespace has its
+/// own, from the host's default); a note when it cannot be set.
+fn cubic(topo: &Topology) -> Option<String> {
+    let ns = topo.senders().netns;
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns,
+            "sysctl",
+            "-qw",
+            "net.ipv4.tcp_congestion_control=cubic",
+        ])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "tcp-cubic: cannot set cubic in {ns} ({}); TCP ran with the namespace's default",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Some(format!("tcp-cubic: cannot run sysctl in {ns}: {e}")),
+    }
+}
+
+/// Who runs where, and a note when busy-polling processes share a core.
+fn placement(env: &Env, victim: bool) -> (Vec<Placement>, Option<String>) {
+    let (s, c) = (env.cores.server, env.cores.client);
+    let mut p = vec![
+        Placement {
+            role: "switch (sleeps between departures; SCHED_FIFO)".into(),
+            core: None,
+        },
+        Placement {
+            role: "bulk client (senders)".into(),
+            core: c,
+        },
+        Placement {
+            role: "bulk server (receiver)".into(),
+            core: s,
+        },
+    ];
+    if victim {
+        p.push(Placement {
+            role: "victim client".into(),
+            core: c,
+        });
+        p.push(Placement {
+            role: "victim server".into(),
+            core: s,
+        });
+    }
+    let core =
+        |c: Option<usize>| c.map_or("the scheduler's choice".into(), |c| format!("core {c}"));
+    let note = victim.then(|| {
+        format!(
+            "the victim shares its cores with the bulk flows (its client {} with the senders, its \
+             server {} with the receiver), all busy-polling: its latency under load includes that \
+             sharing, and its idle reference ran alone",
+            core(c),
+            core(s)
+        )
+    });
+    (p, note)
+}
+
+/// Runs the study: the document, or a setup error (not root, the topology, the idle victim).
+pub(crate) fn run(
+    study: &Study,
+    env: &Env,
+    progress: &SweepProgress,
+) -> Result<CongestionDoc, String> {
+    if let Some(missing) = effective_caps().and_then(missing_v1_privileges) {
+        return Err(format!(
+            "--congestion builds network namespaces and a switch on AF_PACKET, which needs root; \
+             missing {missing}: run it with sudo"
+        ));
+    }
+    let started_at = now_rfc3339();
+    let prefix = format!("rcg{}", std::process::id() % 100_000);
+    let topo = Topology::up(&prefix, &TopologySpec::default()).map_err(|e| e.to_string())?;
+    let mut notes = Vec::new();
+    let (placement, shared) = placement(env, study.victim.is_some());
+    notes.extend(shared);
+    if study.disciplines.contains(&Discipline::TcpCubic) {
+        notes.extend(cubic(&topo));
+    }
+    let idle = match study.victim {
+        Some(_) => {
+            progress.start_step("the victim alone through the idle switch".into());
+            let v = idle_victim(study, &topo, env)?;
+            progress.finish_size();
+            Some(v)
+        }
+        None => None,
+    };
+    let mut runs = Vec::new();
+    for &d in &study.disciplines {
+        if stop_requested() {
+            notes.push(format!("{d}: not run: interrupted"));
+            continue;
+        }
+        progress.start_step(format!(
+            "{d}: {} flows for {} s",
+            study.flows, study.duration_s
+        ));
+        runs.push(discipline(study, &topo, env, d));
+        progress.finish_size();
+    }
+    progress.finish();
+    let stats = switch_settings(env, study);
+    Ok(CongestionDoc {
+        schema: CONGESTION_SCHEMA.into(),
+        schema_version: CONGESTION_SCHEMA_VERSION,
+        tool: Tool {
+            name: "roce_compare".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        started_at,
+        finished_at: now_rfc3339(),
+        setup: Setup {
+            bottleneck_gbps: study.bottleneck_gbps,
+            buffer_bytes: stats.as_ref().map_or(0, |s| s.buffer_bytes),
+            kmin_bytes: stats.as_ref().map_or(0, |s| s.kmin_bytes),
+            kmax_bytes: stats.as_ref().map_or(0, |s| s.kmax_bytes),
+            pmax: stats.as_ref().map_or(0.0, |s| s.pmax),
+            xoff_bytes: stats.as_ref().map_or(0, |s| s.xoff_bytes),
+            xon_bytes: stats.as_ref().map_or(0, |s| s.xon_bytes),
+            pfc_prio: PRIO,
+            flows: study.flows,
+            size_bytes: study.size,
+            duration_s: study.duration_s,
+            series_interval_ms: study.series_ms,
+            victim_size_bytes: study.victim,
+            mtu_bytes: topo.mtu(),
+            host_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            placement,
+            convergence: ConvergenceRule {
+                band: CONVERGE_BAND,
+                window_ms: study.converge_window_ms,
+            },
+        },
+        idle_victim: idle,
+        runs,
+        notes,
+    })
+}
+
+/// The settings the switch reported (its stats of the first discipline that wrote them).
+fn switch_settings(env: &Env, study: &Study) -> Option<SwitchStats> {
+    study.disciplines.iter().find_map(|d| {
+        let dir = env.work.join(d.name());
+        std::fs::read_dir(&dir).ok()?.find_map(|e| {
+            let p = e.ok()?.path();
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            (name.contains("-switch-") && name.ends_with(".json"))
+                .then(|| SwitchStats::read(&p).ok())
+                .flatten()
+        })
+    })
+}
