@@ -29,6 +29,13 @@ use crate::transport::soft::rc::{self, LoneAck};
 /// schedule moves a timer by a few microseconds while sparing the idle loop a clock read per turn.
 const TIMER_CHECK_EVERY: u32 = 16;
 
+/// Frames one transmission may send once PFC frames have come: then the poll reads again before it
+/// sends more, so a pause stops this side within this many frames of arriving, as a NIC stops
+/// within a few frames (a switch's PFC headroom is sized for that). Without the cap a queue pair's
+/// whole window (1,024 packets, 4 MB at 4 KiB) left in one transmission behind a pause and filled
+/// the switch's buffer past its headroom.
+const PFC_FRAMES_PER_TRANSMISSION: u32 = 16;
+
 /// The engines' clock during one poll: read at most once, and only when something needs it.
 pub(super) struct PollClock {
     /// [`monotonic_ns`] when the endpoint opened: the engines' time zero.
@@ -257,6 +264,12 @@ impl SoftEndpoint {
         let budget = self.shared_budget;
         let mut recounted = false;
         let mut blocked = false;
+        // Frames this transmission may still send (see PFC_FRAMES_PER_TRANSMISSION).
+        let mut allowance = if self.pfc.armed() {
+            PFC_FRAMES_PER_TRANSMISSION
+        } else {
+            u32::MAX
+        };
         let mut starved = None;
         let mut i = self.next_qp;
         for _ in 0..n {
@@ -300,6 +313,11 @@ impl SoftEndpoint {
                     break;
                 }
                 self.counters.tx_packets += 1;
+                allowance -= 1;
+                if allowance == 0 {
+                    blocked = true; // the poll reads pause frames before the next frames leave
+                    break;
+                }
                 // The engine knows when it is done: asking it once more through the batch (entry
                 // checks, framing) to hear "nothing" costs a push.
                 if !qp.has_transmit_work(acks) {
