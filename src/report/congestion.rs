@@ -178,13 +178,13 @@ pub(crate) fn render(doc: &CongestionDoc) -> String {
         size(s.size_bytes),
         s.bottleneck_gbps,
         s.duration_s,
-        size(s.buffer_bytes),
-        size(s.kmin_bytes),
-        size(s.kmax_bytes),
-        s.pmax,
+        size(s.thresholds.buffer_bytes),
+        size(s.thresholds.kmin_bytes),
+        size(s.thresholds.kmax_bytes),
+        s.thresholds.pmax,
         s.pfc_prio,
-        size(s.xoff_bytes),
-        size(s.xon_bytes),
+        size(s.thresholds.xoff_bytes),
+        size(s.thresholds.xon_bytes),
     );
     let mut out = super::table::wrap(&head, WIDTH);
     out.push('\n');

@@ -14,6 +14,7 @@ pub(crate) mod figures;
 
 use crate::params::{Recovery, TransportKind};
 use crate::results::size::histogram_serde;
+use crate::results::switch::Thresholds;
 use serde::{Deserialize, Serialize};
 
 /// `schema` of congestion.json.
@@ -157,18 +158,9 @@ pub(crate) struct CongestionDoc {
 pub(crate) struct Setup {
     /// The switch's egress rate, Gb/s.
     pub bottleneck_gbps: f64,
-    /// Its buffer, bytes.
-    pub buffer_bytes: u64,
-    /// ECN marking starts above this queue, bytes.
-    pub kmin_bytes: u64,
-    /// ... and marks every packet above this one.
-    pub kmax_bytes: u64,
-    /// Marking probability at Kmax, 0..=1.
-    pub pmax: f64,
-    /// PFC pauses the senders above this queue, bytes.
-    pub xoff_bytes: u64,
-    /// ... and resumes them below this one.
-    pub xon_bytes: u64,
+    /// Its buffer and ECN and PFC thresholds as the switch ran them (flattened: same keys).
+    #[serde(flatten)]
+    pub thresholds: Thresholds,
     /// The 802.1Q priority the data carries and PFC pauses (`-S`).
     pub pfc_prio: u8,
     /// Flows into the bottleneck (queue pairs, or TCP connections).

@@ -11,14 +11,10 @@ use super::files::{WriteError, replace_with};
 pub const SWITCH_SCHEMA: &str = "roceperf-switch/1";
 
 /// A switch run's settings and counts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SwitchStats {
-    /// [`SWITCH_SCHEMA`].
-    pub schema: String,
-    /// `lossy`, `ecn` or `pfc`.
-    pub discipline: String,
-    /// The egress port's drain rate, Gb/s (wire bits: preamble, IFG and FCS counted).
-    pub rate_gbps: f64,
+/// The egress port's buffer and thresholds: what the switch ran with, and what a congestion study
+/// records of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
     /// The egress buffer, bytes of frames.
     pub buffer_bytes: u64,
     /// ECN: the queue below which nothing is marked, bytes.
@@ -31,6 +27,19 @@ pub struct SwitchStats {
     pub xoff_bytes: u64,
     /// PFC: the queue below which it resumes them, bytes.
     pub xon_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwitchStats {
+    /// [`SWITCH_SCHEMA`].
+    pub schema: String,
+    /// `lossy`, `ecn` or `pfc`.
+    pub discipline: String,
+    /// The egress port's drain rate, Gb/s (wire bits: preamble, IFG and FCS counted).
+    pub rate_gbps: f64,
+    /// The buffer and the ECN and PFC thresholds it ran with (flattened: same keys).
+    #[serde(flatten)]
+    pub thresholds: Thresholds,
     /// PFC: the lossless priority.
     pub pfc_prio: u8,
     /// From the first frame in to the stop, seconds.
@@ -172,12 +181,14 @@ mod tests {
             schema: SWITCH_SCHEMA.into(),
             discipline: "ecn".into(),
             rate_gbps: 2.0,
-            buffer_bytes: 1 << 20,
-            kmin_bytes: 5_000,
-            kmax_bytes: 200_000,
-            pmax: 0.01,
-            xoff_bytes: 0,
-            xon_bytes: 0,
+            thresholds: Thresholds {
+                buffer_bytes: 1 << 20,
+                kmin_bytes: 5_000,
+                kmax_bytes: 200_000,
+                pmax: 0.01,
+                xoff_bytes: 0,
+                xon_bytes: 0,
+            },
             pfc_prio: 3,
             duration_s: 1.5,
             egress: EgressStats {

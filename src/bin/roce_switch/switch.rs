@@ -2,7 +2,9 @@
 //! what does not go to the egress port, queue what does (its bytes in the [`Ring`]), send what is
 //! due, send PFC frames, and sleep in `ppoll` until the next departure, refresh or sample, or a frame.
 
-use roceperf::results::switch::{EgressStats, PfcStats, PortStats, SWITCH_SCHEMA, SwitchStats};
+use roceperf::results::switch::{
+    EgressStats, PfcStats, PortStats, SWITCH_SCHEMA, SwitchStats, Thresholds,
+};
 use roceperf::wire::MacAddr;
 use roceperf::wire::pfc::{
     ASSUMED_SPEED_MBPS, PAUSE_FRAME_LEN, PauseRepr, link_speed_mbps, refresh_ns,
@@ -442,12 +444,14 @@ impl Switch {
             schema: SWITCH_SCHEMA.into(),
             discipline: self.cfg.discipline.name().into(),
             rate_gbps: self.cfg.red.rate_gbps,
-            buffer_bytes: self.cfg.red.buffer_bytes,
-            kmin_bytes: self.cfg.red.kmin_bytes,
-            kmax_bytes: self.cfg.red.kmax_bytes,
-            pmax: self.cfg.red.pmax,
-            xoff_bytes: self.cfg.xoff,
-            xon_bytes: self.cfg.xon,
+            thresholds: Thresholds {
+                buffer_bytes: self.cfg.red.buffer_bytes,
+                kmin_bytes: self.cfg.red.kmin_bytes,
+                kmax_bytes: self.cfg.red.kmax_bytes,
+                pmax: self.cfg.red.pmax,
+                xoff_bytes: self.cfg.xoff,
+                xon_bytes: self.cfg.xon,
+            },
             pfc_prio: self.cfg.pfc_prio,
             duration_s: now.saturating_sub(start) as f64 / 1e9,
             egress: EgressStats {

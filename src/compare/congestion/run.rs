@@ -387,12 +387,7 @@ pub(crate) fn run(
         finished_at: now_rfc3339(),
         setup: Setup {
             bottleneck_gbps: study.bottleneck_gbps,
-            buffer_bytes: stats.as_ref().map_or(0, |s| s.buffer_bytes),
-            kmin_bytes: stats.as_ref().map_or(0, |s| s.kmin_bytes),
-            kmax_bytes: stats.as_ref().map_or(0, |s| s.kmax_bytes),
-            pmax: stats.as_ref().map_or(0.0, |s| s.pmax),
-            xoff_bytes: stats.as_ref().map_or(0, |s| s.xoff_bytes),
-            xon_bytes: stats.as_ref().map_or(0, |s| s.xon_bytes),
+            thresholds: stats.as_ref().map(|s| s.thresholds).unwrap_or_default(),
             pfc_prio: PRIO,
             flows: study.flows,
             size_bytes: study.size,

@@ -78,7 +78,7 @@ fn lead(doc: &CongestionDoc, run: &DisciplineRun, row: &str, flow: String) -> Ve
         run.ran.validate.to_string(),
         run.outcome.ok.to_string(),
         s.bottleneck_gbps.to_string(),
-        s.buffer_bytes.to_string(),
+        s.thresholds.buffer_bytes.to_string(),
         s.flows.to_string(),
         s.size_bytes.to_string(),
         s.duration_s.to_string(),
