@@ -4,7 +4,7 @@
 //! file is replaced whole.
 
 use crate::common::{self, pair_on_lo, pair_plus};
-use crate::fabric_support::{Job, fabric_json, rank};
+use crate::fabric_support::{Job, fabric_json, spawn_ranks};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -222,16 +222,7 @@ fn every_test_binary_writes_metrics_promtool_accepts_with_the_json_figures() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    for test in [
-        "send_bw",
-        "write_bw",
-        "read_bw",
-        "send_lat",
-        "write_lat",
-        "read_lat",
-        "atomic_bw",
-        "atomic_lat",
-    ] {
+    for test in common::SIX.into_iter().chain(["atomic_bw", "atomic_lat"]) {
         let metrics = tmp.path().join(format!("{test}.prom"));
         let json = tmp.path().join(format!("{test}.json"));
         stale(&metrics);
@@ -357,16 +348,7 @@ fn a_fabric_writes_each_pairs_cell_with_its_ranks_and_hosts() {
         metrics.display()
     );
     let args = job.args(&words);
-    let ranks: Vec<_> = (0..2)
-        .map(|r| {
-            let log = std::fs::File::create(job.log(r)).unwrap();
-            rank(r, 2, &args)
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let ranks = spawn_ranks(&job, 2, &args);
     for (r, c) in ranks.into_iter().enumerate() {
         let out = c.wait_with_output().unwrap();
         let log = std::fs::read_to_string(job.log(r)).unwrap();

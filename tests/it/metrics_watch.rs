@@ -4,7 +4,7 @@
 //! last round's files are whole.
 
 use crate::common::{self, free_port};
-use crate::fabric_support::{Job, fabric_json, rank};
+use crate::fabric_support::{Job, fabric_json, spawn_ranks, wait};
 use crate::metrics::{have_promtool, parse, promtool_accepts};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -53,22 +53,6 @@ fn signal(child: &Child, sig: libc::c_int) {
     unsafe { libc::kill(child.id() as libc::pid_t, sig) };
 }
 
-/// Waits for `child` to exit within `secs`; its exit code (killed and a panic past it).
-fn wait(child: &mut Child, secs: u64, what: &str) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s.code().unwrap_or(-1);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} still runs {secs} s after SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn prometheus_scrapes_a_watching_fabric_and_sigterm_stops_it_clean() {
     let have_server = Command::new("prometheus")
@@ -90,16 +74,7 @@ fn prometheus_scrapes_a_watching_fabric_and_sigterm_stops_it_clean() {
         metrics.display()
     );
     let args = job.args(&words);
-    let mut ranks: Vec<Child> = (0..2)
-        .map(|r| {
-            let log = std::fs::File::create(job.log(r)).unwrap();
-            rank(r, 2, &args)
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let mut ranks = spawn_ranks(&job, 2, &args);
     let config = job.dir.path().join("prometheus.yml");
     std::fs::write(
         &config,
@@ -177,12 +152,12 @@ fn prometheus_scrapes_a_watching_fabric_and_sigterm_stops_it_clean() {
 
     signal(&ranks[0], libc::SIGTERM);
     signal(&prometheus, libc::SIGTERM);
-    let code0 = wait(&mut ranks[0], 120, "rank 0");
-    let code1 = wait(&mut ranks[1], 60, "rank 1");
+    let (r1, r0) = (ranks.pop().unwrap(), ranks.pop().unwrap());
+    let (code0, code1) = (wait(r0, 120), wait(r1, 60));
     let log0 = std::fs::read_to_string(job.log(0)).unwrap();
     assert_eq!((code0, code1), (0, 0), "rank 0:\n{log0}");
     assert!(log0.contains("watch stopped after "), "{log0}");
-    assert_eq!(wait(&mut prometheus, 60, "prometheus"), 0);
+    assert_eq!(wait(prometheus, 60), 0, "prometheus");
     // The last complete round's files: a whole matrix, not interrupted, and its metrics file.
     let doc = fabric_json(&job.results);
     assert_eq!(doc["interrupted"], false);

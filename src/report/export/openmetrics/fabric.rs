@@ -88,22 +88,26 @@ fn matrix(e: &mut Exposition, doc: &FabricDoc, m: &Matrix, first_of_phase: bool)
                 seconds,
             ),
         };
+    // What every sample of this (leg, test) is labelled with, before its pair's labels.
+    let phase = [
+        ("leg", m.leg.name()),
+        ("test", m.test.as_str()),
+        ("transport", transport),
+        ("roce", roce),
+        ("size_bytes", size.as_str()),
+    ];
     let n = m.status.len();
     for c in 0..n {
         for s in 0..n {
             let Some(state) = m.state(c, s) else { continue };
             let (client, server) = (c.to_string(), s.to_string());
-            let labels = [
-                ("leg", m.leg.name()),
-                ("test", m.test.as_str()),
-                ("transport", transport),
-                ("roce", roce),
-                ("size_bytes", size.as_str()),
+            let mut labels = phase.to_vec();
+            labels.extend([
                 ("client", client.as_str()),
                 ("server", server.as_str()),
                 ("client_host", host(doc, c)),
                 ("server_host", host(doc, s)),
-            ];
+            ]);
             if let Some(v) = m.value(c, s) {
                 let mut l = labels.to_vec();
                 l.push(("percentile", percentile));
@@ -131,15 +135,11 @@ fn matrix(e: &mut Exposition, doc: &FabricDoc, m: &Matrix, first_of_phase: bool)
     }
     if let (Some(share), MatrixMetric::BwAvg) = (&m.incast, m.metric) {
         let receiver = share.receiver.to_string();
-        let labels = [
-            ("leg", m.leg.name()),
-            ("test", m.test.as_str()),
-            ("transport", transport),
-            ("roce", roce),
-            ("size_bytes", size.as_str()),
+        let mut labels = phase.to_vec();
+        labels.extend([
             ("server", receiver.as_str()),
             ("server_host", host(doc, share.receiver)),
-        ];
+        ]);
         e.sample(
             "roceperf_fabric_incast_bandwidth_bytes_per_second",
             "--pattern incast: the senders' bandwidths into the receiver, summed, bytes per second.",
