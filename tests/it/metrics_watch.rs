@@ -164,3 +164,40 @@ fn prometheus_scrapes_a_watching_fabric_and_sigterm_stops_it_clean() {
     assert_eq!(doc["summary"]["ok"], 2, "{}", doc["summary"]);
     promtool_accepts(&std::fs::read_to_string(&metrics).unwrap(), "--metrics");
 }
+
+#[test]
+fn sigterm_within_a_round_cancels_it_and_the_last_complete_round_stands() {
+    let job = Job::new(2, "cancel");
+    // Pairs of 3 s: the second round is under way 1 s after the first one's end.
+    let args = job.args("write_bw --transport tcp -D 3 --no-retest --serial --watch 1");
+    let mut ranks = spawn_ranks(&job, 2, &args);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !std::fs::read_to_string(job.log(0)).is_ok_and(|l| l.contains("Round 1 done")) {
+        if Instant::now() > deadline {
+            for r in &mut ranks {
+                let _ = r.kill();
+            }
+            panic!(
+                "no round ended in 120 s:\n{}",
+                std::fs::read_to_string(job.log(0)).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let first = fabric_json(&job.results);
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(&ranks[0], libc::SIGTERM);
+    let (r1, r0) = (ranks.pop().unwrap(), ranks.pop().unwrap());
+    let (code0, code1) = (wait(r0, 60), wait(r1, 60));
+    let log0 = std::fs::read_to_string(job.log(0)).unwrap();
+    assert_eq!((code0, code1), (0, 0), "rank 0:\n{log0}");
+    assert!(
+        log0.contains("watch stopped after 1 round (the round under way was cancelled)"),
+        "{log0}"
+    );
+    // The cancelled round wrote nothing over the first one's files.
+    let last = fabric_json(&job.results);
+    assert_eq!(last, first);
+    assert_eq!(last["interrupted"], false);
+    assert_eq!(last["summary"]["ok"], 2, "{}", last["summary"]);
+}
