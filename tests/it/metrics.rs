@@ -399,3 +399,48 @@ fn a_fabric_writes_each_pairs_cell_with_its_ranks_and_hosts() {
         2.0
     );
 }
+
+#[test]
+fn a_run_without_end_replaces_its_metrics_at_each_interval_then_with_the_summary() {
+    if common::skip_unless(have_promtool(), "needs promtool (scripts/deps.sh test)") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (metrics, json) = (tmp.path().join("inf.prom"), tmp.path().join("inf.json"));
+    let (m, j) = (metrics.to_str().unwrap(), json.to_str().unwrap());
+    let port = common::free_port().to_string();
+    let both = ["--transport", "tcp", "-p", &port, "--run_infinitely"];
+    let server = common::spawn("write_bw", &both);
+    assert!(server.wait_stdout("Waiting for client", 20));
+    let mut args = both.to_vec();
+    args.extend(["--report-interval", "0.3", "--metrics", m, "--json", j]);
+    args.push("127.0.0.1");
+    let client = common::spawn("write_bw", &args);
+    // The first interval's figures, before the run ends.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !metrics.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no interval's metrics"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let interval = std::fs::read_to_string(&metrics).unwrap();
+    promtool_accepts(&interval, "an interval");
+    assert_eq!(
+        find(
+            &parse(&interval),
+            "roceperf_bandwidth_bytes_per_second",
+            &[]
+        )
+        .len(),
+        1
+    );
+    client.signal(libc::SIGTERM);
+    let c = client.wait(30, "client");
+    let s = server.wait(30, "server");
+    common::assert_both_ok("run without end", &s, &c);
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    promtool_accepts(&text, "the summary");
+    matches_the_json(&parse(&text), &common::json_file(&json), "the summary");
+}
