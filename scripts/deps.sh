@@ -11,7 +11,8 @@
 #          SIOCETHTOOL reading is checked against), libibverbs1 (the verbs
 #          tests check its error paths on this kernel), iptables (impairment without netem), setpriv,
 #          openmpi-bin (roce_fabric under mpirun), slurmctld, slurmd, slurm-client and munge (roce_fabric
-#          under srun, scripts/slurm.sh), valgrind and jq (scripts/instructions.sh: callgrind's counts, their JSON)
+#          under srun, scripts/slurm.sh), valgrind and jq (scripts/instructions.sh: callgrind's counts, their JSON),
+#          prometheus (its promtool checks every --metrics file; its server scrapes roce_fabric --watch)
 #   bench  the benchmarks: test + iperf3, sockperf (the secondary baselines); bench.sh reads the JSON
 #          results with test's jq
 # Usage: scripts/deps.sh build|demo|test|bench
@@ -122,6 +123,10 @@ if [[ $purpose == test || $purpose == bench ]]; then
     # The instruction-count gate (scripts/instructions.sh): callgrind counts, jq reads and writes the figures.
     want valgrind valgrind
     want jq jq
+    # --metrics files checked by promtool, and roce_fabric --watch scraped by a real server: both in
+    # Debian's prometheus package (started by the test itself, never through systemd).
+    want promtool prometheus
+    want prometheus prometheus
 fi
 if [[ $purpose == bench ]]; then
     want iperf3 iperf3

@@ -13,7 +13,7 @@ use crate::params::TestKind;
 use crate::report::export::FormatFiles;
 use clap::{Arg, CommandFactory, FromArgMatches, Parser};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -41,8 +41,13 @@ Examples:
 Rank and size come from SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/PMI_SIZE, \
 PMIX_RANK or JOB_COMPLETION_INDEX. Check the matrix with roce_gate fabric.json --min-bw ... --no-flagged.
 
+Watching: roce_fabric write_bw --watch 60 --metrics-listen 0.0.0.0:9464 ... repeats the schedule a minute \
+after each round until SIGTERM and serves the latest matrix at http://HOST:9464/metrics for Prometheus \
+(--metrics FILE writes the same, for node_exporter's textfile collector).
+
 Exit status: 0 every pair ran, 1 a pair failed or a rank was lost (the matrix is still written), 2 usage \
-or setup error, or ranks that disagree on the version or a parameter.";
+or setup error, or ranks that disagree on the version or a parameter. With --watch, the last complete \
+round's status when SIGTERM or SIGINT stops it (1 if none completed).";
 
 /// roce_fabric's own options, as clap parses them (the test flags never reach clap: [`split`]).
 #[derive(Debug, Parser)]
@@ -92,6 +97,16 @@ struct Cli {
     /// The formats every tool writes, each to the file its flag names (rank 0 writes them).
     #[command(flatten)]
     formats: FormatFiles,
+    /// Repeat the schedule until SIGTERM or SIGINT, SECS after each round ends, writing the files of
+    /// each round as it ends (the latest matrix replaces the last).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    watch: Option<Duration>,
+    /// With --watch: serve the latest round's matrix as Prometheus metrics at
+    /// http://ADDR:PORT/metrics (rank 0; e.g. 127.0.0.1:9464, or 0.0.0.0:9464 for a Prometheus
+    /// elsewhere).
+    #[arg(long = "metrics-listen", value_name = "ADDR:PORT", requires = "watch",
+          value_parser = parse_listen)]
+    metrics_listen: Option<SocketAddr>,
     /// Flag a pair whose median latency is over X times the lowest.
     #[arg(long = "lat-factor", value_name = "X", default_value = "2.1",
           value_parser = Rules::parse_factor)]
@@ -167,6 +182,12 @@ fn parse_secs(v: &str) -> Result<Duration, String> {
     }
 }
 
+fn parse_listen(v: &str) -> Result<SocketAddr, String> {
+    v.parse().map_err(|_| {
+        "give an address and a port, ADDR:PORT: 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464".into()
+    })
+}
+
 fn parse_pattern(v: &str) -> Result<Pattern, String> {
     match v {
         "all" | "all-pairs" => Ok(Pattern::AllPairs),
@@ -213,6 +234,10 @@ pub(crate) struct FabricOptions {
     pub results: Option<PathBuf>,
     /// The files of the formats every tool writes (rank 0 writes them).
     pub(crate) formats: FormatFiles,
+    /// `--watch SECS`: repeat the schedule, this long after each round, until stopped.
+    pub(crate) watch: Option<Duration>,
+    /// `--metrics-listen ADDR:PORT`: where rank 0 serves the latest round's metrics.
+    pub(crate) metrics_listen: Option<SocketAddr>,
     /// Outlier rules.
     pub rules: Rules,
     /// Retest flagged pairs alone (`--no-retest` turns it off).
@@ -365,6 +390,8 @@ pub(crate) fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
         compare: cli.compare,
         results: cli.results,
         formats: cli.formats,
+        watch: cli.watch,
+        metrics_listen: cli.metrics_listen,
         rules: Rules {
             lat_factor: cli.lat_factor,
             bw_fraction: cli.bw_fraction,

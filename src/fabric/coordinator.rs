@@ -35,10 +35,12 @@ pub(crate) struct Mismatch(pub String);
 
 /// The end of a run.
 pub(crate) struct Finished {
-    /// Members and results.
+    /// Members and results (of a watching run: the round that ran last, complete or cancelled).
     pub driver: Driver,
-    /// Whether SIGTERM/SIGINT cut the run short.
+    /// Whether SIGTERM/SIGINT cut the run short (a watching run: cut a round short).
     pub interrupted: bool,
+    /// A watching run: the rounds completed (each told to [`Observer::round`] as it ended).
+    pub rounds: u64,
 }
 
 /// What the coordinator reports as the run goes.
@@ -49,6 +51,9 @@ pub(crate) trait Observer {
     fn record(&mut self, rec: &PairRecord);
     /// Progress: pair tests done of the total, what runs now.
     fn progress(&mut self, done: u64, total: u64, label: &str);
+    /// A watching run completed its `round`th round (from 1): `driver` holds its results; the next
+    /// round's records follow.
+    fn round(&mut self, _driver: &Driver, _round: u64) {}
 }
 
 /// Reports nothing (a rendezvous measurement).
@@ -65,6 +70,8 @@ pub(crate) struct Coordinator {
     hello: Hello,
     join_timeout: Duration,
     expected_hosts: Vec<Option<String>>,
+    /// `--watch`: the pause between rounds.
+    watch: Option<Duration>,
 }
 
 fn accept_loop(listener: TcpListener, tx: Sender<Event>) {
@@ -156,7 +163,14 @@ impl Coordinator {
             hello,
             join_timeout,
             expected_hosts: Vec::new(),
+            watch: None,
         }
+    }
+
+    /// Repeats the plan `every` after each round ends until SIGTERM/SIGINT (`--watch`).
+    pub(crate) fn watching(mut self, every: Option<Duration>) -> Coordinator {
+        self.watch = every;
+        self
     }
 
     /// Where the launcher placed each rank, to name one that never joins.
@@ -340,6 +354,11 @@ impl Coordinator {
         let mut driver = Driver::new(plan, members);
         driver.start(start.elapsed());
         let mut interrupted = false;
+        let mut rounds = 0u64;
+        // Watching: the status of the last complete round.
+        let mut last_code = 1u8;
+        // Watching: when the next round starts, while the last one's results stand.
+        let mut next_round: Option<Instant> = None;
         loop {
             while let Some(out) = driver.poll_output() {
                 match out {
@@ -360,18 +379,32 @@ impl Coordinator {
             }
             let (done, total, label) = driver.progress();
             obs.progress(done, total, &label);
-            if driver.is_finished() {
-                break;
+            if next_round.is_none() && driver.is_finished() {
+                let Some(every) = self.watch else { break };
+                rounds += 1;
+                last_code = u8::from(!super::summary::all_ok(driver.members(), driver.phases()));
+                obs.round(&driver, rounds);
+                next_round = Some(Instant::now() + every);
             }
             if terminated() {
-                interrupted = true;
+                // Between rounds a watching run stops clean; within one, the round is cancelled.
+                interrupted = next_round.is_none();
                 break;
+            }
+            if next_round.is_some_and(|t| Instant::now() >= t) {
+                next_round = None;
+                driver = driver.next_round();
+                driver.start(start.elapsed());
+                continue;
             }
             let now = start.elapsed();
             let wait = driver
                 .next_deadline()
                 .map_or(Duration::from_millis(200), |d| d.saturating_sub(now))
-                .min(Duration::from_millis(200));
+                .min(Duration::from_millis(200))
+                .min(next_round.map_or(Duration::MAX, |t| {
+                    t.saturating_duration_since(Instant::now())
+                }));
             match rx.recv_timeout(wait) {
                 Ok(Event::Msg(conn, ToDriver::Done { job, outcome })) => {
                     if let Some(&rank) = rank_of_conn.get(&conn) {
@@ -407,14 +440,19 @@ impl Coordinator {
                 }
             }
         }
-        let code =
-            u8::from(interrupted || !super::summary::all_ok(driver.members(), driver.phases()));
+        let code = if rounds > 0 {
+            // A watching run: the last complete round's files stand, and its status.
+            last_code
+        } else {
+            u8::from(interrupted || !super::summary::all_ok(driver.members(), driver.phases()))
+        };
         for w in writers.values_mut() {
             let _ = control::send(w, &ToWorker::Finish { code });
         }
         Ok(Finished {
             driver,
             interrupted,
+            rounds,
         })
     }
 }

@@ -235,6 +235,15 @@ impl Driver {
         }
     }
 
+    /// The next round of a watching run (`--watch`): the same plan over the members as they stand (a
+    /// rank lost stays lost), its job ids after this round's, so that a late answer of this round is
+    /// never taken for one of the next.
+    pub(crate) fn next_round(&self) -> Driver {
+        let mut next = Driver::new(self.plan.clone(), self.members.clone());
+        next.next_job = self.next_job;
+        next
+    }
+
     /// Ends the run: the members and the phases' results.
     pub(crate) fn finish(self) -> (Vec<Member>, Vec<Phase>) {
         (self.members, self.phases)

@@ -7,7 +7,8 @@
 //! `job` (what a rank runs for a pair test, through `crate::orchestrate`'s runner, control protocol and
 //! worker loop), `driver` (rank 0's sans-IO scheduler, `plan` its vocabulary) and `coordinator` (its
 //! I/O), `cell`, `rules` (outliers), `summary`, `files` and `sink` (the document, written by
-//! `report::export`), `scale` (the arithmetic of big runs); `gate::fabric` judges a fabric.json.
+//! `report::export`), `metrics_http` (`--watch`'s latest round served to Prometheus), `scale` (the
+//! arithmetic of big runs); `gate::fabric` judges a fabric.json.
 
 pub(crate) mod args;
 pub(crate) mod cell;
@@ -17,6 +18,7 @@ pub(crate) mod files;
 pub(crate) mod flags;
 pub mod job;
 pub(crate) mod launch;
+pub(crate) mod metrics_http;
 pub(crate) mod plan;
 pub(crate) mod rules;
 pub mod scale;
@@ -263,7 +265,25 @@ fn rank0(
             _ => None,
         },
     };
-    let mut sink = match sink::Sink::new(&dir, info, scheduled, opts.formats.clone()) {
+    let served = opts.watch.and(opts.metrics_listen).map(|addr| {
+        let exposition = metrics_http::Exposition::default();
+        metrics_http::serve(addr, exposition.clone()).map(|bound| (exposition, bound))
+    });
+    let served = match served.transpose() {
+        Ok(s) => s.map(|(exposition, bound)| {
+            say(&format!(
+                "roce_fabric: serving the latest round's metrics at http://{bound}/metrics"
+            ));
+            exposition
+        }),
+        Err(e) => return fail(Some(0), e, 2),
+    };
+    let sink =
+        sink::Sink::new(&dir, info, scheduled, opts.formats.clone()).map(|s| match opts.watch {
+            Some(every) => s.watching(every, served),
+            None => s,
+        });
+    let mut sink = match sink {
         Ok(s) => s,
         Err(e) => {
             return fail(
@@ -319,7 +339,8 @@ fn rank0(
     };
     let env = |k: &str| std::env::var(k).ok();
     let coord = coordinator::Coordinator::new(listener, n, own_hello, opts.join_timeout)
-        .with_expected_hosts(launch::expected_hosts(&env, place.launcher, n));
+        .with_expected_hosts(launch::expected_hosts(&env, place.launcher, n))
+        .watching(opts.watch);
     let finished = match coord.run(plan, &mut sink) {
         Ok(f) => f,
         Err(m) => {
@@ -328,8 +349,12 @@ fn rank0(
         }
     };
     let interrupted = finished.interrupted;
-    let (members, phases) = finished.driver.finish();
-    let code = sink.finish(&members, &phases, interrupted);
+    let code = if finished.rounds > 0 {
+        sink.stop_watching(finished.rounds, interrupted)
+    } else {
+        let (members, phases) = finished.driver.finish();
+        sink.finish(&members, &phases, interrupted)
+    };
     // Rank 0's own worker has its Finish by now; a lost one must not hold the exit.
     if worker_thread.is_finished() {
         let _ = worker_thread.join();

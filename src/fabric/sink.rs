@@ -7,14 +7,17 @@ use super::cell::MatrixMetric;
 use super::coordinator::Observer;
 use super::driver::{Driver, Member, PairRecord, Phase};
 use super::files::{self, RunInfo};
+use super::metrics_http::Exposition;
 use super::say;
 use super::summary::{self, LegLabels};
+use crate::report::export::openmetrics::{fabric_text, watch_exposition};
 use crate::report::export::{Document, ExportManager, FormatFiles};
-use crate::results::fabric::FabricRun;
+use crate::results::fabric::{FabricDoc, FabricRun};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Collects the run's outputs in a results directory.
 pub(crate) struct Sink {
@@ -28,6 +31,18 @@ pub(crate) struct Sink {
     scheduled: BTreeSet<(usize, usize)>,
     /// The files the format flags name, written with the tables.
     formats: FormatFiles,
+    /// `--watch`: what each round's end updates.
+    watch: Option<Watching>,
+}
+
+/// A watching run's outputs beyond its files.
+struct Watching {
+    /// The pause between rounds.
+    every: Duration,
+    /// What `--metrics-listen` serves, when given.
+    served: Option<Exposition>,
+    /// The last complete round's exit status.
+    code: u8,
 }
 
 fn label_of(result: &serde_json::Value) -> Option<String> {
@@ -74,18 +89,32 @@ impl Sink {
             info,
             scheduled,
             formats,
+            watch: None,
         })
     }
 
+    /// Makes this the sink of a watching run (`--watch every`) whose rounds `served` publishes.
+    pub(crate) fn watching(mut self, every: Duration, served: Option<Exposition>) -> Sink {
+        if let Some(s) = &served {
+            s.set(watch_exposition(0, None, every.as_secs_f64()));
+        }
+        self.watch = Some(Watching {
+            every,
+            served,
+            code: 1,
+        });
+        self
+    }
+
     /// Writes the run's files through `exports` (each replaced whole, so a reader never sees half a
-    /// file), saying each that cannot be written and going on.
+    /// file), saying each that cannot be written and going on; the document written.
     fn write_files(
         &mut self,
         mut exports: ExportManager,
         members: &[Member],
         phases: &[Phase],
         interrupted: bool,
-    ) {
+    ) -> FabricDoc {
         let _ = self.spool.flush();
         let mut info = self.info.clone();
         info.finished_at = crate::results::now_rfc3339();
@@ -117,6 +146,7 @@ impl Sink {
             ));
             true
         });
+        run.doc
     }
 
     /// Writes every file and prints the heatmaps and the summary; the exit code.
@@ -129,6 +159,35 @@ impl Sink {
             interrupted,
         );
         let _ = std::fs::remove_file(&self.spool_path);
+        let mut text = self.summary(members, phases);
+        if interrupted {
+            text.push_str("  interrupted: SIGTERM/SIGINT ended the run early; pairs not run are marked not_run\n");
+        }
+        text.push_str(&format!("Results: {}\n", self.dir.display()));
+        print(&text);
+        u8::from(interrupted || !summary::all_ok(members, phases))
+    }
+
+    /// Ends a watching run that completed `rounds` rounds: their last one's files stand (a round
+    /// SIGTERM/SIGINT cut short, `cancelled`, is dropped); its exit code.
+    pub(crate) fn stop_watching(self, rounds: u64, cancelled: bool) -> u8 {
+        self.bar.finish_and_clear();
+        let _ = std::fs::remove_file(&self.spool_path);
+        let cut = if cancelled {
+            " (the round under way was cancelled)"
+        } else {
+            ""
+        };
+        print(&format!(
+            "roce_fabric: watch stopped after {rounds} round{}{cut}; the last one's files: {}\n",
+            if rounds == 1 { "" } else { "s" },
+            self.dir.display()
+        ));
+        self.watch.map_or(1, |w| w.code)
+    }
+
+    /// The heatmaps as text and the summary of `phases`.
+    fn summary(&self, members: &[Member], phases: &[Phase]) -> String {
         let color = summary::use_color();
         let mut text = String::new();
         for p in phases {
@@ -158,14 +217,7 @@ impl Sink {
                 senders,
             ));
         }
-        if interrupted {
-            text.push_str("  interrupted: SIGTERM/SIGINT ended the run early; pairs not run are marked not_run\n");
-        }
-        text.push_str(&format!("Results: {}\n", self.dir.display()));
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
-        u8::from(interrupted || !summary::all_ok(members, phases))
+        text
     }
 
     /// Drops the spool (a run that never started).
@@ -210,4 +262,39 @@ impl Observer for Sink {
         self.bar.set_position(done);
         self.bar.set_message(label.to_owned());
     }
+
+    fn round(&mut self, driver: &Driver, round: u64) {
+        let (members, phases) = (driver.members(), driver.phases());
+        let files = ExportManager::fabric(&self.dir).with_formats(&self.formats);
+        let doc = self.write_files(files, members, phases, false);
+        // The next round's records start a new spool, and its document a new start.
+        if let Ok(f) = File::create(&self.spool_path) {
+            self.spool = BufWriter::new(f);
+        }
+        self.info.started_at = crate::results::now_rfc3339();
+        let code = u8::from(!summary::all_ok(members, phases));
+        let text = format!(
+            "{}Round {round} done; results: {}\n",
+            self.summary(members, phases),
+            self.dir.display()
+        );
+        self.bar.suspend(|| print(&text));
+        let Some(w) = &mut self.watch else { return };
+        w.code = code;
+        if let Some(served) = &w.served {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            let mut text = fabric_text(&doc);
+            text.push_str(&watch_exposition(round, Some(now), w.every.as_secs_f64()));
+            served.set(text);
+        }
+    }
+}
+
+/// Writes `text` to stdout, ignoring a closed one (as [`say`] does stderr).
+fn print(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
 }

@@ -7,7 +7,8 @@
 //! CSV, SVG) is written once for all of them; a format that does not apply to a document makes no file
 //! for it. The formats: [`CsvExporter`], [`JsonExporter`], [`PerftestJsonExporter`] (perftest's
 //! `--out_json`), [`JsonStreamExporter`] (`--json-stream`), [`HdrLogExporter`], [`SvgExporter`] (a
-//! comparison's plots, a fabric's heatmaps) and [`LossExporter`] (a loss sweep's CSV and plots).
+//! comparison's plots, a fabric's heatmaps), [`LossExporter`] (a loss sweep's CSV and plots) and
+//! [`OpenMetricsExporter`] (`--metrics`: Prometheus' text format).
 //!
 //! Exporters only make bytes; the manager writes them, each file in one of three ways (see [`Content`]),
 //! all of them in `crate::results::files`: replaced whole through a temporary file, rows appended under
@@ -25,6 +26,7 @@ mod csv;
 mod hdrlog;
 mod json;
 mod loss;
+pub(crate) mod openmetrics;
 mod perftest;
 mod stream;
 mod svg;
@@ -33,6 +35,7 @@ pub(crate) use csv::CsvExporter;
 pub(crate) use hdrlog::HdrLogExporter;
 pub(crate) use json::JsonExporter;
 pub(crate) use loss::LossExporter;
+pub(crate) use openmetrics::OpenMetricsExporter;
 pub(crate) use perftest::PerftestJsonExporter;
 pub(crate) use stream::JsonStreamExporter;
 pub(crate) use svg::SvgExporter;
@@ -50,9 +53,13 @@ use std::path::{Path, PathBuf};
 /// The files of the formats any document can be written in, one flag a format: the six tests,
 /// `roce_compare` and `roce_fabric` all flatten this, so a flag declared here is a flag of each, and
 /// each hands it whole to its manager ([`ExportManager::with_formats`], which registers every field).
-/// None yet: `--metrics FILE` will be the first.
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
-pub struct FormatFiles {}
+pub struct FormatFiles {
+    /// Write the results as Prometheus metrics (text exposition format) to FILE, replaced whole: give
+    /// it a .prom name in node_exporter's --collector.textfile.directory for Prometheus to scrape.
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+}
 
 /// Whether `cmd` takes the flags of [`FormatFiles`]: flattened whole (clap names its group after the
 /// struct), every flag of it there. Each tool's tests ask, so that no tool is left without a format.
@@ -324,8 +331,8 @@ impl ExportManager {
     /// Adds every format [`FormatFiles`] names a file for: the one place a format's flag becomes
     /// its exporter (a field left out here does not compile).
     pub(crate) fn with_formats(self, files: &FormatFiles) -> ExportManager {
-        let FormatFiles {} = files;
-        self
+        let FormatFiles { metrics } = files;
+        self.with_file(OpenMetricsExporter, metrics, "--metrics")
     }
 
     /// A single run's files: `--csv` (rows appended), `--json`, `--results` (both, timestamped),

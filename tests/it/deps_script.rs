@@ -117,6 +117,8 @@ impl Host {
             "munged",
             "valgrind",
             "jq",
+            "promtool",
+            "prometheus",
         ]);
         h.files(&["root/usr/lib/x86_64-linux-gnu/libibverbs.so.1"]);
         h
@@ -435,6 +437,7 @@ fn a_bare_machine_gets_every_package_per_purpose() {
         "munge",
         "valgrind",
         "jq",
+        "prometheus",
     ]);
     let run = host.run_ok("test");
     assert_eq!(run.installed(), set(&test), "{run:#?}");

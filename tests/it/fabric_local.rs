@@ -19,21 +19,6 @@ fn spawn(mut c: Command, log: &std::path::Path) -> Child {
         .unwrap()
 }
 
-fn wait(mut c: Child, secs: u64) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(s) = c.try_wait().unwrap() {
-            return s.code().unwrap_or(-1);
-        }
-        if Instant::now() > deadline {
-            let _ = c.kill();
-            let _ = c.wait();
-            panic!("a rank still runs after {secs} s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_rank_killed_mid_run_is_named_and_the_rest_of_the_matrix_written() {
     let job = Job::new(4, "k");

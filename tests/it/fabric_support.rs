@@ -203,6 +203,36 @@ pub fn rank<S: AsRef<OsStr>>(r: usize, n: usize, args: &[S]) -> Command {
     c
 }
 
+/// Starts ranks 0 .. n of a hand-started job with `args`, each logging to [`Job::log`].
+pub fn spawn_ranks<S: AsRef<OsStr>>(job: &Job, n: usize, args: &[S]) -> Vec<std::process::Child> {
+    (0..n)
+        .map(|r| {
+            let log = std::fs::File::create(job.log(r)).unwrap();
+            rank(r, n, args)
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Waits for `c` to exit within `secs`: its exit code (killed, and a panic, past them).
+pub fn wait(mut c: std::process::Child, secs: u64) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = c.kill();
+            let _ = c.wait();
+            panic!("a rank or server still runs after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// fabric.json of a results directory.
 pub fn fabric_json(dir: &Path) -> Value {
     crate::common::json_file(&dir.join("fabric.json"))

@@ -27,6 +27,8 @@ mod gate_in_binaries;
 mod gate_ratio;
 mod instructions_script;
 mod layering;
+mod metrics;
+mod metrics_watch;
 mod nic_counters;
 mod oob_errors;
 mod out_json;

@@ -120,3 +120,22 @@ fn an_incast_takes_its_receiver_and_senders_and_keeps_them_from_the_binaries() {
         }
     );
 }
+
+#[test]
+fn watch_and_metrics_listen_are_fabric_options_and_listen_needs_watch() {
+    let o = parse(&v(
+        "write_bw --watch 30 --metrics-listen 127.0.0.1:9464 --metrics m.prom -n 10",
+    ))
+    .unwrap();
+    assert_eq!(o.watch, Some(Duration::from_secs(30)));
+    assert_eq!(o.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+    assert_eq!(
+        o.formats.metrics.as_deref(),
+        Some(std::path::Path::new("m.prom"))
+    );
+    assert_eq!(o.pass, v("-n 10"));
+    let e = |a: &str| parse(&v(a)).unwrap_err().to_string();
+    assert!(e("write_bw --metrics-listen 127.0.0.1:9464").contains("--watch"));
+    assert!(e("write_bw --watch 1 --metrics-listen 9464").contains("ADDR:PORT"));
+    assert!(e("write_bw --watch 0").contains("above zero"));
+}
