@@ -62,6 +62,29 @@ impl Link {
         (segments, bytes)
     }
 
+    /// The connection's congestion control (`TCP_CONGESTION`), `None` if the call fails.
+    pub(super) fn congestion(&self) -> Option<String> {
+        let mut name = [0u8; 16];
+        let mut len = name.len() as libc::socklen_t;
+        // SAFETY: the stream's descriptor is open for the call; `name` is a live buffer of `len`
+        // bytes, which the kernel fills with the NUL-padded name and shortens `len` to.
+        let rc = unsafe {
+            libc::getsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&self.stream),
+                libc::IPPROTO_TCP,
+                libc::TCP_CONGESTION,
+                name.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            return None;
+        }
+        let name = &name[..(len as usize).min(name.len())];
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        Some(String::from_utf8_lossy(&name[..end]).into_owned())
+    }
+
     /// A connected, non-blocking, registered socket; assumed ready until a call would block.
     pub(super) fn new(stream: TcpStream) -> Link {
         Link {
