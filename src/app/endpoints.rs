@@ -74,13 +74,18 @@ impl Described for TcpEndpoint {
         let (packets, bytes) = per_qp.iter().fold((0, 0), |(p, b), c| {
             (p + c.retransmitted_packets, b + c.retransmitted_bytes)
         });
+        let cc = self.congestion_control();
         let text = format!(
-            " TCP (TCP_INFO): retransmitted segments {packets}, bytes {bytes}; ECN marks, CNPs and rates n/a (the kernel's own)\n"
+            " TCP (TCP_INFO): congestion control {}, retransmitted segments {packets}, bytes {bytes}; ECN marks, CNPs and rates n/a (the kernel's own)\n",
+            cc.as_deref().unwrap_or("unknown")
         );
-        let value = serde_json::json!({
+        let mut value = serde_json::json!({
             "retransmitted_packets": packets,
             "retransmitted_bytes": bytes,
         });
+        if let (Some(cc), serde_json::Value::Object(m)) = (cc, &mut value) {
+            m.insert("congestion_control".into(), cc.into());
+        }
         Some(with_per_qp(text, value, &per_qp))
     }
 }
@@ -317,6 +322,7 @@ pub(crate) fn open_tcp(plan: &Plan, bind: IpAddr) -> Result<TcpEndpoint, Error> 
         socket_buffer: None,
         tclass: plan.device.marks.tclass,
         priority: plan.device.marks.sl,
+        congestion: plan.device.tcp_congestion.clone(),
         spin_polls: transport::tcp::DEFAULT_SPIN_POLLS,
     })
     .map_err(|source| setup_error(plan, source))

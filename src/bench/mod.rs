@@ -580,6 +580,7 @@ pub(crate) mod testing {
             socket_buffer: None,
             tclass: None,
             priority: None,
+            congestion: None,
             spin_polls: crate::transport::tcp::DEFAULT_SPIN_POLLS,
         };
         let mut s = TcpEndpoint::new(cfg(Role::Server)).unwrap();

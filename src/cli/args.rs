@@ -277,6 +277,13 @@ pub(crate) struct Args {
     #[arg(long, value_enum)]
     pub cc: Option<CongestionControl>,
 
+    /// TCP's congestion control on the data connections, by the kernel's name (TCP_CONGESTION per
+    /// socket, iperf3's -C): e.g. cubic, reno, bbr; the namespace's default
+    /// (net.ipv4.tcp_congestion_control) when absent. One outside tcp_allowed_congestion_control
+    /// needs root (CAP_NET_ADMIN); one not loaded needs its module (modprobe tcp_NAME) (tcp only).
+    #[arg(long = "tcp-congestion", value_name = "ALGO", value_parser = values::parse_tcp_congestion)]
+    pub tcp_congestion: Option<String>,
+
     /// A DCQCN parameter by ConnectX's name, e.g. rp_ai_rate=10 or np_min_time_between_cnps=50
     /// (repeatable; docs/congestion.md lists them with units and defaults) (soft only).
     #[arg(long = "cc-param", value_name = "NAME=VALUE", value_parser = values::parse_cc_param)]

@@ -439,6 +439,11 @@ pub(crate) fn results_dir(a: &Args) -> Result<(), Error> {
 /// packets are impaired and its own RC engine repairs them; `--cc` and `--cc-param` too (issue 29):
 /// on verbs the NIC's firmware runs congestion control, on TCP the kernel.
 pub(crate) fn lossy_flags(transport: TransportKind, a: &Args) -> Result<(), Error> {
+    if transport != TransportKind::Tcp {
+        refuse_first_given!(format!("--transport {transport}");
+            a.tcp_congestion.is_some(), "--tcp-congestion" => "it sets the kernel TCP's congestion control of --transport tcp's data connections; the soft transport's is --cc";
+        );
+    }
     if transport == TransportKind::Soft {
         return Ok(());
     }
@@ -454,7 +459,7 @@ pub(crate) fn lossy_flags(transport: TransportKind, a: &Args) -> Result<(), Erro
         );
     }
     refuse_first_given!(format!("--transport {transport}");
-        a.cc.is_some(), "--cc" => "TCP runs the kernel's congestion control: choose it with sysctl net.ipv4.tcp_congestion_control";
+        a.cc.is_some(), "--cc" => "TCP runs the kernel's congestion control: choose it with --tcp-congestion NAME (e.g. cubic)";
         !a.cc_param.is_empty(), "--cc-param" => "DCQCN's parameters belong to the soft transport; TCP runs the kernel's congestion control";
     );
     Ok(())

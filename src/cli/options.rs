@@ -159,6 +159,8 @@ pub struct DeviceOptions {
     pub cc: CongestionControl,
     /// `--cc-param` (soft): DCQCN's parameters.
     pub cc_params: CcParams,
+    /// `--tcp-congestion` (tcp): the kernel's congestion control of the data connections.
+    pub tcp_congestion: Option<String>,
 }
 
 impl Options {
@@ -253,6 +255,7 @@ impl Options {
                 cc: a.cc.unwrap_or_default(),
                 cc_params: CcParams::parse(a.cc_param.iter().map(String::as_str))
                     .expect("each --cc-param was checked as it was parsed"),
+                tcp_congestion: a.tcp_congestion.clone(),
             },
             sizes,
             all_sizes: a.all,

@@ -54,6 +54,25 @@ pub(crate) use crate::params::parse_percentile;
 
 /// `--cc-param name=value`, checked now: an unknown name or a bad value is a usage error that
 /// names the parameter and lists the valid ones.
+/// `--tcp-congestion`: a kernel congestion control's name as TCP_CONGESTION takes it (at most 15
+/// bytes: TCP_CA_NAME_MAX with its NUL), letters, digits, `_` and `-`.
+pub(crate) fn parse_tcp_congestion(s: &str) -> Result<String, String> {
+    let name = s.trim();
+    let ok = !name.is_empty()
+        && name.len() < 16
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a TCP congestion control's name; give one the kernel lists in \
+             /proc/sys/net/ipv4/tcp_available_congestion_control, such as cubic or reno"
+        ))
+    }
+}
+
 pub(crate) fn parse_cc_param(s: &str) -> Result<String, String> {
     crate::params::CcParams::default()
         .set(s)

@@ -316,7 +316,7 @@ fn congestion_control_flags_name_the_parameter_and_where_they_apply() {
         (
             "write_bw",
             &["--cc", "none"],
-            "net.ipv4.tcp_congestion_control",
+            "choose it with --tcp-congestion NAME",
         ),
         (
             "atomic_lat",

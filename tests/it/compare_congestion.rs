@@ -113,15 +113,11 @@ fn a_short_study_shows_each_discipline_behave_and_the_gate_reads_it() {
         u(&pfc["pause_frames_sent"]),
         "{pfc}"
     );
+    // Lossless: no tail drop and no headroom drop. The senders tag their frames (-S 3), so each
+    // checks for pauses from its first packet and stops within 16 frames of one; the switch judges
+    // Xoff on every frame it queues (docs/congestion.md, "How faithful it is").
     assert_eq!(u(&pfc["drops"]), 0, "{pfc}");
-    // Not yet lossless (issue 30 keeps it open): a veth has no line rate, so between the queue
-    // passing Xoff and the pause reaching the sender, what the sender sent sits in this userspace
-    // switch's socket backlog, beyond any headroom (here ~500 frames of ~14,000 in a run). What
-    // PFC does show: it loses a small fraction of what lossy loses through the same port.
-    assert!(
-        u(&pfc["headroom_drops"]) * 4 < u(&lossy["drops"]),
-        "pfc {pfc}\nlossy {lossy}"
-    );
+    assert_eq!(u(&pfc["headroom_drops"]), 0, "{pfc}");
     assert_eq!(u(&pfc["marks"]), 0, "{pfc}");
 
     // roce_gate exits as the figures say: the issue's targets on ECN (no victim: skipped) and PFC.
@@ -137,9 +133,7 @@ fn a_short_study_shows_each_discipline_behave_and_the_gate_reads_it() {
         "{text}"
     );
     assert_contains(&text, "switch drops");
-    // PFC's promise alone: exit 0 when nothing was dropped, 1 naming the headroom drops (see
-    // above), and JUnit written either way.
-    let pfc_lossless = u(&pfc["drops"]) + u(&pfc["headroom_drops"]) == 0;
+    // PFC's promise alone: no drop, so roce_gate --no-drop pfc passes, and JUnit is written.
     let junit = tmp.path().join("gate.xml");
     let gate = common::gate(
         &[
@@ -152,14 +146,7 @@ fn a_short_study_shows_each_discipline_behave_and_the_gate_reads_it() {
         &[&json],
     );
     let text = String::from_utf8_lossy(&gate.stdout);
-    assert_eq!(
-        gate.status.code(),
-        Some(if pfc_lossless { 0 } else { 1 }),
-        "{text}"
-    );
-    if !pfc_lossless {
-        assert_contains(&text, "in PFC headroom");
-    }
+    assert_eq!(gate.status.code(), Some(0), "{text}");
     assert_contains(&std::fs::read_to_string(&junit).unwrap(), "switch drops");
 }
 

@@ -81,3 +81,57 @@ fn results_dir_gets_both_files_on_both_sides() {
         );
     }
 }
+
+/// `--tcp-congestion`: what the kernel ran on the data connections, read back from them
+/// (TCP_CONGESTION), in the client's `--json` and `-v`; cubic as root even when it is not in
+/// net.ipv4.tcp_allowed_congestion_control (why roce_compare --congestion sets it per socket).
+#[test]
+fn tcp_congestion_sets_each_connection_and_the_json_says_what_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let available = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default();
+    let mut algos = vec!["reno"];
+    if crate::soft_support::is_root() && available.split_whitespace().any(|a| a == "cubic") {
+        algos.push("cubic");
+    } else {
+        eprintln!("cubic part skipped: needs root and cubic available (here: {available:?})");
+    }
+    for algo in algos {
+        let json = dir.path().join(format!("{algo}.json"));
+        let args = ["-q", "2", "-n", "200", "--tcp-congestion", algo, "-v"];
+        let mut client = args.to_vec();
+        client.extend(["--json", json.to_str().unwrap()]);
+        let (s, c) = pair_with("write_bw", &args, &client);
+        common::assert_both_ok(algo, &s, &c);
+        let v = crate::common::schema::assert_valid_file("result", &json);
+        assert_eq!(v["test"]["counters"]["congestion_control"], algo, "{v}");
+        let said = format!("{}{}", c.stdout, c.stderr);
+        common::assert_contains(&said, &format!("congestion control {algo},"));
+    }
+}
+
+#[test]
+fn tcp_congestion_names_what_the_kernel_offers_when_it_has_no_such_algorithm() {
+    let args = ["-n", "20", "--tcp-congestion", "nosuchcc"];
+    let (s, c) = pair_with("write_bw", &args, &args);
+    c.assert_ended(
+        2,
+        &[
+            "setting TCP_CONGESTION to nosuchcc (--tcp-congestion)",
+            "tcp_available_congestion_control",
+            "modprobe tcp_nosuchcc",
+        ],
+        "client",
+    );
+    assert_ne!(s.code(), 0, "{}{}", s.stdout, s.stderr);
+    common::assert_refused(
+        "write_bw",
+        &["--transport", "soft", "--tcp-congestion", "cubic"],
+        &["--tcp-congestion", "--cc"],
+    );
+    common::assert_refused(
+        "write_bw",
+        &["--transport", "tcp", "--tcp-congestion", "no/such"],
+        &["not a TCP congestion control's name"],
+    );
+}

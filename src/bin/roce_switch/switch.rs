@@ -338,6 +338,10 @@ impl Switch {
                     }
                 }
             }
+            // Xoff is judged on every frame as it is queued, as a switch's ingress accounting
+            // does: judged once per batch, the queue passed Xoff by up to a batch (64 frames,
+            // 266 KB at MTU 4200) before the pause left, headroom the senders then lacked.
+            self.pfc(now)?;
         }
         for o in 0..self.socks.len() {
             if self.stage[o].1.is_empty() {
@@ -349,7 +353,7 @@ impl Switch {
                 .map_err(|e| Error::io(format!("sending on {}", self.socks[o].name), e))?;
             self.counts[o].tx += sent as u64;
         }
-        self.pfc(now)
+        Ok(())
     }
 
     /// Sends frame `r` of port `i` to port `o`: queued if `o` is the egress port, else staged.

@@ -4,10 +4,11 @@
 //! are read by `super::run`.
 //!
 //! The result JSON is read by its keys (`results[0].qps`, `results[0].qp_series`,
-//! `test.counters.per_qp`, `test.counters.pfc`), so that a run without one of them (an older binary,
+//! `test.counters.per_qp`, `test.counters.pfc`, TCP's `test.counters.congestion_control`), so that a run without one of them (an older binary,
 //! a run that failed) still makes a document whose missing figures are null.
 
 use super::plan::{CONVERGE_BAND, PRIO, Study};
+use crate::params::TransportKind;
 use crate::results::congestion::figures::{
     convergence, goodput_fraction, interval_rates, jain_index, steady_jain,
 };
@@ -221,9 +222,21 @@ pub(crate) fn discipline_run(
         paused_ms_senders: paused_us.map(|us| us as f64 / 1e3),
         max_queue_bytes: sw.map(|s| s.max_queue_bytes),
     };
+    let mut ran = Ran::of(d, client_args);
+    if d.transport() == TransportKind::Tcp {
+        // What the kernel ran, read back from the client's connections, not what was asked.
+        ran.cc = match left
+            .client
+            .and_then(|c| at(c, &["test", "counters", "congestion_control"]))
+            .and_then(Value::as_str)
+        {
+            Some(name) => name.into(),
+            None => format!("{} (asked; not read back)", d.cc()),
+        };
+    }
     DisciplineRun {
         discipline: d,
-        ran: Ran::of(d, client_args),
+        ran,
         outcome,
         flows,
         totals,
@@ -391,7 +404,7 @@ mod tests {
     #[test]
     fn what_a_failed_or_tcp_run_did_not_write_is_null() {
         let mut c = client();
-        c["test"]["counters"] = json!({"per_qp": [
+        c["test"]["counters"] = json!({"congestion_control": "cubic", "per_qp": [
             {"qp": 0, "qpn": null, "retransmitted_bytes": 9000, "cnps_handled": null},
             {"qp": 1, "qpn": null, "retransmitted_bytes": 1000, "cnps_handled": null}
         ]});
@@ -406,6 +419,26 @@ mod tests {
         assert_eq!((t.pause_frames_received, t.paused_ms_senders), (None, None));
         assert_eq!(run.flows[0].qpn, None);
         assert!(!run.ran.validate);
+        assert_eq!(
+            run.ran.cc, "cubic",
+            "read back from the client's connections"
+        );
+        let mut bbr = c.clone();
+        bbr["test"]["counters"]["congestion_control"] = json!("bbr");
+        let left = Left {
+            client: Some(&bbr),
+            ..Left::default()
+        };
+        let run = discipline_run(&study(), Discipline::TcpCubic, vec![], ok(), left);
+        assert_eq!(run.ran.cc, "bbr", "what ran, not what was asked");
+        let run = discipline_run(
+            &study(),
+            Discipline::TcpCubic,
+            vec![],
+            ok(),
+            Left::default(),
+        );
+        assert_eq!(run.ran.cc, "cubic (asked; not read back)");
         let failed = discipline_run(
             &study(),
             Discipline::Pfc,

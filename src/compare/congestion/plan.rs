@@ -210,10 +210,16 @@ impl Study {
 
     /// The bulk flows' transport under `d`: soft RoCE v2 over AF_PACKET, one frame per packet (so
     /// the switch queues packets, not super-frames), priority 3, `--cc` and `--recovery` as `d`
-    /// says; TCP for tcp-cubic. Every run validated, every run with its per-flow series.
+    /// says; TCP for tcp-cubic, cubic set on each connection (`--tcp-congestion`: a namespace's
+    /// default cannot be set to an algorithm outside tcp_allowed_congestion_control, and it is
+    /// bbr on some hosts). Every run validated, every run with its per-flow series.
     pub(crate) fn bulk_leg(&self, d: Discipline, device: &str) -> LegSpec {
         let mut leg = match d.transport() {
-            crate::params::TransportKind::Tcp => LegSpec::tcp(),
+            crate::params::TransportKind::Tcp => {
+                let mut l = LegSpec::tcp();
+                l.extra = vec!["--tcp-congestion".into(), d.cc().into()];
+                l
+            }
             _ => {
                 let mut l = LegSpec::roce(TransportChoice::Soft, RoceVersion::V2, device);
                 l.extra = soft_flags(d.cc());
@@ -309,7 +315,10 @@ mod tests {
         );
         let tcp = s.bulk_leg(Discipline::TcpCubic, "veth0");
         assert_eq!(tcp.transport, TransportChoice::Tcp);
-        assert_eq!(tcp.extra.join(" "), "--validate --qp-series 20");
+        assert_eq!(
+            tcp.extra.join(" "),
+            "--tcp-congestion cubic --validate --qp-series 20"
+        );
         let v = s.victim_test().unwrap();
         assert_eq!(
             (v.test.name(), v.sizes, v.duration),

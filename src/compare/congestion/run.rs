@@ -266,30 +266,6 @@ fn discipline(study: &Study, topo: &Topology, env: &Env, d: Discipline) -> Disci
     run
 }
 
-/// TCP's congestion control in the senders' namespace: cubic, said explicitly (a namespace has its
-/// own, from the host's default); a note when it cannot be set.
-fn cubic(topo: &Topology) -> Option<String> {
-    let ns = topo.senders().netns;
-    let out = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns,
-            "sysctl",
-            "-qw",
-            "net.ipv4.tcp_congestion_control=cubic",
-        ])
-        .output();
-    match out {
-        Ok(o) if o.status.success() => None,
-        Ok(o) => Some(format!(
-            "tcp-cubic: cannot set cubic in {ns} ({}); TCP ran with the namespace's default",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Err(e) => Some(format!("tcp-cubic: cannot run sysctl in {ns}: {e}")),
-    }
-}
-
 /// Who runs where, and a note when busy-polling processes share a core.
 fn placement(env: &Env, victim: bool) -> (Vec<Placement>, Option<String>) {
     let (s, c) = (env.cores.server, env.cores.client);
@@ -349,9 +325,6 @@ pub(crate) fn run(
     let mut notes = Vec::new();
     let (placement, shared) = placement(env, study.victim.is_some());
     notes.extend(shared);
-    if study.disciplines.contains(&Discipline::TcpCubic) {
-        notes.extend(cubic(&topo));
-    }
     let idle = match study.victim {
         Some(_) => {
             progress.start_step("the victim alone through the idle switch".into());

@@ -180,6 +180,9 @@ impl SoftEndpoint {
             crate::wire::pfc::link_speed_mbps(dev.sysfs_speed()),
             classes.data.priority(plan.encap),
             classes.cnp.priority(plan.encap),
+            // Tagged frames on AF_PACKET: a switch may pause this priority at any time, and the
+            // first pause must find this side checking (see `PauseState::armed`).
+            framed && cfg.marks.sl.is_some(),
         );
         Ok(SoftEndpoint {
             nic: Impaired::new(nic, plan.impair.as_ref()),

@@ -121,15 +121,17 @@ pub(crate) struct PauseState {
     since: [u64; 9],
     /// What the engines were last told about CNPs (they keep a held CNP queued).
     cnps_held: bool,
-    /// A pause frame has arrived: the datapath then reads before it sends ([`Self::armed`]).
+    /// A pause frame has arrived, or the run tags its frames for PFC: the datapath then reads
+    /// before it sends ([`Self::armed`]).
     armed: bool,
     counters: PfcCounters,
 }
 
 impl PauseState {
     /// Nothing paused, on a link of `speed_mbps`, data frames of priority `data_prio` and CNPs
-    /// of `cnp_prio`.
-    pub(crate) fn new(speed_mbps: u64, data_prio: u8, cnp_prio: u8) -> PauseState {
+    /// of `cnp_prio`; `armed` from the start on a link where pauses are to be expected (see
+    /// [`Self::armed`]), else once the first pause frame comes.
+    pub(crate) fn new(speed_mbps: u64, data_prio: u8, cnp_prio: u8, armed: bool) -> PauseState {
         PauseState {
             speed_mbps,
             data_prio: data_prio & 7,
@@ -138,7 +140,7 @@ impl PauseState {
             until: [0; 9],
             since: [0; 9],
             cnps_held: false,
-            armed: false,
+            armed,
             counters: PfcCounters::default(),
         }
     }
@@ -153,11 +155,15 @@ impl PauseState {
         (self.data_prio, self.cnp_prio)
     }
 
-    /// True once a pause frame has arrived: from then on every transmission asks
-    /// [`held`](Self::held), and a poll receives before its first transmission, so that pause
-    /// frames which arrived while this side was off the CPU stop it before it sends (a NIC reads
-    /// them as they arrive; a descheduled poll loop cannot). One load per poll and transmission;
-    /// false on a run without PFC, whose polls keep their order.
+    /// True from the start on a run that tags its frames with a priority (`-S` over AF_PACKET),
+    /// else once a pause frame has arrived: then every transmission asks [`held`](Self::held)
+    /// and sends a bounded number of frames, and a poll receives before its first transmission,
+    /// so that pause frames which arrived while this side was off the CPU stop it before it sends
+    /// (a NIC reads them as they arrive; a descheduled poll loop cannot). Armed only by the first
+    /// pause, a run sent a whole window (1,024 packets per queue pair) unchecked before it, all
+    /// beyond a switch's headroom: the first Xoff of every congestion study's PFC run. One load
+    /// per poll and transmission; false on an untagged run before any pause, whose polls keep
+    /// their order.
     #[inline(always)]
     pub(crate) fn armed(&self) -> bool {
         self.armed
@@ -260,7 +266,7 @@ mod tests {
 
     #[test]
     fn a_pause_holds_its_priority_for_its_quanta_at_the_link_speed() {
-        let mut s = PauseState::new(10_000, 3, 6);
+        let mut s = PauseState::new(10_000, 3, 6, false);
         assert!(!s.armed(), "no pause frame: the datapath pays one load");
         s.on_frame(1_000, &pfc(3, 1000));
         assert!(s.armed());
@@ -278,8 +284,18 @@ mod tests {
     }
 
     #[test]
+    fn a_tagged_run_is_armed_from_the_start_and_holds_nothing_until_a_pause() {
+        let mut s = PauseState::new(10_000, 3, 6, true);
+        assert!(s.armed(), "the first pause must find the datapath checking");
+        assert_eq!(s.held(5_000), Held::default());
+        s.on_frame(10_000, &pfc(3, 1000));
+        assert!(s.held(10_000).data);
+        assert_eq!(s.counters(20_000).prio[3].pause, 1);
+    }
+
+    #[test]
     fn a_new_pause_replaces_the_time_left_and_a_zero_time_resumes() {
-        let mut s = PauseState::new(10_000, 3, 6);
+        let mut s = PauseState::new(10_000, 3, 6, false);
         s.on_frame(0, &pfc(3, 1000));
         // 10 µs in, a shorter pause: it ends 100 quanta (5.12 µs) from now, not at 51.2 µs.
         s.on_frame(10_000, &pfc(3, 100));
@@ -298,7 +314,7 @@ mod tests {
 
     #[test]
     fn other_priorities_are_counted_and_hold_nothing_of_ours() {
-        let mut s = PauseState::new(10_000, 3, 6);
+        let mut s = PauseState::new(10_000, 3, 6, false);
         s.on_frame(0, &pfc(5, 0xffff));
         assert_eq!(s.held(1), Held::default());
         // CNPs' priority (6) paused: CNPs wait, data goes.
@@ -332,7 +348,7 @@ mod tests {
 
     #[test]
     fn a_global_pause_holds_everything() {
-        let mut s = PauseState::new(100_000, 3, 6);
+        let mut s = PauseState::new(100_000, 3, 6, false);
         let global = |quanta| {
             frame(PauseRepr {
                 src: SWITCH,
@@ -361,7 +377,7 @@ mod tests {
 
     #[test]
     fn one_frame_may_pause_and_resume_several_priorities() {
-        let mut s = PauseState::new(10_000, 3, 6);
+        let mut s = PauseState::new(10_000, 3, 6, false);
         let mut quanta = [0u16; 8];
         quanta[3] = 1000;
         quanta[6] = 7;
@@ -393,7 +409,7 @@ mod tests {
 
     #[test]
     fn a_malformed_mac_control_frame_is_counted_and_changes_nothing() {
-        let mut s = PauseState::new(10_000, 3, 6);
+        let mut s = PauseState::new(10_000, 3, 6, false);
         let mut bad = pfc(3, 0xffff);
         bad[15] = 0x02; // opcode 0x0102
         s.on_frame(0, &bad);

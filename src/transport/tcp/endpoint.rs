@@ -61,6 +61,23 @@ impl TcpEndpoint {
             .collect()
     }
 
+    /// The congestion control the kernel runs on the data connections (`TCP_CONGESTION` read back
+    /// from each: one system call each, at the end of a run), their distinct names joined by `,`;
+    /// `None` before any connection is made.
+    pub(crate) fn congestion_control(&self) -> Option<String> {
+        let mut names: Vec<String> = Vec::new();
+        for name in self
+            .qps
+            .iter()
+            .filter_map(|q| q.link.as_ref()?.congestion())
+        {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        (!names.is_empty()).then(|| names.join(","))
+    }
+
     /// Registers the buffers and, on the server, opens the listener the client will connect to.
     pub(crate) fn new(cfg: TcpConfig) -> Result<TcpEndpoint> {
         if cfg.qps == 0 || cfg.buf_len == 0 || cfg.sq_depth == 0 {
@@ -105,12 +122,13 @@ impl TcpEndpoint {
         })
     }
 
-    fn dial(&self) -> Dial {
+    fn dial(cfg: &TcpConfig) -> Dial<'_> {
         Dial {
-            timeout: self.cfg.connect_timeout,
-            socket_buffer: self.cfg.socket_buffer,
-            tclass: self.cfg.tclass,
-            priority: self.cfg.priority,
+            timeout: cfg.connect_timeout,
+            socket_buffer: cfg.socket_buffer,
+            tclass: cfg.tclass,
+            priority: cfg.priority,
+            congestion: cfg.congestion.as_deref(),
         }
     }
 
@@ -187,8 +205,10 @@ impl Endpoint for TcpEndpoint {
         for (q, p) in self.qps.iter_mut().zip(&peer.qps) {
             q.state.set_peer(p.vaddr, p.len, p.max_rd_atomic as usize);
         }
-        let dial = self.dial();
-        match self.cfg.role {
+        // The dial borrows the configuration while the connections are attached to the queue pairs.
+        let cfg = self.cfg.clone();
+        let dial = Self::dial(&cfg);
+        match cfg.role {
             Role::Client => {
                 let addr: SocketAddr = peer
                     .addr

@@ -35,22 +35,9 @@ impl Link {
     /// system call: read when the counters are, never per message.
     pub(super) fn retransmissions(&self) -> (Option<u64>, Option<u64>) {
         let mut info = [0u8; 256];
-        let mut len = info.len() as libc::socklen_t;
-        // SAFETY: the stream's descriptor is open for the call; `info` is a live buffer of `len`
-        // bytes, which the kernel fills up to `len` and shortens `len` to what it wrote.
-        let rc = unsafe {
-            libc::getsockopt(
-                std::os::fd::AsRawFd::as_raw_fd(&self.stream),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                info.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        if rc < 0 {
+        let Some(len) = self.tcp_option(libc::TCP_INFO, &mut info) else {
             return (None, None);
-        }
-        let len = len as usize;
+        };
         let at = |o: usize, n: usize| (len >= o + n).then(|| &info[o..o + n]);
         let segments = at(TCPI_TOTAL_RETRANS, 4)
             .map(|b| u64::from(u32::from_ne_bytes([b[0], b[1], b[2], b[3]])));
@@ -60,6 +47,33 @@ impl Link {
             u64::from_ne_bytes(w)
         });
         (segments, bytes)
+    }
+
+    /// The connection's congestion control (`TCP_CONGESTION`), `None` if the call fails.
+    pub(super) fn congestion(&self) -> Option<String> {
+        let mut name = [0u8; 16];
+        let len = self.tcp_option(libc::TCP_CONGESTION, &mut name)?;
+        let name = &name[..len];
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        Some(String::from_utf8_lossy(&name[..end]).into_owned())
+    }
+
+    /// The `IPPROTO_TCP` option `name` read into `buf`: the bytes the kernel wrote, `None` if the
+    /// call fails.
+    fn tcp_option(&self, name: libc::c_int, buf: &mut [u8]) -> Option<usize> {
+        let mut len = buf.len() as libc::socklen_t;
+        // SAFETY: the stream's descriptor is open for the call; `buf` is a live buffer of `len`
+        // bytes, which the kernel fills up to `len` and shortens `len` to what it wrote.
+        let rc = unsafe {
+            libc::getsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&self.stream),
+                libc::IPPROTO_TCP,
+                name,
+                buf.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        (rc >= 0).then(|| (len as usize).min(buf.len()))
     }
 
     /// A connected, non-blocking, registered socket; assumed ready until a call would block.

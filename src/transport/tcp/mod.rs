@@ -72,6 +72,9 @@ pub(crate) struct TcpConfig {
     pub tclass: Option<u8>,
     /// `-S`: SO_PRIORITY of the data connections.
     pub priority: Option<u8>,
+    /// `--tcp-congestion`: TCP_CONGESTION of the data connections; `None` leaves the namespace's
+    /// default.
+    pub congestion: Option<String>,
     /// Idle `poll_cq` calls before it sleeps until a socket is ready ([`DEFAULT_SPIN_POLLS`]; `u64::MAX`
     /// spins forever). Over loopback the kernel moves TCP data in the *sender's* and the receiver's
     /// system calls and softirqs, on the same cores as the datapath threads: a thread that spins on an

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// What the connects and accepts need from the endpoint's configuration.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Dial {
+pub(super) struct Dial<'a> {
     /// How long to wait for all the data connections.
     pub timeout: Duration,
     /// SO_SNDBUF / SO_RCVBUF to ask for; `None` leaves the kernel's autotuning alone.
@@ -18,6 +18,8 @@ pub(super) struct Dial {
     pub tclass: Option<u8>,
     /// SO_PRIORITY (`-S`).
     pub priority: Option<u8>,
+    /// TCP_CONGESTION (`--tcp-congestion`).
+    pub congestion: Option<&'a str>,
 }
 
 /// The server's listener for the data connections, on an ephemeral port of `bind`.
@@ -40,7 +42,7 @@ pub(super) fn token(seed: usize) -> u32 {
 pub(super) fn connect_all(
     addr: SocketAddr,
     peer: &[QpInfo],
-    dial: Dial,
+    dial: Dial<'_>,
     mut attach: impl FnMut(usize, TcpStream) -> Result<()>,
 ) -> Result<()> {
     let deadline = Instant::now() + dial.timeout;
@@ -65,7 +67,7 @@ pub(super) fn connect_all(
 pub(super) fn accept_all(
     listener: TcpListener,
     tokens: &[u32],
-    dial: Dial,
+    dial: Dial<'_>,
     mut attach: impl FnMut(usize, TcpStream) -> Result<()>,
 ) -> Result<()> {
     listener
@@ -120,11 +122,16 @@ pub(super) fn accept_all(
     Ok(())
 }
 
-/// TCP_NODELAY (a frame leaves at once) and, when asked, fixed socket buffer sizes, the traffic
-/// class and the priority. Set on the connected socket, they mark every data segment (not the
-/// handshake); the kernel keeps TCP's own ECN bits, so only `--tclass`'s DSCP applies.
-fn tune(s: &TcpStream, dial: Dial) -> Result<()> {
+/// TCP_NODELAY (a frame leaves at once) and, when asked, the congestion control, fixed socket
+/// buffer sizes, the traffic class and the priority. Set on the connected socket, they mark every
+/// data segment (not the handshake); the kernel keeps TCP's own ECN bits, so only `--tclass`'s
+/// DSCP applies. The congestion control takes over from the handshake's (the connection's first
+/// segments are the namespace default's, as with iperf3 -C after connect).
+fn tune(s: &TcpStream, dial: Dial<'_>) -> Result<()> {
     s.set_nodelay(true).map_err(io_err("setting TCP_NODELAY"))?;
+    if let Some(name) = dial.congestion {
+        set_congestion(s, name)?;
+    }
     if let Some(tclass) = dial.tclass {
         let (level, name, what) = match s.local_addr().map(|a| a.is_ipv4()) {
             Ok(false) => (
@@ -153,4 +160,45 @@ fn tune(s: &TcpStream, dial: Dial) -> Result<()> {
             .map_err(|e| io_err("setting the socket buffer size")(e.into()))?;
     }
     Ok(())
+}
+
+/// What `/proc/sys/net/ipv4/<file>` lists, for an error message.
+fn sysctl_list(file: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/net/ipv4/{file}"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unreadable".into())
+}
+
+/// TCP_CONGESTION on `s`: the kernel's algorithm `name`, with an error that says what to do.
+fn set_congestion(s: &TcpStream, name: &str) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the stream's descriptor is open for the call; `name` is a live buffer of the length
+    // passed (TCP_CONGESTION takes the bytes without a NUL).
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let source = io::Error::last_os_error();
+    let context = match source.raw_os_error() {
+        Some(libc::ENOENT) => format!(
+            "setting TCP_CONGESTION to {name} (--tcp-congestion): the kernel has no {name}; it \
+             offers {} (net.ipv4.tcp_available_congestion_control), or load it: modprobe tcp_{name}",
+            sysctl_list("tcp_available_congestion_control")
+        ),
+        Some(libc::EPERM) => format!(
+            "setting TCP_CONGESTION to {name} (--tcp-congestion): {name} is not in \
+             net.ipv4.tcp_allowed_congestion_control ({}); run as root (CAP_NET_ADMIN) or add it there",
+            sysctl_list("tcp_allowed_congestion_control")
+        ),
+        _ => format!("setting TCP_CONGESTION to {name} (--tcp-congestion)"),
+    };
+    Err(Error::Io { context, source })
 }

@@ -20,6 +20,7 @@ fn cfg(role: Role, buf_len: usize) -> TcpConfig {
         socket_buffer: None,
         tclass: None,
         priority: None,
+        congestion: None,
         spin_polls: DEFAULT_SPIN_POLLS,
     }
 }

@@ -29,11 +29,12 @@ use crate::transport::soft::rc::{self, LoneAck};
 /// schedule moves a timer by a few microseconds while sparing the idle loop a clock read per turn.
 const TIMER_CHECK_EVERY: u32 = 16;
 
-/// Frames one transmission may send once PFC frames have come: then the poll reads again before it
-/// sends more, so a pause stops this side within this many frames of arriving, as a NIC stops
-/// within a few frames (a switch's PFC headroom is sized for that). Without the cap a queue pair's
-/// whole window (1,024 packets, 4 MB at 4 KiB) left in one transmission behind a pause and filled
-/// the switch's buffer past its headroom.
+/// Frames one transmission may send once PFC is armed (`PauseState::armed`: from the start on a
+/// tagged AF_PACKET run, else once PFC frames have come): then the poll reads again before it sends
+/// more, so a pause stops this side within this many frames of arriving, as a NIC stops within a few
+/// frames (a switch's PFC headroom is sized for that). Without the cap a queue pair's whole window
+/// (1,024 packets, 4 MB at 4 KiB) left in one transmission behind a pause and filled the switch's
+/// buffer past its headroom.
 const PFC_FRAMES_PER_TRANSMISSION: u32 = 16;
 
 /// The engines' clock during one poll: read at most once, and only when something needs it.

@@ -137,11 +137,14 @@ pub(super) struct Sack {
     /// PSNs to send again, oldest first.
     retx: Ring<Psn>,
     /// Request PSNs resent, with the send frontier then, in the order resent.
-    resent_req: Ring<(Psn, Psn)>,
+    resent_req: Ring<(Psn, Psn, u32)>,
     /// READ response runs asked for again, likewise.
-    resent_resp: Ring<(Psn, Psn)>,
-    /// Per PSN of the window: the send frontier of its latest resend (which entry is current).
+    resent_resp: Ring<(Psn, Psn, u32)>,
+    /// Per PSN of the window: the serial of its latest resend (which entry is current).
     marks: Box<[u32]>,
+    /// Resends so far: each one's serial (a PSN resent twice at the same frontier, as happens
+    /// when no new PSN may be sent, has two entries; only the latest is current).
+    serial: u32,
 }
 
 /// What to send again next ([`Sack::next_resend`]): packet `k` of `wqe`, or for a READ a request
@@ -174,6 +177,7 @@ impl Sack {
             resent_req: Ring::with_capacity(window as usize),
             resent_resp: Ring::with_capacity(window as usize),
             marks: vec![0u32; window as usize].into_boxed_slice(),
+            serial: 0,
         }
     }
 
@@ -181,6 +185,12 @@ impl Sack {
     #[inline]
     pub(super) fn window(&self) -> u32 {
         self.got.window()
+    }
+
+    /// True when the resend entry of `p` with `serial` is its latest.
+    #[inline]
+    fn current(&self, p: Psn, serial: u32) -> bool {
+        self.marks[(p.value() & (self.window() - 1)) as usize] == serial
     }
 
     #[inline]
@@ -377,14 +387,14 @@ impl Sack {
                 } else {
                     (&mut self.resent_req, self.high_req.sub(REORDER_THRESHOLD))
                 };
-                let Some(&(p, mark)) = fifo.front() else {
+                let Some(&(p, mark, serial)) = fifo.front() else {
                     break;
                 };
                 if !high.after(mark) {
                     break;
                 }
                 fifo.pop_front();
-                let current = *self.mark(p) == mark.value();
+                let current = self.current(p, serial);
                 if !current || p.before(comp) {
                     continue;
                 }
@@ -395,6 +405,36 @@ impl Sack {
                 if !done {
                     self.queue(p);
                 }
+            }
+        }
+        self.resends_overtaken_by_resends(sq, comp);
+    }
+
+    /// Request resends that a later resend overtook were lost: the resends leave in order on one
+    /// path, so one that arrived says that every current one before it that has not, never will.
+    /// When the window has no new PSN left to send, nothing overtakes a lost resend's send
+    /// frontier (the rule above): without this rule each lost resend waited for its own timeout,
+    /// and a flow through a full tail-drop queue stalled for timeout after timeout while the
+    /// other flows took the port (issue 30's lossy-sr run; `sim::dumbbell`'s tail-drop test).
+    fn resends_overtaken_by_resends(&mut self, sq: &SendQueue, comp: Psn) {
+        let done = |s: &Sack, p: Psn| {
+            p.before(comp)
+                || match sq.started_at(p) {
+                    Some(w) => s.done(&w, p),
+                    None => true,
+                }
+        };
+        let newest = (0..self.resent_req.len()).rev().find(|&k| {
+            let &(p, _, serial) = self.resent_req.get(k).expect("in range");
+            self.current(p, serial) && done(self, p)
+        });
+        let Some(newest) = newest else { return };
+        for _ in 0..newest {
+            let Some((p, _, serial)) = self.resent_req.pop_front() else {
+                break;
+            };
+            if self.current(p, serial) && !done(self, p) {
+                self.queue(p);
             }
         }
     }
@@ -464,7 +504,9 @@ impl Sack {
     /// again once something sent after it arrives.
     #[inline]
     pub(super) fn resent(&mut self, at: Psn, frontier: Psn, response: bool) {
-        *self.mark(at) = frontier.value();
+        self.serial = self.serial.wrapping_add(1);
+        let serial = self.serial;
+        *self.mark(at) = serial;
         let fifo = if response {
             &mut self.resent_resp
         } else {
@@ -473,7 +515,7 @@ impl Sack {
         if fifo.is_full() {
             fifo.pop_front();
         }
-        let _ = fifo.push_back((at, frontier));
+        let _ = fifo.push_back((at, frontier, serial));
     }
 
     /// A fast timeout probes with `p`: it is queued afresh (an earlier entry for it goes stale).
