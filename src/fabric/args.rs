@@ -306,7 +306,7 @@ pub(crate) fn text(args: &[std::ffi::OsString]) -> Result<Vec<String>, String> {
 
 /// Parses roce_fabric's arguments (without the program name).
 pub(crate) fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
-    let mut cmd = command();
+    let mut cmd = crate::report::term::clap_colors(command());
     cmd.build();
     let (own, pass) = split(&cmd, args)?;
     let matches = cmd
