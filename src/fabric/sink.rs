@@ -9,11 +9,12 @@ use super::driver::{Driver, Member, PairRecord, Phase};
 use super::files::{self, RunInfo};
 use super::say;
 use super::summary::{self, LegLabels};
+use super::verdict::Sharing;
 use crate::report::export::{Document, ExportManager, FormatFiles};
 use crate::results::fabric::FabricRun;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Collects the run's outputs in a results directory.
@@ -54,7 +55,7 @@ impl Sink {
             Some(0),
             indicatif::ProgressDrawTarget::stderr(),
         );
-        if !std::io::stderr().is_terminal() {
+        if !crate::report::term::interactive(crate::report::term::Stream::Stderr) {
             bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         }
         bar.set_style(
@@ -98,10 +99,13 @@ impl Sink {
             &self.gids,
             &self.scheduled,
         );
+        let sharing = Sharing::of(members, &info.concurrent);
         let pairs = files::PairTests {
             members,
             phases,
             labels: &self.labels,
+            sharing: &sharing,
+            incast: info.incast.as_ref(),
         };
         let run = FabricRun {
             doc,
@@ -129,7 +133,7 @@ impl Sink {
             interrupted,
         );
         let _ = std::fs::remove_file(&self.spool_path);
-        let color = summary::use_color();
+        let color = crate::report::term::color(crate::report::term::Stream::Stdout);
         let mut text = String::new();
         for p in phases {
             for &m in MatrixMetric::of(p.test) {
@@ -149,6 +153,7 @@ impl Sink {
             &self.info.rules,
             &self.labels,
             &self.scheduled,
+            &Sharing::of(members, &self.info.concurrent),
         ));
         if let Some((receiver, senders)) = &self.info.incast {
             text.push_str(&summary::incast_text(

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -231,4 +231,30 @@ pub fn first_pairs(doc: &Value) -> Vec<(u64, u64, String)> {
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Starts `c` with its stdout and stderr in the file `log`.
+pub fn spawn(mut c: Command, log: &std::path::Path) -> Child {
+    let f = std::fs::File::create(log).unwrap();
+    c.stdin(Stdio::null())
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `c` up to `secs` (killing it and failing the test after), its exit code.
+pub fn wait(mut c: Child, secs: u64) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = c.kill();
+            let _ = c.wait();
+            panic!("a rank still runs after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
