@@ -46,16 +46,6 @@ fn ratio(v: f64, median: f64, higher_is_better: bool) -> f64 {
     }
 }
 
-fn median(values: &mut [f64]) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(values[n / 2]),
-        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
-    }
-}
-
 fn esc(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -90,8 +80,8 @@ pub(crate) fn heatmap_svg(m: &Matrix, ranks: usize, hosts: &[Host]) -> String {
     let bar_x = x0 + side + 40;
     let width = (bar_x + 150).max(x0 + 420);
     let height = y0 + side.max(260) + 80;
-    let mut values: Vec<f64> = m.cells().map(|(_, _, v)| v).collect();
-    let med = median(&mut values);
+    let values: Vec<f64> = m.cells().map(|(_, _, v)| v).collect();
+    let med = crate::stats::median(&values);
     let hib = metric.higher_is_better();
     let mut s = String::new();
     let _ = writeln!(
