@@ -82,6 +82,18 @@ pub(crate) fn withheld_because(samples: u64, pct: f64) -> String {
     }
 }
 
+/// The median of `values` (the mean of the two middle ones for an even count); None when empty.
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let k = v.len();
+    match k {
+        0 => None,
+        _ if k % 2 == 1 => Some(v[k / 2]),
+        _ => Some((v[k / 2 - 1] + v[k / 2]) / 2.0),
+    }
+}
+
 /// Jain's fairness index of `shares`: (Σx)² / (n·Σx²), 1 when all are equal, 1/n when one takes
 /// everything; None for no shares or all zero.
 pub(crate) fn jain_index(shares: &[f64]) -> Option<f64> {

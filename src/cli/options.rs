@@ -166,7 +166,9 @@ pub struct DeviceOptions {
 impl Options {
     /// Parses the process command line for `test`; clap errors (and --help/--version) exit as clap does (2/0).
     pub fn parse(test: TestKind) -> Result<Options, Error> {
-        let matches = crate::params::argv::matches(super::args::command_for(test));
+        let matches = crate::params::argv::matches(crate::report::term::clap_colors(
+            super::args::command_for(test),
+        ));
         let a = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
         Options::from_args(test, a)
     }

@@ -742,7 +742,9 @@ fn report_and_gate(cli: &Cli, set: &CompareSet) -> anyhow::Result<ExitCode> {
 /// roce_compare: parses the command line, runs or reads the comparison, reports it and applies the
 /// gates; returns the exit status.
 pub fn main() -> ExitCode {
-    let matches = crate::params::argv::matches(<Cli as clap::CommandFactory>::command());
+    let matches = crate::params::argv::matches(crate::report::term::clap_colors(
+        <Cli as clap::CommandFactory>::command(),
+    ));
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match run(&cli) {
         Ok(code) => code,

@@ -82,6 +82,11 @@ struct Cli {
     /// Incast: how many ranks send at once, the first N other than the receiver [default: all others].
     #[arg(long = "incast-senders", value_name = "N")]
     incast_senders: Option<usize>,
+    /// Incast: a victim latency pair (write_lat) run while the senders send, CLIENT a rank that does
+    /// not send, SERVER the receiver (it then shares the receiver's port: head-of-line blocking shows)
+    /// or another rank that does not send.
+    #[arg(long, value_name = "CLIENT,SERVER", value_parser = parse_victim)]
+    victim: Option<(usize, usize)>,
     /// Pairs to test, one 'CLIENT SERVER' rank pair per line.
     #[arg(long, value_name = "FILE", conflicts_with = "pattern")]
     pairs: Option<PathBuf>,
@@ -228,6 +233,8 @@ pub(crate) struct FabricOptions {
     pub pattern: Pattern,
     /// `--serial`: one pair at a time instead of a whole round at once.
     pub serial: bool,
+    /// `--victim CLIENT,SERVER` (incast only).
+    pub victim: Option<(usize, usize)>,
     /// `--compare`: RoCE v1, RoCE v2 and TCP matrices in one job.
     pub compare: bool,
     /// `--results DIR` (rank 0 writes there).
@@ -329,9 +336,23 @@ pub(crate) fn text(args: &[std::ffi::OsString]) -> Result<Vec<String>, String> {
     crate::params::argv::utf8(&[&command(), &crate::cli::args::Args::command()], args)
 }
 
+/// `--victim 3,0`: the victim pair's client and server ranks.
+fn parse_victim(text: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("--victim {text:?}: give CLIENT,SERVER ranks, such as 3,0");
+    let (a, b) = text.split_once(',').ok_or_else(bad)?;
+    let a: usize = a.trim().parse().map_err(|_| bad())?;
+    let b: usize = b.trim().parse().map_err(|_| bad())?;
+    if a == b {
+        return Err(format!(
+            "--victim {text}: the client and the server must be two ranks"
+        ));
+    }
+    Ok((a, b))
+}
+
 /// Parses roce_fabric's arguments (without the program name).
 pub(crate) fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
-    let mut cmd = command();
+    let mut cmd = crate::report::term::clap_colors(command());
     cmd.build();
     let (own, pass) = split(&cmd, args)?;
     let matches = cmd
@@ -365,6 +386,13 @@ pub(crate) fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
         Pattern::Incast { receiver, senders } => {
             *receiver = cli.incast_receiver.unwrap_or(0);
             *senders = cli.incast_senders;
+            if cli.victim.is_some() && cli.serial {
+                return Err(usage(
+                    "--victim probes the receiver while every sender sends, and --serial runs them \
+                     one at a time: leave out --serial (a victim's idle figure is its pair alone: \
+                     --pairs FILE with the line 'CLIENT SERVER')",
+                ));
+            }
         }
         _ => {
             let flag = match (cli.incast_receiver, cli.incast_senders) {
@@ -372,6 +400,7 @@ pub(crate) fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
                 (None, Some(_)) => Some("--incast-senders"),
                 (None, None) => None,
             };
+            let flag = flag.or(cli.victim.map(|_| "--victim"));
             if let Some(flag) = flag {
                 return Err(usage(format!(
                     "{flag} applies to --pattern incast only; add --pattern incast or leave it out"
@@ -387,6 +416,7 @@ pub(crate) fn parse(args: &[String]) -> Result<FabricOptions, UsageError> {
         world_size: cli.world_size,
         pattern,
         serial: cli.serial,
+        victim: cli.victim,
         compare: cli.compare,
         results: cli.results,
         formats: cli.formats,

@@ -322,6 +322,7 @@ impl Coordinator {
                         ip.to_string()
                     }),
                     device: h.device.clone(),
+                    cores: h.cores,
                     state: MemberState::Present,
                 },
                 None => Member {
@@ -334,6 +335,7 @@ impl Coordinator {
                         .unwrap_or_else(|| "?".into()),
                     addr: "?".into(),
                     device: None,
+                    cores: None,
                     state: MemberState::Missing(if terminated() {
                         "the job was terminated before it joined".into()
                     } else {

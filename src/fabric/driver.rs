@@ -4,7 +4,7 @@
 //! it asks, so a 1,024-rank run can be simulated in a test.
 
 pub(crate) use super::plan::{Member, MemberState, PairRecord, Phase, parse_impair};
-pub(crate) use super::plan::{Output, Plan};
+pub(crate) use super::plan::{Output, Plan, VICTIM_TEST};
 
 use super::args::Leg;
 use super::cell::{Cell, Figures, Grid, MatrixMetric, Status};
@@ -32,6 +32,8 @@ struct Running {
     client: Option<Outcome>,
     server: Option<Outcome>,
     deadline: Duration,
+    /// The `--victim` latency pair of an incast step.
+    victim: bool,
 }
 
 /// The scheduler.
@@ -66,6 +68,7 @@ impl Driver {
                     flagged: Vec::new(),
                     confirmed: Vec::new(),
                     diagnosis: Diagnosis::default(),
+                    victim: None,
                 });
             }
         }
@@ -291,6 +294,11 @@ impl Driver {
                     for p in pairs {
                         self.dispatch(now, p, round, 1, alone);
                     }
+                    // The victim probes the incast's ports while its senders run (never with
+                    // --serial: args refuses it).
+                    if let Some(v) = self.plan.victim {
+                        self.dispatch_test(now, v, round, 1, false, true);
+                    }
                 }
                 Stage::Main { .. } => {
                     self.judge();
@@ -379,14 +387,28 @@ impl Driver {
     }
 
     fn dispatch(&mut self, now: Duration, pair: Pair, round: usize, attempt: u8, alone: bool) {
-        let (leg, test) = (self.phases[self.phase].leg, self.phases[self.phase].test);
+        self.dispatch_test(now, pair, round, attempt, alone, false);
+    }
+
+    /// Dispatches a pair of the phase's test, or the victim's latency probe.
+    fn dispatch_test(
+        &mut self,
+        now: Duration,
+        pair: Pair,
+        round: usize,
+        attempt: u8,
+        alone: bool,
+        victim: bool,
+    ) {
+        let (leg, phase_test) = (self.phases[self.phase].leg, self.phases[self.phase].test);
+        let test = if victim { VICTIM_TEST } else { phase_test };
         let why = self
             .absent(pair.client)
             .or_else(|| self.absent(pair.server));
         if let Some(why) = why {
             let cell = Cell::missing(round, why.clone());
-            self.store(pair, attempt, cell);
-            let rec = self.record(
+            self.store(pair, attempt, cell, victim);
+            let mut rec = self.record(
                 pair,
                 round,
                 attempt,
@@ -397,10 +419,16 @@ impl Driver {
                 None,
                 None,
             );
+            mark_victim(&mut rec, victim);
             self.out.push_back(Output::Record(Box::new(rec)));
             return;
         }
-        let test_idx = self.plan.tests.iter().position(|t| *t == test).unwrap_or(0);
+        let test_idx = self
+            .plan
+            .tests
+            .iter()
+            .position(|t| *t == phase_test)
+            .unwrap_or(0);
         let timeout = self
             .plan
             .timeouts
@@ -441,6 +469,7 @@ impl Driver {
                 client: None,
                 server: None,
                 deadline: now + timeout + self.plan.grace,
+                victim,
             },
         );
     }
@@ -456,7 +485,11 @@ impl Driver {
         self.plan.base_port.saturating_add(rank as u16)
     }
 
-    fn store(&mut self, pair: Pair, attempt: u8, cell: Cell) {
+    fn store(&mut self, pair: Pair, attempt: u8, cell: Cell, victim: bool) {
+        if victim {
+            self.phases[self.phase].victim = Some((pair, cell));
+            return;
+        }
         let grid = &mut self.phases[self.phase].grid;
         if attempt == 1 {
             grid.set(pair.client, pair.server, cell);
@@ -497,11 +530,16 @@ impl Driver {
             server_exit: server.and_then(|o| o.exit_code),
             elapsed_ms: client.map_or(0, |o| o.elapsed_ms),
             result,
+            victim: false,
         }
     }
 
     fn complete(&mut self, mut r: Running) {
-        let test = self.phases[self.phase].test;
+        let test = if r.victim {
+            VICTIM_TEST
+        } else {
+            self.phases[self.phase].test
+        };
         let (client, server) = (
             r.client.take().unwrap_or_else(no_answer),
             r.server.take().unwrap_or_else(no_answer),
@@ -540,10 +578,10 @@ impl Driver {
             figures: figures.unwrap_or_default(),
             error: error.clone().map(String::into_boxed_str),
         };
-        self.store(r.pair, r.attempt, cell);
+        self.store(r.pair, r.attempt, cell, r.victim);
         let mut client = client;
         let result = client.result.take();
-        let rec = self.record(
+        let mut rec = self.record(
             r.pair,
             r.round,
             r.attempt,
@@ -554,7 +592,16 @@ impl Driver {
             Some(&server),
             result,
         );
+        mark_victim(&mut rec, r.victim);
         self.out.push_back(Output::Record(Box::new(rec)));
+    }
+}
+
+/// Names a victim's record by its own test.
+fn mark_victim(rec: &mut PairRecord, victim: bool) {
+    if victim {
+        rec.test = VICTIM_TEST.name();
+        rec.victim = true;
     }
 }
 

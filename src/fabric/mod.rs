@@ -25,6 +25,7 @@ pub mod scale;
 pub(crate) mod schedule;
 pub(crate) mod sink;
 pub(crate) mod summary;
+pub(crate) mod verdict;
 
 use crate::oob::HostPort;
 use crate::oob::dial::{self, DialError, Retry};
@@ -181,7 +182,8 @@ pub fn run(args: &[String]) -> u8 {
 /// Runs each test binary once per leg with the test flags and `--help` (clap parses every flag before
 /// it honours --help), logging in `dir`: a flag a binary refuses stops the run before it starts.
 fn preflight(opts: &FabricOptions, bin_dir: &Path, dir: &Path) -> Result<(), String> {
-    for test in &opts.tests {
+    let victim = opts.victim.map(|_| driver::VICTIM_TEST);
+    for test in opts.tests.iter().chain(victim.as_ref()) {
         let bin = bin_dir.join(format!("roce_{}", test.name()));
         for leg in opts.legs() {
             let mut args = opts.leg_args(leg);
@@ -200,6 +202,29 @@ fn preflight(opts: &FabricOptions, bin_dir: &Path, dir: &Path) -> Result<(), Str
         }
     }
     Ok(())
+}
+
+/// The ranks of each side of the pairs that run at once: a step's, or one pair's with `--serial`.
+fn concurrent_sides(
+    steps: &[schedule::Step],
+    serial: bool,
+    victim: Option<schedule::Pair>,
+) -> verdict::Concurrent {
+    let sides = |pairs: &mut dyn Iterator<Item = &schedule::Pair>| {
+        pairs.flat_map(|p| [p.client, p.server]).collect::<Vec<_>>()
+    };
+    if serial {
+        steps
+            .iter()
+            .flat_map(|s| s.pairs.iter())
+            .map(|p| vec![p.client, p.server])
+            .collect()
+    } else {
+        steps
+            .iter()
+            .map(|s| sides(&mut s.pairs.iter().chain(victim.as_ref())))
+            .collect()
+    }
 }
 
 /// Rank 0: checks what it can alone, then coordinates the run while its own worker (`runner`, served
@@ -227,6 +252,21 @@ fn rank0(
             2,
         );
     }
+    let incast = match opts.pattern {
+        schedule::Pattern::Incast { receiver, senders } => {
+            schedule::Pattern::incast(receiver, senders, n).ok()
+        }
+        _ => None,
+    };
+    let victim = match (opts.victim, &incast) {
+        (Some(v), Some((receiver, senders))) => {
+            match schedule::Pattern::victim(v, *receiver, senders, n) {
+                Ok(p) => Some(p),
+                Err(e) => return fail(Some(0), e, 2),
+            }
+        }
+        _ => None,
+    };
     let impair = match std::env::var(IMPAIR_ENV)
         .ok()
         .map(|v| driver::parse_impair(&v))
@@ -258,12 +298,8 @@ fn rank0(
         retest: opts.retest,
         interrupted: false,
         validate: flags::flag_value(&opts.pass, "--validate").is_some(),
-        incast: match opts.pattern {
-            schedule::Pattern::Incast { receiver, senders } => {
-                schedule::Pattern::incast(receiver, senders, n).ok()
-            }
-            _ => None,
-        },
+        concurrent: concurrent_sides(&steps, opts.serial, victim),
+        incast,
     };
     let served = opts.watch.and(opts.metrics_listen).map(|addr| {
         let exposition = metrics_http::Exposition::default();
@@ -336,6 +372,7 @@ fn rank0(
             .collect(),
         grace: GRACE,
         impair,
+        victim,
     };
     let env = |k: &str| std::env::var(k).ok();
     let coord = coordinator::Coordinator::new(listener, n, own_hello, opts.join_timeout)

@@ -2,11 +2,10 @@
 //! as rank 0 knows them, the record of each pair test, and the results of each (leg, test).
 
 use super::args::Leg;
-use super::cell::Grid;
-use super::cell::Status;
+use super::cell::{Cell, Grid, Status};
 use super::job::ToWorker;
 use super::rules::{Diagnosis, Limit, Rules};
-use super::schedule::Step;
+use super::schedule::{Pair, Step};
 use crate::params::TestKind;
 use serde::Serialize;
 use std::time::Duration;
@@ -22,6 +21,8 @@ pub(crate) struct Member {
     pub addr: String,
     /// Its `-d` device.
     pub device: Option<String>,
+    /// The cores it may run on, as it said in its hello.
+    pub cores: Option<usize>,
     /// Present, never joined, or lost.
     pub state: MemberState,
 }
@@ -110,7 +111,12 @@ pub(crate) struct Plan {
     pub(crate) grace: Duration,
     /// Impaired pairs.
     pub impair: Vec<Impair>,
+    /// `--victim`: a latency pair ([`VICTIM_TEST`]) run during each incast step.
+    pub(crate) victim: Option<Pair>,
 }
+
+/// What a victim pair runs: a latency probe that shares the incast's ports.
+pub(crate) const VICTIM_TEST: TestKind = TestKind::WRITE_LAT;
 
 /// One pair test's full outcome, as it goes into fabric.json.
 #[derive(Debug, Clone, Serialize)]
@@ -147,6 +153,9 @@ pub(crate) struct PairRecord {
     pub(crate) elapsed_ms: u64,
     /// The client's full single-run result (results/README.md).
     pub result: Option<serde_json::Value>,
+    /// Whether it is the `--victim` latency pair of an incast step.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) victim: bool,
 }
 
 /// What the driver asks of the coordinator.
@@ -177,4 +186,6 @@ pub(crate) struct Phase {
     pub(crate) confirmed: Vec<(usize, usize)>,
     /// Bad hosts and bad pairs, among the confirmed pairs.
     pub(crate) diagnosis: Diagnosis,
+    /// `--victim`: its pair and how its latency probe during the incast ended.
+    pub(crate) victim: Option<(Pair, Cell)>,
 }

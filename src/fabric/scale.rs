@@ -81,6 +81,7 @@ fn sample_hello(n: usize) -> Hello {
         addr: None,
         device: Some("mlx5_0".into()),
         pid: 4_000_000,
+        cores: Some(64),
     }
 }
 
@@ -184,6 +185,7 @@ impl PairRecordSize {
             server_exit: Some(0),
             elapsed_ms: 1000,
             result: None,
+            victim: false,
         };
         line_len(&rec)
     }
@@ -205,6 +207,7 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
         timeouts: vec![Duration::from_secs(60)],
         grace: Duration::from_secs(15),
         impair: Vec::new(),
+        victim: None,
     };
     let members: Vec<Member> = (0..n)
         .map(|rank| Member {
@@ -212,6 +215,7 @@ pub fn simulate(n: usize, slow: Option<usize>, result_bytes: u64) -> ScaleReport
             host: format!("node{rank:04}"),
             addr: format!("10.0.{}.{}", rank / 256, rank % 256),
             device: Some("mlx5_0".into()),
+            cores: Some(64),
             state: MemberState::Present,
         })
         .collect();
@@ -314,6 +318,7 @@ pub fn measure_rendezvous(n: usize) -> std::io::Result<Duration> {
         )),
         device: Some("lo".into()),
         pid: std::process::id(),
+        cores: Some(2),
     };
     let start = Instant::now();
     let coord = Coordinator::new(listener, n, hello(0), Duration::from_secs(30));
@@ -348,6 +353,7 @@ pub fn measure_rendezvous(n: usize) -> std::io::Result<Duration> {
         timeouts: vec![],
         grace: Duration::from_secs(1),
         impair: vec![],
+        victim: None,
     };
     let finished = coord.run(plan, &mut ()).map_err(std::io::Error::other)?;
     for t in ranks {

@@ -130,6 +130,41 @@ impl Pattern {
         Ok((receiver, others[..k].to_vec()))
     }
 
+    /// Checks `--victim CLIENT,SERVER` against an incast of `receiver` and `senders` in `n` ranks: the
+    /// client sends nothing else, the server is the receiver or a rank that does not send.
+    pub(crate) fn victim(
+        (client, server): (usize, usize),
+        receiver: usize,
+        senders: &[usize],
+        n: usize,
+    ) -> Result<Pair, String> {
+        let flag = format!("--victim {client},{server}");
+        if client >= n || server >= n {
+            return Err(format!(
+                "{flag}: the job has {n} ranks (0..{})",
+                n.saturating_sub(1)
+            ));
+        }
+        if client == receiver || senders.contains(&client) {
+            return Err(format!(
+                "{flag}: rank {client} already {} in the incast; the victim's client must be a \
+                 rank that does not send (leave one out with --incast-senders N)",
+                if client == receiver {
+                    "receives"
+                } else {
+                    "sends"
+                }
+            ));
+        }
+        if senders.contains(&server) {
+            return Err(format!(
+                "{flag}: rank {server} sends in the incast; the victim's server is the receiver \
+                 ({receiver}) or a rank that does not send"
+            ));
+        }
+        Ok(Pair { client, server })
+    }
+
     /// The steps for `n` ranks, in order. Fails when a pair names a rank outside 0..n.
     pub(crate) fn steps(&self, n: usize) -> Result<Vec<Step>, String> {
         let rounds: Vec<Vec<(usize, usize)>> = match self {

@@ -10,12 +10,13 @@ use super::files::{self, RunInfo};
 use super::metrics_http::Exposition;
 use super::say;
 use super::summary::{self, LegLabels};
+use super::verdict::Sharing;
 use crate::report::export::openmetrics::{fabric_text, watch_exposition};
 use crate::report::export::{Document, ExportManager, FormatFiles};
 use crate::results::fabric::{FabricDoc, FabricRun};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -69,7 +70,7 @@ impl Sink {
             Some(0),
             indicatif::ProgressDrawTarget::stderr(),
         );
-        if !std::io::stderr().is_terminal() {
+        if !crate::report::term::interactive(crate::report::term::Stream::Stderr) {
             bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         }
         bar.set_style(
@@ -127,10 +128,13 @@ impl Sink {
             &self.gids,
             &self.scheduled,
         );
+        let sharing = Sharing::of(members, &info.concurrent);
         let pairs = files::PairTests {
             members,
             phases,
             labels: &self.labels,
+            sharing: &sharing,
+            incast: info.incast.as_ref(),
         };
         let run = FabricRun {
             doc,
@@ -188,7 +192,7 @@ impl Sink {
 
     /// The heatmaps as text and the summary of `phases`.
     fn summary(&self, members: &[Member], phases: &[Phase]) -> String {
-        let color = summary::use_color();
+        let color = crate::report::term::color(crate::report::term::Stream::Stdout);
         let mut text = String::new();
         for p in phases {
             for &m in MatrixMetric::of(p.test) {
@@ -208,6 +212,7 @@ impl Sink {
             &self.info.rules,
             &self.labels,
             &self.scheduled,
+            &Sharing::of(members, &self.info.concurrent),
         ));
         if let Some((receiver, senders)) = &self.info.incast {
             text.push_str(&summary::incast_text(

@@ -2,9 +2,11 @@
 //! bad hosts, the failed pairs and the lost ranks.
 
 use super::args::Leg;
-use super::cell::{Grid, MatrixMetric, Status, fmt_value};
-use super::driver::{Member, MemberState, Phase};
+use super::cell::{Cell, Grid, MatrixMetric, Status, fmt_value};
+use super::driver::{Member, MemberState, Phase, VICTIM_TEST};
 use super::rules::Rules;
+use super::schedule::Pair;
+use super::verdict::{Sharing, Verdict};
 use crate::results::fabric::PairState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
@@ -40,15 +42,6 @@ pub(crate) fn phase_title(p: &Phase, labels: &LegLabels) -> String {
         Some(l) => format!("{} over {l}", p.test.name()),
         None => p.test.name().to_owned(),
     }
-}
-
-/// Whether to colour the terminal output: a terminal that is not `dumb`, and no `NO_COLOR` (mpirun
-/// hands every rank a pseudo-terminal, so a terminal alone proves nothing).
-pub(crate) fn use_color() -> bool {
-    use std::io::IsTerminal;
-    std::io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none()
-        && std::env::var("TERM").is_ok_and(|t| !t.is_empty() && t != "dumb")
 }
 
 /// A matrix as text: numbers for up to 16 ranks, one shaded character per cell beyond.
@@ -146,6 +139,7 @@ pub(crate) fn summary_text(
     rules: &Rules,
     labels: &LegLabels,
     scheduled: &BTreeSet<(usize, usize)>,
+    sharing: &Sharing,
 ) -> String {
     let mut out = String::new();
     let present = members
@@ -157,6 +151,13 @@ pub(crate) fn summary_text(
         "Summary: {present} of {} ranks took part",
         members.len()
     );
+    for w in sharing.warnings() {
+        // Continuation lines indented under the first (wrap indents them by two more).
+        let text = crate::report::table::wrap(&format!("warning: {w}"), 96);
+        for line in text.lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     let name = |r: usize| members[r].name();
     for p in phases {
         let title = phase_title(p, labels);
@@ -186,9 +187,13 @@ pub(crate) fn summary_text(
             let _ = writeln!(out, "    no outliers");
         }
         for h in &p.diagnosis.bad_hosts {
+            let (kind, why) = match sharing.held_back(h.rank) {
+                Some(why) => ("held back", format!("; no bad-host verdict: {why}")),
+                None => ("bad host", String::new()),
+            };
             let _ = writeln!(
                 out,
-                "    bad host: {} is slow with {} of its {} peers",
+                "    {kind}: {} is slow with {} of its {} peers{why}",
                 name(h.rank),
                 h.flagged_peers,
                 h.measured_peers
@@ -217,13 +222,7 @@ pub(crate) fn summary_text(
                 },
                 None => String::new(),
             };
-            let kind = if p.diagnosis.bad_pairs.contains(&(c, s)) {
-                "bad pair"
-            } else if !p.confirmed.contains(&(c, s)) {
-                "slow under load only"
-            } else {
-                "flagged (bad host)"
-            };
+            let kind = Verdict::of(p, sharing, c, s).describe();
             let _ = writeln!(
                 out,
                 "    {kind}: {c} -> {s} ({} -> {}): {} {}{again}",
@@ -255,6 +254,40 @@ pub(crate) fn summary_text(
     out
 }
 
+/// The victim's line: `victim, write_bw over tcp: write_lat 3 -> 0 (the receiver) during the incast:
+/// median 12.3 us, p99 45.6 us, max 78.9 us`.
+fn victim_line(p: &Phase, labels: &LegLabels, v: &Pair, cell: &Cell, receiver: usize) -> String {
+    let fig = &cell.figures;
+    let us = |x: f32| {
+        if x.is_finite() {
+            format!("{} us", fmt_value(f64::from(x)))
+        } else {
+            "withheld (fewer than 10 samples beyond it)".to_owned()
+        }
+    };
+    let what = match (&cell.status, cell.error.as_deref()) {
+        (Status::Ok, _) => format!(
+            "median {}, p99 {}, max {}",
+            us(fig.lat_median_us),
+            us(fig.lat_p99_us),
+            us(fig.lat_max_us)
+        ),
+        (_, e) => format!("failed: {}", e.unwrap_or("?")),
+    };
+    let place = if v.server == receiver {
+        " (the receiver)"
+    } else {
+        ""
+    };
+    format!(
+        "  victim, {}: {} {} -> {}{place} during the incast: {what}\n",
+        phase_title(p, labels),
+        VICTIM_TEST.name(),
+        v.client,
+        v.server
+    )
+}
+
 /// An incast's lines: per bandwidth matrix, each sender's share of the receiver, their sum and
 /// Jain's index (`write_bw: 1 -> 0 4.1, 2 -> 0 3.9 Gb/s; sum 8.0 Gb/s, Jain's index 0.999`).
 pub(crate) fn incast_text(
@@ -265,6 +298,9 @@ pub(crate) fn incast_text(
 ) -> String {
     let mut out = String::new();
     for p in phases {
+        if let Some((v, cell)) = &p.victim {
+            out.push_str(&victim_line(p, labels, v, cell, receiver));
+        }
         let metric = MatrixMetric::BwAvg;
         if !MatrixMetric::of(p.test).contains(&metric) {
             continue;

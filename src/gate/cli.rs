@@ -96,7 +96,9 @@ pub fn main() -> ExitCode {
     if let Some(code) = super::congestion::main_if_congestion() {
         return code;
     }
-    let matches = crate::params::argv::matches(<Cli as clap::CommandFactory>::command());
+    let matches = crate::params::argv::matches(crate::report::term::clap_colors(
+        <Cli as clap::CommandFactory>::command(),
+    ));
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if !cli.gate.is_active() && !cli.set.is_active() {
         return bad_input([

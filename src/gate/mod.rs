@@ -298,7 +298,8 @@ pub(crate) fn args_for<C: clap::Parser>(schema: &str) -> Option<C> {
         return None;
     }
     let matches =
-        crate::params::argv::matches_from(C::command(), &args).unwrap_or_else(|e| e.exit());
+        crate::params::argv::matches_from(crate::report::term::clap_colors(C::command()), &args)
+            .unwrap_or_else(|e| e.exit());
     Some(C::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()))
 }
 

@@ -111,17 +111,8 @@ pub(crate) fn repetitions_for(alpha: f64) -> usize {
     (1..=64).find(|&k| smallest_p(k, k) <= alpha).unwrap_or(64)
 }
 
-/// The median of `values` (the mean of the two middle ones for an even count); None when empty.
-pub(crate) fn median(values: &[f64]) -> Option<f64> {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let k = v.len();
-    match k {
-        0 => None,
-        _ if k % 2 == 1 => Some(v[k / 2]),
-        _ => Some((v[k / 2 - 1] + v[k / 2]) / 2.0),
-    }
-}
+/// The median of `values`: one rule for the gates and the reports (`stats::median`).
+pub(crate) use crate::stats::median;
 
 /// The standard normal distribution function.
 fn normal_cdf(z: f64) -> f64 {

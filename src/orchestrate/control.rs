@@ -42,6 +42,10 @@ pub struct Hello {
     pub device: Option<String>,
     /// Its process id.
     pub pid: u32,
+    /// The cores it may run on (its affinity mask and cgroup), to tell a host whose pairs want more
+    /// busy-polling cores than it has; None from a worker that did not say.
+    #[serde(default)]
+    pub cores: Option<usize>,
 }
 
 impl Hello {
@@ -63,6 +67,7 @@ impl Hello {
             addr,
             device,
             pid: std::process::id(),
+            cores: std::thread::available_parallelism().ok().map(usize::from),
         }
     }
 }

@@ -1,125 +1,244 @@
-//! A fabric matrix as an SVG heatmap (plotters' SVG backend: text stays `<text>`, no font library
-//! needed): one square per (client, server), coloured from worst (red) to best (green), flagged pairs
-//! outlined, failed and not-run pairs grey with a mark.
+//! A fabric matrix as an SVG heatmap, written by hand (rectangles and text, so that its parts carry
+//! ids a reader or a test can find): one square per (client, server), coloured on an absolute scale
+//! against the matrix's median (fixed breakpoints, so a 21 % spread looks like 21 %, not like red
+//! against green), a colour bar with that scale, axis titles, rank:host labels, flagged pairs outlined,
+//! failed and not-run pairs grey with a mark.
 
-use crate::results::fabric::{Matrix, PairState, fmt_value};
-use plotters::prelude::*;
+use crate::results::fabric::{Host, Matrix, PairState, fmt_value};
+use std::fmt::Write;
 
 /// Largest square side in pixels (smaller for big matrices).
-const MAX_CELL: u32 = 48;
+const MAX_CELL: usize = 96;
+/// The colour scale: (a value's ratio to the median, where worse is below 1; colour), from worst.
+const STOPS: [(f64, (u8, u8, u8)); 5] = [
+    (0.50, (200, 40, 40)),
+    (0.75, (235, 130, 50)),
+    (0.90, (240, 210, 70)),
+    (0.97, (160, 205, 90)),
+    (1.00, (50, 160, 80)),
+];
 
-fn shade(t: f64) -> RGBColor {
-    // Worst (0) red → amber → green (1).
-    let t = t.clamp(0.0, 1.0);
-    let (r, g) = if t < 0.5 {
-        (215.0, 48.0 + 2.0 * t * 150.0)
-    } else {
-        (215.0 - (t - 0.5) * 2.0 * 170.0, 198.0)
-    };
-    RGBColor(r as u8, g as u8, 60)
+/// A cell's colour for its ratio to the median (1 = the median; below, worse).
+pub(crate) fn shade(ratio: f64) -> (u8, u8, u8) {
+    let r = if ratio.is_finite() { ratio } else { 0.0 };
+    if r <= STOPS[0].0 {
+        return STOPS[0].1;
+    }
+    for w in STOPS.windows(2) {
+        let ((a, ca), (b, cb)) = (w[0], w[1]);
+        if r <= b {
+            let t = (r - a) / (b - a);
+            let mix =
+                |x: u8, y: u8| (f64::from(x) + t * (f64::from(y) - f64::from(x))).round() as u8;
+            return (mix(ca.0, cb.0), mix(ca.1, cb.1), mix(ca.2, cb.2));
+        }
+    }
+    STOPS[STOPS.len() - 1].1
 }
 
-/// The heatmap of one matrix of a run of `ranks` ranks, as SVG text.
-pub(crate) fn heatmap_svg(m: &Matrix, ranks: usize) -> String {
+/// `v` against `median` as a ratio where below 1 is worse: v/median for bandwidth, median/v for
+/// latency.
+fn ratio(v: f64, median: f64, higher_is_better: bool) -> f64 {
+    if higher_is_better {
+        v / median
+    } else {
+        median / v
+    }
+}
+
+fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn hex((r, g, b): (u8, u8, u8)) -> String {
+    format!("#{r:02x}{g:02x}{b:02x}")
+}
+
+/// `2:cn07`, the host cut to 14 characters; the rank alone when the host is unknown.
+fn label(rank: usize, hosts: &[Host]) -> String {
+    match hosts.get(rank).map(|h| h.host.as_str()) {
+        Some(h) if h != "?" && !h.is_empty() => {
+            let short: String = h.chars().take(14).collect();
+            format!("{rank}:{short}")
+        }
+        _ => rank.to_string(),
+    }
+}
+
+/// The heatmap of one matrix of a run of `ranks` ranks on `hosts`, as SVG text.
+pub(crate) fn heatmap_svg(m: &Matrix, ranks: usize, hosts: &[Host]) -> String {
     let metric = m.metric;
     let n = ranks.max(1);
-    let cell = (MAX_CELL as usize).min((900 / n).max(2)) as u32;
-    let margin = 70u32;
-    let side = cell * n as u32;
-    // Wide enough for the title and the legend lines however few ranks there are.
-    let size = ((side + margin + 30).max(480), side + margin + 80);
+    let cell = MAX_CELL.min((720 / n).max(3));
+    let side = cell * n;
+    let labels_every = (n * 14).div_ceil(side).max(1);
+    let label_w = (0..n).map(|r| label(r, hosts).len()).max().unwrap_or(1) * 7 + 12;
+    let (x0, y0) = (label_w + 30, 120);
+    let bar_x = x0 + side + 40;
+    let width = (bar_x + 150).max(x0 + 420);
+    let height = y0 + side.max(260) + 80;
     let values: Vec<f64> = m.cells().map(|(_, _, v)| v).collect();
-    let lo = values.iter().copied().fold(f64::MAX, f64::min);
-    let hi = values.iter().copied().fold(f64::MIN, f64::max);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        let _ = root.fill(&WHITE);
-        let font = ("sans-serif", 14).into_font();
-        let small = ("sans-serif", (cell as i32 / 3).clamp(7, 11)).into_font();
-        let _ = root.draw(&Text::new(m.title(), (10, 8), font.clone()));
-        let _ = root.draw(&Text::new(
-            format!(
-                "{} [{}]; row = client rank, column = server rank",
-                metric.title(),
-                metric.unit()
-            ),
-            (10, 28),
-            small.clone(),
-        ));
-        let (x0, y0) = (margin as i32, (margin + 10) as i32);
-        let c = cell as i32;
-        let label_every = (n / 32).max(1);
-        for i in (0..n).step_by(label_every) {
-            let _ = root.draw(&Text::new(
-                i.to_string(),
-                (x0 + i as i32 * c + c / 3, y0 - 14),
-                small.clone(),
-            ));
-            let _ = root.draw(&Text::new(
-                i.to_string(),
-                (x0 - 30, y0 + i as i32 * c + c / 3),
-                small.clone(),
-            ));
-        }
-        for row in 0..n {
-            for col in 0..n {
-                let (x, y) = (x0 + col as i32 * c, y0 + row as i32 * c);
-                let value = m.value(row, col);
-                let state = m.state(row, col);
-                let fill = match value {
-                    Some(v) => {
-                        let mut t = if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
-                        if !metric.higher_is_better() {
-                            t = 1.0 - t;
-                        }
-                        shade(t)
-                    }
-                    None => match state {
-                        None => RGBColor(245, 245, 245),
-                        Some(_) => RGBColor(160, 160, 160),
-                    },
-                };
-                let _ = root.draw(&Rectangle::new(
-                    [(x, y), (x + c - 1, y + c - 1)],
-                    fill.filled(),
-                ));
-                if m.is_flagged(row, col) {
-                    let _ = root.draw(&Rectangle::new(
-                        [(x + 1, y + 1), (x + c - 2, y + c - 2)],
-                        BLACK.stroke_width(2),
-                    ));
-                }
-                match (value, state) {
-                    (Some(v), _) if c >= 36 => {
-                        let text = fmt_value(v);
-                        let _ = root.draw(&Text::new(text, (x + 3, y + c / 2 - 5), small.clone()));
-                    }
-                    (None, Some(PairState::Failed)) => {
-                        let _ = root.draw(&Text::new("x", (x + c / 3, y + c / 4), small.clone()));
-                    }
-                    (None, Some(_)) => {
-                        let _ = root.draw(&Text::new("-", (x + c / 3, y + c / 4), small.clone()));
-                    }
-                    _ => {}
-                }
+    let med = crate::stats::median(&values);
+    let hib = metric.higher_is_better();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif">"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<rect width="{width}" height="{height}" fill="white"/>"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<text id="title" x="10" y="22" font-size="16">{}</text>"#,
+        esc(&m.title())
+    );
+    let scale = match med {
+        Some(md) => format!(
+            "{} [{}]{}; colour: ratio to the median, {} {}",
+            metric.title(),
+            metric.unit(),
+            m.size_bytes
+                .map(|b| format!(" at {}", crate::report::fmt_size(b)))
+                .unwrap_or_default(),
+            fmt_value(md),
+            metric.unit()
+        ),
+        None => format!("{} [{}]; no values", metric.title(), metric.unit()),
+    };
+    let _ = writeln!(
+        s,
+        r#"<text id="subtitle" x="10" y="42" font-size="12">{}</text>"#,
+        esc(&scale)
+    );
+    // Axis titles: servers across the top, clients down the left.
+    let _ = writeln!(
+        s,
+        r#"<text id="x-title" x="{}" y="{}" font-size="13" text-anchor="middle">server (rank:host)</text>"#,
+        x0 + side / 2,
+        y0 - 62
+    );
+    let _ = writeln!(
+        s,
+        r#"<text id="y-title" x="14" y="{}" font-size="13" text-anchor="middle" transform="rotate(-90 14 {})">client (rank:host)</text>"#,
+        y0 + side / 2,
+        y0 + side / 2
+    );
+    let small = (cell / 4).clamp(8, 11);
+    for i in (0..n).step_by(labels_every) {
+        let text = esc(&label(i, hosts));
+        let cx = x0 + i * cell + cell / 2;
+        let _ = writeln!(
+            s,
+            r#"<text class="col-label" x="{cx}" y="{}" font-size="{small}" transform="rotate(-45 {cx} {})">{text}</text>"#,
+            y0 - 6,
+            y0 - 6
+        );
+        let _ = writeln!(
+            s,
+            r#"<text class="row-label" x="{}" y="{}" font-size="{small}" text-anchor="end">{text}</text>"#,
+            x0 - 6,
+            y0 + i * cell + cell / 2 + small / 3
+        );
+    }
+    for row in 0..n {
+        for col in 0..n {
+            let (x, y) = (x0 + col * cell, y0 + row * cell);
+            let value = m.value(row, col);
+            let state = m.state(row, col);
+            let fill = match (value, med) {
+                (Some(v), Some(md)) => hex(shade(ratio(v, md, hib))),
+                _ if state.is_none() => "#f5f5f5".to_owned(),
+                _ => "#a0a0a0".to_owned(),
+            };
+            let stroke = if m.is_flagged(row, col) {
+                r#" stroke="black" stroke-width="3""#
+            } else {
+                r#" stroke="white" stroke-width="1""#
+            };
+            let _ = writeln!(
+                s,
+                r#"<rect class="cell" data-client="{row}" data-server="{col}" x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}"{stroke}/>"#
+            );
+            let mark = match (value, state) {
+                (Some(v), _) if cell >= 40 => Some(fmt_value(v)),
+                (None, Some(PairState::Failed)) => Some("x".into()),
+                (None, Some(_)) => Some("-".into()),
+                _ => None,
+            };
+            if let Some(t) = mark {
+                let _ = writeln!(
+                    s,
+                    r#"<text x="{}" y="{}" font-size="{small}" text-anchor="middle">{}</text>"#,
+                    x + cell / 2,
+                    y + cell / 2 + small / 3,
+                    esc(&t)
+                );
             }
         }
-        let range = if values.is_empty() {
-            "no values".to_owned()
-        } else {
-            format!(
-                "red: worst {}, green: best {} {}",
-                fmt_value(if metric.higher_is_better() { lo } else { hi }),
-                fmt_value(if metric.higher_is_better() { hi } else { lo }),
-                metric.unit()
-            )
-        };
-        let y = (side + margin + 30) as i32;
-        let _ = root.draw(&Text::new(range, (10, y), small.clone()));
-        let marks = "outlined: flagged; grey x: failed; grey -: not run (rank missing or lost)";
-        let _ = root.draw(&Text::new(marks, (10, y + 18), small));
-        let _ = root.present();
     }
-    svg
+    colour_bar(&mut s, bar_x, y0, side.max(260), med.is_some(), m);
+    let ly = y0 + side.max(260) + 30;
+    let _ = writeln!(
+        s,
+        r#"<text id="legend" x="10" y="{ly}" font-size="11">black outline: flagged; grey x: failed; grey -: not run (rank missing or lost); light: no pair</text>"#
+    );
+    s.push_str("</svg>\n");
+    s
 }
+
+/// The colour bar: the scale from the worst stop (bottom) to the median and above (top), labelled with
+/// each stop's percentage of the median.
+fn colour_bar(s: &mut String, x: usize, y: usize, h: usize, has_values: bool, m: &Matrix) {
+    let _ = writeln!(s, r#"<g id="colour-bar">"#);
+    let what = if m.metric.higher_is_better() {
+        format!("{} / median", m.metric.title())
+    } else {
+        format!("median / {}", m.metric.title())
+    };
+    let _ = writeln!(
+        s,
+        r#"<text class="bar-title" x="{x}" y="{}" font-size="11">{}</text>"#,
+        y - 8,
+        esc(&what)
+    );
+    let steps = 40;
+    let (lo, hi) = (0.45, 1.0);
+    for i in 0..steps {
+        // Top: the median (and better); bottom: worse than the lowest stop.
+        let r = hi - (hi - lo) * (i as f64 + 0.5) / steps as f64;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x}" y="{}" width="18" height="{}" fill="{}"/>"#,
+            y + i * h / steps,
+            h / steps + 1,
+            hex(shade(r))
+        );
+    }
+    if has_values {
+        for (r, _) in STOPS {
+            let at = y + ((hi - r) / (hi - lo) * h as f64) as usize;
+            let text = if r >= 1.0 {
+                "100% and better".to_owned()
+            } else if r <= STOPS[0].0 {
+                format!("{:.0}% or worse", r * 100.0)
+            } else {
+                format!("{:.0}%", r * 100.0)
+            };
+            let _ = writeln!(
+                s,
+                r#"<text class="bar-label" x="{}" y="{}" font-size="11">{text}</text>"#,
+                x + 24,
+                at + 4
+            );
+        }
+    }
+    s.push_str("</g>\n");
+}
+
+#[cfg(test)]
+mod tests;

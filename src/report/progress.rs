@@ -1,8 +1,9 @@
-//! A progress bar for `-a` sweeps that hides itself when stdout is not a terminal, so that piped or
-//! redirected output (what scripts parse) carries only the report.
+//! A progress bar for `-a` sweeps that hides itself unless stdout and stderr are terminals the user
+//! watches (`report::term`), so that piped or redirected output (what scripts parse) carries only the
+//! report.
 
+use super::term::{self, Stream};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
 
 /// Progress over the message sizes of a sweep; printing through it keeps rows and bar apart.
 pub(crate) struct SweepProgress {
@@ -12,7 +13,7 @@ pub(crate) struct SweepProgress {
 impl SweepProgress {
     /// A bar over `sizes` steps, drawn on stderr only when both stdout and stderr are terminals.
     pub(crate) fn new(sizes: u64) -> SweepProgress {
-        let visible = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        let visible = term::interactive(Stream::Stdout) && term::interactive(Stream::Stderr);
         Self::with_visibility(sizes, visible)
     }
 
@@ -24,7 +25,7 @@ impl SweepProgress {
     /// A bar over `steps` steps named `unit` ("runs"), drawn as [`SweepProgress::new`] decides, with
     /// a ticking clock so that one long step still shows life.
     pub(crate) fn steps(steps: u64, unit: &str) -> SweepProgress {
-        let visible = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        let visible = term::interactive(Stream::Stdout) && term::interactive(Stream::Stderr);
         let p = Self::styled(steps, visible, unit, 20);
         if visible {
             p.bar
@@ -118,7 +119,7 @@ mod tests {
     #[test]
     fn bar_is_hidden_when_stdout_is_not_a_terminal() {
         // Under `cargo test` stdout is captured or piped, never a terminal.
-        if !std::io::stdout().is_terminal() {
+        if !term::interactive(Stream::Stdout) {
             assert!(SweepProgress::new(5).is_hidden());
         }
     }

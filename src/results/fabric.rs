@@ -43,7 +43,18 @@ pub(crate) enum Leg {
 }
 
 impl Leg {
-    /// Short name for file names and CSV: `given`, `v1`, `v2`, `tcp`.
+    /// fabric.csv's `compare_leg`: `none` (no `--compare`: the flags as given), `roce_v1`, `roce_v2`,
+    /// `tcp`.
+    pub(crate) fn csv_word(self) -> &'static str {
+        match self {
+            Leg::AsGiven => "none",
+            Leg::RoceV1 => "roce_v1",
+            Leg::RoceV2 => "roce_v2",
+            Leg::Tcp => "tcp",
+        }
+    }
+
+    /// Short name for file names and JSON: `given`, `v1`, `v2`, `tcp`.
     pub(crate) fn name(self) -> &'static str {
         match self {
             Leg::AsGiven => "given",
@@ -198,8 +209,14 @@ pub(crate) struct FabricDoc {
     pub rules: RulesDoc,
     /// Per rank: who and where it was.
     pub hosts: Vec<Host>,
+    /// Hosts that held several ranks, or more busy pair sides than cores.
+    pub shared_hosts: Vec<SharedHostDoc>,
+    /// What makes the verdicts less than they seem (ranks sharing a host, oversubscribed cores).
+    pub warnings: Vec<String>,
     /// Per leg, test and figure.
     pub matrices: Vec<Matrix>,
+    /// `--victim`: per leg and incast test, the latency probe that ran during the incast.
+    pub victims: Vec<VictimDoc>,
     /// Counts, flagged pairs and bad hosts.
     pub summary: Summary,
 }
@@ -223,7 +240,10 @@ impl Default for FabricDoc {
             validate: false,
             rules: RulesDoc::default(),
             hosts: Vec::new(),
+            shared_hosts: Vec::new(),
+            warnings: Vec::new(),
             matrices: Vec::new(),
+            victims: Vec::new(),
             summary: Summary::default(),
         }
     }
@@ -289,6 +309,24 @@ pub(crate) struct Host {
     pub reason: Option<String>,
     /// The GID it used, per leg name.
     pub gids: BTreeMap<String, String>,
+    /// The cores it may run on, as it said; None when it did not.
+    pub cores: Option<usize>,
+}
+
+/// A host that held several ranks of the run, or more busy-polling pair sides than cores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct SharedHostDoc {
+    /// Its host name.
+    pub host: String,
+    /// Its ranks.
+    pub ranks: Vec<usize>,
+    /// The cores its ranks may run on; None when unknown.
+    pub cores: Option<usize>,
+    /// The most pair sides (each busy-polling a core) that ran on it at once.
+    pub busy_sides: usize,
+    /// Whether `busy_sides` exceeded `cores` (no flag of a pair with a rank there is judged).
+    pub oversubscribed: bool,
 }
 
 impl Default for Host {
@@ -302,6 +340,7 @@ impl Default for Host {
             status: HostState::Present,
             reason: None,
             gids: BTreeMap::new(),
+            cores: None,
         }
     }
 }
@@ -342,6 +381,56 @@ pub(crate) struct Matrix {
     /// `--pattern incast`, bandwidth and message rate: what the senders got of the receiver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incast: Option<IncastShare>,
+}
+
+/// The victim of an incast: a latency probe between two ranks while the senders sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct VictimDoc {
+    /// The leg.
+    pub leg: Option<Leg>,
+    /// The incast's test (the senders').
+    pub test: String,
+    /// What the victim ran: `write_lat`.
+    pub probe: String,
+    /// Its client rank.
+    pub client: usize,
+    /// Its server rank.
+    pub server: usize,
+    /// Its client's host.
+    pub client_host: String,
+    /// Its server's host.
+    pub server_host: String,
+    /// Whether its server is the incast's receiver (it then queues behind the senders' traffic).
+    pub shares_receiver: bool,
+    /// `ok`, `failed`, `missing`.
+    pub status: String,
+    /// The probe's message size.
+    pub size_bytes: Option<u64>,
+    /// Its median one-way latency, µs.
+    #[serde(serialize_with = "micro")]
+    pub lat_median_us: Option<f64>,
+    /// Its p99 one-way latency, µs (None when withheld: fewer than 10 samples beyond it).
+    #[serde(serialize_with = "micro")]
+    pub lat_p99_us: Option<f64>,
+    /// Its maximum one-way latency, µs.
+    #[serde(serialize_with = "micro")]
+    pub lat_max_us: Option<f64>,
+    /// What went wrong.
+    pub error: Option<String>,
+}
+
+/// One incast row's place in fabric.csv: a sender's share of the receiver, or the victim.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct IncastCells {
+    /// `sender` or `victim`.
+    pub(crate) role: &'static str,
+    /// A sender's share of the senders' sum, %.
+    pub(crate) share_pct: Option<f64>,
+    /// The senders' sum, Gb/s.
+    pub(crate) sum_gbps: Option<f64>,
+    /// Jain's index of the senders' bandwidths.
+    pub(crate) jain: Option<f64>,
 }
 
 /// An incast's senders against its receiver, in one matrix's figure: their sum and how evenly they
@@ -446,6 +535,8 @@ pub(crate) struct Summary {
     pub flagged: Vec<Flag>,
     /// The bad hosts.
     pub bad_hosts: Vec<BadHostDoc>,
+    /// Hosts the rule would call bad, held back because their rank shares its host or its cores.
+    pub held_back: Vec<BadHostDoc>,
 }
 
 /// One flagged pair.
@@ -488,6 +579,12 @@ pub(crate) struct Flag {
     /// Whether the retest breached the limit again; None without a retest value.
     #[serde(default)]
     pub confirmed: Option<bool>,
+    /// fabric.csv's verdict: `bad_pair`, `bad_host`, `load_only`, `held_back`, `unjudged`.
+    #[serde(default)]
+    pub verdict: String,
+    /// Why the flag is held back or not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 fn unknown() -> String {
@@ -509,6 +606,9 @@ pub(crate) struct BadHostDoc {
     pub flagged_peers: usize,
     /// Peers it has a measured cell with.
     pub measured_peers: usize,
+    /// Why the verdict is held back (`summary.held_back` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A figure as the document holds it: rounded to 6 decimals.
@@ -553,7 +653,7 @@ pub(crate) fn write_json(w: &mut dyn Write, doc: &FabricDoc, spool: &Path) -> io
     w.write_all(b"\n  ]\n}\n")
 }
 
-/// One row of fabric.csv: one pair test (a retest is a row of its own, attempt 2).
+/// One row of fabric.csv: one pair test (a retest and an incast's victim are rows of their own).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PairRow<'a> {
     /// The leg.
@@ -564,8 +664,8 @@ pub(crate) struct PairRow<'a> {
     pub(crate) test: TestKind,
     /// The round of the schedule.
     pub(crate) round: u32,
-    /// 1, or 2 for a retest.
-    pub(crate) attempt: u8,
+    /// `matrix` (the schedule's run), `retest` (a flagged pair alone) or `victim` (an incast's probe).
+    pub(crate) run: &'static str,
     /// Client rank.
     pub(crate) client: usize,
     /// Server rank.
@@ -576,13 +676,18 @@ pub(crate) struct PairRow<'a> {
     pub(crate) server_host: &'a str,
     /// `ok`, `failed`, `missing`.
     pub(crate) status: &'static str,
-    /// Whether the pair was flagged (attempt 1 only).
-    pub(crate) flagged: bool,
+    /// Whether the judged figure is within the matrix's limit; None without a value or a limit.
+    pub(crate) within_limit: Option<bool>,
+    /// The matrix run's verdict (`ok`, `bad_pair`, `bad_host`, `load_only`, `held_back`,
+    /// `unjudged`), or the retest's (`confirmed`, `cleared`); empty when the matrix is not judged.
+    pub(crate) verdict: &'static str,
     /// The message size of the figures, 0 when it did not run.
     pub(crate) size_bytes: u64,
     /// Figures, NaN where one does not apply: average and peak bandwidth (Gb/s), message rate (Mpps),
     /// median, p99 and maximum latency (µs).
     pub(crate) figures: [f32; 6],
+    /// `--pattern incast`: the row's part in it (None for a pair outside an incast).
+    pub(crate) incast: Option<IncastCells>,
     /// What went wrong.
     pub(crate) error: Option<&'a str>,
 }
@@ -593,19 +698,20 @@ pub(crate) trait PairRows {
     fn rows(&self) -> Box<dyn Iterator<Item = PairRow<'_>> + '_>;
 }
 
-/// fabric.csv's columns, units in the names as in the single-pair CSV.
+/// fabric.csv's columns, units in the names as in the single-pair CSV (`tests/data/golden/fabric.csv`).
 pub(crate) const CSV_COLUMNS: &[&str] = &[
-    "leg",
+    "compare_leg",
     "transport",
     "test",
     "round",
-    "attempt",
+    "run",
     "client",
     "server",
     "client_host",
     "server_host",
     "status",
-    "flagged",
+    "within_limit",
+    "verdict",
     "size_bytes",
     "bw_avg_gbps",
     "bw_peak_gbps",
@@ -613,6 +719,10 @@ pub(crate) const CSV_COLUMNS: &[&str] = &[
     "lat_median_us",
     "lat_p99_us",
     "lat_max_us",
+    "incast_role",
+    "incast_share_pct",
+    "incast_sum_gbps",
+    "incast_jain",
     "error",
 ];
 
@@ -630,17 +740,18 @@ pub(crate) fn write_csv(w: &mut dyn Write, pairs: &dyn PairRows) -> Result<(), :
     };
     for r in pairs.rows() {
         let mut record = vec![
-            r.leg.name().to_owned(),
+            r.leg.csv_word().to_owned(),
             r.label.to_owned(),
             r.test.name().to_owned(),
             r.round.to_string(),
-            r.attempt.to_string(),
+            r.run.to_owned(),
             r.client.to_string(),
             r.server.to_string(),
             r.client_host.to_owned(),
             r.server_host.to_owned(),
             r.status.to_owned(),
-            r.flagged.to_string(),
+            r.within_limit.map(|b| b.to_string()).unwrap_or_default(),
+            r.verdict.to_owned(),
             if r.size_bytes > 0 {
                 r.size_bytes.to_string()
             } else {
@@ -648,6 +759,12 @@ pub(crate) fn write_csv(w: &mut dyn Write, pairs: &dyn PairRows) -> Result<(), :
             },
         ];
         record.extend(r.figures.map(f));
+        let g = |v: Option<f64>| v.map(|v| format!("{}", round_micro(v))).unwrap_or_default();
+        let i = r.incast;
+        record.push(i.map(|i| i.role).unwrap_or("").to_owned());
+        record.push(g(i.and_then(|i| i.share_pct)));
+        record.push(g(i.and_then(|i| i.sum_gbps)));
+        record.push(g(i.and_then(|i| i.jain)));
         record.push(r.error.unwrap_or("").to_owned());
         w.write_record(&record)?;
     }

@@ -7,17 +7,8 @@ use crate::common::assert_contains;
 use crate::fabric_support::*;
 use roceperf::fabric::job::ToWorker;
 use roceperf::orchestrate::control::{self, Hello, ToDriver};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
-
-fn spawn(mut c: Command, log: &std::path::Path) -> Child {
-    let f = std::fs::File::create(log).unwrap();
-    c.stdin(Stdio::null())
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .spawn()
-        .unwrap()
-}
 
 #[test]
 fn a_rank_killed_mid_run_is_named_and_the_rest_of_the_matrix_written() {
@@ -144,6 +135,7 @@ fn a_rank_of_another_version_is_refused_with_exit_2() {
         addr: None,
         device: None,
         pid: 1,
+        cores: None,
     };
     control::send(
         &mut std::io::BufWriter::new(s.try_clone().unwrap()),

@@ -14,7 +14,8 @@ fn soft_v2_on_four_loopback_addresses_fills_and_validates_every_cell() {
          --loopback-base 127.0.5.10",
     );
     let (stdout, _) = expect_code(&run(&mut mpirun(4, &[], &args), 240), 0);
-    let doc = fabric_json(results);
+    let doc = crate::common::schema::assert_valid_file("fabric", &results.join("fabric.json"));
+    crate::common::schema::assert_csv_header("fabric", &results.join("fabric.csv"));
     assert_eq!(doc["schema"], "roceperf.fabric");
     assert_eq!(doc["launcher"], "openmpi");
     assert_eq!(doc["validate"], true);

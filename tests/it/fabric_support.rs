@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -141,6 +141,11 @@ pub fn expect_code(o: &Output, code: i32) -> (String, String) {
         Some(code),
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
+    // Redirected output (mpirun's too, whose ranks write to its pseudo-terminals) holds no escape code.
+    assert!(
+        !stdout.contains('\x1b') && !stderr.contains('\x1b'),
+        "an escape code in redirected output:\n{stdout:?}\n{stderr:?}"
+    );
     (stdout, stderr)
 }
 
@@ -184,8 +189,6 @@ pub fn mpirun_wrapped<S: AsRef<OsStr>>(
         "--oversubscribe",
         "-np",
         &np.to_string(),
-        "-x",
-        "NO_COLOR=1",
     ]);
     for (k, v) in env {
         c.env(k, v).args(["-x", k]);
@@ -197,8 +200,7 @@ pub fn mpirun_wrapped<S: AsRef<OsStr>>(
 /// roce_fabric started for one rank by hand (`--rank`, `--world-size`), as a Kubernetes pod would be.
 pub fn rank<S: AsRef<OsStr>>(r: usize, n: usize, args: &[S]) -> Command {
     let mut c = Command::new(FABRIC);
-    c.env("NO_COLOR", "1")
-        .args(["--rank", &r.to_string(), "--world-size", &n.to_string()])
+    c.args(["--rank", &r.to_string(), "--world-size", &n.to_string()])
         .args(args);
     c
 }
@@ -206,14 +208,7 @@ pub fn rank<S: AsRef<OsStr>>(r: usize, n: usize, args: &[S]) -> Command {
 /// Starts ranks 0 .. n of a hand-started job with `args`, each logging to [`Job::log`].
 pub fn spawn_ranks<S: AsRef<OsStr>>(job: &Job, n: usize, args: &[S]) -> Vec<std::process::Child> {
     (0..n)
-        .map(|r| {
-            let log = std::fs::File::create(job.log(r)).unwrap();
-            rank(r, n, args)
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .unwrap()
-        })
+        .map(|r| spawn(rank(r, n, args), &job.log(r)))
         .collect()
 }
 
@@ -259,4 +254,14 @@ pub fn first_pairs(doc: &Value) -> Vec<(u64, u64, String)> {
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Starts `c` with its stdout and stderr in the file `log`.
+pub fn spawn(mut c: Command, log: &std::path::Path) -> Child {
+    let f = std::fs::File::create(log).unwrap();
+    c.stdin(Stdio::null())
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap()
 }

@@ -17,6 +17,7 @@ mod compare_local;
 mod conn_types;
 mod conn_wire;
 mod deps_script;
+mod fabric_host;
 mod fabric_local;
 mod fabric_mpi;
 mod fabric_scale;

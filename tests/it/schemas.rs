@@ -346,7 +346,11 @@ fn the_readme_documents_exactly_the_schema_keys_and_csv_columns() {
         );
     }
     // compare.csv's table documents the linked header, whose last column (`link`) only linked runs have.
-    for (csv, golden) in [("result", "result"), ("compare", "compare-linked")] {
+    for (csv, golden) in [
+        ("result", "result"),
+        ("compare", "compare-linked"),
+        ("fabric", "fabric"),
+    ] {
         let columns: BTreeSet<String> = golden_csv_header(golden)
             .split(',')
             .map(str::to_owned)

@@ -21,6 +21,7 @@ fn plan(n: usize, serial: bool) -> Plan {
             b: Some(1),
             spec: "loss=5%".into(),
         }],
+        victim: None,
     }
 }
 
@@ -31,6 +32,7 @@ fn members(n: usize) -> Vec<Member> {
             host: format!("h{rank}"),
             addr: format!("10.0.0.{rank}"),
             device: None,
+            cores: None,
             state: MemberState::Present,
         })
         .collect()
@@ -300,4 +302,62 @@ fn an_incast_starts_every_sender_at_once_each_on_its_own_port() {
         ]
     );
     assert!(d.phases()[0].limit.is_none() && d.phases()[0].flagged.is_empty());
+}
+
+#[test]
+fn an_incast_victim_probes_the_receiver_while_the_senders_send_and_is_kept_apart() {
+    let mut p = plan(4, false);
+    p.steps = Pattern::Incast {
+        receiver: 0,
+        senders: Some(2),
+    }
+    .steps(4)
+    .unwrap();
+    p.impair.clear();
+    p.victim = Some(Pair {
+        client: 3,
+        server: 0,
+    });
+    let mut d = Driver::new(p, members(4));
+    let (records, seen) = run(&mut d, |_, j| {
+        if j.run.test == "write_lat" {
+            Outcome {
+                exit_code: Some(0),
+                error: None,
+                result: Some(serde_json::json!({"results": [{"size_bytes": 2,
+                    "latency": {"median_us": 7.5, "percentiles": {"p99": 20.0}, "max_us": 31.0}}]})),
+                elapsed_ms: 5,
+            }
+        } else {
+            ok(2.0)
+        }
+    });
+    assert!(d.is_finished());
+    // Both senders and the victim start in the one step, before any answer; the victim on its own
+    // port (the base plus its client's rank), running write_lat.
+    let victim: Vec<(usize, Side, Option<u16>)> = seen
+        .iter()
+        .filter(|(_, j)| j.run.test == "write_lat")
+        .map(|(r, j)| (*r, j.side, j.port))
+        .collect();
+    assert_eq!(
+        victim,
+        [
+            (0, Side::Server, Some(20003)),
+            (3, Side::Client, Some(20003))
+        ]
+    );
+    assert_eq!(seen.len(), 6, "two senders and the victim, two sides each");
+    // The victim is not a cell of the bandwidth matrix: its figures are the phase's victim.
+    let phase = &d.phases()[0];
+    assert!(phase.grid.get(3, 0).is_none());
+    let (pair, cell) = phase.victim.as_ref().expect("the victim's outcome");
+    assert_eq!((pair.client, pair.server), (3, 0));
+    assert_eq!(cell.status, Status::Ok);
+    assert_eq!(cell.figures.lat_median_us, 7.5);
+    assert_eq!(cell.figures.lat_p99_us, 20.0);
+    let rec = records.iter().find(|r| r.victim).expect("a victim record");
+    assert_eq!((rec.test, rec.client, rec.server), ("write_lat", 3, 0));
+    assert_eq!(records.len(), 3);
+    assert_eq!(d.progress().0, 2, "progress counts the matrix's pairs only");
 }

@@ -63,7 +63,10 @@ impl Exporter for SvgExporter {
                         format!("{}-", m.leg.name())
                     };
                     let name = format!("heatmap-{leg}{}-{}.svg", m.test, m.metric.name());
-                    ExportFile::whole(place.join(&name), heatmap::heatmap_svg(m, run.doc.ranks))
+                    ExportFile::whole(
+                        place.join(&name),
+                        heatmap::heatmap_svg(m, run.doc.ranks, &run.doc.hosts),
+                    )
                 })
                 .collect()),
             Document::Congestion(study) => congestion_plots(study, place),

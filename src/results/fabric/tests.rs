@@ -65,6 +65,8 @@ fn doc() -> FabricDoc {
                 retest_value: Some(4.444_444_444),
                 retest_error: None,
                 confirmed: Some(true),
+                verdict: "bad_pair".into(),
+                why: None,
             }],
             ..Summary::default()
         },
@@ -193,15 +195,26 @@ fn fabric_csv_has_a_row_per_pair_test_with_units_in_the_header() {
         label: "tcp",
         test: write_bw,
         round: 3,
-        attempt,
+        run: if attempt == 1 { "matrix" } else { "retest" },
         client: 1,
         server: 0,
         client_host: "h1",
         server_host: "h0",
         status: if error.is_some() { "failed" } else { "ok" },
-        flagged: attempt == 1,
+        within_limit: (attempt == 1).then_some(false),
+        verdict: if attempt == 1 {
+            "bad_pair"
+        } else {
+            "confirmed"
+        },
         size_bytes: if error.is_some() { 0 } else { 65536 },
         figures: [gbps, f32::NAN, 0.25, f32::NAN, f32::NAN, f32::NAN],
+        incast: (attempt == 1).then_some(IncastCells {
+            role: "sender",
+            share_pct: Some(40.0),
+            sum_gbps: Some(23.75),
+            jain: Some(0.961_538_461_5),
+        }),
         error,
     };
     let rows = Rows(vec![
@@ -214,12 +227,17 @@ fn fabric_csv_has_a_row_per_pair_test_with_units_in_the_header() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], CSV_COLUMNS.join(","));
     assert_eq!(
+        include_str!("../../../tests/data/golden/fabric.csv").trim_end(),
+        lines[0],
+        "tests/data/golden/fabric.csv holds the header"
+    );
+    assert_eq!(
         lines[1],
-        "given,tcp,write_bw,3,1,1,0,h1,h0,ok,true,65536,9.5,,0.25,,,,"
+        "none,tcp,write_bw,3,matrix,1,0,h1,h0,ok,false,bad_pair,65536,9.5,,0.25,,,,sender,40,23.75,0.961538,"
     );
     assert_eq!(
         lines[2],
-        "given,tcp,write_bw,3,2,1,0,h1,h0,failed,false,,,,0.25,,,,\"it, failed\""
+        "none,tcp,write_bw,3,retest,1,0,h1,h0,failed,,confirmed,,,,0.25,,,,,,,,\"it, failed\""
     );
 }
 

@@ -385,6 +385,14 @@ pub fn assert_both_ok(what: &str, s: &Done, c: &Done) {
         s.stdout,
         s.stderr
     );
+    // Their output is piped, never a terminal: no colour, no progress bar (issue 34, point 7).
+    for (side, d) in [("client", c), ("server", s)] {
+        let out = format!("{}{}", d.stdout, d.stderr);
+        assert!(
+            !out.contains('\x1b'),
+            "{what}: {side}'s piped output holds an escape code: {out:?}"
+        );
+    }
 }
 
 /// Asserts that both sides stopped with a usage or setup error (exit 2) whose message holds each of
