@@ -23,7 +23,11 @@
 #       (v2 here with its virtio_net_hdr super-frames, as --io packet sends by default)
 #     tcp write_bw                 >= 1.0 x  iperf3 -l 64K on lo
 #   congestion signals (issue 29), soft v2 write_bw --validate across the veth pair, 1 % of the
-#   client's datagrams CE-marked by iptables' ECN target:
+#   client's datagrams CE-marked by iptables' ECN target, every run held to the same offered rate
+#   (--rate_limit CE_RATE Gb/s, default 4, below what one core sends here) so that the unmarked
+#   goodput is that rate, not what the CPU managed in that run (it moved from 13.2 to 7.7 Gb/s
+#   between two runs minutes apart); each round runs unmarked, marked and unmarked again, and a
+#   marked run is taken against the mean of the unmarked runs either side of it:
 #     --cc dcqcn at the paper's parameters <= 0.8 x unmarked; --cc none within 0.9-1.1 x unmarked;
 #     --cc dcqcn at ConnectX's defaults: info (it recovers within a few byte counters, see
 #     docs/congestion.md)
@@ -256,22 +260,44 @@ ce_marks() {
         --probability "$1" -j ECN --ecn-ip-ect "${2:-3}"
 }
 
-# DCQCN at the SIGCOMM'15 paper's timing (docs/congestion.md): alpha every 55 us with g = 1/256, the
-# rate timer every 55 us, a 10 MB byte counter, F = 5, AI 40 and HAI 200 Mb/s, a CNP per 50 us at most.
+# DCQCN at the SIGCOMM'15 paper's timing (docs/congestion.md), as the virtual-time tests run it: alpha
+# every 55 us with g = 1/256, the rate timer every 55 us, a 10 MB byte counter, F = 5, AI 40 and HAI
+# 200 Mb/s, a CNP and a cut per 50 us at most, R_T <- R_C on every cut.
 PAPER_CC=(--cc-param rp_dce_tcp_rtt=55 --cc-param rp_dce_tcp_g=1020 --cc-param rp_time_reset=55
     --cc-param rp_byte_reset=10485760 --cc-param rp_threshold=5 --cc-param rp_ai_rate=40
-    --cc-param rp_hai_rate=200 --cc-param np_min_time_between_cnps=50)
+    --cc-param rp_hai_rate=200 --cc-param np_min_time_between_cnps=50
+    --cc-param rp_rate_reduce_monitor_period=50 --cc-param rp_clamp_tgt_rate=1)
 
 # Congestion signals (issue 29): the same soft v2 write_bw with --validate, unmarked and with 1 % of
 # the client's datagrams CE-marked, under DCQCN (ConnectX's defaults, then the paper's) and --cc none.
+CE_RATE=${CE_RATE:-4}
+CE_BW=(write_bw --transport soft --roce v2 -d veth0 --validate --rate_limit "$CE_RATE" --rate_units g)
 ce_round() {
-    ce_marks 0.01 2
-    roce_bw ce_unmarked write_bw --transport soft --roce v2 -d veth0 --validate
+    ce_unmarked
     ce_marks 0.01
-    roce_bw ce_dcqcn write_bw --transport soft --roce v2 -d veth0 --validate --cc dcqcn
-    roce_bw ce_dcqcn_paper write_bw --transport soft --roce v2 -d veth0 --validate --cc dcqcn "${PAPER_CC[@]}"
-    roce_bw ce_none write_bw --transport soft --roce v2 -d veth0 --validate --cc none
+    roce_bw ce_dcqcn "${CE_BW[@]}" --cc dcqcn
+    roce_bw ce_dcqcn_paper "${CE_BW[@]}" --cc dcqcn "${PAPER_CC[@]}"
+    roce_bw ce_none "${CE_BW[@]}" --cc none
+    ce_unmarked
     ce_marks off
+    ce_pair ce_dcqcn ce_dcqcn_paper ce_none
+}
+
+# ce_unmarked: one unmarked run (ECT(0) set by the same rule, so the same host path as the marked).
+ce_unmarked() {
+    ce_marks 0.01 2
+    roce_bw ce_unmarked "${CE_BW[@]}"
+}
+
+# ce_pair <keys...>: each marked run of this round against the mean of this round's two unmarked runs
+# (one before, one after), appended to <key>_pair; the CONGESTION rows take the median of these.
+ce_pair() {
+    local u k
+    u=$(tail -n 2 "$WORK/ce_unmarked" 2>/dev/null | awk '{ s += $1; n++ } END { if (n == 2) print s / 2 }')
+    for k in "$@"; do
+        [[ -n $u && -s $WORK/$k ]] && tail -n 1 "$WORK/$k" | awk -v u="$u" '{ print $1 / u }' >>"$WORK/${k}_pair"
+    done
+    return 0
 }
 
 veth9k_round() {
@@ -341,7 +367,9 @@ show() { # show <figures...>: "9.81 / 12.1 / 302" (3 significant digits or more)
 # medians when the two did not run the same rounds.
 ratio() {
     local a=$WORK/$1 b=$WORK/$2 scale=${3:-1}
-    if [[ -s $a && -s $b && $(wc -l <"$a") -eq $(wc -l <"$b") ]]; then
+    if [[ -s ${a}_pair ]]; then # paired with the runs either side of it (ce_pair): their ratios' median
+        median <"${a}_pair" | awk '{ printf "%.2f", $1 }'
+    elif [[ -s $a && -s $b && $(wc -l <"$a") -eq $(wc -l <"$b") ]]; then
         paste -d' ' <(cut -d' ' -f1 "$a") <(cut -d' ' -f1 "$b") |
             awk -v s="$scale" '$2 * s > 0 { print $1 / ($2 * s) }' | median | awk '{ printf "%.2f", $1 }'
     else
@@ -435,7 +463,7 @@ row "soft v2 AF_PACKET --no-gso write_bw / roce_ref packet-stream 4140 B [veth 9
 row "soft v2 UDP write_bw / roce_ref udp-stream 4112 B [veth 9000]" v9k_udp_write_bw v9k_ref_udp info -
 row "tcp write_bw / roce_ref tcp-stream 64K [lo]" lo_tcp_write_bw lo_tcp_stream info -
 row "iperf3 -l 64K / roce_ref tcp-stream 64K [lo]" lo_iperf lo_tcp_stream secondary -
-printf "%-72s %-22s %-22s %6s  %-7s %s\n" "CONGESTION, Gb/s, 64 KiB write_bw --validate, 1% CE marks [veth 1500]" "marked" "unmarked" "ratio" "target" "result"
+printf "%-72s %-22s %-22s %6s  %-7s %s\n" "CONGESTION, Gb/s, 64 KiB write_bw --validate --rate_limit ${CE_RATE}G, 1% CE marks [veth 1500]" "marked" "unmarked" "ratio" "target" "result"
 row "soft v2 --cc dcqcn, the paper's parameters / unmarked" ce_dcqcn_paper ce_unmarked "<=" 0.8
 row "soft v2 --cc dcqcn, ConnectX's defaults / unmarked" ce_dcqcn ce_unmarked info -
 row "soft v2 --cc none / unmarked" ce_none ce_unmarked within 0.9-1.1

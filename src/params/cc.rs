@@ -164,7 +164,33 @@ fn names() -> String {
         .join(", ")
 }
 
+/// The rate and CNP timers of [`CcParams::slow_link`], µs.
+pub(crate) const SLOW_LINK_TIMER_US: u32 = 300;
+
 impl CcParams {
+    /// DCQCN for a slow link with a long round trip, as `roce_compare --congestion` runs it
+    /// (docs/congestion.md, "DCQCN's parameters in the study"): the SIGCOMM'15 paper's rules
+    /// (F = 5, g = 1/256, R_T ← R_C on every cut, a 10 MB byte counter) with K, T and the least time
+    /// between CNPs and between cuts at 300 µs, a round trip of that link (the
+    /// paper's 55 µs are a few of its 40 Gb/s fabric's), R_AI 5 Mb/s (ConnectX's; 0.5 % of 1 Gb/s)
+    /// and R_HAI five times it (the paper's ratio), and the senders' line rate `line_mbps`.
+    pub fn slow_link(line_mbps: u32) -> CcParams {
+        CcParams {
+            rp_threshold: 5,
+            rp_dce_tcp_g: 1020,
+            rp_clamp_tgt_rate: 1,
+            rp_byte_reset: 10_000_000,
+            rp_time_reset: SLOW_LINK_TIMER_US,
+            rp_dce_tcp_rtt: SLOW_LINK_TIMER_US,
+            np_min_time_between_cnps: SLOW_LINK_TIMER_US,
+            rp_rate_reduce_monitor_period: SLOW_LINK_TIMER_US,
+            rp_ai_rate: 5,
+            rp_hai_rate: 25,
+            rp_max_rate: line_mbps,
+            ..CcParams::default()
+        }
+    }
+
     /// Applies one `name=value`.
     pub fn set(&mut self, spec: &str) -> Result<(), CcParamError> {
         let Some((name, value)) = spec.split_once('=') else {

@@ -1,6 +1,7 @@
 //! The I/O loop around [`Port`]: receive a batch on every port, learn source MACs, forward at once
 //! what does not go to the egress port, queue what does (its bytes in the [`Ring`]), send what is
-//! due, send PFC frames, and sleep in `ppoll` until the next departure, refresh or sample, or a frame.
+//! due, send PFC frames, and sleep in `ppoll` until the next departure or refresh, or a frame (queue
+//! samples are filled in at each wake-up).
 
 use roceperf::results::switch::{
     EgressStats, PfcStats, PortStats, SWITCH_SCHEMA, SwitchStats, Thresholds,
@@ -177,24 +178,20 @@ impl Switch {
             .collect();
         while !sys::stop_requested() {
             let now = sys::now_ns();
+            self.sample(now);
             self.depart(now)?;
             let mut got = false;
             for i in 0..self.socks.len() {
                 got |= self.receive(i)?;
             }
-            let now = sys::now_ns();
-            self.sample(now);
             if got {
                 continue;
             }
-            let next = [
-                self.port.next_departure(),
-                self.port.next_refresh(),
-                self.cfg.sample_ns.and(self.start).map(|_| self.next_sample),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
+            let now = sys::now_ns();
+            let next = [self.port.next_departure(), self.port.next_refresh()]
+                .into_iter()
+                .flatten()
+                .min();
             let timeout = next.map_or(MAX_SLEEP_NS, |t| t.saturating_sub(now).min(MAX_SLEEP_NS));
             if timeout > 0 {
                 sys::wait(&mut fds, Some(timeout))
@@ -411,18 +408,19 @@ impl Switch {
         self.macs.iter().find(|(m, _)| m == mac).map(|(_, p)| *p)
     }
 
+    /// Records the queue at every sample time up to `now`, before this wake-up's departures and
+    /// arrivals. The queue changes only at those, so what it holds now it held since the last
+    /// wake-up: a sample needs no wake-up of its own. (It had one: 10,000 a second at 100 µs, each
+    /// preempting a busy-polling endpoint under SCHED_FIFO; the idle switch took a quarter of a core.)
     fn sample(&mut self, now: u64) {
         let (Some(period), Some(start)) = (self.cfg.sample_ns, self.start) else {
             return;
         };
-        if now < self.next_sample {
-            return;
-        }
-        self.samples
-            .push([(now - start) / 1_000, self.port.queued_bytes()]);
-        self.next_sample += period;
-        if self.next_sample <= now {
-            self.next_sample = now + period;
+        let queued = self.port.queued_bytes();
+        while self.next_sample <= now {
+            self.samples
+                .push([(self.next_sample - start) / 1_000, queued]);
+            self.next_sample += period;
         }
     }
 

@@ -2,7 +2,7 @@
 //! and transport legs, the victim's, and the switch's settings. Pure; `super::run` carries it out.
 
 use crate::compare::leg::{LegSpec, Sizes, TestSpec, TransportChoice, Tuning};
-use crate::params::{Metric, RoceVersion, TestKind, Verb};
+use crate::params::{CcParams, Metric, RoceVersion, TestKind, Verb};
 use crate::results::congestion::Discipline;
 
 /// The 802.1Q priority the flows carry (`-S`) and PFC keeps lossless: RoCE's customary 3.
@@ -59,6 +59,13 @@ pub(crate) struct CongestionArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 64, requires = "congestion",
           value_parser = crate::params::parse_size)]
     pub(crate) victim_size: u64,
+    /// DCQCN's parameters in ecn-dcqcn and pfc-dcqcn, NAME=VALUE as roce_write_bw's --cc-param
+    /// takes them (repeatable); each replaces the study's default for the link, which is the
+    /// paper's DCQCN with its timers at this link's round trip: F=5, g=1/256, R_T <- R_C on every
+    /// cut, K = T = the CNP and cut intervals = 300 µs, R_AI 5 and R_HAI 25 Mb/s, a 10 MB byte
+    /// counter, and the senders' line rate (rp_max_rate) = --bottleneck (docs/congestion.md).
+    #[arg(long = "cc-param", value_name = "NAME=VALUE", requires = "congestion")]
+    pub(crate) cc_params: Vec<String>,
     /// Interval of the per-flow goodput series (the clients' --qp-series), ms.
     #[arg(long, value_name = "MS", default_value_t = 10, requires = "congestion",
           value_parser = clap::value_parser!(u64).range(1..=10_000))]
@@ -127,6 +134,18 @@ pub(crate) struct Study {
     pub(crate) series_ms: u64,
     /// Convergence window, ms.
     pub(crate) converge_window_ms: u64,
+    /// DCQCN's parameters of the DCQCN disciplines: the link's defaults with `--cc-param` applied.
+    pub(crate) cc: CcParams,
+}
+
+/// DCQCN as the study runs it on a link of `gbps`: [`CcParams::slow_link`] with the senders' line
+/// rate at the bottleneck's, as in the simulated dumbbell (a NIC as fast as the switch port), so a
+/// queue pair never paces above it. Timers shorter than this link's round trip (~300 µs: the idle
+/// victim's ~150 µs through the switch, a 4 KB frame's 33 µs at 1 Gb/s, a queue at Kmax) cut and
+/// raise again before a cut is seen: in virtual time at this link, ConnectX's 1-4 µs timers held
+/// four flows to 57 % of the port with drops, the paper's 55 µs to 93 %, 300 µs to 99 %.
+pub(crate) fn link_cc(gbps: f64) -> CcParams {
+    CcParams::slow_link((gbps * 1000.0).round().max(1.0) as u32)
 }
 
 /// The bulk flows' message size when `-s` is not given: 64 KiB, write_bw's own.
@@ -173,6 +192,10 @@ impl Study {
         {
             return Err(format!("--xon {on} must be below --xoff {off}"));
         }
+        let mut cc = link_cc(args.bottleneck);
+        for spec in &args.cc_params {
+            cc.set(spec).map_err(|e| e.to_string())?;
+        }
         let duration_s = duration.unwrap_or(DEFAULT_DURATION_S);
         Ok(Study {
             disciplines,
@@ -191,6 +214,7 @@ impl Study {
             victim: (!args.no_victim).then_some(args.victim_size),
             series_ms: args.series_ms,
             converge_window_ms: args.converge_window_ms,
+            cc,
         })
     }
 
@@ -223,6 +247,11 @@ impl Study {
             _ => {
                 let mut l = LegSpec::roce(TransportChoice::Soft, RoceVersion::V2, device);
                 l.extra = soft_flags(d.cc());
+                if d.cc() == "dcqcn" {
+                    for p in self.cc.changed() {
+                        l.extra.extend(["--cc-param".into(), p]);
+                    }
+                }
                 if let Some(r) = d.recovery() {
                     l.extra.extend(["--recovery".into(), r.name().into()]);
                 }
@@ -306,7 +335,12 @@ mod tests {
         );
         assert_eq!(
             ecn.extra.join(" "),
-            "--io packet --no-gso -S 3 --cc dcqcn --validate --qp-series 20"
+            "--io packet --no-gso -S 3 --cc dcqcn --cc-param rp_clamp_tgt_rate=1 \
+             --cc-param rp_byte_reset=10000000 \
+             --cc-param rp_threshold=5 --cc-param rp_max_rate=1000 --cc-param rp_hai_rate=25 \
+             --cc-param rp_dce_tcp_g=1020 --cc-param rp_dce_tcp_rtt=300 \
+             --cc-param rp_rate_reduce_monitor_period=300 \
+             --cc-param np_min_time_between_cnps=300 --validate --qp-series 20"
         );
         let sr = s.bulk_leg(Discipline::LossySr, "veth0").extra.join(" ");
         assert_eq!(
@@ -328,6 +362,42 @@ mod tests {
             s.victim_leg("veth0").extra.join(" "),
             "--io packet --no-gso -S 3 --cc none"
         );
+    }
+
+    #[test]
+    fn dcqcn_runs_at_the_links_defaults_and_a_cc_param_replaces_one() {
+        let a = args(&[
+            "--congestion",
+            "--bottleneck",
+            "2.5",
+            "--cc-param",
+            "rp_ai_rate=10",
+            "--cc-param",
+            "rp_time_reset=55",
+        ])
+        .unwrap();
+        let s = Study::new(&a, None, None).unwrap();
+        let want = CcParams {
+            rp_ai_rate: 10,
+            rp_time_reset: 55,
+            ..link_cc(2.5)
+        };
+        assert_eq!(s.cc, want);
+        assert_eq!(
+            s.cc.rp_max_rate, 2500,
+            "the senders' line is the bottleneck's"
+        );
+        let extra = s.bulk_leg(Discipline::PfcDcqcn, "veth0").extra.join(" ");
+        assert!(extra.contains("--cc-param rp_ai_rate=10"), "{extra}");
+        assert!(extra.contains("--cc-param rp_time_reset=55"), "{extra}");
+        assert!(extra.contains("--cc-param rp_dce_tcp_rtt=300"), "{extra}");
+        for d in [Discipline::Pfc, Discipline::LossyGbn, Discipline::TcpCubic] {
+            let extra = s.bulk_leg(d, "veth0").extra.join(" ");
+            assert!(!extra.contains("--cc-param"), "{d}: {extra}");
+        }
+        let a = args(&["--congestion", "--cc-param", "rp_ai=5"]).unwrap();
+        let e = Study::new(&a, None, None).unwrap_err();
+        assert!(e.contains("no such DCQCN parameter"), "{e}");
     }
 
     #[test]

@@ -241,8 +241,12 @@ impl Dcqcn {
         self.rc = (self.rt + self.rc) / 2.0;
         self.last_stage = Some(stage);
         // Back where it started (within one additive step): the limiter lets go, as a ConnectX
-        // frees a queue pair's rate limiter at line rate.
-        if self.rt >= self.line_bps && self.line_bps - self.rc <= self.ai_bps {
+        // frees a queue pair's rate limiter at line rate. Not when `rp_max_rate` names that line
+        // rate: a NIC never sends above its line, and the soft transport's link (a veth) has
+        // none, so a queue pair let go would send at the CPU's speed, many times a bottleneck's
+        // rate; it stays paced at `rp_max_rate` instead, as the NIC's line would hold it.
+        if self.max_bps == 0.0 && self.rt >= self.line_bps && self.line_bps - self.rc <= self.ai_bps
+        {
             self.limited = false;
             self.rc = self.line_bps;
         }
@@ -386,14 +390,25 @@ mod tests {
 
     #[test]
     fn the_limiter_lets_go_once_the_rate_is_back_where_it_started() {
-        let mut rp = Dcqcn::new(&CcParams {
-            rp_max_rate: 1_000,
-            ..CcParams::default()
-        });
-        rp.on_cnp(0, || 0.0);
+        let mut rp = Dcqcn::new(&CcParams::default());
+        rp.on_cnp(0, || 1e9);
         rp.advance(1_000_000_000);
         assert!(!rp.limited(), "a second of timer expiries climbs back");
         rp.on_sent(1 << 30);
         assert_eq!(rp.stats.rate_cuts, 1);
+    }
+
+    #[test]
+    fn with_rp_max_rate_the_limiter_holds_at_that_line_rate_instead_of_letting_go() {
+        let mut rp = Dcqcn::new(&CcParams {
+            rp_max_rate: 1_000,
+            ..CcParams::default()
+        });
+        rp.on_cnp(0, || unreachable!("rp_max_rate names the start"));
+        rp.advance(1_000_000_000);
+        rp.on_sent(1 << 30);
+        assert!(rp.limited(), "still paced: the line rate is the limit");
+        assert!(close(rp.rate_bps().unwrap(), 1e9), "{:?}", rp.rate_bps());
+        assert!(close(rp.target_bps().unwrap(), 1e9));
     }
 }
