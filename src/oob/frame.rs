@@ -12,8 +12,9 @@ pub(crate) const MAGIC: &[u8; 8] = b"roceperf";
 
 /// Version of this out-of-band protocol; both sides must speak the same. Version 2: the parameters
 /// no longer carry `report_gbits` (display options are each side's own). Version 3: an abort says
-/// whether the test failed or its setup did ([`Abort`]).
-pub(crate) const PROTOCOL_VERSION: u16 = 3;
+/// whether the test failed or its setup did ([`Abort`]). Version 4: a size's results say whether a
+/// signal cut the size short on the side that sent them (`results::SizeReport`).
+pub(crate) const PROTOCOL_VERSION: u16 = 4;
 
 /// Bytes of the hello: magic, version (u16 big-endian), two reserved bytes.
 pub(crate) const HELLO_LEN: usize = 12;
