@@ -26,6 +26,7 @@ mod gate_cli;
 mod gate_in_binaries;
 mod gate_ratio;
 mod instructions_script;
+mod interrupted;
 mod layering;
 mod nic_counters;
 mod oob_errors;
