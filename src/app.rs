@@ -12,7 +12,8 @@
 //! `measure` (one size on the data path), `report` (what is printed and written), [`exit`] (exit
 //! codes), `notes` (typed header notes and warnings), `resources` (the memory a run needs,
 //! checked up front), `rdma_cm` (`-R`: queue pairs connected through the CM), `nic` (verbs: the
-//! NIC's counters around each size, `-W`).
+//! NIC's counters around each size, `-W`), `persist` (`--persist`: a server that serves one client
+//! after another).
 //!
 //! What the rooms share lives here, so that none of them reaches another for it: the `Error`
 //! every room returns.
@@ -25,6 +26,7 @@ mod measure;
 mod nic;
 mod notes;
 mod perftest_oob;
+mod persist;
 mod plan;
 mod rdma_cm;
 mod report;
@@ -151,9 +153,13 @@ impl Error {
 
 /// Entry point of the test binaries: options, plan, run, exit code.
 pub fn main(test: TestKind) -> ExitCode {
-    let outcome = Options::parse(test)
-        .map_err(Error::from)
-        .and_then(|opts| run(&Plan::new(opts)));
+    let outcome = Options::parse(test).map_err(Error::from).and_then(|opts| {
+        let plan = Plan::new(opts);
+        match plan.persist {
+            true => persist::serve(&plan),
+            false => run(&plan),
+        }
+    });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         // Not an error: what the user asked for, said as such.

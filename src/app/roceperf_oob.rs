@@ -92,10 +92,31 @@ impl<'p> Roceperf<'p> {
                     }
                     .emit()
                 },
+                |serving, place| {
+                    Warning::Queued {
+                        server: format!("{host}:{}", plan.port),
+                        serving: serving.to_string(),
+                        place,
+                    }
+                    .emit()
+                },
             )?,
-            _ => Channel::accept(plan.port, plan.io_timeout, plan.handshake_timeout(), || {
-                print_waiting(plan)
-            })?,
+            _ => match &plan.serving {
+                Some((listener, _)) => {
+                    print_waiting(plan);
+                    Channel::accept_on(
+                        listener,
+                        plan.io_timeout,
+                        plan.handshake_timeout(),
+                        &signals::stop_requested,
+                    )?
+                }
+                None => {
+                    Channel::accept(plan.port, plan.io_timeout, plan.handshake_timeout(), || {
+                        print_waiting(plan)
+                    })?
+                }
+            },
         };
         plan.output
             .verbose(|| format!("out-of-band channel up with {}", chan.peer()));

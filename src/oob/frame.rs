@@ -36,6 +36,29 @@ pub(crate) struct Abort {
     pub(crate) failure: Failure,
 }
 
+/// The hello's flag byte (its first reserved byte) when a `--persist` server queued the client: a
+/// [`Queued`] message follows, and the server's plain hello when the client's turn comes.
+pub(crate) const QUEUED: u8 = 1;
+
+/// Offset of the flag byte in the hello.
+pub(crate) const FLAGS: usize = 10;
+
+/// Whom a `--persist` server serves while a client waits, and the client's place in the queue.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Queued {
+    /// The client being served (its out-of-band address).
+    pub(crate) serving: String,
+    /// 1: next.
+    pub(crate) place: u64,
+}
+
+/// The hello of a client a `--persist` server queued.
+pub(crate) fn queued_hello() -> [u8; HELLO_LEN] {
+    let mut h = hello();
+    h[FLAGS] = QUEUED;
+    h
+}
+
 /// Our hello.
 pub(crate) fn hello() -> [u8; HELLO_LEN] {
     let mut h = [0u8; HELLO_LEN];
