@@ -36,6 +36,7 @@ mod pacing;
 mod perftest_oob_six;
 mod perftest_oob_stub;
 mod perftest_oob_traces;
+mod persist;
 mod protection_binaries;
 mod qp_shares;
 mod rc_cnp;
