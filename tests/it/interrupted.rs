@@ -4,8 +4,8 @@
 //! and exit 128 + the signal's number; the peer says "peer interrupted". A second signal ends the
 //! process at once.
 
-use crate::common::schema::{assert_csv_header, assert_valid_file};
-use crate::common::{self, Done, Proc, free_port, spawn};
+use crate::common::schema::{assert_valid_file, result_csv};
+use crate::common::{self, Done, Proc};
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Mutex;
@@ -16,32 +16,23 @@ static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// A server and a client of `test` with `args` on 127.0.0.1, each writing `<role>.json` and
 /// `<role>.csv` in `dir`; returns them once the client prints its table's header (connected).
 fn start(test: &str, args: &str, dir: &Path) -> (Proc, Proc) {
-    let port = free_port().to_string();
-    let side = |role: &str, core: &str| {
-        let mut a: Vec<String> = ["-p", &port, "--cpu", core].map(String::from).to_vec();
-        a.extend(common::argv(args).into_iter().map(String::from));
-        for ext in ["json", "csv"] {
-            a.push(format!("--{ext}"));
-            a.push(dir.join(format!("{role}.{ext}")).display().to_string());
-        }
-        a
-    };
-    let sa = side("server", "0");
-    let server = spawn(test, &sa.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(server.wait_stdout("Waiting for client", 20), "no server");
-    let mut ca = side("client", "1");
-    ca.push("127.0.0.1".into());
-    let client = spawn(test, &ca.iter().map(String::as_str).collect::<Vec<_>>());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !client.stdout_now().contains("#bytes") {
-        assert!(
-            Instant::now() < deadline,
-            "{test}: the client never started its table:\n{}{}",
-            client.stdout_now(),
-            client.stderr_now()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (server, client) = common::start_pair(test, &common::argv(args), |role| {
+        ["json", "csv"]
+            .into_iter()
+            .flat_map(|ext| {
+                [
+                    format!("--{ext}"),
+                    dir.join(format!("{role}.{ext}")).display().to_string(),
+                ]
+            })
+            .collect()
+    });
+    assert!(
+        client.wait_stdout("#bytes", 30),
+        "{test}: the client never started its table:\n{}{}",
+        client.stdout_now(),
+        client.stderr_now()
+    );
     (server, client)
 }
 
@@ -70,12 +61,8 @@ fn check_side(d: &Done, dir: &Path, role: &str, by: &str, code: i32, size: u64) 
     assert_eq!(i["by"], by, "{role}: {i}");
     assert_eq!(i["size_bytes"], size, "{role}: {i}");
     assert_eq!(i["partial"], true, "{role}: {i}");
-    let csv = dir.join(format!("{role}.csv"));
-    assert_csv_header("result", &csv);
-    let mut rdr = ::csv::Reader::from_path(&csv).unwrap();
-    let h = rdr.headers().unwrap().clone();
+    let (h, recs) = result_csv(&dir.join(format!("{role}.csv")));
     let at = |n: &str| h.iter().position(|c| c == n).unwrap();
-    let recs: Vec<::csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
     let last = recs.last().expect("the size cut short has its row");
     assert_eq!(&last[at("interrupted")], by, "{role}: {last:?}");
     assert_eq!(&last[at("size_bytes")], size.to_string(), "{role}");

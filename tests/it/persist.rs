@@ -7,7 +7,7 @@ use crate::common::schema::assert_valid_file;
 use crate::common::{self, Proc, free_port, spawn};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 static ONE_SERVER_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -24,16 +24,12 @@ fn client(port: &str, extra: &str) -> Proc {
 
 /// Waits until the server has printed its banner `n` times (it waits for its n-th client).
 fn await_waiting(server: &Proc, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while server.stdout_now().matches("Waiting for client").count() < n {
-        assert!(
-            Instant::now() < deadline,
-            "the server never waited for client {n}:\n{}{}",
-            server.stdout_now(),
-            server.stderr_now()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        server.wait_stdout_times("Waiting for client", n, 30),
+        "the server never waited for client {n}:\n{}{}",
+        server.stdout_now(),
+        server.stderr_now()
+    );
 }
 
 fn run_file(dir: &Path, k: u64) -> std::path::PathBuf {
