@@ -12,7 +12,8 @@
 //! `measure` (one size on the data path), `report` (what is printed and written), [`exit`] (exit
 //! codes), `notes` (typed header notes and warnings), `resources` (the memory a run needs,
 //! checked up front), `rdma_cm` (`-R`: queue pairs connected through the CM), `nic` (verbs: the
-//! NIC's counters around each size, `-W`).
+//! NIC's counters around each size, `-W`), `persist` (`--persist`: a server that serves one client
+//! after another).
 //!
 //! What the rooms share lives here, so that none of them reaches another for it: the `Error`
 //! every room returns.
@@ -25,6 +26,7 @@ mod measure;
 mod nic;
 mod notes;
 mod perftest_oob;
+mod persist;
 mod plan;
 mod rdma_cm;
 mod report;
@@ -95,12 +97,36 @@ pub(crate) enum Error {
     /// `-W` names a counter the NIC's port does not have, or it cannot be read (exit 2).
     #[error("{0}")]
     NicCounters(#[from] transport::verbs::counters::CounterError),
+    /// SIGINT or SIGTERM stopped a `-n` / `-D` run early, on this side or the peer's; both sides
+    /// printed and wrote what completed (exit 128 + the signal's number: 130, 143).
+    #[error(
+        "{}{}; the results above and in the files stop there, marked interrupted",
+        match peer {
+            Some(p) => format!("peer interrupted: {} was stopped by {signal}", if p.is_empty() { "the client" } else { p.as_str() }),
+            None => format!("interrupted by {signal}"),
+        },
+        match (kept.size_bytes, kept.partial) {
+            (Some(s), true) => format!(" during size {s}: its row holds what completed before the stop"),
+            (Some(s), false) => format!(" during size {s}, before any of it was measured"),
+            (None, _) => String::new(),
+        }
+    )]
+    Interrupted {
+        /// `SIGINT` or `SIGTERM`: this side's, or the peer's.
+        signal: &'static str,
+        /// The peer's address when the peer was signalled (empty on a server: the client).
+        peer: Option<String>,
+        /// What the files say of it.
+        kept: crate::results::Interrupted,
+    },
 }
 
 impl Error {
     /// Whether the test failed or its setup did; the peer is told the same in an abort.
     pub(crate) fn failure(&self) -> Failure {
         match self {
+            // Not told in an abort: both sides know, and exit with the signal's code.
+            Error::Interrupted { .. } => Failure::Test,
             Error::Bench(e) if !e.is_setup() => Failure::Test,
             Error::GateFailed { .. } | Error::PerftestMidTest(_) => Failure::Test,
             // The peer vanished after the test began (per-size barriers, results): the test failed.
@@ -115,6 +141,9 @@ impl Error {
 
     /// The process exit code for this error.
     pub(crate) fn exit_code(&self) -> u8 {
+        if let Error::Interrupted { signal, .. } = self {
+            return exit::interrupted(signal);
+        }
         match self.failure() {
             Failure::Test => exit::TEST_FAILED,
             Failure::Setup => exit::USAGE,
@@ -124,11 +153,20 @@ impl Error {
 
 /// Entry point of the test binaries: options, plan, run, exit code.
 pub fn main(test: TestKind) -> ExitCode {
-    let outcome = Options::parse(test)
-        .map_err(Error::from)
-        .and_then(|opts| run(&Plan::new(opts)));
+    let outcome = Options::parse(test).map_err(Error::from).and_then(|opts| {
+        let plan = Plan::new(opts);
+        match plan.persist {
+            true => persist::serve(&plan),
+            false => run(&plan),
+        }
+    });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
+        // Not an error: what the user asked for, said as such.
+        Err(e @ Error::Interrupted { .. }) => {
+            eprintln!("{e}");
+            ExitCode::from(e.exit_code())
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(e.exit_code())

@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Err(e) =
-        roceperf::oob::frame::read_peer_stream::<Option<roceperf::results::SizeResult>>(data)
+        roceperf::oob::frame::read_peer_stream::<roceperf::results::SizeReport>(data)
     {
         panic!("{e}");
     }

@@ -1,11 +1,22 @@
 //! Exit codes, and the allocator that ends the process with one when the host refuses memory.
 //!
-//! 0 ok, `TEST_FAILED`, `USAGE`; which error maps to which is `app::Error::exit_code`.
+//! 0 ok, `TEST_FAILED`, `USAGE`, and a `-n` / `-D` run stopped by SIGINT or SIGTERM on either side
+//! ([`interrupted`]); which error maps to which is `app::Error::exit_code`.
 
 /// The test ran and failed: an error completion, a `--validate` mismatch, a peer lost mid-test, a gate.
 pub(crate) const TEST_FAILED: u8 = 1;
 /// A usage or setup error: a bad flag, a parameter mismatch, no device, no server.
 pub(crate) const USAGE: u8 = 2;
+
+/// A run a signal stopped early, on both sides (the signalled one and its peer): 128 + the signal's
+/// number, what a shell reports for a process the signal ended (130 for SIGINT, 143 for SIGTERM),
+/// so a script sees the same as before the results were kept.
+pub(crate) fn interrupted(signal: &str) -> u8 {
+    match signal {
+        "SIGTERM" => 128 + libc::SIGTERM as u8,
+        _ => 128 + libc::SIGINT as u8,
+    }
+}
 
 /// The six binaries' global allocator: the system's, except that an allocation the host refuses
 /// ends the process with exit code 2 and a message (lower -q or -s), rather than an abort (134).

@@ -187,18 +187,28 @@ fn overran(mode: RunMode, took: Duration, window: bool) -> Option<Warning> {
     )
 }
 
+/// What a size's drivers ask while they run, each at most every half millisecond.
+pub(crate) struct Stops<'a> {
+    /// True once this side should stop: a signal, the peer done (its results sent) or stopped.
+    pub stop: &'a mut dyn FnMut() -> bool,
+    /// True once a signal stopped either side: a receiver counting `-n` messages stops on it with
+    /// what arrived, where the peer merely being done is no reason to stop.
+    pub cut: &'a mut dyn FnMut() -> bool,
+}
+
 /// Measures one size on this side; `None` where this side only serves (the peer measures). A timed
 /// run that measured for longer than asked, by more than its margin, says so on stderr.
 pub(crate) fn measure<E: Endpoint>(
     plan: &Plan,
     ep: &mut E,
     run: &SizeRun,
-    stop: &mut dyn FnMut() -> bool,
+    stops: Stops<'_>,
     remotes: &[RemoteAddr],
     recvs: &mut bw::RecvState,
     endless: Option<Intervals<'_>>,
 ) -> Result<Option<SizeResult>, Error> {
     let began = Instant::now();
+    let Stops { stop, cut } = stops;
     let mut stop = stop;
     let client = run.role == Role::Client;
     let test = plan.test;
@@ -232,20 +242,26 @@ pub(crate) fn measure<E: Endpoint>(
             let receiving = !plan.bidirectional && !client && test.verb.consumes_receive();
             let m = if plan.bidirectional || client {
                 let duplex = (plan.bidirectional && test.verb.consumes_receive()).then_some(recvs);
-                let hooks = match endless {
+                // A run without end's intervals; and every run's stop: a signal, or the peer
+                // stopped by one (in the normal course the peer says nothing while this side runs).
+                let hooks = Hooks {
                     // Rebuilt, so that the sink's borrow shortens to the stop's.
-                    Some(i) => Hooks {
-                        intervals: Some(Intervals {
-                            every: i.every,
-                            sink: i.sink,
-                        }),
-                        stop: Some(&mut *stop),
-                    },
-                    None => Hooks::none(),
+                    intervals: endless.map(|i| Intervals {
+                        every: i.every,
+                        sink: i.sink,
+                    }),
+                    stop: Some(&mut *stop),
                 };
                 bw::active(ep, &spec, remotes, duplex, hooks)?
             } else if receiving {
-                bench::bw_receiver(ep, &spec, recvs, &mut stop, endless)?
+                let hooks = Hooks {
+                    intervals: endless.map(|i| Intervals {
+                        every: i.every,
+                        sink: i.sink,
+                    }),
+                    stop: Some(&mut *cut),
+                };
+                bench::bw_receiver(ep, &spec, recvs, &mut stop, hooks)?
             } else {
                 bw::passive(ep, bw::SERVING, &mut stop, None)?;
                 return Ok(None);

@@ -115,6 +115,24 @@ pub(crate) enum Warning {
         /// `--connect-timeout`.
         secs: u64,
     },
+    /// A `--persist` server serves another client: this one waits its turn.
+    Queued {
+        /// The server, as `host:port`.
+        server: String,
+        /// The client it serves.
+        serving: String,
+        /// This client's place in its queue (1: next).
+        place: u64,
+    },
+    /// A `--persist` server queued a client behind another.
+    QueuedClient {
+        /// The client queued.
+        client: String,
+        /// The client served.
+        serving: String,
+        /// Its place (1: next).
+        place: u64,
+    },
     /// The transport's account of a failed completion.
     FailureDetail(String),
     /// A timed run's measurement took longer than `-D` asks by more than its margin: the process was
@@ -148,6 +166,22 @@ impl fmt::Display for Warning {
             Warning::Retrying { server, secs } => write!(
                 f,
                 "no server at {server} yet; retrying for up to {secs} s (--connect-timeout)"
+            ),
+            Warning::Queued {
+                server,
+                serving,
+                place,
+            } => write!(
+                f,
+                "the server at {server} is serving {serving}: this client waits for its turn (place {place} in the queue) and starts when the runs before it end"
+            ),
+            Warning::QueuedClient {
+                client,
+                serving,
+                place,
+            } => write!(
+                f,
+                "client {client} waits while {serving} is served (place {place} in the queue)"
             ),
             Warning::FailureDetail(d) => f.write_str(d),
             Warning::Overran {

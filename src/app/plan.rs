@@ -31,6 +31,9 @@ pub(crate) struct Plan {
     /// Verbs: the NIC counters `-W` resolved to on the opened device, read around each size; `None`
     /// until the device is open, and for the other transports.
     pub nic: Option<std::sync::Arc<crate::transport::verbs::counters::PortCounters>>,
+    /// `--persist`: the port the server keeps open across runs, and which run this plan is (from
+    /// 1); `None` for a server of one run, and a client.
+    pub serving: Option<(std::sync::Arc<oob::Listener>, u64)>,
 }
 
 impl std::ops::Deref for Plan {
@@ -39,6 +42,16 @@ impl std::ops::Deref for Plan {
     fn deref(&self) -> &Options {
         &self.opts
     }
+}
+
+/// `path` with `-run<k>` before its extension (`bw.json`: `bw-run3.json`; `bw`: `bw-run3`).
+fn run_path(path: &std::path::Path, k: u64) -> std::path::PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-run{k}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-run{k}"),
+    };
+    path.with_file_name(name)
 }
 
 /// Receive depths of every size (the send queue's is `-t`, [`Options::tx_depth`]).
@@ -122,9 +135,35 @@ impl Plan {
             depths,
             layout,
             io_timeout: oob::DEFAULT_IO_TIMEOUT + opts.connect_timeout + run,
+            serving: None,
             nic: None,
             opts,
         }
+    }
+
+    /// Run `k` (from 1) of a `--persist` server on `listener`: every file it writes is named apart,
+    /// `-run<k>` before the extension of each file flag's path (`--results DIR`: `DIR/run<k>/`), so
+    /// no run overwrites or appends to another's.
+    pub(crate) fn serving_run(&self, listener: std::sync::Arc<oob::Listener>, k: u64) -> Plan {
+        let mut p = self.clone();
+        let out = &mut p.opts.output;
+        let n = |path: &mut Option<std::path::PathBuf>| {
+            if let Some(x) = path.as_mut() {
+                *x = run_path(x, k);
+            }
+        };
+        n(&mut out.files.csv);
+        n(&mut out.files.json);
+        n(&mut out.reporting_files.json_stream);
+        n(&mut out.gate_output.junit);
+        if let Some(x) = out.reporting_files.out_json() {
+            out.reporting_files.out_json_file = Some(run_path(&x, k));
+        }
+        if let Some(d) = out.files.results.as_mut() {
+            *d = d.join(format!("run{k}"));
+        }
+        p.serving = Some((listener, k));
+        p
     }
 
     /// How long the whole handshake may take once connected (hello to connection details in our

@@ -182,6 +182,7 @@ pub(crate) fn run_info(
         rdma_cm: plan.rdma_cm,
         exchange_rdma_cm: super::endpoints::comm_qps(plan) > 0,
         error: None,
+        interrupted: None,
         marks: given_marks(plan),
     }
 }
@@ -235,10 +236,29 @@ pub(crate) fn conclude<E: Described>(
         if let Some(run) = &info.run_infinitely {
             tail.push_str(&report::console::endless_line(run));
         }
+        if let Some(i) = &info.interrupted {
+            tail.push_str(&interrupted_line(i));
+        }
         print!("{tail}");
     }
     write_files(plan, info, results, both, endless)?;
     Ok(())
+}
+
+/// The console's line under the table of a run a signal stopped early.
+fn interrupted_line(i: &results::Interrupted) -> String {
+    let who = match i.by.as_str() {
+        results::BY_PEER => "Interrupted: peer interrupted (a signal stopped it)".to_string(),
+        by => format!("Interrupted by {by}"),
+    };
+    let what = match (i.size_bytes, i.partial) {
+        (Some(s), true) => {
+            format!(" during size {s}; its row holds what completed before the stop")
+        }
+        (Some(s), false) => format!(" during size {s}, before any of it was measured (no row)"),
+        (None, _) => " between sizes".to_string(),
+    };
+    format!(" {who}{what}\n")
 }
 
 /// A run that failed after connecting, in either dialect: its files all the same, with the sizes that

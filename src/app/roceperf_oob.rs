@@ -11,8 +11,9 @@ use super::plan::Plan;
 use super::report::print_waiting;
 use super::session::{Action, CmConnect, Dialect, Link};
 use crate::oob::{self, Channel, Step};
+use crate::orchestrate::signals;
 use crate::params::{Recovery, Role, TransportKind};
-use crate::results::SizeResult;
+use crate::results::{SizeReport, SizeResult};
 use std::net::{IpAddr, SocketAddr};
 
 /// Where the peer's RoCE packets come from, for `-R`: the address its description names, else its
@@ -64,6 +65,14 @@ pub(crate) struct Roceperf<'p> {
     parts: Option<(SizeResult, SizeResult)>,
     /// Latency tests: one SEND or WRITE in this many is signaled, agreed from both transports.
     signal_every: u32,
+    /// The peer's report of the size running, read while this side still ran or served it (to learn
+    /// whether a signal stopped the peer), or what reading it failed with; [`Phase::Collect`] takes it.
+    early: Option<Result<SizeReport, oob::Error>>,
+    /// The signal that stopped the peer early, once its report said so.
+    peer_signal: Option<&'static str>,
+    /// The signal this side had received when its part of the size ended: what its report says,
+    /// decided once, so that both sides settle the size alike.
+    cut: Option<&'static str>,
 }
 
 impl<'p> Roceperf<'p> {
@@ -83,10 +92,31 @@ impl<'p> Roceperf<'p> {
                     }
                     .emit()
                 },
+                |serving, place| {
+                    Warning::Queued {
+                        server: format!("{host}:{}", plan.port),
+                        serving: serving.to_string(),
+                        place,
+                    }
+                    .emit()
+                },
             )?,
-            _ => Channel::accept(plan.port, plan.io_timeout, plan.handshake_timeout(), || {
-                print_waiting(plan)
-            })?,
+            _ => match &plan.serving {
+                Some((listener, _)) => {
+                    print_waiting(plan);
+                    Channel::accept_on(
+                        listener,
+                        plan.io_timeout,
+                        plan.handshake_timeout(),
+                        &signals::stop_requested,
+                    )?
+                }
+                None => {
+                    Channel::accept(plan.port, plan.io_timeout, plan.handshake_timeout(), || {
+                        print_waiting(plan)
+                    })?
+                }
+            },
         };
         plan.output
             .verbose(|| format!("out-of-band channel up with {}", chan.peer()));
@@ -99,6 +129,9 @@ impl<'p> Roceperf<'p> {
             sent_early: false,
             parts: None,
             signal_every: 1,
+            early: None,
+            peer_signal: None,
+            cut: None,
         })
     }
 
@@ -128,9 +161,12 @@ impl<'p> Roceperf<'p> {
         outcome
     }
 
-    /// The phase after size `i`.
+    /// The phase after size `i`: the next size, unless a signal stopped either side (the run ends
+    /// with the sizes settled).
     fn after(&self, i: usize) -> Phase {
-        if i + 1 < self.plan.sizes.len() {
+        let stopped =
+            self.peer_signal.is_some() || (!self.plan.mode.is_endless() && self.cut.is_some());
+        if i + 1 < self.plan.sizes.len() && !stopped {
             Phase::Prepare(i + 1)
         } else {
             Phase::Conclude
@@ -138,7 +174,26 @@ impl<'p> Roceperf<'p> {
     }
 
     fn peer_done(&self) -> bool {
-        self.chan.peer_has_data().unwrap_or(true)
+        self.early.is_some() || self.chan.peer_has_data().unwrap_or(true)
+    }
+
+    /// This side's report of the size just run: its result, and the signal that cut it short.
+    fn report(&self) -> SizeReport {
+        SizeReport {
+            result: self.mine.clone(),
+            interrupted_by: self
+                .cut
+                .filter(|_| !self.plan.mode.is_endless())
+                .map(str::to_string),
+        }
+    }
+
+    /// Takes the peer's report in: the signal that stopped it, if one did.
+    fn take_report(&mut self, r: SizeReport) -> SizeReport {
+        if let Some(by) = r.interrupted_by.as_deref() {
+            self.peer_signal = Some(if by == "SIGTERM" { "SIGTERM" } else { "SIGINT" });
+        }
+        r
     }
 }
 
@@ -208,20 +263,23 @@ impl Dialect for Roceperf<'_> {
                 // serving the peer's WRITEs and READs until then).
                 // A server whose run without end a signal stopped sends first: that is what stops
                 // the client, which is still running.
-                self.sent_early = plan.role == Role::Server
-                    && plan.mode.is_endless()
-                    && crate::orchestrate::signals::received().is_some();
+                // So does a server a signal stopped early (any run): the client learns it from that.
+                self.sent_early = plan.role == Role::Server && self.cut.is_some();
                 if plan.role == Role::Client || self.sent_early {
-                    self.chan.send(Step::Results, &self.mine)?;
+                    self.chan.send(Step::Results, &self.report())?;
                 }
                 self.phase = Phase::Collect(i);
                 Ok(Action::AwaitPeer)
             }
             Phase::Collect(i) => {
                 let size = plan.sizes[i];
-                let theirs: Option<SizeResult> = self.chan.recv(Step::Results)?;
+                let theirs = match self.early.take() {
+                    Some(r) => r?,
+                    None => self.chan.recv(Step::Results)?,
+                };
+                let theirs = self.take_report(theirs).result;
                 if plan.role == Role::Server && !self.sent_early {
-                    self.chan.send(Step::Results, &self.mine)?;
+                    self.chan.send(Step::Results, &self.report())?;
                 }
                 if measure::checks_write_target(plan) {
                     measure::check_write_target(ep, plan.layout, size)?;
@@ -266,6 +324,7 @@ impl Dialect for Roceperf<'_> {
 
     fn measured(&mut self, _size: u64, mine: Option<SizeResult>) {
         self.mine = mine;
+        self.cut = signals::received();
     }
 
     fn run_over(&mut self) -> bool {
@@ -289,5 +348,24 @@ impl Dialect for Roceperf<'_> {
 
     fn parts(&mut self) -> Option<(SizeResult, SizeResult)> {
         self.parts.take()
+    }
+
+    fn peer_interrupted(&mut self) -> Option<&'static str> {
+        // While a size runs or is served, the peer sends nothing but its report of it, and that
+        // only once it has stopped: read it as soon as it is there (it was sent in one write).
+        if self.peer_signal.is_none()
+            && self.early.is_none()
+            && matches!(self.phase, Phase::Results(_) | Phase::Collect(_))
+            && !self.plan.mode.is_endless()
+            && self.chan.peer_has_data().unwrap_or(false)
+        {
+            let r = self.chan.recv(Step::Results).map(|r| self.take_report(r));
+            self.early = Some(r);
+        }
+        self.peer_signal
+    }
+
+    fn tells_interruption(&self) -> bool {
+        true
     }
 }

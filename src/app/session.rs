@@ -20,7 +20,7 @@ use crate::bench::{affinity::Pinned, bw};
 use crate::orchestrate::signals;
 use crate::params::{ConnType, Role};
 use crate::report::progress::SweepProgress;
-use crate::results::{RunInfo, SizeResult};
+use crate::results::{BY_PEER, Interrupted, Measured, RunInfo, SizeResult};
 use crate::transport::{ConnInfo, RemoteAddr};
 
 /// What the data path must do next.
@@ -108,6 +108,17 @@ pub(crate) trait Dialect {
     fn parts(&mut self) -> Option<(SizeResult, SizeResult)> {
         None
     }
+    /// Asked while a size runs (at most every half millisecond) and when its row settles: the signal
+    /// (`SIGINT`, `SIGTERM`) that stopped the peer early, once the peer has said so.
+    fn peer_interrupted(&mut self) -> Option<&'static str> {
+        None
+    }
+    /// Whether the dialect tells the peer that a signal stopped this side, so that both sides
+    /// settle the size and conclude together (roceperf's); a dialect that cannot (perftest's) has
+    /// the loop conclude on its own as soon as the data path stopped.
+    fn tells_interruption(&self) -> bool {
+        false
+    }
 }
 
 /// Runs the session on an open endpoint, then says on stderr what the transport knows of the outcome.
@@ -135,15 +146,26 @@ pub(crate) fn drive<D: Dialect, E: Described>(
         results: Vec::with_capacity(plan.sizes.len()),
         endless: None,
         concluded: false,
+        interrupted: None,
     };
     let outcome = steps(plan, pinned, dialect, ep, &mut sweep);
     if let Err(e) = &outcome
         && !sweep.concluded
         && let Some(info) = sweep.info.as_mut()
     {
+        info.interrupted = sweep.interrupted.as_ref().map(|i| i.kept.clone());
         report::keep_failed(plan, ep, info, &sweep.results, sweep.endless.take(), e);
     }
     outcome
+}
+
+/// A `-n` / `-D` run that a signal stopped early: what its files say, and the signal this process
+/// exits for (its own, or the peer's).
+struct Interruption {
+    /// What the files and the console say of it.
+    kept: Interrupted,
+    /// `SIGINT` or `SIGTERM`: this side's, or the peer's when `kept.by` is `peer`.
+    signal: &'static str,
 }
 
 /// What the loop has of the run so far, kept for its files when it fails.
@@ -156,6 +178,8 @@ struct Sweep<'p> {
     endless: Option<Outputs<'p>>,
     /// The files were written (or tried): a failure after that writes nothing again.
     concluded: bool,
+    /// A signal stopped the run early, on this side or the peer's.
+    interrupted: Option<Interruption>,
 }
 
 /// [`drive`]'s loop, its state in `sweep`.
@@ -181,6 +205,10 @@ fn steps<'p, D: Dialect, E: Described>(
         match dialect.next(ep)? {
             Action::Connect(link) => {
                 let mut link = *link;
+                // From here the first SIGINT/SIGTERM stops the run cleanly, with what it measured
+                // (a run without end: its summary); before, nothing is measured and it ends the
+                // process as usual.
+                signals::catch();
                 check_datagram_mtu(plan, &link.peer)?;
                 match link.cm {
                     Some(CmConnect::Now { server, by_qpn }) => {
@@ -226,10 +254,16 @@ fn steps<'p, D: Dialect, E: Described>(
                 recvs.fill(ep, &plan.layout, plan.depths.initial_receives)?;
             }
             Action::Run(run) => {
+                let tells = dialect.tells_interruption();
+                // Both closures ask the dialect: `stop` whether this side should stop (a signal,
+                // the peer done or stopped), `cut` whether a signal stopped either side (a
+                // receiver that counts `-n` messages stops on it, not on the peer being done).
+                let asked = std::cell::RefCell::new(&mut *dialect);
+                let mut stop = || signals::stop_requested() || asked.borrow_mut().run_over();
+                let mut cut =
+                    || signals::stop_requested() || asked.borrow_mut().peer_interrupted().is_some();
                 let mine = match sweep.endless.as_mut() {
                     Some(o) => {
-                        // From here the first SIGINT/SIGTERM ends the run with its summary.
-                        signals::catch();
                         let receiving = !plan.bidirectional
                             && plan.role == Role::Server
                             && plan.test.verb.consumes_receive();
@@ -239,15 +273,41 @@ fn steps<'p, D: Dialect, E: Described>(
                             every,
                             sink: &mut sink,
                         });
-                        let mut stop = || signals::received().is_some() || dialect.run_over();
-                        measure::measure(plan, ep, &run, &mut stop, &remotes, &mut recvs, hooks)?
+                        let stops = measure::Stops {
+                            stop: &mut stop,
+                            cut: &mut cut,
+                        };
+                        measure::measure(plan, ep, &run, stops, &remotes, &mut recvs, hooks)?
                     }
                     None => {
-                        let mut stop = || dialect.run_over();
-                        measure::measure(plan, ep, &run, &mut stop, &remotes, &mut recvs, None)?
+                        let stops = measure::Stops {
+                            stop: &mut stop,
+                            cut: &mut cut,
+                        };
+                        measure::measure(plan, ep, &run, stops, &remotes, &mut recvs, None)?
                     }
                 };
                 nic.end();
+                if !plan.mode.is_endless()
+                    && let Some(signal) = signals::received()
+                {
+                    sweep.interrupted.get_or_insert(Interruption {
+                        kept: Interrupted {
+                            by: signal.to_string(),
+                            size_bytes: Some(run.size),
+                            partial: false,
+                        },
+                        signal,
+                    });
+                    if !tells {
+                        // The peer cannot be told (perftest's dialect): this side's part of the
+                        // size is its row, and the run ends here.
+                        if let Some(r) = mine {
+                            settle_cut(plan, sweep, &progress, r);
+                        }
+                        break;
+                    }
+                }
                 dialect.measured(run.size, mine);
             }
             Action::AwaitPeer => {
@@ -255,20 +315,60 @@ fn steps<'p, D: Dialect, E: Described>(
                 // with them), and a responder must keep answering the peer's WRITEs and READs.
                 let mut failed = None;
                 let serving = dialect.serving();
-                let mut arrived = || match dialect.peer_arrived() {
-                    Ok(a) => a,
-                    Err(e) => {
-                        failed = Some(e);
-                        true
-                    }
+                // A dialect that cannot tell the peer of a signal stops serving on it.
+                let alone = !dialect.tells_interruption() && !plan.mode.is_endless();
+                let mut arrived = || {
+                    (alone && signals::stop_requested())
+                        || match dialect.peer_arrived() {
+                            Ok(a) => a,
+                            Err(e) => {
+                                failed = Some(e);
+                                true
+                            }
+                        }
                 };
                 bw::passive(ep, serving, &mut arrived, Some((&mut recvs, plan.layout)))?;
                 if let Some(e) = failed {
                     return Err(e);
                 }
+                if alone && let Some(signal) = signals::received() {
+                    sweep.interrupted.get_or_insert(Interruption {
+                        kept: Interrupted {
+                            by: signal.to_string(),
+                            size_bytes: None,
+                            partial: false,
+                        },
+                        signal,
+                    });
+                    break;
+                }
             }
             Action::Row(r) => {
                 let mut r = *r;
+                if sweep.interrupted.is_none()
+                    && let Some(signal) = dialect.peer_interrupted()
+                {
+                    sweep.interrupted = Some(Interruption {
+                        kept: Interrupted {
+                            by: BY_PEER.to_string(),
+                            size_bytes: Some(r.size),
+                            partial: false,
+                        },
+                        signal,
+                    });
+                }
+                let cut = sweep
+                    .interrupted
+                    .as_mut()
+                    .filter(|i| i.kept.size_bytes == Some(r.size));
+                if let Some(i) = cut {
+                    if !cut_short(plan, &mut r) {
+                        // Nothing of the size completed (a timed run stopped inside its first
+                        // margin): no row; the interruption says so.
+                        continue;
+                    }
+                    i.kept.partial = true;
+                }
                 landed.count_lost(ep, &mut r);
                 progress.finish_size();
                 parts = dialect.parts();
@@ -304,6 +404,7 @@ fn steps<'p, D: Dialect, E: Described>(
                 progress.finish();
                 if let Some(info) = sweep.info.as_mut() {
                     sweep.concluded = true;
+                    info.interrupted = sweep.interrupted.as_ref().map(|i| i.kept.clone());
                     conclude(plan, ep, info, &sweep.results, &parts, sweep.endless.take())?;
                 }
             }
@@ -314,11 +415,50 @@ fn steps<'p, D: Dialect, E: Described>(
     let Some(info) = sweep.info.as_mut() else {
         return Err(dialect.unconnected());
     };
+    info.interrupted = sweep.interrupted.as_ref().map(|i| i.kept.clone());
     if !sweep.concluded {
         sweep.concluded = true;
         conclude(plan, ep, info, &sweep.results, &parts, sweep.endless.take())?;
     }
-    report::gate(plan, info, &sweep.results)
+    match &sweep.interrupted {
+        Some(i) => Err(Error::Interrupted {
+            signal: i.signal,
+            peer: (i.kept.by == BY_PEER).then(|| info.peer.clone().unwrap_or_default()),
+            kept: i.kept.clone(),
+        }),
+        None => report::gate(plan, info, &sweep.results),
+    }
+}
+
+/// The row of a size a signal cut short, made honest: `-n` counts the messages that completed
+/// (per queue pair, as `-n` does), and UC/UD's lost messages are not counted (how many the sender
+/// sent is not known). False when nothing of the size completed, so it has no row.
+fn cut_short(plan: &Plan, r: &mut SizeResult) -> bool {
+    r.lost = None;
+    match &r.measured {
+        Measured::Bandwidth(b) => {
+            if matches!(plan.mode, crate::params::RunMode::Iterations(_)) {
+                r.iterations = b.messages / u64::from(plan.qps.max(1));
+            }
+            b.messages > 0
+        }
+        Measured::Latency { stats, .. } => stats.samples > 0,
+    }
+}
+
+/// perftest's dialect, cut short by a signal: this side's part of the size is its row.
+fn settle_cut(plan: &Plan, sweep: &mut Sweep<'_>, progress: &SweepProgress, mut r: SizeResult) {
+    let Some(i) = sweep.interrupted.as_mut() else {
+        return;
+    };
+    if !cut_short(plan, &mut r) {
+        return;
+    }
+    i.kept.partial = true;
+    if let Some(info) = sweep.info.as_ref() {
+        progress.print(&report::row(plan, info, &r));
+        sweep.results.push(r);
+    }
 }
 
 /// The run's footer and files ([`report::conclude`]), once every size is settled.

@@ -299,6 +299,14 @@ fn stream<E: Endpoint>(
                 }
             }
         }
+        if !duration && posting && stopper.stopped() {
+            // Iterations, stopped (a signal on either side): what was posted is finished, up to a
+            // signaled operation, and the measurement is what completed.
+            posting = false;
+            for q in 0..qps {
+                total[q] = total[q].min(posted[q].div_ceil(cq_mod) * cq_mod);
+            }
+        }
         if !posting {
             // The window is closed: the few operations up to a signaled one go unpaced.
             allowance = u64::MAX;

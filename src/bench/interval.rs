@@ -35,11 +35,12 @@ pub(crate) struct Intervals<'a> {
     pub sink: &'a mut dyn FnMut(&IntervalSample),
 }
 
-/// What a run without end hands its loop: where interval samples go, and whether to stop.
+/// What a run hands its loop: where a run without end's interval samples go, and whether to stop
+/// early (a signal on either side; the peer, in a run without end).
 pub(crate) struct Hooks<'a> {
     /// The interval samples.
     pub intervals: Option<Intervals<'a>>,
-    /// Asked at most every half millisecond; true ends the run (cleanly, with a final measurement).
+    /// Asked at most every half millisecond; true ends the run (cleanly, with what it measured).
     pub stop: Option<&'a mut dyn FnMut() -> bool>,
 }
 

@@ -32,12 +32,12 @@ pub(crate) fn bw_receiver<E: Endpoint>(
     spec: &bw::BwSpec,
     recvs: &mut bw::RecvState,
     stop: &mut dyn FnMut() -> bool,
-    intervals: Option<interval::Intervals<'_>>,
+    hooks: interval::Hooks<'_>,
 ) -> Result<bw::BwMeasurement> {
     if spec.unreliable {
-        unreliable::receiver(ep, spec, recvs, stop, intervals)
+        unreliable::receiver(ep, spec, recvs, stop, hooks)
     } else {
-        bw::receiver(ep, spec, recvs, stop, intervals)
+        bw::receiver(ep, spec, recvs, stop, hooks)
     }
 }
 

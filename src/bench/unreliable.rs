@@ -19,7 +19,7 @@
 //!   runs (and, like perftest's own, waits for a lost message until the stall limit).
 
 use super::bw::{BwMeasurement, BwSpec, RecvState, take_recv};
-use super::interval::{Intervals, Ticker};
+use super::interval::{Hooks, Stopper, Ticker};
 use super::lat::{LatMeasurement, LatSpec, Recorder, marker};
 use super::{
     Error, Result, STALL_LIMIT, StopCheck, Window, check, check_len, cpu::CpuSample, exact_len, tr,
@@ -88,8 +88,14 @@ pub(super) fn receiver<E: Endpoint>(
     spec: &BwSpec,
     recvs: &mut RecvState,
     stop: &mut dyn FnMut() -> bool,
-    intervals: Option<Intervals<'_>>,
+    hooks: Hooks<'_>,
 ) -> Result<BwMeasurement> {
+    let Hooks {
+        intervals,
+        stop: cut,
+    } = hooks;
+    let mut cut = Stopper::new(cut);
+    let mut was_cut = false;
     let qps = ep.qp_count() as u64;
     recvs.fill(ep, &spec.layout, spec.rx_depth)?;
     let expected = match spec.mode {
@@ -143,6 +149,10 @@ pub(super) fn receiver<E: Endpoint>(
         if expected.is_some_and(|e| got >= e) || quiet.over(stop, drain)? {
             break;
         }
+        if expected.is_some() && cut.stopped() {
+            was_cut = true;
+            break;
+        }
     }
     let m = match spec.mode {
         RunMode::Iterations(_) => BwMeasurement {
@@ -151,7 +161,8 @@ pub(super) fn receiver<E: Endpoint>(
             elapsed_ns: first.map_or(0, |f| last.duration_since(f).as_nanos() as u64),
             best_ns_per_msg: None,
             cpu_util: None,
-            lost: expected.map(|e| e.saturating_sub(got)),
+            // Cut short, how many the sender sent is not known here.
+            lost: expected.filter(|_| !was_cut).map(|e| e.saturating_sub(got)),
             // Counted as one total (the warm-up is the peer's, across its queue pairs).
             per_qp: Vec::new(),
             series: None,

@@ -75,6 +75,14 @@ pub(crate) struct Args {
     #[arg(short = 'p', long = "port", default_value_t = DEFAULT_OOB_PORT, value_parser = values::parse_port)]
     pub port: u16,
 
+    /// Server: stay up and serve clients one after another until SIGINT/SIGTERM, as `iperf3 -s`
+    /// (without it a server serves one run, as perftest's). A client that comes while another is
+    /// served waits for it, and is told so. Run N's files get `-runN` before their extension
+    /// (--json s.json: s-run1.json, s-run2.json, ...; --results DIR: DIR/run1/, ...).
+    /// Example: `roce_write_bw -d eth0 --persist --json bw.json`.
+    #[arg(long = "persist")]
+    pub persist: bool,
+
     /// GID index 0..64 (verbs, soft only).
     #[arg(short = 'x', long = "gid-index", value_parser = clap::value_parser!(u8).range(0..=64), group = PER_HOST, group = ROCE_SETUP)]
     pub gid_index: Option<u8>,

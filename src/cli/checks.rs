@@ -164,6 +164,29 @@ pub(crate) fn oob(transport: TransportKind, a: &Args) -> Result<(), Error> {
     Ok(())
 }
 
+/// `--persist` keeps a server up: a client's flag it is not, and perftest's dialect serves one run.
+pub(crate) fn persist(a: &Args) -> Result<(), Error> {
+    if !a.persist {
+        return Ok(());
+    }
+    if let Some(host) = &a.host {
+        return Err(Error::Invalid {
+            flag: "--persist",
+            why: format!(
+                "it keeps a server up, and the host argument ({host}) makes this process a client; drop --persist here and give it to the server"
+            ),
+        });
+    }
+    if a.oob == OobArg::Perftest {
+        return Err(Error::Conflict {
+            a: "--persist",
+            b: "--oob perftest",
+            why: "a perftest client expects a server that serves one run; start the server once per client",
+        });
+    }
+    Ok(())
+}
+
 /// `-R` connects RoCE queue pairs through the CM, which addresses the peer by IP address: no TCP
 /// baseline, no RoCE v1.
 pub(crate) fn rdma_cm(transport: TransportKind, a: &Args) -> Result<(), Error> {

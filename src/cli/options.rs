@@ -62,6 +62,8 @@ pub struct Options {
     pub validate: bool,
     /// `--oob`.
     pub oob: OobArg,
+    /// `--persist`: a server that serves clients one after another until stopped.
+    pub persist: bool,
     /// `-R`: the queue pairs are connected through the CM.
     pub rdma_cm: bool,
     /// `--rate_limit` and its companions, with perftest's defaults filled in.
@@ -194,6 +196,7 @@ impl Options {
         checks::built(&choice)?;
         checks::transport_flags(transport, &a)?;
         checks::oob(transport, &a)?;
+        checks::persist(&a)?;
         checks::rdma_cm(transport, &a)?;
         checks::lossy_flags(transport, &a)?;
         let io = checks::soft_io(transport, &a)?;
@@ -272,6 +275,7 @@ impl Options {
             connect_timeout: Duration::from_secs(a.connect_timeout),
             validate: a.validate,
             oob: a.oob,
+            persist: a.persist,
             rdma_cm: a.rdma_cm,
             rate_limit,
             latency_gap,

@@ -21,6 +21,10 @@ pub(crate) const REFUSED: &[(&str, &str)] = &[
     ),
     ("--csv", "roce_fabric writes fabric.csv under --results DIR"),
     (
+        "--persist",
+        "roce_fabric starts a server for each pair's run, which serves that one client",
+    ),
+    (
         "--min-bw",
         "judge the matrix afterwards: roce_gate fabric.json --min-bw ...",
     ),

@@ -2,6 +2,7 @@
 
 use super::dial::{self, DialError, HostPort, Retry};
 use super::frame::{self, HELLO_LEN};
+use super::listener::Listener;
 use super::{Error, Failure, Mismatch, Result, Said, Step, TestParams};
 use crate::params::Role;
 use serde::Serialize;
@@ -40,6 +41,28 @@ impl Channel {
         let (stream, peer) = listener
             .accept()
             .map_err(|source| Error::Listen { port, source })?;
+        Channel::serve(stream, peer, io_timeout, handshake)
+    }
+
+    /// Server of `--persist`: the next client of a listener that stays open across runs, as
+    /// [`Channel::accept`] takes one; [`Error::Stopped`] when `stop` says so before one came.
+    pub(crate) fn accept_on(
+        listener: &Listener,
+        io_timeout: Duration,
+        handshake: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Channel> {
+        let (stream, peer) = listener.next(stop)?;
+        Channel::serve(stream, peer, io_timeout, handshake)
+    }
+
+    /// A client just accepted: its hello checked, ours sent.
+    fn serve(
+        stream: TcpStream,
+        peer: SocketAddr,
+        io_timeout: Duration,
+        handshake: Duration,
+    ) -> Result<Channel> {
         let mut ch = Channel::new(stream, peer, Role::Server, io_timeout, handshake)?;
         if let Err(e) = ch.read_hello() {
             if matches!(e, Error::Garbage { .. }) {
@@ -54,7 +77,9 @@ impl Channel {
 
     /// Client: connects to `host:port`, retrying a server that is not up yet until `connect_timeout`.
     /// `on_retry` runs once, at the first refused attempt (the binary says it is waiting). Connected,
-    /// the whole handshake must be over within `handshake`, as in [`Channel::accept`].
+    /// the whole handshake must be over within `handshake`, as in [`Channel::accept`], except the
+    /// wait of a client a `--persist` server queued: `on_queued` says whom the server serves and the
+    /// client's place, and the client then waits for its turn as long as it takes.
     pub(crate) fn connect(
         host: &str,
         port: u16,
@@ -62,6 +87,7 @@ impl Channel {
         io_timeout: Duration,
         handshake: Duration,
         on_retry: impl FnOnce(&str),
+        on_queued: impl FnOnce(&str, u64),
     ) -> Result<Channel> {
         let server = HostPort::new(host, port);
         let target = server.to_string();
@@ -78,7 +104,19 @@ impl Channel {
             Ok((stream, a)) => {
                 let mut ch = Channel::new(stream, a, Role::Client, io_timeout, handshake)?;
                 ch.write_all(&frame::hello(), Step::Hello)?;
-                ch.read_hello()?;
+                if ch.read_hello()? == frame::QUEUED {
+                    let q: frame::Queued = ch.recv(Step::Queued)?;
+                    on_queued(&q.serving, q.place);
+                    // No deadline while the runs before this client's go on; its own handshake
+                    // starts when the server takes it.
+                    ch.handshake = None;
+                    ch.stream
+                        .set_read_timeout(None)
+                        .map_err(|source| ch.io_error(Step::Setup, source))?;
+                    ch.read_hello()?;
+                    ch.handshake = Some((Instant::now() + handshake, handshake));
+                    ch.set_timeout(io_timeout)?;
+                }
                 Ok(ch)
             }
             Err(DialError::Fatal(e) | DialError::GaveUp(Some(e))) => Err(Error::Unreachable {
@@ -252,7 +290,8 @@ impl Channel {
         }
     }
 
-    fn read_hello(&mut self) -> Result<()> {
+    /// Reads and checks the peer's hello; its flag byte ([`frame::QUEUED`] or 0).
+    fn read_hello(&mut self) -> Result<u8> {
         let mut h = [0u8; HELLO_LEN];
         let peer = self.peer.to_string();
         match self.read_exact(&mut h, Step::Hello) {
@@ -272,7 +311,8 @@ impl Channel {
             }
             Err(e) => return Err(e),
         }
-        frame::check_hello(&h, &peer)
+        frame::check_hello(&h, &peer)?;
+        Ok(h[frame::FLAGS])
     }
 
     /// Sends one message of `kind`.

@@ -21,6 +21,8 @@ pub(crate) enum Step {
     Results,
     /// This side stopping, and why.
     Abort,
+    /// A `--persist` server telling a client it waits for another's run.
+    Queued,
     /// Waiting for the peer while the data path runs.
     Test,
 }
@@ -36,6 +38,7 @@ impl Step {
             Step::Barrier => "barrier",
             Step::Results => "results",
             Step::Abort => "abort",
+            Step::Queued => "queued",
             Step::Test => "the test",
         }
     }
@@ -182,6 +185,9 @@ pub(crate) enum Error {
     /// The two sides were started with different test parameters.
     #[error("parameter mismatch: {0}")]
     Mismatch(super::Mismatch),
+    /// A `--persist` server was stopped (SIGINT, SIGTERM) while it waited for a client.
+    #[error("stopped while waiting for a client")]
+    Stopped,
     /// The peer stopped and said why.
     #[error("the peer {peer} stopped: {reason}")]
     PeerAborted {

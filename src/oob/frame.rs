@@ -12,8 +12,9 @@ pub(crate) const MAGIC: &[u8; 8] = b"roceperf";
 
 /// Version of this out-of-band protocol; both sides must speak the same. Version 2: the parameters
 /// no longer carry `report_gbits` (display options are each side's own). Version 3: an abort says
-/// whether the test failed or its setup did ([`Abort`]).
-pub(crate) const PROTOCOL_VERSION: u16 = 3;
+/// whether the test failed or its setup did ([`Abort`]). Version 4: a size's results say whether a
+/// signal cut the size short on the side that sent them (`results::SizeReport`).
+pub(crate) const PROTOCOL_VERSION: u16 = 4;
 
 /// Bytes of the hello: magic, version (u16 big-endian), two reserved bytes.
 pub(crate) const HELLO_LEN: usize = 12;
@@ -33,6 +34,29 @@ struct Envelope<T> {
 pub(crate) struct Abort {
     pub(crate) reason: String,
     pub(crate) failure: Failure,
+}
+
+/// The hello's flag byte (its first reserved byte) when a `--persist` server queued the client: a
+/// [`Queued`] message follows, and the server's plain hello when the client's turn comes.
+pub(crate) const QUEUED: u8 = 1;
+
+/// Offset of the flag byte in the hello.
+pub(crate) const FLAGS: usize = 10;
+
+/// Whom a `--persist` server serves while a client waits, and the client's place in the queue.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Queued {
+    /// The client being served (its out-of-band address).
+    pub(crate) serving: String,
+    /// 1: next.
+    pub(crate) place: u64,
+}
+
+/// The hello of a client a `--persist` server queued.
+pub(crate) fn queued_hello() -> [u8; HELLO_LEN] {
+    let mut h = hello();
+    h[FLAGS] = QUEUED;
+    h
 }
 
 /// Our hello.

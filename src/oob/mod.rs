@@ -12,6 +12,7 @@ mod channel;
 pub(crate) mod dial;
 mod error;
 pub mod frame;
+mod listener;
 mod params;
 pub mod perftest;
 
@@ -19,6 +20,7 @@ pub(crate) use channel::{Channel, DEFAULT_IO_TIMEOUT};
 pub(crate) use dial::HostPort;
 pub(crate) use error::Failure;
 pub(crate) use error::{Error, Step};
+pub(crate) use listener::Listener;
 pub(crate) use params::TestParams;
 pub(crate) use params::{Mismatch, RunLength, Said};
 

@@ -69,6 +69,7 @@ pub(crate) const COLUMNS: &[&str] = &[
     "cnps_sent",
     "cnps_handled",
     "rate_cuts",
+    "interrupted",
 ];
 
 /// The transport's counters the CSV carries (`test.counters` in JSON), in [`COLUMNS`] order from
@@ -105,8 +106,24 @@ pub(crate) fn row_in(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)
 /// The rows of one size: its row, then with several queue pairs one row per queue pair (`qp` set:
 /// its messages as `iterations`, its goodput as `bw_avg_gbps`, its bytes as `qp_bytes`). `last`:
 /// the run's last size, whose rows carry the transport's counters, read when the run ended (the
-/// totals on the size's row, each queue pair's on its own).
+/// totals on the size's row, each queue pair's on its own), and, in a run a signal cut short
+/// during it, who was signalled (`interrupted`: `SIGINT`, `SIGTERM` or `peer`).
 fn size_rows(info: &RunInfo, r: &SizeResult, last: bool) -> Vec<Vec<String>> {
+    let cut = info
+        .interrupted
+        .as_ref()
+        .filter(|i| last && i.partial && i.size_bytes == Some(r.size))
+        .map(|i| i.by.clone())
+        .unwrap_or_default();
+    let mut rows = size_figure_rows(info, r, last);
+    for row in &mut rows {
+        row.push(cut.clone());
+    }
+    rows
+}
+
+/// [`size_rows`] up to `rate_cuts`.
+fn size_figure_rows(info: &RunInfo, r: &SizeResult, last: bool) -> Vec<Vec<String>> {
     let counters = info.counters.as_ref().filter(|_| last);
     let mut row = figure_cells(info, r, None);
     row.extend([String::new(), String::new()]);
@@ -215,7 +232,7 @@ fn figure_cells(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)>) ->
     cells.push(opt(pacing.map(|p| f(p.achieved, 6))));
     cells.push(opt(interval.map(|(s, _)| f(s, 3))));
     cells.push(opt(interval.map(|(_, e)| f(e, 3))));
-    debug_assert_eq!(cells.len(), COLUMNS.len() - 2 - COUNTER_COLUMNS.len());
+    debug_assert_eq!(cells.len(), COLUMNS.len() - 3 - COUNTER_COLUMNS.len());
     cells
 }
 

@@ -16,6 +16,7 @@ pub(crate) mod fabric;
 pub(crate) mod figures;
 pub(crate) mod files;
 pub(crate) mod floor;
+pub(crate) mod interrupted;
 pub mod json;
 pub(crate) mod loss;
 pub mod nic;
@@ -42,6 +43,7 @@ pub(crate) use files::{
     probe_file, replace_with, write_atomic,
 };
 pub use floor::{Floor, HostPath, path_label};
+pub use interrupted::{BY_PEER, Interrupted, SizeReport};
 pub use json::{to_json, write_json};
 pub(crate) use loss::LossPoint;
 pub use nic::{CounterDelta, NicCounters, SizeCounters};

@@ -156,6 +156,10 @@ pub struct RunInfo {
     /// that completed, the counters the transport's then); absent for a run that finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RunError>,
+    /// A `-n` / `-D` run that SIGINT or SIGTERM stopped early, on this side or the peer's: by whom,
+    /// and what of the size then running the results keep; absent for a run that ran to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<super::Interrupted>,
     /// `--tclass`, `-S`, `--flow_label` and what they made of the packets; absent when the run
     /// marked nothing (no flag given, and not the soft transport, which marks RoCE v2 ECN-capable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -224,6 +228,7 @@ impl RunInfo {
             latency_gap_ns: None,
             run_infinitely: None,
             error: None,
+            interrupted: None,
             marks: None,
         }
     }

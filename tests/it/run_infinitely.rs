@@ -3,8 +3,8 @@
 //! document and the CSV match their schema and golden header, the JSON-lines stream is one valid
 //! object a line (start, intervals, end), and perftest's --out_json is valid JSON.
 
-use crate::common::schema::{assert_csv_header, assert_valid, assert_valid_file};
-use crate::common::{self, Done, Proc, free_port, rows, spawn};
+use crate::common::schema::{assert_valid, assert_valid_file, result_csv};
+use crate::common::{self, Done, Proc, rows};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Mutex;
@@ -29,23 +29,7 @@ fn files(dir: &Path, role: &str) -> Vec<String> {
 
 /// Starts a server and a client of `test` with `args` (plus files in `dir`) on 127.0.0.1.
 fn start(test: &str, args: &[&str], dir: &Path) -> (Proc, Proc) {
-    let port = free_port().to_string();
-    let side = |role: &str, core: &'static str| {
-        let mut a: Vec<String> = ["-p", &port, "--cpu", core]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        a.extend(args.iter().map(|s| s.to_string()));
-        a.extend(files(dir, role));
-        a
-    };
-    let sa = side("server", "0");
-    let server = spawn(test, &sa.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(server.wait_stdout("Waiting for client", 20), "no server");
-    let mut ca = side("client", "1");
-    ca.push("127.0.0.1".into());
-    let client = spawn(test, &ca.iter().map(String::as_str).collect::<Vec<_>>());
-    (server, client)
+    common::start_pair(test, args, |role| files(dir, role))
 }
 
 /// Waits until `p` has printed `n` result rows (interval lines); panics after 60 s.
@@ -158,12 +142,8 @@ fn check_side(d: &Done, dir: &Path, role: &str, stopped_by: &str, min_intervals:
     );
     assert_eq!(doc["results"].as_array().unwrap().len(), 1, "one summary");
     // CSV: the golden header, a row per interval (with its span), then the summary (without one).
-    let csv = dir.join(format!("{role}.csv"));
-    assert_csv_header("result", &csv);
-    let mut rdr = ::csv::Reader::from_path(&csv).unwrap();
-    let h = rdr.headers().unwrap().clone();
+    let (h, recs) = result_csv(&dir.join(format!("{role}.csv")));
     let at = |n: &str| h.iter().position(|c| c == n).unwrap();
-    let recs: Vec<::csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
     let (last, intervals) = recs.split_last().unwrap();
     assert!(
         intervals.len() >= min_intervals,

@@ -2,7 +2,7 @@
 //! and UD, [`crate::bench::bw_receiver`] picks [`crate::bench::unreliable`] instead).
 
 use super::{BwMeasurement, BwSpec, RecvState, check_target, payload_len};
-use crate::bench::interval::{Intervals, Ticker};
+use crate::bench::interval::{Hooks, Stopper, Ticker};
 use crate::bench::qp_series::SeriesRecorder;
 use crate::bench::{Result, Watchdog, Window, check, check_len, cpu::CpuSample, exact_len, tr};
 use crate::params::RunMode;
@@ -11,15 +11,20 @@ use std::time::Instant;
 
 /// The receiving side of send_bw: counts incoming SENDs and measures its own bandwidth, from its first
 /// receive to its last (iteration mode; see the clock comment inside). In duration mode it runs until
-/// `stop` says the sender is done. `intervals`: a run without end's samples of what arrives (duration
-/// mode).
+/// `stop` says the sender is done. `hooks`: a run without end's samples of what arrives (duration
+/// mode), and the stop that cuts a `-n` run short with what arrived so far (a signal, on either side).
 pub(crate) fn receiver<E: Endpoint>(
     ep: &mut E,
     spec: &BwSpec,
     recvs: &mut RecvState,
     stop: &mut dyn FnMut() -> bool,
-    intervals: Option<Intervals<'_>>,
+    hooks: Hooks<'_>,
 ) -> Result<BwMeasurement> {
+    let Hooks {
+        intervals,
+        stop: cut,
+    } = hooks;
+    let mut cut = Stopper::new(cut);
     let qps = ep.qp_count();
     recvs.fill(ep, &spec.layout, spec.rx_depth)?;
     let mut got = vec![0u64; qps];
@@ -80,12 +85,16 @@ pub(crate) fn receiver<E: Endpoint>(
                     }
                 }
                 dog.check(stop)?;
+                if cut.stopped() {
+                    break;
+                }
             }
             measured(&got, &mut since);
             let elapsed_ns = last.duration_since(first.unwrap_or(last)).as_nanos() as u64;
             Ok(BwMeasurement {
                 size: spec.size,
-                messages: n * qps as u64,
+                // All n per queue pair, or what arrived before a stop cut the run short.
+                messages: since.iter().sum::<u64>().min(n * qps as u64),
                 elapsed_ns,
                 best_ns_per_msg: None,
                 cpu_util: None,

@@ -121,7 +121,7 @@ fn spawn_receiver(
     let done = done.clone();
     std::thread::spawn(move || {
         let mut st = RecvState::default();
-        let r = receiver(&mut server, &s, &mut st, &mut || false, None)?;
+        let r = receiver(&mut server, &s, &mut st, &mut || false, Hooks::none())?;
         passive(
             &mut server,
             SERVING,
@@ -166,7 +166,7 @@ fn send_bw_receiver_names_a_sender_with_another_size() {
     let remotes = theirs.layout.remotes(&server.local_info());
     let t = std::thread::spawn(move || {
         let mut st = RecvState::default();
-        receiver(&mut server, &ours, &mut st, &mut || false, None)
+        receiver(&mut server, &ours, &mut st, &mut || false, Hooks::none())
     });
     // The sender's last SENDs may never complete once the receiver has given up; its result is moot.
     let _ = std::thread::spawn(move || active(&mut client, &theirs, &remotes, None, Hooks::none()));
@@ -191,7 +191,7 @@ fn a_silent_sender_trips_the_receivers_watchdog_soon_after_the_peer_is_done() {
     let t0 = std::time::Instant::now();
     let mut st = RecvState::default();
     // The out-of-band channel says the peer is done, yet nothing ever arrives.
-    let err = receiver(&mut server, &s, &mut st, &mut || true, None).unwrap_err();
+    let err = receiver(&mut server, &s, &mut st, &mut || true, Hooks::none()).unwrap_err();
     assert!(
         matches!(
             err,

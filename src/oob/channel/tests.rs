@@ -37,7 +37,15 @@ fn client(port: u16) -> Result<Channel> {
 /// A client of 127.0.0.1:`port` that stops trying to connect after `connect` and gives the rest
 /// (I/O, handshake) `timeout` each.
 fn client_with(port: u16, connect: Duration, timeout: Duration) -> Result<Channel> {
-    Channel::connect("127.0.0.1", port, connect, timeout, timeout, |_| {})
+    Channel::connect(
+        "127.0.0.1",
+        port,
+        connect,
+        timeout,
+        timeout,
+        |_| {},
+        |_, _| {},
+    )
 }
 
 /// A client and the server it connected to, on a fresh port.

@@ -269,9 +269,9 @@ fn a_run_without_end_streams_lines_and_appends_interval_rows() {
     let text = std::fs::read_to_string(&csv).unwrap();
     let rows: Vec<&str> = text.lines().collect();
     assert_eq!(rows.len(), 1 + 2 + 1, "{text}");
-    // The span's two cells, then the queue pair and counter columns (empty: one queue pair, no
-    // counters in this run's description).
-    let tail = ",".repeat(8);
+    // The span's two cells, then the queue pair, counter and interrupted columns (empty: one queue
+    // pair, no counters in this run's description, not interrupted).
+    let tail = ",".repeat(9);
     assert!(
         rows[2].ends_with(&format!(",1.000,2.000{tail}")),
         "{}",

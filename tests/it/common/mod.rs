@@ -217,11 +217,18 @@ impl Proc {
 
     /// True once stdout contains `text` (polled up to `secs`).
     pub fn wait_stdout(&self, text: &str, secs: u64) -> bool {
+        self.wait_stdout_times(text, 1, secs)
+    }
+
+    /// Waits at most `secs` until stdout holds `text` `n` times; false if it does not by then.
+    pub fn wait_stdout_times(&self, text: &str, n: usize, secs: u64) -> bool {
         let deadline = Instant::now() + Duration::from_secs(secs);
         while Instant::now() < deadline {
             if std::fs::read_to_string(&self.out)
                 .unwrap_or_default()
-                .contains(text)
+                .matches(text)
+                .count()
+                >= n
             {
                 return true;
             }
@@ -229,6 +236,25 @@ impl Proc {
         }
         false
     }
+}
+
+/// Starts a server and a client of `test` on 127.0.0.1 (a free port, cores 0 and 1) with `args`
+/// and each side's own `extra(role)`; returns them once the server listens and the client started.
+pub fn start_pair(test: &str, args: &[&str], extra: impl Fn(&str) -> Vec<String>) -> (Proc, Proc) {
+    let port = free_port().to_string();
+    let side = |role: &str, core: &str| {
+        let mut a: Vec<String> = ["-p", &port, "--cpu", core].map(String::from).to_vec();
+        a.extend(args.iter().map(|s| s.to_string()));
+        a.extend(extra(role));
+        a
+    };
+    let sa = side("server", "0");
+    let server = spawn(test, &sa.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(server.wait_stdout("Waiting for client", 20), "no server");
+    let mut ca = side("client", "1");
+    ca.push("127.0.0.1".into());
+    let client = spawn(test, &ca.iter().map(String::as_str).collect::<Vec<_>>());
+    (server, client)
 }
 
 /// Starts a TCP-transport server of `test` on `port`, pinned to core 0, with `extra` arguments;

@@ -56,3 +56,12 @@ pub fn assert_csv_header(name: &str, path: &Path) {
         path.display()
     );
 }
+
+/// A run's CSV at `path`, its header checked against the golden one: the header and the rows.
+pub fn result_csv(path: &Path) -> (::csv::StringRecord, Vec<::csv::StringRecord>) {
+    assert_csv_header("result", path);
+    let mut rdr = ::csv::Reader::from_path(path).unwrap();
+    let h = rdr.headers().unwrap().clone();
+    let recs = rdr.records().map(Result::unwrap).collect();
+    (h, recs)
+}
