@@ -23,7 +23,12 @@ pub(crate) fn print_waiting(plan: &Plan) {
     }
 }
 
+/// perftest's address lines of an RDMA run; none over TCP, whose connections have no QPN, PSN, rkey
+/// or address to show.
 fn address_lines(plan: &Plan, info: &ConnInfo) -> Vec<AddressLine> {
+    if plan.transport == TransportKind::Tcp {
+        return Vec::new();
+    }
     let read = plan.test.verb.reads_back();
     let one_sided = plan.test.verb.is_one_sided();
     info.qps
@@ -35,7 +40,7 @@ fn address_lines(plan: &Plan, info: &ConnInfo) -> Vec<AddressLine> {
             out_reads: read.then_some(q.max_rd_atomic),
             rkey: one_sided.then_some(q.rkey),
             vaddr: one_sided.then_some(q.vaddr),
-            gid: (plan.transport != TransportKind::Tcp).then_some(info.gid.octets()),
+            gid: Some(info.gid.octets()),
         })
         .collect()
 }
@@ -215,7 +220,7 @@ pub(crate) fn row(plan: &Plan, info: &RunInfo, r: &SizeResult) -> String {
 }
 
 /// After the last size, in either dialect: the transport's counters into the run info, the table's
-/// footer and extras (unless a single value was asked for), then the result files ([`gate`] follows,
+/// footer and extras (unless a single value was asked for; a sweep's only with `-v`), then the result files ([`gate`] follows,
 /// after the dialect's last exchange). `both`: `--report-both`'s two sides of the last row;
 /// `endless`: a run without end's outputs, whose stream ends with the run's document.
 pub(crate) fn conclude<E: Described>(
@@ -229,8 +234,12 @@ pub(crate) fn conclude<E: Described>(
     info.counters = ep.counters().map(|(_, v)| v);
     if !plan.output.quiet() {
         let mut tail = report::table_footer();
-        for r in results {
-            tail.push_str(&report::extras(info, r));
+        // A sweep (-a) is one table: its rows say what the size lines would repeat, and the files
+        // hold every figure; -v adds the size lines under it.
+        if results.len() == 1 || plan.output.verbosity > 0 {
+            for r in results {
+                tail.push_str(&report::extras(info, r));
+            }
         }
         if let Some(run) = &info.run_infinitely {
             tail.push_str(&report::console::endless_line(run));
@@ -301,9 +310,28 @@ fn write_files(
 }
 
 /// Tries every path the run will write (its export manager's, and the gate's `--junit`), leaving
-/// nothing changed; the first that cannot be written, naming its flag.
+/// nothing changed; the first that cannot be written, naming its flag. A file named `-` takes
+/// standard output, and the console goes to standard error from here on.
 pub(crate) fn probe_outputs(plan: &Plan) -> Result<(), Error> {
-    super::endless::exports(&plan.output).probe()?;
+    let exports = super::endless::exports(&plan.output);
+    match exports.stdout_flags()[..] {
+        [] => {}
+        [_] => results::claim_stdout().map_err(|e| {
+            Error::Usage(crate::cli::Error::Invalid {
+                flag: "-",
+                why: format!("standard output cannot be kept for the file: {e}"),
+            })
+        })?,
+        [a, b, ..] => {
+            return Err(Error::Usage(crate::cli::Error::Invalid {
+                flag: b,
+                why: format!(
+                    "{a} already writes to standard output (-); one file at most can go there, name a file for the other"
+                ),
+            }));
+        }
+    }
+    exports.probe()?;
     if let Some(junit) = &plan.output.gate_output.junit {
         results::probe_file(junit, &results::Writes::Whole).map_err(|source| {
             results::Unusable {

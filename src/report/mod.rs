@@ -20,6 +20,7 @@ pub(crate) mod perftest_json;
 pub(crate) mod progress;
 pub(crate) mod svg;
 pub(crate) mod table;
+pub(crate) mod wrap;
 
 pub use console::{address_block, extras, header_block, table_footer, table_header, table_row};
 

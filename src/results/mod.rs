@@ -38,8 +38,8 @@ pub use figures::{BandwidthFigures, LatencyFigures};
 pub(crate) use files::WriteError;
 pub use files::results_paths;
 pub(crate) use files::{
-    LineStream, Unusable, Writes, append_under_header, compare_dir, create_results_dir, probe_dir,
-    probe_file, replace_with, write_atomic,
+    LineStream, Unusable, Writes, append_under_header, claim_stdout, compare_dir,
+    create_results_dir, is_stdout, probe_dir, probe_file, replace_with, write_atomic,
 };
 pub use floor::{Floor, HostPath, path_label};
 pub use json::{to_json, write_json};
