@@ -138,7 +138,11 @@ pub(crate) fn run_info(
         role: plan.role,
         transport: plan.transport,
         roce: plan.device.roce,
-        device: plan.device.device.clone().unwrap_or(fallback_device),
+        device: plan
+            .device
+            .device
+            .clone()
+            .unwrap_or(fallback_device.clone()),
         peer: plan.host.clone(),
         qps: plan.qps,
         tx_depth: plan.tx_depth,
@@ -188,7 +192,45 @@ pub(crate) fn run_info(
         exchange_rdma_cm: super::endpoints::comm_qps(plan) > 0,
         error: None,
         marks: given_marks(plan),
+        provenance: Some(results::Provenance::of_this_process(nic_identity(
+            plan,
+            plan.device.device.as_deref().unwrap_or(&fallback_device),
+        ))),
     }
+}
+
+/// The NIC the run used, for its provenance: verbs' RDMA device (its driver and firmware from
+/// sysfs), soft's interface and tcp's (the one holding its local address `device`), their driver and
+/// firmware through `ETHTOOL_GDRVINFO`.
+fn nic_identity(plan: &Plan, device: &str) -> Option<results::NicIdentity> {
+    use crate::transport::probe;
+    let (device, info) = match plan.transport {
+        TransportKind::Verbs => (device.to_owned(), Some(probe::rdma_driver(device))),
+        TransportKind::Soft => (device.to_owned(), probe::interface_driver(device)),
+        TransportKind::Tcp => {
+            let ifname = probe::interface_with(device.parse().ok()?)?;
+            let info = probe::interface_driver(&ifname);
+            (ifname, info)
+        }
+    };
+    Some(results::NicIdentity {
+        device,
+        driver: info
+            .as_ref()
+            .map(|i| i.driver.clone())
+            .filter(|d| !d.is_empty()),
+        firmware: info.and_then(|i| i.firmware),
+    })
+}
+
+/// `-v`: the run's provenance as its files record it, one ` Key : value` line each.
+pub(crate) fn provenance_text(info: &RunInfo) -> Option<String> {
+    let p = info.provenance.as_ref()?;
+    let mut s = String::from("provenance (in every result file):");
+    for (key, value) in p.lines() {
+        s.push_str(&format!("\n {key:<16}: {value}"));
+    }
+    Some(s)
 }
 
 /// `--tclass`, `-S`, `--flow_label` as given, where any was (the soft endpoint adds what it put on

@@ -207,6 +207,7 @@ pub(crate) fn document(
         hosts,
         matrices,
         summary,
+        provenance: Some(crate::results::Provenance::of_this_process(None)),
         ..FabricDoc::default()
     }
 }

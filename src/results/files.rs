@@ -31,11 +31,13 @@ pub enum WriteError {
     },
     /// The CSV file to append to has other columns than this version writes.
     #[error(
-        "cannot append to {}: its header does not match roceperf's CSV columns (expected {expected:?}, found {found:?}); \
+        "cannot append to {}: its header does not match roceperf's CSV columns{why} (expected {expected:?}, found {found:?}); \
          pass a new file to --csv, or move the old one aside",
         path.display()
     )]
     CsvHeaderMismatch {
+        /// Why they differ, when it can tell: `, as an older roceperf wrote it (without ...)`.
+        why: String,
         /// The file.
         path: PathBuf,
         /// Our header line.
@@ -319,12 +321,25 @@ fn check_header(file: &mut std::fs::File, path: &Path, header: &str) -> Result<(
     let found = first.trim_end_matches(['\r', '\n']);
     if found != header {
         return Err(WriteError::CsvHeaderMismatch {
+            why: header_difference(header, found),
             path: path.to_owned(),
             expected: header.to_owned(),
             found: found.to_owned(),
         });
     }
     Ok(())
+}
+
+/// Why a CSV's `found` header is not ours (`header`): an older roceperf's, which lacks the columns
+/// added since (the message names them), or empty when it cannot tell.
+fn header_difference(header: &str, found: &str) -> String {
+    match header.strip_prefix(found) {
+        Some(rest) if !found.is_empty() && rest.starts_with(',') => format!(
+            ", as an older roceperf wrote it (without the columns added since: {})",
+            rest[1..].replace(',', ", ")
+        ),
+        _ => String::new(),
+    }
 }
 
 /// A file of JSON lines (`--json-stream`), created once and kept open until the run ends, each line
