@@ -31,57 +31,105 @@ pub(crate) fn wrap(text: &str) -> String {
     out
 }
 
-fn hang(body: &str) -> usize {
+/// Where a line's value starts (in bytes), and the columns its continuations are indented by.
+fn hang(body: &str) -> (usize, usize) {
     match body.find(": ") {
-        Some(p) if columns(&body[..p]) < 40 => columns(&body[..p]) + 2,
-        _ => body.len() - body.trim_start_matches(' ').len() + 4,
+        Some(p) if columns(&body[..p]) < 40 => (p + 2, columns(&body[..p]) + 2),
+        _ => {
+            let lead = body.len() - body.trim_start_matches(' ').len();
+            (lead, lead + 4)
+        }
     }
 }
 
 fn wrap_line(body: &str, out: &mut String) {
-    let indent = " ".repeat(hang(body));
-    let lead = body.len() - body.trim_start_matches(' ').len();
-    let mut cur = body[..lead].to_owned();
-    let rest = &body[lead..];
+    let (value, hang) = hang(body);
+    let mut line = Line {
+        cur: body[..value].to_owned(),
+        floor: value,
+        indent: " ".repeat(hang),
+        words: false,
+    };
+    // The key (` Key             : `) stays as it is, its padding included.
+    let rest = &body[value..];
     // Items set apart by two spaces (a latency line's `p99 3.087  p99.9 n/a (needs ...)`) stay whole
     // where they fit; otherwise the line breaks between words.
     let sep = if rest.contains("  ") { "  " } else { " " };
-    let mut words = false;
     for unit in rest.split(sep).filter(|u| !u.is_empty()) {
-        place(unit, sep, &indent, &mut cur, &mut words, out);
+        line.place(unit, sep, out);
     }
-    out.push_str(cur.trim_end());
+    out.push_str(line.cur.trim_end());
 }
 
-/// Puts `unit` on the current line after `sep`, or on a new one when that gains room; a unit wider
-/// than a new line's room goes word by word.
-fn place(
-    unit: &str,
-    sep: &str,
-    indent: &str,
-    cur: &mut String,
-    words: &mut bool,
-    out: &mut String,
-) {
-    let room = WIDTH.saturating_sub(columns(indent));
-    if sep != " " && columns(unit) > room {
-        for word in unit.split(' ').filter(|w| !w.is_empty()) {
-            place(word, if *words { " " } else { "" }, indent, cur, words, out);
+/// The line being filled: its text, the part of it that stays (its key or indent), the indent of
+/// the next, and whether it holds a word yet.
+struct Line {
+    cur: String,
+    floor: usize,
+    indent: String,
+    words: bool,
+}
+
+fn starts_with_digit(s: &str) -> bool {
+    s.trim_start().starts_with(|c: char| c.is_ascii_digit())
+}
+
+impl Line {
+    /// Puts `unit` on the current line after `sep`, or on a new one when that gains room; a unit
+    /// wider than a new line's room goes word by word.
+    fn place(&mut self, unit: &str, sep: &str, out: &mut String) {
+        let room = WIDTH.saturating_sub(columns(&self.indent));
+        if sep != " " && columns(unit) > room {
+            for word in unit.split(' ').filter(|w| !w.is_empty()) {
+                self.place(word, " ", out);
+            }
+            return;
         }
-        return;
+        let sep = if self.words { sep } else { "" };
+        let gains = columns(&self.indent) < columns(&self.cur) + columns(sep);
+        if self.words && gains && columns(&self.cur) + columns(sep) + columns(unit) > WIDTH {
+            self.break_before(unit, out);
+        } else {
+            self.cur.push_str(sep);
+        }
+        self.cur.push_str(unit);
+        self.words = true;
     }
-    let sep = if *words { sep } else { "" };
-    let gains = columns(indent) < columns(cur) + columns(sep);
-    if *words && gains && columns(cur) + columns(sep) + columns(unit) > WIDTH {
-        out.push_str(cur.trim_end());
+
+    /// Ends the current line before `unit`. A continuation never starts with a digit, as perftest's
+    /// result rows do (a script that takes such a line for a row would misread it): words move down
+    /// with `unit` until the new line starts with one that is not a number.
+    fn break_before(&mut self, unit: &str, out: &mut String) {
+        let mut carry = String::new();
+        if starts_with_digit(unit) {
+            let keep = self.cur.clone();
+            loop {
+                let trimmed = self.cur.trim_end().len();
+                self.cur.truncate(trimmed);
+                match self.cur[self.floor..].rfind(' ').map(|i| i + self.floor) {
+                    Some(at) if at > self.floor => {
+                        let word = self.cur[at + 1..].to_owned();
+                        self.cur.truncate(at);
+                        carry = format!("{word} {carry}");
+                        if !starts_with_digit(&word) {
+                            break;
+                        }
+                    }
+                    // Nothing left to move: the unit starts the line after all.
+                    _ => {
+                        self.cur = keep;
+                        carry.clear();
+                        break;
+                    }
+                }
+            }
+        }
+        out.push_str(self.cur.trim_end());
         out.push('\n');
-        cur.clear();
-        cur.push_str(indent);
-    } else {
-        cur.push_str(sep);
+        self.cur.clone_from(&self.indent);
+        self.floor = self.indent.len();
+        self.cur.push_str(&carry);
     }
-    cur.push_str(unit);
-    *words = true;
 }
 
 #[cfg(test)]
