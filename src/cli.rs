@@ -60,6 +60,14 @@ pub enum Error {
         /// What is wrong and what is allowed.
         why: String,
     },
+    /// A flag the run cannot do without was not given.
+    #[error("no {flag}: {what}")]
+    Missing {
+        /// The flag.
+        flag: &'static str,
+        /// What it names, and how to give it.
+        what: String,
+    },
     /// The chosen transport exists in the design but not in this build yet.
     #[error(
         "--transport {transport} is not built yet in this roceperf{reason}; run the TCP baseline with --transport tcp"

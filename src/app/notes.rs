@@ -219,12 +219,13 @@ impl fmt::Display for Warning {
 }
 
 impl Warning {
-    /// Prints the warning on stderr with the program's prefix.
+    /// Prints the warning on stderr with the program's prefix, its lines within 100 columns.
     pub(crate) fn emit(&self) {
+        let text = crate::report::wrap::wrap(&format!("roceperf: {self}"));
         match self {
             // The counters end in their own newline.
-            Warning::Counters { .. } => eprint!("roceperf: {self}"),
-            _ => eprintln!("roceperf: {self}"),
+            Warning::Counters { .. } => eprint!("{text}"),
+            _ => eprintln!("{text}"),
         }
     }
 }

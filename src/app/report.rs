@@ -23,7 +23,12 @@ pub(crate) fn print_waiting(plan: &Plan) {
     }
 }
 
+/// perftest's address lines of an RDMA run; none over TCP, whose connections have no QPN, PSN, rkey
+/// or address to show.
 fn address_lines(plan: &Plan, info: &ConnInfo) -> Vec<AddressLine> {
+    if plan.transport == TransportKind::Tcp {
+        return Vec::new();
+    }
     let read = plan.test.verb.reads_back();
     let one_sided = plan.test.verb.is_one_sided();
     info.qps
@@ -35,7 +40,7 @@ fn address_lines(plan: &Plan, info: &ConnInfo) -> Vec<AddressLine> {
             out_reads: read.then_some(q.max_rd_atomic),
             rkey: one_sided.then_some(q.rkey),
             vaddr: one_sided.then_some(q.vaddr),
-            gid: (plan.transport != TransportKind::Tcp).then_some(info.gid.octets()),
+            gid: Some(info.gid.octets()),
         })
         .collect()
 }
@@ -133,7 +138,11 @@ pub(crate) fn run_info(
         role: plan.role,
         transport: plan.transport,
         roce: plan.device.roce,
-        device: plan.device.device.clone().unwrap_or(fallback_device),
+        device: plan
+            .device
+            .device
+            .clone()
+            .unwrap_or(fallback_device.clone()),
         peer: plan.host.clone(),
         qps: plan.qps,
         tx_depth: plan.tx_depth,
@@ -184,7 +193,45 @@ pub(crate) fn run_info(
         error: None,
         interrupted: None,
         marks: given_marks(plan),
+        provenance: Some(results::Provenance::of_this_process(nic_identity(
+            plan,
+            plan.device.device.as_deref().unwrap_or(&fallback_device),
+        ))),
     }
+}
+
+/// The NIC the run used, for its provenance: verbs' RDMA device (its driver and firmware from
+/// sysfs), soft's interface and tcp's (the one holding its local address `device`), their driver and
+/// firmware through `ETHTOOL_GDRVINFO`.
+fn nic_identity(plan: &Plan, device: &str) -> Option<results::NicIdentity> {
+    use crate::transport::probe;
+    let (device, info) = match plan.transport {
+        TransportKind::Verbs => (device.to_owned(), Some(probe::rdma_driver(device))),
+        TransportKind::Soft => (device.to_owned(), probe::interface_driver(device)),
+        TransportKind::Tcp => {
+            let ifname = probe::interface_with(device.parse().ok()?)?;
+            let info = probe::interface_driver(&ifname);
+            (ifname, info)
+        }
+    };
+    Some(results::NicIdentity {
+        device,
+        driver: info
+            .as_ref()
+            .map(|i| i.driver.clone())
+            .filter(|d| !d.is_empty()),
+        firmware: info.and_then(|i| i.firmware),
+    })
+}
+
+/// `-v`: the run's provenance as its files record it, one ` Key : value` line each.
+pub(crate) fn provenance_text(info: &RunInfo) -> Option<String> {
+    let p = info.provenance.as_ref()?;
+    let mut s = String::from("provenance (in every result file):");
+    for (key, value) in p.lines() {
+        s.push_str(&format!("\n {key:<16}: {value}"));
+    }
+    Some(s)
 }
 
 /// `--tclass`, `-S`, `--flow_label` as given, where any was (the soft endpoint adds what it put on
@@ -216,7 +263,7 @@ pub(crate) fn row(plan: &Plan, info: &RunInfo, r: &SizeResult) -> String {
 }
 
 /// After the last size, in either dialect: the transport's counters into the run info, the table's
-/// footer and extras (unless a single value was asked for), then the result files ([`gate`] follows,
+/// footer and extras (unless a single value was asked for; a sweep's only with `-v`), then the result files ([`gate`] follows,
 /// after the dialect's last exchange). `both`: `--report-both`'s two sides of the last row;
 /// `endless`: a run without end's outputs, whose stream ends with the run's document.
 pub(crate) fn conclude<E: Described>(
@@ -230,8 +277,12 @@ pub(crate) fn conclude<E: Described>(
     info.counters = ep.counters().map(|(_, v)| v);
     if !plan.output.quiet() {
         let mut tail = report::table_footer();
-        for r in results {
-            tail.push_str(&report::extras(info, r));
+        // A sweep (-a) is one table: its rows say what the size lines would repeat, and the files
+        // hold every figure; -v adds the size lines under it.
+        if results.len() == 1 || plan.output.verbosity > 0 {
+            for r in results {
+                tail.push_str(&report::extras(info, r));
+            }
         }
         if let Some(run) = &info.run_infinitely {
             tail.push_str(&report::console::endless_line(run));
@@ -321,9 +372,28 @@ fn write_files(
 }
 
 /// Tries every path the run will write (its export manager's, and the gate's `--junit`), leaving
-/// nothing changed; the first that cannot be written, naming its flag.
+/// nothing changed; the first that cannot be written, naming its flag. A file named `-` takes
+/// standard output, and the console goes to standard error from here on.
 pub(crate) fn probe_outputs(plan: &Plan) -> Result<(), Error> {
-    super::endless::exports(&plan.output).probe()?;
+    let exports = super::endless::exports(&plan.output);
+    match exports.stdout_flags()[..] {
+        [] => {}
+        [_] => results::claim_stdout().map_err(|e| {
+            Error::Usage(crate::cli::Error::Invalid {
+                flag: "-",
+                why: format!("standard output cannot be kept for the file: {e}"),
+            })
+        })?,
+        [a, b, ..] => {
+            return Err(Error::Usage(crate::cli::Error::Invalid {
+                flag: b,
+                why: format!(
+                    "{a} already writes to standard output (-); one file at most can go there, name a file for the other"
+                ),
+            }));
+        }
+    }
+    exports.probe()?;
     if let Some(junit) = &plan.output.gate_output.junit {
         results::probe_file(junit, &results::Writes::Whole).map_err(|source| {
             results::Unusable {

@@ -230,7 +230,10 @@ impl Dialect for Roceperf<'_> {
                     fallback_device: self.chan.local_ip().to_string(),
                     warmup: plan.warmup,
                     notes,
-                    connected: format!("data connections up ({:?})", peer.addr),
+                    connected: match &peer.addr {
+                        Some(addr) => format!("data connections up with {addr}"),
+                        None => "data connections up".to_owned(),
+                    },
                     peer,
                 })))
             }

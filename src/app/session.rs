@@ -235,6 +235,9 @@ fn steps<'p, D: Dialect, E: Described>(
                 i.notes.extend(notes::lines(&ep.notes()));
                 i.notes.extend(notes::lines(&link.notes));
                 i.nic_counters = nic.describe();
+                if let Some(text) = report::provenance_text(&i) {
+                    out.verbose(|| text);
+                }
                 nic.start();
                 if !out.quiet() {
                     report::print_header(&i);

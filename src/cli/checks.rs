@@ -224,10 +224,10 @@ pub(crate) fn soft_io(transport: TransportKind, a: &Args) -> Result<Option<IoKin
         );
     }
     if a.device.is_none() {
-        return Err(Error::Invalid {
+        return Err(Error::Missing {
             flag: "-d",
-            why: format!(
-                "the soft transport needs a network interface: -d lo for two processes on this host, -d eth0 (or a veth) across hosts{}",
+            what: format!(
+                "the soft transport needs a network interface: -d lo for two processes on this host, -d eth0 (or a veth) across hosts; -d mlx5_0 (an RDMA device) for verbs, or --transport tcp for the TCP baseline{}",
                 interface_list()
             ),
         });

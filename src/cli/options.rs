@@ -109,10 +109,13 @@ pub struct OutputOptions {
 }
 
 impl OutputOptions {
-    /// With -v, says `msg` on stderr.
+    /// With -v, says `msg` on stderr, its lines within 100 columns.
     pub(crate) fn verbose(&self, msg: impl FnOnce() -> String) {
         if self.verbosity > 0 {
-            eprintln!("roceperf: {}", msg());
+            eprintln!(
+                "{}",
+                crate::report::wrap::wrap(&format!("roceperf: {}", msg()))
+            );
         }
     }
 

@@ -147,7 +147,7 @@ fn soft_flag_combinations_that_cannot_work_are_named() {
     assert!(e.to_string().contains("--io packet"), "{e}");
     let e = parse_raw(WBW, &["--transport", "soft"]).unwrap_err();
     assert!(
-        matches!(e, Error::Invalid { flag: "-d", .. }) && e.to_string().contains("-d lo"),
+        matches!(e, Error::Missing { flag: "-d", .. }) && e.to_string().contains("-d lo"),
         "{e}"
     );
     let e = parse_raw(WBW, &["-d", "lo", "-i", "1"]).unwrap_err();

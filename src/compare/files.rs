@@ -198,6 +198,7 @@ pub(crate) fn compare_files(paths: &[impl AsRef<Path>]) -> Result<CompareSet, Ve
     Ok(CompareSet {
         started_at: crate::results::now_rfc3339(),
         version: env!("CARGO_PKG_VERSION").into(),
+        provenance: Some(crate::results::Provenance::of_this_process(None)),
         runs: assemble(load_all(paths)?),
         ..CompareSet::default()
     })

@@ -323,6 +323,7 @@ pub(crate) fn run(sweep: &Sweep, progress: &SweepProgress) -> Result<CompareSet>
     let mut all = CompareSet {
         started_at: crate::results::now_rfc3339(),
         version: env!("CARGO_PKG_VERSION").into(),
+        provenance: Some(crate::results::Provenance::of_this_process(None)),
         runs: Vec::new(),
         ..CompareSet::default()
     };

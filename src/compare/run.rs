@@ -226,6 +226,7 @@ pub(crate) fn run_plan(
     let mut set = CompareSet {
         started_at: crate::results::now_rfc3339(),
         version: env!("CARGO_PKG_VERSION").into(),
+        provenance: Some(crate::results::Provenance::of_this_process(None)),
         runs: Vec::new(),
         skipped: plan.skipped.clone(),
         ..CompareSet::default()

@@ -258,6 +258,7 @@ pub(crate) fn document(
         matrices,
         victims,
         summary,
+        provenance: Some(crate::results::Provenance::of_this_process(None)),
         ..FabricDoc::default()
     }
 }

@@ -20,6 +20,7 @@
 //!   columns) and `p99.9 n/a (needs 10,000 samples)` in [`extras`]: perftest prints the largest sample
 //!   of a 1,000-iteration run as its "99.9% percentile".
 
+use super::wrap::wrap;
 use crate::params::OutputSelect;
 use crate::params::{Metric, Role, TransportKind, Verb};
 use crate::results::{AddressLine, EndlessRun, Measured, RunInfo, SizeResult};
@@ -69,33 +70,47 @@ pub(crate) fn title(info: &RunInfo) -> String {
     }
 }
 
-/// The header block: dashes, title, perftest's parameter lines, then ours, then dashes.
+/// The header block: dashes, title, perftest's parameter lines, then ours, then dashes; every line
+/// within [`wrap::WIDTH`](super::wrap::WIDTH) columns.
+///
+/// A TCP run keeps perftest's lines that mean something over TCP and leaves out the RDMA ones
+/// (dual port, connection type, SRQ, PCIe ordering, the verbs API, inline data, rdma_cm, the exchange
+/// method): its `Device` is no device but the local address of its connections, and says so.
 pub fn header_block(info: &RunInfo) -> String {
     let mut s = String::with_capacity(1024);
     s.push_str(RESULT_LINE);
     let _ = writeln!(s, "                    {}", title(info));
+    let rdma = info.transport != TransportKind::Tcp;
+    // perftest prints "IB" for RoCE too: it is the verbs transport type, not the link. Which of our
+    // transports carries it follows in brackets, on this one transport line.
     let transport_type = match info.transport {
-        // perftest prints "IB" for RoCE too: it is the verbs transport type, not the link.
-        TransportKind::Verbs | TransportKind::Soft => "IB",
+        TransportKind::Verbs => "IB (verbs)",
+        TransportKind::Soft => "IB (soft)",
         TransportKind::Tcp => "TCP",
     };
-    let _ = writeln!(
-        s,
-        " Dual-port       : OFF\t\tDevice         : {}",
-        info.device
-    );
+    if rdma {
+        let _ = writeln!(
+            s,
+            " Dual-port       : OFF\t\tDevice         : {}",
+            info.device
+        );
+    }
     let _ = writeln!(
         s,
         " Number of qps   : {}\t\tTransport type : {transport_type}",
         info.qps
     );
-    let _ = writeln!(
-        s,
-        " Connection type : {}\t\tUsing SRQ      : OFF",
-        info.connection.unwrap_or_default()
-    );
-    s.push_str(" PCIe relax order: OFF\t\tLock-free      : OFF\n");
-    s.push_str(" ibv_wr* API     : OFF\t\tUsing Enhanced Reorder      : OFF\n");
+    if rdma {
+        let _ = writeln!(
+            s,
+            " Connection type : {}\t\tUsing SRQ      : OFF",
+            info.connection.unwrap_or_default()
+        );
+        s.push_str(" PCIe relax order: OFF\t\tLock-free      : OFF\n");
+        s.push_str(" ibv_wr* API     : OFF\t\tUsing Enhanced Reorder      : OFF\n");
+    } else {
+        kv(&mut s, "Local address", &info.device);
+    }
     if info.role == Role::Client || info.bidirectional {
         kv(&mut s, "TX depth", info.tx_depth);
     }
@@ -109,32 +124,18 @@ pub fn header_block(info: &RunInfo) -> String {
         kv(&mut s, "CQ Moderation", info.cq_mod);
     }
     kv(&mut s, "Mtu", format_args!("{}[B]", info.mtu));
-    kv(&mut s, "Link type", &info.link_type);
+    if rdma {
+        kv(&mut s, "Link type", &info.link_type);
+    }
     if let Some(gid) = info.gid_index {
         kv(&mut s, "GID index", gid);
     }
-    if info.test.verb.reads_back() {
-        kv(&mut s, "Outstand reads", info.out_reads.unwrap_or(0));
-    } else {
-        kv(
-            &mut s,
-            "Max inline data",
-            format_args!("{}[B]", info.inline_size),
-        );
+    if rdma {
+        rdma_lines(&mut s, info);
     }
-    // -R: the queue pairs are connected through the CM, as perftest's rdma_cm QPs.
-    let cm_qps = if info.rdma_cm { "ON" } else { "OFF" };
-    s.push_str(&format!(" rdma_cm QPs\t : {cm_qps}\n"));
-    let exchange = if info.exchange_rdma_cm {
-        "rdma_cm"
-    } else {
-        "Ethernet"
-    };
-    kv(&mut s, "Data ex. method", exchange);
 
     // Ours, after perftest's last standard line.
     kv(&mut s, "Tool", format_args!("roceperf {}", info.version));
-    kv(&mut s, "Transport", info.transport);
     if let Some(roce) = info.roce {
         kv(&mut s, "RoCE version", roce);
     }
@@ -190,7 +191,30 @@ pub fn header_block(info: &RunInfo) -> String {
         kv(&mut s, "Why", note);
     }
     s.push_str(RESULT_LINE);
-    s
+    wrap(&s)
+}
+
+/// perftest's lines of an RDMA run after the link type: outstanding reads or inline data, rdma_cm,
+/// the exchange method.
+fn rdma_lines(s: &mut String, info: &RunInfo) {
+    if info.test.verb.reads_back() {
+        kv(s, "Outstand reads", info.out_reads.unwrap_or(0));
+    } else {
+        kv(
+            s,
+            "Max inline data",
+            format_args!("{}[B]", info.inline_size),
+        );
+    }
+    // -R: the queue pairs are connected through the CM, as perftest's rdma_cm QPs.
+    let cm_qps = if info.rdma_cm { "ON" } else { "OFF" };
+    let _ = writeln!(s, " rdma_cm QPs\t : {cm_qps}");
+    let exchange = if info.exchange_rdma_cm {
+        "rdma_cm"
+    } else {
+        "Ethernet"
+    };
+    kv(s, "Data ex. method", exchange);
 }
 
 /// C's `%#0Nx`: `0x` plus zero-padded hex filling N characters, but all zeros (no `0x`) for the value 0.
@@ -263,7 +287,8 @@ pub fn table_header(info: &RunInfo) -> String {
     format!("{line}\n")
 }
 
-/// One result row in perftest's format (BW peak prints 0.00 when not measured, as in perftest).
+/// One result row in perftest's format; a BW peak that was not measured (TCP, `-D`) is `n/a`, never
+/// perftest's `0.00`, which a parser would read as a peak of zero.
 pub fn table_row(info: &RunInfo, r: &SizeResult) -> String {
     match &r.measured {
         Measured::Bandwidth(b) => bw_row(info.report_gbits, r.size, r.iterations, b),
@@ -283,16 +308,17 @@ fn bw_row(gbits: bool, size: u64, iters: u64, b: &BandwidthStats) -> String {
     } else {
         (b.peak_mibps, b.avg_mibps)
     };
-    let peak = peak.unwrap_or(0.0);
     let rate = b.msg_rate_mpps;
     if gbits && avg < 0.1 {
         // perftest's REPORT_FMT_EXT: six decimals so that slow links do not print 0.00.
+        let peak = peak.map_or_else(|| "n/a".to_owned(), |p| format!("{p:.6}"));
         format!(
-            " {size:<7}    {iters}           {peak:<7.6}            {avg:<7.6}            {rate:<7.6}\n"
+            " {size:<7}    {iters}           {peak:<7}            {avg:<7.6}            {rate:<7.6}\n"
         )
     } else {
+        let peak = peak.map_or_else(|| "n/a".to_owned(), |p| format!("{p:.2}"));
         format!(
-            " {size:<7}    {iters:<10}       {peak:<7.2}            {avg:<7.2}\t\t     {rate:<7.6}\n"
+            " {size:<7}    {iters:<10}       {peak:<7}            {avg:<7.2}\t\t     {rate:<7.6}\n"
         )
     }
 }
@@ -402,7 +428,7 @@ pub fn extras(info: &RunInfo, r: &SizeResult) -> String {
             p.burst_size
         );
     }
-    s
+    wrap(&s)
 }
 
 /// Queue pairs `-v` names one by one under a row; the rest are in the JSON result.
@@ -434,7 +460,7 @@ pub(crate) fn qp_shares(r: &SizeResult) -> Option<String> {
         crate::stats::jain_index(&rates)
             .map_or("n/a (nothing moved)".to_string(), |j| format!("{j:.4}"))
     );
-    Some(s)
+    Some(wrap(&s))
 }
 
 /// `--report-both`: perftest's "Local results" and "Remote results" blocks, each a table of one row.

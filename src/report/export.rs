@@ -328,6 +328,15 @@ impl ExportManager {
         Ok(())
     }
 
+    /// The flags whose file is `-` (standard output), in the order they were added.
+    pub(crate) fn stdout_flags(&self) -> Vec<&'static str> {
+        self.exporters
+            .iter()
+            .filter(|t| matches!(&t.place, Place::File(p) if crate::results::is_stdout(p)))
+            .map(|t| t.flag.unwrap_or("output"))
+            .collect()
+    }
+
     /// Adds every format [`FormatFiles`] names a file for: the one place a format's flag becomes
     /// its exporter (a field left out here does not compile).
     pub(crate) fn with_formats(self, files: &FormatFiles) -> ExportManager {

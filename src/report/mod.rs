@@ -21,6 +21,7 @@ pub(crate) mod progress;
 pub(crate) mod svg;
 pub(crate) mod table;
 pub(crate) mod term;
+pub(crate) mod wrap;
 
 pub use console::{address_block, extras, header_block, table_footer, table_header, table_row};
 

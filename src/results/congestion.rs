@@ -151,6 +151,10 @@ pub(crate) struct CongestionDoc {
     pub runs: Vec<DisciplineRun>,
     /// What the reader must know: what shared a core, what was not measured and why.
     pub notes: Vec<String>,
+    /// Where the study ran ([`super::Provenance`], no NIC: its links are veths it made); absent
+    /// from files written before issue 34.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<super::Provenance>,
 }
 
 /// The bottleneck and the traffic through it.

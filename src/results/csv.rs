@@ -70,7 +70,21 @@ pub(crate) const COLUMNS: &[&str] = &[
     "cnps_handled",
     "rate_cuts",
     "interrupted",
+    "lat_percentiles_us",
+    "host",
+    "kernel",
+    "cpu_model",
+    "cpus",
+    "nic",
+    "nic_driver",
+    "nic_firmware",
+    "commit",
+    "command",
 ];
+
+/// The columns after the counters: the percentiles `--percentiles` asked for, then the run's
+/// provenance ([`super::Provenance`]).
+const TAIL_COLUMNS: usize = 10;
 
 /// The transport's counters the CSV carries (`test.counters` in JSON), in [`COLUMNS`] order from
 /// `retransmitted_packets`: key paths into the run's total counters, and the keys of a queue
@@ -98,8 +112,47 @@ pub(crate) fn row_in(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)
     let mut cells = figure_cells(info, r, interval);
     cells.extend(std::iter::repeat_n(
         String::new(),
-        COLUMNS.len() - cells.len(),
+        COLUMNS.len() - TAIL_COLUMNS - cells.len(),
     ));
+    cells.extend(tail_cells(info, Some(r)));
+    cells
+}
+
+/// The last columns: a latency row's asked percentiles as `p99.999=1.234` (space-separated; a
+/// withheld one `p99.999=`, an empty value as in its own column), then the provenance, every cell
+/// empty for a run described without one.
+fn tail_cells(info: &RunInfo, r: Option<&SizeResult>) -> Vec<String> {
+    let percentiles = match r.map(|r| &r.measured) {
+        Some(Measured::Latency { stats, .. }) => stats
+            .percentiles
+            .iter()
+            .filter(|p| info.percentiles.is_empty() || info.percentiles.contains(&p.pct))
+            .map(|p| {
+                let v = p.us.map(|v| format!("{v:.3}")).unwrap_or_default();
+                format!("{}={v}", p.label())
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    };
+    let mut cells = vec![percentiles];
+    match &info.provenance {
+        Some(p) => {
+            let nic = p.nic.as_ref();
+            cells.extend([
+                p.host.clone(),
+                p.kernel.clone(),
+                p.cpu_model.clone().unwrap_or_default(),
+                p.cpus.to_string(),
+                nic.map(|n| n.device.clone()).unwrap_or_default(),
+                nic.and_then(|n| n.driver.clone()).unwrap_or_default(),
+                nic.and_then(|n| n.firmware.clone()).unwrap_or_default(),
+                p.commit.clone(),
+                p.command.clone(),
+            ]);
+        }
+        None => cells.extend(std::iter::repeat_n(String::new(), TAIL_COLUMNS - 1)),
+    }
     cells
 }
 
@@ -117,12 +170,13 @@ fn size_rows(info: &RunInfo, r: &SizeResult, last: bool) -> Vec<Vec<String>> {
         .unwrap_or_default();
     let mut rows = size_figure_rows(info, r, last);
     for row in &mut rows {
-        row.push(cut.clone());
+        // `interrupted` sits between the counters and the tail columns.
+        row.insert(COLUMNS.len() - TAIL_COLUMNS - 1, cut.clone());
     }
     rows
 }
 
-/// [`size_rows`] up to `rate_cuts`.
+/// [`size_rows`] without `interrupted`.
 fn size_figure_rows(info: &RunInfo, r: &SizeResult, last: bool) -> Vec<Vec<String>> {
     let counters = info.counters.as_ref().filter(|_| last);
     let mut row = figure_cells(info, r, None);
@@ -136,6 +190,7 @@ fn size_figure_rows(info: &RunInfo, r: &SizeResult, last: bool) -> Vec<Vec<Strin
             .map(|v| v.to_string())
             .unwrap_or_default()
     }));
+    row.extend(tail_cells(info, Some(r)));
     let mut rows = vec![row];
     let Measured::Bandwidth(b) = &r.measured else {
         return rows;
@@ -162,6 +217,7 @@ fn size_figure_rows(info: &RunInfo, r: &SizeResult, last: bool) -> Vec<Vec<Strin
                 .map(|v| v.to_string())
                 .unwrap_or_default()
         }));
+        cells.extend(tail_cells(info, None));
         rows.push(cells);
     }
     rows
@@ -232,7 +288,10 @@ fn figure_cells(info: &RunInfo, r: &SizeResult, interval: Option<(f64, f64)>) ->
     cells.push(opt(pacing.map(|p| f(p.achieved, 6))));
     cells.push(opt(interval.map(|(s, _)| f(s, 3))));
     cells.push(opt(interval.map(|(_, e)| f(e, 3))));
-    debug_assert_eq!(cells.len(), COLUMNS.len() - 3 - COUNTER_COLUMNS.len());
+    debug_assert_eq!(
+        cells.len(),
+        COLUMNS.len() - 3 - COUNTER_COLUMNS.len() - TAIL_COLUMNS
+    );
     cells
 }
 

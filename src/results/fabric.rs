@@ -219,6 +219,10 @@ pub(crate) struct FabricDoc {
     pub victims: Vec<VictimDoc>,
     /// Counts, flagged pairs and bad hosts.
     pub summary: Summary,
+    /// Where rank 0 ran and what it ran ([`super::Provenance`], no NIC: each rank's runs name
+    /// theirs); absent from files written before issue 34.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<super::Provenance>,
 }
 
 impl Default for FabricDoc {
@@ -245,6 +249,7 @@ impl Default for FabricDoc {
             matrices: Vec::new(),
             victims: Vec::new(),
             summary: Summary::default(),
+            provenance: None,
         }
     }
 }

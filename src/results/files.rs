@@ -31,11 +31,13 @@ pub enum WriteError {
     },
     /// The CSV file to append to has other columns than this version writes.
     #[error(
-        "cannot append to {}: its header does not match roceperf's CSV columns (expected {expected:?}, found {found:?}); \
+        "cannot append to {}: its header does not match roceperf's CSV columns{why} (expected {expected:?}, found {found:?}); \
          pass a new file to --csv, or move the old one aside",
         path.display()
     )]
     CsvHeaderMismatch {
+        /// Why they differ, when it can tell: `, as an older roceperf wrote it (without ...)`.
+        why: String,
         /// The file.
         path: PathBuf,
         /// Our header line.
@@ -114,6 +116,44 @@ pub(crate) fn create_results_dir(dir: &Path) -> Result<(), WriteError> {
     })
 }
 
+/// Whether `path` is `-`: standard output, as `roce_gate` reads `-` as standard input.
+pub(crate) fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Where a file named `-` goes: the process's standard output as it was when [`claim_stdout`] moved
+/// the console off it (or, unclaimed, standard output itself).
+static STDOUT: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+
+fn stdout_file() -> std::io::Result<&'static std::fs::File> {
+    if let Some(f) = STDOUT.get() {
+        return Ok(f);
+    }
+    // SAFETY: dup of descriptor 1, which the process holds open; the new descriptor is owned here.
+    let fd = unsafe { libc::dup(libc::STDOUT_FILENO) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by dup and nothing else owns it.
+    let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    Ok(STDOUT.get_or_init(|| file))
+}
+
+/// Keeps standard output for the file named `-` and sends the console there goes (`print!`) to
+/// standard error from now on, so that `roce_write_lat ... --json - | roce_gate ... -` pipes a
+/// document and nothing else. Called once, at set-up, before anything is printed.
+pub(crate) fn claim_stdout() -> std::io::Result<()> {
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    stdout_file()?;
+    // SAFETY: dup2 of two descriptors the process holds open; descriptor 1 then names stderr's file,
+    // and the saved duplicate keeps the original standard output.
+    if unsafe { libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Writes `bytes` to `path` as a whole ([`replace_with`]).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     replace_with(path, |w| w.write_all(bytes))
@@ -122,6 +162,8 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> 
 /// Replaces `path` with what `write` writes, through a temporary file beside it that is then renamed
 /// over it, so that a reader never sees half a file. Every file roceperf writes whole goes through
 /// here (what is appended or streamed goes through [`append_under_header`] and [`LineStream`]).
+///
+/// `-` is standard output ([`claim_stdout`]), written in place.
 ///
 /// Only a missing path or a regular file is replaced. A symbolic link is followed: the file it names is
 /// replaced (through a temporary file beside that file) and the link kept. A device, FIFO or socket is
@@ -135,6 +177,15 @@ pub(crate) fn replace_with(
         path: path.to_owned(),
         source,
     };
+    if is_stdout(path) {
+        return stdout_file()
+            .and_then(|f| {
+                let mut w = std::io::BufWriter::new(f);
+                write(&mut w)?;
+                w.flush()
+            })
+            .map_err(|e| io("write", e));
+    }
     match landing(path).map_err(|e| io("look up", e))? {
         Landing::InPlace(at) => OpenOptions::new()
             .write(true)
@@ -209,7 +260,8 @@ fn landing(path: &Path) -> std::io::Result<Landing> {
 ///
 /// An existing file must start with exactly `header`; otherwise nothing is written and the error names
 /// the file and both headers, so rows never end up under the wrong columns. The rows go out in one
-/// write of whole lines: two processes appending to one file interleave rows, never cells.
+/// write of whole lines: two processes appending to one file interleave rows, never cells. `-`
+/// (standard output) gets the header and the rows.
 pub(crate) fn append_under_header(
     path: &Path,
     header: &str,
@@ -222,6 +274,14 @@ pub(crate) fn append_under_header(
             source,
         }
     };
+    if is_stdout(path) {
+        let mut out = header.as_bytes().to_vec();
+        out.push(b'\n');
+        out.extend_from_slice(rows);
+        return stdout_file()
+            .and_then(|mut f| f.write_all(&out))
+            .map_err(io("write"));
+    }
     let mut file = OpenOptions::new()
         .read(true)
         .append(true)
@@ -261,12 +321,25 @@ fn check_header(file: &mut std::fs::File, path: &Path, header: &str) -> Result<(
     let found = first.trim_end_matches(['\r', '\n']);
     if found != header {
         return Err(WriteError::CsvHeaderMismatch {
+            why: header_difference(header, found),
             path: path.to_owned(),
             expected: header.to_owned(),
             found: found.to_owned(),
         });
     }
     Ok(())
+}
+
+/// Why a CSV's `found` header is not ours (`header`): an older roceperf's, which lacks the columns
+/// added since (the message names them), or empty when it cannot tell.
+fn header_difference(header: &str, found: &str) -> String {
+    match header.strip_prefix(found) {
+        Some(rest) if !found.is_empty() && rest.starts_with(',') => format!(
+            ", as an older roceperf wrote it (without the columns added since: {})",
+            rest[1..].replace(',', ", ")
+        ),
+        _ => String::new(),
+    }
 }
 
 /// A file of JSON lines (`--json-stream`), created once and kept open until the run ends, each line
@@ -278,9 +351,14 @@ pub(crate) struct LineStream {
 }
 
 impl LineStream {
-    /// Creates (or empties) `path`.
+    /// Creates (or empties) `path`; `-` is standard output.
     pub(crate) fn create(path: &Path) -> Result<LineStream, WriteError> {
-        let file = std::fs::File::create(path).map_err(|source| WriteError::Io {
+        let file = if is_stdout(path) {
+            stdout_file().and_then(std::fs::File::try_clone)
+        } else {
+            std::fs::File::create(path)
+        };
+        let file = file.map_err(|source| WriteError::Io {
             action: "create",
             path: path.to_owned(),
             source,

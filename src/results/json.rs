@@ -123,6 +123,9 @@ impl CompareSet {
             if let Some(w) = &self.wire {
                 map.insert("wire".into(), json!(w));
             }
+            if let Some(p) = &self.provenance {
+                map.insert("provenance".into(), json!(p));
+            }
         }
         doc
     }
@@ -255,7 +258,7 @@ mod tests {
         let Document::Compare(back) = parse_json(doc).unwrap() else {
             panic!("not read as a comparison")
         };
-        assert_eq!(back, set);
+        assert_eq!(*back, set);
         let err = parse_json(json!({"schema": COMPARE_SCHEMA, "schema_version": 9})).unwrap_err();
         assert!(err.to_string().contains("schema_version 9"), "{err}");
     }

@@ -20,6 +20,7 @@ pub(crate) mod interrupted;
 pub mod json;
 pub(crate) mod loss;
 pub mod nic;
+pub(crate) mod provenance;
 pub mod read;
 pub(crate) mod repeat;
 pub(crate) mod row;
@@ -39,14 +40,15 @@ pub use figures::{BandwidthFigures, LatencyFigures};
 pub(crate) use files::WriteError;
 pub use files::results_paths;
 pub(crate) use files::{
-    LineStream, Unusable, Writes, append_under_header, compare_dir, create_results_dir, probe_dir,
-    probe_file, replace_with, write_atomic,
+    LineStream, Unusable, Writes, append_under_header, claim_stdout, compare_dir,
+    create_results_dir, is_stdout, probe_dir, probe_file, replace_with, write_atomic,
 };
 pub use floor::{Floor, HostPath, path_label};
 pub use interrupted::{BY_PEER, Interrupted, SizeReport};
 pub use json::{to_json, write_json};
 pub(crate) use loss::LossPoint;
 pub use nic::{CounterDelta, NicCounters, SizeCounters};
+pub use provenance::{NicIdentity, Provenance};
 pub(crate) use read::parse_transport;
 pub use repeat::Repetitions;
 pub(crate) use row::ResultRow;

@@ -32,8 +32,8 @@ pub(crate) enum Document {
         /// The results (`"results"`); may be empty.
         results: Vec<SizeResult>,
     },
-    /// A comparison's `roceperf.compare`.
-    Compare(CompareSet),
+    /// A comparison's `roceperf.compare`, boxed as the run is.
+    Compare(Box<CompareSet>),
     /// A fabric run's `roceperf.fabric` (its pair records skipped), boxed as the run is.
     Fabric(Box<FabricDoc>),
     /// A congestion study's `roceperf.congestion`.
@@ -265,7 +265,7 @@ pub(crate) fn parse_json(doc: Value) -> Result<Document, SchemaError> {
     }
     match kind {
         DocKind::Run => parse_run(obj),
-        DocKind::Compare => parse_compare(doc).map(Document::Compare),
+        DocKind::Compare => parse_compare(doc).map(|s| Document::Compare(Box::new(s))),
         DocKind::Fabric => serde_json::from_value(doc)
             .map(|d| Document::Fabric(Box::new(d)))
             .map_err(SchemaError::Fabric),
@@ -324,6 +324,8 @@ fn parse_compare(doc: Value) -> Result<CompareSet, SchemaError> {
         notes: Vec<String>,
         #[serde(default)]
         wire: Option<super::WirePort>,
+        #[serde(default)]
+        provenance: Option<super::Provenance>,
     }
     #[derive(Deserialize)]
     struct Tool {
@@ -337,6 +339,7 @@ fn parse_compare(doc: Value) -> Result<CompareSet, SchemaError> {
         skipped: d.skipped,
         notes: d.notes,
         wire: d.wire,
+        provenance: d.provenance,
     })
 }
 

@@ -164,6 +164,10 @@ pub struct RunInfo {
     /// marked nothing (no flag given, and not the soft transport, which marks RoCE v2 ECN-capable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marks: Option<RunMarks>,
+    /// Where the result came from (host, kernel, CPU, NIC, build, command line); absent from a run
+    /// described by hand and from files written before issue 34.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<super::Provenance>,
 }
 
 impl RunInfo {
@@ -230,6 +234,7 @@ impl RunInfo {
             error: None,
             interrupted: None,
             marks: None,
+            provenance: None,
         }
     }
 }

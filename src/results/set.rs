@@ -75,6 +75,10 @@ pub struct CompareSet {
     /// The port the wire ceilings are worked out for; None: no ceilings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<WirePort>,
+    /// Where the comparison ran ([`super::Provenance`], no NIC: each run's file names its own);
+    /// absent from comparisons assembled in tests and from files written before issue 34.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<super::Provenance>,
 }
 
 /// The label a transport gets by default: `RoCE v2 (soft)`, `RoCE v1 (verbs)`, `TCP`.

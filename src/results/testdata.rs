@@ -192,6 +192,7 @@ pub(crate) fn set() -> CompareSet {
         skipped: vec![],
         notes: vec![],
         wire: None,
+        provenance: None,
     }
 }
 

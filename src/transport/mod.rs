@@ -11,6 +11,7 @@
 //! its flag, for messages) and [`rng::SplitMix64`].
 
 pub mod cm;
+pub mod ethtool;
 pub(crate) mod memory;
 pub(crate) mod mtu;
 pub(crate) mod param;

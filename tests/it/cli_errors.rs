@@ -92,9 +92,10 @@ fn soft_without_an_interface_is_a_usage_error_naming_d() {
     usage_error(
         "write_bw",
         &["--transport", "soft"],
-        "the soft transport needs a network interface: -d lo",
+        "no -d: the soft transport needs a network interface: -d lo",
     );
     usage_error("send_bw", &[], "-d lo");
+    usage_error("send_bw", &[], "or --transport tcp for the TCP baseline");
     usage_error(
         "write_bw",
         &["-d", "lo", "--roce", "v1", "--io", "udp"],

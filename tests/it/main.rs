@@ -34,6 +34,7 @@ mod metrics_watch;
 mod nic_counters;
 mod oob_errors;
 mod out_json;
+mod output_meaning;
 mod output_targets;
 mod pacing;
 mod perftest_oob_six;

@@ -23,7 +23,7 @@ fn assert_ran(test: &str, size: f64, s: &Done, c: &Done) {
         assert_eq!(r.len(), 1, "{side} of {test} prints one row:\n{out}");
         assert_eq!(r[0][0], size, "{side} of {test}: #bytes");
         assert!(r[0][2..].iter().any(|v| *v > 0.0), "{side}: {out}");
-        assert!(out.contains("Transport       : soft"), "{side}: {out}");
+        assert!(out.contains("Transport type : IB (soft)"), "{side}: {out}");
         assert!(out.contains("--validate"), "{side} notes say so: {out}");
     }
 }

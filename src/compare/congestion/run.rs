@@ -358,6 +358,7 @@ pub(crate) fn run(
         },
         started_at,
         finished_at: now_rfc3339(),
+        provenance: Some(crate::results::Provenance::of_this_process(None)),
         setup: Setup {
             bottleneck_gbps: study.bottleneck_gbps,
             thresholds: stats.as_ref().map(|s| s.thresholds).unwrap_or_default(),

@@ -121,6 +121,7 @@ pub(crate) fn doc() -> CongestionDoc {
         },
         started_at: "2026-12-03T18:00:00Z".into(),
         finished_at: "2026-12-03T18:01:00Z".into(),
+        provenance: None,
         setup: Setup {
             bottleneck_gbps: 2.0,
             thresholds: Thresholds {

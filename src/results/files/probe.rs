@@ -33,8 +33,11 @@ pub(crate) struct Unusable {
     pub(crate) source: WriteError,
 }
 
-/// Tries writing `path` as `writes` will; nothing is left changed.
+/// Tries writing `path` as `writes` will; nothing is left changed. `-` (standard output) is not tried.
 pub(crate) fn probe_file(path: &Path, writes: &Writes) -> Result<(), WriteError> {
+    if super::is_stdout(path) {
+        return Ok(());
+    }
     let io = |action, source| WriteError::Io {
         action,
         path: path.to_owned(),

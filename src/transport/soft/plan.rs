@@ -32,7 +32,8 @@ pub enum SoftNote {
         /// Its link MTU.
         link_mtu: u32,
     },
-    /// The default address's port was taken on `lo`, so the next free 127.0.0.x is used.
+    /// The default address's port was in use on `lo` (the normal case when both sides of a pair run on
+    /// one host), so the next free 127.0.0.x is used.
     AddressMoved {
         /// The address that was taken.
         taken: IpAddr,
@@ -60,7 +61,7 @@ impl fmt::Display for SoftNote {
             ),
             SoftNote::AddressMoved { taken, port, using } => write!(
                 f,
-                "{taken}:{port} is taken (another roceperf on this host?); using {using} instead"
+                "{taken}:{port} is in use on this host (by a loopback pair's other side, as a rule); this side takes {using}:{port}"
             ),
             SoftNote::GsoOffForPeer => write!(
                 f,

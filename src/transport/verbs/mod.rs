@@ -10,7 +10,8 @@
 
 pub mod counters;
 pub(crate) mod error;
-pub mod ethtool;
+/// The interface statistics reader, shared with the soft transport (its driver's identity).
+pub use super::ethtool;
 pub mod gid;
 pub(crate) mod loader;
 pub(crate) mod qp_attrs;

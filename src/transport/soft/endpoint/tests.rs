@@ -49,7 +49,7 @@ fn a_second_endpoint_on_lo_moves_to_the_next_free_address() {
     let moved = second.local_info().addr.unwrap();
     assert_ne!(moved, format!("127.0.0.1:{port}"));
     assert!(
-        second.describe().contains("is taken"),
+        second.describe().contains("is in use on this host"),
         "{}",
         second.describe()
     );

@@ -208,7 +208,7 @@ fn an_address_elsewhere_is_refused_and_lo_may_move_only_its_default() {
     assert_eq!(p.gid.to_string(), "::ffff:127.0.0.2");
     assert_eq!(
         p.notes[0].to_string(),
-        "127.0.0.1:4791 is taken (another roceperf on this host?); using 127.0.0.2 instead"
+        "127.0.0.1:4791 is in use on this host (by a loopback pair's other side, as a rule); this side takes 127.0.0.2:4791"
     );
 }
 

@@ -1,6 +1,8 @@
 //! A network interface's driver statistics (what `ethtool -S` prints), through the `SIOCETHTOOL`
 //! ioctl: `ETHTOOL_GSSET_INFO` for how many, `ETHTOOL_GSTRINGS` for their names, `ETHTOOL_GSTATS` for
-//! their values. No ethtool binary is needed at run time.
+//! their values; and its driver and firmware (what `ethtool -i` prints, `ETHTOOL_GDRVINFO`), which a
+//! result file's provenance names. No ethtool binary is needed at run time. Shared by the transports:
+//! verbs reads the RDMA port's netdev, soft and tcp the interface they use.
 //!
 //! The RDMA port's PFC pause counters live here, on the netdev behind it (mlx5: `rx_prio3_pause`,
 //! `tx_prio3_pause`, `rx_prio3_pause_duration`), not under the port's sysfs directory.
@@ -10,7 +12,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// `SIOCETHTOOL` (linux/sockios.h).
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
-/// `ETHTOOL_GSTRINGS` (linux/ethtool.h).
+/// `ETHTOOL_GDRVINFO` (linux/ethtool.h).
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+/// `ETHTOOL_GSTRINGS`.
 const ETHTOOL_GSTRINGS: u32 = 0x1b;
 /// `ETHTOOL_GSTATS`.
 const ETHTOOL_GSTATS: u32 = 0x1d;
@@ -61,6 +65,26 @@ pub enum EthtoolError {
         /// How many there are now.
         now: usize,
     },
+}
+
+/// An interface's driver and firmware, as `ethtool -i` names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverInfo {
+    /// The driver (`mlx5_core`, `veth`, `virtio_net`).
+    pub driver: String,
+    /// The driver's version, when it gives one.
+    pub version: Option<String>,
+    /// The firmware's version (`22.39.1002 (MT_0000000359)`), when the device has one.
+    pub firmware: Option<String>,
+    /// The bus address (`0000:3b:00.0`), when on a bus.
+    pub bus: Option<String>,
+}
+
+/// A NUL-padded C string of the kernel's, `None` when empty or `N/A` (ethtool's word for none).
+fn c_text(bytes: &[u8]) -> Option<String> {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    let text = String::from_utf8_lossy(&bytes[..end]).trim().to_owned();
+    (!text.is_empty() && text != "N/A").then_some(text)
 }
 
 /// One interface's statistics as a control socket reads them.
@@ -136,6 +160,40 @@ impl Ethtool {
         Ok(buf[1..].to_vec())
     }
 
+    /// The driver's name and version and the firmware's (`ethtool -i`); `EOPNOTSUPP` for an
+    /// interface without a driver to name (lo).
+    pub fn driver_info(&self) -> Result<DriverInfo, EthtoolError> {
+        /// struct ethtool_drvinfo.
+        #[repr(C)]
+        struct DrvInfo {
+            cmd: u32,
+            driver: [u8; 32],
+            version: [u8; 32],
+            fw_version: [u8; 32],
+            bus_info: [u8; 32],
+            erom_version: [u8; 32],
+            reserved2: [u8; 12],
+            counts: [u32; 5],
+        }
+        let mut info = DrvInfo {
+            cmd: ETHTOOL_GDRVINFO,
+            driver: [0; 32],
+            version: [0; 32],
+            fw_version: [0; 32],
+            bus_info: [0; 32],
+            erom_version: [0; 32],
+            reserved2: [0; 12],
+            counts: [0; 5],
+        };
+        self.ioctl("ETHTOOL_GDRVINFO", (&raw mut info).cast())?;
+        Ok(DriverInfo {
+            driver: c_text(&info.driver).unwrap_or_default(),
+            version: c_text(&info.version),
+            firmware: c_text(&info.fw_version),
+            bus: c_text(&info.bus_info),
+        })
+    }
+
     /// `ETH_SS_STATS`'s length, through `ETHTOOL_GSSET_INFO`.
     fn count(&self) -> Result<usize, EthtoolError> {
         /// struct ethtool_sset_info with room for the one set asked about.
@@ -174,9 +232,7 @@ impl Ethtool {
         if unsafe { libc::ioctl(self.sock.as_raw_fd(), SIOCETHTOOL, &mut req) } < 0 {
             let source = io::Error::last_os_error();
             let hint = match source.raw_os_error() {
-                Some(libc::ENODEV) => {
-                    " (no such interface in this network namespace; run where the RDMA device's netdev is)"
-                }
+                Some(libc::ENODEV) => " (no such interface in this network namespace)",
                 Some(libc::EOPNOTSUPP) => " (the driver has no ethtool statistics)",
                 _ => "",
             };
