@@ -15,26 +15,186 @@ use crate::transport::ImpairConfig;
 use clap::{ArgGroup, CommandFactory, Parser, ValueEnum};
 use std::net::IpAddr;
 
-const AFTER_HELP: &str = "\
-Examples:
+/// The examples of `--help`, `{bin}` standing for the binary's name.
+const LONG_EXAMPLES: &str = "\
+Examples (start the server first, then the client with the server's address):
   Soft RoCE v2 between two processes on this host (the second one moves to 127.0.0.2 by itself):
-    server$ roce_write_bw -d lo
-    client$ roce_write_bw -d lo 127.0.0.1
+    server$ {bin} -d lo
+    client$ {bin} -d lo 127.0.0.1
   An RDMA NIC:
-    server$ roce_write_bw -d mlx5_0
-    client$ roce_write_bw -d mlx5_0 192.0.2.10
+    server$ {bin} -d mlx5_0
+    client$ {bin} -d mlx5_0 192.0.2.10
   The TCP baseline:
-    server$ roce_write_bw --transport tcp
-    client$ roce_write_bw --transport tcp 127.0.0.1
+    server$ {bin} --transport tcp
+    client$ {bin} --transport tcp 127.0.0.1
+  Every size from 2 B to 8 MiB, results as JSON and CSV under results/:
+    client$ {bin} -d eth0 -a --results results 192.0.2.10
 
-Soft transport: -d names a network interface (lo, eth0, a veth). RoCE v2 over a UDP socket on port 4791 \
-(--io udp, no privileges) or AF_PACKET (--io packet, RoCE v1 and v2, needs CAP_NET_RAW). Two endpoints on \
-one host need distinct addresses: 127.0.0.x on lo is automatic, otherwise use two network namespaces \
-(scripts/netns.sh up). --impair loss=1%,dup=1%,reorder=5% (or ROCEPERF_IMPAIR) impairs what soft sends, \
---recovery sr repairs losses by selective repeat.
+Soft transport: -d names a network interface (lo, eth0, a veth). RoCE v2 over a UDP socket on port \
+4791 (--io udp, no privileges) or AF_PACKET (--io packet, RoCE v1 and v2, needs CAP_NET_RAW). Two \
+endpoints on one host need distinct addresses: 127.0.0.x on lo is automatic; for AF_PACKET, run each \
+side in its own network namespace joined by a veth pair (ip netns add, ip link add ... type veth), \
+or let roce_compare --local make one. --impair loss=1%,dup=1%,reorder=5% (or ROCEPERF_IMPAIR) \
+impairs what soft sends, --recovery sr repairs losses by selective repeat.
 
-Exit status: 0 ok, 1 the test failed (error completion, --validate mismatch, a gate missed), 2 usage or \
-setup error.";
+Exit status: 0 ok, 1 the test failed (error completion, --validate mismatch, a gate missed), 2 usage \
+or setup error.";
+
+/// The examples of `-h`: the one pair of commands most runs are.
+const SHORT_EXAMPLES: &str = "\
+Examples:
+  server$ {bin} -d eth0                 client$ {bin} -d eth0 192.0.2.10
+  server$ {bin} --transport tcp         client$ {bin} --transport tcp 192.0.2.10
+--help lists every flag, grouped, with more examples. Exit: 0 ok, 1 test failed, 2 usage/setup.";
+
+/// `--help`'s headings, in the order they are listed, and the flags under each (clap ids). The
+/// gates keep their own headings (`gate::GateArgs`).
+const HEADINGS: [(&str, &[&str]); 5] = [
+    (
+        "Test",
+        &[
+            "size",
+            "all",
+            "atomic_type",
+            "iters",
+            "duration",
+            "margin",
+            "qps",
+            "tx_depth",
+            "cq_mod",
+            "connection",
+            "bidirectional",
+            "warmup",
+            "validate",
+            "latency_gap",
+            "run_infinitely",
+            "report_interval",
+            "rate_limit",
+            "rate_units",
+            "rate_limit_type",
+            "burst_size",
+        ],
+    ),
+    (
+        "Transport",
+        &[
+            "device",
+            "transport",
+            "roce",
+            "cpu",
+            "ib_port",
+            "gid_index",
+            "mtu",
+            "inline_size",
+            "ipv6",
+            "qp_timeout",
+            "retry_count",
+            "tclass",
+            "sl",
+            "flow_label",
+            "rdma_cm",
+            "port",
+            "persist",
+            "connect_timeout",
+            "tcp_congestion",
+        ],
+    ),
+    (
+        "Soft transport",
+        &[
+            "io",
+            "no_gso",
+            "bind",
+            "impair",
+            "impair_seed",
+            "recovery",
+            "cc",
+            "cc_param",
+        ],
+    ),
+    (
+        "Output",
+        &[
+            "json",
+            "csv",
+            "results",
+            "percentiles",
+            "verbose",
+            "report_gbits",
+            "output",
+            "cpu_util",
+            "report_counters",
+            "report_both",
+            "qp_series",
+            "json_stream",
+            "metrics",
+        ],
+    ),
+    (
+        "Perftest compatibility",
+        &["oob", "out_json", "out_json_file", "cpu_freq"],
+    ),
+];
+
+/// The flags `-h` shows (clap ids): what most runs set. `--help` shows every flag that applies.
+const COMMON: &[&str] = &[
+    "host",
+    "device",
+    "transport",
+    "size",
+    "iters",
+    "duration",
+    "qps",
+    "tx_depth",
+    "percentiles",
+    "json",
+    "results",
+];
+
+/// Flags only bandwidth tests take, hidden from the latency binaries.
+const BANDWIDTH_ONLY: &[&str] = &[
+    "qps",
+    "tx_depth",
+    "cq_mod",
+    "bidirectional",
+    "rate_limit",
+    "rate_units",
+    "rate_limit_type",
+    "burst_size",
+    "run_infinitely",
+    "report_interval",
+    "json_stream",
+    "report_both",
+    "qp_series",
+    "report_gbits",
+    "min_bw",
+    "min_msg_rate",
+];
+
+/// Flags only latency tests take, hidden from the bandwidth binaries.
+const LATENCY_ONLY: &[&str] = &[
+    "percentiles",
+    "latency_gap",
+    "max_p50",
+    "max_p99",
+    "max_p999",
+    "max_max",
+];
+
+/// What a test measures, for the first line of its help: `RDMA WRITE bandwidth`.
+fn what_it_measures(test: TestKind) -> String {
+    let verb = match test.verb {
+        crate::params::Verb::Send => "SEND/RECV",
+        crate::params::Verb::Write => "RDMA WRITE",
+        crate::params::Verb::Read => "RDMA READ",
+        crate::params::Verb::Atomic => "8-byte RDMA atomic",
+    };
+    let metric = match test.metric {
+        crate::params::Metric::Bandwidth => "bandwidth and message rate",
+        crate::params::Metric::Latency => "latency",
+    };
+    format!("{verb} {metric}")
+}
 
 /// Arg group of the flags naming this host's own resources (device, HCA port, GID index, core, local
 /// address, verbosity): the two sides of a run may give them differently, and `roce_fabric` lets them
@@ -54,8 +214,6 @@ pub(crate) const ROCE_SETUP: &str = "roce_setup";
 #[command(
     version,
     about = "roceperf: RoCE and TCP performance test (perftest-compatible flags)",
-    long_about = "roceperf: RoCE and TCP performance test.\n\nStarted without a host argument the program is the server; with one it is the client and connects to that server, exactly like perftest. Give both sides the same options.",
-    after_help = AFTER_HELP,
     group(ArgGroup::new(PER_HOST).multiple(true)),
     group(ArgGroup::new(ROCE_SETUP).multiple(true))
 )]
@@ -401,9 +559,7 @@ own label (net.ipv6.auto_flowlabels) and the source port is the socket's. tcp: r
 
 /// What `roce_atomic_bw --help` and `roce_atomic_lat --help` say before the flags.
 const ATOMIC_ABOUT: &str = "\
-roceperf atomic test (perftest's ib_atomic_bw and ib_atomic_lat): 8-byte RDMA atomics.
-
-Each operation is a FETCH_AND_ADD or a CMP_AND_SWAP (-A) on a 64-bit word of the server's memory: the \
+perftest's ib_atomic_bw and ib_atomic_lat, with their flags. Each operation is a FETCH_AND_ADD or a CMP_AND_SWAP (-A) on a 64-bit word of the server's memory: the \
 client's NIC sends the request, the server's NIC reads the word, changes it and answers with its old \
 value. So every atomic is a round trip that the responder executes, one at a time per word and in \
 order per queue pair; what they measure is how many of those a NIC turns around, which is what locks, \
@@ -419,22 +575,59 @@ depth (\"Outstand reads\" in the header).
 checks every word after the run. Started without a host argument the program is the server; with one \
 it is the client, exactly like perftest. Give both sides the same options.";
 
-/// The command line of one binary: the atomic tests explain atomics and show `-A` (and hide `-a` and
-/// `-I`, which they refuse); the others hide `-A`.
+/// The command line of one binary, `roce_<test>`: its help names its test, `-h` shows its common
+/// flags and `--help` every flag that applies to it under [`HEADINGS`], with examples; the atomic
+/// tests explain atomics and show `-A` (and hide `-a` and `-I`, which they refuse); the others hide
+/// `-A`. The one definition man pages and completions are generated from too.
 pub(crate) fn command_for(test: TestKind) -> clap::Command {
-    let cmd = Args::command();
+    let bin = format!("roce_{test}");
+    let about = format!(
+        "{bin}: {} between two hosts (server: no address; client: the server's)",
+        what_it_measures(test)
+    );
+    let long_about = if test.is_atomic() {
+        format!("{about}\n\n{ATOMIC_ABOUT}")
+    } else {
+        format!(
+            "{about}, over RoCE (an RDMA NIC, or roceperf's own soft RoCE on any interface) or \
+             TCP.\n\nperftest's ib_{test}, with its flags. Started without a host argument the \
+             program is the server; with one it is the client and connects to that server, exactly \
+             like perftest. Give both sides the same options (those marked SYMMETRIC must match)."
+        )
+    };
+    let not_here: &[&str] = match test.metric {
+        crate::params::Metric::Bandwidth => LATENCY_ONLY,
+        crate::params::Metric::Latency => BANDWIDTH_ONLY,
+    };
+    let cmd = Args::command()
+        .name(bin.clone())
+        .bin_name(bin.clone())
+        .about(about)
+        .long_about(long_about)
+        .after_help(SHORT_EXAMPLES.replace("{bin}", &bin))
+        .after_long_help(LONG_EXAMPLES.replace("{bin}", &bin))
+        .mut_args(|a| {
+            let id = a.get_id().as_str().to_owned();
+            let heading = HEADINGS
+                .iter()
+                .find(|(_, ids)| ids.contains(&id.as_str()))
+                .map(|(h, _)| *h);
+            let a = match heading {
+                Some(h) => a.help_heading(h),
+                None => a,
+            };
+            a.hide(not_here.contains(&id.as_str()))
+        });
+    let cmd = crate::params::argv::short_help_shows(cmd, COMMON);
     if test.is_atomic() {
-        cmd.long_about(ATOMIC_ABOUT)
-            .mut_arg("size", |a| {
-                a.help(
-                    "Message size: atomics move exactly 8 bytes, so only 8 is accepted (SYMMETRIC)",
-                )
-            })
-            .mut_arg("iters", |a| {
-                a.help("Atomics per queue pair, at least 5 (SYMMETRIC) [default: 1000]")
-            })
-            .mut_arg("all", |a| a.hide(true))
-            .mut_arg("inline_size", |a| a.hide(true))
+        cmd.mut_arg("size", |a| {
+            a.help("Message size: atomics move exactly 8 bytes, so only 8 is accepted (SYMMETRIC)")
+        })
+        .mut_arg("iters", |a| {
+            a.help("Atomics per queue pair, at least 5 (SYMMETRIC) [default: 1000]")
+        })
+        .mut_arg("all", |a| a.hide(true))
+        .mut_arg("inline_size", |a| a.hide(true))
     } else {
         cmd.mut_arg("atomic_type", |a| a.hide(true))
     }

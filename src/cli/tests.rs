@@ -3,7 +3,7 @@
 use super::checks::DEFAULT_PERCENTILES;
 use super::values::parse_size;
 use super::*;
-use crate::params::{IoKind, RoceVersion, Role, RunMode, TestKind, TransportKind};
+use crate::params::{IoKind, Metric, RoceVersion, Role, RunMode, TestKind, TransportKind};
 
 const WBW: TestKind = TestKind::WRITE_BW;
 const SLAT: TestKind = TestKind::SEND_LAT;
@@ -293,4 +293,59 @@ fn every_test_binary_takes_every_format_flag() {
         let cmd = super::args::command_for(test);
         assert!(crate::report::export::takes_format_files(&cmd), "{test}");
     }
+}
+
+#[test]
+fn each_binary_s_help_names_its_test_groups_its_flags_and_hides_what_does_not_apply() {
+    for test in TestKind::EVERY {
+        let short = super::args::command_for(test).render_help().to_string();
+        let long = super::args::command_for(test)
+            .render_long_help()
+            .to_string();
+        let first = short.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with(&format!("roce_{test}: ")) && first.contains("between two hosts"),
+            "{first}"
+        );
+        assert!(short.lines().count() <= 40, "roce_{test} -h:\n{short}");
+        for heading in ["Test:", "Transport:", "Output:"] {
+            assert!(
+                short.contains(heading),
+                "roce_{test} -h lacks {heading}:\n{short}"
+            );
+        }
+        for heading in [
+            "Test:",
+            "Transport:",
+            "Soft transport:",
+            "Output:",
+            "Perftest compatibility:",
+            "Gates (exit 1 when a result misses one):",
+            "Examples",
+        ] {
+            assert!(long.contains(heading), "roce_{test} --help lacks {heading}");
+        }
+        for text in [&short, &long] {
+            assert!(
+                !text.contains("scripts/"),
+                "roce_{test} points into the source tree"
+            );
+        }
+        let (absent, present) = match test.metric {
+            Metric::Bandwidth => (
+                ["--percentiles", "--max-p99", "--latency_gap"],
+                "--tx-depth",
+            ),
+            Metric::Latency => (
+                ["--tx-depth", "--bidirectional", "--min-bw"],
+                "--percentiles",
+            ),
+        };
+        for flag in absent {
+            assert!(!long.contains(flag), "roce_{test} --help lists {flag}");
+        }
+        assert!(long.contains(present), "roce_{test} --help lacks {present}");
+    }
+    // Hidden is not removed: a command line written for another binary still parses.
+    assert!(parse(WBW, &["--percentiles", "99"]).is_ok());
 }

@@ -11,13 +11,33 @@ use clap::{FromArgMatches, Parser};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The examples of `-h`.
+const SHORT_EXAMPLES: &str = "\
+Examples:
+  roce_gate --min-bw 90Gb/s --max-p99 5us results/*/compare.json        thresholds
+  roce_gate --baseline ci/baseline.json results/*/compare.json          a baseline (--repeat N)
+  roce_gate --min-ratio soft-v2/tcp:bw=0.9 results/*/compare.json       same-run ratios
+--help lists every flag with more examples. Exit: 0 pass, 1 a check failed, 2 bad input or usage.";
+
+/// The flags `-h` shows (clap ids).
+const COMMON: &[&str] = &[
+    "files",
+    "min_bw",
+    "max_p99",
+    "baseline",
+    "min_ratio",
+    "junit",
+];
+
+/// roce_gate's command line, as `-h`, `--help`, man pages and completions show it.
+pub fn command() -> clap::Command {
+    crate::params::argv::short_help_shows(<Cli as clap::CommandFactory>::command(), COMMON)
+}
+
 const EXAMPLES: &str = "\
 Examples:
   Fail the build when write_bw drops under 90 Gb/s or write_lat's p99 goes over 5 µs:
     roce_gate --min-bw 90Gb/s --max-p99 5us results/*/*.json
-
-  Compare with a stored baseline; allow 5 % (default) worse bandwidth, median or p99:
-    roce_gate --baseline ci/baseline.json results/latest/compare.json
 
   Only hold the RoCE runs of a comparison to a bandwidth floor, and write JUnit for the CI server:
     roce_gate --transport soft --min-bw 11000MiB/s --junit gate.xml results/latest/compare.csv
@@ -26,9 +46,11 @@ Examples:
   bandwidth at least 0.9x TCP's, and its median latency at most 1.2x TCP's:
     roce_gate --min-ratio soft-v2/tcp:bw=0.9 --max-ratio soft-v2/tcp:p50=1.2 compare.json
 
-  Against a baseline, failing only beyond the run-to-run spread (both made with --repeat):
+  A baseline that knows its noise: recorded with repetitions on the reference commit, then the
+  change measured the same way and gated against it:
+    roce_compare --local --repeat 5 --results base && cp base/*/compare.json ci/baseline.json
     roce_compare --local --repeat 5 --results results
-    roce_gate --baseline ci/baseline.json results/latest/compare.json
+    roce_gate --baseline ci/baseline.json results/*/compare.json
 
 Inputs: a run's JSON (--results), its CSV (--csv), or roce_compare's compare.json / compare.csv;
 - reads one of them from standard input (JSON or CSV by content).
@@ -42,15 +64,18 @@ same file when it holds both); NUM and DEN are tcp, soft, soft-v1, soft-v2, verb
 verbs-v2, FIGURE is bw, msg-rate, p50 (median), p99, p999 or max, X a number (0.9 or 0.9x).
 --test and --size select the results ratios look at; --transport does not apply to them. A result
 of either side without a counterpart fails.
-Repetitions: when a result and its baseline both hold repetitions (roce_compare --repeat N), a
-change fails only when it is worse than --max-regression and beyond the spread: a one-sided
-Mann-Whitney U test gives p <= --alpha (0.01: at least 5 repetitions a side; docs/ci-gate.md).
+Baselines: each figure's limit (the limit column) is the baseline's median made worse by
+max(--max-regression, --spread-factor x the spread of the baseline's repetitions). When both sides
+hold repetitions (roce_compare --repeat N), a median past it fails only if a one-sided Mann-Whitney
+U test also gives p <= --alpha (0.01: at least 5 repetitions a side). A baseline measured once is
+refused (exit 2) unless --allow-single-run; a result measured once is warned about (docs/ci-gate.md).
 Under GitHub Actions (GITHUB_ACTIONS=true) failures are also printed as ::error annotations.
 Exit status: 0 all checks passed, 1 a check failed, 2 unreadable or malformed input, or bad usage.";
 
-/// Check roceperf results against thresholds, ratios and baselines: pass/fail, JUnit, CI annotations.
+/// roce_gate: check roceperf results against thresholds, ratios and baselines (pass/fail, JUnit, CI
+/// annotations).
 #[derive(Debug, Parser)]
-#[command(name = "roce_gate", version, after_help = EXAMPLES)]
+#[command(name = "roce_gate", version, after_help = SHORT_EXAMPLES, after_long_help = EXAMPLES)]
 struct Cli {
     /// Result files: roceperf JSON or CSV (one run or a comparison); - is standard input.
     #[arg(value_name = "FILE", required = true)]
@@ -96,9 +121,7 @@ pub fn main() -> ExitCode {
     if let Some(code) = super::congestion::main_if_congestion() {
         return code;
     }
-    let matches = crate::params::argv::matches(crate::report::term::clap_colors(
-        <Cli as clap::CommandFactory>::command(),
-    ));
+    let matches = crate::params::argv::matches(crate::report::term::clap_colors(command()));
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if !cli.gate.is_active() && !cli.set.is_active() {
         return bad_input([

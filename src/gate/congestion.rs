@@ -278,7 +278,10 @@ pub(crate) fn judge(doc: &CongestionDoc, g: &CongestionGate, source: &Path) -> G
         });
         push(d.name().into(), "switch drops", "--no-drop", "0".into(), j);
     }
-    GateReport { checks }
+    GateReport {
+        checks,
+        warnings: Vec::new(),
+    }
 }
 
 /// The victim's p99 under `run` ÷ its p99 on the idle bottleneck, held to `limit`. A study run

@@ -48,6 +48,19 @@ pub(crate) enum InputError {
     /// Bytes no result file starts with, or a stream cut at the limit.
     #[error("{0}")]
     NotAResult(ReadError),
+    /// A baseline measured once: no spread to judge a change against.
+    #[error("{} was measured once ({results} results are compared with a single run): one run has no spread, and its \
+             noise often exceeds --max-regression {allowed}, so the gate would fail on unchanged \
+             code; record the baseline from repetitions (roce_compare --repeat 5 --results DIR, then \
+             keep DIR/<timestamp>/compare.json), or add --allow-single-run to gate against it anyway", path.display())]
+    SingleRun {
+        /// The baseline file.
+        path: PathBuf,
+        /// How many of the results compared have a single run there.
+        results: usize,
+        /// `--max-regression`.
+        allowed: super::Percent,
+    },
     /// The file is well-formed but holds no result to check.
     #[error("{} holds no results; a gate over nothing would pass vacuously, so give a file from a finished run", path.display())]
     Empty {

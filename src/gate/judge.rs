@@ -7,7 +7,7 @@ use super::ratio::{self, Bound};
 use super::spread::{self, Compared};
 use super::{CheckResult, GateArgs, GateReport, SetGateArgs, Verdict, fmt_gbps, fmt_mpps, fmt_us};
 use crate::results::{BandwidthFigures, Figures, LatencyFigures, ResultRow};
-use crate::stats::{samples_needed, thousands, withheld_because};
+use crate::stats::{samples_needed, withheld_because};
 
 /// Checks `rows` against the thresholds of `args` and against `baseline` (ignored when empty and no
 /// baseline file was named). Pure: no I/O.
@@ -72,7 +72,14 @@ pub(crate) fn evaluate_set(
         }
     }
     if !args.baseline.is_empty() || !baseline.is_empty() {
-        baseline_checks(rows, baseline, args, set.alpha, &mut report.checks);
+        baseline_checks(
+            rows,
+            baseline,
+            args,
+            set.alpha,
+            &mut report.checks,
+            &mut report.warnings,
+        );
     }
     report
 }
@@ -219,23 +226,87 @@ fn compared(f: &Figures) -> Vec<Compared> {
     }
 }
 
+/// `row`'s result in `baseline`: the same test, transport, RoCE version and size, preferring the same
+/// host path (a comparison may hold RoCE v2 over two), then the same side (client/server).
+fn counterpart<'a>(row: &ResultRow, baseline: &'a [ResultRow]) -> Option<&'a ResultRow> {
+    baseline
+        .iter()
+        .filter(|b| b.key() == row.key())
+        .min_by_key(|b| (b.path != row.path, b.role != row.role))
+}
+
+/// The baseline results `rows` would be compared with that are single runs: no spread, so the
+/// percentage alone decides, which one run's noise can exceed.
+pub(crate) fn single_run_baselines<'a>(
+    rows: &[ResultRow],
+    baseline: &'a [ResultRow],
+) -> Vec<&'a ResultRow> {
+    let mut single: Vec<&ResultRow> = rows
+        .iter()
+        .filter_map(|r| counterpart(r, baseline))
+        .filter(|b| !spread::is_repeated(b))
+        .collect();
+    single.dedup_by(|a, b| std::ptr::eq(*a, *b));
+    single
+}
+
+/// `write_bw soft v2 65536 B`, or `write_bw soft v2 65536 B and 3 more`.
+fn some_of(rows: &[&ResultRow]) -> String {
+    match rows {
+        [] => String::new(),
+        [one] => one.subject(),
+        [first, rest @ ..] => format!("{} and {} more", first.subject(), rest.len()),
+    }
+}
+
+/// The warning when baseline checks rest on single runs: `side` is `baseline` or `result`.
+fn single_run_warning(rows: &[&ResultRow], side: &str, args: &GateArgs) -> Option<String> {
+    let first = rows.first()?;
+    let (is, run) = if rows.len() == 1 {
+        ("is", "a single run")
+    } else {
+        ("are", "single runs")
+    };
+    Some(if side == "baseline" {
+        format!(
+            "the baseline of {} {is} {run} ({}): no spread, so --max-regression {} alone \
+             decides, and one run's noise often exceeds it (a p99 can double between two runs of \
+             unchanged code); record the baseline from repetitions (roce_compare --repeat 5)",
+            some_of(rows),
+            first.source.display(),
+            args.max_regression
+        )
+    } else {
+        format!(
+            "{} {is} {run} ({}): held to the limit the baseline's spread widened, with no rank \
+             test; repeat {} (roce_compare --repeat 5) for a median and the test",
+            some_of(rows),
+            first.source.display(),
+            if rows.len() == 1 { "it" } else { "them" }
+        )
+    })
+}
+
 fn baseline_checks(
     rows: &[ResultRow],
     baseline: &[ResultRow],
     args: &GateArgs,
     alpha: f64,
     out: &mut Vec<CheckResult>,
+    warnings: &mut Vec<String>,
 ) {
-    let allowed = args.max_regression.0;
+    let rule = spread::Rule {
+        allowed: args.max_regression,
+        factor: args.spread_factor,
+        alpha,
+    };
     let mut matched_any = false;
+    // The rows judged against a single run, and the single runs judged against repetitions.
+    let (mut single_bases, mut single_rows) = (Vec::new(), Vec::new());
     for row in rows {
         // Prefer a baseline row of the same host path (a comparison may hold RoCE v2 over two), then
         // from the same side (client/server) when a file holds both.
-        let base = baseline
-            .iter()
-            .filter(|b| b.key() == row.key())
-            .min_by_key(|b| (b.path != row.path, b.role != row.role));
-        let Some(base) = base else {
+        let Some(base) = counterpart(row, baseline) else {
             out.push(CheckResult {
                 subject: row.subject(),
                 what: "vs baseline".into(),
@@ -258,87 +329,16 @@ fn baseline_checks(
             continue;
         }
         for c in compared(&row.figures) {
-            if spread::applies(row, base) {
-                out.push(spread::check(row, base, &c, args.max_regression, alpha));
-                continue;
-            }
-            let (Some(cur), Some(base_v)) = ((c.value)(&row.figures), (c.value)(&base.figures))
-            else {
-                // The kinds match, so a missing figure is a withheld percentile.
-                let side = if (c.value)(&row.figures).is_none() {
-                    "the result"
-                } else {
-                    "the baseline"
-                };
-                out.push(CheckResult {
-                    subject: row.subject(),
-                    what: c.what.to_owned(),
-                    flag: "--max-regression",
-                    limit: "-".into(),
-                    measured: "n/a".into(),
-                    verdict: Verdict::Skip,
-                    message: format!(
-                        "{}: {side} withholds this figure, not enough samples (p99 needs {})",
-                        row.subject(),
-                        thousands(samples_needed(99.0))
-                    ),
-                    source: Some(row.source.clone()),
-                    line: row.line,
-                });
-                continue;
-            };
-            let (what, higher_better, fmt) = (c.what, c.higher_better, c.fmt);
-            let (verdict, measured, message) = if base_v <= 0.0 || !base_v.is_finite() {
-                (
-                    Verdict::Skip,
-                    fmt(cur),
-                    format!(
-                        "{}: the baseline value is {base_v}, nothing to compare with",
-                        row.subject()
-                    ),
-                )
-            } else {
-                let change = (cur - base_v) / base_v * 100.0;
-                let worse = if higher_better { -change } else { change };
-                // Inclusive, and immune to float noise: 2.1 µs against 2.0 µs is 5.000000000000004 %.
-                let ok = worse <= allowed + 1e-9;
-                let measured = format!("{} ({change:+.1}%)", fmt(cur));
-                let message = if ok {
-                    String::new()
-                } else {
-                    format!(
-                        "{} {what}: {} against {} is {worse:.1}% worse, more than --max-regression {}",
-                        row.subject(),
-                        fmt(cur),
-                        fmt(base_v),
-                        args.max_regression
-                    )
-                };
-                (
-                    if ok { Verdict::Pass } else { Verdict::Fail },
-                    measured,
-                    message,
-                )
-            };
-            let sign = if higher_better { ">=" } else { "<=" };
-            out.push(CheckResult {
-                subject: row.subject(),
-                what: what.to_owned(),
-                flag: "--max-regression",
-                limit: format!(
-                    "{sign} {} {}{}",
-                    fmt(base_v),
-                    if higher_better { "-" } else { "+" },
-                    args.max_regression
-                ),
-                measured,
-                verdict,
-                message,
-                source: Some(row.source.clone()),
-                line: row.line,
-            });
+            out.push(spread::check(row, base, &c, rule));
+        }
+        if !spread::is_repeated(base) {
+            single_bases.push(base);
+        } else if !spread::is_repeated(row) {
+            single_rows.push(row);
         }
     }
+    warnings.extend(single_run_warning(&single_bases, "baseline", args));
+    warnings.extend(single_run_warning(&single_rows, "result", args));
     if !matched_any {
         let names: Vec<String> = args
             .baseline

@@ -65,9 +65,27 @@ pub struct GateArgs {
     /// A result JSON/CSV to compare with, matched by (test, transport, RoCE version, size). Repeatable.
     #[arg(long, value_name = "FILE")]
     pub baseline: Vec<PathBuf>,
-    /// How much worse than the baseline a result may be: lower bandwidth, higher median or p99 latency.
+    /// How much worse than the baseline a result may be: lower bandwidth, higher median or p99
+    /// latency. Widened to K x the baseline's spread when its repetitions strayed further.
     #[arg(long, value_name = "PERCENT", default_value = "5%", requires = "baseline", value_parser = threshold::parse_percent)]
     pub(crate) max_regression: Percent,
+    /// K: a baseline with repetitions allows a result K times as far from its median as its own
+    /// farthest repetition strayed, when that is more than --max-regression.
+    #[arg(long, value_name = "K", default_value_t = spread::DEFAULT_SPREAD_FACTOR, requires = "baseline", value_parser = parse_factor)]
+    pub(crate) spread_factor: f64,
+    /// Gate against a baseline measured once (refused otherwise, exit 2: one run has no spread, and
+    /// its noise often exceeds --max-regression); the table then warns.
+    #[arg(long, requires = "baseline")]
+    pub(crate) allow_single_run: bool,
+}
+
+/// `--spread-factor`: a number, zero or more.
+fn parse_factor(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|k| k.is_finite() && *k >= 0.0)
+        .ok_or_else(|| format!("{s:?} is not a factor; use a number such as 2 or 1.5"))
 }
 
 /// Gates over a result set: ratios between its transports, and the rank test's level against a
@@ -158,6 +176,8 @@ impl Default for GateArgs {
             max_max: None,
             baseline: Vec::new(),
             max_regression: Percent(DEFAULT_MAX_REGRESSION),
+            spread_factor: spread::DEFAULT_SPREAD_FACTOR,
+            allow_single_run: false,
         }
     }
 }
@@ -225,6 +245,8 @@ pub(crate) struct CheckResult {
 pub(crate) struct GateReport {
     /// In the order made: per result, thresholds then baseline.
     pub checks: Vec<CheckResult>,
+    /// What the verdicts rest on that may mislead: a single-run baseline or result.
+    pub(crate) warnings: Vec<String>,
 }
 
 impl GateReport {
@@ -259,8 +281,28 @@ pub(crate) fn check_run(
 ///
 /// Fails only when a baseline file cannot be read; the errors name each file.
 pub(crate) fn check(rows: &[ResultRow], args: &GateArgs) -> Result<GateReport, Vec<InputError>> {
-    let baseline = load_all(&args.baseline)?;
+    let baseline = load_baseline(rows, args)?;
     Ok(evaluate(rows, &baseline, args))
+}
+
+/// The baseline files of `args`, refused when a result would be compared with a single run and
+/// `--allow-single-run` was not given.
+fn load_baseline(rows: &[ResultRow], args: &GateArgs) -> Result<Vec<ResultRow>, Vec<InputError>> {
+    let baseline = load_all(&args.baseline)?;
+    let single = judge::single_run_baselines(rows, &baseline);
+    if args.allow_single_run || single.is_empty() {
+        return Ok(baseline);
+    }
+    let mut files: Vec<PathBuf> = single.iter().map(|b| b.source.clone()).collect();
+    files.dedup();
+    Err(files
+        .into_iter()
+        .map(|path| InputError::SingleRun {
+            results: single.iter().filter(|b| b.source == path).count(),
+            path,
+            allowed: args.max_regression,
+        })
+        .collect())
 }
 
 /// [`check`] with the gates of `set` over `set_rows`, the whole result set the ratios look in.
@@ -270,7 +312,7 @@ pub(crate) fn check_set(
     args: &GateArgs,
     set: &SetGateArgs,
 ) -> Result<GateReport, Vec<InputError>> {
-    let baseline = load_all(&args.baseline)?;
+    let baseline = load_baseline(rows, args)?;
     Ok(evaluate_set(rows, set_rows, &baseline, args, set))
 }
 

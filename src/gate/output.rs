@@ -53,10 +53,13 @@ impl GateReport {
             .iter()
             .filter(|c| c.verdict != Verdict::Pass && !c.message.is_empty())
             .collect();
-        if !notes.is_empty() {
+        if !notes.is_empty() || !self.warnings.is_empty() {
             out.push('\n');
             for c in notes {
                 let _ = writeln!(out, "{}: {}", c.verdict.word(), c.message);
+            }
+            for w in &self.warnings {
+                let _ = writeln!(out, "WARNING: {w}");
             }
         }
         out
@@ -179,6 +182,14 @@ impl GateReport {
                 gh_data(&c.message)
             );
         }
+        for w in &self.warnings {
+            let _ = writeln!(
+                out,
+                "::warning title={}::{}",
+                gh_property("roce_gate single run"),
+                gh_data(w)
+            );
+        }
         out
     }
 }
@@ -203,6 +214,9 @@ impl GateReport {
                 cell(&c.limit),
                 cell(&c.measured)
             );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "\n**Warning:** {}", cell(w));
         }
         out
     }
@@ -264,6 +278,7 @@ mod tests {
                 check(Verdict::Fail, "45 < 90 & \"quoted\" <tag>"),
                 check(Verdict::Skip, "no baseline"),
             ],
+            ..GateReport::default()
         };
         let xml = report.junit_xml();
         let doc = roxmltree::Document::parse(&xml).unwrap();
@@ -299,6 +314,7 @@ mod tests {
                 check(Verdict::Pass, ""),
                 check(Verdict::Fail, "50% lower\nsecond line"),
             ],
+            ..GateReport::default()
         };
         let text = report.github_annotations();
         assert_eq!(
@@ -313,6 +329,7 @@ mod tests {
         failed.what = "a|b".into();
         let report = GateReport {
             checks: vec![check(Verdict::Pass, ""), failed],
+            ..GateReport::default()
         };
         let md = report.markdown();
         assert!(md.starts_with("### roce_gate: FAIL, 2 checks: 1 passed, 1 failed\n\n| result |"));
@@ -330,6 +347,7 @@ mod tests {
     fn table_aligns_columns_and_lists_failures() {
         let report = GateReport {
             checks: vec![check(Verdict::Pass, ""), check(Verdict::Fail, "too slow")],
+            ..GateReport::default()
         };
         let t = report.table();
         let lines: Vec<&str> = t.lines().collect();

@@ -186,3 +186,13 @@ fn a_threshold_on_a_withheld_percentile_fails_saying_how_many_samples_it_needs()
         r.table()
     );
 }
+
+#[test]
+fn roce_gate_s_short_help_names_the_tool_and_fits_a_screen() {
+    let short = cli::command().render_help().to_string();
+    assert!(short.starts_with("roce_gate: "), "{short}");
+    assert!(short.lines().count() <= 40, "{short}");
+    let long = cli::command().render_long_help().to_string();
+    assert!(long.contains("--allow-single-run") && long.contains("--spread-factor"));
+    assert!(!short.contains("scripts/") && !long.contains("scripts/"));
+}

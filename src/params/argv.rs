@@ -13,6 +13,16 @@ pub(crate) fn matches(cmd: Command) -> ArgMatches {
     matches_from(cmd, &args).unwrap_or_else(|e| e.exit())
 }
 
+/// `cmd` with `-h` showing only the flags `common` names (clap ids; help and version are always
+/// shown): a short page of what most runs set, `--help` keeping every flag.
+pub(crate) fn short_help_shows(cmd: Command, common: &[&str]) -> Command {
+    cmd.mut_args(|a| {
+        let id = a.get_id().as_str();
+        let shown = common.contains(&id) || id == "help" || id == "version";
+        a.hide_short_help(!shown)
+    })
+}
+
 /// Parses `args` (the program name first) with `cmd`; an argument that is not UTF-8 where text is
 /// needed is a usage error that names it.
 pub(crate) fn matches_from(mut cmd: Command, args: &[OsString]) -> Result<ArgMatches, clap::Error> {

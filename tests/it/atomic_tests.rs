@@ -141,7 +141,7 @@ fn atomic_help_teaches_what_the_tests_measure() {
         assert!(d.stdout.contains(text), "{text:?} in {}", d.stdout);
     }
     assert!(
-        !d.stdout.contains("--all"),
+        !d.stdout.contains("-a, --all"),
         "atomics refuse -a: {}",
         d.stdout
     );

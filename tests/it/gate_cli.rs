@@ -251,14 +251,32 @@ fn baseline_regression_beyond_the_allowance_fails() {
     let i = info(write_bw(), TransportKind::Soft, Some(RoceVersion::V2));
     let base = f.json("base.json", &i, &[bw(100.0)]);
     let now = f.json("now.json", &i, &[bw(92.0)]);
-    let out = gate_stdout(&["--baseline", base.to_str().unwrap()], &[&now], 1);
+    // A baseline measured once is refused (exit 2) unless asked for, and then warned about.
+    let err = stderr(&gate(&["--baseline", base.to_str().unwrap()], &[&now]));
+    assert_contains(
+        &err,
+        "base.json was measured once (1 results are compared with a single run)",
+    );
+    assert_contains(&err, "add --allow-single-run to gate against it anyway");
+    assert_exit(&gate(&["--baseline", base.to_str().unwrap()], &[&now]), 2);
+    let single = ["--allow-single-run", "--baseline", base.to_str().unwrap()];
+    let out = gate_stdout(&single, &[&now], 1);
+    assert_contains(
+        &out,
+        "WARNING: the baseline of write_bw soft v2 65536 B is a single run",
+    );
     assert!(
         out.contains("bandwidth vs baseline") && out.contains("(-8.0%)"),
         "{out}"
     );
-    assert_contains(&out, "8.0% worse, more than --max-regression 5%");
+    assert_contains(&out, ">= 95.00 Gb/s");
+    assert_contains(
+        &out,
+        "92.00 Gb/s is 8.0% worse, past the limit 95.00 Gb/s (the baseline's value 100.00 Gb/s -5%)",
+    );
     let o = gate(
         &[
+            "--allow-single-run",
             "--baseline",
             base.to_str().unwrap(),
             "--max-regression",
@@ -273,10 +291,17 @@ fn baseline_regression_beyond_the_allowance_fails() {
     let faster = f.json("faster.json", &li, &[lat(1_500, 40_000)]);
     let slower = f.json("slower.json", &li, &[lat(2_200, 40_000)]);
     assert_exit(
-        &gate(&["--baseline", lbase.to_str().unwrap()], &[&faster]),
+        &gate(
+            &["--allow-single-run", "--baseline", lbase.to_str().unwrap()],
+            &[&faster],
+        ),
         0,
     );
-    let out = gate_stdout(&["--baseline", lbase.to_str().unwrap()], &[&slower], 1);
+    let out = gate_stdout(
+        &["--allow-single-run", "--baseline", lbase.to_str().unwrap()],
+        &[&slower],
+        1,
+    );
     assert_contains(&out, "median vs baseline");
 }
 
@@ -535,7 +560,8 @@ fn comparison_json_and_csv_give_the_same_verdicts() {
         );
         assert_exit(&o, 0);
         // The comparison is its own baseline: nothing regressed.
-        let out = gate_stdout(&["--baseline", json.to_str().unwrap()], &[input], 0);
+        let own = ["--allow-single-run", "--baseline", json.to_str().unwrap()];
+        let out = gate_stdout(&own, &[input], 0);
         assert_contains(&out, "6 checks: 6 passed");
     }
 }

@@ -257,7 +257,18 @@ fn a_baseline_with_repetitions_fails_only_beyond_the_spread() {
     // ...which the plain percentage rule, without repetitions, would have failed.
     let once = repeated(d, "once.json", &[18.3], &[12.0]);
     let base_once = repeated(d, "base-once.json", &[20.3], &[12.0]);
-    exits(&["--baseline", base_once.to_str().unwrap()], &[&once], 1);
+    let (_, err) = exits(&["--baseline", base_once.to_str().unwrap()], &[&once], 2);
+    assert_contains(&err, "base-once.json was measured once");
+    let single = [
+        "--allow-single-run",
+        "--baseline",
+        base_once.to_str().unwrap(),
+    ];
+    let (out, _) = exits(&single, &[&once], 1);
+    assert_contains(
+        &out,
+        "WARNING: the baseline of write_bw soft v2 65536 B and 1 more are single runs",
+    );
     // A stricter level lets nothing through at five repetitions: the gate says how many it needs.
     let (out, _) = exits(&["--baseline", b, "--alpha", "0.001"], &[&slow], 1);
     assert_contains(
@@ -288,4 +299,46 @@ fn latency_repetitions_regress_upwards() {
     assert_contains(&out, "FAIL: write_lat soft v2 2 B median vs baseline");
     let better = lat("better.json", &[5.0, 5.1, 4.9, 5.0, 5.2]);
     exits(&["--baseline", b], &[&better], 0);
+}
+
+#[test]
+fn a_baseline_from_repetitions_passes_its_rerun_and_widens_its_limit_by_its_spread() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let tcp = [12.0, 12.4, 11.8, 12.1, 12.2];
+    // Soft v2's repetitions strayed by 0.9 Gb/s from their median 20.3: 4.4 %, twice that 8.9 %.
+    let base = repeated(d, "base.json", &[20.3, 19.7, 20.9, 21.2, 19.9], &tcp);
+    let b = base.to_str().unwrap();
+    // Unchanged code run again: other figures, the same spread.
+    let rerun = repeated(
+        d,
+        "rerun.json",
+        &[19.6, 20.8, 20.1, 19.4, 21.0],
+        &[12.3, 11.9, 12.0, 12.5, 11.7],
+    );
+    let (out, err) = exits(&["--baseline", b], &[&rerun], 0);
+    assert_contains(&out, "roce_gate: PASS, 2 checks: 2 passed");
+    // The limit column holds the limit: 20.30 Gb/s less 8.9 %.
+    assert_contains(&out, ">= 18.50 Gb/s or p > 0.01");
+    assert!(!out.contains("WARNING") && err.is_empty(), "{out}{err}");
+    exits(&["--baseline", b], &[&base], 0);
+    // A single run against it is held to the widened limit, and warned about.
+    let once = repeated(d, "once.json", &[18.6], &[12.0]);
+    let (out, _) = exits(&["--baseline", b], &[&once], 0);
+    assert_contains(&out, ">= 18.50 Gb/s  18.60 Gb/s (-8.4%)");
+    assert_contains(
+        &out,
+        "WARNING: write_bw soft v2 65536 B and 1 more are single runs (",
+    );
+    let slow = repeated(d, "slow-once.json", &[17.0], &[12.0]);
+    let (out, _) = exits(&["--baseline", b], &[&slow], 1);
+    assert_contains(
+        &out,
+        "FAIL: write_bw soft v2 65536 B bandwidth vs baseline: 17.00 Gb/s is 16.3% worse, past \
+         the limit 18.50 Gb/s (the baseline's median 20.30 Gb/s -8.9%: 2 x its repetitions' \
+         spread of 4.4% (--spread-factor), wider than --max-regression 5%)",
+    );
+    // --spread-factor 1 narrows it to 4.4 %, under the 5 % that then holds: 19.29 Gb/s.
+    let (out, _) = exits(&["--baseline", b, "--spread-factor", "1"], &[&once], 1);
+    assert_contains(&out, ">= 19.29 Gb/s");
 }

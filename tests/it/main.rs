@@ -10,6 +10,7 @@ mod vectors;
 
 mod atomic_tests;
 mod bounded_inputs;
+mod ci_examples;
 mod cli_errors;
 mod compare_congestion;
 mod compare_from;
