@@ -29,10 +29,12 @@ fn assert_connected_through_the_cm(test: &str, size: f64, s: &Done, c: &Done) {
 }
 
 /// The line of `out` that says how the queue pairs connected through the CM.
-fn cm_note(out: &str) -> &str {
-    out.lines()
+fn cm_note(out: &str) -> String {
+    common::unwrapped(out)
+        .lines()
         .find(|l| l.contains("through the CM"))
         .unwrap_or_else(|| panic!("no CM note in:\n{out}"))
+        .to_owned()
 }
 
 #[test]

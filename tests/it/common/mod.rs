@@ -54,7 +54,32 @@ pub fn the_only_dir(results: &Path) -> PathBuf {
 /// Asserts that `text` contains `needle` (and shows `text` when it does not).
 #[track_caller]
 pub fn assert_contains(text: &str, needle: &str) {
-    assert!(text.contains(needle), "{text}");
+    assert!(
+        text.contains(needle) || unwrapped(text).contains(needle),
+        "{text}"
+    );
+}
+
+/// The console's text with the lines `report::wrap` broke at 100 columns joined again: a line
+/// indented 4 or more spaces that follows a long line (not a rule of dashes) continues it, so that
+/// a test can look for a whole sentence.
+pub fn unwrapped(text: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let continues = line.starts_with("    ")
+            && !line.trim().is_empty()
+            && out
+                .last()
+                .is_some_and(|prev| prev.chars().count() >= 60 && !prev.starts_with("---"));
+        match out.last_mut() {
+            Some(prev) if continues => {
+                prev.push(' ');
+                prev.push_str(line.trim_start());
+            }
+            _ => out.push(line.to_owned()),
+        }
+    }
+    out.join("\n")
 }
 
 /// A TCP port nobody listens on right now (tests run in parallel, so each asks for its own).
