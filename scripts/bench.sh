@@ -24,7 +24,7 @@
 #     tcp write_bw                 >= 1.0 x  iperf3 -l 64K on lo
 #   congestion signals (issue 29), soft v2 write_bw --validate across the veth pair, 1 % of the
 #   client's datagrams CE-marked by iptables' ECN target, every run held to the same offered rate
-#   (--rate_limit CE_RATE Gb/s, default 4, below what one core sends here) so that the unmarked
+#   (--rate_limit CE_RATE Gb/s, default 1.5, below what one core sends here without GSO) so that the unmarked
 #   goodput is that rate, not what the CPU managed in that run (it moved from 13.2 to 7.7 Gb/s
 #   between two runs minutes apart); each round runs unmarked, marked and unmarked again, and a
 #   marked run is taken against the mean of the unmarked runs either side of it:
@@ -271,13 +271,17 @@ PAPER_CC=(--cc-param rp_dce_tcp_rtt=55 --cc-param rp_dce_tcp_g=1020 --cc-param r
 
 # Congestion signals (issue 29): the same soft v2 write_bw with --validate, unmarked and with 1 % of
 # the client's datagrams CE-marked, under DCQCN (ConnectX's defaults, then the paper's) and --cc none.
-CE_RATE=${CE_RATE:-4}
+CE_RATE=${CE_RATE:-1.5}
 CE_BW=(write_bw --transport soft --roce v2 -d veth0 --no-gso --validate --rate_limit "$CE_RATE" --rate_units g)
+# DCQCN's rate starts at, and never climbs past, the offered rate (rp_max_rate, as a NIC's line rate
+# holds it): left at its default, the rate is the CPU's, a cut to half of that stays above the cap,
+# and the cap hides every cut.
+CE_MAX=(--cc-param "rp_max_rate=$(awk -v g="$CE_RATE" 'BEGIN { printf "%d", g * 1000 }')")
 ce_round() {
     ce_unmarked
     ce_marks 0.01
-    roce_bw ce_dcqcn "${CE_BW[@]}" --cc dcqcn
-    roce_bw ce_dcqcn_paper "${CE_BW[@]}" --cc dcqcn "${PAPER_CC[@]}"
+    roce_bw ce_dcqcn "${CE_BW[@]}" --cc dcqcn "${CE_MAX[@]}"
+    roce_bw ce_dcqcn_paper "${CE_BW[@]}" --cc dcqcn "${PAPER_CC[@]}" "${CE_MAX[@]}"
     roce_bw ce_none "${CE_BW[@]}" --cc none
     ce_unmarked
     ce_marks off
