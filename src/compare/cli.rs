@@ -739,10 +739,15 @@ fn report_and_gate(cli: &Cli, set: &CompareSet) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(report.exit_code() as u8))
 }
 
+/// roce_compare's command line, as `--help` shows it (the man page and completions are made from it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 /// roce_compare: parses the command line, runs or reads the comparison, reports it and applies the
 /// gates; returns the exit status.
 pub fn main() -> ExitCode {
-    let matches = crate::params::argv::matches(<Cli as clap::CommandFactory>::command());
+    let matches = crate::params::argv::matches(command());
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match run(&cli) {
         Ok(code) => code,

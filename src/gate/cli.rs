@@ -85,6 +85,21 @@ fn bad_input(messages: impl IntoIterator<Item = String>) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// roce_gate's command line for result files, as `--help` shows it (the man page and completions
+/// are made from it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
+/// The command lines roce_gate takes instead when an input file is a fabric matrix or a congestion
+/// study, each with the file it applies to (`fabric.json`, `congestion.json`).
+pub fn by_input() -> [(&'static str, clap::Command); 2] {
+    [
+        ("fabric.json", super::fabric::command()),
+        ("congestion.json", super::congestion::command()),
+    ]
+}
+
 /// roce_gate: parses the command line, reads the inputs, checks them, prints and writes the verdicts;
 /// returns the exit status.
 pub fn main() -> ExitCode {
@@ -96,7 +111,7 @@ pub fn main() -> ExitCode {
     if let Some(code) = super::congestion::main_if_congestion() {
         return code;
     }
-    let matches = crate::params::argv::matches(<Cli as clap::CommandFactory>::command());
+    let matches = crate::params::argv::matches(command());
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if !cli.gate.is_active() && !cli.set.is_active() {
         return bad_input([
