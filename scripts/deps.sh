@@ -11,7 +11,9 @@
 #          SIOCETHTOOL reading is checked against), libibverbs1 (the verbs
 #          tests check its error paths on this kernel), iptables (impairment without netem), setpriv,
 #          openmpi-bin (roce_fabric under mpirun), slurmctld, slurmd, slurm-client and munge (roce_fabric
-#          under srun, scripts/slurm.sh), valgrind and jq (scripts/instructions.sh: callgrind's counts, their JSON)
+#          under srun, scripts/slurm.sh), valgrind and jq (scripts/instructions.sh: callgrind's counts, their JSON),
+#          man-db, mmdebstrap, rpm, rpm2cpio, cpio and binutils (scripts/package-test.sh: man -l, a clean
+#          Debian root, the .rpm read and unpacked, objdump -p)
 #   bench  the benchmarks: test + iperf3, sockperf (the secondary baselines); bench.sh reads the JSON
 #          results with test's jq
 # Usage: scripts/deps.sh build|demo|test|bench
@@ -122,6 +124,14 @@ if [[ $purpose == test || $purpose == bench ]]; then
     # The instruction-count gate (scripts/instructions.sh): callgrind counts, jq reads and writes the figures.
     want valgrind valgrind
     want jq jq
+    # The packages' test (scripts/package-test.sh): man pages rendered, the .deb installed in a clean
+    # root that mmdebstrap makes, the .rpm's metadata read and its files unpacked, the binaries' links.
+    want man man-db
+    want mmdebstrap mmdebstrap
+    want rpm rpm
+    want rpm2cpio rpm2cpio
+    want cpio cpio
+    want objdump binutils
 fi
 if [[ $purpose == bench ]]; then
     want iperf3 iperf3

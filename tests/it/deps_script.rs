@@ -117,6 +117,12 @@ impl Host {
             "munged",
             "valgrind",
             "jq",
+            "man",
+            "mmdebstrap",
+            "rpm",
+            "rpm2cpio",
+            "cpio",
+            "objdump",
         ]);
         h.files(&["root/usr/lib/x86_64-linux-gnu/libibverbs.so.1"]);
         h
@@ -435,6 +441,12 @@ fn a_bare_machine_gets_every_package_per_purpose() {
         "munge",
         "valgrind",
         "jq",
+        "man-db",
+        "mmdebstrap",
+        "rpm",
+        "rpm2cpio",
+        "cpio",
+        "binutils",
     ]);
     let run = host.run_ok("test");
     assert_eq!(run.installed(), set(&test), "{run:#?}");
