@@ -35,7 +35,7 @@ if [[ $(id -u) != 0 ]]; then
     echo "SKIPPED package-test: $reason" >&2
     exit 0
 fi
-for tool in man mmdebstrap rpm rpm2cpio cpio objdump dpkg-deb; do
+for tool in man mmdebstrap rpm rpmbuild rpm2cpio cpio objdump dpkg-deb; do
     command -v "$tool" >/dev/null || die "$tool is missing: bash scripts/deps.sh test installs it"
 done
 
@@ -158,6 +158,9 @@ cp "$deb" "$root/tmp/roceperf.deb"
 root_cmd=(chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8)
 in_root() { "${root_cmd[@]}" "$@"; }
 in_root dpkg -i /tmp/roceperf.deb >"$work/dpkg.log" 2>&1 || fail "dpkg -i in the clean root: $(cat "$work/dpkg.log")"
+# The installed files against the package's md5sums (package.sh writes them; dpkg-deb does not).
+verify=$(in_root dpkg --verify roceperf 2>&1) && [[ -z $verify ]] || fail "dpkg --verify roceperf in the clean root: $verify"
+[[ -s $root/var/lib/dpkg/info/roceperf.md5sums ]] || fail "the .deb carries no md5sums"
 for b in "${bins[@]}"; do
     missing=$(in_root ldd "/usr/bin/$b" | grep 'not found' || true)
     [[ -z $missing ]] || fail "/usr/bin/$b in the clean root: $missing"

@@ -120,9 +120,11 @@ impl Host {
             "man",
             "mmdebstrap",
             "rpm",
+            "rpmbuild",
             "rpm2cpio",
             "cpio",
             "objdump",
+            "strip",
         ]);
         h.files(&["root/usr/lib/x86_64-linux-gnu/libibverbs.so.1"]);
         h
