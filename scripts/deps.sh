@@ -13,6 +13,8 @@
 #          openmpi-bin (roce_fabric under mpirun), slurmctld, slurmd, slurm-client and munge (roce_fabric
 #          under srun, scripts/slurm.sh), valgrind and jq (scripts/instructions.sh: callgrind's counts, their JSON),
 #          prometheus (its promtool checks every --metrics file; its server scrapes roce_fabric --watch)
+#          man-db, mmdebstrap, rpm, rpm2cpio, cpio and binutils (scripts/package.sh: rpmbuild, strip;
+#          scripts/package-test.sh: man -l, a clean Debian root, the .rpm read and unpacked, objdump -p)
 #   bench  the benchmarks: test + iperf3, sockperf (the secondary baselines); bench.sh reads the JSON
 #          results with test's jq
 # Usage: scripts/deps.sh build|demo|test|bench
@@ -127,6 +129,17 @@ if [[ $purpose == test || $purpose == bench ]]; then
     # Debian's prometheus package (started by the test itself, never through systemd).
     want promtool prometheus
     want prometheus prometheus
+    # The packages' test (scripts/package-test.sh): man pages rendered, the .deb installed in a clean
+    # root that mmdebstrap makes, the .rpm's metadata read and its files unpacked, the binaries' links;
+    # scripts/package.sh builds with dpkg-deb (dpkg, essential), rpmbuild and strip.
+    want man man-db
+    want mmdebstrap mmdebstrap
+    want rpm rpm
+    want rpmbuild rpm
+    want rpm2cpio rpm2cpio
+    want cpio cpio
+    want objdump binutils
+    want strip binutils
 fi
 if [[ $purpose == bench ]]; then
     want iperf3 iperf3

@@ -27,7 +27,13 @@ pub(crate) use connection::too_big as ud_too_big;
 pub use options::Options;
 pub(crate) use options::OutputOptions;
 
-use crate::params::TransportKind;
+use crate::params::{TestKind, TransportKind};
+
+/// The command line of `roce_<test>` as its `--help` shows it, named after the binary: what the man
+/// pages and shell completions are generated from (`examples/manual`).
+pub fn command(test: TestKind) -> clap::Command {
+    args::command_for(test).name(format!("roce_{}", test.name()))
+}
 
 /// Validation errors; the message names the flag and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

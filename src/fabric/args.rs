@@ -160,7 +160,7 @@ fn listed(items: &[String]) -> String {
 
 /// roce_fabric's clap command: [`Cli`] with its help completed from the test binaries' definitions
 /// (test names, the flags that may differ per rank and those the TCP leg leaves out).
-fn command() -> clap::Command {
+pub(crate) fn command() -> clap::Command {
     let k = known();
     let test_flags = format!(
         "Test flags: every other flag is one of the single-pair binaries' (-d, -s, -n, -D, \

@@ -54,6 +54,11 @@ pub(crate) const SILENCE_LIMIT: Duration = Duration::from_secs(120);
 /// `ROCEPERF_FABRIC_IMPAIR`: impair chosen pairs or ranks (read on rank 0) to rehearse the outlier rules.
 pub(crate) const IMPAIR_ENV: &str = "ROCEPERF_FABRIC_IMPAIR";
 
+/// roce_fabric's command line, as `--help` shows it (the man page and completions are made from it).
+pub fn command() -> clap::Command {
+    args::command()
+}
+
 /// The binary's entry point: parse, run, exit.
 pub fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();

@@ -110,6 +110,15 @@ fn bad_input(messages: impl IntoIterator<Item = String>) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// The command lines roce_gate takes instead when an input file is a fabric matrix or a congestion
+/// study, each with the file it applies to (`fabric.json`, `congestion.json`).
+pub fn by_input() -> [(&'static str, clap::Command); 2] {
+    [
+        ("fabric.json", super::fabric::command()),
+        ("congestion.json", super::congestion::command()),
+    ]
+}
+
 /// roce_gate: parses the command line, reads the inputs, checks them, prints and writes the verdicts;
 /// returns the exit status.
 pub fn main() -> ExitCode {

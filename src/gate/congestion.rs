@@ -337,6 +337,11 @@ struct Cli {
     output: GateOutputArgs,
 }
 
+/// roce_gate's command line for congestion studies.
+pub(crate) fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 /// roce_gate's hook: when an input file is a congestion.json, judge it here and give the exit code
 /// (0 pass, 1 fail, 2 bad input); None lets roce_gate go on.
 pub(crate) fn main_if_congestion() -> Option<ExitCode> {

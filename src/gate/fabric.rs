@@ -335,6 +335,11 @@ fn load(p: &Path) -> Result<Loaded, String> {
     }
 }
 
+/// roce_gate's command line for fabric matrices.
+pub(crate) fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 /// roce_gate's hook: when an input file is a fabric.json, judge the matrices here and give the exit
 /// code (0 pass, 1 fail, 2 bad input); None lets roce_gate handle ordinary results.
 pub(crate) fn main_if_fabric() -> Option<ExitCode> {

@@ -119,6 +119,14 @@ impl Host {
             "jq",
             "promtool",
             "prometheus",
+            "man",
+            "mmdebstrap",
+            "rpm",
+            "rpmbuild",
+            "rpm2cpio",
+            "cpio",
+            "objdump",
+            "strip",
         ]);
         h.files(&["root/usr/lib/x86_64-linux-gnu/libibverbs.so.1"]);
         h
@@ -438,6 +446,12 @@ fn a_bare_machine_gets_every_package_per_purpose() {
         "valgrind",
         "jq",
         "prometheus",
+        "man-db",
+        "mmdebstrap",
+        "rpm",
+        "rpm2cpio",
+        "cpio",
+        "binutils",
     ]);
     let run = host.run_ok("test");
     assert_eq!(run.installed(), set(&test), "{run:#?}");

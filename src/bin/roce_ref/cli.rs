@@ -505,5 +505,8 @@ pub fn parse_ethertype(s: &str) -> Result<u16, String> {
     Ok(v)
 }
 
+// The path spelled out (where `mod tests;` looks from here anyway), so that examples/manual, which
+// compiles this file as a module of its own, resolves it the same way.
 #[cfg(test)]
+#[path = "cli/tests.rs"]
 mod tests;
