@@ -42,3 +42,7 @@ bash scripts/ci-gate.sh
 # The instruction-count gate: the soft datapath's instructions under callgrind against .ci/instructions.json
 # (about 30-40 s); counts do not move with the machine's load. Its figures stay in target/ (given back).
 bash scripts/instructions.sh --json "${CARGO_TARGET_DIR:-target}/instructions.json"
+# The packages (issue 31): the .deb and .rpm built with dpkg-deb and rpmbuild, the man pages and
+# completions checked against --help, the .deb installed in a clean Debian root where a tcp and a soft
+# pair run (about 1 minute warm; the root's first download about 3 minutes, cached after).
+bash scripts/package-test.sh
