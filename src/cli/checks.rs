@@ -471,7 +471,7 @@ pub(crate) fn lossy_flags(transport: TransportKind, a: &Args) -> Result<(), Erro
         return Ok(());
     }
     refuse_first_given!(format!("--transport {transport}");
-        a.impair.is_some(), "--impair" => "it impairs the soft transport's own packets; impair any transport's link with scripts/netns.sh (iptables), or compare under loss with roce_compare --loss-sweep";
+        a.impair.is_some(), "--impair" => "it impairs the soft transport's own packets; impair any transport's link with iptables (-m statistic --mode random -j DROP) on the path, or compare under loss with roce_compare --loss-sweep";
         a.impair_seed.is_some(), "--impair-seed" => "it seeds the soft transport's impairment";
         a.recovery.is_some(), "--recovery" => "only the soft transport's RC engine has a choice of loss recovery (RDMA NICs and rxe go back N)";
     );

@@ -61,7 +61,7 @@ nic::backends! {
 pub enum IoError {
     /// Someone already owns the UDP port on that address.
     #[error(
-        "UDP port {port} on {addr} is taken: another roceperf or the kernel's rdma_rxe owns it; use distinct addresses for the two sides (e.g. 127.0.0.1 and 127.0.0.2 on lo, chosen with {}), a network namespace per side (scripts/netns.sh up), or unload rdma_rxe",
+        "UDP port {port} on {addr} is taken: another roceperf or the kernel's rdma_rxe owns it; use distinct addresses for the two sides (e.g. 127.0.0.1 and 127.0.0.2 on lo, chosen with {}), a network namespace per side (ip netns add, joined by a veth pair), or unload rdma_rxe",
         Param::Bind
     )]
     PortInUse {
@@ -238,7 +238,7 @@ mod tests {
         };
         assert_eq!(
             busy.to_string(),
-            "UDP port 4791 on 127.0.0.1 is taken: another roceperf or the kernel's rdma_rxe owns it; use distinct addresses for the two sides (e.g. 127.0.0.1 and 127.0.0.2 on lo, chosen with --bind), a network namespace per side (scripts/netns.sh up), or unload rdma_rxe"
+            "UDP port 4791 on 127.0.0.1 is taken: another roceperf or the kernel's rdma_rxe owns it; use distinct addresses for the two sides (e.g. 127.0.0.1 and 127.0.0.2 on lo, chosen with --bind), a network namespace per side (ip netns add, joined by a veth pair), or unload rdma_rxe"
         );
         let raw = IoError::NeedCapNetRaw {
             dev: "veth0".into(),

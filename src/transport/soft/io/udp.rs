@@ -916,7 +916,7 @@ pub(super) mod tests {
             "{msg}"
         );
         assert!(
-            msg.contains("127.0.0.2") && msg.contains("netns.sh"),
+            msg.contains("127.0.0.2") && msg.contains("ip netns add") && !msg.contains("scripts/"),
             "{msg}"
         );
     }
