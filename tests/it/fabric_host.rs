@@ -226,13 +226,9 @@ fn an_incast_with_a_victim_reports_the_victims_latency_beside_the_senders_shares
 fn a_victim_that_sends_in_the_incast_is_a_usage_error_naming_the_flag() {
     let job = Job::new(3, "victim-bad");
     let args = job.args("write_bw --transport tcp --pattern incast --victim 1,0");
-    let code = wait(spawn(rank(0, 3, &args), &job.log(0)), 60);
-    let log0 = std::fs::read_to_string(job.log(0)).unwrap();
-    assert_eq!(code, 2, "{log0}");
+    let log0 = rank0_refuses(&job, 3, &args);
     assert_contains(&log0, "--victim 1,0: rank 1 already sends in the incast");
     let args = job.args("write_bw --transport tcp --victim 1,0");
-    let code = wait(spawn(rank(0, 3, &args), &job.log(0)), 60);
-    let log0 = std::fs::read_to_string(job.log(0)).unwrap();
-    assert_eq!(code, 2, "{log0}");
+    let log0 = rank0_refuses(&job, 3, &args);
     assert_contains(&log0, "--victim applies to --pattern incast only");
 }

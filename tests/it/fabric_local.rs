@@ -231,8 +231,6 @@ fn an_incast_sends_every_other_rank_into_the_receiver_and_sums_their_shares() {
 fn an_incast_receiver_outside_the_job_is_a_usage_error_naming_the_flag() {
     let job = Job::new(3, "incast-bad");
     let args = job.args("write_bw --transport tcp --pattern incast --incast-receiver 3");
-    let code = wait(spawn(rank(0, 3, &args), &job.log(0)), 60);
-    let log0 = std::fs::read_to_string(job.log(0)).unwrap();
-    assert_eq!(code, 2, "{log0}");
+    let log0 = rank0_refuses(&job, 3, &args);
     assert_contains(&log0, "--incast-receiver 3: the job has 3 ranks (0..2)");
 }

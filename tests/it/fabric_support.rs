@@ -265,3 +265,12 @@ pub fn spawn(mut c: Command, log: &std::path::Path) -> Child {
         .spawn()
         .unwrap()
 }
+
+/// Rank 0 of an `n`-rank job started alone with `args`, which it must refuse before waiting for any
+/// other rank: exit 2 asserted; its log (what it said).
+pub fn rank0_refuses<S: AsRef<OsStr>>(job: &Job, n: usize, args: &[S]) -> String {
+    let code = wait(spawn(rank(0, n, args), &job.log(0)), 60);
+    let log0 = std::fs::read_to_string(job.log(0)).unwrap();
+    assert_eq!(code, 2, "{log0}");
+    log0
+}
