@@ -56,7 +56,7 @@ fn a_second_endpoint_on_lo_moves_to_the_next_free_address() {
     // An explicit address is never moved: the user gets the error that explains why.
     cfg.bind = Some("127.0.0.1".parse().unwrap());
     let e = SoftEndpoint::open(cfg).err().unwrap().to_string();
-    assert!(e.contains("is taken") && e.contains("netns.sh"), "{e}");
+    assert!(e.contains("is taken") && e.contains("ip netns add"), "{e}");
 }
 
 #[test]
