@@ -148,12 +148,14 @@ pub(crate) fn run_info(
         tx_depth: plan.tx_depth,
         rx_depth: plan.test.verb.consumes_receive().then_some(plan.depths.rx),
         cq_mod: plan.cq_mod_at(plan.max_size()),
-        mtu: local.mtu.min(peer.mtu),
+        // TCP has no path MTU of its own (the kernel sizes its segments) and no inline data.
+        mtu: (plan.transport != TransportKind::Tcp).then(|| local.mtu.min(peer.mtu)),
         link_type: RunInfo::link_type_of(plan.transport).into(),
         gid_index: local.gid_index,
         inline_size: match plan.transport {
-            TransportKind::Verbs => plan.device.inline_size.unwrap_or(0),
-            _ => 0,
+            TransportKind::Verbs => Some(plan.device.inline_size.unwrap_or(0)),
+            TransportKind::Soft => Some(0),
+            TransportKind::Tcp => None,
         },
         out_reads: plan
             .test

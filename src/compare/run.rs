@@ -357,7 +357,8 @@ fn run_one(
     }
     run.link = leg.link.clone();
     leg.name_run(&mut run);
-    Ok((run, info.mtu))
+    // TCP has no RoCE MTU (its floor is a TCP stream's, not segmented by one).
+    Ok((run, info.mtu.unwrap_or(0)))
 }
 
 /// What a client left: its result file, and the note of a server that failed after it succeeded.

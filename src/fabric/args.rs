@@ -31,6 +31,27 @@ roce_fabric: the roceperf tests between every pair of N hosts, launched by srun,
 Kubernetes Indexed Job. Each rank runs the single-pair binaries (roce_write_bw, ...) against the peers \
 rank 0 assigns; rank 0 gathers an n x n matrix per test and names the slow hosts and pairs.";
 
+/// `-h`'s page after the common flags: what the test flags are, two examples, where the rest is.
+const SHORT_EXAMPLES: &str = "\
+Test flags: every other flag is a single-pair binary's (-d, -s, -n, -D, --transport, ...), passed on.
+
+Examples:
+  srun -N 16 --ntasks-per-node=1 roce_fabric write_bw -s 1M -d mlx5_0 --results /shared/fabric
+  mpirun --oversubscribe -np 4 roce_fabric write_bw --transport soft -d lo -n 200   (one host)
+
+--help lists every flag (incast, pairs, timeouts, Prometheus), the launchers and the exit status.
+Exit: 0 every pair ran, 1 a pair failed or a rank was lost, 2 usage/setup.";
+
+/// The flags `-h` shows (clap ids); `--help` shows every one.
+const COMMON: &[&str] = &[
+    "tests",
+    "coordinator",
+    "pattern",
+    "compare",
+    "results",
+    "watch",
+];
+
 const EXAMPLES: &str = "\
 Examples:
   srun -N 16 --ntasks-per-node=1 roce_fabric write_bw -s 1M -d mlx5_0 --results /shared/fabric
@@ -169,15 +190,16 @@ pub(crate) fn command() -> clap::Command {
         listed(&k.names(|f| f.per_host)),
         listed(&k.names(|f| f.roce_setup)),
     );
-    Cli::command()
-        .mut_arg("tests", |a: Arg| {
-            a.help(format!(
-                "The tests: {}, or all (the first six)",
-                test_names()
-            ))
-            .help_heading(None::<&str>)
-        })
-        .after_help(format!("{test_flags}\n\n{EXAMPLES}"))
+    let cmd = crate::params::argv::short_help_shows(Cli::command(), COMMON);
+    cmd.mut_arg("tests", |a: Arg| {
+        a.help(format!(
+            "The tests: {}, or all (the first six)",
+            test_names()
+        ))
+        .help_heading(None::<&str>)
+    })
+    .after_help(SHORT_EXAMPLES)
+    .after_long_help(format!("{test_flags}\n\n{EXAMPLES}"))
 }
 
 fn parse_secs(v: &str) -> Result<Duration, String> {

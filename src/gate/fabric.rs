@@ -184,24 +184,7 @@ pub(crate) fn judge(
         );
     }
     if g.no_flagged {
-        // A flag its retest alone did not confirm is load-dependent, not a bad pair: it does not fail.
-        let list: Vec<String> = doc
-            .summary
-            .flagged
-            .iter()
-            .filter(|f| f.confirmed != Some(false))
-            .map(|f| format!("{} {}", f.test, pair(f.client, f.server)))
-            .collect();
-        checks.push(Check {
-            name: "no flagged pairs".into(),
-            subject: "every matrix".into(),
-            pass: list.is_empty(),
-            detail: if list.is_empty() {
-                "none flagged".into()
-            } else {
-                format!("{} flagged: {}", list.len(), list.join(", "))
-            },
-        });
+        checks.push(no_flagged(doc, &pair));
     }
     let s = &doc.summary;
     checks.push(Check {
@@ -223,6 +206,39 @@ pub(crate) fn judge(
         }
     }
     Ok(checks)
+}
+
+/// `--no-flagged`: fails on the flags that are findings. A flag its retest alone did not confirm is
+/// load-dependent (`load_only`), and one whose verdict roce_fabric held back (a bad host whose peers
+/// share its host: no independent witnesses) or did not give (`unjudged`: oversubscribed cores) is
+/// no finding either: those are counted in the detail, and pass.
+fn no_flagged(doc: &FabricDoc, pair: &dyn Fn(usize, usize) -> String) -> Check {
+    let flagged = &doc.summary.flagged;
+    let count = |verdict: &str| flagged.iter().filter(|f| f.verdict == verdict).count();
+    let list: Vec<String> = flagged
+        .iter()
+        .filter(|f| f.confirmed != Some(false))
+        .filter(|f| !matches!(f.verdict.as_str(), "held_back" | "unjudged" | "load_only"))
+        .map(|f| format!("{} {}", f.test, pair(f.client, f.server)))
+        .collect();
+    let mut detail = if list.is_empty() {
+        "none flagged".to_string()
+    } else {
+        format!("{} flagged: {}", list.len(), list.join(", "))
+    };
+    let (held, unjudged) = (count("held_back"), count("unjudged"));
+    if held > 0 {
+        let _ = write!(detail, "; held back: {held}, ranks share a host");
+    }
+    if unjudged > 0 {
+        let _ = write!(detail, "; unjudged: {unjudged}, cores oversubscribed");
+    }
+    Check {
+        name: "no flagged pairs".into(),
+        subject: "every matrix".into(),
+        pass: list.is_empty(),
+        detail,
+    }
 }
 
 fn against_baseline(doc: &FabricDoc, base: &FabricDoc, pct: f64) -> Result<Vec<Check>, String> {

@@ -45,6 +45,50 @@ fn pauses(run: &DisciplineRun) -> String {
     }
 }
 
+/// [`lay_out`] within [`WIDTH`] columns: when the rows are wider, the columns are split into groups
+/// that fit, each a table of its own that repeats the first (the discipline), so a study's large
+/// counts (drops, CNPs, pause frames in the millions) never push a line past the terminal.
+fn lay_out_within(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width = |c: usize| {
+        rows.iter()
+            .filter_map(|r| r.get(c))
+            .map(|s| s.chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let first = width(0);
+    let mut groups: Vec<Vec<usize>> = vec![vec![]];
+    let mut used = first;
+    for c in 1..cols {
+        let w = 2 + width(c);
+        let group = groups.last_mut().expect("one group at least");
+        if used + w > WIDTH && !group.is_empty() {
+            groups.push(vec![c]);
+            used = first + w;
+        } else {
+            group.push(c);
+            used += w;
+        }
+    }
+    let tables: Vec<String> = groups
+        .iter()
+        .map(|g| {
+            let part: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    std::iter::once(0)
+                        .chain(g.iter().copied())
+                        .filter_map(|c| r.get(c).cloned())
+                        .collect()
+                })
+                .collect();
+            lay_out(&part)
+        })
+        .collect();
+    tables.join("\n")
+}
+
 /// Right-aligned columns after a left-aligned first one, each as wide as its widest cell.
 fn lay_out(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
@@ -120,7 +164,7 @@ fn main_table(doc: &CongestionDoc) -> String {
                 .map_or_else(|| "never".into(), |s| format!("{s:.2} s")),
         ]);
     }
-    lay_out(&rows)
+    lay_out_within(&rows)
 }
 
 /// A victim's p50, p99, p99.9 in µs, `n/a` where withheld.
@@ -157,7 +201,7 @@ fn victim_table(doc: &CongestionDoc) -> Option<String> {
         r.push(fixed(doc.victim_p99_vs_idle(run), 2));
         rows.push(r);
     }
-    Some(lay_out(&rows))
+    Some(lay_out_within(&rows))
 }
 
 /// The whole report: what ran, the tables, the reasons behind nulls, and the notes.
@@ -334,6 +378,45 @@ mod tests {
         // p99 20 µs against the idle 12 µs.
         assert!(ecn_victim.ends_with(" 1.67"), "{ecn_victim}");
         assert!(text.contains("lossy-gbn: steady Jain over the second half (never converged)"));
+    }
+
+    #[test]
+    fn a_study_s_large_counts_split_the_table_rather_than_pass_100_columns() {
+        let mut d = doc();
+        for run in &mut d.runs {
+            let t = &mut run.totals;
+            t.drops = Some(12_345_678);
+            t.marks = Some(9_876_543);
+            t.cnps_sent = Some(1_234_567);
+            t.cnps_handled = Some(1_234_560);
+            t.pause_frames_sent = Some(123_456);
+            t.pause_frames_received = Some(123_450);
+            t.paused_ms_switch = Some(12_345.0);
+            t.retransmitted_bytes = Some(98_765_432_100);
+        }
+        let text = render(&d);
+        for line in text.lines() {
+            assert!(line.chars().count() <= WIDTH, "{line}");
+        }
+        // Both parts name the discipline: every column is still read against its row.
+        let ecn: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("ecn-dcqcn"))
+            .collect();
+        assert!(
+            ecn.len() >= 3,
+            "two parts of the table and the victim's row:\n{text}"
+        );
+        assert!(
+            ecn[0].contains("12,345,678") && ecn[0].contains("1,234,567/1,234,560"),
+            "{text}"
+        );
+        assert!(ecn[1].contains("123,456/123,450 12345ms"), "{text}");
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("discipline")).count(),
+            2,
+            "{text}"
+        );
     }
 
     #[test]

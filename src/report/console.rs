@@ -123,7 +123,9 @@ pub fn header_block(info: &RunInfo) -> String {
     if info.test.metric == Metric::Bandwidth {
         kv(&mut s, "CQ Moderation", info.cq_mod);
     }
-    kv(&mut s, "Mtu", format_args!("{}[B]", info.mtu));
+    if let Some(mtu) = info.mtu {
+        kv(&mut s, "Mtu", format_args!("{mtu}[B]"));
+    }
     if rdma {
         kv(&mut s, "Link type", &info.link_type);
     }
@@ -203,7 +205,7 @@ fn rdma_lines(s: &mut String, info: &RunInfo) {
         kv(
             s,
             "Max inline data",
-            format_args!("{}[B]", info.inline_size),
+            format_args!("{}[B]", info.inline_size.unwrap_or(0)),
         );
     }
     // -R: the queue pairs are connected through the CM, as perftest's rdma_cm QPs.

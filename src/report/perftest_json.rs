@@ -9,7 +9,8 @@
 //! `results_local` and `results_remote` (the shape of perftest PR #322) instead of rewriting the file
 //! three times. Strings are JSON-escaped and a non-finite number is written as 0. And a percentile
 //! with fewer than 10 samples beyond it (`percentile_99.9` of a 1,000-iteration run, which perftest
-//! fills with its largest sample) is `null`.
+//! fills with its largest sample) is `null`. One addition: the run's provenance, as the last key
+//! (`roceperf_provenance`) on the last line before the closing brace.
 
 use crate::params::OutputSelect;
 use crate::params::{Metric, Role, TransportKind, Verb};
@@ -29,6 +30,9 @@ pub(crate) struct PerftestJson<'a> {
     /// `--report-both`: this side's and the peer's figures.
     pub both: Option<(&'a SizeResult, &'a SizeResult)>,
 }
+
+/// The key of the provenance roceperf adds after perftest's keys (results/README.md).
+pub(crate) const PROVENANCE_KEY: &str = "roceperf_provenance";
 
 /// A JSON string literal.
 fn text(s: &str) -> String {
@@ -104,7 +108,9 @@ fn test_info(out: &mut String, info: &RunInfo) {
     if bw {
         let _ = writeln!(out, "\"CQ_Moderation\": {},", info.cq_mod);
     }
-    let _ = writeln!(out, "\"Mtu\": {},", info.mtu);
+    // TCP has no path MTU: null, not a made-up number.
+    let mtu = info.mtu.map_or("null".into(), |m| m.to_string());
+    let _ = writeln!(out, "\"Mtu\": {mtu},");
     let _ = writeln!(out, "\"Link_type\": {},", text(&info.link_type));
     if let Some(gid) = info.gid_index {
         let _ = writeln!(out, "\"GID_index\": {gid},");
@@ -113,7 +119,8 @@ fn test_info(out: &mut String, info: &RunInfo) {
     if info.test.verb.reads_back() {
         let _ = writeln!(out, "\"Outstand_reads\": {},", info.out_reads.unwrap_or(0));
     } else {
-        let _ = writeln!(out, "\"Max_inline_data\": {},", info.inline_size);
+        let inline = info.inline_size.map_or("null".into(), |m| m.to_string());
+        let _ = writeln!(out, "\"Max_inline_data\": {inline},");
     }
     let on = |b: bool| if b { "ON" } else { "OFF" };
     let _ = writeln!(out, "\"rdma_cm_QPs\": \"{}\",", on(info.rdma_cm));
@@ -253,6 +260,13 @@ pub(crate) fn perftest_json(doc: &PerftestJson<'_>) -> String {
         block(&mut out, "results_local", local);
         out.push_str(",\n");
         block(&mut out, "results_remote", remote);
+    }
+    // roceperf's one addition, last and on one line so that every line before it is perftest's:
+    // where the result came from (a reader of perftest's keys passes over an extra one).
+    if let Some(p) = &doc.info.provenance
+        && let Ok(json) = serde_json::to_string(p)
+    {
+        let _ = write!(out, ",\n\"{PROVENANCE_KEY}\": {json}");
     }
     out.push_str("\n}\n");
     out

@@ -81,14 +81,14 @@ pub struct RunInfo {
     pub rx_depth: Option<u32>,
     /// Completions are signaled every cq_mod messages (-Q).
     pub cq_mod: u32,
-    /// Path MTU in bytes.
-    pub mtu: u32,
+    /// Path MTU in bytes; `None` for TCP, whose segments the kernel sizes.
+    pub mtu: Option<u32>,
     /// "Ethernet" / "IB" / "TCP".
     pub link_type: String,
     /// GID table index used (-x).
     pub gid_index: Option<u32>,
-    /// Max inline data in bytes (-I).
-    pub inline_size: u32,
+    /// Max inline data in bytes (-I); `None` for TCP, which posts no work requests.
+    pub inline_size: Option<u32>,
     /// Outstanding reads (-o), READ tests.
     pub out_reads: Option<u32>,
     /// Core the datapath thread is pinned to.
@@ -203,10 +203,10 @@ impl RunInfo {
             tx_depth: 128,
             rx_depth: None,
             cq_mod: 100,
-            mtu: 4096,
+            mtu: (transport != TransportKind::Tcp).then_some(4096),
             link_type: RunInfo::link_type_of(transport).into(),
             gid_index: None,
-            inline_size: 0,
+            inline_size: (transport != TransportKind::Tcp).then_some(0),
             out_reads: None,
             cpu: None,
             local: vec![],

@@ -156,6 +156,52 @@ fn help_and_version_exit_zero() {
 }
 
 #[test]
+fn every_binary_s_dash_h_is_a_short_page_naming_it_and_dash_dash_help_keeps_every_flag() {
+    let bins = [
+        ("roce_send_bw", env!("CARGO_BIN_EXE_roce_send_bw")),
+        ("roce_write_bw", env!("CARGO_BIN_EXE_roce_write_bw")),
+        ("roce_read_bw", env!("CARGO_BIN_EXE_roce_read_bw")),
+        ("roce_send_lat", env!("CARGO_BIN_EXE_roce_send_lat")),
+        ("roce_write_lat", env!("CARGO_BIN_EXE_roce_write_lat")),
+        ("roce_read_lat", env!("CARGO_BIN_EXE_roce_read_lat")),
+        ("roce_atomic_bw", env!("CARGO_BIN_EXE_roce_atomic_bw")),
+        ("roce_atomic_lat", env!("CARGO_BIN_EXE_roce_atomic_lat")),
+        ("roce_compare", env!("CARGO_BIN_EXE_roce_compare")),
+        ("roce_gate", env!("CARGO_BIN_EXE_roce_gate")),
+        ("roce_fabric", env!("CARGO_BIN_EXE_roce_fabric")),
+        ("roce_ref", env!("CARGO_BIN_EXE_roce_ref")),
+        ("roce_switch", env!("CARGO_BIN_EXE_roce_switch")),
+    ];
+    let help = |bin: &str, flag: &str| {
+        let o = std::process::Command::new(bin)
+            .arg(flag)
+            .env("COLUMNS", "100")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{bin} {flag}");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    for (name, bin) in bins {
+        let (short, long) = (help(bin, "-h"), help(bin, "--help"));
+        assert!(
+            short.starts_with(&format!("{name}: ")),
+            "{name} -h names the binary first:\n{short}"
+        );
+        let lines = short.lines().count();
+        assert!(lines <= 40, "{name} -h is {lines} lines:\n{short}");
+        assert!(
+            long.lines().count() > lines && long.contains("--help"),
+            "{name} --help keeps every flag"
+        );
+        for text in [&short, &long] {
+            for line in text.lines() {
+                assert!(line.chars().count() <= 100, "{name}: {line}");
+            }
+        }
+    }
+}
+
+#[test]
 fn rdma_cm_with_uc_or_ud_is_a_usage_error_naming_both_flags() {
     // UC everywhere (as perftest). UD runs in both dialects on soft (soft_rdma_cm) and on verbs
     // through librdmacm's UDP port space (below: past the flags, to the missing device).

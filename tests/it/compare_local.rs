@@ -3,10 +3,10 @@
 //! UDP socket's v2 and TCP on loopback and the AF_PACKET rows skipped with a note), each row beside
 //! the floor of its path, says which link every row crossed, prints the tables and writes its files;
 //! the run options reach every run; `--repeat` keeps every repetition; two-host mode runs against a
-//! `roce_compare --server` on loopback; the progress bar shows on a terminal only; timeouts, usage
+//! `roce_compare --server` on loopback; every console line fits 100 columns; the progress bar shows on a terminal only; timeouts, usage
 //! errors and "nothing could run" have their exit codes.
 
-use crate::common::assert_contains;
+use crate::common::{assert_contains, assert_fits};
 use crate::common::{free_port, the_only_dir};
 use base64::Engine;
 use hdrhistogram::Histogram;
@@ -106,6 +106,9 @@ fn local_compare_prints_every_transport_and_writes_the_files() {
     let results = tmp.path().join("results");
     let (out, pid) = compare_pid(&["--local", "-n", "100", "--results", path(&results)], 240);
     let (stdout, stderr) = expect_code(&out, 0);
+    // Issue 34: every console line of a comparison (its tables, notes, histograms) fits 100 columns.
+    assert_fits("roce_compare --local", &stdout);
+    assert_fits("roce_compare --local (stderr)", &stderr);
 
     // The tables: v1 and v2 over AF_PACKET (or their skip notes), v2 over the UDP socket and TCP,
     // for write_lat at 2 B and write_bw at 64 KiB.

@@ -122,6 +122,32 @@ fn ours_with_stdout(net: &Net, name: &str, test: &str, args: &[&str]) -> (String
     (read(&sf), read(&cf), c.stdout)
 }
 
+/// Ours without roceperf's one addition, after checking it: the provenance, last and on one line
+/// (issue 34: every result file names its host, kernel, CPU, NIC, build and command).
+fn without_provenance(name: &str, role: &str, ours: &str) -> String {
+    let doc: Value = serde_json::from_str(ours).unwrap_or_else(|e| panic!("{name} {role}: {e}"));
+    let p = &doc["roceperf_provenance"];
+    for key in ["host", "kernel", "cpus", "version", "commit", "command"] {
+        assert!(
+            !p[key].is_null(),
+            "{name} {role}: provenance lacks {key}:\n{ours}"
+        );
+    }
+    assert_eq!(p["nic"]["device"], "veth0", "{name} {role}: the NIC used");
+    assert_eq!(p["nic"]["driver"], "veth", "{name} {role}: its driver");
+    let mut lines: Vec<&str> = ours.lines().collect();
+    let last = lines.len() - 2;
+    assert!(
+        lines[last].starts_with("\"roceperf_provenance\": {"),
+        "{name} {role}: the provenance is the last key, on one line:\n{ours}"
+    );
+    lines.remove(last);
+    let mut out = lines.join("\n") + "\n";
+    let cut = out.rfind(",\n}").expect("the comma before the provenance");
+    out.replace_range(cut..cut + 1, "");
+    out
+}
+
 /// Ours is valid JSON and, line for line, perftest's recorded document.
 fn same_as_perftest(name: &str, role: &str, ours: &str) {
     let doc: Result<Value, _> = serde_json::from_str(ours);
@@ -129,6 +155,7 @@ fn same_as_perftest(name: &str, role: &str, ours: &str) {
         doc.is_ok(),
         "{name} {role}: ours is not JSON: {doc:?}\n{ours}"
     );
+    let ours = &without_provenance(name, role, ours);
     let theirs = recorded(&format!("{name}-{role}"));
     let (a, b) = (skeleton(ours), skeleton(&theirs));
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
@@ -223,6 +250,7 @@ fn where_perftests_document_breaks_ours_stays_valid() {
         &["-s", "65536", "-n", "300", "--output=bandwidth"],
     );
     let fixed = theirs.replace(",\n\n}", "\n}");
+    let c = without_provenance("output_bw", "client", &c);
     let (a, b) = (skeleton(&c), skeleton(&fixed));
     assert_eq!(a, b, "ours:\n{c}\nperftest's, comma removed:\n{fixed}");
     // -b --report-both: perftest rewrites its file three times and keeps the remote side only; ours
@@ -250,7 +278,13 @@ fn where_perftests_document_breaks_ours_stays_valid() {
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
         assert_eq!(
             keys,
-            ["test_info", "results", "results_local", "results_remote"],
+            [
+                "test_info",
+                "results",
+                "results_local",
+                "results_remote",
+                "roceperf_provenance"
+            ],
             "{role}"
         );
         let avg = |k: &str| v[k]["BW_average"].as_f64().unwrap();

@@ -2,38 +2,9 @@
 //! a sweep is one table, console lines fit 100 columns, `--json -` pipes into `roce_gate -`, asked
 //! percentiles reach the files, and every run file says where it came from.
 
-use crate::common::{self, pair_on_lo, pair_with};
+use crate::common::{self, assert_fits, pair_on_lo, pair_with};
 use std::io::Write;
 use std::process::{Command, Stdio};
-
-/// Columns a line takes on a terminal (tabs to the next multiple of 8).
-fn columns(line: &str) -> usize {
-    line.chars()
-        .fold(0, |c, ch| if ch == '\t' { (c / 8 + 1) * 8 } else { c + 1 })
-}
-
-/// Every line of `text` fits 100 columns, but perftest's latency table (its header and rows, kept
-/// byte for byte for perftest's parsers).
-fn assert_fits(what: &str, text: &str) {
-    let mut in_lat_table = false;
-    for line in text.lines() {
-        if line.starts_with(" #bytes #iterations    t_min[usec]") {
-            in_lat_table = true;
-            continue;
-        }
-        if line.starts_with("-----") {
-            in_lat_table = false;
-        }
-        if in_lat_table {
-            continue;
-        }
-        assert!(
-            columns(line) <= 100,
-            "{what}: a line of {} columns:\n{line}",
-            columns(line)
-        );
-    }
-}
 
 fn csv_cells(path: &std::path::Path) -> Vec<std::collections::BTreeMap<String, String>> {
     let mut r = csv::Reader::from_path(path).unwrap();
@@ -78,6 +49,7 @@ fn a_tcp_run_prints_no_rdma_fields_and_no_invented_peak() {
             "rdma_cm QPs",
             "Max inline data",
             " Transport       :",
+            "Mtu",
         ] {
             assert!(!out.contains(absent), "{side} prints {absent:?}:\n{out}");
         }
@@ -95,10 +67,58 @@ fn a_tcp_run_prints_no_rdma_fields_and_no_invented_peak() {
     assert_eq!(doc["test"]["local"], serde_json::json!([]), "{doc}");
     assert_eq!(doc["test"]["remote"], serde_json::json!([]), "{doc}");
     assert!(doc["results"][0]["bandwidth"]["peak_gbps"].is_null());
+    // No path MTU or inline data on TCP: null, not lo's 65536 and a made-up 0.
+    for key in ["mtu", "inline_size"] {
+        assert!(doc["test"][key].is_null(), "{key}: {}", doc["test"][key]);
+    }
+    common::schema::assert_valid("result", &doc, "tcp write_bw --json");
     let rows = csv_cells(&csv);
+    assert_eq!(rows[0]["mtu_bytes"], "");
+    assert_eq!(rows[0]["inline_bytes"], "");
     assert_eq!(rows[0]["bw_peak_gbps"], "");
     assert_eq!(rows[0]["bw_peak_mibps"], "");
     assert_eq!(rows[0]["connection"], "");
+}
+
+/// A side's soft counters from `-v`: (timeouts, duplicate requests), and the counters' line.
+fn timeouts_and_duplicates(d: &common::Done) -> (u64, u64, String) {
+    let text = common::unwrapped(&format!("{}\n{}", d.stdout, d.stderr));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(" retransmitted packets "))
+        .unwrap_or_else(|| panic!("no counters line:\n{text}"))
+        .to_owned();
+    let after = |key: &str| -> u64 {
+        let at = line.find(key).unwrap_or_else(|| panic!("{key}: {line}")) + key.len();
+        line[at..]
+            .split(|ch: char| !ch.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{key}: {line}"))
+    };
+    (after("timeouts "), after("duplicate requests "), line)
+}
+
+/// Issue 34, point 11: `-v` showed `timeouts 1` on a clean run without saying why. On lo nothing is
+/// lost, so every timeout is a peer that answered late, which the peer saw as a duplicate request;
+/// the line says so whenever it counts one.
+fn late_peers_explain_every_timeout(what: &str, s: &common::Done, c: &common::Done) {
+    let (server, client) = (timeouts_and_duplicates(s), timeouts_and_duplicates(c));
+    for ((timeouts, _, line), (_, peer_dups, _)) in [(&server, &client), (&client, &server)] {
+        assert!(
+            *timeouts <= *peer_dups,
+            "{what}: a timeout on lo is a late answer, a duplicate at the peer: {line}, peer's \
+             duplicate requests {peer_dups}"
+        );
+        if *timeouts > 0 {
+            assert!(
+                line.contains(" (no ACK within the round-trip timer: a late peer counts too"),
+                "{what}: the count says why: {line}"
+            );
+        } else {
+            assert!(!line.contains("late peer"), "{what}: {line}");
+        }
+    }
 }
 
 #[test]
@@ -141,7 +161,9 @@ fn console_lines_fit_100_columns_and_a_sweep_is_one_table() {
         assert_fits("soft write_bw -v", &d.stdout);
         assert_fits("soft write_bw -v (stderr)", &d.stderr);
     }
+    late_peers_explain_every_timeout("soft write_bw -v", &s, &c);
     let (s, c) = soft("write_lat", &["-n", "300"]);
+    late_peers_explain_every_timeout("soft write_lat -v", &s, &c);
     for d in [&s, &c] {
         assert_fits("soft write_lat -v", &d.stdout);
         assert_fits("soft write_lat -v (stderr)", &d.stderr);

@@ -14,7 +14,7 @@ fn info(test: TestKind) -> RunInfo {
     RunInfo {
         peer: Some("127.0.0.1".into()),
         cq_mod: 1,
-        mtu: 1024,
+        mtu: Some(1024),
         gid_index: Some(1),
         local: vec![AddressLine {
             lid: 0,

@@ -8,10 +8,10 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 
 pub use crate::mode::{Mode, Pattern, Proto};
 
-const ABOUT: &str = "Minimal busy-polling UDP, TCP and AF_PACKET references: the floors roceperf's numbers are held to";
+const ABOUT: &str = "roce_ref: minimal busy-polling UDP, TCP and AF_PACKET references: the floors roceperf's numbers are held to";
 
 const LONG_ABOUT: &str = concat!(
-    "Minimal busy-polling UDP, TCP and AF_PACKET references: the floors roceperf's numbers are held to.\n\n",
+    "roce_ref: minimal busy-polling UDP, TCP and AF_PACKET references: the floors roceperf's numbers are held to.\n\n",
     "Like perftest: start the server with no PEER, then the client with the server's address (udp, tcp) ",
     "or MAC (packet), giving both the same options (the client's hello is checked against the server's, ",
     "and the first difference is named). --local runs both sides in this process instead, server on ",

@@ -8,11 +8,11 @@ use roceperf::transport::soft::sim::BottleneckConfig;
 use crate::error::{Error, Result};
 use crate::port::Discipline;
 
-const ABOUT: &str = "A learning L2 switch between this namespace's interfaces whose egress port is a \
+const ABOUT: &str = "roce_switch: a learning L2 switch between this namespace's interfaces whose egress port is a \
                      rate-limited bottleneck: lossy, ECN (RED) or PFC";
 
 const LONG_ABOUT: &str = concat!(
-    "A learning L2 switch between this network namespace's interfaces, the congested link of \
+    "roce_switch: a learning L2 switch between this network namespace's interfaces, the congested link of \
      docs/congestion.md (a test fixture: this kernel has no netem, red or fq_codel). Frames are read \
      and written with AF_PACKET; broadcast and unknown destinations flood, so ARP works through it.\n\n",
     "Frames towards the egress port (--egress) wait in one FIFO drained at --rate: each occupies the \
@@ -38,6 +38,12 @@ const LONG_ABOUT: &str = concat!(
      1 a failure while switching; 2 a usage or setup error (a missing interface, not root)."
 );
 
+/// `-h`'s page after its flags: one example, where the rest is.
+const SHORT_HELP: &str = "\
+Example (namespace rcw holds the switch's interfaces to-s, to-v and to-r):
+  ip netns exec rcw roce_switch --port to-s --port to-v --egress to-r --rate 2 --stats sw.json
+--help: the disciplines, every flag and more examples. Exit: 0 stopped, 1 failure, 2 usage/setup.";
+
 const AFTER_HELP: &str = "\
 Examples (namespace rcw holds the switch's interfaces to-s, to-v and to-r):
   ip netns exec rcw roce_switch --port to-s --port to-v --egress to-r --rate 2 --stats sw.json
@@ -48,7 +54,7 @@ Examples (namespace rcw holds the switch's interfaces to-s, to-v and to-r):
 
 /// `roce_switch [OPTIONS]`.
 #[derive(Debug, Parser)]
-#[command(name = "roce_switch", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+#[command(name = "roce_switch", version, about = ABOUT, long_about = LONG_ABOUT, after_help = SHORT_HELP, after_long_help = AFTER_HELP)]
 pub struct Cli {
     /// An ingress port (repeatable): an interface of this namespace whose frames may go to --egress
     #[arg(long = "port", value_name = "IFACE", required = true)]
@@ -87,15 +93,20 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
     /// Seed of RED's random marking
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, hide_short_help = true)]
     pub seed: u64,
     /// Sample the queue's bytes every N microseconds into the stats' queue_samples
-    #[arg(long = "sample-us", value_name = "N")]
+    #[arg(long = "sample-us", value_name = "N", hide_short_help = true)]
     pub sample_us: Option<u64>,
     /// Run under SCHED_FIFO at this priority (1-99; 0: the normal scheduler). The switch sleeps
     /// between departures, so it cannot starve the endpoints, and it wakes on time for a departure
     /// while they busy-poll every core (measured: docs/congestion.md)
-    #[arg(long, value_name = "PRIO", default_value_t = 10)]
+    #[arg(
+        long,
+        value_name = "PRIO",
+        default_value_t = 10,
+        hide_short_help = true
+    )]
     pub fifo: i32,
 }
 

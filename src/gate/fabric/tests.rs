@@ -73,6 +73,41 @@ fn only_confirmed_flags_fail_no_flagged() {
 }
 
 #[test]
+fn held_back_and_unjudged_flags_pass_no_flagged_and_are_counted_real_ones_fail() {
+    // As roce_fabric writes them on one host: a bad host whose peers share its host is held back.
+    let flag = |client: usize, server: usize, verdict: &str| {
+        json!({"leg": "given", "test": "write_bw", "metric": "bw_avg_gbps", "client": client,
+               "server": server, "confirmed": true, "verdict": verdict,
+               "why": "ranks 0, 1 share host vm"})
+    };
+    let values = json!([[null, 1.0], [1.0, null]]);
+    let held = doc(
+        values.clone(),
+        json!([flag(0, 1, "held_back"), flag(1, 0, "held_back")]),
+    );
+    let c = &judge(&held, None, &gate(None, true)).unwrap()[0];
+    assert!(c.pass, "{}", c.detail);
+    assert_eq!(c.detail, "none flagged; held back: 2, ranks share a host");
+    let unjudged = doc(values.clone(), json!([flag(0, 1, "unjudged")]));
+    let c = &judge(&unjudged, None, &gate(None, true)).unwrap()[0];
+    assert!(c.pass, "{}", c.detail);
+    assert_eq!(c.detail, "none flagged; unjudged: 1, cores oversubscribed");
+    // A bad pair (or a bad host on a host of its own) still fails, beside a held-back one.
+    for real in ["bad_pair", "bad_host", ""] {
+        let mixed = doc(
+            values.clone(),
+            json!([flag(0, 1, real), flag(1, 0, "held_back")]),
+        );
+        let c = &judge(&mixed, None, &gate(None, true)).unwrap()[0];
+        assert!(!c.pass, "{real}: {}", c.detail);
+        assert_eq!(
+            c.detail, "1 flagged: write_bw 0 -> 1 (a -> b); held back: 1, ranks share a host",
+            "{real}"
+        );
+    }
+}
+
+#[test]
 fn a_baseline_matrix_is_compared_pair_by_pair() {
     let old = doc(json!([[null, 100.0], [100.0, null]]), json!([]));
     let new = doc(json!([[null, 99.0], [80.0, null]]), json!([]));

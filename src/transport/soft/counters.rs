@@ -120,6 +120,14 @@ impl SoftCounters {
     }
 }
 
+/// What a timeout on a clean run is, said beside the count: between roceperf peers the timer is the
+/// measured round trip's (at least 0.25 ms; before the first ACK, the floor alone), so a peer that
+/// answers late (descheduled on a busy host, or still faulting in its buffer at the start) times
+/// out as a lost packet would; the probe that follows costs one packet, and the peer counts the
+/// late ones among its duplicate requests (issue 34: every timeout of the clean runs measured).
+const TIMEOUTS_WHY: &str = " (no ACK within the round-trip timer: a late peer counts too, and counts \
+                            it among its duplicate requests)";
+
 impl std::fmt::Display for SoftCounters {
     /// The `-v` block: one line per family of counters.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -138,9 +146,10 @@ impl std::fmt::Display for SoftCounters {
         )?;
         writeln!(
             f,
-            " retransmitted packets {}, timeouts {}, duplicate requests {}, ACKs sent {} received {}",
+            " retransmitted packets {}, timeouts {}{}, duplicate requests {}, ACKs sent {} received {}",
             self.retransmitted_packets,
             self.timeouts,
+            if self.timeouts > 0 { TIMEOUTS_WHY } else { "" },
             self.duplicate_requests,
             self.acks_sent,
             self.acks_received
@@ -290,6 +299,16 @@ mod tests {
             assert!(text.contains(needle), "{needle}: {text}");
         }
         assert!(!text.contains("impairment"));
+        assert!(
+            text.contains(", timeouts 0, duplicate"),
+            "no timeout, no explanation: {text}"
+        );
+        c.timeouts = 2;
+        assert!(
+            c.to_string()
+                .contains(", timeouts 2 (no ACK within the round-trip timer: a late peer"),
+            "{c}"
+        );
     }
 
     #[test]

@@ -82,6 +82,35 @@ pub fn unwrapped(text: &str) -> String {
     out.join("\n")
 }
 
+/// Columns a line takes on a terminal (tabs to the next multiple of 8).
+pub fn columns(line: &str) -> usize {
+    line.chars()
+        .fold(0, |c, ch| if ch == '\t' { (c / 8 + 1) * 8 } else { c + 1 })
+}
+
+/// Every line of `text` fits 100 columns, but perftest's latency table (its header and rows, kept
+/// byte for byte for perftest's parsers).
+pub fn assert_fits(what: &str, text: &str) {
+    let mut in_lat_table = false;
+    for line in text.lines() {
+        if line.starts_with(" #bytes #iterations    t_min[usec]") {
+            in_lat_table = true;
+            continue;
+        }
+        if line.starts_with("-----") {
+            in_lat_table = false;
+        }
+        if in_lat_table {
+            continue;
+        }
+        assert!(
+            columns(line) <= 100,
+            "{what}: a line of {} columns:\n{line}",
+            columns(line)
+        );
+    }
+}
+
 /// A TCP port nobody listens on right now (tests run in parallel, so each asks for its own).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
