@@ -102,6 +102,14 @@ impl<T: AsRef<[u8]>> BthPacket<T> {
     }
 }
 
+/// The first 12 bytes of `b` as an array (panics if `b` is shorter, as a field read would).
+#[inline]
+fn bytes12(b: &[u8]) -> &[u8; 12] {
+    b[..BthPacket::<&[u8]>::LEN]
+        .try_into()
+        .expect("sliced to 12 bytes")
+}
+
 /// The fields of a BTH. Reserved bits are not kept: emit writes them as zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BthRepr {
@@ -154,18 +162,20 @@ impl BthRepr {
     /// Reads every field of a BTH view.
     #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &BthPacket<T>) -> Self {
+        // One length check for the 12 bytes, not one per field (every received packet comes here).
+        let b = BthPacket::new_unchecked(bytes12(p.b()));
         BthRepr {
-            opcode: p.opcode(),
-            solicited: p.solicited(),
-            migreq: p.migreq(),
-            pad_count: p.pad_count(),
-            tver: p.tver(),
-            pkey: p.pkey(),
-            fecn: p.fecn(),
-            becn: p.becn(),
-            dest_qp: p.dest_qp(),
-            ack_req: p.ack_req(),
-            psn: p.psn(),
+            opcode: b.opcode(),
+            solicited: b.solicited(),
+            migreq: b.migreq(),
+            pad_count: b.pad_count(),
+            tver: b.tver(),
+            pkey: b.pkey(),
+            fecn: b.fecn(),
+            becn: b.becn(),
+            dest_qp: b.dest_qp(),
+            ack_req: b.ack_req(),
+            psn: b.psn(),
         }
     }
 
@@ -173,7 +183,9 @@ impl BthRepr {
     /// shorter.
     #[inline]
     pub fn emit(&self, buf: &mut [u8]) {
-        let b = &mut buf[..BthPacket::<&[u8]>::LEN];
+        let b: &mut [u8; 12] = (&mut buf[..BthPacket::<&[u8]>::LEN])
+            .try_into()
+            .expect("sliced to 12 bytes");
         let bit = |on: bool, flag: u8| if on { flag } else { 0 };
         b[field::OPCODE] = self.opcode.0;
         b[field::FLAGS] = bit(self.solicited, FLG_SE)

@@ -248,7 +248,29 @@ impl SoftEndpoint {
 
     /// Lets every engine with something to send fill the transmit batch, framing each packet, and
     /// sends it; `acks` says whether a lone ACK goes now or waits for the next call.
+    ///
+    /// Most transmissions of a ping-pong find nothing to send (a poll transmits before and after
+    /// its receive): that answer is given here, inlined in the poll, without the call and the set-up
+    /// of a transmission, which do the same and leave the same state (the rotation moves on).
+    #[inline(always)]
     fn transmit(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
+        let idle = !self.pfc.armed()
+            && self.nic.tx_pending() == 0
+            && !self
+                .slots
+                .iter()
+                .any(|s| s.qp.as_ref().is_some_and(|q| q.has_transmit_work(acks)));
+        if idle {
+            self.next_qp = next_after(self.next_qp, self.slots.len());
+            return Ok(());
+        }
+        self.transmit_some(clock, acks)
+    }
+
+    /// [`transmit`](Self::transmit) when a queue pair may have something to send, a packet is
+    /// queued or PFC is armed.
+    #[inline(never)]
+    fn transmit_some(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
         // One load on a run without PFC; a paused priority's frames stay queued in their
         // engines, no drop and no reordering.
         if self.pfc.armed() && self.transmit_paused(clock)? {
@@ -336,8 +358,7 @@ impl SoftEndpoint {
         }
         self.next_qp = match starved {
             Some(at) => at,
-            None if self.next_qp + 1 >= n => 0,
-            None => self.next_qp + 1,
+            None => next_after(self.next_qp, n),
         };
         if self.nic.tx_pending() > 0 {
             // Held (delayed) packets of an impaired device leave by the clock.
@@ -436,6 +457,13 @@ impl SoftEndpoint {
         qp.cap_unacked(had + room);
         (room > 0 || qp.has_uncapped_work(acks)).then_some(had)
     }
+}
+
+/// The slot a transmission starts from after one that started at `at` of `n` and left none
+/// waiting for room.
+#[inline]
+fn next_after(at: usize, n: usize) -> usize {
+    if at + 1 >= n { 0 } else { at + 1 }
 }
 
 /// Looks at every queue pair's unacknowledged PSNs again (ACKs and go-backs lowered them since);

@@ -142,22 +142,21 @@ impl Wqe {
                     })),
                     _ => None,
                 };
-                let ext_len = ext.map_or(0, |e| e.len());
-                let mut r = packet::repr(opcode, dest, psn, ack_req, ext_len + n);
-                if seg.ends() {
-                    r.imm = imm;
-                }
-                if seg.starts() && is_write {
-                    r.reth = Some(RethRepr {
-                        va: remote.addr,
-                        rkey: remote.rkey,
-                        dma_len: self.wr.len,
-                    });
-                }
+                let imm = imm.filter(|_| seg.ends());
+                let reth = (seg.starts() && is_write).then_some(RethRepr {
+                    va: remote.addr,
+                    rkey: remote.rkey,
+                    dma_len: self.wr.len,
+                });
                 let src = &ctx.mem.span(self.local)[start..start + n];
                 let len = match ext {
-                    None => packet::emit(buf, &r, src),
-                    Some(e) => packet::emit_with_ext(buf, &r, &e, src),
+                    None => packet::emit_data(buf, (opcode, dest, psn, ack_req), reth, imm, src),
+                    Some(e) => {
+                        let mut r = packet::repr(opcode, dest, psn, ack_req, e.len() + n);
+                        r.imm = imm;
+                        r.reth = reth;
+                        packet::emit_with_ext(buf, &r, &e, src)
+                    }
                 };
                 (len, 1, n, ack_req)
             }

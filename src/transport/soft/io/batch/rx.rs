@@ -202,6 +202,7 @@ impl RxBatch {
         1
     }
 
+    #[inline]
     fn data(&self, i: usize) -> (&[u8], bool) {
         assert!(i < self.filled, "packet {i} of a batch of {}", self.filled);
         let h = &self.hdrs[i];
@@ -212,7 +213,9 @@ impl RxBatch {
         )
     }
 
-    /// Datagram `i` of the last receive on a UDP socket.
+    /// Datagram `i` of the last receive on a UDP socket. Inlined: the receive loop would otherwise
+    /// build every datagram in memory to read it back.
+    #[inline]
     pub fn datagram(&self, i: usize) -> RxDatagram<'_> {
         let (data, truncated) = self.data(i);
         let (dst, gro_segment, tclass) = self.udp_cmsgs(i);
