@@ -182,6 +182,13 @@ unsafe fn k512(k: (u64, u64)) -> __m512i {
     }
 }
 
+/// Loads the 64 bytes at `p`.
+#[inline(always)]
+unsafe fn load4(p: *const u8) -> __m512i {
+    // SAFETY: the caller keeps `p .. p + 64` inside its slice; its features include AVX-512F.
+    unsafe { _mm512_loadu_si512(p as *const __m512i) }
+}
+
 /// Four lanes moved along at once, plus `next` (a three-way XOR in one instruction).
 #[inline(always)]
 unsafe fn fold4(x: __m512i, k: __m512i, next: __m512i) -> __m512i {
@@ -203,15 +210,19 @@ unsafe fn update_avx512(crc: u32, bytes: &[u8]) -> u32 {
             return update_avx(crc, bytes);
         }
         let p = bytes.as_ptr();
-        let load4 = |at: usize| _mm512_loadu_si512(p.add(at) as *const __m512i);
         let start = _mm512_zextsi128_si512(_mm_cvtsi32_si128(!crc as i32));
-        let mut z = [load4(0), load4(64), load4(128), load4(192)];
+        let mut z = [
+            load4(p),
+            load4(p.add(64)),
+            load4(p.add(128)),
+            load4(p.add(192)),
+        ];
         z[0] = _mm512_xor_si512(z[0], start);
         let k16 = k512(K_16);
         let mut at = 256;
         while at + 256 <= bytes.len() {
             for (j, zj) in z.iter_mut().enumerate() {
-                *zj = fold4(*zj, k16, load4(at + 64 * j));
+                *zj = fold4(*zj, k16, load4(p.add(at + 64 * j)));
             }
             at += 256;
         }
@@ -221,7 +232,7 @@ unsafe fn update_avx512(crc: u32, bytes: &[u8]) -> u32 {
         y = fold4(y, k4, z[2]);
         y = fold4(y, k4, z[3]);
         while at + 64 <= bytes.len() {
-            y = fold4(y, k4, load4(at));
+            y = fold4(y, k4, load4(p.add(at)));
             at += 64;
         }
         // Its lane j is 3 - j lanes from the end.
