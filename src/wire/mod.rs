@@ -59,8 +59,6 @@ mod bth;
 pub mod cm;
 mod cnp;
 mod crc32;
-#[cfg(target_arch = "x86_64")]
-mod crc32_clmul;
 mod deth;
 mod encap;
 mod error;

@@ -1,10 +1,13 @@
 //! CRC-32 (IEEE 802.3, reflected, the ICRC's polynomial) tuned for what RoCE packets hash: short
 //! runs of header bytes. Up to [`SHORT`] bytes go through slice-by-8 tables built at compile time,
 //! with no feature detection or dispatch per call; longer runs (payloads) go to carry-less multiply
-//! folding, which wins there: [`crc32_clmul`](super::crc32_clmul) on x86_64, `crc32fast` elsewhere.
+//! folding, which wins there: [`clmul`] on x86_64, `crc32fast` elsewhere.
 //!
 //! Values are in `crc32fast`'s form: the CRC of the bytes so far, as `finalize` returns it, so
 //! [`update`] continues a `crc32fast` value and the other way round.
+
+#[cfg(target_arch = "x86_64")]
+mod clmul;
 
 /// Longest run hashed by the tables; longer ones are folded.
 const SHORT: usize = 128;
@@ -55,7 +58,7 @@ pub(crate) fn update(crc: u32, bytes: &[u8]) -> u32 {
 #[inline(never)]
 fn long(crc: u32, bytes: &[u8]) -> u32 {
     #[cfg(target_arch = "x86_64")]
-    if let Some(c) = super::crc32_clmul::update(crc, bytes) {
+    if let Some(c) = clmul::update(crc, bytes) {
         return c;
     }
     let mut h = crc32fast::Hasher::new_with_initial(crc);

@@ -128,12 +128,12 @@ unsafe fn finish(mut x: __m128i, bytes: &[u8], mut at: usize) -> u32 {
         // from a zero register), so the tables finish it from a zero register, then the tail.
         let mut lane = [0u8; 16];
         _mm_storeu_si128(lane.as_mut_ptr() as *mut __m128i, x);
-        let crc = super::crc32::by_tables(!0, &lane);
+        let crc = super::by_tables(!0, &lane);
         // Payloads are mostly whole lanes (4096 and 4112 bytes): no call for an empty tail.
         if at == bytes.len() {
             return crc;
         }
-        super::crc32::by_tables(crc, &bytes[at..])
+        super::by_tables(crc, &bytes[at..])
     }
 }
 
@@ -280,7 +280,9 @@ mod tests {
         }
         let missing = &["avx", "avx512"][b.len()..];
         if !missing.is_empty() {
-            eprintln!("crc32_clmul: this CPU cannot run the {missing:?} build(s): not tested here");
+            eprintln!(
+                "crc32::clmul: this CPU cannot run the {missing:?} build(s): not tested here"
+            );
         }
         b
     }
