@@ -112,13 +112,15 @@ impl GsoTxBatch {
         let max = self.max_packet;
         // Append to the last entry when it is open, for this peer, and has room; a spare entry is
         // guaranteed (not full), in case the packet turns out longer than the entry's segments.
+        // `last_open` is set only by queueing and cleared by every send, so it implies an unsent
+        // last entry; it is tested first, as a fresh batch (after a send) has none.
         let last = self.queued.wrapping_sub(1);
-        let append = self.queued > self.sent
-            && self.last_open
-            && self.dst[last] == Some(dst)
+        let append = self.last_open
             && self.segs[last] < MAX_SEGMENTS
-            && self.iovs[last].iov_len + max <= MAX_ENTRY_BYTES;
+            && self.iovs[last].iov_len + max <= MAX_ENTRY_BYTES
+            && self.dst[last] == Some(dst);
         if append {
+            debug_assert!(self.queued > self.sent);
             let at = self.iovs[last].iov_len;
             let len = fill(&mut self.entry_mut(last)[at..at + max])?;
             assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");

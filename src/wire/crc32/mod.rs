@@ -1,12 +1,15 @@
 //! CRC-32 (IEEE 802.3, reflected, the ICRC's polynomial) tuned for what RoCE packets hash: short
 //! runs of header bytes. Up to [`SHORT`] bytes go through slice-by-8 tables built at compile time,
-//! with no feature detection or dispatch per call; longer runs (payloads) go to `crc32fast`, whose
-//! carry-less multiply folding wins there.
+//! with no feature detection or dispatch per call; longer runs (payloads) go to carry-less multiply
+//! folding, which wins there: [`clmul`] on x86_64, `crc32fast` elsewhere.
 //!
 //! Values are in `crc32fast`'s form: the CRC of the bytes so far, as `finalize` returns it, so
 //! [`update`] continues a `crc32fast` value and the other way round.
 
-/// Longest run hashed by the tables; longer ones go to `crc32fast`.
+#[cfg(target_arch = "x86_64")]
+mod clmul;
+
+/// Longest run hashed by the tables; longer ones are folded.
 const SHORT: usize = 128;
 
 /// The reflected IEEE polynomial.
@@ -45,10 +48,27 @@ const fn tables() -> [[u32; 256]; 8] {
 #[inline]
 pub(crate) fn update(crc: u32, bytes: &[u8]) -> u32 {
     if bytes.len() > SHORT {
-        let mut h = crc32fast::Hasher::new_with_initial(crc);
-        h.update(bytes);
-        return h.finalize();
+        return long(crc, bytes);
     }
+    by_tables(crc, bytes)
+}
+
+/// A run longer than [`SHORT`]: folded by carry-less multiplication where the CPU has it,
+/// otherwise by `crc32fast`'s portable code.
+#[inline(never)]
+fn long(crc: u32, bytes: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(c) = clmul::update(crc, bytes) {
+        return c;
+    }
+    let mut h = crc32fast::Hasher::new_with_initial(crc);
+    h.update(bytes);
+    h.finalize()
+}
+
+/// [`update`] by the slice-by-8 tables alone.
+#[inline]
+pub(super) fn by_tables(crc: u32, bytes: &[u8]) -> u32 {
     let mut c = !crc;
     let mut chunks = bytes.chunks_exact(8);
     for b in &mut chunks {

@@ -1,0 +1,365 @@
+//! CRC-32 of long runs (payloads) by carry-less multiplication on x86_64: the message is folded,
+//! 16 bytes at a time, into 128-bit lanes, each step multiplying a lane by x^distance mod P with
+//! two PCLMULQDQs, and what is left (one lane and a tail of under 16 bytes) is finished by the
+//! slice-by-8 tables. Two builds of the folding: 128-bit lanes with VEX encoding (PCLMULQDQ and
+//! AVX, any x86_64 since 2011, and the model valgrind simulates), and 512-bit lanes (VPCLMULQDQ
+//! and AVX-512) where the CPU has them. The multipliers are derived from the polynomial at compile
+//! time, not copied in as magic numbers.
+//!
+//! Why not a crate: crc32fast folds 4 lanes with SSE encoding (a separate unaligned load before
+//! each XOR: 0.45 instructions a byte under callgrind), crc-fast 1.10 spends 0.35; this spends 0.28
+//! with 8 lanes of VEX-encoded folds, and is as fast as either in wall-clock on long runs.
+
+use std::arch::x86_64::*;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// The IEEE polynomial P without its x^32 term, bit d the coefficient of x^d (not reflected).
+const POLY: u32 = 0x04c1_1db7;
+
+/// x^n mod P, bit d the coefficient of x^d.
+const fn xpow(n: u32) -> u32 {
+    let mut v = 1u32;
+    let mut i = 0;
+    while i < n {
+        v = (v << 1) ^ if v & 0x8000_0000 != 0 { POLY } else { 0 };
+        i += 1;
+    }
+    v
+}
+
+/// The multipliers that move a 128-bit lane `bits` further along the message, as (low qword, high
+/// qword). A lane loaded little-endian holds its earlier 8 bytes (the higher powers, times x^64)
+/// in the low qword, so that one is multiplied by x^(bits+64) and the high one by x^bits; each
+/// power is one lower because the carry-less product of two reflected qwords comes out one place
+/// up; reflected, a remainder of degree < 32 sits in the top half of its qword.
+const fn fold_by(bits: u32) -> (u64, u64) {
+    (
+        (xpow(bits + 63) as u64).reverse_bits(),
+        (xpow(bits - 1) as u64).reverse_bits(),
+    )
+}
+
+const K_1: (u64, u64) = fold_by(128);
+const K_2: (u64, u64) = fold_by(2 * 128);
+const K_3: (u64, u64) = fold_by(3 * 128);
+const K_4: (u64, u64) = fold_by(4 * 128);
+const K_5: (u64, u64) = fold_by(5 * 128);
+const K_6: (u64, u64) = fold_by(6 * 128);
+const K_7: (u64, u64) = fold_by(7 * 128);
+const K_8: (u64, u64) = fold_by(8 * 128);
+const K_16: (u64, u64) = fold_by(16 * 128);
+
+/// What the CPU offers, found once: 0 not yet looked, 1 neither build, 2 PCLMULQDQ and AVX,
+/// 3 VPCLMULQDQ and AVX-512 as well.
+static LEVEL: AtomicU8 = AtomicU8::new(0);
+
+fn level() -> u8 {
+    match LEVEL.load(Ordering::Relaxed) {
+        0 => {
+            let l = if !(is_x86_feature_detected!("pclmulqdq") && is_x86_feature_detected!("avx")) {
+                1
+            } else if is_x86_feature_detected!("vpclmulqdq")
+                && is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512vl")
+            {
+                3
+            } else {
+                2
+            };
+            LEVEL.store(l, Ordering::Relaxed);
+            l
+        }
+        l => l,
+    }
+}
+
+/// The CRC-32 (`crc32fast`'s form) of the bytes that gave `crc` followed by `bytes`, or `None`
+/// when the CPU has no carry-less multiply (the caller then uses the portable code). `bytes` must
+/// hold at least 16 bytes.
+#[inline]
+pub(super) fn update(crc: u32, bytes: &[u8]) -> Option<u32> {
+    assert!(bytes.len() >= 16);
+    match level() {
+        // SAFETY: `level` found VPCLMULQDQ, AVX-512F/VL, PCLMULQDQ and AVX.
+        3 => Some(unsafe { update_avx512(crc, bytes) }),
+        // SAFETY: `level` found PCLMULQDQ and AVX.
+        2 => Some(unsafe { update_avx(crc, bytes) }),
+        _ => None,
+    }
+}
+
+/// A lane's multiplier pair as a register.
+#[inline(always)]
+fn k128(k: (u64, u64)) -> __m128i {
+    // SAFETY: SSE2 is part of x86_64.
+    unsafe { _mm_set_epi64x(k.1 as i64, k.0 as i64) }
+}
+
+/// `x` moved along by the multipliers in `k`, plus `next`.
+#[inline(always)]
+unsafe fn fold(x: __m128i, k: __m128i, next: __m128i) -> __m128i {
+    // SAFETY: the caller's target features include PCLMULQDQ.
+    unsafe {
+        let lo = _mm_clmulepi64_si128(x, k, 0x00);
+        let hi = _mm_clmulepi64_si128(x, k, 0x11);
+        _mm_xor_si128(_mm_xor_si128(lo, hi), next)
+    }
+}
+
+/// Loads the 16 bytes at `p`.
+#[inline(always)]
+unsafe fn load(p: *const u8) -> __m128i {
+    // SAFETY: the caller keeps `p .. p + 16` inside its slice.
+    unsafe { _mm_loadu_si128(p as *const __m128i) }
+}
+
+/// Folds `bytes[from..]` (`from` a multiple of 16, at most `len - 16` bytes done) into `x`,
+/// which holds `bytes[..from]`, one lane at a time, then finishes with the tables.
+#[inline(always)]
+unsafe fn finish(mut x: __m128i, bytes: &[u8], mut at: usize) -> u32 {
+    // SAFETY: loads stay below `bytes.len()`; PCLMULQDQ is in the caller's features.
+    unsafe {
+        let k1 = k128(K_1);
+        while at + 16 <= bytes.len() {
+            x = fold(x, k1, load(bytes.as_ptr().add(at)));
+            at += 16;
+        }
+        // The lane is the CRC register's worth of the message so far (times x^32 it is the CRC
+        // from a zero register), so the tables finish it from a zero register, then the tail.
+        let mut lane = [0u8; 16];
+        _mm_storeu_si128(lane.as_mut_ptr() as *mut __m128i, x);
+        let crc = super::by_tables(!0, &lane);
+        // Payloads are mostly whole lanes (4096 and 4112 bytes): no call for an empty tail.
+        if at == bytes.len() {
+            return crc;
+        }
+        super::by_tables(crc, &bytes[at..])
+    }
+}
+
+/// The 128-bit build: 8 lanes (128 bytes a round) while at least two rounds remain, then one.
+#[target_feature(enable = "pclmulqdq,avx")]
+unsafe fn update_avx(crc: u32, bytes: &[u8]) -> u32 {
+    // SAFETY: every load is of 16 bytes that end at or before `bytes.len()`.
+    unsafe {
+        let p = bytes.as_ptr();
+        // The CRC register continues into the first 4 bytes.
+        let start = _mm_cvtsi32_si128(!crc as i32);
+        if bytes.len() < 256 {
+            return finish(_mm_xor_si128(load(p), start), bytes, 16);
+        }
+        let mut l = [_mm_setzero_si128(); 8];
+        for (j, lane) in l.iter_mut().enumerate() {
+            *lane = load(p.add(16 * j));
+        }
+        l[0] = _mm_xor_si128(l[0], start);
+        let k8 = k128(K_8);
+        let mut at = 128;
+        while at + 128 <= bytes.len() {
+            for (j, lane) in l.iter_mut().enumerate() {
+                *lane = fold(*lane, k8, load(p.add(at + 16 * j)));
+            }
+            at += 128;
+        }
+        // Lane j is 7 - j lanes from the end.
+        let mut x = l[7];
+        for (lane, k) in l[..7].iter().zip([K_7, K_6, K_5, K_4, K_3, K_2, K_1]) {
+            x = fold(*lane, k128(k), x);
+        }
+        finish(x, bytes, at)
+    }
+}
+
+/// A multiplier pair in each of a 512-bit register's four lanes.
+#[inline(always)]
+unsafe fn k512(k: (u64, u64)) -> __m512i {
+    // SAFETY: the caller's target features include AVX-512F.
+    unsafe {
+        _mm512_set_epi64(
+            k.1 as i64, k.0 as i64, k.1 as i64, k.0 as i64, k.1 as i64, k.0 as i64, k.1 as i64,
+            k.0 as i64,
+        )
+    }
+}
+
+/// Loads the 64 bytes at `p`.
+#[inline(always)]
+unsafe fn load4(p: *const u8) -> __m512i {
+    // SAFETY: the caller keeps `p .. p + 64` inside its slice; its features include AVX-512F.
+    unsafe { _mm512_loadu_si512(p as *const __m512i) }
+}
+
+/// Four lanes moved along at once, plus `next` (a three-way XOR in one instruction).
+#[inline(always)]
+unsafe fn fold4(x: __m512i, k: __m512i, next: __m512i) -> __m512i {
+    // SAFETY: the caller's target features include VPCLMULQDQ and AVX-512F.
+    unsafe {
+        let lo = _mm512_clmulepi64_epi128(x, k, 0x00);
+        let hi = _mm512_clmulepi64_epi128(x, k, 0x11);
+        _mm512_ternarylogic_epi64(lo, hi, next, 0x96)
+    }
+}
+
+/// The 512-bit build: 16 lanes in four registers (256 bytes a round) while at least two rounds
+/// remain, then the 128-bit build's single lane. Only for runs of 512 bytes and more.
+#[target_feature(enable = "pclmulqdq,avx,avx512f,avx512vl,vpclmulqdq")]
+unsafe fn update_avx512(crc: u32, bytes: &[u8]) -> u32 {
+    // SAFETY: every load is of 64 (or 16) bytes that end at or before `bytes.len()`.
+    unsafe {
+        if bytes.len() < 512 {
+            return update_avx(crc, bytes);
+        }
+        let p = bytes.as_ptr();
+        let start = _mm512_zextsi128_si512(_mm_cvtsi32_si128(!crc as i32));
+        let mut z = [
+            load4(p),
+            load4(p.add(64)),
+            load4(p.add(128)),
+            load4(p.add(192)),
+        ];
+        z[0] = _mm512_xor_si512(z[0], start);
+        let k16 = k512(K_16);
+        let mut at = 256;
+        while at + 256 <= bytes.len() {
+            for (j, zj) in z.iter_mut().enumerate() {
+                *zj = fold4(*zj, k16, load4(p.add(at + 64 * j)));
+            }
+            at += 256;
+        }
+        // Register j is 3 - j registers (of four lanes each) from the end.
+        let k4 = k512(K_4);
+        let mut y = fold4(z[0], k4, z[1]);
+        y = fold4(y, k4, z[2]);
+        y = fold4(y, k4, z[3]);
+        while at + 64 <= bytes.len() {
+            y = fold4(y, k4, load4(p.add(at)));
+            at += 64;
+        }
+        // Its lane j is 3 - j lanes from the end.
+        let mut x = _mm512_extracti32x4_epi32::<3>(y);
+        x = fold(_mm512_extracti32x4_epi32::<0>(y), k128(K_3), x);
+        x = fold(_mm512_extracti32x4_epi32::<1>(y), k128(K_2), x);
+        x = fold(_mm512_extracti32x4_epi32::<2>(y), k128(K_1), x);
+        finish(x, bytes, at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pseudo-random bytes (xorshift), so that no structure in the data hides a wrong multiplier.
+    fn random(n: usize, mut s: u64) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 24) as u8
+            })
+            .collect()
+    }
+
+    fn reference(crc: u32, bytes: &[u8]) -> u32 {
+        let mut h = crc32fast::Hasher::new_with_initial(crc);
+        h.update(bytes);
+        h.finalize()
+    }
+
+    /// A build of the folding.
+    type Build = unsafe fn(u32, &[u8]) -> u32;
+
+    /// Each build available here, named.
+    fn builds() -> Vec<(&'static str, Build)> {
+        let mut b: Vec<(&'static str, Build)> = Vec::new();
+        if level() >= 2 {
+            b.push(("avx", update_avx));
+        }
+        if level() >= 3 {
+            b.push(("avx512", update_avx512));
+        }
+        let missing = &["avx", "avx512"][b.len()..];
+        if !missing.is_empty() {
+            eprintln!(
+                "crc32::clmul: this CPU cannot run the {missing:?} build(s): not tested here"
+            );
+        }
+        b
+    }
+
+    #[test]
+    fn the_multipliers_are_the_polynomial_s_powers() {
+        // x^32 mod P is P's low terms, and x^31 is itself.
+        assert_eq!(xpow(32), POLY);
+        assert_eq!(xpow(31), 1 << 31);
+        // P has no x^31 term, so x^33 is x times its low terms.
+        assert_eq!(xpow(33), POLY << 1);
+        // x^a times x^b is x^(a + b): the long powers agree with products of short ones.
+        let mulmod = |a: u32, b: u32| {
+            let mut r = 0u32;
+            for d in (0..32).rev() {
+                r = (r << 1) ^ if r & 0x8000_0000 != 0 { POLY } else { 0 };
+                if b >> d & 1 != 0 {
+                    r ^= a;
+                }
+            }
+            r
+        };
+        for (a, b) in [(64, 63), (1000, 1111), (2048, 63), (40, 50)] {
+            assert_eq!(mulmod(xpow(a), xpow(b)), xpow(a + b), "x^{a} x^{b}");
+        }
+    }
+
+    #[test]
+    fn every_build_matches_crc32fast_for_every_length_alignment_and_start() {
+        let data = random(300 + 64, 7);
+        for (name, f) in builds() {
+            for align in 0..64 {
+                for len in 16..=300 {
+                    let run = &data[align..align + len];
+                    for start in [0u32, 0x2144_df1c, 0xffff_ffff] {
+                        // SAFETY: `builds` lists only what this CPU runs.
+                        let got = unsafe { f(start, run) };
+                        assert_eq!(got, reference(start, run), "{name}: len {len} at +{align}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_build_matches_crc32fast_on_long_runs() {
+        let data = random(70_000, 99);
+        let lens = [
+            511, 512, 513, 767, 1024, 1040, 4096, 4111, 4112, 4113, 9000, 65_535, 65_536, 65_551,
+        ];
+        for (name, f) in builds() {
+            for align in [0, 1, 3, 8, 15, 16, 33, 63] {
+                for len in lens {
+                    let run = &data[align..align + len];
+                    // SAFETY: `builds` lists only what this CPU runs.
+                    let got = unsafe { f(0x1234_5678, run) };
+                    assert_eq!(
+                        got,
+                        reference(0x1234_5678, run),
+                        "{name}: len {len} at +{align}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_dispatch_answers_on_this_cpu_as_the_best_build_does() {
+        let data = random(5000, 3);
+        let got = update(0, &data);
+        if level() >= 2 {
+            assert_eq!(got, Some(reference(0, &data)));
+        } else {
+            assert_eq!(
+                got, None,
+                "no carry-less multiply here: the caller's code runs"
+            );
+        }
+    }
+}
