@@ -22,15 +22,16 @@
 #     soft v1 and v2 AF_PACKET write_bw >= 0.5 x soft v2 UDP write_bw, same veth pair at MTU 9000
 #       (v2 here with its virtio_net_hdr super-frames, as --io packet sends by default)
 #     tcp write_bw                 >= 1.0 x  iperf3 -l 64K on lo
-#   congestion signals (issue 29), soft v2 write_bw --validate across the veth pair, 1 % of the
-#   client's datagrams CE-marked by iptables' ECN target, every run held to the same offered rate
-#   (--rate_limit CE_RATE Gb/s, default 1.5, below what one core sends here without GSO) so that the unmarked
-#   goodput is that rate, not what the CPU managed in that run (it moved from 13.2 to 7.7 Gb/s
-#   between two runs minutes apart); each round runs unmarked, marked and unmarked again, and a
-#   marked run is taken against the mean of the unmarked runs either side of it:
-#     --cc dcqcn at the paper's parameters <= 0.8 x unmarked; --cc none within 0.9-1.1 x unmarked;
-#     --cc dcqcn at ConnectX's defaults: info (it recovers within a few byte counters, see
-#     docs/congestion.md)
+#   congestion signals (issue 29), soft v2 write_bw -m 1024 --validate across a veth pair whose ends
+#   take no super-datagrams (the client's GSO sends are cut into packets at the device), 1 % of the
+#   packets CE-marked on arrival by iptables' ECN target in the server's namespace, every run held to
+#   the same offered rate (--rate_limit CE_RATE Gb/s, default 1: 122,000 packets a second, below what
+#   one core sends here) so that the unmarked goodput is that rate, not what the CPU managed in that
+#   run; each round runs unmarked, marked and unmarked again, and a marked run is taken against the
+#   mean of the unmarked runs either side of it:
+#     --cc dcqcn at the study's slow-link parameters (300 us timers) <= 0.8 x unmarked; --cc none
+#     within 0.9-1.1 x unmarked; the paper's parameters (55 us) and ConnectX's defaults: info (at a
+#     mark every ~820 us they recover between marks, see docs/congestion.md)
 #   info and secondary rows: roce_ref's AF_PACKET stream against its UDP stream at RoCE's 4096 MTU,
 #   each AF_PACKET write_bw against roce_ref packet-stream of its frame (v1 -s 4152, v2 -s 4140),
 #   tcp write_bw against roce_ref tcp-stream, iperf3 against roce_ref tcp-stream, sockperf.
@@ -88,8 +89,9 @@ FAILED=()
 ON_A=() ON_B=() PEER_IP=127.0.0.1 DEV=lo
 
 use_lo() { ON_A=() ON_B=() PEER_IP=127.0.0.1 DEV=lo; }
-use_veth() { # use_veth <mtu>: (re)builds the namespaces with that MTU
-    bash scripts/netns.sh up --mtu "$1" >/dev/null || return 1
+use_veth() { # use_veth <mtu> [netns.sh options]: (re)builds the namespaces with that MTU
+    local mtu=$1; shift
+    bash scripts/netns.sh up --mtu "$mtu" "$@" >/dev/null || return 1
     NETNS_UP=1
     ON_A=(ip netns exec "${ROCEPERF_NETNS_PREFIX}a") ON_B=(ip netns exec "${ROCEPERF_NETNS_PREFIX}b")
     PEER_IP=10.77.0.1 DEV=veth0
@@ -145,11 +147,13 @@ roce_lat() {
 
 # roce_bw <key> <test> <args...>: a roceperf bandwidth test at 64 KiB; the client's average Gb/s. Both
 # sides run under GNU time: $WORK/<key>.res gets, per round, each side's CPU time per KiB and per packet
-# of the measured window and its peak RSS (see the RESOURCES table).
+# of the measured window and its peak RSS (see the RESOURCES table). The server also takes the
+# arguments in the array BW_SRV_EXTRA (ce_bw: its --json).
+BW_SRV_EXTRA=()
 roce_bw() {
     local key=$1 test=$2; shift 2
     PORT=$((PORT + 1)); rm -f "$WORK/c.json" "$WORK/s.time" "$WORK/c.time"
-    SRV=(/usr/bin/time -f '%U %S %M' -o "$WORK/s.time" "$BIN/roce_$test" "$@" -s 64K -p "$PORT" --cpu "$SERVER_CPU" -D "$DURATION")
+    SRV=(/usr/bin/time -f '%U %S %M' -o "$WORK/s.time" "$BIN/roce_$test" "$@" -s 64K -p "$PORT" --cpu "$SERVER_CPU" -D "$DURATION" "${BW_SRV_EXTRA[@]}")
     CLI=(/usr/bin/time -f '%U %S %M' -o "$WORK/c.time" "$BIN/roce_$test" "$@" -s 64K -p "$PORT" --cpu "$CLIENT_CPU" -D "$DURATION" --json "$WORK/c.json" "$PEER_IP")
     run_pair "roce_$test $* ($DEV)" && save "$key" '.results[0].bandwidth.avg_gbps' "$WORK/c.json" && resources "$key"
     return 0
@@ -249,18 +253,38 @@ veth_round() {
     roce_bw veth_soft_read_bw read_bw --transport soft --roce v2 -d veth0
 }
 
-# ce_marks <share> [codepoint]: the client side's (b) RoCE v2 datagrams marked at random by the kernel,
+# Congestion signals (issue 29): the same soft v2 write_bw with --validate, unmarked and with 1 % of
+# its packets CE-marked, under DCQCN (the study's slow-link parameters, the paper's, ConnectX's
+# defaults) and --cc none. What 1 % of marks costs depends on how often they come against DCQCN's
+# timers, so on the packet rate (docs/congestion.md, "Goodput under 1 % CE marks"): the phase sends
+# RoCE MTU 1024 packets, and with GSO, so that one core sends them without a system call each.
+# The namespaces of this phase come up with netns.sh --wire-segments: the veth ends take no
+# super-datagrams, so the kernel cuts the client's GSO sends into packets at the device, after the
+# client's netfilter hooks, and each packet crosses the veth on its own (the receiving veth does no
+# GRO). The marks are made where they arrive, in the server's namespace (a), as a switch before it
+# would: there iptables sees packets, not ~20 KB super-datagrams of which 1 % would be 1/20 of 1 % of
+# the packets.
+#
+# ce_marks <share> [codepoint]: the RoCE v2 packets arriving at the server's side marked at random,
 # CE (3) as a switch marks, or ECT(0) (2), what they carry already: the unmarked runs take the same
-# rule, so both pay the same host path. The runs send without GSO (--no-gso): the rule's statistic match
-# sees a datagram as the socket sends it, and a ~20 KB GSO super-datagram drew 1 % of datagrams, about
-# 1/20 of 1 % of packets (720 marks in 3 s at 4 Gb/s, a CNP every ~4 ms). "off" removes the rule.
+# rule, so both pay the same host path. "off" removes the rule.
 ce_marks() {
-    "${ON_B[@]}" iptables -t mangle -F OUTPUT
+    "${ON_A[@]}" iptables -t mangle -F PREROUTING
     [[ $1 == off ]] && return 0
-    "${ON_B[@]}" iptables -t mangle -A OUTPUT -p udp --dport 4791 -m statistic --mode random \
+    "${ON_A[@]}" iptables -t mangle -A PREROUTING -p udp --dport 4791 -m statistic --mode random \
         --probability "$1" -j ECN --ecn-ip-ect "${2:-3}"
 }
 
+# Every run is held to the same offered rate, CE_RATE Gb/s of 1 KB packets (1 Gb/s: 122,000 packets
+# a second, a mark every ~820 us), below what one core sends here, so that the unmarked goodput is
+# that rate rather than what the CPU managed in that run.
+CE_RATE=${CE_RATE:-1}
+CE_MTU=1024
+CE_BW=(write_bw --transport soft --roce v2 -d veth0 -m "$CE_MTU" --validate --rate_limit "$CE_RATE" --rate_units g)
+# DCQCN's rate starts at, and never climbs past, the offered rate (rp_max_rate, as a NIC's line rate
+# holds it): left at its default, the rate is the CPU's, a cut to half of that stays above the cap,
+# and the cap hides every cut.
+CE_MAX=(--cc-param "rp_max_rate=$(awk -v g="$CE_RATE" 'BEGIN { printf "%d", g * 1000 }')")
 # DCQCN at the SIGCOMM'15 paper's timing (docs/congestion.md), as the virtual-time tests run it: alpha
 # every 55 us with g = 1/256, the rate timer every 55 us, a 10 MB byte counter, F = 5, AI 40 and HAI
 # 200 Mb/s, a CNP and a cut per 50 us at most, R_T <- R_C on every cut.
@@ -268,30 +292,44 @@ PAPER_CC=(--cc-param rp_dce_tcp_rtt=55 --cc-param rp_dce_tcp_g=1020 --cc-param r
     --cc-param rp_byte_reset=10485760 --cc-param rp_threshold=5 --cc-param rp_ai_rate=40
     --cc-param rp_hai_rate=200 --cc-param np_min_time_between_cnps=50
     --cc-param rp_rate_reduce_monitor_period=50 --cc-param rp_clamp_tgt_rate=1)
-
-# Congestion signals (issue 29): the same soft v2 write_bw with --validate, unmarked and with 1 % of
-# the client's datagrams CE-marked, under DCQCN (ConnectX's defaults, then the paper's) and --cc none.
-CE_RATE=${CE_RATE:-1.5}
-CE_BW=(write_bw --transport soft --roce v2 -d veth0 --no-gso --validate --rate_limit "$CE_RATE" --rate_units g)
-# DCQCN's rate starts at, and never climbs past, the offered rate (rp_max_rate, as a NIC's line rate
-# holds it): left at its default, the rate is the CPU's, a cut to half of that stays above the cap,
-# and the cap hides every cut.
-CE_MAX=(--cc-param "rp_max_rate=$(awk -v g="$CE_RATE" 'BEGIN { printf "%d", g * 1000 }')")
+# DCQCN as roce_compare --congestion runs it on a slow link (CcParams::slow_link): the paper's rules
+# with K, T, the least time between CNPs and between cuts at 300 us, R_AI 5 and R_HAI 25 Mb/s.
+SLOW_CC=(--cc-param rp_dce_tcp_rtt=300 --cc-param rp_dce_tcp_g=1020 --cc-param rp_time_reset=300
+    --cc-param rp_byte_reset=10000000 --cc-param rp_threshold=5 --cc-param rp_ai_rate=5
+    --cc-param rp_hai_rate=25 --cc-param np_min_time_between_cnps=300
+    --cc-param rp_rate_reduce_monitor_period=300 --cc-param rp_clamp_tgt_rate=1)
 ce_round() {
     ce_unmarked
     ce_marks 0.01
-    roce_bw ce_dcqcn "${CE_BW[@]}" --cc dcqcn "${CE_MAX[@]}"
-    roce_bw ce_dcqcn_paper "${CE_BW[@]}" --cc dcqcn "${PAPER_CC[@]}" "${CE_MAX[@]}"
-    roce_bw ce_none "${CE_BW[@]}" --cc none
+    ce_bw ce_dcqcn_slow "${CE_BW[@]}" --cc dcqcn "${SLOW_CC[@]}" "${CE_MAX[@]}"
+    ce_bw ce_dcqcn_paper "${CE_BW[@]}" --cc dcqcn "${PAPER_CC[@]}" "${CE_MAX[@]}"
+    ce_bw ce_dcqcn "${CE_BW[@]}" --cc dcqcn "${CE_MAX[@]}"
+    ce_bw ce_none "${CE_BW[@]}" --cc none
     ce_unmarked
     ce_marks off
-    ce_pair ce_dcqcn ce_dcqcn_paper ce_none
+    ce_pair ce_dcqcn_slow ce_dcqcn_paper ce_dcqcn ce_none
 }
 
 # ce_unmarked: one unmarked run (ECT(0) set by the same rule, so the same host path as the marked).
 ce_unmarked() {
     ce_marks 0.01 2
-    roce_bw ce_unmarked "${CE_BW[@]}"
+    ce_bw ce_unmarked "${CE_BW[@]}"
+}
+
+# ce_bw <key> <test> <args...>: roce_bw, the server writing its JSON too; appends to $WORK/<key>.cc the
+# run's "CE marks received, CNPs sent, CNPs handled, rate cuts, packets resent, sequence gaps NAKed"
+# (both sides' counters; a packet lost on the way leaves a gap the server NAKs, where a resend after a
+# retransmission timeout may only mean the ACK came late).
+ce_bw() {
+    local key=$1
+    rm -f "$WORK/s.json"
+    BW_SRV_EXTRA=(--json "$WORK/s.json")
+    roce_bw "$@"
+    BW_SRV_EXTRA=()
+    [[ -s $WORK/s.json && -s $WORK/c.json ]] || return 0
+    jq -sr '(.[0].test.counters) as $s | (.[1].test.counters) as $c |
+        "\($s.np_ecn_marked_roce_packets) \($s.cc.np_cnp_sent // 0) \($c.cc.rp_cnp_handled // 0) \($c.cc.rp_rate_cuts // 0) \($c.retransmitted_packets) \($s.naks_sent.psn_sequence)"' \
+        "$WORK/s.json" "$WORK/c.json" >>"$WORK/$key.cc" 2>/dev/null || true
 }
 
 # ce_pair <keys...>: each marked run of this round against the mean of this round's two unmarked runs
@@ -335,10 +373,14 @@ elif ! use_veth 1500; then
     FAILED+=("scripts/netns.sh up")
 else
     rounds "veth MTU 1500" veth_round veth
-    if command -v iptables >/dev/null; then
-        rounds "veth MTU 1500, CE marks" ce_round congestion
-    else
+    if [[ ,$PHASES, != *,congestion,* ]]; then
+        :
+    elif ! command -v iptables >/dev/null; then
         FAILED+=("iptables (apt-get install -y iptables) for the CONGESTION rows")
+    elif use_veth 1500 --wire-segments; then
+        rounds "veth MTU 1500 cut into packets at the device, CE marks" ce_round congestion
+    else
+        FAILED+=("scripts/netns.sh up --mtu 1500 --wire-segments")
     fi
     if use_veth 9000; then
         rounds "veth MTU 9000" veth9k_round veth9k
@@ -433,6 +475,23 @@ row() {
     printf "%-72s %-22s %-22s %6s  %-7s %s\n" "$label" "$(show "${o[@]}")" "$(show "${t[@]}")" "$ratio" "$tgt" "$verdict"
 }
 
+# ce_counters: under the CONGESTION rows, per run the medians over the rounds of what the counters
+# saw (ce_bw), and whether the unmarked runs reached CE_RATE (else the ratios compare what the CPU
+# managed, not DCQCN against none).
+ce_counters() {
+    local k u f=()
+    for k in ce_unmarked ce_dcqcn_slow ce_dcqcn_paper ce_dcqcn ce_none; do
+        [[ -s $WORK/$k.cc ]] || continue
+        ((${#f[@]})) || echo "  counters, medians per run: CE marks received / CNPs sent / CNPs handled / rate cuts / packets resent / gaps NAKed (lost)"
+        read -r -a f <<<"$(figures "$k.cc")"
+        ((${#f[@]} == 6)) && printf "    %-16s %s / %s / %s / %s / %s / %s\n" "$k" "${f[@]}"
+    done
+    u=$(figures ce_unmarked)
+    [[ -n $u ]] && awk -v u="$u" -v r="$CE_RATE" 'BEGIN { if (u < 0.95 * r)
+        printf "  the unmarked runs reached %.2f of %s Gb/s: the CPU held them, so the ratios above compare CPU-bound runs\n", u, r }'
+    return 0
+}
+
 echo
 echo "bench.sh: medians of $ROUNDS round(s) of $DURATION s; a ratio is the median of each round's ours / reference (run back to back);"
 echo "  servers on core $SERVER_CPU, clients on core $CLIENT_CPU; [the link crossed]"
@@ -468,10 +527,17 @@ row "soft v2 AF_PACKET --no-gso write_bw / roce_ref packet-stream 4140 B [veth 9
 row "soft v2 UDP write_bw / roce_ref udp-stream 4112 B [veth 9000]" v9k_udp_write_bw v9k_ref_udp info -
 row "tcp write_bw / roce_ref tcp-stream 64K [lo]" lo_tcp_write_bw lo_tcp_stream info -
 row "iperf3 -l 64K / roce_ref tcp-stream 64K [lo]" lo_iperf lo_tcp_stream secondary -
-printf "%-72s %-22s %-22s %6s  %-7s %s\n" "CONGESTION, Gb/s, 64 KiB write_bw --validate --rate_limit ${CE_RATE}G, 1% CE marks [veth 1500]" "marked" "unmarked" "ratio" "target" "result"
-row "soft v2 --cc dcqcn, the paper's parameters / unmarked" ce_dcqcn_paper ce_unmarked "<=" 0.8
-row "soft v2 --cc dcqcn, ConnectX's defaults / unmarked" ce_dcqcn ce_unmarked info -
+printf "%-72s %-22s %-22s %6s  %-7s %s\n" "CONGESTION, Gb/s, 64 KiB write_bw -m $CE_MTU --validate --rate_limit ${CE_RATE}G, 1% of packets CE" "marked" "unmarked" "ratio" "target" "result"
+echo "  [veth 1500, GSO sends cut into packets at the device, marked on arrival; every run the same path and rate]"
+# ce_v <figure>: what virtual time gives at the default CE_RATE (the cc tests' marked_goodput at 1 Gb/s
+# of 1 KB packets; docs/congestion.md), for the row's label; nothing at another rate.
+ce_v() { [[ $CE_RATE == 1 ]] && echo "; virtual $1"; }
+echo "  (each DCQCN row with what virtual time gives at 1 Gb/s; ConnectX's is the control for the pacer's host cost)"
+row "soft v2 --cc dcqcn, study's slow link (300 us$(ce_v 0.61)) / unmarked" ce_dcqcn_slow ce_unmarked "<=" 0.8
+row "soft v2 --cc dcqcn, the paper's (55 us$(ce_v 1.00)) / unmarked" ce_dcqcn_paper ce_unmarked info -
+row "soft v2 --cc dcqcn, ConnectX's (firmware defaults$(ce_v 1.00)) / unmarked" ce_dcqcn ce_unmarked info -
 row "soft v2 --cc none / unmarked" ce_none ce_unmarked within 0.9-1.1
+ce_counters
 echo "RESOURCES, 64 KiB bandwidth runs: CPU time (user+sys) per KiB and per packet of the measured window, each side (client | server); peak RSS; share of it in the kernel"
 printf "%-44s %-20s %-20s %-20s %s\n" "run [link]" "ns/KiB c | s" "ns/packet c | s" "peak RSS MiB c | s" "sys % c | s"
 resrow() { # resrow <label> <key>

@@ -15,11 +15,12 @@ use crate::vectors::read_pcap;
 
 use roceperf::wire::{CnpRepr, RoceFrame};
 
-/// Marks `share` of side `side`'s outgoing RoCE v2 datagrams CE in the pair's namespace.
-fn mark_ce(pair: &NetnsPair, side: char, share: &str) {
+/// Marks `share` of the RoCE v2 datagrams through `chain` of side `side`'s mangle table CE: OUTPUT
+/// for what it sends (as the socket sends it), PREROUTING for what arrives.
+fn mark_ce(pair: &NetnsPair, side: char, chain: &str, share: &str) {
     let out = Command::new("ip")
         .args(["netns", "exec", &pair.ns(side), "iptables", "-t", "mangle"])
-        .args(["-A", "OUTPUT", "-p", "udp", "--dport", "4791"])
+        .args(["-A", chain, "-p", "udp", "--dport", "4791"])
         .args([
             "-m",
             "statistic",
@@ -68,7 +69,7 @@ fn counters(path: &std::path::Path) -> serde_json::Value {
 
 fn run(cc: &str) -> (serde_json::Value, serde_json::Value, Vec<Vec<u8>>, String) {
     let pair = NetnsPair::up(&[]);
-    mark_ce(&pair, 'b', "0.05");
+    mark_ce(&pair, 'b', "OUTPUT", "0.05");
     let dir = tempfile::tempdir().unwrap();
     let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
     // What comes back to the client (ns b) from the server: ACKs and CNPs.
@@ -160,4 +161,61 @@ fn with_cc_none_marks_are_counted_and_nothing_answers_them() {
         }
     }
     assert_eq!(cnps(&frames).len(), 0, "{} frames", frames.len());
+}
+
+/// The packets side `side`'s mangle PREROUTING rule matched (its only rule).
+fn matched(pair: &NetnsPair, side: char) -> u64 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &pair.ns(side), "iptables", "-t", "mangle"])
+        .args(["-L", "PREROUTING", "-v", "-x", "-n"])
+        .output()
+        .expect("run iptables -L");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .nth(2)
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no rule counter in: {text}"))
+}
+
+/// scripts/bench.sh's congestion phase: the client sends with GSO, the veth ends take no
+/// super-datagrams (`netns.sh up --wire-segments`), so the kernel cuts them into packets at the
+/// device and the rule in the server's PREROUTING marks packets, not ~20 KB datagrams: every match
+/// arrives CE on its own (the server counts exactly what the rule matched) and the share of marked
+/// packets is the rule's.
+#[test]
+fn marks_on_arrival_fall_on_single_packets_when_the_veth_cuts_gso_sends() {
+    if !can_run() || !have_iptables() {
+        return;
+    }
+    let pair = NetnsPair::up(&["--wire-segments"]);
+    mark_ce(&pair, 'a', "PREROUTING", "0.05");
+    let dir = tempfile::tempdir().unwrap();
+    let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
+    let args = ["-d", "veth0", "-s", "65536", "-n", "2000", "-m", "1024"];
+    let args = |json: &std::path::Path| {
+        let mut a = args.to_vec();
+        a.extend([
+            "--validate",
+            "--cc",
+            "none",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        a.into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    let (sa, ca) = (args(&sj), args(&cj));
+    let (s, c) = pair.run_pair(
+        "write_bw",
+        sa.iter().map(String::as_str).collect(),
+        ca.iter().map(String::as_str).collect(),
+    );
+    crate::common::assert_both_ok("--wire-segments, marks on arrival", &s, &c);
+    let server = counters(&sj);
+    let marked = server["np_ecn_marked_roce_packets"].as_u64().unwrap();
+    let received = server["rx_packets"].as_u64().unwrap();
+    assert_eq!(marked, matched(&pair, 'a'), "{server}");
+    // 2000 messages of 64 packets: 5 % is 6,400, give or take a few hundred.
+    let share = marked as f64 / received as f64;
+    assert!((0.04..0.06).contains(&share), "{marked} of {received}");
 }

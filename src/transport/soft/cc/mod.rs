@@ -298,6 +298,23 @@ mod tests {
         assert_eq!(rc.last_start_bps, 2e9);
     }
 
+    /// DCQCN at the SIGCOMM'15 paper's parameters, as scripts/bench.sh's PAPER_CC passes them.
+    fn paper() -> CcParams {
+        CcParams {
+            rp_dce_tcp_rtt: 55,
+            rp_dce_tcp_g: 1020,
+            rp_time_reset: 55,
+            rp_byte_reset: 10_485_760,
+            rp_threshold: 5,
+            rp_ai_rate: 40,
+            rp_hai_rate: 200,
+            np_min_time_between_cnps: 50,
+            rp_rate_reduce_monitor_period: 50,
+            rp_clamp_tgt_rate: 1,
+            ..CcParams::default()
+        }
+    }
+
     /// Goodput ÷ line rate of one queue pair sending `pkt`-byte packets at `line` b/s for 2 s, a
     /// share `p` of them CE-marked at random, each CNP back after 30 µs; over the second second.
     fn marked_goodput(
@@ -344,24 +361,40 @@ mod tests {
         // mark every ~200 µs, a few of the paper's 55 µs timer periods, and keeps ≤ 0.8 of its
         // goodput; at 1 Gb/s of 4 KB packets a mark comes every 3.3 ms, the rate is back within
         // five periods, and goodput hardly falls. --cc none: no CNP, no cut.
-        let paper = CcParams {
-            rp_dce_tcp_rtt: 55,
-            rp_dce_tcp_g: 1020,
-            rp_time_reset: 55,
-            rp_byte_reset: 10_485_760,
-            rp_threshold: 5,
-            rp_ai_rate: 40,
-            rp_hai_rate: 200,
-            np_min_time_between_cnps: 50,
-            rp_rate_reduce_monitor_period: 50,
-            rp_clamp_tgt_rate: 1,
-            ..CcParams::default()
-        };
+        let paper = paper();
         let fast = marked_goodput(CongestionControl::Dcqcn, 4e9, 1024, 0.01, paper);
         assert!(fast <= 0.8, "4 Gb/s of 1 KB packets: {fast:.3}");
         let slow = marked_goodput(CongestionControl::Dcqcn, 1e9, 4096, 0.01, paper);
         assert!(slow >= 0.95, "1 Gb/s of 4 KB packets: {slow:.3}");
         let none = marked_goodput(CongestionControl::None, 4e9, 1024, 0.01, paper);
         assert!((0.999..=1.001).contains(&none), "--cc none: {none:.4}");
+    }
+
+    #[test]
+    fn at_the_benchs_rate_one_percent_of_marks_cuts_goodput_with_the_slow_links_timers_only() {
+        // scripts/bench.sh's congestion phase: 1 Gb/s (CE_RATE) of 1 KB packets (-m 1024), a mark
+        // every ~820 µs, DCQCN's line rate there (rp_max_rate). The paper's 55 µs timers bring the
+        // rate back between two marks; the study's 300 µs timers (CcParams::slow_link, F = 5: 1.5 ms
+        // of fast recovery) do not, and keep goodput at most 0.8 of the unmarked run's.
+        let paper = CcParams {
+            rp_max_rate: 1000,
+            ..paper()
+        };
+        let slow = marked_goodput(
+            CongestionControl::Dcqcn,
+            1e9,
+            1024,
+            0.01,
+            CcParams::slow_link(1000),
+        );
+        assert!(slow <= 0.8, "the study's parameters: {slow:.3}");
+        let fast = marked_goodput(CongestionControl::Dcqcn, 1e9, 1024, 0.01, paper);
+        assert!(fast >= 0.95, "the paper's parameters: {fast:.3}");
+        let connectx = CcParams {
+            rp_max_rate: 1000,
+            ..CcParams::default()
+        };
+        let cx = marked_goodput(CongestionControl::Dcqcn, 1e9, 1024, 0.01, connectx);
+        assert!(cx >= 0.95, "ConnectX's defaults: {cx:.3}");
     }
 }
