@@ -53,7 +53,10 @@ impl From<&SwitchStats> for SwitchCounts {
 }
 
 /// The switch's settings for `d`: the study's rate, the thresholds given (the switch's own
-/// defaults otherwise), PFC on the data's priority, the queue sampled every 100 µs.
+/// defaults otherwise), PFC and ECN on the data's priority, the queue sampled every 100 µs. ECN on
+/// that priority alone, as a real switch's ECN profile is per traffic class: the runs' control
+/// connections (TCP, Not-ECT, priority 0) cross the same FIFO, and with RED on every priority a
+/// queue PFC holds above Kmax dropped every SYN and retry, so the victim's connect failed.
 fn switch_spec(study: &Study, d: Discipline) -> SwitchSpec {
     let t = &study.thresholds;
     let mut s = SwitchSpec::new(d.switch(), study.bottleneck_gbps);
@@ -65,6 +68,7 @@ fn switch_spec(study: &Study, d: Discipline) -> SwitchSpec {
         s.pfc = Some((off, on));
     }
     s.pfc_prio = Some(PRIO);
+    s.ecn_prio = Some(PRIO);
     s.sample_us = Some(100);
     s
 }
