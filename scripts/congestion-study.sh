@@ -90,7 +90,7 @@ first=$(find "$OUT" -name congestion.json -path '*/flows-*/*/*' | sort | head -n
                     .totals as $t
                     | "| \($n) | \(.discipline) | \(r($t.goodput_fraction * 100; 0)) % | \(r($t.jain_steady; 3)) | \($t.drops) | \(r($t.retransmitted_bytes / 1e6; 1)) | \($t.cnps_sent)/\($t.cnps_handled) | \($t.pause_frames_sent)/\($t.pause_frames_received // "–") | \(r($t.paused_ms_switch; 0)) | \(r(.convergence.time_s; 2)) | \(r(.victim.p50_us; 1)) / \(r(.victim.p99_us; 0)) | \(if .victim.p99_us != null and $idle.p99_us != null then r(.victim.p99_us / $idle.p99_us; 2) else "–" end) |"
                 end),
-              "| \($n) | idle victim | | | | | | | | | \(r($idle.p50_us; 1)) / \(r($idle.p99_us; 0)) | 1 |"
+              "| \($n) | idle victim | | | | | | | | | \(r($idle.p50_us; 1)) / \(r($idle.p99_us; 0)) | \(if $idle.p99_us == null then "–" else "1" end) |"
         ' "$dir/congestion.json"
     done
     echo
