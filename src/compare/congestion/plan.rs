@@ -322,7 +322,7 @@ fn soft_flags(cc: &str) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use clap::Parser;
 
@@ -332,7 +332,8 @@ mod tests {
         a: CongestionArgs,
     }
 
-    fn args(v: &[&str]) -> Result<CongestionArgs, clap::Error> {
+    /// The study's flags parsed as roce_compare parses them (`super::run`'s tests use it too).
+    pub(crate) fn args(v: &[&str]) -> Result<CongestionArgs, clap::Error> {
         T::try_parse_from(std::iter::once("t").chain(v.iter().copied())).map(|t| t.a)
     }
 

@@ -475,19 +475,10 @@ fn switch_settings(env: &Env, study: &Study) -> Option<SwitchStats> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::congestion::plan::CongestionArgs;
-    use clap::Parser;
-
-    #[derive(Debug, Parser)]
-    struct T {
-        #[command(flatten)]
-        a: CongestionArgs,
-    }
+    use crate::compare::congestion::plan::tests::args;
 
     fn study(v: &[&str]) -> Study {
-        let a = T::try_parse_from(["t", "--congestion"].iter().chain(v))
-            .unwrap()
-            .a;
+        let a = args(&[&["--congestion"], v].concat()).unwrap();
         Study::new(&a, None, None).unwrap()
     }
 
