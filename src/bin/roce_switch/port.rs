@@ -527,20 +527,17 @@ mod tests {
             Verdict::Queued { mark: true, .. }
         ));
         // A victim's TCP SYN (Not-ECT, priority 0) waits behind it instead of being RED-dropped
-        // at every retry (the victim's connect failed so in roce_compare --congestion).
-        assert!(matches!(
-            p.offer(0, 74, Ecn::NotEct, 0),
-            Verdict::Queued { mark: false, .. }
-        ));
-        // ECT of another priority is not marked either; a Not-ECT lossless frame is not dropped.
-        assert!(matches!(
-            p.offer(0, 74, Ecn::Ect, 0),
-            Verdict::Queued { mark: false, .. }
-        ));
-        assert!(matches!(
-            p.offer(0, 74, Ecn::NotEct, 3),
-            Verdict::Queued { mark: false, .. }
-        ));
+        // at every retry (the victim's connect failed so in roce_compare --congestion); ECT of
+        // another priority is not marked either; a Not-ECT lossless frame is not dropped.
+        for (ecn, prio) in [(Ecn::NotEct, 0), (Ecn::Ect, 0), (Ecn::NotEct, 3)] {
+            assert!(
+                matches!(
+                    p.offer(0, 74, ecn, prio),
+                    Verdict::Queued { mark: false, .. }
+                ),
+                "{ecn:?} of priority {prio}"
+            );
+        }
         assert_eq!(p.counts.dropped, (0, 0));
         // Without --ecn-prio every priority is RED's, as before: the SYN is dropped.
         let mut all = Port::new(cfg(Discipline::PfcEcn), 7, 64);
