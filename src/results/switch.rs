@@ -42,6 +42,9 @@ pub struct SwitchStats {
     pub thresholds: Thresholds,
     /// PFC: the lossless priority.
     pub pfc_prio: u8,
+    /// ECN: the one priority RED acted on (`--ecn-prio`); absent: every priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn_prio: Option<u8>,
     /// From the first frame in to the stop, seconds.
     pub duration_s: f64,
     /// The egress (bottleneck) port's queue.
@@ -190,6 +193,7 @@ mod tests {
                 xon_bytes: 0,
             },
             pfc_prio: 3,
+            ecn_prio: Some(3),
             duration_s: 1.5,
             egress: EgressStats {
                 offered_packets: 10,

@@ -3,7 +3,9 @@
 //! in time. Lossy: a sender above the rate loses exactly what the switch counts as dropped. ECN: a
 //! sender below the rate gets no mark; above it the receiver sees exactly the CE marks the switch
 //! counted, and only once the queue passed Kmin. PFC: pause frames reach the sender's veth when the
-//! queue passes Xoff and a resume follows. A soft roceperf pair completes `--validate` through the
+//! queue passes Xoff and a resume follows. PFC with ECN on the data's priority (the congestion
+//! study's switch) drops nothing of another priority, a TCP connect among it, while the data holds
+//! the queue above Kmax. A soft roceperf pair completes `--validate` through the
 //! lossy and the ECN switch. Needs root and ethtool; says so and returns without them.
 
 use std::net::UdpSocket;
@@ -92,7 +94,12 @@ fn receiver(t: &Topology) -> UdpSocket {
 
 /// A sender's UDP socket in the senders' namespace, its datagrams carrying `tos`.
 fn sender(t: &Topology, tos: i32) -> UdpSocket {
-    in_ns(&t.senders().netns, move || {
+    sender_in(&t.senders().netns, tos)
+}
+
+/// A UDP socket in namespace `ns`, its datagrams carrying `tos`.
+fn sender_in(ns: &str, tos: i32) -> UdpSocket {
+    in_ns(ns, move || {
         let s = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
         set_int(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, tos);
         set_int(
@@ -327,6 +334,75 @@ fn pfc_pauses_the_sender_above_xoff_and_resumes_it_below_xon() {
         got as u64 + s.egress.dropped_packets + kernel_drops(&s),
         BLAST as u64
     );
+}
+
+#[test]
+fn pfc_ecn_on_the_datas_priority_lets_other_priorities_through_a_queue_above_kmax() {
+    if !can_run() {
+        return;
+    }
+    let _one = common::one_at_a_time(&ONE);
+    let t = topology();
+    let dir = tempfile::tempdir().unwrap();
+    // roce_compare --congestion's switch: PFC and ECN on priority 3. At 10 Mb/s the burst below
+    // (about 360 kB, under Xoff: no pause) takes ~290 ms to drain, all of it above Kmax.
+    let mut spec = SwitchSpec::new("pfc-ecn", 0.01);
+    spec.buffer = Some(600_000);
+    spec.red = Some((5_000, 20_000, 0.2));
+    spec.pfc = Some((500_000, 250_000));
+    spec.pfc_prio = Some(3);
+    spec.ecn_prio = Some(3);
+    let sw = start(&t, &spec, dir.path());
+    let rx = receiver(&t);
+    let to = (t.receiver().addr, PORT);
+    let (r_ns, v_ns) = (t.receiver().netns, t.victim().netns);
+    let listener = in_ns(&r_ns, || {
+        std::net::TcpListener::bind(("0.0.0.0", PORT)).unwrap()
+    });
+    // ARP resolved first from both namespaces, so the burst and the victim's frames are what the
+    // queue holds.
+    let data = sender(&t, 0x62); // DSCP 24 (priority 3), ECT(0): RoCE's data
+    let victim = sender_in(&v_ns, 0); // Not-ECT, priority 0: a control connection's
+    data.send_to(b"hello", to).unwrap();
+    victim.send_to(b"hello", to).unwrap();
+    assert_eq!(
+        drain(&rx, Duration::from_secs(2)).0,
+        2,
+        "ARP through the switch"
+    );
+    let payload = vec![0x5a; PAYLOAD];
+    for _ in 0..250 {
+        data.send_to(&payload, to).unwrap();
+    }
+    // The victim's connect and datagrams find the queue above Kmax: with RED on every priority
+    // each SYN (and each retry) and each datagram was dropped; confined to priority 3, they wait.
+    for _ in 0..20 {
+        victim.send_to(&payload[..100], to).unwrap();
+    }
+    let addr = std::net::SocketAddr::from((
+        t.receiver().addr.parse::<std::net::Ipv4Addr>().unwrap(),
+        PORT,
+    ));
+    let connected = in_ns(&v_ns, move || {
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map(|_| ())
+    });
+    let (got, ce) = drain(&rx, Duration::from_millis(1500));
+    drop(listener);
+    let s = stop(sw);
+    let e = &s.egress;
+    assert!(
+        connected.is_ok(),
+        "the victim's TCP connect: {connected:?}; {e:?}"
+    );
+    assert_eq!(e.dropped_packets, 0, "nothing dropped: {e:?}");
+    assert_eq!(got, 270, "every datagram arrived: {e:?}");
+    assert!(e.max_queue_bytes > 200_000, "{e:?}");
+    assert!(
+        e.marked_packets > 0 && ce as u64 == e.marked_packets,
+        "{ce} CE of {e:?}"
+    );
+    assert_eq!(s.pfc.pause_frames_sent, 0, "below Xoff: {:?}", s.pfc);
+    assert_eq!(s.ecn_prio, Some(3));
 }
 
 /// An AF_PACKET socket on `dev` that sees every frame arriving there.

@@ -26,13 +26,16 @@ const LONG_ABOUT: &str = concat!(
     "  ecn    RED by the queue a frame finds: no mark below --kmin, probability rising linearly to \
      --pmax at --kmax, every frame above --kmax. ECN-capable IP frames (ECT(0)/ECT(1)) are marked CE \
      (the IPv4 checksum follows; RoCE's ICRC masks those bits); Not-ECT IP frames are dropped with \
-     the same probability, as a WRED switch with ECN does; other frames (ARP) only tail-drop.\n",
+     the same probability, as a WRED switch with ECN does; other frames (ARP) only tail-drop. \
+     --ecn-prio N confines RED to priority N (a switch's ECN profile is per traffic class): the \
+     others only tail-drop.\n",
     "  pfc    priority from the 802.1Q PCP, else DSCP >> 3 (trust DSCP); --pfc-prio is lossless: when \
      its bytes in the queue pass --xoff the switch sends an 802.1Qbb PFC pause (0xffff quanta) out of \
      every port that sent that priority, again before it expires while above --xon, and a resume \
      (0 quanta) at --xon. A lossless frame that still does not fit is a headroom drop; other \
      priorities tail-drop.\n",
-    "  pfc-ecn  both: pauses as pfc and marks as ecn (DCQCN over a lossless priority).\n\n",
+    "  pfc-ecn  both: pauses as pfc and marks as ecn (DCQCN over a lossless priority); RED never \
+     drops a lossless frame.\n\n",
     "Sizes take k/M (10^3, 10^6) or KiB/MiB. SIGINT or SIGTERM stops the switch and writes --stats \
      (JSON, results/schema/switch.schema.json). Exit codes: 0 stopped by a signal, stats written; \
      1 a failure while switching; 2 a usage or setup error (a missing interface, not root)."
@@ -89,6 +92,11 @@ pub struct Cli {
     /// pfc: the lossless priority (PCP, or DSCP >> 3)
     #[arg(long = "pfc-prio", value_name = "N", default_value_t = 3)]
     pub pfc_prio: u8,
+    /// ecn, pfc-ecn: the one priority RED marks and drops (a switch's ECN profile is per traffic
+    /// class); the others only tail-drop, so control traffic such as a TCP connect is not dropped
+    /// by a queue the data holds above Kmax [default: every priority]
+    #[arg(long = "ecn-prio", value_name = "N")]
+    pub ecn_prio: Option<u8>,
     /// Write the stats here (JSON) when stopped
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
@@ -127,6 +135,8 @@ pub struct Config {
     pub xon: u64,
     /// The lossless priority.
     pub pfc_prio: u8,
+    /// `--ecn-prio`: RED's one priority; None: every one.
+    pub ecn_prio: Option<u8>,
     /// `--stats`.
     pub stats: Option<PathBuf>,
     /// `--seed`.
@@ -196,6 +206,9 @@ impl Cli {
                 self.pfc_prio
             )));
         }
+        if let Some(p) = self.ecn_prio.filter(|p| *p > 7) {
+            return Err(Error::Usage(format!("--ecn-prio {p}: a priority, 0 to 7")));
+        }
         if self.ports.contains(&self.egress) {
             return Err(Error::Usage(format!(
                 "{} is both --port and --egress: the egress port is the bottleneck towards the receiver, \
@@ -235,6 +248,7 @@ impl Cli {
             xoff,
             xon,
             pfc_prio: self.pfc_prio,
+            ecn_prio: self.ecn_prio,
             stats: self.stats,
             seed: self.seed,
             sample_ns: self.sample_us.map(|u| u * 1_000),
@@ -279,6 +293,7 @@ mod tests {
             ),
             ("--port a --egress b --rate 0", "--rate 0"),
             ("--port a --egress b --pfc-prio 9", "--pfc-prio 9"),
+            ("--port a --egress b --ecn-prio 8", "--ecn-prio 8"),
             ("--port a --port a --egress b", "given twice"),
         ] {
             let e = cli(args).config().unwrap_err();

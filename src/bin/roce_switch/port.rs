@@ -70,6 +70,9 @@ pub struct PortConfig {
     pub xon: u64,
     /// PFC: the lossless priority.
     pub pfc_prio: u8,
+    /// ECN: the one priority RED acts on (marks, and drops of Not-ECT frames), as a switch's ECN
+    /// profile belongs to one traffic class; every other priority only tail-drops. None: all.
+    pub ecn_prio: Option<u8>,
     /// PFC: a pause is sent again after this long while the queue stays above Xon (before the
     /// senders' pause expires).
     pub refresh_ns: u64,
@@ -80,7 +83,8 @@ pub struct PortConfig {
 pub enum Drop {
     /// The buffer is full.
     Tail,
-    /// ECN: a Not-ECT IP frame above Kmin, dropped with RED's probability.
+    /// ECN: a Not-ECT IP frame of `ecn_prio` above Kmin, dropped with RED's probability (never
+    /// one of PFC's lossless priority).
     Red,
     /// PFC: a lossless frame that did not fit although the senders were paused.
     Headroom,
@@ -231,12 +235,13 @@ impl Port {
             } else {
                 Err(Drop::Tail)
             }
-        } else if self.cfg.discipline.marks() {
+        } else if self.cfg.discipline.marks() && self.cfg.ecn_prio.is_none_or(|p| p == prio) {
             let p = self.cfg.red.mark_probability(queued);
             let hit = p > 0.0 && (p >= 1.0 || self.rng.chance(p));
             match ecn {
                 Ecn::Ect if hit => Ok(true),
-                Ecn::NotEct if hit => Err(Drop::Red),
+                // A lossless class is never dropped: WRED's drop does not apply to it.
+                Ecn::NotEct if hit && !lossless => Err(Drop::Red),
                 _ => Ok(false),
             }
         } else {
@@ -347,6 +352,7 @@ mod tests {
             xoff: 4_000,
             xon: 2_000,
             pfc_prio: 3,
+            ecn_prio: None,
             refresh_ns: 50_000,
         }
     }
@@ -499,6 +505,49 @@ mod tests {
             only_pfc.offer(0, 976, Ecn::Ect, 3);
         }
         assert_eq!(only_pfc.counts.marked, 0, "pfc alone never marks");
+    }
+
+    #[test]
+    fn red_acts_on_its_priority_only_and_never_drops_the_lossless_one() {
+        // pfc-ecn with ECN on priority 3, the study's switch: PFC holds priority 3's queue above
+        // Kmax (6000), where RED marks every ECT frame of it.
+        let mut p = Port::new(
+            PortConfig {
+                ecn_prio: Some(3),
+                ..cfg(Discipline::PfcEcn)
+            },
+            7,
+            64,
+        );
+        for _ in 0..7 {
+            p.offer(0, 1_000, Ecn::Ect, 3);
+        }
+        assert!(matches!(
+            p.offer(0, 1_000, Ecn::Ect, 3),
+            Verdict::Queued { mark: true, .. }
+        ));
+        // A victim's TCP SYN (Not-ECT, priority 0) waits behind it instead of being RED-dropped
+        // at every retry (the victim's connect failed so in roce_compare --congestion); ECT of
+        // another priority is not marked either; a Not-ECT lossless frame is not dropped.
+        for (ecn, prio) in [(Ecn::NotEct, 0), (Ecn::Ect, 0), (Ecn::NotEct, 3)] {
+            assert!(
+                matches!(
+                    p.offer(0, 74, ecn, prio),
+                    Verdict::Queued { mark: false, .. }
+                ),
+                "{ecn:?} of priority {prio}"
+            );
+        }
+        assert_eq!(p.counts.dropped, (0, 0));
+        // Without --ecn-prio every priority is RED's, as before: the SYN is dropped.
+        let mut all = Port::new(cfg(Discipline::PfcEcn), 7, 64);
+        for _ in 0..7 {
+            all.offer(0, 1_000, Ecn::Ect, 3);
+        }
+        assert_eq!(
+            all.offer(0, 74, Ecn::NotEct, 0),
+            Verdict::Dropped(Drop::Red)
+        );
     }
 
     #[test]

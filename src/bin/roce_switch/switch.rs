@@ -114,6 +114,7 @@ impl Switch {
                 xoff: cfg.xoff,
                 xon: cfg.xon,
                 pfc_prio: cfg.pfc_prio,
+                ecn_prio: cfg.ecn_prio,
                 refresh_ns,
             },
             cfg.seed,
@@ -455,6 +456,7 @@ impl Switch {
                 xon_bytes: self.cfg.xon,
             },
             pfc_prio: self.cfg.pfc_prio,
+            ecn_prio: self.cfg.ecn_prio,
             duration_s: now.saturating_sub(start) as f64 / 1e9,
             egress: EgressStats {
                 offered_packets: c.offered.0,

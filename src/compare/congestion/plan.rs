@@ -55,6 +55,11 @@ pub(crate) struct CongestionArgs {
     /// Run no victim (the latency probe through the bottleneck, and its idle reference).
     #[arg(long, requires = "congestion")]
     pub(crate) no_victim: bool,
+    /// Core of both of the victim's sides, or `split`: its client on the senders' core and its server
+    /// on the receiver's [default: split]. The victim busy-polls like the flows: whatever shares a
+    /// core with it gets part of that core, and on one core its two sides wait for each other.
+    #[arg(long, value_name = "N|split", requires = "congestion", value_parser = parse_victim_cpu)]
+    pub(crate) victim_cpu: Option<VictimCores>,
     /// The victim's message size, bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 64, requires = "congestion",
           value_parser = crate::params::parse_size)]
@@ -85,6 +90,25 @@ fn parse_gbps(s: &str) -> Result<f64, String> {
         .ok()
         .filter(|g| *g > 0.0 && *g <= 400.0)
         .ok_or_else(|| format!("{s:?} is not a rate in Gb/s; give one such as 1 or 2.5"))
+}
+
+/// Where the victim's two sides run (`--victim-cpu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VictimCores {
+    /// Both on this core.
+    Core(usize),
+    /// The client on the bulk client's core, the server on the bulk server's.
+    Split,
+}
+
+/// `--victim-cpu`: a core number or `split`.
+fn parse_victim_cpu(s: &str) -> Result<VictimCores, String> {
+    match s.trim() {
+        "split" => Ok(VictimCores::Split),
+        n => n.parse().map(VictimCores::Core).map_err(|_| {
+            format!("{s:?} is neither a core number nor split; give one such as 1, or split")
+        }),
+    }
 }
 
 /// `--pmax`: a probability in 0..=1.
@@ -130,6 +154,8 @@ pub(crate) struct Study {
     pub(crate) duration_s: u64,
     /// The victim's message size; None without a victim.
     pub(crate) victim: Option<u64>,
+    /// `--victim-cpu`; None: split.
+    pub(crate) victim_cores: Option<VictimCores>,
     /// `--qp-series`, ms.
     pub(crate) series_ms: u64,
     /// Convergence window, ms.
@@ -212,6 +238,7 @@ impl Study {
             size: size.unwrap_or(DEFAULT_SIZE),
             duration_s,
             victim: (!args.no_victim).then_some(args.victim_size),
+            victim_cores: args.victim_cpu,
             series_ms: args.series_ms,
             converge_window_ms: args.converge_window_ms,
             cc,
@@ -295,7 +322,7 @@ fn soft_flags(cc: &str) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use clap::Parser;
 
@@ -305,7 +332,8 @@ mod tests {
         a: CongestionArgs,
     }
 
-    fn args(v: &[&str]) -> Result<CongestionArgs, clap::Error> {
+    /// The study's flags parsed as roce_compare parses them (`super::run`'s tests use it too).
+    pub(crate) fn args(v: &[&str]) -> Result<CongestionArgs, clap::Error> {
         T::try_parse_from(std::iter::once("t").chain(v.iter().copied())).map(|t| t.a)
     }
 
@@ -438,6 +466,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not a rate in Gb/s"), "{e}");
+        let e = args(&["--congestion", "--victim-cpu", "any"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("neither a core number nor split"), "{e}");
+        let a = args(&["--congestion", "--victim-cpu", "split"]).unwrap();
+        assert_eq!(
+            Study::new(&a, None, None).unwrap().victim_cores,
+            Some(VictimCores::Split)
+        );
+        let a = args(&["--congestion", "--victim-cpu", "0"]).unwrap();
+        assert_eq!(
+            Study::new(&a, None, None).unwrap().victim_cores,
+            Some(VictimCores::Core(0))
+        );
         let a = args(&["--congestion", "--no-victim"]).unwrap();
         assert_eq!(Study::new(&a, None, None).unwrap().victim_test(), None);
     }

@@ -6,7 +6,7 @@
 //! ([`run_sides`], `orchestrate::child`), each pair with its own server side.
 
 use super::build::{Left, SwitchCounts, discipline_run};
-use super::plan::{CONVERGE_BAND, PRIO, Study, VICTIM_DELAY_MS};
+use super::plan::{CONVERGE_BAND, PRIO, Study, VICTIM_DELAY_MS, VictimCores};
 use super::topology::{HOST_DEV, Host, SwitchSpec, Topology, TopologySpec};
 use crate::compare::leg::{LegSpec, TestSpec, side_args};
 use crate::compare::local::{Cores, effective_caps, missing_v1_privileges};
@@ -29,10 +29,43 @@ pub(crate) struct Env {
     pub(crate) bin_dir: PathBuf,
     /// Logs and result files of every run.
     pub(crate) work: PathBuf,
-    /// The bulk flows' server (receiver) and client (senders) cores; the victim's sides share them.
+    /// The bulk flows' server (receiver) and client (senders) cores; the victim's follow from them
+    /// ([`Env::victim`]).
     pub(crate) cores: Cores,
     /// `--timeout`: how long one run may take; None: from its duration.
     pub(crate) timeout: Option<Duration>,
+}
+
+/// The cores of one pair's sides; None: the binaries' default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sides {
+    server: Option<usize>,
+    client: Option<usize>,
+}
+
+impl Env {
+    /// The bulk flows' cores.
+    fn bulk(&self) -> Sides {
+        Sides {
+            server: self.cores.server,
+            client: self.cores.client,
+        }
+    }
+
+    /// The victim's cores: `--victim-cpu`'s, by default split (its client on the senders' core,
+    /// its server on the receiver's). Both on one core, a ping-pong of two busy-polling processes
+    /// waits for the scheduler at every turn (measured under load: 0-87 round trips in 5 s, against
+    /// 28-660 split) and the receiver kept a third of its core (docs/congestion.md, "Where each
+    /// process runs").
+    fn victim(&self, study: &Study) -> Sides {
+        match study.victim_cores {
+            Some(VictimCores::Core(c)) => Sides {
+                server: Some(c),
+                client: Some(c),
+            },
+            Some(VictimCores::Split) | None => self.bulk(),
+        }
+    }
 }
 
 impl From<&SwitchStats> for SwitchCounts {
@@ -53,7 +86,10 @@ impl From<&SwitchStats> for SwitchCounts {
 }
 
 /// The switch's settings for `d`: the study's rate, the thresholds given (the switch's own
-/// defaults otherwise), PFC on the data's priority, the queue sampled every 100 µs.
+/// defaults otherwise), PFC and ECN on the data's priority, the queue sampled every 100 µs. ECN on
+/// that priority alone, as a real switch's ECN profile is per traffic class: the runs' control
+/// connections (TCP, Not-ECT, priority 0) cross the same FIFO, and with RED on every priority a
+/// queue PFC holds above Kmax dropped every SYN and retry, so the victim's connect failed.
 fn switch_spec(study: &Study, d: Discipline) -> SwitchSpec {
     let t = &study.thresholds;
     let mut s = SwitchSpec::new(d.switch(), study.bottleneck_gbps);
@@ -65,6 +101,7 @@ fn switch_spec(study: &Study, d: Discipline) -> SwitchSpec {
         s.pfc = Some((off, on));
     }
     s.pfc_prio = Some(PRIO);
+    s.ecn_prio = Some(PRIO);
     s.sample_us = Some(100);
     s
 }
@@ -87,6 +124,7 @@ fn leg(spec: LegSpec, topo: &Topology, from: &Host) -> Leg {
 /// the client's result JSON and the server's, or why it failed.
 fn pair(
     env: &Env,
+    cores: Sides,
     test: &TestSpec,
     leg: &Leg,
     work: &Path,
@@ -98,11 +136,11 @@ fn pair(
             PathBuf::new(),
         );
     }
-    let mut server = LocalServer::new(env.bin_dir.clone(), work.to_owned(), env.cores.server);
+    let mut server = LocalServer::new(env.bin_dir.clone(), work.to_owned(), cores.server);
     let client = ClientSide {
         bin_dir: env.bin_dir.clone(),
         work: work.to_owned(),
-        cpu: env.cores.client,
+        cpu: cores.client,
         cpu_note: None,
         timeout: env.timeout,
     };
@@ -148,7 +186,14 @@ fn idle_victim(study: &Study, topo: &Topology, env: &Env) -> Result<Victim, Stri
         .start_switch(&switch_spec(study, Discipline::LossyGbn), &work)
         .map_err(|e| e.to_string())?;
     let victim = leg(study.victim_leg(HOST_DEV), topo, &topo.victim());
-    let (done, _) = pair(env, &test, &victim, &work, "victim-client");
+    let (done, _) = pair(
+        env,
+        env.victim(study),
+        &test,
+        &victim,
+        &work,
+        "victim-client",
+    );
     let stopped = switch.stop();
     let path = done.map_err(|e| format!("the idle victim failed: {e}"))?;
     stopped.map_err(|e| e.to_string())?;
@@ -210,10 +255,15 @@ fn discipline(study: &Study, topo: &Topology, env: &Env, d: Discipline) -> Disci
     let victim_test = study.victim_test();
     let victim_leg = leg(study.victim_leg(HOST_DEV), topo, &topo.victim());
     let ((bulk_done, server_json), victim_done) = std::thread::scope(|s| {
-        let b = s.spawn(|| pair(env, &test, &bulk, &work.join("bulk"), "write_bw-client"));
+        let b = s.spawn(|| {
+            let bulk_work = work.join("bulk");
+            pair(env, env.bulk(), &test, &bulk, &bulk_work, "write_bw-client")
+        });
         let v = victim_test.as_ref().map(|vt| {
             std::thread::sleep(Duration::from_millis(VICTIM_DELAY_MS));
-            pair(env, vt, &victim_leg, &work.join("victim"), "victim-client").0
+            let victim_work = work.join("victim");
+            let cores = env.victim(study);
+            pair(env, cores, vt, &victim_leg, &victim_work, "victim-client").0
         });
         let b = b
             .join()
@@ -266,9 +316,9 @@ fn discipline(study: &Study, topo: &Topology, env: &Env, d: Discipline) -> Disci
     run
 }
 
-/// Who runs where, and a note when busy-polling processes share a core.
-fn placement(env: &Env, victim: bool) -> (Vec<Placement>, Option<String>) {
-    let (s, c) = (env.cores.server, env.cores.client);
+/// Who runs where, and a note naming the busy-polling processes that share a core.
+fn placement(env: &Env, study: &Study) -> (Vec<Placement>, Option<String>) {
+    let (b, v) = (env.bulk(), env.victim(study));
     let mut p = vec![
         Placement {
             role: "switch (sleeps between departures; SCHED_FIFO)".into(),
@@ -276,35 +326,61 @@ fn placement(env: &Env, victim: bool) -> (Vec<Placement>, Option<String>) {
         },
         Placement {
             role: "bulk client (senders)".into(),
-            core: c,
+            core: b.client,
         },
         Placement {
             role: "bulk server (receiver)".into(),
-            core: s,
+            core: b.server,
         },
     ];
-    if victim {
+    if study.victim.is_some() {
         p.push(Placement {
             role: "victim client".into(),
-            core: c,
+            core: v.client,
         });
         p.push(Placement {
             role: "victim server".into(),
-            core: s,
+            core: v.server,
         });
     }
-    let core =
-        |c: Option<usize>| c.map_or("the scheduler's choice".into(), |c| format!("core {c}"));
-    let note = victim.then(|| {
-        format!(
-            "the victim shares its cores with the bulk flows (its client {} with the senders, its \
-             server {} with the receiver), all busy-polling: its latency under load includes that \
-             sharing, and its idle reference ran alone",
-            core(c),
-            core(s)
-        )
-    });
-    (p, note)
+    (p.clone(), shared_cores(&p[1..], study.victim.is_some()))
+}
+
+/// The note on busy-polling `roles` that share a core (each gets a part of it while the others
+/// run), or None when each has its own.
+fn shared_cores(roles: &[Placement], victim: bool) -> Option<String> {
+    let mut cores: Vec<Option<usize>> = roles.iter().map(|r| r.core).collect();
+    cores.sort();
+    cores.dedup();
+    let shared: Vec<String> = cores
+        .into_iter()
+        .filter_map(|c| {
+            let on: Vec<&str> = roles
+                .iter()
+                .filter(|r| r.core == c)
+                .map(|r| r.role.as_str())
+                .collect();
+            (on.len() > 1).then(|| {
+                let core = c.map_or("the scheduler's cores".into(), |c| format!("core {c}"));
+                format!("{core}: {}", on.join(", "))
+            })
+        })
+        .collect();
+    if shared.is_empty() {
+        return None;
+    }
+    let mut note = format!(
+        "busy-polling processes shared a core ({}): each ran only while the others were off it",
+        shared.join("; ")
+    );
+    if victim {
+        note.push_str(
+            "; the victim's idle reference ran on the same cores without the flows, and its server \
+             also reads (and drops) every frame of the flows: one interface in the receiver's \
+             namespace",
+        );
+    }
+    Some(note)
 }
 
 /// Runs the study: the document, or a setup error (not root, the topology, the idle victim).
@@ -323,7 +399,7 @@ pub(crate) fn run(
     let prefix = format!("rcg{}", std::process::id() % 100_000);
     let topo = Topology::up(&prefix, &TopologySpec::default()).map_err(|e| e.to_string())?;
     let mut notes = Vec::new();
-    let (placement, shared) = placement(env, study.victim.is_some());
+    let (placement, shared) = placement(env, study);
     notes.extend(shared);
     let idle = match study.victim {
         Some(_) => {
@@ -394,4 +470,71 @@ fn switch_settings(env: &Env, study: &Study) -> Option<SwitchStats> {
                 .flatten()
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::congestion::plan::tests::args;
+
+    fn study(v: &[&str]) -> Study {
+        let a = args(&[&["--congestion"], v].concat()).unwrap();
+        Study::new(&a, None, None).unwrap()
+    }
+
+    fn env() -> Env {
+        Env {
+            bin_dir: PathBuf::new(),
+            work: PathBuf::new(),
+            cores: Cores::choose(Some(1), Some(0)),
+            timeout: None,
+        }
+    }
+
+    fn cores(p: &[Placement]) -> Vec<(&str, Option<usize>)> {
+        p.iter().map(|p| (p.role.as_str(), p.core)).collect()
+    }
+
+    #[test]
+    fn the_victim_is_split_by_default_and_the_note_names_who_shared() {
+        let (p, note) = placement(&env(), &study(&[]));
+        assert_eq!(
+            cores(&p)[1..],
+            [
+                ("bulk client (senders)", Some(0)),
+                ("bulk server (receiver)", Some(1)),
+                ("victim client", Some(0)),
+                ("victim server", Some(1)),
+            ]
+        );
+        let note = note.unwrap();
+        assert!(
+            note.contains(
+                "(core 0: bulk client (senders), victim client; core 1: bulk server (receiver), \
+                 victim server)"
+            ),
+            "{note}"
+        );
+        assert!(
+            note.contains("reads (and drops) every frame of the flows"),
+            "{note}"
+        );
+        assert_eq!(placement(&env(), &study(&["--victim-cpu", "split"])).0, p);
+        let (p, note) = placement(&env(), &study(&["--victim-cpu", "1"]));
+        assert_eq!(
+            cores(&p)[3..],
+            [("victim client", Some(1)), ("victim server", Some(1))]
+        );
+        let note = note.unwrap();
+        assert!(
+            note.starts_with(
+                "busy-polling processes shared a core (core 1: bulk server (receiver), victim \
+                 client, victim server):"
+            ),
+            "{note}"
+        );
+        // Without a victim each bulk side has its core: nothing to say.
+        let (p, note) = placement(&env(), &study(&["--no-victim"]));
+        assert_eq!((p.len(), note), (3, None));
+    }
 }

@@ -287,6 +287,8 @@ pub struct SwitchSpec {
     pub pfc: Option<(u64, u64)>,
     /// `--pfc-prio`.
     pub pfc_prio: Option<u8>,
+    /// `--ecn-prio`.
+    pub ecn_prio: Option<u8>,
     /// `--sample-us`.
     pub sample_us: Option<u64>,
     /// `--seed`.
@@ -303,6 +305,7 @@ impl SwitchSpec {
             red: None,
             pfc: None,
             pfc_prio: None,
+            ecn_prio: None,
             sample_us: None,
             seed: None,
         }
@@ -337,6 +340,7 @@ impl SwitchSpec {
         opt("--xoff", self.pfc.map(|p| p.0.to_string()));
         opt("--xon", self.pfc.map(|p| p.1.to_string()));
         opt("--pfc-prio", self.pfc_prio.map(|p| p.to_string()));
+        opt("--ecn-prio", self.ecn_prio.map(|p| p.to_string()));
         opt("--sample-us", self.sample_us.map(|s| s.to_string()));
         opt("--seed", self.seed.map(|s| s.to_string()));
         a
@@ -386,6 +390,12 @@ mod tests {
             a,
             "--port to-s --port to-v --egress to-r --discipline ecn --rate 2.5 --stats /tmp/x.json \
              --kmin 5000 --kmax 200000 --pmax 0.01 --sample-us 100"
+        );
+        spec.ecn_prio = Some(3);
+        let a = spec.args(Path::new("/tmp/x.json")).join(" ");
+        assert!(
+            a.ends_with("--pmax 0.01 --ecn-prio 3 --sample-us 100"),
+            "{a}"
         );
         let t = Topology {
             prefix: "cg1".into(),
