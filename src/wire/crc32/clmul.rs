@@ -138,6 +138,9 @@ unsafe fn finish(mut x: __m128i, bytes: &[u8], mut at: usize) -> u32 {
 }
 
 /// The 128-bit build: 8 lanes (128 bytes a round) while at least two rounds remain, then one.
+/// The loop runs two rounds per pass over a pointer, so that each 16 bytes cost their four
+/// instructions (two PCLMULQDQs, an XOR with the next block straight from memory, an XOR that
+/// combines) and the pass's three (add, compare, branch) are spread over 256 bytes.
 #[target_feature(enable = "pclmulqdq,avx")]
 unsafe fn update_avx(crc: u32, bytes: &[u8]) -> u32 {
     // SAFETY: every load is of 16 bytes that end at or before `bytes.len()`.
@@ -154,21 +157,45 @@ unsafe fn update_avx(crc: u32, bytes: &[u8]) -> u32 {
         }
         l[0] = _mm_xor_si128(l[0], start);
         let k8 = k128(K_8);
-        let mut at = 128;
-        while at + 128 <= bytes.len() {
+        // Rounds after the first: pairs of them over a pointer, then an odd one.
+        let rounds = bytes.len() / 128 - 1;
+        let mut q = p.add(128);
+        let stop = q.add(256 * (rounds / 2));
+        while q != stop {
             for (j, lane) in l.iter_mut().enumerate() {
-                *lane = fold(*lane, k8, load(p.add(at + 16 * j)));
+                *lane = fold(*lane, k8, load(q.add(16 * j)));
             }
-            at += 128;
+            for (j, lane) in l.iter_mut().enumerate() {
+                *lane = fold(*lane, k8, load(q.add(128 + 16 * j)));
+            }
+            q = q.add(256);
+        }
+        if rounds % 2 == 1 {
+            for (j, lane) in l.iter_mut().enumerate() {
+                *lane = fold(*lane, k8, load(q.add(16 * j)));
+            }
         }
         // Lane j is 7 - j lanes from the end.
         let mut x = l[7];
-        for (lane, k) in l[..7].iter().zip([K_7, K_6, K_5, K_4, K_3, K_2, K_1]) {
-            x = fold(*lane, k128(k), x);
+        for (lane, k) in l[..7].iter().zip(&DOWN) {
+            x = fold(*lane, _mm_loadu_si128(k.as_ptr() as *const __m128i), x);
         }
-        finish(x, bytes, at)
+        finish(x, bytes, 128 * (rounds + 1))
     }
 }
+
+/// The multipliers that fold lane j of 8 onto the last (K_7 for the first ... K_1), as the low
+/// and high qword of a 128-bit operand, so that each fold reads its pair straight from memory.
+static DOWN: [[u64; 2]; 7] = {
+    let ks = [K_7, K_6, K_5, K_4, K_3, K_2, K_1];
+    let mut d = [[0u64; 2]; 7];
+    let mut i = 0;
+    while i < 7 {
+        d[i] = [ks[i].0, ks[i].1];
+        i += 1;
+    }
+    d
+};
 
 /// A multiplier pair in each of a 512-bit register's four lanes.
 #[inline(always)]
