@@ -45,9 +45,6 @@ const K_1: (u64, u64) = fold_by(128);
 const K_2: (u64, u64) = fold_by(2 * 128);
 const K_3: (u64, u64) = fold_by(3 * 128);
 const K_4: (u64, u64) = fold_by(4 * 128);
-const K_5: (u64, u64) = fold_by(5 * 128);
-const K_6: (u64, u64) = fold_by(6 * 128);
-const K_7: (u64, u64) = fold_by(7 * 128);
 const K_8: (u64, u64) = fold_by(8 * 128);
 const K_16: (u64, u64) = fold_by(16 * 128);
 
@@ -233,27 +230,20 @@ unsafe fn update_avx(crc: u32, bytes: &[u8]) -> u32 {
                 *lane = fold(*lane, k8, load(q.add(16 * j)));
             }
         }
-        // Lane j is 7 - j lanes from the end.
-        let mut x = l[7];
-        for (lane, k) in l[..7].iter().zip(&DOWN) {
-            x = fold(*lane, _mm_loadu_si128(k.as_ptr() as *const __m128i), x);
-        }
+        // Lane j is 7 - j lanes from the end: halve them three times (8 to 4 by K_4, to 2 by
+        // K_2, to 1 by K_1), so that three multiplier pairs are loaded instead of seven.
+        let k4 = k128(K_4);
+        let h = [
+            fold(l[0], k4, l[4]),
+            fold(l[1], k4, l[5]),
+            fold(l[2], k4, l[6]),
+            fold(l[3], k4, l[7]),
+        ];
+        let k2 = k128(K_2);
+        let x = fold(fold(h[0], k2, h[2]), k128(K_1), fold(h[1], k2, h[3]));
         finish(x, bytes, 128 * (rounds + 1))
     }
 }
-
-/// The multipliers that fold lane j of 8 onto the last (K_7 for the first ... K_1), as the low
-/// and high qword of a 128-bit operand, so that each fold reads its pair straight from memory.
-static DOWN: [[u64; 2]; 7] = {
-    let ks = [K_7, K_6, K_5, K_4, K_3, K_2, K_1];
-    let mut d = [[0u64; 2]; 7];
-    let mut i = 0;
-    while i < 7 {
-        d[i] = [ks[i].0, ks[i].1];
-        i += 1;
-    }
-    d
-};
 
 /// A multiplier pair in each of a 512-bit register's four lanes.
 #[inline(always)]
