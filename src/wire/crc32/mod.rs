@@ -68,7 +68,7 @@ fn long(crc: u32, bytes: &[u8]) -> u32 {
 
 /// [`update`] by the slice-by-8 tables alone.
 #[inline]
-pub(super) fn by_tables(crc: u32, bytes: &[u8]) -> u32 {
+fn by_tables(crc: u32, bytes: &[u8]) -> u32 {
     let mut c = !crc;
     let mut chunks = bytes.chunks_exact(8);
     for b in &mut chunks {

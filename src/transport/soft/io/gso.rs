@@ -36,17 +36,33 @@ pub struct GsoTxBatch {
     iovs: Box<[libc::iovec]>,
     names: Box<[libc::sockaddr_storage]>,
     ctrl: Box<[CtrlBuf]>,
-    dst: Box<[Option<SocketAddr>]>,
+    /// Each queued entry's segment size and number of segments, for its UDP_SEGMENT message.
     seg: Box<[usize]>,
     segs: Box<[u16]>,
-    /// Only the last queued entry can still grow; this says whether it may.
-    last_open: bool,
+    /// The last queued entry while packets may still join it (kept here, not in the arrays, so
+    /// that appending a packet reads and writes one small struct); `None` after every send.
+    open: Option<Open>,
     /// Where the last queued packet is: (entry, offset, length).
     last_packet: (usize, usize, usize),
     max_packet: usize,
     queued: usize,
     sent: usize,
     packets: usize,
+}
+
+/// The entry a run of packets is being appended to.
+#[derive(Clone, Copy)]
+struct Open {
+    /// Its index.
+    e: usize,
+    /// The peer its packets go to.
+    dst: SocketAddr,
+    /// The length of its segments (the first packet's).
+    seg: usize,
+    /// Segments in it so far.
+    segs: u16,
+    /// Its bytes so far.
+    len: usize,
 }
 
 // SAFETY: the header pointers point only into this struct's own heap arrays, which move with it.
@@ -67,10 +83,9 @@ impl GsoTxBatch {
             iovs,
             names,
             ctrl,
-            dst: vec![None; entries].into_boxed_slice(),
             seg: vec![0; entries].into_boxed_slice(),
             segs: vec![0; entries].into_boxed_slice(),
-            last_open: false,
+            open: None,
             last_packet: (0, 0, 0),
             max_packet,
             queued: 0,
@@ -81,7 +96,7 @@ impl GsoTxBatch {
 
     /// True when no packet can be queued before a send: every entry is in use.
     pub fn is_full(&self) -> bool {
-        self.queued == self.dst.len()
+        self.queued == self.hdrs.len()
     }
 
     /// Super-datagrams queued and not yet sent.
@@ -94,13 +109,10 @@ impl GsoTxBatch {
         self.packets
     }
 
-    fn entry_mut(&mut self, e: usize) -> &mut [u8] {
-        self.mem.slot_mut(e)
-    }
-
     /// Queues one packet to `dst`: `fill` writes it (at most `max_packet` bytes) into the buffer it
     /// is given and returns its length, or declines with `None`. Returns the packet's segment index
     /// in its super-datagram (0 for the first), or `None` when nothing was queued.
+    #[inline]
     pub fn try_push(
         &mut self,
         dst: SocketAddr,
@@ -110,33 +122,32 @@ impl GsoTxBatch {
             return None;
         }
         let max = self.max_packet;
-        // Append to the last entry when it is open, for this peer, and has room; a spare entry is
+        // Append to the open entry when it is for this peer and has room; a spare entry is
         // guaranteed (not full), in case the packet turns out longer than the entry's segments.
-        // `last_open` is set only by queueing and cleared by every send, so it implies an unsent
-        // last entry; it is tested first, as a fresh batch (after a send) has none.
-        let last = self.queued.wrapping_sub(1);
-        let append = self.last_open
-            && self.segs[last] < MAX_SEGMENTS
-            && self.iovs[last].iov_len + max <= MAX_ENTRY_BYTES
-            && self.dst[last] == Some(dst);
-        if append {
-            debug_assert!(self.queued > self.sent);
-            let at = self.iovs[last].iov_len;
-            let len = fill(&mut self.entry_mut(last)[at..at + max])?;
+        if let Some(o) = &mut self.open
+            && o.segs < MAX_SEGMENTS
+            && o.len + max <= MAX_ENTRY_BYTES
+            && o.dst == dst
+        {
+            let at = o.len;
+            let len = fill(&mut self.mem.slot_mut(o.e)[at..at + max])?;
             assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
-            let seg = self.seg[last];
-            if len <= seg {
-                let index = self.segs[last];
-                self.iovs[last].iov_len += len;
-                self.segs[last] += 1;
+            if len <= o.seg {
+                let (e, index) = (o.e, o.segs);
+                o.len += len;
+                o.segs += 1;
+                self.iovs[e].iov_len = o.len;
+                self.segs[e] = o.segs;
                 // A shorter segment must be the last one.
-                self.last_open = len == seg;
+                if len < o.seg {
+                    self.open = None;
+                }
                 self.packets += 1;
-                self.last_packet = (last, at, len);
+                self.last_packet = (e, at, len);
                 return Some(index);
             }
             // Longer than the entry's segments: move it to a fresh entry (the spare one).
-            let e = self.queued;
+            let (last, e) = (o.e, self.queued);
             let (src_ptr, dst_ptr) = (self.mem.slot_ptr(last), self.mem.slot_ptr(e));
             // SAFETY: two distinct slots of our pool; `at + len` stays within slot `last`.
             unsafe { std::ptr::copy_nonoverlapping(src_ptr.add(at), dst_ptr, len) };
@@ -144,7 +155,7 @@ impl GsoTxBatch {
             return Some(0);
         }
         let e = self.queued;
-        let len = fill(&mut self.entry_mut(e)[..max])?;
+        let len = fill(&mut self.mem.slot_mut(e)[..max])?;
         assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
         self.open_entry(e, dst, len);
         Some(0)
@@ -160,10 +171,15 @@ impl GsoTxBatch {
         self.iovs[e].iov_len = len;
         self.seg[e] = len;
         self.segs[e] = 1;
-        self.dst[e] = Some(dst);
         self.hdrs[e].msg_hdr.msg_namelen = sockaddr::encode(dst, &mut self.names[e]);
         self.queued += 1;
-        self.last_open = true;
+        self.open = Some(Open {
+            e,
+            dst,
+            seg: len,
+            segs: 1,
+            len,
+        });
         self.packets += 1;
         self.last_packet = (e, 0, len);
     }
@@ -172,7 +188,7 @@ impl GsoTxBatch {
     /// does not take stays queued. Returns how many super-datagrams went out.
     pub(crate) fn send(&mut self, fd: RawFd) -> io::Result<usize> {
         // Nothing more may join the entries now being handed over.
-        self.last_open = false;
+        self.open = None;
         for e in self.sent..self.queued {
             let msg = &mut self.hdrs[e].msg_hdr;
             if self.segs[e] > 1 {

@@ -42,11 +42,13 @@ impl Slots {
     }
 
     /// Slot `i`, whole, writable.
+    #[inline]
     pub(crate) fn slot_mut(&mut self, i: usize) -> &mut [u8] {
         &mut self.mem[i * self.slot_len..(i + 1) * self.slot_len]
     }
 
     /// Raw pointer to slot `i`, for the iovecs the kernel fills or reads.
+    #[inline]
     pub(crate) fn slot_ptr(&mut self, i: usize) -> *mut u8 {
         assert!(i < self.count);
         // SAFETY: i < count, so the offset stays inside the allocation.
