@@ -2,7 +2,7 @@
 
 use crate::transport::soft::bytes::copy_payload;
 use crate::transport::{Access, Completion, CompletionOp, CompletionStatus};
-use crate::wire::{IbRepr, NakCode, RethRepr};
+use crate::wire::{BthPacket, IbRepr, NakCode, Opcode, RethPacket, RethRepr};
 
 use super::super::ctx::Ctx;
 use super::super::mr::Span;
@@ -14,7 +14,93 @@ use super::{InMsg, Refusal, Responder, recv_completion};
 /// The largest RETH DMA length accepted (rxe: 2^31).
 const MAX_DMA_LEN: u32 = 1 << 31;
 
+/// Bytes of a BTH, and of a BTH and a RETH: where a SEND ONLY's and a WRITE ONLY's payload starts.
+const BTH: usize = 12;
+const BTH_RETH: usize = BTH + 16;
+
 impl Responder {
+    /// The fast path, what a NIC's does for the connected peer's expected packet: a SEND ONLY or
+    /// RDMA WRITE ONLY (no immediate) at the expected PSN, for this queue pair (`ctx.cfg.qpn`), read
+    /// straight from its bytes (BTH..pad) without the general parse. It keeps every rule of
+    /// [`handle_request`](Self::handle_request) and [`execute`](Self::execute) for such a packet
+    /// (BTH version and P_Key, in sequence, length within the MTU, the RETH's rkey, bounds and
+    /// access, a posted receive and its room) and leaves the same state. True when it took the
+    /// packet; false, with nothing changed, for anything else (another opcode, a PSN out of
+    /// sequence, a refusal to answer with a NAK, selective repeat, a full answer queue, a message
+    /// in progress), which the general path then handles as before. The caller has counted the
+    /// packet and checked that the queue pair is not in error.
+    #[inline]
+    pub(in super::super) fn fast_request(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
+        if ib.len() < BTH || self.reorder.is_some() || self.jobs.is_full() {
+            return false;
+        }
+        let bth = BthPacket::new_unchecked(ib);
+        let op = bth.opcode();
+        let write = match op {
+            Opcode::RC_RDMA_WRITE_ONLY => true,
+            Opcode::RC_SEND_ONLY => false,
+            _ => return false,
+        };
+        let start = if write { BTH_RETH } else { BTH };
+        let pad = usize::from(bth.pad_count());
+        if ib.len() < start + pad
+            || bth.tver() != 0
+            || bth.pkey() & 0x7fff != 0x7fff
+            || bth.dest_qp() != ctx.cfg.qpn
+            || bth.psn() != self.epsn.value()
+            || !matches!(self.msg, InMsg::Idle)
+        {
+            return false;
+        }
+        let payload = &ib[start..ib.len() - pad];
+        if payload.len() > ctx.cfg.pmtu as usize {
+            return false;
+        }
+        let len = payload.len();
+        if write {
+            let reth = RethPacket::new_unchecked(&ib[BTH..]);
+            // A WRITE ONLY's DMA length is its payload's (so within the MTU, far below 2^31).
+            if reth.dma_len() as usize != len {
+                return false;
+            }
+            if len > 0 {
+                let Ok(span) = ctx.mem.resolve_remote(
+                    reth.rkey(),
+                    reth.va(),
+                    len as u64,
+                    Access::REMOTE_WRITE,
+                ) else {
+                    return false;
+                };
+                copy_payload(ctx.mem.span_mut(span), payload);
+            }
+            self.msn = (self.msn + 1) & 0x00ff_ffff;
+        } else {
+            let Some(recv) = self.rq.front().copied().filter(|r| len <= r.span.len) else {
+                return false;
+            };
+            self.rq.pop_front();
+            if len > 0 {
+                copy_payload(&mut ctx.mem.span_mut(recv.span)[..len], payload);
+            }
+            self.msn = (self.msn + 1) & 0x00ff_ffff;
+            ctx.complete(recv_completion(
+                recv.wr_id,
+                CompletionStatus::Success,
+                len as u32,
+                None,
+                ctx,
+            ));
+        }
+        self.nak_sent = false;
+        let psn = self.epsn;
+        self.epsn = psn.add(1);
+        if bth.ack_req() {
+            self.push_ack(psn);
+        }
+        true
+    }
+
     /// Executes the request at the expected PSN, or says why it was refused.
     pub(super) fn execute(
         &mut self,
