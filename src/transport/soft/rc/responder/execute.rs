@@ -31,10 +31,14 @@ impl Responder {
     /// packet and checked that the queue pair is not in error.
     #[inline]
     pub(in super::super) fn fast_request(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
-        if ib.len() < BTH || self.reorder.is_some() || self.jobs.is_full() {
+        // A fixed-size view: the compiler then reads every header field without a bounds check.
+        let Some(head) = ib.first_chunk::<BTH>() else {
+            return false;
+        };
+        if self.reorder.is_some() || self.jobs.is_full() {
             return false;
         }
-        let bth = BthPacket::new_unchecked(ib);
+        let bth = BthPacket::new_unchecked(head);
         let op = bth.opcode();
         let write = match op {
             Opcode::RC_RDMA_WRITE_ONLY => true,
@@ -58,7 +62,10 @@ impl Responder {
         }
         let len = payload.len();
         if write {
-            let reth = RethPacket::new_unchecked(&ib[BTH..]);
+            let Some(reth) = ib[BTH..].first_chunk::<{ BTH_RETH - BTH }>() else {
+                return false;
+            };
+            let reth = RethPacket::new_unchecked(reth);
             // A WRITE ONLY's DMA length is its payload's (so within the MTU, far below 2^31).
             if reth.dma_len() as usize != len {
                 return false;
