@@ -233,22 +233,24 @@ impl Qp {
     /// Feeds one received packet: the bytes from the BTH to the end of the pad (no ICRC).
     pub fn handle_packet(&mut self, now: impl Now, ib: &[u8]) {
         self.counters.rx_packets += 1;
-        // The connected peer's expected SEND or WRITE, straight from its bytes; anything else (and
+        // The connected peer's expected SEND, WRITE or READ, straight from its bytes; anything else (and
         // whatever that path declines, unchanged) takes the general path.
         if !self.try_fast(ib) {
             self.handle_general(now, ib);
         }
     }
 
-    /// The responder's fast path for the expected SEND or WRITE ONLY (not in the error state, where
+    /// The responder's fast path for the expected SEND or WRITE ONLY or READ request (not in the error state, where
     /// the general path drops every packet); true when it took the packet, false with nothing
     /// changed.
     #[inline]
     fn try_fast(&mut self, ib: &[u8]) -> bool {
         // One compare keeps every other packet (READs, responses, ACKs) off the fast path's set-up.
         let op = ib.first().map(|&b| Opcode(b));
-        if !matches!(op, Some(Opcode::RC_SEND_ONLY | Opcode::RC_RDMA_WRITE_ONLY))
-            || matches!(self.state, QpState::Error(_))
+        if !matches!(
+            op,
+            Some(Opcode::RC_SEND_ONLY | Opcode::RC_RDMA_WRITE_ONLY | Opcode::RC_RDMA_READ_REQUEST)
+        ) || matches!(self.state, QpState::Error(_))
         {
             return false;
         }
@@ -768,6 +770,18 @@ mod tests {
         }
     }
 
+    fn read(id: u64, from: RemoteAddr, len: u32) -> SendRequest {
+        SendRequest {
+            wr_id: id,
+            op: SendOp::Read,
+            offset: 0,
+            len,
+            remote: Some(from),
+            signaled: true,
+            inline: false,
+        }
+    }
+
     fn recv(id: u64, len: u32) -> RecvRequest {
         RecvRequest {
             wr_id: id,
@@ -820,6 +834,17 @@ mod tests {
             send(5, 2, true),
             send(6, 7, false),
             send(7, 0, true),
+            // READs, of one response packet, of three, and of nothing.
+            read(8, at(8), 2),
+            read(9, at(0), 3000),
+            read(
+                10,
+                RemoteAddr {
+                    addr: 0,
+                    rkey: 0x5a5a,
+                },
+                0,
+            ),
         ];
         for (i, wr) in requests.iter().enumerate() {
             a.post_send(wr).unwrap();
@@ -1022,12 +1047,58 @@ mod tests {
                 alter: none,
             },
             Case {
-                name: "a READ request",
+                name: "a READ out of bounds",
+                tune: plain,
+                recvs: &[],
+                requests: |rb| {
+                    vec![read(
+                        1,
+                        RemoteAddr {
+                            addr: rb.addr + 4000,
+                            ..rb
+                        },
+                        200,
+                    )]
+                },
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "a READ with a payload",
+                tune: plain,
+                recvs: &[],
+                requests: |rb| vec![read(1, rb, 2)],
+                deliver_first: 0,
+                pick: 0,
+                alter: |p| p.extend_from_slice(&[0; 4]),
+            },
+            Case {
+                name: "a READ to a responder that takes none",
+                tune: |c| c.max_dest_rd_atomic = 0,
+                recvs: &[],
+                requests: |rb| vec![read(1, rb, 2)],
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "a READ's DMA length beyond 2^31",
+                tune: plain,
+                recvs: &[],
+                requests: |rb| vec![read(1, rb, 2)],
+                deliver_first: 0,
+                pick: 0,
+                alter: |p| p[24] = 0x80,
+            },
+            Case {
+                name: "an atomic",
                 tune: plain,
                 recvs: &[],
                 requests: |rb| {
                     vec![SendRequest {
-                        op: SendOp::Read,
+                        op: SendOp::FetchAdd(1),
+                        len: 8,
                         ..write(1, rb)
                     }]
                 },
