@@ -9,33 +9,41 @@
 pub(crate) type Field = core::ops::Range<usize>;
 
 /// Reads the big-endian u16 in `f` (2 bytes).
-#[inline]
+#[inline(always)]
 pub(crate) fn get_u16(b: &[u8], f: Field) -> u16 {
     debug_assert_eq!(f.len(), 2);
-    u16::from_be_bytes([b[f.start], b[f.start + 1]])
+    u16::from_be_bytes(array(b, f.start))
 }
 
 /// Reads the big-endian 24-bit value in `f` (3 bytes).
-#[inline]
+#[inline(always)]
 pub(crate) fn get_u24(b: &[u8], f: Field) -> u32 {
     debug_assert_eq!(f.len(), 3);
-    u32::from_be_bytes([0, b[f.start], b[f.start + 1], b[f.start + 2]])
+    let [x, y, z] = array(b, f.start);
+    u32::from_be_bytes([0, x, y, z])
 }
 
 /// Reads the big-endian u32 in `f` (4 bytes).
-#[inline]
+#[inline(always)]
 pub(crate) fn get_u32(b: &[u8], f: Field) -> u32 {
     debug_assert_eq!(f.len(), 4);
-    u32::from_be_bytes([b[f.start], b[f.start + 1], b[f.start + 2], b[f.start + 3]])
+    u32::from_be_bytes(array(b, f.start))
 }
 
 /// Reads the big-endian u64 in `f` (8 bytes).
-#[inline]
+#[inline(always)]
 pub(crate) fn get_u64(b: &[u8], f: Field) -> u64 {
     debug_assert_eq!(f.len(), 8);
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[f]);
-    u64::from_be_bytes(a)
+    u64::from_be_bytes(array(b, f.start))
+}
+
+/// The `N` bytes at `at`: one bounds check for the whole field (indexing byte by byte checks each,
+/// and kept a per-packet header read out of line).
+#[inline(always)]
+fn array<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    *b[at..]
+        .first_chunk::<N>()
+        .expect("the view checked the header's length")
 }
 
 /// Reads the bytes of `f` as an array (addresses, GIDs).

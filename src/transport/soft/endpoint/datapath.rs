@@ -23,6 +23,7 @@ use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
 use crate::transport::soft::io::device::{Backend, Device, RxMeta};
 use crate::transport::soft::io::io_error;
 use crate::transport::soft::rc::{self, LoneAck};
+use crate::transport::soft::unreliable::Grh;
 
 /// Idle polls between two timer checks. Timers are milliseconds (4.096 µs × 2^timeout) or, for an
 /// RNR wait, at least tens of microseconds; an idle poll takes well under a microsecond, so this
@@ -175,7 +176,9 @@ impl SoftEndpoint {
             .nic
             .receive(dev_now, |meta, data| {
                 c.rx_packets += 1;
-                let (packet, net) = match (meta, local) {
+                // Each kind of packet goes from its checks to its queue pair in its own arm: the
+                // network header a UD receive rebuilds (`RxNet`) is made only if one asks for it.
+                match (meta, local) {
                     (
                         RxMeta::Datagram {
                             src,
@@ -193,14 +196,26 @@ impl SoftEndpoint {
                             gro_segment: None,
                             tclass,
                         };
-                        let net = src.map(|s| RxNet::Udp {
-                            src: s.ip(),
+                        let Some((ib, from)) = check_udp(&d, local, ids, icrcs, &mut c.drops)
+                        else {
+                            return;
+                        };
+                        let net = || RxNet::Udp {
+                            // check_udp passed: the datagram has a sender.
+                            src: src.map_or(local.ip(), |s| s.ip()),
                             dst: dst.unwrap_or(local.ip()),
                             len: data.len(),
                             tclass,
-                        });
-                        let checked = check_udp(&d, local, ids, icrcs, &mut c.drops);
-                        (checked.map(|(ib, src)| (ib, src, is_ce(tclass))), net)
+                        };
+                        let packet = (ib, from, is_ce(tclass));
+                        match cm.as_deref_mut() {
+                            // -R: QP1 carries the CM's MADs.
+                            Some(side) if super::cm::is_gsi(ib) => {
+                                side.receive(clock.now(), ib, from, c)
+                            }
+                            // The engine reads the clock only for what needs it (an ACK, a response).
+                            _ => deliver(slots, c, || clock.now(), packet, || net().grh()),
+                        }
                     }
                     (
                         RxMeta::Frame {
@@ -224,19 +239,19 @@ impl SoftEndpoint {
                             ifindex,
                             truncated,
                         };
-                        (check_frame(&f, &me, &mut c.drops), Some(RxNet::Frame(data)))
-                    }
-                    (RxMeta::Datagram { .. }, None) => (None, None),
-                };
-                if let (Some((ib, src, ce)), Some(net)) = (packet, net) {
-                    match cm.as_deref_mut() {
-                        // -R: QP1 carries the CM's MADs.
-                        Some(side) if super::cm::is_gsi(ib) => {
-                            side.receive(clock.now(), ib, src, c)
+                        let Some(packet) = check_frame(&f, &me, &mut c.drops) else {
+                            return;
+                        };
+                        let (ib, from, _) = packet;
+                        let grh = || RxNet::Frame(data).grh();
+                        match cm.as_deref_mut() {
+                            Some(side) if super::cm::is_gsi(ib) => {
+                                side.receive(clock.now(), ib, from, c)
+                            }
+                            _ => deliver(slots, c, || clock.now(), packet, grh),
                         }
-                        // The engine reads the clock only for what needs it (an ACK, a response).
-                        _ => deliver(slots, c, || clock.now(), (ib, src, ce), net),
                     }
+                    (RxMeta::Datagram { .. }, None) => {}
                 }
             })
             .map_err(io_error)?;
@@ -479,14 +494,15 @@ fn recount(slots: &mut [QpSlot]) -> u32 {
 }
 
 /// Hands one verified packet (BTH..pad) from `src` to the queue pair its BTH.DestQP names, if it
-/// comes from that queue pair's peer (any sender, for UD); `net` is where it came in.
+/// comes from that queue pair's peer (any sender, for UD); `grh` rebuilds the network header it
+/// came with, for a UD receive.
 #[inline]
 fn deliver(
     slots: &mut [QpSlot],
     c: &mut SoftCounters,
     mut now: impl rc::Now,
     (ib, src, ce): (&[u8], Source, bool),
-    net: RxNet<'_>,
+    grh: impl FnOnce() -> Grh,
 ) {
     // QPNs are consecutive from the first slot's, so the index is a subtraction.
     let index = qp_index(ib, slots.first().map_or(0, |s| s.qpn));
@@ -508,7 +524,7 @@ fn deliver(
                     *ce_marked += 1;
                     qp.on_congestion_experienced(now.now());
                 }
-                qp.handle_packet(now, ib, || net.grh());
+                qp.handle_packet(now, ib, grh);
             } else {
                 c.drops.wrong_source += 1;
             }

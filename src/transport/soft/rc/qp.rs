@@ -233,6 +233,39 @@ impl Qp {
     /// Feeds one received packet: the bytes from the BTH to the end of the pad (no ICRC).
     pub fn handle_packet(&mut self, now: impl Now, ib: &[u8]) {
         self.counters.rx_packets += 1;
+        // The connected peer's expected SEND, WRITE or READ, straight from its bytes; anything else (and
+        // whatever that path declines, unchanged) takes the general path.
+        if !self.try_fast(ib) {
+            self.handle_general(now, ib);
+        }
+    }
+
+    /// The responder's fast path for the expected SEND or WRITE ONLY or READ request (not in the error state, where
+    /// the general path drops every packet); true when it took the packet, false with nothing
+    /// changed.
+    #[inline]
+    fn try_fast(&mut self, ib: &[u8]) -> bool {
+        // One compare keeps every other packet (READs, responses, ACKs) off the fast path's set-up.
+        let op = ib.first().map(|&b| Opcode(b));
+        if !matches!(
+            op,
+            Some(Opcode::RC_SEND_ONLY | Opcode::RC_RDMA_WRITE_ONLY | Opcode::RC_RDMA_READ_REQUEST)
+        ) || matches!(self.state, QpState::Error(_))
+        {
+            return false;
+        }
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            mem: &mut self.mem,
+            cq: &mut self.cq,
+            counters: &mut self.counters,
+        };
+        self.resp.fast_request(ib, &mut ctx)
+    }
+
+    /// [`handle_packet`](Self::handle_packet) without the fast path (the packet is counted): parse,
+    /// check, and hand to the requester or the responder.
+    fn handle_general(&mut self, now: impl Now, ib: &[u8]) {
         let Ok((repr, payload)) = IbRepr::parse(ib) else {
             self.counters.drops.malformed += 1;
             return;
@@ -673,5 +706,478 @@ mod tests {
             .expect("the NAK goes");
         let aeth = IbRepr::parse(&buf[..n]).unwrap().0.aeth.unwrap();
         assert!(!matches!(aeth.kind(), crate::wire::AethKind::Ack { .. }));
+    }
+
+    /// Everything a received packet can change that anyone can see: counters, state, PSN, posted
+    /// work, the region's bytes, then (drained) the completions and the packets it owes.
+    fn observed(q: &mut Qp, rkey: u32) -> String {
+        let mut buf = vec![0u8; q.max_packet_len()];
+        let mut sent = Vec::new();
+        while let Some(n) = q.poll_transmit(Instant::ZERO, &mut buf) {
+            sent.push(buf[..n].to_vec());
+        }
+        let completions: Vec<_> = std::iter::from_fn(|| q.poll_completion()).collect();
+        format!(
+            "{:?} {:?} psn {} outstanding {:?} held {} failure {:?} memory {:?} completions {completions:?} sent {sent:?}",
+            q.counters(),
+            q.state(),
+            q.expected_psn(),
+            q.outstanding(),
+            q.resp.receives_held(),
+            q.failure(),
+            q.memory().region_bytes(rkey),
+        )
+    }
+
+    /// Feeds `pkt` to `fast` as `handle_packet` does (fast path, else the general path) and to
+    /// `general` through the general path alone; whether the fast path took it.
+    fn feed(fast: &mut Qp, general: &mut Qp, pkt: &[u8]) -> bool {
+        fast.counters.rx_packets += 1;
+        let took = fast.try_fast(pkt);
+        if !took {
+            fast.handle_general(Instant::ZERO, pkt);
+        }
+        general.counters.rx_packets += 1;
+        general.handle_general(Instant::ZERO, pkt);
+        took
+    }
+
+    /// Three responders alike (fast path, general path, and a twin that is left out of the packet
+    /// under test) with the requester that feeds them and its packets' target, their region.
+    fn responders(tune: impl Fn(&mut QpConfig) + Copy) -> (Qp, [Qp; 3], RemoteAddr) {
+        let (a, fast, _, rb) = pair_with(tune);
+        let (_, general, _, _) = pair_with(tune);
+        let (_, twin, _, _) = pair_with(tune);
+        (a, [fast, general, twin], rb)
+    }
+
+    /// The next packet `a` sends.
+    fn next(a: &mut Qp) -> Vec<u8> {
+        let mut buf = vec![0u8; a.max_packet_len()];
+        let n = a.poll_transmit(Instant::ZERO, &mut buf).expect("a packet");
+        buf[..n].to_vec()
+    }
+
+    fn send(id: u64, len: u32, signaled: bool) -> SendRequest {
+        SendRequest {
+            wr_id: id,
+            op: SendOp::Send,
+            offset: 0,
+            len,
+            remote: None,
+            signaled,
+            inline: false,
+        }
+    }
+
+    fn read(id: u64, from: RemoteAddr, len: u32) -> SendRequest {
+        SendRequest {
+            wr_id: id,
+            op: SendOp::Read,
+            offset: 0,
+            len,
+            remote: Some(from),
+            signaled: true,
+            inline: false,
+        }
+    }
+
+    fn recv(id: u64, len: u32) -> RecvRequest {
+        RecvRequest {
+            wr_id: id,
+            offset: 64,
+            len,
+        }
+    }
+
+    #[test]
+    fn the_fast_path_leaves_the_state_the_general_path_leaves_for_every_packet_it_takes() {
+        let (mut a, [mut fast, mut general, _], rb) = responders(|_| {});
+        let lkey = a.config().local_lkey;
+        a.memory_mut().region_bytes_mut(lkey).unwrap()[..64]
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = i as u8 + 1);
+        for q in [&mut fast, &mut general] {
+            for id in 0..3 {
+                q.post_recv(&recv(100 + id, 64)).unwrap();
+            }
+        }
+        let at = |off: u64| RemoteAddr {
+            addr: rb.addr + off,
+            ..rb
+        };
+        let requests = [
+            // A signaled WRITE ONLY asks for an ACK; an unsignaled one does not.
+            write(1, at(0)),
+            SendRequest {
+                signaled: false,
+                len: 5,
+                ..write(2, at(100))
+            },
+            // Zero bytes: no rkey is needed (rxe), nothing is written.
+            SendRequest {
+                len: 0,
+                ..write(
+                    3,
+                    RemoteAddr {
+                        addr: 0,
+                        rkey: 0x5a5a,
+                    },
+                )
+            },
+            // A WRITE of the MTU exactly, to the region's last byte.
+            SendRequest {
+                len: 1024,
+                ..write(4, at(4096 - 1024))
+            },
+            send(5, 2, true),
+            send(6, 7, false),
+            send(7, 0, true),
+            // READs, of one response packet, of three, and of nothing.
+            read(8, at(8), 2),
+            read(9, at(0), 3000),
+            read(
+                10,
+                RemoteAddr {
+                    addr: 0,
+                    rkey: 0x5a5a,
+                },
+                0,
+            ),
+        ];
+        for (i, wr) in requests.iter().enumerate() {
+            a.post_send(wr).unwrap();
+            let pkt = next(&mut a);
+            assert!(
+                feed(&mut fast, &mut general, &pkt),
+                "request {i} took the fast path"
+            );
+            assert_eq!(
+                observed(&mut fast, rb.rkey),
+                observed(&mut general, rb.rkey),
+                "after request {i}"
+            );
+        }
+        assert_eq!(fast.counters().rx_packets, requests.len() as u64);
+        assert!(fast.memory().region_bytes(rb.rkey).unwrap()[..2] == [1, 2]);
+    }
+
+    #[test]
+    fn what_the_fast_path_declines_is_left_untouched_for_the_general_path() {
+        // Each case: a tuning, receives to post, the requests the requester posts, and which of
+        // its packets (in the order sent, after `skip` delivered first) to feed and how to alter it.
+        type Alter = fn(&mut Vec<u8>);
+        struct Case {
+            name: &'static str,
+            tune: fn(&mut QpConfig),
+            recvs: &'static [u32],
+            requests: fn(RemoteAddr) -> Vec<SendRequest>,
+            deliver_first: usize,
+            pick: usize,
+            alter: Alter,
+        }
+        let none: Alter = |_| {};
+        let plain = |_: &mut QpConfig| {};
+        let two_writes = |rb| vec![write(1, rb), write(2, rb)];
+        let cases = [
+            Case {
+                name: "PSN ahead of the expected one",
+                tune: plain,
+                recvs: &[],
+                requests: two_writes,
+                deliver_first: 0,
+                pick: 1,
+                alter: none,
+            },
+            Case {
+                name: "duplicate PSN",
+                tune: plain,
+                recvs: &[],
+                requests: two_writes,
+                deliver_first: 1,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "another queue pair's QPN",
+                tune: plain,
+                recvs: &[],
+                requests: two_writes,
+                deliver_first: 0,
+                pick: 0,
+                alter: |p| p[7] ^= 0x40,
+            },
+            Case {
+                name: "BTH version",
+                tune: plain,
+                recvs: &[],
+                requests: two_writes,
+                deliver_first: 0,
+                pick: 0,
+                alter: |p| p[1] |= 1,
+            },
+            Case {
+                name: "P_Key",
+                tune: plain,
+                recvs: &[],
+                requests: two_writes,
+                deliver_first: 0,
+                pick: 0,
+                alter: |p| p[3] = 0x7e,
+            },
+            Case {
+                name: "truncated in the RETH",
+                tune: plain,
+                recvs: &[],
+                requests: two_writes,
+                deliver_first: 0,
+                pick: 0,
+                alter: |p| p.truncate(20),
+            },
+            Case {
+                name: "truncated in the BTH",
+                tune: plain,
+                recvs: &[],
+                requests: two_writes,
+                deliver_first: 0,
+                pick: 0,
+                alter: |p| p.truncate(11),
+            },
+            Case {
+                name: "pad longer than the payload",
+                tune: plain,
+                recvs: &[64],
+                requests: |_| vec![send(1, 0, true)],
+                deliver_first: 0,
+                pick: 0,
+                alter: |p| p[1] |= 0x30,
+            },
+            Case {
+                name: "DMA length other than the payload",
+                tune: plain,
+                recvs: &[],
+                requests: two_writes,
+                deliver_first: 0,
+                pick: 0,
+                alter: |p| p[27] = 3,
+            },
+            Case {
+                name: "rkey out of bounds",
+                tune: plain,
+                recvs: &[],
+                requests: |rb| {
+                    vec![write(
+                        1,
+                        RemoteAddr {
+                            addr: rb.addr + 4095,
+                            ..rb
+                        },
+                    )]
+                },
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "unknown rkey",
+                tune: plain,
+                recvs: &[],
+                requests: |rb| {
+                    vec![write(
+                        1,
+                        RemoteAddr {
+                            rkey: rb.rkey ^ 0x100,
+                            ..rb
+                        },
+                    )]
+                },
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "SEND with no receive posted",
+                tune: plain,
+                recvs: &[],
+                requests: |_| vec![send(1, 2, true)],
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "SEND longer than its receive",
+                tune: plain,
+                recvs: &[4],
+                requests: |_| vec![send(1, 8, true)],
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "a multi-packet SEND",
+                tune: plain,
+                recvs: &[3000],
+                requests: |_| vec![send(1, 2000, true)],
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "a multi-packet SEND's last packet",
+                tune: plain,
+                recvs: &[3000],
+                requests: |_| vec![send(1, 2000, true)],
+                deliver_first: 1,
+                pick: 1,
+                alter: none,
+            },
+            Case {
+                name: "a WRITE with immediate",
+                tune: plain,
+                recvs: &[64],
+                requests: |rb| {
+                    vec![SendRequest {
+                        op: SendOp::WriteWithImm(7),
+                        ..write(1, rb)
+                    }]
+                },
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "a READ out of bounds",
+                tune: plain,
+                recvs: &[],
+                requests: |rb| {
+                    vec![read(
+                        1,
+                        RemoteAddr {
+                            addr: rb.addr + 4000,
+                            ..rb
+                        },
+                        200,
+                    )]
+                },
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "a READ with a payload",
+                tune: plain,
+                recvs: &[],
+                requests: |rb| vec![read(1, rb, 2)],
+                deliver_first: 0,
+                pick: 0,
+                alter: |p| p.extend_from_slice(&[0; 4]),
+            },
+            Case {
+                name: "a READ to a responder that takes none",
+                tune: |c| c.max_dest_rd_atomic = 0,
+                recvs: &[],
+                requests: |rb| vec![read(1, rb, 2)],
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "a READ's DMA length beyond 2^31",
+                tune: plain,
+                recvs: &[],
+                requests: |rb| vec![read(1, rb, 2)],
+                deliver_first: 0,
+                pick: 0,
+                alter: |p| p[24] = 0x80,
+            },
+            Case {
+                name: "an atomic",
+                tune: plain,
+                recvs: &[],
+                requests: |rb| {
+                    vec![SendRequest {
+                        op: SendOp::FetchAdd(1),
+                        len: 8,
+                        ..write(1, rb)
+                    }]
+                },
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+            Case {
+                name: "the queue pair in error",
+                tune: plain,
+                recvs: &[],
+                requests: |rb| {
+                    vec![
+                        write(
+                            1,
+                            RemoteAddr {
+                                addr: rb.addr + 4095,
+                                ..rb
+                            },
+                        ),
+                        write(2, rb),
+                    ]
+                },
+                deliver_first: 1,
+                pick: 1,
+                alter: none,
+            },
+            Case {
+                name: "selective repeat",
+                tune: |c| c.recovery = crate::params::Recovery::Sr,
+                recvs: &[],
+                requests: two_writes,
+                deliver_first: 0,
+                pick: 0,
+                alter: none,
+            },
+        ];
+        for case in cases {
+            let (mut a, [mut fast, mut general, mut twin], rb) = responders(case.tune);
+            for q in [&mut fast, &mut general, &mut twin] {
+                for (i, &len) in case.recvs.iter().enumerate() {
+                    q.post_recv(&recv(100 + i as u64, len)).unwrap();
+                }
+            }
+            let mut pkts = Vec::new();
+            for wr in (case.requests)(rb) {
+                a.post_send(&wr).unwrap();
+            }
+            let mut buf = vec![0u8; a.max_packet_len()];
+            while let Some(n) = a.poll_transmit(Instant::ZERO, &mut buf) {
+                pkts.push(buf[..n].to_vec());
+            }
+            for pkt in &pkts[..case.deliver_first] {
+                for q in [&mut fast, &mut general, &mut twin] {
+                    q.handle_packet(Instant::ZERO, pkt);
+                }
+            }
+            // What the first packets left is drained alike from all three.
+            let before = observed(&mut fast, rb.rkey);
+            assert_eq!(before, observed(&mut general, rb.rkey), "{}", case.name);
+            assert_eq!(before, observed(&mut twin, rb.rkey), "{}", case.name);
+            let mut pkt = pkts[case.pick].clone();
+            (case.alter)(&mut pkt);
+            assert!(!fast.try_fast(&pkt), "{}: declined", case.name);
+            assert_eq!(
+                observed(&mut fast, rb.rkey),
+                observed(&mut twin, rb.rkey),
+                "{}: untouched",
+                case.name
+            );
+            fast.handle_packet(Instant::ZERO, &pkt);
+            general.counters.rx_packets += 1;
+            general.handle_general(Instant::ZERO, &pkt);
+            assert_eq!(
+                observed(&mut fast, rb.rkey),
+                observed(&mut general, rb.rkey),
+                "{}: as the general path",
+                case.name
+            );
+        }
     }
 }

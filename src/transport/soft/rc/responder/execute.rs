@@ -2,7 +2,7 @@
 
 use crate::transport::soft::bytes::copy_payload;
 use crate::transport::{Access, Completion, CompletionOp, CompletionStatus};
-use crate::wire::{IbRepr, NakCode, RethRepr};
+use crate::wire::{BthPacket, IbRepr, NakCode, Opcode, RethPacket, RethRepr};
 
 use super::super::ctx::Ctx;
 use super::super::mr::Span;
@@ -14,7 +14,130 @@ use super::{InMsg, Refusal, Responder, recv_completion};
 /// The largest RETH DMA length accepted (rxe: 2^31).
 const MAX_DMA_LEN: u32 = 1 << 31;
 
+/// Bytes of a BTH, and of a BTH and a RETH: where a SEND ONLY's and a WRITE ONLY's payload starts.
+const BTH: usize = 12;
+const BTH_RETH: usize = BTH + 16;
+
 impl Responder {
+    /// The fast path, what a NIC's does for the connected peer's expected packet: a SEND ONLY,
+    /// RDMA WRITE ONLY (no immediate) or RDMA READ request at the expected PSN, for this queue pair (`ctx.cfg.qpn`), read
+    /// straight from its bytes (BTH..pad) without the general parse. It keeps every rule of
+    /// [`handle_request`](Self::handle_request) and [`execute`](Self::execute) for such a packet
+    /// (BTH version and P_Key, in sequence, length within the MTU, the RETH's rkey, bounds and
+    /// access, a posted receive and its room, READs allowed and no payload on one) and leaves the same state. True when it took the
+    /// packet; false, with nothing changed, for anything else (another opcode, a PSN out of
+    /// sequence, a refusal to answer with a NAK, selective repeat, a full answer queue, a message
+    /// in progress), which the general path then handles as before. The caller has counted the
+    /// packet and checked that the queue pair is not in error.
+    #[inline]
+    pub(in super::super) fn fast_request(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
+        // A fixed-size view: the compiler then reads every header field without a bounds check.
+        let Some(head) = ib.first_chunk::<BTH>() else {
+            return false;
+        };
+        if self.reorder.is_some() || self.jobs.is_full() {
+            return false;
+        }
+        let bth = BthPacket::new_unchecked(head);
+        let op = bth.opcode();
+        let (write, read) = match op {
+            Opcode::RC_RDMA_WRITE_ONLY => (true, false),
+            Opcode::RC_SEND_ONLY => (false, false),
+            Opcode::RC_RDMA_READ_REQUEST => (false, true),
+            _ => return false,
+        };
+        let start = if write || read { BTH_RETH } else { BTH };
+        let pad = usize::from(bth.pad_count());
+        if ib.len() < start + pad
+            || bth.tver() != 0
+            || bth.pkey() & 0x7fff != 0x7fff
+            || bth.dest_qp() != ctx.cfg.qpn
+            || bth.psn() != self.epsn.value()
+            || !matches!(self.msg, InMsg::Idle)
+        {
+            return false;
+        }
+        let payload = &ib[start..ib.len() - pad];
+        if payload.len() > ctx.cfg.pmtu as usize {
+            return false;
+        }
+        let len = payload.len();
+        if read {
+            // A READ request carries no payload; its DMA length is the response's.
+            let Some(reth) = ib[BTH..].first_chunk::<{ BTH_RETH - BTH }>() else {
+                return false;
+            };
+            let reth = RethPacket::new_unchecked(reth);
+            let reth = RethRepr {
+                va: reth.va(),
+                rkey: reth.rkey(),
+                dma_len: reth.dma_len(),
+            };
+            if len != 0 || ctx.cfg.max_dest_rd_atomic == 0 || reth.dma_len > MAX_DMA_LEN {
+                return false;
+            }
+            let span = match reth.dma_len {
+                0 => None,
+                n => match ctx
+                    .mem
+                    .resolve_remote(reth.rkey, reth.va, n.into(), Access::REMOTE_READ)
+                {
+                    Ok(span) => Some(span),
+                    Err(_) => return false,
+                },
+            };
+            self.nak_sent = false;
+            let psn = self.epsn;
+            self.start_read(psn, reth, span, ctx.cfg.pmtu);
+            return true;
+        }
+        if write {
+            let Some(reth) = ib[BTH..].first_chunk::<{ BTH_RETH - BTH }>() else {
+                return false;
+            };
+            let reth = RethPacket::new_unchecked(reth);
+            // A WRITE ONLY's DMA length is its payload's (so within the MTU, far below 2^31).
+            if reth.dma_len() as usize != len {
+                return false;
+            }
+            if len > 0 {
+                let Ok(span) = ctx.mem.resolve_remote(
+                    reth.rkey(),
+                    reth.va(),
+                    len as u64,
+                    Access::REMOTE_WRITE,
+                ) else {
+                    return false;
+                };
+                copy_payload(ctx.mem.span_mut(span), payload);
+            }
+            self.msn = (self.msn + 1) & 0x00ff_ffff;
+        } else {
+            let Some(recv) = self.rq.front().copied().filter(|r| len <= r.span.len) else {
+                return false;
+            };
+            self.rq.pop_front();
+            if len > 0 {
+                copy_payload(&mut ctx.mem.span_mut(recv.span)[..len], payload);
+            }
+            self.msn = (self.msn + 1) & 0x00ff_ffff;
+            ctx.complete(recv_completion(
+                recv.wr_id,
+                CompletionStatus::Success,
+                len as u32,
+                None,
+                ctx,
+            ));
+        }
+        self.nak_sent = false;
+        let psn = self.epsn;
+        self.epsn = psn.add(1);
+        if bth.ack_req() {
+            self.push_ack(psn);
+        }
+        true
+    }
+
     /// Executes the request at the expected PSN, or says why it was refused.
     pub(super) fn execute(
         &mut self,
@@ -140,27 +263,7 @@ impl Responder {
                     return Err(INVALID);
                 }
                 let (reth, span) = self.reth_span(repr, Access::REMOTE_READ, ctx)?;
-                let npkts = packet::packets_for(reth.dma_len.into(), ctx.cfg.pmtu);
-                self.remember(Resource::Read {
-                    first: psn,
-                    npkts,
-                    rkey: reth.rkey,
-                    va: reth.va,
-                    len: reth.dma_len,
-                    span,
-                });
-                self.msn = (self.msn + 1) & 0x00ff_ffff;
-                self.push(Job::Read {
-                    first: psn,
-                    next: 0,
-                    npkts,
-                    end: npkts,
-                    len: reth.dma_len,
-                    span,
-                    msn: self.msn,
-                    replay: false,
-                });
-                self.epsn = psn.add(npkts);
+                self.start_read(psn, reth, span, ctx.cfg.pmtu);
                 return Ok(());
             }
             Request::CompareSwap | Request::FetchAdd => {
@@ -199,6 +302,32 @@ impl Responder {
             self.push_ack(psn);
         }
         Ok(())
+    }
+
+    /// Takes the READ request at `psn` for `reth`'s memory (`span`, checked; `None` for zero
+    /// bytes): remembers it for a replay and queues its response packets.
+    fn start_read(&mut self, psn: Psn, reth: RethRepr, span: Option<Span>, pmtu: u32) {
+        let npkts = packet::packets_for(reth.dma_len.into(), pmtu);
+        self.remember(Resource::Read {
+            first: psn,
+            npkts,
+            rkey: reth.rkey,
+            va: reth.va,
+            len: reth.dma_len,
+            span,
+        });
+        self.msn = (self.msn + 1) & 0x00ff_ffff;
+        self.push(Job::Read {
+            first: psn,
+            next: 0,
+            npkts,
+            end: npkts,
+            len: reth.dma_len,
+            span,
+            msn: self.msn,
+            replay: false,
+        });
+        self.epsn = psn.add(npkts);
     }
 
     /// The RETH of a WRITE or READ request and the memory it names, checked for `need`: INVALID
