@@ -7,7 +7,7 @@ use super::engine::Engine;
 use super::icrc_cache::HeaderIcrcs;
 use super::path::Path;
 use super::rc::{self, LoneAck};
-use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, NetRepr, Opcode};
+use crate::wire::{BTH_HEAD_LEN, EthernetRepr, ICRC_LEN, NetRepr, Opcode};
 
 /// Lets `qp` write its next packet along `path` into `buf`, finished for the wire (the ICRC valid
 /// for IPv4 ID 0); `None` when it has none (`acks`: a lone ACK may be kept for the next call).
@@ -36,8 +36,32 @@ pub(crate) fn fill_cnp(
     frame(path, icrcs, buf, |ib| qp.poll_cnp(ib))
 }
 
-/// A path's ICRCs started over its header, by BTH-through-pad length.
-pub(crate) type TxIcrcs = HeaderIcrcs<usize>;
+/// A path's ICRCs started over its header and fed a BTH head ([`Icrc::update_bth_head`](crate::wire::Icrc::update_bth_head)), by
+/// BTH-through-pad length and that head ([`bth_head`]): a queue pair's packets of one length and
+/// opcode hash only their PSN word and what follows it.
+pub(crate) type TxIcrcs = HeaderIcrcs<(usize, u64)>;
+
+/// The ICRC of `ib` (BTH through pad) under `net`, from the start `icrcs` keeps for its length and
+/// BTH head (made and kept on a miss).
+#[inline]
+fn icrc_of(icrcs: &mut TxIcrcs, net: &NetRepr, ib: &[u8]) -> u32 {
+    icrcs
+        .get((ib.len(), bth_head(ib)), || {
+            let mut start = net.icrc_start(ib.len());
+            start.update_bth_head(ib);
+            start
+        })
+        .finish_after_bth_head(ib)
+}
+
+/// The first [`BTH_HEAD_LEN`] bytes of `ib`'s BTH as the ICRC sees them (byte 4, FECN and BECN,
+/// masked to ones): the part of a kept start that a packet must match.
+#[inline]
+fn bth_head(ib: &[u8]) -> u64 {
+    let mut head = [0u8; BTH_HEAD_LEN];
+    head.copy_from_slice(&ib[..BTH_HEAD_LEN]);
+    u64::from_le_bytes(head) | 0xff << 32
+}
 
 /// Lets `write_ib` write one packet's IB part (BTH..pad) where `path` wants it in `buf`, and
 /// finishes it for the wire: UDP leaves the IP and UDP headers to the kernel and appends the ICRC
@@ -54,16 +78,14 @@ pub(crate) fn frame(
     match path {
         Path::Udp { net, .. } => {
             let len = write_ib(buf)?;
-            let icrc = icrcs
-                .get(len, || net.icrc_start(len))
-                .finish_ib(&buf[..len]);
+            let icrc = icrc_of(icrcs, net, &buf[..len]);
             buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
             Some(len + ICRC_LEN)
         }
         Path::Frame { eth, net, cnp } => {
             let at = eth.header_len() + net.header_len();
             let len = write_ib(&mut buf[at..])?;
-            let start = icrcs.get(len, || net.icrc_start(len));
+            let icrc = icrc_of(icrcs, net, &buf[at..at + len]);
             // A CNP leaves with its own class (DSCP and priority tag); the ICRC masks the class, so
             // the start kept for data is its start too. Data and CNPs are both tagged or both not,
             // so the headers have one length.
@@ -72,29 +94,44 @@ pub(crate) fn frame(
                     vlan: cnp.vlan,
                     ..*eth
                 };
-                return Some(frame_around(
+                return Some(headers_around(
                     buf,
                     &eth,
                     &net.with_tclass(cnp.tclass),
                     len,
-                    start,
+                    icrc,
                 ));
             }
-            Some(frame_around(buf, eth, net, len, start))
+            Some(headers_around(buf, eth, net, len, icrc))
         }
     }
 }
 
 /// Writes Ethernet and network headers in front of the `ib_len` bytes the engine wrote at
 /// `buf[header_len..]` and the ICRC after them; returns the frame length. `start` is the ICRC
-/// started over the header `net` emits for `ib_len` bytes ([`NetRepr::icrc_start`]).
-#[inline]
+/// started over the header `net` emits for `ib_len` bytes ([`NetRepr::icrc_start`]). The tests'
+/// way to frame a packet by hand; the transmissions take their kept starts ([`frame`]).
+#[cfg(test)]
 pub(crate) fn frame_around(
     buf: &mut [u8],
     eth: &EthernetRepr,
     net: &NetRepr,
     ib_len: usize,
-    start: Icrc,
+    start: crate::wire::Icrc,
+) -> usize {
+    let ib_at = eth.header_len() + net.header_len();
+    let icrc = start.finish_ib(&buf[ib_at..ib_at + ib_len]);
+    headers_around(buf, eth, net, ib_len, icrc)
+}
+
+/// As [`frame_around`], with the packet's ICRC computed already.
+#[inline]
+fn headers_around(
+    buf: &mut [u8],
+    eth: &EthernetRepr,
+    net: &NetRepr,
+    ib_len: usize,
+    icrc: u32,
 ) -> usize {
     let mut eth = *eth;
     eth.ethertype = net.ethertype();
@@ -103,7 +140,6 @@ pub(crate) fn frame_around(
     let ib_at = net_at + net.header_len();
     net.emit(&mut buf[net_at..ib_at], ib_len);
     let ib = &mut buf[ib_at..];
-    let icrc = start.finish_ib(&ib[..ib_len]);
     ib[ib_len..ib_len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
     ib_at + ib_len + ICRC_LEN
 }
@@ -168,6 +204,106 @@ mod tests {
             assert_eq!(repr.net, net);
             assert_eq!(repr.eth.ethertype, net.ethertype());
             assert_eq!(payload, [1, 2, 3, 4]);
+        }
+    }
+
+    /// Kept starts (by length and BTH head) give every packet the ICRC a fresh start gives it:
+    /// packets of one length that differ in opcode, pad, destination QP, AckReq, PSN, FECN/BECN or
+    /// payload, through one cache, on both paths and in every encapsulation.
+    #[test]
+    fn kept_icrc_starts_give_the_bytes_of_fresh_ones() {
+        let eth = EthernetRepr {
+            dst: MacAddr([2, 0, 0, 0, 0, 2]),
+            src: MacAddr([2, 0, 0, 0, 0, 1]),
+            vlan: None,
+            ethertype: 0,
+        };
+        let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let nets = [
+            NetRepr::V1(GrhRepr {
+                tclass: 0,
+                flow_label: 0,
+                hop_limit: 64,
+                sgid: Gid::from(a.to_ipv6_mapped()),
+                dgid: Gid::from(b.to_ipv6_mapped()),
+            }),
+            NetRepr::V2v4(ipv4_repr(a, b), UdpRepr::roce(0xc000)),
+            NetRepr::V2v6(
+                ipv6_repr("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap()),
+                UdpRepr::roce(0xc000),
+            ),
+        ];
+        // (opcode, dest QP, PSN, AckReq, BECN, payload): lengths 16 and 32 come back with
+        // another head, another PSN, AckReq or BECN, or other bytes.
+        let packets: Vec<(u8, u32, u32, bool, bool, Vec<u8>)> = (0..40u32)
+            .map(|i| {
+                let opcode = [0x04, 0x0a, 0x04, 0x00, 0x11][i as usize % 5];
+                let qp = if i % 7 == 0 { 0x33 } else { 0x12 };
+                let payload = (0..[2usize, 4, 3, 1, 18][i as usize % 5])
+                    .map(|j| (i * 31 + j as u32) as u8)
+                    .collect();
+                (opcode, qp, i * 977, i % 3 == 0, i % 4 == 1, payload)
+            })
+            .collect();
+        for net in nets {
+            let udp = Path::Udp {
+                dst: "10.0.0.2:4791".parse().unwrap(),
+                net,
+            };
+            let frame_path = Path::Frame {
+                eth,
+                net,
+                cnp: crate::transport::soft::marks::Class {
+                    tclass: 0,
+                    vlan: None,
+                },
+            };
+            for path in [udp, frame_path] {
+                let mut icrcs = TxIcrcs::new();
+                for (opcode, qp, psn, ack_req, becn, payload) in &packets {
+                    let mut bth = BthRepr::new(Opcode(*opcode), *qp, *psn);
+                    bth.ack_req = *ack_req;
+                    bth.becn = *becn;
+                    let mut repr = IbRepr::new(bth);
+                    repr.bth.pad_count = crate::wire::pad_len(payload.len()) as u8;
+                    let op = Opcode(*opcode);
+                    repr.reth = op.has_reth().then_some(crate::wire::RethRepr {
+                        va: u64::from(*psn) << 12,
+                        rkey: 0x1234,
+                        dma_len: payload.len() as u32,
+                    });
+                    repr.aeth = op.has_aeth().then_some(crate::wire::AethRepr {
+                        syndrome: 0x1f,
+                        msn: *psn,
+                    });
+                    let mut ib = vec![0u8; repr.header_len() + payload.len() + 3];
+                    let n = crate::transport::soft::rc::packet::emit(&mut ib, &repr, payload);
+                    ib.truncate(n);
+                    let mut kept = vec![0u8; 256];
+                    let len = frame(&path, &mut icrcs, &mut kept, |out| {
+                        out[..ib.len()].copy_from_slice(&ib);
+                        Some(ib.len())
+                    })
+                    .unwrap();
+                    let fresh = match path {
+                        Path::Udp { .. } => [&ib[..], &net.icrc(&ib).to_le_bytes()].concat(),
+                        Path::Frame { .. } => {
+                            let mut buf = vec![0u8; 256];
+                            let at = eth.header_len() + net.header_len();
+                            buf[at..at + ib.len()].copy_from_slice(&ib);
+                            let len =
+                                frame_around(&mut buf, &eth, &net, ib.len(), net.icrc_start(n));
+                            buf.truncate(len);
+                            buf
+                        }
+                    };
+                    assert_eq!(
+                        kept[..len],
+                        fresh[..],
+                        "{path:?}: opcode {opcode:#x} PSN {psn}"
+                    );
+                }
+            }
         }
     }
 
