@@ -189,12 +189,10 @@ impl Requester {
         }
     }
 
-    /// Queues a checked work request; the caller made sure there is room.
-    pub(super) fn push(&mut self, wr: SendRequest, local: Span, pmtu: u32) {
-        let npkts = match wr.op {
-            SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => 1,
-            _ => packet::packets_for(u64::from(wr.len), pmtu),
-        };
+    /// Queues a checked work request of `npkts` PSNs (one for an atomic, else
+    /// [`packet::packets_for`] its length); the caller made sure there is room.
+    #[inline]
+    pub(super) fn push(&mut self, wr: SendRequest, local: Span, npkts: u32) {
         let wqe = Wqe {
             wr,
             local,
