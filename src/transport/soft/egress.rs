@@ -15,12 +15,12 @@ use crate::wire::{BTH_HEAD_LEN, EthernetRepr, ICRC_LEN, NetRepr, Opcode};
 pub(crate) fn fill(
     qp: &mut Engine,
     path: &Path,
-    icrcs: &mut TxIcrcs,
+    cache: &mut TxCache,
     now: impl rc::Now,
     acks: LoneAck,
     buf: &mut [u8],
 ) -> Option<usize> {
-    frame(path, icrcs, buf, |ib| match acks {
+    frame(path, cache, buf, |ib| match acks {
         LoneAck::Send => qp.poll_transmit(now, ib),
         LoneAck::Hold => qp.poll_transmit_holding_ack(now, ib),
     })
@@ -30,21 +30,51 @@ pub(crate) fn fill(
 pub(crate) fn fill_cnp(
     qp: &mut Engine,
     path: &Path,
-    icrcs: &mut TxIcrcs,
+    cache: &mut TxCache,
     buf: &mut [u8],
 ) -> Option<usize> {
-    frame(path, icrcs, buf, |ib| qp.poll_cnp(ib))
+    frame(path, cache, buf, |ib| qp.poll_cnp(ib))
 }
 
-/// A path's ICRCs started over its header and fed a BTH head ([`Icrc::update_bth_head`](crate::wire::Icrc::update_bth_head)), by
-/// BTH-through-pad length and that head ([`bth_head`]): a queue pair's packets of one length and
-/// opcode hash only their PSN word and what follows it.
-pub(crate) type TxIcrcs = HeaderIcrcs<(usize, u64)>;
+/// What a queue pair's transmissions keep between packets, for its path (fixed at connect): the
+/// ICRCs started over its header, and on AF_PACKET the headers themselves.
+pub(crate) struct TxCache {
+    /// ICRCs started over the path's header and fed a BTH head
+    /// ([`Icrc::update_bth_head`](crate::wire::Icrc::update_bth_head)), by BTH-through-pad length
+    /// and that head ([`bth_head`]): a queue pair's packets of one length and opcode hash only
+    /// their PSN word and what follows it.
+    icrcs: HeaderIcrcs<(usize, u64)>,
+    /// AF_PACKET: the Ethernet and network headers in front of a packet, by BTH-through-pad
+    /// length and whether it is a CNP (its own class): they depend on nothing else, so a frame
+    /// copies them rather than writing each field (and the IPv4 checksum) again. Boxed: a queue
+    /// pair's slot stays as small as it was for the receive path, which indexes the slots.
+    headers: Box<HeaderIcrcs<(usize, bool), FrameHeader>>,
+}
+
+impl TxCache {
+    /// Nothing kept yet.
+    pub(crate) fn new() -> TxCache {
+        TxCache {
+            icrcs: HeaderIcrcs::new(),
+            headers: Box::new(HeaderIcrcs::new()),
+        }
+    }
+}
+
+/// The longest Ethernet and network header a frame carries: a priority tag and IPv6 with UDP.
+const MAX_FRAME_HEADER: usize = 18 + 40 + 8;
+
+/// Ethernet and network headers as a frame carries them: the first `len` bytes.
+#[derive(Clone, Copy)]
+struct FrameHeader {
+    bytes: [u8; MAX_FRAME_HEADER],
+    len: usize,
+}
 
 /// The ICRC of `ib` (BTH through pad) under `net`, from the start `icrcs` keeps for its length and
 /// BTH head (made and kept on a miss).
 #[inline]
-fn icrc_of(icrcs: &mut TxIcrcs, net: &NetRepr, ib: &[u8]) -> u32 {
+fn icrc_of(icrcs: &mut HeaderIcrcs<(usize, u64)>, net: &NetRepr, ib: &[u8]) -> u32 {
     icrcs
         .get((ib.len(), bth_head(ib)), || {
             let mut start = net.icrc_start(ib.len());
@@ -66,43 +96,49 @@ fn bth_head(ib: &[u8]) -> u64 {
 /// Lets `write_ib` write one packet's IB part (BTH..pad) where `path` wants it in `buf`, and
 /// finishes it for the wire: UDP leaves the IP and UDP headers to the kernel and appends the ICRC
 /// (which still covers them, through `net`'s reprs); AF_PACKET writes every header around it.
-/// `icrcs` keeps the ICRC started over the path's header per length, so a packet hashes only its
-/// own bytes.
+/// `cache` keeps the ICRC started over the path's header per length, so a packet hashes only its
+/// own bytes, and the headers a frame copies in front of it.
 #[inline]
 pub(crate) fn frame(
     path: &Path,
-    icrcs: &mut TxIcrcs,
+    cache: &mut TxCache,
     buf: &mut [u8],
     write_ib: impl FnOnce(&mut [u8]) -> Option<usize>,
 ) -> Option<usize> {
     match path {
         Path::Udp { net, .. } => {
             let len = write_ib(buf)?;
-            let icrc = icrc_of(icrcs, net, &buf[..len]);
+            let icrc = icrc_of(&mut cache.icrcs, net, &buf[..len]);
             buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
             Some(len + ICRC_LEN)
         }
         Path::Frame { eth, net, cnp } => {
             let at = eth.header_len() + net.header_len();
             let len = write_ib(&mut buf[at..])?;
-            let icrc = icrc_of(icrcs, net, &buf[at..at + len]);
+            let icrc = icrc_of(&mut cache.icrcs, net, &buf[at..at + len]);
             // A CNP leaves with its own class (DSCP and priority tag); the ICRC masks the class, so
             // the start kept for data is its start too. Data and CNPs are both tagged or both not,
             // so the headers have one length.
-            if buf[at] == Opcode::CNP.0 {
-                let eth = EthernetRepr {
-                    vlan: cnp.vlan,
-                    ..*eth
+            let is_cnp = buf[at] == Opcode::CNP.0;
+            let header = cache.headers.get((len, is_cnp), || {
+                let mut h = FrameHeader {
+                    bytes: [0; MAX_FRAME_HEADER],
+                    len: at,
                 };
-                return Some(headers_around(
-                    buf,
-                    &eth,
-                    &net.with_tclass(cnp.tclass),
-                    len,
-                    icrc,
-                ));
-            }
-            Some(headers_around(buf, eth, net, len, icrc))
+                if is_cnp {
+                    let eth = EthernetRepr {
+                        vlan: cnp.vlan,
+                        ..*eth
+                    };
+                    emit_headers(&mut h.bytes, &eth, &net.with_tclass(cnp.tclass), len);
+                } else {
+                    emit_headers(&mut h.bytes, eth, net, len);
+                }
+                h
+            });
+            buf[..at].copy_from_slice(&header.bytes[..header.len]);
+            buf[at + len..at + len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
+            Some(at + len + ICRC_LEN)
         }
     }
 }
@@ -119,29 +155,22 @@ pub(crate) fn frame_around(
     ib_len: usize,
     start: crate::wire::Icrc,
 ) -> usize {
-    let ib_at = eth.header_len() + net.header_len();
+    let ib_at = emit_headers(buf, eth, net, ib_len);
     let icrc = start.finish_ib(&buf[ib_at..ib_at + ib_len]);
-    headers_around(buf, eth, net, ib_len, icrc)
+    buf[ib_at + ib_len..ib_at + ib_len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
+    ib_at + ib_len + ICRC_LEN
 }
 
-/// As [`frame_around`], with the packet's ICRC computed already.
-#[inline]
-fn headers_around(
-    buf: &mut [u8],
-    eth: &EthernetRepr,
-    net: &NetRepr,
-    ib_len: usize,
-    icrc: u32,
-) -> usize {
+/// Writes the Ethernet header (its EtherType `net`'s) and `net` for `ib_len` bytes of BTH through
+/// pad at the start of `buf`; returns where the BTH goes.
+fn emit_headers(buf: &mut [u8], eth: &EthernetRepr, net: &NetRepr, ib_len: usize) -> usize {
     let mut eth = *eth;
     eth.ethertype = net.ethertype();
     eth.emit(buf);
     let net_at = eth.header_len();
     let ib_at = net_at + net.header_len();
     net.emit(&mut buf[net_at..ib_at], ib_len);
-    let ib = &mut buf[ib_at..];
-    ib[ib_len..ib_len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
-    ib_at + ib_len + ICRC_LEN
+    ib_at
 }
 
 #[cfg(test)]
@@ -239,7 +268,7 @@ mod tests {
             .map(|i| {
                 let opcode = [0x04, 0x0a, 0x04, 0x00, 0x11][i as usize % 5];
                 let qp = if i % 7 == 0 { 0x33 } else { 0x12 };
-                let payload = (0..[2usize, 4, 3, 1, 18][i as usize % 5])
+                let payload = (0..[2usize, 4, 3, 16, 18][i as usize % 5])
                     .map(|j| (i * 31 + j as u32) as u8)
                     .collect();
                 (opcode, qp, i * 977, i % 3 == 0, i % 4 == 1, payload)
@@ -254,12 +283,12 @@ mod tests {
                 eth,
                 net,
                 cnp: crate::transport::soft::marks::Class {
-                    tclass: 0,
+                    tclass: 0xc2,
                     vlan: None,
                 },
             };
             for path in [udp, frame_path] {
-                let mut icrcs = TxIcrcs::new();
+                let mut icrcs = TxCache::new();
                 for (opcode, qp, psn, ack_req, becn, payload) in &packets {
                     let mut bth = BthRepr::new(Opcode(*opcode), *qp, *psn);
                     bth.ack_req = *ack_req;
@@ -279,6 +308,15 @@ mod tests {
                     let mut ib = vec![0u8; repr.header_len() + payload.len() + 3];
                     let n = crate::transport::soft::rc::packet::emit(&mut ib, &repr, payload);
                     ib.truncate(n);
+                    // Every ninth a CNP of 28 bytes, as long as a SEND ONLY of 16: its own class.
+                    let is_cnp = psn % 9 == 4;
+                    if is_cnp {
+                        let mut bth = BthRepr::new(Opcode::CNP, *qp, 0);
+                        bth.becn = true;
+                        ib = vec![0u8; 28];
+                        bth.emit(&mut ib[..12]);
+                    }
+                    let n = ib.len();
                     let mut kept = vec![0u8; 256];
                     let len = frame(&path, &mut icrcs, &mut kept, |out| {
                         out[..ib.len()].copy_from_slice(&ib);
@@ -287,10 +325,21 @@ mod tests {
                     .unwrap();
                     let fresh = match path {
                         Path::Udp { .. } => [&ib[..], &net.icrc(&ib).to_le_bytes()].concat(),
-                        Path::Frame { .. } => {
+                        Path::Frame { cnp, .. } => {
                             let mut buf = vec![0u8; 256];
                             let at = eth.header_len() + net.header_len();
                             buf[at..at + ib.len()].copy_from_slice(&ib);
+                            let (eth, class) = match is_cnp {
+                                true => (
+                                    EthernetRepr {
+                                        vlan: cnp.vlan,
+                                        ..eth
+                                    },
+                                    cnp.tclass,
+                                ),
+                                false => (eth, net.tclass()),
+                            };
+                            let net = net.with_tclass(class);
                             let len =
                                 frame_around(&mut buf, &eth, &net, ib.len(), net.icrc_start(n));
                             buf.truncate(len);
@@ -352,7 +401,7 @@ mod tests {
                 vlan: tag(6),
             },
         };
-        let mut icrcs = TxIcrcs::new();
+        let mut icrcs = TxCache::new();
         // A hand-made CNP: BTH opcode 0x81 with BECN, PSN 0, 16 reserved zero bytes.
         let mut bth = BthRepr::new(Opcode::CNP, 0x12, 0);
         bth.becn = true;
@@ -415,7 +464,7 @@ mod tests {
         let mut bth = BthRepr::new(Opcode::CNP, 0x12_3456, 0);
         bth.becn = true;
         let mut buf = vec![0u8; 128];
-        let len = frame(&path, &mut TxIcrcs::new(), &mut buf, |out| {
+        let len = frame(&path, &mut TxCache::new(), &mut buf, |out| {
             out[..28].fill(0);
             bth.emit(&mut out[..12]);
             Some(28)

@@ -316,8 +316,8 @@ impl SoftEndpoint {
             if had.is_none() && !work(slot) {
                 continue;
             }
-            let (Some(qp), Some(path), icrcs) =
-                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
+            let (Some(qp), Some(path), cache) =
+                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_cache)
             else {
                 continue;
             };
@@ -331,7 +331,7 @@ impl SoftEndpoint {
                     }
                 }
                 if !self.nic.tx_push(dev_now, to, |buf| {
-                    egress::fill(qp, path, icrcs, || clock.now(), acks, buf)
+                    egress::fill(qp, path, cache, || clock.now(), acks, buf)
                 }) {
                     break;
                 }
@@ -409,8 +409,8 @@ impl SoftEndpoint {
             rc::Instant::ZERO
         };
         for slot in self.slots.iter_mut() {
-            let (Some(qp), Some(path), icrcs) =
-                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
+            let (Some(qp), Some(path), cache) =
+                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_cache)
             else {
                 continue;
             };
@@ -418,7 +418,7 @@ impl SoftEndpoint {
             while !self.nic.tx_full()
                 && self
                     .nic
-                    .tx_push(dev_now, to, |buf| egress::fill_cnp(qp, path, icrcs, buf))
+                    .tx_push(dev_now, to, |buf| egress::fill_cnp(qp, path, cache, buf))
             {
                 self.counters.tx_packets += 1;
             }
