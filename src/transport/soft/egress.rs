@@ -200,8 +200,9 @@ mod tests {
         buf
     }
 
-    #[test]
-    fn framed_packets_parse_with_a_valid_icrc_in_every_encapsulation() {
+    /// An untagged Ethernet header and a network header of each encapsulation, 10.0.0.1 to
+    /// 10.0.0.2 (fd00::1 to fd00::2 over IPv6).
+    fn eth_and_nets() -> (EthernetRepr, [NetRepr; 3]) {
         let eth = EthernetRepr {
             dst: MacAddr([2, 0, 0, 0, 0, 2]),
             src: MacAddr([2, 0, 0, 0, 0, 1]),
@@ -223,6 +224,12 @@ mod tests {
                 UdpRepr::roce(0xc000),
             ),
         ];
+        (eth, nets)
+    }
+
+    #[test]
+    fn framed_packets_parse_with_a_valid_icrc_in_every_encapsulation() {
+        let (eth, nets) = eth_and_nets();
         let ib = ib();
         for net in nets {
             let mut buf = vec![0xa5u8; 256];
@@ -241,27 +248,7 @@ mod tests {
     /// payload, through one cache, on both paths and in every encapsulation.
     #[test]
     fn kept_icrc_starts_give_the_bytes_of_fresh_ones() {
-        let eth = EthernetRepr {
-            dst: MacAddr([2, 0, 0, 0, 0, 2]),
-            src: MacAddr([2, 0, 0, 0, 0, 1]),
-            vlan: None,
-            ethertype: 0,
-        };
-        let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
-        let nets = [
-            NetRepr::V1(GrhRepr {
-                tclass: 0,
-                flow_label: 0,
-                hop_limit: 64,
-                sgid: Gid::from(a.to_ipv6_mapped()),
-                dgid: Gid::from(b.to_ipv6_mapped()),
-            }),
-            NetRepr::V2v4(ipv4_repr(a, b), UdpRepr::roce(0xc000)),
-            NetRepr::V2v6(
-                ipv6_repr("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap()),
-                UdpRepr::roce(0xc000),
-            ),
-        ];
+        let (eth, nets) = eth_and_nets();
         // (opcode, dest QP, PSN, AckReq, BECN, payload): lengths 16 and 32 come back with
         // another head, another PSN, AckReq or BECN, or other bytes.
         let packets: Vec<(u8, u32, u32, bool, bool, Vec<u8>)> = (0..40u32)
