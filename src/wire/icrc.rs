@@ -27,6 +27,9 @@ const IPV4_LEN: usize = Ipv4Packet::<&[u8]>::LEN;
 const IPV6_LEN: usize = Ipv6Packet::<&[u8]>::LEN;
 const UDP_LEN: usize = UdpPacket::<&[u8]>::LEN;
 const BTH_LEN: usize = BthPacket::<&[u8]>::LEN;
+/// The BTH's leading bytes that the ICRC masks or that stay the same for one queue pair's packets
+/// of one opcode and pad: everything before AckReq and the PSN.
+pub(crate) const BTH_HEAD_LEN: usize = 8;
 
 /// Sets TClass / traffic class, FlowLabel and HopLmt of an IPv6-shaped header (GRH or IPv6) to ones.
 #[inline]
@@ -180,6 +183,27 @@ impl Icrc {
         b.copy_from_slice(&bth[..BTH_LEN]);
         mask_bth(&mut b);
         self.crc = crc32::update(self.crc, &b);
+    }
+
+    /// Feeds the first [`BTH_HEAD_LEN`] bytes of a BTH (opcode, flags, P_Key, the masked byte 4,
+    /// DestQP), which every packet of one opcode and pad to one queue pair shares: an ICRC started
+    /// over a header and fed them can be kept, and each packet finished with
+    /// [`finish_after_bth_head`](Self::finish_after_bth_head). Panics if `bth` is shorter.
+    #[inline]
+    pub(crate) fn update_bth_head(&mut self, bth: &[u8]) {
+        let mut b = [0u8; BTH_HEAD_LEN];
+        b.copy_from_slice(&bth[..BTH_HEAD_LEN]);
+        mask_bth(&mut b);
+        self.crc = crc32::update(self.crc, &b);
+    }
+
+    /// Feeds `ib` (BTH through pad) from byte [`BTH_HEAD_LEN`] on (AckReq and PSN, nothing of it
+    /// masked, then the rest) and returns the ICRC: for an ICRC fed `ib`'s own BTH head
+    /// ([`update_bth_head`](Self::update_bth_head)), the same value as [`finish_ib`](Self::finish_ib)
+    /// from the start before it. Panics if `ib` is shorter than the head.
+    #[inline]
+    pub(crate) fn finish_after_bth_head(self, ib: &[u8]) -> u32 {
+        crc32::update(self.crc, &ib[BTH_HEAD_LEN..])
     }
 
     /// Feeds bytes after the BTH (extension headers, payload, pad), unmasked.

@@ -96,6 +96,7 @@ pub(crate) use grh::GrhPacket;
 pub use grh::GrhRepr;
 pub(crate) use ib::stack_len;
 pub use ib::{IbRepr, pad_len};
+pub(crate) use icrc::BTH_HEAD_LEN;
 pub use icrc::{ICRC_LEN, Icrc, icrc_v1, icrc_v2_ipv4, icrc_v2_ipv6, split_icrc};
 pub use icrc_ipv4_id::Ipv4IdCache;
 pub(crate) use ipv4::Ipv4Packet;

@@ -7,7 +7,7 @@ use super::engine::Engine;
 use super::icrc_cache::HeaderIcrcs;
 use super::path::Path;
 use super::rc::{self, LoneAck};
-use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, NetRepr, Opcode};
+use crate::wire::{BTH_HEAD_LEN, EthernetRepr, ICRC_LEN, NetRepr, Opcode};
 
 /// Lets `qp` write its next packet along `path` into `buf`, finished for the wire (the ICRC valid
 /// for IPv4 ID 0); `None` when it has none (`acks`: a lone ACK may be kept for the next call).
@@ -15,12 +15,12 @@ use crate::wire::{EthernetRepr, ICRC_LEN, Icrc, NetRepr, Opcode};
 pub(crate) fn fill(
     qp: &mut Engine,
     path: &Path,
-    icrcs: &mut TxIcrcs,
+    cache: &mut TxCache,
     now: impl rc::Now,
     acks: LoneAck,
     buf: &mut [u8],
 ) -> Option<usize> {
-    frame(path, icrcs, buf, |ib| match acks {
+    frame(path, cache, buf, |ib| match acks {
         LoneAck::Send => qp.poll_transmit(now, ib),
         LoneAck::Hold => qp.poll_transmit_holding_ack(now, ib),
     })
@@ -30,82 +30,147 @@ pub(crate) fn fill(
 pub(crate) fn fill_cnp(
     qp: &mut Engine,
     path: &Path,
-    icrcs: &mut TxIcrcs,
+    cache: &mut TxCache,
     buf: &mut [u8],
 ) -> Option<usize> {
-    frame(path, icrcs, buf, |ib| qp.poll_cnp(ib))
+    frame(path, cache, buf, |ib| qp.poll_cnp(ib))
 }
 
-/// A path's ICRCs started over its header, by BTH-through-pad length.
-pub(crate) type TxIcrcs = HeaderIcrcs<usize>;
+/// What a queue pair's transmissions keep between packets, for its path (fixed at connect): the
+/// ICRCs started over its header, and on AF_PACKET the headers themselves.
+pub(crate) struct TxCache {
+    /// ICRCs started over the path's header and fed a BTH head
+    /// ([`Icrc::update_bth_head`](crate::wire::Icrc::update_bth_head)), by BTH-through-pad length
+    /// and that head ([`bth_head`]): a queue pair's packets of one length and opcode hash only
+    /// their PSN word and what follows it.
+    icrcs: HeaderIcrcs<(usize, u64)>,
+    /// AF_PACKET: the Ethernet and network headers in front of a packet, by BTH-through-pad
+    /// length and whether it is a CNP (its own class): they depend on nothing else, so a frame
+    /// copies them rather than writing each field (and the IPv4 checksum) again. Boxed: a queue
+    /// pair's slot stays as small as it was for the receive path, which indexes the slots.
+    headers: Box<HeaderIcrcs<(usize, bool), FrameHeader>>,
+}
+
+impl TxCache {
+    /// Nothing kept yet.
+    pub(crate) fn new() -> TxCache {
+        TxCache {
+            icrcs: HeaderIcrcs::new(),
+            headers: Box::new(HeaderIcrcs::new()),
+        }
+    }
+}
+
+/// The longest Ethernet and network header a frame carries: a priority tag and IPv6 with UDP.
+const MAX_FRAME_HEADER: usize = 18 + 40 + 8;
+
+/// Ethernet and network headers as a frame carries them: the first `len` bytes.
+#[derive(Clone, Copy)]
+struct FrameHeader {
+    bytes: [u8; MAX_FRAME_HEADER],
+    len: usize,
+}
+
+/// The ICRC of `ib` (BTH through pad) under `net`, from the start `icrcs` keeps for its length and
+/// BTH head (made and kept on a miss).
+#[inline]
+fn icrc_of(icrcs: &mut HeaderIcrcs<(usize, u64)>, net: &NetRepr, ib: &[u8]) -> u32 {
+    icrcs
+        .get((ib.len(), bth_head(ib)), || {
+            let mut start = net.icrc_start(ib.len());
+            start.update_bth_head(ib);
+            start
+        })
+        .finish_after_bth_head(ib)
+}
+
+/// The first [`BTH_HEAD_LEN`] bytes of `ib`'s BTH as the ICRC sees them (byte 4, FECN and BECN,
+/// masked to ones): the part of a kept start that a packet must match.
+#[inline]
+fn bth_head(ib: &[u8]) -> u64 {
+    let mut head = [0u8; BTH_HEAD_LEN];
+    head.copy_from_slice(&ib[..BTH_HEAD_LEN]);
+    u64::from_le_bytes(head) | 0xff << 32
+}
 
 /// Lets `write_ib` write one packet's IB part (BTH..pad) where `path` wants it in `buf`, and
 /// finishes it for the wire: UDP leaves the IP and UDP headers to the kernel and appends the ICRC
 /// (which still covers them, through `net`'s reprs); AF_PACKET writes every header around it.
-/// `icrcs` keeps the ICRC started over the path's header per length, so a packet hashes only its
-/// own bytes.
+/// `cache` keeps the ICRC started over the path's header per length, so a packet hashes only its
+/// own bytes, and the headers a frame copies in front of it.
 #[inline]
 pub(crate) fn frame(
     path: &Path,
-    icrcs: &mut TxIcrcs,
+    cache: &mut TxCache,
     buf: &mut [u8],
     write_ib: impl FnOnce(&mut [u8]) -> Option<usize>,
 ) -> Option<usize> {
     match path {
         Path::Udp { net, .. } => {
             let len = write_ib(buf)?;
-            let icrc = icrcs
-                .get(len, || net.icrc_start(len))
-                .finish_ib(&buf[..len]);
+            let icrc = icrc_of(&mut cache.icrcs, net, &buf[..len]);
             buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
             Some(len + ICRC_LEN)
         }
         Path::Frame { eth, net, cnp } => {
             let at = eth.header_len() + net.header_len();
             let len = write_ib(&mut buf[at..])?;
-            let start = icrcs.get(len, || net.icrc_start(len));
+            let icrc = icrc_of(&mut cache.icrcs, net, &buf[at..at + len]);
             // A CNP leaves with its own class (DSCP and priority tag); the ICRC masks the class, so
             // the start kept for data is its start too. Data and CNPs are both tagged or both not,
             // so the headers have one length.
-            if buf[at] == Opcode::CNP.0 {
-                let eth = EthernetRepr {
-                    vlan: cnp.vlan,
-                    ..*eth
+            let is_cnp = buf[at] == Opcode::CNP.0;
+            let header = cache.headers.get((len, is_cnp), || {
+                let mut h = FrameHeader {
+                    bytes: [0; MAX_FRAME_HEADER],
+                    len: at,
                 };
-                return Some(frame_around(
-                    buf,
-                    &eth,
-                    &net.with_tclass(cnp.tclass),
-                    len,
-                    start,
-                ));
-            }
-            Some(frame_around(buf, eth, net, len, start))
+                if is_cnp {
+                    let eth = EthernetRepr {
+                        vlan: cnp.vlan,
+                        ..*eth
+                    };
+                    emit_headers(&mut h.bytes, &eth, &net.with_tclass(cnp.tclass), len);
+                } else {
+                    emit_headers(&mut h.bytes, eth, net, len);
+                }
+                h
+            });
+            buf[..at].copy_from_slice(&header.bytes[..header.len]);
+            buf[at + len..at + len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
+            Some(at + len + ICRC_LEN)
         }
     }
 }
 
 /// Writes Ethernet and network headers in front of the `ib_len` bytes the engine wrote at
 /// `buf[header_len..]` and the ICRC after them; returns the frame length. `start` is the ICRC
-/// started over the header `net` emits for `ib_len` bytes ([`NetRepr::icrc_start`]).
-#[inline]
+/// started over the header `net` emits for `ib_len` bytes ([`NetRepr::icrc_start`]). The tests'
+/// way to frame a packet by hand; the transmissions take their kept starts ([`frame`]).
+#[cfg(test)]
 pub(crate) fn frame_around(
     buf: &mut [u8],
     eth: &EthernetRepr,
     net: &NetRepr,
     ib_len: usize,
-    start: Icrc,
+    start: crate::wire::Icrc,
 ) -> usize {
+    let ib_at = emit_headers(buf, eth, net, ib_len);
+    let icrc = start.finish_ib(&buf[ib_at..ib_at + ib_len]);
+    buf[ib_at + ib_len..ib_at + ib_len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
+    ib_at + ib_len + ICRC_LEN
+}
+
+/// Writes the Ethernet header (its EtherType `net`'s) and `net` for `ib_len` bytes of BTH through
+/// pad at the start of `buf`; returns where the BTH goes.
+fn emit_headers(buf: &mut [u8], eth: &EthernetRepr, net: &NetRepr, ib_len: usize) -> usize {
     let mut eth = *eth;
     eth.ethertype = net.ethertype();
     eth.emit(buf);
     let net_at = eth.header_len();
     let ib_at = net_at + net.header_len();
     net.emit(&mut buf[net_at..ib_at], ib_len);
-    let ib = &mut buf[ib_at..];
-    let icrc = start.finish_ib(&ib[..ib_len]);
-    ib[ib_len..ib_len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
-    ib_at + ib_len + ICRC_LEN
+    ib_at
 }
 
 #[cfg(test)]
@@ -135,8 +200,9 @@ mod tests {
         buf
     }
 
-    #[test]
-    fn framed_packets_parse_with_a_valid_icrc_in_every_encapsulation() {
+    /// An untagged Ethernet header and a network header of each encapsulation, 10.0.0.1 to
+    /// 10.0.0.2 (fd00::1 to fd00::2 over IPv6).
+    fn eth_and_nets() -> (EthernetRepr, [NetRepr; 3]) {
         let eth = EthernetRepr {
             dst: MacAddr([2, 0, 0, 0, 0, 2]),
             src: MacAddr([2, 0, 0, 0, 0, 1]),
@@ -158,6 +224,12 @@ mod tests {
                 UdpRepr::roce(0xc000),
             ),
         ];
+        (eth, nets)
+    }
+
+    #[test]
+    fn framed_packets_parse_with_a_valid_icrc_in_every_encapsulation() {
+        let (eth, nets) = eth_and_nets();
         let ib = ib();
         for net in nets {
             let mut buf = vec![0xa5u8; 256];
@@ -168,6 +240,106 @@ mod tests {
             assert_eq!(repr.net, net);
             assert_eq!(repr.eth.ethertype, net.ethertype());
             assert_eq!(payload, [1, 2, 3, 4]);
+        }
+    }
+
+    /// Kept starts (by length and BTH head) give every packet the ICRC a fresh start gives it:
+    /// packets of one length that differ in opcode, pad, destination QP, AckReq, PSN, FECN/BECN or
+    /// payload, through one cache, on both paths and in every encapsulation.
+    #[test]
+    fn kept_icrc_starts_give_the_bytes_of_fresh_ones() {
+        let (eth, nets) = eth_and_nets();
+        // (opcode, dest QP, PSN, AckReq, BECN, payload): lengths 16 and 32 come back with
+        // another head, another PSN, AckReq or BECN, or other bytes.
+        let packets: Vec<(u8, u32, u32, bool, bool, Vec<u8>)> = (0..40u32)
+            .map(|i| {
+                let opcode = [0x04, 0x0a, 0x04, 0x00, 0x11][i as usize % 5];
+                let qp = if i % 7 == 0 { 0x33 } else { 0x12 };
+                let payload = (0..[2usize, 4, 3, 16, 18][i as usize % 5])
+                    .map(|j| (i * 31 + j as u32) as u8)
+                    .collect();
+                (opcode, qp, i * 977, i % 3 == 0, i % 4 == 1, payload)
+            })
+            .collect();
+        for net in nets {
+            let udp = Path::Udp {
+                dst: "10.0.0.2:4791".parse().unwrap(),
+                net,
+            };
+            let frame_path = Path::Frame {
+                eth,
+                net,
+                cnp: crate::transport::soft::marks::Class {
+                    tclass: 0xc2,
+                    vlan: None,
+                },
+            };
+            for path in [udp, frame_path] {
+                let mut icrcs = TxCache::new();
+                for (opcode, qp, psn, ack_req, becn, payload) in &packets {
+                    let mut bth = BthRepr::new(Opcode(*opcode), *qp, *psn);
+                    bth.ack_req = *ack_req;
+                    bth.becn = *becn;
+                    let mut repr = IbRepr::new(bth);
+                    repr.bth.pad_count = crate::wire::pad_len(payload.len()) as u8;
+                    let op = Opcode(*opcode);
+                    repr.reth = op.has_reth().then_some(crate::wire::RethRepr {
+                        va: u64::from(*psn) << 12,
+                        rkey: 0x1234,
+                        dma_len: payload.len() as u32,
+                    });
+                    repr.aeth = op.has_aeth().then_some(crate::wire::AethRepr {
+                        syndrome: 0x1f,
+                        msn: *psn,
+                    });
+                    let mut ib = vec![0u8; repr.header_len() + payload.len() + 3];
+                    let n = crate::transport::soft::rc::packet::emit(&mut ib, &repr, payload);
+                    ib.truncate(n);
+                    // Every ninth a CNP of 28 bytes, as long as a SEND ONLY of 16: its own class.
+                    let is_cnp = psn % 9 == 4;
+                    if is_cnp {
+                        let mut bth = BthRepr::new(Opcode::CNP, *qp, 0);
+                        bth.becn = true;
+                        ib = vec![0u8; 28];
+                        bth.emit(&mut ib[..12]);
+                    }
+                    let n = ib.len();
+                    let mut kept = vec![0u8; 256];
+                    let len = frame(&path, &mut icrcs, &mut kept, |out| {
+                        out[..ib.len()].copy_from_slice(&ib);
+                        Some(ib.len())
+                    })
+                    .unwrap();
+                    let fresh = match path {
+                        Path::Udp { .. } => [&ib[..], &net.icrc(&ib).to_le_bytes()].concat(),
+                        Path::Frame { cnp, .. } => {
+                            let mut buf = vec![0u8; 256];
+                            let at = eth.header_len() + net.header_len();
+                            buf[at..at + ib.len()].copy_from_slice(&ib);
+                            let (eth, class) = match is_cnp {
+                                true => (
+                                    EthernetRepr {
+                                        vlan: cnp.vlan,
+                                        ..eth
+                                    },
+                                    cnp.tclass,
+                                ),
+                                false => (eth, net.tclass()),
+                            };
+                            let net = net.with_tclass(class);
+                            let len =
+                                frame_around(&mut buf, &eth, &net, ib.len(), net.icrc_start(n));
+                            buf.truncate(len);
+                            buf
+                        }
+                    };
+                    assert_eq!(
+                        kept[..len],
+                        fresh[..],
+                        "{path:?}: opcode {opcode:#x} PSN {psn}"
+                    );
+                }
+            }
         }
     }
 
@@ -216,7 +388,7 @@ mod tests {
                 vlan: tag(6),
             },
         };
-        let mut icrcs = TxIcrcs::new();
+        let mut icrcs = TxCache::new();
         // A hand-made CNP: BTH opcode 0x81 with BECN, PSN 0, 16 reserved zero bytes.
         let mut bth = BthRepr::new(Opcode::CNP, 0x12, 0);
         bth.becn = true;
@@ -279,7 +451,7 @@ mod tests {
         let mut bth = BthRepr::new(Opcode::CNP, 0x12_3456, 0);
         bth.becn = true;
         let mut buf = vec![0u8; 128];
-        let len = frame(&path, &mut TxIcrcs::new(), &mut buf, |out| {
+        let len = frame(&path, &mut TxCache::new(), &mut buf, |out| {
             out[..28].fill(0);
             bth.emit(&mut out[..12]);
             Some(28)

@@ -18,7 +18,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::config::PeerMismatch;
-use super::egress::TxIcrcs;
+use super::egress::TxCache;
 use super::engine::Engine;
 use super::ingress::RxIcrcs;
 use super::io::Nic;
@@ -60,8 +60,8 @@ struct QpSlot {
     path: Option<Path>,
     /// Where the connected peer's packets come from; others are dropped (`wrong_source`).
     peer: Gid,
-    /// ICRCs started over this queue pair's path header, by packet length.
-    tx_icrcs: TxIcrcs,
+    /// What its transmissions keep for its path: ICRC starts, AF_PACKET's headers.
+    tx_cache: TxCache,
     /// Its unacknowledged PSNs when the datapath last looked (ACKs only lower the true figure).
     unacked: u32,
     /// Packets it received CE-marked (its share of `np_ecn_marked_roce_packets`).
@@ -162,7 +162,7 @@ impl SoftEndpoint {
                     qp: None,
                     path: None,
                     peer: Gid::ZERO,
-                    tx_icrcs: TxIcrcs::new(),
+                    tx_cache: TxCache::new(),
                     unacked: 0,
                     ce_marked: 0,
                 })

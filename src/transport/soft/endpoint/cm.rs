@@ -12,7 +12,7 @@ use crate::params::{ConnType, TransportKind};
 use crate::transport::cm::{CmEndpoint, CmEvent, CmPeer, CmQpParams};
 use crate::transport::soft::cm::{self as agent, CmAgent, CmConfig, ConnId, QpOffer};
 use crate::transport::soft::config::SoftError;
-use crate::transport::soft::egress::{self, TxIcrcs};
+use crate::transport::soft::egress::{self, TxCache};
 use crate::transport::soft::io::device::Device;
 use crate::transport::soft::io::io_error;
 use crate::transport::soft::path::{Path, path_to};
@@ -213,7 +213,7 @@ impl SoftEndpoint {
             let psn = side.psn;
             side.psn = side.psn.wrapping_add(1);
             self.nic.tx_push(now, path.addr(), |b| {
-                egress::frame(&path, &mut TxIcrcs::new(), b, |ib| {
+                egress::frame(&path, &mut TxCache::new(), b, |ib| {
                     Some(write_gsi_packet(ib, psn, &mad[..len]))
                 })
             });

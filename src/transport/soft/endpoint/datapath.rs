@@ -331,8 +331,8 @@ impl SoftEndpoint {
             if had.is_none() && !work(slot) {
                 continue;
             }
-            let (Some(qp), Some(path), icrcs) =
-                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
+            let (Some(qp), Some(path), cache) =
+                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_cache)
             else {
                 continue;
             };
@@ -346,7 +346,7 @@ impl SoftEndpoint {
                     }
                 }
                 if !self.nic.tx_push(dev_now, to, |buf| {
-                    egress::fill(qp, path, icrcs, || clock.now(), acks, buf)
+                    egress::fill(qp, path, cache, || clock.now(), acks, buf)
                 }) {
                     break;
                 }
@@ -424,8 +424,8 @@ impl SoftEndpoint {
             rc::Instant::ZERO
         };
         for slot in self.slots.iter_mut() {
-            let (Some(qp), Some(path), icrcs) =
-                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_icrcs)
+            let (Some(qp), Some(path), cache) =
+                (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_cache)
             else {
                 continue;
             };
@@ -433,7 +433,7 @@ impl SoftEndpoint {
             while !self.nic.tx_full()
                 && self
                     .nic
-                    .tx_push(dev_now, to, |buf| egress::fill_cnp(qp, path, icrcs, buf))
+                    .tx_push(dev_now, to, |buf| egress::fill_cnp(qp, path, cache, buf))
             {
                 self.counters.tx_packets += 1;
             }

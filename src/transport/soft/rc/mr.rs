@@ -239,6 +239,12 @@ impl MemoryTable {
         need: Access,
     ) -> Result<Span, AccessViolation> {
         let r = self.region(rkey).ok_or(AccessViolation::UnknownKey(rkey))?;
+        Self::within(r, va, len, need)
+    }
+
+    /// Checks an access of `len` bytes at `va` inside region `r`, needing `need`.
+    #[inline]
+    fn within(r: &MemoryRegion, va: u64, len: u64, need: Access) -> Result<Span, AccessViolation> {
         let start = va
             .checked_sub(r.keys.va)
             .ok_or(AccessViolation::OutOfBounds { va, len })?;
@@ -263,15 +269,13 @@ impl MemoryTable {
         len: u64,
         need: Access,
     ) -> Result<Span, AccessViolation> {
-        let va = self
-            .region(lkey)
-            .ok_or(AccessViolation::UnknownKey(lkey))?
-            .keys
-            .va;
+        // The region is looked up once: a posting checks its local range with this.
+        let r = self.region(lkey).ok_or(AccessViolation::UnknownKey(lkey))?;
+        let va = r.keys.va;
         let va = va
             .checked_add(offset)
             .ok_or(AccessViolation::OutOfBounds { va, len })?;
-        self.resolve_remote(lkey, va, len, need)
+        Self::within(r, va, len, need)
     }
 
     /// Checks the local buffer of a send work request (`need` as its opcode requires); the error

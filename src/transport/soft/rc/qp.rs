@@ -170,26 +170,35 @@ impl Qp {
         if self.req.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
         }
-        let atomic = matches!(wr.op, SendOp::FetchAdd(_) | SendOp::CompareSwap { .. });
-        if atomic && wr.len != 8 {
-            return Err(Error::InvalidRequest(format!(
-                "atomic work request {} has length {}; atomics move exactly 8 bytes",
-                wr.wr_id, wr.len
-            )));
-        }
-        if wr.len > 1 << 31 {
-            return Err(Error::InvalidRequest(format!(
-                "work request {} of {} bytes exceeds the 2 GiB RC message limit",
-                wr.wr_id, wr.len
-            )));
-        }
-        // PSN comparisons are signed 24-bit: one message must stay far below 2^23 PSNs.
-        if packet::packets_for(wr.len.into(), self.cfg.pmtu) > MAX_MESSAGE_PACKETS {
-            return Err(Error::InvalidRequest(format!(
-                "work request {} of {} bytes needs more than {MAX_MESSAGE_PACKETS} packets at path MTU {}; use a larger MTU (-m) or a smaller size (-s)",
-                wr.wr_id, wr.len, self.cfg.pmtu
-            )));
-        }
+        // The PSNs it occupies, counted once for the checks and the send queue.
+        let npkts = match wr.op {
+            SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => {
+                if wr.len != 8 {
+                    return Err(Error::InvalidRequest(format!(
+                        "atomic work request {} has length {}; atomics move exactly 8 bytes",
+                        wr.wr_id, wr.len
+                    )));
+                }
+                1
+            }
+            _ => {
+                if wr.len > 1 << 31 {
+                    return Err(Error::InvalidRequest(format!(
+                        "work request {} of {} bytes exceeds the 2 GiB RC message limit",
+                        wr.wr_id, wr.len
+                    )));
+                }
+                // PSN comparisons are signed 24-bit: one message must stay far below 2^23 PSNs.
+                let npkts = packet::packets_for(wr.len.into(), self.cfg.pmtu);
+                if npkts > MAX_MESSAGE_PACKETS {
+                    return Err(Error::InvalidRequest(format!(
+                        "work request {} of {} bytes needs more than {MAX_MESSAGE_PACKETS} packets at path MTU {}; use a larger MTU (-m) or a smaller size (-s)",
+                        wr.wr_id, wr.len, self.cfg.pmtu
+                    )));
+                }
+                npkts
+            }
+        };
         if !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) && wr.remote.is_none() {
             return Err(Error::InvalidRequest(format!(
                 "work request {} ({:?}) needs a remote address and rkey",
@@ -202,7 +211,7 @@ impl Qp {
         if self.flushed_at_once(wr.wr_id, wqe::completion_op(wr.op))? {
             return Ok(());
         }
-        self.req.push(*wr, local, self.cfg.pmtu);
+        self.req.push(*wr, local, npkts);
         Ok(())
     }
 
@@ -220,14 +229,21 @@ impl Qp {
     }
 
     /// In the error state a posted request completes at once, flushed (as verbs does); true then.
+    #[inline]
     fn flushed_at_once(&mut self, wr_id: u64, op: crate::transport::CompletionOp) -> Result<bool> {
         if let QpState::Error(_) = self.state {
-            self.cq
-                .push_back(flushed(wr_id, op, self.cfg.cq_tag))
-                .map_err(|_| Error::QueueFull)?;
-            return Ok(true);
+            return self.flush_posted(wr_id, op);
         }
         Ok(false)
+    }
+
+    /// [`flushed_at_once`](Self::flushed_at_once) in the error state, out of the posting's way.
+    #[cold]
+    fn flush_posted(&mut self, wr_id: u64, op: crate::transport::CompletionOp) -> Result<bool> {
+        self.cq
+            .push_back(flushed(wr_id, op, self.cfg.cq_tag))
+            .map_err(|_| Error::QueueFull)?;
+        Ok(true)
     }
 
     /// Feeds one received packet: the bytes from the BTH to the end of the pad (no ICRC).

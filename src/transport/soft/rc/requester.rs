@@ -87,6 +87,12 @@ impl LossRecovery {
         }
     }
 
+    /// Selective repeat runs: request packets carry its extension.
+    #[inline]
+    fn is_selective(&self) -> bool {
+        matches!(self, LossRecovery::Selective(_))
+    }
+
     /// Round trips are measured and a silence is answered after one (selective repeat, `gbn`).
     #[inline]
     fn fast(&self) -> bool {
@@ -183,12 +189,10 @@ impl Requester {
         }
     }
 
-    /// Queues a checked work request; the caller made sure there is room.
-    pub(super) fn push(&mut self, wr: SendRequest, local: Span, pmtu: u32) {
-        let npkts = match wr.op {
-            SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => 1,
-            _ => packet::packets_for(u64::from(wr.len), pmtu),
-        };
+    /// Queues a checked work request of `npkts` PSNs (one for an atomic, else
+    /// [`packet::packets_for`] its length); the caller made sure there is room.
+    #[inline]
+    pub(super) fn push(&mut self, wr: SendRequest, local: Span, npkts: u32) {
         let wqe = Wqe {
             wr,
             local,
@@ -426,7 +430,9 @@ impl Requester {
             }
             _ => {}
         }
-        let w = *self.sq.get(self.cursor)?;
+        // Looked at in place: a copy of the work request costs more than the rest of the checks.
+        let w = self.sq.get(self.cursor)?;
+        let (read_or_atomic, started) = (w.is_read_or_atomic(), w.started);
         if self.req_psn.diff(self.comp_psn) >= self.window(ctx).min(self.cap) as i32 {
             return None;
         }
@@ -439,7 +445,7 @@ impl Requester {
                 return None;
             }
         }
-        if w.is_read_or_atomic() && !w.started {
+        if read_or_atomic && !started {
             if self.rd_atomic_inflight >= ctx.cfg.max_rd_atomic {
                 return None;
             }
@@ -447,8 +453,11 @@ impl Requester {
         }
         let psn = self.req_psn;
         let k = self.cursor_pkt;
-        let sent = self.emit(&w, k, psn, None, false, buf, ctx);
+        let ask = self.asks(false, ctx);
+        let sr = self.recovery.is_selective();
         let wqe = self.sq.get_mut(self.cursor).expect("cursor checked above");
+        let sent = wqe.emit(k, psn, None, ask, sr, buf, ctx);
+        self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
         wqe.started = true;
         let next = psn.add(sent.consumed);
         self.req_psn = next;
@@ -530,11 +539,25 @@ impl Requester {
         buf: &mut [u8],
         ctx: &Ctx<'_>,
     ) -> Emitted {
-        let ask = force_ack || self.noack_pkts >= ctx.cfg.ack_req_every;
-        let sr = matches!(self.recovery, LossRecovery::Selective(_));
-        let sent = w.emit(k, psn, read_pkts, ask, sr, buf, ctx);
+        let ask = self.asks(force_ack, ctx);
+        let sent = w.emit(
+            k,
+            psn,
+            read_pkts,
+            ask,
+            self.recovery.is_selective(),
+            buf,
+            ctx,
+        );
         self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
         sent
+    }
+
+    /// Whether the next packet asks for an ACK: `force_ack` says so, or `ack_req_every` packets
+    /// went without asking (rxe's rule).
+    #[inline(always)]
+    fn asks(&self, force_ack: bool, ctx: &Ctx<'_>) -> bool {
+        force_ack || self.noack_pkts >= ctx.cfg.ack_req_every
     }
 
     /// Completes the oldest work request with `status` and removes it.

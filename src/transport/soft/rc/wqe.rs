@@ -115,6 +115,11 @@ impl Wqe {
                 });
                 (packet::emit(buf, &r, &[]), 1, 0, true)
             }
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write | SendOp::WriteWithImm(_)
+                if self.npkts == 1 && !sr =>
+            {
+                return self.emit_only(psn, force_ack, buf, ctx);
+            }
             SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write | SendOp::WriteWithImm(_) => {
                 let seg = Seg::of(k, self.npkts);
                 let n = packet::payload_len(u64::from(self.wr.len), pmtu, k);
@@ -170,6 +175,38 @@ impl Wqe {
     }
 }
 
+impl Wqe {
+    /// [`emit`](Self::emit) of a SEND or WRITE that is one packet, without selective repeat's
+    /// extension (every message of a latency test): its ONLY opcode, RETH and immediate straight
+    /// from the request, without the segment arithmetic of a longer message.
+    #[inline]
+    fn emit_only(&self, psn: Psn, force_ack: bool, buf: &mut [u8], ctx: &Ctx<'_>) -> Emitted {
+        let (opcode, imm) = match self.wr.op {
+            SendOp::Send => (Opcode::RC_SEND_ONLY, None),
+            SendOp::SendWithImm(i) => (Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, Some(i)),
+            SendOp::Write => (Opcode::RC_RDMA_WRITE_ONLY, None),
+            SendOp::WriteWithImm(i) => (Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, Some(i)),
+            _ => unreachable!("a SEND or WRITE"),
+        };
+        let ack_req = force_ack || self.wr.signaled;
+        // SEND opcodes carry no RETH: `emit_data` writes it only where the opcode has one.
+        let reth = self.wr.remote.map(|r| RethRepr {
+            va: r.addr,
+            rkey: r.rkey,
+            dma_len: self.wr.len,
+        });
+        // One packet: the whole span (`len` bytes, at most the path MTU).
+        let src = ctx.mem.span(self.local);
+        let dest = ctx.cfg.remote_qpn;
+        Emitted {
+            len: packet::emit_data(buf, (opcode, dest, psn, ack_req), reth, imm, src),
+            consumed: 1,
+            payload: src.len(),
+            asked: ack_req,
+        }
+    }
+}
+
 /// Posted, not yet completed work requests, oldest first: their PSNs ascend.
 pub(super) type SendQueue = Ring<Wqe>;
 
@@ -213,5 +250,99 @@ pub(super) fn local_access(op: SendOp) -> Access {
     match op {
         SendOp::Read | SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => Access::LOCAL_WRITE,
         _ => Access(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::soft::rc::config::QpConfig;
+    use crate::transport::soft::rc::mr::MemoryTable;
+    use crate::transport::{Completion, SendRequest};
+    use crate::wire::IbRepr;
+
+    /// A one-packet SEND or WRITE (the shortcut of `emit_only`) is byte for byte what the header
+    /// stack writes for its fields: every such opcode, lengths 0 to 5 (pad 0 to 3) and around the
+    /// path MTU, AckReq forced, from the signal or not.
+    #[test]
+    fn one_packet_requests_match_the_header_stack() {
+        let pmtu = 256u32;
+        let mut mem = MemoryTable::new(7);
+        let keys = mem.add_registered(4096, Access::LOCAL_WRITE);
+        let id = mem.region(keys.lkey).unwrap().buffer;
+        for (i, b) in mem.buffer_mut(id).iter_mut().enumerate() {
+            *b = (i * 13 + 1) as u8;
+        }
+        let mut cfg = QpConfig::new(0x11, 0x12_3456, 0, 0, keys.lkey);
+        cfg.pmtu = pmtu;
+        let mut cq = Ring::<Completion>::with_capacity(1);
+        let mut counters = super::super::counters::Counters::default();
+        let remote = RemoteAddr {
+            addr: 0x1122_3344_5566_7788,
+            rkey: 0x99aa_bbcc,
+        };
+        let ops = [
+            SendOp::Send,
+            SendOp::SendWithImm(0xdead_beef),
+            SendOp::Write,
+            SendOp::WriteWithImm(0x0102_0304),
+        ];
+        let mut checked = 0;
+        for op in ops {
+            for len in [0u32, 1, 2, 3, 4, 5, pmtu - 1, pmtu, pmtu + 1] {
+                for (signaled, force_ack) in [(false, false), (true, false), (false, true)] {
+                    let mut wr = SendRequest::new(9, op, 3, len, Some(remote));
+                    wr.signaled = signaled;
+                    let local = mem.send_buffer(keys.lkey, &wr, Access(0)).unwrap();
+                    let ctx = Ctx {
+                        cfg: &cfg,
+                        mem: &mut mem,
+                        cq: &mut cq,
+                        counters: &mut counters,
+                    };
+                    let w = Wqe {
+                        wr,
+                        local,
+                        first_psn: Psn::new(0x00ff_fffe),
+                        npkts: packet::packets_for(len.into(), pmtu),
+                        received: 0,
+                        started: false,
+                        recv_seq: 0,
+                        req_acked: false,
+                    };
+                    let psn = w.first_psn;
+                    let mut got = [0x5au8; 512];
+                    let e = w.emit(0, psn, None, force_ack, false, &mut got, &ctx);
+                    // The header stack, from the fields the IB spec gives a first packet.
+                    let seg = Seg::of(0, w.npkts);
+                    let write = matches!(op, SendOp::Write | SendOp::WriteWithImm(_));
+                    let imm = match op {
+                        SendOp::SendWithImm(i) | SendOp::WriteWithImm(i) => Some(i),
+                        _ => None,
+                    };
+                    let opcode = if write {
+                        packet::write_opcode(seg, imm.is_some())
+                    } else {
+                        packet::send_opcode(seg, imm.is_some())
+                    };
+                    let n = len.min(pmtu) as usize;
+                    let ack_req = force_ack || (seg.ends() && signaled);
+                    let mut r: IbRepr = packet::repr(opcode, 0x12_3456, psn, ack_req, n);
+                    r.reth = write.then_some(RethRepr {
+                        va: remote.addr,
+                        rkey: remote.rkey,
+                        dma_len: len,
+                    });
+                    r.imm = imm.filter(|_| seg.ends());
+                    let mut want = [0xa5u8; 512];
+                    let data = &ctx.mem.span(local)[..n];
+                    let m = packet::emit(&mut want, &r, data);
+                    assert_eq!(got[..e.len], want[..m], "{op:?}, {len} bytes");
+                    assert_eq!((e.consumed, e.payload, e.asked), (1, n, ack_req));
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 4 * 9 * 3);
     }
 }
