@@ -396,6 +396,21 @@ impl Requester {
         }
     }
 
+    /// A packet that asks for an answer leaves after the pacer or a pause held packets: when
+    /// nothing out had asked (the peer owed no answer, and the question may leave long past the
+    /// last progress), the peer's silence starts now. Called before `asked_high` moves.
+    #[cold]
+    fn asked_after_hold(&mut self, now: &mut impl Now, ctx: &Ctx<'_>) {
+        self.held_since_asked = false;
+        if self.comp_psn.before(self.asked_high) {
+            return;
+        }
+        match self.retx_timeout(ctx) {
+            Some(t) => self.start_silence(now.now(), t, ctx),
+            None => self.timers.stop(Timer::Retransmit),
+        }
+    }
+
     /// Whether an expired retransmission timer found the peer owing nothing and this side holding
     /// the packet that would ask: no packet out asked for an answer (all were unsignaled, or asked
     /// and were answered), the next one may go by the window, the endpoint's cap, the RNR wait
@@ -531,7 +546,6 @@ impl Requester {
             self.cursor += 1;
             self.cursor_pkt = 0;
         }
-        let mut timed = None;
         if psn.before(self.sent_high) {
             ctx.counters.retransmitted_packets += 1;
             ctx.counters.retransmitted_bytes += sent.payload as u64;
@@ -544,28 +558,20 @@ impl Requester {
             // Only a packet that asks for an ACK is timed: the others are answered whenever a
             // later one asks (a latency test signals one message in 16), and that wait is no
             // round trip.
-            let at = now.now();
-            self.rto.time(psn, at);
-            timed = Some(at);
+            self.rto.time(psn, now.now());
         }
         if next.after(self.sent_high) {
-            let few = self.sent_high.diff(self.comp_psn) <= FEW_IN_FLIGHT;
+            let crossed = next.diff(self.comp_psn) > FEW_IN_FLIGHT
+                && self.sent_high.diff(self.comp_psn) <= FEW_IN_FLIGHT;
             self.sent_high = next;
-            if few && next.diff(self.comp_psn) > FEW_IN_FLIGHT && self.recovery.fast() {
+            if crossed && self.recovery.fast() {
                 self.floor_rose(ctx);
             }
         }
         if sent.asked && next.after(self.asked_high) {
-            if self.held_since_asked && !self.comp_psn.before(self.asked_high) {
-                // The peer owed no answer until this packet asked, and the pacer or a pause held
-                // packets meanwhile (the question among them, perhaps long past the last
-                // progress): the peer's silence starts now.
-                match self.retx_timeout(ctx) {
-                    Some(t) => self.start_silence(timed.unwrap_or_else(|| now.now()), t, ctx),
-                    None => self.timers.stop(Timer::Retransmit),
-                }
+            if self.held_since_asked {
+                self.asked_after_hold(now, ctx);
             }
-            self.held_since_asked = false;
             self.asked_high = next;
         }
         self.sent(now, sent.payload, ctx);
