@@ -529,13 +529,7 @@ mod tests {
         // (Kmin 4 KB, Kmax 16 KB, Pmax 0.2: HPCC's scaled to the rate), a ~100 µs round trip before
         // the queue, and the study's DCQCN (`CcParams::slow_link`). ConnectX's defaults here held
         // the flows to 57 % with 15,657 drops, the paper's 55 µs timers to 93 % (docs/congestion.md).
-        let mut cfg = setup(4, CongestionControl::Dcqcn, CcParams::slow_link(1_000));
-        cfg.line_gbps = 1.0;
-        cfg.bottleneck.rate_gbps = 1.0;
-        cfg.bottleneck.kmin_bytes = 4_000;
-        cfg.bottleneck.kmax_bytes = 16_000;
-        cfg.bottleneck.pmax = 0.2;
-        cfg.link_delay_ns = 30_000;
+        let mut cfg = study_link(4);
         cfg.stagger_ns = 10_000_000;
         let mut sim = Dumbbell::new(cfg, 3);
         let g = goodputs(&mut sim, 500_000_000, 1_000_000_000);
@@ -551,10 +545,9 @@ mod tests {
     }
 
     /// The study's slow link (`roce_compare --congestion`): 1 Gb/s NICs into a 1 Gb/s port with
-    /// the switch's RED (Kmin 4 KB, Kmax 16 KB, Pmax 0.2), DCQCN at `CcParams::slow_link`, and the
-    /// queue pairs as two soft endpoints set them (go-back-N with its probe and loss-reactive
-    /// window, or selective repeat: both with the fast retransmission timeout).
-    fn slow_link(flows: usize, recovery: crate::params::Recovery) -> DumbbellConfig {
+    /// the switch's RED (Kmin 4 KB, Kmax 16 KB, Pmax 0.2), 30 µs each way, DCQCN at
+    /// `CcParams::slow_link`.
+    fn study_link(flows: usize) -> DumbbellConfig {
         let mut cfg = setup(flows, CongestionControl::Dcqcn, CcParams::slow_link(1_000));
         cfg.line_gbps = 1.0;
         cfg.bottleneck.rate_gbps = 1.0;
@@ -562,6 +555,14 @@ mod tests {
         cfg.bottleneck.kmax_bytes = 16_000;
         cfg.bottleneck.pmax = 0.2;
         cfg.link_delay_ns = 30_000;
+        cfg
+    }
+
+    /// [`study_link`] with the queue pairs as two soft endpoints set them (go-back-N with its
+    /// probe and loss-reactive window, or selective repeat: both with the fast retransmission
+    /// timeout).
+    fn slow_link(flows: usize, recovery: crate::params::Recovery) -> DumbbellConfig {
+        let mut cfg = study_link(flows);
         cfg.stagger_ns = 5_000_000;
         cfg.qp.recovery = recovery;
         cfg.qp.gbn_fast = true;
