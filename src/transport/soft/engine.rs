@@ -104,6 +104,14 @@ impl Engine {
         }
     }
 
+    /// A PFC pause holds (or releases) data's priority: RC's retransmission timer then does not
+    /// take the silence for a loss.
+    pub(crate) fn hold_requests(&mut self, held: bool) {
+        if let Engine::Rc(q) = self {
+            q.hold_requests(held);
+        }
+    }
+
     /// The CNP RC owes the peer, not held: what leaves while a pause holds data's priority.
     pub(crate) fn poll_cnp(&mut self, buf: &mut [u8]) -> Option<usize> {
         match self {

@@ -119,8 +119,9 @@ pub(crate) struct PauseState {
     /// When each slot's pause ends, and since when it holds (nanoseconds).
     until: [u64; 9],
     since: [u64; 9],
-    /// What the engines were last told about CNPs (they keep a held CNP queued).
-    cnps_held: bool,
+    /// What the engines were last told is held (they keep a held CNP queued, and a requester
+    /// whose packets a pause holds does not take the silence for a loss).
+    told: Held,
     /// A pause frame has arrived, or the run tags its frames for PFC: the datapath then reads
     /// before it sends ([`Self::armed`]).
     armed: bool,
@@ -139,7 +140,7 @@ impl PauseState {
             paused: 0,
             until: [0; 9],
             since: [0; 9],
-            cnps_held: false,
+            told: Held::default(),
             armed,
             counters: PfcCounters::default(),
         }
@@ -225,10 +226,10 @@ impl PauseState {
         }
     }
 
-    /// Records what the engines were told about CNPs; true when that changed.
-    pub(crate) fn tell_cnps_held(&mut self, held: bool) -> bool {
-        let changed = self.cnps_held != held;
-        self.cnps_held = held;
+    /// Records what the engines were told is held; true when that changed.
+    pub(crate) fn tell_held(&mut self, held: Held) -> bool {
+        let changed = self.told != held;
+        self.told = held;
         changed
     }
 

@@ -349,6 +349,12 @@ impl Link {
         wire.into_iter().chain(held).min()
     }
 
+    /// When the last packet offered has left the sender's end (its line rate serialises what it is
+    /// offered; `now` or earlier when it is idle).
+    pub(crate) fn busy_until(&self) -> u64 {
+        self.dev.inner().busy_until
+    }
+
     /// Packets in flight.
     pub fn in_flight(&self) -> usize {
         self.dev.inner().queue.len() + self.dev.held()

@@ -407,9 +407,10 @@ impl SoftEndpoint {
     #[inline(never)]
     fn transmit_paused(&mut self, clock: &mut PollClock) -> Result<bool> {
         let held = self.pfc.held(clock.now().as_nanos());
-        if self.pfc.tell_cnps_held(held.cnps) {
+        if self.pfc.tell_held(held) {
             for q in self.slots.iter_mut().filter_map(|s| s.qp.as_mut()) {
                 q.hold_cnps(held.cnps);
+                q.hold_requests(held.data);
             }
         }
         if !held.data {

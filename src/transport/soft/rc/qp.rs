@@ -431,6 +431,12 @@ impl Qp {
         self.cnps_held = held;
     }
 
+    /// While `held` (a PFC pause of data's priority, or a NIC's line still busy), the requester's
+    /// packets stay queued: its retransmission timer then does not take the silence for a loss.
+    pub(crate) fn hold_requests(&mut self, held: bool) {
+        self.req.hold(held);
+    }
+
     /// Writes the CNP owed to the peer, if any and not held, into `buf`: all that may leave while
     /// a PFC pause holds every other packet's priority.
     pub(crate) fn poll_cnp(&mut self, buf: &mut [u8]) -> Option<usize> {
@@ -683,6 +689,63 @@ mod tests {
         assert!(reads.get() > 2);
         let c = a.poll_completion().expect("the signaled WRITE completes");
         assert_eq!((c.wr_id, c.status), (3, CompletionStatus::Success));
+    }
+
+    #[test]
+    fn the_retransmission_timer_follows_what_is_in_flight_and_starts_at_the_question() {
+        // Between roceperf peers (fast timeout): one packet out arms the timer at the ping-pong
+        // floor (0.25 ms); a burst that fills the window past three packets moves the deadline to
+        // the larger floor (1 ms) from the same start, rather than timing out a window's first
+        // ACK 0.25 ms into a stream.
+        let at = |us: u64| Instant::from_nanos(us * 1_000);
+        let (mut a, _, _, rb) = pair_with(|c| c.gbn_fast = true);
+        let mut buf = vec![0u8; a.max_packet_len()];
+        for id in 0..8 {
+            let wr = SendRequest {
+                signaled: id == 7,
+                ..write(id, rb)
+            };
+            a.post_send(&wr).unwrap();
+        }
+        a.poll_transmit(at(10), &mut buf).unwrap();
+        assert_eq!(a.poll_timeout(), Some(at(260)), "the small floor");
+        a.poll_transmit(at(10), &mut buf).unwrap();
+        a.poll_transmit(at(10), &mut buf).unwrap();
+        assert_eq!(a.poll_timeout(), Some(at(260)), "three out: still small");
+        a.poll_transmit(at(10), &mut buf).unwrap();
+        assert_eq!(
+            a.poll_timeout(),
+            Some(at(1_010)),
+            "four out, more behind: 1 ms"
+        );
+        // Unsignaled WRITEs asked nothing; a pause holds the signaled one that asks (or the
+        // pacer does), and it leaves long after: the peer's silence starts then.
+        a.poll_transmit(at(20), &mut buf).unwrap();
+        a.poll_transmit(at(20), &mut buf).unwrap();
+        a.poll_transmit(at(20), &mut buf).unwrap();
+        a.hold_requests(true);
+        assert_eq!(a.poll_timeout(), Some(at(1_010)));
+        a.hold_requests(false);
+        a.poll_transmit(at(900), &mut buf).unwrap();
+        assert_eq!(
+            a.poll_timeout(),
+            Some(at(1_900)),
+            "restarted by the held question"
+        );
+        assert_eq!(a.counters().timeouts, 0);
+
+        // A lazy ping-pong posts each unsignaled ping after the last pong: nothing waits behind
+        // it, few are in the network at once, and a lost one still costs the small floor.
+        let (mut a, _, _, rb) = pair_with(|c| c.gbn_fast = true);
+        for id in 0..5 {
+            let wr = SendRequest {
+                signaled: false,
+                ..write(id, rb)
+            };
+            a.post_send(&wr).unwrap();
+            a.poll_transmit(at(10 + 40 * id), &mut buf).unwrap();
+        }
+        assert_eq!(a.poll_timeout(), Some(at(260)));
     }
 
     #[test]

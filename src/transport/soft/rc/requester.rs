@@ -25,7 +25,7 @@ use super::gbn::GbnLoss;
 use super::mr::Span;
 use super::packet::{self, Response, Seg};
 use super::psn::Psn;
-use super::rto::Rto;
+use super::rto::{FEW_IN_FLIGHT, Rto};
 use super::sack::Sack;
 use super::time::{Instant, Now};
 use super::timer::{self, Timer, TimerTable};
@@ -130,6 +130,9 @@ pub(super) struct Requester {
     started_retry: bool,
     /// The retransmission timer and the RNR wait (nothing is sent while it runs).
     timers: TimerTable,
+    /// When the silence the retransmission timer measures began: the last progress, or the
+    /// question (a packet with AckReq) that followed a time when the peer owed no answer.
+    silent_since: Instant,
     /// Receive-consuming messages posted so far (the next one's `recv_seq`).
     recv_seq_next: u32,
     /// How loss is recovered from, and that recovery's own state.
@@ -143,6 +146,11 @@ pub(super) struct Requester {
     cap: u32,
     /// DCQCN's reaction point and the pacer that holds requests to its rate (`--cc`).
     rate: RateControl,
+    /// A PFC pause holds this side's requests (the datapath says so: `Qp::hold_requests`).
+    paused: bool,
+    /// The pacer or a pause held a packet since the last packet that asked for an answer: the
+    /// next question may leave long after the last progress (see `poll_transmit`).
+    held_since_asked: bool,
 }
 
 impl Requester {
@@ -180,12 +188,15 @@ impl Requester {
             rnr_left: rnr_retry,
             started_retry: false,
             timers: TimerTable::default(),
+            silent_since: Instant::ZERO,
             recv_seq_next: 0,
             recovery,
             rto: Rto::default(),
             cap: u32::MAX,
             foreign_nak: None,
             rate,
+            paused: false,
+            held_since_asked: false,
         }
     }
 
@@ -212,6 +223,13 @@ impl Requester {
         self.next_psn = self.next_psn.add(npkts);
         let pushed = self.sq.push_back(wqe);
         debug_assert!(pushed.is_ok(), "post_send checks room first");
+    }
+
+    /// While `held` (a PFC pause of data's priority), no request leaves: a silence then is this
+    /// side's, not the peer's (see [`held_back`](Self::held_back)).
+    pub(super) fn hold(&mut self, held: bool) {
+        self.paused = held;
+        self.held_since_asked |= held;
     }
 
     /// A CNP for this queue pair arrived at `now`, `bytes` of payload sent so far: DCQCN cuts.
@@ -295,6 +313,16 @@ impl Requester {
                     if !self.outstanding() {
                         continue;
                     }
+                    if self.held_back(ctx) {
+                        // Not a silence of the peer: nothing that left asked for an answer, and
+                        // the next packet, which may go, is held on this side (the pacer, a PFC
+                        // pause). It asks when it leaves, and the timer runs from then
+                        // (`poll_transmit`); until then it waits, resending nothing.
+                        self.noack_pkts = ctx.cfg.ack_req_every;
+                        self.held_since_asked = true;
+                        self.arm(now, ctx);
+                        continue;
+                    }
                     ctx.counters.timeouts += 1;
                     let outcome = match self.recovery {
                         LossRecovery::Selective(_) => self.sr_timeout(ctx),
@@ -339,12 +367,72 @@ impl Requester {
 
     /// Arms (or stops) the retransmission timer after progress.
     fn rearm(&mut self, now: Instant, ctx: &Ctx<'_>) {
-        match self.retx_timeout(ctx) {
-            Some(t) if self.outstanding() => {
-                self.timers.set(Timer::Retransmit, now.saturating_add(t))
-            }
-            _ => self.timers.stop(Timer::Retransmit),
+        if self.outstanding() {
+            self.arm(now, ctx);
+        } else {
+            self.timers.stop(Timer::Retransmit);
         }
+    }
+
+    /// Starts the retransmission timer's silence at `now`.
+    #[inline]
+    fn arm(&mut self, now: Instant, ctx: &Ctx<'_>) {
+        self.silent_since = now;
+        match self.retx_timeout(ctx) {
+            Some(t) => self.timers.set(Timer::Retransmit, now.saturating_add(t)),
+            None => self.timers.stop(Timer::Retransmit),
+        }
+    }
+
+    /// More than [`FEW_IN_FLIGHT`] PSNs are out now: when more work waits behind them (a stream
+    /// filling its window, however its packets are spaced, not a ping-pong whose application
+    /// posts each unsignaled ping after the last pong), a running timer's deadline moves to the
+    /// larger floor, counted from the same start; armed for a ping-pong's few packets, it would
+    /// time out a window's first ACK at the small floor.
+    #[cold]
+    fn floor_rose(&mut self, ctx: &Ctx<'_>) {
+        if self.cursor < self.sq.len()
+            && self.timers.get(Timer::Retransmit).is_some()
+            && let Some(t) = self.retx_timeout(ctx)
+        {
+            let at = self.silent_since.saturating_add(t);
+            self.timers.set(Timer::Retransmit, at);
+        }
+    }
+
+    /// A packet that asks for an answer leaves after the pacer or a pause held packets: when
+    /// nothing out had asked (the peer owed no answer, and the question may leave long past the
+    /// last progress), the peer's silence starts now. Called before `asked_high` moves.
+    #[cold]
+    fn asked_after_hold(&mut self, now: &mut impl Now, ctx: &Ctx<'_>) {
+        self.held_since_asked = false;
+        if self.comp_psn.before(self.asked_high) {
+            return;
+        }
+        match self.retx_timeout(ctx) {
+            Some(t) => self.start_silence(now.now(), t, ctx),
+            None => self.timers.stop(Timer::Retransmit),
+        }
+    }
+
+    /// Whether an expired retransmission timer found the peer owing nothing and this side holding
+    /// the packet that would ask: no packet out asked for an answer (all were unsignaled, or asked
+    /// and were answered), the next one may go by the window, the endpoint's cap, the RNR wait
+    /// and the READ/atomic limit, and the pacer (DCQCN limits the rate) or a PFC pause holds it.
+    /// Timing out then would resend packets that are not lost, only not yet asked about. (Nothing
+    /// held, the timeout stands: unsignaled packets may have been lost, and the responder owes no
+    /// word on them.)
+    fn held_back(&self, ctx: &Ctx<'_>) -> bool {
+        let Some(w) = self.sq.get(self.cursor) else {
+            return false;
+        };
+        (self.paused || self.rate.limited())
+            && !self.comp_psn.before(self.asked_high)
+            && self.req_psn.diff(self.comp_psn) < self.window(ctx).min(self.cap) as i32
+            && self.timers.get(Timer::Rnr).is_none()
+            && !(w.is_read_or_atomic()
+                && !w.started
+                && self.rd_atomic_inflight >= ctx.cfg.max_rd_atomic)
     }
 
     /// The ACK timeout for the next arming: the configured one, doubled per retry already spent
@@ -440,6 +528,7 @@ impl Requester {
         if self.rate.limited() {
             let t = now.now().as_nanos();
             if !self.rate.may_send(t, ctx.counters.tx_payload_bytes) {
+                self.held_since_asked = true;
                 let due = Instant::from_nanos(self.rate.due());
                 self.timers.set(Timer::Pace, due);
                 return None;
@@ -481,9 +570,17 @@ impl Requester {
             self.rto.time(psn, now.now());
         }
         if next.after(self.sent_high) {
+            let crossed = next.diff(self.comp_psn) > FEW_IN_FLIGHT
+                && self.sent_high.diff(self.comp_psn) <= FEW_IN_FLIGHT;
             self.sent_high = next;
+            if crossed && self.recovery.fast() {
+                self.floor_rose(ctx);
+            }
         }
         if sent.asked && next.after(self.asked_high) {
+            if self.held_since_asked {
+                self.asked_after_hold(now, ctx);
+            }
             self.asked_high = next;
         }
         self.sent(now, sent.payload, ctx);
@@ -505,15 +602,22 @@ impl Requester {
         if self.timers.get(Timer::Retransmit).is_none()
             && let Some(t) = self.retx_timeout(ctx)
         {
-            let at = now.now();
-            // The starting rate DCQCN cuts from is measured from the first packet on.
-            self.rate.mark(at.as_nanos(), ctx.counters.tx_payload_bytes);
-            self.timers.set(Timer::Retransmit, at.saturating_add(t));
+            self.start_silence(now.now(), t, ctx);
         }
         ctx.counters.tx_payload_bytes += payload as u64;
         if self.rate.limited() {
             self.rate.sent(now.now().as_nanos(), payload);
         }
+    }
+
+    /// The retransmission timer runs `t` from `at`, when a packet left (before its payload is
+    /// counted).
+    #[inline]
+    fn start_silence(&mut self, at: Instant, t: Duration, ctx: &Ctx<'_>) {
+        // The starting rate DCQCN cuts from is measured from the first packet on.
+        self.rate.mark(at.as_nanos(), ctx.counters.tx_payload_bytes);
+        self.silent_since = at;
+        self.timers.set(Timer::Retransmit, at.saturating_add(t));
     }
 
     /// A resend that was just emitted: counted as such, and the timer runs.

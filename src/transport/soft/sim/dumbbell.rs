@@ -29,6 +29,15 @@ pub struct DumbbellConfig {
     pub stagger_ns: u64,
     /// The queue pairs' attributes (QPNs, PSNs and keys are filled in per flow).
     pub qp: QpConfig,
+    /// Share of packets each access link loses (0: none).
+    pub access_loss: f64,
+    /// `(period, held)`, ns: every sender's transmissions are held for the first `held` ns of
+    /// every `period`, as a PFC pause holds them in the datapath (timers still fire).
+    pub pause: Option<(u64, u64)>,
+    /// Each sender's NIC takes a packet from its queue pair only once the last one has left at
+    /// its line rate, as a NIC does (off: the queue pair hands every packet it may send to the
+    /// access link at once, which queues them, and its timers run for packets still queued).
+    pub nic_holds: bool,
 }
 
 /// One flow's two queue pairs and links.
@@ -62,6 +71,7 @@ impl Dumbbell {
         let access = LinkConfig {
             delay_ns: cfg.link_delay_ns,
             rate_gbps: cfg.line_gbps,
+            loss: cfg.access_loss,
             ..LinkConfig::perfect()
         };
         let reverse = LinkConfig {
@@ -126,6 +136,26 @@ impl Dumbbell {
         self.flows[i].tx.counters().retransmitted_packets
     }
 
+    /// Flow `i`'s sender's retransmission timeouts.
+    pub fn timeouts(&self, i: usize) -> u64 {
+        self.flows[i].tx.counters().timeouts
+    }
+
+    /// Whether a pause holds the senders at `now`, and when the current pause or run ends.
+    fn paused(&self, now: u64) -> (bool, u64) {
+        match self.cfg.pause {
+            Some((period, held)) => {
+                let start = now - now % period;
+                if now < start + held {
+                    (true, start + held)
+                } else {
+                    (false, start + period)
+                }
+            }
+            None => (false, u64::MAX),
+        }
+    }
+
     /// What the port did.
     pub fn port_stats(&self) -> BottleneckStats {
         self.port.stats
@@ -135,6 +165,7 @@ impl Dumbbell {
     fn pump(&mut self) {
         let now_i = Instant::from_nanos(self.now);
         let now = self.now;
+        let (paused, _) = self.paused(now);
         loop {
             let mut moved = false;
             for (i, f) in self.flows.iter_mut().enumerate() {
@@ -159,7 +190,11 @@ impl Dumbbell {
                         f.next_wr += 1;
                     }
                 }
-                while let Some(n) = f.tx.poll_transmit(now_i, &mut self.buf) {
+                let holds = self.cfg.nic_holds;
+                while let Some(n) = (!paused && (!holds || f.access.busy_until() <= now))
+                    .then(|| f.tx.poll_transmit(now_i, &mut self.buf))
+                    .flatten()
+                {
                     f.access.send(now, &self.buf[..n]);
                     moved = true;
                 }
@@ -176,6 +211,10 @@ impl Dumbbell {
                     f.tx.handle_packet(now_i, &p);
                     moved = true;
                 }
+                // A pause, or the NIC's line still busy with what it took, holds the next request
+                // on this side: the queue pair's timers must know (a silence then is not the
+                // peer's).
+                f.tx.hold_requests(paused || (holds && f.access.busy_until() > now));
                 for qp in [&mut f.tx, &mut f.rx] {
                     if qp.poll_timeout().is_some_and(|t| t <= now_i) {
                         qp.handle_timeout(now_i);
@@ -215,6 +254,7 @@ impl Dumbbell {
             .iter()
             .flat_map(|f| {
                 [
+                    Some(f.access.busy_until()).filter(|&t| self.cfg.nic_holds && t > self.now),
                     f.access.next_arrival(),
                     f.reverse.next_arrival(),
                     f.tx.poll_timeout().map(Instant::as_nanos),
@@ -224,6 +264,7 @@ impl Dumbbell {
             .flatten()
             .chain(self.port.next_arrival())
             .chain(starts)
+            .chain(self.cfg.pause.map(|_| self.paused(self.now).1))
             .min()
     }
 
@@ -262,6 +303,9 @@ mod tests {
             message: 65_536,
             stagger_ns: 2_000_000,
             qp,
+            access_loss: 0.0,
+            pause: None,
+            nic_holds: false,
         }
     }
 
@@ -485,13 +529,7 @@ mod tests {
         // (Kmin 4 KB, Kmax 16 KB, Pmax 0.2: HPCC's scaled to the rate), a ~100 µs round trip before
         // the queue, and the study's DCQCN (`CcParams::slow_link`). ConnectX's defaults here held
         // the flows to 57 % with 15,657 drops, the paper's 55 µs timers to 93 % (docs/congestion.md).
-        let mut cfg = setup(4, CongestionControl::Dcqcn, CcParams::slow_link(1_000));
-        cfg.line_gbps = 1.0;
-        cfg.bottleneck.rate_gbps = 1.0;
-        cfg.bottleneck.kmin_bytes = 4_000;
-        cfg.bottleneck.kmax_bytes = 16_000;
-        cfg.bottleneck.pmax = 0.2;
-        cfg.link_delay_ns = 30_000;
+        let mut cfg = study_link(4);
         cfg.stagger_ns = 10_000_000;
         let mut sim = Dumbbell::new(cfg, 3);
         let g = goodputs(&mut sim, 500_000_000, 1_000_000_000);
@@ -504,5 +542,108 @@ mod tests {
             (0..4).all(|i| sim.sender_cc(i).rp_rate_cuts > 0),
             "every flow was cut"
         );
+    }
+
+    /// The study's slow link (`roce_compare --congestion`): 1 Gb/s NICs into a 1 Gb/s port with
+    /// the switch's RED (Kmin 4 KB, Kmax 16 KB, Pmax 0.2), 30 µs each way, DCQCN at
+    /// `CcParams::slow_link`.
+    fn study_link(flows: usize) -> DumbbellConfig {
+        let mut cfg = setup(flows, CongestionControl::Dcqcn, CcParams::slow_link(1_000));
+        cfg.line_gbps = 1.0;
+        cfg.bottleneck.rate_gbps = 1.0;
+        cfg.bottleneck.kmin_bytes = 4_000;
+        cfg.bottleneck.kmax_bytes = 16_000;
+        cfg.bottleneck.pmax = 0.2;
+        cfg.link_delay_ns = 30_000;
+        cfg
+    }
+
+    /// [`study_link`] with the queue pairs as two soft endpoints set them (go-back-N with its
+    /// probe and loss-reactive window, or selective repeat: both with the fast retransmission
+    /// timeout).
+    fn slow_link(flows: usize, recovery: crate::params::Recovery) -> DumbbellConfig {
+        let mut cfg = study_link(flows);
+        cfg.stagger_ns = 5_000_000;
+        cfg.qp.recovery = recovery;
+        cfg.qp.gbn_fast = true;
+        cfg.qp.gbn_loss_window = true;
+        // A packet queued in the NIC has not left: the first window waits there, not in the
+        // queue pair, and the timers run from when each packet goes (as a NIC's).
+        cfg.nic_holds = true;
+        cfg
+    }
+
+    /// Each flow's (retransmitted packets, timeouts).
+    fn resends(sim: &Dumbbell) -> Vec<(u64, u64)> {
+        (0..sim.flows.len())
+            .map(|i| (sim.retransmitted(i), sim.timeouts(i)))
+            .collect()
+    }
+
+    #[test]
+    fn paced_queue_pairs_that_lose_nothing_resend_nothing_and_still_resend_a_loss() {
+        // DCQCN cuts four flows to a quarter of the port each: a 64 KiB WRITE (16 packets, the
+        // last asking for an ACK) then takes ~2 ms to leave, twice the fast retransmission
+        // timeout's floor. The timer used to run from the last ACK while the pacer held the
+        // question, and fired on packets that were paced, not lost (issue 29's 11,612 resends
+        // per 3 s with 0 gaps). Nothing is lost here, so nothing may be sent twice.
+        use crate::params::Recovery;
+        for recovery in [Recovery::Gbn, Recovery::Sr] {
+            let mut sim = Dumbbell::new(slow_link(4, recovery), 3);
+            sim.run(200_000_000, |_| {});
+            let port = sim.port_stats();
+            assert_eq!(port.dropped, 0, "{recovery:?}: {port:?}");
+            assert!(
+                (0..4).all(|i| sim.sender_cc(i).rp_rate_cuts > 0 && sim.delivered(i) > 0),
+                "{recovery:?}: every flow was cut and delivered"
+            );
+            assert!(
+                resends(&sim).iter().all(|&r| r == (0, 0)),
+                "{recovery:?}: (resent, timeouts) per flow {:?}",
+                resends(&sim)
+            );
+            // A lost packet is still found and sent again, and every WRITE completes (the
+            // simulation asserts each completion's success).
+            let mut cfg = slow_link(4, recovery);
+            cfg.access_loss = 0.001;
+            let mut sim = Dumbbell::new(cfg, 3);
+            sim.run(200_000_000, |_| {});
+            let resent: u64 = (0..4).map(|i| sim.retransmitted(i)).sum();
+            assert!(resent > 0, "{recovery:?}: {:?}", resends(&sim));
+            assert!((0..4).all(|i| sim.delivered(i) > 1_000_000), "{recovery:?}");
+        }
+    }
+
+    #[test]
+    fn a_pfc_paused_sender_resends_nothing_that_was_not_lost() {
+        // Two flows without congestion control into a port that keeps up; PFC holds both senders
+        // for 3 ms of every 5 ms, timers running, as the datapath holds a paused priority. A
+        // pause catches a WRITE half sent: its first packets are out and asked nothing, its last
+        // (the one that asks) waits. The timer used to fire on the silence the pause made and
+        // probe, and the responder counted the resends as duplicates.
+        use crate::params::Recovery;
+        for recovery in [Recovery::Gbn, Recovery::Sr] {
+            let mut cfg = slow_link(2, recovery);
+            cfg.qp.cc = CongestionControl::None;
+            cfg.bottleneck.rate_gbps = 10.0;
+            cfg.stagger_ns = 0;
+            cfg.pause = Some((5_000_000, 3_000_000));
+            let mut sim = Dumbbell::new(cfg.clone(), 5);
+            sim.run(100_000_000, |_| {});
+            assert_eq!(sim.port_stats().dropped, 0, "{recovery:?}");
+            assert!((0..2).all(|i| sim.delivered(i) > 1_000_000), "{recovery:?}");
+            assert!(
+                resends(&sim).iter().all(|&r| r == (0, 0)),
+                "{recovery:?}: (resent, timeouts) per flow {:?}",
+                resends(&sim)
+            );
+            // Paused and lossy: what is lost is resent, and everything completes.
+            cfg.access_loss = 0.002;
+            let mut sim = Dumbbell::new(cfg, 5);
+            sim.run(100_000_000, |_| {});
+            let resent: u64 = (0..2).map(|i| sim.retransmitted(i)).sum();
+            assert!(resent > 0, "{recovery:?}: {:?}", resends(&sim));
+            assert!((0..2).all(|i| sim.delivered(i) > 1_000_000), "{recovery:?}");
+        }
     }
 }
