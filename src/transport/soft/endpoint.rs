@@ -46,6 +46,7 @@ pub(crate) use super::counters::SoftCounters;
 
 mod cm;
 mod datapath;
+mod event;
 #[cfg(test)]
 mod tests;
 
@@ -622,6 +623,10 @@ impl Endpoint for SoftEndpoint {
     }
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize> {
+        // One flag on the busy-polling path; `-e`'s sleep is out of line (`event`).
+        if self.cfg.events {
+            return self.poll_or_sleep(out);
+        }
         self.poll(out)
     }
 

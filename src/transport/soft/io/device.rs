@@ -134,6 +134,9 @@ pub(crate) trait Backend: Device<Addr = Option<SocketAddr>, Meta = RxMeta> + Siz
 
     /// What it is, for the run header: socket, address or interface, and how it batches.
     fn describe(&self) -> String;
+
+    /// The socket a side sleeps on under `-e` (`poll(2)` for POLLIN): the one it receives from.
+    fn wait_fd(&self) -> std::os::fd::BorrowedFd<'_>;
 }
 
 /// A place finished RoCE packets leave through and arrive from, in batches.

@@ -144,6 +144,10 @@ macro_rules! backends {
                 fn describe(&self) -> String {
                     match self { $(Nic::$variant(d) => d.describe(),)+ }
                 }
+
+                fn wait_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                    match self { $(Nic::$variant(d) => d.wait_fd(),)+ }
+                }
             }
         }
     };

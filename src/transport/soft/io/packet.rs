@@ -533,6 +533,11 @@ impl Backend for PacketDevice {
         None
     }
 
+    fn wait_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // A ring's frames make the socket readable as recvmmsg's do.
+        std::os::fd::AsFd::as_fd(&self.sock.fd)
+    }
+
     fn takes_super_frames(&self) -> bool {
         self.sock.vnet_hdr()
     }

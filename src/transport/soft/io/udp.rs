@@ -581,6 +581,11 @@ impl Backend for UdpDevice {
         Some(self.sock.local_addr())
     }
 
+    fn wait_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.sock.fd.as_fd()
+    }
+
     fn takes_super_frames(&self) -> bool {
         true
     }
