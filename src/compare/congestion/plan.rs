@@ -59,8 +59,8 @@ pub(crate) struct CongestionArgs {
     #[arg(long, requires = "congestion")]
     pub(crate) no_victim: bool,
     /// Core of both of the victim's sides, or `split`: its client on the senders' core and its server
-    /// on the receiver's [default: split]. The victim busy-polls like the flows: whatever shares a
-    /// core with it gets part of that core, and on one core its two sides wait for each other.
+    /// on the receiver's [default: split]. The victim sleeps on events (-e) under SCHED_FIFO (as
+    /// root), so a packet for it preempts the busy-polling flow on its core at once.
     #[arg(long, value_name = "N|split", requires = "congestion", value_parser = parse_victim_cpu)]
     pub(crate) victim_cpu: Option<VictimCores>,
     /// The victim's message size, bytes.

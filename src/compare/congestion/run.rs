@@ -209,19 +209,17 @@ impl VictimSched {
     /// The table's note: how the victim ran, and why when not as asked.
     fn note(&self) -> String {
         let how = "the victim (and its idle reference, the same way) ran event-driven (-e: it \
-                   sleeps in poll(2) until a packet comes)";
+                   sleeps in poll(2) until a packet comes; its socket's filter passes only its own \
+                   queue pairs' frames, not the flows')";
         match &self.0 {
             Ok(p) => format!(
                 "{how} under SCHED_FIFO priority {p}: a packet for it preempts the busy-polling \
-                 bulk processes on its core at once, as a NIC serves a latency-sensitive queue; \
-                 its server also reads (and drops) every frame of the flows: one interface in the \
-                 receiver's namespace"
+                 bulk processes on its core at once, as a NIC serves a latency-sensitive queue"
             ),
             Err(e) => format!(
                 "{how} under the normal scheduler: SCHED_FIFO was refused ({e}; it needs root or an \
                  RLIMIT_RTPRIO of {VICTIM_FIFO} or more), so a packet for it waits for the \
-                 busy-polling bulk process on its core to be descheduled; its server also reads \
-                 (and drops) every frame of the flows: one interface in the receiver's namespace"
+                 busy-polling bulk process on its core to be descheduled"
             ),
         }
     }
