@@ -327,7 +327,7 @@ pub(crate) struct Args {
     /// for the end of the test), instead of spinning on its core. It frees the core for other
     /// processes at the cost of a wake-up on every message (latency rises by the scheduler's
     /// wake-up time). Local to this side, as in perftest (soft, tcp only).
-    #[arg(short = 'e', long = "events")]
+    #[arg(short = 'e', long = "events", group = PER_HOST)]
     pub events: bool,
 
     /// What moves the bytes: auto picks verbs for an RDMA device and soft for a network interface.

@@ -142,29 +142,9 @@ impl Plan for PacketConfig {
 /// receive, for AF_PACKET as for everyone else. A RoCE v2 frame pays one more compare in the
 /// kernel for the MAC Control test; the datapath tells the two apart by the same two bytes.
 pub(crate) fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
-    const LD_H_ABS: u16 = 0x28; // BPF_LD | BPF_H | BPF_ABS
-    const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
-    const LD_H_IND: u16 = 0x48; // BPF_LD | BPF_H | BPF_IND
-    const LDX_MSH: u16 = 0xb1; // BPF_LDX | BPF_B | BPF_MSH
-    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    use super::qp_filter::cbpf::*;
     const ACCEPT: usize = 16;
     const DROP: usize = 17;
-    // Jumps are written with absolute targets and converted to the relative offsets BPF wants.
-    let at = |idx: usize, target: usize| (target - idx - 1) as u8;
-    let op = |code: u16, k: u32| libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let jmp = |idx: usize, code: u16, k: u32, t: usize, f: usize| libc::sock_filter {
-        code,
-        jt: at(idx, t),
-        jf: at(idx, f),
-        k,
-    };
     let port = udp_port as u32;
     vec![
         op(LD_H_ABS, 12),
@@ -183,7 +163,7 @@ pub(crate) fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
         jmp(13, JEQ_K, 17, 14, DROP),
         op(LD_H_ABS, 56),
         jmp(15, JEQ_K, port, ACCEPT, DROP),
-        op(RET_K, 262_144),
+        op(RET_K, ACCEPT_ALL),
         op(RET_K, 0),
     ]
 }

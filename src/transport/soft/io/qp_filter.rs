@@ -5,8 +5,52 @@
 //! and victim server) then no longer read, and drop as "unknown QP", each other's frames: the
 //! kernel drops them at the socket, before they cost a copy or a turn of the poll loop.
 
-/// Bytes of a frame the filter accepts: all of it.
-const ACCEPT_ALL: u32 = 262_144;
+use cbpf::*;
+
+/// Classic BPF as the socket filters write it: the opcodes they use and the two instruction
+/// shapes, jumps given absolute targets (converted to the offsets from the next instruction).
+pub(crate) mod cbpf {
+    pub(crate) const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    pub(crate) const LD_H_ABS: u16 = 0x28; // BPF_LD | BPF_H | BPF_ABS
+    pub(crate) const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
+    pub(crate) const LD_W_IND: u16 = 0x40; // BPF_LD | BPF_W | BPF_IND
+    pub(crate) const LD_H_IND: u16 = 0x48; // BPF_LD | BPF_H | BPF_IND
+    pub(crate) const LDX_MSH: u16 = 0xb1; // BPF_LDX | BPF_B | BPF_MSH
+    pub(crate) const AND_K: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
+    pub(crate) const JA: u16 = 0x05; // BPF_JMP | BPF_JA
+    pub(crate) const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    pub(crate) const JGT_K: u16 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
+    pub(crate) const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    pub(crate) const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+    pub(crate) const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    /// What an accepting `ret` keeps of a frame: all of it.
+    pub(crate) const ACCEPT_ALL: u32 = 262_144;
+
+    /// An instruction without a conditional jump.
+    pub(crate) fn op(code: u16, k: u32) -> libc::sock_filter {
+        libc::sock_filter {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        }
+    }
+
+    /// Instruction `idx`, a conditional jump to `t` when true and `f` when false.
+    pub(crate) fn jmp(idx: usize, code: u16, k: u32, t: usize, f: usize) -> libc::sock_filter {
+        libc::sock_filter {
+            code,
+            jt: (t - idx - 1) as u8,
+            jf: (f - idx - 1) as u8,
+            k,
+        }
+    }
+
+    /// Instruction `idx`, an unconditional jump to `target`.
+    pub(crate) fn ja(idx: usize, target: usize) -> libc::sock_filter {
+        op(JA, (target - idx - 1) as u32)
+    }
+}
 
 /// The queue pairs an endpoint owns: `count` consecutive QPNs from `first`, modulo 2^24 (the
 /// planner's numbering, which may wrap).
@@ -59,36 +103,9 @@ impl QpRange {
 ///
 /// A frame too short for a load ends the program with 0 (dropped), as the RoCE filter's do.
 pub(crate) fn qp_filter(udp_port: u16, qps: QpRange) -> Vec<libc::sock_filter> {
-    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-    const LD_H_ABS: u16 = 0x28; // BPF_LD | BPF_H | BPF_ABS
-    const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
-    const LD_W_IND: u16 = 0x40; // BPF_LD | BPF_W | BPF_IND
-    const LD_H_IND: u16 = 0x48; // BPF_LD | BPF_H | BPF_IND
-    const LDX_MSH: u16 = 0xb1; // BPF_LDX | BPF_B | BPF_MSH
-    const AND_K: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
-    const JA: u16 = 0x05; // BPF_JMP | BPF_JA
-    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const JGT_K: u16 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
-    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-    const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
     const QPN: usize = 21;
     const ACCEPT: usize = 25;
     const DROP: usize = 26;
-    let at = |idx: usize, target: usize| (target - idx - 1) as u8;
-    let op = |code: u16, k: u32| libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let ja = |idx: usize, target: usize| op(JA, (target - idx - 1) as u32);
-    let jmp = |idx: usize, code: u16, k: u32, t: usize, f: usize| libc::sock_filter {
-        code,
-        jt: at(idx, t),
-        jf: at(idx, f),
-        k,
-    };
     let port = u32::from(udp_port);
     let (first, last) = (qps.first & 0xff_ffff, qps.last());
     // Wrapped, the range is [first, 2^24) and [0, last]: at or above first passes at once.
