@@ -141,7 +141,7 @@ pub(crate) fn transport_flags(transport: TransportKind, a: &Args) -> Result<(), 
     }
     if transport == TransportKind::Verbs {
         refuse_first_given!(format!("--transport {transport}");
-            a.events, "-e" => "roceperf busy-polls a verbs completion queue (no completion channel yet); drop -e, or run --transport soft or tcp";
+            a.events, "-e" => "roceperf busy-polls a verbs completion queue (it opens no completion channel); run --transport soft or tcp to sleep on events";
         );
     }
     Ok(())
