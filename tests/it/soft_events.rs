@@ -11,24 +11,37 @@ use roceperf::transport::soft::endpoint::{SoftConfig, SoftEndpoint};
 use soft_support::endpoints::{connect, exchange, free_port, udp_cfg};
 use std::time::{Duration, Instant};
 
-/// This thread's CPU time (user + system) so far.
-fn thread_cpu() -> Duration {
+/// This thread's CPU time (user + system) so far, and how many times it gave up the CPU by itself
+/// (slept: voluntary context switches).
+fn thread_usage() -> (Duration, i64) {
     // SAFETY: all-zero is a valid rusage, which getrusage fills in.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `u` is a live rusage; RUSAGE_THREAD is this thread.
     assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
     let t = |v: libc::timeval| Duration::new(v.tv_sec as u64, v.tv_usec as u32 * 1000);
-    t(u.ru_utime) + t(u.ru_stime)
+    (t(u.ru_utime) + t(u.ru_stime), u.ru_nvcsw)
 }
 
-/// Polls `ep` for `wall` with nothing arriving; the CPU time this thread took meanwhile.
-fn cpu_while_waiting(ep: &mut SoftEndpoint, wall: Duration) -> (Duration, Duration) {
+/// What waiting on `ep` for `wall` with nothing arriving cost this thread.
+struct Waited {
+    cpu: Duration,
+    wall: Duration,
+    sleeps: i64,
+}
+
+/// Polls `ep` for `wall` with nothing arriving.
+fn wait_on(ep: &mut SoftEndpoint, wall: Duration) -> Waited {
     let mut out = [roceperf::transport::Completion::EMPTY; 16];
-    let (c0, t0) = (thread_cpu(), Instant::now());
+    let ((c0, s0), t0) = (thread_usage(), Instant::now());
     while t0.elapsed() < wall {
         assert_eq!(ep.poll_cq(&mut out).unwrap(), 0, "nothing was posted");
     }
-    (thread_cpu() - c0, t0.elapsed())
+    let (c1, s1) = thread_usage();
+    Waited {
+        cpu: c1 - c0,
+        wall: t0.elapsed(),
+        sleeps: s1 - s0,
+    }
 }
 
 #[test]
@@ -45,20 +58,27 @@ fn an_event_driven_endpoint_moves_every_byte_and_sleeps_while_it_waits() {
     connect(&mut a, &mut b);
     // WRITE, SEND with immediate and READ, every byte checked at the other end.
     exchange(&mut a, &mut b);
-    // The peer sends nothing now: a sleeps in poll(2) (waking at least every millisecond).
-    let (cpu, wall) = cpu_while_waiting(&mut a, Duration::from_millis(400));
+    // The peer sends nothing now: a sleeps in poll(2), waking at least every millisecond (a
+    // loaded machine only lowers the CPU time it gets).
+    let w = wait_on(&mut a, Duration::from_millis(400));
     assert!(
-        cpu < wall / 4,
-        "-e: {cpu:?} of CPU over {wall:?} of waiting; a sleeping side uses little of its core"
+        w.cpu < w.wall / 4,
+        "-e: {:?} of CPU over {:?} of waiting; a sleeping side uses little of its core",
+        w.cpu,
+        w.wall
     );
-    // The same wait busy-polling takes the core (the assertion above can tell them apart).
+    assert!(
+        w.sleeps >= 50,
+        "-e: it slept {} times in {:?}",
+        w.sleeps,
+        w.wall
+    );
+    // The same wait busy-polling never gives up the CPU by itself (what the scheduler takes from
+    // it on a loaded machine are involuntary switches): the sleeps above are -e's.
     let (mut c, mut d) = (open("127.0.5.3", false), open("127.0.5.4", false));
     connect(&mut c, &mut d);
-    let (cpu, wall) = cpu_while_waiting(&mut c, Duration::from_millis(200));
-    assert!(
-        cpu > wall / 4,
-        "busy polling: {cpu:?} of CPU over {wall:?}; the machine may be oversubscribed"
-    );
+    let w = wait_on(&mut c, Duration::from_millis(200));
+    assert!(w.sleeps < 10, "busy polling slept {} times", w.sleeps);
 }
 
 #[test]
