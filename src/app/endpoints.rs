@@ -227,6 +227,7 @@ pub(crate) fn open_soft(plan: &Plan) -> Result<SoftEndpoint, Error> {
     cfg.marks = d.marks.clone();
     cfg.cc = d.cc;
     cfg.cc_params = d.cc_params;
+    cfg.events = plan.events;
     cfg.qps = plan.qps as usize + comm_qps(plan);
     cfg.connection = plan.connection;
     // perftest's -R message queue pair is RC whatever -c says.
@@ -323,7 +324,12 @@ pub(crate) fn open_tcp(plan: &Plan, bind: IpAddr) -> Result<TcpEndpoint, Error> 
         tclass: plan.device.marks.tclass,
         priority: plan.device.marks.sl,
         congestion: plan.device.tcp_congestion.clone(),
-        spin_polls: transport::tcp::DEFAULT_SPIN_POLLS,
+        // -e: sleep after the first idle poll rather than spin for a few hundred.
+        spin_polls: if plan.events {
+            0
+        } else {
+            transport::tcp::DEFAULT_SPIN_POLLS
+        },
     })
     .map_err(|source| setup_error(plan, source))
 }

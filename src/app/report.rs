@@ -191,6 +191,7 @@ pub(crate) fn run_info(
             }),
         connection: (plan.transport != TransportKind::Tcp).then_some(plan.connection),
         rdma_cm: plan.rdma_cm,
+        events: plan.events,
         exchange_rdma_cm: super::endpoints::comm_qps(plan) > 0,
         error: None,
         interrupted: None,

@@ -82,6 +82,7 @@ const HEADINGS: [(&str, &[&str]); 5] = [
             "transport",
             "roce",
             "cpu",
+            "events",
             "ib_port",
             "gid_index",
             "mtu",
@@ -320,6 +321,14 @@ pub(crate) struct Args {
     /// Add a CPU_Util[%] column (duration mode only, as in perftest).
     #[arg(long = "cpu_util")]
     pub cpu_util: bool,
+
+    /// Sleep on CQ events (default poll): when a poll finds nothing to do, the side sleeps in
+    /// poll(2) on its socket until a packet comes or its next timer is due (at most 1 ms, to check
+    /// for the end of the test), instead of spinning on its core. It frees the core for other
+    /// processes at the cost of a wake-up on every message (latency rises by the scheduler's
+    /// wake-up time). Local to this side, as in perftest (soft, tcp only).
+    #[arg(short = 'e', long = "events", group = PER_HOST)]
+    pub events: bool,
 
     /// What moves the bytes: auto picks verbs for an RDMA device and soft for a network interface.
     #[arg(long, value_enum, default_value_t = TransportArg::Auto)]

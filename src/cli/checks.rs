@@ -139,6 +139,11 @@ pub(crate) fn transport_flags(transport: TransportKind, a: &Args) -> Result<(), 
             a.no_gso, "--no-gso" => "it tunes the soft transport's sockets";
         );
     }
+    if transport == TransportKind::Verbs {
+        refuse_first_given!(format!("--transport {transport}");
+            a.events, "-e" => "roceperf busy-polls a verbs completion queue (it opens no completion channel); run --transport soft or tcp to sleep on events";
+        );
+    }
     Ok(())
 }
 

@@ -52,6 +52,8 @@ pub struct Options {
     pub bidirectional: bool,
     /// `--cpu_util`.
     pub cpu_util: bool,
+    /// `-e/--events`: sleep when a poll finds nothing to do instead of spinning.
+    pub events: bool,
     /// `--cpu`.
     pub cpu: Option<usize>,
     /// Warm-up iterations.
@@ -273,6 +275,7 @@ impl Options {
             cq_mod: a.cq_mod,
             bidirectional: a.bidirectional,
             cpu_util: a.cpu_util,
+            events: a.events,
             cpu: a.cpu,
             warmup: a.warmup.unwrap_or(100),
             connect_timeout: Duration::from_secs(a.connect_timeout),

@@ -349,3 +349,17 @@ fn each_binary_s_help_names_its_test_groups_its_flags_and_hides_what_does_not_ap
     // Hidden is not removed: a command line written for another binary still parses.
     assert!(parse(WBW, &["--percentiles", "99"]).is_ok());
 }
+
+#[test]
+fn events_is_local_to_soft_and_tcp_and_refused_on_verbs() {
+    assert!(parse(WBW, &["-e"]).unwrap().events);
+    assert!(parse(WBW, &["--events"]).unwrap().events);
+    assert!(!parse(WBW, &[]).unwrap().events);
+    assert!(parse_raw(WBW, &["-d", "lo", "-e"]).unwrap().events);
+    let verbs = parse_raw(WBW, &["--transport", "verbs", "-e"]).unwrap_err();
+    assert_eq!(
+        verbs.to_string(),
+        "-e does not apply to --transport verbs: roceperf busy-polls a verbs completion queue (it \
+         opens no completion channel); run --transport soft or tcp to sleep on events; drop it"
+    );
+}

@@ -157,6 +157,10 @@ pub(crate) struct LegSpec {
     /// Further flags both sides get (a loss sweep's `--recovery`, `--impair`, `--validate`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra: Vec<String>,
+    /// Both sides run under SCHED_FIFO at this priority (a congestion study's victim, which sleeps
+    /// on events: `-e`); a local run's only, refused from a peer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fifo: Option<u8>,
 }
 
 impl LegSpec {
@@ -167,6 +171,7 @@ impl LegSpec {
             roce: Some(version),
             device: Some(device.to_owned()),
             extra: Vec::new(),
+            fifo: None,
         }
     }
 
@@ -177,6 +182,7 @@ impl LegSpec {
             roce: None,
             device: None,
             extra: Vec::new(),
+            fifo: None,
         }
     }
 
@@ -306,6 +312,12 @@ impl Jobs for Sides {
         let mut leg = leg.clone();
         if self.from_peer {
             leg.validate().map_err(|e| e.to_string())?;
+            if leg.fifo.is_some() {
+                return Err(
+                    "roce_compare --server does not raise a peer's run to real-time priority"
+                        .into(),
+                );
+            }
             if job.side != Side::Server || job.impair.is_some() {
                 return Err(
                     "roce_compare --server runs the server side of a run, unimpaired".into(),
@@ -334,6 +346,8 @@ impl Jobs for Sides {
             args,
             netns: self.netns.clone(),
             env: Vec::new(),
+            // A floor runs as its row's sides do.
+            fifo: leg.fifo,
         })
     }
 

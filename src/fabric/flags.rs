@@ -305,8 +305,18 @@ mod tests {
     #[test]
     fn the_groups_say_what_differs_per_host_and_what_tcp_leaves_out() {
         let names = known().names(|f| f.per_host);
-        assert_eq!(names, ["-d", "-i", "-x", "--cpu", "-v", "--bind", "-W"]);
-        for f in ["--ib-dev", "--gid-index", "--cpu", "--bind", "--verbose"] {
+        assert_eq!(
+            names,
+            ["-d", "-i", "-x", "-e", "--cpu", "-v", "--bind", "-W"]
+        );
+        for f in [
+            "--ib-dev",
+            "--gid-index",
+            "--cpu",
+            "--events",
+            "--bind",
+            "--verbose",
+        ] {
             assert!(per_host(f), "{f}");
         }
         assert!(!per_host("--size"));

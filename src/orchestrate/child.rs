@@ -32,6 +32,9 @@ pub(crate) struct Launch {
     pub(crate) netns: Option<String>,
     /// Variables added to its environment.
     pub(crate) env: Vec<(String, String)>,
+    /// Runs it under SCHED_FIFO at this priority (set before exec, kept across `ip netns exec`'s);
+    /// None: the normal scheduler. The spawn fails when the kernel refuses it.
+    pub(crate) fifo: Option<u8>,
 }
 
 impl Launch {
@@ -42,6 +45,7 @@ impl Launch {
             args,
             netns: None,
             env: Vec::new(),
+            fifo: None,
         }
     }
 }
@@ -152,13 +156,23 @@ impl Child {
             .stdin(Stdio::null())
             .stdout(file(&stdout)?)
             .stderr(file(&stderr)?);
+        let fifo = launch.fifo;
         // SAFETY: prctl is async-signal-safe and touches no memory of the parent; it makes the kernel
         // kill the child when the thread that started it dies (`ip netns exec` execs the binary, which
-        // keeps the setting).
+        // keeps the setting). sched_setscheduler is a plain system call on a value copied into the
+        // closure, and SCHED_FIFO is kept across exec.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(prio) = fifo {
+                    let param = libc::sched_param {
+                        sched_priority: i32::from(prio),
+                    };
+                    if libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });

@@ -148,6 +148,15 @@ pub fn header_block(info: &RunInfo) -> String {
         Some(core) => kv(&mut s, "Pinned core", core),
         None => kv(&mut s, "Pinned core", "none"),
     }
+    kv(
+        &mut s,
+        "Completions",
+        if info.events {
+            "events (-e: sleeps in poll(2) when idle)"
+        } else {
+            "busy polling"
+        },
+    );
     match (info.duration_s, &info.run_infinitely) {
         (_, Some(run)) => kv(
             &mut s,

@@ -139,6 +139,10 @@ pub struct RunInfo {
     /// `-R`: the queue pairs were connected through the CM (rdma_cm); absent when they were not.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rdma_cm: bool,
+    /// `-e/--events`: this side slept on events when idle instead of busy polling; absent when it
+    /// polled.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub events: bool,
     /// `-R --oob perftest`: the setup messages rode a CM-connected queue pair too (perftest's "Data
     /// ex. method : rdma_cm"); the console's business only, not kept in the files.
     #[serde(skip)]
@@ -230,6 +234,7 @@ impl RunInfo {
             exchange_rdma_cm: false,
             rate_limit: None,
             latency_gap_ns: None,
+            events: false,
             run_infinitely: None,
             error: None,
             interrupted: None,

@@ -62,6 +62,7 @@ mod soft_capture;
 mod soft_cm;
 mod soft_congestion;
 mod soft_endpoint;
+mod soft_events;
 mod soft_io_rate;
 mod soft_kernel_rx;
 mod soft_lat_acks;

@@ -11,6 +11,9 @@ pub(crate) const PRIO: u8 = 3;
 pub(crate) const CONVERGE_BAND: f64 = 0.1;
 /// The victim starts this long after the bulk client, once the flows are running.
 pub(crate) const VICTIM_DELAY_MS: u64 = 500;
+/// The victim's SCHED_FIFO priority: under the switch's (10, `roce_switch --fifo`), which must
+/// forward the victim's packets, above every normal process.
+pub(crate) const VICTIM_FIFO: u8 = 5;
 
 /// `roce_compare --congestion`'s flags (flattened into roce_compare's command line).
 #[derive(Debug, Clone, PartialEq, clap::Args)]
@@ -56,8 +59,8 @@ pub(crate) struct CongestionArgs {
     #[arg(long, requires = "congestion")]
     pub(crate) no_victim: bool,
     /// Core of both of the victim's sides, or `split`: its client on the senders' core and its server
-    /// on the receiver's [default: split]. The victim busy-polls like the flows: whatever shares a
-    /// core with it gets part of that core, and on one core its two sides wait for each other.
+    /// on the receiver's [default: split]. The victim sleeps on events (-e) under SCHED_FIFO (as
+    /// root), so a packet for it preempts the busy-polling flow on its core at once.
     #[arg(long, value_name = "N|split", requires = "congestion", value_parser = parse_victim_cpu)]
     pub(crate) victim_cpu: Option<VictimCores>,
     /// The victim's message size, bytes.
@@ -306,10 +309,15 @@ impl Study {
     }
 
     /// The victim's transport: soft RoCE v2 on the data's priority (so PFC pauses it too), no rate
-    /// control (one message in flight needs none).
-    pub(crate) fn victim_leg(&self, device: &str) -> LegSpec {
+    /// control (one message in flight needs none), event-driven (`-e`: it sleeps until a packet
+    /// comes) and, when `fifo` says so, under SCHED_FIFO at that priority: a packet for it then
+    /// preempts the busy-polling bulk processes on its core at once, as a NIC serves its
+    /// latency-sensitive queue, instead of waiting for their time slice to end.
+    pub(crate) fn victim_leg(&self, device: &str, fifo: Option<u8>) -> LegSpec {
         let mut l = LegSpec::roce(TransportChoice::Soft, RoceVersion::V2, device);
         l.extra = soft_flags("none");
+        l.extra.push("-e".into());
+        l.fifo = fifo;
         l
     }
 }
@@ -386,10 +394,12 @@ pub(crate) mod tests {
             (v.test.name(), v.sizes, v.duration),
             ("write_lat", Sizes::One(64), Some(2))
         );
+        let victim = s.victim_leg("veth0", Some(VICTIM_FIFO));
         assert_eq!(
-            s.victim_leg("veth0").extra.join(" "),
-            "--io packet --no-gso -S 3 --cc none"
+            (victim.extra.join(" "), victim.fifo),
+            ("--io packet --no-gso -S 3 --cc none -e".into(), Some(5))
         );
+        assert_eq!(s.victim_leg("veth0", None).fifo, None);
     }
 
     #[test]

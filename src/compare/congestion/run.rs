@@ -6,7 +6,7 @@
 //! ([`run_sides`], `orchestrate::child`), each pair with its own server side.
 
 use super::build::{Left, SwitchCounts, discipline_run};
-use super::plan::{CONVERGE_BAND, PRIO, Study, VICTIM_DELAY_MS, VictimCores};
+use super::plan::{CONVERGE_BAND, PRIO, Study, VICTIM_DELAY_MS, VICTIM_FIFO, VictimCores};
 use super::topology::{HOST_DEV, Host, SwitchSpec, Topology, TopologySpec};
 use crate::compare::leg::{LegSpec, TestSpec, side_args};
 use crate::compare::local::{Cores, effective_caps, missing_v1_privileges};
@@ -177,15 +177,72 @@ fn json(path: &Path) -> Option<serde_json::Value> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
+/// How the victim runs: event-driven always, under SCHED_FIFO at [`VICTIM_FIFO`] when this process
+/// may raise a thread to it (root, or an RLIMIT_RTPRIO that allows it); else why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct VictimSched(Result<u8, String>);
+
+impl VictimSched {
+    /// Tries SCHED_FIFO on a thread of this process that ends at once: what the victim's sides,
+    /// started from it, will be allowed.
+    fn probe() -> VictimSched {
+        let tried = std::thread::spawn(|| {
+            let param = libc::sched_param {
+                sched_priority: i32::from(VICTIM_FIFO),
+            };
+            // SAFETY: `param` is a live sched_param; pid 0 is this thread, which ends next.
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
+                Ok(VICTIM_FIFO)
+            } else {
+                Err(std::io::Error::last_os_error().to_string())
+            }
+        })
+        .join();
+        VictimSched(tried.unwrap_or_else(|_| Err("the probe thread panicked".into())))
+    }
+
+    /// The priority the victim's sides get, if any.
+    fn fifo(&self) -> Option<u8> {
+        self.0.as_ref().ok().copied()
+    }
+
+    /// The table's note: how the victim ran, and why when not as asked.
+    fn note(&self) -> String {
+        let how = "the victim (and its idle reference, the same way) ran event-driven (-e: it \
+                   sleeps in poll(2) until a packet comes; its socket's filter passes only its own \
+                   queue pairs' frames, not the flows')";
+        match &self.0 {
+            Ok(p) => format!(
+                "{how} under SCHED_FIFO priority {p}: a packet for it preempts the busy-polling \
+                 bulk processes on its core at once, as a NIC serves a latency-sensitive queue"
+            ),
+            Err(e) => format!(
+                "{how} under the normal scheduler: SCHED_FIFO was refused ({e}; it needs root or an \
+                 RLIMIT_RTPRIO of {VICTIM_FIFO} or more), so a packet for it waits for the \
+                 busy-polling bulk process on its core to be descheduled"
+            ),
+        }
+    }
+}
+
 /// The victim alone through the idle switch (lossy, nothing else running): its reference.
-fn idle_victim(study: &Study, topo: &Topology, env: &Env) -> Result<Victim, String> {
+fn idle_victim(
+    study: &Study,
+    topo: &Topology,
+    env: &Env,
+    sched: &VictimSched,
+) -> Result<Victim, String> {
     let test = study.victim_test().ok_or("no victim")?;
     let work = env.work.join("idle");
     std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
     let switch = topo
         .start_switch(&switch_spec(study, Discipline::LossyGbn), &work)
         .map_err(|e| e.to_string())?;
-    let victim = leg(study.victim_leg(HOST_DEV), topo, &topo.victim());
+    let victim = leg(
+        study.victim_leg(HOST_DEV, sched.fifo()),
+        topo,
+        &topo.victim(),
+    );
     let (done, _) = pair(
         env,
         env.victim(study),
@@ -225,7 +282,13 @@ fn client_args(spec: &LegSpec, test: &TestSpec, env: &Env, topo: &Topology) -> V
 }
 
 /// One discipline: the switch, the bulk flows and the victim at once, the switch's stats.
-fn discipline(study: &Study, topo: &Topology, env: &Env, d: Discipline) -> DisciplineRun {
+fn discipline(
+    study: &Study,
+    topo: &Topology,
+    env: &Env,
+    d: Discipline,
+    sched: &VictimSched,
+) -> DisciplineRun {
     let work = env.work.join(d.name());
     let test = study.bulk_test();
     let spec = study.bulk_leg(d, HOST_DEV);
@@ -253,7 +316,11 @@ fn discipline(study: &Study, topo: &Topology, env: &Env, d: Discipline) -> Disci
     };
     let bulk = leg(spec, topo, &topo.senders());
     let victim_test = study.victim_test();
-    let victim_leg = leg(study.victim_leg(HOST_DEV), topo, &topo.victim());
+    let victim_leg = leg(
+        study.victim_leg(HOST_DEV, sched.fifo()),
+        topo,
+        &topo.victim(),
+    );
     let ((bulk_done, server_json), victim_done) = std::thread::scope(|s| {
         let b = s.spawn(|| {
             let bulk_work = work.join("bulk");
@@ -316,9 +383,14 @@ fn discipline(study: &Study, topo: &Topology, env: &Env, d: Discipline) -> Disci
     run
 }
 
-/// Who runs where, and a note naming the busy-polling processes that share a core.
-fn placement(env: &Env, study: &Study) -> (Vec<Placement>, Option<String>) {
+/// Who runs where, and a note naming the busy-polling processes that share a core (the victim,
+/// which sleeps on events, is not one of them).
+fn placement(env: &Env, study: &Study, sched: &VictimSched) -> (Vec<Placement>, Option<String>) {
     let (b, v) = (env.bulk(), env.victim(study));
+    let how = match sched.fifo() {
+        Some(p) => format!("event-driven; SCHED_FIFO {p}"),
+        None => "event-driven".into(),
+    };
     let mut p = vec![
         Placement {
             role: "switch (sleeps between departures; SCHED_FIFO)".into(),
@@ -335,20 +407,21 @@ fn placement(env: &Env, study: &Study) -> (Vec<Placement>, Option<String>) {
     ];
     if study.victim.is_some() {
         p.push(Placement {
-            role: "victim client".into(),
+            role: format!("victim client ({how})"),
             core: v.client,
         });
         p.push(Placement {
-            role: "victim server".into(),
+            role: format!("victim server ({how})"),
             core: v.server,
         });
     }
-    (p.clone(), shared_cores(&p[1..], study.victim.is_some()))
+    let shared = shared_cores(&p[1..3]);
+    (p, shared)
 }
 
 /// The note on busy-polling `roles` that share a core (each gets a part of it while the others
 /// run), or None when each has its own.
-fn shared_cores(roles: &[Placement], victim: bool) -> Option<String> {
+fn shared_cores(roles: &[Placement]) -> Option<String> {
     let mut cores: Vec<Option<usize>> = roles.iter().map(|r| r.core).collect();
     cores.sort();
     cores.dedup();
@@ -369,18 +442,10 @@ fn shared_cores(roles: &[Placement], victim: bool) -> Option<String> {
     if shared.is_empty() {
         return None;
     }
-    let mut note = format!(
+    Some(format!(
         "busy-polling processes shared a core ({}): each ran only while the others were off it",
         shared.join("; ")
-    );
-    if victim {
-        note.push_str(
-            "; the victim's idle reference ran on the same cores without the flows, and its server \
-             also reads (and drops) every frame of the flows: one interface in the receiver's \
-             namespace",
-        );
-    }
-    Some(note)
+    ))
 }
 
 /// Runs the study: the document, or a setup error (not root, the topology, the idle victim).
@@ -399,12 +464,16 @@ pub(crate) fn run(
     let prefix = format!("rcg{}", std::process::id() % 100_000);
     let topo = Topology::up(&prefix, &TopologySpec::default()).map_err(|e| e.to_string())?;
     let mut notes = Vec::new();
-    let (placement, shared) = placement(env, study);
+    let sched = VictimSched::probe();
+    let (placement, shared) = placement(env, study, &sched);
     notes.extend(shared);
+    if study.victim.is_some() {
+        notes.push(sched.note());
+    }
     let idle = match study.victim {
         Some(_) => {
             progress.start_step("the victim alone through the idle switch".into());
-            let v = idle_victim(study, &topo, env)?;
+            let v = idle_victim(study, &topo, env, &sched)?;
             progress.finish_size();
             Some(v)
         }
@@ -420,7 +489,7 @@ pub(crate) fn run(
             "{d}: {} flows for {} s",
             study.flows, study.duration_s
         ));
-        runs.push(discipline(study, &topo, env, d));
+        runs.push(discipline(study, &topo, env, d, &sched));
         progress.finish_size();
     }
     progress.finish();
@@ -497,44 +566,69 @@ mod tests {
 
     #[test]
     fn the_victim_is_split_by_default_and_the_note_names_who_shared() {
-        let (p, note) = placement(&env(), &study(&[]));
+        let fifo = VictimSched(Ok(VICTIM_FIFO));
+        let (p, note) = placement(&env(), &study(&[]), &fifo);
         assert_eq!(
             cores(&p)[1..],
             [
                 ("bulk client (senders)", Some(0)),
                 ("bulk server (receiver)", Some(1)),
-                ("victim client", Some(0)),
-                ("victim server", Some(1)),
+                ("victim client (event-driven; SCHED_FIFO 5)", Some(0)),
+                ("victim server (event-driven; SCHED_FIFO 5)", Some(1)),
             ]
         );
-        let note = note.unwrap();
-        assert!(
-            note.contains(
-                "(core 0: bulk client (senders), victim client; core 1: bulk server (receiver), \
-                 victim server)"
-            ),
-            "{note}"
+        // The victim sleeps on events: split, no busy-polling process shares a core.
+        assert_eq!(note, None);
+        assert_eq!(
+            placement(&env(), &study(&["--victim-cpu", "split"]), &fifo).0,
+            p
         );
-        assert!(
-            note.contains("reads (and drops) every frame of the flows"),
-            "{note}"
-        );
-        assert_eq!(placement(&env(), &study(&["--victim-cpu", "split"])).0, p);
-        let (p, note) = placement(&env(), &study(&["--victim-cpu", "1"]));
+        let (p, note) = placement(&env(), &study(&["--victim-cpu", "0"]), &fifo);
         assert_eq!(
             cores(&p)[3..],
-            [("victim client", Some(1)), ("victim server", Some(1))]
+            [
+                ("victim client (event-driven; SCHED_FIFO 5)", Some(0)),
+                ("victim server (event-driven; SCHED_FIFO 5)", Some(0))
+            ]
         );
-        let note = note.unwrap();
+        assert_eq!(
+            note, None,
+            "the victim is not counted among the busy pollers"
+        );
+        // Both bulk sides on one core: they shared it.
+        let one = Env {
+            cores: Cores::choose(Some(1), Some(1)),
+            ..env()
+        };
+        let (_, note) = placement(&one, &study(&[]), &fifo);
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                "busy-polling processes shared a core (core 1: bulk client (senders), bulk \
+                 server (receiver)): each ran only while the others were off it"
+            )
+        );
+        // Without a victim: three roles.
+        let (p, note) = placement(&env(), &study(&["--no-victim"]), &fifo);
+        assert_eq!((p.len(), note), (3, None));
+        // Refused SCHED_FIFO: the placement and the note say so.
+        let refused = VictimSched(Err("Operation not permitted (os error 1)".into()));
+        let (p, _) = placement(&env(), &study(&[]), &refused);
+        assert_eq!(p[3].role, "victim client (event-driven)");
+        let note = refused.note();
         assert!(
-            note.starts_with(
-                "busy-polling processes shared a core (core 1: bulk server (receiver), victim \
-                 client, victim server):"
-            ),
+            note.contains("under the normal scheduler: SCHED_FIFO was refused (Operation not permitted (os error 1); it needs root or an RLIMIT_RTPRIO of 5 or more)"),
             "{note}"
         );
-        // Without a victim each bulk side has its core: nothing to say.
-        let (p, note) = placement(&env(), &study(&["--no-victim"]));
-        assert_eq!((p.len(), note), (3, None));
+        assert!(
+            fifo.note().contains("ran event-driven (-e"),
+            "{}",
+            fifo.note()
+        );
+        assert!(
+            fifo.note().contains("under SCHED_FIFO priority 5"),
+            "{}",
+            fifo.note()
+        );
     }
 }

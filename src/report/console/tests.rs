@@ -202,7 +202,14 @@ fn header_block_keeps_perftest_lines_then_ours() {
     assert_eq!(lines[16], " RoCE version    : v2");
     assert_eq!(lines[17], " Peer            : 127.0.0.1");
     assert_eq!(lines[18], " Pinned core     : 1");
-    assert_eq!(lines[19], " Iterations      : 5000");
+    assert_eq!(lines[19], " Completions     : busy polling");
+    assert_eq!(lines[20], " Iterations      : 5000");
+    let mut events = bw_info();
+    events.events = true;
+    assert!(
+        header_block(&events)
+            .contains("\n Completions     : events (-e: sleeps in poll(2) when idle)\n")
+    );
     // One transport line: perftest's, with ours in brackets.
     assert_eq!(h.matches("Transport").count(), 1, "{h}");
     assert!(lines.contains(

@@ -103,6 +103,9 @@ pub struct SoftConfig {
     /// CNPs). AF_PACKET reads it from the header it has anyway; a UDP socket asks for IP_RECVTOS /
     /// IPV6_RECVTCLASS, so every receive is a `recvmsg` with a control message to read.
     pub read_ce: bool,
+    /// `-e/--events`: a poll that finds nothing to do sleeps in `poll(2)` until a packet comes or
+    /// a timer is due, instead of returning to spin (`endpoint::event`).
+    pub events: bool,
 }
 
 impl SoftConfig {
@@ -155,6 +158,7 @@ impl SoftConfig {
             rc_tail: 0,
             marks: Marks::default(),
             read_ce: true,
+            events: false,
         }
     }
 }

@@ -26,6 +26,7 @@ use super::io::device::Backend;
 use super::io::fault::Impaired;
 use super::io::impair::ImpairConfig;
 use super::io::kernel_rx::KernelRx;
+use super::io::qp_filter::QpRange;
 use super::marks;
 use super::netdev::{GidKind, NetDev};
 use super::path::{LocalEnd, Path, path_to};
@@ -46,6 +47,7 @@ pub(crate) use super::counters::SoftCounters;
 
 mod cm;
 mod datapath;
+mod event;
 #[cfg(test)]
 mod tests;
 
@@ -168,6 +170,15 @@ impl SoftEndpoint {
                 })
             })
             .collect::<std::result::Result<Vec<_>, SoftError>>()?;
+        // Once the queue pairs exist, the socket keeps out the frames of its neighbours' (another
+        // endpoint's on the same interface): they never reach the poll, nor its "unknown QP" count.
+        let mut nic = nic;
+        if let Some(first) = slots.first() {
+            nic.accept_only(QpRange {
+                first: first.qpn,
+                count: slots.len() as u32,
+            })?;
+        }
         let framed = nic.local_addr().is_none();
         let classes = marks::classes(
             cfg.version,
@@ -622,6 +633,10 @@ impl Endpoint for SoftEndpoint {
     }
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize> {
+        // One flag on the busy-polling path; `-e`'s sleep is out of line (`event`).
+        if self.cfg.events {
+            return self.poll_or_sleep(out);
+        }
         self.poll(out)
     }
 

@@ -226,6 +226,15 @@ impl PauseState {
         }
     }
 
+    /// When the first pause still running ends (nanoseconds), if any: a sleeping side (`-e`)
+    /// wakes then to send what it holds.
+    pub(crate) fn next_end(&self) -> Option<u64> {
+        (0..=GLOBAL)
+            .filter(|&i| self.paused & (1 << i) != 0)
+            .map(|i| self.until[i])
+            .min()
+    }
+
     /// Records what the engines were told is held; true when that changed.
     pub(crate) fn tell_held(&mut self, held: Held) -> bool {
         let changed = self.told != held;

@@ -28,7 +28,7 @@ use crate::transport::soft::unreliable::Grh;
 /// Idle polls between two timer checks. Timers are milliseconds (4.096 µs × 2^timeout) or, for an
 /// RNR wait, at least tens of microseconds; an idle poll takes well under a microsecond, so this
 /// schedule moves a timer by a few microseconds while sparing the idle loop a clock read per turn.
-const TIMER_CHECK_EVERY: u32 = 16;
+pub(super) const TIMER_CHECK_EVERY: u32 = 16;
 
 /// Frames one transmission may send once PFC is armed (`PauseState::armed`: from the start on a
 /// tagged AF_PACKET run, else once PFC frames have come): then the poll reads again before it sends

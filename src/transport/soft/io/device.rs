@@ -134,6 +134,14 @@ pub(crate) trait Backend: Device<Addr = Option<SocketAddr>, Meta = RxMeta> + Siz
 
     /// What it is, for the run header: socket, address or interface, and how it batches.
     fn describe(&self) -> String;
+
+    /// Keeps out every RoCE frame not addressed to `qps` (a filter in the kernel, on a socket that
+    /// sees the whole interface's frames: AF_PACKET); a socket the kernel already delivers only
+    /// its own datagrams to (UDP) has nothing to do.
+    fn accept_only(&mut self, qps: super::qp_filter::QpRange) -> Result<(), IoError>;
+
+    /// The socket a side sleeps on under `-e` (`poll(2)` for POLLIN): the one it receives from.
+    fn wait_fd(&self) -> std::os::fd::BorrowedFd<'_>;
 }
 
 /// A place finished RoCE packets leave through and arrive from, in batches.

@@ -30,6 +30,7 @@ pub mod impair;
 pub mod kernel_rx;
 mod nic;
 pub mod packet_gso;
+pub(crate) mod qp_filter;
 pub(crate) mod ring;
 pub(crate) mod slots;
 pub(crate) mod sockaddr;

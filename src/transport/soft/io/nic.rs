@@ -144,6 +144,17 @@ macro_rules! backends {
                 fn describe(&self) -> String {
                     match self { $(Nic::$variant(d) => d.describe(),)+ }
                 }
+
+                fn accept_only(
+                    &mut self,
+                    qps: super::qp_filter::QpRange,
+                ) -> Result<(), IoError> {
+                    match self { $(Nic::$variant(d) => d.accept_only(qps),)+ }
+                }
+
+                fn wait_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                    match self { $(Nic::$variant(d) => d.wait_fd(),)+ }
+                }
             }
         }
     };

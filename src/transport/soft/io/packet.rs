@@ -21,6 +21,7 @@ use super::batch::{RxBatch, RxFrame, TxBatch};
 use super::device::{Backend, Device, Plan, PlanInput, RxMeta};
 use super::kernel_rx::{KernelRx, KernelRxGuard};
 use super::packet_gso::{PacketGsoTx, SUPER_FRAME_SLOT, split_frames};
+use super::qp_filter::{QpRange, qp_filter};
 use super::ring::RxRing;
 use super::{IoError, ROCE_V2_PORT, grow_buffer, move_icrc_to_ipv4_id, setsockopt_int};
 use crate::transport::soft::netdev::NetDev;
@@ -141,29 +142,9 @@ impl Plan for PacketConfig {
 /// receive, for AF_PACKET as for everyone else. A RoCE v2 frame pays one more compare in the
 /// kernel for the MAC Control test; the datapath tells the two apart by the same two bytes.
 pub(crate) fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
-    const LD_H_ABS: u16 = 0x28; // BPF_LD | BPF_H | BPF_ABS
-    const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
-    const LD_H_IND: u16 = 0x48; // BPF_LD | BPF_H | BPF_IND
-    const LDX_MSH: u16 = 0xb1; // BPF_LDX | BPF_B | BPF_MSH
-    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    use super::qp_filter::cbpf::*;
     const ACCEPT: usize = 16;
     const DROP: usize = 17;
-    // Jumps are written with absolute targets and converted to the relative offsets BPF wants.
-    let at = |idx: usize, target: usize| (target - idx - 1) as u8;
-    let op = |code: u16, k: u32| libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let jmp = |idx: usize, code: u16, k: u32, t: usize, f: usize| libc::sock_filter {
-        code,
-        jt: at(idx, t),
-        jf: at(idx, f),
-        k,
-    };
     let port = udp_port as u32;
     vec![
         op(LD_H_ABS, 12),
@@ -182,9 +163,31 @@ pub(crate) fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
         jmp(13, JEQ_K, 17, 14, DROP),
         op(LD_H_ABS, 56),
         jmp(15, JEQ_K, port, ACCEPT, DROP),
-        op(RET_K, 262_144),
+        op(RET_K, ACCEPT_ALL),
         op(RET_K, 0),
     ]
+}
+
+/// Attaches (or replaces, atomically) the socket's classic BPF filter.
+fn attach_filter(s: RawFd, prog: &[libc::sock_filter]) -> std::io::Result<()> {
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: fprog points at prog, which outlives the call; the kernel copies the program.
+    let rc = unsafe {
+        libc::setsockopt(
+            s,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &fprog as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// An AF_PACKET socket bound to one interface, passing only RoCE frames.
@@ -197,6 +200,8 @@ pub struct PacketSocket {
     vnet: bool,
     ifindex: u32,
     dev: String,
+    /// RoCE v2's UDP port, which the filters test.
+    udp_port: u16,
 }
 
 impl PacketSocket {
@@ -216,27 +221,8 @@ impl PacketSocket {
             _ => IoError::os(format!("socket(AF_PACKET) for {}", dev.name), e),
         })?;
         let s = fd.as_raw_fd();
-        let prog = roce_filter(cfg.udp_port);
-        let fprog = libc::sock_fprog {
-            len: prog.len() as u16,
-            filter: prog.as_ptr() as *mut libc::sock_filter,
-        };
-        // SAFETY: fprog points at prog, which outlives the call; the kernel copies the program.
-        let rc = unsafe {
-            libc::setsockopt(
-                s,
-                libc::SOL_SOCKET,
-                libc::SO_ATTACH_FILTER,
-                &fprog as *const _ as *const libc::c_void,
-                std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(IoError::last_os(format!(
-                "SO_ATTACH_FILTER (RoCE filter) on {}",
-                dev.name
-            )));
-        }
+        attach_filter(s, &roce_filter(cfg.udp_port))
+            .map_err(|e| IoError::last_os(format!("SO_ATTACH_FILTER (RoCE filter) on {}: {e}", dev.name)))?;
         // Our own frames would otherwise come back to us as PACKET_OUTGOING copies.
         setsockopt_int(
             &fd,
@@ -300,6 +286,7 @@ impl PacketSocket {
             vnet,
             ifindex: dev.index,
             dev: dev.name.clone(),
+            udp_port: cfg.udp_port,
         })
     }
 
@@ -533,6 +520,24 @@ impl Backend for PacketDevice {
         None
     }
 
+    fn accept_only(&mut self, qps: QpRange) -> Result<(), IoError> {
+        let dev = &self.sock.dev;
+        attach_filter(self.sock.fd.as_raw_fd(), &qp_filter(self.sock.udp_port, qps)).map_err(
+            |source| IoError::Os {
+                context: format!(
+                    "SO_ATTACH_FILTER (the filter of QPNs {:#08x}.., {} of them) on {dev}",
+                    qps.first, qps.count
+                ),
+                source,
+            },
+        )
+    }
+
+    fn wait_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // A ring's frames make the socket readable as recvmmsg's do.
+        std::os::fd::AsFd::as_fd(&self.sock.fd)
+    }
+
     fn takes_super_frames(&self) -> bool {
         self.sock.vnet_hdr()
     }
@@ -587,7 +592,7 @@ impl AsRawFd for PacketSocket {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_frames::{eth, ipv4_udp, ipv6_udp};
+    use super::super::test_frames::{eth, ipv4_udp, ipv6_udp, run_bpf as run};
     use super::*;
 
     /// The AF_PACKET device on `lo` as `cfg` says, or `None` without CAP_NET_RAW (nothing to test).
@@ -648,39 +653,6 @@ mod tests {
                 "1 packet per frame sent (the peer needs single frames), split on receipt"
             )
         );
-    }
-
-    /// Runs the subset of classic BPF that `roce_filter` uses, as the kernel would.
-    fn run(prog: &[libc::sock_filter], pkt: &[u8]) -> u32 {
-        let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
-        let byte = |o: usize| pkt.get(o).copied();
-        let half = |o: usize| Some(u16::from_be_bytes([byte(o)?, byte(o + 1)?]) as u32);
-        loop {
-            let i = prog[pc];
-            pc += 1;
-            match i.code {
-                0x28 => match half(i.k as usize) {
-                    Some(v) => a = v,
-                    None => return 0, // out-of-bounds load ends the program with 0
-                },
-                0x30 => match byte(i.k as usize) {
-                    Some(v) => a = v as u32,
-                    None => return 0,
-                },
-                0x48 => match half(x as usize + i.k as usize) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                0xb1 => match byte(i.k as usize) {
-                    Some(v) => x = 4 * (v as u32 & 0xf),
-                    None => return 0,
-                },
-                0x15 => pc += if a == i.k { i.jt } else { i.jf } as usize,
-                0x45 => pc += if a & i.k != 0 { i.jt } else { i.jf } as usize,
-                0x06 => return i.k,
-                c => panic!("opcode {c:#x} not in the interpreter"),
-            }
-        }
     }
 
     /// Where the test frames go: the classic filter looks at no address.

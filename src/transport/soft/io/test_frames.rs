@@ -1,5 +1,6 @@
 //! Ethernet frames for the tests of what reads them in the kernel: the AF_PACKET socket's classic
-//! filter (`packet`) and the TCX ingress program (`tcx`).
+//! filters (`packet`, `qp_filter`) and the TCX ingress program (`tcx`); and a classic BPF
+//! interpreter for the filters.
 
 use std::net::Ipv6Addr;
 
@@ -41,4 +42,43 @@ pub(crate) fn ipv6_udp(dst: &str, nh: u8, dport: u16) -> Vec<u8> {
     ip[24..40].copy_from_slice(&dst.octets());
     ip.extend_from_slice(&udp_datagram(dport));
     eth(0x86dd, &ip)
+}
+
+/// Runs the subset of classic BPF that the socket filters use, as the kernel would: what it
+/// returns (the bytes of the frame kept; 0 drops it).
+pub(crate) fn run_bpf(prog: &[libc::sock_filter], pkt: &[u8]) -> u32 {
+    let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
+    let byte = |o: usize| pkt.get(o).copied();
+    let half = |o: usize| Some(u16::from_be_bytes([byte(o)?, byte(o + 1)?]) as u32);
+    let word = |o: usize| Some(u32::from_be_bytes(pkt.get(o..o + 4)?.try_into().ok()?));
+    loop {
+        let i = prog[pc];
+        pc += 1;
+        // An out-of-bounds load ends the program with 0.
+        let loaded = match i.code {
+            0x20 => word(i.k as usize),
+            0x28 => half(i.k as usize),
+            0x30 => byte(i.k as usize).map(u32::from),
+            0x40 => word(x as usize + i.k as usize),
+            0x48 => half(x as usize + i.k as usize),
+            _ => Some(a),
+        };
+        let Some(v) = loaded else { return 0 };
+        a = v;
+        match i.code {
+            0x20 | 0x28 | 0x30 | 0x40 | 0x48 => {}
+            0xb1 => match byte(i.k as usize) {
+                Some(v) => x = 4 * (v as u32 & 0xf),
+                None => return 0,
+            },
+            0x54 => a &= i.k,
+            0x05 => pc += i.k as usize,
+            0x15 => pc += if a == i.k { i.jt } else { i.jf } as usize,
+            0x25 => pc += if a > i.k { i.jt } else { i.jf } as usize,
+            0x35 => pc += if a >= i.k { i.jt } else { i.jf } as usize,
+            0x45 => pc += if a & i.k != 0 { i.jt } else { i.jf } as usize,
+            0x06 => return i.k,
+            c => panic!("opcode {c:#x} not in the interpreter"),
+        }
+    }
 }

@@ -590,6 +590,16 @@ impl Backend for UdpDevice {
         Some(self.sock.local_addr())
     }
 
+    fn accept_only(&mut self, _qps: super::qp_filter::QpRange) -> Result<(), IoError> {
+        // The kernel hands this socket only the datagrams to its own address and port.
+        Ok(())
+    }
+
+    fn wait_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.sock.fd.as_fd()
+    }
+
     fn takes_super_frames(&self) -> bool {
         true
     }
