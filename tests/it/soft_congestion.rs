@@ -222,11 +222,12 @@ fn marks_on_arrival_fall_on_single_packets_when_the_veth_cuts_gso_sends() {
 
 /// scripts/bench.sh's congestion phase as a test of what it must not do: DCQCN at the study's
 /// slow-link parameters cuts a `--rate_limit 1G` stream of 1 KB WRITEs marked CE on arrival (1 %),
-/// and its pacer holds packets for milliseconds. Nothing is lost on the veth, so nothing may be
-/// sent twice: the retransmission timer runs for packets that left and asked, not for those the
-/// pacer holds (issue 29's bench resent 11,612 packets per 3 s with no gap NAKed).
+/// and its pacer holds packets for milliseconds. Nothing is lost on the veth, so only a real
+/// silence of the peer may send a packet twice: the retransmission timer runs for packets that
+/// left and asked, not for those the pacer holds (issue 29's bench resent 11,612 packets per 3 s
+/// with no gap NAKed).
 #[test]
-fn paced_by_dcqcn_a_run_that_loses_nothing_resends_nothing() {
+fn paced_by_dcqcn_a_run_that_loses_nothing_resends_only_after_real_silences() {
     if !can_run() || !have_iptables() {
         return;
     }
@@ -291,30 +292,21 @@ fn paced_by_dcqcn_a_run_that_loses_nothing_resends_nothing() {
         server["naks_sent"]["psn_sequence"], 0,
         "nothing was lost: {server}"
     );
-    // A peer the scheduler keeps off the CPU for longer than the timeout is a real silence, and
-    // on an overloaded machine both peers (busy-polling) are: the zero is judged only where the
-    // machine let them run.
-    let (load, cpus) = load_and_cpus();
-    if crate::common::skip_unless(
-        load < cpus as f64,
-        &format!(
-            "resends judged only on a machine whose load lets both peers run: load {load:.1} on              {cpus} CPUs (this run: {} timeouts, {} packets resent)",
-            client["timeouts"], client["retransmitted_packets"]
-        ),
-    ) {
-        return;
-    }
-    assert_eq!(client["retransmitted_packets"], 0, "{client}");
-    assert_eq!(client["timeouts"], 0, "{client}");
-    assert_eq!(server["duplicate_requests"], 0, "{server}");
-}
-
-/// The one-minute load average and the CPUs this process may run on.
-fn load_and_cpus() -> (f64, usize) {
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::MAX);
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (load, cpus)
+    let (sent, resent) = (
+        client["tx_packets"].as_u64().unwrap(),
+        client["retransmitted_packets"].as_u64().unwrap(),
+    );
+    // A peer the scheduler keeps off the CPU for longer than the timeout is a real silence (a
+    // parallel test run, a build finishing): late ACKs may cost a few resends, 5 of ~198,000
+    // packets on a quiet machine, 89 under a parallel test run. A timer that counted the pacer's
+    // holds resent ~3 % (11,612 of ~366,000 in the bench's 3 s run at these parameters), six times
+    // this bound.
+    assert!(
+        resent * 200 <= sent,
+        "at most 0.5 % of the packets resent ({resent} of {sent}): {client}"
+    );
+    assert!(
+        server["duplicate_requests"].as_u64().unwrap() <= resent,
+        "the server saw no duplicate the client did not resend: {server}"
+    );
 }

@@ -41,6 +41,7 @@ pub(crate) mod mr;
 pub(crate) mod packet;
 pub(crate) mod psn;
 pub(crate) mod qp;
+mod recovery;
 mod requester;
 mod responder;
 pub(crate) mod ring;

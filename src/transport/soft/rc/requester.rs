@@ -25,6 +25,7 @@ use super::gbn::GbnLoss;
 use super::mr::Span;
 use super::packet::{self, Response, Seg};
 use super::psn::Psn;
+use super::recovery::{LossRecovery, RetryCause};
 use super::rto::{FEW_IN_FLIGHT, Rto};
 use super::sack::Sack;
 use super::time::{Instant, Now};
@@ -34,71 +35,6 @@ use super::wqe::{self, Emitted, SendQueue, Wqe};
 /// What a response or a timeout did to the QP: `Some(status)` means the QP must enter ERROR with
 /// `status` for the oldest work request.
 pub(super) type Outcome = Option<CompletionStatus>;
-
-/// Why the send queue goes back to its oldest unacknowledged PSN.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum RetryCause {
-    /// The retransmission timer expired.
-    Timeout,
-    /// The responder sent NAK PSN sequence error.
-    NakSequence,
-    /// An ACK passed a READ/atomic whose responses never came.
-    ImpliedNak,
-    /// The ACK of a probe named the probe and nothing after it (`gbn.rs`).
-    Probe,
-}
-
-/// How the requester recovers from loss: its sub-state, fixed when the QP is created.
-enum LossRecovery {
-    /// Go-back-N as rxe: the configured window, the ACK timeout.
-    GoBackN,
-    /// Go-back-N between roceperf endpoints (`QpConfig::gbn_fast`): a probe after the measured
-    /// round trip, and a window that reacts to loss.
-    Probing(GbnLoss),
-    /// Selective repeat: only what is missing is sent again.
-    Selective(Box<Sack>),
-}
-
-impl LossRecovery {
-    /// Selective repeat's state, where the caller knows it runs.
-    #[inline]
-    fn sack(&mut self) -> &mut Sack {
-        match self {
-            LossRecovery::Selective(sr) => sr,
-            _ => unreachable!("selective repeat is on"),
-        }
-    }
-
-    /// Selective repeat's state, to read, where the caller knows it runs.
-    #[inline]
-    fn sack_ref(&self) -> &Sack {
-        match self {
-            LossRecovery::Selective(sr) => sr,
-            _ => unreachable!("selective repeat is on"),
-        }
-    }
-
-    /// Go-back-N's probe and window, when they run.
-    #[inline]
-    fn gbn(&mut self) -> Option<&mut GbnLoss> {
-        match self {
-            LossRecovery::Probing(g) => Some(g),
-            _ => None,
-        }
-    }
-
-    /// Selective repeat runs: request packets carry its extension.
-    #[inline]
-    fn is_selective(&self) -> bool {
-        matches!(self, LossRecovery::Selective(_))
-    }
-
-    /// Round trips are measured and a silence is answered after one (selective repeat, `gbn`).
-    #[inline]
-    fn fast(&self) -> bool {
-        !matches!(self, LossRecovery::GoBackN)
-    }
-}
 
 /// Send-queue state: what was posted, what was sent, what was acknowledged.
 pub(super) struct Requester {
