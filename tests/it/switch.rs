@@ -283,6 +283,23 @@ fn ecn_marks_nothing_below_the_rate_and_marks_above_kmin_what_the_receiver_sees(
     let s = stop(sw);
     assert_eq!((ce, s.egress.marked_packets), (0, 0));
     assert!(s.egress.dropped_packets > 0, "{:?}", s.egress);
+    // Decided at departure (--mark-at dequeue): the marks are written into frames already in the
+    // queue, with a valid IPv4 checksum (the kernel's receiver drops a bad one), and every one
+    // reaches the receiver.
+    spec.mark_at_dequeue = true;
+    let sw = start(&t, &spec, dir.path());
+    let (got, ce) = send_and_count(&t, 0x02, BLAST, None, &rx);
+    let s = stop(sw);
+    let e = &s.egress;
+    assert!(e.marked_packets > 0, "{e:?}");
+    assert_eq!(
+        ce as u64, e.marked_packets,
+        "every mark reached the receiver"
+    );
+    assert_eq!(
+        got as u64 + e.dropped_packets + kernel_drops(&s),
+        BLAST as u64
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ use clap::Parser;
 use roceperf::transport::soft::sim::BottleneckConfig;
 
 use crate::error::{Error, Result};
-use crate::port::Discipline;
+use crate::port::{Discipline, MarkAt};
 
 const ABOUT: &str = "roce_switch: a learning L2 switch between this namespace's interfaces whose egress port is a \
                      rate-limited bottleneck: lossy, ECN (RED) or PFC";
@@ -97,6 +97,10 @@ pub struct Cli {
     /// by a queue the data holds above Kmax [default: every priority]
     #[arg(long = "ecn-prio", value_name = "N")]
     pub ecn_prio: Option<u8>,
+    /// ecn, pfc-ecn: decide a frame's CE mark as it arrives (by the queue it finds; the mark then
+    /// waits behind that queue) or as it departs (by the queue it leaves behind, reported at once)
+    #[arg(long = "mark-at", value_enum, default_value_t = MarkAt::Enqueue)]
+    pub mark_at: MarkAt,
     /// Write the stats here (JSON) when stopped
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
@@ -137,6 +141,8 @@ pub struct Config {
     pub pfc_prio: u8,
     /// `--ecn-prio`: RED's one priority; None: every one.
     pub ecn_prio: Option<u8>,
+    /// `--mark-at`.
+    pub mark_at: MarkAt,
     /// `--stats`.
     pub stats: Option<PathBuf>,
     /// `--seed`.
@@ -249,6 +255,7 @@ impl Cli {
             xon,
             pfc_prio: self.pfc_prio,
             ecn_prio: self.ecn_prio,
+            mark_at: self.mark_at,
             stats: self.stats,
             seed: self.seed,
             sample_ns: self.sample_us.map(|u| u * 1_000),

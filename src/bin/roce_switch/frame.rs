@@ -91,6 +91,29 @@ pub fn mark_ce(frame: &mut [u8], class: &Class) {
     }
 }
 
+/// Where a frame's IP header lies, to mark it later (`--mark-at dequeue`): its offset, its length
+/// (IPv4: IHL × 4; IPv6: the two bytes holding the traffic class) and whether it is IPv6. None when
+/// there is nothing to mark.
+pub fn ip_span(frame: &[u8], class: &Class) -> Option<(usize, usize, bool)> {
+    match class.ip {
+        Some((at, false)) => {
+            let len = usize::from(*frame.get(at)? & 0x0f) * 4;
+            (len >= 20 && frame.len() >= at + len).then_some((at, len, false))
+        }
+        Some((at, true)) => (frame.len() >= at + 2).then_some((at, 2, true)),
+        None => None,
+    }
+}
+
+/// Marks the IP header `header` (of [`ip_span`]'s length) Congestion Experienced, as [`mark_ce`].
+pub fn mark_ce_header(header: &mut [u8], v6: bool) {
+    if v6 {
+        header[1] |= 0x30;
+    } else {
+        set_ipv4_ecn(header, 3);
+    }
+}
+
 /// The destination MAC.
 pub fn dst(frame: &[u8]) -> [u8; 6] {
     let mut m = [0u8; 6];

@@ -57,6 +57,17 @@ impl Discipline {
     }
 }
 
+/// `--mark-at`: when RED decides a frame's CE mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum MarkAt {
+    /// On arrival, by the queue the frame finds (the mark then waits behind that queue).
+    #[default]
+    Enqueue,
+    /// On departure, by the queue the frame leaves behind: the mark reports the queue as it is
+    /// when it leaves, without waiting behind it.
+    Dequeue,
+}
+
 /// The port's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PortConfig {
@@ -76,6 +87,8 @@ pub struct PortConfig {
     /// PFC: a pause is sent again after this long while the queue stays above Xon (before the
     /// senders' pause expires).
     pub refresh_ns: u64,
+    /// ECN: when the mark is decided.
+    pub mark_at: MarkAt,
 }
 
 /// Why a frame was dropped.
@@ -122,6 +135,10 @@ pub struct Queued {
     pub prio: u8,
     /// When it departs.
     pub departs_ns: u64,
+    /// ECN-capable and of the priority RED acts on: a candidate for a mark at departure.
+    pub ect: bool,
+    /// Mark it CE as it leaves (`MarkAt::Dequeue`).
+    pub mark: bool,
 }
 
 /// What the port counted.
@@ -235,11 +252,11 @@ impl Port {
             } else {
                 Err(Drop::Tail)
             }
-        } else if self.cfg.discipline.marks() && self.cfg.ecn_prio.is_none_or(|p| p == prio) {
+        } else if self.red_applies(prio) {
             let p = self.cfg.red.mark_probability(queued);
             let hit = p > 0.0 && (p >= 1.0 || self.rng.chance(p));
             match ecn {
-                Ecn::Ect if hit => Ok(true),
+                Ecn::Ect if hit => Ok(self.cfg.mark_at == MarkAt::Enqueue),
                 // A lossless class is never dropped: WRED's drop does not apply to it.
                 Ecn::NotEct if hit && !lossless => Err(Drop::Red),
                 _ => Ok(false),
@@ -263,6 +280,8 @@ impl Port {
                     len,
                     prio: prio & 7,
                     departs_ns,
+                    ect: ecn == Ecn::Ect && self.red_applies(prio),
+                    mark: false,
                 });
                 self.bytes += len;
                 self.prio_bytes[usize::from(prio & 7)] += len;
@@ -270,6 +289,11 @@ impl Port {
                 Verdict::Queued { mark, departs_ns }
             }
         }
+    }
+
+    /// RED acts on this priority (marks, and drops of Not-ECT frames).
+    fn red_applies(&self, prio: u8) -> bool {
+        self.cfg.discipline.marks() && self.cfg.ecn_prio.is_none_or(|p| p == prio)
     }
 
     /// When the next frame departs, if one is queued.
@@ -283,9 +307,14 @@ impl Port {
             return None;
         }
         self.account(now);
-        let q = self.fifo.pop_front()?;
+        let mut q = self.fifo.pop_front()?;
         self.bytes -= q.len;
         self.prio_bytes[usize::from(q.prio)] -= q.len;
+        if q.ect && self.cfg.mark_at == MarkAt::Dequeue {
+            let p = self.cfg.red.mark_probability(self.bytes);
+            q.mark = p > 0.0 && (p >= 1.0 || self.rng.chance(p));
+            self.counts.marked += u64::from(q.mark);
+        }
         self.counts.forwarded.0 += 1;
         self.counts.forwarded.1 += q.len;
         Some(q)
@@ -354,6 +383,7 @@ mod tests {
             pfc_prio: 3,
             ecn_prio: None,
             refresh_ns: 50_000,
+            mark_at: MarkAt::Enqueue,
         }
     }
 
@@ -421,6 +451,43 @@ mod tests {
         assert_eq!(p.counts.marked, 0);
         assert_eq!(p.counts.max_queue, 10_000);
         assert_eq!(p.pfc(0), None, "no PFC in lossy mode");
+    }
+
+    #[test]
+    fn marked_at_dequeue_a_frame_is_judged_by_the_queue_it_leaves_behind() {
+        let mut p = Port::new(
+            PortConfig {
+                mark_at: MarkAt::Dequeue,
+                ..cfg(Discipline::Ecn)
+            },
+            7,
+            64,
+        );
+        // 10 frames of 1000 bytes at once: on arrival none is marked (the decision waits).
+        for _ in 0..10 {
+            assert!(matches!(
+                p.offer(0, 1_000, Ecn::Ect, 0),
+                Verdict::Queued { mark: false, .. }
+            ));
+        }
+        p.offer(0, 0, Ecn::NotIp, 0);
+        assert_eq!(p.counts.marked, 0);
+        // 8 Gb/s: one byte a nanosecond (plus the wire's overhead); all have left by 20 µs.
+        let left: Vec<(bool, u64)> =
+            std::iter::from_fn(|| p.depart(20_000).map(|q| (q.mark, p.queued_bytes()))).collect();
+        assert_eq!(left.len(), 11);
+        // Above Kmax (6000) behind it: always marked; below Kmin (2000): never.
+        for &(mark, behind) in &left {
+            if behind > 6_000 {
+                assert!(mark, "{behind} bytes behind");
+            }
+            if behind < 2_000 {
+                assert!(!mark, "{behind} bytes behind");
+            }
+        }
+        assert!(!left[10].0, "a frame that is not IP is never marked");
+        assert_eq!(p.counts.marked, left.iter().filter(|l| l.0).count() as u64);
+        assert!(p.counts.marked >= 3, "9000, 8000, 7000 behind");
     }
 
     #[test]

@@ -47,6 +47,26 @@ impl Ring {
         (&self.buf[start..start + first], &self.buf[..len - first])
     }
 
+    /// Applies `f` to bytes `at..at + n` of the frame `skip` bytes after the oldest, in place when
+    /// they do not wrap, else through a copy written back.
+    pub fn with_bytes_mut(&mut self, skip: usize, at: usize, n: usize, f: impl FnOnce(&mut [u8])) {
+        let cap = self.buf.len();
+        let start = (self.head + skip + at) % cap;
+        if start + n <= cap {
+            f(&mut self.buf[start..start + n]);
+        } else {
+            let mut copy = [0u8; 64];
+            let copy = &mut copy[..n];
+            for (i, b) in copy.iter_mut().enumerate() {
+                *b = self.buf[(start + i) % cap];
+            }
+            f(copy);
+            for (i, b) in copy.iter().enumerate() {
+                self.buf[(start + i) % cap] = *b;
+            }
+        }
+    }
+
     /// Forgets the oldest `len` bytes (a frame that departed).
     pub fn pop(&mut self, len: usize) {
         let len = len.min(self.used);
@@ -74,5 +94,19 @@ mod tests {
         assert_eq!([a, b].concat(), b"ijklmn");
         r.pop(6);
         assert_eq!(r.used, 0);
+    }
+
+    #[test]
+    fn bytes_are_changed_in_place_and_across_the_wrap() {
+        let mut r = Ring::new(10);
+        assert!(r.push(&[b"abcdefgh"]));
+        r.pop(8);
+        assert!(r.push(&[b"ijklmn"]), "wraps after 2 bytes");
+        r.with_bytes_mut(0, 1, 3, |b| b.make_ascii_uppercase());
+        let (a, b) = r.at(0, 6);
+        assert_eq!([a, b].concat(), b"iJKLmn");
+        r.with_bytes_mut(0, 4, 2, |b| b.copy_from_slice(b"XY"));
+        let (a, b) = r.at(0, 6);
+        assert_eq!([a, b].concat(), b"iJKLXY");
     }
 }

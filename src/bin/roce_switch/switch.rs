@@ -67,6 +67,9 @@ pub struct Switch {
     tags: [[u8; VLAN_TAG]; BATCH],
     /// Staged immediate sends: iovecs and their counts, per output port.
     stage: Vec<(Vec<[libc::iovec; 3]>, Vec<usize>)>,
+    /// Per queued frame, oldest first: where its IP header lies in its stored bytes, for a mark
+    /// at departure (`--mark-at dequeue`).
+    ip_spans: std::collections::VecDeque<Option<(usize, usize, bool)>>,
     eg_iovs: Vec<[libc::iovec; 3]>,
     eg_counts: Vec<usize>,
     oversize: u64,
@@ -116,6 +119,7 @@ impl Switch {
                 pfc_prio: cfg.pfc_prio,
                 ecn_prio: cfg.ecn_prio,
                 refresh_ns,
+                mark_at: cfg.mark_at,
             },
             cfg.seed,
             buffer / ETH_HEADER + 1,
@@ -135,6 +139,7 @@ impl Switch {
             stage: (0..n)
                 .map(|_| (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH)))
                 .collect(),
+            ip_spans: std::collections::VecDeque::with_capacity(buffer / ETH_HEADER + 1),
             eg_iovs: vec![[NO_IOV; 3]; BATCH],
             eg_counts: Vec::with_capacity(BATCH),
             oversize: 0,
@@ -211,6 +216,11 @@ impl Switch {
                 let Some(q) = self.port.depart(now) else {
                     break;
                 };
+                let span = self.ip_spans.pop_front().flatten();
+                if let (true, Some((at, n, v6))) = (q.mark, span) {
+                    self.ring
+                        .with_bytes_mut(skip, at, n, |h| frame::mark_ce_header(h, v6));
+                }
                 let (a, b) = self.ring.at(skip, q.len as usize);
                 let n = self.eg_counts.len();
                 self.eg_iovs[n] = [iov(a), iov(b), NO_IOV];
@@ -381,6 +391,10 @@ impl Switch {
                 if mark {
                     frame::mark_ce(f, &class);
                 }
+                // Where the IP header will be in the stored bytes (after the tag put back).
+                let span = frame::ip_span(f, &class)
+                    .map(|(at, n, v6)| (at + tag.map_or(0, |_| VLAN_TAG), n, v6));
+                self.ip_spans.push_back(span);
                 let stored = match &tag {
                     Some(t) => self.ring.push(&[&f[..12], &t[..], &f[12..]]),
                     None => self.ring.push(&[f]),

@@ -44,6 +44,11 @@ pub(crate) struct CongestionArgs {
     /// ECN: the marking probability at Kmax, 0..1 [default: roce_switch's].
     #[arg(long, value_name = "P", requires = "congestion", value_parser = parse_probability)]
     pub(crate) pmax: Option<f64>,
+    /// ECN: when the switch decides a frame's mark: `enqueue` (by the queue it finds; the mark
+    /// waits behind that queue) or `dequeue` (by the queue it leaves behind, reported at once)
+    /// [default: enqueue].
+    #[arg(long = "mark-at", value_name = "WHEN", requires = "congestion", value_parser = parse_mark_at)]
+    pub(crate) mark_at: Option<bool>,
     /// PFC: pause the senders when the queue passes this, bytes [default: roce_switch's].
     #[arg(long, value_name = "BYTES", requires = "congestion", value_parser = crate::params::parse_size)]
     pub(crate) xoff: Option<u64>,
@@ -123,6 +128,15 @@ fn parse_probability(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("{s:?} is not a probability; give one such as 0.2"))
 }
 
+/// `--mark-at`: true for `dequeue`.
+fn parse_mark_at(s: &str) -> Result<bool, String> {
+    match s {
+        "enqueue" => Ok(false),
+        "dequeue" => Ok(true),
+        _ => Err(format!("{s:?}: give enqueue or dequeue")),
+    }
+}
+
 /// The switch's settings the user gave; None: roce_switch's default (its stats say what it took).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(crate) struct Thresholds {
@@ -138,6 +152,8 @@ pub(crate) struct Thresholds {
     pub(crate) xoff: Option<u64>,
     /// Likewise.
     pub(crate) xon: Option<u64>,
+    /// `--mark-at dequeue`.
+    pub(crate) mark_at_dequeue: bool,
 }
 
 /// A congestion study, decided.
@@ -237,6 +253,7 @@ impl Study {
                 pmax: args.pmax,
                 xoff: args.xoff,
                 xon: args.xon,
+                mark_at_dequeue: args.mark_at.unwrap_or(false),
             },
             size: size.unwrap_or(DEFAULT_SIZE),
             duration_s,
@@ -353,6 +370,26 @@ pub(crate) mod tests {
         assert_eq!((s.flows, s.bottleneck_gbps, s.size), (4, 1.0, 65536));
         assert_eq!((s.duration_s, s.victim), (DEFAULT_DURATION_S, Some(64)));
         assert_eq!(s.thresholds, Thresholds::default());
+    }
+
+    #[test]
+    fn mark_at_dequeue_reaches_the_switchs_command_line() {
+        let a = args(&["--congestion", "--mark-at", "dequeue"]).unwrap();
+        let s = Study::new(&a, None, None).unwrap();
+        assert!(s.thresholds.mark_at_dequeue);
+        let a = args(&["--congestion", "--mark-at", "enqueue"]).unwrap();
+        assert!(
+            !Study::new(&a, None, None)
+                .unwrap()
+                .thresholds
+                .mark_at_dequeue
+        );
+        let e = args(&["--congestion", "--mark-at", "later"]).unwrap_err();
+        assert!(e.to_string().contains("give enqueue or dequeue"), "{e}");
+        let mut spec = crate::compare::congestion::topology::SwitchSpec::new("ecn", 1.0);
+        spec.mark_at_dequeue = true;
+        let line = spec.args(std::path::Path::new("s.json")).join(" ");
+        assert!(line.contains("--mark-at dequeue"), "{line}");
     }
 
     #[test]

@@ -102,6 +102,7 @@ fn switch_spec(study: &Study, d: Discipline) -> SwitchSpec {
     }
     s.pfc_prio = Some(PRIO);
     s.ecn_prio = Some(PRIO);
+    s.mark_at_dequeue = t.mark_at_dequeue;
     s.sample_us = Some(100);
     s
 }
@@ -469,6 +470,13 @@ pub(crate) fn run(
     notes.extend(shared);
     if study.victim.is_some() {
         notes.push(sched.note());
+    }
+    if study.thresholds.mark_at_dequeue {
+        notes.push(
+            "the switch decided ECN marks as frames left, by the queue behind them (--mark-at \
+             dequeue), not as they arrived"
+                .into(),
+        );
     }
     let idle = match study.victim {
         Some(_) => {

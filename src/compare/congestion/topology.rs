@@ -289,6 +289,8 @@ pub struct SwitchSpec {
     pub pfc_prio: Option<u8>,
     /// `--ecn-prio`.
     pub ecn_prio: Option<u8>,
+    /// `--mark-at dequeue`: ECN marks decided as frames leave.
+    pub mark_at_dequeue: bool,
     /// `--sample-us`.
     pub sample_us: Option<u64>,
     /// `--seed`.
@@ -306,6 +308,7 @@ impl SwitchSpec {
             pfc: None,
             pfc_prio: None,
             ecn_prio: None,
+            mark_at_dequeue: false,
             sample_us: None,
             seed: None,
         }
@@ -343,6 +346,9 @@ impl SwitchSpec {
         opt("--ecn-prio", self.ecn_prio.map(|p| p.to_string()));
         opt("--sample-us", self.sample_us.map(|s| s.to_string()));
         opt("--seed", self.seed.map(|s| s.to_string()));
+        if self.mark_at_dequeue {
+            a.extend(["--mark-at".into(), "dequeue".into()]);
+        }
         a
     }
 }
