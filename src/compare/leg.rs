@@ -348,6 +348,8 @@ impl Jobs for Sides {
             env: Vec::new(),
             // A floor runs as its row's sides do.
             fifo: leg.fifo,
+            // The binaries pin themselves (--cpu).
+            cpu: None,
         })
     }
 

@@ -35,6 +35,9 @@ pub(crate) struct Launch {
     /// Runs it under SCHED_FIFO at this priority (set before exec, kept across `ip netns exec`'s);
     /// None: the normal scheduler. The spawn fails when the kernel refuses it.
     pub(crate) fifo: Option<u8>,
+    /// Runs it on this core alone (its affinity set before exec); None: wherever the scheduler
+    /// puts it.
+    pub(crate) cpu: Option<usize>,
 }
 
 impl Launch {
@@ -46,6 +49,7 @@ impl Launch {
             netns: None,
             env: Vec::new(),
             fifo: None,
+            cpu: None,
         }
     }
 }
@@ -156,15 +160,24 @@ impl Child {
             .stdin(Stdio::null())
             .stdout(file(&stdout)?)
             .stderr(file(&stderr)?);
-        let fifo = launch.fifo;
+        let (fifo, cpu) = (launch.fifo, launch.cpu);
         // SAFETY: prctl is async-signal-safe and touches no memory of the parent; it makes the kernel
         // kill the child when the thread that started it dies (`ip netns exec` execs the binary, which
         // keeps the setting). sched_setscheduler is a plain system call on a value copied into the
-        // closure, and SCHED_FIFO is kept across exec.
+        // closure, and SCHED_FIFO is kept across exec; so is the CPU affinity, set from a zeroed (empty)
+        // cpu_set_t with one bit written by CPU_SET.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(core) = cpu {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(core, &mut set);
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 if let Some(prio) = fifo {
                     let param = libc::sched_param {
@@ -391,6 +404,18 @@ mod tests {
         assert_eq!(c.tail().as_deref(), Some("from the launch"));
         let stdout = std::fs::read_to_string(c.stdout_log()).unwrap();
         assert_eq!(stdout, "from the launch\n");
+    }
+
+    #[test]
+    fn a_child_given_a_core_runs_on_that_core_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut launch = sh("grep Cpus_allowed_list /proc/self/status");
+        launch.cpu = Some(0);
+        let mut c = Child::spawn(&launch, dir.path(), "c").unwrap();
+        let end = c.wait(Instant::now() + Duration::from_secs(10), || false);
+        assert!(end.success());
+        let stdout = std::fs::read_to_string(c.stdout_log()).unwrap();
+        assert_eq!(stdout.split_whitespace().last(), Some("0"), "{stdout}");
     }
 
     #[test]

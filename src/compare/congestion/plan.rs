@@ -68,6 +68,11 @@ pub(crate) struct CongestionArgs {
     /// root), so a packet for it preempts the busy-polling flow on its core at once.
     #[arg(long, value_name = "N|split", requires = "congestion", value_parser = parse_victim_cpu)]
     pub(crate) victim_cpu: Option<VictimCores>,
+    /// Core the switch runs on [default: the scheduler's choice, which moves it between runs].
+    /// Beside the senders it slows them (a lone flow then fills about 0.65 of a 1 Gb/s
+    /// bottleneck), beside the receiver it delays the CNPs and the victim (docs/congestion.md)
+    #[arg(long, value_name = "N", requires = "congestion")]
+    pub(crate) switch_cpu: Option<usize>,
     /// The victim's message size, bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 64, requires = "congestion",
           value_parser = crate::params::parse_size)]
@@ -175,6 +180,8 @@ pub(crate) struct Study {
     pub(crate) victim: Option<u64>,
     /// `--victim-cpu`; None: split.
     pub(crate) victim_cores: Option<VictimCores>,
+    /// `--switch-cpu`; None: the scheduler's choice.
+    pub(crate) switch_cpu: Option<usize>,
     /// `--qp-series`, ms.
     pub(crate) series_ms: u64,
     /// Convergence window, ms.
@@ -238,6 +245,13 @@ impl Study {
             return Err(format!("--xon {on} must be below --xoff {off}"));
         }
         let mut cc = link_cc(args.bottleneck);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if let Some(c) = args.switch_cpu.filter(|&c| c >= cores) {
+            return Err(format!(
+                "--switch-cpu {c}: this machine has {cores} cores, numbered 0 to {}",
+                cores - 1
+            ));
+        }
         for spec in &args.cc_params {
             cc.set(spec).map_err(|e| e.to_string())?;
         }
@@ -259,6 +273,7 @@ impl Study {
             duration_s,
             victim: (!args.no_victim).then_some(args.victim_size),
             victim_cores: args.victim_cpu,
+            switch_cpu: args.switch_cpu,
             series_ms: args.series_ms,
             converge_window_ms: args.converge_window_ms,
             cc,
@@ -390,6 +405,26 @@ pub(crate) mod tests {
         spec.mark_at_dequeue = true;
         let line = spec.args(std::path::Path::new("s.json")).join(" ");
         assert!(line.contains("--mark-at dequeue"), "{line}");
+    }
+
+    #[test]
+    fn switch_cpu_pins_the_switch_and_names_a_core_this_machine_has() {
+        let a = args(&["--congestion", "--switch-cpu", "0"]).unwrap();
+        let s = Study::new(&a, None, None).unwrap();
+        assert_eq!(s.switch_cpu, Some(0));
+        assert_eq!(
+            Study::new(&args(&["--congestion"]).unwrap(), None, None)
+                .unwrap()
+                .switch_cpu,
+            None
+        );
+        let e = Study::new(
+            &args(&["--congestion", "--switch-cpu", "4096"]).unwrap(),
+            None,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.starts_with("--switch-cpu 4096: this machine has"), "{e}");
     }
 
     #[test]

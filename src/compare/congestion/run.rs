@@ -103,6 +103,7 @@ fn switch_spec(study: &Study, d: Discipline) -> SwitchSpec {
     s.pfc_prio = Some(PRIO);
     s.ecn_prio = Some(PRIO);
     s.mark_at_dequeue = t.mark_at_dequeue;
+    s.cpu = study.switch_cpu;
     s.sample_us = Some(100);
     s
 }
@@ -395,7 +396,7 @@ fn placement(env: &Env, study: &Study, sched: &VictimSched) -> (Vec<Placement>, 
     let mut p = vec![
         Placement {
             role: "switch (sleeps between departures; SCHED_FIFO)".into(),
-            core: None,
+            core: study.switch_cpu,
         },
         Placement {
             role: "bulk client (senders)".into(),

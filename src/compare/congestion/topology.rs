@@ -215,6 +215,7 @@ impl Topology {
         let stats = logs.join(format!("{}-switch-{}.json", self.prefix, spec.discipline));
         let mut launch = Launch::new(program, spec.args(&stats));
         launch.netns = Some(self.switch_ns());
+        launch.cpu = spec.cpu;
         let name = format!("{}-switch-{}", self.prefix, spec.discipline);
         let mut child = Child::spawn(&launch, logs, &name)?;
         let deadline = Instant::now() + SWITCH_START;
@@ -291,6 +292,8 @@ pub struct SwitchSpec {
     pub ecn_prio: Option<u8>,
     /// `--mark-at dequeue`: ECN marks decided as frames leave.
     pub mark_at_dequeue: bool,
+    /// The core it runs on; None: wherever the scheduler puts it.
+    pub cpu: Option<usize>,
     /// `--sample-us`.
     pub sample_us: Option<u64>,
     /// `--seed`.
@@ -309,6 +312,7 @@ impl SwitchSpec {
             pfc_prio: None,
             ecn_prio: None,
             mark_at_dequeue: false,
+            cpu: None,
             sample_us: None,
             seed: None,
         }
