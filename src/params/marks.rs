@@ -26,6 +26,28 @@ pub fn ecn_name(tos: u8) -> &'static str {
     }
 }
 
+/// When a switch decides a frame's CE mark (`roce_switch --mark-at`, `roce_compare --congestion
+/// --mark-at`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum MarkAt {
+    /// On arrival, by the queue the frame finds (the mark then waits behind that queue).
+    #[default]
+    Enqueue,
+    /// On departure, by the queue the frame leaves behind: the mark reports the queue as it is
+    /// when it leaves, without waiting behind it.
+    Dequeue,
+}
+
+impl MarkAt {
+    /// The flag's word: `enqueue`, `dequeue`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MarkAt::Enqueue => "enqueue",
+            MarkAt::Dequeue => "dequeue",
+        }
+    }
+}
+
 /// `--tclass`, `-S` and `--flow_label` as given (`None`, empty: not given, perftest's 0).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Marks {

@@ -295,7 +295,7 @@ fn ecn_marks_nothing_below_the_rate_and_marks_above_kmin_what_the_receiver_sees(
     assert!(s.egress.dropped_packets > 0, "{:?}", s.egress);
     // Decided at departure (--mark-at dequeue): the marks are written into frames already in the
     // queue, and reach the receiver as those made on arrival do.
-    spec.mark_at_dequeue = true;
+    spec.mark_at = Some(roceperf::params::marks::MarkAt::Dequeue);
     marked_blast(&spec);
 }
 

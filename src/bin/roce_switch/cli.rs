@@ -3,10 +3,11 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use roceperf::params::marks::MarkAt;
 use roceperf::transport::soft::sim::BottleneckConfig;
 
 use crate::error::{Error, Result};
-use crate::port::{Discipline, MarkAt};
+use crate::port::Discipline;
 
 const ABOUT: &str = "roce_switch: a learning L2 switch between this namespace's interfaces whose egress port is a \
                      rate-limited bottleneck: lossy, ECN (RED) or PFC";

@@ -82,12 +82,8 @@ pub fn classify(frame: &[u8], tci: Option<u16>) -> Class {
 /// Marks `frame` Congestion Experienced: ECN bits 11, and for IPv4 a new header checksum. RoCE's
 /// ICRC masks the TOS / traffic class and the IPv4 checksum, so it stays valid.
 pub fn mark_ce(frame: &mut [u8], class: &Class) {
-    match class.ip {
-        Some((at, false)) => {
-            set_ipv4_ecn(&mut frame[at..], 3);
-        }
-        Some((at, true)) => frame[at + 1] |= 0x30,
-        None => {}
+    if let Some((at, v6)) = class.ip {
+        mark_ce_header(&mut frame[at..], v6);
     }
 }
 

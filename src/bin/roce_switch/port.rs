@@ -10,6 +10,7 @@
 
 use std::collections::VecDeque;
 
+use roceperf::params::marks::MarkAt;
 use roceperf::transport::soft::sim::{BottleneckConfig, SimRng};
 
 use crate::frame::Ecn;
@@ -55,17 +56,6 @@ impl Discipline {
     pub fn marks(self) -> bool {
         matches!(self, Discipline::Ecn | Discipline::PfcEcn)
     }
-}
-
-/// `--mark-at`: when RED decides a frame's CE mark.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum MarkAt {
-    /// On arrival, by the queue the frame finds (the mark then waits behind that queue).
-    #[default]
-    Enqueue,
-    /// On departure, by the queue the frame leaves behind: the mark reports the queue as it is
-    /// when it leaves, without waiting behind it.
-    Dequeue,
 }
 
 /// The port's settings.
@@ -253,12 +243,11 @@ impl Port {
                 Err(Drop::Tail)
             }
         } else if self.red_applies(prio) {
-            let p = self.cfg.red.mark_probability(queued);
-            let hit = p > 0.0 && (p >= 1.0 || self.rng.chance(p));
             match ecn {
-                Ecn::Ect if hit => Ok(self.cfg.mark_at == MarkAt::Enqueue),
+                // Marked at departure, an ECT frame's mark waits until it leaves.
+                Ecn::Ect => Ok(self.cfg.mark_at == MarkAt::Enqueue && self.red_hit(queued)),
                 // A lossless class is never dropped: WRED's drop does not apply to it.
-                Ecn::NotEct if hit && !lossless => Err(Drop::Red),
+                Ecn::NotEct if !lossless && self.red_hit(queued) => Err(Drop::Red),
                 _ => Ok(false),
             }
         } else {
@@ -291,6 +280,12 @@ impl Port {
         }
     }
 
+    /// RED's draw with `queued` bytes in the queue: the frame is marked (or, Not-ECT, dropped).
+    fn red_hit(&mut self, queued: u64) -> bool {
+        let p = self.cfg.red.mark_probability(queued);
+        p > 0.0 && (p >= 1.0 || self.rng.chance(p))
+    }
+
     /// RED acts on this priority (marks, and drops of Not-ECT frames).
     fn red_applies(&self, prio: u8) -> bool {
         self.cfg.discipline.marks() && self.cfg.ecn_prio.is_none_or(|p| p == prio)
@@ -311,8 +306,7 @@ impl Port {
         self.bytes -= q.len;
         self.prio_bytes[usize::from(q.prio)] -= q.len;
         if q.ect && self.cfg.mark_at == MarkAt::Dequeue {
-            let p = self.cfg.red.mark_probability(self.bytes);
-            q.mark = p > 0.0 && (p >= 1.0 || self.rng.chance(p));
+            q.mark = self.red_hit(self.bytes);
             self.counts.marked += u64::from(q.mark);
         }
         self.counts.forwarded.0 += 1;

@@ -3,6 +3,7 @@
 //! due, send PFC frames, and sleep in `ppoll` until the next departure or refresh, or a frame (queue
 //! samples are filled in at each wake-up).
 
+use roceperf::params::marks::MarkAt;
 use roceperf::results::switch::{
     EgressStats, PfcStats, PortStats, SWITCH_SCHEMA, SwitchStats, Thresholds,
 };
@@ -67,8 +68,8 @@ pub struct Switch {
     tags: [[u8; VLAN_TAG]; BATCH],
     /// Staged immediate sends: iovecs and their counts, per output port.
     stage: Vec<(Vec<[libc::iovec; 3]>, Vec<usize>)>,
-    /// Per queued frame, oldest first: where its IP header lies in its stored bytes, for a mark
-    /// at departure (`--mark-at dequeue`).
+    /// `--mark-at dequeue` only: per queued frame, oldest first, where its IP header lies in its
+    /// stored bytes, for its mark at departure.
     ip_spans: std::collections::VecDeque<Option<(usize, usize, bool)>>,
     eg_iovs: Vec<[libc::iovec; 3]>,
     eg_counts: Vec<usize>,
@@ -139,7 +140,10 @@ impl Switch {
             stage: (0..n)
                 .map(|_| (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH)))
                 .collect(),
-            ip_spans: std::collections::VecDeque::with_capacity(buffer / ETH_HEADER + 1),
+            ip_spans: std::collections::VecDeque::with_capacity(match cfg.mark_at {
+                MarkAt::Dequeue => buffer / ETH_HEADER + 1,
+                MarkAt::Enqueue => 0,
+            }),
             eg_iovs: vec![[NO_IOV; 3]; BATCH],
             eg_counts: Vec::with_capacity(BATCH),
             oversize: 0,
@@ -217,6 +221,7 @@ impl Switch {
                     break;
                 };
                 let span = self.ip_spans.pop_front().flatten();
+                // Only a frame marked at departure has a mark here (and a span kept for it).
                 if let (true, Some((at, n, v6))) = (q.mark, span) {
                     self.ring
                         .with_bytes_mut(skip, at, n, |h| frame::mark_ce_header(h, v6));
@@ -391,10 +396,12 @@ impl Switch {
                 if mark {
                     frame::mark_ce(f, &class);
                 }
-                // Where the IP header will be in the stored bytes (after the tag put back).
-                let span = frame::ip_span(f, &class)
-                    .map(|(at, n, v6)| (at + tag.map_or(0, |_| VLAN_TAG), n, v6));
-                self.ip_spans.push_back(span);
+                if self.cfg.mark_at == MarkAt::Dequeue {
+                    // Where the IP header will be in the stored bytes (after the tag put back).
+                    let span = frame::ip_span(f, &class)
+                        .map(|(at, n, v6)| (at + tag.map_or(0, |_| VLAN_TAG), n, v6));
+                    self.ip_spans.push_back(span);
+                }
                 let stored = match &tag {
                     Some(t) => self.ring.push(&[&f[..12], &t[..], &f[12..]]),
                     None => self.ring.push(&[f]),

@@ -2,6 +2,7 @@
 //! and transport legs, the victim's, and the switch's settings. Pure; `super::run` carries it out.
 
 use crate::compare::leg::{LegSpec, Sizes, TestSpec, TransportChoice, Tuning};
+use crate::params::marks::MarkAt;
 use crate::params::{CcParams, Metric, RoceVersion, TestKind, Verb};
 use crate::results::congestion::Discipline;
 
@@ -47,8 +48,13 @@ pub(crate) struct CongestionArgs {
     /// ECN: when the switch decides a frame's mark: `enqueue` (by the queue it finds; the mark
     /// waits behind that queue) or `dequeue` (by the queue it leaves behind, reported at once)
     /// [default: enqueue].
-    #[arg(long = "mark-at", value_name = "WHEN", requires = "congestion", value_parser = parse_mark_at)]
-    pub(crate) mark_at: Option<bool>,
+    #[arg(
+        long = "mark-at",
+        value_name = "WHEN",
+        value_enum,
+        requires = "congestion"
+    )]
+    pub(crate) mark_at: Option<MarkAt>,
     /// PFC: pause the senders when the queue passes this, bytes [default: roce_switch's].
     #[arg(long, value_name = "BYTES", requires = "congestion", value_parser = crate::params::parse_size)]
     pub(crate) xoff: Option<u64>,
@@ -133,15 +139,6 @@ fn parse_probability(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("{s:?} is not a probability; give one such as 0.2"))
 }
 
-/// `--mark-at`: true for `dequeue`.
-fn parse_mark_at(s: &str) -> Result<bool, String> {
-    match s {
-        "enqueue" => Ok(false),
-        "dequeue" => Ok(true),
-        _ => Err(format!("{s:?}: give enqueue or dequeue")),
-    }
-}
-
 /// The switch's settings the user gave; None: roce_switch's default (its stats say what it took).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(crate) struct Thresholds {
@@ -157,8 +154,8 @@ pub(crate) struct Thresholds {
     pub(crate) xoff: Option<u64>,
     /// Likewise.
     pub(crate) xon: Option<u64>,
-    /// `--mark-at dequeue`.
-    pub(crate) mark_at_dequeue: bool,
+    /// `--mark-at`.
+    pub(crate) mark_at: Option<MarkAt>,
 }
 
 /// A congestion study, decided.
@@ -267,7 +264,7 @@ impl Study {
                 pmax: args.pmax,
                 xoff: args.xoff,
                 xon: args.xon,
-                mark_at_dequeue: args.mark_at.unwrap_or(false),
+                mark_at: args.mark_at,
             },
             size: size.unwrap_or(DEFAULT_SIZE),
             duration_s,
@@ -388,23 +385,26 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn mark_at_dequeue_reaches_the_switchs_command_line() {
-        let a = args(&["--congestion", "--mark-at", "dequeue"]).unwrap();
-        let s = Study::new(&a, None, None).unwrap();
-        assert!(s.thresholds.mark_at_dequeue);
-        let a = args(&["--congestion", "--mark-at", "enqueue"]).unwrap();
-        assert!(
-            !Study::new(&a, None, None)
-                .unwrap()
-                .thresholds
-                .mark_at_dequeue
-        );
+    fn mark_at_reaches_the_switchs_command_line() {
+        let study = |v: &[&str]| Study::new(&args(v).unwrap(), None, None).unwrap();
+        let dequeue = study(&["--congestion", "--mark-at", "dequeue"]);
+        assert_eq!(dequeue.thresholds.mark_at, Some(MarkAt::Dequeue));
+        let enqueue = study(&["--congestion", "--mark-at", "enqueue"]);
+        assert_eq!(enqueue.thresholds.mark_at, Some(MarkAt::Enqueue));
+        assert_eq!(study(&["--congestion"]).thresholds.mark_at, None);
         let e = args(&["--congestion", "--mark-at", "later"]).unwrap_err();
-        assert!(e.to_string().contains("give enqueue or dequeue"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("[possible values: enqueue, dequeue]"),
+            "{e}"
+        );
         let mut spec = crate::compare::congestion::topology::SwitchSpec::new("ecn", 1.0);
-        spec.mark_at_dequeue = true;
-        let line = spec.args(std::path::Path::new("s.json")).join(" ");
-        assert!(line.contains("--mark-at dequeue"), "{line}");
+        let line = |spec: &crate::compare::congestion::topology::SwitchSpec| {
+            spec.args(std::path::Path::new("s.json")).join(" ")
+        };
+        assert!(!line(&spec).contains("--mark-at"), "the switch's default");
+        spec.mark_at = Some(MarkAt::Dequeue);
+        assert!(line(&spec).contains("--mark-at dequeue"), "{}", line(&spec));
     }
 
     #[test]

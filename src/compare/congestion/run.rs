@@ -12,6 +12,7 @@ use crate::compare::leg::{LegSpec, TestSpec, side_args};
 use crate::compare::local::{Cores, effective_caps, missing_v1_privileges};
 use crate::compare::run::{ClientSide, Leg, LocalServer, run_sides};
 use crate::orchestrate::signals::stop_requested;
+use crate::params::marks::MarkAt;
 use crate::report::progress::SweepProgress;
 use crate::results::congestion::{
     CONGESTION_SCHEMA, CONGESTION_SCHEMA_VERSION, CongestionDoc, ConvergenceRule, Discipline,
@@ -102,7 +103,7 @@ fn switch_spec(study: &Study, d: Discipline) -> SwitchSpec {
     }
     s.pfc_prio = Some(PRIO);
     s.ecn_prio = Some(PRIO);
-    s.mark_at_dequeue = t.mark_at_dequeue;
+    s.mark_at = t.mark_at;
     s.cpu = study.switch_cpu;
     s.sample_us = Some(100);
     s
@@ -472,7 +473,7 @@ pub(crate) fn run(
     if study.victim.is_some() {
         notes.push(sched.note());
     }
-    if study.thresholds.mark_at_dequeue {
+    if study.thresholds.mark_at == Some(MarkAt::Dequeue) {
         notes.push(
             "the switch decided ECN marks as frames left, by the queue behind them (--mark-at \
              dequeue), not as they arrived"

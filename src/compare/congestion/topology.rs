@@ -13,6 +13,7 @@
 //! queue frame for frame alike; 9000 is there for jumbo runs. [`Topology::start_switch`] runs
 //! `roce_switch` in `{p}w`; [`RunningSwitch::stop`] stops it with SIGTERM and reads its stats.
 
+use crate::params::marks::MarkAt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -290,8 +291,8 @@ pub struct SwitchSpec {
     pub pfc_prio: Option<u8>,
     /// `--ecn-prio`.
     pub ecn_prio: Option<u8>,
-    /// `--mark-at dequeue`: ECN marks decided as frames leave.
-    pub mark_at_dequeue: bool,
+    /// `--mark-at`; None: the switch's default (on arrival).
+    pub mark_at: Option<MarkAt>,
     /// The core it runs on; None: wherever the scheduler puts it.
     pub cpu: Option<usize>,
     /// `--sample-us`.
@@ -311,7 +312,7 @@ impl SwitchSpec {
             pfc: None,
             pfc_prio: None,
             ecn_prio: None,
-            mark_at_dequeue: false,
+            mark_at: None,
             cpu: None,
             sample_us: None,
             seed: None,
@@ -350,9 +351,7 @@ impl SwitchSpec {
         opt("--ecn-prio", self.ecn_prio.map(|p| p.to_string()));
         opt("--sample-us", self.sample_us.map(|s| s.to_string()));
         opt("--seed", self.seed.map(|s| s.to_string()));
-        if self.mark_at_dequeue {
-            a.extend(["--mark-at".into(), "dequeue".into()]);
-        }
+        opt("--mark-at", self.mark_at.map(|m| m.name().into()));
         a
     }
 }
