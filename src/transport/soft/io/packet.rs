@@ -146,26 +146,16 @@ pub(crate) fn roce_filter(udp_port: u16) -> Vec<libc::sock_filter> {
     const ACCEPT: usize = 16;
     const DROP: usize = 17;
     let port = udp_port as u32;
-    vec![
+    let mut prog = vec![
         op(LD_H_ABS, 12),
         jmp(1, JEQ_K, ETH_P_IBOE as u32, ACCEPT, 2),
         jmp(2, JEQ_K, u32::from(MAC_CONTROL_ETHERTYPE), ACCEPT, 3),
-        jmp(3, JEQ_K, 0x0800, 5, 4),
-        jmp(4, JEQ_K, 0x86dd, 12, DROP),
-        op(LD_B_ABS, 23),
-        jmp(6, JEQ_K, 17, 7, DROP),
-        op(LD_H_ABS, 20),
-        jmp(8, JSET_K, 0x1fff, DROP, 9),
-        op(LDX_MSH, 14),
-        op(LD_H_IND, 16),
-        jmp(11, JEQ_K, port, ACCEPT, DROP),
-        op(LD_B_ABS, 20),
-        jmp(13, JEQ_K, 17, 14, DROP),
-        op(LD_H_ABS, 56),
-        jmp(15, JEQ_K, port, ACCEPT, DROP),
-        op(RET_K, ACCEPT_ALL),
-        op(RET_K, 0),
-    ]
+    ];
+    prog.extend(ipv4_udp_to(3, port, ACCEPT, 12, DROP));
+    prog.extend(ipv6_udp_to(12, port, ACCEPT, DROP));
+    prog.extend([op(RET_K, ACCEPT_ALL), op(RET_K, 0)]);
+    debug_assert_eq!(prog.len(), DROP + 1);
+    prog
 }
 
 /// Attaches (or replaces, atomically) the socket's classic BPF filter.

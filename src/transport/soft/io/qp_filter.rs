@@ -50,6 +50,45 @@ pub(crate) mod cbpf {
     pub(crate) fn ja(idx: usize, target: usize) -> libc::sock_filter {
         op(JA, (target - idx - 1) as u32)
     }
+
+    /// Instructions `at..at + 9`, the Ethertype loaded: IPv4 carrying UDP to `port` (not a later
+    /// fragment, which has no UDP header) jumps to `to` with X = the IPv4 header's length; IPv6
+    /// jumps to `ipv6`; anything else to `drop`.
+    pub(crate) fn ipv4_udp_to(
+        at: usize,
+        port: u32,
+        to: usize,
+        ipv6: usize,
+        drop: usize,
+    ) -> [libc::sock_filter; 9] {
+        [
+            jmp(at, JEQ_K, 0x0800, at + 2, at + 1),
+            jmp(at + 1, JEQ_K, 0x86dd, ipv6, drop),
+            op(LD_B_ABS, 23),
+            jmp(at + 3, JEQ_K, 17, at + 4, drop),
+            op(LD_H_ABS, 20),
+            jmp(at + 5, JSET_K, 0x1fff, drop, at + 6),
+            op(LDX_MSH, 14),
+            op(LD_H_IND, 16),
+            jmp(at + 8, JEQ_K, port, to, drop),
+        ]
+    }
+
+    /// Instructions `at..at + 4`: IPv6 (RoCE sends no extension headers) carrying UDP to `port`
+    /// jumps to `to`, anything else to `drop`.
+    pub(crate) fn ipv6_udp_to(
+        at: usize,
+        port: u32,
+        to: usize,
+        drop: usize,
+    ) -> [libc::sock_filter; 4] {
+        [
+            op(LD_B_ABS, 20),
+            jmp(at + 1, JEQ_K, 17, at + 2, drop),
+            op(LD_H_ABS, 56),
+            jmp(at + 3, JEQ_K, port, to, drop),
+        ]
+    }
 }
 
 /// The queue pairs an endpoint owns: `count` consecutive QPNs from `first`, modulo 2^24 (the
@@ -111,7 +150,7 @@ pub(crate) fn qp_filter(udp_port: u16, qps: QpRange) -> Vec<libc::sock_filter> {
     // Wrapped, the range is [first, 2^24) and [0, last]: at or above first passes at once.
     let above_first = if last < first { ACCEPT } else { 24 };
     let below_first = if last < first { 24 } else { DROP };
-    vec![
+    let mut prog = vec![
         op(LD_H_ABS, 12),
         jmp(
             1,
@@ -129,21 +168,11 @@ pub(crate) fn qp_filter(udp_port: u16, qps: QpRange) -> Vec<libc::sock_filter> {
         ),
         op(LD_W_ABS, 58),
         ja(4, QPN),
-        jmp(5, JEQ_K, 0x0800, 7, 6),
-        jmp(6, JEQ_K, 0x86dd, 16, DROP),
-        op(LD_B_ABS, 23),
-        jmp(8, JEQ_K, 17, 9, DROP),
-        op(LD_H_ABS, 20),
-        jmp(10, JSET_K, 0x1fff, DROP, 11),
-        op(LDX_MSH, 14),
-        op(LD_H_IND, 16),
-        jmp(13, JEQ_K, port, 14, DROP),
-        op(LD_W_IND, 26),
-        ja(15, QPN),
-        op(LD_B_ABS, 20),
-        jmp(17, JEQ_K, 17, 18, DROP),
-        op(LD_H_ABS, 56),
-        jmp(19, JEQ_K, port, 20, DROP),
+    ];
+    prog.extend(ipv4_udp_to(5, port, 14, 16, DROP));
+    prog.extend([op(LD_W_IND, 26), ja(15, QPN)]);
+    prog.extend(ipv6_udp_to(16, port, 20, DROP));
+    prog.extend([
         op(LD_W_ABS, 66),
         op(AND_K, 0xff_ffff),
         jmp(22, JEQ_K, 1, ACCEPT, 23),
@@ -151,7 +180,9 @@ pub(crate) fn qp_filter(udp_port: u16, qps: QpRange) -> Vec<libc::sock_filter> {
         jmp(24, JGT_K, last, DROP, ACCEPT),
         op(RET_K, ACCEPT_ALL),
         op(RET_K, 0),
-    ]
+    ]);
+    debug_assert_eq!(prog.len(), DROP + 1);
+    prog
 }
 
 #[cfg(test)]
