@@ -62,6 +62,34 @@ fn cnps(frames: &[Vec<u8>]) -> Vec<(u8, CnpRepr)> {
         .collect()
 }
 
+/// `write_bw -d veth0 --validate --json` with `flags` on both sides across a `--wire-segments`
+/// veth pair whose server's namespace marks `share` of the arriving RoCE packets CE (PREROUTING):
+/// the pair (for the rule's counter) and the server's and the client's soft counters.
+fn write_bw_marked_on_arrival(
+    share: &str,
+    flags: &[&str],
+    what: &str,
+) -> (NetnsPair, serde_json::Value, serde_json::Value) {
+    let pair = NetnsPair::up(&["--wire-segments"]);
+    mark_ce(&pair, 'a', "PREROUTING", share);
+    let dir = tempfile::tempdir().unwrap();
+    let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
+    let args = |json: &std::path::Path| {
+        let mut a = vec!["-d", "veth0", "--validate"];
+        a.extend(flags);
+        a.extend(["--json", json.to_str().unwrap()]);
+        a.into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    let (sa, ca) = (args(&sj), args(&cj));
+    let (s, c) = pair.run_pair(
+        "write_bw",
+        sa.iter().map(String::as_str).collect(),
+        ca.iter().map(String::as_str).collect(),
+    );
+    crate::common::assert_both_ok(what, &s, &c);
+    (pair, counters(&sj), counters(&cj))
+}
+
 /// The soft counters of a run's `--json`.
 fn counters(path: &std::path::Path) -> serde_json::Value {
     crate::common::json_file(path)["test"]["counters"].clone()
@@ -188,30 +216,11 @@ fn marks_on_arrival_fall_on_single_packets_when_the_veth_cuts_gso_sends() {
     if !can_run() || !have_iptables() {
         return;
     }
-    let pair = NetnsPair::up(&["--wire-segments"]);
-    mark_ce(&pair, 'a', "PREROUTING", "0.05");
-    let dir = tempfile::tempdir().unwrap();
-    let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
-    let args = ["-d", "veth0", "-s", "65536", "-n", "2000", "-m", "1024"];
-    let args = |json: &std::path::Path| {
-        let mut a = args.to_vec();
-        a.extend([
-            "--validate",
-            "--cc",
-            "none",
-            "--json",
-            json.to_str().unwrap(),
-        ]);
-        a.into_iter().map(str::to_string).collect::<Vec<_>>()
-    };
-    let (sa, ca) = (args(&sj), args(&cj));
-    let (s, c) = pair.run_pair(
-        "write_bw",
-        sa.iter().map(String::as_str).collect(),
-        ca.iter().map(String::as_str).collect(),
+    let (pair, server, _) = write_bw_marked_on_arrival(
+        "0.05",
+        &["-s", "65536", "-n", "2000", "-m", "1024", "--cc", "none"],
+        "--wire-segments, marks on arrival",
     );
-    crate::common::assert_both_ok("--wire-segments, marks on arrival", &s, &c);
-    let server = counters(&sj);
     let marked = server["np_ecn_marked_roce_packets"].as_u64().unwrap();
     let received = server["rx_packets"].as_u64().unwrap();
     assert_eq!(marked, matched(&pair, 'a'), "{server}");
@@ -231,10 +240,6 @@ fn paced_by_dcqcn_a_run_that_loses_nothing_resends_only_after_real_silences() {
     if !can_run() || !have_iptables() {
         return;
     }
-    let pair = NetnsPair::up(&["--wire-segments"]);
-    mark_ce(&pair, 'a', "PREROUTING", "0.01");
-    let dir = tempfile::tempdir().unwrap();
-    let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
     let slow = [
         "rp_dce_tcp_rtt=300",
         "rp_dce_tcp_g=1020",
@@ -248,42 +253,26 @@ fn paced_by_dcqcn_a_run_that_loses_nothing_resends_only_after_real_silences() {
         "rp_clamp_tgt_rate=1",
         "rp_max_rate=1000",
     ];
-    let args = |json: &std::path::Path| {
-        let mut a: Vec<String> = [
-            "-d",
-            "veth0",
-            "-s",
-            "65536",
-            "-m",
-            "1024",
-            "-n",
-            "3000",
-            "--validate",
-            "--rate_limit",
-            "1",
-            "--rate_units",
-            "g",
-            "--cc",
-            "dcqcn",
-            "-v",
-            "--json",
-        ]
-        .map(str::to_string)
-        .to_vec();
-        a.push(json.to_str().unwrap().to_string());
-        for p in slow {
-            a.extend(["--cc-param".to_string(), p.to_string()]);
-        }
-        a
-    };
-    let (sa, ca) = (args(&sj), args(&cj));
-    let (s, c) = pair.run_pair(
-        "write_bw",
-        sa.iter().map(String::as_str).collect(),
-        ca.iter().map(String::as_str).collect(),
-    );
-    crate::common::assert_both_ok("--cc dcqcn paced under CE marks", &s, &c);
-    let (server, client) = (counters(&sj), counters(&cj));
+    let mut flags = vec![
+        "-s",
+        "65536",
+        "-m",
+        "1024",
+        "-n",
+        "3000",
+        "--rate_limit",
+        "1",
+        "--rate_units",
+        "g",
+        "--cc",
+        "dcqcn",
+        "-v",
+    ];
+    for p in slow {
+        flags.extend(["--cc-param", p]);
+    }
+    let (_, server, client) =
+        write_bw_marked_on_arrival("0.01", &flags, "--cc dcqcn paced under CE marks");
     assert!(
         client["cc"]["rp_rate_cuts"].as_u64().unwrap() > 0,
         "DCQCN cut the rate (else the pacer held nothing): {client}"

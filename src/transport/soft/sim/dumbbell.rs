@@ -580,6 +580,32 @@ mod tests {
             .collect()
     }
 
+    /// Runs `cfg` for `ns` (seed `seed`): the port drops nothing and no flow resends or times out;
+    /// then the same with `loss` on the access links: what is lost is resent, and every flow
+    /// still delivers more than 1 MB (the simulation asserts each completion's success). The
+    /// loss-free run, for the caller's own checks.
+    fn resends_only_what_is_lost(cfg: DumbbellConfig, seed: u64, ns: u64, loss: f64) -> Dumbbell {
+        let what = format!("{:?}", cfg.qp.recovery);
+        let mut sim = Dumbbell::new(cfg.clone(), seed);
+        sim.run(ns, |_| {});
+        let port = sim.port_stats();
+        assert_eq!(port.dropped, 0, "{what}: {port:?}");
+        assert!(
+            resends(&sim).iter().all(|&r| r == (0, 0)),
+            "{what}: (resent, timeouts) per flow {:?}",
+            resends(&sim)
+        );
+        let mut lossy = cfg;
+        lossy.access_loss = loss;
+        let mut lost = Dumbbell::new(lossy, seed);
+        lost.run(ns, |_| {});
+        let flows = lost.flows.len();
+        let resent: u64 = (0..flows).map(|i| lost.retransmitted(i)).sum();
+        assert!(resent > 0, "{what}: {:?}", resends(&lost));
+        assert!((0..flows).all(|i| lost.delivered(i) > 1_000_000), "{what}");
+        sim
+    }
+
     #[test]
     fn paced_queue_pairs_that_lose_nothing_resend_nothing_and_still_resend_a_loss() {
         // DCQCN cuts four flows to a quarter of the port each: a 64 KiB WRITE (16 packets, the
@@ -589,28 +615,12 @@ mod tests {
         // per 3 s with 0 gaps). Nothing is lost here, so nothing may be sent twice.
         use crate::params::Recovery;
         for recovery in [Recovery::Gbn, Recovery::Sr] {
-            let mut sim = Dumbbell::new(slow_link(4, recovery), 3);
-            sim.run(200_000_000, |_| {});
-            let port = sim.port_stats();
-            assert_eq!(port.dropped, 0, "{recovery:?}: {port:?}");
+            // A lost packet (0.1 %) is still found and sent again.
+            let sim = resends_only_what_is_lost(slow_link(4, recovery), 3, 200_000_000, 0.001);
             assert!(
                 (0..4).all(|i| sim.sender_cc(i).rp_rate_cuts > 0 && sim.delivered(i) > 0),
                 "{recovery:?}: every flow was cut and delivered"
             );
-            assert!(
-                resends(&sim).iter().all(|&r| r == (0, 0)),
-                "{recovery:?}: (resent, timeouts) per flow {:?}",
-                resends(&sim)
-            );
-            // A lost packet is still found and sent again, and every WRITE completes (the
-            // simulation asserts each completion's success).
-            let mut cfg = slow_link(4, recovery);
-            cfg.access_loss = 0.001;
-            let mut sim = Dumbbell::new(cfg, 3);
-            sim.run(200_000_000, |_| {});
-            let resent: u64 = (0..4).map(|i| sim.retransmitted(i)).sum();
-            assert!(resent > 0, "{recovery:?}: {:?}", resends(&sim));
-            assert!((0..4).all(|i| sim.delivered(i) > 1_000_000), "{recovery:?}");
         }
     }
 
@@ -628,21 +638,8 @@ mod tests {
             cfg.bottleneck.rate_gbps = 10.0;
             cfg.stagger_ns = 0;
             cfg.pause = Some((5_000_000, 3_000_000));
-            let mut sim = Dumbbell::new(cfg.clone(), 5);
-            sim.run(100_000_000, |_| {});
-            assert_eq!(sim.port_stats().dropped, 0, "{recovery:?}");
-            assert!((0..2).all(|i| sim.delivered(i) > 1_000_000), "{recovery:?}");
-            assert!(
-                resends(&sim).iter().all(|&r| r == (0, 0)),
-                "{recovery:?}: (resent, timeouts) per flow {:?}",
-                resends(&sim)
-            );
-            // Paused and lossy: what is lost is resent, and everything completes.
-            cfg.access_loss = 0.002;
-            let mut sim = Dumbbell::new(cfg, 5);
-            sim.run(100_000_000, |_| {});
-            let resent: u64 = (0..2).map(|i| sim.retransmitted(i)).sum();
-            assert!(resent > 0, "{recovery:?}: {:?}", resends(&sim));
+            // Paused and lossy (0.2 %): what is lost is resent, and everything completes.
+            let sim = resends_only_what_is_lost(cfg, 5, 100_000_000, 0.002);
             assert!((0..2).all(|i| sim.delivered(i) > 1_000_000), "{recovery:?}");
         }
     }
