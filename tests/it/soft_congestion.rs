@@ -72,6 +72,17 @@ fn write_bw_marked_on_arrival(
 ) -> (NetnsPair, serde_json::Value, serde_json::Value) {
     let pair = NetnsPair::up(&["--wire-segments"]);
     mark_ce(&pair, 'a', "PREROUTING", share);
+    let (server, client, _) = write_bw(&pair, flags, what);
+    (pair, server, client)
+}
+
+/// `write_bw -d veth0 --validate --json` with `flags` on both sides of `pair`, both exiting 0: the
+/// server's and the client's soft counters, and what the client printed.
+fn write_bw(
+    pair: &NetnsPair,
+    flags: &[&str],
+    what: &str,
+) -> (serde_json::Value, serde_json::Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
     let args = |json: &std::path::Path| {
@@ -87,7 +98,11 @@ fn write_bw_marked_on_arrival(
         ca.iter().map(String::as_str).collect(),
     );
     crate::common::assert_both_ok(what, &s, &c);
-    (pair, counters(&sj), counters(&cj))
+    (
+        counters(&sj),
+        counters(&cj),
+        format!("{}{}", c.stdout, c.stderr),
+    )
 }
 
 /// The soft counters of a run's `--json`.
@@ -98,41 +113,15 @@ fn counters(path: &std::path::Path) -> serde_json::Value {
 fn run(cc: &str) -> (serde_json::Value, serde_json::Value, Vec<Vec<u8>>, String) {
     let pair = NetnsPair::up(&[]);
     mark_ce(&pair, 'b', "OUTPUT", "0.05");
-    let dir = tempfile::tempdir().unwrap();
-    let (sj, cj) = (dir.path().join("s.json"), dir.path().join("c.json"));
     // What comes back to the client (ns b) from the server: ACKs and CNPs.
     let cap = Capture::start(Some(&pair.ns('b')), "veth0", "udp and src host 10.77.0.1");
-    let args = [
-        "-d",
-        "veth0",
-        "-s",
-        "65536",
-        "-n",
-        "3000",
-        "--validate",
-        "--cc",
-        cc,
-        "-v",
-    ];
-    let with = |json: &std::path::Path| {
-        let mut a = args.to_vec();
-        a.extend(["--json", json.to_str().unwrap()]);
-        a.into_iter().map(str::to_string).collect::<Vec<_>>()
-    };
-    let (sa, ca) = (with(&sj), with(&cj));
-    let (s, c) = pair.run_pair(
-        "write_bw",
-        sa.iter().map(String::as_str).collect(),
-        ca.iter().map(String::as_str).collect(),
+    let (server, client, printed) = write_bw(
+        &pair,
+        &["-s", "65536", "-n", "3000", "--cc", cc, "-v"],
+        &format!("--cc {cc} under CE marks"),
     );
-    crate::common::assert_both_ok(&format!("--cc {cc} under CE marks"), &s, &c);
     let (path, _d) = cap.finish();
-    (
-        counters(&sj),
-        counters(&cj),
-        read_pcap(&path),
-        format!("{}{}", c.stdout, c.stderr),
-    )
+    (server, client, read_pcap(&path), printed)
 }
 
 #[test]
