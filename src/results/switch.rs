@@ -47,6 +47,10 @@ pub struct SwitchStats {
     pub ecn_prio: Option<u8>,
     /// From the first frame in to the stop, seconds.
     pub duration_s: f64,
+    /// CPU time the switch used from its start to the stop, user and system, seconds: what it
+    /// took from the cores the endpoints run on (0 in files written before it was recorded).
+    #[serde(default)]
+    pub cpu_s: f64,
     /// The egress (bottleneck) port's queue.
     pub egress: EgressStats,
     /// Pause frames sent.
@@ -195,6 +199,7 @@ mod tests {
             pfc_prio: 3,
             ecn_prio: Some(3),
             duration_s: 1.5,
+            cpu_s: 0.25,
             egress: EgressStats {
                 offered_packets: 10,
                 marked_packets: 2,

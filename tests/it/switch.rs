@@ -230,6 +230,14 @@ fn lossy_drops_what_exceeds_the_buffer_and_the_receiver_gets_the_rest() {
         e.max_queue_bytes <= 100_000 && e.max_queue_bytes > 90_000,
         "{e:?}"
     );
+    // It forwarded thousands of frames: that took CPU, and no more than the whole run on every core.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    assert!(
+        s.cpu_s > 0.0 && s.cpu_s <= (s.duration_s + 5.0) * cores,
+        "cpu_s {} over {} s",
+        s.cpu_s,
+        s.duration_s
+    );
     // The queue sampled every 500 µs: within the buffer, in time order, full at some point.
     let q = &s.queue_samples;
     assert!(q.len() > 10, "{q:?}");

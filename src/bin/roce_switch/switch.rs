@@ -479,6 +479,7 @@ impl Switch {
             pfc_prio: self.cfg.pfc_prio,
             ecn_prio: self.cfg.ecn_prio,
             duration_s: now.saturating_sub(start) as f64 / 1e9,
+            cpu_s: sys::cpu_seconds(),
             egress: EgressStats {
                 offered_packets: c.offered.0,
                 offered_bytes: c.offered.1,

@@ -39,6 +39,17 @@ pub fn now_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// The CPU time this process has used, user and system, seconds (`getrusage`): the system part
+/// includes the kernel's delivery of each frame the switch sends, which runs in its `sendmmsg`.
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: an all-zero rusage is a valid out-parameter.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a live rusage; RUSAGE_SELF always exists.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(u.ru_utime) + s(u.ru_stime)
+}
+
 /// Timer slack 1 ns: a sleep ends when asked, not up to 50 µs later (the default slack).
 pub fn precise_timers() -> Result<()> {
     // SAFETY: prctl with an integer argument.

@@ -5,9 +5,10 @@
 //! switch stopped for its stats. Every process starts through the comparison's runner
 //! ([`run_sides`], `orchestrate::child`), each pair with its own server side.
 
-use super::build::{Left, SwitchCounts, discipline_run};
+use super::build::{Left, SwitchCounts, SwitchLoad, discipline_run};
 use super::plan::{CONVERGE_BAND, PRIO, Study, VICTIM_DELAY_MS, VICTIM_FIFO, VictimCores};
 use super::topology::{HOST_DEV, Host, SwitchSpec, Topology, TopologySpec};
+use super::wake_cost::{self, WakeCost};
 use crate::compare::leg::{LegSpec, TestSpec, side_args};
 use crate::compare::local::{Cores, effective_caps, missing_v1_privileges};
 use crate::compare::run::{ClientSide, Leg, LocalServer, run_sides};
@@ -82,6 +83,13 @@ impl From<&SwitchStats> for SwitchCounts {
             pause_frames_sent: s.pfc.pause_frames_sent,
             paused_ns: s.pfc.paused_ns,
             queue_samples: s.queue_samples.clone(),
+            load: SwitchLoad {
+                rate_gbps: s.rate_gbps,
+                duration_s: s.duration_s,
+                cpu_s: s.cpu_s,
+                achieved_busy_gbps: s.egress.achieved_busy_gbps,
+                departure_late_max_ns: s.egress.departure_late_max_ns,
+            },
         }
     }
 }
@@ -284,14 +292,15 @@ fn client_args(spec: &LegSpec, test: &TestSpec, env: &Env, topo: &Topology) -> V
     a
 }
 
-/// One discipline: the switch, the bulk flows and the victim at once, the switch's stats.
+/// One discipline: the switch, the bulk flows and the victim at once, the switch's stats; and a
+/// note of what the switch cost the machine ([`SwitchLoad::note`]).
 fn discipline(
     study: &Study,
     topo: &Topology,
     env: &Env,
     d: Discipline,
     sched: &VictimSched,
-) -> DisciplineRun {
+) -> (DisciplineRun, Option<String>) {
     let work = env.work.join(d.name());
     let test = study.bulk_test();
     let spec = study.bulk_leg(d, HOST_DEV);
@@ -305,7 +314,7 @@ fn discipline(
             victim_exit: None,
             switch_exit: None,
         };
-        discipline_run(study, d, args.clone(), outcome, left)
+        (discipline_run(study, d, args.clone(), outcome, left), None)
     };
     if let Err(e) = std::fs::create_dir_all(&work) {
         return failed(
@@ -373,6 +382,7 @@ fn discipline(
         victim_exit: victim.as_ref().map(|_| 0),
         switch_exit: stats.is_ok().then_some(0),
     };
+    let load_note = switch.as_ref().and_then(|s| s.load.note(d.name()));
     let left = Left {
         client: client.as_ref(),
         server: server.as_ref(),
@@ -383,7 +393,7 @@ fn discipline(
     if let Ok(s) = &stats {
         run.ran.switch = s.discipline.clone();
     }
-    run
+    (run, load_note)
 }
 
 /// Who runs where, and a note naming the busy-polling processes that share a core (the victim,
@@ -473,6 +483,7 @@ pub(crate) fn run(
     if study.victim.is_some() {
         notes.push(sched.note());
     }
+    notes.extend(WakeCost::measure(wake_cost::SLEEP_NS, wake_cost::SLEEPS).map(|c| c.note()));
     if study.thresholds.mark_at == Some(MarkAt::Dequeue) {
         notes.push(
             "the switch decided ECN marks as frames left, by the queue behind them (--mark-at \
@@ -499,7 +510,9 @@ pub(crate) fn run(
             "{d}: {} flows for {} s",
             study.flows, study.duration_s
         ));
-        runs.push(discipline(study, &topo, env, d, &sched));
+        let (run, load) = discipline(study, &topo, env, d, &sched);
+        runs.push(run);
+        notes.extend(load);
         progress.finish_size();
     }
     progress.finish();
