@@ -252,6 +252,36 @@ fn lossy_drops_what_exceeds_the_buffer_and_the_receiver_gets_the_rest() {
 }
 
 #[test]
+fn a_batching_switch_accounts_for_every_frame_and_keeps_its_buffer() {
+    if !can_run() {
+        return;
+    }
+    let _one = common::one_at_a_time(&ONE);
+    let t = topology();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = SwitchSpec::new("lossy", 0.1);
+    spec.buffer = Some(100_000);
+    // Frames that arrive while it sleeps 500 µs are read late and queued at their kernel stamps.
+    spec.batch_us = Some(500);
+    let sw = start(&t, &spec, dir.path());
+    let rx = receiver(&t);
+    let (got, _) = send_and_count(&t, 0, BLAST, None, &rx);
+    let s = stop(sw);
+    let e = &s.egress;
+    assert!(e.dropped_packets > 0, "a blast overflows 100 kB: {e:?}");
+    assert_eq!(
+        got as u64 + e.dropped_packets + kernel_drops(&s),
+        BLAST as u64,
+        "every datagram arrived or was dropped at the switch: {e:?}"
+    );
+    assert_eq!(e.offered_packets, e.forwarded_packets + e.dropped_packets);
+    assert!(
+        e.max_queue_bytes <= 100_000 && e.max_queue_bytes > 90_000,
+        "{e:?}"
+    );
+}
+
+#[test]
 fn ecn_marks_nothing_below_the_rate_and_marks_above_kmin_what_the_receiver_sees() {
     if !can_run() {
         return;

@@ -19,10 +19,13 @@ const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+/// `SO_TIMESTAMPNS` (asm-generic/socket.h, `SO_TIMESTAMPNS_OLD`: a `struct timespec` of 64-bit
+/// fields on 64-bit Linux), which the libc crate names on Android only; also its cmsg type.
+const SO_TIMESTAMPNS: libc::c_int = 35;
 /// The receive buffer asked for: a burst at 10 Gb/s for a few ms waits here while the switch sleeps.
 const RCVBUF: libc::c_int = 32 << 20;
-/// Room for one `tpacket_auxdata` control message.
-const CONTROL: usize = 64;
+/// Room for a `tpacket_auxdata` and an `SO_TIMESTAMPNS` control message.
+const CONTROL: usize = 128;
 
 /// `struct tpacket_auxdata` (linux/if_packet.h).
 #[repr(C)]
@@ -56,6 +59,8 @@ pub struct Rx {
     pub tci: Option<u16>,
     /// It did not fit the buffer (larger than the port's MTU allows).
     pub truncated: bool,
+    /// When the kernel took it in, `CLOCK_REALTIME` ns (`SO_TIMESTAMPNS`; 0: not stamped).
+    pub stamp_ns: u64,
 }
 
 /// One port.
@@ -121,6 +126,8 @@ impl Sock {
         ] {
             set_int(&fd, libc::SOL_PACKET, opt, 1).map_err(|e| Error::setup(ctx(what), e))?;
         }
+        set_int(&fd, libc::SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            .map_err(|e| Error::setup(ctx("SO_TIMESTAMPNS"), e))?;
         if set_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF).is_err() {
             set_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF)
                 .map_err(|e| Error::setup(ctx("SO_RCVBUF"), e))?;
@@ -218,11 +225,13 @@ impl Sock {
         for i in 0..n as usize {
             let m = &self.msgs[i];
             let len = m.msg_len as usize;
+            let (tci, stamp_ns) = control(&m.msg_hdr);
             out.push(Rx {
                 slot: i,
                 len,
-                tci: aux_tci(&m.msg_hdr),
+                tci,
                 truncated: len >= self.slot_len || m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                stamp_ns,
             });
         }
         Ok(())
@@ -280,8 +289,10 @@ impl Sock {
     }
 }
 
-/// The VLAN TCI in a received message's `PACKET_AUXDATA`, if the kernel took a tag off.
-fn aux_tci(h: &libc::msghdr) -> Option<u16> {
+/// A received message's control data: the VLAN TCI in its `PACKET_AUXDATA`, if the kernel took a
+/// tag off, and its `SO_TIMESTAMPNS` arrival stamp (`CLOCK_REALTIME` ns; 0 if none).
+fn control(h: &libc::msghdr) -> (Option<u16>, u64) {
+    let (mut tci, mut stamp) = (None, 0);
     // SAFETY: the kernel wrote h's control buffer; CMSG_* walk only within msg_controllen.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(h);
@@ -289,10 +300,13 @@ fn aux_tci(h: &libc::msghdr) -> Option<u16> {
             if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
                 let aux = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const AuxData);
                 let valid = aux.tp_status & TP_STATUS_VLAN_VALID != 0 || aux.tp_vlan_tci != 0;
-                return valid.then_some(aux.tp_vlan_tci);
+                tci = valid.then_some(aux.tp_vlan_tci);
+            } else if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == SO_TIMESTAMPNS {
+                let t = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                stamp = t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64;
             }
             c = libc::CMSG_NXTHDR(h, c);
         }
     }
-    None
+    (tci, stamp)
 }

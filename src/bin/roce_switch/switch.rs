@@ -83,6 +83,9 @@ pub struct Switch {
     period: Option<u64>,
     period_bits: u64,
     busy: (u64, u64),
+    /// The latest arrival time a frame was queued at: arrival stamps from several ports are kept
+    /// in order by never going back before it.
+    last_arrival: u64,
 }
 
 impl Switch {
@@ -154,6 +157,7 @@ impl Switch {
             period: None,
             period_bits: 0,
             busy: (0, 0),
+            last_arrival: 0,
             socks,
             egress,
             cfg,
@@ -186,14 +190,18 @@ impl Switch {
                 revents: 0,
             })
             .collect();
+        let egress_only = self.egress;
         while !sys::stop_requested() {
             let now = sys::now_ns();
             self.sample(now);
-            self.depart(now)?;
+            // Arrivals first: each is queued at its stamp after what left before it (with
+            // --batch-us they may have waited a while to be read), then what is due now leaves.
             let mut got = false;
             for i in 0..self.socks.len() {
                 got |= self.receive(i)?;
             }
+            let now = sys::now_ns();
+            self.depart(now, now)?;
             if got {
                 continue;
             }
@@ -202,22 +210,39 @@ impl Switch {
                 .into_iter()
                 .flatten()
                 .min();
+            // --batch-us: with frames queued, the ingress ports do not wake it, and it sleeps at
+            // least that long; what arrived is read at the next wake-up, queued at its stamps.
+            let batching = self.cfg.batch_ns > 0 && self.port.queued_frames() > 0;
+            let next = match (batching, self.port.next_departure()) {
+                (true, Some(d)) => Some(
+                    d.max(now + self.cfg.batch_ns)
+                        .min(self.port.next_refresh().unwrap_or(u64::MAX)),
+                ),
+                _ => next,
+            };
             let timeout = next.map_or(MAX_SLEEP_NS, |t| t.saturating_sub(now).min(MAX_SLEEP_NS));
+            let watched = if batching {
+                &mut fds[egress_only..]
+            } else {
+                &mut fds[..]
+            };
             if timeout > 0 {
-                sys::wait(&mut fds, Some(timeout))
+                sys::wait(watched, Some(timeout))
                     .map_err(|e| Error::io("ppoll on the ports", e))?;
             }
         }
         Ok(())
     }
 
-    /// Sends what is due at `now` out of the egress port, then asks PFC.
-    fn depart(&mut self, now: u64) -> Result<()> {
+    /// Sends what is due by `at` out of the egress port, then asks PFC; `wall` is the time now
+    /// (`at` is earlier when an arrival read late is queued at its stamp: what left before it
+    /// leaves first).
+    fn depart(&mut self, at: u64, wall: u64) -> Result<()> {
         loop {
             let mut skip = 0;
             self.eg_counts.clear();
             while self.eg_counts.len() < BATCH {
-                let Some(q) = self.port.depart(now) else {
+                let Some(q) = self.port.depart(at) else {
                     break;
                 };
                 let span = self.ip_spans.pop_front().flatten();
@@ -231,7 +256,7 @@ impl Switch {
                 self.eg_iovs[n] = [iov(a), iov(b), NO_IOV];
                 self.eg_counts.push(if b.is_empty() { 1 } else { 2 });
                 skip += q.len as usize;
-                let late = now - q.departs_ns;
+                let late = wall.saturating_sub(q.departs_ns);
                 self.late = (self.late.0 + late, self.late.1.max(late), self.late.2 + 1);
                 self.period_bits += (q.len.max(MIN_FRAME) + WIRE_OVERHEAD) * 8;
             }
@@ -258,12 +283,12 @@ impl Switch {
             if let Some(from) = self.period.take() {
                 self.busy = (
                     self.busy.0 + self.period_bits,
-                    self.busy.1 + now.saturating_sub(from),
+                    self.busy.1 + wall.saturating_sub(from),
                 );
             }
             self.period_bits = 0;
         }
-        self.pfc(now)
+        self.pfc(at)
     }
 
     /// Sends a pause or resume out of every ingress port that sent the lossless priority, when PFC
@@ -312,6 +337,8 @@ impl Switch {
             return Ok(());
         }
         let now = sys::now_ns();
+        // Arrival stamps are CLOCK_REALTIME: moved onto the monotonic clock the port runs on.
+        let realtime_ahead = sys::realtime_ns().saturating_sub(now);
         self.start.get_or_insert(now);
         if self.next_sample == 0 {
             self.next_sample = now;
@@ -329,6 +356,14 @@ impl Switch {
                 self.oversize += u64::from(r.len >= ETH_HEADER);
                 continue;
             }
+            // When it came: its stamp, never before a frame already queued nor after now.
+            let at = match r.stamp_ns.checked_sub(realtime_ahead) {
+                Some(t) if r.stamp_ns > 0 => t.clamp(self.last_arrival, now),
+                _ => now,
+            };
+            self.last_arrival = at;
+            // What left the port before it came, left first: the queue it finds is the one it met.
+            self.depart(at, now)?;
             let f = self.socks[i].frame(r);
             let (dst, src) = (frame::dst(f), frame::src(f));
             if frame::is_link_local(&dst) {
@@ -344,17 +379,17 @@ impl Switch {
             };
             match to {
                 Some(o) if o == i => {}
-                Some(o) => self.forward(i, r, o, now),
+                Some(o) => self.forward(i, r, o, at),
                 None => {
                     for o in (0..self.socks.len()).filter(|&o| o != i) {
-                        self.forward(i, r, o, now);
+                        self.forward(i, r, o, at);
                     }
                 }
             }
             // Xoff is judged on every frame as it is queued, as a switch's ingress accounting
             // does: judged once per batch, the queue passed Xoff by up to a batch (64 frames,
             // 266 KB at MTU 4200) before the pause left, headroom the senders then lacked.
-            self.pfc(now)?;
+            self.pfc(at)?;
         }
         for o in 0..self.socks.len() {
             if self.stage[o].1.is_empty() {

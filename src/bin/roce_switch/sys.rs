@@ -50,6 +50,17 @@ pub fn cpu_seconds() -> f64 {
     s(u.ru_utime) + s(u.ru_stime)
 }
 
+/// `CLOCK_REALTIME` in ns: the clock of the kernel's receive stamps.
+pub fn realtime_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: t is a live timespec; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// Timer slack 1 ns: a sleep ends when asked, not up to 50 µs later (the default slack).
 pub fn precise_timers() -> Result<()> {
     // SAFETY: prctl with an integer argument.

@@ -79,6 +79,12 @@ pub(crate) struct CongestionArgs {
     /// bottleneck), beside the receiver it delays the CNPs and the victim (docs/congestion.md)
     #[arg(long, value_name = "N", requires = "congestion")]
     pub(crate) switch_cpu: Option<usize>,
+    /// The switch's --batch-us: while frames are queued it sleeps at least N µs between wake-ups
+    /// and queues what arrived meanwhile at the kernel's arrival stamps. It takes less of a core
+    /// where a timed sleep is costly (a nested virtual machine), and each frame leaves up to N µs
+    /// late [default: 0, a wake-up per departure and per frame] (docs/congestion.md)
+    #[arg(long, value_name = "N", requires = "congestion")]
+    pub(crate) switch_batch_us: Option<u64>,
     /// The victim's message size, bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 64, requires = "congestion",
           value_parser = crate::params::parse_size)]
@@ -179,6 +185,8 @@ pub(crate) struct Study {
     pub(crate) victim_cores: Option<VictimCores>,
     /// `--switch-cpu`; None: the scheduler's choice.
     pub(crate) switch_cpu: Option<usize>,
+    /// `--switch-batch-us`; None: the switch's default.
+    pub(crate) switch_batch_us: Option<u64>,
     /// `--qp-series`, ms.
     pub(crate) series_ms: u64,
     /// Convergence window, ms.
@@ -271,6 +279,7 @@ impl Study {
             victim: (!args.no_victim).then_some(args.victim_size),
             victim_cores: args.victim_cpu,
             switch_cpu: args.switch_cpu,
+            switch_batch_us: args.switch_batch_us,
             series_ms: args.series_ms,
             converge_window_ms: args.converge_window_ms,
             cc,
@@ -405,6 +414,30 @@ pub(crate) mod tests {
         assert!(!line(&spec).contains("--mark-at"), "the switch's default");
         spec.mark_at = Some(MarkAt::Dequeue);
         assert!(line(&spec).contains("--mark-at dequeue"), "{}", line(&spec));
+    }
+
+    #[test]
+    fn switch_batch_us_reaches_the_switchs_command_line() {
+        let s = Study::new(
+            &args(&["--congestion", "--switch-batch-us", "50"]).unwrap(),
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(s.switch_batch_us, Some(50));
+        let mut spec = crate::compare::congestion::topology::SwitchSpec::new("ecn", 1.0);
+        spec.batch_us = s.switch_batch_us;
+        let line = spec.args(std::path::Path::new("s.json")).join(" ");
+        assert!(line.contains("--batch-us 50"), "{line}");
+        let default = Study::new(&args(&["--congestion"]).unwrap(), None, None).unwrap();
+        assert_eq!(default.switch_batch_us, None);
+        spec.batch_us = default.switch_batch_us;
+        let line = spec.args(std::path::Path::new("s.json")).join(" ");
+        assert!(!line.contains("--batch-us"), "the switch's default: {line}");
+        assert!(
+            args(&["--switch-batch-us", "50"]).is_err(),
+            "only with --congestion"
+        );
     }
 
     #[test]

@@ -114,6 +114,7 @@ fn switch_spec(study: &Study, d: Discipline) -> SwitchSpec {
     s.mark_at = t.mark_at;
     s.cpu = study.switch_cpu;
     s.sample_us = Some(100);
+    s.batch_us = study.switch_batch_us;
     s
 }
 
@@ -484,6 +485,12 @@ pub(crate) fn run(
         notes.push(sched.note());
     }
     notes.extend(WakeCost::measure(wake_cost::SLEEP_NS, wake_cost::SLEEPS).map(|c| c.note()));
+    if let Some(b) = study.switch_batch_us.filter(|&b| b > 0) {
+        notes.push(format!(
+            "the switch slept at least {b} µs between wake-ups while frames were queued \
+             (--switch-batch-us): frames left up to {b} µs late, queued at their arrival stamps"
+        ));
+    }
     if study.thresholds.mark_at == Some(MarkAt::Dequeue) {
         notes.push(
             "the switch decided ECN marks as frames left, by the queue behind them (--mark-at \

@@ -299,6 +299,8 @@ pub struct SwitchSpec {
     pub sample_us: Option<u64>,
     /// `--seed`.
     pub seed: Option<u64>,
+    /// `--batch-us`; None: the switch's default (a wake-up per departure and per frame).
+    pub batch_us: Option<u64>,
 }
 
 impl SwitchSpec {
@@ -316,6 +318,7 @@ impl SwitchSpec {
             cpu: None,
             sample_us: None,
             seed: None,
+            batch_us: None,
         }
     }
 
@@ -352,6 +355,7 @@ impl SwitchSpec {
         opt("--sample-us", self.sample_us.map(|s| s.to_string()));
         opt("--seed", self.seed.map(|s| s.to_string()));
         opt("--mark-at", self.mark_at.map(|m| m.name().into()));
+        opt("--batch-us", self.batch_us.map(|b| b.to_string()));
         a
     }
 }
