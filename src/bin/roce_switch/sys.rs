@@ -30,13 +30,7 @@ pub fn stop_requested() -> bool {
 
 /// CLOCK_MONOTONIC, ns.
 pub fn now_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: t is a live timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// The CPU time this process has used, user and system, seconds (`getrusage`): the system part
@@ -52,12 +46,17 @@ pub fn cpu_seconds() -> f64 {
 
 /// `CLOCK_REALTIME` in ns: the clock of the kernel's receive stamps.
 pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// `clock` in ns.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: t is a live timespec; CLOCK_REALTIME always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut t) };
+    // SAFETY: t is a live timespec; both clocks used here always exist.
+    unsafe { libc::clock_gettime(clock, &mut t) };
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
