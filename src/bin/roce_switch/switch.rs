@@ -356,9 +356,14 @@ impl Switch {
                 self.oversize += u64::from(r.len >= ETH_HEADER);
                 continue;
             }
-            // When it came: its stamp, never before a frame already queued nor after now.
+            // When it came. With --batch-us, its stamp (never before a frame already queued nor
+            // after now): it may have waited a whole sleep to be read. Without, when it is read:
+            // a frame still in the socket counts as in flight, and a switch that wakes late (a
+            // loaded machine) does not charge its own lateness to the senders as drops.
             let at = match r.stamp_ns.checked_sub(realtime_ahead) {
-                Some(t) if r.stamp_ns > 0 => t.clamp(self.last_arrival, now),
+                Some(t) if self.cfg.batch_ns > 0 && r.stamp_ns > 0 => {
+                    t.clamp(self.last_arrival, now)
+                }
                 _ => now,
             };
             self.last_arrival = at;
