@@ -157,7 +157,8 @@ impl RxBatch {
             };
         }
         self.filled = got as usize;
-        self.dirty = self.filled + 1;
+        // `recvmsg` and `recvfrom` write header 0 alone; `recvmmsg` may have touched one more.
+        self.dirty = self.filled + usize::from(!self.single);
         if self.single {
             self.streak += 1;
             if self.streak >= 2 {
