@@ -108,7 +108,10 @@ impl RxBatch {
     /// `recvmsg` into the first slot, which costs the kernel less than `recvmmsg`'s loop, or, with
     /// no control message to read, `recvfrom`, which spares it the message header and iovec copies
     /// too; two receives in a row that find data mean a stream, and it goes back to `recvmmsg` for
-    /// whole batches until one of those finds at most one datagram.
+    /// whole batches until one of those finds at most one datagram. Inlined: the poll makes
+    /// several a round trip, most of them finding nothing, and a call of its own cost each more
+    /// than its bookkeeping.
+    #[inline]
     pub(crate) fn recv(&mut self, fd: RawFd, control: bool) -> io::Result<usize> {
         self.filled = 0;
         let n = if self.single { 1 } else { self.slots.count() };
