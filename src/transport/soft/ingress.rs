@@ -207,6 +207,18 @@ pub(crate) enum RxNet<'a> {
 }
 
 impl RxNet<'_> {
+    /// Where datagram `d`, which passed [`check_udp`] on the socket bound to `local`, came in.
+    #[inline]
+    pub(crate) fn of_datagram(d: &RxDatagram<'_>, local: SocketAddr) -> RxNet<'static> {
+        RxNet::Udp {
+            // check_udp passed: the datagram has a sender.
+            src: d.src.map_or(local.ip(), |s| s.ip()),
+            dst: d.dst.unwrap_or(local.ip()),
+            len: d.data.len(),
+            tclass: d.tclass,
+        }
+    }
+
     /// The 40 bytes verbs puts in front of a UD message, as rxe fills them: RoCE v1's GRH; on RoCE v2
     /// 20 zero bytes and the IPv4 header, or the IPv6 header. A UDP socket hides the sender's IPv4 ID
     /// and TTL (rebuilt as roceperf sends them, 0 and 64) and the flow label (0); the TOS / traffic

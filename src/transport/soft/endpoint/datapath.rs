@@ -152,11 +152,9 @@ impl SoftEndpoint {
     /// the PFC receive that precedes it, behind a cold branch, costs in code size).
     #[inline(always)]
     fn receive(&mut self, clock: &mut PollClock) -> Result<usize> {
-        let me = FrameFilter {
-            encap: self.encap,
-            ip: self.local_ip,
-            gid: self.gid,
-        };
+        // What a frame must be addressed to, read only by the frame arm below: a UDP receive
+        // (most of them, and every idle one) does not build it.
+        let (encap, local_ip, gid) = (&self.encap, &self.local_ip, &self.gid);
         let local = self.nic.inner().local_addr();
         // An impaired device releases what it held by the clock; a plain one only hands packets on.
         let dev_now = if self.impair.is_some() {
@@ -200,13 +198,6 @@ impl SoftEndpoint {
                         else {
                             return;
                         };
-                        let net = || RxNet::Udp {
-                            // check_udp passed: the datagram has a sender.
-                            src: src.map_or(local.ip(), |s| s.ip()),
-                            dst: dst.unwrap_or(local.ip()),
-                            len: data.len(),
-                            tclass,
-                        };
                         let packet = (ib, from, is_ce(tclass));
                         match cm.as_deref_mut() {
                             // -R: QP1 carries the CM's MADs.
@@ -214,7 +205,15 @@ impl SoftEndpoint {
                                 side.receive(clock.now(), ib, from, c)
                             }
                             // The engine reads the clock only for what needs it (an ACK, a response).
-                            _ => deliver(slots, c, || clock.now(), packet, || net().grh()),
+                            // The network header, for a UD receive, is rebuilt from the datagram:
+                            // one reference captured, not its addresses one by one per packet.
+                            _ => deliver(
+                                slots,
+                                c,
+                                || clock.now(),
+                                packet,
+                                || RxNet::of_datagram(&d, local).grh(),
+                            ),
                         }
                     }
                     (
@@ -238,6 +237,11 @@ impl SoftEndpoint {
                             pkttype,
                             ifindex,
                             truncated,
+                        };
+                        let me = FrameFilter {
+                            encap: *encap,
+                            ip: *local_ip,
+                            gid: *gid,
                         };
                         let Some(packet) = check_frame(&f, &me, &mut c.drops) else {
                             return;

@@ -422,44 +422,19 @@ impl<D: Device> Device for Impaired<D> {
         self.dev.flush(now)
     }
 
+    /// Only forwards, the impaired path out of line (`receive_impaired`): the plain path, which
+    /// every receive of an unimpaired run takes (idle ones included), then compiles without a
+    /// second copy of the device's receive loop beside it and takes the datagram reads inline.
+    #[inline]
     fn receive(
         &mut self,
         now: Instant,
-        mut each: impl FnMut(D::Meta, &[u8]),
+        each: impl FnMut(D::Meta, &[u8]),
     ) -> Result<usize, IoError> {
-        let Some(f) = self.rx.as_deref_mut() else {
-            return self.dev.receive(now, each);
-        };
-        while let Some(q) = f.due_queue(now) {
-            let (meta, pkt, _) = q.due(now).expect("due_queue checked");
-            each(meta, pkt);
-            q.pop();
+        match self.rx.as_deref_mut() {
+            None => self.dev.receive(now, each),
+            Some(f) => receive_impaired(f, &mut self.dev, now, each),
         }
-        self.dev.receive(now, |meta, pkt| match f.decide(now) {
-            Verdict::Drop => f.stats.dropped += 1,
-            Verdict::Pass { corrupt, dup, hold } => {
-                // The received packet is borrowed: flip or hold a copy of it (the original stays
-                // intact for the duplicate).
-                if corrupt || hold.is_some() {
-                    let n = pkt.len().min(f.scratch.len());
-                    let mut copy = std::mem::take(&mut f.scratch);
-                    copy[..n].copy_from_slice(&pkt[..n]);
-                    if corrupt {
-                        f.flip(&mut copy[..n]);
-                    }
-                    if !hold.is_some_and(|h| f.hold(meta, &mut copy[..n], h)) {
-                        each(meta, &copy[..n]);
-                    }
-                    f.scratch = copy;
-                } else {
-                    each(meta, pkt);
-                }
-                if dup {
-                    f.stats.duplicated += 1;
-                    each(meta, pkt);
-                }
-            }
-        })
     }
 
     fn poll_at(&self) -> Option<Instant> {
@@ -467,6 +442,47 @@ impl<D: Device> Device for Impaired<D> {
         let rx = self.rx.as_ref().and_then(|f| f.next_at());
         [tx, rx, self.dev.poll_at()].into_iter().flatten().min()
     }
+}
+
+/// [`Impaired::receive`] with a receive impairment: hands on the held packets that are due, then
+/// receives one batch from `dev`, dropping, corrupting, duplicating or holding each as `f` decides.
+#[inline(never)]
+fn receive_impaired<D: Device>(
+    f: &mut Fault<D::Meta>,
+    dev: &mut D,
+    now: Instant,
+    mut each: impl FnMut(D::Meta, &[u8]),
+) -> Result<usize, IoError> {
+    while let Some(q) = f.due_queue(now) {
+        let (meta, pkt, _) = q.due(now).expect("due_queue checked");
+        each(meta, pkt);
+        q.pop();
+    }
+    dev.receive(now, |meta, pkt| match f.decide(now) {
+        Verdict::Drop => f.stats.dropped += 1,
+        Verdict::Pass { corrupt, dup, hold } => {
+            // The received packet is borrowed: flip or hold a copy of it (the original stays
+            // intact for the duplicate).
+            if corrupt || hold.is_some() {
+                let n = pkt.len().min(f.scratch.len());
+                let mut copy = std::mem::take(&mut f.scratch);
+                copy[..n].copy_from_slice(&pkt[..n]);
+                if corrupt {
+                    f.flip(&mut copy[..n]);
+                }
+                if !hold.is_some_and(|h| f.hold(meta, &mut copy[..n], h)) {
+                    each(meta, &copy[..n]);
+                }
+                f.scratch = copy;
+            } else {
+                each(meta, pkt);
+            }
+            if dup {
+                f.stats.duplicated += 1;
+                each(meta, pkt);
+            }
+        }
+    })
 }
 
 #[cfg(test)]
