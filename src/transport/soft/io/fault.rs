@@ -415,6 +415,7 @@ impl<D: Device> Device for Impaired<D> {
         queued || produced
     }
 
+    #[inline]
     fn flush(&mut self, now: Instant) -> Result<(), IoError> {
         if let Some(f) = self.tx.as_deref_mut() {
             release_tx(f, &mut self.dev, now);
