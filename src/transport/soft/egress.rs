@@ -20,10 +20,7 @@ pub(crate) fn fill(
     acks: LoneAck,
     buf: &mut [u8],
 ) -> Option<usize> {
-    frame(path, cache, buf, |ib| match acks {
-        LoneAck::Send => qp.poll_transmit(now, ib),
-        LoneAck::Hold => qp.poll_transmit_holding_ack(now, ib),
-    })
+    frame(path, cache, buf, |ib| qp.poll_transmit_with(now, ib, acks))
 }
 
 /// As [`fill`], the CNP `qp` owes its peer only (a PFC pause holds every other packet).
