@@ -20,10 +20,7 @@ pub(crate) fn fill(
     acks: LoneAck,
     buf: &mut [u8],
 ) -> Option<usize> {
-    frame(path, cache, buf, |ib| match acks {
-        LoneAck::Send => qp.poll_transmit(now, ib),
-        LoneAck::Hold => qp.poll_transmit_holding_ack(now, ib),
-    })
+    frame(path, cache, buf, |ib| qp.poll_transmit_with(now, ib, acks))
 }
 
 /// As [`fill`], the CNP `qp` owes its peer only (a PFC pause holds every other packet).
@@ -105,16 +102,20 @@ pub(crate) fn frame(
     buf: &mut [u8],
     write_ib: impl FnOnce(&mut [u8]) -> Option<usize>,
 ) -> Option<usize> {
+    // One call of `write_ib`, wherever the path wants the IB part: the engine's transmission is
+    // then inlined here rather than called through a closure of its own.
+    let at = match path {
+        Path::Udp { .. } => 0,
+        Path::Frame { eth, net, .. } => eth.header_len() + net.header_len(),
+    };
+    let len = write_ib(&mut buf[at..])?;
     match path {
         Path::Udp { net, .. } => {
-            let len = write_ib(buf)?;
             let icrc = icrc_of(&mut cache.icrcs, net, &buf[..len]);
             buf[len..len + ICRC_LEN].copy_from_slice(&icrc.to_le_bytes());
             Some(len + ICRC_LEN)
         }
         Path::Frame { eth, net, cnp } => {
-            let at = eth.header_len() + net.header_len();
-            let len = write_ib(&mut buf[at..])?;
             let icrc = icrc_of(&mut cache.icrcs, net, &buf[at..at + len]);
             // A CNP leaves with its own class (DSCP and priority tag); the ICRC masks the class, so
             // the start kept for data is its start too. Data and CNPs are both tagged or both not,

@@ -120,24 +120,17 @@ impl Engine {
         }
     }
 
+    /// Writes the next packet to send into `buf` and returns its length, or `None` when nothing is
+    /// ready; with [`rc::LoneAck::Hold`] a lone ACK (RC's only) may wait for the next call.
     #[inline]
-    pub(crate) fn poll_transmit(&mut self, now: impl rc::Now, buf: &mut [u8]) -> Option<usize> {
-        match self {
-            Engine::Rc(q) => q.poll_transmit(now, buf),
-            Engine::Uc(q) => q.poll_transmit(now, buf),
-            Engine::Ud(q) => q.poll_transmit(now, buf),
-        }
-    }
-
-    /// As [`Engine::poll_transmit`], but a lone ACK (RC's only) may wait for the next call.
-    #[inline]
-    pub(crate) fn poll_transmit_holding_ack(
+    pub(crate) fn poll_transmit_with(
         &mut self,
         now: impl rc::Now,
         buf: &mut [u8],
+        acks: rc::LoneAck,
     ) -> Option<usize> {
         match self {
-            Engine::Rc(q) => q.poll_transmit_holding_ack(now, buf),
+            Engine::Rc(q) => q.poll_transmit_with(now, buf, acks),
             Engine::Uc(q) => q.poll_transmit(now, buf),
             Engine::Ud(q) => q.poll_transmit(now, buf),
         }

@@ -18,7 +18,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
-use super::batch::{CtrlBuf, msg_headers, send_queued, slot_iovecs, zeroed_names};
+use super::batch::{
+    CtrlBuf, msg_headers, send_failed, send_one, send_queued, slot_iovecs, zeroed_names,
+};
 use super::slots::Slots;
 use super::sockaddr;
 
@@ -185,10 +187,16 @@ impl GsoTxBatch {
     }
 
     /// Sends the queued super-datagrams with as few `sendmmsg` calls as the kernel allows; what it
-    /// does not take stays queued. Returns how many super-datagrams went out.
+    /// does not take stays queued. Returns how many super-datagrams went out. Inlined into the
+    /// transmission's flush: a ping-pong's turn is one lone entry, for which a call costs more than
+    /// its send.
+    #[inline]
     pub(crate) fn send(&mut self, fd: RawFd) -> io::Result<usize> {
         // Nothing more may join the entries now being handed over.
         self.open = None;
+        if self.queued == self.sent + 1 && self.segs[self.sent] == 1 {
+            return self.send_lone(fd);
+        }
         for e in self.sent..self.queued {
             let msg = &mut self.hdrs[e].msg_hdr;
             if self.segs[e] > 1 {
@@ -215,6 +223,25 @@ impl GsoTxBatch {
             self.packets = 0;
         }
         Ok(sent_now)
+    }
+
+    /// [`send`](Self::send) of a lone entry of one packet (a ping-pong's whole turn): the one
+    /// syscall `send_queued` would make for it, without its loop over the entries and their
+    /// control messages.
+    #[inline]
+    fn send_lone(&mut self, fd: RawFd) -> io::Result<usize> {
+        let msg = &mut self.hdrs[self.sent].msg_hdr;
+        msg.msg_control = std::ptr::null_mut();
+        msg.msg_controllen = 0;
+        while send_one(fd, msg) < 0 {
+            if !send_failed()? {
+                return Ok(0);
+            }
+        }
+        self.sent = 0;
+        self.queued = 0;
+        self.packets = 0;
+        Ok(1)
     }
 }
 

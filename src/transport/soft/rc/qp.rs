@@ -65,7 +65,7 @@ const ACK_BEHIND_MAX: u32 = 16;
 pub enum LoneAck {
     /// Everything queued goes, the ACK last.
     Send,
-    /// A plain ACK that is all that is left stays queued (see `Qp::poll_transmit_holding_ack`).
+    /// A plain ACK that is all that is left stays queued (see `Qp::poll_transmit_with`).
     Hold,
 }
 
@@ -393,13 +393,28 @@ impl Qp {
     /// As [`poll_transmit`](Self::poll_transmit), but `None` rather than a plain ACK that is the only
     /// packet left: a caller that transmits again soon (its next poll, with whatever its application
     /// posts meanwhile) then sends that ACK, coalesced with any later one, after those packets and
-    /// in the same batch, instead of a batch of its own now. The ACK stays queued.
+    /// in the same batch, instead of a batch of its own now. The ACK stays queued. (The endpoint
+    /// asks through [`poll_transmit_with`](Self::poll_transmit_with); the unit tests by this name.)
+    #[cfg(test)]
     pub(crate) fn poll_transmit_holding_ack(
         &mut self,
         mut now: impl Now,
         buf: &mut [u8],
     ) -> Option<usize> {
         self.transmit(&mut now, buf, LoneAck::Hold)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) with `LoneAck::Send`; with `LoneAck::Hold`, `None`
+    /// rather than a plain ACK that is the only packet left (it stays queued for the next call).
+    /// The endpoint's one call, into which the transmission is inlined.
+    #[inline]
+    pub(crate) fn poll_transmit_with(
+        &mut self,
+        mut now: impl Now,
+        buf: &mut [u8],
+        acks: LoneAck,
+    ) -> Option<usize> {
+        self.transmit(&mut now, buf, acks)
     }
 
     /// Whether a transmission with `acks` may find a packet now: false when nothing is queued (or,
@@ -451,6 +466,7 @@ impl Qp {
         Some(cnp.emit(buf))
     }
 
+    #[inline]
     fn transmit(&mut self, now: &mut impl Now, buf: &mut [u8], acks: LoneAck) -> Option<usize> {
         if self.np.pending()
             && let Some(n) = self.poll_cnp(buf)

@@ -533,16 +533,25 @@ impl Requester {
         }
     }
 
-    /// After any transmission: the retransmission timer runs, and the payload is counted.
+    /// After any transmission: the retransmission timer runs, and the payload is counted. Inlined:
+    /// after the first packet the timer already runs, and what is left is a few loads and an add.
+    #[inline]
     fn sent(&mut self, now: &mut impl Now, payload: usize, ctx: &mut Ctx<'_>) {
-        if self.timers.get(Timer::Retransmit).is_none()
-            && let Some(t) = self.retx_timeout(ctx)
-        {
-            self.start_silence(now.now(), t, ctx);
+        if self.timers.get(Timer::Retransmit).is_none() {
+            self.arm_retransmit(now, ctx);
         }
         ctx.counters.tx_payload_bytes += payload as u64;
         if self.rate.limited() {
             self.rate.sent(now.now().as_nanos(), payload);
+        }
+    }
+
+    /// The retransmission timer starts now, if a timeout is configured (the first packet after
+    /// silence).
+    #[inline(never)]
+    fn arm_retransmit(&mut self, now: &mut impl Now, ctx: &mut Ctx<'_>) {
+        if let Some(t) = self.retx_timeout(ctx) {
+            self.start_silence(now.now(), t, ctx);
         }
     }
 

@@ -64,8 +64,33 @@ impl Wqe {
     /// `read_pkts` of them when given); `force_ack` sets AckReq (retransmissions ask for an answer,
     /// and so does a packet after `ack_req_every` that did not); `sr` adds selective repeat's
     /// extension.
+    ///
+    /// Inlined, so that the commonest case, a SEND or WRITE of one packet without selective
+    /// repeat's extension (every message of a latency test), goes from its caller straight to
+    /// [`emit_only`](Self::emit_only) without a call and the dispatch over every operation.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(super) fn emit(
+        &self,
+        k: u32,
+        psn: Psn,
+        read_pkts: Option<u32>,
+        force_ack: bool,
+        sr: bool,
+        buf: &mut [u8],
+        ctx: &Ctx<'_>,
+    ) -> Emitted {
+        if self.npkts == 1 && !sr && !self.is_read_or_atomic() {
+            return self.emit_only(psn, force_ack, buf, ctx);
+        }
+        self.emit_any(k, psn, read_pkts, force_ack, sr, buf, ctx)
+    }
+
+    /// [`emit`](Self::emit) of every other packet: READs, atomics, a packet of a longer message,
+    /// or one with selective repeat's extension.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn emit_any(
         &self,
         k: u32,
         psn: Psn,

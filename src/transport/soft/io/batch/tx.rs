@@ -196,37 +196,12 @@ pub(crate) fn send_queued(
     let mut sent_now = 0;
     while *sent < queued {
         let pending = queued - *sent;
-        // One datagram (a ping-pong's whole turn): plain sendmsg, which the kernel enters and
-        // leaves with less work than sendmmsg's loop over a vector of one, or sendto for one
-        // buffer and no control message, which spares it the header and iovec copies too.
         let rc = if pending == 1 {
-            let m = &hdrs[*sent].msg_hdr;
-            let rc = if m.msg_iovlen == 1 && m.msg_controllen == 0 {
-                // SAFETY: the header's one iovec and its address were filled by the caller and
-                // point into the batch's live arrays.
-                unsafe {
-                    let iov = &*m.msg_iov;
-                    // No address (a bound AF_PACKET socket) must be a null one: sendto passes any
-                    // other on, where sendmsg drops an empty one.
-                    let name = if m.msg_namelen == 0 {
-                        std::ptr::null()
-                    } else {
-                        m.msg_name as *const libc::sockaddr
-                    };
-                    libc::sendto(
-                        fd,
-                        iov.iov_base,
-                        iov.iov_len,
-                        libc::MSG_DONTWAIT,
-                        name,
-                        m.msg_namelen,
-                    )
-                }
+            if send_one(fd, &hdrs[*sent].msg_hdr) < 0 {
+                -1
             } else {
-                // SAFETY: header `sent` lies within `hdrs` and was filled by the caller.
-                unsafe { libc::sendmsg(fd, m, libc::MSG_DONTWAIT) }
-            };
-            if rc < 0 { -1 } else { 1 }
+                1
+            }
         } else {
             // SAFETY: headers sent..queued lie within `hdrs` and were filled by the caller.
             unsafe {
@@ -239,19 +214,65 @@ pub(crate) fn send_queued(
             }
         };
         if rc < 0 {
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => break,
-                // An ICMP error for an earlier datagram (the peer's port closed) is reported on
-                // this call instead of sending; the next call sends. Retransmission handles loss.
-                Some(libc::ECONNREFUSED) => continue,
-                _ => return Err(err),
+            if send_failed()? {
+                continue;
             }
+            break;
         }
         *sent += rc as usize;
         sent_now += rc as usize;
     }
     Ok(sent_now)
+}
+
+/// Sends the one datagram header `m` describes, without blocking; the syscall's return value.
+///
+/// One datagram (a ping-pong's whole turn): plain sendmsg, which the kernel enters and leaves with
+/// less work than sendmmsg's loop over a vector of one, or sendto for one buffer and no control
+/// message, which spares it the header and iovec copies too.
+#[inline]
+pub(crate) fn send_one(fd: RawFd, m: &libc::msghdr) -> isize {
+    if m.msg_iovlen == 1 && m.msg_controllen == 0 {
+        // SAFETY: the header's one iovec and its address were filled by the caller and point into
+        // the batch's live arrays.
+        unsafe {
+            let iov = &*m.msg_iov;
+            // No address (a bound AF_PACKET socket) must be a null one: sendto passes any other
+            // on, where sendmsg drops an empty one.
+            let name = if m.msg_namelen == 0 {
+                std::ptr::null()
+            } else {
+                m.msg_name as *const libc::sockaddr
+            };
+            libc::sendto(
+                fd,
+                iov.iov_base,
+                iov.iov_len,
+                libc::MSG_DONTWAIT,
+                name,
+                m.msg_namelen,
+            )
+        }
+    } else {
+        // SAFETY: `m` was filled by the caller and points into the batch's live arrays.
+        unsafe { libc::sendmsg(fd, m, libc::MSG_DONTWAIT) }
+    }
+}
+
+/// What a send that returned an error means: `Ok(true)` to send again now, `Ok(false)` when the
+/// kernel takes no more for now (what is queued stays), or the error. Out of line: the datapath's
+/// sends succeed.
+#[cold]
+#[inline(never)]
+pub(crate) fn send_failed() -> io::Result<bool> {
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(false),
+        // An ICMP error for an earlier datagram (the peer's port closed) is reported on this call
+        // instead of sending; the next call sends. Retransmission handles loss.
+        Some(libc::ECONNREFUSED) => Ok(true),
+        _ => Err(err),
+    }
 }
 
 #[cfg(test)]
