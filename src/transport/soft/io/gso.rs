@@ -218,11 +218,17 @@ impl GsoTxBatch {
         }
         let sent_now = send_queued(fd, &mut self.hdrs, &mut self.sent, self.queued)?;
         if self.sent == self.queued {
-            self.sent = 0;
-            self.queued = 0;
-            self.packets = 0;
+            self.emptied();
         }
         Ok(sent_now)
+    }
+
+    /// Everything queued went out: the batch starts again from its first entry.
+    #[inline]
+    fn emptied(&mut self) {
+        self.sent = 0;
+        self.queued = 0;
+        self.packets = 0;
     }
 
     /// [`send`](Self::send) of a lone entry of one packet (a ping-pong's whole turn): the one
@@ -238,9 +244,7 @@ impl GsoTxBatch {
                 return Ok(0);
             }
         }
-        self.sent = 0;
-        self.queued = 0;
-        self.packets = 0;
+        self.emptied();
         Ok(1)
     }
 }
