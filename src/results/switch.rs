@@ -146,6 +146,27 @@ pub enum SwitchStatsError {
 }
 
 impl SwitchStats {
+    /// What running the switch cost the machine, for a study's notes, prefixed with `label`: its
+    /// share of a core (taken from the endpoints on that core), the rate its port kept while busy
+    /// and its latest departure; `None` when it recorded no CPU time (a file from before it did).
+    pub fn load_note(&self, label: &str) -> Option<String> {
+        if self.cpu_s <= 0.0 || self.duration_s <= 0.0 {
+            return None;
+        }
+        Some(format!(
+            "{label}: the switch used {:.0}% of a core ({:.2} s of CPU in {:.1} s; its wake-ups \
+             and the kernel's delivery of the frames it sends count), taken from the endpoints on \
+             its core; its port sent {:.3} Gb/s of its {} while busy, the latest frame {:.2} ms \
+             behind its schedule",
+            100.0 * self.cpu_s / self.duration_s,
+            self.cpu_s,
+            self.duration_s,
+            self.egress.achieved_busy_gbps,
+            self.rate_gbps,
+            self.egress.departure_late_max_ns as f64 / 1e6,
+        ))
+    }
+
     /// Writes the stats whole to `path` (through a temporary file renamed over it).
     pub fn write(&self, path: &Path) -> Result<(), WriteError> {
         replace_with(path, |w| {
@@ -180,11 +201,8 @@ impl SwitchStats {
 mod tests {
     use super::*;
 
-    #[test]
-    fn stats_round_trip_through_their_file_and_a_stranger_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sw.json");
-        let stats = SwitchStats {
+    fn stats() -> SwitchStats {
+        SwitchStats {
             schema: SWITCH_SCHEMA.into(),
             discipline: "ecn".into(),
             rate_gbps: 2.0,
@@ -212,7 +230,33 @@ mod tests {
                 ..PortStats::default()
             }],
             queue_samples: vec![[0, 0], [100, 4200]],
-        };
+        }
+    }
+
+    #[test]
+    fn the_load_note_gives_the_share_of_a_core_and_the_rate_kept() {
+        let mut s = stats();
+        s.duration_s = 12.0;
+        s.cpu_s = 9.0;
+        s.rate_gbps = 1.0;
+        s.egress.achieved_busy_gbps = 0.971;
+        s.egress.departure_late_max_ns = 7_450_000;
+        let n = s.load_note("ecn-dcqcn").unwrap();
+        assert!(
+            n.starts_with("ecn-dcqcn: the switch used 75% of a core (9.00 s of CPU in 12.0 s"),
+            "{n}"
+        );
+        assert!(n.contains("0.971 Gb/s of its 1 while busy"), "{n}");
+        assert!(n.contains("7.45 ms behind its schedule"), "{n}");
+        s.cpu_s = 0.0;
+        assert_eq!(s.load_note("pfc"), None, "an old stats file records no CPU");
+    }
+
+    #[test]
+    fn stats_round_trip_through_their_file_and_a_stranger_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sw.json");
+        let stats = stats();
         stats.write(&path).unwrap();
         assert_eq!(SwitchStats::read(&path).unwrap(), stats);
         std::fs::write(&path, r#"{"schema":"other"}"#).unwrap();

@@ -88,8 +88,9 @@ pub fn max_frame(mtu: usize) -> usize {
 }
 
 impl Sock {
-    /// Opens the port on `name`.
-    pub fn open(name: &str) -> Result<Sock> {
+    /// Opens the port on `name`; with `stamps`, each frame carries its arrival time
+    /// ([`Rx::stamp_ns`]).
+    pub fn open(name: &str, stamps: bool) -> Result<Sock> {
         let dev = NetDev::by_name(name).map_err(|e| match e {
             NetdevError::NotFound { available, .. } => Error::Usage(format!(
                 "no interface {name} in this network namespace (here: {}); run the switch in the \
@@ -126,8 +127,10 @@ impl Sock {
         ] {
             set_int(&fd, libc::SOL_PACKET, opt, 1).map_err(|e| Error::setup(ctx(what), e))?;
         }
-        set_int(&fd, libc::SOL_SOCKET, SO_TIMESTAMPNS, 1)
-            .map_err(|e| Error::setup(ctx("SO_TIMESTAMPNS"), e))?;
+        if stamps {
+            set_int(&fd, libc::SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                .map_err(|e| Error::setup(ctx("SO_TIMESTAMPNS"), e))?;
+        }
         if set_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF).is_err() {
             set_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF)
                 .map_err(|e| Error::setup(ctx("SO_RCVBUF"), e))?;

@@ -93,7 +93,8 @@ impl Switch {
     pub fn open(cfg: Config) -> Result<Switch> {
         let mut socks = Vec::with_capacity(cfg.ports.len() + 1);
         for name in cfg.ports.iter().chain(std::iter::once(&cfg.egress)) {
-            socks.push(Sock::open(name)?);
+            // Arrival stamps only where a frame may wait a whole sleep to be read (--batch-us).
+            socks.push(Sock::open(name, cfg.batch_ns > 0)?);
         }
         let egress = socks.len() - 1;
         // Pause quanta are timed at an ingress port's speed by the rule the soft endpoint that
@@ -190,7 +191,6 @@ impl Switch {
                 revents: 0,
             })
             .collect();
-        let egress_only = self.egress;
         while !sys::stop_requested() {
             let now = sys::now_ns();
             self.sample(now);
@@ -202,6 +202,7 @@ impl Switch {
             }
             let now = sys::now_ns();
             self.depart(now, now)?;
+            self.pfc(now)?;
             if got {
                 continue;
             }
@@ -222,7 +223,7 @@ impl Switch {
             };
             let timeout = next.map_or(MAX_SLEEP_NS, |t| t.saturating_sub(now).min(MAX_SLEEP_NS));
             let watched = if batching {
-                &mut fds[egress_only..]
+                &mut fds[self.egress..]
             } else {
                 &mut fds[..]
             };
@@ -234,9 +235,9 @@ impl Switch {
         Ok(())
     }
 
-    /// Sends what is due by `at` out of the egress port, then asks PFC; `wall` is the time now
-    /// (`at` is earlier when an arrival read late is queued at its stamp: what left before it
-    /// leaves first).
+    /// Sends what is due by `at` out of the egress port; `wall` is the time now (`at` is earlier
+    /// when an arrival read late is queued at its stamp: what left before it leaves first). The
+    /// caller asks PFC after it.
     fn depart(&mut self, at: u64, wall: u64) -> Result<()> {
         loop {
             let mut skip = 0;
@@ -288,7 +289,7 @@ impl Switch {
             }
             self.period_bits = 0;
         }
-        self.pfc(at)
+        Ok(())
     }
 
     /// Sends a pause or resume out of every ingress port that sent the lossless priority, when PFC
@@ -337,8 +338,12 @@ impl Switch {
             return Ok(());
         }
         let now = sys::now_ns();
-        // Arrival stamps are CLOCK_REALTIME: moved onto the monotonic clock the port runs on.
-        let realtime_ahead = sys::realtime_ns().saturating_sub(now);
+        // Arrival stamps (--batch-us only) are CLOCK_REALTIME: moved onto the port's monotonic clock.
+        let realtime_ahead = if self.cfg.batch_ns > 0 {
+            sys::realtime_ns().saturating_sub(now)
+        } else {
+            0
+        };
         self.start.get_or_insert(now);
         if self.next_sample == 0 {
             self.next_sample = now;
@@ -361,9 +366,7 @@ impl Switch {
             // a frame still in the socket counts as in flight, and a switch that wakes late (a
             // loaded machine) does not charge its own lateness to the senders as drops.
             let at = match r.stamp_ns.checked_sub(realtime_ahead) {
-                Some(t) if self.cfg.batch_ns > 0 && r.stamp_ns > 0 => {
-                    t.clamp(self.last_arrival, now)
-                }
+                Some(t) if r.stamp_ns > 0 => t.clamp(self.last_arrival, now),
                 _ => now,
             };
             self.last_arrival = at;

@@ -36,46 +36,6 @@ pub(crate) struct SwitchCounts {
     pub(crate) paused_ns: u64,
     /// [µs, bytes] of the queue over time.
     pub(crate) queue_samples: Vec<[u64; 2]>,
-    /// What running the switch cost and how well it kept its rate ([`SwitchLoad`]).
-    pub(crate) load: SwitchLoad,
-}
-
-/// What the switch cost the machine and how closely its port kept `--bottleneck`: on a machine
-/// whose cores the endpoints fill, the switch's CPU is taken from them.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct SwitchLoad {
-    /// The port's rate, Gb/s.
-    pub(crate) rate_gbps: f64,
-    /// From its first frame to the stop, seconds.
-    pub(crate) duration_s: f64,
-    /// CPU it used, user and system, seconds (0: not recorded).
-    pub(crate) cpu_s: f64,
-    /// Wire rate of its port while the queue was busy, Gb/s.
-    pub(crate) achieved_busy_gbps: f64,
-    /// The latest a frame left against its schedule, ns.
-    pub(crate) departure_late_max_ns: u64,
-}
-
-impl SwitchLoad {
-    /// One line for the study's notes, prefixed with the discipline's name; `None` when the
-    /// switch recorded no CPU time (a stats file from before it did).
-    pub(crate) fn note(&self, discipline: &str) -> Option<String> {
-        if self.cpu_s <= 0.0 || self.duration_s <= 0.0 {
-            return None;
-        }
-        Some(format!(
-            "{discipline}: the switch used {:.0}% of a core ({:.2} s of CPU in {:.1} s; its wake-ups \
-             and the kernel's delivery of the frames it sends count), taken from the endpoints on \
-             its core; its port sent {:.3} Gb/s of its {} while busy, the latest frame {:.2} ms \
-             behind its schedule",
-            100.0 * self.cpu_s / self.duration_s,
-            self.cpu_s,
-            self.duration_s,
-            self.achieved_busy_gbps,
-            self.rate_gbps,
-            self.departure_late_max_ns as f64 / 1e6,
-        ))
-    }
 }
 
 /// Everything one discipline's run left.
@@ -298,30 +258,6 @@ pub(crate) fn discipline_run(
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn the_switchs_load_note_gives_its_share_of_a_core_and_the_rate_it_kept() {
-        let load = SwitchLoad {
-            rate_gbps: 1.0,
-            duration_s: 12.0,
-            cpu_s: 9.0,
-            achieved_busy_gbps: 0.971,
-            departure_late_max_ns: 7_450_000,
-        };
-        let n = load.note("ecn-dcqcn").unwrap();
-        assert!(
-            n.starts_with("ecn-dcqcn: the switch used 75% of a core (9.00 s of CPU in 12.0 s"),
-            "{n}"
-        );
-        assert!(n.contains("0.971 Gb/s of its 1 while busy"), "{n}");
-        assert!(n.contains("7.45 ms behind its schedule"), "{n}");
-        let unrecorded = SwitchLoad { cpu_s: 0.0, ..load };
-        assert_eq!(
-            unrecorded.note("pfc"),
-            None,
-            "an old stats file records no CPU"
-        );
-    }
 
     fn study() -> Study {
         let a = <super::super::plan::CongestionArgs as clap::FromArgMatches>::from_arg_matches(

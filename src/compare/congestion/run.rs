@@ -5,7 +5,7 @@
 //! switch stopped for its stats. Every process starts through the comparison's runner
 //! ([`run_sides`], `orchestrate::child`), each pair with its own server side.
 
-use super::build::{Left, SwitchCounts, SwitchLoad, discipline_run};
+use super::build::{Left, SwitchCounts, discipline_run};
 use super::plan::{CONVERGE_BAND, PRIO, Study, VICTIM_DELAY_MS, VICTIM_FIFO, VictimCores};
 use super::topology::{HOST_DEV, Host, SwitchSpec, Topology, TopologySpec};
 use super::wake_cost::{self, WakeCost};
@@ -83,13 +83,6 @@ impl From<&SwitchStats> for SwitchCounts {
             pause_frames_sent: s.pfc.pause_frames_sent,
             paused_ns: s.pfc.paused_ns,
             queue_samples: s.queue_samples.clone(),
-            load: SwitchLoad {
-                rate_gbps: s.rate_gbps,
-                duration_s: s.duration_s,
-                cpu_s: s.cpu_s,
-                achieved_busy_gbps: s.egress.achieved_busy_gbps,
-                departure_late_max_ns: s.egress.departure_late_max_ns,
-            },
         }
     }
 }
@@ -294,7 +287,7 @@ fn client_args(spec: &LegSpec, test: &TestSpec, env: &Env, topo: &Topology) -> V
 }
 
 /// One discipline: the switch, the bulk flows and the victim at once, the switch's stats; and a
-/// note of what the switch cost the machine ([`SwitchLoad::note`]).
+/// note of what the switch cost the machine ([`SwitchStats::load_note`]).
 fn discipline(
     study: &Study,
     topo: &Topology,
@@ -383,7 +376,7 @@ fn discipline(
         victim_exit: victim.as_ref().map(|_| 0),
         switch_exit: stats.is_ok().then_some(0),
     };
-    let load_note = switch.as_ref().and_then(|s| s.load.note(d.name()));
+    let load_note = stats.as_ref().ok().and_then(|s| s.load_note(d.name()));
     let left = Left {
         client: client.as_ref(),
         server: server.as_ref(),
