@@ -855,8 +855,10 @@ impl Requester {
                 }
                 break;
             }
-            self.comp_psn = w.last_psn().add(1);
-            self.complete_head(CompletionStatus::Success, ctx);
+            // It and the SEND/WRITEs behind it that end before `limit` retire in one pass.
+            let (done, comp) = self.sq.retire_sends(limit, ctx);
+            self.comp_psn = comp;
+            self.cursor = self.cursor.saturating_sub(done);
         }
         if self.comp_psn != before {
             if self.req_psn.before(self.comp_psn) {

@@ -57,6 +57,11 @@ impl<T> Ring<T> {
         self.items.pop_front()
     }
 
+    /// Removes the `n` oldest items (at most all of them).
+    pub(crate) fn drop_front(&mut self, n: usize) {
+        self.items.drain(..n.min(self.items.len()));
+    }
+
     /// The oldest item.
     pub(crate) fn front(&self) -> Option<&T> {
         self.items.front()

@@ -2,7 +2,9 @@
 //! becomes. The requester (`requester.rs`) and selective repeat's bookkeeping (`sack.rs`) both read
 //! the send queue; what they share about it lives here, below both.
 
-use crate::transport::{Access, CompletionOp, RemoteAddr, SendOp, SendRequest};
+use crate::transport::{
+    Access, Completion, CompletionOp, CompletionStatus, RemoteAddr, SendOp, SendRequest,
+};
 use crate::wire::{AtomicEthRepr, Opcode, RethRepr};
 
 use super::ctx::Ctx;
@@ -251,6 +253,36 @@ impl SendQueue {
             }
         }
         None
+    }
+
+    /// Removes the oldest work requests while they are started SENDs or WRITEs that end before
+    /// `limit` (the oldest must be one), completing the signaled ones, as the requester's
+    /// `complete_head` would one by one: one pass over the queue and one pop of them all (an ACK
+    /// of a latency test retires 16). Returns how many went and the PSN after the last.
+    #[inline]
+    pub(super) fn retire_sends(&mut self, limit: Psn, ctx: &mut Ctx<'_>) -> (usize, Psn) {
+        let mut done = 0;
+        let mut comp = limit;
+        for w in self.iter() {
+            let last = w.last_psn();
+            if !w.started || w.is_read_or_atomic() || !last.before(limit) {
+                break;
+            }
+            comp = last.add(1);
+            if w.wr.signaled {
+                ctx.complete(Completion {
+                    wr_id: w.wr.wr_id,
+                    qp: ctx.cfg.cq_tag,
+                    status: CompletionStatus::Success,
+                    op: completion_op(w.wr.op),
+                    byte_len: w.wr.len,
+                    imm: None,
+                });
+            }
+            done += 1;
+        }
+        self.drop_front(done);
+        (done, comp)
     }
 
     /// The started work request holding `p`, a copy.
