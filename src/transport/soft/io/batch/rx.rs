@@ -288,6 +288,9 @@ impl RxBatch {
         // i; each payload is read unaligned with the type the kernel documents for it.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(msg);
+            // A lone message (a ping-pong datagram's TOS) leaves no room for a second header, so
+            // CMSG_NXTHDR, which would find none, is not asked.
+            let lone = msg.msg_controllen < 2 * std::mem::size_of::<libc::cmsghdr>();
             while !c.is_null() {
                 let data = libc::CMSG_DATA(c);
                 match ((*c).cmsg_level, (*c).cmsg_type) {
@@ -309,6 +312,9 @@ impl RxBatch {
                         tclass = std::ptr::read_unaligned(data as *const libc::c_int) as u8;
                     }
                     _ => {}
+                }
+                if lone {
+                    break;
                 }
                 c = libc::CMSG_NXTHDR(msg, c);
             }
