@@ -10,6 +10,15 @@ use super::{CtrlBuf, UDP_GRO, msg_headers, slot_iovecs, zeroed_names};
 use crate::transport::soft::io::slots::Slots;
 use crate::transport::soft::io::sockaddr;
 
+/// Gives header `h` back the capacities of its address and control space, which a receive
+/// overwrote with the lengths it used, and clears the flags it reported.
+#[inline(always)]
+fn restore(h: &mut libc::mmsghdr) {
+    h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    h.msg_hdr.msg_controllen = std::mem::size_of::<CtrlBuf>() as _;
+    h.msg_hdr.msg_flags = 0;
+}
+
 /// One received UDP datagram, borrowed from an [`RxBatch`].
 #[derive(Debug, Clone, Copy)]
 pub struct RxDatagram<'a> {
@@ -117,15 +126,17 @@ impl RxBatch {
         // The kernel overwrites these lengths in the headers of the datagrams it returns; restore
         // the capacities of those (and one more) only: a busy-polling idle receive touches none,
         // and finds that out with one compare.
-        if self.dirty != 0 {
-            for h in self.hdrs[..self.dirty.min(self.slots.count())].iter_mut() {
-                h.msg_hdr.msg_namelen =
-                    std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-                h.msg_hdr.msg_controllen = std::mem::size_of::<CtrlBuf>() as _;
-                h.msg_hdr.msg_flags = 0;
+        // One header (a receive of one datagram at a time) is restored without the loop.
+        match self.dirty {
+            0 => {}
+            1 => restore(&mut self.hdrs[0]),
+            dirty => {
+                for h in self.hdrs[..dirty.min(self.slots.count())].iter_mut() {
+                    restore(h);
+                }
             }
-            self.dirty = 0;
         }
+        self.dirty = 0;
         let got = if !self.single {
             self.recv_many(fd)
         } else if control {
