@@ -245,11 +245,21 @@ impl UdpSocket {
     /// Receives up to a batch of datagrams without blocking; returns how many (0 when none wait).
     #[inline]
     pub fn recv_batch(&self, rx: &mut RxBatch) -> Result<usize, IoError> {
-        rx.recv(self.fd.as_raw_fd(), self.control)
-            .map_err(|source| IoError::Os {
-                context: format!("recvmmsg on UDP {}", self.local),
-                source,
-            })
+        match rx.recv(self.fd.as_raw_fd(), self.control) {
+            Ok(n) => Ok(n),
+            Err(source) => Err(self.recv_failed(source)),
+        }
+    }
+
+    /// The error of a failed receive. Out of line: the datapath's receives succeed (or find
+    /// nothing), and the poll then carries no formatting code.
+    #[cold]
+    #[inline(never)]
+    fn recv_failed(&self, source: std::io::Error) -> IoError {
+        IoError::Os {
+            context: format!("recvmmsg on UDP {}", self.local),
+            source,
+        }
     }
 
     /// Sends one datagram to `dst` with its own class `tclass` (IP_TOS / IPV6_TCLASS as a control
@@ -299,24 +309,31 @@ impl UdpSocket {
     /// blocking; what the kernel did not take stays queued. Returns how many were sent now.
     #[inline]
     pub fn send_batch(&self, tx: &mut TxBatch) -> Result<usize, IoError> {
-        tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
-            context: format!("sendmmsg from UDP {}{}", self.local, refused_hint(&source)),
+        match tx.send(self.fd.as_raw_fd()) {
+            Ok(n) => Ok(n),
+            Err(source) => Err(self.send_failed("sendmmsg", source)),
+        }
+    }
+
+    /// The error of a failed send (`what`: the call), with what EPERM means. Out of line: the
+    /// datapath's sends succeed, and its flush then carries no formatting code.
+    #[cold]
+    #[inline(never)]
+    fn send_failed(&self, what: &str, source: std::io::Error) -> IoError {
+        IoError::Os {
+            context: format!("{what} from UDP {}{}", self.local, refused_hint(&source)),
             source,
-        })
+        }
     }
 
     /// Sends the queued super-datagrams of `tx` (UDP_SEGMENT); what the kernel did not take stays
     /// queued. Returns how many super-datagrams went out. The socket needs `zero_checksum: false`.
     #[inline]
     pub fn send_gso_batch(&self, tx: &mut super::gso::GsoTxBatch) -> Result<usize, IoError> {
-        tx.send(self.fd.as_raw_fd()).map_err(|source| IoError::Os {
-            context: format!(
-                "sendmmsg(UDP_SEGMENT) from UDP {}{}",
-                self.local,
-                refused_hint(&source)
-            ),
-            source,
-        })
+        match tx.send(self.fd.as_raw_fd()) {
+            Ok(n) => Ok(n),
+            Err(source) => Err(self.send_failed("sendmmsg(UDP_SEGMENT)", source)),
+        }
     }
 }
 

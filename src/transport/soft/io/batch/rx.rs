@@ -10,6 +10,15 @@ use super::{CtrlBuf, UDP_GRO, msg_headers, slot_iovecs, zeroed_names};
 use crate::transport::soft::io::slots::Slots;
 use crate::transport::soft::io::sockaddr;
 
+/// Gives header `h` back the capacities of its address and control space, which a receive
+/// overwrote with the lengths it used, and clears the flags it reported.
+#[inline(always)]
+fn restore(h: &mut libc::mmsghdr) {
+    h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    h.msg_hdr.msg_controllen = std::mem::size_of::<CtrlBuf>() as _;
+    h.msg_hdr.msg_flags = 0;
+}
+
 /// One received UDP datagram, borrowed from an [`RxBatch`].
 #[derive(Debug, Clone, Copy)]
 pub struct RxDatagram<'a> {
@@ -111,22 +120,26 @@ impl RxBatch {
     /// whole batches until one of those finds at most one datagram. `#[inline]`: compiled in its
     /// caller's unit, for that caller (the poll receives several times a round trip, half of them
     /// finding nothing), it costs each receive less than the shared copy did.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn recv(&mut self, fd: RawFd, control: bool) -> io::Result<usize> {
         self.filled = 0;
-        let n = if self.single { 1 } else { self.slots.count() };
         // The kernel overwrites these lengths in the headers of the datagrams it returns; restore
-        // the capacities of those (and one more) only: a busy-polling idle receive touches none.
-        for h in self.hdrs[..self.dirty.min(self.slots.count())].iter_mut() {
-            h.msg_hdr.msg_namelen =
-                std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_hdr.msg_controllen = std::mem::size_of::<CtrlBuf>() as _;
-            h.msg_hdr.msg_flags = 0;
+        // the capacities of those (and one more) only: a busy-polling idle receive touches none,
+        // and finds that out with one compare.
+        // One header (a receive of one datagram at a time) is restored without the loop.
+        match self.dirty {
+            0 => {}
+            1 => restore(&mut self.hdrs[0]),
+            dirty => {
+                for h in self.hdrs[..dirty.min(self.slots.count())].iter_mut() {
+                    restore(h);
+                }
+            }
         }
         self.dirty = 0;
-        let got = if self.single && !control {
-            self.recv_one_from(fd)
-        } else if self.single {
+        let got = if !self.single {
+            self.recv_many(fd)
+        } else if control {
             // SAFETY: header 0 points into this batch's own live arrays (see new).
             let rc = unsafe { libc::recvmsg(fd, &mut self.hdrs[0].msg_hdr, libc::MSG_DONTWAIT) };
             if rc >= 0 {
@@ -137,16 +150,7 @@ impl RxBatch {
                 -1
             }
         } else {
-            // SAFETY: every header points into this batch's own live arrays (see new).
-            unsafe {
-                libc::recvmmsg(
-                    fd,
-                    self.hdrs.as_mut_ptr(),
-                    n as libc::c_uint,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                )
-            }
+            self.recv_one_from(fd)
         };
         if got < 0 {
             // errno straight: an idle receive is the common case and needs no io::Error.
@@ -154,10 +158,10 @@ impl RxBatch {
             let errno = unsafe { *libc::__errno_location() };
             self.streak = 0;
             self.single = true;
-            return match errno {
-                libc::EAGAIN | libc::EINTR => Ok(0),
-                _ => Err(io::Error::from_raw_os_error(errno)),
-            };
+            if errno == libc::EAGAIN || errno == libc::EINTR {
+                return Ok(0);
+            }
+            return Err(io::Error::from_raw_os_error(errno));
         }
         self.filled = got as usize;
         // `recvmsg` and `recvfrom` write header 0 alone; `recvmmsg` may have touched one more.
@@ -172,6 +176,23 @@ impl RxBatch {
             self.single = self.filled <= 1;
         }
         Ok(self.filled)
+    }
+
+    /// One `recvmmsg` for a whole batch; how many datagrams came, or -1 with errno set. Out of line:
+    /// a stream's receive, rare beside the one-at-a-time receives of a ping-pong or an idle spin,
+    /// which then compile without it.
+    #[inline(never)]
+    fn recv_many(&mut self, fd: RawFd) -> libc::c_int {
+        // SAFETY: every header points into this batch's own live arrays (see new).
+        unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                self.slots.count() as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        }
     }
 
     /// `recvfrom` into slot 0, recorded in header 0 as `recvmsg` would (length, address, MSG_TRUNC,
@@ -278,6 +299,9 @@ impl RxBatch {
         // i; each payload is read unaligned with the type the kernel documents for it.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(msg);
+            // A lone message (a ping-pong datagram's TOS) leaves no room for a second header, so
+            // CMSG_NXTHDR, which would find none, is not asked.
+            let lone = msg.msg_controllen < 2 * std::mem::size_of::<libc::cmsghdr>();
             while !c.is_null() {
                 let data = libc::CMSG_DATA(c);
                 match ((*c).cmsg_level, (*c).cmsg_type) {
@@ -299,6 +323,9 @@ impl RxBatch {
                         tclass = std::ptr::read_unaligned(data as *const libc::c_int) as u8;
                     }
                     _ => {}
+                }
+                if lone {
+                    break;
                 }
                 c = libc::CMSG_NXTHDR(msg, c);
             }
