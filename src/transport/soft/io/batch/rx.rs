@@ -117,9 +117,9 @@ impl RxBatch {
     /// `recvmsg` into the first slot, which costs the kernel less than `recvmmsg`'s loop, or, with
     /// no control message to read, `recvfrom`, which spares it the message header and iovec copies
     /// too; two receives in a row that find data mean a stream, and it goes back to `recvmmsg` for
-    /// whole batches until one of those finds at most one datagram. `#[inline]`: compiled in its
-    /// caller's unit, for that caller (the poll receives several times a round trip, half of them
-    /// finding nothing), it costs each receive less than the shared copy did.
+    /// whole batches until one of those finds at most one datagram. Inlined whole into its caller,
+    /// with the batch's `recvmmsg` out of line (the poll receives several times a round trip, half
+    /// of them finding nothing): each receive then costs less than a shared copy did.
     #[inline(always)]
     pub(crate) fn recv(&mut self, fd: RawFd, control: bool) -> io::Result<usize> {
         self.filled = 0;
