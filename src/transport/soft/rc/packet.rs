@@ -280,10 +280,10 @@ pub(crate) fn emit(buf: &mut [u8], repr: &IbRepr, payload: &[u8]) -> usize {
     total
 }
 
-/// Writes a SEND or RDMA WRITE packet without selective repeat's extension, straight from its
-/// fields: the bytes [`emit`] writes for [`repr`] with `reth` and `imm` added where `opcode`
-/// prescribes them, without building the header stack (every message of a latency test comes
-/// here); returns the packet length.
+/// Writes a SEND or RDMA WRITE packet without selective repeat's extension, or an RDMA READ
+/// request, straight from its fields: the bytes [`emit`] writes for [`repr`] with `reth` and `imm`
+/// added where `opcode` prescribes them, without building the header stack (every message of a
+/// latency test comes here); returns the packet length.
 #[inline]
 pub(crate) fn emit_data(
     buf: &mut [u8],
