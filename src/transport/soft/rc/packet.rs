@@ -9,7 +9,7 @@
 
 use crate::transport::soft::bytes::{copy_payload, zero};
 use crate::wire::{
-    AethRepr, AtomicEthPacket, BthPacket, BthRepr, IbRepr, Opcode, RethPacket, RethRepr,
+    AethPacket, AethRepr, AtomicEthPacket, BthPacket, BthRepr, IbRepr, Opcode, RethPacket, RethRepr,
 };
 
 use super::psn::Psn;
@@ -280,10 +280,10 @@ pub(crate) fn emit(buf: &mut [u8], repr: &IbRepr, payload: &[u8]) -> usize {
     total
 }
 
-/// Writes a SEND or RDMA WRITE packet without selective repeat's extension, straight from its
-/// fields: the bytes [`emit`] writes for [`repr`] with `reth` and `imm` added where `opcode`
-/// prescribes them, without building the header stack (every message of a latency test comes
-/// here); returns the packet length.
+/// Writes a SEND or RDMA WRITE packet without selective repeat's extension, or an RDMA READ
+/// request, straight from its fields: the bytes [`emit`] writes for [`repr`] with `reth` and `imm`
+/// added where `opcode` prescribes them, without building the header stack (every message of a
+/// latency test comes here); returns the packet length.
 #[inline]
 pub(crate) fn emit_data(
     buf: &mut [u8],
@@ -318,6 +318,46 @@ pub(crate) fn emit_data(
     }
     if opcode.has_immdt() {
         buf[at..at + 4].copy_from_slice(&imm.unwrap_or(0).to_be_bytes());
+    }
+    copy_payload(&mut buf[hl..hl + payload.len()], payload);
+    zero(&mut buf[hl + payload.len()..total]);
+    total
+}
+
+/// Writes an ACKNOWLEDGE or an RDMA READ response straight from its fields: the bytes [`emit`]
+/// writes for [`repr`] with `aeth` added where `opcode` prescribes one (a READ response's middle has
+/// none), without the header stack's per-header dispatch (every answer of a latency test comes
+/// here); returns the packet length.
+#[inline]
+pub(crate) fn emit_response(
+    buf: &mut [u8],
+    bth: (Opcode, u32, Psn),
+    aeth: Option<AethRepr>,
+    payload: &[u8],
+) -> usize {
+    let (opcode, dest_qp, psn) = bth;
+    const BTH: usize = BthPacket::<&[u8]>::LEN;
+    const AETH: usize = AethPacket::<&[u8]>::LEN;
+    let pad = crate::wire::pad_len(payload.len());
+    let hl = BTH + if opcode.has_aeth() { AETH } else { 0 };
+    let total = hl + payload.len() + pad;
+    assert!(
+        buf.len() >= total,
+        "transmit buffer of {} bytes is shorter than the {total}-byte packet",
+        buf.len()
+    );
+    BthRepr {
+        pad_count: pad as u8,
+        pkey: PKEY,
+        ..BthRepr::new(opcode, dest_qp, psn.value())
+    }
+    .emit(buf);
+    if opcode.has_aeth() {
+        let a = aeth.unwrap_or(AethRepr {
+            syndrome: 0,
+            msn: 0,
+        });
+        a.emit(&mut buf[BTH..]);
     }
     copy_payload(&mut buf[hl..hl + payload.len()], payload);
     zero(&mut buf[hl + payload.len()..total]);

@@ -373,7 +373,9 @@ impl Requester {
 
     /// The ACK timeout for the next arming: the configured one, doubled per retry already spent
     /// without progress when the QP backs off (`retry_backoff_max_shift`); selective repeat's and
-    /// `gbn`'s shorter one while they have fast retries left.
+    /// `gbn`'s shorter one while they have fast retries left. Inlined: each caller (an ACK that
+    /// restarts the timer, a READ's response) pays a call and return otherwise.
+    #[inline]
     fn retx_timeout(&self, ctx: &Ctx<'_>) -> Option<Duration> {
         if self.recovery.fast()
             && let Some(t) = self
@@ -454,10 +456,16 @@ impl Requester {
             }
             _ => {}
         }
-        // Looked at in place: a copy of the work request costs more than the rest of the checks.
-        let w = self.sq.get(self.cursor)?;
-        let (read_or_atomic, started) = (w.is_read_or_atomic(), w.started);
-        if self.req_psn.diff(self.comp_psn) >= self.window(ctx).min(self.cap) as i32 {
+        // Looked at in place and looked up once: a copy of the work request costs more than the
+        // rest of the checks, and a second lookup as much as several of them. What needs the
+        // whole requester is read first, so the work request's borrow leaves the other fields
+        // free.
+        let ask = self.asks(false, ctx);
+        let sr = self.recovery.is_selective();
+        let window = self.window(ctx).min(self.cap) as i32;
+        let wqe = self.sq.get_mut(self.cursor)?;
+        let (read_or_atomic, started) = (wqe.is_read_or_atomic(), wqe.started);
+        if self.req_psn.diff(self.comp_psn) >= window {
             return None;
         }
         // Paced (a CNP cut the rate): the one branch a packet pays before any CNP.
@@ -478,9 +486,6 @@ impl Requester {
         }
         let psn = self.req_psn;
         let k = self.cursor_pkt;
-        let ask = self.asks(false, ctx);
-        let sr = self.recovery.is_selective();
-        let wqe = self.sq.get_mut(self.cursor).expect("cursor checked above");
         let sent = wqe.emit(k, psn, None, ask, sr, buf, ctx);
         self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
         wqe.started = true;

@@ -197,7 +197,8 @@ impl Responder {
                 if matches!(aeth.kind(), AethKind::Ack { .. }) {
                     ctx.counters.acks_sent += 1;
                 }
-                let n = packet::emit(buf, &packet::acknowledge(dest, *psn, aeth), &[]);
+                let bth = (Opcode::RC_ACKNOWLEDGE, dest, *psn);
+                let n = packet::emit_response(buf, bth, Some(aeth), &[]);
                 self.jobs.pop_front();
                 n
             }
@@ -226,22 +227,14 @@ impl Responder {
             } => {
                 let seg = Seg::of(*next, *npkts);
                 let n = packet::payload_len(u64::from(*len), pmtu, *next);
-                let mut r = packet::repr(
-                    packet::read_response_opcode(seg),
-                    dest,
-                    first.add(*next),
-                    false,
-                    n,
-                );
-                if seg != Seg::Middle {
-                    r.aeth = Some(AethRepr::ack(*msn));
-                }
+                let bth = (packet::read_response_opcode(seg), dest, first.add(*next));
+                let aeth = (seg != Seg::Middle).then(|| AethRepr::ack(*msn));
                 let start = *next as usize * pmtu as usize;
                 let data: &[u8] = match span {
                     Some(s) => &ctx.mem.span(*s)[start..start + n],
                     None => &[],
                 };
-                let out = packet::emit(buf, &r, data);
+                let out = packet::emit_response(buf, bth, aeth, data);
                 ctx.counters.tx_payload_bytes += n as u64;
                 if *replay {
                     ctx.counters.retransmitted_bytes += n as u64;
