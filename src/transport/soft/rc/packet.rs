@@ -292,25 +292,11 @@ pub(crate) fn emit_data(
     imm: Option<u32>,
     payload: &[u8],
 ) -> usize {
-    let (opcode, dest_qp, psn, ack_req) = bth;
-    const BTH: usize = BthPacket::<&[u8]>::LEN;
+    let opcode = bth.0;
     const RETH: usize = RethPacket::<&[u8]>::LEN;
-    let pad = crate::wire::pad_len(payload.len());
     let hl =
         BTH + if opcode.has_reth() { RETH } else { 0 } + if opcode.has_immdt() { 4 } else { 0 };
-    let total = hl + payload.len() + pad;
-    assert!(
-        buf.len() >= total,
-        "transmit buffer of {} bytes is shorter than the {total}-byte packet",
-        buf.len()
-    );
-    BthRepr {
-        pad_count: pad as u8,
-        pkey: PKEY,
-        ack_req,
-        ..BthRepr::new(opcode, dest_qp, psn.value())
-    }
-    .emit(buf);
+    let total = emit_around(buf, bth, hl, payload);
     let mut at = BTH;
     if opcode.has_reth() {
         reth.unwrap_or_default().emit(&mut buf[at..]);
@@ -319,8 +305,6 @@ pub(crate) fn emit_data(
     if opcode.has_immdt() {
         buf[at..at + 4].copy_from_slice(&imm.unwrap_or(0).to_be_bytes());
     }
-    copy_payload(&mut buf[hl..hl + payload.len()], payload);
-    zero(&mut buf[hl + payload.len()..total]);
     total
 }
 
@@ -336,10 +320,29 @@ pub(crate) fn emit_response(
     payload: &[u8],
 ) -> usize {
     let (opcode, dest_qp, psn) = bth;
-    const BTH: usize = BthPacket::<&[u8]>::LEN;
     const AETH: usize = AethPacket::<&[u8]>::LEN;
-    let pad = crate::wire::pad_len(payload.len());
     let hl = BTH + if opcode.has_aeth() { AETH } else { 0 };
+    let total = emit_around(buf, (opcode, dest_qp, psn, false), hl, payload);
+    if opcode.has_aeth() {
+        let a = aeth.unwrap_or(AethRepr {
+            syndrome: 0,
+            msn: 0,
+        });
+        a.emit(&mut buf[BTH..]);
+    }
+    total
+}
+
+/// Bytes of a BTH.
+const BTH: usize = BthPacket::<&[u8]>::LEN;
+
+/// What every packet written straight from its fields shares: the BTH with the pad the payload
+/// needs, the payload after `hl` bytes of headers, and the zero pad. The headers between the BTH
+/// and `hl` are the caller's to write. Returns the packet length.
+#[inline(always)]
+fn emit_around(buf: &mut [u8], bth: (Opcode, u32, Psn, bool), hl: usize, payload: &[u8]) -> usize {
+    let (opcode, dest_qp, psn, ack_req) = bth;
+    let pad = crate::wire::pad_len(payload.len());
     let total = hl + payload.len() + pad;
     assert!(
         buf.len() >= total,
@@ -349,16 +352,10 @@ pub(crate) fn emit_response(
     BthRepr {
         pad_count: pad as u8,
         pkey: PKEY,
+        ack_req,
         ..BthRepr::new(opcode, dest_qp, psn.value())
     }
     .emit(buf);
-    if opcode.has_aeth() {
-        let a = aeth.unwrap_or(AethRepr {
-            syndrome: 0,
-            msn: 0,
-        });
-        a.emit(&mut buf[BTH..]);
-    }
     copy_payload(&mut buf[hl..hl + payload.len()], payload);
     zero(&mut buf[hl + payload.len()..total]);
     total
