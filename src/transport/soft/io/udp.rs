@@ -245,10 +245,8 @@ impl UdpSocket {
     /// Receives up to a batch of datagrams without blocking; returns how many (0 when none wait).
     #[inline]
     pub fn recv_batch(&self, rx: &mut RxBatch) -> Result<usize, IoError> {
-        match rx.recv(self.fd.as_raw_fd(), self.control) {
-            Ok(n) => Ok(n),
-            Err(source) => Err(self.recv_failed(source)),
-        }
+        rx.recv(self.fd.as_raw_fd(), self.control)
+            .map_err(|source| self.recv_failed(source))
     }
 
     /// The error of a failed receive. Out of line: the datapath's receives succeed (or find
@@ -309,10 +307,8 @@ impl UdpSocket {
     /// blocking; what the kernel did not take stays queued. Returns how many were sent now.
     #[inline]
     pub fn send_batch(&self, tx: &mut TxBatch) -> Result<usize, IoError> {
-        match tx.send(self.fd.as_raw_fd()) {
-            Ok(n) => Ok(n),
-            Err(source) => Err(self.send_failed("sendmmsg", source)),
-        }
+        tx.send(self.fd.as_raw_fd())
+            .map_err(|source| self.send_failed("sendmmsg", source))
     }
 
     /// The error of a failed send (`what`: the call), with what EPERM means. Out of line: the
@@ -330,10 +326,8 @@ impl UdpSocket {
     /// queued. Returns how many super-datagrams went out. The socket needs `zero_checksum: false`.
     #[inline]
     pub fn send_gso_batch(&self, tx: &mut super::gso::GsoTxBatch) -> Result<usize, IoError> {
-        match tx.send(self.fd.as_raw_fd()) {
-            Ok(n) => Ok(n),
-            Err(source) => Err(self.send_failed("sendmmsg(UDP_SEGMENT)", source)),
-        }
+        tx.send(self.fd.as_raw_fd())
+            .map_err(|source| self.send_failed("sendmmsg(UDP_SEGMENT)", source))
     }
 }
 

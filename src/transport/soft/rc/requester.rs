@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::transport::soft::bytes::copy_payload;
 use crate::transport::soft::cc::{CcCounters, RateControl};
-use crate::transport::{Completion, CompletionStatus, SendOp, SendRequest};
+use crate::transport::{CompletionStatus, SendOp, SendRequest};
 use crate::wire::{AethKind, IbRepr, NakCode};
 
 use super::ctx::Ctx;
@@ -30,7 +30,7 @@ use super::rto::{FEW_IN_FLIGHT, Rto};
 use super::sack::Sack;
 use super::time::{Instant, Now};
 use super::timer::{self, Timer, TimerTable};
-use super::wqe::{self, Emitted, SendQueue, Wqe};
+use super::wqe::{Emitted, SendQueue, Wqe};
 
 /// What a response or a timeout did to the QP: `Some(status)` means the QP must enter ERROR with
 /// `status` for the oldest work request.
@@ -622,18 +622,7 @@ impl Requester {
         }
         self.cursor = self.cursor.saturating_sub(1);
         if status != CompletionStatus::Success || w.wr.signaled {
-            ctx.complete(Completion {
-                wr_id: w.wr.wr_id,
-                qp: ctx.cfg.cq_tag,
-                status,
-                op: wqe::completion_op(w.wr.op),
-                byte_len: if status == CompletionStatus::Success {
-                    w.wr.len
-                } else {
-                    0
-                },
-                imm: None,
-            });
+            ctx.complete(w.completion(status, ctx.cfg.cq_tag));
         }
     }
 

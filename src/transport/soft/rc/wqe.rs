@@ -62,6 +62,23 @@ impl Wqe {
         self.first_psn.add(self.npkts - 1)
     }
 
+    /// Its completion with `status`, for the completion queue tagged `qp` (bytes only on success).
+    #[inline]
+    pub(super) fn completion(&self, status: CompletionStatus, qp: u32) -> Completion {
+        Completion {
+            wr_id: self.wr.wr_id,
+            qp,
+            status,
+            op: completion_op(self.wr.op),
+            byte_len: if status == CompletionStatus::Success {
+                self.wr.len
+            } else {
+                0
+            },
+            imm: None,
+        }
+    }
+
     /// Writes packet `k` at `psn` into `buf`. A READ asks for its packets from `k` on (only
     /// `read_pkts` of them when given); `force_ack` sets AckReq (retransmissions ask for an answer,
     /// and so does a packet after `ack_req_every` that did not); `sr` adds selective repeat's
@@ -274,14 +291,7 @@ impl SendQueue {
             }
             comp = last.add(1);
             if w.wr.signaled {
-                ctx.complete(Completion {
-                    wr_id: w.wr.wr_id,
-                    qp: ctx.cfg.cq_tag,
-                    status: CompletionStatus::Success,
-                    op: completion_op(w.wr.op),
-                    byte_len: w.wr.len,
-                    imm: None,
-                });
+                ctx.complete(w.completion(CompletionStatus::Success, ctx.cfg.cq_tag));
             }
             done += 1;
         }
