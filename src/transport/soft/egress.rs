@@ -72,13 +72,27 @@ struct FrameHeader {
 /// BTH head (made and kept on a miss).
 #[inline]
 fn icrc_of(icrcs: &mut HeaderIcrcs<(usize, u64)>, net: &NetRepr, ib: &[u8]) -> u32 {
+    let key = (ib.len(), bth_head(ib));
     icrcs
-        .get((ib.len(), bth_head(ib)), || {
-            let mut start = net.icrc_start(ib.len());
-            start.update_bth_head(ib);
-            start
-        })
+        .kept(key)
+        .unwrap_or_else(|| start_of(icrcs, net, ib, key))
         .finish_after_bth_head(ib)
+}
+
+/// [`icrc_of`]'s start on a miss: made over `net`'s header and `ib`'s BTH head, and kept.
+#[cold]
+#[inline(never)]
+fn start_of(
+    icrcs: &mut HeaderIcrcs<(usize, u64)>,
+    net: &NetRepr,
+    ib: &[u8],
+    key: (usize, u64),
+) -> crate::wire::Icrc {
+    icrcs.get(key, || {
+        let mut start = net.icrc_start(ib.len());
+        start.update_bth_head(ib);
+        start
+    })
 }
 
 /// The first [`BTH_HEAD_LEN`] bytes of `ib`'s BTH as the ICRC sees them (byte 4, FECN and BECN,

@@ -52,24 +52,32 @@ const K_16: (u64, u64) = fold_by(16 * 128);
 /// 3 VPCLMULQDQ and AVX-512 as well.
 static LEVEL: AtomicU8 = AtomicU8::new(0);
 
+/// [`LEVEL`], looked up on the first call. Inlined: a packet's header run comes here, and a call
+/// costs more than the load.
+#[inline]
 fn level() -> u8 {
     match LEVEL.load(Ordering::Relaxed) {
-        0 => {
-            let l = if !(is_x86_feature_detected!("pclmulqdq") && is_x86_feature_detected!("avx")) {
-                1
-            } else if is_x86_feature_detected!("vpclmulqdq")
-                && is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512vl")
-            {
-                3
-            } else {
-                2
-            };
-            LEVEL.store(l, Ordering::Relaxed);
-            l
-        }
+        0 => detect(),
         l => l,
     }
+}
+
+/// Finds what the CPU offers and keeps it in [`LEVEL`].
+#[cold]
+#[inline(never)]
+fn detect() -> u8 {
+    let l = if !(is_x86_feature_detected!("pclmulqdq") && is_x86_feature_detected!("avx")) {
+        1
+    } else if is_x86_feature_detected!("vpclmulqdq")
+        && is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512vl")
+    {
+        3
+    } else {
+        2
+    };
+    LEVEL.store(l, Ordering::Relaxed);
+    l
 }
 
 /// The CRC-32 (`crc32fast`'s form) of the bytes that gave `crc` followed by `bytes`, or `None`

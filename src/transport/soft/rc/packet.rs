@@ -349,13 +349,17 @@ fn emit_around(buf: &mut [u8], bth: (Opcode, u32, Psn, bool), hl: usize, payload
         "transmit buffer of {} bytes is shorter than the {total}-byte packet",
         buf.len()
     );
-    BthRepr {
-        pad_count: pad as u8,
-        pkey: PKEY,
-        ack_req,
-        ..BthRepr::new(opcode, dest_qp, psn.value())
+    // The BTH as three big-endian words (opcode, pad and P_Key; DestQP, FECN and BECN clear;
+    // AckReq and PSN): the bytes `BthRepr::emit` writes field by field for these values, in three
+    // stores.
+    let words = [
+        u32::from(opcode.0) << 24 | (pad as u32) << 20 | u32::from(PKEY),
+        dest_qp & 0x00ff_ffff,
+        u32::from(ack_req) << 31 | psn.value() & 0x00ff_ffff,
+    ];
+    for (i, w) in words.iter().enumerate() {
+        buf[4 * i..4 * i + 4].copy_from_slice(&w.to_be_bytes());
     }
-    .emit(buf);
     copy_payload(&mut buf[hl..hl + payload.len()], payload);
     zero(&mut buf[hl + payload.len()..total]);
     total

@@ -497,7 +497,8 @@ impl Qp {
                 }
             }
             self.resp.poll_transmit(buf, &mut ctx)
-        } else if self.responder_turn {
+        } else if self.responder_turn && self.resp.has_answers() {
+            // Without answers its turn is the requester's: no call to hear "nothing" first.
             self.resp
                 .poll_transmit(buf, &mut ctx)
                 .or_else(|| self.req.poll_transmit(now, buf, &mut ctx))
