@@ -615,6 +615,7 @@ impl Endpoint for SoftEndpoint {
         self.slots.len()
     }
 
+    #[inline]
     fn buffer(&self, qp: usize) -> &[u8] {
         let s = &self.slots[qp];
         let mem = match s.qp.as_ref() {
@@ -624,6 +625,7 @@ impl Endpoint for SoftEndpoint {
         mem.buffer(s.buffer)
     }
 
+    #[inline]
     fn buffer_mut(&mut self, qp: usize) -> &mut [u8] {
         let s = &mut self.slots[qp];
         let mem = match s.qp.as_mut() {
