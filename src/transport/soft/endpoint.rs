@@ -32,7 +32,7 @@ use super::netdev::{GidKind, NetDev};
 use super::path::{LocalEnd, Path, path_to};
 use super::pfc::PauseState;
 use super::plan::{self, SoftNote};
-use super::rc::{self, MemoryTable, MrKeys, QpConfig};
+use super::rc::{self, BufferId, MemoryTable, MrKeys, QpConfig};
 use crate::params::{ConnType, Recovery, TransportKind};
 use crate::transport::qp_counters::QpCounters;
 use crate::transport::{
@@ -56,6 +56,9 @@ struct QpSlot {
     qpn: u32,
     psn: u32,
     keys: MrKeys,
+    /// The buffer its region spans, all of it (registered whole at open): what `buffer` hands
+    /// out, indexed directly rather than looked up by key on every call.
+    buffer: BufferId,
     mem: Option<MemoryTable>,
     qp: Option<Engine>,
     /// The per-QP framing (UDP source port differs per QP on AF_PACKET).
@@ -156,10 +159,16 @@ impl SoftEndpoint {
                 let keys = mem
                     .try_add_registered(cfg.buffer_len, access)
                     .map_err(|source| SoftError::OutOfMemory { qp, source })?;
+                // A fresh table's one region is its one buffer, whole: the bytes `buffer` returns.
+                let buffer = mem
+                    .region(keys.lkey)
+                    .map(|r| r.buffer)
+                    .expect("a region just registered");
                 Ok(QpSlot {
                     qpn: ids.qpn,
                     psn: ids.psn,
                     keys,
+                    buffer,
                     mem: Some(mem),
                     qp: None,
                     path: None,
@@ -606,22 +615,24 @@ impl Endpoint for SoftEndpoint {
         self.slots.len()
     }
 
+    #[inline]
     fn buffer(&self, qp: usize) -> &[u8] {
         let s = &self.slots[qp];
-        let mem = s.qp.as_ref().map(|q| q.memory()).or(s.mem.as_ref());
-        mem.and_then(|m| m.region_bytes(s.keys.lkey))
-            .expect("every QP has its registered buffer")
+        let mem = match s.qp.as_ref() {
+            Some(q) => q.memory(),
+            None => s.mem.as_ref().expect("unconnected QPs keep their memory"),
+        };
+        mem.buffer(s.buffer)
     }
 
+    #[inline]
     fn buffer_mut(&mut self, qp: usize) -> &mut [u8] {
         let s = &mut self.slots[qp];
-        let lkey = s.keys.lkey;
         let mem = match s.qp.as_mut() {
             Some(q) => q.memory_mut(),
             None => s.mem.as_mut().expect("unconnected QPs keep their memory"),
         };
-        mem.region_bytes_mut(lkey)
-            .expect("every QP has its registered buffer")
+        mem.buffer_mut(s.buffer)
     }
 
     fn post_send(&mut self, qp: usize, wr: &SendRequest) -> Result<()> {

@@ -56,6 +56,7 @@ impl Engine {
         }
     }
 
+    #[inline]
     pub(crate) fn post_send(&mut self, wr: &SendRequest) -> Result<()> {
         match self {
             Engine::Rc(q) => q.post_send(wr),

@@ -80,7 +80,9 @@ pub(super) fn monotonic_ns() -> u64 {
 
 impl SoftEndpoint {
     /// One turn of the NIC: transmit, receive, fire due timers, transmit, hand out completions. A
-    /// turn that finds nothing to do costs one receive syscall and no clock read.
+    /// turn that finds nothing to do costs one receive syscall and no clock read. Inlined into
+    /// `poll_cq`, its busy-polling caller: a call and a frame fewer per turn.
+    #[inline(always)]
     pub(super) fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
         let mut clock = PollClock::new(self.epoch);
         // Once PFC frames come (AF_PACKET), what arrived is read first: a pause that came while

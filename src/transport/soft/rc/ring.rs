@@ -1,19 +1,30 @@
 //! A fixed-capacity FIFO allocated once, so queues never allocate on the packet path.
 
-use std::collections::VecDeque;
+use std::fmt;
 
 /// A FIFO that holds at most `capacity` items and never grows past what it allocated at creation.
-#[derive(Debug, Clone)]
+///
+/// Its slots are allocated at creation and reused in a circle, and a push writes its slot in
+/// place: no growth path to check (a `VecDeque`'s push keeps one, and a call with it). Items are
+/// plain values (`Copy`), so a slot is read by copy and a removed item needs no drop.
+#[derive(Clone)]
 pub(crate) struct Ring<T> {
-    items: VecDeque<T>,
+    /// The slots written so far, at most `capacity` (allocated whole at creation): the `len`
+    /// from `head` on, wrapping at `capacity`, hold the items; the others stale copies.
+    items: Vec<T>,
+    /// The oldest item's slot.
+    head: usize,
+    len: usize,
     capacity: usize,
 }
 
-impl<T> Ring<T> {
+impl<T: Copy> Ring<T> {
     /// An empty ring with room for `capacity` items, allocated now.
     pub(crate) fn with_capacity(capacity: usize) -> Ring<T> {
         Ring {
-            items: VecDeque::with_capacity(capacity),
+            items: Vec::with_capacity(capacity),
+            head: 0,
+            len: 0,
             capacity,
         }
     }
@@ -25,76 +36,147 @@ impl<T> Ring<T> {
 
     /// Number of items held.
     pub(crate) fn len(&self) -> usize {
-        self.items.len()
+        self.len
     }
 
     /// True when empty.
     pub(crate) fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.len == 0
     }
 
     /// True when no further item fits.
     pub(crate) fn is_full(&self) -> bool {
-        self.items.len() >= self.capacity
+        self.len >= self.capacity
     }
 
     /// Free slots.
     pub(crate) fn room(&self) -> usize {
-        self.capacity - self.items.len()
+        self.capacity - self.len
+    }
+
+    /// The slot of the item `index` places after the oldest (`index` at most the capacity).
+    #[inline(always)]
+    fn slot(&self, index: usize) -> usize {
+        let at = self.head + index;
+        if at >= self.capacity {
+            at - self.capacity
+        } else {
+            at
+        }
     }
 
     /// Appends `item`, or gives it back when the ring is full.
+    #[inline(always)]
     pub(crate) fn push_back(&mut self, item: T) -> Result<(), T> {
         if self.is_full() {
             return Err(item);
         }
-        self.items.push_back(item);
+        let at = self.slot(self.len);
+        // Slots are first written in order, so a slot not yet written is the next one; the
+        // allocation already holds it.
+        match self.items.get_mut(at) {
+            Some(slot) => *slot = item,
+            None => self.items.push(item),
+        }
+        self.len += 1;
         Ok(())
     }
 
     /// Removes the oldest item.
+    #[inline(always)]
     pub(crate) fn pop_front(&mut self) -> Option<T> {
-        self.items.pop_front()
+        let item = *self.front()?;
+        let next = self.head + 1;
+        self.head = if next == self.capacity { 0 } else { next };
+        self.len -= 1;
+        Some(item)
     }
 
     /// Removes the `n` oldest items (at most all of them).
+    #[inline(always)]
     pub(crate) fn drop_front(&mut self, n: usize) {
-        self.items.drain(..n.min(self.items.len()));
+        let n = n.min(self.len);
+        self.head = self.slot(n);
+        self.len -= n;
     }
 
     /// The oldest item.
+    #[inline(always)]
     pub(crate) fn front(&self) -> Option<&T> {
-        self.items.front()
+        if self.len == 0 {
+            return None;
+        }
+        self.items.get(self.head)
     }
 
     /// The oldest item, mutably.
+    #[inline(always)]
     pub(crate) fn front_mut(&mut self) -> Option<&mut T> {
-        self.items.front_mut()
+        if self.len == 0 {
+            return None;
+        }
+        self.items.get_mut(self.head)
     }
 
     /// The newest item, mutably.
     pub(crate) fn back_mut(&mut self) -> Option<&mut T> {
-        self.items.back_mut()
+        let last = self.len.checked_sub(1)?;
+        self.get_mut(last)
     }
 
     /// The item `index` places after the oldest.
+    #[inline(always)]
     pub(crate) fn get(&self, index: usize) -> Option<&T> {
-        self.items.get(index)
+        if index >= self.len {
+            return None;
+        }
+        self.items.get(self.slot(index))
     }
 
     /// The item `index` places after the oldest, mutably.
+    #[inline(always)]
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
-        self.items.get_mut(index)
+        if index >= self.len {
+            return None;
+        }
+        let at = self.slot(index);
+        self.items.get_mut(at)
     }
 
     /// Oldest to newest.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
-        self.items.iter()
+        // The items from the head to the end of the slots, then those wrapped to the start.
+        let end = self.head + self.len;
+        let (first, wrapped) = if end <= self.capacity {
+            (self.items.get(self.head..end), self.items.get(..0))
+        } else {
+            let wrapped = end - self.capacity;
+            (self.items.get(self.head..), self.items.get(..wrapped))
+        };
+        let (first, wrapped) = (first.unwrap_or_default(), wrapped.unwrap_or_default());
+        first.iter().chain(wrapped)
     }
 
     /// Removes everything, keeping the allocation.
     pub(crate) fn clear(&mut self) {
-        self.items.clear();
+        self.head = 0;
+        self.len = 0;
+    }
+}
+
+impl<T: Copy + fmt::Debug> fmt::Debug for Ring<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // As a `VecDeque` of the items prints, with the capacity beside it.
+        struct Items<'a, T>(&'a Ring<T>);
+        impl<T: Copy + fmt::Debug> fmt::Debug for Items<'_, T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_list().entries(self.0.iter()).finish()
+            }
+        }
+        f.debug_struct("Ring")
+            .field("items", &Items(self))
+            .field("capacity", &self.capacity())
+            .finish()
     }
 }
 
