@@ -101,15 +101,13 @@ impl Responder {
                 return false;
             }
             if len > 0 {
-                let Ok(span) = ctx.mem.resolve_remote(
-                    reth.rkey(),
-                    reth.va(),
-                    len as u64,
-                    Access::REMOTE_WRITE,
-                ) else {
+                let Some(dst) =
+                    ctx.mem
+                        .remote_mut(reth.rkey(), reth.va(), len as u64, Access::REMOTE_WRITE)
+                else {
                     return false;
                 };
-                copy_payload(ctx.mem.span_mut(span), payload);
+                copy_payload(dst, payload);
             }
             self.msn = (self.msn + 1) & 0x00ff_ffff;
         } else {
