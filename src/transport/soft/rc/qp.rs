@@ -258,8 +258,9 @@ impl Qp {
 
     /// The responder's fast path for the expected SEND or WRITE ONLY or READ request (not in the error state, where
     /// the general path drops every packet); true when it took the packet, false with nothing
-    /// changed.
-    #[inline]
+    /// changed. Inlined with the responder's part into [`handle_packet`](Self::handle_packet),
+    /// its one caller: one call a packet, not two.
+    #[inline(always)]
     fn try_fast(&mut self, ib: &[u8]) -> bool {
         // One compare keeps every other packet (READs, responses, ACKs) off the fast path's set-up.
         let op = ib.first().map(|&b| Opcode(b));

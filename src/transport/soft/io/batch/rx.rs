@@ -252,9 +252,9 @@ impl RxBatch {
     fn data(&self, i: usize) -> (&[u8], bool) {
         assert!(i < self.filled, "packet {i} of a batch of {}", self.filled);
         let h = &self.hdrs[i];
-        let len = (h.msg_len as usize).min(self.iovs[i].iov_len);
+        // Every receive iovec spans its whole slot, so the slot's length bounds the packet.
         (
-            &self.slots.slot(i)[..len],
+            self.slots.head(i, h.msg_len as usize),
             h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
         )
     }

@@ -29,7 +29,7 @@ impl Responder {
     /// sequence, a refusal to answer with a NAK, selective repeat, a full answer queue, a message
     /// in progress), which the general path then handles as before. The caller has counted the
     /// packet and checked that the queue pair is not in error.
-    #[inline]
+    #[inline(always)]
     pub(in super::super) fn fast_request(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
         // A fixed-size view: the compiler then reads every header field without a bounds check.
         let Some(head) = ib.first_chunk::<BTH>() else {
