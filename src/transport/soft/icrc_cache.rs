@@ -46,6 +46,20 @@ impl<K: Copy + PartialEq, V: Copy> HeaderIcrcs<K, V> {
     }
 }
 
+impl<K: Copy + PartialEq, V: Copy> HeaderIcrcs<K, V> {
+    /// [`get`](Self::get) for a header `start` may refuse (`None`), which is then not kept.
+    #[inline]
+    pub(crate) fn try_get(&mut self, key: K, start: impl FnOnce() -> Option<V>) -> Option<V> {
+        if let Some((_, icrc)) = self.entries.iter().flatten().find(|(k, _)| *k == key) {
+            return Some(*icrc);
+        }
+        let icrc = start()?;
+        self.entries[self.next] = Some((key, icrc));
+        self.next = (self.next + 1) % ENTRIES;
+        Some(icrc)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;

@@ -29,10 +29,12 @@ pub(crate) struct FrameFilter {
 }
 
 /// ICRCs started over received headers, by the BTH-through-pad length, the sender's address and
-/// port, and our address. The length comes first: it tells entries apart in one compare, where
-/// the addresses (enums) cost several. With the start comes how IPv4 ID 1 moves the ICRC (0 on
-/// IPv6): the ID of a GSO send's second segment, which carries a ping-pong's coalesced ACK.
-pub(crate) type RxIcrcs = HeaderIcrcs<(usize, SocketAddr, IpAddr), (Icrc, u32)>;
+/// port, and our address as the socket reported it (`None`: the one it is bound to). The length
+/// comes first: it tells entries apart in one compare, where the addresses (enums) cost several.
+/// With the start comes how IPv4 ID 1 moves the ICRC (0 on IPv6): the ID of a GSO send's second
+/// segment, which carries a ping-pong's coalesced ACK; and the sender as a [`Source`]. Only a
+/// datagram whose addresses passed the checks makes an entry, so a hit needs none of them again.
+pub(crate) type RxIcrcs = HeaderIcrcs<(usize, SocketAddr, Option<IpAddr>), (Icrc, u32, Source)>;
 
 /// The source of a verified packet as the connected peer is known: its IP address as a GID (RoCE v2),
 /// or the GRH's source GID (RoCE v1). [`from_peer`] compares it with the queue pair's peer.
@@ -72,31 +74,19 @@ pub(crate) fn check_udp<'a>(
         return None;
     };
     let (ib, icrc) = d.data.split_at(d.data.len() - ICRC_LEN);
-    let dst = d.dst.unwrap_or(local.ip());
-    if src.is_ipv4() != dst.is_ipv4() {
+    // The headers the ICRC covers depend only on the addresses, ports and length: a peer's packets
+    // of one length share their start (and their checks of the addresses).
+    let Some((start, id1_delta, from)) = icrcs.try_get((ib.len(), src, d.dst), || {
+        let net = datagram_net(src, d.dst.unwrap_or(local.ip()), local.port())?;
+        let id1 = match src {
+            SocketAddr::V4(_) => ipv4_ids.get(ib.len()).delta(1),
+            SocketAddr::V6(_) => 0,
+        };
+        Some((net.icrc_start(ib.len()), id1, Gid::from_ip(src.ip())))
+    }) else {
         drops.malformed += 1;
         return None;
-    }
-    let header = || {
-        let udp = UdpRepr {
-            src_port: src.port(),
-            dst_port: local.port(),
-            checksum: 0,
-        };
-        match (src.ip(), dst) {
-            (IpAddr::V4(s), IpAddr::V4(l)) => NetRepr::V2v4(ipv4_repr(s, l), udp),
-            (IpAddr::V6(s), IpAddr::V6(l)) => NetRepr::V2v6(ipv6_repr(s, l), udp),
-            _ => unreachable!("families checked above"),
-        }
-        .icrc_start(ib.len())
     };
-    // The headers the ICRC covers depend only on the addresses, ports and length: a peer's packets
-    // of one length share their start.
-    let id1 = |ids: &mut Ipv4IdCache| match src {
-        SocketAddr::V4(_) => ids.get(ib.len()).delta(1),
-        SocketAddr::V6(_) => 0,
-    };
-    let (start, id1_delta) = icrcs.get((ib.len(), src, dst), || (header(), id1(ipv4_ids)));
     let expected = start.finish_ib(ib);
     let found = u32::from_le_bytes([icrc[0], icrc[1], icrc[2], icrc[3]]);
     // The sender's IPv4 ID is covered by the ICRC but invisible to a UDP socket: computed under ID
@@ -111,7 +101,22 @@ pub(crate) fn check_udp<'a>(
         drops.bad_icrc += 1;
         return None;
     }
-    Some((ib, Gid::from_ip(src.ip())))
+    Some((ib, from))
+}
+
+/// The network header (without its IP ID) of a datagram from `src` to `dst` at our UDP port
+/// `port`, or `None` when the two are of different families.
+fn datagram_net(src: SocketAddr, dst: IpAddr, port: u16) -> Option<NetRepr> {
+    let udp = UdpRepr {
+        src_port: src.port(),
+        dst_port: port,
+        checksum: 0,
+    };
+    match (src.ip(), dst) {
+        (IpAddr::V4(s), IpAddr::V4(l)) => Some(NetRepr::V2v4(ipv4_repr(s, l), udp)),
+        (IpAddr::V6(s), IpAddr::V6(l)) => Some(NetRepr::V2v6(ipv6_repr(s, l), udp)),
+        _ => None,
+    }
 }
 
 /// True when a RoCE v2 packet's TOS / traffic class byte `tclass` says a switch marked it

@@ -41,6 +41,13 @@ impl Slots {
         &self.mem[i * self.slot_len..(i + 1) * self.slot_len]
     }
 
+    /// The first `len` bytes of slot `i` (all of it when `len` is longer): a received packet,
+    /// sliced with two bounds checks where the whole slot and then its head took four.
+    #[inline]
+    pub(crate) fn head(&self, i: usize, len: usize) -> &[u8] {
+        &self.mem[i * self.slot_len..][..len.min(self.slot_len)]
+    }
+
     /// Slot `i`, whole, writable.
     #[inline]
     pub(crate) fn slot_mut(&mut self, i: usize) -> &mut [u8] {

@@ -242,6 +242,23 @@ impl MemoryTable {
         Self::within(r, va, len, need)
     }
 
+    /// The bytes of a peer's access of `len` bytes at `va` under `rkey` needing `need`, or `None`
+    /// where [`resolve_remote`](Self::resolve_remote) refuses it. Inlined: the responder's fast
+    /// path writes through it without a span, and two calls, in between.
+    #[inline(always)]
+    pub(crate) fn remote_mut(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Option<&mut [u8]> {
+        let index = (rkey >> 8).checked_sub(1)? as usize;
+        let r = self.regions.get(index).filter(|r| r.keys.lkey == rkey)?;
+        let s = Self::within(r, va, len, need).ok()?;
+        Some(&mut self.buffers[s.buffer].bytes[s.offset..][..s.len])
+    }
+
     /// Checks an access of `len` bytes at `va` inside region `r`, needing `need`.
     #[inline]
     fn within(r: &MemoryRegion, va: u64, len: u64, need: Access) -> Result<Span, AccessViolation> {

@@ -263,8 +263,9 @@ impl Qp {
 
     /// The responder's fast path for the expected SEND or WRITE ONLY or READ request (not in the error state, where
     /// the general path drops every packet); true when it took the packet, false with nothing
-    /// changed.
-    #[inline]
+    /// changed. Inlined with the responder's part into [`handle_packet`](Self::handle_packet),
+    /// its one caller: one call a packet, not two.
+    #[inline(always)]
     fn try_fast(&mut self, ib: &[u8]) -> bool {
         // One compare keeps every other packet (READs, responses, ACKs) off the fast path's set-up.
         let op = ib.first().map(|&b| Opcode(b));
@@ -285,7 +286,9 @@ impl Qp {
     }
 
     /// [`handle_packet`](Self::handle_packet) without the fast path (the packet is counted): parse,
-    /// check, and hand to the requester or the responder.
+    /// check, and hand to the requester or the responder. Out of line: the fast path's packets
+    /// then pay for no frame of its size.
+    #[inline(never)]
     fn handle_general(&mut self, now: impl Now, ib: &[u8]) {
         let Ok((repr, payload)) = IbRepr::parse(ib) else {
             self.counters.drops.malformed += 1;

@@ -19,6 +19,27 @@ fn restore(h: &mut libc::mmsghdr) {
     h.msg_hdr.msg_flags = 0;
 }
 
+/// The TOS of a datagram whose one control message is IPv4's TOS byte (what a socket reading CE
+/// marks gets with every datagram of a ping-pong), read without walking the messages.
+#[inline(always)]
+fn lone_tos(msg: &libc::msghdr) -> Option<u8> {
+    // SAFETY: CMSG_SPACE and CMSG_LEN only compute sizes.
+    let (space, len) = unsafe { (libc::CMSG_SPACE(1), libc::CMSG_LEN(1)) };
+    if msg.msg_controllen != space as usize {
+        return None;
+    }
+    // SAFETY: the kernel wrote `space` bytes of control data at msg_control, room for one message
+    // header and its byte, which is read only when the header says it is there.
+    unsafe {
+        let c = msg.msg_control as *const libc::cmsghdr;
+        let h = std::ptr::read_unaligned(c);
+        (h.cmsg_level == libc::IPPROTO_IP
+            && h.cmsg_type == libc::IP_TOS
+            && h.cmsg_len as usize == len as usize)
+            .then(|| *libc::CMSG_DATA(c))
+    }
+}
+
 /// One received UDP datagram, borrowed from an [`RxBatch`].
 #[derive(Debug, Clone, Copy)]
 pub struct RxDatagram<'a> {
@@ -231,9 +252,9 @@ impl RxBatch {
     fn data(&self, i: usize) -> (&[u8], bool) {
         assert!(i < self.filled, "packet {i} of a batch of {}", self.filled);
         let h = &self.hdrs[i];
-        let len = (h.msg_len as usize).min(self.iovs[i].iov_len);
+        // Every receive iovec spans its whole slot, so the slot's length bounds the packet.
         (
-            &self.slots.slot(i)[..len],
+            self.slots.head(i, h.msg_len as usize),
             h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
         )
     }
@@ -294,6 +315,9 @@ impl RxBatch {
     #[inline]
     fn udp_cmsgs(&self, i: usize) -> (Option<IpAddr>, Option<u16>, u8) {
         let msg = &self.hdrs[i].msg_hdr;
+        if let Some(tos) = lone_tos(msg) {
+            return (None, None, tos);
+        }
         let (mut dst, mut gro, mut tclass) = (None, None, 0);
         // SAFETY: msg_control/msg_controllen describe the control bytes the kernel wrote for packet
         // i; each payload is read unaligned with the type the kernel documents for it.

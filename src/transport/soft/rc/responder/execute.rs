@@ -29,7 +29,7 @@ impl Responder {
     /// sequence, a refusal to answer with a NAK, selective repeat, a full answer queue, a message
     /// in progress), which the general path then handles as before. The caller has counted the
     /// packet and checked that the queue pair is not in error.
-    #[inline]
+    #[inline(always)]
     pub(in super::super) fn fast_request(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
         // A fixed-size view: the compiler then reads every header field without a bounds check.
         let Some(head) = ib.first_chunk::<BTH>() else {
@@ -101,15 +101,13 @@ impl Responder {
                 return false;
             }
             if len > 0 {
-                let Ok(span) = ctx.mem.resolve_remote(
-                    reth.rkey(),
-                    reth.va(),
-                    len as u64,
-                    Access::REMOTE_WRITE,
-                ) else {
+                let Some(dst) =
+                    ctx.mem
+                        .remote_mut(reth.rkey(), reth.va(), len as u64, Access::REMOTE_WRITE)
+                else {
                     return false;
                 };
-                copy_payload(ctx.mem.span_mut(span), payload);
+                copy_payload(dst, payload);
             }
             self.msn = (self.msn + 1) & 0x00ff_ffff;
         } else {
