@@ -36,27 +36,30 @@ impl<K: Copy + PartialEq, V: Copy> HeaderIcrcs<K, V> {
     /// The ICRC started over the header `key` stands for; `start` computes it when it is not kept.
     #[inline]
     pub(crate) fn get(&mut self, key: K, start: impl FnOnce() -> V) -> V {
-        if let Some((_, icrc)) = self.entries.iter().flatten().find(|(k, _)| *k == key) {
-            return *icrc;
+        if let Some(icrc) = self.kept(key) {
+            return icrc;
         }
         let icrc = start();
-        self.entries[self.next] = Some((key, icrc));
-        self.next = (self.next + 1) % ENTRIES;
+        self.keep(key, icrc);
         icrc
     }
-}
 
-impl<K: Copy + PartialEq, V: Copy> HeaderIcrcs<K, V> {
     /// [`get`](Self::get) for a header `start` may refuse (`None`), which is then not kept.
     #[inline]
     pub(crate) fn try_get(&mut self, key: K, start: impl FnOnce() -> Option<V>) -> Option<V> {
-        if let Some((_, icrc)) = self.entries.iter().flatten().find(|(k, _)| *k == key) {
-            return Some(*icrc);
+        if let Some(icrc) = self.kept(key) {
+            return Some(icrc);
         }
         let icrc = start()?;
+        self.keep(key, icrc);
+        Some(icrc)
+    }
+
+    /// Keeps `icrc` for `key` in place of the oldest entry.
+    #[inline]
+    fn keep(&mut self, key: K, icrc: V) {
         self.entries[self.next] = Some((key, icrc));
         self.next = (self.next + 1) % ENTRIES;
-        Some(icrc)
     }
 }
 

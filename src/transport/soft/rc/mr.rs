@@ -203,6 +203,7 @@ impl MemoryTable {
     }
 
     /// The region a key (lkey or rkey) names.
+    #[inline]
     pub fn region(&self, key: u32) -> Option<&MemoryRegion> {
         let index = (key >> 8).checked_sub(1)? as usize;
         self.regions.get(index).filter(|r| r.keys.lkey == key)
@@ -253,9 +254,7 @@ impl MemoryTable {
         len: u64,
         need: Access,
     ) -> Option<&mut [u8]> {
-        let index = (rkey >> 8).checked_sub(1)? as usize;
-        let r = self.regions.get(index).filter(|r| r.keys.lkey == rkey)?;
-        let s = Self::within(r, va, len, need).ok()?;
+        let s = Self::within(self.region(rkey)?, va, len, need).ok()?;
         Some(&mut self.buffers[s.buffer].bytes[s.offset..][..s.len])
     }
 
