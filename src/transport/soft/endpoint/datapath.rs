@@ -275,17 +275,25 @@ impl SoftEndpoint {
     /// of a transmission, which do the same and leave the same state (the rotation moves on).
     #[inline(always)]
     fn transmit(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
-        let idle = !self.pfc.armed()
-            && self.nic.tx_pending() == 0
-            && !self
-                .slots
-                .iter()
-                .any(|s| s.qp.as_ref().is_some_and(|q| q.has_transmit_work(acks)));
-        if idle {
+        if !self.pfc.armed() && self.nic.tx_pending() == 0 && !self.any_transmit_work(acks) {
             self.next_qp = next_after(self.next_qp, self.slots.len());
             return Ok(());
         }
         self.transmit_some(clock, acks)
+    }
+
+    /// Whether a queue pair may have something to send with `acks`: a plain loop, inlined in the
+    /// poll (the iterator's `any` stays an out-of-line call).
+    #[inline(always)]
+    fn any_transmit_work(&self, acks: LoneAck) -> bool {
+        for s in &self.slots {
+            if let Some(q) = &s.qp
+                && q.has_transmit_work(acks)
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// [`transmit`](Self::transmit) when a queue pair may have something to send, a packet is
