@@ -56,8 +56,13 @@ impl Seg {
 }
 
 /// Packets a message of `len` bytes needs at `pmtu` (a zero-length message still needs one).
+/// Inline, and one packet without a division for a message within the MTU (a latency test's).
+#[inline]
 pub(crate) fn packets_for(len: u64, pmtu: u32) -> u32 {
-    len.div_ceil(u64::from(pmtu)).max(1) as u32
+    if len <= u64::from(pmtu) {
+        return 1;
+    }
+    len.div_ceil(u64::from(pmtu)) as u32
 }
 
 /// Payload bytes of packet `index` of a `len`-byte message.
@@ -267,6 +272,16 @@ pub(crate) fn acknowledge(dest_qp: u32, psn: Psn, aeth: AethRepr) -> IbRepr {
 /// Writes headers, payload and zero pad into `buf`; returns the packet length.
 pub(crate) fn emit(buf: &mut [u8], repr: &IbRepr, payload: &[u8]) -> usize {
     let hl = repr.header_len();
+    let (total, _) = place_payload(buf, hl, payload);
+    repr.emit(&mut buf[..hl]);
+    total
+}
+
+/// Writes `payload` after `hl` bytes of headers and its zero pad, once `buf` is checked to hold
+/// the whole packet; returns the packet length and the pad (the BTH's PadCnt). The headers are
+/// the caller's to write.
+#[inline(always)]
+fn place_payload(buf: &mut [u8], hl: usize, payload: &[u8]) -> (usize, usize) {
     let pad = crate::wire::pad_len(payload.len());
     let total = hl + payload.len() + pad;
     assert!(
@@ -274,10 +289,9 @@ pub(crate) fn emit(buf: &mut [u8], repr: &IbRepr, payload: &[u8]) -> usize {
         "transmit buffer of {} bytes is shorter than the {total}-byte packet",
         buf.len()
     );
-    repr.emit(&mut buf[..hl]);
     copy_payload(&mut buf[hl..hl + payload.len()], payload);
     zero(&mut buf[hl + payload.len()..total]);
-    total
+    (total, pad)
 }
 
 /// Writes a SEND or RDMA WRITE packet without selective repeat's extension, or an RDMA READ
@@ -344,13 +358,7 @@ const BTH: usize = BthPacket::<&[u8]>::LEN;
 #[inline(always)]
 fn emit_around(buf: &mut [u8], bth: (Opcode, u32, Psn, bool), hl: usize, payload: &[u8]) -> usize {
     let (opcode, dest_qp, psn, ack_req) = bth;
-    let pad = crate::wire::pad_len(payload.len());
-    let total = hl + payload.len() + pad;
-    assert!(
-        buf.len() >= total,
-        "transmit buffer of {} bytes is shorter than the {total}-byte packet",
-        buf.len()
-    );
+    let (total, pad) = place_payload(buf, hl, payload);
     // The BTH as three big-endian words (opcode, pad and P_Key; DestQP, FECN and BECN clear;
     // AckReq and PSN): the bytes `BthRepr::emit` writes field by field for these values, in three
     // stores.
@@ -362,8 +370,6 @@ fn emit_around(buf: &mut [u8], bth: (Opcode, u32, Psn, bool), hl: usize, payload
     for (i, w) in words.iter().enumerate() {
         buf[4 * i..4 * i + 4].copy_from_slice(&w.to_be_bytes());
     }
-    copy_payload(&mut buf[hl..hl + payload.len()], payload);
-    zero(&mut buf[hl + payload.len()..total]);
     total
 }
 

@@ -189,12 +189,7 @@ impl Qp {
                     )));
                 }
                 // PSN comparisons are signed 24-bit: one message must stay far below 2^23 PSNs.
-                // A message within one MTU (a latency test's) takes one packet without a division.
-                let npkts = if wr.len <= self.cfg.pmtu {
-                    1
-                } else {
-                    packet::packets_for(wr.len.into(), self.cfg.pmtu)
-                };
+                let npkts = packet::packets_for(wr.len.into(), self.cfg.pmtu);
                 if npkts > MAX_MESSAGE_PACKETS {
                     return Err(Error::InvalidRequest(format!(
                         "work request {} of {} bytes needs more than {MAX_MESSAGE_PACKETS} packets at path MTU {}; use a larger MTU (-m) or a smaller size (-s)",
