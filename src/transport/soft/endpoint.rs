@@ -15,12 +15,12 @@
 //! never moved. Otherwise use two network namespaces (`scripts/netns.sh up`), which is also what
 //! AF_PACKET and RoCE v1 need, since frames must cross a real (virtual) link.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use super::config::PeerMismatch;
 use super::egress::TxCache;
 use super::engine::Engine;
-use super::ingress::RxIcrcs;
+use super::ingress::{FrameFilter, RxIcrcs};
 use super::io::Nic;
 use super::io::device::Backend;
 use super::io::fault::Impaired;
@@ -39,7 +39,7 @@ use crate::transport::{
     Access, Completion, ConnInfo, Endpoint, Error, Gid, QpInfo, RecvRequest, Result, RoceMtu,
     SendRequest, rng,
 };
-use crate::wire::{Encapsulation, Ipv4IdCache};
+use crate::wire::Ipv4IdCache;
 
 pub use super::config::SoftConfig;
 pub(crate) use super::config::SoftError;
@@ -77,9 +77,6 @@ struct QpSlot {
 pub struct SoftEndpoint {
     cfg: SoftConfig,
     dev: NetDev,
-    encap: Encapsulation,
-    local_ip: Option<IpAddr>,
-    gid: Gid,
     mtu: RoceMtu,
     /// Setup decisions worth telling the user (MTU capped, address moved).
     notes: Vec<SoftNote>,
@@ -97,10 +94,8 @@ pub struct SoftEndpoint {
     roceperf_peer: bool,
     /// The backend and its batches, impaired as `impair` says.
     nic: Impaired<Nic>,
-    /// How the IPv4 ID moves the ICRC, per packet length: the UDP receive checks.
-    ipv4_ids: Ipv4IdCache,
-    /// ICRCs started over the headers of received packets (the UDP receive checks).
-    rx_icrcs: RxIcrcs,
+    /// Our addresses and what the receive's checks keep (`datapath::RxState`).
+    rx: datapath::RxState,
     slots: Vec<QpSlot>,
     /// Monotonic nanoseconds at open: the engines' time zero.
     epoch: u64,
@@ -204,15 +199,21 @@ impl SoftEndpoint {
             // first pause must find this side checking (see `PauseState::armed`).
             framed && cfg.marks.sl.is_some(),
         );
+        let rx = datapath::RxState {
+            me: FrameFilter {
+                encap: plan.encap,
+                ip: plan.local_ip,
+                gid: plan.gid,
+            },
+            local: nic.local_addr(),
+            ipv4_ids: Ipv4IdCache::new(),
+            icrcs: RxIcrcs::new(),
+        };
         Ok(SoftEndpoint {
             nic: Impaired::new(nic, plan.impair.as_ref()),
-            ipv4_ids: Ipv4IdCache::new(),
-            rx_icrcs: RxIcrcs::new(),
+            rx,
             cfg,
             dev,
-            encap: plan.encap,
-            local_ip: plan.local_ip,
-            gid: plan.gid,
             mtu: plan.mtu,
             notes: plan.notes,
             gso: plan.gso,
@@ -263,7 +264,7 @@ impl SoftEndpoint {
 
     /// The GID this endpoint uses.
     pub fn gid(&self) -> Gid {
-        self.gid
+        self.rx.me.gid
     }
 
     /// The interface it runs on.
@@ -330,14 +331,16 @@ impl SoftEndpoint {
         let mut lines = vec![
             format!(
                 "soft transport: {} ({} I/O) over {backend}",
-                self.encap,
+                self.rx.me.encap,
                 self.cfg.io.name()
             ),
             format!("interface {interface}"),
             format!(
                 "GID {} ({})",
-                self.gid,
-                self.local_ip
+                self.rx.me.gid,
+                self.rx
+                    .me
+                    .ip
                     .map(|ip| format!("address {ip}"))
                     .unwrap_or_else(|| "RoCE v1 GRH GID".into()),
             ),
@@ -345,8 +348,8 @@ impl SoftEndpoint {
                 "active MTU {} (link MTU {}, {} bytes of {} headers)",
                 self.mtu,
                 self.dev.link_mtu,
-                self.encap.mtu_overhead(),
-                self.encap,
+                self.rx.me.encap.mtu_overhead(),
+                self.rx.me.encap,
             ),
         ];
         lines.extend(self.notes.iter().map(|n| format!("note: {n}")));
@@ -361,7 +364,7 @@ impl SoftEndpoint {
         lines.push(marks::describe(
             &self.classes(),
             &self.cfg.marks,
-            self.encap,
+            self.rx.me.encap,
             framed,
         ));
         if interface_tables {
@@ -430,8 +433,8 @@ impl SoftEndpoint {
             classes: self.classes(),
             version: self.cfg.version,
             socket,
-            ip: self.local_ip,
-            gid: self.gid,
+            ip: self.rx.me.ip,
+            gid: self.rx.me.gid,
             mac: self.dev.mac,
             ifindex: self.dev.index,
             loopback: self.dev.loopback,
@@ -545,13 +548,13 @@ impl Endpoint for SoftEndpoint {
         ConnInfo {
             needs_single_datagrams: !self.nic.inner().takes_super_frames(),
             transport: TransportKind::Soft,
-            gid: self.gid,
+            gid: self.rx.me.gid,
             // The index in the whole table, as -v prints it and -x takes it.
             gid_index: self
                 .dev
                 .gids()
                 .iter()
-                .position(|e| e.gid == self.gid && e.kind == GidKind::of(self.cfg.version))
+                .position(|e| e.gid == self.rx.me.gid && e.kind == GidKind::of(self.cfg.version))
                 .map(|i| i as u32),
             mac: self.dev.mac,
             addr: self
@@ -559,7 +562,9 @@ impl Endpoint for SoftEndpoint {
                 .inner()
                 .local_addr()
                 .or_else(|| {
-                    self.local_ip
+                    self.rx
+                        .me
+                        .ip
                         .map(|ip| SocketAddr::new(ip, self.cfg.udp_port))
                 })
                 .map(|a| a.to_string()),

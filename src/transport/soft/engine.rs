@@ -190,12 +190,23 @@ impl Engine {
         }
     }
 
-    #[inline]
-    pub(crate) fn poll_completion(&mut self) -> Option<Completion> {
+    /// Whether a completion waits.
+    #[inline(always)]
+    pub(crate) fn has_completions(&self) -> bool {
         match self {
-            Engine::Rc(q) => q.poll_completion(),
-            Engine::Uc(q) => q.poll_completion(),
-            Engine::Ud(q) => q.poll_completion(),
+            Engine::Rc(q) => q.has_completions(),
+            Engine::Uc(q) => q.has_completions(),
+            Engine::Ud(q) => q.has_completions(),
+        }
+    }
+
+    /// Moves its oldest completions into `out`, as many as it takes; how many.
+    #[inline(always)]
+    pub(crate) fn poll_completions(&mut self, out: &mut [Completion]) -> usize {
+        match self {
+            Engine::Rc(q) => q.poll_completions(out),
+            Engine::Uc(q) => q.poll_completions(out),
+            Engine::Ud(q) => q.poll_completions(out),
         }
     }
 

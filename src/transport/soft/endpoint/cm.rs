@@ -83,7 +83,7 @@ fn write_gsi_packet(buf: &mut [u8], psn: u32, mad: &[u8]) -> usize {
 impl SoftEndpoint {
     /// The address our CM messages come from: the interface's IP and the CM side's source port.
     fn cm_local(&mut self) -> Result<SocketAddr> {
-        let Some(ip) = self.local_ip else {
+        let Some(ip) = self.rx.me.ip else {
             return Err(Error::InvalidRequest(
                 "-R needs RoCE v2: the CM addresses the peer by IP address".into(),
             ));

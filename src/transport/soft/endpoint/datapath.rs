@@ -17,13 +17,16 @@ use crate::transport::Result;
 use crate::transport::soft::counters::SoftCounters;
 use crate::transport::soft::egress;
 use crate::transport::soft::ingress::{
-    FrameFilter, RxNet, Source, check_frame, check_udp, from_peer, is_ce, is_mac_control, qp_index,
+    FrameFilter, RxIcrcs, RxNet, Source, check_frame, check_udp, from_peer, is_ce, is_mac_control,
+    qp_index,
 };
 use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
-use crate::transport::soft::io::device::{Backend, Device, RxMeta};
+use crate::transport::soft::io::device::{Device, RxMeta};
 use crate::transport::soft::io::io_error;
 use crate::transport::soft::rc::{self, LoneAck};
 use crate::transport::soft::unreliable::Grh;
+use crate::wire::Ipv4IdCache;
+use std::net::SocketAddr;
 
 /// Idle polls between two timer checks. Timers are milliseconds (4.096 µs × 2^timeout) or, for an
 /// RNR wait, at least tens of microseconds; an idle poll takes well under a microsecond, so this
@@ -63,6 +66,24 @@ impl PollClock {
     fn was_read(&self) -> bool {
         self.now.is_some()
     }
+
+    /// The time now in nanoseconds, read afresh rather than this poll's.
+    fn fresh_nanos(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.epoch)
+    }
+}
+
+/// What the receive checks besides the queue pairs: whom a packet must be for, and what the checks
+/// keep. One struct, so that the poll's receive closure borrows it once rather than field by field.
+pub(super) struct RxState {
+    /// Our encapsulation, IP address and GID: what a frame must be addressed to.
+    pub(super) me: FrameFilter,
+    /// The UDP socket's address (fixed once open); `None` on AF_PACKET.
+    pub(super) local: Option<SocketAddr>,
+    /// How the IPv4 ID moves the ICRC, per packet length: the UDP receive checks.
+    pub(super) ipv4_ids: Ipv4IdCache,
+    /// ICRCs started over the headers of received packets (the UDP receive checks).
+    pub(super) icrcs: RxIcrcs,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds, straight from the vDSO: `Instant::elapsed` costs several times
@@ -126,27 +147,28 @@ impl SoftEndpoint {
         if received > 0 || fired || cm {
             self.transmit(&mut clock, LoneAck::Hold)?;
         }
-        let mut n = 0;
+        Ok(self.hand_out(out))
+    }
+
+    /// Moves completions into `out`, the queue pairs' in turn from the one the rotation is at;
+    /// how many. Most polls find none: a look at each completion queue's length, then the next.
+    #[inline(always)]
+    fn hand_out(&mut self, out: &mut [Completion]) -> usize {
         let count = self.slots.len();
         let mut i = self.next_qp;
+        let mut n = 0;
         for _ in 0..count {
-            if n == out.len() {
-                break;
-            }
-            if let Some(q) = self.slots[i].qp.as_mut() {
-                while n < out.len() {
-                    match q.poll_completion() {
-                        Some(c) => {
-                            out[n] = c;
-                            n += 1;
-                        }
-                        None => break,
-                    }
+            if let Some(q) = self.slots.get_mut(i).and_then(|s| s.qp.as_mut())
+                && q.has_completions()
+            {
+                n += q.poll_completions(&mut out[n..]);
+                if n == out.len() {
+                    break;
                 }
             }
             i = if i + 1 == count { 0 } else { i + 1 };
         }
-        Ok(n)
+        n
     }
 
     /// Receives one batch and feeds every valid packet to its queue pair; how many packets came.
@@ -154,31 +176,28 @@ impl SoftEndpoint {
     /// the PFC receive that precedes it, behind a cold branch, costs in code size).
     #[inline(always)]
     fn receive(&mut self, clock: &mut PollClock) -> Result<usize> {
-        // What a frame must be addressed to, read only by the frame arm below: a UDP receive
-        // (most of them, and every idle one) does not build it.
-        let (encap, local_ip, gid) = (&self.encap, &self.local_ip, &self.gid);
-        let local = self.nic.inner().local_addr();
         // An impaired device releases what it held by the clock; a plain one only hands packets on.
         let dev_now = if self.impair.is_some() {
             clock.now()
         } else {
             rc::Instant::ZERO
         };
-        let (slots, c, ids, icrcs) = (
+        let (rx, slots, c, cm, pfc) = (
+            &mut self.rx,
             &mut self.slots,
             &mut self.counters,
-            &mut self.ipv4_ids,
-            &mut self.rx_icrcs,
+            &mut self.cm,
+            &mut self.pfc,
         );
-        let cm = &mut self.cm;
-        let (pfc, epoch) = (&mut self.pfc, self.epoch);
         let n = self
             .nic
             .receive(dev_now, |meta, data| {
+                // Named whole, so the closure holds one reference to it rather than one per field.
+                let rx: &mut RxState = &mut *rx;
                 c.rx_packets += 1;
                 // Each kind of packet goes from its checks to its queue pair in its own arm: the
                 // network header a UD receive rebuilds (`RxNet`) is made only if one asks for it.
-                match (meta, local) {
+                match (meta, rx.local) {
                     (
                         RxMeta::Datagram {
                             src,
@@ -196,7 +215,8 @@ impl SoftEndpoint {
                             gro_segment: None,
                             tclass,
                         };
-                        let Some((ib, from)) = check_udp(&d, local, ids, icrcs, &mut c.drops)
+                        let Some((ib, from)) =
+                            check_udp(&d, local, &mut rx.ipv4_ids, &mut rx.icrcs, &mut c.drops)
                         else {
                             return;
                         };
@@ -231,7 +251,7 @@ impl SoftEndpoint {
                         // clock read of its own: the poll's may be a whole window's sending old,
                         // and a pause timed from then runs out before the next poll looks.
                         if is_mac_control(data) {
-                            pfc.on_frame(monotonic_ns().saturating_sub(epoch), data);
+                            pfc.on_frame(clock.fresh_nanos(), data);
                             return;
                         }
                         let f = RxFrame {
@@ -240,12 +260,7 @@ impl SoftEndpoint {
                             ifindex,
                             truncated,
                         };
-                        let me = FrameFilter {
-                            encap: *encap,
-                            ip: *local_ip,
-                            gid: *gid,
-                        };
-                        let Some(packet) = check_frame(&f, &me, &mut c.drops) else {
+                        let Some(packet) = check_frame(&f, &rx.me, &mut c.drops) else {
                             return;
                         };
                         let (ib, from, _) = packet;
@@ -275,7 +290,8 @@ impl SoftEndpoint {
     /// of a transmission, which do the same and leave the same state (the rotation moves on).
     #[inline(always)]
     fn transmit(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
-        if !self.pfc.armed() && self.nic.tx_pending() == 0 && !self.any_transmit_work(acks) {
+        // The engines first: when one has work (a transmission in two), the rest goes unasked.
+        if !self.any_transmit_work(acks) && !self.pfc.armed() && self.nic.tx_pending() == 0 {
             self.next_qp = next_after(self.next_qp, self.slots.len());
             return Ok(());
         }

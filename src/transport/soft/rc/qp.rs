@@ -521,6 +521,18 @@ impl Qp {
         self.cq.pop_front()
     }
 
+    /// Whether a completion waits.
+    #[inline(always)]
+    pub(crate) fn has_completions(&self) -> bool {
+        !self.cq.is_empty()
+    }
+
+    /// The next completions, oldest first, as many as `out` takes; how many.
+    #[inline(always)]
+    pub(crate) fn poll_completions(&mut self, out: &mut [Completion]) -> usize {
+        self.cq.pop_into(out)
+    }
+
     /// When `handle_timeout` must be called next (on the clock of `now`), if ever.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.req.next_timeout()

@@ -92,6 +92,18 @@ impl<T: Copy> Ring<T> {
         Some(item)
     }
 
+    /// Moves the oldest items into `out`, as many as it holds and `out` takes; how many.
+    #[inline(always)]
+    pub(crate) fn pop_into(&mut self, out: &mut [T]) -> usize {
+        let mut n = 0;
+        for slot in out.iter_mut() {
+            let Some(item) = self.pop_front() else { break };
+            *slot = item;
+            n += 1;
+        }
+        n
+    }
+
     /// Removes the `n` oldest items (at most all of them).
     #[inline(always)]
     pub(crate) fn drop_front(&mut self, n: usize) {

@@ -158,6 +158,18 @@ impl UcQp {
         self.q.cq.pop_front()
     }
 
+    /// Whether a completion waits.
+    #[inline(always)]
+    pub(crate) fn has_completions(&self) -> bool {
+        !self.q.cq.is_empty()
+    }
+
+    /// The next completions, oldest first, as many as `out` takes; how many.
+    #[inline(always)]
+    pub(crate) fn poll_completions(&mut self, out: &mut [Completion]) -> usize {
+        self.q.cq.pop_into(out)
+    }
+
     /// Feeds one received packet: the bytes from the BTH to the end of the pad (no ICRC).
     pub fn handle_packet(&mut self, ib: &[u8]) {
         let Ok((repr, payload)) = IbRepr::parse(ib) else {

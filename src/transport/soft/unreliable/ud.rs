@@ -112,6 +112,18 @@ impl UdQp {
         self.q.cq.pop_front()
     }
 
+    /// Whether a completion waits.
+    #[inline(always)]
+    pub(crate) fn has_completions(&self) -> bool {
+        !self.q.cq.is_empty()
+    }
+
+    /// The next completions, oldest first, as many as `out` takes; how many.
+    #[inline(always)]
+    pub(crate) fn poll_completions(&mut self, out: &mut [Completion]) -> usize {
+        self.q.cq.pop_into(out)
+    }
+
     /// Feeds one received datagram (BTH to pad); `grh` gives its network header, asked for only
     /// when the datagram is delivered.
     pub fn handle_packet(&mut self, ib: &[u8], grh: impl FnOnce() -> Grh) {
