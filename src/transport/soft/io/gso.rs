@@ -190,13 +190,21 @@ impl GsoTxBatch {
     /// does not take stays queued. Returns how many super-datagrams went out. Inlined into the
     /// transmission's flush: a ping-pong's turn is one lone entry, for which a call costs more than
     /// its send.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn send(&mut self, fd: RawFd) -> io::Result<usize> {
         // Nothing more may join the entries now being handed over.
         self.open = None;
         if self.queued == self.sent + 1 && self.segs[self.sent] == 1 {
             return self.send_lone(fd);
         }
+        self.send_entries(fd)
+    }
+
+    /// [`send`](Self::send) of several entries or of one super-datagram: each entry's control
+    /// message, then `sendmmsg`. Out of line, so that the lone entry's send stays small enough to
+    /// inline.
+    #[inline(never)]
+    fn send_entries(&mut self, fd: RawFd) -> io::Result<usize> {
         for e in self.sent..self.queued {
             let msg = &mut self.hdrs[e].msg_hdr;
             if self.segs[e] > 1 {

@@ -91,7 +91,7 @@ macro_rules! backends {
                     match self { $(Nic::$variant(d) => d.tx_push(now, to, fill),)+ }
                 }
 
-                #[inline]
+                #[inline(always)]
                 fn flush(&mut self, now: Instant) -> Result<(), IoError> {
                     match self { $(Nic::$variant(d) => d.flush(now),)+ }
                 }

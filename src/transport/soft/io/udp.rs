@@ -532,7 +532,7 @@ impl Device for UdpDevice {
         queued
     }
 
-    #[inline]
+    #[inline(always)]
     fn flush(&mut self, _now: Instant) -> Result<(), IoError> {
         if self.tx_pending() == 0 {
             return Ok(());
