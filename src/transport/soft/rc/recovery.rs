@@ -19,6 +19,10 @@ pub(super) enum RetryCause {
 }
 
 /// How the requester recovers from loss: its sub-state, fixed when the QP is created.
+///
+/// An explicit tag (`repr(u8)`), not a niche in `GbnLoss`'s fields: the idle check every poll
+/// makes (`Requester::may_resend`) then reads it with one compare.
+#[repr(u8)]
 pub(super) enum LossRecovery {
     /// Go-back-N as rxe: the configured window, the ACK timeout.
     GoBackN,
