@@ -40,6 +40,53 @@ fn lone_tos(msg: &libc::msghdr) -> Option<u8> {
     }
 }
 
+/// This thread's errno, after a libc call that failed.
+fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno, always valid to read.
+    unsafe { *libc::__errno_location() }
+}
+
+/// `recvmsg(fd, msg, MSG_DONTWAIT)`: the datagram's length, or the errno. On x86-64 Linux the
+/// system call itself, inline: libc's wrapper (a cancellation point) and the errno read after it
+/// cost more than the call's set-up, on every receive of a busy poll.
+#[inline(always)]
+fn recvmsg_nowait(fd: RawFd, msg: &mut libc::msghdr) -> Result<usize, i32> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let rc: isize;
+        // SAFETY: recvmsg(2) with a live msghdr whose name, iovec and control buffers the caller
+        // owns; the kernel writes only within them. `syscall` clobbers rcx and r11 (declared) and
+        // returns in rax: the length, or -errno.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inlateout("rax") libc::SYS_recvmsg as isize => rc,
+                in("rdi") fd as isize,
+                in("rsi") std::ptr::from_mut(msg),
+                in("rdx") libc::MSG_DONTWAIT as isize,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        if rc < 0 {
+            Err(-rc as i32)
+        } else {
+            Ok(rc as usize)
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        // SAFETY: as above, through libc.
+        let rc = unsafe { libc::recvmsg(fd, msg, libc::MSG_DONTWAIT) };
+        if rc < 0 {
+            Err(errno())
+        } else {
+            Ok(rc as usize)
+        }
+    }
+}
+
 /// One received UDP datagram, borrowed from an [`RxBatch`].
 #[derive(Debug, Clone, Copy)]
 pub struct RxDatagram<'a> {
@@ -161,30 +208,27 @@ impl RxBatch {
         let got = if !self.single {
             self.recv_many(fd)
         } else if control {
-            // SAFETY: header 0 points into this batch's own live arrays (see new).
-            let rc = unsafe { libc::recvmsg(fd, &mut self.hdrs[0].msg_hdr, libc::MSG_DONTWAIT) };
-            if rc >= 0 {
-                // recvmmsg reports the length here; recvmsg returns it.
-                self.hdrs[0].msg_len = rc as libc::c_uint;
+            // recvmmsg reports the length in the header; recvmsg returns it.
+            recvmsg_nowait(fd, &mut self.hdrs[0].msg_hdr).map(|len| {
+                self.hdrs[0].msg_len = len as libc::c_uint;
                 1
-            } else {
-                -1
-            }
+            })
         } else {
             self.recv_one_from(fd)
         };
-        if got < 0 {
-            // errno straight: an idle receive is the common case and needs no io::Error.
-            // SAFETY: __errno_location returns this thread's errno, always valid to read.
-            let errno = unsafe { *libc::__errno_location() };
-            self.streak = 0;
-            self.single = true;
-            if errno == libc::EAGAIN || errno == libc::EINTR {
-                return Ok(0);
+        let got = match got {
+            Ok(got) => got,
+            Err(errno) => {
+                self.streak = 0;
+                self.single = true;
+                // An idle receive is the common case and needs no io::Error.
+                if errno == libc::EAGAIN || errno == libc::EINTR {
+                    return Ok(0);
+                }
+                return Err(io::Error::from_raw_os_error(errno));
             }
-            return Err(io::Error::from_raw_os_error(errno));
-        }
-        self.filled = got as usize;
+        };
+        self.filled = got;
         // `recvmsg` and `recvfrom` write header 0 alone; `recvmmsg` may have touched one more.
         self.dirty = self.filled + usize::from(!self.single);
         if self.single {
@@ -199,13 +243,13 @@ impl RxBatch {
         Ok(self.filled)
     }
 
-    /// One `recvmmsg` for a whole batch; how many datagrams came, or -1 with errno set. Out of line:
-    /// a stream's receive, rare beside the one-at-a-time receives of a ping-pong or an idle spin,
+    /// One `recvmmsg` for a whole batch; how many datagrams came, or the errno. Out of line: a
+    /// stream's receive, rare beside the one-at-a-time receives of a ping-pong or an idle spin,
     /// which then compile without it.
     #[inline(never)]
-    fn recv_many(&mut self, fd: RawFd) -> libc::c_int {
+    fn recv_many(&mut self, fd: RawFd) -> Result<usize, i32> {
         // SAFETY: every header points into this batch's own live arrays (see new).
-        unsafe {
+        let rc = unsafe {
             libc::recvmmsg(
                 fd,
                 self.hdrs.as_mut_ptr(),
@@ -213,12 +257,16 @@ impl RxBatch {
                 libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
             )
+        };
+        if rc < 0 {
+            return Err(errno());
         }
+        Ok(rc as usize)
     }
 
     /// `recvfrom` into slot 0, recorded in header 0 as `recvmsg` would (length, address, MSG_TRUNC,
-    /// no control message); 1, or -1 with errno set.
-    fn recv_one_from(&mut self, fd: RawFd) -> libc::c_int {
+    /// no control message); 1, or the errno.
+    fn recv_one_from(&mut self, fd: RawFd) -> Result<usize, i32> {
         let h = &mut self.hdrs[0];
         let mut namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         // SAFETY: iovec 0 describes slot 0 and name 0 is a live sockaddr_storage, both this batch's
@@ -234,7 +282,7 @@ impl RxBatch {
             )
         };
         if rc < 0 {
-            return -1;
+            return Err(errno());
         }
         let len = rc as usize;
         h.msg_len = len.min(self.iovs[0].iov_len) as libc::c_uint;
@@ -245,7 +293,7 @@ impl RxBatch {
         } else {
             0
         };
-        1
+        Ok(1)
     }
 
     #[inline]
