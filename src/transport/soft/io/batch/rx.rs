@@ -309,7 +309,7 @@ impl RxBatch {
 
     /// Datagram `i` of the last receive on a UDP socket. Inlined: the receive loop would otherwise
     /// build every datagram in memory to read it back.
-    #[inline]
+    #[inline(always)]
     pub fn datagram(&self, i: usize) -> RxDatagram<'_> {
         let (data, truncated) = self.data(i);
         let (dst, gro_segment, tclass) = self.udp_cmsgs(i);
@@ -360,48 +360,61 @@ impl RxBatch {
 
     /// The destination address (IP_PKTINFO / IPV6_PKTINFO), the GRO segment size (UDP_GRO) and
     /// the TOS / traffic class (IP_TOS / IPV6_TCLASS) from the control messages of datagram `i`.
-    #[inline]
+    /// The lone TOS of a ping-pong's datagram is read inline, the walk over several messages out of
+    /// line ([`walk_udp_cmsgs`]).
+    #[inline(always)]
     fn udp_cmsgs(&self, i: usize) -> (Option<IpAddr>, Option<u16>, u8) {
         let msg = &self.hdrs[i].msg_hdr;
-        if let Some(tos) = lone_tos(msg) {
-            return (None, None, tos);
-        }
-        let (mut dst, mut gro, mut tclass) = (None, None, 0);
-        // SAFETY: msg_control/msg_controllen describe the control bytes the kernel wrote for packet
-        // i; each payload is read unaligned with the type the kernel documents for it.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(msg);
-            // A lone message (a ping-pong datagram's TOS) leaves no room for a second header, so
-            // CMSG_NXTHDR, which would find none, is not asked.
-            let lone = msg.msg_controllen < 2 * std::mem::size_of::<libc::cmsghdr>();
-            while !c.is_null() {
-                let data = libc::CMSG_DATA(c);
-                match ((*c).cmsg_level, (*c).cmsg_type) {
-                    (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
-                        let pi = std::ptr::read_unaligned(data as *const libc::in_pktinfo);
-                        dst = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))));
-                    }
-                    (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
-                        let pi = std::ptr::read_unaligned(data as *const libc::in6_pktinfo);
-                        dst = Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)));
-                    }
-                    (libc::SOL_UDP, UDP_GRO) => {
-                        let size = std::ptr::read_unaligned(data as *const libc::c_int);
-                        gro = u16::try_from(size).ok();
-                    }
-                    // IPv4 hands over the TOS as one byte, IPv6 the traffic class as an int.
-                    (libc::IPPROTO_IP, libc::IP_TOS) => tclass = *data,
-                    (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
-                        tclass = std::ptr::read_unaligned(data as *const libc::c_int) as u8;
-                    }
-                    _ => {}
-                }
-                if lone {
-                    break;
-                }
-                c = libc::CMSG_NXTHDR(msg, c);
-            }
-        }
+        // The address is written in place: returned with the rest, it would be copied about
+        // whole on the lone TOS's path too.
+        let mut dst = None;
+        let (gro, tclass) = match lone_tos(msg) {
+            Some(tos) => (None, tos),
+            None => walk_udp_cmsgs(msg, &mut dst),
+        };
         (dst, gro, tclass)
     }
+}
+
+/// [`RxBatch::udp_cmsgs`] by walking the control messages of `msg`, which the kernel wrote: the
+/// destination address into `dst`, the GRO segment size and the TOS / traffic class returned.
+#[inline(never)]
+fn walk_udp_cmsgs(msg: &libc::msghdr, dst: &mut Option<IpAddr>) -> (Option<u16>, u8) {
+    let (mut gro, mut tclass) = (None, 0);
+    // SAFETY: msg_control/msg_controllen describe the control bytes the kernel wrote for this
+    // datagram; each payload is read unaligned with the type the kernel documents for it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        // A lone message (a ping-pong datagram's TOS) leaves no room for a second header, so
+        // CMSG_NXTHDR, which would find none, is not asked.
+        let lone = msg.msg_controllen < 2 * std::mem::size_of::<libc::cmsghdr>();
+        while !c.is_null() {
+            let data = libc::CMSG_DATA(c);
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                    let pi = std::ptr::read_unaligned(data as *const libc::in_pktinfo);
+                    *dst = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(pi.ipi_addr.s_addr))));
+                }
+                (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                    let pi = std::ptr::read_unaligned(data as *const libc::in6_pktinfo);
+                    *dst = Some(IpAddr::V6(Ipv6Addr::from(pi.ipi6_addr.s6_addr)));
+                }
+                (libc::SOL_UDP, UDP_GRO) => {
+                    let size = std::ptr::read_unaligned(data as *const libc::c_int);
+                    gro = u16::try_from(size).ok();
+                }
+                // IPv4 hands over the TOS as one byte, IPv6 the traffic class as an int.
+                (libc::IPPROTO_IP, libc::IP_TOS) => tclass = *data,
+                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
+                    tclass = std::ptr::read_unaligned(data as *const libc::c_int) as u8;
+                }
+                _ => {}
+            }
+            if lone {
+                break;
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    (gro, tclass)
 }
