@@ -229,15 +229,7 @@ impl Wqe {
     /// from the request, without the segment arithmetic of a longer message.
     #[inline]
     fn emit_only(&self, psn: Psn, force_ack: bool, buf: &mut [u8], ctx: &Ctx<'_>) -> Emitted {
-        let (opcode, imm) = match self.wr.op {
-            SendOp::Send => (Opcode::RC_SEND_ONLY, None),
-            SendOp::SendWithImm(i) => (Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, Some(i)),
-            SendOp::Write => (Opcode::RC_RDMA_WRITE_ONLY, None),
-            SendOp::WriteWithImm(i) => (Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, Some(i)),
-            _ => unreachable!("a SEND or WRITE"),
-        };
         let ack_req = force_ack || self.wr.signaled;
-        // SEND opcodes carry no RETH: `emit_data` writes it only where the opcode has one.
         let reth = self.wr.remote.map(|r| RethRepr {
             va: r.addr,
             rkey: r.rkey,
@@ -246,8 +238,34 @@ impl Wqe {
         // One packet: the whole span (`len` bytes, at most the path MTU).
         let src = ctx.mem.span(self.local);
         let dest = ctx.cfg.remote_qpn;
+        // `emit_data` inlined for each opcode apart: its headers (RETH, immediate) are then known
+        // where they are written, not looked up. SEND opcodes carry no RETH.
+        let len = match self.wr.op {
+            SendOp::Send => {
+                let bth = (Opcode::RC_SEND_ONLY, dest, psn, ack_req);
+                packet::emit_data(buf, bth, None, None, src)
+            }
+            SendOp::SendWithImm(i) => {
+                let bth = (Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, dest, psn, ack_req);
+                packet::emit_data(buf, bth, None, Some(i), src)
+            }
+            SendOp::Write => {
+                let bth = (Opcode::RC_RDMA_WRITE_ONLY, dest, psn, ack_req);
+                packet::emit_data(buf, bth, reth, None, src)
+            }
+            SendOp::WriteWithImm(i) => {
+                let bth = (
+                    Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+                    dest,
+                    psn,
+                    ack_req,
+                );
+                packet::emit_data(buf, bth, reth, Some(i), src)
+            }
+            _ => unreachable!("a SEND or WRITE"),
+        };
         Emitted {
-            len: packet::emit_data(buf, (opcode, dest, psn, ack_req), reth, imm, src),
+            len,
             consumed: 1,
             payload: src.len(),
             asked: ack_req,
