@@ -226,8 +226,10 @@ impl Wqe {
 impl Wqe {
     /// [`emit`](Self::emit) of a SEND or WRITE that is one packet, without selective repeat's
     /// extension (every message of a latency test): its ONLY opcode, RETH and immediate straight
-    /// from the request, without the segment arithmetic of a longer message.
-    #[inline]
+    /// from the request, without the segment arithmetic of a longer message. Always inlined: the
+    /// requester's poll then writes the packet without a call and without its figures returned
+    /// through memory.
+    #[inline(always)]
     fn emit_only(&self, psn: Psn, force_ack: bool, buf: &mut [u8], ctx: &Ctx<'_>) -> Emitted {
         let ack_req = force_ack || self.wr.signaled;
         let reth = self.wr.remote.map(|r| RethRepr {
