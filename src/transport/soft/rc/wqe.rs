@@ -226,18 +226,12 @@ impl Wqe {
 impl Wqe {
     /// [`emit`](Self::emit) of a SEND or WRITE that is one packet, without selective repeat's
     /// extension (every message of a latency test): its ONLY opcode, RETH and immediate straight
-    /// from the request, without the segment arithmetic of a longer message.
-    #[inline]
+    /// from the request, without the segment arithmetic of a longer message. Always inlined: the
+    /// requester's poll then writes the packet without a call and without its figures returned
+    /// through memory.
+    #[inline(always)]
     fn emit_only(&self, psn: Psn, force_ack: bool, buf: &mut [u8], ctx: &Ctx<'_>) -> Emitted {
-        let (opcode, imm) = match self.wr.op {
-            SendOp::Send => (Opcode::RC_SEND_ONLY, None),
-            SendOp::SendWithImm(i) => (Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, Some(i)),
-            SendOp::Write => (Opcode::RC_RDMA_WRITE_ONLY, None),
-            SendOp::WriteWithImm(i) => (Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, Some(i)),
-            _ => unreachable!("a SEND or WRITE"),
-        };
         let ack_req = force_ack || self.wr.signaled;
-        // SEND opcodes carry no RETH: `emit_data` writes it only where the opcode has one.
         let reth = self.wr.remote.map(|r| RethRepr {
             va: r.addr,
             rkey: r.rkey,
@@ -246,8 +240,34 @@ impl Wqe {
         // One packet: the whole span (`len` bytes, at most the path MTU).
         let src = ctx.mem.span(self.local);
         let dest = ctx.cfg.remote_qpn;
+        // `emit_data` inlined for each opcode apart: its headers (RETH, immediate) are then known
+        // where they are written, not looked up. SEND opcodes carry no RETH.
+        let len = match self.wr.op {
+            SendOp::Send => {
+                let bth = (Opcode::RC_SEND_ONLY, dest, psn, ack_req);
+                packet::emit_data(buf, bth, None, None, src)
+            }
+            SendOp::SendWithImm(i) => {
+                let bth = (Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, dest, psn, ack_req);
+                packet::emit_data(buf, bth, None, Some(i), src)
+            }
+            SendOp::Write => {
+                let bth = (Opcode::RC_RDMA_WRITE_ONLY, dest, psn, ack_req);
+                packet::emit_data(buf, bth, reth, None, src)
+            }
+            SendOp::WriteWithImm(i) => {
+                let bth = (
+                    Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+                    dest,
+                    psn,
+                    ack_req,
+                );
+                packet::emit_data(buf, bth, reth, Some(i), src)
+            }
+            _ => unreachable!("a SEND or WRITE"),
+        };
         Emitted {
-            len: packet::emit_data(buf, (opcode, dest, psn, ack_req), reth, imm, src),
+            len,
             consumed: 1,
             payload: src.len(),
             asked: ack_req,
