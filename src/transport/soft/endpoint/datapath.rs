@@ -283,7 +283,7 @@ impl SoftEndpoint {
     #[inline(always)]
     fn transmit(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
         // The engines first: when one has work (a transmission in two), the rest goes unasked.
-        if !self.any_transmit_work(acks) && !self.pfc.armed() && self.nic.tx_pending() == 0 {
+        if !self.any_transmit_work(acks) && !self.pfc.armed() && self.nic.tx_idle() {
             // With one queue pair (a latency test's) the rotation stays at it: nothing to move.
             if self.slots.len() > 1 {
                 self.next_qp = next_after(self.next_qp, self.slots.len());
@@ -417,7 +417,7 @@ impl SoftEndpoint {
             Some(at) => at,
             None => next_after(self.next_qp, n),
         };
-        if self.nic.tx_pending() > 0 {
+        if !self.nic.tx_idle() {
             // Held (delayed) packets of an impaired device leave by the clock.
             self.nic.flush(dev_now).map_err(io_error)?;
         }
@@ -481,7 +481,7 @@ impl SoftEndpoint {
                 self.counters.tx_packets += 1;
             }
         }
-        if self.nic.tx_pending() > 0 {
+        if !self.nic.tx_idle() {
             self.nic.flush(dev_now).map_err(io_error)?;
         }
         Ok(true)
