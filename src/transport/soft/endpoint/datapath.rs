@@ -283,7 +283,7 @@ impl SoftEndpoint {
     #[inline(always)]
     fn transmit(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
         // The engines first: when one has work (a transmission in two), the rest goes unasked.
-        if !self.any_transmit_work(acks) && !self.pfc.armed() && self.nic.tx_pending() == 0 {
+        if !self.any_transmit_work(acks) && !self.pfc.armed() && self.nic.tx_idle() {
             // With one queue pair (a latency test's) the rotation stays at it: nothing to move.
             if self.slots.len() > 1 {
                 self.next_qp = next_after(self.next_qp, self.slots.len());
@@ -309,11 +309,26 @@ impl SoftEndpoint {
 
     /// [`transmit`](Self::transmit) when a queue pair may have something to send, a packet is
     /// queued or PFC is armed.
-    #[inline(never)]
+    #[inline(always)]
     fn transmit_some(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
+        if self.shared_budget.is_none() && !self.pfc.armed() {
+            self.transmit_with::<true>(clock, acks)
+        } else {
+            self.transmit_with::<false>(clock, acks)
+        }
+    }
+
+    /// [`transmit_some`](Self::transmit_some); `PLAIN` when no budget is shared and PFC is not
+    /// armed (a latency test's case), which drops the budget's and the allowance's work.
+    #[inline(never)]
+    fn transmit_with<const PLAIN: bool>(
+        &mut self,
+        clock: &mut PollClock,
+        acks: LoneAck,
+    ) -> Result<()> {
         // One load on a run without PFC; a paused priority's frames stay queued in their
         // engines, no drop and no reordering.
-        if self.pfc.armed() && self.transmit_paused(clock)? {
+        if !PLAIN && self.pfc.armed() && self.transmit_paused(clock)? {
             return Ok(());
         }
         let n = self.slots.len();
@@ -324,11 +339,11 @@ impl SoftEndpoint {
         } else {
             rc::Instant::ZERO
         };
-        let budget = self.shared_budget;
+        let budget = if PLAIN { None } else { self.shared_budget };
         let mut recounted = false;
         let mut blocked = false;
         // Frames this transmission may still send (see PFC_FRAMES_PER_TRANSMISSION).
-        let mut allowance = if self.pfc.armed() {
+        let mut allowance = if !PLAIN && self.pfc.armed() {
             PFC_FRAMES_PER_TRANSMISSION
         } else {
             u32::MAX
@@ -376,10 +391,12 @@ impl SoftEndpoint {
                     break;
                 }
                 self.counters.tx_packets += 1;
-                allowance -= 1;
-                if allowance == 0 {
-                    blocked = true; // the poll reads pause frames before the next frames leave
-                    break;
+                if !PLAIN {
+                    allowance -= 1;
+                    if allowance == 0 {
+                        blocked = true; // the poll reads pause frames before the next frames leave
+                        break;
+                    }
                 }
                 // The engine knows when it is done: asking it once more through the batch (entry
                 // checks, framing) to hear "nothing" costs a push.
@@ -400,7 +417,7 @@ impl SoftEndpoint {
             Some(at) => at,
             None => next_after(self.next_qp, n),
         };
-        if self.nic.tx_pending() > 0 {
+        if !self.nic.tx_idle() {
             // Held (delayed) packets of an impaired device leave by the clock.
             self.nic.flush(dev_now).map_err(io_error)?;
         }
@@ -464,7 +481,7 @@ impl SoftEndpoint {
                 self.counters.tx_packets += 1;
             }
         }
-        if self.nic.tx_pending() > 0 {
+        if !self.nic.tx_idle() {
             self.nic.flush(dev_now).map_err(io_error)?;
         }
         Ok(true)

@@ -164,6 +164,13 @@ pub trait Device {
     /// Packets (or super-datagrams) queued and not sent yet.
     fn tx_pending(&self) -> usize;
 
+    /// True when nothing is queued or held: the transmit checks' question, which a layer may answer
+    /// without summing its counts.
+    #[inline]
+    fn tx_idle(&self) -> bool {
+        self.tx_pending() == 0
+    }
+
     /// Queues one packet to `to`: `fill` writes the finished packet into the buffer it is given (at
     /// least [`max_packet`](Device::max_packet) bytes) and returns its length, or declines with `None`,
     /// in which case nothing is queued. True when a packet was queued.

@@ -367,6 +367,11 @@ impl<D: Device> Device for Impaired<D> {
     }
 
     #[inline]
+    fn tx_idle(&self) -> bool {
+        self.dev.tx_idle() && self.tx.as_ref().is_none_or(|f| f.held() == 0)
+    }
+
+    #[inline]
     fn tx_push(
         &mut self,
         now: Instant,

@@ -241,8 +241,8 @@ impl GsoTxBatch {
 
     /// [`send`](Self::send) of a lone entry of one packet (a ping-pong's whole turn): the one
     /// syscall `send_queued` would make for it, without its loop over the entries and their
-    /// control messages.
-    #[inline]
+    /// control messages. Always inlined: a ping-pong sends this way once per transmission.
+    #[inline(always)]
     fn send_lone(&mut self, fd: RawFd) -> io::Result<usize> {
         let msg = &mut self.hdrs[self.sent].msg_hdr;
         msg.msg_control = std::ptr::null_mut();
