@@ -4,6 +4,7 @@
 //! dispatch; each arm forwards to its engine ([`rc::Qp`], [`UcQp`], [`UdQp`]).
 
 use super::counters::SoftCounters;
+use super::rc::ring::Ring;
 use super::rc::{self, MemoryTable, Qp, QpConfig};
 use super::unreliable::{Grh, UcQp, UdQp};
 use crate::params::ConnType;
@@ -190,23 +191,13 @@ impl Engine {
         }
     }
 
-    /// Whether a completion waits.
+    /// Its completion queue, whichever kind of queue pair it is.
     #[inline(always)]
-    pub(crate) fn has_completions(&self) -> bool {
+    pub(crate) fn cq(&mut self) -> &mut Ring<Completion> {
         match self {
-            Engine::Rc(q) => q.has_completions(),
-            Engine::Uc(q) => q.has_completions(),
-            Engine::Ud(q) => q.has_completions(),
-        }
-    }
-
-    /// Moves its oldest completions into `out`, as many as it takes; how many.
-    #[inline(always)]
-    pub(crate) fn poll_completions(&mut self, out: &mut [Completion]) -> usize {
-        match self {
-            Engine::Rc(q) => q.poll_completions(out),
-            Engine::Uc(q) => q.poll_completions(out),
-            Engine::Ud(q) => q.poll_completions(out),
+            Engine::Rc(q) => q.cq(),
+            Engine::Uc(q) => q.cq(),
+            Engine::Ud(q) => q.cq(),
         }
     }
 

@@ -521,16 +521,10 @@ impl Qp {
         self.cq.pop_front()
     }
 
-    /// Whether a completion waits.
+    /// Its completion queue, which the endpoint's poll looks at and drains in place.
     #[inline(always)]
-    pub(crate) fn has_completions(&self) -> bool {
-        !self.cq.is_empty()
-    }
-
-    /// The next completions, oldest first, as many as `out` takes; how many.
-    #[inline(always)]
-    pub(crate) fn poll_completions(&mut self, out: &mut [Completion]) -> usize {
-        self.cq.pop_into(out)
+    pub(crate) fn cq(&mut self) -> &mut Ring<Completion> {
+        &mut self.cq
     }
 
     /// When `handle_timeout` must be called next (on the clock of `now`), if ever.

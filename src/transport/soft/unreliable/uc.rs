@@ -13,6 +13,7 @@ use crate::transport::soft::bytes::copy_payload;
 use crate::transport::soft::rc::mr::{MemoryTable, Span};
 use crate::transport::soft::rc::packet::{self, Seg};
 use crate::transport::soft::rc::psn::Psn;
+use crate::transport::soft::rc::ring::Ring;
 use crate::transport::soft::rc::{ConfigError, Now, QpConfig};
 use crate::transport::{
     Access, Completion, CompletionOp, CompletionStatus, Error, RecvRequest, Result, SendOp,
@@ -158,16 +159,10 @@ impl UcQp {
         self.q.cq.pop_front()
     }
 
-    /// Whether a completion waits.
+    /// Its completion queue, which the endpoint's poll looks at and drains in place.
     #[inline(always)]
-    pub(crate) fn has_completions(&self) -> bool {
-        !self.q.cq.is_empty()
-    }
-
-    /// The next completions, oldest first, as many as `out` takes; how many.
-    #[inline(always)]
-    pub(crate) fn poll_completions(&mut self, out: &mut [Completion]) -> usize {
-        self.q.cq.pop_into(out)
+    pub(crate) fn cq(&mut self) -> &mut Ring<Completion> {
+        &mut self.q.cq
     }
 
     /// Feeds one received packet: the bytes from the BTH to the end of the pad (no ICRC).

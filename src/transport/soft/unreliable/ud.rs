@@ -12,6 +12,7 @@ use crate::params::UD_GRH_LEN;
 use crate::transport::soft::bytes::copy_payload;
 use crate::transport::soft::rc::mr::MemoryTable;
 use crate::transport::soft::rc::psn::Psn;
+use crate::transport::soft::rc::ring::Ring;
 use crate::transport::soft::rc::{ConfigError, Now, QpConfig};
 use crate::transport::{
     Completion, CompletionOp, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
@@ -112,16 +113,10 @@ impl UdQp {
         self.q.cq.pop_front()
     }
 
-    /// Whether a completion waits.
+    /// Its completion queue, which the endpoint's poll looks at and drains in place.
     #[inline(always)]
-    pub(crate) fn has_completions(&self) -> bool {
-        !self.q.cq.is_empty()
-    }
-
-    /// The next completions, oldest first, as many as `out` takes; how many.
-    #[inline(always)]
-    pub(crate) fn poll_completions(&mut self, out: &mut [Completion]) -> usize {
-        self.q.cq.pop_into(out)
+    pub(crate) fn cq(&mut self) -> &mut Ring<Completion> {
+        &mut self.q.cq
     }
 
     /// Feeds one received datagram (BTH to pad); `grh` gives its network header, asked for only
