@@ -240,29 +240,17 @@ impl Wqe {
         // One packet: the whole span (`len` bytes, at most the path MTU).
         let src = ctx.mem.span(self.local);
         let dest = ctx.cfg.remote_qpn;
+        let mut emit = |opcode, reth, imm| {
+            packet::emit_data(buf, (opcode, dest, psn, ack_req), reth, imm, src)
+        };
         // `emit_data` inlined for each opcode apart: its headers (RETH, immediate) are then known
         // where they are written, not looked up. SEND opcodes carry no RETH.
         let len = match self.wr.op {
-            SendOp::Send => {
-                let bth = (Opcode::RC_SEND_ONLY, dest, psn, ack_req);
-                packet::emit_data(buf, bth, None, None, src)
-            }
-            SendOp::SendWithImm(i) => {
-                let bth = (Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, dest, psn, ack_req);
-                packet::emit_data(buf, bth, None, Some(i), src)
-            }
-            SendOp::Write => {
-                let bth = (Opcode::RC_RDMA_WRITE_ONLY, dest, psn, ack_req);
-                packet::emit_data(buf, bth, reth, None, src)
-            }
+            SendOp::Send => emit(Opcode::RC_SEND_ONLY, None, None),
+            SendOp::SendWithImm(i) => emit(Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, None, Some(i)),
+            SendOp::Write => emit(Opcode::RC_RDMA_WRITE_ONLY, reth, None),
             SendOp::WriteWithImm(i) => {
-                let bth = (
-                    Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
-                    dest,
-                    psn,
-                    ack_req,
-                );
-                packet::emit_data(buf, bth, reth, Some(i), src)
+                emit(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, reth, Some(i))
             }
             _ => unreachable!("a SEND or WRITE"),
         };
