@@ -8,7 +8,7 @@ use crate::rc_harness::*;
 use crate::rc_lossy::{Recover, run_with};
 use roceperf::params::Recovery;
 use roceperf::transport::soft::rc::{Counters, Instant, LoneAck};
-use roceperf::transport::soft::sim::{DropRule, LinkConfig};
+use roceperf::transport::soft::sim::{DropRule, LinkConfig, SimPair};
 use roceperf::transport::{CompletionOp, SendOp};
 use roceperf::wire::{AethKind, IbRepr, NakCode, Opcode};
 
@@ -150,6 +150,64 @@ fn a_probe_due_after_everything_was_sent_is_transmit_work() {
     let n = p.a.poll_transmit(t, &mut buf).expect("the probe");
     assert_eq!(psn(&buf[..n]), PSN_A);
     assert!(p.a.poll_timeout().is_some(), "and the timer runs again");
+}
+
+/// A probe of the newest PSN (nothing out had asked for an ACK: the first packets of a message the
+/// pacer spaces) is answered by an ACK that names it, while the packets sent after the probe are
+/// still on their way to a peer that is slow. They left after the probe, so its answer cannot say
+/// they were dropped: the next silence probes again, one packet, and does not go back N (a paced
+/// DCQCN stream under a parallel test run resent 751 packets at once this way).
+#[test]
+fn a_probe_answered_before_what_left_after_it_is_no_loss() {
+    let mut s = Setup::new(1024, 64 * 1024);
+    s.gbn_fast = true;
+    let (mut p, _, kb) = s.build();
+    p.a.post_send(&wr(1, SendOp::Write, 0, 64 * 1024, at(&kb, 0)))
+        .unwrap();
+    let mut buf = vec![0u8; 8192];
+    let mut send = |p: &mut SimPair, t: Instant| {
+        let n = p.a.poll_transmit(t, &mut buf).expect("A has a packet");
+        (psn(&buf[..n]), buf[..n].to_vec())
+    };
+    // Ten of the 64 packets leave and arrive; none asks for an ACK.
+    let t0 = Instant::from_nanos(p.now);
+    for k in 0..10 {
+        let (n, pkt) = send(&mut p, t0);
+        assert_eq!(n, PSN_A + k);
+        p.b.handle_packet(t0, &pkt);
+    }
+    assert!(
+        p.b.poll_transmit(t0, &mut vec![0u8; 8192]).is_none(),
+        "no ACK owed"
+    );
+    // Silence: the probe asks with the newest PSN, and ten packets more leave after it.
+    let t1 = p.a.poll_timeout().expect("the retransmission timer runs");
+    p.a.handle_timeout(t1);
+    let (probe, probe_pkt) = send(&mut p, t1);
+    assert_eq!(probe, PSN_A + 9, "the newest PSN");
+    let later: Vec<_> = (0..10).map(|_| send(&mut p, t1)).collect();
+    assert_eq!(later[0].0, PSN_A + 10);
+    // The probe arrives first and is answered; what left after it is late.
+    p.b.handle_packet(t1, &probe_pkt);
+    let mut ack = vec![0u8; 8192];
+    let n = p.b.poll_transmit(t1, &mut ack).expect("the probe's answer");
+    assert_eq!(psn(&ack[..n]), probe, "it names the probe");
+    p.a.handle_packet(t1, &ack[..n]);
+    // The peer stays silent: a second probe, of the newest PSN, and then the stream goes on.
+    let t2 = p.a.poll_timeout().expect("the timer runs again");
+    p.a.handle_timeout(t2);
+    assert_eq!(send(&mut p, t2).0, PSN_A + 19, "a probe, not a go-back");
+    assert_eq!(send(&mut p, t2).0, PSN_A + 20, "and on with new packets");
+    assert_eq!(
+        p.a.counters().retransmitted_packets,
+        2,
+        "{:?}",
+        p.a.counters()
+    );
+    for (_, pkt) in &later {
+        p.b.handle_packet(t2, pkt);
+    }
+    assert_eq!(p.b.counters().naks_sent.psn_seq, 0, "nothing was lost");
 }
 
 /// WRITEs in [`pings`].

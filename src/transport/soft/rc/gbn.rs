@@ -9,11 +9,13 @@
 //! * **A silence is probed after the round trip** (`rto.rs`), not after the ACK timeout: the
 //!   oldest unacknowledged PSN is resent alone, with AckReq. An ACK beyond it means the peer was only
 //!   slow (a descheduled peer costs one packet, not a window). An ACK that names exactly the probe
-//!   while later PSNs are out means the responder had nothing after it when it answered: those were
-//!   dropped. That ACK may also be an older one of the same PSN, so the requester does not go back
-//!   at once: anything new it sends makes the responder NAK the gap, and if nothing arrives for
-//!   another timeout it goes back N itself. Past the fast timeouts (doubling until they would reach
-//!   the ACK timeout), the ACK timeout and the retry budget work exactly as `-u` and `retry_cnt` say.
+//!   while later PSNs sent before the probe are out means the responder had nothing after it when
+//!   it answered: those were dropped (PSNs sent after the probe reach the responder after it, so its
+//!   answer says nothing of them). That ACK may also be an older one of the same PSN, so the
+//!   requester does not go back at once: anything new it sends makes the responder NAK the gap, and
+//!   if nothing arrives for another timeout it goes back N itself. Past the fast timeouts (doubling
+//!   until they would reach the ACK timeout), the ACK timeout and the retry budget work exactly as
+//!   `-u` and `retry_cnt` say.
 //! * **With `QpConfig::gbn_loss_window` (on between roceperf endpoints), the window is sized to what
 //!   the path needs.** A loss costs the window: everything queued behind the lost packet is dropped
 //!   by the responder and sent again, so a window far deeper than the bandwidth-delay product turns
@@ -75,6 +77,9 @@ pub(super) struct GbnLoss {
     probe: Option<Psn>,
     /// The probe is still to be sent.
     probe_due: bool,
+    /// One past the newest PSN sent when the probe left: only PSNs before it can the probe's
+    /// answer find missing (those sent after it reach the responder after it).
+    sent_before_probe: Psn,
     /// The probe's ACK named it and nothing after it: the PSN after it is believed dropped, and the
     /// next silence goes back N to it (cleared when anything after it is acknowledged).
     suspect: Option<Psn>,
@@ -98,6 +103,7 @@ impl GbnLoss {
             acked_total: 0,
             probe: None,
             probe_due: false,
+            sent_before_probe: psn,
             suspect: None,
             time_resend: false,
         }
@@ -126,25 +132,27 @@ impl GbnLoss {
         self.probe = None;
     }
 
-    /// The probe is sent now: the PSN it asks with, the one chosen at the timeout unless an ACK
-    /// since covered it (then `comp`, the oldest it left).
-    pub(super) fn take_probe(&mut self, comp: Psn) -> Psn {
+    /// The probe is sent now, with everything before `sent_high` sent: the PSN it asks with, the one
+    /// chosen at the timeout unless an ACK since covered it (then `comp`, the oldest it left).
+    pub(super) fn take_probe(&mut self, comp: Psn, sent_high: Psn) -> Psn {
         self.probe_due = false;
+        self.sent_before_probe = sent_high;
         self.probe.filter(|p| !p.before(comp)).unwrap_or(comp)
     }
 
-    /// An ACK of `psn` arrived and was applied, leaving `comp` the oldest unacknowledged PSN and
-    /// `sent_high` one past the newest sent. When it names the probe exactly while PSNs sent after
-    /// it are out, the responder had nothing after the probe when it answered: those PSNs were
-    /// dropped, unless this ACK is an older one of the probe's PSN (sent before the probe arrived)
-    /// and the rest is merely late. The next silence tells: it goes back N at once.
-    pub(super) fn probe_answered(&mut self, psn: Psn, comp: Psn, sent_high: Psn) {
+    /// An ACK of `psn` arrived and was applied, leaving `comp` the oldest unacknowledged PSN. When
+    /// it names the probe exactly while PSNs sent before the probe left, after its PSN, are out, the
+    /// responder had nothing after the probe when it answered: those PSNs were dropped, unless this
+    /// ACK is an older one of the probe's PSN (sent before the probe arrived) and the rest is merely
+    /// late. The next silence tells: it goes back N at once. PSNs sent after the probe prove
+    /// nothing: they reach the responder after it, and a slow peer answers the probe first.
+    pub(super) fn probe_answered(&mut self, psn: Psn, comp: Psn) {
         let Some(probe) = self.probe else { return };
         if psn.before(probe) {
             return;
         }
         self.probe = None;
-        if psn == probe && comp.before(sent_high) {
+        if psn == probe && comp.before(self.sent_before_probe) {
             self.suspect = Some(comp);
         }
     }
@@ -174,7 +182,10 @@ impl GbnLoss {
     /// Everything before `comp` is acknowledged at `now`, after a silence or not: no probe is due
     /// any more, and the window reacts ([`acknowledged`](GbnLoss::acknowledged)).
     pub(super) fn progress(&mut self, comp: Psn, now: Instant) {
-        self.probe_due = false; // not a silence any more
+        if std::mem::take(&mut self.probe_due) {
+            // Not a silence any more, and the probe never left: no ACK can be its answer.
+            self.probe = None;
+        }
         self.acknowledged(comp, now);
     }
 
@@ -297,6 +308,38 @@ mod tests {
         let mut fixed = GbnLoss::new(p, 1024, false);
         assert!(!fixed.lost(p, p.add(1024)));
         assert_eq!(fixed.window(), 1024, "only an adaptive window reacts");
+    }
+
+    #[test]
+    fn only_psns_sent_before_the_probe_can_its_answer_find_missing() {
+        let p = Psn::new(0xff_fff0);
+        let answer = |probe: Psn, sent_before: Psn, sent_high: Psn| {
+            let mut g = GbnLoss::new(p, 1024, false);
+            g.schedule_probe(Some(probe));
+            assert_eq!(g.take_probe(p, sent_before), probe);
+            // The ACK names the probe; by then the requester has sent up to `sent_high`.
+            g.acknowledged(probe.add(1), Instant::ZERO);
+            g.probe_answered(probe, probe.add(1));
+            assert!(sent_high.after(probe));
+            g.suspects(probe.add(1))
+        };
+        // The oldest PSN probed with 20 more out before it left: those never arrived.
+        assert!(answer(p, p.add(21), p.add(40)), "across the PSN wrap");
+        // The newest PSN probed: the 20 sent after it are behind it, not lost.
+        assert!(!answer(p.add(20), p.add(21), p.add(41)));
+        // A probe the ACK overtook before it left answers nothing (an earlier probe left with
+        // 50 PSNs out, and the next silence scheduled another).
+        let mut g = GbnLoss::new(p, 1024, false);
+        g.schedule_probe(Some(p));
+        g.take_probe(p, p.add(50));
+        g.schedule_probe(Some(p));
+        g.progress(p.add(1), Instant::ZERO);
+        assert!(!g.probe_due());
+        g.probe_answered(p, p.add(1));
+        assert!(
+            !g.suspects(p.add(1)),
+            "the ACK of the original, not the probe's answer"
+        );
     }
 
     #[test]

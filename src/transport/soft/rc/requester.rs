@@ -683,9 +683,9 @@ impl Requester {
                     AethKind::Ack { .. } => {
                         ctx.counters.acks_received += 1;
                         let outcome = self.acknowledge_before(now, psn.add(1), ctx);
-                        let (comp, sent_high) = (self.comp_psn, self.sent_high);
+                        let comp = self.comp_psn;
                         if let Some(g) = self.recovery.gbn() {
-                            g.probe_answered(psn, comp, sent_high);
+                            g.probe_answered(psn, comp);
                         }
                         outcome
                     }
@@ -951,9 +951,9 @@ impl Requester {
     /// Sends the probe ([`Requester::probe_psn`]) alone, with AckReq; transmission then goes on
     /// where it was.
     fn gbn_send_probe(&mut self, now: &mut impl Now, buf: &mut [u8], ctx: &mut Ctx<'_>) -> usize {
-        let comp = self.comp_psn;
+        let (comp, sent_high) = (self.comp_psn, self.sent_high);
         let g = self.recovery.gbn().expect("go-back-N with gbn_fast");
-        let psn = g.take_probe(comp);
+        let psn = g.take_probe(comp, sent_high);
         let w = self
             .sq
             .started_at(psn)
