@@ -551,28 +551,28 @@ impl Device for UdpDevice {
     fn receive(
         &mut self,
         _now: Instant,
-        each: impl FnMut(Self::Meta, &[u8]),
+        mut each: impl FnMut(Self::Meta, &[u8]),
     ) -> Result<usize, IoError> {
         let n = self.sock.recv_batch(&mut self.rx)?;
         if n == 0 {
             return Ok(0);
         }
-        Ok(self.hand_on_all(n, each))
+        Ok(self.hand_on_all(n, &mut each))
     }
 }
 
 impl UdpDevice {
     /// Hands the `n` datagrams of the last receive to `each`; how many packets they held.
     #[inline(never)]
-    fn hand_on_all(&self, n: usize, mut each: impl FnMut(RxMeta, &[u8])) -> usize {
+    fn hand_on_all(&self, n: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
         // A ping-pong's receive finds one datagram: handed on without the loop, whose set-up (the
         // batch's arrays held across the calls) costs more than that datagram's reads.
         if n == 1 {
-            return self.hand_on(0, &mut each);
+            return self.hand_on(0, each);
         }
         let mut packets = 0;
         for i in 0..n {
-            packets += self.hand_on(i, &mut each);
+            packets += self.hand_on(i, each);
         }
         packets
     }
