@@ -431,8 +431,9 @@ impl<D: Device> Device for Impaired<D> {
 
     /// Only forwards, the impaired path out of line (`receive_impaired`): the plain path, which
     /// every receive of an unimpaired run takes (idle ones included), then compiles without a
-    /// second copy of the device's receive loop beside it and takes the datagram reads inline.
-    #[inline]
+    /// second copy of the device's receive loop beside it. Always inlined, so that the device's
+    /// own inline part (the UDP receive syscall) lands in the caller's poll.
+    #[inline(always)]
     fn receive(
         &mut self,
         now: Instant,
