@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use super::batch::{
-    CtrlBuf, msg_headers, send_failed, send_one, send_queued, slot_iovecs, zeroed_names,
+    CtrlBuf, msg_headers, send_buffer, send_failed, send_queued, slot_iovecs, zeroed_names,
 };
 use super::slots::Slots;
 use super::sockaddr;
@@ -244,11 +244,11 @@ impl GsoTxBatch {
     /// control messages. Always inlined: a ping-pong sends this way once per transmission.
     #[inline(always)]
     fn send_lone(&mut self, fd: RawFd) -> io::Result<usize> {
-        let msg = &mut self.hdrs[self.sent].msg_hdr;
-        msg.msg_control = std::ptr::null_mut();
-        msg.msg_controllen = 0;
-        while send_one(fd, msg) < 0 {
-            if !send_failed()? {
+        // One iovec and no UDP_SEGMENT message (one segment): sendto, whatever control message
+        // the header still points at from an earlier send (`send_entries` sets each one's).
+        let msg = &self.hdrs[self.sent].msg_hdr;
+        while let Err(err) = send_buffer(fd, msg) {
+            if !send_failed(err)? {
                 return Ok(0);
             }
         }

@@ -196,76 +196,141 @@ pub(crate) fn send_queued(
     let mut sent_now = 0;
     while *sent < queued {
         let pending = queued - *sent;
-        let rc = if pending == 1 {
-            if send_one(fd, &hdrs[*sent].msg_hdr) < 0 {
-                -1
-            } else {
-                1
-            }
+        let sent_here = if pending == 1 {
+            send_one(fd, &hdrs[*sent].msg_hdr).map(|_| 1)
         } else {
             // SAFETY: headers sent..queued lie within `hdrs` and were filled by the caller.
-            unsafe {
+            let rc = unsafe {
                 libc::sendmmsg(
                     fd,
                     hdrs.as_mut_ptr().add(*sent),
                     pending as libc::c_uint,
                     libc::MSG_DONTWAIT,
                 )
+            };
+            if rc < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(rc as usize)
             }
         };
-        if rc < 0 {
-            if send_failed()? {
-                continue;
+        let rc = match sent_here {
+            Ok(n) => n,
+            Err(err) => {
+                if send_failed(err)? {
+                    continue;
+                }
+                break;
             }
-            break;
-        }
-        *sent += rc as usize;
-        sent_now += rc as usize;
+        };
+        *sent += rc;
+        sent_now += rc;
     }
     Ok(sent_now)
 }
 
-/// Sends the one datagram header `m` describes, without blocking; the syscall's return value.
+/// Sends the one datagram header `m` describes, without blocking: the bytes sent, or the error.
 ///
 /// One datagram (a ping-pong's whole turn): plain sendmsg, which the kernel enters and leaves with
 /// less work than sendmmsg's loop over a vector of one, or sendto for one buffer and no control
-/// message, which spares it the header and iovec copies too.
-#[inline]
-pub(crate) fn send_one(fd: RawFd, m: &libc::msghdr) -> isize {
+/// message ([`send_buffer`]), which spares it the header and iovec copies too.
+#[inline(always)]
+fn send_one(fd: RawFd, m: &libc::msghdr) -> io::Result<usize> {
     if m.msg_iovlen == 1 && m.msg_controllen == 0 {
-        // SAFETY: the header's one iovec and its address were filled by the caller and point into
-        // the batch's live arrays.
-        unsafe {
-            let iov = &*m.msg_iov;
-            // No address (a bound AF_PACKET socket) must be a null one: sendto passes any other
-            // on, where sendmsg drops an empty one.
-            let name = if m.msg_namelen == 0 {
-                std::ptr::null()
-            } else {
-                m.msg_name as *const libc::sockaddr
-            };
-            libc::sendto(
-                fd,
-                iov.iov_base,
-                iov.iov_len,
-                libc::MSG_DONTWAIT,
-                name,
-                m.msg_namelen,
-            )
-        }
+        send_buffer(fd, m)
     } else {
         // SAFETY: `m` was filled by the caller and points into the batch's live arrays.
-        unsafe { libc::sendmsg(fd, m, libc::MSG_DONTWAIT) }
+        let rc = unsafe { libc::sendmsg(fd, m, libc::MSG_DONTWAIT) };
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(rc as usize)
+        }
     }
 }
 
-/// What a send that returned an error means: `Ok(true)` to send again now, `Ok(false)` when the
-/// kernel takes no more for now (what is queued stays), or the error. Out of line: the datapath's
-/// sends succeed.
+/// Sends the first buffer of header `m` to its address with sendto, without blocking (any control
+/// message unsent): [`send_one`] of a header with one iovec and no control message, which a caller
+/// that knows it has them calls without the checks.
+#[inline(always)]
+pub(crate) fn send_buffer(fd: RawFd, m: &libc::msghdr) -> io::Result<usize> {
+    // SAFETY: the header's iovec was filled by the caller and points into the batch's live arrays.
+    let iov = unsafe { &*m.msg_iov };
+    // No address (a bound AF_PACKET socket) must be a null one: sendto passes any other on, where
+    // sendmsg drops an empty one.
+    let name = if m.msg_namelen == 0 {
+        std::ptr::null()
+    } else {
+        m.msg_name as *const libc::sockaddr
+    };
+    sendto_nowait(fd, iov, name, m.msg_namelen)
+}
+
+/// `sendto(fd, buf.iov_base, buf.iov_len, MSG_DONTWAIT, name, namelen)`: the bytes sent, or the
+/// error. On x86-64 Linux the system call itself, inline (as the receive's `recvmsg_nowait`):
+/// libc's wrapper (a cancellation point) and its errno write cost more than the call's set-up, on
+/// every send of a ping-pong.
+#[inline(always)]
+fn sendto_nowait(
+    fd: RawFd,
+    buf: &libc::iovec,
+    name: *const libc::sockaddr,
+    namelen: libc::socklen_t,
+) -> io::Result<usize> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let rc: isize;
+        // SAFETY: sendto(2) only reads: `iov_len` bytes at `iov_base` and `namelen` bytes at
+        // `name` (or no address when null), which the caller's batch owns and keeps alive.
+        // `syscall` clobbers rcx and r11 (declared) and returns in rax: the length, or -errno.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inlateout("rax") libc::SYS_sendto as isize => rc,
+                in("rdi") fd as isize,
+                in("rsi") buf.iov_base,
+                in("rdx") buf.iov_len,
+                in("r10") libc::MSG_DONTWAIT as isize,
+                in("r8") name,
+                in("r9") namelen as usize,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack, readonly),
+            );
+        }
+        if rc < 0 {
+            Err(io::Error::from_raw_os_error(-rc as i32))
+        } else {
+            Ok(rc as usize)
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        // SAFETY: as above, through libc.
+        let rc = unsafe {
+            libc::sendto(
+                fd,
+                buf.iov_base,
+                buf.iov_len,
+                libc::MSG_DONTWAIT,
+                name,
+                namelen,
+            )
+        };
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(rc as usize)
+        }
+    }
+}
+
+/// What a failed send's error means: `Ok(true)` to send again now, `Ok(false)` when the kernel
+/// takes no more for now (what is queued stays), or the error. Out of line: the datapath's sends
+/// succeed.
 #[cold]
 #[inline(never)]
-pub(crate) fn send_failed() -> io::Result<bool> {
-    let err = io::Error::last_os_error();
+pub(crate) fn send_failed(err: io::Error) -> io::Result<bool> {
     match err.raw_os_error() {
         Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(false),
         // An ICMP error for an earlier datagram (the peer's port closed) is reported on this call
