@@ -335,8 +335,8 @@ impl Qp {
         }
     }
 
-    /// [`handle_packet`](Self::handle_packet) without the fast path (the packet is counted): parse,
-    /// check, and hand to the requester or the responder. Out of line: the fast path's packets
+    /// [`handle_packet`](Self::handle_packet) without the fast paths (the packet is counted): parse,
+    /// check, and hand to the requester or the responder. Out of line: the fast paths' packets
     /// then pay for no frame of its size.
     #[inline(never)]
     fn handle_general(&mut self, now: impl Now, ib: &[u8]) {
