@@ -9,7 +9,8 @@
 
 use crate::transport::soft::bytes::{copy_payload, zero};
 use crate::wire::{
-    AethPacket, AethRepr, AtomicEthPacket, BthPacket, BthRepr, IbRepr, Opcode, RethPacket, RethRepr,
+    AethPacket, AethRepr, AtomicAckEthRepr, AtomicEthPacket, BthPacket, BthRepr, IbRepr, Opcode,
+    RethPacket, RethRepr,
 };
 
 use super::psn::Psn;
@@ -133,6 +134,30 @@ pub(crate) enum Response {
     AtomicAcknowledge,
     /// A READ response packet.
     Read(Seg),
+}
+
+/// What the requester reads of a response's headers: the PSN, the AETH and the AtomicAckETH (the
+/// queue pair's fast path takes them straight from the bytes of an ACK or a READ response, without
+/// a whole [`IbRepr`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Answer {
+    /// The BTH's PSN.
+    pub(super) psn: u32,
+    /// The ACK header, if any.
+    pub(super) aeth: Option<AethRepr>,
+    /// The atomic reply header, if any.
+    pub(super) atomic_ack_eth: Option<AtomicAckEthRepr>,
+}
+
+impl Answer {
+    /// The headers of a parsed response.
+    pub(super) fn of(repr: &IbRepr) -> Answer {
+        Answer {
+            psn: repr.bth.psn,
+            aeth: repr.aeth,
+            atomic_ack_eth: repr.atomic_ack_eth,
+        }
+    }
 }
 
 /// A received RC opcode, sorted by who handles it.

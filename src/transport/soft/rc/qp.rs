@@ -11,13 +11,13 @@ use crate::transport::soft::cc::{CcCounters, Notifier, RateControl};
 use crate::transport::{
     Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
 };
-use crate::wire::{CnpRepr, IbRepr, Opcode};
+use crate::wire::{AethPacket, AethRepr, BthPacket, CnpRepr, IbRepr, Opcode};
 
 use super::config::{ConfigError, QpConfig};
 use super::counters::Counters;
 use super::ctx::Ctx;
 use super::mr::MemoryTable;
-use super::packet::{self, Kind, MAX_HEADER_LEN};
+use super::packet::{self, Answer, Kind, MAX_HEADER_LEN, Response, Seg};
 use super::psn::Psn;
 use super::requester::Requester;
 use super::responder::Responder;
@@ -247,11 +247,12 @@ impl Qp {
     }
 
     /// Feeds one received packet: the bytes from the BTH to the end of the pad (no ICRC).
-    pub fn handle_packet(&mut self, now: impl Now, ib: &[u8]) {
+    pub fn handle_packet(&mut self, mut now: impl Now, ib: &[u8]) {
         self.counters.rx_packets += 1;
-        // The connected peer's expected SEND, WRITE or READ, straight from its bytes; anything else (and
-        // whatever that path declines, unchanged) takes the general path.
-        if !self.try_fast(ib) {
+        // The connected peer's expected SEND, WRITE or READ, or an ACK or one-packet READ response,
+        // straight from its bytes; anything else (and whatever those paths decline, unchanged) takes
+        // the general path.
+        if !self.try_fast(ib) && !self.try_fast_response(&mut now, ib) {
             self.handle_general(now, ib);
         }
     }
@@ -280,8 +281,62 @@ impl Qp {
         self.resp.fast_request(ib, &mut ctx)
     }
 
-    /// [`handle_packet`](Self::handle_packet) without the fast path (the packet is counted): parse,
-    /// check, and hand to the requester or the responder. Out of line: the fast path's packets
+    /// The requester's fast path for an ACK or a READ RESPONSE ONLY (a BTH and an AETH, then the
+    /// payload): the headers the requester reads are taken straight from the bytes, without a whole
+    /// [`IbRepr`]; true when it took the packet, false with nothing changed (any check the general
+    /// path would count as a drop, or the error state). Inlined into
+    /// [`handle_packet`](Self::handle_packet), its one caller.
+    #[inline(always)]
+    fn try_fast_response(&mut self, now: &mut impl Now, ib: &[u8]) -> bool {
+        const BTH_AETH: usize = BthPacket::<&[u8]>::LEN + AethPacket::<&[u8]>::LEN;
+        // A fixed-size view: the compiler then reads every header field without a bounds check.
+        let Some(head) = ib.first_chunk::<BTH_AETH>() else {
+            return false;
+        };
+        let bth = BthPacket::new_unchecked(&head[..]);
+        let kind = match bth.opcode() {
+            Opcode::RC_ACKNOWLEDGE => Response::Acknowledge,
+            Opcode::RC_RDMA_READ_RESPONSE_ONLY => Response::Read(Seg::Only),
+            _ => return false,
+        };
+        let pad = usize::from(bth.pad_count());
+        if ib.len() < BTH_AETH + pad
+            || bth.tver() != 0
+            || bth.pkey() & 0x7fff != 0x7fff
+            || bth.dest_qp() != self.cfg.qpn
+            || matches!(self.state, QpState::Error(_))
+        {
+            return false;
+        }
+        let aeth = AethPacket::new_unchecked(&head[BthPacket::<&[u8]>::LEN..]);
+        let answer = Answer {
+            psn: bth.psn(),
+            aeth: Some(AethRepr::parse(&aeth)),
+            atomic_ack_eth: None,
+        };
+        self.respond(now.now(), kind, &answer, &ib[BTH_AETH..ib.len() - pad]);
+        true
+    }
+
+    /// Hands a response to the requester; an outcome that ends the queue pair puts it in ERROR.
+    #[inline]
+    fn respond(&mut self, now: Instant, kind: Response, answer: &Answer, payload: &[u8]) {
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            mem: &mut self.mem,
+            cq: &mut self.cq,
+            counters: &mut self.counters,
+        };
+        if let Some(status) = self
+            .req
+            .handle_response(now, kind, answer, payload, &mut ctx)
+        {
+            self.enter_error(status, false);
+        }
+    }
+
+    /// [`handle_packet`](Self::handle_packet) without the fast paths (the packet is counted): parse,
+    /// check, and hand to the requester or the responder. Out of line: the fast paths' packets
     /// then pay for no frame of its size.
     #[inline(never)]
     fn handle_general(&mut self, now: impl Now, ib: &[u8]) {
@@ -319,26 +374,19 @@ impl Qp {
             self.counters.drops.protocol.qp_error += 1;
             return;
         }
-        let mut ctx = Ctx {
-            cfg: &self.cfg,
-            mem: &mut self.mem,
-            cq: &mut self.cq,
-            counters: &mut self.counters,
-        };
         match kind {
             Kind::Request(r) => {
+                let mut ctx = Ctx {
+                    cfg: &self.cfg,
+                    mem: &mut self.mem,
+                    cq: &mut self.cq,
+                    counters: &mut self.counters,
+                };
                 if self.resp.handle_request(r, repr, payload, &mut ctx) {
                     self.enter_error(CompletionStatus::WrFlushError, true);
                 }
             }
-            Kind::Response(r) => {
-                if let Some(status) =
-                    self.req
-                        .handle_response(now.now(), r, repr, payload, &mut ctx)
-                {
-                    self.enter_error(status, false);
-                }
-            }
+            Kind::Response(r) => self.respond(now.now(), r, &Answer::of(repr), payload),
         }
     }
 

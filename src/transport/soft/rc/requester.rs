@@ -17,13 +17,13 @@ use std::time::Duration;
 use crate::transport::soft::bytes::copy_payload;
 use crate::transport::soft::cc::{CcCounters, RateControl};
 use crate::transport::{CompletionStatus, SendOp, SendRequest};
-use crate::wire::{AethKind, IbRepr, NakCode};
+use crate::wire::{AethKind, NakCode};
 
 use super::ctx::Ctx;
 use super::failure::QpFailure;
 use super::gbn::GbnLoss;
 use super::mr::Span;
-use super::packet::{self, Response, Seg};
+use super::packet::{self, Answer, Response, Seg};
 use super::psn::Psn;
 use super::recovery::{LossRecovery, RetryCause};
 use super::rto::{FEW_IN_FLIGHT, Rto};
@@ -642,8 +642,8 @@ impl Requester {
     /// The PSN of response `repr` when it can still answer something outstanding; `None`, counted as
     /// stale, otherwise.
     #[inline]
-    fn answering_psn(&mut self, repr: &IbRepr, ctx: &mut Ctx<'_>) -> Option<Psn> {
-        let psn = Psn::new(repr.bth.psn);
+    fn answering_psn(&mut self, repr: &Answer, ctx: &mut Ctx<'_>) -> Option<Psn> {
+        let psn = Psn::new(repr.psn);
         // Only PSNs in [comp_psn - 1, sent_high) can answer anything still outstanding; an ACK
         // for comp_psn - 1 is a plain duplicate.
         if !psn.before(self.sent_high) || psn.before(self.comp_psn) {
@@ -669,7 +669,7 @@ impl Requester {
         &mut self,
         now: Instant,
         kind: Response,
-        repr: &IbRepr,
+        repr: &Answer,
         payload: &[u8],
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
@@ -765,7 +765,7 @@ impl Requester {
         now: Instant,
         psn: Psn,
         seg: Seg,
-        repr: &IbRepr,
+        repr: &Answer,
         payload: &[u8],
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
@@ -1004,7 +1004,7 @@ impl Requester {
         now: Instant,
         psn: Psn,
         kind: Response,
-        (repr, payload): (&IbRepr, &[u8]),
+        (repr, payload): (&Answer, &[u8]),
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
         let heard = self.sr_heard();
@@ -1176,7 +1176,7 @@ impl Requester {
 
 /// The AETH of an Acknowledge; `None`, counted as a bad response, when it carries none.
 #[inline]
-fn ack_kind(repr: &IbRepr, ctx: &mut Ctx<'_>) -> Option<AethKind> {
+fn ack_kind(repr: &Answer, ctx: &mut Ctx<'_>) -> Option<AethKind> {
     let kind = repr.aeth.map(|aeth| aeth.kind());
     if kind.is_none() {
         ctx.counters.drops.protocol.bad_response += 1;
