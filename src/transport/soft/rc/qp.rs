@@ -299,13 +299,10 @@ impl Qp {
             Opcode::RC_RDMA_READ_RESPONSE_ONLY => Response::Read(Seg::Only),
             _ => return false,
         };
-        let pad = usize::from(bth.pad_count());
-        if ib.len() < BTH_AETH + pad
-            || bth.tver() != 0
-            || bth.pkey() & 0x7fff != 0x7fff
-            || bth.dest_qp() != self.cfg.qpn
-            || matches!(self.state, QpState::Error(_))
-        {
+        let Some(payload) = packet::fast_payload(ib, &bth, BTH_AETH, self.cfg.qpn) else {
+            return false;
+        };
+        if matches!(self.state, QpState::Error(_)) {
             return false;
         }
         let aeth = AethPacket::new_unchecked(&head[BthPacket::<&[u8]>::LEN..]);
@@ -314,7 +311,7 @@ impl Qp {
             aeth: Some(AethRepr::parse(&aeth)),
             atomic_ack_eth: None,
         };
-        self.respond(now.now(), kind, &answer, &ib[BTH_AETH..ib.len() - pad]);
+        self.respond(now.now(), kind, &answer, payload);
         true
     }
 

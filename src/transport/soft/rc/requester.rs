@@ -639,17 +639,17 @@ impl Requester {
         self.timers.stop_all();
     }
 
-    /// The PSN of response `repr` when it can still answer something outstanding; `None`, counted as
-    /// stale, otherwise.
+    /// The PSN of response `answer` when it can still answer something outstanding; `None`,
+    /// counted as stale, otherwise.
     #[inline]
-    fn answering_psn(&mut self, repr: &Answer, ctx: &mut Ctx<'_>) -> Option<Psn> {
-        let psn = Psn::new(repr.psn);
+    fn answering_psn(&mut self, answer: &Answer, ctx: &mut Ctx<'_>) -> Option<Psn> {
+        let psn = Psn::new(answer.psn);
         // Only PSNs in [comp_psn - 1, sent_high) can answer anything still outstanding; an ACK
         // for comp_psn - 1 is a plain duplicate.
         if !psn.before(self.sent_high) || psn.before(self.comp_psn) {
             ctx.counters.drops.protocol.stale_response += 1;
             if !psn.before(self.sent_high)
-                && let Some(AethKind::Nak(nak)) = repr.aeth.map(|a| a.kind())
+                && let Some(AethKind::Nak(nak)) = answer.aeth.map(|a| a.kind())
                 && nak != NakCode::PsnSequenceError
             {
                 // Not ours to fail on, but the peer's queue pair is in ERROR now: say why later.
@@ -669,17 +669,17 @@ impl Requester {
         &mut self,
         now: Instant,
         kind: Response,
-        repr: &Answer,
+        answer: &Answer,
         payload: &[u8],
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
-        let psn = self.answering_psn(repr, ctx)?;
+        let psn = self.answering_psn(answer, ctx)?;
         if let LossRecovery::Selective(_) = self.recovery {
-            return self.sr_response(now, psn, kind, (repr, payload), ctx);
+            return self.sr_response(now, psn, kind, (answer, payload), ctx);
         }
         match kind {
             Response::Acknowledge => {
-                match ack_kind(repr, ctx)? {
+                match ack_kind(answer, ctx)? {
                     AethKind::Ack { .. } => {
                         ctx.counters.acks_received += 1;
                         let outcome = self.acknowledge_before(now, psn.add(1), ctx);
@@ -725,7 +725,7 @@ impl Requester {
                 }
             }
             Response::AtomicAcknowledge => {
-                let (Some(aeth), Some(ack)) = (repr.aeth, repr.atomic_ack_eth) else {
+                let (Some(aeth), Some(ack)) = (answer.aeth, answer.atomic_ack_eth) else {
                     ctx.counters.drops.protocol.bad_response += 1;
                     return None;
                 };
@@ -755,7 +755,7 @@ impl Requester {
                 self.progress(now, ctx);
                 None
             }
-            Response::Read(seg) => self.read_response(now, psn, seg, repr, payload, ctx),
+            Response::Read(seg) => self.read_response(now, psn, seg, answer, payload, ctx),
         }
     }
 
@@ -765,11 +765,11 @@ impl Requester {
         now: Instant,
         psn: Psn,
         seg: Seg,
-        repr: &Answer,
+        answer: &Answer,
         payload: &[u8],
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
-        if repr
+        if answer
             .aeth
             .is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. }))
         {
@@ -996,7 +996,7 @@ impl Requester {
         }
     }
 
-    /// Response `repr` at `psn` under selective repeat: recorded as what arrived, then work
+    /// Response `answer` at `psn` under selective repeat: recorded as what arrived, then work
     /// requests completed as far as everything before them is done. `Some(status)` ends the QP, as
     /// [`handle_response`](Requester::handle_response).
     fn sr_response(
@@ -1004,13 +1004,13 @@ impl Requester {
         now: Instant,
         psn: Psn,
         kind: Response,
-        (repr, payload): (&Answer, &[u8]),
+        (answer, payload): (&Answer, &[u8]),
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
         let heard = self.sr_heard();
         match kind {
             Response::Acknowledge => {
-                match ack_kind(repr, ctx)? {
+                match ack_kind(answer, ctx)? {
                     AethKind::Ack { .. } => {
                         ctx.counters.acks_received += 1;
                         self.sr_cumulative(psn.add(1));
@@ -1045,7 +1045,7 @@ impl Requester {
                 }
             }
             Response::AtomicAcknowledge => {
-                let (Some(aeth), Some(ack)) = (repr.aeth, repr.atomic_ack_eth) else {
+                let (Some(aeth), Some(ack)) = (answer.aeth, answer.atomic_ack_eth) else {
                     ctx.counters.drops.protocol.bad_response += 1;
                     return None;
                 };
@@ -1066,7 +1066,7 @@ impl Requester {
                 }
             }
             Response::Read(_) => {
-                if repr
+                if answer
                     .aeth
                     .is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. }))
                 {
@@ -1176,8 +1176,8 @@ impl Requester {
 
 /// The AETH of an Acknowledge; `None`, counted as a bad response, when it carries none.
 #[inline]
-fn ack_kind(repr: &Answer, ctx: &mut Ctx<'_>) -> Option<AethKind> {
-    let kind = repr.aeth.map(|aeth| aeth.kind());
+fn ack_kind(answer: &Answer, ctx: &mut Ctx<'_>) -> Option<AethKind> {
+    let kind = answer.aeth.map(|aeth| aeth.kind());
     if kind.is_none() {
         ctx.counters.drops.protocol.bad_response += 1;
     }

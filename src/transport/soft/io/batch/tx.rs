@@ -208,11 +208,7 @@ pub(crate) fn send_queued(
                     libc::MSG_DONTWAIT,
                 )
             };
-            if rc < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(rc as usize)
-            }
+            libc_result(rc as isize)
         };
         let rc = match sent_here {
             Ok(n) => n,
@@ -240,12 +236,17 @@ fn send_one(fd: RawFd, m: &libc::msghdr) -> io::Result<usize> {
         send_buffer(fd, m)
     } else {
         // SAFETY: `m` was filled by the caller and points into the batch's live arrays.
-        let rc = unsafe { libc::sendmsg(fd, m, libc::MSG_DONTWAIT) };
-        if rc < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(rc as usize)
-        }
+        libc_result(unsafe { libc::sendmsg(fd, m, libc::MSG_DONTWAIT) })
+    }
+}
+
+/// A libc send's return value as a count, or the error errno holds.
+#[inline(always)]
+fn libc_result(rc: isize) -> io::Result<usize> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc as usize)
     }
 }
 
@@ -317,11 +318,7 @@ fn sendto_nowait(
                 namelen,
             )
         };
-        if rc < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(rc as usize)
-        }
+        libc_result(rc)
     }
 }
 

@@ -47,17 +47,12 @@ impl Responder {
             _ => return false,
         };
         let start = if write || read { BTH_RETH } else { BTH };
-        let pad = usize::from(bth.pad_count());
-        if ib.len() < start + pad
-            || bth.tver() != 0
-            || bth.pkey() & 0x7fff != 0x7fff
-            || bth.dest_qp() != ctx.cfg.qpn
-            || bth.psn() != self.epsn.value()
-            || !matches!(self.msg, InMsg::Idle)
-        {
+        let Some(payload) = packet::fast_payload(ib, &bth, start, ctx.cfg.qpn) else {
+            return false;
+        };
+        if bth.psn() != self.epsn.value() || !matches!(self.msg, InMsg::Idle) {
             return false;
         }
-        let payload = &ib[start..ib.len() - pad];
         if payload.len() > ctx.cfg.pmtu as usize {
             return false;
         }
