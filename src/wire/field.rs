@@ -19,8 +19,15 @@ pub(crate) fn get_u16(b: &[u8], f: Field) -> u16 {
 #[inline(always)]
 pub(crate) fn get_u24(b: &[u8], f: Field) -> u32 {
     debug_assert_eq!(f.len(), 3);
-    let [x, y, z] = array(b, f.start);
-    u32::from_be_bytes([0, x, y, z])
+    match f.start.checked_sub(1) {
+        // The 4 bytes ending with the field, masked: one load and a swap where 3 bytes take two
+        // loads and their merge. The buffer must hold the same bytes up to the field's end.
+        Some(at) => u32::from_be_bytes(array(b, at)) & 0x00ff_ffff,
+        None => {
+            let [x, y, z] = array(b, f.start);
+            u32::from_be_bytes([0, x, y, z])
+        }
+    }
 }
 
 /// Reads the big-endian u32 in `f` (4 bytes).

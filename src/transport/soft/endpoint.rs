@@ -530,17 +530,24 @@ impl SoftEndpoint {
 
     fn connected(&mut self, qp: usize) -> Result<&mut Engine> {
         let count = self.slots.len();
-        self.slots
-            .get_mut(qp)
-            .ok_or_else(|| Error::InvalidRequest(format!("queue pair {qp} of {count}")))?
-            .qp
-            .as_mut()
-            .ok_or_else(|| {
-                Error::InvalidRequest(format!(
-                    "queue pair {qp} is not connected yet; call connect with the peer's description first"
-                ))
-            })
+        match self.slots.get_mut(qp) {
+            Some(QpSlot { qp: Some(q), .. }) => Ok(q),
+            found => Err(not_connected(qp, count, found.is_some())),
+        }
     }
+}
+
+/// Why queue pair `qp` (of `count`; `exists` when it is one of them) takes no work request. Out of
+/// line and cold: its message's formatting would otherwise widen every posting's frame.
+#[cold]
+#[inline(never)]
+fn not_connected(qp: usize, count: usize, exists: bool) -> Error {
+    if !exists {
+        return Error::InvalidRequest(format!("queue pair {qp} of {count}"));
+    }
+    Error::InvalidRequest(format!(
+        "queue pair {qp} is not connected yet; call connect with the peer's description first"
+    ))
 }
 
 impl Endpoint for SoftEndpoint {

@@ -150,6 +150,10 @@ impl Requester {
             recv_seq: self.recv_seq_next,
             req_acked: false,
         };
+        // Pushed before the counters move: no store comes between the caller's room check and
+        // the ring's own, which then reuses it.
+        let pushed = self.sq.push_back(wqe);
+        debug_assert!(pushed.is_ok(), "post_send checks room first");
         if matches!(
             wr.op,
             SendOp::Send | SendOp::SendWithImm(_) | SendOp::WriteWithImm(_)
@@ -157,8 +161,6 @@ impl Requester {
             self.recv_seq_next = self.recv_seq_next.wrapping_add(1);
         }
         self.next_psn = self.next_psn.add(npkts);
-        let pushed = self.sq.push_back(wqe);
-        debug_assert!(pushed.is_ok(), "post_send checks room first");
     }
 
     /// While `held` (a PFC pause of data's priority), no request leaves: a silence then is this
@@ -511,10 +513,12 @@ impl Requester {
             self.rto.time(psn, now.now());
         }
         if next.after(self.sent_high) {
-            let crossed = next.diff(self.comp_psn) > FEW_IN_FLIGHT
+            // Only a fast recovery's timer has a floor to raise: go-back-N as rxe compares nothing.
+            let crossed = self.recovery.fast()
+                && next.diff(self.comp_psn) > FEW_IN_FLIGHT
                 && self.sent_high.diff(self.comp_psn) <= FEW_IN_FLIGHT;
             self.sent_high = next;
-            if crossed && self.recovery.fast() {
+            if crossed {
                 self.floor_rose(ctx);
             }
         }

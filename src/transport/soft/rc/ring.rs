@@ -157,7 +157,14 @@ impl<T: Copy> Ring<T> {
 
     /// Oldest to newest.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
-        // The items from the head to the end of the slots, then those wrapped to the start.
+        let (first, wrapped) = self.as_slices();
+        first.iter().chain(wrapped)
+    }
+
+    /// The items oldest first, in two runs: from the head to the end of the slots, then those
+    /// wrapped to the start.
+    #[inline(always)]
+    pub(crate) fn as_slices(&self) -> (&[T], &[T]) {
         let end = self.head + self.len;
         let (first, wrapped) = if end <= self.capacity {
             (self.items.get(self.head..end), self.items.get(..0))
@@ -165,8 +172,7 @@ impl<T: Copy> Ring<T> {
             let wrapped = end - self.capacity;
             (self.items.get(self.head..), self.items.get(..wrapped))
         };
-        let (first, wrapped) = (first.unwrap_or_default(), wrapped.unwrap_or_default());
-        first.iter().chain(wrapped)
+        (first.unwrap_or_default(), wrapped.unwrap_or_default())
     }
 
     /// Removes everything, keeping the allocation.

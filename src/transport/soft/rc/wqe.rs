@@ -292,16 +292,21 @@ impl SendQueue {
     pub(super) fn retire_sends(&mut self, limit: Psn, ctx: &mut Ctx<'_>) -> (usize, Psn) {
         let mut done = 0;
         let mut comp = limit;
-        for w in self.iter() {
-            let last = w.last_psn();
-            if !w.started || w.is_read_or_atomic() || !last.before(limit) {
-                break;
+        // Each run of slots walked as a plain slice: the chain of the two (`iter`) asks at every
+        // item which run it is in.
+        let (first, wrapped) = self.as_slices();
+        'runs: for run in [first, wrapped] {
+            for w in run {
+                let last = w.last_psn();
+                if !w.started || w.is_read_or_atomic() || !last.before(limit) {
+                    break 'runs;
+                }
+                comp = last.add(1);
+                if w.wr.signaled {
+                    ctx.complete(w.completion(CompletionStatus::Success, ctx.cfg.cq_tag));
+                }
+                done += 1;
             }
-            comp = last.add(1);
-            if w.wr.signaled {
-                ctx.complete(w.completion(CompletionStatus::Success, ctx.cfg.cq_tag));
-            }
-            done += 1;
         }
         self.drop_front(done);
         (done, comp)
