@@ -312,18 +312,16 @@ impl MemoryTable {
     }
 
     /// Checks the buffer of a receive, which it must be allowed to write; the error names it.
+    /// Inlined, its error made out of line: a posting's span then comes back in registers, not
+    /// through memory.
+    #[inline]
     pub(crate) fn recv_buffer(
         &self,
         lkey: u32,
         wr: &RecvRequest,
     ) -> crate::transport::Result<Span> {
         self.resolve_local(lkey, wr.offset, wr.len.into(), Access::LOCAL_WRITE)
-            .map_err(|e| {
-                TransportError::InvalidRequest(format!(
-                    "receive {}: local range {}+{} refused: {e}; the buffer needs LOCAL_WRITE",
-                    wr.wr_id, wr.offset, wr.len
-                ))
-            })
+            .map_err(|e| recv_refused(wr, e))
     }
 
     /// The bytes of a checked span. Inline: the requester writes every SEND or WRITE from it.
@@ -338,6 +336,16 @@ impl MemoryTable {
     pub(crate) fn span_mut(&mut self, s: Span) -> &mut [u8] {
         &mut self.buffers[s.buffer].bytes[s.offset..s.offset + s.len]
     }
+}
+
+/// The error that refuses the buffer of receive `wr`. Cold: a refused receive is a caller's bug.
+#[cold]
+#[inline(never)]
+fn recv_refused(wr: &RecvRequest, e: AccessViolation) -> TransportError {
+    TransportError::InvalidRequest(format!(
+        "receive {}: local range {}+{} refused: {e}; the buffer needs LOCAL_WRITE",
+        wr.wr_id, wr.offset, wr.len
+    ))
 }
 
 #[cfg(test)]

@@ -12,8 +12,6 @@
 //! that passes a READ/atomic still waiting for its data means those responses were lost (an
 //! implied NAK) and starts a retry at once, as rxe does.
 
-use std::time::Duration;
-
 use crate::transport::soft::bytes::copy_payload;
 use crate::transport::soft::cc::{CcCounters, RateControl};
 use crate::transport::{CompletionStatus, SendOp, SendRequest};
@@ -317,7 +315,9 @@ impl Requester {
     fn arm(&mut self, now: Instant, ctx: &Ctx<'_>) {
         self.silent_since = now;
         match self.retx_timeout(ctx) {
-            Some(t) => self.timers.set(Timer::Retransmit, now.saturating_add(t)),
+            Some(t) => self
+                .timers
+                .set(Timer::Retransmit, now.saturating_add_nanos(t)),
             None => self.timers.stop(Timer::Retransmit),
         }
     }
@@ -333,7 +333,7 @@ impl Requester {
             && self.timers.get(Timer::Retransmit).is_some()
             && let Some(t) = self.retx_timeout(ctx)
         {
-            let at = self.silent_since.saturating_add(t);
+            let at = self.silent_since.saturating_add_nanos(t);
             self.timers.set(Timer::Retransmit, at);
         }
     }
@@ -377,18 +377,21 @@ impl Requester {
     /// without progress when the QP backs off (`retry_backoff_max_shift`); selective repeat's and
     /// `gbn`'s shorter one while they have fast retries left. Inlined: each caller (an ACK that
     /// restarts the timer, a READ's response) pays a call and return otherwise.
+    /// In nanoseconds: a deadline is then one saturating add, without `Duration`'s seconds and
+    /// nanoseconds split and joined again.
     #[inline]
-    fn retx_timeout(&self, ctx: &Ctx<'_>) -> Option<Duration> {
+    fn retx_timeout(&self, ctx: &Ctx<'_>) -> Option<u64> {
         if self.recovery.fast()
             && let Some(t) = self
                 .rto
-                .fast_timeout(self.sent_high.diff(self.comp_psn), ctx.cfg)
+                .fast_timeout_ns(self.sent_high.diff(self.comp_psn), ctx.cfg)
         {
             return Some(t);
         }
         let spent = ctx.cfg.retry_cnt.saturating_sub(self.retry_left);
         let shift = spent.min(ctx.cfg.retry_backoff_max_shift);
-        timer::ack_timeout(ctx.cfg.timeout).map(|t| t * (1 << shift))
+        // Past a u64 of nanoseconds it saturates, as a deadline `Duration`'s product would.
+        timer::ack_timeout_ns(ctx.cfg.timeout).map(|t| t.saturating_mul(u64::from(1u32 << shift)))
     }
 
     /// Goes back N to the oldest unacknowledged PSN. Returns the error that ends the QP when the
@@ -564,14 +567,15 @@ impl Requester {
         }
     }
 
-    /// The retransmission timer runs `t` from `at`, when a packet left (before its payload is
+    /// The retransmission timer runs `t` ns from `at`, when a packet left (before its payload is
     /// counted).
     #[inline]
-    fn start_silence(&mut self, at: Instant, t: Duration, ctx: &Ctx<'_>) {
+    fn start_silence(&mut self, at: Instant, t: u64, ctx: &Ctx<'_>) {
         // The starting rate DCQCN cuts from is measured from the first packet on.
         self.rate.mark(at.as_nanos(), ctx.counters.tx_payload_bytes);
         self.silent_since = at;
-        self.timers.set(Timer::Retransmit, at.saturating_add(t));
+        self.timers
+            .set(Timer::Retransmit, at.saturating_add_nanos(t));
     }
 
     /// A resend that was just emitted: counted as such, and the timer runs.

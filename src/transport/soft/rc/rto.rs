@@ -71,14 +71,21 @@ impl Rto {
     /// least `rto_small_ns` with at most three packets out and `rto_ns` otherwise, doubled per
     /// timeout without progress.
     pub(super) fn fast_timeout(&self, in_flight: i32, cfg: &QpConfig) -> Option<Duration> {
+        self.fast_timeout_ns(in_flight, cfg)
+            .map(Duration::from_nanos)
+    }
+
+    /// [`fast_timeout`](Self::fast_timeout) in nanoseconds, for the arithmetic of a deadline.
+    #[inline]
+    pub(super) fn fast_timeout_ns(&self, in_flight: i32, cfg: &QpConfig) -> Option<u64> {
         let floor = if in_flight <= FEW_IN_FLIGHT {
             cfg.rto_small_ns
         } else {
             cfg.rto_ns
         };
         let base = floor.max(self.srtt_ns + 4 * self.rttvar_ns);
-        let t = Duration::from_nanos(base.checked_shl(u32::from(self.fast_spent))?);
-        let limit = timer::ack_timeout(cfg.timeout)?;
+        let t = base.checked_shl(u32::from(self.fast_spent))?;
+        let limit = timer::ack_timeout_ns(cfg.timeout)?;
         (base > 0 && t < limit).then_some(t)
     }
 }

@@ -105,10 +105,18 @@ const RNR_TIMER_NS: [u64; 32] = [
 ];
 
 /// Local ACK timeout for a 5-bit code: 4.096 µs × 2^code; code 0 disables the timer (`None`).
+/// (The engine reckons in nanoseconds, [`ack_timeout_ns`]; the tests read this.)
+#[cfg(test)]
 pub(crate) fn ack_timeout(code: u8) -> Option<Duration> {
+    ack_timeout_ns(code).map(Duration::from_nanos)
+}
+
+/// [`ack_timeout`] in nanoseconds, for the arithmetic of a deadline.
+#[inline]
+pub(crate) fn ack_timeout_ns(code: u8) -> Option<u64> {
     match code & 0x1f {
         0 => None,
-        c => Some(Duration::from_nanos(4096u64 << c)),
+        c => Some(4096u64 << c),
     }
 }
 
