@@ -148,8 +148,7 @@ impl Requester {
             recv_seq: self.recv_seq_next,
             req_acked: false,
         };
-        // Pushed before the counters move: no store comes between the caller's room check and
-        // the ring's own, which then reuses it.
+        // Pushed first: with no store between, the ring reuses the caller's room check.
         let pushed = self.sq.push_back(wqe);
         debug_assert!(pushed.is_ok(), "post_send checks room first");
         if matches!(
@@ -315,9 +314,7 @@ impl Requester {
     fn arm(&mut self, now: Instant, ctx: &Ctx<'_>) {
         self.silent_since = now;
         match self.retx_timeout(ctx) {
-            Some(t) => self
-                .timers
-                .set(Timer::Retransmit, now.saturating_add_nanos(t)),
+            Some(t) => self.timers.set(Timer::Retransmit, now.plus_ns(t)),
             None => self.timers.stop(Timer::Retransmit),
         }
     }
@@ -333,7 +330,7 @@ impl Requester {
             && self.timers.get(Timer::Retransmit).is_some()
             && let Some(t) = self.retx_timeout(ctx)
         {
-            let at = self.silent_since.saturating_add_nanos(t);
+            let at = self.silent_since.plus_ns(t);
             self.timers.set(Timer::Retransmit, at);
         }
     }
@@ -377,8 +374,7 @@ impl Requester {
     /// without progress when the QP backs off (`retry_backoff_max_shift`); selective repeat's and
     /// `gbn`'s shorter one while they have fast retries left. Inlined: each caller (an ACK that
     /// restarts the timer, a READ's response) pays a call and return otherwise.
-    /// In nanoseconds: a deadline is then one saturating add, without `Duration`'s seconds and
-    /// nanoseconds split and joined again.
+    /// In nanoseconds: a deadline is one add, without `Duration`'s split into seconds and back.
     #[inline]
     fn retx_timeout(&self, ctx: &Ctx<'_>) -> Option<u64> {
         if self.recovery.fast()
@@ -516,7 +512,6 @@ impl Requester {
             self.rto.time(psn, now.now());
         }
         if next.after(self.sent_high) {
-            // Only a fast recovery's timer has a floor to raise: go-back-N as rxe compares nothing.
             let crossed = self.recovery.fast()
                 && next.diff(self.comp_psn) > FEW_IN_FLIGHT
                 && self.sent_high.diff(self.comp_psn) <= FEW_IN_FLIGHT;
@@ -574,8 +569,7 @@ impl Requester {
         // The starting rate DCQCN cuts from is measured from the first packet on.
         self.rate.mark(at.as_nanos(), ctx.counters.tx_payload_bytes);
         self.silent_since = at;
-        self.timers
-            .set(Timer::Retransmit, at.saturating_add_nanos(t));
+        self.timers.set(Timer::Retransmit, at.plus_ns(t));
     }
 
     /// A resend that was just emitted: counted as such, and the timer runs.
@@ -834,7 +828,19 @@ impl Requester {
     /// Everything before `limit` was received by the responder: completes the SEND/WRITE work
     /// requests that end before it. A READ/atomic that ends before it without its data means its
     /// responses were lost: go back N (implied NAK).
+    /// Inlined to its first look: most answers (a READ's response) then pay no call to the walk.
+    #[inline]
     fn acknowledge_before(&mut self, now: Instant, limit: Psn, ctx: &mut Ctx<'_>) -> Outcome {
+        let w = self.sq.front()?;
+        if !w.started || !w.first_psn.before(limit) {
+            return None;
+        }
+        self.acknowledge_walk(now, limit, ctx)
+    }
+
+    /// [`acknowledge_before`](Self::acknowledge_before) once the oldest request starts before it.
+    #[inline(never)]
+    fn acknowledge_walk(&mut self, now: Instant, limit: Psn, ctx: &mut Ctx<'_>) -> Outcome {
         let before = self.comp_psn;
         while let Some(w) = self.sq.front() {
             if !w.started || !w.first_psn.before(limit) {
@@ -873,6 +879,7 @@ impl Requester {
 
     /// Forward progress: fresh retry budgets, a round-trip sample when the timed packet is now
     /// acknowledged, the loss-reactive window's growth, and a fresh timer.
+    #[inline]
     fn progress(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
         self.retry_left = ctx.cfg.retry_cnt;
         self.rnr_left = ctx.cfg.rnr_retry;

@@ -29,12 +29,12 @@ impl Instant {
     /// `d` later, or the end of time if that does not fit: a deadline that never comes.
     #[inline]
     pub fn saturating_add(self, d: Duration) -> Instant {
-        self.saturating_add_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        self.plus_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
     }
 
-    /// `ns` nanoseconds later, at most the end of time.
+    /// `ns` nanoseconds later, at most the end of time (saturating, as `saturating_add`).
     #[inline]
-    pub fn saturating_add_nanos(self, ns: u64) -> Instant {
+    pub fn plus_ns(self, ns: u64) -> Instant {
         Instant(self.0.saturating_add(ns))
     }
 }
