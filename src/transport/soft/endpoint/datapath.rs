@@ -219,15 +219,19 @@ impl SoftEndpoint {
                                 side.receive(clock.now(), ib, from, c)
                             }
                             // The engine reads the clock only for what needs it (an ACK, a response).
-                            // The network header, for a UD receive, is rebuilt from the datagram:
-                            // one reference captured, not its addresses one by one per packet.
-                            _ => deliver(
-                                slots,
-                                c,
-                                || clock.now(),
-                                packet,
-                                || RxNet::of_datagram(&d, local).grh(),
-                            ),
+                            // The network header, for a UD receive, is rebuilt from the device's
+                            // `meta` where it lies: were `d` captured, every packet would copy the
+                            // datagram into memory for the checks to read back.
+                            _ => {
+                                let local = &rx.local;
+                                deliver(
+                                    slots,
+                                    c,
+                                    || clock.now(),
+                                    packet,
+                                    || datagram_grh(&meta, data, local),
+                                )
+                            }
                         }
                     }
                     (
@@ -551,6 +555,32 @@ fn recount(slots: &mut [QpSlot]) -> u32 {
         sum = sum.saturating_add(s.unacked);
     }
     sum
+}
+
+/// The network header a UD receive rebuilds for a datagram handed on as `data` with `meta` by the
+/// UDP socket bound to `local`.
+fn datagram_grh(meta: &RxMeta, data: &[u8], local: &Option<SocketAddr>) -> Grh {
+    let (
+        RxMeta::Datagram {
+            src,
+            dst,
+            truncated,
+            tclass,
+        },
+        Some(local),
+    ) = (*meta, *local)
+    else {
+        unreachable!("only the receive's arm of a datagram on a UDP socket asks");
+    };
+    let d = RxDatagram {
+        data,
+        src,
+        dst,
+        truncated,
+        gro_segment: None,
+        tclass,
+    };
+    RxNet::of_datagram(&d, local).grh()
 }
 
 /// Hands one verified packet (BTH..pad) from `src` to the queue pair its BTH.DestQP names, if it
