@@ -183,92 +183,99 @@ impl SoftEndpoint {
         );
         let n = self
             .nic
-            .receive(dev_now, |meta, data| {
-                // Named whole, so the closure holds one reference to it rather than one per field.
-                let rx: &mut RxState = &mut *rx;
-                c.rx_packets += 1;
-                // Each kind of packet goes from its checks to its queue pair in its own arm: the
-                // network header a UD receive rebuilds (`RxNet`) is made only if one asks for it.
-                match (meta, rx.local) {
-                    (
-                        RxMeta::Datagram {
-                            src,
-                            dst,
-                            truncated,
-                            tclass,
-                        },
-                        Some(local),
-                    ) => {
-                        let d = RxDatagram {
-                            data,
-                            src,
-                            dst,
-                            truncated,
-                            gro_segment: None,
-                            tclass,
-                        };
-                        let Some((ib, from)) =
-                            check_udp(&d, local, &mut rx.ipv4_ids, &mut rx.icrcs, &mut c.drops)
-                        else {
-                            return;
-                        };
-                        let packet = (ib, from, is_ce(tclass));
-                        match cm.as_deref_mut() {
-                            // -R: QP1 carries the CM's MADs.
-                            Some(side) if super::cm::is_gsi(ib) => {
-                                side.receive(clock.now(), ib, from, c)
-                            }
-                            // The engine reads the clock only for what needs it (an ACK, a response).
-                            // The network header, for a UD receive, is rebuilt from the device's
-                            // `meta` where it lies: were `d` captured, every packet would copy the
-                            // datagram into memory for the checks to read back.
-                            _ => {
-                                let local = &rx.local;
-                                deliver(
-                                    slots,
-                                    c,
-                                    || clock.now(),
-                                    packet,
-                                    || datagram_grh(&meta, data, local),
-                                )
+            // Built only once packets came: an idle receive stores no captures.
+            .receive_lazy(dev_now, move || {
+                move |meta, data| {
+                    // Named whole, so the closure holds one reference to it rather than one per
+                    // field.
+                    let rx: &mut RxState = &mut *rx;
+                    c.rx_packets += 1;
+                    // Each kind of packet goes from its checks to its queue pair in its own arm:
+                    // the network header a UD receive rebuilds (`RxNet`) is made only if one asks
+                    // for it.
+                    match (meta, rx.local) {
+                        (
+                            RxMeta::Datagram {
+                                src,
+                                dst,
+                                truncated,
+                                tclass,
+                            },
+                            Some(local),
+                        ) => {
+                            let d = RxDatagram {
+                                data,
+                                src,
+                                dst,
+                                truncated,
+                                gro_segment: None,
+                                tclass,
+                            };
+                            let Some((ib, from)) =
+                                check_udp(&d, local, &mut rx.ipv4_ids, &mut rx.icrcs, &mut c.drops)
+                            else {
+                                return;
+                            };
+                            let packet = (ib, from, is_ce(tclass));
+                            match cm.as_deref_mut() {
+                                // -R: QP1 carries the CM's MADs.
+                                Some(side) if super::cm::is_gsi(ib) => {
+                                    side.receive(clock.now(), ib, from, c)
+                                }
+                                // The engine reads the clock only for what needs it (an ACK, a
+                                // response). The network header, for a UD receive, is rebuilt
+                                // from the device's `meta` where it lies: were `d` captured, every
+                                // packet would copy the datagram into memory for the checks to
+                                // read back.
+                                _ => {
+                                    let local = &rx.local;
+                                    deliver(
+                                        slots,
+                                        c,
+                                        || clock.now(),
+                                        packet,
+                                        || datagram_grh(&meta, data, local),
+                                    )
+                                }
                             }
                         }
+                        (
+                            RxMeta::Frame {
+                                pkttype,
+                                ifindex,
+                                truncated,
+                            },
+                            _,
+                        ) => {
+                            // A PFC or pause frame (the filter passes them beside RoCE) sets what
+                            // the transmissions hold; it is no packet for a queue pair. Timed by a
+                            // clock read of its own: the poll's may be a whole window's sending
+                            // old, and a pause timed from then runs out before the next poll
+                            // looks.
+                            if is_mac_control(data) {
+                                pfc.on_frame(clock.fresh_nanos(), data);
+                                return;
+                            }
+                            let f = RxFrame {
+                                data,
+                                pkttype,
+                                ifindex,
+                                truncated,
+                            };
+                            let Some(packet) = check_frame(&f, &rx.me, &mut c.drops) else {
+                                return;
+                            };
+                            let (ib, from, _) = packet;
+                            let grh = || RxNet::Frame(data).grh();
+                            match cm.as_deref_mut() {
+                                Some(side) if super::cm::is_gsi(ib) => {
+                                    side.receive(clock.now(), ib, from, c)
+                                }
+                                _ => deliver(slots, c, || clock.now(), packet, grh),
+                            }
+                        }
+                        (RxMeta::Datagram { .. }, None) => {}
                     }
-                    (
-                        RxMeta::Frame {
-                            pkttype,
-                            ifindex,
-                            truncated,
-                        },
-                        _,
-                    ) => {
-                        // A PFC or pause frame (the filter passes them beside RoCE) sets what
-                        // the transmissions hold; it is no packet for a queue pair. Timed by a
-                        // clock read of its own: the poll's may be a whole window's sending old,
-                        // and a pause timed from then runs out before the next poll looks.
-                        if is_mac_control(data) {
-                            pfc.on_frame(clock.fresh_nanos(), data);
-                            return;
-                        }
-                        let f = RxFrame {
-                            data,
-                            pkttype,
-                            ifindex,
-                            truncated,
-                        };
-                        let Some(packet) = check_frame(&f, &rx.me, &mut c.drops) else {
-                            return;
-                        };
-                        let (ib, from, _) = packet;
-                        let grh = || RxNet::Frame(data).grh();
-                        match cm.as_deref_mut() {
-                            Some(side) if super::cm::is_gsi(ib) => {
-                                side.receive(clock.now(), ib, from, c)
-                            }
-                            _ => deliver(slots, c, || clock.now(), packet, grh),
-                        }
-                    }
-                    (RxMeta::Datagram { .. }, None) => {}
                 }
             })
             .map_err(io_error)?;
