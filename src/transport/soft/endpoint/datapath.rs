@@ -154,6 +154,17 @@ impl SoftEndpoint {
     /// how many. Most polls find none: a look at each completion queue's length, then the next.
     #[inline(always)]
     fn hand_out(&mut self, out: &mut [Completion]) -> usize {
+        // One queue pair (a latency test's): its queue alone, without the rotation's split and
+        // loops, whose set-up every poll paid.
+        if let [s] = &mut self.slots[..] {
+            return s.qp.as_mut().map_or(0, |q| q.cq().pop_into(out));
+        }
+        self.hand_out_rotated(out)
+    }
+
+    /// [`hand_out`](Self::hand_out) over several queue pairs.
+    #[inline(always)]
+    fn hand_out_rotated(&mut self, out: &mut [Completion]) -> usize {
         // The rotation's start is a slot (or 0 of none): the split is a plain walk, no wrap.
         let (before, from) = self.slots.split_at_mut(self.next_qp);
         let mut n = 0;
@@ -183,88 +194,99 @@ impl SoftEndpoint {
         );
         let n = self
             .nic
-            .receive(dev_now, |meta, data| {
-                // Named whole, so the closure holds one reference to it rather than one per field.
-                let rx: &mut RxState = &mut *rx;
-                c.rx_packets += 1;
-                // Each kind of packet goes from its checks to its queue pair in its own arm: the
-                // network header a UD receive rebuilds (`RxNet`) is made only if one asks for it.
-                match (meta, rx.local) {
-                    (
-                        RxMeta::Datagram {
-                            src,
-                            dst,
-                            truncated,
-                            tclass,
-                        },
-                        Some(local),
-                    ) => {
-                        let d = RxDatagram {
-                            data,
-                            src,
-                            dst,
-                            truncated,
-                            gro_segment: None,
-                            tclass,
-                        };
-                        let Some((ib, from)) =
-                            check_udp(&d, local, &mut rx.ipv4_ids, &mut rx.icrcs, &mut c.drops)
-                        else {
-                            return;
-                        };
-                        let packet = (ib, from, is_ce(tclass));
-                        match cm.as_deref_mut() {
-                            // -R: QP1 carries the CM's MADs.
-                            Some(side) if super::cm::is_gsi(ib) => {
-                                side.receive(clock.now(), ib, from, c)
+            // Built only once packets came: an idle receive stores no captures.
+            .receive_lazy(dev_now, move || {
+                move |meta, data| {
+                    // Named whole, so the closure holds one reference to it rather than one per
+                    // field.
+                    let rx: &mut RxState = &mut *rx;
+                    c.rx_packets += 1;
+                    // Each kind of packet goes from its checks to its queue pair in its own arm:
+                    // the network header a UD receive rebuilds (`RxNet`) is made only if one asks
+                    // for it.
+                    match (meta, rx.local) {
+                        (
+                            RxMeta::Datagram {
+                                src,
+                                dst,
+                                truncated,
+                                tclass,
+                            },
+                            Some(local),
+                        ) => {
+                            let d = RxDatagram {
+                                data,
+                                src,
+                                dst,
+                                truncated,
+                                gro_segment: None,
+                                tclass,
+                            };
+                            let Some((ib, from)) =
+                                check_udp(&d, local, &mut rx.ipv4_ids, &mut rx.icrcs, &mut c.drops)
+                            else {
+                                return;
+                            };
+                            let packet = (ib, from, is_ce(tclass));
+                            match cm.as_deref_mut() {
+                                // -R: QP1 carries the CM's MADs.
+                                Some(side) if super::cm::is_gsi(ib) => {
+                                    side.receive(clock.now(), ib, from, c)
+                                }
+                                // The engine reads the clock only for what needs it (an ACK, a
+                                // response). The network header, for a UD receive, is rebuilt
+                                // from the device's `meta` where it lies: were `d` captured, every
+                                // packet would copy the datagram into memory for the checks to
+                                // read back.
+                                _ => {
+                                    let local = &rx.local;
+                                    deliver(
+                                        slots,
+                                        c,
+                                        || clock.now(),
+                                        packet,
+                                        || datagram_grh(&meta, data, local),
+                                    )
+                                }
                             }
-                            // The engine reads the clock only for what needs it (an ACK, a response).
-                            // The network header, for a UD receive, is rebuilt from the datagram:
-                            // one reference captured, not its addresses one by one per packet.
-                            _ => deliver(
-                                slots,
-                                c,
-                                || clock.now(),
-                                packet,
-                                || RxNet::of_datagram(&d, local).grh(),
-                            ),
                         }
-                    }
-                    (
-                        RxMeta::Frame {
-                            pkttype,
-                            ifindex,
-                            truncated,
-                        },
-                        _,
-                    ) => {
-                        // A PFC or pause frame (the filter passes them beside RoCE) sets what
-                        // the transmissions hold; it is no packet for a queue pair. Timed by a
-                        // clock read of its own: the poll's may be a whole window's sending old,
-                        // and a pause timed from then runs out before the next poll looks.
-                        if is_mac_control(data) {
-                            pfc.on_frame(clock.fresh_nanos(), data);
-                            return;
-                        }
-                        let f = RxFrame {
-                            data,
-                            pkttype,
-                            ifindex,
-                            truncated,
-                        };
-                        let Some(packet) = check_frame(&f, &rx.me, &mut c.drops) else {
-                            return;
-                        };
-                        let (ib, from, _) = packet;
-                        let grh = || RxNet::Frame(data).grh();
-                        match cm.as_deref_mut() {
-                            Some(side) if super::cm::is_gsi(ib) => {
-                                side.receive(clock.now(), ib, from, c)
+                        (
+                            RxMeta::Frame {
+                                pkttype,
+                                ifindex,
+                                truncated,
+                            },
+                            _,
+                        ) => {
+                            // A PFC or pause frame (the filter passes them beside RoCE) sets what
+                            // the transmissions hold; it is no packet for a queue pair. Timed by a
+                            // clock read of its own: the poll's may be a whole window's sending
+                            // old, and a pause timed from then runs out before the next poll
+                            // looks.
+                            if is_mac_control(data) {
+                                pfc.on_frame(clock.fresh_nanos(), data);
+                                return;
                             }
-                            _ => deliver(slots, c, || clock.now(), packet, grh),
+                            let f = RxFrame {
+                                data,
+                                pkttype,
+                                ifindex,
+                                truncated,
+                            };
+                            let Some(packet) = check_frame(&f, &rx.me, &mut c.drops) else {
+                                return;
+                            };
+                            let (ib, from, _) = packet;
+                            let grh = || RxNet::Frame(data).grh();
+                            match cm.as_deref_mut() {
+                                Some(side) if super::cm::is_gsi(ib) => {
+                                    side.receive(clock.now(), ib, from, c)
+                                }
+                                _ => deliver(slots, c, || clock.now(), packet, grh),
+                            }
                         }
+                        (RxMeta::Datagram { .. }, None) => {}
                     }
-                    (RxMeta::Datagram { .. }, None) => {}
                 }
             })
             .map_err(io_error)?;
@@ -297,10 +319,13 @@ impl SoftEndpoint {
     /// poll (the iterator's `any` stays an out-of-line call).
     #[inline(always)]
     fn any_transmit_work(&self, acks: LoneAck) -> bool {
+        let work = |s: &QpSlot| s.qp.as_ref().is_some_and(|q| q.has_transmit_work(acks));
+        // One queue pair (a latency test's): asked alone, without the loop's set-up.
+        if let [s] = &self.slots[..] {
+            return work(s);
+        }
         for s in &self.slots {
-            if let Some(q) = &s.qp
-                && q.has_transmit_work(acks)
-            {
+            if work(s) {
                 return true;
             }
         }
@@ -551,6 +576,32 @@ fn recount(slots: &mut [QpSlot]) -> u32 {
         sum = sum.saturating_add(s.unacked);
     }
     sum
+}
+
+/// The network header a UD receive rebuilds for a datagram handed on as `data` with `meta` by the
+/// UDP socket bound to `local`.
+fn datagram_grh(meta: &RxMeta, data: &[u8], local: &Option<SocketAddr>) -> Grh {
+    let (
+        RxMeta::Datagram {
+            src,
+            dst,
+            truncated,
+            tclass,
+        },
+        Some(local),
+    ) = (*meta, *local)
+    else {
+        unreachable!("only the receive's arm of a datagram on a UDP socket asks");
+    };
+    let d = RxDatagram {
+        data,
+        src,
+        dst,
+        truncated,
+        gro_segment: None,
+        tclass,
+    };
+    RxNet::of_datagram(&d, local).grh()
 }
 
 /// Hands one verified packet (BTH..pad) from `src` to the queue pair its BTH.DestQP names, if it

@@ -191,6 +191,17 @@ pub trait Device {
         each: impl FnMut(Self::Meta, &[u8]),
     ) -> Result<usize, IoError>;
 
+    /// [`receive`](Device::receive) with `each` made by `make` only once something came: a receive
+    /// that finds nothing (half of a ping-pong's) then builds no closure in memory.
+    #[inline(always)]
+    fn receive_lazy<F: FnMut(Self::Meta, &[u8])>(
+        &mut self,
+        now: Instant,
+        make: impl FnOnce() -> F,
+    ) -> Result<usize, IoError> {
+        self.receive(now, make())
+    }
+
     /// When the device must be called again even if nothing else happens (packets it holds back),
     /// if ever.
     fn poll_at(&self) -> Option<Instant> {

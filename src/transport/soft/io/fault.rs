@@ -439,9 +439,18 @@ impl<D: Device> Device for Impaired<D> {
         now: Instant,
         each: impl FnMut(D::Meta, &[u8]),
     ) -> Result<usize, IoError> {
+        self.receive_lazy(now, move || each)
+    }
+
+    #[inline(always)]
+    fn receive_lazy<F: FnMut(D::Meta, &[u8])>(
+        &mut self,
+        now: Instant,
+        make: impl FnOnce() -> F,
+    ) -> Result<usize, IoError> {
         match self.rx.as_deref_mut() {
-            None => self.dev.receive(now, each),
-            Some(f) => receive_impaired(f, &mut self.dev, now, each),
+            None => self.dev.receive_lazy(now, make),
+            Some(f) => receive_impaired(f, &mut self.dev, now, make()),
         }
     }
 

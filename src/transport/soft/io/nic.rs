@@ -107,6 +107,15 @@ macro_rules! backends {
                     match self { $(Nic::$variant(d) => d.receive(now, each),)+ }
                 }
 
+                #[inline(always)]
+                fn receive_lazy<F: FnMut(RxMeta, &[u8])>(
+                    &mut self,
+                    now: Instant,
+                    make: impl FnOnce() -> F,
+                ) -> Result<usize, IoError> {
+                    match self { $(Nic::$variant(d) => d.receive_lazy(now, make),)+ }
+                }
+
                 fn poll_at(&self) -> Option<Instant> {
                     match self { $(Nic::$variant(d) => d.poll_at(),)+ }
                 }

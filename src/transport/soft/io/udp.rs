@@ -545,19 +545,28 @@ impl Device for UdpDevice {
         .map(|_| ())
     }
 
-    /// The receive syscall inline, the hand-on of what came out of line (`hand_on_all`): half the
-    /// receives of a ping-pong find nothing, and then cost their caller no call.
     #[inline(always)]
     fn receive(
         &mut self,
+        now: Instant,
+        each: impl FnMut(Self::Meta, &[u8]),
+    ) -> Result<usize, IoError> {
+        self.receive_lazy(now, move || each)
+    }
+
+    /// The receive syscall inline, the hand-on of what came out of line (`hand_on_all`): half the
+    /// receives of a ping-pong find nothing, and then cost their caller no call and no closure.
+    #[inline(always)]
+    fn receive_lazy<F: FnMut(RxMeta, &[u8])>(
+        &mut self,
         _now: Instant,
-        mut each: impl FnMut(Self::Meta, &[u8]),
+        make: impl FnOnce() -> F,
     ) -> Result<usize, IoError> {
         let n = self.sock.recv_batch(&mut self.rx)?;
         if n == 0 {
             return Ok(0);
         }
-        Ok(self.hand_on_all(n, &mut each))
+        Ok(self.hand_on_all(n, &mut make()))
     }
 }
 
