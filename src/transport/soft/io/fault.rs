@@ -371,6 +371,8 @@ impl<D: Device> Device for Impaired<D> {
         self.dev.tx_idle() && self.tx.as_ref().is_none_or(|f| f.held() == 0)
     }
 
+    /// Only forwards, the impaired path out of line (`tx_push_impaired`), as the receive does:
+    /// the plain path then calls `fill` from the device's own sites alone.
     #[inline]
     fn tx_push(
         &mut self,
@@ -378,46 +380,10 @@ impl<D: Device> Device for Impaired<D> {
         to: D::Addr,
         fill: impl FnOnce(&mut [u8]) -> Option<usize>,
     ) -> bool {
-        let Some(f) = self.tx.as_deref_mut() else {
-            return self.dev.tx_push(now, to, fill);
-        };
-        release_tx(f, &mut self.dev, now);
-        let mut produced = false;
-        let mut copy = 0;
-        let queued = self.dev.tx_push(now, to, |buf| {
-            let n = fill(buf)?;
-            produced = true;
-            match f.decide(now) {
-                Verdict::Pass { corrupt, dup, hold } => {
-                    let pkt = &mut buf[..n];
-                    if dup {
-                        f.scratch[..n].copy_from_slice(pkt);
-                        copy = n;
-                    }
-                    if corrupt {
-                        f.flip(pkt);
-                    }
-                    match hold {
-                        Some(h) if f.hold(to, pkt, h) => None,
-                        _ => Some(n),
-                    }
-                }
-                Verdict::Drop => {
-                    f.stats.dropped += 1;
-                    None
-                }
-            }
-        });
-        if copy > 0 && !self.dev.tx_full() {
-            let pkt = &f.scratch[..copy];
-            if self.dev.tx_push(now, to, |buf| {
-                buf[..copy].copy_from_slice(pkt);
-                Some(copy)
-            }) {
-                f.stats.duplicated += 1;
-            }
+        match self.tx.as_deref_mut() {
+            None => self.dev.tx_push(now, to, fill),
+            Some(f) => tx_push_impaired(f, &mut self.dev, now, to, fill),
         }
-        queued || produced
     }
 
     // Always: one transmission flushes once, and a call costs it more than the few checks.
@@ -459,6 +425,55 @@ impl<D: Device> Device for Impaired<D> {
         let rx = self.rx.as_ref().and_then(|f| f.next_at());
         [tx, rx, self.dev.poll_at()].into_iter().flatten().min()
     }
+}
+
+/// [`Impaired::tx_push`] with a transmit impairment: releases the held packets that are due, then
+/// queues `fill`'s packet to `dev`, dropping, corrupting, duplicating or holding it as `f` decides.
+#[inline(never)]
+fn tx_push_impaired<D: Device>(
+    f: &mut Fault<D::Addr>,
+    dev: &mut D,
+    now: Instant,
+    to: D::Addr,
+    fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+) -> bool {
+    release_tx(f, dev, now);
+    let mut produced = false;
+    let mut copy = 0;
+    let queued = dev.tx_push(now, to, |buf| {
+        let n = fill(buf)?;
+        produced = true;
+        match f.decide(now) {
+            Verdict::Pass { corrupt, dup, hold } => {
+                let pkt = &mut buf[..n];
+                if dup {
+                    f.scratch[..n].copy_from_slice(pkt);
+                    copy = n;
+                }
+                if corrupt {
+                    f.flip(pkt);
+                }
+                match hold {
+                    Some(h) if f.hold(to, pkt, h) => None,
+                    _ => Some(n),
+                }
+            }
+            Verdict::Drop => {
+                f.stats.dropped += 1;
+                None
+            }
+        }
+    });
+    if copy > 0 && !dev.tx_full() {
+        let pkt = &f.scratch[..copy];
+        if dev.tx_push(now, to, |buf| {
+            buf[..copy].copy_from_slice(pkt);
+            Some(copy)
+        }) {
+            f.stats.duplicated += 1;
+        }
+    }
+    queued || produced
 }
 
 /// [`Impaired::receive`] with a receive impairment: hands on the held packets that are due, then

@@ -132,7 +132,7 @@ impl GsoTxBatch {
             && o.dst == dst
         {
             let at = o.len;
-            let len = fill(&mut self.mem.slot_mut(o.e)[at..at + max])?;
+            let len = fill(self.mem.part_mut(o.e, at, max))?;
             assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
             if len <= o.seg {
                 let (e, index) = (o.e, o.segs);
@@ -157,7 +157,7 @@ impl GsoTxBatch {
             return Some(0);
         }
         let e = self.queued;
-        let len = fill(&mut self.mem.slot_mut(e)[..max])?;
+        let len = fill(self.mem.part_mut(e, 0, max))?;
         assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
         self.open_entry(e, dst, len);
         Some(0)

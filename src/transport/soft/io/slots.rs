@@ -54,6 +54,14 @@ impl Slots {
         &mut self.mem[i * self.slot_len..(i + 1) * self.slot_len]
     }
 
+    /// `len` bytes of slot `i` from `at` (`at + len` within the slot): a packet to write, sliced
+    /// with two bounds checks where the whole slot and then its part took four.
+    #[inline]
+    pub(crate) fn part_mut(&mut self, i: usize, at: usize, len: usize) -> &mut [u8] {
+        debug_assert!(at + len <= self.slot_len);
+        &mut self.mem[i * self.slot_len + at..][..len]
+    }
+
     /// Raw pointer to slot `i`, for the iovecs the kernel fills or reads.
     #[inline]
     pub(crate) fn slot_ptr(&mut self, i: usize) -> *mut u8 {
