@@ -750,6 +750,73 @@ fn opcode_sequence_length_and_unsupported_requests_are_nak_invalid_request() {
     }
 }
 
+/// A WRITE's later segments are held to its RETH as the first is (the responder's fast path takes
+/// MIDDLE and LAST and must decline, untouched, what the general path refuses): a MIDDLE short of
+/// the PMTU, a LAST that ends the message early and a MIDDLE past its length are each NAK'd
+/// invalid, and the bytes of a well-formed WRITE land whole, acknowledged packet by packet.
+#[test]
+fn a_writes_middle_and_last_segments_are_held_to_its_length() {
+    let write = |op: Opcode, psn: u32, len: usize, kb: &MrKeys| {
+        let mut r = request(op, psn, len);
+        if op == Opcode::RC_RDMA_WRITE_FIRST {
+            r.reth = Some(roceperf::wire::RethRepr {
+                va: kb.va,
+                rkey: kb.rkey,
+                dma_len: 768,
+            });
+        }
+        r
+    };
+    let (first, middle, last) = (
+        Opcode::RC_RDMA_WRITE_FIRST,
+        Opcode::RC_RDMA_WRITE_MIDDLE,
+        Opcode::RC_RDMA_WRITE_LAST,
+    );
+    let cases: Vec<(&str, Vec<(Opcode, usize)>)> = vec![
+        (
+            "MIDDLE shorter than the PMTU",
+            vec![(first, 256), (middle, 200)],
+        ),
+        (
+            "LAST before the RETH's length",
+            vec![(first, 256), (last, 256)],
+        ),
+        (
+            "MIDDLE past the RETH's length",
+            vec![(first, 256), (middle, 256), (middle, 256), (middle, 256)],
+        ),
+    ];
+    for (name, packets) in cases {
+        let (mut p, _, kb) = Setup::new(256, 4096).build();
+        let bad = packets.len() - 1;
+        for (i, &(op, len)) in packets.iter().enumerate() {
+            let psn = 100 + i as u32;
+            let answers = poke(&mut p, &write(op, psn, len, &kb), &vec![9u8; len]);
+            assert_eq!(answers.len(), 1, "{name}: packet {i}");
+            let syndrome = answers[0].aeth.unwrap().syndrome;
+            assert_eq!(
+                (answers[0].bth.psn, syndrome == 0x61),
+                (psn, i == bad),
+                "{name}"
+            );
+        }
+        assert!(matches!(p.b.state(), QpState::Error(_)), "{name}");
+        assert_eq!(p.b.counters().naks_sent.invalid_request, 1, "{name}");
+    }
+    let (mut p, _, kb) = Setup::new(256, 4096).build();
+    for (i, op) in [first, middle, last].into_iter().enumerate() {
+        let payload = vec![i as u8 + 1; 256];
+        let answers = poke(&mut p, &write(op, 100 + i as u32, 256, &kb), &payload);
+        assert_eq!(answers.len(), 1);
+        assert_eq!(answers[0].aeth.unwrap().syndrome >> 5, 0, "an ACK, not a NAK");
+    }
+    assert_eq!(p.b.state(), QpState::Ready);
+    let landed = bytes(&p.b, 0, 768);
+    assert_eq!(landed[..256], [1; 256]);
+    assert_eq!(landed[256..512], [2; 256]);
+    assert_eq!(landed[512..], [3; 256]);
+}
+
 #[test]
 fn psn_gap_is_answered_once_and_duplicates_are_re_acked() {
     let (mut p, _, _) = Setup::new(1024, 8192).build();

@@ -122,12 +122,7 @@ impl Responder {
                 ctx,
             ));
         }
-        self.nak_sent = false;
-        let psn = self.epsn;
-        self.epsn = psn.add(1);
-        if bth.ack_req() {
-            self.push_ack(psn);
-        }
+        self.took_in_sequence(bth.ack_req());
         true
     }
 
@@ -215,40 +210,21 @@ impl Responder {
                         written: 0,
                     };
                 }
-                let InMsg::Write { span, len, written } = self.msg else {
-                    return Err(INVALID);
-                };
-                let end = written + payload.len();
-                if end > len || (seg.ends() && end != len) {
-                    return Err(INVALID);
-                }
-                if let Some(span) = span
-                    && !payload.is_empty()
+                if let Some(len) = self.write_segment(seg.ends(), payload, ctx)?
+                    && needs_recv
                 {
-                    copy_payload(&mut ctx.mem.span_mut(span)[written..end], payload);
-                }
-                self.msg = InMsg::Write {
-                    span,
-                    len,
-                    written: end,
-                };
-                if seg.ends() {
-                    self.msg = InMsg::Idle;
-                    self.msn = (self.msn + 1) & 0x00ff_ffff;
-                    if needs_recv {
-                        let recv = self.rq.pop_front().ok_or(Refusal::Rnr)?;
-                        let c = recv_completion(
-                            recv.wr_id,
-                            CompletionStatus::Success,
-                            len as u32,
-                            imm,
-                            ctx,
-                        );
-                        ctx.complete(Completion {
-                            op: CompletionOp::RecvWithImm,
-                            ..c
-                        });
-                    }
+                    let recv = self.rq.pop_front().ok_or(Refusal::Rnr)?;
+                    let c = recv_completion(
+                        recv.wr_id,
+                        CompletionStatus::Success,
+                        len as u32,
+                        imm,
+                        ctx,
+                    );
+                    ctx.complete(Completion {
+                        op: CompletionOp::RecvWithImm,
+                        ..c
+                    });
                 }
             }
             Request::Read => {
@@ -290,11 +266,95 @@ impl Responder {
             }
             Request::Unsupported => return Err(INVALID),
         }
+        self.took_in_sequence(repr.bth.ack_req);
+        Ok(())
+    }
+
+    /// The fast path for an RDMA WRITE MIDDLE or LAST (no immediate; `ends`: the LAST) of the
+    /// WRITE in progress, on the terms of [`fast_request`](Self::fast_request): the expected PSN,
+    /// a middle segment filling the MTU or a last one of at least a byte that ends the message
+    /// exactly. True when it took the packet; false, with nothing changed, for anything else.
+    #[inline(always)]
+    pub(in super::super) fn fast_write_next(
+        &mut self,
+        ib: &[u8],
+        ends: bool,
+        ctx: &mut Ctx<'_>,
+    ) -> bool {
+        let Some(head) = ib.first_chunk::<BTH>() else {
+            return false;
+        };
+        if self.reorder.is_some() || self.jobs.is_full() {
+            return false;
+        }
+        let bth = BthPacket::new_unchecked(head);
+        let Some(payload) = packet::fast_payload(ib, &bth, BTH, ctx.cfg.qpn) else {
+            return false;
+        };
+        let (len, pmtu) = (payload.len(), ctx.cfg.pmtu as usize);
+        // A middle segment fills the MTU; the last brings at least a byte.
+        let length_ok = if ends {
+            (1..=pmtu).contains(&len)
+        } else {
+            len == pmtu
+        };
+        if bth.psn() != self.epsn.value()
+            || !length_ok
+            || self.write_segment(ends, payload, ctx).is_err()
+        {
+            return false;
+        }
+        self.took_in_sequence(bth.ack_req());
+        true
+    }
+
+    /// The request at the expected PSN was executed: the next is expected, a NAK may be sent again,
+    /// and an ACK is owed when the request asked for one.
+    #[inline(always)]
+    fn took_in_sequence(&mut self, ack_req: bool) {
+        self.nak_sent = false;
+        let psn = self.epsn;
         self.epsn = psn.add(1);
-        if repr.bth.ack_req {
+        if ack_req {
             self.push_ack(psn);
         }
-        Ok(())
+    }
+
+    /// Lands `payload`, the next segment of the WRITE in progress, in its memory (`ends`: the
+    /// message's last segment, which must fill it exactly). The message's length when that ends it
+    /// (back to idle, the MSN one on), `None` while it goes on; INVALID, with nothing changed,
+    /// without a WRITE in progress or past its length. Shared by [`execute`](Self::execute) and
+    /// the fast path.
+    #[inline(always)]
+    fn write_segment(
+        &mut self,
+        ends: bool,
+        payload: &[u8],
+        ctx: &mut Ctx<'_>,
+    ) -> Result<Option<usize>, Refusal> {
+        let InMsg::Write { span, len, written } = self.msg else {
+            return Err(Refusal::Nak(NakCode::InvalidRequest));
+        };
+        let end = written + payload.len();
+        if end > len || (ends && end != len) {
+            return Err(Refusal::Nak(NakCode::InvalidRequest));
+        }
+        if let Some(span) = span
+            && !payload.is_empty()
+        {
+            copy_payload(&mut ctx.mem.span_mut(span)[written..end], payload);
+        }
+        if !ends {
+            self.msg = InMsg::Write {
+                span,
+                len,
+                written: end,
+            };
+            return Ok(None);
+        }
+        self.msg = InMsg::Idle;
+        self.msn = (self.msn + 1) & 0x00ff_ffff;
+        Ok(Some(len))
     }
 
     /// Takes the READ request at `psn` for `reth`'s memory (`span`, checked; `None` for zero
