@@ -808,7 +808,11 @@ fn a_writes_middle_and_last_segments_are_held_to_its_length() {
         let payload = vec![i as u8 + 1; 256];
         let answers = poke(&mut p, &write(op, 100 + i as u32, 256, &kb), &payload);
         assert_eq!(answers.len(), 1);
-        assert_eq!(answers[0].aeth.unwrap().syndrome >> 5, 0, "an ACK, not a NAK");
+        assert_eq!(
+            answers[0].aeth.unwrap().syndrome >> 5,
+            0,
+            "an ACK, not a NAK"
+        );
     }
     assert_eq!(p.b.state(), QpState::Ready);
     let landed = bytes(&p.b, 0, 768);
