@@ -205,29 +205,14 @@ impl SoftEndpoint {
                     // the network header a UD receive rebuilds (`RxNet`) is made only if one asks
                     // for it.
                     match (meta, rx.local) {
-                        (
-                            RxMeta::Datagram {
-                                src,
-                                dst,
-                                truncated,
-                                tclass,
-                            },
-                            Some(local),
-                        ) => {
-                            let d = RxDatagram {
-                                data,
-                                src,
-                                dst,
-                                truncated,
-                                gro_segment: None,
-                                tclass,
-                            };
+                        (RxMeta::Datagram { .. }, Some(local)) => {
+                            let d = datagram(&meta, data);
                             let Some((ib, from)) =
                                 check_udp(&d, local, &mut rx.ipv4_ids, &mut rx.icrcs, &mut c.drops)
                             else {
                                 return;
                             };
-                            let packet = (ib, from, is_ce(tclass));
+                            let packet = (ib, from, is_ce(d.tclass));
                             match cm.as_deref_mut() {
                                 // -R: QP1 carries the CM's MADs.
                                 Some(side) if super::cm::is_gsi(ib) => {
@@ -581,27 +566,33 @@ fn recount(slots: &mut [QpSlot]) -> u32 {
 /// The network header a UD receive rebuilds for a datagram handed on as `data` with `meta` by the
 /// UDP socket bound to `local`.
 fn datagram_grh(meta: &RxMeta, data: &[u8], local: &Option<SocketAddr>) -> Grh {
-    let (
-        RxMeta::Datagram {
-            src,
-            dst,
-            truncated,
-            tclass,
-        },
-        Some(local),
-    ) = (*meta, *local)
-    else {
+    let Some(local) = *local else {
         unreachable!("only the receive's arm of a datagram on a UDP socket asks");
     };
-    let d = RxDatagram {
+    RxNet::of_datagram(&datagram(meta, data), local).grh()
+}
+
+/// The datagram a UDP socket handed on as `data` with `meta`; only a datagram's meta may come
+/// (the callers' arms have matched it, so the check folds away).
+#[inline(always)]
+fn datagram<'a>(meta: &RxMeta, data: &'a [u8]) -> RxDatagram<'a> {
+    let RxMeta::Datagram {
+        src,
+        dst,
+        truncated,
+        tclass,
+    } = *meta
+    else {
+        unreachable!("a datagram's meta, not a frame's");
+    };
+    RxDatagram {
         data,
         src,
         dst,
         truncated,
         gro_segment: None,
         tclass,
-    };
-    RxNet::of_datagram(&d, local).grh()
+    }
 }
 
 /// Hands one verified packet (BTH..pad) from `src` to the queue pair its BTH.DestQP names, if it

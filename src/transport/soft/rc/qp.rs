@@ -275,13 +275,21 @@ impl Qp {
         if matches!(self.state, QpState::Error(_)) {
             return false;
         }
-        let mut ctx = Ctx {
+        let (resp, mut ctx) = self.responder();
+        resp.fast_write_next(ib, ends, &mut ctx)
+    }
+
+    /// The responder and the context it runs in (configuration, memory, completion queue,
+    /// counters), borrowed apart from the rest of the queue pair.
+    #[inline(always)]
+    fn responder(&mut self) -> (&mut Responder, Ctx<'_>) {
+        let ctx = Ctx {
             cfg: &self.cfg,
             mem: &mut self.mem,
             cq: &mut self.cq,
             counters: &mut self.counters,
         };
-        self.resp.fast_write_next(ib, ends, &mut ctx)
+        (&mut self.resp, ctx)
     }
 
     /// The responder's fast path for the expected SEND or WRITE ONLY or READ request (not in the error state, where
@@ -299,13 +307,8 @@ impl Qp {
         {
             return false;
         }
-        let mut ctx = Ctx {
-            cfg: &self.cfg,
-            mem: &mut self.mem,
-            cq: &mut self.cq,
-            counters: &mut self.counters,
-        };
-        self.resp.fast_request(ib, &mut ctx)
+        let (resp, mut ctx) = self.responder();
+        resp.fast_request(ib, &mut ctx)
     }
 
     /// The requester's fast path for an ACK or a READ RESPONSE ONLY (a BTH and an AETH, then the
@@ -400,13 +403,8 @@ impl Qp {
         }
         match kind {
             Kind::Request(r) => {
-                let mut ctx = Ctx {
-                    cfg: &self.cfg,
-                    mem: &mut self.mem,
-                    cq: &mut self.cq,
-                    counters: &mut self.counters,
-                };
-                if self.resp.handle_request(r, repr, payload, &mut ctx) {
+                let (resp, mut ctx) = self.responder();
+                if resp.handle_request(r, repr, payload, &mut ctx) {
                     self.enter_error(CompletionStatus::WrFlushError, true);
                 }
             }
