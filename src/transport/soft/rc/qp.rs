@@ -275,21 +275,21 @@ impl Qp {
         if matches!(self.state, QpState::Error(_)) {
             return false;
         }
-        let (resp, mut ctx) = self.responder();
+        let (_, resp, mut ctx) = self.parts();
         resp.fast_write_next(ib, ends, &mut ctx)
     }
 
-    /// The responder and the context it runs in (configuration, memory, completion queue,
-    /// counters), borrowed apart from the rest of the queue pair.
+    /// The requester, the responder and the context they run in (configuration, memory,
+    /// completion queue, counters), borrowed apart from the rest of the queue pair.
     #[inline(always)]
-    fn responder(&mut self) -> (&mut Responder, Ctx<'_>) {
+    fn parts(&mut self) -> (&mut Requester, &mut Responder, Ctx<'_>) {
         let ctx = Ctx {
             cfg: &self.cfg,
             mem: &mut self.mem,
             cq: &mut self.cq,
             counters: &mut self.counters,
         };
-        (&mut self.resp, ctx)
+        (&mut self.req, &mut self.resp, ctx)
     }
 
     /// The responder's fast path for the expected SEND or WRITE ONLY or READ request (not in the error state, where
@@ -307,7 +307,7 @@ impl Qp {
         {
             return false;
         }
-        let (resp, mut ctx) = self.responder();
+        let (_, resp, mut ctx) = self.parts();
         resp.fast_request(ib, &mut ctx)
     }
 
@@ -348,16 +348,8 @@ impl Qp {
     /// Hands a response to the requester; an outcome that ends the queue pair puts it in ERROR.
     #[inline]
     fn respond(&mut self, now: Instant, kind: Response, answer: &Answer, payload: &[u8]) {
-        let mut ctx = Ctx {
-            cfg: &self.cfg,
-            mem: &mut self.mem,
-            cq: &mut self.cq,
-            counters: &mut self.counters,
-        };
-        if let Some(status) = self
-            .req
-            .handle_response(now, kind, answer, payload, &mut ctx)
-        {
+        let (req, _, mut ctx) = self.parts();
+        if let Some(status) = req.handle_response(now, kind, answer, payload, &mut ctx) {
             self.enter_error(status, false);
         }
     }
@@ -403,7 +395,7 @@ impl Qp {
         }
         match kind {
             Kind::Request(r) => {
-                let (resp, mut ctx) = self.responder();
+                let (_, resp, mut ctx) = self.parts();
                 if resp.handle_request(r, repr, payload, &mut ctx) {
                     self.enter_error(CompletionStatus::WrFlushError, true);
                 }
@@ -609,27 +601,17 @@ impl Qp {
         if let QpState::Error(_) = self.state {
             return;
         }
-        let mut ctx = Ctx {
-            cfg: &self.cfg,
-            mem: &mut self.mem,
-            cq: &mut self.cq,
-            counters: &mut self.counters,
-        };
-        if let Some(status) = self.req.handle_timeout(now, &mut ctx) {
+        let (req, _, mut ctx) = self.parts();
+        if let Some(status) = req.handle_timeout(now, &mut ctx) {
             self.enter_error(status, false);
         }
     }
 
     /// Moves to ERROR: the oldest send fails with `status`, everything else is flushed.
     fn enter_error(&mut self, status: CompletionStatus, keep_answers: bool) {
-        let mut ctx = Ctx {
-            cfg: &self.cfg,
-            mem: &mut self.mem,
-            cq: &mut self.cq,
-            counters: &mut self.counters,
-        };
-        self.req.fail_all(status, &mut ctx);
-        self.resp.fail_all(keep_answers, &mut ctx);
+        let (req, resp, mut ctx) = self.parts();
+        req.fail_all(status, &mut ctx);
+        resp.fail_all(keep_answers, &mut ctx);
         self.state = QpState::Error(status);
     }
 }

@@ -933,7 +933,7 @@ impl Requester {
     /// budget; past the fast ones, [`retry`](Requester::retry) as rxe.
     fn gbn_timeout(&mut self, ctx: &mut Ctx<'_>) -> Outcome {
         let in_flight = self.sent_high.diff(self.comp_psn);
-        if !self.outstanding() || self.rto.fast_timeout(in_flight, ctx.cfg).is_none() {
+        if !self.outstanding() || self.rto.fast_timeout_ns(in_flight, ctx.cfg).is_none() {
             return self.retry(RetryCause::Timeout, ctx);
         }
         let comp = self.comp_psn;
@@ -1172,7 +1172,7 @@ impl Requester {
     /// retry budget; past the fast ones, [`retry`](Requester::retry) as under go-back-N.
     fn sr_timeout(&mut self, ctx: &mut Ctx<'_>) -> Outcome {
         let in_flight = self.sent_high.diff(self.comp_psn);
-        if self.outstanding() && self.rto.fast_timeout(in_flight, ctx.cfg).is_some() {
+        if self.outstanding() && self.rto.fast_timeout_ns(in_flight, ctx.cfg).is_some() {
             ctx.counters.retries += 1;
             self.rto.fast_spent += 1;
             self.noack_pkts = 0;

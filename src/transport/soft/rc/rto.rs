@@ -7,8 +7,6 @@
 //! doubles per timeout without progress until it would reach the ACK timeout; from there on the QP
 //! backs off and spends its retry budget exactly as `-u` and `retry_cnt` say.
 
-use std::time::Duration;
-
 use super::config::QpConfig;
 use super::psn::Psn;
 use super::time::Instant;
@@ -69,13 +67,7 @@ impl Rto {
     /// The fast retransmission timeout with `in_flight` PSNs out, or `None` once it would reach the
     /// configured ACK timeout (or either is off): the measured round trip plus four deviations, at
     /// least `rto_small_ns` with at most three packets out and `rto_ns` otherwise, doubled per
-    /// timeout without progress.
-    pub(super) fn fast_timeout(&self, in_flight: i32, cfg: &QpConfig) -> Option<Duration> {
-        self.fast_timeout_ns(in_flight, cfg)
-            .map(Duration::from_nanos)
-    }
-
-    /// [`fast_timeout`](Self::fast_timeout) in nanoseconds, for the arithmetic of a deadline.
+    /// timeout without progress. In nanoseconds: a deadline is then one add.
     #[inline]
     pub(super) fn fast_timeout_ns(&self, in_flight: i32, cfg: &QpConfig) -> Option<u64> {
         let floor = if in_flight <= FEW_IN_FLIGHT {
@@ -98,10 +90,10 @@ mod tests {
     fn the_timeout_follows_the_round_trip_and_gives_way_to_the_ack_timeout() {
         let cfg = QpConfig::new(1, 2, 0, 0, 0);
         let mut r = Rto::default();
-        let us = |d: Option<Duration>| d.map(|d| d.as_micros());
+        let us = |t: Option<u64>| t.map(|t| t / 1_000);
         // Floors before any sample: 0.25 ms with few packets out, 1 ms otherwise.
-        assert_eq!(us(r.fast_timeout(1, &cfg)), Some(250));
-        assert_eq!(us(r.fast_timeout(100, &cfg)), Some(1000));
+        assert_eq!(us(r.fast_timeout_ns(1, &cfg)), Some(250));
+        assert_eq!(us(r.fast_timeout_ns(100, &cfg)), Some(1000));
         r.time(Psn::new(5), Instant::from_nanos(1_000));
         r.time(Psn::new(6), Instant::from_nanos(2_000));
         assert_eq!(
@@ -112,20 +104,20 @@ mod tests {
         r.arrived(Instant::from_nanos(4_001_000));
         assert_eq!(r.timed(), None);
         r.sample(4_000_000);
-        let t = r.fast_timeout(100, &cfg).unwrap();
-        assert!(t > Duration::from_millis(4), "{t:?}");
+        let t = r.fast_timeout_ns(100, &cfg).unwrap();
+        assert!(t > 4_000_000, "{t} ns");
         // Doubling per timeout without progress, until the 67 ms ACK timeout takes over.
         r.fast_spent = 2;
-        assert_eq!(r.fast_timeout(100, &cfg), Some(4 * t));
+        assert_eq!(r.fast_timeout_ns(100, &cfg), Some(4 * t));
         r.fast_spent = 3;
-        assert_eq!(r.fast_timeout(100, &cfg), None);
+        assert_eq!(r.fast_timeout_ns(100, &cfg), None);
         // No ACK timeout, no fast one either; a cancelled packet gives no sample.
         let off = QpConfig { timeout: 0, ..cfg };
         r.fast_spent = 0;
-        assert_eq!(r.fast_timeout(100, &off), None);
+        assert_eq!(r.fast_timeout_ns(100, &off), None);
         r.time(Psn::new(9), Instant::ZERO);
         r.cancel();
         r.arrived(Instant::from_nanos(1 << 40));
-        assert!(r.fast_timeout(100, &cfg).unwrap() < Duration::from_millis(67));
+        assert!(r.fast_timeout_ns(100, &cfg).unwrap() < 67_000_000);
     }
 }

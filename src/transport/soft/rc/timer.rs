@@ -104,14 +104,8 @@ const RNR_TIMER_NS: [u64; 32] = [
     491_520_000,
 ];
 
-/// Local ACK timeout for a 5-bit code: 4.096 µs × 2^code; code 0 disables the timer (`None`).
-/// (The engine reckons in nanoseconds, [`ack_timeout_ns`]; the tests read this.)
-#[cfg(test)]
-pub(crate) fn ack_timeout(code: u8) -> Option<Duration> {
-    ack_timeout_ns(code).map(Duration::from_nanos)
-}
-
-/// [`ack_timeout`] in nanoseconds, for the arithmetic of a deadline.
+/// Local ACK timeout for a 5-bit code, in nanoseconds: 4.096 µs × 2^code; code 0 disables the
+/// timer (`None`).
 #[inline]
 pub(crate) fn ack_timeout_ns(code: u8) -> Option<u64> {
     match code & 0x1f {
@@ -135,11 +129,11 @@ mod tests {
 
     #[test]
     fn ack_timeout_follows_4096ns_times_power_of_two() {
-        assert_eq!(ack_timeout(0), None);
-        assert_eq!(ack_timeout(1).map(ns), Some(8192));
+        assert_eq!(ack_timeout_ns(0), None);
+        assert_eq!(ack_timeout_ns(1), Some(8192));
         // perftest's default 14 is about 67 ms.
-        assert_eq!(ack_timeout(14).map(ns), Some(67_108_864));
-        assert_eq!(ack_timeout(31).map(ns), Some(4096u64 << 31));
+        assert_eq!(ack_timeout_ns(14), Some(67_108_864));
+        assert_eq!(ack_timeout_ns(31), Some(4096u64 << 31));
     }
 
     #[test]
