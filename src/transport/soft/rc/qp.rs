@@ -9,7 +9,7 @@
 use crate::params::Recovery;
 use crate::transport::soft::cc::{CcCounters, Notifier, RateControl};
 use crate::transport::{
-    Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
+    Access, Completion, CompletionStatus, Error, RecvRequest, Result, SendOp, SendRequest,
 };
 use crate::wire::{AethPacket, AethRepr, BthPacket, CnpRepr, IbRepr, Opcode};
 
@@ -170,8 +170,13 @@ impl Qp {
         if self.req.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
         }
-        // The PSNs it occupies, counted once for the checks and the send queue.
-        let npkts = match wr.op {
+        // One look at the operation gives the PSNs it occupies (counted once for the checks and
+        // the send queue), whether it needs a remote address, and the rights it needs on its
+        // local buffer: a match for each cost twice the compares and a spill.
+        let (npkts, remote, access) = match wr.op {
+            SendOp::Send | SendOp::SendWithImm(_) => (self.message_packets(wr)?, false, Access(0)),
+            SendOp::Write | SendOp::WriteWithImm(_) => (self.message_packets(wr)?, true, Access(0)),
+            SendOp::Read => (self.message_packets(wr)?, true, Access::LOCAL_WRITE),
             SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => {
                 if wr.len != 8 {
                     return Err(Error::InvalidRequest(format!(
@@ -179,40 +184,41 @@ impl Qp {
                         wr.wr_id, wr.len
                     )));
                 }
-                1
-            }
-            _ => {
-                if wr.len > 1 << 31 {
-                    return Err(Error::InvalidRequest(format!(
-                        "work request {} of {} bytes exceeds the 2 GiB RC message limit",
-                        wr.wr_id, wr.len
-                    )));
-                }
-                // PSN comparisons are signed 24-bit: one message must stay far below 2^23 PSNs.
-                let npkts = packet::packets_for(wr.len.into(), self.cfg.pmtu);
-                if npkts > MAX_MESSAGE_PACKETS {
-                    return Err(Error::InvalidRequest(format!(
-                        "work request {} of {} bytes needs more than {MAX_MESSAGE_PACKETS} packets at path MTU {}; use a larger MTU (-m) or a smaller size (-s)",
-                        wr.wr_id, wr.len, self.cfg.pmtu
-                    )));
-                }
-                npkts
+                (1, true, Access::LOCAL_WRITE)
             }
         };
-        if !matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)) && wr.remote.is_none() {
+        if remote && wr.remote.is_none() {
             return Err(Error::InvalidRequest(format!(
                 "work request {} ({:?}) needs a remote address and rkey",
                 wr.wr_id, wr.op
             )));
         }
-        let local = self
-            .mem
-            .send_buffer(self.cfg.local_lkey, wr, wqe::local_access(wr.op))?;
+        let local = self.mem.send_buffer(self.cfg.local_lkey, wr, access)?;
         if self.flushed_at_once(wr.wr_id, wqe::completion_op(wr.op))? {
             return Ok(());
         }
         self.req.push(*wr, local, npkts);
         Ok(())
+    }
+
+    /// The PSNs a SEND, WRITE or READ of `wr.len` bytes occupies, or why it may not be posted.
+    #[inline(always)]
+    fn message_packets(&self, wr: &SendRequest) -> Result<u32> {
+        if wr.len > 1 << 31 {
+            return Err(Error::InvalidRequest(format!(
+                "work request {} of {} bytes exceeds the 2 GiB RC message limit",
+                wr.wr_id, wr.len
+            )));
+        }
+        // PSN comparisons are signed 24-bit: one message must stay far below 2^23 PSNs.
+        let npkts = packet::packets_for(wr.len.into(), self.cfg.pmtu);
+        if npkts > MAX_MESSAGE_PACKETS {
+            return Err(Error::InvalidRequest(format!(
+                "work request {} of {} bytes needs more than {MAX_MESSAGE_PACKETS} packets at path MTU {}; use a larger MTU (-m) or a smaller size (-s)",
+                wr.wr_id, wr.len, self.cfg.pmtu
+            )));
+        }
+        Ok(npkts)
     }
 
     /// Posts a receive buffer for the next incoming SEND or WRITE-with-immediate.

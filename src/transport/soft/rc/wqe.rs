@@ -3,7 +3,7 @@
 //! the send queue; what they share about it lives here, below both.
 
 use crate::transport::{
-    Access, Completion, CompletionOp, CompletionStatus, RemoteAddr, SendOp, SendRequest,
+    Completion, CompletionOp, CompletionStatus, RemoteAddr, SendOp, SendRequest,
 };
 use crate::wire::{AtomicEthRepr, Opcode, RethRepr};
 
@@ -329,20 +329,12 @@ pub(super) fn completion_op(op: SendOp) -> CompletionOp {
     }
 }
 
-/// Local rights a work request needs on its own buffer.
-pub(super) fn local_access(op: SendOp) -> Access {
-    match op {
-        SendOp::Read | SendOp::FetchAdd(_) | SendOp::CompareSwap { .. } => Access::LOCAL_WRITE,
-        _ => Access(0),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::transport::soft::rc::config::QpConfig;
     use crate::transport::soft::rc::mr::MemoryTable;
-    use crate::transport::{Completion, SendRequest};
+    use crate::transport::{Access, Completion, SendRequest};
     use crate::wire::IbRepr;
 
     /// A one-packet SEND or WRITE (the shortcut of `emit_only`) is byte for byte what the header
