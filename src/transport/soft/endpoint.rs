@@ -535,6 +535,13 @@ impl SoftEndpoint {
         self.connected(qp)?.post_send(wr)
     }
 
+    /// [`Endpoint::post_recv`] to a UC or UD queue pair, or one not connected (or none), out of
+    /// line as [`post_send_other`](Self::post_send_other).
+    #[inline(never)]
+    fn post_recv_other(&mut self, qp: usize, wr: &RecvRequest) -> Result<()> {
+        self.connected(qp)?.post_recv(wr)
+    }
+
     fn connected(&mut self, qp: usize) -> Result<&mut Engine> {
         let count = self.slots.len();
         match self.slots.get_mut(qp) {
@@ -668,7 +675,15 @@ impl Endpoint for SoftEndpoint {
     }
 
     fn post_recv(&mut self, qp: usize, wr: &RecvRequest) -> Result<()> {
-        self.connected(qp)?.post_recv(wr)
+        // As `post_send`: an RC queue pair's receive goes straight on.
+        if let Some(QpSlot {
+            qp: Some(Engine::Rc(q)),
+            ..
+        }) = self.slots.get_mut(qp)
+        {
+            return q.post_recv(wr);
+        }
+        self.post_recv_other(qp, wr)
     }
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize> {
