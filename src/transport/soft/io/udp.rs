@@ -324,7 +324,8 @@ impl UdpSocket {
 
     /// Sends the queued super-datagrams of `tx` (UDP_SEGMENT); what the kernel did not take stays
     /// queued. Returns how many super-datagrams went out. The socket needs `zero_checksum: false`.
-    #[inline]
+    /// Always inlined into the device's flush, with the lone entry's send (`GsoTxBatch::send`).
+    #[inline(always)]
     pub fn send_gso_batch(&self, tx: &mut super::gso::GsoTxBatch) -> Result<usize, IoError> {
         tx.send(self.fd.as_raw_fd())
             .map_err(|source| self.send_failed("sendmmsg(UDP_SEGMENT)", source))
@@ -521,7 +522,8 @@ impl Device for UdpDevice {
             },
             None => self.plain.try_push(dst, fill),
         };
-        if cnp_len > 0 {
+        // A CNP is never queued (`fill` declines it): asked only when nothing was.
+        if !queued && cnp_len > 0 {
             // A CNP the socket refuses (its send buffer full) is lost, as one dropped on a
             // congested wire: the notification point sends another on the next CE mark.
             let _ = self
