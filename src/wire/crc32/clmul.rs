@@ -200,10 +200,23 @@ const MU: u64 = {
     q.reverse_bits()
 };
 
+/// One round of the 128-bit build: each of the 8 lanes moved along by `k8` onto the 16 bytes at
+/// `q + 16 j`.
+#[inline(always)]
+unsafe fn round(l: &mut [__m128i; 8], k8: __m128i, q: *const u8) {
+    // SAFETY: the caller keeps `q .. q + 128` inside its slice; its features include PCLMULQDQ.
+    unsafe {
+        for (j, lane) in l.iter_mut().enumerate() {
+            *lane = fold(*lane, k8, load(q.add(16 * j)));
+        }
+    }
+}
+
 /// The 128-bit build: 8 lanes (128 bytes a round) while at least two rounds remain, then one.
-/// The loop runs two rounds per pass over a pointer, so that each 16 bytes cost their four
+/// The loop runs four rounds per pass over a pointer, so that each 16 bytes cost their four
 /// instructions (two PCLMULQDQs, an XOR with the next block straight from memory, an XOR that
-/// combines) and the pass's three (add, compare, branch) are spread over 256 bytes.
+/// combines) and the pass's few (add, compare, branch) are spread over 512 bytes: a 4 KiB payload
+/// takes 7 passes, not 15.
 #[target_feature(enable = "pclmulqdq,avx")]
 unsafe fn update_avx(crc: u32, bytes: &[u8]) -> u32 {
     // SAFETY: every load is of 16 bytes that end at or before `bytes.len()`.
@@ -220,23 +233,24 @@ unsafe fn update_avx(crc: u32, bytes: &[u8]) -> u32 {
         }
         l[0] = _mm_xor_si128(l[0], start);
         let k8 = k128(K_8);
-        // Rounds after the first: pairs of them over a pointer, then an odd one.
+        // Rounds after the first: fours of them over a pointer, then a pair and an odd one.
         let rounds = bytes.len() / 128 - 1;
         let mut q = p.add(128);
-        let stop = q.add(256 * (rounds / 2));
+        let stop = q.add(512 * (rounds / 4));
         while q != stop {
-            for (j, lane) in l.iter_mut().enumerate() {
-                *lane = fold(*lane, k8, load(q.add(16 * j)));
-            }
-            for (j, lane) in l.iter_mut().enumerate() {
-                *lane = fold(*lane, k8, load(q.add(128 + 16 * j)));
-            }
+            round(&mut l, k8, q);
+            round(&mut l, k8, q.add(128));
+            round(&mut l, k8, q.add(256));
+            round(&mut l, k8, q.add(384));
+            q = q.add(512);
+        }
+        if rounds & 2 != 0 {
+            round(&mut l, k8, q);
+            round(&mut l, k8, q.add(128));
             q = q.add(256);
         }
-        if rounds % 2 == 1 {
-            for (j, lane) in l.iter_mut().enumerate() {
-                *lane = fold(*lane, k8, load(q.add(16 * j)));
-            }
+        if rounds & 1 != 0 {
+            round(&mut l, k8, q);
         }
         // Lane j is 7 - j lanes from the end: halve them three times (8 to 4 by K_4, to 2 by
         // K_2, to 1 by K_1), so that three multiplier pairs are loaded instead of seven.
@@ -422,7 +436,8 @@ mod tests {
     fn every_build_matches_crc32fast_on_long_runs() {
         let data = random(70_000, 99);
         let lens = [
-            511, 512, 513, 767, 1024, 1040, 4096, 4111, 4112, 4113, 9000, 65_535, 65_536, 65_551,
+            511, 512, 513, 640, 767, 768, 896, 1024, 1040, 1152, 4000, 4096, 4111, 4112, 4113,
+            9000, 65_535, 65_536, 65_551,
         ];
         for (name, f) in builds() {
             for align in [0, 1, 3, 8, 15, 16, 33, 63] {
