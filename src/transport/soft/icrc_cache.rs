@@ -44,13 +44,20 @@ impl<K: Copy + PartialEq, V: Copy> HeaderIcrcs<K, V> {
         icrc
     }
 
-    /// [`get`](Self::get) for a header `start` may refuse (`None`), which is then not kept.
-    #[inline]
-    pub(crate) fn try_get(&mut self, key: K, start: impl FnOnce() -> Option<V>) -> Option<V> {
-        if let Some(icrc) = self.kept(key) {
-            return Some(icrc);
+    /// [`get`](Self::get) for a header `start` may refuse (`None`), which is then not kept; the
+    /// entry is the one whose key `is` accepts, and `start` names the key it keeps. A key compared
+    /// where it lies is never built for a hit (a receive's addresses are enums: copying them into a
+    /// key cost more than the compares).
+    #[inline(always)]
+    pub(crate) fn try_get_by(
+        &mut self,
+        is: impl Fn(&K) -> bool,
+        start: impl FnOnce() -> Option<(K, V)>,
+    ) -> Option<V> {
+        if let Some((_, v)) = self.entries.iter().flatten().find(|(k, _)| is(k)) {
+            return Some(*v);
         }
-        let icrc = start()?;
+        let (key, icrc) = start()?;
         self.keep(key, icrc);
         Some(icrc)
     }

@@ -34,7 +34,11 @@ pub(crate) struct FrameFilter {
 /// With the start comes how IPv4 ID 1 moves the ICRC (0 on IPv6): the ID of a GSO send's second
 /// segment, which carries a ping-pong's coalesced ACK; and the sender as a [`Source`]. Only a
 /// datagram whose addresses passed the checks makes an entry, so a hit needs none of them again.
-pub(crate) type RxIcrcs = HeaderIcrcs<(usize, SocketAddr, Option<IpAddr>), (Icrc, u32, Source)>;
+pub(crate) type RxIcrcs = HeaderIcrcs<RxIcrcKey, (Icrc, u32, Source)>;
+
+/// What a received datagram's ICRC start is kept by in [`RxIcrcs`]: the BTH-through-pad length,
+/// the sender, and our address as the socket reported it.
+pub(crate) type RxIcrcKey = (usize, SocketAddr, Option<IpAddr>);
 
 /// The source of a verified packet as the connected peer is known: its IP address as a GID (RoCE v2),
 /// or the GRH's source GID (RoCE v1). [`from_peer`] compares it with the queue pair's peer.
@@ -48,13 +52,45 @@ pub(crate) fn from_peer(src: Source, peer: Source) -> bool {
     src == peer
 }
 
+/// [`check_udp_in`] of a whole datagram, as the tests hold one.
+#[cfg(test)]
+pub(crate) fn check_udp<'a>(
+    d: &RxDatagram<'a>,
+    local: SocketAddr,
+    ipv4_ids: &mut Ipv4IdCache,
+    icrcs: &mut RxIcrcs,
+    drops: &mut DropSummary,
+) -> Option<(&'a [u8], Source)> {
+    let udp = UdpRx {
+        data: d.data,
+        src: &d.src,
+        dst: &d.dst,
+        truncated: d.truncated,
+    };
+    check_udp_in(udp, &local, ipv4_ids, icrcs, drops)
+}
+
+/// The fields of a received datagram [`check_udp_in`] reads, borrowed where the socket left them: the
+/// addresses are enums, and a copy of them cost the receive more than the few fields a check reads.
+#[derive(Clone, Copy)]
+pub(crate) struct UdpRx<'a, 'm> {
+    /// BTH..ICRC.
+    pub data: &'a [u8],
+    /// The sender.
+    pub src: &'m Option<SocketAddr>,
+    /// Our address it was sent to (`None`: the socket's).
+    pub dst: &'m Option<IpAddr>,
+    /// The datagram was cut.
+    pub truncated: bool,
+}
+
 /// Checks a UDP datagram (BTH..ICRC) sent to the socket at `local` and returns its IB part
 /// (BTH..pad) and its source, or counts the drop. Always inlined: its one caller, the receive
 /// loop, would otherwise build the datagram and the result in memory for every packet.
 #[inline(always)]
-pub(crate) fn check_udp<'a>(
-    d: &RxDatagram<'a>,
-    local: SocketAddr,
+pub(crate) fn check_udp_in<'a>(
+    d: UdpRx<'a, '_>,
+    local: &SocketAddr,
     ipv4_ids: &mut Ipv4IdCache,
     icrcs: &mut RxIcrcs,
     drops: &mut DropSummary,
@@ -68,6 +104,7 @@ pub(crate) fn check_udp<'a>(
     }
     let Some(src) = d
         .src
+        .as_ref()
         .filter(|_| !d.truncated && (MIN..=MAX).contains(&d.data.len()))
     else {
         drops.malformed += 1;
@@ -76,14 +113,11 @@ pub(crate) fn check_udp<'a>(
     let (ib, icrc) = d.data.split_at(d.data.len() - ICRC_LEN);
     // The headers the ICRC covers depend only on the addresses, ports and length: a peer's packets
     // of one length share their start (and their checks of the addresses).
-    let Some((start, id1_delta, from)) = icrcs.try_get((ib.len(), src, d.dst), || {
-        let net = datagram_net(src, d.dst.unwrap_or(local.ip()), local.port())?;
-        let id1 = match src {
-            SocketAddr::V4(_) => ipv4_ids.get(ib.len()).delta(1),
-            SocketAddr::V6(_) => 0,
-        };
-        Some((net.icrc_start(ib.len()), id1, Gid::from_ip(src.ip())))
-    }) else {
+    let len = ib.len();
+    let kept = |(l, s, dst): &RxIcrcKey| *l == len && same_sender(s, src) && dst == d.dst;
+    let Some((start, id1_delta, from)) =
+        icrcs.try_get_by(kept, || udp_icrc_start(len, src, d.dst, local, ipv4_ids))
+    else {
         drops.malformed += 1;
         return None;
     };
@@ -96,12 +130,50 @@ pub(crate) fn check_udp<'a>(
     let moved = expected ^ found;
     let ok = moved == 0
         || (src.is_ipv4()
-            && (moved == id1_delta || ipv4_ids.get(ib.len()).solve(expected, found).is_some()));
+            && (moved == id1_delta || ipv4_ids.get(len).solve(expected, found).is_some()));
     if !ok {
         drops.bad_icrc += 1;
         return None;
     }
     Some((ib, from))
+}
+
+/// `a == b`, an IPv4 sender's compare inline and an IPv6 one's out of line: the compiler hoisted
+/// the loads of the wider address onto every packet's lookup.
+#[inline(always)]
+fn same_sender(a: &SocketAddr, b: &SocketAddr) -> bool {
+    match (a, b) {
+        (SocketAddr::V4(a), SocketAddr::V4(b)) => a == b,
+        _ => same_wide_sender(a, b),
+    }
+}
+
+/// [`same_sender`] of all but two IPv4 senders.
+#[inline(never)]
+fn same_wide_sender(a: &SocketAddr, b: &SocketAddr) -> bool {
+    a == b
+}
+
+/// The ICRC start of `len` bytes (BTH..pad) from `src` to `dst` (`None`: `local`'s address) at
+/// `local`'s port, with what IPv4 ID 1 moves it by and the sender as a [`Source`], keyed for
+/// [`RxIcrcs`]; `None` when the addresses are of different families. Out of line: a peer's
+/// packets of one length hit the cache.
+#[cold]
+#[inline(never)]
+fn udp_icrc_start(
+    len: usize,
+    src: &SocketAddr,
+    dst: &Option<IpAddr>,
+    local: &SocketAddr,
+    ipv4_ids: &mut Ipv4IdCache,
+) -> Option<(RxIcrcKey, (Icrc, u32, Source))> {
+    let net = datagram_net(*src, dst.unwrap_or(local.ip()), local.port())?;
+    let id1 = match src {
+        SocketAddr::V4(_) => ipv4_ids.get(len).delta(1),
+        SocketAddr::V6(_) => 0,
+    };
+    let start = (net.icrc_start(len), id1, Gid::from_ip(src.ip()));
+    Some(((len, *src, *dst), start))
 }
 
 /// The network header (without its IP ID) of a datagram from `src` to `dst` at our UDP port

@@ -17,8 +17,8 @@ use crate::transport::Result;
 use crate::transport::soft::counters::SoftCounters;
 use crate::transport::soft::egress;
 use crate::transport::soft::ingress::{
-    FrameFilter, RxIcrcs, RxNet, Source, check_frame, check_udp, from_peer, is_ce, is_mac_control,
-    qp_index,
+    FrameFilter, RxIcrcs, RxNet, Source, UdpRx, check_frame, check_udp_in, from_peer, is_ce,
+    is_mac_control, qp_index,
 };
 use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
 use crate::transport::soft::io::device::{Device, RxMeta};
@@ -204,15 +204,34 @@ impl SoftEndpoint {
                     // Each kind of packet goes from its checks to its queue pair in its own arm:
                     // the network header a UD receive rebuilds (`RxNet`) is made only if one asks
                     // for it.
-                    match (meta, rx.local) {
-                        (RxMeta::Datagram { .. }, Some(local)) => {
-                            let d = datagram(&meta, data);
-                            let Some((ib, from)) =
-                                check_udp(&d, local, &mut rx.ipv4_ids, &mut rx.icrcs, &mut c.drops)
-                            else {
+                    match &meta {
+                        RxMeta::Datagram {
+                            src,
+                            dst,
+                            truncated,
+                            tclass,
+                        } => {
+                            // Only a UDP socket hands on datagrams: it has an address.
+                            let Some(local) = &rx.local else {
                                 return;
                             };
-                            let packet = (ib, from, is_ce(d.tclass));
+                            // The fields are read where the device left them (see UdpRx).
+                            let d = UdpRx {
+                                data,
+                                src,
+                                dst,
+                                truncated: *truncated,
+                            };
+                            let Some((ib, from)) = check_udp_in(
+                                d,
+                                local,
+                                &mut rx.ipv4_ids,
+                                &mut rx.icrcs,
+                                &mut c.drops,
+                            ) else {
+                                return;
+                            };
+                            let packet = (ib, from, is_ce(*tclass));
                             match cm.as_deref_mut() {
                                 // -R: QP1 carries the CM's MADs.
                                 Some(side) if super::cm::is_gsi(ib) => {
@@ -235,14 +254,11 @@ impl SoftEndpoint {
                                 }
                             }
                         }
-                        (
-                            RxMeta::Frame {
-                                pkttype,
-                                ifindex,
-                                truncated,
-                            },
-                            _,
-                        ) => {
+                        &RxMeta::Frame {
+                            pkttype,
+                            ifindex,
+                            truncated,
+                        } => {
                             // A PFC or pause frame (the filter passes them beside RoCE) sets what
                             // the transmissions hold; it is no packet for a queue pair. Timed by a
                             // clock read of its own: the poll's may be a whole window's sending
@@ -270,7 +286,6 @@ impl SoftEndpoint {
                                 _ => deliver(slots, c, || clock.now(), packet, grh),
                             }
                         }
-                        (RxMeta::Datagram { .. }, None) => {}
                     }
                 }
             })

@@ -31,98 +31,129 @@ impl Responder {
     /// packet and checked that the queue pair is not in error.
     #[inline(always)]
     pub(in super::super) fn fast_request(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
-        // A fixed-size view: the compiler then reads every header field without a bounds check.
-        let Some(head) = ib.first_chunk::<BTH>() else {
-            return false;
-        };
         if self.reorder.is_some() || self.jobs.is_full() {
             return false;
         }
-        let bth = BthPacket::new_unchecked(head);
-        let op = bth.opcode();
-        let (write, read) = match op {
-            Opcode::RC_RDMA_WRITE_ONLY => (true, false),
-            Opcode::RC_SEND_ONLY => (false, false),
-            Opcode::RC_RDMA_READ_REQUEST => (false, true),
-            _ => return false,
-        };
-        let start = if write || read { BTH_RETH } else { BTH };
-        let Some(payload) = packet::fast_payload(ib, &bth, start, ctx.cfg.qpn) else {
-            return false;
-        };
-        if bth.psn() != self.epsn.value() || !matches!(self.msg, InMsg::Idle) {
-            return false;
+        // An arm per opcode, each knowing where its payload starts: the RETH's bounds then follow
+        // from the BTH's checks, and the opcode is not looked at again.
+        match ib.first().map(|&b| Opcode(b)) {
+            Some(Opcode::RC_RDMA_WRITE_ONLY) => self.fast_write_only(ib, ctx),
+            Some(Opcode::RC_SEND_ONLY) => self.fast_send_only(ib, ctx),
+            Some(Opcode::RC_RDMA_READ_REQUEST) => self.fast_read(ib, ctx),
+            _ => false,
         }
-        if payload.len() > ctx.cfg.pmtu as usize {
-            return false;
+    }
+
+    /// What every request [`fast_request`](Self::fast_request) takes must pass, its headers ending
+    /// at `START`: the BTH's checks ([`packet::fast_payload`]), the expected PSN, no message in
+    /// progress, a payload within the MTU. The BTH and the payload.
+    #[inline(always)]
+    fn fast_head<'a, const START: usize>(
+        &self,
+        ib: &'a [u8],
+        ctx: &Ctx<'_>,
+    ) -> Option<(BthPacket<&'a [u8; BTH]>, &'a [u8])> {
+        // A fixed-size view: the compiler then reads every header field without a bounds check.
+        let bth = BthPacket::new_unchecked(ib.first_chunk::<BTH>()?);
+        let payload = packet::fast_payload(ib, &bth, START, ctx.cfg.qpn)?;
+        if bth.psn() != self.epsn.value()
+            || !matches!(self.msg, InMsg::Idle)
+            || payload.len() > ctx.cfg.pmtu as usize
+        {
+            return None;
         }
+        Some((bth, payload))
+    }
+
+    /// [`fast_request`](Self::fast_request) of an RDMA WRITE ONLY.
+    #[inline(always)]
+    fn fast_write_only(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
+        let Some((bth, payload)) = self.fast_head::<BTH_RETH>(ib, ctx) else {
+            return false;
+        };
+        let Some(reth) = ib[BTH..].first_chunk::<{ BTH_RETH - BTH }>() else {
+            return false;
+        };
+        let reth = RethPacket::new_unchecked(reth);
         let len = payload.len();
-        if read {
-            // A READ request carries no payload; its DMA length is the response's.
-            let Some(reth) = ib[BTH..].first_chunk::<{ BTH_RETH - BTH }>() else {
-                return false;
-            };
-            let reth = RethPacket::new_unchecked(reth);
-            let reth = RethRepr {
-                va: reth.va(),
-                rkey: reth.rkey(),
-                dma_len: reth.dma_len(),
-            };
-            if len != 0 || ctx.cfg.max_dest_rd_atomic == 0 || reth.dma_len > MAX_DMA_LEN {
-                return false;
-            }
-            let span = match reth.dma_len {
-                0 => None,
-                n => match ctx
-                    .mem
-                    .resolve_remote(reth.rkey, reth.va, n.into(), Access::REMOTE_READ)
-                {
-                    Ok(span) => Some(span),
-                    Err(_) => return false,
-                },
-            };
-            self.nak_sent = false;
-            let psn = self.epsn;
-            self.start_read(psn, reth, span, ctx.cfg.pmtu);
-            return true;
+        // A WRITE ONLY's DMA length is its payload's (so within the MTU, far below 2^31).
+        if reth.dma_len() as usize != len {
+            return false;
         }
-        if write {
-            let Some(reth) = ib[BTH..].first_chunk::<{ BTH_RETH - BTH }>() else {
+        if len > 0 {
+            let Some(dst) =
+                ctx.mem
+                    .remote_mut(reth.rkey(), reth.va(), len as u64, Access::REMOTE_WRITE)
+            else {
                 return false;
             };
-            let reth = RethPacket::new_unchecked(reth);
-            // A WRITE ONLY's DMA length is its payload's (so within the MTU, far below 2^31).
-            if reth.dma_len() as usize != len {
-                return false;
-            }
-            if len > 0 {
-                let Some(dst) =
-                    ctx.mem
-                        .remote_mut(reth.rkey(), reth.va(), len as u64, Access::REMOTE_WRITE)
-                else {
-                    return false;
-                };
-                copy_payload(dst, payload);
-            }
-            self.msn = (self.msn + 1) & 0x00ff_ffff;
-        } else {
-            let Some(recv) = self.rq.front().copied().filter(|r| len <= r.span.len) else {
-                return false;
-            };
-            self.rq.pop_front();
-            if len > 0 {
-                copy_payload(&mut ctx.mem.span_mut(recv.span)[..len], payload);
-            }
-            self.msn = (self.msn + 1) & 0x00ff_ffff;
-            ctx.complete(recv_completion(
-                recv.wr_id,
-                CompletionStatus::Success,
-                len as u32,
-                None,
-                ctx,
-            ));
+            copy_payload(dst, payload);
         }
+        self.msn = (self.msn + 1) & 0x00ff_ffff;
         self.took_in_sequence(bth.ack_req());
+        true
+    }
+
+    /// [`fast_request`](Self::fast_request) of a SEND ONLY.
+    #[inline(always)]
+    fn fast_send_only(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
+        let Some((bth, payload)) = self.fast_head::<BTH>(ib, ctx) else {
+            return false;
+        };
+        let len = payload.len();
+        let Some(recv) = self.rq.front().copied().filter(|r| len <= r.span.len) else {
+            return false;
+        };
+        self.rq.pop_front();
+        if len > 0 {
+            copy_payload(&mut ctx.mem.span_mut(recv.span)[..len], payload);
+        }
+        self.msn = (self.msn + 1) & 0x00ff_ffff;
+        ctx.complete(recv_completion(
+            recv.wr_id,
+            CompletionStatus::Success,
+            len as u32,
+            None,
+            ctx,
+        ));
+        self.took_in_sequence(bth.ack_req());
+        true
+    }
+
+    /// [`fast_request`](Self::fast_request) of an RDMA READ request. Out of line: one request a
+    /// READ, where a WRITE or SEND is a request a message, and the receive loop it would swell
+    /// then keeps the ICRC's check inline.
+    #[inline(never)]
+    fn fast_read(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
+        let Some((_, payload)) = self.fast_head::<BTH_RETH>(ib, ctx) else {
+            return false;
+        };
+        let Some(reth) = ib[BTH..].first_chunk::<{ BTH_RETH - BTH }>() else {
+            return false;
+        };
+        let reth = RethPacket::new_unchecked(reth);
+        let reth = RethRepr {
+            va: reth.va(),
+            rkey: reth.rkey(),
+            dma_len: reth.dma_len(),
+        };
+        // A READ request carries no payload; its DMA length is the response's.
+        if !payload.is_empty() || ctx.cfg.max_dest_rd_atomic == 0 || reth.dma_len > MAX_DMA_LEN {
+            return false;
+        }
+        let span = match reth.dma_len {
+            0 => None,
+            n => match ctx
+                .mem
+                .resolve_remote(reth.rkey, reth.va, n.into(), Access::REMOTE_READ)
+            {
+                Ok(span) => Some(span),
+                Err(_) => return false,
+            },
+        };
+        self.nak_sent = false;
+        let psn = self.epsn;
+        self.start_read(psn, reth, span, ctx.cfg.pmtu);
         true
     }
 
