@@ -18,6 +18,13 @@ const MAX_DMA_LEN: u32 = 1 << 31;
 const BTH: usize = 12;
 const BTH_RETH: usize = BTH + 16;
 
+/// The RETH of a request whose headers [`Responder::fast_head`] passed with `START` = `BTH_RETH`
+/// (so its bounds are already proven): a fixed-size view, read without bounds checks.
+#[inline(always)]
+fn fast_reth(ib: &[u8]) -> Option<RethPacket<&[u8; BTH_RETH - BTH]>> {
+    ib[BTH..].first_chunk().map(RethPacket::new_unchecked)
+}
+
 impl Responder {
     /// The fast path, what a NIC's does for the connected peer's expected packet: a SEND ONLY,
     /// RDMA WRITE ONLY (no immediate) or RDMA READ request at the expected PSN, for this queue pair (`ctx.cfg.qpn`), read
@@ -71,10 +78,9 @@ impl Responder {
         let Some((bth, payload)) = self.fast_head::<BTH_RETH>(ib, ctx) else {
             return false;
         };
-        let Some(reth) = ib[BTH..].first_chunk::<{ BTH_RETH - BTH }>() else {
+        let Some(reth) = fast_reth(ib) else {
             return false;
         };
-        let reth = RethPacket::new_unchecked(reth);
         let len = payload.len();
         // A WRITE ONLY's DMA length is its payload's (so within the MTU, far below 2^31).
         if reth.dma_len() as usize != len {
@@ -89,7 +95,7 @@ impl Responder {
             };
             copy_payload(dst, payload);
         }
-        self.msn = (self.msn + 1) & 0x00ff_ffff;
+        self.count_message();
         self.took_in_sequence(bth.ack_req());
         true
     }
@@ -108,7 +114,7 @@ impl Responder {
         if len > 0 {
             copy_payload(&mut ctx.mem.span_mut(recv.span)[..len], payload);
         }
-        self.msn = (self.msn + 1) & 0x00ff_ffff;
+        self.count_message();
         ctx.complete(recv_completion(
             recv.wr_id,
             CompletionStatus::Success,
@@ -128,10 +134,9 @@ impl Responder {
         let Some((_, payload)) = self.fast_head::<BTH_RETH>(ib, ctx) else {
             return false;
         };
-        let Some(reth) = ib[BTH..].first_chunk::<{ BTH_RETH - BTH }>() else {
+        let Some(reth) = fast_reth(ib) else {
             return false;
         };
-        let reth = RethPacket::new_unchecked(reth);
         let reth = RethRepr {
             va: reth.va(),
             rkey: reth.rkey(),
@@ -217,7 +222,7 @@ impl Responder {
                 self.msg = InMsg::Send { recv, written };
                 if seg.ends() {
                     self.msg = InMsg::Idle;
-                    self.msn = (self.msn + 1) & 0x00ff_ffff;
+                    self.count_message();
                     let c = recv_completion(
                         recv.wr_id,
                         CompletionStatus::Success,
@@ -286,7 +291,7 @@ impl Responder {
                 };
                 word[..8].copy_from_slice(&new.to_ne_bytes());
                 self.remember(Resource::Atomic { psn, orig });
-                self.msn = (self.msn + 1) & 0x00ff_ffff;
+                self.count_message();
                 self.push(Job::AtomicAck {
                     psn,
                     orig,
@@ -384,7 +389,7 @@ impl Responder {
             return Ok(None);
         }
         self.msg = InMsg::Idle;
-        self.msn = (self.msn + 1) & 0x00ff_ffff;
+        self.count_message();
         Ok(Some(len))
     }
 
@@ -400,7 +405,7 @@ impl Responder {
             len: reth.dma_len,
             span,
         });
-        self.msn = (self.msn + 1) & 0x00ff_ffff;
+        self.count_message();
         self.push(Job::Read {
             first: psn,
             next: 0,

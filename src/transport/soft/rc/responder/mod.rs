@@ -74,6 +74,12 @@ pub(super) struct Responder {
 }
 
 impl Responder {
+    /// A message ended here: the MSN an ACK reports moves on (24 bits, wrapping).
+    #[inline(always)]
+    fn count_message(&mut self) {
+        self.msn = (self.msn + 1) & 0x00ff_ffff;
+    }
+
     /// A responder expecting `psn` first, with `rq_depth` receives and `max_dest_rd_atomic` slots;
     /// `sr` gives it selective repeat with a window of that many PSNs (a power of two).
     pub(super) fn new(

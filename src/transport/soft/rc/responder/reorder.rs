@@ -368,13 +368,13 @@ impl Responder {
         let (len, imm, op) = match end {
             End::No => return,
             End::Write => {
-                self.msn = (self.msn + 1) & 0x00ff_ffff;
+                self.count_message();
                 return;
             }
             End::Send { len, imm } => (len, imm, CompletionOp::Recv),
             End::WriteImm { len, imm } => (len, Some(imm), CompletionOp::RecvWithImm),
         };
-        self.msn = (self.msn + 1) & 0x00ff_ffff;
+        self.count_message();
         self.consumed = self.consumed.wrapping_add(1);
         // Placement found this receive posted, and only in-order completions take receives.
         if let Some(recv) = self.rq.pop_front() {
