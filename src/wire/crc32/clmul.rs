@@ -95,6 +95,20 @@ pub(super) fn update(crc: u32, bytes: &[u8]) -> Option<u32> {
     }
 }
 
+/// [`update`] of `ib` (at least 16 bytes) with its byte 4 counted as ones (the BTH byte the ICRC
+/// masks), or `None` where the CPU cannot fold or the 512-bit build would take the run.
+#[inline]
+pub(super) fn update_bth(crc: u32, ib: &[u8]) -> Option<u32> {
+    assert!(ib.len() >= 16);
+    match level() {
+        // SAFETY: `level` found PCLMULQDQ and AVX; `ib` holds 16 bytes.
+        2 => Some(unsafe { update_avx_bth(crc, ib) }),
+        // SAFETY: as above (VPCLMULQDQ and AVX-512 too).
+        3 if ib.len() < 512 => Some(unsafe { update_avx_bth(crc, ib) }),
+        _ => None,
+    }
+}
+
 /// A lane's multiplier pair as a register.
 #[inline(always)]
 fn k128(k: (u64, u64)) -> __m128i {
@@ -216,22 +230,40 @@ unsafe fn round(l: &mut [__m128i; 8], k8: __m128i, q: *const u8) {
 /// The loop runs four rounds per pass over a pointer, so that each 16 bytes cost their four
 /// instructions (two PCLMULQDQs, an XOR with the next block straight from memory, an XOR that
 /// combines) and the pass's few (add, compare, branch) are spread over 512 bytes: a 4 KiB payload
-/// takes 7 passes, not 15.
+/// takes 7 passes, not 15. `bytes` must hold at least 16 bytes.
 #[target_feature(enable = "pclmulqdq,avx")]
 unsafe fn update_avx(crc: u32, bytes: &[u8]) -> u32 {
-    // SAFETY: every load is of 16 bytes that end at or before `bytes.len()`.
+    // SAFETY: `bytes` holds at least 16 bytes; the features are this function's.
+    unsafe { fold_avx(crc, bytes, _mm_setzero_si128()) }
+}
+
+/// [`update_avx`] of a run of at least 16 bytes whose byte 4 counts as ones (the BTH byte the
+/// ICRC masks), without a masked copy.
+#[target_feature(enable = "pclmulqdq,avx")]
+unsafe fn update_avx_bth(crc: u32, bytes: &[u8]) -> u32 {
+    // SAFETY: `bytes` holds at least 16 bytes; the features are this function's.
+    unsafe { fold_avx(crc, bytes, _mm_set_epi64x(0, 0xff << 32)) }
+}
+
+/// The 128-bit build's folding of a run of at least 16 bytes, the bits set in `ones` set in its
+/// first lane (none for a plain run: the OR then folds away).
+#[inline(always)]
+unsafe fn fold_avx(crc: u32, bytes: &[u8], ones: __m128i) -> u32 {
+    // SAFETY: every load is of 16 bytes that end at or before `bytes.len()`; the caller's
+    // features include PCLMULQDQ and AVX.
     unsafe {
         let p = bytes.as_ptr();
         // The CRC register continues into the first 4 bytes.
         let start = _mm_cvtsi32_si128(!crc as i32);
+        let first = _mm_or_si128(load(p), ones);
         if bytes.len() < 256 {
-            return finish(_mm_xor_si128(load(p), start), bytes, 16);
+            return finish(_mm_xor_si128(first, start), bytes, 16);
         }
         let mut l = [_mm_setzero_si128(); 8];
         for (j, lane) in l.iter_mut().enumerate() {
             *lane = load(p.add(16 * j));
         }
-        l[0] = _mm_xor_si128(l[0], start);
+        l[0] = _mm_xor_si128(first, start);
         let k8 = k128(K_8);
         // Rounds after the first: fours of them over a pointer, then a pair and an odd one.
         let rounds = bytes.len() / 128 - 1;
@@ -428,6 +460,21 @@ mod tests {
                         assert_eq!(got, reference(start, run), "{name}: len {len} at +{align}");
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn the_bth_variant_hashes_byte_4_as_ones() {
+        let data = random(700, 5);
+        for len in [16, 17, 31, 32, 33, 255, 256, 300, 511, 512, 700] {
+            let mut masked = data[..len].to_vec();
+            masked[4] = 0xff;
+            let got = update_bth(0x2144_df1c, &data[..len]);
+            if level() >= 2 && (level() == 2 || len < 512) {
+                assert_eq!(got, Some(reference(0x2144_df1c, &masked)), "len {len}");
+            } else {
+                assert_eq!(got, None, "len {len}");
             }
         }
     }

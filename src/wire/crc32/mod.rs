@@ -64,6 +64,25 @@ pub(crate) fn update(crc: u32, bytes: &[u8]) -> u32 {
     short_by_tables(crc, bytes)
 }
 
+/// [`update`] of exactly 8 bytes (a BTH's masked head) by one slice-by-8 step, inline.
+#[inline(always)]
+pub(crate) fn update8(crc: u32, bytes: &[u8; 8]) -> u32 {
+    !step8(!crc, bytes)
+}
+
+/// The CRC-32 of the bytes that gave `crc` followed by `ib` with its byte 4 counted as ones (the
+/// BTH byte the ICRC masks), in one run without a masked copy; `None` where `ib` holds under 16
+/// bytes or the CPU cannot fold it so (the caller then hashes a masked copy).
+#[inline]
+pub(crate) fn update_bth(crc: u32, ib: &[u8]) -> Option<u32> {
+    #[cfg(target_arch = "x86_64")]
+    if ib.len() >= 16 {
+        return clmul::update_bth(crc, ib);
+    }
+    let _ = (crc, ib);
+    None
+}
+
 /// A run longer than [`SHORT`] on a CPU that cannot fold: the tables, or `crc32fast`'s portable
 /// code for a long one.
 #[inline(never)]
@@ -147,6 +166,10 @@ mod tests {
                 h.update(&data[..len]);
                 assert_eq!(update(start, &data[..len]), h.finalize(), "len {len}");
             }
+            let mut h = crc32fast::Hasher::new_with_initial(start);
+            h.update(&data[..8]);
+            let eight = data.first_chunk::<8>().unwrap();
+            assert_eq!(update8(start, eight), h.finalize(), "update8");
         }
     }
 
