@@ -82,10 +82,10 @@ fn detect() -> u8 {
 
 /// The CRC-32 (`crc32fast`'s form) of the bytes that gave `crc` followed by `bytes`, or `None`
 /// when the CPU has no carry-less multiply (the caller then uses the portable code). `bytes` must
-/// hold at least 16 bytes.
+/// hold at least 8 bytes.
 #[inline]
 pub(super) fn update(crc: u32, bytes: &[u8]) -> Option<u32> {
-    assert!(bytes.len() >= 16);
+    assert!(bytes.len() >= 8);
     match level() {
         // SAFETY: `level` found VPCLMULQDQ, AVX-512F/VL, PCLMULQDQ and AVX.
         3 => Some(unsafe { update_avx512(crc, bytes) }),
@@ -190,6 +190,58 @@ static SHIFT: [u8; 48] = {
     t
 };
 
+/// `pshufb` masks for a run of n (8..=15) bytes held as its first 8 and its last 8 (a lane
+/// `[b[..8], b[n - 8..]]`): the 16 at `16 * (n - 8)` lay it out as 16 - n zero bytes then the n
+/// bytes, a lane with the run's remainder (leading zeros do not change one).
+static SHORT_LANE: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut n = 8;
+    while n < 16 {
+        let mut i = 0;
+        while i < 16 {
+            // Lane byte i is the run's byte i - (16 - n): from the first 8 while that is under 8,
+            // then from the last 8, whose byte i - 8 is the run's n - 16 + i, the same one.
+            t[16 * (n - 8) + i] = if i < 16 - n {
+                0x80
+            } else if i + n < 24 {
+                (i + n - 16) as u8
+            } else {
+                i as u8
+            };
+            i += 1;
+        }
+        n += 1;
+    }
+    t
+};
+
+/// The CRC-32 of a run of 8 to 15 bytes in registers: the run as one lane (two 8-byte loads and
+/// a shuffle), reduced as [`finish`] reduces one.
+#[inline(always)]
+unsafe fn short(crc: u32, bytes: &[u8]) -> u32 {
+    let n = bytes.len();
+    debug_assert!((8..16).contains(&n));
+    // SAFETY: both 8-byte reads lie within `bytes` (8 to 15 bytes; read, not checked, so that
+    // no panic path costs the function a frame); the mask's 16 bytes at `16 * (n - 8)` lie
+    // within SHORT_LANE; the caller's target features include PCLMULQDQ and AVX (so SSSE3 and
+    // SSE4.1).
+    unsafe {
+        let p = bytes.as_ptr();
+        let first = u64::from_le(p.cast::<u64>().read_unaligned()) ^ u64::from(!crc);
+        let last = u64::from_le(p.add(n - 8).cast::<u64>().read_unaligned());
+        let both = _mm_set_epi64x(last as i64, first as i64);
+        let x = _mm_shuffle_epi8(both, load(SHORT_LANE.as_ptr().add(16 * (n - 8))));
+        let x = _mm_xor_si128(
+            _mm_clmulepi64_si128(x, _mm_cvtsi64_si128(X96 as i64), 0x00),
+            _mm_srli_si128(x, 8),
+        );
+        let barrett = _mm_set_epi64x(P_REFLECTED as i64, MU as i64);
+        let t = _mm_clmulepi64_si128(x, barrett, 0x00);
+        let t = _mm_clmulepi64_si128(t, barrett, 0x10);
+        !(_mm_extract_epi32(_mm_xor_si128(x, t), 2) as u32)
+    }
+}
+
 /// x^96 mod P reflected into 33 bits (bit 32 - d the coefficient of x^d): multiplying the low
 /// qword of a lane by it lands the product on the lane's high 96 bits.
 const X96: u64 = (xpow(96).reverse_bits() as u64) << 1;
@@ -230,11 +282,17 @@ unsafe fn round(l: &mut [__m128i; 8], k8: __m128i, q: *const u8) {
 /// The loop runs four rounds per pass over a pointer, so that each 16 bytes cost their four
 /// instructions (two PCLMULQDQs, an XOR with the next block straight from memory, an XOR that
 /// combines) and the pass's few (add, compare, branch) are spread over 512 bytes: a 4 KiB payload
-/// takes 7 passes, not 15. `bytes` must hold at least 16 bytes.
+/// takes 7 passes, not 15. A run under 16 bytes (at least 8) goes to [`short`].
 #[target_feature(enable = "pclmulqdq,avx")]
 unsafe fn update_avx(crc: u32, bytes: &[u8]) -> u32 {
-    // SAFETY: `bytes` holds at least 16 bytes; the features are this function's.
-    unsafe { fold_avx(crc, bytes, _mm_setzero_si128()) }
+    // SAFETY: `bytes` holds at least 8 bytes, and 16 for `fold_avx`; the features are this
+    // function's.
+    unsafe {
+        if bytes.len() < 16 {
+            return short(crc, bytes);
+        }
+        fold_avx(crc, bytes, _mm_setzero_si128())
+    }
 }
 
 /// [`update_avx`] of a run of at least 16 bytes whose byte 4 counts as ones (the BTH byte the
@@ -330,7 +388,8 @@ unsafe fn fold4(x: __m512i, k: __m512i, next: __m512i) -> __m512i {
 }
 
 /// The 512-bit build: 16 lanes in four registers (256 bytes a round) while at least two rounds
-/// remain, then the 128-bit build's single lane. Only for runs of 512 bytes and more.
+/// remain, then the 128-bit build's single lane. Only for runs of 512 bytes and more (shorter
+/// ones, of at least 8, go to the 128-bit build).
 #[target_feature(enable = "pclmulqdq,avx,avx512f,avx512vl,vpclmulqdq")]
 unsafe fn update_avx512(crc: u32, bytes: &[u8]) -> u32 {
     // SAFETY: every load is of 64 (or 16) bytes that end at or before `bytes.len()`.
@@ -452,7 +511,7 @@ mod tests {
         let data = random(300 + 64, 7);
         for (name, f) in builds() {
             for align in 0..64 {
-                for len in 16..=300 {
+                for len in 8..=300 {
                     let run = &data[align..align + len];
                     for start in [0u32, 0x2144_df1c, 0xffff_ffff] {
                         // SAFETY: `builds` lists only what this CPU runs.

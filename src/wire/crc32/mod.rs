@@ -12,8 +12,10 @@ mod clmul;
 
 /// Longest run hashed by the tables; longer ones are folded. A 16-byte lane folds and reduces in
 /// registers in about 30 instructions with the call, where the tables spend about 22 per 8 bytes (a
-/// small WRITE's 24 bytes after the BTH head: about 90).
-const SHORT: usize = 15;
+/// small WRITE's 24 bytes after the BTH head: about 90); a run of 12 to 15 bytes (a small READ
+/// response's after the head) is one lane, reduced in about as many, where the tables took a step
+/// of 8 and one of 4.
+const SHORT: usize = 11;
 
 /// Longest run the tables take when the CPU cannot fold: `crc32fast`'s set-up costs more below.
 const PORTABLE_SHORT: usize = 128;
