@@ -86,6 +86,13 @@ fn detect() -> u8 {
 #[inline]
 pub(super) fn update(crc: u32, bytes: &[u8]) -> Option<u32> {
     assert!(bytes.len() >= 8);
+    // The 128-bit build one compare from its call (the level this model and most CPUs have);
+    // the others, and the first look, after.
+    let l = LEVEL.load(Ordering::Relaxed);
+    if l == 2 {
+        // SAFETY: `detect` found PCLMULQDQ and AVX.
+        return Some(unsafe { update_avx(crc, bytes) });
+    }
     match level() {
         // SAFETY: `level` found VPCLMULQDQ, AVX-512F/VL, PCLMULQDQ and AVX.
         3 => Some(unsafe { update_avx512(crc, bytes) }),
@@ -100,6 +107,12 @@ pub(super) fn update(crc: u32, bytes: &[u8]) -> Option<u32> {
 #[inline]
 pub(super) fn update_bth(crc: u32, ib: &[u8]) -> Option<u32> {
     assert!(ib.len() >= 16);
+    // As in `update`: the 128-bit build first.
+    let l = LEVEL.load(Ordering::Relaxed);
+    if l == 2 {
+        // SAFETY: `detect` found PCLMULQDQ and AVX; `ib` holds 16 bytes.
+        return Some(unsafe { update_avx_bth(crc, ib) });
+    }
     match level() {
         // SAFETY: `level` found PCLMULQDQ and AVX; `ib` holds 16 bytes.
         2 => Some(unsafe { update_avx_bth(crc, ib) }),
