@@ -568,14 +568,17 @@ impl Device for UdpDevice {
         if n == 0 {
             return Ok(0);
         }
-        Ok(self.hand_on_all(n, &mut make()))
+        Ok(self.hand_on_all(&mut make()))
     }
 }
 
 impl UdpDevice {
-    /// Hands the `n` datagrams of the last receive to `each`; how many packets they held.
+    /// Hands the datagrams of the last receive (at least one) to `each`; how many packets they
+    /// held. Their count is read from the batch, not passed: then the batch's own check that a
+    /// datagram is one of them folds away.
     #[inline(never)]
-    fn hand_on_all(&self, n: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
+    fn hand_on_all(&self, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
+        let n = self.rx.len();
         // A ping-pong's receive finds one datagram: handed on without the loop, whose set-up (the
         // batch's arrays held across the calls) costs more than that datagram's reads.
         if n == 1 {

@@ -129,7 +129,8 @@ pub struct RxBatch {
     // Kept alive for the kernel: the headers point into it.
     _ctrl: Box<[CtrlBuf]>,
     filled: usize,
-    /// Headers the kernel may have written since their capacities were last restored.
+    /// Headers a `recvmmsg` may have written since their capacities were last restored (header 0,
+    /// which `recvmsg` writes too, is restored before each `recvmsg` and each `recvmmsg`).
     dirty: usize,
     /// The next receive takes one datagram with `recvmsg` (see [`RxBatch::recv`]).
     single: bool,
@@ -190,27 +191,17 @@ impl RxBatch {
     /// of them finding nothing): each receive then costs less than a shared copy did.
     #[inline(always)]
     pub(crate) fn recv(&mut self, fd: RawFd, control: bool) -> io::Result<usize> {
-        self.filled = 0;
-        // The kernel overwrites these lengths in the headers of the datagrams it returns; restore
-        // the capacities of those (and one more) only: a busy-polling idle receive touches none,
-        // and finds that out with one compare.
-        // One header (a receive of one datagram at a time) is restored without the loop.
-        match self.dirty {
-            0 => {}
-            1 => restore(&mut self.hdrs[0]),
-            dirty => {
-                for h in self.hdrs[..dirty.min(self.slots.count())].iter_mut() {
-                    restore(h);
-                }
-            }
-        }
-        self.dirty = 0;
         let got = if !self.single {
             self.recv_many(fd)
         } else if control {
+            // The kernel overwrote header 0's capacities if the last receive got a datagram: given
+            // back here, three stores, rather than tracked and restored behind a compare on every
+            // receive (`dirty` counts only what `recvmmsg` touched).
+            let h = &mut self.hdrs[0];
+            restore(h);
             // recvmmsg reports the length in the header; recvmsg returns it.
-            recvmsg_nowait(fd, &mut self.hdrs[0].msg_hdr).map(|len| {
-                self.hdrs[0].msg_len = len as libc::c_uint;
+            recvmsg_nowait(fd, &mut h.msg_hdr).map(|len| {
+                h.msg_len = len as libc::c_uint;
                 1
             })
         } else {
@@ -219,6 +210,7 @@ impl RxBatch {
         let got = match got {
             Ok(got) => got,
             Err(errno) => {
+                self.filled = 0;
                 self.streak = 0;
                 self.single = true;
                 // An idle receive is the common case and needs no io::Error.
@@ -229,8 +221,6 @@ impl RxBatch {
             }
         };
         self.filled = got;
-        // `recvmsg` and `recvfrom` write header 0 alone; `recvmmsg` may have touched one more.
-        self.dirty = self.filled + usize::from(!self.single);
         if self.single {
             self.streak += 1;
             if self.streak >= 2 {
@@ -248,6 +238,14 @@ impl RxBatch {
     /// which then compile without it.
     #[inline(never)]
     fn recv_many(&mut self, fd: RawFd) -> Result<usize, i32> {
+        // The kernel overwrites these lengths in the headers of the datagrams it returns: restore
+        // the capacities of those `recvmmsg` touched (its datagrams and one more), and of header
+        // 0, which `recvmsg` and `recvfrom` write.
+        let dirty = self.dirty.max(1).min(self.slots.count());
+        for h in self.hdrs[..dirty].iter_mut() {
+            restore(h);
+        }
+        self.dirty = 0;
         // SAFETY: every header points into this batch's own live arrays (see new).
         let rc = unsafe {
             libc::recvmmsg(
@@ -261,6 +259,8 @@ impl RxBatch {
         if rc < 0 {
             return Err(errno());
         }
+        // Its datagrams' headers, and maybe one more.
+        self.dirty = rc as usize + 1;
         Ok(rc as usize)
     }
 
