@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use super::batch::{
-    CtrlBuf, msg_headers, send_buffer, send_failed, send_queued, slot_iovecs, zeroed_names,
+    CtrlBuf, msg_headers, send_failed, send_queued, sendto_nowait, slot_iovecs, zeroed_names,
 };
 use super::slots::Slots;
 use super::sockaddr;
@@ -38,11 +38,13 @@ pub struct GsoTxBatch {
     iovs: Box<[libc::iovec]>,
     names: Box<[libc::sockaddr_storage]>,
     ctrl: Box<[CtrlBuf]>,
-    /// Each queued entry's segment size and number of segments, for its UDP_SEGMENT message.
+    /// Each closed entry's segment size and number of segments, for its UDP_SEGMENT message.
     seg: Box<[usize]>,
     segs: Box<[u16]>,
     /// The last queued entry while packets may still join it (kept here, not in the arrays, so
-    /// that appending a packet reads and writes one small struct); `None` after every send.
+    /// that appending a packet reads and writes one small struct; its header, iovec and segments
+    /// are written when it closes, and a lone packet's send needs none of them); `None` after
+    /// every send.
     open: Option<Open>,
     /// Where the last queued packet is: (entry, offset, length).
     last_packet: (usize, usize, usize),
@@ -138,11 +140,9 @@ impl GsoTxBatch {
                 let (e, index) = (o.e, o.segs);
                 o.len += len;
                 o.segs += 1;
-                self.iovs[e].iov_len = o.len;
-                self.segs[e] = o.segs;
                 // A shorter segment must be the last one.
                 if len < o.seg {
-                    self.open = None;
+                    self.close_open();
                 }
                 self.packets += 1;
                 self.last_packet = (e, at, len);
@@ -153,12 +153,15 @@ impl GsoTxBatch {
             let (src_ptr, dst_ptr) = (self.mem.slot_ptr(last), self.mem.slot_ptr(e));
             // SAFETY: two distinct slots of our pool; `at + len` stays within slot `last`.
             unsafe { std::ptr::copy_nonoverlapping(src_ptr.add(at), dst_ptr, len) };
+            self.close_open();
             self.open_entry(e, dst, len);
             return Some(0);
         }
         let e = self.queued;
         let len = fill(self.mem.part_mut(e, 0, max))?;
         assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
+        // An entry still open (to another peer, or full) takes no more.
+        self.close_open();
         self.open_entry(e, dst, len);
         Some(0)
     }
@@ -169,11 +172,11 @@ impl GsoTxBatch {
         &mut self.mem.slot_mut(e)[at..at + len]
     }
 
+    /// Opens entry `e` with its first packet (`len` bytes, to `dst`): only `open` holds what it
+    /// is until [`close_open`](Self::close_open) writes its header, iovec and segments; a lone
+    /// packet (a ping-pong's turn) is sent from `open` alone.
+    #[inline(never)]
     fn open_entry(&mut self, e: usize, dst: SocketAddr, len: usize) {
-        self.iovs[e].iov_len = len;
-        self.seg[e] = len;
-        self.segs[e] = 1;
-        self.hdrs[e].msg_hdr.msg_namelen = sockaddr::encode(dst, &mut self.names[e]);
         self.queued += 1;
         self.open = Some(Open {
             e,
@@ -186,17 +189,39 @@ impl GsoTxBatch {
         self.last_packet = (e, 0, len);
     }
 
+    /// Writes the open entry (if any) into its header, iovec and segment counts, for
+    /// `send_entries`; nothing more joins it.
+    #[inline]
+    fn close_open(&mut self) {
+        if let Some(o) = self.open.take() {
+            self.close(o);
+        }
+    }
+
+    /// [`close_open`](Self::close_open) of entry `o`, taken out of `open`.
+    fn close(&mut self, o: Open) {
+        self.iovs[o.e].iov_len = o.len;
+        self.seg[o.e] = o.seg;
+        self.segs[o.e] = o.segs;
+        self.hdrs[o.e].msg_hdr.msg_namelen = sockaddr::encode(o.dst, &mut self.names[o.e]);
+    }
+
     /// Sends the queued super-datagrams with as few `sendmmsg` calls as the kernel allows; what it
     /// does not take stays queued. Returns how many super-datagrams went out. Inlined into the
     /// transmission's flush: a ping-pong's turn is one lone entry, for which a call costs more than
     /// its send.
     #[inline(always)]
     pub(crate) fn send(&mut self, fd: RawFd) -> io::Result<usize> {
-        // Nothing more may join the entries now being handed over.
-        self.open = None;
-        if self.queued == self.sent + 1 && self.segs[self.sent] == 1 {
-            return self.send_lone(fd);
+        // One packet since the last complete send is entry 0's only segment, still open unless an
+        // earlier send of it failed.
+        if self.packets == 1
+            && let Some(o) = &self.open
+        {
+            let (e, len, dst) = (o.e, o.len, o.dst);
+            return self.send_lone(fd, e, len, dst);
         }
+        // Nothing more may join the entries now being handed over.
+        self.close_open();
         self.send_entries(fd)
     }
 
@@ -239,19 +264,32 @@ impl GsoTxBatch {
         self.packets = 0;
     }
 
-    /// [`send`](Self::send) of a lone entry of one packet (a ping-pong's whole turn): the one
-    /// syscall `send_queued` would make for it, without its loop over the entries and their
-    /// control messages. Always inlined: a ping-pong sends this way once per transmission.
+    /// [`send`](Self::send) of a lone entry of one packet (a ping-pong's whole turn), the open
+    /// entry `e` of `len` bytes to `dst`: the one sendto `send_queued` would make for it, without
+    /// its header, iovec or control message. Always inlined: a ping-pong sends this way once per
+    /// transmission. What the kernel does not take stays queued, closed, for `send_entries`.
     #[inline(always)]
-    fn send_lone(&mut self, fd: RawFd) -> io::Result<usize> {
-        // One iovec and no UDP_SEGMENT message (one segment): sendto, whatever control message
-        // the header still points at from an earlier send (`send_entries` sets each one's).
-        let msg = &self.hdrs[self.sent].msg_hdr;
-        while let Err(err) = send_buffer(fd, msg) {
-            if !send_failed(err)? {
-                return Ok(0);
+    fn send_lone(&mut self, fd: RawFd, e: usize, len: usize, dst: SocketAddr) -> io::Result<usize> {
+        let name = &mut self.names[e];
+        let namelen = sockaddr::encode(dst, name);
+        let name = name as *const libc::sockaddr_storage as *const libc::sockaddr;
+        let buf = libc::iovec {
+            iov_base: self.mem.slot_ptr(e) as *mut libc::c_void,
+            iov_len: len,
+        };
+        loop {
+            match sendto_nowait(fd, &buf, name, namelen) {
+                Ok(_) => break,
+                Err(err) => match send_failed(err) {
+                    Ok(true) => {}
+                    kept => {
+                        self.close_open();
+                        return kept.map(|_| 0);
+                    }
+                },
             }
         }
+        self.open = None;
         self.emptied();
         Ok(1)
     }

@@ -18,7 +18,7 @@ use super::slots::Slots;
 pub use rx::RxBatch;
 pub(crate) use rx::{RxDatagram, RxFrame};
 pub use tx::TxBatch;
-pub(crate) use tx::{send_buffer, send_failed, send_queued};
+pub(crate) use tx::{send_failed, send_queued, sendto_nowait};
 
 /// `UDP_GRO` (include/uapi/linux/udp.h), not in every libc version.
 pub(crate) const UDP_GRO: libc::c_int = 104;

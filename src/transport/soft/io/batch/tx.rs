@@ -251,10 +251,9 @@ fn libc_result(rc: isize) -> io::Result<usize> {
 }
 
 /// Sends the first buffer of header `m` to its address with sendto, without blocking (any control
-/// message unsent): [`send_one`] of a header with one iovec and no control message, which a caller
-/// that knows it has them calls without the checks.
+/// message unsent): [`send_one`] of a header with one iovec and no control message.
 #[inline(always)]
-pub(crate) fn send_buffer(fd: RawFd, m: &libc::msghdr) -> io::Result<usize> {
+fn send_buffer(fd: RawFd, m: &libc::msghdr) -> io::Result<usize> {
     // SAFETY: the header's iovec was filled by the caller and points into the batch's live arrays.
     let iov = unsafe { &*m.msg_iov };
     // No address (a bound AF_PACKET socket) must be a null one: sendto passes any other on, where
@@ -272,7 +271,7 @@ pub(crate) fn send_buffer(fd: RawFd, m: &libc::msghdr) -> io::Result<usize> {
 /// libc's wrapper (a cancellation point) and its errno write cost more than the call's set-up, on
 /// every send of a ping-pong.
 #[inline(always)]
-fn sendto_nowait(
+pub(crate) fn sendto_nowait(
     fd: RawFd,
     buf: &libc::iovec,
     name: *const libc::sockaddr,
