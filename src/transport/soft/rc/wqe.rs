@@ -267,6 +267,26 @@ impl Wqe {
 pub(super) type SendQueue = Ring<Wqe>;
 
 impl SendQueue {
+    /// An empty send queue for `depth` work requests, its slots written now, so that a posted
+    /// one is built in its slot ([`Ring::push_back_slot`]).
+    pub(super) fn with_depth(depth: usize) -> SendQueue {
+        let idle = Wqe {
+            wr: SendRequest::new(0, SendOp::Send, 0, 0, None),
+            local: Span {
+                buffer: 0,
+                offset: 0,
+                len: 0,
+            },
+            first_psn: Psn::new(0),
+            npkts: 0,
+            received: 0,
+            started: false,
+            recv_seq: 0,
+            req_acked: false,
+        };
+        Ring::filled(depth, idle)
+    }
+
     /// The index of the started work request holding `p`.
     pub(super) fn index_of(&self, p: Psn) -> Option<usize> {
         let (mut lo, mut hi) = (0, self.len());
