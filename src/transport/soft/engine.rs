@@ -131,10 +131,20 @@ impl Engine {
         buf: &mut [u8],
         acks: rc::LoneAck,
     ) -> Option<usize> {
+        // RC or not first: one compare of the niche that holds the variant, where a three-way
+        // match decodes it in full before the first arm.
         match self {
             Engine::Rc(q) => q.poll_transmit_with(now, buf, acks),
+            other => other.poll_transmit_unreliable(now, buf),
+        }
+    }
+
+    /// [`poll_transmit_with`](Self::poll_transmit_with) of UC and UD (RC: `None`).
+    fn poll_transmit_unreliable(&mut self, now: impl rc::Now, buf: &mut [u8]) -> Option<usize> {
+        match self {
             Engine::Uc(q) => q.poll_transmit(now, buf),
             Engine::Ud(q) => q.poll_transmit(now, buf),
+            Engine::Rc(_) => None,
         }
     }
 

@@ -370,6 +370,18 @@ pub(crate) fn emit_data(
     total
 }
 
+/// Writes a packet whose one header is its BTH (a SEND or RDMA WRITE MIDDLE) straight from its
+/// fields: what [`emit_data`] writes for an opcode without RETH or immediate, with no look at the
+/// opcode's headers; returns the packet length.
+#[inline(always)]
+pub(crate) fn emit_bth_only(
+    buf: &mut [u8],
+    bth: (Opcode, u32, Psn, bool),
+    payload: &[u8],
+) -> usize {
+    emit_around(buf, bth, BTH, payload)
+}
+
 /// Writes an ACKNOWLEDGE or an RDMA READ response straight from its fields: the bytes [`emit`]
 /// writes for [`repr`] with `aeth` added where `opcode` prescribes one (a READ response's middle has
 /// none), without the header stack's per-header dispatch (every answer of a latency test comes

@@ -108,7 +108,7 @@ impl Requester {
             (None, None) => LossRecovery::GoBackN,
         };
         Requester {
-            sq: SendQueue::with_capacity(depth),
+            sq: SendQueue::with_depth(depth),
             next_psn: psn,
             cursor: 0,
             cursor_pkt: 0,
@@ -138,7 +138,11 @@ impl Requester {
     /// [`packet::packets_for`] its length); the caller made sure there is room.
     #[inline]
     pub(super) fn push(&mut self, wr: SendRequest, local: Span, npkts: u32) {
-        let wqe = Wqe {
+        // Built in its slot: built on the stack, it cost a copy of all its fields again.
+        let Some(slot) = self.sq.push_back_slot() else {
+            return debug_assert!(false, "post_send checks room first");
+        };
+        *slot = Wqe {
             wr,
             local,
             first_psn: self.next_psn,
@@ -148,9 +152,6 @@ impl Requester {
             recv_seq: self.recv_seq_next,
             req_acked: false,
         };
-        // Pushed first: with no store between, the ring reuses the caller's room check.
-        let pushed = self.sq.push_back(wqe);
-        debug_assert!(pushed.is_ok(), "post_send checks room first");
         if matches!(
             wr.op,
             SendOp::Send | SendOp::SendWithImm(_) | SendOp::WriteWithImm(_)
@@ -485,8 +486,7 @@ impl Requester {
             }
             self.rd_atomic_inflight += 1;
         }
-        let psn = self.req_psn;
-        let k = self.cursor_pkt;
+        let (psn, k) = (self.req_psn, self.cursor_pkt);
         let sent = wqe.emit(k, psn, None, ask, sr, buf, ctx);
         self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
         wqe.started = true;

@@ -29,6 +29,17 @@ impl<T: Copy> Ring<T> {
         }
     }
 
+    /// An empty ring with room for `capacity` items, every slot written with `fill` now: a push
+    /// then always finds its slot written, and [`push_back_slot`](Self::push_back_slot) hands it out.
+    pub(crate) fn filled(capacity: usize, fill: T) -> Ring<T> {
+        Ring {
+            items: vec![fill; capacity],
+            head: 0,
+            len: 0,
+            capacity,
+        }
+    }
+
     /// Maximum number of items.
     pub(crate) fn capacity(&self) -> usize {
         self.capacity
@@ -80,6 +91,20 @@ impl<T: Copy> Ring<T> {
         }
         self.len += 1;
         Ok(())
+    }
+
+    /// Appends an item the caller writes into the slot returned (it holds a stale item), or
+    /// `None` when the ring is full or the slot was never written (a ring not [`filled`](Self::filled)):
+    /// a large item is then built in place, not on the stack and copied.
+    #[inline(always)]
+    pub(crate) fn push_back_slot(&mut self) -> Option<&mut T> {
+        if self.is_full() {
+            return None;
+        }
+        let at = self.slot(self.len);
+        let slot = self.items.get_mut(at)?;
+        self.len += 1;
+        Some(slot)
     }
 
     /// Removes the oldest item.
@@ -225,5 +250,17 @@ mod tests {
             while r.pop_front().is_some() {}
         }
         assert_eq!(r.items.capacity(), cap_before);
+    }
+
+    #[test]
+    fn hands_out_slots_in_order_only_when_filled() {
+        let mut r = Ring::filled(2, 0);
+        *r.push_back_slot().unwrap() = 1;
+        *r.push_back_slot().unwrap() = 2;
+        assert!(r.push_back_slot().is_none());
+        assert_eq!(r.pop_front(), Some(1));
+        *r.push_back_slot().unwrap() = 3;
+        assert_eq!(r.iter().copied().collect::<Vec<_>>(), vec![2, 3]);
+        assert!(Ring::<u8>::with_capacity(1).push_back_slot().is_none());
     }
 }
