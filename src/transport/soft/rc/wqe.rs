@@ -394,55 +394,91 @@ mod tests {
     use crate::transport::{Access, Completion, SendRequest};
     use crate::wire::IbRepr;
 
-    /// A one-packet SEND or WRITE (the shortcut of `emit_only`) is byte for byte what the header
-    /// stack writes for its fields: every such opcode, lengths 0 to 5 (pad 0 to 3) and around the
-    /// path MTU, AckReq forced, from the signal or not.
+    /// The peer's buffer both shortcut tests write to.
+    const REMOTE: RemoteAddr = RemoteAddr {
+        addr: 0x1122_3344_5566_7788,
+        rkey: 0x99aa_bbcc,
+    };
+
+    /// The operations with a shortcut: SEND and WRITE, with and without immediate.
+    const OPS: [SendOp; 4] = [
+        SendOp::Send,
+        SendOp::SendWithImm(0xdead_beef),
+        SendOp::Write,
+        SendOp::WriteWithImm(0x0102_0304),
+    ];
+
+    /// A registered 4 KiB buffer and what a queue pair at one path MTU emits its packets with.
+    struct Rig {
+        mem: MemoryTable,
+        lkey: u32,
+        cfg: QpConfig,
+        cq: Ring<Completion>,
+        counters: super::super::counters::Counters,
+    }
+
+    impl Rig {
+        /// The buffer filled by `pattern`, at path MTU `pmtu`.
+        fn new(pmtu: u32, pattern: fn(usize) -> u8) -> Rig {
+            let mut mem = MemoryTable::new(7);
+            let keys = mem.add_registered(4096, Access::LOCAL_WRITE);
+            let id = mem.region(keys.lkey).unwrap().buffer;
+            for (i, b) in mem.buffer_mut(id).iter_mut().enumerate() {
+                *b = pattern(i);
+            }
+            let mut cfg = QpConfig::new(0x11, 0x12_3456, 0, 0, keys.lkey);
+            cfg.pmtu = pmtu;
+            Rig {
+                mem,
+                lkey: keys.lkey,
+                cfg,
+                cq: Ring::with_capacity(1),
+                counters: Default::default(),
+            }
+        }
+
+        /// The WQE of `op` (`len` bytes from `offset` to [`REMOTE`], signaled or not), its first
+        /// PSN just short of the wrap, and the context its packets are emitted in.
+        fn post(
+            &mut self,
+            op: SendOp,
+            offset: u64,
+            len: u32,
+            signaled: bool,
+            started: bool,
+        ) -> (Wqe, Ctx<'_>) {
+            let mut wr = SendRequest::new(9, op, offset, len, Some(REMOTE));
+            wr.signaled = signaled;
+            let local = self.mem.send_buffer(self.lkey, &wr, Access(0)).unwrap();
+            let w = Wqe {
+                wr,
+                local,
+                first_psn: Psn::new(0x00ff_fffe),
+                npkts: packet::packets_for(len.into(), self.cfg.pmtu),
+                received: 0,
+                started,
+                recv_seq: 0,
+                req_acked: false,
+            };
+            let ctx = Ctx {
+                cfg: &self.cfg,
+                mem: &mut self.mem,
+                cq: &mut self.cq,
+                counters: &mut self.counters,
+            };
+            (w, ctx)
+        }
+    }
+
     #[test]
     fn one_packet_requests_match_the_header_stack() {
         let pmtu = 256u32;
-        let mut mem = MemoryTable::new(7);
-        let keys = mem.add_registered(4096, Access::LOCAL_WRITE);
-        let id = mem.region(keys.lkey).unwrap().buffer;
-        for (i, b) in mem.buffer_mut(id).iter_mut().enumerate() {
-            *b = (i * 13 + 1) as u8;
-        }
-        let mut cfg = QpConfig::new(0x11, 0x12_3456, 0, 0, keys.lkey);
-        cfg.pmtu = pmtu;
-        let mut cq = Ring::<Completion>::with_capacity(1);
-        let mut counters = super::super::counters::Counters::default();
-        let remote = RemoteAddr {
-            addr: 0x1122_3344_5566_7788,
-            rkey: 0x99aa_bbcc,
-        };
-        let ops = [
-            SendOp::Send,
-            SendOp::SendWithImm(0xdead_beef),
-            SendOp::Write,
-            SendOp::WriteWithImm(0x0102_0304),
-        ];
+        let mut rig = Rig::new(pmtu, |i| (i * 13 + 1) as u8);
         let mut checked = 0;
-        for op in ops {
+        for op in OPS {
             for len in [0u32, 1, 2, 3, 4, 5, pmtu - 1, pmtu, pmtu + 1] {
                 for (signaled, force_ack) in [(false, false), (true, false), (false, true)] {
-                    let mut wr = SendRequest::new(9, op, 3, len, Some(remote));
-                    wr.signaled = signaled;
-                    let local = mem.send_buffer(keys.lkey, &wr, Access(0)).unwrap();
-                    let ctx = Ctx {
-                        cfg: &cfg,
-                        mem: &mut mem,
-                        cq: &mut cq,
-                        counters: &mut counters,
-                    };
-                    let w = Wqe {
-                        wr,
-                        local,
-                        first_psn: Psn::new(0x00ff_fffe),
-                        npkts: packet::packets_for(len.into(), pmtu),
-                        received: 0,
-                        started: false,
-                        recv_seq: 0,
-                        req_acked: false,
-                    };
+                    let (w, ctx) = rig.post(op, 3, len, signaled, false);
                     let psn = w.first_psn;
                     let mut got = [0x5au8; 512];
                     let e = w.emit(0, psn, None, force_ack, false, &mut got, &ctx);
@@ -462,13 +498,13 @@ mod tests {
                     let ack_req = force_ack || (seg.ends() && signaled);
                     let mut r: IbRepr = packet::repr(opcode, 0x12_3456, psn, ack_req, n);
                     r.reth = write.then_some(RethRepr {
-                        va: remote.addr,
-                        rkey: remote.rkey,
+                        va: REMOTE.addr,
+                        rkey: REMOTE.rkey,
                         dma_len: len,
                     });
                     r.imm = imm.filter(|_| seg.ends());
                     let mut want = [0xa5u8; 512];
-                    let data = &ctx.mem.span(local)[..n];
+                    let data = &ctx.mem.span(w.local)[..n];
                     let m = packet::emit(&mut want, &r, data);
                     assert_eq!(got[..e.len], want[..m], "{op:?}, {len} bytes");
                     assert_eq!((e.consumed, e.payload, e.asked), (1, n, ack_req));
@@ -485,49 +521,11 @@ mod tests {
     #[test]
     fn middle_packets_match_the_header_stack() {
         let pmtu = 256u32;
-        let mut mem = MemoryTable::new(7);
-        let keys = mem.add_registered(4096, Access::LOCAL_WRITE);
-        let id = mem.region(keys.lkey).unwrap().buffer;
-        for (i, b) in mem.buffer_mut(id).iter_mut().enumerate() {
-            *b = (i * 7 + 3) as u8;
-        }
-        let mut cfg = QpConfig::new(0x11, 0x12_3456, 0, 0, keys.lkey);
-        cfg.pmtu = pmtu;
-        let mut cq = Ring::<Completion>::with_capacity(1);
-        let mut counters = super::super::counters::Counters::default();
-        let remote = RemoteAddr {
-            addr: 0x1122_3344_5566_7788,
-            rkey: 0x99aa_bbcc,
-        };
-        let ops = [
-            SendOp::Send,
-            SendOp::SendWithImm(0xdead_beef),
-            SendOp::Write,
-            SendOp::WriteWithImm(0x0102_0304),
-        ];
+        let mut rig = Rig::new(pmtu, |i| (i * 7 + 3) as u8);
         let mut checked = 0;
-        for op in ops {
+        for op in OPS {
             for (signaled, force_ack) in [(false, false), (true, false), (false, true)] {
-                let len = 4 * pmtu - 3;
-                let mut wr = SendRequest::new(9, op, 5, len, Some(remote));
-                wr.signaled = signaled;
-                let local = mem.send_buffer(keys.lkey, &wr, Access(0)).unwrap();
-                let ctx = Ctx {
-                    cfg: &cfg,
-                    mem: &mut mem,
-                    cq: &mut cq,
-                    counters: &mut counters,
-                };
-                let w = Wqe {
-                    wr,
-                    local,
-                    first_psn: Psn::new(0x00ff_fffe),
-                    npkts: packet::packets_for(len.into(), pmtu),
-                    received: 0,
-                    started: true,
-                    recv_seq: 0,
-                    req_acked: false,
-                };
+                let (w, ctx) = rig.post(op, 5, 4 * pmtu - 3, signaled, true);
                 for k in 1..w.npkts - 1 {
                     let psn = w.first_psn.add(k);
                     let (mut got, mut want) = ([0x5au8; 512], [0xa5u8; 512]);
@@ -540,7 +538,7 @@ mod tests {
                     let n = pmtu as usize;
                     let r = packet::repr(opcode, 0x12_3456, psn, force_ack, n);
                     let start = k as usize * n;
-                    let data = &ctx.mem.span(local)[start..start + n];
+                    let data = &ctx.mem.span(w.local)[start..start + n];
                     let m = packet::emit(&mut want, &r, data);
                     assert_eq!(got[..e.len], want[..m], "{op:?}, packet {k}");
                     assert_eq!((e.consumed, e.payload, e.asked), (1, n, force_ack));
