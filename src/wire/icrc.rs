@@ -233,14 +233,11 @@ impl Icrc {
     /// [`finish_ib`](Self::finish_ib) where the CPU cannot fold the masked byte in place.
     #[cold]
     #[inline(never)]
-    fn finish_ib_masked(self, ib: &[u8]) -> u32 {
+    fn finish_ib_masked(mut self, ib: &[u8]) -> u32 {
         // The mask touches only the BTH head: the head masked, then everything after it in one
         // run, hashes in whole 8-byte steps where the BTH and the rest apart left two short tails.
-        let mut head = [0u8; BTH_HEAD_LEN];
-        head.copy_from_slice(&ib[..BTH_HEAD_LEN]);
-        mask_bth(&mut head);
-        let crc = crc32::update8(self.crc, &head);
-        crc32::update(crc, &ib[BTH_HEAD_LEN..])
+        self.update_bth_head(ib);
+        self.finish_after_bth_head(ib)
     }
 
     /// The ICRC value; write it with `to_le_bytes()`.

@@ -528,6 +528,18 @@ impl SoftEndpoint {
         per_qp.clamp(16, u32::MAX as usize) as u32
     }
 
+    /// Queue pair `qp` when it is a connected RC one: the postings' straight path.
+    #[inline(always)]
+    fn rc_qp(&mut self, qp: usize) -> Option<&mut rc::Qp> {
+        match self.slots.get_mut(qp) {
+            Some(QpSlot {
+                qp: Some(Engine::Rc(q)),
+                ..
+            }) => Some(q),
+            _ => None,
+        }
+    }
+
     /// [`Endpoint::post_send`] to a UC or UD queue pair, or one not connected (or none): out of
     /// line, so that an RC posting pays for none of their inlined paths' frame.
     #[inline(never)]
@@ -664,26 +676,18 @@ impl Endpoint for SoftEndpoint {
     fn post_send(&mut self, qp: usize, wr: &SendRequest) -> Result<()> {
         // An RC queue pair's posting (every RC test's) goes straight on, a tail call without a
         // frame; the other engines' postings, inlined, and the errors needed one for every call.
-        if let Some(QpSlot {
-            qp: Some(Engine::Rc(q)),
-            ..
-        }) = self.slots.get_mut(qp)
-        {
-            return q.post_send(wr);
+        match self.rc_qp(qp) {
+            Some(q) => q.post_send(wr),
+            None => self.post_send_other(qp, wr),
         }
-        self.post_send_other(qp, wr)
     }
 
     fn post_recv(&mut self, qp: usize, wr: &RecvRequest) -> Result<()> {
         // As `post_send`: an RC queue pair's receive goes straight on.
-        if let Some(QpSlot {
-            qp: Some(Engine::Rc(q)),
-            ..
-        }) = self.slots.get_mut(qp)
-        {
-            return q.post_recv(wr);
+        match self.rc_qp(qp) {
+            Some(q) => q.post_recv(wr),
+            None => self.post_recv_other(qp, wr),
         }
-        self.post_recv_other(qp, wr)
     }
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize> {

@@ -153,15 +153,12 @@ impl GsoTxBatch {
             let (src_ptr, dst_ptr) = (self.mem.slot_ptr(last), self.mem.slot_ptr(e));
             // SAFETY: two distinct slots of our pool; `at + len` stays within slot `last`.
             unsafe { std::ptr::copy_nonoverlapping(src_ptr.add(at), dst_ptr, len) };
-            self.close_open();
             self.open_entry(e, dst, len);
             return Some(0);
         }
         let e = self.queued;
         let len = fill(self.mem.part_mut(e, 0, max))?;
         assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
-        // An entry still open (to another peer, or full) takes no more.
-        self.close_open();
         self.open_entry(e, dst, len);
         Some(0)
     }
@@ -172,11 +169,13 @@ impl GsoTxBatch {
         &mut self.mem.slot_mut(e)[at..at + len]
     }
 
-    /// Opens entry `e` with its first packet (`len` bytes, to `dst`): only `open` holds what it
-    /// is until [`close_open`](Self::close_open) writes its header, iovec and segments; a lone
-    /// packet (a ping-pong's turn) is sent from `open` alone.
+    /// Opens entry `e` with its first packet (`len` bytes, to `dst`), closing the one open (to
+    /// another peer, full, or left for a longer packet: it takes no more). Only `open` holds
+    /// what the new entry is until [`close_open`](Self::close_open) writes its header, iovec and
+    /// segments; a lone packet (a ping-pong's turn) is sent from `open` alone.
     #[inline(never)]
     fn open_entry(&mut self, e: usize, dst: SocketAddr, len: usize) {
+        self.close_open();
         self.queued += 1;
         self.open = Some(Open {
             e,

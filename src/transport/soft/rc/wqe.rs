@@ -123,8 +123,8 @@ impl Wqe {
         let start = k as usize * pmtu as usize;
         let src = &ctx.mem.span(self.local)[start..start + n];
         let opcode = match self.wr.op {
-            SendOp::Write | SendOp::WriteWithImm(_) => Opcode::RC_RDMA_WRITE_MIDDLE,
-            _ => Opcode::RC_SEND_MIDDLE,
+            SendOp::Write | SendOp::WriteWithImm(_) => packet::write_opcode(Seg::Middle, false),
+            _ => packet::send_opcode(Seg::Middle, false),
         };
         let bth = (opcode, ctx.cfg.remote_qpn, psn, force_ack);
         Emitted {
