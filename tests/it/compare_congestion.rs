@@ -46,6 +46,8 @@ fn a_short_study_shows_each_discipline_behave_and_the_gate_reads_it() {
         return;
     }
     let _one = common::one_at_a_time(&ONE);
+    let softirq_before = softirq_policies();
+    assert!(!softirq_before.is_empty(), "no ksoftirqd thread in /proc");
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("res");
     let out = compare(&[
@@ -81,6 +83,15 @@ fn a_short_study_shows_each_discipline_behave_and_the_gate_reads_it() {
         .map(|r| r["discipline"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["lossy-gbn", "ecn-dcqcn", "pfc"]);
+    // The kernel's softirq threads ran under SCHED_FIFO 1 for the study and went back afterwards.
+    let notes = doc["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.contains("ksoftirqd/0") && n.contains("SCHED_FIFO 1"))),
+        "{notes:?}"
+    );
+    assert_eq!(softirq_policies(), softirq_before);
     let run = |d: &str| runs.iter().find(|r| r["discipline"] == d).unwrap();
     for r in runs {
         let d = r["discipline"].as_str().unwrap();
@@ -150,6 +161,23 @@ fn a_short_study_shows_each_discipline_behave_and_the_gate_reads_it() {
     assert_contains(&std::fs::read_to_string(&junit).unwrap(), "switch drops");
 }
 
+/// Each softirq thread's pid and scheduling policy (`sched_getscheduler`), in pid order.
+fn softirq_policies() -> Vec<(i32, i32)> {
+    let mut v: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            // SAFETY: a plain system call on a pid.
+            let policy = unsafe { libc::sched_getscheduler(pid) };
+            comm.starts_with("ksoftirqd/").then_some((pid, policy))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 #[test]
 fn congestion_usage_errors_exit_2_and_say_what_to_do() {
     for (args, says) in [
@@ -163,6 +191,10 @@ fn congestion_usage_errors_exit_2_and_say_what_to_do() {
             "\"ecn\" is not a discipline; use lossy-gbn, lossy-sr, ecn-dcqcn, pfc, pfc-dcqcn, tcp-cubic",
         ),
         (&["--flows", "2"][..], "--congestion"),
+        (
+            &["--congestion", "--softirq-fifo", "5"][..],
+            "--softirq-fifo",
+        ),
         (
             &["--congestion", "--xoff", "100K", "--xon", "200K"][..],
             "--xon 204800 must be below --xoff 102400",

@@ -15,6 +15,10 @@ pub(crate) const VICTIM_DELAY_MS: u64 = 500;
 /// The victim's SCHED_FIFO priority: under the switch's (10, `roce_switch --fifo`), which must
 /// forward the victim's packets, above every normal process.
 pub(crate) const VICTIM_FIFO: u8 = 5;
+/// The softirq threads' SCHED_FIFO priority during a study (`--softirq-fifo`): above every normal
+/// process, so that frames never wait for a busy-polling endpoint's time slice to end, and below the
+/// victim's and the switch's.
+pub(crate) const SOFTIRQ_FIFO: u8 = 1;
 
 /// `roce_compare --congestion`'s flags (flattened into roce_compare's command line).
 #[derive(Debug, Clone, PartialEq, clap::Args)]
@@ -85,6 +89,14 @@ pub(crate) struct CongestionArgs {
     /// late [default: 0, a wake-up per departure and per frame] (docs/congestion.md)
     #[arg(long, value_name = "N", requires = "congestion")]
     pub(crate) switch_batch_us: Option<u64>,
+    /// Run the kernel's softirq threads (ksoftirqd/N, which carry the frames between the
+    /// namespaces) under SCHED_FIFO at this priority for the study, and put them back afterwards;
+    /// below the victim's and the switch's. Under the normal scheduler the busy-polling endpoints
+    /// held frames 1-1.5 ms in a core's backlog, past PFC's headroom [0: leave them alone]
+    /// (docs/congestion.md)
+    #[arg(long, value_name = "N", default_value_t = SOFTIRQ_FIFO, requires = "congestion",
+          value_parser = clap::value_parser!(u8).range(0..i64::from(VICTIM_FIFO)))]
+    pub(crate) softirq_fifo: u8,
     /// The victim's message size, bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 64, requires = "congestion",
           value_parser = crate::params::parse_size)]
@@ -187,6 +199,8 @@ pub(crate) struct Study {
     pub(crate) switch_cpu: Option<usize>,
     /// `--switch-batch-us`; None: the switch's default.
     pub(crate) switch_batch_us: Option<u64>,
+    /// `--softirq-fifo`: the softirq threads' SCHED_FIFO priority during the study; 0: untouched.
+    pub(crate) softirq_fifo: u8,
     /// `--qp-series`, ms.
     pub(crate) series_ms: u64,
     /// Convergence window, ms.
@@ -280,6 +294,7 @@ impl Study {
             victim_cores: args.victim_cpu,
             switch_cpu: args.switch_cpu,
             switch_batch_us: args.switch_batch_us,
+            softirq_fifo: args.softirq_fifo,
             series_ms: args.series_ms,
             converge_window_ms: args.converge_window_ms,
             cc,
@@ -437,6 +452,22 @@ pub(crate) mod tests {
         assert!(
             args(&["--switch-batch-us", "50"]).is_err(),
             "only with --congestion"
+        );
+    }
+
+    #[test]
+    fn softirq_fifo_defaults_to_1_and_stays_below_the_victim() {
+        let s = |a: &[&str]| Study::new(&args(a).unwrap(), None, None).unwrap();
+        assert_eq!(s(&["--congestion"]).softirq_fifo, SOFTIRQ_FIFO);
+        assert_eq!(s(&["--congestion", "--softirq-fifo", "0"]).softirq_fifo, 0);
+        assert_eq!(s(&["--congestion", "--softirq-fifo", "4"]).softirq_fifo, 4);
+        let e = args(&["--congestion", "--softirq-fifo", "5"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--softirq-fifo") && e.contains("0..5"), "{e}");
+        assert!(
+            args(&["--softirq-fifo", "1"]).is_err(),
+            "needs --congestion"
         );
     }
 

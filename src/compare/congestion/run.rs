@@ -7,6 +7,7 @@
 
 use super::build::{Left, SwitchCounts, discipline_run};
 use super::plan::{CONVERGE_BAND, PRIO, Study, VICTIM_DELAY_MS, VICTIM_FIFO, VictimCores};
+use super::softirq::SoftirqFifo;
 use super::topology::{HOST_DEV, Host, SwitchSpec, Topology, TopologySpec};
 use super::wake_cost::{self, WakeCost};
 use crate::compare::leg::{LegSpec, TestSpec, side_args};
@@ -471,6 +472,22 @@ pub(crate) fn run(
     let prefix = format!("rcg{}", std::process::id() % 100_000);
     let topo = Topology::up(&prefix, &TopologySpec::default()).map_err(|e| e.to_string())?;
     let mut notes = Vec::new();
+    // Held to the end of the study: dropping it puts the softirq threads back.
+    let _softirq = match study.softirq_fifo {
+        0 => None,
+        p => match SoftirqFifo::raise(p) {
+            Ok(g) => {
+                notes.push(g.note());
+                Some(g)
+            }
+            Err(e) => {
+                notes.push(format!(
+                    "the kernel's softirq threads ran under the normal scheduler: {e}; frames may                      wait in a core's backlog behind the busy-polling endpoints"
+                ));
+                None
+            }
+        },
+    };
     let sched = VictimSched::probe();
     let (placement, shared) = placement(env, study, &sched);
     notes.extend(shared);
