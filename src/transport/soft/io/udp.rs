@@ -584,6 +584,13 @@ impl UdpDevice {
         if n == 1 {
             return self.hand_on(0, each);
         }
+        self.hand_on_many(n, each)
+    }
+
+    /// [`hand_on_all`](Self::hand_on_all) for `n` datagrams. Out of line: the loop's registers,
+    /// held across its calls, made the lone datagram's path save and restore them too.
+    #[inline(never)]
+    fn hand_on_many(&self, n: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
         let mut packets = 0;
         for i in 0..n {
             packets += self.hand_on(i, each);
@@ -595,26 +602,44 @@ impl UdpDevice {
     /// split into its packets); how many packets it held.
     #[inline(always)]
     fn hand_on(&self, i: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
-        // What the receive checks read of a datagram besides its bytes.
-        let meta = |d: &RxDatagram<'_>| RxMeta::Datagram {
-            src: d.src,
-            dst: d.dst,
-            truncated: d.truncated,
-            tclass: d.tclass,
-        };
+        // A ping-pong's datagram (no control message but its TOS): one packet, handed on with no
+        // call before `each` (the walk of control messages is one), so nothing is held across a
+        // call and `hand_on_all` saves no registers for it.
+        if let Some(d) = self.rx.plain_datagram(i) {
+            each(datagram_meta(&d), d.data);
+            return 1;
+        }
+        self.hand_on_walked(i, each)
+    }
+
+    /// [`hand_on`](Self::hand_on) of a datagram whose control messages are walked (a destination
+    /// address, a GRO size).
+    #[inline(never)]
+    fn hand_on_walked(&self, i: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
         let d = self.rx.datagram(i);
         // One packet (no GRO, or a merged datagram of one segment): handed on as it is, without
         // the splitting iterator, which costs a ping-pong's every packet.
         if d.gro_segment.is_none_or(|s| s == 0 || usize::from(s) >= d.data.len()) {
-            each(meta(&d), d.data);
+            each(datagram_meta(&d), d.data);
             return 1;
         }
         let mut packets = 0;
         for one in gro_packets(d) {
             packets += 1;
-            each(meta(&one), one.data);
+            each(datagram_meta(&one), one.data);
         }
         packets
+    }
+}
+
+/// What the receive checks read of a datagram besides its bytes.
+#[inline(always)]
+fn datagram_meta(d: &RxDatagram<'_>) -> RxMeta {
+    RxMeta::Datagram {
+        src: d.src,
+        dst: d.dst,
+        truncated: d.truncated,
+        tclass: d.tclass,
     }
 }
 

@@ -323,6 +323,29 @@ impl RxBatch {
         }
     }
 
+    /// Datagram `i` of the last receive on a UDP socket when its control messages hold no more
+    /// than its TOS (none, or a ping-pong's lone TOS): no destination address to read, no GRO size
+    /// to split by. `None`: they must be walked ([`datagram`](Self::datagram)). Read without a call,
+    /// so that its caller holds nothing across one.
+    #[inline(always)]
+    pub fn plain_datagram(&self, i: usize) -> Option<RxDatagram<'_>> {
+        let msg = &self.hdrs[i].msg_hdr;
+        let tclass = match lone_tos(msg) {
+            Some(tos) => tos,
+            None if msg.msg_controllen == 0 => 0,
+            None => return None,
+        };
+        let (data, truncated) = self.data(i);
+        Some(RxDatagram {
+            data,
+            src: sockaddr::decode(&self.names[i]),
+            dst: None,
+            truncated,
+            gro_segment: None,
+            tclass,
+        })
+    }
+
     /// Frame `i` of the last receive on an AF_PACKET socket, writable (a super-frame is split in
     /// place), with its packet type, interface and whether it was cut.
     pub(crate) fn frame_mut(&mut self, i: usize) -> (&mut [u8], u8, i32, bool) {
