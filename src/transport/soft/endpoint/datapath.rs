@@ -123,9 +123,14 @@ impl SoftEndpoint {
         } else {
             self.receive(&mut clock)?
         };
-        self.idle_polls += 1;
         let mut fired = false;
-        if clock.was_read() || self.idle_polls >= TIMER_CHECK_EVERY {
+        // A poll that read the clock checks the timers (the time is there) without counting itself
+        // idle first: the count restarts either way.
+        let due = clock.was_read() || {
+            self.idle_polls += 1;
+            self.idle_polls >= TIMER_CHECK_EVERY
+        };
+        if due {
             self.idle_polls = 0;
             let now = clock.now();
             for q in self.slots.iter_mut().filter_map(|s| s.qp.as_mut()) {

@@ -582,7 +582,14 @@ impl UdpDevice {
         // A ping-pong's receive finds one datagram: handed on without the loop, whose set-up (the
         // batch's arrays held across the calls) costs more than that datagram's reads.
         if n == 1 {
-            return self.hand_on(0, each);
+            // A ping-pong's datagram (no control message but its TOS): one packet, handed on
+            // with no call before `each` (the walk of control messages is one), so that nothing
+            // is held across a call and this path saves few registers.
+            if let Some(d) = self.rx.plain_datagram(0) {
+                each(datagram_meta(&d), d.data);
+                return 1;
+            }
+            return self.hand_on_walked(0, each);
         }
         self.hand_on_many(n, each)
     }
@@ -598,27 +605,20 @@ impl UdpDevice {
         packets
     }
 
+    /// [`hand_on`](Self::hand_on) of a lone datagram whose control messages must be walked (a
+    /// destination address, a GRO size).
+    #[inline(never)]
+    fn hand_on_walked(&self, i: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
+        self.hand_on(i, each)
+    }
+
     /// Hands datagram `i` of the last receive to `each`, one RoCE packet a call (a GRO datagram
     /// split into its packets); how many packets it held.
     #[inline(always)]
     fn hand_on(&self, i: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
-        // A ping-pong's datagram (no control message but its TOS): one packet, handed on with no
-        // call before `each` (the walk of control messages is one), so nothing is held across a
-        // call and `hand_on_all` saves no registers for it.
-        if let Some(d) = self.rx.plain_datagram(i) {
-            each(datagram_meta(&d), d.data);
-            return 1;
-        }
-        self.hand_on_walked(i, each)
-    }
-
-    /// [`hand_on`](Self::hand_on) of a datagram whose control messages are walked (a destination
-    /// address, a GRO size).
-    #[inline(never)]
-    fn hand_on_walked(&self, i: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
         let d = self.rx.datagram(i);
         // One packet (no GRO, or a merged datagram of one segment): handed on as it is, without
-        // the splitting iterator, which costs a ping-pong's every packet.
+        // the splitting iterator, which costs a stream's every packet without GRO.
         if d.gro_segment.is_none_or(|s| s == 0 || usize::from(s) >= d.data.len()) {
             each(datagram_meta(&d), d.data);
             return 1;
