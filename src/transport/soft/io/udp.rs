@@ -586,7 +586,20 @@ impl UdpDevice {
             // with no call before `each` (the walk of control messages is one), so that nothing
             // is held across a call and this path saves few registers.
             if let Some(d) = self.rx.plain_datagram(0) {
-                each(datagram_meta(&d), d.data);
+                // An IPv4 sender's meta is built at a call of its own: then it stores no IPv6
+                // address's bytes (the checks read only the family's fields).
+                match d.src {
+                    Some(SocketAddr::V4(a)) => each(
+                        RxMeta::Datagram {
+                            src: Some(SocketAddr::V4(a)),
+                            dst: d.dst,
+                            truncated: d.truncated,
+                            tclass: d.tclass,
+                        },
+                        d.data,
+                    ),
+                    _ => each(datagram_meta(&d), d.data),
+                }
                 return 1;
             }
             return self.hand_on_walked(0, each);
