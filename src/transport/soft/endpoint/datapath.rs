@@ -84,6 +84,9 @@ pub(super) struct RxState {
     pub(super) ipv4_ids: Ipv4IdCache,
     /// ICRCs started over the headers of received packets (the UDP receive checks).
     pub(super) icrcs: RxIcrcs,
+    /// The CM on QP1 (`-R`), once asked for; here, so that the receive's closure reaches it
+    /// through `RxState` rather than by a capture of its own.
+    pub(super) cm: Option<Box<super::cm::CmSide>>,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds, straight from the vDSO: `Instant::elapsed` costs several times
@@ -141,7 +144,7 @@ impl SoftEndpoint {
             }
         }
         // -R: the CM agent's timers, events and MADs (no clock read without one).
-        let cm = self.cm.is_some();
+        let cm = self.rx.cm.is_some();
         if cm {
             let now = clock.now();
             self.cm_turn(now)?;
@@ -194,11 +197,10 @@ impl SoftEndpoint {
         } else {
             rc::Instant::ZERO
         };
-        let (rx, slots, c, cm, pfc) = (
+        let (rx, slots, c, pfc) = (
             &mut self.rx,
             &mut self.slots,
             &mut self.counters,
-            &mut self.cm,
             &mut self.pfc,
         );
         let n = self
@@ -241,7 +243,7 @@ impl SoftEndpoint {
                                 return;
                             };
                             let packet = (ib, from, is_ce(*tclass));
-                            match cm.as_deref_mut() {
+                            match rx.cm.as_deref_mut() {
                                 // -R: QP1 carries the CM's MADs.
                                 Some(side) if super::cm::is_gsi(ib) => {
                                     side.receive(clock.now(), ib, from, c)
@@ -288,7 +290,7 @@ impl SoftEndpoint {
                             };
                             let (ib, from, _) = packet;
                             let grh = || RxNet::Frame(data).grh();
-                            match cm.as_deref_mut() {
+                            match rx.cm.as_deref_mut() {
                                 Some(side) if super::cm::is_gsi(ib) => {
                                     side.receive(clock.now(), ib, from, c)
                                 }
