@@ -213,8 +213,13 @@ impl RxBatch {
                 self.filled = 0;
                 self.streak = 0;
                 self.single = true;
-                // An idle receive is the common case and needs no io::Error.
-                if errno == libc::EAGAIN || errno == libc::EINTR {
+                // An idle receive is the common case and needs no io::Error; its EAGAIN is
+                // asked first (the compiler had ordered the two compares by value).
+                if errno == libc::EAGAIN {
+                    return Ok(0);
+                }
+                std::hint::cold_path();
+                if errno == libc::EINTR {
                     return Ok(0);
                 }
                 return Err(io::Error::from_raw_os_error(errno));
