@@ -586,20 +586,7 @@ impl UdpDevice {
             // with no call before `each` (the walk of control messages is one), so that nothing
             // is held across a call and this path saves few registers.
             if let Some(d) = self.rx.plain_datagram(0) {
-                // An IPv4 sender's meta is built at a call of its own: then it stores no IPv6
-                // address's bytes (the checks read only the family's fields).
-                match d.src {
-                    Some(SocketAddr::V4(a)) => each(
-                        RxMeta::Datagram {
-                            src: Some(SocketAddr::V4(a)),
-                            dst: d.dst,
-                            truncated: d.truncated,
-                            tclass: d.tclass,
-                        },
-                        d.data,
-                    ),
-                    _ => each(datagram_meta(&d), d.data),
-                }
+                hand_on_one(&d, each);
                 return 1;
             }
             return self.hand_on_walked(0, each);
@@ -633,15 +620,33 @@ impl UdpDevice {
         // One packet (no GRO, or a merged datagram of one segment): handed on as it is, without
         // the splitting iterator, which costs a stream's every packet without GRO.
         if d.gro_segment.is_none_or(|s| s == 0 || usize::from(s) >= d.data.len()) {
-            each(datagram_meta(&d), d.data);
+            hand_on_one(&d, each);
             return 1;
         }
         let mut packets = 0;
         for one in gro_packets(d) {
             packets += 1;
-            each(datagram_meta(&one), one.data);
+            hand_on_one(&one, each);
         }
         packets
+    }
+}
+
+/// Hands one packet `d` to `each`. An IPv4 sender's meta is built at a call of its own: then it
+/// stores no IPv6 address's bytes (the checks read only the family's fields).
+#[inline(always)]
+fn hand_on_one(d: &RxDatagram<'_>, each: &mut impl FnMut(RxMeta, &[u8])) {
+    match d.src {
+        Some(SocketAddr::V4(a)) => each(
+            RxMeta::Datagram {
+                src: Some(SocketAddr::V4(a)),
+                dst: d.dst,
+                truncated: d.truncated,
+                tclass: d.tclass,
+            },
+            d.data,
+        ),
+        _ => each(datagram_meta(d), d.data),
     }
 }
 
