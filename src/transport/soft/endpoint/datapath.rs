@@ -409,6 +409,13 @@ impl SoftEndpoint {
                 continue;
             };
             let to = path.addr();
+            let mut src = egress::QpTx {
+                qp,
+                path,
+                cache,
+                now: || clock.now(),
+                acks,
+            };
             loop {
                 if self.nic.tx_full() {
                     self.nic.flush(dev_now).map_err(io_error)?;
@@ -417,9 +424,7 @@ impl SoftEndpoint {
                         break;
                     }
                 }
-                if !self.nic.tx_push(dev_now, to, |buf| {
-                    egress::fill(qp, path, cache, || clock.now(), acks, buf)
-                }) {
+                if !self.nic.tx_push(dev_now, to, |buf| src.fill(buf)) {
                     break;
                 }
                 self.counters.tx_packets += 1;
@@ -432,12 +437,12 @@ impl SoftEndpoint {
                 }
                 // The engine knows when it is done: asking it once more through the batch (entry
                 // checks, framing) to hear "nothing" costs a push.
-                if !qp.has_transmit_work(acks) {
+                if !src.qp.has_transmit_work(acks) {
                     break;
                 }
             }
             if let Some(had) = had {
-                let sent = qp.unacked_psns();
+                let sent = src.qp.unacked_psns();
                 self.in_flight = self.in_flight - had + sent;
                 slot.unacked = sent;
             }
