@@ -23,6 +23,32 @@ pub(crate) fn fill(
     frame(path, cache, buf, |ib| qp.poll_transmit_with(now, ib, acks))
 }
 
+/// What [`fill`] takes besides the buffer, for one queue pair's transmission: gathered once, so
+/// that each packet's fill closure (built per packet, and moved into the device's) carries one
+/// reference rather than five.
+pub(crate) struct QpTx<'a, N> {
+    pub qp: &'a mut Engine,
+    pub path: &'a Path,
+    pub cache: &'a mut TxCache,
+    pub now: N,
+    pub acks: LoneAck,
+}
+
+impl<N: FnMut() -> rc::Instant> QpTx<'_, N> {
+    /// [`fill`] with the queue pair's next packet.
+    #[inline(always)]
+    pub(crate) fn fill(&mut self, buf: &mut [u8]) -> Option<usize> {
+        fill(
+            self.qp,
+            self.path,
+            self.cache,
+            &mut self.now,
+            self.acks,
+            buf,
+        )
+    }
+}
+
 /// As [`fill`], the CNP `qp` owes its peer only (a PFC pause holds every other packet).
 pub(crate) fn fill_cnp(
     qp: &mut Engine,

@@ -111,8 +111,6 @@ pub struct SoftEndpoint {
     /// queue pairs' windows together exceed it; the datapath then shares it among them. `None`
     /// (one queue pair, say): nothing to share, no bookkeeping.
     shared_budget: Option<u32>,
-    /// The CM on QP1 (`-R`), once asked for.
-    cm: Option<Box<cm::CmSide>>,
     /// What PFC pause frames hold (AF_PACKET: the datapath takes them with the RoCE frames).
     pfc: PauseState,
 }
@@ -208,6 +206,7 @@ impl SoftEndpoint {
             local: nic.local_addr(),
             ipv4_ids: Ipv4IdCache::new(),
             icrcs: RxIcrcs::new(),
+            cm: None,
         };
         Ok(SoftEndpoint {
             nic: Impaired::new(nic, plan.impair.as_ref()),
@@ -228,7 +227,6 @@ impl SoftEndpoint {
             next_qp: 0,
             in_flight: 0,
             shared_budget: None,
-            cm: None,
             pfc,
         })
     }

@@ -93,7 +93,7 @@ impl SoftEndpoint {
 
     /// The CM side, created on first use with a GUID from our MAC (as rxe's node GUID) or random.
     fn cm_side(&mut self) -> &mut CmSide {
-        if self.cm.is_none() {
+        if self.rx.cm.is_none() {
             let seed = rng::mix(rng::run_seed() ^ u64::from(self.slots[0].qpn));
             let guid = match self.dev.mac {
                 Some(m) if !m.is_zero() => {
@@ -102,7 +102,7 @@ impl SoftEndpoint {
                 }
                 _ => seed | 1,
             };
-            self.cm = Some(Box::new(CmSide {
+            self.rx.cm = Some(Box::new(CmSide {
                 agent: CmAgent::new(CmConfig {
                     guid,
                     seed,
@@ -117,17 +117,17 @@ impl SoftEndpoint {
                 sidr: Vec::new(),
             }));
         }
-        self.cm.as_deref_mut().expect("just made")
+        self.rx.cm.as_deref_mut().expect("just made")
     }
 
     /// The CM's turn in a poll: fire its timer, turn its events into the application's (connecting
     /// the queue pairs they agree on), send its MADs.
     pub(super) fn cm_turn(&mut self, now: Instant) -> Result<()> {
-        let Some(mut side) = self.cm.take() else {
+        let Some(mut side) = self.rx.cm.take() else {
             return Ok(());
         };
         let out = self.cm_progress(now, &mut side);
-        self.cm = Some(side);
+        self.rx.cm = Some(side);
         out
     }
 

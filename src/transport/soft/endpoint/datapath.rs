@@ -84,6 +84,9 @@ pub(super) struct RxState {
     pub(super) ipv4_ids: Ipv4IdCache,
     /// ICRCs started over the headers of received packets (the UDP receive checks).
     pub(super) icrcs: RxIcrcs,
+    /// The CM on QP1 (`-R`), once asked for; here, so that the receive's closure reaches it
+    /// through `RxState` rather than by a capture of its own.
+    pub(super) cm: Option<Box<super::cm::CmSide>>,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds, straight from the vDSO: `Instant::elapsed` costs several times
@@ -123,9 +126,14 @@ impl SoftEndpoint {
         } else {
             self.receive(&mut clock)?
         };
-        self.idle_polls += 1;
         let mut fired = false;
-        if clock.was_read() || self.idle_polls >= TIMER_CHECK_EVERY {
+        // A poll that read the clock checks the timers (the time is there) without counting itself
+        // idle first: the count restarts either way.
+        let due = clock.was_read() || {
+            self.idle_polls += 1;
+            self.idle_polls >= TIMER_CHECK_EVERY
+        };
+        if due {
             self.idle_polls = 0;
             let now = clock.now();
             for q in self.slots.iter_mut().filter_map(|s| s.qp.as_mut()) {
@@ -136,7 +144,7 @@ impl SoftEndpoint {
             }
         }
         // -R: the CM agent's timers, events and MADs (no clock read without one).
-        let cm = self.cm.is_some();
+        let cm = self.rx.cm.is_some();
         if cm {
             let now = clock.now();
             self.cm_turn(now)?;
@@ -189,11 +197,10 @@ impl SoftEndpoint {
         } else {
             rc::Instant::ZERO
         };
-        let (rx, slots, c, cm, pfc) = (
+        let (rx, slots, c, pfc) = (
             &mut self.rx,
             &mut self.slots,
             &mut self.counters,
-            &mut self.cm,
             &mut self.pfc,
         );
         let n = self
@@ -236,7 +243,7 @@ impl SoftEndpoint {
                                 return;
                             };
                             let packet = (ib, from, is_ce(*tclass));
-                            match cm.as_deref_mut() {
+                            match rx.cm.as_deref_mut() {
                                 // -R: QP1 carries the CM's MADs.
                                 Some(side) if super::cm::is_gsi(ib) => {
                                     side.receive(clock.now(), ib, from, c)
@@ -283,7 +290,7 @@ impl SoftEndpoint {
                             };
                             let (ib, from, _) = packet;
                             let grh = || RxNet::Frame(data).grh();
-                            match cm.as_deref_mut() {
+                            match rx.cm.as_deref_mut() {
                                 Some(side) if super::cm::is_gsi(ib) => {
                                     side.receive(clock.now(), ib, from, c)
                                 }
@@ -409,6 +416,13 @@ impl SoftEndpoint {
                 continue;
             };
             let to = path.addr();
+            let mut src = egress::QpTx {
+                qp,
+                path,
+                cache,
+                now: || clock.now(),
+                acks,
+            };
             loop {
                 if self.nic.tx_full() {
                     self.nic.flush(dev_now).map_err(io_error)?;
@@ -417,9 +431,7 @@ impl SoftEndpoint {
                         break;
                     }
                 }
-                if !self.nic.tx_push(dev_now, to, |buf| {
-                    egress::fill(qp, path, cache, || clock.now(), acks, buf)
-                }) {
+                if !self.nic.tx_push(dev_now, to, |buf| src.fill(buf)) {
                     break;
                 }
                 self.counters.tx_packets += 1;
@@ -432,12 +444,12 @@ impl SoftEndpoint {
                 }
                 // The engine knows when it is done: asking it once more through the batch (entry
                 // checks, framing) to hear "nothing" costs a push.
-                if !qp.has_transmit_work(acks) {
+                if !src.qp.has_transmit_work(acks) {
                     break;
                 }
             }
             if let Some(had) = had {
-                let sent = qp.unacked_psns();
+                let sent = src.qp.unacked_psns();
                 self.in_flight = self.in_flight - had + sent;
                 slot.unacked = sent;
             }

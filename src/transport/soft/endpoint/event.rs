@@ -62,7 +62,7 @@ impl SoftEndpoint {
     /// within [`EVENT_WAIT_MAX_NS`]; `None` when it must poll again at once (frames queued for the
     /// kernel, a transmission PFC's allowance cut short, the CM's turn under `-R`, a deadline past).
     pub(super) fn sleep_for(&mut self, now: u64) -> Option<u64> {
-        if !self.nic.tx_idle() || self.cm.is_some() {
+        if !self.nic.tx_idle() || self.rx.cm.is_some() {
             return None;
         }
         let mut deadline = now + EVENT_WAIT_MAX_NS;

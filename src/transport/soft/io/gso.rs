@@ -175,7 +175,8 @@ impl GsoTxBatch {
     /// segments; a lone packet (a ping-pong's turn) is sent from `open` alone.
     #[inline(never)]
     fn open_entry(&mut self, e: usize, dst: SocketAddr, len: usize) {
-        self.close_open();
+        // Closed last, a tail call that keeps none of the arguments across it.
+        let closing = self.open.take();
         self.queued += 1;
         self.open = Some(Open {
             e,
@@ -186,6 +187,9 @@ impl GsoTxBatch {
         });
         self.packets += 1;
         self.last_packet = (e, 0, len);
+        if let Some(o) = closing {
+            self.close(o);
+        }
     }
 
     /// Writes the open entry (if any) into its header, iovec and segment counts, for

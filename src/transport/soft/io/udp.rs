@@ -582,8 +582,22 @@ impl UdpDevice {
         // A ping-pong's receive finds one datagram: handed on without the loop, whose set-up (the
         // batch's arrays held across the calls) costs more than that datagram's reads.
         if n == 1 {
-            return self.hand_on(0, each);
+            // A ping-pong's datagram (no control message but its TOS): one packet, handed on
+            // with no call before `each` (the walk of control messages is one), so that nothing
+            // is held across a call and this path saves few registers.
+            if let Some(d) = self.rx.plain_datagram(0) {
+                hand_on_one(&d, each);
+                return 1;
+            }
+            return self.hand_on_walked(0, each);
         }
+        self.hand_on_many(n, each)
+    }
+
+    /// [`hand_on_all`](Self::hand_on_all) for `n` datagrams. Out of line: the loop's registers,
+    /// held across its calls, made the lone datagram's path save and restore them too.
+    #[inline(never)]
+    fn hand_on_many(&self, n: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
         let mut packets = 0;
         for i in 0..n {
             packets += self.hand_on(i, each);
@@ -591,30 +605,59 @@ impl UdpDevice {
         packets
     }
 
+    /// [`hand_on`](Self::hand_on) of a lone datagram whose control messages must be walked (a
+    /// destination address, a GRO size).
+    #[inline(never)]
+    fn hand_on_walked(&self, i: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
+        self.hand_on(i, each)
+    }
+
     /// Hands datagram `i` of the last receive to `each`, one RoCE packet a call (a GRO datagram
     /// split into its packets); how many packets it held.
     #[inline(always)]
     fn hand_on(&self, i: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
-        // What the receive checks read of a datagram besides its bytes.
-        let meta = |d: &RxDatagram<'_>| RxMeta::Datagram {
-            src: d.src,
-            dst: d.dst,
-            truncated: d.truncated,
-            tclass: d.tclass,
-        };
         let d = self.rx.datagram(i);
         // One packet (no GRO, or a merged datagram of one segment): handed on as it is, without
-        // the splitting iterator, which costs a ping-pong's every packet.
+        // the splitting iterator, which costs a stream's every packet without GRO.
         if d.gro_segment.is_none_or(|s| s == 0 || usize::from(s) >= d.data.len()) {
-            each(meta(&d), d.data);
+            hand_on_one(&d, each);
             return 1;
         }
         let mut packets = 0;
         for one in gro_packets(d) {
             packets += 1;
-            each(meta(&one), one.data);
+            hand_on_one(&one, each);
         }
         packets
+    }
+}
+
+/// Hands one packet `d` to `each`. An IPv4 sender's meta is built at a call of its own: then it
+/// stores no IPv6 address's bytes (the checks read only the family's fields).
+#[inline(always)]
+fn hand_on_one(d: &RxDatagram<'_>, each: &mut impl FnMut(RxMeta, &[u8])) {
+    match d.src {
+        Some(SocketAddr::V4(a)) => each(
+            RxMeta::Datagram {
+                src: Some(SocketAddr::V4(a)),
+                dst: d.dst,
+                truncated: d.truncated,
+                tclass: d.tclass,
+            },
+            d.data,
+        ),
+        _ => each(datagram_meta(d), d.data),
+    }
+}
+
+/// What the receive checks read of a datagram besides its bytes.
+#[inline(always)]
+fn datagram_meta(d: &RxDatagram<'_>) -> RxMeta {
+    RxMeta::Datagram {
+        src: d.src,
+        dst: d.dst,
+        truncated: d.truncated,
+        tclass: d.tclass,
     }
 }
 

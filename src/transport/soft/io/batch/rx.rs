@@ -213,8 +213,13 @@ impl RxBatch {
                 self.filled = 0;
                 self.streak = 0;
                 self.single = true;
-                // An idle receive is the common case and needs no io::Error.
-                if errno == libc::EAGAIN || errno == libc::EINTR {
+                // An idle receive is the common case and needs no io::Error; its EAGAIN is
+                // asked first (the compiler had ordered the two compares by value).
+                if errno == libc::EAGAIN {
+                    return Ok(0);
+                }
+                std::hint::cold_path();
+                if errno == libc::EINTR {
                     return Ok(0);
                 }
                 return Err(io::Error::from_raw_os_error(errno));
@@ -321,6 +326,29 @@ impl RxBatch {
             gro_segment,
             tclass,
         }
+    }
+
+    /// Datagram `i` of the last receive on a UDP socket when its control messages hold no more
+    /// than its TOS (none, or a ping-pong's lone TOS): no destination address to read, no GRO size
+    /// to split by. `None`: they must be walked ([`datagram`](Self::datagram)). Read without a call,
+    /// so that its caller holds nothing across one.
+    #[inline(always)]
+    pub fn plain_datagram(&self, i: usize) -> Option<RxDatagram<'_>> {
+        let msg = &self.hdrs[i].msg_hdr;
+        let tclass = match lone_tos(msg) {
+            Some(tos) => tos,
+            None if msg.msg_controllen == 0 => 0,
+            None => return None,
+        };
+        let (data, truncated) = self.data(i);
+        Some(RxDatagram {
+            data,
+            src: sockaddr::decode(&self.names[i]),
+            dst: None,
+            truncated,
+            gro_segment: None,
+            tclass,
+        })
     }
 
     /// Frame `i` of the last receive on an AF_PACKET socket, writable (a super-frame is split in
