@@ -269,11 +269,14 @@ impl Wqe {
     #[inline(always)]
     fn emit_only(&self, psn: Psn, force_ack: bool, buf: &mut [u8], ctx: &Ctx<'_>) -> Emitted {
         let ack_req = force_ack || self.wr.signaled;
-        let reth = self.wr.remote.map(|r| RethRepr {
-            va: r.addr,
-            rkey: r.rkey,
-            dma_len: self.wr.len,
-        });
+        // Read in a WRITE's arm only: read before, the RETH's fields were kept on the stack.
+        let reth = || {
+            self.wr.remote.map(|r| RethRepr {
+                va: r.addr,
+                rkey: r.rkey,
+                dma_len: self.wr.len,
+            })
+        };
         // One packet: the whole span (`len` bytes, at most the path MTU).
         let src = ctx.mem.span(self.local);
         let dest = ctx.cfg.remote_qpn;
@@ -285,9 +288,9 @@ impl Wqe {
         let len = match self.wr.op {
             SendOp::Send => emit(Opcode::RC_SEND_ONLY, None, None),
             SendOp::SendWithImm(i) => emit(Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, None, Some(i)),
-            SendOp::Write => emit(Opcode::RC_RDMA_WRITE_ONLY, reth, None),
+            SendOp::Write => emit(Opcode::RC_RDMA_WRITE_ONLY, reth(), None),
             SendOp::WriteWithImm(i) => {
-                emit(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, reth, Some(i))
+                emit(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, reth(), Some(i))
             }
             _ => unreachable!("a SEND or WRITE"),
         };
