@@ -575,10 +575,11 @@ impl Qp {
             self.resp
                 .poll_transmit(buf, &mut ctx)
                 .or_else(|| self.req.poll_transmit(now, buf, &mut ctx))
+        } else if let sent @ Some(_) = self.req.poll_transmit(now, buf, &mut ctx) {
+            // Not `or_else`: its option was taken apart and built again before the `?`.
+            sent
         } else {
-            self.req
-                .poll_transmit(now, buf, &mut ctx)
-                .or_else(|| self.resp.poll_transmit(buf, &mut ctx))
+            self.resp.poll_transmit(buf, &mut ctx)
         }?;
         self.responder_turn = !self.responder_turn;
         self.ack_behind = 0;

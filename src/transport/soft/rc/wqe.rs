@@ -350,24 +350,26 @@ impl SendQueue {
     /// of a latency test retires 16). Returns how many went and the PSN after the last.
     #[inline]
     pub(super) fn retire_sends(&mut self, limit: Psn, ctx: &mut Ctx<'_>) -> (usize, Psn) {
-        let mut done = 0;
-        let mut comp = limit;
+        let mut done: usize = 0;
         // Each run of slots walked as a plain slice: the chain of the two (`iter`) asks at every
         // item which run it is in.
         let (first, wrapped) = self.as_slices();
         'runs: for run in [first, wrapped] {
             for w in run {
-                let last = w.last_psn();
-                if !w.started || w.is_read_or_atomic() || !last.before(limit) {
+                if !w.started || w.is_read_or_atomic() || !w.last_psn().before(limit) {
                     break 'runs;
                 }
-                comp = last.add(1);
                 if w.wr.signaled {
                     ctx.complete(w.completion(CompletionStatus::Success, ctx.cfg.cq_tag));
                 }
                 done += 1;
             }
         }
+        // The PSN after the last one retired, looked up once rather than kept at every step.
+        let comp = match done.checked_sub(1).and_then(|i| self.get(i)) {
+            Some(w) => w.last_psn().add(1),
+            None => limit,
+        };
         self.drop_front(done);
         (done, comp)
     }
