@@ -2,9 +2,12 @@
 //! payload and 0–3 pad bytes would otherwise each cost a call into libc's `memcpy` or `memset`
 //! (a slice copy of unknown length always makes one), which takes longer than the copy. Every
 //! engine uses it where a payload is built or placed (RC requests and READ responses, UC, UD).
+//! A payload of [`LONG`] bytes or more (an MTU's worth, what a bandwidth stream moves) is copied
+//! by an AVX loop of 512 bytes a pass: glibc's `memcpy` takes 128 bytes a pass, about 420
+//! instructions for 4 KiB where this takes about 300.
 
 /// Copies `src` into `dst`, which must be as long (as `copy_from_slice` requires); up to 16 bytes
-/// with two overlapping loads and stores, longer through `copy_from_slice`.
+/// with two overlapping loads and stores, longer by [`copy_long`].
 #[inline(always)]
 pub(crate) fn copy_payload(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
@@ -27,7 +30,61 @@ pub(crate) fn copy_payload(dst: &mut [u8], src: &[u8]) {
             dst[..8].copy_from_slice(&a);
             dst[n - 8..].copy_from_slice(&b);
         }
-        _ => dst.copy_from_slice(src),
+        _ => copy_long(dst, src),
+    }
+}
+
+/// [`copy_payload`] of more than 16 bytes: [`copy_avx`] from [`LONG`] bytes where the CPU has AVX,
+/// else `copy_from_slice`. Out of line, as the `memcpy` call it replaces: every inlined copy stays
+/// as small as it was.
+#[inline(never)]
+fn copy_long(dst: &mut [u8], src: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if src.len() >= LONG && dst.len() == src.len() && std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: AVX was detected; the lengths are equal and at least LONG.
+        unsafe { copy_avx(dst, src) };
+        return;
+    }
+    dst.copy_from_slice(src)
+}
+
+/// The shortest copy [`copy_avx`] takes: one of its passes.
+#[cfg(target_arch = "x86_64")]
+const LONG: usize = 512;
+
+/// Copies `src` into `dst` (as long, at least [`LONG`] bytes) 512 bytes a pass in sixteen 32-byte
+/// registers, and the last partial pass as the 512 bytes that end the run (rewriting some already
+/// copied: `dst` and `src` cannot overlap).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn copy_avx(dst: &mut [u8], src: &[u8]) {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_storeu_si256};
+    /// Copies the 512 bytes at `s` to `d`.
+    #[inline(always)]
+    unsafe fn pass(d: *mut u8, s: *const u8) {
+        // SAFETY: the caller keeps both 512-byte ranges inside their slices; AVX is enabled.
+        unsafe {
+            let v: [__m256i; 16] =
+                std::array::from_fn(|j| _mm256_loadu_si256(s.add(32 * j).cast()));
+            for (j, v) in v.iter().enumerate() {
+                _mm256_storeu_si256(d.add(32 * j).cast(), *v);
+            }
+        }
+    }
+    let n = src.len();
+    debug_assert!(n >= LONG && dst.len() == n);
+    let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
+    // SAFETY: each pass covers 512 bytes starting at most `n - 512` into both slices, which
+    // hold `n` bytes each.
+    unsafe {
+        let mut at = 0;
+        while at + LONG <= n {
+            pass(d.add(at), s.add(at));
+            at += LONG;
+        }
+        if at < n {
+            pass(d.add(n - LONG), s.add(n - LONG));
+        }
     }
 }
 
@@ -62,8 +119,8 @@ mod tests {
 
     #[test]
     fn copies_exactly_the_bytes_of_every_length() {
-        let src: Vec<u8> = (1..=64u8).collect();
-        for n in 0..=40 {
+        let src: Vec<u8> = (0..5000u32).map(|i| (i * 7 + i / 251) as u8 | 1).collect();
+        for n in (0..=40).chain([511, 512, 513, 1000, 1024, 1535, 4096, 4100]) {
             let mut dst = vec![0xeeu8; n + 2];
             copy_payload(&mut dst[1..=n], &src[..n]);
             assert_eq!(&dst[1..=n], &src[..n], "length {n}");
