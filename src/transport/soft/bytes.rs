@@ -40,7 +40,7 @@ pub(crate) fn copy_payload(dst: &mut [u8], src: &[u8]) {
 #[inline(never)]
 fn copy_long(dst: &mut [u8], src: &[u8]) {
     #[cfg(target_arch = "x86_64")]
-    if src.len() >= LONG && dst.len() == src.len() && std::arch::is_x86_feature_detected!("avx") {
+    if src.len() >= LONG && dst.len() == src.len() && has_avx() {
         // SAFETY: AVX was detected; the lengths are equal and at least LONG.
         unsafe { copy_avx(dst, src) };
         return;
@@ -48,13 +48,43 @@ fn copy_long(dst: &mut [u8], src: &[u8]) {
     dst.copy_from_slice(src)
 }
 
+/// Whether the CPU has AVX: 0 not yet looked, 1 no, 2 yes (one compare, where
+/// `is_x86_feature_detected!` takes a few instructions more).
+#[cfg(target_arch = "x86_64")]
+static AVX: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// [`AVX`], looked up on the first call.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn has_avx() -> bool {
+    match AVX.load(std::sync::atomic::Ordering::Relaxed) {
+        2 => true,
+        1 => false,
+        _ => detect_avx(),
+    }
+}
+
+/// Finds whether the CPU has AVX and keeps it in [`AVX`].
+#[cfg(target_arch = "x86_64")]
+#[cold]
+#[inline(never)]
+fn detect_avx() -> bool {
+    let yes = std::arch::is_x86_feature_detected!("avx");
+    AVX.store(
+        if yes { 2 } else { 1 },
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    yes
+}
+
 /// The shortest copy [`copy_avx`] takes: one of its passes.
 #[cfg(target_arch = "x86_64")]
 const LONG: usize = 512;
 
 /// Copies `src` into `dst` (as long, at least [`LONG`] bytes) 512 bytes a pass in sixteen 32-byte
-/// registers, and the last partial pass as the 512 bytes that end the run (rewriting some already
-/// copied: `dst` and `src` cannot overlap).
+/// registers: two passes a turn of the loop, whose index counts up to zero (an add and a branch a
+/// turn), then a pass, then the last partial pass as the 512 bytes that end the run (rewriting
+/// some already copied: `dst` and `src` cannot overlap).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 unsafe fn copy_avx(dst: &mut [u8], src: &[u8]) {
@@ -75,10 +105,22 @@ unsafe fn copy_avx(dst: &mut [u8], src: &[u8]) {
     debug_assert!(n >= LONG && dst.len() == n);
     let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
     // SAFETY: each pass covers 512 bytes starting at most `n - 512` into both slices, which
-    // hold `n` bytes each.
+    // hold `n` bytes each: the loop's pairs end at `pairs` (at most `n`), the single pass
+    // follows only with 512 bytes after them, and the last one ends at `n`.
     unsafe {
-        let mut at = 0;
-        while at + LONG <= n {
+        let pairs = n / (2 * LONG) * (2 * LONG);
+        let (d_end, s_end) = (d.add(pairs), s.add(pairs));
+        let mut i = -(pairs as isize);
+        while i != 0 {
+            pass(d_end.offset(i), s_end.offset(i));
+            pass(
+                d_end.offset(i + LONG as isize),
+                s_end.offset(i + LONG as isize),
+            );
+            i += 2 * LONG as isize;
+        }
+        let mut at = pairs;
+        if n - at >= LONG {
             pass(d.add(at), s.add(at));
             at += LONG;
         }
@@ -120,7 +162,9 @@ mod tests {
     #[test]
     fn copies_exactly_the_bytes_of_every_length() {
         let src: Vec<u8> = (0..5000u32).map(|i| (i * 7 + i / 251) as u8 | 1).collect();
-        for n in (0..=40).chain([511, 512, 513, 1000, 1024, 1535, 4096, 4100]) {
+        for n in (0..=40).chain([
+            511, 512, 513, 1000, 1024, 1535, 1536, 2047, 2048, 2100, 4096, 4100,
+        ]) {
             let mut dst = vec![0xeeu8; n + 2];
             copy_payload(&mut dst[1..=n], &src[..n]);
             assert_eq!(&dst[1..=n], &src[..n], "length {n}");
