@@ -34,11 +34,12 @@ pub(crate) fn copy_payload(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// [`copy_payload`] of more than 16 bytes: [`copy_avx`] from [`LONG`] bytes where the CPU has AVX,
-/// else `copy_from_slice`. Out of line, as the `memcpy` call it replaces: every inlined copy stays
-/// as small as it was.
+/// [`copy_payload`] of more than 16 bytes (and any copy, into a `dst` as long, that is most likely
+/// as long: a multi-packet message's segment): [`copy_avx`] from [`LONG`] bytes where the CPU has
+/// AVX, else `copy_from_slice`. Out of line, as the `memcpy` call it replaces: every inlined copy
+/// stays as small as it was.
 #[inline(never)]
-fn copy_long(dst: &mut [u8], src: &[u8]) {
+pub(crate) fn copy_long(dst: &mut [u8], src: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     if src.len() >= LONG && dst.len() == src.len() && has_avx() {
         // SAFETY: AVX was detected; the lengths are equal and at least LONG.

@@ -1,6 +1,6 @@
 //! The responder running an in-sequence request (SEND, WRITE, READ, atomic) against rules and memory.
 
-use crate::transport::soft::bytes::copy_payload;
+use crate::transport::soft::bytes::{copy_long, copy_payload};
 use crate::transport::{Access, Completion, CompletionOp, CompletionStatus};
 use crate::wire::{BthPacket, IbRepr, NakCode, Opcode, RethPacket, RethRepr};
 
@@ -334,7 +334,7 @@ impl Responder {
         else {
             return false;
         };
-        copy_payload(ctx.mem.span_part_mut(span, 0..len), payload);
+        copy_long(ctx.mem.span_part_mut(span, 0..len), payload);
         self.msg = InMsg::Write {
             span: Some(span),
             len: dma_len as usize,
@@ -416,7 +416,8 @@ impl Responder {
         if let Some(span) = span
             && !payload.is_empty()
         {
-            copy_payload(ctx.mem.span_part_mut(span, written..end), payload);
+            // A segment is an MTU's worth but for the last: no inline tests for short copies.
+            copy_long(ctx.mem.span_part_mut(span, written..end), payload);
         }
         if !ends {
             self.msg = InMsg::Write {
