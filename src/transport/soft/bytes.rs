@@ -41,10 +41,14 @@ pub(crate) fn copy_payload(dst: &mut [u8], src: &[u8]) {
 #[inline(never)]
 pub(crate) fn copy_long(dst: &mut [u8], src: &[u8]) {
     #[cfg(target_arch = "x86_64")]
-    if src.len() >= LONG && dst.len() == src.len() && has_avx() {
-        // SAFETY: AVX was detected; the lengths are equal and at least LONG.
-        unsafe { copy_avx(dst, src) };
-        return;
+    if src.len() >= LONG && dst.len() == src.len() {
+        // Each way out a tail call, so that the function saves no registers.
+        match AVX.load(std::sync::atomic::Ordering::Relaxed) {
+            // SAFETY: AVX was detected; the lengths are equal and at least LONG.
+            2 => return unsafe { copy_avx(dst, src) },
+            0 => return copy_first(dst, src),
+            _ => {}
+        }
     }
     dst.copy_from_slice(src)
 }
@@ -54,28 +58,23 @@ pub(crate) fn copy_long(dst: &mut [u8], src: &[u8]) {
 #[cfg(target_arch = "x86_64")]
 static AVX: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
-/// [`AVX`], looked up on the first call.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn has_avx() -> bool {
-    match AVX.load(std::sync::atomic::Ordering::Relaxed) {
-        2 => true,
-        1 => false,
-        _ => detect_avx(),
-    }
-}
-
-/// Finds whether the CPU has AVX and keeps it in [`AVX`].
+/// [`copy_long`] before [`AVX`] was looked up (`dst` as long as `src`, at least [`LONG`] bytes):
+/// looks it up, then copies.
 #[cfg(target_arch = "x86_64")]
 #[cold]
 #[inline(never)]
-fn detect_avx() -> bool {
+fn copy_first(dst: &mut [u8], src: &[u8]) {
     let yes = std::arch::is_x86_feature_detected!("avx");
     AVX.store(
         if yes { 2 } else { 1 },
         std::sync::atomic::Ordering::Relaxed,
     );
-    yes
+    if yes {
+        // SAFETY: AVX was detected; the caller checked the lengths.
+        unsafe { copy_avx(dst, src) }
+    } else {
+        dst.copy_from_slice(src)
+    }
 }
 
 /// The shortest copy [`copy_avx`] takes: one of its passes.
