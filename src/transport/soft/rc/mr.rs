@@ -336,6 +336,14 @@ impl MemoryTable {
     pub(crate) fn span_mut(&mut self, s: Span) -> &mut [u8] {
         &mut self.buffers[s.buffer].bytes[s.offset..s.offset + s.len]
     }
+
+    /// Bytes `range` of a checked span, mutably: where a segment of a multi-packet WRITE lands.
+    /// Always inlined: the responder's per-packet path, which [`span_mut`](Self::span_mut) left
+    /// a call in.
+    #[inline(always)]
+    pub(crate) fn span_part_mut(&mut self, s: Span, range: std::ops::Range<usize>) -> &mut [u8] {
+        &mut self.buffers[s.buffer].bytes[s.offset..s.offset + s.len][range]
+    }
 }
 
 /// The error that refuses the buffer of receive `wr`. Cold: a refused receive is a caller's bug.

@@ -267,22 +267,26 @@ impl Qp {
         }
     }
 
-    /// The responder's fast path for the next RDMA WRITE MIDDLE or LAST of the WRITE in progress
-    /// (not in the error state): what a bandwidth stream of messages longer than the MTU mostly
-    /// receives. True when it took the packet, false with nothing changed. Out of line, and asked
-    /// after the other fast paths, so that a ping-pong's one-packet messages pay nothing for it.
+    /// The responder's fast paths for an RDMA WRITE FIRST, MIDDLE or LAST (not in the error state):
+    /// what a bandwidth stream of messages longer than the MTU mostly receives. True when it took
+    /// the packet, false with nothing changed. Out of line, and asked after the other fast paths,
+    /// so that a ping-pong's one-packet messages pay nothing for it.
     #[inline(never)]
     fn try_fast_segment(&mut self, ib: &[u8]) -> bool {
-        let ends = match ib.first().map(|&b| Opcode(b)) {
-            Some(Opcode::RC_RDMA_WRITE_MIDDLE) => false,
-            Some(Opcode::RC_RDMA_WRITE_LAST) => true,
+        let seg = match ib.first().map(|&b| Opcode(b)) {
+            Some(Opcode::RC_RDMA_WRITE_FIRST) => Seg::First,
+            Some(Opcode::RC_RDMA_WRITE_MIDDLE) => Seg::Middle,
+            Some(Opcode::RC_RDMA_WRITE_LAST) => Seg::Last,
             _ => return false,
         };
         if matches!(self.state, QpState::Error(_)) {
             return false;
         }
         let (_, resp, mut ctx) = self.parts();
-        resp.fast_write_next(ib, ends, &mut ctx)
+        if seg == Seg::First {
+            return resp.fast_write_first(ib, &mut ctx);
+        }
+        resp.fast_write_next(ib, seg == Seg::Last, &mut ctx)
     }
 
     /// The requester, the responder and the context they run in (configuration, memory,
@@ -575,10 +579,11 @@ impl Qp {
             self.resp
                 .poll_transmit(buf, &mut ctx)
                 .or_else(|| self.req.poll_transmit(now, buf, &mut ctx))
+        } else if let sent @ Some(_) = self.req.poll_transmit(now, buf, &mut ctx) {
+            // Not `or_else`: its option was taken apart and built again before the `?`.
+            sent
         } else {
-            self.req
-                .poll_transmit(now, buf, &mut ctx)
-                .or_else(|| self.resp.poll_transmit(buf, &mut ctx))
+            self.resp.poll_transmit(buf, &mut ctx)
         }?;
         self.responder_turn = !self.responder_turn;
         self.ack_behind = 0;

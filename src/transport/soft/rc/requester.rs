@@ -443,25 +443,26 @@ impl Requester {
         if self.timers.get(Timer::Rnr).is_some() {
             return None;
         }
-        match &mut self.recovery {
-            LossRecovery::Selective(_) => {
-                if let Some(n) = self.sr_poll_retransmit(now, buf, ctx) {
-                    return Some(n);
+        if self.recovery.fast() {
+            match &mut self.recovery {
+                LossRecovery::Selective(_) => {
+                    if let Some(n) = self.sr_poll_retransmit(now, buf, ctx) {
+                        return Some(n);
+                    }
                 }
-            }
-            LossRecovery::Probing(g) if g.probe_due() => {
-                if self.sq.front().is_some_and(|w| w.started) {
-                    return Some(self.gbn_send_probe(now, buf, ctx));
+                LossRecovery::Probing(g) if g.probe_due() => {
+                    if self.sq.front().is_some_and(|w| w.started) {
+                        return Some(self.gbn_send_probe(now, buf, ctx));
+                    }
+                    // Everything was acknowledged between the timeout and this call.
+                    g.cancel_probe();
                 }
-                // Everything was acknowledged between the timeout and this call: nothing to ask.
-                g.cancel_probe();
+                _ => {}
             }
-            _ => {}
         }
         // Looked at in place and looked up once: a copy of the work request costs more than the
-        // rest of the checks, and a second lookup as much as several of them. What needs the
-        // whole requester is read first, so the work request's borrow leaves the other fields
-        // free.
+        // rest of the checks, a second lookup as much as several. What needs the whole requester
+        // is read first, so the work request's borrow leaves the other fields free.
         let ask = self.asks(false, ctx);
         let sr = self.recovery.is_selective();
         let window = self.window(ctx).min(self.cap) as i32;
@@ -471,7 +472,8 @@ impl Requester {
             return None;
         }
         // Paced (a CNP cut the rate): the one branch a packet pays before any CNP.
-        if self.rate.limited() {
+        let paced = self.rate.limited();
+        if paced {
             let t = now.now().as_nanos();
             if !self.rate.may_send(t, ctx.counters.tx_payload_bytes) {
                 self.held_since_asked = true;
@@ -497,27 +499,32 @@ impl Requester {
             self.cursor += 1;
             self.cursor_pkt = 0;
         }
-        if psn.before(self.sent_high) {
-            ctx.counters.retransmitted_packets += 1;
-            ctx.counters.retransmitted_bytes += sent.payload as u64;
-            if let Some(g) = self.recovery.gbn()
-                && g.take_time_resend()
-            {
+        if psn == self.sent_high && !self.recovery.fast() {
+            // Sent first under go-back-N (every packet of a clean run): nothing to time, no floor.
+            self.sent_high = next;
+        } else {
+            if psn.before(self.sent_high) {
+                ctx.counters.retransmitted_packets += 1;
+                ctx.counters.retransmitted_bytes += sent.payload as u64;
+                if let Some(g) = self.recovery.gbn()
+                    && g.take_time_resend()
+                {
+                    self.rto.time(psn, now.now());
+                }
+            } else if self.recovery.fast() && sent.asked {
+                // Only a packet that asks for an ACK is timed: the others are answered whenever
+                // a later one asks (a latency test signals one message in 16), and that wait is
+                // no round trip.
                 self.rto.time(psn, now.now());
             }
-        } else if self.recovery.fast() && sent.asked {
-            // Only a packet that asks for an ACK is timed: the others are answered whenever a
-            // later one asks (a latency test signals one message in 16), and that wait is no
-            // round trip.
-            self.rto.time(psn, now.now());
-        }
-        if next.after(self.sent_high) {
-            let crossed = self.recovery.fast()
-                && next.diff(self.comp_psn) > FEW_IN_FLIGHT
-                && self.sent_high.diff(self.comp_psn) <= FEW_IN_FLIGHT;
-            self.sent_high = next;
-            if crossed {
-                self.floor_rose(ctx);
+            if next.after(self.sent_high) {
+                let crossed = self.recovery.fast()
+                    && next.diff(self.comp_psn) > FEW_IN_FLIGHT
+                    && self.sent_high.diff(self.comp_psn) <= FEW_IN_FLIGHT;
+                self.sent_high = next;
+                if crossed {
+                    self.floor_rose(ctx);
+                }
             }
         }
         if sent.asked && next.after(self.asked_high) {
@@ -526,7 +533,7 @@ impl Requester {
             }
             self.asked_high = next;
         }
-        self.sent(now, sent.payload, ctx);
+        self.sent(now, sent.payload, paced, ctx);
         Some(sent.len)
     }
 
@@ -540,15 +547,16 @@ impl Requester {
         }
     }
 
-    /// After any transmission: the retransmission timer runs, and the payload is counted. Always
-    /// inlined (the compiler once put it out of line: 38 a round trip): a few loads and an add.
+    /// After any transmission: the retransmission timer runs, the payload is counted, and paced
+    /// if the caller found the pacer on (`paced`; `RateControl::sent` skips one back at full rate
+    /// since). Always inlined (out of line, 38 a round trip): a few loads and an add.
     #[inline(always)]
-    fn sent(&mut self, now: &mut impl Now, payload: usize, ctx: &mut Ctx<'_>) {
+    fn sent(&mut self, now: &mut impl Now, payload: usize, paced: bool, ctx: &mut Ctx<'_>) {
         if self.timers.get(Timer::Retransmit).is_none() {
             self.arm_retransmit(now, ctx);
         }
         ctx.counters.tx_payload_bytes += payload as u64;
-        if self.rate.limited() {
+        if paced {
             self.rate.sent(now.now().as_nanos(), payload);
         }
     }
@@ -577,7 +585,7 @@ impl Requester {
     fn resent(&mut self, now: &mut impl Now, sent: Emitted, ctx: &mut Ctx<'_>) -> usize {
         ctx.counters.retransmitted_packets += 1;
         ctx.counters.retransmitted_bytes += sent.payload as u64;
-        self.sent(now, sent.payload, ctx);
+        self.sent(now, sent.payload, self.rate.limited(), ctx);
         sent.len
     }
 
@@ -595,16 +603,8 @@ impl Requester {
         buf: &mut [u8],
         ctx: &Ctx<'_>,
     ) -> Emitted {
-        let ask = self.asks(force_ack, ctx);
-        let sent = w.emit(
-            k,
-            psn,
-            read_pkts,
-            ask,
-            self.recovery.is_selective(),
-            buf,
-            ctx,
-        );
+        let (ask, sr) = (self.asks(force_ack, ctx), self.recovery.is_selective());
+        let sent = w.emit(k, psn, read_pkts, ask, sr, buf, ctx);
         self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
         sent
     }

@@ -269,11 +269,14 @@ impl Wqe {
     #[inline(always)]
     fn emit_only(&self, psn: Psn, force_ack: bool, buf: &mut [u8], ctx: &Ctx<'_>) -> Emitted {
         let ack_req = force_ack || self.wr.signaled;
-        let reth = self.wr.remote.map(|r| RethRepr {
-            va: r.addr,
-            rkey: r.rkey,
-            dma_len: self.wr.len,
-        });
+        // Read in a WRITE's arm only: read before, the RETH's fields were kept on the stack.
+        let reth = || {
+            self.wr.remote.map(|r| RethRepr {
+                va: r.addr,
+                rkey: r.rkey,
+                dma_len: self.wr.len,
+            })
+        };
         // One packet: the whole span (`len` bytes, at most the path MTU).
         let src = ctx.mem.span(self.local);
         let dest = ctx.cfg.remote_qpn;
@@ -285,9 +288,9 @@ impl Wqe {
         let len = match self.wr.op {
             SendOp::Send => emit(Opcode::RC_SEND_ONLY, None, None),
             SendOp::SendWithImm(i) => emit(Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, None, Some(i)),
-            SendOp::Write => emit(Opcode::RC_RDMA_WRITE_ONLY, reth, None),
+            SendOp::Write => emit(Opcode::RC_RDMA_WRITE_ONLY, reth(), None),
             SendOp::WriteWithImm(i) => {
-                emit(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, reth, Some(i))
+                emit(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, reth(), Some(i))
             }
             _ => unreachable!("a SEND or WRITE"),
         };
@@ -347,24 +350,26 @@ impl SendQueue {
     /// of a latency test retires 16). Returns how many went and the PSN after the last.
     #[inline]
     pub(super) fn retire_sends(&mut self, limit: Psn, ctx: &mut Ctx<'_>) -> (usize, Psn) {
-        let mut done = 0;
-        let mut comp = limit;
+        let mut done: usize = 0;
         // Each run of slots walked as a plain slice: the chain of the two (`iter`) asks at every
         // item which run it is in.
         let (first, wrapped) = self.as_slices();
         'runs: for run in [first, wrapped] {
             for w in run {
-                let last = w.last_psn();
-                if !w.started || w.is_read_or_atomic() || !last.before(limit) {
+                if !w.started || w.is_read_or_atomic() || !w.last_psn().before(limit) {
                     break 'runs;
                 }
-                comp = last.add(1);
                 if w.wr.signaled {
                     ctx.complete(w.completion(CompletionStatus::Success, ctx.cfg.cq_tag));
                 }
                 done += 1;
             }
         }
+        // The PSN after the last one retired, looked up once rather than kept at every step.
+        let comp = match done.checked_sub(1).and_then(|i| self.get(i)) {
+            Some(w) => w.last_psn().add(1),
+            None => limit,
+        };
         self.drop_front(done);
         (done, comp)
     }

@@ -1,6 +1,6 @@
 //! The responder running an in-sequence request (SEND, WRITE, READ, atomic) against rules and memory.
 
-use crate::transport::soft::bytes::copy_payload;
+use crate::transport::soft::bytes::{copy_long, copy_payload};
 use crate::transport::{Access, Completion, CompletionOp, CompletionStatus};
 use crate::wire::{BthPacket, IbRepr, NakCode, Opcode, RethPacket, RethRepr};
 
@@ -306,6 +306,44 @@ impl Responder {
         Ok(())
     }
 
+    /// The fast path for an RDMA WRITE FIRST, on the terms of [`fast_request`](Self::fast_request):
+    /// the expected PSN with no message in progress, a payload filling the MTU and within the
+    /// RETH's DMA length (at most 2^31), the RETH's memory writable. It starts the WRITE as
+    /// [`execute`](Self::execute) does. True when it took the packet; false, with nothing changed,
+    /// for anything else. Out of line: one packet a message.
+    #[inline(never)]
+    pub(in super::super) fn fast_write_first(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
+        if self.reorder.is_some() || self.jobs.is_full() {
+            return false;
+        }
+        let Some((bth, payload)) = self.fast_head::<BTH_RETH>(ib, ctx) else {
+            return false;
+        };
+        let Some(reth) = fast_reth(ib) else {
+            return false;
+        };
+        let (len, dma_len) = (payload.len(), reth.dma_len());
+        // The payload fills the MTU (at least 256 bytes), so the DMA length is not 0 and the
+        // memory needs its key.
+        if len != ctx.cfg.pmtu as usize || dma_len > MAX_DMA_LEN || len > dma_len as usize {
+            return false;
+        }
+        let Ok(span) =
+            ctx.mem
+                .resolve_remote(reth.rkey(), reth.va(), dma_len.into(), Access::REMOTE_WRITE)
+        else {
+            return false;
+        };
+        copy_long(ctx.mem.span_part_mut(span, 0..len), payload);
+        self.msg = InMsg::Write {
+            span: Some(span),
+            len: dma_len as usize,
+            written: len,
+        };
+        self.took_in_sequence(bth.ack_req());
+        true
+    }
+
     /// The fast path for an RDMA WRITE MIDDLE or LAST (no immediate; `ends`: the LAST) of the
     /// WRITE in progress, on the terms of [`fast_request`](Self::fast_request): the expected PSN,
     /// a middle segment filling the MTU or a last one of at least a byte that ends the message
@@ -378,7 +416,8 @@ impl Responder {
         if let Some(span) = span
             && !payload.is_empty()
         {
-            copy_payload(&mut ctx.mem.span_mut(span)[written..end], payload);
+            // A segment is an MTU's worth but for the last: no inline tests for short copies.
+            copy_long(ctx.mem.span_part_mut(span, written..end), payload);
         }
         if !ends {
             self.msg = InMsg::Write {
