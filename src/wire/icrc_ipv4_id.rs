@@ -19,7 +19,7 @@ use super::{Ipv4Packet, UdpPacket};
 const AFTER_ID_IN_HEADERS: usize =
     Ipv4Packet::<&[u8]>::LEN - super::ipv4::field::IDENT.end + UdpPacket::<&[u8]>::LEN;
 
-/// A block of zeros to feed the CRC, so computing an influence allocates only its table.
+/// A block of zeros to feed the CRC, so computing an influence never allocates.
 static ZEROS: [u8; 1024] = [0; 1024];
 
 /// Feeds `n` zero bytes.
@@ -32,7 +32,7 @@ fn update_zeros(h: &mut Hasher, mut n: usize) {
 }
 
 /// How the IPv4 ID moves the ICRC of RoCE v2/IPv4 packets with `ib_len` bytes of BTH through pad.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ipv4IdInfluence {
     ib_len: usize,
     /// `delta` of each single ID bit (bit i of the ID, i = 0 the least significant).
@@ -40,12 +40,11 @@ pub struct Ipv4IdInfluence {
     /// The bits' deltas in echelon form: (vector, its pivot bit, the ID bits that make it).
     echelon: [(u32, u32, u16); 16],
     rank: usize,
-    /// `solve`'s elimination by bytes: it is linear in the difference it is given, so what it
+    /// `solve`'s elimination by nibbles: it is linear in the difference it is given, so what it
     /// leaves (the bits no ID explains, high 32 bits) and the ID it finds (low 16 bits) for a
-    /// difference are the XOR of what it gives for each of its four bytes alone, `by_byte[j][b]`
-    /// for byte value `b` at bits `8j..8j+8`: four lookups instead of sixteen steps (8 KiB, boxed
-    /// so that a cache of them stays small to move).
-    by_byte: Box<[[u64; 256]; 4]>,
+    /// difference are the XOR of what it gives for each of its eight nibbles alone, `by_nibble[j]
+    /// [n]` for nibble value `n` at bits `4j..4j+4`: eight lookups instead of sixteen steps.
+    by_nibble: [[u64; 16]; 8],
 }
 
 impl Ipv4IdInfluence {
@@ -86,12 +85,12 @@ impl Ipv4IdInfluence {
             bit,
             echelon,
             rank,
-            by_byte: Box::new([[0; 256]; 4]),
+            by_nibble: [[0; 16]; 8],
         };
-        for j in 0..4 {
-            for b in 0..256u32 {
-                let (rest, id) = inf.eliminate(b << (8 * j));
-                inf.by_byte[j][b as usize] = u64::from(rest) << 32 | u64::from(id);
+        for j in 0..8 {
+            for n in 0..16u32 {
+                let (rest, id) = inf.eliminate(n << (4 * j));
+                inf.by_nibble[j][n as usize] = u64::from(rest) << 32 | u64::from(id);
             }
         }
         inf
@@ -131,18 +130,17 @@ impl Ipv4IdInfluence {
     #[inline]
     pub fn solve(&self, computed: u32, found: u32) -> Option<u16> {
         let d = computed ^ found;
-        let t = &*self.by_byte;
-        let r = t[0][d as u8 as usize]
-            ^ t[1][(d >> 8) as u8 as usize]
-            ^ t[2][(d >> 16) as u8 as usize]
-            ^ t[3][(d >> 24) as usize];
+        let mut r = 0u64;
+        for (j, table) in self.by_nibble.iter().enumerate() {
+            r ^= table[(d >> (4 * j)) as usize & 0xf];
+        }
         // No bits left over: the ID found explains the whole difference.
         (r >> 32 == 0).then_some(r as u16)
     }
 }
 
 /// The influences of the last few packet lengths seen: a benchmark uses only a handful (FIRST with its
-/// RETH, MIDDLE, LAST, an ACK), so lookups almost always hit and the datapath does not allocate.
+/// RETH, MIDDLE, LAST, an ACK), so lookups almost always hit and the datapath never allocates.
 #[derive(Debug, Clone, Default)]
 pub struct Ipv4IdCache {
     entries: [Option<Ipv4IdInfluence>; 8],

@@ -1,6 +1,6 @@
 //! The responder running an in-sequence request (SEND, WRITE, READ, atomic) against rules and memory.
 
-use crate::transport::soft::bytes::{copy_long, copy_payload};
+use crate::transport::soft::bytes::copy_payload;
 use crate::transport::{Access, Completion, CompletionOp, CompletionStatus};
 use crate::wire::{BthPacket, IbRepr, NakCode, Opcode, RethPacket, RethRepr};
 
@@ -334,7 +334,7 @@ impl Responder {
         else {
             return false;
         };
-        copy_long(ctx.mem.span_part_mut(span, 0..len), payload);
+        copy_payload(ctx.mem.span_part_mut(span, 0..len), payload);
         self.msg = InMsg::Write {
             span: Some(span),
             len: dma_len as usize,
@@ -417,7 +417,7 @@ impl Responder {
             && !payload.is_empty()
         {
             // A segment is an MTU's worth but for the last: no inline tests for short copies.
-            copy_long(ctx.mem.span_part_mut(span, written..end), payload);
+            copy_payload(ctx.mem.span_part_mut(span, written..end), payload);
         }
         if !ends {
             self.msg = InMsg::Write {
