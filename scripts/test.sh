@@ -33,9 +33,12 @@ cargo clippy --all-targets --locked -- -D warnings
 bash scripts/fuzz.sh build
 # --tests: the library's unit tests and the integration-test crate (the binaries have none: Cargo.toml).
 # The many-rank fabric jobs (4 busy-polling ranks on this machine's cores) run apart, one at a time,
-# so that they do not starve the timing-sensitive soft tests running beside them.
-cargo test --tests --locked -- --skip fabric_mpi --skip fabric_slurm
-cargo test --test it --locked -- fabric_mpi fabric_slurm --test-threads=1
+# so that they do not starve the timing-sensitive soft tests running beside them; so does the CI-sized
+# congestion study, whose PFC run holds lossless only while no other test's busy-polling processes
+# compete with its senders, switch and the kernel's delivery (docs/congestion.md, "The kernel's backlog
+# is the cable": 23 headroom drops beside compare_local's runs, none alone).
+cargo test --tests --locked -- --skip fabric_mpi --skip fabric_slurm --skip compare_congestion::a_short_study
+cargo test --test it --locked -- fabric_mpi fabric_slurm compare_congestion::a_short_study --test-threads=1
 cargo test --doc --locked
 # The same-run performance gate: a release build, then about 20 s of runs judged by ratios within them.
 bash scripts/ci-gate.sh
