@@ -46,6 +46,11 @@ fn a_short_study_shows_each_discipline_behave_and_the_gate_reads_it() {
         return;
     }
     let _one = common::one_at_a_time(&ONE);
+    // This machine is a VM whose idle vCPUs halt: woken by an IPI, one comes back a host time slice
+    // late, and the frames the switch should have read by then fill PFC's headroom (idle, 2 of 3
+    // runs lost 25-551 frames; with every core kept busy by processes of the lowest priority, none
+    // in 3). Spinners under SCHED_IDLE keep the cores awake and take nothing from the study.
+    let _awake = KeepCoresAwake::start();
     let softirq_before = softirq_policies();
     assert!(!softirq_before.is_empty(), "no ksoftirqd thread in /proc");
     let tmp = tempfile::tempdir().unwrap();
@@ -159,6 +164,44 @@ fn a_short_study_shows_each_discipline_behave_and_the_gate_reads_it() {
     let text = String::from_utf8_lossy(&gate.stdout);
     assert_eq!(gate.status.code(), Some(0), "{text}");
     assert_contains(&std::fs::read_to_string(&junit).unwrap(), "switch drops");
+}
+
+/// Threads under SCHED_IDLE that spin, one per core, while it lives: no core halts, and none takes a
+/// core from a thread that wants it.
+struct KeepCoresAwake {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl KeepCoresAwake {
+    fn start() -> KeepCoresAwake {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = (0..cores)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let param = libc::sched_param { sched_priority: 0 };
+                    // SAFETY: a plain system call on this thread; `param` is live.
+                    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+                    assert_eq!(rc, 0, "SCHED_IDLE: {}", std::io::Error::last_os_error());
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        KeepCoresAwake { stop, threads }
+    }
+}
+
+impl Drop for KeepCoresAwake {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Each softirq thread's pid and scheduling policy (`sched_getscheduler`), in pid order.
