@@ -36,9 +36,10 @@ bash scripts/fuzz.sh build
 # so that they do not starve the timing-sensitive soft tests running beside them; so does the CI-sized
 # congestion study, whose PFC run holds lossless only while no other test's busy-polling processes
 # compete with its senders, switch and the kernel's delivery (docs/congestion.md, "The kernel's backlog
-# is the cable": 23 headroom drops beside compare_local's runs, none alone).
-cargo test --tests --locked -- --skip fabric_mpi --skip fabric_slurm --skip compare_congestion::a_short_study
+# is the cable": 23 headroom drops beside compare_local's runs, none alone). They run first: after the
+# five minutes of the main run the study lost 140 and 537 frames where, run by hand, it lost none.
 cargo test --test it --locked -- fabric_mpi fabric_slurm compare_congestion::a_short_study --test-threads=1
+cargo test --tests --locked -- --skip fabric_mpi --skip fabric_slurm --skip compare_congestion::a_short_study
 cargo test --doc --locked
 # The same-run performance gate: a release build, then about 20 s of runs judged by ratios within them.
 bash scripts/ci-gate.sh
