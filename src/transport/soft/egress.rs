@@ -9,23 +9,9 @@ use super::path::Path;
 use super::rc::{self, LoneAck};
 use crate::wire::{BTH_HEAD_LEN, EthernetRepr, ICRC_LEN, NetRepr, Opcode};
 
-/// Lets `qp` write its next packet along `path` into `buf`, finished for the wire (the ICRC valid
-/// for IPv4 ID 0); `None` when it has none (`acks`: a lone ACK may be kept for the next call).
-#[inline]
-pub(crate) fn fill(
-    qp: &mut Engine,
-    path: &Path,
-    cache: &mut TxCache,
-    now: impl rc::Now,
-    acks: LoneAck,
-    buf: &mut [u8],
-) -> Option<usize> {
-    frame(path, cache, buf, |ib| qp.poll_transmit_with(now, ib, acks))
-}
-
-/// What [`fill`] takes besides the buffer, for one queue pair's transmission: gathered once, so
-/// that each packet's fill closure (built per packet, and moved into the device's) carries one
-/// reference rather than five.
+/// What a queue pair's transmission fills packets with: the queue pair, its path, TX cache, clock
+/// and ACK policy, gathered once, so that each packet's fill closure (built per packet, and moved
+/// into the device's) carries one reference rather than five.
 pub(crate) struct QpTx<'a, N> {
     pub qp: &'a mut Engine,
     pub path: &'a Path,
@@ -35,21 +21,19 @@ pub(crate) struct QpTx<'a, N> {
 }
 
 impl<N: FnMut() -> rc::Instant> QpTx<'_, N> {
-    /// [`fill`] with the queue pair's next packet.
+    /// Lets the queue pair write its next packet along its path into `buf`, finished for the wire
+    /// (the ICRC valid for IPv4 ID 0); `None` when it has none (a lone ACK may be kept for the next
+    /// call, as `acks` says).
     #[inline(always)]
     pub(crate) fn fill(&mut self, buf: &mut [u8]) -> Option<usize> {
-        fill(
-            self.qp,
-            self.path,
-            self.cache,
-            &mut self.now,
-            self.acks,
-            buf,
-        )
+        let (qp, now, acks) = (&mut *self.qp, &mut self.now, self.acks);
+        frame(self.path, self.cache, buf, |ib| {
+            qp.poll_transmit_with(now, ib, acks)
+        })
     }
 }
 
-/// As [`fill`], the CNP `qp` owes its peer only (a PFC pause holds every other packet).
+/// As [`QpTx::fill`], the CNP `qp` owes its peer only (a PFC pause holds every other packet).
 pub(crate) fn fill_cnp(
     qp: &mut Engine,
     path: &Path,

@@ -316,8 +316,20 @@ impl RxBatch {
     /// build every datagram in memory to read it back.
     #[inline(always)]
     pub fn datagram(&self, i: usize) -> RxDatagram<'_> {
-        let (data, truncated) = self.data(i);
         let (dst, gro_segment, tclass) = self.udp_cmsgs(i);
+        self.datagram_with(i, dst, gro_segment, tclass)
+    }
+
+    /// Datagram `i` with what its control messages said.
+    #[inline(always)]
+    fn datagram_with(
+        &self,
+        i: usize,
+        dst: Option<IpAddr>,
+        gro_segment: Option<u16>,
+        tclass: u8,
+    ) -> RxDatagram<'_> {
+        let (data, truncated) = self.data(i);
         RxDatagram {
             data,
             src: sockaddr::decode(&self.names[i]),
@@ -340,15 +352,7 @@ impl RxBatch {
             None if msg.msg_controllen == 0 => 0,
             None => return None,
         };
-        let (data, truncated) = self.data(i);
-        Some(RxDatagram {
-            data,
-            src: sockaddr::decode(&self.names[i]),
-            dst: None,
-            truncated,
-            gro_segment: None,
-            tclass,
-        })
+        Some(self.datagram_with(i, None, None, tclass))
     }
 
     /// Frame `i` of the last receive on an AF_PACKET socket, writable (a super-frame is split in

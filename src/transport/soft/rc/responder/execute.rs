@@ -416,7 +416,6 @@ impl Responder {
         if let Some(span) = span
             && !payload.is_empty()
         {
-            // A segment is an MTU's worth but for the last: no inline tests for short copies.
             copy_payload(ctx.mem.span_part_mut(span, written..end), payload);
         }
         if !ends {
