@@ -302,23 +302,39 @@ impl Qp {
         (&mut self.req, &mut self.resp, ctx)
     }
 
-    /// The responder's fast path for the expected SEND or WRITE ONLY or READ request (not in the error state, where
-    /// the general path drops every packet); true when it took the packet, false with nothing
-    /// changed. Inlined with the responder's part into [`handle_packet`](Self::handle_packet),
-    /// its one caller: one call a packet, not two.
+    /// The responder's fast path for the expected SEND or WRITE ONLY or READ request (not in the
+    /// error state, where the general path drops every packet); true when it took the packet,
+    /// false with nothing changed. Inlined with the responder's part into
+    /// [`handle_packet`](Self::handle_packet), its one caller: one call a packet, not two. The
+    /// opcode picks the arm at once (the responder's paths do not look at it again), and each arm
+    /// borrows the context for itself: built ahead of the arms, it was spilled for every packet.
     #[inline(always)]
     fn try_fast(&mut self, ib: &[u8]) -> bool {
-        // One compare keeps every other packet (READs, responses, ACKs) off the fast path's set-up.
-        let op = ib.first().map(|&b| Opcode(b));
-        if !matches!(
-            op,
-            Some(Opcode::RC_SEND_ONLY | Opcode::RC_RDMA_WRITE_ONLY | Opcode::RC_RDMA_READ_REQUEST)
-        ) || matches!(self.state, QpState::Error(_))
-        {
+        let Some(&op) = ib.first() else {
             return false;
+        };
+        match Opcode(op) {
+            Opcode::RC_RDMA_WRITE_ONLY if self.fast_ready() => {
+                let (_, resp, mut ctx) = self.parts();
+                resp.fast_write_only(ib, &mut ctx)
+            }
+            Opcode::RC_SEND_ONLY if self.fast_ready() => {
+                let (_, resp, mut ctx) = self.parts();
+                resp.fast_send_only(ib, &mut ctx)
+            }
+            Opcode::RC_RDMA_READ_REQUEST if self.fast_ready() => {
+                let (_, resp, mut ctx) = self.parts();
+                resp.fast_read(ib, &mut ctx)
+            }
+            _ => false,
         }
-        let (_, resp, mut ctx) = self.parts();
-        resp.fast_request(ib, &mut ctx)
+    }
+
+    /// Whether the responder's fast paths may take a request: not in the error state, and
+    /// [`Responder::fast_ready`].
+    #[inline(always)]
+    fn fast_ready(&self) -> bool {
+        !matches!(self.state, QpState::Error(_)) && self.resp.fast_ready()
     }
 
     /// The requester's fast path for an ACK or a READ RESPONSE ONLY (a BTH and an AETH, then the

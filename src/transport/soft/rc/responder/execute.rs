@@ -2,7 +2,7 @@
 
 use crate::transport::soft::bytes::copy_payload;
 use crate::transport::{Access, Completion, CompletionOp, CompletionStatus};
-use crate::wire::{BthPacket, IbRepr, NakCode, Opcode, RethPacket, RethRepr};
+use crate::wire::{BthPacket, IbRepr, NakCode, RethPacket, RethRepr};
 
 use super::super::ctx::Ctx;
 use super::super::mr::Span;
@@ -26,32 +26,25 @@ fn fast_reth(ib: &[u8]) -> Option<RethPacket<&[u8; BTH_RETH - BTH]>> {
 }
 
 impl Responder {
-    /// The fast path, what a NIC's does for the connected peer's expected packet: a SEND ONLY,
-    /// RDMA WRITE ONLY (no immediate) or RDMA READ request at the expected PSN, for this queue pair (`ctx.cfg.qpn`), read
-    /// straight from its bytes (BTH..pad) without the general parse. It keeps every rule of
-    /// [`handle_request`](Self::handle_request) and [`execute`](Self::execute) for such a packet
-    /// (BTH version and P_Key, in sequence, length within the MTU, the RETH's rkey, bounds and
-    /// access, a posted receive and its room, READs allowed and no payload on one) and leaves the same state. True when it took the
-    /// packet; false, with nothing changed, for anything else (another opcode, a PSN out of
-    /// sequence, a refusal to answer with a NAK, selective repeat, a full answer queue, a message
-    /// in progress), which the general path then handles as before. The caller has counted the
-    /// packet and checked that the queue pair is not in error.
+    /// Whether the responder's fast paths may take a packet at all: not under selective repeat
+    /// (its window orders requests), and with room for an answer. The fast paths, what a NIC's
+    /// does for the connected peer's expected packet ([`fast_write_only`](Self::fast_write_only),
+    /// [`fast_send_only`](Self::fast_send_only), [`fast_read`](Self::fast_read) and the WRITE
+    /// segments'), read the request straight from its bytes (BTH..pad) without the general parse.
+    /// Each keeps every rule of [`handle_request`](Self::handle_request) and
+    /// [`execute`](Self::execute) for such a packet (BTH version and P_Key, this queue pair, in
+    /// sequence, length within the MTU, the RETH's rkey, bounds and access, a posted receive and
+    /// its room, READs allowed and no payload on one) and leaves the same state. True when it
+    /// took the packet; false, with nothing changed, for anything else (a PSN out of sequence, a
+    /// refusal to answer with a NAK, a message in progress), which the general path then handles
+    /// as before. The caller picked the arm by opcode, counted the packet and checked that the
+    /// queue pair is not in error and this is true.
     #[inline(always)]
-    pub(in super::super) fn fast_request(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
-        if self.reorder.is_some() || self.jobs.is_full() {
-            return false;
-        }
-        // An arm per opcode, each knowing where its payload starts: the RETH's bounds then follow
-        // from the BTH's checks, and the opcode is not looked at again.
-        match ib.first().map(|&b| Opcode(b)) {
-            Some(Opcode::RC_RDMA_WRITE_ONLY) => self.fast_write_only(ib, ctx),
-            Some(Opcode::RC_SEND_ONLY) => self.fast_send_only(ib, ctx),
-            Some(Opcode::RC_RDMA_READ_REQUEST) => self.fast_read(ib, ctx),
-            _ => false,
-        }
+    pub(in super::super) fn fast_ready(&self) -> bool {
+        self.reorder.is_none() && !self.jobs.is_full()
     }
 
-    /// What every request [`fast_request`](Self::fast_request) takes must pass, its headers ending
+    /// What every request the fast paths ([`fast_ready`](Self::fast_ready)) take must pass, its headers ending
     /// at `START`: the BTH's checks ([`packet::fast_payload`]), the expected PSN, no message in
     /// progress, a payload within the MTU. The BTH and the payload.
     #[inline(always)]
@@ -72,9 +65,9 @@ impl Responder {
         Some((bth, payload))
     }
 
-    /// [`fast_request`](Self::fast_request) of an RDMA WRITE ONLY.
+    /// The fast path ([`fast_ready`](Self::fast_ready)) of an RDMA WRITE ONLY (no immediate).
     #[inline(always)]
-    fn fast_write_only(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
+    pub(in super::super) fn fast_write_only(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
         let Some((bth, payload)) = self.fast_head::<BTH_RETH>(ib, ctx) else {
             return false;
         };
@@ -100,9 +93,9 @@ impl Responder {
         true
     }
 
-    /// [`fast_request`](Self::fast_request) of a SEND ONLY.
+    /// The fast path ([`fast_ready`](Self::fast_ready)) of a SEND ONLY (no immediate).
     #[inline(always)]
-    fn fast_send_only(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
+    pub(in super::super) fn fast_send_only(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
         let Some((bth, payload)) = self.fast_head::<BTH>(ib, ctx) else {
             return false;
         };
@@ -126,11 +119,11 @@ impl Responder {
         true
     }
 
-    /// [`fast_request`](Self::fast_request) of an RDMA READ request. Out of line: one request a
+    /// The fast path ([`fast_ready`](Self::fast_ready)) of an RDMA READ request. Out of line: one request a
     /// READ, where a WRITE or SEND is a request a message, and the receive loop it would swell
     /// then keeps the ICRC's check inline.
     #[inline(never)]
-    fn fast_read(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
+    pub(in super::super) fn fast_read(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
         let Some((_, payload)) = self.fast_head::<BTH_RETH>(ib, ctx) else {
             return false;
         };
@@ -306,14 +299,14 @@ impl Responder {
         Ok(())
     }
 
-    /// The fast path for an RDMA WRITE FIRST, on the terms of [`fast_request`](Self::fast_request):
+    /// The fast path for an RDMA WRITE FIRST, on the terms of [`fast_ready`](Self::fast_ready):
     /// the expected PSN with no message in progress, a payload filling the MTU and within the
     /// RETH's DMA length (at most 2^31), the RETH's memory writable. It starts the WRITE as
     /// [`execute`](Self::execute) does. True when it took the packet; false, with nothing changed,
     /// for anything else. Out of line: one packet a message.
     #[inline(never)]
     pub(in super::super) fn fast_write_first(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
-        if self.reorder.is_some() || self.jobs.is_full() {
+        if !self.fast_ready() {
             return false;
         }
         let Some((bth, payload)) = self.fast_head::<BTH_RETH>(ib, ctx) else {
@@ -345,7 +338,7 @@ impl Responder {
     }
 
     /// The fast path for an RDMA WRITE MIDDLE or LAST (no immediate; `ends`: the LAST) of the
-    /// WRITE in progress, on the terms of [`fast_request`](Self::fast_request): the expected PSN,
+    /// WRITE in progress, on the terms of [`fast_ready`](Self::fast_ready): the expected PSN,
     /// a middle segment filling the MTU or a last one of at least a byte that ends the message
     /// exactly. True when it took the packet; false, with nothing changed, for anything else.
     #[inline(always)]
@@ -358,7 +351,7 @@ impl Responder {
         let Some(head) = ib.first_chunk::<BTH>() else {
             return false;
         };
-        if self.reorder.is_some() || self.jobs.is_full() {
+        if !self.fast_ready() {
             return false;
         }
         let bth = BthPacket::new_unchecked(head);
