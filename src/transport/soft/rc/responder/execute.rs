@@ -103,9 +103,10 @@ impl Responder {
         let Some(recv) = self.rq.front().copied().filter(|r| len <= r.span.len) else {
             return false;
         };
-        self.rq.pop_front();
+        // The receive just looked at goes: no second look (and copy) of it.
+        self.rq.drop_front(1);
         if len > 0 {
-            copy_payload(&mut ctx.mem.span_mut(recv.span)[..len], payload);
+            copy_payload(ctx.mem.span_part_mut(recv.span, 0..len), payload);
         }
         self.count_message();
         ctx.complete(recv_completion(
