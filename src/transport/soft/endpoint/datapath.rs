@@ -20,9 +20,11 @@ use crate::transport::soft::ingress::{
     FrameFilter, RxIcrcs, RxNet, Source, UdpRx, check_frame, check_udp_in, from_peer, is_ce,
     is_mac_control, qp_index,
 };
+use crate::transport::soft::io::Nic;
 use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
 use crate::transport::soft::io::device::{Device, RxMeta};
 use crate::transport::soft::io::io_error;
+use crate::transport::soft::pfc::PauseState;
 use crate::transport::soft::rc::{self, LoneAck};
 use crate::transport::soft::unreliable::Grh;
 use crate::wire::Ipv4IdCache;
@@ -191,6 +193,35 @@ impl SoftEndpoint {
     /// the PFC receive that precedes it, behind a cold branch, costs in code size).
     #[inline(always)]
     fn receive(&mut self, clock: &mut PollClock) -> Result<usize> {
+        let (rx, slots, c, pfc) = (
+            &mut self.rx,
+            &mut self.slots,
+            &mut self.counters,
+            &mut self.pfc,
+        );
+        // A UDP socket without a receive impairment (every run but an impaired or AF_PACKET one)
+        // is asked alone: the other devices' calls, which write their result in memory, would have
+        // the common path store its own there too, and keep the closure's captures computed ahead
+        // of every receive, an idle one included.
+        let Some(udp) = self.nic.plain_rx().and_then(Nic::udp_mut) else {
+            return self.receive_any(clock);
+        };
+        let n = udp
+            // Built only once packets came: an idle receive stores no captures. An unimpaired
+            // device reads no clock.
+            .receive_lazy(rc::Instant::ZERO, move || {
+                receiver(rx, slots, c, pfc, clock)
+            })
+            .map_err(io_error)?;
+        if n > 0 {
+            self.counters.rx_batches += 1;
+        }
+        Ok(n)
+    }
+
+    /// [`receive`](Self::receive) on any device, impaired or not.
+    #[inline(never)]
+    fn receive_any(&mut self, clock: &mut PollClock) -> Result<usize> {
         // An impaired device releases what it held by the clock; a plain one only hands packets on.
         let dev_now = if self.impair.is_some() {
             clock.now()
@@ -205,101 +236,7 @@ impl SoftEndpoint {
         );
         let n = self
             .nic
-            // Built only once packets came: an idle receive stores no captures.
-            .receive_lazy(dev_now, move || {
-                move |meta, data| {
-                    // Named whole, so the closure holds one reference to it rather than one per
-                    // field.
-                    let rx: &mut RxState = &mut *rx;
-                    c.rx_packets += 1;
-                    // Each kind of packet goes from its checks to its queue pair in its own arm:
-                    // the network header a UD receive rebuilds (`RxNet`) is made only if one asks
-                    // for it.
-                    match &meta {
-                        RxMeta::Datagram {
-                            src,
-                            dst,
-                            truncated,
-                            tclass,
-                        } => {
-                            // Only a UDP socket hands on datagrams: it has an address.
-                            let Some(local) = &rx.local else {
-                                return;
-                            };
-                            // The fields are read where the device left them (see UdpRx).
-                            let d = UdpRx {
-                                data,
-                                src,
-                                dst,
-                                truncated: *truncated,
-                            };
-                            let Some((ib, from)) = check_udp_in(
-                                d,
-                                local,
-                                &mut rx.ipv4_ids,
-                                &mut rx.icrcs,
-                                &mut c.drops,
-                            ) else {
-                                return;
-                            };
-                            let packet = (ib, from, is_ce(*tclass));
-                            match rx.cm.as_deref_mut() {
-                                // -R: QP1 carries the CM's MADs.
-                                Some(side) if super::cm::is_gsi(ib) => {
-                                    side.receive(clock.now(), ib, from, c)
-                                }
-                                // The engine reads the clock only for what needs it (an ACK, a
-                                // response). The network header, for a UD receive, is rebuilt
-                                // from the device's `meta` where it lies: were `d` captured, every
-                                // packet would copy the datagram into memory for the checks to
-                                // read back.
-                                _ => {
-                                    let local = &rx.local;
-                                    deliver(
-                                        slots,
-                                        c,
-                                        || clock.now(),
-                                        packet,
-                                        || datagram_grh(&meta, data, local),
-                                    )
-                                }
-                            }
-                        }
-                        &RxMeta::Frame {
-                            pkttype,
-                            ifindex,
-                            truncated,
-                        } => {
-                            // A PFC or pause frame (the filter passes them beside RoCE) sets what
-                            // the transmissions hold; it is no packet for a queue pair. Timed by a
-                            // clock read of its own: the poll's may be a whole window's sending
-                            // old, and a pause timed from then runs out before the next poll
-                            // looks.
-                            if is_mac_control(data) {
-                                pfc.on_frame(clock.fresh_nanos(), data);
-                                return;
-                            }
-                            let f = RxFrame {
-                                data,
-                                pkttype,
-                                ifindex,
-                                truncated,
-                            };
-                            let Some(packet) = check_frame(&f, &rx.me, &mut c.drops) else {
-                                return;
-                            };
-                            let (ib, from, _) = packet;
-                            let grh = || RxNet::Frame(data).grh();
-                            match rx.cm.as_deref_mut() {
-                                Some(side) if super::cm::is_gsi(ib) => {
-                                    side.receive(clock.now(), ib, from, c)
-                                }
-                                _ => deliver(slots, c, || clock.now(), packet, grh),
-                            }
-                        }
-                    }
-                }
-            })
+            .receive_lazy(dev_now, move || receiver(rx, slots, c, pfc, clock))
             .map_err(io_error)?;
         if n > 0 {
             self.counters.rx_batches += 1;
@@ -595,6 +532,102 @@ fn recount(slots: &mut [QpSlot]) -> u32 {
         sum = sum.saturating_add(s.unacked);
     }
     sum
+}
+
+/// What a receive hands each packet to: its checks, then its queue pair (or the CM, or the pause
+/// state). One closure type for [`SoftEndpoint::receive`] and `receive_any`, compiled once.
+#[inline(always)]
+fn receiver<'a>(
+    rx: &'a mut RxState,
+    slots: &'a mut [QpSlot],
+    c: &'a mut SoftCounters,
+    pfc: &'a mut PauseState,
+    clock: &'a mut PollClock,
+) -> impl FnMut(RxMeta, &[u8]) + 'a {
+    move |meta, data| {
+        // Named whole, so the closure holds one reference to it rather than one per
+        // field.
+        let rx: &mut RxState = &mut *rx;
+        c.rx_packets += 1;
+        // Each kind of packet goes from its checks to its queue pair in its own arm:
+        // the network header a UD receive rebuilds (`RxNet`) is made only if one asks
+        // for it.
+        match &meta {
+            RxMeta::Datagram {
+                src,
+                dst,
+                truncated,
+                tclass,
+            } => {
+                // Only a UDP socket hands on datagrams: it has an address.
+                let Some(local) = &rx.local else {
+                    return;
+                };
+                // The fields are read where the device left them (see UdpRx).
+                let d = UdpRx {
+                    data,
+                    src,
+                    dst,
+                    truncated: *truncated,
+                };
+                let Some((ib, from)) =
+                    check_udp_in(d, local, &mut rx.ipv4_ids, &mut rx.icrcs, &mut c.drops)
+                else {
+                    return;
+                };
+                let packet = (ib, from, is_ce(*tclass));
+                match rx.cm.as_deref_mut() {
+                    // -R: QP1 carries the CM's MADs.
+                    Some(side) if super::cm::is_gsi(ib) => side.receive(clock.now(), ib, from, c),
+                    // The engine reads the clock only for what needs it (an ACK, a
+                    // response). The network header, for a UD receive, is rebuilt
+                    // from the device's `meta` where it lies: were `d` captured, every
+                    // packet would copy the datagram into memory for the checks to
+                    // read back.
+                    _ => {
+                        let local = &rx.local;
+                        deliver(
+                            slots,
+                            c,
+                            || clock.now(),
+                            packet,
+                            || datagram_grh(&meta, data, local),
+                        )
+                    }
+                }
+            }
+            &RxMeta::Frame {
+                pkttype,
+                ifindex,
+                truncated,
+            } => {
+                // A PFC or pause frame (the filter passes them beside RoCE) sets what
+                // the transmissions hold; it is no packet for a queue pair. Timed by a
+                // clock read of its own: the poll's may be a whole window's sending
+                // old, and a pause timed from then runs out before the next poll
+                // looks.
+                if is_mac_control(data) {
+                    pfc.on_frame(clock.fresh_nanos(), data);
+                    return;
+                }
+                let f = RxFrame {
+                    data,
+                    pkttype,
+                    ifindex,
+                    truncated,
+                };
+                let Some(packet) = check_frame(&f, &rx.me, &mut c.drops) else {
+                    return;
+                };
+                let (ib, from, _) = packet;
+                let grh = || RxNet::Frame(data).grh();
+                match rx.cm.as_deref_mut() {
+                    Some(side) if super::cm::is_gsi(ib) => side.receive(clock.now(), ib, from, c),
+                    _ => deliver(slots, c, || clock.now(), packet, grh),
+                }
+            }
+        }
+    }
 }
 
 /// The network header a UD receive rebuilds for a datagram handed on as `data` with `meta` by the

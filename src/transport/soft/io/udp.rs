@@ -462,6 +462,17 @@ impl UdpDevice {
     }
 }
 
+impl super::Nic {
+    /// The UDP device, if this is one: the datapath receives from it without the dispatch.
+    #[inline(always)]
+    pub(crate) fn udp_mut(&mut self) -> Option<&mut UdpDevice> {
+        match self {
+            super::Nic::Udp(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
 impl Device for UdpDevice {
     /// The peer's UDP address (a packet without one is not sent).
     type Addr = Option<SocketAddr>;

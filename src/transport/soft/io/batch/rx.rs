@@ -197,7 +197,7 @@ impl RxBatch {
             // The kernel overwrote header 0's capacities if the last receive got a datagram: given
             // back here, three stores, rather than tracked and restored behind a compare on every
             // receive (`dirty` counts only what `recvmmsg` touched).
-            let h = &mut self.hdrs[0];
+            let h = self.first_header_mut();
             restore(h);
             // recvmmsg reports the length in the header; recvmsg returns it.
             recvmsg_nowait(fd, &mut h.msg_hdr).map(|len| {
@@ -301,10 +301,27 @@ impl RxBatch {
         Ok(1)
     }
 
+    /// Header 0, which `recvmsg` fills: without the bounds check that every receive, idle ones
+    /// too, paid.
+    #[inline(always)]
+    fn first_header_mut(&mut self) -> &mut libc::mmsghdr {
+        // SAFETY: `Slots::new` asserts at least one slot, and `new` makes a header per slot.
+        unsafe { self.hdrs.get_unchecked_mut(0) }
+    }
+
+    /// The header and the address of datagram `i` of the last receive, which must be one of
+    /// them: without bounds checks beside that one (folded away where `i` is known below it).
+    #[inline(always)]
+    fn received(&self, i: usize) -> (&libc::mmsghdr, &libc::sockaddr_storage) {
+        assert!(i < self.filled, "packet {i} of a batch of {}", self.filled);
+        // SAFETY: `filled` never exceeds the slot count (a receive returns at most that many),
+        // and there are as many headers and addresses as slots (see `new`).
+        unsafe { (self.hdrs.get_unchecked(i), self.names.get_unchecked(i)) }
+    }
+
     #[inline]
     fn data(&self, i: usize) -> (&[u8], bool) {
-        assert!(i < self.filled, "packet {i} of a batch of {}", self.filled);
-        let h = &self.hdrs[i];
+        let (h, _) = self.received(i);
         // Every receive iovec spans its whole slot, so the slot's length bounds the packet.
         (
             self.slots.head(i, h.msg_len as usize),
@@ -332,7 +349,7 @@ impl RxBatch {
         let (data, truncated) = self.data(i);
         RxDatagram {
             data,
-            src: sockaddr::decode(&self.names[i]),
+            src: sockaddr::decode(self.received(i).1),
             dst,
             truncated,
             gro_segment,
@@ -346,7 +363,7 @@ impl RxBatch {
     /// so that its caller holds nothing across one.
     #[inline(always)]
     pub fn plain_datagram(&self, i: usize) -> Option<RxDatagram<'_>> {
-        let msg = &self.hdrs[i].msg_hdr;
+        let msg = &self.received(i).0.msg_hdr;
         let tclass = match lone_tos(msg) {
             Some(tos) => tos,
             None if msg.msg_controllen == 0 => 0,
@@ -396,7 +413,7 @@ impl RxBatch {
     /// line ([`walk_udp_cmsgs`]).
     #[inline(always)]
     fn udp_cmsgs(&self, i: usize) -> (Option<IpAddr>, Option<u16>, u8) {
-        let msg = &self.hdrs[i].msg_hdr;
+        let msg = &self.received(i).0.msg_hdr;
         // The address is written in place: returned with the rest, it would be copied about
         // whole on the lone TOS's path too.
         let mut dst = None;
