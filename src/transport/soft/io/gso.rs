@@ -273,6 +273,29 @@ impl GsoTxBatch {
     /// transmission. What the kernel does not take stays queued, closed, for `send_entries`.
     #[inline(always)]
     fn send_lone(&mut self, fd: RawFd, e: usize, len: usize, dst: SocketAddr) -> io::Result<usize> {
+        match self.sendto_entry(fd, e, len, dst) {
+            Ok(true) => {
+                self.open = None;
+                self.emptied();
+                Ok(1)
+            }
+            kept => {
+                self.close_open();
+                kept.map(|_| 0)
+            }
+        }
+    }
+
+    /// One sendto of the first `len` bytes of entry `e` to `dst` (past an ICMP error reported for
+    /// an earlier datagram); false when the kernel took nothing now.
+    #[inline(always)]
+    fn sendto_entry(
+        &mut self,
+        fd: RawFd,
+        e: usize,
+        len: usize,
+        dst: SocketAddr,
+    ) -> io::Result<bool> {
         let name = &mut self.names[e];
         let namelen = sockaddr::encode(dst, name);
         let name = name as *const libc::sockaddr_storage as *const libc::sockaddr;
@@ -282,19 +305,57 @@ impl GsoTxBatch {
         };
         loop {
             match sendto_nowait(fd, &buf, name, namelen) {
-                Ok(_) => break,
+                Ok(_) => return Ok(true),
                 Err(err) => match send_failed(err) {
                     Ok(true) => {}
-                    kept => {
-                        self.close_open();
-                        return kept.map(|_| 0);
-                    }
+                    kept => return kept,
                 },
             }
         }
-        self.open = None;
-        self.emptied();
-        Ok(1)
+    }
+
+    /// Where a packet goes that may leave alone, unqueued ([`send_unqueued`](Self::send_unqueued)):
+    /// the first entry's `max_packet` bytes; `None` unless the batch is empty.
+    #[inline(always)]
+    pub(crate) fn unqueued_buf(&mut self) -> Option<&mut [u8]> {
+        if self.queued != 0 {
+            return None;
+        }
+        let max = self.max_packet;
+        Some(self.mem.part_mut(0, 0, max))
+    }
+
+    /// Queues the `len` bytes written into [`unqueued_buf`](Self::unqueued_buf), to `dst`, as
+    /// [`try_push`](Self::try_push) would have queued them: a second packet follows.
+    pub(crate) fn queue_unqueued(&mut self, dst: SocketAddr, len: usize) {
+        self.open_entry(0, dst, len);
+    }
+
+    /// Sends the `len` bytes written into [`unqueued_buf`](Self::unqueued_buf) to `dst`: the
+    /// sendto [`send`](Self::send) makes for a lone packet, without the entry's bookkeeping.
+    /// What the kernel does not take stays queued, closed, as `send` leaves it.
+    #[inline(always)]
+    pub(crate) fn send_unqueued(
+        &mut self,
+        fd: RawFd,
+        dst: SocketAddr,
+        len: usize,
+    ) -> io::Result<usize> {
+        match self.sendto_entry(fd, 0, len, dst) {
+            Ok(true) => Ok(1),
+            kept => {
+                self.keep_unsent(dst, len);
+                kept.map(|_| 0)
+            }
+        }
+    }
+
+    /// [`send_unqueued`](Self::send_unqueued)'s packet the kernel did not take: queued and closed.
+    #[cold]
+    #[inline(never)]
+    fn keep_unsent(&mut self, dst: SocketAddr, len: usize) {
+        self.open_entry(0, dst, len);
+        self.close_open();
     }
 }
 

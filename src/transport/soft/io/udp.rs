@@ -441,6 +441,20 @@ pub(crate) struct UdpDevice {
 /// Bytes of a CNP: BTH 12, 16 reserved, ICRC 4.
 const CNP_SLOT: usize = 32;
 
+/// What [`UdpDevice::tx_unqueued`] did with a transmission's first packet.
+pub(crate) enum Unqueued {
+    /// Nothing asked: the device has no GSO batch, or packets are queued.
+    Busy,
+    /// The fill had no packet.
+    Declined,
+    /// A CNP, sent on its own as [`Device::tx_push`] sends it.
+    Cnp,
+    /// A packet of this many bytes, written and not queued: for
+    /// [`tx_unqueued_send`](UdpDevice::tx_unqueued_send) or
+    /// [`tx_unqueued_queue`](UdpDevice::tx_unqueued_queue).
+    Filled(usize),
+}
+
 impl UdpDevice {
     /// The device on `sock`, with batches as `plan` says.
     pub(crate) fn new(sock: UdpSocket, plan: &UdpPlan) -> UdpDevice {
@@ -458,6 +472,53 @@ impl UdpDevice {
             tx_batches: 0,
             cnp_tclass: plan.cfg.cnp_tclass,
             cnp: [0; CNP_SLOT],
+        }
+    }
+
+    /// A transmission's first packet to `dst` while nothing is queued (a ping-pong's every
+    /// transmission): `fill` writes it where the GSO batch's first entry goes, but it is not
+    /// queued, so that a lone packet leaves by one sendto without an entry opened and closed
+    /// around it. Without GSO, or with packets queued, the device is busy.
+    #[inline(always)]
+    pub(crate) fn tx_unqueued(
+        &mut self,
+        dst: SocketAddr,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Unqueued {
+        let Some(buf) = self.gso.as_mut().and_then(|g| g.unqueued_buf()) else {
+            return Unqueued::Busy;
+        };
+        let max = buf.len();
+        let Some(n) = fill(buf) else {
+            return Unqueued::Declined;
+        };
+        assert!(n <= max, "packet of {n} bytes exceeds max_packet {max}");
+        // A CNP takes its own class (see `tx_push`): sent alone from where it was written.
+        if buf[0] == Opcode::CNP.0 && n <= CNP_SLOT {
+            let _ = self.sock.send_with_tclass(&buf[..n], dst, self.cnp_tclass);
+            return Unqueued::Cnp;
+        }
+        Unqueued::Filled(n)
+    }
+
+    /// Sends the packet of `len` bytes [`tx_unqueued`](Self::tx_unqueued) wrote, alone, as the
+    /// flush of a batch that queued it alone would (what the kernel does not take stays queued).
+    #[inline(always)]
+    pub(crate) fn tx_unqueued_send(&mut self, dst: SocketAddr, len: usize) -> Result<(), IoError> {
+        let Some(g) = self.gso.as_mut() else {
+            unreachable!("tx_unqueued writes only into a GSO batch");
+        };
+        self.tx_batches += 1;
+        g.send_unqueued(self.sock.as_raw_fd(), dst, len)
+            .map_err(|source| self.sock.send_failed("sendmmsg(UDP_SEGMENT)", source))
+            .map(|_| ())
+    }
+
+    /// Queues the packet of `len` bytes [`tx_unqueued`](Self::tx_unqueued) wrote, as
+    /// [`Device::tx_push`] would have: more follow.
+    pub(crate) fn tx_unqueued_queue(&mut self, dst: SocketAddr, len: usize) {
+        if let Some(g) = self.gso.as_mut() {
+            g.queue_unqueued(dst, len);
         }
     }
 }
