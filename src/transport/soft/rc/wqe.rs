@@ -170,7 +170,7 @@ impl Wqe {
                 // the bytes its header stack writes, without the stack's per-header dispatch (every
                 // request of a READ latency test comes here).
                 let bth = (Opcode::RC_RDMA_READ_REQUEST, dest, psn, true);
-                let len = packet::emit_data(buf, bth, Some(reth), None, &[]);
+                let len = packet::emit_data(buf, bth, || Some(reth), None, &[]);
                 (len, self.npkts - k, 0, true)
             }
             SendOp::FetchAdd(add) => {
@@ -240,7 +240,7 @@ impl Wqe {
                 });
                 let src = &ctx.mem.span(self.local)[start..start + n];
                 let len = match ext {
-                    None => packet::emit_data(buf, (opcode, dest, psn, ack_req), reth, imm, src),
+                    None => packet::emit_data(buf, (opcode, dest, psn, ack_req), || reth, imm, src),
                     Some(e) => {
                         let mut r = packet::repr(opcode, dest, psn, ack_req, e.len() + n);
                         r.imm = imm;
@@ -280,18 +280,15 @@ impl Wqe {
         // One packet: the whole span (`len` bytes, at most the path MTU).
         let src = ctx.mem.span(self.local);
         let dest = ctx.cfg.remote_qpn;
-        let mut emit = |opcode, reth, imm| {
-            packet::emit_data(buf, (opcode, dest, psn, ack_req), reth, imm, src)
-        };
+        let mut emit =
+            |opcode, imm| packet::emit_data(buf, (opcode, dest, psn, ack_req), reth, imm, src);
         // `emit_data` inlined for each opcode apart: its headers (RETH, immediate) are then known
-        // where they are written, not looked up. SEND opcodes carry no RETH.
+        // where they are written, not looked up. SEND opcodes carry no RETH: `reth` is not called.
         let len = match self.wr.op {
-            SendOp::Send => emit(Opcode::RC_SEND_ONLY, None, None),
-            SendOp::SendWithImm(i) => emit(Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, None, Some(i)),
-            SendOp::Write => emit(Opcode::RC_RDMA_WRITE_ONLY, reth(), None),
-            SendOp::WriteWithImm(i) => {
-                emit(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, reth(), Some(i))
-            }
+            SendOp::Send => emit(Opcode::RC_SEND_ONLY, None),
+            SendOp::SendWithImm(i) => emit(Opcode::RC_SEND_ONLY_WITH_IMMEDIATE, Some(i)),
+            SendOp::Write => emit(Opcode::RC_RDMA_WRITE_ONLY, None),
+            SendOp::WriteWithImm(i) => emit(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, Some(i)),
             _ => unreachable!("a SEND or WRITE"),
         };
         Emitted {
