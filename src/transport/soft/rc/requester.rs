@@ -6,8 +6,7 @@
 //! packets. How it recovers from loss is a sub-state that owns its logic ([`LossRecovery`]):
 //! go-back-N as rxe, go-back-N with a probe and a loss-reactive window between roceperf endpoints
 //! ([`GbnLoss`], `gbn.rs`), or selective repeat ([`Sack`], `sack.rs`). The sub-states are handed
-//! what they need (the send queue, PSNs) as arguments; this file alone moves the requester's state
-//! (with `requester/timeout.rs`, what its expired timers do).
+//! what they need (the send queue, PSNs) as arguments; this file alone moves the requester's state.
 //!
 //! ACKs are cumulative. A NAK or a READ response also acknowledges everything before its PSN. An ACK
 //! that passes a READ/atomic still waiting for its data means those responses were lost (an
@@ -30,8 +29,6 @@ use super::sack::Sack;
 use super::time::{Instant, Now};
 use super::timer::{self, Timer, TimerTable};
 use super::wqe::{Emitted, SendQueue, Wqe};
-
-mod timeout;
 
 /// What a response or a timeout did to the QP: `Some(status)` means the QP must enter ERROR with
 /// `status` for the oldest work request.
@@ -88,9 +85,6 @@ pub(super) struct Requester {
     /// The pacer or a pause held a packet since the last packet that asked for an answer: the
     /// next question may leave long after the last progress (see `poll_transmit`).
     held_since_asked: bool,
-    /// What [`may_transmit`](Self::may_transmit) answers, kept as it changes (every poll asks it):
-    /// true wherever the cursor goes back, a work request comes or a probe is scheduled.
-    may_send: bool,
 }
 
 impl Requester {
@@ -137,7 +131,6 @@ impl Requester {
             rate,
             paused: false,
             held_since_asked: false,
-            may_send: sr.is_some(),
         }
     }
 
@@ -166,7 +159,6 @@ impl Requester {
             self.recv_seq_next = self.recv_seq_next.wrapping_add(1);
         }
         self.next_psn = self.next_psn.add(npkts);
-        self.may_send = true;
     }
 
     /// While `held` (a PFC pause of data's priority), no request leaves: a silence then is this
@@ -223,14 +215,7 @@ impl Requester {
     /// (fully) sent, or go-back-N's probe. Selective repeat always may (its resends are not behind
     /// the cursor).
     pub(super) fn may_transmit(&self) -> bool {
-        debug_assert!(self.may_send || !(self.cursor < self.sq.len() || self.may_resend()));
-        self.may_send
-    }
-
-    /// Brings [`may_send`](Self::may_transmit) up to date.
-    #[inline]
-    fn refresh(&mut self) {
-        self.may_send = self.cursor < self.sq.len() || self.may_resend();
+        self.cursor < self.sq.len() || self.may_resend()
     }
 
     /// Whether a packet the endpoint's cap does not hold may be due: go-back-N's probe, or any of
@@ -248,6 +233,60 @@ impl Requester {
         self.timers.next_timeout()
     }
 
+    /// Fires the timers due at `now`: the end of an RNR wait sends the refused packet again, the
+    /// retransmission timer goes back (or probes, under selective repeat and `gbn`).
+    pub(super) fn handle_timeout(&mut self, now: Instant, ctx: &mut Ctx<'_>) -> Outcome {
+        for timer in Timer::VALUES {
+            if !self.timers.expire(timer, now) {
+                continue;
+            }
+            match timer {
+                // The RNR wait is over: send the refused packet again.
+                Timer::Rnr => self.resend_unacknowledged(),
+                // The pacer lets the next request go: the transmission that follows sends it.
+                Timer::Pace => {}
+                Timer::Retransmit => {
+                    if !self.outstanding() {
+                        continue;
+                    }
+                    if self.held_back(ctx) {
+                        // Not a silence of the peer: nothing that left asked for an answer, and
+                        // the next packet, which may go, is held on this side (the pacer, a PFC
+                        // pause). It asks when it leaves, and the timer runs from then
+                        // (`poll_transmit`); until then it waits, resending nothing.
+                        self.noack_pkts = ctx.cfg.ack_req_every;
+                        self.held_since_asked = true;
+                        self.arm(now, ctx);
+                        continue;
+                    }
+                    ctx.counters.timeouts += 1;
+                    let outcome = match self.recovery {
+                        LossRecovery::Selective(_) => self.sr_timeout(ctx),
+                        LossRecovery::Probing(_) => self.gbn_timeout(ctx),
+                        LossRecovery::GoBackN => self.retry(RetryCause::Timeout, ctx),
+                    };
+                    if outcome.is_some() {
+                        return outcome;
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// What a fast timeout probes with: the oldest unacknowledged PSN, or the newest sent when none of
+    /// the unacknowledged ones asked for an ACK (a latency test's unsignaled messages). Those were
+    /// not in doubt until now: the silence doubts the newest, and asking with it answers for all of
+    /// them in one round trip (and delivers it if it was the one lost), where the oldest, long
+    /// delivered, would only move the question on to a second timeout.
+    fn probe_psn(&self) -> Psn {
+        if self.comp_psn.before(self.asked_high) {
+            self.comp_psn
+        } else {
+            self.sent_high.sub(1)
+        }
+    }
+
     /// Points transmission at `psn`: the work request holding it, or the end of the queue.
     fn seek(&mut self, psn: Psn) {
         self.req_psn = psn;
@@ -255,13 +294,11 @@ impl Requester {
             if psn.in_window(w.first_psn, w.npkts) {
                 self.cursor = i;
                 self.cursor_pkt = psn.diff(w.first_psn) as u32;
-                self.may_send = true;
                 return;
             }
         }
         self.cursor = self.sq.len();
         self.cursor_pkt = 0;
-        self.refresh();
     }
 
     /// Arms (or stops) the retransmission timer after progress.
@@ -312,6 +349,26 @@ impl Requester {
             Some(t) => self.start_silence(now.now(), t, ctx),
             None => self.timers.stop(Timer::Retransmit),
         }
+    }
+
+    /// Whether an expired retransmission timer found the peer owing nothing and this side holding
+    /// the packet that would ask: no packet out asked for an answer (all were unsignaled, or asked
+    /// and were answered), the next one may go by the window, the endpoint's cap, the RNR wait
+    /// and the READ/atomic limit, and the pacer (DCQCN limits the rate) or a PFC pause holds it.
+    /// Timing out then would resend packets that are not lost, only not yet asked about. (Nothing
+    /// held, the timeout stands: unsignaled packets may have been lost, and the responder owes no
+    /// word on them.)
+    fn held_back(&self, ctx: &Ctx<'_>) -> bool {
+        let Some(w) = self.sq.get(self.cursor) else {
+            return false;
+        };
+        (self.paused || self.rate.limited())
+            && !self.comp_psn.before(self.asked_high)
+            && self.req_psn.diff(self.comp_psn) < self.window(ctx).min(self.cap) as i32
+            && self.timers.get(Timer::Rnr).is_none()
+            && !(w.is_read_or_atomic()
+                && !w.started
+                && self.rd_atomic_inflight >= ctx.cfg.max_rd_atomic)
     }
 
     /// The ACK timeout for the next arming: the configured one, doubled per retry already spent
@@ -399,7 +456,6 @@ impl Requester {
                     }
                     // Everything was acknowledged between the timeout and this call.
                     g.cancel_probe();
-                    self.refresh();
                 }
                 _ => {}
             }
@@ -410,10 +466,7 @@ impl Requester {
         let ask = self.asks(false, ctx);
         let sr = self.recovery.is_selective();
         let window = self.window(ctx).min(self.cap) as i32;
-        let Some(wqe) = self.sq.get_mut(self.cursor) else {
-            self.refresh();
-            return None;
-        };
+        let wqe = self.sq.get_mut(self.cursor)?;
         let (read_or_atomic, started) = (wqe.is_read_or_atomic(), wqe.started);
         if self.req_psn.diff(self.comp_psn) >= window {
             return None;
@@ -445,7 +498,6 @@ impl Requester {
         if self.cursor_pkt >= wqe.npkts {
             self.cursor += 1;
             self.cursor_pkt = 0;
-            self.refresh();
         }
         if psn == self.sent_high && !self.recovery.fast() {
             // Sent first under go-back-N (every packet of a clean run): nothing to time, no floor.
@@ -588,7 +640,6 @@ impl Requester {
         }
         self.cursor = 0;
         self.cursor_pkt = 0;
-        self.refresh();
         self.timers.stop_all();
     }
 
@@ -842,7 +893,6 @@ impl Requester {
         let comp = self.comp_psn;
         if let Some(g) = self.recovery.gbn() {
             g.progress(comp, now);
-            self.refresh();
         }
         self.rearm(now, ctx);
     }
@@ -880,13 +930,47 @@ impl Requester {
         }
     }
 
+    /// A timeout under go-back-N with `gbn`: a fast one sends the probe (or, when the oldest work
+    /// request is a READ or atomic, asks for it again and goes back N) without spending the retry
+    /// budget; past the fast ones, [`retry`](Requester::retry) as rxe.
+    fn gbn_timeout(&mut self, ctx: &mut Ctx<'_>) -> Outcome {
+        let in_flight = self.sent_high.diff(self.comp_psn);
+        if !self.outstanding() || self.rto.fast_timeout_ns(in_flight, ctx.cfg).is_none() {
+            return self.retry(RetryCause::Timeout, ctx);
+        }
+        let comp = self.comp_psn;
+        if matches!(&self.recovery, LossRecovery::Probing(g) if g.suspects(comp)) {
+            // The probe's ACK said the responder had nothing after it, and nothing came since.
+            return self.retry(RetryCause::Probe, ctx);
+        }
+        ctx.counters.retries += 1;
+        self.rto.fast_spent += 1;
+        let read_or_atomic = self.sq.front().is_some_and(|w| w.is_read_or_atomic());
+        if read_or_atomic || self.rto.timed() == Some(comp) {
+            // Karn's rule: the packet timed is sent again, its answer may be the resend's, and a
+            // sample that includes this timeout would lengthen the next one (a lost ping would
+            // soon cost the ACK timeout again).
+            self.rto.cancel();
+        }
+        self.noack_pkts = 0;
+        self.timers.stop(Timer::Retransmit);
+        let probe = self.probe_psn();
+        let g = self.recovery.gbn().expect("go-back-N with gbn_fast");
+        if read_or_atomic {
+            g.schedule_probe(None);
+            self.seek(comp);
+        } else {
+            g.schedule_probe(Some(probe));
+        }
+        None
+    }
+
     /// Sends the probe ([`Requester::probe_psn`]) alone, with AckReq; transmission then goes on
     /// where it was.
     fn gbn_send_probe(&mut self, now: &mut impl Now, buf: &mut [u8], ctx: &mut Ctx<'_>) -> usize {
         let (comp, sent_high) = (self.comp_psn, self.sent_high);
         let g = self.recovery.gbn().expect("go-back-N with gbn_fast");
         let psn = g.take_probe(comp, sent_high);
-        self.refresh();
         let w = self
             .sq
             .started_at(psn)
@@ -1084,6 +1168,26 @@ impl Requester {
         let sent = self.emit(&r.wqe, r.k, at, r.read_pkts, true, buf, ctx);
         self.recovery.sack().resent(at, frontier, r.response);
         Some(self.resent(now, sent, ctx))
+    }
+
+    /// A timeout under selective repeat: a fast one resends what is missing without spending the
+    /// retry budget; past the fast ones, [`retry`](Requester::retry) as under go-back-N.
+    fn sr_timeout(&mut self, ctx: &mut Ctx<'_>) -> Outcome {
+        let in_flight = self.sent_high.diff(self.comp_psn);
+        if self.outstanding() && self.rto.fast_timeout_ns(in_flight, ctx.cfg).is_some() {
+            ctx.counters.retries += 1;
+            self.rto.fast_spent += 1;
+            self.noack_pkts = 0;
+            self.timers.stop(Timer::Retransmit);
+            // A probe, not the whole window: on a loaded host a fast timeout is as likely a peer
+            // that was not scheduled as a loss, and its answer (with the SACKs of whatever did
+            // arrive) shows what is really missing.
+            let probe = self.probe_psn();
+            self.rto.cancel();
+            self.recovery.sack().probe(probe);
+            return None;
+        }
+        self.retry(RetryCause::Timeout, ctx)
     }
 }
 
