@@ -6,7 +6,10 @@
 //! in it, which implements `Backend` with a `Plan` of its own. From that one line it declares the
 //! module, a variant of `Nic` and of the `BackendPlan` that opens it, and the dispatch from
 //! `--io`'s word to the backend's own check and plan; so the datapath dispatches statically (one
-//! `match` per call, no `dyn`) and neither the planner nor the endpoint names a backend.
+//! `match` per call, no `dyn`) and neither the planner nor the endpoint names a backend. The one
+//! exception is the poll's common case, the unimpaired UDP socket, which it takes by
+//! `Nic::udp_mut` to receive and to send a lone packet: through the dispatch, the
+//! per-packet closures stayed out of line and cost 46 to 120 instructions a round trip.
 
 /// Declares the backend modules, `Nic` and `BackendPlan` with one variant per backend, the
 /// dispatch from `IoKind` to each backend's `Plan`, and the impls that forward each call to the
