@@ -369,6 +369,53 @@ impl Requester {
         buf: &mut [u8],
         ctx: &mut Ctx<'_>,
     ) -> Option<usize> {
+        // The common case, a packet sent first under go-back-N at full rate with the window
+        // open (a READ or atomic within the limit on those outstanding), goes here with few live values; everything else (and any `None`) is
+        // [`poll_transmit_any`](Self::poll_transmit_any)'s, which checks again from the start.
+        if self.timers.get(Timer::Rnr).is_none()
+            && !self.recovery.fast()
+            && !self.rate.limited()
+            && self.req_psn == self.sent_high
+            && self.req_psn.diff(self.comp_psn) < ctx.cfg.max_unacked_psns.min(self.cap) as i32
+        {
+            let ask = self.asks(false, ctx);
+            let max_rd_atomic = ctx.cfg.max_rd_atomic;
+            if let Some(wqe) = self.sq.get_mut(self.cursor)
+                && (!wqe.is_read_or_atomic()
+                    || !wqe.started && self.rd_atomic_inflight < max_rd_atomic)
+            {
+                if wqe.is_read_or_atomic() {
+                    self.rd_atomic_inflight += 1;
+                }
+                let psn = self.req_psn;
+                let sent = wqe.emit(self.cursor_pkt, psn, None, ask, false, buf, ctx);
+                self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
+                wqe.started = true;
+                let next = psn.add(sent.consumed);
+                self.req_psn = next;
+                self.sent_high = next;
+                self.cursor_pkt += sent.consumed;
+                if self.cursor_pkt >= wqe.npkts {
+                    self.cursor += 1;
+                    self.cursor_pkt = 0;
+                }
+                self.asked_to(sent.asked, next, now, ctx);
+                self.sent(now, sent.payload, false, ctx);
+                return Some(sent.len);
+            }
+        }
+        self.poll_transmit_any(now, buf, ctx)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) in general: recovery, pacing, READs and atomics,
+    /// resends. Out of line, so that the common case keeps a small frame.
+    #[inline(never)]
+    fn poll_transmit_any(
+        &mut self,
+        now: &mut impl Now,
+        buf: &mut [u8],
+        ctx: &mut Ctx<'_>,
+    ) -> Option<usize> {
         if self.timers.get(Timer::Rnr).is_some() {
             return None;
         }
@@ -456,14 +503,20 @@ impl Requester {
                 }
             }
         }
-        if sent.asked && next.after(self.asked_high) {
+        self.asked_to(sent.asked, next, now, ctx);
+        self.sent(now, sent.payload, paced, ctx);
+        Some(sent.len)
+    }
+
+    /// After a packet that ended at `next` and `asked` for an ACK: the highest PSN asked about.
+    #[inline(always)]
+    fn asked_to(&mut self, asked: bool, next: Psn, now: &mut impl Now, ctx: &mut Ctx<'_>) {
+        if asked && next.after(self.asked_high) {
             if self.held_since_asked {
                 self.asked_after_hold(now, ctx);
             }
             self.asked_high = next;
         }
-        self.sent(now, sent.payload, paced, ctx);
-        Some(sent.len)
     }
 
     /// Unacknowledged PSNs allowed out: the configured window (selective repeat: the responder's
