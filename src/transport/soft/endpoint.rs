@@ -27,6 +27,7 @@ use super::io::fault::Impaired;
 use super::io::impair::ImpairConfig;
 use super::io::kernel_rx::KernelRx;
 use super::io::qp_filter::QpRange;
+use super::io::sockaddr::Name;
 use super::marks;
 use super::netdev::{GidKind, NetDev};
 use super::path::{LocalEnd, Path, path_to};
@@ -65,6 +66,9 @@ struct QpSlot {
     path: Option<Path>,
     /// Where the connected peer's packets come from; others are dropped (`wrong_source`).
     peer: Gid,
+    /// A UDP path's peer address encoded for the kernel once, at connect: a lone packet's
+    /// sendto passes it as it is (see `transmit_unqueued`).
+    name: Name,
     /// What its transmissions keep for its path: ICRC starts, AF_PACKET's headers.
     tx_cache: TxCache,
     /// Its unacknowledged PSNs when the datapath last looked (ACKs only lower the true figure).
@@ -166,6 +170,7 @@ impl SoftEndpoint {
                     qp: None,
                     path: None,
                     peer: Gid::ZERO,
+                    name: Name::of(SocketAddr::from(([0, 0, 0, 0], 0))),
                     tx_cache: TxCache::new(),
                     unacked: 0,
                     ce_marked: 0,
@@ -508,6 +513,9 @@ impl SoftEndpoint {
         let slot = &mut self.slots[i];
         slot.qp = Some(qp);
         slot.peer = path.peer_source();
+        if let Path::Udp { dst, .. } = path {
+            slot.name = Name::of(dst);
+        }
         slot.path = Some(path);
         Ok(())
     }

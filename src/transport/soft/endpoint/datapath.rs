@@ -450,7 +450,11 @@ impl SoftEndpoint {
         // Asked after the packet, as the general transmission asks.
         let more = src.qp.has_transmit_work(acks);
         match (len, more) {
-            (Some(len), false) => dev.tx_unqueued_send(dst, len).map_err(io_error),
+            (Some(len), false) => {
+                // Looked up after the fill: a reference held across it costs a register.
+                let name = &self.slots[0].name;
+                dev.tx_unqueued_send(dst, name, len).map_err(io_error)
+            }
             (Some(len), true) => {
                 dev.tx_unqueued_queue(dst, len);
                 self.transmit_with::<true>(clock, acks)

@@ -299,6 +299,20 @@ impl GsoTxBatch {
         let name = &mut self.names[e];
         let namelen = sockaddr::encode(dst, name);
         let name = name as *const libc::sockaddr_storage as *const libc::sockaddr;
+        self.sendto_slot(fd, e, len, name, namelen)
+    }
+
+    /// One sendto of the first `len` bytes of entry `e` to the encoded `name` of `namelen` bytes
+    /// (past an ICMP error reported for an earlier datagram); false when the kernel took nothing.
+    #[inline(always)]
+    fn sendto_slot(
+        &mut self,
+        fd: RawFd,
+        e: usize,
+        len: usize,
+        name: *const libc::sockaddr,
+        namelen: libc::socklen_t,
+    ) -> io::Result<bool> {
         let buf = libc::iovec {
             iov_base: self.mem.slot_ptr(e) as *mut libc::c_void,
             iov_len: len,
@@ -331,17 +345,19 @@ impl GsoTxBatch {
         self.open_entry(0, dst, len);
     }
 
-    /// Sends the `len` bytes written into [`unqueued_buf`](Self::unqueued_buf) to `dst`: the
-    /// sendto [`send`](Self::send) makes for a lone packet, without the entry's bookkeeping.
-    /// What the kernel does not take stays queued, closed, as `send` leaves it.
+    /// Sends the `len` bytes written into [`unqueued_buf`](Self::unqueued_buf) to `dst`, encoded
+    /// as `name` where the path was made: the sendto [`send`](Self::send) makes for a lone packet,
+    /// without the entry's bookkeeping or the address's encoding. What the kernel does not take
+    /// stays queued, closed, as `send` leaves it.
     #[inline(always)]
     pub(crate) fn send_unqueued(
         &mut self,
         fd: RawFd,
         dst: SocketAddr,
+        name: &sockaddr::Name,
         len: usize,
     ) -> io::Result<usize> {
-        match self.sendto_entry(fd, 0, len, dst) {
+        match self.sendto_slot(fd, 0, len, name.ptr(), name.len()) {
             Ok(true) => Ok(1),
             kept => {
                 self.keep_unsent(dst, len);
