@@ -20,7 +20,25 @@ pub(crate) struct QpTx<'a, N> {
     pub acks: LoneAck,
 }
 
-impl<N: FnMut() -> rc::Instant> QpTx<'_, N> {
+impl<'a, N: FnMut() -> rc::Instant> QpTx<'a, N> {
+    /// What `qp` fills packets with along `path`, its TX `cache`, the clock `now` and `acks`.
+    #[inline(always)]
+    pub(crate) fn new(
+        qp: &'a mut Engine,
+        path: &'a Path,
+        cache: &'a mut TxCache,
+        now: N,
+        acks: LoneAck,
+    ) -> Self {
+        QpTx {
+            qp,
+            path,
+            cache,
+            now,
+            acks,
+        }
+    }
+
     /// Lets the queue pair write its next packet along its path into `buf`, finished for the wire
     /// (the ICRC valid for IPv4 ID 0); `None` when it has none (a lone ACK may be kept for the next
     /// call, as `acks` says).

@@ -358,13 +358,7 @@ impl SoftEndpoint {
                 continue;
             };
             let to = path.addr();
-            let mut src = egress::QpTx {
-                qp,
-                path,
-                cache,
-                now: || clock.now(),
-                acks,
-            };
+            let mut src = egress::QpTx::new(qp, path, cache, || clock.now(), acks);
             loop {
                 if self.nic.tx_full() {
                     self.nic.flush(dev_now).map_err(io_error)?;
@@ -432,13 +426,7 @@ impl SoftEndpoint {
             return self.transmit_with::<true>(clock, acks);
         };
         let dst = *dst;
-        let mut src = egress::QpTx {
-            qp,
-            path,
-            cache,
-            now: || clock.now(),
-            acks,
-        };
+        let mut src = egress::QpTx::new(qp, path, cache, || clock.now(), acks);
         let len = match dev.tx_unqueued(dst, |buf| src.fill(buf)) {
             Unqueued::Busy => return self.transmit_with::<true>(clock, acks),
             // As the general transmission: nothing queued, nothing to flush.
