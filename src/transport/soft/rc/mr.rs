@@ -205,7 +205,8 @@ impl MemoryTable {
     /// The region a key (lkey or rkey) names.
     #[inline]
     pub fn region(&self, key: u32) -> Option<&MemoryRegion> {
-        let index = (key >> 8).checked_sub(1)? as usize;
+        // Key index 0 wraps to an index past any table (at most 0xff_fffe regions): one compare.
+        let index = (key >> 8).wrapping_sub(1) as usize;
         self.regions.get(index).filter(|r| r.keys.lkey == key)
     }
 
