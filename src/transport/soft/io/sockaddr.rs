@@ -33,63 +33,30 @@ pub(crate) fn encode(addr: SocketAddr, out: &mut libc::sockaddr_storage) -> libc
     }
 }
 
-/// A peer's socket address encoded once, where its path is made: the name and length a sendto
-/// passes, so a lone packet's send does not encode it again (what [`encode`] writes, byte for byte).
+/// A peer's socket address encoded once, where its path is made ([`encode`]'s bytes and length):
+/// the name a sendto passes, so a lone packet's send does not encode it again.
 #[derive(Clone, Copy)]
 pub(crate) struct Name {
-    raw: RawName,
+    raw: libc::sockaddr_storage,
     len: libc::socklen_t,
 }
 
-/// The kernel's IPv4 or IPv6 socket address, in the room the larger takes.
-#[repr(C)]
-#[derive(Clone, Copy)]
-union RawName {
-    v4: libc::sockaddr_in,
-    v6: libc::sockaddr_in6,
-}
-
 impl Name {
-    /// `addr` as [`encode`] writes it.
+    /// `addr`, encoded by [`encode`].
     pub(crate) fn of(addr: SocketAddr) -> Name {
-        match addr {
-            SocketAddr::V4(a) => Name {
-                raw: RawName {
-                    v4: libc::sockaddr_in {
-                        sin_family: libc::AF_INET as libc::sa_family_t,
-                        sin_port: a.port().to_be(),
-                        sin_addr: libc::in_addr {
-                            s_addr: u32::from(*a.ip()).to_be(),
-                        },
-                        sin_zero: [0; 8],
-                    },
-                },
-                len: std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            },
-            SocketAddr::V6(a) => Name {
-                raw: RawName {
-                    v6: libc::sockaddr_in6 {
-                        sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                        sin6_port: a.port().to_be(),
-                        sin6_flowinfo: a.flowinfo().to_be(),
-                        sin6_addr: libc::in6_addr {
-                            s6_addr: a.ip().octets(),
-                        },
-                        sin6_scope_id: a.scope_id(),
-                    },
-                },
-                len: std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-            },
-        }
+        // SAFETY: sockaddr_storage is plain bytes; all zeros is a valid (AF_UNSPEC) value.
+        let mut raw: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let len = encode(addr, &mut raw);
+        Name { raw, len }
     }
 
     /// The name a sendto passes.
     #[inline(always)]
     pub(crate) fn ptr(&self) -> *const libc::sockaddr {
-        &self.raw as *const RawName as *const libc::sockaddr
+        &self.raw as *const libc::sockaddr_storage as *const libc::sockaddr
     }
 
-    /// Its length, as [`encode`] returns it.
+    /// Its length, as [`encode`] returned it.
     #[inline(always)]
     pub(crate) fn len(&self) -> libc::socklen_t {
         self.len
@@ -138,15 +105,12 @@ mod tests {
             assert!(len as usize >= std::mem::size_of::<libc::sockaddr_in>());
             assert_eq!(decode(&ss), Some(a));
             let name = Name::of(a);
-            assert_eq!(name.len(), len);
-            // SAFETY: `ptr` points at `len` bytes of the name, as `ss` holds `len` bytes.
-            let (ours, kernel) = unsafe {
-                (
-                    std::slice::from_raw_parts(name.ptr() as *const u8, len as usize),
-                    std::slice::from_raw_parts(&ss as *const _ as *const u8, len as usize),
-                )
-            };
-            assert_eq!(ours, kernel, "{a}: the same bytes as encode");
+            assert_eq!(name.len(), len, "{a}: the length encode gives");
+            assert_eq!(
+                decode(&name.raw),
+                Some(a),
+                "{a}: a name the kernel reads back as the peer"
+            );
         }
     }
 }

@@ -441,6 +441,12 @@ pub(crate) struct UdpDevice {
 /// Bytes of a CNP: BTH 12, 16 reserved, ICRC 4.
 const CNP_SLOT: usize = 32;
 
+/// Whether the `n` bytes a fill wrote into `b` are a CNP, which leaves alone with its own class.
+#[inline(always)]
+fn is_cnp(b: &[u8], n: usize) -> bool {
+    b[0] == Opcode::CNP.0 && n <= CNP_SLOT
+}
+
 /// What [`UdpDevice::tx_unqueued`] did with a transmission's first packet.
 pub(crate) enum Unqueued {
     /// Nothing asked: the device has no GSO batch, or packets are queued.
@@ -494,7 +500,7 @@ impl UdpDevice {
         };
         assert!(n <= max, "packet of {n} bytes exceeds max_packet {max}");
         // A CNP takes its own class (see `tx_push`): sent alone from where it was written.
-        if buf[0] == Opcode::CNP.0 && n <= CNP_SLOT {
+        if is_cnp(buf, n) {
             let _ = self.sock.send_with_tclass(&buf[..n], dst, self.cnp_tclass);
             return Unqueued::Cnp;
         }
@@ -579,7 +585,7 @@ impl Device for UdpDevice {
         let cnp = &mut self.cnp;
         let fill = |b: &mut [u8]| {
             let n = fill(b)?;
-            if b[0] == Opcode::CNP.0 && n <= CNP_SLOT {
+            if is_cnp(b, n) {
                 cnp[..n].copy_from_slice(&b[..n]);
                 cnp_len = n;
                 return None;
