@@ -117,6 +117,9 @@ pub struct SoftEndpoint {
     shared_budget: Option<u32>,
     /// What PFC pause frames hold (AF_PACKET: the datapath takes them with the RoCE frames).
     pfc: PauseState,
+    /// `poll_cq` may take the simple poll (`datapath::SoftEndpoint::poll_simple`): kept by
+    /// [`refresh_simple`](Self::refresh_simple) wherever what it depends on changes.
+    simple: bool,
 }
 
 impl SoftEndpoint {
@@ -233,7 +236,30 @@ impl SoftEndpoint {
             in_flight: 0,
             shared_budget: None,
             pfc,
+            simple: false,
         })
+    }
+
+    /// Recomputes `simple`: one connected RC queue pair on an unimpaired UDP socket, no `-e`, no
+    /// shared budget, no CM and PFC not armed (a latency test's every poll). The inputs change only
+    /// at connect (queue pairs, budget, GSO) and when the CM starts; `-e` and the impairment are
+    /// fixed at open, and PFC never arms on UDP (no MAC Control frame reaches a socket).
+    pub(super) fn refresh_simple(&mut self) {
+        let lone_rc = matches!(
+            &self.slots[..],
+            [QpSlot {
+                qp: Some(Engine::Rc(_)),
+                path: Some(Path::Udp { .. }),
+                ..
+            }]
+        );
+        self.simple = lone_rc
+            && !self.cfg.events
+            && self.impair.is_none()
+            && self.shared_budget.is_none()
+            && !self.pfc.armed()
+            && self.rx.cm.is_none()
+            && matches!(self.nic.inner(), Nic::Udp(_));
     }
 
     /// Takes the loss recovery the peer asked for out of band: selective repeat when both asked for
@@ -517,6 +543,7 @@ impl SoftEndpoint {
             slot.name = Name::of(dst);
         }
         slot.path = Some(path);
+        self.refresh_simple();
         Ok(())
     }
 
@@ -697,11 +724,11 @@ impl Endpoint for SoftEndpoint {
     }
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize> {
-        // One flag on the busy-polling path; `-e`'s sleep is out of line (`event`).
-        if self.cfg.events {
-            return self.poll_or_sleep(out);
+        // A latency test's lone RC queue pair: the tight poll, the rest out of line.
+        if self.simple {
+            return self.poll_simple(out);
         }
-        self.poll(out)
+        self.poll_general(out)
     }
 
     fn failure(&self) -> Option<String> {

@@ -116,6 +116,8 @@ impl SoftEndpoint {
                 src_port: 32768 + (seed >> 40) as u16 % 28000,
                 sidr: Vec::new(),
             }));
+            // The CM's turn is the general poll's.
+            self.refresh_simple();
         }
         self.rx.cm.as_deref_mut().expect("just made")
     }

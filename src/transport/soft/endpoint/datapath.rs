@@ -107,9 +107,20 @@ pub(super) fn monotonic_ns() -> u64 {
 }
 
 impl SoftEndpoint {
+    /// `poll_cq` off the simple poll: `-e`'s sleep or the general poll. Out of line, so that the
+    /// simple poll's caller saves none of its registers.
+    #[inline(never)]
+    pub(super) fn poll_general(&mut self, out: &mut [Completion]) -> Result<usize> {
+        // `-e`'s sleep is out of line (`event`).
+        if self.cfg.events {
+            return self.poll_or_sleep(out);
+        }
+        self.poll(out)
+    }
+
     /// One turn of the NIC: transmit, receive, fire due timers, transmit, hand out completions. A
     /// turn that finds nothing to do costs one receive syscall and no clock read. Inlined into
-    /// `poll_cq`, its busy-polling caller: a call and a frame fewer per turn.
+    /// `poll_general`: a call and a frame fewer per turn.
     #[inline(always)]
     pub(super) fn poll(&mut self, out: &mut [Completion]) -> Result<usize> {
         let mut clock = PollClock::new(self.epoch);
@@ -130,23 +141,25 @@ impl SoftEndpoint {
         } else {
             self.receive(&mut clock)?
         };
-        let mut fired = false;
+        self.finish(&mut clock, received, out)
+    }
+
+    /// The poll after its receive of `received` packets: due timers, the CM, the answers'
+    /// transmission, the completions.
+    #[inline(always)]
+    fn finish(
+        &mut self,
+        clock: &mut PollClock,
+        received: usize,
+        out: &mut [Completion],
+    ) -> Result<usize> {
         // A poll that read the clock checks the timers (the time is there) without counting itself
         // idle first: the count restarts either way.
         let due = clock.was_read() || {
             self.idle_polls += 1;
             self.idle_polls >= TIMER_CHECK_EVERY
         };
-        if due {
-            self.idle_polls = 0;
-            let now = clock.now();
-            for q in self.slots.iter_mut().filter_map(|s| s.qp.as_mut()) {
-                if q.poll_timeout().is_some_and(|t| t <= now) {
-                    q.handle_timeout(now);
-                    fired = true;
-                }
-            }
-        }
+        let fired = due && self.fire_timers(clock);
         // -R: the CM agent's timers, events and MADs (no clock read without one).
         let cm = self.rx.cm.is_some();
         if cm {
@@ -157,9 +170,56 @@ impl SoftEndpoint {
         // for the next poll, where it follows whatever the application posts meanwhile. Nothing
         // arrived, no timer fired and no CM: the first transmission already sent all there was.
         if received > 0 || fired || cm {
-            self.transmit(&mut clock, LoneAck::Hold)?;
+            self.transmit(clock, LoneAck::Hold)?;
         }
         Ok(self.hand_out(out))
+    }
+
+    /// Restarts the idle count and fires the queue pairs' due timers; whether one fired.
+    #[inline(never)]
+    fn fire_timers(&mut self, clock: &mut PollClock) -> bool {
+        self.idle_polls = 0;
+        let now = clock.now();
+        let mut fired = false;
+        for q in self.slots.iter_mut().filter_map(|s| s.qp.as_mut()) {
+            if q.poll_timeout().is_some_and(|t| t <= now) {
+                q.handle_timeout(now);
+                fired = true;
+            }
+        }
+        fired
+    }
+
+    /// [`poll`](Self::poll) when `simple` holds (one RC queue pair on an unimpaired UDP socket, no
+    /// `-e`, shared budget, CM or PFC): the same steps in the same order, without the checks of
+    /// what `simple` rules out, each transmission the lone queue pair's unqueued one.
+    #[inline(always)]
+    pub(super) fn poll_simple(&mut self, out: &mut [Completion]) -> Result<usize> {
+        let mut clock = PollClock::new(self.epoch);
+        if self.simple_tx_work(LoneAck::Send) {
+            self.transmit_unqueued(&mut clock, LoneAck::Send)?;
+        }
+        let received = self.receive_simple(&mut clock)?;
+        let due = clock.was_read() || {
+            self.idle_polls += 1;
+            self.idle_polls >= TIMER_CHECK_EVERY
+        };
+        let fired = due && self.fire_timers(&mut clock);
+        if (received > 0 || fired) && self.simple_tx_work(LoneAck::Hold) {
+            self.transmit_unqueued(&mut clock, LoneAck::Hold)?;
+        }
+        Ok(self.hand_out(out))
+    }
+
+    /// [`transmit`](Self::transmit)'s question when `simple` holds: whether the queue pair may
+    /// have something to send with `acks` or the device holds a packet the kernel refused.
+    #[inline(always)]
+    fn simple_tx_work(&self, acks: LoneAck) -> bool {
+        let [QpSlot { qp: Some(q), .. }] = &self.slots[..] else {
+            return true;
+        };
+        // The impairer impairs nothing here: its device alone is asked.
+        q.has_transmit_work(acks) || !self.nic.inner().tx_idle()
     }
 
     /// Moves completions into `out`, the queue pairs' in turn from the one the rotation is at;
@@ -211,6 +271,30 @@ impl SoftEndpoint {
         let n = udp
             // Built only once packets came: an idle receive stores no captures. An unimpaired
             // device reads no clock.
+            .receive_lazy(rc::Instant::ZERO, move || {
+                receiver(rx, slots, c, pfc, clock)
+            })
+            .map_err(io_error)?;
+        if n > 0 {
+            self.counters.rx_batches += 1;
+        }
+        Ok(n)
+    }
+
+    /// [`receive`](Self::receive) when `simple` holds: the UDP device inside the impairer, which
+    /// impairs nothing.
+    #[inline(always)]
+    fn receive_simple(&mut self, clock: &mut PollClock) -> Result<usize> {
+        let (rx, slots, c, pfc) = (
+            &mut self.rx,
+            &mut self.slots,
+            &mut self.counters,
+            &mut self.pfc,
+        );
+        let Some(udp) = self.nic.inner_mut().udp_mut() else {
+            return self.receive_any(clock);
+        };
+        let n = udp
             .receive_lazy(rc::Instant::ZERO, move || {
                 receiver(rx, slots, c, pfc, clock)
             })

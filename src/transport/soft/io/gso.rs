@@ -164,6 +164,9 @@ impl GsoTxBatch {
     }
 
     /// The packet the last successful [`try_push`](Self::try_push) queued, to finish in place.
+    /// Inline: a stream's every segment after the first asks it, and its codegen unit may differ
+    /// from the push's.
+    #[inline]
     pub fn last_packet_mut(&mut self) -> &mut [u8] {
         let (e, at, len) = self.last_packet;
         &mut self.mem.slot_mut(e)[at..at + len]
