@@ -103,8 +103,9 @@ pub struct SoftEndpoint {
     slots: Vec<QpSlot>,
     /// Monotonic nanoseconds at open: the engines' time zero.
     epoch: u64,
-    /// Polls since the timers were last checked (see `datapath::TIMER_CHECK_EVERY`).
-    idle_polls: u32,
+    /// Idle polls left until the timers are checked (see `datapath::TIMER_CHECK_EVERY`): a count
+    /// down, which one decrement tests.
+    idle_left: u32,
     counters: SoftCounters,
     /// Round-robin start for completions and transmission, so no QP starves.
     next_qp: usize,
@@ -230,7 +231,7 @@ impl SoftEndpoint {
             roceperf_peer: false,
             slots,
             epoch: datapath::monotonic_ns(),
-            idle_polls: 0,
+            idle_left: datapath::TIMER_CHECK_EVERY,
             counters: SoftCounters::default(),
             next_qp: 0,
             in_flight: 0,

@@ -16,6 +16,7 @@ use crate::transport::Completion;
 use crate::transport::Result;
 use crate::transport::soft::counters::SoftCounters;
 use crate::transport::soft::egress;
+use crate::transport::soft::engine::Engine;
 use crate::transport::soft::ingress::{
     FrameFilter, RxIcrcs, RxNet, Source, UdpRx, check_frame, check_udp_in, from_peer, is_ce,
     is_mac_control, qp_index,
@@ -155,10 +156,7 @@ impl SoftEndpoint {
     ) -> Result<usize> {
         // A poll that read the clock checks the timers (the time is there) without counting itself
         // idle first: the count restarts either way.
-        let due = clock.was_read() || {
-            self.idle_polls += 1;
-            self.idle_polls >= TIMER_CHECK_EVERY
-        };
+        let due = clock.was_read() || self.idle_turn();
         let fired = due && self.fire_timers(clock);
         // -R: the CM agent's timers, events and MADs (no clock read without one).
         let cm = self.rx.cm.is_some();
@@ -175,10 +173,17 @@ impl SoftEndpoint {
         Ok(self.hand_out(out))
     }
 
+    /// Counts an idle poll (one that read no clock); whether the timers are due.
+    #[inline(always)]
+    fn idle_turn(&mut self) -> bool {
+        self.idle_left -= 1;
+        self.idle_left == 0
+    }
+
     /// Restarts the idle count and fires the queue pairs' due timers; whether one fired.
     #[inline(never)]
     fn fire_timers(&mut self, clock: &mut PollClock) -> bool {
-        self.idle_polls = 0;
+        self.idle_left = TIMER_CHECK_EVERY;
         let now = clock.now();
         let mut fired = false;
         for q in self.slots.iter_mut().filter_map(|s| s.qp.as_mut()) {
@@ -200,15 +205,24 @@ impl SoftEndpoint {
             self.transmit_unqueued(&mut clock, LoneAck::Send)?;
         }
         let received = self.receive_simple(&mut clock)?;
-        let due = clock.was_read() || {
-            self.idle_polls += 1;
-            self.idle_polls >= TIMER_CHECK_EVERY
-        };
+        let due = clock.was_read() || self.idle_turn();
         let fired = due && self.fire_timers(&mut clock);
         if (received > 0 || fired) && self.simple_tx_work(LoneAck::Hold) {
             self.transmit_unqueued(&mut clock, LoneAck::Hold)?;
         }
-        Ok(self.hand_out(out))
+        // The queue pair is RC's: its queue at one compare, where the engine's `cq` decodes
+        // the variant in full.
+        let [
+            QpSlot {
+                qp: Some(Engine::Rc(q)),
+                ..
+            },
+        ] = &mut self.slots[..]
+        else {
+            return Ok(self.hand_out(out));
+        };
+        let cq = q.cq();
+        Ok(if cq.is_empty() { 0 } else { cq.pop_into(out) })
     }
 
     /// [`transmit`](Self::transmit)'s question when `simple` holds: whether the queue pair may

@@ -6,7 +6,7 @@
 //! here (`SoftEndpoint::poll_cq` asks one flag).
 
 use super::SoftEndpoint;
-use super::datapath::{TIMER_CHECK_EVERY, monotonic_ns};
+use super::datapath::monotonic_ns;
 use crate::transport::soft::io::device::{Backend, Device};
 use crate::transport::soft::rc::LoneAck;
 use crate::transport::{Completion, Error, Result};
@@ -53,7 +53,7 @@ impl SoftEndpoint {
             }
         }
         // Whatever woke it, the next poll checks the timers rather than wait for its 16th idle turn.
-        self.idle_polls = TIMER_CHECK_EVERY;
+        self.idle_left = 1;
         Ok(())
     }
 
