@@ -164,6 +164,8 @@ impl GsoTxBatch {
     }
 
     /// The packet the last successful [`try_push`](Self::try_push) queued, to finish in place.
+    /// Inline: out of line (as code generation units fall) it cost a call a packet.
+    #[inline]
     pub fn last_packet_mut(&mut self) -> &mut [u8] {
         let (e, at, len) = self.last_packet;
         &mut self.mem.slot_mut(e)[at..at + len]
