@@ -175,6 +175,8 @@ impl MemoryTable {
             va: buf.va + offset as u64,
             len: len as u64,
         };
+        // The postings' fast path (local_span) relies on it.
+        debug_assert!(keys.va.checked_add(keys.len).is_some(), "region wraps");
         self.regions.push(MemoryRegion {
             buffer,
             offset,
@@ -306,9 +308,9 @@ impl MemoryTable {
         need: Access,
     ) -> Option<Span> {
         let r = self.region(lkey)?;
-        // `va + offset` must not wrap (resolve_local's first check), then `offset + len` must
-        // end inside the region (within's, whose start is `offset` again).
-        r.keys.va.checked_add(offset)?;
+        // `offset + len` must end inside the region (within's check, whose start is `offset`
+        // again). resolve_local's first, that `va + offset` does not wrap, follows: a region
+        // ends below 2^64 (its address sums the lengths of buffers allocated before it).
         if offset.checked_add(len).is_none_or(|end| end > r.keys.len) || !r.access.contains(need) {
             return None;
         }

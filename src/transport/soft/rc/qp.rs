@@ -179,10 +179,11 @@ impl Qp {
     /// Inlined into the endpoint's posting: no call, no frame.
     #[inline(always)]
     pub(crate) fn try_post_send(&mut self, wr: &SendRequest) -> bool {
-        let (remote, access) = match wr.op {
-            SendOp::Send | SendOp::SendWithImm(_) => (false, Access(0)),
-            SendOp::Write | SendOp::WriteWithImm(_) => (true, Access(0)),
-            SendOp::Read => (true, Access::LOCAL_WRITE),
+        // The remote address is looked at in the arm that needs it: no flag kept for later.
+        let access = match wr.op {
+            SendOp::Send | SendOp::SendWithImm(_) => Access(0),
+            SendOp::Write | SendOp::WriteWithImm(_) if wr.remote.is_some() => Access(0),
+            SendOp::Read if wr.remote.is_some() => Access::LOCAL_WRITE,
             _ => return false,
         };
         // At most one path MTU (validated at creation: at most 4 KiB) is one packet and within
@@ -196,11 +197,7 @@ impl Qp {
             }
             npkts
         };
-        if self.req.is_full()
-            || !self.reserve()
-            || (remote && wr.remote.is_none())
-            || matches!(self.state, QpState::Error(_))
-        {
+        if self.req.is_full() || !self.reserve() || matches!(self.state, QpState::Error(_)) {
             return false;
         }
         let Some(local) =
