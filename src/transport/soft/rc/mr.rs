@@ -86,7 +86,7 @@ pub enum MrError {
 }
 
 /// A resolved, checked byte range: `len` bytes at `offset` of buffer `buffer`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub(crate) struct Span {
     /// Buffer index.
     pub buffer: usize,
@@ -175,6 +175,8 @@ impl MemoryTable {
             va: buf.va + offset as u64,
             len: len as u64,
         };
+        // The postings' fast path (local_span) relies on it.
+        debug_assert!(keys.va.checked_add(keys.len).is_some(), "region wraps");
         self.regions.push(MemoryRegion {
             buffer,
             offset,
@@ -293,6 +295,30 @@ impl MemoryTable {
             .checked_add(offset)
             .ok_or(AccessViolation::OutOfBounds { va, len })?;
         Self::within(r, va, len, need)
+    }
+
+    /// [`resolve_local`](Self::resolve_local)'s span, or `None` where it refuses the access:
+    /// the postings' fast paths, which leave the reason to it.
+    #[inline(always)]
+    pub(crate) fn local_span(
+        &self,
+        lkey: u32,
+        offset: u64,
+        len: u64,
+        need: Access,
+    ) -> Option<Span> {
+        let r = self.region(lkey)?;
+        // `offset + len` must end inside the region (within's check, whose start is `offset`
+        // again). resolve_local's first, that `va + offset` does not wrap, follows: a region
+        // ends below 2^64 (its address sums the lengths of buffers allocated before it).
+        if offset.checked_add(len).is_none_or(|end| end > r.keys.len) || !r.access.contains(need) {
+            return None;
+        }
+        Some(Span {
+            buffer: r.buffer.0,
+            offset: r.offset + offset as usize,
+            len: len as usize,
+        })
     }
 
     /// Checks the local buffer of a send work request (`need` as its opcode requires); the error

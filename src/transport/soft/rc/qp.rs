@@ -167,6 +167,54 @@ impl Qp {
 
     /// Posts a SEND, WRITE, READ or atomic. The local range is checked now; the remote one by the peer.
     pub fn post_send(&mut self, wr: &SendRequest) -> Result<()> {
+        if self.try_post_send(wr) {
+            return Ok(());
+        }
+        self.post_send_checked(wr)
+    }
+
+    /// Posts `wr` when every check passes on the commonest path (a SEND, WRITE or READ of a
+    /// valid length to a QP not in error), else false and nothing done: no error to build keeps
+    /// its frame and registers small. [`post_send_checked`](Self::post_send_checked) says why not.
+    /// Inlined into the endpoint's posting: no call, no frame.
+    #[inline(always)]
+    pub(crate) fn try_post_send(&mut self, wr: &SendRequest) -> bool {
+        // The remote address is looked at in the arm that needs it: no flag kept for later.
+        let access = match wr.op {
+            SendOp::Send | SendOp::SendWithImm(_) => Access(0),
+            SendOp::Write | SendOp::WriteWithImm(_) if wr.remote.is_some() => Access(0),
+            SendOp::Read if wr.remote.is_some() => Access::LOCAL_WRITE,
+            _ => return false,
+        };
+        // At most one path MTU (validated at creation: at most 4 KiB) is one packet and within
+        // both limits: only a longer message pays for the division and the two compares.
+        let npkts = if wr.len <= self.cfg.pmtu {
+            1
+        } else {
+            let npkts = packet::packets_for(wr.len.into(), self.cfg.pmtu);
+            if wr.len > 1 << 31 || npkts > MAX_MESSAGE_PACKETS {
+                return false;
+            }
+            npkts
+        };
+        if self.req.is_full() || !self.reserve() || matches!(self.state, QpState::Error(_)) {
+            return false;
+        }
+        let Some(local) =
+            self.mem
+                .local_span(self.cfg.local_lkey, wr.offset, wr.len.into(), access)
+        else {
+            return false;
+        };
+        self.req.push(*wr, local, npkts);
+        true
+    }
+
+    /// [`post_send`](Self::post_send) when its fast path declined: every check in order, and the
+    /// error of the first that fails.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn post_send_checked(&mut self, wr: &SendRequest) -> Result<()> {
         if self.req.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
         }
@@ -223,6 +271,37 @@ impl Qp {
 
     /// Posts a receive buffer for the next incoming SEND or WRITE-with-immediate.
     pub fn post_recv(&mut self, wr: &RecvRequest) -> Result<()> {
+        if self.try_post_recv(wr) {
+            return Ok(());
+        }
+        self.post_recv_checked(wr)
+    }
+
+    /// Posts `wr` when every check passes (room, a QP not in error, a writable local range),
+    /// else false and nothing done. Inlined into the endpoint's posting: no call, no frame.
+    #[inline(always)]
+    pub(crate) fn try_post_recv(&mut self, wr: &RecvRequest) -> bool {
+        if self.resp.rq.is_full() || !self.reserve() || matches!(self.state, QpState::Error(_)) {
+            return false;
+        }
+        let span = self.mem.local_span(
+            self.cfg.local_lkey,
+            wr.offset,
+            wr.len.into(),
+            Access::LOCAL_WRITE,
+        );
+        let Some(span) = span else {
+            return false;
+        };
+        self.resp.push_recv(wr, span);
+        true
+    }
+
+    /// [`post_recv`](Self::post_recv) when [`try_post_recv`](Self::try_post_recv) declined: every
+    /// check in order, and the error of the first that fails.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn post_recv_checked(&mut self, wr: &RecvRequest) -> Result<()> {
         if self.resp.rq.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
         }

@@ -22,7 +22,7 @@ use answer::{Job, Resource};
 use reorder::Reorder;
 
 /// A posted receive: where the next SEND (or WRITE-with-immediate notice) goes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(super) struct RecvWqe {
     /// The caller's id.
     pub wr_id: u64,
@@ -94,7 +94,7 @@ impl Responder {
             msn: 0,
             nak_sent: false,
             msg: InMsg::Idle,
-            rq: Ring::with_capacity(rq_depth),
+            rq: Ring::filled(rq_depth, RecvWqe::default()),
             resources: Ring::with_capacity(slots),
             jobs: Ring::with_capacity(2 * slots + 16),
             reorder: sr.map(|window| Box::new(Reorder::new(window, psn))),
@@ -116,11 +116,14 @@ impl Responder {
 
     /// Posts a checked receive; the caller made sure there is room.
     pub(super) fn push_recv(&mut self, wr: &RecvRequest, span: Span) {
-        let pushed = self.rq.push_back(RecvWqe {
+        // Written in its slot: the ring is filled, so no slot needs the vector's growth path.
+        let Some(slot) = self.rq.push_back_slot() else {
+            return debug_assert!(false, "post_recv checks room first");
+        };
+        *slot = RecvWqe {
             wr_id: wr.wr_id,
             span,
-        });
-        debug_assert!(pushed.is_ok(), "post_recv checks room first");
+        };
     }
 
     /// Handles one request packet. `true` means the QP must enter ERROR (a fatal NAK is queued).
