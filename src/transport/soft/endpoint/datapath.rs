@@ -523,7 +523,7 @@ impl SoftEndpoint {
         else {
             return self.transmit_with::<true>(clock, acks);
         };
-        let dst = *dst;
+        // By reference: a copy of the address cost two copies of 32 bytes a transmission.
         let mut src = egress::QpTx::new(qp, path, cache, || clock.now(), acks);
         let len = match dev.tx_unqueued(dst, |buf| src.fill(buf)) {
             Unqueued::Busy => return self.transmit_with::<true>(clock, acks),
@@ -538,7 +538,7 @@ impl SoftEndpoint {
         match (len, more) {
             (Some(len), false) => {
                 // Looked up after the fill: a reference held across it costs a register.
-                let name = &self.slots[0].name;
+                let name = &slot.name;
                 dev.tx_unqueued_send(dst, name, len).map_err(io_error)
             }
             (Some(len), true) => {

@@ -488,7 +488,7 @@ impl UdpDevice {
     #[inline(always)]
     pub(crate) fn tx_unqueued(
         &mut self,
-        dst: SocketAddr,
+        dst: &SocketAddr,
         fill: impl FnOnce(&mut [u8]) -> Option<usize>,
     ) -> Unqueued {
         let Some(buf) = self.gso.as_mut().and_then(|g| g.unqueued_buf()) else {
@@ -501,7 +501,7 @@ impl UdpDevice {
         assert!(n <= max, "packet of {n} bytes exceeds max_packet {max}");
         // A CNP takes its own class (see `tx_push`): sent alone from where it was written.
         if is_cnp(buf, n) {
-            let _ = self.sock.send_with_tclass(&buf[..n], dst, self.cnp_tclass);
+            let _ = self.sock.send_with_tclass(&buf[..n], *dst, self.cnp_tclass);
             return Unqueued::Cnp;
         }
         Unqueued::Filled(n)
@@ -512,7 +512,7 @@ impl UdpDevice {
     #[inline(always)]
     pub(crate) fn tx_unqueued_send(
         &mut self,
-        dst: SocketAddr,
+        dst: &SocketAddr,
         name: &super::sockaddr::Name,
         len: usize,
     ) -> Result<(), IoError> {
@@ -527,9 +527,9 @@ impl UdpDevice {
 
     /// Queues the packet of `len` bytes [`tx_unqueued`](Self::tx_unqueued) wrote, as
     /// [`Device::tx_push`] would have: more follow.
-    pub(crate) fn tx_unqueued_queue(&mut self, dst: SocketAddr, len: usize) {
+    pub(crate) fn tx_unqueued_queue(&mut self, dst: &SocketAddr, len: usize) {
         if let Some(g) = self.gso.as_mut() {
-            g.queue_unqueued(dst, len);
+            g.queue_unqueued(*dst, len);
         }
     }
 }

@@ -389,8 +389,9 @@ pub(crate) fn emit_bth_only(
 /// Writes an ACKNOWLEDGE or an RDMA READ response straight from its fields: the bytes [`emit`]
 /// writes for [`repr`] with `aeth` added where `opcode` prescribes one (a READ response's middle has
 /// none), without the header stack's per-header dispatch (every answer of a latency test comes
-/// here); returns the packet length.
-#[inline]
+/// here); returns the packet length. Always inlined: its callers' opcodes are then known where
+/// the AETH is decided (with three callers it was left out of line).
+#[inline(always)]
 pub(crate) fn emit_response(
     buf: &mut [u8],
     bth: (Opcode, u32, Psn),

@@ -215,6 +215,33 @@ impl Responder {
                 self.jobs.pop_front();
                 return Some(self.emit_sack(buf, ctx));
             }
+            // A READ of one packet (a latency test's every READ): its ONLY opcode and AETH are
+            // known, without the segment arithmetic and the opcode's header lookups.
+            Job::Read {
+                first,
+                next: 0,
+                npkts: 1,
+                len,
+                span,
+                msn,
+                replay,
+                ..
+            } => {
+                let n = packet::payload_len(u64::from(*len), pmtu, 0);
+                let data: &[u8] = match span {
+                    Some(s) => &ctx.mem.span(*s)[..n],
+                    None => &[],
+                };
+                let bth = (Opcode::RC_RDMA_READ_RESPONSE_ONLY, dest, *first);
+                let out = packet::emit_response(buf, bth, Some(AethRepr::ack(*msn)), data);
+                ctx.counters.tx_payload_bytes += n as u64;
+                if *replay {
+                    ctx.counters.retransmitted_bytes += n as u64;
+                }
+                // Packet 0 was the last this answer sends, as the general arm finds.
+                self.jobs.pop_front();
+                out
+            }
             Job::Read {
                 first,
                 next,

@@ -426,7 +426,10 @@ impl Responder {
     }
 
     /// Takes the READ request at `psn` for `reth`'s memory (`span`, checked; `None` for zero
-    /// bytes): remembers it for a replay and queues its response packets.
+    /// bytes): remembers it for a replay and queues its response packets. Always inlined: the
+    /// fast READ ends with it, and its call passed the RETH and span through memory to a frame of
+    /// its own.
+    #[inline(always)]
     fn start_read(&mut self, psn: Psn, reth: RethRepr, span: Option<Span>, pmtu: u32) {
         let npkts = packet::packets_for(reth.dma_len.into(), pmtu);
         self.remember(Resource::Read {
