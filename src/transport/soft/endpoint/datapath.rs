@@ -719,13 +719,18 @@ fn deliver(
     ud: impl FnOnce(&mut UdQp, &[u8]),
 ) {
     // QPNs are consecutive from the first slot's, so the index is a subtraction.
-    let index = qp_index(ib, slots.first().map_or(0, |s| s.qpn));
+    // A lone queue pair (a benchmark's usual endpoint) is the packet's if the QPNs are equal:
+    // no index to scale by the slot's size.
+    let slot = match slots {
+        [s] => (qp_index(ib, s.qpn) == 0).then_some(s),
+        _ => slots.get_mut(qp_index(ib, slots.first().map_or(0, |s| s.qpn))),
+    };
     let Some(QpSlot {
         qp: Some(qp),
         peer,
         ce_marked,
         ..
-    }) = slots.get_mut(index)
+    }) = slot
     else {
         c.drops.unknown_qpn += 1;
         return;
