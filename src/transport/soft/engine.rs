@@ -6,7 +6,7 @@
 use super::counters::SoftCounters;
 use super::rc::ring::Ring;
 use super::rc::{self, MemoryTable, Qp, QpConfig};
-use super::unreliable::{Grh, UcQp, UdQp};
+use super::unreliable::{UcQp, UdQp};
 use crate::params::ConnType;
 use crate::transport::qp_counters::QpCounters;
 use crate::transport::{Completion, RecvRequest, Result, SendRequest};
@@ -40,12 +40,6 @@ impl Engine {
         })
     }
 
-    /// True for UD: a datagram queue pair takes packets from any sender with its Q_Key.
-    #[inline]
-    pub(crate) fn is_datagram(&self) -> bool {
-        matches!(self, Engine::Ud(_))
-    }
-
     /// UD: sends to queue pair `qpn` from now on; false (nothing changed) for RC and UC.
     pub(crate) fn set_remote_qpn(&mut self, qpn: u32) -> bool {
         match self {
@@ -71,31 +65,6 @@ impl Engine {
             Engine::Rc(q) => q.post_recv(wr),
             Engine::Uc(q) => q.post_recv(wr),
             Engine::Ud(q) => q.post_recv(wr),
-        }
-    }
-
-    /// Feeds one verified packet (BTH..pad); `grh` builds the network header a UD receive delivers.
-    #[inline]
-    pub(crate) fn handle_packet(
-        &mut self,
-        now: impl rc::Now,
-        ib: &[u8],
-        grh: impl FnOnce() -> Grh,
-    ) {
-        match self {
-            Engine::Rc(q) => q.handle_packet(now, ib),
-            Engine::Uc(q) => q.handle_packet(ib),
-            Engine::Ud(q) => q.handle_packet(ib, grh),
-        }
-    }
-
-    /// A packet for this queue pair arrived CE-marked: RC's notification point owes the peer a CNP
-    /// (at most one per `np_min_time_between_cnps`); UC and UD take no part in DCQCN here, so the
-    /// mark is only counted (by the caller).
-    #[inline]
-    pub(crate) fn on_congestion_experienced(&mut self, now: rc::Instant) {
-        if let Engine::Rc(q) = self {
-            q.on_congestion_experienced(now);
         }
     }
 

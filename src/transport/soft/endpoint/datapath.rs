@@ -29,7 +29,7 @@ use crate::transport::soft::io::udp::Unqueued;
 use crate::transport::soft::path::Path;
 use crate::transport::soft::pfc::PauseState;
 use crate::transport::soft::rc::{self, LoneAck};
-use crate::transport::soft::unreliable::Grh;
+use crate::transport::soft::unreliable::{Grh, UdQp};
 use crate::wire::Ipv4IdCache;
 use std::net::SocketAddr;
 
@@ -729,13 +729,10 @@ fn receiver<'a>(
                     // read back.
                     _ => {
                         let local = &rx.local;
-                        deliver(
-                            slots,
-                            c,
-                            || clock.now(),
-                            packet,
-                            || datagram_grh(&meta, data, local),
-                        )
+                        let ud = |q: &mut UdQp, ib: &[u8]| {
+                            q.handle_packet(ib, || datagram_grh(&meta, data, local));
+                        };
+                        deliver(slots, c, || clock.now(), packet, ud)
                     }
                 }
             }
@@ -763,10 +760,10 @@ fn receiver<'a>(
                     return;
                 };
                 let (ib, from, _) = packet;
-                let grh = || RxNet::Frame(data).grh();
+                let ud = |q: &mut UdQp, ib: &[u8]| q.handle_packet(ib, || RxNet::Frame(data).grh());
                 match rx.cm.as_deref_mut() {
                     Some(side) if super::cm::is_gsi(ib) => side.receive(clock.now(), ib, from, c),
-                    _ => deliver(slots, c, || clock.now(), packet, grh),
+                    _ => deliver(slots, c, || clock.now(), packet, ud),
                 }
             }
         }
@@ -806,41 +803,74 @@ fn datagram<'a>(meta: &RxMeta, data: &'a [u8]) -> RxDatagram<'a> {
 }
 
 /// Hands one verified packet (BTH..pad) from `src` to the queue pair its BTH.DestQP names, if it
-/// comes from that queue pair's peer (any sender, for UD); `grh` rebuilds the network header it
-/// came with, for a UD receive.
+/// comes from that queue pair's peer (any sender, for UD); `ud` hands it to a UD queue pair with
+/// the network header it came with. An arm per kind of queue pair: RC's, the common one, then
+/// checks its peer and hands on without a second look at the kind, and the closure that rebuilds
+/// the header is made in UD's arm alone (made ahead of the arms, it was stored for every packet).
 #[inline]
 fn deliver(
     slots: &mut [QpSlot],
     c: &mut SoftCounters,
     mut now: impl rc::Now,
     (ib, src, ce): (&[u8], Source, bool),
-    grh: impl FnOnce() -> Grh,
+    ud: impl FnOnce(&mut UdQp, &[u8]),
 ) {
     // QPNs are consecutive from the first slot's, so the index is a subtraction.
-    let index = qp_index(ib, slots.first().map_or(0, |s| s.qpn));
-    match slots.get_mut(index) {
-        Some(QpSlot {
-            qp: Some(qp),
-            peer,
-            ce_marked,
-            ..
-        }) => {
-            // A datagram queue pair takes any sender's datagrams that carry its Q_Key (the engine checks).
-            if qp.is_datagram() || from_peer(src, *peer) {
-                if ce {
-                    // Congestion experienced: a switch (or `iptables -j ECN` on one host) marked
-                    // this verified RoCE v2 packet. The notification point schedules a CNP to the
-                    // sender (at most one per np_min_time_between_cnps), as a ConnectX does; it
-                    // reads the clock only here, on a marked packet.
-                    c.np_ecn_marked_roce_packets += 1;
-                    *ce_marked += 1;
-                    qp.on_congestion_experienced(now.now());
-                }
-                qp.handle_packet(now, ib, grh);
-            } else {
+    // A lone queue pair (a benchmark's usual endpoint) is the packet's if the QPNs are equal:
+    // no index to scale by the slot's size.
+    let slot = match slots {
+        [s] => (qp_index(ib, s.qpn) == 0).then_some(s),
+        _ => slots.get_mut(qp_index(ib, slots.first().map_or(0, |s| s.qpn))),
+    };
+    let Some(QpSlot {
+        qp: Some(qp),
+        peer,
+        ce_marked,
+        ..
+    }) = slot
+    else {
+        c.drops.unknown_qpn += 1;
+        return;
+    };
+    // A connected queue pair takes only its peer's packets; a datagram queue pair takes any
+    // sender's datagrams that carry its Q_Key (the engine checks).
+    match qp {
+        Engine::Rc(q) => {
+            if !from_peer(src, *peer) {
                 c.drops.wrong_source += 1;
+                return;
             }
+            if ce {
+                count_ce(c, ce_marked);
+                q.on_congestion_experienced(now.now());
+            }
+            q.handle_packet(now, ib);
         }
-        _ => c.drops.unknown_qpn += 1,
+        Engine::Uc(q) => {
+            if !from_peer(src, *peer) {
+                c.drops.wrong_source += 1;
+                return;
+            }
+            if ce {
+                count_ce(c, ce_marked);
+            }
+            q.handle_packet(ib);
+        }
+        Engine::Ud(q) => {
+            if ce {
+                count_ce(c, ce_marked);
+            }
+            ud(q, ib);
+        }
     }
+}
+
+/// Counts a packet that arrived marked Congestion Experienced: a switch (or `iptables -j ECN` on
+/// one host) marked this verified RoCE v2 packet. RC's notification point then schedules a CNP to
+/// the sender (at most one per np_min_time_between_cnps), as a ConnectX does, reading the clock
+/// only then; UC and UD take no part in DCQCN here.
+#[inline(always)]
+fn count_ce(c: &mut SoftCounters, ce_marked: &mut u64) {
+    c.np_ecn_marked_roce_packets += 1;
+    *ce_marked += 1;
 }
