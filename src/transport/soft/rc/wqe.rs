@@ -348,12 +348,20 @@ impl SendQueue {
     #[inline]
     pub(super) fn retire_sends(&mut self, limit: Psn, ctx: &mut Ctx<'_>) -> (usize, Psn) {
         let mut done: usize = 0;
+        // The queue's PSNs are consecutive (each request's first follows the one before's last):
+        // a request ends before `limit` while the PSNs walked fit in those from the oldest's first
+        // to `limit`, a subtraction an item rather than each one's last PSN formed and compared.
+        // The started ones span less than half the PSN space, so this agrees with `last_psn`.
+        let mut room = self
+            .get(0)
+            .map_or(0, |w| i64::from(limit.diff(w.first_psn)));
         // Each run of slots walked as a plain slice: the chain of the two (`iter`) asks at every
         // item which run it is in.
         let (first, wrapped) = self.as_slices();
         'runs: for run in [first, wrapped] {
             for w in run {
-                if !w.started || w.is_read_or_atomic() || !w.last_psn().before(limit) {
+                room -= i64::from(w.npkts);
+                if !w.started || w.is_read_or_atomic() || room < 0 {
                     break 'runs;
                 }
                 if w.wr.signaled {
