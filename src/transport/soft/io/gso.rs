@@ -108,6 +108,12 @@ impl GsoTxBatch {
         self.queued - self.sent
     }
 
+    /// True when every super-datagram queued was sent: one compare, no count computed.
+    #[inline(always)]
+    pub fn is_idle(&self) -> bool {
+        self.queued == self.sent
+    }
+
     /// Packets queued since the last complete send.
     pub fn packets(&self) -> usize {
         self.packets

@@ -84,6 +84,11 @@ macro_rules! backends {
                     match self { $(Nic::$variant(d) => d.tx_pending(),)+ }
                 }
 
+                #[inline(always)]
+                fn tx_idle(&self) -> bool {
+                    match self { $(Nic::$variant(d) => d.tx_idle(),)+ }
+                }
+
                 #[inline]
                 fn tx_push(
                     &mut self,

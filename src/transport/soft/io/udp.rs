@@ -568,6 +568,14 @@ impl Device for UdpDevice {
             .map_or(self.plain.pending(), |g| g.pending())
     }
 
+    #[inline(always)]
+    fn tx_idle(&self) -> bool {
+        match &self.gso {
+            Some(g) => g.is_idle(),
+            None => self.plain.pending() == 0,
+        }
+    }
+
     #[inline]
     fn tx_push(
         &mut self,

@@ -224,11 +224,11 @@ impl Requester {
     /// Whether a packet the endpoint's cap does not hold may be due: go-back-N's probe, or any of
     /// selective repeat's resends.
     pub(super) fn may_resend(&self) -> bool {
-        match &self.recovery {
-            LossRecovery::Selective(_) => true,
-            LossRecovery::Probing(g) => g.probe_due(),
-            LossRecovery::GoBackN => false,
+        // Probing first: a roceperf peer's, whose answer is then one flag, without the other tests.
+        if let LossRecovery::Probing(g) = &self.recovery {
+            return g.probe_due();
         }
+        matches!(self.recovery, LossRecovery::Selective(_))
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must be called next, if ever.
