@@ -269,46 +269,42 @@ impl SoftEndpoint {
     /// the PFC receive that precedes it, behind a cold branch, costs in code size).
     #[inline(always)]
     fn receive(&mut self, clock: &mut PollClock) -> Result<usize> {
-        let (rx, slots, c, pfc) = (
-            &mut self.rx,
-            &mut self.slots,
-            &mut self.counters,
-            &mut self.pfc,
-        );
-        // A UDP socket without a receive impairment (every run but an impaired or AF_PACKET one)
-        // is asked alone: the other devices' calls, which write their result in memory, would have
-        // the common path store its own there too, and keep the closure's captures computed ahead
-        // of every receive, an idle one included.
-        let Some(udp) = self.nic.plain_rx().and_then(Nic::udp_mut) else {
-            return self.receive_any(clock);
-        };
-        let n = udp
-            // Built only once packets came: an idle receive stores no captures. An unimpaired
-            // device reads no clock.
-            .receive_lazy(rc::Instant::ZERO, move || {
-                receiver(rx, slots, c, pfc, clock)
-            })
-            .map_err(io_error)?;
-        if n > 0 {
-            self.counters.rx_batches += 1;
-        }
-        Ok(n)
+        self.receive_udp::<false>(clock)
     }
 
     /// [`receive`](Self::receive) when `simple` holds: the UDP device inside the impairer, which
     /// impairs nothing.
     #[inline(always)]
     fn receive_simple(&mut self, clock: &mut PollClock) -> Result<usize> {
+        self.receive_udp::<true>(clock)
+    }
+
+    /// The receive of both polls: from a UDP socket without a receive impairment (every run but
+    /// an impaired or AF_PACKET one), asked alone, else through `receive_any`. `SIMPLE`: the
+    /// simple poll's endpoint, whose impairer impairs nothing, so its device is asked without
+    /// the impairer's look at itself.
+    #[inline(always)]
+    fn receive_udp<const SIMPLE: bool>(&mut self, clock: &mut PollClock) -> Result<usize> {
         let (rx, slots, c, pfc) = (
             &mut self.rx,
             &mut self.slots,
             &mut self.counters,
             &mut self.pfc,
         );
-        let Some(udp) = self.nic.inner_mut().udp_mut() else {
+        // The other devices' calls, which write their result in memory, would have the common
+        // path store its own there too, and keep the closure's captures computed ahead of every
+        // receive, an idle one included.
+        let udp = if SIMPLE {
+            self.nic.inner_mut().udp_mut()
+        } else {
+            self.nic.plain_rx().and_then(Nic::udp_mut)
+        };
+        let Some(udp) = udp else {
             return self.receive_any(clock);
         };
         let n = udp
+            // Built only once packets came: an idle receive stores no captures. An unimpaired
+            // device reads no clock.
             .receive_lazy(rc::Instant::ZERO, move || {
                 receiver(rx, slots, c, pfc, clock)
             })
