@@ -710,14 +710,9 @@ impl Endpoint for SoftEndpoint {
     fn post_send(&mut self, qp: usize, wr: &SendRequest) -> Result<()> {
         // An RC queue pair's posting (every RC test's) goes straight on, a tail call without a
         // frame; the other engines' postings, inlined, and the errors needed one for every call.
-        // Its checks and the queueing inlined here; a refusal's error built out of line.
+        // `Qp::post_send` is inlined: its checks and queueing land here, a refusal goes out of line.
         match self.rc_qp(qp) {
-            Some(q) => {
-                if q.try_post_send(wr) {
-                    return Ok(());
-                }
-                q.post_send_checked(wr)
-            }
+            Some(q) => q.post_send(wr),
             None => self.post_send_other(qp, wr),
         }
     }
@@ -725,12 +720,7 @@ impl Endpoint for SoftEndpoint {
     fn post_recv(&mut self, qp: usize, wr: &RecvRequest) -> Result<()> {
         // As `post_send`: an RC queue pair's receive goes straight on.
         match self.rc_qp(qp) {
-            Some(q) => {
-                if q.try_post_recv(wr) {
-                    return Ok(());
-                }
-                q.post_recv_checked(wr)
-            }
+            Some(q) => q.post_recv(wr),
             None => self.post_recv_other(qp, wr),
         }
     }

@@ -173,6 +173,9 @@ impl Qp {
     }
 
     /// Posts a SEND, WRITE, READ or atomic. The local range is checked now; the remote one by the peer.
+    /// Always inlined: the fast path's checks and queueing land in the endpoint's posting, a
+    /// refusal's error is built out of line.
+    #[inline(always)]
     pub fn post_send(&mut self, wr: &SendRequest) -> Result<()> {
         if self.try_post_send(wr) {
             return Ok(());
@@ -183,9 +186,9 @@ impl Qp {
     /// Posts `wr` when every check passes on the commonest path (a SEND, WRITE or READ of a
     /// valid length to a QP not in error), else false and nothing done: no error to build keeps
     /// its frame and registers small. [`post_send_checked`](Self::post_send_checked) says why not.
-    /// Inlined into the endpoint's posting: no call, no frame.
+    /// Inlined into `post_send` / `post_recv`: no call, no frame.
     #[inline(always)]
-    pub(crate) fn try_post_send(&mut self, wr: &SendRequest) -> bool {
+    fn try_post_send(&mut self, wr: &SendRequest) -> bool {
         // The remote address is looked at in the arm that needs it: no flag kept for later.
         let access = match wr.op {
             SendOp::Send | SendOp::SendWithImm(_) => Access(0),
@@ -221,7 +224,7 @@ impl Qp {
     /// error of the first that fails.
     #[cold]
     #[inline(never)]
-    pub(crate) fn post_send_checked(&mut self, wr: &SendRequest) -> Result<()> {
+    fn post_send_checked(&mut self, wr: &SendRequest) -> Result<()> {
         if self.req.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
         }
@@ -277,6 +280,9 @@ impl Qp {
     }
 
     /// Posts a receive buffer for the next incoming SEND or WRITE-with-immediate.
+    /// Always inlined: the fast path's checks and queueing land in the endpoint's posting, a
+    /// refusal's error is built out of line.
+    #[inline(always)]
     pub fn post_recv(&mut self, wr: &RecvRequest) -> Result<()> {
         if self.try_post_recv(wr) {
             return Ok(());
@@ -285,9 +291,9 @@ impl Qp {
     }
 
     /// Posts `wr` when every check passes (room, a QP not in error, a writable local range),
-    /// else false and nothing done. Inlined into the endpoint's posting: no call, no frame.
+    /// else false and nothing done. Inlined into `post_send` / `post_recv`: no call, no frame.
     #[inline(always)]
-    pub(crate) fn try_post_recv(&mut self, wr: &RecvRequest) -> bool {
+    fn try_post_recv(&mut self, wr: &RecvRequest) -> bool {
         if self.resp.rq.is_full()
             || !self.reserve_bound()
             || matches!(self.state, QpState::Error(_))
@@ -311,7 +317,7 @@ impl Qp {
     /// check in order, and the error of the first that fails.
     #[cold]
     #[inline(never)]
-    pub(crate) fn post_recv_checked(&mut self, wr: &RecvRequest) -> Result<()> {
+    fn post_recv_checked(&mut self, wr: &RecvRequest) -> Result<()> {
         if self.resp.rq.is_full() || !self.reserve() {
             return Err(Error::QueueFull);
         }
