@@ -380,6 +380,25 @@ impl Requester {
         {
             let ask = self.asks(false, ctx);
             let max_rd_atomic = ctx.cfg.max_rd_atomic;
+            let psn = self.req_psn;
+            if let Some(wqe) = self.sq.get_mut(self.cursor)
+                && wqe.npkts == 1
+                && !wqe.is_read_or_atomic()
+            {
+                // A SEND or WRITE of one packet (every message of a latency test), straight: one
+                // PSN, and the cursor on to the next request.
+                let sent = wqe.emit_only(psn, ask, buf, ctx);
+                self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
+                wqe.started = true;
+                let next = psn.add(1);
+                self.req_psn = next;
+                self.sent_high = next;
+                self.cursor += 1;
+                self.cursor_pkt = 0;
+                self.asked_to(sent.asked, next, now, ctx);
+                self.sent(now, sent.payload, false, ctx);
+                return Some(sent.len);
+            }
             if let Some(wqe) = self.sq.get_mut(self.cursor)
                 && (!wqe.is_read_or_atomic()
                     || !wqe.started && self.rd_atomic_inflight < max_rd_atomic)
@@ -387,8 +406,7 @@ impl Requester {
                 if wqe.is_read_or_atomic() {
                     self.rd_atomic_inflight += 1;
                 }
-                let psn = self.req_psn;
-                let sent = wqe.emit(self.cursor_pkt, psn, None, ask, false, buf, ctx);
+                let sent = wqe.emit_any(self.cursor_pkt, psn, None, ask, false, buf, ctx);
                 self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
                 wqe.started = true;
                 let next = psn.add(sent.consumed);

@@ -139,7 +139,7 @@ impl Wqe {
     /// or one with selective repeat's extension.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
-    fn emit_any(
+    pub(super) fn emit_any(
         &self,
         k: u32,
         psn: Psn,
@@ -267,7 +267,13 @@ impl Wqe {
     /// requester's poll then writes the packet without a call and without its figures returned
     /// through memory.
     #[inline(always)]
-    fn emit_only(&self, psn: Psn, force_ack: bool, buf: &mut [u8], ctx: &Ctx<'_>) -> Emitted {
+    pub(super) fn emit_only(
+        &self,
+        psn: Psn,
+        force_ack: bool,
+        buf: &mut [u8],
+        ctx: &Ctx<'_>,
+    ) -> Emitted {
         let ack_req = force_ack || self.wr.signaled;
         // Read in a WRITE's arm only: read before, the RETH's fields were kept on the stack.
         let reth = || {
