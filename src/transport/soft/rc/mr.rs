@@ -107,7 +107,12 @@ pub struct MemoryTable {
     regions: Vec<MemoryRegion>,
     next_va: u64,
     key_salt: u32,
+    /// This table's own number ([`id`](Self::id)).
+    id: u64,
 }
+
+/// The next table's [`MemoryTable::id`].
+static NEXT_TABLE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl MemoryTable {
     /// An empty table. `key_salt` varies the low key byte so keys from another table rarely match.
@@ -117,7 +122,15 @@ impl MemoryTable {
             regions: Vec::new(),
             next_va: VA_BASE,
             key_salt,
+            id: NEXT_TABLE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
+    }
+
+    /// A number no other table of this process has. A region, once registered, never changes
+    /// (regions are only added): a copy of one is this table's for as long as the ids agree.
+    #[inline(always)]
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// Adds a zeroed buffer of `len` bytes and returns its id.
@@ -297,17 +310,16 @@ impl MemoryTable {
         Self::within(r, va, len, need)
     }
 
-    /// [`resolve_local`](Self::resolve_local)'s span, or `None` where it refuses the access:
-    /// the postings' fast paths, which leave the reason to it.
+    /// [`resolve_local`](Self::resolve_local)'s span in region `r` (already looked up: a copy of
+    /// one of this table's, see [`id`](Self::id)), or `None` where it refuses the access: the
+    /// postings' fast paths, which leave the reason to it.
     #[inline(always)]
-    pub(crate) fn local_span(
-        &self,
-        lkey: u32,
+    pub(crate) fn local_span_of(
+        r: &MemoryRegion,
         offset: u64,
         len: u64,
         need: Access,
     ) -> Option<Span> {
-        let r = self.region(lkey)?;
         // `offset + len` must end inside the region (within's check, whose start is `offset`
         // again). resolve_local's first, that `va + offset` does not wrap, follows: a region
         // ends below 2^64 (its address sums the lengths of buffers allocated before it).

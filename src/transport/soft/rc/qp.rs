@@ -16,7 +16,7 @@ use crate::wire::{AethPacket, AethRepr, BthPacket, CnpRepr, IbRepr, Opcode};
 use super::config::{ConfigError, QpConfig};
 use super::counters::Counters;
 use super::ctx::Ctx;
-use super::mr::MemoryTable;
+use super::mr::{MemoryRegion, MemoryTable, Span};
 use super::packet::{self, Answer, Kind, MAX_HEADER_LEN, Response, Seg};
 use super::psn::Psn;
 use super::requester::Requester;
@@ -54,6 +54,9 @@ pub struct Qp {
     np: Notifier,
     /// A PFC pause holds CNPs' priority: an owed CNP stays queued (`hold_cnps`).
     cnps_held: bool,
+    /// The region `cfg.local_lkey` names, and the id of the table it is a copy from: the
+    /// postings' fast paths check their range in it without a lookup while `mem` is that table.
+    local: (u64, MemoryRegion),
 }
 
 /// Most request packets a lone ACK waits behind before it goes anyway, so that a requester with a
@@ -73,9 +76,9 @@ impl Qp {
     /// A connected queue pair in RTS, owning `mem`; `cfg.local_lkey` must name a region of it.
     pub fn new(cfg: QpConfig, mem: MemoryTable) -> std::result::Result<Qp, ConfigError> {
         cfg.validate()?;
-        if mem.region(cfg.local_lkey).is_none() {
+        let Some(&local) = mem.region(cfg.local_lkey) else {
             return Err(ConfigError::LocalKey(cfg.local_lkey));
-        }
+        };
         // Selective repeat tracks every PSN of the window the requester may have out. A loss costs
         // it no resend of the window, so the window may be deeper than go-back-N's: four times,
         // which keeps the link busy while a hole waits a round trip (or a scheduler stall) for
@@ -110,6 +113,7 @@ impl Qp {
             ack_behind: 0,
             np: Notifier::new(cfg.cc, &cfg.cc_params),
             cnps_held: false,
+            local: (mem.id(), local),
             mem,
             cfg,
         })
@@ -210,14 +214,22 @@ impl Qp {
         if self.req.is_full() || !self.reserve_bound() || matches!(self.state, QpState::Error(_)) {
             return false;
         }
-        let Some(local) =
-            self.mem
-                .local_span(self.cfg.local_lkey, wr.offset, wr.len.into(), access)
-        else {
+        let Some(local) = self.local_span(wr.offset, wr.len.into(), access) else {
             return false;
         };
         self.req.push(*wr, local, npkts);
         true
+    }
+
+    /// The postings' fast range check: `len` bytes at `offset` of the local region, or `None`
+    /// (the checked paths say why) when refused or `mem` is no longer the table it was copied from.
+    #[inline(always)]
+    fn local_span(&self, offset: u64, len: u64, need: Access) -> Option<Span> {
+        let (table, r) = &self.local;
+        if *table != self.mem.id() {
+            return None;
+        }
+        MemoryTable::local_span_of(r, offset, len, need)
     }
 
     /// [`post_send`](Self::post_send) when its fast path declined: every check in order, and the
@@ -300,13 +312,7 @@ impl Qp {
         {
             return false;
         }
-        let span = self.mem.local_span(
-            self.cfg.local_lkey,
-            wr.offset,
-            wr.len.into(),
-            Access::LOCAL_WRITE,
-        );
-        let Some(span) = span else {
+        let Some(span) = self.local_span(wr.offset, wr.len.into(), Access::LOCAL_WRITE) else {
             return false;
         };
         self.resp.push_recv(wr, span);
