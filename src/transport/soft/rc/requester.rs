@@ -406,6 +406,22 @@ impl Requester {
                 if wqe.is_read_or_atomic() {
                     self.rd_atomic_inflight += 1;
                 }
+                if matches!(wqe.wr.op, SendOp::Read) {
+                    // A READ's request (every message of a READ latency test), straight as well:
+                    // it occupies the PSNs of its responses from packet k on and asks for an answer.
+                    let k = self.cursor_pkt;
+                    let len = wqe.emit_read(k, psn, None, buf, ctx);
+                    self.noack_pkts = 0;
+                    wqe.started = true;
+                    let next = psn.add(wqe.npkts - k);
+                    self.req_psn = next;
+                    self.sent_high = next;
+                    self.cursor += 1;
+                    self.cursor_pkt = 0;
+                    self.asked_to(true, next, now, ctx);
+                    self.sent(now, 0, false, ctx);
+                    return Some(len);
+                }
                 let sent = wqe.emit_any(self.cursor_pkt, psn, None, ask, false, buf, ctx);
                 self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
                 wqe.started = true;

@@ -153,26 +153,12 @@ impl Wqe {
         let dest = ctx.cfg.remote_qpn;
         let remote = self.wr.remote.unwrap_or(RemoteAddr { addr: 0, rkey: 0 });
         let (len, consumed, payload, asked) = match self.wr.op {
-            SendOp::Read => {
-                // A (re)issued READ asks for everything from packet k on, in one request.
-                let skip = u64::from(k) * u64::from(pmtu);
-                let rest = u64::from(self.wr.len) - skip.min(u64::from(self.wr.len));
-                let bytes = match read_pkts {
-                    Some(n) => rest.min(u64::from(n) * u64::from(pmtu)),
-                    None => rest,
-                };
-                let reth = RethRepr {
-                    va: remote.addr.wrapping_add(skip),
-                    rkey: remote.rkey,
-                    dma_len: bytes as u32,
-                };
-                // Written straight from its fields, as a SEND or WRITE ONLY is: BTH and RETH are
-                // the bytes its header stack writes, without the stack's per-header dispatch (every
-                // request of a READ latency test comes here).
-                let bth = (Opcode::RC_RDMA_READ_REQUEST, dest, psn, true);
-                let len = packet::emit_data(buf, bth, || Some(reth), None, &[]);
-                (len, self.npkts - k, 0, true)
-            }
+            SendOp::Read => (
+                self.emit_read(k, psn, read_pkts, buf, ctx),
+                self.npkts - k,
+                0,
+                true,
+            ),
             SendOp::FetchAdd(add) => {
                 let mut r = packet::repr(Opcode::RC_FETCH_ADD, dest, psn, true, 0);
                 r.atomic_eth = Some(AtomicEthRepr {
@@ -261,6 +247,39 @@ impl Wqe {
 }
 
 impl Wqe {
+    /// [`emit`](Self::emit) of a READ: its request for everything from packet `k` on (only
+    /// `read_pkts` packets when given), which occupies those PSNs and asks for an answer; returns
+    /// the packet length. Always inlined: the requester's fast path sends a READ without a call.
+    #[inline(always)]
+    pub(super) fn emit_read(
+        &self,
+        k: u32,
+        psn: Psn,
+        read_pkts: Option<u32>,
+        buf: &mut [u8],
+        ctx: &Ctx<'_>,
+    ) -> usize {
+        let pmtu = ctx.cfg.pmtu;
+        let remote = self.wr.remote.unwrap_or(RemoteAddr { addr: 0, rkey: 0 });
+        // A (re)issued READ asks for everything from packet k on, in one request.
+        let skip = u64::from(k) * u64::from(pmtu);
+        let rest = u64::from(self.wr.len) - skip.min(u64::from(self.wr.len));
+        let bytes = match read_pkts {
+            Some(n) => rest.min(u64::from(n) * u64::from(pmtu)),
+            None => rest,
+        };
+        let reth = RethRepr {
+            va: remote.addr.wrapping_add(skip),
+            rkey: remote.rkey,
+            dma_len: bytes as u32,
+        };
+        // Written straight from its fields, as a SEND or WRITE ONLY is: BTH and RETH are the bytes
+        // its header stack writes, without the stack's per-header dispatch (every request of a
+        // READ latency test comes here).
+        let bth = (Opcode::RC_RDMA_READ_REQUEST, ctx.cfg.remote_qpn, psn, true);
+        packet::emit_data(buf, bth, || Some(reth), None, &[])
+    }
+
     /// [`emit`](Self::emit) of a SEND or WRITE that is one packet, without selective repeat's
     /// extension (every message of a latency test): its ONLY opcode, RETH and immediate straight
     /// from the request, without the segment arithmetic of a longer message. Always inlined: the
