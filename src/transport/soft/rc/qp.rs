@@ -790,6 +790,33 @@ mod tests {
         (a, b, ra, rb)
     }
 
+    /// The postings check their local range in the table the queue pair holds now, not in the
+    /// region it copied at creation: a table put in its place (the same key, a shorter region)
+    /// refuses what the first allowed, sends and receives alike.
+    #[test]
+    fn postings_check_a_replaced_memory_table() {
+        let (mut a, _b, _ra, rb) = pair();
+        let mut mem = MemoryTable::new(a.qpn());
+        let keys = mem.add_registered(64, Access(1 | 2 | 4 | 8));
+        assert_eq!(keys.lkey, a.config().local_lkey);
+        *a.memory_mut() = mem;
+        let long = SendRequest::new(1, SendOp::Write, 0, 128, Some(rb));
+        assert!(matches!(a.post_send(&long), Err(Error::InvalidRequest(_))));
+        a.post_send(&SendRequest::new(2, SendOp::Write, 0, 64, Some(rb)))
+            .unwrap();
+        let recv = |len| RecvRequest {
+            wr_id: 3,
+            offset: 0,
+            len,
+        };
+        assert!(matches!(
+            a.post_recv(&recv(65)),
+            Err(Error::InvalidRequest(_))
+        ));
+        a.post_recv(&recv(64)).unwrap();
+        assert_eq!(a.outstanding(), (1, 1));
+    }
+
     /// A pair where A's one-packet WRITE (wr_id 1) reached B, which owes an ACK: (A, B, A's region,
     /// a packet buffer).
     fn b_owes_an_ack() -> (Qp, Qp, RemoteAddr, Vec<u8>) {
