@@ -22,7 +22,7 @@ use super::egress::TxCache;
 use super::engine::Engine;
 use super::ingress::{FrameFilter, RxIcrcs};
 use super::io::Nic;
-use super::io::device::Backend;
+use super::io::device::{Backend, Device};
 use super::io::fault::Impaired;
 use super::io::impair::ImpairConfig;
 use super::io::kernel_rx::KernelRx;
@@ -118,8 +118,12 @@ pub struct SoftEndpoint {
     shared_budget: Option<u32>,
     /// What PFC pause frames hold (AF_PACKET: the datapath takes them with the RoCE frames).
     pfc: PauseState,
-    /// `poll_cq` may take the simple poll (`datapath::SoftEndpoint::poll_simple`): kept by
-    /// [`refresh_simple`](Self::refresh_simple) wherever what it depends on changes.
+    /// The endpoint's shape allows the simple poll (`datapath::SoftEndpoint::poll_simple`): kept
+    /// by [`refresh_simple`](Self::refresh_simple) wherever what it depends on changes.
+    simple_shape: bool,
+    /// `poll_cq` may take the simple poll: `simple_shape`, and the device holds no packet the
+    /// kernel refused (so the simple poll asks the queue pair alone whether to transmit). A
+    /// transmission that leaves one queued clears it; the general poll sets it again once sent.
     simple: bool,
 }
 
@@ -237,11 +241,12 @@ impl SoftEndpoint {
             in_flight: 0,
             shared_budget: None,
             pfc,
+            simple_shape: false,
             simple: false,
         })
     }
 
-    /// Recomputes `simple`: one connected RC queue pair on an unimpaired UDP socket, no `-e`, no
+    /// Recomputes `simple_shape` (and `simple`): one connected RC queue pair on an unimpaired UDP socket, no `-e`, no
     /// shared budget, no CM and PFC not armed (a latency test's every poll). The inputs change only
     /// at connect (queue pairs, budget, GSO) and when the CM starts; `-e` and the impairment are
     /// fixed at open, and PFC never arms on UDP (no MAC Control frame reaches a socket).
@@ -254,13 +259,14 @@ impl SoftEndpoint {
                 ..
             }]
         );
-        self.simple = lone_rc
+        self.simple_shape = lone_rc
             && !self.cfg.events
             && self.impair.is_none()
             && self.shared_budget.is_none()
             && !self.pfc.armed()
             && self.rx.cm.is_none()
             && matches!(self.nic.inner(), Nic::Udp(_));
+        self.simple = self.simple_shape && Device::tx_idle(&self.nic);
     }
 
     /// Takes the loss recovery the peer asked for out of band: selective repeat when both asked for

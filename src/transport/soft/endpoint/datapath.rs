@@ -113,10 +113,16 @@ impl SoftEndpoint {
     #[inline(never)]
     pub(super) fn poll_general(&mut self, out: &mut [Completion]) -> Result<usize> {
         // `-e`'s sleep is out of line (`event`).
-        if self.cfg.events {
-            return self.poll_or_sleep(out);
+        let polled = if self.cfg.events {
+            self.poll_or_sleep(out)
+        } else {
+            self.poll(out)
+        };
+        // Back to the simple poll once the device has sent what a transmission left queued.
+        if self.simple_shape {
+            self.simple = self.nic.tx_idle();
         }
-        self.poll(out)
+        polled
     }
 
     /// One turn of the NIC: transmit, receive, fire due timers, transmit, hand out completions. A
@@ -201,13 +207,15 @@ impl SoftEndpoint {
     #[inline(always)]
     pub(super) fn poll_simple(&mut self, out: &mut [Completion]) -> Result<usize> {
         let mut clock = PollClock::new(self.epoch);
+        // The device holds nothing queued (`simple`): the queue pair alone is asked.
         if self.simple_tx_work(LoneAck::Send) {
             self.transmit_unqueued(&mut clock, LoneAck::Send)?;
         }
         let received = self.receive_simple(&mut clock)?;
         let due = clock.was_read() || self.idle_turn();
         let fired = due && self.fire_timers(&mut clock);
-        if (received > 0 || fired) && self.simple_tx_work(LoneAck::Hold) {
+        // `simple` cleared: the first transmission left a packet queued, which goes now.
+        if (received > 0 || fired) && (self.simple_tx_work(LoneAck::Hold) || !self.simple) {
             self.transmit_unqueued(&mut clock, LoneAck::Hold)?;
         }
         // The queue pair is RC's: its queue at one compare, where the engine's `cq` decodes
@@ -226,14 +234,14 @@ impl SoftEndpoint {
     }
 
     /// [`transmit`](Self::transmit)'s question when `simple` holds: whether the queue pair may
-    /// have something to send with `acks` or the device holds a packet the kernel refused.
+    /// have something to send with `acks`. The device is not asked: while `simple` holds, it
+    /// holds nothing queued.
     #[inline(always)]
     fn simple_tx_work(&self, acks: LoneAck) -> bool {
         let [QpSlot { qp: Some(q), .. }] = &self.slots[..] else {
             return true;
         };
-        // The impairer impairs nothing here: its device alone is asked.
-        q.has_transmit_work(acks) || !self.nic.inner().tx_idle()
+        q.has_transmit_work(acks)
     }
 
     /// Moves completions into `out`, the queue pairs' in turn from the one the rotation is at;
@@ -512,17 +520,17 @@ impl SoftEndpoint {
     fn transmit_unqueued(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
         // The device inside the impairer, which impairs nothing here (the caller checked).
         let (Some(dev), [slot]) = (self.nic.inner_mut().udp_mut(), &mut self.slots[..]) else {
-            return self.transmit_with::<true>(clock, acks);
+            return self.transmit_queued(clock, acks);
         };
         let (Some(qp), Some(path @ Path::Udp { dst, .. }), cache) =
             (slot.qp.as_mut(), slot.path.as_ref(), &mut slot.tx_cache)
         else {
-            return self.transmit_with::<true>(clock, acks);
+            return self.transmit_queued(clock, acks);
         };
         // By reference: a copy of the address cost two copies of 32 bytes a transmission.
         let mut src = egress::QpTx::new(qp, path, cache, || clock.now(), acks);
         let len = match dev.tx_unqueued(dst, |buf| src.fill(buf)) {
-            Unqueued::Busy => return self.transmit_with::<true>(clock, acks),
+            Unqueued::Busy => return self.transmit_queued(clock, acks),
             // As the general transmission: nothing queued, nothing to flush.
             Unqueued::Declined => return Ok(()),
             Unqueued::Cnp => None,
@@ -535,15 +543,33 @@ impl SoftEndpoint {
             (Some(len), false) => {
                 // Looked up after the fill: a reference held across it costs a register.
                 let name = &slot.name;
-                dev.tx_unqueued_send(dst, name, len).map_err(io_error)
+                let sent = dev.tx_unqueued_send(dst, name, len);
+                if !matches!(sent, Ok(true)) {
+                    // Kept queued, for the general poll to send.
+                    self.simple = false;
+                }
+                sent.map(|_| ()).map_err(io_error)
             }
             (Some(len), true) => {
                 dev.tx_unqueued_queue(dst, len);
-                self.transmit_with::<true>(clock, acks)
+                self.transmit_queued(clock, acks)
             }
             (None, false) => Ok(()),
-            (None, true) => self.transmit_with::<true>(clock, acks),
+            (None, true) => self.transmit_queued(clock, acks),
         }
+    }
+
+    /// `transmit_with::<true>` for [`transmit_unqueued`](Self::transmit_unqueued): a packet the
+    /// kernel did not take stays queued, and `simple`, whose poll does not ask the device, is
+    /// cleared until the general poll has sent it.
+    #[inline(always)]
+    fn transmit_queued(&mut self, clock: &mut PollClock, acks: LoneAck) -> Result<()> {
+        let sent = self.transmit_with::<true>(clock, acks);
+        // The impairer impairs nothing here (the callers checked): its device alone is asked.
+        if !self.nic.inner().tx_idle() {
+            self.simple = false;
+        }
+        sent
     }
 
     /// The receive a poll makes before it sends once PFC frames come (see `poll`): everything

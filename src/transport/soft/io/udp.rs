@@ -508,21 +508,22 @@ impl UdpDevice {
     }
 
     /// Sends the packet of `len` bytes [`tx_unqueued`](Self::tx_unqueued) wrote, alone, as the
-    /// flush of a batch that queued it alone would (what the kernel does not take stays queued).
+    /// flush of a batch that queued it alone would (what the kernel does not take stays queued);
+    /// whether it was sent.
     #[inline(always)]
     pub(crate) fn tx_unqueued_send(
         &mut self,
         dst: &SocketAddr,
         name: &super::sockaddr::Name,
         len: usize,
-    ) -> Result<(), IoError> {
+    ) -> Result<bool, IoError> {
         let Some(g) = self.gso.as_mut() else {
             unreachable!("tx_unqueued writes only into a GSO batch");
         };
         self.tx_batches += 1;
         g.send_unqueued(self.sock.as_raw_fd(), dst, name, len)
             .map_err(|source| self.sock.send_failed("sendmmsg(UDP_SEGMENT)", source))
-            .map(|_| ())
+            .map(|sent| sent == 1)
     }
 
     /// Queues the packet of `len` bytes [`tx_unqueued`](Self::tx_unqueued) wrote, as
