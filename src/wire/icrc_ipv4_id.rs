@@ -45,7 +45,13 @@ pub struct Ipv4IdInfluence {
     /// difference are the XOR of what it gives for each of its eight nibbles alone, `by_nibble[j]
     /// [n]` for nibble value `n` at bits `4j..4j+4`: eight lookups instead of sixteen steps.
     by_nibble: [[u64; 16]; 8],
+    /// `delta` of each ID a GSO super-datagram's segments take (IDs 0..64, one a segment): a
+    /// segment's ICRC moves by one lookup, not a step per set ID bit.
+    by_segment: [u32; SEGMENT_IDS],
 }
+
+/// IDs [`Ipv4IdInfluence::delta`] keeps ready: a GSO super-datagram has at most 64 segments.
+const SEGMENT_IDS: usize = 64;
 
 impl Ipv4IdInfluence {
     /// Computes the influence for packets of `ib_len` bytes (BTH through pad): 17 CRCs of that length.
@@ -86,7 +92,11 @@ impl Ipv4IdInfluence {
             echelon,
             rank,
             by_nibble: [[0; 16]; 8],
+            by_segment: [0; SEGMENT_IDS],
         };
+        for id in 0..SEGMENT_IDS {
+            inf.by_segment[id] = inf.delta_of_bits(id as u16);
+        }
         for j in 0..8 {
             for n in 0..16u32 {
                 let (rest, id) = inf.eliminate(n << (4 * j));
@@ -116,6 +126,14 @@ impl Ipv4IdInfluence {
     /// ICRC under ID `id` XOR ICRC under ID 0, for any packet of this length.
     #[inline]
     pub fn delta(&self, id: u16) -> u32 {
+        match self.by_segment.get(usize::from(id)) {
+            Some(&d) => d,
+            None => self.delta_of_bits(id),
+        }
+    }
+
+    /// [`delta`](Self::delta) from the single bits' deltas.
+    fn delta_of_bits(&self, id: u16) -> u32 {
         let mut d = 0;
         let mut rest = id;
         while rest != 0 {
@@ -155,27 +173,38 @@ impl Ipv4IdCache {
         Ipv4IdCache::default()
     }
 
-    /// The influence for `ib_len`, computed on a miss (replacing the oldest entry).
-    #[inline]
+    /// The influence for `ib_len`, computed on a miss (replacing the oldest entry). Always
+    /// inlined up to the first check: the entry that answered last is asked first (a
+    /// stream's packets are mostly of one length, its MIDDLEs), so most lookups end there.
+    #[inline(always)]
     pub fn get(&mut self, ib_len: usize) -> &Ipv4IdInfluence {
-        let hit = |e: &Option<Ipv4IdInfluence>| e.as_ref().is_some_and(|e| e.ib_len == ib_len);
-        // The entry that answered last is asked first: a stream's packets are mostly of one
-        // length (its MIDDLEs), so most lookups end there.
-        if !hit(&self.entries[self.last]) {
-            self.last = match self.entries.iter().position(hit) {
-                Some(i) => i,
-                None => {
-                    let i = self.next;
-                    self.next = (self.next + 1) % self.entries.len();
-                    self.entries[i] = Some(Ipv4IdInfluence::new(ib_len));
-                    i
-                }
-            };
+        if !hit(&self.entries[self.last], ib_len) {
+            self.last = self.find(ib_len);
         }
         self.entries[self.last]
             .as_ref()
             .expect("found or made above")
     }
+
+    /// [`get`](Self::get) past the last entry: the entry for `ib_len`, made on a miss.
+    #[inline(never)]
+    fn find(&mut self, ib_len: usize) -> usize {
+        match self.entries.iter().position(|e| hit(e, ib_len)) {
+            Some(i) => i,
+            None => {
+                let i = self.next;
+                self.next = (self.next + 1) % self.entries.len();
+                self.entries[i] = Some(Ipv4IdInfluence::new(ib_len));
+                i
+            }
+        }
+    }
+}
+
+/// Whether `e` is the influence for `ib_len`.
+#[inline(always)]
+fn hit(e: &Option<Ipv4IdInfluence>, ib_len: usize) -> bool {
+    e.as_ref().is_some_and(|e| e.ib_len == ib_len)
 }
 
 #[cfg(test)]

@@ -31,6 +31,15 @@ const MAX_SEGMENTS: u16 = 64;
 /// Bytes of UDP payload per super-datagram: below the 65507 an IPv4 datagram can carry.
 const MAX_ENTRY_BYTES: usize = 65_000;
 
+/// A control message of one `UDP_SEGMENT` (`CMSG_SPACE(2)` bytes), built on the stack for
+/// [`GsoTxBatch::send_unqueued_two`].
+#[repr(C)]
+struct SegmentCmsg {
+    hdr: libc::cmsghdr,
+    seg: u16,
+    pad: [u8; 6],
+}
+
 /// Preallocated super-datagrams for `sendmmsg` with `UDP_SEGMENT`.
 pub struct GsoTxBatch {
     mem: Slots,
@@ -354,6 +363,123 @@ impl GsoTxBatch {
         self.open_entry(0, dst, len);
     }
 
+    /// Where a second packet goes while the first (`len` bytes) waits unqueued in
+    /// [`unqueued_buf`](Self::unqueued_buf): right behind it, `max_packet` bytes, where
+    /// [`try_push`](Self::try_push) would append it to the first's entry; `None` when `try_push`
+    /// would not (one entry only, or no room for a packet behind the first).
+    #[inline(always)]
+    pub(crate) fn second_buf(&mut self, len: usize) -> Option<&mut [u8]> {
+        let max = self.max_packet;
+        if self.hdrs.len() < 2 || len + max > MAX_ENTRY_BYTES {
+            return None;
+        }
+        Some(self.mem.part_mut(0, len, max))
+    }
+
+    /// Queues the first packet (`len` bytes, [`unqueued_buf`](Self::unqueued_buf)) and the second
+    /// (`second` bytes, [`second_buf`](Self::second_buf)), both to `dst`, as two `try_push` calls
+    /// would have queued them: the second appended when it is no longer than the first (the
+    /// entry closed when it is shorter), else moved to an entry of its own.
+    pub(crate) fn queue_unqueued_two(&mut self, dst: SocketAddr, len: usize, second: usize) {
+        self.open_entry(0, dst, len);
+        if second > len {
+            self.move_longer(dst, len, second);
+            return;
+        }
+        let Some(o) = &mut self.open else {
+            unreachable!("open_entry opened entry 0");
+        };
+        o.len += second;
+        o.segs += 1;
+        if second < len {
+            self.close_open();
+        }
+        self.packets += 1;
+        self.last_packet = (0, len, second);
+    }
+
+    /// [`queue_unqueued_two`](Self::queue_unqueued_two) of a second packet longer than the
+    /// first: copied to the next entry, opened with it, as `try_push` moves it. Cold: a
+    /// transmission's second packet is an ACK or a segment no longer than the first.
+    #[cold]
+    #[inline(never)]
+    fn move_longer(&mut self, dst: SocketAddr, at: usize, len: usize) {
+        let e = self.queued;
+        let (src_ptr, dst_ptr) = (self.mem.slot_ptr(0), self.mem.slot_ptr(e));
+        // SAFETY: two distinct slots of our pool (e is 1: entry 0 is queued); `at + len` stays
+        // within slot 0 (`second_buf` checked).
+        unsafe { std::ptr::copy_nonoverlapping(src_ptr.add(at), dst_ptr, len) };
+        self.open_entry(e, dst, len);
+    }
+
+    /// Sends the first packet (`len` bytes) and the second appended to it (`second` bytes, no
+    /// longer) to `dst`, encoded as `name`: one sendmsg with a UDP_SEGMENT of `len`, the message
+    /// [`send`](Self::send) makes of the entry [`queue_unqueued_two`](Self::queue_unqueued_two)
+    /// queues, without its bookkeeping. What the kernel does not take stays queued, closed.
+    #[inline(always)]
+    pub(crate) fn send_unqueued_two(
+        &mut self,
+        fd: RawFd,
+        dst: &SocketAddr,
+        name: &sockaddr::Name,
+        len: usize,
+        second: usize,
+    ) -> io::Result<usize> {
+        debug_assert!(second <= len);
+        let mut iov = libc::iovec {
+            iov_base: self.mem.slot_ptr(0) as *mut libc::c_void,
+            iov_len: len + second,
+        };
+        let mut ctrl = SegmentCmsg {
+            // SAFETY: a plain kernel struct; all-zero is valid.
+            hdr: unsafe { std::mem::zeroed() },
+            seg: len as u16,
+            pad: [0; 6],
+        };
+        ctrl.hdr.cmsg_level = libc::SOL_UDP;
+        ctrl.hdr.cmsg_type = UDP_SEGMENT;
+        // SAFETY: CMSG_LEN/SPACE are size computations.
+        let (cmsg_len, space) = unsafe { (libc::CMSG_LEN(2), libc::CMSG_SPACE(2)) };
+        ctrl.hdr.cmsg_len = cmsg_len as _;
+        debug_assert!(space as usize <= std::mem::size_of::<SegmentCmsg>());
+        // SAFETY: a plain kernel struct; all-zero is valid.
+        let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+        m.msg_name = name.ptr() as *mut libc::c_void;
+        m.msg_namelen = name.len();
+        m.msg_iov = &mut iov;
+        m.msg_iovlen = 1;
+        m.msg_control = &mut ctrl as *mut SegmentCmsg as *mut libc::c_void;
+        m.msg_controllen = space as _;
+        // SAFETY: `m` describes live memory only: the name, the iovec over entry 0's first
+        // `len + second` bytes (written by the fills), the control message above.
+        let rc = unsafe { libc::sendmsg(fd, &m, libc::MSG_DONTWAIT) };
+        if rc >= 0 {
+            return Ok(1);
+        }
+        self.two_unsent(io::Error::last_os_error(), fd, *dst, len, second)
+    }
+
+    /// [`send_unqueued_two`](Self::send_unqueued_two)'s sendmsg failed with `err`: the two are
+    /// queued and closed as `send` had them, and the send goes on as `send_queued` would
+    /// (again past an ICMP error).
+    #[cold]
+    #[inline(never)]
+    fn two_unsent(
+        &mut self,
+        err: io::Error,
+        fd: RawFd,
+        dst: SocketAddr,
+        len: usize,
+        second: usize,
+    ) -> io::Result<usize> {
+        self.queue_unqueued_two(dst, len, second);
+        self.close_open();
+        match send_failed(err) {
+            Ok(true) => self.send_entries(fd),
+            kept => kept.map(|_| 0),
+        }
+    }
+
     /// Sends the `len` bytes written into [`unqueued_buf`](Self::unqueued_buf) to `dst`, encoded
     /// as `name` where the path was made: the sendto [`send`](Self::send) makes for a lone packet,
     /// without the entry's bookkeeping or the address's encoding. What the kernel does not take
@@ -413,6 +539,7 @@ mod tests {
     use super::super::udp::{UdpConfig, UdpSocket};
     use super::*;
     use std::net::IpAddr;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn runs_of_equal_packets_share_an_entry_and_arrive_one_by_one() {
@@ -464,5 +591,71 @@ mod tests {
             got, want,
             "every packet arrives as its own datagram, in order"
         );
+    }
+
+    #[test]
+    fn two_unqueued_packets_leave_as_two_pushes_would_send_them() {
+        let ip: IpAddr = "127.0.0.15".parse().unwrap();
+        let port = free_port(ip);
+        let rx_cfg = UdpConfig {
+            port,
+            ..UdpConfig::default()
+        };
+        let rx = UdpSocket::bind_scoped(ip, 0, &rx_cfg).unwrap();
+        let tx_cfg = UdpConfig {
+            port,
+            zero_checksum: false,
+            ..UdpConfig::default()
+        };
+        let tx = UdpSocket::bind_scoped("127.0.0.16".parse().unwrap(), 0, &tx_cfg).unwrap();
+        let dst = rx.local_addr();
+        let name = sockaddr::Name::of(dst);
+        let fd = tx.as_raw_fd();
+        let mut rb = RxBatch::new(16, 512);
+        // A shorter second (a request's trailing ACK), an equal one, a longer one.
+        for (first, second) in [(120usize, 40usize), (100, 100), (60, 150)] {
+            let mut b = GsoTxBatch::new(4, 300);
+            b.unqueued_buf().unwrap()[..first].fill(1);
+            b.second_buf(first).unwrap()[..second].fill(2);
+            if second <= first {
+                assert_eq!(
+                    b.send_unqueued_two(fd, &dst, &name, first, second).unwrap(),
+                    1
+                );
+            } else {
+                b.queue_unqueued_two(dst, first, second);
+                assert_eq!(
+                    (b.packets(), b.pending()),
+                    (2, 2),
+                    "the longer one in its own entry"
+                );
+                assert_eq!(b.last_packet_mut(), &vec![2u8; second][..]);
+                assert_eq!(tx.send_gso_batch(&mut b).unwrap(), 2);
+            }
+            assert!(b.is_idle());
+            let mut got = Vec::new();
+            recv_datagrams(&rx, &mut rb, 2, |d| got.push(d.data.to_vec()));
+            assert_eq!(got, vec![vec![1u8; first], vec![2u8; second]]);
+        }
+        // Queued (more follow): the state two `try_push` calls leave.
+        let mut b = GsoTxBatch::new(4, 300);
+        b.unqueued_buf().unwrap()[..100].fill(1);
+        b.second_buf(100).unwrap()[..100].fill(2);
+        b.queue_unqueued_two(dst, 100, 100);
+        assert_eq!(b.last_packet_mut(), &[2u8; 100][..]);
+        let third = b.try_push(dst, |buf| {
+            buf[..80].fill(3);
+            Some(80)
+        });
+        assert_eq!(third, Some(2), "the third joins the open entry");
+        assert_eq!((b.packets(), b.pending()), (3, 1));
+        assert_eq!(tx.send_gso_batch(&mut b).unwrap(), 1);
+        let mut got = Vec::new();
+        recv_datagrams(&rx, &mut rb, 3, |d| got.push(d.data.to_vec()));
+        assert_eq!(got, vec![vec![1u8; 100], vec![2u8; 100], vec![3u8; 80]]);
+        // No room behind a first packet for one more of max_packet bytes: not offered.
+        let mut b = GsoTxBatch::new(4, 40_000);
+        assert!(b.second_buf(30_000).is_none());
+        assert!(GsoTxBatch::new(1, 300).second_buf(10).is_none());
     }
 }

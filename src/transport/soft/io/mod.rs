@@ -145,7 +145,7 @@ pub(crate) fn io_error(e: IoError) -> Error {
 /// Rewrites the ICRC of a UDP payload (BTH..ICRC) computed under IPv4 ID 0 to the one under ID `id`:
 /// the kernel gives segment k of an IPv4 GSO super-datagram (or super-frame) ID k, and the ICRC
 /// covers it, so both backends that send super-datagrams move it for every segment after the first.
-#[inline]
+#[inline(always)]
 pub(crate) fn move_icrc_to_ipv4_id(pkt: &mut [u8], id: u16, ipv4_ids: &mut Ipv4IdCache) {
     let ib_len = pkt.len() - ICRC_LEN;
     let delta = ipv4_ids.get(ib_len).delta(id);

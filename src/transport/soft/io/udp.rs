@@ -535,6 +535,87 @@ impl UdpDevice {
     }
 }
 
+/// What [`UdpDevice::tx_unqueued_second`] did with a transmission's second packet.
+pub(crate) enum Second {
+    /// Nothing asked: no room behind the first in the batch's first entry.
+    Busy,
+    /// The fill had no packet.
+    Declined,
+    /// A CNP, sent on its own as [`Device::tx_push`] sends it.
+    Cnp,
+    /// A packet of this many bytes written behind the first, no longer than it (its ICRC moved
+    /// to segment 1's IPv4 ID): for [`tx_unqueued_send_two`](UdpDevice::tx_unqueued_send_two)
+    /// or [`tx_unqueued_queue_two`](UdpDevice::tx_unqueued_queue_two).
+    Appended(usize),
+    /// A packet of this many bytes written behind the first and longer than it: for
+    /// `tx_unqueued_queue_two`, which moves it to an entry of its own.
+    Longer(usize),
+}
+
+impl UdpDevice {
+    /// A transmission's second packet while the first (`len` bytes) waits where
+    /// [`tx_unqueued`](Self::tx_unqueued) wrote it: `fill` writes it right behind the first, in
+    /// the GSO batch's first entry, as [`Device::tx_push`] would have after the first was queued.
+    #[inline(always)]
+    pub(crate) fn tx_unqueued_second(
+        &mut self,
+        dst: &SocketAddr,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Second {
+        let Some(g) = self.gso.as_mut() else {
+            return Second::Busy;
+        };
+        let Some(buf) = g.second_buf(len) else {
+            return Second::Busy;
+        };
+        let max = buf.len();
+        let Some(n) = fill(buf) else {
+            return Second::Declined;
+        };
+        assert!(n <= max, "packet of {n} bytes exceeds max_packet {max}");
+        if is_cnp(buf, n) {
+            let _ = self.sock.send_with_tclass(&buf[..n], *dst, self.cnp_tclass);
+            return Second::Cnp;
+        }
+        if n > len {
+            return Second::Longer(n);
+        }
+        // Segment 1 of an IPv4 super-datagram: its ICRC for IP ID 1, as `tx_push` moves it.
+        if dst.is_ipv4() {
+            move_icrc_to_ipv4_id(&mut buf[..n], 1, &mut self.ipv4_ids);
+        }
+        Second::Appended(n)
+    }
+
+    /// Sends the first packet (`len` bytes) and the `second` bytes appended to it as one GSO
+    /// super-datagram, as the flush of a batch that queued the two would.
+    #[inline(always)]
+    pub(crate) fn tx_unqueued_send_two(
+        &mut self,
+        dst: &SocketAddr,
+        name: &super::sockaddr::Name,
+        len: usize,
+        second: usize,
+    ) -> Result<(), IoError> {
+        let Some(g) = self.gso.as_mut() else {
+            unreachable!("tx_unqueued_second writes only into a GSO batch");
+        };
+        self.tx_batches += 1;
+        g.send_unqueued_two(self.sock.as_raw_fd(), dst, name, len, second)
+            .map_err(|source| self.sock.send_failed("sendmmsg(UDP_SEGMENT)", source))
+            .map(|_| ())
+    }
+
+    /// Queues the first packet (`len` bytes) and the `second` bytes written behind it, as two
+    /// [`Device::tx_push`] calls would have: more follow, or the second was longer.
+    pub(crate) fn tx_unqueued_queue_two(&mut self, dst: &SocketAddr, len: usize, second: usize) {
+        if let Some(g) = self.gso.as_mut() {
+            g.queue_unqueued_two(*dst, len, second);
+        }
+    }
+}
+
 impl super::Nic {
     /// The UDP device, if this is one: the datapath receives from it without the dispatch.
     #[inline(always)]
