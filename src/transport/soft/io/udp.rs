@@ -741,10 +741,22 @@ impl UdpDevice {
         packets
     }
 
-    /// [`hand_on`](Self::hand_on) of a lone datagram whose control messages must be walked (a
-    /// destination address, a GRO size).
+    /// [`hand_on`](Self::hand_on) of a lone datagram whose control messages are more than its TOS
+    /// (a destination address, a GRO size).
     #[inline(never)]
     fn hand_on_walked(&self, i: usize, each: &mut impl RxSink) -> usize {
+        // A ping-pong's packet merged by GRO with the one that followed it (a WRITE with the ACK
+        // sent behind it): split in two without the walk and the splitting iterator, as
+        // `gro_packets` splits it.
+        if let Some((src, seg, tos, data)) = self.rx.gro_ipv4(i) {
+            let seg = usize::from(seg);
+            if seg > 0 && seg < data.len() && data.len() <= 2 * seg {
+                let (first, second) = data.split_at(seg);
+                each.ipv4(src, tos, first);
+                each.ipv4(src, tos, second);
+                return 2;
+            }
+        }
         self.hand_on(i, each)
     }
 
