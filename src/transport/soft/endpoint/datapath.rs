@@ -18,21 +18,21 @@ use crate::transport::soft::counters::SoftCounters;
 use crate::transport::soft::egress;
 use crate::transport::soft::engine::Engine;
 use crate::transport::soft::ingress::{
-    FrameFilter, RxIcrcs, RxNet, Source, UdpRx, check_frame, check_udp_in, from_peer, is_ce,
-    is_mac_control, qp_index,
+    FrameFilter, RxIcrcs, RxNet, Source, UdpRx, check_frame, check_udp_in, check_udp_v4, from_peer,
+    is_ce, is_mac_control, qp_index,
 };
 use crate::transport::soft::io::Nic;
 use crate::transport::soft::io::batch::{RxDatagram, RxFrame};
 use crate::transport::soft::io::device::{Device, RxMeta};
 use crate::transport::soft::io::io_error;
 use crate::transport::soft::io::sockaddr::Name;
-use crate::transport::soft::io::udp::{Second, UdpDevice, Unqueued};
+use crate::transport::soft::io::udp::{RxSink, Second, UdpDevice, Unqueued};
 use crate::transport::soft::path::Path;
 use crate::transport::soft::pfc::PauseState;
 use crate::transport::soft::rc::{self, LoneAck};
 use crate::transport::soft::unreliable::{Grh, UdQp};
 use crate::wire::Ipv4IdCache;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, SocketAddrV4};
 
 /// Idle polls between two timer checks. Timers are milliseconds (4.096 µs × 2^timeout) or, for an
 /// RNR wait, at least tens of microseconds; an idle poll takes well under a microsecond, so this
@@ -314,9 +314,7 @@ impl SoftEndpoint {
         let n = udp
             // Built only once packets came: an idle receive stores no captures. An unimpaired
             // device reads no clock.
-            .receive_lazy(rc::Instant::ZERO, move || {
-                receiver(rx, slots, c, pfc, clock)
-            })
+            .receive_sink(move || receiver(rx, slots, c, pfc, clock))
             .map_err(io_error)?;
         if n > 0 {
             self.counters.rx_batches += 1;
@@ -341,7 +339,9 @@ impl SoftEndpoint {
         );
         let n = self
             .nic
-            .receive_lazy(dev_now, move || receiver(rx, slots, c, pfc, clock))
+            .receive_lazy(dev_now, move || {
+                receiver(rx, slots, c, pfc, clock).closure()
+            })
             .map_err(io_error)?;
         if n > 0 {
             self.counters.rx_batches += 1;
@@ -796,11 +796,90 @@ fn receiver<'a>(
     c: &'a mut SoftCounters,
     pfc: &'a mut PauseState,
     clock: &'a mut PollClock,
-) -> impl FnMut(RxMeta, &[u8]) + 'a {
-    move |meta, data| {
+) -> Receiver<'a> {
+    Receiver {
+        rx,
+        slots,
+        c,
+        pfc,
+        clock,
+    }
+}
+
+/// The receive's sink ([`receiver`]): what its checks and deliveries borrow.
+struct Receiver<'a> {
+    rx: &'a mut RxState,
+    slots: &'a mut [QpSlot],
+    c: &'a mut SoftCounters,
+    pfc: &'a mut PauseState,
+    clock: &'a mut PollClock,
+}
+
+impl Receiver<'_> {
+    /// As a [`Device::receive`] closure, for a receive through the general device.
+    #[inline(always)]
+    fn closure(mut self) -> impl FnMut(RxMeta, &[u8]) {
+        move |meta, data| self.meta(meta, data)
+    }
+}
+
+impl RxSink for Receiver<'_> {
+    /// A plain IPv4 datagram's packet (a ping-pong's every one): the UDP checks read its sender
+    /// and TOS as values.
+    fn ipv4(&mut self, src: SocketAddrV4, tos: u8, data: &[u8]) {
+        let Receiver {
+            rx,
+            slots,
+            c,
+            clock,
+            ..
+        } = self;
+        c.rx_packets += 1;
+        // Only a UDP socket hands on datagrams: it has an address.
+        let Some(local) = &rx.local else {
+            return;
+        };
+        let Some((ib, from)) = check_udp_v4(
+            data,
+            src,
+            local,
+            &mut rx.ipv4_ids,
+            &mut rx.icrcs,
+            &mut c.drops,
+        ) else {
+            return;
+        };
+        let packet = (ib, from, is_ce(tos));
+        match rx.cm.as_deref_mut() {
+            // -R: QP1 carries the CM's MADs.
+            Some(side) if super::cm::is_gsi(ib) => side.receive(clock.now(), ib, from, c),
+            _ => {
+                let local = &rx.local;
+                let ud = |q: &mut UdQp, ib: &[u8]| {
+                    let meta = RxMeta::Datagram {
+                        src: Some(SocketAddr::V4(src)),
+                        dst: None,
+                        truncated: false,
+                        tclass: tos,
+                    };
+                    q.handle_packet(ib, || datagram_grh(&meta, data, local));
+                };
+                deliver(slots, c, || clock.now(), packet, ud)
+            }
+        }
+    }
+
+    fn meta(&mut self, meta: RxMeta, data: &[u8]) {
+        let Receiver {
+            rx,
+            slots,
+            c,
+            pfc,
+            clock,
+        } = self;
         // Named whole, so the closure holds one reference to it rather than one per
         // field.
-        let rx: &mut RxState = &mut *rx;
+        let rx: &mut RxState = rx;
         c.rx_packets += 1;
         // Each kind of packet goes from its checks to its queue pair in its own arm:
         // the network header a UD receive rebuilds (`RxNet`) is made only if one asks

@@ -15,7 +15,7 @@
 //! endpoint holds: the socket with its batches, GSO super-datagrams on the way out (each segment's
 //! ICRC moved to the IPv4 ID the kernel gives it) and GRO datagrams split on the way in.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use rustix::io::Errno;
@@ -741,16 +741,61 @@ impl Device for UdpDevice {
         if n == 0 {
             return Ok(0);
         }
-        Ok(self.hand_on_all(&mut make()))
+        Ok(self.hand_on_all(&mut MetaSink(make())))
+    }
+}
+
+/// What a UDP receive hands its packets to: an IPv4 datagram's that needs no more than its sender
+/// and TOS (not cut, to the socket's own address) as those values, any other with its [`RxMeta`].
+/// The values go in registers, where a meta was built on the stack for every packet.
+pub(crate) trait RxSink {
+    /// A packet `data` from `src` with TOS `tos`, not cut, sent to the socket's own address.
+    fn ipv4(&mut self, src: SocketAddrV4, tos: u8, data: &[u8]);
+    /// Any other packet, as [`Device::receive`] hands it on.
+    fn meta(&mut self, meta: RxMeta, data: &[u8]);
+}
+
+/// A [`Device::receive`] closure as an [`RxSink`].
+struct MetaSink<F>(F);
+
+impl<F: FnMut(RxMeta, &[u8])> RxSink for MetaSink<F> {
+    #[inline(always)]
+    fn ipv4(&mut self, src: SocketAddrV4, tos: u8, data: &[u8]) {
+        let meta = RxMeta::Datagram {
+            src: Some(SocketAddr::V4(src)),
+            dst: None,
+            truncated: false,
+            tclass: tos,
+        };
+        (self.0)(meta, data)
+    }
+
+    #[inline(always)]
+    fn meta(&mut self, meta: RxMeta, data: &[u8]) {
+        (self.0)(meta, data)
     }
 }
 
 impl UdpDevice {
+    /// [`Device::receive_lazy`] to an [`RxSink`]: the receive of an endpoint that asks its UDP
+    /// device directly.
+    #[inline(always)]
+    pub(crate) fn receive_sink<S: RxSink>(
+        &mut self,
+        make: impl FnOnce() -> S,
+    ) -> Result<usize, IoError> {
+        let n = self.sock.recv_batch(&mut self.rx)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        Ok(self.hand_on_all(&mut make()))
+    }
+
     /// Hands the datagrams of the last receive (at least one) to `each`; how many packets they
     /// held. Their count is read from the batch, not passed: then the batch's own check that a
     /// datagram is one of them folds away.
     #[inline(never)]
-    fn hand_on_all(&self, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
+    fn hand_on_all(&self, each: &mut impl RxSink) -> usize {
         let n = self.rx.len();
         // A ping-pong's receive finds one datagram: handed on without the loop, whose set-up (the
         // batch's arrays held across the calls) costs more than that datagram's reads.
@@ -770,7 +815,7 @@ impl UdpDevice {
     /// [`hand_on_all`](Self::hand_on_all) for `n` datagrams. Out of line: the loop's registers,
     /// held across its calls, made the lone datagram's path save and restore them too.
     #[inline(never)]
-    fn hand_on_many(&self, n: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
+    fn hand_on_many(&self, n: usize, each: &mut impl RxSink) -> usize {
         let mut packets = 0;
         for i in 0..n {
             packets += self.hand_on(i, each);
@@ -778,17 +823,29 @@ impl UdpDevice {
         packets
     }
 
-    /// [`hand_on`](Self::hand_on) of a lone datagram whose control messages must be walked (a
-    /// destination address, a GRO size).
+    /// [`hand_on`](Self::hand_on) of a lone datagram whose control messages are more than its TOS
+    /// (a destination address, a GRO size).
     #[inline(never)]
-    fn hand_on_walked(&self, i: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
+    fn hand_on_walked(&self, i: usize, each: &mut impl RxSink) -> usize {
+        // A ping-pong's packet merged by GRO with the one that followed it (a WRITE with the ACK
+        // sent behind it): split in two without the walk and the splitting iterator, as
+        // `gro_packets` splits it.
+        if let Some((src, seg, tos, data)) = self.rx.gro_ipv4(i) {
+            let seg = usize::from(seg);
+            if seg > 0 && seg < data.len() && data.len() <= 2 * seg {
+                let (first, second) = data.split_at(seg);
+                each.ipv4(src, tos, first);
+                each.ipv4(src, tos, second);
+                return 2;
+            }
+        }
         self.hand_on(i, each)
     }
 
     /// Hands datagram `i` of the last receive to `each`, one RoCE packet a call (a GRO datagram
     /// split into its packets); how many packets it held.
     #[inline(always)]
-    fn hand_on(&self, i: usize, each: &mut impl FnMut(RxMeta, &[u8])) -> usize {
+    fn hand_on(&self, i: usize, each: &mut impl RxSink) -> usize {
         let d = self.rx.datagram(i);
         // One packet (no GRO, or a merged datagram of one segment): handed on as it is, without
         // the splitting iterator, which costs a stream's every packet without GRO.
@@ -805,12 +862,16 @@ impl UdpDevice {
     }
 }
 
-/// Hands one packet `d` to `each`. An IPv4 sender's meta is built at a call of its own: then it
-/// stores no IPv6 address's bytes (the checks read only the family's fields).
+/// Hands one packet `d` to `each`: a plain IPv4 datagram's as values ([`RxSink::ipv4`]), any
+/// other's with its meta. An IPv4 sender's meta is built at a call of its own: then it stores no
+/// IPv6 address's bytes (the checks read only the family's fields).
 #[inline(always)]
-fn hand_on_one(d: &RxDatagram<'_>, each: &mut impl FnMut(RxMeta, &[u8])) {
+fn hand_on_one(d: &RxDatagram<'_>, each: &mut impl RxSink) {
     match d.src {
-        Some(SocketAddr::V4(a)) => each(
+        Some(SocketAddr::V4(a)) if d.dst.is_none() && !d.truncated => {
+            each.ipv4(a, d.tclass, d.data)
+        }
+        Some(SocketAddr::V4(a)) => each.meta(
             RxMeta::Datagram {
                 src: Some(SocketAddr::V4(a)),
                 dst: d.dst,
@@ -819,7 +880,7 @@ fn hand_on_one(d: &RxDatagram<'_>, each: &mut impl FnMut(RxMeta, &[u8])) {
             },
             d.data,
         ),
-        _ => each(datagram_meta(d), d.data),
+        _ => each.meta(datagram_meta(d), d.data),
     }
 }
 
