@@ -202,6 +202,29 @@ impl SoftEndpoint {
         fired
     }
 
+    /// [`fire_timers`](Self::fire_timers) for the simple poll's lone RC queue pair: its timers
+    /// without the walk over the slots and the engine's match (a READ ping-pong checks them twice
+    /// a round trip, after the clock reads of its request and its response).
+    #[inline(never)]
+    fn fire_timers_simple(&mut self, clock: &mut PollClock) -> bool {
+        let [
+            QpSlot {
+                qp: Some(Engine::Rc(q)),
+                ..
+            },
+        ] = &mut self.slots[..]
+        else {
+            return self.fire_timers(clock);
+        };
+        self.idle_left = TIMER_CHECK_EVERY;
+        let now = clock.now();
+        let due = q.poll_timeout().is_some_and(|t| t <= now);
+        if due {
+            q.handle_timeout(now);
+        }
+        due
+    }
+
     /// [`poll`](Self::poll) when `simple` holds (one RC queue pair on an unimpaired UDP socket, no
     /// `-e`, shared budget, CM or PFC): the same steps in the same order, without the checks of
     /// what `simple` rules out, each transmission the lone queue pair's unqueued one.
@@ -214,7 +237,7 @@ impl SoftEndpoint {
         }
         let received = self.receive_simple(&mut clock)?;
         let due = clock.was_read() || self.idle_turn();
-        let fired = due && self.fire_timers(&mut clock);
+        let fired = due && self.fire_timers_simple(&mut clock);
         // `simple` cleared: the first transmission left a packet queued, which goes now.
         if (received > 0 || fired) && (self.simple_tx_work(LoneAck::Hold) || !self.simple) {
             self.transmit_unqueued(&mut clock, LoneAck::Hold)?;
