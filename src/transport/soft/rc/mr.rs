@@ -259,6 +259,13 @@ impl MemoryTable {
         Self::within(r, va, len, need)
     }
 
+    /// [`resolve_remote`](Self::resolve_remote)'s span, or `None` where it refuses the access.
+    /// Inlined: the responder's fast READ got its span back through memory from a call.
+    #[inline(always)]
+    pub(crate) fn remote_span(&self, rkey: u32, va: u64, len: u64, need: Access) -> Option<Span> {
+        Self::within(self.region(rkey)?, va, len, need).ok()
+    }
+
     /// The bytes of a peer's access of `len` bytes at `va` under `rkey` needing `need`, or `None`
     /// where [`resolve_remote`](Self::resolve_remote) refuses it. Inlined: the responder's fast
     /// path writes through it without a span, and two calls, in between.

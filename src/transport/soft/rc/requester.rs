@@ -789,30 +789,30 @@ impl Requester {
         payload: &[u8],
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
-        if answer
-            .aeth
-            .is_some_and(|a| !matches!(a.kind(), AethKind::Ack { .. }))
+        if let Some(a) = answer.aeth
+            && !matches!(a.kind(), AethKind::Ack { .. })
         {
             ctx.counters.drops.protocol.bad_response += 1;
             return None;
         }
-        if let Some(e) = self.acknowledge_before(now, psn, ctx) {
-            return Some(e);
-        }
-        let pmtu = ctx.cfg.pmtu;
-        let Some(w) = self.sq.front_mut() else {
-            ctx.counters.drops.protocol.stale_response += 1;
-            return None;
+        // In order only: a later response means an earlier one was lost; the timer recovers. The
+        // oldest READ's next response acknowledges nothing before it (no walk, one look at it).
+        let next = |w: &Wqe| {
+            matches!(w.wr.op, SendOp::Read) && w.started && psn == w.first_psn.add(w.received)
         };
-        if !matches!(w.wr.op, SendOp::Read) || !w.started {
-            ctx.counters.drops.protocol.stale_response += 1;
-            return None;
-        }
-        // In order only: a later response means an earlier one was lost; the timer recovers.
-        if psn != w.first_psn.add(w.received) {
-            ctx.counters.drops.protocol.stale_response += 1;
-            return None;
-        }
+        let w = match self.sq.front_mut() {
+            Some(w) if next(w) => w,
+            _ => {
+                if let Some(e) = self.acknowledge_before(now, psn, ctx) {
+                    return Some(e);
+                }
+                let Some(w) = self.sq.front_mut().filter(|w| next(w)) else {
+                    ctx.counters.drops.protocol.stale_response += 1;
+                    return None;
+                };
+                w
+            }
+        };
         let k = w.received;
         let last = k + 1 == w.npkts;
         // A resumed READ may be answered MIDDLE/LAST (rxe) or FIRST/ONLY (a fresh response to the
@@ -823,12 +823,12 @@ impl Requester {
             Seg::Last => last && k > 0,
             Seg::Only => last,
         };
-        let want = packet::payload_len(u64::from(w.wr.len), pmtu, k);
+        let want = packet::payload_len(u64::from(w.wr.len), ctx.cfg.pmtu, k);
         if !fits || payload.len() != want {
             ctx.counters.drops.protocol.bad_response += 1;
             return None;
         }
-        let start = k as usize * pmtu as usize;
+        let start = k as usize * ctx.cfg.pmtu as usize;
         let local = w.local;
         w.received += 1;
         copy_payload(&mut ctx.mem.span_mut(local)[start..start + want], payload);

@@ -93,6 +93,19 @@ impl<T: Copy> Ring<T> {
         Ok(())
     }
 
+    /// Appends `item`, in the oldest item's slot when the ring is full (a ring of capacity 0 keeps
+    /// nothing): one look at the slots, not a pop and a push.
+    #[inline(always)]
+    pub(crate) fn push_back_evicting(&mut self, item: T) {
+        if !self.is_full() {
+            let _ = self.push_back(item);
+        } else if let Some(slot) = self.items.get_mut(self.head) {
+            *slot = item;
+            let next = self.head + 1;
+            self.head = if next == self.capacity { 0 } else { next };
+        }
+    }
+
     /// Appends an item the caller writes into the slot returned (it holds a stale item), or
     /// `None` when the ring is full or the slot was never written (a ring not [`filled`](Self::filled)):
     /// a large item is then built in place, not on the stack and copied.

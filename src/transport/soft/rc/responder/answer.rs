@@ -134,13 +134,7 @@ impl Responder {
 
     /// Saves a READ/atomic for replays, recycling the oldest slot (rxe's ring of resources).
     pub(super) fn remember(&mut self, r: Resource) {
-        if self.resources.capacity() == 0 {
-            return;
-        }
-        if self.resources.is_full() {
-            self.resources.pop_front();
-        }
-        let _ = self.resources.push_back(r);
+        self.resources.push_back_evicting(r);
     }
 
     /// Queues an answer; `handle_request` made sure there is room.

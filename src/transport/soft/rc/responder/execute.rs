@@ -144,10 +144,10 @@ impl Responder {
             0 => None,
             n => match ctx
                 .mem
-                .resolve_remote(reth.rkey, reth.va, n.into(), Access::REMOTE_READ)
+                .remote_span(reth.rkey, reth.va, n.into(), Access::REMOTE_READ)
             {
-                Ok(span) => Some(span),
-                Err(_) => return false,
+                Some(span) => Some(span),
+                None => return false,
             },
         };
         self.nak_sent = false;
