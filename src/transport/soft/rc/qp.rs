@@ -91,7 +91,8 @@ impl Qp {
             .next_power_of_two();
         Ok(Qp {
             // +1: the receive a SEND is filling is out of the RQ but still owes a completion.
-            cq: Ring::with_capacity(cfg.sq_depth + cfg.rq_depth + 1),
+            // Filled: a completion is written into its slot, without a growth path to check.
+            cq: Ring::filled(cfg.sq_depth + cfg.rq_depth + 1, Completion::EMPTY),
             counters: Counters::default(),
             req: Requester::new(
                 Psn::new(cfg.send_psn),

@@ -9,34 +9,41 @@ use std::fmt;
 /// plain values (`Copy`), so a slot is read by copy and a removed item needs no drop.
 #[derive(Clone)]
 pub(crate) struct Ring<T> {
-    /// The slots written so far, at most `capacity` (allocated whole at creation): the `len`
-    /// from `head` on, wrapping at `capacity`, hold the items; the others stale copies.
+    /// The slots written so far, at most `mask + 1` (allocated whole at creation): the `len`
+    /// from `head` on, wrapping at `mask + 1`, hold the items; the others stale copies.
     items: Vec<T>,
     /// The oldest item's slot.
     head: usize,
     len: usize,
     capacity: usize,
+    /// The slots (`capacity` rounded up to a power of two) less one: a slot index wraps by a
+    /// mask, without the compare and select a wrap at `capacity` took.
+    mask: usize,
 }
 
 impl<T: Copy> Ring<T> {
     /// An empty ring with room for `capacity` items, allocated now.
     pub(crate) fn with_capacity(capacity: usize) -> Ring<T> {
+        let slots = capacity.next_power_of_two();
         Ring {
-            items: Vec::with_capacity(capacity),
+            items: Vec::with_capacity(slots),
             head: 0,
             len: 0,
             capacity,
+            mask: slots - 1,
         }
     }
 
     /// An empty ring with room for `capacity` items, every slot written with `fill` now: a push
     /// then always finds its slot written, and [`push_back_slot`](Self::push_back_slot) hands it out.
     pub(crate) fn filled(capacity: usize, fill: T) -> Ring<T> {
+        let slots = capacity.next_power_of_two();
         Ring {
-            items: vec![fill; capacity],
+            items: vec![fill; slots],
             head: 0,
             len: 0,
             capacity,
+            mask: slots - 1,
         }
     }
 
@@ -68,12 +75,7 @@ impl<T: Copy> Ring<T> {
     /// The slot of the item `index` places after the oldest (`index` at most the capacity).
     #[inline(always)]
     fn slot(&self, index: usize) -> usize {
-        let at = self.head + index;
-        if at >= self.capacity {
-            at - self.capacity
-        } else {
-            at
-        }
+        (self.head + index) & self.mask
     }
 
     /// Appends `item`, or gives it back when the ring is full.
@@ -124,8 +126,7 @@ impl<T: Copy> Ring<T> {
     #[inline(always)]
     pub(crate) fn pop_front(&mut self) -> Option<T> {
         let item = *self.front()?;
-        let next = self.head + 1;
-        self.head = if next == self.capacity { 0 } else { next };
+        self.head = (self.head + 1) & self.mask;
         self.len -= 1;
         Some(item)
     }
@@ -133,12 +134,16 @@ impl<T: Copy> Ring<T> {
     /// Moves the oldest items into `out`, as many as it holds and `out` takes; how many.
     #[inline(always)]
     pub(crate) fn pop_into(&mut self, out: &mut [T]) -> usize {
-        let mut n = 0;
-        for slot in out.iter_mut() {
-            let Some(item) = self.pop_front() else { break };
-            *slot = item;
-            n += 1;
+        // The count known first: each item is then a copy and a step of the head, where a
+        // `pop_front` a slot re-checked the length and built an `Option` of the item.
+        let n = self.len.min(out.len());
+        let mut at = self.head;
+        for slot in &mut out[..n] {
+            *slot = self.items[at];
+            at = (at + 1) & self.mask;
         }
+        self.head = at;
+        self.len -= n;
         n
     }
 
@@ -204,10 +209,11 @@ impl<T: Copy> Ring<T> {
     #[inline(always)]
     pub(crate) fn as_slices(&self) -> (&[T], &[T]) {
         let end = self.head + self.len;
-        let (first, wrapped) = if end <= self.capacity {
+        let slots = self.mask + 1;
+        let (first, wrapped) = if end <= slots {
             (self.items.get(self.head..end), self.items.get(..0))
         } else {
-            let wrapped = end - self.capacity;
+            let wrapped = end - slots;
             (self.items.get(self.head..), self.items.get(..wrapped))
         };
         (first.unwrap_or_default(), wrapped.unwrap_or_default())
