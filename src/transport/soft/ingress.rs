@@ -37,8 +37,22 @@ pub(crate) struct FrameFilter {
 pub(crate) type RxIcrcs = HeaderIcrcs<RxIcrcKey, (Icrc, u32, Source)>;
 
 /// What a received datagram's ICRC start is kept by in [`RxIcrcs`]: the BTH-through-pad length,
-/// the sender, and our address as the socket reported it.
-pub(crate) type RxIcrcKey = (usize, SocketAddr, Option<IpAddr>);
+/// the sender, and our address as the socket reported it; first the three as one word
+/// ([`v4_key`]) for an IPv4 sender to the bound address, which a plain datagram's lookup compares
+/// alone ([`NOT_V4_KEY`] for the others).
+pub(crate) type RxIcrcKey = (u64, usize, SocketAddr, Option<IpAddr>);
+
+/// The word of an [`RxIcrcKey`] that is not an IPv4 sender's to the bound address: no [`v4_key`]
+/// (its length field is below 0xffff).
+const NOT_V4_KEY: u64 = u64::MAX;
+const _: () = assert!(MAX_ROCE_UDP_PAYLOAD < 0xffff);
+
+/// An IPv4 sender's `len` bytes (BTH..pad, below 0xffff) to the bound address as one word: its
+/// address, port and length.
+#[inline(always)]
+fn v4_key(len: usize, src: &SocketAddrV4) -> u64 {
+    u64::from(src.ip().to_bits()) << 32 | u64::from(src.port()) << 16 | len as u64
+}
 
 /// The source of a verified packet as the connected peer is known: its IP address as a GID (RoCE v2),
 /// or the GRH's source GID (RoCE v1). [`from_peer`] compares it with the queue pair's peer.
@@ -114,7 +128,7 @@ pub(crate) fn check_udp_in<'a>(
     // The headers the ICRC covers depend only on the addresses, ports and length: a peer's packets
     // of one length share their start (and their checks of the addresses).
     let len = ib.len();
-    let kept = |(l, s, dst): &RxIcrcKey| *l == len && same_sender(s, src) && dst == d.dst;
+    let kept = |(_, l, s, dst): &RxIcrcKey| *l == len && same_sender(s, src) && dst == d.dst;
     let Some((start, id1_delta, from)) =
         icrcs.try_get_by(kept, || udp_icrc_start(len, src, d.dst, local, ipv4_ids))
     else {
@@ -148,9 +162,9 @@ pub(crate) fn check_udp_v4<'a>(
     }
     let (ib, icrc) = data.split_at(data.len() - ICRC_LEN);
     let len = ib.len();
-    let kept = |(l, s, dst): &RxIcrcKey| {
-        *l == len && matches!(s, SocketAddr::V4(k) if *k == src) && dst.is_none()
-    };
+    // Length, sender and destination in one compare (the length is below MAX).
+    let key = v4_key(len, &src);
+    let kept = |(k, ..): &RxIcrcKey| *k == key;
     let Some((start, id1_delta, from)) = icrcs.try_get_by(kept, || {
         udp_icrc_start(len, &SocketAddr::V4(src), &None, local, ipv4_ids)
     }) else {
@@ -224,7 +238,11 @@ fn udp_icrc_start(
         SocketAddr::V6(_) => 0,
     };
     let start = (net.icrc_start(len), id1, Gid::from_ip(src.ip()));
-    Some(((len, *src, *dst), start))
+    let word = match (src, dst) {
+        (SocketAddr::V4(s), None) => v4_key(len, s),
+        _ => NOT_V4_KEY,
+    };
+    Some(((word, len, *src, *dst), start))
 }
 
 /// The network header (without its IP ID) of a datagram from `src` to `dst` at our UDP port

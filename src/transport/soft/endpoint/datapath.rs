@@ -317,12 +317,7 @@ impl SoftEndpoint {
     /// the impairer's look at itself.
     #[inline(always)]
     fn receive_udp<const SIMPLE: bool>(&mut self, clock: &mut PollClock) -> Result<usize> {
-        let (rx, slots, c, pfc) = (
-            &mut self.rx,
-            &mut self.slots,
-            &mut self.counters,
-            &mut self.pfc,
-        );
+        let (rx, slots, c) = (&mut self.rx, &mut self.slots, &mut self.counters);
         // The other devices' calls, which write their result in memory, would have the common
         // path store its own there too, and keep the closure's captures computed ahead of every
         // receive, an idle one included.
@@ -337,7 +332,7 @@ impl SoftEndpoint {
         let n = udp
             // Built only once packets came: an idle receive stores no captures. An unimpaired
             // device reads no clock.
-            .receive_sink(move || receiver(rx, slots, c, pfc, clock))
+            .receive_sink(move || receiver(rx, slots, c, NoFrames, clock))
             .map_err(io_error)?;
         if n > 0 {
             self.counters.rx_batches += 1;
@@ -811,15 +806,15 @@ fn recount(slots: &mut [QpSlot]) -> u32 {
 }
 
 /// What a receive hands each packet to: its checks, then its queue pair (or the CM, or the pause
-/// state). One closure type for [`SoftEndpoint::receive`] and `receive_any`, compiled once.
+/// state). One sink type for each pause sink: the UDP receive's and `receive_any`'s.
 #[inline(always)]
-fn receiver<'a>(
+fn receiver<'a, P: PauseSink>(
     rx: &'a mut RxState,
     slots: &'a mut [QpSlot],
     c: &'a mut SoftCounters,
-    pfc: &'a mut PauseState,
+    pfc: P,
     clock: &'a mut PollClock,
-) -> Receiver<'a> {
+) -> Receiver<'a, P> {
     Receiver {
         rx,
         slots,
@@ -829,16 +824,38 @@ fn receiver<'a>(
     }
 }
 
-/// The receive's sink ([`receiver`]): what its checks and deliveries borrow.
-struct Receiver<'a> {
+/// The receive's sink ([`receiver`]): what its checks and deliveries borrow. `P`: where a pause
+/// frame goes (a UDP socket's receive, which hands on none, builds the sink without it).
+struct Receiver<'a, P> {
     rx: &'a mut RxState,
     slots: &'a mut [QpSlot],
     c: &'a mut SoftCounters,
-    pfc: &'a mut PauseState,
+    pfc: P,
     clock: &'a mut PollClock,
 }
 
-impl Receiver<'_> {
+/// What a received PFC or pause frame is handed to.
+trait PauseSink {
+    /// Takes the frame `data`, arrived at `now` nanoseconds (read only if needed).
+    fn on_frame(&mut self, now: impl FnOnce() -> u64, data: &[u8]);
+}
+
+impl PauseSink for &mut PauseState {
+    #[inline(always)]
+    fn on_frame(&mut self, now: impl FnOnce() -> u64, data: &[u8]) {
+        PauseState::on_frame(self, now(), data);
+    }
+}
+
+/// The pause sink of a UDP socket's receive: a socket hands on datagrams, never a frame.
+struct NoFrames;
+
+impl PauseSink for NoFrames {
+    #[inline(always)]
+    fn on_frame(&mut self, _: impl FnOnce() -> u64, _: &[u8]) {}
+}
+
+impl<P: PauseSink> Receiver<'_, P> {
     /// As a [`Device::receive`] closure, for a receive through the general device.
     #[inline(always)]
     fn closure(mut self) -> impl FnMut(RxMeta, &[u8]) {
@@ -846,7 +863,7 @@ impl Receiver<'_> {
     }
 }
 
-impl RxSink for Receiver<'_> {
+impl<P: PauseSink> RxSink for Receiver<'_, P> {
     /// A plain IPv4 datagram's packet (a ping-pong's every one): the UDP checks read its sender
     /// and TOS as values.
     fn ipv4(&mut self, src: SocketAddrV4, tos: u8, data: &[u8]) {
@@ -959,7 +976,7 @@ impl RxSink for Receiver<'_> {
                 // old, and a pause timed from then runs out before the next poll
                 // looks.
                 if is_mac_control(data) {
-                    pfc.on_frame(clock.fresh_nanos(), data);
+                    pfc.on_frame(|| clock.fresh_nanos(), data);
                     return;
                 }
                 let f = RxFrame {
