@@ -98,6 +98,10 @@ pub(crate) struct UdpRx<'a, 'm> {
     pub truncated: bool,
 }
 
+/// The lengths a RoCE packet in a UDP datagram (BTH..ICRC) may have: a BTH and its ICRC at least;
+/// longer than any RoCE packet is junk (a GRO receive slot holds 64 KiB, so nothing truncates it).
+const UDP_PACKET_LEN: std::ops::RangeInclusive<usize> = 12 + ICRC_LEN..=MAX_ROCE_UDP_PAYLOAD;
+
 /// Checks a UDP datagram (BTH..ICRC) sent to the socket at `local` and returns its IB part
 /// (BTH..pad) and its source, or counts the drop. Always inlined: its one caller, the receive
 /// loop, would otherwise build the datagram and the result in memory for every packet.
@@ -109,9 +113,6 @@ pub(crate) fn check_udp_in<'a>(
     icrcs: &mut RxIcrcs,
     drops: &mut DropSummary,
 ) -> Option<(&'a [u8], Source)> {
-    const MIN: usize = 12 + ICRC_LEN;
-    // Longer than any RoCE packet: junk (a GRO receive slot holds 64 KiB, so nothing truncates it).
-    const MAX: usize = MAX_ROCE_UDP_PAYLOAD;
     if d.data.is_empty() && !d.truncated {
         drops.empty += 1;
         return None;
@@ -119,7 +120,7 @@ pub(crate) fn check_udp_in<'a>(
     let Some(src) = d
         .src
         .as_ref()
-        .filter(|_| !d.truncated && (MIN..=MAX).contains(&d.data.len()))
+        .filter(|_| !d.truncated && UDP_PACKET_LEN.contains(&d.data.len()))
     else {
         drops.malformed += 1;
         return None;
@@ -150,13 +151,11 @@ pub(crate) fn check_udp_v4<'a>(
     icrcs: &mut RxIcrcs,
     drops: &mut DropSummary,
 ) -> Option<(&'a [u8], Source)> {
-    const MIN: usize = 12 + ICRC_LEN;
-    const MAX: usize = MAX_ROCE_UDP_PAYLOAD;
     if data.is_empty() {
         drops.empty += 1;
         return None;
     }
-    if !(MIN..=MAX).contains(&data.len()) {
+    if !UDP_PACKET_LEN.contains(&data.len()) {
         drops.malformed += 1;
         return None;
     }

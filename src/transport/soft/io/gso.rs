@@ -541,9 +541,10 @@ mod tests {
     use std::net::IpAddr;
     use std::os::fd::AsRawFd;
 
-    #[test]
-    fn runs_of_equal_packets_share_an_entry_and_arrive_one_by_one() {
-        let ip: IpAddr = "127.0.0.13".parse().unwrap();
+    /// A receiving socket at `rx_ip` and a sending one at `tx_ip` on the same free port, the
+    /// sender with UDP checksums (GSO needs them).
+    fn socket_pair(rx_ip: &str, tx_ip: &str) -> (UdpSocket, UdpSocket) {
+        let ip: IpAddr = rx_ip.parse().unwrap();
         let port = free_port(ip);
         let rx_cfg = UdpConfig {
             port,
@@ -555,7 +556,13 @@ mod tests {
             zero_checksum: false,
             ..UdpConfig::default()
         };
-        let tx = UdpSocket::bind_scoped("127.0.0.14".parse().unwrap(), 0, &tx_cfg).unwrap();
+        let tx = UdpSocket::bind_scoped(tx_ip.parse().unwrap(), 0, &tx_cfg).unwrap();
+        (rx, tx)
+    }
+
+    #[test]
+    fn runs_of_equal_packets_share_an_entry_and_arrive_one_by_one() {
+        let (rx, tx) = socket_pair("127.0.0.13", "127.0.0.14");
         let mut b = GsoTxBatch::new(4, 300);
         // FIRST-like 120, then 100 x3, a short 40 (closes), then 100 again (new entry).
         let lens = [120usize, 100, 100, 100, 40, 100];
@@ -595,19 +602,7 @@ mod tests {
 
     #[test]
     fn two_unqueued_packets_leave_as_two_pushes_would_send_them() {
-        let ip: IpAddr = "127.0.0.15".parse().unwrap();
-        let port = free_port(ip);
-        let rx_cfg = UdpConfig {
-            port,
-            ..UdpConfig::default()
-        };
-        let rx = UdpSocket::bind_scoped(ip, 0, &rx_cfg).unwrap();
-        let tx_cfg = UdpConfig {
-            port,
-            zero_checksum: false,
-            ..UdpConfig::default()
-        };
-        let tx = UdpSocket::bind_scoped("127.0.0.16".parse().unwrap(), 0, &tx_cfg).unwrap();
+        let (rx, tx) = socket_pair("127.0.0.15", "127.0.0.16");
         let dst = rx.local_addr();
         let name = sockaddr::Name::of(dst);
         let fd = tx.as_raw_fd();

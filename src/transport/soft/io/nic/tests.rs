@@ -12,6 +12,47 @@ use crate::transport::soft::path::ipv4_repr;
 use crate::transport::soft::rc::Instant;
 use crate::wire::{BthRepr, IbRepr, Ipv4IdCache, NetRepr, Opcode, UdpRepr};
 
+/// The datagram a receive handed on as `meta` and `data`: one whole packet (the device splits what
+/// GRO merged), never cut.
+fn whole_datagram<'a>(meta: RxMeta, data: &'a [u8]) -> RxDatagram<'a> {
+    let RxMeta::Datagram {
+        src,
+        dst,
+        truncated: false,
+        ..
+    } = meta
+    else {
+        panic!("{meta:?}")
+    };
+    RxDatagram {
+        data,
+        src,
+        dst,
+        truncated: false,
+        gro_segment: None,
+        tclass: 0,
+    }
+}
+
+/// A UDP port free at `ip` now.
+fn free_port(ip: Ipv4Addr) -> u16 {
+    std::net::UdpSocket::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The network headers of RoCE v2 over IPv4 from `a` to `b`, both on `port`.
+fn v2v4(a: Ipv4Addr, b: Ipv4Addr, port: u16) -> NetRepr {
+    let udp = UdpRepr {
+        src_port: port,
+        dst_port: port,
+        checksum: 0,
+    };
+    NetRepr::V2v4(ipv4_repr(a, b), udp)
+}
+
 fn nic(ip: Ipv4Addr, port: u16, gso: bool) -> Nic {
     let plan = UdpPlan {
         cfg: UdpConfig {
@@ -35,21 +76,12 @@ fn nic(ip: Ipv4Addr, port: u16, gso: bool) -> Nic {
 #[test]
 fn impairment_works_per_packet_inside_gso_super_datagrams() {
     let (a, b) = (Ipv4Addr::new(127, 0, 0, 21), Ipv4Addr::new(127, 0, 0, 22));
-    let port = std::net::UdpSocket::bind((a, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port(a);
     let cfg = ImpairConfig::parse("loss=10%,dup=5%,seed=3").unwrap();
     let mut tx = Impaired::new(nic(a, port, true), Some(&cfg));
     let mut rx = nic(b, port, true);
     let dst = SocketAddr::new(b.into(), port);
-    let udp = UdpRepr {
-        src_port: port,
-        dst_port: port,
-        checksum: 0,
-    };
-    let net = NetRepr::V2v4(ipv4_repr(a, b), udp);
+    let net = v2v4(a, b, port);
     let now = Instant::ZERO;
     let sent = 300u32;
     for k in 0..sent {
@@ -76,23 +108,7 @@ fn impairment_works_per_packet_inside_gso_super_datagrams() {
     for _ in 0..2000 {
         rx.receive(now, |meta, data| {
             // One whole packet a call: the device splits what GRO merged.
-            let RxMeta::Datagram {
-                src,
-                dst,
-                truncated: false,
-                ..
-            } = meta
-            else {
-                panic!("{meta:?}")
-            };
-            let d = RxDatagram {
-                data,
-                src,
-                dst,
-                truncated: false,
-                gro_segment: None,
-                tclass: 0,
-            };
+            let d = whole_datagram(meta, data);
             let (ib, _src) = check_udp(
                 &d,
                 SocketAddr::new(b.into(), port),
@@ -122,19 +138,10 @@ fn impairment_works_per_packet_inside_gso_super_datagrams() {
 #[test]
 fn a_merged_packet_and_the_short_one_behind_it_come_apart() {
     let (a, b) = (Ipv4Addr::new(127, 0, 0, 23), Ipv4Addr::new(127, 0, 0, 24));
-    let port = std::net::UdpSocket::bind((a, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port(a);
     let (mut tx, mut rx) = (nic(a, port, true), nic(b, port, true));
     let dst = SocketAddr::new(b.into(), port);
-    let udp = UdpRepr {
-        src_port: port,
-        dst_port: port,
-        checksum: 0,
-    };
-    let net = NetRepr::V2v4(ipv4_repr(a, b), udp);
+    let net = v2v4(a, b, port);
     let now = Instant::ZERO;
     for (k, len) in [(0u32, 100usize), (1, 2)] {
         assert!(tx.tx_push(now, Some(dst), |buf| {
@@ -153,26 +160,10 @@ fn a_merged_packet_and_the_short_one_behind_it_come_apart() {
     for _ in 0..200 {
         let n = rx
             .receive(now, |meta, data| {
-                let RxMeta::Datagram {
-                    src,
-                    dst,
-                    truncated: false,
-                    ..
-                } = meta
-                else {
-                    panic!("{meta:?}")
-                };
-                let d = RxDatagram {
-                    data,
-                    src,
-                    dst,
-                    truncated: false,
-                    gro_segment: None,
-                    tclass: 0,
-                };
+                let d = whole_datagram(meta, data);
                 let (ib, _) = check_udp(
                     &d,
-                    dst.map_or(SocketAddr::new(b.into(), port), |ip| {
+                    d.dst.map_or(SocketAddr::new(b.into(), port), |ip| {
                         SocketAddr::new(ip, port)
                     }),
                     &mut ids,
