@@ -95,17 +95,20 @@ impl<T: Copy> Ring<T> {
         Ok(())
     }
 
-    /// Appends `item`, in the oldest item's slot when the ring is full (a ring of capacity 0 keeps
-    /// nothing): one look at the slots, not a pop and a push.
+    /// Appends `item`, dropping the oldest item when the ring is full (a ring of capacity 0 keeps
+    /// nothing). The oldest goes by a step of the head, not a `pop_front` that reads it.
     #[inline(always)]
     pub(crate) fn push_back_evicting(&mut self, item: T) {
-        if !self.is_full() {
-            let _ = self.push_back(item);
-        } else if let Some(slot) = self.items.get_mut(self.head) {
-            *slot = item;
-            let next = self.head + 1;
-            self.head = if next == self.capacity { 0 } else { next };
+        if self.capacity == 0 {
+            return;
         }
+        if self.is_full() {
+            // The slots are `capacity` rounded up: the newest's successor is the oldest's slot
+            // only when they are the same number, so the push below finds the slot itself.
+            self.head = (self.head + 1) & self.mask;
+            self.len -= 1;
+        }
+        let _ = self.push_back(item);
     }
 
     /// Appends an item the caller writes into the slot returned (it holds a stale item), or
@@ -256,6 +259,27 @@ mod tests {
         assert!(r.push_back(4).is_ok());
         assert_eq!(r.iter().copied().collect::<Vec<_>>(), vec![2, 4]);
         assert_eq!(r.room(), 0);
+    }
+
+    #[test]
+    fn an_evicting_push_drops_the_oldest_at_any_capacity() {
+        // 3 items in 4 slots (the slots wrap by a mask), 4 in 4, and none.
+        for cap in [3usize, 4] {
+            let mut r = Ring::with_capacity(cap);
+            for i in 0..10u32 {
+                r.push_back_evicting(i);
+                let want: Vec<u32> = (i.saturating_sub(cap as u32 - 1)..=i).collect();
+                assert_eq!(
+                    r.iter().copied().collect::<Vec<_>>(),
+                    want,
+                    "capacity {cap}"
+                );
+                assert_eq!(r.front(), want.first());
+            }
+        }
+        let mut r = Ring::with_capacity(0);
+        r.push_back_evicting(1u32);
+        assert!(r.is_empty());
     }
 
     #[test]
