@@ -370,8 +370,9 @@ impl Requester {
         ctx: &mut Ctx<'_>,
     ) -> Option<usize> {
         // The common case, a packet sent first under go-back-N at full rate with the window
-        // open (a READ or atomic within the limit on those outstanding), goes here with few live values; everything else (and any `None`) is
-        // [`poll_transmit_any`](Self::poll_transmit_any)'s, which checks again from the start.
+        // open (a READ or atomic within the limit on those outstanding), goes here with few live
+        // values, as does "nothing posted to send" (a lone ACK's fill asks first); everything else
+        // is [`poll_transmit_any`](Self::poll_transmit_any)'s, which checks again from the start.
         if self.timers.get(Timer::Rnr).is_none()
             && !self.recovery.fast()
             && !self.rate.limited()
@@ -381,46 +382,26 @@ impl Requester {
             let ask = self.asks(false, ctx);
             let max_rd_atomic = ctx.cfg.max_rd_atomic;
             let psn = self.req_psn;
-            if let Some(wqe) = self.sq.get_mut(self.cursor)
-                && wqe.npkts == 1
-                && !wqe.is_read_or_atomic()
-            {
+            let wqe = self.sq.get_mut(self.cursor)?;
+            if wqe.npkts == 1 && !wqe.is_read_or_atomic() {
                 // A SEND or WRITE of one packet (every message of a latency test), straight: one
                 // PSN, and the cursor on to the next request.
                 let sent = wqe.emit_only(psn, ask, buf, ctx);
-                self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
                 wqe.started = true;
-                let next = psn.add(1);
-                self.req_psn = next;
-                self.sent_high = next;
-                self.cursor += 1;
-                self.cursor_pkt = 0;
-                self.asked_to(sent.asked, next, now, ctx);
-                self.sent(now, sent.payload, false, ctx);
+                self.sent_last(sent, now, ctx);
                 return Some(sent.len);
             }
-            if let Some(wqe) = self.sq.get_mut(self.cursor)
-                && (!wqe.is_read_or_atomic()
-                    || !wqe.started && self.rd_atomic_inflight < max_rd_atomic)
-            {
+            if !wqe.is_read_or_atomic() || !wqe.started && self.rd_atomic_inflight < max_rd_atomic {
                 if wqe.is_read_or_atomic() {
                     self.rd_atomic_inflight += 1;
                 }
                 if matches!(wqe.wr.op, SendOp::Read) {
                     // A READ's request (every message of a READ latency test), straight as well:
                     // it occupies the PSNs of its responses from packet k on and asks for an answer.
-                    let k = self.cursor_pkt;
-                    let len = wqe.emit_read(k, psn, None, buf, ctx);
-                    self.noack_pkts = 0;
+                    let sent = wqe.emit_read_all(self.cursor_pkt, psn, buf, ctx);
                     wqe.started = true;
-                    let next = psn.add(wqe.npkts - k);
-                    self.req_psn = next;
-                    self.sent_high = next;
-                    self.cursor += 1;
-                    self.cursor_pkt = 0;
-                    self.asked_to(true, next, now, ctx);
-                    self.sent(now, 0, false, ctx);
-                    return Some(len);
+                    self.sent_last(sent, now, ctx);
+                    return Some(sent.len);
                 }
                 let sent = wqe.emit_any(self.cursor_pkt, psn, None, ask, false, buf, ctx);
                 self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
@@ -439,6 +420,19 @@ impl Requester {
             }
         }
         self.poll_transmit_any(now, buf, ctx)
+    }
+
+    /// After the fast path's packet `sent` first from `req_psn`, its request's last.
+    #[inline(always)]
+    fn sent_last(&mut self, sent: Emitted, now: &mut impl Now, ctx: &mut Ctx<'_>) {
+        self.noack_pkts = if sent.asked { 0 } else { self.noack_pkts + 1 };
+        let next = self.req_psn.add(sent.consumed);
+        self.req_psn = next;
+        self.sent_high = next;
+        self.cursor += 1;
+        self.cursor_pkt = 0;
+        self.asked_to(sent.asked, next, now, ctx);
+        self.sent(now, sent.payload, false, ctx);
     }
 
     /// [`poll_transmit`](Self::poll_transmit) in general: recovery, pacing, READs and atomics,

@@ -280,6 +280,18 @@ impl Wqe {
         packet::emit_data(buf, bth, || Some(reth), None, &[])
     }
 
+    /// [`emit_read`](Self::emit_read) of everything from packet `k` on, as [`Emitted`].
+    #[inline(always)]
+    pub(super) fn emit_read_all(&self, k: u32, psn: Psn, buf: &mut [u8], ctx: &Ctx<'_>) -> Emitted {
+        let len = self.emit_read(k, psn, None, buf, ctx);
+        Emitted {
+            len,
+            consumed: self.npkts - k,
+            payload: 0,
+            asked: true,
+        }
+    }
+
     /// [`emit`](Self::emit) of a SEND or WRITE that is one packet, without selective repeat's
     /// extension (every message of a latency test): its ONLY opcode, RETH and immediate straight
     /// from the request, without the segment arithmetic of a longer message. Always inlined: the
