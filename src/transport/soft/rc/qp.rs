@@ -683,7 +683,9 @@ impl Qp {
             // coalesced and sent after later packets, and the peer waits for our requests' answers
             // first; the ACK then leaves in the same batch as they do.
             if self.ack_behind < ACK_BEHIND_MAX {
-                if let Some(n) = self.req.poll_transmit(now, buf, &mut ctx) {
+                if !self.req.quiet()
+                    && let Some(n) = self.req.poll_transmit(now, buf, &mut ctx)
+                {
                     self.ack_behind += 1;
                     self.counters.tx_packets += 1;
                     return Some(n);

@@ -221,6 +221,13 @@ impl Requester {
         self.cursor < self.sq.len() || self.may_resend()
     }
 
+    /// [`poll_transmit`](Self::poll_transmit) would find nothing: no request left to send first
+    /// under go-back-N. Without its call, a lone ACK's fill asks this first.
+    #[inline(always)]
+    pub(super) fn quiet(&self) -> bool {
+        self.cursor >= self.sq.len() && !self.recovery.fast()
+    }
+
     /// Whether a packet the endpoint's cap does not hold may be due: go-back-N's probe, or any of
     /// selective repeat's resends.
     pub(super) fn may_resend(&self) -> bool {
