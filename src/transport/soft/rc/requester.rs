@@ -831,10 +831,18 @@ impl Requester {
         let start = k as usize * ctx.cfg.pmtu as usize;
         let local = w.local;
         w.received += 1;
+        // The last response retires the READ in hand: complete_head's work without a second look.
+        let ok = |w: &Wqe| w.completion(CompletionStatus::Success, ctx.cfg.cq_tag);
+        let done = last.then(|| w.wr.signaled.then(|| ok(w)));
         copy_payload(&mut ctx.mem.span_mut(local)[start..start + want], payload);
         self.comp_psn = psn.add(1);
-        if last {
-            self.complete_head(CompletionStatus::Success, ctx);
+        if let Some(c) = done {
+            self.sq.drop_front(1);
+            self.rd_atomic_inflight = self.rd_atomic_inflight.saturating_sub(1);
+            self.cursor = self.cursor.saturating_sub(1);
+            if let Some(c) = c {
+                ctx.complete(c);
+            }
         }
         if self.req_psn.before(self.comp_psn) {
             self.seek(self.comp_psn);
