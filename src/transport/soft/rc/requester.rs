@@ -684,8 +684,8 @@ impl Requester {
         Some(psn)
     }
 
-    /// Handles one response packet. `Some(status)` means the QP must enter ERROR with `status` for the
-    /// oldest work request.
+    /// Handles one response packet, a go-back-N READ response first (one compare of the kind).
+    /// `Some(status)` means the QP must enter ERROR with `status` for the oldest work request.
     pub(super) fn handle_response(
         &mut self,
         now: Instant,
@@ -695,6 +695,9 @@ impl Requester {
         ctx: &mut Ctx<'_>,
     ) -> Outcome {
         let psn = self.answering_psn(answer, ctx)?;
+        if let (Response::Read(seg), false) = (kind, self.recovery.is_selective()) {
+            return self.read_response(now, psn, seg, answer, payload, ctx);
+        }
         if let LossRecovery::Selective(_) = self.recovery {
             return self.sr_response(now, psn, kind, (answer, payload), ctx);
         }
@@ -829,13 +832,20 @@ impl Requester {
             ctx.counters.drops.protocol.bad_response += 1;
             return None;
         }
-        let start = k as usize * ctx.cfg.pmtu as usize;
-        let local = w.local;
+        let (start, local) = (k as usize * ctx.cfg.pmtu as usize, w.local);
         w.received += 1;
+        // The last response retires the READ in hand: complete_head's work without a second look.
+        let ok = |w: &Wqe| w.completion(CompletionStatus::Success, ctx.cfg.cq_tag);
+        let done = last.then(|| w.wr.signaled.then(|| ok(w)));
         copy_payload(&mut ctx.mem.span_mut(local)[start..start + want], payload);
         self.comp_psn = psn.add(1);
-        if last {
-            self.complete_head(CompletionStatus::Success, ctx);
+        if let Some(c) = done {
+            self.sq.drop_front(1);
+            self.rd_atomic_inflight = self.rd_atomic_inflight.saturating_sub(1);
+            self.cursor = self.cursor.saturating_sub(1);
+            if let Some(c) = c {
+                ctx.complete(c);
+            }
         }
         if self.req_psn.before(self.comp_psn) {
             self.seek(self.comp_psn);

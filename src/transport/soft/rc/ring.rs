@@ -99,16 +99,19 @@ impl<T: Copy> Ring<T> {
     /// nothing). The oldest goes by a step of the head, not a `pop_front` that reads it.
     #[inline(always)]
     pub(crate) fn push_back_evicting(&mut self, item: T) {
-        if self.capacity == 0 {
-            return;
+        // Written after the newest whether or not the ring is full: the slots are `capacity`
+        // rounded up, so that slot is the oldest's only when they are the same number. At
+        // capacity 0 it is the one slot, which the head, stepping by a mask of 0, never leaves.
+        let at = self.slot(self.len);
+        match self.items.get_mut(at) {
+            Some(slot) => *slot = item,
+            None => self.items.push(item),
         }
         if self.is_full() {
-            // The slots are `capacity` rounded up: the newest's successor is the oldest's slot
-            // only when they are the same number, so the push below finds the slot itself.
             self.head = (self.head + 1) & self.mask;
-            self.len -= 1;
+        } else {
+            self.len += 1;
         }
-        let _ = self.push_back(item);
     }
 
     /// Appends an item the caller writes into the slot returned (it holds a stale item), or
