@@ -59,6 +59,14 @@ impl PollClock {
         PollClock { epoch, now: None }
     }
 
+    /// The clock of a poll that read `now` already.
+    fn at(epoch: u64, now: rc::Instant) -> PollClock {
+        PollClock {
+            epoch,
+            now: Some(now),
+        }
+    }
+
     /// The time of this poll, read on first use.
     #[inline]
     fn now(&mut self) -> rc::Instant {
@@ -93,6 +101,14 @@ pub(super) struct RxState {
     /// The CM on QP1 (`-R`), once asked for; here, so that the receive's closure reaches it
     /// through `RxState` rather than by a capture of its own.
     pub(super) cm: Option<Box<super::cm::CmSide>>,
+}
+
+/// Fires the due timers of `q` at `now`; true. Out of line and cold: most checks find none due.
+#[cold]
+#[inline(never)]
+fn fire_rc(q: &mut rc::Qp, now: rc::Instant) -> bool {
+    q.handle_timeout(now);
+    true
 }
 
 /// CLOCK_MONOTONIC in nanoseconds, straight from the vDSO: `Instant::elapsed` costs several times
@@ -202,11 +218,12 @@ impl SoftEndpoint {
         fired
     }
 
-    /// [`fire_timers`](Self::fire_timers) for the simple poll's lone RC queue pair: its timers
-    /// without the walk over the slots and the engine's match (a READ ping-pong checks them twice
-    /// a round trip, after the clock reads of its request and its response).
+    /// [`fire_timers`](Self::fire_timers) for the simple poll's lone RC queue pair at this poll's
+    /// `now` (the clock was read): its timers without the walk over the slots and the engine's
+    /// match (a READ ping-pong checks them twice a round trip, after the clock reads of its request
+    /// and its response). A leaf while nothing is due: the firing is out of line.
     #[inline(never)]
-    fn fire_timers_simple(&mut self, clock: &mut PollClock) -> bool {
+    fn fire_timers_simple(&mut self, now: rc::Instant) -> bool {
         let [
             QpSlot {
                 qp: Some(Engine::Rc(q)),
@@ -214,15 +231,10 @@ impl SoftEndpoint {
             },
         ] = &mut self.slots[..]
         else {
-            return self.fire_timers(clock);
+            return self.fire_timers(&mut PollClock::at(self.epoch, now));
         };
         self.idle_left = TIMER_CHECK_EVERY;
-        let now = clock.now();
-        let due = q.poll_timeout().is_some_and(|t| t <= now);
-        if due {
-            q.handle_timeout(now);
-        }
-        due
+        q.poll_timeout().is_some_and(|t| t <= now) && fire_rc(q, now)
     }
 
     /// [`poll`](Self::poll) when `simple` holds (one RC queue pair on an unimpaired UDP socket, no
@@ -236,8 +248,10 @@ impl SoftEndpoint {
             self.transmit_unqueued(&mut clock, LoneAck::Send)?;
         }
         let received = self.receive_simple(&mut clock)?;
-        let due = clock.was_read() || self.idle_turn();
-        let fired = due && self.fire_timers_simple(&mut clock);
+        let fired = match clock.now {
+            Some(now) => self.fire_timers_simple(now),
+            None => self.idle_turn() && self.fire_timers(&mut clock),
+        };
         // `simple` cleared: the first transmission left a packet queued, which goes now.
         if (received > 0 || fired) && (self.simple_tx_work(LoneAck::Hold) || !self.simple) {
             self.transmit_unqueued(&mut clock, LoneAck::Hold)?;

@@ -323,8 +323,14 @@ impl Requester {
         }
         let spent = ctx.cfg.retry_cnt.saturating_sub(self.retry_left);
         let shift = spent.min(ctx.cfg.retry_backoff_max_shift);
-        // Past a u64 of nanoseconds it saturates, as a deadline `Duration`'s product would.
-        timer::ack_timeout_ns(ctx.cfg.timeout).map(|t| t.saturating_mul(u64::from(1u32 << shift)))
+        let t = timer::ack_timeout_ns(ctx.cfg.timeout)?;
+        // Past a u64 of nanoseconds it saturates, as a deadline `Duration`'s product would; no
+        // retry spent (most armings), no product.
+        Some(if shift == 0 {
+            t
+        } else {
+            t.saturating_mul(u64::from(1u32 << shift))
+        })
     }
 
     /// Goes back N to the oldest unacknowledged PSN. Returns the error that ends the QP when the
@@ -582,8 +588,12 @@ impl Requester {
     /// silence).
     #[inline(never)]
     fn arm_retransmit(&mut self, now: &mut impl Now, ctx: &mut Ctx<'_>) {
-        if let Some(t) = self.retx_timeout(ctx) {
-            self.start_silence(now.now(), t, ctx);
+        // The clock first, the timeout after (fewer registers kept across the call), when there is
+        // one: `retx_timeout` is `None` exactly when the ACK timeout is off.
+        if timer::ack_timeout_ns(ctx.cfg.timeout).is_some() {
+            let at = now.now();
+            let t = self.retx_timeout(ctx).unwrap_or(0);
+            self.start_silence(at, t, ctx);
         }
     }
 

@@ -54,6 +54,12 @@ impl TimerTable {
     /// The earliest deadline of all, if any timer is armed.
     #[inline]
     pub(crate) fn next_timeout(&self) -> Option<Instant> {
+        let [rnr, retransmit, pace] = self.data;
+        // The retransmission timer alone (or none), as a poll finds it but for RNR waits and DCQCN's
+        // pacer: two looks, where the minimum over all three takes a dozen instructions.
+        if rnr.is_none() && pace.is_none() {
+            return retransmit;
+        }
         self.data.iter().flatten().min().copied()
     }
 
