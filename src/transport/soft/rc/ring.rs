@@ -140,6 +140,23 @@ impl<T: Copy> Ring<T> {
     /// Moves the oldest items into `out`, as many as it holds and `out` takes; how many.
     #[inline(always)]
     pub(crate) fn pop_into(&mut self, out: &mut [T]) -> usize {
+        // One item (a ping-pong's completion, a SEND's receive each round trip): a copy without
+        // the loop's set-up and count.
+        if self.len == 1
+            && let (Some(first), Some(item)) = (out.first_mut(), self.items.get(self.head))
+        {
+            *first = *item;
+            self.head = (self.head + 1) & self.mask;
+            self.len = 0;
+            return 1;
+        }
+        self.pop_many_into(out)
+    }
+
+    /// [`pop_into`](Self::pop_into) of any count. Out of line: the loop's registers stay out of
+    /// the polls that inline the one-item copy.
+    #[inline(never)]
+    fn pop_many_into(&mut self, out: &mut [T]) -> usize {
         // The count known first: each item is then a copy and a step of the head, where a
         // `pop_front` a slot re-checked the length and built an `Option` of the item.
         let n = self.len.min(out.len());
