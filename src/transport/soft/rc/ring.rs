@@ -137,6 +137,16 @@ impl<T: Copy> Ring<T> {
         Some(item)
     }
 
+    /// Removes the oldest item when `fits` accepts it: one look at it, where a `front` then a
+    /// `drop_front` checked the length twice.
+    #[inline(always)]
+    pub(crate) fn pop_front_if(&mut self, fits: impl FnOnce(&T) -> bool) -> Option<T> {
+        let item = *self.front().filter(|item| fits(item))?;
+        self.head = (self.head + 1) & self.mask;
+        self.len -= 1;
+        Some(item)
+    }
+
     /// Moves the oldest items into `out`, as many as it holds and `out` takes; how many.
     #[inline(always)]
     pub(crate) fn pop_into(&mut self, out: &mut [T]) -> usize {
@@ -321,7 +331,8 @@ mod tests {
         *r.push_back_slot().unwrap() = 1;
         *r.push_back_slot().unwrap() = 2;
         assert!(r.push_back_slot().is_none());
-        assert_eq!(r.pop_front(), Some(1));
+        assert_eq!(r.pop_front_if(|&i| i > 1), None);
+        assert_eq!(r.pop_front_if(|&i| i == 1), Some(1));
         *r.push_back_slot().unwrap() = 3;
         assert_eq!(r.iter().copied().collect::<Vec<_>>(), vec![2, 3]);
         assert!(Ring::<u8>::with_capacity(1).push_back_slot().is_none());

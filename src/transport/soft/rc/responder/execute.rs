@@ -100,11 +100,10 @@ impl Responder {
             return false;
         };
         let len = payload.len();
-        let Some(recv) = self.rq.front().copied().filter(|r| len <= r.span.len) else {
+        // The receive goes as it is looked at: no second look (and copy) of it.
+        let Some(recv) = self.rq.pop_front_if(|r| len <= r.span.len) else {
             return false;
         };
-        // The receive just looked at goes: no second look (and copy) of it.
-        self.rq.drop_front(1);
         if len > 0 {
             copy_payload(ctx.mem.span_part_mut(recv.span, 0..len), payload);
         }
