@@ -588,13 +588,18 @@ impl Requester {
     /// silence).
     #[inline(never)]
     fn arm_retransmit(&mut self, now: &mut impl Now, ctx: &mut Ctx<'_>) {
-        // The clock first, the timeout after (fewer registers kept across the call), when there is
-        // one: `retx_timeout` is `None` exactly when the ACK timeout is off.
-        if timer::ack_timeout_ns(ctx.cfg.timeout).is_some() {
-            let at = now.now();
-            let t = self.retx_timeout(ctx).unwrap_or(0);
-            self.start_silence(at, t, ctx);
-        }
+        // `retx_timeout` is `None` exactly when the ACK timeout is off; under go-back-N with no
+        // retry spent (no backoff) it is the configured one, kept across the clock's read.
+        let Some(t) = timer::ack_timeout_ns(ctx.cfg.timeout) else {
+            return;
+        };
+        let at = now.now();
+        let t = if self.recovery.fast() || self.retry_left < ctx.cfg.retry_cnt {
+            self.retx_timeout(ctx).unwrap_or(0)
+        } else {
+            t
+        };
+        self.start_silence(at, t, ctx);
     }
 
     /// The retransmission timer runs `t` ns from `at`, when a packet left (before its payload is

@@ -177,8 +177,47 @@ impl Responder {
             && matches!(self.jobs.front(), Some(Job::Ack { syndrome, .. }) if *syndrome == AethRepr::ack(0).syndrome)
     }
 
-    /// Writes the next answer into `buf`; `None` when there is none.
+    /// Writes the next answer into `buf`; `None` when there is none. A READ of one packet (a
+    /// latency test's every READ) is written here, its ONLY opcode and AETH known, without the
+    /// segment arithmetic, the opcode's header lookups and the other kinds' registers.
     pub(crate) fn poll_transmit(&mut self, buf: &mut [u8], ctx: &mut Ctx<'_>) -> Option<usize> {
+        let Some(&Job::Read {
+            first,
+            next: 0,
+            npkts: 1,
+            len,
+            span,
+            msn,
+            replay,
+            ..
+        }) = self.jobs.front()
+        else {
+            return self.poll_transmit_any(buf, ctx);
+        };
+        let n = packet::payload_len(u64::from(len), ctx.cfg.pmtu, 0);
+        let data: &[u8] = match span {
+            Some(s) => &ctx.mem.span(s)[..n],
+            None => &[],
+        };
+        let bth = (
+            Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+            ctx.cfg.remote_qpn,
+            first,
+        );
+        let out = packet::emit_response(buf, bth, Some(AethRepr::ack(msn)), data);
+        ctx.counters.tx_payload_bytes += n as u64;
+        if replay {
+            ctx.counters.retransmitted_bytes += n as u64;
+        }
+        // Packet 0 was the last this answer sends, as the general arm finds.
+        self.jobs.pop_front();
+        Some(out)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) for every other answer. Out of line: its kinds'
+    /// registers stay out of the one-packet READ response's frame.
+    #[inline(never)]
+    fn poll_transmit_any(&mut self, buf: &mut [u8], ctx: &mut Ctx<'_>) -> Option<usize> {
         let dest = ctx.cfg.remote_qpn;
         let pmtu = ctx.cfg.pmtu;
         let job = self.jobs.front_mut()?;
@@ -208,33 +247,6 @@ impl Responder {
             Job::Sack => {
                 self.jobs.pop_front();
                 return Some(self.emit_sack(buf, ctx));
-            }
-            // A READ of one packet (a latency test's every READ): its ONLY opcode and AETH are
-            // known, without the segment arithmetic and the opcode's header lookups.
-            Job::Read {
-                first,
-                next: 0,
-                npkts: 1,
-                len,
-                span,
-                msn,
-                replay,
-                ..
-            } => {
-                let n = packet::payload_len(u64::from(*len), pmtu, 0);
-                let data: &[u8] = match span {
-                    Some(s) => &ctx.mem.span(*s)[..n],
-                    None => &[],
-                };
-                let bth = (Opcode::RC_RDMA_READ_RESPONSE_ONLY, dest, *first);
-                let out = packet::emit_response(buf, bth, Some(AethRepr::ack(*msn)), data);
-                ctx.counters.tx_payload_bytes += n as u64;
-                if *replay {
-                    ctx.counters.retransmitted_bytes += n as u64;
-                }
-                // Packet 0 was the last this answer sends, as the general arm finds.
-                self.jobs.pop_front();
-                out
             }
             Job::Read {
                 first,

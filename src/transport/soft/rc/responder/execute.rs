@@ -124,9 +124,22 @@ impl Responder {
     /// then keeps the ICRC's check inline.
     #[inline(never)]
     pub(in super::super) fn fast_read(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
-        let Some((_, payload)) = self.fast_head::<BTH_RETH>(ib, ctx) else {
+        // `fast_head`'s checks but the MTU's: a READ request carries no payload (its DMA length is
+        // the response's), so none to compare with the MTU.
+        let Some(head) = ib.first_chunk::<BTH>() else {
             return false;
         };
+        let bth = BthPacket::new_unchecked(head);
+        let Some(payload) = packet::fast_payload(ib, &bth, BTH_RETH, ctx.cfg.qpn) else {
+            return false;
+        };
+        if !payload.is_empty()
+            || bth.psn() != self.epsn.value()
+            || !matches!(self.msg, InMsg::Idle)
+            || ctx.cfg.max_dest_rd_atomic == 0
+        {
+            return false;
+        }
         let Some(reth) = fast_reth(ib) else {
             return false;
         };
@@ -135,8 +148,7 @@ impl Responder {
             rkey: reth.rkey(),
             dma_len: reth.dma_len(),
         };
-        // A READ request carries no payload; its DMA length is the response's.
-        if !payload.is_empty() || ctx.cfg.max_dest_rd_atomic == 0 || reth.dma_len > MAX_DMA_LEN {
+        if reth.dma_len > MAX_DMA_LEN {
             return false;
         }
         let span = match reth.dma_len {
