@@ -354,7 +354,7 @@ impl GsoTxBatch {
             return None;
         }
         let max = self.max_packet;
-        Some(self.mem.part_mut(0, 0, max))
+        Some(self.mem.first_mut(max))
     }
 
     /// Queues the `len` bytes written into [`unqueued_buf`](Self::unqueued_buf), to `dst`, as
@@ -427,7 +427,7 @@ impl GsoTxBatch {
     ) -> io::Result<usize> {
         debug_assert!(second <= len);
         let mut iov = libc::iovec {
-            iov_base: self.mem.slot_ptr(0) as *mut libc::c_void,
+            iov_base: self.mem.first_ptr() as *mut libc::c_void,
             iov_len: len + second,
         };
         let mut ctrl = SegmentCmsg {
@@ -493,7 +493,7 @@ impl GsoTxBatch {
         len: usize,
     ) -> io::Result<usize> {
         let buf = libc::iovec {
-            iov_base: self.mem.slot_ptr(0) as *mut libc::c_void,
+            iov_base: self.mem.first_ptr() as *mut libc::c_void,
             iov_len: len,
         };
         // The first try apart, its error to a cold path: `sendto_slot`'s loop left a merge of

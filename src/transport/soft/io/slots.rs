@@ -62,6 +62,21 @@ impl Slots {
         &mut self.mem[i * self.slot_len + at..][..len]
     }
 
+    /// The first `len` bytes of slot 0 (`len` within the slot): one bounds check, where
+    /// [`part_mut`](Self::part_mut) of slot 0 took two.
+    #[inline(always)]
+    pub(crate) fn first_mut(&mut self, len: usize) -> &mut [u8] {
+        debug_assert!(len <= self.slot_len);
+        &mut self.mem[..len]
+    }
+
+    /// Raw pointer to slot 0, without [`slot_ptr`](Self::slot_ptr)'s check on every send: the
+    /// pool's start, and slot 0 always exists (`new` asserts a slot).
+    #[inline(always)]
+    pub(crate) fn first_ptr(&mut self) -> *mut u8 {
+        self.mem.as_mut_ptr()
+    }
+
     /// Raw pointer to slot `i`, for the iovecs the kernel fills or reads.
     #[inline]
     pub(crate) fn slot_ptr(&mut self, i: usize) -> *mut u8 {
