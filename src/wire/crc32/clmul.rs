@@ -571,7 +571,7 @@ mod tests {
         }
         let data = random(8 * 64, 11);
         for (i, run) in data.chunks_exact(8).enumerate() {
-            let start = [0, !0, 0x1234_5678, i as u32 * 0x9e37_79b9][i % 4];
+            let start = [0, !0, 0x1234_5678, (i as u32).wrapping_mul(0x9e37_79b9)][i % 4];
             let v = u64::from_le_bytes(run.try_into().unwrap());
             // SAFETY: the CPU has PCLMULQDQ and AVX (checked above).
             let got = unsafe { update8_clmul(start, v) };
