@@ -15,7 +15,7 @@
 
 use crate::transport::soft::bytes::copy_payload;
 use crate::transport::soft::cc::{CcCounters, RateControl};
-use crate::transport::{CompletionStatus, SendOp, SendRequest};
+use crate::transport::{Completion, CompletionStatus, SendOp, SendRequest};
 use crate::wire::{AethKind, NakCode};
 
 use super::ctx::Ctx;
@@ -653,12 +653,21 @@ impl Requester {
     #[inline(always)]
     fn complete_head(&mut self, status: CompletionStatus, ctx: &mut Ctx<'_>) {
         let Some(w) = self.sq.pop_front() else { return };
-        if w.is_read_or_atomic() && w.started {
+        let c = (status != CompletionStatus::Success || w.wr.signaled)
+            .then(|| w.completion(status, ctx.cfg.cq_tag));
+        self.retired(w.is_read_or_atomic() && w.started, c, ctx);
+    }
+
+    /// After the oldest work request left the send queue: the READs and atomics in flight
+    /// (`counted`: it was one of them, started), the cursor, and its completion `c`, if any.
+    #[inline(always)]
+    fn retired(&mut self, counted: bool, c: Option<Completion>, ctx: &mut Ctx<'_>) {
+        if counted {
             self.rd_atomic_inflight = self.rd_atomic_inflight.saturating_sub(1);
         }
         self.cursor = self.cursor.saturating_sub(1);
-        if status != CompletionStatus::Success || w.wr.signaled {
-            ctx.complete(w.completion(status, ctx.cfg.cq_tag));
+        if let Some(c) = c {
+            ctx.complete(c);
         }
     }
 
@@ -856,11 +865,7 @@ impl Requester {
         self.comp_psn = psn.add(1);
         if let Some(c) = done {
             self.sq.drop_front(1);
-            self.rd_atomic_inflight = self.rd_atomic_inflight.saturating_sub(1);
-            self.cursor = self.cursor.saturating_sub(1);
-            if let Some(c) = c {
-                ctx.complete(c);
-            }
+            self.retired(true, c, ctx);
         }
         if self.req_psn.before(self.comp_psn) {
             self.seek(self.comp_psn);

@@ -131,10 +131,7 @@ impl<T: Copy> Ring<T> {
     /// Removes the oldest item.
     #[inline(always)]
     pub(crate) fn pop_front(&mut self) -> Option<T> {
-        let item = *self.front()?;
-        self.head = (self.head + 1) & self.mask;
-        self.len -= 1;
-        Some(item)
+        self.pop_front_if(|_| true)
     }
 
     /// Removes the oldest item when `fits` accepts it: one look at it, where a `front` then a
