@@ -10,7 +10,9 @@ use std::fmt;
 #[derive(Clone)]
 pub(crate) struct Ring<T> {
     /// The slots written so far, at most `mask + 1` (allocated whole at creation): the `len`
-    /// from `head` on, wrapping at `mask + 1`, hold the items; the others stale copies.
+    /// from `head` on, wrapping at `mask + 1`, hold the items; the others stale copies. Every
+    /// slot that holds an item lies within it: a push writes its slot before the item counts
+    /// ([`held`](Self::held) reads one without a bounds check).
     items: Vec<T>,
     /// The oldest item's slot.
     head: usize,
@@ -78,6 +80,40 @@ impl<T: Copy> Ring<T> {
         (self.head + index) & self.mask
     }
 
+    /// The item in slot `at`, which holds one (`at` is `slot(index)` for an `index` below `len`):
+    /// read without the bounds check, which every look at the ring paid.
+    #[inline(always)]
+    fn held(&self, at: usize) -> &T {
+        debug_assert!(at < self.items.len(), "slot {at} holds no item");
+        // SAFETY: a slot that holds an item lies within `items`: every push writes its slot (an
+        // existing element, or one appended at index `items.len()`, see `write`) before it counts
+        // the item in `len`, `items` never shrinks, and `head` and `len` only ever name slots
+        // pushes wrote (pops and drops step over held items, `clear` holds none).
+        unsafe { self.items.get_unchecked(at) }
+    }
+
+    /// [`held`](Self::held), mutably.
+    #[inline(always)]
+    fn held_mut(&mut self, at: usize) -> &mut T {
+        debug_assert!(at < self.items.len(), "slot {at} holds no item");
+        // SAFETY: as in `held`.
+        unsafe { self.items.get_unchecked_mut(at) }
+    }
+
+    /// Writes `item` into slot `at`, the next slot a push writes (`slot(len)`); false, with
+    /// nothing written, if that slot is neither within `items` nor the next one to append (never,
+    /// as slots are first written in order: a guard of the invariant `held` relies on).
+    #[inline(always)]
+    fn write(&mut self, at: usize, item: T) -> bool {
+        let written = self.items.len();
+        match self.items.get_mut(at) {
+            Some(slot) => *slot = item,
+            None if at == written => self.items.push(item),
+            None => return false,
+        }
+        true
+    }
+
     /// Appends `item`, or gives it back when the ring is full.
     #[inline(always)]
     pub(crate) fn push_back(&mut self, item: T) -> Result<(), T> {
@@ -87,9 +123,8 @@ impl<T: Copy> Ring<T> {
         let at = self.slot(self.len);
         // Slots are first written in order, so a slot not yet written is the next one; the
         // allocation already holds it.
-        match self.items.get_mut(at) {
-            Some(slot) => *slot = item,
-            None => self.items.push(item),
+        if !self.write(at, item) {
+            return Err(item);
         }
         self.len += 1;
         Ok(())
@@ -103,9 +138,8 @@ impl<T: Copy> Ring<T> {
         // rounded up, so that slot is the oldest's only when they are the same number. At
         // capacity 0 it is the one slot, which the head, stepping by a mask of 0, never leaves.
         let at = self.slot(self.len);
-        match self.items.get_mut(at) {
-            Some(slot) => *slot = item,
-            None => self.items.push(item),
+        if !self.write(at, item) {
+            return;
         }
         if self.is_full() {
             self.head = (self.head + 1) & self.mask;
@@ -150,9 +184,9 @@ impl<T: Copy> Ring<T> {
         // One item (a ping-pong's completion, a SEND's receive each round trip): a copy without
         // the loop's set-up and count.
         if self.len == 1
-            && let (Some(first), Some(item)) = (out.first_mut(), self.items.get(self.head))
+            && let Some(first) = out.first_mut()
         {
-            *first = *item;
+            *first = *self.held(self.head);
             self.head = (self.head + 1) & self.mask;
             self.len = 0;
             return 1;
@@ -169,7 +203,7 @@ impl<T: Copy> Ring<T> {
         let n = self.len.min(out.len());
         let mut at = self.head;
         for slot in &mut out[..n] {
-            *slot = self.items[at];
+            *slot = *self.held(at);
             at = (at + 1) & self.mask;
         }
         self.head = at;
@@ -191,7 +225,7 @@ impl<T: Copy> Ring<T> {
         if self.len == 0 {
             return None;
         }
-        self.items.get(self.head)
+        Some(self.held(self.head))
     }
 
     /// The oldest item, mutably.
@@ -200,7 +234,7 @@ impl<T: Copy> Ring<T> {
         if self.len == 0 {
             return None;
         }
-        self.items.get_mut(self.head)
+        Some(self.held_mut(self.head))
     }
 
     /// The newest item, mutably.
@@ -215,7 +249,7 @@ impl<T: Copy> Ring<T> {
         if index >= self.len {
             return None;
         }
-        self.items.get(self.slot(index))
+        Some(self.held(self.slot(index)))
     }
 
     /// The item `index` places after the oldest, mutably.
@@ -225,7 +259,7 @@ impl<T: Copy> Ring<T> {
             return None;
         }
         let at = self.slot(index);
-        self.items.get_mut(at)
+        Some(self.held_mut(at))
     }
 
     /// Oldest to newest.
