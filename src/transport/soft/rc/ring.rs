@@ -173,8 +173,12 @@ impl<T: Copy> Ring<T> {
     #[inline(always)]
     pub(crate) fn pop_front_if(&mut self, fits: impl FnOnce(&T) -> bool) -> Option<T> {
         let item = *self.front().filter(|item| fits(item))?;
-        self.head = (self.head + 1) & self.mask;
         self.len -= 1;
+        // The last item out (a ping-pong's lone receive or request): the head stays, where the
+        // next push writes, without the step.
+        if self.len > 0 {
+            self.head = (self.head + 1) & self.mask;
+        }
         Some(item)
     }
 
@@ -187,7 +191,7 @@ impl<T: Copy> Ring<T> {
             && let Some(first) = out.first_mut()
         {
             *first = *self.held(self.head);
-            self.head = (self.head + 1) & self.mask;
+            // The head stays: an empty ring's next push writes at the head, a slot free now.
             self.len = 0;
             return 1;
         }
@@ -341,6 +345,26 @@ mod tests {
         let mut r = Ring::with_capacity(0);
         r.push_back_evicting(1u32);
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn the_last_item_out_leaves_the_head_for_the_next_push() {
+        let mut r = Ring::filled(2, 0);
+        let mut out = [0; 4];
+        for round in 0..3 {
+            *r.push_back_slot().unwrap() = round;
+            assert_eq!(r.pop_into(&mut out), 1);
+            assert_eq!(out[0], round);
+            r.push_back(round + 10).unwrap();
+            assert_eq!(r.pop_front_if(|_| true), Some(round + 10));
+            assert!(r.is_empty());
+        }
+        r.push_back(1).unwrap();
+        r.push_back(2).unwrap();
+        assert_eq!(r.pop_front(), Some(1));
+        r.push_back(3).unwrap();
+        assert_eq!(r.pop_into(&mut out), 2);
+        assert_eq!(out[..2], [2, 3]);
     }
 
     #[test]
