@@ -193,7 +193,11 @@ fn frame_with<const GATHER: bool>(
             Some(start) => start,
             None => start_of(&mut cache.icrcs, net, &buf[..bth], len, key),
         };
-        icrc.update(&buf[BTH_HEAD_LEN..bth]);
+        // A middle packet's headers end with its PSN word: one table step, no length dispatch.
+        match buf[BTH_HEAD_LEN..bth].try_into() {
+            Ok(word) => icrc.update_psn_word(word),
+            Err(_) => icrc.update(&buf[BTH_HEAD_LEN..bth]),
+        }
         icrc.update(payload);
         buf[bth..bth + ICRC_LEN].copy_from_slice(&icrc.finish().to_le_bytes());
         return Some(len + ICRC_LEN);
