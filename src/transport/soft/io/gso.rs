@@ -72,8 +72,9 @@ pub struct GsoTxBatch {
     /// are written when it closes, and a lone packet's send needs none of them); `None` after
     /// every send.
     open: Option<Open>,
-    /// Where the last queued packet is: (entry, offset, bytes held in the entry, length).
-    last_packet: (usize, usize, usize, usize),
+    /// Where the last queued packet ends and how long it is: (entry, end of its bytes held in
+    /// the entry, its length): its ICRC ends there, also when its payload is left in its region.
+    last_packet: (usize, usize, usize),
     max_packet: usize,
     queued: usize,
     sent: usize,
@@ -101,7 +102,8 @@ struct Open {
     run: usize,
 }
 
-// SAFETY: the header pointers point only into this struct's own heap arrays, which move with it.
+// SAFETY: the header pointers point only into this struct's own heap arrays, which move with it,
+// and, within one transmission only, into memory regions' payloads (`rc::packet::gather`).
 unsafe impl Send for GsoTxBatch {}
 
 impl GsoTxBatch {
@@ -131,7 +133,7 @@ impl GsoTxBatch {
             seg: vec![0; entries].into_boxed_slice(),
             segs: vec![0; entries].into_boxed_slice(),
             open: None,
-            last_packet: (0, 0, 0, 0),
+            last_packet: (0, 0, 0),
             max_packet,
             queued: 0,
             sent: 0,
@@ -215,12 +217,13 @@ impl GsoTxBatch {
                     }
                 };
                 o.at += held;
+                let end = o.at;
                 // A shorter segment must be the last one.
                 if len < o.seg {
                     self.close_open();
                 }
                 self.packets += 1;
-                self.last_packet = (e, at, held, len);
+                self.last_packet = (e, end, len);
                 return Some(index);
             }
             // Longer than the entry's segments: move it to a fresh entry (the spare one).
@@ -267,25 +270,25 @@ impl GsoTxBatch {
         o.at = held;
         o.iovs = 2;
         o.run = split;
-        self.last_packet = (o.e, 0, held, o.len);
+        self.last_packet = (o.e, held, o.len);
     }
 
-    /// The packet the last successful [`try_push`](Self::try_push) queued, to finish in place.
-    /// Always inlined: left to the compiler it went out of line with unrelated changes here, a
-    /// call for every segment after a super-datagram's first (+150 instructions a 64 KiB message).
+    /// The packet the last successful [`try_push`](Self::try_push) queued, held whole (its
+    /// payload not left in its region), to finish in place.
     #[inline(always)]
     pub fn last_packet_mut(&mut self) -> &mut [u8] {
-        let (e, at, held, _) = self.last_packet;
-        &mut self.mem.slot_mut(e)[at..at + held]
+        let (e, end, len) = self.last_packet;
+        &mut self.mem.slot_mut(e)[end - len..end]
     }
 
     /// The ICRC of the packet the last successful [`try_push`](Self::try_push) queued, and the
     /// length of what it covers (BTH through pad): held in the entry even when the payload was
-    /// left in its region.
+    /// left in its region. Always inlined: left to the compiler, the packet's place went out of
+    /// line with unrelated changes here, a call for every segment after a super-datagram's first
+    /// (+150 instructions a 64 KiB message).
     #[inline(always)]
     pub fn last_icrc_mut(&mut self) -> (&mut [u8], usize) {
-        let (e, at, held, len) = self.last_packet;
-        let end = at + held;
+        let (e, end, len) = self.last_packet;
         (
             &mut self.mem.slot_mut(e)[end - ICRC_LEN..end],
             len - ICRC_LEN,
@@ -312,7 +315,7 @@ impl GsoTxBatch {
             run: 0,
         });
         self.packets += 1;
-        self.last_packet = (e, 0, len, len);
+        self.last_packet = (e, len, len);
         if let Some(o) = closing {
             self.close(o);
         }
@@ -555,7 +558,7 @@ impl GsoTxBatch {
             self.close_open();
         }
         self.packets += 1;
-        self.last_packet = (0, len, second, second);
+        self.last_packet = (0, len + second, second);
     }
 
     /// [`queue_unqueued_two`](Self::queue_unqueued_two) of a second packet longer than the
