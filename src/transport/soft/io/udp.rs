@@ -27,11 +27,10 @@ use super::gso::GsoTxBatch;
 use super::{
     IoError, ROCE_V2_PORT, grow_buffer, move_icrc_of_ipv4_id, move_icrc_to_ipv4_id, setsockopt_int,
 };
-use crate::transport::soft::rc;
 use crate::params::RoceVersion;
 use crate::transport::soft::marks;
 use crate::transport::soft::netdev::NetDev;
-use crate::transport::soft::rc::Instant;
+use crate::transport::soft::rc::{self, Instant};
 use crate::wire::{Ipv4IdCache, Opcode};
 
 /// Largest UDP payload of a RoCE packet at MTU 4096: BTH 12 + RETH 16 + ImmDt 4 + 4096 + ICRC 4,
@@ -687,8 +686,8 @@ impl Device for UdpDevice {
         };
         let queued = match self.gso.as_mut() {
             Some(g) => {
-                // The batch sends from iovecs: a middle packet may leave its payload in its
-                // region (`rc::packet::gather`).
+                // The batch sends from iovecs: a data packet may leave its payload in its region
+                // (`rc::packet::gather`).
                 rc::packet::gather::allow(true);
                 let pushed = g.try_push(dst, fill);
                 rc::packet::gather::allow(false);
