@@ -502,7 +502,7 @@ impl SoftEndpoint {
                         break;
                     }
                 }
-                if !self.nic.tx_push(dev_now, to, |buf| src.fill(buf)) {
+                if !self.nic.tx_push(dev_now, to, |buf| src.fill_gathering(buf)) {
                     break;
                 }
                 self.counters.tx_packets += 1;

@@ -455,6 +455,65 @@ pub(crate) fn emit_with_ext(buf: &mut [u8], repr: &IbRepr, ext: &SrExt, payload:
     total
 }
 
+/// Zero-copy transmission of a middle packet: while the device that queues it allows (a GSO
+/// batch on an unimpaired UDP socket, which sends it from a list of iovecs), the packet's writer
+/// leaves its payload in the memory region and says where; the framing hashes it there, and the
+/// batch points an iovec at it. One thread's transmission allows, writes and queues within one
+/// device push, so the hand-off is a thread's own.
+///
+/// Why the bytes hashed are the bytes sent: the endpoint's transmission flushes what it pushed
+/// before it returns, and a send that leaves entries queued copies their payloads in
+/// (`GsoTxBatch::hold_payloads`), so no iovec outlives the transmission; during it only fills
+/// run, which read memory and write none (the receive path, the application and the region table
+/// run between transmissions). Regions are boxed and only ever added to their table: each
+/// payload's bytes stay where they were until the send.
+pub(crate) mod gather {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// The device queueing a packet now takes a payload left in its region.
+        static ALLOWED: Cell<bool> = const { Cell::new(false) };
+        /// The payload the packet being queued left in its region (null: none).
+        static LEFT: Cell<(*const u8, usize)> = const { Cell::new((std::ptr::null(), 0)) };
+    }
+
+    /// Starts (`true`) or ends a device push that takes a payload left in its region; the end
+    /// forgets a payload left and not taken.
+    #[inline(always)]
+    pub(crate) fn allow(on: bool) {
+        ALLOWED.set(on);
+        if !on {
+            LEFT.set((std::ptr::null(), 0));
+        }
+    }
+
+    /// Whether the packet being written may leave its payload in the region.
+    #[inline(always)]
+    pub(crate) fn allowed() -> bool {
+        ALLOWED.get()
+    }
+
+    /// The packet being written left `payload` in its region.
+    #[inline(always)]
+    pub(crate) fn leave(payload: &[u8]) {
+        LEFT.set((payload.as_ptr(), payload.len()));
+    }
+
+    /// The payload the packet being queued left in its region, if it did.
+    #[inline(always)]
+    pub(crate) fn left() -> Option<(*const u8, usize)> {
+        let (p, n) = LEFT.get();
+        (!p.is_null()).then_some((p, n))
+    }
+
+    /// [`left`], forgotten: the batch took it.
+    #[inline(always)]
+    pub(crate) fn take() -> Option<(*const u8, usize)> {
+        let (p, n) = LEFT.replace((std::ptr::null(), 0));
+        (!p.is_null()).then_some((p, n))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
