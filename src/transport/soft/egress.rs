@@ -180,6 +180,10 @@ fn frame_with<const GATHER: bool>(
         Path::Frame { eth, net, .. } => eth.header_len() + net.header_len(),
     };
     let len = write_ib(&mut buf[at..])?;
+    debug_assert!(
+        GATHER || rc::packet::gather::left().is_none(),
+        "a payload left in its region reached a framing that copies: fill through QpTx::fill_gathering"
+    );
     if GATHER
         && let Path::Udp { net, .. } = path
         && let Some((p, n)) = rc::packet::gather::left()

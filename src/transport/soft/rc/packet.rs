@@ -459,7 +459,12 @@ pub(crate) fn emit_with_ext(buf: &mut [u8], repr: &IbRepr, ext: &SrExt, payload:
 /// batch on an unimpaired UDP socket, which sends it from a list of iovecs), the packet's writer
 /// leaves its payload in the memory region and says where; the framing hashes it there, and the
 /// batch points an iovec at it. One thread's transmission allows, writes and queues within one
-/// device push, so the hand-off is a thread's own.
+/// device push, so the hand-off is a thread's own. It is a thread's cell rather than an argument
+/// because the writer sits under `Engine`, `Qp`, `Requester` and `Ctx`, whose signatures the
+/// latency path shares: an argument through them cost that path its inlining, a flag per packet
+/// does not. A device that allows must be filled through a framing that gathers
+/// (`egress::QpTx::fill_gathering`); a copying framing that meets a payload left behind fails a
+/// debug assertion.
 ///
 /// Why the bytes hashed are the bytes sent: the endpoint's transmission flushes what it pushed
 /// before it returns, and a send that leaves entries queued copies their payloads in
