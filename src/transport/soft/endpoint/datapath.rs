@@ -231,10 +231,18 @@ impl SoftEndpoint {
             },
         ] = &mut self.slots[..]
         else {
-            return self.fire_timers(&mut PollClock::at(self.epoch, now));
+            return self.fire_timers_at(now);
         };
         self.idle_left = TIMER_CHECK_EVERY;
         q.poll_timeout().is_some_and(|t| t <= now) && fire_rc(q, now)
+    }
+
+    /// [`fire_timers`](Self::fire_timers) at `now`. Out of line and cold: its clock, built on the
+    /// stack, made every call of [`fire_timers_simple`](Self::fire_timers_simple) set up a frame.
+    #[cold]
+    #[inline(never)]
+    fn fire_timers_at(&mut self, now: rc::Instant) -> bool {
+        self.fire_timers(&mut PollClock::at(self.epoch, now))
     }
 
     /// [`poll`](Self::poll) when `simple` holds (one RC queue pair on an unimpaired UDP socket, no
