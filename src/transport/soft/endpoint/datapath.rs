@@ -231,10 +231,18 @@ impl SoftEndpoint {
             },
         ] = &mut self.slots[..]
         else {
-            return self.fire_timers(&mut PollClock::at(self.epoch, now));
+            return self.fire_timers_at(now);
         };
         self.idle_left = TIMER_CHECK_EVERY;
         q.poll_timeout().is_some_and(|t| t <= now) && fire_rc(q, now)
+    }
+
+    /// [`fire_timers`](Self::fire_timers) at `now`. Out of line and cold: its clock, built on the
+    /// stack, made every call of [`fire_timers_simple`](Self::fire_timers_simple) set up a frame.
+    #[cold]
+    #[inline(never)]
+    fn fire_timers_at(&mut self, now: rc::Instant) -> bool {
+        self.fire_timers(&mut PollClock::at(self.epoch, now))
     }
 
     /// [`poll`](Self::poll) when `simple` holds (one RC queue pair on an unimpaired UDP socket, no
@@ -265,7 +273,7 @@ impl SoftEndpoint {
             },
         ] = &mut self.slots[..]
         else {
-            return Ok(self.hand_out(out));
+            return Ok(self.hand_out_any(out));
         };
         let cq = q.cq();
         Ok(if cq.is_empty() { 0 } else { cq.pop_into(out) })
@@ -296,6 +304,13 @@ impl SoftEndpoint {
             return if cq.is_empty() { 0 } else { cq.pop_into(out) };
         }
         self.hand_out_rotated(out)
+    }
+
+    /// [`hand_out`](Self::hand_out) out of line, for the simple poll, which never needs it (its
+    /// one queue pair is RC's): the rotation's registers stay out of that poll's prologue.
+    #[inline(never)]
+    fn hand_out_any(&mut self, out: &mut [Completion]) -> usize {
+        self.hand_out(out)
     }
 
     /// [`hand_out`](Self::hand_out) over several queue pairs.
