@@ -209,12 +209,6 @@ impl Icrc {
         crc32::update(self.crc, &ib[BTH_HEAD_LEN..])
     }
 
-    /// Feeds the 4 bytes after a BTH head ([`BTH_HEAD_LEN`]): AckReq and PSN, nothing masked.
-    #[inline(always)]
-    pub(crate) fn update_psn_word(&mut self, word: [u8; 4]) {
-        self.crc = crc32::update4(self.crc, word);
-    }
-
     /// Feeds bytes after the BTH (extension headers, payload, pad), unmasked.
     #[inline]
     pub fn update(&mut self, bytes: &[u8]) {

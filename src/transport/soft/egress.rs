@@ -44,22 +44,8 @@ impl<'a, N: FnMut() -> rc::Instant> QpTx<'a, N> {
     /// call, as `acks` says).
     #[inline(always)]
     pub(crate) fn fill(&mut self, buf: &mut [u8]) -> Option<usize> {
-        self.fill_with::<false>(buf)
-    }
-
-    /// [`fill`](Self::fill) for a device that may take a payload left in its region
-    /// ([`rc::packet::gather`]): such a packet's `buf` holds its BTH and ICRC only, the length is
-    /// the packet's.
-    #[inline(always)]
-    pub(crate) fn fill_gathering(&mut self, buf: &mut [u8]) -> Option<usize> {
-        self.fill_with::<true>(buf)
-    }
-
-    /// [`fill`](Self::fill), with a payload left in its region taken when `GATHER`.
-    #[inline(always)]
-    fn fill_with<const GATHER: bool>(&mut self, buf: &mut [u8]) -> Option<usize> {
         let (qp, now, acks) = (&mut *self.qp, &mut self.now, self.acks);
-        frame_with::<GATHER>(self.path, self.cache, buf, |ib| {
+        frame(self.path, self.cache, buf, |ib| {
             qp.poll_transmit_with(now, ib, acks)
         })
     }
@@ -118,23 +104,21 @@ fn icrc_of(icrcs: &mut HeaderIcrcs<(usize, u64)>, net: &NetRepr, ib: &[u8]) -> u
     let key = (ib.len(), bth_head(ib));
     icrcs
         .kept(key)
-        .unwrap_or_else(|| start_of(icrcs, net, ib, ib.len(), key))
+        .unwrap_or_else(|| start_of(icrcs, net, ib, key))
         .finish_after_bth_head(ib)
 }
 
-/// [`icrc_of`]'s start on a miss: made over `net`'s header for `len` bytes of BTH through pad and
-/// `ib`'s BTH head, and kept.
+/// [`icrc_of`]'s start on a miss: made over `net`'s header and `ib`'s BTH head, and kept.
 #[cold]
 #[inline(never)]
 fn start_of(
     icrcs: &mut HeaderIcrcs<(usize, u64)>,
     net: &NetRepr,
     ib: &[u8],
-    len: usize,
     key: (usize, u64),
 ) -> crate::wire::Icrc {
     icrcs.get(key, || {
-        let mut start = net.icrc_start(len);
+        let mut start = net.icrc_start(ib.len());
         start.update_bth_head(ib);
         start
     })
@@ -161,18 +145,6 @@ pub(crate) fn frame(
     buf: &mut [u8],
     write_ib: impl FnOnce(&mut [u8]) -> Option<usize>,
 ) -> Option<usize> {
-    frame_with::<false>(path, cache, buf, write_ib)
-}
-
-/// [`frame`], and with `GATHER` a UDP packet whose payload `write_ib` left in its region
-/// ([`rc::packet::gather`]): `buf` gets its BTH and ICRC only, hashed over the payload where it is.
-#[inline]
-fn frame_with<const GATHER: bool>(
-    path: &Path,
-    cache: &mut TxCache,
-    buf: &mut [u8],
-    write_ib: impl FnOnce(&mut [u8]) -> Option<usize>,
-) -> Option<usize> {
     // One call of `write_ib`, wherever the path wants the IB part: the engine's transmission is
     // then inlined here rather than called through a closure of its own.
     let at = match path {
@@ -180,32 +152,6 @@ fn frame_with<const GATHER: bool>(
         Path::Frame { eth, net, .. } => eth.header_len() + net.header_len(),
     };
     let len = write_ib(&mut buf[at..])?;
-    debug_assert!(
-        GATHER || rc::packet::gather::left().is_none(),
-        "a payload left in its region reached a framing that copies: fill through QpTx::fill_gathering"
-    );
-    if GATHER
-        && let Path::Udp { net, .. } = path
-        && let Some((p, n)) = rc::packet::gather::left()
-    {
-        // SAFETY: the writer left `n` bytes of a live memory region at `p`, which nothing
-        // writes during this transmission's pushes (see `gather`).
-        let payload = unsafe { std::slice::from_raw_parts(p, n) };
-        let bth = len - n;
-        let key = (len, bth_head(buf));
-        let mut icrc = match cache.icrcs.kept(key) {
-            Some(start) => start,
-            None => start_of(&mut cache.icrcs, net, &buf[..bth], len, key),
-        };
-        // A middle packet's headers end with its PSN word: one table step, no length dispatch.
-        match buf[BTH_HEAD_LEN..bth].try_into() {
-            Ok(word) => icrc.update_psn_word(word),
-            Err(_) => icrc.update(&buf[BTH_HEAD_LEN..bth]),
-        }
-        icrc.update(payload);
-        buf[bth..bth + ICRC_LEN].copy_from_slice(&icrc.finish().to_le_bytes());
-        return Some(len + ICRC_LEN);
-    }
     match path {
         Path::Udp { net, .. } => {
             // The packet and its ICRC checked against `buf` once, not each part apart.
@@ -439,60 +385,6 @@ mod tests {
                         "{path:?}: opcode {opcode:#x} PSN {psn}"
                     );
                 }
-            }
-        }
-    }
-
-    /// A packet whose payload was left in its region ([`rc::packet::gather`]) gets in its buffer
-    /// the headers and the ICRC a packet written whole gets, the ICRC hashed over the payload
-    /// where it is: FIRST, MIDDLE and LAST, through kept starts, over IPv4 and IPv6.
-    #[test]
-    fn a_payload_left_in_its_region_gets_the_icrc_of_a_whole_packet() {
-        let (_, nets) = eth_and_nets();
-        let region: Vec<u8> = (0..1024u32).map(|i| (i * 13 + 5) as u8).collect();
-        for net in [nets[1], nets[2]] {
-            let path = Path::Udp {
-                dst: "10.0.0.2:4791".parse().unwrap(),
-                net,
-            };
-            let mut cache = TxCache::new();
-            for i in 0..12u32 {
-                let opcode =
-                    [Opcode::RC_RDMA_WRITE_FIRST, Opcode::RC_RDMA_WRITE_MIDDLE][i as usize % 2];
-                let opcode = if i == 11 {
-                    Opcode::RC_SEND_LAST
-                } else {
-                    opcode
-                };
-                let payload = &region[i as usize * 16..][..[256usize, 256, 128][i as usize % 3]];
-                let mut bth = BthRepr::new(opcode, 0x12, 1000 + i);
-                bth.ack_req = i % 5 == 0;
-                let mut repr = IbRepr::new(bth);
-                repr.reth = opcode.has_reth().then_some(crate::wire::RethRepr {
-                    va: 0x1000,
-                    rkey: 0x1234,
-                    dma_len: 4096,
-                });
-                let mut ib = vec![0u8; repr.header_len() + payload.len()];
-                let n = rc::packet::emit(&mut ib, &repr, payload);
-                ib.truncate(n);
-                let hl = n - payload.len();
-                let mut buf = vec![0xa5u8; 512];
-                let len = frame_with::<true>(&path, &mut cache, &mut buf, |out| {
-                    out[..hl].copy_from_slice(&ib[..hl]);
-                    rc::packet::gather::leave(payload);
-                    Some(n)
-                })
-                .unwrap();
-                rc::packet::gather::allow(false);
-                assert_eq!(len, n + ICRC_LEN, "the whole packet's length");
-                let icrc = net.icrc(&ib).to_le_bytes();
-                assert_eq!(buf[..hl], ib[..hl], "packet {i}: its headers");
-                assert_eq!(
-                    buf[hl..hl + ICRC_LEN],
-                    icrc,
-                    "packet {i}: its ICRC behind them"
-                );
             }
         }
     }

@@ -131,18 +131,6 @@ fn short_by_tables(crc: u32, bytes: &[u8]) -> u32 {
     !tail(c, rest)
 }
 
-/// The CRC-32 of the bytes that gave `crc` followed by the 4 bytes of `word`: one slice-by-4
-/// step, without [`update`]'s look at the length (a data packet's PSN word, hashed apart from its
-/// payload where the payload is left in its region).
-#[inline(always)]
-pub(crate) fn update4(crc: u32, word: [u8; 4]) -> u32 {
-    let v = u32::from_le_bytes(word) ^ !crc;
-    !(T[3][(v & 0xff) as usize]
-        ^ T[2][((v >> 8) & 0xff) as usize]
-        ^ T[1][((v >> 16) & 0xff) as usize]
-        ^ T[0][(v >> 24) as usize])
-}
-
 /// The register `c` after the 8 bytes of `b` (slice-by-8).
 #[inline(always)]
 fn step8(c: u32, b: &[u8]) -> u32 {

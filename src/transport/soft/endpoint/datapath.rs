@@ -517,7 +517,7 @@ impl SoftEndpoint {
                         break;
                     }
                 }
-                if !self.nic.tx_push(dev_now, to, |buf| src.fill_gathering(buf)) {
+                if !self.nic.tx_push(dev_now, to, |buf| src.fill(buf)) {
                     break;
                 }
                 self.counters.tx_packets += 1;

@@ -453,8 +453,6 @@ fn tx_push_impaired<D: Device>(
     let mut produced = false;
     let mut copy = 0;
     let queued = dev.tx_push(now, to, |buf| {
-        // The packet is impaired (and maybe held or copied) in `buf`: whole there.
-        crate::transport::soft::rc::packet::gather::allow(false);
         let n = fill(buf)?;
         produced = true;
         match f.decide(now) {

@@ -13,13 +13,6 @@
 //! ICRC covers: [`GsoTxBatch::try_push`] says which segment a packet became, so its ICRC can be
 //! computed for that ID. Captures taken on the sending host (lo, veth) show the super-datagram, not
 //! the packets. IPv6 has no ID.
-//!
-//! A data packet may leave its payload in its memory region ([`rc::packet::gather`]): its entry
-//! then holds only its headers and ICRC, and the entry's message gathers from iovecs (the held
-//! bytes up to each payload, the payload in its region, the last ICRC); the kernel reads the same
-//! bytes in the same order, so the segments on the wire are the ones a copy would have made. Such
-//! iovecs live from the push to the send that ends the same transmission: what a send leaves
-//! queued gets its payloads copied in first.
 
 use std::io;
 use std::net::SocketAddr;
@@ -30,8 +23,6 @@ use super::batch::{
 };
 use super::slots::Slots;
 use super::sockaddr;
-use crate::transport::soft::rc;
-use crate::wire::ICRC_LEN;
 
 /// `UDP_SEGMENT` (include/uapi/linux/udp.h).
 const UDP_SEGMENT: libc::c_int = 103;
@@ -39,10 +30,6 @@ const UDP_SEGMENT: libc::c_int = 103;
 const MAX_SEGMENTS: u16 = 64;
 /// Bytes of UDP payload per super-datagram: below the 65507 an IPv4 datagram can carry.
 const MAX_ENTRY_BYTES: usize = 65_000;
-/// Iovecs of a super-datagram whose packets left their payloads in their regions: a run of the
-/// entry's own bytes before each payload (the previous packet's ICRC and this one's BTH), the
-/// payload, and the last ICRC.
-const GATHER_IOVS: usize = 2 * MAX_SEGMENTS as usize + 1;
 
 /// A control message of one `UDP_SEGMENT` (`CMSG_SPACE(2)` bytes), built on the stack for
 /// [`GsoTxBatch::send_unqueued_two`].
@@ -58,10 +45,6 @@ pub struct GsoTxBatch {
     mem: Slots,
     hdrs: Box<[libc::mmsghdr]>,
     iovs: Box<[libc::iovec]>,
-    /// Each entry's [`GATHER_IOVS`] iovecs, for one whose packets left payloads in their regions.
-    gather_iovs: Box<[libc::iovec]>,
-    /// Each closed entry's gathered iovecs in use (0: its one iovec over its bytes).
-    gathered: Box<[usize]>,
     names: Box<[libc::sockaddr_storage]>,
     ctrl: Box<[CtrlBuf]>,
     /// Each closed entry's segment size and number of segments, for its UDP_SEGMENT message.
@@ -72,8 +55,7 @@ pub struct GsoTxBatch {
     /// are written when it closes, and a lone packet's send needs none of them); `None` after
     /// every send.
     open: Option<Open>,
-    /// Where the last queued packet ends and how long it is: (entry, end of its bytes held in
-    /// the entry, its length): its ICRC ends there, also when its payload is left in its region.
+    /// Where the last queued packet is: (entry, offset, length).
     last_packet: (usize, usize, usize),
     max_packet: usize,
     queued: usize,
@@ -92,18 +74,11 @@ struct Open {
     seg: usize,
     /// Segments in it so far.
     segs: u16,
-    /// Its packets' bytes so far.
+    /// Its bytes so far.
     len: usize,
-    /// The bytes it holds (its packets' less the payloads left in their regions).
-    at: usize,
-    /// Its gathered iovecs so far (0 while every packet is held whole).
-    iovs: usize,
-    /// Where its held bytes not yet covered by a gathered iovec start.
-    run: usize,
 }
 
-// SAFETY: the header pointers point only into this struct's own heap arrays, which move with it,
-// and, within one transmission only, into memory regions' payloads (`rc::packet::gather`).
+// SAFETY: the header pointers point only into this struct's own heap arrays, which move with it.
 unsafe impl Send for GsoTxBatch {}
 
 impl GsoTxBatch {
@@ -119,15 +94,6 @@ impl GsoTxBatch {
             mem,
             hdrs,
             iovs,
-            gather_iovs: vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0
-                };
-                entries * GATHER_IOVS
-            ]
-            .into_boxed_slice(),
-            gathered: vec![0; entries].into_boxed_slice(),
             names,
             ctrl,
             seg: vec![0; entries].into_boxed_slice(),
@@ -182,117 +148,43 @@ impl GsoTxBatch {
             && o.len + max <= MAX_ENTRY_BYTES
             && o.dst == dst
         {
-            let at = o.at;
-            let buf = self.mem.part_mut(o.e, at, max);
-            let here = buf.as_mut_ptr();
-            let len = fill(buf)?;
+            let at = o.len;
+            let len = fill(self.mem.part_mut(o.e, at, max))?;
             assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
-            let left = rc::packet::gather::take();
             if len <= o.seg {
                 let (e, index) = (o.e, o.segs);
                 o.len += len;
                 o.segs += 1;
-                let held = match left {
-                    None => len,
-                    Some((p, n)) => {
-                        let held = len - n;
-                        // The held bytes up to this packet's BTH's end, then its payload.
-                        let split = at + held - ICRC_LEN;
-                        let next = e * GATHER_IOVS + o.iovs;
-                        let [run, payload] = &mut self.gather_iovs[next..next + 2] else {
-                            unreachable!("an entry's packets take at most GATHER_IOVS - 1");
-                        };
-                        *run = libc::iovec {
-                            // SAFETY: `run` is within slot `e`, at most `at`, where `here` is.
-                            iov_base: unsafe { here.sub(at - o.run) } as *mut libc::c_void,
-                            iov_len: split - o.run,
-                        };
-                        *payload = libc::iovec {
-                            iov_base: p as *mut libc::c_void,
-                            iov_len: n,
-                        };
-                        o.iovs += 2;
-                        o.run = split;
-                        held
-                    }
-                };
-                o.at += held;
-                let end = o.at;
                 // A shorter segment must be the last one.
                 if len < o.seg {
                     self.close_open();
                 }
                 self.packets += 1;
-                self.last_packet = (e, end, len);
+                self.last_packet = (e, at, len);
                 return Some(index);
             }
             // Longer than the entry's segments: move it to a fresh entry (the spare one).
-            let held = left.map_or(len, |(_, n)| len - n);
             let (last, e) = (o.e, self.queued);
             let (src_ptr, dst_ptr) = (self.mem.slot_ptr(last), self.mem.slot_ptr(e));
-            // SAFETY: two distinct slots of our pool; `at + held` stays within slot `last`.
-            unsafe { std::ptr::copy_nonoverlapping(src_ptr.add(at), dst_ptr, held) };
+            // SAFETY: two distinct slots of our pool; `at + len` stays within slot `last`.
+            unsafe { std::ptr::copy_nonoverlapping(src_ptr.add(at), dst_ptr, len) };
             self.open_entry(e, dst, len);
-            if let Some(payload) = left {
-                self.first_gathered(payload);
-            }
             return Some(0);
         }
         let e = self.queued;
         let len = fill(self.mem.part_mut(e, 0, max))?;
         assert!(len <= max, "packet of {len} bytes exceeds max_packet {max}");
         self.open_entry(e, dst, len);
-        if let Some(payload) = rc::packet::gather::take() {
-            self.first_gathered(payload);
-        }
         Some(0)
     }
 
-    /// The open entry's first and only packet left its payload (`n` bytes at `p`) in its region:
-    /// the entry holds its BTH and ICRC, and two iovecs cover the BTH and the payload.
-    #[cold]
-    #[inline(never)]
-    fn first_gathered(&mut self, (p, n): (*const u8, usize)) {
-        let Some(o) = &mut self.open else {
-            unreachable!("open_entry opened it");
-        };
-        let held = o.len - n;
-        let base = o.e * GATHER_IOVS;
-        let split = held - ICRC_LEN;
-        self.gather_iovs[base] = libc::iovec {
-            iov_base: self.mem.slot_ptr(o.e) as *mut libc::c_void,
-            iov_len: split,
-        };
-        self.gather_iovs[base + 1] = libc::iovec {
-            iov_base: p as *mut libc::c_void,
-            iov_len: n,
-        };
-        o.at = held;
-        o.iovs = 2;
-        o.run = split;
-        self.last_packet = (o.e, held, o.len);
-    }
-
-    /// The packet the last successful [`try_push`](Self::try_push) queued, held whole (its
-    /// payload not left in its region), to finish in place.
+    /// The packet the last successful [`try_push`](Self::try_push) queued, to finish in place.
+    /// Always inlined: left to the compiler it went out of line with unrelated changes here, a
+    /// call for every segment after a super-datagram's first (+150 instructions a 64 KiB message).
     #[inline(always)]
     pub fn last_packet_mut(&mut self) -> &mut [u8] {
-        let (e, end, len) = self.last_packet;
-        &mut self.mem.slot_mut(e)[end - len..end]
-    }
-
-    /// The ICRC of the packet the last successful [`try_push`](Self::try_push) queued, and the
-    /// length of what it covers (BTH through pad): held in the entry even when the payload was
-    /// left in its region. Always inlined: left to the compiler, the packet's place went out of
-    /// line with unrelated changes here, a call for every segment after a super-datagram's first
-    /// (+150 instructions a 64 KiB message).
-    #[inline(always)]
-    pub fn last_icrc_mut(&mut self) -> (&mut [u8], usize) {
-        let (e, end, len) = self.last_packet;
-        (
-            &mut self.mem.slot_mut(e)[end - ICRC_LEN..end],
-            len - ICRC_LEN,
-        )
+        let (e, at, len) = self.last_packet;
+        &mut self.mem.slot_mut(e)[at..at + len]
     }
 
     /// Opens entry `e` with its first packet (`len` bytes, to `dst`), closing the one open (to
@@ -310,12 +202,9 @@ impl GsoTxBatch {
             seg: len,
             segs: 1,
             len,
-            at: len,
-            iovs: 0,
-            run: 0,
         });
         self.packets += 1;
-        self.last_packet = (e, len, len);
+        self.last_packet = (e, 0, len);
         if let Some(o) = closing {
             self.close(o);
         }
@@ -332,23 +221,7 @@ impl GsoTxBatch {
 
     /// [`close_open`](Self::close_open) of entry `o`, taken out of `open`.
     fn close(&mut self, o: Open) {
-        let msg = &mut self.hdrs[o.e].msg_hdr;
-        if o.iovs == 0 {
-            self.iovs[o.e].iov_len = o.len;
-            msg.msg_iov = &mut self.iovs[o.e];
-            msg.msg_iovlen = 1;
-        } else {
-            // The held bytes after the last payload: its packet's ICRC.
-            let base = o.e * GATHER_IOVS;
-            self.gather_iovs[base + o.iovs] = libc::iovec {
-                // SAFETY: `run` is within slot `e` (below `at`).
-                iov_base: unsafe { self.mem.slot_ptr(o.e).add(o.run) } as *mut libc::c_void,
-                iov_len: o.at - o.run,
-            };
-            msg.msg_iov = &mut self.gather_iovs[base];
-            msg.msg_iovlen = o.iovs + 1;
-        }
-        self.gathered[o.e] = o.iovs;
+        self.iovs[o.e].iov_len = o.len;
         self.seg[o.e] = o.seg;
         self.segs[o.e] = o.segs;
         self.hdrs[o.e].msg_hdr.msg_namelen = sockaddr::encode(o.dst, &mut self.names[o.e]);
@@ -364,7 +237,6 @@ impl GsoTxBatch {
         // earlier send of it failed.
         if self.packets == 1
             && let Some(o) = &self.open
-            && o.iovs == 0
         {
             let (e, len, dst) = (o.e, o.len, o.dst);
             return self.send_lone(fd, e, len, dst);
@@ -398,45 +270,11 @@ impl GsoTxBatch {
                 msg.msg_controllen = 0;
             }
         }
-        let sent = send_queued(fd, &mut self.hdrs, &mut self.sent, self.queued);
+        let sent_now = send_queued(fd, &mut self.hdrs, &mut self.sent, self.queued)?;
         if self.sent == self.queued {
             self.emptied();
-        } else {
-            self.hold_payloads();
         }
-        sent
-    }
-
-    /// The entries a send leaves queued hold their packets' payloads again: a payload left in its
-    /// region is copied in behind its BTH, so that no iovec points into a region past the
-    /// transmission that queued it (see [`rc::packet::gather`]). Cold: the kernel takes a
-    /// transmission's batch whole unless its socket buffer is full.
-    #[cold]
-    #[inline(never)]
-    fn hold_payloads(&mut self) {
-        for e in self.sent..self.queued {
-            let n = std::mem::replace(&mut self.gathered[e], 0);
-            if n == 0 {
-                continue;
-            }
-            let iovs = &self.gather_iovs[e * GATHER_IOVS..][..n + 1];
-            let total: usize = iovs.iter().map(|v| v.iov_len).sum();
-            let own = self.mem.slot_ptr(e);
-            // Last iovec first: each held run moves up to where the whole packets put it, past
-            // every held byte still to move (the runs ascend, each at most where it goes).
-            let mut end = total;
-            for v in iovs.iter().rev() {
-                end -= v.iov_len;
-                // SAFETY: `end + iov_len <= total <= MAX_ENTRY_BYTES`, within slot `e`; the
-                // source is a run of slot `e` or a live region's payload (`gather`); `copy`
-                // allows the overlap of a run moved up.
-                unsafe { std::ptr::copy(v.iov_base as *const u8, own.add(end), v.iov_len) };
-            }
-            self.iovs[e].iov_len = total;
-            let msg = &mut self.hdrs[e].msg_hdr;
-            msg.msg_iov = &mut self.iovs[e];
-            msg.msg_iovlen = 1;
-        }
+        Ok(sent_now)
     }
 
     /// Everything queued went out: the batch starts again from its first entry.
@@ -552,13 +390,12 @@ impl GsoTxBatch {
             unreachable!("open_entry opened entry 0");
         };
         o.len += second;
-        o.at += second;
         o.segs += 1;
         if second < len {
             self.close_open();
         }
         self.packets += 1;
-        self.last_packet = (0, len + second, second);
+        self.last_packet = (0, len, second);
     }
 
     /// [`queue_unqueued_two`](Self::queue_unqueued_two) of a second packet longer than the
@@ -815,74 +652,5 @@ mod tests {
         let mut b = GsoTxBatch::new(4, 40_000);
         assert!(b.second_buf(30_000).is_none());
         assert!(GsoTxBatch::new(1, 300).second_buf(10).is_none());
-    }
-
-    /// Packets that left their payloads in a region (gathered from iovecs) arrive byte for byte as
-    /// packets held whole: mixed in one entry, a shorter one closing it, one opening an entry, a
-    /// longer one moved to a fresh entry; sent at once and after a send left them queued (the
-    /// payloads then copied in).
-    #[test]
-    fn payloads_left_in_their_region_arrive_as_held_ones() {
-        let (rx, tx) = socket_pair("127.0.0.17", "127.0.0.18");
-        let dst = rx.local_addr();
-        let region: Vec<u8> = (0..4000u32).map(|i| (i * 7 + 1) as u8).collect();
-        // (payload offset in the region, payload length, left in the region)
-        let pkts = [
-            (0usize, 100usize, false),
-            (100, 100, true),
-            (200, 100, true),
-            (300, 100, false),
-            (400, 60, true),
-            (500, 100, true),
-            (600, 200, true),
-            (800, 200, false),
-            (1000, 200, true),
-        ];
-        let want: Vec<Vec<u8>> = pkts
-            .iter()
-            .enumerate()
-            .map(|(k, &(a, n, _))| {
-                let mut p = vec![k as u8; 12];
-                p.extend_from_slice(&region[a..a + n]);
-                p.extend_from_slice(&[0xe0 | k as u8; ICRC_LEN]);
-                p
-            })
-            .collect();
-        let mut rb = RxBatch::new(16, 512);
-        for held_after_a_send in [false, true] {
-            let mut b = GsoTxBatch::new(4, 300);
-            let mut index = Vec::new();
-            for (k, &(a, n, left)) in pkts.iter().enumerate() {
-                let payload = &region[a..a + n];
-                rc::packet::gather::allow(true);
-                index.push(b.try_push(dst, |buf| {
-                    buf[..12].fill(k as u8);
-                    let tail = if left {
-                        rc::packet::gather::leave(payload);
-                        12
-                    } else {
-                        buf[12..12 + n].copy_from_slice(payload);
-                        12 + n
-                    };
-                    buf[tail..tail + ICRC_LEN].fill(0xe0 | k as u8);
-                    Some(16 + n)
-                }));
-                rc::packet::gather::allow(false);
-                let (icrc, ib_len) = b.last_icrc_mut();
-                assert_eq!((&*icrc, ib_len), (&[0xe0 | k as u8; 4][..], 12 + n));
-            }
-            let want_index = [0u16, 1, 2, 3, 4, 0, 0, 1, 2];
-            assert_eq!(index, want_index.map(Some));
-            if held_after_a_send {
-                // As a send that the kernel took nothing of leaves them.
-                b.close_open();
-                b.hold_payloads();
-                assert!(b.gathered.iter().all(|&n| n == 0));
-            }
-            assert_eq!(tx.send_gso_batch(&mut b).unwrap(), 3);
-            let mut got = Vec::new();
-            recv_datagrams(&rx, &mut rb, pkts.len(), |d| got.push(d.data.to_vec()));
-            assert_eq!(got, want, "held after a send: {held_after_a_send}");
-        }
     }
 }

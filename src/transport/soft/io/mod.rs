@@ -148,19 +148,8 @@ pub(crate) fn io_error(e: IoError) -> Error {
 #[inline(always)]
 pub(crate) fn move_icrc_to_ipv4_id(pkt: &mut [u8], id: u16, ipv4_ids: &mut Ipv4IdCache) {
     let ib_len = pkt.len() - ICRC_LEN;
-    move_icrc_of_ipv4_id(&mut pkt[ib_len..], ib_len, id, ipv4_ids);
-}
-
-/// [`move_icrc_to_ipv4_id`] of the ICRC `icrc` over `ib_len` bytes (BTH through pad) held
-/// elsewhere (a payload left in its region).
-#[inline(always)]
-pub(crate) fn move_icrc_of_ipv4_id(
-    icrc: &mut [u8],
-    ib_len: usize,
-    id: u16,
-    ipv4_ids: &mut Ipv4IdCache,
-) {
     let delta = ipv4_ids.get(ib_len).delta(id);
+    let icrc = &mut pkt[ib_len..];
     let v = u32::from_le_bytes([icrc[0], icrc[1], icrc[2], icrc[3]]);
     icrc.copy_from_slice(&(v ^ delta).to_le_bytes());
 }

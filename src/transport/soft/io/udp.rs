@@ -24,13 +24,11 @@ use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery, Ipv6PathMtuDiscovery};
 use super::batch::{RxBatch, RxDatagram, TxBatch};
 use super::device::{Backend, Device, Plan, PlanInput, RxMeta};
 use super::gso::GsoTxBatch;
-use super::{
-    IoError, ROCE_V2_PORT, grow_buffer, move_icrc_of_ipv4_id, move_icrc_to_ipv4_id, setsockopt_int,
-};
+use super::{IoError, ROCE_V2_PORT, grow_buffer, move_icrc_to_ipv4_id, setsockopt_int};
 use crate::params::RoceVersion;
 use crate::transport::soft::marks;
 use crate::transport::soft::netdev::NetDev;
-use crate::transport::soft::rc::{self, Instant};
+use crate::transport::soft::rc::Instant;
 use crate::wire::{Ipv4IdCache, Opcode};
 
 /// Largest UDP payload of a RoCE packet at MTU 4096: BTH 12 + RETH 16 + ImmDt 4 + 4096 + ICRC 4,
@@ -685,24 +683,16 @@ impl Device for UdpDevice {
             Some(n)
         };
         let queued = match self.gso.as_mut() {
-            Some(g) => {
-                // The batch sends from iovecs: a data packet may leave its payload in its region
-                // (`rc::packet::gather`).
-                rc::packet::gather::allow(true);
-                let pushed = g.try_push(dst, fill);
-                rc::packet::gather::allow(false);
-                match pushed {
-                    // The kernel gives segment k of an IPv4 super-datagram ID k (the first keeps
-                    // the 0 every ICRC is computed for): move its ICRC there.
-                    Some(k @ 1..) if dst.is_ipv4() => {
-                        let (icrc, ib_len) = g.last_icrc_mut();
-                        move_icrc_of_ipv4_id(icrc, ib_len, k, &mut self.ipv4_ids);
-                        true
-                    }
-                    Some(_) => true,
-                    None => false,
+            Some(g) => match g.try_push(dst, fill) {
+                // The kernel gives segment k of an IPv4 super-datagram ID k (the first keeps the 0
+                // every ICRC is computed for): move its ICRC there.
+                Some(k @ 1..) if dst.is_ipv4() => {
+                    move_icrc_to_ipv4_id(g.last_packet_mut(), k, &mut self.ipv4_ids);
+                    true
                 }
-            }
+                Some(_) => true,
+                None => false,
+            },
             None => self.plain.try_push(dst, fill),
         };
         // A CNP is never queued (`fill` declines it): asked only when nothing was.

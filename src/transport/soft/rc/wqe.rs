@@ -127,16 +127,8 @@ impl Wqe {
             _ => packet::send_opcode(Seg::Middle, false),
         };
         let bth = (opcode, ctx.cfg.remote_qpn, psn, force_ack);
-        // A device that sends from iovecs takes the payload where it is (no pad: a path MTU is
-        // whole words): the BTH alone is written, the length is the packet's.
-        let len = if packet::gather::allowed() && n.is_multiple_of(4) {
-            packet::gather::leave(src);
-            packet::emit_bth_only(buf, bth, &[]) + n
-        } else {
-            packet::emit_bth_only(buf, bth, src)
-        };
         Emitted {
-            len,
+            len: packet::emit_bth_only(buf, bth, src),
             consumed: 1,
             payload: n,
             asked: force_ack,
@@ -234,11 +226,6 @@ impl Wqe {
                 });
                 let src = &ctx.mem.span(self.local)[start..start + n];
                 let len = match ext {
-                    // As a middle packet's (`emit_middle`): the payload left where it is.
-                    None if packet::gather::allowed() && n.is_multiple_of(4) => {
-                        packet::gather::leave(src);
-                        packet::emit_data(buf, (opcode, dest, psn, ack_req), || reth, imm, &[]) + n
-                    }
                     None => packet::emit_data(buf, (opcode, dest, psn, ack_req), || reth, imm, src),
                     Some(e) => {
                         let mut r = packet::repr(opcode, dest, psn, ack_req, e.len() + n);
@@ -607,46 +594,5 @@ mod tests {
             }
         }
         assert_eq!(checked, 4 * 3 * 2);
-    }
-
-    /// While the device allows ([`packet::gather`]), a SEND's or WRITE's packets of a longer
-    /// message leave their payload in the region: their headers are the ones written with it,
-    /// the payload left is theirs, the length is the whole packet's; a last payload that needs a
-    /// pad is written whole.
-    #[test]
-    fn longer_messages_leave_their_payloads_where_the_device_allows() {
-        let pmtu = 256u32;
-        let mut rig = Rig::new(pmtu, |i| (i * 5 + 7) as u8);
-        let mut left = 0;
-        for op in OPS {
-            for len in [4 * pmtu, 3 * pmtu + 6] {
-                let (w, ctx) = rig.post(op, 4, len, true, true);
-                for k in 0..w.npkts {
-                    let psn = w.first_psn.add(k);
-                    let (mut got, mut want) = ([0x5au8; 512], [0xa5u8; 512]);
-                    let whole = w.emit(k, psn, None, false, false, &mut want, &ctx);
-                    packet::gather::allow(true);
-                    let e = w.emit(k, psn, None, false, false, &mut got, &ctx);
-                    let payload = packet::gather::take();
-                    packet::gather::allow(false);
-                    assert_eq!(e.len, whole.len, "{op:?}, packet {k}");
-                    let start = k as usize * pmtu as usize;
-                    let n = packet::payload_len(u64::from(len), pmtu, k);
-                    match payload {
-                        Some((p, m)) => {
-                            let src = &ctx.mem.span(w.local)[start..start + n];
-                            assert_eq!((p, m), (src.as_ptr(), n), "{op:?}, packet {k}");
-                            assert_eq!(got[..e.len - n], want[..e.len - n], "{op:?}, packet {k}");
-                            left += 1;
-                        }
-                        None => {
-                            assert!(!n.is_multiple_of(4), "{op:?}, packet {k}: a padded one");
-                            assert_eq!(got[..e.len], want[..e.len], "{op:?}, packet {k}");
-                        }
-                    }
-                }
-            }
-        }
-        assert_eq!(left, 4 * (4 + 3));
     }
 }
