@@ -46,9 +46,10 @@ impl Responder {
 
     /// What every request the fast paths ([`fast_ready`](Self::fast_ready)) take must pass, its headers ending
     /// at `START`: the BTH's checks ([`packet::fast_payload`]), the expected PSN, no message in
-    /// progress, a payload within the MTU. The BTH and the payload.
+    /// progress, and a payload within the MTU (`CARRIES`) or none (a READ request, whose DMA
+    /// length is its response's: no MTU to compare with). The BTH and the payload.
     #[inline(always)]
-    fn fast_head<'a, const START: usize>(
+    fn fast_head<'a, const START: usize, const CARRIES: bool>(
         &self,
         ib: &'a [u8],
         ctx: &Ctx<'_>,
@@ -56,10 +57,12 @@ impl Responder {
         // A fixed-size view: the compiler then reads every header field without a bounds check.
         let bth = BthPacket::new_unchecked(ib.first_chunk::<BTH>()?);
         let payload = packet::fast_payload(ib, &bth, START, ctx.cfg.qpn)?;
-        if bth.psn() != self.epsn.value()
-            || !matches!(self.msg, InMsg::Idle)
-            || payload.len() > ctx.cfg.pmtu as usize
-        {
+        let fits = if CARRIES {
+            payload.len() <= ctx.cfg.pmtu as usize
+        } else {
+            payload.is_empty()
+        };
+        if bth.psn() != self.epsn.value() || !matches!(self.msg, InMsg::Idle) || !fits {
             return None;
         }
         Some((bth, payload))
@@ -68,7 +71,7 @@ impl Responder {
     /// The fast path ([`fast_ready`](Self::fast_ready)) of an RDMA WRITE ONLY (no immediate).
     #[inline(always)]
     pub(in super::super) fn fast_write_only(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
-        let Some((bth, payload)) = self.fast_head::<BTH_RETH>(ib, ctx) else {
+        let Some((bth, payload)) = self.fast_head::<BTH_RETH, true>(ib, ctx) else {
             return false;
         };
         let Some(reth) = fast_reth(ib) else {
@@ -96,7 +99,7 @@ impl Responder {
     /// The fast path ([`fast_ready`](Self::fast_ready)) of a SEND ONLY (no immediate).
     #[inline(always)]
     pub(in super::super) fn fast_send_only(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
-        let Some((bth, payload)) = self.fast_head::<BTH>(ib, ctx) else {
+        let Some((bth, payload)) = self.fast_head::<BTH, true>(ib, ctx) else {
             return false;
         };
         let len = payload.len();
@@ -124,20 +127,7 @@ impl Responder {
     /// then keeps the ICRC's check inline.
     #[inline(never)]
     pub(in super::super) fn fast_read(&mut self, ib: &[u8], ctx: &mut Ctx<'_>) -> bool {
-        // `fast_head`'s checks but the MTU's: a READ request carries no payload (its DMA length is
-        // the response's), so none to compare with the MTU.
-        let Some(head) = ib.first_chunk::<BTH>() else {
-            return false;
-        };
-        let bth = BthPacket::new_unchecked(head);
-        let Some(payload) = packet::fast_payload(ib, &bth, BTH_RETH, ctx.cfg.qpn) else {
-            return false;
-        };
-        if !payload.is_empty()
-            || bth.psn() != self.epsn.value()
-            || !matches!(self.msg, InMsg::Idle)
-            || ctx.cfg.max_dest_rd_atomic == 0
-        {
+        if self.fast_head::<BTH_RETH, false>(ib, ctx).is_none() || ctx.cfg.max_dest_rd_atomic == 0 {
             return false;
         }
         let Some(reth) = fast_reth(ib) else {
@@ -321,7 +311,7 @@ impl Responder {
         if !self.fast_ready() {
             return false;
         }
-        let Some((bth, payload)) = self.fast_head::<BTH_RETH>(ib, ctx) else {
+        let Some((bth, payload)) = self.fast_head::<BTH_RETH, true>(ib, ctx) else {
             return false;
         };
         let Some(reth) = fast_reth(ib) else {
